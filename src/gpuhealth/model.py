@@ -1,0 +1,488 @@
+"""The frozen data every layer passes along: what was observed on a host, and what the checks found.
+
+Nothing here does I/O. Unknown values are ``None``; *why* a piece of evidence is missing lives in
+``Snapshot.unavailable`` under the evidence's name, so a check can skip with that reason instead of
+passing silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+SNAPSHOT_SCHEMA_VERSION = 1
+
+
+class ParseError(ValueError):
+    """Raised by a parser when its input is not the format it parses; the message says why."""
+
+
+# --------------------------------------------------------------------------- PCI addresses
+
+_PCI_ADDRESS = re.compile(
+    r"(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<device>[0-9a-fA-F]{2})"
+    r"(?:\.(?P<function>[0-7]))?"
+)
+
+
+def normalize_pci_address(text: str | None) -> str | None:
+    """Return ``dddd:bb:dd.f`` (lower case, 4-digit domain unless it needs more) or None.
+
+    Accepts what the driver, nvidia-smi, lspci and sysfs print: ``00000000:01:00.0``, ``0000:01:00``,
+    ``PCI:0000:5a:00``, ``01:00.0``. A missing function means function 0 (the kernel log's Xid lines
+    name the device, and NVIDIA GPUs are function 0).
+    """
+    if not text:
+        return None
+    match = _PCI_ADDRESS.fullmatch(text.strip())
+    if not match:
+        return None
+    domain = int(match["domain"] or "0", 16)
+    function = match["function"] or "0"
+    return f"{domain:04x}:{match['bus'].lower()}:{match['device'].lower()}.{function}"
+
+
+# --------------------------------------------------------------------------- evidence and fixes
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a finding's proof comes from: a file or command, and the lines that show it."""
+
+    source: str
+    lines: tuple[str, ...] = ()
+
+
+class Severity(str, enum.Enum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "critical": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One command (or instruction) that fixes a finding on one distro family."""
+
+    command: str
+    family: str = "any"  # "debian", "rhel" or "any"
+    disruptive: bool = False  # reboots, reloads modules, or kills jobs
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a finding is about: the host, or one GPU."""
+
+    gpu_index: int | None = None
+    pci_address: str | None = None
+
+    @property
+    def is_host(self) -> bool:
+        return self.gpu_index is None and self.pci_address is None
+
+    def __str__(self) -> str:
+        if self.is_host:
+            return "host"
+        parts = []
+        if self.gpu_index is not None:
+            parts.append(f"GPU {self.gpu_index}")
+        if self.pci_address:
+            parts.append(self.pci_address)
+        return " ".join(parts)
+
+
+HOST = Subject()
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    slug: str
+    severity: Severity
+    message: str
+    subject: Subject = HOST
+    evidence: tuple[Evidence, ...] = ()
+    explanation: str = ""
+    fixes: tuple[Fix, ...] = ()
+    explains: tuple[str, ...] = ()  # codes of findings this one is the root cause of
+
+    @property
+    def key(self) -> str:
+        return f"{self.code}@{self.subject}"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    code: str
+    slug: str
+    reason: str
+
+
+# --------------------------------------------------------------------------- observations
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    id: str | None = None  # os-release ID: ubuntu, debian, rhel, centos, rocky ...
+    id_like: tuple[str, ...] = ()
+    version_id: str | None = None
+    pretty_name: str | None = None
+    kernel_release: str | None = None  # uname -r
+    kernel_version: str | None = None  # /proc/version, whole line (names the compiler)
+    architecture: str | None = None
+
+    @property
+    def family(self) -> str:
+        """``debian``, ``rhel`` or ``other``: which package commands a fix uses."""
+        names = {self.id or "", *self.id_like}
+        if names & {"debian", "ubuntu"}:
+            return "debian"
+        if names & {"rhel", "centos", "fedora", "rocky", "almalinux", "ol"}:
+            return "rhel"
+        return "other"
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # normalized dddd:bb:dd.f
+    vendor_id: str  # 4 hex digits, lower case
+    device_id: str
+    class_code: str | None = None  # 4 hex digits: 0300 VGA, 0302 3D controller, 0680 bridge ...
+    subsystem_vendor_id: str | None = None
+    subsystem_device_id: str | None = None
+    name: str | None = None  # as printed by lspci or looked up in pci.ids
+    kernel_driver: str | None = None  # the driver bound to it (nvidia, nouveau, vfio-pci ...)
+    link_speed_current: str | None = None  # "16.0 GT/s" (sysfs / LnkSta)
+    link_speed_max: str | None = None  # (sysfs / LnkCap)
+    link_width_current: int | None = None
+    link_width_max: int | None = None
+
+    @property
+    def is_nvidia_gpu(self) -> bool:
+        """Vendor 10de with a display-class code (VGA 0300 or 3D controller 0302)."""
+        return self.vendor_id == "10de" and (self.class_code or "").startswith("03")
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    """The loaded kernel module, from ``/proc/driver/nvidia/version`` or its load banner."""
+
+    version: str | None = None
+    flavour: str | None = None  # "proprietary" or "open"
+    banner: str | None = None
+    compiler: str | None = None  # "gcc version 12.2.0 ..." line when present
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int | None = None
+    name: str | None = None
+    used_memory_mib: float | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as nvidia-smi or NVML reports it. Every field may be unknown."""
+
+    index: int | None = None
+    name: str | None = None
+    pci_address: str | None = None  # normalized
+    uuid: str | None = None
+    serial: str | None = None
+    pci_device_id: str | None = None  # "2330" (from "0x233010DE")
+    driver_version: str | None = None
+    cuda_version: str | None = None  # the driver's maximum CUDA, not a toolkit
+    vbios_version: str | None = None
+    persistence_mode: bool | None = None
+    compute_mode: str | None = None
+    mig_mode_current: str | None = None  # "Enabled" / "Disabled"
+    mig_mode_pending: str | None = None
+    # thermal and power
+    temperature_c: float | None = None
+    temperature_slowdown_c: float | None = None
+    temperature_shutdown_c: float | None = None
+    temperature_max_operating_c: float | None = None
+    memory_temperature_c: float | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    fan_speed_pct: float | None = None
+    fan_error: bool | None = None  # the table printed ERR!
+    clock_event_reasons: tuple[str, ...] = ()  # active reasons, snake_case names
+    # memory and load
+    memory_total_mib: float | None = None
+    memory_used_mib: float | None = None
+    utilization_gpu_pct: float | None = None
+    utilization_memory_pct: float | None = None
+    processes: tuple[GpuProcess, ...] = ()
+    # PCIe
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay_counter: int | None = None
+    # reliability
+    ecc_mode_current: str | None = None
+    ecc_volatile_corrected: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+    sram_uncorrectable: int | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    reset_required: bool | None = None
+    recovery_action: str | None = None  # 590+: "None", "GPU Reset", "Node Reboot" ...
+    inforom_corrupted: bool | None = None
+    mig_devices: int | None = None
+    source: str | None = None  # which evidence described it
+
+
+@dataclass(frozen=True)
+class SmiReport:
+    """What one nvidia-smi output said about the whole host."""
+
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+    warnings: tuple[str, ...] = ()  # e.g. "WARNING: infoROM is corrupted at gpu 0000:01:00.0"
+    format: str = ""  # "xml", "query", "table", "csv", "list"
+
+
+@dataclass(frozen=True)
+class TopologyLink:
+    """One cell of ``nvidia-smi topo -m``: how two devices connect (NV12, PIX, PHB, SYS ...)."""
+
+    a: str  # "GPU0", "NIC1" ...
+    b: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    devices: tuple[str, ...] = ()
+    links: tuple[TopologyLink, ...] = ()
+    cpu_affinity: dict[str, str] = field(default_factory=dict)  # "GPU0" -> "0-51,104-155"
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NvlinkState:
+    """``nvidia-smi nvlink -s``: per GPU, each link's speed in GB/s or None when inactive."""
+
+    gpu_index: int | None
+    gpu_name: str | None = None
+    uuid: str | None = None
+    link_speeds_gbps: tuple[float | None, ...] = ()
+    error: str | None = None  # "all links are inactive", "not supported in MIG mode" ...
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    """One NVIDIA-relevant kernel log event."""
+
+    kind: str  # "xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "nvrm"
+    message: str
+    line: str  # the raw line as read
+    line_number: int | None = None
+    timestamp: str | None = None  # as printed: ISO string or seconds since boot
+    pci_address: str | None = None  # normalized
+    xid: int | None = None
+    pid: int | None = None
+    process: str | None = None
+    detail: str | None = None  # RmInitAdapter code, API mismatch versions, ...
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    source: str
+    format: str  # "dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "pstore", "plain"
+    lines_scanned: int = 0
+    events: tuple[KernelEvent, ...] = ()
+    module_banners: tuple[str, ...] = ()  # "NVRM: loading NVIDIA UNIX ... Kernel Module  <ver> ..."
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """What happened when a command ran (or was replayed): the basis of tool-failure checks."""
+
+    argv: tuple[str, ...]
+    exit_code: int | None  # None when it never ran (not installed, timed out, not captured)
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    timed_out: bool = False
+    error: str | None = None  # "not installed", "permission denied", "not captured" ...
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def text(self) -> str:
+        return self.stdout + ("\n" + self.stderr if self.stderr else "")
+
+
+@dataclass(frozen=True)
+class NvmlReport:
+    """What the NVML probe returned: the library's view of the driver and GPUs, errors included."""
+
+    ok: bool
+    error: str | None = None  # e.g. "Driver/library version mismatch"
+    error_code: int | None = None  # nvmlReturn_t
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+
+
+@dataclass(frozen=True)
+class TorchEnv:
+    """From PyTorch's collect_env output or a live probe."""
+
+    torch_version: str | None = None
+    torch_cuda_version: str | None = None  # "Is debug build"/"CUDA used to build PyTorch"
+    cuda_available: bool | None = None
+    gpu_names: tuple[str, ...] = ()
+    driver_version: str | None = None
+    cudnn_version: str | None = None
+    os: str | None = None
+    python_version: str | None = None
+
+
+@dataclass(frozen=True)
+class AppError:
+    """A CUDA/NCCL/driver error a training log or traceback shows."""
+
+    kind: str  # "cuda-oom", "no-device", "insufficient-driver", "cuda-unknown", "nccl", "illegal-address", ...
+    message: str
+    line_number: int | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything observed about one host at one time. Built by ``collect`` or by ``analyze``."""
+
+    schema_version: int = SNAPSHOT_SCHEMA_VERSION
+    origin: str = "live"  # "live", "bundle", "evidence" (loose files)
+    hostname: str | None = None
+    captured_at: str | None = None
+    os: OsInfo | None = None
+    pci_devices: tuple[PciDevice, ...] | None = None
+    driver: DriverInfo | None = None
+    kernel_modules: tuple[str, ...] | None = None  # loaded module names
+    modprobe_blacklisted: tuple[str, ...] | None = None
+    device_nodes: tuple[str, ...] | None = None  # names under /dev starting with "nvidia"
+    smi: SmiReport | None = None
+    smi_run: CommandRun | None = None
+    nvml: NvmlReport | None = None
+    kernel_log: KernelLog | None = None
+    topology: Topology | None = None
+    nvlink: tuple[NvlinkState, ...] | None = None
+    torch: TorchEnv | None = None
+    app_errors: tuple[AppError, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
+    sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
+
+    @property
+    def gpus(self) -> tuple[Gpu, ...]:
+        """The GPUs the driver reports: NVML's view when it worked, else nvidia-smi's."""
+        if self.nvml is not None and self.nvml.ok and self.nvml.gpus:
+            return self.nvml.gpus
+        if self.smi is not None:
+            return self.smi.gpus
+        return ()
+
+    @property
+    def nvidia_pci_gpus(self) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.pci_devices or () if d.is_nvidia_gpu)
+
+    def gpu_subject(self, pci_address: str | None) -> Subject:
+        """The subject for a PCI address: with the driver's GPU index when one matches."""
+        for gpu in self.gpus:
+            if pci_address and gpu.pci_address == pci_address:
+                return Subject(gpu.index, pci_address)
+        return Subject(None, pci_address)
+
+
+# --------------------------------------------------------------------------- JSON both ways
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, enums, tuples and dicts to plain JSON types. None-valued fields are dropped."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if item is None or item == () or item == {}:
+                continue
+            out[f.name] = to_jsonable(item)
+        return out
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def from_jsonable(cls: type, data: Any) -> Any:
+    """Rebuild a dataclass (recursively) from ``to_jsonable`` output. Unknown keys are ignored."""
+    if not isinstance(data, dict):
+        raise ParseError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ParseError(f"bad {cls.__name__}: {exc}") from exc
+
+
+def _convert(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _convert(options[0], value) if len(options) == 1 else value
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise ParseError(f"expected a list, got {type(value).__name__}")
+        return tuple(_convert(args[0], v) for v in value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ParseError(f"expected an object, got {type(value).__name__}")
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    if dataclasses.is_dataclass(hint):
+        return from_jsonable(hint, value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(hint, type) and not isinstance(value, hint):
+        raise ParseError(f"expected {hint.__name__}, got {type(value).__name__}")
+    return value

@@ -1,0 +1,35 @@
+"""Shared fixtures: where the real-data corpus lives, and helpers to iterate over it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("GPUHEALTH_CORPUS", REPO.parent / "shared" / "corpus"))
+
+
+def corpus_files(*patterns: str) -> list[Path]:
+    """Corpus files matching any glob pattern (relative to the corpus root), sorted.
+
+    Tests parametrize over this, so a file added to the corpus is tested automatically.
+    """
+    if not CORPUS.is_dir():
+        return []
+    found: set[Path] = set()
+    for pattern in patterns:
+        found.update(p for p in CORPUS.glob(pattern) if p.is_file() and p.suffix != ".md")
+    return sorted(found)
+
+
+def corpus_id(path: Path) -> str:
+    return str(path.relative_to(CORPUS))
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.fail(f"corpus not found at {CORPUS}: set GPUHEALTH_CORPUS")
+    return CORPUS
