@@ -154,8 +154,8 @@ class OsInfo:
 @dataclass(frozen=True)
 class PciDevice:
     address: str  # normalized dddd:bb:dd.f
-    vendor_id: str  # 4 hex digits, lower case
-    device_id: str
+    vendor_id: str | None  # 4 hex digits, lower case; None when lspci printed no ID
+    device_id: str | None
     class_code: str | None = None  # 4 hex digits: 0300 VGA, 0302 3D controller, 0680 bridge ...
     subsystem_vendor_id: str | None = None
     subsystem_device_id: str | None = None
@@ -394,6 +394,7 @@ class Snapshot:
     nvlink: tuple[NvlinkState, ...] | None = None
     torch: TorchEnv | None = None
     app_errors: tuple[AppError, ...] | None = None
+    unrecognized_files: tuple[str, ...] = ()  # analyze: files whose format was not recognised
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
@@ -486,3 +487,29 @@ def _convert(hint: Any, value: Any) -> Any:
     if isinstance(hint, type) and not isinstance(value, hint):
         raise ParseError(f"expected {hint.__name__}, got {type(value).__name__}")
     return value
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of running the checks over one snapshot."""
+
+    snapshot: Snapshot
+    findings: tuple[Finding, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    checks_run: int = 0
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity is severity)
+
+    @property
+    def verdict(self) -> str:
+        if self.count(Severity.CRITICAL):
+            return "BROKEN"
+        if self.count(Severity.WARNING):
+            return "DEGRADED"
+        return "HEALTHY"
+
+    @property
+    def exit_code(self) -> int:
+        """0 healthy or info only, 1 warnings, 2 critical (3 is gpuhealth failing, set by the CLI)."""
+        return {"BROKEN": 2, "DEGRADED": 1, "HEALTHY": 0}[self.verdict]

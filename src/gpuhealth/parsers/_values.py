@@ -6,6 +6,7 @@ nvidia-smi prints unknowns as ``N/A``, ``[N/A]``, ``[Not Supported]``, ``Unknown
 
 from __future__ import annotations
 
+import math
 import re
 
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
@@ -39,7 +40,7 @@ def number(value: str | None) -> float | None:
 
 def integer(value: str | None) -> int | None:
     result = number(value)
-    return int(result) if result is not None else None
+    return int(result) if result is not None and math.isfinite(result) else None
 
 
 def flag(value: str | None) -> bool | None:

@@ -1,0 +1,5 @@
+"""``python -m gpuhealth``."""
+
+from gpuhealth.cli import main
+
+main()

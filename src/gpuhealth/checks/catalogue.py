@@ -1,0 +1,17 @@
+"""The list of check modules. Importing one registers its checks; ``load`` imports them all, once."""
+
+from __future__ import annotations
+
+import importlib
+
+CHECK_MODULES = (
+    "gpuhealth.checks.meta",
+    "gpuhealth.checks.inventory",
+    "gpuhealth.checks.driver",
+    "gpuhealth.checks.kernel_log",
+)
+
+
+def load() -> None:
+    for name in CHECK_MODULES:
+        importlib.import_module(name)

@@ -1,0 +1,407 @@
+"""GH2xx: the NVIDIA driver, its kernel modules and device nodes, and the tools that talk to it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.knowledge.tool_errors import decode
+from gpuhealth.model import Evidence, Fix, Severity, Snapshot
+
+PROC_VERSION = "/proc/driver/nvidia/version"
+RELOAD_MODULES = ("sudo systemctl stop nvidia-persistenced 2>/dev/null; "
+                  "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia nvidia_uvm")
+REBOOT = Fix("sudo reboot", "any", disruptive=True)
+LIBRARY_VERSION = re.compile(r"NVML library version:\s*(\S+)")
+
+
+def gpu_expected(snapshot: Snapshot) -> bool | None:
+    """True/False when the PCI bus was read, None when unknown (loose evidence)."""
+    if snapshot.pci_devices is None:
+        return None
+    return bool(snapshot.nvidia_pci_gpus)
+
+
+def module_loaded(snapshot: Snapshot) -> bool | None:
+    if snapshot.driver is not None:
+        return True
+    if snapshot.kernel_modules is None:
+        return None
+    return "nvidia" in snapshot.kernel_modules
+
+
+def user_space_version(snapshot: Snapshot) -> tuple[str | None, str]:
+    """The driver version the user-space library reports, and where it came from."""
+    if snapshot.nvml is not None and snapshot.nvml.ok and snapshot.nvml.driver_version:
+        return snapshot.nvml.driver_version, "NVML (libnvidia-ml)"
+    if snapshot.smi is not None and snapshot.smi.driver_version:
+        return snapshot.smi.driver_version, snapshot.sources.get("smi", "nvidia-smi")
+    return None, ""
+
+
+@check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
+       requires=("pci_devices",))
+def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    An NVIDIA GPU is on the PCI bus, but `/proc/driver/nvidia/version` does not exist and `nvidia` is
+    not among the loaded kernel modules.
+
+    Why it matters:
+    Without the kernel module no CUDA program, nvidia-smi or container can use the GPU. Common causes:
+    the driver is not installed, a kernel update without a rebuilt DKMS module, Secure Boot rejecting
+    the unsigned module, or nouveau holding the GPU.
+
+    How to fix:
+    Try `sudo modprobe nvidia` and read the error: "Key was rejected by service" means Secure Boot
+    (sign the module or use signed packages); "Module nvidia not found" means no module for this
+    kernel (`dkms status`, then install the headers for `uname -r` and rebuild). The kernel log
+    (`sudo dmesg | grep -iE 'nvrm|nvidia'`) names other causes.
+
+    Exceptions:
+    A GPU passed through to a VM (bound to vfio-pci) is not meant to have the driver on the host.
+    """
+    if not snapshot.nvidia_pci_gpus:
+        yield Skip("no NVIDIA GPU on the PCI bus")
+        return
+    loaded = module_loaded(snapshot)
+    if loaded is None:
+        yield Skip(snapshot.unavailable.get("kernel_modules", "loaded modules unknown"))
+        return
+    if loaded:
+        return
+    if all(d.kernel_driver in ("vfio-pci", "pci-stub") for d in snapshot.nvidia_pci_gpus):
+        return
+    bound = sorted({d.kernel_driver or "no driver" for d in snapshot.nvidia_pci_gpus})
+    yield Draft(
+        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable",
+        evidence=(
+            Evidence(PROC_VERSION, (snapshot.unavailable.get("driver", "not present"),)),
+            Evidence("/proc/modules", ("no 'nvidia' module loaded",)),
+            Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
+                                                   for d in snapshot.nvidia_pci_gpus)),
+        ),
+        fixes=(
+            Fix("sudo modprobe nvidia", "any", note="read the error it prints"),
+            *fixes_for(debian=["dkms status", "sudo apt-get install linux-headers-$(uname -r)"],
+                       rhel=["dkms status", "sudo dnf install kernel-devel-$(uname -r)"]),
+        ),
+        explains=("GH102", "GH203", "GH205", "GH207") + (("GH206",) if "nouveau" in bound else ()),
+    )
+
+
+@check("GH202", "driver-library-mismatch", "Kernel module and user-space library versions differ")
+def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The version of the loaded kernel module (`/proc/driver/nvidia/version`) differs from the version
+    of the user-space driver libraries (NVML, nvidia-smi), or a tool or the kernel log says so
+    ("Driver/library version mismatch", "NVRM: API mismatch").
+
+    Why it matters:
+    Every CUDA program and nvidia-smi fail until the two agree. It almost always follows a driver
+    package upgrade (often unattended-upgrades) while the old module stays loaded.
+
+    How to fix:
+    Reboot, which loads the new module. Without a reboot, stop everything using the GPU and reload
+    the modules. To stop it happening again, hold the driver packages so that upgrades happen only
+    in a maintenance window.
+
+    Exceptions:
+    None: the versions must match exactly.
+    """
+    evidence: list[Evidence] = []
+    kernel = snapshot.driver.version if snapshot.driver else None
+    user, user_source = user_space_version(snapshot)
+    for text, _ in _tool_messages(snapshot, first_line_only=False):
+        match = LIBRARY_VERSION.search(text)
+        user = user or (match[1] if match else None)
+    if kernel and user and kernel != user:
+        evidence.append(Evidence(PROC_VERSION, (f"kernel module {kernel}",)))
+        evidence.append(Evidence(user_source, (f"user-space library {user}",)))
+    for text, source in _tool_messages(snapshot):
+        if "version mismatch" in text.lower():
+            evidence.append(Evidence(source, (text,)))
+    if snapshot.kernel_log is not None:
+        lines = tuple(e.line for e in snapshot.kernel_log.events if e.kind == "api_mismatch")
+        if lines:
+            evidence.append(Evidence(snapshot.kernel_log.source, lines[:3]))
+    if not evidence:
+        if not kernel and not user and snapshot.kernel_log is None:
+            yield Skip("neither the kernel module version nor the library version is known")
+        return
+    yield Draft(
+        Severity.CRITICAL,
+        f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}",
+        evidence=tuple(evidence),
+        fixes=(REBOOT, Fix(RELOAD_MODULES, "any", disruptive=True, note="stops every GPU job"),
+               *fixes_for(debian=["sudo apt-mark hold $(dpkg-query -W -f='${Package}\\n' "
+                                  "'*nvidia*' | tr '\\n' ' ')"],
+                          rhel=["sudo dnf install python3-dnf-plugin-versionlock && "
+                                "sudo dnf versionlock add '*nvidia*'"])),
+        explains=("GH203", "GH204"),
+    )
+
+
+def _tool_messages(snapshot: Snapshot, first_line_only: bool = True) -> Iterator[tuple[str, str]]:
+    """What nvidia-smi and NVML said when they failed (by default only the first line)."""
+    run = snapshot.smi_run
+    if run is not None and not run.ok and (run.stdout or run.stderr):
+        text = run.stdout.strip() or run.stderr.strip()
+        yield (text.splitlines()[0] if first_line_only else text), " ".join(run.argv)
+    if snapshot.nvml is not None and not snapshot.nvml.ok and snapshot.nvml.error:
+        yield snapshot.nvml.error, "NVML (nvidia-ml-py)"
+
+
+# How each decoded failure is fixed; the kinds come from knowledge/tool_errors.py.
+TOOL_FIXES: dict[str, tuple[Fix, ...]] = {
+    "driver-not-loaded": (Fix("sudo modprobe nvidia", "any", note="read the error it prints"),),
+    "library-not-found": (*fixes_for(debian=["ldconfig -p | grep libnvidia-ml",
+                                             "sudo apt-get install --reinstall libnvidia-compute-$(cut -d. -f1 "
+                                             "/sys/module/nvidia/version)"],
+                                     rhel=["ldconfig -p | grep libnvidia-ml"]),),
+    "gpu-lost": (REBOOT,),
+    "no-permission": (Fix("ls -l /dev/nvidia*", "any", note="the user needs read/write on the device files"),),
+    "no-devices": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
+    "inforom-corrupted": (Fix("contact the vendor: the infoROM needs reflashing or the GPU service", "any"),),
+    "power-cables": (Fix("connect the GPU's auxiliary power cables", "any", disruptive=True),),
+    "reset-required": (Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True,
+                           note="stop every process on that GPU first"),),
+    "blocked-by-os": (Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
+                          note="then recreate the container"),),
+}
+
+
+@check("GH203", "driver-query-failed", "nvidia-smi or NVML failed")
+def driver_query_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `nvidia-smi` exited with an error, or NVML could not initialise. The message and exit code are
+    decoded: driver not loaded, could not communicate with the driver, library not found, GPU fallen
+    off the bus, insufficient permissions, unknown error inside a container, no devices found.
+
+    Why it matters:
+    What nvidia-smi cannot do, CUDA programs cannot do either. The decoded reason points at the root
+    cause, which is usually reported as its own finding above this one.
+
+    How to fix:
+    Follow the fix for the decoded reason. A hung nvidia-smi is reported separately (GH204).
+
+    Exceptions:
+    On a machine with no NVIDIA GPU, a missing nvidia-smi or NVML library is expected and not reported.
+    """
+    if gpu_expected(snapshot) is False:
+        yield Skip("no NVIDIA GPU on the PCI bus")
+        return
+    run = snapshot.smi_run
+    failures: list[tuple[str, str, int | None, int | None]] = []
+    if run is not None and not run.ok and not run.timed_out and run.error != "not captured in this bundle":
+        failures.append((run.text.strip() or run.error or "", " ".join(run.argv), run.exit_code, None))
+    nvml = snapshot.nvml
+    if nvml is not None and not nvml.ok and "did not answer" not in (nvml.error or ""):
+        failures.append((nvml.error or "", "NVML (nvidia-ml-py)", None, nvml.error_code))
+    if run is None and nvml is None:
+        yield Skip("neither nvidia-smi nor NVML was run")
+        return
+    merged: dict[str, tuple[list[str], list[Evidence], tuple[Fix, ...]]] = {}
+    for text, source, exit_code, nvml_code in failures:
+        if source.startswith("nvidia-smi") and run is not None and run.error == "not installed":
+            continue  # GH208
+        decoded = decode(text, exit_code, nvml_code)
+        meaning = decoded.meaning if decoded else "unrecognised failure"
+        code = f"exit {exit_code}" if exit_code is not None else f"NVML error {nvml_code}"
+        tools, evidence, _ = merged.setdefault(meaning, ([], [], TOOL_FIXES.get(decoded.kind, ()) if decoded else ()))
+        tools.append(f"{source.split(' ')[0]} ({code})")
+        evidence.append(Evidence(source, tuple(line for line in text.splitlines() if line.strip())[:4]))
+    for meaning, (tools, evidence, fixes) in merged.items():
+        yield Draft(Severity.CRITICAL, f"{' and '.join(tools)} failed: {meaning}", evidence=tuple(evidence),
+                    fixes=fixes)
+
+
+@check("GH204", "driver-query-hung", "nvidia-smi or NVML did not answer in time")
+def driver_query_hung(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `nvidia-smi` was killed after the timeout (10 s by default), or NVML did not answer in time.
+
+    Why it matters:
+    A healthy driver answers in well under a second with persistence mode on, a few seconds without.
+    A hang means the driver is stuck waiting for a GPU: a GPU fallen off the bus, a GSP firmware
+    timeout (Xid 119), or a GPU stuck in reset. Jobs on that host will hang too.
+
+    How to fix:
+    Read the kernel log for Xid 79, 119 or "fallen off the bus" (listed above this finding when
+    present). If nothing is there, enable persistence mode (`sudo systemctl enable --now
+    nvidia-persistenced`) and re-run; if it still hangs, drain the host and reboot.
+
+    Exceptions:
+    The first nvidia-smi after boot on a host without persistence mode can take several seconds on
+    many-GPU machines; raise `--timeout` if that is what you see.
+    """
+    hung = []
+    run = snapshot.smi_run
+    if run is not None and run.timed_out:
+        hung.append(Evidence(" ".join(run.argv), (f"killed after {run.duration_s:g} s without an answer",)))
+    if snapshot.nvml is not None and "did not answer" in (snapshot.nvml.error or ""):
+        hung.append(Evidence("NVML (nvidia-ml-py)", (snapshot.nvml.error or "",)))
+    if run is None and snapshot.nvml is None:
+        yield Skip("neither nvidia-smi nor NVML was run")
+        return
+    if hung:
+        yield Draft(Severity.CRITICAL, "nvidia-smi/NVML hung: the driver did not answer in time",
+                    evidence=tuple(hung),
+                    fixes=(Fix("sudo dmesg -T | grep -iE 'Xid|fallen off|NVRM' | tail -20", "any"),
+                           Fix("sudo systemctl enable --now nvidia-persistenced", "any"), REBOOT))
+
+
+@check("GH205", "kernel-modules-missing", "NVIDIA kernel modules not loaded", requires=("kernel_modules",))
+def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    With `nvidia` loaded, checks for `nvidia_uvm` (CUDA's unified memory; CUDA needs it),
+    `nvidia_modeset` and `nvidia_drm` (display and DRM; not needed for compute).
+
+    Why it matters:
+    Without `nvidia_uvm` CUDA initialisation fails with "CUDA error: unknown error" or "no
+    CUDA-capable device". It is normally loaded on first CUDA use by the setuid helper
+    `nvidia-modprobe`; when that helper is missing or blocked (containers, hardened hosts), it never is.
+
+    How to fix:
+    `sudo modprobe nvidia_uvm` now, and make it permanent with `echo nvidia_uvm | sudo tee
+    /etc/modules-load.d/nvidia-uvm.conf`. `nvidia_drm`/`nvidia_modeset` are loaded by
+    `sudo modprobe nvidia_drm` when a display or DRM client needs them.
+
+    Exceptions:
+    Right after boot, before any CUDA program ran, `nvidia_uvm` may legitimately not be loaded yet:
+    this is why it is reported as info, not as a fault.
+    """
+    modules = snapshot.kernel_modules or ()
+    if "nvidia" not in modules:
+        yield Skip("the nvidia module is not loaded (see GH201)")
+        return
+    missing = [m for m in ("nvidia_uvm", "nvidia_modeset", "nvidia_drm") if m not in modules]
+    if not missing:
+        return
+    loaded = tuple(sorted(m for m in modules if m.startswith("nvidia")))
+    yield Draft(
+        Severity.INFO, f"Kernel module(s) not loaded: {', '.join(missing)}",
+        evidence=(Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"),
+                           (f"loaded: {', '.join(loaded)}",)),),
+        fixes=tuple(Fix(f"sudo modprobe {m}", "any") for m in missing),
+    )
+
+
+@check("GH206", "nouveau-loaded", "The nouveau driver is loaded", requires=("kernel_modules",))
+def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The open-source `nouveau` module is loaded (or bound to an NVIDIA GPU).
+
+    Why it matters:
+    nouveau and the NVIDIA driver cannot share a GPU: the NVIDIA installer refuses to run and the
+    nvidia module cannot bind a GPU nouveau holds ("The NVIDIA probe routine was not called").
+
+    How to fix:
+    Blacklist nouveau with both `blacklist nouveau` and `options nouveau modeset=0`, back up and
+    rebuild the initramfs (which otherwise still loads nouveau at boot), then reboot.
+
+    Exceptions:
+    Desktops that deliberately use nouveau for display and no CUDA.
+    """
+    bound = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver == "nouveau"]
+    if "nouveau" not in (snapshot.kernel_modules or ()) and not bound:
+        return
+    severity = Severity.INFO if gpu_expected(snapshot) is False else Severity.CRITICAL
+    blacklist = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
+                 "sudo tee /etc/modprobe.d/blacklist-nouveau.conf")
+    yield Draft(
+        severity, "nouveau is loaded: the NVIDIA driver cannot use the GPU",
+        evidence=(Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("nouveau",)),
+                  *((Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to nouveau" for d in bound)),)
+                    if bound else ())),
+        fixes=(*fixes_for(debian=[blacklist, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
+                                  "sudo update-initramfs -u"],
+                          rhel=[blacklist, "sudo cp /boot/initramfs-$(uname -r).img{,.bak}",
+                                "sudo dracut --force"]),
+               REBOOT),
+        explains=("GH201", "GH102"),
+    )
+
+
+@check("GH207", "device-nodes-missing", "/dev/nvidia* device nodes missing", requires=("device_nodes",))
+def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    With the driver loaded, checks for `/dev/nvidiactl`, one `/dev/nvidiaN` per GPU, and
+    `/dev/nvidia-uvm` when `nvidia_uvm` is loaded.
+
+    Why it matters:
+    CUDA and nvidia-smi open these files. They are created by `nvidia-modprobe` or by udev rules; on
+    hosts where `nvidia-modprobe` ran before the driver was installed, or in containers started
+    without the devices, they are missing and every GPU program fails although the driver is fine.
+
+    How to fix:
+    `sudo nvidia-modprobe -c 0 -u` creates the control, first GPU and UVM nodes (repeat `-c N` per
+    GPU); running `sudo nvidia-smi` once also creates them. Enable nvidia-persistenced so they
+    exist from boot. In a container, start it with the GPUs (`--gpus all` or the device plugin).
+
+    Exceptions:
+    None once the driver is loaded.
+    """
+    if module_loaded(snapshot) is not True:
+        yield Skip("the nvidia module is not loaded (see GH201)")
+        return
+    nodes = set(snapshot.device_nodes or ())
+    gpu_nodes = sorted(n for n in nodes if n.removeprefix("nvidia").isdigit())
+    expected_gpus = len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+    problems = []
+    if "nvidiactl" not in nodes:
+        problems.append("/dev/nvidiactl is missing")
+    if len(gpu_nodes) < expected_gpus:
+        problems.append(f"{len(gpu_nodes)} /dev/nvidiaN node(s) for {expected_gpus} GPU(s)")
+    uvm_missing = "nvidia_uvm" in (snapshot.kernel_modules or ()) and "nvidia-uvm" not in nodes
+    if uvm_missing:
+        problems.append("/dev/nvidia-uvm is missing although nvidia_uvm is loaded")
+    if not problems:
+        return
+    severity = Severity.CRITICAL if len(problems) > 1 or not uvm_missing else Severity.WARNING
+    yield Draft(
+        severity, "; ".join(problems),
+        evidence=(Evidence("/dev", (f"present: {', '.join(sorted(nodes)) or 'no nvidia* nodes'}",)),),
+        fixes=(Fix("sudo nvidia-modprobe -c 0 -u", "any"),
+               Fix("sudo systemctl enable --now nvidia-persistenced", "any")),
+    )
+
+
+@check("GH208", "nvidia-smi-missing", "nvidia-smi is not installed", requires=("smi_run",))
+def nvidia_smi_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    An NVIDIA GPU is present (or the driver is loaded) but the `nvidia-smi` command is not on PATH.
+
+    Why it matters:
+    nvidia-smi ships with every driver package; without it the operators' first diagnostic tool is
+    missing, and its absence often means an incomplete or half-removed driver installation (a
+    container image without the driver utilities, a run-file install removed by a package manager).
+
+    How to fix:
+    Install the driver's utilities package: `nvidia-utils-<branch>` on Ubuntu, `nvidia-driver-cuda`
+    on RHEL/Rocky with NVIDIA's repository. In a container, start it with the NVIDIA container
+    toolkit so the host's utilities are mounted (`--gpus all`).
+
+    Exceptions:
+    Minimal containers that use NVML directly.
+    """
+    run = snapshot.smi_run
+    if run is None or run.error != "not installed":
+        return
+    if gpu_expected(snapshot) is False or (gpu_expected(snapshot) is None and not module_loaded(snapshot)):
+        yield Skip("no NVIDIA GPU on the PCI bus")
+        return
+    yield Draft(
+        Severity.WARNING, "nvidia-smi is not installed although an NVIDIA GPU is present",
+        evidence=(Evidence("PATH", ("nvidia-smi: command not found",)),),
+        fixes=fixes_for(debian=["sudo apt-get install nvidia-utils-$(cut -d. -f1 /sys/module/nvidia/version)"],
+                        rhel=["sudo dnf install nvidia-driver-cuda"]),
+    )

@@ -1,0 +1,62 @@
+"""Run registered checks over a snapshot. A check that raises becomes a finding; the rest still run."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable
+
+from gpuhealth.checks import catalogue
+from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip
+from gpuhealth.model import Evidence, Finding, Report, Severity, Skipped, Snapshot
+
+INTERNAL_ERROR = "GH001"
+
+
+def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
+               select: Iterable[str] | None = None) -> Report:
+    catalogue.load()
+    expectations = expectations or Expectations()
+    chosen = [s for s in REGISTRY.values() if select is None or s.code in set(select)]
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    for spec in sorted(chosen, key=lambda s: s.code):
+        missing = [name for name in spec.requires if getattr(snapshot, name, None) is None]
+        if missing:
+            skipped.append(Skipped(spec.code, spec.slug, _missing_reason(snapshot, missing)))
+            continue
+        try:
+            results = list(spec.function(snapshot, expectations))
+        except Exception as exc:  # a bug in one check must not hide the others
+            findings.append(_internal_error(spec, exc))
+            continue
+        for result in results:
+            if isinstance(result, Skip):
+                skipped.append(Skipped(spec.code, spec.slug, result.reason))
+            else:
+                findings.append(_stamp(spec, result))
+    findings.sort(key=lambda f: (-f.severity.rank, f.code, str(f.subject)))
+    return Report(snapshot, tuple(findings), tuple(skipped), len(chosen))
+
+
+def _missing_reason(snapshot: Snapshot, missing: list[str]) -> str:
+    return "; ".join(snapshot.unavailable.get(name, f"no {name.replace('_', ' ')} evidence")
+                     for name in missing)
+
+
+def _stamp(spec: CheckSpec, draft: Draft) -> Finding:
+    return Finding(
+        code=spec.code, slug=spec.slug, severity=draft.severity, message=draft.message,
+        subject=draft.subject, evidence=draft.evidence, explanation=spec.explanation,
+        fixes=draft.fixes, explains=draft.explains,
+    )
+
+
+def _internal_error(spec: CheckSpec, exc: Exception) -> Finding:
+    internal = REGISTRY[INTERNAL_ERROR]
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return Finding(
+        code=internal.code, slug=internal.slug, severity=Severity.WARNING,
+        message=f"check {spec.code} ({spec.slug}) failed: {type(exc).__name__}: {exc}",
+        evidence=(Evidence("gpuhealth", tuple(line.rstrip() for line in frames[-3:])),),
+        explanation=internal.explanation,
+    )

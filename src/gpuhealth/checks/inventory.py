@@ -1,0 +1,126 @@
+"""GH1xx: NVIDIA GPUs on the PCI bus, and whether the driver sees all of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check
+from gpuhealth.model import Evidence, PciDevice, Severity, Snapshot, Subject
+
+SYSFS = "/sys/bus/pci/devices"
+
+
+def describe(device: PciDevice) -> str:
+    name = device.name or f"NVIDIA device [10de:{device.device_id}]"
+    driver = f", driver {device.kernel_driver}" if device.kernel_driver else ", no driver bound"
+    return f"{device.address} {name}{driver}"
+
+
+def driver_view_missing(snapshot: Snapshot) -> str | None:
+    """Why the driver's list of GPUs is unknown, or None when nvidia-smi or NVML answered."""
+    if snapshot.smi is not None or (snapshot.nvml is not None and snapshot.nvml.ok):
+        return None
+    return snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml") or "no nvidia-smi or NVML"
+
+
+@check("GH101", "no-nvidia-gpu", "No NVIDIA GPU on the PCI bus", requires=("pci_devices",))
+def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    No PCI device with vendor ID 10de and a display class (VGA 0300 or 3D controller 0302) exists.
+
+    Why it matters:
+    Without a GPU on the bus nothing else can work: no driver, no CUDA. On a GPU server it means the
+    card is not seated, not powered, disabled in the firmware, or passed through to a VM; on a
+    laptop or CI runner it is simply the truth.
+
+    How to fix:
+    Check that the card is seated and its auxiliary power connected, that the slot is enabled in the
+    BIOS/UEFI, and that `lspci -nn | grep -i nvidia` lists it after a cold boot. In a VM, attach the
+    GPU to the instance.
+
+    Exceptions:
+    Machines that are not meant to have a GPU.
+    """
+    gpus = snapshot.nvidia_pci_gpus
+    if gpus:
+        return
+    others = [d for d in snapshot.pci_devices or () if d.vendor_id == "10de"]
+    lines = tuple(f"{describe(d)} (class {d.class_code}, not a GPU)" for d in others)
+    yield Draft(Severity.WARNING, "No NVIDIA GPU on this machine: no PCI device 10de with a display class",
+                evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
+                                   lines or ("no device with vendor 10de",)),))
+
+
+@check("GH102", "gpus-missing-from-driver", "GPUs on the PCI bus that the driver does not see",
+       requires=("pci_devices",))
+def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Compares the NVIDIA GPUs on the PCI bus with the GPUs nvidia-smi or NVML report, by PCI address.
+
+    Why it matters:
+    A GPU the driver does not list is unusable: jobs see fewer devices, and schedulers that count
+    GPUs from PCI place work on a GPU that is not there. The usual causes are a GPU that failed to
+    initialise (RmInitAdapter), fell off the bus, has an invalid BAR, or is bound to another driver
+    (vfio-pci for passthrough, nouveau).
+
+    How to fix:
+    Read the kernel log for that address (`sudo dmesg | grep -i <bus:device>`); the findings about
+    Xid 79, RmInitAdapter or BAR errors listed under this one name the cause. A GPU bound to another
+    driver must be released from it (remove it from the vfio-pci ids, blacklist nouveau). A GPU lost
+    at runtime needs a reboot; one that stays missing after a cold boot needs service.
+
+    Exceptions:
+    GPUs deliberately passed through to VMs (bound to vfio-pci) are reported as info.
+    """
+    pci = snapshot.nvidia_pci_gpus
+    if not pci:
+        yield Skip("no NVIDIA GPU on the PCI bus")
+        return
+    why = driver_view_missing(snapshot)
+    if why:
+        yield Skip(f"the driver's list of GPUs is unknown: {why}")
+        return
+    seen = {g.pci_address for g in snapshot.gpus}
+    for device in pci:
+        if device.address in seen:
+            continue
+        passthrough = device.kernel_driver in ("vfio-pci", "pci-stub")
+        yield Draft(
+            Severity.INFO if passthrough else Severity.CRITICAL,
+            f"GPU {device.address} is on the PCI bus but the driver does not report it"
+            + (f" (bound to {device.kernel_driver} for passthrough)" if passthrough else ""),
+            subject=Subject(None, device.address),
+            evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS), (describe(device),)),
+                      Evidence(snapshot.sources.get("smi") or snapshot.sources.get("nvml") or "driver",
+                               (f"driver reports {len(seen)} GPU(s): {', '.join(sorted(a or '?' for a in seen))}",))),
+        )
+
+
+@check("GH103", "gpu-count-below-expected", "Fewer GPUs than the configuration expects",
+       requires=("pci_devices",))
+def gpu_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Compares the number of NVIDIA GPUs on the PCI bus with `gpu_count` from the configuration file.
+
+    Why it matters:
+    A GPU that vanished from the bus entirely (dead, unpowered, link never trained) leaves no other
+    trace: only the expected count reveals it.
+
+    How to fix:
+    Power-cycle the host (a cold boot, not a reboot) and check again; check seating, risers, power
+    cables and the BMC event log (`ipmitool sel list`). If the GPU stays missing, it needs service.
+
+    Exceptions:
+    Skipped when no `gpu_count` is configured.
+    """
+    if expect.gpu_count is None:
+        yield Skip("no expected GPU count configured (gpu_count in the config file)")
+        return
+    found = len(snapshot.nvidia_pci_gpus)
+    if found < expect.gpu_count:
+        yield Draft(Severity.CRITICAL, f"{found} NVIDIA GPU(s) on the PCI bus, {expect.gpu_count} expected",
+                    evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
+                                       tuple(describe(d) for d in snapshot.nvidia_pci_gpus)),))

@@ -1,0 +1,285 @@
+"""GH3xx: what the kernel log says about the GPUs: Xid errors and NVRM failures, per GPU."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+from gpuhealth.checks.registry import Draft, Expectations, check
+from gpuhealth.knowledge import xid as xid_catalogue
+from gpuhealth.model import Evidence, Fix, KernelEvent, Severity, Snapshot
+
+SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
+REBOOT = Fix("sudo reboot", "any", disruptive=True)
+
+# How NVIDIA's immediate-action buckets (facts.md 1.2) translate into commands.
+ACTION_FIXES: dict[str, tuple[Fix, ...]] = {
+    "RESET_GPU": (Fix("sudo nvidia-smi --gpu-reset -i {index}", "any", disruptive=True,
+                      note="stop every process on that GPU first; reboot if the reset is refused"),),
+    "RESTART_BM": (REBOOT,),
+    "RESTART_VM": (Fix("restart the VM that owns the GPU", "any", disruptive=True),),
+    "RESTART_APP": (Fix("restart the application; if it recurs, run it under compute-sanitizer", "any"),),
+    "CHECK_MECHANICALS": (Fix("check the GPU's seating and auxiliary power connectors", "any",
+                              disruptive=True),),
+    "RESTART_FM": (Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),),
+    "CONTACT_SUPPORT": (Fix("collect `sudo nvidia-bug-report.sh` and contact your GPU vendor", "any"),),
+}
+
+
+def _group(events: Iterable[KernelEvent], kinds: set[str]) -> dict[tuple[str | None, int | None],
+                                                                   list[KernelEvent]]:
+    groups: dict[tuple[str | None, int | None], list[KernelEvent]] = defaultdict(list)
+    for event in events:
+        if event.kind in kinds:
+            groups[(event.pci_address, event.xid)].append(event)
+    return groups
+
+
+def _samples(events: list[KernelEvent]) -> tuple[str, ...]:
+    """First lines and the last one; the count and span are in the message."""
+    chosen = events if len(events) <= SAMPLE_LINES else events[:SAMPLE_LINES - 1] + events[-1:]
+    lines = [f"{e.line_number}: {e.line}" if e.line_number else e.line for e in chosen]
+    if len(events) > SAMPLE_LINES:
+        lines.insert(SAMPLE_LINES - 1, f"... {len(events) - SAMPLE_LINES} more like these ...")
+    return tuple(lines)
+
+
+def _span(events: list[KernelEvent]) -> str:
+    first, last = events[0].timestamp, events[-1].timestamp
+    if len(events) == 1:
+        return f" at {first}" if first else ""
+    return f" x{len(events)}" + (f", first {first}, last {last}" if first and last else "")
+
+
+def _log(snapshot: Snapshot) -> tuple[KernelEvent, ...]:
+    return snapshot.kernel_log.events if snapshot.kernel_log else ()
+
+
+@check("GH301", "xid-errors", "Xid errors in the kernel log", requires=("kernel_log",))
+def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    `NVRM: Xid` lines in the kernel log, grouped per GPU (by PCI address) and Xid code, with count,
+    first and last time, and NVIDIA's meaning and recommended action from the Xid catalogue.
+    Xid 79 (fallen off the bus) is reported by GH302.
+
+    Why it matters:
+    An Xid is the driver reporting a GPU error. Some are the application's fault (13, 31, 43, 45), some
+    are informational (63: a memory row was remapped successfully), and some mean the GPU needs a
+    reset or service (48 double-bit ECC, 64, 74 NVLink, 95, 119 GSP timeout). Severity follows
+    NVIDIA's recommended action; application-class Xids never make the host critical on their own.
+
+    How to fix:
+    Follow the action listed with each Xid: restart the application, reset the GPU, reboot, or
+    collect `nvidia-bug-report.sh` for the vendor. Repeated hardware-class Xids on one GPU mean it
+    should be drained.
+
+    Exceptions:
+    Xids from before the last GPU reset or driver reload may already be resolved; the live check
+    reads only the current boot.
+    """
+    for (address, code), events in sorted(_group(_log(snapshot), {"xid"}).items(),
+                                          key=lambda item: (item[0][0] or "", item[0][1] or 0)):
+        if code == 79 or code is None:
+            continue
+        info = xid_catalogue.lookup(code)
+        subject = snapshot.gpu_subject(address)
+        meaning = info.meaning if info else "not in the Xid catalogue"
+        severity = Severity(info.severity) if info else Severity.WARNING
+        if info and info.application_class and severity is Severity.CRITICAL:
+            severity = Severity.WARNING
+        action = info.immediate_action if info else "CONTACT_SUPPORT"
+        fixes = tuple(Fix(f.command.replace("{index}", str(subject.gpu_index if subject.gpu_index
+                                                             is not None else "<index>")),
+                          f.family, f.disruptive, f.note) for f in ACTION_FIXES.get(action, ()))
+        yield Draft(
+            severity,
+            f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
+            f" - NVIDIA's action: {action}",
+            subject=subject, evidence=(Evidence(snapshot.kernel_log.source, _samples(events)),),
+            fixes=fixes,
+        )
+
+
+@check("GH302", "gpu-fallen-off-bus", "A GPU has fallen off the bus", requires=("kernel_log",))
+def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    Xid 79, or the driver's "has fallen off the bus" message (printed without an Xid by some drivers),
+    for a GPU.
+
+    Why it matters:
+    The driver can no longer reach the GPU over PCIe. Every job on it has failed, nvidia-smi hangs or
+    reports "GPU is lost", and only a reboot brings it back. Causes: power delivery, overheating,
+    a bad riser or slot, or a failing GPU.
+
+    How to fix:
+    Drain the node and reboot. Before that, look for PCIe AER errors and power events
+    (`sudo dmesg | grep -i aer`, `sudo ipmitool sel list`). If the same GPU falls off again, reseat
+    it, check its power cables, then send it for service.
+
+    Exceptions:
+    None.
+    """
+    events = [e for e in _log(snapshot) if e.kind == "fallen_off_bus" or (e.kind == "xid" and e.xid == 79)]
+    by_gpu: dict[str | None, list[KernelEvent]] = defaultdict(list)
+    for event in events:
+        by_gpu[event.pci_address].append(event)
+    for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
+        yield Draft(
+            Severity.CRITICAL, f"GPU {address or '(address not logged)'} has fallen off the bus{_span(found)}",
+            subject=snapshot.gpu_subject(address),
+            evidence=(Evidence(snapshot.kernel_log.source, _samples(found)),),
+            fixes=(Fix("sudo dmesg -T | grep -iE 'aer|pcie bus error'", "any"),
+                   Fix("sudo ipmitool sel list | tail -20", "any"), REBOOT),
+            explains=("GH102", "GH203", "GH204", "GH301"),
+        )
+
+
+def _event_check(snapshot: Snapshot, kinds: set[str], severity: Severity, message: str,
+                 fixes: tuple[Fix, ...], explains: tuple[str, ...] = ()) -> Iterator[Draft]:
+    """One finding per GPU for events of ``kinds``; ``message`` may use {address} and {detail}."""
+    by_gpu: dict[str | None, list[KernelEvent]] = defaultdict(list)
+    for event in _log(snapshot):
+        if event.kind in kinds:
+            by_gpu[event.pci_address].append(event)
+    for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
+        details = sorted({e.detail for e in found if e.detail})
+        yield Draft(
+            severity,
+            message.format(address=address or "(address not logged)", detail=", ".join(details) or "-")
+            + _span(found),
+            subject=snapshot.gpu_subject(address),
+            evidence=(Evidence(snapshot.kernel_log.source, _samples(found)),),
+            fixes=fixes, explains=explains,
+        )
+
+
+@check("GH303", "rminit-adapter-failed", "The driver failed to initialise a GPU", requires=("kernel_log",))
+def rminit_adapter_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    `NVRM: GPU <address>: RmInitAdapter failed! (<code>)` in the kernel log: the driver found the GPU
+    but could not bring it up.
+
+    Why it matters:
+    That GPU is missing from nvidia-smi ("No devices were found" when it is the only one). Causes
+    include GSP firmware missing or mismatched with the driver, a GPU in a bad state after an error,
+    resource (BAR) problems and hardware faults.
+
+    How to fix:
+    Reboot (a cold power cycle clears a GPU stuck in a bad state). If it persists: reinstall the
+    driver so the kernel module and its GSP firmware (`/lib/firmware/nvidia/<version>/`) match, check
+    the BAR findings, and collect `nvidia-bug-report.sh` for the vendor with the code shown.
+
+    Exceptions:
+    None.
+    """
+    yield from _event_check(
+        snapshot, {"rminit_failed"}, Severity.CRITICAL,
+        "GPU {address}: RmInitAdapter failed ({detail}), the driver could not initialise it",
+        (REBOOT, Fix("ls /lib/firmware/nvidia/$(cat /sys/module/nvidia/version)/", "any",
+                     note="GSP firmware must exist for the loaded driver version")),
+        explains=("GH102", "GH203"),
+    )
+
+
+@check("GH304", "pci-bar-failure", "A GPU's PCI memory (BAR) could not be assigned", requires=("kernel_log",))
+def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    "This PCI I/O region assigned to your NVIDIA device is invalid", "request_mem_region failed" or
+    a BAR reservation failure for an NVIDIA GPU.
+
+    Why it matters:
+    The firmware did not give the GPU its memory window (often BAR1 of many GB), so the driver cannot
+    use it. Typical on boards with "Above 4G decoding" off, too little MMIO space, or risers.
+
+    How to fix:
+    Enable "Above 4G decoding" (and "Resizable BAR"/"MMIO high" where offered) in the BIOS/UEFI. If
+    the firmware cannot be changed, add `pci=realloc` to the kernel command line. If another driver
+    (nouveau, nvidiafb, vfio-pci) owns the memory region, release it.
+
+    Exceptions:
+    None.
+    """
+    grub = "sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&pci=realloc /' /etc/default/grub"
+    yield from _event_check(
+        snapshot, {"bar"}, Severity.CRITICAL, "GPU {address}: PCI BAR could not be assigned",
+        (Fix("enable 'Above 4G decoding' in the BIOS/UEFI setup", "any", disruptive=True),
+         *_grub_fixes(grub)),
+        explains=("GH102", "GH303"),
+    )
+
+
+def _grub_fixes(edit: str) -> tuple[Fix, ...]:
+    return (Fix(f"{edit} && sudo update-grub", "debian", disruptive=True, note="then reboot"),
+            Fix(f"{edit} && sudo grub2-mkconfig -o /boot/grub2/grub.cfg", "rhel", disruptive=True,
+                note="then reboot"))
+
+
+@check("GH305", "driver-probe-failed", "The driver probed no GPU", requires=("kernel_log",))
+def driver_probe_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    "The NVIDIA probe routine was not called", "No NVIDIA devices probed" or "No NVIDIA GPU found"
+    in the kernel log.
+
+    Why it matters:
+    The nvidia module loaded but attached to no GPU: another driver (usually nouveau, or vfio-pci)
+    owns the devices, or the GPU is not supported by this driver branch or flavour (open modules
+    need Turing or newer).
+
+    How to fix:
+    Blacklist nouveau and rebuild the initramfs (see GH206); remove the GPU from vfio-pci; check that
+    the driver branch supports the GPU.
+
+    Exceptions:
+    None.
+    """
+    yield from _event_check(
+        snapshot, {"probe"}, Severity.CRITICAL, "The NVIDIA driver probed no GPU",
+        (Fix("lspci -nnk -d 10de:", "any", note="shows which driver holds each GPU"),),
+        explains=("GH102", "GH201", "GH203"),
+    )
+
+
+@check("GH306", "nvrm-errors", "Other NVRM driver errors (GSP, firmware)", requires=("kernel_log",))
+def nvrm_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    NVRM error lines that are not Xids: GSP firmware timeouts or load failures and other driver
+    errors, per GPU.
+
+    Why it matters:
+    They often precede a GPU becoming unusable (Xid 119/120) and point at firmware/driver problems.
+
+    How to fix:
+    Check that the driver's GSP firmware matches the module, update to the current release of the
+    driver branch, and reboot if the GPU misbehaves.
+
+    Exceptions:
+    Isolated messages during driver load can be harmless.
+    """
+    yield from _event_check(snapshot, {"gsp", "nvrm"}, Severity.WARNING,
+                            "GPU {address}: NVRM driver errors", (REBOOT,))
+
+
+@check("GH307", "nvswitch-sxid", "NVSwitch SXid errors", requires=("kernel_log",))
+def nvswitch_sxid(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    `SXid` lines from NVSwitch devices (HGX/DGX systems).
+
+    Why it matters:
+    NVSwitch errors degrade or break NVLink traffic between GPUs; fatal ones need the fabric reset.
+
+    How to fix:
+    Check `nvidia-smi nvlink -s` and the Fabric Manager log; fatal SXids need a reset of the GPUs
+    and switches (usually a reboot) and, if they recur, vendor service.
+
+    Exceptions:
+    Non-fatal SXids that do not recur.
+    """
+    yield from _event_check(snapshot, {"sxid"}, Severity.WARNING,
+                            "NVSwitch {address}: SXid errors", (Fix("nvidia-smi nvlink -s", "any"),))

@@ -1,0 +1,134 @@
+"""The check registry: every check has a stable code, a slug, an area and a documented docstring.
+
+A check is a pure function ``(snapshot, expectations) -> iterable of Draft | Skip``. The engine stamps
+each draft with the check's code, slug and explanation. Codes are grouped by area and never reused:
+
+    GH0xx  gpuhealth itself and the evidence it was given
+    GH1xx  GPUs on the PCI bus and what the driver sees
+    GH2xx  driver, kernel modules, device nodes, nvidia-smi and NVML
+    GH3xx  kernel log: Xid, NVRM, fallen off the bus, RmInitAdapter, BAR
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhealth.model import HOST, Evidence, Fix, Severity, Snapshot, Subject
+
+DOC_SECTIONS = ("What", "Why it matters", "How to fix", "Exceptions")
+AREAS = {
+    "GH0": "gpuhealth",
+    "GH1": "PCI and GPU inventory",
+    "GH2": "Driver, modules and tools",
+    "GH3": "Kernel log",
+}
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A finding before the engine stamps it with its check's code, slug and explanation."""
+
+    severity: Severity
+    message: str
+    subject: Subject = HOST
+    evidence: tuple[Evidence, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+    explains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A check that cannot judge: the reason is shown to the user, never counted as a pass."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the operator says this host should have (from the config file)."""
+
+    gpu_count: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+CheckFunction = Callable[[Snapshot, Expectations], Iterable["Draft | Skip"]]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    code: str
+    slug: str
+    title: str
+    requires: tuple[str, ...]
+    function: CheckFunction
+    docs: dict[str, str]
+
+    @property
+    def area(self) -> str:
+        return AREAS.get(self.code[:3], "other")
+
+    @property
+    def explanation(self) -> str:
+        return self.docs.get("Why it matters", "")
+
+
+REGISTRY: dict[str, CheckSpec] = {}
+_CODE = re.compile(r"GH\d{3}")
+_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def check(code: str, slug: str, title: str, requires: tuple[str, ...] = ()) -> Callable[[CheckFunction],
+                                                                                        CheckFunction]:
+    """Register a check. ``requires`` names snapshot fields without which it is skipped.
+
+    The docstring must have the sections What / Why it matters / How to fix / Exceptions, each a
+    line ending in a colon followed by text; ``gpuhealth explain`` and docs/checks/ print them.
+    """
+
+    def register(function: CheckFunction) -> CheckFunction:
+        if not _CODE.fullmatch(code) or not _SLUG.fullmatch(slug):
+            raise ValueError(f"bad check code or slug: {code} {slug}")
+        if code in REGISTRY or any(s.slug == slug for s in REGISTRY.values()):
+            raise ValueError(f"check code or slug registered twice: {code} {slug}")
+        docs = parse_doc_sections(function.__doc__ or "")
+        missing = [s for s in DOC_SECTIONS if s not in docs]
+        if missing:
+            raise ValueError(f"{code} docstring lacks sections: {', '.join(missing)}")
+        REGISTRY[code] = CheckSpec(code, slug, title, requires, function, docs)
+        return function
+
+    return register
+
+
+def parse_doc_sections(doc: str) -> dict[str, str]:
+    """Split a docstring into its ``Section:`` blocks (dedented, paragraphs kept)."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for raw in doc.splitlines():
+        line = raw.strip()
+        if line.endswith(":") and line[:-1] in DOC_SECTIONS:
+            current = sections.setdefault(line[:-1], [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines).strip() for name, lines in sections.items()}
+
+
+def find(code_or_slug: str) -> CheckSpec | None:
+    key = code_or_slug.strip()
+    spec = REGISTRY.get(key.upper())
+    return spec or next((s for s in REGISTRY.values() if s.slug == key.lower()), None)
+
+
+# --------------------------------------------------------------------------- helpers for checks
+
+def fixes_for(debian: Iterable[str] = (), rhel: Iterable[str] = (), anywhere: Iterable[str] = (),
+              disruptive: bool = False) -> tuple[Fix, ...]:
+    """Fix commands for both distro families; ``disruptive`` marks reboots, reloads, killed jobs."""
+    return (
+        *(Fix(c, "debian", disruptive) for c in debian),
+        *(Fix(c, "rhel", disruptive) for c in rhel),
+        *(Fix(c, "any", disruptive) for c in anywhere),
+    )

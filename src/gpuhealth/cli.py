@@ -1,0 +1,207 @@
+"""The ``gpuhealth`` command. Heavy modules (rich, NVML, parsers) are imported inside commands, so
+``gpuhealth --help`` and the start-up of every command stay fast.
+
+Exit codes: 0 healthy or info only, 1 warnings, 2 critical, 3 gpuhealth itself could not run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from gpuhealth import __version__
+
+if TYPE_CHECKING:
+    from gpuhealth.checks.registry import Expectations
+    from gpuhealth.model import Report
+
+EXIT_CANNOT_RUN = 3
+FORMATS = ("text", "json", "markdown")
+
+
+class CannotRun(click.ClickException):
+    exit_code = EXIT_CANNOT_RUN
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpuhealth")
+def main() -> None:
+    """Is this Linux GPU server fit for deep learning? What is wrong, the evidence, and the fix."""
+
+
+def _emit(report: Report, output_format: str, verbose: bool) -> None:
+    if output_format == "json":
+        from gpuhealth.report import json_report
+
+        click.echo(json_report.render(report))
+    elif output_format == "markdown":
+        from gpuhealth.report import markdown
+
+        click.echo(markdown.render(report), nl=False)
+    else:
+        from rich.console import Console
+
+        from gpuhealth.report import text
+
+        text.render(report, Console(highlight=False), verbose=verbose)
+    sys.exit(report.exit_code)
+
+
+def _expectations(config: Path | None, gpu_count: int | None) -> Expectations:
+    from gpuhealth.config import load_expectations
+
+    try:
+        expect = load_expectations(config)
+    except ValueError as exc:
+        raise CannotRun(str(exc)) from exc
+    if gpu_count is not None:
+        from dataclasses import replace
+
+        expect = replace(expect, gpu_count=gpu_count)
+    return expect
+
+
+format_option = click.option("--format", "output_format", type=click.Choice(FORMATS), default="text",
+                             show_default=True, help="Report format.")
+config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False),
+                             help="Expectations file (TOML); default /etc/gpuhealth.toml when present.")
+timeout_option = click.option("--timeout", type=float, default=10.0, show_default=True,
+                              help="Seconds before a command (nvidia-smi, dmesg) counts as hung.")
+
+
+@main.command()
+@click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
+              help="Check a captured bundle (directory or .tar.gz) instead of this host.")
+@format_option
+@config_option
+@timeout_option
+@click.option("--gpu-count", type=int, help="Number of GPUs this host should have.")
+@click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
+def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
+          gpu_count: int | None, verbose: bool) -> None:
+    """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
+    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.collect import collect
+
+    expect = _expectations(config, gpu_count)
+    if source is None:
+        from gpuhealth.host import LocalHost
+
+        snapshot = collect(LocalHost(), timeout)
+    else:
+        from gpuhealth.bundle import BundleError, BundleHost
+
+        try:
+            host = BundleHost(source)
+        except BundleError as exc:
+            raise CannotRun(str(exc)) from exc
+        try:
+            snapshot = collect(host, timeout, origin="bundle", captured_at=host.captured_at)
+        finally:
+            host.close()
+    _emit(run_checks(snapshot, expect), output_format, verbose)
+
+
+@main.command()
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
+              help="Bundle to write: a directory, or a .tar.gz archive when the name ends so.")
+@click.option("--redact-host", is_flag=True, help="Replace hostname, serial numbers and UUIDs with placeholders.")
+@timeout_option
+def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
+    """Capture this host's evidence into a bundle that `check --from` and others can replay."""
+    import shutil
+    import tempfile
+
+    from rich.console import Console
+
+    from gpuhealth.bundle import RecordingHost, write_archive
+    from gpuhealth.collect import collect
+    from gpuhealth.host import LocalHost
+
+    archive = output.name.endswith(".tar.gz")
+    if output.exists() and (archive or any(output.iterdir())):
+        raise CannotRun(f"{output}: already exists; choose a new path")
+    work = Path(tempfile.mkdtemp(prefix="gpuhealth-snapshot-")) if archive else output
+    console = Console(stderr=True)
+    try:
+        recorder = RecordingHost(LocalHost(), work, hostname=LocalHost.hostname())
+        with console.status("collecting evidence", spinner="dots") as status:
+            collect(recorder, timeout, progress=lambda name: status.update(f"collected {name}"))
+            recorder.finish(redact_host=redact_host)
+        if archive:
+            write_archive(work, output)
+    except OSError as exc:
+        raise CannotRun(f"{exc.filename or output}: {exc.strerror or exc}") from exc
+    finally:
+        if archive:
+            shutil.rmtree(work, ignore_errors=True)
+    console.print(f"bundle written to {output}" + (" (host identifiers redacted)" if redact_host else ""))
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True)
+@format_option
+@config_option
+@click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters; list what each file was.")
+def analyze(files: tuple[str, ...], output_format: str, config: Path | None, verbose: bool) -> None:
+    """Analyse pasted or attached evidence: FILE... or - for standard input.
+
+    Recognises nvidia-bug-report.log(.gz), kernel logs, nvidia-smi outputs, lspci,
+    /proc/driver/nvidia/version, PyTorch collect_env and training logs.
+    """
+    from gpuhealth.analyze import EvidenceError, analyze_texts, decode_bytes
+    from gpuhealth.checks.engine import run_checks
+
+    texts = []
+    for name in files:
+        try:
+            data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+            texts.append(("<stdin>" if name == "-" else name, decode_bytes(name, data)))
+        except OSError as exc:
+            raise CannotRun(f"{name}: {exc.strerror or exc}") from exc
+        except EvidenceError as exc:
+            raise CannotRun(str(exc)) from exc
+    snapshot, recognised = analyze_texts(texts)
+    if verbose and output_format == "text":
+        for item in recognised:
+            click.echo(f"{item.piece}: {item.kind or 'not recognised'}{'  ' + item.note if item.note else ''}",
+                       err=True)
+    _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose)
+
+
+@main.command(name="checks")
+def list_checks() -> None:
+    """List every check with its code and slug."""
+    from gpuhealth.checks import catalogue
+    from gpuhealth.checks.registry import REGISTRY
+
+    catalogue.load()
+    area = None
+    for spec in sorted(REGISTRY.values(), key=lambda s: s.code):
+        if spec.area != area:
+            area = spec.area
+            click.echo(f"\n{area}")
+        click.echo(f"  {spec.code}  {spec.slug:28} {spec.title}")
+
+
+@main.command()
+@click.argument("code")
+def explain(code: str) -> None:
+    """Explain a check: what it looks at, why it matters, how to fix, exceptions."""
+    from gpuhealth.checks import catalogue
+    from gpuhealth.checks.registry import DOC_SECTIONS, find
+
+    catalogue.load()
+    spec = find(code)
+    if spec is None:
+        raise CannotRun(f"no check {code!r}; `gpuhealth checks` lists them")
+    click.echo(f"{spec.code} {spec.slug}: {spec.title}\n")
+    for section in DOC_SECTIONS:
+        click.echo(f"{section}:\n{spec.docs[section]}\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

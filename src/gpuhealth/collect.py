@@ -1,0 +1,299 @@
+"""Collection: ask a ``Host`` for evidence and freeze it into a ``Snapshot``.
+
+Each probe is a small function that returns the snapshot fields it found, plus *why* any evidence is
+missing. Probes are independent, so they run in parallel: nvidia-smi, NVML and the kernel log are
+the slow ones, and a hung nvidia-smi must not delay the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhealth.host import DEFAULT_TIMEOUT_S, Host
+from gpuhealth.model import (
+    CommandRun,
+    NvmlReport,
+    OsInfo,
+    ParseError,
+    PciDevice,
+    Snapshot,
+    from_jsonable,
+    normalize_pci_address,
+)
+from gpuhealth.parsers.kernel_log import parse_kernel_log
+from gpuhealth.parsers.lspci import parse_lspci
+from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
+from gpuhealth.parsers.smi_query import parse_smi_query
+from gpuhealth.parsers.system import parse_os_release, parse_proc_modules, parse_redhat_release
+
+NVIDIA_SMI_QUERY = ["nvidia-smi", "-q"]
+KERNEL_LOG_COMMANDS = (
+    ["dmesg", "--time-format", "iso"],
+    ["journalctl", "-k", "-b", "-o", "short-iso", "--no-pager", "-q"],
+)
+# Environment variables worth showing in a report; the bundle keeps all of them, secrets redacted.
+RELEVANT_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "PYTORCH_", "TORCH_", "LD_LIBRARY_PATH", "PATH",
+                         "CONDA_PREFIX", "VIRTUAL_ENV")
+
+
+@dataclass
+class Probed:
+    """What one probe found: snapshot fields, reasons for missing evidence, and their sources."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live",
+            captured_at: str | None = None,
+            progress: Callable[[str], None] | None = None) -> Snapshot:
+    """Run every probe against ``host`` and return the frozen snapshot."""
+    probes: list[Callable[[Host, float], Probed]] = [
+        probe_os, probe_pci, probe_driver, probe_modules, probe_device_nodes,
+        probe_nvidia_smi, probe_nvml, probe_kernel_log, probe_environment,
+    ]
+    merged = Probed()
+    with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
+        futures = {pool.submit(probe, host, timeout): probe.__name__ for probe in probes}
+        for future, name in futures.items():
+            found = future.result()  # probes do not raise: trouble is in found.unavailable
+            merged.fields.update(found.fields)
+            merged.unavailable.update(found.unavailable)
+            merged.sources.update(found.sources)
+            if progress:
+                progress(name.removeprefix("probe_"))
+    return Snapshot(
+        origin=origin,
+        captured_at=captured_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        unavailable=merged.unavailable,
+        sources=merged.sources,
+        **merged.fields,
+    )
+
+
+def _text(host: Host, path: str) -> tuple[str | None, str | None]:
+    content = host.read(path)
+    return content.text, content.error
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def probe_os(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    os_info = None
+    for path, parse in (("/etc/os-release", parse_os_release), ("/usr/lib/os-release", parse_os_release),
+                        ("/etc/redhat-release", parse_redhat_release)):
+        text, _ = _text(host, path)
+        if text:
+            try:
+                os_info = parse(text)
+                found.sources["os"] = path
+                break
+            except ParseError:
+                continue
+    release, error = _text(host, "/proc/sys/kernel/osrelease")
+    version, _ = _text(host, "/proc/version")
+    arch, _ = _text(host, "/proc/sys/kernel/arch")
+    hostname, _ = _text(host, "/proc/sys/kernel/hostname")
+    base = os_info or OsInfo()
+    found.fields["os"] = OsInfo(
+        id=base.id, id_like=base.id_like, version_id=base.version_id, pretty_name=base.pretty_name,
+        kernel_release=release.strip() if release else None,
+        kernel_version=version.strip() if version else None,
+        architecture=arch.strip() if arch else None,
+    )
+    found.fields["hostname"] = hostname.strip() if hostname else None
+    if os_info is None:
+        found.unavailable["os"] = "no /etc/os-release or /etc/redhat-release"
+    if release is None:
+        found.unavailable["kernel"] = f"/proc/sys/kernel/osrelease: {error}"
+    return found
+
+
+SYS_PCI = "/sys/bus/pci/devices"
+
+
+def probe_pci(host: Host, timeout: float) -> Probed:
+    """NVIDIA devices from sysfs (always there on Linux), named by lspci when it is installed."""
+    found = Probed()
+    listing = host.listdir(SYS_PCI)
+    if listing.names is None:
+        found.unavailable["pci_devices"] = f"{SYS_PCI}: {listing.error}"
+        return found
+    devices = []
+    for address in listing.names:
+        vendor, _ = _text(host, f"{SYS_PCI}/{address}/vendor")
+        if vendor and vendor.strip().lower() == "0x10de":
+            devices.append(_sysfs_device(host, address))
+    names = _lspci_names(host, timeout) if devices else {}
+    found.fields["pci_devices"] = tuple(
+        PciDevice(**{**vars(d), "name": names.get(d.address)}) for d in devices)
+    found.sources["pci_devices"] = SYS_PCI
+    return found
+
+
+def _sysfs_device(host: Host, address: str) -> PciDevice:
+    base = f"{SYS_PCI}/{address}"
+
+    def attr(name: str) -> str | None:
+        text, _ = _text(host, f"{base}/{name}")
+        return text.strip() if text and text.strip() else None
+
+    def hex4(value: str | None) -> str | None:
+        return value.lower().removeprefix("0x")[:4] if value else None
+
+    def width(value: str | None) -> int | None:
+        return int(value) if value and value.isdigit() else None
+
+    driver_link = host.readlink(f"{base}/driver")
+    return PciDevice(
+        address=normalize_pci_address(address) or address,
+        vendor_id="10de",
+        device_id=hex4(attr("device")) or "",
+        class_code=hex4(attr("class")),
+        subsystem_vendor_id=hex4(attr("subsystem_vendor")),
+        subsystem_device_id=hex4(attr("subsystem_device")),
+        kernel_driver=driver_link.rsplit("/", 1)[-1] if driver_link else None,
+        link_speed_current=_speed(attr("current_link_speed")),
+        link_speed_max=_speed(attr("max_link_speed")),
+        link_width_current=width(attr("current_link_width")),
+        link_width_max=width(attr("max_link_width")),
+    )
+
+
+def _speed(value: str | None) -> str | None:
+    """``16.0 GT/s PCIe`` (new kernels) and ``16 GT/s`` (old) both become ``16.0 GT/s``."""
+    if not value or "GT/s" not in value:
+        return None
+    number = value.split("GT/s")[0].strip()
+    try:
+        return f"{float(number):.1f} GT/s"
+    except ValueError:
+        return None
+
+
+def _lspci_names(host: Host, timeout: float) -> dict[str, str]:
+    run = host.run(["lspci", "-nn", "-D", "-d", "10de:"], timeout)
+    if not run.ok:
+        return {}
+    try:
+        return {d.address: d.name for d in parse_lspci(run.stdout) if d.name}
+    except ParseError:
+        return {}
+
+
+def probe_driver(host: Host, timeout: float) -> Probed:
+    path = "/proc/driver/nvidia/version"
+    found = Probed()
+    text, error = _text(host, path)
+    if text is None:
+        reason = ("not present: the nvidia kernel module is not loaded" if error == "not present"
+                  else error)
+        found.unavailable["driver"] = f"{path}: {reason}"
+        return found
+    try:
+        found.fields["driver"] = parse_proc_driver_version(text)
+        found.sources["driver"] = path
+    except ParseError as exc:
+        found.unavailable["driver"] = f"could not parse {path}: {exc}"
+    return found
+
+
+def probe_modules(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    text, error = _text(host, "/proc/modules")
+    if text is None:
+        found.unavailable["kernel_modules"] = f"/proc/modules: {error}"
+        return found
+    try:
+        found.fields["kernel_modules"] = parse_proc_modules(text)
+        found.sources["kernel_modules"] = "/proc/modules"
+    except ParseError as exc:
+        found.unavailable["kernel_modules"] = f"could not parse /proc/modules: {exc}"
+    return found
+
+
+def probe_device_nodes(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    listing = host.listdir("/dev")
+    if listing.names is None:
+        found.unavailable["device_nodes"] = f"/dev: {listing.error}"
+    else:
+        found.fields["device_nodes"] = tuple(n for n in listing.names if n.startswith("nvidia"))
+        found.sources["device_nodes"] = "/dev"
+    return found
+
+
+def probe_nvidia_smi(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    run = host.run(NVIDIA_SMI_QUERY, timeout)
+    found.fields["smi_run"] = _trimmed(run)
+    source = " ".join(NVIDIA_SMI_QUERY)
+    if run.error == "not installed":
+        found.unavailable["smi"] = "nvidia-smi is not installed (it comes with the NVIDIA driver)"
+    elif run.timed_out:
+        found.unavailable["smi"] = f"{source} {run.error}"
+    elif run.exit_code != 0:
+        first = (run.stdout.strip() or run.stderr.strip()).splitlines()[:1]
+        found.unavailable["smi"] = f"{source} failed (exit {run.exit_code}): {first[0] if first else ''}"
+    else:
+        try:
+            found.fields["smi"] = parse_smi_query(run.stdout)
+            found.sources["smi"] = source
+        except ParseError as exc:
+            found.unavailable["smi"] = f"could not parse {source} output: {exc}"
+    return found
+
+
+def _trimmed(run: CommandRun) -> CommandRun:
+    """The snapshot keeps a failed command's output (the message matters), not a long healthy one."""
+    if run.ok:
+        return CommandRun(run.argv, run.exit_code, "", run.stderr[:4000], run.duration_s, False, None)
+    return CommandRun(run.argv, run.exit_code, run.stdout[:4000], run.stderr[:4000], run.duration_s,
+                      run.timed_out, run.error)
+
+
+def probe_nvml(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    try:
+        report = from_jsonable(NvmlReport, host.nvml())
+    except ParseError as exc:
+        found.unavailable["nvml"] = f"NVML answer unreadable: {exc}"
+        return found
+    found.fields["nvml"] = report
+    found.sources["nvml"] = "NVML (nvidia-ml-py)"
+    return found
+
+
+def probe_kernel_log(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    reasons = []
+    for argv in KERNEL_LOG_COMMANDS:
+        run = host.run(argv, timeout)
+        source = " ".join(argv)
+        if run.ok and run.stdout.strip():
+            try:
+                found.fields["kernel_log"] = parse_kernel_log(run.stdout, source)
+                found.sources["kernel_log"] = source
+                return found
+            except ParseError as exc:
+                reasons.append(f"{source}: {exc}")
+                continue
+        detail = run.error or (run.stderr.strip().splitlines() or [f"exit {run.exit_code}"])[0]
+        reasons.append(f"{argv[0]}: {detail}")
+    found.unavailable["kernel_log"] = (
+        "kernel log not readable (" + "; ".join(reasons) + "): run as root, or add the user to "
+        "group adm (dmesg) or systemd-journal (journalctl)")
+    return found
+
+
+def probe_environment(host: Host, timeout: float) -> Probed:
+    env = host.environment()
+    relevant = {k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES)}
+    return Probed(fields={"env": relevant})

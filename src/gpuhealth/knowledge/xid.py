@@ -1,0 +1,99 @@
+"""The Xid catalogue as data: what each Xid code means and what to do, from ``xid.csv``.
+
+One CSV row per code 1-176 (ranges in facts.md 1.3 expanded). Columns:
+
+- ``mnemonic``, ``immediate_action``, ``investigatory_action``: NVIDIA's (XIDCAT; per-code mnemonics
+  of grouped rows checked against GPUD's machine-readable copy of the catalogue; 173-176 only exist in
+  the driver headers, OGKM). ``immediate_action`` is NVIDIA's bucket (IGNORE, RESTART_APP, RESET_GPU,
+  RESTART_BM, ...) or empty where the catalogue gives none.
+- ``meaning``, ``cause_class``: our short wording of NVIDIA's text and the legacy cause flags (MODAL).
+- ``in_use``: false where the catalogue says "Unused" (deprecated on Ampere and newer, may still
+  appear on Volta or older GPUs).
+- ``application_class``: the application, not the GPU, is usually to blame (11, 13, 25, 31, 43, 45,
+  69, 137, 174). NVIDIA's k8s-device-plugin also treats 68 as an application error; we do not, because
+  the catalogue blames hardware or the driver for it.
+- ``source``: facts.md source keys, ``;``-separated.
+
+Severity rule (ours, applied to NVIDIA's immediate action):
+
+- critical: RESET_GPU, RESTART_BM, RESTART_VM, CHECK_MECHANICALS, WORKFLOW_XID_48 (double-bit ECC),
+  WORKFLOW_NVLINK_ERR (74), WORKFLOW_NVLINK5_ERR (144-150), and CONTACT_SUPPORT on a code in use
+  (142). The GPU (or node) needs a reset, reboot or service before it can be trusted.
+- warning: RESTART_APP, WORKFLOW_XID_45, CHECK_UVM, UPDATE_SWFW, and CONTACT_SUPPORT on an unused
+  (legacy) code: something failed, but the GPU is not known to be broken.
+- info: IGNORE and XID_154 (informational: 14 injected, 43 application terminated, 63 successful row
+  remap, 154 recovery action notice ...).
+- Overrides, where the bucket understates or is missing: 92 (high single-bit ECC rate), 157 (no spare
+  resources left to repair), 161 (channel retirement failure) are warning although NVIDIA says IGNORE;
+  162-176 have no bucket: 167 PCIe fatal timeout, 169 SEC2 halt, 171/172 (the detail of an Xid 48)
+  and 173 C2C fatal link failure are critical, 162 (power smoothing re-engaged) is info, the rest
+  warning.
+
+The file is read once, lazily, through importlib.resources (nothing is read at import time).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+from dataclasses import dataclass
+from importlib import resources
+
+from gpuhealth.model import Severity
+
+__all__ = ["XidInfo", "all_xids", "lookup"]
+
+
+@dataclass(frozen=True)
+class XidInfo:
+    xid: int
+    mnemonic: str
+    meaning: str
+    cause_class: str
+    immediate_action: str  # NVIDIA's bucket; "" when the catalogue has none
+    investigatory_action: str
+    severity: Severity
+    application_class: bool
+    in_use: bool
+    source: str
+
+
+def lookup(code: int) -> XidInfo | None:
+    """The catalogue row for Xid ``code``, or None when the code is not in the catalogue."""
+    return _catalogue().get(code)
+
+
+def all_xids() -> tuple[XidInfo, ...]:
+    """Every row, in code order."""
+    return tuple(_catalogue().values())
+
+
+def _flag(text: str, code: int, column: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"xid.csv: Xid {code}: {column} must be true or false, not {text!r}")
+    return value == "true"
+
+
+@functools.cache
+def _catalogue() -> dict[int, XidInfo]:
+    text = resources.files("gpuhealth.knowledge").joinpath("xid.csv").read_text(encoding="utf-8")
+    rows: dict[int, XidInfo] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        code = int(row["xid"])
+        if code in rows:
+            raise ValueError(f"xid.csv: Xid {code} appears twice")
+        rows[code] = XidInfo(
+            xid=code,
+            mnemonic=row["mnemonic"],
+            meaning=row["meaning"],
+            cause_class=row["cause_class"],
+            immediate_action=row["immediate_action"],
+            investigatory_action=row["investigatory_action"],
+            severity=Severity(row["severity"]),
+            application_class=_flag(row["application_class"], code, "application_class"),
+            in_use=_flag(row["in_use"], code, "in_use"),
+            source=row["source"],
+        )
+    return dict(sorted(rows.items()))

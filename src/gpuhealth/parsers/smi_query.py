@@ -1,0 +1,281 @@
+"""Parse ``nvidia-smi -q`` text (full, ``-d``-filtered, or a pasted excerpt) into an SmiReport.
+
+Each line is ``<indent><key> : <value>`` or a bare ``<indent><section>``. Key columns are 36, 42 or
+55 characters wide depending on the driver, and pasted excerpts lose the padding, so lines are split
+on the first " : " and the indentation alone says which section a key belongs to. Every key becomes
+a path (``"ecc errors/volatile/sram correctable"``) relative to its GPU, which makes same-named keys
+in different sections (a MIG device's ECC counts, module power readings) impossible to confuse.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
+from gpuhealth.parsers._values import clean, flag, number
+from gpuhealth.parsers.smi_xml import (
+    CLOCK_EVENT_REASONS,
+    any_flag,
+    mig_device_count,
+    pci_device_id,
+    reset_required,
+    sram_uncorrectable,
+    to_int,
+    total,
+    version,
+)
+
+_GPU_HEADER = re.compile(r"GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_HOST_KEYS = {"timestamp", "driver version", "cuda version", "kmd version", "cuda umd version",
+              "attached gpus", "hic info", "attached units"}
+_INFOROM_WARNING = re.compile(r"WARNING: infoROM is corrupted at gpu (\S+)", re.IGNORECASE)
+# Text labels of the clock event (throttle) reasons, to the snake_case names the XML uses.
+_REASONS = dict(zip(
+    ("idle", "applications clocks setting", "sw power cap", "hw slowdown", "hw thermal slowdown",
+     "hw power brake slowdown", "sync boost", "sw thermal slowdown", "display clock setting"),
+    CLOCK_EVENT_REASONS, strict=True))
+
+
+@dataclass
+class _Block:
+    """One GPU's lines as (path, value) pairs; value None for a bare section line."""
+
+    bus_id: str | None
+    entries: list[tuple[str, str | None]] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)  # first value per path
+
+    def add(self, path: str, value: str | None) -> None:
+        self.entries.append((path, value))
+        if value is not None:
+            self.values.setdefault(path, value)
+
+    def get(self, *paths: str) -> str | None:
+        """The first of several paths with a real value: drivers renamed keys over time."""
+        for path in paths:
+            if clean(self.values.get(path)) is not None:
+                return self.values[path]
+        return None
+
+
+def parse_smi_query(text: str) -> SmiReport:
+    """Parse ``nvidia-smi -q`` text. Raises ParseError when the text is not that output."""
+    if not isinstance(text, str):
+        raise ParseError("not nvidia-smi -q output: input is not text")
+    host, blocks, warnings = _split(text)
+    known = any(path.split("/", 1)[0] in _KNOWN_KEYS for block in blocks for path in block.values)
+    if not known and "attached gpus" not in host:
+        raise ParseError("not nvidia-smi -q output: no 'GPU <bus id>' section and no known keys")
+    # 610 deprecates "Driver Version" and "CUDA Version" in favour of "KMD" and "CUDA UMD Version".
+    driver = version(host.get("kmd version")) or version(host.get("driver version"))
+    cuda = version(host.get("cuda umd version")) or version(host.get("cuda version"))
+    corrupted = {normalize_pci_address(m[1]) for m in map(_INFOROM_WARNING.search, warnings) if m}
+    numbered = any(block.bus_id for block in blocks)
+    gpus = tuple(_gpu(block, index if numbered else None, driver, cuda, corrupted)
+                 for index, block in enumerate(blocks))
+    attached = to_int(host.get("attached gpus"))
+    if attached is not None and numbered and attached != len(gpus):
+        warnings.append(f"nvidia-smi reports {attached} attached GPUs but the output shows {len(gpus)}")
+    return SmiReport(driver_version=driver, cuda_version=cuda, gpus=gpus, warnings=tuple(warnings),
+                     format="query")
+
+
+def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
+    """Host-level keys, one block per GPU, and the WARNING lines nvidia-smi prints before its log."""
+    host: dict[str, str] = {}
+    blocks: list[_Block] = []
+    warnings: list[str] = []
+    lines = text.expandtabs(8).splitlines()
+    has_headers = any(_header(line) for line in lines)
+    stack: list[tuple[int, str]] = []  # (indent, key) of the lines enclosing the current one
+    block: _Block | None = None
+    for line in lines:
+        content = line.strip()
+        if not content or content.startswith("==") or content == "[...]":
+            continue
+        if content.upper().startswith("WARNING:"):
+            warnings.append(content)
+            continue
+        header = _header(line)
+        if header:
+            block, stack = _Block(header), []
+            blocks.append(block)
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, value = _key_value(content)
+        if indent == 0 and (key in _HOST_KEYS or has_headers):
+            # Host keys, or a later command's output (the 352 bug report appends "-q -u"): no GPU's.
+            if value is not None:
+                host.setdefault(key, value)
+            block, stack = None, []
+            continue
+        if block is None:
+            if has_headers:
+                continue
+            if not blocks:
+                blocks.append(_Block(None))  # an excerpt without its "GPU <bus id>" line
+            block = blocks[0]
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        block.add("/".join([k for _, k in stack] + [key]), value)
+        stack.append((indent, key))
+    return host, blocks, warnings
+
+
+def _header(line: str) -> str | None:
+    """The bus id of a ``GPU 00000000:01:00.0`` line, which starts in column 0."""
+    match = None if line[:1].isspace() else _GPU_HEADER.fullmatch(line.strip())
+    return match[1] if match else None
+
+
+def _key_value(content: str) -> tuple[str, str | None]:
+    """``"Key : value"`` to ``("key", "value")``; a bare section name to ``("name", None)``."""
+    if " : " in content:
+        key, value = content.split(" : ", 1)
+    elif content.endswith(" :"):
+        key, value = content[:-2], ""
+    else:
+        key, value = content, None
+    return " ".join(key.lower().split()), None if value is None else value.strip()
+
+
+# 535+ splits "Power Readings" into GPU and Module readings (the module is the whole board, Grace
+# included); 590+ prints instantaneous and average draw and nests limits under "GPU Ceiling Power Limit".
+_POWER = ("gpu power readings", "power readings")
+_POWER_DRAW = tuple(f"{section}/{key}" for section in _POWER
+                    for key in ("instantaneous power draw", "average power draw", "power draw"))
+_POWER_LIMIT = ("gpu power readings/current power limit",
+                "gpu power readings/gpu ceiling power limit/current power limit",
+                "power readings/power limit", "power readings/current power limit",
+                "gpu power readings/enforced power limit", "power readings/enforced power limit")
+_POWER_DEFAULT_LIMIT = ("gpu power readings/default power limit",
+                        "gpu power readings/gpu ceiling power limit/default power limit",
+                        "power readings/default power limit")
+# First keys of a GPU section: an input with none of them is not -q output (or an excerpt of one).
+_KNOWN_KEYS = {
+    "product name", "gpu uuid", "serial number", "vbios version", "persistence mode", "mig mode", "pci",
+    "fan speed", "clocks event reasons", "clocks throttle reasons", "fb memory usage", "utilization",
+    "ecc mode", "ecc errors", "retired pages", "remapped rows", "temperature", "power readings",
+    "gpu power readings", "gpu reset status", "gpu recovery action", "processes",
+}
+
+
+def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
+         corrupted: set[str | None]) -> Gpu:
+    get = block.get
+    address = normalize_pci_address(block.bus_id or get("pci/bus id"))
+    return Gpu(
+        index=index,
+        name=clean(get("product name")),
+        pci_address=address,
+        uuid=clean(get("gpu uuid")),
+        serial=clean(get("serial number")),
+        pci_device_id=pci_device_id(get("pci/device id")),
+        driver_version=driver,
+        cuda_version=cuda,
+        vbios_version=clean(get("vbios version")),
+        persistence_mode=flag(get("persistence mode")),
+        compute_mode=clean(get("compute mode")),
+        mig_mode_current=clean(get("mig mode/current")),
+        mig_mode_pending=clean(get("mig mode/pending")),
+        temperature_c=number(get("temperature/gpu current temp")),
+        temperature_slowdown_c=number(get("temperature/gpu slowdown temp")),
+        temperature_shutdown_c=number(get("temperature/gpu shutdown temp")),
+        temperature_max_operating_c=number(get("temperature/gpu max operating temp")),
+        memory_temperature_c=number(get("temperature/memory current temp")),
+        power_draw_w=number(get(*_POWER_DRAW)),
+        power_limit_w=number(get(*_POWER_LIMIT)),
+        power_default_limit_w=number(get(*_POWER_DEFAULT_LIMIT)),
+        fan_speed_pct=number(get("fan speed")),
+        clock_event_reasons=_clock_event_reasons(block),
+        memory_total_mib=number(get("fb memory usage/total")),
+        memory_used_mib=number(get("fb memory usage/used")),
+        utilization_gpu_pct=number(get("utilization/gpu")),
+        utilization_memory_pct=number(get("utilization/memory")),
+        processes=_processes(block),
+        pcie_gen_current=to_int(get("pci/gpu link info/pcie generation/current")),
+        pcie_gen_max=to_int(get("pci/gpu link info/pcie generation/max")),
+        pcie_width_current=to_int(get("pci/gpu link info/link width/current")),
+        pcie_width_max=to_int(get("pci/gpu link info/link width/max")),
+        pcie_replay_counter=to_int(get("pci/replays since reset")),
+        **_reliability(block),
+        inforom_corrupted=True if address and address in corrupted else None,
+        mig_devices=_mig_devices(block),
+        source="nvidia-smi -q",
+    )
+
+
+def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
+    """Active reasons under "Clocks Event Reasons" (535+) or "Clocks Throttle Reasons" (older).
+
+    The HW thermal and power-brake lines are indented under "HW Slowdown", so the last path
+    component names the reason.
+    """
+    active = set()
+    for path, value in block.entries:
+        section, _, rest = path.partition("/")
+        if section in ("clocks event reasons", "clocks throttle reasons") and flag(value) is True:
+            name = _REASONS.get(rest.rsplit("/", 1)[-1])
+            if name:
+                active.add(name)
+    return tuple(r for r in CLOCK_EVENT_REASONS if r in active)
+
+
+def _mig_devices(block: _Block) -> int | None:
+    """One "MIG Device" section per MIG device, listed after "MIG Mode" (absent from 352 and -d output)."""
+    paths = [path for path, _ in block.entries]
+    return mig_device_count(paths.count("mig device"), "mig mode" in paths)
+
+
+def _processes(block: _Block) -> tuple[GpuProcess, ...]:
+    """Each "Process ID" line starts a process; its Name and memory lines are indented under it."""
+    found: list[dict[str, str | None]] = []
+    for path, value in block.entries:
+        if path == "processes/process id":
+            found.append({"pid": value})
+        elif found and path.startswith("processes/process id/"):
+            found[-1].setdefault(path.rsplit("/", 1)[-1], value)
+    return tuple(GpuProcess(pid=to_int(p.get("pid")), name=clean(p.get("name")),
+                            used_memory_mib=number(p.get("used gpu memory"))) for p in found)
+
+
+def _reliability(block: _Block) -> dict:
+    get = block.get
+    recovery = clean(get("gpu recovery action"))
+    return {
+        "ecc_mode_current": clean(get("ecc mode/current")),
+        **_ecc_counts(block),
+        "retired_pages_sbe": to_int(get("retired pages/single bit ecc")),
+        "retired_pages_dbe": to_int(get("retired pages/double bit ecc")),
+        # "Pending Page Blacklist" (most drivers), "Pending Page Retirement", "Pending" (352).
+        "retired_pages_pending": any_flag(get(f"retired pages/{k}") for k in (
+            "pending page blacklist", "pending page retirement", "pending")),
+        "remapped_rows_correctable": to_int(get("remapped rows/correctable error")),
+        "remapped_rows_uncorrectable": to_int(get("remapped rows/uncorrectable error")),
+        "remapped_rows_pending": flag(get("remapped rows/pending")),
+        "remapped_rows_failure": flag(get("remapped rows/remapping failure occurred")),
+        "reset_required": reset_required(get("gpu reset status/reset required"), recovery),
+        "recovery_action": recovery,
+    }
+
+
+def _ecc_counts(block: _Block) -> dict:
+    counts: dict = {}
+    for kind in ("volatile", "aggregate"):
+        def count(key: str, kind: str = kind) -> int | None:
+            return to_int(block.get(f"ecc errors/{kind}/{key}"))
+
+        # Old drivers: "Single Bit"/"Double Bit" sections with a Total. Newer: SRAM and DRAM lines.
+        counts[f"ecc_{kind}_corrected"] = total((
+            count("single bit/total"), count("sram correctable"), count("dram correctable")))
+        counts[f"ecc_{kind}_uncorrected"] = total((
+            count("double bit/total"), count("dram uncorrectable"), _sram_uncorrectable(block, kind)))
+    # The lifetime (aggregate) count: what RMA guidance for SRAM errors is stated in.
+    counts["sram_uncorrectable"] = _sram_uncorrectable(block, "aggregate")
+    return counts
+
+
+def _sram_uncorrectable(block: _Block, kind: str) -> int | None:
+    prefix = f"ecc errors/{kind}/sram uncorrectable"
+    return sram_uncorrectable(block.get(prefix), block.get(f"{prefix} parity"),
+                              block.get(f"{prefix} sec-ded"))

@@ -1,0 +1,37 @@
+"""``--format markdown``: the report as a ticket body."""
+
+from __future__ import annotations
+
+from gpuhealth.model import Finding, Report
+from gpuhealth.report import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
+
+
+def render(report: Report) -> str:
+    out = [f"## gpuhealth: {verdict_line(report)}", ""]
+    out += [f"- **{label}:** {value}" for label, value in host_summary(report.snapshot)]
+    rows = gpu_rows(report.snapshot)
+    if rows:
+        out += ["", "| GPU | Name | PCI address |", "|---|---|---|"]
+        out += [f"| {r['index']} | {r['name']} | {r['pci_address']} |" for r in rows]
+    for cause in fold(report.findings):
+        out += ["", *_finding(cause.finding, report)]
+        out += [f"  - explains `{s.code}` {s.message}" for s in cause.symptoms]
+    if report.skipped:
+        out += ["", "### Skipped (not checked, not passed)", ""]
+        out += [f"- `{s.code}` {s.slug}: {s.reason}" for s in report.skipped]
+    return "\n".join(out) + "\n"
+
+
+def _finding(finding: Finding, report: Report) -> list[str]:
+    subject = "" if finding.subject.is_host else f" [{finding.subject}]"
+    lines = [f"### {finding.severity.value.upper()} `{finding.code}` {finding.slug}{subject}", "",
+             finding.message, ""]
+    for evidence in finding.evidence:
+        lines += [f"Evidence from `{evidence.source}`:", "", "```", *evidence.lines, "```", ""]
+    fixes = fixes_for_host(finding, report.snapshot)
+    if fixes:
+        lines += ["Fix:", ""]
+        lines += [f"- `{f.command}`" + (" (disruptive)" if f.disruptive else "")
+                  + (f" ({f.family})" if f.family != "any" else "") + (f": {f.note}" if f.note else "")
+                  for f in fixes]
+    return lines

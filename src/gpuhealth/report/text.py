@@ -1,0 +1,65 @@
+"""The terminal report (rich): verdict first, then causes with evidence and fixes, then what was skipped."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from gpuhealth.model import Finding, Report, Severity
+from gpuhealth.report import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
+
+STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yellow",
+                 "HEALTHY": "bold white on green"}
+
+
+def render(report: Report, console: Console, verbose: bool = False) -> None:
+    console.print(Text(f" {verdict_line(report)} ", style=VERDICT_STYLE[report.verdict]))
+    console.print()
+    summary = Table.grid(padding=(0, 2))
+    for label, value in host_summary(report.snapshot):
+        summary.add_row(Text(label, style="bold"), Text(value))
+    console.print(summary)
+    rows = gpu_rows(report.snapshot)
+    if rows:
+        table = Table("GPU", "Name", "PCI address", box=None, padding=(0, 2), header_style="bold")
+        for row in rows:
+            table.add_row(row["index"], row["name"], row["pci_address"])
+        console.print(table)
+    console.print()
+    for cause in fold(report.findings):
+        console.print(_finding(cause.finding, report, verbose))
+        for symptom in cause.symptoms:
+            console.print(Text(f"    explains {symptom.code} {symptom.slug}: {symptom.message}", style="dim"))
+        console.print()
+    if report.skipped:
+        console.print(Text(f"Skipped ({len(report.skipped)}): not checked, not passed", style="bold"))
+        for skipped in report.skipped:
+            console.print(Text(f"  {skipped.code} {skipped.slug}: {skipped.reason}", style="dim"))
+
+
+def _finding(finding: Finding, report: Report, verbose: bool) -> Group:
+    parts: list[Text] = []
+    head = Text()
+    head.append(f"{finding.severity.value.upper():8}", style=STYLE[finding.severity])
+    head.append(f" {finding.code} ", style="bold")
+    if not finding.subject.is_host:
+        head.append(f"[{finding.subject}] ", style="magenta")
+    head.append(finding.message)
+    parts.append(head)
+    for evidence in finding.evidence:
+        parts.append(Text(f"    evidence: {evidence.source}", style="dim"))
+        for line in evidence.lines:
+            parts.append(Text(f"      {line}", style="dim"))
+    if verbose and finding.explanation:
+        parts.append(Text("    " + finding.explanation.replace("\n", " "), style="italic"))
+    for fix in fixes_for_host(finding, report.snapshot):
+        label = f"[{fix.family}] " if fix.family != "any" else ""
+        warn = " (disruptive)" if fix.disruptive else ""
+        note = f"  # {fix.note}" if fix.note else ""
+        parts.append(Text.from_markup(f"    fix{escape(warn)}: {escape(label)}[green]{escape(fix.command)}"
+                                      f"[/green]{escape(note)}"))
+    parts.append(Text(f"    more: gpuhealth explain {finding.code}", style="dim"))
+    return Group(*parts)
