@@ -22,7 +22,7 @@ from gpuhealth.model import (
 )
 from gpuhealth.parsers.app_log import looks_like_app_log, parse_app_log
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
-from gpuhealth.parsers.kernel_log import parse_kernel_log
+from gpuhealth.parsers.kernel_log import detect_log_format, parse_kernel_log
 from gpuhealth.parsers.lspci import parse_lspci
 from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
 from gpuhealth.parsers.smi_csv import parse_smi_csv
@@ -30,7 +30,7 @@ from gpuhealth.parsers.smi_list import parse_smi_list
 from gpuhealth.parsers.smi_nvlink import parse_smi_nvlink
 from gpuhealth.parsers.smi_query import parse_smi_query
 from gpuhealth.parsers.smi_table import parse_smi_table
-from gpuhealth.parsers.smi_topo import parse_smi_topo
+from gpuhealth.parsers.smi_topo import parse_smi_topo, parse_smi_topo_p2p
 from gpuhealth.parsers.smi_xml import parse_smi_xml
 from gpuhealth.parsers.system import parse_os_release, parse_proc_modules
 from gpuhealth.parsers.torch_env import parse_collect_env
@@ -94,6 +94,7 @@ def split_bug_report(text: str) -> list[tuple[str, str]]:
 _LSPCI_LINE = re.compile(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \S", re.M)
 _SMI_LIST_LINE = re.compile(r"^GPU \d+: .+\(UUID: ", re.M)
 _CSV_HEADER = re.compile(r"^\s*[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, *[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$")
+_PROC_MODULES_LINE = re.compile(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M)
 _NVLINK_LINE = re.compile(r"^\s*Link \d+: ", re.M)
 _KERNEL_HINT = re.compile(r"NVRM|\bkernel: |^\[\s*\d+\.\d+\]|^<\d>\[|^\d,\d+,\d+,", re.M)
 
@@ -111,28 +112,37 @@ def identify(text: str) -> str | None:
         return "smi-table"
     if "==============NVSMI LOG==============" in head or re.search(r"^\s*Product Name\s+:", head, re.M):
         return "smi-query"
+    if _NVLINK_LINE.search(head) or re.search(r"NVLink information|Nvlink queries", head, re.I):
+        return "smi-nvlink"
     if _SMI_LIST_LINE.search(head):
         return "smi-list"
-    if "GPU0" in head and ("CPU Affinity" in head or "Legend" in text):
+    if "GPU0" in head and "CPU Affinity" in head:
         return "smi-topo"
-    if _NVLINK_LINE.search(head) or "NVLink information" in head or "Nvlink queries" in head:
-        return "smi-nvlink"
+    if "GPU0" in head and re.search(r"\bCNS\b|X\s*=\s*Self", text):
+        return "smi-topo-p2p"
     first = head.lstrip().split("\n", 1)[0]
     if _CSV_HEADER.match(first) and ("name" in first or "index" in first or "pci.bus_id" in first):
         return "smi-csv"
-    if re.search(r"^Module\s+Size\s+Used by", head, re.M):
+    if re.search(r"^Module\s+Size\s+Used by", head, re.M) or _PROC_MODULES_LINE.search(head):
         return "lsmod"
     if re.search(r"^ID=", head, re.M) and re.search(r"^(?:PRETTY_)?NAME=", head, re.M):
         return "os-release"
     if _LSPCI_LINE.search(head) and re.search(r"controller|bridge|Device", head, re.I):
         return "lspci"
-    if _KERNEL_HINT.search(text[:200_000]) or "NVRM" in text:
+    if _KERNEL_HINT.search(text[:200_000]) or "NVRM" in text or _timestamped_log(head):
         return "kernel-log"
     if re.search(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable)", head, re.M):
         return "smi-query"
     if looks_like_app_log(text):
         return "app-log"
     return None
+
+
+def _timestamped_log(head: str) -> bool:
+    try:
+        return detect_log_format(head) != "plain"
+    except ParseError:
+        return False
 
 
 PARSERS: dict[str, Callable[[Piece], dict[str, Any]]] = {
@@ -142,6 +152,7 @@ PARSERS: dict[str, Callable[[Piece], dict[str, Any]]] = {
     "smi-csv": lambda p: {"smi": parse_smi_csv(p.text)},
     "smi-list": lambda p: {"smi": parse_smi_list(p.text)},
     "smi-topo": lambda p: {"topology": parse_smi_topo(p.text)},
+    "smi-topo-p2p": lambda p: {"topology": parse_smi_topo_p2p(p.text)},
     "smi-nvlink": lambda p: {"nvlink": parse_smi_nvlink(p.text)},
     "collect-env": lambda p: {"torch": parse_collect_env(p.text)},
     "proc-version": lambda p: {"driver": parse_proc_driver_version(p.text)},

@@ -17,13 +17,14 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from gpuhealth.model import CommandRun
 
 DEFAULT_TIMEOUT_S = 10.0
 MAX_READ_BYTES = 64 * 1024 * 1024  # a kernel log can be large; a host file larger than this is cut
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class LocalHost:
     def read(self, path: str) -> FileContent:
         try:
             with open(self._real(path), "rb") as handle:
-                return FileContent(path, handle.read(MAX_READ_BYTES))
+                return FileContent(path, _read_bounded(handle))
         except OSError as exc:
             return FileContent(path, error=explain_os_error(path, exc))
 
@@ -131,6 +132,19 @@ class LocalHost:
     @staticmethod
     def hostname() -> str:
         return socket.gethostname()
+
+
+def _read_bounded(handle: BinaryIO) -> bytes:
+    """Read in modest chunks: /proc/sys files fail with ENOMEM when asked for a huge read at once."""
+    chunks = []
+    total = 0
+    while total < MAX_READ_BYTES:
+        chunk = handle.read(min(READ_CHUNK, MAX_READ_BYTES - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def run_command(argv: list[str], timeout: float) -> CommandRun:
