@@ -73,7 +73,6 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
         return
     if all(d.kernel_driver in ("vfio-pci", "pci-stub") for d in snapshot.nvidia_pci_gpus):
         return
-    bound = sorted({d.kernel_driver or "no driver" for d in snapshot.nvidia_pci_gpus})
     yield Draft(
         Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable",
         evidence=(
@@ -87,7 +86,7 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             *fixes_for(debian=["dkms status", "sudo apt-get install linux-headers-$(uname -r)"],
                        rhel=["dkms status", "sudo dnf install kernel-devel-$(uname -r)"]),
         ),
-        explains=("GH102", "GH203", "GH205", "GH207") + (("GH206",) if "nouveau" in bound else ()),
+        explains=("GH102", "GH203", "GH205", "GH207"),
     )
 
 
