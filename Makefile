@@ -19,7 +19,8 @@ test: $(BIN)/gpuhealth
 	$(BIN)/python -m pytest
 
 bench: $(BIN)/gpuhealth
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/check_from_bundle.py
+	$(BIN)/python bench/kernel_log_scan.py
 
 docs: $(BIN)/gpuhealth
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks

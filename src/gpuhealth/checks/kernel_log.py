@@ -23,6 +23,16 @@ ACTION_FIXES: dict[str, tuple[Fix, ...]] = {
                               disruptive=True),),
     "RESTART_FM": (Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),),
     "CONTACT_SUPPORT": (Fix("collect `sudo nvidia-bug-report.sh` and contact your GPU vendor", "any"),),
+    "WORKFLOW_XID_48": (Fix("sudo nvidia-smi --gpu-reset -i {index}", "any", disruptive=True,
+                            note="with Xid 63/64 too: drain the node first; if it recurs, run field diagnostics"),),
+    "WORKFLOW_XID_13": (Fix("restart the application; if it repeats on the same GPU, run `dcgmi diag -r 3`",
+                            "any"),),
+    "WORKFLOW_XID_31": (Fix("restart the application; if it repeats on the same GPU, run `dcgmi diag -r 3`",
+                            "any"),),
+    "WORKFLOW_XID_45": (Fix("act on the other Xids; seen alone on an NVSwitch system: "
+                            "sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),),
+    "WORKFLOW_NVLINK_ERR": (Fix("nvidia-smi nvlink -e -i {index}", "any",
+                                note="error counters per link; a reset or reboot clears the fault"),),
 }
 
 
