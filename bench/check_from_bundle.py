@@ -22,11 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
-from hostcases import FakeHost, load_spec  # noqa: E402
-
 from gpuhealth.bundle import BundleHost, RecordingHost  # noqa: E402
 from gpuhealth.checks.engine import run_checks  # noqa: E402
 from gpuhealth.collect import collect  # noqa: E402
+from hostcases import FakeHost, load_spec  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 CASE = "h100x8-xid-ecc"
