@@ -11,6 +11,9 @@ Spec keys (all optional):
   dev       [names under /dev]
   commands  {"argv joined by spaces": {stdout, stderr, exit_code, timed_out, error}}
   nvml      {"from_query": file} | {"from_xml": file} | a literal NvmlReport JSON
+  links     {path: link target}     (readlink; added to the PCI drivers' links)
+  stats     {path: {mtime, size, is_dir}}   (stat; other paths are "not present")
+  listings  {directory: [names]}    (listdir; added to those made from pci and dev)
   expect    {"fires": {code: severity}, "quiet": [codes]}
 """
 
@@ -56,6 +59,9 @@ class FakeHost:
             self.listings["/dev"] = tuple(sorted(["null", "zero", *spec["dev"]]))
         self.commands = spec.get("commands", {})
         self.nvml_answer = _nvml(spec.get("nvml"))
+        self.links.update(spec.get("links", {}))
+        self.listings.update({k: tuple(v) for k, v in spec.get("listings", {}).items()})
+        self.stats: dict[str, dict[str, Any]] = spec.get("stats", {})
 
     def _pci(self, devices: list[dict[str, Any]] | None) -> None:
         if devices is None:
@@ -89,7 +95,10 @@ class FakeHost:
         return self.links.get(path)
 
     def stat(self, path: str) -> FileStat:
-        return FileStat(path, error="not present")
+        entry = self.stats.get(path)
+        if entry is None:
+            return FileStat(path, error="not present")
+        return FileStat(path, entry.get("mtime"), entry.get("size"), entry.get("is_dir"))
 
     def run(self, argv: list[str], timeout: float = 10.0) -> CommandRun:
         entry = self.commands.get(" ".join(argv))

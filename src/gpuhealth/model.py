@@ -398,6 +398,7 @@ class Snapshot:
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
+    install: InstallState | None = None  # driver-install readiness (GH5xx)
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:
@@ -513,3 +514,74 @@ class Report:
     def exit_code(self) -> int:
         """0 healthy or info only, 1 warnings, 2 critical (3 is gpuhealth failing, set by the CLI)."""
         return {"BROKEN": 2, "DEGRADED": 1, "HEALTHY": 0}[self.verdict]
+
+
+# --------------------------------------------------------------------------- install readiness (GH5xx)
+
+
+@dataclass(frozen=True)
+class ModprobeFile:
+    """One modprobe.d file: the modules it blacklists and the options it sets for nouveau."""
+
+    path: str
+    blacklisted: tuple[str, ...] = ()
+    nouveau_options: str | None = None  # "modeset=0"
+    mtime: float | None = None
+
+
+@dataclass(frozen=True)
+class DkmsEntry:
+    """One ``dkms status`` line: ``nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed``."""
+
+    module: str
+    version: str
+    kernel: str | None = None
+    arch: str | None = None
+    state: str = ""  # "added", "built", "installed" (notes after it kept: "installed (WARNING! ...)")
+
+    @property
+    def installed(self) -> bool:
+        return self.state.startswith("installed")
+
+
+@dataclass(frozen=True)
+class InstalledKernel:
+    """A kernel under /lib/modules and whether an nvidia module exists for it."""
+
+    release: str
+    nvidia_module: str | None = None  # path of the nvidia.ko* found, or "dkms: installed"
+    booted: bool = False
+
+
+@dataclass(frozen=True)
+class InstallState:
+    """What a driver install needs: nouveau disabled, headers, compiler, Secure Boot, DKMS, kernels.
+
+    ``None`` means unknown (why is in ``Snapshot.unavailable`` under ``install_*``); ``False`` and
+    empty tuples are answers.
+    """
+
+    kernel_release: str | None = None
+    modprobe_dirs: tuple[str, ...] = ()  # modprobe.d directories read (an absent one: no files there)
+    modprobe_files: tuple[ModprobeFile, ...] = ()
+    kernel_cmdline_blacklisted: tuple[str, ...] = ()  # modprobe.blacklist= / rd.driver.blacklist= ...
+    kernel_cmdline_nouveau_options: str | None = None  # nouveau.modeset=0 -> "modeset=0"
+    initramfs_path: str | None = None
+    initramfs_mtime: float | None = None
+    initramfs_has_nouveau: bool | None = None  # a nouveau .ko is listed in it (lsinitramfs/lsinitrd)
+    initramfs_modprobe_files: tuple[str, ...] = ()  # names of modprobe.d files packed into it
+    headers_path: str | None = None  # /lib/modules/<release>/build (or /usr/src/kernels/<release>)
+    headers_target: str | None = None  # where the build link points
+    headers_present: bool | None = None
+    gcc_present: bool | None = None
+    gcc_version: str | None = None  # "11.4.0"
+    gcc_banner: str | None = None  # first line of gcc --version
+    make_present: bool | None = None
+    kernel_compiler: str | None = None  # "gcc 11.4.0" (from /proc/version), "clang 17.0.6"
+    secure_boot: str | None = None  # "enabled", "disabled", "unsupported" (legacy BIOS boot)
+    secure_boot_source: str | None = None
+    module_signer: str | None = None  # modinfo -F signer nvidia: "" when the module is unsigned
+    module_file: str | None = None  # modinfo -n nvidia: the nvidia.ko modprobe would load
+    dkms_present: bool | None = None
+    dkms: tuple[DkmsEntry, ...] = ()
+    kernels: tuple[InstalledKernel, ...] = ()

@@ -9,6 +9,8 @@ CHECK_MODULES = (
     "gpuhealth.checks.inventory",
     "gpuhealth.checks.driver",
     "gpuhealth.checks.kernel_log",
+    "gpuhealth.checks.gpu_state",
+    "gpuhealth.checks.install",
 )
 
 

@@ -24,6 +24,8 @@ AREAS = {
     "GH1": "PCI and GPU inventory",
     "GH2": "Driver, modules and tools",
     "GH3": "Kernel log",
+    "GH4": "GPU health",
+    "GH5": "Install readiness",
 }
 
 

@@ -1,0 +1,572 @@
+"""GH4xx: the state each GPU reports about itself: memory repair, ECC, reset, infoROM, thermals, links."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check
+from gpuhealth.model import Evidence, Fix, Gpu, NvlinkState, Severity, Snapshot, Subject, normalize_pci_address
+
+NVML = "NVML (nvidia-ml-py)"
+REBOOT = Fix("sudo reboot", "any", disruptive=True)
+NEAR_SLOWDOWN_C = 5  # this close to the GPU's own slowdown threshold is reported
+BUSY_PCT = 50  # below this, a lower PCIe generation is the GPU saving power, not a fault
+IDLE_PCT = 5  # below this utilization a GPU counts as idle
+INFOROM_WARNING = re.compile(r"infoROM is corrupted(?: at gpu (\S+))?", re.IGNORECASE)
+# Clock event reasons that mean the GPU is held back by heat or power delivery (facts.md 6.3);
+# idle, SW power cap, application clocks and sync boost are normal operation or configuration.
+SLOWDOWN_REASONS = {
+    "hw_thermal_slowdown": "HW Thermal Slowdown",
+    "sw_thermal_slowdown": "SW Thermal Slowdown",
+    "hw_slowdown": "HW Slowdown",
+    "hw_power_brake_slowdown": "HW Power Brake Slowdown",
+}
+THERMAL_REASONS = {"hw_thermal_slowdown", "sw_thermal_slowdown"}
+# Product-name parts of boards whose GPUs are always NVLink-connected (SXM modules, HGX baseboards);
+# "NVIDIA H100 80GB HBM3" is the SXM5 H100, the PCIe one is "NVIDIA H100 PCIe".
+NVLINK_BOARDS = ("sxm", "hbm3", "b200", "b300")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One GPU as the checks judge it: NVML's values, completed by nvidia-smi's for what NVML lacks."""
+
+    gpu: Gpu
+    from_nvml: frozenset[str]  # fields whose value NVML gave
+    smi_source: str
+
+    @property
+    def subject(self) -> Subject:
+        return Subject(self.gpu.index, self.gpu.pci_address)
+
+    @property
+    def label(self) -> str:
+        return f"-i {self.gpu.index}" if self.gpu.index is not None else "-i <index>"
+
+    def source(self, *fields: str) -> str:
+        return NVML if fields and all(f in self.from_nvml for f in fields) else self.smi_source
+
+
+def seen_gpus(snapshot: Snapshot) -> list[Seen]:
+    """``snapshot.gpus``, with each NVML GPU's unknown fields filled from nvidia-smi's same GPU.
+
+    NVML does not report the reset state, recovery action, SRAM counts, retired page counts or the
+    infoROM warning; nvidia-smi does. GPUs are matched by PCI address, else by index.
+    """
+    smi_source = snapshot.sources.get("smi") or "nvidia-smi"
+    smi = snapshot.smi.gpus if snapshot.smi is not None else ()
+    if not (snapshot.nvml is not None and snapshot.nvml.ok and snapshot.nvml.gpus):
+        return [Seen(g, frozenset(), smi_source) for g in smi]
+    seen = []
+    for gpu in snapshot.nvml.gpus:
+        known = frozenset(f.name for f in dataclasses.fields(Gpu) if getattr(gpu, f.name) not in (None, ()))
+        twin = next((s for s in smi if gpu.pci_address and s.pci_address == gpu.pci_address), None) or next(
+            (s for s in smi if not gpu.pci_address and s.index == gpu.index), None)
+        if twin is not None:
+            gpu = dataclasses.replace(gpu, **{f.name: getattr(twin, f.name) for f in dataclasses.fields(Gpu)
+                                              if f.name not in known and f.name != "source"})
+        seen.append(Seen(gpu, known, smi_source))
+    return seen
+
+
+def _no_gpus(snapshot: Snapshot) -> Skip:
+    return Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
+                or "no GPU data: neither nvidia-smi nor NVML reported a GPU")
+
+
+def _yes(value: bool | None) -> str:
+    return "Yes" if value else "No"
+
+
+def _reset_fix(seen: Seen) -> Fix:
+    return Fix(f"sudo nvidia-smi --gpu-reset {seen.label}", "any", disruptive=True,
+               note="stop every process on that GPU first; on NVSwitch systems, or if the reset is "
+                    "refused, reboot instead")
+
+
+@check("GH401", "memory-repair-pending", "A GPU memory repair waits for a GPU reset")
+def memory_repair_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The GPU reports a memory repair it has recorded but not yet applied: `Remapped Rows / Pending:
+    Yes` (row remapping, A100 and newer) or `Retired Pages / Pending Page Blacklist: Yes` (page
+    retirement, V100 and older).
+
+    Why it matters:
+    After an ECC error the GPU marks the bad memory row (or page) for replacement, but the
+    replacement only takes effect when the GPU is reset or the driver reloaded. Until then the bad
+    memory is still in use and can fail again; NVIDIA's Xid 63 message says "reset gpu to activate".
+
+    How to fix:
+    Drain the GPU, then reset it with `sudo nvidia-smi --gpu-reset -i <index>` (or reboot the node,
+    which is required on NVSwitch systems and whenever the reset is refused). Check afterwards that
+    `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT` no longer shows the repair as pending.
+
+    Exceptions:
+    None: the state clears only with a reset. One pending repair is routine maintenance, not a
+    failing GPU; a failed repair is reported by GH402.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu, lines, kinds, fields = seen.gpu, [], [], []
+        if gpu.remapped_rows_pending:
+            kinds.append("remapped rows")
+            fields += ["remapped_rows_pending"]
+            lines += ["Remapped Rows Pending: Yes",
+                      f"Remapped Rows Correctable Error: {gpu.remapped_rows_correctable}",
+                      f"Remapped Rows Uncorrectable Error: {gpu.remapped_rows_uncorrectable}"]
+        if gpu.retired_pages_pending:
+            kinds.append("retired pages")
+            fields += ["retired_pages_pending"]
+            lines += ["Retired Pages Pending: Yes", f"Retired Pages Single Bit ECC: {gpu.retired_pages_sbe}",
+                      f"Retired Pages Double Bit ECC: {gpu.retired_pages_dbe}"]
+        if not kinds:
+            continue
+        yield Draft(
+            Severity.WARNING,
+            f"Memory repair pending ({' and '.join(kinds)}): reset the GPU to activate it",
+            subject=seen.subject,
+            evidence=(Evidence(seen.source(*fields), tuple(x for x in lines if not x.endswith(": None"))),),
+            fixes=(_reset_fix(seen), REBOOT),
+        )
+
+
+@check("GH402", "memory-repair-failed", "A GPU could not repair its memory")
+def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `Remapped Rows / Remapping Failure Occurred: Yes`: the GPU needed to replace a memory row after
+    an ECC error and had no spare row left in that bank (Xid 64).
+
+    Why it matters:
+    The bad memory stays in use, so uncorrectable errors will recur and kill jobs on this GPU. A
+    remapping failure is NVIDIA's criterion for returning the GPU for service.
+
+    How to fix:
+    Drain the node (or take the GPU out of service), collect `sudo nvidia-bug-report.sh`, run
+    `dcgmi diag -r 3` if DCGM is installed, and open an RMA with the GPU or server vendor.
+
+    Exceptions:
+    None.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu = seen.gpu
+        if not gpu.remapped_rows_failure:
+            continue
+        yield Draft(
+            Severity.CRITICAL, "Memory row remapping failed: drain the GPU and send it for service",
+            subject=seen.subject,
+            evidence=(Evidence(seen.source("remapped_rows_failure"), (
+                "Remapped Rows Remapping Failure Occurred: Yes",
+                f"Remapped Rows Uncorrectable Error: {gpu.remapped_rows_uncorrectable}",
+                f"Remapped Rows Pending: {_yes(gpu.remapped_rows_pending)}")),),
+            fixes=(Fix("drain the node in the scheduler so no new job lands on this GPU", "any", disruptive=True),
+                   Fix("sudo nvidia-bug-report.sh", "any", note="attach it to the RMA request"),
+                   Fix("dcgmi diag -r 3", "any", note="when DCGM is installed")),
+            explains=("GH401",),
+        )
+
+
+@check("GH403", "ecc-uncorrectable", "Uncorrectable ECC memory errors")
+def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Uncorrectable (double-bit) ECC errors: the volatile count (since the driver loaded), the
+    aggregate count (lifetime, kept in the infoROM), SRAM uncorrectable errors, pages retired after
+    double-bit errors, and rows remapped after uncorrectable errors.
+
+    Why it matters:
+    An uncorrectable error in this boot (volatile count above 0) means data on the GPU was lost: the
+    job that hit it was killed (Xid 48/94/95) and the GPU needs a reset before it is trusted again.
+    A lifetime count alone is history: the GPU repaired or retired the memory, and it is worth
+    watching whether the count grows. Correctable errors are fixed by ECC and never reported alone.
+
+    How to fix:
+    For errors in this boot: drain the GPU and reset it (`sudo nvidia-smi --gpu-reset -i <index>`),
+    which also applies a pending row remap. If errors come back, run `dcgmi diag -r 3` and contact
+    the vendor. For history only: compare the counts over time; a growing aggregate count, SRAM
+    errors that recur, or a remapping failure (GH402) mean the GPU should be serviced.
+
+    Exceptions:
+    GPUs without ECC (most GeForce boards) report no counts, and the check says nothing for them.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu = seen.gpu
+        counts = (("Volatile uncorrectable", gpu.ecc_volatile_uncorrected, "ecc_volatile_uncorrected"),
+                  ("Aggregate uncorrectable", gpu.ecc_aggregate_uncorrected, "ecc_aggregate_uncorrected"),
+                  ("Aggregate SRAM uncorrectable", gpu.sram_uncorrectable, "sram_uncorrectable"),
+                  ("Retired pages (double bit ECC)", gpu.retired_pages_dbe, "retired_pages_dbe"),
+                  ("Remapped rows (uncorrectable error)", gpu.remapped_rows_uncorrectable,
+                   "remapped_rows_uncorrectable"))
+        found = [(label, n, name) for label, n, name in counts if n]
+        if not found:
+            continue
+        lines = [f"{label}: {n}" for label, n, _ in found]
+        lines += [f"{label}: {n}" for label, n in (("Volatile correctable", gpu.ecc_volatile_corrected),
+                                                   ("Aggregate correctable", gpu.ecc_aggregate_corrected)) if n]
+        evidence = (Evidence(seen.source(*(name for _, _, name in found)), tuple(lines)),)
+        query = Fix(f"nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT {seen.label}", "any")
+        if gpu.ecc_volatile_uncorrected:
+            yield Draft(Severity.CRITICAL,
+                        f"{gpu.ecc_volatile_uncorrected} uncorrectable ECC error(s) since the driver loaded",
+                        subject=seen.subject, evidence=evidence,
+                        fixes=(query, _reset_fix(seen), Fix("dcgmi diag -r 3", "any", note="if errors recur")),
+                        explains=("GH401",))
+        else:
+            yield Draft(Severity.WARNING,
+                        "History of uncorrectable memory errors (none since the driver loaded): "
+                        + ", ".join(lines[:len(found)]),
+                        subject=seen.subject, evidence=evidence, fixes=(query,))
+
+
+RECOVERY_FIXES = (  # keyword in the recovery action -> what to do (facts.md 8: recovery action enum)
+    ("reboot", lambda seen: (REBOOT,)),
+    ("imex", lambda seen: (Fix("sudo systemctl restart nvidia-imex", "any", disruptive=True),)),
+    ("p2p", lambda seen: (Fix("stop the jobs using peer-to-peer/NVLink traffic on this GPU", "any",
+                              disruptive=True),)),
+    ("drain", lambda seen: (Fix("drain the GPU: let running jobs finish, schedule no new ones", "any"),
+                            _reset_fix(seen))),
+    ("reset", lambda seen: (_reset_fix(seen),)),
+)
+
+
+@check("GH404", "gpu-reset-required", "A GPU asks for a reset or another recovery action")
+def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `GPU Reset Status / Reset Required: Yes` (drivers up to 580) or a `GPU Recovery Action` other
+    than `None` (590 and newer: GPU Reset, Node Reboot, Drain P2P, Drain and Reset, Recover IMEX
+    Domain).
+
+    Why it matters:
+    The driver has decided that the GPU cannot be trusted until the action is done: after an
+    uncorrectable error, a contained fault or a firmware problem. Jobs on it fail or give wrong
+    results until then.
+
+    How to fix:
+    Do the action it names: drain the GPU and reset it (`sudo nvidia-smi --gpu-reset -i <index>`),
+    or reboot the node for "Node Reboot" and whenever a reset is refused. The findings about the
+    same GPU (Xids, ECC, pending repairs) say why it was requested.
+
+    Exceptions:
+    None.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu = seen.gpu
+        action = gpu.recovery_action if gpu.recovery_action not in (None, "None") else None
+        if not gpu.reset_required and action is None:
+            continue
+        lines = ((f"GPU Recovery Action: {action}",) if action else ()) + (
+            ("Reset Required: Yes",) if gpu.reset_required and not action else ())
+        wanted = (action or "GPU Reset").lower()
+        fixes = next((make(seen) for word, make in RECOVERY_FIXES if word in wanted), (_reset_fix(seen),))
+        yield Draft(Severity.CRITICAL, f"The GPU needs recovery: {action or 'GPU reset required'}",
+                    subject=seen.subject,
+                    evidence=(Evidence(seen.source("recovery_action" if action else "reset_required"), lines),),
+                    fixes=fixes)
+
+
+@check("GH405", "inforom-corrupted", "A GPU's infoROM is corrupted")
+def inforom_corrupted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    nvidia-smi prints `WARNING: infoROM is corrupted at gpu <address>`, or the GPU data says so.
+
+    Why it matters:
+    The infoROM is the GPU's small persistent store: ECC error counts, retired pages and remapped
+    rows, and configuration. With it corrupted those records cannot be trusted or updated, so memory
+    repairs may not persist and health counters read wrong; some tools refuse the GPU. The GPU
+    usually still runs jobs.
+
+    How to fix:
+    Note the GPU's serial number (`nvidia-smi -q -i <index> | grep -i serial`) and contact the GPU or
+    server vendor: reflashing the infoROM needs the vendor's tool, otherwise the board is serviced.
+
+    Exceptions:
+    None.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    texts = list(snapshot.smi.warnings if snapshot.smi is not None else ())
+    if snapshot.smi_run is not None:
+        texts += snapshot.smi_run.stderr.splitlines()
+    warned: dict[str | None, str] = {}
+    for text in texts:
+        match = INFOROM_WARNING.search(text)
+        if match:
+            warned.setdefault(normalize_pci_address(match[1]), text.strip())
+    for seen in gpus:
+        line = warned.pop(seen.gpu.pci_address, None) if seen.gpu.pci_address else None
+        if not (seen.gpu.inforom_corrupted or line):
+            continue
+        yield Draft(Severity.WARNING, "The GPU's infoROM is corrupted", subject=seen.subject,
+                    evidence=(Evidence(seen.source("inforom_corrupted"), (line or "infoROM corrupted",)),),
+                    fixes=(Fix(f"nvidia-smi -q {seen.label} | grep -iE 'serial|inforom' -A3", "any",
+                               note="give the serial number to the vendor"),))
+    for address, line in warned.items():  # a warning for a GPU that the output did not list
+        yield Draft(Severity.WARNING, "A GPU's infoROM is corrupted", subject=snapshot.gpu_subject(address),
+                    evidence=(Evidence(snapshot.sources.get("smi") or "nvidia-smi", (line,)),))
+
+
+@check("GH406", "thermal-slowdown", "A GPU is slowed down by heat or power delivery")
+def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Active clock event (throttle) reasons HW Slowdown, HW Thermal Slowdown, SW Thermal Slowdown or HW
+    Power Brake Slowdown; a GPU temperature within 5 °C of the GPU's own slowdown threshold
+    (warning) or at its shutdown threshold (critical).
+
+    Why it matters:
+    HW slowdown cuts the clocks by half or more: jobs run far slower, and on multi-GPU jobs the
+    slowest GPU sets the pace. The causes are cooling (fans, airflow, blocked heatsinks) and power
+    delivery: the power brake is asserted from outside the GPU, usually by the system board when a
+    power supply fails or the chassis power budget is exceeded. At the shutdown temperature the GPU
+    turns itself off to protect the hardware.
+
+    How to fix:
+    Thermal: check fans and airflow (`sudo ipmitool sdr type Fan`), the data-centre inlet
+    temperature, and blanking panels. Power brake: check the power supplies and the BMC event log
+    (`sudo ipmitool sel list`, `sudo ipmitool sdr type 'Power Supply'`). Watch the reasons under load
+    with `nvidia-smi -q -d PERFORMANCE,TEMPERATURE -l 5`.
+
+    Exceptions:
+    Idle and SW Power Cap are normal and never reported. HW Slowdown or HW Power Brake on an idle GPU
+    (utilization under 5 %) that is not near its temperature limits is not reported: NVIDIA notes
+    that HW Slowdown can show briefly during a P-state change, one snapshot cannot tell a transient
+    assertion from a sustained one (monitoring tools such as gpud flag it only when it recurs), and
+    it costs nothing until the GPU has work. Real 8x H100 captures show exactly this on idle GPUs;
+    run the check again while a job runs. Thermal reasons are reported even when idle. Thresholds
+    printed as relative T.Limit values (H100 with 535 drivers) are not compared.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu = seen.gpu
+        active = [r for r in SLOWDOWN_REASONS if r in gpu.clock_event_reasons]
+        temp, slow, stop = gpu.temperature_c, gpu.temperature_slowdown_c, gpu.temperature_shutdown_c
+        parts: list[tuple[Severity, str]] = []
+        if temp is not None and stop is not None and temp >= stop:
+            parts.append((Severity.CRITICAL, f"at {temp:g} °C, at or above its shutdown threshold ({stop:g} °C)"))
+        elif temp is not None and slow is not None and temp >= slow - NEAR_SLOWDOWN_C:
+            where = "at or above" if temp >= slow else f"within {NEAR_SLOWDOWN_C} °C of"
+            parts.append((Severity.WARNING, f"at {temp:g} °C, {where} its slowdown threshold ({slow:g} °C)"))
+        hot = bool(parts) or bool(THERMAL_REASONS.intersection(active))
+        idle = gpu.utilization_gpu_pct is not None and gpu.utilization_gpu_pct < IDLE_PCT
+        if idle and not hot:
+            active = []  # HW slowdown / power brake on a cool idle GPU: see Exceptions
+        if active:
+            parts.append((Severity.WARNING, f"{', '.join(SLOWDOWN_REASONS[r] for r in active)} active"))
+        if not parts:
+            continue
+        lines = [f"{SLOWDOWN_REASONS[r]}: Active" for r in active]
+        lines += [f"{label}: {value:g} {unit}" for label, value, unit in (
+            ("GPU Current Temp", temp, "C"), ("GPU Slowdown Temp", slow, "C"), ("GPU Shutdown Temp", stop, "C"),
+            ("Utilization GPU", gpu.utilization_gpu_pct, "%"), ("Power Draw", gpu.power_draw_w, "W"))
+            if value is not None]
+        fixes = (Fix("sudo ipmitool sdr type Fan", "any"),) if hot else ()
+        if "hw_power_brake_slowdown" in active or "hw_slowdown" in active:
+            fixes += (Fix("sudo ipmitool sel list | tail -20", "any"),
+                      Fix("sudo ipmitool sdr type 'Power Supply'", "any"))
+        fixes += (Fix(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE {seen.label} -l 5", "any",
+                      note="watch it while a job runs"),)
+        yield Draft(max((s for s, _ in parts), key=lambda s: s.rank),
+                    "GPU " + "; ".join(text for _, text in parts), subject=seen.subject,
+                    evidence=(Evidence(seen.source("clock_event_reasons", "temperature_c"), tuple(lines)),),
+                    fixes=fixes)
+
+
+@check("GH407", "pcie-link-degraded", "A GPU's PCIe link runs narrower or slower than it can")
+def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The GPU's current PCIe link width is below its maximum (x8 instead of x16), or, while the GPU is
+    at least 50 % busy, its current PCIe generation is below its maximum.
+
+    Why it matters:
+    Host-to-GPU copies (data loading, checkpoints, CPU offload, GPUDirect to the NIC) slow down in
+    proportion. A narrow link usually means a badly seated card, a damaged riser or cable, a slot
+    that is wired or configured narrower, or link errors that made the link retrain lower.
+
+    How to fix:
+    Compare `sudo lspci -vvv -s <address> | grep -E 'LnkCap|LnkSta'` with the slot's specification,
+    check the BIOS slot settings (bifurcation, generation), then reseat the GPU or replace the riser.
+
+    Exceptions:
+    GPUs lower their PCIe generation when idle to save power (NVIDIA: the current generation "may be
+    reduced when the GPU is not in use"), so a lower generation is only reported while the GPU is at
+    least 50 % busy. The width is always compared, but the maximum nvidia-smi prints is the GPU's,
+    not the slot's: a x16 card in a slot wired x8 (two GPUs sharing x16 lanes on a workstation
+    board, many cloud instances) shows x8 for good. So a narrow link is a warning when an identical
+    GPU on the same host runs at full width, and info when none does (a single GPU, or all alike);
+    if a GPU reports a narrower link only at idle, check it again under load.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu, parts, lines = seen.gpu, [], []
+        width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
+        gen, gen_max, busy = gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.utilization_gpu_pct
+        severity = Severity.WARNING
+        if width and width_max and width < width_max:
+            parts.append(f"link width x{width} of x{width_max}")
+            lines += [f"Link Width Current: {width}x", f"Link Width Max: {width_max}x"]
+            twins = [s.gpu for s in gpus if s is not seen and s.gpu.name == gpu.name
+                     and s.gpu.pcie_width_max == width_max]
+            if not any(t.pcie_width_current == width_max for t in twins):
+                severity = Severity.INFO  # no identical GPU here has the full width: likely the slot
+                parts[-1] += " (no identical GPU on this host runs wider: the slot may be wired so)"
+        if gen and gen_max and gen < gen_max and busy is not None and busy >= BUSY_PCT:
+            severity = Severity.WARNING
+            parts.append(f"PCIe Gen{gen} of Gen{gen_max} while {busy:g} % busy")
+            lines += [f"PCIe Generation Current: {gen}", f"PCIe Generation Max: {gen_max}",
+                      f"Utilization GPU: {busy:g} %"]
+        if not parts:
+            continue
+        address = gpu.pci_address or "<address>"
+        yield Draft(severity, f"PCIe link below its maximum: {', '.join(parts)}", subject=seen.subject,
+                    evidence=(Evidence(seen.source("pcie_width_current", "pcie_gen_current"), tuple(lines)),),
+                    fixes=(Fix(f"sudo lspci -vvv -s {address} | grep -E 'LnkCap|LnkSta'", "any"),
+                           Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
+
+
+@check("GH408", "nvlink-inactive", "NVLink links are down", requires=("nvlink",))
+def nvlink_inactive(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    In `nvidia-smi nvlink -s`, a GPU with some links `<inactive>` while others are up, or a GPU for
+    which nvidia-smi says "all links are inactive".
+
+    Why it matters:
+    GPU-to-GPU traffic (NCCL all-reduce, tensor parallelism) falls back to fewer links or to PCIe,
+    which is many times slower, or fails. Down links come from a GPU or NVSwitch fault, a baseboard
+    or bridge problem, or, on NVSwitch systems, Fabric Manager not running.
+
+    How to fix:
+    Check the link error counters (`nvidia-smi nvlink -e -i <index>`) and the kernel log for Xid 74 or
+    SXid; on NVSwitch systems check `systemctl status nvidia-fabricmanager`. A reset of all GPUs (a
+    reboot) retrains the links; links that stay down need service.
+
+    Exceptions:
+    PCIe boards without an NVLink bridge (GeForce, workstation and PCIe data-centre cards) have all
+    links inactive by design. "All links are inactive" is therefore a warning only for SXM/HGX boards
+    (names with SXM or HBM3, B200) or when another GPU in the same output has active links, and info
+    otherwise. GPUs in MIG mode do not report NVLink.
+    """
+    states: tuple[NvlinkState, ...] = snapshot.nvlink or ()
+    source = snapshot.sources.get("nvlink") or "nvidia-smi nvlink -s"
+    for state in states:
+        speeds = state.link_speeds_gbps
+        down = [i for i, speed in enumerate(speeds) if speed is None]
+        name = state.gpu_name or ""
+        if state.error == "all links are inactive":
+            nvlinked = any(marker in name.lower() for marker in NVLINK_BOARDS) or any(
+                speed is not None for other in states for speed in other.link_speeds_gbps)
+            severity = Severity.WARNING if nvlinked else Severity.INFO
+            message, lines = "All NVLink links are inactive", ("all links are inactive",)
+        elif down and len(down) < len(speeds):
+            severity = Severity.WARNING
+            message = f"{len(down)} of {len(speeds)} NVLink links inactive (links {', '.join(map(str, down))})"
+            lines = tuple(f"Link {i}: <inactive>" for i in down)
+        else:
+            continue
+        gpu = next((g for g in snapshot.gpus if (state.uuid and g.uuid == state.uuid)), None) or next(
+            (g for g in snapshot.gpus if g.index == state.gpu_index), None)
+        subject = Subject(state.gpu_index, gpu.pci_address if gpu else None)
+        index = state.gpu_index if state.gpu_index is not None else "<index>"
+        yield Draft(severity, message, subject=subject,
+                    evidence=(Evidence(source, (f"GPU {index}: {name}", *lines)),),
+                    fixes=(Fix(f"nvidia-smi nvlink -e -i {index}", "any"),
+                           Fix("systemctl status nvidia-fabricmanager", "any", note="NVSwitch systems"),
+                           REBOOT))
+
+
+@check("GH409", "mig-change-pending", "A MIG mode change waits for a GPU reset")
+def mig_change_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The GPU's pending MIG mode differs from its current one (`MIG Mode / Current: Disabled, Pending:
+    Enabled`, or the reverse).
+
+    Why it matters:
+    Someone ran `nvidia-smi -mig 1` (or 0) but the change only takes effect after a GPU reset. Until
+    then the GPU runs in the old mode: MIG instances cannot be created, or jobs that expect the whole
+    GPU get a MIG-partitioned one after the next reset, surprising the scheduler.
+
+    How to fix:
+    If the change is wanted, stop the GPU's processes (and nvidia-persistenced/DCGM if they hold it)
+    and reset it: `sudo nvidia-smi --gpu-reset -i <index>`, or reboot. If not, set the mode back with
+    `sudo nvidia-smi -i <index> -mig <0|1>`.
+
+    Exceptions:
+    None.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    modes = {"Enabled", "Disabled"}
+    for seen in gpus:
+        current, pending = seen.gpu.mig_mode_current, seen.gpu.mig_mode_pending
+        if current not in modes or pending not in modes or current == pending:
+            continue
+        yield Draft(Severity.WARNING, f"MIG mode change pending: {current} now, {pending} after a GPU reset",
+                    subject=seen.subject,
+                    evidence=(Evidence(seen.source("mig_mode_pending"),
+                                       (f"MIG Mode Current: {current}", f"MIG Mode Pending: {pending}")),),
+                    fixes=(_reset_fix(seen),))
+
+
+@check("GH410", "fan-error", "A GPU fan reports an error")
+def fan_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    nvidia-smi prints `ERR!` in the Fan column for the GPU.
+
+    Why it matters:
+    The GPU's fan, or its tachometer, has failed or is disconnected. A board-cooled GPU without a
+    working fan overheats under load and throttles (GH406) or shuts down.
+
+    How to fix:
+    Look at the GPU's temperature under load; inspect the fan and its connector, and replace the fan
+    or the board. On servers, compare with the BMC's fan sensors (`sudo ipmitool sdr type Fan`).
+
+    Exceptions:
+    Passively cooled data-centre GPUs report `N/A`, not `ERR!`, and are not reported.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu = seen.gpu
+        if not gpu.fan_error:
+            continue
+        temp = f"GPU Current Temp: {gpu.temperature_c:g} C" if gpu.temperature_c is not None else None
+        yield Draft(Severity.WARNING, "The GPU's fan reports an error (ERR!)", subject=seen.subject,
+                    evidence=(Evidence(seen.source("fan_error"), tuple(x for x in ("Fan: ERR!", temp) if x)),),
+                    fixes=(Fix("sudo ipmitool sdr type Fan", "any"),
+                           Fix("inspect or replace the GPU fan", "any", disruptive=True)))

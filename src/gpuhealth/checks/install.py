@@ -1,0 +1,534 @@
+"""GH5xx: is this host ready for the NVIDIA driver to be installed, rebuilt, or to survive the next boot?
+
+The rules follow the install runbook of field report 001 and the installer messages in facts.md 4:
+nouveau blacklisted and out of the initramfs, kernel headers and a matching gcc for DKMS builds,
+Secure Boot module signing, and an nvidia module for every kernel the host may boot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from gpuhealth.checks.driver import REBOOT, module_loaded
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, Severity, Snapshot
+
+BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
+WRITE_BLACKLIST = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
+                   f"sudo tee {BLACKLIST_FILE}")
+REBUILD_INITRAMFS_DEBIAN = ("sudo cp /boot/initrd.img-$(uname -r){,.bak}", "sudo update-initramfs -u")
+REBUILD_INITRAMFS_RHEL = ("sudo cp /boot/initramfs-$(uname -r).img{,.bak}", "sudo dracut --force")
+SIGNED_MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm")
+SIGNATURE_REJECTED = ("Key was rejected by service", "module verification failed", "Required key not available")
+
+
+def _signing_loop(sign_file: str) -> str:
+    return (f"for m in {' '.join(SIGNED_MODULES)}; do sudo {sign_file} sha256 MOK.priv MOK.der "
+            "$(modinfo -n $m); done")
+
+
+# --------------------------------------------------------------------------- shared judgements
+
+
+def _target(snapshot: Snapshot) -> Skip | None:
+    """Why the install checks have nothing to judge here (no NVIDIA GPU, GPUs passed through), or None."""
+    gpus = snapshot.nvidia_pci_gpus
+    if not gpus:
+        return Skip("no NVIDIA GPU on the PCI bus")
+    if all(d.kernel_driver in ("vfio-pci", "pci-stub") for d in gpus):
+        return Skip("every NVIDIA GPU is bound to vfio-pci/pci-stub (passed through to a VM)")
+    return None
+
+
+def _install(snapshot: Snapshot) -> InstallState:
+    assert snapshot.install is not None  # guaranteed by requires=("install", ...)
+    return snapshot.install
+
+
+def _dkms_nvidia(install: InstallState) -> bool:
+    return any(e.module == "nvidia" for e in install.dkms)
+
+
+def _build_expected(snapshot: Snapshot) -> bool | None:
+    """Will a kernel module be compiled on this host: now (driver not loaded), or by DKMS at the next
+    kernel update? None when unknown."""
+    install = _install(snapshot)
+    loaded = module_loaded(snapshot)
+    if loaded is False or _dkms_nvidia(install):
+        return True
+    return None if loaded is None else False
+
+
+def _nouveau_loaded(snapshot: Snapshot) -> bool:
+    return "nouveau" in (snapshot.kernel_modules or ()) or any(
+        d.kernel_driver == "nouveau" for d in snapshot.nvidia_pci_gpus)
+
+
+def _unavailable(snapshot: Snapshot, *names: str) -> str:
+    return "; ".join(snapshot.unavailable[n] for n in names if n in snapshot.unavailable) or "not collected"
+
+
+def _version_key(release: str) -> tuple[int, ...]:
+    """``5.15.0-105-generic`` -> (5, 15, 0, 105); ``5.14.0-362.8.1.el9_3.x86_64`` -> (5, 14, 0, 362, 8, 1)."""
+    numeric = re.split(r"[A-Za-z]", release, maxsplit=1)[0]
+    return tuple(int(n) for n in re.findall(r"\d+", numeric))
+
+
+def _major(version: str | None) -> int | None:
+    match = re.match(r"\d+", version or "")
+    return int(match[0]) if match else None
+
+
+# --------------------------------------------------------------------------- GH501
+
+
+@check("GH501", "nouveau-not-blacklisted", "nouveau is not blacklisted before the NVIDIA driver install",
+       requires=("install", "pci_devices"))
+def nouveau_not_blacklisted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    An NVIDIA GPU is present, the nvidia module is not loaded (or nouveau is), and no modprobe.d file
+    (`/etc/modprobe.d`, `/usr/lib/modprobe.d`, `/lib/modprobe.d`) or kernel command line both
+    blacklists nouveau (`blacklist nouveau`) and turns its mode setting off (`options nouveau
+    modeset=0`).
+
+    Why it matters:
+    nouveau takes the GPU at boot; the NVIDIA installer then stops with "The Nouveau kernel driver is
+    currently in use by your system" and the nvidia module cannot bind the GPU. `blacklist` alone only
+    stops loading by alias: without `modeset=0`, a nouveau pulled in another way still drives the
+    display.
+
+    How to fix:
+    Write both lines to `/etc/modprobe.d/blacklist-nouveau.conf`, back up and rebuild the initramfs
+    (`update-initramfs -u` on Debian/Ubuntu, `dracut --force` on RHEL/Rocky), reboot, and check that
+    `lsmod | grep nouveau` prints nothing.
+
+    Exceptions:
+    Hosts with the NVIDIA driver loaded and nouveau not loaded (nothing to do); GPUs passed through to
+    VMs; desktops that deliberately use nouveau. Distribution driver packages usually install their own
+    blacklist file, which counts.
+    """
+    skip = _target(snapshot)
+    if skip:
+        yield skip
+        return
+    install = _install(snapshot)
+    loaded = module_loaded(snapshot)
+    nouveau = _nouveau_loaded(snapshot)
+    if loaded and not nouveau:
+        return
+    if loaded is None and not nouveau:
+        yield Skip(_unavailable(snapshot, "kernel_modules", "driver"))
+        return
+    if not install.modprobe_dirs:
+        yield Skip(_unavailable(snapshot, "install_modprobe"))
+        return
+    blacklisting = [f for f in install.modprobe_files if "nouveau" in f.blacklisted]
+    modeset = [f for f in install.modprobe_files if "modeset=0" in (f.nouveau_options or "").split()]
+    by_cmdline = "nouveau" in install.kernel_cmdline_blacklisted
+    modeset_cmdline = "modeset=0" in (install.kernel_cmdline_nouveau_options or "").split()
+    if (blacklisting or by_cmdline) and (modeset or modeset_cmdline):
+        return
+    missing = [text for text, present in (("blacklist nouveau", blacklisting or by_cmdline),
+                                          ("options nouveau modeset=0", modeset or modeset_cmdline)) if not present]
+    state = "nouveau is loaded" if nouveau else "the nvidia module is not loaded"
+    lines = [f"{f.path}: blacklists {', '.join(f.blacklisted) or 'nothing'}"
+             + (f"; options nouveau {f.nouveau_options}" if f.nouveau_options else "")
+             for f in install.modprobe_files if "nouveau" in f.blacklisted or f.nouveau_options]
+    yield Draft(
+        Severity.WARNING, f"nouveau is not fully disabled ({state}): no modprobe.d file has "
+                          f"{' and '.join(repr(m) for m in missing)}",
+        evidence=(Evidence(", ".join(install.modprobe_dirs),
+                           tuple(lines) or ("no modprobe.d file mentions nouveau",)),
+                  Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"),
+                           ("nouveau loaded" if nouveau else "nouveau not loaded",
+                            "nvidia loaded" if loaded else "nvidia not loaded"))),
+        fixes=(*fixes_for(debian=[WRITE_BLACKLIST, *REBUILD_INITRAMFS_DEBIAN],
+                          rhel=[WRITE_BLACKLIST, *REBUILD_INITRAMFS_RHEL]),
+               REBOOT),
+    )
+
+
+# --------------------------------------------------------------------------- GH502
+
+
+@check("GH502", "initramfs-stale", "The initramfs still loads nouveau although it is blacklisted",
+       requires=("install", "pci_devices"))
+def initramfs_stale(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    A modprobe.d file blacklists nouveau, but the running kernel's initramfs
+    (`/boot/initrd.img-<release>` or `/boot/initramfs-<release>.img`) packs `nouveau.ko` without that
+    blacklist file (from `lsinitramfs`/`lsinitrd`), or, when the initramfs cannot be listed, it is
+    older than the blacklist file. Judged while nouveau is loaded or the nvidia module is not.
+
+    Why it matters:
+    The initramfs loads its modules before the root file system, and with it `/etc/modprobe.d`, is
+    mounted: a blacklist written after the initramfs was built does not apply there, so nouveau keeps
+    the GPU at every boot. The NVIDIA installer warns about exactly this ("blacklist files exist but
+    nouveau is still loaded").
+
+    How to fix:
+    Back up the initramfs, rebuild it (`update-initramfs -u` on Debian/Ubuntu, `dracut --force` on
+    RHEL/Rocky; the new one packs the blacklist), and reboot.
+
+    Exceptions:
+    An initramfs that packs `nouveau.ko` together with the blacklist file is fine (initramfs-tools and
+    dracut copy modprobe.d in). With the nvidia driver loaded and nouveau not loaded nothing is judged.
+    """
+    skip = _target(snapshot)
+    if skip:
+        yield skip
+        return
+    install = _install(snapshot)
+    blacklists = [f for f in install.modprobe_files if "nouveau" in f.blacklisted]
+    if not blacklists:
+        return  # GH501
+    nouveau = _nouveau_loaded(snapshot)
+    if module_loaded(snapshot) and not nouveau:
+        return
+    if install.initramfs_path is None:
+        yield Skip(_unavailable(snapshot, "install_initramfs"))
+        return
+    names = {f.path.rsplit("/", 1)[-1] for f in blacklists}
+    evidence = [Evidence(f.path, ("blacklist nouveau",)) for f in blacklists]
+    if install.initramfs_has_nouveau is not None:
+        if not install.initramfs_has_nouveau or names & set(install.initramfs_modprobe_files):
+            return
+        packed = ", ".join(install.initramfs_modprobe_files) or "none"
+        evidence.append(Evidence(install.initramfs_path, (
+            "nouveau.ko is packed", f"modprobe.d files packed: {packed}")))
+        message = f"{install.initramfs_path} packs nouveau.ko but not the blacklist: rebuild it"
+    else:
+        newest = max((f.mtime for f in blacklists if f.mtime is not None), default=None)
+        if newest is None or install.initramfs_mtime is None:
+            yield Skip(_unavailable(snapshot, "install_initramfs_listing") + "; file times unknown")
+            return
+        if install.initramfs_mtime >= newest:
+            return
+        evidence.append(Evidence(install.initramfs_path, (
+            f"built {newest - install.initramfs_mtime:.0f} s before the newest nouveau blacklist file",
+            _unavailable(snapshot, "install_initramfs_listing"))))
+        message = f"{install.initramfs_path} is older than the nouveau blacklist: rebuild it"
+    if nouveau:
+        message += " (nouveau is still loaded)"
+    yield Draft(
+        Severity.WARNING, message, evidence=tuple(evidence),
+        fixes=(*fixes_for(debian=REBUILD_INITRAMFS_DEBIAN, rhel=REBUILD_INITRAMFS_RHEL), REBOOT),
+    )
+
+
+# --------------------------------------------------------------------------- GH503
+
+
+@check("GH503", "kernel-headers-missing", "No kernel headers for the running kernel",
+       requires=("install", "pci_devices"))
+def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `/lib/modules/<release>/build` does not resolve to a directory (and there is no
+    `/usr/src/kernels/<release>`), while a kernel module has to be built: the nvidia module is not
+    loaded, or DKMS manages it and will rebuild it for the next kernel.
+
+    Why it matters:
+    The driver's kernel module is compiled against the running kernel's headers. Without them the
+    `.run` installer stops with "Unable to find the kernel source tree for the currently running
+    kernel" and DKMS silently builds nothing. `kernel-headers` on RHEL is not enough: the build needs
+    `kernel-devel` of exactly `uname -r` (a plain `dnf install kernel-devel` fetches the newest one).
+
+    How to fix:
+    Install the headers of exactly the running kernel: `linux-headers-$(uname -r)` (Debian/Ubuntu) or
+    `kernel-devel-$(uname -r)` (RHEL/Rocky); if the repository no longer has that version, boot the
+    newest kernel first and install its headers.
+
+    Exceptions:
+    Hosts whose driver is loaded from precompiled modules (no DKMS) do not need headers: not reported.
+    Critical when the driver is not loaded, a warning when only a future DKMS rebuild needs them.
+    """
+    skip = _target(snapshot)
+    if skip:
+        yield skip
+        return
+    install = _install(snapshot)
+    if _build_expected(snapshot) is not True:
+        return
+    if install.headers_present is None:
+        yield Skip(_unavailable(snapshot, "install_headers", "install_kernel"))
+        return
+    if install.headers_present:
+        return
+    loaded = module_loaded(snapshot)
+    release = install.kernel_release or "$(uname -r)"
+    link = (f"-> {install.headers_target} (does not exist)" if install.headers_target
+            else "missing")
+    yield Draft(
+        Severity.CRITICAL if loaded is False else Severity.WARNING,
+        f"No kernel headers for the running kernel {release}: the nvidia module cannot be "
+        + ("built" if loaded is False else "rebuilt by DKMS"),
+        evidence=(Evidence(install.headers_path or f"/lib/modules/{release}/build", (link,)),
+                  Evidence(f"/usr/src/kernels/{release}", ("not present",))),
+        fixes=fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
+                        rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
+    )
+
+
+# --------------------------------------------------------------------------- GH504 / GH505
+
+
+@check("GH504", "build-tools-missing", "gcc or make is missing for building the nvidia module",
+       requires=("install", "pci_devices"))
+def build_tools_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `gcc` or `make` is not installed while a kernel module has to be built: the nvidia module is not
+    loaded, or DKMS manages it.
+
+    Why it matters:
+    The `.run` installer and DKMS compile the kernel module on the host; without a compiler and make
+    the install fails at the build step, or a kernel update leaves the host without a driver.
+
+    How to fix:
+    Install them: `build-essential` on Debian/Ubuntu, `gcc make` on RHEL/Rocky (with
+    `kernel-devel-$(uname -r)`, see GH503).
+
+    Exceptions:
+    Hosts whose driver is loaded from precompiled modules (no DKMS) need no compiler: not reported.
+    """
+    skip = _target(snapshot)
+    if skip:
+        yield skip
+        return
+    install = _install(snapshot)
+    if _build_expected(snapshot) is not True:
+        return
+    missing = [tool for tool, present in (("gcc", install.gcc_present), ("make", install.make_present))
+               if present is False]
+    if not missing:
+        if install.gcc_present is None and install.make_present is None:
+            yield Skip(_unavailable(snapshot, "install_gcc", "install_make"))
+        return
+    yield Draft(
+        Severity.WARNING, f"{' and '.join(missing)} not installed: the nvidia kernel module cannot be built",
+        evidence=tuple(Evidence(f"{tool} --version", ("command not found",)) for tool in missing),
+        fixes=fixes_for(debian=["sudo apt-get install build-essential"], rhel=["sudo dnf install gcc make"]),
+    )
+
+
+@check("GH505", "gcc-mismatch", "gcc differs from the compiler that built the kernel",
+       requires=("install", "pci_devices"))
+def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The major version of `gcc` (`gcc --version`) differs from the gcc that built the running kernel
+    (`/proc/version`), while a kernel module has to be built.
+
+    Why it matters:
+    The NVIDIA installer names "a version of gcc that differs from the one used to build the target
+    kernel" as a cause of "Unable to load the kernel module 'nvidia.ko'", and recent kernels refuse
+    or warn about modules built with another compiler. Typical: an Ubuntu HWE kernel built with
+    gcc-12 on a release whose default gcc is 11.
+
+    How to fix:
+    Install the kernel's gcc major version (`gcc-<major>` on Debian/Ubuntu; on RHEL/Rocky the
+    distribution gcc matches its kernels, so a mismatch means a third-party kernel or a gcc-toolset
+    on PATH) and rebuild with it (`sudo dkms autoinstall`, or `CC=gcc-<major>` for a `.run` install).
+
+    Exceptions:
+    Minor versions may differ. Kernels built with clang are not compared. Hosts whose driver is
+    loaded from precompiled modules (no DKMS) are not judged.
+    """
+    skip = _target(snapshot)
+    if skip:
+        yield skip
+        return
+    install = _install(snapshot)
+    if _build_expected(snapshot) is not True:
+        return
+    if install.gcc_present is False:
+        yield Skip("gcc is not installed (see GH504)")
+        return
+    compiler = install.kernel_compiler or ""
+    if not compiler.startswith("gcc ") or install.gcc_version is None:
+        if compiler.startswith("clang "):
+            return
+        yield Skip("the gcc version or the kernel's compiler is unknown")
+        return
+    kernel_major, gcc_major = _major(compiler.split()[1]), _major(install.gcc_version)
+    if kernel_major is None or kernel_major == gcc_major:
+        return
+    yield Draft(
+        Severity.WARNING,
+        f"gcc {install.gcc_version} differs from the kernel's compiler ({compiler}): the nvidia module "
+        f"may fail to build or load",
+        evidence=(Evidence("gcc --version", (install.gcc_banner or install.gcc_version,)),
+                  Evidence("/proc/version", (f"built with {compiler}",))),
+        fixes=fixes_for(debian=[f"sudo apt-get install gcc-{kernel_major}"],
+                        rhel=["sudo dnf install gcc"],
+                        anywhere=[f"export CC=gcc-{kernel_major}  # before a .run install or dkms autoinstall"]),
+    )
+
+
+# --------------------------------------------------------------------------- GH506
+
+
+@check("GH506", "secure-boot-unsigned-module", "Secure Boot may reject the nvidia module",
+       requires=("install", "pci_devices"))
+def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Secure Boot is enabled (`mokutil --sb-state`, or the SecureBoot EFI variable) and the nvidia
+    module is not loaded; or the kernel log shows a rejected module signature ("Key was rejected by
+    service", "Required key not available", "module verification failed"). `modinfo nvidia` tells
+    whether the module on disk is signed at all.
+
+    Why it matters:
+    With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
+    with "Key was rejected by service", nvidia-smi cannot talk to the driver, and it looks like a
+    broken install. Every module must be signed (nvidia, nvidia-uvm, nvidia-modeset, nvidia-drm):
+    one left unsigned disables its function (CUDA unified memory, display).
+
+    How to fix:
+    Use distribution-signed driver packages, or sign the modules with a Machine Owner Key: create the
+    key with openssl, enroll it with `mokutil --import MOK.der` (set a one-time password, confirm it in
+    the MOK manager at the next boot), sign every module with the kernel's `scripts/sign-file`, and
+    keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
+    Secure Boot in the firmware also works where that is allowed.
+
+    Exceptions:
+    Secure Boot with the nvidia module loaded is fine (it is signed by a trusted key). Critical when
+    the module on disk is unsigned or the kernel log shows a rejection, a warning otherwise.
+    """
+    skip = _target(snapshot)
+    if skip:
+        yield skip
+        return
+    install = _install(snapshot)
+    log_lines: tuple[str, ...] = ()
+    if snapshot.kernel_log is not None:
+        log_lines = tuple(e.line for e in snapshot.kernel_log.events
+                          if any(s.lower() in e.line.lower() for s in SIGNATURE_REJECTED))[:3]
+    loaded = module_loaded(snapshot)
+    if install.secure_boot is None and not log_lines:
+        yield Skip(_unavailable(snapshot, "install_secure_boot"))
+        return
+    if not log_lines and not (install.secure_boot == "enabled" and loaded is False):
+        return
+    evidence = []
+    if install.secure_boot:
+        evidence.append(Evidence(install.secure_boot_source or "mokutil --sb-state",
+                                 (f"SecureBoot {install.secure_boot}",)))
+    if log_lines and snapshot.kernel_log is not None:
+        evidence.append(Evidence(snapshot.kernel_log.source, log_lines))
+    if install.module_file is not None:
+        evidence.append(Evidence("modinfo nvidia", (
+            f"filename: {install.module_file}",
+            f"signer: {install.module_signer}" if install.module_signer else "no signature")))
+    unsigned = install.module_signer == ""
+    if log_lines:
+        message = "The kernel rejected an unsigned or untrusted module signature"
+    elif unsigned:
+        message = "Secure Boot is enabled and the nvidia module is unsigned: the kernel will refuse to load it"
+    elif install.module_signer:
+        message = (f"Secure Boot is enabled and the nvidia module is not loaded: it is signed by "
+                   f"'{install.module_signer}', which loads only if that key is enrolled")
+    else:
+        message = "Secure Boot is enabled and the nvidia module is not loaded: the module must be signed"
+    yield Draft(
+        Severity.CRITICAL if log_lines or unsigned else Severity.WARNING, message, evidence=tuple(evidence),
+        fixes=(
+            Fix("sudo modprobe nvidia", "any", note="'Key was rejected by service' confirms it"),
+            Fix("openssl req -new -x509 -newkey rsa:2048 -keyout MOK.priv -outform DER -out MOK.der -nodes "
+                "-days 36500 -subj '/CN=NVIDIA module signing/'", "any"),
+            Fix("sudo mokutil --import MOK.der", "any",
+                note="set a one-time password; confirm the key in the MOK manager at the next boot"),
+            REBOOT,
+            *fixes_for(debian=[_signing_loop("/usr/src/linux-headers-$(uname -r)/scripts/sign-file")],
+                       rhel=[_signing_loop("/usr/src/kernels/$(uname -r)/scripts/sign-file")]),
+            Fix("sudo modprobe nvidia && sudo modprobe nvidia-uvm", "any", disruptive=True),
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- GH507
+
+
+@check("GH507", "dkms-not-built-for-kernel", "No nvidia module for the running or the next kernel",
+       requires=("install", "pci_devices"))
+def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Looks for an nvidia module for every installed kernel (`/lib/modules/<k>/updates/dkms`,
+    `kernel/drivers/video`, `extra`, `weak-updates`, the folder `modinfo` names for the running
+    kernel, and `dkms status` "installed" lines). Critical when the nvidia module is not loaded and
+    the running kernel has none although the driver is installed for another kernel (or registered
+    with DKMS). A warning when a kernel newer than the running one has none: the next boot loses the
+    driver.
+
+    Why it matters:
+    A kernel update installs a new kernel; unless DKMS (or a precompiled module package) provides an
+    nvidia module for it, the host boots into a kernel without the driver, and every GPU job fails
+    with "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver". This check
+    says so before the reboot, while the fix is still cheap.
+
+    How to fix:
+    Install the headers for that kernel and let DKMS build the module
+    (`sudo dkms autoinstall -k <kernel>`), then confirm with `dkms status`. For the running kernel,
+    `sudo modprobe nvidia` afterwards. Until it is built, keep booting the current kernel (set it as
+    the GRUB default).
+
+    Exceptions:
+    Leftover `/lib/modules` folders of removed kernels (no `/boot/vmlinuz-<k>`) are ignored. When the
+    running kernel's module cannot be found on disk the newer kernels are not judged.
+    """
+    skip = _target(snapshot)
+    if skip:
+        yield skip
+        return
+    install = _install(snapshot)
+    if "install_kernels" in snapshot.unavailable or install.kernel_release is None:
+        yield Skip(_unavailable(snapshot, "install_kernels", "install_kernel"))
+        return
+    loaded = module_loaded(snapshot)
+    running = next((k for k in install.kernels if k.booted),
+                   InstalledKernel(install.kernel_release, None, True))
+    others = [k for k in install.kernels if not k.booted]
+    dkms_lines = tuple(f"{e.module}/{e.version}, {e.kernel or '-'}: {e.state}"
+                       for e in install.dkms if e.module == "nvidia")
+    if loaded is False and running.nvidia_module is None:
+        elsewhere = [k.release for k in others if k.nvidia_module]
+        if not elsewhere and not dkms_lines:
+            return  # the driver was never installed: GH201 says so
+        yield Draft(
+            Severity.CRITICAL,
+            f"No nvidia module for the running kernel {running.release}"
+            + (f" (built for {', '.join(elsewhere)})" if elsewhere else "") + ": the driver cannot load",
+            evidence=(Evidence(f"/lib/modules/{running.release}", ("no nvidia.ko",)),
+                      *((Evidence("dkms status", dkms_lines),) if dkms_lines else ())),
+            fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
+                              rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
+                   Fix("sudo dkms autoinstall -k $(uname -r)", "any"),
+                   Fix("sudo modprobe nvidia", "any")),
+        )
+        return
+    if running.nvidia_module is None:
+        if loaded:
+            yield Skip("the running kernel's nvidia module was not found on disk; newer kernels not judged")
+        return
+    current = _version_key(running.release)
+    newer = sorted((k for k in others if _version_key(k.release) > current and not k.nvidia_module),
+                   key=lambda k: _version_key(k.release))
+    if not newer:
+        return
+    names = [k.release for k in newer]
+    yield Draft(
+        Severity.WARNING,
+        f"Kernel {', '.join(names)} is installed without an nvidia module: the next boot loses the driver",
+        evidence=(Evidence("/lib/modules", (f"{running.release} (running): {running.nvidia_module}",
+                                            *(f"{k}: no nvidia module" for k in names))),
+                  *((Evidence("dkms status", dkms_lines),) if dkms_lines else ())),
+        fixes=(*fixes_for(debian=[f"sudo apt-get install linux-headers-{k}" for k in names],
+                          rhel=[f"sudo dnf install kernel-devel-{k}" for k in names]),
+               *(Fix(f"sudo dkms autoinstall -k {k}", "any") for k in names),
+               Fix("dkms status", "any", note="every installed kernel should show 'installed'")),
+    )

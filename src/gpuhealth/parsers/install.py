@@ -1,0 +1,213 @@
+"""Driver-install evidence: ``mokutil --sb-state``, ``dkms status``, ``gcc --version``, ``modinfo``,
+the compiler in ``/proc/version``, the kernel command line, and initramfs listings.
+
+The formats are from the tools' own output (facts.md section 4 and the field report 001); the corpus
+holds no sample of them, so the tests use hand-written samples in these shapes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuhealth.model import DkmsEntry, ParseError
+
+# --------------------------------------------------------------------------- mokutil --sb-state
+
+_SB_STATE = re.compile(r"^\s*SecureBoot\s+(enabled|disabled)\s*$", re.IGNORECASE | re.MULTILINE)
+_SB_VALIDATION_OFF = re.compile(r"SecureBoot validation is disabled in shim", re.IGNORECASE)
+_SB_UNSUPPORTED = re.compile(r"doesn't support Secure Boot|EFI variables are not supported", re.IGNORECASE)
+
+
+def parse_mokutil_sb_state(text: str) -> str:
+    """``enabled``, ``disabled`` or ``unsupported`` (a legacy BIOS boot, or no EFI variables).
+
+    "SecureBoot enabled" followed by "SecureBoot validation is disabled in shim" counts as disabled:
+    shim then tells the kernel not to enforce signatures.
+    """
+    if not isinstance(text, str):
+        raise ParseError("mokutil output must be text")
+    match = _SB_STATE.search(text)
+    if match:
+        state = match[1].lower()
+        if state == "enabled" and _SB_VALIDATION_OFF.search(text):
+            return "disabled"
+        return state
+    if _SB_UNSUPPORTED.search(text):
+        return "unsupported"
+    raise ParseError("no 'SecureBoot enabled/disabled' line")
+
+
+def secure_boot_from_efivar(data: bytes) -> str:
+    """The SecureBoot EFI variable file: 4 attribute bytes, then 1 (enabled) or 0 (disabled)."""
+    if not isinstance(data, (bytes, bytearray)) or len(data) < 5:
+        raise ParseError("SecureBoot EFI variable shorter than 5 bytes")
+    if data[4] not in (0, 1):
+        raise ParseError(f"SecureBoot EFI variable value is {data[4]}, not 0 or 1")
+    return "enabled" if data[4] == 1 else "disabled"
+
+
+# --------------------------------------------------------------------------- dkms status
+
+# dkms 3: "nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed"
+# dkms 2: "nvidia, 535.161.08, 5.15.0-105-generic, x86_64: installed"
+# either, not built for any kernel: "nvidia/535.161.08: added"
+_DKMS_TAIL = r"(?P<rest>(?:,\s*[^,:]+)*)\s*:\s*(?P<state>\S.*)$"
+_DKMS_NEW = re.compile(r"^(?P<module>[\w.+-]+)/(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
+_DKMS_OLD = re.compile(r"^(?P<module>[\w.+-]+),\s*(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
+_DKMS_STATE = re.compile(r"^(added|built|installed|installed-weak|broken)\b", re.IGNORECASE)
+_DKMS_NOISE = re.compile(r"^(?:Error!|Warning:|WARNING:|Deprecated|dkms:)", re.IGNORECASE)
+
+
+def parse_dkms_status(text: str) -> tuple[DkmsEntry, ...]:
+    """Every module/version/kernel line of ``dkms status`` (dkms 2 and 3 formats).
+
+    Empty output means no DKMS modules (valid). Warning and error lines dkms prints among the status
+    lines are skipped; ParseError when there is text but no status line.
+    """
+    if not isinstance(text, str):
+        raise ParseError("dkms status output must be text")
+    entries: list[DkmsEntry] = []
+    other = 0
+    for raw in text.replace("\r\n", "\n").split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        match = _DKMS_NEW.match(line) or _DKMS_OLD.match(line)
+        if match is None or not _DKMS_STATE.match(match["state"]) or _DKMS_NOISE.match(line):
+            other += 1
+            continue
+        rest = [part.strip() for part in match["rest"].split(",") if part.strip()]
+        entries.append(DkmsEntry(
+            module=match["module"], version=match["version"],
+            kernel=rest[0] if rest else None, arch=rest[1] if len(rest) > 1 else None,
+            state=match["state"].strip(),
+        ))
+    if not entries and other:
+        raise ParseError("no dkms status lines (<module>/<version>, <kernel>, <arch>: <state>)")
+    return tuple(entries)
+
+
+# --------------------------------------------------------------------------- gcc --version, /proc/version
+
+_GCC_BANNER = re.compile(r"^(?P<name>\S*(?:gcc|cc)\S*)\s+\((?P<package>[^()]*(?:\([^()]*\)[^()]*)*)\)\s+"
+                         r"(?P<version>\d+(?:\.\d+)+)\b")
+
+
+def parse_gcc_version(text: str) -> tuple[str, str]:
+    """``(version, first line)`` from ``gcc --version``: ``gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0``."""
+    if not isinstance(text, str):
+        raise ParseError("gcc --version output must be text")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    match = _GCC_BANNER.match(first)
+    if match is None:
+        raise ParseError("first line is not '<gcc> (<package>) <version>'")
+    return match["version"], first
+
+
+# "(gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld ...)", "(x86_64-linux-gnu-gcc-12 (Ubuntu ...) 12.3.0, ...)",
+# "(gcc version 4.8.5 20150623 (Red Hat 4.8.5-44) (GCC) )",
+# "(gcc (GCC) 11.4.1 20230605 (Red Hat 11.4.1-2), GNU ld ...)", "(Ubuntu clang version 17.0.6, ...)"
+_KERNEL_GCC_NEW = re.compile(r"\((?:[\w.]+-)*gcc(?:-\d+)? \([^()]*\) (\d+(?:\.\d+)+)")
+_KERNEL_GCC_OLD = re.compile(r"\(gcc version (\d+(?:\.\d+)+)")
+_KERNEL_CLANG = re.compile(r"clang version (\d+(?:\.\d+)+)")
+
+
+def parse_kernel_compiler(proc_version: str) -> str:
+    """The compiler that built the running kernel, from ``/proc/version``: ``gcc 11.4.0``, ``clang 17.0.6``."""
+    if not isinstance(proc_version, str) or not proc_version.lstrip().startswith("Linux version"):
+        raise ParseError("not a /proc/version line ('Linux version ...')")
+    for pattern, name in ((_KERNEL_GCC_NEW, "gcc"), (_KERNEL_GCC_OLD, "gcc"), (_KERNEL_CLANG, "clang")):
+        match = pattern.search(proc_version)
+        if match:
+            return f"{name} {match[1]}"
+    raise ParseError("/proc/version names no gcc or clang version")
+
+
+# --------------------------------------------------------------------------- modinfo
+
+_MODINFO_FIELD = re.compile(r"^(?P<key>[a-z_]+):\s*(?P<value>.*?)\s*$")
+
+
+def parse_modinfo(text: str) -> dict[str, str]:
+    """``modinfo <module>``: the first value of each field (filename, version, signer, vermagic ...).
+
+    A signed module has a ``signer`` field; an unsigned one has none. ParseError without ``filename``.
+    """
+    if not isinstance(text, str):
+        raise ParseError("modinfo output must be text")
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _MODINFO_FIELD.match(line)
+        if match:
+            fields.setdefault(match["key"], match["value"])
+    if "filename" not in fields:
+        raise ParseError("no 'filename:' field")
+    return fields
+
+
+# --------------------------------------------------------------------------- kernel command line
+
+_CMDLINE_BLACKLIST_KEYS = ("modprobe.blacklist", "module_blacklist", "rd.driver.blacklist")
+
+
+def parse_kernel_cmdline_modules(text: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Modules the kernel command line blacklists and module options it sets (``nouveau.modeset=0``).
+
+    Module names use ``_`` for ``-`` as modprobe does. Any text is a command line; ParseError only for
+    non-text or a NUL byte.
+    """
+    if not isinstance(text, str) or "\x00" in text:
+        raise ParseError("kernel command line must be text")
+    blacklisted: dict[str, None] = {}
+    options: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if not sep:
+            continue
+        if key in _CMDLINE_BLACKLIST_KEYS:
+            for module in value.split(","):
+                if module.strip():
+                    blacklisted.setdefault(module.strip().replace("-", "_"), None)
+        elif "." in key and not key.startswith(("rd.", "modprobe.")):
+            module, _, param = key.partition(".")
+            if module and param:
+                module = module.replace("-", "_")
+                options[module] = f"{options[module]} {param}={value}" if module in options else f"{param}={value}"
+    return tuple(blacklisted), options
+
+
+# --------------------------------------------------------------------------- initramfs listings
+
+_NOUVEAU_KO = re.compile(r"(?:^|/)nouveau\.ko(?:\.(?:xz|zst|gz|bz2|lz4))?$")
+_MODPROBE_CONF = re.compile(r"(?:^|/)(?:etc|lib|usr/lib)/modprobe\.d/(?P<name>[^/\s]+\.conf)$")
+
+
+def parse_initramfs_listing(text: str) -> tuple[bool, tuple[str, ...]]:
+    """From ``lsinitramfs`` (paths) or ``lsinitrd`` (``ls -l`` lines): whether a nouveau .ko is packed,
+    and the names of the modprobe.d files packed (a blacklist packed beside nouveau.ko still applies).
+
+    ParseError when no line ends in a path.
+    """
+    if not isinstance(text, str):
+        raise ParseError("initramfs listing must be text")
+    nouveau = False
+    confs: dict[str, None] = {}
+    paths = 0
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        path = words[-1]
+        if len(words) >= 3 and words[-2] == "->":  # lsinitrd prints symbolic links as "a -> b"
+            path = words[-3]
+        if "/" not in path and "." not in path:
+            continue
+        paths += 1
+        if _NOUVEAU_KO.search(path):
+            nouveau = True
+        conf = _MODPROBE_CONF.search(path)
+        if conf:
+            confs.setdefault(conf["name"], None)
+    if not paths:
+        raise ParseError("no file paths in the initramfs listing")
+    return nouveau, tuple(confs)
