@@ -178,7 +178,7 @@ def test_checks_skip_with_a_reason_without_gpu_data():
 
 
 def test_remap_failure_is_critical_and_explains_the_pending_remap():
-    from gpuhealth.report import fold
+    from gpuhealth.report.common import fold
 
     snapshot = with_gpus(snapshot_of(A10), on_gpu(0, remapped_rows_failure=True))
     report = run_checks(snapshot, select=GH4)

@@ -76,7 +76,7 @@ def test_xid_findings_name_the_gpu_by_index_and_address():
 
 
 def test_root_cause_folds_its_symptoms():
-    from gpuhealth.report import fold
+    from gpuhealth.report.common import fold
 
     report = run_checks(collect(FakeHost(load_spec("driver-library-mismatch"))))
     causes = fold(report.findings)
@@ -87,7 +87,7 @@ def test_root_cause_folds_its_symptoms():
 
 
 def test_missing_gpu_is_explained_by_rminit_failure():
-    from gpuhealth.report import fold
+    from gpuhealth.report.common import fold
 
     report = run_checks(collect(FakeHost(load_spec("gpu-missing-rminit"))))
     rminit = next(c for c in fold(report.findings) if c.finding.code == "GH303")

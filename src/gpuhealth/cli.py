@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuhealth import __version__
+from gpuhealth.report.formats import FORMAT_NAMES
 
 if TYPE_CHECKING:
     from gpuhealth.checks.registry import Expectations
     from gpuhealth.model import Report
 
 EXIT_CANNOT_RUN = 3
-FORMATS = ("text", "json", "markdown")
 
 
 class CannotRun(click.ClickException):
@@ -33,21 +33,19 @@ def main() -> None:
 
 
 def _emit(report: Report, output_format: str, verbose: bool) -> None:
-    if output_format == "json":
-        from gpuhealth.report import json_report
-
-        click.echo(json_report.render(report))
-    elif output_format == "markdown":
-        from gpuhealth.report import markdown
-
-        click.echo(markdown.render(report), nl=False)
-    else:
+    """Print the report in the chosen format and exit with the format's exit code."""
+    if output_format == "text":
         from rich.console import Console
 
         from gpuhealth.report import text
 
         text.render(report, Console(highlight=False), verbose=verbose)
-    sys.exit(report.exit_code)
+        sys.exit(report.exit_code)
+    from gpuhealth.report.formats import render
+
+    output, exit_code = render(output_format, report)
+    click.echo(output, nl=not output.endswith("\n"))
+    sys.exit(exit_code)
 
 
 def _expectations(config: Path | None, gpu_count: int | None) -> Expectations:
@@ -64,7 +62,7 @@ def _expectations(config: Path | None, gpu_count: int | None) -> Expectations:
     return expect
 
 
-format_option = click.option("--format", "output_format", type=click.Choice(FORMATS), default="text",
+format_option = click.option("--format", "output_format", type=click.Choice(FORMAT_NAMES), default="text",
                              show_default=True, help="Report format.")
 config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False),
                              help="Expectations file (TOML); default /etc/gpuhealth.toml when present.")

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuhealth import __version__
 from gpuhealth.model import Report, to_jsonable
-from gpuhealth.report import JSON_SCHEMA_VERSION, fold, gpu_rows, host_summary
+from gpuhealth.report.common import JSON_SCHEMA_VERSION, fold, gpu_rows, host_summary
 
 
 def document(report: Report) -> dict[str, Any]:

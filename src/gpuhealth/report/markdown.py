@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuhealth.model import Finding, Report
-from gpuhealth.report import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
+from gpuhealth.report.common import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
 
 
 def render(report: Report) -> str:

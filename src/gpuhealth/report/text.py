@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuhealth.model import Finding, Report, Severity
-from gpuhealth.report import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
+from gpuhealth.report.common import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yellow",

@@ -1,0 +1,28 @@
+"""The report formats `--format` offers. Each renderer module is imported only when chosen.
+
+A renderer is ``render(report) -> str``; a format may also define its own exit code (a scheduler's
+health-check contract is not ours), as ``exit_code(report) -> int`` in the same module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuhealth.model import Report
+
+# name -> module under gpuhealth.report ("text" is rendered by the CLI straight to the terminal)
+FORMATS: dict[str, str] = {
+    "text": "text",
+    "json": "json_report",
+    "markdown": "markdown",
+}
+FORMAT_NAMES = tuple(FORMATS)
+
+
+def render(name: str, report: Report) -> tuple[str, int]:
+    """The report in format ``name``, and the exit code that format calls for."""
+    module = importlib.import_module(f"gpuhealth.report.{FORMATS[name]}")
+    exit_code = getattr(module, "exit_code", None)
+    return module.render(report), exit_code(report) if exit_code else report.exit_code
