@@ -78,8 +78,10 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @timeout_option
 @click.option("--gpu-count", type=int, help="Number of GPUs this host should have.")
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
+@click.option("--save", type=click.Path(file_okay=False, path_type=Path),
+              help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
 def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool) -> None:
+          gpu_count: int | None, verbose: bool, save: Path | None) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
@@ -100,7 +102,15 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
             snapshot = collect(host, timeout, origin="bundle", captured_at=host.captured_at)
         finally:
             host.close()
-    _emit(run_checks(snapshot, expect), output_format, verbose)
+    report = run_checks(snapshot, expect)
+    if save is not None:
+        from gpuhealth.drift import save_run
+
+        try:
+            save_run(report, save)
+        except OSError as exc:
+            raise CannotRun(f"{exc.filename or save}: {exc.strerror or exc}") from exc
+    _emit(report, output_format, verbose)
 
 
 @main.command()
@@ -168,6 +178,53 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
             click.echo(f"{item.piece}: {item.kind or 'not recognised'}{'  ' + item.note if item.note else ''}",
                        err=True)
     _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose)
+
+
+@main.command(name="diff")
+@click.argument("runs", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--latest", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Compare the two most recent runs saved in DIR by `check --save DIR`.")
+def diff_command(runs: tuple[Path, ...], latest: Path | None) -> None:
+    """What changed between two runs: BEFORE AFTER, each a bundle or a saved run.
+
+    Driver or kernel changed, a GPU vanished, new Xids, ECC counters increased, PCIe width changed,
+    new and resolved findings. Exit 1 when something got worse, 0 otherwise.
+    """
+    from gpuhealth.drift import diff, latest_runs, render
+
+    if latest is not None:
+        runs = tuple(latest_runs(latest))
+        if len(runs) < 2:
+            click.echo(f"{latest}: fewer than two saved runs; nothing to compare yet")
+            return
+    if len(runs) != 2:
+        raise CannotRun("give two runs (BEFORE AFTER) or --latest DIR")
+    changes = diff(_load_run(runs[0]), _load_run(runs[1]))
+    click.echo(f"{runs[0]} -> {runs[1]}")
+    click.echo(render(changes), nl=False)
+    sys.exit(1 if any(c.worse for c in changes) else 0)
+
+
+def _load_run(path: Path):  # -> drift.Run
+    from gpuhealth.bundle import BundleError, BundleHost, is_bundle
+    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.collect import collect
+    from gpuhealth.drift import load_run, run_of
+    from gpuhealth.model import ParseError
+
+    if not is_bundle(path):
+        try:
+            return load_run(path)
+        except ParseError as exc:
+            raise CannotRun(str(exc)) from exc
+    try:
+        host = BundleHost(path)
+    except BundleError as exc:
+        raise CannotRun(str(exc)) from exc
+    try:
+        return run_of(run_checks(collect(host, origin="bundle", captured_at=host.captured_at)))
+    finally:
+        host.close()
 
 
 @main.command(name="checks")

@@ -1,0 +1,174 @@
+"""History and drift: save each run, and say what changed between two runs or bundles.
+
+A saved run is one JSON file holding the snapshot and the findings, so a later `gpuhealth diff` can
+compare evidence (driver, kernel, GPUs, Xid counts, ECC counters, PCIe links), not just verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuhealth.model import Gpu, ParseError, Report, Snapshot, from_jsonable, to_jsonable
+
+RUN_FORMAT = "gpuhealth-run"
+RUN_VERSION = 1
+# Counters that only grow while a GPU is healthy-ish; any increase is worth a line.
+ECC_COUNTERS = ("ecc_aggregate_uncorrected", "ecc_aggregate_corrected", "ecc_volatile_uncorrected",
+                "retired_pages_dbe", "retired_pages_sbe", "remapped_rows_uncorrectable",
+                "remapped_rows_correctable", "sram_uncorrectable")
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # "driver", "kernel", "gpu-vanished", "gpu-appeared", "xid", "ecc", "pcie", "finding-new", ...
+    subject: str
+    message: str
+    worse: bool  # True when the change is a deterioration
+
+
+@dataclass(frozen=True)
+class Run:
+    """A snapshot and the keys of the findings it gave."""
+
+    snapshot: Snapshot
+    finding_keys: tuple[str, ...]
+    finding_messages: dict[str, str]
+
+
+def save_run(report: Report, directory: Path) -> Path:
+    """Write the run as ``<directory>/run-<UTC time>.json`` and return the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    # Microseconds in the name keep runs unique and make name order the time order.
+    microseconds = time.time_ns() // 1000
+    while True:
+        seconds, fraction = divmod(microseconds, 1_000_000)
+        path = directory / f"run-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(seconds))}.{fraction:06d}Z.json"
+        if not path.exists():
+            break
+        microseconds += 1
+    document = {"format": RUN_FORMAT, "version": RUN_VERSION, "snapshot": to_jsonable(report.snapshot),
+                "findings": [to_jsonable(f) for f in report.findings]}
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    temporary.replace(path)  # a reader never sees half a file
+    return path
+
+
+def load_run(path: Path) -> Run:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ParseError(f"{path}: not a readable saved run ({exc})") from exc
+    if not isinstance(document, dict) or document.get("format") != RUN_FORMAT:
+        raise ParseError(f"{path}: not a gpuhealth saved run")
+    if not isinstance(document.get("version"), int) or document["version"] > RUN_VERSION:
+        raise ParseError(f"{path}: saved-run version {document.get('version')!r} is newer than this gpuhealth")
+    snapshot = from_jsonable(Snapshot, document.get("snapshot") or {})
+    findings = [f for f in document.get("findings", []) if isinstance(f, dict)]
+    return Run(snapshot, tuple(_key(f) for f in findings), {_key(f): str(f.get("message", "")) for f in findings})
+
+
+def run_of(report: Report) -> Run:
+    return Run(report.snapshot, tuple(f.key for f in report.findings),
+               {f.key: f.message for f in report.findings})
+
+
+def _key(finding: dict[str, Any]) -> str:
+    subject = finding.get("subject") or {}
+    parts = [f"GPU {subject['gpu_index']}"] if "gpu_index" in subject else []
+    parts += [subject["pci_address"]] if "pci_address" in subject else []
+    return f"{finding.get('code')}@{' '.join(parts) or 'host'}"
+
+
+def latest_runs(directory: Path, count: int = 2) -> list[Path]:
+    return sorted(directory.glob("run-*.json"))[-count:]
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def diff(before: Run, after: Run) -> list[Change]:
+    """What changed from ``before`` to ``after``, deteriorations first."""
+    a, b = before.snapshot, after.snapshot
+    changes = [*_versions(a, b), *_gpus(a, b), *_xids(a, b), *_findings(before, after)]
+    return sorted(changes, key=lambda c: (not c.worse, c.kind, c.subject))
+
+
+def _versions(a: Snapshot, b: Snapshot) -> list[Change]:
+    changes = []
+    old, new = (a.driver.version if a.driver else None), (b.driver.version if b.driver else None)
+    if old != new:
+        changes.append(Change("driver", "host", f"driver {old or 'not loaded'} -> {new or 'not loaded'}",
+                              worse=new is None))
+    old_kernel = a.os.kernel_release if a.os else None
+    new_kernel = b.os.kernel_release if b.os else None
+    if old_kernel != new_kernel and old_kernel and new_kernel:
+        changes.append(Change("kernel", "host", f"kernel {old_kernel} -> {new_kernel}", worse=False))
+    return changes
+
+
+def _gpu_key(gpu: Gpu) -> str:
+    return gpu.pci_address or gpu.uuid or f"index {gpu.index}"
+
+
+def _gpus(a: Snapshot, b: Snapshot) -> list[Change]:
+    before = {_gpu_key(g): g for g in a.gpus}
+    after = {_gpu_key(g): g for g in b.gpus}
+    changes = [Change("gpu-vanished", key, f"GPU {key} ({gpu.name or '?'}) is no longer reported", True)
+               for key, gpu in before.items() if key not in after]
+    changes += [Change("gpu-appeared", key, f"GPU {key} ({gpu.name or '?'}) appeared", False)
+                for key, gpu in after.items() if key not in before]
+    for key in before.keys() & after.keys():
+        changes += _gpu_changes(key, before[key], after[key])
+    old_pci, new_pci = len(a.nvidia_pci_gpus), len(b.nvidia_pci_gpus)
+    if a.pci_devices is not None and b.pci_devices is not None and new_pci < old_pci:
+        changes.append(Change("gpu-vanished", "host", f"GPUs on the PCI bus: {old_pci} -> {new_pci}", True))
+    return changes
+
+
+def _gpu_changes(key: str, old: Gpu, new: Gpu) -> list[Change]:
+    changes = []
+    for counter in ECC_COUNTERS:
+        was, now = getattr(old, counter), getattr(new, counter)
+        if was is not None and now is not None and now > was:
+            changes.append(Change("ecc", key, f"{counter.replace('_', ' ')}: {was} -> {now}", True))
+    if old.pcie_width_current and new.pcie_width_current and new.pcie_width_current < old.pcie_width_current:
+        changes.append(Change("pcie", key, f"PCIe width x{old.pcie_width_current} -> x{new.pcie_width_current}",
+                              True))
+    if old.pcie_width_max and new.pcie_width_max and new.pcie_width_max != old.pcie_width_max:
+        changes.append(Change("pcie", key, f"PCIe max width x{old.pcie_width_max} -> x{new.pcie_width_max}", True))
+    return changes
+
+
+def _xid_counts(snapshot: Snapshot) -> Counter[tuple[str, int]]:
+    events = snapshot.kernel_log.events if snapshot.kernel_log else ()
+    return Counter((e.pci_address or "?", e.xid) for e in events if e.kind == "xid" and e.xid is not None)
+
+
+def _xids(a: Snapshot, b: Snapshot) -> list[Change]:
+    old, new = _xid_counts(a), _xid_counts(b)
+    changes = []
+    for (address, xid), count in sorted(new.items()):
+        if count > old.get((address, xid), 0):
+            # After a reboot the log starts over, so a count at or below the old one is not new.
+            changes.append(Change("xid", address, f"Xid {xid}: {old.get((address, xid), 0)} -> {count} lines", True))
+    return changes
+
+
+def _findings(before: Run, after: Run) -> list[Change]:
+    old, new = set(before.finding_keys), set(after.finding_keys)
+    changes = [Change("finding-new", key, after.finding_messages.get(key, key), True) for key in sorted(new - old)]
+    changes += [Change("finding-resolved", key, before.finding_messages.get(key, key), False)
+                for key in sorted(old - new)]
+    return changes
+
+
+def render(changes: list[Change]) -> str:
+    if not changes:
+        return "no drift: nothing changed between the two runs\n"
+    return "".join(f"{'WORSE' if c.worse else 'note '}  {c.kind:16} {c.subject:16} {c.message}\n" for c in changes)
