@@ -21,6 +21,7 @@ test: $(BIN)/gpuhealth
 bench: $(BIN)/gpuhealth
 	$(BIN)/python bench/check_from_bundle.py
 	$(BIN)/python bench/kernel_log_scan.py
+	$(BIN)/python bench/monitor_sampling.py
 
 docs: $(BIN)/gpuhealth
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks

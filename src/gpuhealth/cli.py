@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuhealth import __version__
+from gpuhealth.monitor.commands import history, monitor
 from gpuhealth.report.formats import FORMAT_NAMES
 
 if TYPE_CHECKING:
@@ -256,6 +257,11 @@ def explain(code: str) -> None:
     click.echo(f"{spec.code} {spec.slug}: {spec.title}\n")
     for section in DOC_SECTIONS:
         click.echo(f"{section}:\n{spec.docs[section]}\n")
+
+
+# The monitor sits on top of the core; only the command line (the top layer) reaches it.
+main.add_command(monitor)
+main.add_command(history)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,220 @@
+"""Click commands of the monitor layer: ``monitor``, ``history`` and ``watch``. The lead registers them
+on the main group; everything heavy is imported inside the command bodies so start-up stays fast."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+SPARKS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 30  # fits an 80-column terminal beside the numbers
+
+
+class MonitorCannotRun(click.ClickException):
+    exit_code = 3  # the CLI's "gpuhealth itself could not run"
+
+
+def _duration(value: str, what: str) -> float:
+    from .config import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=what) from exc
+
+
+def _settings(config: Path | None) -> dict[str, Any]:
+    from .config import load_config
+
+    try:
+        return load_config(config)
+    except ValueError as exc:
+        raise MonitorCannotRun(str(exc)) from exc
+
+
+def _notifiers(options: dict[str, Any]) -> list[Any]:
+    from .config import parse_duration
+    from .notify import LogFileNotifier, StreamNotifier, WebhookNotifier
+
+    out: list[Any] = [StreamNotifier()] if options["stderr"] else []
+    try:
+        if options["log_file"]:
+            out.append(LogFileNotifier(Path(options["log_file"])))
+        if options["webhook_url"]:
+            out.append(WebhookNotifier(options["webhook_url"], parse_duration(options["webhook_timeout"]),
+                                       int(options["webhook_retries"])))
+    except (OSError, ValueError) as exc:
+        raise MonitorCannotRun(f"notifier: {exc}") from exc
+    return out
+
+
+def _db_path(given: Path | None, configured: str, reading: bool) -> Path:
+    from .daemon import default_db
+
+    if given is not None:
+        return given
+    if configured:
+        return Path(configured)
+    system = Path("/var/lib/gpuhealth/monitor.db")
+    if reading:  # `history` must not create directories: read the system file when there is one
+        return system if system.exists() else Path.home() / ".local/state/gpuhealth/monitor.db"
+    return default_db()
+
+
+def _build(config: Path | None, interval: str | None, check_every: str | None, db: Path | None,
+           source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True) -> Any:
+    from gpuhealth import __version__
+
+    from .daemon import CheckRunner, Monitor, open_source
+    from .notify import Dispatcher
+    from .rules import RuleSet
+    from .sources import TraceWriter
+    from .store import Store, StoreError
+
+    settings = _settings(config)
+    options = settings["monitor"]
+    seconds = _duration(interval or options["interval"], "--interval")
+    every = _duration(check_every or options["check_every"], "--check-every")
+    try:
+        rules = RuleSet.from_config(settings["rules"])
+        source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
+    except (ValueError, OSError) as exc:
+        raise MonitorCannotRun(str(exc)) from exc
+    dispatcher = Dispatcher(_notifiers(settings["notify"]))
+    store = None
+    if use_store:
+        path = _db_path(db, options["db"], reading=False)
+        try:
+            store = Store(path, _duration(options["raw_keep"], "raw_keep"), _duration(options["rollup_keep"],
+                                                                                        "rollup_keep"))
+        except StoreError as exc:  # no history, but sampling and alerts go on
+            click.echo(f"gpuhealth monitor: {exc}; running without history", err=True)
+    recorder = None
+    if record is not None:
+        try:
+            recorder = TraceWriter(record, f"gpuhealth {__version__} monitor --record",
+                                   f"recorded live from source {source_spec!r}")
+        except OSError as exc:
+            raise MonitorCannotRun(f"{record}: {exc.strerror or exc}") from exc
+    replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
+    checks = CheckRunner(every) if every > 0 and not replaying else None
+    return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
+
+
+source_option = click.option("--source", "source_spec", default="auto", show_default=True,
+                             help="nvml, smi (streaming nvidia-smi), replay:FILE, or auto (NVML, else nvidia-smi).")
+config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                             help="TOML overriding the defaults (see docs/monitor.md).")
+speed_option = click.option("--replay-speed", type=float, default=1.0, show_default=True,
+                            help="With replay:FILE: 1 is real time, 0 as fast as possible.")
+
+
+@click.command()
+@click.option("--interval", help="Sampling interval (default 1s).")
+@click.option("--check-every", help="Run the full check this often (default 10m; 0 disables).")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database (SQLite).")
+@source_option
+@click.option("--record", type=click.Path(path_type=Path, dir_okay=False), help="Also write a trace to FILE.")
+@config_option
+@speed_option
+def monitor(interval: str | None, check_every: str | None, db: Path | None, source_spec: str,
+            record: Path | None, config: Path | None, replay_speed: float) -> None:
+    """Sample every GPU, keep history, raise alerts (foreground; SIGTERM stops it cleanly)."""
+    import signal
+    import threading
+
+    mon = _build(config, interval, check_every, db, source_spec, record, replay_speed)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        mon.run(stop)
+    finally:
+        mon.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def sparkline(points: list[tuple[float, float]], start: float, end: float, width: int = 40) -> str:
+    """Values averaged into ``width`` time buckets, drawn with block characters; gaps are spaces."""
+    if not points or end <= start:
+        return ""
+    buckets: list[list[float]] = [[] for _ in range(width)]
+    for t, value in points:
+        buckets[min(width - 1, max(0, int((t - start) / (end - start) * width)))].append(value)
+    means = [sum(b) / len(b) if b else None for b in buckets]
+    known = [m for m in means if m is not None]
+    low, high = min(known), max(known)
+    span = (high - low) or 1.0
+    return "".join(" " if m is None else SPARKS[min(7, int((m - low) / span * 8))] for m in means)
+
+
+@click.command()
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database.")
+@click.option("--gpu", type=int, help="Only this GPU (default: all).")
+@click.option("--metric", default="temperature", show_default=True, help="Metric or alias (temperature, power ...).")
+@click.option("--since", default="1h", show_default=True, help="How far back (30m, 6h, 7d).")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
+@config_option
+def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: bool, config: Path | None) -> None:
+    """Show a metric's history per GPU with sparklines, or export it as CSV."""
+    import time
+
+    from .sample import resolve_metric
+    from .store import Store, StoreError
+
+    try:
+        name = resolve_metric(metric)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--metric") from exc
+    settings = _settings(config)["monitor"]
+    path = _db_path(db, settings["db"], reading=True)
+    if not path.exists():
+        raise MonitorCannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
+    end = time.time()
+    start = end - _duration(since, "--since")
+    try:
+        store = Store(path, _duration(settings["raw_keep"], "raw_keep"),
+                      _duration(settings["rollup_keep"], "rollup_keep"))
+        gpus = [gpu] if gpu is not None else store.gpus()
+        series = [store.series(g, name, start, end) for g in gpus]
+        store.close()
+    except StoreError as exc:
+        raise MonitorCannotRun(str(exc)) from exc
+    if as_csv:
+        _print_csv(series)
+    else:
+        _print_table(series, start, end, since)
+
+
+def _print_csv(series: list[Any]) -> None:
+    import csv
+    from datetime import datetime, timezone
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(["time", "gpu", "metric", "resolution", "min", "avg", "max"])
+    for s in series:
+        for t, low, mean, high in s.points:
+            writer.writerow([datetime.fromtimestamp(t, timezone.utc).isoformat(), s.gpu, s.metric, s.resolution,
+                             f"{low:g}", f"{mean:g}", f"{high:g}"])
+
+
+def _print_table(series: list[Any], start: float, end: float, since: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{series[0].metric if series else ''}, last {since}", title_justify="left")
+    for column in ("GPU", "points", "min", "avg", "max", "last"):
+        table.add_column(column, justify="right")
+    table.add_column("trend", no_wrap=True, min_width=SPARK_WIDTH)
+    for s in series:
+        if not s.points:
+            table.add_row(str(s.gpu), "0", "", "", "", "", "no data")
+            continue
+        lows, means, highs = zip(*((p[1], p[2], p[3]) for p in s.points), strict=True)
+        table.add_row(str(s.gpu), f"{len(s.points)} {s.resolution}", f"{min(lows):g}",
+                      f"{sum(means) / len(means):.1f}", f"{max(highs):g}", f"{means[-1]:g}",
+                      sparkline([(p[0], p[2]) for p in s.points], start, end, SPARK_WIDTH))
+    Console(highlight=False).print(table)

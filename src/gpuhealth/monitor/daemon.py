@@ -1,0 +1,194 @@
+"""The monitor loop: poll the source, record, store, evaluate rules, notify; run the full check
+periodically in a thread and turn its findings into alerts too. Everything slow or fallible (store,
+webhook, full check) is isolated so that sampling and alerting go on."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .notify import Dispatcher
+from .rules import Alert, RuleSet
+from .sample import Event, Sample
+from .sources import NvmlSource, ReplaySource, SmiSource, SourceError, TraceWriter
+from .store import Store, StoreError
+
+Log = Callable[[str], None]
+
+
+def _stderr(text: str) -> None:
+    print(f"gpuhealth monitor: {text}", file=sys.stderr, flush=True)
+
+
+def run_full_check() -> Any:
+    """`gpuhealth check` on this host, in-process: the snapshot's findings as a Report."""
+    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.collect import collect
+    from gpuhealth.config import load_expectations
+    from gpuhealth.host import LocalHost
+
+    return run_checks(collect(LocalHost()), load_expectations(None))
+
+
+class CheckRunner:
+    """Runs the full check every ``every_s`` in a daemon thread; findings of warning or worse become
+    alerts named ``check:<code>`` that resolve when a later run no longer finds them."""
+
+    def __init__(self, every_s: float, run: Callable[[], Any] = run_full_check, log: Log = _stderr) -> None:
+        self.every_s = every_s
+        self._run = run
+        self._log = log
+        self._due = 0.0  # the first check runs at start: the operator sees the host's state at once
+        self._thread: threading.Thread | None = None
+        self._result: Any = None
+        self._error: str | None = None
+        self._open: dict[tuple[str, int | None, str], Alert] = {}
+        self.runs = 0
+
+    def maybe_start(self, now: float) -> None:
+        if self.every_s <= 0 or now < self._due or (self._thread is not None and self._thread.is_alive()):
+            return
+        self._due = now + self.every_s
+        self._thread = threading.Thread(target=self._work, name="gpuhealth-check", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._result = self._run()
+        except Exception as exc:  # a bug in a probe must not take the monitor down
+            self._error = f"full check failed: {type(exc).__name__}: {exc}"
+
+    def poll(self, now: float) -> list[Alert]:
+        if self._error:
+            self._log(self._error)
+            self._error = None
+        if self._result is None:
+            return []
+        report, self._result = self._result, None
+        self.runs += 1
+        return self._alerts(report, now)
+
+    def _alerts(self, report: Any, now: float) -> list[Alert]:
+        found: dict[tuple[str, int | None, str], Alert] = {}
+        for finding in report.findings:
+            if finding.severity.value == "info":
+                continue
+            alert = Alert(f"check:{finding.code}", finding.subject.gpu_index, finding.severity.value, "firing",
+                          finding.message, now, finding.key)
+            found[alert.identity] = alert
+        resolved = [Alert(a.rule, a.gpu, a.severity, "resolved", f"resolved: {a.message}", now, a.key)
+                    for identity, a in self._open.items() if identity not in found]
+        self._open = found
+        return list(found.values()) + resolved
+
+
+class Monitor:
+    def __init__(self, source: Any, rules: RuleSet, dispatcher: Dispatcher, store: Store | None = None,
+                 recorder: TraceWriter | None = None, interval: float = 1.0, checks: CheckRunner | None = None,
+                 clock: Callable[[], float] = time.time, log: Log = _stderr) -> None:
+        self.source, self.rules, self.dispatcher = source, rules, dispatcher
+        self.store, self.recorder, self.checks = store, recorder, checks
+        self.interval = interval
+        self.clock = clock
+        self._log = log
+        self._last_store_error: tuple[str, float] | None = None
+        self.steps = 0
+        self.latest: dict[int, Event] = {}  # per GPU, for `watch`
+
+    def step(self) -> list[Event]:
+        events = self.source.poll()
+        now = self.clock()
+        for event in events:
+            self.latest[event.gpu] = event
+        if self.recorder is not None and events:
+            self.recorder.write(events)
+        self._store([e for e in events if isinstance(e, Sample)], now)
+        alerts = self.rules.feed(events)
+        if self.checks is not None:
+            self.checks.maybe_start(now)
+            alerts += self.checks.poll(now)
+        self.dispatcher.dispatch(alerts)
+        self.steps += 1
+        return events
+
+    def _store(self, samples: list[Sample], now: float) -> None:
+        if self.store is None or not samples:
+            return
+        try:
+            self.store.write(samples)
+        except StoreError as exc:
+            # Said once a minute, not every second: the message is the same, and alerts keep going out.
+            text = str(exc)
+            last = self._last_store_error
+            if last is None or last[0] != text or now - last[1] >= 60:
+                self._log(text)
+                self._last_store_error = (text, now)
+
+    def run(self, stop: threading.Event, max_steps: int | None = None) -> None:
+        """Step every ``interval`` until ``stop`` is set, ``max_steps`` ran or a replay ran out."""
+        next_at = time.monotonic()
+        while not stop.is_set():
+            self.step()
+            if max_steps is not None and self.steps >= max_steps:
+                break
+            if getattr(self.source, "exhausted", False):
+                break
+            next_at += self.interval
+            # Behind schedule (a slow step, a suspended machine): skip ahead rather than burst.
+            next_at = max(next_at, time.monotonic())
+            stop.wait(next_at - time.monotonic())
+
+    def close(self) -> None:
+        """Flush everything: the source stops, the store compacts, notifiers deliver what is queued."""
+        self.source.close()
+        if self.recorder is not None:
+            self.recorder.close()
+        if self.store is not None:
+            try:
+                self.store.flush()
+            except StoreError as exc:
+                self._log(str(exc))
+            self.store.close()
+        self.dispatcher.close()
+
+
+def open_source(spec: str, interval: float, nvml_timeout: float = 2.0, replay_speed: float = 1.0,
+                log: Log = _stderr) -> Any:
+    """``nvml``, ``smi``, ``replay:FILE`` or ``auto`` (NVML, else nvidia-smi when NVML cannot load)."""
+    if spec.startswith("replay:"):
+        return ReplaySource(Path(spec.removeprefix("replay:")), speed=replay_speed)
+    if spec == "smi":
+        return SmiSource(interval)
+    if spec not in ("nvml", "auto"):
+        raise ValueError(f"unknown source {spec!r}: nvml, smi, replay:FILE or auto")
+    source = NvmlSource(timeout=nvml_timeout)
+    try:
+        if source.connect() or spec == "nvml":
+            return source
+    except SourceError as exc:
+        if spec == "nvml":
+            raise
+        source.last_error = str(exc)
+    if shutil.which("nvidia-smi") is None:
+        log(f"NVML not usable ({source.last_error}) and nvidia-smi not found; retrying NVML with back-off")
+        return source
+    log(f"NVML not usable ({source.last_error}); falling back to nvidia-smi")
+    source.close()
+    return SmiSource(interval)
+
+
+def default_db() -> Path:
+    system = Path("/var/lib/gpuhealth")
+    try:
+        system.mkdir(parents=True, exist_ok=True)
+        probe = system / ".write-test"
+        probe.touch()
+        probe.unlink()
+        return system / "monitor.db"
+    except OSError:
+        return Path.home() / ".local" / "state" / "gpuhealth" / "monitor.db"

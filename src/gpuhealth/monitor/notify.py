@@ -1,0 +1,146 @@
+"""Where alerts go: stderr (the journal under systemd), a log file, a webhook. ``Dispatcher`` drops
+duplicates (an alert already in that state) and never lets one failing notifier stop the others."""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Protocol
+
+from .rules import Alert
+
+
+class Notifier(Protocol):
+    def send(self, alert: Alert) -> None: ...
+    def close(self) -> None: ...
+
+
+def format_line(alert: Alert) -> str:
+    stamp = datetime.fromtimestamp(alert.t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    where = "host" if alert.gpu is None else f"gpu={alert.gpu}"
+    key = f"[{alert.key}]" if alert.key else ""
+    return f"{stamp} {alert.state.upper()} {alert.severity} {alert.rule}{key} {where}: {alert.message}"
+
+
+def to_json(alert: Alert) -> dict[str, object]:
+    return {"rule": alert.rule, "key": alert.key, "gpu": alert.gpu, "severity": alert.severity,
+            "state": alert.state, "message": alert.message, "t": alert.t,
+            "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat()}
+
+
+class StreamNotifier:
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream
+
+    def send(self, alert: Alert) -> None:
+        print(format_line(alert), file=self.stream or sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class LogFileNotifier:
+    """One line per alert, appended and flushed at once (a crash keeps every line written)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the monitor's life
+
+    def send(self, alert: Alert) -> None:
+        self._file.write(format_line(alert) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class WebhookNotifier:
+    """JSON POST per alert from a background thread, so a slow endpoint never delays sampling.
+    Each attempt has ``timeout``; failures are retried ``retries`` times with doubling back-off."""
+
+    def __init__(self, url: str, timeout: float = 5.0, retries: int = 3, backoff: float = 1.0,
+                 sleep: Callable[[float], None] = time.sleep, on_error: Callable[[str], None] | None = None) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"webhook URL must be http:// or https://, not {url!r}")
+        self.url, self.timeout, self.retries, self.backoff = url, timeout, retries, backoff
+        self._sleep = sleep
+        self._on_error = on_error or (lambda text: print(text, file=sys.stderr, flush=True))
+        self._queue: queue.Queue[Alert | None] = queue.Queue(maxsize=1000)
+        self._thread = threading.Thread(target=self._run, name="gpuhealth-webhook", daemon=True)
+        self._thread.start()
+        self.delivered = 0
+
+    def send(self, alert: Alert) -> None:
+        try:
+            self._queue.put_nowait(alert)
+        except queue.Full:  # the endpoint is down for long: keep the newest alerts flowing elsewhere
+            self._on_error(f"webhook {self.url}: queue full, alert dropped: {format_line(alert)}")
+
+    def _run(self) -> None:
+        while (alert := self._queue.get()) is not None:
+            self._deliver(alert)
+
+    def _deliver(self, alert: Alert) -> None:
+        body = json.dumps(to_json(alert)).encode()
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(self.url, data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    response.read()
+                self.delivered += 1
+                return
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                error = exc
+            if attempt < self.retries:
+                self._sleep(delay)
+                delay *= 2
+        self._on_error(f"webhook {self.url}: alert not delivered after {self.retries + 1} attempt(s): {error}")
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Deliver what is queued (bounded by ``timeout``), then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+
+class Dispatcher:
+    """Sends each alert to every notifier once: a repeat of an alert's current state is dropped."""
+
+    def __init__(self, notifiers: Sequence[Notifier], on_error: Callable[[str], None] | None = None) -> None:
+        self.notifiers = list(notifiers)
+        self._state: dict[tuple[str, int | None, str], str] = {}
+        self._on_error = on_error or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.sent: list[Alert] = []
+
+    def dispatch(self, alerts: Sequence[Alert]) -> None:
+        for alert in alerts:
+            if self._state.get(alert.identity, "resolved") == alert.state:
+                continue  # duplicate: already firing, or resolving something never fired
+            self._state[alert.identity] = alert.state
+            self.sent.append(alert)
+            del self.sent[:-1000]  # bounded: kept for `watch` and tests, not as a record
+            for notifier in self.notifiers:
+                try:
+                    notifier.send(alert)
+                except Exception as exc:  # a full disk under the log file must not stop the webhook
+                    self._on_error(f"notifier {type(notifier).__name__} failed: {exc}")
+
+    @property
+    def firing(self) -> list[tuple[str, int | None, str]]:
+        return [identity for identity, state in self._state.items() if state == "firing"]
+
+    def close(self) -> None:
+        for notifier in self.notifiers:
+            try:
+                notifier.close()
+            except Exception as exc:
+                self._on_error(f"notifier {type(notifier).__name__} failed to close: {exc}")

@@ -1,0 +1,186 @@
+"""Fakes and trace builders shared by the monitor tests and bench/monitor_sampling.py.
+
+``FakeNvml`` is built like tests/test_nvml.py's: an object with NVML's function names. Traces built
+here are synthetic and their headers say so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from gpuhealth.monitor.config import load_config
+from gpuhealth.monitor.rules import Alert, RuleSet
+from gpuhealth.monitor.sample import Event, Sample
+from gpuhealth.monitor.sources import ReplaySource, write_trace
+
+T0 = 1_699_999_980.0  # 2023-11-14T22:13:00Z, a round minute
+GENERATED_BY = "tests/monitor/monitor_fakes.py"
+NOTE = "GENERATED for tests: synthetic values, not recorded from a real GPU"
+
+
+class FakeNVMLError(Exception):
+    def __init__(self, value: int, text: str) -> None:
+        super().__init__(text)
+        self.value = value
+
+
+class FakeNvml:
+    """``gpus`` H100s; ``lost`` GPUs say GPU_IS_LOST, ``hang`` GPUs block until ``release`` is set."""
+
+    NVML_TEMPERATURE_GPU = 0
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+
+    def __init__(self, gpus: int = 2) -> None:
+        self.gpus = gpus
+        self.lost: set[int] = set()
+        self.hang: set[int] = set()
+        self.release = threading.Event()
+        self.init_error: FakeNVMLError | None = None
+        self.xids: list[tuple[int, int]] = []
+        self.calls: Counter[str] = Counter()
+        self.temperature = 41
+
+    def _device(self, handle: int, name: str) -> None:
+        self.calls[name] += 1
+        if handle in self.hang:
+            self.release.wait(30)
+        if handle in self.lost:
+            raise FakeNVMLError(15, "GPU is lost")
+
+    def nvmlInit(self):  # noqa: N802 - NVML's names
+        self.calls["init"] += 1
+        if self.init_error is not None:
+            raise self.init_error
+
+    def nvmlShutdown(self):  # noqa: N802
+        self.calls["shutdown"] += 1
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, index):  # noqa: N802
+        return index
+
+    def nvmlDeviceGetPciInfo(self, handle):  # noqa: N802
+        return SimpleNamespace(busId=f"00000000:{0x19 + handle:02X}:00.0".encode())
+
+    def nvmlDeviceGetUUID(self, handle):  # noqa: N802
+        return f"GPU-{handle:08d}-0000-0000-0000-000000000000"
+
+    def nvmlDeviceGetTemperatureThreshold(self, handle, kind):  # noqa: N802
+        return 87
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):  # noqa: N802
+        self._device(handle, "temperature")
+        return self.temperature + handle
+
+    def nvmlDeviceGetPowerUsage(self, handle):  # noqa: N802
+        self._device(handle, "power")
+        return 301234
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):  # noqa: N802
+        return 700000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):  # noqa: N802
+        return 123456789
+
+    def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
+        return SimpleNamespace(gpu=97, memory=40)
+
+    def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
+        return SimpleNamespace(total=80 * 1024**3, used=40 * 1024**3)
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):  # noqa: N802
+        return 1980 if kind == 1 else 2619
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):  # noqa: N802
+        return 0
+
+    def nvmlDeviceGetTotalEccErrors(self, handle, error_type, counter):  # noqa: N802
+        return 0
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle):  # noqa: N802
+        raise FakeNVMLError(3, "Not Supported")  # Ampere and newer remap rows instead
+
+    def nvmlDeviceGetRemappedRows(self, handle):  # noqa: N802
+        return (0, 0, 0, 0)
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):  # noqa: N802
+        return 5
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle):  # noqa: N802
+        return 16
+
+    def nvmlDeviceGetFanSpeed(self, handle):  # noqa: N802
+        self.calls["fan"] += 1
+        raise FakeNVMLError(3, "Not Supported")  # passively cooled
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
+        return [SimpleNamespace(pid=4242, usedGpuMemory=39 * 1024**3)]
+
+    def nvmlEventSetCreate(self):  # noqa: N802
+        return "event-set"
+
+    def nvmlDeviceRegisterEvents(self, handle, types, event_set):  # noqa: N802
+        pass
+
+    def nvmlEventSetWait_v2(self, event_set, timeout_ms):  # noqa: N802
+        if not self.xids:
+            raise FakeNVMLError(10, "Timeout")
+        gpu, xid = self.xids.pop(0)
+        return SimpleNamespace(device=gpu, eventData=xid)
+
+
+class Clock:
+    """An injected clock: tests move time, nothing sleeps."""
+
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def samples(gpu: int, n: int, t0: float = T0, step: float = 1.0, **fields: Any) -> list[Sample]:
+    """``n`` samples; a field given as a callable gets the sample's number."""
+    out = []
+    for i in range(n):
+        values = {k: (v(i) if callable(v) else v) for k, v in fields.items()}
+        out.append(Sample(t0 + i * step, gpu, **values))
+    return out
+
+
+def play(events: Sequence[Event], tmp_path: Path, rules: dict[str, Any] | None = None,
+         name: str = "trace.jsonl") -> list[Alert]:
+    """Write ``events`` as a generated trace, replay it through the rules, return the alerts."""
+    path = tmp_path / name
+    write_trace(path, sorted(events, key=lambda e: e.t), GENERATED_BY, NOTE)
+    config = load_config()["rules"]
+    for rule, options in (rules or {}).items():
+        config[rule] = {**config[rule], **options}
+    ruleset = RuleSet.from_config(config)
+    source = ReplaySource(path, speed=0, rebase=False)
+    alerts: list[Alert] = []
+    while not source.exhausted:
+        alerts += ruleset.feed(source.poll())
+    return alerts
+
+
+def fired(alerts: Sequence[Alert], rule: str, state: str = "firing") -> list[Alert]:
+    return [a for a in alerts if a.rule == rule and a.state == state]
+
+
+def busy(**overrides: Any) -> dict[str, Callable[[int], Any] | Any]:
+    """A healthy busy GPU whose readings move a little every sample."""
+    base: dict[str, Any] = dict(temperature_c=lambda i: 60 + i % 3, power_w=lambda i: 300 + i % 7,
+                                utilization_gpu_pct=lambda i: 90 + i % 5, memory_used_mib=40000,
+                                process_count=1, process_memory_mib=39000, clock_event_reasons=0,
+                                ecc_volatile_uncorrected=0, ecc_volatile_corrected=0,
+                                remapped_rows_pending=False)
+    base.update(overrides)
+    return base

@@ -1,0 +1,206 @@
+"""Notifiers (log file, stream, webhook against a local server), dedup, the daemon, and the commands."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from click.testing import CliRunner
+from monitor_fakes import GENERATED_BY, NOTE, T0, Clock, FakeNvml, busy, samples
+
+from gpuhealth.model import Finding, Report, Severity, Snapshot, Subject
+from gpuhealth.monitor.commands import history, monitor, sparkline
+from gpuhealth.monitor.config import load_config
+from gpuhealth.monitor.daemon import CheckRunner, Monitor
+from gpuhealth.monitor.notify import Dispatcher, LogFileNotifier, StreamNotifier, WebhookNotifier
+from gpuhealth.monitor.rules import Alert, RuleSet
+from gpuhealth.monitor.sample import XidEvent
+from gpuhealth.monitor.sources import NvmlSource, write_trace
+from gpuhealth.monitor.store import Store, StoreError
+
+ALERT = Alert("temperature", 0, "warning", "firing", "GPU 0 at 88 °C", T0)
+
+
+@pytest.fixture
+def server():
+    received, statuses = [], []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            status = statuses.pop(0) if statuses else 200
+            if status == 200:
+                received.append(json.loads(body))
+            self.send_response(status)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}/hook", received, statuses
+    httpd.shutdown()
+
+
+def test_webhook_posts_json(server):
+    url, received, _ = server
+    hook = WebhookNotifier(url, timeout=2)
+    hook.send(ALERT)
+    hook.close()
+    assert received[0]["rule"] == "temperature" and received[0]["state"] == "firing" and received[0]["gpu"] == 0
+
+
+def test_webhook_retries_with_back_off(server):
+    url, received, statuses = server
+    statuses += [500, 503]
+    waits = []
+    hook = WebhookNotifier(url, timeout=2, retries=3, backoff=1, sleep=waits.append)
+    hook.send(ALERT)
+    hook.close()
+    assert len(received) == 1 and waits == [1, 2]
+
+
+def test_webhook_gives_up_with_a_message(server):
+    url, received, statuses = server
+    statuses += [500] * 5
+    errors = []
+    hook = WebhookNotifier(url, timeout=2, retries=1, sleep=lambda s: None, on_error=errors.append)
+    hook.send(ALERT)
+    hook.close()
+    assert received == [] and "not delivered after 2 attempt(s)" in errors[0]
+
+
+def test_dispatcher_deduplicates_and_survives_a_broken_notifier(tmp_path):
+    class Broken:
+        def send(self, alert):
+            raise OSError("No space left on device")
+
+        def close(self):
+            pass
+
+    stream, errors = io.StringIO(), []
+    log = tmp_path / "alerts.log"
+    dispatcher = Dispatcher([Broken(), LogFileNotifier(log), StreamNotifier(stream)], on_error=errors.append)
+    resolved = Alert("temperature", 0, "warning", "resolved", "resolved: GPU 0 at 80 °C", T0 + 60)
+    dispatcher.dispatch([ALERT, ALERT, resolved, resolved])
+    dispatcher.close()
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("2023-11-14T22:13:00Z FIRING warning temperature gpu=0")
+    assert stream.getvalue().count("\n") == 2 and len(errors) == 2
+
+
+def test_the_daemon_keeps_alerting_when_the_store_fails(tmp_path):
+    class FullDisk:
+        def write(self, samples):
+            raise StoreError("h.db: disk full; history is not being written (alerts still go out): free space")
+
+        def flush(self):
+            raise StoreError("h.db: disk full")
+
+        def close(self):
+            pass
+
+    fake = FakeNvml(gpus=1)
+    fake.temperature = 95
+    clock, logs = Clock(), []
+    rules = load_config()["rules"]
+    rules["temperature"]["for"] = "0s"
+    dispatcher = Dispatcher([])
+    mon = Monitor(NvmlSource(fake, clock=clock), RuleSet.from_config(rules), dispatcher, FullDisk(), clock=clock,
+                  log=logs.append)
+    for _ in range(3):
+        mon.step()
+        clock.t += 1
+    mon.close()
+    assert [a.rule for a in dispatcher.sent] == ["temperature"] and len(logs) == 2 and "disk full" in logs[0]
+
+
+def test_full_check_findings_become_alerts_and_resolve():
+    finding = Finding("GH301", "xid", Severity.CRITICAL, "Xid 79", Subject(0, "0000:19:00.0"))
+    reports = [Report(Snapshot(), (finding,)), Report(Snapshot(), ())]
+    runner = CheckRunner(600, run=lambda: reports.pop(0), log=print)
+    runner.maybe_start(T0)
+    runner._thread.join(5)
+    (alert,) = runner.poll(T0)
+    assert alert.rule == "check:GH301" and alert.state == "firing" and alert.gpu == 0
+    runner.maybe_start(T0 + 10)
+    assert runner._thread.is_alive() is False and runner.poll(T0 + 10) == []  # not due yet
+    runner.maybe_start(T0 + 600)
+    runner._thread.join(5)
+    assert [a.state for a in runner.poll(T0 + 600)] == ["resolved"]
+
+
+def _trace(tmp_path, seconds=120):
+    events = samples(0, seconds, **busy(temperature_c=lambda i: 90 if i >= 30 else 60))
+    events += samples(1, seconds, **busy())
+    events += [XidEvent(T0 + 50, 1, 79)]
+    path = tmp_path / "demo.jsonl"
+    write_trace(path, sorted(events, key=lambda e: e.t), GENERATED_BY, NOTE)
+    return path
+
+
+def test_monitor_replays_a_trace_into_history_alerts_and_a_recording(tmp_path):
+    trace, db, record, log = _trace(tmp_path), tmp_path / "h.db", tmp_path / "rec.jsonl", tmp_path / "alerts.log"
+    config = tmp_path / "m.toml"
+    config.write_text(f'[notify]\nlog_file = "{log}"\nstderr = false\n')
+    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0",
+                                          "--db", str(db), "--record", str(record), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    alerts = log.read_text()
+    assert "FIRING warning temperature gpu=0" in alerts and "FIRING critical xid[79] gpu=1" in alerts
+    assert len(record.read_text().splitlines()) == 1 + 241
+    assert json.loads(record.read_text().splitlines()[0])["generated_by"].startswith("gpuhealth")
+    rows = sqlite3.connect(db).execute("SELECT count(*) FROM raw_block").fetchone()[0]
+    assert rows >= 4  # two GPUs, two minutes
+
+
+def test_history_prints_a_table_with_sparklines_and_csv(tmp_path):
+    db = tmp_path / "h.db"
+    store = Store(db)
+    now = time.time()
+    store.write(samples(0, 120, t0=now - 120, temperature_c=lambda i: 40 + i // 10))
+    store.close()
+    table = CliRunner().invoke(history, ["--db", str(db), "--metric", "temperature", "--since", "10m"])
+    assert table.exit_code == 0, table.output
+    assert "120 raw" in table.output and "▁" in table.output and "█" in table.output
+    out = CliRunner().invoke(history, ["--db", str(db), "--gpu", "0", "--since", "10m", "--csv"])
+    rows = list(csv.reader(io.StringIO(out.output)))
+    assert rows[0] == ["time", "gpu", "metric", "resolution", "min", "avg", "max"] and len(rows) == 121
+    bad = CliRunner().invoke(history, ["--db", str(db), "--metric", "bogus"])
+    assert bad.exit_code == 2 and "unknown metric" in bad.output
+
+
+def test_history_without_a_database_says_so(tmp_path):
+    result = CliRunner().invoke(history, ["--db", str(tmp_path / "none.db")])
+    assert result.exit_code == 3 and "no history yet" in result.output
+
+
+def test_sparkline_scales_and_leaves_gaps():
+    assert sparkline([(0, 0), (9, 10)], 0, 10, width=10) == "▁        █"
+
+
+def test_sigterm_flushes_and_exits_zero(tmp_path):
+    trace, db = _trace(tmp_path, seconds=600), tmp_path / "h.db"
+    code = "from gpuhealth.monitor.commands import monitor; monitor()"
+    child = subprocess.Popen([sys.executable, "-c", code, "--source", f"replay:{trace}", "--replay-speed", "50",
+                              "--interval", "0.05", "--db", str(db), "--check-every", "0"],
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not db.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(10) == 0
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT count(*) FROM recent").fetchone()[0] == 0  # flushed: compacted on the way out

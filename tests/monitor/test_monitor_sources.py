@@ -1,0 +1,239 @@
+"""NvmlSource against fake NVML modules, SmiSource against a fake nvidia-smi, replay and record."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+import pytest
+from monitor_fakes import GENERATED_BY, NOTE, T0, Clock, FakeNvml, FakeNVMLError, samples
+
+from gpuhealth.monitor.sample import GpuLost, Sample, XidEvent, from_record, to_record
+from gpuhealth.monitor.sources import NvmlSource, ReplaySource, SmiSource, SourceError, TraceWriter, read_trace
+
+
+def test_nvml_samples_every_field_the_gpu_supports():
+    fake = FakeNvml(gpus=2)
+    source = NvmlSource(fake, clock=Clock())
+    first, second = source.poll()
+    assert isinstance(first, Sample) and (first.gpu, second.gpu) == (0, 1)
+    assert first.pci_address == "0000:19:00.0" and first.uuid.startswith("GPU-00000000")
+    assert first.temperature_c == 41 and first.power_w == 301.234 and first.power_limit_w == 700
+    assert first.energy_j == 123456.789 and first.utilization_gpu_pct == 97 and first.memory_used_mib == 40960
+    assert first.sm_clock_mhz == 1980 and first.pcie_gen == 5 and first.remapped_rows_pending is False
+    assert first.process_count == 1 and first.process_memory_mib == 39 * 1024
+    assert first.temperature_slowdown_c == 87 and first.fan_pct is None and first.retired_pages_pending is None
+    source.close()
+
+
+def test_an_unsupported_field_is_asked_once_per_gpu():
+    fake = FakeNvml(gpus=2)
+    source = NvmlSource(fake, clock=Clock())
+    for _ in range(5):
+        source.poll()
+    assert fake.calls["fan"] == 2  # once per GPU, never again
+    assert source.unsupported[0] >= {"fan", "retired_pages", "memory_temperature"}  # no nvmlDeviceGetFieldValues
+    source.close()
+
+
+def test_a_lost_gpu_yields_gpu_lost_and_the_others_keep_being_sampled():
+    fake = FakeNvml(gpus=3)
+    fake.lost = {1}
+    source = NvmlSource(fake, clock=Clock())
+    events = source.poll()
+    assert [type(e).__name__ for e in events] == ["Sample", "GpuLost", "Sample"]
+    assert "GPU is lost" in events[1].reason and source.connected
+    source.close()
+
+
+def test_a_hanging_call_is_bounded_by_the_timeout_and_other_gpus_answer():
+    fake = FakeNvml(gpus=2)
+    fake.hang = {0}
+    source = NvmlSource(fake, timeout=0.2, clock=Clock())
+    started = time.monotonic()
+    events = source.poll()
+    assert time.monotonic() - started < 2
+    assert isinstance(events[0], GpuLost) and "did not answer within 0.2 s" in events[0].reason
+    assert isinstance(events[1], Sample)
+    started = time.monotonic()
+    again = source.poll()  # still hung: reported at once, no new call piles up behind it
+    assert time.monotonic() - started < 1 and isinstance(again[0], GpuLost)
+    assert fake.calls["temperature"] == 3  # GPU 0 once (still hung), GPU 1 twice
+    fake.hang.clear()
+    fake.release.set()
+    time.sleep(0.05)
+    assert all(isinstance(e, Sample) for e in source.poll())
+    source.close()
+
+
+def test_init_failure_reconnects_with_back_off_and_the_session_comes_back():
+    fake = FakeNvml(gpus=1)
+    fake.init_error = FakeNVMLError(9, "Driver Not Loaded")
+    clock = Clock()
+    source = NvmlSource(fake, clock=clock, backoff=(1, 4))
+    assert source.poll() == [] and source.last_error == "Driver Not Loaded"
+    clock.t += 0.5
+    source.poll()
+    assert fake.calls["init"] == 1  # not before the back-off
+    for _ in range(3):
+        clock.t += 10
+        source.poll()
+    assert fake.calls["init"] == 4
+    fake.init_error = None
+    clock.t += 10
+    assert isinstance(source.poll()[0], Sample) and source.connected
+    source.close()
+
+
+def test_driver_unloaded_mid_run_every_gpu_lost_then_reconnects():
+    fake = FakeNvml(gpus=2)
+    clock = Clock()
+    source = NvmlSource(fake, clock=clock, backoff=(1, 60))
+    assert len(source.poll()) == 2
+    fake.lost = {0, 1}
+    lost = source.poll()
+    assert [type(e) for e in lost] == [GpuLost, GpuLost] and not source.connected
+    fake.lost = set()
+    clock.t += 1
+    assert [type(e) for e in source.poll()] == [Sample, Sample] and fake.calls["init"] == 2
+    source.close()
+
+
+def test_xid_events_from_the_event_api():
+    fake = FakeNvml(gpus=2)
+    fake.xids = [(1, 79)]
+    events = NvmlSource(fake, clock=Clock()).poll()
+    assert XidEvent(T0, 1, 79) in events
+
+
+def test_nvml_not_installed_is_a_source_error():
+    class NoLibrary:
+        def nvmlInit(self):  # noqa: N802
+            raise SourceError("nvidia-ml-py not importable: no module")
+
+    with pytest.raises(SourceError):
+        NvmlSource(NoLibrary()).connect()
+
+
+# --------------------------------------------------------------------------- nvidia-smi
+
+FAKE_SMI = """#!/bin/sh
+# fake nvidia-smi for tests: prints CSV rows for 2 GPUs every -lms milliseconds
+echo "$@" >> "{args}"
+n=0
+while [ $n -lt {rows} ]; do
+  echo "0, 00000000:19:00.0, GPU-aaaa, 45, 50, 120.5, 700.00, 33, 10, 1000, 81559, 1980, 2619, 0x40,0,0,No,5,16,[N/A]"
+  echo "1, 00000000:3B:00.0, GPU-bbbb, 46, 51, 121.5, 700.00, 34, 11, 1000, 81559, 1980, 2619, 0x1,0,2,No,5,16,[N/A]"
+  n=$((n + 1))
+  sleep 0.02
+done
+{tail}
+"""
+
+
+def _fake_smi(tmp_path, rows=3, tail=""):
+    script = tmp_path / "nvidia-smi"
+    script.write_text(FAKE_SMI.format(args=tmp_path / "args", rows=rows, tail=tail))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def _poll_until(source, count, limit=5.0):
+    events, deadline = [], time.monotonic() + limit
+    while len(events) < count and time.monotonic() < deadline:
+        events += source.poll()
+        time.sleep(0.01)
+    return events
+
+
+def test_smi_source_streams_and_parses_rows(tmp_path):
+    source = SmiSource(0.02, command=str(_fake_smi(tmp_path)), clock=Clock())
+    events = _poll_until(source, 2)
+    source.close()
+    first, second = events[:2]
+    assert (first.gpu, first.pci_address, first.temperature_c, first.power_w) == (0, "0000:19:00.0", 45, 120.5)
+    assert first.clock_event_reasons == 0x40 and second.clock_event_reasons == 0x1
+    assert first.sm_clock_mhz == 1980 and second.ecc_volatile_corrected == 2 and first.fan_pct is None
+    args = (tmp_path / "args").read_text()
+    assert "--format=csv,noheader,nounits" in args and "-lms 20" in args
+
+
+def test_smi_source_restarts_a_process_that_died(tmp_path):
+    clock = Clock()
+    source = SmiSource(0.02, command=str(_fake_smi(tmp_path, rows=1)), clock=clock, backoff=(1, 8))
+    events = _poll_until(source, 2)
+    deadline = time.monotonic() + 5
+    while source._proc is not None and time.monotonic() < deadline:
+        source.poll()
+        time.sleep(0.01)
+    clock.t += 1
+    events += _poll_until(source, 2)
+    source.close()
+    assert source.starts == 2 and len(events) >= 4
+
+
+def test_smi_source_drops_a_field_this_nvidia_smi_rejects(tmp_path):
+    tail = 'echo \'Field "temperature.memory" is not a valid field to query.\' >&2; exit 2'
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\ncase "$*" in *temperature.memory*) {tail};; esac\n'
+                      'echo "0, 00000000:19:00.0, GPU-a, 45"; sleep 5\n')
+    script.chmod(0o755)
+    source = SmiSource(0.02, command=str(script), fields=("index", "pci.bus_id", "uuid", "temperature.memory",
+                                                            "temperature.gpu"), clock=Clock())
+    events = _poll_until(source, 1)
+    source.close()
+    assert "temperature.memory" not in source.fields and events[0].temperature_c == 45
+
+
+def test_smi_source_that_stalls_is_killed_and_reports_lost_gpus(tmp_path):
+    script = tmp_path / "nvidia-smi"
+    script.write_text('#!/bin/sh\necho "0, 00000000:19:00.0, GPU-a, 45"\nexec sleep 60\n')
+    script.chmod(0o755)
+    clock = Clock()
+    source = SmiSource(1, command=str(script), fields=("index", "pci.bus_id", "uuid", "temperature.gpu"),
+                       clock=clock, stall_s=10)
+    assert _poll_until(source, 1)
+    pid = source._proc.pid
+    clock.t += 11
+    lost = source.poll()
+    assert [type(e) for e in lost] == [GpuLost] and "printed nothing" in lost[0].reason
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+# --------------------------------------------------------------------------- traces
+
+
+def test_record_then_replay_round_trips_every_event(tmp_path):
+    events = samples(0, 3, temperature_c=50.5, clock_event_reasons=0x40) + [
+        GpuLost(T0 + 3, 1, "GPU is lost"), XidEvent(T0 + 3, 1, 79)]
+    path = tmp_path / "t.jsonl"
+    writer = TraceWriter(path, GENERATED_BY, NOTE)
+    writer.write(events)
+    writer.close()
+    header, replayed = read_trace(path)
+    assert header["generated_by"] == GENERATED_BY and list(replayed) == events
+    assert from_record(json.loads(json.dumps(to_record(events[0])))) == events[0]
+
+
+def test_replay_paces_by_the_clock_and_rebases_to_now(tmp_path):
+    path = tmp_path / "t.jsonl"
+    writer = TraceWriter(path, GENERATED_BY, NOTE)
+    writer.write(samples(0, 10, temperature_c=50))
+    writer.close()
+    clock = Clock(T0 + 1000)
+    source = ReplaySource(path, clock=clock, speed=1.0)
+    assert [e.t for e in source.poll()] == [T0 + 1000]
+    clock.t += 4
+    assert len(source.poll()) == 4 and not source.exhausted
+    clock.t += 100
+    assert len(source.poll()) == 5 and source.exhausted
+
+
+def test_replay_refuses_a_file_that_is_not_a_trace(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"kind": "sample", "t": 1, "gpu": 0}\n')
+    with pytest.raises(ValueError, match="not a gpuhealth trace"):
+        ReplaySource(path)
