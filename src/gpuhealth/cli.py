@@ -45,7 +45,8 @@ def _emit(report: Report, output_format: str, verbose: bool) -> None:
     from gpuhealth.report.formats import render
 
     output, exit_code = render(output_format, report)
-    click.echo(output, nl=not output.endswith("\n"))
+    if output:  # a healthy node prints nothing in the scheduler formats
+        click.echo(output, nl=not output.endswith("\n"))
     sys.exit(exit_code)
 
 

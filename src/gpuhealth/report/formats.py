@@ -17,6 +17,10 @@ FORMATS: dict[str, str] = {
     "text": "text",
     "json": "json_report",
     "markdown": "markdown",
+    "nhc": "nhc",
+    "npd": "npd",
+    "prometheus": "prometheus_text",
+    "junit": "junit",
 }
 FORMAT_NAMES = tuple(FORMATS)
 
