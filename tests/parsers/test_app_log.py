@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import corpus_files, corpus_id
+from fuzzing import FUZZ
 from gpuhealth.model import AppError, ParseError
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS, looks_like_app_log, parse_app_log
 
@@ -136,7 +137,6 @@ def test_corpus_file_never_raises(path: Path):
 
 # --------------------------------------------------------------------------- fuzzing
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _LINES = [line for _, line in SAMPLES] + TRAINING_LOG.splitlines()
 
 

@@ -7,9 +7,10 @@ hand-written in the shapes those tools print (dkms 2 and 3 formats; Ubuntu, Debi
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.model import DkmsEntry, ParseError
 from gpuhealth.parsers.install import (
     parse_dkms_status,
@@ -169,25 +170,11 @@ SAMPLES = [
 ]
 PARSERS = (parse_mokutil_sb_state, parse_dkms_status, parse_gcc_version, parse_kernel_compiler, parse_modinfo,
            parse_kernel_cmdline_modules, parse_initramfs_listing)
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@st.composite
-def mutated(draw) -> str:
-    text = draw(st.sampled_from(SAMPLES))
-    for _ in range(draw(st.integers(0, 6))):
-        pos = draw(st.integers(0, len(text)))
-        cut = draw(st.integers(0, 10))
-        text = text[:pos] + draw(st.text(max_size=12)) + text[pos + cut:]
-    return text
 
 
 def _only_parse_error(text: str) -> None:
     for parse in PARSERS:
-        try:
-            parse(text)
-        except ParseError:
-            pass
+        only_parse_error(parse, text)
 
 
 @FUZZ
@@ -197,7 +184,7 @@ def test_fuzz_random_text(text):
 
 
 @FUZZ
-@given(mutated())
+@given(mutated(SAMPLES))
 def test_fuzz_mutated_samples(text):
     _only_parse_error(text)
 
@@ -205,7 +192,4 @@ def test_fuzz_mutated_samples(text):
 @FUZZ
 @given(st.binary(max_size=12))
 def test_fuzz_efivar(data):
-    try:
-        secure_boot_from_efivar(data)
-    except ParseError:
-        pass
+    only_parse_error(secure_boot_from_efivar, data)

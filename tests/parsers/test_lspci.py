@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.model import ParseError, PciDevice, normalize_pci_address
 from gpuhealth.parsers.lspci import normalize_link_speed, parse_lspci
 
@@ -286,28 +287,12 @@ _TEXTS = [_read(p) for p in LSPCI_FILES] or [_FALLBACK]
 _LINES = sorted({line for text in _TEXTS for line in text.splitlines()[:400]})
 
 
-@st.composite
-def mutated(draw, texts: list[str]) -> str:
-    """A slice of a real file with a few random insertions, deletions and replacements."""
-    text = draw(st.sampled_from(texts))
-    start = draw(st.integers(0, len(text)))
-    end = draw(st.integers(start, min(len(text), start + 20000)))
-    text = text[start:end]
-    for _ in range(draw(st.integers(0, 6))):
-        pos = draw(st.integers(0, len(text)))
-        cut = draw(st.integers(0, 20))
-        text = text[:pos] + draw(st.text(max_size=12)) + text[pos + cut :]
-    return text
 
 
 def _only_parse_error(text: str) -> None:
-    try:
-        parse_lspci(text)
-    except ParseError:
-        pass
+    only_parse_error(parse_lspci, text)
 
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FUZZ

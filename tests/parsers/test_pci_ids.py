@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated
 from gpuhealth.model import ParseError
 from gpuhealth.parsers.pci_ids import parse_pci_ids
 
@@ -80,21 +81,8 @@ def test_not_pci_ids(text: str):
 # --------------------------------------------------------------------------- fuzzing
 
 _TEXTS = [p.read_text(errors="replace") for p in PCI_IDS_FILES] or [SMALL]
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def mutated(draw, texts: list[str]) -> str:
-    """A slice of a real file with a few random insertions, deletions and replacements."""
-    text = draw(st.sampled_from(texts))
-    start = draw(st.integers(0, len(text)))
-    end = draw(st.integers(start, min(len(text), start + 20000)))
-    text = text[start:end]
-    for _ in range(draw(st.integers(0, 6))):
-        pos = draw(st.integers(0, len(text)))
-        cut = draw(st.integers(0, 20))
-        text = text[:pos] + draw(st.text(max_size=12)) + text[pos + cut :]
-    return text
 
 
 def _only_parse_error(text: str, vendor: str = "10de") -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated
 from gpuhealth.model import DriverInfo, ParseError
 from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version, parse_proc_gpu_information
 
@@ -124,21 +125,8 @@ def test_not_an_information_file(text: str):
 # --------------------------------------------------------------------------- fuzzing
 
 _TEXTS = [p.read_text(errors="replace") for p in VERSION_FILES + INFORMATION_FILES] + [OPEN_X86, OPEN_ARM]
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def mutated(draw, texts: list[str]) -> str:
-    """A slice of a real file with a few random insertions, deletions and replacements."""
-    text = draw(st.sampled_from(texts))
-    start = draw(st.integers(0, len(text)))
-    end = draw(st.integers(start, len(text)))
-    text = text[start:end]
-    for _ in range(draw(st.integers(0, 6))):
-        pos = draw(st.integers(0, len(text)))
-        cut = draw(st.integers(0, 20))
-        text = text[:pos] + draw(st.text(max_size=12)) + text[pos + cut :]
-    return text
 
 
 def _only_parse_error(text: str) -> None:

@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.model import ParseError
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_list import parse_smi_list
@@ -90,34 +91,21 @@ def test_bad_input_raises_parse_error(text: str, reason: str):
 
 # --------------------------------------------------------------------------- fuzzing
 
-_FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SAMPLES = [p.values[0] for p in ALL_LISTS][:6] or ["GPU 0: A (UUID: GPU-1)\n"]
 
 
 def _parse_or_parse_error(text: str) -> None:
-    try:
-        parse_smi_list(text)
-    except ParseError:
-        pass
+    only_parse_error(parse_smi_list, text)
 
 
-@_FUZZ
+@FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str):
     _parse_or_parse_error(text)
 
 
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_fuzz_slices_of_real_lists(text: str, start: int, length: int):
-    start %= len(text) + 1
-    _parse_or_parse_error(text[start:start + length])
+@FUZZ
+@given(mutated(_SAMPLES))
+def test_fuzz_mutated_real_files(text: str):
+    _parse_or_parse_error(text)
 
-
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.data())
-def test_fuzz_tokens_replaced_in_real_lists(text: str, data):
-    tokens = list(re.finditer(r"\S+", text))
-    token = data.draw(st.sampled_from(tokens))
-    replacement = data.draw(st.text(max_size=40) | st.just("9" * 5000))
-    _parse_or_parse_error(text[:token.start()] + replacement + text[token.end():])

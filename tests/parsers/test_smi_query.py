@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.model import ParseError, normalize_pci_address
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_query import parse_smi_query
@@ -325,31 +326,26 @@ def test_split_capture_bundle_numbers_a_repeat_in_the_same_phase():
 
 # --------------------------------------------------------------------------- fuzzing
 
-_FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SAMPLES = [p.read_text()[:20_000] for p in QUERY_FILES[:8]] or ["GPU 00000000:01:00.0\n"]
 
 
 def _parse_or_parse_error(text: str) -> None:
-    try:
-        parse_smi_query(text)
-    except ParseError:
-        pass
+    only_parse_error(parse_smi_query, text)
 
 
-@_FUZZ
+@FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str):
     _parse_or_parse_error(text)
 
 
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_fuzz_slices_of_real_files(text: str, start: int, length: int):
-    start %= len(text) + 1
-    _parse_or_parse_error(text[start:start + length])
+@FUZZ
+@given(mutated(_SAMPLES))
+def test_fuzz_mutated_real_files(text: str):
+    _parse_or_parse_error(text)
 
 
-@_FUZZ
+@FUZZ
 @given(st.sampled_from(_SAMPLES), st.data())
 def test_fuzz_mutated_lines_of_real_files(text: str, data):
     """Lines dropped, re-indented or given arbitrary values keep the parser inside ParseError."""
@@ -368,7 +364,7 @@ def test_fuzz_mutated_lines_of_real_files(text: str, data):
     _parse_or_parse_error("\n".join(lines))
 
 
-@_FUZZ
+@FUZZ
 @given(st.text(max_size=3000), st.text(max_size=3000))
 def test_fuzz_split_capture_bundle(prefix: str, suffix: str):
     rule = "#" * 80

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.model import ParseError, normalize_pci_address
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_table import parse_smi_table
@@ -192,41 +193,28 @@ def test_other_formats_are_not_tables(name: str):
 
 # --------------------------------------------------------------------------- fuzzing
 
-_FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SAMPLES = [p.values[0] for p in ALL_TABLES][:8] or ["| NVIDIA-SMI 1 Driver Version: 1 |"]
 _TABLE_ALPHABET = st.sampled_from(list("|+-= \n0123456789:.%/WCMiBNAPOnf") + ["ERR!", "N/A", "MiB", "Off"])
 
 
 def _parse_or_parse_error(text: str) -> None:
-    try:
-        parse_smi_table(text)
-    except ParseError:
-        pass
+    only_parse_error(parse_smi_table, text)
 
 
-@_FUZZ
+@FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str):
     _parse_or_parse_error(text)
 
 
-@_FUZZ
+@FUZZ
 @given(st.lists(_TABLE_ALPHABET, max_size=400).map("".join))
 def test_fuzz_table_like_text(text: str):
     _parse_or_parse_error(text)
 
 
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_fuzz_slices_of_real_tables(text: str, start: int, length: int):
-    start %= len(text) + 1
-    _parse_or_parse_error(text[start:start + length])
+@FUZZ
+@given(mutated(_SAMPLES))
+def test_fuzz_mutated_real_files(text: str):
+    _parse_or_parse_error(text)
 
-
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.data())
-def test_fuzz_cells_replaced_in_real_tables(text: str, data):
-    tokens = list(re.finditer(r"[^\s|]+", text))
-    token = data.draw(st.sampled_from(tokens))
-    replacement = data.draw(st.text(max_size=60) | st.just("9" * 5000))
-    _parse_or_parse_error(text[:token.start()] + replacement + text[token.end():])

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated
 from gpuhealth.model import ParseError, TopologyLink
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_topo import parse_smi_topo, parse_smi_topo_p2p
@@ -121,7 +122,6 @@ def test_bad_input_raises_parse_error(text: str, reason: str):
 
 # --------------------------------------------------------------------------- fuzzing
 
-_FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SAMPLES = [p.values[0] for p in ALL_TOPOS][:6] + [_WITH_NICS]
 
 
@@ -133,30 +133,21 @@ def _parse_or_parse_error(text: str) -> None:
             pass
 
 
-@_FUZZ
+@FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str):
     _parse_or_parse_error(text)
 
 
-@_FUZZ
+@FUZZ
 @given(st.lists(st.sampled_from(["GPU0", "GPU1", "NIC0", " X ", "NV4", "\t", "  ", "\n", "CPU Affinity", "0-3",
                                  "\x1b[4m", "\x1b[0m", "N/A"]), max_size=60).map("".join))
 def test_fuzz_topology_like_text(text: str):
     _parse_or_parse_error(text)
 
 
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_fuzz_slices_of_real_topologies(text: str, start: int, length: int):
-    start %= len(text) + 1
-    _parse_or_parse_error(text[start:start + length])
+@FUZZ
+@given(mutated(_SAMPLES))
+def test_fuzz_mutated_real_files(text: str):
+    _parse_or_parse_error(text)
 
-
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.data())
-def test_fuzz_cells_replaced_in_real_topologies(text: str, data):
-    tokens = list(re.finditer(r"\S+", text))
-    token = data.draw(st.sampled_from(tokens))
-    replacement = data.draw(st.text(max_size=40))
-    _parse_or_parse_error(text[:token.start()] + replacement + text[token.end():])

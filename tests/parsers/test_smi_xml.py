@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.model import ParseError, normalize_pci_address
 from gpuhealth.parsers.smi_xml import parse_smi_xml
 
@@ -215,35 +216,21 @@ def test_empty_log_has_no_gpus():
 
 # --------------------------------------------------------------------------- fuzzing
 
-_FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SAMPLES = [p.read_text() for p in XML_FILES if p.stat().st_size < 40_000][:6] or ["<nvidia_smi_log/>"]
 
 
 def _parse_or_parse_error(text: str) -> None:
-    try:
-        parse_smi_xml(text)
-    except ParseError:
-        pass
+    only_parse_error(parse_smi_xml, text)
 
 
-@_FUZZ
+@FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str):
     _parse_or_parse_error(text)
 
 
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_fuzz_slices_of_real_files(text: str, start: int, length: int):
-    start %= len(text) + 1
-    _parse_or_parse_error(text[start:start + length])
+@FUZZ
+@given(mutated(_SAMPLES))
+def test_fuzz_mutated_real_files(text: str):
+    _parse_or_parse_error(text)
 
-
-@_FUZZ
-@given(st.sampled_from(_SAMPLES), st.data())
-def test_fuzz_values_replaced_in_real_files(text: str, data):
-    """Element text replaced by anything keeps the XML well-formed and reaches the value parsing."""
-    values = re.findall(r">([^<>\n]+)<", text)
-    replacement = data.draw(st.text(alphabet=st.characters(blacklist_characters="<&"), max_size=400))
-    target = data.draw(st.sampled_from(values)) if values else ""
-    _parse_or_parse_error(text.replace(f">{target}<", f">{replacement}<"))

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import corpus_files, corpus_id
+from fuzzing import FUZZ, mutated
 from gpuhealth.model import OsInfo, ParseError
 from gpuhealth.parsers.system import (
     parse_modprobe_blacklist,
@@ -219,21 +220,8 @@ def test_modprobe_corpus_file(path: Path):
 _TEXTS = [p.read_text(errors="replace") for p in LSMOD_FILES + OS_RELEASE_FILES + MODPROBE_FILES]
 _TEXTS += [UBUNTU_2204, ROCKY_9, NOUVEAU_CONF, "CentOS Linux release 7.9.2009 (Core)\n"]
 _PARSERS = (parse_os_release, parse_redhat_release, parse_proc_modules, parse_modprobe_blacklist)
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def mutated(draw, texts: list[str]) -> str:
-    """A slice of a real (or hand-written) file with a few random insertions, deletions and replacements."""
-    text = draw(st.sampled_from(texts))
-    start = draw(st.integers(0, len(text)))
-    end = draw(st.integers(start, len(text)))
-    text = text[start:end]
-    for _ in range(draw(st.integers(0, 6))):
-        pos = draw(st.integers(0, len(text)))
-        cut = draw(st.integers(0, 20))
-        text = text[:pos] + draw(st.text(max_size=12)) + text[pos + cut :]
-    return text
 
 
 def _only_parse_error(text: str) -> None:

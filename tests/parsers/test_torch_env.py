@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.model import ParseError, TorchEnv
 from gpuhealth.parsers.torch_env import parse_collect_env
 
@@ -121,28 +122,12 @@ def test_not_collect_env(text: str):
 # --------------------------------------------------------------------------- fuzzing
 
 _TEXTS = [p.read_text(errors="replace") for p in COLLECT_ENV_FILES] or ["PyTorch version: 2.0.0\n"]
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def mutated(draw, texts: list[str]) -> str:
-    """A slice of a real file with a few random insertions, deletions and replacements."""
-    text = draw(st.sampled_from(texts))
-    start = draw(st.integers(0, len(text)))
-    end = draw(st.integers(start, len(text)))
-    text = text[start:end]
-    for _ in range(draw(st.integers(0, 6))):
-        pos = draw(st.integers(0, len(text)))
-        cut = draw(st.integers(0, 20))
-        text = text[:pos] + draw(st.text(max_size=12)) + text[pos + cut :]
-    return text
 
 
 def _only_parse_error(text: str) -> None:
-    try:
-        parse_collect_env(text)
-    except ParseError:
-        pass
+    only_parse_error(parse_collect_env, text)
 
 
 @FUZZ
