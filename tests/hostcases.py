@@ -14,7 +14,10 @@ Spec keys (all optional):
   links     {path: link target}     (readlink; added to the PCI drivers' links)
   stats     {path: {mtime, size, is_dir}}   (stat; other paths are "not present")
   listings  {directory: [names]}    (listdir; added to those made from pci and dev)
+  env       {name: value}           (environment(); without it the default below)
   expect    {"fires": {code: severity}, "quiet": [codes]}
+
+The PyTorch probe runs ``python3 -c <its script>``; in ``commands`` its key is ``python3 -c <torch-probe>``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from conftest import CORPUS
 from gpuhealth.host import FileContent, FileStat, Listing
 from gpuhealth.model import CommandRun, NvmlReport, to_jsonable
+from gpuhealth.parsers.cuda import TORCH_PROBE_SCRIPT
 
 HOSTS = Path(__file__).parent / "hosts"
 
@@ -62,6 +66,7 @@ class FakeHost:
         self.links.update(spec.get("links", {}))
         self.listings.update({k: tuple(v) for k, v in spec.get("listings", {}).items()})
         self.stats: dict[str, dict[str, Any]] = spec.get("stats", {})
+        self.env: dict[str, str] | None = spec.get("env")
 
     def _pci(self, devices: list[dict[str, Any]] | None) -> None:
         if devices is None:
@@ -101,7 +106,7 @@ class FakeHost:
         return FileStat(path, entry.get("mtime"), entry.get("size"), entry.get("is_dir"))
 
     def run(self, argv: list[str], timeout: float = 10.0) -> CommandRun:
-        entry = self.commands.get(" ".join(argv))
+        entry = self.commands.get(" ".join("<torch-probe>" if a == TORCH_PROBE_SCRIPT else a for a in argv))
         if entry is None:
             return CommandRun(tuple(argv), None, error="not installed")
         if entry.get("timed_out"):
@@ -114,6 +119,8 @@ class FakeHost:
         return self.nvml_answer
 
     def environment(self) -> dict[str, str]:
+        if self.env is not None:
+            return dict(self.env)
         return {"PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "hf_secret"}
 
 

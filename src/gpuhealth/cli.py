@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuhealth import __version__
+from gpuhealth.advice_commands import fix, recommend
 from gpuhealth.monitor.commands import history, monitor
 from gpuhealth.report.formats import FORMAT_NAMES
 
@@ -260,6 +261,8 @@ def explain(code: str) -> None:
         click.echo(f"{section}:\n{spec.docs[section]}\n")
 
 
+main.add_command(recommend)
+main.add_command(fix)
 # The monitor sits on top of the core; only the command line (the top layer) reaches it.
 main.add_command(monitor)
 main.add_command(history)

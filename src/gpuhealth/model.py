@@ -361,6 +361,15 @@ class TorchEnv:
     cudnn_version: str | None = None
     os: str | None = None
     python_version: str | None = None
+    # from the live probe (``python3 -c`` on the host, GH6xx); collect_env leaves these unknown
+    installed: bool | None = None  # False: ``import torch`` failed with "No module named 'torch'"
+    python_executable: str | None = None
+    device_count: int | None = None
+    arch_list: tuple[str, ...] = ()  # torch.cuda.get_arch_list(): "sm_80", "sm_90", "compute_90" ...
+    devices: tuple[TorchDevice, ...] = ()
+    first_cuda_call_s: float | None = None  # is_available() up to the first tensor on cuda:0
+    error: str | None = None  # the exception text when CUDA (or importing torch) failed
+    init_warning: str | None = None  # "CUDA initialization: The NVIDIA driver on your system is too old ..."
 
 
 @dataclass(frozen=True)
@@ -399,6 +408,7 @@ class Snapshot:
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
     install: InstallState | None = None  # driver-install readiness (GH5xx)
+    cuda: CudaState | None = None  # CUDA toolkits, loader, persistence daemon (GH6xx)
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:
@@ -585,3 +595,65 @@ class InstallState:
     dkms_present: bool | None = None
     dkms: tuple[DkmsEntry, ...] = ()
     kernels: tuple[InstalledKernel, ...] = ()
+
+
+# --------------------------------------------------------------------------- after the install (GH6xx)
+
+
+@dataclass(frozen=True)
+class TorchDevice:
+    """One GPU as the PyTorch probe saw it, with a small matmul compared against the CPU."""
+
+    index: int
+    name: str | None = None
+    capability: str | None = None  # "9.0" (torch.cuda.get_device_capability)
+    matmul_max_error: float | None = None  # max |GPU - CPU| of a float32 matmul (TF32 off)
+    matmul_nonfinite: bool | None = None  # the GPU result held NaN or Inf
+    error: str | None = None  # the exception the device raised
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    """One CUDA toolkit directory under /usr/local and its version."""
+
+    path: str  # /usr/local/cuda-12.4
+    version: str | None = None  # "12.4.131" (version.json cuda.version, version.txt, or the name)
+    source: str | None = None  # the file the version came from
+
+
+@dataclass(frozen=True)
+class LibraryEntry:
+    """One ``ldconfig -p`` line: ``libcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1``."""
+
+    name: str
+    flags: str  # "libc6,x86-64"
+    path: str
+
+
+@dataclass(frozen=True)
+class LdConfEntry:
+    """A directory naming CUDA in /etc/ld.so.conf or /etc/ld.so.conf.d/*.conf."""
+
+    file: str
+    directory: str
+
+
+@dataclass(frozen=True)
+class CudaState:
+    """What comes after the driver install: toolkits, nvcc, the loader's view of the CUDA libraries, and
+    the persistence daemon. ``None`` means unknown (why is in ``Snapshot.unavailable`` under ``cuda_*``).
+    """
+
+    toolkits: tuple[CudaToolkit, ...] = ()  # /usr/local/cuda-* (links such as cuda-12 left out)
+    default_link: str | None = None  # where /usr/local/cuda points (through /etc/alternatives)
+    nvcc_release: str | None = None  # "12.4" (nvcc --version on PATH)
+    nvcc_version: str | None = None  # "12.4.131"
+    ld_library_path: tuple[str, ...] = ()
+    ld_so_conf: tuple[LdConfEntry, ...] = ()
+    libraries: tuple[LibraryEntry, ...] = ()  # ldconfig -p lines for libcuda, libnvidia-ml, libcudart
+    libcuda_path: str | None = None  # the libcuda.so.1 the loader resolves
+    libcuda_target: str | None = None  # where that link points: libcuda.so.535.161.08
+    libcuda_version: str | None = None  # "535.161.08"
+    persistenced_active: str | None = None  # systemctl is-active: "active", "inactive", "failed" ...
+    persistenced_enabled: str | None = None  # systemctl is-enabled: "enabled", "disabled", "not-found" ...
+    torch_probe_error: str | None = None  # the PyTorch probe did not answer: "timed out after 60 s" ...

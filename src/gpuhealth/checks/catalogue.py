@@ -11,6 +11,7 @@ CHECK_MODULES = (
     "gpuhealth.checks.kernel_log",
     "gpuhealth.checks.gpu_state",
     "gpuhealth.checks.install",
+    "gpuhealth.checks.cuda",
 )
 
 

@@ -26,6 +26,7 @@ AREAS = {
     "GH3": "Kernel log",
     "GH4": "GPU health",
     "GH5": "Install readiness",
+    "GH6": "CUDA and frameworks",
 }
 
 

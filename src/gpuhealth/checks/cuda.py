@@ -1,0 +1,750 @@
+"""GH6xx: after the install: CUDA toolkits versus the driver, the loader's libraries, persistence, and
+whether PyTorch can actually use the GPUs.
+
+The toolkit/driver rules follow facts.md 2.1-2.4 (``knowledge/cuda_drivers.csv``); the reasons
+``torch.cuda.is_available()`` returns False follow facts.md 4.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
+from gpuhealth.model import CudaState, Evidence, Fix, Severity, Snapshot, TorchEnv
+
+PROC_VERSION = "/proc/driver/nvidia/version"
+TORCH_SOURCE = "python3 -c <gpuhealth torch probe>"
+MATMUL_TOLERANCE = 1e-2  # float32 256x256 of N(0,1) entries, TF32 off: GPU and CPU differ by ~1e-4
+SLOW_FIRST_CALL_S = 30.0
+# Errors of the probe's matmul that say nothing about the GPU computing wrongly (GH607 ignores them).
+NOT_THE_GPU = ("no kernel image", "busy or unavailable", "out of memory")
+_DATACENTER = re.compile(r"\b(?:Tesla|GH\d{3}|GB\d{3}|[ABHLTVPK]\d{1,3}[A-Z]?)\b")
+_NOT_DATACENTER = re.compile(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE)
+_CUDA_DIR = re.compile(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
+ENABLE_PERSISTENCED = "sudo systemctl enable --now nvidia-persistenced"
+
+
+# --------------------------------------------------------------------------- shared judgements
+
+
+def _cuda(snapshot: Snapshot) -> CudaState:
+    assert snapshot.cuda is not None  # guaranteed by requires=("cuda",)
+    return snapshot.cuda
+
+
+def _torch(snapshot: Snapshot) -> TorchEnv:
+    assert snapshot.torch is not None  # guaranteed by requires=("torch",)
+    return snapshot.torch
+
+
+def driver_version(snapshot: Snapshot) -> tuple[str | None, str]:
+    """The driver version (the kernel module's when known) and where it came from."""
+    if snapshot.driver is not None and snapshot.driver.version:
+        return snapshot.driver.version, PROC_VERSION
+    version, source = user_space_version(snapshot)
+    if version:
+        return version, source
+    if snapshot.torch is not None and snapshot.torch.driver_version:
+        return snapshot.torch.driver_version, "PyTorch collect_env"
+    return None, ""
+
+
+def _driver_max_cuda(snapshot: Snapshot) -> str | None:
+    for gpu in snapshot.gpus:
+        if gpu.cuda_version:
+            return gpu.cuda_version
+    if snapshot.smi is not None and snapshot.smi.cuda_version:
+        return snapshot.smi.cuda_version
+    if snapshot.nvml is not None and snapshot.nvml.cuda_driver_version:
+        return snapshot.nvml.cuda_driver_version
+    return None
+
+
+def gpu_count(snapshot: Snapshot) -> int:
+    """GPUs the driver reports, else NVIDIA GPUs on the PCI bus."""
+    return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+
+
+def _gpus_exist(snapshot: Snapshot) -> bool:
+    return bool(gpu_count(snapshot)) or bool(snapshot.torch and snapshot.torch.driver_version)
+
+
+def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str | None:
+    """Why ``CUDA_VISIBLE_DEVICES``/``NVIDIA_VISIBLE_DEVICES`` = ``value`` hides GPUs it should not, or None.
+
+    CUDA reads the list up to the first entry that is not a GPU (an index out of range, an unknown
+    UUID, a word): that entry and all after it are dropped. A valid subset is a choice, not a fault.
+    """
+    text = value.strip()
+    if not text:
+        return f"{name} is set but empty: no GPU is visible"
+    if text.lower() in ("none", "void", "nodevfiles", "-1"):
+        return f"{name}={text}: no GPU is visible"
+    if name == "NVIDIA_VISIBLE_DEVICES" and text.lower() == "all":
+        return None
+    for position, token in enumerate(t.strip() for t in text.split(",")):
+        rest = "" if position == 0 else " (entries before it stay visible)"
+        if re.fullmatch(r"-?\d+", token):
+            if not 0 <= int(token) < count:
+                return (f"{name}={text}: index {token} is not a GPU on this host ({count} GPUs: 0-{count - 1}); "
+                        f"it and every entry after it are ignored{rest}")
+        elif token.startswith("GPU-"):
+            if uuids and not any(u.startswith(token) for u in uuids):
+                return f"{name}={text}: {token} matches no GPU UUID on this host; it and the rest are ignored{rest}"
+        elif not token.startswith("MIG-"):
+            return f"{name}={text}: '{token}' is neither a GPU index nor a UUID; it and the rest are ignored{rest}"
+    return None
+
+
+def _visibility_problems(snapshot: Snapshot) -> list[tuple[str, str]]:
+    count = gpu_count(snapshot)
+    uuids = tuple(g.uuid for g in snapshot.gpus if g.uuid)
+    problems = []
+    for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        if name in snapshot.env:
+            why = hidden_by(name, snapshot.env[name], count, uuids)
+            if why:
+                problems.append((name, why))
+    return problems
+
+
+def is_datacenter(name: str | None) -> bool:
+    return bool(name) and not _NOT_DATACENTER.search(name or "") and bool(_DATACENTER.search(name or ""))
+
+
+def _arch_number(arch: str) -> tuple[str, int, int] | None:
+    """``sm_86`` -> ("sm", 8, 6); ``compute_90`` -> ("compute", 9, 0); ``sm_120`` -> ("sm", 12, 0)."""
+    match = re.fullmatch(r"(sm|compute)_(\d+)[a-z]?", arch.strip())
+    if not match or len(match[2]) < 2:
+        return None
+    return match[1], int(match[2][:-1]), int(match[2][-1])
+
+
+def arch_support(capability: str, arch_list: tuple[str, ...]) -> str | None:
+    """How a wheel built for ``arch_list`` runs on a GPU of ``capability`` ("9.0"): "native" (a cubin of
+    the same major and a minor not above it), "ptx" (only by JIT-compiling PTX for an older or equal
+    architecture: slow first call), or None (no kernel image: every CUDA op fails)."""
+    key = version_key(capability)
+    if len(key) < 2:
+        return "native"  # unknown capability: nothing to judge
+    major, minor = key[0], key[1]
+    parsed = [p for p in (_arch_number(a) for a in arch_list) if p]
+    if any(kind == "sm" and m == major and n <= minor for kind, m, n in parsed):
+        return "native"
+    if any(kind == "compute" and (m, n) <= (major, minor) for kind, m, n in parsed):
+        return "ptx"
+    return None
+
+
+def _cuda_dir_version(path: str, state: CudaState) -> str | None:
+    """The CUDA version a library directory belongs to: its ``cuda-X.Y`` component, or for
+    ``/usr/local/cuda/...`` the toolkit that link points at."""
+    for part in path.split("/"):
+        match = _CUDA_DIR.match(part)
+        if match:
+            return match[1]
+    if path.startswith("/usr/local/cuda/") or path == "/usr/local/cuda":
+        target = state.default_link or ""
+        for part in target.split("/"):
+            match = _CUDA_DIR.match(part)
+            if match:
+                return match[1]
+    return None
+
+
+def _toolkit_version(state: CudaState) -> str | None:
+    """The version of the toolkit /usr/local/cuda points at."""
+    for toolkit in state.toolkits:
+        if state.default_link and toolkit.path == state.default_link.rstrip("/"):
+            return toolkit.version
+    return None
+
+
+def stale_libcuda_of(snapshot: Snapshot) -> str | None:
+    """The kernel module version when the loader's libcuda is a stale one (GH603), else None."""
+    state = snapshot.cuda
+    kernel = snapshot.driver.version if snapshot.driver else None
+    if state is None or not state.libcuda_path or not state.libcuda_version or not kernel:
+        return None  # a libcuda.so.1 that is not a link (containers) or no module loaded: nothing to compare
+    if state.libcuda_version == kernel:
+        return None
+    user, _ = user_space_version(snapshot)
+    if user == state.libcuda_version:
+        return None  # the whole user space differs from the module: GH202
+    compat = "/compat/" in state.libcuda_path or "/compat/" in (state.libcuda_target or "")
+    if compat and version_key(state.libcuda_version) > version_key(kernel):
+        return None
+    return kernel
+
+
+# --------------------------------------------------------------------------- GH601
+
+
+@check("GH601", "cuda-toolkit-driver-mismatch", "A CUDA toolkit is newer than the driver supports",
+       requires=("cuda",))
+def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The CUDA toolkit on this host (`nvcc --version` on PATH, and the toolkit `/usr/local/cuda` points
+    at, read from its `version.json` or `version.txt`) against the driver version, using NVIDIA's
+    table of the driver bundled with each toolkit and the minor-version-compatibility minimums
+    (`src/gpuhealth/knowledge/cuda_drivers.csv`, facts.md 2.1 and 2.2). Critical when the driver is
+    below the toolkit family's minimum (12.x needs >= 525, 13.x >= 580, 11.x >= 450; before 11 the
+    toolkit's own bundled driver); info when the driver is older than the toolkit's bundled driver but
+    meets the family minimum.
+
+    Why it matters:
+    Programs built with a toolkit newer than the driver supports fail at start with "CUDA driver
+    version is insufficient for CUDA runtime version". Within a major family (CUDA 11+) they run
+    through minor version compatibility, but features that need the newer driver (JIT-compiling PTX
+    from the newer toolkit) fail. The "CUDA Version" nvidia-smi prints is the newest CUDA the driver
+    supports, not the toolkit that is installed: the two are often confused.
+
+    How to fix:
+    Either upgrade the driver to at least the toolkit's bundled branch (`cuda-drivers-<branch>` from
+    NVIDIA's repository; reboot), or install the toolkit the driver supports
+    (`cuda-toolkit-<major>-<minor>` for the CUDA Version nvidia-smi prints) and point `/usr/local/cuda`
+    and PATH at it. PyTorch, JAX and conda environments bring their own CUDA runtime and only need
+    the driver to be new enough for that.
+
+    Exceptions:
+    A toolkit used only to compile for other machines. Forward compatibility (`cuda-compat`) lets
+    data-center GPUs run a newer CUDA on an older driver; GH603 reports that libcuda. Toolkit versions
+    the table does not list (newer than 13.3) are not judged.
+    """
+    state = _cuda(snapshot)
+    toolkits: list[tuple[str, str, Evidence]] = []
+    if state.nvcc_release:
+        toolkits.append(("nvcc on PATH", state.nvcc_version or state.nvcc_release, Evidence(
+            "nvcc --version", (f"Cuda compilation tools, release {state.nvcc_release}"
+                               + (f", V{state.nvcc_version}" if state.nvcc_version else ""),))))
+    default = _toolkit_version(state)
+    if default and (not state.nvcc_release or version_key(default)[:2] != version_key(state.nvcc_release)[:2]):
+        source = next((t.source for t in state.toolkits if t.path == state.default_link), None) or "/usr/local/cuda"
+        toolkits.append((f"/usr/local/cuda -> {state.default_link}", default,
+                         Evidence(source, (f"CUDA {default}",))))
+    if not toolkits:
+        return
+    driver, driver_source = driver_version(snapshot)
+    if not driver:
+        yield Skip("the driver version is unknown: " + snapshot.unavailable.get("driver", "no driver evidence"))
+        return
+    max_cuda = _driver_max_cuda(snapshot)
+    reminder = (Evidence("nvidia-smi", (f"CUDA Version: {max_cuda} is the newest CUDA driver {driver} supports, "
+                                        "not the installed toolkit",)),) if max_cuda else ()
+    worst: Severity | None = None
+    lines: list[tuple[int, str]] = []
+    evidence: list[Evidence] = []
+    branches: set[str] = set()
+    for label, version, shown in toolkits:
+        family, bundled = family_minimum(version), requirement(version)
+        minimum = family or bundled
+        if minimum is None:
+            continue
+        if version_key(driver) < version_key(minimum.driver_min):
+            severity = Severity.CRITICAL
+            lines.append((0, f"CUDA {version} ({label}) needs driver >= {minimum.driver_min}, the driver is {driver}"))
+        elif family and bundled and version_key(driver) < version_key(bundled.driver_min):
+            severity = Severity.INFO
+            lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}; driver {driver} runs "
+                             "it only through minor version compatibility (newer PTX cannot be JIT-compiled)"))
+        else:
+            continue
+        worst = severity if worst is None or severity.rank > worst.rank else worst
+        evidence.append(shown)
+        rows = [r for r in (family, bundled) if r]
+        evidence.append(Evidence("src/gpuhealth/knowledge/cuda_drivers.csv", tuple(
+            f"CUDA {r.cuda}{' ' + r.release if r.release else '.x'}: driver >= {r.driver_min} ({r.source})"
+            for r in rows)))
+        branches.add((bundled or minimum).driver_min.split(".")[0])
+    if worst is None:
+        return
+    target = max_cuda or "<the CUDA Version nvidia-smi prints>"
+    toolkit_pkg = "cuda-toolkit-" + target.replace(".", "-") if max_cuda else "cuda-toolkit-<major>-<minor>"
+    branch = max(branches, key=int)
+    yield Draft(
+        worst, "; ".join(line for _, line in sorted(lines)),
+        evidence=(*evidence, Evidence(driver_source, (f"driver {driver}",)), *reminder),
+        fixes=(*fixes_for(debian=[f"sudo apt-get install {toolkit_pkg}",
+                                  f"sudo update-alternatives --set cuda /usr/local/cuda-{target}"],
+                          rhel=[f"sudo dnf install {toolkit_pkg}",
+                                f"sudo alternatives --set cuda /usr/local/cuda-{target}"]),
+               *fixes_for(debian=[f"sudo apt-get install cuda-drivers-{branch}"],
+                          rhel=[f"sudo dnf install cuda-drivers-{branch}"], disruptive=True),
+               REBOOT),
+    )
+
+
+# --------------------------------------------------------------------------- GH602
+
+
+@check("GH602", "multiple-cuda-on-library-path", "Several CUDA versions on the library path",
+       requires=("cuda",))
+def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `LD_LIBRARY_PATH` and the loader's configuration (`/etc/ld.so.conf`, `/etc/ld.so.conf.d/*.conf`)
+    name directories of more than one CUDA version (`/usr/local/cuda-11.8/lib64` and
+    `/usr/local/cuda-12.4/lib64`; `/usr/local/cuda` counts as the version it points at; `cuda-12` and
+    `cuda-12.4` count as one).
+
+    Why it matters:
+    Libraries of one major version share a soname (`libcublas.so.12`, `libcudart.so.12`): whichever
+    directory comes first wins, so a program built against 12.4 can load 12.1's libraries and fail
+    with "undefined symbol" or subtle version errors; builds link against whichever `libcudart.so` the
+    path finds first. Which one wins changes with the order of the path, so the failure is
+    intermittent across shells, services and containers.
+
+    How to fix:
+    Keep one toolkit on the path: set `LD_LIBRARY_PATH` to `/usr/local/cuda/lib64` (or nothing) in
+    shell profiles and service units, point `/usr/local/cuda` at the wanted toolkit with
+    alternatives, delete or edit the stale `/etc/ld.so.conf.d/*cuda*.conf` file, and run
+    `sudo ldconfig`.
+
+    Exceptions:
+    Different major versions (11 and 12) have different sonames and can coexist for programs that
+    need both; still, build systems may pick the wrong one. Conda and pip environments bring their own
+    CUDA libraries in directories without a version in the name; they are not counted.
+    """
+    state = _cuda(snapshot)
+    named: dict[str, list[str]] = {}
+    for path in state.ld_library_path:
+        version = _cuda_dir_version(path, state)
+        if version:
+            named.setdefault(version, []).append(f"LD_LIBRARY_PATH: {path}")
+    for entry in state.ld_so_conf:
+        version = _cuda_dir_version(entry.directory, state)
+        if version:
+            named.setdefault(version, []).append(f"{entry.file}: {entry.directory}")
+    distinct = [v for v in named if not any(w != v and w.startswith(v + ".") for w in named)]
+    if len(distinct) < 2:
+        return
+    for version in list(named):
+        if version not in distinct:  # cuda-12 next to cuda-12.4: the same toolkit
+            wider = next(w for w in distinct if w.startswith(version + "."))
+            named[wider] += named.pop(version)
+    distinct.sort(key=version_key)
+    stale = sorted({e.file for e in state.ld_so_conf if _cuda_dir_version(e.directory, state) != distinct[-1]
+                    and _cuda_dir_version(e.directory, state) in named})
+    evidence = tuple(Evidence(f"CUDA {v}", tuple(named[v])) for v in distinct)
+    yield Draft(
+        Severity.WARNING,
+        f"CUDA {', '.join(distinct)} are all on the library path: whichever comes first wins",
+        evidence=evidence,
+        fixes=(Fix("export LD_LIBRARY_PATH=/usr/local/cuda/lib64", "any",
+                   note="in ~/.bashrc, /etc/profile.d and service units: one toolkit only"),
+               *(Fix(f"sudo rm {f}", "any", note="if that toolkit should not be used") for f in stale),
+               *fixes_for(debian=["sudo update-alternatives --config cuda"], rhel=["sudo alternatives --config cuda"]),
+               Fix("sudo ldconfig", "any")),
+    )
+
+
+# --------------------------------------------------------------------------- GH603
+
+
+@check("GH603", "stale-libcuda", "The loader's libcuda is not the loaded driver's version", requires=("cuda",))
+def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The `libcuda.so.1` the dynamic loader resolves (`ldconfig -p`, then where that link points:
+    `libcuda.so.535.161.08`) is a different version from the loaded kernel module
+    (`/proc/driver/nvidia/version`), while the rest of user space matches the module (otherwise GH202
+    reports the driver/library mismatch).
+
+    Why it matters:
+    libcuda must match the kernel module exactly. A stale copy, left by an earlier `.run` install in
+    `/usr/lib64` or `/usr/local/lib`, a cuda-compat directory on the loader path, or a second driver
+    package, makes every CUDA program fail at `cuInit` ("CUDA driver version is insufficient",
+    "system has unsupported display driver / cuda driver combination", error 803) while nvidia-smi,
+    which uses NVML, looks healthy.
+
+    How to fix:
+    Find every copy (`ldconfig -p | grep libcuda`, `find / -name 'libcuda.so*' -not -path '/proc/*'`),
+    remove the one that does not match the module (or reinstall the driver packages, which puts the
+    right one back), and run `sudo ldconfig`.
+
+    Exceptions:
+    A forward-compatibility libcuda (`cuda-compat-*`, a path containing `/compat/`) newer than the
+    module is intended on data-center GPUs and is not reported.
+    """
+    state = _cuda(snapshot)
+    if state.libcuda_path is None:
+        if "cuda_ldconfig" in snapshot.unavailable:
+            yield Skip(snapshot.unavailable["cuda_ldconfig"])
+        return
+    kernel = stale_libcuda_of(snapshot)
+    if kernel is None:
+        return
+    others = [f"{e.name} ({e.flags}) => {e.path}" for e in state.libraries if e.name.startswith("libcuda.so")]
+    yield Draft(
+        Severity.CRITICAL,
+        f"The loader resolves libcuda {state.libcuda_version} ({state.libcuda_path}) but the kernel module is "
+        f"{kernel}: CUDA programs fail at initialisation",
+        evidence=(Evidence("ldconfig -p", tuple(others[:6])),
+                  Evidence(f"readlink {state.libcuda_path}", (state.libcuda_target or "",)),
+                  Evidence(PROC_VERSION, (f"kernel module {kernel}",))),
+        fixes=(Fix("ldconfig -p | grep libcuda", "any"),
+               Fix(f"sudo rm {state.libcuda_path} && sudo ldconfig", "any",
+                   note="only if that file belongs to no installed driver package"),
+               *fixes_for(debian=[f"dpkg -S {state.libcuda_path}"], rhel=[f"rpm -qf {state.libcuda_path}"])),
+        explains=("GH605",),
+    )
+
+
+# --------------------------------------------------------------------------- GH604
+
+
+@check("GH604", "persistence-off", "Persistence mode off on a GPU server", requires=("cuda",))
+def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    On a server (a data-center GPU such as A100/H100/L40S, or more than one GPU) a GPU reports
+    persistence mode off, and `systemctl is-active nvidia-persistenced` does not say `active`.
+
+    Why it matters:
+    Without persistence the driver tears the GPUs down whenever the last process closes them and
+    initialises them again on the next open: every job and every nvidia-smi pays seconds per GPU at
+    start, ECC and clock settings can be lost, and monitoring adds load. NVIDIA recommends the
+    `nvidia-persistenced` daemon on Linux servers; the legacy `nvidia-smi -pm 1` does not survive a
+    reboot and is deprecated in favour of the daemon.
+
+    How to fix:
+    `sudo systemctl enable --now nvidia-persistenced` (the unit ships with the driver packages; with a
+    `.run` install, install it from `/usr/share/doc/NVIDIA_GLX-1.0/samples/nvidia-persistenced-init.tar.bz2`).
+    Confirm with `nvidia-smi -q | grep -i persistence`.
+
+    Exceptions:
+    Desktops and laptops with one consumer GPU (power saving matters more there). A daemon started with
+    `--no-persistence-mode` shows persistence off although it runs; it is not reported.
+    """
+    gpus = snapshot.gpus
+    if not gpus:
+        yield Skip("no GPU reported by the driver")
+        return
+    off = [g for g in gpus if g.persistence_mode is False]
+    if not off or (len(gpus) < 2 and not any(is_datacenter(g.name) for g in gpus)):
+        return
+    state = _cuda(snapshot)
+    if state.persistenced_active == "active":
+        return
+    daemon = (f"nvidia-persistenced is {state.persistenced_active}" if state.persistenced_active else
+              f"nvidia-persistenced state unknown ({snapshot.unavailable.get('cuda_persistenced_active', 'not read')})")
+    enabled = f"systemctl is-enabled: {state.persistenced_enabled}" if state.persistenced_enabled else None
+    listed = ", ".join(str(g.index) for g in off if g.index is not None) or str(len(off))
+    yield Draft(
+        Severity.WARNING,
+        f"Persistence mode is off on {len(off)} of {len(gpus)} GPU(s) and {daemon}",
+        evidence=(Evidence(snapshot.sources.get("nvml", "nvidia-smi -q"),
+                           tuple(f"GPU {g.index} {g.name or ''}: Persistence Mode: Disabled".replace("  ", " ")
+                                 for g in off[:8])),
+                  Evidence("systemctl is-active nvidia-persistenced", tuple(x for x in (daemon, enabled) if x))),
+        fixes=(Fix(ENABLE_PERSISTENCED, "any", note=f"GPUs {listed}; preferred over nvidia-smi -pm 1"),
+               Fix("nvidia-smi -q | grep -i persistence", "any", note="should say Enabled")),
+    )
+
+
+# --------------------------------------------------------------------------- GH605
+
+
+@check("GH605", "torch-cannot-use-gpu", "PyTorch is installed but cannot use the GPUs", requires=("torch",))
+def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    PyTorch, imported by the host's `python3` (or described by a pasted `collect_env`), reports
+    `torch.cuda.is_available()` False while the host has NVIDIA GPUs. The finding says why, checking
+    in order: the nvidia module not loaded (GH201), a driver/library mismatch (GH202), a stale libcuda
+    on the loader path (GH603), a CPU-only wheel (`torch.version.cuda` None, version ending `+cpu`), a
+    driver too old for the wheel's CUDA (the family minimums of facts.md 2.2, or PyTorch's "The NVIDIA
+    driver on your system is too old" warning), `CUDA_VISIBLE_DEVICES` hiding every GPU (GH608),
+    `nvidia_uvm` not loaded or `/dev/nvidia-uvm` missing (GH205, GH207), and MIG mode enabled without
+    MIG instances.
+
+    Why it matters:
+    Training then silently runs on the CPU, hundreds of times slower, or stops at the first `.cuda()`
+    with "Torch not compiled with CUDA enabled" or "no CUDA-capable device is detected".
+
+    How to fix:
+    Follow the fix of the cause named: reinstall a CUDA wheel from the index for a CUDA version the
+    driver supports (`pip install --force-reinstall torch --index-url
+    https://download.pytorch.org/whl/cu<XY>`), upgrade the driver, unset or correct
+    `CUDA_VISIBLE_DEVICES`, `sudo modprobe nvidia_uvm`, or create MIG instances.
+
+    Exceptions:
+    Hosts without an NVIDIA GPU. A PyTorch that is not installed is skipped, not judged. Where another
+    check reports the root cause (GH201, GH202, GH603, GH608), the root is named here and GH603/GH608
+    fold this finding under them.
+    """
+    torch = _torch(snapshot)
+    if torch.installed is False:
+        yield Skip("PyTorch is not installed for the python3 on PATH")
+        return
+    if torch.cuda_available or (torch.cuda_available is None and not torch.error):
+        return  # True, or unknown without an error (a collect_env that did not say)
+    if not _gpus_exist(snapshot):
+        return
+    causes: list[str] = []
+    evidence: list[Evidence] = []
+    fixes: list[Fix] = []
+    source = snapshot.sources.get("torch", TORCH_SOURCE)
+    evidence.append(Evidence(source, tuple(x for x in (
+        f"torch {torch.torch_version or '?'}, torch.version.cuda = {torch.torch_cuda_version}",
+        f"torch.cuda.is_available() = {torch.cuda_available}",
+        torch.init_warning, torch.error) if x)))
+    loaded = module_loaded(snapshot)
+    if loaded is False:
+        causes.append("the nvidia kernel module is not loaded (GH201)")
+        fixes.append(Fix("sudo modprobe nvidia", "any", note="see GH201"))
+    kernel = snapshot.driver.version if snapshot.driver else None
+    user, user_source = user_space_version(snapshot)
+    if kernel and user and kernel != user:
+        causes.append(f"driver/library version mismatch: module {kernel}, libraries {user} (GH202)")
+        fixes.append(REBOOT)
+    stale = stale_libcuda_of(snapshot)
+    if stale and snapshot.cuda is not None:
+        causes.append(f"the loader resolves a stale libcuda {snapshot.cuda.libcuda_version} "
+                      f"({snapshot.cuda.libcuda_path}) for kernel module {stale} (GH603)")
+    wheel_cuda = torch.torch_cuda_version
+    if not wheel_cuda or (torch.torch_version or "").endswith("+cpu"):
+        causes.append(f"a CPU-only PyTorch build ({torch.torch_version or 'torch'}: torch.version.cuda is None)")
+        fixes.append(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
+                         "any", note="cu<XY> no newer than the CUDA Version nvidia-smi prints "
+                                     f"({_driver_max_cuda(snapshot) or '?'})"))
+    else:
+        driver, driver_source = driver_version(snapshot)
+        minimum = family_minimum(wheel_cuda) or requirement(wheel_cuda)
+        too_old_warning = "too old" in (torch.init_warning or "") or "too old" in (torch.error or "")
+        if too_old_warning or (driver and minimum and version_key(driver) < version_key(minimum.driver_min)):
+            need = f"needs driver >= {minimum.driver_min}" if minimum else "needs a newer driver"
+            causes.append(f"the driver ({driver or '?'}) is too old for the wheel's CUDA {wheel_cuda} ({need})")
+            if driver:
+                evidence.append(Evidence(driver_source, (f"driver {driver}",)))
+            fixes.append(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
+                             "any", note="a wheel for an older CUDA the driver supports"))
+            if minimum:
+                fixes.extend(fixes_for(debian=[f"sudo apt-get install cuda-drivers-{minimum.driver_min.split('.')[0]}"],
+                                       rhel=[f"sudo dnf install cuda-drivers-{minimum.driver_min.split('.')[0]}"],
+                                       disruptive=True))
+    for name, why in _visibility_problems(snapshot):
+        if name == "CUDA_VISIBLE_DEVICES":
+            causes.append(f"{why} (GH608)")
+            evidence.append(Evidence("environment", (f"{name}={snapshot.env[name]}",)))
+            fixes.append(Fix("unset CUDA_VISIBLE_DEVICES", "any", note="or list valid indices"))
+    uvm_module = snapshot.kernel_modules is not None and loaded and "nvidia_uvm" not in snapshot.kernel_modules
+    uvm_node = snapshot.device_nodes is not None and loaded and "nvidia-uvm" not in snapshot.device_nodes
+    if uvm_module or uvm_node:
+        what = "nvidia_uvm is not loaded" if uvm_module else "/dev/nvidia-uvm is missing"
+        causes.append(f"{what}: CUDA cannot initialise without it (GH205/GH207)")
+        fixes.append(Fix("sudo modprobe nvidia_uvm && sudo nvidia-modprobe -u -c=0", "any"))
+    mig = [g for g in snapshot.gpus if (g.mig_mode_current or "").lower() == "enabled" and not g.mig_devices]
+    if mig:
+        causes.append(f"MIG mode is enabled without MIG instances on GPU(s) {', '.join(str(g.index) for g in mig)}: "
+                      "CUDA sees no device there")
+        fixes.append(Fix("sudo nvidia-smi mig -cgi <profiles> -C", "any",
+                         note="create instances, or disable MIG: sudo nvidia-smi -mig 0 (needs a GPU reset)"))
+    if not causes:
+        causes.append("no known cause found in the evidence; read the error above")
+    yield Draft(
+        Severity.CRITICAL,
+        (f"PyTorch {torch.torch_version or ''} cannot use the GPUs (torch.cuda.is_available() is False): "
+         if torch.cuda_available is False else "PyTorch fails before it can use the GPUs: ") + "; ".join(causes),
+        evidence=tuple(evidence), fixes=tuple(dict.fromkeys(fixes)),
+    )
+
+
+# --------------------------------------------------------------------------- GH606
+
+
+@check("GH606", "torch-arch-unsupported", "PyTorch has no kernels for a GPU's architecture", requires=("torch",))
+def torch_arch_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    A GPU's compute capability (`torch.cuda.get_device_capability`) is not covered by the wheel's
+    architecture list (`torch.cuda.get_arch_list()`): no `sm_XY` of the same major version with a minor
+    version not above the GPU's, and no `compute_XY` PTX the driver could JIT-compile. Typical: a
+    Blackwell GPU (sm_120, sm_100) with a wheel built before CUDA 12.8, or an old GPU dropped from a
+    new wheel.
+
+    Why it matters:
+    `is_available()` is True and the GPU is listed, but every kernel launch fails with "CUDA error: no
+    kernel image is available for execution on the device"; PyTorch only prints a warning at start.
+
+    How to fix:
+    Install a wheel built for this architecture: for sm_100/sm_120, a CUDA 12.8 or newer build
+    (`pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128`), which
+    also needs driver 570 or newer. For old GPUs, the last wheel that still lists their sm_XY.
+
+    Exceptions:
+    A GPU covered only by PTX works, after a slow first call (GH609); it is not reported here.
+    """
+    torch = _torch(snapshot)
+    if torch.installed is False:
+        yield Skip("PyTorch is not installed for the python3 on PATH")
+        return
+    if not torch.cuda_available or not torch.devices:
+        return
+    if not torch.arch_list:
+        yield Skip("PyTorch reported no architecture list")
+        return
+    bad = [d for d in torch.devices if d.capability and arch_support(d.capability, torch.arch_list) is None]
+    bad += [d for d in torch.devices if d not in bad and "no kernel image" in (d.error or "")]
+    if not bad:
+        return
+    yield Draft(
+        Severity.CRITICAL,
+        f"PyTorch {torch.torch_version or ''} has no kernels for "
+        + ", ".join(f"cuda:{d.index} {d.name or ''} (sm_{(d.capability or '?').replace('.', '')})" for d in bad)
+        + ": every CUDA operation there fails with 'no kernel image is available'",
+        evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE), (
+            f"torch.cuda.get_arch_list() = {' '.join(torch.arch_list)}",
+            *(f"cuda:{d.index} {d.name}: capability {d.capability}" + (f", {d.error}" if d.error else "")
+              for d in bad))),),
+        fixes=(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128", "any",
+                   note="a wheel whose arch list includes the GPU (sm_100/sm_120 need CUDA 12.8+ and driver 570+)"),),
+    )
+
+
+# --------------------------------------------------------------------------- GH607
+
+
+@check("GH607", "gpu-compute-wrong", "A GPU computes a wrong matmul", requires=("torch",))
+def gpu_compute_wrong(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The PyTorch probe multiplies two fixed 256x256 float32 matrices (TF32 off) on every GPU and
+    compares with the CPU: a maximum absolute difference above 0.01, a NaN/Inf, or an error raised by
+    the operation is reported. Healthy GPUs differ from the CPU by about 1e-4 (summation order).
+
+    Why it matters:
+    A GPU that computes wrong numbers trains models to garbage without any error; one that raises on a
+    plain matmul (illegal address, ECC error, launch failure) breaks every job scheduled on it.
+
+    How to fix:
+    Drain the GPU, read the kernel log for Xid errors (GH3xx), reset it (`sudo nvidia-smi --gpu-reset -i
+    <index>`), run NVIDIA's field diagnostics (`dcgmi diag -r 3`) and RMA it if the error repeats.
+
+    Exceptions:
+    An error that says "no kernel image is available" is a wheel/architecture problem (GH606), not the
+    GPU; "busy or unavailable" (exclusive compute mode with a job running) and "out of memory" (a job
+    holds the memory) say the GPU is in use. None of these is reported here.
+    """
+    torch = _torch(snapshot)
+    if torch.installed is False:
+        yield Skip("PyTorch is not installed for the python3 on PATH")
+        return
+    if not torch.cuda_available or not torch.devices:
+        return
+    wrong: list[tuple[str, str]] = []
+    for d in torch.devices:
+        label = f"cuda:{d.index}"
+        if d.matmul_nonfinite:
+            wrong.append((label, f"{label} {d.name}: the result holds NaN/Inf"))
+        elif d.matmul_max_error is not None and d.matmul_max_error > MATMUL_TOLERANCE:
+            wrong.append((label, f"{label} {d.name}: max |GPU - CPU| = {d.matmul_max_error:g} "
+                                 f"(tolerance {MATMUL_TOLERANCE:g})"))
+        elif d.error and not any(m in d.error.lower() for m in NOT_THE_GPU):
+            wrong.append((label, f"{label} {d.name}: {d.error}"))
+    if not wrong:
+        return
+    yield Draft(
+        Severity.CRITICAL, f"{len(wrong)} GPU(s) failed a matmul check against the CPU: "
+                           + ", ".join(label for label, _ in wrong)
+                           + " (cuda:N is PyTorch's numbering, after CUDA_VISIBLE_DEVICES)",
+        evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE), tuple(line for _, line in wrong)),),
+        fixes=(Fix("sudo dmesg | grep -E 'NVRM: Xid'", "any"),
+               Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True, note="drain the GPU first"),
+               Fix("dcgmi diag -r 3", "any", note="NVIDIA's diagnostics; RMA the GPU if it fails")),
+    )
+
+
+# --------------------------------------------------------------------------- GH608
+
+
+@check("GH608", "cuda-visible-devices-hides-gpus", "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES hides GPUs")
+def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in is empty,
+    `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
+    that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
+
+    Why it matters:
+    Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
+    `torch.cuda.is_available()` False), while nvidia-smi, which ignores the variable, shows them all.
+    Set in a profile or a service unit, it silently affects every job. `NVIDIA_VISIBLE_DEVICES`
+    decides which GPUs the NVIDIA container runtime gives a container: `none`/`void` means none.
+
+    How to fix:
+    `unset CUDA_VISIBLE_DEVICES` (find where it is set: `grep -rs CUDA_VISIBLE_DEVICES /etc/profile.d
+    /etc/environment ~/.bashrc`), or list valid indices (0 to count-1) or UUIDs from `nvidia-smi -L`.
+    For containers, start them with `--gpus all` (or `NVIDIA_VISIBLE_DEVICES=all`).
+
+    Exceptions:
+    A valid subset (`CUDA_VISIBLE_DEVICES=0,1` on an 8-GPU host) is a deliberate choice and not
+    reported; schedulers (Slurm, Kubernetes) set it per job.
+    """
+    if snapshot.origin == "evidence" and not snapshot.env:
+        yield Skip("the environment was not collected")
+        return
+    if not gpu_count(snapshot):
+        yield Skip("no NVIDIA GPU on this host")
+        return
+    problems = _visibility_problems(snapshot)
+    if not problems:
+        return
+    yield Draft(
+        Severity.WARNING, "; ".join(why for _, why in problems),
+        evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
+                  Evidence("GPUs", (f"{gpu_count(snapshot)} GPU(s) on this host",))),
+        fixes=tuple(Fix(f"unset {n}", "any", note="or list valid GPU indices or UUIDs (nvidia-smi -L)")
+                    for n, _ in problems),
+        explains=("GH605",),
+    )
+
+
+# --------------------------------------------------------------------------- GH609
+
+
+@check("GH609", "cuda-first-call-slow", "The first CUDA call takes more than 30 seconds", requires=("cuda",))
+def cuda_first_call_slow(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The PyTorch probe's first CUDA call (`is_available()` up to the first tensor on `cuda:0`) took
+    more than 30 seconds, or the probe did not answer within its 60-second limit.
+
+    Why it matters:
+    Every job pays this at start. Usual causes: persistence mode off on a many-GPU host (each GPU is
+    initialised on first open, GH604), PTX being JIT-compiled because the wheel has no kernels for
+    the GPU's architecture, or a GPU slow to answer (look for Xid errors).
+
+    How to fix:
+    Enable `nvidia-persistenced`; use a wheel that lists the GPU's `sm_XY` (GH606); set
+    `CUDA_MODULE_LOADING=LAZY` (the default from CUDA 12.2); keep the JIT cache
+    (`~/.nv/ComputeCache`) on a local disk.
+
+    Exceptions:
+    The first call after boot on a host without persistence is slower than later ones; the probe
+    measures one call only.
+    """
+    state = _cuda(snapshot)
+    torch = snapshot.torch
+    if state.torch_probe_error and "timed out" in state.torch_probe_error:
+        yield Draft(Severity.INFO, f"The PyTorch probe did not finish: {state.torch_probe_error}",
+                    evidence=(Evidence(TORCH_SOURCE, (state.torch_probe_error,)),),
+                    fixes=(Fix(ENABLE_PERSISTENCED, "any"),
+                           Fix("time python3 -c 'import torch; torch.zeros(1, device=\"cuda\")'", "any")))
+        return
+    if torch is None or torch.installed is False:
+        yield Skip(snapshot.unavailable.get("torch", "PyTorch is not installed for the python3 on PATH"))
+        return
+    seconds = torch.first_cuda_call_s
+    if seconds is None or seconds <= SLOW_FIRST_CALL_S:
+        return
+    yield Draft(
+        Severity.INFO, f"The first CUDA call took {seconds:g} s (over {SLOW_FIRST_CALL_S:g} s)",
+        evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE),
+                           (f"first CUDA call: {seconds:g} s on {torch.device_count or '?'} GPU(s)",)),),
+        fixes=(Fix(ENABLE_PERSISTENCED, "any"), Fix("export CUDA_MODULE_LOADING=LAZY", "any")),
+    )

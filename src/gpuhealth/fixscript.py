@@ -1,0 +1,188 @@
+"""``gpuhealth fix``: a report's fix commands as ONE ordered, commented bash script, for review.
+
+Rules (docs/recommend-and-fix.md):
+
+1. Only the host's distro family (``snapshot.os.family``) and ``any`` fixes are live; when the family is
+   unknown, the debian and rhel variants are both written, commented out.
+2. Sections in this order: backups (a command with ``.bak``, or a ``cp`` of /boot or /etc), read-only
+   diagnostics (``... || true``: they show state and never stop the script), changes, then disruptive
+   steps (reboots, module reloads, GPU resets, service restarts) last, each marked DISRUPTIVE.
+3. A command appears once; every finding that asked for it is named in its comment.
+4. Texts that are instructions, not shell ("check the seating ..."), become comments, never commands.
+   So does a command holding a placeholder (``<index>``, ``{index}``), with a note to fill it in.
+5. After a step with an obvious check (modprobe, a written modprobe.d file, a backup copy, a started
+   service, created device nodes) a verification line follows that stops the script when it fails.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuhealth import __version__
+from gpuhealth.model import Finding, Fix, Report
+
+SHELL_COMMANDS = frozenset("""
+sudo nvidia-smi nvidia-modprobe nvidia-ctk nvidia-bug-report.sh modprobe rmmod lsmod modinfo dkms apt-get apt
+apt-mark dpkg dpkg-query dnf yum rpm systemctl journalctl dmesg ls cat grep printf echo tee cp mv ln
+update-initramfs dracut lsinitramfs lsinitrd mokutil openssl ldconfig lspci ipmitool dcgmi export for test
+uname ubuntu-drivers nvidia-detect wget curl sh bash reboot shutdown
+""".split())
+DIAGNOSTIC = re.compile(
+    r"^(?:sudo\s+)?(?:dkms\s+status|ldconfig\s+-p|dmesg|ls\b|lspci|lsmod|modinfo|ipmitool\s+(?:sdr|sel)|"
+    r"systemctl\s+status|dcgmi\s+diag|nvidia-bug-report\.sh|nvidia-smi\s+(?:-q|nvlink\s+-e|--query))")
+DISRUPTIVE = re.compile(r"\b(?:reboot|shutdown|rmmod|modprobe\s+-r|--gpu-reset|systemctl\s+(?:restart|stop))\b")
+PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
+MODPROBE = re.compile(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
+TEE_FILE = re.compile(r"\|\s*sudo\s+tee\s+(/etc/modprobe\.d/\S+)\s*$")
+BACKUP_COPY = re.compile(r"^sudo\s+cp\s+(/\S.*?)\{,\.bak\}\s*$")
+ENABLE_SERVICE = re.compile(r"^sudo\s+systemctl\s+enable\s+--now\s+([\w.-]+)\s*$")
+
+SECTIONS = (
+    ("backup", "Backups: before anything changes"),
+    ("diagnostic", "Look first: read-only diagnostics (they never stop the script)"),
+    ("change", "Changes"),
+    ("disruptive", "DISRUPTIVE steps, last: they reboot, reload modules, reset GPUs or stop jobs"),
+)
+
+
+@dataclass
+class Step:
+    text: str  # the command, or the instruction when not shell
+    kind: str  # one of SECTIONS
+    live: bool  # False: written as a comment
+    family: str
+    codes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    why: str = ""  # why a command is commented out
+
+
+def fix_script(report: Report) -> str:
+    """The report's fixes as a bash script that is written for review and never runs itself."""
+    snapshot = report.snapshot
+    family = snapshot.os.family if snapshot.os else "other"
+    steps: dict[tuple[str, str], Step] = {}
+    for finding in report.findings:
+        for fix in finding.fixes:
+            if fix.family not in ("any", family) and family in ("debian", "rhel"):
+                continue
+            _add(steps, finding, fix, family)
+    lines = _header(report, family)
+    if not steps:
+        lines += ["", "# Nothing to do: no finding of this report has a fix command.", "exit 0"]
+        return "\n".join(lines) + "\n"
+    for kind, title in SECTIONS:
+        chosen = [s for s in steps.values() if s.kind == kind]
+        if not chosen:
+            continue
+        lines += ["", f"# {'=' * 78}", f"# {title}", f"# {'=' * 78}"]
+        for step in chosen:
+            lines += _render(step)
+    lines += ["", 'echo "gpuhealth fix script: all steps done"']
+    return "\n".join(lines) + "\n"
+
+
+def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str) -> None:
+    text = " ".join(fix.command.split())  # one line
+    shell = _is_shell(text)
+    if not shell:
+        kind = "disruptive" if fix.disruptive else "change"
+    elif _is_backup(text):
+        kind = "backup"
+    elif fix.disruptive or DISRUPTIVE.search(text):
+        kind = "disruptive"
+    elif DIAGNOSTIC.search(text) or "read the error" in fix.note:
+        kind = "diagnostic"
+    else:
+        kind = "change"
+    live, why = shell, ""
+    if not shell:
+        why = "an instruction, not a command"
+    elif PLACEHOLDER.search(text):
+        live, why = False, "fill in the placeholder, then uncomment"
+    elif fix.family != "any" and family not in ("debian", "rhel"):
+        live, why = False, f"for {fix.family} hosts: the distribution is unknown, uncomment the line for yours"
+    key = (fix.family if not live else "", text)
+    step = steps.get(key)
+    if step is None:
+        step = steps[key] = Step(text, kind, live, fix.family, why=why)
+    if finding.code not in step.codes:
+        step.codes.append(finding.code)
+    if fix.note and fix.note not in step.notes:
+        step.notes.append(fix.note)
+    if kind == "disruptive" and step.kind != "disruptive":
+        step.kind = "disruptive"
+
+
+def _is_shell(text: str) -> bool:
+    first = text.split(" ", 1)[0]
+    return first in SHELL_COMMANDS or first.startswith(("/", "./")) or bool(re.match(r"^[A-Z_]+=", first))
+
+
+def _is_backup(text: str) -> bool:
+    return ".bak" in text or bool(re.search(r"(?:^|\s)cp\s+(?:-\S+\s+)*/(?:boot|etc)/", text))
+
+
+def _render(step: Step) -> list[str]:
+    tag = "DISRUPTIVE " if step.kind == "disruptive" else ""
+    family = f" [{step.family}]" if step.family != "any" else ""
+    out = ["", f"# {tag}{', '.join(step.codes)}{family}" + (f": {'; '.join(step.notes)}" if step.notes else "")]
+    if not step.live:
+        out.append(f"# ({step.why})")
+        out.append(f"# {step.text}")
+        return out
+    out.append(f"{step.text} || true" if step.kind == "diagnostic" else step.text)
+    check = _verification(step.text) if step.kind in ("backup", "change") else None
+    if check:
+        condition, failure = check
+        out.append(f"{condition} || {{ echo {_quote('check failed: ' + failure)} >&2; exit 1; }}")
+    return out
+
+
+def _verification(text: str) -> tuple[str, str] | None:
+    """A command that confirms a step worked, where one is obvious."""
+    match = MODPROBE.match(text)
+    if match:
+        modules = [m.replace("-", "_") for m in match.groups() if m]
+        condition = " && ".join(f"lsmod | grep -q '^{m} '" for m in modules)
+        return condition, f"module {', '.join(modules)} not loaded"
+    match = TEE_FILE.search(text)
+    if match:
+        return f"test -s {match[1]}", f"{match[1]} was not written"
+    match = BACKUP_COPY.match(text)
+    if match:
+        return f"test -f {match[1]}.bak", f"no backup {match[1]}.bak"
+    match = ENABLE_SERVICE.match(text)
+    if match:
+        return f"systemctl is-active --quiet {match[1]}", f"{match[1]} is not running"
+    if text.startswith("sudo nvidia-modprobe"):
+        return "test -e /dev/nvidiactl", "/dev/nvidiactl was not created"
+    return None
+
+
+def _quote(text: str) -> str:
+    """Double quotes, so that ``$(uname -r)`` in a message shows the real path."""
+    return '"' + re.sub(r'(["\\`])', r"\\\1", text) + '"'
+
+
+def _header(report: Report, family: str) -> list[str]:
+    snapshot = report.snapshot
+    where = snapshot.hostname or "unknown host"
+    distro = (snapshot.os.pretty_name or snapshot.os.id) if snapshot.os else None
+    counts = ", ".join(f"{report.count(s)} {s.value}" for s in sorted({f.severity for f in report.findings},
+                                                                        key=lambda s: -s.rank))
+    lines = [
+        "#!/usr/bin/env bash",
+        "# shellcheck disable=SC2046  # the checks' commands use $(uname -r), which is one word",
+        f"# Generated by gpuhealth {__version__} `gpuhealth fix` for {where}"
+        + (f" ({distro})" if distro else "") + f", evidence: {snapshot.origin}"
+        + (f", captured {snapshot.captured_at}" if snapshot.captured_at else "") + ".",
+        f"# Verdict: {report.verdict}" + (f" ({counts})" if counts else "") + ".",
+        "# gpuhealth never runs this script: read every step, then run it yourself as a user with sudo.",
+        "# Order: backups first, then read-only diagnostics, then changes; disruptive steps (reboot,",
+        "# module reload, GPU reset) come last. A failing step or verification stops the script.",
+    ]
+    if family not in ("debian", "rhel"):
+        lines.append("# The distribution family is unknown: distribution-specific lines are commented out.")
+    lines += ["", "set -euo pipefail"]
+    return lines

@@ -1,0 +1,71 @@
+"""Which NVIDIA driver a CUDA toolkit needs, from ``cuda_drivers.csv`` (facts.md 2.1 and 2.2).
+
+Two kinds of row, each with its source:
+
+- ``toolkit``: the Linux x86_64 driver bundled with each toolkit release (GA, Update N); a toolkit's
+  version only names its minor release reliably (``12.4.131`` does not say which update), so the
+  judgement uses the GA row, the lowest driver of that minor release.
+- ``family``: minor-version compatibility (CUDA 11 and newer): any toolkit of the major family runs,
+  with a limited feature set, on a driver meeting the family's minimum (12.x: >= 525). Before CUDA 11
+  a toolkit needs its bundled driver.
+
+Backward compatibility is the other rule: anything built with an older toolkit runs on a newer driver.
+The file is read once, lazily, through importlib.resources.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = ["DriverRequirement", "family_minimum", "requirement", "version_key"]
+
+
+@dataclass(frozen=True)
+class DriverRequirement:
+    cuda: str  # "12.4" or the family "12"
+    release: str  # "GA", "Update 1", "" for a family row
+    driver_min: str
+    note: str
+    source: str
+
+
+def version_key(version: str | None) -> tuple[int, ...]:
+    """``535.161.08`` -> (535, 161, 8); ``12.4`` -> (12, 4); anything without a number -> ()."""
+    match = re.match(r"\d+(?:\.\d+)*", (version or "").strip())
+    return tuple(int(n) for n in match[0].split(".")) if match else ()
+
+
+@functools.cache
+def _rows() -> tuple[DriverRequirement, ...]:
+    text = resources.files("gpuhealth.knowledge").joinpath("cuda_drivers.csv").read_text(encoding="utf-8")
+    return tuple(
+        DriverRequirement(row["cuda"], row["release"] or ("" if row["kind"] == "family" else "GA"),
+                          row["driver_min"], row["note"], row["source"])
+        for row in csv.DictReader(io.StringIO(text)))
+
+
+def family_minimum(cuda_version: str | None) -> DriverRequirement | None:
+    """The minor-version-compatibility minimum for a toolkit's major family (CUDA 11+), or None."""
+    key = version_key(cuda_version)
+    if not key:
+        return None
+    return next((r for r in _rows() if not r.release and r.cuda == str(key[0])), None)
+
+
+def requirement(cuda_version: str | None) -> DriverRequirement | None:
+    """The driver bundled with the GA release of this toolkit's minor version (``12.4.131`` -> 12.4 GA:
+    550.54.14), or None for a version the table does not list."""
+    key = version_key(cuda_version)
+    if len(key) < 2:
+        return None
+    minor = f"{key[0]}.{key[1]}"
+    rows = [r for r in _rows() if r.release and r.cuda == minor]
+    ga = [r for r in rows if r.release == "GA"]
+    if not (ga or rows):
+        return None
+    return min(ga or rows, key=lambda r: version_key(r.driver_min))

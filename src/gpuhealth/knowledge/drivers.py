@@ -1,0 +1,237 @@
+"""Driver branches, GPU architectures and CUDA toolkits, from ``drivers.csv``.
+
+One fact per row: ``kind,key,field,value,source``, every row with the facts.md section and source key it
+comes from ("FACTS 2.4 (CUDARN)"), or "not confirmed (...)" where facts.md does not give it. Kinds:
+
+- ``arch``: per architecture ``first_branch`` (earliest driver branch with evidence, facts.md 3.2),
+  ``last_branch`` (the legacy branch that is its last, 3.1), ``open_modules`` (``unsupported``,
+  ``supported`` or ``required``, 3.3), ``first_toolkit`` and ``last_toolkit_major`` (CUDA toolkits that
+  can target it, 3.1/3.2).
+- ``branch``: per driver branch ``designation`` (``legacy``, ``Long Term Support Branch``, ``Production
+  Branch``, ``New Feature Branch``, 2.5/3.1), ``end_of_life`` (``YYYY-MM``), ``cuda`` (the CUDA version
+  the branch reports natively, 2.4), ``last_for`` (the architectures a legacy branch is the last for).
+- ``family``: per CUDA major version the minimum driver branch for minor-version compatibility (2.2).
+- ``toolkit``: per CUDA toolkit (major.minor, its GA release) the minimum driver (2.1).
+- ``wheel``: PyTorch wheel variants and the CUDA version each is built for (not in facts.md).
+
+Rules applied by ``cuda_support`` (facts.md 2.2): a toolkit whose bundled driver is of this branch or older
+runs natively (backward compatibility); a newer toolkit of a major family whose minimum the branch meets
+runs through minor-version compatibility, with a limited feature set (PTX JIT of newer PTX may fail).
+A toolkit must also be able to target the architecture (``first_toolkit``, ``last_toolkit_major``).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+from dataclasses import dataclass, field
+from importlib import resources
+
+from gpuhealth.knowledge.gpus import ARCHITECTURES
+
+__all__ = ["Architecture", "Branch", "CudaSupport", "Toolkit", "Wheel", "architecture", "branch", "branches",
+           "branch_of", "cuda_support", "family_minimum", "rows", "supports", "toolkits", "version_key",
+           "wheels"]
+
+CURRENT = ("Long Term Support Branch", "Production Branch", "New Feature Branch")
+OPEN_VALUES = ("unsupported", "supported", "required")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    first_branch: int | None = None  # None: older than every branch in the table
+    last_branch: int | None = None  # the legacy branch that is its last; None: still current
+    open_modules: str = "unsupported"
+    first_toolkit: str | None = None
+    last_toolkit_major: int | None = None
+    sources: dict[str, str] = field(default_factory=dict)  # field -> source
+
+
+@dataclass(frozen=True)
+class Branch:
+    number: int
+    designation: str | None = None  # None: end of life (facts.md 2.5 "Others")
+    end_of_life: str | None = None  # "2028-06"
+    cuda: str | None = None  # the CUDA version it reports natively (nvidia-smi "CUDA Version")
+    last_for: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def legacy(self) -> bool:
+        return self.designation == "legacy"
+
+    @property
+    def current(self) -> bool:
+        return self.designation in CURRENT
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        """The architectures this branch supports (from each architecture's first and last branch)."""
+        return tuple(a for a in ARCHITECTURES if supports(self.number, a))
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    version: str  # "12.8"
+    min_driver: str  # "570.26"
+    source: str
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    @property
+    def branch(self) -> int:
+        return int(self.min_driver.split(".")[0])
+
+
+@dataclass(frozen=True)
+class Wheel:
+    variant: str  # "cu128"
+    cuda: str
+    source: str
+
+
+@dataclass(frozen=True)
+class CudaSupport:
+    """The CUDA toolkits a branch runs for an architecture."""
+
+    native: tuple[str, ...] = ()  # backward compatibility: the toolkit's driver is this branch or older
+    minor_compat: tuple[str, ...] = ()  # minor-version compatibility: limited features
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    key: str
+    field: str
+    value: str
+    source: str
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``12.8`` -> (12, 8); ``570.124.06`` -> (570, 124, 6)."""
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def branch_of(version: str | None) -> int | None:
+    """The branch of a driver version: ``535.161.08`` -> 535."""
+    head = (version or "").strip().split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def rows() -> tuple[Row, ...]:
+    return _data()["rows"]
+
+
+def architecture(name: str) -> Architecture | None:
+    return _data()["arch"].get(name)
+
+
+def branch(number: int) -> Branch | None:
+    return _data()["branch"].get(number)
+
+
+def branches() -> tuple[Branch, ...]:
+    """Every branch in the table, oldest first."""
+    return tuple(sorted(_data()["branch"].values(), key=lambda b: b.number))
+
+
+def toolkits() -> tuple[Toolkit, ...]:
+    return _data()["toolkit"]
+
+
+def wheels() -> tuple[Wheel, ...]:
+    return _data()["wheel"]
+
+
+def family_minimum(major: int) -> int | None:
+    """The minimum driver branch for minor-version compatibility within CUDA ``major`` (11, 12, 13)."""
+    return _data()["family"].get(major)
+
+
+def supports(branch_number: int, arch_name: str) -> bool:
+    """Whether a driver branch supports an architecture (between its first and its last branch)."""
+    arch = architecture(arch_name)
+    if arch is None:
+        return False
+    if arch.first_branch is not None and branch_number < arch.first_branch:
+        return False
+    return arch.last_branch is None or branch_number <= arch.last_branch
+
+
+def cuda_support(branch_number: int, arch_name: str | None = None) -> CudaSupport:
+    """The CUDA toolkits a branch runs (natively, or through minor-version compatibility), limited to
+    those that can target ``arch_name`` when given."""
+    arch = architecture(arch_name) if arch_name else None
+    native, minor = [], []
+    for kit in toolkits():
+        if arch is not None:
+            if arch.first_toolkit and version_key(kit.version) < version_key(arch.first_toolkit):
+                continue
+            if arch.last_toolkit_major is not None and kit.major > arch.last_toolkit_major:
+                continue
+        if kit.branch <= branch_number:
+            native.append(kit.version)
+        else:
+            minimum = family_minimum(kit.major)
+            if minimum is not None and branch_number >= minimum:
+                minor.append(kit.version)
+    return CudaSupport(tuple(native), tuple(minor))
+
+
+@functools.cache
+def _data() -> dict:
+    text = resources.files("gpuhealth.knowledge").joinpath("drivers.csv").read_text(encoding="utf-8")
+    table = tuple(Row(r["kind"], r["key"], r["field"], r["value"], r["source"])
+                  for r in csv.DictReader(io.StringIO(text)))
+    seen: set[tuple[str, str, str]] = set()
+    arch_fields: dict[str, dict[str, str]] = {}
+    branch_fields: dict[int, dict[str, str]] = {}
+    sources: dict[tuple[str, str], dict[str, str]] = {}
+    family: dict[int, int] = {}
+    kits, wheel_rows = [], []
+    for row in table:
+        if (row.kind, row.key, row.field) in seen:
+            raise ValueError(f"drivers.csv: {row.kind} {row.key} {row.field} appears twice")
+        seen.add((row.kind, row.key, row.field))
+        if not row.source.strip():
+            raise ValueError(f"drivers.csv: {row.kind} {row.key} {row.field} has no source")
+        sources.setdefault((row.kind, row.key), {})[row.field] = row.source
+        if row.kind == "arch":
+            if row.key not in ARCHITECTURES:
+                raise ValueError(f"drivers.csv: unknown architecture {row.key!r}")
+            arch_fields.setdefault(row.key, {})[row.field] = row.value
+        elif row.kind == "branch":
+            branch_fields.setdefault(int(row.key), {})[row.field] = row.value
+        elif row.kind == "family":
+            family[int(row.key)] = int(row.value)
+        elif row.kind == "toolkit":
+            kits.append(Toolkit(row.key, row.value, row.source))
+        elif row.kind == "wheel":
+            wheel_rows.append(Wheel(row.key, row.value, row.source))
+        else:
+            raise ValueError(f"drivers.csv: unknown kind {row.kind!r}")
+    archs = {}
+    for name, values in arch_fields.items():
+        if values.get("open_modules", "unsupported") not in OPEN_VALUES:
+            raise ValueError(f"drivers.csv: {name}: open_modules must be one of {OPEN_VALUES}")
+        archs[name] = Architecture(
+            name, _int(values.get("first_branch")), _int(values.get("last_branch")),
+            values.get("open_modules", "unsupported"), values.get("first_toolkit"),
+            _int(values.get("last_toolkit_major")), sources[("arch", name)])
+    found = {}
+    for number, values in branch_fields.items():
+        found[number] = Branch(number, values.get("designation"), values.get("end_of_life"), values.get("cuda"),
+                               tuple(values.get("last_for", "").split()) if values.get("last_for") else (),
+                               sources[("branch", str(number))])
+    kits.sort(key=lambda k: version_key(k.version))
+    wheel_rows.sort(key=lambda w: version_key(w.cuda))
+    return {"rows": table, "arch": archs, "branch": found, "family": family, "toolkit": tuple(kits),
+            "wheel": tuple(wheel_rows)}
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text else None

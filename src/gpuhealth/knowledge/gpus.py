@@ -1,0 +1,112 @@
+"""NVIDIA PCI device IDs to GPU architecture and compute capability, from ``gpus.csv``.
+
+Each row is an inclusive range of device IDs (vendor 10de) whose every listed device is named, in
+pci.ids, after a chip of one architecture and one compute capability. Columns:
+
+- ``first_id``, ``last_id``: 4 lower-case hex digits, inclusive. Rows never overlap.
+- ``chips``: the pci.ids chip names in the range (``GA100``, ``GA102 GA104`` ...). The chip prefix gives
+  the architecture: GF Fermi, GK Kepler, GM Maxwell, GP Pascal, GV Volta, TU Turing, GA Ampere,
+  AD Ada, GH Hopper, GB Blackwell.
+- ``architecture``, ``compute_capability`` (empty when unknown).
+- ``source``: where the ID-to-chip mapping comes from (PCIIDS: the pci.ids excerpt of version 2026.08.22
+  in ``shared/corpus/pciids``). ``cc_source``: where the compute capability comes from (facts.md 3.2 for
+  Turing and newer; "not confirmed" for older chips, whose values are common knowledge only).
+
+How the ranges were made: the vendor block of pci.ids was read in ID order; consecutive devices whose
+chip name has the same architecture and compute capability form one range, and a device of another
+architecture, or a name without a chip (chipsets, old Tesla-architecture parts), ends it. An ID that pci.ids
+does not list yet but falls inside a range takes that range's answer; IDs outside every range are
+unknown (``lookup`` returns None). HDMI audio and USB functions of a GPU share its chip name, so they fall
+inside ranges too: callers look up display-class devices (class 03xx) only.
+
+The file is read once, lazily, through importlib.resources.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import functools
+import io
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "lookup", "normalize_device_id"]
+
+# Oldest first: the order in which driver branches drop them.
+ARCHITECTURES = ("Fermi", "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
+                 "Blackwell")
+
+_DEVICE_ID = re.compile(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})(?:10de)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """What a device ID tells: the architecture and compute capability, and where they come from."""
+
+    device_id: str  # 4 lower-case hex digits
+    architecture: str
+    compute_capability: str | None  # "8.0"; None when unknown
+    chips: tuple[str, ...]  # pci.ids chip names of the range the ID falls in
+    source: str
+    cc_source: str
+
+    @property
+    def cc_confirmed(self) -> bool:
+        return self.compute_capability is not None and not self.cc_source.startswith(("not confirmed", "unknown"))
+
+
+@dataclass(frozen=True)
+class GpuRange:
+    first: int
+    last: int
+    chips: tuple[str, ...]
+    architecture: str
+    compute_capability: str | None
+    cc_source: str
+    source: str
+
+
+def normalize_device_id(text: str | None) -> str | None:
+    """``2330``, ``0x2330`` or nvidia-smi's ``0x233010DE`` -> ``2330``; None when not a device ID."""
+    match = _DEVICE_ID.match((text or "").strip())
+    return match["id"].lower() if match else None
+
+
+def lookup(device_id: str | None) -> GpuModel | None:
+    """The architecture of an NVIDIA PCI device ID, or None when it is in no range of the table."""
+    key = normalize_device_id(device_id)
+    if key is None:
+        return None
+    rows, firsts = _table()
+    value = int(key, 16)
+    at = bisect.bisect_right(firsts, value) - 1
+    if at < 0 or value > rows[at].last:
+        return None
+    row = rows[at]
+    return GpuModel(key, row.architecture, row.compute_capability, row.chips, row.source, row.cc_source)
+
+
+def all_rows() -> tuple[GpuRange, ...]:
+    """Every range, in ID order."""
+    return _table()[0]
+
+
+@functools.cache
+def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
+    text = resources.files("gpuhealth.knowledge").joinpath("gpus.csv").read_text(encoding="utf-8")
+    rows = []
+    for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        if row["architecture"] not in ARCHITECTURES:
+            raise ValueError(f"gpus.csv line {number}: unknown architecture {row['architecture']!r}")
+        rows.append(GpuRange(
+            first=int(row["first_id"], 16), last=int(row["last_id"], 16), chips=tuple(row["chips"].split()),
+            architecture=row["architecture"], compute_capability=row["compute_capability"] or None,
+            cc_source=row["cc_source"], source=row["source"]))
+    rows.sort(key=lambda r: r.first)
+    for before, after in zip(rows, rows[1:], strict=False):
+        if before.last >= after.first or before.first > before.last:
+            raise ValueError(f"gpus.csv: ranges {before.first:04x}-{before.last:04x} and "
+                             f"{after.first:04x}-{after.last:04x} overlap or are reversed")
+    return tuple(rows), [r.first for r in rows]

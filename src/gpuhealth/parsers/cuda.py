@@ -1,0 +1,309 @@
+"""After-the-install evidence: ``nvcc --version``, a toolkit's ``version.json``/``version.txt``,
+``ldconfig -p``, ``systemctl is-active/is-enabled``, ld.so.conf files, and the PyTorch probe.
+
+The PyTorch probe is a script run as ``python3 -c TORCH_PROBE_SCRIPT`` by the host's own python3; it
+prints one JSON line, which ``parse_torch_probe`` reads. Both live here so the format has one home.
+The corpus holds none of these outputs: the shapes follow the tools' documented output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from gpuhealth.model import LibraryEntry, ParseError, TorchDevice, TorchEnv
+
+# --------------------------------------------------------------------------- nvcc --version
+
+_NVCC = re.compile(r"Cuda compilation tools,\s*release\s+(?P<release>\d+\.\d+)(?:,\s*V(?P<version>\d+(?:\.\d+)+))?")
+
+
+def parse_nvcc_version(text: str) -> tuple[str, str | None]:
+    """``Cuda compilation tools, release 12.4, V12.4.131`` -> ("12.4", "12.4.131")."""
+    if not isinstance(text, str):
+        raise ParseError("nvcc output must be text")
+    match = _NVCC.search(text)
+    if not match:
+        raise ParseError("no 'Cuda compilation tools, release X.Y' line")
+    return match["release"], match["version"]
+
+
+# --------------------------------------------------------------------------- toolkit version files
+
+_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)*")
+_VERSION_TXT = re.compile(r"^\s*CUDA Version\s+(?P<version>\d+\.\d+(?:\.\d+)*)\s*$", re.MULTILINE)
+
+
+def parse_cuda_version_json(text: str) -> str:
+    """``version.json`` of a CUDA 11.1+ toolkit: ``{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}, ...}``."""
+    if not isinstance(text, str):
+        raise ParseError("version.json must be text")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"version.json is not JSON: {exc}") from exc
+    cuda = data.get("cuda") if isinstance(data, dict) else None
+    version = cuda.get("version") if isinstance(cuda, dict) else None
+    if not isinstance(version, str) or not _VERSION.fullmatch(version.strip()):
+        raise ParseError("version.json has no cuda.version like 12.4.1")
+    return version.strip()
+
+
+def parse_cuda_version_txt(text: str) -> str:
+    """``version.txt`` of a CUDA 11.0 or older toolkit: ``CUDA Version 10.2.89``."""
+    if not isinstance(text, str):
+        raise ParseError("version.txt must be text")
+    match = _VERSION_TXT.search(text)
+    if not match:
+        raise ParseError("no 'CUDA Version X.Y.Z' line")
+    return match["version"]
+
+
+_CUDA_DIR = re.compile(r"^cuda[-_]?(?P<version>\d+(?:\.\d+)?)$")
+
+
+def cuda_version_in_path(path: str) -> str | None:
+    """The CUDA version a directory names: ``/usr/local/cuda-12.4/lib64`` -> "12.4", ``.../cuda-12/...`` ->
+    "12"; None when no path component is ``cuda-X[.Y]``."""
+    for part in path.split("/"):
+        match = _CUDA_DIR.match(part)
+        if match:
+            return match["version"]
+    return None
+
+
+# --------------------------------------------------------------------------- ld.so.conf
+
+
+def parse_ld_so_conf(text: str) -> tuple[str, ...]:
+    """The directories an ld.so.conf file lists (``include`` and ``hwcap`` lines and comments left out)."""
+    if not isinstance(text, str):
+        raise ParseError("ld.so.conf must be text")
+    dirs = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("/"):
+            dirs.extend(d for d in re.split(r"[\s:,]+", line) if d.startswith("/"))
+    return tuple(dirs)
+
+
+# --------------------------------------------------------------------------- ldconfig -p
+
+_LDCONFIG_HEADER = re.compile(r"^\s*\d+ libs? found in cache", re.MULTILINE)
+_LDCONFIG_LINE = re.compile(r"^\s+(?P<name>\S+)\s+\((?P<flags>[^)]*)\)\s+=>\s+(?P<path>\S.*?)\s*$")
+_KEPT_LIBRARIES = re.compile(r"^(?:libcuda|libnvidia-ml|libcudart)\.so(?:\.|$)")
+_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(?P<version>\d+\.\d+(?:\.\d+)?)$")
+
+
+def parse_ldconfig(text: str) -> tuple[LibraryEntry, ...]:
+    """``ldconfig -p``: the cache lines for libcuda, libnvidia-ml and libcudart, in the cache's order."""
+    if not isinstance(text, str):
+        raise ParseError("ldconfig output must be text")
+    entries = []
+    seen_line = False
+    for line in text.splitlines():
+        match = _LDCONFIG_LINE.match(line)
+        if not match:
+            continue
+        seen_line = True
+        if _KEPT_LIBRARIES.match(match["name"]):
+            entries.append(LibraryEntry(match["name"], match["flags"].strip(), match["path"]))
+    if not seen_line and not _LDCONFIG_HEADER.search(text):
+        raise ParseError("no 'N libs found in cache' header and no 'name (flags) => path' line")
+    return tuple(entries)
+
+
+def resolve_libcuda(entries: tuple[LibraryEntry, ...], architecture: str | None = None) -> LibraryEntry | None:
+    """The ``libcuda.so.1`` a 64-bit program loads from the cache: the first for the host's architecture
+    (x86-64, AArch64), else the first 64-bit one, else the first."""
+    candidates = [e for e in entries if e.name == "libcuda.so.1"]
+    if not candidates:
+        return None
+    wanted = {"x86_64": "x86-64", "aarch64": "aarch64"}.get((architecture or "").lower())
+    for test in ((lambda e: wanted is not None and wanted in e.flags.lower()), (lambda e: "64" in e.flags)):
+        hit = next((e for e in candidates if test(e)), None)
+        if hit:
+            return hit
+    return candidates[0]
+
+
+def libcuda_version(name: str | None) -> str | None:
+    """``libcuda.so.535.161.08`` (or a path ending in it) -> "535.161.08"; None for ``libcuda.so.1``."""
+    match = _LIBCUDA_VERSION.search((name or "").rsplit("/", 1)[-1])
+    return match["version"] if match else None
+
+
+# --------------------------------------------------------------------------- systemctl
+
+_ACTIVE_STATES = {"active", "inactive", "failed", "activating", "deactivating", "reloading", "unknown",
+                  "maintenance", "refreshing"}
+_ENABLED_STATES = {"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "masked", "masked-runtime",
+                   "static", "indirect", "disabled", "generated", "transient", "bad", "not-found"}
+
+
+def parse_systemctl_state(text: str) -> str:
+    """``systemctl is-active UNIT`` or ``is-enabled UNIT``: the state word it prints ("active", "disabled",
+    ...); "not-found" for "Failed to get unit file state ... No such file or directory"."""
+    if not isinstance(text, str):
+        raise ParseError("systemctl output must be text")
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line in _ACTIVE_STATES or line in _ENABLED_STATES:
+            return line
+        if line.startswith("Failed to get unit file state") and "No such file" in line:
+            return "not-found"
+    raise ParseError("no systemctl unit state in the output")
+
+
+# --------------------------------------------------------------------------- the PyTorch probe
+
+# Run as ``python3 -c TORCH_PROBE_SCRIPT`` on the host; prints ONE JSON line. Written for any Python 3.6+.
+TORCH_PROBE_SCRIPT = r'''
+import json, math, sys, time, warnings
+out = {"probe": 1, "python": sys.version.split()[0], "executable": sys.executable}
+def text(exc):
+    return ("%s: %s" % (type(exc).__name__, exc))[:2000]
+def say():
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+try:
+    import torch
+except ImportError as exc:
+    out["installed"] = getattr(exc, "name", None) != "torch"
+    if out["installed"]:
+        out["error"] = text(exc)
+    say()
+    sys.exit(0)
+except Exception as exc:
+    out["installed"] = True
+    out["error"] = text(exc)
+    say()
+    sys.exit(0)
+out["installed"] = True
+out["version"] = str(getattr(torch, "__version__", ""))
+out["cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    start = time.monotonic()
+    try:
+        out["available"] = bool(torch.cuda.is_available())
+        out["device_count"] = int(torch.cuda.device_count())
+        if out["available"]:
+            out["arch_list"] = [str(a) for a in torch.cuda.get_arch_list()]
+            try:
+                torch.zeros(1, device="cuda:0")
+                torch.cuda.synchronize(0)
+            finally:
+                out["first_cuda_call_s"] = round(time.monotonic() - start, 3)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            gen = torch.Generator().manual_seed(0)
+            a = torch.randn(256, 256, generator=gen)
+            b = torch.randn(256, 256, generator=gen)
+            ref = a @ b
+            devices = []
+            for i in range(out["device_count"]):
+                dev = {"index": i}
+                try:
+                    dev["name"] = str(torch.cuda.get_device_name(i))
+                    cap = torch.cuda.get_device_capability(i)
+                    dev["capability"] = "%d.%d" % (cap[0], cap[1])
+                    where = "cuda:%d" % i
+                    got = (a.to(where) @ b.to(where)).cpu()
+                    dev["matmul_nonfinite"] = not bool(torch.isfinite(got).all().item())
+                    err = float((got - ref).abs().max().item())
+                    dev["matmul_max_error"] = err if math.isfinite(err) else None
+                except Exception as exc:
+                    dev["error"] = text(exc)
+                devices.append(dev)
+            out["devices"] = devices
+        else:
+            out["first_cuda_call_s"] = round(time.monotonic() - start, 3)
+    except Exception as exc:
+        out["error"] = text(exc)
+    out["warnings"] = [str(w.message)[:2000] for w in caught][:5]
+say()
+'''
+
+
+def _typed(data: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise ParseError(f"torch probe: {key} is a boolean, expected a number")
+    if not isinstance(value, kind):
+        raise ParseError(f"torch probe: {key} has the wrong type ({type(value).__name__})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParseError(f"torch probe: {key} is not a finite number")
+    return value
+
+
+def _strings(data: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = data.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ParseError(f"torch probe: {key} is not a list of strings")
+    return tuple(value)
+
+
+def _device(data: Any) -> TorchDevice:
+    if not isinstance(data, dict):
+        raise ParseError("torch probe: a device is not an object")
+    index = _typed(data, "index", int)
+    if index is None:
+        raise ParseError("torch probe: a device has no index")
+    error = _typed(data, "matmul_max_error", (int, float))
+    return TorchDevice(
+        index=index, name=_typed(data, "name", str), capability=_typed(data, "capability", str),
+        matmul_max_error=float(error) if error is not None else None,
+        matmul_nonfinite=_typed(data, "matmul_nonfinite", bool), error=_typed(data, "error", str),
+    )
+
+
+def parse_torch_probe(text: str) -> TorchEnv:
+    """The JSON line ``TORCH_PROBE_SCRIPT`` prints (the last line that is a JSON object with "installed")."""
+    if not isinstance(text, str):
+        raise ParseError("torch probe output must be text")
+    data = None
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            candidate = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(candidate, dict) and "installed" in candidate:
+            data = candidate
+            break
+    if data is None:
+        raise ParseError("no JSON line with 'installed' from the torch probe")
+    installed = _typed(data, "installed", bool)
+    if installed is None:
+        raise ParseError("torch probe: 'installed' is not true or false")
+    raw_devices = data.get("devices")
+    raw_devices = [] if raw_devices is None else raw_devices
+    if not isinstance(raw_devices, list):
+        raise ParseError("torch probe: devices is not a list")
+    devices = tuple(_device(d) for d in raw_devices)
+    warnings = _strings(data, "warnings")
+    init = next((w for w in warnings if "CUDA initialization" in w), None)
+    seconds = _typed(data, "first_cuda_call_s", (int, float))
+    return TorchEnv(
+        torch_version=_typed(data, "version", str) or None,
+        torch_cuda_version=_typed(data, "cuda", str),
+        cuda_available=_typed(data, "available", bool),
+        gpu_names=tuple(d.name for d in devices if d.name),
+        python_version=_typed(data, "python", str),
+        installed=installed,
+        python_executable=_typed(data, "executable", str),
+        device_count=_typed(data, "device_count", int),
+        arch_list=_strings(data, "arch_list"),
+        devices=devices,
+        first_cuda_call_s=float(seconds) if seconds is not None else None,
+        error=_typed(data, "error", str),
+        init_warning=init,
+    )

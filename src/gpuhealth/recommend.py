@@ -1,0 +1,423 @@
+"""``gpuhealth recommend``: which driver branch, kernel-module flavour, install route, CUDA toolkits and
+PyTorch wheel suit the GPUs of a snapshot.
+
+``recommend(snapshot)`` is pure: it reads the PCI bus (or the driver's GPU list) and the OS of the
+snapshot and the tables in ``knowledge/gpus.csv`` and ``knowledge/drivers.csv``; nothing else.
+
+Rules (docs/recommend-and-fix.md):
+
+- Per GPU model: architecture and compute capability by PCI device ID; the driver branches that support
+  it (current LTS/production/new-feature branches, and the legacy branch that is its last).
+- Preferred branch: the architecture's legacy branch when it has one (470 for Kepler, 580 for Maxwell,
+  Pascal and Volta); otherwise the Long Term Support branch with the latest end of life that is not past
+  it and whose CUDA version is confirmed; then a production branch; then the newest that supports it.
+- One driver serves every GPU of a host: the host's branch is chosen among the branches that support all
+  of its models. Open kernel modules when every GPU supports them and the branch is 560 or newer (the open
+  flavour is the default from R560); required when any GPU is Blackwell.
+- CUDA toolkits: native (backward compatibility) and minor-version compatibility, limited to toolkits that
+  can target every architecture present. PyTorch wheel: the newest variant whose CUDA version runs
+  natively, else through minor-version compatibility (variants are not confirmed by facts.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhealth.knowledge import drivers, gpus
+from gpuhealth.model import Snapshot, to_jsonable
+
+RECOMMEND_SCHEMA_VERSION = 1
+OPEN_DEFAULT_FROM = 560  # facts.md 3.3 (DCDRV): the open flavour is the default and recommended from R560
+RHEL_LIKE = ("rhel", "rocky", "almalinux", "centos", "ol")
+EPEL_DISTROS = ("rocky", "almalinux", "centos")
+
+UBUNTU_SOURCE = ("not confirmed by facts.md: package names from the Ubuntu archive (source package "
+                 "nvidia-graphics-drivers-<branch>-server builds nvidia-driver-<branch>-server and the "
+                 "-server-open variant, packages.ubuntu.com); ubuntu-drivers from ubuntu-drivers-common (FACTS 3.5)")
+RHEL_SOURCE = ("not confirmed by facts.md: DCDRV driver-installation-guide (620 edition, kernel-modules: module "
+               "streams nvidia-driver:<branch>-open on RHEL 8/9, versionlock on RHEL 10); NVIDIA "
+               "yum-packaging-dkms-nvidia README (streams <branch>-dkms, and <branch>-open from 515)")
+DEBIAN_SOURCE = "not confirmed: FACTS 3.5 names Debian's nvidia-detect but its data was not read"
+RUNFILE_SOURCE = "FACTS 3.3 (DCDRV: the .run installer chooses the flavour; --kernel-module-type)"
+
+
+@dataclass(frozen=True)
+class Command:
+    text: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class InstallRoute:
+    distro: str  # "Ubuntu 22.04", "Rocky Linux 9.3", "unknown Linux"
+    family: str  # "debian", "rhel", "other"
+    branch: int
+    flavour: str  # "open" or "proprietary"
+    commands: tuple[Command, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class BranchOption:
+    number: int
+    designation: str  # "Long Term Support Branch", "Production Branch", "New Feature Branch", "legacy"
+    end_of_life: str | None = None
+    past_end_of_life: bool | None = None  # None when the snapshot's date is unknown
+    cuda: str | None = None  # what the branch reports natively
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class CudaAdvice:
+    native: tuple[str, ...] = ()
+    minor_compat: tuple[str, ...] = ()
+    pytorch_wheel: str | None = None  # "cu128"
+    pytorch_wheel_via: str | None = None  # "native" or "minor-version compatibility"
+    pytorch_source: str = ""
+
+
+@dataclass(frozen=True)
+class GpuAdvice:
+    device_id: str
+    count: int
+    addresses: tuple[str, ...]
+    name: str | None = None
+    architecture: str | None = None  # None: the device ID is in no range of gpus.csv
+    compute_capability: str | None = None
+    compute_capability_source: str = ""
+    chips: tuple[str, ...] = ()
+    open_modules: str | None = None  # "unsupported", "supported", "required"
+    branches: tuple[BranchOption, ...] = ()
+    preferred_branch: int | None = None
+    flavour: str | None = None
+    cuda: CudaAdvice | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    schema_version: int = RECOMMEND_SCHEMA_VERSION
+    hostname: str | None = None
+    os_family: str = "other"
+    distro: str = "unknown Linux"
+    installed_driver: str | None = None
+    installed_branch: int | None = None
+    installed_supports_all: bool | None = None
+    gpus: tuple[GpuAdvice, ...] = ()
+    branch: BranchOption | None = None  # the one driver for this host
+    flavour: str | None = None
+    install: InstallRoute | None = None
+    cuda: CudaAdvice | None = None
+    notes: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- the pure function
+
+
+def recommend(snapshot: Snapshot) -> Recommendation:
+    """What to install on the host the snapshot describes."""
+    os_info = snapshot.os
+    family = os_info.family if os_info else "other"
+    distro = _distro(snapshot)
+    installed = _installed_driver(snapshot)
+    installed_branch = drivers.branch_of(installed)
+    month = _month(snapshot.captured_at)
+    notes: list[str] = []
+
+    models = _models(snapshot)
+    advice = tuple(_advise(device_id, entries, month) for device_id, entries in models.items())
+    known = [a for a in advice if a.architecture]
+    for item in advice:
+        if item.architecture is None:
+            notes.append(f"PCI device 10de:{item.device_id} is not in the GPU table (gpus.csv): "
+                         "its architecture is unknown, so it is left out of the choice")
+    if not advice:
+        notes.append("no NVIDIA GPU found on the PCI bus or in the driver's GPU list")
+    archs = sorted({a.architecture for a in known if a.architecture}, key=gpus.ARCHITECTURES.index)
+
+    host_branch = flavour = route = cuda = None
+    supports_all = None
+    if archs:
+        common = [b for b in _options(archs[0], month) if all(drivers.supports(b.number, a) for a in archs)]
+        host_branch = _prefer(common, archs)
+        if host_branch is None:
+            notes.append(f"no single driver branch supports every GPU here ({', '.join(archs)}): "
+                         "split them across hosts")
+        else:
+            flavour = _flavour(archs, host_branch.number)
+            if flavour is None:
+                notes.append("Blackwell needs the open kernel modules, which pre-Turing GPUs cannot use: "
+                             "no flavour serves both")
+            else:
+                route = install_route(snapshot, host_branch.number, flavour)
+            cuda = _cuda(host_branch.number, archs)
+        if installed_branch is not None:
+            supports_all = all(drivers.supports(installed_branch, a) for a in archs)
+            if not supports_all:
+                notes.append(f"the installed driver {installed} (branch {installed_branch}) does not support "
+                             f"every GPU here ({', '.join(archs)})")
+    if host_branch is not None and host_branch.past_end_of_life:
+        notes.append(f"branch {host_branch.number} is past its end of life ({host_branch.end_of_life})")
+    if any(a.open_modules == "required" for a in known):
+        notes.append("Blackwell GPUs work only with the open kernel modules (FACTS 3.3)")
+    return Recommendation(
+        hostname=snapshot.hostname, os_family=family, distro=distro, installed_driver=installed,
+        installed_branch=installed_branch, installed_supports_all=supports_all, gpus=advice,
+        branch=host_branch, flavour=flavour, install=route, cuda=cuda, notes=tuple(notes))
+
+
+def _models(snapshot: Snapshot) -> dict[str, list[tuple[str | None, str | None]]]:
+    """Device ID -> [(address, name)], from the PCI bus, then GPUs only the driver reported."""
+    found: dict[str, list[tuple[str | None, str | None]]] = {}
+    addresses = set()
+    names = {g.pci_address: g.name for g in snapshot.gpus if g.pci_address}
+    for device in snapshot.nvidia_pci_gpus:
+        key = gpus.normalize_device_id(device.device_id)
+        if key is None:
+            continue
+        found.setdefault(key, []).append((device.address, names.get(device.address) or device.name))
+        addresses.add(device.address)
+    for gpu in snapshot.gpus:
+        key = gpus.normalize_device_id(gpu.pci_device_id)
+        if key is None or (gpu.pci_address and gpu.pci_address in addresses):
+            continue
+        found.setdefault(key, []).append((gpu.pci_address, gpu.name))
+    return found
+
+
+def _advise(device_id: str, entries: list[tuple[str | None, str | None]], month: str | None) -> GpuAdvice:
+    addresses = tuple(a for a, _ in entries if a)
+    name = next((n for _, n in entries if n and not re.fullmatch(r"(?i)device [0-9a-f]{4}", n)), None)
+    model = gpus.lookup(device_id)
+    if model is None:
+        return GpuAdvice(device_id, len(entries), addresses, name)
+    arch = drivers.architecture(model.architecture)
+    options = tuple(_options(model.architecture, month))
+    preferred = _prefer(list(options), [model.architecture])
+    flavour = _flavour([model.architecture], preferred.number) if preferred else None
+    return GpuAdvice(
+        device_id, len(entries), addresses, name, model.architecture, model.compute_capability,
+        model.cc_source, model.chips, arch.open_modules if arch else None, options,
+        preferred.number if preferred else None, flavour,
+        _cuda(preferred.number, [model.architecture]) if preferred else None, model.source)
+
+
+def _options(architecture: str, month: str | None) -> list[BranchOption]:
+    """Current branches that support the architecture, and its legacy branch; newest first."""
+    arch = drivers.architecture(architecture)
+    out = []
+    for branch in reversed(drivers.branches()):
+        if not drivers.supports(branch.number, architecture):
+            continue
+        if not (branch.current or (arch is not None and branch.number == arch.last_branch)):
+            continue
+        past = None
+        if branch.end_of_life and month:
+            past = month > branch.end_of_life
+        designation = branch.designation or "end of life"
+        sources = "; ".join(dict.fromkeys(branch.sources.values()))
+        out.append(BranchOption(branch.number, designation, branch.end_of_life, past, branch.cuda, sources))
+    return out
+
+
+def _prefer(options: list[BranchOption], archs: list[str]) -> BranchOption | None:
+    if not options:
+        return None
+    legacy = [drivers.architecture(a).last_branch for a in archs if drivers.architecture(a)]
+    legacy = [b for b in legacy if b is not None]
+    if legacy:
+        oldest = min(legacy)
+        match = [o for o in options if o.number == oldest]
+        if match:
+            return match[0]
+
+    def confirmed(option: BranchOption) -> bool:
+        branch = drivers.branch(option.number)
+        return bool(option.cuda) and branch is not None and not branch.sources.get("cuda", "").startswith(
+            "not confirmed")
+
+    for designation in ("Long Term Support Branch", "Production Branch"):
+        pool = [o for o in options if o.designation == designation and o.past_end_of_life is not True
+                and confirmed(o)]
+        if pool:
+            return max(pool, key=lambda o: (o.end_of_life or "", o.number))
+    return options[0]
+
+
+def _flavour(archs: list[str], branch: int) -> str | None:
+    values = [drivers.architecture(a).open_modules for a in archs if drivers.architecture(a)]
+    if "required" in values:
+        return None if "unsupported" in values else "open"
+    if "unsupported" in values or branch < OPEN_DEFAULT_FROM:
+        return "proprietary"
+    return "open"
+
+
+def _cuda(branch: int, archs: list[str]) -> CudaAdvice:
+    native: list[str] | None = None
+    minor: list[str] | None = None
+    for arch in archs:  # toolkits that every architecture can use
+        support = drivers.cuda_support(branch, arch)
+        native = list(support.native) if native is None else [v for v in native if v in support.native]
+        minor = list(support.minor_compat) if minor is None else [v for v in minor if v in support.minor_compat]
+    native, minor = native or [], minor or []
+    wheel = via = None
+    source = ""
+    for label, pool in (("native", native), ("minor-version compatibility", minor)):
+        fitting = [w for w in drivers.wheels() if w.cuda in pool]
+        if fitting:
+            wheel, via, source = fitting[-1].variant, label, fitting[-1].source
+            break
+    if wheel is None:
+        source = "no PyTorch wheel variant in the table runs with this driver and these GPUs"
+    return CudaAdvice(tuple(native), tuple(minor), wheel, via, source)
+
+
+# --------------------------------------------------------------------------- install routes
+
+
+def install_route(snapshot: Snapshot, branch: int, flavour: str) -> InstallRoute:
+    """The commands that install ``branch`` in ``flavour`` on the snapshot's distribution."""
+    os_info = snapshot.os
+    family = os_info.family if os_info else "other"
+    distro = _distro(snapshot)
+    os_id = (os_info.id or "") if os_info else ""
+    ids = {os_id, *(os_info.id_like if os_info else ())}
+    if family == "debian" and "ubuntu" in ids:
+        package = f"nvidia-driver-{branch}-server" + ("-open" if flavour == "open" else "")
+        return InstallRoute(distro, family, branch, flavour, (
+            Command("sudo apt-get update"),
+            Command("sudo ubuntu-drivers list --gpgpu",
+                    note="the server drivers this release packages for these GPUs; pick the one below if listed"),
+            Command(f"sudo apt-get install -y {package}"),
+            Command("sudo reboot", note="loads the new kernel module"),
+            Command("nvidia-smi", note="after the reboot: lists every GPU"),
+        ), UBUNTU_SOURCE)
+    if family == "debian":
+        return InstallRoute(distro, family, branch, flavour, (
+            Command("sudo apt-get install -y nvidia-detect", note="needs the contrib and non-free components"),
+            Command("nvidia-detect", note="names the Debian driver package for these GPUs; install that one"),
+        ), DEBIAN_SOURCE)
+    if family == "rhel" or ids & set(RHEL_LIKE):
+        major = _major(os_info.version_id if os_info else None) or 9
+        machine = "sbsa" if (os_info and os_info.architecture in ("aarch64", "arm64")) else "x86_64"
+        repo = (f"https://developer.download.nvidia.com/compute/cuda/repos/rhel{major}/{machine}/"
+                f"cuda-rhel{major}.repo")
+        commands = []
+        if os_id in EPEL_DISTROS:
+            commands.append(Command("sudo dnf install -y epel-release", note="DKMS comes from EPEL"))
+        commands += [Command("sudo dnf install -y kernel-devel-$(uname -r) kernel-headers-$(uname -r)"),
+                     Command(f"sudo dnf config-manager --add-repo {repo}", note="NVIDIA's CUDA repository")]
+        if major >= 10:
+            package = "nvidia-open" if flavour == "open" else "nvidia-driver"
+            commands += [Command(f"sudo dnf versionlock add '*nvidia*{branch}*'",
+                                 note="keeps updates on this branch (python3-dnf-plugin-versionlock)"),
+                         Command(f"sudo dnf install -y {package}",
+                                 note="" if flavour == "open" else "proprietary package name not confirmed")]
+        else:
+            stream = f"{branch}-open" if flavour == "open" else f"{branch}-dkms"
+            commands.append(Command(f"sudo dnf module install -y nvidia-driver:{stream}"))
+        commands += [Command("sudo reboot", note="loads the new kernel module"),
+                     Command("nvidia-smi", note="after the reboot: lists every GPU")]
+        return InstallRoute(distro, "rhel", branch, flavour, tuple(commands), RHEL_SOURCE)
+    return InstallRoute(distro, family, branch, flavour, (
+        Command(f"sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run --kernel-module-type={flavour}",
+                note=f"the .run installer of a {branch} release from nvidia.com; no package route is known "
+                     "for this distribution"),
+    ), RUNFILE_SOURCE)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _installed_driver(snapshot: Snapshot) -> str | None:
+    if snapshot.driver is not None and snapshot.driver.version:
+        return snapshot.driver.version
+    if snapshot.nvml is not None and snapshot.nvml.ok and snapshot.nvml.driver_version:
+        return snapshot.nvml.driver_version
+    if snapshot.smi is not None and snapshot.smi.driver_version:
+        return snapshot.smi.driver_version
+    return None
+
+
+def _distro(snapshot: Snapshot) -> str:
+    os_info = snapshot.os
+    if os_info is None:
+        return "unknown Linux"
+    if os_info.pretty_name:
+        return os_info.pretty_name
+    return " ".join(p for p in (os_info.id, os_info.version_id) if p) or "unknown Linux"
+
+
+def _major(version: str | None) -> int | None:
+    match = re.match(r"\d+", version or "")
+    return int(match[0]) if match else None
+
+
+def _month(timestamp: str | None) -> str | None:
+    match = re.match(r"(\d{4}-\d{2})", timestamp or "")
+    return match[1] if match else None
+
+
+# --------------------------------------------------------------------------- renderers
+
+
+def to_json(recommendation: Recommendation) -> str:
+    return json.dumps(to_jsonable(recommendation), indent=2) + "\n"
+
+
+def _span(versions: tuple[str, ...]) -> str:
+    if not versions:
+        return "none"
+    return versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
+
+
+def render_text(recommendation: Recommendation, console: Any) -> None:
+    """Print the recommendation to a rich console."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    r = recommendation
+    console.print(f"[bold]Host[/bold]      {escape(r.hostname or '?')}  ({escape(r.distro)}, family {r.os_family})")
+    if r.installed_driver:
+        state = {True: "supports every GPU here", False: "does NOT support every GPU here", None: ""}
+        console.print(f"[bold]Installed[/bold] driver {escape(r.installed_driver)} (branch {r.installed_branch}) "
+                      f"{state[r.installed_supports_all]}")
+    if r.gpus:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for column in ("GPU", "x", "PCI ID", "architecture", "CC", "open modules", "branches (preferred first)"):
+            table.add_column(column)
+        for gpu in r.gpus:
+            cc = gpu.compute_capability or "?"
+            if gpu.compute_capability and "not confirmed" in gpu.compute_capability_source:
+                cc += " (not confirmed)"
+            others = [str(b.number) for b in gpu.branches if b.number != gpu.preferred_branch]
+            branches = (f"{gpu.preferred_branch}" + (f" ({', '.join(others)})" if others else "")
+                        if gpu.preferred_branch else "-")
+            table.add_row(escape(gpu.name or f"10de:{gpu.device_id}"), str(gpu.count), gpu.device_id,
+                          gpu.architecture or "unknown", cc, gpu.open_modules or "?", branches)
+        console.print(table)
+    if r.branch is not None:
+        eol = f", end of life {r.branch.end_of_life}" if r.branch.end_of_life else ""
+        past = " (past)" if r.branch.past_end_of_life else ""
+        console.print(f"\n[bold]Driver[/bold]    branch {r.branch.number} ({r.branch.designation}{eol}{past}), "
+                      f"{r.flavour or '?'} kernel modules")
+        console.print(f"          source: {escape(r.branch.source)}", style="dim")
+    if r.install is not None:
+        console.print(f"\n[bold]Install on {escape(r.install.distro)}[/bold]")
+        for command in r.install.commands:
+            note = f"  # {command.note}" if command.note else ""
+            console.print(f"  {escape(command.text)}{escape(note)}", highlight=False)
+        console.print(f"  source: {escape(r.install.source)}", style="dim")
+    if r.cuda is not None:
+        console.print(f"\n[bold]CUDA[/bold]      toolkits natively: {_span(r.cuda.native)}; through minor-version "
+                      f"compatibility (limited features): {_span(r.cuda.minor_compat)}")
+        if r.cuda.pytorch_wheel:
+            console.print(f"[bold]PyTorch[/bold]   wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}): "
+                          f"pip install torch --index-url https://download.pytorch.org/whl/{r.cuda.pytorch_wheel}")
+        console.print(f"          {escape(r.cuda.pytorch_source)}", style="dim")
+    for note in r.notes:
+        console.print(f"[yellow]note[/yellow]: {escape(note)}")

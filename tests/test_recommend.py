@@ -1,0 +1,281 @@
+"""recommend(): architecture, driver branch, flavour, install route, CUDA and PyTorch per GPU model; and
+the tables it reads (knowledge/gpus.csv, knowledge/drivers.csv)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import CORPUS, corpus_files, corpus_id
+from gpuhealth.advice_commands import recommend as recommend_command
+from gpuhealth.bundle import RecordingHost
+from gpuhealth.collect import collect
+from gpuhealth.knowledge import drivers, gpus
+from gpuhealth.model import Gpu, OsInfo, PciDevice, SmiReport, Snapshot
+from gpuhealth.recommend import recommend, render_text, to_json
+from hostcases import FakeHost, load_spec
+
+UBUNTU = OsInfo(id="ubuntu", id_like=("debian",), version_id="22.04", pretty_name="Ubuntu 22.04.4 LTS")
+ROCKY = OsInfo(id="rocky", id_like=("rhel", "centos", "fedora"), version_id="9.3", pretty_name="Rocky Linux 9.3")
+
+
+def snapshot(os_info: OsInfo | None, *device_ids: str, captured_at: str = "2026-09-01T00:00:00+00:00") -> Snapshot:
+    devices = tuple(PciDevice(f"0000:{i + 1:02x}:00.0", "10de", d, "0302") for i, d in enumerate(device_ids))
+    return Snapshot(os=os_info, pci_devices=devices, captured_at=captured_at)
+
+
+# device ID, architecture, compute capability, preferred branch, flavour
+CASES = [
+    ("102d", "Kepler", "3.7", 470, "proprietary"),  # Tesla K80
+    ("15f8", "Pascal", "6.0", 580, "proprietary"),  # Tesla P100
+    ("1bb3", "Pascal", "6.1", 580, "proprietary"),  # Tesla P4
+    ("1db4", "Volta", "7.0", 580, "proprietary"),  # Tesla V100 PCIe
+    ("1eb8", "Turing", "7.5", 580, "open"),  # Tesla T4
+    ("20b0", "Ampere", "8.0", 580, "open"),  # A100 SXM4 40GB
+    ("2236", "Ampere", "8.6", 580, "open"),  # A10
+    ("2330", "Hopper", "9.0", 580, "open"),  # H100 SXM5
+    ("26b9", "Ada", "8.9", 580, "open"),  # L40S
+    ("2684", "Ada", "8.9", 580, "open"),  # RTX 4090
+    ("2941", "Blackwell", "10.0", 580, "open"),  # GB200
+    ("2bb5", "Blackwell", "12.0", 580, "open"),  # RTX PRO 6000 Blackwell Server Edition
+]
+
+
+@pytest.mark.parametrize("os_info", [UBUNTU, ROCKY], ids=["ubuntu", "rocky"])
+@pytest.mark.parametrize(("device_id", "arch", "cc", "branch", "flavour"), CASES, ids=[c[0] for c in CASES])
+def test_recommend_per_architecture(os_info, device_id, arch, cc, branch, flavour):
+    result = recommend(snapshot(os_info, device_id, device_id))
+    (gpu,) = result.gpus
+    assert (gpu.architecture, gpu.compute_capability, gpu.count) == (arch, cc, 2)
+    assert gpu.preferred_branch == branch and result.branch.number == branch
+    assert result.flavour == gpu.flavour == flavour
+    commands = [c.text for c in result.install.commands]
+    if os_info is UBUNTU:
+        assert "sudo ubuntu-drivers list --gpgpu" in commands
+        package = f"nvidia-driver-{branch}-server" + ("-open" if flavour == "open" else "")
+        assert f"sudo apt-get install -y {package}" in commands
+    else:
+        stream = f"{branch}-open" if flavour == "open" else f"{branch}-dkms"
+        assert f"sudo dnf module install -y nvidia-driver:{stream}" in commands
+        assert any("cuda/repos/rhel9/x86_64/cuda-rhel9.repo" in c for c in commands)
+        assert "sudo dnf install -y epel-release" in commands
+    branches = [b.number for b in gpu.branches]
+    if arch == "Kepler":
+        assert branches == [470] and gpu.branches[0].designation == "legacy"
+    elif arch in ("Pascal", "Volta"):
+        assert 595 not in branches and 580 in branches and 535 in branches  # 580 is their last
+        assert gpu.open_modules == "unsupported"
+    else:
+        assert {580, 595, 620} <= set(branches)
+    if arch == "Blackwell":
+        assert gpu.open_modules == "required" and 535 not in branches
+        assert any("open kernel modules" in n for n in result.notes)
+
+
+def test_cuda_toolkits_and_pytorch_wheels():
+    kepler = recommend(snapshot(UBUNTU, "102d")).cuda
+    assert kepler.native[-1] == "11.4" and kepler.minor_compat == ("11.5", "11.6", "11.7", "11.8")
+    assert (kepler.pytorch_wheel, kepler.pytorch_wheel_via) == ("cu118", "minor-version compatibility")
+    pascal = recommend(snapshot(UBUNTU, "15f8")).cuda
+    assert pascal.native[-1] == "12.9" and not any(v.startswith("13.") for v in pascal.native + pascal.minor_compat)
+    assert pascal.pytorch_wheel == "cu129"
+    hopper = recommend(snapshot(ROCKY, "2330")).cuda
+    assert hopper.native[0] == "11.8" and hopper.native[-1] == "13.0"
+    assert hopper.minor_compat == ("13.1", "13.2", "13.3")
+    assert (hopper.pytorch_wheel, hopper.pytorch_wheel_via) == ("cu130", "native")
+    assert "not confirmed" in hopper.pytorch_source
+    blackwell = recommend(snapshot(UBUNTU, "2941")).cuda
+    assert blackwell.native[0] == "12.8"
+
+
+def test_mixed_hosts():
+    both = recommend(snapshot(UBUNTU, "15f8", "2204"))  # P100 + RTX 3090: one driver for both
+    assert both.branch.number == 580 and both.flavour == "proprietary"
+    assert both.cuda.pytorch_wheel == "cu129"
+    conflict = recommend(snapshot(UBUNTU, "15f8", "2941"))  # Pascal cannot use open, Blackwell needs it
+    assert conflict.flavour is None and conflict.install is None
+    assert any("no flavour serves both" in n for n in conflict.notes)
+    apart = recommend(snapshot(UBUNTU, "102d", "26b9"))  # Kepler's last branch predates Ada
+    assert apart.branch is None and any("no single driver branch" in n for n in apart.notes)
+
+
+def test_unknown_device_end_of_life_and_other_distros():
+    result = recommend(snapshot(None, "ffff", "2330"))
+    assert any("10de:ffff" in n for n in result.notes)
+    assert result.install.family == "other" and "--kernel-module-type=open" in result.install.commands[0].text
+    early = recommend(snapshot(UBUNTU, "2330", captured_at="2026-01-10T00:00:00"))
+    lts = {b.number: b for b in early.gpus[0].branches}
+    assert lts[535].past_end_of_life is False and lts[580].past_end_of_life is False
+    late = recommend(snapshot(UBUNTU, "2330", captured_at="2026-09-01"))
+    assert {b.number: b for b in late.gpus[0].branches}[535].past_end_of_life is True
+    debian = recommend(snapshot(OsInfo(id="debian", version_id="12"), "2330"))
+    assert "nvidia-detect" in debian.install.commands[-1].text and "not confirmed" in debian.install.source
+    rhel10 = recommend(snapshot(OsInfo(id="rhel", version_id="10.0", architecture="aarch64"), "2941"))
+    texts = [c.text for c in rhel10.install.commands]
+    assert "sudo dnf install -y nvidia-open" in texts and any("rhel10/sbsa" in t for t in texts)
+    assert "sudo dnf install -y epel-release" not in texts
+
+
+def test_gpus_from_the_driver_only():
+    smi = SmiReport(driver_version="535.161.08", gpus=(Gpu(index=0, name="NVIDIA H100 80GB HBM3",
+                                                            pci_address="0000:19:00.0", pci_device_id="2330"),))
+    result = recommend(Snapshot(os=UBUNTU, smi=smi))
+    assert result.gpus[0].architecture == "Hopper" and result.gpus[0].name == "NVIDIA H100 80GB HBM3"
+    assert result.installed_branch == 535 and result.installed_supports_all is True
+
+
+@pytest.mark.parametrize(("name", "arch", "flavour", "route"), [
+    ("h100x8-xid-ecc", "Hopper", "open", "nvidia-driver-580-server-open"),
+    ("nouveau-holds-gpu", "Ampere", "open", "nvidia-driver:580-open"),
+    ("ubuntu-before-install", "Ada", "open", "nvidia-driver-580-server-open"),
+    ("rocky-initramfs-stale-unsigned", None, "open", "nvidia-driver:580-open"),
+    ("no-gpu", None, None, None),
+])
+def test_recommend_from_test_hosts(name, arch, flavour, route):
+    result = recommend(collect(FakeHost(load_spec(name))))
+    if route is None:
+        assert result.gpus == () and result.install is None
+        assert any("no NVIDIA GPU" in n for n in result.notes)
+        return
+    if arch:
+        assert {g.architecture for g in result.gpus} == {arch}
+    assert result.flavour == flavour
+    assert any(route in c.text for c in result.install.commands)
+    if name == "h100x8-xid-ecc":
+        assert result.gpus[0].count == 8 and result.installed_driver == "535.161.08"
+
+
+def test_renderers():
+    result = recommend(snapshot(ROCKY, "2330", "102d"))
+    data = json.loads(to_json(result))
+    assert data["schema_version"] == 1 and data["gpus"][0]["device_id"] == "2330"
+    from rich.console import Console
+
+    out = io.StringIO()
+    render_text(recommend(snapshot(UBUNTU, "2941")), Console(file=out, width=200))
+    text = out.getvalue()
+    assert "Blackwell" in text and "nvidia-driver-580-server-open" in text and "cu130" in text
+
+
+def test_cli_recommend_from_a_bundle(tmp_path):
+    recorder = RecordingHost(FakeHost(load_spec("h100x8-xid-ecc")), tmp_path / "b", hostname="gpu-node-17")
+    collect(recorder, captured_at="t")
+    recorder.finish()
+    runner = CliRunner()
+    result = runner.invoke(recommend_command, ["--from", str(tmp_path / "b"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["branch"]["number"] == 580 and data["flavour"] == "open"
+    text = runner.invoke(recommend_command, ["--from", str(tmp_path / "b")])
+    assert text.exit_code == 0 and "Hopper" in text.output
+    bad = runner.invoke(recommend_command, ["--from", str(tmp_path)])
+    assert bad.exit_code == 3
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+def test_gpu_table_rows_are_sourced_and_disjoint():
+    rows = gpus.all_rows()
+    assert len(rows) > 40
+    for row in rows:
+        assert row.source and row.cc_source and row.chips and row.first <= row.last
+        assert row.compute_capability or row.cc_source.startswith("unknown")
+    for before, after in zip(rows, rows[1:], strict=False):
+        assert before.last < after.first
+
+
+def test_gpu_table_agrees_with_pci_ids(corpus):
+    """Every pci.ids device named after a chip maps to that chip's architecture."""
+    prefixes = {"GF": "Fermi", "GK": "Kepler", "GM": "Maxwell", "GP": "Pascal", "GV": "Volta", "TU": "Turing",
+                "GA": "Ampere", "AD": "Ada", "GH": "Hopper", "GB": "Blackwell"}
+    text = (corpus / "pciids" / "pci.ids.nvidia-10de-excerpt").read_text(encoding="utf-8", errors="replace")
+    block = text.split("\n10de  NVIDIA Corporation\n", 1)[1]
+    checked = 0
+    for line in block.splitlines():
+        if line and not line.startswith(("\t", "#")):
+            break
+        match = re.match(r"^\t([0-9a-f]{4})  (GF|GK|GM|GP|GV|TU|GA|AD|GH|GB)\d", line)
+        if match:
+            model = gpus.lookup(match[1])
+            assert model is not None and model.architecture == prefixes[match[2]], line
+            checked += 1
+    assert checked > 900
+
+
+BRIEF_IDS = {"2330": "Hopper", "2335": "Hopper", "20b0": "Ampere", "20b2": "Ampere", "2236": "Ampere",
+             "2237": "Ampere", "26b9": "Ada", "27b8": "Ada", "1eb8": "Turing", "1db1": "Volta", "1db4": "Volta",
+             "1db5": "Volta", "15f8": "Pascal", "1bb3": "Pascal", "102d": "Kepler", "17c2": "Maxwell",
+             "2684": "Ada", "2204": "Ampere", "1e81": "Turing", "2231": "Ampere", "2941": "Blackwell",
+             "2bb5": "Blackwell", "2bb1": "Blackwell", "2901": "Blackwell", "2b85": "Blackwell"}
+
+
+@pytest.mark.parametrize("device_id", sorted(BRIEF_IDS))
+def test_known_gpus(device_id):
+    assert gpus.lookup(device_id).architecture == BRIEF_IDS[device_id]
+    assert gpus.lookup(f"0x{device_id.upper()}10DE").device_id == device_id
+
+
+def test_lookup_rejects_junk():
+    assert gpus.lookup(None) is None and gpus.lookup("") is None and gpus.lookup("zzzz") is None
+    assert gpus.lookup("0001") is None
+
+
+@pytest.mark.parametrize("path", corpus_files("**/*lspci*"), ids=corpus_id)
+def test_every_corpus_lspci_gpu_maps_to_an_architecture(path):
+    from gpuhealth.model import ParseError
+    from gpuhealth.parsers.lspci import parse_lspci
+
+    try:
+        devices = parse_lspci(path.read_text(encoding="utf-8", errors="replace"))
+    except ParseError:
+        pytest.skip("not an lspci listing with device IDs (lspci -t)")
+    for device in devices:
+        if device.is_nvidia_gpu and device.device_id:
+            assert gpus.lookup(device.device_id) is not None, f"{path.name}: {device.device_id}"
+
+
+def test_every_corpus_device_id_maps_to_an_architecture(corpus):
+    pattern = re.compile(r"(?:pci_device_id>|Device Id\s*:\s*)(?:0x)?([0-9A-Fa-f]{4})10DE", re.IGNORECASE)
+    found = set()
+    for path in corpus.rglob("*"):
+        if path.is_file() and path.suffix != ".md":
+            found.update(m.lower() for m in pattern.findall(path.read_text(encoding="utf-8", errors="replace")))
+    assert {"2330", "2684", "20b0", "15f8", "1eb8", "2bb4"} <= found
+    unknown = sorted(d for d in found if gpus.lookup(d) is None)
+    assert unknown == []
+
+
+def test_driver_table_rows_are_sourced():
+    table = drivers.rows()
+    assert all(r.source.strip() for r in table)
+    assert len({(r.kind, r.key, r.field) for r in table}) == len(table)
+    assert {r.kind for r in table} == {"arch", "branch", "family", "toolkit", "wheel"}
+    assert {a for a in gpus.ARCHITECTURES if drivers.architecture(a)} == set(gpus.ARCHITECTURES)
+
+
+def test_driver_facts():
+    assert drivers.branch(470).last_for == ("Kepler",)
+    assert drivers.branch(580).last_for == ("Maxwell", "Pascal", "Volta")
+    assert drivers.branch(390).last_for == ("Fermi",)
+    assert drivers.branch(535).designation == "Long Term Support Branch"
+    assert drivers.branch(580).cuda == "13.0" and drivers.branch(535).cuda == "12.2"
+    assert drivers.architecture("Blackwell").open_modules == "required"
+    assert drivers.architecture("Turing").open_modules == "supported"
+    assert drivers.architecture("Volta").open_modules == "unsupported"
+    assert "Blackwell" not in drivers.branch(535).architectures
+    assert "Kepler" in drivers.branch(470).architectures and "Kepler" not in drivers.branch(535).architectures
+    assert "Pascal" not in drivers.branch(595).architectures
+    assert drivers.family_minimum(12) == 525 and drivers.family_minimum(13) == 580
+    kits = {k.version: k.min_driver for k in drivers.toolkits()}
+    assert kits["12.8"] == "570.26" and kits["11.8"] == "520.61.05" and "12.7" not in kits
+    assert [w.variant for w in drivers.wheels()] == ["cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130"]
+    assert drivers.branch_of("535.161.08") == 535 and drivers.branch_of("x") is None
+
+
+def test_corpus_location():
+    assert CORPUS.is_dir()
