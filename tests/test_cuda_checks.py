@@ -264,3 +264,13 @@ def test_a_busy_gpu_is_not_a_wrong_gpu():
                      arch_list=("sm_90",), devices=(busy,))
     fired, _ = _codes(Snapshot(torch=torch))
     assert "GH607" not in fired
+
+
+def test_no_frameworks_skips_the_torch_probe_and_says_so():
+    from gpuhealth.collect import collect
+    from hostcases import FakeHost, load_spec
+
+    snapshot = collect(FakeHost(load_spec("h100x8-healthy")), frameworks=False)
+    assert snapshot.torch is None
+    assert "not run" in snapshot.unavailable["torch"]
+    assert snapshot.cuda is not None  # the rest of the CUDA evidence is still collected

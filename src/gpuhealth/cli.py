@@ -83,8 +83,10 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path),
               help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
+@click.option("--no-frameworks", is_flag=True,
+              help="Do not run the PyTorch probe (it computes briefly on every GPU).")
 def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool, save: Path | None) -> None:
+          gpu_count: int | None, verbose: bool, save: Path | None, no_frameworks: bool) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
@@ -93,7 +95,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
     if source is None:
         from gpuhealth.host import LocalHost
 
-        snapshot = collect(LocalHost(), timeout)
+        snapshot = collect(LocalHost(), timeout, frameworks=not no_frameworks)
     else:
         from gpuhealth.bundle import BundleError, BundleHost
 

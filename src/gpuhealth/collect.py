@@ -51,12 +51,16 @@ class Probed:
 
 def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live",
             captured_at: str | None = None,
-            progress: Callable[[str], None] | None = None) -> Snapshot:
-    """Run every probe against ``host`` and return the frozen snapshot."""
+            progress: Callable[[str], None] | None = None, frameworks: bool = True) -> Snapshot:
+    """Run every probe against ``host`` and return the frozen snapshot.
+
+    ``frameworks=False`` skips the PyTorch probe, which opens a CUDA context and computes on every
+    GPU: right for a one-off check, wrong for a periodic one on a node running jobs.
+    """
     probes: list[Callable[[Host, float], Probed]] = [
         probe_os, probe_pci, probe_driver, probe_modules, probe_device_nodes,
         probe_nvidia_smi, probe_nvml, probe_kernel_log, probe_environment, probe_install,
-        probe_cuda,
+        probe_cuda if frameworks else probe_cuda_without_frameworks,
     ]
     merged = Probed()
     with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
@@ -538,7 +542,11 @@ TORCH_PROBE_TIMEOUT_S = 60.0  # the first CUDA call initialises every GPU: slow 
 TORCH_PROBE_LABEL = "python3 -c <gpuhealth torch probe>"
 
 
-def probe_cuda(host: Host, timeout: float) -> Probed:
+def probe_cuda_without_frameworks(host: Host, timeout: float) -> Probed:
+    return probe_cuda(host, timeout, frameworks=False)
+
+
+def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
     """CUDA toolkits under /usr/local, nvcc on PATH, the library path and ld.so.conf, the libcuda the
     loader resolves, nvidia-persistenced, and a PyTorch probe run by the host's python3."""
     from gpuhealth.model import CudaState, LdConfEntry
@@ -550,8 +558,9 @@ def probe_cuda(host: Host, timeout: float) -> Probed:
         "ldconfig": (["ldconfig", "-p"], timeout),
         "active": (["systemctl", "is-active", "nvidia-persistenced"], timeout),
         "enabled": (["systemctl", "is-enabled", "nvidia-persistenced"], timeout),
-        "torch": (["python3", "-c", parse.TORCH_PROBE_SCRIPT], max(timeout, TORCH_PROBE_TIMEOUT_S)),
     }
+    if frameworks:
+        commands["torch"] = (["python3", "-c", parse.TORCH_PROBE_SCRIPT], max(timeout, TORCH_PROBE_TIMEOUT_S))
     with ThreadPoolExecutor(max_workers=len(commands), thread_name_prefix="gpuhealth-cuda") as pool:
         futures = {name: pool.submit(host.run, argv, limit) for name, (argv, limit) in commands.items()}
         runs = {name: future.result() for name, future in futures.items()}
@@ -622,8 +631,10 @@ def probe_cuda(host: Host, timeout: float) -> Probed:
             found.unavailable[f"cuda_{name}"] = f"{' '.join(run.argv)}: {detail}"
 
     # PyTorch, as the host's python3 sees it
-    run = runs["torch"]
-    if run.error == "not installed":
+    run = runs.get("torch")
+    if run is None:
+        found.unavailable["torch"] = "the PyTorch probe was not run (--no-frameworks)"
+    elif run.error == "not installed":
         found.unavailable["torch"] = "python3 is not on PATH: PyTorch was not probed"
     elif run.timed_out:
         found.unavailable["torch"] = f"{TORCH_PROBE_LABEL} {run.error}"

@@ -32,7 +32,8 @@ def run_full_check() -> Any:
     from gpuhealth.config import load_expectations
     from gpuhealth.host import LocalHost
 
-    return run_checks(collect(LocalHost()), load_expectations(None))
+    # No PyTorch probe: computing on every GPU every few minutes would disturb running jobs.
+    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None))
 
 
 class CheckRunner:
