@@ -16,6 +16,7 @@ from gpuhealth import __version__
 from gpuhealth.advice_commands import fix, recommend
 from gpuhealth.monitor.commands import history, monitor
 from gpuhealth.report.formats import FORMAT_NAMES
+from gpuhealth.web.commands import serve
 
 if TYPE_CHECKING:
     from gpuhealth.checks.registry import Expectations
@@ -268,6 +269,7 @@ main.add_command(fix)
 # The monitor sits on top of the core; only the command line (the top layer) reaches it.
 main.add_command(monitor)
 main.add_command(history)
+main.add_command(serve)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -204,3 +204,20 @@ def test_sigterm_flushes_and_exits_zero(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT count(*) FROM recent").fetchone()[0] == 0  # flushed: compacted on the way out
+
+
+def test_periodic_check_keeps_the_worst_finding_per_code_and_gpu():
+    """Xid 48 (critical) and Xid 94 (warning) are both GH301 on GPU 0: one alert, critical."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.collect import collect
+    from gpuhealth.monitor.daemon import CheckRunner
+    from hostcases import FakeHost, load_spec
+
+    report = run_checks(collect(FakeHost(load_spec("h100x8-xid-ecc"))))
+    runner = CheckRunner(600, run=lambda: report, log=lambda _: None)
+    alerts = runner._alerts(report, now=0.0)
+    gh301 = [a for a in alerts if a.rule == "check:GH301"]
+    assert len(gh301) == 1 and gh301[0].severity == "critical"

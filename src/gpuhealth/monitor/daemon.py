@@ -81,7 +81,9 @@ class CheckRunner:
                 continue
             alert = Alert(f"check:{finding.code}", finding.subject.gpu_index, finding.severity.value, "firing",
                           finding.message, now, finding.key)
-            found[alert.identity] = alert
+            # Findings come most severe first; several of one code on one GPU (Xid 48 and Xid 94 are both
+            # GH301) make one alert, at the worst severity.
+            found.setdefault(alert.identity, alert)
         resolved = [Alert(a.rule, a.gpu, a.severity, "resolved", f"resolved: {a.message}", now, a.key)
                     for identity, a in self._open.items() if identity not in found]
         self._open = found

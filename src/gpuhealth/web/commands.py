@@ -1,0 +1,65 @@
+"""The ``serve`` click command. Only click is imported here; the web stack loads when the command runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+class ServeCannotRun(click.ClickException):
+    exit_code = 3  # the CLI's "gpuhealth itself could not run"
+
+
+@click.command()
+@click.option("--listen", default="127.0.0.1:9835", show_default=True, metavar="HOST:PORT",
+              help="Address to listen on. Anything but loopback needs a token.")
+@click.option("--source", "source_spec", default="auto", show_default=True,
+              help="nvml, smi (streaming nvidia-smi), replay:FILE, or auto (NVML, else nvidia-smi).")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database (SQLite).")
+@click.option("--token", envvar="GPUHEALTH_TOKEN", show_envvar=True,
+              help="Bearer token clients must send (prefer the variable or --token-file: "
+                   "a command line is visible to every user).")
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Read the token from the first line of FILE.")
+@click.option("--interval", help="Sampling interval (default 1s).")
+@click.option("--check-every", help="Run the full check this often (default 10m; 0 disables).")
+@click.option("--config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Monitor TOML overriding the defaults (see docs/monitor.md).")
+@click.option("--replay-speed", type=float, default=1.0, show_default=True,
+              help="With replay:FILE: 1 is real time, 0 as fast as possible.")
+@click.option("--check-from", type=click.Path(path_type=Path, exists=True),
+              help="\"Check now\" checks this bundle instead of this host (demos, replays).")
+@click.option("--check-rate", default="30s", show_default=True,
+              help="At most one requested check per this period (POST /api/v1/check).")
+def serve(listen: str, source_spec: str, db: Path | None, token: str | None, token_file: Path | None,
+          interval: str | None, check_every: str | None, config: Path | None, replay_speed: float,
+          check_from: Path | None, check_rate: str) -> None:
+    """Monitor this host and serve /metrics, a JSON API and a live dashboard (foreground).
+
+    One process: the monitor's sampling, history and alerts, plus a web server for Prometheus and
+    people. Binds to 127.0.0.1 by default; any other address requires a token. See docs/serve.md.
+    """
+    from gpuhealth.monitor.config import parse_duration
+
+    from .server import ServeError
+    from .server import serve as run
+
+    if token_file is not None:
+        try:
+            lines = token_file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ServeCannotRun(f"{token_file}: {exc.strerror or exc}") from exc
+        token = lines[0] if lines else ""
+    try:
+        period = parse_duration(check_rate)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--check-rate") from exc
+    try:
+        run(listen, source_spec, db, token or None, interval, check_every, config, replay_speed, check_from, period)
+    except ServeError as exc:
+        raise ServeCannotRun(str(exc)) from exc
+
+
+if __name__ == "__main__":  # pragma: no cover
+    serve()

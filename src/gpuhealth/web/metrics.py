@@ -1,0 +1,120 @@
+"""/metrics: a prometheus_client Collector that builds every family from the live state on each scrape.
+
+Nothing is kept between scrapes, so a GPU that stops answering (lost, or no sample for
+``LiveState.stale_after``) simply has no reading series in the next scrape, and a reading the GPU did
+not give (None) has no series at all: never a 0 or -1 standing in for "unknown". See docs/serve.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .state import LiveState
+
+GPU_LABELS = ["gpu", "uuid", "pci_bus_id", "model"]
+MIB = 1024 * 1024
+
+# (family name, help, Sample field, factor): one gauge per reading, a series only when read.
+READINGS: tuple[tuple[str, str, str, float], ...] = (
+    ("gpuhealth_gpu_temperature_celsius", "GPU core temperature in degrees Celsius.", "temperature_c", 1.0),
+    ("gpuhealth_gpu_memory_temperature_celsius", "GPU memory (HBM) temperature in degrees Celsius.",
+     "memory_temperature_c", 1.0),
+    ("gpuhealth_gpu_power_watts", "GPU power draw in watts.", "power_w", 1.0),
+    ("gpuhealth_gpu_power_limit_watts", "Enforced power limit in watts.", "power_limit_w", 1.0),
+    ("gpuhealth_gpu_memory_used_bytes", "GPU memory in use, in bytes.", "memory_used_mib", MIB),
+    ("gpuhealth_gpu_memory_total_bytes", "GPU memory in total, in bytes.", "memory_total_mib", MIB),
+    ("gpuhealth_gpu_utilization_ratio", "Share of the last sample period a kernel ran on the GPU (0-1).",
+     "utilization_gpu_pct", 0.01),
+    ("gpuhealth_gpu_sm_clock_hertz", "SM clock in hertz.", "sm_clock_mhz", 1e6),
+)
+
+
+def _identity(view: Any) -> list[str]:
+    return [str(view.gpu), view.uuid or "", view.pci_bus_id or "", view.model or ""]
+
+
+class StateCollector(Collector):
+    def __init__(self, state: LiveState) -> None:
+        self.state = state
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to describe up front: every scrape is built fresh
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.state.metrics_view()
+        present = view["present"]
+        for name, help_text, field, factor in READINGS:
+            family = GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
+            for gpu, sample in present:
+                value = getattr(sample, field)
+                if value is not None:
+                    family.add_metric(_identity(gpu), float(value) * factor)
+            yield family
+
+        ecc = CounterMetricFamily("gpuhealth_gpu_ecc_errors", "Volatile ECC errors since the driver loaded "
+                                  "(NVML volatile counters), by type.", labels=[*GPU_LABELS, "type"])
+        for gpu, sample in present:
+            for kind in ("corrected", "uncorrected"):
+                value = getattr(sample, f"ecc_volatile_{kind}")
+                if value is not None:
+                    ecc.add_metric([*_identity(gpu), kind], float(value))
+        yield ecc
+
+        identity = view["identity"]
+        xid = CounterMetricFamily("gpuhealth_xid_errors", "Xid events seen by this gpuhealth since it started "
+                                  "(NVML event API), by Xid code.", labels=[*GPU_LABELS, "xid"])
+        for (gpu, code), count in sorted(view["xids"].items()):
+            labels = _identity(identity[gpu]) if gpu in identity else [str(gpu), "", "", ""]
+            xid.add_metric([*labels, str(code)], float(count))
+        yield xid
+
+        alerts = GaugeMetricFamily("gpuhealth_alert_active", "1 for each alert of gpuhealth's monitor that is "
+                                   "firing now (rule, GPU, key); absent when none.",
+                                   labels=["rule", "key", "severity", *GPU_LABELS])
+        for alert in sorted(view["active"], key=lambda a: (a.rule, -1 if a.gpu is None else a.gpu, a.key)):
+            if alert.gpu is None:
+                labels = ["", "", "", ""]
+            elif alert.gpu in identity:
+                labels = _identity(identity[alert.gpu])
+            else:
+                labels = [str(alert.gpu), "", "", ""]
+            alerts.add_metric([alert.rule, alert.key, alert.severity, *labels], 1.0)
+        yield alerts
+
+        status = GaugeMetricFamily("gpuhealth_check_status", "Findings of the last full check by check code and "
+                                   "severity (1; more when several share the labels), as `gpuhealth check "
+                                   "--format prometheus` writes them.",
+                                   labels=["code", "slug", "severity", "gpu", "pci_bus_id"])
+        report = view["report"]
+        if report is not None:
+            counts = Counter((f.code, f.slug, f.severity.value,
+                              "" if f.subject.gpu_index is None else str(f.subject.gpu_index),
+                              f.subject.pci_address or "") for f in report.findings)
+            for labels, count in sorted(counts.items()):
+                status.add_metric(list(labels), float(count))
+        yield status
+        if view["report_at"] is not None:
+            yield GaugeMetricFamily("gpuhealth_check_last_run_timestamp_seconds",
+                                    "When the last full check finished, in seconds since the epoch.",
+                                    value=view["report_at"])
+        if view["last_sample_t"] is not None:
+            yield GaugeMetricFamily("gpuhealth_last_sample_timestamp_seconds",
+                                    "Time of the newest GPU sample, in seconds since the epoch.",
+                                    value=view["last_sample_t"])
+
+
+def make_registry(state: LiveState, process: bool = True) -> CollectorRegistry:
+    """A registry of our own (not the global one): the state collector, and the process's own
+    CPU/memory/fd metrics (``process_*``) so the exporter's cost is visible in Prometheus too."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StateCollector(state))
+    if process:
+        from prometheus_client import ProcessCollector
+
+        ProcessCollector(registry=registry)
+    return registry

@@ -1,0 +1,423 @@
+"""What the web layer knows, shared between the monitor thread (writer) and the web app (reader).
+
+The monitor is reused as it is; ``serve`` only wraps its parts:
+
+- ``TeeSource`` wraps the source: every batch of events also lands in ``LiveState`` (latest readings,
+  a short in-memory window for the charts, Xid counts) and is pushed to the event-stream clients;
+- ``StateNotifier`` is one more notifier on the monitor's ``Dispatcher`` (which already drops duplicate
+  alerts): it keeps the active alerts and the recent alert feed;
+- ``ServeChecks`` is the monitor's ``CheckRunner`` with "run now" added; the report of every full check
+  (periodic or requested) is kept for the findings view.
+
+Readers get copies taken under one lock; the monitor thread never waits on a web client: pushing an
+update is one ``call_soon_threadsafe`` per batch, and a client that cannot keep up is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhealth.monitor.daemon import CheckRunner
+from gpuhealth.monitor.notify import to_json
+from gpuhealth.monitor.rules import Alert
+from gpuhealth.monitor.sample import Event, GpuLost, Sample, XidEvent
+
+# The readings the page charts, and what the live window keeps per GPU.
+CHART_METRICS: tuple[str, ...] = ("temperature_c", "utilization_gpu_pct", "memory_used_mib", "power_w")
+# What a sample shows on a GPU card and in /api/v1/gpus (None fields are left out).
+CARD_FIELDS: tuple[str, ...] = (
+    "temperature_c", "memory_temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct",
+    "utilization_memory_pct", "memory_used_mib", "memory_total_mib", "sm_clock_mhz", "fan_pct",
+    "ecc_volatile_corrected", "ecc_volatile_uncorrected", "retired_pages_pending", "remapped_rows_pending",
+    "pcie_gen", "pcie_width", "process_count", "process_memory_mib")
+SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
+VERDICT_OF = {0: "HEALTHY", 1: "HEALTHY", 2: "DEGRADED", 3: "BROKEN"}
+MAX_STREAMS = 100  # event-stream clients at once; more get 503
+STREAM_QUEUE = 64  # frames buffered per client; a client this far behind is dropped (it reconnects)
+
+
+class TooManyStreams(RuntimeError):
+    pass
+
+
+@dataclass
+class GpuView:
+    gpu: int
+    uuid: str = ""
+    pci_bus_id: str = ""
+    model: str = ""
+    sample: Sample | None = None  # the latest
+    seen_at: float = 0.0  # the latest sample's time
+    lost: str | None = None  # why, when the latest event was a GpuLost
+    lost_at: float = 0.0
+
+
+def _sample_json(sample: Sample) -> dict[str, Any]:
+    out: dict[str, Any] = {"t": sample.t}
+    for name in CARD_FIELDS:
+        value = getattr(sample, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def sse_frame(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+class LiveState:
+    def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.time, window_s: float = 900.0,
+                 feed_size: int = 200, stale_after: float | None = None, source: str = "") -> None:
+        self.interval = interval
+        self.clock = clock
+        self.window_s = window_s
+        # A GPU without a sample for this long counts as gone: its readings leave /metrics.
+        self.stale_after = stale_after if stale_after is not None else max(10.0, 5 * interval)
+        self.source = source
+        self.started_at = clock()
+        self._lock = threading.Lock()
+        self._gpus: dict[int, GpuView] = {}
+        self._window: dict[int, deque[tuple[float, ...]]] = {}
+        self._xids: Counter[tuple[int, int]] = Counter()
+        self._active: dict[tuple[str, int | None, str], Alert] = {}
+        self._feed: deque[Alert] = deque(maxlen=feed_size)
+        self._names: dict[str, str] = {}  # uuid or PCI address -> model name, from the full check
+        self.last_sample_t: float | None = None
+        self.monitor_running = False
+        self.monitor_note = "starting"
+        # the full check
+        self.report: Any = None
+        self.report_at: float | None = None
+        self.check_running = False
+        self.check_error: str | None = None
+        self.check_generation = 0  # +1 per finished run (report or error)
+        self._check_done = threading.Condition(self._lock)
+        # event-stream clients
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._streams: set[asyncio.Queue[str | None]] = set()
+
+    # ------------------------------------------------------------------ writing (monitor thread)
+
+    def record(self, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        with self._lock:
+            for event in sorted(events, key=lambda e: e.t):
+                view = self._gpus.get(event.gpu)
+                if view is None:
+                    view = self._gpus[event.gpu] = GpuView(event.gpu)
+                if isinstance(event, Sample):
+                    self._sample(view, event)
+                elif isinstance(event, GpuLost):
+                    view.lost, view.lost_at = event.reason, event.t
+                elif isinstance(event, XidEvent):
+                    self._xids[(event.gpu, event.xid)] += 1
+            if not self._streams:  # nobody listening: no payload to build
+                return
+            now = self.clock()
+            payload = {"t": self.last_sample_t,
+                       "gpus": [self._gpu_json(v, now) for _, v in sorted(self._gpus.items())]}
+        self.publish("samples", payload)
+
+    def _sample(self, view: GpuView, sample: Sample) -> None:
+        view.sample, view.seen_at = sample, sample.t
+        if view.lost is not None and sample.t >= view.lost_at:
+            view.lost = None
+        view.uuid = sample.uuid or view.uuid
+        view.pci_bus_id = sample.pci_address or view.pci_bus_id
+        view.model = self._names.get(view.uuid) or self._names.get(view.pci_bus_id) or view.model
+        window = self._window.setdefault(sample.gpu, deque())
+        window.append((sample.t, *(getattr(sample, m) for m in CHART_METRICS)))
+        while window and window[0][0] < sample.t - self.window_s:
+            window.popleft()
+        if self.last_sample_t is None or sample.t > self.last_sample_t:
+            self.last_sample_t = sample.t
+
+    def alert(self, alert: Alert) -> None:
+        with self._lock:
+            if alert.state == "firing":
+                self._active[alert.identity] = alert
+            else:
+                self._active.pop(alert.identity, None)
+            self._feed.appendleft(alert)
+        self.publish("alert", to_json(alert))
+        self.publish("status", self.status())
+
+    def check_started(self) -> None:
+        with self._lock:
+            self.check_running = True
+        self.publish("status", self.status())
+
+    def check_finished(self, report: Any = None, error: str | None = None) -> None:
+        with self._lock:
+            self.check_running = False
+            self.check_generation += 1
+            if report is not None:
+                self.report, self.report_at, self.check_error = report, self.clock(), None
+                for gpu in report.snapshot.gpus:
+                    if gpu.name:
+                        for key in (gpu.uuid, gpu.pci_address):
+                            if key:
+                                self._names[key] = gpu.name
+                for view in self._gpus.values():
+                    view.model = self._names.get(view.uuid) or self._names.get(view.pci_bus_id) or view.model
+            else:
+                self.check_error = error
+            self._check_done.notify_all()
+        self.publish("findings", self.findings())
+        self.publish("status", self.status())
+
+    def wait_check(self, generation: int, timeout: float) -> bool:
+        """Block (a worker thread, not the event loop) until a run after ``generation`` finished."""
+        with self._check_done:
+            return self._check_done.wait_for(lambda: self.check_generation > generation, timeout)
+
+    def set_monitor(self, running: bool, note: str) -> None:
+        with self._lock:
+            self.monitor_running, self.monitor_note = running, note
+        self.publish("status", self.status())
+
+    # ------------------------------------------------------------------ reading
+
+    def _present(self, view: GpuView, now: float) -> bool:
+        return view.sample is not None and view.lost is None and now - view.seen_at <= self.stale_after
+
+    def _gpu_json(self, view: GpuView, now: float | None = None) -> dict[str, Any]:
+        now = self.clock() if now is None else now
+        present = self._present(view, now)
+        state = "ok" if present else ("lost" if view.lost is not None else "stale")
+        out: dict[str, Any] = {"gpu": view.gpu, "uuid": view.uuid, "pci_bus_id": view.pci_bus_id,
+                               "model": view.model, "state": state, "last_seen": view.seen_at or None}
+        if view.lost is not None:
+            out["lost_reason"] = view.lost
+        if present and view.sample is not None:
+            out["readings"] = _sample_json(view.sample)
+        xids = {str(x): n for (g, x), n in sorted(self._xids.items()) if g == view.gpu}
+        if xids:
+            out["xids"] = xids
+        return out
+
+    def gpus(self) -> list[dict[str, Any]]:
+        now = self.clock()
+        with self._lock:
+            return [self._gpu_json(v, now) for _, v in sorted(self._gpus.items())]
+
+    def metrics_view(self) -> dict[str, Any]:
+        """Everything /metrics needs, copied under the lock: present GPUs with their latest sample."""
+        now = self.clock()
+        with self._lock:
+            views = sorted(self._gpus.values(), key=lambda v: v.gpu)
+            return {
+                "present": [(v, v.sample) for v in views if self._present(v, now)],
+                "identity": {v.gpu: v for v in views},
+                "xids": dict(self._xids),
+                "active": list(self._active.values()),
+                "last_sample_t": self.last_sample_t,
+                "report": self.report,
+                "report_at": self.report_at,
+            }
+
+    def window(self, gpu: int, metric: str, since: float) -> tuple[list[float], list[float]] | None:
+        """The in-memory points of one chart metric, or None when the window does not cover ``since``."""
+        if metric not in CHART_METRICS or since < self.started_at:
+            return None
+        column = 1 + CHART_METRICS.index(metric)
+        with self._lock:
+            rows = [r for r in self._window.get(gpu, ()) if r[0] >= since and r[column] is not None]
+        return [r[0] for r in rows], [r[column] for r in rows]
+
+    def alerts(self) -> dict[str, Any]:
+        with self._lock:
+            active = sorted(self._active.values(), key=lambda a: (-SEVERITY_RANK.get(a.severity, 0), a.t))
+            feed = list(self._feed)
+        return {"active": [to_json(a) for a in active], "recent": [to_json(a) for a in feed]}
+
+    def findings(self) -> dict[str, Any]:
+        with self._lock:
+            report, at, running, error = self.report, self.report_at, self.check_running, self.check_error
+        out: dict[str, Any] = {"checked_at": at, "running": running, "error": error, "verdict": None,
+                               "counts": None, "findings": [], "skipped": []}
+        if report is None:
+            return out
+        from gpuhealth.model import to_jsonable
+        from gpuhealth.report.common import fixes_for_host
+
+        out["verdict"] = report.verdict
+        out["counts"] = {s: sum(1 for f in report.findings if f.severity.value == s)
+                         for s in ("critical", "warning", "info")}
+        findings = []
+        for finding in report.findings:
+            item = to_jsonable(finding)
+            item["fixes"] = [to_jsonable(f) for f in fixes_for_host(finding, report.snapshot)]
+            item["subject_text"] = str(finding.subject)
+            findings.append(item)
+        out["findings"] = findings
+        out["skipped"] = [to_jsonable(s) for s in report.skipped]
+        out["checks_run"] = report.checks_run
+        return out
+
+    def status(self) -> dict[str, Any]:
+        now = self.clock()
+        with self._lock:
+            views = list(self._gpus.values())
+            present = sum(1 for v in views if self._present(v, now))
+            lost = sum(1 for v in views if v.lost is not None)
+            active = list(self._active.values())
+            report, at = self.report, self.report_at
+            running, error = self.check_running, self.check_error
+            monitor_running, note, last = self.monitor_running, self.monitor_note, self.last_sample_t
+        rank = max((SEVERITY_RANK.get(a.severity, 0) for a in active), default=0)
+        if report is not None:
+            rank = max([rank, *(SEVERITY_RANK[f.severity.value] for f in report.findings)])
+        if lost or (views and present < len(views)):
+            rank = max(rank, 2)
+        verdict = VERDICT_OF[rank] if (views or report is not None) else "NO DATA"
+        counts = Counter(a.severity for a in active)
+        parts = [f"{present} of {len(views)} GPU(s) answering" if views else "no GPU sampled yet"]
+        parts.append(f"{len(active)} active alert(s)" if active else "no active alerts")
+        if report is not None:
+            parts.append(f"last check: {report.verdict.lower()}")
+        return {
+            "verdict": verdict, "summary": "; ".join(parts), "time": now,
+            "gpus": {"seen": len(views), "answering": present, "lost": lost},
+            "alerts": {"active": len(active), **{s: counts.get(s, 0) for s in ("critical", "warning", "info")}},
+            "check": {"verdict": report.verdict if report is not None else None, "checked_at": at,
+                      "running": running, "error": error},
+            "monitor": {"running": monitor_running, "note": note, "source": self.source,
+                        "last_sample_t": last, "interval_s": self.interval},
+        }
+
+    # ------------------------------------------------------------------ event streams
+
+    def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self._loop = loop
+
+    def subscribe(self) -> asyncio.Queue[str | None]:
+        """Called on the event loop; TooManyStreams beyond ``MAX_STREAMS``."""
+        if len(self._streams) >= MAX_STREAMS:
+            raise TooManyStreams(f"{MAX_STREAMS} event streams open already")
+        queue: asyncio.Queue[str | None] = asyncio.Queue(STREAM_QUEUE)
+        self._streams.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[str | None]) -> None:
+        self._streams.discard(queue)
+
+    @property
+    def stream_count(self) -> int:
+        return len(self._streams)
+
+    def publish(self, event: str, data: Any) -> None:
+        """From any thread: serialise once, hand to the loop; never blocks the caller."""
+        loop = self._loop
+        if loop is None or not self._streams or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._fanout, sse_frame(event, data))
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    def _fanout(self, frame: str | None) -> None:
+        for queue in list(self._streams):
+            try:
+                queue.put_nowait(frame)
+            except asyncio.QueueFull:  # too slow: drop the client; it reconnects and gets a fresh view
+                self._streams.discard(queue)
+                while not queue.empty():
+                    queue.get_nowait()
+                queue.put_nowait(None)
+
+    def close_streams(self) -> None:
+        """End every event stream (shutdown); safe from a signal handler or another thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._fanout, None)
+            except RuntimeError:
+                pass
+
+
+# ---------------------------------------------------------------------- wrappers around the monitor
+
+
+class TeeSource:
+    """The monitor's source, unchanged, with each batch also recorded into the live state."""
+
+    def __init__(self, source: Any, state: LiveState) -> None:
+        self.inner = source
+        self.state = state
+
+    def poll(self) -> list[Event]:
+        events = self.inner.poll()
+        self.state.record(events)
+        return events
+
+    @property
+    def exhausted(self) -> bool:
+        return bool(getattr(self.inner, "exhausted", False))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class StateNotifier:
+    """A notifier (the Dispatcher's interface) that keeps alerts for the page and /metrics."""
+
+    def __init__(self, state: LiveState) -> None:
+        self.state = state
+
+    def send(self, alert: Alert) -> None:
+        self.state.alert(alert)
+
+    def close(self) -> None:
+        pass
+
+
+class ServeChecks(CheckRunner):
+    """The monitor's periodic full check, plus ``run_now`` for the page's button and POST /api/v1/check.
+
+    With ``every_s`` 0 (a replayed trace) only requested runs happen. Findings still become
+    ``check:<code>`` alerts through the base class while the monitor loop runs.
+    """
+
+    def __init__(self, every_s: float, run: Callable[[], Any], state: LiveState,
+                 log: Callable[[str], None] | None = None) -> None:
+        if log is None:
+            super().__init__(every_s, self._observed)
+        else:
+            super().__init__(every_s, self._observed, log)
+        self._inner = run
+        self._state = state
+        self._start_lock = threading.Lock()
+
+    def _observed(self) -> Any:
+        self._state.check_started()
+        try:
+            report = self._inner()
+        except Exception as exc:
+            self._state.check_finished(error=f"full check failed: {type(exc).__name__}: {exc}")
+            raise
+        self._state.check_finished(report)
+        return report
+
+    def maybe_start(self, now: float) -> None:
+        with self._start_lock:
+            super().maybe_start(now)
+
+    def run_now(self) -> bool:
+        """Start a run unless one is running; True when this call started it."""
+        with self._start_lock:
+            if self._thread is not None and self._thread.is_alive():
+                return False
+            if self.every_s > 0:
+                self._due = time.time() + self.every_s
+            self._thread = threading.Thread(target=self._work, name="gpuhealth-check-now", daemon=True)
+            self._thread.start()
+            return True

@@ -1,0 +1,410 @@
+// gpuhealth serve: the dashboard. No framework; uPlot draws the charts. Every value from the server is
+// put on the page with textContent (never as HTML). The event stream is read with fetch() rather than
+// EventSource so that the bearer token can travel in a header.
+"use strict";
+(function () {
+  const CHARTS = [
+    { metric: "temperature_c", label: "Temperature", fmt: (v) => v.toFixed(0) + " °C" },
+    { metric: "utilization_gpu_pct", label: "Utilisation", fmt: (v) => v.toFixed(0) + " %", range: [0, 100] },
+    { metric: "memory_used_mib", label: "Memory", fmt: (v) => (v / 1024).toFixed(1) + " GiB", scale: 1 / 1024 },
+    { metric: "power_w", label: "Power", fmt: (v) => v.toFixed(0) + " W" },
+  ];
+  const RANGES = { "15m": 900, "1h": 3600, "6h": 21600, "24h": 86400, "7d": 604800 };
+  const VERDICT_CLASS = { HEALTHY: "v-healthy", DEGRADED: "v-degraded", BROKEN: "v-broken" };
+  const $ = (id) => document.getElementById(id);
+  const cards = new Map(); // gpu index -> {el, charts: Map(metric -> chart)}
+  let token = sessionStorage.getItem("gpuhealth-token") || "";
+  let range = "15m";
+  let lastStatus = null;
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function ago(t) {
+    if (!t) return "never";
+    const s = Math.max(0, Date.now() / 1000 - t);
+    if (s < 90) return Math.round(s) + " s ago";
+    if (s < 5400) return Math.round(s / 60) + " min ago";
+    if (s < 129600) return Math.round(s / 3600) + " h ago";
+    return Math.round(s / 86400) + " d ago";
+  }
+
+  function clock(t) {
+    return new Date(t * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  // ------------------------------------------------------------------ talking to the server
+
+  class NeedToken extends Error {}
+
+  async function api(path, options) {
+    const opts = Object.assign({ cache: "no-store" }, options || {});
+    opts.headers = Object.assign({}, opts.headers || {});
+    if (token) opts.headers.Authorization = "Bearer " + token;
+    const response = await fetch(path, opts);
+    if (response.status === 401) {
+      askToken();
+      throw new NeedToken("token required");
+    }
+    return response;
+  }
+
+  function askToken() {
+    const form = $("token-form");
+    if (!form.hidden) return;
+    form.hidden = false;
+    $("token-input").focus();
+  }
+
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    token = $("token-input").value.trim();
+    sessionStorage.setItem("gpuhealth-token", token);
+    $("token-form").hidden = true;
+    loadAll();
+  });
+
+  // ------------------------------------------------------------------ the verdict banner
+
+  function renderStatus(status) {
+    lastStatus = status;
+    const banner = $("banner");
+    banner.className = "banner " + (VERDICT_CLASS[status.verdict] || "v-nodata");
+    $("verdict").textContent = status.verdict;
+    let summary = status.summary;
+    if (!status.monitor.running && status.monitor.note) summary += "; monitor: " + status.monitor.note;
+    $("summary").textContent = summary;
+    const button = $("check-now");
+    if (status.check.running) {
+      button.disabled = true;
+      button.textContent = "Checking…";
+    } else if (button.dataset.busy !== "1") {
+      button.disabled = false;
+      button.textContent = "Check now";
+    }
+  }
+
+  // ------------------------------------------------------------------ findings
+
+  function renderFindings(doc) {
+    const list = $("findings");
+    list.replaceChildren();
+    const meta = $("findings-meta");
+    if (doc.error) meta.textContent = doc.error;
+    else if (!doc.checked_at) meta.textContent = doc.running ? "checking…" : "no check yet: press Check now";
+    else {
+      const c = doc.counts || {};
+      meta.textContent = doc.verdict + " · checked " + ago(doc.checked_at) + " · " + (c.critical || 0) +
+        " critical, " + (c.warning || 0) + " warning, " + (c.info || 0) + " info";
+      meta.dataset.checkedAt = String(doc.checked_at);
+    }
+    if (doc.checked_at && doc.findings.length === 0) {
+      list.append(el("li", "empty", "Nothing wrong found" + (doc.skipped.length ? " (" + doc.skipped.length +
+        " check(s) skipped for lack of evidence: not checked, not passed)" : "") + "."));
+    }
+    for (const f of doc.findings) {
+      const item = el("li", "finding sev-" + f.severity);
+      const head = el("div", "f-head");
+      head.append(el("span", "sev", f.severity), el("code", null, f.code));
+      if (f.subject_text) head.append(el("span", "subject", f.subject_text));
+      item.append(head, el("p", "msg", f.message));
+      for (const fix of f.fixes || []) {
+        const row = el("div", "fix");
+        const label = el("span", fix.disruptive ? "disruptive" : null, fix.disruptive ? "fix (disruptive):" : "fix:");
+        row.append(label);
+        if (fix.note) row.append(" ", el("span", "note", fix.note));
+        row.append(el("code", null, fix.command));
+        item.append(row);
+      }
+      if (f.evidence && f.evidence.length) {
+        const details = el("details");
+        details.append(el("summary", null, "evidence"));
+        for (const ev of f.evidence) details.append(el("pre", null, ev.source + "\n" + ev.lines.join("\n")));
+        item.append(details);
+      }
+      list.append(item);
+    }
+  }
+
+  async function checkNow() {
+    const button = $("check-now");
+    const note = $("check-note");
+    button.disabled = true;
+    button.dataset.busy = "1";
+    button.textContent = "Checking…";
+    note.textContent = "Running the full check…";
+    try {
+      const response = await api("/api/v1/check", { method: "POST" });
+      const body = await response.json();
+      if (response.status === 200) {
+        renderFindings(body);
+        note.textContent = "Check finished: " + (body.verdict || "no verdict") + ", " + body.findings.length +
+          " finding(s).";
+        $("findings-h").scrollIntoView({ block: "nearest" });
+      } else if (response.status === 202) {
+        note.textContent = "The check is still running; its findings will appear here.";
+      } else {
+        note.textContent = body.error || "HTTP " + response.status;
+      }
+    } catch (error) {
+      note.textContent = error instanceof NeedToken ? "A token is needed." : "Check failed: " + error;
+    } finally {
+      button.dataset.busy = "";
+      button.disabled = false;
+      button.textContent = "Check now";
+      if (lastStatus) renderStatus(lastStatus);
+    }
+  }
+
+  $("check-now").addEventListener("click", checkNow);
+
+  // ------------------------------------------------------------------ alerts
+
+  function alertItem(a) {
+    const item = el("li", "alert sev-" + a.severity + (a.state === "resolved" ? " resolved" : ""));
+    const head = el("div", "f-head");
+    head.append(el("span", "sev", a.state === "resolved" ? "resolved" : a.severity),
+      el("code", null, a.rule + (a.key ? "[" + a.key + "]" : "")),
+      el("span", "subject", a.gpu === null ? "host" : "GPU " + a.gpu),
+      el("span", "when", clock(a.t)));
+    item.append(head, el("p", "msg", a.message));
+    return item;
+  }
+
+  function renderAlerts(doc) {
+    const list = $("alerts");
+    list.replaceChildren();
+    if (!doc.recent.length) list.append(el("li", "empty", "No alerts since this gpuhealth started."));
+    for (const a of doc.recent) list.append(alertItem(a));
+  }
+
+  function addAlert(a) {
+    const list = $("alerts");
+    const empty = list.querySelector(".empty");
+    if (empty) empty.remove();
+    list.prepend(alertItem(a));
+    while (list.children.length > 200) list.lastChild.remove();
+  }
+
+  // ------------------------------------------------------------------ GPU cards and charts
+
+  function axisColor() {
+    return getComputedStyle(document.documentElement).getPropertyValue("--muted").trim() || "#666";
+  }
+
+  function makeChart(host, spec) {
+    const stroke = getComputedStyle(document.documentElement).getPropertyValue("--chart").trim() || "#2b5fb4";
+    const fill = getComputedStyle(document.documentElement).getPropertyValue("--chart-fill").trim();
+    const grid = { stroke: "rgba(128,128,128,.18)", width: 1 };
+    const font = "10px system-ui, sans-serif";
+    const opts = {
+      width: Math.max(120, host.clientWidth || 150),
+      height: 84,
+      legend: { show: false },
+      cursor: { show: false },
+      scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { auto: true } },
+      axes: [
+        { stroke: axisColor(), grid, ticks: grid, font, size: 20, space: 60 },
+        { stroke: axisColor(), grid, ticks: grid, font, size: 34, space: 20 },
+      ],
+      series: [{}, { stroke, fill, width: 1.5, points: { show: false } }],
+    };
+    const data = [[], []];
+    const plot = new uPlot(opts, data, host);
+    const chart = { plot, data, host, spec, lastT: 0 };
+    new ResizeObserver(() => {
+      const width = Math.max(120, host.clientWidth);
+      if (width !== plot.width) plot.setSize({ width, height: 84 });
+    }).observe(host);
+    return chart;
+  }
+
+  function setChart(chart, t, v) {
+    const scale = chart.spec.scale || 1;
+    chart.data[0] = t.slice();
+    chart.data[1] = v.map((x) => x * scale);
+    chart.lastT = t.length ? t[t.length - 1] : 0;
+    chart.plot.setData(chart.data);
+    mark(chart);
+  }
+
+  function appendChart(chart, t, value) {
+    if (value === undefined || value === null || t <= chart.lastT) return;
+    chart.data[0].push(t);
+    chart.data[1].push(value * (chart.spec.scale || 1));
+    chart.lastT = t;
+    const since = t - RANGES[range];
+    let drop = 0;
+    while (drop < chart.data[0].length && chart.data[0][drop] < since) drop++;
+    if (drop) {
+      chart.data[0].splice(0, drop);
+      chart.data[1].splice(0, drop);
+    }
+    chart.plot.setData(chart.data);
+    mark(chart);
+  }
+
+  function mark(chart) {
+    chart.host.dataset.points = String(chart.data[0].length);
+    chart.host.dataset.lastT = String(chart.lastT);
+  }
+
+  function ensureCard(gpu) {
+    let card = cards.get(gpu.gpu);
+    if (card) return card;
+    const root = el("article", "gpu-card");
+    root.dataset.gpu = String(gpu.gpu);
+    const head = el("div", "gpu-head");
+    const title = el("span", "gpu-title", "GPU " + gpu.gpu);
+    const model = el("span", "gpu-model");
+    const state = el("span", "gpu-state");
+    head.append(title, model, state);
+    const note = el("div", "gpu-note");
+    const charts = el("div", "charts");
+    root.append(head, note, charts);
+    // keep the cards in GPU order
+    const after = [...cards.keys()].filter((k) => k > gpu.gpu).sort((a, b) => a - b)[0];
+    if (after === undefined) $("gpus").append(root);
+    else $("gpus").insertBefore(root, cards.get(after).el);
+    card = { el: root, model, state, note, charts: new Map() };
+    cards.set(gpu.gpu, card);
+    for (const spec of CHARTS) {
+      const box = el("div", "chart");
+      box.dataset.metric = spec.metric;
+      const label = el("div", "chart-label");
+      const value = el("span", "chart-value", "–");
+      label.append(el("span", null, spec.label), value);
+      const host = el("div", "chart-plot");
+      box.append(label, host);
+      charts.append(box);
+      const chart = makeChart(host, spec);
+      chart.value = value;
+      card.charts.set(spec.metric, chart);
+    }
+    return card;
+  }
+
+  function renderGpu(gpu) {
+    const card = ensureCard(gpu);
+    card.model.textContent = [gpu.model, gpu.pci_bus_id].filter(Boolean).join(" · ");
+    card.state.textContent = gpu.state;
+    card.state.className = "gpu-state " + gpu.state;
+    card.el.className = "gpu-card state-" + gpu.state;
+    card.note.textContent = gpu.state === "lost" ? "lost: " + (gpu.lost_reason || "") :
+      gpu.state === "stale" ? "no sample since " + ago(gpu.last_seen) : "";
+    const readings = gpu.readings || {};
+    for (const [metric, chart] of card.charts) {
+      const v = readings[metric];
+      if (v === undefined) chart.value.textContent = "–";
+      else {
+        let text = chart.spec.fmt(v);
+        if (metric === "memory_used_mib" && readings.memory_total_mib) text += " / " +
+          (readings.memory_total_mib / 1024).toFixed(0);
+        if (metric === "power_w" && readings.power_limit_w) text += " / " + readings.power_limit_w.toFixed(0);
+        chart.value.textContent = text;
+        appendChart(chart, readings.t, v);
+      }
+    }
+  }
+
+  function renderSamples(doc) {
+    for (const gpu of doc.gpus) renderGpu(gpu);
+  }
+
+  async function loadHistory() {
+    const response = await api("/api/v1/history?range=" + encodeURIComponent(range));
+    if (!response.ok) return;
+    const doc = await response.json();
+    for (const s of doc.series) {
+      const card = cards.get(s.gpu) || ensureCard({ gpu: s.gpu });
+      const chart = card.charts.get(s.metric);
+      if (chart) setChart(chart, s.t, s.v);
+    }
+  }
+
+  for (const button of document.querySelectorAll("#ranges button")) {
+    button.addEventListener("click", () => {
+      range = button.dataset.range;
+      for (const b of document.querySelectorAll("#ranges button")) b.setAttribute("aria-pressed", String(b === button));
+      loadHistory().catch(() => {});
+    });
+  }
+
+  // ------------------------------------------------------------------ the event stream
+
+  function handle(block) {
+    let name = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (!line || line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") name = value;
+      else if (field === "data") data.push(value);
+    }
+    if (!data.length) return;
+    const doc = JSON.parse(data.join("\n"));
+    if (name === "status") renderStatus(doc);
+    else if (name === "samples") renderSamples(doc);
+    else if (name === "alert") addAlert(doc);
+    else if (name === "findings") renderFindings(doc);
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  async function stream() {
+    for (;;) {
+      try {
+        const response = await api("/api/v1/events", { headers: { Accept: "text/event-stream" } });
+        if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
+        $("live").textContent = "live";
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true });
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            handle(buffer.slice(0, end));
+            buffer = buffer.slice(end + 2);
+          }
+        }
+      } catch (error) {
+        // reconnect below
+      }
+      $("live").textContent = "offline: reconnecting";
+      await sleep(3000);
+    }
+  }
+
+  async function loadAll() {
+    try {
+      const [status, gpus, alerts, findings] = await Promise.all(
+        ["status", "gpus", "alerts", "findings"].map((p) => api("/api/v1/" + p).then((r) => r.json())));
+      renderStatus(status);
+      for (const gpu of gpus.gpus) renderGpu(gpu);
+      renderAlerts(alerts);
+      renderFindings(findings);
+      await loadHistory();
+    } catch (error) {
+      if (!(error instanceof NeedToken)) $("summary").textContent = "cannot reach gpuhealth: " + error;
+    }
+  }
+
+  setInterval(() => {
+    const meta = $("findings-meta");
+    if (meta.dataset.checkedAt && lastStatus) {
+      meta.textContent = meta.textContent.replace(/checked [^·]*·/, "checked " + ago(Number(meta.dataset.checkedAt)) + " ·");
+    }
+  }, 10000);
+
+  loadAll().then(stream);
+})();

@@ -1,0 +1,391 @@
+"""The web app through Starlette's TestClient: every endpoint, the token, the rate limit, size limits,
+security headers, and /metrics (None readings absent, no stale series)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+from web_fakes import REPO, T0, app_in_thread, expected, fleet_events, wait_for, write_fleet_trace
+
+from gpuhealth.model import Evidence, Finding, Fix, Gpu, NvmlReport, Report, Severity, Snapshot, Subject
+from gpuhealth.monitor.daemon import Monitor
+from gpuhealth.monitor.notify import Dispatcher
+from gpuhealth.monitor.rules import Alert, RuleSet
+from gpuhealth.monitor.sample import GpuLost, Sample
+from gpuhealth.monitor.sources import ReplaySource
+from gpuhealth.monitor.store import Store
+from gpuhealth.web import state as state_module
+from gpuhealth.web.app import create_app
+from gpuhealth.web.commands import serve
+from gpuhealth.web.security import SECURITY_HEADERS, allowed_hosts_for
+from gpuhealth.web.server import ServeError, check_token, parse_listen, wrap_monitor
+from gpuhealth.web.state import LiveState, ServeChecks, StateNotifier
+
+TOKEN = "s3cret-token-0123456789"
+
+
+class Clock:
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def report() -> Report:
+    gpu = Gpu(index=0, name="NVIDIA H100 80GB HBM3", pci_address="0000:19:00.0", uuid="GPU-a")
+    snapshot = Snapshot(nvml=NvmlReport(ok=True, gpus=(gpu,)))
+    finding = Finding("GH301", "xid", Severity.CRITICAL, "Xid 48: double-bit ECC error",
+                      Subject(0, "0000:19:00.0"), (Evidence("dmesg --time-format iso", ("NVRM: Xid 48",)),),
+                      fixes=(Fix("sudo nvidia-smi --gpu-reset -i 0", disruptive=True),))
+    return Report(snapshot, (finding,), (), 20)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def live(clock):
+    state = LiveState(1.0, clock=clock, source="test")
+    state.started_at = T0 - 3600
+    return state
+
+
+def make(live, **kwargs):
+    checks = kwargs.pop("checks", None) or ServeChecks(0, report, live, log=lambda text: None)
+    return create_app(live, checks, **kwargs), checks
+
+
+def feed(live, clock, *events):
+    clock.t = max(e.t for e in events)
+    live.record(list(events))
+
+
+def metrics(client) -> dict[str, list]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {family.name: family.samples for family in text_string_to_metric_families(response.text)}
+
+
+def values(samples, name: str, **labels) -> list[float]:
+    return [s.value for s in samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+
+
+def test_every_endpoint_answers(live, clock):
+    feed(live, clock, *fleet_events(gpus=2, seconds=5))
+    app, _ = make(live)
+    with TestClient(app) as client:
+        page = client.get("/")
+        assert page.status_code == 200 and "Check now" in page.text
+        for asset, kind in (("/static/app.js", "javascript"), ("/static/app.css", "css"),
+                            ("/static/uplot/uPlot.iife.min.js", "javascript"), ("/favicon.ico", "svg")):
+            response = client.get(asset)
+            assert response.status_code == 200 and kind in response.headers["content-type"], asset
+        assert client.get("/healthz").text == "ok\n"
+        status = client.get("/api/v1/status").json()
+        assert status["verdict"] == "HEALTHY" and status["gpus"] == {"seen": 2, "answering": 2, "lost": 0}
+        gpus = client.get("/api/v1/gpus").json()["gpus"]
+        assert [g["gpu"] for g in gpus] == [0, 1] and gpus[1]["readings"]["temperature_c"] == 51
+        assert gpus[1]["pci_bus_id"] == "0000:3b:00.0" and gpus[1]["state"] == "ok"
+        assert client.get("/api/v1/alerts").json() == {"active": [], "recent": []}
+        assert client.get("/api/v1/findings").json()["checked_at"] is None
+        history = client.get("/api/v1/history", params={"gpu": 1, "metric": "temperature", "range": "15m"}).json()
+        assert history["series"] == [{"gpu": 1, "metric": "temperature_c", "resolution": "raw",
+                                      "t": [T0 + i for i in range(5)], "v": [51] * 5}]
+        everything = client.get("/api/v1/history").json()["series"]
+        assert {(s["gpu"], s["metric"]) for s in everything} == {
+            (g, m) for g in (0, 1) for m in state_module.CHART_METRICS}
+        spec = client.get("/api/v1/openapi.json").json()
+        assert spec["openapi"].startswith("3.")
+        routes = {r.path for r in app.routes if r.path.startswith("/api/") or r.path in ("/metrics", "/healthz")}
+        assert routes <= set(spec["paths"])
+        assert client.post("/api/v1/check").status_code == 200
+        assert client.get("/nowhere").status_code == 404
+
+
+def test_history_validates_its_parameters(live, clock):
+    feed(live, clock, *fleet_events(gpus=1, seconds=2))
+    app, _ = make(live)
+    with TestClient(app) as client:
+        for params in ({"metric": "voltage"}, {"range": "5s"}, {"range": "90d"}, {"range": "soon"},
+                       {"gpu": "x"}, {"gpu": "-1"}, {"gpu": "99999"}, {"metric": ",".join(["temp"] * 9)}):
+            response = client.get("/api/v1/history", params=params)
+            assert response.status_code == 400, params
+            assert "error" in response.json()
+
+
+def test_history_reads_the_database_beyond_the_live_window(tmp_path, live, clock):
+    db = tmp_path / "h.db"
+    store = Store(db, clock=clock)
+    old = [Sample(T0 - 7200 + 60 * i, 0, temperature_c=40 + i % 3) for i in range(100)]
+    clock.t = old[-1].t
+    for sample in old:
+        store.write([sample])
+    store.flush()
+    store.close()
+    live.started_at = T0  # the process started now: the in-memory window holds nothing older
+    feed(live, clock, Sample(T0, 0, temperature_c=60))
+    app, _ = make(live, db=db)
+    with TestClient(app) as client:
+        series = client.get("/api/v1/history", params={"gpu": 0, "metric": "temperature", "range": "24h"}).json()
+        [one] = series["series"]
+        assert one["resolution"] == "minute" and len(one["t"]) >= 100 and one["min"] and one["max"]
+        assert set(one["v"]) <= {40, 41, 42, 60}
+
+
+def test_metrics_from_the_current_state(live, clock):
+    events = fleet_events(gpus=8, seconds=3)
+    feed(live, clock, *events)
+    live.alert(Alert("xid", 3, "critical", "firing", "GPU 3 Xid 79", T0, "79"))
+    live.alert(Alert("gpu_count", None, "critical", "firing", "7 of 8", T0))
+    live.check_finished(report())
+    app, _ = make(live)
+    with TestClient(app) as client:
+        families = metrics(client)
+    temps = families["gpuhealth_gpu_temperature_celsius"]
+    assert len(temps) == 8
+    for gpu in range(8):
+        want = expected(gpu)
+        assert values(temps, "gpuhealth_gpu_temperature_celsius", gpu=str(gpu)) == [want["temperature_c"]]
+        assert values(families["gpuhealth_gpu_utilization_ratio"], "gpuhealth_gpu_utilization_ratio",
+                      gpu=str(gpu)) == [pytest.approx(want["utilization_gpu_pct"] / 100)]
+        assert values(families["gpuhealth_gpu_memory_used_bytes"], "gpuhealth_gpu_memory_used_bytes",
+                      gpu=str(gpu)) == [want["memory_used_mib"] * 1024 * 1024]
+    gpu0 = [s for s in temps if s.labels["gpu"] == "0"][0].labels
+    assert gpu0 == {"gpu": "0", "uuid": "GPU-00000000-test-0000-0000-000000000000", "pci_bus_id": "0000:19:00.0",
+                    "model": "NVIDIA H100 80GB HBM3"}  # the model comes from the full check's snapshot
+    power = families["gpuhealth_gpu_power_watts"]
+    assert {s.labels["gpu"] for s in power} == {str(g) for g in range(8)} - {"5"}  # None -> no series
+    assert values(families["gpuhealth_gpu_ecc_errors"], "gpuhealth_gpu_ecc_errors_total", gpu="0",
+                  type="uncorrected") == [0]
+    assert values(families["gpuhealth_xid_errors"], "gpuhealth_xid_errors_total", gpu="3", xid="79") == [1]
+    active = families["gpuhealth_alert_active"]
+    assert values(active, "gpuhealth_alert_active", rule="xid", gpu="3", key="79", severity="critical") == [1]
+    assert values(active, "gpuhealth_alert_active", rule="gpu_count", gpu="") == [1]
+    assert values(families["gpuhealth_check_status"], "gpuhealth_check_status", code="GH301",
+                  severity="critical", gpu="0") == [1]
+    assert families["gpuhealth_last_sample_timestamp_seconds"][0].value == T0 + 2
+    assert "process_resident_memory_bytes" in families
+
+
+def test_none_readings_never_appear_as_values(live, clock):
+    feed(live, clock, Sample(T0, 0, pci_address="0000:19:00.0"))  # a GPU that answered nothing
+    app, _ = make(live)
+    with TestClient(app) as client:
+        families = metrics(client)
+        text = client.get("/metrics").text
+    for name, samples in families.items():
+        if name.startswith("gpuhealth_gpu_"):
+            assert samples == [], name
+    assert "NaN" not in text and "gpuhealth_gpu_temperature_celsius{" not in text
+
+
+def test_no_stale_series_after_a_gpu_disappears(live, clock):
+    feed(live, clock, Sample(T0, 0, temperature_c=50, power_w=100), Sample(T0, 1, temperature_c=51, power_w=101))
+    app, _ = make(live)
+    with TestClient(app) as client:
+        assert {s.labels["gpu"] for s in metrics(client)["gpuhealth_gpu_temperature_celsius"]} == {"0", "1"}
+        # GPU 1 stops answering: after stale_after (10 s at a 1 s interval) its readings are gone
+        for i in range(1, 12):
+            feed(live, clock, Sample(T0 + i, 0, temperature_c=50, power_w=100))
+        families = metrics(client)
+        assert {s.labels["gpu"] for s in families["gpuhealth_gpu_temperature_celsius"]} == {"0"}
+        assert {s.labels["gpu"] for s in families["gpuhealth_gpu_power_watts"]} == {"0"}
+        assert client.get("/api/v1/gpus").json()["gpus"][1]["state"] == "stale"
+        # GPU 0 is lost: its readings go at once, and the verdict says so
+        feed(live, clock, GpuLost(T0 + 12, 0, "GPU is lost"))
+        assert metrics(client)["gpuhealth_gpu_temperature_celsius"] == []
+        assert client.get("/api/v1/status").json()["verdict"] == "DEGRADED"
+        # and it answers again
+        feed(live, clock, Sample(T0 + 13, 0, temperature_c=52))
+        assert values(metrics(client)["gpuhealth_gpu_temperature_celsius"], "gpuhealth_gpu_temperature_celsius",
+                      gpu="0") == [52]
+
+
+def test_token_required_off_loopback(live, clock):
+    feed(live, clock, *fleet_events(gpus=1, seconds=1))
+    app, _ = make(live, token=TOKEN)
+    with TestClient(app) as client:
+        for path in ("/metrics", "/api/v1/status", "/api/v1/gpus", "/api/v1/history", "/api/v1/alerts",
+                     "/api/v1/findings", "/api/v1/events", "/api/v1/openapi.json"):
+            response = client.get(path)
+            assert response.status_code == 401, path
+            assert response.headers["www-authenticate"].startswith("Bearer")
+            assert client.get(path, headers={"Authorization": "Bearer wrong-token-wrong-token"}).status_code == 401
+        assert client.post("/api/v1/check").status_code == 401
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        assert client.get("/api/v1/status", headers=good).status_code == 200
+        assert client.get("/metrics", headers=good).status_code == 200
+        for public in ("/", "/healthz", "/static/app.js", "/favicon.ico"):  # no data in these
+            assert client.get(public).status_code == 200, public
+
+
+def test_serve_refuses_a_public_address_without_a_token():
+    with pytest.raises(ServeError, match="without a token"):
+        check_token("0.0.0.0", None)
+    with pytest.raises(ServeError, match="without a token"):
+        check_token("gpu-node-17.example", None)
+    with pytest.raises(ServeError, match="at least 16"):
+        check_token("0.0.0.0", "short")
+    assert check_token("127.0.0.1", None) is None and check_token("::1", None) is None
+    assert check_token("0.0.0.0", TOKEN) == TOKEN
+    result = CliRunner().invoke(serve, ["--listen", "0.0.0.0:0"], env={"GPUHEALTH_TOKEN": None})
+    assert result.exit_code == 3 and "without a token" in result.output
+    assert parse_listen("[::1]:9835") == ("::1", 9835) and parse_listen("0.0.0.0:80") == ("0.0.0.0", 80)
+    for bad in ("9835", "host:", "host:99999", ":80"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
+def test_check_is_rate_limited(live, clock):
+    app, _ = make(live, check_period_s=30)
+    fake = Clock(1000.0)
+    app.state.limiter.clock = fake
+    with TestClient(app) as client:
+        first = client.post("/api/v1/check")
+        assert first.status_code == 200
+        doc = first.json()
+        assert doc["verdict"] == "BROKEN" and doc["findings"][0]["code"] == "GH301"
+        assert doc["findings"][0]["fixes"][0]["command"] == "sudo nvidia-smi --gpu-reset -i 0"
+        fake.t += 10
+        second = client.post("/api/v1/check")
+        assert second.status_code == 429 and second.headers["retry-after"] == "20"
+        fake.t += 21
+        assert client.post("/api/v1/check").status_code == 200
+        assert client.get("/api/v1/findings").json()["findings"][0]["code"] == "GH301"
+
+
+def test_a_failing_check_is_reported(live):
+    def broken():
+        raise RuntimeError("probe exploded")
+
+    app, _ = make(live, checks=ServeChecks(0, broken, live, log=lambda text: None))
+    with TestClient(app) as client:
+        doc = client.post("/api/v1/check").json()
+    assert "probe exploded" in doc["error"] and live.status()["check"]["error"]
+
+
+def test_oversized_and_malformed_requests_are_refused(live):
+    app, _ = make(live)
+    with TestClient(app) as client:
+        assert client.post("/api/v1/check", content=b"x" * 10_000).status_code == 413
+        chunked = client.post("/api/v1/check", content=iter([b"x" * 3000, b"y" * 3000]))
+        assert chunked.status_code == 413
+        assert client.get("/api/v1/history", params={"metric": "t" * 3000}).status_code == 414
+        assert client.post("/api/v1/check", headers={"content-length": "abc"}).status_code == 400
+        assert client.put("/api/v1/check").status_code == 405
+        assert client.post("/api/v1/status").status_code == 405
+
+
+def test_security_headers_on_every_response(live):
+    app, _ = make(live, token=TOKEN)
+    with TestClient(app) as client:
+        for response in (client.get("/"), client.get("/static/app.js"), client.get("/api/v1/status"),
+                         client.get("/nowhere"), client.post("/api/v1/check", content=b"x" * 9000)):
+            for name, value in SECURITY_HEADERS:
+                assert response.headers.get(name.decode()) == value.decode(), (response.url, name)
+        csp = client.get("/").headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+        assert client.get("/api/v1/status", headers={"Authorization": f"Bearer {TOKEN}"}).headers[
+            "cache-control"] == "no-store"
+
+
+def test_loopback_refuses_foreign_host_headers_and_cross_origin_posts(live):
+    app, _ = make(live, allowed_hosts=allowed_hosts_for("127.0.0.1", 9835))
+    with TestClient(app, base_url="http://127.0.0.1:9835") as client:
+        assert client.get("/api/v1/status").status_code == 200
+        assert client.get("/api/v1/status", headers={"host": "localhost:9835"}).status_code == 200
+        assert client.get("/api/v1/status", headers={"host": "evil.example:9835"}).status_code == 421
+        refused = client.post("/api/v1/check", headers={"origin": "http://evil.example"})
+        assert refused.status_code == 403
+        same = client.post("/api/v1/check", headers={"origin": "http://127.0.0.1:9835"})
+        assert same.status_code == 200
+
+
+def test_too_many_event_streams(live, monkeypatch):
+    monkeypatch.setattr(state_module, "MAX_STREAMS", 0)
+    app, _ = make(live)
+    with TestClient(app) as client:
+        response = client.get("/api/v1/events")
+    assert response.status_code == 503 and response.headers["retry-after"]
+
+
+def test_event_stream_pushes_samples_alerts_and_findings(live, clock):
+    feed(live, clock, *fleet_events(gpus=2, seconds=1))
+    app, checks = make(live)
+    with app_in_thread(app) as base, httpx.Client(base_url=base, timeout=10) as client:
+        with client.stream("GET", "/api/v1/events") as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            lines = response.iter_lines()
+            seen: list[tuple[str, dict]] = []
+
+            def next_event() -> tuple[str, dict]:
+                name = None
+                for line in lines:
+                    if line.startswith("event: "):
+                        name = line.removeprefix("event: ")
+                    elif line.startswith("data: ") and name:
+                        seen.append((name, json.loads(line.removeprefix("data: "))))
+                        return seen[-1]
+                raise AssertionError("stream ended")
+
+            assert next_event()[0] == "status"
+            name, doc = next_event()
+            assert name == "samples" and [g["gpu"] for g in doc["gpus"]] == [0, 1]
+            wait_for(lambda: live.stream_count == 1, 5, "the stream to subscribe")
+            feed(live, clock, Sample(T0 + 5, 0, temperature_c=77, pci_address="0000:19:00.0"))
+            name, doc = next_event()
+            assert name == "samples" and doc["gpus"][0]["readings"]["temperature_c"] == 77
+            live.alert(Alert("temperature", 0, "warning", "firing", "GPU 0 at 88 °C", T0 + 5))
+            name, doc = next_event()
+            assert name == "alert" and doc["rule"] == "temperature" and doc["state"] == "firing"
+            assert next_event()[0] == "status"
+            checks.run_now()
+            names = [next_event()[0] for _ in range(3)]  # status (running), findings, status
+            assert names == ["status", "findings", "status"]
+            assert seen[-2][1]["findings"][0]["code"] == "GH301"
+    wait_for(lambda: live.stream_count == 0, 5, "the stream to close")
+
+
+def test_wrapped_monitor_feeds_the_state(tmp_path):
+    trace = write_fleet_trace(tmp_path / "t.jsonl", gpus=4, seconds=40)
+    from gpuhealth.monitor.config import load_config
+
+    mon = Monitor(ReplaySource(trace, speed=0), RuleSet.from_config(load_config()["rules"]), Dispatcher([]),
+                  interval=1.0)
+    live, checks = wrap_monitor(mon, "replay:t", report)
+    assert isinstance(mon.dispatcher.notifiers[-1], StateNotifier)
+    while not mon.source.exhausted:
+        mon.step()
+    assert [g["gpu"] for g in live.gpus()] == [0, 1, 2, 3]
+    active = live.alerts()["active"]
+    assert any(a["rule"] == "xid" and a["gpu"] == 3 for a in active)
+    assert checks.run_now()
+    assert live.wait_check(0, 10)
+    wait_for(lambda: not checks._thread.is_alive(), 5, "the check thread to end")
+    mon.step()  # the monitor's loop turns the findings into check:<code> alerts
+    assert live.findings()["verdict"] == "BROKEN"
+    assert any(a["rule"] == "check:GH301" for a in live.alerts()["active"])
+
+
+def test_commands_module_imports_only_click():
+    code = ("import sys, gpuhealth.web.commands; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'prometheus_client', "
+            "'httpx', 'rich', 'sqlite3'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_serve_command_help():
+    result = CliRunner().invoke(serve, ["--help"])
+    assert result.exit_code == 0 and "--listen" in result.output and "GPUHEALTH_TOKEN" in result.output

@@ -1,0 +1,52 @@
+"""The deploy files name only metrics `gpuhealth serve` exports, and the Grafana dashboard has a
+data-source variable (so it imports into any Grafana)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from web_fakes import REPO, T0, fleet_events
+
+from gpuhealth.web.metrics import make_registry
+from gpuhealth.web.state import LiveState
+
+DEPLOY = REPO / "deploy"
+OURS = re.compile(r"\b(gpuhealth_[a-z_]+|process_[a-z_]+)\b")
+
+
+def exported() -> set[str]:
+    from prometheus_client.exposition import generate_latest
+
+    state = LiveState(1.0, clock=lambda: T0 + 1)
+    state.record(fleet_events(gpus=2, seconds=2))
+    text = generate_latest(make_registry(state)).decode()
+    return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")} | {
+        line.split("{")[0].split()[0] for line in text.splitlines() if line and not line.startswith("#")} | {
+        "gpuhealth_check_last_run_timestamp_seconds"}
+
+
+def test_grafana_dashboard_uses_a_datasource_variable_and_our_metrics():
+    dashboard = json.loads((DEPLOY / "grafana" / "gpuhealth-fleet.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    names = exported()
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        for target in panel["targets"]:
+            for metric in OURS.findall(target["expr"]):
+                assert metric in names, (panel["title"], metric)
+
+
+def test_alert_rules_use_our_metrics():
+    names = exported()
+    text = (DEPLOY / "prometheus" / "gpuhealth.rules.yml").read_text()
+    exprs = re.findall(r"expr: (.*)", text)
+    assert len(exprs) >= 12
+    for expr in exprs:
+        for metric in OURS.findall(expr):
+            assert metric in names, metric
+    rules = set(re.findall(r'rule="([a-z_]+)"', text))
+    from gpuhealth.monitor.rules import RULES
+
+    assert rules == set(RULES)  # one Prometheus alert per monitor rule

@@ -1,0 +1,115 @@
+"""A real Prometheus scrapes a real `gpuhealth serve` fed by a generated trace; promtool checks the
+deploy/prometheus files. Without prometheus/promtool: skipped, or FAILED when CI is set."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import httpx
+from web_fakes import (
+    H100_MODEL,
+    NO_POWER_GPU,
+    REPO,
+    XID,
+    XID_GPU,
+    expected,
+    free_port,
+    record_bundle,
+    serve_process,
+    tool,
+    wait_for,
+    write_fleet_trace,
+)
+
+DEPLOY = REPO / "deploy" / "prometheus"
+
+
+def test_promtool_checks_rules_and_config(tmp_path):
+    promtool = tool("promtool")
+    rules = sorted(DEPLOY.glob("*.rules.yml"))
+    assert rules
+    subprocess.run([promtool, "check", "rules", *map(str, rules)], check=True, capture_output=True)
+    subprocess.run([promtool, "test", "rules", "gpuhealth.rules.test.yml"], check=True, capture_output=True,
+                   cwd=DEPLOY)
+    for path in (DEPLOY / "prometheus.yml", *rules):  # the config names a token file: give it one
+        shutil.copy(path, tmp_path)
+    (tmp_path / "gpuhealth.token").write_text("a-token-for-the-syntax-check\n")
+    subprocess.run([promtool, "check", "config", "prometheus.yml"], check=True, capture_output=True, cwd=tmp_path)
+
+
+def _query(client: httpx.Client, expr: str) -> list[dict]:
+    answer = client.get("/api/v1/query", params={"query": expr}).json()
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def test_prometheus_scrapes_serve(tmp_path):
+    prometheus = tool("prometheus")
+    trace = write_fleet_trace(tmp_path / "fleet.jsonl", gpus=8, seconds=900)
+    bundle = record_bundle(tmp_path / "bundle")
+    token = "prometheus-test-token-0123456789"
+    with serve_process(tmp_path, "--source", f"replay:{trace}", "--check-from", str(bundle),
+                       env={"GPUHEALTH_TOKEN": token}) as base:
+        auth = {"Authorization": f"Bearer {token}"}
+        assert httpx.post(f"{base}/api/v1/check", headers=auth, timeout=60).status_code == 200  # model names
+        target = base.removeprefix("http://")
+        port = free_port()
+        (tmp_path / "token").write_text(token + "\n")
+        shutil.copy(DEPLOY / "gpuhealth.rules.yml", tmp_path)
+        (tmp_path / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "rule_files: [gpuhealth.rules.yml]\n"
+            "scrape_configs:\n  - job_name: gpuhealth\n    authorization:\n      type: Bearer\n"
+            "      credentials_file: token\n"
+            f"    static_configs:\n      - targets: ['{target}']\n")
+        log = open(tmp_path / "prometheus.log", "w")
+        proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+                wait_for(lambda: _ready(client), 30, "Prometheus to start")
+                temps = wait_for(lambda: len(r := _query(client, "gpuhealth_gpu_temperature_celsius")) == 8 and r,
+                                 40, "eight temperature series")
+                up = _query(client, 'up{job="gpuhealth"}')
+                assert [s["value"][1] for s in up] == ["1"]
+                for series in temps:
+                    gpu = int(series["metric"]["gpu"])
+                    assert float(series["value"][1]) == expected(gpu)["temperature_c"]
+                    assert series["metric"]["model"] == H100_MODEL
+                    assert series["metric"]["pci_bus_id"] and series["metric"]["uuid"].startswith("GPU-")
+                power = _query(client, "gpuhealth_gpu_power_watts")
+                assert sorted(int(s["metric"]["gpu"]) for s in power) == [g for g in range(8) if g != NO_POWER_GPU]
+                util = _query(client, 'gpuhealth_gpu_utilization_ratio{gpu="2"}')
+                assert float(util[0]["value"][1]) == expected(2)["utilization_gpu_pct"] / 100
+                memory = _query(client, 'gpuhealth_gpu_memory_used_bytes{gpu="7"}')
+                assert float(memory[0]["value"][1]) == expected(7)["memory_used_mib"] * 1024 * 1024
+                xid = _query(client, "gpuhealth_xid_errors_total")
+                assert [(s["metric"]["gpu"], s["metric"]["xid"], s["value"][1]) for s in xid] == [
+                    (str(XID_GPU), str(XID), "1")]
+                alert = _query(client, 'gpuhealth_alert_active{rule="xid"}')
+                assert alert[0]["metric"]["gpu"] == str(XID_GPU) and alert[0]["metric"]["severity"] == "critical"
+                status = _query(client, 'gpuhealth_check_status{code="GH301",severity="critical"}')
+                assert status and all(float(s["value"][1]) >= 1 for s in status)
+                age = _query(client, "time() - gpuhealth_last_sample_timestamp_seconds")
+                assert float(age[0]["value"][1]) < 30
+                # the deployed alert rules evaluate against the real series: the Xid alert fires
+                firing = wait_for(lambda: [a for a in client.get("/api/v1/alerts").json()["data"]["alerts"]
+                                           if a["labels"]["alertname"] == "GpuhealthXid"], 20, "GpuhealthXid")
+                assert firing[0]["labels"]["gpu"] == str(XID_GPU)
+                rules = client.get("/api/v1/rules").json()["data"]["groups"]
+                assert all(r["health"] == "ok" for g in rules for r in g["rules"]), rules
+        finally:
+            proc.terminate()
+            proc.wait(20)
+            log.close()
+
+
+def _ready(client: httpx.Client) -> bool:
+    try:
+        return client.get("/-/ready").status_code == 200
+    except httpx.HTTPError:
+        time.sleep(0.2)
+        return False

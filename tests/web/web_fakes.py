@@ -1,0 +1,166 @@
+"""Helpers shared by the web tests: generated traces, a recorded test bundle, a real `gpuhealth serve`
+in a subprocess, uvicorn in a thread, and the rule for missing tools (fail under CI, skip otherwise)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent.parent
+if str(TESTS / "monitor") not in sys.path:  # monitor_fakes lives beside the monitor tests
+    sys.path.insert(0, str(TESTS / "monitor"))
+
+from monitor_fakes import NOTE, T0  # noqa: E402
+
+from gpuhealth.monitor.sample import Event, Sample, XidEvent  # noqa: E402
+from gpuhealth.monitor.sources import write_trace  # noqa: E402
+
+REPO = TESTS.parent
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+GENERATED_BY = "tests/web/web_fakes.py"
+# The PCI addresses of tests/hosts/h100x8-xid-ecc.json, so its bundle names these GPUs' model.
+H100_PCI = ("0000:19:00.0", "0000:3b:00.0", "0000:4c:00.0", "0000:5d:00.0",
+            "0000:9b:00.0", "0000:bb:00.0", "0000:cb:00.0", "0000:db:00.0")
+H100_MODEL = "NVIDIA H100 80GB HBM3"
+NO_POWER_GPU = 5  # its samples carry no power reading (None): no series may appear for it
+XID_GPU, XID = 3, 79
+
+
+def expected(gpu: int) -> dict[str, float]:
+    """The constant readings the fleet trace gives GPU ``gpu``."""
+    return {"temperature_c": 50 + gpu, "utilization_gpu_pct": 50 + gpu, "memory_used_mib": 1000 * (gpu + 1),
+            "power_w": 200 + 10 * gpu}
+
+
+def fleet_events(gpus: int = 8, seconds: int = 900, t0: float = T0, moving: bool = False) -> list[Event]:
+    """``gpus`` GPUs sampled every second for ``seconds``; constant readings (see ``expected``) unless
+    ``moving`` (then temperature and utilisation wave a little); GPU 5 reports no power; GPU 3 logs
+    Xid 79 two seconds in."""
+    events: list[Event] = []
+    for i in range(seconds):
+        for gpu in range(gpus):
+            want = expected(gpu)
+            wave = (i % 7) if moving else 0
+            events.append(Sample(
+                t0 + i, gpu, pci_address=H100_PCI[gpu % 8], uuid=f"GPU-{gpu:08x}-test-0000-0000-000000000000",
+                temperature_c=want["temperature_c"] + wave, utilization_gpu_pct=want["utilization_gpu_pct"] + wave,
+                memory_used_mib=want["memory_used_mib"], memory_total_mib=81559,
+                power_w=None if gpu == NO_POWER_GPU else want["power_w"], power_limit_w=700,
+                ecc_volatile_corrected=0, ecc_volatile_uncorrected=0, process_count=1,
+                process_memory_mib=want["memory_used_mib"] - 500, clock_event_reasons=0,
+                remapped_rows_pending=False, temperature_slowdown_c=87))
+    if gpus > XID_GPU:
+        events.append(XidEvent(t0 + 2.5, XID_GPU, XID))
+    return sorted(events, key=lambda e: e.t)
+
+
+def write_fleet_trace(path: Path, **kwargs: Any) -> Path:
+    write_trace(path, fleet_events(**kwargs), GENERATED_BY, NOTE)
+    return path
+
+
+def record_bundle(out: Path, case: str = "h100x8-xid-ecc") -> Path:
+    """A real bundle recorded from a test host (tests/hosts), for `serve --check-from`."""
+    from gpuhealth.bundle import RecordingHost
+    from gpuhealth.collect import collect
+    from hostcases import FakeHost, load_spec
+
+    recorder = RecordingHost(FakeHost(load_spec(case)), out, hostname="gpu-node-17")
+    collect(recorder, captured_at="t")
+    recorder.finish()
+    return out
+
+
+def tool(path: str) -> str:
+    """The tool's path; without it: FAIL under CI (it must have been installed), otherwise skip."""
+    found = path if os.path.isabs(path) and os.access(path, os.X_OK) else shutil.which(path)
+    if found:
+        return found
+    reason = f"{path} not installed (Debian: apt-get install prometheus chromium; .ci/run does it)"
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but {reason}")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on a free loopback port; yields its base URL."""
+    log = tmp / "serve.log"
+    command = [sys.executable, "-m", "gpuhealth.web", "--listen", "127.0.0.1:0", "--db", str(tmp / "history.db"),
+               *args]
+    environment = {k: v for k, v in os.environ.items() if k != "GPUHEALTH_TOKEN"}
+    environment.update(env or {})
+    with open(log, "w") as handle:
+        proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=environment, cwd=tmp)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            match = re.search(r"listening on (http://\S+/)", log.read_text())
+            if match:
+                yield match[1].rstrip("/")
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"serve did not start:\n{log.read_text()}")
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, f"serve exited {proc.returncode} on SIGTERM:\n{log.read_text()}"
+
+
+@contextlib.contextmanager
+def app_in_thread(app: Any) -> Iterator[str]:
+    """An ASGI app on a real uvicorn in a thread (loopback, free port): streaming responses need a
+    real server (the TestClient waits for a response to end)."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", http="h11", ws="none", loop="asyncio",
+                            timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
