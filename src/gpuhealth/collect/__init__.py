@@ -1,0 +1,59 @@
+"""Collection: ask a ``Host`` for evidence and freeze it into a ``Snapshot``.
+
+Each probe is a small function ``(host, timeout) -> Probed`` returning the snapshot fields it found,
+plus *why* any evidence is missing. Probes are independent, so they run in parallel: nvidia-smi, NVML,
+the kernel log and the PyTorch probe are the slow ones, and a hung nvidia-smi must not delay the rest.
+The probes live by subject: ``system``, ``gpu``, ``install``, ``cuda``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from gpuhealth.collect.base import Probed
+from gpuhealth.collect.cuda import probe_cuda, probe_cuda_without_frameworks
+from gpuhealth.collect.gpu import probe_driver, probe_nvidia_smi, probe_nvml, probe_pci
+from gpuhealth.collect.install import probe_install
+from gpuhealth.collect.system import (
+    probe_device_nodes,
+    probe_environment,
+    probe_kernel_log,
+    probe_modules,
+    probe_os,
+)
+from gpuhealth.host import DEFAULT_TIMEOUT_S, Host
+from gpuhealth.model import Snapshot
+
+
+def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live",
+            captured_at: str | None = None,
+            progress: Callable[[str], None] | None = None, frameworks: bool = True) -> Snapshot:
+    """Run every probe against ``host`` and return the frozen snapshot.
+
+    ``frameworks=False`` skips the PyTorch probe, which opens a CUDA context and computes on every
+    GPU: right for a one-off check, wrong for a periodic one on a node running jobs.
+    """
+    probes: list[Callable[[Host, float], Probed]] = [
+        probe_os, probe_pci, probe_driver, probe_modules, probe_device_nodes,
+        probe_nvidia_smi, probe_nvml, probe_kernel_log, probe_environment, probe_install,
+        probe_cuda if frameworks else probe_cuda_without_frameworks,
+    ]
+    merged = Probed()
+    with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
+        futures = {pool.submit(probe, host, timeout): probe.__name__ for probe in probes}
+        for future, name in futures.items():
+            found = future.result()  # probes do not raise: trouble is in found.unavailable
+            merged.fields.update(found.fields)
+            merged.unavailable.update(found.unavailable)
+            merged.sources.update(found.sources)
+            if progress:
+                progress(name.removeprefix("probe_"))
+    return Snapshot(
+        origin=origin,
+        captured_at=captured_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        unavailable=merged.unavailable,
+        sources=merged.sources,
+        **merged.fields,
+    )

@@ -1,0 +1,164 @@
+"""Probes after the install (GH6xx): CUDA toolkits, the loader's libcuda, persistence, PyTorch."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.host import Host
+from gpuhealth.model import (
+    ParseError,
+)
+
+TORCH_PROBE_TIMEOUT_S = 60.0  # the first CUDA call initialises every GPU: slow without persistence mode
+TORCH_PROBE_LABEL = "python3 -c <gpuhealth torch probe>"
+
+
+def probe_cuda_without_frameworks(host: Host, timeout: float) -> Probed:
+    return probe_cuda(host, timeout, frameworks=False)
+
+
+def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
+    """CUDA toolkits under /usr/local, nvcc on PATH, the library path and ld.so.conf, the libcuda the
+    loader resolves, nvidia-persistenced, and a PyTorch probe run by the host's python3."""
+    from gpuhealth.model import CudaState, LdConfEntry
+    from gpuhealth.parsers import cuda as parse
+
+    found = Probed()
+    commands: dict[str, tuple[list[str], float]] = {
+        "nvcc": (["nvcc", "--version"], timeout),
+        "ldconfig": (["ldconfig", "-p"], timeout),
+        "active": (["systemctl", "is-active", "nvidia-persistenced"], timeout),
+        "enabled": (["systemctl", "is-enabled", "nvidia-persistenced"], timeout),
+    }
+    if frameworks:
+        commands["torch"] = (["python3", "-c", parse.TORCH_PROBE_SCRIPT], max(timeout, TORCH_PROBE_TIMEOUT_S))
+    with ThreadPoolExecutor(max_workers=len(commands), thread_name_prefix="gpuhealth-cuda") as pool:
+        futures = {name: pool.submit(host.run, argv, limit) for name, (argv, limit) in commands.items()}
+        runs = {name: future.result() for name, future in futures.items()}
+    state: dict[str, Any] = {}
+
+    # toolkits under /usr/local and where /usr/local/cuda points
+    local = host.listdir("/usr/local")
+    if local.names is None and local.error != "not present":
+        found.unavailable["cuda_toolkits"] = f"/usr/local: {local.error}"
+    toolkits = []
+    for name in local.names or ():
+        if not name.startswith("cuda-"):
+            continue
+        path = f"/usr/local/{name}"
+        if host.readlink(path) is not None:
+            continue  # cuda-12 -> /etc/alternatives/cuda-12: a link to a toolkit listed under its own name
+        toolkits.append(_toolkit(host, path))
+    default = host.readlink("/usr/local/cuda")
+    if default is not None and default.startswith("/etc/alternatives/"):
+        default = host.readlink(default) or default
+    if default is not None and not default.startswith("/"):
+        default = f"/usr/local/{default}"
+    if default is None and "cuda" in (local.names or ()):
+        default = "/usr/local/cuda"  # a directory, not a link: a toolkit installed there directly
+        toolkits.append(_toolkit(host, default))
+    state["toolkits"] = tuple(toolkits)
+    state["default_link"] = default
+
+    # nvcc on PATH
+    nvcc = runs["nvcc"]
+    if nvcc.ok:
+        try:
+            state["nvcc_release"], state["nvcc_version"] = parse.parse_nvcc_version(nvcc.stdout)
+        except ParseError as exc:
+            found.unavailable["cuda_nvcc"] = f"nvcc --version: {exc}"
+    elif nvcc.error != "not installed":
+        found.unavailable["cuda_nvcc"] = f"nvcc --version: {nvcc.error or f'exit {nvcc.exit_code}'}"
+
+    # the library path, ld.so.conf and the loader's cache
+    env = host.environment()
+    state["ld_library_path"] = tuple(p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p)
+    state["ld_so_conf"] = tuple(LdConfEntry(f, d) for f, d in _ld_so_conf(host, found))
+    ldconfig = runs["ldconfig"]
+    if ldconfig.error == "not installed":
+        ldconfig = host.run(["/sbin/ldconfig", "-p"], timeout)  # /sbin is not on every user's PATH
+    if ldconfig.ok:
+        try:
+            state["libraries"] = parse.parse_ldconfig(ldconfig.stdout)
+        except ParseError as exc:
+            found.unavailable["cuda_ldconfig"] = f"ldconfig -p: {exc}"
+    else:
+        found.unavailable["cuda_ldconfig"] = f"ldconfig -p: {ldconfig.error or f'exit {ldconfig.exit_code}'}"
+    arch, _ = read_text(host, "/proc/sys/kernel/arch")
+    libcuda = parse.resolve_libcuda(state.get("libraries", ()), arch.strip() if arch else None)
+    if libcuda is not None:
+        state["libcuda_path"] = libcuda.path
+        target = host.readlink(libcuda.path)
+        state["libcuda_target"] = target
+        state["libcuda_version"] = parse.libcuda_version(target)
+
+    # nvidia-persistenced
+    for key, name in (("active", "persistenced_active"), ("enabled", "persistenced_enabled")):
+        run = runs[key]
+        try:
+            state[name] = parse.parse_systemctl_state(run.text)
+        except ParseError:
+            detail = run.error or (run.text.strip().splitlines() or [f"exit {run.exit_code}"])[0]
+            found.unavailable[f"cuda_{name}"] = f"{' '.join(run.argv)}: {detail}"
+
+    # PyTorch, as the host's python3 sees it
+    run = runs.get("torch")
+    if run is None:
+        found.unavailable["torch"] = "the PyTorch probe was not run (--no-frameworks)"
+    elif run.error == "not installed":
+        found.unavailable["torch"] = "python3 is not on PATH: PyTorch was not probed"
+    elif run.timed_out:
+        found.unavailable["torch"] = f"{TORCH_PROBE_LABEL} {run.error}"
+        state["torch_probe_error"] = run.error
+    else:
+        try:
+            found.fields["torch"] = parse.parse_torch_probe(run.stdout)
+            found.sources["torch"] = TORCH_PROBE_LABEL
+        except ParseError as exc:
+            last = (run.stderr.strip().splitlines() or [str(exc)])[-1]
+            found.unavailable["torch"] = f"{TORCH_PROBE_LABEL} failed (exit {run.exit_code}): {last}"
+            state["torch_probe_error"] = f"exit {run.exit_code}: {last}"
+
+    found.fields["cuda"] = CudaState(**state)
+    found.sources["cuda"] = "/usr/local/cuda*, nvcc, LD_LIBRARY_PATH, /etc/ld.so.conf.d, ldconfig -p, systemctl"
+    return found
+
+
+def _toolkit(host: Host, path: str) -> Any:
+    """A toolkit directory and its version: version.json (11.1+), version.txt (older), else its name."""
+    from gpuhealth.model import CudaToolkit
+    from gpuhealth.parsers import cuda as parse
+
+    readers = (("version.json", parse.parse_cuda_version_json), ("version.txt", parse.parse_cuda_version_txt))
+    for name, reader in readers:
+        text, _ = read_text(host, f"{path}/{name}")
+        if text is not None:
+            try:
+                return CudaToolkit(path, reader(text), f"{path}/{name}")
+            except ParseError:
+                continue
+    named = parse.cuda_version_in_path(path)
+    return CudaToolkit(path, named, "directory name" if named else None)
+
+
+def _ld_so_conf(host: Host, found: Probed) -> list[tuple[str, str]]:
+    """(file, directory) for every directory naming CUDA in /etc/ld.so.conf and /etc/ld.so.conf.d/*.conf."""
+    from gpuhealth.parsers.cuda import parse_ld_so_conf
+
+    files = ["/etc/ld.so.conf"]
+    listing = host.listdir("/etc/ld.so.conf.d")
+    if listing.names is None and listing.error != "not present":
+        found.unavailable["cuda_ld_so_conf"] = f"/etc/ld.so.conf.d: {listing.error}"
+    files += [f"/etc/ld.so.conf.d/{n}" for n in listing.names or () if n.endswith(".conf")]
+    entries = []
+    for path in files:
+        text, _ = read_text(host, path)
+        if text is None:
+            continue
+        try:
+            entries += [(path, d) for d in parse_ld_so_conf(text) if "cuda" in d.lower()]
+        except ParseError:
+            continue
+    return entries

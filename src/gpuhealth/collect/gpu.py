@@ -1,0 +1,149 @@
+"""Probes of the GPUs and their driver: the PCI bus, /proc/driver/nvidia, nvidia-smi, NVML."""
+
+from __future__ import annotations
+
+from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.host import Host
+from gpuhealth.model import (
+    CommandRun,
+    NvmlReport,
+    ParseError,
+    PciDevice,
+    from_jsonable,
+    normalize_pci_address,
+)
+from gpuhealth.parsers.lspci import parse_lspci
+from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
+from gpuhealth.parsers.smi_query import parse_smi_query
+
+NVIDIA_SMI_QUERY = ["nvidia-smi", "-q"]
+
+
+SYS_PCI = "/sys/bus/pci/devices"
+
+
+def probe_pci(host: Host, timeout: float) -> Probed:
+    """NVIDIA devices from sysfs (always there on Linux), named by lspci when it is installed."""
+    found = Probed()
+    listing = host.listdir(SYS_PCI)
+    if listing.names is None:
+        found.unavailable["pci_devices"] = f"{SYS_PCI}: {listing.error}"
+        return found
+    devices = []
+    for address in listing.names:
+        vendor, _ = read_text(host, f"{SYS_PCI}/{address}/vendor")
+        if vendor and vendor.strip().lower() == "0x10de":
+            devices.append(_sysfs_device(host, address))
+    names = _lspci_names(host, timeout) if devices else {}
+    found.fields["pci_devices"] = tuple(
+        PciDevice(**{**vars(d), "name": names.get(d.address)}) for d in devices)
+    found.sources["pci_devices"] = SYS_PCI
+    return found
+
+
+def _sysfs_device(host: Host, address: str) -> PciDevice:
+    base = f"{SYS_PCI}/{address}"
+
+    def attr(name: str) -> str | None:
+        text, _ = read_text(host, f"{base}/{name}")
+        return text.strip() if text and text.strip() else None
+
+    def hex4(value: str | None) -> str | None:
+        return value.lower().removeprefix("0x")[:4] if value else None
+
+    def width(value: str | None) -> int | None:
+        return int(value) if value and value.isdigit() else None
+
+    driver_link = host.readlink(f"{base}/driver")
+    return PciDevice(
+        address=normalize_pci_address(address) or address,
+        vendor_id="10de",
+        device_id=hex4(attr("device")) or "",
+        class_code=hex4(attr("class")),
+        subsystem_vendor_id=hex4(attr("subsystem_vendor")),
+        subsystem_device_id=hex4(attr("subsystem_device")),
+        kernel_driver=driver_link.rsplit("/", 1)[-1] if driver_link else None,
+        link_speed_current=_speed(attr("current_link_speed")),
+        link_speed_max=_speed(attr("max_link_speed")),
+        link_width_current=width(attr("current_link_width")),
+        link_width_max=width(attr("max_link_width")),
+    )
+
+
+def _speed(value: str | None) -> str | None:
+    """``16.0 GT/s PCIe`` (new kernels) and ``16 GT/s`` (old) both become ``16.0 GT/s``."""
+    if not value or "GT/s" not in value:
+        return None
+    number = value.split("GT/s")[0].strip()
+    try:
+        return f"{float(number):.1f} GT/s"
+    except ValueError:
+        return None
+
+
+def _lspci_names(host: Host, timeout: float) -> dict[str, str]:
+    run = host.run(["lspci", "-nn", "-D", "-d", "10de:"], timeout)
+    if not run.ok:
+        return {}
+    try:
+        return {d.address: d.name for d in parse_lspci(run.stdout) if d.name}
+    except ParseError:
+        return {}
+
+
+def probe_driver(host: Host, timeout: float) -> Probed:
+    path = "/proc/driver/nvidia/version"
+    found = Probed()
+    text, error = read_text(host, path)
+    if text is None:
+        reason = ("not present: the nvidia kernel module is not loaded" if error == "not present"
+                  else error)
+        found.unavailable["driver"] = f"{path}: {reason}"
+        return found
+    try:
+        found.fields["driver"] = parse_proc_driver_version(text)
+        found.sources["driver"] = path
+    except ParseError as exc:
+        found.unavailable["driver"] = f"could not parse {path}: {exc}"
+    return found
+
+
+def probe_nvidia_smi(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    run = host.run(NVIDIA_SMI_QUERY, timeout)
+    found.fields["smi_run"] = _trimmed(run)
+    source = " ".join(NVIDIA_SMI_QUERY)
+    if run.error == "not installed":
+        found.unavailable["smi"] = "nvidia-smi is not installed (it comes with the NVIDIA driver)"
+    elif run.timed_out:
+        found.unavailable["smi"] = f"{source} {run.error}"
+    elif run.exit_code != 0:
+        first = (run.stdout.strip() or run.stderr.strip()).splitlines()[:1]
+        found.unavailable["smi"] = f"{source} failed (exit {run.exit_code}): {first[0] if first else ''}"
+    else:
+        try:
+            found.fields["smi"] = parse_smi_query(run.stdout)
+            found.sources["smi"] = source
+        except ParseError as exc:
+            found.unavailable["smi"] = f"could not parse {source} output: {exc}"
+    return found
+
+
+def _trimmed(run: CommandRun) -> CommandRun:
+    """The snapshot keeps a failed command's output (the message matters), not a long healthy one."""
+    if run.ok:
+        return CommandRun(run.argv, run.exit_code, "", run.stderr[:4000], run.duration_s, False, None)
+    return CommandRun(run.argv, run.exit_code, run.stdout[:4000], run.stderr[:4000], run.duration_s,
+                      run.timed_out, run.error)
+
+
+def probe_nvml(host: Host, timeout: float) -> Probed:
+    found = Probed()
+    try:
+        report = from_jsonable(NvmlReport, host.nvml())
+    except ParseError as exc:
+        found.unavailable["nvml"] = f"NVML answer unreadable: {exc}"
+        return found
+    found.fields["nvml"] = report
+    found.sources["nvml"] = "NVML (nvidia-ml-py)"
+    return found
