@@ -1,4 +1,4 @@
-"""Benchmark: gpuhealth's kernel-log scan against ``LC_ALL=C grep -cE 'NVRM|SXid|nvidia-nvswitch'``.
+"""Benchmark: gpuhealth's kernel-log scan against ``LC_ALL=C grep -cE 'NVRM|SXid|nvidia-nvswitch|: AER: '``.
 
 The goal (from the issue): read + parse a 1 GB kernel log with rare Xid lines at >= 0.67x grep's
 throughput on the same file. The log is generated once (deterministic, dmesg --time-format iso style,
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from gpuhealth.parsers.kernel_log import parse_kernel_log, parse_kernel_log_file  # noqa: E402
 
 GOAL = 0.67
-GREP_PATTERN = "NVRM|SXid|nvidia-nvswitch"
+GREP_PATTERN = "NVRM|SXid|nvidia-nvswitch|: AER: "  # the scan's needles (AER: since GH703)
 XID_EVERY = 200_000  # lines
 SXID_EVERY = 2_000_000
 BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)  # GPU bus numbers of an 8-GPU HGX board

@@ -16,6 +16,7 @@ Spec keys (all optional):
   listings  {directory: [names]}    (listdir; added to those made from pci and dev)
   env       {name: value}           (environment(); without it the default below)
   expect    {"fires": {code: severity}, "quiet": [codes]}
+  captured_at  the moment the host is observed (default 2026-11-30T12:00:00+0000)
 
 The PyTorch probe runs ``python3 -c <its script>``; in ``commands`` its key is ``python3 -c <torch-probe>``.
 """
@@ -62,6 +63,8 @@ class FakeHost:
         if "dev" in spec:
             self.listings["/dev"] = tuple(sorted(["null", "zero", *spec["dev"]]))
         self.commands = spec.get("commands", {})
+        # Test hosts live at a fixed moment, so date-dependent checks (OS end of life) never drift.
+        self.captured_at: str = spec.get("captured_at", "2026-11-30T12:00:00+0000")
         self.nvml_answer = _nvml(spec.get("nvml"))
         self.links.update(spec.get("links", {}))
         self.listings.update({k: tuple(v) for k, v in spec.get("listings", {}).items()})

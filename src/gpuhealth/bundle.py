@@ -69,9 +69,11 @@ class RecordingHost:
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        # The moment of capture: the wrapped host's own (a test host's fixed date), else now.
+        self.captured_at: str = getattr(inner, "captured_at", None) or time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._manifest: dict[str, Any] = {
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "tool_version": __version__,
-            "captured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "hostname": hostname,
+            "captured_at": self.captured_at, "hostname": hostname,
             "commands": [], "files": {}, "listings": {}, "links": {}, "stats": {},
         }
 

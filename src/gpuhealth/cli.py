@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -86,8 +86,13 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
               help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
 @click.option("--no-frameworks", is_flag=True,
               help="Do not run the PyTorch probe (it computes briefly on every GPU).")
+@click.option("--level", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="2 adds active tests: copy bandwidth, a matmul and a memory pattern on every idle GPU.")
+@click.option("--budget", type=float, default=60.0, show_default=True, help="Seconds the active tests may take.")
+@click.option("--force", is_flag=True, help="Run the active tests even on busy GPUs.")
 def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool, save: Path | None, no_frameworks: bool) -> None:
+          gpu_count: int | None, verbose: bool, save: Path | None, no_frameworks: bool, level: int,
+          budget: float, force: bool) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
@@ -96,7 +101,8 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
     if source is None:
         from gpuhealth.host import LocalHost
 
-        snapshot = collect(LocalHost(), timeout, frameworks=not no_frameworks)
+        local = LocalHost()
+        snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
     else:
         from gpuhealth.bundle import BundleError, BundleHost
 
@@ -105,7 +111,8 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         except BundleError as exc:
             raise CannotRun(str(exc)) from exc
         try:
-            snapshot = collect(host, timeout, origin="bundle", captured_at=host.captured_at)
+            snapshot = _with_level(host, collect(host, timeout, origin="bundle", captured_at=host.captured_at),
+                                   level, budget, force)
         finally:
             host.close()
     report = run_checks(snapshot, expect)
@@ -117,6 +124,15 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         except OSError as exc:
             raise CannotRun(f"{exc.filename or save}: {exc.strerror or exc}") from exc
     _emit(report, output_format, verbose)
+
+
+def _with_level(host: Any, snapshot: Any, level: int, budget: float, force: bool) -> Any:
+    """Level 2 adds the active tests (recorded through the host like any other command)."""
+    if level < 2:
+        return snapshot
+    from gpuhealth.active import with_active_tests
+
+    return with_active_tests(host, snapshot, budget, force)
 
 
 @main.command()

@@ -409,6 +409,8 @@ class Snapshot:
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
     install: InstallState | None = None  # driver-install readiness (GH5xx)
     cuda: CudaState | None = None  # CUDA toolkits, loader, persistence daemon (GH6xx)
+    active: ActiveResults | None = None  # opt-in active tests (check --level 2, GH71x)
+    host_env: HostEnvironment | None = None  # display, install routes, containers, params, storage (GH8xx)
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:
@@ -657,3 +659,103 @@ class CudaState:
     persistenced_active: str | None = None  # systemctl is-active: "active", "inactive", "failed" ...
     persistenced_enabled: str | None = None  # systemctl is-enabled: "enabled", "disabled", "not-found" ...
     torch_probe_error: str | None = None  # the PyTorch probe did not answer: "timed out after 60 s" ...
+
+
+# --------------------------------------------------------------------------- active tests (GH71x)
+
+
+@dataclass(frozen=True)
+class ActiveGpuResult:
+    """One GPU's active tests: copy bandwidth over PCIe, a matmul against the CPU, a memory pattern."""
+
+    index: int  # cuda:N with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi's order)
+    name: str | None = None
+    pci_address: str | None = None  # normalized, when PyTorch reports the bus ID
+    h2d_gbps: float | None = None  # host-to-device copy from pinned memory, GB/s (1e9 bytes)
+    d2h_gbps: float | None = None
+    pinned: bool | None = None  # False: page-locked memory was refused, the copies are not comparable
+    matmul_max_error: float | None = None  # max |GPU - CPU| of a float32 matmul (TF32 off)
+    matmul_nonfinite: bool | None = None
+    memory_tested_mib: float | None = None  # GPU memory written and read back with patterns
+    memory_mismatches: int | None = None  # elements that read back different from what was written
+    error: str | None = None  # the exception a test raised on this GPU
+    skipped: str | None = None  # why this GPU was not tested (the time budget ran out ...)
+
+
+@dataclass(frozen=True)
+class ActiveResults:
+    """What ``gpuhealth.active.run_active_tests`` did: ran, or why not, and each GPU's results."""
+
+    ran: bool
+    skipped_reason: str | None = None  # busy GPUs, no PyTorch, no GPU, python3 missing ...
+    forced: bool = False
+    budget_s: float | None = None
+    duration_s: float | None = None
+    torch_version: str | None = None
+    gpus: tuple[ActiveGpuResult, ...] = ()
+    error: str | None = None  # the script failed as a whole
+
+
+# --------------------------------------------------------------------------- host environment (GH8xx)
+
+
+@dataclass(frozen=True)
+class NvidiaPackage:
+    """One installed package whose name mentions nvidia (or ``cuda-drivers``), from dpkg or rpm."""
+
+    name: str
+    version: str | None = None
+    manager: str = ""  # "dpkg" or "rpm"
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    """One ``/proc/self/mounts`` line."""
+
+    device: str
+    mount_point: str
+    fs_type: str
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DiskSpace:
+    """One ``df -P`` line, sizes in KiB."""
+
+    filesystem: str
+    mount_point: str
+    size_kib: int
+    available_kib: int
+
+
+@dataclass(frozen=True)
+class HostEnvironment:
+    """The host around the driver: display setup, how the driver was installed, containers, driver
+    parameters and storage. Empty tuples and dicts are answers; unknown evidence is named in
+    ``Snapshot.unavailable`` under ``env_*``.
+    """
+
+    default_target: str | None = None  # systemctl get-default: "graphical.target", "multi-user.target"
+    display_manager: str | None = None  # systemctl is-active display-manager: "active", "inactive" ...
+    kernel_cmdline: str | None = None  # /proc/cmdline
+    nvidia_gl_libraries: tuple[str, ...] = ()  # NVIDIA's GL/GLX/EGL libraries found on disk
+    runfile_log: str | None = None  # /var/log/nvidia-installer.log when present
+    runfile_version: str | None = None  # "installer version: 535.161.08"
+    runfile_result: str | None = None  # "installed", "failed", "uninstalled", "unknown"
+    runfile_lines: tuple[str, ...] = ()  # the log's lines that show the result
+    runfile_uninstaller: str | None = None  # /usr/bin/nvidia-uninstall when present
+    packages: tuple[NvidiaPackage, ...] = ()  # installed nvidia packages (dpkg-query / rpm -qa)
+    package_source: str | None = None  # the command the list came from
+    docker: bool | None = None  # the docker CLI (or /etc/docker/daemon.json) is present
+    podman: bool | None = None
+    docker_runtimes: tuple[str, ...] = ()  # runtimes the daemon knows (docker info, else daemon.json)
+    docker_runtimes_source: str | None = None  # None: the runtimes are unknown
+    docker_default_runtime: str | None = None
+    nvidia_ctk_version: str | None = None  # nvidia-ctk --version: "1.14.3"
+    container_toolkit_files: tuple[str, ...] = ()  # /usr/bin/nvidia-container-runtime ... present
+    cdi_specs: tuple[str, ...] = ()  # /etc/cdi/nvidia.yaml, /var/run/cdi/nvidia.yaml present
+    container: str | None = None  # running inside: "docker", "podman", "kubernetes", "containerd", "lxc"
+    container_evidence: str | None = None  # what showed it (/.dockerenv, /run/.containerenv, /proc/1/cgroup)
+    driver_params: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/params
+    mounts: tuple[MountEntry, ...] = ()
+    disk_space: tuple[DiskSpace, ...] = ()

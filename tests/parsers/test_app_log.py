@@ -22,6 +22,7 @@ from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS, looks_like_app_log, pa
 KINDS = {
     "cuda-oom", "no-device", "insufficient-driver", "cuda-unknown", "illegal-address", "ecc",
     "device-assert", "nccl", "driver-mismatch", "nvml-init", "cuda-init", "launch-failure", "gpu-lost",
+    "arch-unsupported",
 }
 
 # Hand-written lines, one or more per kind.
@@ -57,6 +58,10 @@ SAMPLES = [
                   "Error 804: forward compatibility was attempted on non supported HW"),
     ("cuda-init", "UserWarning: CUDA initialization: Found no NVIDIA driver on your system."),
     ("launch-failure", "RuntimeError: CUDA error: unspecified launch failure"),
+    # hand-written in the form PyTorch prints them (added with GH806)
+    ("arch-unsupported", "UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with "
+                         "the current PyTorch installation."),
+    ("arch-unsupported", "RuntimeError: CUDA error: no kernel image is available for execution on the device"),
     ("gpu-lost", "Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system "
                  "to recover this GPU"),
 ]

@@ -28,7 +28,7 @@ from gpuhealth.parsers.kernel_log import (
     parse_kernel_log_file,
 )
 
-KINDS = {"xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "probe", "gsp", "nvrm"}
+KINDS = {"xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "probe", "gsp", "nvrm", "aer"}
 
 KERNEL_LOGS = corpus_files(
     "gpud/*dmesg*", "gpud/kmsg__*", "gpud/pstore__*", "gpud/query_log_tail__dmesg.0.log",
@@ -615,3 +615,44 @@ def test_fuzz_truncated_and_mutated_corpus(data):
     except ParseError:
         return
     assert log.lines_scanned >= len(log.events) and all(e.kind in KINDS for e in log.events)
+
+
+# --------------------------------------------------------------------------- PCIe AER (GH703)
+# The corpus holds no AER lines: these are hand-written in the format of the kernel's
+# drivers/pci/pcie/aer.c messages (pre-6.x "Corrected error received: <address>", 6.x "Correctable error
+# message received from <address>", old kernels' requester "id=", the device's "PCIe Bus Error" line).
+
+AER_LOG = """\
+[  100.000001] pcieport 0000:00:01.0: AER: Multiple Corrected error received: 0000:3b:00.0
+[  100.000002] nvidia 0000:3b:00.0: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)
+[  100.000003] nvidia 0000:3b:00.0: AER:   device [10de:2330] error status/mask=00000001/0000e000
+[  100.000004] nvidia 0000:3b:00.0: AER:    [ 0] RxErr
+[  101.000000] pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0
+[  101.000001] pci 0000:3b:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, \
+(Requester ID)
+[  102.000000] pcieport 0000:00:01.0: AER: Correctable error message received from 0000:3b:00.0
+[  103.000000] pcieport 0000:00:01.0: AER: Corrected error received: id=3b00
+[  104.000000] nvidia 0000:5d:00.0: AER: PCIe Bus Error: severity=Uncorrected (Non-Fatal), \
+type=Transaction Layer, (Requester ID)
+[  105.000000] ACPI: _OSC: platform does not support [AER]
+"""
+
+
+def test_aer_events_severity_address_and_folding():
+    found = events(parse_kernel_log(AER_LOG), "aer")
+    assert [(e.line_number, e.pci_address, e.detail) for e in found] == [
+        (1, "0000:3b:00.0", "Corrected"),
+        (5, "0000:3b:00.0", "Uncorrected (Fatal)"),
+        (7, "0000:3b:00.0", "Corrected"),  # 6.x spelling mapped
+        (8, "0000:3b:00.0", "Corrected"),  # requester ID 0x3b00: bus 3b, device 0, function 0
+        (9, "0000:5d:00.0", "Uncorrected (Non-Fatal)"),
+    ]
+    assert "type=Physical Layer" in found[0].message  # the device's line joins the root port's
+    assert found[0].timestamp == "100.000001"
+
+
+def test_aer_lines_are_found_by_the_file_scan(tmp_path):
+    path = tmp_path / "kern.log"
+    path.write_text("[    0.000000] Linux version 6.8.0\n" * 1000 + AER_LOG)
+    log = parse_kernel_log_file(path, workers=1)
+    assert len(events(log, "aer")) == 5 and events(log, "aer")[0].line_number == 1001

@@ -12,6 +12,8 @@ CHECK_MODULES = (
     "gpuhealth.checks.gpu_state",
     "gpuhealth.checks.install",
     "gpuhealth.checks.cuda",
+    "gpuhealth.checks.environment",
+    "gpuhealth.checks.topology",
 )
 
 

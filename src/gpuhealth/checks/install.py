@@ -532,3 +532,206 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
                *(Fix(f"sudo dkms autoinstall -k {k}", "any") for k in names),
                Fix("dkms status", "any", note="every installed kernel should show 'installed'")),
     )
+
+
+# --------------------------------------------------------------------------- GH508 / GH509 (host environment)
+
+DISPLAY_SERVERS = {"x", "xorg", "xwayland", "gnome-shell", "kwin", "kwin_x11", "kwin_wayland", "compiz", "mutter",
+                   "sddm-greeter", "gdm-x-session", "plasmashell", "cinnamon", "xfwm4", "marco"}
+SET_MULTI_USER = Fix("sudo systemctl set-default multi-user.target", "any", note="takes effect at the next boot")
+ISOLATE_MULTI_USER = Fix("sudo systemctl isolate multi-user.target", "any", disruptive=True,
+                         note="stops the desktop now (ends graphical sessions)")
+_PACKAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("CUDA repository (cuda-drivers)", re.compile(r"^cuda-drivers(?:-\d+)?$")),
+    ("ELRepo (kmod-nvidia)", re.compile(r"^(?:kmod-nvidia(?:-\d+\.\d+\S*)?|nvidia-x11-drv(?:-libs)?(?:-\d+\S*)?)$")),
+    ("RPM Fusion (akmod-nvidia)", re.compile(r"^(?:akmod-nvidia\S*|xorg-x11-drv-nvidia\S*)$")),
+    ("driver packages", re.compile(
+        r"^(?:nvidia-driver(?:-\d+)?(?:-server|-open)?(?:-cuda)?|nvidia-dkms-\d+\S*|nvidia-kernel-(?:dkms|common-\d+\S*"
+        r"|source-\d+\S*|open-\d+\S*)|libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|linux-modules-nvidia-\S+"
+        r"|nvidia-headless-\S+|kmod-nvidia-(?:latest|open)-dkms|nvidia-kmod\S*)$")),
+)
+_ROUTE_REMOVAL = {
+    "run-file installer": (Fix("sudo /usr/bin/nvidia-uninstall", "any", disruptive=True,
+                               note="or: sudo sh NVIDIA-Linux-*.run --uninstall"),),
+    "CUDA repository (cuda-drivers)": fixes_for(
+        debian=["sudo apt-get remove --purge cuda-drivers '^nvidia-.*' '^libnvidia-.*'"],
+        rhel=["sudo dnf remove cuda-drivers 'nvidia-driver*' 'kmod-nvidia-*-dkms'"], disruptive=True),
+    "ELRepo (kmod-nvidia)": (Fix("sudo dnf remove 'kmod-nvidia*' 'nvidia-x11-drv*'", "rhel", disruptive=True),),
+    "RPM Fusion (akmod-nvidia)": (Fix("sudo dnf remove 'akmod-nvidia*' 'xorg-x11-drv-nvidia*'", "rhel",
+                                      disruptive=True),),
+    "driver packages": fixes_for(
+        debian=["sudo apt-get remove --purge '^nvidia-.*' '^libnvidia-.*' && sudo apt-get autoremove"],
+        rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True),
+}
+
+
+def _display_processes(snapshot: Snapshot) -> list[str]:
+    """``GPU <i>: <name> (pid)`` for every display server nvidia-smi lists as a GPU process."""
+    found = []
+    for gpu in (snapshot.smi.gpus if snapshot.smi else ()) or snapshot.gpus:
+        for process in gpu.processes:
+            command = (process.name or "").split()
+            if command and command[0].rsplit("/", 1)[-1].lower() in DISPLAY_SERVERS:
+                memory = f", {process.used_memory_mib:.0f} MiB" if process.used_memory_mib is not None else ""
+                found.append(f"GPU {gpu.index if gpu.index is not None else '?'}: {command[0]} "
+                             f"(pid {process.pid}{memory})")
+    return found
+
+
+def _compute_server(snapshot: Snapshot) -> bool:
+    from gpuhealth.checks.cuda import is_datacenter
+
+    names = [g.name for g in snapshot.gpus if g.name]
+    return bool(names) and all(is_datacenter(n) for n in names)
+
+
+@check("GH508", "display-server-on-gpu", "A desktop or display setting gets in the way of the GPU driver",
+       requires=("host_env",))
+def display_server_on_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Three display settings around the driver. (1) On a compute server (every GPU a data-center
+    model) the default systemd target is `graphical.target` (`systemctl get-default`) and a display
+    server (Xorg, Xwayland, gnome-shell ...) holds a GPU (nvidia-smi's process list): a warning; the
+    graphical target alone is info. (2) `nomodeset` on the kernel command line (`/proc/cmdline`)
+    with the nvidia driver installed: a warning. (3) NVIDIA's GL libraries (`libGLX_nvidia.so.0`,
+    `libEGL_nvidia.so.0`) installed: info, with the login-loop risk on a desktop and the
+    `--no-opengl-files` advice on a compute server.
+
+    Why it matters:
+    A display server on a compute GPU takes memory and a context, stops `nvidia-smi --gpu-reset`
+    and MIG changes ("GPU is in use"), and the run-file installer refuses to run while X is up ("You
+    appear to be running an X server"). `nomodeset`, usually left from booting in "safe graphics"
+    mode, turns kernel mode setting off for every display driver, nvidia-drm included: desktops fall
+    back to low resolution or fail to start. With NVIDIA's GL libraries installed, a kernel module
+    that fails to load after an update leaves the display manager crashing at every login (the login
+    loop); compute servers need none of them.
+
+    How to fix:
+    On compute servers boot to `multi-user.target` (`sudo systemctl set-default multi-user.target`,
+    then reboot or `isolate` it now). Remove `nomodeset` from `GRUB_CMDLINE_LINUX_DEFAULT` and
+    regenerate the GRUB configuration (`update-grub`; `grubby --remove-args` on RHEL). Install the
+    driver on compute servers without OpenGL files (`--no-opengl-files` for the run-file,
+    `nvidia-headless-<branch>-server` packages on Ubuntu); on desktops keep a text console to repair a
+    login loop (`Ctrl+Alt+F3`, then reinstall the driver for the running kernel).
+
+    Exceptions:
+    Workstations and desktops are meant to run a display server on their GPU (GeForce, RTX and Quadro
+    names are not judged by (1)). A BMC's own VGA adapter running the console is not an NVIDIA GPU
+    and not counted.
+    """
+    env = snapshot.host_env
+    assert env is not None
+    if not snapshot.nvidia_pci_gpus and not snapshot.gpus:
+        yield Skip("no NVIDIA GPU on the PCI bus")
+        return
+    compute = _compute_server(snapshot)
+    displays = _display_processes(snapshot)
+    graphical = env.default_target == "graphical.target"
+    target_line = (f"default target: {env.default_target}" if env.default_target
+                   else _unavailable(snapshot, "env_default_target"))
+    if compute and displays:
+        yield Draft(
+            Severity.WARNING, f"A display server holds a compute GPU ({displays[0]}"
+                              + (f" and {len(displays) - 1} more" if len(displays) > 1 else "") + ")"
+                              + (": the host boots to graphical.target" if graphical else ""),
+            evidence=(Evidence(snapshot.sources.get("smi", "nvidia-smi -q"), tuple(displays[:8])),
+                      Evidence("systemctl get-default", (target_line,))),
+            fixes=(SET_MULTI_USER, ISOLATE_MULTI_USER),
+        )
+    elif compute and graphical:
+        yield Draft(
+            Severity.INFO, "This GPU compute server boots to a graphical desktop (graphical.target)",
+            evidence=(Evidence("systemctl get-default", (target_line,)),
+                      Evidence("systemctl is-active display-manager", (env.display_manager or "unknown",))),
+            fixes=(SET_MULTI_USER,),
+        )
+    cmdline = (env.kernel_cmdline or "").split()
+    installed = module_loaded(snapshot) or bool(env.packages) or env.runfile_result == "installed"
+    if "nomodeset" in cmdline and installed:
+        yield Draft(
+            Severity.WARNING, "nomodeset is on the kernel command line with the NVIDIA driver installed: kernel mode "
+                              "setting is off for nvidia-drm too",
+            evidence=(Evidence("/proc/cmdline", (env.kernel_cmdline or "",)),),
+            fixes=(*fixes_for(debian=["sudo sed -i 's/ *nomodeset//' /etc/default/grub && sudo update-grub"],
+                              rhel=["sudo grubby --update-kernel=ALL --remove-args=nomodeset"]), REBOOT),
+        )
+    if env.nvidia_gl_libraries:
+        evidence = (Evidence(", ".join(env.nvidia_gl_libraries[:2]), ("present",)),)
+        if compute and not graphical and not displays:
+            yield Draft(Severity.INFO, "NVIDIA's OpenGL libraries are installed on a compute server that needs none: "
+                                       "install the driver without them next time",
+                        evidence=evidence,
+                        fixes=(Fix("sudo sh NVIDIA-Linux-*.run --no-opengl-files", "any",
+                                   note="run-file installs; the next reinstall"),
+                               Fix("sudo apt-get install nvidia-headless-<branch>-server nvidia-utils-<branch>-server",
+                                   "debian", note="Ubuntu's compute-only packages")))
+        elif graphical or displays or env.display_manager == "active":
+            yield Draft(Severity.INFO, "NVIDIA's OpenGL libraries drive this desktop: if the kernel module fails to "
+                                       "load after a kernel or driver update, the graphical login loops",
+                        evidence=evidence,
+                        fixes=(Fix("keep a text console to repair it: Ctrl+Alt+F3, then reinstall the driver for "
+                                   "the running kernel", "any"),))
+
+
+@check("GH509", "install-routes-mixed", "The driver was installed in more than one way", requires=("host_env",))
+def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Which ways of installing the driver left files on this host: the run-file installer
+    (`/usr/bin/nvidia-uninstall`, or `/var/log/nvidia-installer.log` ending in a completed install),
+    driver packages (`dpkg-query -W '*nvidia*'` / `rpm -qa '*nvidia*'`: `nvidia-driver-*`,
+    `nvidia-dkms-*`, `libnvidia-compute-*`, `linux-modules-nvidia-*` ...), ELRepo's `kmod-nvidia`,
+    RPM Fusion's `akmod-nvidia`, and the CUDA repository's `cuda-drivers` (whose `nvidia-*`
+    dependencies count with it). More than one: a warning.
+
+    Why it matters:
+    Each route owns the same files (libcuda, libnvidia-ml, nvidia.ko, nvidia-smi) without knowing
+    about the others: a package upgrade replaces half of a run-file install, DKMS builds a module the
+    other route's libraries do not match, and the result is the classic broken upgrade: "Driver/
+    library version mismatch", a module for the wrong version after reboot, or no driver at all.
+
+    How to fix:
+    Pick one route. Remove the others (the run-file with `nvidia-uninstall`; packages with `apt-get
+    remove --purge` / `dnf remove`), then reinstall the driver with the chosen route
+    (`gpuhealth recommend` prints the commands) and reboot.
+
+    Exceptions:
+    `nvidia-container-toolkit`, `nvidia-fabricmanager` and other tools are not driver routes and are
+    not counted. An installer log of a failed run-file install counts only with its uninstaller
+    present.
+    """
+    env = snapshot.host_env
+    assert env is not None
+    routes: dict[str, list[str]] = {}
+    if env.runfile_uninstaller or env.runfile_result == "installed":
+        lines = [f"{env.runfile_uninstaller} present"] if env.runfile_uninstaller else []
+        if env.runfile_log:
+            lines.append(f"{env.runfile_log}: installer {env.runfile_version or '?'}, {env.runfile_result}")
+            lines.extend(env.runfile_lines[-1:])
+        routes["run-file installer"] = lines
+    for package in env.packages:
+        for route, pattern in _PACKAGE_ROUTES:
+            if pattern.match(package.name):
+                routes.setdefault(route, []).append(f"{package.name} {package.version or ''}".strip())
+                break
+    if "CUDA repository (cuda-drivers)" in routes and "driver packages" in routes:
+        routes["CUDA repository (cuda-drivers)"] += routes.pop("driver packages")  # its own dependencies
+    if "env_packages" in snapshot.unavailable and not routes:
+        yield Skip(_unavailable(snapshot, "env_packages", "env_runfile"))
+        return
+    if len(routes) < 2:
+        return
+    evidence = []
+    for route, lines in routes.items():
+        source = "/usr/bin/nvidia-uninstall" if route == "run-file installer" else (env.package_source or "packages")
+        evidence.append(Evidence(f"{route}: {source}", tuple(lines[:6]) + (
+            (f"... {len(lines) - 6} more packages",) if len(lines) > 6 else ())))
+    yield Draft(
+        Severity.WARNING, f"The driver was installed in {len(routes)} ways ({', '.join(routes)}): they overwrite "
+                          "each other's files, the classic cause of broken upgrades",
+        evidence=tuple(evidence),
+        fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
+               Fix("gpuhealth recommend", "any", note="then reinstall the driver with one route only"),
+               REBOOT),
+    )

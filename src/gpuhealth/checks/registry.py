@@ -27,6 +27,8 @@ AREAS = {
     "GH4": "GPU health",
     "GH5": "Install readiness",
     "GH6": "CUDA and frameworks",
+    "GH7": "Topology and active tests",
+    "GH8": "Host environment",
 }
 
 
@@ -55,6 +57,11 @@ class Expectations:
 
     gpu_count: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    nvlink_count: int | None = None  # active NVLinks per GPU, every model (GH701)
+    pcie_width: int | None = None  # expected PCIe link width, every model (GH705)
+    xid_rate_per_hour: int | None = None  # GH704: more than this many Xids of one code per GPU per hour
+    models: dict[str, dict[str, int]] = field(default_factory=dict)  # product name -> {key: value}
+    driver_params: dict[str, str] | None = None  # /proc/driver/nvidia/params name -> expected value (GH804)
 
 
 CheckFunction = Callable[[Snapshot, Expectations], Iterable["Draft | Skip"]]

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gpuhealth.collect.base import Probed
+from gpuhealth.collect.containers import probe_host_environment
 from gpuhealth.collect.cuda import probe_cuda, probe_cuda_without_frameworks
-from gpuhealth.collect.gpu import probe_driver, probe_nvidia_smi, probe_nvml, probe_pci
+from gpuhealth.collect.gpu import probe_driver, probe_nvidia_smi, probe_nvml, probe_pci, probe_topology
 from gpuhealth.collect.install import probe_install
 from gpuhealth.collect.system import (
     probe_device_nodes,
@@ -37,8 +38,9 @@ def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live"
     """
     probes: list[Callable[[Host, float], Probed]] = [
         probe_os, probe_pci, probe_driver, probe_modules, probe_device_nodes,
-        probe_nvidia_smi, probe_nvml, probe_kernel_log, probe_environment, probe_install,
+        probe_nvidia_smi, probe_nvml, probe_topology, probe_kernel_log, probe_environment, probe_install,
         probe_cuda if frameworks else probe_cuda_without_frameworks,
+        probe_host_environment,
     ]
     merged = Probed()
     with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
@@ -52,7 +54,8 @@ def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live"
                 progress(name.removeprefix("probe_"))
     return Snapshot(
         origin=origin,
-        captured_at=captured_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        # A replayed host answers as of its capture: date-dependent checks judge a bundle the same forever.
+        captured_at=captured_at or getattr(host, "captured_at", None) or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         unavailable=merged.unavailable,
         sources=merged.sources,
         **merged.fields,

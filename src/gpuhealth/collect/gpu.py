@@ -1,4 +1,4 @@
-"""Probes of the GPUs and their driver: the PCI bus, /proc/driver/nvidia, nvidia-smi, NVML."""
+"""Probes of the GPUs and their driver: the PCI bus, /proc/driver/nvidia, nvidia-smi, NVML, topology."""
 
 from __future__ import annotations
 
@@ -14,9 +14,13 @@ from gpuhealth.model import (
 )
 from gpuhealth.parsers.lspci import parse_lspci
 from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
+from gpuhealth.parsers.smi_nvlink import parse_smi_nvlink
 from gpuhealth.parsers.smi_query import parse_smi_query
+from gpuhealth.parsers.smi_topo import parse_smi_topo
 
 NVIDIA_SMI_QUERY = ["nvidia-smi", "-q"]
+NVIDIA_SMI_TOPO = ["nvidia-smi", "topo", "-m"]
+NVIDIA_SMI_NVLINK = ["nvidia-smi", "nvlink", "-s"]
 
 
 SYS_PCI = "/sys/bus/pci/devices"
@@ -146,4 +150,41 @@ def probe_nvml(host: Host, timeout: float) -> Probed:
         return found
     found.fields["nvml"] = report
     found.sources["nvml"] = "NVML (nvidia-ml-py)"
+    return found
+
+
+def probe_topology(host: Host, timeout: float) -> Probed:
+    """``nvidia-smi topo -m`` (how GPUs connect, CPU/NUMA affinity) and ``nvidia-smi nvlink -s``.
+
+    What nvidia-smi prints instead of links ("all links are inactive", "not supported", MIG mode) is an
+    answer: ``nvlink -s`` keeps it per GPU (``NvlinkState.error``), whatever the exit code. A GPU-less
+    or NVLink-less system whose ``nvlink -s`` prints only a "not supported" line has no NVLink: ``()``.
+    """
+    found = Probed()
+    for name, argv, parse in (("topology", NVIDIA_SMI_TOPO, parse_smi_topo),
+                              ("nvlink", NVIDIA_SMI_NVLINK, parse_smi_nvlink)):
+        source = " ".join(argv)
+        run = host.run(argv, timeout)
+        if run.error == "not installed":
+            found.unavailable[name] = f"{source}: nvidia-smi is not installed (it comes with the NVIDIA driver)"
+            continue
+        if run.timed_out or run.exit_code is None:
+            found.unavailable[name] = f"{source} {run.error or 'did not run'}"
+            continue
+        try:
+            found.fields[name] = parse(run.stdout)
+            found.sources[name] = source
+            continue
+        except ParseError as exc:
+            problem = str(exc)
+        first = next((line.strip() for line in run.text.splitlines() if line.strip()), "")
+        if name == "nvlink" and "not supported" in run.text.lower():
+            found.fields[name] = ()  # an answer: this system has no NVLink to report
+            found.sources[name] = source
+        elif run.exit_code != 0:
+            found.unavailable[name] = f"{source} failed (exit {run.exit_code}): {first}"
+        elif "not supported" in run.text.lower():
+            found.unavailable[name] = f"{source}: {first}"
+        else:
+            found.unavailable[name] = f"could not parse {source} output: {problem}"
     return found

@@ -243,3 +243,84 @@ def _installed_kernels(host: Host, running: str | None, boot: tuple[str, ...] | 
 
 
 # --------------------------------------------------------------------------- after the install (GH6xx)
+
+
+# --------------------------------------------------------------------------- display and install route (GH508/GH509)
+
+INSTALLER_LOG = "/var/log/nvidia-installer.log"
+RUNFILE_UNINSTALLER = "/usr/bin/nvidia-uninstall"
+# NVIDIA's GLX/EGL vendor libraries: present when the driver was installed with its OpenGL files.
+GL_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+GL_LIBRARIES = ("libGLX_nvidia.so.0", "libEGL_nvidia.so.0")
+PACKAGE_PATTERNS = ("*nvidia*", "cuda-drivers*")
+DPKG_QUERY = ["dpkg-query", "-W", "-f=${db:Status-Abbrev} ${Package} ${Version}\\n", *PACKAGE_PATTERNS]
+RPM_QUERY = ["rpm", "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n", *PACKAGE_PATTERNS]
+
+
+def install_route_commands() -> dict[str, list[str]]:
+    """The commands ``install_route_evidence`` reads, by name: run with the other host-environment ones."""
+    return {"default_target": ["systemctl", "get-default"],
+            "display_manager": ["systemctl", "is-active", "display-manager"],
+            "dpkg": DPKG_QUERY, "rpm": RPM_QUERY}
+
+
+def install_route_evidence(host: Host, runs: dict[str, CommandRun], found: Probed) -> dict[str, Any]:
+    """HostEnvironment fields for the display setup and the ways the driver was installed: the default
+    systemd target, the display manager, /proc/cmdline, NVIDIA's GL libraries, the .run installer's
+    log and uninstaller, and nvidia packages from dpkg or rpm."""
+    from gpuhealth.parsers import host_env as parse
+    from gpuhealth.parsers.cuda import parse_systemctl_state
+
+    state: dict[str, Any] = {}
+    run = runs["default_target"]
+    try:
+        state["default_target"] = parse.parse_default_target(run.stdout)
+    except ParseError:
+        found.unavailable["env_default_target"] = f"systemctl get-default: {why_failed(run)}"
+    try:
+        state["display_manager"] = parse_systemctl_state(runs["display_manager"].text)
+    except ParseError:
+        pass  # no display-manager unit is the usual server answer; judged from the target alone
+    cmdline, error = read_text(host, "/proc/cmdline")
+    if cmdline is not None:
+        state["kernel_cmdline"] = cmdline.strip()[:4000]
+    else:
+        found.unavailable["env_kernel_cmdline"] = f"/proc/cmdline: {error}"
+    state["nvidia_gl_libraries"] = tuple(
+        f"{directory}/{name}" for directory in GL_LIBRARY_DIRS for name in GL_LIBRARIES
+        if host.stat(f"{directory}/{name}").error is None)
+
+    log, error = read_text(host, INSTALLER_LOG)
+    if log is not None:
+        state["runfile_log"] = INSTALLER_LOG
+        try:
+            state["runfile_version"], state["runfile_result"], state["runfile_lines"] = parse.parse_installer_log(log)
+        except ParseError:
+            state["runfile_result"] = "unknown"
+    elif error != "not present":
+        found.unavailable["env_runfile"] = f"{INSTALLER_LOG}: {error}"
+    if host.stat(RUNFILE_UNINSTALLER).error is None:
+        state["runfile_uninstaller"] = RUNFILE_UNINSTALLER
+
+    reasons = []
+    for manager in ("dpkg", "rpm"):
+        run = runs[manager]
+        if run.error == "not installed":
+            continue
+        source = " ".join(run.argv)
+        try:
+            if run.timed_out or run.exit_code not in (0, 1):  # dpkg-query: 1 when a pattern matches nothing
+                raise ParseError(why_failed(run))
+            text = run.stdout + "\n" + run.stderr
+            state["packages"] = parse.parse_package_list(text, manager) if text.strip() else ()
+            state["package_source"] = source
+            break
+        except ParseError as exc:
+            reasons.append(f"{source}: {exc}")
+    else:
+        found.unavailable["env_packages"] = "; ".join(reasons) or "neither dpkg-query nor rpm is installed"
+    return state
+
+
+def why_failed(run: CommandRun) -> str:
+    return run.error or (run.text.strip().splitlines() or [f"exit {run.exit_code}"])[0][:200]

@@ -27,6 +27,9 @@ APP_ERROR_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("insufficient-driver", _any(r"CUDA driver version is insufficient for CUDA runtime version",
                                  r"The NVIDIA driver on your system is too old \(found version \d+\)",
                                  r"CUDA_ERROR_INSUFFICIENT_DRIVER", r"cudaErrorInsufficientDriver")),
+    ("arch-unsupported", _any(r"with CUDA capability sm_\d+[a-z]? is not compatible with the current PyTorch "
+                              r"installation", r"no kernel image is available for execution on the device",
+                              r"cudaErrorNoKernelImageForDevice", r"CUDA_ERROR_NO_BINARY_FOR_GPU")),
     ("ecc", _any(r"uncorrectable ECC error encountered", r"CUDA_ERROR_ECC_UNCORRECTABLE",
                  r"cudaErrorECCUncorrectable")),
     ("illegal-address", _any(r"an illegal memory access was encountered", r"CUDA_ERROR_ILLEGAL_ADDRESS",

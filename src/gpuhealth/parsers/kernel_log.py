@@ -39,6 +39,14 @@ Event kinds (``KernelEvent.kind``) and what each carries besides timestamp, raw 
 ``nvrm``
     Other NVRM lines that clearly report an error (the words error/failed/fatal/timeout or an
     ``NV_ERR_`` status); assertions and informational lines are left out.
+``aer``
+    A PCIe Advanced Error Reporting error (the PCI core's ``AER:`` lines): ``pci_address`` is the
+    device that reported it (the source named in ``... error received: <address>``, or the device
+    prefix of ``<driver> <address>: AER: PCIe Bus Error: severity=...``), ``detail`` the severity:
+    ``Corrected``, ``Uncorrected (Non-Fatal)`` or ``Uncorrected (Fatal)`` (the 6.x kernels' spelling
+    ``Correctable``/``Uncorrectable`` is mapped to these). A "received" line and the "PCIe Bus Error"
+    line right after it for the same device and severity are one event (the error's type joins the
+    message). AER lines about bridges are kept too: the checks decide which addresses are GPUs.
 
 For every kind ``message`` is the text (multi-line blocks joined, ``NVRM:`` tags removed) and
 ``line`` the first raw line of the event.
@@ -46,6 +54,7 @@ For every kind ``message`` is the text (multi-line blocks joined, ``NVRM:`` tags
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import pickle
@@ -71,7 +80,9 @@ FORMATS = ("dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "ps
 # The keywords the scan looks for; every event of interest is on a line holding one of them. SXid
 # lines always start "nvidia-nvswitchN: SXid (PCI:" (OGKM common_nvswitch.h); the longer keyword is
 # found faster (bytes.find skips further) than "SXid", and its extra lines are few.
-_NEEDLES = (b"NVRM", b"nvidia-nvswitch")
+# ": AER: " finds the PCI core's Advanced Error Reporting lines (pci_name(dev) + ": AER: ..."); the longer
+# needle is found faster than "AER:".
+_NEEDLES = (b"NVRM", b"nvidia-nvswitch", b": AER: ")
 _HEAD_BYTES = 64 * 1024  # format detection and binary check look at this much text
 _HEAD_LINES = 400
 _CHUNK = 16 * 1024 * 1024  # file read size: big enough to amortise, small enough to stay cheap
@@ -151,6 +162,14 @@ _GSP_ERROR = re.compile(
     r"|needs to be reset|halt(?:ed)?|crash(?:ed)?)\b", re.I)
 _NVRM_ERROR = re.compile(r"\b(?:errors?|failed|failure|fatal|timed out|timeout)\b|\bNV_ERR_[A-Z_]{3,}", re.I)
 _NVRM_NOISE = re.compile(r"nvAssert|nvCheck|Assertion failed|assert(?:ion)? fail", re.I)
+_AER_SEVERITY = r"Corrected|Correctable|Uncorrected \((?:Non-Fatal|Fatal)\)|Uncorrectable \((?:Non-Fatal|Fatal)\)"
+_AER_RECEIVED = re.compile(
+    r"AER: (?P<multi>Multiple )?(?P<sev>" + _AER_SEVERITY + r") error (?:message )?received(?: from)?:?\s*"
+    r"(?:(?P<addr>" + _ADDR + r")|id=(?P<id>[0-9a-fA-F]{4}))")
+_AER_BUS_ERROR = re.compile(
+    r"(?P<dev>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):\s*AER: PCIe Bus Error: "
+    r"severity=(?P<sev>" + _AER_SEVERITY + r")(?:,\s*type=(?P<type>[^,\n]{1,40}))?")
+_AER_FOLD_LINES = 3  # a "PCIe Bus Error" line this close after a "received" line continues it
 # Messages the driver prints over several lines ("NVRM: " on each); other lines are events on their own.
 _JOINABLE = re.compile(r"The NVIDIA GPU|API mismatch|PCI I/O region assigned|64-bit BAR|request_mem_region"
                        r"|probe routine")
@@ -658,7 +677,17 @@ def _events(lines: list[_Line]) -> tuple[list[KernelEvent], list[str]]:
         consumed = 1
         message = line.message
         event: KernelEvent | None = None
-        if "NVRM" not in message:
+        if "NVRM" not in message and "SXid" not in message and "AER:" in message:
+            event = _aer(line)
+            previous = events[-1] if events else None
+            if (event is not None and previous is not None and previous.kind == "aer"
+                    and "PCIe Bus Error" in event.message and "received" in previous.message
+                    and "PCIe Bus Error" not in previous.message
+                    and (previous.pci_address, previous.detail) == (event.pci_address, event.detail)
+                    and 0 < line.number - (previous.line_number or 0) <= _AER_FOLD_LINES):
+                events[-1] = dataclasses.replace(previous, message=f"{previous.message}; {event.message}")
+                event = None  # the same error, as the device's own line
+        elif "NVRM" not in message:
             event = _sxid(line) if "SXid" in message else None
             if event is not None and _SXID_MORE.match(event.message) and events and (
                     events[-1].kind, events[-1].pci_address, events[-1].xid) == ("sxid", event.pci_address,
@@ -726,6 +755,33 @@ def _xid(line: _Line, match: re.Match[str]) -> KernelEvent:
     return KernelEvent(kind="xid", message=rest, line=line.raw, line_number=line.number,
                        timestamp=line.timestamp, pci_address=address, xid=int(match["code"]), pid=pid,
                        process=process, detail="; ".join(parts) or None)
+
+
+def _aer_severity(text: str) -> str:
+    """The kernel's severity words, in the pre-6.x spelling the report uses."""
+    return text.replace("Correctable", "Corrected").replace("Uncorrectable", "Uncorrected")
+
+
+def _aer(line: _Line) -> KernelEvent | None:
+    """A PCIe AER report: the root port's "error received" line or the device's "PCIe Bus Error" line."""
+    message = line.message
+    at = message.find("AER:")
+    text = _clean(message[at + 4:]) if at != -1 else _clean(message)
+    received = _AER_RECEIVED.search(message)
+    if received:
+        if received["addr"]:
+            address = _normalize(received["addr"])
+        else:  # old kernels: the requester ID, bus << 8 | device << 3 | function (domain not printed)
+            rid = int(received["id"], 16)
+            address = f"0000:{rid >> 8:02x}:{(rid >> 3) & 0x1f:02x}.{rid & 7}"
+        return KernelEvent(kind="aer", message=text, line=line.raw, line_number=line.number,
+                           timestamp=line.timestamp, pci_address=address, detail=_aer_severity(received["sev"]))
+    bus_error = _AER_BUS_ERROR.search(message)
+    if bus_error:
+        return KernelEvent(kind="aer", message=text, line=line.raw, line_number=line.number,
+                           timestamp=line.timestamp, pci_address=_normalize(bus_error["dev"]),
+                           detail=_aer_severity(bus_error["sev"]))
+    return None  # the status, mask, header and per-bit lines that follow an error
 
 
 def _sxid(line: _Line) -> KernelEvent | None:

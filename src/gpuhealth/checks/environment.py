@@ -1,0 +1,581 @@
+"""GH8xx: the host around the GPUs: the OS's support lifetime, containers and the NVIDIA Container
+Toolkit, the driver's parameters, storage for training data, and errors pasted from applications.
+
+The container rules follow NVIDIA's container toolkit documentation and its notice on "Failed to
+initialize NVML: Unknown Error" (facts.md 4, NVIDIA/nvidia-container-toolkit issue #48).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import functools
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+
+from gpuhealth.checks.driver import REBOOT
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
+
+EOL_SOON_DAYS = 90
+ROOT_MOUNTS = ("/", "/boot", "/boot/efi")
+LOCAL_DATA_FS = ("ext4", "xfs")
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "beegfs", "ceph", "fuse.ceph-fuse", "glusterfs",
+              "fuse.glusterfs", "gpfs")
+PSEUDO_FS = ("tmpfs", "devtmpfs", "overlay", "squashfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts",
+             "iso9660", "ramfs", "efivarfs")
+LOW_FREE_SHARE = 0.10
+TOOLKIT_REPO_DEBIAN = (
+    "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | sudo gpg --dearmor -o "
+    "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg && curl -s -L "
+    "https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list | sed "
+    "'s#deb https://#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://#g' | "
+    "sudo tee /etc/apt/sources.list.d/nvidia-container-toolkit.list")
+TOOLKIT_REPO_RHEL = ("curl -s -L https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo"
+                     " | sudo tee /etc/yum.repos.d/nvidia-container-toolkit.repo")
+CONFIGURE_DOCKER = Fix("sudo nvidia-ctk runtime configure --runtime=docker", "any",
+                       note="adds the nvidia runtime to /etc/docker/daemon.json")
+RESTART_DOCKER = Fix("sudo systemctl restart docker", "any", disruptive=True,
+                     note="stops running containers unless live-restore is enabled")
+GENERATE_CDI = Fix("sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml", "any",
+                   note="then run with --device nvidia.com/gpu=all")
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def _env(snapshot: Snapshot) -> HostEnvironment:
+    assert snapshot.host_env is not None  # guaranteed by requires=("host_env",)
+    return snapshot.host_env
+
+
+def _has_gpu(snapshot: Snapshot) -> bool:
+    return bool(snapshot.nvidia_pci_gpus) or bool(snapshot.gpus)
+
+
+def _unavailable(snapshot: Snapshot, *names: str) -> str:
+    return "; ".join(snapshot.unavailable[n] for n in names if n in snapshot.unavailable) or "not collected"
+
+
+# --------------------------------------------------------------------------- GH801
+
+
+@dataclass(frozen=True)
+class EndOfSupport:
+    os_id: str
+    version: str
+    date: datetime.date
+    support: str
+    source: str
+    confirmed: str
+
+
+@functools.cache
+def end_of_support_table() -> tuple[EndOfSupport, ...]:
+    """``knowledge/os_eol.csv``, read once."""
+    text = resources.files("gpuhealth.knowledge").joinpath("os_eol.csv").read_text(encoding="utf-8")
+    return tuple(EndOfSupport(row["id"], row["version"], datetime.date.fromisoformat(row["end_of_support"]),
+                              row["support"], row["source"], row["confirmed"])
+                 for row in csv.DictReader(io.StringIO(text)))
+
+
+def end_of_support(os_id: str | None, version_id: str | None) -> EndOfSupport | None:
+    """The row for this OS: the exact version (Ubuntu's 22.04), else its major version (RHEL's 8.9 -> 8)."""
+    if not os_id or not version_id:
+        return None
+    rows = [r for r in end_of_support_table() if r.os_id == os_id.lower()]
+    for candidate in (version_id, version_id.split(".")[0]):
+        row = next((r for r in rows if r.version == candidate), None)
+        if row:
+            return row
+    return None
+
+
+def capture_date(captured_at: str | None) -> datetime.date | None:
+    try:
+        return datetime.date.fromisoformat((captured_at or "")[:10])
+    except ValueError:
+        return None
+
+
+@check("GH801", "os-end-of-life", "The operating system is past its end of support", requires=("os",))
+def os_end_of_life(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The OS (`/etc/os-release` ID and VERSION_ID) against a dated table of vendor support ends
+    (`src/gpuhealth/knowledge/os_eol.csv`, each row with its source: CentOS 7 2024-06-30, CentOS 8
+    2021-12-31, RHEL 7 2024-06-30 (maintenance), Ubuntu 18.04 2023-05-31 and 20.04 2025-05-31 (standard
+    support), Debian 10 2024-06-30 and 11 2026-08-31 (LTS) ...). It is compared with the snapshot's
+    capture date, not today's, so a bundle is judged the same forever. A warning once the date has
+    passed; info within 90 days before it.
+
+    Why it matters:
+    Past its end of support an OS gets no security fixes, and NVIDIA stops building and testing
+    drivers, CUDA toolkits and container images for it: new GPUs need drivers the old kernel and
+    compiler cannot build, and package repositories (CentOS mirrors) disappear.
+
+    How to fix:
+    Upgrade in place where the vendor supports it (`do-release-upgrade` on Ubuntu, a `full-upgrade`
+    to the next Debian release, `leapp` from RHEL 7/8), or reinstall on a supported release (CentOS 7/8
+    users moved to Rocky Linux, AlmaLinux or RHEL); reinstall the NVIDIA driver afterwards. Paid
+    extended support (Ubuntu Pro ESM, RHEL ELS) also counts: then this finding is expected.
+
+    Exceptions:
+    Hosts covered by paid extended support. Releases the table does not list are skipped, not passed.
+    Rows marked "not confirmed" in the table are planned dates the vendor gives only to the month.
+    """
+    os_info = snapshot.os
+    assert os_info is not None
+    if not os_info.id or not os_info.version_id:
+        yield Skip(_unavailable(snapshot, "os") if "os" in snapshot.unavailable else "the OS version is unknown")
+        return
+    name = os_info.pretty_name or f"{os_info.id} {os_info.version_id}"
+    row = end_of_support(os_info.id, os_info.version_id)
+    if row is None:
+        yield Skip(f"no end-of-support date known for {name} (knowledge/os_eol.csv)")
+        return
+    today = capture_date(snapshot.captured_at)
+    if today is None:
+        yield Skip(f"the capture date is unknown ({snapshot.captured_at or 'not recorded'}): "
+                   "the end of support cannot be compared")
+        return
+    days = (row.date - today).days
+    if days > EOL_SOON_DAYS:
+        return
+    note = "" if row.confirmed == "yes" else f" ({row.confirmed})"
+    evidence = (Evidence(snapshot.sources.get("os", "/etc/os-release"),
+                         (f"PRETTY_NAME={name}", f"ID={os_info.id}", f"VERSION_ID={os_info.version_id}")),
+                Evidence("knowledge/os_eol.csv", (f"{row.os_id} {row.version}: {row.support} {row.date}{note}",
+                                                  f"source: {row.source}", f"captured {today}")))
+    fixes = _upgrade_fixes(os_info.id)
+    if days < 0:
+        yield Draft(Severity.WARNING, f"{name} reached its {row.support} on {row.date} ({-days} days before this "
+                                      "capture): no security fixes, and new NVIDIA drivers and CUDA releases stop "
+                                      "supporting it", evidence=evidence, fixes=fixes)
+    else:
+        yield Draft(Severity.INFO, f"{name} reaches its {row.support} on {row.date} ({days} days after this "
+                                   "capture): plan the upgrade", evidence=evidence, fixes=fixes)
+
+
+def _upgrade_fixes(os_id: str) -> tuple[Fix, ...]:
+    if os_id == "ubuntu":
+        return (Fix("sudo do-release-upgrade", "debian", disruptive=True,
+                    note="one LTS at a time; reinstall the NVIDIA driver for the new kernel afterwards"),)
+    if os_id == "debian":
+        return (Fix("sudo sed -i 's/<old codename>/<new codename>/g' /etc/apt/sources.list && sudo apt-get update "
+                    "&& sudo apt-get full-upgrade", "debian", disruptive=True,
+                    note="follow the release notes of the next Debian release"),)
+    if os_id == "rhel":
+        return (Fix("sudo dnf install leapp-upgrade && sudo leapp preupgrade", "rhel",
+                    note="then `sudo leapp upgrade` and reboot; RHEL 7 uses yum and leapp-upgrade-el7toel8"),)
+    return (Fix("reinstall on a supported release (Rocky Linux, AlmaLinux or RHEL) and reinstall the driver", "rhel",
+                disruptive=True, note="migrate2rocky / almalinux-deploy convert EL8 in place"),)
+
+
+# --------------------------------------------------------------------------- GH802
+
+
+@check("GH802", "container-toolkit-missing", "Containers cannot use the GPUs: no NVIDIA Container Toolkit",
+       requires=("host_env",))
+def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Docker (`docker info --format '{{json .Runtimes}}'`, or `/etc/docker/daemon.json`) or podman is
+    installed on a host with NVIDIA GPUs, but the NVIDIA Container Toolkit is not (`nvidia-ctk
+    --version`, `/usr/bin/nvidia-container-runtime`, `/usr/bin/nvidia-container-runtime-hook`); or it
+    is, but Docker has no `nvidia` runtime configured, or podman has no CDI specification
+    (`/etc/cdi/nvidia.yaml`, `/var/run/cdi/nvidia.yaml`).
+
+    Why it matters:
+    Without the toolkit `docker run --gpus all` fails with "could not select device driver "" with
+    capabilities: [[gpu]]" and containers see no GPU; Kubernetes' device plugin and compose files with
+    `runtime: nvidia` need the runtime registered in Docker's configuration, and podman finds GPUs
+    through CDI.
+
+    How to fix:
+    Add NVIDIA's repository and install `nvidia-container-toolkit`, then run `sudo nvidia-ctk runtime
+    configure --runtime=docker` and restart Docker (running containers stop unless live-restore is
+    on). For podman, generate the CDI specification with `nvidia-ctk cdi generate` and run containers
+    with `--device nvidia.com/gpu=all`.
+
+    Exceptions:
+    Hosts where containers are not meant to use GPUs. gpuhealth running inside a container does not
+    judge the host's toolkit. With a recent Docker, `--gpus` works through the toolkit's hook without
+    the `nvidia` runtime in daemon.json; the runtime is still what NVIDIA's install guide configures.
+    """
+    env = _env(snapshot)
+    if not _has_gpu(snapshot) or env.container or not (env.docker or env.podman):
+        return
+    engines = " and ".join(name for name, present in (("docker", env.docker), ("podman", env.podman)) if present)
+    toolkit = bool(env.nvidia_ctk_version or env.container_toolkit_files)
+    if not toolkit:
+        if "env_nvidia_ctk" in snapshot.unavailable:
+            yield Skip(_unavailable(snapshot, "env_nvidia_ctk"))
+            return
+        yield Draft(
+            Severity.WARNING, f"{engines} is installed but the NVIDIA Container Toolkit is not: containers "
+                              "cannot use the GPUs",
+            evidence=(Evidence("nvidia-ctk --version", ("command not found",)),
+                      Evidence(", ".join(("/usr/bin/nvidia-container-runtime",
+                                          "/usr/bin/nvidia-container-runtime-hook")), ("not present",)),
+                      *_docker_evidence(env)),
+            fixes=(*fixes_for(debian=[TOOLKIT_REPO_DEBIAN, "sudo apt-get update",
+                                      "sudo apt-get install -y nvidia-container-toolkit"],
+                              rhel=[TOOLKIT_REPO_RHEL, "sudo dnf install -y nvidia-container-toolkit"]),
+                   *((CONFIGURE_DOCKER, RESTART_DOCKER) if env.docker else ()),
+                   *((GENERATE_CDI,) if env.podman else ())),
+        )
+        return
+    version = f"nvidia-ctk {env.nvidia_ctk_version}" if env.nvidia_ctk_version else ", ".join(
+        env.container_toolkit_files)
+    if env.docker and env.docker_runtimes_source and "nvidia" not in env.docker_runtimes:
+        yield Draft(
+            Severity.WARNING, f"The NVIDIA Container Toolkit is installed ({version}) but Docker has no nvidia "
+                              "runtime configured",
+            evidence=tuple(_docker_evidence(env)),
+            fixes=(CONFIGURE_DOCKER, RESTART_DOCKER),
+        )
+    if env.podman and not env.cdi_specs:
+        yield Draft(
+            Severity.WARNING, f"podman is installed with the NVIDIA Container Toolkit ({version}) but no CDI "
+                              "specification exists: podman containers cannot request GPUs",
+            evidence=(Evidence(", ".join(("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml")), ("not present",)),),
+            fixes=(GENERATE_CDI,),
+        )
+
+
+def _docker_evidence(env: HostEnvironment) -> list[Evidence]:
+    if not env.docker:
+        return []
+    if env.docker_runtimes_source is None:
+        return [Evidence("docker info", ("runtimes unknown",))]
+    lines = [f"runtimes: {', '.join(env.docker_runtimes) or 'none'}"]
+    if env.docker_default_runtime:
+        lines.append(f"default-runtime: {env.docker_default_runtime}")
+    return [Evidence(env.docker_runtimes_source, tuple(lines))]
+
+
+# --------------------------------------------------------------------------- GH803
+
+
+@check("GH803", "container-nvml-unknown-error", "NVML fails with \"Unknown Error\" inside a container",
+       requires=("host_env",))
+def container_nvml_unknown_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    gpuhealth runs inside a container (`/.dockerenv`, `/run/.containerenv`, or a container path in
+    `/proc/1/cgroup`) and NVML or nvidia-smi fails with "Failed to initialize NVML: Unknown Error".
+
+    Why it matters:
+    This is the documented failure of containers started by runc under systemd's cgroup driver: a
+    `systemctl daemon-reload` (or any unit reload, often by a package update) rewrites the container's
+    device cgroup and removes its access to `/dev/nvidia*`, because the NVIDIA device nodes lack the
+    `/dev/char` links runc needs to re-add them. The host itself is fine; every GPU job in the
+    container fails until it is recreated (NVIDIA's notice, nvidia-container-toolkit issue #48).
+
+    How to fix:
+    Recreate the container (restarting the process inside is not enough). To stop it recurring, on
+    the host: create the `/dev/char` links with `sudo nvidia-ctk system create-dev-char-symlinks
+    --create-all` (and NVIDIA's udev rule to keep them), or use CDI (`nvidia-ctk cdi generate`,
+    `--device nvidia.com/gpu=all`), or switch Docker to the cgroupfs driver
+    (`"exec-opts": ["native.cgroupdriver=cgroupfs"]` in daemon.json).
+
+    Exceptions:
+    The same message on a bare host has other causes (GH203 decodes it). Kubernetes pods are
+    recreated by deleting them; the device plugin's own fix is to run with CDI.
+    """
+    env = _env(snapshot)
+    if not env.container:
+        return
+    lines = []
+    if snapshot.nvml is not None and not snapshot.nvml.ok and "unknown error" in (snapshot.nvml.error or "").lower():
+        lines.append(("NVML", f"NVML: {snapshot.nvml.error}"))
+    run = snapshot.smi_run
+    if run is not None:
+        for line in run.text.splitlines():
+            if "unknown error" in line.lower() and "nvml" in line.lower():
+                lines.append((" ".join(run.argv), line.strip()))
+                break
+    if not lines:
+        return
+    yield Draft(
+        Severity.CRITICAL,
+        f"NVML reports \"Unknown Error\" inside a {env.container} container: the container lost access to "
+        "/dev/nvidia* (device cgroup rewritten by a systemd reload); recreate it",
+        evidence=(Evidence(env.container_evidence or "container", (f"running inside {env.container}",)),
+                  *(Evidence(source, (line,)) for source, line in lines)),
+        fixes=(Fix("docker rm -f <container> && docker run --gpus all ... (recreate it)", "any", disruptive=True,
+                   note="restarting the process inside the container is not enough"),
+               Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
+                   note="on the host; keeps /dev/char links so runc can re-add the devices"),
+               GENERATE_CDI,
+               Fix("add \"exec-opts\": [\"native.cgroupdriver=cgroupfs\"] to /etc/docker/daemon.json, then "
+                   "sudo systemctl restart docker", "any", disruptive=True, note="the alternative NVIDIA names")),
+        explains=("GH203",),
+    )
+
+
+# --------------------------------------------------------------------------- GH804
+
+
+@check("GH804", "driver-parameter-unexpected", "A driver parameter differs from the configured value",
+       requires=("host_env",))
+def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The loaded driver's parameters (`/proc/driver/nvidia/params`, `Name: value` lines such as
+    `EnableMSI: 1`) against the values the config file expects (`driver_params = { EnableMSI = 1 }`
+    in `/etc/gpuhealth.toml`, names with or without the `NVreg_` prefix). A warning per parameter that
+    differs or that this driver does not report.
+
+    Why it matters:
+    NVreg_* module options (MSI interrupts, firmware loading, device file permissions, PCIe
+    settings) are set in modprobe.d files that are easy to lose in a reinstall, an initramfs rebuild
+    or a new image; a fleet usually wants them the same on every node. Which values are right is a
+    site decision, so the expectations come from the configuration rather than from gpuhealth.
+
+    How to fix:
+    Set the option in a modprobe.d file (`options nvidia NVreg_<Name>=<value>`), rebuild the
+    initramfs (the module may load from it) and reboot or reload the nvidia modules.
+
+    Exceptions:
+    Skipped when no driver parameters are configured, or when the driver is not loaded (no params
+    file). Parameter names change between driver branches: one the driver does not report is listed
+    so the configuration can be corrected.
+    """
+    wanted = expect.driver_params or {}
+    if not wanted:
+        yield Skip("no expected driver parameters configured (driver_params in the config file)")
+        return
+    env = _env(snapshot)
+    if not env.driver_params:
+        yield Skip(_unavailable(snapshot, "env_driver_params"))
+        return
+    for raw_name, value in sorted(wanted.items()):
+        name = raw_name.removeprefix("NVreg_")
+        expected = str(value).strip()
+        actual = env.driver_params.get(name)
+        if actual is not None and _same(actual, expected):
+            continue
+        shown = "not reported by this driver" if actual is None else f"{name}: {actual}"
+        message = (f"Driver parameter {name} is not reported by the loaded driver (expected {expected}): check the "
+                   "name in the config file" if actual is None
+                   else f"Driver parameter {name} is {actual or 'empty'}, the configuration expects {expected}")
+        yield Draft(
+            Severity.WARNING, message,
+            evidence=(Evidence("/proc/driver/nvidia/params", (shown,)),),
+            fixes=(Fix(f"echo 'options nvidia NVreg_{name}={expected}' | "
+                       "sudo tee -a /etc/modprobe.d/nvidia-params.conf", "any"),
+                   *fixes_for(debian=["sudo update-initramfs -u"], rhel=["sudo dracut --force"]),
+                   REBOOT),
+        )
+
+
+def _same(actual: str, expected: str) -> bool:
+    try:
+        return int(actual, 0) == int(expected, 0)
+    except ValueError:
+        return actual.strip().strip('"') == expected.strip('"')
+
+
+# --------------------------------------------------------------------------- GH805
+
+
+@check("GH805", "training-data-mounts", "Storage for training data: atime updates, network file systems, "
+       "low free space", requires=("host_env",))
+def training_data_mounts(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The file systems from `/proc/self/mounts` and `df -P -l`: ext4/xfs data mounts (not `/` or
+    `/boot`) that update access times on every read (neither `noatime` nor `relatime` among the
+    options, i.e. `strictatime`); network file systems (NFS, CIFS, Lustre, BeeGFS, Ceph, GlusterFS,
+    GPFS) in use; file systems with less than 10 % free. Information only.
+
+    Why it matters:
+    Data loaders read many small files many times: a write for every read (strict atime) costs
+    throughput on local disks. Training data on a network file system runs at the network's speed
+    and stalls when the server does, which looks like a slow or hung GPU job. A full file system
+    fails checkpoints and logs in the middle of a run.
+
+    How to fix:
+    Mount data file systems with `noatime` (or the default `relatime`) in /etc/fstab and remount;
+    stage hot data sets on local NVMe or use the file system's client cache; free space or grow the
+    file system before long runs.
+
+    Exceptions:
+    `strictatime` is sometimes required by tools that read access times. Network file systems are
+    normal on clusters: they are listed, not judged. `df` runs with `-l` (local file systems only)
+    because it hangs on an unreachable NFS server.
+    """
+    env = _env(snapshot)
+    if not env.mounts:
+        yield Skip(_unavailable(snapshot, "env_mounts"))
+        return
+    atime = [m for m in env.mounts if m.fs_type in LOCAL_DATA_FS and m.mount_point not in ROOT_MOUNTS
+             and not m.mount_point.startswith("/boot/")
+             and not {"noatime", "relatime", "lazytime"} & set(m.options)]
+    if atime:
+        yield Draft(
+            Severity.INFO, f"{len(atime)} data file system(s) update the access time on every read: mount them "
+                           f"with noatime ({', '.join(m.mount_point for m in atime[:5])})",
+            evidence=(Evidence("/proc/self/mounts", tuple(
+                f"{m.device} {m.mount_point} {m.fs_type} {','.join(m.options)}" for m in atime[:8])),),
+            fixes=(Fix("add noatime to the options of these mounts in /etc/fstab, then sudo mount -o "
+                       "remount,noatime <mount point>", "any"),),
+        )
+    network = [m for m in env.mounts if m.fs_type in NETWORK_FS or m.fs_type.startswith("nfs")]
+    if network:
+        yield Draft(
+            Severity.INFO, f"{len(network)} network file system(s) mounted: training data read from them runs at "
+                           f"the network's speed ({', '.join(f'{m.mount_point} ({m.fs_type})' for m in network[:5])})",
+            evidence=(Evidence("/proc/self/mounts", tuple(
+                f"{m.device} {m.mount_point} {m.fs_type}" for m in network[:8])),),
+            fixes=(Fix("stage hot data sets on local NVMe (or enable the client cache, e.g. FS-Cache for NFS)",
+                       "any"),),
+        )
+    types = {m.mount_point: m.fs_type for m in env.mounts}
+    low = [d for d in env.disk_space if d.size_kib > 0 and d.available_kib < LOW_FREE_SHARE * d.size_kib
+           and types.get(d.mount_point, "") not in PSEUDO_FS and d.filesystem not in PSEUDO_FS]
+    if low:
+        yield Draft(
+            Severity.INFO, "Less than 10 % free on " + ", ".join(
+                f"{d.mount_point} ({100 * d.available_kib / d.size_kib:.1f} % free)" for d in low[:5]),
+            evidence=(Evidence("df -P -l", tuple(
+                f"{d.filesystem} {d.size_kib} KiB, {d.available_kib} KiB available, mounted on {d.mount_point}"
+                for d in low[:8])),),
+            fixes=(Fix("sudo du -xh --max-depth=2 <mount point> | sort -h | tail", "any",
+                       note="find what fills it; free space before long runs"),),
+        )
+
+
+# --------------------------------------------------------------------------- GH806
+
+
+@dataclass(frozen=True)
+class ErrorMeaning:
+    summary: str
+    related: tuple[str, ...]  # checks that explain or rule out this error
+    needs: tuple[str, ...]  # snapshot fields those checks read
+    collect: tuple[str, ...]  # what to run when the evidence given cannot decide
+
+
+ERROR_MEANINGS: dict[str, ErrorMeaning] = {
+    "no-device": ErrorMeaning(
+        "CUDA sees no GPU: the driver is not loaded, /dev/nvidia* is missing, CUDA_VISIBLE_DEVICES hides the "
+        "GPUs, or the container was started without GPUs", ("GH201", "GH207", "GH608"),
+        ("pci_devices", "kernel_modules", "device_nodes"),
+        ("nvidia-smi -L", "ls -l /dev/nvidia*", "echo \"$CUDA_VISIBLE_DEVICES\"", "lsmod | grep nvidia")),
+    "insufficient-driver": ErrorMeaning(
+        "the driver is older than the CUDA runtime the program (or the PyTorch wheel) was built with",
+        ("GH601", "GH605"), ("driver", "torch"),
+        ("nvidia-smi", "python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'")),
+    "arch-unsupported": ErrorMeaning(
+        "the installed PyTorch has no kernels for this GPU's architecture", ("GH606",), ("torch",),
+        ("python3 -c 'import torch; print(torch.cuda.get_arch_list())'",
+         "nvidia-smi --query-gpu=name,compute_cap --format=csv")),
+    "driver-mismatch": ErrorMeaning(
+        "the user-space driver libraries were updated while the old kernel module is still loaded",
+        ("GH202",), ("driver",), ("cat /proc/driver/nvidia/version", "nvidia-smi")),
+    "nvml-unknown": ErrorMeaning(
+        "NVML lost access to the GPUs; inside a container this is the device-cgroup problem", ("GH803", "GH203"),
+        ("host_env",), ("ls -l /dev/nvidia*", "ls /.dockerenv /run/.containerenv", "nvidia-smi on the host")),
+    "insufficient-permissions": ErrorMeaning(
+        "the user may not open the GPU device files or the operation needs root", ("GH203",), ("smi_run",),
+        ("ls -l /dev/nvidia*", "id", "sudo nvidia-smi")),
+    "nvml-init": ErrorMeaning(
+        "NVML could not start: driver not loaded, library mismatch or missing device files",
+        ("GH201", "GH202", "GH203"), ("driver", "smi_run"), ("nvidia-smi", "cat /proc/driver/nvidia/version")),
+    "cuda-init": ErrorMeaning(
+        "CUDA could not initialise: driver, forward-compatibility library or device files",
+        ("GH201", "GH603", "GH605"), ("driver", "cuda"),
+        ("nvidia-smi", "ldconfig -p | grep libcuda", "ls -l /dev/nvidia*")),
+    "cuda-unknown": ErrorMeaning(
+        "an unspecific CUDA failure: look for Xid errors and failed NVML queries at the same time",
+        ("GH301", "GH203"), ("kernel_log",), ("sudo dmesg --time-format iso | grep -i -e xid -e nvrm", "nvidia-smi")),
+    "gpu-lost": ErrorMeaning(
+        "a GPU stopped answering (fallen off the bus)", ("GH302", "GH204"), ("kernel_log",),
+        ("sudo dmesg --time-format iso | grep -i -e xid -e 'fallen off'",)),
+    "ecc": ErrorMeaning(
+        "an uncorrectable memory error on the GPU", ("GH403", "GH401", "GH301"), ("smi",),
+        ("nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT",)),
+    "illegal-address": ErrorMeaning(
+        "usually a bug in the program; repeated on one GPU only, a hardware fault", ("GH301", "GH607"),
+        ("kernel_log",), ("sudo dmesg --time-format iso | grep -i xid", "CUDA_LAUNCH_BLOCKING=1 <program>")),
+    "launch-failure": ErrorMeaning(
+        "a kernel failed on the GPU: a program bug or an Xid at the same time", ("GH301",), ("kernel_log",),
+        ("sudo dmesg --time-format iso | grep -i xid",)),
+    "device-assert": ErrorMeaning(
+        "an assertion in the program's GPU code (often an index out of range): a program bug", (), (),
+        ("CUDA_LAUNCH_BLOCKING=1 <program>",)),
+    "cuda-oom": ErrorMeaning(
+        "the GPU ran out of memory: the batch is too large or other processes hold GPU memory", (), (),
+        ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",)),
+    "nccl": ErrorMeaning(
+        "a collective failed: network, NVLink/PCIe peer access, or another rank crashed", ("GH408", "GH301"),
+        ("nvlink", "kernel_log"), ("NCCL_DEBUG=INFO <program>", "nvidia-smi topo -m", "nvidia-smi nvlink -s")),
+}
+
+
+def meaning_of(error: AppError) -> tuple[str, ErrorMeaning | None]:
+    """The kind used for the mapping (NVML "Unknown Error" and "Insufficient Permissions" are told apart
+    from other NVML failures by their text) and what it means."""
+    kind = error.kind
+    text = error.message.lower()
+    if kind == "nvml-init" and "unknown error" in text:
+        kind = "nvml-unknown"
+    elif "insufficient permissions" in text or "nvml_error_no_permission" in text:
+        kind = "insufficient-permissions"
+    return kind, ERROR_MEANINGS.get(kind)
+
+
+@check("GH806", "application-error", "A training log shows a CUDA, NCCL or driver error", requires=("app_errors",))
+def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The errors `gpuhealth analyze` finds in training logs and tracebacks (`parsers/app_log.py`: "no
+    CUDA-capable device is detected", "CUDA driver version is insufficient", "sm_XX is not compatible
+    with the current PyTorch installation", "Failed to initialize NVML: Unknown Error", "Insufficient
+    Permissions", out of memory, NCCL errors ...), one finding per kind, each tied to the checks that
+    explain it (for example no device -> GH201, GH207, GH608; insufficient driver -> GH601, GH605;
+    architecture -> GH606; NVML Unknown Error -> GH803; Insufficient Permissions -> GH203).
+
+    Why it matters:
+    The application's message is where most reports start, but it names a symptom: the cause is in
+    the driver, the device files, the environment or the container. When the evidence given holds
+    what those checks need, their findings in the same report say which cause it is; when it does
+    not, this finding names the commands whose output decides it.
+
+    How to fix:
+    Read the related checks' findings in this report (`gpuhealth explain <code>`); otherwise run the
+    listed commands on the host (or `gpuhealth snapshot`) and analyze their output together with the log.
+
+    Exceptions:
+    Program bugs (device-side asserts, most illegal memory accesses, out of memory) are reported so
+    the log is accounted for, but no host check can fix them.
+    """
+    errors = snapshot.app_errors or ()
+    groups: dict[str, list[AppError]] = {}
+    for error in errors:
+        groups.setdefault(meaning_of(error)[0], []).append(error)
+    source = snapshot.sources.get("app_errors", "application log")
+    for kind, found in groups.items():
+        meaning = meaning_of(found[0])[1]
+        lines = tuple(f"{e.line_number}: {e.message}" if e.line_number else e.message for e in found[:4])
+        if len(found) > 4:
+            lines += (f"... {len(found) - 4} more like these ...",)
+        if meaning is None:
+            yield Draft(Severity.WARNING, f"{kind} error in the application log", evidence=(Evidence(source, lines),))
+            continue
+        missing = [name for name in meaning.needs if getattr(snapshot, name, None) is None]
+        related = ", ".join(meaning.related)
+        message = f"{kind} in the application log ({len(found)}x): {meaning.summary}"
+        if related:
+            message += f"; see {related}"
+        if missing:
+            message += f" (this evidence cannot decide: collect {', '.join(meaning.collect[:2])} ...)"
+        fixes = tuple(Fix(command, "any", note="evidence to collect next") for command in meaning.collect) if missing \
+            else ()
+        fixes += tuple(Fix(f"gpuhealth explain {code}", "any") for code in meaning.related)
+        yield Draft(Severity.WARNING, message, evidence=(Evidence(source, lines),), fixes=fixes)

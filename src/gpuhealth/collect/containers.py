@@ -1,0 +1,126 @@
+"""The host-environment probe (GH8xx, GH508/GH509): containers and the NVIDIA Container Toolkit, whether
+gpuhealth itself runs inside a container, the driver's parameters and the storage; the display and
+install-route evidence comes from ``collect.install``. Everything lands in ``Snapshot.host_env``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.collect.install import install_route_commands, install_route_evidence, why_failed
+from gpuhealth.host import Host
+from gpuhealth.model import ParseError
+
+DOCKER_TIMEOUT_S = 10.0  # a wedged daemon must not hold the whole check
+DOCKER_INFO = ["docker", "info", "--format", "{{json .Runtimes}}"]
+DAEMON_JSON = "/etc/docker/daemon.json"
+TOOLKIT_FILES = ("/usr/bin/nvidia-container-runtime", "/usr/bin/nvidia-container-runtime-hook",
+                 "/usr/bin/nvidia-container-toolkit")
+CDI_SPECS = ("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml", "/run/cdi/nvidia.yaml")
+CONTAINER_MARKERS = (("/.dockerenv", "docker"), ("/run/.containerenv", "podman"))
+DRIVER_PARAMS = "/proc/driver/nvidia/params"
+MOUNTS = "/proc/self/mounts"
+DF = ["df", "-P", "-l"]  # local file systems only: df on a dead NFS mount hangs
+
+
+def probe_host_environment(host: Host, timeout: float) -> Probed:
+    """Display setup, install routes, containers, driver parameters and storage, in one HostEnvironment."""
+    from gpuhealth.model import HostEnvironment
+    from gpuhealth.parsers import host_env as parse
+
+    found = Probed()
+    commands: dict[str, tuple[list[str], float]] = {
+        name: (argv, timeout) for name, argv in install_route_commands().items()}
+    commands.update({
+        "docker": (DOCKER_INFO, min(timeout, DOCKER_TIMEOUT_S)),
+        "podman": (["podman", "--version"], timeout),
+        "ctk": (["nvidia-ctk", "--version"], timeout),
+        "df": (DF, timeout),
+    })
+    with ThreadPoolExecutor(max_workers=len(commands), thread_name_prefix="gpuhealth-env") as pool:
+        futures = {name: pool.submit(host.run, argv, limit) for name, (argv, limit) in commands.items()}
+        runs = {name: future.result() for name, future in futures.items()}
+    state: dict[str, Any] = install_route_evidence(host, runs, found)
+
+    # Docker, podman and the NVIDIA Container Toolkit
+    docker, daemon_json = runs["docker"], read_text(host, DAEMON_JSON)
+    state["docker"] = docker.error != "not installed" or daemon_json[0] is not None
+    state["podman"] = runs["podman"].error != "not installed"
+    if docker.ok:
+        try:
+            state["docker_runtimes"] = parse.parse_docker_runtimes(docker.stdout)
+            state["docker_runtimes_source"] = " ".join(DOCKER_INFO)
+        except ParseError as exc:
+            found.unavailable["env_docker_info"] = f"docker info: {exc}"
+    elif state["docker"] and docker.error != "not installed":
+        found.unavailable["env_docker_info"] = f"docker info: {why_failed(docker)}"
+    if daemon_json[0] is not None:
+        try:
+            runtimes, default = parse.parse_daemon_json(daemon_json[0])
+            state["docker_default_runtime"] = default
+            if "docker_runtimes_source" not in state:
+                state["docker_runtimes"] = tuple(sorted({*runtimes, "runc"}))  # runc is built in
+                state["docker_runtimes_source"] = DAEMON_JSON
+        except ParseError as exc:
+            found.unavailable["env_daemon_json"] = f"{DAEMON_JSON}: {exc}"
+    elif daemon_json[1] != "not present":
+        found.unavailable["env_daemon_json"] = f"{DAEMON_JSON}: {daemon_json[1]}"
+    ctk = runs["ctk"]
+    if ctk.ok:
+        try:
+            state["nvidia_ctk_version"] = parse.parse_nvidia_ctk_version(ctk.text)
+        except ParseError as exc:
+            found.unavailable["env_nvidia_ctk"] = f"nvidia-ctk --version: {exc}"
+    elif ctk.error != "not installed":
+        found.unavailable["env_nvidia_ctk"] = f"nvidia-ctk --version: {why_failed(ctk)}"
+    state["container_toolkit_files"] = tuple(p for p in TOOLKIT_FILES if host.stat(p).error is None)
+    state["cdi_specs"] = tuple(p for p in CDI_SPECS if host.stat(p).error is None)
+
+    # are we inside a container?
+    for path, runtime in CONTAINER_MARKERS:
+        if host.stat(path).error is None:
+            state["container"], state["container_evidence"] = runtime, path
+            break
+    else:
+        cgroup, _ = read_text(host, "/proc/1/cgroup")
+        if cgroup:
+            try:
+                runtime = parse.container_from_cgroup(cgroup)
+                if runtime:
+                    state["container"], state["container_evidence"] = runtime, "/proc/1/cgroup"
+            except ParseError:
+                pass
+
+    # driver parameters
+    params, error = read_text(host, DRIVER_PARAMS)
+    if params is None:
+        found.unavailable["env_driver_params"] = f"{DRIVER_PARAMS}: {error}"
+    else:
+        try:
+            state["driver_params"] = parse.parse_driver_params(params)
+        except ParseError as exc:
+            found.unavailable["env_driver_params"] = f"{DRIVER_PARAMS}: {exc}"
+
+    # storage
+    mounts, error = read_text(host, MOUNTS)
+    if mounts is None:
+        found.unavailable["env_mounts"] = f"{MOUNTS}: {error}"
+    else:
+        try:
+            state["mounts"] = parse.parse_mounts(mounts)
+        except ParseError as exc:
+            found.unavailable["env_mounts"] = f"{MOUNTS}: {exc}"
+    df = runs["df"]
+    try:
+        if df.stdout.strip() == "" and not df.ok:
+            raise ParseError(why_failed(df))
+        state["disk_space"] = parse.parse_df(df.stdout)  # df exits 1 when one mount fails: the rest count
+    except ParseError as exc:
+        found.unavailable["env_disk_space"] = f"{' '.join(DF)}: {exc}"
+
+    found.fields["host_env"] = HostEnvironment(**state)
+    found.sources["host_env"] = ("systemctl, /proc/cmdline, dpkg-query/rpm, /var/log/nvidia-installer.log, docker, "
+                                 "nvidia-ctk, /proc/driver/nvidia/params, /proc/self/mounts, df")
+    return found

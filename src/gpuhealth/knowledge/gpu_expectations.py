@@ -1,0 +1,55 @@
+"""Per-model defaults for what a healthy GPU shows: active NVLinks and PCIe link width.
+
+``gpu_expectations.csv`` columns:
+
+- ``pattern``: a regular expression searched (case-insensitively) in the product name as nvidia-smi
+  and NVML print it (``NVIDIA H100 80GB HBM3``, ``A100-SXM4-40GB``, ``Tesla V100-SXM2-32GB``). Rows are
+  tried in order; the first match wins, so specific patterns come first.
+- ``nvlink_count``: active NVLinks per GPU on that board (empty: no default).
+- ``pcie_width``: the PCIe link width the board should train at (empty: no default).
+- ``source``: the real capture in ``shared/corpus`` that shows the value for that model.
+
+The config file overrides any value per model name (docs/configuration.md). Read once, lazily.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class ModelDefaults:
+    pattern: str
+    nvlink_count: int | None
+    pcie_width: int | None
+    source: str
+
+    def get(self, key: str) -> int | None:
+        return {"nvlink_count": self.nvlink_count, "pcie_width": self.pcie_width}.get(key)
+
+
+@functools.cache
+def table() -> tuple[tuple[re.Pattern[str], ModelDefaults], ...]:
+    text = resources.files("gpuhealth.knowledge").joinpath("gpu_expectations.csv").read_text(encoding="utf-8")
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        defaults = ModelDefaults(
+            pattern=row["pattern"],
+            nvlink_count=int(row["nvlink_count"]) if row["nvlink_count"] else None,
+            pcie_width=int(row["pcie_width"]) if row["pcie_width"] else None,
+            source=row["source"],
+        )
+        rows.append((re.compile(row["pattern"], re.IGNORECASE), defaults))
+    return tuple(rows)
+
+
+def lookup(name: str | None) -> ModelDefaults | None:
+    """The first row whose pattern matches the product name, or None."""
+    if not name:
+        return None
+    return next((defaults for pattern, defaults in table() if pattern.search(name.strip())), None)

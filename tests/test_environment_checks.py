@@ -1,0 +1,130 @@
+"""GH8xx checks on hand-made snapshots and on `analyze` of pasted training logs (HAND-WRITTEN lines in the
+form PyTorch, CUDA and NVML print them; facts.md 4 quotes the NVML and CUDA messages)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.checks.environment import end_of_support, end_of_support_table
+from gpuhealth.checks.registry import Expectations
+from gpuhealth.config import load_expectations
+from gpuhealth.model import HostEnvironment, OsInfo, Severity, Snapshot
+
+# (pasted line, related codes that the GH806 finding must name)
+PASTED = [
+    ("RuntimeError: cuda runtime error (100) : no CUDA-capable device is detected at THCGeneral.cpp:47",
+     ("GH201", "GH207", "GH608")),
+    ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", ("GH601", "GH605")),
+    ("UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+     "PyTorch installation.", ("GH606",)),
+    ("Failed to initialize NVML: Unknown Error", ("GH803",)),
+    ("Failed to initialize NVML: Insufficient Permissions", ("GH203",)),
+    ("Failed to initialize NVML: Driver/library version mismatch", ("GH202",)),
+]
+
+
+def _findings(text: str, code: str = "GH806"):
+    snapshot, _ = analyze_texts([("train.log", "Traceback (most recent call last):\n" + text + "\n")])
+    report = run_checks(snapshot)
+    return [f for f in report.findings if f.code == code], report
+
+
+@pytest.mark.parametrize(("line", "codes"), PASTED, ids=[c[0] for _, c in PASTED])
+def test_pasted_error_names_the_checks_that_explain_it(line, codes):
+    findings, _ = _findings(line)
+    assert len(findings) == 1
+    finding = findings[0]
+    assert finding.severity is Severity.WARNING
+    assert finding.explains == ()  # root cause -> symptom only; this is the symptom
+    for code in codes:
+        assert code in finding.message
+        assert any(fix.command == f"gpuhealth explain {code}" for fix in finding.fixes)
+    assert finding.evidence[0].lines[0].startswith("2: ")
+
+
+def test_a_log_alone_cannot_decide_and_names_what_to_collect():
+    (finding,), _ = _findings("RuntimeError: cuda runtime error (100) : no CUDA-capable device is detected")
+    assert "cannot decide" in finding.message
+    assert any(fix.command == "ls -l /dev/nvidia*" for fix in finding.fixes)
+
+
+def test_partial_evidence_still_names_what_is_missing():
+    lspci = ("0000:3b:00.0 3D controller [0302]: NVIDIA Corporation GV100GL [Tesla V100 PCIe 32GB] [10de:1db6] "
+             "(rev a1)\n")
+    lsmod = ("Module                  Size  Used by\nnvidia_uvm           1359872  0\n"
+             "nvidia              39063552  1 nvidia_uvm\n")
+    snapshot, _ = analyze_texts([("lspci.txt", lspci), ("lsmod.txt", lsmod),
+                                 ("train.log", "RuntimeError: CUDA error: no CUDA-capable device is detected\n")])
+    finding = next(f for f in run_checks(snapshot).findings if f.code == "GH806")
+    # /dev listing is still missing from loose evidence: it asks only because of that
+    assert "cannot decide" in finding.message
+
+
+def test_one_finding_per_kind_with_counts():
+    text = "\n".join(["RuntimeError: CUDA error: out of memory"] * 6 + ["NCCL WARN Connect to 10.0.0.2 failed"])
+    findings, _ = _findings(text)
+    by_kind = {f.message.split()[0]: f for f in findings}
+    assert set(by_kind) == {"cuda-oom", "nccl"}
+    assert "(6x)" in by_kind["cuda-oom"].message
+    assert by_kind["cuda-oom"].evidence[0].lines[-1] == "... 2 more like these ..."
+
+
+def _snapshot(**env) -> Snapshot:
+    return Snapshot(captured_at="2026-01-15T10:00:00+0000", os=OsInfo(id="ubuntu", version_id="22.04"),
+                    host_env=HostEnvironment(**env))
+
+
+def test_driver_params_configured_and_compared(tmp_path: Path):
+    config = tmp_path / "gpuhealth.toml"
+    config.write_text('driver_params = { EnableMSI = 1, NVreg_EnablePCIeGen3 = 1, NoSuchParam = "x" }\n')
+    expect = load_expectations(config)
+    assert expect.driver_params == {"EnableMSI": "1", "NVreg_EnablePCIeGen3": "1", "NoSuchParam": "x"}
+    snapshot = _snapshot(driver_params={"EnableMSI": "1", "EnablePCIeGen3": "0"})
+    findings = [f for f in run_checks(snapshot, expect).findings if f.code == "GH804"]
+    messages = sorted(f.message for f in findings)
+    assert len(findings) == 2 and all(f.severity is Severity.WARNING for f in findings)
+    assert "EnablePCIeGen3 is 0, the configuration expects 1" in messages[0]
+    assert "NoSuchParam is not reported" in messages[1]
+    assert any("NVreg_EnablePCIeGen3=1" in fix.command for fix in findings[0].fixes + findings[1].fixes)
+
+
+def test_driver_params_skipped_without_configuration():
+    report = run_checks(_snapshot(driver_params={"EnableMSI": "0"}), Expectations())
+    assert "GH804" in {s.code for s in report.skipped}
+
+
+@pytest.mark.parametrize("text", ["driver_params = 3\n", "driver_params = { EnableMSI = true }\n",
+                                  "driver_params = {}\n"])
+def test_driver_params_bad_config(tmp_path: Path, text: str):
+    config = tmp_path / "gpuhealth.toml"
+    config.write_text(text)
+    with pytest.raises(ValueError, match="driver_params"):
+        load_expectations(config)
+
+
+def test_end_of_life_uses_the_capture_date_not_the_clock():
+    def gh801(captured_at: str, os_id: str, version: str):
+        snapshot = Snapshot(captured_at=captured_at, os=OsInfo(id=os_id, version_id=version))
+        report = run_checks(snapshot)
+        return ([f.severity for f in report.findings if f.code == "GH801"],
+                [s.reason for s in report.skipped if s.code == "GH801"])
+
+    assert gh801("2025-06-01T00:00:00+0000", "ubuntu", "20.04")[0] == [Severity.WARNING]
+    assert gh801("2025-04-01T00:00:00+0000", "ubuntu", "20.04")[0] == [Severity.INFO]  # 60 days before
+    assert gh801("2024-01-01T00:00:00+0000", "ubuntu", "20.04") == ([], [])
+    assert gh801("2024-07-01T00:00:00+0000", "rhel", "7.9")[0] == [Severity.WARNING]  # major version row
+    assert gh801("2026-09-01T00:00:00+0000", "debian", "11")[0] == [Severity.WARNING]
+    assert "no end-of-support date" in gh801("2026-01-01T00:00:00+0000", "gentoo", "2.14")[1][0]
+    assert "capture date is unknown" in gh801("t", "centos", "7")[1][0]
+
+
+def test_end_of_life_table_has_a_source_per_row():
+    rows = end_of_support_table()
+    assert all(r.source.startswith("https://") and r.support and r.confirmed for r in rows)
+    assert end_of_support("centos", "7").date.isoformat() == "2024-06-30"
+    assert end_of_support("ubuntu", "18.04").date.isoformat() == "2023-05-31"
+    assert end_of_support("ubuntu", "18.10") is None  # not an LTS row: no major-version fallback hit
