@@ -86,3 +86,11 @@ def verdict_line(report: Report) -> str:
     tail = f" ({counts})" if counts else ""
     skipped = f"; {len(report.skipped)} check(s) skipped" if report.skipped else ""
     return f"{report.verdict}{tail}: {report.checks_run} checks{skipped}"
+
+
+def skipped_by_reason(report: Report) -> list[tuple[str, list[str]]]:
+    """Skipped checks grouped by their reason (one missing piece of evidence skips many checks)."""
+    groups: dict[str, list[str]] = {}
+    for skipped in report.skipped:
+        groups.setdefault(skipped.reason, []).append(skipped.code)
+    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))

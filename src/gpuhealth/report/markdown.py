@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from gpuhealth.model import Finding, Report
-from gpuhealth.report.common import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
+from gpuhealth.report.common import (
+    fixes_for_host,
+    fold,
+    gpu_rows,
+    host_summary,
+    skipped_by_reason,
+    verdict_line,
+)
 
 
 def render(report: Report) -> str:
@@ -18,7 +25,8 @@ def render(report: Report) -> str:
         out += [f"  - explains `{s.code}` {s.message}" for s in cause.symptoms]
     if report.skipped:
         out += ["", "### Skipped (not checked, not passed)", ""]
-        out += [f"- `{s.code}` {s.slug}: {s.reason}" for s in report.skipped]
+        for reason, codes in skipped_by_reason(report):
+            out.append(f"- {', '.join(f'`{code}`' for code in codes)}: {reason}")
     return "\n".join(out) + "\n"
 
 

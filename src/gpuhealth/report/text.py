@@ -8,7 +8,14 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuhealth.model import Finding, Report, Severity
-from gpuhealth.report.common import fixes_for_host, fold, gpu_rows, host_summary, verdict_line
+from gpuhealth.report.common import (
+    fixes_for_host,
+    fold,
+    gpu_rows,
+    host_summary,
+    skipped_by_reason,
+    verdict_line,
+)
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yellow",
@@ -36,8 +43,12 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         console.print()
     if report.skipped:
         console.print(Text(f"Skipped ({len(report.skipped)}): not checked, not passed", style="bold"))
-        for skipped in report.skipped:
-            console.print(Text(f"  {skipped.code} {skipped.slug}: {skipped.reason}", style="dim"))
+        if verbose:
+            for skipped in report.skipped:
+                console.print(Text(f"  {skipped.code} {skipped.slug}: {skipped.reason}", style="dim"))
+        else:
+            for reason, codes in skipped_by_reason(report):
+                console.print(Text(f"  {', '.join(codes)}: {reason}", style="dim"))
 
 
 def _finding(finding: Finding, report: Report, verbose: bool) -> Group:
