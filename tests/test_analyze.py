@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from conftest import CORPUS, corpus_files, corpus_id
 from gpuhealth.analyze import EvidenceError, analyze_texts, decode_bytes, identify
 from gpuhealth.checks.engine import run_checks
+from gpuhealth.checks.registry import Expectations
 from gpuhealth.model import Severity
 
 # What each corpus file must be recognised as (first matching pattern wins; None = not recognised).
@@ -27,6 +28,7 @@ EXPECTED_KIND = [
     (r"lspci(?!_-t)", "lspci"),
     (r"lsmod", "lsmod"),
     (r"proc_driver_nvidia_version", "proc-version"),
+    (r"proc_driver_nvidia_params", "driver-params"),
     (r"pytorch-collect-env/", "collect-env"),
     (r"dmesg|kmsg|pstore|journalctl", "kernel-log"),
 ]
@@ -138,3 +140,80 @@ def test_analyze_survives_cut_real_files(path, start, length):
     snapshot, _ = analyze_texts([("cut", text[start:start + length % 20000])])
     report = run_checks(snapshot)
     assert not [f for f in report.findings if f.code == "GH001"]
+
+
+# --------------------------------------------------------------------------- install and host evidence
+
+
+BUG_REPORT = "nvidia-bug-report-352.63/nvidia-bug-report.log"
+
+
+def test_bug_report_cmdline_params_and_installer_log_land_in_the_snapshot():
+    snapshot, recognised = analyze_texts([(BUG_REPORT, decode_bytes("r", (CORPUS / BUG_REPORT).read_bytes()))])
+    kinds = {r.piece.split(": ", 1)[1]: r.kind for r in recognised if r.kind}
+    assert kinds["/proc/cmdline"] == "kernel-cmdline"
+    assert kinds["/proc/driver/nvidia/./params"] == "driver-params"
+    assert kinds["/var/log/nvidia-installer.log"] == "installer-log"
+    env = snapshot.host_env
+    assert env.kernel_cmdline.startswith("BOOT_IMAGE=/boot/vmlinuz-4.2.0-22-generic.efi.signed root=UUID=")
+    assert env.driver_params["EnableMSI"] == "1" and env.driver_params["RegistryDwords"] == ""
+    assert len(env.driver_params) == 19
+    assert (env.runfile_version, env.runfile_result) == ("352.39", "failed")
+    assert env.runfile_lines[-1].startswith("ERROR: Installation has failed.")
+    assert snapshot.install is not None and snapshot.install.kernel_cmdline_blacklisted == ()
+    assert "/proc/cmdline" in snapshot.sources["host_env"] and "params" in snapshot.sources["host_env"]
+
+
+def test_bug_report_runs_the_checks_that_read_it():
+    snapshot, _ = analyze_texts([(BUG_REPORT, decode_bytes("r", (CORPUS / BUG_REPORT).read_bytes()))])
+    # 352.63 reports EnablePCIeGen3: 0; a site that wants Gen3 on gets a finding, one that wants MSI does not
+    report = run_checks(snapshot, Expectations(driver_params={"EnableMSI": 1, "NVreg_EnablePCIeGen3": 1}))
+    skipped = {s.code: s.reason for s in report.skipped}
+    for code in ("GH501", "GH508", "GH804"):  # kernel command line, display settings, driver parameters
+        assert code not in skipped, f"{code} skipped: {skipped.get(code)}"
+    (gen3,) = [f for f in report.findings if f.code == "GH804"]
+    assert "EnablePCIeGen3 is 0" in gen3.message and gen3.evidence[0].source == "/proc/driver/nvidia/params"
+    assert not [f for f in report.findings if f.code in ("GH501", "GH508", "GH509")]  # a desktop with nvidia loaded
+    # what a bug report does not hold is named, not passed
+    assert skipped["GH509"] == "the installed nvidia packages (dpkg-query / rpm -qa): not in the evidence given"
+    assert "not in the evidence given" in skipped["GH805"]
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("SecureBoot enabled\n", "mokutil"),
+    ("SecureBoot enabled\nSecureBoot validation is disabled in shim\n", "mokutil"),
+    ("EFI variables are not supported on this system\n", "mokutil"),
+    ("nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed\nnvidia/535.161.08, 5.15.0-88-generic, x86_64: built\n",
+     "dkms-status"),
+    ("nvidia, 470.223.02, 3.10.0-1160.el7.x86_64, x86_64: installed\n", "dkms-status"),
+    ("BOOT_IMAGE=(hd0,gpt2)/vmlinuz-5.14.0-362.8.1.el9_3.x86_64 root=/dev/mapper/rl-root ro "
+     "rd.driver.blacklist=nouveau modprobe.blacklist=nouveau nouveau.modeset=0\n", "kernel-cmdline"),
+    ("[    0.000000] Command line: BOOT_IMAGE=/boot/vmlinuz root=UUID=1 ro quiet\n", "kernel-log"),
+    ("EnableMSI: 1\nModifyDeviceFiles: 1\nEnableGpuFirmware: 18\nRegistryDwords: \"\"\n", "driver-params"),
+    ("Model: \t\t GeForce GTX TITAN X\nIRQ:   \t\t 50\nVideo BIOS: \t 84.00.1f.00.01\n", None),
+])
+def test_install_evidence_is_recognised(text, kind):
+    assert identify(text) == kind
+
+
+def test_pasted_install_evidence_runs_the_install_checks():
+    """mokutil, dkms status and /proc/cmdline pasted with lspci and lsmod of a host whose driver is not loaded."""
+    lspci = (CORPUS / "nvidia-bug-report-352.63/lspci_-nn.txt").read_text()
+    texts = [("lspci.txt", lspci), ("lsmod.txt", "Module                  Size  Used by\nnouveau  2248704  1\n"),
+             ("mokutil.txt", "SecureBoot enabled\n"),
+             ("dkms.txt", "nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed\n"),
+             ("cmdline.txt", "BOOT_IMAGE=/boot/vmlinuz-5.15.0-105-generic root=UUID=1 ro modprobe.blacklist=nouveau "
+                             "nouveau.modeset=0\n")]
+    snapshot, recognised = analyze_texts(texts)
+    assert [r.kind for r in recognised] == ["lspci", "lsmod", "mokutil", "dkms-status", "kernel-cmdline"]
+    install = snapshot.install
+    assert install.secure_boot == "enabled" and install.secure_boot_source == "mokutil --sb-state"
+    assert [(e.module, e.version, e.kernel, e.installed) for e in install.dkms] == [
+        ("nvidia", "535.161.08", "5.15.0-105-generic", True)]
+    assert install.kernel_cmdline_blacklisted == ("nouveau",) and install.kernel_cmdline_nouveau_options == "modeset=0"
+    report = run_checks(snapshot)
+    fired = {f.code: f.severity for f in report.findings}
+    skipped = {s.code: s.reason for s in report.skipped}
+    assert fired["GH506"] is Severity.WARNING  # Secure Boot on, nvidia not loaded: the module must be signed
+    assert "GH506" not in skipped
+    assert "the installed kernels: not in the evidence given" in skipped["GH507"]

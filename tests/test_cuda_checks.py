@@ -9,6 +9,7 @@ paths), since this machine has no PyTorch and no GPU.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import importlib.util
 import os
 import subprocess
@@ -274,3 +275,289 @@ def test_no_frameworks_skips_the_torch_probe_and_says_so():
     assert snapshot.torch is None
     assert "not run" in snapshot.unavailable["torch"]
     assert snapshot.cuda is not None  # the rest of the CUDA evidence is still collected
+
+
+# --------------------------------------------------------------------------- JAX, CuPy, TensorFlow (GH610)
+
+# Hand-written stand-ins for the calls the framework probe makes, nothing more. FAKE_FW picks the story:
+# "ok" (2 GPUs, exact), "wrong" (GPU 1 off by 5 in every framework), "cpu" (JAX: CPU-only jaxlib; CuPy:
+# cudaErrorInsufficientDriver; TensorFlow: a CUDA build that cannot load its libraries), "broken" (imports fail).
+FAKE_ARRAY = '''
+import os
+MODE = os.environ.get("FAKE_FW", "ok")
+float32 = "float32"
+class Array:
+    def __init__(self, rows, device=0):
+        self.rows, self.device = [[float(x) for x in r] for r in rows], device
+    def tolist(self):
+        return [list(r) for r in self.rows]
+    def numpy(self):
+        return self
+def matmul(a, b, device=None):
+    device = a.device if device is None else device
+    cols = list(zip(*b.rows))
+    out = [[sum(x * y for x, y in zip(r, c)) for c in cols] for r in a.rows]
+    if MODE == "wrong" and device == 1:
+        out[2][3] += 5.0
+    return Array(out, device)
+'''
+FAKE_JAX = '''
+import logging, os
+from _fakearray import MODE, Array
+if MODE == "broken":
+    raise ImportError("jaxlib is version 0.4.20, but this version of jax requires version >= 0.4.30.")
+__version__ = "0.4.30"
+class Device:
+    def __init__(self, i):
+        self.id, self.device_kind = i, "NVIDIA H100 80GB HBM3"
+def default_backend():
+    if MODE == "cpu":
+        logging.getLogger("jax._src.xla_bridge").warning(
+            "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. "
+            "Falling back to cpu.")
+        return "cpu"
+    return "gpu"
+def devices(kind=None):
+    if MODE == "cpu":
+        raise RuntimeError("Unknown backend: 'gpu' requested, but no platforms that are instances of gpu are present.")
+    return [Device(0), Device(1)]
+def device_put(x, device):
+    return Array(x.rows, device.id)
+'''
+FAKE_JNP = '''
+from _fakearray import Array, float32, matmul
+def asarray(rows, dtype=None):
+    return Array(rows)
+'''
+FAKE_CUPY = '''
+import types
+from _fakearray import MODE, Array, float32, matmul as _matmul
+if MODE == "broken":
+    raise ImportError("libnvrtc.so.12: cannot open shared object file: No such file or directory")
+__version__ = "13.3.0"
+_current = [0]
+class CUDARuntimeError(RuntimeError):
+    pass
+def _count():
+    if MODE == "cpu":
+        raise CUDARuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA "
+                               "runtime version")
+    return 2
+runtime = types.SimpleNamespace(
+    runtimeGetVersion=lambda: 12040, driverGetVersion=lambda: 11040 if MODE == "cpu" else 12020,
+    getDeviceCount=_count, getDeviceProperties=lambda i: {"name": b"NVIDIA H100 80GB HBM3"})
+class Device:
+    def __init__(self, i):
+        self.i = i
+    def __enter__(self):
+        _current[0] = self.i
+    def __exit__(self, *exc):
+        _current[0] = 0
+cuda = types.SimpleNamespace(runtime=runtime, Device=Device)
+def asarray(rows, dtype=None):
+    return Array(rows, _current[0])
+def matmul(a, b):
+    return _matmul(a, b)
+'''
+FAKE_TF = '''
+import os, types
+from _fakearray import MODE, Array, float32, matmul
+if MODE == "broken":
+    raise ImportError("libcudart.so.12: cannot open shared object file")
+__version__ = "2.16.1"
+_current = [0]
+sysconfig = types.SimpleNamespace(get_build_info=lambda: {"cuda_version": "12.3", "cudnn_version": "8",
+                                                           "is_cuda_build": True})
+test = types.SimpleNamespace(is_built_with_cuda=lambda: True)
+def _list(kind):
+    if MODE == "cpu":
+        os.write(2, b"Cannot dlopen some GPU libraries. Please make sure the missing libraries mentioned above "
+                    b"are installed properly if you would like to use GPU.\\n")
+        return []
+    return ["/physical_device:GPU:0", "/physical_device:GPU:1"]
+config = types.SimpleNamespace(list_physical_devices=_list, experimental=types.SimpleNamespace(
+    set_memory_growth=lambda gpu, on: None, get_device_details=lambda gpu: {"device_name": "NVIDIA H100 80GB HBM3"}))
+class device:
+    def __init__(self, name):
+        self.index = int(name.rsplit(":", 1)[1])
+    def __enter__(self):
+        _current[0] = self.index
+    def __exit__(self, *exc):
+        _current[0] = 0
+def constant(rows, dtype=None):
+    return Array(rows, _current[0])
+linalg = types.SimpleNamespace(matmul=matmul)
+'''
+
+
+@pytest.fixture()
+def fake_frameworks(fake_torch):
+    (fake_torch / "_fakearray.py").write_text(FAKE_ARRAY)
+    for package, text in (("jax", FAKE_JAX), ("cupy", FAKE_CUPY), ("tensorflow", FAKE_TF)):
+        (fake_torch / package).mkdir()
+        (fake_torch / package / "__init__.py").write_text(text)
+    (fake_torch / "jax" / "numpy.py").write_text(FAKE_JNP)
+    (fake_torch / "jaxlib").mkdir()
+    (fake_torch / "jaxlib" / "__init__.py").write_text('__version__ = "0.4.30"\n')
+    return fake_torch
+
+
+def _run_frameworks(path: Path, mode: str, plugin: bool = True):
+    if plugin:
+        (path / "jax_cuda12_plugin").mkdir(exist_ok=True)
+        (path / "jax_cuda12_plugin" / "__init__.py").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(path), FAKE_FW=mode, FAKE_TORCH="ok")
+    run = subprocess.run([sys.executable, "-c", TORCH_PROBE_SCRIPT], capture_output=True, text=True, timeout=60,
+                         env=env, cwd=path)
+    assert run.returncode == 0, run.stderr
+    assert len(run.stdout.strip().splitlines()) == 1, run.stdout
+    return run.stdout, {fw.name: fw for fw in parse_torch_probe(run.stdout).frameworks}
+
+
+def test_probe_without_frameworks_says_not_installed():
+    env = _run_probe()
+    assert [(fw.name, fw.installed) for fw in env.frameworks] == [("jax", False), ("cupy", False),
+                                                                    ("tensorflow", False)]
+
+
+def test_probe_frameworks_success(fake_frameworks):
+    _, fws = _run_frameworks(fake_frameworks, "ok")
+    jax, cupy, tf = fws["jax"], fws["cupy"], fws["tensorflow"]
+    assert jax.installed and jax.version == "0.4.30" and jax.library_version == "0.4.30"
+    assert jax.cuda_version == "12" and jax.cuda_build and jax.backend == "gpu"
+    assert cupy.cuda_version == "12.4" and cupy.driver_cuda_version == "12.2"
+    assert tf.cuda_version == "12.3" and tf.cudnn_version == "8" and tf.cuda_build
+    for fw in fws.values():
+        assert fw.device_count == 2 and fw.error is None and fw.gpu_error is None
+        assert [(d.name, d.matmul_max_error, d.matmul_nonfinite) for d in fw.devices] == [
+            ("NVIDIA H100 80GB HBM3", 0.0, False)] * 2
+
+
+def _frameworks_snapshot(stdout: str) -> Snapshot:
+    spec = load_spec("h100x8-healthy")
+    spec["commands"]["python3 -c <torch-probe>"] = {"stdout": stdout}
+    return collect(FakeHost(spec))
+
+
+def _gh610(snapshot: Snapshot):
+    report = run_checks(snapshot, select=["GH610"])
+    return report.findings, {s.code: s.reason for s in report.skipped}
+
+
+def test_frameworks_that_cannot_use_the_gpus_say_why(fake_frameworks):
+    stdout, fws = _run_frameworks(fake_frameworks, "cpu", plugin=False)
+    assert fws["jax"].cuda_build is False and fws["jax"].backend == "cpu"
+    assert any("CUDA-enabled jaxlib is not installed" in m for m in fws["jax"].messages)  # from logging
+    assert "cudaErrorInsufficientDriver" in fws["cupy"].gpu_error and fws["cupy"].driver_cuda_version == "11.4"
+    assert any("Cannot dlopen some GPU libraries" in m for m in fws["tensorflow"].messages)  # from fd 2
+    findings, _ = _gh610(_frameworks_snapshot(stdout))
+    by_name = {f.message.split()[0]: f for f in findings}
+    assert {f.severity.value for f in findings} == {"warning"}
+    assert "CPU-only jaxlib" in by_name["JAX"].message
+    # the fake CuPy's driver says CUDA 11.4 while this host's 535 driver supports 12.2: the host's evidence
+    # leads, so the finding falls back to CuPy's own message, quoted
+    assert "driver too old for its CUDA" in by_name["CuPy"].message
+    assert any("cudaErrorInsufficientDriver" in line for line in by_name["CuPy"].evidence[0].lines)
+    assert "could not load those libraries" in by_name["TensorFlow"].message
+    assert any("jax[cuda12]" in fix.command for fix in by_name["JAX"].fixes)
+
+
+def test_cupy_newer_than_the_driver_is_named():
+    """CuPy's CUDA 13 runtime on driver 535 (CUDA 12.2): the family minimum decides."""
+    from gpuhealth.model import FrameworkEnv
+
+    cupy = FrameworkEnv("cupy", True, version="14.0.0", cuda_version="13.0", cuda_build=True,
+                        driver_cuda_version="12.2", device_count=0,
+                        gpu_error="CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+    spec = load_spec("h100x8-healthy")
+    snapshot = collect(FakeHost(spec))
+    snapshot = dataclasses.replace(snapshot, torch=dataclasses.replace(snapshot.torch, frameworks=(cupy,)))
+    (finding,), _ = _gh610(snapshot)
+    assert "CuPy uses CUDA runtime 13.0" in finding.message and "needs driver >= 580" in finding.message
+
+
+def test_a_framework_computing_wrong_is_critical(fake_frameworks):
+    stdout, fws = _run_frameworks(fake_frameworks, "wrong")
+    assert all(fw.devices[1].matmul_max_error == 5.0 for fw in fws.values())
+    findings, _ = _gh610(_frameworks_snapshot(stdout))
+    assert len(findings) == 3 and {f.severity.value for f in findings} == {"critical"}
+    assert all("GPU 1" in f.evidence[0].lines[0] for f in findings)
+
+
+def test_a_framework_that_fails_to_import(fake_frameworks):
+    stdout, fws = _run_frameworks(fake_frameworks, "broken")
+    assert fws["jax"].error.startswith("ImportError: jaxlib is version 0.4.20")
+    findings, _ = _gh610(_frameworks_snapshot(stdout))
+    assert {f.severity.value for f in findings} == {"warning"} and len(findings) == 3
+
+
+def test_gh610_skips_without_framework_answers():
+    from gpuhealth.model import FrameworkEnv
+
+    _, skipped = _gh610(Snapshot(origin="evidence", torch=TorchEnv(torch_version="2.1.0", cuda_available=True)))
+    assert "no JAX, CuPy or TensorFlow" in skipped["GH610"]
+    snapshot = collect(FakeHost(load_spec("h100x8-healthy")))
+    late = FrameworkEnv("tensorflow", True, skipped="not probed: the probe had already run 41 s")
+    snapshot = dataclasses.replace(snapshot, torch=dataclasses.replace(snapshot.torch, frameworks=(late,)))
+    findings, skipped = _gh610(snapshot)
+    assert not findings and "41 s" in skipped["GH610"]
+
+
+# --------------------------------------------------------------------------- GSP firmware (GH611)
+
+
+def _gh611(spec: dict) -> tuple[list, dict[str, str]]:
+    report = run_checks(collect(FakeHost(spec)), select=["GH611"])
+    return report.findings, {s.code: s.reason for s in report.skipped}
+
+
+def test_gsp_firmware_missing_on_the_proprietary_module_is_a_warning():
+    spec = load_spec("h100x8-healthy")
+    spec["listings"]["/lib/firmware/nvidia/535.161.08"] = ["README"]
+    (finding,), _ = _gh611(spec)
+    assert finding.severity.value == "warning"
+    assert "/lib/firmware/nvidia/535.161.08 holds no gsp*.bin" in finding.message
+    spec["files"]["/proc/driver/nvidia/params"] = "EnableMSI: 1\nEnableGpuFirmware: 0\n"
+    findings, _ = _gh611(spec)
+    assert not findings  # GSP turned off on purpose
+
+
+def test_gsp_firmware_is_not_asked_of_old_gpus_or_old_drivers():
+    spec = load_spec("h100x8-healthy")
+    del spec["listings"]["/lib/firmware/nvidia"]
+    for pci in spec["pci"]:
+        pci["device"] = "1db4"  # Volta: no GSP
+    spec["nvml"] = {"ok": True, "driver_version": "535.161.08", "gpus": []}
+    del spec["commands"]["nvidia-smi -q"]  # its H100s would be looked up too
+    findings, skipped = _gh611(spec)
+    assert not findings and "GH611" not in skipped
+    spec = load_spec("h100x8-healthy")
+    del spec["listings"]["/lib/firmware/nvidia"]
+    spec["files"]["/proc/driver/nvidia/version"] = spec["files"]["/proc/driver/nvidia/version"].replace(
+        "535.161.08", "470.223.02")
+    findings, _ = _gh611(spec)
+    assert not findings
+
+
+def test_unreadable_firmware_folder_is_skipped_not_passed():
+    from gpuhealth.host import Listing
+
+    class Denied(FakeHost):
+        def listdir(self, path):
+            if path.startswith("/lib/firmware"):
+                return Listing(path, error="permission denied: run as root")
+            return super().listdir(path)
+
+    report = run_checks(collect(Denied(load_spec("h100x8-healthy"))), select=["GH611"])
+    assert not report.findings
+    assert "permission denied" in {s.code: s.reason for s in report.skipped}["GH611"]
+
+
+def test_missing_firmware_is_the_root_of_rminit_failures():
+    from gpuhealth.report.common import fold
+
+    report = run_checks(collect(FakeHost(load_spec("l40sx2-open-gsp-firmware-missing"))))
+    cause = next(c for c in fold(report.findings) if c.finding.code == "GH611")
+    assert {s.code for s in cause.symptoms} == {"GH303"}
+    assert "550.107.02 only" in cause.finding.message

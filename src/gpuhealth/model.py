@@ -370,6 +370,7 @@ class TorchEnv:
     first_cuda_call_s: float | None = None  # is_available() up to the first tensor on cuda:0
     error: str | None = None  # the exception text when CUDA (or importing torch) failed
     init_warning: str | None = None  # "CUDA initialization: The NVIDIA driver on your system is too old ..."
+    frameworks: tuple[FrameworkEnv, ...] = ()  # JAX, CuPy, TensorFlow from the same probe (GH610); () unknown
 
 
 @dataclass(frozen=True)
@@ -659,6 +660,10 @@ class CudaState:
     persistenced_active: str | None = None  # systemctl is-active: "active", "inactive", "failed" ...
     persistenced_enabled: str | None = None  # systemctl is-enabled: "enabled", "disabled", "not-found" ...
     torch_probe_error: str | None = None  # the PyTorch probe did not answer: "timed out after 60 s" ...
+    gsp_driver_version: str | None = None  # the loaded module's version the firmware was looked up for
+    gsp_firmware_dir: str | None = None  # /lib/firmware/nvidia/<version> (None: no directory for it)
+    gsp_firmware_files: tuple[str, ...] = ()  # gsp*.bin files there: gsp_ga10x.bin, gsp_tu10x.bin ...
+    gsp_firmware_versions: tuple[str, ...] = ()  # the version directories under /lib/firmware/nvidia
 
 
 # --------------------------------------------------------------------------- active tests (GH71x)
@@ -759,3 +764,38 @@ class HostEnvironment:
     driver_params: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/params
     mounts: tuple[MountEntry, ...] = ()
     disk_space: tuple[DiskSpace, ...] = ()
+
+
+# --------------------------------------------------------------------------- other frameworks (GH610)
+
+
+@dataclass(frozen=True)
+class FrameworkDevice:
+    """One GPU as JAX, CuPy or TensorFlow saw it, with a tiny integer matmul compared with the CPU's."""
+
+    index: int
+    name: str | None = None
+    matmul_max_error: float | None = None  # max |GPU - CPU|; integer inputs, so exactly 0 when healthy
+    matmul_nonfinite: bool | None = None
+    error: str | None = None  # the exception the computation raised
+
+
+@dataclass(frozen=True)
+class FrameworkEnv:
+    """JAX, CuPy or TensorFlow as the framework probe found it for the host's python3."""
+
+    name: str  # "jax", "cupy", "tensorflow"
+    installed: bool
+    version: str | None = None
+    library_version: str | None = None  # jaxlib's version
+    cuda_version: str | None = None  # the CUDA it was built with (or, for CuPy, the runtime it loaded)
+    cudnn_version: str | None = None
+    cuda_build: bool | None = None  # False: a CPU-only build (jaxlib without a CUDA plugin, tensorflow-cpu)
+    driver_cuda_version: str | None = None  # the newest CUDA the driver supports, as the framework read it
+    backend: str | None = None  # JAX's default backend: "gpu", "cpu"
+    device_count: int | None = None  # GPUs it sees
+    devices: tuple[FrameworkDevice, ...] = ()
+    gpu_error: str | None = None  # why asking for its GPUs failed
+    error: str | None = None  # importing it failed
+    messages: tuple[str, ...] = ()  # its warnings and log lines about CUDA (cuInit, dlopen ...)
+    skipped: str | None = None  # not probed: the probe's time budget was spent

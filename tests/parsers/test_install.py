@@ -193,3 +193,10 @@ def test_fuzz_mutated_samples(text):
 @given(st.binary(max_size=12))
 def test_fuzz_efivar(data):
     only_parse_error(secure_boot_from_efivar, data)
+
+
+def test_dkms_status_fails_fast_on_a_long_line_without_a_colon():
+    """A long comma-separated line (a CSV header, say) once made the pattern backtrack exponentially:
+    with that bug this test never finishes."""
+    with pytest.raises(ParseError):
+        parse_dkms_status("nvidia/535.1" + ", abc def" * 200)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
-from gpuhealth.model import CudaState, Evidence, Fix, Severity, Snapshot, TorchEnv
+from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 TORCH_SOURCE = "python3 -c <gpuhealth torch probe>"
@@ -747,4 +747,308 @@ def cuda_first_call_slow(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE),
                            (f"first CUDA call: {seconds:g} s on {torch.device_count or '?'} GPU(s)",)),),
         fixes=(Fix(ENABLE_PERSISTENCED, "any"), Fix("export CUDA_MODULE_LOADING=LAZY", "any")),
+    )
+
+
+# --------------------------------------------------------------------------- GH610
+
+FRAMEWORK_NAMES = {"jax": "JAX", "cupy": "CuPy", "tensorflow": "TensorFlow"}
+FRAMEWORK_FIXES = {
+    "jax": Fix("pip install --upgrade 'jax[cuda12]'", "any",
+               note="a CUDA-enabled jaxlib (jax-cuda12-plugin); 'jax[cuda13]' with driver 580 or newer"),
+    "cupy": Fix("pip uninstall cupy && pip install cupy-cuda12x", "any",
+                note="the wheel for the CUDA major version the driver supports (cupy-cuda11x for an 11.x driver)"),
+    "tensorflow": Fix("pip install --upgrade 'tensorflow[and-cuda]'", "any",
+                      note="brings the CUDA and cuDNN libraries TensorFlow was built with"),
+}
+
+
+def _major_of(version: str | None) -> int | None:
+    key = version_key(version or "")
+    return key[0] if key else None
+
+
+def _framework_causes(snapshot: Snapshot, fw: FrameworkEnv) -> tuple[list[str], list[Fix]]:
+    """Why ``fw`` sees no GPU, most specific first; the host-wide causes GH605 also names come last."""
+    name = FRAMEWORK_NAMES.get(fw.name, fw.name)
+    causes: list[str] = []
+    fixes: list[Fix] = []
+    driver, _ = driver_version(snapshot)
+    driver_cuda = _driver_max_cuda(snapshot) or fw.driver_cuda_version
+    if fw.cuda_build is False:
+        what = {"jax": "a CPU-only jaxlib (no jax-cuda plugin installed)",
+                "tensorflow": "a CPU-only TensorFlow build (tf.sysconfig: is_cuda_build False)"}.get(
+            fw.name, f"a CPU-only {name} build")
+        causes.append(what)
+        fixes.append(FRAMEWORK_FIXES[fw.name])
+    elif fw.cuda_version:
+        minimum = family_minimum(fw.cuda_version) or requirement(fw.cuda_version)
+        own_major, driver_major = _major_of(fw.cuda_version), _major_of(driver_cuda)
+        too_old = (driver and minimum and version_key(driver) < version_key(minimum.driver_min)) or (
+            own_major is not None and driver_major is not None and driver_major < own_major)
+        if too_old:
+            built = "uses CUDA runtime" if fw.name == "cupy" else "was built for CUDA"
+            need = f"needs driver >= {minimum.driver_min}" if minimum else "needs a newer driver"
+            supports = f"supports CUDA {driver_cuda}" if driver_cuda else "is older"
+            causes.append(f"{name} {built} {fw.cuda_version}, newer than the driver ({driver or '?'}) "
+                          f"{supports} ({need})")
+            fixes.append(FRAMEWORK_FIXES[fw.name])
+            if minimum:
+                branch = minimum.driver_min.split(".")[0]
+                fixes.extend(fixes_for(debian=[f"sudo apt-get install cuda-drivers-{branch}"],
+                                       rhel=[f"sudo dnf install cuda-drivers-{branch}"], disruptive=True))
+    errors = " ".join(x for x in (fw.gpu_error, *fw.messages) if x).lower()
+    if not causes and fw.name == "tensorflow" and fw.cuda_build and ("dlopen" in errors or not errors):
+        causes.append(f"TensorFlow was built with CUDA {fw.cuda_version or '?'}"
+                      + (f" and cuDNN {fw.cudnn_version}" if fw.cudnn_version else "")
+                      + " but could not load those libraries")
+        fixes.append(FRAMEWORK_FIXES["tensorflow"])
+    if not causes and ("insufficient" in errors or "too old" in errors or "newer than" in errors
+                       or "is newer" in errors):
+        causes.append(f"{name} reports a driver too old for its CUDA (see its message below)")
+        fixes.append(FRAMEWORK_FIXES[fw.name])
+    if module_loaded(snapshot) is False:
+        causes.append("the nvidia kernel module is not loaded (GH201)")
+        fixes.append(Fix("sudo modprobe nvidia", "any", note="see GH201"))
+    for variable, why in _visibility_problems(snapshot):
+        if variable == "CUDA_VISIBLE_DEVICES":
+            causes.append(f"{why} (GH608)")
+            fixes.append(Fix("unset CUDA_VISIBLE_DEVICES", "any", note="or list valid indices"))
+    loaded = module_loaded(snapshot)
+    if loaded and snapshot.kernel_modules is not None and "nvidia_uvm" not in snapshot.kernel_modules:
+        causes.append("nvidia_uvm is not loaded: CUDA cannot initialise without it (GH205)")
+        fixes.append(Fix("sudo modprobe nvidia_uvm && sudo nvidia-modprobe -u -c=0", "any"))
+    return causes, fixes
+
+
+def _framework_evidence(snapshot: Snapshot, fw: FrameworkEnv) -> Evidence:
+    name = FRAMEWORK_NAMES.get(fw.name, fw.name)
+    built = ", ".join(x for x in (
+        f"CUDA {fw.cuda_version}" if fw.cuda_version else None,
+        f"cuDNN {fw.cudnn_version}" if fw.cudnn_version else None,
+        "CPU-only build" if fw.cuda_build is False else None) if x)
+    lines = [f"{name} {fw.version or '?'}" + (f" (jaxlib {fw.library_version})" if fw.library_version else "")
+             + (f": {built}" if built else "")]
+    if fw.backend:
+        lines.append(f"jax.default_backend() = {fw.backend}")
+    if fw.device_count is not None:
+        lines.append(f"GPUs it sees: {fw.device_count}")
+    if fw.driver_cuda_version:
+        lines.append(f"the driver supports CUDA {fw.driver_cuda_version} (as {name} read it)")
+    lines += [x for x in (fw.error, fw.gpu_error) if x]
+    lines += list(fw.messages[-3:])
+    return Evidence(snapshot.sources.get("torch", TORCH_SOURCE), tuple(lines))
+
+
+@check("GH610", "framework-cannot-use-gpu", "JAX, CuPy or TensorFlow cannot use the GPUs or computes wrong",
+       requires=("torch",))
+def framework_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The framework probe (the same `python3` run as the PyTorch probe, one JSON line, the same
+    60-second limit) imports JAX, CuPy and TensorFlow when `importlib.util.find_spec` finds them and
+    asks each for its version, the CUDA it was built with (jaxlib's CUDA plugin or `+cudaXY` tag,
+    CuPy's CUDA runtime, `tf.sysconfig.get_build_info()`), the GPUs it sees (`jax.devices("gpu")`,
+    `cupy.cuda.runtime.getDeviceCount()`, `tf.config.list_physical_devices("GPU")`), and multiplies two
+    16x16 integer matrices on every GPU it sees, compared with the exact answer computed on the CPU.
+    A warning when an installed framework sees no GPU on a host that has GPUs, or fails to import;
+    critical when a GPU returns a wrong or non-finite result. The finding says why when the evidence
+    shows it: a CPU-only build (jaxlib without a CUDA plugin, tensorflow-cpu), a framework built for a
+    CUDA newer than the driver supports (CuPy's `cudaErrorInsufficientDriver`), TensorFlow unable to
+    load the CUDA/cuDNN libraries it was built with, the nvidia module or `nvidia_uvm` not loaded, or
+    `CUDA_VISIBLE_DEVICES` hiding the GPUs; the framework's own CUDA messages are quoted.
+
+    Why it matters:
+    These frameworks fall back to the CPU silently (JAX prints one warning, TensorFlow only logs
+    that it could not load libraries), so a job runs hundreds of times slower without failing. A
+    GPU that returns wrong numbers trains models to garbage.
+
+    How to fix:
+    Install the GPU build for a CUDA version the driver supports: `pip install 'jax[cuda12]'`,
+    `cupy-cuda12x` (or `cupy-cuda11x` on an 11.x driver), `pip install 'tensorflow[and-cuda]'`; or
+    upgrade the driver. For a wrong result, treat the GPU as GH607 says (drain, Xid errors, reset,
+    field diagnostics).
+
+    Exceptions:
+    Frameworks that are not installed are not judged (the probe reports `installed: false`); a
+    framework the probe had no time left for (after 40 s) is skipped. Hosts without NVIDIA GPUs. The
+    probe tells JAX and TensorFlow not to reserve GPU memory up front, so it does not starve running
+    jobs; "out of memory" and "busy or unavailable" errors say the GPU is in use and are not wrong
+    results. A PyTorch `collect_env` says nothing about other frameworks: skipped.
+    """
+    torch = _torch(snapshot)
+    if not torch.frameworks:
+        yield Skip("the probe reported no JAX, CuPy or TensorFlow state (a PyTorch collect_env, or an older probe)")
+        return
+    installed = [fw for fw in torch.frameworks if fw.installed]
+    if not installed:
+        yield Skip("none of JAX, CuPy, TensorFlow is installed for the python3 on PATH")
+        return
+    if not _gpus_exist(snapshot):
+        return
+    for fw in installed:
+        name = FRAMEWORK_NAMES.get(fw.name, fw.name)
+        if fw.skipped:
+            yield Skip(f"{name}: {fw.skipped}")
+            continue
+        wrong: list[str] = []
+        for d in fw.devices:
+            label = f"GPU {d.index} {d.name or ''}".rstrip()
+            if d.matmul_nonfinite:
+                wrong.append(f"{label}: the result holds NaN/Inf")
+            elif d.matmul_max_error is not None and d.matmul_max_error > MATMUL_TOLERANCE:
+                wrong.append(f"{label}: max |GPU - CPU| = {d.matmul_max_error:g} (the exact answer is known)")
+            elif d.error and not any(m in d.error.lower() for m in NOT_THE_GPU):
+                wrong.append(f"{label}: {d.error.splitlines()[0][:300]}")
+        if wrong:
+            yield Draft(
+                Severity.CRITICAL,
+                f"{name} {fw.version or ''} got a wrong result on {len(wrong)} GPU(s) "
+                "(an integer matmul compared with the CPU; GPU N is the framework's numbering)",
+                evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE), tuple(wrong[:8])),
+                          _framework_evidence(snapshot, fw)),
+                fixes=(Fix("sudo dmesg | grep -E 'NVRM: Xid'", "any"),
+                       Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True,
+                           note="drain the GPU first"),
+                       Fix("dcgmi diag -r 3", "any", note="NVIDIA's diagnostics; RMA the GPU if it fails")),
+            )
+            continue
+        if fw.error:
+            yield Draft(
+                Severity.WARNING, f"{name} is installed but fails: {fw.error.splitlines()[0][:300]}",
+                evidence=(_framework_evidence(snapshot, fw),), fixes=(FRAMEWORK_FIXES[fw.name],),
+            )
+            continue
+        if fw.device_count:
+            continue
+        causes, fixes = _framework_causes(snapshot, fw)
+        if not causes:
+            causes.append("no known cause found in the evidence; read its message below")
+        yield Draft(
+            Severity.WARNING,
+            f"{name} {fw.version or ''} sees no GPU (the host has {gpu_count(snapshot) or 'some'}): "
+            + "; ".join(causes),
+            evidence=(_framework_evidence(snapshot, fw),),
+            fixes=tuple(dict.fromkeys(fixes)),
+        )
+
+
+# --------------------------------------------------------------------------- GH611
+
+GSP_FIRST_BRANCH = 515  # the oldest branch judged: GSP firmware versions in the corpus start at 515.105.01
+GSP_ARCHITECTURES = ("Turing", "Ampere", "Ada", "Hopper", "Blackwell")  # GSP first present in Turing (facts 3.3)
+
+
+def _gsp_gpus(snapshot: Snapshot) -> list[tuple[str, str, str]]:
+    """(PCI address or GPU label, device ID, architecture) of every Turing-or-newer NVIDIA GPU."""
+    from gpuhealth.knowledge.gpus import lookup
+
+    found: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for device in snapshot.nvidia_pci_gpus:
+        model = lookup(device.device_id)
+        if model and model.architecture in GSP_ARCHITECTURES:
+            found.append((device.address, model.device_id, model.architecture))
+            seen.add(device.address)
+    for gpu in snapshot.gpus:
+        model = lookup(gpu.pci_device_id)
+        where = gpu.pci_address or f"GPU {gpu.index}"
+        if model and model.architecture in GSP_ARCHITECTURES and where not in seen:
+            found.append((where, model.device_id, model.architecture))
+            seen.add(where)
+    return found
+
+
+@check("GH611", "gsp-firmware-missing", "No GSP firmware for the loaded driver version", requires=("cuda",))
+def gsp_firmware_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The nvidia kernel module is loaded (`/proc/driver/nvidia/version`), or the kernel log shows an
+    `RmInitAdapter failed` line; a GPU is Turing or newer (its PCI device ID looked up in
+    `knowledge/gpus.csv`); and `/lib/firmware/nvidia/<loaded version>/` (also `/usr/lib/firmware`
+    and `/lib/firmware/updates`) holds no `gsp*.bin` file. Critical with the open kernel module,
+    which cannot run without GSP; a warning with the proprietary one. The versions that do have a
+    firmware folder are listed: a folder for another version means the driver was upgraded or
+    downgraded only in part.
+
+    Why it matters:
+    GSP firmware is used by default on every Turing and later GPU, and the firmware must be the
+    module's exact version (facts.md 3.3, 3.4: NVIDIA's README "GSP Firmware"). Without it the open
+    module cannot initialise the GPU at all ("RmInitAdapter failed", nvidia-smi "No devices were
+    found"); the proprietary module falls back to running without GSP only when its firmware policy
+    allows, and loses GSP-only features. Missing files are typical of a distribution firmware package
+    left out (Debian's `firmware-nvidia-gsp`), a module built from source without its firmware, or
+    an initramfs built before the firmware was installed.
+
+    How to fix:
+    Reinstall the driver packages of the loaded version (they ship the firmware: Ubuntu's
+    `nvidia-firmware-<branch>-<version>`, Debian's `firmware-nvidia-gsp`, the CUDA repository's
+    driver packages, or the run-file installer), rebuild the initramfs so early loading finds the
+    firmware, and reboot. Confirm with `ls /lib/firmware/nvidia/$(cat /sys/module/nvidia/version)/`
+    and `nvidia-smi -q | grep -i 'GSP Firmware'`.
+
+    Exceptions:
+    GPUs older than Turing have no GSP. Drivers older than R515 are not judged (the corpus shows GSP
+    firmware from 515 on; the file layout of older branches is not confirmed). A proprietary module
+    with `NVreg_EnableGpuFirmware=0` in `/proc/driver/nvidia/params` does not use GSP: not reported.
+    """
+    state = _cuda(snapshot)
+    rminit = [e for e in (snapshot.kernel_log.events if snapshot.kernel_log else ()) if e.kind == "rminit_failed"]
+    loaded = module_loaded(snapshot)
+    if not loaded and not rminit:
+        yield Skip("the nvidia kernel module is not loaded" if loaded is False
+                   else snapshot.unavailable.get("driver", "whether the nvidia module is loaded is unknown"))
+        return
+    gpus = _gsp_gpus(snapshot)
+    if not gpus:
+        if not snapshot.nvidia_pci_gpus and not snapshot.gpus:
+            yield Skip("no NVIDIA GPU on this host")
+        return  # only pre-Turing GPUs (or IDs the table does not know): no GSP
+    version = state.gsp_driver_version or (snapshot.driver.version if snapshot.driver else None)
+    if not version:
+        yield Skip(snapshot.unavailable.get("cuda_gsp_firmware", "the loaded driver version is unknown"))
+        return
+    if (_major_of(version) or 0) < GSP_FIRST_BRANCH:
+        return
+    if state.gsp_firmware_files:
+        return
+    if "cuda_gsp_firmware" in snapshot.unavailable or state.gsp_driver_version is None:
+        yield Skip(snapshot.unavailable.get("cuda_gsp_firmware", "/lib/firmware/nvidia was not read"))
+        return
+    flavour = snapshot.driver.flavour if snapshot.driver else None
+    params = snapshot.host_env.driver_params if snapshot.host_env else {}
+    if flavour != "open" and params.get("EnableGpuFirmware", "").strip() in ("0", "0x0", "0x00"):
+        return  # GSP turned off on purpose (proprietary module)
+    others = [v for v in state.gsp_firmware_versions if v != version]
+    folder = state.gsp_firmware_dir or f"/lib/firmware/nvidia/{version}"
+    where = (f"{folder} holds no gsp*.bin" if state.gsp_firmware_dir
+             else f"there is no {folder} folder")
+    if flavour == "open":
+        severity, effect = Severity.CRITICAL, "the open kernel module cannot initialise these GPUs without it"
+    else:
+        severity, effect = Severity.WARNING, ("the proprietary module runs them without GSP at best, and fails "
+                                              "to initialise them when its firmware policy requires GSP")
+    message = (f"No GSP firmware for the loaded driver {version} ({where}) on {len(gpus)} Turing-or-newer GPU(s): "
+               f"{effect}")
+    if others:
+        message += f"; firmware exists for {', '.join(others[:4])} only: a partial driver upgrade or downgrade"
+    banner = snapshot.driver.banner if snapshot.driver and snapshot.driver.banner else None
+    listed = ", ".join(state.gsp_firmware_versions) or "none"
+    evidence = [Evidence(PROC_VERSION, (banner or f"driver {version} ({flavour or 'flavour unknown'})",)),
+                Evidence(folder, (f"gsp*.bin: none (folder {'present' if state.gsp_firmware_dir else 'absent'})",
+                                  f"versions under /lib/firmware/nvidia: {listed}")),
+                Evidence("knowledge/gpus.csv",
+                         tuple(f"{addr}: device {dev} is {arch}" for addr, dev, arch in gpus[:8]))]
+    if rminit and snapshot.kernel_log is not None:
+        evidence.append(Evidence(snapshot.kernel_log.source, tuple(e.line for e in rminit[:3])))
+    branch = version.split(".")[0]
+    yield Draft(
+        severity, message, evidence=tuple(evidence),
+        fixes=(*fixes_for(debian=[f"sudo apt-get install --reinstall nvidia-firmware-{branch}-{version} "
+                                  f"|| sudo apt-get install --reinstall firmware-nvidia-gsp",
+                                  "sudo update-initramfs -u"],
+                          rhel=["sudo dnf reinstall 'nvidia-driver*' 'kmod-nvidia*'", "sudo dracut --force"]),
+               Fix(f"ls /lib/firmware/nvidia/{version}/", "any", note="should list gsp_ga10x.bin / gsp_tu10x.bin"),
+               REBOOT),
+        explains=("GH303",) if rminit else (),
     )

@@ -530,7 +530,10 @@ def meaning_of(error: AppError) -> tuple[str, ErrorMeaning | None]:
     return kind, ERROR_MEANINGS.get(kind)
 
 
-@check("GH806", "application-error", "A training log shows a CUDA, NCCL or driver error", requires=("app_errors",))
+APP_ERRORS_ONLY_PASTED = "only with a training log or traceback (gpuhealth analyze LOG)"
+
+
+@check("GH806", "application-error", "A training log shows a CUDA, NCCL or driver error")
 def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -553,9 +556,14 @@ def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 
     Exceptions:
     Program bugs (device-side asserts, most illegal memory accesses, out of memory) are reported so
-    the log is accounted for, but no host check can fix them.
+    the log is accounted for, but no host check can fix them. `gpuhealth check` reads no application
+    log, so there it is listed as skipped: it runs only with a training log or traceback given to
+    `gpuhealth analyze LOG`.
     """
-    errors = snapshot.app_errors or ()
+    if snapshot.app_errors is None:
+        yield Skip(snapshot.unavailable.get("app_errors", APP_ERRORS_ONLY_PASTED))
+        return
+    errors = snapshot.app_errors
     groups: dict[str, list[AppError]] = {}
     for error in errors:
         groups.setdefault(meaning_of(error)[0], []).append(error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -103,6 +104,9 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
             detail = run.error or (run.text.strip().splitlines() or [f"exit {run.exit_code}"])[0]
             found.unavailable[f"cuda_{name}"] = f"{' '.join(run.argv)}: {detail}"
 
+    # GSP firmware for the loaded module's version
+    state.update(_gsp_firmware(host, found))
+
     # PyTorch, as the host's python3 sees it
     run = runs.get("torch")
     if run is None:
@@ -122,8 +126,53 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
             state["torch_probe_error"] = f"exit {run.exit_code}: {last}"
 
     found.fields["cuda"] = CudaState(**state)
-    found.sources["cuda"] = "/usr/local/cuda*, nvcc, LD_LIBRARY_PATH, /etc/ld.so.conf.d, ldconfig -p, systemctl"
+    found.sources["cuda"] = ("/usr/local/cuda*, nvcc, LD_LIBRARY_PATH, /etc/ld.so.conf.d, ldconfig -p, systemctl, "
+                             "/lib/firmware/nvidia")
     return found
+
+
+FIRMWARE_DIRS = ("/lib/firmware/nvidia", "/usr/lib/firmware/nvidia", "/lib/firmware/updates/nvidia")
+_GSP_FILE = re.compile(r"^gsp[\w.-]*\.bin(?:\.(?:xz|zst|gz))?$")
+
+
+def _gsp_firmware(host: Host, found: Probed) -> dict[str, Any]:
+    """The ``gsp*.bin`` files under ``/lib/firmware/nvidia/<version>/`` for the loaded module's version (read
+    from ``/proc/driver/nvidia/version`` again: probes run in parallel), and which versions have a folder."""
+    from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
+
+    text, error = read_text(host, "/proc/driver/nvidia/version")
+    if text is None:
+        found.unavailable["cuda_gsp_firmware"] = (
+            "the nvidia module is not loaded: no driver version to look up GSP firmware for"
+            if error == "not present" else f"/proc/driver/nvidia/version: {error}")
+        return {}
+    try:
+        version = parse_proc_driver_version(text).version
+    except ParseError as exc:
+        found.unavailable["cuda_gsp_firmware"] = f"/proc/driver/nvidia/version: {exc}"
+        return {}
+    state: dict[str, Any] = {"gsp_driver_version": version}
+    versions: list[str] = []
+    errors: list[str] = []
+    for base in FIRMWARE_DIRS:
+        listing = host.listdir(base)
+        if listing.names is None:
+            if listing.error != "not present":
+                errors.append(f"{base}: {listing.error}")
+            continue
+        versions += [n for n in listing.names if n not in versions]
+        if version not in listing.names or "gsp_firmware_dir" in state:
+            continue
+        folder = host.listdir(f"{base}/{version}")
+        if folder.names is None:
+            errors.append(f"{base}/{version}: {folder.error}")
+            continue
+        state["gsp_firmware_dir"] = f"{base}/{version}"
+        state["gsp_firmware_files"] = tuple(sorted(n for n in folder.names if _GSP_FILE.match(n)))
+    state["gsp_firmware_versions"] = tuple(sorted(versions))
+    if errors and not state.get("gsp_firmware_files"):
+        found.unavailable["cuda_gsp_firmware"] = "; ".join(errors)
+    return state
 
 
 def _toolkit(host: Host, path: str) -> Any:

@@ -137,6 +137,57 @@ def monitor(interval: str | None, check_every: str | None, db: Path | None, sour
             signal.signal(sig, handler)
 
 
+@click.command()
+@source_option
+@click.option("--interval", default="1s", show_default=True, help="How often to sample and redraw.")
+@config_option
+@speed_option
+@click.option("--steps", type=click.IntRange(min=1), hidden=True, help="Stop after N samples (tests, demos).")
+def watch(source_spec: str, interval: str, config: Path | None, replay_speed: float, steps: int | None) -> None:
+    """A live view: bars per GPU (utilisation, memory, temperature, power) and the active alerts.
+
+    The monitor's alert rules run in memory; nothing is stored and nothing is notified. Ctrl-C exits.
+    """
+    import signal
+    import threading
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from .daemon import open_source
+    from .rules import RuleSet
+    from .watch import WatchState, render
+
+    settings = _settings(config)
+    seconds = _duration(interval, "--interval")
+    try:
+        rules = RuleSet.from_config(settings["rules"])
+        source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
+                             replay_speed, log=lambda text: click.echo(f"gpuhealth watch: {text}", err=True))
+    except (ValueError, OSError) as exc:
+        raise MonitorCannotRun(str(exc)) from exc
+    state = WatchState(source_spec)
+    console = Console(highlight=False)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with Live(render(state, console.width), console=console, auto_refresh=False) as live:
+            next_at = time.monotonic()
+            while not stop.is_set():
+                events = source.poll()
+                state.update(events, rules.feed(events))
+                live.update(render(state, console.width), refresh=True)
+                if (steps is not None and state.steps >= steps) or getattr(source, "exhausted", False):
+                    break
+                next_at = max(next_at + seconds, time.monotonic())
+                stop.wait(next_at - time.monotonic())
+    finally:
+        source.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def sparkline(points: list[tuple[float, float]], start: float, end: float, width: int = 40) -> str:
     """Values averaged into ``width`` time buckets, drawn with block characters; gaps are spaces."""
     if not points or end <= start:

@@ -1,13 +1,15 @@
 """History in SQLite: raw samples for a day, per-minute min/avg/max for a month (both configurable).
 
-Layout (schema version 1), chosen so a GPU-day stays near 1.5 MB at 1 Hz:
+Layout (schema version 2), chosen so a GPU-day stays well under 2 MB at 1 Hz even with noisy readings:
 
 - ``recent``: each sample as it arrives, one committed row per interval (a SIGKILL loses at most the
   interval being written; WAL keeps the file consistent).
-- ``raw_block``: once a minute is complete its rows become one zlib-compressed JSON block per GPU
-  (columns of values), and its ``rollup_block`` (metric -> n, min, avg, max) is written in the same
-  transaction that deletes the rows from ``recent``.
+- ``raw_block``: once a block period (``BLOCK_S``, 10 minutes) is complete its rows become one block
+  per GPU in ``codec``'s format (bit-packed integer columns at the stored precision, zlib level 9),
+  and its ``rollup_block`` (per minute: n, min, avg, max of each metric, the same format) is written
+  in the same transaction that deletes the rows from ``recent``.
 - ``meta``: ``schema_version``; ``migrate`` brings an older file forward and refuses a newer one.
+  Version 1 stored one zlib-compressed JSON block per minute; migration 2 re-encodes it.
 """
 
 from __future__ import annotations
@@ -23,21 +25,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import codec
 from .sample import METRICS, Sample
 
 DAY = 86400.0
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE recent (t REAL NOT NULL, gpu INTEGER NOT NULL, data TEXT NOT NULL)",
-        "CREATE INDEX recent_t ON recent (t)",
-        "CREATE TABLE raw_block (gpu INTEGER NOT NULL, minute INTEGER NOT NULL, data BLOB NOT NULL, "
-        "PRIMARY KEY (gpu, minute))",
-        "CREATE TABLE rollup_block (gpu INTEGER NOT NULL, minute INTEGER NOT NULL, data BLOB NOT NULL, "
-        "PRIMARY KEY (gpu, minute))",
-    ),
-}
-SCHEMA_VERSION = max(MIGRATIONS)
+BLOCK_S = 600  # one raw block per GPU per 10 minutes: big enough that a block's headers cost little
+_V1_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE recent (t REAL NOT NULL, gpu INTEGER NOT NULL, data TEXT NOT NULL)",
+    "CREATE INDEX recent_t ON recent (t)",
+    "CREATE TABLE raw_block (gpu INTEGER NOT NULL, minute INTEGER NOT NULL, data BLOB NOT NULL, "
+    "PRIMARY KEY (gpu, minute))",
+    "CREATE TABLE rollup_block (gpu INTEGER NOT NULL, minute INTEGER NOT NULL, data BLOB NOT NULL, "
+    "PRIMARY KEY (gpu, minute))",
+)
+_V2_BLOCK_TABLES = (
+    "CREATE TABLE raw_block (gpu INTEGER NOT NULL, start INTEGER NOT NULL, data BLOB NOT NULL, "
+    "PRIMARY KEY (gpu, start))",
+    "CREATE TABLE rollup_block (gpu INTEGER NOT NULL, start INTEGER NOT NULL, data BLOB NOT NULL, "
+    "PRIMARY KEY (gpu, start))",
+)
 # Stored precision: history is for trends, and rounding is what keeps a GPU-day small.
 _DECIMALS = {"energy_j": 0, "memory_used_mib": 0, "memory_total_mib": 0, "process_memory_mib": 0}
 
@@ -67,26 +74,57 @@ def explain(exc: sqlite3.Error, path: Path | str) -> str:
     return f"{path}: {text}"
 
 
+def _migrate_1(conn: sqlite3.Connection) -> None:
+    for statement in _V1_TABLES[1:]:  # meta exists already
+        conn.execute(statement)
+
+
+def _migrate_2(conn: sqlite3.Connection) -> None:
+    """Per-minute zlib JSON blocks -> 10-minute codec blocks, streamed one block at a time."""
+    conn.execute("ALTER TABLE raw_block RENAME TO raw_block_v1")
+    conn.execute("ALTER TABLE rollup_block RENAME TO rollup_block_v1")
+    for statement in _V2_BLOCK_TABLES:
+        conn.execute(statement)
+    for table, encode in (("raw_block", _v1_raw_to_v2), ("rollup_block", _v1_rollup_to_v2)):
+        key: tuple[int, int] | None = None
+        minutes: list[tuple[int, Any]] = []
+        for gpu, minute, blob in conn.execute(f"SELECT gpu, minute, data FROM {table}_v1 ORDER BY gpu, minute"):
+            here = (gpu, int(minute * 60 // BLOCK_S * BLOCK_S))
+            if here != key and minutes:
+                conn.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", (*key, encode(key[1], minutes)))  # type: ignore[misc]
+                minutes = []
+            key = here
+            minutes.append((minute, _v1_unpack(blob)))
+        if minutes and key is not None:
+            conn.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", (*key, encode(key[1], minutes)))
+        conn.execute(f"DROP TABLE {table}_v1")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Apply the missing migrations in one transaction each; return the schema version."""
-    conn.execute(MIGRATIONS[1][0])
+    conn.execute(_V1_TABLES[0])
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     version = int(row[0]) if row else 0
     if version > SCHEMA_VERSION:
         raise StoreError(f"history schema {version} is newer than this gpuhealth ({SCHEMA_VERSION}); upgrade it")
+    if version == 0:  # a new file: the current tables at once
+        with conn:
+            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES:
+                conn.execute(statement)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        return SCHEMA_VERSION
     for target in range(version + 1, SCHEMA_VERSION + 1):
         with conn:
-            for statement in MIGRATIONS[target][1 if target == 1 else 0:]:
-                conn.execute(statement)
+            MIGRATIONS[target](conn)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(target),))
     return SCHEMA_VERSION
 
 
-def _pack(data: Any) -> bytes:
-    return zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 6)
-
-
-def _unpack(blob: bytes) -> Any:
+def _v1_unpack(blob: bytes) -> Any:
     return json.loads(zlib.decompress(blob))
 
 
@@ -110,7 +148,7 @@ class Store:
         self.rollup_keep_s = rollup_keep_s
         self.raw_query_max_s = raw_query_max_s
         self.clock = clock
-        self._minute: int | None = None  # the minute the last write was in
+        self._minute: int | None = None  # the minute the last write was in (maintenance runs per minute)
         self._retained_at = -math.inf
         try:
             if str(path) != ":memory:":
@@ -143,9 +181,9 @@ class Store:
             raise StoreError(explain(exc, self.path)) from exc
 
     def maintain(self, now: float | None = None) -> None:
-        """Compact every complete minute in ``recent``; apply retention (at most once a minute)."""
+        """Compact every complete block period in ``recent``; apply retention (at most once a minute)."""
         now = self.clock() if now is None else now
-        cutoff = (now // 60) * 60
+        cutoff = (now // BLOCK_S) * BLOCK_S
         try:
             with self._conn:
                 rows = self._conn.execute("SELECT t, gpu, data FROM recent WHERE t < ? ORDER BY t", (cutoff,))
@@ -153,16 +191,16 @@ class Store:
                 self._conn.execute("DELETE FROM recent WHERE t < ?", (cutoff,))
             if now - self._retained_at >= 60:
                 self._retained_at = now
-                with self._conn:
-                    self._conn.execute("DELETE FROM raw_block WHERE minute < ?", ((now - self.raw_keep_s) // 60,))
-                    self._conn.execute("DELETE FROM rollup_block WHERE minute < ?",
-                                       ((now - self.rollup_keep_s) // 60,))
+                with self._conn:  # a block goes once all of it is older than the retention
+                    self._conn.execute("DELETE FROM raw_block WHERE start + ? <= ?", (BLOCK_S, now - self.raw_keep_s))
+                    self._conn.execute("DELETE FROM rollup_block WHERE start + ? <= ?",
+                                       (BLOCK_S, now - self.rollup_keep_s))
                     self._conn.execute("DELETE FROM recent WHERE t < ?", (now - self.raw_keep_s,))
         except sqlite3.Error as exc:
             raise StoreError(explain(exc, self.path)) from exc
 
     def flush(self) -> None:
-        """Compact everything, the minute in progress too (on SIGTERM): a restart in the same minute merges."""
+        """Compact everything, the block in progress too (on SIGTERM): a restart in the same block merges."""
         try:
             with self._conn:
                 self._compact(self._conn.execute("SELECT t, gpu, data FROM recent ORDER BY t").fetchall())
@@ -173,16 +211,16 @@ class Store:
     def _compact(self, rows: Iterable[tuple[float, int, str]]) -> None:
         groups: dict[tuple[int, int], list[tuple[float, dict[str, Any]]]] = defaultdict(list)
         for t, gpu, data in rows:
-            groups[(gpu, int(t // 60))].append((t, json.loads(data)))
-        for (gpu, minute), items in groups.items():
-            old = self._conn.execute("SELECT data FROM raw_block WHERE gpu = ? AND minute = ?",
-                                     (gpu, minute)).fetchone()
-            if old is not None:  # a restart inside a minute that was compacted already: merge
-                items = sorted(_block_items(minute, _unpack(old[0])) + items, key=lambda item: item[0])
+            groups[(gpu, int(t // BLOCK_S) * BLOCK_S)].append((t, json.loads(data)))
+        for (gpu, start), items in groups.items():
+            old = self._conn.execute("SELECT data FROM raw_block WHERE gpu = ? AND start = ?",
+                                     (gpu, start)).fetchone()
+            if old is not None:  # a restart inside a block that was compacted already: merge
+                items = sorted(_block_items(start, old[0]) + items, key=lambda item: item[0])
             self._conn.execute("INSERT OR REPLACE INTO raw_block VALUES (?, ?, ?)",
-                               (gpu, minute, _pack(_block(minute, items))))
+                               (gpu, start, _block(start, items)))
             self._conn.execute("INSERT OR REPLACE INTO rollup_block VALUES (?, ?, ?)",
-                               (gpu, minute, _pack(_rollup(items))))
+                               (gpu, start, _rollup_block(start, _group_minutes(items))))
 
     # ---- reading
 
@@ -195,44 +233,46 @@ class Store:
         until = self.clock() if until is None else until
         raw = until - since <= self.raw_query_max_s and since >= self.clock() - self.raw_keep_s
         try:
-            items = self._raw_items(gpu, since, until)
             if raw:
+                items = self._raw_items(gpu, since, until, metric)
                 points = [(t, v, v, v) for t, values in items if (v := values.get(metric)) is not None]
                 return Series(gpu, metric, "raw", tuple(points))
             return Series(gpu, metric, "minute", tuple(self._minutes(gpu, metric, since, until)))
-        except sqlite3.Error as exc:
-            raise StoreError(explain(exc, self.path)) from exc
+        except (sqlite3.Error, codec.CodecError) as exc:
+            raise StoreError(explain(exc, self.path) if isinstance(exc, sqlite3.Error)
+                             else f"{self.path}: damaged history block ({exc})") from exc
 
-    def _raw_items(self, gpu: int, since: float, until: float) -> list[tuple[float, dict[str, Any]]]:
+    def _blocks(self, table: str, gpu: int, since: float, until: float) -> list[tuple[int, bytes]]:
+        return self._conn.execute(
+            f"SELECT start, data FROM {table} WHERE gpu = ? AND start > ? AND start <= ? ORDER BY start",
+            (gpu, since - BLOCK_S, until)).fetchall()
+
+    def _recent(self, gpu: int, since: float, until: float) -> list[tuple[float, dict[str, Any]]]:
+        return [(t, json.loads(data)) for t, data in self._conn.execute(
+            "SELECT t, data FROM recent WHERE gpu = ? AND t BETWEEN ? AND ? ORDER BY t", (gpu, since, until))]
+
+    def _raw_items(self, gpu: int, since: float, until: float, metric: str) -> list[tuple[float, dict[str, Any]]]:
         items: list[tuple[float, dict[str, Any]]] = []
-        for minute, data in self._conn.execute(
-                "SELECT minute, data FROM raw_block WHERE gpu = ? AND minute BETWEEN ? AND ? ORDER BY minute",
-                (gpu, since // 60, until // 60)):
-            items.extend(_block_items(minute, _unpack(data)))
-        for t, data in self._conn.execute("SELECT t, data FROM recent WHERE gpu = ? AND t BETWEEN ? AND ? "
-                                          "ORDER BY t", (gpu, since, until)):
-            items.append((t, json.loads(data)))
+        for start, data in self._blocks("raw_block", gpu, since, until):
+            items.extend(_block_items(start, data, metric))
+        items.extend(self._recent(gpu, since, until))
         return [(t, v) for t, v in items if since <= t <= until]
 
     def _minutes(self, gpu: int, metric: str, since: float, until: float) -> list[tuple[float, float, float, float]]:
-        out = []
-        for minute, data in self._conn.execute(
-                "SELECT minute, data FROM rollup_block WHERE gpu = ? AND minute BETWEEN ? AND ? ORDER BY minute",
-                (gpu, since // 60, until // 60)):
-            stats = _unpack(data).get(metric)
-            if stats:
-                out.append((minute * 60.0, stats[1], stats[2], stats[3]))
-        # the minute still being written lives in `recent`: roll it up on the fly
-        current = self._conn.execute("SELECT t, data FROM recent WHERE gpu = ? AND t BETWEEN ? AND ? ORDER BY t",
-                                     (gpu, since, until)).fetchall()
+        first, last = since // 60, until // 60
+        stats: dict[int, list[float]] = {}
+        for start, data in self._blocks("rollup_block", gpu, since, until):
+            for minute, rollup in _rollup_items(start, data, metric):
+                stats[minute] = rollup
+        # the block still being written lives in `recent`: roll it up on the fly
         by_minute: dict[int, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
-        for t, data in current:
-            by_minute[int(t // 60)].append((t, json.loads(data)))
-        for minute, items in sorted(by_minute.items()):
-            stats = _rollup(items).get(metric)
-            if stats:
-                out.append((minute * 60.0, stats[1], stats[2], stats[3]))
-        return out
+        for t, values in self._recent(gpu, since, until):
+            by_minute[int(t // 60)].append((t, values))
+        for minute, items in by_minute.items():
+            if metric in (rollup := _rollups(items)):
+                # a restart inside a flushed block: the minute is part block, part `recent` until compacted
+                stats[minute] = _combine(stats[minute], rollup[metric]) if minute in stats else rollup[metric]
+        return [(minute * 60.0, s[1], s[2], s[3]) for minute, s in sorted(stats.items()) if first <= minute <= last]
 
     def integrity(self) -> str:
         return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
@@ -244,18 +284,89 @@ class Store:
             pass
 
 
-def _deltas(values: list[int | None]) -> list[int | None]:
-    """Differences from the previous known value: slow-moving and counting readings become small numbers
-    that zlib packs tightly (energy, a counter in the millions, costs a few bits per sample)."""
-    out: list[int | None] = []
-    last = 0
-    for value in values:
-        out.append(None if value is None else value - last)
-        last = last if value is None else value
-    return out
+def _scale(name: str) -> int:
+    return 10 ** _DECIMALS.get(name, 1)
 
 
-def _undeltas(deltas: list[int | None]) -> list[int | None]:
+def _block(start: int, items: list[tuple[float, dict[str, Any]]]) -> bytes:
+    """Milliseconds from the block's start, then each metric as an integer at its stored precision."""
+    names = sorted({name for _, values in items for name in values})
+    columns: dict[str, list[int | None]] = {"t": [round((t - start) * 1000) for t, _ in items]}
+    for name in names:
+        factor = _scale(name)
+        columns[name] = [None if (v := values.get(name)) is None else round(v * factor) for _, values in items]
+    return codec.encode(len(items), columns)
+
+
+def _block_items(start: int, blob: bytes, metric: str | None = None) -> list[tuple[float, dict[str, Any]]]:
+    """(t, readings) per sample; only ``metric`` among the readings when given (the rest is not unpacked)."""
+    rows, columns = codec.decode(blob, None if metric is None else ("t", metric))
+    offsets = columns.pop("t")
+    scaled = {name: [None if v is None else _number(v / _scale(name)) for v in column]
+              for name, column in columns.items()}
+    return [(start + offsets[i] / 1000, {n: column[i] for n, column in scaled.items() if column[i] is not None})
+            for i in range(rows) if offsets[i] is not None]
+
+
+def _number(value: float) -> float | int:
+    return int(value) if value.is_integer() else value
+
+
+_AVG_SCALE = 100  # averages keep two decimals
+
+
+def _rollups(items: list[tuple[float, dict[str, Any]]]) -> dict[str, list[float]]:
+    """metric -> [n, min, avg, max] over one minute's samples."""
+    columns: dict[str, list[float]] = defaultdict(list)
+    for _, values in items:
+        for name, value in values.items():
+            columns[name].append(float(value))
+    return {name: [len(v), min(v), round(sum(v) / len(v), 2), max(v)] for name, v in columns.items()}
+
+
+def _combine(a: list[float], b: list[float]) -> list[float]:
+    """Two [n, min, avg, max] of one minute as one."""
+    n = a[0] + b[0]
+    return [n, min(a[1], b[1]), round((a[0] * a[2] + b[0] * b[2]) / n, 2), max(a[3], b[3])]
+
+
+def _rollup_block(start: int, minutes: dict[int, dict[str, list[float]]]) -> bytes:
+    """One row per minute of the block: the minute's index, then per metric n, min, avg, max."""
+    order = sorted(minutes)
+    names = sorted({name for stats in minutes.values() for name in stats})
+    columns: dict[str, list[int | None]] = {"minute": [m - start // 60 for m in order]}
+    for name in names:
+        for i, (part, factor) in enumerate((("n", 1), ("min", _scale(name)), ("avg", _AVG_SCALE),
+                                            ("max", _scale(name)))):
+            columns[f"{name}.{part}"] = [None if (s := minutes[m].get(name)) is None else round(s[i] * factor)
+                                         for m in order]
+    return codec.encode(len(order), columns)
+
+
+def _rollup_items(start: int, blob: bytes, metric: str) -> list[tuple[int, list[float]]]:
+    names = [f"{metric}.{part}" for part in ("n", "min", "avg", "max")]
+    rows, columns = codec.decode(blob, ["minute", *names])
+    parts = [columns.get(name) for name in names]
+    if any(part is None for part in parts):
+        return []
+    n, low, mean, high = parts  # type: ignore[misc]
+    scale = _scale(metric)
+    return [(start // 60 + columns["minute"][i], [n[i], _number(low[i] / scale), _number(mean[i] / _AVG_SCALE),
+                                                  _number(high[i] / scale)])
+            for i in range(rows) if n[i] is not None]
+
+
+def _group_minutes(items: list[tuple[float, dict[str, Any]]]) -> dict[int, dict[str, list[float]]]:
+    by_minute: dict[int, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
+    for t, values in items:
+        by_minute[int(t // 60)].append((t, values))
+    return {minute: _rollups(group) for minute, group in by_minute.items()}
+
+
+# ---- schema version 1 (read only by the migration)
+
+
+def _v1_undeltas(deltas: list[int | None]) -> list[int | None]:
     out: list[int | None] = []
     last = 0
     for delta in deltas:
@@ -265,38 +376,18 @@ def _undeltas(deltas: list[int | None]) -> list[int | None]:
     return out
 
 
-def _scale(name: str) -> int:
-    return 10 ** _DECIMALS.get(name, 1)
-
-
-def _block(minute: int, items: list[tuple[float, dict[str, Any]]]) -> dict[str, list[Any]]:
-    """Columns of delta-encoded integers: milliseconds from the minute's start, then each metric scaled
-    to its stored precision (None = not read)."""
+def _v1_block_items(minute: int, block: dict[str, list[Any]]) -> list[tuple[float, dict[str, Any]]]:
     start = minute * 60.0
-    names = sorted({name for _, values in items for name in values})
-    block: dict[str, list[Any]] = {"t": _deltas([round((t - start) * 1000) for t, _ in items])}
-    for name in names:
-        factor = _scale(name)
-        block[name] = _deltas([None if (v := values.get(name)) is None else round(v * factor) for _, values in items])
-    return block
-
-
-def _block_items(minute: int, block: dict[str, list[Any]]) -> list[tuple[float, dict[str, Any]]]:
-    start = minute * 60.0
-    columns = {name: [None if v is None else _number(v / _scale(name)) for v in _undeltas(deltas)]
+    columns = {name: [None if v is None else _number(v / _scale(name)) for v in _v1_undeltas(deltas)]
                for name, deltas in block.items() if name != "t"}
     return [(start + offset / 1000, {n: column[i] for n, column in columns.items() if column[i] is not None})
-            for i, offset in enumerate(_undeltas(block["t"]))]
+            for i, offset in enumerate(_v1_undeltas(block["t"])) if offset is not None]
 
 
-def _number(value: float) -> float | int:
-    return int(value) if value.is_integer() else value
+def _v1_raw_to_v2(start: int, minutes: list[tuple[int, Any]]) -> bytes:
+    items = [item for minute, block in minutes for item in _v1_block_items(minute, block)]
+    return _block(start, sorted(items, key=lambda item: item[0]))
 
 
-def _rollup(items: list[tuple[float, dict[str, Any]]]) -> dict[str, list[float]]:
-    """metric -> [n, min, avg, max] over one minute's samples."""
-    columns: dict[str, list[float]] = defaultdict(list)
-    for _, values in items:
-        for name, value in values.items():
-            columns[name].append(float(value))
-    return {name: [len(v), min(v), round(sum(v) / len(v), 2), max(v)] for name, v in columns.items()}
+def _v1_rollup_to_v2(start: int, minutes: list[tuple[int, Any]]) -> bytes:
+    return _rollup_block(start, {minute: stats for minute, stats in minutes})

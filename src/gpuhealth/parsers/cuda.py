@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from gpuhealth.model import LibraryEntry, ParseError, TorchDevice, TorchEnv
+from gpuhealth.model import FrameworkDevice, FrameworkEnv, LibraryEntry, ParseError, TorchDevice, TorchEnv
 
 # --------------------------------------------------------------------------- nvcc --version
 
@@ -160,69 +160,294 @@ def parse_systemctl_state(text: str) -> str:
 # --------------------------------------------------------------------------- the PyTorch probe
 
 # Run as ``python3 -c TORCH_PROBE_SCRIPT`` on the host; prints ONE JSON line. Written for any Python 3.6+.
+# PyTorch's answer sits at the top level (the format GH605-GH609 read); JAX, CuPy and TensorFlow are under
+# "frameworks" (GH610). A framework is imported only when importlib finds it, and none is started once the
+# probe has run FRAMEWORK_BUDGET_S, so one slow import cannot cost the whole answer. JAX and TensorFlow are
+# told not to reserve most of the GPU memory (they do by default), as a probe on a busy host must not.
+# Each framework multiplies two small integer matrices on every GPU it sees: the exact answer is known, so
+# any difference is a wrong result whatever precision mode (TF32, bfloat16 passes) the framework uses.
 TORCH_PROBE_SCRIPT = r'''
-import json, math, sys, time, warnings
-out = {"probe": 1, "python": sys.version.split()[0], "executable": sys.executable}
+import json, math, os, re, sys, time, warnings
+START = time.monotonic()
+FRAMEWORK_BUDGET_S = 40.0
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+out = {"probe": 2, "python": sys.version.split()[0], "executable": sys.executable}
 def text(exc):
     return ("%s: %s" % (type(exc).__name__, exc))[:2000]
 def say():
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
-try:
-    import torch
-except ImportError as exc:
-    out["installed"] = getattr(exc, "name", None) != "torch"
-    if out["installed"]:
+def probe_torch():
+    try:
+        import torch
+    except ImportError as exc:
+        out["installed"] = getattr(exc, "name", None) != "torch"
+        if out["installed"]:
+            out["error"] = text(exc)
+        return
+    except Exception as exc:
+        out["installed"] = True
         out["error"] = text(exc)
-    say()
-    sys.exit(0)
+        return
+    out["installed"] = True
+    out["version"] = str(getattr(torch, "__version__", ""))
+    out["cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.monotonic()
+        try:
+            out["available"] = bool(torch.cuda.is_available())
+            out["device_count"] = int(torch.cuda.device_count())
+            if out["available"]:
+                out["arch_list"] = [str(a) for a in torch.cuda.get_arch_list()]
+                try:
+                    torch.zeros(1, device="cuda:0")
+                    torch.cuda.synchronize(0)
+                finally:
+                    out["first_cuda_call_s"] = round(time.monotonic() - start, 3)
+                torch.backends.cuda.matmul.allow_tf32 = False
+                gen = torch.Generator().manual_seed(0)
+                a = torch.randn(256, 256, generator=gen)
+                b = torch.randn(256, 256, generator=gen)
+                ref = a @ b
+                devices = []
+                for i in range(out["device_count"]):
+                    dev = {"index": i}
+                    try:
+                        dev["name"] = str(torch.cuda.get_device_name(i))
+                        cap = torch.cuda.get_device_capability(i)
+                        dev["capability"] = "%d.%d" % (cap[0], cap[1])
+                        where = "cuda:%d" % i
+                        got = (a.to(where) @ b.to(where)).cpu()
+                        dev["matmul_nonfinite"] = not bool(torch.isfinite(got).all().item())
+                        err = float((got - ref).abs().max().item())
+                        dev["matmul_max_error"] = err if math.isfinite(err) else None
+                    except Exception as exc:
+                        dev["error"] = text(exc)
+                    devices.append(dev)
+                out["devices"] = devices
+            else:
+                out["first_cuda_call_s"] = round(time.monotonic() - start, 3)
+        except Exception as exc:
+            out["error"] = text(exc)
+        out["warnings"] = [str(w.message)[:2000] for w in caught][:5]
+try:
+    probe_torch()
 except Exception as exc:
     out["installed"] = True
     out["error"] = text(exc)
-    say()
-    sys.exit(0)
-out["installed"] = True
-out["version"] = str(getattr(torch, "__version__", ""))
-out["cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    start = time.monotonic()
+
+N = 16
+A = [[(i * 7 + j * 3) % 9 - 4 for j in range(N)] for i in range(N)]
+B = [[(i * 5 + j * 11) % 9 - 4 for j in range(N)] for i in range(N)]
+REF = [float(sum(A[i][k] * B[k][j] for k in range(N))) for i in range(N) for j in range(N)]
+NOTE = re.compile(r"cuda|cudnn|gpu|dlopen|cuinit|driver|device|plugin|backend", re.I)
+MAX_GPUS = 16
+def compare(got, dev):
+    flat = [float(x) for row in got for x in row]
+    if len(flat) != len(REF):
+        dev["error"] = "the result has %d elements, expected %d" % (len(flat), len(REF))
+        return
+    dev["matmul_nonfinite"] = not all(math.isfinite(x) for x in flat)
+    errors = [abs(x - r) for x, r in zip(flat, REF) if math.isfinite(x)]
+    dev["matmul_max_error"] = max(errors) if errors else None
+def find(name):
     try:
-        out["available"] = bool(torch.cuda.is_available())
-        out["device_count"] = int(torch.cuda.device_count())
-        if out["available"]:
-            out["arch_list"] = [str(a) for a in torch.cuda.get_arch_list()]
-            try:
-                torch.zeros(1, device="cuda:0")
-                torch.cuda.synchronize(0)
-            finally:
-                out["first_cuda_call_s"] = round(time.monotonic() - start, 3)
-            torch.backends.cuda.matmul.allow_tf32 = False
-            gen = torch.Generator().manual_seed(0)
-            a = torch.randn(256, 256, generator=gen)
-            b = torch.randn(256, 256, generator=gen)
-            ref = a @ b
-            devices = []
-            for i in range(out["device_count"]):
-                dev = {"index": i}
-                try:
-                    dev["name"] = str(torch.cuda.get_device_name(i))
-                    cap = torch.cuda.get_device_capability(i)
-                    dev["capability"] = "%d.%d" % (cap[0], cap[1])
-                    where = "cuda:%d" % i
-                    got = (a.to(where) @ b.to(where)).cpu()
-                    dev["matmul_nonfinite"] = not bool(torch.isfinite(got).all().item())
-                    err = float((got - ref).abs().max().item())
-                    dev["matmul_max_error"] = err if math.isfinite(err) else None
-                except Exception as exc:
-                    dev["error"] = text(exc)
-                devices.append(dev)
-            out["devices"] = devices
-        else:
-            out["first_cuda_call_s"] = round(time.monotonic() - start, 3)
+        import importlib.util
+        return importlib.util.find_spec(name) is not None
+    except Exception:
+        return False
+def cuda_text(value):
+    value = int(value)
+    return "%d.%d" % (value // 1000, (value % 1000) // 10) if value > 0 else None
+def probe_jax(entry):
+    import jax
+    import jax.numpy as jnp
+    entry["version"] = str(getattr(jax, "__version__", "")) or None
+    lib = None
+    try:
+        import jaxlib
+        lib = getattr(jaxlib, "__version__", None) or getattr(getattr(jaxlib, "version", None), "__version__", None)
+    except Exception:
+        pass
+    entry["library_version"] = str(lib) if lib else None
+    plugin = next((m for m in ("13", "12", "11") if find("jax_cuda%s_plugin" % m)), None)
+    tag = re.search(r"\+cuda(\d+)(?:\.cudnn(\d+))?", entry["library_version"] or "")
+    entry["cuda"] = plugin or (tag.group(1) if tag else None)
+    entry["cudnn"] = tag.group(2) if tag and tag.group(2) else None
+    entry["cuda_build"] = entry["cuda"] is not None
+    entry["backend"] = str(jax.default_backend())
+    try:
+        gpus = list(jax.devices("gpu"))
     except Exception as exc:
-        out["error"] = text(exc)
-    out["warnings"] = [str(w.message)[:2000] for w in caught][:5]
+        gpus = []
+        entry["gpu_error"] = text(exc)
+    entry["device_count"] = len(gpus)
+    devices = []
+    for i, device in enumerate(gpus[:MAX_GPUS]):
+        dev = {"index": i, "name": str(getattr(device, "device_kind", "") or device)}
+        try:
+            a = jax.device_put(jnp.asarray(A, dtype=jnp.float32), device)
+            b = jax.device_put(jnp.asarray(B, dtype=jnp.float32), device)
+            compare(jnp.matmul(a, b).tolist(), dev)
+        except Exception as exc:
+            dev["error"] = text(exc)
+        devices.append(dev)
+    entry["devices"] = devices
+def probe_cupy(entry):
+    import cupy
+    entry["version"] = str(getattr(cupy, "__version__", "")) or None
+    entry["cuda_build"] = True
+    runtime = cupy.cuda.runtime
+    try:
+        entry["cuda"] = cuda_text(runtime.runtimeGetVersion())
+    except Exception as exc:
+        entry["gpu_error"] = text(exc)
+    try:
+        entry["driver_cuda"] = cuda_text(runtime.driverGetVersion())
+    except Exception:
+        pass
+    try:
+        count = int(runtime.getDeviceCount())
+    except Exception as exc:
+        count = 0
+        entry["gpu_error"] = text(exc)
+    entry["device_count"] = count
+    devices = []
+    for i in range(min(count, MAX_GPUS)):
+        dev = {"index": i}
+        try:
+            name = runtime.getDeviceProperties(i).get("name")
+            dev["name"] = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+            with cupy.cuda.Device(i):
+                a = cupy.asarray(A, dtype=cupy.float32)
+                b = cupy.asarray(B, dtype=cupy.float32)
+                compare(cupy.matmul(a, b).tolist(), dev)
+        except Exception as exc:
+            dev["error"] = text(exc)
+        devices.append(dev)
+    entry["devices"] = devices
+def probe_tensorflow(entry):
+    import tensorflow as tf
+    entry["version"] = str(getattr(tf, "__version__", "")) or None
+    try:
+        info = dict(tf.sysconfig.get_build_info())
+    except Exception:
+        info = {}
+    entry["cuda"] = str(info["cuda_version"]) if info.get("cuda_version") else None
+    entry["cudnn"] = str(info["cudnn_version"]) if info.get("cudnn_version") else None
+    build = info.get("is_cuda_build")
+    if build is None:
+        try:
+            build = tf.test.is_built_with_cuda()
+        except Exception:
+            build = None
+    entry["cuda_build"] = None if build is None else bool(build)
+    try:
+        gpus = list(tf.config.list_physical_devices("GPU"))
+    except Exception as exc:
+        gpus = []
+        entry["gpu_error"] = text(exc)
+    for gpu in gpus:
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except Exception:
+            pass
+    entry["device_count"] = len(gpus)
+    devices = []
+    for i, gpu in enumerate(gpus[:MAX_GPUS]):
+        dev = {"index": i}
+        try:
+            dev["name"] = str(tf.config.experimental.get_device_details(gpu).get("device_name") or "") or None
+        except Exception:
+            pass
+        try:
+            with tf.device("/GPU:%d" % i):
+                got = tf.linalg.matmul(tf.constant(A, dtype=tf.float32), tf.constant(B, dtype=tf.float32))
+            compare(got.numpy().tolist(), dev)
+        except Exception as exc:
+            dev["error"] = text(exc)
+        devices.append(dev)
+    entry["devices"] = devices
+class Keep(object):
+    def __init__(self):
+        self.lines = []
+    def add(self, line):
+        line = str(line).strip()
+        if line and NOTE.search(line) and line[:300] not in self.lines:
+            self.lines.append(line[:300])
+def framework(name, probe):
+    if not find(name):
+        return {"installed": False}
+    spent = time.monotonic() - START
+    if spent > FRAMEWORK_BUDGET_S:
+        return {"installed": True, "skipped": "not probed: the probe had already run %.0f s" % spent}
+    entry = {"installed": True}
+    keep = Keep()
+    handler = None
+    saved = None
+    capture = None
+    try:
+        import logging
+        class Handler(logging.Handler):
+            def emit(self, record):
+                try:
+                    keep.add(record.getMessage())
+                except Exception:
+                    pass
+        handler = Handler(logging.WARNING)
+        logging.getLogger().addHandler(handler)
+    except Exception:
+        handler = None
+    try:
+        import tempfile
+        capture = tempfile.TemporaryFile()
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(capture.fileno(), 2)
+    except Exception:
+        saved = None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                probe(entry)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                entry["error"] = text(exc)
+            for w in caught:
+                keep.add(w.message)
+    finally:
+        if saved is not None:
+            try:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                capture.seek(0, 2)
+                size = capture.tell()
+                capture.seek(max(0, size - 65536))
+                for line in capture.read().decode("utf-8", "replace").splitlines():
+                    keep.add(line)
+            except Exception:
+                pass
+        if handler is not None:
+            try:
+                import logging
+                logging.getLogger().removeHandler(handler)
+            except Exception:
+                pass
+    entry["messages"] = keep.lines[-6:]
+    entry["seconds"] = round(time.monotonic() - START - spent, 3)
+    return entry
+out["frameworks"] = {}
+for name, probe in (("jax", probe_jax), ("cupy", probe_cupy), ("tensorflow", probe_tensorflow)):
+    try:
+        out["frameworks"][name] = framework(name, probe)
+    except Exception as exc:
+        out["frameworks"][name] = {"installed": True, "error": text(exc)}
 say()
 '''
 
@@ -306,4 +531,53 @@ def parse_torch_probe(text: str) -> TorchEnv:
         first_cuda_call_s=float(seconds) if seconds is not None else None,
         error=_typed(data, "error", str),
         init_warning=init,
+        frameworks=_frameworks(data.get("frameworks")),
     )
+
+
+FRAMEWORKS = ("jax", "cupy", "tensorflow")
+
+
+def _frameworks(data: Any) -> tuple[FrameworkEnv, ...]:
+    """The probe's "frameworks" object: {"jax": {...}, "cupy": {...}, "tensorflow": {...}}; () when absent
+    (an older probe's answer)."""
+    if data is None:
+        return ()
+    if not isinstance(data, dict):
+        raise ParseError("torch probe: frameworks is not an object")
+    found = []
+    for name in FRAMEWORKS:
+        entry = data.get(name)
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            raise ParseError(f"torch probe: frameworks.{name} is not an object")
+        installed = _typed(entry, "installed", bool)
+        if installed is None:
+            raise ParseError(f"torch probe: frameworks.{name} has no 'installed'")
+        raw_devices = entry.get("devices")
+        raw_devices = [] if raw_devices is None else raw_devices
+        if not isinstance(raw_devices, list):
+            raise ParseError(f"torch probe: frameworks.{name}.devices is not a list")
+        found.append(FrameworkEnv(
+            name=name, installed=installed, version=_typed(entry, "version", str),
+            library_version=_typed(entry, "library_version", str), cuda_version=_typed(entry, "cuda", str),
+            cudnn_version=_typed(entry, "cudnn", str), cuda_build=_typed(entry, "cuda_build", bool),
+            driver_cuda_version=_typed(entry, "driver_cuda", str), backend=_typed(entry, "backend", str),
+            device_count=_typed(entry, "device_count", int), devices=tuple(_framework_device(d) for d in raw_devices),
+            gpu_error=_typed(entry, "gpu_error", str), error=_typed(entry, "error", str),
+            messages=_strings(entry, "messages"), skipped=_typed(entry, "skipped", str),
+        ))
+    return tuple(found)
+
+
+def _framework_device(data: Any) -> FrameworkDevice:
+    if not isinstance(data, dict):
+        raise ParseError("torch probe: a framework's device is not an object")
+    index = _typed(data, "index", int)
+    if index is None:
+        raise ParseError("torch probe: a framework's device has no index")
+    error = _typed(data, "matmul_max_error", (int, float))
+    return FrameworkDevice(index=index, name=_typed(data, "name", str),
+                           matmul_max_error=float(error) if error is not None else None,
+                           matmul_nonfinite=_typed(data, "matmul_nonfinite", bool), error=_typed(data, "error", str))

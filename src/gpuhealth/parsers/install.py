@@ -51,7 +51,9 @@ def secure_boot_from_efivar(data: bytes) -> str:
 # dkms 3: "nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed"
 # dkms 2: "nvidia, 535.161.08, 5.15.0-105-generic, x86_64: installed"
 # either, not built for any kernel: "nvidia/535.161.08: added"
-_DKMS_TAIL = r"(?P<rest>(?:,\s*[^,:]+)*)\s*:\s*(?P<state>\S.*)$"
+# One way to match each comma-separated field (no overlapping \s* around them): a long line with no
+# colon must fail in linear time, not backtrack exponentially.
+_DKMS_TAIL = r"(?P<rest>(?:,[^,:]*)*):\s*(?P<state>\S.*)$"
 _DKMS_NEW = re.compile(r"^(?P<module>[\w.+-]+)/(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
 _DKMS_OLD = re.compile(r"^(?P<module>[\w.+-]+),\s*(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
 _DKMS_STATE = re.compile(r"^(added|built|installed|installed-weak|broken)\b", re.IGNORECASE)
