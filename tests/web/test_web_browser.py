@@ -61,7 +61,8 @@ def test_dashboard(served, browser, width, height):
         page.goto(served + "/")
         # the trace's eight GPUs, each with its four charts
         until(page, "document.querySelectorAll('.gpu-card').length === 8", 15)
-        assert page.locator(".gpu-card .chart-plot canvas").count() == 32
+        # charts draw after the cards appear; on a loaded machine that takes a moment
+        until(page, "document.querySelectorAll('.gpu-card .chart-plot canvas').length === 32", 15)
         assert page.locator(".gpu-card[data-gpu='7'] .gpu-title").inner_text() == "GPU 7"
         until(page, "document.getElementById('verdict').textContent !== '…'", 10)
         # a chart moves when new samples arrive
