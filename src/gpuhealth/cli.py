@@ -90,9 +90,11 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
               help="2 adds active tests: copy bandwidth, a matmul and a memory pattern on every idle GPU.")
 @click.option("--budget", type=float, default=60.0, show_default=True, help="Seconds the active tests may take.")
 @click.option("--force", is_flag=True, help="Run the active tests even on busy GPUs.")
+@click.option("--stage", type=click.Choice(["preinstall", "postinstall"]),
+              help="Only the checks for before or after the driver install (default: what applies).")
 def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
           gpu_count: int | None, verbose: bool, save: Path | None, no_frameworks: bool, level: int,
-          budget: float, force: bool) -> None:
+          budget: float, force: bool, stage: str | None) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
@@ -115,7 +117,9 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
                                    level, budget, force)
         finally:
             host.close()
-    report = run_checks(snapshot, expect)
+    from gpuhealth.checks.stages import codes_for
+
+    report = run_checks(snapshot, expect, select=codes_for(stage))
     if save is not None:
         from gpuhealth.drift import save_run
 
