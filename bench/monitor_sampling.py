@@ -90,7 +90,10 @@ def bytes_per_gpu_day() -> tuple[float, float, float]:
                                     memory_total_mib=81559, sm_clock_mhz=1980 - rng.choice((0, 0, 0, 15)),
                                     memory_clock_mhz=2619, clock_event_reasons=rng.choice((0, 0, 0, 4)),
                                     ecc_volatile_uncorrected=0, ecc_volatile_corrected=0, remapped_rows_pending=False,
-                                    pcie_gen=5, pcie_width=16, process_count=1, process_memory_mib=69000))
+                                    pcie_gen=5, pcie_width=16, process_count=1, process_memory_mib=69000,
+                                    memory_reserved_mib=613, pcie_tx_bytes_s=rng.randint(0, 25_000_000) * 1024,
+                                    pcie_rx_bytes_s=rng.randint(0, 25_000_000) * 1024,
+                                    processes=((4242, 69000.0),)))
             store.write(batch)
         store.flush()
         store.close()

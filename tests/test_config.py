@@ -28,6 +28,14 @@ def test_every_key(tmp_path):
     assert expect.models == {"NVIDIA H100 80GB HBM3": {"nvlink_count": 18, "pcie_width": 16}}
 
 
+def test_temperature_keys(tmp_path):
+    expect = _load(tmp_path, 'temperature_margin_c = 3\n[models."NVIDIA H100 80GB HBM3"]\n'
+                             'temperature_slowdown_c = 87\ntemperature_shutdown_c = 92\n')
+    assert expect.temperature_margin_c == 3
+    assert expect.models == {"NVIDIA H100 80GB HBM3": {"temperature_slowdown_c": 87, "temperature_shutdown_c": 92}}
+    assert _load(tmp_path, "").temperature_margin_c is None  # GH406 then uses 5
+
+
 def test_empty_file_expects_nothing(tmp_path):
     assert _load(tmp_path, "") == Expectations()
 
@@ -42,6 +50,9 @@ def test_empty_file_expects_nothing(tmp_path):
     ('[models."A100-SXM4-40GB"]\ngpu_count = 8\n', 'models."A100-SXM4-40GB": unknown key(s) gpu_count'),
     ('[models."A100-SXM4-40GB"]\nnvlink_count = 1.5\n', "nvlink_count must be a non-negative integer"),
     ("gpu_count = \n", "not valid TOML"),
+    ("temperature_margin_c = -1\n", "temperature_margin_c must be a non-negative integer"),
+    ('[models."H100"]\ntemperature_slowdown_c = "87"\n', 'models."H100".temperature_slowdown_c must be'),
+    ('[models."H100"]\ntemperature_limit_c = 87\n', "unknown key(s) temperature_limit_c"),
 ])
 def test_bad_files_say_what_is_wrong(tmp_path, text, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

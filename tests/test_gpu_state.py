@@ -256,3 +256,63 @@ def test_nvml_gpus_are_completed_with_nvidia_smi_fields():
     assert found["GH404"].message == "The GPU needs recovery: Node Reboot"
     assert found["GH404"].evidence[0].source == A100X8
     assert found["GH403"].evidence[0].source == "NVML (nvidia-ml-py)"
+
+
+# --------------------------------------------------------------------------- thresholds from the config
+
+
+def gh406(snapshot: Snapshot, expect) -> list[Finding]:
+    return [f for f in run_checks(snapshot, expect, select=["GH406"]).findings]
+
+
+def test_config_thresholds_judge_h100_that_prints_only_t_limit_margins():
+    from gpuhealth.checks.registry import Expectations
+
+    snapshot = with_gpus(snapshot_of(H100_161), on_gpu(6, temperature_c=88.0))
+    assert {g.temperature_slowdown_c for g in snapshot.gpus} == {None}  # 535 prints only T.Limit margins
+    assert gh406(snapshot, Expectations()) == []
+    name = "nvidia h100 80gb hbm3"  # matched case-insensitively
+    expect = Expectations(models={name: {"temperature_slowdown_c": 90, "temperature_shutdown_c": 95}})
+    (hot,) = gh406(snapshot, expect)
+    assert (hot.severity, hot.subject.gpu_index) == (Severity.WARNING, 6)
+    assert "within 5 °C of its slowdown threshold (90 °C)" in hot.message
+    assert f'GPU Slowdown Temp: 90 C (config [models."{name}"] temperature_slowdown_c)' in lines(hot)
+    assert f'GPU Shutdown Temp: 95 C (config [models."{name}"] temperature_shutdown_c)' in lines(hot)
+    (stop,) = gh406(snapshot, Expectations(models={name: {"temperature_shutdown_c": 88}}))
+    assert stop.severity is Severity.CRITICAL and "shutdown threshold (88 °C)" in stop.message
+
+
+def test_config_threshold_overrides_the_gpus_own_and_margin_is_configurable():
+    from gpuhealth.checks.registry import Expectations
+
+    snapshot = with_gpus(snapshot_of(A100X8), on_gpu(2, temperature_c=82.0))  # the A100 says 89 °C slowdown
+    assert gh406(snapshot, Expectations()) == []
+    (near,) = gh406(snapshot, Expectations(temperature_margin_c=7))
+    assert "within 7 °C of its slowdown threshold (89 °C)" in near.message
+    assert "GPU Slowdown Temp: 89 C (reported by the GPU)" in lines(near)
+    assert "GPU Shutdown Temp: 92 C (reported by the GPU)" in lines(near)
+    expect = Expectations(models={"A100-SXM4-40GB": {"temperature_slowdown_c": 85}})
+    (near,) = gh406(snapshot, expect)
+    assert near.subject.gpu_index == 2 and "(85 °C)" in near.message
+    assert 'GPU Slowdown Temp: 85 C (config [models."A100-SXM4-40GB"] temperature_slowdown_c)' in lines(near)
+    assert "GPU Shutdown Temp: 92 C (reported by the GPU)" in lines(near)
+    assert gh406(snapshot, dataclasses.replace(expect, temperature_margin_c=0)) == []
+
+
+def test_gh508_counts_any_graphics_process_type_as_a_display_client():
+    """GH508 (install checks) on the centos7 host case: a process of Type G or C+G whose name is not a known
+    display server still holds the compute GPU as a display client; a compute process does not."""
+    from gpuhealth.collect import collect
+    from gpuhealth.model import GpuProcess
+    from hostcases import FakeHost, load_spec
+
+    snapshot = collect(FakeHost(load_spec("centos7-desktop-mixed-install")))
+
+    def gh508(processes):
+        changed = with_gpus(snapshot, lambda g: dataclasses.replace(g, processes=processes))
+        return [f for f in run_checks(changed, select=["GH508"]).findings if f.message.startswith("A display")]
+
+    (held,) = gh508((GpuProcess(4242, "/opt/viz/render", 40.0, "C+G"),))
+    assert held.severity is Severity.WARNING
+    assert "GPU 0: /opt/viz/render (pid 4242, type C+G, 40 MiB)" in lines(held)
+    assert gh508((GpuProcess(4243, "/usr/bin/python3", 900.0, "C"),)) == []

@@ -4,8 +4,10 @@
     nvlink_count = 18            # active NVLinks per GPU
     pcie_width = 16
     xid_rate_per_hour = 10
+    temperature_margin_c = 5     # GH406: this close to the slowdown threshold is reported
     [models."NVIDIA H100 80GB HBM3"]
     nvlink_count = 18
+    temperature_slowdown_c = 87  # GH406, when the GPU does not print its own (or to override it)
 
 Every key is described in docs/configuration.md.
 """
@@ -18,8 +20,10 @@ from pathlib import Path
 from gpuhealth.checks.registry import Expectations
 
 DEFAULT_PATH = Path("/etc/gpuhealth.toml")
-KNOWN_KEYS = {"gpu_count", "nvlink_count", "pcie_width", "xid_rate_per_hour", "models", "driver_params"}
-MODEL_KEYS = {"nvlink_count", "pcie_width"}  # what a [models."<product name>"] table may set
+KNOWN_KEYS = {"gpu_count", "nvlink_count", "pcie_width", "xid_rate_per_hour", "models", "driver_params",
+              "temperature_margin_c"}
+# what a [models."<product name>"] table may set
+MODEL_KEYS = {"nvlink_count", "pcie_width", "temperature_slowdown_c", "temperature_shutdown_c"}
 
 
 def load_expectations(path: Path | None) -> Expectations:

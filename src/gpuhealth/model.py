@@ -187,6 +187,7 @@ class GpuProcess:
     pid: int | None = None
     name: str | None = None
     used_memory_mib: float | None = None
+    type: str | None = None  # nvidia-smi's Type: "G" graphics, "C" compute, "C+G"
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ class FakeNvml:
 
     NVML_TEMPERATURE_GPU = 0
     NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+    NVML_PCIE_UTIL_TX_BYTES = 0
+    NVML_PCIE_UTIL_RX_BYTES = 1
+    nvmlMemory_v2 = 0x02000028  # noqa: N815 - nvidia-ml-py's name
 
     def __init__(self, gpus: int = 2) -> None:
         self.gpus = gpus
@@ -44,6 +47,9 @@ class FakeNvml:
         self.xids: list[tuple[int, int]] = []
         self.calls: Counter[str] = Counter()
         self.temperature = 41
+        # reader names (sources.READERS) whose calls answer NOT_SUPPORTED on every GPU
+        self.unsupported: set[str] = set()
+        self.processes: list[Any] = [SimpleNamespace(pid=4242, usedGpuMemory=39 * 1024**3)]
 
     def _device(self, handle: int, name: str) -> None:
         self.calls[name] += 1
@@ -92,8 +98,22 @@ class FakeNvml:
     def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
         return SimpleNamespace(gpu=97, memory=40)
 
-    def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
-        return SimpleNamespace(total=80 * 1024**3, used=40 * 1024**3)
+    def _maybe_unsupported(self, name: str) -> None:
+        self.calls[name] += 1
+        if name in self.unsupported:
+            raise FakeNVMLError(3, "Not Supported")
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):  # noqa: N802
+        if version is None:
+            return SimpleNamespace(total=80 * 1024**3, used=40 * 1024**3)
+        assert version == self.nvmlMemory_v2
+        self._maybe_unsupported("memory_reserved")  # nvmlDeviceGetMemoryInfo_v2 underneath
+        return SimpleNamespace(version=version, total=80 * 1024**3, reserved=613 * 1024**2,
+                               free=40 * 1024**3 - 613 * 1024**2, used=40 * 1024**3)
+
+    def nvmlDeviceGetPcieThroughput(self, handle, counter):  # noqa: N802
+        self._maybe_unsupported("pcie_throughput")
+        return 1_250_000 if counter == self.NVML_PCIE_UTIL_TX_BYTES else 250_000  # KB/s
 
     def nvmlDeviceGetClockInfo(self, handle, kind):  # noqa: N802
         return 1980 if kind == 1 else 2619
@@ -121,7 +141,8 @@ class FakeNvml:
         raise FakeNVMLError(3, "Not Supported")  # passively cooled
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
-        return [SimpleNamespace(pid=4242, usedGpuMemory=39 * 1024**3)]
+        self._maybe_unsupported("processes")
+        return self.processes
 
     def nvmlEventSetCreate(self):  # noqa: N802
         return "event-set"

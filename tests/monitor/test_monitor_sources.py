@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import time
+from types import SimpleNamespace
 
 import pytest
 from monitor_fakes import GENERATED_BY, NOTE, T0, Clock, FakeNvml, FakeNVMLError, samples
@@ -35,6 +36,61 @@ def test_an_unsupported_field_is_asked_once_per_gpu():
         source.poll()
     assert fake.calls["fan"] == 2  # once per GPU, never again
     assert source.unsupported[0] >= {"fan", "retired_pages", "memory_temperature"}  # no nvmlDeviceGetFieldValues
+    source.close()
+
+
+def test_memory_reserved_pcie_throughput_and_per_process_memory_when_supported():
+    fake = FakeNvml(gpus=1)
+    fake.processes = [SimpleNamespace(pid=4242, usedGpuMemory=39 * 1024**3),
+                      SimpleNamespace(pid=77, usedGpuMemory=None)]  # None: the driver does not say
+    source = NvmlSource(fake, clock=Clock())
+    (sample,) = source.poll()
+    assert sample.memory_reserved_mib == 613 and sample.memory_used_mib == 40960
+    assert sample.pcie_tx_bytes_s == 1_250_000 * 1024 and sample.pcie_rx_bytes_s == 250_000 * 1024
+    assert sample.processes == ((4242, 39 * 1024), (77, None))
+    assert sample.process_count == 2 and sample.process_memory_mib == 39 * 1024
+    assert not source.unsupported[0] & {"memory_reserved", "pcie_throughput", "processes"}
+    record = json.loads(json.dumps(to_record(sample)))
+    assert record["processes"] == [[4242, 39 * 1024], [77, None]] and from_record(record) == sample
+    source.close()
+
+
+@pytest.mark.parametrize("reader", ["memory_reserved", "pcie_throughput", "processes"])
+def test_new_fields_not_supported_are_asked_once_per_gpu(reader):
+    fake = FakeNvml(gpus=2)
+    fake.unsupported = {reader}
+    source = NvmlSource(fake, clock=Clock())
+    for _ in range(4):
+        events = source.poll()
+    assert fake.calls[reader] == 2 and all(reader in source.unsupported[g] for g in (0, 1))
+    fields = {"memory_reserved": ("memory_reserved_mib",), "pcie_throughput": ("pcie_tx_bytes_s", "pcie_rx_bytes_s"),
+              "processes": ("processes", "process_count", "process_memory_mib")}[reader]
+    assert all(getattr(e, name) is None for e in events for name in fields)
+    assert events[0].memory_used_mib == 40960 and events[0].temperature_c == 41  # the rest still read
+    source.close()
+
+
+def test_memory_reserved_is_unsupported_on_a_library_without_memory_info_v2():
+    class OldNvml(FakeNvml):
+        nvmlMemory_v2 = None  # noqa: N815 - an nvidia-ml-py from before the v2 struct
+
+    fake = OldNvml(gpus=1)
+    source = NvmlSource(fake, clock=Clock())
+    (sample,) = source.poll()
+    assert "memory_reserved" in source.unsupported[0] and sample.memory_reserved_mib is None
+    assert sample.memory_used_mib == 40960
+    source.close()
+
+
+def test_memory_reserved_through_a_module_that_names_the_v2_call():
+    class V2Nvml(FakeNvml):
+        nvmlMemory_v2 = None  # noqa: N815
+
+        def nvmlDeviceGetMemoryInfo_v2(self, handle):  # noqa: N802
+            return SimpleNamespace(total=80 * 1024**3, reserved=512 * 1024**2, used=1024**3)
+
+    source = NvmlSource(V2Nvml(gpus=1), clock=Clock())
+    assert source.poll()[0].memory_reserved_mib == 512
     source.close()
 
 
@@ -124,8 +180,8 @@ FAKE_SMI = """#!/bin/sh
 echo "$@" >> "{args}"
 n=0
 while [ $n -lt {rows} ]; do
-  echo "0, 00000000:19:00.0, GPU-aaaa, 45, 50, 120.5, 700.00, 33, 10, 1000, 81559, 1980, 2619, 0x40,0,0,No,5,16,[N/A]"
-  echo "1, 00000000:3B:00.0, GPU-bbbb, 46, 51, 121.5, 700.00, 34, 11, 1000, 81559, 1980, 2619, 0x1,0,2,No,5,16,[N/A]"
+  echo "0, 00000000:19:00.0, GPU-aaaa, 45, 50, 120.5, 700.00, 33, 10, 1000,81559,1980,2619,0x40,0,0,No,5,16,[N/A],512"
+  echo "1, 00000000:3B:00.0, GPU-bbbb, 46, 51, 121.5, 700.00, 34, 11, 1000,81559,1980,2619,0x1,0,2,No,5,16,[N/A],[N/A]"
   n=$((n + 1))
   sleep 0.02
 done
@@ -156,6 +212,8 @@ def test_smi_source_streams_and_parses_rows(tmp_path):
     assert (first.gpu, first.pci_address, first.temperature_c, first.power_w) == (0, "0000:19:00.0", 45, 120.5)
     assert first.clock_event_reasons == 0x40 and second.clock_event_reasons == 0x1
     assert first.sm_clock_mhz == 1980 and second.ecc_volatile_corrected == 2 and first.fan_pct is None
+    assert first.memory_reserved_mib == 512 and second.memory_reserved_mib is None
+    assert first.pcie_tx_bytes_s is None and first.processes is None  # not in nvidia-smi's --query-gpu
     args = (tmp_path / "args").read_text()
     assert "--format=csv,noheader,nounits" in args and "-lms 20" in args
 

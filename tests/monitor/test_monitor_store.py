@@ -220,3 +220,25 @@ def test_decoding_only_some_columns_skips_the_others():
     blob = codec.encode(6, columns)
     assert codec.decode(blob, ["t", "c"]) == (6, {"t": columns["t"], "c": columns["c"]})
     assert codec.decode(blob, ["a"]) == (6, {"a": columns["a"]})
+
+
+def test_reserved_memory_and_pcie_throughput_are_stored_processes_only_as_count_and_total(tmp_path):
+    clock = Clock()
+    store = Store(tmp_path / "h.db", clock=clock)
+    batch = samples(0, 30, memory_reserved_mib=613, pcie_tx_bytes_s=lambda i: 2**20 * (1000 + i) + 1024 * i,
+                    pcie_rx_bytes_s=None, process_count=2, process_memory_mib=39936.0,
+                    processes=((4242, 39936.0), (77, None)))
+    for sample in batch:
+        clock.t = sample.t
+        store.write([sample])
+    store.flush()  # into a codec block: new metrics are new columns, no schema change
+    tx = store.series(0, "pcie_tx_bytes_s", T0, T0 + 60)
+    # stored in whole MiB/s
+    assert tx.resolution == "raw" and [p[1] for p in tx.points] == [2**20 * (1000 + i) for i in range(30)]
+    assert {p[1] for p in store.series(0, "memory_reserved_mib", T0, T0 + 60).points} == {613}
+    assert store.series(0, "pcie_rx_bytes_s", T0, T0 + 60).points == ()
+    assert {p[1] for p in store.series(0, "process_count", T0, T0 + 60).points} == {2}
+    store.raw_query_max_s = 1
+    assert store.series(0, "memory_reserved_mib", T0, T0 + 60).points[0][1:] == (613, 613, 613)
+    (blob,) = sqlite3.connect(tmp_path / "h.db").execute("SELECT data FROM raw_block").fetchone()
+    assert "processes" not in codec.decode(blob)[1] and SCHEMA_VERSION == 2

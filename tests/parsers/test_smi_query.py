@@ -173,6 +173,7 @@ def test_610_load_section_instant_power_and_processes():
     assert [(p.pid, p.name, p.used_memory_mib) for p in gpu.processes] == [
         (1720, "/usr/bin/gnome-shell", 173.0), (4556, "/usr/bin/Xwayland", 3.0),
         (28511, "ffmpeg", 230.0), (28512, "ffmpeg", 370.0)]
+    assert [p.type for p in gpu.processes] == ["G", "G", "C", "C"]
     assert (gpu.utilization_gpu_pct, gpu.utilization_memory_pct, gpu.fan_speed_pct) == (8.0, 3.0, 38.0)
 
 
@@ -194,6 +195,7 @@ def test_352_old_layout():
     assert (gpu.pci_address, gpu.pci_device_id, gpu.fan_speed_pct) == ("0000:06:00.0", "17c2", 22.0)
     assert [p.pid for p in gpu.processes] == [878, 1804, 8822]
     assert gpu.processes[0].name == "/usr/bin/X" and gpu.processes[0].used_memory_mib == 198.0
+    assert [p.type for p in gpu.processes] == ["G", "G", "G"]
     assert gpu.ecc_volatile_corrected is None  # Single Bit Total: N/A
     assert gpu.mig_devices is None  # no MIG Mode section in 352
 
@@ -372,3 +374,8 @@ def test_fuzz_split_capture_bundle(prefix: str, suffix: str):
         split_capture_bundle(f"{prefix}\n{rule}\n# a :: b\n# $ c\n{rule}\n{suffix}")
     except ParseError:
         pass
+
+
+def test_compute_process_type():
+    gpu = parse("gpud/accelerator_nvidia_query__nvidia-smi-query.535.154.05.out.0.valid.4090").gpus[0]
+    assert [(p.pid, p.type, p.name) for p in gpu.processes] == [(2010222, "C", "/usr/bin/python")]

@@ -234,3 +234,13 @@ def test_fuzz_random_text(text: str):
 def test_fuzz_mutated_real_files(text: str):
     _parse_or_parse_error(text)
 
+
+
+def test_process_types():
+    t4 = parse("telegraf-nvidia-smi/tesla_t4.xml").gpus[0]
+    assert len(t4.processes) == 15 and {p.type for p in t4.processes} == {"C+G"}
+    assert (t4.processes[0].pid, t4.processes[0].name) == (2320, None)  # Windows: no name, no memory
+    win = parse("netdata-go.d-nvidia-smi/rtx-2080-win.xml").gpus[0]
+    assert win.processes[0].type == "C+G"
+    assert win.processes[0].name.endswith("PhoneExperienceHost.exe")
+    assert len(win.processes) == 26

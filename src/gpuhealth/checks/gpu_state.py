@@ -328,13 +328,25 @@ def inforom_corrupted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
                     evidence=(Evidence(snapshot.sources.get("smi") or "nvidia-smi", (line,)),))
 
 
+def _threshold(expect: Expectations, name: str | None, key: str,
+               reported: float | None) -> tuple[float | None, str]:
+    """(threshold, where it comes from): the config's [models."<name>"] value overrides the GPU's own."""
+    wanted = (name or "").strip().lower()
+    for model, values in expect.models.items():
+        if wanted and model.strip().lower() == wanted and values.get(key) is not None:
+            return values[key], f'config [models."{model}"] {key}'
+    return reported, "reported by the GPU"
+
+
 @check("GH406", "thermal-slowdown", "A GPU is slowed down by heat or power delivery")
 def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     Active clock event (throttle) reasons HW Slowdown, HW Thermal Slowdown, SW Thermal Slowdown or HW
-    Power Brake Slowdown; a GPU temperature within 5 °C of the GPU's own slowdown threshold
-    (warning) or at its shutdown threshold (critical).
+    Power Brake Slowdown; a GPU temperature within 5 °C (`temperature_margin_c` in the config) of
+    the slowdown threshold (warning) or at the shutdown threshold (critical). The thresholds are the
+    ones the GPU reports, unless the config sets `[models."<name>"] temperature_slowdown_c` /
+    `temperature_shutdown_c` for its model: those override them, and the evidence says which applied.
 
     Why it matters:
     HW slowdown cuts the clocks by half or more: jobs run far slower, and on multi-GPU jobs the
@@ -356,7 +368,8 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
     assertion from a sustained one (monitoring tools such as gpud flag it only when it recurs), and
     it costs nothing until the GPU has work. Real 8x H100 captures show exactly this on idle GPUs;
     run the check again while a job runs. Thermal reasons are reported even when idle. Thresholds
-    printed as relative T.Limit values (H100 with 535 drivers) are not compared.
+    printed as relative T.Limit values (H100 with 535 drivers) are not compared: set the model's
+    thresholds in the config to judge the temperature of such GPUs.
     """
     gpus = seen_gpus(snapshot)
     if not gpus:
@@ -365,12 +378,15 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
     for seen in gpus:
         gpu = seen.gpu
         active = [r for r in SLOWDOWN_REASONS if r in gpu.clock_event_reasons]
-        temp, slow, stop = gpu.temperature_c, gpu.temperature_slowdown_c, gpu.temperature_shutdown_c
+        temp = gpu.temperature_c
+        slow, slow_from = _threshold(expect, gpu.name, "temperature_slowdown_c", gpu.temperature_slowdown_c)
+        stop, stop_from = _threshold(expect, gpu.name, "temperature_shutdown_c", gpu.temperature_shutdown_c)
+        margin = NEAR_SLOWDOWN_C if expect.temperature_margin_c is None else expect.temperature_margin_c
         parts: list[tuple[Severity, str]] = []
         if temp is not None and stop is not None and temp >= stop:
             parts.append((Severity.CRITICAL, f"at {temp:g} °C, at or above its shutdown threshold ({stop:g} °C)"))
-        elif temp is not None and slow is not None and temp >= slow - NEAR_SLOWDOWN_C:
-            where = "at or above" if temp >= slow else f"within {NEAR_SLOWDOWN_C} °C of"
+        elif temp is not None and slow is not None and temp >= slow - margin:
+            where = "at or above" if temp >= slow else f"within {margin} °C of"
             parts.append((Severity.WARNING, f"at {temp:g} °C, {where} its slowdown threshold ({slow:g} °C)"))
         hot = bool(parts) or bool(THERMAL_REASONS.intersection(active))
         idle = gpu.utilization_gpu_pct is not None and gpu.utilization_gpu_pct < IDLE_PCT
@@ -382,7 +398,8 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
             continue
         lines = [f"{SLOWDOWN_REASONS[r]}: Active" for r in active]
         lines += [f"{label}: {value:g} {unit}" for label, value, unit in (
-            ("GPU Current Temp", temp, "C"), ("GPU Slowdown Temp", slow, "C"), ("GPU Shutdown Temp", stop, "C"),
+            ("GPU Current Temp", temp, "C"), ("GPU Slowdown Temp", slow, f"C ({slow_from})"),
+            ("GPU Shutdown Temp", stop, f"C ({stop_from})"),
             ("Utilization GPU", gpu.utilization_gpu_pct, "%"), ("Power Draw", gpu.power_draw_w, "W"))
             if value is not None]
         fixes = (Fix("sudo ipmitool sdr type Fan", "any"),) if hot else ()

@@ -566,15 +566,18 @@ _ROUTE_REMOVAL = {
 
 
 def _display_processes(snapshot: Snapshot) -> list[str]:
-    """``GPU <i>: <name> (pid)`` for every display server nvidia-smi lists as a GPU process."""
+    """``GPU <i>: <name> (pid, type, memory)`` for every display client nvidia-smi lists as a GPU process:
+    a known display server by name, or any process of Type G or C+G (a graphics context)."""
     found = []
     for gpu in (snapshot.smi.gpus if snapshot.smi else ()) or snapshot.gpus:
         for process in gpu.processes:
             command = (process.name or "").split()
-            if command and command[0].rsplit("/", 1)[-1].lower() in DISPLAY_SERVERS:
+            by_name = bool(command) and command[0].rsplit("/", 1)[-1].lower() in DISPLAY_SERVERS
+            if by_name or "G" in (process.type or "").upper():
+                kind = f", type {process.type}" if process.type else ""
                 memory = f", {process.used_memory_mib:.0f} MiB" if process.used_memory_mib is not None else ""
-                found.append(f"GPU {gpu.index if gpu.index is not None else '?'}: {command[0]} "
-                             f"(pid {process.pid}{memory})")
+                found.append(f"GPU {gpu.index if gpu.index is not None else '?'}: "
+                             f"{command[0] if command else 'unnamed process'} (pid {process.pid}{kind}{memory})")
     return found
 
 
@@ -592,7 +595,8 @@ def display_server_on_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[
     What:
     Three display settings around the driver. (1) On a compute server (every GPU a data-center
     model) the default systemd target is `graphical.target` (`systemctl get-default`) and a display
-    server (Xorg, Xwayland, gnome-shell ...) holds a GPU (nvidia-smi's process list): a warning; the
+    server or other graphics client (Xorg, Xwayland, gnome-shell ..., or any process nvidia-smi lists
+    with Type `G` or `C+G`) holds a GPU (nvidia-smi's process list): a warning; the
     graphical target alone is info. (2) `nomodeset` on the kernel command line (`/proc/cmdline`)
     with the nvidia driver installed: a warning. (3) NVIDIA's GL libraries (`libGLX_nvidia.so.0`,
     `libEGL_nvidia.so.0`) installed: info, with the login-loop risk on a desktop and the

@@ -62,6 +62,7 @@ class Expectations:
     xid_rate_per_hour: int | None = None  # GH704: more than this many Xids of one code per GPU per hour
     models: dict[str, dict[str, int]] = field(default_factory=dict)  # product name -> {key: value}
     driver_params: dict[str, str] | None = None  # /proc/driver/nvidia/params name -> expected value (GH804)
+    temperature_margin_c: int | None = None  # GH406: "near slowdown" margin in °C (None: the default, 5)
 
 
 CheckFunction = Callable[[Snapshot, Expectations], Iterable["Draft | Skip"]]

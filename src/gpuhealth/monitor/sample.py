@@ -38,6 +38,12 @@ class Sample:
     fan_pct: float | None = None
     process_count: int | None = None
     process_memory_mib: float | None = None
+    memory_reserved_mib: float | None = None  # held by the driver and firmware (NVML memory info v2)
+    pcie_tx_bytes_s: float | None = None  # PCIe throughput, NVML's KB/s as bytes per second
+    pcie_rx_bytes_s: float | None = None
+    # Each compute process as (pid, used MiB or None when the driver does not say); history keeps only
+    # process_count and process_memory_mib, traces keep the list.
+    processes: tuple[tuple[int, float | None], ...] | None = None
     # Static, read once per session and repeated so that rules and replayed traces see it.
     temperature_slowdown_c: float | None = None
 
@@ -63,7 +69,7 @@ Event = Sample | GpuLost | XidEvent  # a runtime union: Python 3.10 has it
 # The numeric readings that history stores and rules may look at (identity and static fields excluded).
 METRICS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Sample)
-    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c")
+    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes")
 )
 # Short names accepted on the command line: "temperature" for "temperature_c" and so on.
 METRIC_ALIASES: dict[str, str] = {
@@ -100,7 +106,13 @@ def from_record(record: dict[str, Any]) -> Event:
     if cls is None:
         raise ValueError(f"unknown event kind {record.get('kind')!r}")
     names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in record.items() if k in names}
+    if isinstance(values.get("processes"), list):  # JSON has no tuples
+        try:
+            values["processes"] = tuple((int(pid), mib) for pid, mib in values["processes"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"bad processes in {record.get('kind')} record: {exc}") from exc
     try:
-        return cls(**{k: v for k, v in record.items() if k in names})
+        return cls(**values)
     except TypeError as exc:
         raise ValueError(f"bad {record.get('kind')} record: {exc}") from exc

@@ -152,6 +152,23 @@ def _memory(nvml: Any, h: Any) -> dict[str, Any]:
     return {"memory_used_mib": info.used / MIB, "memory_total_mib": info.total / MIB}
 
 
+def _memory_reserved(nvml: Any, h: Any) -> dict[str, Any]:
+    # nvidia-ml-py asks nvmlDeviceGetMemoryInfo_v2 when given the v2 struct version; an NVML without
+    # that symbol answers FUNCTION_NOT_FOUND, a module without the constant cannot ask at all.
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            info = _fn(nvml, "nvmlDeviceGetMemoryInfo")(h, version=version)
+        except TypeError as exc:  # a wrapper without the version argument
+            raise _Unsupported("memory reserved") from exc
+    else:
+        info = _fn(nvml, "nvmlDeviceGetMemoryInfo_v2")(h)
+    reserved = getattr(info, "reserved", None)
+    if not isinstance(reserved, int):
+        raise _Unsupported("memory reserved")
+    return {"memory_reserved_mib": reserved / MIB}
+
+
 def _clocks(nvml: Any, h: Any) -> dict[str, Any]:
     clock = _fn(nvml, "nvmlDeviceGetClockInfo")
     return {"sm_clock_mhz": clock(h, getattr(nvml, "NVML_CLOCK_SM", 1)),
@@ -184,22 +201,34 @@ def _pcie(nvml: Any, h: Any) -> dict[str, Any]:
             "pcie_width": _fn(nvml, "nvmlDeviceGetCurrPcieLinkWidth")(h)}
 
 
+def _pcie_throughput(nvml: Any, h: Any) -> dict[str, Any]:
+    # NVML samples each counter over a short window (about 20 ms) inside the call: run per GPU on its
+    # worker, so the GPUs still overlap.
+    throughput = _fn(nvml, "nvmlDeviceGetPcieThroughput")
+    return {"pcie_tx_bytes_s": throughput(h, getattr(nvml, "NVML_PCIE_UTIL_TX_BYTES", 0)) * 1024,
+            "pcie_rx_bytes_s": throughput(h, getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", 1)) * 1024}
+
+
 def _fan(nvml: Any, h: Any) -> dict[str, Any]:
     return {"fan_pct": _fn(nvml, "nvmlDeviceGetFanSpeed")(h)}
 
 
 def _processes(nvml: Any, h: Any) -> dict[str, Any]:
     procs = _fn(nvml, "nvmlDeviceGetComputeRunningProcesses")(h) or ()
-    used = [p.usedGpuMemory for p in procs if isinstance(getattr(p, "usedGpuMemory", None), int)]
-    return {"process_count": len(procs), "process_memory_mib": sum(used) / MIB}
+    used = [getattr(p, "usedGpuMemory", None) for p in procs]
+    used = [u if isinstance(u, int) else None for u in used]  # None: WDDM, or not available
+    pairs = tuple((int(p.pid), None if u is None else u / MIB) for p, u in zip(procs, used, strict=True))
+    return {"process_count": len(procs), "process_memory_mib": sum(u for u in used if u is not None) / MIB,
+            "processes": pairs}
 
 
 # Each reader fills one or more Sample fields; a reader the GPU does not support is dropped for good.
 READERS: dict[str, Callable[[Any, Any], dict[str, Any]]] = {
     "temperature": _temperature, "memory_temperature": _memory_temperature, "power": _power,
     "power_limit": _power_limit, "energy": _energy, "utilization": _utilization, "memory": _memory,
-    "clocks": _clocks, "clock_event_reasons": _reasons, "ecc": _ecc, "retired_pages": _retired,
-    "remapped_rows": _remapped, "pcie": _pcie, "fan": _fan, "processes": _processes,
+    "memory_reserved": _memory_reserved, "clocks": _clocks, "clock_event_reasons": _reasons, "ecc": _ecc,
+    "retired_pages": _retired, "remapped_rows": _remapped, "pcie": _pcie, "pcie_throughput": _pcie_throughput,
+    "fan": _fan, "processes": _processes,
 }
 
 
@@ -413,7 +442,7 @@ SMI_FIELDS: tuple[str, ...] = (
     "enforced.power.limit", "utilization.gpu", "utilization.memory", "memory.used", "memory.total",
     "clocks.sm", "clocks.mem", "clocks_throttle_reasons.active", "ecc.errors.uncorrected.volatile.total",
     "ecc.errors.corrected.volatile.total", "retired_pages.pending", "pcie.link.gen.current",
-    "pcie.link.width.current", "fan.speed",
+    "pcie.link.width.current", "fan.speed", "memory.reserved",
 )
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 
@@ -548,10 +577,11 @@ class SmiSource:
 
 
 def _extra(line: str, fields: Sequence[str]) -> dict[str, float | None]:
-    """The clocks, which the core's CSV parser does not model."""
+    """The clocks and reserved memory, which the core's CSV parser does not model."""
     values = [v.strip() for v in line.split(",")]
     out: dict[str, float | None] = {}
-    for name, key in (("clocks.sm", "sm_clock_mhz"), ("clocks.mem", "memory_clock_mhz")):
+    for name, key in (("clocks.sm", "sm_clock_mhz"), ("clocks.mem", "memory_clock_mhz"),
+                      ("memory.reserved", "memory_reserved_mib")):
         if name in fields and len(values) == len(fields):
             try:
                 out[key] = float(values[list(fields).index(name)])

@@ -228,7 +228,7 @@ def _mig_devices(block: _Block) -> int | None:
 
 
 def _processes(block: _Block) -> tuple[GpuProcess, ...]:
-    """Each "Process ID" line starts a process; its Name and memory lines are indented under it."""
+    """Each "Process ID" line starts a process; its Type, Name and memory lines are indented under it."""
     found: list[dict[str, str | None]] = []
     for path, value in block.entries:
         if path == "processes/process id":
@@ -236,7 +236,8 @@ def _processes(block: _Block) -> tuple[GpuProcess, ...]:
         elif found and path.startswith("processes/process id/"):
             found[-1].setdefault(path.rsplit("/", 1)[-1], value)
     return tuple(GpuProcess(pid=to_int(p.get("pid")), name=clean(p.get("name")),
-                            used_memory_mib=number(p.get("used gpu memory"))) for p in found)
+                            used_memory_mib=number(p.get("used gpu memory")), type=clean(p.get("type")))
+                 for p in found)
 
 
 def _reliability(block: _Block) -> dict:

@@ -207,6 +207,7 @@ def _process(node: ET.Element) -> GpuProcess:
         pid=to_int(_text(node, "pid")),
         name=clean(_text(node, "process_name")),
         used_memory_mib=number(_text(node, "used_memory")),
+        type=clean(_text(node, "type")),
     )
 
 
