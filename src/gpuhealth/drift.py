@@ -17,10 +17,11 @@ from gpuhealth.model import Gpu, ParseError, Report, Snapshot, from_jsonable, to
 
 RUN_FORMAT = "gpuhealth-run"
 RUN_VERSION = 1
-# Counters that only grow while a GPU is healthy-ish; any increase is worth a line.
+# Counters that only grow (until a reset); any increase is worth a line. PCIe replays are normal in
+# small numbers (real H100 captures show dozens), so only their rising is reported, here.
 ECC_COUNTERS = ("ecc_aggregate_uncorrected", "ecc_aggregate_corrected", "ecc_volatile_uncorrected",
                 "retired_pages_dbe", "retired_pages_sbe", "remapped_rows_uncorrectable",
-                "remapped_rows_correctable", "sram_uncorrectable")
+                "remapped_rows_correctable", "sram_uncorrectable", "pcie_replay_counter")
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,8 @@ def _gpu_changes(key: str, old: Gpu, new: Gpu) -> list[Change]:
     for counter in ECC_COUNTERS:
         was, now = getattr(old, counter), getattr(new, counter)
         if was is not None and now is not None and now > was:
-            changes.append(Change("ecc", key, f"{counter.replace('_', ' ')}: {was} -> {now}", True))
+            kind = "pcie" if counter.startswith("pcie") else "ecc"
+            changes.append(Change(kind, key, f"{counter.replace('_', ' ')}: {was} -> {now}", True))
     if old.pcie_width_current and new.pcie_width_current and new.pcie_width_current < old.pcie_width_current:
         changes.append(Change("pcie", key, f"PCIe width x{old.pcie_width_current} -> x{new.pcie_width_current}",
                               True))

@@ -587,3 +587,112 @@ def fan_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip
                     evidence=(Evidence(seen.source("fan_error"), tuple(x for x in ("Fan: ERR!", temp) if x)),),
                     fixes=(Fix("sudo ipmitool sdr type Fan", "any"),
                            Fix("inspect or replace the GPU fan", "any", disruptive=True)))
+
+
+@check("GH411", "compute-mode-restricted", "A GPU's compute mode keeps jobs out")
+def compute_mode_restricted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The GPU's compute mode is `Prohibited` (no CUDA context may be created) or `Exclusive_Process`
+    (one process at a time).
+
+    Why it matters:
+    In `Prohibited` mode every CUDA program fails on that GPU although the hardware and driver are
+    fine: "all CUDA-capable devices are busy or unavailable". `Exclusive_Process` is a deliberate
+    scheduler setting, but it also makes a second process (a monitoring agent, a data loader that
+    touches CUDA) fail with the same message.
+
+    How to fix:
+    Set the default mode: `sudo nvidia-smi -i <index> -c DEFAULT` (it does not survive a reboot
+    unless set at boot, e.g. by a systemd unit or the cluster's GPU setup).
+
+    Exceptions:
+    Clusters that run one job per GPU on purpose use `Exclusive_Process`; that is reported as info.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        mode = (seen.gpu.compute_mode or "").replace(" ", "_").lower()
+        if mode not in ("prohibited", "exclusive_process", "e._process"):
+            continue
+        prohibited = mode == "prohibited"
+        yield Draft(Severity.WARNING if prohibited else Severity.INFO,
+                    f"Compute mode is {seen.gpu.compute_mode}: "
+                    + ("no CUDA program can use this GPU" if prohibited else "one process at a time"),
+                    subject=seen.subject,
+                    evidence=(Evidence(seen.source("compute_mode"), (f"Compute Mode: {seen.gpu.compute_mode}",)),),
+                    fixes=(Fix(f"sudo nvidia-smi {seen.label} -c DEFAULT", "any"),))
+
+
+@check("GH412", "power-limit-below-default", "A GPU's power limit is set below its default")
+def power_limit_below_default(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The enforced power limit is more than 5 % below the GPU's default limit.
+
+    Why it matters:
+    A lowered limit makes the GPU run slower under load (clocks capped by "SW Power Cap") while
+    every health indicator looks normal: jobs are simply slower than on the other nodes. It is often
+    left over from a benchmark, a thermal workaround or a power budget.
+
+    How to fix:
+    If it is not intended, restore the default: `sudo nvidia-smi -i <index> -pl <default watts>`,
+    and look for what sets it at boot (a systemd unit, the cluster's node setup).
+
+    Exceptions:
+    Deliberate power capping (power budgets, efficiency tuning) is a valid choice; then ignore this.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        limit, default = seen.gpu.power_limit_w, seen.gpu.power_default_limit_w
+        if limit is None or not default or limit >= 0.95 * default:
+            continue
+        yield Draft(Severity.WARNING, f"Power limit {limit:g} W is below the default {default:g} W",
+                    subject=seen.subject,
+                    evidence=(Evidence(seen.source("power_limit_w", "power_default_limit_w"),
+                                       (f"Power Limit: {limit:g} W", f"Default Power Limit: {default:g} W")),),
+                    fixes=(Fix(f"sudo nvidia-smi {seen.label} -pl {default:g}", "any",
+                               note="only if the lower limit is not intended"),))
+
+
+@check("GH413", "fan-stopped-under-load", "A GPU fan stands still while the GPU works")
+def fan_stopped_under_load(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    A GPU that has a fan reports 0 % fan speed while it is at least 50 % busy.
+
+    Why it matters:
+    Fans on board-cooled GPUs spin up under load; 0 % under load means a stalled fan or a broken
+    fan controller, and the GPU will overheat and throttle (GH406) or shut down.
+
+    How to fix:
+    Watch it for a minute (`nvidia-smi -l 5`): if the temperature climbs and the fan stays at 0 %,
+    inspect the fan and its connector and replace the fan or the board.
+
+    Exceptions:
+    Passively cooled data-centre GPUs report no fan speed (`N/A`) and are not judged; some consumer
+    boards stop their fans below a temperature, so a cool GPU at 0 % is not reported.
+    """
+    gpus = seen_gpus(snapshot)
+    if not gpus:
+        yield _no_gpus(snapshot)
+        return
+    for seen in gpus:
+        gpu = seen.gpu
+        busy = (gpu.utilization_gpu_pct or 0) >= 50
+        warm = gpu.temperature_c is not None and gpu.temperature_c >= 60
+        if gpu.fan_speed_pct != 0 or not busy or not warm:
+            continue
+        yield Draft(Severity.WARNING,
+                    f"Fan at 0 % while the GPU is {gpu.utilization_gpu_pct:g} % busy at {gpu.temperature_c:g} C",
+                    subject=seen.subject,
+                    evidence=(Evidence(seen.source("fan_speed_pct"),
+                                       ("Fan Speed: 0 %", f"GPU Utilization: {gpu.utilization_gpu_pct:g} %",
+                                        f"GPU Current Temp: {gpu.temperature_c:g} C")),),
+                    fixes=(Fix(f"nvidia-smi {seen.label} -q -d TEMPERATURE,PERFORMANCE -l 5", "any"),
+                           Fix("inspect or replace the GPU fan", "any", disruptive=True)))
