@@ -128,3 +128,26 @@ def test_end_of_life_table_has_a_source_per_row():
     assert end_of_support("centos", "7").date.isoformat() == "2024-06-30"
     assert end_of_support("ubuntu", "18.04").date.isoformat() == "2023-05-31"
     assert end_of_support("ubuntu", "18.10") is None  # not an LTS row: no major-version fallback hit
+
+
+def test_registry_keys_are_compared_like_params(tmp_path: Path):
+    """The field report's health script: exit 1 when RMEdgeTrigger or RMEnableNvGpuFirmwareLoad in
+    /proc/driver/nvidia/registry is 0. Hand-written registry values (the corpus has no registry file)."""
+    config = tmp_path / "gpuhealth.toml"
+    config.write_text("driver_params = { RMEdgeTrigger = 1, RMEnableNvGpuFirmwareLoad = 1 }\n")
+    expect = load_expectations(config)
+    snapshot = _snapshot(driver_params={"EnableMSI": "1"},
+                         driver_registry={"RMEdgeTrigger": "0", "RMEnableNvGpuFirmwareLoad": "1"})
+    findings = [f for f in run_checks(snapshot, expect).findings if f.code == "GH804"]
+    assert [f.message for f in findings] == ["Driver parameter RMEdgeTrigger is 0, the configuration expects 1"]
+    assert findings[0].evidence[0].source == "/proc/driver/nvidia/registry"
+
+
+def test_registry_file_is_collected(tmp_path: Path):
+    from gpuhealth.collect import collect
+    from hostcases import FakeHost, load_spec
+
+    spec = load_spec("h100x8-healthy")
+    spec.setdefault("files", {})["/proc/driver/nvidia/registry"] = "RMEdgeTrigger: 1\nBinary: \"\"\n"
+    snapshot = collect(FakeHost(spec))
+    assert snapshot.host_env.driver_registry["RMEdgeTrigger"] == "1"

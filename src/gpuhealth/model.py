@@ -765,6 +765,7 @@ class HostEnvironment:
     driver_params: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/params
     mounts: tuple[MountEntry, ...] = ()
     disk_space: tuple[DiskSpace, ...] = ()
+    driver_registry: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/registry
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

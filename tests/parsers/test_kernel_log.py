@@ -28,7 +28,8 @@ from gpuhealth.parsers.kernel_log import (
     parse_kernel_log_file,
 )
 
-KINDS = {"xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "probe", "gsp", "nvrm", "aer"}
+KINDS = {"xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "probe", "gsp", "nvrm", "aer",
+         "module_signature"}
 
 KERNEL_LOGS = corpus_files(
     "gpud/*dmesg*", "gpud/kmsg__*", "gpud/pstore__*", "gpud/query_log_tail__dmesg.0.log",
@@ -160,7 +161,8 @@ def test_pstore_two_banners():
 def test_352_banner_and_vga_warning_is_not_an_error():
     log = parse_kernel_log(corpus("nvidia-bug-report-352.63/dmesg.txt").read_bytes())
     assert [module_banner_version(b) for b in log.module_banners] == [("352.63", "proprietary")]
-    assert log.events == ()
+    # the only event: the unsigned module tainted the kernel (it loaded; not an error)
+    assert [(e.kind, e.line_number) for e in log.events] == [("module_signature", 1045)]
 
 
 def test_kmsg_and_journal_have_no_events():
@@ -656,3 +658,16 @@ def test_aer_lines_are_found_by_the_file_scan(tmp_path):
     path.write_text("[    0.000000] Linux version 6.8.0\n" * 1000 + AER_LOG)
     log = parse_kernel_log_file(path, workers=1)
     assert len(events(log, "aer")) == 5 and events(log, "aer")[0].line_number == 1001
+
+
+def test_module_signature_refusals_for_nvidia_only():
+    """Hand-written from the kernel's messages (module signing, lockdown); the corpus has none."""
+    text = (
+        "[    5.100000] iwlwifi: module verification failed: signature and/or required key missing - tainting kernel\n"
+        "[    6.200000] nvidia: module verification failed: signature and/or required key missing - tainting kernel\n"
+        "[    6.300000] Lockdown: modprobe: unsigned module loading is restricted; see man kernel_lockdown.7\n"
+        "[    6.400000] nvidia_uvm: Required key not available\n"
+    )
+    events = [e for e in parse_kernel_log(text).events if e.kind == "module_signature"]
+    assert [e.line_number for e in events] == [2, 4]
+    assert events[0].timestamp is not None and "tainting kernel" in events[0].message

@@ -326,8 +326,10 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
     """
     What:
     The loaded driver's parameters (`/proc/driver/nvidia/params`, `Name: value` lines such as
-    `EnableMSI: 1`) against the values the config file expects (`driver_params = { EnableMSI = 1 }`
-    in `/etc/gpuhealth.toml`, names with or without the `NVreg_` prefix). A warning per parameter that
+    `EnableMSI: 1`) and registry keys (`/proc/driver/nvidia/registry`, for keys set through
+    `NVreg_RegistryDwords`, e.g. `RMEdgeTrigger`) against the values the config file expects
+    (`driver_params = { EnableMSI = 1 }` in `/etc/gpuhealth.toml`, names with or without the `NVreg_`
+    prefix). A warning per parameter that
     differs or that this driver does not report.
 
     Why it matters:
@@ -356,7 +358,10 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
     for raw_name, value in sorted(wanted.items()):
         name = raw_name.removeprefix("NVreg_")
         expected = str(value).strip()
-        actual = env.driver_params.get(name)
+        # A key set through RegistryDwords shows in the registry file, not among the params.
+        in_registry = name not in env.driver_params and name in env.driver_registry
+        actual = env.driver_registry.get(name) if in_registry else env.driver_params.get(name)
+        source = "/proc/driver/nvidia/registry" if in_registry else "/proc/driver/nvidia/params"
         if actual is not None and _same(actual, expected):
             continue
         shown = "not reported by this driver" if actual is None else f"{name}: {actual}"
@@ -365,7 +370,7 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
                    else f"Driver parameter {name} is {actual or 'empty'}, the configuration expects {expected}")
         yield Draft(
             Severity.WARNING, message,
-            evidence=(Evidence("/proc/driver/nvidia/params", (shown,)),),
+            evidence=(Evidence(source, (shown,)),),
             fixes=(Fix(f"echo 'options nvidia NVreg_{name}={expected}' | "
                        "sudo tee -a /etc/modprobe.d/nvidia-params.conf", "any"),
                    *fixes_for(debian=["sudo update-initramfs -u"], rhel=["sudo dracut --force"]),

@@ -20,7 +20,10 @@ WRITE_BLACKLIST = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | 
 REBUILD_INITRAMFS_DEBIAN = ("sudo cp /boot/initrd.img-$(uname -r){,.bak}", "sudo update-initramfs -u")
 REBUILD_INITRAMFS_RHEL = ("sudo cp /boot/initramfs-$(uname -r).img{,.bak}", "sudo dracut --force")
 SIGNED_MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm")
-SIGNATURE_REJECTED = ("Key was rejected by service", "module verification failed", "Required key not available")
+# Refusals only: "module verification failed ... tainting kernel" means the unsigned module DID load
+# (facts.md 4: informational), so it is not evidence of a Secure Boot problem.
+SIGNATURE_REJECTED = ("Key was rejected by service", "Required key not available", "not signed with a trusted key",
+                      "unsigned module loading is restricted")
 
 
 def _signing_loop(sign_file: str) -> str:
@@ -379,7 +382,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     What:
     Secure Boot is enabled (`mokutil --sb-state`, or the SecureBoot EFI variable) and the nvidia
     module is not loaded; or the kernel log shows a rejected module signature ("Key was rejected by
-    service", "Required key not available", "module verification failed"). `modinfo nvidia` tells
+    service", "Required key not available", lockdown refusing unsigned modules). "module verification
+    failed ... tainting kernel" alone is not a refusal: the module loaded. `modinfo nvidia` tells
     whether the module on disk is signed at all.
 
     Why it matters:

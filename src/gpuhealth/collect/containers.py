@@ -21,6 +21,7 @@ TOOLKIT_FILES = ("/usr/bin/nvidia-container-runtime", "/usr/bin/nvidia-container
 CDI_SPECS = ("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml", "/run/cdi/nvidia.yaml")
 CONTAINER_MARKERS = (("/.dockerenv", "docker"), ("/run/.containerenv", "podman"))
 DRIVER_PARAMS = "/proc/driver/nvidia/params"
+DRIVER_REGISTRY = "/proc/driver/nvidia/registry"  # registry keys set through NVreg_RegistryDwords
 MOUNTS = "/proc/self/mounts"
 DF = ["df", "-P", "-l"]  # local file systems only: df on a dead NFS mount hangs
 
@@ -102,6 +103,13 @@ def probe_host_environment(host: Host, timeout: float) -> Probed:
             state["driver_params"] = parse.parse_driver_params(params)
         except ParseError as exc:
             found.unavailable["env_driver_params"] = f"{DRIVER_PARAMS}: {exc}"
+
+    registry, _ = read_text(host, DRIVER_REGISTRY)
+    if registry:
+        try:
+            state["driver_registry"] = parse.parse_driver_params(registry)
+        except ParseError:
+            pass  # an empty registry (no keys set) is the common case, not an error
 
     # storage
     mounts, error = read_text(host, MOUNTS)

@@ -36,6 +36,9 @@ Event kinds (``KernelEvent.kind``) and what each carries besides timestamp, raw 
     driver); ``detail`` says which.
 ``gsp``
     GSP firmware errors that are not an Xid line (RPC timeouts, firmware load or boot failures).
+``module_signature``
+    The kernel refused an unsigned nvidia module, or tainted for it ("module verification failed",
+    "Key was rejected", "Required key not available"); only in logs up to 64 MiB (second pass).
 ``nvrm``
     Other NVRM lines that clearly report an error (the words error/failed/fatal/timeout or an
     ``NV_ERR_`` status); assertions and informational lines are left out.
@@ -83,6 +86,11 @@ FORMATS = ("dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "ps
 # ": AER: " finds the PCI core's Advanced Error Reporting lines (pci_name(dev) + ": AER: ..."); the longer
 # needle is found faster than "AER:".
 _NEEDLES = (b"NVRM", b"nvidia-nvswitch", b": AER: ")
+# Module-signature refusals carry no NVRM tag (the module never loaded). They are looked for in a second
+# pass, only in logs small enough that it costs nothing (a live dmesg buffer, a pasted log).
+_SIGNATURE_NEEDLES = (b"module verification failed", b"Key was rejected", b"Required key not available",
+                      b"not signed with a trusted key", b"unsigned module loading is restricted")
+_SIGNATURE_SCAN_MAX_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024  # format detection and binary check look at this much text
 _HEAD_LINES = 400
 _CHUNK = 16 * 1024 * 1024  # file read size: big enough to amortise, small enough to stay cheap
@@ -227,7 +235,7 @@ def parse_kernel_log(data: str | bytes, source: str = "", *, workers: int | None
     def rescan(needles: Sequence[bytes]) -> list[_Hit]:
         return _scan_buffer(buf, 0, size, needles)[1]
 
-    return _build(source, fmt, _line_total(newlines, buf[-1:]), hits, rescan)
+    return _build(source, fmt, _line_total(newlines, buf[-1:]), hits, rescan, size)
 
 
 def parse_kernel_log_file(path: str | os.PathLike[str], source: str | None = None, *,
@@ -261,7 +269,7 @@ def parse_kernel_log_file(path: str | os.PathLike[str], source: str | None = Non
     def rescan(needles: Sequence[bytes]) -> list[_Hit]:
         return _scan_file(path, 0, size, needles)[1]
 
-    return _build(source, fmt, _line_total(newlines, last), hits, rescan)
+    return _build(source, fmt, _line_total(newlines, last), hits, rescan, size)
 
 
 def module_banner_version(banner: str) -> tuple[str | None, str | None]:
@@ -651,7 +659,7 @@ def _address(text: str) -> str | None:
 
 
 def _build(source: str, fmt: str, lines_scanned: int, hits: list[_Hit],
-           rescan: Callable[[Sequence[bytes]], list[_Hit]]) -> KernelLog:
+           rescan: Callable[[Sequence[bytes]], list[_Hit]], size: int = 0) -> KernelLog:
     lines = []
     for hit in hits:
         raw = _decode(hit.raw)
@@ -663,8 +671,24 @@ def _build(source: str, fmt: str, lines_scanned: int, hits: list[_Hit],
     if failing:
         events.extend(_pci_bar_events(rescan, failing, {e.line_number for e in events}))
         events.sort(key=lambda e: e.line_number or 0)
+    if size <= _SIGNATURE_SCAN_MAX_BYTES:
+        events.extend(_signature_events(rescan(_SIGNATURE_NEEDLES)))
+        events.sort(key=lambda e: e.line_number or 0)
     return KernelLog(source=source, format=fmt, lines_scanned=lines_scanned, events=tuple(events),
                      module_banners=tuple(banners))
+
+
+def _signature_events(hits: list[_Hit]) -> list[KernelEvent]:
+    """``module_signature`` events: the kernel refused (or tainted for) an unsigned NVIDIA module."""
+    events = []
+    for hit in hits:
+        raw = _decode(hit.raw)
+        timestamp, message = _split_prefix(raw)
+        if "nvidia" not in message.lower():  # another vendor's module (a Wi-Fi or VirtualBox driver, say)
+            continue
+        events.append(KernelEvent(kind="module_signature", message=message.strip(), line=raw,
+                                  line_number=hit.line_index + 1, timestamp=timestamp))
+    return events
 
 
 def _events(lines: list[_Line]) -> tuple[list[KernelEvent], list[str]]:
