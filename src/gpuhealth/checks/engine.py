@@ -20,9 +20,9 @@ def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for spec in sorted(chosen, key=lambda s: s.code):
-        missing = [name for name in spec.requires if getattr(snapshot, name, None) is None]
+        missing = [reason for name in spec.requires if (reason := _missing(snapshot, name))]
         if missing:
-            skipped.append(Skipped(spec.code, spec.slug, _missing_reason(snapshot, missing)))
+            skipped.append(Skipped(spec.code, spec.slug, "; ".join(missing)))
             continue
         try:
             results = list(spec.function(snapshot, expectations))
@@ -38,9 +38,20 @@ def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
     return Report(snapshot, tuple(findings), tuple(skipped), len(chosen))
 
 
-def _missing_reason(snapshot: Snapshot, missing: list[str]) -> str:
-    return "; ".join(snapshot.unavailable.get(name, f"no {name.replace('_', ' ')} evidence")
-                     for name in missing)
+def _missing(snapshot: Snapshot, name: str) -> str | None:
+    """Why the evidence ``name`` is missing, or None when it is there.
+
+    ``gpus`` is derived (NVML's view, else nvidia-smi's), so it is missing when empty and the reason is
+    why neither tool answered; every other name is a snapshot field, missing when None.
+    """
+    if name == "gpus":
+        if snapshot.gpus:
+            return None
+        return (snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
+                or "no GPU data: neither nvidia-smi nor NVML reported a GPU")
+    if getattr(snapshot, name, None) is not None:
+        return None
+    return snapshot.unavailable.get(name, f"no {name.replace('_', ' ')} evidence")
 
 
 def _stamp(spec: CheckSpec, draft: Draft) -> Finding:

@@ -6,6 +6,7 @@ import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
 from gpuhealth.model import Evidence, Fix, Gpu, NvlinkState, Severity, Snapshot, Subject, normalize_pci_address
@@ -54,8 +55,18 @@ def seen_gpus(snapshot: Snapshot) -> list[Seen]:
     """``snapshot.gpus``, with each NVML GPU's unknown fields filled from nvidia-smi's same GPU.
 
     NVML does not report the reset state, recovery action, SRAM counts, retired page counts or the
-    infoROM warning; nvidia-smi does. GPUs are matched by PCI address, else by index.
+    infoROM warning; nvidia-smi does. GPUs are matched by PCI address, else by index. Every GH4xx check
+    asks, so the merge is done once per snapshot (snapshots are frozen, so the answer cannot change).
     """
+    if _LAST[0] is not snapshot:  # by identity: snapshots hold dicts, so they cannot be hashed
+        _LAST[:] = [snapshot, _merge(snapshot)]
+    return list(_LAST[1])
+
+
+_LAST: list[Any] = [None, []]  # the last snapshot merged, and its GPUs
+
+
+def _merge(snapshot: Snapshot) -> list[Seen]:
     smi_source = snapshot.sources.get("smi") or "nvidia-smi"
     smi = snapshot.smi.gpus if snapshot.smi is not None else ()
     if not (snapshot.nvml is not None and snapshot.nvml.ok and snapshot.nvml.gpus):
@@ -72,11 +83,6 @@ def seen_gpus(snapshot: Snapshot) -> list[Seen]:
     return seen
 
 
-def _no_gpus(snapshot: Snapshot) -> Skip:
-    return Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
-                or "no GPU data: neither nvidia-smi nor NVML reported a GPU")
-
-
 def _yes(value: bool | None) -> str:
     return "Yes" if value else "No"
 
@@ -87,7 +93,7 @@ def _reset_fix(seen: Seen) -> Fix:
                     "refused, reboot instead")
 
 
-@check("GH401", "memory-repair-pending", "A GPU memory repair waits for a GPU reset")
+@check("GH401", "memory-repair-pending", "A GPU memory repair waits for a GPU reset", requires=("gpus",))
 def memory_repair_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -110,9 +116,6 @@ def memory_repair_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[
     failing GPU; a failed repair is reported by GH402.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu, lines, kinds, fields = seen.gpu, [], [], []
         if gpu.remapped_rows_pending:
@@ -137,7 +140,7 @@ def memory_repair_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[
         )
 
 
-@check("GH402", "memory-repair-failed", "A GPU could not repair its memory")
+@check("GH402", "memory-repair-failed", "A GPU could not repair its memory", requires=("gpus",))
 def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -156,9 +159,6 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     None.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu = seen.gpu
         if not gpu.remapped_rows_failure:
@@ -177,7 +177,7 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         )
 
 
-@check("GH403", "ecc-uncorrectable", "Uncorrectable ECC memory errors")
+@check("GH403", "ecc-uncorrectable", "Uncorrectable ECC memory errors", requires=("gpus",))
 def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -201,9 +201,6 @@ def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     GPUs without ECC (most GeForce boards) report no counts, and the check says nothing for them.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu = seen.gpu
         counts = (("Volatile uncorrectable", gpu.ecc_volatile_uncorrected, "ecc_volatile_uncorrected"),
@@ -244,7 +241,7 @@ RECOVERY_FIXES = (  # keyword in the recovery action -> what to do (facts.md 8: 
 )
 
 
-@check("GH404", "gpu-reset-required", "A GPU asks for a reset or another recovery action")
+@check("GH404", "gpu-reset-required", "A GPU asks for a reset or another recovery action", requires=("gpus",))
 def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -266,9 +263,6 @@ def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     None.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu = seen.gpu
         action = gpu.recovery_action if gpu.recovery_action not in (None, "None") else None
@@ -284,7 +278,7 @@ def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
                     fixes=fixes)
 
 
-@check("GH405", "inforom-corrupted", "A GPU's infoROM is corrupted")
+@check("GH405", "inforom-corrupted", "A GPU's infoROM is corrupted", requires=("gpus",))
 def inforom_corrupted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -304,9 +298,6 @@ def inforom_corrupted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     None.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     texts = list(snapshot.smi.warnings if snapshot.smi is not None else ())
     if snapshot.smi_run is not None:
         texts += snapshot.smi_run.stderr.splitlines()
@@ -338,7 +329,7 @@ def _threshold(expect: Expectations, name: str | None, key: str,
     return reported, "reported by the GPU"
 
 
-@check("GH406", "thermal-slowdown", "A GPU is slowed down by heat or power delivery")
+@check("GH406", "thermal-slowdown", "A GPU is slowed down by heat or power delivery", requires=("gpus",))
 def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -372,9 +363,6 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
     thresholds in the config to judge the temperature of such GPUs.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu = seen.gpu
         active = [r for r in SLOWDOWN_REASONS if r in gpu.clock_event_reasons]
@@ -414,7 +402,7 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
                     fixes=fixes)
 
 
-@check("GH407", "pcie-link-degraded", "A GPU's PCIe link runs narrower or slower than it can")
+@check("GH407", "pcie-link-degraded", "A GPU's PCIe link runs narrower or slower than it can", requires=("gpus",))
 def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -440,9 +428,6 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     if a GPU reports a narrower link only at idle, check it again under load.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu, parts, lines = seen.gpu, [], []
         width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
@@ -521,7 +506,7 @@ def nvlink_inactive(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
                            REBOOT))
 
 
-@check("GH409", "mig-change-pending", "A MIG mode change waits for a GPU reset")
+@check("GH409", "mig-change-pending", "A MIG mode change waits for a GPU reset", requires=("gpus",))
 def mig_change_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -542,9 +527,6 @@ def mig_change_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     None.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     modes = {"Enabled", "Disabled"}
     for seen in gpus:
         current, pending = seen.gpu.mig_mode_current, seen.gpu.mig_mode_pending
@@ -557,7 +539,7 @@ def mig_change_pending(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
                     fixes=(_reset_fix(seen),))
 
 
-@check("GH410", "fan-error", "A GPU fan reports an error")
+@check("GH410", "fan-error", "A GPU fan reports an error", requires=("gpus",))
 def fan_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -575,9 +557,6 @@ def fan_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip
     Passively cooled data-centre GPUs report `N/A`, not `ERR!`, and are not reported.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu = seen.gpu
         if not gpu.fan_error:
@@ -589,7 +568,7 @@ def fan_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip
                            Fix("inspect or replace the GPU fan", "any", disruptive=True)))
 
 
-@check("GH411", "compute-mode-restricted", "A GPU's compute mode keeps jobs out")
+@check("GH411", "compute-mode-restricted", "A GPU's compute mode keeps jobs out", requires=("gpus",))
 def compute_mode_restricted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -610,9 +589,6 @@ def compute_mode_restricted(snapshot: Snapshot, expect: Expectations) -> Iterato
     Clusters that run one job per GPU on purpose use `Exclusive_Process`; that is reported as info.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         mode = (seen.gpu.compute_mode or "").replace(" ", "_").lower()
         if mode not in ("prohibited", "exclusive_process", "e._process"):
@@ -626,7 +602,7 @@ def compute_mode_restricted(snapshot: Snapshot, expect: Expectations) -> Iterato
                     fixes=(Fix(f"sudo nvidia-smi {seen.label} -c DEFAULT", "any"),))
 
 
-@check("GH412", "power-limit-below-default", "A GPU's power limit is set below its default")
+@check("GH412", "power-limit-below-default", "A GPU's power limit is set below its default", requires=("gpus",))
 def power_limit_below_default(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -645,9 +621,6 @@ def power_limit_below_default(snapshot: Snapshot, expect: Expectations) -> Itera
     Deliberate power capping (power budgets, efficiency tuning) is a valid choice; then ignore this.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         limit, default = seen.gpu.power_limit_w, seen.gpu.power_default_limit_w
         if limit is None or not default or limit >= 0.95 * default:
@@ -660,7 +633,7 @@ def power_limit_below_default(snapshot: Snapshot, expect: Expectations) -> Itera
                                note="only if the lower limit is not intended"),))
 
 
-@check("GH413", "fan-stopped-under-load", "A GPU fan stands still while the GPU works")
+@check("GH413", "fan-stopped-under-load", "A GPU fan stands still while the GPU works", requires=("gpus",))
 def fan_stopped_under_load(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -679,9 +652,6 @@ def fan_stopped_under_load(snapshot: Snapshot, expect: Expectations) -> Iterator
     boards stop their fans below a temperature, so a cool GPU at 0 % is not reported.
     """
     gpus = seen_gpus(snapshot)
-    if not gpus:
-        yield _no_gpus(snapshot)
-        return
     for seen in gpus:
         gpu = seen.gpu
         busy = (gpu.utilization_gpu_pct or 0) >= 50

@@ -217,25 +217,12 @@ def parse_kernel_log(data: str | bytes, source: str = "", *, workers: int | None
     the size and the CPUs, 1 disables it. Raises ParseError when ``data`` is empty or binary.
     """
     buf = _as_bytes(data)
-    head = _head(buf)
-    fmt = _detect(head)
-    size = len(buf)
-    n = _worker_count(size, workers)
-    parts = None
-    if n > 1:
-        bounds = _line_bounds(size, n, lambda pos: buf.find(b"\n", pos))
-        try:
-            parts = _fork_map(lambda i: _scan_buffer(buf, bounds[i], bounds[i + 1], _NEEDLES), len(bounds) - 1)
-        except _ParallelFailed:
-            parts = None
-    if parts is None:
-        parts = [_scan_buffer(buf, 0, size, _NEEDLES)]
-    newlines, hits = _merge(parts)
-
-    def rescan(needles: Sequence[bytes]) -> list[_Hit]:
-        return _scan_buffer(buf, 0, size, needles)[1]
-
-    return _build(source, fmt, _line_total(newlines, buf[-1:]), hits, rescan, size)
+    fmt = _detect(_head(buf))
+    return _scan_and_build(
+        source, fmt, len(buf), buf[-1:], workers,
+        scan=lambda start, end, needles: _scan_buffer(buf, start, end, needles),
+        bounds=lambda n: _line_bounds(len(buf), n, lambda pos: buf.find(b"\n", pos)),
+    )
 
 
 def parse_kernel_log_file(path: str | os.PathLike[str], source: str | None = None, *,
@@ -253,23 +240,33 @@ def parse_kernel_log_file(path: str | os.PathLike[str], source: str | None = Non
         if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16: decode it whole, then scan in memory
             handle.seek(0)
             return parse_kernel_log(handle.read(), source, workers=workers)
-    fmt = _detect(head)
+    return _scan_and_build(
+        source, _detect(head), size, last, workers,
+        scan=lambda start, end, needles: _scan_file(path, start, end, needles),
+        bounds=lambda n: _file_line_bounds(path, size, n),
+    )
+
+
+def _scan_and_build(source: str, fmt: str, size: int, last_byte: bytes, workers: int | None,
+                    scan: Callable[[int, int, Sequence[bytes]], tuple[int, list[_Hit]]],
+                    bounds: Callable[[int], list[int]]) -> KernelLog:
+    """Scan ``size`` bytes for the needles (split between forked workers when large), then parse the hits.
+
+    ``scan(start, end, needles)`` and ``bounds(n)`` hide whether the log is in memory or in a file.
+    """
     n = _worker_count(size, workers)
     parts = None
     if n > 1:
-        bounds = _file_line_bounds(path, size, n)
+        edges = bounds(n)
         try:
-            parts = _fork_map(lambda i: _scan_file(path, bounds[i], bounds[i + 1], _NEEDLES), len(bounds) - 1)
+            parts = _fork_map(lambda i: scan(edges[i], edges[i + 1], _NEEDLES), len(edges) - 1)
         except _ParallelFailed:
             parts = None
     if parts is None:
-        parts = [_scan_file(path, 0, size, _NEEDLES)]
+        parts = [scan(0, size, _NEEDLES)]
     newlines, hits = _merge(parts)
-
-    def rescan(needles: Sequence[bytes]) -> list[_Hit]:
-        return _scan_file(path, 0, size, needles)[1]
-
-    return _build(source, fmt, _line_total(newlines, last), hits, rescan, size)
+    return _build(source, fmt, _line_total(newlines, last_byte), hits,
+                  lambda needles: scan(0, size, needles)[1], size)
 
 
 def module_banner_version(banner: str) -> tuple[str | None, str | None]:
