@@ -14,6 +14,7 @@ CHECK_MODULES = (
     "gpuhealth.checks.cuda",
     "gpuhealth.checks.environment",
     "gpuhealth.checks.topology",
+    "gpuhealth.checks.diagnosis",
 )
 
 

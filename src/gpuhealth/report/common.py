@@ -94,3 +94,17 @@ def skipped_by_reason(report: Report) -> list[tuple[str, list[str]]]:
     for skipped in report.skipped:
         groups.setdefault(skipped.reason, []).append(skipped.code)
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))
+
+
+def next_commands(report: Report) -> list[str]:
+    """The commands whose output would decide the open differentials ("paste these next")."""
+    from gpuhealth.checks.diagnosis import next_commands as commands
+
+    return commands(report.findings, report.snapshot.commands_given)
+
+
+def skipped_summary(report: Report) -> str | None:
+    """Evidence mode: one line for the skipped checks instead of a list (``-v`` gives the list)."""
+    if report.snapshot.origin != "evidence" or not report.skipped:
+        return None
+    return f"{len(report.skipped)} checks need evidence you did not give; -v lists them"

@@ -7,19 +7,22 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from gpuhealth.checks.diagnosis import next_commands as next_commands_for
 from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.common import (
     fixes_for_host,
     fold,
     gpu_rows,
     host_summary,
+    next_commands,
     skipped_by_reason,
+    skipped_summary,
     verdict_line,
 )
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yellow",
-                 "HEALTHY": "bold white on green"}
+                 "HEALTHY": "bold white on green", "NO DIAGNOSIS": "bold white on blue"}
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
@@ -41,7 +44,10 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         for symptom in cause.symptoms:
             console.print(Text(f"    explains {symptom.code} {symptom.slug}: {symptom.message}", style="dim"))
         console.print()
-    if report.skipped:
+    summary = skipped_summary(report)
+    if summary and not verbose:
+        console.print(Text(summary, style="dim"))
+    elif report.skipped:
         console.print(Text(f"Skipped ({len(report.skipped)}): not checked, not passed", style="bold"))
         if verbose:
             for skipped in report.skipped:
@@ -49,6 +55,13 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         else:
             for reason, codes in skipped_by_reason(report):
                 console.print(Text(f"  {', '.join(codes)}: {reason}", style="dim"))
+    commands = next_commands(report)
+    if commands:
+        console.print()
+        console.print(Text("Paste these next" if report.snapshot.origin == "evidence" else "Run these next",
+                           style="bold"), Text("(their output decides between the causes above):", style="dim"))
+        for command in commands:
+            console.print(Text(f"  {command}", style="green"))
 
 
 def _finding(finding: Finding, report: Report, verbose: bool) -> Group:
@@ -66,6 +79,7 @@ def _finding(finding: Finding, report: Report, verbose: bool) -> Group:
             parts.append(Text(f"      {line}", style="dim"))
     if verbose and finding.explanation:
         parts.append(Text("    " + finding.explanation.replace("\n", " "), style="italic"))
+    parts.extend(_differential(finding, report.snapshot.commands_given))
     for fix in fixes_for_host(finding, report.snapshot):
         label = f"[{fix.family}] " if fix.family != "any" else ""
         warn = " (disruptive)" if fix.disruptive else ""
@@ -74,3 +88,26 @@ def _finding(finding: Finding, report: Report, verbose: bool) -> Group:
                                       f"[/green]{escape(note)}"))
     parts.append(Text(f"    more: gpuhealth explain {finding.code}", style="dim"))
     return Group(*parts)
+
+
+def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
+    """Most likely cause, the others that remain open, the ruled-out ones, and the commands that decide."""
+    if not finding.differential:
+        return []
+    candidates = finding.differential
+    top, rest = candidates[0], candidates[1:]
+    lines = [Text(f"    most likely: {top.title} ({top.why})")]
+    still = [c for c in rest if c.status != "ruled out"]
+    if still:
+        lines.append(Text("    else: " + "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else "")))
+    out = [c for c in rest if c.status == "ruled out"]
+    if out:
+        lines.append(Text("    ruled out: " + "; ".join(f"{c.title} ({c.code} ran clean)" for c in out), style="dim"))
+    commands = next_commands_of(finding, given)[:4]
+    if commands:
+        lines.append(Text.from_markup("    to tell: " + ", ".join(f"[green]{escape(c)}[/green]" for c in commands)))
+    return lines
+
+
+def next_commands_of(finding: Finding, given: tuple[str, ...]) -> list[str]:
+    return next_commands_for((finding,), given)
