@@ -29,7 +29,7 @@ FLOOR = CASES / "floor.toml"
 CONTROL = "no-critical"
 NOT_EVIDENCE = {"readme.md", "source.md"}
 
-# class -> the codes that may lead for it (/work/notes/CODES.md); None: the confirmed cause decides.
+# class -> the codes that may lead for it (the project lead's table); None: the confirmed cause decides.
 CLASSES: dict[str, tuple[str, ...] | None] = {
     "driver-library-mismatch": ("GH202",),
     "nouveau": ("GH206", "GH501"),
