@@ -117,7 +117,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str]]) -> tuple[Snapshot, lis
         pieces = split_pieces(name, text)
         if len(pieces) > 1:
             for piece in pieces:  # a bug report has many sections we do not read; that is fine
-                _read_piece(reading, piece, None, container=True)
+                _read_piece(reading, piece, None, container=True, unknown_lines=False)
             continue
         blocks = split_session(text)
         if len(blocks) == 1 and blocks[0].command is None:
@@ -145,7 +145,8 @@ def _block_name(name: str, block: Block) -> str:
     return f"{name}: {prompt} {block.command.splitlines()[0][:80]}"
 
 
-def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container: bool) -> bool:
+def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container: bool,
+                unknown_lines: bool = True) -> bool:
     """Route, parse and scan one piece; True when anything in it was understood."""
     command = block.command if block is not None and block.language == "shell" else None
     kind = route(command, piece.text) if piece.text.strip() else None
@@ -161,7 +162,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
                 reading.unrecognized.append(f"{piece.name} (looked like {kind.name}, but: {exc})")
     if block is not None and block.command:
         understood = _read_facts(reading, piece, block) or understood
-    matched = _scan_messages(reading, piece, kind.name if kind else None)
+    matched = _scan_messages(reading, piece, kind.name if kind else None, unknown_lines)
     if kind is None and not understood:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
@@ -195,7 +196,7 @@ MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
-def _scan_messages(reading: _Reading, piece: Piece, kind: str | None) -> int:
+def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, unknown_lines: bool) -> int:
     """Signature matches of a piece; error lines no signature explains when the piece was not parsed."""
     if kind in _STRUCTURED_UNSCANNED:  # tables of values: their parsers and the checks judge them
         return 0
@@ -206,7 +207,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None) -> int:
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None))
-    if kind not in (None, "app-log"):
+    if kind not in (None, "app-log") or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}
     if kind == "app-log":  # the application-log parser reads these (GH806)

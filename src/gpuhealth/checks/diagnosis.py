@@ -127,11 +127,17 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     root cause sorts before what it explains."""
     result = list(findings)
     messages = [m for m in snapshot.messages or () if m.signature or m.symptom]
+    made = {f.code for f in result}
     result = _signature_findings(result, messages)
+    made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     skipped_reason = {s.code: s.reason for s in skipped}
     table = symptoms()
+    shown = {m.symptom for m in messages}
     for symptom_id in _present_symptoms(result, messages, table):
-        result = _resolve(result, table[symptom_id], messages, ran, skipped_reason)
+        symptom = table[symptom_id]
+        if any(symptom.code in f.explains for f in result):
+            continue  # a check already named the cause of this symptom's finding
+        result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown)
     return _ordered(result)
 
 
@@ -195,9 +201,11 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
 
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
-             skipped: dict[str, str]) -> list[Finding]:
+             skipped: dict[str, str], made: set[str], shown: bool) -> list[Finding]:
+    """``shown``: a line or command showed the symptom (it then has the symptom's severity); otherwise only
+    a check's finding under the symptom's code did, and that finding keeps its severity and message."""
     ranked = rank(symptom, findings, messages, ran, skipped)
-    severity = SEVERITY[symptom.severity]
+    severity = SEVERITY[symptom.severity] if shown else Severity.INFO
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed:
         return _lead_with_cause(findings, symptom, confirmed[0], messages, severity)
@@ -210,9 +218,8 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
         findings.append(replace(_finding(spec, severity, head, _evidence(lines)), differential=tuple(ranked)))
         return findings
     current = findings[index]
-    made_from_lines = any(m.signature and signature(m.signature).code == current.code for m in messages)
     findings[index] = replace(current, severity=max(current.severity, severity, key=lambda s: s.rank),
-                              message=head if made_from_lines else current.message, differential=tuple(ranked))
+                              message=head if current.code in made else current.message, differential=tuple(ranked))
     return findings
 
 
@@ -231,8 +238,11 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
+    # a line that names the cause makes it as grave as the symptom; a check's milder finding keeps its severity
+    named = cause.why.startswith("the line: ")
     findings[index] = replace(current, explains=explains, severity=max(current.severity, severity,
-                                                                       key=lambda s: s.rank))
+                                                                       key=lambda s: s.rank) if named else
+                              current.severity)
     return findings
 
 
@@ -241,13 +251,16 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior."""
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause}
-    out: list[tuple[int, int, Candidate]] = []
+    out: list[tuple[int, int, int, Candidate]] = []
     for cause in symptom.causes:
         status, why = _status(cause, symptom, fired, named, ran, skipped)
         order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]
-        out.append((order, cause.prior, Candidate(cause.id, cause.title, cause.code, status, why, cause.decide)))
-    out.sort(key=lambda item: (item[0], item[1]))
-    return [candidate for _, _, candidate in out]
+        # among confirmed causes, a line naming it beats a critical finding, which beats a warning
+        strength = 9 if cause.id in named else fired[cause.code].severity.rank if status == CONFIRMED else 0
+        out.append((order, -strength, cause.prior,
+                    Candidate(cause.id, cause.title, cause.code, status, why, cause.decide)))
+    out.sort(key=lambda item: item[:3])
+    return [item[3] for item in out]
 
 
 def _status(cause: Cause, symptom: Symptom, fired: dict[str, Finding], named: dict[str, MessageLine],
@@ -266,7 +279,10 @@ def _status(cause: Cause, symptom: Symptom, fired: dict[str, Finding], named: di
 def _ordered(findings: list[Finding]) -> list[Finding]:
     """Most severe first; at equal severity a finding another explains comes after the one explaining it."""
     explained = {code for f in findings for code in f.explains}
-    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in explained, f.code, str(f.subject)))
+    # lines nobody explains (GH003) and unrecognised files (GH002) never lead over a finding that says something
+    catch_all = ("GH003", "GH002")
+    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in catch_all, f.code in explained, f.code,
+                                           str(f.subject)))
 
 
 def next_commands(findings: Sequence[Finding], given: Sequence[str] = (), limit: int = 6) -> list[str]:
