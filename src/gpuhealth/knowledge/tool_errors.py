@@ -1,6 +1,6 @@
 """What nvidia-smi and NVML failures mean: message patterns and exit codes, each with its source.
 
-Sources (see ../shared/reference/facts.md): SMIDOC = nvidia-smi manual, exit codes; NVML = nvml.h
+Sources (see tests/data/reference/facts.md): SMIDOC = nvidia-smi manual, exit codes; NVML = nvml.h
 return codes; CTK = NVIDIA/nvidia-container-toolkit issue #48 (NVIDIA's notice on "Unknown Error").
 """
 
