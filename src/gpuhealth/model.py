@@ -413,6 +413,7 @@ class Snapshot:
     cuda: CudaState | None = None  # CUDA toolkits, loader, persistence daemon (GH6xx)
     active: ActiveResults | None = None  # opt-in active tests (check --level 2, GH71x)
     host_env: HostEnvironment | None = None  # display, install routes, containers, params, storage (GH8xx)
+    dcgm: DcgmReport | None = None  # a pasted dcgmi diag / dcgmi health table (GH711)
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:
@@ -810,3 +811,21 @@ class FrameworkEnv:
     error: str | None = None  # importing it failed
     messages: tuple[str, ...] = ()  # its warnings and log lines about CUDA (cuInit, dlopen ...)
     skipped: str | None = None  # not probed: the probe's time budget was spent
+
+
+# --------------------------------------------------------------------------- DCGM (pasted dcgmi output)
+
+
+@dataclass(frozen=True)
+class DcgmResult:
+    """One row of ``dcgmi diag`` or ``dcgmi health``: a test (or a GPU, a subsystem) and its result."""
+
+    name: str  # "GPU Memory", "Deployment", "GPU ID: 0" ...
+    result: str  # "Pass", "Fail", "Warn", "Skip", "Error", "Healthy", "Warning", "Failure", or the row's text
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class DcgmReport:
+    results: tuple[DcgmResult, ...] = ()
+    source: str | None = None

@@ -131,6 +131,10 @@ _TRANSITIONS = (
 )
 
 
+_DAEMON_UP = re.compile(r"Started \(\d+\)$")
+_DAEMON_DOWN = re.compile(r"Shutdown \(\d+\)$")
+
+
 def parse_service_journal(text: str) -> tuple[ServiceState, ...]:
     """``journalctl -u UNIT`` (or syslog lines) about nvidia-persistenced, nvidia-fabricmanager or docker:
     each unit's last state change systemd logged (None when it logged none) and the unit's error lines.
@@ -149,6 +153,10 @@ def parse_service_journal(text: str) -> tuple[ServiceState, ...]:
                 if pattern.search(message):
                     entry["active"] = state
                     break
+        elif _DAEMON_UP.match(message):
+            entry["active"] = "active"  # nvidia-persistenced logs "Started (<pid>)" itself
+        elif _DAEMON_DOWN.match(message):
+            entry["active"] = "inactive"
         errors = entry["errors"]
         assert isinstance(errors, list)
         if len(errors) < MAX_ERRORS and _is_error(unit, process, message):
@@ -249,7 +257,8 @@ def parse_dcgmi_table(text: str) -> tuple[DcgmRow, ...]:
         seen = True
         left, raw_right = match["left"].strip(), match["right"]
         right = raw_right.strip()
-        if left.startswith("--") or _SECTION.match(left) or (left, right) == ("Diagnostic", "Result") or (left and set(left) <= {"-", "=", "+"}):
+        rule = left.startswith("--") or _SECTION.match(left) or (left and set(left) <= {"-", "=", "+"})
+        if rule or (left, right) == ("Diagnostic", "Result"):
             continue
         if left:
             rows.append([left, right])
