@@ -66,7 +66,7 @@ def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
     versions: dict[str, list[str]] = {}
     for package in packages:
         version = driver_version_of(package.version)
-        if version and LIBRARY_PACKAGE.match(package.name):
+        if version and LIBRARY_PACKAGE.match(package.name) and package.name not in versions.get(version, ()):
             versions.setdefault(version, []).append(package.name)
     return versions
 

@@ -771,7 +771,7 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
                 break
     if "CUDA repository (cuda-drivers)" in routes and "driver packages" in routes:
         routes["CUDA repository (cuda-drivers)"] += routes.pop("driver packages")  # its own dependencies
-    if "env_packages" in snapshot.unavailable and not routes:
+    if "env_packages" in snapshot.unavailable and not routes and not env.packages:
         yield Skip(_unavailable(snapshot, "env_packages", "env_runfile"))
         return
     versions = _driver_package_versions(env.packages)
