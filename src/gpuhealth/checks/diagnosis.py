@@ -157,7 +157,9 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine]) ->
         index = next((i for i, f in enumerate(findings) if f.code == code), None)
         if index is not None:
             current = findings[index]
-            findings[index] = replace(current, evidence=current.evidence + evidence,
+            known = {line.strip() for e in current.evidence for line in e.lines}
+            fresh = _evidence(m for _, m in matched if m.line.strip() not in known)
+            findings[index] = replace(current, evidence=current.evidence + fresh,
                                       severity=max(current.severity, severity, key=lambda s: s.rank))
             continue
         findings.append(_finding(spec, severity, matched[0][0].summary, evidence))
