@@ -153,22 +153,29 @@ def _tool_messages(snapshot: Snapshot, first_line_only: bool = True) -> Iterator
         yield snapshot.nvml.error, "NVML (nvidia-ml-py)"
 
 
-# How each decoded failure is fixed; the kinds come from knowledge/tool_errors.py.
+# How each decoded failure is fixed, by catalogue row (knowledge/signatures.csv, decoded by tool_errors).
+_MODPROBE = (Fix("sudo modprobe nvidia", "any", note="read the error it prints"),)
+_LIBRARY = (*fixes_for(debian=["ldconfig -p | grep libnvidia-ml",
+                               "sudo apt-get install --reinstall libnvidia-compute-$(cut -d. -f1 "
+                               "/sys/module/nvidia/version)"],
+                       rhel=["ldconfig -p | grep libnvidia-ml"]),)
+_CGROUP = (Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
+               note="then recreate the container"),)
 TOOL_FIXES: dict[str, tuple[Fix, ...]] = {
-    "driver-not-loaded": (Fix("sudo modprobe nvidia", "any", note="read the error it prints"),),
-    "library-not-found": (*fixes_for(debian=["ldconfig -p | grep libnvidia-ml",
-                                             "sudo apt-get install --reinstall libnvidia-compute-$(cut -d. -f1 "
-                                             "/sys/module/nvidia/version)"],
-                                     rhel=["ldconfig -p | grep libnvidia-ml"]),),
-    "gpu-lost": (REBOOT,),
-    "no-permission": (Fix("ls -l /dev/nvidia*", "any", note="the user needs read/write on the device files"),),
-    "no-devices": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
-    "inforom-corrupted": (Fix("contact the vendor: the infoROM needs reflashing or the GPU service", "any"),),
-    "power-cables": (Fix("connect the GPU's auxiliary power cables", "any", disruptive=True),),
-    "reset-required": (Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True,
-                           note="stop every process on that GPU first"),),
-    "blocked-by-os": (Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
-                          note="then recreate the container"),),
+    "smi-cannot-communicate": _MODPROBE,
+    "nvml-driver-not-loaded": _MODPROBE,
+    "nvml-library-not-found": _LIBRARY,
+    "nvml-gpu-is-lost": (REBOOT,),
+    "nvml-insufficient-permissions": (Fix("ls -l /dev/nvidia*", "any",
+                                          note="the user needs read/write on the device files"),),
+    "smi-no-devices": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
+    "nvml-gpu-not-found": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
+    "nvml-corrupted-inforom": (Fix("contact the vendor: the infoROM needs reflashing or the GPU service", "any"),),
+    "nvml-insufficient-power": (Fix("connect the GPU's auxiliary power cables", "any", disruptive=True),),
+    "nvml-reset-required": (Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True,
+                                note="stop every process on that GPU first"),),
+    "nvml-unknown-error": _CGROUP,
+    "nvml-operating-system": _CGROUP,
 }
 
 
