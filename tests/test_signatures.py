@@ -67,7 +67,9 @@ def test_example_is_not_shadowed(sig: Signature):
     if sig.cause:
         assert got.cause == sig.cause, f"{sig.id} is shadowed by {got.id} (cause {got.cause!r})"
     else:
-        assert got.symptom == sig.symptom, f"{sig.id} is shadowed by {got.id} (symptom {got.symptom!r})"
+        # a symptom row may lose only to a row of the same symptom, or to a row that decides a cause
+        # (the line says more than the symptom: "causes before symptoms")
+        assert got.symptom == sig.symptom or got.cause, f"{sig.id} is shadowed by {got.id} (symptom {got.symptom!r})"
 
 
 @pytest.mark.parametrize("sig", ROWS, ids=IDS)
