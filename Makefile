@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 TESTENV := $(VENV)/.installed-test
 
-.PHONY: run test lint bench docs clean
+.PHONY: run test lint bench docs eval clean
 
 $(RUNTIME): pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: $(TESTENV)
 	$(BIN)/python bench/check_from_bundle.py
 	$(BIN)/python bench/kernel_log_scan.py
 	$(BIN)/python bench/monitor_sampling.py
+
+eval: $(TESTENV)
+	$(BIN)/python tests/eval_cases.py
 
 docs: $(RUNTIME)
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks
