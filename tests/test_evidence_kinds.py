@@ -10,6 +10,7 @@ from conftest import CORPUS
 from fuzzing import FUZZ
 from gpuhealth.evidence import KINDS, identify, kinds_for_command, load, normalise_command, route
 from gpuhealth.model import ParseError
+from listings_data import registry_examples
 
 # A real example of every kind: a corpus file, or a line copied from a public thread (named beside it).
 INSTALLER_LOG = "nvidia-installer log file '/var/log/nvidia-installer.log'\ncreation time: Tue Dec  1 10:00:00 2020\n"
@@ -40,6 +41,8 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
     "app-log": ("hand-written in the form PyTorch prints", "Traceback (most recent call last):\n"
                 "  File \"t.py\", line 1, in <module>\nRuntimeError: CUDA error: out of memory\n"),
 }
+
+EXAMPLES.update(registry_examples())  # the listings (dpkg -l, env, ldconfig -p ...): tests/listings_data.py
 
 
 def _example(kind: str) -> str:
