@@ -7,10 +7,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from click.testing import CliRunner
-from monitor_fakes import GENERATED_BY, NOTE, T0, busy, samples
+from monitor_fakes import GENERATED_BY, NOTE, T0, busy, samples, wait_until_catching
 from rich.console import Console
 
 from gpuhealth.monitor.commands import watch
@@ -108,24 +107,13 @@ def test_watch_replays_a_trace_for_a_bounded_number_of_steps(tmp_path):
     assert bad.exit_code == 3 and "unknown source" in bad.output
 
 
-def _catches(pid: int, sig: int, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        status = Path(f"/proc/{pid}/status").read_text()
-        caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
-        if int(caught, 16) & (1 << (sig - 1)):
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_sigterm_exits_zero(tmp_path):
     trace = _trace(tmp_path, seconds=600)
     code = "from gpuhealth.monitor.commands import watch; watch()"
     child = subprocess.Popen([sys.executable, "-c", code, "--source", f"replay:{trace}", "--interval", "0.05"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Signal once the handler is installed, not after a fixed sleep: a loaded machine can take longer than any
-    # sleep to import and start (the kernel shows a caught signal in /proc/PID/status, SigCgt).
-    assert _catches(child.pid, signal.SIGTERM, deadline=time.monotonic() + 30), "watch never installed its handler"
+    wait_until_catching(child.pid, signal.SIGTERM)  # a fixed sleep raced the handler on a loaded machine
+    time.sleep(0.2)
     child.send_signal(signal.SIGTERM)
     out, err = child.communicate(timeout=10)
     assert child.returncode == 0, err
