@@ -206,7 +206,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, unknown_li
     lines = lines[:MAX_SCANNED_LINES]
     matched = scan_lines(lines)
     for sig, line in matched:
-        reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None))
+        reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
+                                            parsed=kind is not None and kind != "app-log"))
     if kind not in (None, "app-log") or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}

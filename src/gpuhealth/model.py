@@ -405,6 +405,7 @@ class MessageLine:
     source: str  # file, or "file: $ command"
     signature: str | None = None  # knowledge/signatures.csv id; None: an error line gpuhealth does not know
     symptom: str | None = None  # a symptom id the line (or the command that printed it) shows, when known
+    parsed: bool = False  # the line is in a piece an evidence kind parsed (a kernel log): the checks saw it too
 
 
 @dataclass(frozen=True)

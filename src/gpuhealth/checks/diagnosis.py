@@ -128,11 +128,12 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     result = list(findings)
     messages = [m for m in snapshot.messages or () if m.signature or m.symptom]
     made = {f.code for f in result}
-    result = _signature_findings(result, messages)
-    made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     skipped_reason = {s.code: s.reason for s in skipped}
+    result = _signature_findings(result, messages, ran, skipped_reason)
+    made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     table = symptoms()
-    shown = {m.symptom for m in messages}
+    # a line in a parsed kernel log was read by the checks too: it confirms causes but shows no symptom
+    shown = {m.symptom for m in messages if not m.parsed}
     for symptom_id in _present_symptoms(result, messages, table):
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
@@ -141,28 +142,33 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     return _ordered(result)
 
 
-def _signature_findings(findings: list[Finding], messages: list[MessageLine]) -> list[Finding]:
-    """One finding per check code the catalogue's lines point at; lines add evidence to an existing one."""
+def _signature_findings(findings: list[Finding], messages: list[MessageLine], ran: set[str],
+                        skipped: dict[str, str]) -> list[Finding]:
+    """One finding per check code the catalogue's lines point at, unless that check judged the same lines.
+
+    A check that produced a finding keeps its severity and message; the lines are added as evidence.
+    Lines of a parsed piece (a kernel log, an installer log) were read by the checks, which judged them
+    (an application Xid is not a hardware fault): they raise nothing here. Lines the checks never read
+    (a pasted error, a terminal session) raise a finding under their code.
+    """
     groups: dict[str, list[tuple[Signature, MessageLine]]] = {}
     for message in messages:
-        if message.signature:
+        if message.signature and not message.parsed:
             sig = signature(message.signature)
             groups.setdefault(sig.code, []).append((sig, message))
     for code, matched in groups.items():
         spec = REGISTRY.get(code)
-        if spec is None:
+        if spec is None or code not in ran:
             continue
-        evidence = _evidence(m for _, m in matched)
-        severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
         index = next((i for i, f in enumerate(findings) if f.code == code), None)
         if index is not None:
             current = findings[index]
             known = {line.strip() for e in current.evidence for line in e.lines}
             fresh = _evidence(m for _, m in matched if m.line.strip() not in known)
-            findings[index] = replace(current, evidence=current.evidence + fresh,
-                                      severity=max(current.severity, severity, key=lambda s: s.rank))
+            findings[index] = replace(current, evidence=current.evidence + fresh)
             continue
-        findings.append(_finding(spec, severity, matched[0][0].summary, evidence))
+        severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
+        findings.append(_finding(spec, severity, matched[0][0].summary, _evidence(m for _, m in matched)))
     return findings
 
 
@@ -210,13 +216,16 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     severity = SEVERITY[symptom.severity] if shown else Severity.INFO
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed:
-        return _lead_with_cause(findings, symptom, confirmed[0], messages, severity)
+        return _lead_with_cause(findings, symptom, confirmed[0], messages, severity, ran)
     lines = [m for m in messages if m.symptom == symptom.id]
     index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
     top = ranked[0] if ranked else None
     head = f"{symptom.title}; most likely {top.title}" if top else symptom.title
     if index is None:
-        spec = REGISTRY.get(symptom.code) or REGISTRY["GH901"]
+        code = symptom.code if symptom.code in REGISTRY else "GH901"
+        if code not in ran:
+            return findings
+        spec = REGISTRY[code]
         findings.append(replace(_finding(spec, severity, head, _evidence(lines)), differential=tuple(ranked)))
         return findings
     current = findings[index]
@@ -226,14 +235,14 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
 
 
 def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, messages: list[MessageLine],
-                     severity: Severity) -> list[Finding]:
+                     severity: Severity, ran: set[str]) -> list[Finding]:
     """The confirmed cause leads (at the symptom's severity at least) and explains the symptom's finding."""
     if cause.code == symptom.code:
         return findings
     index = next((i for i, f in enumerate(findings) if f.code == cause.code), None)
     if index is None:
         spec = REGISTRY.get(cause.code)
-        if spec is None:
+        if spec is None or cause.code not in ran:
             return findings
         lines = [m for m in messages if m.signature and signature(m.signature).cause == cause.cause]
         findings.append(_finding(spec, severity, cause.title, _evidence(lines)))
@@ -252,7 +261,8 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
          skipped: dict[str, str]) -> list[Candidate]:
     """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior."""
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
-    named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause}
+    named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
+             and (not m.parsed or signature(m.signature).code in skipped)}
     out: list[tuple[int, int, int, Candidate]] = []
     for cause in symptom.causes:
         status, why = _status(cause, symptom, fired, named, ran, skipped)
