@@ -459,7 +459,16 @@ def served(tmp_path):
         while not (found := re.search(r"listening on http://([\d.]+):(\d+)/", log.read_text())):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        yield found[1], int(found[2])
+        address = (found[1], int(found[2]))
+        while True:  # the line comes before uvicorn's listen(): wait until it answers
+            try:
+                if _get(address, "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield address
     finally:
         proc.terminate()
         try:

@@ -112,7 +112,7 @@ def test_sigterm_exits_zero(tmp_path):
     code = "from gpuhealth.monitor.commands import watch; watch()"
     child = subprocess.Popen([sys.executable, "-c", code, "--source", f"replay:{trace}", "--interval", "0.05"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    time.sleep(3)  # start-up (rich, the replay source) takes over 0.5 s on a loaded machine
     child.send_signal(signal.SIGTERM)
     out, err = child.communicate(timeout=10)
     assert child.returncode == 0, err
