@@ -205,6 +205,17 @@ class Scores:
         hits, total = self.per_class.get(cls, (0, 0))
         return hits / total if total else 0.0
 
+    def class_hits(self, cls: str) -> int:
+        return self.per_class.get(cls, (0, 0))[0]
+
+    @property
+    def overall_hits(self) -> int:
+        return sum(o.hit for o in self.faults)
+
+    @property
+    def decidable_hits(self) -> int:
+        return sum(o.hit for o in self.faults if o.case.decidable)
+
     @property
     def misses(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.hit]

@@ -1,12 +1,11 @@
 """`make eval`: run every case in tests/cases/ through `gpuhealth analyze` and print the scores.
 
 Prints the score per class, overall and on decidable cases, then each miss with what led instead.
-With --floor, also prints a floor.toml body at today's scores (rounded down) to raise the floor with.
+With --floor, also prints a floor.toml body (today's hit counts) to raise the floor with.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -16,11 +15,9 @@ from caseset import Scores, load_all, render, run_case  # noqa: E402
 
 
 def floor_toml(scores: Scores) -> str:
-    def down(x: float) -> str:
-        return f"{math.floor(x * 1000) / 1000:.3f}"
-
-    lines = [f"overall = {down(scores.overall)}", f"decidable = {down(scores.decidable)}", "", "[classes]"]
-    lines += [f'"{cls}" = {down(scores.class_rate(cls))}' for cls in scores.per_class if cls != "not-a-fault"]
+    lines = [f"overall = {scores.overall_hits}", f"decidable = {scores.decidable_hits}", "", "[classes]"]
+    lines += [f'"{cls}" = {scores.class_hits(cls)}' for cls in scores.per_class
+              if cls != "not-a-fault" and scores.class_hits(cls)]
     return "\n".join(lines) + "\n"
 
 
