@@ -139,7 +139,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str]]) -> tuple[Snapshot, lis
 
 
 def _block_name(name: str, block: Block) -> str:
-    if block.command is None:
+    if not block.command:
         return f"{name}: line {block.line}"
     prompt = ">>>" if block.language == "python" else "$"
     return f"{name}: {prompt} {block.command.splitlines()[0][:80]}"
