@@ -127,7 +127,7 @@ _SXID = re.compile(
     r"(?P<rest>.*)", re.S)
 _SXID_MORE = re.compile(r"Severity \d|Data \{")
 _PID_NAME = re.compile(
-    r"pid=(?P<pid>'?<unknown>'?|'?\d{1,10}'?)(?:,\s*name=(?P<name>[^,]*?))?(?:,\s*|\s*$)(?P<msg>.*)", re.S)
+    r"pid=(?P<pid>'?<unknown>'?|'?\d{1,10}'?)(?:,\s*name=(?P<name>[^,]*?))?(?:,\s*|(?<!\s)\s*$)(?P<msg>.*)", re.S)
 _MIG = re.compile(r"\bGPU-C?I:\s?\w{1,8}")
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,6})")
 _BANNER = re.compile(r"NVRM: loading NVIDIA UNIX\b.*")
@@ -185,7 +185,7 @@ _BLOCK_START = re.compile(
     r"NVRM: (?:Xid|SXid|loading|The NVIDIA|GPU |GPU\d|API mismatch|This PCI|This is a 64-bit|RmInit|"
     r"request_mem_region|No NVIDIA|None of the|Rate limiting|rm_init_adapter)")
 _SENTENCE_END = re.compile(r"[.!]\s*$")
-_NVRM_TAG = re.compile(r"\s*NVRM:\s?")
+_NVRM_TAG = re.compile(r"(?<!\s)\s*NVRM:\s?")
 _SPACES = re.compile(r"\s+")
 _TEXT_BYTES = bytes([9, 10, 11, 12, 13, 27, *range(32, 127), *range(128, 256)])  # everything but controls
 _MEANINGFUL = re.compile(rb"[^\x00\s]")
