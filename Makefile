@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench docs clean
+.PHONY: run test lint bench docs eval clean
 
 $(BIN)/gpuhealth: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ bench: $(BIN)/gpuhealth
 	$(BIN)/python bench/check_from_bundle.py
 	$(BIN)/python bench/kernel_log_scan.py
 	$(BIN)/python bench/monitor_sampling.py
+
+eval: $(BIN)/gpuhealth
+	$(BIN)/python tests/eval_cases.py
 
 docs: $(BIN)/gpuhealth
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-CORPUS = Path(os.environ.get("GPUHEALTH_CORPUS", REPO.parent / "shared" / "corpus"))
+# The real-data corpus ships inside the repository (tests/data/corpus, licences in each SOURCE.md), so a fresh
+# clone tests alone; GPUHEALTH_CORPUS points the tests at another copy.
+DATA = REPO / "tests" / "data"
+CORPUS = Path(os.environ.get("GPUHEALTH_CORPUS", DATA / "corpus"))
 
 
 def corpus_files(*patterns: str) -> list[Path]:

@@ -413,6 +413,7 @@ class Snapshot:
     cuda: CudaState | None = None  # CUDA toolkits, loader, persistence daemon (GH6xx)
     active: ActiveResults | None = None  # opt-in active tests (check --level 2, GH71x)
     host_env: HostEnvironment | None = None  # display, install routes, containers, params, storage (GH8xx)
+    dcgm: DcgmReport | None = None  # a pasted dcgmi diag / dcgmi health table (GH711)
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:
@@ -599,6 +600,9 @@ class InstallState:
     dkms_present: bool | None = None
     dkms: tuple[DkmsEntry, ...] = ()
     kernels: tuple[InstalledKernel, ...] = ()
+    module_found: bool | None = None  # modinfo nvidia: False for "Module nvidia not found" (none for this kernel)
+    module_version: str | None = None  # modinfo nvidia: the version of the module on disk ("535.161.08")
+    module_vermagic: str | None = None  # modinfo nvidia: the kernel it was built for ("6.8.0-90-generic SMP ...")
 
 
 # --------------------------------------------------------------------------- after the install (GH6xx)
@@ -665,6 +669,11 @@ class CudaState:
     gsp_firmware_dir: str | None = None  # /lib/firmware/nvidia/<version> (None: no directory for it)
     gsp_firmware_files: tuple[str, ...] = ()  # gsp*.bin files there: gsp_ga10x.bin, gsp_tu10x.bin ...
     gsp_firmware_versions: tuple[str, ...] = ()  # the version directories under /lib/firmware/nvidia
+    conda_cudatoolkit: str | None = None  # conda list: the cudatoolkit (or cuda-runtime) in the environment
+    fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
+    fabricmanager_enabled: str | None = None
+    fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")
+    persistenced_errors: tuple[str, ...] = ()  # nvidia-persistenced's error lines from systemctl status / journalctl
 
 
 # --------------------------------------------------------------------------- active tests (GH71x)
@@ -766,6 +775,7 @@ class HostEnvironment:
     mounts: tuple[MountEntry, ...] = ()
     disk_space: tuple[DiskSpace, ...] = ()
     driver_registry: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/registry
+    docker_active: str | None = None  # systemctl status docker: "active", "failed", "inactive" ...
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)
@@ -801,3 +811,21 @@ class FrameworkEnv:
     error: str | None = None  # importing it failed
     messages: tuple[str, ...] = ()  # its warnings and log lines about CUDA (cuInit, dlopen ...)
     skipped: str | None = None  # not probed: the probe's time budget was spent
+
+
+# --------------------------------------------------------------------------- DCGM (pasted dcgmi output)
+
+
+@dataclass(frozen=True)
+class DcgmResult:
+    """One row of ``dcgmi diag`` or ``dcgmi health``: a test (or a GPU, a subsystem) and its result."""
+
+    name: str  # "GPU Memory", "Deployment", "GPU ID: 0" ...
+    result: str  # "Pass", "Fail", "Warn", "Skip", "Error", "Healthy", "Warning", "Failure", or the row's text
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class DcgmReport:
+    results: tuple[DcgmResult, ...] = ()
+    source: str | None = None

@@ -1,7 +1,7 @@
 """parse_app_log / looks_like_app_log on hand-written training logs and tracebacks, plus fuzzing.
 
 The corpus holds no real training-log tracebacks, so every sample here is HAND-WRITTEN. The key
-messages are quoted exactly from /work/shared/reference/facts.md section 4 where that table has them
+messages are quoted exactly from tests/data/reference/facts.md section 4 where that table has them
 (NVML mismatch, insufficient driver, no device, unknown error, driver too old, NVML Unknown Error);
 the others are the messages named in the task brief, in the form PyTorch/NCCL print them.
 """

@@ -3,7 +3,7 @@ for the forms the corpus lacks, the chunked and parallel scan paths, and fuzzing
 
 Corpus files: gpud (dmesg iso/ctime, journalctl short-iso, /dev/kmsg, pstore), ml-engineering (Xid 63),
 nvidia-bug-report-352.63 (dmesg with the 352 load banner). Everything in HAND_WRITTEN_* below is
-hand-written, as noted at each place, from /work/shared/reference/facts.md (section 1.1 line formats,
+hand-written, as noted at each place, from tests/data/reference/facts.md (section 1.1 line formats,
 sections 3.3/3.4/4 messages; source keys OGKM, GPUD, XIDCAT) and corpus/issue-logs/THREADS.md.
 """
 

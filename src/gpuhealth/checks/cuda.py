@@ -155,6 +155,12 @@ def _cuda_dir_version(path: str, state: CudaState) -> str | None:
     return None
 
 
+def _conda_cuda(state: CudaState) -> str | None:
+    """The major.minor of the conda environment's cudatoolkit (``11.3.1`` -> ``11.3``), or None."""
+    match = re.match(r"(\d+\.\d+)", state.conda_cudatoolkit or "")
+    return match[1] if match else None
+
+
 def _toolkit_version(state: CudaState) -> str | None:
     """The version of the toolkit /usr/local/cuda points at."""
     for toolkit in state.toolkits:
@@ -191,7 +197,8 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     The CUDA toolkit on this host (`nvcc --version` on PATH, and the toolkit `/usr/local/cuda` points
     at, read from its `version.json` or `version.txt`) against the driver version, using NVIDIA's
     table of the driver bundled with each toolkit and the minor-version-compatibility minimums
-    (`src/gpuhealth/knowledge/cuda_drivers.csv`, facts.md 2.1 and 2.2). Critical when the driver is
+    (`src/gpuhealth/knowledge/cuda_drivers.csv`, facts.md 2.1 and 2.2); also a conda environment's
+    `cudatoolkit` from a pasted `conda list`. Critical when the driver is
     below the toolkit family's minimum (12.x needs >= 525, 13.x >= 580, 11.x >= 450; before 11 the
     toolkit's own bundled driver); info when the driver is older than the toolkit's bundled driver but
     meets the family minimum.
@@ -226,6 +233,9 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
         source = next((t.source for t in state.toolkits if t.path == state.default_link), None) or "/usr/local/cuda"
         toolkits.append((f"/usr/local/cuda -> {state.default_link}", default,
                          Evidence(source, (f"CUDA {default}",))))
+    if state.conda_cudatoolkit:
+        shown = Evidence(snapshot.sources.get("cuda", "conda list"), (f"cudatoolkit {state.conda_cudatoolkit}",))
+        toolkits.append(("conda cudatoolkit", state.conda_cudatoolkit, shown))
     if not toolkits:
         return
     driver, driver_source = driver_version(snapshot)
@@ -307,7 +317,9 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
     Exceptions:
     Different major versions (11 and 12) have different sonames and can coexist for programs that
     need both; still, build systems may pick the wrong one. Conda and pip environments bring their own
-    CUDA libraries in directories without a version in the name; they are not counted.
+    CUDA libraries in directories without a version in the name; they are counted only when `conda list`
+    shows the environment's `cudatoolkit` and a system toolkit of another version is on LD_LIBRARY_PATH
+    (which the loader searches first). A pasted `ldconfig -p` counts as the loader's configuration.
     """
     state = _cuda(snapshot)
     named: dict[str, list[str]] = {}
@@ -319,6 +331,10 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
         version = _cuda_dir_version(entry.directory, state)
         if version:
             named.setdefault(version, []).append(f"{entry.file}: {entry.directory}")
+    conda = _conda_cuda(state)
+    if conda and named and conda not in named and not any(v.startswith(conda + ".") for v in named):
+        # a system toolkit on LD_LIBRARY_PATH is searched before the conda environment's own libraries
+        named.setdefault(conda, []).append(f"conda environment: cudatoolkit {state.conda_cudatoolkit}")
     distinct = [v for v in named if not any(w != v and w.startswith(v + ".") for w in named)]
     if len(distinct) < 2:
         return
@@ -328,7 +344,7 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
             named[wider] += named.pop(version)
     distinct.sort(key=version_key)
     stale = sorted({e.file for e in state.ld_so_conf if _cuda_dir_version(e.directory, state) != distinct[-1]
-                    and _cuda_dir_version(e.directory, state) in named})
+                    and _cuda_dir_version(e.directory, state) in named and e.file.startswith("/")})
     evidence = tuple(Evidence(f"CUDA {v}", tuple(named[v])) for v in distinct)
     yield Draft(
         Severity.WARNING,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.tool_errors import decode
-from gpuhealth.model import Evidence, Fix, Severity, Snapshot
+from gpuhealth.model import Evidence, Fix, NvidiaPackage, Severity, Snapshot
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 RELOAD_MODULES = ("sudo systemctl stop nvidia-persistenced 2>/dev/null; "
@@ -32,12 +32,43 @@ def module_loaded(snapshot: Snapshot) -> bool | None:
 
 
 def user_space_version(snapshot: Snapshot) -> tuple[str | None, str]:
-    """The driver version the user-space library reports, and where it came from."""
+    """The driver version the user-space library reports, and where it came from: NVML, nvidia-smi, else
+    the installed driver library packages when they agree on one version (``dpkg -l``, ``rpm -qa``)."""
     if snapshot.nvml is not None and snapshot.nvml.ok and snapshot.nvml.driver_version:
         return snapshot.nvml.driver_version, "NVML (libnvidia-ml)"
     if snapshot.smi is not None and snapshot.smi.driver_version:
         return snapshot.smi.driver_version, snapshot.sources.get("smi", "nvidia-smi")
+    if snapshot.host_env is not None:
+        versions = library_package_versions(snapshot.host_env.packages)
+        if len(versions) == 1:
+            version, names = next(iter(versions.items()))
+            source = snapshot.host_env.package_source or "installed packages"
+            return version, f"{source}: {', '.join(names[:3])}"
     return None, ""
+
+
+# Packages that hold the user-space driver libraries (libcuda, libnvidia-ml): their version is the library's.
+LIBRARY_PACKAGE = re.compile(
+    r"^(?:libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|nvidia-compute-utils-\d+\S*|libnvidia-gl-\d+\S*|libcuda1\S*|"
+    r"nvidia-driver-(?:cuda-)?libs|nvidia-driver-NVML|nvidia-driver-cuda|xorg-x11-drv-nvidia(?:-cuda)?-libs|"
+    r"nvidia-x11-drv(?:-libs)?|nvidia-libs)$")
+_DRIVER_VERSION = re.compile(r"^(?:\d+:)?(?P<version>\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?:[-~+]|$)")
+
+
+def driver_version_of(package_version: str | None) -> str | None:
+    """``535.161.08-0ubuntu0.22.04.1`` / ``3:550.54.15-1.el8`` -> the driver version; None for other versions."""
+    match = _DRIVER_VERSION.match(package_version or "")
+    return match["version"] if match else None
+
+
+def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
+    """Driver version -> names of the installed library packages of that version."""
+    versions: dict[str, list[str]] = {}
+    for package in packages:
+        version = driver_version_of(package.version)
+        if version and LIBRARY_PACKAGE.match(package.name) and package.name not in versions.get(version, ()):
+            versions.setdefault(version, []).append(package.name)
+    return versions
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
@@ -95,7 +126,8 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     """
     What:
     The version of the loaded kernel module (`/proc/driver/nvidia/version`) differs from the version
-    of the user-space driver libraries (NVML, nvidia-smi), or a tool or the kernel log says so
+    of the user-space driver libraries (NVML, nvidia-smi; without them, the installed library packages
+    of `dpkg -l` / `rpm -qa` when they agree on one version), or a tool or the kernel log says so
     ("Driver/library version mismatch", "NVRM: API mismatch").
 
     Why it matters:
@@ -153,22 +185,29 @@ def _tool_messages(snapshot: Snapshot, first_line_only: bool = True) -> Iterator
         yield snapshot.nvml.error, "NVML (nvidia-ml-py)"
 
 
-# How each decoded failure is fixed; the kinds come from knowledge/tool_errors.py.
+# How each decoded failure is fixed, by catalogue row (knowledge/signatures.csv, decoded by tool_errors).
+_MODPROBE = (Fix("sudo modprobe nvidia", "any", note="read the error it prints"),)
+_LIBRARY = (*fixes_for(debian=["ldconfig -p | grep libnvidia-ml",
+                               "sudo apt-get install --reinstall libnvidia-compute-$(cut -d. -f1 "
+                               "/sys/module/nvidia/version)"],
+                       rhel=["ldconfig -p | grep libnvidia-ml"]),)
+_CGROUP = (Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
+               note="then recreate the container"),)
 TOOL_FIXES: dict[str, tuple[Fix, ...]] = {
-    "driver-not-loaded": (Fix("sudo modprobe nvidia", "any", note="read the error it prints"),),
-    "library-not-found": (*fixes_for(debian=["ldconfig -p | grep libnvidia-ml",
-                                             "sudo apt-get install --reinstall libnvidia-compute-$(cut -d. -f1 "
-                                             "/sys/module/nvidia/version)"],
-                                     rhel=["ldconfig -p | grep libnvidia-ml"]),),
-    "gpu-lost": (REBOOT,),
-    "no-permission": (Fix("ls -l /dev/nvidia*", "any", note="the user needs read/write on the device files"),),
-    "no-devices": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
-    "inforom-corrupted": (Fix("contact the vendor: the infoROM needs reflashing or the GPU service", "any"),),
-    "power-cables": (Fix("connect the GPU's auxiliary power cables", "any", disruptive=True),),
-    "reset-required": (Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True,
-                           note="stop every process on that GPU first"),),
-    "blocked-by-os": (Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
-                          note="then recreate the container"),),
+    "smi-cannot-communicate": _MODPROBE,
+    "nvml-driver-not-loaded": _MODPROBE,
+    "nvml-library-not-found": _LIBRARY,
+    "nvml-gpu-is-lost": (REBOOT,),
+    "nvml-insufficient-permissions": (Fix("ls -l /dev/nvidia*", "any",
+                                          note="the user needs read/write on the device files"),),
+    "smi-no-devices": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
+    "nvml-gpu-not-found": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
+    "nvml-corrupted-inforom": (Fix("contact the vendor: the infoROM needs reflashing or the GPU service", "any"),),
+    "nvml-insufficient-power": (Fix("connect the GPU's auxiliary power cables", "any", disruptive=True),),
+    "nvml-reset-required": (Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True,
+                                note="stop every process on that GPU first"),),
+    "nvml-unknown-error": _CGROUP,
+    "nvml-operating-system": _CGROUP,
 }
 
 
@@ -291,11 +330,12 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     )
 
 
-@check("GH206", "nouveau-loaded", "The nouveau driver is loaded", requires=("kernel_modules",))
+@check("GH206", "nouveau-loaded", "The nouveau driver is loaded")
 def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
-    The open-source `nouveau` module is loaded (or bound to an NVIDIA GPU).
+    The open-source `nouveau` module is loaded, or bound to an NVIDIA GPU (`lspci -k`: "Kernel driver
+    in use: nouveau").
 
     Why it matters:
     nouveau and the NVIDIA driver cannot share a GPU: the NVIDIA installer refuses to run and the
@@ -308,6 +348,10 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
     Exceptions:
     Desktops that deliberately use nouveau for display and no CUDA.
     """
+    if snapshot.kernel_modules is None and snapshot.pci_devices is None:
+        yield Skip(snapshot.unavailable.get("kernel_modules", "neither the loaded modules nor lspci -k is known"))
+        return
+    # lspci -k's "Kernel driver in use: nouveau" shows nouveau loaded even without the module list
     bound = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver == "nouveau"]
     if "nouveau" not in (snapshot.kernel_modules or ()) and not bound:
         return
@@ -316,8 +360,10 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
                  "sudo tee /etc/modprobe.d/blacklist-nouveau.conf")
     yield Draft(
         severity, "nouveau is loaded: the NVIDIA driver cannot use the GPU",
-        evidence=(Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("nouveau",)),
-                  *((Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to nouveau" for d in bound)),)
+        evidence=(*((Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("nouveau",)),)
+                    if "nouveau" in (snapshot.kernel_modules or ()) else ()),
+                  *((Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"),
+                              tuple(f"{d.address} bound to nouveau" for d in bound)),)
                     if bound else ())),
         fixes=(*fixes_for(debian=[blacklist, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
                                   "sudo update-initramfs -u"],

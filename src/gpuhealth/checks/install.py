@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from gpuhealth.checks.driver import REBOOT, module_loaded
+from gpuhealth.checks.driver import REBOOT, driver_version_of, module_loaded
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
-from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, Severity, Snapshot
+from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, NvidiaPackage, Severity, Snapshot
 
 BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
 WRITE_BLACKLIST = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
@@ -482,6 +482,9 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     the GRUB default).
 
     Exceptions:
+    A pasted `modinfo nvidia` that says "Module nvidia not found" counts as no module for the running
+    kernel (modinfo looks in `/lib/modules/$(uname -r)`) when DKMS, a package or another kernel shows the
+    driver was installed.
     Leftover `/lib/modules` folders of removed kernels (no `/boot/vmlinuz-<k>`) are ignored. When the
     running kernel's module cannot be found on disk the newer kernels are not judged.
     """
@@ -490,10 +493,13 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
         yield skip
         return
     install = _install(snapshot)
+    loaded = module_loaded(snapshot)
+    if install.module_found is False and not loaded:
+        yield from _no_module_per_modinfo(snapshot, install)
+        return
     if "install_kernels" in snapshot.unavailable or install.kernel_release is None:
         yield Skip(_unavailable(snapshot, "install_kernels", "install_kernel"))
         return
-    loaded = module_loaded(snapshot)
     running = next((k for k in install.kernels if k.booted),
                    InstalledKernel(install.kernel_release, None, True))
     others = [k for k in install.kernels if not k.booted]
@@ -538,6 +544,32 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     )
 
 
+def _no_module_per_modinfo(snapshot: Snapshot, install: InstallState) -> Iterator[Draft]:
+    """GH507 from a pasted ``modinfo nvidia``: it looks in /lib/modules/$(uname -r), so "Module nvidia not
+    found" means no module for the running kernel. Critical when the driver was installed (DKMS knows it, a
+    package or another kernel has it); with no sign of an install, GH201 says the driver is missing."""
+    dkms_lines = tuple(f"{e.module}/{e.version}, {e.kernel or '-'}: {e.state}" for e in install.dkms
+                       if e.module == "nvidia")
+    elsewhere = [k.release for k in install.kernels if k.nvidia_module and not k.booted]
+    packages = snapshot.host_env.packages if snapshot.host_env else ()
+    if not dkms_lines and not elsewhere and not packages:
+        return
+    yield Draft(
+        Severity.CRITICAL,
+        "No nvidia module for the running kernel (modinfo: Module nvidia not found)"
+        + (f"; built for {', '.join(elsewhere)}" if elsewhere else "") + ": the driver cannot load",
+        evidence=(Evidence(snapshot.sources.get("install", "modinfo nvidia"),
+                           ("modinfo: ERROR: Module nvidia not found.",)),
+                  *((Evidence("dkms status", dkms_lines),) if dkms_lines else ()),
+                  *((Evidence(snapshot.host_env.package_source or "packages",
+                              tuple(f"{p.name} {p.version or ''}" for p in packages[:4])),)
+                    if packages and snapshot.host_env else ())),
+        fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
+                          rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
+               Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+    )
+
+
 # --------------------------------------------------------------------------- GH508 / GH509 (host environment)
 
 DISPLAY_SERVERS = {"x", "xorg", "xwayland", "gnome-shell", "kwin", "kwin_x11", "kwin_wayland", "compiz", "mutter",
@@ -567,6 +599,17 @@ _ROUTE_REMOVAL = {
         debian=["sudo apt-get remove --purge '^nvidia-.*' '^libnvidia-.*' && sudo apt-get autoremove"],
         rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True),
 }
+
+
+def _driver_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
+    """Driver version -> the installed driver packages of that version (``libnvidia-common-495 495.29.05`` next to
+    ``libnvidia-compute-510 510.47.03``). Tools with their own versions (the container toolkit) do not match."""
+    versions: dict[str, list[str]] = {}
+    for package in packages:
+        version = driver_version_of(package.version)
+        if version and ("nvidia" in package.name or package.name.startswith(("cuda-drivers", "libcuda"))):
+            versions.setdefault(version, []).append(f"{package.name} {package.version}")
+    return dict(sorted(versions.items()))
 
 
 def _display_processes(snapshot: Snapshot) -> list[str]:
@@ -691,7 +734,10 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     driver packages (`dpkg-query -W '*nvidia*'` / `rpm -qa '*nvidia*'`: `nvidia-driver-*`,
     `nvidia-dkms-*`, `libnvidia-compute-*`, `linux-modules-nvidia-*` ...), ELRepo's `kmod-nvidia`,
     RPM Fusion's `akmod-nvidia`, and the CUDA repository's `cuda-drivers` (whose `nvidia-*`
-    dependencies count with it). More than one: a warning.
+    dependencies count with it). More than one: a warning. Also a warning: installed driver packages of
+    two driver versions (`libnvidia-common-495 495.29.05` left next to the 510 packages; transitional
+    packages, which ship no files, are not counted), from any package listing (`dpkg -l`, `rpm -qa`,
+    `apt list --installed`, `dnf list installed`).
 
     Why it matters:
     Each route owns the same files (libcuda, libnvidia-ml, nvidia.ko, nvidia-smi) without knowing
@@ -725,10 +771,20 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
                 break
     if "CUDA repository (cuda-drivers)" in routes and "driver packages" in routes:
         routes["CUDA repository (cuda-drivers)"] += routes.pop("driver packages")  # its own dependencies
-    if "env_packages" in snapshot.unavailable and not routes:
+    if "env_packages" in snapshot.unavailable and not routes and not env.packages:
         yield Skip(_unavailable(snapshot, "env_packages", "env_runfile"))
         return
+    versions = _driver_package_versions(env.packages)
+    if len(routes) < 2 and len(versions) < 2:
+        return
     if len(routes) < 2:
+        yield Draft(
+            Severity.WARNING, f"Driver packages of {len(versions)} versions are installed ({', '.join(versions)}): "
+                              "their libraries and module overwrite each other",
+            evidence=tuple(Evidence(f"{v}: {env.package_source or 'packages'}", tuple(names[:6]))
+                           for v, names in versions.items()),
+            fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
+                   Fix("gpuhealth recommend", "any", note="then reinstall one driver version"), REBOOT))
         return
     evidence = []
     for route, lines in routes.items():

@@ -418,6 +418,26 @@ def _active(snapshot: Snapshot) -> Skip | None:
     return None
 
 
+_DCGM_SEVERITY = {"fail": Severity.CRITICAL, "failure": Severity.CRITICAL, "error": Severity.CRITICAL,
+                  "warn": Severity.WARNING, "warning": Severity.WARNING}
+
+
+def _dcgm_failures(snapshot: Snapshot) -> Iterator[Draft]:
+    """One finding per failing or warning row of a pasted dcgmi diag/health table (rows named "Error" or
+    "Warning" carry their text in the result column)."""
+    assert snapshot.dcgm is not None
+    source = snapshot.dcgm.source or snapshot.sources.get("dcgm", "dcgmi diag")
+    for row in snapshot.dcgm.results:
+        severity = _DCGM_SEVERITY.get(row.result.lower()) or _DCGM_SEVERITY.get(row.name.lower())
+        if severity is None or row.name.lower() == "overall health":
+            continue
+        text = row.detail if row.result.lower() in _DCGM_SEVERITY else row.result
+        line = f"{row.name}: {row.result}" + (f" - {row.detail}" if row.detail else "")
+        yield Draft(severity, f"DCGM {row.name}: {text or row.result}"[:300], evidence=(Evidence(source, (line,)),),
+                    fixes=(Fix("dcgmi diag -r 3", "any", note="repeat on the drained node; service the GPU on failure"),
+                           Fix("sudo dmesg -T | grep -iE 'Xid|NVRM'", "any")))
+
+
 def link_rate_gbps(gen: int | None, width: int | None) -> float | None:
     """The theoretical one-way rate of a PCIe link in GB/s (Gen4 x16: 31.5)."""
     if not gen or not width or gen not in LANE_GBPS:
@@ -498,6 +518,8 @@ def active_test_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     CPU, and GPU memory written with patterns (zeros, ones, 0x55/0xAA, an index ramp) and read back.
     A wrong result (difference above 0.01, NaN/Inf) or any word read back different is critical; a
     test that raised an error on the GPU is a warning.
+    A pasted `dcgmi diag` or `dcgmi health` table is read too: a test or GPU marked Fail/Failure or an
+    Error row is critical, Warn/Warning a warning.
 
     Why it matters:
     A GPU that computes or stores wrong numbers corrupts training silently; ECC does not catch every
@@ -511,9 +533,12 @@ def active_test_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     "out of memory" or "busy" errors mean another process holds the GPU (the tests refuse to run on
     busy GPUs unless forced): they are warnings, not a faulty GPU.
     """
+    if snapshot.dcgm is not None:
+        yield from _dcgm_failures(snapshot)
     skip = _active(snapshot)
     if skip is not None:
-        yield skip
+        if snapshot.dcgm is None:
+            yield skip
         return
     for result in snapshot.active.gpus:
         gpu = _gpu_of(snapshot, result)

@@ -7,7 +7,7 @@
   tried in order; the first match wins, so specific patterns come first.
 - ``nvlink_count``: active NVLinks per GPU on that board (empty: no default).
 - ``pcie_width``: the PCIe link width the board should train at (empty: no default).
-- ``source``: the real capture in ``shared/corpus`` that shows the value for that model.
+- ``source``: the real capture in ``tests/data/corpus`` that shows the value for that model.
 
 The config file overrides any value per model name (docs/configuration.md). Read once, lazily.
 """

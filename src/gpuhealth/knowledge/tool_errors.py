@@ -1,61 +1,68 @@
-"""What nvidia-smi and NVML failures mean: message patterns and exit codes, each with its source.
+"""What nvidia-smi and NVML failures mean, decoded with the signature catalogue (``signatures.csv``).
 
-Sources (see ../shared/reference/facts.md): SMIDOC = nvidia-smi manual, exit codes; NVML = nvml.h
-return codes; CTK = NVIDIA/nvidia-container-toolkit issue #48 (NVIDIA's notice on "Unknown Error").
+The messages, what they mean and their sources live in the catalogue, once. This module adds only what a
+message does not carry: the numbers. nvidia-smi's exit codes (nvidia-smi manual, "RETURN VALUE") and
+NVML's return codes (``nvmlReturn_t`` in nvml.h) each name the catalogue row of the same failure, so a
+failure known only by its number decodes to the same row as its message.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from gpuhealth.knowledge.signatures import Signature, match_line, signature
+
+__all__ = ["NVML_RETURN_CODES", "SMI_EXIT_CODES", "ToolError", "decode"]
+
+# nvmlReturn_t -> the catalogue row whose message is that code's nvmlErrorString (nvml.h, pynvml).
+NVML_RETURN_CODES: dict[int, str] = {
+    1: "nvml-uninitialized", 2: "nvml-invalid-argument", 3: "nvml-not-supported", 4: "nvml-insufficient-permissions",
+    5: "nvml-already-initialized", 6: "nvml-not-found", 7: "nvml-insufficient-size", 8: "nvml-insufficient-power",
+    9: "nvml-driver-not-loaded", 10: "nvml-timeout", 11: "nvml-irq-issue", 12: "nvml-library-not-found",
+    13: "nvml-function-not-found", 14: "nvml-corrupted-inforom", 15: "nvml-gpu-is-lost", 16: "nvml-reset-required",
+    17: "nvml-operating-system", 18: "nvml-rm-version-mismatch", 19: "nvml-in-use", 20: "nvml-insufficient-memory",
+    21: "nvml-no-data", 22: "nvml-vgpu-ecc-not-supported", 23: "nvml-insufficient-resources",
+    24: "nvml-freq-not-supported", 25: "nvml-argument-version-mismatch", 26: "nvml-deprecated", 27: "nvml-not-ready",
+    28: "nvml-gpu-not-found", 29: "nvml-invalid-state", 999: "nvml-unknown",
+}
+
+# nvidia-smi's exit codes (nvidia-smi manual). They are NVML's return codes where the manual lists one
+# (4 no permission, 6 not found, 8 power, 9 driver not loaded, 10 IRQ, 12 library, 13 function, 14 infoROM,
+# 15 GPU lost); 18 (library version mismatch) is not in the manual but nvidia-smi exits with it (public logs,
+# e.g. mozilla/translations#1167). 255 is "other or internal driver error".
+SMI_EXIT_CODES: dict[int, str] = {
+    3: "nvml-not-supported", 4: "nvml-insufficient-permissions", 6: "nvml-not-found", 8: "nvml-insufficient-power",
+    9: "nvml-driver-not-loaded", 10: "nvml-irq-issue", 12: "nvml-library-not-found", 13: "nvml-function-not-found",
+    14: "nvml-corrupted-inforom", 15: "nvml-gpu-is-lost", 18: "nvml-rm-version-mismatch", 255: "nvml-unknown",
+}
 
 
 @dataclass(frozen=True)
 class ToolError:
-    kind: str  # stable name used by checks to pick fixes
-    meaning: str
-    pattern: re.Pattern[str] | None
-    exit_code: int | None  # nvidia-smi exit code (SMIDOC)
-    nvml_code: int | None  # nvmlReturn_t (NVML)
-    source: str
+    kind: str  # the catalogue row's id: checks pick fixes by it
+    meaning: str  # the row's summary, for the user
+    signature: Signature
 
 
-TOOL_ERRORS: tuple[ToolError, ...] = (
-    ToolError("driver-library-mismatch", "the loaded kernel module and the user-space libraries differ "
-              "in version", re.compile(r"Driver/library version mismatch", re.I), 18, 18, "NVML"),
-    ToolError("driver-not-loaded", "the NVIDIA kernel module is not loaded",
-              re.compile(r"couldn't communicate with the NVIDIA driver|Driver Not Loaded", re.I), 9, 9,
-              "SMIDOC; NVML"),
-    ToolError("library-not-found", "libnvidia-ml.so (the NVML library) could not be found or loaded",
-              re.compile(r"NVML Shared Library Not Found|libnvidia-ml\.so", re.I), 12, 12, "SMIDOC; NVML"),
-    ToolError("gpu-lost", "a GPU has fallen off the bus or is otherwise inaccessible",
-              re.compile(r"GPU is lost|fallen off the bus", re.I), 15, 15, "SMIDOC; NVML"),
-    ToolError("no-permission", "the user may not open the GPU device files",
-              re.compile(r"Insufficient Permissions|No permission", re.I), 4, 4, "SMIDOC; NVML"),
-    ToolError("no-devices", "the driver is loaded but initialised no GPU",
-              re.compile(r"No devices were found", re.I), 6, 6, "SMIDOC"),
-    ToolError("inforom-corrupted", "the GPU's infoROM is corrupted",
-              re.compile(r"infoROM is corrupted", re.I), 14, 14, "SMIDOC; NVML"),
-    ToolError("irq-issue", "the kernel detected an interrupt problem with a GPU", None, 10, 11,
-              "SMIDOC; NVML"),
-    ToolError("power-cables", "external power cables are not properly attached",
-              re.compile(r"power cables?", re.I), 8, 8, "SMIDOC; NVML"),
-    ToolError("reset-required", "a GPU requires a reset", re.compile(r"GPU requires reset", re.I), None,
-              16, "NVML"),
-    ToolError("blocked-by-os", "the GPU device is blocked by the operating system or cgroups "
-              "(in a container: device access lost after a systemd reload)",
-              re.compile(r"Failed to initialize NVML: Unknown Error", re.I), None, 17, "CTK; NVML"),
-    ToolError("unknown", "an internal or unknown driver error", None, 255, 999, "SMIDOC; NVML"),
-)
+def _of(sig: Signature) -> ToolError:
+    return ToolError(sig.id, sig.summary.rstrip("."), sig)
 
 
 def decode(text: str = "", exit_code: int | None = None, nvml_code: int | None = None) -> ToolError | None:
-    """The failure a message, an nvidia-smi exit code or an NVML return code stands for."""
-    for error in TOOL_ERRORS:
-        if error.pattern is not None and error.pattern.search(text or ""):
-            return error
-    for error in TOOL_ERRORS:
-        if (exit_code is not None and error.exit_code == exit_code) or (
-                nvml_code is not None and error.nvml_code == nvml_code):
-            return error
+    """The failure a message, an nvidia-smi exit code or an NVML return code stands for.
+
+    The message decides when a line of it is in the catalogue (the most specific line wins: a decided
+    cause before a symptom); otherwise the number does.
+    """
+    best: Signature | None = None
+    for line in (text or "").splitlines()[:50]:
+        found = match_line(line)
+        if found is not None and (best is None or (found.cause and not best.cause)):
+            best = found
+    if best is not None:
+        return _of(best)
+    if nvml_code is not None and nvml_code in NVML_RETURN_CODES:
+        return _of(signature(NVML_RETURN_CODES[nvml_code]))
+    if exit_code is not None and exit_code in SMI_EXIT_CODES:
+        return _of(signature(SMI_EXIT_CODES[exit_code]))
     return None

@@ -1,7 +1,7 @@
 """Kernel log (dmesg, journalctl -k, syslog, /dev/kmsg, pstore) -> the NVIDIA-relevant events in it.
 
 Line forms are from facts.md 1.1 and 4 (sources OGKM, GPUD, XIDCAT) and the corpus under
-``shared/corpus`` (gpud, ml-engineering, nvidia-bug-report-352.63).
+``tests/data/corpus`` (gpud, ml-engineering, nvidia-bug-report-352.63).
 
 Speed: a production kernel log can be gigabytes, and almost none of it is about the GPU. The scan
 never runs a regular expression per line. It works on bytes: ``bytes.find`` locates the few keywords

@@ -1,0 +1,393 @@
+"""Listings people paste (package lists, environment, libraries, device nodes, modules, services), each
+mapped onto the same snapshot fields live collection fills, so the existing checks read them unchanged:
+
+- packages (``dpkg -l``, ``apt list``, ``rpm -qa``, ``dnf list``) -> ``host_env.packages`` (GH202 package
+  version against the module, GH509 routes and versions mixed);
+- ``pip list``/``pip freeze``/``conda list`` -> ``torch`` (a ``+cpu`` wheel or a ``_cpu_`` conda build:
+  GH605) and ``cuda.conda_cudatoolkit`` (GH601, GH602);
+- ``env``/``printenv``, ``echo $LD_LIBRARY_PATH``, ``ldconfig -p``, ``ls -l /usr/local/cuda*``, ``nvcc
+  --version`` -> ``env`` and ``cuda`` (GH601-GH603, GH608);
+- ``ls -l /dev/nvidia*`` -> ``device_nodes`` (GH207); ``modinfo nvidia`` -> ``install`` (GH506, GH507);
+  ``cat /etc/modprobe.d/*`` -> ``install.modprobe_files`` (GH501);
+- ``systemctl status`` / ``journalctl -u`` -> ``cuda.persistenced_*`` (GH604), ``cuda.fabricmanager_*``
+  (GH210), ``host_env.docker_active``; ``nvidia-container-cli info`` -> ``driver`` / ``nvml``;
+  ``dcgmi diag``/``health`` -> ``dcgm`` (GH711).
+
+Recognisers look at the head of the text only and never raise.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuhealth.evidence.registry import evidence_kind
+from gpuhealth.model import (
+    CudaState,
+    CudaToolkit,
+    DcgmReport,
+    DcgmResult,
+    DriverInfo,
+    HostEnvironment,
+    InstallState,
+    ModprobeFile,
+    NvidiaPackage,
+    NvmlReport,
+    ParseError,
+    TorchEnv,
+)
+from gpuhealth.parsers.cuda import cuda_version_in_path, libcuda_version, parse_nvcc_version, resolve_libcuda
+from gpuhealth.parsers.environ import (
+    parse_env,
+    parse_ldconfig_listing,
+    parse_ls,
+    parse_modinfo_listing,
+    parse_path_list,
+)
+from gpuhealth.parsers.packages import (
+    parse_apt_list,
+    parse_conda_list,
+    parse_dnf_list,
+    parse_dpkg_list,
+    parse_pip_list,
+    parse_rpm_qa,
+    split_rpm_name,
+)
+from gpuhealth.parsers.services import (
+    parse_container_cli_info,
+    parse_dcgmi_table,
+    parse_service_journal,
+    parse_systemctl_status,
+)
+from gpuhealth.parsers.system import parse_modprobe_blacklist
+
+_CAT = r"(?:cat|less|more|head|tail|grep\b.*?)\s+"
+HEAD = 16384
+
+
+def _lines(text: str, limit: int = 200) -> list[str]:
+    """The first non-empty lines, stripped (the head only: recognisers must stay cheap)."""
+    return [line.strip() for line in text[:HEAD].splitlines()[:limit] if line.strip()]
+
+
+def _share(lines: list[str], pattern: re.Pattern[str], at_least: float = 0.6) -> bool:
+    hits = sum(1 for line in lines if pattern.match(line))
+    return hits >= 1 and hits >= at_least * len(lines)
+
+
+# --------------------------------------------------------------------------- packages
+
+# Packages the host_env and the GH5xx/GH202 checks care about: the driver's, CUDA's and the toolkit's.
+_RELEVANT_PACKAGE = re.compile(r"nvidia|^cuda-drivers|^libcuda|^kmod-nvidia|^akmod-nvidia|^xorg-x11-drv-nvidia",
+                               re.IGNORECASE)
+MAX_PACKAGES = 400
+
+
+def _packages(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
+    kept = tuple(p for p in found if _RELEVANT_PACKAGE.search(p.name))[:MAX_PACKAGES]
+    return {"host_env": HostEnvironment(packages=kept, package_source=source)}
+
+
+_DPKG_ROW = re.compile(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")
+
+
+@evidence_kind("dpkg-list", commands=(r"dpkg\s+(?:-l|--list)\b", r"dpkg-query\s+-l\b"), priority=460,
+               recognise=lambda t: "||/ Name" in t[:HEAD] or _share(_lines(t), _DPKG_ROW))
+def _dpkg(text: str, source: str) -> dict[str, Any]:
+    return _packages(parse_dpkg_list(text), source)
+
+
+_APT_ROW = re.compile(r"^[a-z0-9][a-z0-9+._-]*/\S*\s+\S+\s+\S+(?:\s+\[[^\]]*\])?$")
+
+
+@evidence_kind("apt-list", commands=(r"apt\s+list\b",), priority=455,
+               recognise=lambda t: _share([x for x in _lines(t) if not x.startswith(("Listing", "WARNING"))],
+                                          _APT_ROW))
+def _apt(text: str, source: str) -> dict[str, Any]:
+    return _packages(parse_apt_list(text), source)
+
+
+def _looks_like_rpm_qa(text: str) -> bool:
+    lines = _lines(text)
+    hits = sum(1 for line in lines if " " not in line and split_rpm_name(line) is not None
+               and line.rsplit(".", 1)[-1] in ("x86_64", "aarch64", "noarch", "i686", "ppc64le"))
+    return hits >= 1 and hits >= 0.7 * len(lines)
+
+
+@evidence_kind("rpm-qa", commands=(r"rpm\s+-q",), priority=450, recognise=_looks_like_rpm_qa)
+def _rpm(text: str, source: str) -> dict[str, Any]:
+    return _packages(parse_rpm_qa(text), source)
+
+
+_DNF_ROW = re.compile(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\s+@?\S+$")
+
+
+@evidence_kind("dnf-list", commands=(r"(?:dnf|yum)\s+list\b",), priority=445,
+               recognise=lambda t: "Installed Packages" in t[:HEAD] or _share(_lines(t), _DNF_ROW))
+def _dnf(text: str, source: str) -> dict[str, Any]:
+    return _packages(parse_dnf_list(text), source)
+
+
+# --------------------------------------------------------------------------- Python packages
+
+_TORCH_CUDA_SUFFIX = re.compile(r"\+cu(?P<major>\d{2,3}?)(?P<minor>\d)$")
+_CONDA_CUDA_BUILD = re.compile(r"cuda(?P<version>\d+\.\d+)")
+_CUDA_RUNTIME_PACKAGES = ("cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-cudart")
+
+
+def torch_from_version(version: str) -> TorchEnv:
+    """What a pip version of torch says: ``2.1.0+cpu`` is a CPU-only wheel (CUDA can never be available),
+    ``2.1.0+cu118`` a CUDA 11.8 wheel; a plain ``2.1.0`` says nothing about CUDA."""
+    if version.endswith("+cpu") or "+cpu." in version:
+        return TorchEnv(torch_version=version, installed=True, cuda_available=False)
+    match = _TORCH_CUDA_SUFFIX.search(version)
+    if match:
+        return TorchEnv(torch_version=version, installed=True, torch_cuda_version=f"{match['major']}.{match['minor']}")
+    return TorchEnv(torch_version=version or None, installed=True)
+
+
+def _python_packages(pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    torch = next((version for name, version in pairs if name == "torch"), None)
+    return {"torch": torch_from_version(torch)} if torch is not None else {}
+
+
+@evidence_kind("pip-list", commands=(r"(?:pip3?|python\S*\s+-m\s+pip)\s+list\b", r"uv\s+pip\s+list\b"), priority=440,
+               recognise=lambda t: bool(re.match(r"\s*Package\s+Version\s*(?:\S+\s*)?\n\s*-{3,}\s+-{3,}", t[:HEAD])))
+def _pip_list(text: str, source: str) -> dict[str, Any]:
+    return _python_packages(parse_pip_list(text))
+
+
+_FREEZE_ROW = re.compile(r"^(?:\[pip3?\]\s+)?[A-Za-z0-9][A-Za-z0-9._-]*(?:==|\s+@\s+)\S+$")
+
+
+@evidence_kind("pip-freeze", commands=(r"(?:pip3?|python\S*\s+-m\s+pip)\s+freeze\b", r"uv\s+pip\s+freeze\b"),
+               priority=435, recognise=lambda t: _share(_lines(t), _FREEZE_ROW, 0.8))
+def _pip_freeze(text: str, source: str) -> dict[str, Any]:
+    return _python_packages(parse_pip_list(text))
+
+
+@evidence_kind("conda-list", commands=(r"(?:conda|mamba|micromamba)\s+list\b",), priority=430,
+               recognise=lambda t: "# packages in environment at" in t[:HEAD]
+               or bool(re.search(r"^#\s*Name\s+Version\s+Build\s+Channel", t[:HEAD], re.M))
+               or _share(_lines(t), re.compile(r"^\[conda\]\s+\S+\s+\S+"), 0.8))
+def _conda(text: str, source: str) -> dict[str, Any]:
+    packages = parse_conda_list(text)
+    found: dict[str, Any] = {}
+    names = {name for name, *_ in packages}
+    for name, version, build, _channel in packages:
+        if name in ("pytorch", "pytorch-gpu", "pytorch-cpu", "pytorch-nightly"):
+            cuda = _CONDA_CUDA_BUILD.search(build)
+            cpu = "cpu" in build.split("_") or name == "pytorch-cpu" or "cpuonly" in names
+            found["torch"] = TorchEnv(torch_version=version, installed=True,
+                                      torch_cuda_version=cuda["version"] if cuda and not cpu else None,
+                                      cuda_available=False if cpu else None)
+        elif name in _CUDA_RUNTIME_PACKAGES and "cuda" not in found:
+            found["cuda"] = CudaState(conda_cudatoolkit=version)
+    if not packages:
+        raise ParseError("conda list without packages")
+    return found
+
+
+# --------------------------------------------------------------------------- environment and libraries
+
+_ENV_ROW = re.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=")
+_ENV_NAMES = re.compile(r"^(?:declare -x |export )?(?:PATH|HOME|USER|SHELL|LD_LIBRARY_PATH|CUDA_[A-Z_]+|"
+                        r"NVIDIA_[A-Z_]+|CONDA_[A-Z_]+|HOSTNAME|PWD|LANG)=", re.M)
+
+
+@evidence_kind("env", commands=(r"(?:env|printenv|export\s+-p|declare\s+-x)\s*$", r"(?:env|printenv)\s*\|"),
+               priority=420,
+               recognise=lambda t: len(_ENV_NAMES.findall(t[:HEAD])) >= 2 and _share(_lines(t), _ENV_ROW, 0.7))
+def _env(text: str, source: str) -> dict[str, Any]:
+    variables = parse_env(text)
+    found: dict[str, Any] = {"env": variables}
+    if "LD_LIBRARY_PATH" in variables:
+        found["cuda"] = CudaState(ld_library_path=tuple(p for p in variables["LD_LIBRARY_PATH"].split(":")))
+    return found
+
+
+def _looks_like_library_path(text: str) -> bool:
+    lines = _lines(text, 3)
+    if len(lines) != 1:
+        return False
+    try:
+        parts = [p for p in parse_path_list(lines[0]) if p]
+    except ParseError:
+        return False
+    return bool(parts) and sum(1 for p in parts if "/lib" in p) * 2 > len(parts)
+
+
+@evidence_kind("library-path", commands=(r"echo\s+['\"]?\$\{?LD_LIBRARY_PATH\b", r"printenv\s+LD_LIBRARY_PATH\b"),
+               priority=415, recognise=_looks_like_library_path)
+def _library_path(text: str, source: str) -> dict[str, Any]:
+    return {"cuda": CudaState(ld_library_path=parse_path_list(text))}
+
+
+_LDCONFIG_ROW = re.compile(r"^lib\S*\s+\([^()]*\)\s+=>\s+/")
+
+
+@evidence_kind("ldconfig", commands=(r"ldconfig\s+(?:-p|--print-cache)\b", r"/sbin/ldconfig\s+-p\b"), priority=410,
+               recognise=lambda t: bool(re.match(r"\s*\d+ libs? found in cache", t[:200]))
+               or _share(_lines(t), _LDCONFIG_ROW, 0.7))
+def _ldconfig(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.model import LdConfEntry
+
+    listing = parse_ldconfig_listing(text)
+    libcuda = resolve_libcuda(listing.libraries)
+    state = CudaState(
+        libraries=listing.libraries,
+        ld_so_conf=tuple(LdConfEntry("ldconfig -p (the loader's cache)", d) for d in listing.cuda_dirs),
+        libcuda_path=libcuda.path if libcuda else None,
+        libcuda_version=libcuda_version(libcuda.path) if libcuda else None)
+    return {"cuda": state}
+
+
+_LS_ROW = re.compile(r"^[-dlcbps][-rwxsStTl]{9}[.+@]?\s")
+
+
+def _ls_names(text: str) -> list[str]:
+    try:
+        return [e.path.rsplit("/", 1)[-1] for e in parse_ls(text[:HEAD])]
+    except ParseError:
+        return []
+
+
+@evidence_kind("ls-dev-nvidia", commands=(r"ls\b.*\s/dev/nv",), priority=405,
+               recognise=lambda t: "cannot access '/dev/nvidia" in t[:HEAD]
+               or (_share(_lines(t), _LS_ROW, 0.5) and sum(n.startswith("nvidia") for n in _ls_names(t)) >= 2
+                   and any(line.startswith("c") for line in _lines(t))))
+def _dev_nodes(text: str, source: str) -> dict[str, Any]:
+    entries = parse_ls(text)
+    nodes = []
+    for entry in entries:
+        parent, _, name = entry.path.rpartition("/")
+        if parent in ("/dev", "") and name.startswith("nvidia") and entry.kind in ("char", "dir", "link", ""):
+            nodes.append(name)
+    return {"device_nodes": tuple(dict.fromkeys(nodes))}
+
+
+def _looks_like_cuda_ls(text: str) -> bool:
+    if not _share(_lines(text), re.compile(r"^(?:[-dlcbps][-rwxsStTl]{9}|total \d|/usr/local)"), 0.5):
+        return False
+    return any(re.match(r"cuda(?:-\d+(?:\.\d+)?)?$", n) for n in _ls_names(text))
+
+
+@evidence_kind("ls-cuda", commands=(r"ls\b.*\s/usr/local(?:/cuda\S*)?/?\*?(?:\s|$)",), priority=400,
+               recognise=_looks_like_cuda_ls)
+def _cuda_dirs(text: str, source: str) -> dict[str, Any]:
+    toolkits: dict[str, CudaToolkit] = {}
+    default_link = None
+    for entry in parse_ls(text):
+        path = entry.path if entry.path.startswith("/") else f"/usr/local/{entry.path}"
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name == "cuda" and entry.kind == "link" and entry.target:
+            target = entry.target.rstrip("/")
+            default_link = target if target.startswith("/") else f"/usr/local/{target}"
+        elif re.fullmatch(r"cuda-\d+\.\d+", name) and entry.kind in ("dir", ""):
+            toolkits[path] = CudaToolkit(path, cuda_version_in_path(path), source)
+    if not toolkits and default_link is None:
+        raise ParseError("no /usr/local/cuda-X.Y directory and no /usr/local/cuda link in the listing")
+    return {"cuda": CudaState(toolkits=tuple(toolkits.values()), default_link=default_link)}
+
+
+@evidence_kind("nvcc-version", commands=(r"nvcc\s+(?:-V|--version)\b",), priority=395,
+               recognise=lambda t: "Cuda compilation tools, release" in t[:HEAD])
+def _nvcc(text: str, source: str) -> dict[str, Any]:
+    release, version = parse_nvcc_version(text)
+    return {"cuda": CudaState(nvcc_release=release, nvcc_version=version)}
+
+
+@evidence_kind("modinfo-nvidia", commands=(r"modinfo\s+(?:-\S+\s+)*nvidia\b",), priority=390,
+               recognise=lambda t: "modinfo: ERROR: Module nvidia" in t[:HEAD]
+               or (bool(re.search(r"^filename:\s+\S*/nvidia\.ko", t[:HEAD], re.M)) and "vermagic:" in t[:HEAD]))
+def _modinfo(text: str, source: str) -> dict[str, Any]:
+    info = parse_modinfo_listing(text)
+    if not info.found:
+        return {"install": InstallState(module_found=False)}
+    found: dict[str, Any] = {"install": InstallState(
+        module_found=True, module_file=info.filename, module_version=info.version,
+        module_vermagic=info.vermagic, module_signer=info.signer)}
+    return found
+
+
+_MODPROBE_ROW = re.compile(r"^(?:\S+\.conf:(?:\d+:)?)?(?:blacklist|options|install|alias|softdep|remove)\s+\S+")
+
+
+@evidence_kind("modprobe-d", commands=(_CAT + r"/(?:etc|lib|usr/lib)/modprobe\.d", r"grep\b.*modprobe\.d"),
+               priority=385,
+               recognise=lambda t: _share([x for x in _lines(t) if not x.startswith("#")], _MODPROBE_ROW, 0.7))
+def _modprobe(text: str, source: str) -> dict[str, Any]:
+    blacklisted, options = parse_modprobe_blacklist(text)
+    entry = ModprobeFile(path=f"{source} (pasted)", blacklisted=blacklisted, nouveau_options=options.get("nouveau"))
+    return {"install": InstallState(modprobe_files=(entry,)), "modprobe_blacklisted": blacklisted}
+
+
+# --------------------------------------------------------------------------- services
+
+_UNIT_COMMAND = r"(?:nvidia-persistenced|nvidia-fabricmanager|docker)(?:\.service)?\b"
+
+
+def _service_overlay(states: Any) -> dict[str, Any]:
+    cuda: dict[str, Any] = {}
+    found: dict[str, Any] = {}
+    for state in states:
+        if state.unit == "nvidia-persistenced":
+            cuda.update(persistenced_active=state.active, persistenced_enabled=state.enabled,
+                        persistenced_errors=state.errors)
+        elif state.unit == "nvidia-fabricmanager":
+            cuda.update(fabricmanager_active=state.active, fabricmanager_enabled=state.enabled,
+                        fabricmanager_errors=state.errors)
+        elif state.unit == "docker" and state.active:
+            found["host_env"] = HostEnvironment(docker_active=state.active)
+    if cuda:
+        found["cuda"] = CudaState(**{k: v for k, v in cuda.items() if v})
+    if not found:
+        raise ParseError("the listing is about no unit gpuhealth reads (nvidia-persistenced, "
+                         "nvidia-fabricmanager, docker)")
+    return found
+
+
+@evidence_kind("systemctl-status", commands=(r"systemctl\s+(?:--\S+\s+)*status\b", r"service\s+\S+\s+status\b"),
+               priority=380,
+               recognise=lambda t: bool(re.search(r"^\S?\s*\S+\.service - .*\n\s+Loaded: ", t[:HEAD], re.M))
+               or bool(re.search(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found",
+                                 t[:HEAD])))
+def _systemctl(text: str, source: str) -> dict[str, Any]:
+    return _service_overlay(parse_systemctl_status(text))
+
+
+_JOURNAL_ROW = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
+                          r"\d{4}-\d\d-\d\dT\S+) \S+ (?:systemd\[1\]: .*(?:persistenced|fabricmanager|fabric manager|"
+                          r"[Dd]ocker)|(?:nvidia-persistenced|nv-fabricmanager|nvidia-fabricmanager\S*|dockerd)"
+                          r"(?:\[\d+\])?: )")
+
+
+@evidence_kind("service-journal", commands=(r"journalctl\b.*(?:-u|--unit)[ =]?" + _UNIT_COMMAND,), priority=375,
+               recognise=lambda t: _share([x for x in _lines(t) if not x.startswith("-- ")], _JOURNAL_ROW, 0.5))
+def _journal(text: str, source: str) -> dict[str, Any]:
+    return _service_overlay(parse_service_journal(text))
+
+
+@evidence_kind("container-cli-info", commands=(r"nvidia-container-cli\b.*\binfo\b",), priority=370,
+               recognise=lambda t: ("NVRM version:" in t[:HEAD] and "Device Index:" in t[:HEAD])
+               or "nvidia-container-cli: initialization error" in t[:HEAD])
+def _container_cli(text: str, source: str) -> dict[str, Any]:
+    info = parse_container_cli_info(text)
+    found: dict[str, Any] = {}
+    if info.nvrm_version:
+        found["driver"] = DriverInfo(version=info.nvrm_version)
+    if info.error:
+        # nvidia-container-cli talks to the driver through NVML: its "nvml error: X" is NVML's message
+        message = info.error.split("nvml error:", 1)[-1].strip() if "nvml error:" in info.error else info.error
+        found["nvml"] = NvmlReport(ok=False, error=message)
+    return found  # a Jetson prints "NVRM version: (null)": nothing to add, still a valid listing
+
+
+@evidence_kind("dcgmi", commands=(r"dcgmi\s+(?:diag|health)\b",), priority=365,
+               recognise=lambda t: bool(re.search(r"^\|\s*(?:Diagnostic|GPU Memory|Deployment|Overall Health|"
+                                                  r"Group \d|GPU ID: \d)[^|]*\|", t[:HEAD], re.M))
+               or "Health Monitor Report" in t[:HEAD])
+def _dcgmi(text: str, source: str) -> dict[str, Any]:
+    rows = parse_dcgmi_table(text)
+    results = tuple(DcgmResult(r.name, r.result, r.detail) for r in rows)
+    return {"dcgm": DcgmReport(results=results, source=source)}

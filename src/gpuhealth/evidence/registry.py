@@ -1,0 +1,164 @@
+"""The evidence-kind registry: what a piece of pasted or attached text is, and what it tells the checks.
+
+Every kind of evidence `gpuhealth analyze` reads (an ``nvidia-smi -q`` report, ``dkms status``, ``lspci``,
+a kernel log...) is registered here once, the way checks are registered in ``checks/registry.py``.
+A kind declares:
+
+- ``name``: a stable slug (``"dkms-status"``), shown by ``analyze -v`` and used in the tests;
+- ``commands``: regular expressions for the command lines that produce it. A pasted terminal session
+  is routed by its command first. Each pattern is matched (``re.match``, so anchored at the start)
+  against the *normalised* command: the first command of a pipeline, with ``sudo``, ``env VAR=...``,
+  ``time`` and the program's directory removed and blanks collapsed
+  (``sudo /usr/bin/nvidia-smi  -q | less`` -> ``nvidia-smi -q``; see :func:`normalise_command`);
+- ``recognise(text) -> bool``: a content sniff, for whole files and for blocks whose command is
+  unknown. It must be cheap (look at the head of the text) and must never raise;
+- ``parse(text, source) -> dict``: snapshot field overlays, e.g. ``{"install": InstallState(dkms=...)}``.
+  Keys are ``Snapshot`` field names; ``analyze`` merges the overlays of every piece into one snapshot
+  (dataclass fields given are laid over what is there, tuples are concatenated, dicts updated, the
+  richest ``smi`` report is kept). ``source`` names the file or command, for evidence lines. A parser
+  may raise ``ParseError`` (the piece is then reported as "looked like X, but ..."), nothing else;
+- ``priority``: content sniffs run from the highest priority down, so a specific kind must rank above
+  a loose one (``smi-xml`` 1000 ... ``kernel-log`` 120, ``app-log`` 100). Among kinds whose command
+  pattern matches, the highest priority whose ``recognise`` accepts the text wins.
+
+How to add a kind: write the parser in ``parsers/`` (pure, text in, model out, fuzzed), then in any
+module of this package (every module of ``gpuhealth.evidence`` is imported by :func:`load`)::
+
+    from gpuhealth.evidence.registry import evidence_kind
+
+    @evidence_kind("dkms-status", commands=(r"dkms status",), recognise=_looks_like_dkms, priority=420)
+    def _dkms(text: str, source: str) -> dict[str, Any]:
+        return {"install": InstallState(dkms=parse_dkms_status(text))}
+
+and add a real example of its output to ``tests/test_evidence_kinds.py``'s table (the test checks that
+every registered kind has one, that it is recognised and that it parses).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+Recognise = Callable[[str], bool]
+Parse = Callable[[str, str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class EvidenceKind:
+    name: str
+    commands: tuple[re.Pattern[str], ...]
+    recognise: Recognise
+    parse: Parse
+    priority: int
+    doc: str = ""
+
+    def produced_by(self, command: str) -> bool:
+        """True when the normalised ``command`` is one that prints this kind."""
+        return any(p.match(command) for p in self.commands)
+
+
+KINDS: dict[str, EvidenceKind] = {}
+_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, parse: Parse,
+             priority: int = 300) -> EvidenceKind:
+    """Register one kind (see the module docstring); a name registered twice is a bug."""
+    if not _SLUG.fullmatch(name):
+        raise ValueError(f"bad evidence kind name: {name!r}")
+    if name in KINDS:
+        raise ValueError(f"evidence kind registered twice: {name}")
+    kind = EvidenceKind(name, tuple(re.compile(c) for c in commands), recognise, parse, priority)
+    KINDS[name] = kind
+    _ORDER.clear()
+    return kind
+
+
+def evidence_kind(name: str, *, commands: Iterable[str] = (), recognise: Recognise,
+                  priority: int = 300) -> Callable[[Parse], Parse]:
+    """Decorator form of :func:`register`: the decorated function is the kind's parser."""
+
+    def wrap(parse: Parse) -> Parse:
+        register(name, commands=commands, recognise=recognise, parse=parse, priority=priority)
+        return parse
+
+    return wrap
+
+
+_ORDER: list[EvidenceKind] = []
+_LOADED = False
+
+
+def load() -> None:
+    """Import every module of this package once: importing a module registers its kinds."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    package = importlib.import_module("gpuhealth.evidence")
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if not info.name.startswith("_") and info.name != "registry":
+            importlib.import_module(f"gpuhealth.evidence.{info.name}")
+
+
+def ordered() -> list[EvidenceKind]:
+    """Every kind, highest priority first (ties by name, so the order never depends on import order)."""
+    load()
+    if not _ORDER:
+        _ORDER.extend(sorted(KINDS.values(), key=lambda k: (-k.priority, k.name)))
+    return _ORDER
+
+
+def identify(text: str) -> str | None:
+    """The name of the kind ``text`` is, by content alone, or None."""
+    kind = sniff(text)
+    return kind.name if kind else None
+
+
+def sniff(text: str, candidates: Iterable[EvidenceKind] | None = None) -> EvidenceKind | None:
+    for kind in ordered() if candidates is None else candidates:
+        if kind.recognise(text):
+            return kind
+    return None
+
+
+def route(command: str | None, text: str) -> EvidenceKind | None:
+    """The kind of a block: by its command when a kind claims it and accepts the text, else by content."""
+    if command:
+        normal = normalise_command(command)
+        claimed = [k for k in ordered() if k.produced_by(normal)]
+        found = sniff(text, claimed)
+        if found is not None:
+            return found
+    return sniff(text)
+
+
+def kinds_for_command(command: str) -> list[str]:
+    """Names of the kinds a command line prints, highest priority first."""
+    normal = normalise_command(command)
+    return [k.name for k in ordered() if k.produced_by(normal)]
+
+
+_PREFIX_WORDS = {"sudo", "time", "env", "command", "exec", "nohup", "doas"}
+_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def normalise_command(command: str) -> str:
+    """The first command of a pipeline, without sudo/env/time prefixes and the program's directory."""
+    first = re.split(r"\s*(?:\|\|?|&&|;)\s*", command.strip(), maxsplit=1)[0]
+    try:
+        words = shlex.split(first, posix=True)
+    except ValueError:  # an unbalanced quote: split on blanks instead
+        words = first.split()
+    while words and (words[0] in _PREFIX_WORDS or _ASSIGN.match(words[0]) or
+                     (words[0].startswith("-") and len(words) > 1)):
+        words = words[1:]  # "sudo -E", "env A=1", "LD_LIBRARY_PATH=x python"
+    if not words:
+        return ""
+    words[0] = words[0].rsplit("/", 1)[-1]
+    return " ".join(words)

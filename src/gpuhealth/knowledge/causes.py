@@ -1,0 +1,117 @@
+"""Symptoms and their candidate causes: the table behind a differential diagnosis.
+
+``symptoms.csv`` lists what a user sees ("nvidia-smi cannot talk to the driver"), with the symptom's
+own severity and the check code a symptom-level finding is reported under, and, in ``causes``, its
+candidate causes in order of prior likelihood (most common first, from the field reports and public
+threads). ``causes.csv`` describes each cause once: the check code that confirms it when it fires
+(a cause is ruled out when that check ran clean, and open when it was skipped), the evidence that
+confirms or rules it out in words, and the exact command whose output decides.
+
+A cause may explain several symptoms (Secure Boot refusing the module explains both "module refuses
+to load" and "nvidia-smi cannot talk to the driver"); it is described once, and each symptom lists
+it at its own rank. ``Symptom.causes`` holds copies whose ``symptom`` and ``prior`` are those of that
+symptom; ``cause(id)`` returns the cause as listed under the first symptom that names it.
+
+Both files are read once, lazily, on first use.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import io
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = ["RESERVED_CODES", "Cause", "Symptom", "cause", "causes", "symptoms"]
+
+# Codes that checks do not register (yet) but findings may carry: reserved in the project's code list
+# for helper `analyze` (symptom and cause findings that no check raises on its own).
+RESERVED_CODES = frozenset({"GH003", "GH004", "GH209", "GH210", "GH414", "GH612", "GH706", "GH901"})
+_SEVERITIES = ("info", "warning", "critical")
+
+
+@dataclass(frozen=True)
+class Cause:
+    id: str  # "secure-boot-refused"
+    symptom: str  # the symptom it explains (as listed under that symptom)
+    title: str  # "Secure Boot refused the unsigned nvidia module"
+    code: str  # the check that confirms it when it fires
+    prior: int  # rank under its symptom when the evidence is silent (1 = most common)
+    confirm: str  # the evidence that confirms it, in words
+    rule_out: str  # the evidence that rules it out, in words
+    decide: str  # the exact command whose output decides
+    source_title: str
+    source_url: str
+
+
+@dataclass(frozen=True)
+class Symptom:
+    id: str  # "driver-unreachable"
+    title: str  # "nvidia-smi cannot talk to the driver"
+    severity: str  # info | warning | critical: the symptom's own severity
+    code: str  # the code of a symptom-level finding when no cause is confirmed
+    causes: tuple[Cause, ...]  # ordered by prior
+
+
+def symptoms() -> dict[str, Symptom]:
+    """Every symptom by id, in file order."""
+    return _tables()[0]
+
+
+def cause(cause_id: str) -> Cause:
+    """The cause with this id (KeyError when there is none)."""
+    return _tables()[1][cause_id]
+
+
+def causes() -> dict[str, Cause]:
+    """Every cause by id, each as listed under the first symptom that names it."""
+    return _tables()[1]
+
+
+def _read(name: str) -> list[dict[str, str]]:
+    text = resources.files("gpuhealth.knowledge").joinpath(name).read_text(encoding="utf-8")
+    return [{k: (v or "").strip() for k, v in row.items() if k is not None}
+            for row in csv.DictReader(io.StringIO(text))]
+
+
+def _causes_by_id() -> dict[str, Cause]:
+    found: dict[str, Cause] = {}
+    for number, row in enumerate(_read("causes.csv"), start=2):
+        for column in ("id", "title", "code", "confirm", "rule_out", "decide", "source_title", "source_url"):
+            if not row.get(column):
+                raise ValueError(f"causes.csv line {number}: {column} is empty")
+        if row["id"] in found:
+            raise ValueError(f"causes.csv: cause {row['id']!r} appears twice")
+        found[row["id"]] = Cause(row["id"], "", row["title"], row["code"], 0, row["confirm"], row["rule_out"],
+                                 row["decide"], row["source_title"], row["source_url"])
+    return found
+
+
+@functools.cache
+def _tables() -> tuple[dict[str, Symptom], dict[str, Cause]]:
+    described = _causes_by_id()
+    table: dict[str, Symptom] = {}
+    first: dict[str, Cause] = {}
+    for number, row in enumerate(_read("symptoms.csv"), start=2):
+        for column in ("id", "title", "severity", "code", "causes"):
+            if not row.get(column):
+                raise ValueError(f"symptoms.csv line {number}: {column} is empty")
+        if row["severity"] not in _SEVERITIES:
+            raise ValueError(f"symptoms.csv line {number}: bad severity {row['severity']!r}")
+        if row["id"] in table:
+            raise ValueError(f"symptoms.csv: symptom {row['id']!r} appears twice")
+        listed: list[Cause] = []
+        for rank, cause_id in enumerate((c.strip() for c in row["causes"].split(";") if c.strip()), start=1):
+            if cause_id not in described:
+                raise ValueError(f"symptoms.csv line {number}: unknown cause {cause_id!r}")
+            if any(c.id == cause_id for c in listed):
+                raise ValueError(f"symptoms.csv line {number}: cause {cause_id!r} listed twice")
+            listed.append(dataclasses.replace(described[cause_id], symptom=row["id"], prior=rank))
+            first.setdefault(cause_id, listed[-1])
+        table[row["id"]] = Symptom(row["id"], row["title"], row["severity"], row["code"], tuple(listed))
+    unused = sorted(set(described) - set(first))
+    if unused:
+        raise ValueError(f"causes.csv: causes no symptom lists: {unused}")
+    return table, first

@@ -1,0 +1,220 @@
+"""Environment and library listings as people paste them: ``env``/``printenv``, ``echo $LD_LIBRARY_PATH``,
+``ldconfig -p``, ``ls -l /usr/local/cuda*`` / ``ls -la /usr/local``, ``ls -l /dev/nvidia*`` and
+``modinfo nvidia``.
+
+Pure functions, text in, values out; ParseError when the text is not the listing. Lines are cut at
+``MAX_LINE`` characters before any pattern sees them, and the patterns have no nested or adjacent
+ambiguous quantifiers, so a 200 KB line without a newline costs linear time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuhealth.model import LibraryEntry, ParseError
+from gpuhealth.parsers.cuda import cuda_version_in_path
+
+MAX_LINES = 50000  # ldconfig -p of a big host: ~5000 lines
+MAX_LINE = 4096
+MAX_VALUE = 8192  # an environment value longer than this is cut (a PATH of a few hundred entries fits)
+
+_ENV_LINE = re.compile(r"^(?:declare -x |export )?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
+
+
+def _lines(text: str, what: str) -> list[str]:
+    if not isinstance(text, str):
+        raise ParseError(f"{what} must be text")
+    return [line[:MAX_LINE] for line in text.replace("\r\n", "\n").split("\n")[:MAX_LINES]]
+
+
+# --------------------------------------------------------------------------- env / printenv
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """``env``, ``printenv``, ``export -p``/``declare -x`` output: NAME -> value (quotes of the export forms
+    removed). A value continued on following lines (a multi-line variable) keeps only its first line;
+    at least half of the non-empty lines must be assignments, else ParseError.
+    """
+    variables: dict[str, str] = {}
+    assignments = other = 0
+    for raw in _lines(text, "environment listing"):
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        match = _ENV_LINE.match(line)
+        if not match:
+            other += 1
+            continue
+        assignments += 1
+        value = match["value"]
+        if line.startswith(("declare -x ", "export ")) and len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        variables[match["name"]] = value[:MAX_VALUE]
+    if not assignments or assignments < other:
+        raise ParseError("not an environment listing (NAME=value lines)")
+    return variables
+
+
+def parse_path_list(text: str) -> tuple[str, ...]:
+    """``echo $LD_LIBRARY_PATH``: one line of directories separated by ``:`` (a leading
+    ``LD_LIBRARY_PATH=`` is accepted). Empty entries, which mean the current directory to the loader, are
+    kept as ``""``. An empty line is an empty path list; anything else is a ParseError.
+    """
+    lines = [line.strip() for line in _lines(text, "path list") if line.strip()]
+    if not lines:
+        return ()
+    if len(lines) != 1:
+        raise ParseError("a path list is one line")
+    line = re.sub(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=", "", lines[0]).strip("'\"")
+    parts = line.split(":")
+    if any(" " in p or (p and not p.startswith(("/", "$", "~", "."))) for p in parts):
+        raise ParseError("not a ':'-separated list of directories")
+    return tuple(parts)
+
+
+# --------------------------------------------------------------------------- ldconfig -p
+
+_LDCONFIG_HEADER = re.compile(r"^\s*\d+ libs? found in cache")
+_LDCONFIG_LINE = re.compile(r"^\s*(?P<name>lib\S*)\s+\((?P<flags>[^()]*)\)\s+=>\s+(?P<path>/\S*)")
+# The CUDA toolkit's own libraries: a directory holding one of them belongs to a toolkit.
+_TOOLKIT_LIBRARY = re.compile(r"^lib(?:cudart|cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|nppc|nvJitLink)"
+                              r"\.so")
+_KEPT = re.compile(r"^lib(?:cuda|nvidia-ml|cudart)\.so(?:\.|$)")
+
+
+@dataclass(frozen=True)
+class LdconfigListing:
+    libraries: tuple[LibraryEntry, ...]  # libcuda, libnvidia-ml and libcudart lines, in the cache's order
+    cuda_dirs: tuple[str, ...]  # directories with CUDA toolkit libraries whose path names a CUDA version
+
+
+def parse_ldconfig_listing(text: str) -> LdconfigListing:
+    """``ldconfig -p`` (whole, or through ``grep``): the NVIDIA library lines and the versioned CUDA toolkit
+    directories the loader's cache holds (``/usr/local/cuda-11.8/targets/x86_64-linux/lib``)."""
+    entries: list[LibraryEntry] = []
+    dirs: dict[str, None] = {}
+    seen = False
+    for line in _lines(text, "ldconfig output"):
+        if _LDCONFIG_HEADER.match(line):
+            seen = True
+            continue
+        match = _LDCONFIG_LINE.match(line)
+        if not match:
+            continue
+        seen = True
+        name, path = match["name"], match["path"]
+        if _KEPT.match(name):
+            entries.append(LibraryEntry(name, match["flags"].strip(), path))
+        directory = path.rsplit("/", 1)[0]
+        if _TOOLKIT_LIBRARY.match(name) and cuda_version_in_path(directory):
+            dirs.setdefault(directory, None)
+    if not seen:
+        raise ParseError("no 'N libs found in cache' header and no 'name (flags) => path' line")
+    return LdconfigListing(tuple(entries), tuple(dirs))
+
+
+# --------------------------------------------------------------------------- ls -l
+
+_MODE = re.compile(r"^[-dlcbpsD][-rwxsStTl]{9}[.+@]?$")
+_TIME_OR_YEAR = re.compile(r"^(?:\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?|\d{4})$")
+
+
+@dataclass(frozen=True)
+class LsEntry:
+    """One ``ls -l`` line (or a bare name from ``ls``/``ls -d``): the path, its type and a link's target."""
+
+    path: str  # as printed, prefixed by the directory header above it ("/usr/local/cuda-12.4")
+    kind: str  # "dir", "link", "char", "file", "other", "" (a bare name: type unknown)
+    target: str | None = None
+
+
+def _ls_name(line: str, tokens: list[str]) -> str | None:
+    """The name part of an ``ls -l`` line: what follows the time (or year) column."""
+    for index in range(5, min(len(tokens), 12)):
+        if _TIME_OR_YEAR.match(tokens[index]):
+            parts = line.split(None, index + 1)
+            return parts[index + 1] if len(parts) > index + 1 else None
+    return None
+
+
+def parse_ls(text: str) -> tuple[LsEntry, ...]:
+    """``ls -l``/``ls -la``/``ls -ld`` (also ``ls -d`` bare paths) output, directory headers followed.
+
+    ParseError when no line is an ``ls`` line. ``ls: cannot access 'X': No such file or directory`` is a
+    valid answer (nothing there): an empty tuple.
+    """
+    entries: list[LsEntry] = []
+    directory = ""
+    seen = False
+    for raw in _lines(text, "ls output"):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("ls: cannot access") or line.startswith("total "):
+            seen = True
+            continue
+        if line.endswith(":") and line.startswith("/") and " " not in line:
+            directory = line[:-1].rstrip("/")
+            entries.append(LsEntry(directory, "dir"))
+            seen = True
+            continue
+        tokens = line.split()
+        if _MODE.match(tokens[0]) and len(tokens) >= 6:
+            name = _ls_name(line, tokens)
+            if not name:
+                continue
+            seen = True
+            target = None
+            if " -> " in name:
+                name, _, target = name.partition(" -> ")
+            kind = {"d": "dir", "l": "link", "c": "char", "-": "file"}.get(tokens[0][0], "other")
+            entries.append(LsEntry(_joined(directory, name.strip()), kind, target.strip() if target else None))
+        elif len(tokens) == 1 and line.startswith("/") and not line.endswith(":"):
+            seen = True
+            entries.append(LsEntry(line.rstrip("/"), ""))
+    if not seen:
+        raise ParseError("no ls -l lines ('drwxr-xr-x 2 root root 4096 Mar  1 12:00 name')")
+    return tuple(entries)
+
+
+def _joined(directory: str, name: str) -> str:
+    if name.startswith("/") or not directory:
+        return name
+    return f"{directory}/{name}"
+
+
+# --------------------------------------------------------------------------- modinfo nvidia
+
+_MODINFO_KEY = re.compile(r"[a-z_]{1,40}")
+_MODINFO_NOT_FOUND = re.compile(r"modinfo: ERROR: Module (?P<module>\S+) not found")
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    found: bool
+    filename: str | None = None
+    version: str | None = None
+    vermagic: str | None = None
+    signer: str | None = None  # "" when the module has no signature
+    license: str | None = None
+
+
+def parse_modinfo_listing(text: str) -> ModuleInfo:
+    """``modinfo nvidia``: the module's file, version, vermagic and signer; or not found (``modinfo: ERROR:
+    Module nvidia not found.``, which means no nvidia module for the running kernel)."""
+    if not isinstance(text, str):
+        raise ParseError("modinfo output must be text")
+    head = text[:MAX_LINE * 4]
+    missing = _MODINFO_NOT_FOUND.search(head)
+    if missing and "filename:" not in head:
+        return ModuleInfo(found=False)
+    fields: dict[str, str] = {}
+    for line in _lines(text, "modinfo output"):
+        key, colon, value = line.partition(":")
+        if colon and _MODINFO_KEY.fullmatch(key):
+            fields.setdefault(key, value.strip())
+    if "filename" not in fields:
+        raise ParseError("no 'filename:' field and no 'Module nvidia not found'")
+    return ModuleInfo(found=True, filename=fields["filename"], version=fields.get("version"),
+                      vermagic=fields.get("vermagic"), signer=fields.get("signer", ""), license=fields.get("license"))

@@ -1,0 +1,282 @@
+"""Service listings: ``systemctl status`` and ``journalctl -u`` for nvidia-persistenced,
+nvidia-fabricmanager and docker, ``nvidia-container-cli info``, and ``dcgmi diag`` / ``dcgmi health``.
+
+Pure functions, text in, values out; ParseError when the text is not the listing. Lines are cut at
+``MAX_LINE`` characters before matching; every pattern is linear-time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuhealth.model import ParseError
+
+MAX_LINES = 50000
+MAX_LINE = 4096
+MAX_ERRORS = 12
+
+# The units these listings are about, how their processes and descriptions are named in a journal.
+UNITS: dict[str, tuple[str, ...]] = {
+    "nvidia-persistenced": ("nvidia-persistenced", "NVIDIA Persistence Daemon"),
+    "nvidia-fabricmanager": ("nvidia-fabricmanager", "nv-fabricmanager", "NVIDIA fabric manager",
+                             "nvidia-fabricmanager-start.sh"),
+    "docker": ("docker.service", "dockerd", "Docker Application Container Engine"),
+}
+
+# "× nvidia-fabricmanager.service - NVIDIA fabric manager service" (the bullet is ●, ×, ○, ↻ or *)
+_STATUS_HEAD = re.compile(r"^[^\w\s]?\s*(?P<unit>[A-Za-z0-9@_.:-]+)\.service\s+-\s")
+_NOT_FOUND = re.compile(r"Unit (?P<unit>[A-Za-z0-9@_.:-]+?)(?:\.service)? could not be found")
+_LOADED = re.compile(r"^\s*Loaded:\s+(?P<load>[\w-]+)(?:\s+\((?P<file>[^;)]*)(?:;\s*(?P<enabled>[\w-]+))?)?")
+_ACTIVE = re.compile(r"^\s*Active:\s+(?P<active>[\w-]+)(?:\s+\((?P<sub>[^)]*)\))?")
+# journal and syslog prefixes: "Nov 15 14:15:47 host proc[123]: msg" or "2025-08-16T00:03:03.93-04:00 host proc: msg"
+_JOURNAL = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
+                      r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]*) (?P<host>\S+) (?P<process>[^\s:\[]+)(?:\[\d+\])?: "
+                      r"(?P<message>.*)$")
+_ERROR_WORDS = re.compile(r"error|fail|cannot|could not|unable|not supported|NV_ERR|NV_WARN|denied|no such|"
+                          r"timed out|timeout", re.IGNORECASE)
+_NOISE = re.compile(r"Verbose syslog connection opened|PID file (?:unlocked|closed|locked)|Consumed \S+ CPU time")
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """What a status or journal listing says about one unit."""
+
+    unit: str  # "nvidia-persistenced", "nvidia-fabricmanager", "docker" (or any unit systemctl printed)
+    active: str | None = None  # "active", "failed", "inactive", "activating" ... None: not said
+    enabled: str | None = None  # "enabled", "disabled", "masked", "not-found" ...
+    errors: tuple[str, ...] = ()  # the unit's own error lines, as printed
+
+
+def _lines(text: str, what: str) -> list[str]:
+    if not isinstance(text, str):
+        raise ParseError(f"{what} must be text")
+    return [line[:MAX_LINE].rstrip() for line in text.replace("\r\n", "\n").split("\n")[:MAX_LINES]]
+
+
+def unit_of(text: str) -> str | None:
+    """Which of :data:`UNITS` a journal line or unit name is about."""
+    for unit, names in UNITS.items():
+        if any(name in text for name in names):
+            return unit
+    return None
+
+
+def _journal_message(line: str) -> tuple[str, str]:
+    """(process, message) of a journal line; ("", line) when it has no journal prefix."""
+    match = _JOURNAL.match(line.strip())
+    if match:
+        return match["process"], match["message"]
+    return "", line.strip()
+
+
+def _is_error(unit: str, process: str, message: str) -> bool:
+    if _NOISE.search(message) or not _ERROR_WORDS.search(message):
+        return False
+    return process != "systemd" or unit_of(message) == unit
+
+
+def parse_systemctl_status(text: str) -> tuple[ServiceState, ...]:
+    """``systemctl status UNIT...``: per unit, its active and enabled state and the error lines of its log
+    tail. ``Unit x.service could not be found.`` gives that unit ``enabled="not-found"``."""
+    states: list[ServiceState] = []
+    current: dict[str, object] | None = None
+    for line in _lines(text, "systemctl status output"):
+        missing = _NOT_FOUND.search(line)
+        if missing:
+            states.append(ServiceState(missing["unit"], active="inactive", enabled="not-found"))
+            current = None
+            continue
+        head = _STATUS_HEAD.match(line)
+        if head:
+            current = {"unit": head["unit"], "errors": []}
+            states.append(ServiceState(head["unit"]))
+            continue
+        if current is None:
+            continue
+        loaded = _LOADED.match(line)
+        if loaded:
+            current["enabled"] = loaded["enabled"] or ("not-found" if loaded["load"] == "not-found" else None)
+        active = _ACTIVE.match(line)
+        if active:
+            current["active"] = active["active"]
+        process, message = _journal_message(line)
+        errors = current["errors"]
+        assert isinstance(errors, list)
+        if (process or "status=" in message) and len(errors) < MAX_ERRORS and not loaded and not active \
+                and _is_error(_unit_name(str(current["unit"])), process, message):
+            errors.append(line.strip())
+        states[-1] = ServiceState(str(current["unit"]), _opt(current.get("active")), _opt(current.get("enabled")),
+                                  tuple(errors))
+    if not states:
+        raise ParseError("no systemctl status unit ('● name.service - description')")
+    return tuple(states)
+
+
+def _opt(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _unit_name(unit: str) -> str:
+    return unit_of(unit + ".service") or unit
+
+
+# What systemd says when a unit's state changes, newest wins.
+_TRANSITIONS = (
+    (re.compile(r"Failed to start|Failed with result|failed with result|Main process exited, code=\w+, "
+                r"status=[1-9]|Control process exited, code=\w+, status=[1-9]"), "failed"),
+    (re.compile(r"^Started |: Started |Started .*\.$"), "active"),
+    (re.compile(r"^Stopped |Deactivated successfully|^Stopping "), "inactive"),
+    (re.compile(r"^Starting "), "activating"),
+)
+
+
+_DAEMON_UP = re.compile(r"Started \(\d+\)$")
+_DAEMON_DOWN = re.compile(r"Shutdown \(\d+\)$")
+
+
+def parse_service_journal(text: str) -> tuple[ServiceState, ...]:
+    """``journalctl -u UNIT`` (or syslog lines) about nvidia-persistenced, nvidia-fabricmanager or docker:
+    each unit's last state change systemd logged (None when it logged none) and the unit's error lines.
+    ParseError when no line is about one of those units."""
+    found: dict[str, dict[str, object]] = {}
+    for line in _lines(text, "journal"):
+        if not line.strip() or line.startswith("-- "):
+            continue
+        process, message = _journal_message(line)
+        unit = unit_of(process) if process and process != "systemd" else unit_of(message)
+        if unit is None:
+            continue
+        entry = found.setdefault(unit, {"active": None, "errors": []})
+        if process == "systemd" or not process:
+            for pattern, state in _TRANSITIONS:
+                if pattern.search(message):
+                    entry["active"] = state
+                    break
+        elif _DAEMON_UP.match(message):
+            entry["active"] = "active"  # nvidia-persistenced logs "Started (<pid>)" itself
+        elif _DAEMON_DOWN.match(message):
+            entry["active"] = "inactive"
+        errors = entry["errors"]
+        assert isinstance(errors, list)
+        if len(errors) < MAX_ERRORS and _is_error(unit, process, message):
+            errors.append(line.strip())
+    if not found:
+        raise ParseError("no journal line about nvidia-persistenced, nvidia-fabricmanager or docker")
+    return tuple(ServiceState(unit, _opt(v["active"]), None, tuple(v["errors"]))  # type: ignore[arg-type]
+                 for unit, v in found.items())
+
+
+# --------------------------------------------------------------------------- nvidia-container-cli info
+
+_CLI_FIELD = re.compile(r"^(?P<key>NVRM version|CUDA version|Device Index|Model|GPU UUID|Bus Location|Architecture):"
+                        r"\s*(?P<value>.*)$")
+_CLI_ERROR = re.compile(r"nvidia-container-cli: (?P<error>.*)$")
+
+
+@dataclass(frozen=True)
+class ContainerCliDevice:
+    index: int | None
+    model: str | None = None
+    uuid: str | None = None
+    bus_location: str | None = None
+    architecture: str | None = None
+
+
+@dataclass(frozen=True)
+class ContainerCliInfo:
+    nvrm_version: str | None = None  # the loaded kernel module, as /proc/driver/nvidia/version says
+    cuda_version: str | None = None  # the newest CUDA the driver supports (cuDriverGetVersion)
+    devices: tuple[ContainerCliDevice, ...] = ()
+    error: str | None = None  # "initialization error: nvml error: driver not loaded"
+
+
+def _value(text: str) -> str | None:
+    text = text.strip()
+    return None if not text or text == "(null)" else text
+
+
+def parse_container_cli_info(text: str) -> ContainerCliInfo:
+    """``nvidia-container-cli [-k -d /dev/tty] info``: driver and CUDA version and the devices, or the
+    error it stopped with. Its debug lines (``I0114 04:33:38 ... nvc.c:281] ...``) are skipped."""
+    fields: dict[str, str | None] = {}
+    devices: list[dict[str, str | None]] = []
+    error = None
+    for line in _lines(text, "nvidia-container-cli output"):
+        stripped = line.strip()
+        failure = _CLI_ERROR.search(stripped)
+        if failure and error is None:
+            error = failure["error"].strip().rstrip(".")
+            continue
+        match = _CLI_FIELD.match(stripped)
+        if not match:
+            continue
+        key, value = match["key"], _value(match["value"])
+        if key == "Device Index":
+            devices.append({"index": value})
+        elif key in ("NVRM version", "CUDA version"):
+            fields[key] = value
+        elif devices:
+            devices[-1][key] = value
+    if not fields and not devices and error is None:
+        raise ParseError("no 'NVRM version:' line and no 'nvidia-container-cli:' error")
+    return ContainerCliInfo(
+        nvrm_version=fields.get("NVRM version"), cuda_version=fields.get("CUDA version"),
+        devices=tuple(ContainerCliDevice(int(d["index"]) if (d.get("index") or "").isdigit() else None,
+                                         d.get("Model"), d.get("GPU UUID"), d.get("Bus Location"),
+                                         d.get("Architecture")) for d in devices[:256]),
+        error=error)
+
+
+# --------------------------------------------------------------------------- dcgmi diag / health
+
+_TABLE_ROW = re.compile(r"^\|(?P<left>[^|]*)\|(?P<right>[^|]*)\|?\s*$")
+_RESULT = re.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Error|Healthy|Warning|Failure)\b(?P<rest>.*)$")
+_SECTION = re.compile(r"^-+\s*(?P<name>[A-Za-z][A-Za-z /]*?)\s*-+$")
+
+
+@dataclass(frozen=True)
+class DcgmRow:
+    """One row of a ``dcgmi diag`` or ``dcgmi health`` table, continuation lines joined."""
+
+    name: str  # "GPU Memory", "Deployment", "GPU ID: 0", "Overall Health" ...
+    result: str  # "Pass", "Fail", "Warn", "Skip", "Error", "Healthy", "Warning", "Failure", or the text
+    detail: str = ""  # what followed: "- GPU: 0", "GPU 3 has uncorrectable memory errors ..."
+
+
+def parse_dcgmi_table(text: str) -> tuple[DcgmRow, ...]:
+    """The ``| name | result |`` table ``dcgmi diag -r N`` and ``dcgmi health -c`` print (also an excerpt):
+    each row with its result word and the detail that wraps over the following rows. Section rules
+    (``|-----  Deployment  ----|``) and the header row are skipped. ParseError without any such row."""
+    rows: list[list[str]] = []
+    seen = False
+    for line in _lines(text, "dcgmi output"):
+        match = _TABLE_ROW.match(line.strip())
+        if not match:
+            continue
+        seen = True
+        left, raw_right = match["left"].strip(), match["right"]
+        right = raw_right.strip()
+        rule = left.startswith("--") or _SECTION.match(left) or (left and set(left) <= {"-", "=", "+"})
+        if rule or (left, right) == ("Diagnostic", "Result"):
+            continue
+        if left:
+            rows.append([left, right])
+        elif rows and _RESULT.match(right):
+            rows.append([rows[-1][0], right])  # "Pass - GPUs: 1, 2" then "Fail - GPU: 0" under one test
+        elif rows and right:
+            # dcgmi wraps at the column edge, mid-word: one blank after the bar continues the word
+            # ("13.3 second" + "s started"), two start a new word (" remappings")
+            glue = "" if raw_right.startswith(" ") and not raw_right.startswith("  ") else " "
+            rows[-1][1] = f"{rows[-1][1]}{glue}{right}"
+    if not seen or not rows:
+        raise ParseError("no dcgmi table rows ('| name | result |')")
+    result: list[DcgmRow] = []
+    for name, value in rows[:2000]:
+        word = _RESULT.match(value)
+        if word:
+            result.append(DcgmRow(name, word["result"], word["rest"].strip(" -:")))
+        else:
+            result.append(DcgmRow(name, value))
+    return tuple(result)
+

@@ -1,0 +1,79 @@
+"""The evaluation set (tests/cases/): real cases from public threads, each with its confirmed cause.
+
+Three kinds of assertion:
+- every case folder is well formed (class known, expect allowed for the class, evidence present);
+- a not-a-fault control raises nothing critical (hard, per case);
+- the number of hits (cases whose leading finding is right), overall, on decidable cases and per class,
+  does not fall below tests/cases/floor.toml. Counts, not rates: adding a case (usually a miss at first)
+  never breaks the floor, while any case that stops being a hit does. The floor only rises: when the
+  score goes up, raise it to the values `tests/eval_cases.py --floor` prints.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from caseset import CLASSES, CaseError, Scores, case_folders, load_case, load_floor, render, run_case
+
+FOLDERS = case_folders()
+
+
+@pytest.fixture(scope="module")
+def scores() -> Scores:
+    outcomes = [run_case(load_case(folder)) for folder in FOLDERS]
+    result = Scores(outcomes)
+    print("\n" + render(result))  # shown with -s: the numbers to raise the floor to
+    return result
+
+
+def test_there_are_cases() -> None:
+    assert len(FOLDERS) >= 10, "tests/cases/ lost its cases"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_case_is_well_formed(folder) -> None:
+    case = load_case(folder)
+    assert case.title.strip() and case.confirmed_by.strip()
+    assert all(p.stat().st_size > 0 for p in case.evidence), "an empty evidence file"
+
+
+def test_bad_case_is_refused(tmp_path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "case.toml").write_text('source = "a/b#1"\ntitle = "t"\nclass = "nouveau"\nexpect = "GH202"\n'
+                                      'confirmed_by = "x"\ndecidable = true\n')
+    (folder / "dmesg.log").write_text("nouveau 0000:01:00.0: DRM: VRAM: 2048 MiB\n")
+    with pytest.raises(CaseError, match="expects one of"):
+        load_case(folder)
+
+
+CONTROLS = [f for f in FOLDERS if load_case(f).control]
+
+
+@pytest.mark.parametrize("folder", CONTROLS, ids=[f.name for f in CONTROLS])
+def test_control_raises_nothing_critical(folder) -> None:
+    outcome = run_case(load_case(folder))
+    assert not outcome.lead.startswith("error"), outcome.lead
+    assert not outcome.critical, f"normal evidence raised critical {outcome.critical}"
+
+
+def test_scores_do_not_fall_below_the_floor(scores: Scores) -> None:
+    floor = load_floor()
+    assert scores.overall_hits >= floor.get("overall", 0), render(scores)
+    assert scores.decidable_hits >= floor.get("decidable", 0), render(scores)
+    fallen = {cls: (scores.class_hits(cls), low) for cls, low in floor.get("classes", {}).items()
+              if scores.class_hits(cls) < low}
+    assert not fallen, f"classes below their floor (hits, floor): {fallen}\n{render(scores)}"
+
+
+def test_floor_names_only_known_classes() -> None:
+    floor = load_floor()
+    assert set(floor.get("classes", {})) <= set(CLASSES)
+    counts = [floor.get("overall", 0), floor.get("decidable", 0), *floor.get("classes", {}).values()]
+    assert all(isinstance(v, int) and v >= 0 for v in counts)
+    assert floor.get("decidable", 0) <= floor.get("overall", 0)
+
+
+def test_analyze_never_crashes_on_a_case(scores: Scores) -> None:
+    crashed = [(o.case.name, o.lead) for o in scores.outcomes if o.lead.startswith("error")]
+    assert not crashed

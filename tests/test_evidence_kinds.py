@@ -1,0 +1,112 @@
+"""The evidence-kind registry: every kind has a real example it recognises and parses; routing by command."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import CORPUS
+from fuzzing import FUZZ
+from gpuhealth.evidence import KINDS, identify, kinds_for_command, load, normalise_command, route
+from gpuhealth.model import ParseError
+from listings_data import registry_examples
+
+# A real example of every kind: a corpus file, or a line copied from a public thread (named beside it).
+INSTALLER_LOG = "nvidia-installer log file '/var/log/nvidia-installer.log'\ncreation time: Tue Dec  1 10:00:00 2020\n"
+EXAMPLES: dict[str, str | tuple[str, str]] = {
+    "smi-xml": "telegraf-nvidia-smi/a10g.xml",
+    "smi-table": "gpud/accelerator_nvidia_query__nvidia-smi.550.90.07.out.0.valid",
+    "smi-query": "nvidia-bug-report-352.63/nvidia-smi_-q.txt",
+    "smi-nvlink": "azurehpc-health-checks/good_nvlink_status.txt",
+    "smi-list": "nvidia-gpu-exporter/list_gpus_8xH100_mig.txt",
+    "smi-topo": "ml-engineering/topo-m_8xH100_NV18.txt",
+    "smi-topo-p2p": "ml-engineering/topo-p2p-r_8xH100_OK.txt",
+    "smi-csv": "netdata-go.d-nvidia-smi/tesla-p100.csv",
+    "collect-env": "pytorch-collect-env/pytorch-issue-86556_3090x3_515.65.01.txt",
+    "proc-version": "nvidia-bug-report-352.63/proc_driver_nvidia_version.txt",
+    "driver-params": "nvidia-bug-report-352.63/proc_driver_nvidia_params.txt",
+    "lsmod": "azhpc-diagnostics/lsmod.nvidia.out",
+    "lspci": "nvidia-bug-report-352.63/lspci_-nn.txt",
+    "kernel-log": "nvidia-bug-report-352.63/dmesg.txt",
+    # inline examples, from public threads
+    "installer-log": ("nvidia-installer", INSTALLER_LOG + "option version : \nnvidia-installer command line:\n"
+                      "    ./nvidia-installer\n"),
+    "os-release": ("os-release of Ubuntu 22.04", 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
+                   'ID=ubuntu\nID_LIKE=debian\n'),
+    "mokutil": ("mokutil --sb-state on a Secure Boot host", "SecureBoot enabled\n"),
+    "kernel-cmdline": ("a Rocky 9 /proc/cmdline", "BOOT_IMAGE=(hd0,gpt2)/vmlinuz-5.14.0-362.8.1.el9_3.x86_64 "
+                       "root=/dev/mapper/rl-root ro rd.driver.blacklist=nouveau nouveau.modeset=0\n"),
+    "dkms-status": ("dkms status on Ubuntu 22.04", "nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed\n"),
+    "app-log": ("hand-written in the form PyTorch prints", "Traceback (most recent call last):\n"
+                "  File \"t.py\", line 1, in <module>\nRuntimeError: CUDA error: out of memory\n"),
+}
+
+EXAMPLES.update(registry_examples())  # the listings (dpkg -l, env, ldconfig -p ...): tests/listings_data.py
+
+
+def _example(kind: str) -> str:
+    example = EXAMPLES[kind]
+    if isinstance(example, tuple):
+        return example[1]
+    return (CORPUS / example).read_text(errors="replace")
+
+
+def test_every_kind_has_an_example():
+    load()
+    missing = sorted(set(KINDS) - set(EXAMPLES))
+    assert not missing, f"evidence kinds without a real example in EXAMPLES: {missing}"
+
+
+@pytest.mark.parametrize("kind", sorted(EXAMPLES))
+def test_example_is_recognised_and_parsed(kind):
+    text = _example(kind)
+    assert identify(text) == kind
+    overlays = KINDS[kind].parse(text, "example")
+    assert overlays and all(value is not None for value in overlays.values())
+
+
+@pytest.mark.parametrize(("command", "normal"), [
+    ("sudo nvidia-smi -q", "nvidia-smi -q"),
+    ("sudo -E /usr/bin/nvidia-smi  -L | head", "nvidia-smi -L"),
+    ("LD_LIBRARY_PATH=/usr/local/cuda/lib64 python -c 'import torch'", "python -c import torch"),
+    ("lsmod | grep nvidia", "lsmod"),
+    ("env CUDA_VISIBLE_DEVICES=0 time dkms status", "dkms status"),
+    ("echo 'unbalanced", "echo 'unbalanced"),
+    ("", ""),
+])
+def test_normalise_command(command, normal):
+    assert normalise_command(command) == normal
+
+
+@pytest.mark.parametrize(("command", "kind"), [
+    ("nvidia-smi", "smi-table"), ("nvidia-smi -q", "smi-query"), ("nvidia-smi -q -x", "smi-xml"),
+    ("nvidia-smi -L", "smi-list"), ("nvidia-smi topo -m", "smi-topo"), ("sudo dkms status", "dkms-status"),
+    ("dmesg | grep -i nvrm", "kernel-log"), ("sudo journalctl -k -b", "kernel-log"), ("lspci -k", "lspci"),
+    ("cat /proc/driver/nvidia/version", "proc-version"), ("mokutil --sb-state", "mokutil"),
+    ("nvidia-smi --query-gpu=index,name --format=csv", "smi-csv"),
+])
+def test_commands_claim_their_kind(command, kind):
+    assert kinds_for_command(command)[0] == kind
+
+
+def test_route_prefers_the_command_then_content():
+    # "SecureBoot enabled" after `mokutil --sb-state`: mokutil; a table after a command nobody claims: by content
+    assert route("mokutil --sb-state", "SecureBoot enabled\n").name == "mokutil"
+    table = _example("smi-table")
+    assert route("watch -n1 nvidia-smi", table).name == "smi-table"
+    # a command that claims a kind but printed something else: content decides, or nothing
+    assert route("nvidia-smi -q", "bash: nvidia-smi: command not found\n") is None
+
+
+@given(st.text(max_size=300))
+@FUZZ
+def test_routing_survives_any_text(text):
+    for command in (None, text[:40], "nvidia-smi -q", "dkms status"):
+        kind = route(command, text)
+        if kind is not None:
+            try:
+                kind.parse(text, "fuzz")
+            except ParseError:
+                pass
+    normalise_command(text)
