@@ -188,6 +188,14 @@ def test_several_cudas_gh602():
     assert "GH602" not in _findings("library-path/tensorflow-43947.txt")
 
 
+def test_conda_cudatoolkit_newer_than_the_driver_gh601():
+    # conda's cudatoolkit 10.1 (pytorch#32369) on a host whose driver is 390.48 (pytorch#15135's collect_env)
+    found = _findings("conda-list/pytorch-32369_cudatoolkit-10.1.txt",
+                      "corpus:pytorch-collect-env/pytorch-issue-15135_1080Tix3_390.48.txt")
+    assert "CUDA 10.1.243 (conda cudatoolkit) needs driver >=" in found["GH601"][0].message
+    assert found["GH601"][0].severity is Severity.CRITICAL
+
+
 def test_nouveau_bound_gh206_from_lspci_alone():
     found = _findings("lspci-k/negativo17-nvidia-driver-73_nouveau-in-use.txt")
     assert found["GH206"][0].severity is Severity.CRITICAL
@@ -203,6 +211,7 @@ def test_device_nodes_missing_gh207():
 def test_persistence_daemon_failed_gh604():
     found = _findings("systemctl-status/handwritten_persistenced-failed.txt", SMI_4_GPUS)
     assert "nvidia-persistenced is failed" in found["GH604"][0].message
+    assert any("Failed to query NVIDIA devices" in line for e in found["GH604"][0].evidence for line in e.lines)
 
 
 def test_module_not_built_for_running_kernel_gh507():
