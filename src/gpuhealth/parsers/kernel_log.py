@@ -61,6 +61,8 @@ import collections
 import dataclasses
 import datetime
 import functools
+import itertools
+import operator
 import os
 import pickle
 import re
@@ -69,7 +71,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO
 
 from gpuhealth.model import EventGroup, KernelEvent, KernelLog, ParseError, normalize_pci_address
 
@@ -104,6 +106,10 @@ _PARALLEL_SEGMENT = 32 * 1024 * 1024  # at least this much work per worker
 _MAX_WORKERS = 8
 _MAX_LINE = 64 * 1024  # a "line" longer than this is cut (raw line and parsing)
 _LOOKAHEAD_LINES = 3  # lines kept after a hit that may continue without an NVRM tag
+# A piece where a needle is found _DENSE_PROBE times within _DENSE_PROBE * _DENSE_BYTES_PER_HIT bytes is
+# driver spam: it is split into lines once and each line tested (cheaper than a find per hit).
+_DENSE_PROBE = 256
+_DENSE_BYTES_PER_HIT = 2048
 # Aggregation bounds: memory stays the same whatever the log's length or variety.
 _SAMPLES = 8  # events kept per template: the first 7 and the last
 _MAX_GROUPS = 4096  # templates; past this, new ones of a kind and device share one "(other messages)" group
@@ -445,12 +451,9 @@ def _detect(head: bytes) -> str:
 # --------------------------------------------------------------------------- scanning (bytes level)
 
 
-class _Hit(NamedTuple):
-    """One line holding a keyword: where it is and what follows it (for untagged continuations)."""
-
-    line_index: int  # 0-based
-    raw: bytes
-    after: bytes | None = None
+# One line holding a keyword: (0-based line index, raw line, what follows it for untagged continuations).
+# A plain tuple: a NamedTuple's constructor costs microseconds, and driver spam makes millions of hits.
+_Hit = tuple[int, bytes, "bytes | None"]
 
 
 def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence[bytes], ahead: int | None = None
@@ -464,6 +467,7 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
     find, rfind = buf.find, buf.rfind
     for needle in needles:
         pos = find(needle, start, end)
+        found = 0
         while pos != -1:
             line_start = rfind(b"\n", start, pos) + 1 or start
             line_end = find(b"\n", pos, end)
@@ -471,6 +475,9 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
                 line_end = end
             spans[line_start] = line_end
             pos = find(needle, line_end, end)
+            found += 1
+            if found == _DENSE_PROBE and pos != -1 and pos - start < _DENSE_PROBE * _DENSE_BYTES_PER_HIT:
+                return _scan_dense(bytes(buf[start:ahead]), end - start, needles, needle)
     hits: list[_Hit] = []
     count = buf.count
     newlines = 0
@@ -489,9 +496,42 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
                 nxt = find(b"\n", stop + 1, ahead)
                 stop = ahead if nxt == -1 else nxt
             after = bytes(buf[line_end + 1:min(stop, line_end + 1 + _MAX_LINE)])
-        hits.append(_Hit(newlines, raw, after))
+        hits.append((newlines, raw, after))
     newlines += count(b"\n", previous, end)
     return newlines, hits
+
+
+def _scan_dense(data: bytes, end: int, needles: Sequence[bytes], dense: bytes) -> tuple[int, list[_Hit]]:
+    """_scan_buffer for a piece where hits are frequent (driver spam): split into lines once, test each.
+
+    ``data[:end]`` is the piece; what follows is only looked at for the lines after a hit.
+    """
+    piece = data[:end]
+    lines = piece.split(b"\n")
+    # The dense needle is tested line by line in C (compress/map); the others are rare: found with find.
+    chosen = set(itertools.compress(range(len(lines)), map(operator.contains, lines, itertools.repeat(dense))))
+    for needle in needles:
+        if needle == dense:
+            continue
+        pos, counted, line = piece.find(needle), 0, 0
+        while pos != -1:
+            line += piece.count(b"\n", counted, pos)
+            counted = pos
+            chosen.add(line)
+            pos = piece.find(needle, piece.find(b"\n", pos) + 1 or len(piece))
+    hits = []
+    extra: list[bytes] | None = None
+    for i in sorted(chosen):
+        raw = lines[i]
+        after = None
+        if b"The NVIDIA GPU" in raw:
+            following = lines[i + 1:i + 1 + _LOOKAHEAD_LINES]
+            if len(following) < _LOOKAHEAD_LINES and len(data) > end:  # the lines after the piece
+                extra = extra if extra is not None else data[end:end + 4 * _MAX_LINE].split(b"\n")
+                following = following + extra[:_LOOKAHEAD_LINES - len(following)]
+            after = b"\n".join(following)[:_MAX_LINE]
+        hits.append((i, raw[:_MAX_LINE] if len(raw) > _MAX_LINE else raw, after))
+    return len(lines) - 1, hits
 
 
 def _scan_file(path: str, start: int, end: int, needles: Sequence[bytes]) -> tuple[int, list[_Hit]]:
@@ -575,7 +615,7 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
             if collector is not None:
                 collector.feed(hits, newlines)
             else:
-                sink([_Hit(newlines + h.line_index, h.raw, h.after) for h in hits])
+                sink([(newlines + index, raw, after) for index, raw, after in hits])
             newlines += part_newlines
             buf[:filled - cut] = buf[cut:filled]
             filled -= cut
@@ -902,6 +942,7 @@ class _Collector:
         self.banners: list[str] = []
         self.quiet: dict[bytes, _Group] = {}  # exact NVRM message -> its group
         self.quiet_norm: dict[bytes, _Group] = {}  # the same with numbers replaced
+        self.dropped: set[bytes] = set()  # exact NVRM messages that are folded repeats
         self.pending: list[_Line] = []
         self.previous: KernelEvent | None = None
         self.previous_group: _Group | None = None
@@ -912,13 +953,14 @@ class _Collector:
     # ---------------------------------------------------------------- feeding
 
     def feed(self, hits: list[_Hit], base: int) -> None:
-        quiet, quiet_norm = self.quiet, self.quiet_norm
-        for hit in hits:
-            raw = hit.raw
+        quiet, quiet_norm, dropped = self.quiet, self.quiet_norm, self.dropped
+        for index, raw, after in hits:
             if not self.pending:
                 at = raw.find(b"NVRM")
                 if at != -1:
                     key = raw[at:]
+                    if key in dropped:
+                        continue
                     group = quiet.get(key)
                     if group is None and quiet_norm:
                         group = quiet_norm.get(_NUMBERS_BYTES.sub(b"#", key))
@@ -926,18 +968,18 @@ class _Collector:
                             quiet[key] = group
                     if group is not None:
                         if len(group.samples) < _SAMPLES - 1:
-                            group.add(_other_event(raw, base + hit.line_index))
+                            group.add(_other_event(raw, base + index))
                         else:
                             group.count += 1
                             group.last_raw = raw
-                            group.last_index = base + hit.line_index
+                            group.last_index = base + index
                         continue
-            self._hit(hit, base)
+            self._hit(index, raw, after, base)
 
-    def _hit(self, hit: _Hit, base: int) -> None:
-        raw = _decode(hit.raw)
+    def _hit(self, index: int, raw_bytes: bytes, after: bytes | None, base: int) -> None:
+        raw = _decode(raw_bytes)
         timestamp, message = _split_prefix(raw)
-        line = _Line(base + hit.line_index + 1, raw, timestamp, message, _decode(hit.after) if hit.after else None)
+        line = _Line(base + index + 1, raw, timestamp, message, _decode(after) if after else None)
         if self.pending:
             block = self.pending
             if (len(block) < 8 and line.number == block[-1].number + 1 and "NVRM" in message
@@ -947,10 +989,10 @@ class _Collector:
                     self._flush()
                 return
             self._flush()
-        if not any(needle in hit.raw for needle in _NEEDLES):
+        if not any(needle in raw_bytes for needle in _NEEDLES):
             self._signature(line)
             return
-        self._line(line, hit.raw)
+        self._line(line, raw_bytes)
 
     def _line(self, line: _Line, raw: bytes) -> None:
         message = line.message
@@ -973,20 +1015,22 @@ class _Collector:
         elif _JOINABLE.search(message) and not (_SENTENCE_END.search(message) and not _wants_more(message)):
             self.pending = [line]
         else:
-            event = _nvrm_event([line])
-            if event is None:
-                group = self._other(line)
-                self._remember_quiet(raw, message, group)
-            else:
-                self._emit(event)
+            self._block([line], raw)
 
     def _flush(self) -> None:
         block, self.pending = self.pending, []
+        self._block(block, None)
+
+    def _block(self, block: list[_Line], raw: bytes | None) -> None:
+        """A driver message (one line, or several joined): an event, a repeat to fold, or chatter to count."""
         event = _nvrm_event(block)
         if event is None:
-            self._other(block[0])
+            group = self._other(block[0])
+            if raw is not None:
+                self._remember_quiet(raw, block[0].message, group)
         elif event.kind == "fallen_off_bus" and event.pci_address in self.fallen:
-            return  # one event per GPU: repeats and multi-line blocks are folded
+            if raw is not None:  # one event per GPU: repeats are folded (and not parsed again)
+                self._remember_quiet(raw, block[0].message, None)
         else:
             if event.kind == "fallen_off_bus" and len(self.fallen) < _MAX_GROUPS:
                 self.fallen.add(event.pci_address)
@@ -1014,12 +1058,18 @@ class _Collector:
             self.signature.append(KernelEvent(kind="module_signature", message=line.message.strip(),
                                               line=line.raw, line_number=line.number, timestamp=line.timestamp))
 
-    def _remember_quiet(self, raw: bytes, message: str, group: _Group) -> None:
-        """Let the fast path count this NVRM message next time (and, unless digits matter, its look-alikes)."""
+    def _remember_quiet(self, raw: bytes, message: str, group: _Group | None) -> None:
+        """Let the fast path count this NVRM message next time (and, unless digits matter, its look-alikes).
+
+        ``group`` None: a repeat that is dropped (a GPU's fallen-off-the-bus report after the first).
+        """
         at = raw.find(b"NVRM")
         if at == -1 or not message.lstrip().startswith("NVRM") or len(self.quiet) >= _QUIET_MAX:
             return
         key = raw[at:]
+        if group is None:
+            self.dropped.add(key)
+            return
         self.quiet[key] = group
         if len(self.quiet_norm) < _QUIET_NORM_MAX and not _DIGITS_MATTER.search(message):
             self.quiet_norm[_NUMBERS_BYTES.sub(b"#", key)] = group
@@ -1068,7 +1118,7 @@ class _Collector:
             self._flush()
 
     def drop_caches(self) -> None:
-        self.quiet, self.quiet_norm = {}, {}
+        self.quiet, self.quiet_norm, self.dropped = {}, {}, set()
         self.previous = self.previous_group = None
 
     def absorb(self, later: _Collector, lines: int) -> None:
@@ -1102,7 +1152,7 @@ class _Collector:
             elif len(self.rates) < _MAX_RATES:
                 self.rates[key] = rate
         self.signature.extend(_shift(e, lines) for e in later.signature[:_RESCAN_MAX_HITS - len(self.signature)])
-        self.quiet, self.quiet_norm = later.quiet, later.quiet_norm
+        self.quiet, self.quiet_norm, self.dropped = later.quiet, later.quiet_norm, later.dropped
 
     def result(self, source: str, fmt: str, lines_scanned: int,
                rescan: Callable[[Sequence[bytes]], list[_Hit]] | None, size: int) -> KernelLog:
@@ -1158,13 +1208,13 @@ def timestamp_seconds(timestamp: str | None) -> float | None:
 def _signature_events(hits: list[_Hit]) -> list[KernelEvent]:
     """``module_signature`` events: the kernel refused (or tainted for) an unsigned NVIDIA module."""
     events = []
-    for hit in hits:
-        raw = _decode(hit.raw)
+    for index, raw_bytes, _ in hits:
+        raw = _decode(raw_bytes)
         timestamp, message = _split_prefix(raw)
         if "nvidia" not in message.lower():  # another vendor's module (a Wi-Fi or VirtualBox driver, say)
             continue
         events.append(KernelEvent(kind="module_signature", message=message.strip(), line=raw,
-                                  line_number=hit.line_index + 1, timestamp=timestamp))
+                                  line_number=index + 1, timestamp=timestamp))
     return events
 
 
@@ -1308,8 +1358,8 @@ def _pci_bar_events(rescan: Callable[[Sequence[bytes]], list[_Hit]], addresses: 
     needles = sorted(f"{addr}: ".encode() for addr in addresses)
     events = []
     for hit in rescan(needles):
-        number = hit.line_index + 1
-        raw = _decode(hit.raw)
+        number = hit[0] + 1
+        raw = _decode(hit[1])
         match = _PCI_BAR_FAIL.search(raw)
         if number in known_lines or match is None or "NVRM" in raw:
             continue
