@@ -201,40 +201,39 @@ class _Limited:
         return self._account(self._stream.readinto(view) or 0)
 
 
-def _read_up_to(stream: Any, size: int) -> bytes:
-    parts = []
-    got = 0
-    while got < size:
-        data = stream.read(min(_READ, size - got))
+def _read_up_to(stream: Any, size: int, into: bytearray | None = None) -> bytearray:
+    """Up to ``size`` more bytes of ``stream``, appended to ``into`` (one buffer: no copies to join)."""
+    buf = bytearray() if into is None else into
+    goal = len(buf) + size
+    while len(buf) < goal:
+        data = stream.read(min(_READ, goal - len(buf)))
         if not data:
             break
-        parts.append(data)
-        got += len(data)
-    return b"".join(parts)
+        buf += data
+    return buf
 
 
 def _read(raw: BinaryIO, display: str, path: str | None, max_bytes: int) -> Evidence:
-    magic = _read_up_to(raw, 2)
+    magic = bytes(_read_up_to(raw, 2))
     gzipped = magic == b"\x1f\x8b"
     stream: Any = _Limited(raw, max_bytes, display, magic)
     if gzipped:
         stream = _Limited(gzip.GzipFile(fileobj=stream, mode="rb"), max_bytes, display)
         path = None  # the file scanner reads plain files only
-    head = _read_up_to(stream, _SNIFF_BYTES)
-    kernel = _looks_like_kernel_log(head)
-    more = _read_up_to(stream, (STREAM_FROM_BYTES if kernel else WHOLE_MAX_BYTES) + 1 - len(head))
-    data = head + more
-    del head, more
-    if len(data) <= (STREAM_FROM_BYTES if kernel else WHOLE_MAX_BYTES):
+    data = _read_up_to(stream, _SNIFF_BYTES)
+    kernel = _looks_like_kernel_log(bytes(data))
+    whole = STREAM_FROM_BYTES if kernel else WHOLE_MAX_BYTES
+    _read_up_to(stream, whole + 1 - len(data), into=data)
+    if len(data) <= whole:
         return Evidence(display, text=data.decode("utf-8", errors="replace"), size=len(data))
     note = "" if kernel else (f"larger than {human_bytes(WHOLE_MAX_BYTES)} and not a plain kernel log: only its "
                               "kernel-log lines were read")
     if path is not None:
-        data = b""  # the file scanner reads the file itself: the bytes read so far are not kept
+        data = bytearray()  # the file scanner reads the file itself: the bytes read so far are not kept
     return _stream_kernel_log(stream, display, path, data, note)
 
 
-def _stream_kernel_log(stream: Any, display: str, path: str | None, head: bytes, note: str) -> Evidence:
+def _stream_kernel_log(stream: Any, display: str, path: str | None, head: bytearray, note: str) -> Evidence:
     from gpuhealth.parsers.kernel_log import parse_kernel_log_file, parse_kernel_log_stream
 
     try:

@@ -277,7 +277,7 @@ def parse_kernel_log_file(path: str | os.PathLike[str], source: str | None = Non
     )
 
 
-def parse_kernel_log_stream(stream: BinaryIO, source: str, head: bytes = b"") -> KernelLog:
+def parse_kernel_log_stream(stream: BinaryIO, source: str, head: bytes | bytearray = b"") -> KernelLog:
     """Like ``parse_kernel_log_file`` for a stream that can be read once (a pipe, standard input, a gzip file).
 
     ``head``: bytes already read from the stream, scanned first. Memory stays bounded whatever the length;
@@ -625,20 +625,23 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
 class _Prefixed:
     """A stream with bytes already read from it put back in front."""
 
-    def __init__(self, head: bytes, stream: Any) -> None:
-        self._head = head
+    def __init__(self, head: bytes | bytearray, stream: Any) -> None:
+        self._head = memoryview(head)  # slices of a view copy nothing: the head may be tens of MB
         self._stream = stream
 
     def peek_head(self, size: int) -> bytes:
-        while len(self._head) < size:
-            more = self._stream.read(size - len(self._head))
-            if not more:
-                break
-            self._head += more
-        return self._head
+        if len(self._head) < size:
+            more = bytearray(self._head)
+            while len(more) < size:
+                data = self._stream.read(size - len(more))
+                if not data:
+                    break
+                more += data
+            self._head = memoryview(more)
+        return bytes(self._head[:size])
 
     def readinto(self, view: memoryview) -> int:
-        if self._head:
+        if len(self._head):
             n = min(len(view), len(self._head))
             view[:n] = self._head[:n]
             self._head = self._head[n:]
