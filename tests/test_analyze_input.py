@@ -198,3 +198,25 @@ def test_parse_max_bytes(text, expected):
 def test_parse_max_bytes_refuses(text):
     with pytest.raises(ValueError):
         parse_max_bytes(text)
+
+
+def test_bundle_kernel_log_is_scanned_in_place(tmp_path):
+    # check --from reads a bundle's dmesg output through the same file scanner, in bounded memory
+    sys.path.insert(0, str(Path(__file__).parent))
+    from hostcases import FakeHost, load_spec
+
+    from gpuhealth.bundle import RecordingHost, command_key
+    from gpuhealth.collect import collect
+    from gpuhealth.collect.system import KERNEL_LOG_COMMANDS
+
+    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
+    collect(recorder)
+    recorder.finish()
+    stdout = tmp_path / "b" / "commands" / f"{command_key(KERNEL_LOG_COMMANDS[0])}.stdout"
+    assert stdout.exists()
+    blocks = _write_big(stdout, 100)
+    done, peak_kb = _run(["check", "--from", str(tmp_path / "b"), "--format", "json", "--no-frameworks"])
+    assert done.returncode in (1, 2), done.stderr[-2000:]
+    assert 0 < peak_kb < 200 * 1024
+    xid = [f for f in json.loads(done.stdout)["findings"] if f["code"] == "GH301"]
+    assert xid and f"x{4 * blocks}" in xid[0]["message"]
