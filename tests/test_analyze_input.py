@@ -203,11 +203,10 @@ def test_parse_max_bytes_refuses(text):
 def test_bundle_kernel_log_is_scanned_in_place(tmp_path):
     # check --from reads a bundle's dmesg output through the same file scanner, in bounded memory
     sys.path.insert(0, str(Path(__file__).parent))
-    from hostcases import FakeHost, load_spec
-
     from gpuhealth.bundle import RecordingHost, command_key
     from gpuhealth.collect import collect
     from gpuhealth.collect.system import KERNEL_LOG_COMMANDS
+    from hostcases import FakeHost, load_spec
 
     recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
     collect(recorder)
