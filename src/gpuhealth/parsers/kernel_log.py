@@ -250,7 +250,7 @@ def parse_kernel_log(data: str | bytes, source: str = "", *, workers: int | None
         source, fmt, len(buf), buf[-1:], workers,
         scan=lambda start, end: _collect_buffer(buf, start, end),
         bounds=lambda n: _line_bounds(len(buf), n, lambda pos: buf.find(b"\n", pos)),
-        rescan=lambda needles: _scan_buffer(buf, 0, len(buf), needles)[1][:_RESCAN_MAX_HITS],
+        rescan=lambda needles: _hit_list(_scan_buffer(buf, 0, len(buf), needles)[1])[:_RESCAN_MAX_HITS],
     )
 
 
@@ -501,7 +501,36 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
     return newlines, hits
 
 
-def _scan_dense(data: bytes, end: int, needles: Sequence[bytes], dense: bytes) -> tuple[int, list[_Hit]]:
+class _Dense:
+    """The hits of a piece full of driver spam: its lines and the indices of those holding a needle.
+
+    Kept as lines (not hit tuples) so that the collector can count lines it already knows in C.
+    """
+
+    __slots__ = ("lines", "chosen", "data", "end")
+
+    def __init__(self, lines: list[bytes], chosen: list[int], data: bytes, end: int) -> None:
+        self.lines, self.chosen, self.data, self.end = lines, chosen, data, end
+
+    def after(self, i: int) -> bytes | None:
+        """The lines after hit ``i`` when it may continue without an NVRM tag ("The NVIDIA GPU ...")."""
+        if b"The NVIDIA GPU" not in self.lines[i]:
+            return None
+        following = self.lines[i + 1:i + 1 + _LOOKAHEAD_LINES]
+        if len(following) < _LOOKAHEAD_LINES and len(self.data) > self.end:  # the lines after the piece
+            extra = self.data[self.end:self.end + 4 * _MAX_LINE].split(b"\n")
+            following = following + extra[:_LOOKAHEAD_LINES - len(following)]
+        return b"\n".join(following)[:_MAX_LINE]
+
+    def hit(self, i: int) -> _Hit:
+        raw = self.lines[i]
+        return (i, raw[:_MAX_LINE] if len(raw) > _MAX_LINE else raw, self.after(i))
+
+    def hits(self) -> list[_Hit]:
+        return [self.hit(i) for i in self.chosen]
+
+
+def _scan_dense(data: bytes, end: int, needles: Sequence[bytes], dense: bytes) -> tuple[int, Any]:
     """_scan_buffer for a piece where hits are frequent (driver spam): split into lines once, test each.
 
     ``data[:end]`` is the piece; what follows is only looked at for the lines after a hit.
@@ -519,19 +548,11 @@ def _scan_dense(data: bytes, end: int, needles: Sequence[bytes], dense: bytes) -
             counted = pos
             chosen.add(line)
             pos = piece.find(needle, piece.find(b"\n", pos) + 1 or len(piece))
-    hits = []
-    extra: list[bytes] | None = None
-    for i in sorted(chosen):
-        raw = lines[i]
-        after = None
-        if b"The NVIDIA GPU" in raw:
-            following = lines[i + 1:i + 1 + _LOOKAHEAD_LINES]
-            if len(following) < _LOOKAHEAD_LINES and len(data) > end:  # the lines after the piece
-                extra = extra if extra is not None else data[end:end + 4 * _MAX_LINE].split(b"\n")
-                following = following + extra[:_LOOKAHEAD_LINES - len(following)]
-            after = b"\n".join(following)[:_MAX_LINE]
-        hits.append((i, raw[:_MAX_LINE] if len(raw) > _MAX_LINE else raw, after))
-    return len(lines) - 1, hits
+    return len(lines) - 1, _Dense(lines, sorted(chosen), data, end)
+
+
+def _hit_list(hits: Any) -> list[_Hit]:
+    return hits.hits() if isinstance(hits, _Dense) else hits
 
 
 def _scan_file(path: str, start: int, end: int, needles: Sequence[bytes]) -> tuple[int, list[_Hit]]:
@@ -588,7 +609,8 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
     last byte, None).
     """
     newlines = 0
-    buf = bytearray(_CHUNK)
+    # No bigger than the input: a 16 MiB buffer per small log would stay in the heap of a long-lived process.
+    buf = bytearray(_CHUNK if limit is None else max(1, min(_CHUNK, limit)))
     filled = 0
     total = 0
     last = b""
@@ -615,7 +637,7 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
             if collector is not None:
                 collector.feed(hits, newlines)
             else:
-                sink([(newlines + index, raw, after) for index, raw, after in hits])
+                sink([(newlines + index, raw, after) for index, raw, after in _hit_list(hits)])
             newlines += part_newlines
             buf[:filled - cut] = buf[cut:filled]
             filled -= cut
@@ -946,6 +968,7 @@ class _Collector:
         self.quiet: dict[bytes, _Group] = {}  # exact NVRM message -> its group
         self.quiet_norm: dict[bytes, _Group] = {}  # the same with numbers replaced
         self.dropped: set[bytes] = set()  # exact NVRM messages that are folded repeats
+        self.saturated: set[bytes] = set()  # quiet messages whose group has its full sample: counted in bulk
         self.pending: list[_Line] = []
         self.previous: KernelEvent | None = None
         self.previous_group: _Group | None = None
@@ -955,7 +978,10 @@ class _Collector:
 
     # ---------------------------------------------------------------- feeding
 
-    def feed(self, hits: list[_Hit], base: int) -> None:
+    def feed(self, hits: Any, base: int) -> None:
+        if isinstance(hits, _Dense):
+            self._feed_dense(hits, base)
+            return
         quiet, quiet_norm, dropped = self.quiet, self.quiet_norm, self.dropped
         for index, raw, after in hits:
             if not self.pending:
@@ -976,8 +1002,48 @@ class _Collector:
                             group.count += 1
                             group.last_raw = raw
                             group.last_index = base + index
+                            if len(self.saturated) < _QUIET_MAX:
+                                self.saturated.add(key)
                         continue
             self._hit(index, raw, after, base)
+
+    def _feed_dense(self, dense: _Dense, base: int) -> None:
+        """Hits of a spam-filled piece: lines already known as chatter (with a full sample) are counted in C,
+        per key, between the others, which go through ``feed`` one by one, in order."""
+        chosen = dense.chosen
+        lines = list(map(dense.lines.__getitem__, chosen))
+        at = map(bytes.find, lines, itertools.repeat(b"NVRM"))
+        keys = list(map(operator.getitem, lines, map(slice, at, itertools.repeat(None))))
+        slow = list(itertools.compress(range(len(keys)), map(operator.not_, map(self.saturated.__contains__, keys))))
+        start = 0
+        slow.append(len(keys))
+        for j in slow:
+            if j < start:
+                continue  # already fed as the continuation of a block
+            if start < j:
+                self._count_known(keys, lines, chosen, start, j, base)
+            if j == len(keys):
+                break
+            self.feed([dense.hit(chosen[j])], base)
+            start = j + 1
+            while self.pending and start < len(keys) and chosen[start] == chosen[start - 1] + 1:
+                self.feed([dense.hit(chosen[start])], base)  # may continue the block: in order, in full
+                start += 1
+
+    def _count_known(self, keys: list[bytes], lines: list[bytes], chosen: list[int], start: int, stop: int,
+                     base: int) -> None:
+        segment = keys[start:stop]
+        last = dict(zip(segment, range(start, stop), strict=True))  # the last occurrence of each key
+        latest: dict[int, int] = {}
+        for key, count in collections.Counter(segment).items():
+            group = self.quiet.get(key)
+            if group is None:
+                continue  # a folded repeat (a GPU's fallen-off-the-bus report after the first)
+            group.count += count
+            j = last[key]
+            if j > latest.get(id(group), -1):
+                latest[id(group)] = j
+                group.last_raw, group.last_index = lines[j], base + chosen[j]
 
     def _hit(self, index: int, raw_bytes: bytes, after: bytes | None, base: int) -> None:
         raw = _decode(raw_bytes)
@@ -1072,6 +1138,7 @@ class _Collector:
         key = raw[at:]
         if group is None:
             self.dropped.add(key)
+            self.saturated.add(key)
             return
         self.quiet[key] = group
         if len(self.quiet_norm) < _QUIET_NORM_MAX and not _DIGITS_MATTER.search(message):
@@ -1121,7 +1188,7 @@ class _Collector:
             self._flush()
 
     def drop_caches(self) -> None:
-        self.quiet, self.quiet_norm, self.dropped = {}, {}, set()
+        self.quiet, self.quiet_norm, self.dropped, self.saturated = {}, {}, set(), set()
         self.previous = self.previous_group = None
 
     def absorb(self, later: _Collector, lines: int) -> None:
@@ -1156,6 +1223,7 @@ class _Collector:
                 self.rates[key] = rate
         self.signature.extend(_shift(e, lines) for e in later.signature[:_RESCAN_MAX_HITS - len(self.signature)])
         self.quiet, self.quiet_norm, self.dropped = later.quiet, later.quiet_norm, later.dropped
+        self.saturated = later.saturated
 
     def result(self, source: str, fmt: str, lines_scanned: int,
                rescan: Callable[[Sequence[bytes]], list[_Hit]] | None, size: int) -> KernelLog:
