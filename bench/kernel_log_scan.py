@@ -174,11 +174,12 @@ def timed(argv: list[str] | str, env: dict[str, str]) -> tuple[float, float, int
     """
     command = ["sh", "-c", argv] if isinstance(argv, str) else argv
     gnu_time = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
-    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+    # Output to a real file: GNU grep stops at the first match when its output is /dev/null.
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss, tempfile.TemporaryFile() as output:
         if gnu_time:
             command = [gnu_time, "-f", "%M", "-o", rss.name, *command]
         start = time.perf_counter()
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
         text = rss.read().strip().splitlines()
