@@ -9,6 +9,7 @@ import time
 import pytest
 from hypothesis import given
 
+from conftest import REPO
 from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
@@ -47,6 +48,16 @@ def test_dpkg_list_keeps_installed_and_drops_removed_and_transitional():
     grep = _parse("dpkg-list", "dpkg-list/gpu-driver-container-186_grep.txt")["host_env"]
     assert ("nvidia-compute-utils-550-server", "550.127.08-0ubuntu0.24.04.1") in [(p.name, p.version)
                                                                                    for p in grep.packages]
+
+
+def test_package_listings_prove_the_container_toolkit_installed():
+    env = _parse("dpkg-list", "dpkg-list/nvidia-docker-1451_container-toolkit.txt")["host_env"]
+    assert env.nvidia_ctk_version == "1.4.0"
+    assert ("nvidia-compute-utils-455", "455.23.05-0ubuntu1") in [(p.name, p.version) for p in env.packages]
+    # a listing without the toolkit proves nothing (it may be grep-filtered): the fact stays unknown
+    assert _parse("dpkg-list", "dpkg-list/k8s-device-plugin-178_440.txt")["host_env"].nvidia_ctk_version is None
+    missing = KINDS["systemctl-status"].parse("Unit docker.service could not be found.\n", "hand-written")
+    assert missing["host_env"].docker is None and missing["host_env"].docker_active == "inactive"
 
 
 def test_apt_list_rpm_and_dnf():
@@ -159,6 +170,12 @@ def test_container_cli_and_dcgmi():
     failed = KINDS["container-cli-info"].parse(
         "nvidia-container-cli: initialization error: nvml error: driver not loaded\n", "x")
     assert failed["nvml"].ok is False and failed["nvml"].error == "driver not loaded"
+    # a docker error that quotes the hook's message is not a container-cli listing (analyze's signatures read it)
+    docker = (REPO / "tests/cases/persistence-mode-container-cli-timed-out-azure/session.txt").read_text()
+    assert identify(docker.split("\n", 1)[1]) != "container-cli-info"
+    timed_out = KINDS["container-cli-info"].parse("nvidia-container-cli: initialization error: driver error: "
+                                                  "timed out\n", "x")
+    assert timed_out == {}  # not NVML's failure: nothing to fill
     report = _parse("dcgmi", "corpus:ml-engineering/dcgmi-diag-r2_excerpt_faulty_node.txt")["dcgm"]
     assert [(r.name, r.result, r.detail) for r in report.results[:2]] == [
         ("GPU Memory", "Pass", "GPUs: 1, 2, 3, 4, 5, 6, 7"), ("GPU Memory", "Fail", "GPU: 0")]
@@ -234,6 +251,15 @@ def test_module_not_built_for_running_kernel_gh507():
     assert codes["GH507"].severity is Severity.CRITICAL and "5.15.0-105-generic" in str(codes["GH507"].evidence)
 
 
+def test_dcgmi_dmon_last_xid_gh301_and_healthy_json_stays_quiet():
+    # NVIDIA/DCGM#263: DCGM's last-Xid field says 120 on GPU 1 while `dcgmi health` says Healthy
+    found = _findings("dcgmi-dmon/dcgm-263_xider.txt", "dcgmi/dcgm-263_health-json.txt")
+    assert len(found["GH301"]) == 1 and found["GH301"][0].message.startswith("Xid 120")
+    assert "GH711" not in found
+    health = _parse("dcgmi", "dcgmi/dcgm-263_health-json.txt")["dcgm"]
+    assert [(r.name, r.result) for r in health.results] == [("Overall Health", "Healthy")]
+
+
 def test_dcgmi_failures_gh711():
     found = _findings("corpus:ml-engineering/dcgmi-diag-r3_excerpt_row_remap_pending.txt")
     assert "row remappings are pending" in found["GH711"][0].message
@@ -253,7 +279,7 @@ def test_dcgmi_failures_gh711():
     ("cat /etc/modprobe.d/*", "modprobe-d"), ("systemctl status nvidia-fabricmanager", "systemctl-status"),
     ("journalctl -u nvidia-persistenced", "service-journal"),
     ("nvidia-container-cli -k -d /dev/tty info", "container-cli-info"), ("dcgmi diag -r 3", "dcgmi"),
-    ("dcgmi health -c", "dcgmi"),
+    ("dcgmi health -c", "dcgmi"), ("dcgmi dmon -c 1 -e 230", "dcgmi-dmon"),
 ])
 def test_commands_route_to_their_listing(command, kind):
     assert kind in kinds_for_command(command)
@@ -273,7 +299,7 @@ PARSERS = [packages.parse_dpkg_list, packages.parse_apt_list, packages.parse_rpm
            packages.parse_pip_list, packages.parse_conda_list, environ.parse_env, environ.parse_path_list,
            environ.parse_ldconfig_listing, environ.parse_ls, environ.parse_modinfo_listing,
            services.parse_systemctl_status, services.parse_service_journal, services.parse_container_cli_info,
-           services.parse_dcgmi_table]
+           services.parse_dcgmi_table, services.parse_dcgmi_health_json, services.parse_dcgmi_dmon]
 TEXTS = [p.read_text(errors="replace") for p in listing_files() if p.suffix in (".txt", ".conf")]
 LISTING_KINDS = sorted(set(REAL_EXAMPLES) | {"lspci"})
 

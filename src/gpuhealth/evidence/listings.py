@@ -2,7 +2,8 @@
 mapped onto the same snapshot fields live collection fills, so the existing checks read them unchanged:
 
 - packages (``dpkg -l``, ``apt list``, ``rpm -qa``, ``dnf list``) -> ``host_env.packages`` (GH202 package
-  version against the module, GH509 routes and versions mixed);
+  version against the module, GH509 routes and versions mixed), ``host_env.docker`` and
+  ``nvidia_ctk_version`` when the listing shows them installed (GH802);
 - ``pip list``/``pip freeze``/``conda list`` -> ``torch`` (a ``+cpu`` wheel or a ``_cpu_`` conda build:
   GH605) and ``cuda.conda_cudatoolkit`` (GH601, GH602);
 - ``env``/``printenv``, ``echo $LD_LIBRARY_PATH``, ``ldconfig -p``, ``ls -l /usr/local/cuda*``, ``nvcc
@@ -30,6 +31,8 @@ from gpuhealth.model import (
     DriverInfo,
     HostEnvironment,
     InstallState,
+    KernelEvent,
+    KernelLog,
     ModprobeFile,
     NvidiaPackage,
     NvmlReport,
@@ -55,6 +58,8 @@ from gpuhealth.parsers.packages import (
 )
 from gpuhealth.parsers.services import (
     parse_container_cli_info,
+    parse_dcgmi_dmon,
+    parse_dcgmi_health_json,
     parse_dcgmi_table,
     parse_service_journal,
     parse_systemctl_status,
@@ -70,6 +75,12 @@ def _lines(text: str, limit: int = 200) -> list[str]:
     return [line.strip() for line in text[:HEAD].splitlines()[:limit] if line.strip()]
 
 
+def _opens(text: str, pattern: str, lines: int = 5) -> bool:
+    """True when ``pattern`` matches one of the first content lines: a pasted listing starts with its own
+    header; the same words later in a longer paste belong to another kind (or to a session's block)."""
+    return any(re.search(pattern, line) for line in _lines(text, lines))
+
+
 def _share(lines: list[str], pattern: re.Pattern[str], at_least: float = 0.6) -> bool:
     hits = sum(1 for line in lines if pattern.match(line))
     return hits >= 1 and hits >= at_least * len(lines)
@@ -83,16 +94,24 @@ _RELEVANT_PACKAGE = re.compile(r"nvidia|^cuda-drivers|^libcuda|^kmod-nvidia|^akm
 MAX_PACKAGES = 400
 
 
+_DOCKER_PACKAGES = {"docker-ce", "docker.io", "docker-engine", "moby-engine", "docker"}
+
+
 def _packages(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
+    """The driver-related packages, and two positive facts a listing proves: Docker and the NVIDIA Container
+    Toolkit are installed. Their absence proves nothing: the listing may have been filtered by grep."""
     kept = tuple(p for p in found if _RELEVANT_PACKAGE.search(p.name))[:MAX_PACKAGES]
-    return {"host_env": HostEnvironment(packages=kept, package_source=source)}
+    toolkit = next((p.version for p in found if p.name == "nvidia-container-toolkit" and p.version), None)
+    docker = any(p.name in _DOCKER_PACKAGES for p in found)
+    return {"host_env": HostEnvironment(packages=kept, package_source=source, docker=True if docker else None,
+                                        nvidia_ctk_version=toolkit.split(":")[-1].split("-")[0] if toolkit else None)}
 
 
 _DPKG_ROW = re.compile(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")
 
 
 @evidence_kind("dpkg-list", commands=(r"dpkg\s+(?:-l|--list)\b", r"dpkg-query\s+-l\b"), priority=460,
-               recognise=lambda t: "||/ Name" in t[:HEAD] or _share(_lines(t), _DPKG_ROW))
+               recognise=lambda t: _opens(t, r"^\|\|/ Name") or _share(_lines(t), _DPKG_ROW))
 def _dpkg(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_dpkg_list(text), source)
 
@@ -123,7 +142,7 @@ _DNF_ROW = re.compile(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\
 
 
 @evidence_kind("dnf-list", commands=(r"(?:dnf|yum)\s+list\b",), priority=445,
-               recognise=lambda t: "Installed Packages" in t[:HEAD] or _share(_lines(t), _DNF_ROW))
+               recognise=lambda t: _opens(t, r"^Installed [Pp]ackages") or _share(_lines(t), _DNF_ROW))
 def _dnf(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_dnf_list(text), source)
 
@@ -172,8 +191,7 @@ def _pip_freeze(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("conda-list", commands=(r"(?:conda|mamba|micromamba)\s+list\b",), priority=430,
-               recognise=lambda t: "# packages in environment at" in t[:HEAD]
-               or bool(re.search(r"^#\s*Name\s+Version\s+Build\s+Channel", t[:HEAD], re.M))
+               recognise=lambda t: _opens(t, r"^# packages in environment at|^#\s*Name\s+Version\s+Build\s+Channel")
                or _share(_lines(t), re.compile(r"^\[conda\]\s+\S+\s+\S+"), 0.8))
 def _conda(text: str, source: str) -> dict[str, Any]:
     packages = parse_conda_list(text)
@@ -258,7 +276,7 @@ def _ls_names(text: str) -> list[str]:
 
 
 @evidence_kind("ls-dev-nvidia", commands=(r"ls\b.*\s/dev/nv",), priority=405,
-               recognise=lambda t: "cannot access '/dev/nvidia" in t[:HEAD]
+               recognise=lambda t: _opens(t, r"cannot access '/dev/nvidia", 2)
                or (_share(_lines(t), _LS_ROW, 0.5) and sum(n.startswith("nvidia") for n in _ls_names(t)) >= 2
                    and any(line.startswith("c") for line in _lines(t))))
 def _dev_nodes(text: str, source: str) -> dict[str, Any]:
@@ -296,14 +314,14 @@ def _cuda_dirs(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("nvcc-version", commands=(r"nvcc\s+(?:-V|--version)\b",), priority=395,
-               recognise=lambda t: "Cuda compilation tools, release" in t[:HEAD])
+               recognise=lambda t: _opens(t, r"^nvcc: NVIDIA \(R\) Cuda compiler|^Cuda compilation tools, release", 2))
 def _nvcc(text: str, source: str) -> dict[str, Any]:
     release, version = parse_nvcc_version(text)
     return {"cuda": CudaState(nvcc_release=release, nvcc_version=version)}
 
 
 @evidence_kind("modinfo-nvidia", commands=(r"modinfo\s+(?:-\S+\s+)*nvidia\b",), priority=390,
-               recognise=lambda t: "modinfo: ERROR: Module nvidia" in t[:HEAD]
+               recognise=lambda t: _opens(t, r"^modinfo: ERROR: Module nvidia", 2)
                or (bool(re.search(r"^filename:\s+\S*/nvidia\.ko", t[:HEAD], re.M)) and "vermagic:" in t[:HEAD]))
 def _modinfo(text: str, source: str) -> dict[str, Any]:
     info = parse_modinfo_listing(text)
@@ -342,8 +360,9 @@ def _service_overlay(states: Any) -> dict[str, Any]:
         elif state.unit == "nvidia-fabricmanager":
             cuda.update(fabricmanager_active=state.active, fabricmanager_enabled=state.enabled,
                         fabricmanager_errors=state.errors)
-        elif state.unit == "docker" and state.active:
-            found["host_env"] = HostEnvironment(docker_active=state.active)
+        elif state.unit == "docker" and (state.active or state.enabled):
+            installed = True if state.enabled not in (None, "not-found") else None  # the unit file exists
+            found["host_env"] = HostEnvironment(docker_active=state.active, docker=installed)
     if cuda:
         found["cuda"] = CudaState(**{k: v for k, v in cuda.items() if v})
     if not found:
@@ -354,9 +373,8 @@ def _service_overlay(states: Any) -> dict[str, Any]:
 
 @evidence_kind("systemctl-status", commands=(r"systemctl\s+(?:--\S+\s+)*status\b", r"service\s+\S+\s+status\b"),
                priority=380,
-               recognise=lambda t: bool(re.search(r"^\S?\s*\S+\.service - .*\n\s+Loaded: ", t[:HEAD], re.M))
-               or bool(re.search(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found",
-                                 t[:HEAD])))
+               recognise=lambda t: bool(re.match(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+Loaded: ", t[:HEAD].lstrip()))
+               or _opens(t, r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found", 2))
 def _systemctl(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_systemctl_status(text))
 
@@ -373,26 +391,54 @@ def _journal(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_service_journal(text))
 
 
+_NVC_DEBUG = re.compile(r"^(?:[IWE]\d{4} \d|-- WARNING|$)")
+
+
+def _container_cli_first_line(text: str) -> str:
+    """The first line of ``nvidia-container-cli -k -d /dev/tty info`` after its debug log lines."""
+    return next((line for line in _lines(text, 400) if not _NVC_DEBUG.match(line)), "")
+
+
 @evidence_kind("container-cli-info", commands=(r"nvidia-container-cli\b.*\binfo\b",), priority=370,
-               recognise=lambda t: ("NVRM version:" in t[:HEAD] and "Device Index:" in t[:HEAD])
-               or "nvidia-container-cli: initialization error" in t[:HEAD])
+               recognise=lambda t: _container_cli_first_line(t).startswith(("NVRM version:", "nvidia-container-cli: "))
+               and ("Device Index:" in t[:HEAD] or "nvidia-container-cli: " in t[:200]))
 def _container_cli(text: str, source: str) -> dict[str, Any]:
     info = parse_container_cli_info(text)
     found: dict[str, Any] = {}
     if info.nvrm_version:
         found["driver"] = DriverInfo(version=info.nvrm_version)
-    if info.error:
-        # nvidia-container-cli talks to the driver through NVML: its "nvml error: X" is NVML's message
-        message = info.error.split("nvml error:", 1)[-1].strip() if "nvml error:" in info.error else info.error
-        found["nvml"] = NvmlReport(ok=False, error=message)
+    error = re.split(r'[\\"]', info.error or "", maxsplit=1)[0].strip()  # a docker error quotes it with escapes
+    if "nvml error:" in error:
+        # nvidia-container-cli talks to the driver through NVML: its "nvml error: X" is NVML's own message
+        found["nvml"] = NvmlReport(ok=False, error=error.split("nvml error:", 1)[1].strip())
+    elif "libnvidia-ml.so" in error:
+        found["nvml"] = NvmlReport(ok=False, error=error.split("load library failed:", 1)[-1].strip())
     return found  # a Jetson prints "NVRM version: (null)": nothing to add, still a valid listing
 
 
 @evidence_kind("dcgmi", commands=(r"dcgmi\s+(?:diag|health)\b",), priority=365,
-               recognise=lambda t: bool(re.search(r"^\|\s*(?:Diagnostic|GPU Memory|Deployment|Overall Health|"
-                                                  r"Group \d|GPU ID: \d)[^|]*\|", t[:HEAD], re.M))
-               or "Health Monitor Report" in t[:HEAD])
+               recognise=lambda t: _opens(t, r"^\|\s*(?:Diagnostic|GPU Memory|Deployment|Overall Health|"
+                                             r"Group \d|GPU ID: \d)[^|]*\||^Successfully ran diagnostic|"
+                                             r"^Health Monitor Report", 4)
+               or (t.lstrip().startswith("{") and "Health Monitor Report" in t[:HEAD]))
 def _dcgmi(text: str, source: str) -> dict[str, Any]:
-    rows = parse_dcgmi_table(text)
+    rows = parse_dcgmi_health_json(text) if text.lstrip().startswith("{") else parse_dcgmi_table(text)
     results = tuple(DcgmResult(r.name, r.result, r.detail) for r in rows)
     return {"dcgm": DcgmReport(results=results, source=source)}
+
+
+@evidence_kind("dcgmi-dmon", commands=(r"dcgmi\s+dmon\b",), priority=360,
+               recognise=lambda t: _opens(t, r"^#Entity\s+\S", 2)
+               and bool(re.search(r"^\s*GPU\s+\d+\s+\S", t[:HEAD], re.M)))
+def _dcgmi_dmon(text: str, source: str) -> dict[str, Any]:
+    """The XIDER column (field 230, the last Xid of each GPU) becomes Xid events for GH301; other fields are
+    samples no check reads from a paste."""
+    columns = parse_dcgmi_dmon(text)
+    events = []
+    for gpu, value in columns.get("XIDER", ()):
+        if value.isdigit() and int(value) > 0:
+            line = f"GPU {gpu}  XIDER {value}"
+            events.append(KernelEvent(kind="xid", message=f"dcgmi dmon: GPU {gpu} last Xid {value}", line=line,
+                                      xid=int(value), detail=f"GPU {gpu} (DCGM field 230)"))
+    return {"kernel_log": KernelLog(source=source, format="plain", lines_scanned=len(columns.get("XIDER", ())),
+                                    events=tuple(events))} if "XIDER" in columns else {}
