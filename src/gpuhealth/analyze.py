@@ -86,6 +86,7 @@ class Recognised:
     note: str = ""  # why a recognised piece could not be parsed
 
 
+<<<<<<< HEAD
 @dataclass
 class _Reading:
     """What analyze has gathered so far, over every file and piece."""
@@ -113,7 +114,20 @@ def analyze_texts(named_texts: Iterable[tuple[str, str]]) -> tuple[Snapshot, lis
     lines also go through the signature catalogue; error-looking lines nobody explains are kept too.
     """
     reading = _Reading()
+=======
+def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
+    """Build one partial snapshot from evidence texts; also say what each piece was taken for."""
+    fields: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    log: list[Recognised] = []
+    unrecognized: list[str] = []
+>>>>>>> main
     for name, text in named_texts:
+        if isinstance(text, KernelLog):  # a large input, already scanned as a stream (evidence_input.py)
+            if _merge(fields, "kernel_log", text):
+                sources["kernel_log"] = name
+            log.append(Recognised(name, "kernel-log", "scanned as a stream"))
+            continue
         pieces = split_pieces(name, text)
         if len(pieces) > 1:
             for piece in pieces:  # a bug report has many sections we do not read; that is fine
@@ -243,7 +257,9 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         fields[key] = replace(current, source=f"{current.source}, {value.source}",
                               lines_scanned=current.lines_scanned + value.lines_scanned,
                               events=current.events + value.events,
-                              module_banners=current.module_banners + value.module_banners)
+                              module_banners=current.module_banners + value.module_banners,
+                              groups=current.groups + value.groups,
+                              bytes_scanned=current.bytes_scanned + value.bytes_scanned)
         return True
     if isinstance(current, tuple) and isinstance(value, tuple):
         known = {getattr(v, "address", v) for v in current}  # PCI devices: one per address, first wins
