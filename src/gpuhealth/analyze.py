@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
-from gpuhealth.evidence.facts import facts_for
+from gpuhealth.evidence.facts import facts_for, p2p_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
@@ -86,7 +86,6 @@ class Recognised:
     note: str = ""  # why a recognised piece could not be parsed
 
 
-<<<<<<< HEAD
 @dataclass
 class _Reading:
     """What analyze has gathered so far, over every file and piece."""
@@ -106,7 +105,7 @@ class _Reading:
                 self.sources[key] = f"{self.sources[key]}, {source}" if combined else source
 
 
-def analyze_texts(named_texts: Iterable[tuple[str, str]]) -> tuple[Snapshot, list[Recognised]]:
+def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
     """Build one partial snapshot from evidence texts; also say what each piece was taken for.
 
     A bug report or capture file is split into its sections; a pasted terminal session into its
@@ -114,19 +113,10 @@ def analyze_texts(named_texts: Iterable[tuple[str, str]]) -> tuple[Snapshot, lis
     lines also go through the signature catalogue; error-looking lines nobody explains are kept too.
     """
     reading = _Reading()
-=======
-def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
-    """Build one partial snapshot from evidence texts; also say what each piece was taken for."""
-    fields: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    log: list[Recognised] = []
-    unrecognized: list[str] = []
->>>>>>> main
     for name, text in named_texts:
         if isinstance(text, KernelLog):  # a large input, already scanned as a stream (evidence_input.py)
-            if _merge(fields, "kernel_log", text):
-                sources["kernel_log"] = name
-            log.append(Recognised(name, "kernel-log", "scanned as a stream"))
+            reading.overlay({"kernel_log": text}, name)
+            reading.log.append(Recognised(name, "kernel-log", "scanned as a stream"))
             continue
         pieces = split_pieces(name, text)
         if len(pieces) > 1:
@@ -218,6 +208,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, unknown_li
     if kind == "kernel-log" or len(lines) > MAX_SCANNED_LINES:
         lines = [line for line in lines if _KERNEL_RELEVANT.search(line)]
     lines = lines[:MAX_SCANNED_LINES]
+    if unknown_lines or kind == "kernel-log":  # settings and failures in words: ACS, IOMMU, NCCL hangs (GH706)
+        reading.overlay(p2p_lines(lines), piece.name)
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,

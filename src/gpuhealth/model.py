@@ -443,6 +443,15 @@ class AppError:
 
 
 @dataclass(frozen=True)
+class P2pEvidence:
+    """Pasted lines about GPU peer-to-peer: NCCL/P2P failures, PCIe ACS redirection, the IOMMU (GH706)."""
+
+    failures: tuple[str, ...] = ()  # "NCCL WARN ...", "all_reduce_perf hangs", "works with NCCL_P2P_DISABLE=1"
+    acs_redirect: tuple[str, ...] = ()  # "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ ..."
+    iommu: tuple[str, ...] = ()  # "DMAR: IOMMU enabled", "intel_iommu=on"
+
+
+@dataclass(frozen=True)
 class MessageLine:
     """A line of pasted evidence that the signature catalogue matched, or an error-looking line it did not."""
 
@@ -478,6 +487,7 @@ class Snapshot:
     unrecognized_files: tuple[str, ...] = ()  # analyze: files whose format was not recognised
     messages: tuple[MessageLine, ...] | None = None  # analyze: signature matches and unknown error lines
     commands_given: tuple[str, ...] = ()  # analyze: the commands of a pasted terminal session, as typed
+    p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from

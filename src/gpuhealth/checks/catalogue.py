@@ -15,6 +15,7 @@ CHECK_MODULES = (
     "gpuhealth.checks.environment",
     "gpuhealth.checks.topology",
     "gpuhealth.checks.diagnosis",
+    "gpuhealth.checks.evidence_checks",
 )
 
 

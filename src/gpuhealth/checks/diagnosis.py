@@ -22,6 +22,8 @@ from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Seve
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
 MAX_EVIDENCE_LINES = 6
+# Checks that read snapshot.messages and judge the lines under their code (checks/evidence_checks.py)
+LINE_JUDGES = frozenset({"GH209", "GH210", "GH612", "GH706"})
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
     "lsmod | grep -E 'nvidia|nouveau'", "dkms status", "mokutil --sb-state", "uname -r",
@@ -126,7 +128,11 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     """Findings with catalogue lines turned into findings and every symptom resolved; re-ordered so a
     root cause sorts before what it explains."""
     result = list(findings)
-    messages = [m for m in snapshot.messages or () if m.signature or m.symptom]
+    fired = {f.code for f in result}
+    # checks that read the catalogue's lines themselves judged them: a line they let pass is overruled
+    messages = [m for m in snapshot.messages or () if (m.signature or m.symptom) and not (
+        m.signature and (code := signature(m.signature).code) in LINE_JUDGES and code in ran and code not in fired
+        and code not in {s.code for s in skipped})]
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
     result = _signature_findings(result, messages, ran, skipped_reason)
@@ -197,7 +203,9 @@ def _evidence(messages: Iterator[MessageLine] | list[MessageLine]) -> tuple[Evid
 
 def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom]) -> list[str]:
     """Symptom ids shown by a line or a command, or by a check whose code only one symptom uses."""
-    present = [m.symptom for m in messages if m.symptom in table]
+    # a line the catalogue calls informational ("nothing to do") shows no symptom
+    present = [m.symptom for m in messages if m.symptom in table
+               and not (m.signature and signature(m.signature).severity == "info")]
     by_code: dict[str, list[str]] = {}
     for symptom in table.values():
         by_code.setdefault(symptom.code, []).append(symptom.id)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
-from gpuhealth.model import CommandRun, OsInfo, TorchEnv
+from gpuhealth.model import CommandRun, OsInfo, P2pEvidence, TorchEnv
 
 
 @dataclass(frozen=True)
@@ -159,3 +159,35 @@ def _uname(command: str, output: str) -> Fact | None:
     if release is None:
         return None
     return Fact({"os": OsInfo(kernel_release=release)}, None, f"running kernel {release}")
+
+
+# --------------------------------------------------------------------------- line facts
+
+# Lines that matter wherever they appear (prose, a session, a log) and that no error catalogue holds because
+# they are settings, not errors: PCIe ACS redirection, the IOMMU, and NCCL/P2P failures described in words.
+_ACS = re.compile(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)")
+_IOMMU = re.compile(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
+                    r"|\bIOMMU (?:is )?enabled\b", re.I)
+_P2P_FAIL = re.compile(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
+                       r"\b(?:hangs?|hung|deadlocks?|stuck)\b.{0,60}\b(?:nccl|all_?reduce|p2p)\w*|"
+                       r"peer access is not supported|cudaErrorPeerAccess\w*|"
+                       r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I)
+MAX_LINE_FACTS = 8
+
+
+def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
+    """The P2P overlay for these lines: empty when none is about ACS, the IOMMU or a P2P failure."""
+    acs: list[str] = []
+    iommu: list[str] = []
+    failures: list[str] = []
+    for line in lines:
+        text = line.strip()[:300]
+        if len(acs) < MAX_LINE_FACTS and _ACS.search(text):
+            acs.append(text)
+        if len(iommu) < MAX_LINE_FACTS and _IOMMU.search(text):
+            iommu.append(text)
+        if len(failures) < MAX_LINE_FACTS and _P2P_FAIL.search(text):
+            failures.append(text)
+    if not (acs or iommu or failures):
+        return {}
+    return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu))}
