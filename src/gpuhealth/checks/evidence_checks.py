@@ -329,12 +329,18 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     cmdline = snapshot.host_env.kernel_cmdline if snapshot.host_env else None
     iommu = p2p.iommu + tuple(w for w in (cmdline or "").split() if w in ("intel_iommu=on", "amd_iommu=on"))
     blockers = p2p.acs_redirect + iommu
-    if not failures or not blockers:
-        return
+    if not blockers or not (failures or p2p.acs_redirect):
+        return  # the IOMMU alone is a common default; it matters once peer-to-peer fails
     what = "PCIe ACS redirects peer traffic" if p2p.acs_redirect else "the IOMMU is on"
-    yield Draft(Severity.CRITICAL, f"NCCL/P2P fails and {what}: GPU peer-to-peer goes through the root complex",
-                evidence=(Evidence("NCCL / P2P", failures[:4]),
-                          Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])),
+    if failures:
+        severity = Severity.CRITICAL
+        message = f"NCCL/P2P fails and {what}: GPU peer-to-peer goes through the root complex"
+    else:
+        severity = Severity.WARNING
+        message = f"{what}: GPU peer-to-peer will go through the root complex (NCCL hangs)"
+    yield Draft(severity, message,
+                evidence=tuple(e for e in (Evidence("NCCL / P2P", failures[:4]),
+                                           Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
                 fixes=(Fix("sudo lspci -vvv | grep -i acsctl", "any", note="ReqRedir+ / CmpltRedir+ on the bridges "
                                                                              "above the GPUs"),
                        Fix("sudo setpci -s <bridge> ECAP_ACS+6.w=0000", "any", note="per bridge; until reboot"),
