@@ -42,7 +42,46 @@ from importlib import resources
 
 from gpuhealth.model import Severity
 
-__all__ = ["XidInfo", "all_xids", "lookup"]
+__all__ = ["ACTION_WORDS", "XidInfo", "action_in_words", "all_xids", "lookup"]
+
+# NVIDIA's resolution buckets (XIDCAT "Guidance Class"), said in words for the report.
+ACTION_WORDS: dict[str, str] = {
+    "IGNORE": "no action needed",
+    "RESTART_APP": "restart the application",
+    "RESET_GPU": "reset the GPU",
+    "RESTART_BM": "reboot the machine",
+    "RESTART_VM": "restart the VM that owns the GPU",
+    "RESTART_FM": "restart Fabric Manager",
+    "CHECK_MECHANICALS": "check the GPU's seating and power connections",
+    "CHECK_APP/CUDA": "check the application (the pid in the message) for bad data sent to the GPU",
+    "CHECK_UVM": "reset the GPU if unified memory or vGPU is in use, otherwise no action",
+    "UPDATE_SWFW": "update the GPU firmware and driver",
+    "CONTACT_SUPPORT": "contact NVIDIA or the system vendor",
+    "INVESTIGATE_SW": "investigate the software (track the pid in the message)",
+    "INVESTIGATE_SW_USER": "investigate the user's software",
+    "XID_154": "follow the recovery action that Xid 154 reports",
+    "SYMPATHETIC_REPORT_SOLO": "act on the other Xids first; report it if seen alone",
+    "WORKFLOW_XID_13": ("follow NVIDIA's Xid 13 workflow: if it repeats on the same GPU, run DCGM diagnostics, "
+                        "otherwise check the application"),
+    "WORKFLOW_XID_31": ("follow NVIDIA's Xid 31 workflow: repeated on the same GPU, run DCGM diagnostics; "
+                        "on different GPUs, check the application"),
+    "WORKFLOW_XID_45": "follow NVIDIA's Xid 45 workflow: alone, restart Fabric Manager; with other Xids, act on those",
+    "WORKFLOW_XID_48": ("follow NVIDIA's Xid 48 workflow: alone, reset the GPU; with Xid 63 or 64, drain the GPU "
+                        "and reset it, then run field diagnostics"),
+    "WORKFLOW_NVLINK_ERR": "follow NVIDIA's Xid 74 workflow: decode the NVLink error registers, then reset the GPU",
+    "WORKFLOW_NVLINK5_ERR": "follow NVIDIA's Xid 144-150 workflow: decode the NVLink error with NVIDIA's catalogue",
+}
+
+
+def action_in_words(bucket: str) -> str:
+    """NVIDIA's action bucket as a reader says it; free text (already words) is kept."""
+    if not bucket:
+        return "no action given by NVIDIA"
+    head, _, rest = bucket.partition(";")
+    words = ACTION_WORDS.get(head.strip())
+    if words is None:
+        return bucket if not bucket.isupper() else bucket.replace("_", " ").lower()
+    return words + (f"; {rest.strip()}" if rest.strip() else "")
 
 
 @dataclass(frozen=True)
