@@ -31,6 +31,9 @@ def _signing_loop(sign_file: str) -> str:
             "$(modinfo -n $m); done")
 
 
+# What a driver that cannot load causes: the module not loaded, queries failing, modules and nodes missing.
+DRIVER_DOWN = ("GH201", "GH203", "GH205", "GH207")
+
 # --------------------------------------------------------------------------- shared judgements
 
 
@@ -451,6 +454,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                        rhel=[_signing_loop("/usr/src/kernels/$(uname -r)/scripts/sign-file")]),
             Fix("sudo modprobe nvidia && sudo modprobe nvidia-uvm", "any", disruptive=True),
         ),
+        # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
+        explains=DRIVER_DOWN if log_lines or unsigned else (),
     )
 
 
@@ -519,6 +524,7 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
                               rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
                    Fix("sudo dkms autoinstall -k $(uname -r)", "any"),
                    Fix("sudo modprobe nvidia", "any")),
+            explains=DRIVER_DOWN,
         )
         return
     if running.nvidia_module is None:
@@ -567,6 +573,7 @@ def _no_module_per_modinfo(snapshot: Snapshot, install: InstallState) -> Iterato
         fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
                           rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
                Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+        explains=DRIVER_DOWN,
     )
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -70,18 +71,17 @@ ACTION_WORDS: dict[str, str] = {
                         "and reset it, then run field diagnostics"),
     "WORKFLOW_NVLINK_ERR": "follow NVIDIA's Xid 74 workflow: decode the NVLink error registers, then reset the GPU",
     "WORKFLOW_NVLINK5_ERR": "follow NVIDIA's Xid 144-150 workflow: decode the NVLink error with NVIDIA's catalogue",
+    "XID_137_FLOW": "follow NVIDIA's Xid 137 workflow",
+    "INVESTIGATE_LINK_SI": "investigate the link's signal integrity",
 }
+_BUCKET = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True)) + r")(?![\w/])")
 
 
 def action_in_words(bucket: str) -> str:
-    """NVIDIA's action bucket as a reader says it; free text (already words) is kept."""
+    """NVIDIA's action bucket as a reader says it; in free text, each bucket name is replaced by its words."""
     if not bucket:
         return "no action given by NVIDIA"
-    head, _, rest = bucket.partition(";")
-    words = ACTION_WORDS.get(head.strip())
-    if words is None:
-        return bucket if not bucket.isupper() else bucket.replace("_", " ").lower()
-    return words + (f"; {rest.strip()}" if rest.strip() else "")
+    return _BUCKET.sub(lambda m: ACTION_WORDS[m[0]], bucket)
 
 
 @dataclass(frozen=True)
