@@ -2,31 +2,43 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two install levels, each with its own stamp: `make run` needs only the runtime dependencies; `make test`
+# (and bench, which reuses the test hosts) adds the test extras, upgrading a venv that `make run` made.
+RUNTIME := $(VENV)/.installed-runtime
+TESTENV := $(VENV)/.installed-test
 
 .PHONY: run test lint bench docs eval clean
 
-$(BIN)/gpuhealth: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(RUNTIME): pyproject.toml
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(TESTENV): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-run: $(BIN)/gpuhealth
+# The development environment (the name older instructions use).
+$(BIN)/gpuhealth: $(TESTENV)
+	touch $@
+
+run: $(RUNTIME)
 	$(BIN)/gpuhealth check; rc=$$?; [ $$rc -le 2 ] || exit $$rc
 
-test: $(BIN)/gpuhealth
+test: $(TESTENV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest
 
-bench: $(BIN)/gpuhealth
+bench: $(TESTENV)
 	$(BIN)/python bench/check_from_bundle.py
 	$(BIN)/python bench/kernel_log_scan.py
 	$(BIN)/python bench/monitor_sampling.py
 
-eval: $(BIN)/gpuhealth
+eval: $(TESTENV)
 	$(BIN)/python tests/eval_cases.py
 
-docs: $(BIN)/gpuhealth
+docs: $(RUNTIME)
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks
 
 clean:

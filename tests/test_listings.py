@@ -61,6 +61,15 @@ def test_apt_list_rpm_and_dnf():
         "kmod-nvidia-550.90.12-4.18.0-553.22.1", "550.90.12-3.el8_10")
 
 
+def test_apt_list_without_installed_counts_only_installed_versions():
+    # hand-written in apt's format: a candidate line (no state) is not installed; "upgradable from" names the
+    # installed version, not the candidate shown
+    text = ("Listing... Done\n"
+            "nvidia-utils-535/jammy-updates 535.183.01-0ubuntu0.22.04.1 amd64 [upgradable from: 535.161.08-0ubuntu1]\n"
+            "nvidia-driver-550/jammy-updates 550.54.15-0ubuntu0.22.04.1 amd64\n")
+    assert [(p.name, p.version) for p in packages.parse_apt_list(text)] == [("nvidia-utils-535", "535.161.08-0ubuntu1")]
+
+
 def test_python_packages_give_torch_and_conda_cudatoolkit():
     cpu = _parse("pip-list", "pip-list/handwritten_torch-cpu.txt")["torch"]
     assert (cpu.torch_version, cpu.cuda_available, cpu.torch_cuda_version) == ("2.1.0+cpu", False, None)
@@ -70,6 +79,8 @@ def test_python_packages_give_torch_and_conda_cudatoolkit():
     assert conda["cuda"].conda_cudatoolkit == "10.1.243" and "torch" not in conda
     lines = _parse("conda-list", "conda-list/pytorch-35646_collect-env-conda-lines.txt")
     assert lines["torch"].torch_cuda_version == "10.1" and lines["cuda"].conda_cudatoolkit == "10.1.243"
+    forge = KINDS["conda-list"].parse("pytorch  2.1.0  cuda120_py311h1234_300  conda-forge\n", "hand-written")
+    assert forge["torch"].torch_cuda_version == "12.0"  # conda-forge's build string
     cpuonly = _parse("conda-list", "conda-list/handwritten_cpuonly.txt")["torch"]
     assert cpuonly.cuda_available is False and cpuonly.torch_version == "1.10.0"
 
@@ -188,6 +199,14 @@ def test_several_cudas_gh602():
     assert "GH602" not in _findings("library-path/tensorflow-43947.txt")
 
 
+def test_conda_cudatoolkit_newer_than_the_driver_gh601():
+    # conda's cudatoolkit 10.1 (pytorch#32369) on a host whose driver is 390.48 (pytorch#15135's collect_env)
+    found = _findings("conda-list/pytorch-32369_cudatoolkit-10.1.txt",
+                      "corpus:pytorch-collect-env/pytorch-issue-15135_1080Tix3_390.48.txt")
+    assert "CUDA 10.1.243 (conda cudatoolkit) needs driver >=" in found["GH601"][0].message
+    assert found["GH601"][0].severity is Severity.CRITICAL
+
+
 def test_nouveau_bound_gh206_from_lspci_alone():
     found = _findings("lspci-k/negativo17-nvidia-driver-73_nouveau-in-use.txt")
     assert found["GH206"][0].severity is Severity.CRITICAL
@@ -203,6 +222,7 @@ def test_device_nodes_missing_gh207():
 def test_persistence_daemon_failed_gh604():
     found = _findings("systemctl-status/handwritten_persistenced-failed.txt", SMI_4_GPUS)
     assert "nvidia-persistenced is failed" in found["GH604"][0].message
+    assert any("Failed to query NVIDIA devices" in line for e in found["GH604"][0].evidence for line in e.lines)
 
 
 def test_module_not_built_for_running_kernel_gh507():

@@ -7,6 +7,7 @@ here are synthetic and their headers say so.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -205,3 +206,15 @@ def busy(**overrides: Any) -> dict[str, Callable[[int], Any] | Any]:
                                 remapped_rows_pending=False)
     base.update(overrides)
     return base
+
+
+def wait_until_catching(pid: int, sig: int, deadline_s: float = 20.0) -> None:
+    """Wait until the process has installed a handler for `sig` (the SigCgt mask in /proc/PID/status)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        with open(f"/proc/{pid}/status") as status:
+            caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
+        if caught & (1 << (sig - 1)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} never installed a handler for signal {sig}")

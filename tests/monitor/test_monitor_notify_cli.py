@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from click.testing import CliRunner
-from monitor_fakes import GENERATED_BY, NOTE, T0, Clock, FakeNvml, busy, samples
+from monitor_fakes import GENERATED_BY, NOTE, T0, Clock, FakeNvml, busy, samples, wait_until_catching
 
 from gpuhealth.model import Finding, Report, Severity, Snapshot, Subject
 from gpuhealth.monitor.commands import history, monitor, sparkline
@@ -202,6 +202,7 @@ def test_sigterm_flushes_and_exits_zero(tmp_path):
     deadline = time.monotonic() + 10
     while not db.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    wait_until_catching(child.pid, signal.SIGTERM)
     time.sleep(0.5)
     child.send_signal(signal.SIGTERM)
     assert child.wait(10) == 0

@@ -9,7 +9,7 @@ import sys
 import time
 
 from click.testing import CliRunner
-from monitor_fakes import GENERATED_BY, NOTE, T0, busy, samples
+from monitor_fakes import GENERATED_BY, NOTE, T0, busy, samples, wait_until_catching
 from rich.console import Console
 
 from gpuhealth.monitor.commands import watch
@@ -112,7 +112,8 @@ def test_sigterm_exits_zero(tmp_path):
     code = "from gpuhealth.monitor.commands import watch; watch()"
     child = subprocess.Popen([sys.executable, "-c", code, "--source", f"replay:{trace}", "--interval", "0.05"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    wait_until_catching(child.pid, signal.SIGTERM)  # a fixed sleep raced the handler on a loaded machine
+    time.sleep(0.2)
     child.send_signal(signal.SIGTERM)
     out, err = child.communicate(timeout=10)
     assert child.returncode == 0, err

@@ -456,7 +456,8 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
         evidence=(Evidence(snapshot.sources.get("nvml", "nvidia-smi -q"),
                            tuple(f"GPU {g.index} {g.name or ''}: Persistence Mode: Disabled".replace("  ", " ")
                                  for g in off[:8])),
-                  Evidence("systemctl is-active nvidia-persistenced", tuple(x for x in (daemon, enabled) if x))),
+                  Evidence(snapshot.sources.get("cuda", "systemctl is-active nvidia-persistenced"),
+                           tuple(x for x in (daemon, enabled) if x) + state.persistenced_errors[:3])),
         fixes=(Fix(ENABLE_PERSISTENCED, "any", note=f"GPUs {listed}; preferred over nvidia-smi -pm 1"),
                Fix("nvidia-smi -q | grep -i persistence", "any", note="should say Enabled")),
     )

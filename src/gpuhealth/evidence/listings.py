@@ -131,7 +131,7 @@ def _dnf(text: str, source: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- Python packages
 
 _TORCH_CUDA_SUFFIX = re.compile(r"\+cu(?P<major>\d{2,3}?)(?P<minor>\d)$")
-_CONDA_CUDA_BUILD = re.compile(r"cuda(?P<version>\d+\.\d+)")
+_CONDA_CUDA_BUILD = re.compile(r"cuda(?P<version>\d+\.\d+)|(?:^|_)cuda(?P<major>1\d)(?P<minor>\d)_")
 _CUDA_RUNTIME_PACKAGES = ("cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-cudart")
 
 
@@ -144,6 +144,11 @@ def torch_from_version(version: str) -> TorchEnv:
     if match:
         return TorchEnv(torch_version=version, installed=True, torch_cuda_version=f"{match['major']}.{match['minor']}")
     return TorchEnv(torch_version=version or None, installed=True)
+
+
+def _conda_cuda(match: re.Match[str]) -> str:
+    """``py3.7_cuda10.1.243_cudnn7.6.3_0`` (pytorch channel) -> "10.1"; ``cuda120_py311h...`` -> "12.0"."""
+    return match["version"] or f"{match['major']}.{match['minor']}"
 
 
 def _python_packages(pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
@@ -179,7 +184,7 @@ def _conda(text: str, source: str) -> dict[str, Any]:
             cuda = _CONDA_CUDA_BUILD.search(build)
             cpu = "cpu" in build.split("_") or name == "pytorch-cpu" or "cpuonly" in names
             found["torch"] = TorchEnv(torch_version=version, installed=True,
-                                      torch_cuda_version=cuda["version"] if cuda and not cpu else None,
+                                      torch_cuda_version=_conda_cuda(cuda) if cuda and not cpu else None,
                                       cuda_available=False if cpu else None)
         elif name in _CUDA_RUNTIME_PACKAGES and "cuda" not in found:
             found["cuda"] = CudaState(conda_cudatoolkit=version)

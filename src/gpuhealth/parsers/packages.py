@@ -85,8 +85,8 @@ def parse_dpkg_list(text: str) -> tuple[NvidiaPackage, ...]:
 def parse_apt_list(text: str) -> tuple[NvidiaPackage, ...]:
     """``apt list --installed`` (or ``apt list`` with a pattern): lines ``name/suite version arch [state]``.
 
-    Without ``--installed`` apt also lists candidates; only lines whose state says ``installed`` (or
-    ``upgradable from``) count, and a line without a state is a candidate, not an installed package.
+    Without ``--installed`` apt also lists candidates; only lines whose state says ``installed`` count (a line
+    without a state is a candidate), and ``[upgradable from: X]`` (``--upgradable``) counts with version X.
     """
     packages: list[NvidiaPackage] = []
     seen = False
@@ -99,9 +99,11 @@ def parse_apt_list(text: str) -> tuple[NvidiaPackage, ...]:
             continue
         seen = True
         state = match["state"] or ""
-        if "installed" not in state and "upgradable" not in state:
-            continue
-        packages.append(NvidiaPackage(match["name"], match["version"], "dpkg"))
+        upgradable = re.match(r"upgradable from: (\S+)$", state)
+        if upgradable:  # apt list --upgradable: the version shown is the candidate; "from" is what is installed
+            packages.append(NvidiaPackage(match["name"], upgradable[1], "dpkg"))
+        elif "installed" in state.split(",") or state.startswith("installed"):
+            packages.append(NvidiaPackage(match["name"], match["version"], "dpkg"))
     if not seen:
         raise ParseError("no apt list lines ('name/suite version arch [installed]')")
     return tuple(packages)
