@@ -76,12 +76,11 @@ def _evidence(files: tuple[str, ...]) -> Snapshot:
 
 def _planned(models: tuple[str, ...], os_name: str | None, base: Snapshot | None) -> Snapshot:
     """A snapshot for hardware that has not arrived: one PCI device per ``--gpu``, the OS from ``--os``."""
+    import datetime
     from dataclasses import replace
 
     from gpuhealth.knowledge.gpus import device_id_for
     from gpuhealth.model import PciDevice, Snapshot
-
-    import datetime
 
     # the planning date decides which branches are past their end of life
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -76,14 +76,14 @@ def load_run(path: Path) -> Run:
     snapshot = from_jsonable(Snapshot, document.get("snapshot") or {})
     findings = [f for f in document.get("findings", []) if isinstance(f, dict)]
     keys = [_key(f) for f in findings]
-    return Run(snapshot, tuple(keys), {k: str(f.get("message", "")) for k, f in zip(keys, findings)},
-               {k: str(f.get("severity", "")) for k, f in zip(keys, findings)})
+    return Run(snapshot, tuple(keys), {k: str(f.get("message", "")) for k, f in zip(keys, findings, strict=True)},
+               {k: str(f.get("severity", "")) for k, f in zip(keys, findings, strict=True)})
 
 
 def run_of(report: Report) -> Run:
     keys = [_identity(f.key, f.message) for f in report.findings]
-    return Run(report.snapshot, tuple(keys), {k: f.message for k, f in zip(keys, report.findings)},
-               {k: f.severity.value for k, f in zip(keys, report.findings)})
+    return Run(report.snapshot, tuple(keys), {k: f.message for k, f in zip(keys, report.findings, strict=True)},
+               {k: f.severity.value for k, f in zip(keys, report.findings, strict=True)})
 
 
 def _key(finding: dict[str, Any]) -> str:

@@ -23,9 +23,13 @@ from gpuhealth import __version__
 from gpuhealth.model import Finding, Fix, Report
 from gpuhealth.report.common import fold
 
+# Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...).
 DIAGNOSTIC = re.compile(
-    r"^(?:sudo\s+)?(?:dkms\s+status|ldconfig\s+-p|dmesg|ls\b|lspci|lsmod|modinfo|ipmitool\s+(?:sdr|sel)|"
-    r"systemctl\s+status|dcgmi\s+diag|nvidia-bug-report\.sh|nvidia-smi\s+(?:-q|nvlink\s+-e|--query))")
+    r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|lspci|lsmod|"
+    r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--sb-state|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
+    r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
+    r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
+    r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
 # Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module).
 CHANGES = re.compile(r"\b(?:modprobe|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
                      r"restart|stop|set-default|isolate|autoinstall|ldconfig(?!\s+-p)|update-initramfs|dracut|"
@@ -81,19 +85,25 @@ def fix_script(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def section_of(fix: Fix) -> str:
+    """The script section a fix goes to: backup, diagnostic (read-only), change or disruptive."""
+    text = " ".join(fix.command.split())
+    if not _is_shell(text):
+        return "disruptive" if fix.disruptive else "change"
+    if _is_backup(text):
+        return "backup"
+    if fix.disruptive or DISRUPTIVE.search(text):
+        return "disruptive"
+    filled = PLACEHOLDER.sub("0", text)  # "<index>" is no redirection
+    if DIAGNOSTIC.search(filled) and not CHANGES.search(filled):
+        return "diagnostic"
+    return "change"
+
+
 def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str) -> None:
     text = " ".join(fix.command.split())  # one line
     shell = _is_shell(text)
-    if not shell:
-        kind = "disruptive" if fix.disruptive else "change"
-    elif _is_backup(text):
-        kind = "backup"
-    elif fix.disruptive or DISRUPTIVE.search(text):
-        kind = "disruptive"
-    elif DIAGNOSTIC.search(text) and not CHANGES.search(text):
-        kind = "diagnostic"
-    else:
-        kind = "change"
+    kind = section_of(fix)
     live, why = shell, ""
     if not shell:
         why = "an instruction, not a command"

@@ -44,8 +44,9 @@ RHEL_SOURCE = ("not confirmed: NVIDIA, Driver Installation Guide <https://docs.n
                "yum-packaging-dkms-nvidia> (streams <branch>-dkms, and <branch>-open from 515)")
 DEBIAN_SOURCE = ("not confirmed: Debian's nvidia-detect <https://packages.debian.org/nvidia-detect> names the "
                  "package; its data was not read")
-RUNFILE_SOURCE = ("NVIDIA, Driver Installation Guide: kernel modules <https://d"
-                  "ocs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html>: the .run installer chooses the flavour with --kernel-module-type")
+RUNFILE_SOURCE = ("NVIDIA, Driver Installation Guide: kernel modules <https://docs.nvidia.com/datacenter/tesla/"
+                  "driver-installation-guide/kernel-modules.html>: the .run installer chooses the flavour with "
+                  "--kernel-module-type")
 
 
 @dataclass(frozen=True)

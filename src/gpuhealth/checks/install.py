@@ -1,6 +1,6 @@
 """GH5xx: is this host ready for the NVIDIA driver to be installed, rebuilt, or to survive the next boot?
 
-The rules follow the install runbook of field report 001 and the installer messages in facts.md 4:
+The rules follow the install runbook of field report 001 and the installer messages in the tools' own messages:
 nouveau blacklisted and out of the initramfs, kernel headers and a matching gcc for DKMS builds,
 Secure Boot module signing, and an nvidia module for every kernel the host may boot.
 """
@@ -21,7 +21,7 @@ REBUILD_INITRAMFS_DEBIAN = ("sudo cp /boot/initrd.img-$(uname -r){,.bak}", "sudo
 REBUILD_INITRAMFS_RHEL = ("sudo cp /boot/initramfs-$(uname -r).img{,.bak}", "sudo dracut --force")
 SIGNED_MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm")
 # Refusals only: "module verification failed ... tainting kernel" means the unsigned module DID load
-# (facts.md 4: informational), so it is not evidence of a Secure Boot problem.
+# (the tools' own messages: informational), so it is not evidence of a Secure Boot problem.
 SIGNATURE_REJECTED = ("Key was rejected by service", "Required key not available", "not signed with a trusted key",
                       "unsigned module loading is restricted")
 

@@ -9,7 +9,7 @@ pci.ids, after a chip of one architecture and one compute capability. Columns:
   AD Ada, GH Hopper, GB Blackwell.
 - ``architecture``, ``compute_capability`` (empty when unknown).
 - ``source``: where the ID-to-chip mapping comes from (PCIIDS: the pci.ids excerpt of version 2026.08.22
-  in ``tests/data/corpus/pciids``). ``cc_source``: where the compute capability comes from (facts.md 3.2 for
+  in ``tests/data/corpus/pciids``). ``cc_source``: where the compute capability comes from (CUDA release notes for
   Turing and newer; "not confirmed" for older chips, whose values are common knowledge only).
 
 How the ranges were made: the vendor block of pci.ids was read in ID order; consecutive devices whose

@@ -41,10 +41,10 @@ _KEY = re.compile(r"\b(" + "|".join(sorted(DOCUMENTS, key=len, reverse=True)) + 
 _FACTS = re.compile(r"\b(?:FACTS|facts\.md)(?:\s+(?:section\s+)?\d+(?:\.\d+)*(?:-\d+(?:\.\d+)*)?)?(?:\s*\((?=[A-Z]))?")
 
 
-def document(key: str) -> str:
-    """``Title <address>`` for a source key; the key itself when unknown."""
-    title, address = DOCUMENTS.get(key, (key, ""))
-    return f"{title} <{address}>" if address else title
+def document(key: str, address: bool = True) -> str:
+    """``Title <address>`` for a source key (the title alone with ``address=False``); the key when unknown."""
+    title, where = DOCUMENTS.get(key, (key, ""))
+    return f"{title} <{where}>" if where and address else title
 
 
 def keys_in(text: str) -> list[str]:
@@ -56,7 +56,7 @@ def keys_in(text: str) -> list[str]:
     return seen
 
 
-def cite(text: str) -> str:
+def cite(text: str, addresses: bool = True) -> str:
     """A source column in words: keys become titles, references to the internal fact base go away.
 
     "FACTS 3.3 (DCDRV kernel-modules)" -> "NVIDIA, Driver Installation Guide: kernel modules <https://...>".
@@ -67,4 +67,4 @@ def cite(text: str) -> str:
         cleaned = _FACTS.sub("", text).replace("not confirmed by the fact base", "not confirmed").strip()
         return re.sub(r"\s{2,}", " ", cleaned).strip(" ;,()") or text
     caveat = "not confirmed: " if text.lower().startswith("not confirmed") else ""
-    return caveat + "; ".join(document(k) for k in keys)
+    return caveat + "; ".join(document(k, addresses) for k in keys)

@@ -1,6 +1,6 @@
 """The Xid catalogue as data: what each Xid code means and what to do, from ``xid.csv``.
 
-One CSV row per code 1-176 (ranges in facts.md 1.3 expanded). Columns:
+One CSV row per code 1-176 (ranges in NVIDIA's Xid catalogue expanded). Columns:
 
 - ``mnemonic``, ``immediate_action``, ``investigatory_action``: NVIDIA's (XIDCAT; per-code mnemonics
   of grouped rows checked against GPUD's machine-readable copy of the catalogue; 173-176 only exist in
@@ -12,7 +12,7 @@ One CSV row per code 1-176 (ranges in facts.md 1.3 expanded). Columns:
 - ``application_class``: the application, not the GPU, is usually to blame (11, 13, 25, 31, 43, 45,
   69, 137, 174). NVIDIA's k8s-device-plugin also treats 68 as an application error; we do not, because
   the catalogue blames hardware or the driver for it.
-- ``source``: facts.md source keys, ``;``-separated.
+- ``source``: the sourced reference tables source keys, ``;``-separated.
 
 Severity rule (ours, applied to NVIDIA's immediate action):
 
@@ -74,7 +74,8 @@ ACTION_WORDS: dict[str, str] = {
     "XID_137_FLOW": "follow NVIDIA's Xid 137 workflow",
     "INVESTIGATE_LINK_SI": "investigate the link's signal integrity",
 }
-_BUCKET = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True)) + r")(?![\w/])")
+_BUCKET = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True))
+                     + r")(?![\w/])")
 
 
 def action_in_words(bucket: str) -> str:
