@@ -153,7 +153,7 @@ def recommend(files: tuple[str, ...], source: Path | None, models: tuple[str, ..
         return
     from rich.console import Console
 
-    render_text(result, Console(highlight=False))
+    render_text(result, Console(highlight=False, soft_wrap=True))  # never wrapped: commands stay pasteable
 
 
 @click.command()
