@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 TESTENV := $(VENV)/.installed-test
 
-.PHONY: run test lint bench docs eval clean
+.PHONY: run test lint bench docs demo eval clean
 
 $(RUNTIME): pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ run: $(RUNTIME)
 	$(BIN)/gpuhealth check; rc=$$?; [ $$rc -le 2 ] || exit $$rc
 
 test: $(TESTENV)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/python -m pytest
 
 bench: $(TESTENV)
@@ -38,8 +38,14 @@ bench: $(TESTENV)
 eval: $(TESTENV)
 	$(BIN)/python tests/eval_cases.py
 
+# The README's example: rebuild the bundle from its test host (and the generated trace) into demo/, check it.
+demo: $(RUNTIME)
+	$(BIN)/python examples/make_examples.py demo
+	$(BIN)/gpuhealth check --from demo/h100x8-xid-ecc.tar.gz; rc=$$?; [ $$rc -le 2 ] || exit $$rc
+	@echo "Live views on the generated 8-GPU trace: $(BIN)/gpuhealth watch --source replay:demo/h100x8.trace"
+
 docs: $(RUNTIME)
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build demo src/*.egg-info .pytest_cache

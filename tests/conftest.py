@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-# The real-data corpus ships inside the repository (tests/data/corpus, licences in each SOURCE.md), so a fresh
-# clone tests alone; GPUHEALTH_CORPUS points the tests at another copy.
-DATA = REPO / "tests" / "data"
-CORPUS = Path(os.environ.get("GPUHEALTH_CORPUS", DATA / "corpus"))
+from repo_paths import CORPUS, DATA, REPO
+
+__all__ = ["CORPUS", "DATA", "REPO", "corpus", "corpus_files", "corpus_id"]
 
 
 def corpus_files(*patterns: str) -> list[Path]:

@@ -27,10 +27,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import CORPUS
 from gpuhealth.host import FileContent, FileStat, Listing
 from gpuhealth.model import CommandRun, NvmlReport, to_jsonable
 from gpuhealth.parsers.cuda import TORCH_PROBE_SCRIPT
+from repo_paths import CORPUS
 
 HOSTS = Path(__file__).parent / "hosts"
 

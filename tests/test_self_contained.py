@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import CORPUS, DATA, REPO
 
-SCANNED = ("tests", "bench", "src", "Makefile", "pyproject.toml", ".ci")
+SCANNED = ("tests", "bench", "src", "examples", "Makefile", "pyproject.toml", ".ci")
 SKIP_SUFFIXES = {".png", ".gz", ".pyc", ".ico", ".woff", ".woff2"}
 # Captured evidence is quoted as found: a user's log may name a path of its own machine. The code,
 # specs and case files that point at evidence are scanned; the evidence itself is not.
