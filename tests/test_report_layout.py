@@ -46,7 +46,7 @@ def test_order_verdict_findings_host_skipped_closing():
     first_finding = next(i for i, line in enumerate(lines) if re.match(r"(CRITICAL|WARNING |INFO    ) GH", line))
     host = next(i for i, line in enumerate(lines) if " · " in line and "GPUs" in line)
     skipped = next(i for i, line in enumerate(lines) if line.startswith("Skipped "))
-    assert 0 < first_finding < host < skipped < len(lines) - 1
+    assert 0 < first_finding < host < skipped < len(lines) - 1 and "by reason" in lines[skipped]
     assert re.fullmatch(r"\d+ critical(, \d+ warning)?(, \d+ info)? on 8 GPUs; run `gpuhealth fix` for a script",
                         lines[-1])
     # a GPU has a finding, so the GPU table follows the host line

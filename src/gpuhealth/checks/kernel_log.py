@@ -106,7 +106,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         yield Draft(
             severity,
             f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
-            f" - NVIDIA's advice: {xid_catalogue.action_in_words(action)}",
+            f" - next: {xid_catalogue.action_in_words(action)}",
             subject=subject, evidence=(Evidence(snapshot.kernel_log.source, _samples(events)),),
             fixes=fixes,
         )

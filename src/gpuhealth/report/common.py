@@ -149,7 +149,8 @@ def gpu_count(snapshot: Snapshot) -> int:
 
 def host_line(snapshot: Snapshot) -> str:
     """The host summary as one line: ``gpu-node-17 · Rocky Linux 9.3 · kernel ... · driver ... · 8 GPUs``."""
-    parts = [value if label in ("Host", "OS") else f"{label.lower()} {value}" for label, value in
+    words = {"Driver": "driver", "CUDA": "CUDA"}
+    parts = [f"{words[label]} {value}" if label in words else value for label, value in
              host_summary(snapshot) if label not in ("GPUs on PCI", "GPUs (driver)")]
     on_pci = len(snapshot.nvidia_pci_gpus) if snapshot.pci_devices is not None else None
     driver = len(snapshot.gpus) if snapshot.gpus else None

@@ -142,7 +142,7 @@ def _gpu_table(report: Report, console: Console) -> None:
 def _skipped(report: Report, verbose: bool) -> list[Text]:
     if not report.skipped:
         return []
-    lines = [Text(f"Skipped {len(report.skipped)} checks (not checked, not passed):", style="bold")]
+    lines = [Text("Skipped checks (not checked, not passed), by reason:", style="bold")]
     if verbose:
         return lines + [Text(f"  {s.code} {s.slug}: {s.reason}", style="dim") for s in report.skipped]
     groups = skipped_by_reason(report)
