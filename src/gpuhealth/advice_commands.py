@@ -36,9 +36,9 @@ def _snapshot(source: Path | None, files: tuple[str, ...] = ()) -> Snapshot:
         from gpuhealth.host import LocalHost
 
         return collect(LocalHost(), TIMEOUT_S)
-    from gpuhealth.bundle import BundleError, BundleHost, is_bundle
+    from gpuhealth.bundle import BundleError, BundleHost
 
-    if not is_bundle(source):
+    if is_plain_file(source):
         raise CannotRun(not_a_bundle(source))
     try:
         host = BundleHost(source)
@@ -48,6 +48,22 @@ def _snapshot(source: Path | None, files: tuple[str, ...] = ()) -> Snapshot:
         return collect(host, TIMEOUT_S, origin="bundle", captured_at=host.captured_at)
     finally:
         host.close()
+
+
+def is_plain_file(path: Path) -> bool:
+    """A file that is no archive at all (a log, a command's output): no compression magic, no tar header.
+
+    Archives, even broken or hostile ones, go on to the bundle reader, which says what is wrong with them.
+    """
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError:
+        return False
+    compressed = head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd"))
+    return not compressed and head[257:262] != b"ustar"
 
 
 def not_a_bundle(path: Path) -> str:

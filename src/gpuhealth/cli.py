@@ -164,10 +164,10 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         local = LocalHost()
         snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
     else:
-        from gpuhealth.advice_commands import not_a_bundle
-        from gpuhealth.bundle import BundleError, BundleHost, is_bundle
+        from gpuhealth.advice_commands import is_plain_file, not_a_bundle
+        from gpuhealth.bundle import BundleError, BundleHost
 
-        if not is_bundle(source):
+        if is_plain_file(source):  # a log given to --from: say what to use instead of the archive error
             raise CannotRun(not_a_bundle(source))
         try:
             host = BundleHost(source)
