@@ -8,6 +8,7 @@ importing this module costs only click.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,8 +56,8 @@ def is_plain_file(path: Path) -> bool:
 
     Archives, even broken or hostile ones, go on to the bundle reader, which says what is wrong with them.
     """
-    if not path.is_file():
-        return False
+    if not path.is_file() or re.search(r"\.(?:tgz|tar(?:\.\w+)?)$", path.name):
+        return False  # named as an archive: the bundle reader says what is wrong with it
     try:
         with open(path, "rb") as handle:
             head = handle.read(512)
