@@ -7,6 +7,7 @@ compare evidence (driver, kernel, GPUs, Xid counts, ECC counters, PCIe links), n
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -60,7 +61,9 @@ def save_run(report: Report, directory: Path) -> Path:
     document = {"format": RUN_FORMAT, "version": RUN_VERSION, "snapshot": to_jsonable(report.snapshot),
                 "findings": [to_jsonable(f) for f in report.findings]}
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    # Owner-only, like a bundle: a run holds the host's snapshot.
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(document, indent=1) + "\n")
     temporary.replace(path)  # a reader never sees half a file
     return path
 

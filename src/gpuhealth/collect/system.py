@@ -10,6 +10,7 @@ from gpuhealth.model import (
 )
 from gpuhealth.parsers.kernel_log import parse_kernel_log
 from gpuhealth.parsers.system import parse_os_release, parse_proc_modules, parse_redhat_release
+from gpuhealth.redact import redact_environment
 
 KERNEL_LOG_COMMANDS = (
     ["dmesg", "--time-format", "iso"],
@@ -101,5 +102,6 @@ def probe_kernel_log(host: Host, timeout: float) -> Probed:
 
 def probe_environment(host: Host, timeout: float) -> Probed:
     env = host.environment()
-    relevant = {k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES)}
+    # Redacted here too: these reach JSON reports and saved runs (NVIDIA_API_KEY is a common one).
+    relevant = redact_environment({k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES)})
     return Probed(fields={"env": relevant})
