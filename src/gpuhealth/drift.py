@@ -164,8 +164,11 @@ def _gpu_changes(key: str, old: Gpu, new: Gpu) -> list[Change]:
 
 
 def _xid_counts(snapshot: Snapshot) -> Counter[tuple[str, int]]:
-    events = snapshot.kernel_log.events if snapshot.kernel_log else ()
-    return Counter((e.pci_address or "?", e.xid) for e in events if e.kind == "xid" and e.xid is not None)
+    counts: Counter[tuple[str, int]] = Counter()
+    for group in snapshot.kernel_log.tallies({"xid"}) if snapshot.kernel_log else ():
+        if group.xid is not None:
+            counts[(group.pci_address or "?", group.xid)] += group.count
+    return counts
 
 
 def _xids(a: Snapshot, b: Snapshot) -> list[Change]:
