@@ -350,6 +350,21 @@ class BundleHost:
             bool(entry.get("timed_out")), entry.get("error"),
         )
 
+    def stdout_file(self, argv: list[str]) -> tuple[CommandRun, Path | None]:
+        """The command as replayed but without its stdout, and the file that holds the stdout (None when
+        absent or refused): a large output (a kernel log) is scanned in place instead of read whole."""
+        key = command_key(argv)
+        entry = self._commands.get(key)
+        if entry is None:
+            return CommandRun(tuple(argv), None, error="not captured in this bundle"), None
+        run = CommandRun(tuple(argv), entry.get("exit_code"), "", self._text(f"commands/{key}.stderr"),
+                         float(entry.get("duration_s") or 0.0), bool(entry.get("timed_out")), entry.get("error"))
+        try:
+            path = self._inside(self.dir / f"commands/{key}.stdout")
+        except BundleError:
+            return run, None
+        return run, path if path.is_file() else None
+
     def _text(self, relative: str) -> str:
         try:
             with open(self._inside(self.dir / relative), "rb") as handle:  # cut where a live run is cut

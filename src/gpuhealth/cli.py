@@ -164,8 +164,11 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         local = LocalHost()
         snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
     else:
+        from gpuhealth.advice_commands import is_plain_file, not_a_bundle
         from gpuhealth.bundle import BundleError, BundleHost
 
+        if is_plain_file(source):  # a log given to --from: say what to use instead of the archive error
+            raise CannotRun(not_a_bundle(source))
         try:
             host = BundleHost(source)
         except BundleError as exc:
@@ -238,24 +241,36 @@ def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
 @format_option
 @config_option
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters; list what each file was.")
-def analyze(files: tuple[str, ...], output_format: str, config: Path | None, verbose: bool) -> None:
+@click.option("--max-bytes", default="4G", show_default=True,
+              help="Refuse an input larger than this (bytes, or with K, M, G; gzip counts decompressed).")
+@click.option("--open-timeout", type=float, default=10.0, show_default=True,
+              help="Seconds a FIFO may take to deliver data before it is given up.")
+def analyze(files: tuple[str, ...], output_format: str, config: Path | None, verbose: bool, max_bytes: str,
+            open_timeout: float) -> None:
     """Analyse pasted or attached evidence: FILE... or - for standard input.
 
     Recognises nvidia-bug-report.log(.gz), kernel logs, nvidia-smi outputs, lspci,
-    /proc/driver/nvidia/version, PyTorch collect_env and training logs.
+    /proc/driver/nvidia/version, PyTorch collect_env and training logs. Large kernel logs are
+    scanned as a stream, in bounded memory (docs/limits.md).
     """
-    from gpuhealth.analyze import EvidenceError, analyze_texts, decode_bytes
-    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.evidence_input import InputError, parse_max_bytes, read_evidence
 
+    try:
+        limit = parse_max_bytes(max_bytes)
+    except ValueError as exc:
+        raise CannotRun(f"--max-bytes: {exc}") from exc
     texts = []
     for name in files:
         try:
-            data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-            texts.append(("<stdin>" if name == "-" else name, decode_bytes(name, data)))
-        except OSError as exc:
-            raise CannotRun(f"{name}: {exc.strerror or exc}") from exc
-        except EvidenceError as exc:
+            evidence = read_evidence(name, limit, open_timeout)
+        except InputError as exc:
             raise CannotRun(str(exc)) from exc
+        if verbose and evidence.note:
+            click.echo(f"{evidence.name}: {evidence.note}", err=True)
+        texts.append((evidence.name, evidence.content))
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
     snapshot, recognised = analyze_texts(texts)
     if verbose and output_format == "text":
         for item in recognised:
@@ -327,19 +342,55 @@ def list_checks() -> None:
 
 
 @main.command()
-@click.argument("code")
-def explain(code: str) -> None:
-    """Explain a check: what it looks at, why it matters, how to fix, exceptions."""
+@click.argument("words", nargs=-1, required=True)
+def explain(words: tuple[str, ...]) -> None:
+    """Explain a check (GH206, nouveau-loaded) or an Xid (79, xid 79): what it means and what to do."""
     from gpuhealth.checks import catalogue
     from gpuhealth.checks.registry import DOC_SECTIONS, find
 
+    text = " ".join(words).strip()
+    xid = _xid_number(text)
+    if xid is not None:
+        _explain_xid(xid)
+        return
     catalogue.load()
-    spec = find(code)
+    spec = find(text)
     if spec is None:
-        raise CannotRun(f"no check {code!r}; `gpuhealth checks` lists them")
+        raise CannotRun(f"no check {text!r}; `gpuhealth checks` lists them (an Xid: `gpuhealth explain xid 79`)")
     click.echo(f"{spec.code} {spec.slug}: {spec.title}\n")
     for section in DOC_SECTIONS:
         click.echo(f"{section}:\n{spec.docs[section]}\n")
+
+
+def _xid_number(text: str) -> int | None:
+    """``79``, ``xid 79``, ``Xid79``, ``xid-79`` -> 79; None for anything else (a check code or slug)."""
+    import re
+
+    match = re.fullmatch(r"(?i)(?:xid[\s:_-]*)?(\d{1,3})", text)
+    return int(match[1]) if match else None
+
+
+def _explain_xid(code: int) -> None:
+    from gpuhealth.knowledge import xid as xids
+    from gpuhealth.knowledge.sources import document, keys_in
+
+    info = xids.lookup(code)
+    if info is None:
+        raise CannotRun(f"Xid {code} is not in the Xid catalogue (codes 1-{max(x.xid for x in xids.all_xids())})")
+    click.echo(f"Xid {info.xid} {info.mnemonic}\n")
+    rows = [("Meaning", info.meaning), ("Likely cause", info.cause_class),
+            ("What to do now", xids.action_in_words(info.immediate_action)),
+            ("To investigate", xids.action_in_words(info.investigatory_action) if info.investigatory_action else ""),
+            ("Severity here", info.severity.value + (" (usually the application's fault)" if info.application_class
+                                                      else "")),
+            ("In use", "yes" if info.in_use else "unused on Ampere and newer (may appear on Volta or older GPUs)"),
+            ("Checked by", "GH302 gpu-fallen-off-bus" if code == 79 else "GH301 xid-errors")]
+    for label, value in rows:
+        if value:
+            click.echo(f"{label + ':':16}{value}")
+    click.echo("Sources:")
+    for key in keys_in(info.source):
+        click.echo(f"  {document(key)}")
 
 
 main.add_command(recommend)

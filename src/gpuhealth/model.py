@@ -15,6 +15,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+if typing.TYPE_CHECKING:
+    from collections.abc import Collection
+
 SNAPSHOT_SCHEMA_VERSION = 1
 
 
@@ -70,12 +73,70 @@ class Severity(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Fix:
-    """One command (or instruction) that fixes a finding on one distro family."""
+    """One fix for a finding on one distro family: a ``command`` (pasted, it runs as is) or a ``step``
+    (an instruction in words, or a command holding a placeholder such as ``<index>`` to fill in first).
 
-    command: str
+    ``kind`` is decided from the text when not given (``fix_kind``), so a prose fix can never be
+    rendered where a reader would paste it.
+    """
+
+    command: str  # the command line, or the instruction's text
     family: str = "any"  # "debian", "rhel" or "any"
     disruptive: bool = False  # reboots, reloads modules, or kills jobs
-    note: str = ""
+    note: str = ""  # a comment, shown on its own line above the command
+    kind: str = ""  # "command" or "step"; "" = decided by fix_kind(command)
+
+    def __post_init__(self) -> None:
+        command, comment = _split_comment(self.command)
+        if comment:  # a trailing "# ..." would become a line of its own when wrapped; it is the note
+            object.__setattr__(self, "command", command)
+            object.__setattr__(self, "note", "; ".join(x for x in (comment, self.note) if x))
+        if self.kind not in FIX_KINDS:
+            object.__setattr__(self, "kind", fix_kind(self.command))
+
+    @property
+    def is_command(self) -> bool:
+        return self.kind == "command"
+
+
+FIX_KINDS = ("command", "step")
+# Programs a fix command may start with (after ``sudo`` and VAR=value assignments). Anything else is prose.
+SHELL_PROGRAMS = frozenset("""
+sudo nvidia-smi nvidia-modprobe nvidia-ctk nvidia-bug-report.sh nvidia-uninstall modprobe rmmod lsmod modinfo
+dkms apt-get apt apt-mark dpkg dpkg-query dnf yum rpm systemctl journalctl dmesg ls cat grep printf echo tee
+cp mv rm ln sed update-initramfs update-grub dracut lsinitramfs lsinitrd mokutil openssl ldconfig lspci
+ipmitool dcgmi export unset for test uname ubuntu-drivers nvidia-detect wget curl sh bash reboot shutdown
+python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount findmnt env which ldd
+leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
+gpg tr cut head tail sort
+""".split())
+_PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=\S*$")
+
+
+def _split_comment(text: str) -> tuple[str, str]:
+    """A command's trailing shell comment (`` # ...`` outside quotes), split off."""
+    quote = ""
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and i > 0 and text[i - 1] in " \t":
+            return text[:i].rstrip(), text[i + 1:].strip()
+    return text, ""
+
+
+def fix_kind(text: str) -> str:
+    """``command`` when the text runs as is in bash; ``step`` for prose or a command with a placeholder."""
+    words = text.split()
+    while words and (words[0] == "sudo" or _ASSIGNMENT.match(words[0])):
+        words = words[1:]
+    if not words:
+        return "step"
+    first = words[0]
+    program = first in SHELL_PROGRAMS or first.startswith(("/", "./")) or first.endswith(".run")
+    return "command" if program and not _PLACEHOLDER.search(text) else "step"
 
 
 @dataclass(frozen=True)
@@ -308,12 +369,54 @@ class KernelEvent:
 
 
 @dataclass(frozen=True)
+class EventGroup:
+    """Kernel log lines of one kind, device and message template (numbers, addresses and pids replaced by
+    ``#``), aggregated while scanning: a count, the first and last occurrence and a bounded sample.
+
+    ``kind`` is an event kind, or "other" for NVRM/SXid/AER lines that are no event (driver chatter,
+    assertion spam); those are counted, never reported as findings.
+    """
+
+    kind: str
+    template: str
+    count: int
+    first: KernelEvent
+    last: KernelEvent
+    samples: tuple[KernelEvent, ...] = ()  # the first few occurrences and the last one, in log order
+    peak_hour: int = 0  # xid only: most lines of this (GPU, Xid) within any hour of log time (all templates)
+    peak_from: str | None = None  # timestamps bounding that hour's lines
+    peak_to: str | None = None
+
+    @property
+    def pci_address(self) -> str | None:
+        return self.first.pci_address
+
+    @property
+    def xid(self) -> int | None:
+        return self.first.xid
+
+
+@dataclass(frozen=True)
 class KernelLog:
+    """The NVIDIA-relevant part of a kernel log. ``events`` is bounded: the sample events of every group.
+
+    Counts, first and last times come from ``groups``; a KernelLog built by hand with ``events`` only (and
+    no groups) counts each event once.
+    """
+
     source: str
     format: str  # "dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "pstore", "plain"
     lines_scanned: int = 0
     events: tuple[KernelEvent, ...] = ()
     module_banners: tuple[str, ...] = ()  # "NVRM: loading NVIDIA UNIX ... Kernel Module  <ver> ..."
+    groups: tuple[EventGroup, ...] = ()
+    bytes_scanned: int = 0
+
+    def tallies(self, kinds: Collection[str]) -> list[EventGroup]:
+        """The groups of these kinds; for a hand-built log without groups, one group per event."""
+        if self.groups or not self.events:
+            return [g for g in self.groups if g.kind in kinds]
+        return [EventGroup(e.kind, e.message, 1, e, e, (e,)) for e in self.events if e.kind in kinds]
 
 
 @dataclass(frozen=True)

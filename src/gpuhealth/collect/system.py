@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.evidence_input import InputError, kernel_log_from_path
 from gpuhealth.host import Host
 from gpuhealth.model import (
     OsInfo,
@@ -81,9 +82,24 @@ def probe_device_nodes(host: Host, timeout: float) -> Probed:
 def probe_kernel_log(host: Host, timeout: float) -> Probed:
     found = Probed()
     reasons = []
+    stdout_file = getattr(host, "stdout_file", None)  # a bundle keeps outputs in files: scan them in place
     for argv in KERNEL_LOG_COMMANDS:
-        run = host.run(argv, timeout)
         source = " ".join(argv)
+        if stdout_file is not None:
+            run, path = stdout_file(argv)
+            if run.ok and path is not None:
+                try:
+                    found.fields["kernel_log"] = kernel_log_from_path(str(path), source)
+                    found.sources["kernel_log"] = source
+                    return found
+                except (ParseError, InputError) as exc:
+                    reasons.append(f"{source}: {exc}")
+                    continue
+                except OSError as exc:
+                    reasons.append(f"{source}: {exc.strerror or exc}")
+                    continue
+        else:
+            run = host.run(argv, timeout)
         if run.ok and run.stdout.strip():
             try:
                 found.fields["kernel_log"] = parse_kernel_log(run.stdout, source)

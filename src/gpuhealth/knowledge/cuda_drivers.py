@@ -1,4 +1,5 @@
-"""Which NVIDIA driver a CUDA toolkit needs, from ``cuda_drivers.csv`` (facts.md 2.1 and 2.2).
+"""Which NVIDIA driver a CUDA toolkit needs, from ``cuda_drivers.csv``
+(NVIDIA's CUDA release notes and CUDA Compatibility guide).
 
 Two kinds of row, each with its source:
 
@@ -36,7 +37,7 @@ class DriverRequirement:
 
 def version_key(version: str | None) -> tuple[int, ...]:
     """``535.161.08`` -> (535, 161, 8); ``12.4`` -> (12, 4); anything without a number -> ()."""
-    match = re.match(r"\d+(?:\.\d+)*", (version or "").strip())
+    match = re.match(r"\d{1,9}(?:\.\d{1,9})*", (version or "").strip())
     return tuple(int(n) for n in match[0].split(".")) if match else ()
 
 
