@@ -142,7 +142,6 @@ def skipped_by_reason(report: Report) -> list[tuple[str, list[str]]]:
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))
 
 
-<<<<<<< HEAD
 def next_commands(report: Report) -> list[str]:
     """The commands whose output would decide the open differentials ("paste these next")."""
     from gpuhealth.checks.diagnosis import next_commands as commands
@@ -155,7 +154,8 @@ def skipped_summary(report: Report) -> str | None:
     if report.snapshot.origin != "evidence" or not report.skipped:
         return None
     return f"{len(report.skipped)} checks need evidence you did not give; -v lists them"
-=======
+
+
 def gpu_count(snapshot: Snapshot) -> int:
     """GPUs on this host: the driver's list, else the PCI bus."""
     return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
@@ -181,7 +181,8 @@ def host_line(snapshot: Snapshot) -> str:
 def closing_line(report: Report) -> str:
     """The last line: counts, how many GPUs, and the next step."""
     count = gpu_count(report.snapshot)
-    where = f"on {count} GPU{'s' if count != 1 else ''}" if count else "on a host with no NVIDIA GPU seen"
+    where = f"on {count} GPU{'s' if count != 1 else ''}" if count else (
+        "in the evidence given" if report.snapshot.origin == "evidence" else "on a host with no NVIDIA GPU seen")
     counts = ", ".join(f"{report.count(s)} {s.value}" for s in sorted(Severity, key=lambda s: -s.rank)
                        if report.count(s))
     if not counts:
@@ -190,4 +191,3 @@ def closing_line(report: Report) -> str:
     commands = any(f.is_command for finding in report.findings for f in finding.fixes)
     tail = "; run `gpuhealth fix` for a script" if commands else ""
     return f"{counts} {where}{tail}"
->>>>>>> main

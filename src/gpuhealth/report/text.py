@@ -16,24 +16,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-<<<<<<< HEAD
 from gpuhealth.checks.diagnosis import next_commands as next_commands_for
-from gpuhealth.model import Finding, Report, Severity
-=======
 from gpuhealth.model import Finding, Fix, Report, Severity
->>>>>>> main
 from gpuhealth.report.common import (
     Cause,
     cause_fixes,
     closing_line,
     fold,
     gpu_rows,
-<<<<<<< HEAD
-    host_summary,
-    next_commands,
-=======
     host_line,
->>>>>>> main
+    next_commands,
     skipped_by_reason,
     skipped_summary,
     verdict_line,
@@ -41,13 +33,9 @@ from gpuhealth.report.common import (
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yellow",
-<<<<<<< HEAD
                  "HEALTHY": "bold white on green", "NO DIAGNOSIS": "bold white on blue"}
-=======
-                 "HEALTHY": "bold white on green"}
 REASONS_SHOWN = 6  # skipped-check reasons listed without -v; the rest are counted on one line
 REASON_CHARS = 110
->>>>>>> main
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
@@ -58,30 +46,6 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     out()
     shown: set[tuple[str, str]] = set()
     for cause in fold(report.findings):
-<<<<<<< HEAD
-        console.print(_finding(cause.finding, report, verbose))
-        for symptom in cause.symptoms:
-            console.print(Text(f"    explains {symptom.code} {symptom.slug}: {symptom.message}", style="dim"))
-        console.print()
-    summary = skipped_summary(report)
-    if summary and not verbose:
-        console.print(Text(summary, style="dim"))
-    elif report.skipped:
-        console.print(Text(f"Skipped ({len(report.skipped)}): not checked, not passed", style="bold"))
-        if verbose:
-            for skipped in report.skipped:
-                console.print(Text(f"  {skipped.code} {skipped.slug}: {skipped.reason}", style="dim"))
-        else:
-            for reason, codes in skipped_by_reason(report):
-                console.print(Text(f"  {', '.join(codes)}: {reason}", style="dim"))
-    commands = next_commands(report)
-    if commands:
-        console.print()
-        console.print(Text("Paste these next" if report.snapshot.origin == "evidence" else "Run these next",
-                           style="bold"), Text("(their output decides between the causes above):", style="dim"))
-        for command in commands:
-            console.print(Text(f"  {command}", style="green"))
-=======
         for line in _cause(cause, report, verbose, shown):
             out(line)
         out()
@@ -90,9 +54,15 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         _gpu_table(report, console)
     for line in _skipped(report, verbose):
         out(line)
+    commands = next_commands(report)
+    if commands:
+        out()
+        out(Text("Paste these next" if report.snapshot.origin == "evidence" else "Run these next", style="bold")
+            + Text(" (their output decides between the causes above):", style="dim"))
+        for command in commands:
+            out(Text(f"  {command}", style="green"))
     out()
     out(Text(closing_line(report), style=STYLE.get(_worst(report), "bold green")))
->>>>>>> main
 
 
 def _worst(report: Report) -> Severity | None:
@@ -105,6 +75,7 @@ def _cause(cause: Cause, report: Report, verbose: bool, shown: set[tuple[str, st
     lines += _evidence(finding)
     if verbose and finding.explanation:
         lines.append(Text("    " + finding.explanation.replace("\n", " "), style="italic"))
+    lines += _differential(finding, report.snapshot.commands_given)
     for symptom in cause.symptoms:
         where = "" if symptom.subject.is_host else f" [{symptom.subject}]"
         lines.append(Text(f"    explains {symptom.code}{where}: {symptom.message}", style="dim"))
@@ -129,45 +100,6 @@ def _head(finding: Finding) -> list[Text]:
 def _evidence(finding: Finding) -> list[Text]:
     lines = []
     for evidence in finding.evidence:
-<<<<<<< HEAD
-        parts.append(Text(f"    evidence: {evidence.source}", style="dim"))
-        for line in evidence.lines:
-            parts.append(Text(f"      {line}", style="dim"))
-    if verbose and finding.explanation:
-        parts.append(Text("    " + finding.explanation.replace("\n", " "), style="italic"))
-    parts.extend(_differential(finding, report.snapshot.commands_given))
-    for fix in fixes_for_host(finding, report.snapshot):
-        label = f"[{fix.family}] " if fix.family != "any" else ""
-        warn = " (disruptive)" if fix.disruptive else ""
-        note = f"  # {fix.note}" if fix.note else ""
-        parts.append(Text.from_markup(f"    fix{escape(warn)}: {escape(label)}[green]{escape(fix.command)}"
-                                      f"[/green]{escape(note)}"))
-    parts.append(Text(f"    more: gpuhealth explain {finding.code}", style="dim"))
-    return Group(*parts)
-
-
-def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
-    """Most likely cause, the others that remain open, the ruled-out ones, and the commands that decide."""
-    if not finding.differential:
-        return []
-    candidates = finding.differential
-    top, rest = candidates[0], candidates[1:]
-    lines = [Text(f"    most likely: {top.title} ({top.why})")]
-    still = [c for c in rest if c.status != "ruled out"]
-    if still:
-        lines.append(Text("    else: " + "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else "")))
-    out = [c for c in rest if c.status == "ruled out"]
-    if out:
-        lines.append(Text("    ruled out: " + "; ".join(f"{c.title} ({c.code} ran clean)" for c in out), style="dim"))
-    commands = next_commands_of(finding, given)[:4]
-    if commands:
-        lines.append(Text.from_markup("    to tell: " + ", ".join(f"[green]{escape(c)}[/green]" for c in commands)))
-    return lines
-
-
-def next_commands_of(finding: Finding, given: tuple[str, ...]) -> list[str]:
-    return next_commands_for((finding,), given)
-=======
         lines.append(Text(f"    evidence: {evidence.source}", style="dim"))
         lines += [Text(f"      {line}", style="dim") for line in evidence.lines]
     return lines
@@ -221,6 +153,9 @@ def _gpu_table(report: Report, console: Console) -> None:
 def _skipped(report: Report, verbose: bool) -> list[Text]:
     if not report.skipped:
         return []
+    summary = skipped_summary(report)
+    if summary and not verbose:  # evidence mode: most checks lack evidence by nature; one line says so
+        return [Text(summary, style="dim")]
     lines = [Text("Skipped checks (not checked, not passed), by reason:", style="bold")]
     if verbose:
         return lines + [Text(f"  {s.code} {s.slug}: {s.reason}", style="dim") for s in report.skipped]
@@ -233,4 +168,21 @@ def _skipped(report: Report, verbose: bool) -> list[Text]:
         lines.append(Text(f"  {sum(len(c) for _, c in rest):2} for {len(rest)} other reasons; -v lists every "
                           "skipped check", style="dim"))
     return lines
->>>>>>> main
+
+
+def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
+    """Most likely cause, the others that remain open, the ruled-out ones, and the commands that decide."""
+    if not finding.differential:
+        return []
+    top, rest = finding.differential[0], finding.differential[1:]
+    lines = [Text(f"    most likely: {top.title} ({top.why})")]
+    still = [c for c in rest if c.status != "ruled out"]
+    if still:
+        lines.append(Text("    else: " + "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else "")))
+    out = [c for c in rest if c.status == "ruled out"]
+    if out:
+        lines.append(Text("    ruled out: " + "; ".join(f"{c.title} ({c.code} ran clean)" for c in out), style="dim"))
+    commands = next_commands_for((finding,), given)[:4]
+    if commands:
+        lines.append(Text("    to tell: ") + Text(", ".join(commands), style="green"))
+    return lines
