@@ -93,9 +93,7 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
                 + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
                 + "; paste the output of the commands below, or run `gpuhealth snapshot` on the host",
                 evidence=(Evidence("not recognised", tuple(unread[:MAX_EVIDENCE_LINES])),), explains=("GH002",),
-                fixes=(*(Fix(c, "any", note="paste its output") for c in PASTE_INSTEAD),
-                       Fix("gpuhealth snapshot -o bundle.tar.gz --redact-host", "any",
-                           note="on the host: everything at once; then gpuhealth check --from bundle.tar.gz")))
+                fixes=tuple(Fix(c, "any", note="paste its output") for c in PASTE_INSTEAD))
 
 
 @check("GH901", "symptom-undiagnosed", "A symptom whose cause the evidence does not decide")

@@ -35,12 +35,12 @@ class CommandFact:
     judge: Judge
 
 
-FACTS: list[CommandFact] = []
+COMMAND_FACTS: list[CommandFact] = []
 
 
 def command_fact(name: str, command: str) -> Callable[[Judge], Judge]:
     def wrap(judge: Judge) -> Judge:
-        FACTS.append(CommandFact(name, re.compile(command), judge))
+        COMMAND_FACTS.append(CommandFact(name, re.compile(command), judge))
         return judge
 
     return wrap
@@ -49,7 +49,7 @@ def command_fact(name: str, command: str) -> Callable[[Judge], Judge]:
 def facts_for(command: str, output: str) -> list[tuple[str, Fact]]:
     """Every fact the pair (command, output) shows, by name."""
     found = []
-    for fact in FACTS:
+    for fact in COMMAND_FACTS:
         if fact.command.search(command[:2000]):
             result = fact.judge(command, output)
             if result is not None:
