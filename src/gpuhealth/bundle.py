@@ -15,28 +15,44 @@ device files or excessive sizes are refused, and reads never leave the bundle di
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
 import io
 import json
+import lzma
+import os
 import re
 import shutil
 import tarfile
 import tempfile
 import threading
 import time
+import zlib
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from gpuhealth import __version__
-from gpuhealth.host import DEFAULT_TIMEOUT_S, FileContent, FileStat, Host, Listing
+from gpuhealth.host import DEFAULT_TIMEOUT_S, MAX_OUTPUT_BYTES, MAX_READ_BYTES, FileContent, FileStat, Host, Listing
+from gpuhealth.limits import (
+    MAX_ENV_JSON_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_NVML_JSON_BYTES,
+    InputLimitError,
+    load_json,
+)
 from gpuhealth.model import CommandRun
 
 FORMAT_NAME = "gpuhealth-bundle"
 FORMAT_VERSION = 1
-MAX_MEMBER_BYTES = 128 * 1024 * 1024
+# A live host records at most MAX_READ_BYTES of a file and MAX_OUTPUT_BYTES of a command's output,
+# so no honest bundle member is larger.
+MAX_MEMBER_BYTES = max(MAX_READ_BYTES, MAX_OUTPUT_BYTES)
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 MAX_MEMBERS = 20_000
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASS", "CREDENTIAL", "AUTH")
+MAX_TAR_HEADER_BYTES = 64 * 1024  # one PAX or GNU long-name header (real ones hold a path: < 4 KiB)
+MAX_CHAINED_HEADERS = 4  # extended headers before one member (tarfile follows a chain by recursion)
+SECRET_MARKERS = ("PASS", "PWD", "SECRET", "TOKEN", "KEY", "COOKIE", "CREDENTIAL", "DSN", "WEBHOOK", "AUTH")
 REDACTED = "<redacted>"
 
 
@@ -53,11 +69,6 @@ def command_key(argv: list[str] | tuple[str, ...]) -> str:
     return key
 
 
-def redact_environment(env: dict[str, str]) -> dict[str, str]:
-    return {name: REDACTED if any(m in name.upper() for m in SECRET_MARKERS) else value
-            for name, value in sorted(env.items())}
-
-
 # --------------------------------------------------------------------------- recording
 
 
@@ -67,7 +78,7 @@ class RecordingHost:
     def __init__(self, inner: Host, out_dir: str | Path, hostname: str | None = None) -> None:
         self.inner = inner
         self.out = Path(out_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.out)
         self._lock = threading.Lock()
         # The moment of capture: the wrapped host's own (a test host's fixed date), else now.
         self.captured_at: str = getattr(inner, "captured_at", None) or time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -82,8 +93,8 @@ class RecordingHost:
         with self._lock:
             if result.data is not None:
                 target = self.out / "root" / _safe_relative(path)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(result.data)
+                _private_dir(target.parent)
+                _write_private(target, redact_bytes(result.data))
                 self._manifest["files"][path] = {"bytes": len(result.data)}
             else:
                 self._manifest["files"][path] = {"error": result.error}
@@ -114,12 +125,13 @@ class RecordingHost:
         key = command_key(argv)
         with self._lock:
             commands = self.out / "commands"
-            commands.mkdir(exist_ok=True)
-            (commands / f"{key}.stdout").write_text(result.stdout, encoding="utf-8")
-            (commands / f"{key}.stderr").write_text(result.stderr, encoding="utf-8")
+            _private_dir(commands)
+            _write_private(commands / f"{key}.stdout", redact_text(result.stdout).encode("utf-8"))
+            _write_private(commands / f"{key}.stderr", redact_text(result.stderr).encode("utf-8"))
             self._manifest["commands"].append({
-                "key": key, "argv": list(argv), "exit_code": result.exit_code,
-                "duration_s": result.duration_s, "timed_out": result.timed_out, "error": result.error,
+                "key": key, "argv": [redact_text(a) for a in argv], "exit_code": result.exit_code,
+                "duration_s": result.duration_s, "timed_out": result.timed_out,
+                "error": redact_text(result.error) if result.error else result.error,
             })
         return result
 
@@ -141,6 +153,9 @@ class RecordingHost:
             _write_json(self.out / "manifest.json", self._manifest)
         if redact_host:
             redact_bundle(self.out)
+        for path in self.out.rglob("*"):  # parents made by mkdir(parents=True) got the umask's mode
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o700)
         return self.out
 
 
@@ -150,7 +165,22 @@ def _safe_relative(path: str) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _write_private(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a bundle file readable by its owner only: a bundle shows how a host is set up."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with open(descriptor, "wb") as handle:
+        os.fchmod(descriptor, 0o600)  # an existing file keeps its mode through O_CREAT
+        handle.write(data)
+
+
+def _private_dir(path: Path) -> None:
+    """Create ``path`` (and parents inside the bundle) owner-only."""
+    if not path.is_dir():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
 
 
 # --------------------------------------------------------------------------- redaction
@@ -204,29 +234,46 @@ class BundleHost:
 
     def __init__(self, location: str | Path) -> None:
         location = Path(location)
+        self.source = location  # the archive a message should name, not its temporary unpacking
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if location.is_file():
             self._tmp = tempfile.TemporaryDirectory(prefix="gpuhealth-bundle-")
-            extract_archive(location, Path(self._tmp.name))
+            try:
+                extract_archive(location, Path(self._tmp.name))
+            except BaseException:
+                self.close()
+                raise
             location = _single_top(Path(self._tmp.name))
         if not location.is_dir():
+            self.close()
             raise BundleError(f"{location}: not a bundle directory or .tar.gz archive")
         self.dir = location.resolve()
-        self.manifest = self._load_manifest()
-        self._commands = {c.get("key"): c for c in self.manifest.get("commands", [])
-                          if isinstance(c, dict)}
+        try:
+            self.manifest = self._load_manifest()
+        except BaseException:
+            self.close()
+            raise
+        self._commands = {c["key"]: c for c in self.manifest["commands"]}
+
+    def _shown(self, relative: str) -> str:
+        """A bundle file as a person knows it: inside the archive they gave, not our temporary copy."""
+        return f"{self.source}:{relative}" if self._tmp is not None else str(self.dir / relative)
 
     def _load_manifest(self) -> dict[str, Any]:
-        path = self.dir / "manifest.json"
+        path = self._shown("manifest.json")
         try:
-            manifest = json.loads(self._inside(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"{path}: not a readable gpuhealth bundle manifest ({exc})") from exc
+            manifest = load_json(self._inside(self.dir / "manifest.json"), MAX_MANIFEST_BYTES, "bundle manifest")
+        except InputLimitError as exc:
+            reason = str(exc).partition(": ")[2]
+            raise BundleError(f"{path}: {reason} (not a readable gpuhealth bundle manifest)") from exc
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
             raise BundleError(f"{path}: not a gpuhealth bundle (format is not {FORMAT_NAME!r})")
         if not isinstance(manifest.get("version"), int) or manifest["version"] > FORMAT_VERSION:
-            raise BundleError(f"{path}: bundle format version {manifest.get('version')!r} is newer "
+            raise BundleError(f"{path}: bundle format version {_brief(manifest.get('version'))} is newer "
                               f"than this gpuhealth understands ({FORMAT_VERSION}); upgrade gpuhealth")
+        problem = manifest_problem(manifest)
+        if problem:
+            raise BundleError(f"{path}: malformed bundle manifest: {problem}")
         return manifest
 
     def _inside(self, path: Path) -> Path:
@@ -243,6 +290,13 @@ class BundleHost:
     def close(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
+            self._tmp = None
+
+    def evidence_of(self, probe: str) -> str:
+        """Where a probe's evidence lies in this bundle, for an error message."""
+        name = {"probe_nvml": "nvml.json", "probe_environment": "env.json",
+                "probe_host_environment": "env.json, manifest.json"}.get(probe, "manifest.json, commands/, root/")
+        return f"{self.source} ({name}, read by {probe})"
 
     @property
     def hostname(self) -> str | None:
@@ -258,7 +312,8 @@ class BundleHost:
             return FileContent(path, error=str(entry["error"]))
         target = self.dir / "root" / _safe_relative(path)
         try:
-            return FileContent(path, self._inside(target).read_bytes())
+            with open(self._inside(target), "rb") as handle:  # cut where a live read is cut
+                return FileContent(path, handle.read(MAX_READ_BYTES))
         except BundleError as exc:
             return FileContent(path, error=str(exc))
         except OSError:
@@ -295,25 +350,96 @@ class BundleHost:
 
     def _text(self, relative: str) -> str:
         try:
-            return self._inside(self.dir / relative).read_text(encoding="utf-8", errors="replace")
+            with open(self._inside(self.dir / relative), "rb") as handle:  # cut where a live run is cut
+                return handle.read(MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
         except (OSError, BundleError):
             return ""
 
     def nvml(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self._text("nvml.json") or "null")
-        except ValueError:
-            data = None
+        data = self._json("nvml.json", MAX_NVML_JSON_BYTES, "NVML answer")
         if not isinstance(data, dict):
             return {"ok": False, "error": "NVML answer not captured in this bundle"}
         return data
 
     def environment(self) -> dict[str, str]:
-        try:
-            data = json.loads(self._text("env.json") or "{}")
-        except ValueError:
+        data = self._json("env.json", MAX_ENV_JSON_BYTES, "environment")
+        if data is None:
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise BundleError(f"{self._shown('env.json')}: malformed: not an object of strings")
+        return data
+
+    def _json(self, relative: str, max_bytes: int, what: str) -> Any:
+        """A JSON file of the bundle, None when not captured; BundleError when past a limit or malformed."""
+        path = self.dir / relative
+        if not path.exists():
+            return None
+        try:
+            return load_json(self._inside(path), max_bytes, what)
+        except InputLimitError as exc:
+            raise BundleError(f"{self._shown(relative)}: {str(exc).partition(': ')[2]}") from exc
+
+
+_NUMBER = (int, float)
+_OPTIONAL_STR = (str, type(None))
+# field -> allowed types, for each kind of manifest entry (missing fields are fine: older bundles)
+_COMMAND_FIELDS: dict[str, tuple[type, ...]] = {
+    "key": (str,), "argv": (list,), "exit_code": (int, type(None)), "duration_s": (*_NUMBER, type(None)),
+    "timed_out": (bool, type(None)), "error": _OPTIONAL_STR}
+_FILE_FIELDS: dict[str, tuple[type, ...]] = {"bytes": (int, type(None)), "error": _OPTIONAL_STR}
+_STAT_FIELDS: dict[str, tuple[type, ...]] = {
+    "mtime": (*_NUMBER, type(None)), "size": (int, type(None)), "is_dir": (bool, type(None)), "error": _OPTIONAL_STR}
+_TABLES = {"files": dict, "listings": dict, "links": dict, "stats": dict, "commands": list}
+
+
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What is wrong with a manifest's types (None when fine); fills in missing tables as empty.
+
+    Checked once here, so replay code can trust the types instead of failing deep inside a probe.
+    """
+    for name in ("hostname", "captured_at", "tool_version"):
+        if not isinstance(manifest.get(name), _OPTIONAL_STR):
+            return _wrong(name, manifest[name], "a string")
+    for name, kind in _TABLES.items():
+        manifest.setdefault(name, kind())
+        if not isinstance(manifest[name], kind):
+            return _wrong(name, manifest[name], "a list" if kind is list else "an object")
+    for index, command in enumerate(manifest["commands"]):
+        problem = _entry_problem(f"commands[{index}]", command, _COMMAND_FIELDS)
+        if problem is None and "key" not in command:
+            problem = f"`commands[{index}]` has no key"
+        if problem is None and not all(isinstance(a, str) for a in command.get("argv", [])):
+            problem = f"`commands[{index}].argv` holds a non-string"
+        if problem:
+            return problem
+    for table, fields in (("files", _FILE_FIELDS), ("stats", _STAT_FIELDS)):
+        for path, entry in manifest[table].items():
+            problem = _entry_problem(f"{table}[{_brief(path, 60)!r}]", entry, fields)
+            if problem:
+                return problem
+    for path, entry in manifest["listings"].items():
+        ok = (isinstance(entry, list) and all(isinstance(n, str) for n in entry)) or isinstance(entry, dict)
+        if not ok:
+            return _wrong(f"listings[{_brief(path, 60)!r}]", entry, "a list of names or an error object")
+    for path, target in manifest["links"].items():
+        if not isinstance(target, _OPTIONAL_STR):
+            return _wrong(f"links[{_brief(path, 60)!r}]", target, "a string")
+    return None
+
+
+def _entry_problem(where: str, entry: Any, fields: dict[str, tuple[type, ...]]) -> str | None:
+    if not isinstance(entry, dict):
+        return _wrong(where, entry, "an object")
+    for name, kinds in fields.items():
+        value = entry.get(name)
+        # bool is an int to Python; a number field holding true is still wrong.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return _wrong(f"{where}.{name}", value, "/".join(k.__name__ for k in kinds if k is not type(None)))
+    return None
+
+
+def _wrong(where: str, value: Any, expected: str) -> str:
+    return f"`{where}` is {type(value).__name__} {_brief(json.dumps(value), 40)}, expected {expected}"
 
 
 def _single_top(directory: Path) -> Path:
@@ -327,44 +453,182 @@ def _single_top(directory: Path) -> Path:
 
 
 def extract_archive(archive: Path, dest: Path) -> None:
-    """Extract a bundle archive safely, refusing anything that could escape ``dest``."""
+    """Extract a bundle archive safely, refusing anything that could escape ``dest`` or exhaust memory.
+
+    Two streaming passes: ``scan_archive`` reads the raw headers first and refuses oversized extended
+    headers, too many members and too many bytes before ``tarfile`` (which reads a whole PAX or GNU
+    long-name header into memory) sees any of them; then tarfile extracts.
+    """
+    scan_archive(archive)
     try:
-        tar = tarfile.open(archive, "r:*")
-    except (tarfile.TarError, OSError) as exc:
-        raise BundleError(f"{archive}: not a readable .tar.gz bundle ({exc})") from exc
+        with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
+            _extract_members(archive, tar, dest)
+    except BundleError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
+        raise BundleError(f"{archive}: corrupt or truncated archive ({_brief(exc)})") from exc
+
+
+def _extract_members(archive: Path, tar: tarfile.TarFile, dest: Path) -> None:
     total = 0
-    with tar:
-        for count, member in enumerate(tar, start=1):
-            name = member.name
-            if count > MAX_MEMBERS:
-                raise BundleError(f"{archive}: more than {MAX_MEMBERS} members; refused")
-            if name.startswith("/") or ".." in PurePosixPath(name).parts:
-                raise BundleError(f"{archive}: member {name!r} has an unsafe path; refused")
-            if member.issym() or member.islnk():
-                raise BundleError(f"{archive}: member {name!r} is a link; refused")
-            if member.isdir():
-                (dest / name).mkdir(parents=True, exist_ok=True)
-                continue
-            if not member.isfile():
-                raise BundleError(f"{archive}: member {name!r} is a device or special file; refused")
-            if member.size > MAX_MEMBER_BYTES:
-                raise BundleError(f"{archive}: member {name!r} is larger than {MAX_MEMBER_BYTES} bytes")
-            total += member.size
+    for count, member in enumerate(tar, start=1):
+        name = member.name
+        if count > MAX_MEMBERS:
+            raise BundleError(f"{archive}: more than {MAX_MEMBERS} members; refused")
+        if name.startswith("/") or ".." in PurePosixPath(name).parts:
+            raise BundleError(f"{archive}: member {_brief(name)!r} has an unsafe path; refused")
+        if member.issym() or member.islnk():
+            raise BundleError(f"{archive}: member {_brief(name)!r} is a link; refused")
+        if member.isdir():
+            _private_dir(dest / name)
+            continue
+        if not member.isfile():
+            raise BundleError(f"{archive}: member {_brief(name)!r} is a device or special file; refused")
+        if member.size > MAX_MEMBER_BYTES:
+            raise BundleError(f"{archive}: member {_brief(name)!r} is larger than {MAX_MEMBER_BYTES} bytes")
+        total += member.size
+        if total > MAX_TOTAL_BYTES:
+            raise BundleError(f"{archive}: unpacks to more than {MAX_TOTAL_BYTES} bytes; refused")
+        source = tar.extractfile(member)
+        if source is None:
+            continue
+        target = dest / name
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with source, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
+                          "wb") as out:
+            shutil.copyfileobj(source, out, 1024 * 1024)
+
+
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"))
+_EXTENDED_HEADERS = {b"x": "PAX", b"g": "PAX global", b"X": "PAX", b"L": "GNU long name", b"K": "GNU long link"}
+
+
+def _open_decompressed(archive: Path) -> IO[bytes]:
+    with open(archive, "rb") as handle:
+        head = handle.read(6)
+    kind = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+    if kind == "gzip":
+        return gzip.open(archive, "rb")
+    if kind == "bzip2":
+        return bz2.open(archive, "rb")
+    if kind == "xz":
+        return lzma.open(archive, "rb")
+    if head.startswith(b"\x28\xb5\x2f\xfd"):
+        raise BundleError(f"{archive}: zstd-compressed; unpack it first or use .tar.gz")
+    return open(archive, "rb")
+
+
+def scan_archive(archive: Path) -> int:
+    """Check a tar archive's raw headers (any compression) against the limits; the member count.
+
+    Reads block by block and keeps one extended header at most, so an archive that decompresses to
+    gigabytes of headers is refused after reading ``MAX_TAR_HEADER_BYTES`` of one.
+    """
+    try:
+        with _open_decompressed(archive) as stream:
+            return _scan(archive, stream)
+    except BundleError:
+        raise
+    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
+        raise BundleError(f"{archive}: corrupt or truncated archive ({_brief(exc)})") from exc
+
+
+def _scan(archive: Path, stream: IO[bytes]) -> int:
+    members = total = chained = 0
+    pax_size: int | None = None
+    while True:
+        first = members == 0 and chained == 0
+        try:
+            block = _read_exactly(stream, 512, archive)
+            if block is None or block == bytes(512):
+                if members == 0:
+                    raise BundleError(f"{archive}: empty archive, not a bundle")
+                return members
+            kind = block[156:157]
+            size = _header_size(archive, block)
+        except BundleError as exc:
+            if first:
+                raise BundleError(f"{archive}: not a readable .tar.gz bundle (not a tar archive)") from exc
+            raise
+        if kind in _EXTENDED_HEADERS:
+            chained += 1
+            if size > MAX_TAR_HEADER_BYTES or chained > MAX_CHAINED_HEADERS:
+                raise BundleError(f"{archive}: {_EXTENDED_HEADERS[kind]} header of {size} bytes (limit "
+                                  f"{MAX_TAR_HEADER_BYTES}, {MAX_CHAINED_HEADERS} in a row); refused")
+            data = _read_exactly(stream, _padded(size), archive)
+            if data is None:
+                raise BundleError(f"{archive}: truncated archive")
+            found = re.search(rb"(?:^|\n)\d+ size=(\d{1,20})\n", data[:size]) if kind in (b"x", b"X") else None
+            pax_size = int(found[1]) if found else pax_size
+            continue
+        size = pax_size if pax_size is not None else size
+        chained, pax_size = 0, None
+        members += 1
+        if members > MAX_MEMBERS:
+            raise BundleError(f"{archive}: more than {MAX_MEMBERS} members; refused")
+        if kind not in (b"1", b"2", b"3", b"4", b"5", b"6"):  # as tarfile: only these carry no data blocks
+            if size > MAX_MEMBER_BYTES:
+                raise BundleError(f"{archive}: a member is larger than {MAX_MEMBER_BYTES} bytes ({size}); refused")
+            total += size
             if total > MAX_TOTAL_BYTES:
                 raise BundleError(f"{archive}: unpacks to more than {MAX_TOTAL_BYTES} bytes; refused")
-            source = tar.extractfile(member)
-            if source is None:
-                continue
-            target = dest / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with source, open(target, "wb") as out:
-                shutil.copyfileobj(source, out)
+            _skip(stream, _padded(size), archive)
+
+
+def _header_size(archive: Path, block: bytes) -> int:
+    """The size field of a tar header (octal, or GNU base-256), after checking the header checksum."""
+    try:
+        stored = int(block[148:156].replace(b"\x00", b" ").strip() or b"-1", 8)
+    except ValueError:
+        stored = -1
+    unsigned = 256 + sum(block[:148]) + sum(block[156:])
+    signed = unsigned - 256 * sum(1 for byte in block[:148] + block[156:] if byte > 127)  # old tars
+    if stored not in (unsigned, signed):
+        raise BundleError(f"{archive}: not a tar archive, or a corrupt one (bad header checksum)")
+    field = block[124:136]
+    if field[0] & 0x80:
+        if field[0] != 0x80:
+            raise BundleError(f"{archive}: a member with a negative or huge size; refused")
+        return int.from_bytes(field[1:], "big")
+    try:
+        return int(field.replace(b"\x00", b" ").strip() or b"0", 8)
+    except ValueError as exc:
+        raise BundleError(f"{archive}: corrupt tar header (size {field!r})") from exc
+
+
+def _padded(size: int) -> int:
+    return (size + 511) // 512 * 512
+
+
+def _read_exactly(stream: IO[bytes], size: int, archive: Path) -> bytes | None:
+    """``size`` bytes, None at a clean end; a short read inside is a truncated archive."""
+    data = stream.read(size)
+    if not data:
+        return None
+    if len(data) < size:
+        raise BundleError(f"{archive}: truncated archive")
+    return data
+
+
+def _skip(stream: IO[bytes], size: int, archive: Path) -> None:
+    while size:
+        chunk = stream.read(min(size, 1024 * 1024))
+        if not chunk:
+            raise BundleError(f"{archive}: truncated archive")
+        size -= len(chunk)
+
+
+def _brief(value: object, limit: int = 200) -> str:
+    """Untrusted text in a message, cut: a member name can be megabytes long."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def write_archive(directory: Path, archive: Path) -> Path:
     """Pack a bundle directory into ``archive`` (.tar.gz) under one top folder."""
     top = archive.name.removesuffix(".tar.gz")
-    with tarfile.open(archive, "w:gz") as tar:
+    descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only, never overwrite
+    with open(descriptor, "wb") as handle, tarfile.open(fileobj=handle, mode="w:gz") as tar:
         for path in sorted(directory.rglob("*")):
             if path.is_file():
                 info = tar.gettarinfo(str(path), arcname=f"{top}/{path.relative_to(directory)}")
@@ -379,3 +643,56 @@ def is_bundle(path: Path) -> bool:
     return (path.is_dir() and (path / "manifest.json").is_file()) or (
         path.is_file() and path.name.endswith((".tar.gz", ".tgz")))
 
+
+
+# --------------------------------------------------------------------------- secrets
+
+# Any variable whose name says it holds a secret (case-insensitive, anywhere in the name).
+_SECRET_NAME = re.compile("|".join(SECRET_MARKERS), re.IGNORECASE)
+# Values that are secrets whatever they are called: (literals one of which a match contains, pattern).
+# A pattern runs only when one of its literals is in the text (a C-speed search), so a 64 MiB kernel log
+# costs a few scans; every repetition is bounded, so a long line cannot make a pattern backtrack for long.
+_SECRET_VALUES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (literals, re.compile(pattern)) for literals, pattern in (
+        (("://",), r"(?<=://)[^\s/@'\"<>]{1,512}(?=@)"),  # scheme://user:password@host, Sentry DSNs
+        (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{20,255}"),  # GitHub
+        (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{20,255}"),
+        (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{8,255}"),  # Slack
+        (("AKIA", "ASIA"), r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
+        (("eyJ",), r"\beyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{2,8192}\.[A-Za-z0-9_-]{0,4096}"),  # JWTs
+        (("AccountKey=", "SharedAccessKey="), r"\b(?:AccountKey|SharedAccessKey)=[^;\s'\"]{8,1024}"),  # Azure
+        (("SharedAccessSignature",), r"\bSharedAccessSignature[=\s][^;\s'\"]{8,2048}"),
+        (("sig=",), r"(?<=[?&]sig=)[^&\s'\"]{8,1024}"),  # Azure SAS URLs
+        (("hooks.slack.com",), r"(?<=hooks\.slack\.com/)[A-Za-z0-9/_-]{8,512}"),  # webhooks
+        (("/api/webhooks/",), r"(?<=/api/webhooks/)[A-Za-z0-9/_-]{8,512}"),
+        (("webhook.office.com",), r"(?<=webhook\.office\.com/)[^\s'\"]{8,1024}"),
+        (("glpat-",), r"\bglpat-[A-Za-z0-9_-]{20,255}"),  # GitLab, Hugging Face, OpenAI, Google, npm
+        (("hf_",), r"\bhf_[A-Za-z0-9]{30,255}"),
+        (("sk-",), r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,255}"),
+        (("AIza",), r"\bAIza[0-9A-Za-z_-]{35}"),
+        (("npm_",), r"\bnpm_[A-Za-z0-9]{36}"),
+    ))
+# NAME=value in recorded text (an environment dump, a unit file): upper-case names, as environments have.
+_NAMED_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Z_][A-Z0-9_]{0,63})=([^\s'\"]{1,4096})")
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret-shaped value, and the value of every secret-named NAME=value, replaced."""
+    for literals, pattern in _SECRET_VALUES:
+        if any(literal in text for literal in literals):
+            text = pattern.sub(REDACTED, text)
+    if any(marker in text for marker in SECRET_MARKERS):
+        text = _NAMED_ASSIGNMENT.sub(
+            lambda m: f"{m[1]}={REDACTED}" if _SECRET_NAME.search(m[1]) and m[2] != REDACTED else m[0], text)
+    return text
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """``redact_text`` on bytes, keeping every other byte as it was (latin-1 maps bytes 1:1)."""
+    return redact_text(data.decode("latin-1")).encode("latin-1")
+
+
+def redact_environment(env: dict[str, str]) -> dict[str, str]:
+    """Variables named like secrets are replaced whole; in the others, secret-shaped values are."""
+    return {name: REDACTED if _SECRET_NAME.search(name) else redact_text(value)
+            for name, value in sorted(env.items())}

@@ -1,7 +1,8 @@
 """The ``gpuhealth`` command. Heavy modules (rich, NVML, parsers) are imported inside commands, so
 ``gpuhealth --help`` and the start-up of every command stay fast.
 
-Exit codes: 0 healthy or info only, 1 warnings, 2 critical, 3 gpuhealth itself could not run.
+Exit codes: 0 healthy or info only, 1 warnings, 2 critical, 3 gpuhealth itself could not run (usage errors,
+unreadable or malformed input, crashes: one line on stderr; ``--debug`` adds the traceback).
 """
 
 from __future__ import annotations
@@ -29,9 +30,66 @@ class CannotRun(click.ClickException):
     exit_code = EXIT_CANNOT_RUN
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The root command: every failure of gpuhealth itself exits 3 with one line on stderr.
+
+    Exit 2 means "critical" and 1 "warnings" to Slurm, NHC and scripts, so neither may come from a typo
+    (click's usage errors exit 2) or from a crash (a traceback exits 1, and click turns EOFError into
+    "Aborted!" with exit 1). ``--debug`` adds the traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a crash, or input nothing below turned into a clear error
+            if ctx.params.get("debug"):
+                import traceback
+
+                traceback.print_exc()
+            raise CannotRun(_one_line(exc)) from exc
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        try:
+            result = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.UsageError as exc:
+            exc.show()
+            sys.exit(EXIT_CANNOT_RUN)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(EXIT_CANNOT_RUN)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _one_line(exc: BaseException, limit: int = 400) -> str:
+    """The cause in one line: the file when there is one, the exception type, a bounded message."""
+    if isinstance(exc, OSError) and exc.filename:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        where = ""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            where = f" (at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno})"
+        text = f"internal error: {type(exc).__name__}: {exc}{where}"
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return f"{text}; run `gpuhealth --debug ...` for the traceback"
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuhealth")
-def main() -> None:
+@click.option("--debug", is_flag=True, envvar="GPUHEALTH_DEBUG",
+              help="On a failure of gpuhealth itself, print the traceback too.")
+def main(debug: bool) -> None:
     """Is this Linux GPU server fit for deep learning? What is wrong, the evidence, and the fix."""
 
 

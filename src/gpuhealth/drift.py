@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuhealth.limits import MAX_SAVED_RUN_BYTES, InputLimitError, load_json
 from gpuhealth.model import Gpu, ParseError, Report, Snapshot, from_jsonable, to_jsonable
 
 RUN_FORMAT = "gpuhealth-run"
@@ -61,17 +62,29 @@ def save_run(report: Report, directory: Path) -> Path:
 
 
 def load_run(path: Path) -> Run:
+    """A saved run; ParseError naming the file when it is unreadable, past a limit or malformed."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ParseError(f"{path}: not a readable saved run ({exc})") from exc
+        document = load_json(path, MAX_SAVED_RUN_BYTES, "saved run")
+    except InputLimitError as exc:
+        raise ParseError(f"{exc} (not a readable saved run)") from exc
     if not isinstance(document, dict) or document.get("format") != RUN_FORMAT:
         raise ParseError(f"{path}: not a gpuhealth saved run")
     if not isinstance(document.get("version"), int) or document["version"] > RUN_VERSION:
-        raise ParseError(f"{path}: saved-run version {document.get('version')!r} is newer than this gpuhealth")
-    snapshot = from_jsonable(Snapshot, document.get("snapshot") or {})
-    findings = [f for f in document.get("findings", []) if isinstance(f, dict)]
-    return Run(snapshot, tuple(_key(f) for f in findings), {_key(f): str(f.get("message", "")) for f in findings})
+        raise ParseError(f"{path}: saved-run version {str(document.get('version'))[:40]!r} is newer than this "
+                         "gpuhealth")
+    findings = document.get("findings", [])
+    if not isinstance(findings, list):
+        raise ParseError(f"{path}: malformed saved run: `findings` is {type(findings).__name__}, expected a list")
+    findings = [f for f in findings if isinstance(f, dict)]
+    try:
+        snapshot = from_jsonable(Snapshot, document.get("snapshot") or {})
+        keys = tuple(_key(f) for f in findings)
+        messages = {_key(f): str(f.get("message", "")) for f in findings}
+    except ParseError as exc:
+        raise ParseError(f"{path}: malformed saved run: {exc}") from exc
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise ParseError(f"{path}: malformed saved run: {type(exc).__name__}: {str(exc)[:200]}") from exc
+    return Run(snapshot, keys, messages)
 
 
 def run_of(report: Report) -> Run:

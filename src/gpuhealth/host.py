@@ -10,8 +10,10 @@ answers, carried in the returned objects.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import selectors
 import signal
 import socket
 import subprocess
@@ -148,7 +150,13 @@ def _read_bounded(handle: BinaryIO) -> bytes:
 
 
 def run_command(argv: list[str], timeout: float) -> CommandRun:
-    """Run ``argv`` with a timeout; a hung command is killed with its whole process group."""
+    """Run ``argv`` under a hard deadline, keeping at most ``MAX_OUTPUT_BYTES`` of each stream.
+
+    Output is read as it arrives, never all kept and cut afterwards. At the deadline, or when a stream
+    passes the cap, the whole process group is killed. Every wait after that is bounded too: a grandchild
+    that left the group holding stdout cannot stretch the deadline, and a process the kernel will not let
+    die (state D, stuck in a driver call) is abandoned, never waited for, and said so in ``error``.
+    """
     env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
     started = time.monotonic()
     try:
@@ -162,27 +170,117 @@ def run_command(argv: list[str], timeout: float) -> CommandRun:
         return CommandRun(tuple(argv), None, error="permission denied")
     except OSError as exc:
         return CommandRun(tuple(argv), None, error=exc.strerror or str(exc))
+    reader = _BoundedReader(process)
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        stdout, stderr = process.communicate()
-        timed_out = True
-    duration = round(time.monotonic() - started, 3)
+        ended = reader.pump(started + timeout)
+        if ended != "exited" or reader.open_streams():
+            # Also when it exited but helpers of its group still hold the pipes: none outlives the command.
+            _kill_group(process)
+        if ended != "exited":
+            reader.pump(time.monotonic() + KILL_GRACE_S)  # what was written before the kill
+    finally:
+        reader.close()
+    stuck = _reap(process)
+    timed_out = ended == "deadline" or stuck is not None
+    error = None
+    if stuck is not None:
+        error = (f"timed out after {timeout:g} s and {STUCK_MARKER} even by SIGKILL (process state {stuck}: "
+                 "stuck in the driver); abandoned")
+    elif timed_out:
+        error = f"timed out after {timeout:g} s"
+    elif ended == "cap":
+        error = f"output larger than {MAX_OUTPUT_BYTES} bytes: killed, output cut"
     return CommandRun(
         tuple(argv),
-        None if timed_out else process.returncode,
-        stdout[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace"),
-        stderr[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace"),
-        duration,
+        process.returncode if ended == "exited" and stuck is None else None,
+        reader.text(0), reader.text(1),
+        round(time.monotonic() - started, 3),
         timed_out,
-        f"timed out after {timeout:g} s" if timed_out else None,
+        error,
     )
+
+
+STUCK_MARKER = "could not be killed"
+KILL_GRACE_S = 0.5  # after SIGKILL: time to drain the pipes and for the kernel to reap the process
+EXIT_GRACE_S = 0.5  # after the command exited: time for its last output when a helper still holds the pipe
+
+
+class _BoundedReader:
+    """Reads a process's stdout and stderr as they come, keeping at most ``MAX_OUTPUT_BYTES`` of each."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None and process.stderr is not None
+        self.process = process
+        self.streams = [process.stdout, process.stderr]
+        self.buffers = [bytearray(), bytearray()]
+        self.selector = selectors.DefaultSelector()
+        for index, stream in enumerate(self.streams):
+            os.set_blocking(stream.fileno(), False)
+            self.selector.register(stream, selectors.EVENT_READ, index)
+
+    def pump(self, deadline: float) -> str:
+        """Read until both streams end and the process exited ("exited"), the deadline ("deadline"),
+        or a stream passes the cap ("cap")."""
+        exited_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if exited_at is None and self.process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and (not self.selector.get_map() or now > exited_at + EXIT_GRACE_S):
+                return "exited"
+            if now >= deadline:
+                return "deadline"
+            if not self.selector.get_map():  # both pipes closed, process still running
+                time.sleep(min(0.02, deadline - now))
+                continue
+            for key, _ in self.selector.select(min(0.05, deadline - now)):
+                if self._read(key.fileobj, key.data) == "cap":
+                    return "cap"
+
+    def _read(self, stream: Any, index: int) -> str | None:
+        try:
+            chunk = os.read(stream.fileno(), READ_CHUNK)
+        except BlockingIOError:
+            return None
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.selector.unregister(stream)
+            return None
+        room = MAX_OUTPUT_BYTES - len(self.buffers[index])
+        self.buffers[index] += chunk[:room]
+        return "cap" if len(chunk) > room else None
+
+    def open_streams(self) -> int:
+        return len(self.selector.get_map())
+
+    def close(self) -> None:
+        self.selector.close()
+        for stream in self.streams:
+            stream.close()
+
+    def text(self, index: int) -> str:
+        return self.buffers[index].decode("utf-8", errors="replace")
+
+
+def _reap(process: subprocess.Popen[bytes]) -> str | None:
+    """Wait (bounded) for a killed process; its state letter when it will not die (then it is abandoned)."""
+    try:
+        process.wait(KILL_GRACE_S)
+        return None
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        with open(f"/proc/{process.pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return "unknown"
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:
-        process.kill()
+        if process.returncode is None:
+            with contextlib.suppress(OSError):
+                process.kill()

@@ -273,21 +273,27 @@ def driver_query_hung(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     present). If nothing is there, enable persistence mode (`sudo systemctl enable --now
     nvidia-persistenced`) and re-run; if it still hangs, drain the host and reboot.
 
+    When even SIGKILL cannot end nvidia-smi (process state D, inside a driver call), gpuhealth abandons
+    it and says "nvidia-smi is stuck in the driver": only a reboot (or a GPU reset) frees it.
+
     Exceptions:
     The first nvidia-smi after boot on a host without persistence mode can take several seconds on
     many-GPU machines; raise `--timeout` if that is what you see.
     """
     hung = []
     run = snapshot.smi_run
+    stuck = run is not None and "could not be killed" in (run.error or "")  # host.STUCK_MARKER
     if run is not None and run.timed_out:
-        hung.append(Evidence(" ".join(run.argv), (f"killed after {run.duration_s:g} s without an answer",)))
+        hung.append(Evidence(" ".join(run.argv), (run.error if stuck else
+                                                  f"killed after {run.duration_s:g} s without an answer",)))
     if snapshot.nvml is not None and "did not answer" in (snapshot.nvml.error or ""):
         hung.append(Evidence("NVML (nvidia-ml-py)", (snapshot.nvml.error or "",)))
     if run is None and snapshot.nvml is None:
         yield Skip("neither nvidia-smi nor NVML was run")
         return
     if hung:
-        yield Draft(Severity.CRITICAL, "nvidia-smi/NVML hung: the driver did not answer in time",
+        yield Draft(Severity.CRITICAL, "nvidia-smi is stuck in the driver: it could not be killed and was abandoned"
+                    if stuck else "nvidia-smi/NVML hung: the driver did not answer in time",
                     evidence=tuple(hung),
                     fixes=(Fix("sudo dmesg -T | grep -iE 'Xid|fallen off|NVRM' | tail -20", "any"),
                            Fix("sudo systemctl enable --now nvidia-persistenced", "any"), REBOOT))

@@ -28,6 +28,15 @@ from gpuhealth.host import DEFAULT_TIMEOUT_S, Host
 from gpuhealth.model import Snapshot
 
 
+class CollectError(Exception):
+    """A probe failed on evidence it could not handle; the message names the file (bundles) or the probe."""
+
+
+def _brief(exc: Exception, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live",
             captured_at: str | None = None,
             progress: Callable[[str], None] | None = None, frameworks: bool = True) -> Snapshot:
@@ -46,7 +55,11 @@ def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live"
     with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
         futures = {pool.submit(probe, host, timeout): probe.__name__ for probe in probes}
         for future, name in futures.items():
-            found = future.result()  # probes do not raise: trouble is in found.unavailable
+            try:
+                found = future.result()  # probes do not raise for trouble on the host: it is in unavailable
+            except Exception as exc:  # evidence the probe could not handle: a malformed bundle, a bug
+                where = getattr(host, "evidence_of", lambda probe: None)(name) or name
+                raise CollectError(f"{where}: {type(exc).__name__}: {_brief(exc)}") from exc
             merged.fields.update(found.fields)
             merged.unavailable.update(found.unavailable)
             merged.sources.update(found.sources)

@@ -32,9 +32,11 @@ class ServeCannotRun(click.ClickException):
               help="\"Check now\" checks this bundle instead of this host (demos, replays).")
 @click.option("--check-rate", default="30s", show_default=True,
               help="At most one requested check per this period (POST /api/v1/check).")
+@click.option("--request-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
+              help="Seconds a client has to send a whole request (headers and body); slower ones are closed.")
 def serve(listen: str, source_spec: str, db: Path | None, token: str | None, token_file: Path | None,
           interval: str | None, check_every: str | None, config: Path | None, replay_speed: float,
-          check_from: Path | None, check_rate: str) -> None:
+          check_from: Path | None, check_rate: str, request_timeout: float) -> None:
     """Monitor this host and serve /metrics, a JSON API and a live dashboard (foreground).
 
     One process: the monitor's sampling, history and alerts, plus a web server for Prometheus and
@@ -56,7 +58,8 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, tok
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--check-rate") from exc
     try:
-        run(listen, source_spec, db, token or None, interval, check_every, config, replay_speed, check_from, period)
+        run(listen, source_spec, db, token or None, interval, check_every, config, replay_speed, check_from, period,
+            request_timeout=request_timeout)
     except ServeError as exc:
         raise ServeCannotRun(str(exc)) from exc
 

@@ -140,13 +140,23 @@ class _Server:
 
 def serve(listen: str, source_spec: str, db: Path | None, token: str | None, interval: str | None,
           check_every: str | None, config: Path | None, replay_speed: float, check_from: Path | None,
-          check_period_s: float = 30.0, log: Callable[[str], None] | None = None) -> None:
+          check_period_s: float = 30.0, log: Callable[[str], None] | None = None,
+          request_timeout: float | None = None) -> None:
     import uvicorn
 
     from gpuhealth.monitor.commands import _build
     from gpuhealth.monitor.daemon import run_full_check
 
     from .app import create_app
+    from .guard import (
+        KEEP_ALIVE_S,
+        MAX_CONNECTIONS,
+        MAX_HEADER_BYTES,
+        REQUEST_TIMEOUT_S,
+        guarded_protocol,
+        limit_request_head,
+        raise_open_file_limit,
+    )
 
     say = log or (lambda text: print(f"gpuhealth serve: {text}", file=sys.stderr, flush=True))
     try:
@@ -180,10 +190,14 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
         stop.set()
         state.close_streams()
 
-    config_ = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False, lifespan="on",
-                             http="h11", ws="none", loop="asyncio", proxy_headers=False,
-                             timeout_graceful_shutdown=3, limit_concurrency=256,
-                             h11_max_incomplete_event_size=16 * 1024)
+    raise_open_file_limit()
+    # Idle and slow connections are closed by the guard (deadline, eviction past MAX_CONNECTIONS), so
+    # uvicorn's limit_concurrency, which counts idle connections too, only bounds requests in progress.
+    protocol = guarded_protocol(request_timeout or REQUEST_TIMEOUT_S, MAX_CONNECTIONS)
+    config_ = uvicorn.Config(limit_request_head(app), log_level="warning", access_log=False, server_header=False,
+                             lifespan="on", http=protocol, ws="none", loop="asyncio", proxy_headers=False,
+                             timeout_graceful_shutdown=3, limit_concurrency=MAX_CONNECTIONS + 64,
+                             timeout_keep_alive=int(KEEP_ALIVE_S), h11_max_incomplete_event_size=MAX_HEADER_BYTES)
     server = _Server(config_, on_exit)
     thread = threading.Thread(target=sample, name="gpuhealth-monitor", daemon=True)
     thread.start()
