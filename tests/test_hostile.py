@@ -612,3 +612,15 @@ def test_a_crash_is_one_line_and_the_traceback_only_with_debug(tmp_path):
     assert b"KeyError" in plain.stderr and b"planted bug" in plain.stderr and b"Traceback" not in plain.stderr
     debug = measure(["--debug", "checks"], env=env)
     assert debug.exit_code == 3 and b"Traceback" in debug.stderr and b"planted bug" in debug.stderr, debug
+
+
+def test_redaction_leaves_real_evidence_alone():
+    """Redaction runs over every recorded file: on real captures (bug reports, kernel logs, nvidia-smi)
+    it must change nothing, or replayed evidence would differ from what was read."""
+    from conftest import corpus_files
+    from gpuhealth.bundle import redact_bytes
+
+    files = corpus_files("**/*.log", "**/*.txt", "**/*.xml", "**/*dmesg*")
+    assert len(files) > 20
+    changed = [str(f) for f in files if redact_bytes(f.read_bytes()[: 4 * MB]) != f.read_bytes()[: 4 * MB]]
+    assert not changed, changed[:5]

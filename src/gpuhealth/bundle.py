@@ -94,7 +94,7 @@ class RecordingHost:
             if result.data is not None:
                 target = self.out / "root" / _safe_relative(path)
                 _private_dir(target.parent)
-                _write_private(target, redact_bytes(result.data))
+                _write_private(target, redact_bytes(result.data)[:MAX_MEMBER_BYTES])  # "<redacted>" can be longer
                 self._manifest["files"][path] = {"bytes": len(result.data)}
             else:
                 self._manifest["files"][path] = {"error": result.error}
@@ -126,8 +126,8 @@ class RecordingHost:
         with self._lock:
             commands = self.out / "commands"
             _private_dir(commands)
-            _write_private(commands / f"{key}.stdout", redact_text(result.stdout).encode("utf-8"))
-            _write_private(commands / f"{key}.stderr", redact_text(result.stderr).encode("utf-8"))
+            for stream, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+                _write_private(commands / f"{key}.{stream}", redact_text(text).encode("utf-8")[:MAX_MEMBER_BYTES])
             self._manifest["commands"].append({
                 "key": key, "argv": [redact_text(a) for a in argv], "exit_code": result.exit_code,
                 "duration_s": result.duration_s, "timed_out": result.timed_out,
@@ -680,7 +680,8 @@ def redact_text(text: str) -> str:
     """``text`` with every secret-shaped value, and the value of every secret-named NAME=value, replaced."""
     for literals, pattern in _SECRET_VALUES:
         if any(literal in text for literal in literals):
-            text = pattern.sub(REDACTED, text)
+            # An empty user and password (`https://:@host`, in kernel module banners) hides nothing.
+            text = pattern.sub(lambda m: REDACTED if m[0].strip(":") else m[0], text)
     if any(marker in text for marker in SECRET_MARKERS):
         text = _NAMED_ASSIGNMENT.sub(
             lambda m: f"{m[1]}={REDACTED}" if _SECRET_NAME.search(m[1]) and m[2] != REDACTED else m[0], text)

@@ -191,8 +191,9 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
         state.close_streams()
 
     raise_open_file_limit()
-    # Idle and slow connections are closed by the guard (deadline, eviction past MAX_CONNECTIONS), so
-    # uvicorn's limit_concurrency, which counts idle connections too, only bounds requests in progress.
+    # Idle and slow connections are closed by the guard (deadline, eviction past MAX_CONNECTIONS). uvicorn's
+    # limit_concurrency counts idle connections too: set above MAX_CONNECTIONS, idle ones never reach it
+    # and it bounds the requests in progress.
     protocol = guarded_protocol(request_timeout or REQUEST_TIMEOUT_S, MAX_CONNECTIONS)
     config_ = uvicorn.Config(limit_request_head(app), log_level="warning", access_log=False, server_header=False,
                              lifespan="on", http=protocol, ws="none", loop="asyncio", proxy_headers=False,
