@@ -222,6 +222,14 @@ def test_every_compression_is_scanned_the_same_way(tmp_path, compression):
     assert_refused(measure(["check", "--from", str(archive)]), "PAX header")
 
 
+def test_xz_asking_for_a_huge_dictionary_is_refused(good_bundle, tmp_path):
+    archive = tmp_path / "b.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(good_bundle, arcname="b")
+    subprocess.run(["xz", "--lzma2=dict=1536MiB", str(archive)], check=True)
+    assert_refused(measure(["check", "--from", str(tmp_path / "b.tar.xz")]), "decoder memory")
+
+
 def test_manifest_of_empty_objects_is_refused_before_parsing(tmp_path):
     """120 MiB of [{},{},...] (136 KB compressed) took 3.1 GB; and within every size limit, 15 MiB."""
     chunk = b"{}," * (MB // 3)
@@ -624,3 +632,62 @@ def test_redaction_leaves_real_evidence_alone():
     assert len(files) > 20
     changed = [str(f) for f in files if redact_bytes(f.read_bytes()[: 4 * MB]) != f.read_bytes()[: 4 * MB]]
     assert not changed, changed[:5]
+
+
+# --------------------------------------------------------------------------- fuzzing the manifest
+
+def _json_values():
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=30)
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
+
+
+def _paths(value, prefix=()):
+    """Every path into a JSON document (keys and indexes), the document itself first."""
+    yield prefix
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from _paths(child, (*prefix, key))
+
+
+def test_a_mutated_manifest_is_a_result_or_a_clear_error(good_bundle):
+    """Any value anywhere in the manifest replaced by any JSON value: a report, or BundleError/CollectError
+    (exit 3 naming the file) - never another exception out of BundleHost, collect or the checks."""
+    import tempfile
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gpuhealth.bundle import BundleError, BundleHost
+    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.collect import CollectError
+
+    manifest = json.loads((good_bundle / "manifest.json").read_text())
+    paths = sorted(set(_paths(manifest)) - {()}, key=repr)
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "bundle"
+        shutil.copytree(good_bundle, copy)
+
+        @settings(max_examples=40, deadline=None)
+        @given(path=st.sampled_from(paths), value=_json_values())
+        def check(path, value):
+            document = json.loads(json.dumps(manifest))
+            target = document
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+            (copy / "manifest.json").write_text(json.dumps(document))
+            try:
+                host = BundleHost(copy)
+            except BundleError:
+                return
+            try:
+                run_checks(collect(host, origin="bundle", captured_at=host.captured_at))
+            except CollectError:
+                pass
+            finally:
+                host.close()
+
+        check()

@@ -51,6 +51,7 @@ MAX_MEMBER_BYTES = max(MAX_READ_BYTES, MAX_OUTPUT_BYTES)
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 MAX_MEMBERS = 20_000
 MAX_TAR_HEADER_BYTES = 64 * 1024  # one PAX or GNU long-name header (real ones hold a path: < 4 KiB)
+MAX_XZ_MEMORY = 256 * 1024 * 1024  # the xz decoder's memory (its dictionary), set by the archive's header
 MAX_CHAINED_HEADERS = 4  # extended headers before one member (tarfile follows a chain by recursion)
 SECRET_MARKERS = ("PASS", "PWD", "SECRET", "TOKEN", "KEY", "COOKIE", "CREDENTIAL", "DSN", "WEBHOOK", "AUTH")
 REDACTED = "<redacted>"
@@ -512,10 +513,31 @@ def _open_decompressed(archive: Path) -> IO[bytes]:
     if kind == "bzip2":
         return bz2.open(archive, "rb")
     if kind == "xz":
-        return lzma.open(archive, "rb")
+        # An xz header may ask for a 1.5 GiB dictionary; the decoder's memory is capped (xz -9 needs 65 MiB).
+        # LZMAFile cannot pass ``memlimit``, so the reader is built as LZMAFile builds its own.
+        import _compression
+
+        raw = open(archive, "rb")  # noqa: SIM115 - closed with the reader it is wrapped in
+        reader = _compression.DecompressReader(raw, lzma.LZMADecompressor, trailing_error=lzma.LZMAError,
+                                               memlimit=MAX_XZ_MEMORY)
+        return _ClosingReader(reader, raw)
     if head.startswith(b"\x28\xb5\x2f\xfd"):
         raise BundleError(f"{archive}: zstd-compressed; unpack it first or use .tar.gz")
     return open(archive, "rb")
+
+
+class _ClosingReader(io.BufferedReader):
+    """A buffered decompressing reader that also closes the file under it."""
+
+    def __init__(self, reader: Any, raw: IO[bytes]) -> None:
+        super().__init__(reader)
+        self._under = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._under.close()
 
 
 def scan_archive(archive: Path) -> int:
@@ -529,7 +551,12 @@ def scan_archive(archive: Path) -> int:
             return _scan(archive, stream)
     except BundleError:
         raise
-    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
+    except lzma.LZMAError as exc:
+        if "memory" in str(exc).lower():
+            raise BundleError(f"{archive}: xz archive needs more than {MAX_XZ_MEMORY} bytes of decoder memory; "
+                              "refused") from exc
+        raise BundleError(f"{archive}: corrupt or truncated archive ({_brief(exc)})") from exc
+    except (EOFError, OSError, zlib.error, ValueError) as exc:
         raise BundleError(f"{archive}: corrupt or truncated archive ({_brief(exc)})") from exc
 
 
