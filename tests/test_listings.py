@@ -49,6 +49,16 @@ def test_dpkg_list_keeps_installed_and_drops_removed_and_transitional():
                                                                                    for p in grep.packages]
 
 
+def test_package_listings_prove_the_container_toolkit_installed():
+    env = _parse("dpkg-list", "dpkg-list/nvidia-docker-1451_container-toolkit.txt")["host_env"]
+    assert env.nvidia_ctk_version == "1.4.0"
+    assert ("nvidia-compute-utils-455", "455.23.05-0ubuntu1") in [(p.name, p.version) for p in env.packages]
+    # a listing without the toolkit proves nothing (it may be grep-filtered): the fact stays unknown
+    assert _parse("dpkg-list", "dpkg-list/k8s-device-plugin-178_440.txt")["host_env"].nvidia_ctk_version is None
+    missing = KINDS["systemctl-status"].parse("Unit docker.service could not be found.\n", "hand-written")
+    assert missing["host_env"].docker is None and missing["host_env"].docker_active == "inactive"
+
+
 def test_apt_list_rpm_and_dnf():
     apt = _parse("apt-list", "apt-list/rocker-versioned2-582_470.txt")["host_env"]
     names = {p.name: p.version for p in apt.packages}

@@ -2,7 +2,8 @@
 mapped onto the same snapshot fields live collection fills, so the existing checks read them unchanged:
 
 - packages (``dpkg -l``, ``apt list``, ``rpm -qa``, ``dnf list``) -> ``host_env.packages`` (GH202 package
-  version against the module, GH509 routes and versions mixed);
+  version against the module, GH509 routes and versions mixed), ``host_env.docker`` and
+  ``nvidia_ctk_version`` when the listing shows them installed (GH802);
 - ``pip list``/``pip freeze``/``conda list`` -> ``torch`` (a ``+cpu`` wheel or a ``_cpu_`` conda build:
   GH605) and ``cuda.conda_cudatoolkit`` (GH601, GH602);
 - ``env``/``printenv``, ``echo $LD_LIBRARY_PATH``, ``ldconfig -p``, ``ls -l /usr/local/cuda*``, ``nvcc
@@ -83,9 +84,17 @@ _RELEVANT_PACKAGE = re.compile(r"nvidia|^cuda-drivers|^libcuda|^kmod-nvidia|^akm
 MAX_PACKAGES = 400
 
 
+_DOCKER_PACKAGES = {"docker-ce", "docker.io", "docker-engine", "moby-engine", "docker"}
+
+
 def _packages(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
+    """The driver-related packages, and two positive facts a listing proves: Docker and the NVIDIA Container
+    Toolkit are installed. Their absence proves nothing: the listing may have been filtered by grep."""
     kept = tuple(p for p in found if _RELEVANT_PACKAGE.search(p.name))[:MAX_PACKAGES]
-    return {"host_env": HostEnvironment(packages=kept, package_source=source)}
+    toolkit = next((p.version for p in found if p.name == "nvidia-container-toolkit" and p.version), None)
+    docker = any(p.name in _DOCKER_PACKAGES for p in found)
+    return {"host_env": HostEnvironment(packages=kept, package_source=source, docker=True if docker else None,
+                                        nvidia_ctk_version=toolkit.split(":")[-1].split("-")[0] if toolkit else None)}
 
 
 _DPKG_ROW = re.compile(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")
@@ -342,8 +351,9 @@ def _service_overlay(states: Any) -> dict[str, Any]:
         elif state.unit == "nvidia-fabricmanager":
             cuda.update(fabricmanager_active=state.active, fabricmanager_enabled=state.enabled,
                         fabricmanager_errors=state.errors)
-        elif state.unit == "docker" and state.active:
-            found["host_env"] = HostEnvironment(docker_active=state.active)
+        elif state.unit == "docker" and (state.active or state.enabled):
+            installed = True if state.enabled not in (None, "not-found") else None  # the unit file exists
+            found["host_env"] = HostEnvironment(docker_active=state.active, docker=installed)
     if cuda:
         found["cuda"] = CudaState(**{k: v for k, v in cuda.items() if v})
     if not found:
