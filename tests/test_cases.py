@@ -77,3 +77,19 @@ def test_floor_names_only_known_classes() -> None:
 def test_analyze_never_crashes_on_a_case(scores: Scores) -> None:
     crashed = [(o.case.name, o.lead) for o in scores.outcomes if o.lead.startswith("error")]
     assert not crashed
+
+
+def test_report_names_every_class_and_every_miss(scores: Scores) -> None:
+    text = render(scores)
+    assert all(cls in text for cls in scores.per_class)
+    assert all(f"{o.case.name}: {o.case.expect} <- " in text for o in scores.misses)
+    assert f"overall    {scores.overall_hits}/{len(scores.faults)}" in text
+
+
+def test_floor_body_round_trips(scores: Scores) -> None:
+    from caseset import tomllib
+    from eval_cases import floor_toml
+
+    body = tomllib.loads(floor_toml(scores))
+    assert body["overall"] == scores.overall_hits and body["decidable"] == scores.decidable_hits
+    assert all(body["classes"][cls] == scores.class_hits(cls) for cls in body["classes"])

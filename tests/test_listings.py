@@ -244,6 +244,15 @@ def test_module_not_built_for_running_kernel_gh507():
     assert codes["GH507"].severity is Severity.CRITICAL and "5.15.0-105-generic" in str(codes["GH507"].evidence)
 
 
+def test_dcgmi_dmon_last_xid_gh301_and_healthy_json_stays_quiet():
+    # NVIDIA/DCGM#263: DCGM's last-Xid field says 120 on GPU 1 while `dcgmi health` says Healthy
+    found = _findings("dcgmi-dmon/dcgm-263_xider.txt", "dcgmi/dcgm-263_health-json.txt")
+    assert len(found["GH301"]) == 1 and found["GH301"][0].message.startswith("Xid 120")
+    assert "GH711" not in found
+    health = _parse("dcgmi", "dcgmi/dcgm-263_health-json.txt")["dcgm"]
+    assert [(r.name, r.result) for r in health.results] == [("Overall Health", "Healthy")]
+
+
 def test_dcgmi_failures_gh711():
     found = _findings("corpus:ml-engineering/dcgmi-diag-r3_excerpt_row_remap_pending.txt")
     assert "row remappings are pending" in found["GH711"][0].message
@@ -263,7 +272,7 @@ def test_dcgmi_failures_gh711():
     ("cat /etc/modprobe.d/*", "modprobe-d"), ("systemctl status nvidia-fabricmanager", "systemctl-status"),
     ("journalctl -u nvidia-persistenced", "service-journal"),
     ("nvidia-container-cli -k -d /dev/tty info", "container-cli-info"), ("dcgmi diag -r 3", "dcgmi"),
-    ("dcgmi health -c", "dcgmi"),
+    ("dcgmi health -c", "dcgmi"), ("dcgmi dmon -c 1 -e 230", "dcgmi-dmon"),
 ])
 def test_commands_route_to_their_listing(command, kind):
     assert kind in kinds_for_command(command)
@@ -283,7 +292,7 @@ PARSERS = [packages.parse_dpkg_list, packages.parse_apt_list, packages.parse_rpm
            packages.parse_pip_list, packages.parse_conda_list, environ.parse_env, environ.parse_path_list,
            environ.parse_ldconfig_listing, environ.parse_ls, environ.parse_modinfo_listing,
            services.parse_systemctl_status, services.parse_service_journal, services.parse_container_cli_info,
-           services.parse_dcgmi_table]
+           services.parse_dcgmi_table, services.parse_dcgmi_health_json, services.parse_dcgmi_dmon]
 TEXTS = [p.read_text(errors="replace") for p in listing_files() if p.suffix in (".txt", ".conf")]
 LISTING_KINDS = sorted(set(REAL_EXAMPLES) | {"lspci"})
 

@@ -31,6 +31,8 @@ from gpuhealth.model import (
     DriverInfo,
     HostEnvironment,
     InstallState,
+    KernelEvent,
+    KernelLog,
     ModprobeFile,
     NvidiaPackage,
     NvmlReport,
@@ -56,6 +58,8 @@ from gpuhealth.parsers.packages import (
 )
 from gpuhealth.parsers.services import (
     parse_container_cli_info,
+    parse_dcgmi_dmon,
+    parse_dcgmi_health_json,
     parse_dcgmi_table,
     parse_service_journal,
     parse_systemctl_status,
@@ -403,6 +407,23 @@ def _container_cli(text: str, source: str) -> dict[str, Any]:
                                                   r"Group \d|GPU ID: \d)[^|]*\|", t[:HEAD], re.M))
                or "Health Monitor Report" in t[:HEAD])
 def _dcgmi(text: str, source: str) -> dict[str, Any]:
-    rows = parse_dcgmi_table(text)
+    rows = parse_dcgmi_health_json(text) if text.lstrip().startswith("{") else parse_dcgmi_table(text)
     results = tuple(DcgmResult(r.name, r.result, r.detail) for r in rows)
     return {"dcgm": DcgmReport(results=results, source=source)}
+
+
+@evidence_kind("dcgmi-dmon", commands=(r"dcgmi\s+dmon\b",), priority=360,
+               recognise=lambda t: bool(re.search(r"^\s*#Entity\s+\S", t[:HEAD], re.M))
+               and bool(re.search(r"^\s*GPU\s+\d+\s+\S", t[:HEAD], re.M)))
+def _dcgmi_dmon(text: str, source: str) -> dict[str, Any]:
+    """The XIDER column (field 230, the last Xid of each GPU) becomes Xid events for GH301; other fields are
+    samples no check reads from a paste."""
+    columns = parse_dcgmi_dmon(text)
+    events = []
+    for gpu, value in columns.get("XIDER", ()):
+        if value.isdigit() and int(value) > 0:
+            line = f"GPU {gpu}  XIDER {value}"
+            events.append(KernelEvent(kind="xid", message=f"dcgmi dmon: GPU {gpu} last Xid {value}", line=line,
+                                      xid=int(value), detail=f"GPU {gpu} (DCGM field 230)"))
+    return {"kernel_log": KernelLog(source=source, format="plain", lines_scanned=len(columns.get("XIDER", ())),
+                                    events=tuple(events))} if "XIDER" in columns else {}

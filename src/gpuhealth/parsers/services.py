@@ -7,6 +7,7 @@ Pure functions, text in, values out; ParseError when the text is not the listing
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -280,3 +281,54 @@ def parse_dcgmi_table(text: str) -> tuple[DcgmRow, ...]:
             result.append(DcgmRow(name, value))
     return tuple(result)
 
+
+
+def parse_dcgmi_health_json(text: str) -> tuple[DcgmRow, ...]:
+    """``dcgmi health -c -j``: every ``{"value": ...}`` object in the JSON, named by its key
+    (``"Overall Health": {"value": "Healthy"}`` -> DcgmRow("Overall Health", "Healthy"))."""
+    if not isinstance(text, str):
+        raise ParseError("dcgmi output must be text")
+    try:
+        data = json.loads(text[:4_000_000])
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"dcgmi -j output is not JSON: {exc}") from exc
+    rows: list[DcgmRow] = []
+    pending: list[tuple[str, object, int]] = [("", data, 0)]
+    while pending and len(rows) < 2000:
+        name, node, depth = pending.pop(0)
+        if isinstance(node, dict):
+            value = node.get("value")
+            if isinstance(value, str) and name:
+                word = _RESULT.match(value)
+                rows.append(DcgmRow(name, word["result"] if word else value, word["rest"].strip(" -:") if word else ""))
+            if depth < 12:
+                pending.extend((str(k), v, depth + 1) for k, v in node.items() if k != "value")
+        elif isinstance(node, list) and depth < 12:
+            pending.extend((name, v, depth + 1) for v in node[:2000])
+    if not rows:
+        raise ParseError("no {\"value\": ...} entries in the dcgmi JSON")
+    return tuple(rows)
+
+
+# ``dcgmi dmon -e 230`` (DCGM_FI_DEV_XID_ERRORS, column XIDER): the last Xid per GPU, 0 for none.
+_DMON_ROW = re.compile(r"^(?P<entity>GPU|GPU-I|GPU-CI)\s+(?P<id>\d+)\s+(?P<values>\S.*)$")
+
+
+def parse_dcgmi_dmon(text: str) -> dict[str, list[tuple[int, str]]]:
+    """``dcgmi dmon``: field name (``XIDER``, ``TMPTR``...) -> [(GPU id, value as printed)]. The header line
+    starts with ``#Entity``; GPU-I/GPU-CI rows (MIG instances) are left out."""
+    columns: list[str] = []
+    values: dict[str, list[tuple[int, str]]] = {}
+    for line in _lines(text, "dcgmi dmon output"):
+        stripped = line.strip()
+        if stripped.startswith("#Entity"):
+            columns = stripped.split()[1:]
+            continue
+        match = _DMON_ROW.match(stripped)
+        if not match or not columns or match["entity"] != "GPU":
+            continue
+        for name, value in zip(columns, match["values"].split(), strict=False):
+            values.setdefault(name, []).append((int(match["id"][:6]), value))
+    if not columns:
+        raise ParseError("no dcgmi dmon '#Entity' header")
+    return values
