@@ -9,6 +9,7 @@ import time
 import pytest
 from hypothesis import given
 
+from conftest import REPO
 from fuzzing import FUZZ, mutated, only_parse_error
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
@@ -169,6 +170,12 @@ def test_container_cli_and_dcgmi():
     failed = KINDS["container-cli-info"].parse(
         "nvidia-container-cli: initialization error: nvml error: driver not loaded\n", "x")
     assert failed["nvml"].ok is False and failed["nvml"].error == "driver not loaded"
+    # a docker error that quotes the hook's message is not a container-cli listing (analyze's signatures read it)
+    docker = (REPO / "tests/cases/persistence-mode-container-cli-timed-out-azure/session.txt").read_text()
+    assert identify(docker.split("\n", 1)[1]) != "container-cli-info"
+    timed_out = KINDS["container-cli-info"].parse("nvidia-container-cli: initialization error: driver error: "
+                                                  "timed out\n", "x")
+    assert timed_out == {}  # not NVML's failure: nothing to fill
     report = _parse("dcgmi", "corpus:ml-engineering/dcgmi-diag-r2_excerpt_faulty_node.txt")["dcgm"]
     assert [(r.name, r.result, r.detail) for r in report.results[:2]] == [
         ("GPU Memory", "Pass", "GPUs: 1, 2, 3, 4, 5, 6, 7"), ("GPU Memory", "Fail", "GPU: 0")]

@@ -75,6 +75,12 @@ def _lines(text: str, limit: int = 200) -> list[str]:
     return [line.strip() for line in text[:HEAD].splitlines()[:limit] if line.strip()]
 
 
+def _opens(text: str, pattern: str, lines: int = 5) -> bool:
+    """True when ``pattern`` matches one of the first content lines: a pasted listing starts with its own
+    header; the same words later in a longer paste belong to another kind (or to a session's block)."""
+    return any(re.search(pattern, line) for line in _lines(text, lines))
+
+
 def _share(lines: list[str], pattern: re.Pattern[str], at_least: float = 0.6) -> bool:
     hits = sum(1 for line in lines if pattern.match(line))
     return hits >= 1 and hits >= at_least * len(lines)
@@ -105,7 +111,7 @@ _DPKG_ROW = re.compile(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._
 
 
 @evidence_kind("dpkg-list", commands=(r"dpkg\s+(?:-l|--list)\b", r"dpkg-query\s+-l\b"), priority=460,
-               recognise=lambda t: "||/ Name" in t[:HEAD] or _share(_lines(t), _DPKG_ROW))
+               recognise=lambda t: _opens(t, r"^\|\|/ Name") or _share(_lines(t), _DPKG_ROW))
 def _dpkg(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_dpkg_list(text), source)
 
@@ -136,7 +142,7 @@ _DNF_ROW = re.compile(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\
 
 
 @evidence_kind("dnf-list", commands=(r"(?:dnf|yum)\s+list\b",), priority=445,
-               recognise=lambda t: "Installed Packages" in t[:HEAD] or _share(_lines(t), _DNF_ROW))
+               recognise=lambda t: _opens(t, r"^Installed [Pp]ackages") or _share(_lines(t), _DNF_ROW))
 def _dnf(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_dnf_list(text), source)
 
@@ -185,8 +191,7 @@ def _pip_freeze(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("conda-list", commands=(r"(?:conda|mamba|micromamba)\s+list\b",), priority=430,
-               recognise=lambda t: "# packages in environment at" in t[:HEAD]
-               or bool(re.search(r"^#\s*Name\s+Version\s+Build\s+Channel", t[:HEAD], re.M))
+               recognise=lambda t: _opens(t, r"^# packages in environment at|^#\s*Name\s+Version\s+Build\s+Channel")
                or _share(_lines(t), re.compile(r"^\[conda\]\s+\S+\s+\S+"), 0.8))
 def _conda(text: str, source: str) -> dict[str, Any]:
     packages = parse_conda_list(text)
@@ -271,7 +276,7 @@ def _ls_names(text: str) -> list[str]:
 
 
 @evidence_kind("ls-dev-nvidia", commands=(r"ls\b.*\s/dev/nv",), priority=405,
-               recognise=lambda t: "cannot access '/dev/nvidia" in t[:HEAD]
+               recognise=lambda t: _opens(t, r"cannot access '/dev/nvidia", 2)
                or (_share(_lines(t), _LS_ROW, 0.5) and sum(n.startswith("nvidia") for n in _ls_names(t)) >= 2
                    and any(line.startswith("c") for line in _lines(t))))
 def _dev_nodes(text: str, source: str) -> dict[str, Any]:
@@ -309,14 +314,14 @@ def _cuda_dirs(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("nvcc-version", commands=(r"nvcc\s+(?:-V|--version)\b",), priority=395,
-               recognise=lambda t: "Cuda compilation tools, release" in t[:HEAD])
+               recognise=lambda t: _opens(t, r"^nvcc: NVIDIA \(R\) Cuda compiler|^Cuda compilation tools, release", 2))
 def _nvcc(text: str, source: str) -> dict[str, Any]:
     release, version = parse_nvcc_version(text)
     return {"cuda": CudaState(nvcc_release=release, nvcc_version=version)}
 
 
 @evidence_kind("modinfo-nvidia", commands=(r"modinfo\s+(?:-\S+\s+)*nvidia\b",), priority=390,
-               recognise=lambda t: "modinfo: ERROR: Module nvidia" in t[:HEAD]
+               recognise=lambda t: _opens(t, r"^modinfo: ERROR: Module nvidia", 2)
                or (bool(re.search(r"^filename:\s+\S*/nvidia\.ko", t[:HEAD], re.M)) and "vermagic:" in t[:HEAD]))
 def _modinfo(text: str, source: str) -> dict[str, Any]:
     info = parse_modinfo_listing(text)
@@ -368,9 +373,8 @@ def _service_overlay(states: Any) -> dict[str, Any]:
 
 @evidence_kind("systemctl-status", commands=(r"systemctl\s+(?:--\S+\s+)*status\b", r"service\s+\S+\s+status\b"),
                priority=380,
-               recognise=lambda t: bool(re.search(r"^\S?\s*\S+\.service - .*\n\s+Loaded: ", t[:HEAD], re.M))
-               or bool(re.search(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found",
-                                 t[:HEAD])))
+               recognise=lambda t: bool(re.match(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+Loaded: ", t[:HEAD].lstrip()))
+               or _opens(t, r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found", 2))
 def _systemctl(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_systemctl_status(text))
 
@@ -387,25 +391,36 @@ def _journal(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_service_journal(text))
 
 
+_NVC_DEBUG = re.compile(r"^(?:[IWE]\d{4} \d|-- WARNING|$)")
+
+
+def _container_cli_first_line(text: str) -> str:
+    """The first line of ``nvidia-container-cli -k -d /dev/tty info`` after its debug log lines."""
+    return next((line for line in _lines(text, 400) if not _NVC_DEBUG.match(line)), "")
+
+
 @evidence_kind("container-cli-info", commands=(r"nvidia-container-cli\b.*\binfo\b",), priority=370,
-               recognise=lambda t: ("NVRM version:" in t[:HEAD] and "Device Index:" in t[:HEAD])
-               or "nvidia-container-cli: initialization error" in t[:HEAD])
+               recognise=lambda t: _container_cli_first_line(t).startswith(("NVRM version:", "nvidia-container-cli: "))
+               and ("Device Index:" in t[:HEAD] or "nvidia-container-cli: " in t[:200]))
 def _container_cli(text: str, source: str) -> dict[str, Any]:
     info = parse_container_cli_info(text)
     found: dict[str, Any] = {}
     if info.nvrm_version:
         found["driver"] = DriverInfo(version=info.nvrm_version)
-    if info.error:
-        # nvidia-container-cli talks to the driver through NVML: its "nvml error: X" is NVML's message
-        message = info.error.split("nvml error:", 1)[-1].strip() if "nvml error:" in info.error else info.error
-        found["nvml"] = NvmlReport(ok=False, error=message)
+    error = re.split(r'[\\"]', info.error or "", maxsplit=1)[0].strip()  # a docker error quotes it with escapes
+    if "nvml error:" in error:
+        # nvidia-container-cli talks to the driver through NVML: its "nvml error: X" is NVML's own message
+        found["nvml"] = NvmlReport(ok=False, error=error.split("nvml error:", 1)[1].strip())
+    elif "libnvidia-ml.so" in error:
+        found["nvml"] = NvmlReport(ok=False, error=error.split("load library failed:", 1)[-1].strip())
     return found  # a Jetson prints "NVRM version: (null)": nothing to add, still a valid listing
 
 
 @evidence_kind("dcgmi", commands=(r"dcgmi\s+(?:diag|health)\b",), priority=365,
-               recognise=lambda t: bool(re.search(r"^\|\s*(?:Diagnostic|GPU Memory|Deployment|Overall Health|"
-                                                  r"Group \d|GPU ID: \d)[^|]*\|", t[:HEAD], re.M))
-               or "Health Monitor Report" in t[:HEAD])
+               recognise=lambda t: _opens(t, r"^\|\s*(?:Diagnostic|GPU Memory|Deployment|Overall Health|"
+                                             r"Group \d|GPU ID: \d)[^|]*\||^Successfully ran diagnostic|"
+                                             r"^Health Monitor Report", 4)
+               or (t.lstrip().startswith("{") and "Health Monitor Report" in t[:HEAD]))
 def _dcgmi(text: str, source: str) -> dict[str, Any]:
     rows = parse_dcgmi_health_json(text) if text.lstrip().startswith("{") else parse_dcgmi_table(text)
     results = tuple(DcgmResult(r.name, r.result, r.detail) for r in rows)
@@ -413,7 +428,7 @@ def _dcgmi(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("dcgmi-dmon", commands=(r"dcgmi\s+dmon\b",), priority=360,
-               recognise=lambda t: bool(re.search(r"^\s*#Entity\s+\S", t[:HEAD], re.M))
+               recognise=lambda t: _opens(t, r"^#Entity\s+\S", 2)
                and bool(re.search(r"^\s*GPU\s+\d+\s+\S", t[:HEAD], re.M)))
 def _dcgmi_dmon(text: str, source: str) -> dict[str, Any]:
     """The XIDER column (field 230, the last Xid of each GPU) becomes Xid events for GH301; other fields are
