@@ -38,6 +38,8 @@ REAL_EXAMPLES: dict[str, str] = {
     "container-cli-info": "container-cli-info/nvidia-docker-904.txt",
     "dcgmi": "corpus:ml-engineering/dcgmi-diag-r2_excerpt_faulty_node.txt",
     "dcgmi-dmon": "dcgmi-dmon/dcgm-263_xider.txt",
+    "uname": "uname/nvidia-docker-365_uname-a.txt",
+    "module-files": "module-files/nvidia-docker-365_find.txt",
     # no public paste in reach had these with the fact under test: hand-written (see README.md there)
     "dnf-list": "dnf-list/handwritten_cuda-repo.txt",
     "pip-list": "pip-list/handwritten_torch-cpu.txt",

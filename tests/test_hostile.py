@@ -691,3 +691,18 @@ def test_a_mutated_manifest_is_a_result_or_a_clear_error(good_bundle):
                 host.close()
 
         check()
+
+
+@pytest.mark.parametrize("body", ["exec yes\n", "yes | tr -d '\\\\n'\n"])
+def test_monitor_smi_source_flooded_by_nvidia_smi_stays_bounded(tmp_path, body):
+    """`monitor --source smi` reads nvidia-smi line by line on a thread: a flood (lines, or one endless
+    line) must not grow the queue or a line without bound, nor keep poll() from returning."""
+    script = _script(tmp_path, "nvidia-smi", body)
+    code = ("import time; from gpuhealth.monitor.sources import SmiSource\n"
+            f"s = SmiSource(0.05, command={str(script)!r})\n"
+            "end = time.monotonic() + 3\n"
+            "while time.monotonic() < end:\n    s.poll(); time.sleep(1)\n"
+            "s.close(); print('ok')\n")
+    outcome = measure([sys.executable, "-c", code], timeout=30)
+    assert outcome.exit_code == 0 and outcome.stdout.strip() == b"ok", outcome
+    assert outcome.seconds < 15 and outcome.max_rss_mb < 150, outcome

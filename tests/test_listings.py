@@ -124,6 +124,16 @@ def test_ldconfig_cache_with_two_toolkits_names_both_directories():
                                 "/usr/local/cuda-11.8/targets/x86_64-linux/lib")
 
 
+def test_uname_and_module_files():
+    uname = _parse("uname", "uname/nvidia-docker-365_uname-a.txt")
+    assert uname["install"].kernel_release == "3.13.0-116-generic" and uname["os"].architecture == "x86_64"
+    kernels = _parse("module-files", "module-files/nvidia-docker-365_find.txt")["install"].kernels
+    assert [(k.release, k.nvidia_module) for k in kernels] == [
+        ("3.13.0-88-generic", "/lib/modules/3.13.0-88-generic/kernel/drivers/video/nvidia.ko"),
+        ("3.13.0-116-generic", None)]  # nvidiafb.ko is not the nvidia module
+    assert environ.parse_uname("5.15.0-105-generic\n") == ("5.15.0-105-generic", None)
+
+
 def test_device_nodes_modules_and_modprobe():
     nodes = _parse("ls-dev-nvidia", "ls-dev-nvidia/vowstar-overlay-6.txt")["device_nodes"]
     assert {"nvidiactl", "nvidia0", "nvidia-uvm"} <= set(nodes) and "nvidia-cap1" not in nodes
@@ -260,6 +270,18 @@ def test_dcgmi_dmon_last_xid_gh301_and_healthy_json_stays_quiet():
     assert [(r.name, r.result) for r in health.results] == [("Overall Health", "Healthy")]
 
 
+def test_module_only_under_the_old_kernel_gh507():
+    # NVIDIA/nvidia-docker#365: a .run install built nvidia.ko for 3.13.0-88; the host now runs 3.13.0-116
+    found = _findings("uname/nvidia-docker-365_uname-a.txt", "module-files/nvidia-docker-365_find.txt")
+    assert found["GH507"][0].severity is Severity.CRITICAL
+    assert "running kernel 3.13.0-116-generic (built for 3.13.0-88-generic)" in found["GH507"][0].message
+    # the listing alone (no running kernel) or a running kernel that has its module: quiet
+    assert "GH507" not in _findings("module-files/nvidia-docker-365_find.txt")
+    snapshot, _ = analyze_texts([("uname -r", "3.13.0-88-generic\n"),
+                                 ("find", listing("module-files/nvidia-docker-365_find.txt"))])
+    assert "GH507" not in {f.code for f in run_checks(snapshot).findings}
+
+
 def test_dcgmi_failures_gh711():
     found = _findings("corpus:ml-engineering/dcgmi-diag-r3_excerpt_row_remap_pending.txt")
     assert "row remappings are pending" in found["GH711"][0].message
@@ -279,7 +301,8 @@ def test_dcgmi_failures_gh711():
     ("cat /etc/modprobe.d/*", "modprobe-d"), ("systemctl status nvidia-fabricmanager", "systemctl-status"),
     ("journalctl -u nvidia-persistenced", "service-journal"),
     ("nvidia-container-cli -k -d /dev/tty info", "container-cli-info"), ("dcgmi diag -r 3", "dcgmi"),
-    ("dcgmi health -c", "dcgmi"), ("dcgmi dmon -c 1 -e 230", "dcgmi-dmon"),
+    ("dcgmi health -c", "dcgmi"), ("dcgmi dmon -c 1 -e 230", "dcgmi-dmon"), ("uname -a", "uname"),
+    ("find /lib/modules/ -name '*nvidia*'", "module-files"),
 ])
 def test_commands_route_to_their_listing(command, kind):
     assert kind in kinds_for_command(command)
@@ -299,7 +322,8 @@ PARSERS = [packages.parse_dpkg_list, packages.parse_apt_list, packages.parse_rpm
            packages.parse_pip_list, packages.parse_conda_list, environ.parse_env, environ.parse_path_list,
            environ.parse_ldconfig_listing, environ.parse_ls, environ.parse_modinfo_listing,
            services.parse_systemctl_status, services.parse_service_journal, services.parse_container_cli_info,
-           services.parse_dcgmi_table, services.parse_dcgmi_health_json, services.parse_dcgmi_dmon]
+           services.parse_dcgmi_table, services.parse_dcgmi_health_json, services.parse_dcgmi_dmon,
+           environ.parse_uname, environ.parse_module_files]
 TEXTS = [p.read_text(errors="replace") for p in listing_files() if p.suffix in (".txt", ".conf")]
 LISTING_KINDS = sorted(set(REAL_EXAMPLES) | {"lspci"})
 

@@ -458,7 +458,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
 
 
 @check("GH507", "dkms-not-built-for-kernel", "No nvidia module for the running or the next kernel",
-       requires=("install", "pci_devices"))
+       requires=("install",))
 def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -482,20 +482,32 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     the GRUB default).
 
     Exceptions:
-    A pasted `modinfo nvidia` that says "Module nvidia not found" counts as no module for the running
+    Pasted listings count too: `uname -r` with `find /lib/modules -name '*nvidia*'` showing nvidia.ko only
+    under another kernel, and a `modinfo nvidia` that says "Module nvidia not found" counts as no module for the running
     kernel (modinfo looks in `/lib/modules/$(uname -r)`) when DKMS, a package or another kernel shows the
     driver was installed.
     Leftover `/lib/modules` folders of removed kernels (no `/boot/vmlinuz-<k>`) are ignored. When the
     running kernel's module cannot be found on disk the newer kernels are not judged.
     """
-    skip = _target(snapshot)
-    if skip:
-        yield skip
-        return
     install = _install(snapshot)
     loaded = module_loaded(snapshot)
+    # kernels from a pasted `find /lib/modules` carry no "booted" flag: the running one is `uname`'s release
+    pasted_kernels = bool(install.kernels and install.kernel_release) and not any(k.booted for k in install.kernels)
+    if snapshot.pci_devices is not None:
+        skip = _target(snapshot)
+        if skip:
+            yield skip
+            return
+    elif install.module_found is not False and not pasted_kernels:
+        # pasted evidence without lspci: only the listings that speak for themselves are judged
+        yield Skip(_unavailable(snapshot, "pci_devices"))
+        return
     if install.module_found is False and not loaded:
         yield from _no_module_per_modinfo(snapshot, install)
+        return
+    if pasted_kernels:
+        if not loaded:  # pasted listings: `find /lib/modules -name '*nvidia*'` and `uname -r`
+            yield from _no_module_per_listing(install)
         return
     if "install_kernels" in snapshot.unavailable or install.kernel_release is None:
         yield Skip(_unavailable(snapshot, "install_kernels", "install_kernel"))
@@ -567,6 +579,31 @@ def _no_module_per_modinfo(snapshot: Snapshot, install: InstallState) -> Iterato
         fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
                           rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
                Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+    )
+
+
+def _no_module_per_listing(install: InstallState) -> Iterator[Draft]:
+    """GH507 from pasted listings: the running kernel (``uname``) has no nvidia.ko among the module files
+    listed (``find /lib/modules -name '*nvidia*'``) while another kernel has one. Critical when the listing
+    shows the running kernel's own nvidia files without nvidia.ko; a warning when it does not name the
+    running kernel at all (the search may have been narrower)."""
+    release = install.kernel_release
+    running = next((k for k in install.kernels if k.release == release), None)
+    built = [k for k in install.kernels if k.nvidia_module and k.release != release]
+    if (running is not None and running.nvidia_module) or not built:
+        return
+    severity = Severity.CRITICAL if running is not None else Severity.WARNING
+    yield Draft(
+        severity, f"No nvidia module for the running kernel {release} (built for "
+                  f"{', '.join(k.release for k in built)}): the driver cannot load",
+        evidence=(Evidence("uname -r", (release or "",)),
+                  Evidence("/lib/modules", tuple(f"{k.release}: {k.nvidia_module or 'no nvidia.ko'}"
+                                                 for k in install.kernels)[:8])),
+        fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
+                          rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
+               Fix("sudo dkms autoinstall -k $(uname -r)", "any",
+                   note="or reinstall the driver for this kernel if it came from the .run installer"),
+               Fix("sudo modprobe nvidia", "any")),
     )
 
 

@@ -30,12 +30,14 @@ from gpuhealth.model import (
     DcgmResult,
     DriverInfo,
     HostEnvironment,
+    InstalledKernel,
     InstallState,
     KernelEvent,
     KernelLog,
     ModprobeFile,
     NvidiaPackage,
     NvmlReport,
+    OsInfo,
     ParseError,
     TorchEnv,
 )
@@ -45,7 +47,9 @@ from gpuhealth.parsers.environ import (
     parse_ldconfig_listing,
     parse_ls,
     parse_modinfo_listing,
+    parse_module_files,
     parse_path_list,
+    parse_uname,
 )
 from gpuhealth.parsers.packages import (
     parse_apt_list,
@@ -331,6 +335,26 @@ def _modinfo(text: str, source: str) -> dict[str, Any]:
         module_found=True, module_file=info.filename, module_version=info.version,
         module_vermagic=info.vermagic, module_signer=info.signer)}
     return found
+
+
+def _looks_like_uname(text: str) -> bool:
+    lines = _lines(text, 3)
+    return len(lines) == 1 and bool(re.match(r"Linux \S+ \d+\.\d+\S* #", lines[0]))
+
+
+@evidence_kind("uname", commands=(r"uname\b",), priority=386, recognise=_looks_like_uname)
+def _uname(text: str, source: str) -> dict[str, Any]:
+    release, arch = parse_uname(text)
+    return {"os": OsInfo(kernel_release=release, architecture=arch), "install": InstallState(kernel_release=release)}
+
+
+@evidence_kind("module-files", commands=(r"(?:find|ls|locate)\b.*(?:/lib/modules|nvidia\.ko)",), priority=384,
+               recognise=lambda t: _share(_lines(t), re.compile(r"^/(?:usr/)?lib/modules/[^/\s]+/\S*nvidia"), 0.8))
+def _module_files(text: str, source: str) -> dict[str, Any]:
+    """Which kernels have an nvidia.ko on disk (GH507); whether each is the running one is decided by the
+    check against ``install.kernel_release`` (``uname``), not here."""
+    kernels = parse_module_files(text)
+    return {"install": InstallState(kernels=tuple(InstalledKernel(r, path) for r, path in kernels.items()))}
 
 
 _MODPROBE_ROW = re.compile(r"^(?:\S+\.conf:(?:\d+:)?)?(?:blacklist|options|install|alias|softdep|remove)\s+\S+")

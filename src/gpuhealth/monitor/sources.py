@@ -447,6 +447,10 @@ SMI_FIELDS: tuple[str, ...] = (
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 
 
+MAX_LINE = 4096  # characters of one nvidia-smi line read at a time (a real one is under 1 KiB)
+MAX_QUEUED = 10_000  # unread lines from nvidia-smi (at most ~40 MB); more are dropped
+
+
 class SmiSource:
     """The fallback when NVML cannot load: one ``nvidia-smi --query-gpu ... -lms`` process, read line by
     line on a thread. Restarted with back-off when it dies; a field this nvidia-smi rejects is dropped
@@ -490,12 +494,16 @@ class SmiSource:
 
     @staticmethod
     def _pump(stream: IO[str], lines: queue.SimpleQueue[str | None]) -> None:
-        for line in stream:
-            lines.put(line)
+        # Bounded both ways, so an nvidia-smi that floods (or a fake one running `yes`) cannot grow memory:
+        # a line is read at most MAX_LINE characters at a time, and past MAX_QUEUED unread lines the
+        # newest are dropped (a sample per GPU per interval is far below that).
+        while line := stream.readline(MAX_LINE):
+            if lines.qsize() < MAX_QUEUED:
+                lines.put(line)
         lines.put(None)  # end of this process's output
 
     def _pump_err(self, stream: IO[str]) -> None:
-        for line in stream:
+        while line := stream.readline(MAX_LINE):
             if len(self._stderr) < 50:
                 self._stderr.append(line.strip())
 
@@ -510,7 +518,7 @@ class SmiSource:
                 return []
             self._start()
         events: list[Event] = []
-        while True:
+        for _ in range(MAX_QUEUED):  # bounded: a flooding nvidia-smi must not keep poll() from returning
             try:
                 line = self._lines.get_nowait()
             except queue.Empty:

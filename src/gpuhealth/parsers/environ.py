@@ -218,3 +218,45 @@ def parse_modinfo_listing(text: str) -> ModuleInfo:
         raise ParseError("no 'filename:' field and no 'Module nvidia not found'")
     return ModuleInfo(found=True, filename=fields["filename"], version=fields.get("version"),
                       vermagic=fields.get("vermagic"), signer=fields.get("signer", ""), license=fields.get("license"))
+
+
+# --------------------------------------------------------------------------- uname, module files
+
+_UNAME_A = re.compile(r"^Linux \S+ (?P<release>\d+\.\d+[\w.+~-]*) #\S*(?: .*? (?P<arch>x86_64|aarch64|ppc64le|s390x) "
+                      r"\S+ \S+ GNU/Linux)?")
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+-[0-9A-Za-z._+~-]+$")
+
+
+def parse_uname(text: str) -> tuple[str, str | None]:
+    """``uname -a`` or ``uname -r``: (kernel release, architecture or None)."""
+    lines = [line.strip() for line in _lines(text, "uname output") if line.strip()]
+    if len(lines) != 1:
+        raise ParseError("uname prints one line")
+    match = _UNAME_A.match(lines[0])
+    if match:
+        return match["release"], match["arch"]
+    if _RELEASE.match(lines[0]):
+        return lines[0], None
+    raise ParseError("not uname -a ('Linux host 5.15.0-105-generic #115 ...') or uname -r output")
+
+
+_MODULE_PATH = re.compile(r"^/(?:usr/)?lib/modules/(?P<release>[^/\s]+)/(?P<rest>\S+)$")
+_NVIDIA_KO = re.compile(r"(?:^|/)nvidia\.ko(?:\.(?:xz|zst|gz))?$")
+
+
+def parse_module_files(text: str) -> dict[str, str | None]:
+    """``find /lib/modules -name '*nvidia*'`` (or ``ls -d``/``locate``): kernel release -> the nvidia.ko found
+    for it, or None when only other nvidia files (nvidiafb.ko, folders) are listed for that kernel."""
+    kernels: dict[str, str | None] = {}
+    for raw in _lines(text, "module file listing"):
+        match = _MODULE_PATH.match(raw.strip())
+        if not match:
+            continue
+        release = match["release"]
+        if _NVIDIA_KO.search(match["rest"]):
+            kernels[release] = kernels.get(release) or raw.strip()
+        else:
+            kernels.setdefault(release, None)
+    if not kernels:
+        raise ParseError("no /lib/modules/<release>/... paths")
+    return kernels
