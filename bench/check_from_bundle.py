@@ -1,6 +1,7 @@
-"""Benchmark: `gpuhealth check --from` an 8-GPU bundle, beside the bare interpreter, in one run.
+"""Benchmark: start-up. `gpuhealth --help`, `check --from` an 8-GPU bundle and `analyze` on 8-GPU evidence
+(its `nvidia-smi -q` and kernel log), beside the bare interpreter, in one run, bytecode compiled.
 
-Goals (from the core issue): CLI wall time <= 0.5 s and <= 8x `python -c pass`; analysis alone
+Goals (issues 1 and 10): each command <= 8x `python -c pass` (and check --from <= 0.5 s); analysis alone
 (replaying the bundle into a snapshot and running every check, in-process) <= 50 ms.
 
 The bundle is the h100x8-xid-ecc test host (a real 8x H100 `nvidia-smi -q`, real kernel log with
@@ -61,6 +62,23 @@ def analysis(bundle: Path, repeat: int) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
 
+def evidence_files(bundle: Path) -> list[str]:
+    """The bundle's `nvidia-smi -q` and kernel log as the loose files a user would pass to `analyze`."""
+    from gpuhealth.bundle import command_key
+    from gpuhealth.collect.system import KERNEL_LOG_COMMANDS
+
+    commands = bundle / "commands"
+    smi = next(p for p in sorted(commands.glob("*.stdout")) if p.name.startswith("nvidia-smi_-q")
+               and p.stat().st_size > 10000)
+    files = []
+    for source, name in ((smi, "nvidia-smi-q.txt"), (commands / f"{command_key(KERNEL_LOG_COMMANDS[0])}.stdout",
+                                                     "dmesg.log")):
+        target = OUT / f"evidence-{CASE}-{name}"
+        shutil.copyfile(source, target)
+        files.append(str(target))
+    return files
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
@@ -71,17 +89,25 @@ def main() -> int:
     gpuhealth = str(Path(sys.executable).with_name("gpuhealth"))
     bare = wall([sys.executable, "-c", "pass"], args.repeat)
     cli = wall([gpuhealth, "check", "--from", str(bundle), "--format", "json"], args.repeat)
+    helped = wall([gpuhealth, "--help"], args.repeat)
+    analyzed = wall([gpuhealth, "analyze", *evidence_files(bundle), "--format", "json"], args.repeat)
     in_process = analysis(bundle, args.repeat)
+
+    def goal(best: float) -> str:
+        return f"<= 8x: {'met' if best <= 8 * bare[0] else 'MISSED'}"
+
     rows = [
         ("python -c pass", bare, "-", ""),
+        ("gpuhealth --help", helped, f"{helped[0] / bare[0]:.1f}x", goal(helped[0])),
         ("gpuhealth check --from (8 GPUs)", cli, f"{cli[0] / bare[0]:.1f}x",
          "<= 0.5 s and <= 8x: " + ("met" if cli[0] <= 0.5 and cli[0] <= 8 * bare[0] else "MISSED")),
+        ("gpuhealth analyze (8-GPU smi -q + log)", analyzed, f"{analyzed[0] / bare[0]:.1f}x", goal(analyzed[0])),
         ("analysis alone (replay + checks)", in_process, "-",
          "<= 50 ms: " + ("met" if in_process[0] <= 0.05 else "MISSED")),
     ]
-    print(f"{'what':36} {'best s':>8} {'median s':>9} {'vs bare':>8}  goal")
-    for name, (best, median), ratio, goal in rows:
-        print(f"{name:36} {best:8.3f} {median:9.3f} {ratio:>8}  {goal}")
+    print(f"{'what':40} {'best s':>8} {'median s':>9} {'vs bare':>8}  goal")
+    for name, (best, median), ratio, text in rows:
+        print(f"{name:40} {best:8.3f} {median:9.3f} {ratio:>8}  {text}")
     return 0
 
 

@@ -626,7 +626,7 @@ def test_redaction_leaves_real_evidence_alone():
     """Redaction runs over every recorded file: on real captures (bug reports, kernel logs, nvidia-smi)
     it must change nothing, or replayed evidence would differ from what was read."""
     from conftest import corpus_files
-    from gpuhealth.bundle import redact_bytes
+    from gpuhealth.redact import redact_bytes
 
     files = corpus_files("**/*.log", "**/*.txt", "**/*.xml", "**/*dmesg*")
     assert len(files) > 20
@@ -706,3 +706,18 @@ def test_monitor_smi_source_flooded_by_nvidia_smi_stays_bounded(tmp_path, body):
     outcome = measure([sys.executable, "-c", code], timeout=30)
     assert outcome.exit_code == 0 and outcome.stdout.strip() == b"ok", outcome
     assert outcome.seconds < 15 and outcome.max_rss_mb < 150, outcome
+
+
+def test_reports_and_saved_runs_carry_no_secrets(tmp_path):
+    """The snapshot keeps CUDA_/NVIDIA_/... variables; they reach `--format json` and `check --save`."""
+    env = {**os.environ, "NVIDIA_API_KEY": "nvapi-Secret-Key-777", "CUDA_CACHE_URL": "https://u:Cache-pass-5@c",
+           "NCCL_DEBUG": "INFO"}
+    outcome = measure(["check", "--format", "json", "--no-frameworks", "--timeout", "5", "--save", str(tmp_path)],
+                      env=env, timeout=120)
+    assert outcome.exit_code in (0, 1, 2) and outcome.stdout.startswith(b"{"), outcome
+    saved = list(tmp_path.glob("run-*.json"))
+    assert len(saved) == 1 and stat.S_IMODE(saved[0].stat().st_mode) == 0o600
+    text = saved[0].read_bytes()
+    assert b'"NCCL_DEBUG": "INFO"' in text  # the environment is kept: the search below means something
+    for secret in (b"nvapi-Secret-Key-777", b"Cache-pass-5"):
+        assert secret not in text and secret not in outcome.stdout

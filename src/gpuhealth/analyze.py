@@ -82,13 +82,18 @@ class Recognised:
     note: str = ""  # why a recognised piece could not be parsed
 
 
-def analyze_texts(named_texts: Iterable[tuple[str, str]]) -> tuple[Snapshot, list[Recognised]]:
+def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
     """Build one partial snapshot from evidence texts; also say what each piece was taken for."""
     fields: dict[str, Any] = {}
     sources: dict[str, str] = {}
     log: list[Recognised] = []
     unrecognized: list[str] = []
     for name, text in named_texts:
+        if isinstance(text, KernelLog):  # a large input, already scanned as a stream (evidence_input.py)
+            if _merge(fields, "kernel_log", text):
+                sources["kernel_log"] = name
+            log.append(Recognised(name, "kernel-log", "scanned as a stream"))
+            continue
         pieces = split_pieces(name, text)
         container = len(pieces) > 1
         for piece in pieces:
@@ -135,7 +140,9 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         fields[key] = replace(current, source=f"{current.source}, {value.source}",
                               lines_scanned=current.lines_scanned + value.lines_scanned,
                               events=current.events + value.events,
-                              module_banners=current.module_banners + value.module_banners)
+                              module_banners=current.module_banners + value.module_banners,
+                              groups=current.groups + value.groups,
+                              bytes_scanned=current.bytes_scanned + value.bytes_scanned)
         return True
     if isinstance(current, tuple) and isinstance(value, tuple):
         known = {getattr(v, "address", v) for v in current}  # PCI devices: one per address, first wins

@@ -238,24 +238,36 @@ def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
 @format_option
 @config_option
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters; list what each file was.")
-def analyze(files: tuple[str, ...], output_format: str, config: Path | None, verbose: bool) -> None:
+@click.option("--max-bytes", default="4G", show_default=True,
+              help="Refuse an input larger than this (bytes, or with K, M, G; gzip counts decompressed).")
+@click.option("--open-timeout", type=float, default=10.0, show_default=True,
+              help="Seconds a FIFO may take to deliver data before it is given up.")
+def analyze(files: tuple[str, ...], output_format: str, config: Path | None, verbose: bool, max_bytes: str,
+            open_timeout: float) -> None:
     """Analyse pasted or attached evidence: FILE... or - for standard input.
 
     Recognises nvidia-bug-report.log(.gz), kernel logs, nvidia-smi outputs, lspci,
-    /proc/driver/nvidia/version, PyTorch collect_env and training logs.
+    /proc/driver/nvidia/version, PyTorch collect_env and training logs. Large kernel logs are
+    scanned as a stream, in bounded memory (docs/limits.md).
     """
-    from gpuhealth.analyze import EvidenceError, analyze_texts, decode_bytes
-    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.evidence_input import InputError, parse_max_bytes, read_evidence
 
+    try:
+        limit = parse_max_bytes(max_bytes)
+    except ValueError as exc:
+        raise CannotRun(f"--max-bytes: {exc}") from exc
     texts = []
     for name in files:
         try:
-            data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-            texts.append(("<stdin>" if name == "-" else name, decode_bytes(name, data)))
-        except OSError as exc:
-            raise CannotRun(f"{name}: {exc.strerror or exc}") from exc
-        except EvidenceError as exc:
+            evidence = read_evidence(name, limit, open_timeout)
+        except InputError as exc:
             raise CannotRun(str(exc)) from exc
+        if verbose and evidence.note:
+            click.echo(f"{evidence.name}: {evidence.note}", err=True)
+        texts.append((evidence.name, evidence.content))
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
     snapshot, recognised = analyze_texts(texts)
     if verbose and output_format == "text":
         for item in recognised:

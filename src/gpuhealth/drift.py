@@ -7,6 +7,7 @@ compare evidence (driver, kernel, GPUs, Xid counts, ECC counters, PCIe links), n
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -56,7 +57,9 @@ def save_run(report: Report, directory: Path) -> Path:
     document = {"format": RUN_FORMAT, "version": RUN_VERSION, "snapshot": to_jsonable(report.snapshot),
                 "findings": [to_jsonable(f) for f in report.findings]}
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    # Owner-only, like a bundle: a run holds the host's snapshot.
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(document, indent=1) + "\n")
     temporary.replace(path)  # a reader never sees half a file
     return path
 
@@ -161,8 +164,11 @@ def _gpu_changes(key: str, old: Gpu, new: Gpu) -> list[Change]:
 
 
 def _xid_counts(snapshot: Snapshot) -> Counter[tuple[str, int]]:
-    events = snapshot.kernel_log.events if snapshot.kernel_log else ()
-    return Counter((e.pci_address or "?", e.xid) for e in events if e.kind == "xid" and e.xid is not None)
+    counts: Counter[tuple[str, int]] = Counter()
+    for group in snapshot.kernel_log.tallies({"xid"}) if snapshot.kernel_log else ():
+        if group.xid is not None:
+            counts[(group.pci_address or "?", group.xid)] += group.count
+    return counts
 
 
 def _xids(a: Snapshot, b: Snapshot) -> list[Change]:

@@ -15,6 +15,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+if typing.TYPE_CHECKING:
+    from collections.abc import Collection
+
 SNAPSHOT_SCHEMA_VERSION = 1
 
 
@@ -308,12 +311,54 @@ class KernelEvent:
 
 
 @dataclass(frozen=True)
+class EventGroup:
+    """Kernel log lines of one kind, device and message template (numbers, addresses and pids replaced by
+    ``#``), aggregated while scanning: a count, the first and last occurrence and a bounded sample.
+
+    ``kind`` is an event kind, or "other" for NVRM/SXid/AER lines that are no event (driver chatter,
+    assertion spam); those are counted, never reported as findings.
+    """
+
+    kind: str
+    template: str
+    count: int
+    first: KernelEvent
+    last: KernelEvent
+    samples: tuple[KernelEvent, ...] = ()  # the first few occurrences and the last one, in log order
+    peak_hour: int = 0  # xid only: most lines of this (GPU, Xid) within any hour of log time (all templates)
+    peak_from: str | None = None  # timestamps bounding that hour's lines
+    peak_to: str | None = None
+
+    @property
+    def pci_address(self) -> str | None:
+        return self.first.pci_address
+
+    @property
+    def xid(self) -> int | None:
+        return self.first.xid
+
+
+@dataclass(frozen=True)
 class KernelLog:
+    """The NVIDIA-relevant part of a kernel log. ``events`` is bounded: the sample events of every group.
+
+    Counts, first and last times come from ``groups``; a KernelLog built by hand with ``events`` only (and
+    no groups) counts each event once.
+    """
+
     source: str
     format: str  # "dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "pstore", "plain"
     lines_scanned: int = 0
     events: tuple[KernelEvent, ...] = ()
     module_banners: tuple[str, ...] = ()  # "NVRM: loading NVIDIA UNIX ... Kernel Module  <ver> ..."
+    groups: tuple[EventGroup, ...] = ()
+    bytes_scanned: int = 0
+
+    def tallies(self, kinds: Collection[str]) -> list[EventGroup]:
+        """The groups of these kinds; for a hand-built log without groups, one group per event."""
+        if self.groups or not self.events:
+            return [g for g in self.groups if g.kind in kinds]
+        return [EventGroup(e.kind, e.message, 1, e, e, (e,)) for e in self.events if e.kind in kinds]
 
 
 @dataclass(frozen=True)

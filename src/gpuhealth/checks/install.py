@@ -468,6 +468,9 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     the running kernel has none although the driver is installed for another kernel (or registered
     with DKMS). A warning when a kernel newer than the running one has none: the next boot loses the
     driver.
+    Pasted listings count too: `uname -r` with `find /lib/modules -name '*nvidia*'` showing nvidia.ko
+    only under another kernel; `modinfo nvidia` saying "Module nvidia not found" (it looks in
+    `/lib/modules/$(uname -r)`) when DKMS, a package or another kernel shows the driver was installed.
 
     Why it matters:
     A kernel update installs a new kernel; unless DKMS (or a precompiled module package) provides an
@@ -482,10 +485,6 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     the GRUB default).
 
     Exceptions:
-    Pasted listings count too: `uname -r` with `find /lib/modules -name '*nvidia*'` showing nvidia.ko only
-    under another kernel, and a `modinfo nvidia` that says "Module nvidia not found" counts as no module for the running
-    kernel (modinfo looks in `/lib/modules/$(uname -r)`) when DKMS, a package or another kernel shows the
-    driver was installed.
     Leftover `/lib/modules` folders of removed kernels (no `/boot/vmlinuz-<k>`) are ignored. When the
     running kernel's module cannot be found on disk the newer kernels are not judged.
     """

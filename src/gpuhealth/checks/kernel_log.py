@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, check
 from gpuhealth.knowledge import xid as xid_catalogue
-from gpuhealth.model import Evidence, Fix, KernelEvent, Severity, Snapshot
+from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, Severity, Snapshot
 
 SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
@@ -36,33 +38,55 @@ ACTION_FIXES: dict[str, tuple[Fix, ...]] = {
 }
 
 
-def _group(events: Iterable[KernelEvent], kinds: set[str]) -> dict[tuple[str | None, int | None],
-                                                                   list[KernelEvent]]:
-    groups: dict[tuple[str | None, int | None], list[KernelEvent]] = defaultdict(list)
-    for event in events:
-        if event.kind in kinds:
-            groups[(event.pci_address, event.xid)].append(event)
-    return groups
+@dataclass
+class Tally:
+    """Kernel log lines counted together (one GPU and Xid, say): how many, first, last, and a few samples."""
+
+    count: int = 0
+    first: KernelEvent | None = None
+    last: KernelEvent | None = None
+    samples: list[KernelEvent] = field(default_factory=list)
+
+    def add(self, group: EventGroup | Tally) -> None:
+        if group.first is None or group.last is None:
+            return
+        self.count += group.count
+        if self.first is None or (group.first.line_number or 0) < (self.first.line_number or 0):
+            self.first = group.first
+        if self.last is None or (group.last.line_number or 0) >= (self.last.line_number or 0):
+            self.last = group.last
+        self.samples = sorted([*self.samples, *group.samples], key=lambda e: e.line_number or 0)
+
+    merge = add
 
 
-def _samples(events: list[KernelEvent]) -> tuple[str, ...]:
+def tallies(snapshot: Snapshot, kinds: set[str], key: Callable[[EventGroup], Hashable] | None = None,
+            keep: Callable[[EventGroup], bool] | None = None) -> dict[Any, Tally]:
+    """The kernel log's groups of ``kinds`` summed per ``key`` (default: GPU address and Xid)."""
+    found: dict[Any, Tally] = defaultdict(Tally)
+    if snapshot.kernel_log is None:
+        return found
+    for group in snapshot.kernel_log.tallies(kinds):
+        if keep is None or keep(group):
+            found[key(group) if key else (group.pci_address, group.xid)].add(group)
+    return found
+
+
+def samples(tally: Tally, keep: int = SAMPLE_LINES) -> tuple[str, ...]:
     """First lines and the last one; the count and span are in the message."""
-    chosen = events if len(events) <= SAMPLE_LINES else events[:SAMPLE_LINES - 1] + events[-1:]
-    lines = [f"{e.line_number}: {e.line}" if e.line_number else e.line for e in chosen]
-    if len(events) > SAMPLE_LINES:
-        lines.insert(SAMPLE_LINES - 1, f"... {len(events) - SAMPLE_LINES} more like these ...")
+    chosen = tally.samples if tally.count <= keep else [*tally.samples[:keep - 1], tally.last]
+    lines = [f"{e.line_number}: {e.line}" if e.line_number else e.line for e in chosen if e is not None]
+    if tally.count > keep:
+        lines.insert(keep - 1, f"... {tally.count - keep} more like these ...")
     return tuple(lines)
 
 
-def _span(events: list[KernelEvent]) -> str:
-    first, last = events[0].timestamp, events[-1].timestamp
-    if len(events) == 1:
+def _span(tally: Tally) -> str:
+    first = tally.first.timestamp if tally.first else None
+    last = tally.last.timestamp if tally.last else None
+    if tally.count == 1:
         return f" at {first}" if first else ""
-    return f" x{len(events)}" + (f", first {first}, last {last}" if first and last else "")
-
-
-def _log(snapshot: Snapshot) -> tuple[KernelEvent, ...]:
-    return snapshot.kernel_log.events if snapshot.kernel_log else ()
+    return f" x{tally.count}" + (f", first {first}, last {last}" if first and last else "")
 
 
 @check("GH301", "xid-errors", "Xid errors in the kernel log", requires=("kernel_log",))
@@ -88,7 +112,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     Xids from before the last GPU reset or driver reload may already be resolved; the live check
     reads only the current boot.
     """
-    for (address, code), events in sorted(_group(_log(snapshot), {"xid"}).items(),
+    for (address, code), events in sorted(tallies(snapshot, {"xid"}).items(),
                                           key=lambda item: (item[0][0] or "", item[0][1] or 0)):
         if code == 79 or code is None:
             continue
@@ -106,7 +130,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
             severity,
             f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
             f" - NVIDIA's action: {action}",
-            subject=subject, evidence=(Evidence(snapshot.kernel_log.source, _samples(events)),),
+            subject=subject, evidence=(Evidence(snapshot.kernel_log.source, samples(events)),),
             fixes=fixes,
         )
 
@@ -131,15 +155,13 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     Exceptions:
     None.
     """
-    events = [e for e in _log(snapshot) if e.kind == "fallen_off_bus" or (e.kind == "xid" and e.xid == 79)]
-    by_gpu: dict[str | None, list[KernelEvent]] = defaultdict(list)
-    for event in events:
-        by_gpu[event.pci_address].append(event)
+    by_gpu = tallies(snapshot, {"fallen_off_bus", "xid"}, key=lambda g: g.pci_address,
+                     keep=lambda g: g.kind == "fallen_off_bus" or g.xid == 79)
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
         yield Draft(
             Severity.CRITICAL, f"GPU {address or '(address not logged)'} has fallen off the bus{_span(found)}",
             subject=snapshot.gpu_subject(address),
-            evidence=(Evidence(snapshot.kernel_log.source, _samples(found)),),
+            evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=(Fix("sudo dmesg -T | grep -iE 'aer|pcie bus error'", "any"),
                    Fix("sudo ipmitool sel list | tail -20", "any"), REBOOT),
             explains=("GH102", "GH203", "GH204", "GH301"),
@@ -149,18 +171,15 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
 def _event_check(snapshot: Snapshot, kinds: set[str], severity: Severity, message: str,
                  fixes: tuple[Fix, ...], explains: tuple[str, ...] = ()) -> Iterator[Draft]:
     """One finding per GPU for events of ``kinds``; ``message`` may use {address} and {detail}."""
-    by_gpu: dict[str | None, list[KernelEvent]] = defaultdict(list)
-    for event in _log(snapshot):
-        if event.kind in kinds:
-            by_gpu[event.pci_address].append(event)
+    by_gpu = tallies(snapshot, kinds, key=lambda g: g.pci_address)
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
-        details = sorted({e.detail for e in found if e.detail})
+        details = sorted({e.detail for e in found.samples if e.detail})
         yield Draft(
             severity,
             message.format(address=address or "(address not logged)", detail=", ".join(details) or "-")
             + _span(found),
             subject=snapshot.gpu_subject(address),
-            evidence=(Evidence(snapshot.kernel_log.source, _samples(found)),),
+            evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=fixes, explains=explains,
         )
 

@@ -7,26 +7,27 @@ from the per-model defaults in ``knowledge/gpu_expectations.csv``; see docs/conf
 from __future__ import annotations
 
 import re
-import time
-from collections import defaultdict
 from collections.abc import Iterator
-from datetime import datetime
 
 from gpuhealth.checks.gpu_state import REBOOT, seen_gpus
+from gpuhealth.checks.kernel_log import Tally, samples, tallies
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
 from gpuhealth.knowledge import gpu_expectations
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.model import (
     ActiveGpuResult,
+    EventGroup,
     Evidence,
     Fix,
     Gpu,
     KernelEvent,
+    KernelLog,
     NvlinkState,
     Severity,
     Snapshot,
     Subject,
 )
+from gpuhealth.parsers.kernel_log import timestamp_seconds
 
 AER_CORRECTED_WARNING = 10  # corrected AER errors on one GPU from which it is a warning
 XID_RATE_DEFAULT = 10  # GH704: more than this many Xids of one code per GPU in any hour
@@ -203,14 +204,6 @@ def _gpu_addresses(snapshot: Snapshot, events: list[KernelEvent]) -> set[str]:
     return addresses
 
 
-def _samples(events: list[KernelEvent], keep: int = 3) -> tuple[str, ...]:
-    chosen = events if len(events) <= keep else events[:keep - 1] + events[-1:]
-    lines = [f"{e.line_number}: {e.line}" if e.line_number else e.line for e in chosen]
-    if len(events) > keep:
-        lines.insert(keep - 1, f"... {len(events) - keep} more like these ...")
-    return tuple(lines)
-
-
 @check("GH703", "pcie-aer-errors", "PCIe AER errors on a GPU", requires=("kernel_log",))
 def pcie_aer_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
@@ -236,30 +229,32 @@ def pcie_aer_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     Kernels older than 4.x print the source as a requester ID (`id=3b00`, domain 0 assumed). Fewer than
     10 corrected errors per GPU are not reported.
     """
-    events = [e for e in snapshot.kernel_log.events if e.kind == "aer"]
-    gpus = _gpu_addresses(snapshot, events)
-    by_gpu: dict[str, list[KernelEvent]] = defaultdict(list)
-    for event in events:
-        if event.pci_address in gpus:
-            by_gpu[event.pci_address].append(event)
-    for address, found in sorted(by_gpu.items()):
-        uncorrected = [e for e in found if (e.detail or "").startswith("Uncorrected")]
-        corrected = [e for e in found if e.detail == "Corrected"]
+    gpus = _gpu_addresses(snapshot, [e for e in snapshot.kernel_log.events if e.kind == "aer"])
+    found = tallies(snapshot, {"aer"}, key=lambda g: (g.pci_address, g.first.detail or ""),
+                    keep=lambda g: g.pci_address in gpus)
+    for address in sorted({a for a, _ in found}):
+        uncorrected = [(d, t) for (a, d), t in found.items() if a == address and d.startswith("Uncorrected")]
+        corrected = found.get((address, "Corrected"))
+        corrected_count = corrected.count if corrected else 0
+        shown = Tally()
         if uncorrected:
-            kinds = sorted({e.detail for e in uncorrected if e.detail})
-            severity, shown = Severity.CRITICAL, uncorrected
-            message = (f"{len(uncorrected)} uncorrected PCIe AER error(s) ({', '.join(kinds)})"
-                       + (f" and {len(corrected)} corrected" if corrected else "") + f" on GPU {address}")
-        elif len(corrected) >= AER_CORRECTED_WARNING:
+            for _, tally in uncorrected:
+                shown.merge(tally)
+            kinds = sorted(d for d, _ in uncorrected)
+            severity = Severity.CRITICAL
+            message = (f"{shown.count} uncorrected PCIe AER error(s) ({', '.join(kinds)})"
+                       + (f" and {corrected_count} corrected" if corrected_count else "") + f" on GPU {address}")
+        elif corrected is not None and corrected_count >= AER_CORRECTED_WARNING:
             severity, shown = Severity.WARNING, corrected
-            message = f"{len(corrected)} corrected PCIe AER errors on GPU {address}"
+            message = f"{corrected_count} corrected PCIe AER errors on GPU {address}"
         else:
             continue
-        first, last = shown[0].timestamp, shown[-1].timestamp
+        first = shown.first.timestamp if shown.first else None
+        last = shown.last.timestamp if shown.last else None
         if first and last:
-            message += f", first {first}, last {last}" if len(shown) > 1 else f" at {first}"
+            message += f", first {first}, last {last}" if shown.count > 1 else f" at {first}"
         yield Draft(severity, message, subject=snapshot.gpu_subject(address),
-                    evidence=(Evidence(snapshot.kernel_log.source, _samples(shown)),),
+                    evidence=(Evidence(snapshot.kernel_log.source, samples(shown)),),
                     fixes=(Fix(f"sudo lspci -vvv -s {address} | grep -E 'CESta|UESta|LnkSta'", "any"),
                            Fix("reseat the GPU and check or replace its riser and cable", "any", disruptive=True)),
                     explains=("GH407",))
@@ -270,36 +265,7 @@ def pcie_aer_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
 
 def log_seconds(timestamp: str | None) -> float | None:
     """A kernel log timestamp as seconds (absolute or since boot; only differences are used)."""
-    if not timestamp:
-        return None
-    text = timestamp.strip()
-    try:
-        return float(text)  # dmesg, kmsg, pstore, journal monotonic
-    except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(text.replace(",", ".").replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        pass
-    for form in ("%a %b %d %H:%M:%S %Y", "%b %d %H:%M:%S", "%b %d %H:%M:%S.%f"):
-        try:
-            parsed = time.strptime(" ".join(text.split()), form)
-        except ValueError:
-            continue
-        return float(time.mktime(parsed[:8] + (0,)) if parsed.tm_year > 1970 else
-                     ((parsed.tm_yday * 24 + parsed.tm_hour) * 60 + parsed.tm_min) * 60 + parsed.tm_sec)
-    return None
-
-
-def _densest_hour(times: list[float]) -> tuple[int, int]:
-    """(most events within any XID_WINDOW_S, index of the window's first event)."""
-    best, best_start, start = 0, 0, 0
-    for end, moment in enumerate(times):
-        while moment - times[start] > XID_WINDOW_S:
-            start += 1
-        if end - start + 1 > best:
-            best, best_start = end - start + 1, start
-    return best, best_start
+    return timestamp_seconds(timestamp)
 
 
 @check("GH704", "xid-rate-high", "An Xid storm: the same Xid many times an hour", requires=("kernel_log",))
@@ -326,35 +292,55 @@ def xid_rate_high(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     has none.
     """
     limit = expect.xid_rate_per_hour or XID_RATE_DEFAULT
-    groups: dict[tuple[str | None, int], list[tuple[float, KernelEvent]]] = defaultdict(list)
-    for event in snapshot.kernel_log.events:
-        if event.kind != "xid" or event.xid is None or event.xid == 79:
+    storms: dict[tuple[str | None, int], tuple[int, str | None, str | None]] = {}
+    for group in snapshot.kernel_log.tallies({"xid"}):
+        if group.xid is None or group.xid == 79:
             continue
-        info = xid_catalogue.lookup(event.xid)
+        info = xid_catalogue.lookup(group.xid)
         if info is not None and info.severity is Severity.INFO:
             continue
-        seconds = log_seconds(event.timestamp)
-        if seconds is not None:
-            groups[(event.pci_address, event.xid)].append((seconds, event))
-    for (address, code), timed in sorted(groups.items(), key=lambda item: (item[0][0] or "", item[0][1])):
-        if len(timed) <= limit:
-            continue
-        timed.sort(key=lambda pair: pair[0])
-        peak, start = _densest_hour([t for t, _ in timed])
+        peak = _peak(group, snapshot.kernel_log)
+        key = (group.pci_address, group.xid)
+        if peak[0] > storms.get(key, (0, None, None))[0]:
+            storms[key] = peak
+    found = tallies(snapshot, {"xid"})
+    for (address, code), (peak, start, end) in sorted(storms.items(), key=lambda item: (item[0][0] or "", item[0][1])):
         if peak <= limit:
             continue
-        events = [e for _, e in timed]
-        window = events[start:start + peak]
         info = xid_catalogue.lookup(code)
         name = f" ({info.mnemonic})" if info else ""
+        total = found[(address, code)]
         yield Draft(Severity.WARNING,
                     f"Xid {code}{name} storm on GPU {address or '(address not logged)'}: {peak} within one hour "
-                    f"(more than {limit}), from {window[0].timestamp} to {window[-1].timestamp}; "
-                    f"{len(events)} in the log",
+                    f"(more than {limit}), from {start} to {end}; {total.count} in the log",
                     subject=snapshot.gpu_subject(address),
-                    evidence=(Evidence(snapshot.kernel_log.source, _samples(window)),),
+                    evidence=(Evidence(snapshot.kernel_log.source, samples(total)),),
                     fixes=(Fix("nvidia-smi --query-compute-apps=pid,name,gpu_bus_id --format=csv", "any",
                                note="what runs on the GPU; stop it, then act on the Xid (GH301)"),))
+
+
+def _peak(group: EventGroup, log: KernelLog) -> tuple[int, str | None, str | None]:
+    """Most lines within an hour: the scanner's figure, or (a log built from events alone) computed here."""
+    if log.groups:
+        return group.peak_hour, group.peak_from, group.peak_to
+    timed = sorted((seconds, e.timestamp) for e in log.events
+                   if e.kind == "xid" and (e.pci_address, e.xid) == (group.pci_address, group.xid)
+                   and (seconds := log_seconds(e.timestamp)) is not None)
+    if not timed:
+        return 0, None, None
+    peak, start = _densest_hour([t for t, _ in timed])
+    return peak, timed[start][1], timed[start + peak - 1][1]
+
+
+def _densest_hour(times: list[float]) -> tuple[int, int]:
+    """(most events within any XID_WINDOW_S, index of the window's first event)."""
+    best, best_start, start = 0, 0, 0
+    for end, moment in enumerate(times):
+        while moment - times[start] > XID_WINDOW_S:
+            start += 1
+        if end - start + 1 > best:
+            best, best_start = end - start + 1, start
+    return best, best_start
 
 
 # --------------------------------------------------------------------------- GH705

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.evidence_input import InputError, kernel_log_from_path
 from gpuhealth.host import Host
 from gpuhealth.model import (
     OsInfo,
@@ -10,6 +11,7 @@ from gpuhealth.model import (
 )
 from gpuhealth.parsers.kernel_log import parse_kernel_log
 from gpuhealth.parsers.system import parse_os_release, parse_proc_modules, parse_redhat_release
+from gpuhealth.redact import redact_environment
 
 KERNEL_LOG_COMMANDS = (
     ["dmesg", "--time-format", "iso"],
@@ -80,9 +82,24 @@ def probe_device_nodes(host: Host, timeout: float) -> Probed:
 def probe_kernel_log(host: Host, timeout: float) -> Probed:
     found = Probed()
     reasons = []
+    stdout_file = getattr(host, "stdout_file", None)  # a bundle keeps outputs in files: scan them in place
     for argv in KERNEL_LOG_COMMANDS:
-        run = host.run(argv, timeout)
         source = " ".join(argv)
+        if stdout_file is not None:
+            run, path = stdout_file(argv)
+            if run.ok and path is not None:
+                try:
+                    found.fields["kernel_log"] = kernel_log_from_path(str(path), source)
+                    found.sources["kernel_log"] = source
+                    return found
+                except (ParseError, InputError) as exc:
+                    reasons.append(f"{source}: {exc}")
+                    continue
+                except OSError as exc:
+                    reasons.append(f"{source}: {exc.strerror or exc}")
+                    continue
+        else:
+            run = host.run(argv, timeout)
         if run.ok and run.stdout.strip():
             try:
                 found.fields["kernel_log"] = parse_kernel_log(run.stdout, source)
@@ -101,5 +118,6 @@ def probe_kernel_log(host: Host, timeout: float) -> Probed:
 
 def probe_environment(host: Host, timeout: float) -> Probed:
     env = host.environment()
-    relevant = {k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES)}
+    # Redacted here too: these reach JSON reports and saved runs (NVIDIA_API_KEY is a common one).
+    relevant = redact_environment({k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES)})
     return Probed(fields={"env": relevant})

@@ -36,7 +36,7 @@ class DriverRequirement:
 
 def version_key(version: str | None) -> tuple[int, ...]:
     """``535.161.08`` -> (535, 161, 8); ``12.4`` -> (12, 4); anything without a number -> ()."""
-    match = re.match(r"\d+(?:\.\d+)*", (version or "").strip())
+    match = re.match(r"\d{1,9}(?:\.\d{1,9})*", (version or "").strip())
     return tuple(int(n) for n in match[0].split(".")) if match else ()
 
 

@@ -113,13 +113,13 @@ class Row:
 
 def version_key(version: str) -> tuple[int, ...]:
     """``12.8`` -> (12, 8); ``570.124.06`` -> (570, 124, 6)."""
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
+    return tuple(int(p) for p in version.split(".") if p.isdigit() and len(p) < 10)
 
 
 def branch_of(version: str | None) -> int | None:
     """The branch of a driver version: ``535.161.08`` -> 535."""
     head = (version or "").strip().split(".")[0]
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isdigit() and len(head) < 10 else None
 
 
 def rows() -> tuple[Row, ...]:

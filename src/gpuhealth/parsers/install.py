@@ -91,7 +91,8 @@ def parse_dkms_status(text: str) -> tuple[DkmsEntry, ...]:
 
 # --------------------------------------------------------------------------- gcc --version, /proc/version
 
-_GCC_BANNER = re.compile(r"^(?P<name>\S*(?:gcc|cc)\S*)\s+\((?P<package>[^()]*(?:\([^()]*\)[^()]*)*)\)\s+"
+# The name is checked for "cc" in code: ``\S*(?:gcc|cc)\S*`` backtracks quadratically over a run of "c".
+_GCC_BANNER = re.compile(r"^(?P<name>\S{1,200})\s+\((?P<package>[^()]*(?:\([^()]*\)[^()]*)*)\)\s+"
                          r"(?P<version>\d+(?:\.\d+)+)\b")
 
 
@@ -101,7 +102,7 @@ def parse_gcc_version(text: str) -> tuple[str, str]:
         raise ParseError("gcc --version output must be text")
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     match = _GCC_BANNER.match(first)
-    if match is None:
+    if match is None or "cc" not in match["name"]:
         raise ParseError("first line is not '<gcc> (<package>) <version>'")
     return match["version"], first
 

@@ -7,7 +7,16 @@ Speed: a production kernel log can be gigabytes, and almost none of it is about 
 never runs a regular expression per line. It works on bytes: ``bytes.find`` locates the few keywords
 (``NVRM``, ``nvidia-nvswitch``), each hit is widened to its line, ``count(b"\\n")`` between hits gives line
 numbers, and only those lines are decoded and parsed. Files are read in reusable chunks (no copy of
-the whole file) and, when they are large, split between forked worker processes.
+the whole file) and, when they are large, split between forked worker processes; a stream (a pipe, a
+gzip file) is read the same way, in one process (``parse_kernel_log_stream``).
+
+Memory: events are aggregated while scanning, never kept per line. Each (kind, device, Xid, message
+template) is one ``EventGroup``: a count, the first and last occurrence and up to 8 samples; the template is
+the message with numbers, hex values and PCI addresses replaced by ``#``. ``KernelLog.events`` is the
+samples. NVRM lines that are no event (the assertion spam of a wedged driver, millions of lines) are
+counted as kind "other": a message seen before is recognised by its exact text (or, when digits do not
+change its meaning, its digit-normalised text) and not parsed again; in a piece dense with such lines the
+lines are split once and the known ones counted in C.
 
 Event kinds (``KernelEvent.kind``) and what each carries besides timestamp, raw line and line number:
 
@@ -57,18 +66,23 @@ For every kind ``message`` is the text (multi-line blocks joined, ``NVRM:`` tags
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import datetime
 import functools
+import itertools
+import operator
 import os
 import pickle
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, BinaryIO
 
-from gpuhealth.model import KernelEvent, KernelLog, ParseError, normalize_pci_address
+from gpuhealth.model import EventGroup, KernelEvent, KernelLog, ParseError, normalize_pci_address
 
 __all__ = [
     "FORMATS",
@@ -76,6 +90,8 @@ __all__ = [
     "module_banner_version",
     "parse_kernel_log",
     "parse_kernel_log_file",
+    "parse_kernel_log_stream",
+    "timestamp_seconds",
 ]
 
 FORMATS = ("dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "pstore", "plain")
@@ -99,6 +115,22 @@ _PARALLEL_SEGMENT = 32 * 1024 * 1024  # at least this much work per worker
 _MAX_WORKERS = 8
 _MAX_LINE = 64 * 1024  # a "line" longer than this is cut (raw line and parsing)
 _LOOKAHEAD_LINES = 3  # lines kept after a hit that may continue without an NVRM tag
+# A piece where a needle is found _DENSE_PROBE times within _DENSE_PROBE * _DENSE_BYTES_PER_HIT bytes is
+# driver spam: it is split into lines once and each line tested (cheaper than a find per hit).
+_DENSE_PROBE = 256
+_DENSE_BYTES_PER_HIT = 2048
+# Aggregation bounds: memory stays the same whatever the log's length or variety.
+_SAMPLES = 8  # events kept per template: the first 7 and the last
+_MAX_GROUPS = 4096  # templates; past this, new ones of a kind and device share one "(other messages)" group
+_OVERFLOW = "(other messages)"
+_TEMPLATE_CHARS = 400
+_QUIET_MAX = 65536  # exact NVRM messages known to be no event (the fast path)
+_QUIET_NORM_MAX = 4096
+_MAX_BANNERS = 64
+_MAX_RATES = 1024  # (GPU, Xid) series followed for the hourly peak
+_RATE_WINDOW_S = 3600.0
+_RATE_MAX = 65536  # lines held in one hour's window; a peak this high is reported as this
+_RESCAN_MAX_HITS = 10000  # second-pass hits kept (signature refusals, BAR lines)
 
 # --------------------------------------------------------------------------- line prefixes
 
@@ -127,7 +159,7 @@ _SXID = re.compile(
     r"(?P<rest>.*)", re.S)
 _SXID_MORE = re.compile(r"Severity \d|Data \{")
 _PID_NAME = re.compile(
-    r"pid=(?P<pid>'?<unknown>'?|'?\d{1,10}'?)(?:,\s*name=(?P<name>[^,]*?))?(?:,\s*|\s*$)(?P<msg>.*)", re.S)
+    r"pid=(?P<pid>'?<unknown>'?|'?\d{1,10}'?)(?:,\s*name=(?P<name>[^,]*?))?(?:,\s*|(?<!\s)\s*$)(?P<msg>.*)", re.S)
 _MIG = re.compile(r"\bGPU-C?I:\s?\w{1,8}")
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,6})")
 _BANNER = re.compile(r"NVRM: loading NVIDIA UNIX\b.*")
@@ -185,10 +217,15 @@ _BLOCK_START = re.compile(
     r"NVRM: (?:Xid|SXid|loading|The NVIDIA|GPU |GPU\d|API mismatch|This PCI|This is a 64-bit|RmInit|"
     r"request_mem_region|No NVIDIA|None of the|Rate limiting|rm_init_adapter)")
 _SENTENCE_END = re.compile(r"[.!]\s*$")
-_NVRM_TAG = re.compile(r"\s*NVRM:\s?")
+_NVRM_TAG = re.compile(r"(?<!\s)\s*NVRM:\s?")
 _SPACES = re.compile(r"\s+")
 _TEXT_BYTES = bytes([9, 10, 11, 12, 13, 27, *range(32, 127), *range(128, 256)])  # everything but controls
 _MEANINGFUL = re.compile(rb"[^\x00\s]")
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|\d+")
+_NUMBERS_BYTES = re.compile(rb"0x[0-9a-fA-F]+|\d+")
+# Messages whose meaning depends on a number (a zero-sized BAR, a probe count, a device minor): the fast
+# path only counts them by their exact text.
+_DIGITS_MATTER = re.compile(r"BAR|probe|minor|Xid|RmInit|rm_init", re.I)
 
 # A log names few distinct devices, many times (an Xid storm repeats one address).
 _normalize = functools.lru_cache(maxsize=1024)(normalize_pci_address)
@@ -220,8 +257,9 @@ def parse_kernel_log(data: str | bytes, source: str = "", *, workers: int | None
     fmt = _detect(_head(buf))
     return _scan_and_build(
         source, fmt, len(buf), buf[-1:], workers,
-        scan=lambda start, end, needles: _scan_buffer(buf, start, end, needles),
+        scan=lambda start, end: _collect_buffer(buf, start, end),
         bounds=lambda n: _line_bounds(len(buf), n, lambda pos: buf.find(b"\n", pos)),
+        rescan=lambda needles: _hit_list(_scan_buffer(buf, 0, len(buf), needles)[1])[:_RESCAN_MAX_HITS],
     )
 
 
@@ -242,31 +280,51 @@ def parse_kernel_log_file(path: str | os.PathLike[str], source: str | None = Non
             return parse_kernel_log(handle.read(), source, workers=workers)
     return _scan_and_build(
         source, _detect(head), size, last, workers,
-        scan=lambda start, end, needles: _scan_file(path, start, end, needles),
+        scan=lambda start, end: _collect_file(path, start, end),
         bounds=lambda n: _file_line_bounds(path, size, n),
+        rescan=lambda needles: _scan_file(path, 0, size, needles)[1],
     )
 
 
-def _scan_and_build(source: str, fmt: str, size: int, last_byte: bytes, workers: int | None,
-                    scan: Callable[[int, int, Sequence[bytes]], tuple[int, list[_Hit]]],
-                    bounds: Callable[[int], list[int]]) -> KernelLog:
-    """Scan ``size`` bytes for the needles (split between forked workers when large), then parse the hits.
+def parse_kernel_log_stream(stream: BinaryIO, source: str, head: bytes | bytearray = b"") -> KernelLog:
+    """Like ``parse_kernel_log_file`` for a stream that can be read once (a pipe, standard input, a gzip file).
 
-    ``scan(start, end, needles)`` and ``bounds(n)`` hide whether the log is in memory or in a file.
+    ``head``: bytes already read from the stream, scanned first. Memory stays bounded whatever the length;
+    the limit on the length is the caller's (a stream whose ``readinto`` raises stops the scan). The PCI
+    core's BAR lines are not looked for (that needs a second pass), and module-signature refusals only in
+    the first 64 MiB.
+    """
+    reader = _Prefixed(head, stream)
+    first = reader.peek_head(_HEAD_BYTES * 2)
+    fmt = _detect(_head(first))
+    if first[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ParseError("not a kernel log: UTF-16 text too large to decode in memory")
+    newlines, collector, size, last = _collect_reader(reader, None, signature_bytes=_SIGNATURE_SCAN_MAX_BYTES)
+    log = collector.result(source, fmt, _line_total(newlines, last), None, size)
+    return dataclasses.replace(log, bytes_scanned=size)
+
+
+def _scan_and_build(source: str, fmt: str, size: int, last_byte: bytes, workers: int | None,
+                    scan: Callable[[int, int], tuple[int, _Collector]],
+                    bounds: Callable[[int], list[int]],
+                    rescan: Callable[[Sequence[bytes]], list[_Hit]]) -> KernelLog:
+    """Scan ``size`` bytes, aggregating events as they are found (split between forked workers when large).
+
+    ``scan(start, end)``, ``bounds(n)`` and ``rescan(needles)`` hide whether the log is in memory or in a file.
     """
     n = _worker_count(size, workers)
     parts = None
     if n > 1:
         edges = bounds(n)
         try:
-            parts = _fork_map(lambda i: scan(edges[i], edges[i + 1], _NEEDLES), len(edges) - 1)
+            parts = _fork_map(lambda i: _portable(scan(edges[i], edges[i + 1])), len(edges) - 1)
         except _ParallelFailed:
             parts = None
     if parts is None:
-        parts = [scan(0, size, _NEEDLES)]
-    newlines, hits = _merge(parts)
-    return _build(source, fmt, _line_total(newlines, last_byte), hits,
-                  lambda needles: scan(0, size, needles)[1], size)
+        parts = [scan(0, size)]
+    newlines, collector = _merge(parts)
+    log = collector.result(source, fmt, _line_total(newlines, last_byte), rescan, size)
+    return dataclasses.replace(log, bytes_scanned=size)
 
 
 def module_banner_version(banner: str) -> tuple[str | None, str | None]:
@@ -402,21 +460,23 @@ def _detect(head: bytes) -> str:
 # --------------------------------------------------------------------------- scanning (bytes level)
 
 
-class _Hit(NamedTuple):
-    """One line holding a keyword: where it is and what follows it (for untagged continuations)."""
-
-    line_index: int  # 0-based
-    raw: bytes
-    after: bytes | None = None
+# One line holding a keyword: (0-based line index, raw line, what follows it for untagged continuations).
+# A plain tuple: a NamedTuple's constructor costs microseconds, and driver spam makes millions of hits.
+_Hit = tuple[int, bytes, "bytes | None"]
 
 
-def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence[bytes]
+def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence[bytes], ahead: int | None = None
                  ) -> tuple[int, list[_Hit]]:
-    """Newlines in buf[start:end] and the lines there holding a needle (line_index relative to start)."""
+    """Newlines in buf[start:end] and the lines there holding a needle (line_index relative to start).
+
+    ``ahead``: how far the lines after a hit may be looked at (default ``end``).
+    """
+    ahead = end if ahead is None else ahead
     spans: dict[int, int] = {}
     find, rfind = buf.find, buf.rfind
     for needle in needles:
         pos = find(needle, start, end)
+        found = 0
         while pos != -1:
             line_start = rfind(b"\n", start, pos) + 1 or start
             line_end = find(b"\n", pos, end)
@@ -424,6 +484,9 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
                 line_end = end
             spans[line_start] = line_end
             pos = find(needle, line_end, end)
+            found += 1
+            if found == _DENSE_PROBE and pos != -1 and pos - start < _DENSE_PROBE * _DENSE_BYTES_PER_HIT:
+                return _scan_dense(bytes(buf[start:ahead]), end - start, needles, needle)
     hits: list[_Hit] = []
     count = buf.count
     newlines = 0
@@ -437,56 +500,203 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
         if b"The NVIDIA GPU" in raw:
             stop = line_end
             for _ in range(_LOOKAHEAD_LINES):
-                if stop >= end:
+                if stop >= ahead:
                     break
-                nxt = find(b"\n", stop + 1, end)
-                stop = end if nxt == -1 else nxt
+                nxt = find(b"\n", stop + 1, ahead)
+                stop = ahead if nxt == -1 else nxt
             after = bytes(buf[line_end + 1:min(stop, line_end + 1 + _MAX_LINE)])
-        hits.append(_Hit(newlines, raw, after))
+        hits.append((newlines, raw, after))
     newlines += count(b"\n", previous, end)
     return newlines, hits
 
 
+class _Dense:
+    """The hits of a piece full of driver spam: its lines and the indices of those holding a needle.
+
+    Kept as lines (not hit tuples) so that the collector can count lines it already knows in C.
+    """
+
+    __slots__ = ("lines", "chosen", "data", "end")
+
+    def __init__(self, lines: list[bytes], chosen: list[int], data: bytes, end: int) -> None:
+        self.lines, self.chosen, self.data, self.end = lines, chosen, data, end
+
+    def after(self, i: int) -> bytes | None:
+        """The lines after hit ``i`` when it may continue without an NVRM tag ("The NVIDIA GPU ...")."""
+        if b"The NVIDIA GPU" not in self.lines[i]:
+            return None
+        following = self.lines[i + 1:i + 1 + _LOOKAHEAD_LINES]
+        if len(following) < _LOOKAHEAD_LINES and len(self.data) > self.end:  # the lines after the piece
+            extra = self.data[self.end:self.end + 4 * _MAX_LINE].split(b"\n")
+            following = following + extra[:_LOOKAHEAD_LINES - len(following)]
+        return b"\n".join(following)[:_MAX_LINE]
+
+    def hit(self, i: int) -> _Hit:
+        raw = self.lines[i]
+        return (i, raw[:_MAX_LINE] if len(raw) > _MAX_LINE else raw, self.after(i))
+
+    def hits(self) -> list[_Hit]:
+        return [self.hit(i) for i in self.chosen]
+
+
+def _scan_dense(data: bytes, end: int, needles: Sequence[bytes], dense: bytes) -> tuple[int, Any]:
+    """_scan_buffer for a piece where hits are frequent (driver spam): split into lines once, test each.
+
+    ``data[:end]`` is the piece; what follows is only looked at for the lines after a hit.
+    """
+    piece = data[:end]
+    lines = piece.split(b"\n")
+    # The dense needle is tested line by line in C (compress/map); the others are rare: found with find.
+    chosen = set(itertools.compress(range(len(lines)), map(operator.contains, lines, itertools.repeat(dense))))
+    for needle in needles:
+        if needle == dense:
+            continue
+        pos, counted, line = piece.find(needle), 0, 0
+        while pos != -1:
+            line += piece.count(b"\n", counted, pos)
+            counted = pos
+            chosen.add(line)
+            pos = piece.find(needle, piece.find(b"\n", pos) + 1 or len(piece))
+    return len(lines) - 1, _Dense(lines, sorted(chosen), data, end)
+
+
+def _hit_list(hits: Any) -> list[_Hit]:
+    return hits.hits() if isinstance(hits, _Dense) else hits
+
+
 def _scan_file(path: str, start: int, end: int, needles: Sequence[bytes]) -> tuple[int, list[_Hit]]:
-    """_scan_buffer over the file's bytes [start, end), read in _CHUNK pieces into one reused buffer."""
+    """The hits of a second, rare pass (signature refusals, BAR lines), at most _RESCAN_MAX_HITS of them."""
     hits: list[_Hit] = []
-    newlines = 0
-    buf = bytearray(_CHUNK)
-    filled = 0
-    offset = start
+
+    def keep(part: list[_Hit]) -> None:
+        hits.extend(part[:_RESCAN_MAX_HITS - len(hits)])
+
     with open(path, "rb", buffering=0) as handle:
         handle.seek(start)
-        while True:
-            eof = offset >= end
-            if not eof:
-                if filled == len(buf):  # a line longer than the buffer: grow it
-                    buf.extend(bytes(len(buf)))
-                want = min(len(buf) - filled, end - offset)
-                with memoryview(buf) as view:
-                    got = handle.readinto(view[filled:filled + want]) or 0
-                if got == 0:  # the file shrank while being read
-                    end = offset
-                offset += got
-                filled += got
-                eof = offset >= end
-            cut = filled if eof else buf.rfind(b"\n", 0, filled) + 1
-            if cut:
-                part_newlines, part_hits = _scan_buffer(buf, 0, cut, needles)
-                hits.extend(_Hit(newlines + h.line_index, h.raw, h.after) for h in part_hits)
-                newlines += part_newlines
-                buf[:filled - cut] = buf[cut:filled]
-                filled -= cut
-            if eof:
-                return newlines, hits
-
-
-def _merge(parts: Iterable[tuple[int, list[_Hit]]]) -> tuple[int, list[_Hit]]:
-    newlines = 0
-    hits: list[_Hit] = []
-    for part_newlines, part_hits in parts:
-        hits.extend(_Hit(newlines + h.line_index, h.raw, h.after) for h in part_hits)
-        newlines += part_newlines
+        newlines, _, _, _ = _read_chunks(handle, end - start, needles, (), 0, keep)
     return newlines, hits
+
+
+def _collect_buffer(buf: bytes | bytearray, start: int, end: int) -> tuple[int, _Collector]:
+    """Newlines and the aggregated events of buf[start:end], fed chunk by chunk (hits never pile up)."""
+    collector = _Collector()
+    newlines = 0
+    pos = start
+    while pos < end:
+        stop = buf.find(b"\n", min(pos + _CHUNK, end) - 1, end)
+        stop = end if stop == -1 else stop + 1
+        part_newlines, hits = _scan_buffer(buf, pos, stop, _NEEDLES, ahead=end)
+        collector.feed(hits, newlines)
+        newlines += part_newlines
+        pos = stop
+    return newlines, collector
+
+
+def _collect_file(path: str, start: int, end: int) -> tuple[int, _Collector]:
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(start)
+        newlines, collector, _, _ = _collect_reader(handle, end - start)
+    return newlines, collector
+
+
+def _collect_reader(reader: Any, limit: int | None, signature_bytes: int = 0
+                    ) -> tuple[int, _Collector, int, bytes]:
+    """(newlines, collector, bytes read, last byte) for ``limit`` bytes of ``reader`` (None: to its end)."""
+    collector = _Collector()
+    newlines, size, last, _ = _read_chunks(reader, limit, _NEEDLES, _SIGNATURE_NEEDLES, signature_bytes,
+                                           lambda hits: None, collector)
+    return newlines, collector, size, last
+
+
+def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early: Sequence[bytes],
+                 early_bytes: int, sink: Callable[[list[_Hit]], None], collector: _Collector | None = None
+                 ) -> tuple[int, int, bytes, None]:
+    """Read ``reader`` in _CHUNK pieces into one reused buffer; hand each piece's hits on.
+
+    Hits go to ``collector`` (line indices made global) or, without one, to ``sink``. ``early`` needles
+    are looked for too while fewer than ``early_bytes`` have been read. Returns (newlines, bytes read,
+    last byte, None).
+    """
+    newlines = 0
+    # No bigger than the input: a 16 MiB buffer per small log would stay in the heap of a long-lived process.
+    buf = bytearray(_CHUNK if limit is None else max(1, min(_CHUNK, limit)))
+    filled = 0
+    total = 0
+    last = b""
+    eof = False
+    while not eof:
+        if filled == len(buf) and len(buf) < max(2 * _CHUNK, 1 << 20):
+            buf.extend(bytes(len(buf)))  # a line longer than the buffer: grow it, up to a bound
+        want = len(buf) - filled if limit is None else min(len(buf) - filled, limit - total)
+        got = 0
+        if want > 0:
+            with memoryview(buf) as view:
+                got = reader.readinto(view[filled:filled + want]) or 0
+        eof = got == 0
+        if got:
+            total += got
+            filled += got
+            last = bytes(buf[filled - 1:filled])
+        cut = filled if eof else buf.rfind(b"\n", 0, filled) + 1
+        if not cut and filled == len(buf) and len(buf) >= max(2 * _CHUNK, 1 << 20):
+            cut = filled  # a line longer than that is scanned in pieces: memory stays bounded
+        if cut:
+            use = tuple(needles) + tuple(early) if total - filled < early_bytes else needles
+            part_newlines, hits = _scan_buffer(buf, 0, cut, use, ahead=filled)
+            if collector is not None:
+                collector.feed(hits, newlines)
+            else:
+                sink([(newlines + index, raw, after) for index, raw, after in _hit_list(hits)])
+            newlines += part_newlines
+            buf[:filled - cut] = buf[cut:filled]
+            filled -= cut
+    return newlines, total, last, None
+
+
+class _Prefixed:
+    """A stream with bytes already read from it put back in front."""
+
+    def __init__(self, head: bytes | bytearray, stream: Any) -> None:
+        self._head = memoryview(head)  # slices of a view copy nothing: the head may be tens of MB
+        self._stream = stream
+
+    def peek_head(self, size: int) -> bytes:
+        if len(self._head) < size:
+            more = bytearray(self._head)
+            while len(more) < size:
+                data = self._stream.read(size - len(more))
+                if not data:
+                    break
+                more += data
+            self._head = memoryview(more)
+        return bytes(self._head[:size])
+
+    def readinto(self, view: memoryview) -> int:
+        if len(self._head):
+            n = min(len(view), len(self._head))
+            view[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._stream.readinto(view) or 0
+
+
+def _merge(parts: Iterable[tuple[int, _Collector]]) -> tuple[int, _Collector]:
+    newlines = 0
+    merged: _Collector | None = None
+    for part_newlines, collector in parts:
+        if merged is None:
+            merged = collector
+        else:
+            merged.absorb(collector, newlines)
+        newlines += part_newlines
+    return newlines, merged if merged is not None else _Collector()
+
+
+def _portable(part: tuple[int, _Collector]) -> tuple[int, _Collector]:
+    """A worker's result made small for the pipe: the caches stay behind."""
+    part[1].close()
+    part[1].drop_caches()
+    return part
 
 
 def _line_total(newlines: int, last_byte: bytes) -> int:
@@ -543,7 +753,7 @@ def _file_line_bounds(path: str, size: int, n: int) -> list[int]:
         return _line_bounds(size, n, find_newline)
 
 
-def _fork_map(job: Callable[[int], tuple[int, list[_Hit]]], count: int) -> list[tuple[int, list[_Hit]]]:
+def _fork_map(job: Callable[[int], Any], count: int) -> list[Any]:
     """job(0..count-1), job 0 in this process and the others in forked children; results in order.
 
     Children send their pickled result through a pipe and leave with os._exit. Any failure raises
@@ -655,100 +865,437 @@ def _address(text: str) -> str | None:
     return _normalize(match["addr"]) if match else None
 
 
-def _build(source: str, fmt: str, lines_scanned: int, hits: list[_Hit],
-           rescan: Callable[[Sequence[bytes]], list[_Hit]], size: int = 0) -> KernelLog:
-    lines = []
-    for hit in hits:
-        raw = _decode(hit.raw)
+class _Group:
+    """One aggregate while scanning: count, first event, the first samples, the last occurrence."""
+
+    __slots__ = ("kind", "template", "count", "first", "samples", "last", "last_raw", "last_index")
+
+    def __init__(self, kind: str, template: str, event: KernelEvent) -> None:
+        self.kind = kind
+        self.template = template
+        self.count = 1
+        self.first = event
+        self.samples = [event]
+        self.last = event
+        self.last_raw: bytes | None = None  # a quiet line counted by the fast path: made an event at the end
+        self.last_index = 0
+
+    def add(self, event: KernelEvent) -> None:
+        self.count += 1
+        if len(self.samples) < _SAMPLES - 1:
+            self.samples.append(event)
+        self.last = event
+        self.last_raw = None
+
+    def replace(self, old: KernelEvent, new: KernelEvent) -> None:
+        """An event folded with the line after it (AER): the same occurrence, a longer message."""
+        self.samples = [new if e is old else e for e in self.samples]
+        self.first = new if self.first is old else self.first
+        self.last = new if self.last is old else self.last
+
+    def freeze(self, rate: _Rate | None) -> EventGroup:
+        if self.last_raw is not None:
+            self.last = _other_event(self.last_raw, self.last_index)
+            self.last_raw = None
+        samples = tuple(self.samples) if self.last == self.samples[-1] else (*self.samples, self.last)
+        peak = (rate.peak, rate.peak_from, rate.peak_to) if rate is not None else (0, None, None)
+        return EventGroup(self.kind, self.template, self.count, self.first, self.last, samples, *peak)
+
+    def shifted(self, lines: int) -> _Group:
+        if self.last_raw is not None:
+            self.last = _other_event(self.last_raw, self.last_index)
+            self.last_raw = None
+        shift = functools.partial(_shift, lines=lines)
+        self.first = shift(self.first)
+        self.samples = [shift(e) for e in self.samples]
+        self.last = self.samples[-1] if self.last is self.first or self.last in self.samples else shift(self.last)
+        return self
+
+
+def _shift(event: KernelEvent, lines: int) -> KernelEvent:
+    if not lines or event.line_number is None:
+        return event
+    return dataclasses.replace(event, line_number=event.line_number + lines)
+
+
+def _other_event(raw: bytes, index: int) -> KernelEvent:
+    line = _decode(raw)
+    timestamp, message = _split_prefix(line)
+    return KernelEvent(kind="other", message=_clean(message), line=line, line_number=index + 1, timestamp=timestamp)
+
+
+class _Rate:
+    """The most Xid lines of one (GPU, code) within any hour of log time: a sliding window, bounded."""
+
+    __slots__ = ("window", "head", "head_open", "peak", "peak_from", "peak_to")
+
+    def __init__(self) -> None:
+        self.window: collections.deque[tuple[float, str]] = collections.deque()
+        self.head: list[tuple[float, str]] = []  # the first hour: lets a later merge see windows across a cut
+        self.head_open = True
+        self.peak = 0
+        self.peak_from: str | None = None
+        self.peak_to: str | None = None
+
+    def add(self, seconds: float, stamp: str, record_head: bool = True) -> None:
+        window = self.window
+        if window and seconds < window[-1][0]:
+            window.clear()  # the clock went back (a reboot): a new series
+        window.append((seconds, stamp))
+        while seconds - window[0][0] > _RATE_WINDOW_S or len(window) > _RATE_MAX:
+            window.popleft()
+        if len(window) > self.peak:
+            self.peak, self.peak_from, self.peak_to = len(window), window[0][1], stamp
+        if record_head and self.head_open:
+            if (self.head and (seconds - self.head[0][0] > _RATE_WINDOW_S or seconds < self.head[-1][0])) \
+                    or len(self.head) >= _RATE_MAX:
+                self.head_open = False
+            else:
+                self.head.append((seconds, stamp))
+
+    def absorb(self, later: _Rate) -> None:
+        """Continue this series with a later part's (windows across the cut are replayed from its head)."""
+        for seconds, stamp in later.head:
+            self.add(seconds, stamp, record_head=self.head_open)
+        if later.peak > self.peak:
+            self.peak, self.peak_from, self.peak_to = later.peak, later.peak_from, later.peak_to
+        if later.head_open is False:
+            self.window = later.window
+            self.head_open = False
+
+
+class _Collector:
+    """Turns hit lines into events as they come and aggregates them by template: bounded whatever the log.
+
+    A multi-line driver message is held until its block ends. An NVRM line already known to be no event
+    (assertion spam a wedged driver writes millions of times) is counted without being parsed again.
+    """
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, str | None, int | None, str], _Group] = {}
+        self.banners: list[str] = []
+        self.quiet: dict[bytes, _Group] = {}  # exact NVRM message -> its group
+        self.quiet_norm: dict[bytes, _Group] = {}  # the same with numbers replaced
+        self.dropped: set[bytes] = set()  # exact NVRM messages that are folded repeats
+        self.saturated: set[bytes] = set()  # quiet messages whose group has its full sample: counted in bulk
+        self.pending: list[_Line] = []
+        self.previous: KernelEvent | None = None
+        self.previous_group: _Group | None = None
+        self.fallen: set[str | None] = set()
+        self.rates: dict[tuple[str | None, int], _Rate] = {}
+        self.signature: list[KernelEvent] = []
+
+    # ---------------------------------------------------------------- feeding
+
+    def feed(self, hits: Any, base: int) -> None:
+        if isinstance(hits, _Dense):
+            self._feed_dense(hits, base)
+            return
+        quiet, quiet_norm, dropped = self.quiet, self.quiet_norm, self.dropped
+        for index, raw, after in hits:
+            if not self.pending:
+                at = raw.find(b"NVRM")
+                if at != -1:
+                    key = raw[at:]
+                    if key in dropped:
+                        continue
+                    group = quiet.get(key)
+                    if group is None and quiet_norm:
+                        group = quiet_norm.get(_NUMBERS_BYTES.sub(b"#", key))
+                        if group is not None and len(quiet) < _QUIET_MAX:
+                            quiet[key] = group
+                    if group is not None:
+                        if len(group.samples) < _SAMPLES - 1:
+                            group.add(_other_event(raw, base + index))
+                        else:
+                            group.count += 1
+                            group.last_raw = raw
+                            group.last_index = base + index
+                            if len(self.saturated) < _QUIET_MAX:
+                                self.saturated.add(key)
+                        continue
+            self._hit(index, raw, after, base)
+
+    def _feed_dense(self, dense: _Dense, base: int) -> None:
+        """Hits of a spam-filled piece: lines already known as chatter (with a full sample) are counted in C,
+        per key, between the others, which go through ``feed`` one by one, in order."""
+        chosen = dense.chosen
+        lines = list(map(dense.lines.__getitem__, chosen))
+        at = map(bytes.find, lines, itertools.repeat(b"NVRM"))
+        keys = list(map(operator.getitem, lines, map(slice, at, itertools.repeat(None))))
+        slow = list(itertools.compress(range(len(keys)), map(operator.not_, map(self.saturated.__contains__, keys))))
+        start = 0
+        slow.append(len(keys))
+        for j in slow:
+            if j < start:
+                continue  # already fed as the continuation of a block
+            if start < j:
+                self._count_known(keys, lines, chosen, start, j, base)
+            if j == len(keys):
+                break
+            self.feed([dense.hit(chosen[j])], base)
+            start = j + 1
+            while self.pending and start < len(keys) and chosen[start] == chosen[start - 1] + 1:
+                self.feed([dense.hit(chosen[start])], base)  # may continue the block: in order, in full
+                start += 1
+
+    def _count_known(self, keys: list[bytes], lines: list[bytes], chosen: list[int], start: int, stop: int,
+                     base: int) -> None:
+        segment = keys[start:stop]
+        last = dict(zip(segment, range(start, stop), strict=True))  # the last occurrence of each key
+        latest: dict[int, int] = {}
+        for key, count in collections.Counter(segment).items():
+            group = self.quiet.get(key)
+            if group is None:
+                continue  # a folded repeat (a GPU's fallen-off-the-bus report after the first)
+            group.count += count
+            j = last[key]
+            if j > latest.get(id(group), -1):
+                latest[id(group)] = j
+                group.last_raw, group.last_index = lines[j], base + chosen[j]
+
+    def _hit(self, index: int, raw_bytes: bytes, after: bytes | None, base: int) -> None:
+        raw = _decode(raw_bytes)
         timestamp, message = _split_prefix(raw)
-        after = _decode(hit.after) if hit.after else None
-        lines.append(_Line(hit.line_index + 1, raw, timestamp, message, after))
-    events, banners = _events(lines)
-    failing = {e.pci_address for e in events if e.kind in ("bar", "rminit_failed", "probe") and e.pci_address}
-    if failing:
-        events.extend(_pci_bar_events(rescan, failing, {e.line_number for e in events}))
-        events.sort(key=lambda e: e.line_number or 0)
-    if size <= _SIGNATURE_SCAN_MAX_BYTES:
-        events.extend(_signature_events(rescan(_SIGNATURE_NEEDLES)))
-        events.sort(key=lambda e: e.line_number or 0)
-    return KernelLog(source=source, format=fmt, lines_scanned=lines_scanned, events=tuple(events),
-                     module_banners=tuple(banners))
+        line = _Line(base + index + 1, raw, timestamp, message, _decode(after) if after else None)
+        if self.pending:
+            block = self.pending
+            if (len(block) < 8 and line.number == block[-1].number + 1 and "NVRM" in message
+                    and not _BLOCK_START.search(message)):
+                block.append(line)
+                if _SENTENCE_END.search(message) and not _wants_more(_clean(*(b.message for b in block))):
+                    self._flush()
+                return
+            self._flush()
+        if not any(needle in raw_bytes for needle in _NEEDLES):
+            self._signature(line)
+            return
+        self._line(line, raw_bytes)
+
+    def _line(self, line: _Line, raw: bytes) -> None:
+        message = line.message
+        if "NVRM" not in message and "SXid" not in message and "AER:" in message:
+            self._aer(line)
+        elif "NVRM" not in message:
+            event = _sxid(line) if "SXid" in message else None
+            previous = self.previous
+            if event is not None and _SXID_MORE.match(event.message) and previous is not None and (
+                    previous.kind, previous.pci_address, previous.xid) == ("sxid", event.pci_address, event.xid):
+                event = None  # "Severity 0 Engine instance ..." / "Data {...}" lines continue the first one
+            self._emit(event) if event is not None else self._other(line)
+        elif "Xid (" in message and (xid_match := _XID.search(message)):
+            self._emit(_xid(line, xid_match))
+        elif banner := _BANNER.search(message):
+            if len(self.banners) < _MAX_BANNERS:
+                self.banners.append(banner.group(0).rstrip())
+            else:
+                self.banners[-1] = banner.group(0).rstrip()  # the latest load is the one that counts
+        elif _JOINABLE.search(message) and not (_SENTENCE_END.search(message) and not _wants_more(message)):
+            self.pending = [line]
+        else:
+            self._block([line], raw)
+
+    def _flush(self) -> None:
+        block, self.pending = self.pending, []
+        self._block(block, None)
+
+    def _block(self, block: list[_Line], raw: bytes | None) -> None:
+        """A driver message (one line, or several joined): an event, a repeat to fold, or chatter to count."""
+        event = _nvrm_event(block)
+        if event is None:
+            group = self._other(block[0])
+            if raw is not None:
+                self._remember_quiet(raw, block[0].message, group)
+        elif event.kind == "fallen_off_bus" and event.pci_address in self.fallen:
+            if raw is not None:  # one event per GPU: repeats are folded (and not parsed again)
+                self._remember_quiet(raw, block[0].message, None)
+        else:
+            if event.kind == "fallen_off_bus" and len(self.fallen) < _MAX_GROUPS:
+                self.fallen.add(event.pci_address)
+            self._emit(event)
+
+    def _aer(self, line: _Line) -> None:
+        event = _aer(line)
+        previous = self.previous
+        if event is None:
+            self._other(line)  # the status, mask, header and per-bit lines that follow an error
+            return
+        if (previous is not None and previous.kind == "aer" and "PCIe Bus Error" in event.message
+                and "received" in previous.message and "PCIe Bus Error" not in previous.message
+                and (previous.pci_address, previous.detail) == (event.pci_address, event.detail)
+                and 0 < line.number - (previous.line_number or 0) <= _AER_FOLD_LINES
+                and self.previous_group is not None):
+            folded = dataclasses.replace(previous, message=f"{previous.message}; {event.message}")
+            self.previous_group.replace(previous, folded)  # the same error, as the device's own line
+            self.previous = folded
+            return
+        self._emit(event)
+
+    def _signature(self, line: _Line) -> None:
+        if "nvidia" in line.message.lower() and len(self.signature) < _RESCAN_MAX_HITS:
+            self.signature.append(KernelEvent(kind="module_signature", message=line.message.strip(),
+                                              line=line.raw, line_number=line.number, timestamp=line.timestamp))
+
+    def _remember_quiet(self, raw: bytes, message: str, group: _Group | None) -> None:
+        """Let the fast path count this NVRM message next time (and, unless digits matter, its look-alikes).
+
+        ``group`` None: a repeat that is dropped (a GPU's fallen-off-the-bus report after the first).
+        """
+        at = raw.find(b"NVRM")
+        if at == -1 or not message.lstrip().startswith("NVRM") or len(self.quiet) >= _QUIET_MAX:
+            return
+        key = raw[at:]
+        if group is None:
+            self.dropped.add(key)
+            self.saturated.add(key)
+            return
+        self.quiet[key] = group
+        if len(self.quiet_norm) < _QUIET_NORM_MAX and not _DIGITS_MATTER.search(message):
+            self.quiet_norm[_NUMBERS_BYTES.sub(b"#", key)] = group
+
+    # ---------------------------------------------------------------- aggregating
+
+    def _emit(self, event: KernelEvent) -> None:
+        group = self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
+        if event.kind == "xid" and event.xid is not None:
+            self._rate(event)
+        self.previous, self.previous_group = event, group
+
+    def _other(self, line: _Line) -> _Group:
+        event = KernelEvent(kind="other", message=_clean(line.message), line=line.raw, line_number=line.number,
+                            timestamp=line.timestamp)
+        return self._group("other", None, None, _template(event.message), event)
+
+    def _group(self, kind: str, address: str | None, xid: int | None, template: str, event: KernelEvent) -> _Group:
+        key = (kind, address, xid, template)
+        group = self.groups.get(key)
+        if group is None and len(self.groups) >= _MAX_GROUPS:
+            key = (kind, address, xid, _OVERFLOW)
+            group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = _Group(kind, key[3], event)
+        else:
+            group.add(event)
+        return group
+
+    def _rate(self, event: KernelEvent) -> None:
+        seconds = timestamp_seconds(event.timestamp)
+        if seconds is None or event.timestamp is None:
+            return
+        key = (event.pci_address, event.xid or 0)
+        rate = self.rates.get(key)
+        if rate is None:
+            if len(self.rates) >= _MAX_RATES:
+                return
+            rate = self.rates[key] = _Rate()
+        rate.add(seconds, event.timestamp)
+
+    # ---------------------------------------------------------------- parts and the result
+
+    def close(self) -> None:
+        if self.pending:
+            self._flush()
+
+    def drop_caches(self) -> None:
+        self.quiet, self.quiet_norm, self.dropped, self.saturated = {}, {}, set(), set()
+        self.previous = self.previous_group = None
+
+    def absorb(self, later: _Collector, lines: int) -> None:
+        """Append a later part of the same log (its line numbers start ``lines`` further on)."""
+        self.close()
+        later.close()
+        for key, group in later.groups.items():
+            mine = self.groups.get(key)
+            if group.kind == "fallen_off_bus" and group.first.pci_address in self.fallen:
+                continue  # one event per GPU
+            group = group.shifted(lines)
+            if mine is None:
+                if len(self.groups) >= _MAX_GROUPS:
+                    key = (*key[:3], _OVERFLOW)
+                    mine = self.groups.get(key)
+                if mine is None:
+                    self.groups[key] = group
+                    continue
+            mine.count += group.count
+            mine.samples.extend(group.samples[:max(0, _SAMPLES - 1 - len(mine.samples))])
+            mine.last, mine.last_raw = group.last, None
+        self.fallen |= later.fallen
+        for banner in later.banners:
+            if len(self.banners) < _MAX_BANNERS:
+                self.banners.append(banner)
+            else:
+                self.banners[-1] = banner
+        for key, rate in later.rates.items():
+            if key in self.rates:
+                self.rates[key].absorb(rate)
+            elif len(self.rates) < _MAX_RATES:
+                self.rates[key] = rate
+        self.signature.extend(_shift(e, lines) for e in later.signature[:_RESCAN_MAX_HITS - len(self.signature)])
+        self.quiet, self.quiet_norm, self.dropped = later.quiet, later.quiet_norm, later.dropped
+        self.saturated = later.saturated
+
+    def result(self, source: str, fmt: str, lines_scanned: int,
+               rescan: Callable[[Sequence[bytes]], list[_Hit]] | None, size: int) -> KernelLog:
+        self.close()
+        failing = {g.first.pci_address for g in self.groups.values()
+                   if g.kind in ("bar", "rminit_failed", "probe") and g.first.pci_address}
+        known = {e.line_number for g in self.groups.values() for e in g.samples}
+        if failing and rescan is not None:
+            for event in _pci_bar_events(rescan, failing, known):
+                self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
+        signature = self.signature
+        if rescan is not None and size <= _SIGNATURE_SCAN_MAX_BYTES:
+            signature = _signature_events(rescan(_SIGNATURE_NEEDLES))
+        for event in signature:
+            self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
+        groups = sorted((g.freeze(self.rates.get((g.first.pci_address, g.first.xid or 0)) if g.kind == "xid"
+                                  else None) for g in self.groups.values()),
+                        key=lambda g: (g.first.line_number or 0, g.kind, g.template))
+        events = sorted((e for g in groups if g.kind != "other" for e in g.samples),
+                        key=lambda e: e.line_number or 0)
+        return KernelLog(source=source, format=fmt, lines_scanned=lines_scanned, events=tuple(events),
+                         module_banners=tuple(self.banners), groups=tuple(groups))
+
+
+def _template(message: str) -> str:
+    """The message with numbers, hex values and PCI addresses as ``#``: lines that differ only there are one."""
+    return _NUMBERS.sub("#", message[:_TEMPLATE_CHARS])
+
+
+def timestamp_seconds(timestamp: str | None) -> float | None:
+    """A kernel log timestamp as seconds (absolute or since boot; only differences are meaningful)."""
+    if not timestamp:
+        return None
+    text = timestamp.strip()
+    try:
+        return float(text)  # dmesg, kmsg, pstore, journal monotonic
+    except ValueError:
+        pass
+    try:
+        return datetime.datetime.fromisoformat(text.replace(",", ".").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        pass
+    for form in ("%a %b %d %H:%M:%S %Y", "%b %d %H:%M:%S", "%b %d %H:%M:%S.%f"):
+        try:
+            parsed = time.strptime(" ".join(text.split()), form)
+        except ValueError:
+            continue
+        return float(time.mktime(parsed[:8] + (0,)) if parsed.tm_year > 1970 else
+                     ((parsed.tm_yday * 24 + parsed.tm_hour) * 60 + parsed.tm_min) * 60 + parsed.tm_sec)
+    return None
 
 
 def _signature_events(hits: list[_Hit]) -> list[KernelEvent]:
     """``module_signature`` events: the kernel refused (or tainted for) an unsigned NVIDIA module."""
     events = []
-    for hit in hits:
-        raw = _decode(hit.raw)
+    for index, raw_bytes, _ in hits:
+        raw = _decode(raw_bytes)
         timestamp, message = _split_prefix(raw)
         if "nvidia" not in message.lower():  # another vendor's module (a Wi-Fi or VirtualBox driver, say)
             continue
         events.append(KernelEvent(kind="module_signature", message=message.strip(), line=raw,
-                                  line_number=hit.line_index + 1, timestamp=timestamp))
+                                  line_number=index + 1, timestamp=timestamp))
     return events
-
-
-def _events(lines: list[_Line]) -> tuple[list[KernelEvent], list[str]]:
-    events: list[KernelEvent] = []
-    banners: list[str] = []
-    fallen: set[str | None] = set()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        consumed = 1
-        message = line.message
-        event: KernelEvent | None = None
-        if "NVRM" not in message and "SXid" not in message and "AER:" in message:
-            event = _aer(line)
-            previous = events[-1] if events else None
-            if (event is not None and previous is not None and previous.kind == "aer"
-                    and "PCIe Bus Error" in event.message and "received" in previous.message
-                    and "PCIe Bus Error" not in previous.message
-                    and (previous.pci_address, previous.detail) == (event.pci_address, event.detail)
-                    and 0 < line.number - (previous.line_number or 0) <= _AER_FOLD_LINES):
-                events[-1] = dataclasses.replace(previous, message=f"{previous.message}; {event.message}")
-                event = None  # the same error, as the device's own line
-        elif "NVRM" not in message:
-            event = _sxid(line) if "SXid" in message else None
-            if event is not None and _SXID_MORE.match(event.message) and events and (
-                    events[-1].kind, events[-1].pci_address, events[-1].xid) == ("sxid", event.pci_address,
-                                                                                 event.xid):
-                event = None  # "Severity 0 Engine instance ..." / "Data {...}" lines continue the first one
-        elif "Xid (" in message and (xid_match := _XID.search(message)):
-            event = _xid(line, xid_match)
-        elif banner := _BANNER.search(message):
-            banners.append(banner.group(0).rstrip())
-        else:
-            block = _block(lines, i)
-            consumed = len(block)
-            event = _nvrm_event(block)
-            if event is not None and event.kind == "fallen_off_bus":
-                if event.pci_address in fallen:
-                    event = None
-                else:
-                    fallen.add(event.pci_address)
-        if event is not None:
-            events.append(event)
-        i += consumed
-    return events, banners
-
-
-def _block(lines: list[_Line], i: int) -> list[_Line]:
-    """Line i and the NVRM lines right after it that continue the same message (up to 8)."""
-    block = [lines[i]]
-    if not _JOINABLE.search(lines[i].message) or (
-            _SENTENCE_END.search(lines[i].message) and not _wants_more(lines[i].message)):
-        return block
-    j = i + 1
-    while j < len(lines) and len(block) < 8:
-        nxt = lines[j]
-        if nxt.number != block[-1].number + 1 or "NVRM" not in nxt.message or _BLOCK_START.search(nxt.message):
-            break
-        block.append(nxt)
-        j += 1
-        if _SENTENCE_END.search(nxt.message) and not _wants_more(_clean(*(b.message for b in block))):
-            break
-    return block
 
 
 def _wants_more(text: str) -> bool:
@@ -891,8 +1438,8 @@ def _pci_bar_events(rescan: Callable[[Sequence[bytes]], list[_Hit]], addresses: 
     needles = sorted(f"{addr}: ".encode() for addr in addresses)
     events = []
     for hit in rescan(needles):
-        number = hit.line_index + 1
-        raw = _decode(hit.raw)
+        number = hit[0] + 1
+        raw = _decode(hit[1])
         match = _PCI_BAR_FAIL.search(raw)
         if number in known_lines or match is None or "NVRM" in raw:
             continue

@@ -27,10 +27,10 @@ _HEX_LINE = re.compile(r"^(?P<offset>[0-9a-fA-F]{2,3}):(?P<bytes>(?: [0-9a-fA-F]
 _TREE_LINE = re.compile(r"^[\s|`\\+-]*[-+]\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]")
 _TREE_ANY = re.compile(r"[-+]\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-|^\s*[|\\`+]-[0-9a-fA-F]{2}\.[0-7]")
 
-_PROG_IF = re.compile(r"\s*\(prog-if [0-9a-fA-F]{2}(?: \[[^\]]*\])?\)\s*$")
-_REV = re.compile(r"\s*\(rev [0-9a-fA-F]{2}\)\s*$")
-_IDS = re.compile(r"\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
-_BRACKET_ID = re.compile(r"^(?P<name>.*?)\s*\[(?P<id>[0-9a-fA-F]{4})\]\s*$")
+_PROG_IF = re.compile(r"(?<!\s)\s*\(prog-if [0-9a-fA-F]{2}(?: \[[^\]]*\])?\)\s*$")
+_REV = re.compile(r"(?<!\s)\s*\(rev [0-9a-fA-F]{2}\)\s*$")
+_IDS = re.compile(r"(?<!\s)\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
+_BRACKET_ID = re.compile(r"^(?P<name>.*?)(?<!\s)\s*\[(?P<id>[0-9a-fA-F]{4})\]\s*$")
 _CLASS_CODE = re.compile(r"^(?:Class\s+)?(?P<code>[0-9a-fA-F]{4})$")
 _UNKNOWN_BOTH = re.compile(r"^Device\s+(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
 _NUMERIC_ONLY = re.compile(r"^(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
@@ -130,7 +130,7 @@ def normalize_link_speed(text: str | None) -> str | None:
     """``16GT/s``, ``16 GT/s``, ``2.5GT/s`` -> ``16.0 GT/s``, ``2.5 GT/s``; None when no speed is given."""
     if not text:
         return None
-    match = re.search(r"(\d+(?:\.\d+)?)\s*GT/s", text)
+    match = re.search(r"(?<![\d.])(\d{1,4}(?:\.\d{1,3})?)\s*GT/s", text)
     if not match:
         return None
     return f"{float(match.group(1)):.1f} GT/s"

@@ -46,7 +46,7 @@ def parse_os_release(text: str) -> OsInfo:
 
 # --------------------------------------------------------------------------- redhat-release
 
-_RELEASE = re.compile(r"^(?P<name>.+?)\s+release\s+(?P<version>\d[\w.]*)(?:\s.*)?$", re.IGNORECASE)
+_RELEASE = re.compile(r"^(?P<name>.+?)(?<!\s)\s+release\s+(?P<version>\d[\w.]*)(?:\s.*)?$", re.IGNORECASE)
 # Distribution name (start of the release line) -> (os-release ID, ID_LIKE) as those systems ship them.
 _RHEL_FAMILY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("red hat enterprise linux", "rhel", ("fedora",)),
