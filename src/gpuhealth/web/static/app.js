@@ -24,6 +24,12 @@
     return node;
   }
 
+  function span(s) {  // "idle for 5 h": the card's note for a GPU at 0 % (server's idle_for_s)
+    if (s < 5400) return Math.round(s / 60) + " min";
+    if (s < 129600) return Math.round(s / 3600) + " h";
+    return Math.round(s / 86400) + " d";
+  }
+
   function ago(t) {
     if (!t) return "never";
     const s = Math.max(0, Date.now() / 1000 - t);
@@ -295,7 +301,8 @@
     card.state.className = "gpu-state " + gpu.state;
     card.el.className = "gpu-card state-" + gpu.state;
     card.note.textContent = gpu.state === "lost" ? "lost: " + (gpu.lost_reason || "") :
-      gpu.state === "stale" ? "no sample since " + ago(gpu.last_seen) : "";
+      gpu.state === "stale" ? "no sample since " + ago(gpu.last_seen) :
+      gpu.idle_for_s >= 60 ? "idle for " + span(gpu.idle_for_s) : "";
     const readings = gpu.readings || {};
     for (const [metric, chart] of card.charts) {
       const v = readings[metric];
