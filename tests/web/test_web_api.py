@@ -457,3 +457,15 @@ def test_commands_module_imports_only_click():
 def test_serve_command_help():
     result = CliRunner().invoke(serve, ["--help"])
     assert result.exit_code == 0 and "--listen" in result.output and "GPUHEALTH_TOKEN" in result.output
+
+
+def test_card_reason_is_short_and_has_no_driver_names():
+    long = ("Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE): Double-bit (uncorrectable) ECC error; also reported to the "
+            "application; a GPU reset or reboot clears it at 2024-11-15T12:02:03,470068+00:00 - NVIDIA's action: "
+            "WORKFLOW_XID_48")
+    assert state_module.short_reason(long) == "Xid 48: Double-bit (uncorrectable) ECC error"
+    alert = "GPU 2 at 84 °C (alert at 82 °C, slowdown at 87 °C)"
+    assert state_module.short_reason(alert) == alert  # short already: kept whole
+    words = "word " * 60
+    cut = state_module.short_reason(words)
+    assert len(cut) <= state_module.REASON_CHARS + 1 and cut.endswith("word…")

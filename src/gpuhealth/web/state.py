@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -70,6 +71,21 @@ def _sample_json(sample: Sample) -> dict[str, Any]:
         if value is not None:
             out[name] = value
     return out
+
+
+_MNEMONIC = re.compile(r" ?\([A-Z][A-Z0-9_]{3,}\)")  # "(ROBUST_CHANNEL_GPU_ECC_DBE)": the driver's name
+REASON_CHARS = 140
+
+
+def short_reason(text: str) -> str:
+    """A card's one-line reason: the finding's or alert's first clause, without the driver's internal
+    names (the full text stays in the findings and alerts lists)."""
+    text = _MNEMONIC.sub("", text).split(" - ", 1)[0].strip()
+    if len(text) > REASON_CHARS and "; " in text:
+        text = text.split("; ", 1)[0]
+    if len(text) > REASON_CHARS:
+        text = text[:REASON_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    return text
 
 
 def proc_comm(pid: int) -> str | None:
@@ -245,7 +261,7 @@ class LiveState:
                 if subject.gpu_index == view.gpu or (view.pci_bus_id and subject.pci_address == view.pci_bus_id):
                     reasons.append((STATUS_RANK[severity], severity, finding.message))
         reasons.sort(key=lambda r: -r[0])
-        unique = list(dict.fromkeys((sev, text) for _, sev, text in reasons))
+        unique = list(dict.fromkeys((sev, short_reason(text)) for _, sev, text in reasons))
         status = unique[0][0] if unique else "ok"
         return {"status": status, "reason": unique[0][1] if unique else "",
                 "reasons": [{"severity": sev, "text": text} for sev, text in unique]}

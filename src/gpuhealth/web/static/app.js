@@ -15,6 +15,7 @@
     { metric: "power_w", label: "Power", unit: "W", fmt: (v) => v.toFixed(0) + " W",
       range: (r) => (r.power_limit_w ? [0, r.power_limit_w] : null), line: (r) => r.power_limit_w, lineLabel: "limit" },
   ];
+  const CHART_H = 96; // px, axes included (.chart-plot in app.css has the same height)
   const STATUS_RANK = { ok: 0, warning: 1, critical: 2, lost: 3 };
   const STATUS_TEXT = { ok: "OK", warning: "Warning", critical: "Critical", lost: "Lost" };
   // What each monitor rule watches, in words (the page never shows rule keys).
@@ -253,11 +254,12 @@
     const fill = css.getPropertyValue("--chart-fill").trim();
     const limit = css.getPropertyValue("--crit").trim() || "#c0262d";
     const grid = { stroke: "rgba(128,128,128,.18)", width: 1 };
+    const tick = { stroke: "rgba(128,128,128,.18)", width: 1, size: 4 };
     const font = "10px system-ui, sans-serif";
     const chart = { data: [[], [], []], host, spec, lastT: 0, range: null, line: null };
     const opts = {
       width: Math.max(120, host.clientWidth || 150),
-      height: 84,
+      height: CHART_H,
       legend: { show: false },
       cursor: { show: false },
       scales: {
@@ -271,9 +273,9 @@
       },
       axes: [
         // hours:minutes only, spaced so that labels never overlap at 375 px
-        { stroke: axisColor(), grid, ticks: grid, font, size: 20, space: 56,
+        { stroke: axisColor(), grid, ticks: tick, font, size: 24, gap: 3, space: 60,
           values: (u, splits, axis, space, incr) => splits.map((t) => timeTick(t, incr)) },
-        { stroke: axisColor(), grid, ticks: grid, font, size: 46, space: 22,
+        { stroke: axisColor(), grid, ticks: tick, font, size: 56, gap: 3, space: 22,
           values: (u, splits) => splits.map((v) => tickText(v, spec.unit)) },
       ],
       series: [{}, { stroke, fill, width: 1.5, points: { show: false } },
@@ -283,7 +285,7 @@
     chart.plot = plot;
     new ResizeObserver(() => {
       const width = Math.max(120, host.clientWidth);
-      if (width !== plot.width) plot.setSize({ width, height: 84 });
+      if (width !== plot.width) plot.setSize({ width, height: CHART_H });
     }).observe(host);
     return chart;
   }
