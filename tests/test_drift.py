@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from click.testing import CliRunner
 
@@ -23,7 +24,11 @@ def test_saved_run_round_trips(tmp_path):
     path = save_run(report, tmp_path)
     run = load_run(path)
     assert run.snapshot == report.snapshot
-    assert set(run.finding_keys) == {f.key for f in report.findings}
+    assert set(run.finding_keys) == set(run_of(report).finding_keys)
+    # one GPU with three Xids keeps three findings (the Xid is part of a finding's identity across runs)
+    assert {k for k in run.finding_keys if k.startswith("GH301@GPU 0 ")} >= {
+        "GH301@GPU 0 0000:19:00.0 Xid 48", "GH301@GPU 0 0000:19:00.0 Xid 63"}
+    assert run.finding_severities["GH301@GPU 0 0000:19:00.0 Xid 48"] == "critical"
     assert save_run(report, tmp_path) != path  # a second run in the same second gets its own file
 
 
@@ -62,7 +67,7 @@ def test_check_save_then_diff_latest(tmp_path):
         CliRunner().invoke(main, ["check", "--from", str(tmp_path / case), "--save", str(runs), "--format", "json"])
     assert len(list(runs.glob("run-*.json"))) == 2
     result = CliRunner().invoke(main, ["diff", "--latest", str(runs)])
-    assert result.exit_code == 1 and "WORSE  xid" in result.output
+    assert result.exit_code == 1 and re.search(r"^WORSE +- +xid ", result.output, re.M)
     same = CliRunner().invoke(main, ["diff", str(tmp_path / "h100x8-healthy"), str(tmp_path / "h100x8-healthy")])
     assert same.exit_code == 0 and "no drift" in same.output
     junk = tmp_path / "junk.json"

@@ -69,8 +69,12 @@ def measure(argv: list[str], timeout: float = 60.0, env: dict[str, str] | None =
     if not argv[0].startswith("/"):
         argv = [sys.executable, "-m", "gpuhealth", *argv]
     started = time.monotonic()
+    # preexec_fn=os.setsid (a new session, as start_new_session would) also makes this a real fork, not vfork:
+    # a vforked child's ru_maxrss starts at the parent's PEAK RSS, so once pytest had peaked (Hypothesis's
+    # first run in a fresh clone: ~260 MB) every child here measured that. A forked child starts at the
+    # parent's current RSS (an overestimate of its own, never an underestimate).
     child = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=os.setsid)
     drains = [_Drain(child.stdout), _Drain(child.stderr)]
     for drain in drains:
         drain.start()

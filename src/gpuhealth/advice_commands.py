@@ -1,12 +1,14 @@
 """The ``recommend`` and ``fix`` commands. ``cli.py`` adds them to the ``gpuhealth`` group.
 
-Like ``check``, both collect from this host (or replay a bundle with ``--from``); heavy modules are
-imported inside the commands so importing this module costs only click.
+Like ``check``, both collect from this host (or replay a bundle with ``--from``); like ``analyze``, both
+also take pasted evidence (``FILE...`` or ``-``). Heavy modules are imported inside the commands so
+importing this module costs only click.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +25,12 @@ class CannotRun(click.ClickException):
     exit_code = EXIT_CANNOT_RUN
 
 
-def _snapshot(source: Path | None) -> Snapshot:
+def _snapshot(source: Path | None, files: tuple[str, ...] = ()) -> Snapshot:
+    """This host; or a bundle (``--from``); or pasted evidence (``FILE...``, ``-`` for standard input)."""
+    if files:
+        if source is not None:
+            raise CannotRun("give a bundle (--from) or evidence files, not both")
+        return _evidence(files)
     from gpuhealth.collect import collect
 
     if source is None:
@@ -32,6 +39,8 @@ def _snapshot(source: Path | None) -> Snapshot:
         return collect(LocalHost(), TIMEOUT_S)
     from gpuhealth.bundle import BundleError, BundleHost
 
+    if is_plain_file(source):
+        raise CannotRun(not_a_bundle(source))
     try:
         host = BundleHost(source)
     except BundleError as exc:
@@ -42,38 +51,142 @@ def _snapshot(source: Path | None) -> Snapshot:
         host.close()
 
 
+def is_plain_file(path: Path) -> bool:
+    """A file that is no archive at all (a log, a command's output): no compression magic, no tar header.
+
+    Archives, even broken or hostile ones, go on to the bundle reader, which says what is wrong with them.
+    """
+    if not path.is_file() or re.search(r"\.(?:tgz|tar(?:\.\w+)?)$", path.name):
+        return False  # named as an archive: the bundle reader says what is wrong with it
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError:
+        return False
+    compressed = head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd"))
+    return not compressed and head[257:262] != b"ustar"
+
+
+def not_a_bundle(path: Path) -> str:
+    """The one line for ``--from`` given a log or a command's output instead of a bundle."""
+    return (f"{path}: not a gpuhealth bundle (a directory with manifest.json, or a .tar.gz from "
+            f"`gpuhealth snapshot`); for a log or a command's output use `gpuhealth analyze {path}`")
+
+
+def _evidence(files: tuple[str, ...]) -> Snapshot:
+    """The snapshot ``analyze`` builds from the same files."""
+    import sys
+
+    from gpuhealth.analyze import EvidenceError, analyze_texts, decode_bytes
+
+    texts = []
+    for name in files:
+        try:
+            data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+            texts.append(("<stdin>" if name == "-" else name, decode_bytes(name, data)))
+        except OSError as exc:
+            raise CannotRun(f"{name}: {exc.strerror or exc}") from exc
+        except EvidenceError as exc:
+            raise CannotRun(str(exc)) from exc
+    return analyze_texts(texts)[0]
+
+
+def _planned(models: tuple[str, ...], os_name: str | None, base: Snapshot | None) -> Snapshot:
+    """A snapshot for hardware that has not arrived: one PCI device per ``--gpu``, the OS from ``--os``."""
+    import datetime
+    from dataclasses import replace
+
+    from gpuhealth.knowledge.gpus import device_id_for
+    from gpuhealth.model import PciDevice, Snapshot
+
+    # the planning date decides which branches are past their end of life
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z")
+    snapshot = base or Snapshot(origin="plan", captured_at=today)
+    if models:
+        devices = []
+        for number, text in enumerate(models, start=1):
+            device_id, candidates = device_id_for(text)
+            if device_id is None:
+                hint = f": did you mean {' or '.join(repr(c) for c in candidates)}?" if candidates else (
+                    ": give its PCI ID (10de:XXXX, from lspci -nn) or a name from `nvidia-smi -L`")
+                raise CannotRun(f"--gpu {text!r}: not a known GPU model{hint}")
+            devices.append(PciDevice(f"0000:{number:02x}:00.0", "10de", device_id, "0302"))
+        snapshot = replace(snapshot, pci_devices=tuple(devices), smi=None, nvml=None)
+    if os_name:
+        snapshot = replace(snapshot, os=_os_info(os_name))
+    return snapshot
+
+
+def _os_info(text: str):  # -> OsInfo
+    """``ubuntu-22.04``, ``rhel-9``, ``rocky-9.3``, ``debian-12`` -> the OsInfo os-release would give."""
+    import re
+
+    from gpuhealth.model import OsInfo
+
+    match = re.fullmatch(r"(?i)([a-z]+)[-_ ]?(\d+(?:\.\d+)?)?", text.strip())
+    if not match:
+        raise CannotRun(f"--os {text!r}: give a distribution and version such as ubuntu-22.04 or rhel-9")
+    os_id, version = match[1].lower(), match[2]
+    like = {"ubuntu": ("debian",), "rocky": ("rhel", "centos", "fedora"), "almalinux": ("rhel", "centos", "fedora"),
+            "centos": ("rhel", "fedora"), "rhel": ("fedora",), "ol": ("fedora",)}.get(os_id, ())
+    names = {"ubuntu": "Ubuntu", "debian": "Debian", "rhel": "Red Hat Enterprise Linux", "rocky": "Rocky Linux",
+             "almalinux": "AlmaLinux", "centos": "CentOS Linux", "ol": "Oracle Linux"}
+    pretty = " ".join(x for x in (names.get(os_id, os_id), version) if x)
+    return OsInfo(id=os_id, id_like=like, version_id=version, pretty_name=pretty, architecture="x86_64")
+
+
 from_option = click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
                            help="Use a captured bundle (directory or .tar.gz) instead of this host.")
+evidence_argument = click.argument("files", nargs=-1)
 
 
 @click.command()
+@evidence_argument
 @from_option
+@click.option("--gpu", "models", multiple=True,
+              help="Plan for a GPU not installed yet: a PCI ID (10de:2330) or a model name (\"H100 80GB HBM3\"). "
+                   "Repeat for several.")
+@click.option("--os", "os_name", help="Plan for this distribution: ubuntu-22.04, debian-12, rhel-9, rocky-9 ...")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
-def recommend(source: Path | None, output_format: str) -> None:
-    """Recommend a driver branch, kernel-module flavour, install commands, CUDA and PyTorch wheel."""
+def recommend(files: tuple[str, ...], source: Path | None, models: tuple[str, ...], os_name: str | None,
+              output_format: str) -> None:
+    """Recommend a driver branch, kernel-module flavour, install commands, CUDA and PyTorch wheel.
+
+    For this host; a bundle (--from); pasted evidence such as an lspci output (FILE... or - for
+    standard input); or, with --gpu and --os, for hardware that has not arrived yet.
+    """
     from gpuhealth.recommend import recommend as advise
     from gpuhealth.recommend import render_text, to_json
 
-    result = advise(_snapshot(source))
+    if models or os_name:
+        base = _snapshot(source, files) if (files or source) else None
+        snapshot = _planned(models, os_name, base)
+    else:
+        snapshot = _snapshot(source, files)
+    result = advise(snapshot)
     if output_format == "json":
         click.echo(to_json(result), nl=False)
         return
     from rich.console import Console
 
-    render_text(result, Console(highlight=False))
+    render_text(result, Console(highlight=False, soft_wrap=True))  # never wrapped: commands stay pasteable
 
 
 @click.command()
+@evidence_argument
 @from_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the script to FILE (mode 0755) instead of printing it.")
-def fix(source: Path | None, output: Path | None) -> None:
-    """Write the current findings' fixes as one ordered bash script to review (it is never run)."""
+def fix(files: tuple[str, ...], source: Path | None, output: Path | None) -> None:
+    """Write the findings' fixes as one ordered bash script to review (it is never run).
+
+    For this host, a bundle (--from), or pasted evidence (FILE... or - for standard input).
+    """
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.fixscript import fix_script
 
-    script = fix_script(run_checks(_snapshot(source)))
+    script = fix_script(run_checks(_snapshot(source, files)))
     if output is None:
         click.echo(script, nl=False)
         return

@@ -164,8 +164,11 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         local = LocalHost()
         snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
     else:
+        from gpuhealth.advice_commands import is_plain_file, not_a_bundle
         from gpuhealth.bundle import BundleError, BundleHost
 
+        if is_plain_file(source):  # a log given to --from: say what to use instead of the archive error
+            raise CannotRun(not_a_bundle(source))
         try:
             host = BundleHost(source)
         except BundleError as exc:
@@ -339,19 +342,55 @@ def list_checks() -> None:
 
 
 @main.command()
-@click.argument("code")
-def explain(code: str) -> None:
-    """Explain a check: what it looks at, why it matters, how to fix, exceptions."""
+@click.argument("words", nargs=-1, required=True)
+def explain(words: tuple[str, ...]) -> None:
+    """Explain a check (GH206, nouveau-loaded) or an Xid (79, xid 79): what it means and what to do."""
     from gpuhealth.checks import catalogue
     from gpuhealth.checks.registry import DOC_SECTIONS, find
 
+    text = " ".join(words).strip()
+    xid = _xid_number(text)
+    if xid is not None:
+        _explain_xid(xid)
+        return
     catalogue.load()
-    spec = find(code)
+    spec = find(text)
     if spec is None:
-        raise CannotRun(f"no check {code!r}; `gpuhealth checks` lists them")
+        raise CannotRun(f"no check {text!r}; `gpuhealth checks` lists them (an Xid: `gpuhealth explain xid 79`)")
     click.echo(f"{spec.code} {spec.slug}: {spec.title}\n")
     for section in DOC_SECTIONS:
         click.echo(f"{section}:\n{spec.docs[section]}\n")
+
+
+def _xid_number(text: str) -> int | None:
+    """``79``, ``xid 79``, ``Xid79``, ``xid-79`` -> 79; None for anything else (a check code or slug)."""
+    import re
+
+    match = re.fullmatch(r"(?i)(?:xid[\s:_-]*)?(\d{1,3})", text)
+    return int(match[1]) if match else None
+
+
+def _explain_xid(code: int) -> None:
+    from gpuhealth.knowledge import xid as xids
+    from gpuhealth.knowledge.sources import document, keys_in
+
+    info = xids.lookup(code)
+    if info is None:
+        raise CannotRun(f"Xid {code} is not in the Xid catalogue (codes 1-{max(x.xid for x in xids.all_xids())})")
+    click.echo(f"Xid {info.xid} {info.mnemonic}\n")
+    rows = [("Meaning", info.meaning), ("Likely cause", info.cause_class),
+            ("What to do now", xids.action_in_words(info.immediate_action)),
+            ("To investigate", xids.action_in_words(info.investigatory_action) if info.investigatory_action else ""),
+            ("Severity here", info.severity.value + (" (usually the application's fault)" if info.application_class
+                                                      else "")),
+            ("In use", "yes" if info.in_use else "unused on Ampere and newer (may appear on Volta or older GPUs)"),
+            ("Checked by", "GH302 gpu-fallen-off-bus" if code == 79 else "GH301 xid-errors")]
+    for label, value in rows:
+        if value:
+            click.echo(f"{label + ':':16}{value}")
+    click.echo("Sources:")
+    for key in keys_in(info.source):
+        click.echo(f"  {document(key)}")
 
 
 main.add_command(recommend)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -28,10 +29,12 @@ ECC_COUNTERS = ("ecc_aggregate_uncorrected", "ecc_aggregate_corrected", "ecc_vol
 
 @dataclass(frozen=True)
 class Change:
-    kind: str  # "driver", "kernel", "gpu-vanished", "gpu-appeared", "xid", "ecc", "pcie", "finding-new", ...
+    kind: str  # "driver", "driver-state", "kernel", "gpu-vanished", "gpu-appeared", "xid", "ecc", "pcie",
+    # "finding-new", "finding-resolved"
     subject: str
     message: str
     worse: bool  # True when the change is a deterioration
+    severity: str = ""  # a finding's severity (critical, warning, info); "" for evidence changes
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Run:
     snapshot: Snapshot
     finding_keys: tuple[str, ...]
     finding_messages: dict[str, str]
+    finding_severities: dict[str, str] | None = None
 
 
 def save_run(report: Report, directory: Path) -> Path:
@@ -81,25 +85,36 @@ def load_run(path: Path) -> Run:
     findings = [f for f in findings if isinstance(f, dict)]
     try:
         snapshot = from_jsonable(Snapshot, document.get("snapshot") or {})
-        keys = tuple(_key(f) for f in findings)
-        messages = {_key(f): str(f.get("message", "")) for f in findings}
+        keys = [_key(f) for f in findings]
+        messages = {k: str(f.get("message", "")) for k, f in zip(keys, findings, strict=True)}
+        severities = {k: str(f.get("severity", "")) for k, f in zip(keys, findings, strict=True)}
     except ParseError as exc:
         raise ParseError(f"{path}: malformed saved run: {exc}") from exc
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise ParseError(f"{path}: malformed saved run: {type(exc).__name__}: {str(exc)[:200]}") from exc
-    return Run(snapshot, keys, messages)
+    return Run(snapshot, tuple(keys), messages, severities)
 
 
 def run_of(report: Report) -> Run:
-    return Run(report.snapshot, tuple(f.key for f in report.findings),
-               {f.key: f.message for f in report.findings})
+    keys = [_identity(f.key, f.message) for f in report.findings]
+    return Run(report.snapshot, tuple(keys), {k: f.message for k, f in zip(keys, report.findings, strict=True)},
+               {k: f.severity.value for k, f in zip(keys, report.findings, strict=True)})
 
 
 def _key(finding: dict[str, Any]) -> str:
     subject = finding.get("subject") or {}
     parts = [f"GPU {subject['gpu_index']}"] if "gpu_index" in subject else []
     parts += [subject["pci_address"]] if "pci_address" in subject else []
-    return f"{finding.get('code')}@{' '.join(parts) or 'host'}"
+    return _identity(f"{finding.get('code')}@{' '.join(parts) or 'host'}", str(finding.get("message", "")))
+
+
+_XID = re.compile(r"^Xid (\d+)\b")
+
+
+def _identity(key: str, message: str) -> str:
+    """A finding across runs: check and subject, and the Xid for Xid findings (one GPU can have several)."""
+    match = _XID.match(message)
+    return f"{key} Xid {match[1]}" if match else key
 
 
 def latest_runs(directory: Path, count: int = 2) -> list[Path]:
@@ -113,7 +128,10 @@ def diff(before: Run, after: Run) -> list[Change]:
     """What changed from ``before`` to ``after``, deteriorations first."""
     a, b = before.snapshot, after.snapshot
     changes = [*_versions(a, b), *_gpus(a, b), *_xids(a, b), *_findings(before, after)]
-    return sorted(changes, key=lambda c: (not c.worse, c.kind, c.subject))
+    return sorted(changes, key=lambda c: (not c.worse, -SEVERITY_RANK.get(c.severity, 1), c.kind, c.subject))
+
+
+SEVERITY_RANK = {"critical": 3, "warning": 2, "": 1, "info": 0}
 
 
 def _versions(a: Snapshot, b: Snapshot) -> list[Change]:
@@ -136,8 +154,14 @@ def _gpu_key(gpu: Gpu) -> str:
 def _gpus(a: Snapshot, b: Snapshot) -> list[Change]:
     before = {_gpu_key(g): g for g in a.gpus}
     after = {_gpu_key(g): g for g in b.gpus}
-    changes = [Change("gpu-vanished", key, f"GPU {key} ({gpu.name or '?'}) is no longer reported", True)
-               for key, gpu in before.items() if key not in after]
+    if before and not after:
+        # The driver broke (a mismatch, an unloaded module): one change, not one line per GPU.
+        why = b.unavailable.get("smi") or b.unavailable.get("nvml") or b.unavailable.get("driver") or ""
+        changes = [Change("driver-state", "host", f"the driver no longer reports any GPU ({len(before)} before)"
+                          + (f": {why}" if why else ""), True)]
+    else:
+        changes = [Change("gpu-vanished", key, f"GPU {key} ({gpu.name or '?'}) is no longer reported", True)
+                   for key, gpu in before.items() if key not in after]
     changes += [Change("gpu-appeared", key, f"GPU {key} ({gpu.name or '?'}) appeared", False)
                 for key, gpu in after.items() if key not in before]
     for key in before.keys() & after.keys():
@@ -183,13 +207,28 @@ def _xids(a: Snapshot, b: Snapshot) -> list[Change]:
 
 def _findings(before: Run, after: Run) -> list[Change]:
     old, new = set(before.finding_keys), set(after.finding_keys)
-    changes = [Change("finding-new", key, after.finding_messages.get(key, key), True) for key in sorted(new - old)]
-    changes += [Change("finding-resolved", key, before.finding_messages.get(key, key), False)
-                for key in sorted(old - new)]
+    new_severity, old_severity = after.finding_severities or {}, before.finding_severities or {}
+    # an info finding appearing (Xid 63: a row remapped as designed) is news, not a deterioration
+    changes = [Change("finding-new", key, after.finding_messages.get(key, key), new_severity.get(key) != "info",
+                      new_severity.get(key, "")) for key in sorted(new - old)]
+    changes += [Change("finding-resolved", key, before.finding_messages.get(key, key), False,
+                       old_severity.get(key, "")) for key in sorted(old - new)]
     return changes
 
 
+_XID_TAIL = re.compile(r" Xid \d+$")
+KIND_WORDS = {"finding-new": "new", "finding-resolved": "resolved", "driver-state": "driver"}
+
+
 def render(changes: list[Change]) -> str:
+    """One line per change, worst first: WORSE/better, severity, what, where, and the message."""
     if not changes:
         return "no drift: nothing changed between the two runs\n"
-    return "".join(f"{'WORSE' if c.worse else 'note '}  {c.kind:16} {c.subject:16} {c.message}\n" for c in changes)
+    lines = []
+    for c in changes:
+        label = "WORSE " if c.worse else ("better" if c.kind == "finding-resolved" else "note  ")
+        subject = _XID_TAIL.sub("", c.subject.split("@", 1)[1] if "@" in c.subject else c.subject)
+        code = c.subject.split("@", 1)[0] + " " if c.kind.startswith("finding") else ""
+        lines.append(f"{label} {(c.severity or '-'):8} {KIND_WORDS.get(c.kind, c.kind):12} {code}[{subject}] "
+                     f"{c.message}\n")
+    return "".join(lines)

@@ -21,16 +21,19 @@ from dataclasses import dataclass, field
 
 from gpuhealth import __version__
 from gpuhealth.model import Finding, Fix, Report
+from gpuhealth.report.common import fold
 
-SHELL_COMMANDS = frozenset("""
-sudo nvidia-smi nvidia-modprobe nvidia-ctk nvidia-bug-report.sh modprobe rmmod lsmod modinfo dkms apt-get apt
-apt-mark dpkg dpkg-query dnf yum rpm systemctl journalctl dmesg ls cat grep printf echo tee cp mv ln
-update-initramfs dracut lsinitramfs lsinitrd mokutil openssl ldconfig lspci ipmitool dcgmi export for test
-uname ubuntu-drivers nvidia-detect wget curl sh bash reboot shutdown
-""".split())
+# Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...).
 DIAGNOSTIC = re.compile(
-    r"^(?:sudo\s+)?(?:dkms\s+status|ldconfig\s+-p|dmesg|ls\b|lspci|lsmod|modinfo|ipmitool\s+(?:sdr|sel)|"
-    r"systemctl\s+status|dcgmi\s+diag|nvidia-bug-report\.sh|nvidia-smi\s+(?:-q|nvlink\s+-e|--query))")
+    r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|lspci|lsmod|"
+    r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--sb-state|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
+    r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
+    r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
+    r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
+# Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module).
+CHANGES = re.compile(r"\b(?:modprobe|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
+                     r"restart|stop|set-default|isolate|autoinstall|ldconfig(?!\s+-p)|update-initramfs|dracut|"
+                     r"mokutil\s+--import|sed\s+-i)\b|--gpu-reset|(?<![0-9&])>")
 DISRUPTIVE = re.compile(r"\b(?:reboot|shutdown|rmmod|modprobe\s+-r|--gpu-reset|systemctl\s+(?:restart|stop))\b")
 PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
 MODPROBE = re.compile(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
@@ -62,11 +65,11 @@ def fix_script(report: Report) -> str:
     snapshot = report.snapshot
     family = snapshot.os.family if snapshot.os else "other"
     steps: dict[tuple[str, str], Step] = {}
-    for finding in report.findings:
-        for fix in finding.fixes:
+    for cause in fold(report.findings):  # a symptom's own fixes are dropped: fixing its cause fixes it
+        for fix in cause.finding.fixes:
             if fix.family not in ("any", family) and family in ("debian", "rhel"):
                 continue
-            _add(steps, finding, fix, family)
+            _add(steps, cause.finding, fix, family)
     lines = _header(report, family)
     if not steps:
         lines += ["", "# Nothing to do: no finding of this report has a fix command.", "exit 0"]
@@ -82,19 +85,25 @@ def fix_script(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def section_of(fix: Fix) -> str:
+    """The script section a fix goes to: backup, diagnostic (read-only), change or disruptive."""
+    text = " ".join(fix.command.split())
+    if not _is_shell(text):
+        return "disruptive" if fix.disruptive else "change"
+    if _is_backup(text):
+        return "backup"
+    if fix.disruptive or DISRUPTIVE.search(text):
+        return "disruptive"
+    filled = PLACEHOLDER.sub("0", text)  # "<index>" is no redirection
+    if DIAGNOSTIC.search(filled) and not CHANGES.search(filled):
+        return "diagnostic"
+    return "change"
+
+
 def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str) -> None:
     text = " ".join(fix.command.split())  # one line
     shell = _is_shell(text)
-    if not shell:
-        kind = "disruptive" if fix.disruptive else "change"
-    elif _is_backup(text):
-        kind = "backup"
-    elif fix.disruptive or DISRUPTIVE.search(text):
-        kind = "disruptive"
-    elif DIAGNOSTIC.search(text) or "read the error" in fix.note:
-        kind = "diagnostic"
-    else:
-        kind = "change"
+    kind = section_of(fix)
     live, why = shell, ""
     if not shell:
         why = "an instruction, not a command"
@@ -115,8 +124,8 @@ def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family:
 
 
 def _is_shell(text: str) -> bool:
-    first = text.split(" ", 1)[0]
-    return first in SHELL_COMMANDS or first.startswith(("/", "./")) or bool(re.match(r"^[A-Z_]+=", first))
+    """A command (possibly with a placeholder to fill in), not an instruction in words."""
+    return Fix(text).is_command or (bool(PLACEHOLDER.search(text)) and Fix(PLACEHOLDER.sub("x", text)).is_command)
 
 
 def _is_backup(text: str) -> bool:

@@ -73,12 +73,70 @@ class Severity(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Fix:
-    """One command (or instruction) that fixes a finding on one distro family."""
+    """One fix for a finding on one distro family: a ``command`` (pasted, it runs as is) or a ``step``
+    (an instruction in words, or a command holding a placeholder such as ``<index>`` to fill in first).
 
-    command: str
+    ``kind`` is decided from the text when not given (``fix_kind``), so a prose fix can never be
+    rendered where a reader would paste it.
+    """
+
+    command: str  # the command line, or the instruction's text
     family: str = "any"  # "debian", "rhel" or "any"
     disruptive: bool = False  # reboots, reloads modules, or kills jobs
-    note: str = ""
+    note: str = ""  # a comment, shown on its own line above the command
+    kind: str = ""  # "command" or "step"; "" = decided by fix_kind(command)
+
+    def __post_init__(self) -> None:
+        command, comment = _split_comment(self.command)
+        if comment:  # a trailing "# ..." would become a line of its own when wrapped; it is the note
+            object.__setattr__(self, "command", command)
+            object.__setattr__(self, "note", "; ".join(x for x in (comment, self.note) if x))
+        if self.kind not in FIX_KINDS:
+            object.__setattr__(self, "kind", fix_kind(self.command))
+
+    @property
+    def is_command(self) -> bool:
+        return self.kind == "command"
+
+
+FIX_KINDS = ("command", "step")
+# Programs a fix command may start with (after ``sudo`` and VAR=value assignments). Anything else is prose.
+SHELL_PROGRAMS = frozenset("""
+sudo nvidia-smi nvidia-modprobe nvidia-ctk nvidia-bug-report.sh nvidia-uninstall modprobe rmmod lsmod modinfo
+dkms apt-get apt apt-mark dpkg dpkg-query dnf yum rpm systemctl journalctl dmesg ls cat grep printf echo tee
+cp mv rm ln sed update-initramfs update-grub dracut lsinitramfs lsinitrd mokutil openssl ldconfig lspci
+ipmitool dcgmi export unset for test uname ubuntu-drivers nvidia-detect wget curl sh bash reboot shutdown
+python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount findmnt env which ldd
+leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
+gpg tr cut head tail sort
+""".split())
+_PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=\S*$")
+
+
+def _split_comment(text: str) -> tuple[str, str]:
+    """A command's trailing shell comment (`` # ...`` outside quotes), split off."""
+    quote = ""
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and i > 0 and text[i - 1] in " \t":
+            return text[:i].rstrip(), text[i + 1:].strip()
+    return text, ""
+
+
+def fix_kind(text: str) -> str:
+    """``command`` when the text runs as is in bash; ``step`` for prose or a command with a placeholder."""
+    words = text.split()
+    while words and (words[0] == "sudo" or _ASSIGNMENT.match(words[0])):
+        words = words[1:]
+    if not words:
+        return "step"
+    first = words[0]
+    program = first in SHELL_PROGRAMS or first.startswith(("/", "./")) or first.endswith(".run")
+    return "command" if program and not _PLACEHOLDER.search(text) else "step"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ Rules (docs/recommend-and-fix.md):
   flavour is the default from R560); required when any GPU is Blackwell.
 - CUDA toolkits: native (backward compatibility) and minor-version compatibility, limited to toolkits that
   can target every architecture present. PyTorch wheel: the newest variant whose CUDA version runs
-  natively, else through minor-version compatibility (variants are not confirmed by facts.md).
+  natively, else through minor-version compatibility (the wheel variants are not confirmed by a source).
 """
 
 from __future__ import annotations
@@ -30,18 +30,23 @@ from gpuhealth.knowledge import drivers, gpus
 from gpuhealth.model import Snapshot, to_jsonable
 
 RECOMMEND_SCHEMA_VERSION = 1
-OPEN_DEFAULT_FROM = 560  # facts.md 3.3 (DCDRV): the open flavour is the default and recommended from R560
+OPEN_DEFAULT_FROM = 560  # NVIDIA Driver Installation Guide, kernel modules: open is the default from R560
+WHEEL_INDEX = "https://download.pytorch.org/whl"
 RHEL_LIKE = ("rhel", "rocky", "almalinux", "centos", "ol")
 EPEL_DISTROS = ("rocky", "almalinux", "centos")
 
-UBUNTU_SOURCE = ("not confirmed by facts.md: package names from the Ubuntu archive (source package "
+UBUNTU_SOURCE = ("not confirmed: package names from the Ubuntu archive <https://packages.ubuntu.com> (source package "
                  "nvidia-graphics-drivers-<branch>-server builds nvidia-driver-<branch>-server and the "
-                 "-server-open variant, packages.ubuntu.com); ubuntu-drivers from ubuntu-drivers-common (FACTS 3.5)")
-RHEL_SOURCE = ("not confirmed by facts.md: DCDRV driver-installation-guide (620 edition, kernel-modules: module "
-               "streams nvidia-driver:<branch>-open on RHEL 8/9, versionlock on RHEL 10); NVIDIA "
-               "yum-packaging-dkms-nvidia README (streams <branch>-dkms, and <branch>-open from 515)")
-DEBIAN_SOURCE = "not confirmed: FACTS 3.5 names Debian's nvidia-detect but its data was not read"
-RUNFILE_SOURCE = "FACTS 3.3 (DCDRV: the .run installer chooses the flavour; --kernel-module-type)"
+                 "-server-open variant); ubuntu-drivers from ubuntu-drivers-common")
+RHEL_SOURCE = ("not confirmed: NVIDIA, Driver Installation Guide <https://docs.nvidia.com/datacenter/tesla/"
+               "driver-installation-guide/> (620 edition: module streams nvidia-driver:<branch>-open on RHEL 8/9, "
+               "versionlock on RHEL 10); NVIDIA yum-packaging-dkms-nvidia README <https://github.com/NVIDIA/"
+               "yum-packaging-dkms-nvidia> (streams <branch>-dkms, and <branch>-open from 515)")
+DEBIAN_SOURCE = ("not confirmed: Debian's nvidia-detect <https://packages.debian.org/nvidia-detect> names the "
+                 "package; its data was not read")
+RUNFILE_SOURCE = ("NVIDIA, Driver Installation Guide: kernel modules <https://docs.nvidia.com/datacenter/tesla/"
+                  "driver-installation-guide/kernel-modules.html>: the .run installer chooses the flavour with "
+                  "--kernel-module-type")
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,8 @@ class Recommendation:
     install: InstallRoute | None = None
     cuda: CudaAdvice | None = None
     notes: tuple[str, ...] = ()
+    cuda_max: str | None = None  # the newest CUDA toolkit the branch runs natively
+    wheel_index: str | None = None  # pip's --index-url for the PyTorch wheel
 
 
 # --------------------------------------------------------------------------- the pure function
@@ -162,11 +169,14 @@ def recommend(snapshot: Snapshot) -> Recommendation:
     if host_branch is not None and host_branch.past_end_of_life:
         notes.append(f"branch {host_branch.number} is past its end of life ({host_branch.end_of_life})")
     if any(a.open_modules == "required" for a in known):
-        notes.append("Blackwell GPUs work only with the open kernel modules (FACTS 3.3)")
+        notes.append("Blackwell GPUs work only with the open kernel modules (NVIDIA, Driver Installation Guide: "
+                     "kernel modules)")
     return Recommendation(
         hostname=snapshot.hostname, os_family=family, distro=distro, installed_driver=installed,
         installed_branch=installed_branch, installed_supports_all=supports_all, gpus=advice,
-        branch=host_branch, flavour=flavour, install=route, cuda=cuda, notes=tuple(notes))
+        branch=host_branch, flavour=flavour, install=route, cuda=cuda, notes=tuple(notes),
+        cuda_max=cuda.native[-1] if cuda and cuda.native else None,
+        wheel_index=f"{WHEEL_INDEX}/{cuda.pytorch_wheel}" if cuda and cuda.pytorch_wheel else None)
 
 
 def _models(snapshot: Snapshot) -> dict[str, list[tuple[str | None, str | None]]]:
@@ -218,7 +228,7 @@ def _options(architecture: str, month: str | None) -> list[BranchOption]:
         if branch.end_of_life and month:
             past = month > branch.end_of_life
         designation = branch.designation or "end of life"
-        sources = "; ".join(dict.fromkeys(branch.sources.values()))
+        sources = "; ".join(dict.fromkeys(p.strip() for v in branch.sources.values() for p in v.split("; ")))
         out.append(BranchOption(branch.number, designation, branch.end_of_life, past, branch.cuda, sources))
     return out
 
@@ -408,16 +418,17 @@ def render_text(recommendation: Recommendation, console: Any) -> None:
         console.print(f"          source: {escape(r.branch.source)}", style="dim")
     if r.install is not None:
         console.print(f"\n[bold]Install on {escape(r.install.distro)}[/bold]")
-        for command in r.install.commands:
-            note = f"  # {command.note}" if command.note else ""
-            console.print(f"  {escape(command.text)}{escape(note)}", highlight=False)
+        for command in r.install.commands:  # a comment on its own line above its command; never wrapped
+            if command.note:
+                console.print(f"  # {escape(command.note)}", style="dim", soft_wrap=True)
+            console.print(f"  {escape(command.text)}", highlight=False, soft_wrap=True)
         console.print(f"  source: {escape(r.install.source)}", style="dim")
     if r.cuda is not None:
         console.print(f"\n[bold]CUDA[/bold]      toolkits natively: {_span(r.cuda.native)}; through minor-version "
                       f"compatibility (limited features): {_span(r.cuda.minor_compat)}")
         if r.cuda.pytorch_wheel:
-            console.print(f"[bold]PyTorch[/bold]   wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}): "
-                          f"pip install torch --index-url https://download.pytorch.org/whl/{r.cuda.pytorch_wheel}")
+            console.print(f"[bold]PyTorch[/bold]   wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}):")
+            console.print(f"  pip install torch --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}", soft_wrap=True)
         console.print(f"          {escape(r.cuda.pytorch_source)}", style="dim")
     for note in r.notes:
         console.print(f"[yellow]note[/yellow]: {escape(note)}")

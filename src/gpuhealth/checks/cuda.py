@@ -1,8 +1,9 @@
 """GH6xx: after the install: CUDA toolkits versus the driver, the loader's libraries, persistence, and
 whether PyTorch can actually use the GPUs.
 
-The toolkit/driver rules follow facts.md 2.1-2.4 (``knowledge/cuda_drivers.csv``); the reasons
-``torch.cuda.is_available()`` returns False follow facts.md 4.
+The toolkit/driver rules follow NVIDIA's CUDA release notes and CUDA Compatibility guide
+(``knowledge/cuda_drivers.csv``); the reasons
+``torch.cuda.is_available()`` returns False follow the tools' own messages.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
+from gpuhealth.knowledge.sources import cite
 from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
 
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -197,7 +199,8 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     The CUDA toolkit on this host (`nvcc --version` on PATH, and the toolkit `/usr/local/cuda` points
     at, read from its `version.json` or `version.txt`) against the driver version, using NVIDIA's
     table of the driver bundled with each toolkit and the minor-version-compatibility minimums
-    (`src/gpuhealth/knowledge/cuda_drivers.csv`, facts.md 2.1 and 2.2); also a conda environment's
+    (`src/gpuhealth/knowledge/cuda_drivers.csv`, from NVIDIA's CUDA release notes and CUDA Compatibility
+    guide); also a conda environment's
     `cudatoolkit` from a pasted `conda list`. Critical when the driver is
     below the toolkit family's minimum (12.x needs >= 525, 13.x >= 580, 11.x >= 450; before 11 the
     toolkit's own bundled driver); info when the driver is older than the toolkit's bundled driver but
@@ -267,7 +270,7 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
         evidence.append(shown)
         rows = [r for r in (family, bundled) if r]
         evidence.append(Evidence("src/gpuhealth/knowledge/cuda_drivers.csv", tuple(
-            f"CUDA {r.cuda}{' ' + r.release if r.release else '.x'}: driver >= {r.driver_min} ({r.source})"
+            f"CUDA {r.cuda}{' ' + r.release if r.release else '.x'}: driver >= {r.driver_min} ({cite(r.source, False)})"
             for r in rows)))
         branches.add((bundled or minimum).driver_min.split(".")[0])
     if worst is None:
@@ -474,7 +477,8 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     `torch.cuda.is_available()` False while the host has NVIDIA GPUs. The finding says why, checking
     in order: the nvidia module not loaded (GH201), a driver/library mismatch (GH202), a stale libcuda
     on the loader path (GH603), a CPU-only wheel (`torch.version.cuda` None, version ending `+cpu`), a
-    driver too old for the wheel's CUDA (the family minimums of facts.md 2.2, or PyTorch's "The NVIDIA
+    driver too old for the wheel's CUDA (the family minimums of NVIDIA's CUDA Compatibility guide, or
+    PyTorch's "The NVIDIA
     driver on your system is too old" warning), `CUDA_VISIBLE_DEVICES` hiding every GPU (GH608),
     `nvidia_uvm` not loaded or `/dev/nvidia-uvm` missing (GH205, GH207), and MIG mode enabled without
     MIG instances.
@@ -990,7 +994,7 @@ def gsp_firmware_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
     Why it matters:
     GSP firmware is used by default on every Turing and later GPU, and the firmware must be the
-    module's exact version (facts.md 3.3, 3.4: NVIDIA's README "GSP Firmware"). Without it the open
+    module's exact version (NVIDIA's driver README, "GSP Firmware"). Without it the open
     module cannot initialise the GPU at all ("RmInitAdapter failed", nvidia-smi "No devices were
     found"); the proprietary module falls back to running without GSP only when its firmware policy
     allows, and loses GSP-only features. Missing files are typical of a distribution firmware package

@@ -299,12 +299,28 @@ def driver_query_hung(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
                            Fix("sudo systemctl enable --now nvidia-persistenced", "any"), REBOOT))
 
 
+# The first driver branch that shipped each module: nvidia-modeset.ko arrived with 358.x (NVIDIA's 358.09
+# release notes, forums.developer.nvidia.com), nvidia-drm.ko with 364.x (NVIDIA, "NVIDIA 364.12 release:
+# Vulkan, GLVND, DRM KMS, and EGLStreams", https://forums.developer.nvidia.com/t/41927). An older driver
+# (a 352.63 bug report) never has them, so they are not "missing" there.
+MODULE_FIRST_BRANCH = {"nvidia_modeset": 358, "nvidia_drm": 364}
+
+
+def _module_exists(module: str, snapshot: Snapshot) -> bool:
+    first = MODULE_FIRST_BRANCH.get(module)
+    version = snapshot.driver.version if snapshot.driver else None
+    if first is None or not version or not version.split(".")[0].isdigit():
+        return True
+    return int(version.split(".")[0]) >= first
+
+
 @check("GH205", "kernel-modules-missing", "NVIDIA kernel modules not loaded", requires=("kernel_modules",))
 def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     With `nvidia` loaded, checks for `nvidia_uvm` (CUDA's unified memory; CUDA needs it),
-    `nvidia_modeset` and `nvidia_drm` (display and DRM; not needed for compute).
+    `nvidia_modeset` and `nvidia_drm` (display and DRM; not needed for compute). Drivers older than
+    358.x had no `nvidia_modeset` and older than 364.x no `nvidia_drm`; they are not asked for there.
 
     Why it matters:
     Without `nvidia_uvm` CUDA initialisation fails with "CUDA error: unknown error" or "no
@@ -324,7 +340,8 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     if "nvidia" not in modules:
         yield Skip("the nvidia module is not loaded (see GH201)")
         return
-    missing = [m for m in ("nvidia_uvm", "nvidia_modeset", "nvidia_drm") if m not in modules]
+    missing = [m for m in ("nvidia_uvm", "nvidia_modeset", "nvidia_drm")
+               if m not in modules and _module_exists(m, snapshot)]
     if not missing:
         return
     loaded = tuple(sorted(m for m in modules if m.startswith("nvidia")))

@@ -2,7 +2,7 @@
 Toolkit, the driver's parameters, storage for training data, and errors pasted from applications.
 
 The container rules follow NVIDIA's container toolkit documentation and its notice on "Failed to
-initialize NVML: Unknown Error" (facts.md 4, NVIDIA/nvidia-container-toolkit issue #48).
+initialize NVML: Unknown Error" (the tools' own messages, NVIDIA/nvidia-container-toolkit issue #48).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ NEAR_SLOWDOWN_C = 5  # this close to the GPU's own slowdown threshold is reporte
 BUSY_PCT = 50  # below this, a lower PCIe generation is the GPU saving power, not a fault
 IDLE_PCT = 5  # below this utilization a GPU counts as idle
 INFOROM_WARNING = re.compile(r"infoROM is corrupted(?: at gpu (\S+))?", re.IGNORECASE)
-# Clock event reasons that mean the GPU is held back by heat or power delivery (facts.md 6.3);
+# Clock event reasons that mean the GPU is held back by heat or power delivery (NVIDIA's NVML API reference);
 # idle, SW power cap, application clocks and sync boost are normal operation or configuration.
 SLOWDOWN_REASONS = {
     "hw_thermal_slowdown": "HW Thermal Slowdown",
@@ -230,7 +230,7 @@ def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
                         subject=seen.subject, evidence=evidence, fixes=(query,))
 
 
-RECOVERY_FIXES = (  # keyword in the recovery action -> what to do (facts.md 8: recovery action enum)
+RECOVERY_FIXES = (  # keyword in the recovery action -> what to do (open GPU kernel modules' enum)
     ("reboot", lambda seen: (REBOOT,)),
     ("imex", lambda seen: (Fix("sudo systemctl restart nvidia-imex", "any", disruptive=True),)),
     ("p2p", lambda seen: (Fix("stop the jobs using peer-to-peer/NVLink traffic on this GPU", "any",

@@ -1,6 +1,6 @@
 """GH5xx: is this host ready for the NVIDIA driver to be installed, rebuilt, or to survive the next boot?
 
-The rules follow the install runbook of field report 001 and the installer messages in facts.md 4:
+The rules follow the install runbook of field report 001 and the installer messages in the tools' own messages:
 nouveau blacklisted and out of the initramfs, kernel headers and a matching gcc for DKMS builds,
 Secure Boot module signing, and an nvidia module for every kernel the host may boot.
 """
@@ -21,7 +21,7 @@ REBUILD_INITRAMFS_DEBIAN = ("sudo cp /boot/initrd.img-$(uname -r){,.bak}", "sudo
 REBUILD_INITRAMFS_RHEL = ("sudo cp /boot/initramfs-$(uname -r).img{,.bak}", "sudo dracut --force")
 SIGNED_MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm")
 # Refusals only: "module verification failed ... tainting kernel" means the unsigned module DID load
-# (facts.md 4: informational), so it is not evidence of a Secure Boot problem.
+# (the tools' own messages: informational), so it is not evidence of a Secure Boot problem.
 SIGNATURE_REJECTED = ("Key was rejected by service", "Required key not available", "not signed with a trusted key",
                       "unsigned module loading is restricted")
 
@@ -30,6 +30,9 @@ def _signing_loop(sign_file: str) -> str:
     return (f"for m in {' '.join(SIGNED_MODULES)}; do sudo {sign_file} sha256 MOK.priv MOK.der "
             "$(modinfo -n $m); done")
 
+
+# What a driver that cannot load causes: the module not loaded, queries failing, modules and nodes missing.
+DRIVER_DOWN = ("GH201", "GH203", "GH205", "GH207")
 
 # --------------------------------------------------------------------------- shared judgements
 
@@ -451,6 +454,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                        rhel=[_signing_loop("/usr/src/kernels/$(uname -r)/scripts/sign-file")]),
             Fix("sudo modprobe nvidia && sudo modprobe nvidia-uvm", "any", disruptive=True),
         ),
+        # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
+        explains=DRIVER_DOWN if log_lines or unsigned else (),
     )
 
 
@@ -530,6 +535,7 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
                               rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
                    Fix("sudo dkms autoinstall -k $(uname -r)", "any"),
                    Fix("sudo modprobe nvidia", "any")),
+            explains=DRIVER_DOWN,
         )
         return
     if running.nvidia_module is None:
@@ -578,6 +584,7 @@ def _no_module_per_modinfo(snapshot: Snapshot, install: InstallState) -> Iterato
         fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
                           rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
                Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+        explains=DRIVER_DOWN,
     )
 
 

@@ -5,15 +5,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
-from gpuhealth.model import Evidence, PciDevice, Severity, Snapshot, Subject
+from gpuhealth.model import Evidence, Fix, PciDevice, Severity, Snapshot, Subject
 
 SYSFS = "/sys/bus/pci/devices"
 
 
-def describe(device: PciDevice) -> str:
+def describe(device: PciDevice, binding_known: bool = True) -> str:
     name = device.name or f"NVIDIA device [10de:{device.device_id}]"
-    driver = f", driver {device.kernel_driver}" if device.kernel_driver else ", no driver bound"
+    if device.kernel_driver:
+        driver = f", driver {device.kernel_driver}"
+    else:
+        driver = ", no driver bound" if binding_known else ", driver binding not shown (lspci without -k)"
     return f"{device.address} {name}{driver}"
+
+
+def binding_known(snapshot: Snapshot) -> bool:
+    """Whether a PCI device without a driver is known to have none: sysfs always says; pasted ``lspci``
+    says only with ``-k`` ("Kernel driver in use"), so a paste where no device shows one proves nothing."""
+    return snapshot.origin != "evidence" or any(d.kernel_driver for d in snapshot.pci_devices or ())
 
 
 def driver_view_missing(snapshot: Snapshot) -> str | None:
@@ -46,7 +55,7 @@ def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     if gpus:
         return
     others = [d for d in snapshot.pci_devices or () if d.vendor_id == "10de"]
-    lines = tuple(f"{describe(d)} (class {d.class_code}, not a GPU)" for d in others)
+    lines = tuple(f"{describe(d, binding_known(snapshot))} (class {d.class_code}, not a GPU)" for d in others)
     yield Draft(Severity.WARNING, "No NVIDIA GPU on this machine: no PCI device 10de with a display class",
                 evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
                                    lines or ("no device with vendor 10de",)),))
@@ -83,6 +92,20 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
         yield Skip(f"the driver's list of GPUs is unknown: {why}")
         return
     seen = {g.pci_address for g in snapshot.gpus}
+    known = binding_known(snapshot)
+    source = snapshot.sources.get("smi") or snapshot.sources.get("nvml") or "driver"
+    if None in seen:  # `nvidia-smi -L` names no PCI address: only the counts can be compared
+        if len(snapshot.gpus) < len(pci):
+            yield Draft(
+                Severity.CRITICAL,
+                f"{len(pci)} NVIDIA GPUs on the PCI bus, the driver lists {len(snapshot.gpus)}: which one is "
+                "missing is unknown (the driver's list gives no PCI addresses)",
+                evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
+                                   tuple(describe(d, known) for d in pci)),
+                          Evidence(source, tuple(f"GPU {g.index}: {g.name or '?'}" for g in snapshot.gpus))),
+                fixes=(Fix("nvidia-smi --query-gpu=index,pci.bus_id,name --format=csv"),
+                       Fix("lspci -nnk -d 10de:", note="shows which driver holds each GPU")))
+        return
     for device in pci:
         if device.address in seen:
             continue
@@ -92,9 +115,8 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
             f"GPU {device.address} is on the PCI bus but the driver does not report it"
             + (f" (bound to {device.kernel_driver} for passthrough)" if passthrough else ""),
             subject=Subject(None, device.address),
-            evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS), (describe(device),)),
-                      Evidence(snapshot.sources.get("smi") or snapshot.sources.get("nvml") or "driver",
-                               (f"driver reports {len(seen)} GPU(s): {', '.join(sorted(a or '?' for a in seen))}",))),
+            evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS), (describe(device, known),)),
+                      Evidence(source, (f"driver reports {len(seen)} GPU(s): {', '.join(sorted(seen))}",))),
         )
 
 
@@ -123,4 +145,4 @@ def gpu_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Iterat
     if found < expect.gpu_count:
         yield Draft(Severity.CRITICAL, f"{found} NVIDIA GPU(s) on the PCI bus, {expect.gpu_count} expected",
                     evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
-                                       tuple(describe(d) for d in snapshot.nvidia_pci_gpus)),))
+                                       tuple(describe(d, binding_known(snapshot)) for d in snapshot.nvidia_pci_gpus)),))

@@ -14,13 +14,14 @@ from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, Severity, Sn
 SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
 
-# How NVIDIA's immediate-action buckets (facts.md 1.2) translate into commands.
+# How NVIDIA's immediate-action buckets (NVIDIA's Xid catalogue, "Guidance Class") translate into commands.
 ACTION_FIXES: dict[str, tuple[Fix, ...]] = {
     "RESET_GPU": (Fix("sudo nvidia-smi --gpu-reset -i {index}", "any", disruptive=True,
                       note="stop every process on that GPU first; reboot if the reset is refused"),),
     "RESTART_BM": (REBOOT,),
     "RESTART_VM": (Fix("restart the VM that owns the GPU", "any", disruptive=True),),
-    "RESTART_APP": (Fix("restart the application; if it recurs, run it under compute-sanitizer", "any"),),
+    "RESTART_APP": (Fix("restart the application; if it recurs, run it under compute-sanitizer", "any",
+                        kind="step"),),
     "CHECK_MECHANICALS": (Fix("check the GPU's seating and auxiliary power connectors", "any",
                               disruptive=True),),
     "RESTART_FM": (Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),),
@@ -129,7 +130,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         yield Draft(
             severity,
             f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
-            f" - NVIDIA's action: {action}",
+            f" - next: {xid_catalogue.action_in_words(action)}",
             subject=subject, evidence=(Evidence(snapshot.kernel_log.source, samples(events)),),
             fixes=fixes,
         )

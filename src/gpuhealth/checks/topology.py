@@ -35,7 +35,7 @@ XID_WINDOW_S = 3600.0
 BANDWIDTH_LOW_FRACTION = 0.5  # GH710: below this share of the link's theoretical rate
 MATMUL_TOLERANCE = 1e-2  # as GH607: healthy GPUs differ from the CPU by about 1e-4
 # Usable bytes per second per lane after line coding (GB/s): Gen1/2 8b/10b, Gen3-5 128b/130b, Gen6 FLIT.
-# Gen3 x16 = 15.75, Gen4 x16 = 31.5, Gen5 x16 = 63 GB/s (facts.md 5: 8, 16, 32 GT/s per lane).
+# Gen3 x16 = 15.75, Gen4 x16 = 31.5, Gen5 x16 = 63 GB/s (Linux drivers/pci: 8, 16, 32 GT/s per lane).
 LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.984625, 4: 1.96925, 5: 3.9385, 6: 7.563}
 NVLINK_FIXES = (Fix("nvidia-smi nvlink -e -i {index}", "any", note="error counters per link"),
                 Fix("systemctl status nvidia-fabricmanager", "any", note="NVSwitch systems"),

@@ -1,4 +1,5 @@
-"""Which NVIDIA driver a CUDA toolkit needs, from ``cuda_drivers.csv`` (facts.md 2.1 and 2.2).
+"""Which NVIDIA driver a CUDA toolkit needs, from ``cuda_drivers.csv``
+(NVIDIA's CUDA release notes and CUDA Compatibility guide).
 
 Two kinds of row, each with its source:
 

@@ -1,9 +1,9 @@
 """Driver branches, GPU architectures and CUDA toolkits, from ``drivers.csv``.
 
-One fact per row: ``kind,key,field,value,source``, every row with the facts.md section and source key it
-comes from ("FACTS 2.4 (CUDARN)"), or "not confirmed (...)" where facts.md does not give it. Kinds:
+One fact per row: ``kind,key,field,value,source``, every row with the document (title and address) it
+comes from, or "not confirmed (...)" where no source gives it. Kinds:
 
-- ``arch``: per architecture ``first_branch`` (earliest driver branch with evidence, facts.md 3.2),
+- ``arch``: per architecture ``first_branch`` (earliest driver branch with evidence: CUDA release notes),
   ``last_branch`` (the legacy branch that is its last, 3.1), ``open_modules`` (``unsupported``,
   ``supported`` or ``required``, 3.3), ``first_toolkit`` and ``last_toolkit_major`` (CUDA toolkits that
   can target it, 3.1/3.2).
@@ -12,9 +12,10 @@ comes from ("FACTS 2.4 (CUDARN)"), or "not confirmed (...)" where facts.md does 
   the branch reports natively, 2.4), ``last_for`` (the architectures a legacy branch is the last for).
 - ``family``: per CUDA major version the minimum driver branch for minor-version compatibility (2.2).
 - ``toolkit``: per CUDA toolkit (major.minor, its GA release) the minimum driver (2.1).
-- ``wheel``: PyTorch wheel variants and the CUDA version each is built for (not in facts.md).
+- ``wheel``: PyTorch wheel variants and the CUDA version each is built for (not in the sourced tables).
 
-Rules applied by ``cuda_support`` (facts.md 2.2): a toolkit whose bundled driver is of this branch or older
+Rules applied by ``cuda_support`` (NVIDIA's CUDA Compatibility guide): a toolkit whose bundled driver is of
+this branch or older
 runs natively (backward compatibility); a newer toolkit of a major family whose minimum the branch meets
 runs through minor-version compatibility, with a limited feature set (PTX JIT of newer PTX may fail).
 A toolkit must also be able to target the architecture (``first_toolkit``, ``last_toolkit_major``).
@@ -52,7 +53,7 @@ class Architecture:
 @dataclass(frozen=True)
 class Branch:
     number: int
-    designation: str | None = None  # None: end of life (facts.md 2.5 "Others")
+    designation: str | None = None  # None: end of life (NVIDIA's Supported Drivers and CUDA Toolkit Versions "Others")
     end_of_life: str | None = None  # "2028-06"
     cuda: str | None = None  # the CUDA version it reports natively (nvidia-smi "CUDA Version")
     last_for: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ pci.ids, after a chip of one architecture and one compute capability. Columns:
   AD Ada, GH Hopper, GB Blackwell.
 - ``architecture``, ``compute_capability`` (empty when unknown).
 - ``source``: where the ID-to-chip mapping comes from (PCIIDS: the pci.ids excerpt of version 2026.08.22
-  in ``tests/data/corpus/pciids``). ``cc_source``: where the compute capability comes from (facts.md 3.2 for
+  in ``tests/data/corpus/pciids``). ``cc_source``: where the compute capability comes from (CUDA release notes for
   Turing and newer; "not confirmed" for older chips, whose values are common knowledge only).
 
 How the ranges were made: the vendor block of pci.ids was read in ID order; consecutive devices whose
@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "lookup", "normalize_device_id"]
+__all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "model_names", "normalize_device_id"]
 
 # Oldest first: the order in which driver branches drop them.
 ARCHITECTURES = ("Fermi", "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
@@ -110,3 +110,41 @@ def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
             raise ValueError(f"gpus.csv: ranges {before.first:04x}-{before.last:04x} and "
                              f"{after.first:04x}-{after.last:04x} overlap or are reversed")
     return tuple(rows), [r.first for r in rows]
+
+
+# ------------------------------------------------------------------ model names (gpu_names.csv)
+
+_NAME_NOISE = re.compile(r"\b(?:nvidia|tesla|geforce)\b|[^a-z0-9]+")
+
+
+def _name_key(name: str) -> str:
+    return _NAME_NOISE.sub("", name.lower())
+
+
+@functools.cache
+def model_names() -> dict[str, tuple[str, str]]:
+    """Name key -> (name as nvidia-smi or pci.ids prints it, device ID), from ``gpu_names.csv``."""
+    text = resources.files("gpuhealth.knowledge").joinpath("gpu_names.csv").read_text(encoding="utf-8")
+    return {_name_key(r["name"]): (r["name"], r["device_id"]) for r in csv.DictReader(io.StringIO(text))}
+
+
+def device_id_for(text: str) -> tuple[str | None, list[str]]:
+    """A PCI ID (``10de:2330``, ``2330``) or a model name (``H100 80GB HBM3``) -> (device ID, candidates).
+
+    A name matches exactly (ignoring case, spaces, "NVIDIA"/"Tesla"/"GeForce"), else as the one name that
+    contains it; ``candidates`` lists the names that matched when there is no single answer.
+    """
+    raw = text.strip()
+    match = re.fullmatch(r"(?i)(?:10de:|0x)([0-9a-f]{4})", raw)
+    if match:
+        return match[1].lower(), []
+    key = _name_key(raw)
+    names = model_names()
+    if key in names:
+        return names[key][1], []
+    partial = [value for name, value in names.items() if key and key in name]
+    if len(partial) == 1:
+        return partial[0][1], []
+    if not partial and re.fullmatch(r"(?i)[0-9a-f]{4}", raw):  # "2330": a bare device ID ("A100" is a name)
+        return raw.lower(), []
+    return None, sorted(shown for shown, _ in partial)

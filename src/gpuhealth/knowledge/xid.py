@@ -1,6 +1,6 @@
 """The Xid catalogue as data: what each Xid code means and what to do, from ``xid.csv``.
 
-One CSV row per code 1-176 (ranges in facts.md 1.3 expanded). Columns:
+One CSV row per code 1-176 (ranges in NVIDIA's Xid catalogue expanded). Columns:
 
 - ``mnemonic``, ``immediate_action``, ``investigatory_action``: NVIDIA's (XIDCAT; per-code mnemonics
   of grouped rows checked against GPUD's machine-readable copy of the catalogue; 173-176 only exist in
@@ -12,7 +12,7 @@ One CSV row per code 1-176 (ranges in facts.md 1.3 expanded). Columns:
 - ``application_class``: the application, not the GPU, is usually to blame (11, 13, 25, 31, 43, 45,
   69, 137, 174). NVIDIA's k8s-device-plugin also treats 68 as an application error; we do not, because
   the catalogue blames hardware or the driver for it.
-- ``source``: facts.md source keys, ``;``-separated.
+- ``source``: the sourced reference tables source keys, ``;``-separated.
 
 Severity rule (ours, applied to NVIDIA's immediate action):
 
@@ -37,12 +37,52 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import re
 from dataclasses import dataclass
 from importlib import resources
 
 from gpuhealth.model import Severity
 
-__all__ = ["XidInfo", "all_xids", "lookup"]
+__all__ = ["ACTION_WORDS", "XidInfo", "action_in_words", "all_xids", "lookup"]
+
+# NVIDIA's resolution buckets (XIDCAT "Guidance Class"), said in words for the report.
+ACTION_WORDS: dict[str, str] = {
+    "IGNORE": "no action needed",
+    "RESTART_APP": "restart the application",
+    "RESET_GPU": "reset the GPU",
+    "RESTART_BM": "reboot the machine",
+    "RESTART_VM": "restart the VM that owns the GPU",
+    "RESTART_FM": "restart Fabric Manager",
+    "CHECK_MECHANICALS": "check the GPU's seating and power connections",
+    "CHECK_APP/CUDA": "check the application (the pid in the message) for bad data sent to the GPU",
+    "CHECK_UVM": "reset the GPU if unified memory or vGPU is in use, otherwise no action",
+    "UPDATE_SWFW": "update the GPU firmware and driver",
+    "CONTACT_SUPPORT": "contact NVIDIA or the system vendor",
+    "INVESTIGATE_SW": "investigate the software (track the pid in the message)",
+    "INVESTIGATE_SW_USER": "investigate the user's software",
+    "XID_154": "follow the recovery action that Xid 154 reports",
+    "SYMPATHETIC_REPORT_SOLO": "act on the other Xids first; report it if seen alone",
+    "WORKFLOW_XID_13": ("follow NVIDIA's Xid 13 workflow: if it repeats on the same GPU, run DCGM diagnostics, "
+                        "otherwise check the application"),
+    "WORKFLOW_XID_31": ("follow NVIDIA's Xid 31 workflow: repeated on the same GPU, run DCGM diagnostics; "
+                        "on different GPUs, check the application"),
+    "WORKFLOW_XID_45": "follow NVIDIA's Xid 45 workflow: alone, restart Fabric Manager; with other Xids, act on those",
+    "WORKFLOW_XID_48": ("follow NVIDIA's Xid 48 workflow: alone, reset the GPU; with Xid 63 or 64, drain the GPU "
+                        "and reset it, then run field diagnostics"),
+    "WORKFLOW_NVLINK_ERR": "follow NVIDIA's Xid 74 workflow: decode the NVLink error registers, then reset the GPU",
+    "WORKFLOW_NVLINK5_ERR": "follow NVIDIA's Xid 144-150 workflow: decode the NVLink error with NVIDIA's catalogue",
+    "XID_137_FLOW": "follow NVIDIA's Xid 137 workflow",
+    "INVESTIGATE_LINK_SI": "investigate the link's signal integrity",
+}
+_BUCKET = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True))
+                     + r")(?![\w/])")
+
+
+def action_in_words(bucket: str) -> str:
+    """NVIDIA's action bucket as a reader says it; in free text, each bucket name is replaced by its words."""
+    if not bucket:
+        return "no action given by NVIDIA"
+    return _BUCKET.sub(lambda m: ACTION_WORDS[m[0]], bucket)
 
 
 @dataclass(frozen=True)

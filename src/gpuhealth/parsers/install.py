@@ -1,7 +1,7 @@
 """Driver-install evidence: ``mokutil --sb-state``, ``dkms status``, ``gcc --version``, ``modinfo``,
 the compiler in ``/proc/version``, the kernel command line, and initramfs listings.
 
-The formats are from the tools' own output (facts.md section 4 and the field report 001); the corpus
+The formats are from the tools' own output (the tools' own messages and the field report 001); the corpus
 holds no sample of them, so the tests use hand-written samples in these shapes.
 """
 

@@ -1,6 +1,6 @@
 """Kernel log (dmesg, journalctl -k, syslog, /dev/kmsg, pstore) -> the NVIDIA-relevant events in it.
 
-Line forms are from facts.md 1.1 and 4 (sources OGKM, GPUD, XIDCAT) and the corpus under
+Line forms are from NVIDIA's Xid catalogue (sources OGKM, GPUD, XIDCAT) and the corpus under
 ``tests/data/corpus`` (gpud, ml-engineering, nvidia-bug-report-352.63).
 
 Speed: a production kernel log can be gigabytes, and almost none of it is about the GPU. The scan

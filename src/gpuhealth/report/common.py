@@ -17,26 +17,71 @@ class Cause:
     symptoms: tuple[Finding, ...]
 
 
-def fold(findings: tuple[Finding, ...]) -> tuple[Cause, ...]:
-    """Root causes first; a finding named in another's ``explains`` is folded under it.
+def explains(cause: Finding, symptom: Finding) -> bool:
+    """``cause`` names ``symptom``'s check and may reach it: a host-wide cause explains symptoms on any
+    GPU; a per-GPU cause only symptoms on its own GPU or on the host."""
+    if cause is symptom or symptom.code not in cause.explains:
+        return False
+    return (cause.subject.is_host or symptom.subject.is_host or symptom.subject == cause.subject
+            or (cause.subject.pci_address is not None and symptom.subject.pci_address == cause.subject.pci_address))
 
-    A host-wide cause explains symptoms on any GPU; a per-GPU cause only symptoms on its GPU or on
-    the host. A finding explained by several causes is folded under the first (most severe) one.
+
+def fold(findings: tuple[Finding, ...]) -> tuple[Cause, ...]:
+    """Root causes first, each with every finding it explains (directly or through another) folded under it.
+
+    A root is a finding nothing else explains, so a cause always leads its symptoms wherever the checks
+    sorted them. A symptom explained by several roots folds under the first, most severe one. Findings
+    that explain each other in a loop (no root among them) are led by the most severe, first one.
+    Causes are ordered by the worst severity in their group, then by their own severity, then as given.
     """
-    folded: set[int] = set()
-    causes = []
-    for cause in findings:
-        if id(cause) in folded:
-            continue
-        symptoms = tuple(
-            f for f in findings
-            if f is not cause and id(f) not in folded and f.code in cause.explains
-            and (cause.subject.is_host or f.subject.is_host or f.subject == cause.subject
-                 or f.subject.pci_address == cause.subject.pci_address)
-        )
-        folded.update(id(f) for f in symptoms)
-        causes.append((cause, symptoms))
-    return tuple(Cause(c, s) for c, s in causes if id(c) not in folded or s)
+    order = {id(f): i for i, f in enumerate(findings)}
+    explained_by = {id(f): [c for c in findings if explains(c, f)] for f in findings}
+    placed: set[int] = set()
+    groups: list[tuple[Finding, list[Finding]]] = []
+
+    def gather(root: Finding) -> None:
+        placed.add(id(root))
+        symptoms: list[Finding] = []
+        frontier = [root]
+        while frontier:
+            current = frontier.pop(0)
+            for f in findings:
+                if id(f) not in placed and explains(current, f):
+                    placed.add(id(f))
+                    symptoms.append(f)
+                    frontier.append(f)
+        groups.append((root, sorted(symptoms, key=lambda f: order[id(f)])))
+
+    ranked = sorted(findings, key=lambda f: (-f.severity.rank, order[id(f)]))
+    for finding in ranked:
+        if id(finding) not in placed and not explained_by[id(finding)]:
+            gather(finding)
+    for finding in ranked:  # only loops are left
+        if id(finding) not in placed:
+            gather(finding)
+
+    def worst(group: tuple[Finding, list[Finding]]) -> int:
+        return max(f.severity.rank for f in (group[0], *group[1]))
+
+    groups.sort(key=lambda g: (-worst(g), -g[0].severity.rank, order[id(g[0])]))
+    return tuple(Cause(root, tuple(symptoms)) for root, symptoms in groups)
+
+
+def cause_fixes(cause: Cause, snapshot: Snapshot, shown: set[tuple[str, str]] | None = None) -> tuple[Fix, ...]:
+    """The fixes to show for one cause: its own, for this host's distro family, none repeated.
+
+    A symptom's fixes are dropped: fixing the cause fixes what it explains (that is what ``explains``
+    means), and a symptom's own remedy (``modprobe nvidia`` under nouveau) would mislead. ``shown``
+    collects what earlier causes already printed, so a fix is never listed twice in one report.
+    """
+    shown = set() if shown is None else shown
+    out = []
+    for fix in fixes_for_host(cause.finding, snapshot):
+        key = (fix.family, " ".join(fix.command.split()))
+        if key not in shown:
+            shown.add(key)
+            out.append(fix)
+    return tuple(out)
 
 
 def fixes_for_host(finding: Finding, snapshot: Snapshot) -> tuple[Fix, ...]:
@@ -63,7 +108,7 @@ def host_summary(snapshot: Snapshot) -> list[tuple[str, str]]:
     cuda = (snapshot.nvml.cuda_driver_version if snapshot.nvml and snapshot.nvml.ok else None) or (
         snapshot.smi.cuda_version if snapshot.smi else None)
     if cuda:
-        rows.append(("CUDA (driver max)", cuda))
+        rows.append(("CUDA", f"{cuda} max"))
     if snapshot.pci_devices is not None:
         count = len(snapshot.nvidia_pci_gpus)
         rows.append(("GPUs on PCI", str(count) if count else "none: no NVIDIA GPU on this machine"))
@@ -82,7 +127,8 @@ def gpu_rows(snapshot: Snapshot) -> list[dict[str, str]]:
 
 
 def verdict_line(report: Report) -> str:
-    counts = ", ".join(f"{report.count(s)} {s.value}" for s in Severity if report.count(s))
+    counts = ", ".join(f"{report.count(s)} {s.value}" for s in sorted(Severity, key=lambda s: -s.rank)
+                       if report.count(s))
     tail = f" ({counts})" if counts else ""
     skipped = f"; {len(report.skipped)} check(s) skipped" if report.skipped else ""
     return f"{report.verdict}{tail}: {report.checks_run} checks{skipped}"
@@ -94,3 +140,39 @@ def skipped_by_reason(report: Report) -> list[tuple[str, list[str]]]:
     for skipped in report.skipped:
         groups.setdefault(skipped.reason, []).append(skipped.code)
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))
+
+
+def gpu_count(snapshot: Snapshot) -> int:
+    """GPUs on this host: the driver's list, else the PCI bus."""
+    return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+
+
+def host_line(snapshot: Snapshot) -> str:
+    """The host summary as one line: ``gpu-node-17 · Rocky Linux 9.3 · kernel ... · driver ... · 8 GPUs``."""
+    words = {"Driver": "driver", "CUDA": "CUDA"}
+    parts = [f"{words[label]} {value}" if label in words else value for label, value in
+             host_summary(snapshot) if label not in ("GPUs on PCI", "GPUs (driver)")]
+    on_pci = len(snapshot.nvidia_pci_gpus) if snapshot.pci_devices is not None else None
+    driver = len(snapshot.gpus) if snapshot.gpus else None
+    if on_pci == 0 and not driver:
+        parts.append("no NVIDIA GPU on the PCI bus")
+    elif on_pci is not None and driver is not None and on_pci != driver:
+        parts.append(f"{on_pci} GPUs on PCI, {driver} seen by the driver")
+    elif on_pci or driver:
+        count = on_pci or driver
+        parts.append(f"{count} GPU{'s' if count != 1 else ''}")
+    return " · ".join(parts) if parts else "host: nothing known"
+
+
+def closing_line(report: Report) -> str:
+    """The last line: counts, how many GPUs, and the next step."""
+    count = gpu_count(report.snapshot)
+    where = f"on {count} GPU{'s' if count != 1 else ''}" if count else "on a host with no NVIDIA GPU seen"
+    counts = ", ".join(f"{report.count(s)} {s.value}" for s in sorted(Severity, key=lambda s: -s.rank)
+                       if report.count(s))
+    if not counts:
+        skipped = f"; {len(report.skipped)} skipped" if report.skipped else ""
+        return f"no problems found {where} ({report.checks_run - len(report.skipped)} checks ran{skipped})"
+    commands = any(f.is_command for finding in report.findings for f in finding.fixes)
+    tail = "; run `gpuhealth fix` for a script" if commands else ""
+    return f"{counts} {where}{tail}"

@@ -1,18 +1,29 @@
-"""The terminal report (rich): verdict first, then causes with evidence and fixes, then what was skipped."""
+"""The terminal report (rich), in reading order:
+
+1. the verdict line;
+2. the findings, root causes first, each with the symptoms it explains folded under it;
+3. a one-line host summary (the GPU table only when a GPU has a finding, or with ``-v``);
+4. the skipped checks, one line per reason with a count (``-v`` lists every check);
+5. a closing summary line, as ruff, cargo and pytest end with one.
+
+Commands are never wrapped (``soft_wrap``): pasted, a wrapped line would run as two. A command's comment
+goes on its own line above it, and a step (an instruction in words) never looks like a command.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console, Group
-from rich.markup import escape
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuhealth.model import Finding, Report, Severity
+from gpuhealth.model import Finding, Fix, Report, Severity
 from gpuhealth.report.common import (
-    fixes_for_host,
+    Cause,
+    cause_fixes,
+    closing_line,
     fold,
     gpu_rows,
-    host_summary,
+    host_line,
     skipped_by_reason,
     verdict_line,
 )
@@ -20,57 +31,126 @@ from gpuhealth.report.common import (
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yellow",
                  "HEALTHY": "bold white on green"}
+REASONS_SHOWN = 6  # skipped-check reasons listed without -v; the rest are counted on one line
+REASON_CHARS = 110
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
-    console.print(Text(f" {verdict_line(report)} ", style=VERDICT_STYLE[report.verdict]))
-    console.print()
-    summary = Table.grid(padding=(0, 2))
-    for label, value in host_summary(report.snapshot):
-        summary.add_row(Text(label, style="bold"), Text(value))
-    console.print(summary)
-    rows = gpu_rows(report.snapshot)
-    if rows:
-        table = Table("GPU", "Name", "PCI address", box=None, padding=(0, 2), header_style="bold")
-        for row in rows:
-            table.add_row(row["index"], row["name"], row["pci_address"])
-        console.print(table)
-    console.print()
+    def out(text: Text | str = "") -> None:
+        console.print(text, soft_wrap=True)
+
+    out(Text(f" {verdict_line(report)} ", style=VERDICT_STYLE.get(report.verdict, "bold")))
+    out()
+    shown: set[tuple[str, str]] = set()
     for cause in fold(report.findings):
-        console.print(_finding(cause.finding, report, verbose))
-        for symptom in cause.symptoms:
-            console.print(Text(f"    explains {symptom.code} {symptom.slug}: {symptom.message}", style="dim"))
-        console.print()
-    if report.skipped:
-        console.print(Text(f"Skipped ({len(report.skipped)}): not checked, not passed", style="bold"))
-        if verbose:
-            for skipped in report.skipped:
-                console.print(Text(f"  {skipped.code} {skipped.slug}: {skipped.reason}", style="dim"))
-        else:
-            for reason, codes in skipped_by_reason(report):
-                console.print(Text(f"  {', '.join(codes)}: {reason}", style="dim"))
+        for line in _cause(cause, report, verbose, shown):
+            out(line)
+        out()
+    out(Text(host_line(report.snapshot), style="bold"))
+    if verbose or any(not f.subject.is_host for f in report.findings):
+        _gpu_table(report, console)
+    for line in _skipped(report, verbose):
+        out(line)
+    out()
+    out(Text(closing_line(report), style=STYLE.get(_worst(report), "bold green")))
 
 
-def _finding(finding: Finding, report: Report, verbose: bool) -> Group:
-    parts: list[Text] = []
+def _worst(report: Report) -> Severity | None:
+    return max((f.severity for f in report.findings), key=lambda s: s.rank, default=None)
+
+
+def _cause(cause: Cause, report: Report, verbose: bool, shown: set[tuple[str, str]]) -> list[Text]:
+    finding = cause.finding
+    lines = _head(finding)
+    lines += _evidence(finding)
+    if verbose and finding.explanation:
+        lines.append(Text("    " + finding.explanation.replace("\n", " "), style="italic"))
+    for symptom in cause.symptoms:
+        where = "" if symptom.subject.is_host else f" [{symptom.subject}]"
+        lines.append(Text(f"    explains {symptom.code}{where}: {symptom.message}", style="dim"))
+    fixes = cause_fixes(cause, report.snapshot, shown)
+    if not fixes and finding.fixes:
+        lines.append(Text("    fix: the commands listed above", style="dim"))
+    lines += _fixes(fixes, report)
+    lines.append(Text(f"    more: gpuhealth explain {finding.code}", style="dim"))
+    return lines
+
+
+def _head(finding: Finding) -> list[Text]:
     head = Text()
     head.append(f"{finding.severity.value.upper():8}", style=STYLE[finding.severity])
     head.append(f" {finding.code} ", style="bold")
     if not finding.subject.is_host:
         head.append(f"[{finding.subject}] ", style="magenta")
     head.append(finding.message)
-    parts.append(head)
+    return [head]
+
+
+def _evidence(finding: Finding) -> list[Text]:
+    lines = []
     for evidence in finding.evidence:
-        parts.append(Text(f"    evidence: {evidence.source}", style="dim"))
-        for line in evidence.lines:
-            parts.append(Text(f"      {line}", style="dim"))
-    if verbose and finding.explanation:
-        parts.append(Text("    " + finding.explanation.replace("\n", " "), style="italic"))
-    for fix in fixes_for_host(finding, report.snapshot):
-        label = f"[{fix.family}] " if fix.family != "any" else ""
-        warn = " (disruptive)" if fix.disruptive else ""
-        note = f"  # {fix.note}" if fix.note else ""
-        parts.append(Text.from_markup(f"    fix{escape(warn)}: {escape(label)}[green]{escape(fix.command)}"
-                                      f"[/green]{escape(note)}"))
-    parts.append(Text(f"    more: gpuhealth explain {finding.code}", style="dim"))
-    return Group(*parts)
+        lines.append(Text(f"    evidence: {evidence.source}", style="dim"))
+        lines += [Text(f"      {line}", style="dim") for line in evidence.lines]
+    return lines
+
+
+def _fixes(fixes: tuple[Fix, ...], report: Report) -> list[Text]:
+    """Commands under ``fix:``, each with its comment above it; steps as ``step:`` prose."""
+    lines: list[Text] = []
+    family_known = report.snapshot.os is not None and report.snapshot.os.family != "other"
+    commands = [f for f in fixes if f.is_command]
+    if commands:
+        lines.append(Text("    fix:"))
+    for fix in commands:
+        comment = _comment(fix, family_known)
+        if comment:
+            lines.append(Text(f"      # {comment}", style="dim"))
+        lines.append(Text(f"      {' '.join(fix.command.split())}", style="green"))
+    for fix in fixes:
+        if not fix.is_command:
+            tail = [x for x in (fix.note, "disruptive" if fix.disruptive else "",
+                                fix.family if fix.family != "any" and not family_known else "") if x]
+            lines.append(Text(f"    step: {fix.command}" + (f" ({'; '.join(tail)})" if tail else "")))
+    return lines
+
+
+def _comment(fix: Fix, family_known: bool) -> str:
+    parts = []
+    if fix.family != "any" and not family_known:
+        parts.append(f"{fix.family} only")
+    if fix.disruptive:
+        parts.append("disruptive")
+    if fix.note:
+        parts.append(fix.note)
+    return "; ".join(parts)
+
+
+def _gpu_table(report: Report, console: Console) -> None:
+    rows = gpu_rows(report.snapshot)
+    if not rows:
+        return
+    troubled = {f.subject.pci_address for f in report.findings if f.subject.pci_address} | {
+        f.subject.gpu_index for f in report.findings if f.subject.gpu_index is not None}
+    table = Table("GPU", "Name", "PCI address", "", box=None, padding=(0, 2), header_style="bold")
+    for row in rows:
+        index = int(row["index"]) if row["index"].isdigit() else None
+        mark = "finding" if row["pci_address"] in troubled or index in troubled else ""
+        table.add_row(row["index"], row["name"], row["pci_address"], Text(mark, style="red"))
+    console.print(table)
+
+
+def _skipped(report: Report, verbose: bool) -> list[Text]:
+    if not report.skipped:
+        return []
+    lines = [Text("Skipped checks (not checked, not passed), by reason:", style="bold")]
+    if verbose:
+        return lines + [Text(f"  {s.code} {s.slug}: {s.reason}", style="dim") for s in report.skipped]
+    groups = skipped_by_reason(report)
+    for reason, codes in groups[:REASONS_SHOWN]:
+        text = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1].rstrip() + "…"
+        lines.append(Text(f"  {len(codes):2} {text}", style="dim"))
+    rest = groups[REASONS_SHOWN:]
+    if rest:
+        lines.append(Text(f"  {sum(len(c) for _, c in rest):2} for {len(rest)} other reasons; -v lists every "
+                          "skipped check", style="dim"))
+    return lines
