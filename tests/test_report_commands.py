@@ -203,3 +203,9 @@ def test_recommend_text_has_no_fact_base_keys_and_commands_unwrapped():
     for i, line in enumerate(lines):
         if line.strip().startswith("# "):
             assert lines[i + 1].strip() and not lines[i + 1].strip().startswith("#")
+
+
+def test_recommend_names_each_source_document_once():
+    source = recommend_json("--gpu", "NVIDIA A10")["branch"]["source"]
+    assert source.count("supported-drivers-and-cuda-toolkit-versions.html") == 1
+    assert "(615 and 620 editions)" in source

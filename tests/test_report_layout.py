@@ -197,3 +197,11 @@ def test_json_root_causes_follow_the_fold():
 
     assert document(report)["root_causes"][0]["key"].startswith("GH206@")
     json.dumps(document(report))
+
+
+def test_the_one_line_host_summary_leaves_the_json_host_labels_alone():
+    from gpuhealth.report.json_report import document
+
+    report = report_for("h100x8-healthy")
+    assert document(report)["host"]["CUDA (driver max)"] == "12.2"
+    assert "· CUDA 12.2 max · 8 GPUs" in rendered(report)

@@ -228,9 +228,28 @@ def _options(architecture: str, month: str | None) -> list[BranchOption]:
         if branch.end_of_life and month:
             past = month > branch.end_of_life
         designation = branch.designation or "end of life"
-        sources = "; ".join(dict.fromkeys(p.strip() for v in branch.sources.values() for p in v.split("; ")))
+        sources = _sources(branch.sources.values())
         out.append(BranchOption(branch.number, designation, branch.end_of_life, past, branch.cuda, sources))
     return out
+
+
+def _sources(texts: Any) -> str:
+    """The branch's sources once each: a document named again keeps only its extra detail."""
+    parts: list[str] = []
+    named: dict[str, int] = {}  # document -> its place in parts
+    for part in (p.strip() for text in texts for p in text.split("; ")):
+        document = re.match(r"(.+? <https?://[^>]+>)\s*(.*)$", part)
+        if document and document[1] in named:
+            detail = document[2].strip(" :")
+            at = named[document[1]]
+            if detail and detail not in parts[at]:
+                parts[at] += f" {detail}"
+            continue
+        if document:
+            named[document[1]] = len(parts)
+        if part and part not in parts:
+            parts.append(part)
+    return "; ".join(parts)
 
 
 def _prefer(options: list[BranchOption], archs: list[str]) -> BranchOption | None:

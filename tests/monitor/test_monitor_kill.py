@@ -2,11 +2,12 @@
 opens cleanly, passes SQLite's integrity check, and holds every sample the process had recorded except
 at most the last interval before each kill.
 
-Each run replays a generated trace as fast as it is polled (one trace timestamp, all GPUs, per poll)
-and records what it polled (``--record``, flushed before the batch is stored). A trace step of 30 s
-makes the replayed history cross a 10-minute block every 20 polls, so kills land between (and now
-and then inside) compactions, and later runs, whose history overlaps the earlier ones', merge into
-blocks compacted already.
+Each run replays a generated trace as fast as possible (``--replay-speed 0``: one trace timestamp,
+all GPUs, per poll, no wait between polls) and records what it polled (``--record``, flushed before
+the batch is stored). The trace is long enough (10,000 steps) that no run reaches its end before the
+kill; a step of 2 s makes the replayed history cross a 10-minute block every 300 polls, so kills land
+between (and now and then inside) compactions, and later runs, whose history overlaps the earlier
+ones', merge into blocks compacted already.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _recorded(path: Path) -> Counter[tuple[int, int]]:
 
 def test_sigkill_at_random_moments_loses_at_most_the_last_interval(tmp_path):
     trace, db = tmp_path / "trace.jsonl", tmp_path / "monitor.db"
-    events = [s for gpu in range(GPUS) for s in samples(gpu, 400, step=30.0, **busy())]
+    events = [s for gpu in range(GPUS) for s in samples(gpu, 10_000, step=2.0, **busy())]
     write_trace(trace, sorted(events, key=lambda e: e.t), GENERATED_BY, NOTE)
     seed = random.randrange(10**6)
     rng = random.Random(seed)
@@ -55,12 +56,12 @@ def test_sigkill_at_random_moments_loses_at_most_the_last_interval(tmp_path):
         record = tmp_path / f"run{run}.jsonl"
         child = subprocess.Popen(
             [sys.executable, "-m", "gpuhealth", "monitor", "--source", f"replay:{trace}", "--replay-speed", "0",
-             "--interval", "0.02", "--db", str(db), "--record", str(record), "--check-every", "0"],
+             "--db", str(db), "--record", str(record), "--check-every", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while (not record.exists() or record.read_text().count("\n") < 2) and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(rng.uniform(0.05, 1.2))  # somewhere in the first 2 to 60 polls
+        time.sleep(rng.uniform(0.05, 1.2))  # a few hundred to a few thousand polls in
         child.send_signal(signal.SIGKILL)
         assert child.wait(5) == -signal.SIGKILL, f"run {run} ended before the kill (seed {seed})"
         run_samples = _recorded(record)

@@ -91,7 +91,7 @@ def test_dispatcher_deduplicates_and_survives_a_broken_notifier(tmp_path):
     stream, errors = io.StringIO(), []
     log = tmp_path / "alerts.log"
     dispatcher = Dispatcher([Broken(), LogFileNotifier(log), StreamNotifier(stream)], on_error=errors.append)
-    resolved = Alert("temperature", 0, "warning", "resolved", "resolved: GPU 0 at 80 °C", T0 + 60)
+    resolved = Alert("temperature", 0, "warning", "resolved", "GPU 0 back under 82 °C after 1 min", T0 + 60)
     dispatcher.dispatch([ALERT, ALERT, resolved, resolved])
     dispatcher.close()
     lines = log.read_text().splitlines()
@@ -137,7 +137,8 @@ def test_full_check_findings_become_alerts_and_resolve():
     assert runner._thread.is_alive() is False and runner.poll(T0 + 10) == []  # not due yet
     runner.maybe_start(T0 + 600)
     runner._thread.join(5)
-    assert [a.state for a in runner.poll(T0 + 600)] == ["resolved"]
+    (done,) = runner.poll(T0 + 600)
+    assert done.state == "resolved" and done.message == "`gpuhealth check` no longer finds GH301 on GPU 0 after 10 min"
 
 
 def _trace(tmp_path, seconds=120):

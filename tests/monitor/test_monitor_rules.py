@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from monitor_fakes import NOTE, T0, busy, fired, play, samples
 
 from gpuhealth.monitor.config import load_config, parse_duration
+from gpuhealth.monitor.notify import Dispatcher
 from gpuhealth.monitor.rules import Debounce, RuleSet
 from gpuhealth.monitor.sample import GpuLost, XidEvent
 
@@ -53,15 +55,37 @@ def test_temperature_quiet_when_cool(tmp_path):
     assert fired(play(samples(0, 120, **busy()), tmp_path), "temperature") == []
 
 
-def test_stuck_temperature_sensor_while_power_moves(tmp_path):
-    alerts = play(samples(0, 70, step=10, **busy(temperature_c=47)), tmp_path)
+def test_stuck_temperature_sensor_while_the_load_changes(tmp_path):
+    # Idle for 5 min, then a job starts: utilisation and power jump, the temperature does not move.
+    load = busy(temperature_c=47, utilization_gpu_pct=lambda i: 0 if i < 30 else 95,
+                power_w=lambda i: 60 if i < 30 else 300 + i % 7)
+    alerts = play(samples(0, 70, step=10, **load), tmp_path)
     (stuck,) = fired(alerts, "stuck_sensor")
-    assert stuck.key == "temperature_c" and stuck.t == T0 + 600
+    assert stuck.key == "temperature_c" and stuck.t == T0 + 600 and "load changed" in stuck.message
+
+
+def test_steady_load_alone_does_not_prove_a_sensor_stuck(tmp_path):
+    # busy(): utilisation 90-94 %, power 300-306 W: small wiggles, no clear change of load
+    assert fired(play(samples(0, 70, step=10, **busy(temperature_c=47)), tmp_path), "stuck_sensor") == []
 
 
 def test_flat_readings_on_an_idle_gpu_are_not_a_stuck_sensor(tmp_path):
     still = dict(temperature_c=35, power_w=60, utilization_gpu_pct=0, process_count=0)
     assert fired(play(samples(0, 70, step=10, **still), tmp_path), "stuck_sensor") == []
+
+
+def test_idle_gpu_whose_temperature_creeps_while_power_jitters_is_not_a_stuck_sensor(tmp_path):
+    # The reported false alarm: 1 °C every 2-15 min, power +-0.4 W, 0 %, for 6 hours (1 sample / 10 s).
+    rng = random.Random(13)
+    temps, temp, change_at = [], 33.0, 0
+    for i in range(6 * 360):
+        if i >= change_at:
+            temp += rng.choice((-1, 1))
+            change_at = i + rng.randint(12, 90)
+        temps.append(temp)
+    trace = samples(0, len(temps), step=10, temperature_c=lambda i: temps[i], utilization_gpu_pct=0,
+                    power_w=lambda i: round(61 + rng.uniform(-0.4, 0.4), 2), memory_used_mib=0, process_count=0)
+    assert fired(play(trace, tmp_path), "stuck_sensor") == []
 
 
 def test_hung_job_fires_when_a_process_holds_memory_at_zero_utilisation(tmp_path):
@@ -166,3 +190,113 @@ def test_a_user_file_overrides_defaults_and_typos_are_refused(tmp_path):
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("10m", 600), ("4h", 14400), ("30d", 2592000), (5, 5)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
+
+
+# ---- issue 13: the rule fixes, each on a generated trace
+
+
+def test_a_finished_job_is_no_utilization_collapse(tmp_path):
+    before = samples(0, 60, **busy())
+    # the job ended: 0 %, no process, memory freed
+    after = samples(0, 900, t0=T0 + 60, **busy(utilization_gpu_pct=0, process_count=0, process_memory_mib=0,
+                                                memory_used_mib=0))
+    assert fired(play(before + after, tmp_path), "utilization_collapse") == []
+
+
+def test_a_collapse_resolves_when_the_job_ends_and_says_so(tmp_path):
+    before = samples(0, 60, **busy())
+    stuck = samples(0, 400, t0=T0 + 60, **busy(utilization_gpu_pct=0))  # process still there, memory held
+    gone = samples(0, 60, t0=T0 + 460, **busy(utilization_gpu_pct=0, process_count=0, process_memory_mib=0))
+    alerts = play(before + stuck + gone, tmp_path)
+    assert fired(alerts, "utilization_collapse")[0].t == T0 + 60 + 300
+    (done,) = fired(alerts, "utilization_collapse", "resolved")
+    assert "job ended" in done.message and "after" in done.message
+
+
+def test_collapse_without_a_process_list_uses_memory_held(tmp_path):
+    before = samples(0, 60, **busy(process_count=None, process_memory_mib=None))
+    held = samples(0, 400, t0=T0 + 60, **busy(utilization_gpu_pct=0, process_count=None, process_memory_mib=None))
+    assert len(fired(play(before + held, tmp_path), "utilization_collapse")) == 1
+    freed = samples(0, 400, t0=T0 + 60, **busy(utilization_gpu_pct=0, process_count=None, process_memory_mib=None,
+                                                memory_used_mib=600))
+    assert fired(play(before + freed, tmp_path), "utilization_collapse") == []
+
+
+def test_a_rising_ecc_count_is_notified_again_with_the_new_figure(tmp_path):
+    trace = samples(0, 30, **busy(ecc_volatile_uncorrected=lambda i: 0 if i < 10 else 1 if i < 20 else 2))
+    alerts = [a for a in fired(play(trace, tmp_path), "ecc") if a.key == "ecc_volatile_uncorrected"]
+    assert [(a.t, a.renotify) for a in alerts] == [(T0 + 10, False), (T0 + 20, True)]
+    assert "0 -> 1" in alerts[0].message and "now 2" in alerts[1].message
+    dispatcher = Dispatcher([])
+    dispatcher.dispatch(alerts + alerts[1:])  # a repeat of the same update is still dropped
+    assert [a.message for a in dispatcher.sent] == [a.message for a in alerts]
+
+
+def test_a_repeated_xid_is_notified_again_with_its_count_at_most_every_renotify_interval(tmp_path):
+    xids = [XidEvent(T0 + t, 0, 13) for t in (5, 6, 7, 700, 701)]
+    alerts = fired(play(samples(0, 800, **busy()) + xids, tmp_path), "xid")
+    assert [(a.t, a.renotify) for a in alerts] == [(T0 + 5, False), (T0 + 700, True)]
+    assert "now 4 times" in alerts[1].message
+
+
+def test_resolution_messages_say_what_cleared(tmp_path):
+    hot = samples(1, 540, **busy(temperature_c=88))
+    cool = samples(1, 300, t0=T0 + 540, **busy(temperature_c=70))
+    (done,) = fired(play(hot + cool, tmp_path), "temperature", "resolved")
+    # fired at 30 s; resolves once under half of the 5-min window was hot (690 s) and cool for 60 s more
+    assert done.t == T0 + 750 and done.message == "GPU 1 back under 82 °C (now 70 °C) after 12 min"
+    events = samples(0, 4000, **busy()) + [XidEvent(T0 + 5, 0, 79)]
+    events += samples(0, 200, **busy(ecc_volatile_uncorrected=lambda i: 0 if i < 100 else 1))
+    for alert in [a for a in play(events, tmp_path) if a.state == "resolved"]:
+        assert "resolved" not in alert.message and "after" in alert.message, alert
+
+
+def test_the_gpu_count_alert_names_the_missing_gpus(tmp_path):
+    ids = {g: dict(pci_address=f"00000000:{0x19 + g:02X}:00.0", uuid=f"GPU-{g:08d}-aaaa") for g in range(4)}
+    events = [s for g in (0, 1, 3) for s in samples(g, 100, **busy(), **ids[g])]
+    events += samples(2, 40, **busy(), **ids[2])
+    (drop,) = fired(play(events, tmp_path), "gpu_count")
+    assert drop.message == ("3 GPU(s) answering, 4 expected; missing: (GPU 2, 00000000:1B:00.0, GPU-00000002-aaaa)")
+    alerts = play(samples(0, 60, **busy(), **ids[0]), tmp_path, rules={"gpu_count": {"expected": 2}})
+    assert "missing: 1 never seen since the monitor started" in fired(alerts, "gpu_count")[0].message
+
+
+def _flipping(seconds: int, seed: int, hot: tuple[int, int] = (2, 5), cool: tuple[int, int] = (2, 5)) -> list[int]:
+    """A temperature that flips between 86 and 84 °C, each spell 2-5 s long (seeded: reproducible)."""
+    rng, out, value = random.Random(seed), [], 86
+    while len(out) < seconds:
+        out += [value] * rng.randint(*(hot if value == 86 else cool))
+        value = 84 if value == 86 else 86
+    return out[:seconds]
+
+
+def test_a_gpu_hovering_at_the_threshold_alerts_on_time_above(tmp_path):
+    temps = _flipping(1800, seed=7)
+    assert all(run < 30 for run in _runs_above(temps))  # the for-duration alone never fires
+    alerts = play(samples(0, 1800, temperature_c=lambda i: temps[i], utilization_gpu_pct=90), tmp_path)
+    (hot,) = fired(alerts, "temperature")
+    assert "over 85 °C for" in hot.message and "of the last 5 min" in hot.message
+    assert fired(alerts, "temperature", "resolved") == []  # still hovering: the hysteresis keeps it open
+
+
+def test_time_above_under_the_share_stays_quiet_and_the_share_is_configurable(tmp_path):
+    temps = _flipping(1800, seed=7, hot=(2, 3), cool=(4, 5))  # about 40 % above
+    trace = samples(0, 1800, temperature_c=lambda i: temps[i], utilization_gpu_pct=90)
+    assert fired(play(trace, tmp_path), "temperature") == []
+    assert len(fired(play(trace, tmp_path, rules={"temperature": {"above_share": 0.3}}), "temperature")) == 1
+
+
+def test_time_above_resolves_once_cool_for_long_enough(tmp_path):
+    temps = _flipping(900, seed=3) + [70] * 600
+    alerts = play(samples(0, 1500, temperature_c=lambda i: temps[i], utilization_gpu_pct=90), tmp_path)
+    (done,) = fired(alerts, "temperature", "resolved")
+    # the share of the window must fall to half or less (up to 2.5 min) and stay cool for clear_for (60 s)
+    assert T0 + 900 + 60 <= done.t <= T0 + 900 + 150 + 60 + 5
+
+
+def _runs_above(temps: list[int]) -> list[int]:
+    runs, n = [], 0
+    for t in temps:
+        n = n + 1 if t >= 85 else 0
+        runs.append(n)
+    return runs

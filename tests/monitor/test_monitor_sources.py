@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import time
 from types import SimpleNamespace
 
@@ -12,7 +13,15 @@ import pytest
 from monitor_fakes import GENERATED_BY, NOTE, T0, Clock, FakeNvml, FakeNVMLError, samples
 
 from gpuhealth.monitor.sample import GpuLost, Sample, XidEvent, from_record, to_record
-from gpuhealth.monitor.sources import NvmlSource, ReplaySource, SmiSource, SourceError, TraceWriter, read_trace
+from gpuhealth.monitor.sources import (
+    NvmlSource,
+    ReplaySource,
+    SmiSource,
+    SourceError,
+    TraceWriter,
+    read_trace,
+    write_trace,
+)
 
 
 def test_nvml_samples_every_field_the_gpu_supports():
@@ -288,6 +297,31 @@ def test_replay_paces_by_the_clock_and_rebases_to_now(tmp_path):
     assert len(source.poll()) == 4 and not source.exhausted
     clock.t += 100
     assert len(source.poll()) == 5 and source.exhausted
+
+
+def test_a_fast_replay_ends_at_now_and_is_not_paced_by_the_interval(tmp_path):
+    from gpuhealth.monitor.daemon import Monitor
+    from gpuhealth.monitor.notify import Dispatcher
+    from gpuhealth.monitor.rules import RuleSet
+    from gpuhealth.monitor.store import Store
+
+    path = tmp_path / "t.jsonl"
+    write_trace(path, samples(0, 60, step=1.0, temperature_c=lambda i: 40 + i), GENERATED_BY, NOTE)
+    clock = Clock(T0 + 10_000)
+    source = ReplaySource(path, clock=clock, speed=0)
+    assert not source.paced
+    first = source.poll()
+    assert [e.t for e in first] == [T0 + 10_000 - 59]  # the last sample will be "now": nothing in the future
+    store = Store(tmp_path / "h.db", clock=time.time)
+    now = time.time()
+    monitor = Monitor(ReplaySource(path, speed=0), RuleSet([]), Dispatcher([]), store, interval=1.0)
+    started = time.monotonic()
+    monitor.run(threading.Event())
+    assert time.monotonic() - started < 10 and monitor.steps == 60  # paced by 1 s it would take 59 s
+    series = store.series(0, "temperature_c", now - 3600, now + 1)  # `history --since 1h` right after
+    store.close()
+    assert [p[2] for p in series.points] == [40 + i for i in range(60)]
+    assert now - 60 <= series.points[0][0] and series.points[-1][0] <= now + 1
 
 
 def test_replay_refuses_a_file_that_is_not_a_trace(tmp_path):

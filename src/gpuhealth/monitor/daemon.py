@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .notify import Dispatcher
-from .rules import Alert, RuleSet
+from .rules import Alert, RuleSet, took
 from .sample import Event, Sample
 from .sources import NvmlSource, ReplaySource, SmiSource, SourceError, TraceWriter
 from .store import Store, StoreError
@@ -64,6 +64,12 @@ class CheckRunner:
         except Exception as exc:  # a bug in a probe must not take the monitor down
             self._error = f"full check failed: {type(exc).__name__}: {exc}"
 
+    @staticmethod
+    def _cleared(alert: Alert, now: float) -> str:
+        where = f" on GPU {alert.gpu}" if alert.gpu is not None else ""
+        return (f"`gpuhealth check` no longer finds {alert.rule.removeprefix('check:')}{where} "
+                f"after {took(now - alert.t)}")
+
     def poll(self, now: float) -> list[Alert]:
         if self._error:
             self._log(self._error)
@@ -84,7 +90,10 @@ class CheckRunner:
             # Findings come most severe first; several of one code on one GPU (Xid 48 and Xid 94 are both
             # GH301) make one alert, at the worst severity.
             found.setdefault(alert.identity, alert)
-        resolved = [Alert(a.rule, a.gpu, a.severity, "resolved", f"resolved: {a.message}", now, a.key)
+        # An alert still open keeps the time it first fired: its resolution says how long it lasted.
+        found = {k: (a if k not in self._open else Alert(a.rule, a.gpu, a.severity, a.state, a.message,
+                                                         self._open[k].t, a.key)) for k, a in found.items()}
+        resolved = [Alert(a.rule, a.gpu, a.severity, "resolved", self._cleared(a, now), now, a.key)
                     for identity, a in self._open.items() if identity not in found]
         self._open = found
         return list(found.values()) + resolved
@@ -141,6 +150,9 @@ class Monitor:
                 break
             if getattr(self.source, "exhausted", False):
                 break
+            if not getattr(self.source, "paced", True):  # a replay at speed 0: as fast as possible
+                next_at = time.monotonic()
+                continue
             next_at += self.interval
             # Behind schedule (a slow step, a suspended machine): skip ahead rather than burst.
             next_at = max(next_at, time.monotonic())

@@ -118,14 +118,17 @@ class Dispatcher:
     def __init__(self, notifiers: Sequence[Notifier], on_error: Callable[[str], None] | None = None) -> None:
         self.notifiers = list(notifiers)
         self._state: dict[tuple[str, int | None, str], str] = {}
+        self._message: dict[tuple[str, int | None, str], str] = {}  # an update ("now 2") is sent once
         self._on_error = on_error or (lambda text: print(text, file=sys.stderr, flush=True))
         self.sent: list[Alert] = []
 
     def dispatch(self, alerts: Sequence[Alert]) -> None:
         for alert in alerts:
-            if self._state.get(alert.identity, "resolved") == alert.state:
+            if self._state.get(alert.identity, "resolved") == alert.state and not (
+                    alert.renotify and alert.state == "firing" and self._message.get(alert.identity) != alert.message):
                 continue  # duplicate: already firing, or resolving something never fired
             self._state[alert.identity] = alert.state
+            self._message[alert.identity] = alert.message
             self.sent.append(alert)
             del self.sent[:-1000]  # bounded: kept for `watch` and tests, not as a record
             for notifier in self.notifiers:

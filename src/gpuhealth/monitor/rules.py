@@ -18,6 +18,15 @@ from .sample import Event, GpuLost, Sample, XidEvent
 SEVERITIES = ("info", "warning", "critical")
 
 
+def took(seconds: float) -> str:
+    """A duration for a message: "45 s", "9 min", "3.5 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 @dataclass(frozen=True)
 class Alert:
     rule: str
@@ -27,6 +36,9 @@ class Alert:
     message: str
     t: float
     key: str = ""  # what within the rule and GPU (an Xid code, a sensor): part of the identity
+    # A firing alert that is already firing, sent again because its count rose ("... now 2"):
+    # notifiers deliver it although the state did not change.
+    renotify: bool = False
 
     @property
     def identity(self) -> tuple[str, int | None, str]:
@@ -41,13 +53,14 @@ class Debounce:
         self.firing = False
         self._since: float | None = None
         self._clear_since: float | None = None
+        self.fired_at: float | None = None
 
     def step(self, t: float, active: bool, cleared: bool) -> str | None:
         """"firing" or "resolved" when the state changes, else None."""
         if not self.firing:
             self._since = (self._since if self._since is not None else t) if active else None
             if self._since is not None and t - self._since >= self.for_s:
-                self.firing, self._clear_since = True, None
+                self.firing, self._clear_since, self.fired_at = True, None, t
                 return "firing"
             return None
         self._clear_since = (self._clear_since if self._clear_since is not None else t) if cleared else None
@@ -76,20 +89,55 @@ class Rule:
         """Called once per batch of events, with the GPUs that answered in it."""
         return []
 
-    def _step(self, gpu: int | None, t: float, active: bool, cleared: bool, message: str, key: str = "",
-              severity: str | None = None, for_s: float | None = None) -> list[Alert]:
+    def _step(self, gpu: int | None, t: float, active: bool, cleared: bool, message: str, resolution: str,
+              key: str = "", severity: str | None = None, for_s: float | None = None) -> list[Alert]:
+        """Debounce one condition. ``message`` says what fired, ``resolution`` what cleared; the latter
+        gets "after <how long it was firing>" appended."""
         state = self._states.get((gpu, key))
         if state is None:
             state = self._states[(gpu, key)] = Debounce(self.for_s if for_s is None else for_s, self.clear_for_s)
+        fired_at = state.fired_at
         change = state.step(t, active, cleared)
         if change is None:
             return []
-        text = message if change == "firing" else f"resolved: {message}"
-        return [Alert(self.name, gpu, severity or self.severity, change, text, t, key)]
+        if change == "resolved":
+            message = f"{resolution} after {took(t - (fired_at if fired_at is not None else t))}"
+        return [Alert(self.name, gpu, severity or self.severity, change, message, t, key)]
 
 
 class TemperatureRule(Rule):
+    """Too hot for ``for`` in a row, or over the threshold more than ``above_share`` of the last ``window``
+    (a GPU hovering at the threshold never stays over it 30 s in a row, yet runs hot half the time)."""
+
     name = "temperature"
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        super().__init__(options)
+        self.window = parse_duration(options.get("window", 300))
+        self.above_share = float(options.get("above_share", 0.5))
+        if not 0 < self.above_share <= 1:
+            raise ValueError("rules.temperature.above_share must be a fraction in (0, 1]")
+        # per GPU: (t, seconds over the threshold since the previous sample) and their running sum
+        self._spells: dict[int, deque[tuple[float, float]]] = {}
+        self._above_s: dict[int, float] = {}
+        self._last: dict[int, tuple[float, bool]] = {}
+        self._hot_since: dict[int, float | None] = {}
+
+    def _time_above(self, gpu: int, t: float, above: bool) -> float:
+        """Seconds over the threshold within the last ``window``: each interval between two samples
+        counts with the state at its start, capped so that a pause in sampling does not count."""
+        spells = self._spells.setdefault(gpu, deque())
+        last = self._last.get(gpu)
+        self._last[gpu] = (t, above)
+        total = self._above_s.get(gpu, 0.0)
+        if last is not None and last[1] and t > last[0]:
+            dt = min(t - last[0], 60.0)
+            spells.append((t, dt))
+            total += dt
+        while spells and spells[0][0] <= t - self.window:
+            total -= spells.popleft()[1]
+        self._above_s[gpu] = total = max(total, 0.0)
+        return total
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample) or event.temperature_c is None:
@@ -99,46 +147,71 @@ class TemperatureRule(Rule):
         if slowdown:
             limit = min(limit, slowdown - float(self.options.get("slowdown_margin_c", 5)))
         temp = event.temperature_c
+        below = limit - float(self.options.get("hysteresis_c", 3))
+        above_s = self._time_above(event.gpu, event.t, temp >= limit)
+        mostly = above_s > self.above_share * self.window
+        hot_since = self._hot_since.get(event.gpu) if temp >= limit else None
+        self._hot_since[event.gpu] = hot_since = (event.t if hot_since is None else hot_since) if temp >= limit \
+            else None
+        sustained = hot_since is not None and event.t - hot_since >= self.for_s
         note = f", slowdown at {slowdown:g} °C" if slowdown else ""
-        return self._step(event.gpu, event.t, temp >= limit,
-                          temp < limit - float(self.options.get("hysteresis_c", 3)),
-                          f"GPU {event.gpu} at {temp:g} °C (alert at {limit:g} °C{note})")
-
-
-# Readings that, when they move, show the GPU is alive (so a flat sensor is stuck, not an idle GPU).
-_LIVELY = ("temperature_c", "power_w", "utilization_gpu_pct", "memory_used_mib", "sm_clock_mhz",
-           "memory_temperature_c", "fan_pct")
+        if sustained or not mostly:
+            text = f"GPU {event.gpu} at {temp:g} °C (alert at {limit:g} °C{note})"
+        else:
+            text = (f"GPU {event.gpu} over {limit:g} °C for {took(above_s)} of the last {took(self.window)}, "
+                    f"now {temp:g} °C (alert at {limit:g} °C{note})")
+        # The debounce itself waits for nothing: "for" is counted above, beside the share of the window.
+        return self._step(event.gpu, event.t, sustained or mostly, temp < below and not mostly, text,
+                          f"GPU {event.gpu} back under {below:g} °C (now {temp:g} °C)", for_s=0)
 
 
 class StuckSensorRule(Rule):
+    """A reading identical for ``for`` while the GPU's own load moved clearly in that time: utilisation
+    by ``load_util_pct`` points or power by ``load_power_w`` watts (more than its idle noise). An idle GPU
+    whose temperature creeps while power jitters is not a stuck sensor."""
+
     name = "stuck_sensor"
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.metrics = tuple(options.get("metrics", ("temperature_c", "power_w")))
-        self._flat: dict[tuple[int, str], tuple[Any, float, float | None]] = {}  # value, since, others moved at
-        self._previous: dict[int, Sample] = {}
+        self.util_move = float(options.get("load_util_pct", 25))
+        self.power_move = float(options.get("load_power_w", 15))
+        # (gpu, metric) -> [value, since, util low, util high, power low, power high]
+        self._flat: dict[tuple[int, str], list[Any]] = {}
+
+    @staticmethod
+    def _widen(flat: list[Any], slot: int, value: float | None) -> None:
+        if value is None:
+            return
+        flat[slot] = value if flat[slot] is None else min(flat[slot], value)
+        flat[slot + 1] = value if flat[slot + 1] is None else max(flat[slot + 1], value)
+
+    def _load_moved(self, flat: list[Any], metric: str) -> bool:
+        def spread(slot: int) -> float:
+            return 0.0 if flat[slot] is None else flat[slot + 1] - flat[slot]
+
+        power_counts = metric != "power_w"  # a stuck power sensor cannot prove itself alive
+        return spread(2) >= self.util_move or (power_counts and spread(4) >= self.power_move)
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample):
             return []
         alerts: list[Alert] = []
-        previous = self._previous.get(event.gpu)
-        self._previous[event.gpu] = event
         for metric in self.metrics:
             value = getattr(event, metric)
-            moved = previous is not None and any(
-                getattr(event, m) != getattr(previous, m) for m in _LIVELY if m != metric)
-            old = self._flat.get((event.gpu, metric))
-            if old is None or old[0] != value:
-                self._flat[(event.gpu, metric)] = (value, event.t, None)
-            elif moved:
-                self._flat[(event.gpu, metric)] = (value, old[1], event.t)
-            value, since, moved_at = self._flat[(event.gpu, metric)]
-            stuck = value is not None and moved_at is not None and event.t - since >= self.for_s
+            flat = self._flat.get((event.gpu, metric))
+            if flat is None or flat[0] != value:
+                flat = self._flat[(event.gpu, metric)] = [value, event.t, None, None, None, None]
+            self._widen(flat, 2, event.utilization_gpu_pct)
+            self._widen(flat, 4, event.power_w)
+            since = flat[1]
+            stuck = value is not None and event.t - since >= self.for_s and self._load_moved(flat, metric)
             alerts += self._step(event.gpu, event.t, stuck, since == event.t,
-                                 f"GPU {event.gpu} {metric} has read {value} for {(event.t - since) / 60:.0f} min "
-                                 "while other readings move: a stuck sensor", key=metric, for_s=0)
+                                 f"GPU {event.gpu} {metric} has read {value} for {took(event.t - since)} "
+                                 "while the GPU's load changed: a stuck sensor",
+                                 f"GPU {event.gpu} {metric} reading changes again (now {value})",
+                                 key=metric, for_s=0)
         return alerts
 
 
@@ -155,18 +228,30 @@ class HungJobRule(Rule):
         holding = _busy_processes(event)
         util = event.utilization_gpu_pct
         memory = f"{event.process_memory_mib:g} MiB" if event.process_memory_mib is not None else "memory"
+        cleared = (f"GPU {event.gpu} computing again ({util:g} %)" if util > 0
+                   else f"GPU {event.gpu}: no process holds memory any more")
         return self._step(event.gpu, event.t, util <= 0 and holding, util > 0 or not holding,
                           f"GPU {event.gpu} at 0 % utilisation while {event.process_count or 'a'} process(es) "
-                          f"hold {memory}: a hung job?")
+                          f"hold {memory}: a hung job?", cleared)
 
 
 class UtilizationCollapseRule(Rule):
+    """Busy, then 0 % within ``drop_within`` and staying there *while the job is still there*: a process
+    remains or memory stays held. A job that finished (no process, memory freed) is not an alert."""
+
     name = "utilization_collapse"
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self._last_busy: dict[int, float] = {}
         self._collapsed: dict[int, bool] = {}
+        self.held_mib = float(options.get("held_mib", 1024))
+
+    def _held(self, sample: Sample) -> bool:
+        if sample.process_count is not None or sample.process_memory_mib is not None:
+            return _busy_processes(sample)
+        # No process list from this driver: memory in use beyond the driver's own share says a job holds it.
+        return (sample.memory_used_mib or 0) > self.held_mib
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample) or event.utilization_gpu_pct is None:
@@ -182,30 +267,53 @@ class UtilizationCollapseRule(Rule):
                 self._collapsed[gpu] = True
         else:
             self._collapsed[gpu] = False
-        active = self._collapsed.get(gpu, False) and util <= 0
-        return self._step(gpu, event.t, active, util >= float(self.options.get("clear_pct", 10)),
-                          f"GPU {gpu} utilisation fell from busy to 0 % and stayed there")
+        held = self._held(event)
+        active = self._collapsed.get(gpu, False) and util <= 0 and held
+        back = util >= float(self.options.get("clear_pct", 10))
+        cleared = (f"GPU {gpu} utilisation back at {util:g} %" if back
+                   else f"GPU {gpu}: the job ended (no process, memory freed)")
+        return self._step(gpu, event.t, active, back or not held,
+                          f"GPU {gpu} utilisation fell from busy to 0 % and stayed there while the job "
+                          "still holds the GPU", cleared)
 
 
 class _QuietRule(Rule):
-    """Fires on an event; resolves after ``quiet_for`` without another."""
+    """Fires on an event; resolves after ``quiet_for`` without another. A count that rises while the
+    alert is open is notified again with the new figure, at most once per ``renotify_every``."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.quiet_s = parse_duration(options.get("quiet_for", 3600))
-        self._firing: dict[tuple[int | None, str], tuple[float, str, str]] = {}  # last seen, severity, message
+        self.renotify_s = parse_duration(options.get("renotify_every", 0))
+        # last seen, severity, message, count, count last notified, when notified, fired at
+        self._firing: dict[tuple[int | None, str], list[Any]] = {}
 
-    def _fire(self, gpu: int | None, key: str, t: float, severity: str, message: str) -> list[Alert]:
-        known = (gpu, key) in self._firing
-        self._firing[(gpu, key)] = (t, severity, message)
-        return [] if known else [Alert(self.name, gpu, severity, "firing", message, t, key)]
+    def _fire(self, gpu: int | None, key: str, t: float, severity: str, message: str, count: int,
+              update: str) -> list[Alert]:
+        """``message`` for a new alert; ``update`` (with "now N") when the count rose while it is open."""
+        open_ = self._firing.get((gpu, key))
+        if open_ is None:
+            self._firing[(gpu, key)] = [t, severity, message, count, count, t, t]
+            return [Alert(self.name, gpu, severity, "firing", message, t, key)]
+        open_[0], open_[3] = t, count
+        return self._renotify(gpu, key, open_, t, update)
+
+    def _renotify(self, gpu: int | None, key: str, open_: list[Any], t: float, update: str) -> list[Alert]:
+        if open_[3] <= open_[4] or t - open_[5] < self.renotify_s:
+            return []
+        open_[2], open_[4], open_[5] = update, open_[3], t
+        return [Alert(self.name, gpu, open_[1], "firing", update, t, key, renotify=True)]
+
+    def resolution(self, gpu: int | None, key: str, count: int) -> str:
+        return f"GPU {gpu} {key}: nothing new"
 
     def tick(self, t: float, present: set[int]) -> list[Alert]:
         alerts = []
-        for (gpu, key), (seen, severity, message) in list(self._firing.items()):
+        for (gpu, key), (seen, severity, _message, count, _n, _at, fired_at) in list(self._firing.items()):
             if t - seen >= self.quiet_s:
                 del self._firing[(gpu, key)]
-                alerts.append(Alert(self.name, gpu, severity, "resolved", f"resolved: {message}", t, key))
+                text = f"{self.resolution(gpu, key, count)} for {took(t - seen)}, after {took(t - fired_at)}"
+                alerts.append(Alert(self.name, gpu, severity, "resolved", text, t, key))
         return alerts
 
 
@@ -220,7 +328,13 @@ class XidRule(_QuietRule):
         info = lookup(event.xid)
         severity = info.severity.value if info else self.severity
         what = f" ({info.mnemonic}): {info.meaning}" if info else ""
-        return self._fire(event.gpu, str(event.xid), event.t, severity, f"GPU {event.gpu} Xid {event.xid}{what}")
+        open_ = self._firing.get((event.gpu, str(event.xid)))
+        count = open_[3] + 1 if open_ is not None else 1
+        return self._fire(event.gpu, str(event.xid), event.t, severity, f"GPU {event.gpu} Xid {event.xid}{what}",
+                          count, f"GPU {event.gpu} Xid {event.xid}{what}: now {count} times since it fired")
+
+    def resolution(self, gpu: int | None, key: str, count: int) -> str:
+        return f"GPU {gpu} no Xid {key} again ({count} in all)"
 
 
 class EccRule(_QuietRule):
@@ -244,8 +358,12 @@ class EccRule(_QuietRule):
             if before is not None and value > before:
                 kind = counter.split("_")[-1]
                 alerts += self._fire(event.gpu, counter, event.t, severity,
-                                     f"GPU {event.gpu} {kind} ECC errors rising ({before} -> {value} since boot)")
+                                     f"GPU {event.gpu} {kind} ECC errors rising ({before} -> {value} since boot)",
+                                     value, f"GPU {event.gpu} {kind} ECC errors still rising: now {value} since boot")
         return alerts
+
+    def resolution(self, gpu: int | None, key: str, count: int) -> str:
+        return f"GPU {gpu} {key.split('_')[-1]} ECC count steady at {count}"
 
 
 class PendingRetirementRule(Rule):
@@ -260,7 +378,8 @@ class PendingRetirementRule(Rule):
         pending = any(flags)
         what = "retired pages" if event.retired_pages_pending else "remapped rows"
         return self._step(event.gpu, event.t, pending, not pending,
-                          f"GPU {event.gpu} has {what} pending: reset the GPU (drain it first) to apply them")
+                          f"GPU {event.gpu} has {what} pending: reset the GPU (drain it first) to apply them",
+                          f"GPU {event.gpu} has no page retirement or row remapping pending any more")
 
 
 class ClockSlowdownRule(Rule):
@@ -291,7 +410,8 @@ class ClockSlowdownRule(Rule):
         return self._step(event.gpu, event.t, covered and share >= float(self.options.get("active_pct", 20)),
                           share < float(self.options.get("clear_pct", 10)),
                           f"GPU {event.gpu} clocks held down by hardware slowdown/thermal/power brake "
-                          f"{share:.0f} % of the last {self.window / 60:g} min")
+                          f"{share:.0f} % of the last {self.window / 60:g} min",
+                          f"GPU {event.gpu} clocks held down only {share:.0f} % of the last {self.window / 60:g} min")
 
 
 class GpuLostRule(Rule):
@@ -299,25 +419,47 @@ class GpuLostRule(Rule):
 
     def feed(self, event: Event) -> list[Alert]:
         if isinstance(event, GpuLost):
-            return self._step(event.gpu, event.t, True, False, f"GPU {event.gpu} lost: {event.reason}")
+            return self._step(event.gpu, event.t, True, False, f"GPU {event.gpu} lost: {event.reason}", "")
         if isinstance(event, Sample):
-            return self._step(event.gpu, event.t, False, True, f"GPU {event.gpu} lost")
+            return self._step(event.gpu, event.t, False, True, f"GPU {event.gpu} lost",
+                              f"GPU {event.gpu} answering again")
         return []
 
 
 class GpuCountRule(Rule):
+    """Fewer GPUs answering than expected; the alert names the missing ones from what was seen before."""
+
     name = "gpu_count"
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.expected = int(options.get("expected", 0))
         self._most = 0
+        self._known: dict[int, tuple[str | None, str | None]] = {}  # index -> (bus id, UUID)
+
+    def feed(self, event: Event) -> list[Alert]:
+        if isinstance(event, Sample) and (event.gpu not in self._known or event.uuid or event.pci_address):
+            old = self._known.get(event.gpu, (None, None))
+            self._known[event.gpu] = (event.pci_address or old[0], event.uuid or old[1])
+        return []
+
+    def _missing(self, present: set[int], want: int) -> str:
+        gone = sorted(set(self._known) - present)
+        names = [", ".join(x for x in (f"GPU {i}", *self._known[i]) if x) for i in gone]
+        unseen = want - len(present) - len(gone)
+        if unseen > 0:
+            names.append(f"{unseen} never seen since the monitor started")
+        return "; ".join(f"({n})" if n.startswith("GPU") else n for n in names)
 
     def tick(self, t: float, present: set[int]) -> list[Alert]:
         self._most = max(self._most, len(present))
         want = self.expected or self._most
-        return self._step(None, t, len(present) < want, len(present) >= want,
-                          f"{len(present)} GPU(s) answering, {want} expected")
+        short = len(present) < want
+        text = f"{len(present)} GPU(s) answering, {want} expected"
+        if short:
+            text += f"; missing: {self._missing(present, want)}"
+        return self._step(None, t, short, len(present) >= want, text,
+                          f"all {want} expected GPU(s) answering again")
 
 
 class IdleRule(Rule):
@@ -328,7 +470,9 @@ class IdleRule(Rule):
             return []
         idle = event.utilization_gpu_pct <= 0 and not _busy_processes(event)
         return self._step(event.gpu, event.t, idle, not idle,
-                          f"GPU {event.gpu} idle (0 %, no process) for {self.for_s / 3600:g} h")
+                          f"GPU {event.gpu} idle (0 %, no process) for {self.for_s / 3600:g} h",
+                          f"GPU {event.gpu} in use again ({event.utilization_gpu_pct:g} %, "
+                          f"{event.process_count or 0} process(es))")
 
 
 RULES: dict[str, type[Rule]] = {cls.name: cls for cls in (

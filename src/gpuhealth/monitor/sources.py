@@ -7,6 +7,7 @@ and ``close()``. ``TraceWriter`` records what any source produced in the format 
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import re
@@ -674,20 +675,37 @@ def read_trace(path: Path) -> tuple[dict[str, Any], Iterator[Event]]:
     return header, events()
 
 
+def trace_end(path: Path) -> float:
+    """The latest timestamp in a trace (one pass, reading only each event's time)."""
+    _header, events = read_trace(path)
+    last = -math.inf
+    for event in events:
+        last = max(last, event.t)
+    return last
+
+
 class ReplaySource:
-    """Plays a trace. ``speed`` 1 is real time, 0 as fast as polled (one timestamp per poll). With
-    ``rebase`` the trace's first timestamp maps to the clock's time at the first poll, so history and
-    retention see the replay as happening now."""
+    """Plays a trace. ``speed`` 1 is real time, 0 as fast as polled (one timestamp per poll, and the
+    monitor does not wait between polls). With ``rebase`` the trace is moved to the clock: at speed > 0
+    its first timestamp maps to the first poll, so the replay happens now; at speed 0 its *last*
+    timestamp maps to the first poll, so a fast replay ends at "now" and history shows all of it at once
+    rather than samples dated in the future."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time, speed: float = 1.0,
                  rebase: bool = True) -> None:
+        self.path = path
         self.header, self._events = read_trace(path)
         self.clock = clock
         self.speed = speed
         self.rebase = rebase
         self._pending: Event | None = next(self._events, None)
-        self._origin: tuple[float, float] | None = None  # (trace t0, clock at first poll)
+        self._origin: tuple[float, float] | None = None  # (trace time that maps to the clock, clock at first poll)
         self.exhausted = self._pending is None
+
+    @property
+    def paced(self) -> bool:
+        """False at speed 0: the caller polls again at once instead of every interval."""
+        return self.speed > 0
 
     def poll(self) -> list[Event]:
         if self._pending is None:
@@ -695,10 +713,11 @@ class ReplaySource:
             return []
         now = self.clock()
         if self._origin is None:
-            self._origin = (self._pending.t, now)
-        t0, start = self._origin
-        until = self._pending.t if self.speed <= 0 else t0 + (now - start) * self.speed
-        shift = start - t0 if self.rebase else 0.0
+            anchor = self._pending.t if self.speed > 0 or not self.rebase else trace_end(self.path)
+            self._origin = (anchor, now)
+        anchor, start = self._origin
+        until = self._pending.t if self.speed <= 0 else anchor + (now - start) * self.speed
+        shift = start - anchor if self.rebase else 0.0
         out: list[Event] = []
         while self._pending is not None and self._pending.t <= until:
             out.append(_shifted(self._pending, shift))

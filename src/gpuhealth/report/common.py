@@ -108,7 +108,7 @@ def host_summary(snapshot: Snapshot) -> list[tuple[str, str]]:
     cuda = (snapshot.nvml.cuda_driver_version if snapshot.nvml and snapshot.nvml.ok else None) or (
         snapshot.smi.cuda_version if snapshot.smi else None)
     if cuda:
-        rows.append(("CUDA", f"{cuda} max"))
+        rows.append(("CUDA (driver max)", cuda))
     if snapshot.pci_devices is not None:
         count = len(snapshot.nvidia_pci_gpus)
         rows.append(("GPUs on PCI", str(count) if count else "none: no NVIDIA GPU on this machine"))
@@ -149,8 +149,8 @@ def gpu_count(snapshot: Snapshot) -> int:
 
 def host_line(snapshot: Snapshot) -> str:
     """The host summary as one line: ``gpu-node-17 · Rocky Linux 9.3 · kernel ... · driver ... · 8 GPUs``."""
-    words = {"Driver": "driver", "CUDA": "CUDA"}
-    parts = [f"{words[label]} {value}" if label in words else value for label, value in
+    words = {"Driver": "driver {}", "CUDA (driver max)": "CUDA {} max"}
+    parts = [words[label].format(value) if label in words else value for label, value in
              host_summary(snapshot) if label not in ("GPUs on PCI", "GPUs (driver)")]
     on_pci = len(snapshot.nvidia_pci_gpus) if snapshot.pci_devices is not None else None
     driver = len(snapshot.gpus) if snapshot.gpus else None
