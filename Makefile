@@ -46,6 +46,7 @@ demo: $(RUNTIME)
 
 docs: $(RUNTIME)
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks
+	$(BIN)/python -m gpuhealth.knowledge.docgen docs/signatures.md
 
 clean:
 	rm -rf $(VENV) build demo src/*.egg-info .pytest_cache

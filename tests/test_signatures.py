@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -219,3 +220,9 @@ def test_pattern_lint_catches_backtracking_shapes(bad: str):
 def test_pattern_lint_accepts_bounded_shapes(fine: str):
     outside = CHAR_CLASS.sub("C", fine)
     assert not (UNBOUNDED_ANY.search(outside) or NESTED.search(fine) or UNBOUNDED_NEGATED.search(fine))
+
+
+def test_docs_page_is_current():
+    from gpuhealth.knowledge import docgen
+    page = (Path(__file__).resolve().parent.parent / "docs" / "signatures.md").read_text(encoding="utf-8")
+    assert page == docgen.render(), "docs/signatures.md is stale: run `make docs`"

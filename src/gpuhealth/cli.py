@@ -15,7 +15,7 @@ import click
 
 from gpuhealth import __version__
 from gpuhealth.advice_commands import fix, recommend
-from gpuhealth.monitor.commands import history, monitor, watch
+from gpuhealth.monitor.commands import history, monitor, usage, watch
 from gpuhealth.report.formats import FORMAT_NAMES
 from gpuhealth.web.commands import serve
 
@@ -397,6 +397,7 @@ main.add_command(recommend)
 main.add_command(fix)
 # The monitor sits on top of the core; only the command line (the top layer) reaches it.
 main.add_command(monitor)
+main.add_command(usage)
 main.add_command(history)
 main.add_command(watch)
 main.add_command(serve)

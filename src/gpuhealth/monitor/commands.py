@@ -269,3 +269,75 @@ def _print_table(series: list[Any], start: float, end: float, since: str) -> Non
                       f"{sum(means) / len(means):.1f}", f"{max(highs):g}", f"{means[-1]:g}",
                       sparkline([(p[0], p[2]) for p in s.points], start, end, SPARK_WIDTH))
     Console(highlight=False).print(table)
+
+
+USAGE_COLUMNS = ("gpu", "day", "hours_monitored", "hours_busy", "hours_idle", "hours_held_idle",
+                 "mean_utilization_pct", "energy_kwh", "energy_from")
+
+
+@click.command()
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database.")
+@click.option("--gpu", type=int, help="Only this GPU (default: all).")
+@click.option("--since", default="7d", show_default=True, help="How far back (1d, 30d; rollups keep 30 days).")
+@click.option("--price", type=click.FloatRange(min=0),
+              help="Price of one GPU-hour (overrides usage.price_per_gpu_hour).")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@config_option
+def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_csv: bool, fmt: str,
+          config: Path | None) -> None:
+    """Hours busy, idle and idle with memory held, mean utilisation and energy, per GPU and UTC day,
+    from the monitor's history; with a price per GPU-hour, what the idle hours cost."""
+    import json
+    import time
+
+    from .store import Store, StoreError
+    from .usage import usage as compute
+
+    settings = _settings(config)
+    options = settings["monitor"]
+    price = price if price is not None else (float(settings["usage"]["price_per_gpu_hour"]) or None)
+    path = _db_path(db, options["db"], reading=True)
+    if not path.exists():
+        raise MonitorCannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
+    end = time.time()
+    start = end - _duration(since, "--since")
+    try:
+        store = Store(path, _duration(options["raw_keep"], "raw_keep"), _duration(options["rollup_keep"],
+                                                                                    "rollup_keep"))
+        days = compute(store, start, end, [gpu] if gpu is not None else None,
+                       float(settings["usage"]["held_mib"]))
+        store.close()
+    except StoreError as exc:
+        raise MonitorCannotRun(str(exc)) from exc
+    rows = [d.as_json(price) for d in days]
+    columns = USAGE_COLUMNS + (("cost_idle", "cost_held_idle") if price is not None else ())
+    if fmt == "json":
+        click.echo(json.dumps({"since": start, "until": end, "price_per_gpu_hour": price, "days": rows}, indent=2))
+    elif as_csv:
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: ("" if r[k] is None else r[k]) for k in columns} for r in rows)
+    else:
+        _print_usage(rows, columns, since, price)
+
+
+def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: str, price: float | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    title = f"GPU usage per UTC day, last {since}" + (f", {price:g} per GPU-hour" if price is not None else "")
+    table = Table(title=title, title_justify="left")
+    heads = {"gpu": "GPU", "day": "day", "hours_monitored": "h monitored", "hours_busy": "h busy",
+             "hours_idle": "h idle", "hours_held_idle": "h held idle", "mean_utilization_pct": "mean util %",
+             "energy_kwh": "kWh", "energy_from": "from", "cost_idle": "idle cost", "cost_held_idle": "held-idle cost"}
+    for column in columns:
+        table.add_column(heads[column], justify="left" if column in ("day", "energy_from") else "right")
+    for row in rows:
+        table.add_row(*("" if row[c] is None else f"{row[c]:.2f}" if isinstance(row[c], float) and c.startswith(
+            ("hours", "cost")) else str(row[c]) for c in columns))
+    if not rows:
+        table.caption = "no utilisation readings in this period"
+    Console(highlight=False).print(table)

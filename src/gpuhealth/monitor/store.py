@@ -266,8 +266,23 @@ class Store:
         items.extend(self._recent(gpu, since, until))
         return [(t, v) for t, v in items if since <= t <= until]
 
+    def minute_stats(self, gpu: int, metric: str, since: float, until: float) -> dict[int, list[float]]:
+        """Minute number (t // 60) -> [n, min, avg, max] of ``metric``, from rollups and ``recent``.
+        StoreError when the history cannot be read."""
+        try:
+            stats = self._minute_stats(gpu, metric, since, until)
+        except (sqlite3.Error, codec.CodecError) as exc:
+            raise StoreError(explain(exc, self.path) if isinstance(exc, sqlite3.Error)
+                             else f"{self.path}: damaged history block ({exc})") from exc
+        first, last = since // 60, until // 60
+        return {minute: s for minute, s in sorted(stats.items()) if first <= minute <= last}
+
     def _minutes(self, gpu: int, metric: str, since: float, until: float) -> list[tuple[float, float, float, float]]:
         first, last = since // 60, until // 60
+        stats = self._minute_stats(gpu, metric, since, until)
+        return [(minute * 60.0, s[1], s[2], s[3]) for minute, s in sorted(stats.items()) if first <= minute <= last]
+
+    def _minute_stats(self, gpu: int, metric: str, since: float, until: float) -> dict[int, list[float]]:
         stats: dict[int, list[float]] = {}
         for start, data in self._blocks("rollup_block", gpu, since, until):
             for minute, rollup in _rollup_items(start, data, metric):
@@ -280,7 +295,7 @@ class Store:
             if metric in (rollup := _rollups(items)):
                 # a restart inside a flushed block: the minute is part block, part `recent` until compacted
                 stats[minute] = _combine(stats[minute], rollup[metric]) if minute in stats else rollup[metric]
-        return [(minute * 60.0, s[1], s[2], s[3]) for minute, s in sorted(stats.items()) if first <= minute <= last]
+        return stats
 
     def _check_pages(self, path: Path | str) -> None:
         """``PRAGMA quick_check`` before anything is written: a damaged file is said so (and left alone)

@@ -1,0 +1,113 @@
+"""Usage and cost per GPU and per day (UTC), from the history's per-minute rollups.
+
+Each minute with a utilisation reading counts as 60 s monitored. A minute is *idle* when utilisation
+was 0 % for all of it, otherwise *busy*; an idle minute is *held-idle* when a job still held the GPU
+(a process, process memory, or, without a process list, more than ``held_mib`` of memory used). Held-idle
+is part of idle. Energy comes from the driver's energy counter where the history has one (summing its
+rises minute to minute, a reset after a driver reload counting from zero), otherwise from the integral
+of the per-minute mean power. Minutes are the resolution: figures are correct to the minute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .store import Store
+
+HELD_MIB = 1024.0  # without a process list: memory used beyond the driver's own share means a job holds it
+
+
+@dataclass
+class DayUsage:
+    gpu: int
+    day: str  # YYYY-MM-DD, UTC
+    monitored_s: float = 0.0
+    busy_s: float = 0.0
+    idle_s: float = 0.0
+    held_idle_s: float = 0.0
+    util_sum: float = 0.0  # mean utilisation x minutes, for the day's mean
+    energy_j: float = 0.0
+    energy_from: str = ""  # "counter", "power" or "" (no reading)
+
+    @property
+    def mean_utilization_pct(self) -> float | None:
+        minutes = self.monitored_s / 60
+        return round(self.util_sum / minutes, 1) if minutes else None
+
+    def as_json(self, price: float | None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "gpu": self.gpu, "day": self.day, "hours_monitored": _hours(self.monitored_s),
+            "hours_busy": _hours(self.busy_s), "hours_idle": _hours(self.idle_s),
+            "hours_held_idle": _hours(self.held_idle_s), "mean_utilization_pct": self.mean_utilization_pct,
+            "energy_kwh": round(self.energy_j / 3.6e6, 3) if self.energy_from else None,
+            "energy_from": self.energy_from or None}
+        if price is not None:
+            out["cost_idle"] = round(self.idle_s / 3600 * price, 2)
+            out["cost_held_idle"] = round(self.held_idle_s / 3600 * price, 2)
+        return out
+
+
+def _hours(seconds: float) -> float:
+    return round(seconds / 3600, 3)
+
+
+def _day(minute: int) -> str:
+    return datetime.fromtimestamp(minute * 60, timezone.utc).strftime("%Y-%m-%d")
+
+
+def gpu_usage(store: Store, gpu: int, since: float, until: float, held_mib: float = HELD_MIB) -> list[DayUsage]:
+    """One ``DayUsage`` per UTC day with readings, oldest first."""
+    util = store.minute_stats(gpu, "utilization_gpu_pct", since, until)
+    procs = store.minute_stats(gpu, "process_count", since, until)
+    proc_mem = store.minute_stats(gpu, "process_memory_mib", since, until)
+    used = store.minute_stats(gpu, "memory_used_mib", since, until)
+    days: dict[str, DayUsage] = {}
+    for minute, (_n, _low, mean, high) in util.items():
+        day = days.setdefault(_day(minute), DayUsage(gpu, _day(minute)))
+        day.monitored_s += 60
+        day.util_sum += mean
+        if high > 0:
+            day.busy_s += 60
+            continue
+        day.idle_s += 60
+        if minute in procs or minute in proc_mem:
+            held = procs.get(minute, [0, 0, 0, 0])[3] > 0 or proc_mem.get(minute, [0, 0, 0, 0])[3] > 0
+        else:
+            held = minute in used and used[minute][1] > held_mib
+        if held:
+            day.held_idle_s += 60
+    _energy(store, gpu, since, until, days)
+    return [days[d] for d in sorted(days)]
+
+
+def _energy(store: Store, gpu: int, since: float, until: float, days: dict[str, DayUsage]) -> None:
+    counter = store.minute_stats(gpu, "energy_j", since, until)
+    if counter:
+        previous: float | None = None
+        for minute, (_n, low, _mean, high) in counter.items():
+            # a rise from the previous minute's last value; after a reset (driver reload) from zero
+            rise = high - previous if previous is not None and high >= previous else high - low
+            previous = high
+            day = days.get(_day(minute))
+            if day is not None:
+                day.energy_j += rise
+                day.energy_from = "counter"
+        return
+    for minute, (_n, _low, mean, _high) in store.minute_stats(gpu, "power_w", since, until).items():
+        day = days.get(_day(minute))
+        if day is not None:
+            day.energy_j += mean * 60
+            day.energy_from = "power"
+
+
+def usage(store: Store, since: float, until: float, gpus: list[int] | None = None,
+          held_mib: float = HELD_MIB) -> list[DayUsage]:
+    """Every GPU (or those given), each day: ordered by GPU, then day."""
+    return [d for gpu in (gpus if gpus is not None else store.gpus())
+            for d in gpu_usage(store, gpu, since, until, held_mib)]
+
+
+def to_rows(days: list[DayUsage], price: float | None) -> list[dict[str, Any]]:
+    return [d.as_json(price) for d in days]
