@@ -258,6 +258,28 @@ def test_processes_per_gpu(clock):
     assert state_module.proc_comm(os.getpid()) and state_module.proc_comm(2**22 + 7) is None
 
 
+def test_busy_idle_and_held_idle_seconds_count_up_from_the_first_scrape(live, clock):
+    # generated samples: 0-100 s busy, 100-160 s idle with the job's memory held, 160-400 s idle and free
+    ident = dict(pci_address="0000:19:00.0", uuid="GPU-0")
+    app, _ = make(live)
+    with TestClient(app) as client:
+        feed(live, clock, Sample(T0, 0, utilization_gpu_pct=90, process_count=1, **ident))
+        first = metrics(client)
+        label = {"gpu": "0", "uuid": "GPU-0", "pci_bus_id": "0000:19:00.0"}
+        for kind in ("busy", "idle", "held_idle"):
+            assert values(first[f"gpuhealth_gpu_{kind}_seconds"], f"gpuhealth_gpu_{kind}_seconds_total",
+                          **label) == [0.0]
+        for t in range(1, 401):
+            util, procs = (90, 1) if t < 100 else (0, 1) if t < 160 else (0, 0)
+            feed(live, clock, Sample(T0 + t, 0, utilization_gpu_pct=util, process_count=procs, **ident))
+        families = metrics(client)
+        card = client.get("/api/v1/gpus").json()["gpus"][0]
+    got = {kind: values(families[f"gpuhealth_gpu_{kind}_seconds"], f"gpuhealth_gpu_{kind}_seconds_total", **label)
+           for kind in ("busy", "idle", "held_idle")}
+    assert got == {"busy": [100.0], "idle": [300.0], "held_idle": [60.0]}
+    assert card["idle_for_s"] == 300.0
+
+
 def test_no_stale_series_after_a_gpu_disappears(live, clock):
     feed(live, clock, Sample(T0, 0, temperature_c=50, power_w=100), Sample(T0, 1, temperature_c=51, power_w=101))
     app, _ = make(live)

@@ -14,9 +14,24 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .sample import Sample
 from .store import Store
 
 HELD_MIB = 1024.0  # without a process list: memory used beyond the driver's own share means a job holds it
+
+
+def sample_state(sample: Sample, held_mib: float = HELD_MIB) -> str | None:
+    """One sample as "busy", "idle" or "held_idle" (idle while a job holds the GPU); None: no utilisation."""
+    util = sample.utilization_gpu_pct
+    if util is None:
+        return None
+    if util > 0:
+        return "busy"
+    if sample.process_count is not None or sample.process_memory_mib is not None:
+        held = (sample.process_count or 0) > 0 or (sample.process_memory_mib or 0) > 0
+    else:
+        held = (sample.memory_used_mib or 0) > held_mib
+    return "held_idle" if held else "idle"
 
 
 @dataclass

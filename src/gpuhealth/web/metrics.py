@@ -73,6 +73,20 @@ class StateCollector(Collector):
             xid.add_metric([*labels, str(code)], float(count))
         yield xid
 
+        # Labels without the model name, which the first full check may fill in later: these counters keep
+        # one series per GPU from the first scrape on.
+        for kind, help_text in (
+                ("busy", "Seconds this gpuhealth saw the GPU busy (utilisation above 0 %)."),
+                ("idle", "Seconds this gpuhealth saw the GPU idle (0 % utilisation), held or not."),
+                ("held_idle", "Seconds this gpuhealth saw the GPU at 0 % while a job held it (a process or its "
+                              "memory): part of the idle seconds.")):
+            family = CounterMetricFamily(f"gpuhealth_gpu_{kind}_seconds", help_text,
+                                         labels=["gpu", "uuid", "pci_bus_id"])
+            for gpu, seconds in sorted(view["usage"].items()):
+                who = identity[gpu]
+                family.add_metric([str(gpu), who.uuid or "", who.pci_bus_id or ""], seconds[kind])
+            yield family
+
         alerts = GaugeMetricFamily("gpuhealth_alert_active", "1 for each alert of gpuhealth's monitor that is "
                                    "firing now (rule, GPU, key); absent when none.",
                                    labels=["rule", "key", "severity", *GPU_LABELS])

@@ -22,13 +22,14 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhealth.monitor.daemon import CheckRunner
 from gpuhealth.monitor.notify import to_json
 from gpuhealth.monitor.rules import Alert
 from gpuhealth.monitor.sample import Event, GpuLost, Sample, XidEvent
+from gpuhealth.monitor.usage import sample_state
 
 # The readings the page charts, and what the live window keeps per GPU.
 CHART_METRICS: tuple[str, ...] = ("temperature_c", "utilization_gpu_pct", "memory_used_mib", "power_w")
@@ -62,6 +63,11 @@ class GpuView:
     seen_at: float = 0.0  # the latest sample's time
     lost: str | None = None  # why, when the latest event was a GpuLost
     lost_at: float = 0.0
+    # Seconds busy, idle and idle with the GPU held (part of idle) since this process started, each
+    # interval counted with the state of the sample that began it: /metrics counters.
+    usage_s: dict[str, float] = field(default_factory=lambda: {"busy": 0.0, "idle": 0.0, "held_idle": 0.0})
+    idle_since: float | None = None  # the first of the current run of idle samples
+    usage_known: bool = False  # a utilisation reading came: the usage counters exist from now on
 
 
 def _sample_json(sample: Sample) -> dict[str, Any]:
@@ -160,6 +166,7 @@ class LiveState:
         self.publish("samples", payload)
 
     def _sample(self, view: GpuView, sample: Sample) -> None:
+        self._count_usage(view, sample)
         if view.lost is not None and sample.t >= view.lost_at:
             view.lost = None
         first = view.sample is None
@@ -174,6 +181,23 @@ class LiveState:
             window.popleft()
         if self.last_sample_t is None or sample.t > self.last_sample_t:
             self.last_sample_t = sample.t
+
+    def _count_usage(self, view: GpuView, sample: Sample) -> None:
+        state = sample_state(sample)
+        previous = view.sample
+        if previous is not None and sample.t > previous.t:
+            before = sample_state(previous)
+            if before is not None:
+                # a gap longer than a stale GPU's is not counted: nobody saw what the GPU did
+                dt = min(sample.t - previous.t, self.stale_after)
+                view.usage_s["busy" if before == "busy" else "idle"] += dt
+                if before == "held_idle":
+                    view.usage_s["held_idle"] += dt
+        view.usage_known = view.usage_known or state is not None
+        if state in ("idle", "held_idle"):
+            view.idle_since = view.idle_since if view.idle_since is not None else sample.t
+        elif state == "busy":
+            view.idle_since = None
 
     def alert(self, alert: Alert) -> None:
         with self._lock:
@@ -238,6 +262,8 @@ class LiveState:
             out["readings"] = _sample_json(view.sample)
             if view.sample.processes is not None:
                 out["processes"] = self._processes(view.sample)
+            if view.idle_since is not None:
+                out["idle_for_s"] = round(view.sample.t - view.idle_since, 1)
         xids = {str(x): n for (g, x), n in sorted(self._xids.items()) if g == view.gpu}
         if xids:
             out["xids"] = xids
@@ -288,6 +314,8 @@ class LiveState:
                 "present": [(v, v.sample) for v in views if self._present(v, now)],
                 "identity": {v.gpu: v for v in views},
                 "xids": dict(self._xids),
+                # only GPUs that ever gave a utilisation reading: no 0 standing in for "unknown"
+                "usage": {v.gpu: dict(v.usage_s) for v in views if v.usage_known},
                 "active": list(self._active.values()),
                 "last_sample_t": self.last_sample_t,
                 "report": self.report,

@@ -40,6 +40,12 @@
     return node;
   }
 
+  function span(s) {  // "idle for 5 h": the card's note for a GPU at 0 % (server's idle_for_s)
+    if (s < 5400) return Math.round(s / 60) + " min";
+    if (s < 129600) return Math.round(s / 3600) + " h";
+    return Math.round(s / 86400) + " d";
+  }
+
   function ago(t) {
     if (!t) return "never";
     const s = Math.max(0, Date.now() / 1000 - t);
@@ -409,6 +415,7 @@
     card.el.className = "gpu-card st-" + status;
     let reason = gpu.reason || "";
     if (gpu.state === "stale" && !gpu.reason) reason = "no sample since " + ago(gpu.last_seen);
+    if (!reason && gpu.idle_for_s >= 60) reason = "idle for " + span(gpu.idle_for_s);
     card.note.textContent = reason;
     card.note.hidden = !reason;
     const others = (gpu.reasons || []).slice(1);
