@@ -4,6 +4,7 @@ security headers, and /metrics (None readings absent, no stale series)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -163,7 +164,7 @@ def test_metrics_from_the_current_state(live, clock):
                       gpu=str(gpu)) == [want["memory_used_mib"] * 1024 * 1024]
     gpu0 = [s for s in temps if s.labels["gpu"] == "0"][0].labels
     assert gpu0 == {"gpu": "0", "uuid": "GPU-00000000-test-0000-0000-000000000000", "pci_bus_id": "0000:19:00.0",
-                    "model": "NVIDIA H100 80GB HBM3"}  # the model comes from the full check's snapshot
+                    "model": "NVIDIA H100 80GB HBM3"}  # the model the samples name (NVML's device name)
     power = families["gpuhealth_gpu_power_watts"]
     assert {s.labels["gpu"] for s in power} == {str(g) for g in range(8)} - {"5"}  # None -> no series
     assert values(families["gpuhealth_gpu_ecc_errors"], "gpuhealth_gpu_ecc_errors_total", gpu="0",
@@ -188,6 +189,73 @@ def test_none_readings_never_appear_as_values(live, clock):
         if name.startswith("gpuhealth_gpu_"):
             assert samples == [], name
     assert "NaN" not in text and "gpuhealth_gpu_temperature_celsius{" not in text
+
+
+def test_model_label_is_fixed_from_the_first_sample(live, clock):
+    """The `model` label never changes: a change would start new Prometheus series."""
+    named = Sample(T0, 0, pci_address="0000:19:00.0", uuid="GPU-a", temperature_c=50, name="NVIDIA H100 80GB HBM3")
+    unnamed = Sample(T0, 1, pci_address="0000:3b:00.0", uuid="GPU-b", temperature_c=51)  # an old trace
+    feed(live, clock, named, unnamed)
+    app, _ = make(live)
+
+    def labels(client) -> dict[str, dict[str, str]]:
+        temps = metrics(client)["gpuhealth_gpu_temperature_celsius"]
+        return {s.labels["gpu"]: s.labels for s in temps}
+
+    with TestClient(app) as client:
+        first = labels(client)
+        assert first["0"]["model"] == "NVIDIA H100 80GB HBM3"  # at the very first scrape, before any check
+        assert first["1"]["model"] == ""
+        renamed = Gpu(index=1, name="NVIDIA A100-SXM4-80GB", pci_address="0000:3b:00.0", uuid="GPU-b")
+        other = Gpu(index=0, name="something else", pci_address="0000:19:00.0", uuid="GPU-a")
+        live.check_finished(Report(Snapshot(nvml=NvmlReport(ok=True, gpus=(other, renamed))), (), (), 20))
+        feed(live, clock, Sample(T0 + 1, 0, pci_address="0000:19:00.0", uuid="GPU-a", temperature_c=50,
+                                 name="NVIDIA H100 80GB HBM3"),
+             Sample(T0 + 1, 1, pci_address="0000:3b:00.0", uuid="GPU-b", temperature_c=51))
+        assert labels(client) == first
+        # the page may still show the name the check found
+        assert client.get("/api/v1/gpus").json()["gpus"][1]["model"] == "NVIDIA A100-SXM4-80GB"
+
+
+def test_card_status_comes_from_alerts_and_findings(live, clock):
+    """GPU 0: a critical finding; GPU 1: healthy; GPU 2: a warning alert; GPU 3: lost."""
+    feed(live, clock, *fleet_events(gpus=4, seconds=3))
+    app, checks = make(live)
+    live.alert(Alert("temperature", 2, "warning", "firing", "GPU 2 at 84 °C (alert at 82 °C, slowdown at 87 °C)",
+                     T0, ""))
+    live.check_finished(report())
+    # the monitor turns the finding into a check: alert too; the card must not list it twice
+    live.alert(Alert("check:GH301", 0, "critical", "firing", "Xid 48: double-bit ECC error", T0, "GH301@GPU 0"))
+    feed(live, clock, GpuLost(T0 + 3, 3, "GPU is lost"))
+    with TestClient(app) as client:
+        gpus = {g["gpu"]: g for g in client.get("/api/v1/gpus").json()["gpus"]}
+    assert [gpus[g]["status"] for g in range(4)] == ["critical", "ok", "warning", "lost"]
+    assert gpus[0]["reason"] == "Xid 48: double-bit ECC error"
+    assert gpus[0]["reasons"] == [{"severity": "critical", "text": "Xid 48: double-bit ECC error"}]
+    assert gpus[1]["reason"] == "" and gpus[1]["reasons"] == []
+    assert gpus[2]["reason"].startswith("GPU 2 at 84 °C")
+    assert gpus[3]["reason"] == "Not answering: GPU is lost"
+    # the alert resolves: the card is OK again
+    live.alert(Alert("temperature", 2, "warning", "resolved", "resolved: GPU 2 at 80 °C", T0 + 4, ""))
+    assert live.gpus()[2]["status"] == "ok"
+    for gpu in live.gpus():  # no internal keys in what the card shows
+        assert all("GH301@" not in r["text"] and "check:" not in r["text"] for r in gpu["reasons"])
+
+
+def test_processes_per_gpu(clock):
+    names = {4000: "python3"}
+    live = LiveState(1.0, clock=clock, source="test", process_names=names.get)
+    feed(live, clock, *fleet_events(gpus=2, seconds=2))
+    feed(live, clock, Sample(T0 + 2, 1, processes=((4001, 1501.0), (77, None), (78, 9000.0))))
+    gpus = live.gpus()
+    assert gpus[0]["processes"] == [{"pid": 4000, "name": "python3", "memory_mib": 500.0}]
+    # the largest first; a pid without a known name or memory says so with None
+    assert gpus[1]["processes"] == [{"pid": 78, "name": None, "memory_mib": 9000.0},
+                                    {"pid": 4001, "name": None, "memory_mib": 1501.0},
+                                    {"pid": 77, "name": None, "memory_mib": None}]
+    # a replayed trace's pids are another host's: no names looked up in this host's /proc
+    assert LiveState(1.0, source="replay:x.jsonl").process_names is None
+    assert state_module.proc_comm(os.getpid()) and state_module.proc_comm(2**22 + 7) is None
 
 
 def test_busy_idle_and_held_idle_seconds_count_up_from_the_first_scrape(live, clock):
@@ -411,3 +479,15 @@ def test_commands_module_imports_only_click():
 def test_serve_command_help():
     result = CliRunner().invoke(serve, ["--help"])
     assert result.exit_code == 0 and "--listen" in result.output and "GPUHEALTH_TOKEN" in result.output
+
+
+def test_card_reason_is_short_and_has_no_driver_names():
+    long = ("Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE): Double-bit (uncorrectable) ECC error; also reported to the "
+            "application; a GPU reset or reboot clears it at 2024-11-15T12:02:03,470068+00:00 - NVIDIA's action: "
+            "WORKFLOW_XID_48")
+    assert state_module.short_reason(long) == "Xid 48: Double-bit (uncorrectable) ECC error"
+    alert = "GPU 2 at 84 °C (alert at 82 °C, slowdown at 87 °C)"
+    assert state_module.short_reason(alert) == alert  # short already: kept whole
+    words = "word " * 60
+    cut = state_module.short_reason(words)
+    assert len(cut) <= state_module.REASON_CHARS + 1 and cut.endswith("word…")

@@ -1,11 +1,14 @@
 """The dashboard in headless Chromium (Debian's /usr/bin/chromium, driven by Playwright without a
 downloaded browser) against a real `gpuhealth serve` replaying a generated trace in real time.
-Screenshots go to tests/web/artifacts/ (git-ignored); with GPUHEALTH_UPDATE_SCREENSHOT=1 the
-1280 px one also replaces docs/img/dashboard.png (the README's picture)."""
+The host is in trouble: the trace gives GPU 3 an Xid 79 (a critical alert), and the full check (a
+recorded bundle) finds Xid 48 on GPU 0. Screenshots go to tests/web/artifacts/ (git-ignored); with
+GPUHEALTH_UPDATE_SCREENSHOT=1 they also replace docs/img/dashboard.png (1280 px, the README's picture)
+and docs/img/dashboard-375.png."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 
@@ -16,6 +19,22 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run"]
 VIEWPORTS = [(375, 812), (1280, 800)]
+CARD = ".gpu-card[data-gpu='{}']"
+
+
+def card_order(page) -> list[tuple[int, str]]:
+    """(GPU, status) of the cards, top to bottom as laid out."""
+    rows = page.evaluate("[...document.querySelectorAll('.gpu-card')].map(c => "
+                         "[Number(c.dataset.gpu), c.dataset.status, c.getBoundingClientRect().top, "
+                         "c.getBoundingClientRect().left])")
+    return [(gpu, status) for gpu, status, _, _ in sorted(rows, key=lambda r: (r[2], r[3]))]
+
+
+def assert_trouble_first(page, troubled: set[int]) -> None:
+    order = card_order(page)
+    assert {g for g, _ in order[:len(troubled)]} == troubled, order
+    assert all(status == "critical" for _, status in order[:len(troubled)]), order
+    assert all(status == "ok" for _, status in order[len(troubled):]), order
 
 
 def until(page, expression: str, timeout: float) -> None:
@@ -61,10 +80,29 @@ def test_dashboard(served, browser, width, height):
         page.goto(served + "/")
         # the trace's eight GPUs, each with its four charts
         until(page, "document.querySelectorAll('.gpu-card').length === 8", 15)
+        # GPU 3's Xid 79 (an alert from the monitor): its card says so and comes first
+        until(page, f"document.querySelector(\"{CARD.format(3)}\").dataset.status === 'critical'", 15)
+        assert page.locator(CARD.format(3) + " .gpu-state").inner_text().strip().lower() == "critical"
+        assert "Xid 79" in page.locator(CARD.format(3) + " .gpu-note").inner_text()
+        assert page.locator(CARD.format(1) + " .gpu-state").inner_text().strip().lower() == "ok"
         # charts draw after the cards appear; on a loaded machine that takes a moment
         until(page, "document.querySelectorAll('.gpu-card .chart-plot canvas').length === 32", 15)
         assert page.locator(".gpu-card[data-gpu='7'] .gpu-title").inner_text() == "GPU 7"
         until(page, "document.getElementById('verdict').textContent !== '…'", 10)
+        # fixed ranges and threshold lines: 20-100 °C with the slowdown at 87 °C; power 0 to the 700 W limit
+        temperature = CARD.format(0) + " .chart[data-metric='temperature_c'] .chart-plot"
+        power = CARD.format(0) + " .chart[data-metric='power_w'] .chart-plot"
+        memory = CARD.format(0) + " .chart[data-metric='memory_used_mib'] .chart-plot"
+        until(page, f"document.querySelector(\"{power}\").dataset.line === '700'", 10)
+        assert page.get_attribute(temperature, "data-range") == "20,100"
+        assert page.get_attribute(temperature, "data-line") == "87"
+        assert page.get_attribute(power, "data-range") == "0,700"
+        assert page.get_attribute(memory, "data-range").startswith("0,79.6")  # 81559 MiB in GiB
+        # the process list, from the samples
+        procs = page.locator(CARD.format(1) + " .procs")
+        assert procs.locator("summary").inner_text() == "Processes (1)"
+        procs.locator("summary").click()
+        assert "4001" in procs.inner_text() and "1.5 GiB" in procs.inner_text()
         # a chart moves when new samples arrive
         chart = ".gpu-card[data-gpu='0'] .chart[data-metric='temperature_c'] .chart-plot"
         until(page, f"Number(document.querySelector(\"{chart}\").dataset.lastT || 0) > 0", 10)
@@ -83,8 +121,23 @@ def test_dashboard(served, browser, width, height):
         until(page, "document.getElementById('verdict').textContent === 'BROKEN'", 10)
         until(page, f"document.querySelector(\".gpu-card[data-gpu='0'] .gpu-model\")"
                                f".textContent.includes('{H100_MODEL}')", 10)
-        # the Xid alert from the trace is in the feed
-        assert "xid[79]" in page.locator("#alerts").inner_text()
+        # the check's Xid 48 on GPU 0: now two cards in trouble, both before every healthy card
+        until(page, f"document.querySelector(\"{CARD.format(0)}\").dataset.status === 'critical'", 10)
+        assert "Xid 48" in page.locator(CARD.format(0) + " .gpu-note").inner_text()
+        assert_trouble_first(page, {0, 3})
+        # the Xid alert from the trace is in the list of active alerts, in words
+        alerts = page.locator("#alerts").inner_text()
+        assert "Xid error" in alerts and "GPU 3" in alerts and "Xid 79" in alerts
+        # no internal keys anywhere on the page (rule[key], check:GHxxx, GHxxx@GPU n)
+        text = page.locator("body").inner_text()
+        assert not re.search(r"\w\[\w+|check:GH|GH\d{3}@", text), re.findall(r".{30}(?:check:|@GPU).{30}", text)
+        if width < 700:  # narrow: the active alerts and the troubled cards come before any healthy card
+            def top(selector: str) -> float:
+                return page.evaluate("(s) => document.querySelector(s).getBoundingClientRect().top + scrollY",
+                                     selector)
+
+            first_ok = min(top(CARD.format(g)) for g, status in card_order(page) if status == "ok")
+            assert top("#alerts") < top(CARD.format(0)) < first_ok and top(CARD.format(3)) < first_ok
         # usable at this width: nothing wider than the viewport, the button in view
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         box = page.locator("#check-now").bounding_box()
@@ -92,9 +145,10 @@ def test_dashboard(served, browser, width, height):
         page.evaluate("window.scrollTo(0, 0)")
         shot = ARTIFACTS / f"dashboard-{width}x{height}.png"
         page.screenshot(path=str(shot), full_page=width == 1280)
-        if width == 1280 and os.environ.get("GPUHEALTH_UPDATE_SCREENSHOT"):  # refresh the README's picture
+        if os.environ.get("GPUHEALTH_UPDATE_SCREENSHOT"):  # refresh the README's pictures
             (REPO / "docs" / "img").mkdir(parents=True, exist_ok=True)
-            shutil.copy(shot, REPO / "docs" / "img" / "dashboard.png")
+            name = "dashboard.png" if width == 1280 else f"dashboard-{width}.png"
+            shutil.copy(shot, REPO / "docs" / "img" / name)
     finally:
         page.close()
     assert problems == []

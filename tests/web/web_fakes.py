@@ -47,7 +47,7 @@ def expected(gpu: int) -> dict[str, float]:
 def fleet_events(gpus: int = 8, seconds: int = 900, t0: float = T0, moving: bool = False) -> list[Event]:
     """``gpus`` GPUs sampled every second for ``seconds``; constant readings (see ``expected``) unless
     ``moving`` (then temperature and utilisation wave a little); GPU 5 reports no power; GPU 3 logs
-    Xid 79 two seconds in."""
+    Xid 79 two seconds in. Each GPU runs one process (pid 4000 + GPU) and names its model."""
     events: list[Event] = []
     for i in range(seconds):
         for gpu in range(gpus):
@@ -60,7 +60,8 @@ def fleet_events(gpus: int = 8, seconds: int = 900, t0: float = T0, moving: bool
                 power_w=None if gpu == NO_POWER_GPU else want["power_w"], power_limit_w=700,
                 ecc_volatile_corrected=0, ecc_volatile_uncorrected=0, process_count=1,
                 process_memory_mib=want["memory_used_mib"] - 500, clock_event_reasons=0,
-                remapped_rows_pending=False, temperature_slowdown_c=87))
+                remapped_rows_pending=False, temperature_slowdown_c=87, name=H100_MODEL,
+                processes=((4000 + gpu, want["memory_used_mib"] - 500),)))
     if gpus > XID_GPU:
         events.append(XidEvent(t0 + 2.5, XID_GPU, XID))
     return sorted(events, key=lambda e: e.t)

@@ -46,6 +46,7 @@ class Sample:
     processes: tuple[tuple[int, float | None], ...] | None = None
     # Static, read once per session and repeated so that rules and replayed traces see it.
     temperature_slowdown_c: float | None = None
+    name: str | None = None  # the model (NVML's device name), static like the slowdown temperature
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ Event = Sample | GpuLost | XidEvent  # a runtime union: Python 3.10 has it
 # The numeric readings that history stores and rules may look at (identity and static fields excluded).
 METRICS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Sample)
-    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes")
+    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes", "name")
 )
 # Short names accepted on the command line: "temperature" for "temperature_c" and so on.
 METRIC_ALIASES: dict[str, str] = {

@@ -242,6 +242,7 @@ class _NvmlGpu:
     slowdown_c: float | None
     worker: _Worker
     unsupported: set[str] = field(default_factory=set)
+    name: str | None = None
 
 
 def _text(value: Any) -> Any:
@@ -330,7 +331,8 @@ class NvmlSource:
         slowdown = getattr(nvml, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1)
         return _NvmlGpu(index, handle, normalize_pci_address(_text(getattr(pci, "busId", None))),
                         ask("nvmlDeviceGetUUID"), ask("nvmlDeviceGetTemperatureThreshold", slowdown),
-                        _Worker(f"gpuhealth-nvml-gpu{index}"), self.unsupported.setdefault(index, set()))
+                        _Worker(f"gpuhealth-nvml-gpu{index}"), self.unsupported.setdefault(index, set()),
+                        ask("nvmlDeviceGetName"))
 
     def _register_xids(self, nvml: Any) -> Any:
         try:
@@ -393,7 +395,8 @@ class NvmlSource:
                 gpu.unsupported.add(name)
             except Exception as exc:
                 self._classify(exc, gpu, name)
-        return Sample(now, gpu.index, gpu.pci_address, gpu.uuid, temperature_slowdown_c=gpu.slowdown_c, **values)
+        return Sample(now, gpu.index, gpu.pci_address, gpu.uuid, temperature_slowdown_c=gpu.slowdown_c,
+                      name=gpu.name, **values)
 
     @staticmethod
     def _classify(exc: Exception, gpu: _NvmlGpu, name: str) -> None:

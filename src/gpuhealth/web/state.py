@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -37,9 +38,12 @@ CARD_FIELDS: tuple[str, ...] = (
     "temperature_c", "memory_temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct",
     "utilization_memory_pct", "memory_used_mib", "memory_total_mib", "sm_clock_mhz", "fan_pct",
     "ecc_volatile_corrected", "ecc_volatile_uncorrected", "retired_pages_pending", "remapped_rows_pending",
-    "pcie_gen", "pcie_width", "process_count", "process_memory_mib")
+    "pcie_gen", "pcie_width", "process_count", "process_memory_mib", "temperature_slowdown_c")
 SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
 VERDICT_OF = {0: "HEALTHY", 1: "HEALTHY", 2: "DEGRADED", 3: "BROKEN"}
+# A GPU card's status, worst last; "lost" outranks "critical" (no readings at all).
+STATUS_RANK = {"ok": 0, "warning": 1, "critical": 2, "lost": 3}
+MAX_PROCESSES = 50  # per GPU card; a busy MPS host may run hundreds
 MAX_STREAMS = 100  # event-stream clients at once; more get 503
 STREAM_QUEUE = 64  # frames buffered per client; a client this far behind is dropped (it reconnects)
 
@@ -53,7 +57,8 @@ class GpuView:
     gpu: int
     uuid: str = ""
     pci_bus_id: str = ""
-    model: str = ""
+    model: str = ""  # the `model` label: fixed at the first sample so /metrics series never change
+    check_model: str = ""  # the name the full check gave, shown when the samples carry none
     sample: Sample | None = None  # the latest
     seen_at: float = 0.0  # the latest sample's time
     lost: str | None = None  # why, when the latest event was a GpuLost
@@ -74,14 +79,42 @@ def _sample_json(sample: Sample) -> dict[str, Any]:
     return out
 
 
+_MNEMONIC = re.compile(r" ?\([A-Z][A-Z0-9_]{3,}\)")  # "(ROBUST_CHANNEL_GPU_ECC_DBE)": the driver's name
+REASON_CHARS = 140
+
+
+def short_reason(text: str) -> str:
+    """A card's one-line reason: the finding's or alert's first clause, without the driver's internal
+    names (the full text stays in the findings and alerts lists)."""
+    text = _MNEMONIC.sub("", text).split(" - ", 1)[0].strip()
+    if len(text) > REASON_CHARS and "; " in text:
+        text = text.split("; ", 1)[0]
+    if len(text) > REASON_CHARS:
+        text = text[:REASON_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    return text
+
+
+def proc_comm(pid: int) -> str | None:
+    """A process's command name from /proc (None when it ended or is not ours to read)."""
+    try:
+        with open(f"/proc/{int(pid)}/comm", encoding="utf-8", errors="replace") as handle:
+            return handle.read(64).strip() or None
+    except OSError:
+        return None
+
+
 def sse_frame(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
 class LiveState:
     def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.time, window_s: float = 900.0,
-                 feed_size: int = 200, stale_after: float | None = None, source: str = "") -> None:
+                 feed_size: int = 200, stale_after: float | None = None, source: str = "",
+                 process_names: Callable[[int], str | None] | None = None) -> None:
         self.interval = interval
+        # pid -> command name, only where the pids are this host's (NVML sampled live, not a replay)
+        self.process_names = process_names if process_names is not None else (
+            proc_comm if source == "nvml" else None)
         self.clock = clock
         self.window_s = window_s
         # A GPU without a sample for this long counts as gone: its readings leave /metrics.
@@ -134,12 +167,14 @@ class LiveState:
 
     def _sample(self, view: GpuView, sample: Sample) -> None:
         self._count_usage(view, sample)
-        view.sample, view.seen_at = sample, sample.t
         if view.lost is not None and sample.t >= view.lost_at:
             view.lost = None
-        view.uuid = sample.uuid or view.uuid
-        view.pci_bus_id = sample.pci_address or view.pci_bus_id
-        view.model = self._names.get(view.uuid) or self._names.get(view.pci_bus_id) or view.model
+        first = view.sample is None
+        view.sample, view.seen_at = sample, sample.t
+        if first:  # identity labels are set once: a label that changes makes new Prometheus series
+            view.uuid = sample.uuid or ""
+            view.pci_bus_id = sample.pci_address or ""
+            view.model = sample.name or self._names.get(view.uuid) or self._names.get(view.pci_bus_id) or ""
         window = self._window.setdefault(sample.gpu, deque())
         window.append((sample.t, *(getattr(sample, m) for m in CHART_METRICS)))
         while window and window[0][0] < sample.t - self.window_s:
@@ -190,8 +225,8 @@ class LiveState:
                         for key in (gpu.uuid, gpu.pci_address):
                             if key:
                                 self._names[key] = gpu.name
-                for view in self._gpus.values():
-                    view.model = self._names.get(view.uuid) or self._names.get(view.pci_bus_id) or view.model
+                for view in self._gpus.values():  # for the page only: the label stays as first sampled
+                    view.check_model = self._names.get(view.uuid) or self._names.get(view.pci_bus_id) or ""
             else:
                 self.check_error = error
             self._check_done.notify_all()
@@ -218,16 +253,51 @@ class LiveState:
         present = self._present(view, now)
         state = "ok" if present else ("lost" if view.lost is not None else "stale")
         out: dict[str, Any] = {"gpu": view.gpu, "uuid": view.uuid, "pci_bus_id": view.pci_bus_id,
-                               "model": view.model, "state": state, "last_seen": view.seen_at or None}
+                               "model": view.model or view.check_model, "state": state,
+                               "last_seen": view.seen_at or None}
         if view.lost is not None:
             out["lost_reason"] = view.lost
+        out.update(self._trouble(view, state))
         if present and view.sample is not None:
             out["readings"] = _sample_json(view.sample)
+            if view.sample.processes is not None:
+                out["processes"] = self._processes(view.sample)
             if view.idle_since is not None:
                 out["idle_for_s"] = round(view.sample.t - view.idle_since, 1)
         xids = {str(x): n for (g, x), n in sorted(self._xids.items()) if g == view.gpu}
         if xids:
             out["xids"] = xids
+        return out
+
+    def _trouble(self, view: GpuView, state: str) -> dict[str, Any]:
+        """The card's status (ok, warning, critical, lost) and its reasons, worst first: the GPU's own
+        firing alerts and the last full check's findings about it (its ``check:`` alerts repeat those)."""
+        reasons: list[tuple[int, str, str]] = []  # (rank, severity, sentence)
+        if state != "ok":
+            why = view.lost or f"no sample for {self.stale_after:g} s"
+            reasons.append((STATUS_RANK["lost"], "lost", f"Not answering: {why}"))
+        for alert in self._active.values():
+            if alert.gpu == view.gpu and not alert.rule.startswith("check:") and alert.severity in STATUS_RANK:
+                reasons.append((STATUS_RANK[alert.severity], alert.severity, alert.message))
+        if self.report is not None:
+            for finding in self.report.findings:
+                subject, severity = finding.subject, finding.severity.value
+                if severity not in STATUS_RANK:  # info findings do not colour a card
+                    continue
+                if subject.gpu_index == view.gpu or (view.pci_bus_id and subject.pci_address == view.pci_bus_id):
+                    reasons.append((STATUS_RANK[severity], severity, finding.message))
+        reasons.sort(key=lambda r: -r[0])
+        unique = list(dict.fromkeys((sev, short_reason(text)) for _, sev, text in reasons))
+        status = unique[0][0] if unique else "ok"
+        return {"status": status, "reason": unique[0][1] if unique else "",
+                "reasons": [{"severity": sev, "text": text} for sev, text in unique]}
+
+    def _processes(self, sample: Sample) -> list[dict[str, Any]]:
+        rows = sorted(sample.processes or (), key=lambda p: -(p[1] or 0))[:MAX_PROCESSES]
+        out = []
+        for pid, mib in rows:
+            name = self.process_names(pid) if self.process_names is not None else None
+            out.append({"pid": pid, "name": name, "memory_mib": mib})
         return out
 
     def gpus(self) -> list[dict[str, Any]]:

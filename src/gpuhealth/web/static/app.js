@@ -3,12 +3,28 @@
 // EventSource so that the bearer token can travel in a header.
 "use strict";
 (function () {
+  // Each chart: its unit (on the axis ticks), a fixed range where the range means something, and the
+  // reading drawn as a dashed line (the slowdown temperature, the power limit).
   const CHARTS = [
-    { metric: "temperature_c", label: "Temperature", fmt: (v) => v.toFixed(0) + " °C" },
-    { metric: "utilization_gpu_pct", label: "Utilisation", fmt: (v) => v.toFixed(0) + " %", range: [0, 100] },
-    { metric: "memory_used_mib", label: "Memory", fmt: (v) => (v / 1024).toFixed(1) + " GiB", scale: 1 / 1024 },
-    { metric: "power_w", label: "Power", fmt: (v) => v.toFixed(0) + " W" },
+    { metric: "temperature_c", label: "Temperature", unit: "°C", fmt: (v) => v.toFixed(0) + " °C",
+      range: () => [20, 100], line: (r) => r.temperature_slowdown_c, lineLabel: "slowdown" },
+    { metric: "utilization_gpu_pct", label: "Utilisation", unit: "%", fmt: (v) => v.toFixed(0) + " %",
+      range: () => [0, 100] },
+    { metric: "memory_used_mib", label: "Memory", unit: "GiB", fmt: (v) => (v / 1024).toFixed(1) + " GiB",
+      scale: 1 / 1024, range: (r) => (r.memory_total_mib ? [0, r.memory_total_mib / 1024] : null) },
+    { metric: "power_w", label: "Power", unit: "W", fmt: (v) => v.toFixed(0) + " W",
+      range: (r) => (r.power_limit_w ? [0, r.power_limit_w] : null), line: (r) => r.power_limit_w, lineLabel: "limit" },
   ];
+  const CHART_H = 96; // px, axes included (.chart-plot in app.css has the same height)
+  const STATUS_RANK = { ok: 0, warning: 1, critical: 2, lost: 3 };
+  const STATUS_TEXT = { ok: "OK", warning: "Warning", critical: "Critical", lost: "Lost" };
+  // What each monitor rule watches, in words (the page never shows rule keys).
+  const RULE_TEXT = {
+    temperature: "Temperature", stuck_sensor: "Stuck sensor", hung_job: "Hung job",
+    utilization_collapse: "Utilisation collapse", xid: "Xid error", ecc: "ECC errors",
+    pending_retirement: "Memory repair pending", clock_slowdown: "Clock slowdown", gpu_lost: "GPU lost",
+    gpu_count: "GPU count", idle: "Idle GPU",
+  };
   const RANGES = { "15m": 900, "1h": 3600, "6h": 21600, "24h": 86400, "7d": 604800 };
   const VERDICT_CLASS = { HEALTHY: "v-healthy", DEGRADED: "v-degraded", BROKEN: "v-broken" };
   const $ = (id) => document.getElementById(id);
@@ -170,30 +186,48 @@
 
   // ------------------------------------------------------------------ alerts
 
+  function ruleText(rule) {
+    if (rule.startsWith("check:")) return "Full check " + rule.slice(6);
+    return RULE_TEXT[rule] || rule.replace(/_/g, " ");
+  }
+
   function alertItem(a) {
     const item = el("li", "alert sev-" + a.severity + (a.state === "resolved" ? " resolved" : ""));
+    item.dataset.gpu = a.gpu === null ? "" : String(a.gpu);
     const head = el("div", "f-head");
     head.append(el("span", "sev", a.state === "resolved" ? "resolved" : a.severity),
-      el("code", null, a.rule + (a.key ? "[" + a.key + "]" : "")),
+      el("span", "rule", ruleText(a.rule)),
       el("span", "subject", a.gpu === null ? "host" : "GPU " + a.gpu),
       el("span", "when", clock(a.t)));
     item.append(head, el("p", "msg", a.message));
     return item;
   }
 
+  // The list shows what is firing now; the feed of every change sits folded below it.
   function renderAlerts(doc) {
     const list = $("alerts");
     list.replaceChildren();
-    if (!doc.recent.length) list.append(el("li", "empty", "No alerts since this gpuhealth started."));
-    for (const a of doc.recent) list.append(alertItem(a));
+    if (!doc.active.length) list.append(el("li", "empty", "No active alerts."));
+    for (const a of doc.active) list.append(alertItem(a));
+    const recent = $("alert-history");
+    recent.replaceChildren();
+    for (const a of doc.recent) recent.append(alertItem(a));
+    $("alert-history-n").textContent = String(doc.recent.length);
   }
 
-  function addAlert(a) {
-    const list = $("alerts");
-    const empty = list.querySelector(".empty");
-    if (empty) empty.remove();
-    list.prepend(alertItem(a));
-    while (list.children.length > 200) list.lastChild.remove();
+  // A card's status follows alerts and checks even when no sample comes (a replay that ended).
+  function refreshGpus() {
+    api("/api/v1/gpus").then((r) => r.json()).then(renderSamples).catch(() => {});
+  }
+
+  let alertsDue = null;
+  function addAlert() {  // re-read both lists (one request), at most every half second
+    if (alertsDue) return;
+    alertsDue = setTimeout(() => {
+      alertsDue = null;
+      api("/api/v1/alerts").then((r) => r.json()).then(renderAlerts).catch(() => {});
+      refreshGpus();
+    }, 500);
   }
 
   // ------------------------------------------------------------------ GPU cards and charts
@@ -202,37 +236,91 @@
     return getComputedStyle(document.documentElement).getPropertyValue("--muted").trim() || "#666";
   }
 
+  function hhmm(t) {
+    const d = new Date(t * 1000);
+    return String(d.getHours()).padStart(2, "0") + ":" + String(d.getMinutes()).padStart(2, "0");
+  }
+
+  // Short time labels: hours:minutes, seconds only for spans under a minute, the date for whole days.
+  function timeTick(t, incr) {
+    const d = new Date(t * 1000);
+    if (incr >= 86400) return d.toLocaleDateString([], { day: "numeric", month: "short" });
+    const hm = hhmm(t);
+    return incr < 60 ? hm + ":" + String(d.getSeconds()).padStart(2, "0") : hm;
+  }
+
+  function tickText(v, unit) {
+    const digits = Math.abs(v) >= 10 || v === 0 ? 0 : 1;
+    return v.toFixed(digits) + " " + unit;
+  }
+
   function makeChart(host, spec) {
-    const stroke = getComputedStyle(document.documentElement).getPropertyValue("--chart").trim() || "#2b5fb4";
-    const fill = getComputedStyle(document.documentElement).getPropertyValue("--chart-fill").trim();
+    const css = getComputedStyle(document.documentElement);
+    const stroke = css.getPropertyValue("--chart").trim() || "#2b5fb4";
+    const fill = css.getPropertyValue("--chart-fill").trim();
+    const limit = css.getPropertyValue("--crit").trim() || "#c0262d";
     const grid = { stroke: "rgba(128,128,128,.18)", width: 1 };
+    const tick = { stroke: "rgba(128,128,128,.18)", width: 1, size: 4 };
     const font = "10px system-ui, sans-serif";
+    const chart = { data: [[], [], []], host, spec, lastT: 0, range: null, line: null };
     const opts = {
       width: Math.max(120, host.clientWidth || 150),
-      height: 84,
+      height: CHART_H,
       legend: { show: false },
       cursor: { show: false },
-      scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { auto: true } },
+      scales: {
+        x: { time: true },
+        // a fixed range when the reading gives one (0 to the limit...), stretched if a value goes past it
+        y: { range: (u, lo, hi) => {
+          if (lo === null || hi === null) return chart.range || [0, 1];
+          if (!chart.range) return lo === hi ? [lo - 1, hi + 1] : [lo, hi];
+          return [Math.min(chart.range[0], lo), Math.max(chart.range[1], hi)];
+        } },
+      },
       axes: [
-        { stroke: axisColor(), grid, ticks: grid, font, size: 20, space: 60 },
-        { stroke: axisColor(), grid, ticks: grid, font, size: 34, space: 20 },
+        // hours:minutes only, spaced so that labels never overlap at 375 px
+        { stroke: axisColor(), grid, ticks: tick, font, size: 24, gap: 3, space: 60,
+          values: (u, splits, axis, space, incr) => splits.map((t) => timeTick(t, incr)) },
+        { stroke: axisColor(), grid, ticks: tick, font, size: 56, gap: 3, space: 22,
+          values: (u, splits) => splits.map((v) => tickText(v, spec.unit)) },
       ],
-      series: [{}, { stroke, fill, width: 1.5, points: { show: false } }],
+      series: [{}, { stroke, fill, width: 1.5, points: { show: false } },
+        { stroke: limit, width: 1, dash: [4, 3], points: { show: false } }],
     };
-    const data = [[], []];
-    const plot = new uPlot(opts, data, host);
-    const chart = { plot, data, host, spec, lastT: 0 };
+    const plot = new uPlot(opts, chart.data, host);
+    chart.plot = plot;
     new ResizeObserver(() => {
       const width = Math.max(120, host.clientWidth);
-      if (width !== plot.width) plot.setSize({ width, height: 84 });
+      if (width !== plot.width) plot.setSize({ width, height: CHART_H });
     }).observe(host);
     return chart;
+  }
+
+  function lineSeries(chart) {  // the threshold as a flat series over the same times
+    const value = chart.line === null ? null : chart.line * (chart.spec.scale || 1);
+    chart.data[2] = chart.data[0].map(() => value);
+  }
+
+  // The latest readings give the chart's fixed range and its threshold line.
+  function setLimits(chart, readings) {
+    const range = chart.spec.range ? chart.spec.range(readings) : null;
+    const line = chart.spec.line ? chart.spec.line(readings) : null;
+    const changed = String(range) !== String(chart.range) || (line ?? null) !== chart.line;
+    chart.range = range;
+    chart.line = line ?? null;
+    if (changed && chart.data[0].length) {
+      lineSeries(chart);
+      chart.plot.setData(chart.data);
+    }
+    chart.host.dataset.range = range ? range.join(",") : "";
+    chart.host.dataset.line = chart.line === null ? "" : String(chart.line);
   }
 
   function setChart(chart, t, v) {
     const scale = chart.spec.scale || 1;
     chart.data[0] = t.slice();
     chart.data[1] = v.map((x) => x * scale);
+    lineSeries(chart);
     chart.lastT = t.length ? t[t.length - 1] : 0;
     chart.plot.setData(chart.data);
     mark(chart);
@@ -242,6 +330,7 @@
     if (value === undefined || value === null || t <= chart.lastT) return;
     chart.data[0].push(t);
     chart.data[1].push(value * (chart.spec.scale || 1));
+    chart.data[2].push(chart.line === null ? null : chart.line * (chart.spec.scale || 1));
     chart.lastT = t;
     const since = t - RANGES[range];
     let drop = 0;
@@ -249,6 +338,7 @@
     if (drop) {
       chart.data[0].splice(0, drop);
       chart.data[1].splice(0, drop);
+      chart.data[2].splice(0, drop);
     }
     chart.plot.setData(chart.data);
     mark(chart);
@@ -269,14 +359,17 @@
     const model = el("span", "gpu-model");
     const state = el("span", "gpu-state");
     head.append(title, model, state);
-    const note = el("div", "gpu-note");
+    const note = el("p", "gpu-note");
+    const more = el("ul", "gpu-reasons");
     const charts = el("div", "charts");
-    root.append(head, note, charts);
-    // keep the cards in GPU order
-    const after = [...cards.keys()].filter((k) => k > gpu.gpu).sort((a, b) => a - b)[0];
-    if (after === undefined) $("gpus").append(root);
-    else $("gpus").insertBefore(root, cards.get(after).el);
-    card = { el: root, model, state, note, charts: new Map() };
+    const procs = el("details", "procs");
+    const procsHead = el("summary", null, "Processes");
+    const procsTable = el("table");
+    procs.append(procsHead, procsTable);
+    root.append(head, note, more, charts, procs);
+    $("gpus").append(root);
+    card = { el: root, gpu: gpu.gpu, rank: 0, model, state, note, more, procs, procsHead, procsTable,
+      charts: new Map() };
     cards.set(gpu.gpu, card);
     for (const spec of CHARTS) {
       const box = el("div", "chart");
@@ -294,17 +387,59 @@
     return card;
   }
 
+  function renderProcesses(card, processes) {
+    if (!processes) {
+      card.procs.hidden = true;
+      return;
+    }
+    card.procs.hidden = false;
+    card.procsHead.textContent = processes.length ? "Processes (" + processes.length + ")" : "No processes";
+    const rows = [el("tr")];
+    rows[0].append(el("th", null, "PID"), el("th", null, "Name"), el("th", "num", "Memory"));
+    for (const p of processes) {
+      const row = el("tr");
+      row.append(el("td", "num", p.pid), el("td", null, p.name || "–"),
+        el("td", "num", p.memory_mib === null || p.memory_mib === undefined ? "–" :
+          (p.memory_mib >= 1024 ? (p.memory_mib / 1024).toFixed(1) + " GiB" : p.memory_mib.toFixed(0) + " MiB")));
+      rows.push(row);
+    }
+    card.procsTable.replaceChildren(...rows);
+  }
+
+  function renderTrouble(card, gpu) {
+    const status = gpu.status || (gpu.state === "ok" ? "ok" : "lost");
+    card.rank = STATUS_RANK[status] || 0;
+    card.el.dataset.status = status;
+    card.state.textContent = STATUS_TEXT[status] || status;
+    card.state.className = "gpu-state st-" + status;
+    card.el.className = "gpu-card st-" + status;
+    let reason = gpu.reason || "";
+    if (gpu.state === "stale" && !gpu.reason) reason = "no sample since " + ago(gpu.last_seen);
+    if (!reason && gpu.idle_for_s >= 60) reason = "idle for " + span(gpu.idle_for_s);
+    card.note.textContent = reason;
+    card.note.hidden = !reason;
+    const others = (gpu.reasons || []).slice(1);
+    card.more.replaceChildren(...others.map((r) => el("li", "sev-" + r.severity, r.text)));
+    card.more.hidden = others.length === 0;
+  }
+
+  // Cards in trouble first (lost, critical, warning), then by GPU index; DOM moves only when needed.
+  function sortCards() {
+    const order = [...cards.values()].sort((a, b) => b.rank - a.rank || a.gpu - b.gpu);
+    const host = $("gpus");
+    const now = [...host.children];
+    if (order.every((c, i) => now[i] === c.el)) return;
+    for (const c of order) host.append(c.el);
+  }
+
   function renderGpu(gpu) {
     const card = ensureCard(gpu);
     card.model.textContent = [gpu.model, gpu.pci_bus_id].filter(Boolean).join(" · ");
-    card.state.textContent = gpu.state;
-    card.state.className = "gpu-state " + gpu.state;
-    card.el.className = "gpu-card state-" + gpu.state;
-    card.note.textContent = gpu.state === "lost" ? "lost: " + (gpu.lost_reason || "") :
-      gpu.state === "stale" ? "no sample since " + ago(gpu.last_seen) :
-      gpu.idle_for_s >= 60 ? "idle for " + span(gpu.idle_for_s) : "";
+    renderTrouble(card, gpu);
+    renderProcesses(card, gpu.processes);
     const readings = gpu.readings || {};
     for (const [metric, chart] of card.charts) {
+      setLimits(chart, readings);
       const v = readings[metric];
       if (v === undefined) chart.value.textContent = "–";
       else {
@@ -320,6 +455,7 @@
 
   function renderSamples(doc) {
     for (const gpu of doc.gpus) renderGpu(gpu);
+    sortCards();
   }
 
   async function loadHistory() {
@@ -360,7 +496,10 @@
     if (name === "status") renderStatus(doc);
     else if (name === "samples") renderSamples(doc);
     else if (name === "alert") addAlert(doc);
-    else if (name === "findings") renderFindings(doc);
+    else if (name === "findings") {
+      renderFindings(doc);
+      refreshGpus();
+    }
   }
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -397,7 +536,7 @@
       const [status, gpus, alerts, findings] = await Promise.all(
         ["status", "gpus", "alerts", "findings"].map((p) => api("/api/v1/" + p).then((r) => r.json())));
       renderStatus(status);
-      for (const gpu of gpus.gpus) renderGpu(gpu);
+      renderSamples(gpus);
       renderAlerts(alerts);
       renderFindings(findings);
       await loadHistory();
