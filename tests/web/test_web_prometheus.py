@@ -3,11 +3,13 @@ deploy/prometheus files. Without prometheus/promtool: skipped, or FAILED when CI
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
 
 import httpx
+import pytest
 from web_fakes import (
     H100_MODEL,
     NO_POWER_GPU,
@@ -23,6 +25,8 @@ from web_fakes import (
     write_fleet_trace,
 )
 
+from gpuhealth.web.server import ServeError, check_token
+
 DEPLOY = REPO / "deploy" / "prometheus"
 
 
@@ -33,10 +37,28 @@ def test_promtool_checks_rules_and_config(tmp_path):
     subprocess.run([promtool, "check", "rules", *map(str, rules)], check=True, capture_output=True)
     subprocess.run([promtool, "test", "rules", "gpuhealth.rules.test.yml"], check=True, capture_output=True,
                    cwd=DEPLOY)
-    for path in (DEPLOY / "prometheus.yml", *rules):  # the config names a token file: give it one
-        shutil.copy(path, tmp_path)
-    (tmp_path / "gpuhealth.token").write_text("a-token-for-the-syntax-check\n")
-    subprocess.run([promtool, "check", "config", "prometheus.yml"], check=True, capture_output=True, cwd=tmp_path)
+    # as shipped: the token file it names is the placeholder beside it
+    subprocess.run([promtool, "check", "config", "prometheus.yml"], check=True, capture_output=True, cwd=DEPLOY)
+
+
+def test_the_shipped_token_is_a_placeholder_no_node_accepts():
+    placeholder = (DEPLOY / "gpuhealth.token").read_text()
+    assert placeholder.strip() == "REPLACE-ME"
+    with pytest.raises(ServeError, match="at least"):
+        check_token("0.0.0.0", placeholder)
+
+
+def test_alertmanager_example_routes_by_severity_to_receivers_it_defines():
+    path = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
+    text = path.read_text()
+    defined = set(re.findall(r"^  - name: (\S+)", text, re.MULTILINE))
+    used = set(re.findall(r"receiver: (\S+)", text))
+    assert used and used <= defined
+    assert "severity=\"critical\"" in text and "group_by: [alertname, instance]" in text
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.skip("amtool not installed (Debian: prometheus-alertmanager): only the structure was checked")
+    subprocess.run([amtool, "check-config", str(path)], check=True, capture_output=True)
 
 
 def _query(client: httpx.Client, expr: str) -> list[dict]:
