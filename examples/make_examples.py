@@ -79,8 +79,8 @@ def _sample(t: float, gpu: int, i: int) -> Sample:
         memory_total_mib=81_559.0, sm_clock_mhz=sm_clock, memory_clock_mhz=2619.0,
         clock_event_reasons=reasons, ecc_volatile_uncorrected=0, ecc_volatile_corrected=0,
         remapped_rows_pending=False, pcie_gen=5, pcie_width=16, process_count=1,
-        process_memory_mib=70_620.0 + 512 * gpu,
-        temperature_slowdown_c=float(SLOWDOWN_C))
+        process_memory_mib=70_620.0 + 512 * gpu, processes=((31_400 + gpu, 70_620.0 + 512 * gpu),),
+        temperature_slowdown_c=float(SLOWDOWN_C), name="NVIDIA H100 80GB HBM3")
 
 
 def trace_events() -> list[Event]:

@@ -18,6 +18,9 @@ def test_serve_replays_the_shipped_trace_and_checks_the_shipped_bundle(tmp_path)
         wait_for(lambda: len(_gpus(base)) == 8, 30, "8 GPUs from the replay")
         gpus = _gpus(base)
         assert {g["state"] for g in gpus} == {"ok"}
+        # the model from the samples, before any check; one training process per GPU
+        assert {g["model"] for g in gpus} == {"NVIDIA H100 80GB HBM3"}
+        assert [[p["pid"] for p in g["processes"]] for g in gpus] == [[31_400 + i] for i in range(8)]
         assert [g["pci_bus_id"] for g in gpus] == ["0000:19:00.0", "0000:3b:00.0", "0000:4c:00.0", "0000:5d:00.0",
                                                    "0000:9b:00.0", "0000:bb:00.0", "0000:cb:00.0", "0000:db:00.0"]
         check = httpx.post(f"{base}/api/v1/check", timeout=60).json()
