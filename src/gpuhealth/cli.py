@@ -18,6 +18,7 @@ from gpuhealth.advice_commands import fix, recommend
 from gpuhealth.monitor.commands import history, monitor, usage, watch
 from gpuhealth.report.formats import FORMAT_NAMES
 from gpuhealth.web.commands import serve
+from gpuhealth.web.fleet import fleet
 
 if TYPE_CHECKING:
     from gpuhealth.checks.registry import Expectations
@@ -401,6 +402,7 @@ main.add_command(usage)
 main.add_command(history)
 main.add_command(watch)
 main.add_command(serve)
+main.add_command(fleet)
 
 
 if __name__ == "__main__":  # pragma: no cover

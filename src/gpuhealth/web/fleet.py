@@ -1,0 +1,145 @@
+"""`gpuhealth fleet --prometheus URL`: the fleet as Prometheus sees it, for operators without Grafana.
+
+Reads only Prometheus's HTTP API (instant queries, ``/api/v1/query``) over the series every node's
+`gpuhealth serve` exports: ``up``, ``gpuhealth_alert_active``, ``gpuhealth_check_status`` and
+``gpuhealth_gpu_utilization_ratio``. Shows nodes and GPUs with firing alerts or last-check findings,
+nodes down, idle GPUs, worst first, and exits like `check`: 2 critical, 1 warning, 0 clear, 3 when
+Prometheus cannot be asked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+RANK = {"critical": 2, "warning": 1, "info": 0}
+MAX_ANSWER = 32 * 1024 * 1024  # a bigger answer is refused before parsing: a fleet view needs far less
+
+
+class FleetError(click.ClickException):
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Row:
+    severity: str
+    instance: str
+    gpu: str  # "" for the node
+    what: str
+    source: str  # "scrape", "alert", "check" or "idle"
+
+    def as_json(self) -> dict[str, str]:
+        return {"severity": self.severity, "instance": self.instance, "gpu": self.gpu, "what": self.what,
+                "source": self.source}
+
+
+def query(base: str, expr: str, token: str | None, timeout: float) -> list[dict[str, Any]]:
+    """One instant query's vector; FleetError names the server and why."""
+    import urllib.error  # here, not at import: the CLI starts without loading http and ssl
+    import urllib.parse
+    import urllib.request
+
+    url = f"{base.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the operator's URL
+            body = response.read(MAX_ANSWER + 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise FleetError(f"{base}: cannot query Prometheus ({getattr(exc, 'reason', exc)})") from exc
+    if len(body) > MAX_ANSWER:
+        raise FleetError(f"{base}: answer to {expr!r} larger than {MAX_ANSWER // 2**20} MiB")
+    try:
+        answer = json.loads(body)
+        if answer.get("status") != "success" or answer["data"]["resultType"] != "vector":
+            raise ValueError(answer.get("error") or "not a vector")
+        return [r for r in answer["data"]["result"] if isinstance(r, dict) and isinstance(r.get("metric"), dict)]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise FleetError(f"{base}: unexpected answer to {expr!r} ({exc})") from exc
+
+
+def _value(result: dict[str, Any]) -> float:
+    try:
+        return float(result["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return float("nan")
+
+
+def collect(ask: Any, job: str) -> tuple[list[Row], int]:
+    """Rows worst first and the number of nodes; ``ask(expr)`` runs one query."""
+    sel = 'job="{}"'.format(job.replace("\\", "\\\\").replace('"', '\\"'))  # a PromQL string literal
+    rows: list[Row] = []
+    nodes = ask(f"up{{{sel}}}")
+    for r in nodes:
+        if _value(r) != 1:
+            rows.append(Row("critical", r["metric"].get("instance", "?"), "", "node down: Prometheus cannot scrape "
+                            "its gpuhealth serve", "scrape"))
+    for r in ask(f"gpuhealth_alert_active{{{sel}}}"):
+        m = r["metric"]
+        rows.append(Row(m.get("severity", "warning"), m.get("instance", "?"), m.get("gpu", ""),
+                        f"alert {m.get('rule', '?')}" + (f" ({m['key']})" if m.get("key") else "")
+                        + (f" {m['uuid']}" if m.get("uuid") else ""), "alert"))
+    for r in ask(f"gpuhealth_check_status{{{sel}}}"):
+        m = r["metric"]
+        if m.get("severity") in ("critical", "warning"):
+            rows.append(Row(m["severity"], m.get("instance", "?"), m.get("gpu", ""),
+                            f"check {m.get('code', '?')} {m.get('slug', '')}".rstrip(), "check"))
+    for r in ask(f"gpuhealth_gpu_utilization_ratio{{{sel}}} == 0"):
+        m = r["metric"]
+        rows.append(Row("info", m.get("instance", "?"), m.get("gpu", ""),
+                        "idle: 0 % utilisation now" + (f" {m['uuid']}" if m.get("uuid") else ""), "idle"))
+    # worst first; within a severity by node, the node itself before its GPUs in index order
+    rows.sort(key=lambda row: (-RANK.get(row.severity, 1), row.instance,
+                               int(row.gpu) if row.gpu.isdigit() else -1, row.what))
+    return rows, len(nodes)
+
+
+def exit_code(rows: list[Row]) -> int:
+    return max((RANK.get(r.severity, 1) for r in rows), default=0)
+
+
+@click.command()
+@click.option("--prometheus", "base", required=True, metavar="URL", help="Prometheus base URL (http://host:9090).")
+@click.option("--job", default="gpuhealth", show_default=True, help="The scrape job of the gpuhealth nodes.")
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Bearer token for a Prometheus behind a proxy that wants one.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds per query.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def fleet(base: str, job: str, token_file: Path | None, timeout: float, fmt: str) -> None:
+    """The fleet from Prometheus: nodes down, firing alerts, last-check findings, idle GPUs, worst first.
+    Exits 2 on anything critical (drain or RMA), 1 on warnings, 0 when clear: it can gate a rollout."""
+    token = token_file.read_text(encoding="utf-8").strip() if token_file else None
+    rows, nodes = collect(lambda expr: query(base, expr, token, timeout), job)
+    if fmt == "json":
+        click.echo(json.dumps({"prometheus": base, "job": job, "nodes": nodes,
+                               "rows": [r.as_json() for r in rows]}, indent=2))
+    else:
+        _table(rows, nodes, base)
+    raise SystemExit(exit_code(rows))
+
+
+def _table(rows: list[Row], nodes: int, base: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    if nodes == 0:
+        console.print(f"{base}: no gpuhealth node known to Prometheus (check --job)")
+    table = Table(title=f"gpuhealth fleet: {nodes} node(s), from {base}", title_justify="left")
+    for column in ("severity", "node", "GPU", "what"):
+        table.add_column(column)
+    for row in rows:
+        style = {"critical": "bold red", "warning": "yellow"}.get(row.severity, "")
+        table.add_row(f"[{style}]{row.severity}[/]" if style else row.severity, row.instance, row.gpu, row.what)
+    drain = sorted({(r.instance, r.gpu) for r in rows if r.severity == "critical" and r.gpu})
+    console.print(table)
+    if drain:
+        console.print("Drain or RMA: " + ", ".join(f"{node} GPU {gpu}" for node, gpu in drain))
+    elif not rows:
+        console.print("Nothing firing, no findings, no idle GPU.")

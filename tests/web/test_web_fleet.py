@@ -1,0 +1,96 @@
+"""`gpuhealth fleet` against a fake Prometheus HTTP API: a thread answering /api/v1/query with
+hand-written vectors (the series names and labels are the ones `gpuhealth serve` exports; see
+tests/web/test_web_metrics*.py). Not a real Prometheus: that test is not written yet (docs/fleet.md)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from click.testing import CliRunner
+
+from gpuhealth.cli import main
+
+NODE = {"job": "gpuhealth"}
+
+
+def _vector(*items: tuple[dict[str, str], float]) -> list[dict]:
+    return [{"metric": {**NODE, **labels}, "value": [1700000000.0, str(value)]} for labels, value in items]
+
+
+ANSWERS = {
+    'up{job="gpuhealth"}': _vector(({"instance": "node1:9835"}, 1), ({"instance": "node2:9835"}, 1),
+                                   ({"instance": "node3:9835"}, 0)),
+    'gpuhealth_alert_active{job="gpuhealth"}': _vector(
+        ({"instance": "node2:9835", "rule": "xid", "key": "79", "severity": "critical", "gpu": "3",
+          "uuid": "GPU-3", "pci_bus_id": "00000000:1C:00.0"}, 1),
+        ({"instance": "node1:9835", "rule": "temperature", "key": "", "severity": "warning", "gpu": "0"}, 1)),
+    'gpuhealth_check_status{job="gpuhealth"}': _vector(
+        ({"instance": "node1:9835", "code": "GH604", "slug": "persistence-off", "severity": "warning", "gpu": ""}, 1),
+        ({"instance": "node1:9835", "code": "GH999", "slug": "x", "severity": "info", "gpu": ""}, 1)),
+    'gpuhealth_gpu_utilization_ratio{job="gpuhealth"} == 0': _vector(({"instance": "node1:9835", "gpu": "5"}, 0)),
+}
+
+
+class FakePrometheus(BaseHTTPRequestHandler):
+    answers: dict[str, list] = ANSWERS
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        url = urlparse(self.path)
+        expr = parse_qs(url.query).get("query", [""])[0]
+        if url.path != "/api/v1/query" or expr not in self.answers:
+            body = {"status": "error", "error": f"unexpected {url.path} {expr!r}"}
+        else:
+            body = {"status": "success", "data": {"resultType": "vector", "result": self.answers[expr]}}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def prometheus():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_fleet_lists_worst_first_and_exits_like_check(prometheus):
+    result = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus, "--format", "json"])
+    assert result.exit_code == 2, result.output
+    report = json.loads(result.output)
+    assert report["nodes"] == 3
+    rows = [(r["severity"], r["instance"], r["gpu"], r["source"]) for r in report["rows"]]
+    assert rows == [("critical", "node2:9835", "3", "alert"), ("critical", "node3:9835", "", "scrape"),
+                    ("warning", "node1:9835", "", "check"), ("warning", "node1:9835", "0", "alert"),
+                    ("info", "node1:9835", "5", "idle")]
+    assert "xid (79) GPU-3" in report["rows"][0]["what"]
+    table = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus], env={"COLUMNS": "160"})
+    assert table.exit_code == 2 and "Drain or RMA: node2:9835 GPU 3" in table.output
+
+
+def test_fleet_exits_1_on_warnings_only_and_0_when_clear(prometheus, monkeypatch):
+    warnings = {k: [r for r in v if r["metric"].get("severity") != "critical" and r["value"][1] != "0"]
+                if not k.startswith("gpuhealth_gpu") else [] for k, v in ANSWERS.items()}
+    monkeypatch.setattr(FakePrometheus, "answers", warnings)
+    assert CliRunner().invoke(main, ["fleet", "--prometheus", prometheus]).exit_code == 1
+    clear = {k: ([r for r in v if r["value"][1] == "1"] if k.startswith("up") else []) for k, v in ANSWERS.items()}
+    monkeypatch.setattr(FakePrometheus, "answers", clear)
+    result = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus])
+    assert result.exit_code == 0 and "Nothing firing" in result.output
+
+
+def test_fleet_without_prometheus_exits_3_naming_it():
+    result = CliRunner().invoke(main, ["fleet", "--prometheus", "http://127.0.0.1:1", "--timeout", "2"])
+    assert result.exit_code == 3 and "http://127.0.0.1:1: cannot query Prometheus" in result.output
