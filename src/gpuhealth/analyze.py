@@ -197,6 +197,9 @@ _KERNEL_RELEVANT = re.compile(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|modu
                               r"AER|pcieport|cuda|nccl", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
+# Checks that never read the kernel log (GH804 reads /proc/driver/nvidia/params): their catalogue lines in a
+# parsed log were judged by nobody, so they raise the finding like a pasted line does.
+_NOT_JUDGED_FROM_LOGS = frozenset({"GH804"})
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
@@ -212,8 +215,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, unknown_li
         reading.overlay(p2p_lines(lines), piece.name)
     matched = scan_lines(lines)
     for sig, line in matched:
+        parsed = kind is not None and kind != "app-log" and sig.code not in _NOT_JUDGED_FROM_LOGS
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
-                                            parsed=kind is not None and kind != "app-log"))
+                                            parsed=parsed))
     if kind not in (None, "app-log") or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}
