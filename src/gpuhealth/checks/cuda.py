@@ -494,13 +494,18 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     `CUDA_VISIBLE_DEVICES`, `sudo modprobe nvidia_uvm`, or create MIG instances.
 
     Exceptions:
-    Hosts without an NVIDIA GPU. A PyTorch that is not installed is skipped, not judged. Where another
+    Hosts without an NVIDIA GPU (but a CPU-only wheel, version ending `+cpu`, in evidence that shows no
+    GPU is a warning: it could not use one anyway). A PyTorch that is not installed is skipped, not
+    judged. Where another
     check reports the root cause (GH201, GH202, GH603, GH608), the root is named here and GH603/GH608
     fold this finding under them.
     """
     torch = _torch(snapshot)
     if torch.installed is False:
         yield Skip("PyTorch is not installed for the python3 on PATH")
+        return
+    if (torch.torch_version or "").endswith("+cpu") and not torch.cuda_available and not _gpus_exist(snapshot):
+        yield _cpu_only_build(snapshot, torch.torch_version or "")  # a report that shows no GPU (collect_env)
         return
     if torch.cuda_available or (torch.cuda_available is None and not torch.error):
         return  # True, or unknown without an error (a collect_env that did not say)
@@ -573,6 +578,16 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
          if torch.cuda_available is False else "PyTorch fails before it can use the GPUs: ") + "; ".join(causes),
         evidence=tuple(evidence), fixes=tuple(dict.fromkeys(fixes)),
     )
+
+
+def _cpu_only_build(snapshot: Snapshot, version: str) -> Draft:
+    """A CPU-only wheel where the evidence shows no GPU: it can never use one, but a CPU host may want it."""
+    return Draft(
+        Severity.WARNING, f"PyTorch {version} is a CPU-only build: it cannot use a GPU on any host",
+        evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE), (f"PyTorch version: {version}",)),),
+        fixes=(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>", "any",
+                   note="cu<XY> no newer than the CUDA Version nvidia-smi prints; nothing to do on a host "
+                        "without an NVIDIA GPU"),))
 
 
 # --------------------------------------------------------------------------- GH606
