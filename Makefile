@@ -34,6 +34,7 @@ bench: $(TESTENV)
 	$(BIN)/python bench/check_from_bundle.py
 	$(BIN)/python bench/kernel_log_scan.py
 	$(BIN)/python bench/monitor_sampling.py
+	$(BIN)/python bench/paste_session.py
 
 eval: $(TESTENV)
 	$(BIN)/python tests/eval_cases.py

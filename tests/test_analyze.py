@@ -120,8 +120,10 @@ def test_gzip_bug_report_and_bomb_guard(tmp_path, monkeypatch):
 def test_unrecognised_file_is_named_not_fatal():
     snapshot, _ = analyze_texts([("notes.txt", "lunch at noon\nremember the milk\n")])
     report = run_checks(snapshot)
-    assert [f.code for f in report.findings] == ["GH002"]
-    assert "notes.txt" in report.findings[0].message
+    # nothing understood: NO DIAGNOSIS (exit 3), never HEALTHY; the file is named in both findings
+    assert [f.code for f in report.findings] == ["GH004", "GH002"]
+    assert report.verdict == "NO DIAGNOSIS" and report.exit_code == 3
+    assert all("notes.txt" in f.message for f in report.findings)
 
 
 @settings(max_examples=200, deadline=None)

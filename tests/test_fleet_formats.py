@@ -185,7 +185,7 @@ def test_prometheus_lines_are_all_valid_and_exit_0(case):
     assert code == 0  # the verdict is in the metrics: the textfile must be replaced on a broken host too
     samples = parse_exposition(output)
     verdicts = {labels["verdict"]: value for name, labels, value in samples if name == "gpuhealth_verdict"}
-    assert verdicts == {v: float(v == report.verdict) for v in ("HEALTHY", "DEGRADED", "BROKEN")}
+    assert verdicts == {v: float(v == report.verdict) for v in ("HEALTHY", "DEGRADED", "BROKEN", "NO DIAGNOSIS")}
     skipped = {labels["code"] for name, labels, _ in samples if name == "gpuhealth_check_skipped"}
     passed = {labels["code"] for name, labels, _ in samples if name == "gpuhealth_check_passed"}
     assert skipped == {s.code for s in report.skipped} and not skipped & passed

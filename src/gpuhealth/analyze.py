@@ -12,12 +12,16 @@ import gzip
 import io
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
-from gpuhealth.model import KernelLog, ParseError, SmiReport, Snapshot
+from gpuhealth.evidence.facts import facts_for, p2p_lines
+from gpuhealth.knowledge.signatures import scan_lines
+from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
+from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
+from gpuhealth.parsers.session import Block, split_session
 
 __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_bytes", "identify", "split_pieces"]
 
@@ -82,43 +86,148 @@ class Recognised:
     note: str = ""  # why a recognised piece could not be parsed
 
 
+@dataclass
+class _Reading:
+    """What analyze has gathered so far, over every file and piece."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    log: list[Recognised] = field(default_factory=list)
+    unrecognized: list[str] = field(default_factory=list)
+    messages: list[MessageLine] = field(default_factory=list)
+    unknown_seen: set[str] = field(default_factory=set)
+    commands: list[str] = field(default_factory=list)
+
+    def overlay(self, found: dict[str, Any], source: str) -> None:
+        for key, value in found.items():
+            if _merge(self.fields, key, value):
+                combined = key in ("host_env", "install") and key in self.sources
+                self.sources[key] = f"{self.sources[key]}, {source}" if combined else source
+
+
 def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
-    """Build one partial snapshot from evidence texts; also say what each piece was taken for."""
-    fields: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    log: list[Recognised] = []
-    unrecognized: list[str] = []
+    """Build one partial snapshot from evidence texts; also say what each piece was taken for.
+
+    A bug report or capture file is split into its sections; a pasted terminal session into its
+    (command, output) blocks, each routed by its command first, then by its content. Every piece's
+    lines also go through the signature catalogue; error-looking lines nobody explains are kept too.
+    """
+    reading = _Reading()
     for name, text in named_texts:
         if isinstance(text, KernelLog):  # a large input, already scanned as a stream (evidence_input.py)
-            if _merge(fields, "kernel_log", text):
-                sources["kernel_log"] = name
-            log.append(Recognised(name, "kernel-log", "scanned as a stream"))
+            reading.overlay({"kernel_log": text}, name)
+            reading.log.append(Recognised(name, "kernel-log", "scanned as a stream"))
             continue
         pieces = split_pieces(name, text)
-        container = len(pieces) > 1
-        for piece in pieces:
-            found_kind = route(None, piece.text)
-            if found_kind is None:
-                if not container:  # a bug report has many sections we do not read; that is fine
-                    unrecognized.append(piece.name)
-                log.append(Recognised(piece.name, None))
-                continue
-            kind = found_kind.name
-            try:
-                found = found_kind.parse(piece.text, piece.name)
-            except ParseError as exc:
-                log.append(Recognised(piece.name, kind, f"could not parse {kind}: {exc}"))
-                if not container:
-                    unrecognized.append(f"{piece.name} (looked like {kind}, but: {exc})")
-                continue
-            for key, value in found.items():
-                if _merge(fields, key, value):
-                    combined = key in ("host_env", "install") and key in sources
-                    sources[key] = f"{sources[key]}, {piece.name}" if combined else piece.name
-            log.append(Recognised(piece.name, kind))
-    snapshot = Snapshot(origin="evidence", sources=sources, unrecognized_files=tuple(unrecognized),
-                        unavailable=_unavailable(fields), **fields)
-    return snapshot, log
+        if len(pieces) > 1:
+            for piece in pieces:  # a bug report has many sections we do not read; that is fine
+                _read_piece(reading, piece, None, container=True, unknown_lines=False)
+            continue
+        blocks = split_session(text)
+        if len(blocks) == 1 and blocks[0].command is None:
+            if not _read_piece(reading, Piece(name, text), None, container=False):
+                reading.unrecognized.append(name)
+            continue
+        reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
+        understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
+                      for block in blocks]
+        if not any(understood):
+            reading.unrecognized.append(f"{name} (a terminal session: none of its {len(blocks)} commands' output)")
+    fields = reading.fields
+    extra_unavailable = fields.pop("unavailable", {})
+    snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
+                        unavailable={**_unavailable(fields), **extra_unavailable},
+                        messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
+                        **fields)
+    return snapshot, reading.log
+
+
+def _block_name(name: str, block: Block) -> str:
+    if not block.command:
+        return f"{name}: line {block.line}"
+    prompt = ">>>" if block.language == "python" else "$"
+    return f"{name}: {prompt} {block.command.splitlines()[0][:80]}"
+
+
+def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container: bool,
+                unknown_lines: bool = True) -> bool:
+    """Route, parse and scan one piece; True when anything in it was understood."""
+    command = block.command if block is not None and block.language == "shell" else None
+    kind = route(command, piece.text) if piece.text.strip() else None
+    understood = False
+    if kind is not None:
+        try:
+            reading.overlay(kind.parse(piece.text, piece.name), piece.name)
+            reading.log.append(Recognised(piece.name, kind.name))
+            understood = True
+        except ParseError as exc:
+            reading.log.append(Recognised(piece.name, kind.name, f"could not parse {kind.name}: {exc}"))
+            if not container:
+                reading.unrecognized.append(f"{piece.name} (looked like {kind.name}, but: {exc})")
+    if block is not None and block.command:
+        understood = _read_facts(reading, piece, block) or understood
+    matched = _scan_messages(reading, piece, kind.name if kind else None, unknown_lines)
+    if kind is None and not understood:
+        reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
+                                      f"{matched} line(s) in the signature catalogue" if matched else ""))
+    return understood or matched > 0
+
+
+def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:
+    command = block.command or ""
+    if block.language == "python":
+        command = f"python -c {command!r}"  # the facts read Python statements the way `python -c` shows them
+    found = facts_for(command, block.output)
+    for name, fact in found:
+        reading.overlay(fact.overlays, piece.name)
+        if fact.symptom:
+            reading.messages.append(MessageLine(fact.note, piece.name, None, fact.symptom))
+        reading.log.append(Recognised(piece.name, f"fact:{name}", fact.note))
+    return bool(found)
+
+
+# Lines that look like an error in any tool's words (the catalogue decides what they mean).
+_ERROR_WORD = re.compile(r"(?:error|errors|exception)\b|\b(?:failed|failure|fatal|cannot|can't|couldn't|unable|refused|"
+                         r"denied|not found|no such|invalid|timed out|segmentation fault|panic|abort(?:ed)?|"
+                         r"unknown symbol|not supported|mismatch)\b", re.I)
+_NOT_AN_ERROR = re.compile(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"
+                           r"\b(?:error|fail)[\w ]{0,30}:\s*(?:0|none|n/a|no|disabled)\s*$", re.I)
+# Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
+_KERNEL_RELEVANT = re.compile(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|secure ?boot|dmar|iommu|"
+                              r"AER|pcieport|cuda|nccl", re.I)
+MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
+MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
+_STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
+
+
+def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, unknown_lines: bool) -> int:
+    """Signature matches of a piece; error lines no signature explains when the piece was not parsed."""
+    if kind in _STRUCTURED_UNSCANNED:  # tables of values: their parsers and the checks judge them
+        return 0
+    lines = piece.text.splitlines()
+    if kind == "kernel-log" or len(lines) > MAX_SCANNED_LINES:
+        lines = [line for line in lines if _KERNEL_RELEVANT.search(line)]
+    lines = lines[:MAX_SCANNED_LINES]
+    if unknown_lines or kind == "kernel-log":  # settings and failures in words: ACS, IOMMU, NCCL hangs (GH706)
+        reading.overlay(p2p_lines(lines), piece.name)
+    matched = scan_lines(lines)
+    for sig, line in matched:
+        reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
+                                            parsed=kind is not None and kind != "app-log"))
+    if kind not in (None, "app-log") or not unknown_lines:
+        return len(matched)
+    explained = {line for _, line in matched}
+    if kind == "app-log":  # the application-log parser reads these (GH806)
+        explained.update(line for line in lines if any(p.search(line) for _, p in APP_ERROR_PATTERNS))
+    for line in lines:
+        if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
+            break
+        text = line.strip()
+        if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
+                and not _NOT_AN_ERROR.search(text)):
+            reading.unknown_seen.add(text)
+            reading.messages.append(MessageLine(text[:500], piece.name))
+    return len(matched)
 
 
 def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
@@ -152,7 +261,9 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     if isinstance(current, dict) and isinstance(value, dict):
         fields[key] = {**current, **value}
         return True
-    if dataclasses.is_dataclass(current) and type(current) is type(value) and key != "smi":
+    if dataclasses.is_dataclass(current) and type(current) is type(value) and key != "smi" and all(
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            for f in dataclasses.fields(value)):
         fields[key] = _overlay(current, value)
         return True
     return False

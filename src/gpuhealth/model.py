@@ -19,6 +19,7 @@ if typing.TYPE_CHECKING:
     from collections.abc import Collection
 
 SNAPSHOT_SCHEMA_VERSION = 1
+NO_DIAGNOSIS = "GH004"  # the finding that makes a report's verdict NO DIAGNOSIS (analyze understood nothing)
 
 
 class ParseError(ValueError):
@@ -165,6 +166,18 @@ HOST = Subject()
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One candidate cause of a symptom, as a differential diagnosis ranks it."""
+
+    cause: str  # cause id from knowledge/causes.csv ("secure-boot-refused")
+    title: str  # "Secure Boot refused the unsigned nvidia module"
+    code: str  # the check that confirms it
+    status: str  # "confirmed" | "open" | "ruled out"
+    why: str  # why it ranks here: the evidence, or what is missing
+    command: str  # the command whose output confirms or rules it out
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     slug: str
@@ -175,6 +188,7 @@ class Finding:
     explanation: str = ""
     fixes: tuple[Fix, ...] = ()
     explains: tuple[str, ...] = ()  # codes of findings this one is the root cause of
+    differential: tuple[Candidate, ...] = ()  # a symptom whose cause is open: ranked candidates, likeliest first
 
     @property
     def key(self) -> str:
@@ -487,6 +501,26 @@ class AppError:
 
 
 @dataclass(frozen=True)
+class P2pEvidence:
+    """Pasted lines about GPU peer-to-peer: NCCL/P2P failures, PCIe ACS redirection, the IOMMU (GH706)."""
+
+    failures: tuple[str, ...] = ()  # "NCCL WARN ...", "all_reduce_perf hangs", "works with NCCL_P2P_DISABLE=1"
+    acs_redirect: tuple[str, ...] = ()  # "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ ..."
+    iommu: tuple[str, ...] = ()  # "DMAR: IOMMU enabled", "intel_iommu=on"
+
+
+@dataclass(frozen=True)
+class MessageLine:
+    """A line of pasted evidence that the signature catalogue matched, or an error-looking line it did not."""
+
+    line: str
+    source: str  # file, or "file: $ command"
+    signature: str | None = None  # knowledge/signatures.csv id; None: an error line gpuhealth does not know
+    symptom: str | None = None  # a symptom id the line (or the command that printed it) shows, when known
+    parsed: bool = False  # the line is in a piece an evidence kind parsed (a kernel log): the checks saw it too
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything observed about one host at one time. Built by ``collect`` or by ``analyze``."""
 
@@ -509,6 +543,9 @@ class Snapshot:
     torch: TorchEnv | None = None
     app_errors: tuple[AppError, ...] | None = None
     unrecognized_files: tuple[str, ...] = ()  # analyze: files whose format was not recognised
+    messages: tuple[MessageLine, ...] | None = None  # analyze: signature matches and unknown error lines
+    commands_given: tuple[str, ...] = ()  # analyze: the commands of a pasted terminal session, as typed
+    p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
@@ -622,6 +659,8 @@ class Report:
 
     @property
     def verdict(self) -> str:
+        if any(f.code == NO_DIAGNOSIS for f in self.findings):
+            return "NO DIAGNOSIS"
         if self.count(Severity.CRITICAL):
             return "BROKEN"
         if self.count(Severity.WARNING):
@@ -630,8 +669,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """0 healthy or info only, 1 warnings, 2 critical (3 is gpuhealth failing, set by the CLI)."""
-        return {"BROKEN": 2, "DEGRADED": 1, "HEALTHY": 0}[self.verdict]
+        """0 healthy or info only, 1 warnings, 2 critical, 3 no diagnosis (gpuhealth could not answer)."""
+        return {"BROKEN": 2, "DEGRADED": 1, "HEALTHY": 0, "NO DIAGNOSIS": 3}[self.verdict]
 
 
 # --------------------------------------------------------------------------- install readiness (GH5xx)

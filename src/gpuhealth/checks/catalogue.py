@@ -14,6 +14,8 @@ CHECK_MODULES = (
     "gpuhealth.checks.cuda",
     "gpuhealth.checks.environment",
     "gpuhealth.checks.topology",
+    "gpuhealth.checks.diagnosis",
+    "gpuhealth.checks.evidence_checks",
 )
 
 

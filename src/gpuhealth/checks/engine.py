@@ -6,6 +6,7 @@ import traceback
 from collections.abc import Iterable
 
 from gpuhealth.checks import catalogue
+from gpuhealth.checks.diagnosis import diagnose
 from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip
 from gpuhealth.model import Evidence, Finding, Report, Severity, Skipped, Snapshot
 
@@ -35,6 +36,8 @@ def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
             else:
                 findings.append(_stamp(spec, result))
     findings.sort(key=lambda f: (-f.severity.rank, f.code, str(f.subject)))
+    # catalogue lines become findings; each symptom is folded under its confirmed cause or gets a differential
+    findings = diagnose(findings, skipped, {s.code for s in chosen}, snapshot)
     return Report(snapshot, tuple(findings), tuple(skipped), len(chosen))
 
 

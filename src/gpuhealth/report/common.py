@@ -142,6 +142,20 @@ def skipped_by_reason(report: Report) -> list[tuple[str, list[str]]]:
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))
 
 
+def next_commands(report: Report) -> list[str]:
+    """The commands whose output would decide the open differentials ("paste these next")."""
+    from gpuhealth.checks.diagnosis import next_commands as commands
+
+    return commands(report.findings, report.snapshot.commands_given)
+
+
+def skipped_summary(report: Report) -> str | None:
+    """Evidence mode: one line for the skipped checks instead of a list (``-v`` gives the list)."""
+    if report.snapshot.origin != "evidence" or not report.skipped:
+        return None
+    return f"{len(report.skipped)} checks need evidence you did not give; -v lists them"
+
+
 def gpu_count(snapshot: Snapshot) -> int:
     """GPUs on this host: the driver's list, else the PCI bus."""
     return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
@@ -167,7 +181,8 @@ def host_line(snapshot: Snapshot) -> str:
 def closing_line(report: Report) -> str:
     """The last line: counts, how many GPUs, and the next step."""
     count = gpu_count(report.snapshot)
-    where = f"on {count} GPU{'s' if count != 1 else ''}" if count else "on a host with no NVIDIA GPU seen"
+    where = f"on {count} GPU{'s' if count != 1 else ''}" if count else (
+        "in the evidence given" if report.snapshot.origin == "evidence" else "on a host with no NVIDIA GPU seen")
     counts = ", ".join(f"{report.count(s)} {s.value}" for s in sorted(Severity, key=lambda s: -s.rank)
                        if report.count(s))
     if not counts:

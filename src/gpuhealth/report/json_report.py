@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuhealth import __version__
 from gpuhealth.model import Report, to_jsonable
-from gpuhealth.report.common import JSON_SCHEMA_VERSION, fold, gpu_rows, host_summary
+from gpuhealth.report.common import JSON_SCHEMA_VERSION, fold, gpu_rows, host_summary, next_commands
 
 
 def document(report: Report) -> dict[str, Any]:
@@ -29,6 +29,7 @@ def document(report: Report) -> dict[str, Any]:
         "root_causes": [{"key": c.finding.key, "explains": [s.key for s in c.symptoms]} for c in causes],
         "skipped": [to_jsonable(s) for s in report.skipped],
         "unavailable": snapshot.unavailable,
+        "next_commands": next_commands(report),
     }
 
 

@@ -18,7 +18,7 @@ from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.junit import passed_checks
 
 MESSAGE_LABEL_CHARS = 200
-VERDICTS = ("HEALTHY", "DEGRADED", "BROKEN")
+VERDICTS = ("HEALTHY", "DEGRADED", "BROKEN", "NO DIAGNOSIS")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 Labels = tuple[tuple[str, str], ...]

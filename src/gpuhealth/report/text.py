@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuhealth.checks.diagnosis import next_commands as next_commands_for
 from gpuhealth.model import Finding, Fix, Report, Severity
 from gpuhealth.report.common import (
     Cause,
@@ -24,13 +25,15 @@ from gpuhealth.report.common import (
     fold,
     gpu_rows,
     host_line,
+    next_commands,
     skipped_by_reason,
+    skipped_summary,
     verdict_line,
 )
 
 STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yellow",
-                 "HEALTHY": "bold white on green"}
+                 "HEALTHY": "bold white on green", "NO DIAGNOSIS": "bold white on blue"}
 REASONS_SHOWN = 6  # skipped-check reasons listed without -v; the rest are counted on one line
 REASON_CHARS = 110
 
@@ -51,6 +54,13 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         _gpu_table(report, console)
     for line in _skipped(report, verbose):
         out(line)
+    commands = next_commands(report)
+    if commands:
+        out()
+        out(Text("Paste these next" if report.snapshot.origin == "evidence" else "Run these next", style="bold")
+            + Text(" (their output decides between the causes above):", style="dim"))
+        for command in commands:
+            out(Text(f"  {command}", style="green"))
     out()
     out(Text(closing_line(report), style=STYLE.get(_worst(report), "bold green")))
 
@@ -65,6 +75,7 @@ def _cause(cause: Cause, report: Report, verbose: bool, shown: set[tuple[str, st
     lines += _evidence(finding)
     if verbose and finding.explanation:
         lines.append(Text("    " + finding.explanation.replace("\n", " "), style="italic"))
+    lines += _differential(finding, report.snapshot.commands_given)
     for symptom in cause.symptoms:
         where = "" if symptom.subject.is_host else f" [{symptom.subject}]"
         lines.append(Text(f"    explains {symptom.code}{where}: {symptom.message}", style="dim"))
@@ -142,6 +153,9 @@ def _gpu_table(report: Report, console: Console) -> None:
 def _skipped(report: Report, verbose: bool) -> list[Text]:
     if not report.skipped:
         return []
+    summary = skipped_summary(report)
+    if summary and not verbose:  # evidence mode: most checks lack evidence by nature; one line says so
+        return [Text(summary, style="dim")]
     lines = [Text("Skipped checks (not checked, not passed), by reason:", style="bold")]
     if verbose:
         return lines + [Text(f"  {s.code} {s.slug}: {s.reason}", style="dim") for s in report.skipped]
@@ -153,4 +167,22 @@ def _skipped(report: Report, verbose: bool) -> list[Text]:
     if rest:
         lines.append(Text(f"  {sum(len(c) for _, c in rest):2} for {len(rest)} other reasons; -v lists every "
                           "skipped check", style="dim"))
+    return lines
+
+
+def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
+    """Most likely cause, the others that remain open, the ruled-out ones, and the commands that decide."""
+    if not finding.differential:
+        return []
+    top, rest = finding.differential[0], finding.differential[1:]
+    lines = [Text(f"    most likely: {top.title} ({top.why})")]
+    still = [c for c in rest if c.status != "ruled out"]
+    if still:
+        lines.append(Text("    else: " + "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else "")))
+    out = [c for c in rest if c.status == "ruled out"]
+    if out:
+        lines.append(Text("    ruled out: " + "; ".join(f"{c.title} ({c.code} ran clean)" for c in out), style="dim"))
+    commands = next_commands_for((finding,), given)[:4]
+    if commands:
+        lines.append(Text("    to tell: ") + Text(", ".join(commands), style="green"))
     return lines

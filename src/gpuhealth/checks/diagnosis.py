@@ -1,0 +1,341 @@
+"""From messages and symptoms to causes: the catalogue's lines become findings, and each symptom present is
+either folded under the cause the evidence confirms or leads with a ranked differential.
+
+The checks stay the one place that judges snapshot fields. This step runs after them (the engine calls
+:func:`diagnose`) and reads two things the checks do not: the lines of pasted evidence that the
+signature catalogue matched (``snapshot.messages``, from ``analyze``), and the symptom -> causes table
+(``knowledge/causes.py``). A cause is CONFIRMED when its check produced a finding or a line names it,
+RULED OUT when its check ran clean, OPEN when its check was skipped for lack of evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip, check
+from gpuhealth.knowledge.causes import Cause, Symptom, symptoms
+from gpuhealth.knowledge.signatures import Signature, signature
+from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Severity, Skipped, Snapshot
+
+SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
+CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
+MAX_EVIDENCE_LINES = 6
+# Checks that read snapshot.messages and judge the lines under their code (checks/evidence_checks.py)
+LINE_JUDGES = frozenset({"GH209", "GH210", "GH612", "GH706"})
+PASTE_INSTEAD = (
+    "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
+    "lsmod | grep -E 'nvidia|nouveau'", "dkms status", "mokutil --sb-state", "uname -r",
+)
+
+
+# --------------------------------------------------------------------------- GH003 / GH004 / GH901
+
+@check("GH003", "unknown-error-lines", "Error lines gpuhealth does not know", requires=("messages",))
+def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Lines of the evidence given to `gpuhealth analyze` that look like an error ("error", "failed",
+    "fatal", "cannot", "unable", "refused", "denied" ...) but that no row of the signature catalogue
+    (`knowledge/signatures.csv`) and no parser explains.
+
+    Why it matters:
+    gpuhealth cannot say what they mean, so it must not call the evidence healthy: the line may be
+    the whole problem. They are shown so that a person reads them.
+
+    How to fix:
+    Read the lines; search for the exact message. If it concerns the GPU stack, paste the command that
+    printed it together with `nvidia-smi`, `sudo dmesg | grep -iE 'nvrm|xid'` and `lspci -nnk -d 10de:`,
+    or run `gpuhealth check` on the host.
+
+    Exceptions:
+    Errors of unrelated programs in the same paste. Lines that say nothing failed ("0 errors") are not
+    counted.
+    """
+    unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None]
+    if not unknown:
+        return
+    by_source: dict[str, list[str]] = {}
+    for message in unknown:
+        by_source.setdefault(message.source, []).append(message.line)
+    yield Draft(Severity.WARNING, f"{len(unknown)} error line(s) gpuhealth does not know: "
+                f"{unknown[0].line[:100]}{' ...' if len(unknown) > 1 else ''}",
+                evidence=tuple(Evidence(source, tuple(lines[:MAX_EVIDENCE_LINES])) for source, lines in
+                               by_source.items()))
+
+
+@check("GH004", "no-diagnosis", "Nothing in the evidence given was understood")
+def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `gpuhealth analyze` recognised no piece of the evidence it was given: no known command output or
+    file, no line of the signature catalogue, no command whose output tells something. The verdict is
+    then NO DIAGNOSIS and the exit code 3 (gpuhealth could not answer), never HEALTHY.
+
+    Why it matters:
+    A report without findings would otherwise read as "healthy" when nothing was checked at all.
+
+    How to fix:
+    Paste the raw output of the commands listed in the finding (as a terminal session with the
+    prompts, or one file per command), or run `gpuhealth snapshot -o bundle.tar.gz` on the host and
+    `gpuhealth check --from bundle.tar.gz`.
+
+    Exceptions:
+    None. `gpuhealth check` on a host always reads something, so this is only raised by `analyze`.
+    """
+    if snapshot.origin != "evidence" or snapshot.sources:
+        return
+    if any(m.signature or m.symptom for m in snapshot.messages or ()):
+        return
+    unread = snapshot.unrecognized_files or ("(no text)",)
+    yield Draft(Severity.INFO, "NO DIAGNOSIS: gpuhealth could not read " + ", ".join(unread[:3])
+                + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
+                + "; paste the output of the commands below, or run `gpuhealth snapshot` on the host",
+                evidence=(Evidence("not recognised", tuple(unread[:MAX_EVIDENCE_LINES])),), explains=("GH002",),
+                fixes=tuple(Fix(c, "any", note="paste its output") for c in PASTE_INSTEAD))
+
+
+@check("GH901", "symptom-undiagnosed", "A symptom whose cause the evidence does not decide")
+def symptom_undiagnosed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    A symptom shown by the evidence (for example "the desktop does not start after a driver install")
+    that has no check of its own, and whose cause the evidence does not confirm. The finding lists the
+    candidate causes ranked by the evidence (`knowledge/causes.csv`) and the commands that tell them
+    apart. Symptoms with their own check (driver unreachable GH203, module refuses to load GH201,
+    PyTorch sees no GPU GH605 ...) carry the same differential under their own code.
+
+    Why it matters:
+    The symptom is real; guessing its cause wastes a reinstall. The command that decides is cheaper.
+
+    How to fix:
+    Run the commands listed under "paste these next" and analyze their output together with what
+    was given before.
+
+    Exceptions:
+    None. This finding is produced from the symptom table, never by a snapshot field alone.
+    """
+    return iter(())
+
+
+# --------------------------------------------------------------------------- the step after the checks
+
+def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[str],
+             snapshot: Snapshot) -> list[Finding]:
+    """Findings with catalogue lines turned into findings and every symptom resolved; re-ordered so a
+    root cause sorts before what it explains."""
+    result = list(findings)
+    fired = {f.code for f in result}
+    # checks that read the catalogue's lines themselves judged them: a line they let pass is overruled
+    messages = [m for m in snapshot.messages or () if (m.signature or m.symptom) and not (
+        m.signature and (code := signature(m.signature).code) in LINE_JUDGES and code in ran and code not in fired
+        and code not in {s.code for s in skipped})]
+    made = {f.code for f in result}
+    skipped_reason = {s.code: s.reason for s in skipped}
+    result = _signature_findings(result, messages, ran, skipped_reason)
+    made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
+    table = symptoms()
+    # a line in a parsed kernel log was read by the checks too: it confirms causes but shows no symptom
+    shown = {m.symptom for m in messages if not m.parsed}
+    for symptom_id in _present_symptoms(result, messages, table):
+        symptom = table[symptom_id]
+        if any(symptom.code in f.explains for f in result):
+            continue  # a check already named the cause of this symptom's finding
+        result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown)
+    return _ordered(result)
+
+
+def _signature_findings(findings: list[Finding], messages: list[MessageLine], ran: set[str],
+                        skipped: dict[str, str]) -> list[Finding]:
+    """One finding per check code the catalogue's lines point at, unless that check judged the same lines.
+
+    A check that produced a finding keeps its severity and message; the lines are added as evidence.
+    Lines of a parsed piece (a kernel log, an installer log) were read by the checks, which judged them
+    (an application Xid is not a hardware fault): they raise nothing here. Lines the checks never read
+    (a pasted error, a terminal session) raise a finding under their code.
+    """
+    groups: dict[str, list[tuple[Signature, MessageLine]]] = {}
+    for message in messages:
+        if message.signature and not message.parsed:
+            sig = signature(message.signature)
+            groups.setdefault(sig.code, []).append((sig, message))
+    for code, matched in groups.items():
+        spec = REGISTRY.get(code)
+        if spec is None or code not in ran:
+            continue
+        index = next((i for i, f in enumerate(findings) if f.code == code), None)
+        if index is not None:
+            current = findings[index]
+            known = {line.strip() for e in current.evidence for line in e.lines}
+            fresh = _evidence(m for _, m in matched if m.line.strip() not in known)
+            findings[index] = replace(current, evidence=current.evidence + fresh)
+            continue
+        severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
+        findings.append(_finding(spec, severity, matched[0][0].summary, _evidence(m for _, m in matched)))
+    return findings
+
+
+def _finding(spec: CheckSpec, severity: Severity, message: str, evidence: tuple[Evidence, ...]) -> Finding:
+    return Finding(code=spec.code, slug=spec.slug, severity=severity, message=message, evidence=evidence,
+                   explanation=spec.explanation, fixes=documented_fixes(spec))
+
+
+_BACKTICKS = re.compile(r"`([^`\n]{3,160})`")
+
+
+def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
+    """The commands a check's "How to fix" names, for findings made from a catalogue line alone."""
+    commands = [c for c in _BACKTICKS.findall(spec.docs.get("How to fix", "")) if " " in c or c.startswith("nvidia")]
+    return tuple(Fix(c, "any") for c in dict.fromkeys(commands))[:3]
+
+
+def _evidence(messages: Iterator[MessageLine] | list[MessageLine]) -> tuple[Evidence, ...]:
+    by_source: dict[str, list[str]] = {}
+    for message in messages:
+        lines = by_source.setdefault(message.source, [])
+        if message.line not in lines:
+            lines.append(message.line)
+    return tuple(Evidence(source, tuple(lines[:MAX_EVIDENCE_LINES])) for source, lines in by_source.items())
+
+
+def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom]) -> list[str]:
+    """Symptom ids shown by a line or a command, or by a check whose code only one symptom uses."""
+    # a line the catalogue calls informational ("nothing to do") shows no symptom
+    present = [m.symptom for m in messages if m.symptom in table
+               and not (m.signature and signature(m.signature).severity == "info")]
+    by_code: dict[str, list[str]] = {}
+    for symptom in table.values():
+        by_code.setdefault(symptom.code, []).append(symptom.id)
+    for finding in findings:
+        ids = by_code.get(finding.code, [])
+        if len(ids) == 1 and finding.severity is not Severity.INFO:
+            present.append(ids[0])
+    return list(dict.fromkeys(p for p in present if p))
+
+
+def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
+             skipped: dict[str, str], made: set[str], shown: bool) -> list[Finding]:
+    """``shown``: a line or command showed the symptom (it then has the symptom's severity); otherwise only
+    a check's finding under the symptom's code did, and that finding keeps its severity and message."""
+    ranked = rank(symptom, findings, messages, ran, skipped)
+    severity = SEVERITY[symptom.severity] if shown else Severity.INFO
+    confirmed = [c for c in ranked if c.status == CONFIRMED]
+    if confirmed:
+        return _lead_with_cause(findings, symptom, confirmed[0], messages, severity, ran)
+    lines = [m for m in messages if m.symptom == symptom.id]
+    index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
+    top = ranked[0] if ranked else None
+    head = f"{symptom.title}; most likely {top.title}" if top else symptom.title
+    if index is None:
+        code = symptom.code if symptom.code in REGISTRY else "GH901"
+        if code not in ran:
+            return findings
+        spec = REGISTRY[code]
+        findings.append(replace(_finding(spec, severity, head, _evidence(lines)), differential=tuple(ranked)))
+        return findings
+    current = findings[index]
+    findings[index] = replace(current, severity=max(current.severity, severity, key=lambda s: s.rank),
+                              message=head if current.code in made else current.message, differential=tuple(ranked))
+    return findings
+
+
+def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, messages: list[MessageLine],
+                     severity: Severity, ran: set[str]) -> list[Finding]:
+    """The confirmed cause leads (at the symptom's severity at least) and explains the symptom's finding."""
+    if cause.code == symptom.code:
+        return findings
+    index = next((i for i, f in enumerate(findings) if f.code == cause.code), None)
+    if index is None:
+        spec = REGISTRY.get(cause.code)
+        if spec is None or cause.code not in ran:
+            return findings
+        lines = [m for m in messages if m.signature and signature(m.signature).cause == cause.cause]
+        findings.append(_finding(spec, severity, cause.title, _evidence(lines)))
+        index = len(findings) - 1
+    current = findings[index]
+    explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
+    # a line that names the cause makes it as grave as the symptom; a check's milder finding keeps its severity
+    named = cause.why.startswith("the line: ")
+    findings[index] = replace(current, explains=explains, severity=max(current.severity, severity,
+                                                                       key=lambda s: s.rank) if named else
+                              current.severity)
+    return findings
+
+
+def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[MessageLine], ran: set[str],
+         skipped: dict[str, str]) -> list[Candidate]:
+    """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior."""
+    fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
+    named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
+             and (not m.parsed or signature(m.signature).code in skipped)}
+    out: list[tuple[int, int, int, Candidate]] = []
+    for cause in symptom.causes:
+        status, why = _status(cause, symptom, fired, named, ran, skipped)
+        order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]
+        # among confirmed causes, a line naming it beats a critical finding, which beats a warning
+        strength = 9 if cause.id in named else fired[cause.code].severity.rank if status == CONFIRMED else 0
+        out.append((order, -strength, cause.prior,
+                    Candidate(cause.id, cause.title, cause.code, status, why, cause.decide)))
+    out.sort(key=lambda item: item[:3])
+    return [item[3] for item in out]
+
+
+def _status(cause: Cause, symptom: Symptom, fired: dict[str, Finding], named: dict[str, MessageLine],
+            ran: set[str], skipped: dict[str, str]) -> tuple[str, str]:
+    if cause.id in named:
+        return CONFIRMED, f"the line: {named[cause.id].line[:140]}"
+    if cause.code != symptom.code and cause.code in fired:
+        return CONFIRMED, f"{cause.code}: {fired[cause.code].message[:140]}"
+    if cause.code in skipped:
+        return OPEN, f"usual cause #{cause.prior}; not checked: {skipped[cause.code][:120]}"
+    if cause.code in ran and cause.code != symptom.code:
+        return RULED_OUT, f"{cause.code} found nothing wrong in the evidence given"
+    return OPEN, f"usual cause #{cause.prior}; nothing in the evidence decides it"
+
+
+def _ordered(findings: list[Finding]) -> list[Finding]:
+    """Most severe first; at equal severity a finding another explains comes after the one explaining it."""
+    explained = {code for f in findings for code in f.explains}
+    # lines nobody explains (GH003) and unrecognised files (GH002) never lead over a finding that says something
+    catch_all = ("GH003", "GH002")
+    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in catch_all, f.code in explained, f.code,
+                                           str(f.subject)))
+
+
+def next_commands(findings: Sequence[Finding], given: Sequence[str] = (), limit: int = 6) -> list[str]:
+    """The commands whose output would decide the open differentials, likeliest cause first; commands
+    whose output was already given are left out."""
+    done = {_plain(c) for c in given}
+    commands: list[str] = []
+    for finding in findings:
+        for candidate in finding.differential:
+            if candidate.status != OPEN:
+                continue
+            for command in split_commands(candidate.command):
+                if command not in commands and _plain(command) not in done:
+                    commands.append(command)
+    return commands[:limit]
+
+
+def _plain(command: str) -> str:
+    return " ".join(command.replace("sudo ", "").split())
+
+
+def split_commands(text: str) -> list[str]:
+    """``a; b "c; d"`` -> ``["a", 'b "c; d"']``: the table's commands are separated by ``; `` outside quotes."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == ";":
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]

@@ -1,0 +1,349 @@
+"""Checks added with the diagnosis of pasted evidence: a driver branch that does not support the GPU
+(GH209), Fabric Manager down on an NVSwitch system (GH210), GPU memory held at 0 % utilisation (GH414),
+a CUDA library the loader cannot find (GH612), and NCCL/P2P failures with the IOMMU or PCIe ACS in the way
+(GH706). Each reads snapshot fields like every other check; the catalogue's matched lines
+(``snapshot.messages``) are one of those fields."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.knowledge.drivers import architecture, branch_of, supports
+from gpuhealth.knowledge.gpus import lookup
+from gpuhealth.knowledge.signatures import signature
+from gpuhealth.model import Evidence, Fix, MessageLine, Severity, Snapshot
+
+MAX_LINES = 6
+
+
+def lines_for(snapshot: Snapshot, code: str) -> list[MessageLine]:
+    """The lines of the evidence that the signature catalogue files under ``code``."""
+    return [m for m in snapshot.messages or () if m.signature and signature(m.signature).code == code]
+
+
+def _evidence(messages: list[MessageLine]) -> tuple[Evidence, ...]:
+    by_source: dict[str, list[str]] = {}
+    for message in messages:
+        lines = by_source.setdefault(message.source, [])
+        if message.line not in lines:
+            lines.append(message.line)
+    return tuple(Evidence(source, tuple(lines[:MAX_LINES])) for source, lines in by_source.items())
+
+
+def _severity(messages: list[MessageLine]) -> Severity:
+    ranks = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
+    return max((ranks[signature(m.signature).severity] for m in messages if m.signature), key=lambda s: s.rank,
+               default=Severity.WARNING)
+
+
+# --------------------------------------------------------------------------- GH209
+
+_BANNER_VERSION = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d{3}\.\d+(?:\.\d+)?)")
+
+
+def driver_versions(snapshot: Snapshot) -> list[tuple[str, str]]:
+    """(version, where it was seen): the loaded module, nvidia-smi, the installer, DKMS, the load banner."""
+    found: list[tuple[str, str]] = []
+    if snapshot.driver and snapshot.driver.version:
+        found.append((snapshot.driver.version, "/proc/driver/nvidia/version"))
+    if snapshot.smi and snapshot.smi.driver_version:
+        found.append((snapshot.smi.driver_version, snapshot.sources.get("smi", "nvidia-smi")))
+    if snapshot.host_env and snapshot.host_env.runfile_version:
+        found.append((snapshot.host_env.runfile_version, "/var/log/nvidia-installer.log"))
+    for entry in snapshot.install.dkms if snapshot.install else ():
+        if entry.module == "nvidia":
+            found.append((entry.version, "dkms status"))
+    for banner in snapshot.kernel_log.module_banners if snapshot.kernel_log else ():
+        m = _BANNER_VERSION.search(banner)
+        if m:
+            found.append((m[1], "kernel log"))
+    return found
+
+
+@check("GH209", "driver-gpu-unsupported", "The driver branch does not support this GPU")
+def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    The installed or loaded driver branch cannot drive a GPU on the PCI bus: the branch is older than
+    the GPU's architecture (a Blackwell GPU needs 570 or newer, Hopper and Ada 520, Ampere 455), or newer
+    than the architecture's last legacy branch (Kepler ends with 470, Maxwell, Pascal and Volta with
+    580), or a Blackwell GPU runs the proprietary kernel module, which does not support it. The PCI
+    device ID gives the architecture (`knowledge/gpus.csv`); the branch tables are in
+    `knowledge/drivers.csv`. The driver's own message ("NVRM: The NVIDIA GPU ... installed in this system
+    is not supported by the ... NVIDIA driver release") also raises it.
+
+    Why it matters:
+    The module loads but probes no GPU, or refuses to load; nvidia-smi says "No devices were found" or
+    cannot talk to the driver. Reinstalling the same branch changes nothing.
+
+    How to fix:
+    Install a branch that supports the GPU: for a new GPU the current production branch (for
+    Blackwell with the open kernel modules, `nvidia-driver-570-open` or newer); for a legacy GPU its
+    last legacy branch (`nvidia-driver-470` for Kepler). Then reboot and check `nvidia-smi -L`.
+
+    Exceptions:
+    A GPU passed through to a virtual machine (bound to vfio-pci) is not driven on the host.
+    """
+    lines = lines_for(snapshot, "GH209")
+    versions = driver_versions(snapshot)
+    gpus = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver not in ("vfio-pci", "pci-stub")]
+    problems: list[str] = []
+    evidence: list[Evidence] = []
+    if versions and gpus:
+        version, where = versions[0]
+        number = branch_of(version)
+        for device in gpus:
+            model = lookup(device.device_id)
+            if number is None or model is None:
+                continue
+            arch = architecture(model.architecture)
+            if arch is None:
+                continue
+            name = device.name or f"[10de:{device.device_id}]"
+            if not supports(number, model.architecture):
+                if arch.first_branch is not None and number < arch.first_branch:
+                    need = f"{model.architecture} needs branch {arch.first_branch} or newer"
+                else:
+                    need = f"{model.architecture}'s last branch is {arch.last_branch}"
+                problems.append(f"{name} ({model.architecture}) is not supported by driver {version}: {need}")
+                evidence.append(Evidence(where, (f"driver {version}",)))
+                evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"),
+                                         (f"{device.address} {name} [10de:{device.device_id}]",)))
+            elif (arch.open_modules == "required" and snapshot.driver is not None
+                  and snapshot.driver.flavour == "proprietary"):
+                problems.append(f"{name} ({model.architecture}) needs the open kernel modules; the proprietary "
+                                f"module {version} is loaded")
+                evidence.append(Evidence("/proc/driver/nvidia/version", (snapshot.driver.banner or version,)))
+    if not problems and not lines:
+        if not versions or not gpus:
+            yield Skip("needs the driver version and the GPUs' PCI IDs (lspci -nn), or the driver's message")
+        return
+    message = problems[0] if problems else "The driver says it does not support a GPU in this system"
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more)"
+    yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + _evidence(lines),
+                fixes=(Fix("ubuntu-drivers list", "debian", note="lists the branches that support this GPU"),
+                       Fix("lspci -nn -d 10de:", "any", note="the device ID names the architecture"),
+                       Fix("sudo apt-get install nvidia-driver-<branch>-open", "debian", disruptive=True,
+                           note="a branch that supports the GPU, then reboot"),
+                       Fix("sudo dnf module install nvidia-driver:<branch>-open", "rhel", disruptive=True)),
+                explains=("GH201", "GH203", "GH102", "GH305"))
+
+
+# --------------------------------------------------------------------------- GH210
+
+_NOT_RUNNING = ("failed", "inactive", "dead", "not-found", "activating")
+_SXM = re.compile(r"SXM|HGX|HBM3|\b[BH]200\b|\bGB200\b")
+
+
+def nvswitch_present(snapshot: Snapshot) -> bool | None:
+    if snapshot.pci_devices is None:
+        return None
+    return any(d.vendor_id == "10de" and ("NVSwitch" in (d.name or "") or (d.class_code or "").startswith("0680"))
+               for d in snapshot.pci_devices)
+
+
+@check("GH210", "fabric-manager-failed", "Fabric Manager is not running on an NVSwitch system")
+def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    On a system whose GPUs talk through NVSwitch (HGX/DGX A100, H100, H200, B200), the
+    `nvidia-fabricmanager` service is failed or inactive, logged errors, or a program reports CUDA
+    error 802 "system not yet initialized" (`cudaErrorSystemNotReady`), which is what CUDA says until
+    Fabric Manager has set the fabric up.
+
+    Why it matters:
+    Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
+    although nvidia-smi lists the GPUs.
+
+    How to fix:
+    Install the Fabric Manager package of exactly the driver's version (`nvidia-fabricmanager-<branch>`,
+    the same full version as `cat /proc/driver/nvidia/version`), then
+    `sudo systemctl enable --now nvidia-fabricmanager` and read `journalctl -u nvidia-fabricmanager`.
+
+    Exceptions:
+    PCIe GPUs and NVLink bridges between pairs of GPUs need no Fabric Manager.
+    """
+    lines = lines_for(snapshot, "GH210")
+    cuda = snapshot.cuda
+    state = cuda.fabricmanager_active if cuda else None
+    errors = cuda.fabricmanager_errors if cuda else ()
+    switch = nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus) or None
+    if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
+        return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
+    evidence: list[Evidence] = []
+    if state and state.split()[0] in _NOT_RUNNING and switch:
+        evidence.append(Evidence("systemctl status nvidia-fabricmanager", (f"Active: {state}",)))
+    if errors and switch is not False:
+        evidence.append(Evidence("journalctl -u nvidia-fabricmanager", errors[:MAX_LINES]))
+    if not evidence and not lines:
+        if state is None and not lines:
+            yield Skip("needs `systemctl status nvidia-fabricmanager`, or a program's error 802")
+        return
+    message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
+               if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
+    yield Draft(Severity.CRITICAL, message, evidence=tuple(evidence) + _evidence(lines),
+                fixes=(Fix("sudo systemctl enable --now nvidia-fabricmanager", "any"),
+                       Fix("journalctl -u nvidia-fabricmanager -b | tail -30", "any",
+                           note="a version mismatch with the driver is the usual reason it fails"),
+                       *fixes_for(debian=["sudo apt-get install nvidia-fabricmanager-$(cut -d. -f1 "
+                                          "/sys/module/nvidia/version)"],
+                                  rhel=["sudo dnf install nvidia-fabric-manager"])),
+                explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+# --------------------------------------------------------------------------- GH414
+
+HELD_SHARE = 0.5  # of the GPU's memory
+HELD_MIN_MIB = 1024
+
+
+@check("GH414", "memory-held-idle", "GPU memory held by processes at 0 % utilisation", requires=("gpus",))
+def memory_held_idle(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    A GPU has at least half of its memory (and at least 1 GiB) in use while its utilisation is 0 %,
+    in nvidia-smi's output. The processes listed on it are named; when none is listed, the memory is
+    held by processes nvidia-smi cannot see (another container's, or leftovers of a crashed job).
+
+    Why it matters:
+    The next job on that GPU fails with "CUDA out of memory" although nothing seems to run. Leftover
+    DataLoader workers or zombie processes of a killed job are the usual holders.
+
+    How to fix:
+    Find the holders with `sudo fuser -v /dev/nvidia*` (or `sudo lsof /dev/nvidia0`) and end them;
+    `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` lists those the driver
+    sees. If the memory stays held with no process, reset the GPU (`sudo nvidia-smi -r -i <index>`) or
+    reboot.
+
+    Exceptions:
+    A job between steps, a notebook holding a model, or an inference server waiting for requests
+    holds memory at 0 % on purpose: the finding is a warning to look, not a fault. Display
+    processes are not counted.
+    """
+    for gpu in snapshot.gpus:
+        used, total, util = gpu.memory_used_mib, gpu.memory_total_mib, gpu.utilization_gpu_pct
+        if used is None or total is None or util is None or total <= 0:
+            continue
+        if util > 0 or used < max(HELD_MIN_MIB, HELD_SHARE * total):
+            continue
+        compute = [p for p in gpu.processes if (p.type or "C") != "G"]
+        if gpu.processes and not compute:
+            continue  # only display clients
+        holders = ", ".join(f"{p.name or '?'} (pid {p.pid}, {p.used_memory_mib or '?'} MiB)" for p in compute[:4])
+        who = f"held by {holders}" if holders else "no process listed: held by processes nvidia-smi does not see"
+        yield Draft(Severity.WARNING, f"GPU {gpu.index} holds {used:.0f} of {total:.0f} MiB at 0 % utilisation; {who}",
+                    subject=snapshot.gpu_subject(gpu.pci_address),
+                    evidence=(Evidence(snapshot.sources.get("smi", "nvidia-smi"),
+                                       (f"GPU {gpu.index}: {used:.0f}MiB / {total:.0f}MiB, GPU-Util {util:.0f}%",)),),
+                    fixes=(Fix("sudo fuser -v /dev/nvidia*", "any", note="lists every process holding the GPU"),
+                           Fix("kill <pid>", "any", note="the leftover workers of a finished or crashed job")))
+
+
+# --------------------------------------------------------------------------- GH612
+
+_LIBRARY = re.compile(r"\b(lib[\w+-]+\.so(?:\.\d+)*)|\b(GLIBCXX_[\d.]+)|\b(cuSPARSE|cuDNN|cuBLAS|cuFFT)\b")
+
+
+@check("GH612", "cuda-library-missing", "The dynamic loader cannot find a CUDA library", requires=("messages",))
+def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    A program could not load a CUDA library: "libcudnn.so.8: cannot open shared object file",
+    TensorFlow's "Could not load dynamic library 'libcublas.so.11'", an undefined symbol in
+    libcublasLt or libnvJitLink, or "version `GLIBCXX_3.4.30' not found". The lines come from pasted
+    evidence matched by the signature catalogue (`gpuhealth analyze`).
+
+    Why it matters:
+    The framework then falls back to the CPU or stops. The library is either not installed, another
+    CUDA version's copy is found first, or it is installed where the loader does not look.
+
+    How to fix:
+    Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink'` and `echo $LD_LIBRARY_PATH`.
+    Install the version the framework was built for (pip wheels: `pip install nvidia-cudnn-cu12`
+    and friends; system: the `libcudnn` package of the CUDA major version), or remove the other CUDA
+    from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++ (conda's `libstdcxx-ng`) or the system one.
+
+    Exceptions:
+    TensorFlow's optional TensorRT libraries (libnvinfer) only cost speed. `gpuhealth check` reads
+    no program output, so there it is skipped.
+    """
+    if snapshot.messages is None:
+        yield Skip("only with a program's output (gpuhealth analyze)")
+        return
+    lines = lines_for(snapshot, "GH612")
+    if not lines:
+        return
+    names = []
+    for message in lines:
+        for m in _LIBRARY.finditer(message.line):
+            name = next(g for g in m.groups() if g)
+            if name not in names and "stub" not in name:
+                names.append(name)
+    what = ", ".join(names[:4]) if names else "a CUDA library"
+    optional = names and all(n.startswith("libnvinfer") for n in names)
+    severity = Severity.WARNING if optional else _severity(lines)
+    yield Draft(severity, f"The dynamic loader cannot load {what}", evidence=_evidence(lines),
+                fixes=(Fix("ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'", "any",
+                           note="is it installed, and which version"),
+                       Fix("echo $LD_LIBRARY_PATH", "any", note="another CUDA's directory first?"),
+                       Fix("pip list | grep -i nvidia-", "any",
+                           note="the CUDA libraries a pip-installed framework uses")),
+                explains=("GH610", "GH605", "GH806"))
+
+
+# --------------------------------------------------------------------------- GH706
+
+
+@check("GH706", "p2p-blocked-iommu-acs", "NCCL/P2P fails with the IOMMU or PCIe ACS in the way")
+def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    A multi-GPU job hangs or NCCL/peer-to-peer transfers fail ("NCCL WARN", an all-reduce that never
+    finishes, a hang that `NCCL_P2P_DISABLE=1` works around) on a host where PCIe ACS redirects
+    peer traffic (`ACSCtl: ... ReqRedir+ CmpltRedir+` on the bridges above the GPUs) or the IOMMU
+    is on (`intel_iommu=on`, `amd_iommu=on`, "DMAR: IOMMU enabled").
+
+    Why it matters:
+    With ACS redirection or the IOMMU translating, GPU peer-to-peer writes are sent up to the root
+    complex, where they are blocked or crawl: NCCL hangs or reads garbage. It is a host setting, not
+    a GPU or NCCL fault.
+
+    How to fix:
+    On bare metal, disable ACS on the PCIe switches/bridges above the GPUs (`setpci` on each bridge,
+    or a BIOS option such as "ACS Control: Disabled"), and boot with `iommu=pt` or the IOMMU off
+    (VT-d / AMD-Vi disabled) unless a VM needs it. Check with `nvidia-smi topo -p2p r` and NCCL's
+    `all_reduce_perf`. `NCCL_P2P_DISABLE=1` is a slow workaround.
+
+    Exceptions:
+    Virtual machines with GPU passthrough need the IOMMU on the hypervisor; inside the VM,
+    peer-to-peer then depends on the hypervisor's ACS setup.
+    """
+    p2p = snapshot.p2p
+    if p2p is None:
+        yield Skip("needs NCCL/P2P output together with lspci -vvv (ACSCtl) or the kernel command line")
+        return
+    failures = p2p.failures + tuple(e.message for e in snapshot.app_errors or () if e.kind == "nccl")
+    cmdline = snapshot.host_env.kernel_cmdline if snapshot.host_env else None
+    iommu = p2p.iommu + tuple(w for w in (cmdline or "").split() if w in ("intel_iommu=on", "amd_iommu=on"))
+    blockers = p2p.acs_redirect + iommu
+    if not blockers or not (failures or p2p.acs_redirect):
+        return  # the IOMMU alone is a common default; it matters once peer-to-peer fails
+    what = "PCIe ACS redirects peer traffic" if p2p.acs_redirect else "the IOMMU is on"
+    if failures:
+        severity = Severity.CRITICAL
+        message = f"NCCL/P2P fails and {what}: GPU peer-to-peer goes through the root complex"
+    else:
+        severity = Severity.WARNING
+        message = f"{what}: GPU peer-to-peer will go through the root complex (NCCL hangs)"
+    yield Draft(severity, message,
+                evidence=tuple(e for e in (Evidence("NCCL / P2P", failures[:4]),
+                                           Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
+                fixes=(Fix("sudo lspci -vvv | grep -i acsctl", "any", note="ReqRedir+ / CmpltRedir+ on the bridges "
+                                                                             "above the GPUs"),
+                       Fix("sudo setpci -s <bridge> ECAP_ACS+6.w=0000", "any", note="per bridge; until reboot"),
+                       Fix("add iommu=pt to the kernel command line", "any", disruptive=True),
+                       Fix("NCCL_P2P_DISABLE=1 <program>", "any", note="a slow workaround")),
+                explains=("GH806", "GH702"))

@@ -1,0 +1,193 @@
+"""Command facts: what a command line and its output say together, when the output alone says little.
+
+``False`` means nothing on its own; after ``torch.cuda.is_available()`` it means PyTorch sees no GPU. An
+empty output after ``lsmod | grep nvidia`` means the module is not loaded. Each fact is a row: a pattern
+searched in the command line as typed (pipeline included) and a judge ``(command, output) -> Fact | None``
+giving snapshot field overlays (like an evidence kind's parser) and, when the pair shows one, a symptom
+id from ``knowledge/symptoms.csv``. Facts run on every block of a terminal session; they never raise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhealth.evidence.registry import normalise_command
+from gpuhealth.model import CommandRun, OsInfo, P2pEvidence, TorchEnv
+
+
+@dataclass(frozen=True)
+class Fact:
+    overlays: dict[str, Any] = field(default_factory=dict)
+    symptom: str | None = None
+    note: str = ""  # what the pair showed, for `analyze -v` and the evidence line
+
+
+Judge = Callable[[str, str], "Fact | None"]
+
+
+@dataclass(frozen=True)
+class CommandFact:
+    name: str
+    command: re.Pattern[str]
+    judge: Judge
+
+
+COMMAND_FACTS: list[CommandFact] = []
+
+
+def command_fact(name: str, command: str) -> Callable[[Judge], Judge]:
+    def wrap(judge: Judge) -> Judge:
+        COMMAND_FACTS.append(CommandFact(name, re.compile(command), judge))
+        return judge
+
+    return wrap
+
+
+def facts_for(command: str, output: str) -> list[tuple[str, Fact]]:
+    """Every fact the pair (command, output) shows, by name."""
+    found = []
+    for fact in COMMAND_FACTS:
+        if fact.command.search(command[:2000]):
+            result = fact.judge(command, output)
+            if result is not None:
+                found.append((fact.name, result))
+    return found
+
+
+def _last_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+_NOT_FOUND = re.compile(r"command not found|: not found$|No such file or directory$", re.M)
+_NO_TORCH = "No module named 'torch'"
+
+
+@command_fact("torch-cuda-available", r"cuda\.(?:is_available|device_count)\(\)")
+def _torch_available(command: str, output: str) -> Fact | None:
+    if _NO_TORCH in output:
+        return Fact({"torch": TorchEnv(installed=False)}, None, "torch is not installed")
+    last = _last_line(output)
+    # print(torch.__version__, torch.cuda.is_available()) prints "2.1.0+cpu False": the last word counts
+    words = last.split()
+    answer = words[-1] if words else ""
+    if answer in ("False", "0") and len(words) <= 4:
+        version = words[0] if len(words) > 1 and re.match(r"\d+\.\d+", words[0]) else None
+        return Fact({"torch": TorchEnv(installed=True, cuda_available=False, torch_version=version)}, "torch-no-gpu",
+                    f"{command.strip()[:80]} -> {last}")
+    if answer == "True" or (answer.isdigit() and answer != "0" and "device_count" in command):
+        return Fact({"torch": TorchEnv(installed=True, cuda_available=True)}, None, "PyTorch sees the GPU")
+    return None
+
+
+_SMI_FORMS = ("NVIDIA-SMI", "<nvidia_smi_log", "NVSMI LOG", "GPU 0:", "Product Name", "index", "GPU0")
+
+
+@command_fact("nvidia-smi-run", r"^(?:\S*=\S*\s+)*(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?nvidia-smi\b")
+def _smi_run(command: str, output: str) -> Fact | None:
+    argv = tuple(normalise_command(command).split()) or ("nvidia-smi",)
+    if _NOT_FOUND.search(output) and "nvidia-smi" in output:
+        return Fact({"smi_run": CommandRun(argv, None, stderr=output.strip()[:2000], error="not installed")},
+                    None, "nvidia-smi is not installed")
+    if not output.strip():
+        return None
+    if any(form in output[:8192] for form in _SMI_FORMS) and "failed" not in output[:2000].lower():
+        return Fact({"smi_run": CommandRun(argv, 0)}, None, "nvidia-smi answered")
+    # a failure: its message goes through the signature catalogue; the exit status is not in a paste
+    return None
+
+
+_LSMOD_LINE = re.compile(r"^(?P<name>\w+)\s+\d+\s+\d+", re.M)
+
+
+@command_fact("lsmod-grep", r"^(?:sudo\s+)?lsmod\s*\|\s*grep\b")
+def _lsmod_grep(command: str, output: str) -> Fact | None:
+    names = tuple(dict.fromkeys(m["name"] for m in _LSMOD_LINE.finditer(output[:65536])))
+    pattern = command.split("grep", 1)[1].lower()
+    if names:
+        return Fact({"kernel_modules": names}, None, f"loaded: {', '.join(names)}")
+    if output.strip():
+        return None
+    if "nvidia" in pattern:
+        return Fact({"kernel_modules": ()}, None, "no nvidia module loaded")
+    return None
+
+
+@command_fact("device-nodes-absent", r"^(?:sudo\s+)?ls\b.*/dev/nvidia")
+def _device_nodes(command: str, output: str) -> Fact | None:
+    if "No such file or directory" in output and "nvidia" in output and not re.search(r"/dev/nvidia\S*\s*$", output,
+                                                                                     re.M):
+        return Fact({"device_nodes": ()}, None, "no /dev/nvidia* device files")
+    return None
+
+
+@command_fact("proc-version-absent", r"^(?:sudo\s+)?cat\s+/proc/driver/nvidia/version")
+def _proc_version_absent(command: str, output: str) -> Fact | None:
+    if "No such file or directory" in output:
+        return Fact({"unavailable": {"driver": "not loaded: /proc/driver/nvidia/version does not exist"}}, None,
+                    "the nvidia module is not loaded")
+    return None
+
+
+_VAR = re.compile(r"^echo\s+[\"']?\$\{?(?P<name>[A-Z_][A-Z0-9_]*)\}?[\"']?\s*$")
+
+
+@command_fact("echo-variable", r"^echo\s+[\"']?\$")
+def _echo_variable(command: str, output: str) -> Fact | None:
+    m = _VAR.match(command.strip())
+    if not m:
+        return None
+    lines = [line for line in output.splitlines() if line.strip()]
+    if len(lines) > 1:
+        return None
+    value = lines[0].strip() if lines else ""
+    return Fact({"env": {m["name"]: value}}, None, f"{m['name']}={value}")
+
+
+_RELEASE = re.compile(r"^\d+\.\d+(?:\.\d+)?[-+][\w.+~-]+$")
+_UNAME_A = re.compile(r"^Linux \S+ (?P<release>\d+\.\d+\S*) #")
+
+
+@command_fact("uname", r"^(?:sudo\s+)?uname\s+-[a-z]*[ra]")
+def _uname(command: str, output: str) -> Fact | None:
+    line = _last_line(output)
+    m = _UNAME_A.match(line)
+    release = m["release"] if m else line if _RELEASE.match(line) else None
+    if release is None:
+        return None
+    return Fact({"os": OsInfo(kernel_release=release)}, None, f"running kernel {release}")
+
+
+# --------------------------------------------------------------------------- line facts
+
+# Lines that matter wherever they appear (prose, a session, a log) and that no error catalogue holds because
+# they are settings, not errors: PCIe ACS redirection, the IOMMU, and NCCL/P2P failures described in words.
+_ACS = re.compile(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)")
+_IOMMU = re.compile(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
+                    r"|\bIOMMU (?:is )?enabled\b", re.I)
+_P2P_FAIL = re.compile(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
+                       r"\b(?:hangs?|hung|deadlocks?|stuck)\b.{0,60}\b(?:nccl|all_?reduce|p2p)\w*|"
+                       r"peer access is not supported|cudaErrorPeerAccess\w*|"
+                       r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I)
+MAX_LINE_FACTS = 8
+
+
+def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
+    """The P2P overlay for these lines: empty when none is about ACS, the IOMMU or a P2P failure."""
+    acs: list[str] = []
+    iommu: list[str] = []
+    failures: list[str] = []
+    for line in lines:
+        text = line.strip()[:300]
+        if len(acs) < MAX_LINE_FACTS and _ACS.search(text):
+            acs.append(text)
+        if len(iommu) < MAX_LINE_FACTS and _IOMMU.search(text):
+            iommu.append(text)
+        if len(failures) < MAX_LINE_FACTS and _P2P_FAIL.search(text):
+            failures.append(text)
+    if not (acs or iommu or failures):
+        return {}
+    return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu))}

@@ -1,0 +1,165 @@
+"""Honest verdicts, catalogue lines as findings, the differential, and the checks added with them
+(GH003, GH004, GH209, GH210, GH414, GH612, GH706). Evidence is real: lines and files of tests/cases/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.diagnosis import next_commands, split_commands
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.cli import main
+from gpuhealth.model import PciDevice, Severity, Snapshot
+
+CASES = Path(__file__).parent / "cases"
+NO_COMM = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+           "NVIDIA driver is installed and running.")  # NVIDIA/nvidia-docker#988
+KEY_REJECTED = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service"
+
+
+def report_of(*texts: tuple[str, str]):
+    snapshot, _ = analyze_texts(list(texts))
+    return run_checks(snapshot)
+
+
+def codes(report) -> list[str]:
+    return [f.code for f in report.findings]
+
+
+def case_report(name: str):
+    folder = CASES / name
+    return report_of(*[(p.name, p.read_text(errors="replace")) for p in sorted(folder.iterdir())
+                       if p.name != "case.toml"])
+
+
+# --------------------------------------------------------------------------- honest verdict
+
+
+def test_nothing_understood_is_no_diagnosis_with_exit_3():
+    result = CliRunner().invoke(main, ["analyze", "-"], input="lunch at noon\nremember the milk\n")
+    assert result.exit_code == 3
+    assert "NO DIAGNOSIS" in result.output and "gpuhealth snapshot" in result.output
+    assert "HEALTHY" not in result.output
+
+
+def test_an_unknown_error_line_is_never_healthy():
+    report = report_of(("paste", "| NVIDIA-SMI 535.161.08   Driver Version: 535.161.08   CUDA Version: 12.2 |\n"),
+                       ("paste2", "foo: fatal: the frobnicator refused to start\n"))
+    assert report.verdict != "HEALTHY"
+    (unknown,) = [f for f in report.findings if f.code == "GH003"]
+    assert unknown.severity is Severity.WARNING and "frobnicator" in unknown.evidence[0].lines[0]
+
+
+def test_lines_that_say_nothing_failed_are_not_errors():
+    report = report_of(("paste", "$ make\n0 errors, 0 warnings\nbuild finished without errors\n"))
+    assert "GH003" not in codes(report)
+
+
+def test_evidence_mode_collapses_the_skipped_list():
+    result = CliRunner().invoke(main, ["analyze", "-"], input=f"$ nvidia-smi\n{NO_COMM}\n")
+    assert "checks need evidence you did not give; -v lists them" in result.output
+    assert "Skipped (" not in result.output
+
+
+# --------------------------------------------------------------------------- catalogue lines and the differential
+
+
+def test_a_line_that_names_the_cause_leads_and_folds_the_symptom():
+    report = report_of(("paste", f"$ nvidia-smi\n{NO_COMM}\n$ sudo modprobe nvidia\n{KEY_REJECTED}\n"))
+    lead = report.findings[0]
+    assert lead.code == "GH506" and lead.severity is Severity.CRITICAL
+    assert "GH203" in lead.explains and not lead.differential
+
+
+def test_a_symptom_without_its_cause_leads_with_a_ranked_differential():
+    report = report_of(("paste", f"$ nvidia-smi\n{NO_COMM}\n$ uname -r\n6.2.0-36-generic\n"))
+    lead = report.findings[0]
+    assert lead.code == "GH203" and lead.severity is Severity.CRITICAL
+    ranked = lead.differential
+    assert len(ranked) >= 3 and all(c.status == "open" for c in ranked)
+    assert [c.cause for c in ranked][:3] == ["module-not-built", "driver-library-mismatch", "secure-boot-refused"]
+    assert ranked[0].title in lead.message and ranked[1].title not in lead.message  # only the likeliest is named
+    commands = next_commands(report.findings, report.snapshot.commands_given)
+    assert "dkms status" in commands and "uname -r" not in commands  # already given
+
+
+def test_evidence_rules_causes_out_and_confirms_them():
+    lsmod = ("$ lsmod\nModule                  Size  Used by\nnvidia_uvm           1437696  0\n"
+             "nvidia  56463360  1 nvidia_uvm\n")
+    report = report_of(("paste", f"$ nvidia-smi\n{NO_COMM}\n{lsmod}"))
+    lead = next(f for f in report.findings if f.code == "GH203")
+    status = {c.cause: c.status for c in lead.differential}
+    assert status["nouveau-bound"] == "ruled out" and lead.differential[-1].status == "ruled out"
+
+
+def test_json_carries_the_differential_and_the_next_commands():
+    result = CliRunner().invoke(main, ["analyze", "--format", "json", "-"], input=f"$ nvidia-smi\n{NO_COMM}\n")
+    document = json.loads(result.stdout)
+    lead = document["findings"][0]
+    first = lead["differential"][0]
+    assert set(first) == {"cause", "title", "code", "status", "why", "command"}
+    assert first["status"] == "open" and first["title"] in lead["message"]
+    assert "dkms status" in document["next_commands"]
+
+
+def test_torch_false_after_is_available_is_the_symptom():
+    report = report_of(("paste", ">>> import torch\n>>> torch.cuda.is_available()\nFalse\n"))
+    assert report.findings[0].code == "GH605" and report.findings[0].differential
+
+
+def test_commands_split_outside_quotes():
+    assert split_commands("dkms status; uname -r") == ["dkms status", "uname -r"]
+    assert split_commands('python -c "import torch; print(1)"; nvidia-smi') == [
+        'python -c "import torch; print(1)"', "nvidia-smi"]
+
+
+# --------------------------------------------------------------------------- the new checks: fire and stay quiet
+
+
+@pytest.mark.parametrize(("case", "code"), [
+    ("fabric-manager-missing-802-bandwidthtest", "GH210"),
+    ("memory-held-idle-crashed-program-pytorch-910", "GH414"),
+    ("cuda-library-missing-libcudnn8-trtpro-171", "GH612"),
+    ("nccl-acs-plx-gdr-crash-nccl-304", "GH706"),
+])
+def test_new_check_fires_on_its_case(case, code):
+    assert code in codes(case_report(case))
+
+
+def test_fabric_manager_nothing_to_do_is_quiet():
+    assert "GH210" not in codes(case_report("not-a-fault-fabricmanager-nothing-to-do-a40"))
+
+
+def test_gh209_from_pci_ids_and_the_driver_version():
+    kepler = PciDevice("0000:01:00.0", "10de", "1004", "0300", name="GeForce GTX 780")  # GK110: Kepler
+    from gpuhealth.model import DriverInfo
+    broken = run_checks(Snapshot(pci_devices=(kepler,), driver=DriverInfo(version="535.161.08")), select=["GH209"])
+    assert broken.findings and "Kepler" in broken.findings[0].message and "470" in broken.findings[0].message
+    fine = run_checks(Snapshot(pci_devices=(kepler,), driver=DriverInfo(version="470.239.06")), select=["GH209"])
+    assert fine.findings == () and not fine.skipped
+
+
+def test_gh414_quiet_when_the_gpu_works():
+    text = (CASES / "memory-held-idle-crashed-program-pytorch-910/nvidia-smi.txt").read_text()
+    busy = text.replace("|      0%      Default |", "|     97%      Default |", 1)
+    assert "GH414" not in codes(report_of(("nvidia-smi.txt", busy)))
+
+
+def test_gh612_quiet_without_loader_errors():
+    report = report_of(("paste", "$ python -c 'import torch; print(torch.cuda.is_available())'\nTrue\n"))
+    assert "GH612" not in codes(report)
+
+
+def test_gh706_acs_alone_warns_with_a_failure_is_critical():
+    acs = (CASES / "nccl-acs-plx-gdr-crash-nccl-304/session.txt").read_text()
+    only_acs = "\n".join(line for line in acs.splitlines() if "ACSCtl" in line or line.startswith("$"))
+    (warning,) = [f for f in report_of(("s.txt", only_acs)).findings if f.code == "GH706"]
+    assert warning.severity is Severity.WARNING
+    failing = report_of(("s.txt", only_acs + "\nNCCL WARN Call to ibv_reg_mr failed\n"))
+    assert [f.severity for f in failing.findings if f.code == "GH706"] == [Severity.CRITICAL]
+    iommu_only = report_of(("cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro intel_iommu=on\n"))
+    assert "GH706" not in codes(iommu_only)
