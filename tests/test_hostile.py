@@ -707,9 +707,10 @@ def test_monitor_smi_source_flooded_by_nvidia_smi_stays_bounded(tmp_path, body):
             "end = time.monotonic() + 3\n"
             "while time.monotonic() < end:\n    s.poll(); time.sleep(1)\n"
             "s.close(); print('ok')\n")
-    outcome = measure([sys.executable, "-c", code], timeout=30)
+    # ~8 s alone; a loaded 2-core machine took 30 s. The bound catches a poll() that never returns (it did).
+    outcome = measure([sys.executable, "-c", code], timeout=90)
     assert outcome.exit_code == 0 and outcome.stdout.strip() == b"ok", outcome
-    assert outcome.seconds < 15 and outcome.max_rss_mb < 150, outcome
+    assert outcome.seconds < 60 and outcome.max_rss_mb < 200, outcome  # unbounded grew to GBs; 150 flaked at 150.7
 
 
 def test_reports_and_saved_runs_carry_no_secrets(tmp_path):

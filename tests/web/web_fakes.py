@@ -89,7 +89,7 @@ def tool(path: str) -> str:
     found = path if os.path.isabs(path) and os.access(path, os.X_OK) else shutil.which(path)
     if found:
         return found
-    reason = f"{path} not installed (Debian: apt-get install prometheus chromium; .ci/run does it)"
+    reason = f"{path} not installed (Debian: prometheus, prometheus-alertmanager, chromium; .ci/run installs them)"
     if os.environ.get("CI"):
         pytest.fail(f"CI is set but {reason}")
     pytest.skip(reason)
