@@ -6,8 +6,9 @@ import re
 from collections.abc import Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
-from gpuhealth.model import Evidence, Fix, NvidiaPackage, Severity, Snapshot
+from gpuhealth.model import Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 RELOAD_MODULES = ("sudo systemctl stop nvidia-persistenced 2>/dev/null; "
@@ -371,12 +372,15 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
     Exceptions:
     Desktops that deliberately use nouveau for display and no CUDA.
     """
-    if snapshot.kernel_modules is None and snapshot.pci_devices is None:
+    # without the module list or lspci -k, the kernel log's own words (NVRM: probe routine not called,
+    # GPU already bound to NovaCore, nouveau taking the GPU) are the only view of who owns the GPU
+    log_lines = _nouveau_lines(snapshot) if snapshot.kernel_modules is None and snapshot.pci_devices is None else []
+    if snapshot.kernel_modules is None and snapshot.pci_devices is None and not log_lines:
         yield Skip(snapshot.unavailable.get("kernel_modules", "neither the loaded modules nor lspci -k is known"))
         return
     # lspci -k's "Kernel driver in use: nouveau" shows nouveau loaded even without the module list
     bound = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver == "nouveau"]
-    if "nouveau" not in (snapshot.kernel_modules or ()) and not bound:
+    if "nouveau" not in (snapshot.kernel_modules or ()) and not bound and not log_lines:
         return
     severity = Severity.INFO if gpu_expected(snapshot) is False else Severity.CRITICAL
     blacklist = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
@@ -387,14 +391,30 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
                     if "nouveau" in (snapshot.kernel_modules or ()) else ()),
                   *((Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"),
                               tuple(f"{d.address} bound to nouveau" for d in bound)),)
-                    if bound else ())),
+                    if bound else ()),
+                  *_log_evidence(log_lines)),
         fixes=(*fixes_for(debian=[blacklist, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
                                   "sudo update-initramfs -u"],
                           rhel=[blacklist, "sudo cp /boot/initramfs-$(uname -r).img{,.bak}",
                                 "sudo dracut --force"]),
                REBOOT),
-        explains=("GH201", "GH102"),
+        # nouveau holding the GPU is why the nvidia module probed nothing
+        explains=("GH201", "GH102", "GH305"),
     )
+
+
+def _nouveau_lines(snapshot: Snapshot) -> list[MessageLine]:
+    """Lines of the evidence that the catalogue files under "nouveau (or nova_core) owns the GPU"."""
+    return [m for m in snapshot.messages or ()
+            if m.signature and signature(m.signature).cause == "nouveau-bound"]
+
+
+def _log_evidence(lines: list[MessageLine]) -> tuple[Evidence, ...]:
+    by_source: dict[str, list[str]] = {}
+    for message in lines:
+        if message.line not in (seen := by_source.setdefault(message.source, [])):
+            seen.append(message.line)
+    return tuple(Evidence(source, tuple(found[:6])) for source, found in by_source.items())
 
 
 @check("GH207", "device-nodes-missing", "/dev/nvidia* device nodes missing", requires=("device_nodes",))

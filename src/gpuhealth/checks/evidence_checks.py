@@ -129,7 +129,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                        Fix("sudo apt-get install nvidia-driver-<branch>-open", "debian", disruptive=True,
                            note="a branch that supports the GPU, then reboot"),
                        Fix("sudo dnf module install nvidia-driver:<branch>-open", "rhel", disruptive=True)),
-                explains=("GH201", "GH203", "GH102", "GH305"))
+                explains=("GH201", "GH203", "GH102", "GH305", "GH303"))
 
 
 # --------------------------------------------------------------------------- GH210
