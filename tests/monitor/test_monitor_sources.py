@@ -329,3 +329,20 @@ def test_replay_refuses_a_file_that_is_not_a_trace(tmp_path):
     path.write_text('{"kind": "sample", "t": 1, "gpu": 0}\n')
     with pytest.raises(ValueError, match="not a gpuhealth trace"):
         ReplaySource(path)
+
+
+def test_a_replay_faster_than_real_time_never_dates_a_sample_after_it_is_played(tmp_path):
+    """At speed 10 the trace keeps its own 1 s steps (for-durations stay true) and its last sample is
+    dated when the replay ends, so the dashboard and `history` show no future samples."""
+    path = tmp_path / "t.jsonl"
+    write_trace(path, samples(0, 100, step=1.0, temperature_c=50), GENERATED_BY, NOTE)
+    clock = Clock(T0 + 5000)
+    source = ReplaySource(path, clock=clock, speed=10.0)
+    played: list[float] = []
+    while not source.exhausted:
+        batch = source.poll()
+        assert all(event.t <= clock.t for event in batch), (clock.t, [e.t for e in batch])
+        played += [event.t for event in batch]
+        clock.t += 1
+    assert len(played) == 100 and all(b - a == 1.0 for a, b in zip(played, played[1:], strict=False))
+    assert played[-1] == T0 + 5000 + 99 / 10  # the last sample: the moment the replay reaches it

@@ -689,7 +689,9 @@ class ReplaySource:
     monitor does not wait between polls). With ``rebase`` the trace is moved to the clock: at speed > 0
     its first timestamp maps to the first poll, so the replay happens now; at speed 0 its *last*
     timestamp maps to the first poll, so a fast replay ends at "now" and history shows all of it at once
-    rather than samples dated in the future."""
+    rather than samples dated in the future. Faster than real time (speed > 1), the trace keeps its own
+    durations and is placed so that its last sample is dated when the replay ends: no sample is ever
+    dated after the moment it is played (for-durations and charts stay true)."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time, speed: float = 1.0,
                  rebase: bool = True) -> None:
@@ -700,6 +702,7 @@ class ReplaySource:
         self.rebase = rebase
         self._pending: Event | None = next(self._events, None)
         self._origin: tuple[float, float] | None = None  # (trace time that maps to the clock, clock at first poll)
+        self._fast_shift: float | None = None  # speed > 1: computed once, from the trace's last timestamp
         self.exhausted = self._pending is None
 
     @property
@@ -717,13 +720,21 @@ class ReplaySource:
             self._origin = (anchor, now)
         anchor, start = self._origin
         until = self._pending.t if self.speed <= 0 else anchor + (now - start) * self.speed
-        shift = start - anchor if self.rebase else 0.0
+        shift = self._shift(anchor, start) if self.rebase else 0.0
         out: list[Event] = []
         while self._pending is not None and self._pending.t <= until:
             out.append(_shifted(self._pending, shift))
             self._pending = next(self._events, None)
         self.exhausted = self._pending is None
         return out
+
+    def _shift(self, anchor: float, start: float) -> float:
+        if self.speed <= 1:
+            return start - anchor
+        if self._fast_shift is None:
+            end = trace_end(self.path)
+            self._fast_shift = start + (end - anchor) / self.speed - end
+        return self._fast_shift
 
     def close(self) -> None:
         self._events.close()  # type: ignore[attr-defined]
