@@ -143,6 +143,36 @@ def test_gh209_from_pci_ids_and_the_driver_version():
     assert fine.findings == () and not fine.skipped
 
 
+@pytest.mark.parametrize(("case", "lead", "explained"), [
+    ("driver-gpu-unsupported-gt710-talos-535", "GH209", "GH305"),  # 470.xx Legacy line, split over lines
+    ("driver-gpu-unsupported-blackwell-needs-open-modules", "GH209", "GH303"),
+    ("driver-gpu-unsupported-gt1030-open-module-560", "GH209", "GH305"),
+    ("nouveau-blocking-nvidia-nixos-y50", "GH206", "GH305"),  # only a kernel log: no lsmod, no lspci
+    ("nouveau-nova-core-bound-runfile", "GH206", "GH305"),
+])
+def test_the_cause_leads_and_explains_the_probe_failure(case, lead, explained):
+    findings = case_report(case).findings
+    assert findings[0].code == lead
+    assert explained in findings[0].explains and explained in codes(case_report(case))
+
+
+@pytest.mark.parametrize(("case", "code"), [
+    ("nvidia-uvm-missing-331-uvm-package", "GH205"),
+    ("nvidia-uvm-missing-build-failed-384-swap", "GH205"),
+    ("nvidia-uvm-missing-nvidia-docker-uvm-not-loaded", "GH205"),
+    ("dev-nodes-missing-uvm-after-reboot-docker", "GH207"),
+    ("dev-nodes-missing-k8s-nvidia0-lstat", "GH207"),
+])
+def test_uvm_and_device_node_lines_lead(case, code):
+    assert codes(case_report(case))[0] == code
+
+
+def test_gh206_ignores_old_kernel_log_lines_when_lsmod_shows_no_nouveau():
+    snapshot, _ = analyze_texts([("lsmod.txt", "Module                  Size  Used by\nnvidia  56000000  0\n"),
+                                 ("dmesg.log", "[ 5.1] NVRM: GPU 0000:01:00.0 is already bound to NovaCore.\n")])
+    assert "GH206" not in codes(run_checks(snapshot, select=["GH206"]))
+
+
 def test_gh414_quiet_when_the_gpu_works():
     text = (CASES / "memory-held-idle-crashed-program-pytorch-910/nvidia-smi.txt").read_text()
     busy = text.replace("|      0%      Default |", "|     97%      Default |", 1)

@@ -147,3 +147,14 @@ def test_kernel_log_long_xid_line(tail: str) -> None:
 def test_identify_on_a_long_line_is_fast() -> None:
     assert _run(analyze.identify, "cuInit x " * (LONG // 9)) < 1.0
     assert _run(analyze.identify, " " * LONG) < 1.0
+
+
+@pytest.mark.parametrize(("function_path", "text"), [
+    ("gpuhealth.parsers.cuda:parse_ldconfig",
+     "1 libs found in cache\n\tlibcuda.so.1 (libc6,x86-64) => /a" + " " * LONG + "x"),
+    ("gpuhealth.parsers.install:parse_modinfo", "filename: /x\nversion:" + " " * LONG + "z"),
+])
+def test_a_run_of_blanks_before_the_last_character(function_path: str, text: str) -> None:
+    """`.*?\\s*$` tries every blank run to the end of the line: quadratic (seconds at 200 KB) before the fix."""
+    module, name = function_path.split(":")
+    assert _run(getattr(importlib.import_module(module), name), text) < 1.0

@@ -92,7 +92,9 @@ def parse_ld_so_conf(text: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- ldconfig -p
 
 _LDCONFIG_HEADER = re.compile(r"^\s*\d+ libs? found in cache", re.MULTILINE)
-_LDCONFIG_LINE = re.compile(r"^\s+(?P<name>\S+)\s+\((?P<flags>[^)]*)\)\s+=>\s+(?P<path>\S.*?)\s*$")
+# The path runs to the end of the line and is stripped in code: a lazy `.*?` before `\s*$` is quadratic on
+# a long run of blanks.
+_LDCONFIG_LINE = re.compile(r"^\s+(?P<name>\S+)\s+\((?P<flags>[^)]*)\)\s+=>\s+(?P<path>\S.*)$")
 _KEPT_LIBRARIES = re.compile(r"^(?:libcuda|libnvidia-ml|libcudart)\.so(?:\.|$)")
 _LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(?P<version>\d+\.\d+(?:\.\d+)?)$")
 
@@ -109,7 +111,7 @@ def parse_ldconfig(text: str) -> tuple[LibraryEntry, ...]:
             continue
         seen_line = True
         if _KEPT_LIBRARIES.match(match["name"]):
-            entries.append(LibraryEntry(match["name"], match["flags"].strip(), match["path"]))
+            entries.append(LibraryEntry(match["name"], match["flags"].strip(), match["path"].rstrip()))
     if not seen_line and not _LDCONFIG_HEADER.search(text):
         raise ParseError("no 'N libs found in cache' header and no 'name (flags) => path' line")
     return tuple(entries)

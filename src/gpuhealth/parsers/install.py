@@ -128,7 +128,7 @@ def parse_kernel_compiler(proc_version: str) -> str:
 
 # --------------------------------------------------------------------------- modinfo
 
-_MODINFO_FIELD = re.compile(r"^(?P<key>[a-z_]+):\s*(?P<value>.*?)\s*$")
+_MODINFO_FIELD = re.compile(r"^(?P<key>[a-z_]+):\s*(?P<value>.*)$")  # value stripped in code (no lazy `.*?\s*$`)
 
 
 def parse_modinfo(text: str) -> dict[str, str]:
@@ -142,7 +142,7 @@ def parse_modinfo(text: str) -> dict[str, str]:
     for line in text.splitlines():
         match = _MODINFO_FIELD.match(line)
         if match:
-            fields.setdefault(match["key"], match["value"])
+            fields.setdefault(match["key"], match["value"].strip())
     if "filename" not in fields:
         raise ParseError("no 'filename:' field")
     return fields
