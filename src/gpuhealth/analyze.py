@@ -286,7 +286,7 @@ def _overlay(current: Any, value: Any) -> Any:
 
 # Parts of ``install`` and ``host_env`` pasted evidence may lack: (attribute that holds it, what is missing).
 _INSTALL_PARTS = {
-    "install_modprobe": (None, "the modprobe.d files"), "install_initramfs": (None, "the initramfs"),
+    "install_modprobe": ("modprobe_files", "the modprobe.d files"), "install_initramfs": (None, "the initramfs"),
     "install_initramfs_listing": (None, "the initramfs listing"), "install_headers": (None, "the kernel headers"),
     "install_kernel": (None, "the running kernel's release"), "install_kernels": (None, "the installed kernels"),
     "install_gcc": (None, "gcc --version"), "install_make": (None, "make --version"),
@@ -295,7 +295,7 @@ _ENV_PARTS = {
     "env_default_target": ("default_target", "systemctl get-default"),
     "env_kernel_cmdline": ("kernel_cmdline", "/proc/cmdline"),
     "env_runfile": ("runfile_log", "/var/log/nvidia-installer.log"),
-    "env_packages": (None, "the installed nvidia packages (dpkg-query / rpm -qa)"),
+    "env_packages": ("packages", "the installed nvidia packages (dpkg-query / rpm -qa)"),
     "env_nvidia_ctk": (None, "nvidia-ctk --version"), "env_docker_info": (None, "docker info"),
     "env_driver_params": ("driver_params", "/proc/driver/nvidia/params"),
     "env_mounts": (None, "/proc/self/mounts"), "env_disk_space": (None, "df -P -l")}
