@@ -39,6 +39,14 @@ def test_a_check_without_its_evidence_is_skipped_with_the_reason():
     assert report.verdict == "HEALTHY" and report.exit_code == 0
 
 
+def test_evidence_only_a_paste_carries_is_skipped_with_words_a_user_understands():
+    """A live host has no pasted lines: the skip says where such evidence comes from, not "no messages evidence"."""
+    needs_messages = [code for code, spec in REGISTRY.items() if "messages" in spec.requires]
+    assert needs_messages
+    reasons = {skip.reason for skip in run_checks(Snapshot(), select=needs_messages).skipped}
+    assert reasons and all("gpuhealth analyze" in reason for reason in reasons), reasons
+
+
 def test_a_check_that_raises_becomes_a_finding_and_others_still_run():
     @check("GH099", "test-explodes", "test only")
     def explodes(snapshot, expect):

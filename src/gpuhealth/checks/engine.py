@@ -54,7 +54,14 @@ def _missing(snapshot: Snapshot, name: str) -> str | None:
                 or "no GPU data: neither nvidia-smi nor NVML reported a GPU")
     if getattr(snapshot, name, None) is not None:
         return None
-    return snapshot.unavailable.get(name, f"no {name.replace('_', ' ')} evidence")
+    return snapshot.unavailable.get(name) or _DEFAULT_REASONS.get(name, f"no {name.replace('_', ' ')} evidence")
+
+
+# Evidence that only a user's paste carries: said so, rather than "no messages evidence".
+_DEFAULT_REASONS = {
+    "messages": "only with pasted error lines or a terminal session (gpuhealth analyze FILE)",
+    "commands_given": "only with a pasted terminal session (gpuhealth analyze FILE)",
+}
 
 
 def _stamp(spec: CheckSpec, draft: Draft) -> Finding:
