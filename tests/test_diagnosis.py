@@ -193,3 +193,23 @@ def test_gh706_acs_alone_warns_with_a_failure_is_critical():
     assert [f.severity for f in failing.findings if f.code == "GH706"] == [Severity.CRITICAL]
     iommu_only = report_of(("cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro intel_iommu=on\n"))
     assert "GH706" not in codes(iommu_only)
+
+
+# One real line each, as users paste them into tickets (the catalogue rows cite their threads).
+PASTED_ERRORS = {
+    "GH203": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+             "latest NVIDIA driver is installed and running.",
+    "GH506": "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
+    "GH612": "ImportError: libcudnn.so.8: cannot open shared object file: No such file or directory",
+    "GH202": "Failed to initialize NVML: Driver/library version mismatch",
+    "GH507": "Error! Bad return status for module build on kernel: 6.5.0-14-generic (x86_64)",
+}
+
+
+@pytest.mark.parametrize("code", sorted(PASTED_ERRORS))
+def test_one_pasted_error_line_leads_with_its_cause_and_is_never_healthy(code: str) -> None:
+    """The DKMS line used to be taken for a kernel log ("on kernel: 6.5.0" looked like "host kernel: ..."),
+    so no check judged it and the verdict was HEALTHY."""
+    report = report_of(("paste.txt", PASTED_ERRORS[code] + "\n"))
+    assert report.verdict != "HEALTHY"
+    assert codes(report)[0] == code

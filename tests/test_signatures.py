@@ -226,3 +226,12 @@ def test_docs_page_is_current():
     from gpuhealth.knowledge import docgen
     page = (Path(__file__).resolve().parent.parent / "docs" / "signatures.md").read_text(encoding="utf-8")
     assert page == docgen.render(), "docs/signatures.md is stale: run `make docs`"
+
+
+def test_every_decoded_tool_failure_that_had_a_fix_keeps_one():
+    """nvidia-smi's exit codes 6 and 255 and NVML's 999 lost their fixes when decoding moved to the catalogue."""
+    from gpuhealth.checks.driver import TOOL_FIXES
+    from gpuhealth.knowledge.tool_errors import NVML_RETURN_CODES, SMI_EXIT_CODES
+
+    for kind in (SMI_EXIT_CODES[6], SMI_EXIT_CODES[255], NVML_RETURN_CODES[999], "smi-no-devices"):
+        assert TOOL_FIXES.get(kind), kind

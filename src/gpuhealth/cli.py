@@ -7,6 +7,7 @@ unreadable or malformed input, crashes: one line on stderr; ``--debug`` adds the
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,8 +43,8 @@ class _Main(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
-            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt, BrokenPipeError):
+            raise  # a reader that went away (`gpuhealth check | head -1`) is not a crash: main() handles it
         except Exception as exc:  # a crash, or input nothing below turned into a clear error
             if ctx.params.get("debug"):
                 import traceback
@@ -65,6 +66,9 @@ class _Main(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(EXIT_CANNOT_RUN)
+        except BrokenPipeError:  # as click does: no traceback, and no second error when Python flushes stdout
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the process exits here
+            sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
 
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.host import STUCK_MARKER
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
 from gpuhealth.model import Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
@@ -209,6 +210,9 @@ TOOL_FIXES: dict[str, tuple[Fix, ...]] = {
                                 note="stop every process on that GPU first"),),
     "nvml-unknown-error": _CGROUP,
     "nvml-operating-system": _CGROUP,
+    # what nvidia-smi's exit codes 6 and 255 and NVML's 999 decode to (knowledge/tool_errors.py)
+    "nvml-not-found": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
+    "nvml-unknown": _CGROUP,
 }
 
 
@@ -283,7 +287,7 @@ def driver_query_hung(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     """
     hung = []
     run = snapshot.smi_run
-    stuck = run is not None and "could not be killed" in (run.error or "")  # host.STUCK_MARKER
+    stuck = run is not None and STUCK_MARKER in (run.error or "")
     if run is not None and run.timed_out:
         hung.append(Evidence(" ".join(run.argv), (run.error if stuck else
                                                   f"killed after {run.duration_s:g} s without an answer",)))

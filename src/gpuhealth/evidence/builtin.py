@@ -33,7 +33,8 @@ _SMI_LIST_LINE = re.compile(r"^GPU \d+: .+\(UUID: ", re.M)
 _CSV_HEADER = re.compile(r"^\s*[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, *[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$")
 _PROC_MODULES_LINE = re.compile(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M)
 _NVLINK_LINE = re.compile(r"^\s*Link \d+: ", re.M)
-_KERNEL_HINT = re.compile(r"NVRM|\bkernel: |^\[\s*\d+\.\d+\]|^<\d>\[|^\d,\d+,\d+,", re.M)
+# "host kernel: ..." marks a syslog line; "on kernel: 6.5.0-14-generic" (a DKMS error) names a release.
+_KERNEL_HINT = re.compile(r"NVRM|\bkernel: (?!\d+\.\d+\.\d)|^\[\s*\d+\.\d+\]|^<\d>\[|^\d,\d+,\d+,", re.M)
 # /proc/driver/nvidia/params names every driver carries one of (352.63's file has all of these).
 _PARAM_NAMES = {"EnableMSI", "ModifyDeviceFiles", "DeviceFileUID", "DeviceFileGID", "DeviceFileMode",
                 "RegistryDwords", "ResmanDebugLevel", "RmLogonRC", "InitializeSystemMemoryAllocations",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 
 from gpuhealth.model import ParseError
 
@@ -293,16 +295,16 @@ def parse_dcgmi_health_json(text: str) -> tuple[DcgmRow, ...]:
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"dcgmi -j output is not JSON: {exc}") from exc
     rows: list[DcgmRow] = []
-    pending: list[tuple[str, object, int]] = [("", data, 0)]
+    pending: deque[tuple[str, object, int]] = deque([("", data, 0)])
     while pending and len(rows) < 2000:
-        name, node, depth = pending.pop(0)
+        name, node, depth = pending.popleft()
         if isinstance(node, dict):
             value = node.get("value")
             if isinstance(value, str) and name:
                 word = _RESULT.match(value)
                 rows.append(DcgmRow(name, word["result"] if word else value, word["rest"].strip(" -:") if word else ""))
             if depth < 12:
-                pending.extend((str(k), v, depth + 1) for k, v in node.items() if k != "value")
+                pending.extend((str(k), v, depth + 1) for k, v in islice(node.items(), 2000) if k != "value")
         elif isinstance(node, list) and depth < 12:
             pending.extend((name, v, depth + 1) for v in node[:2000])
     if not rows:
