@@ -213,3 +213,15 @@ def test_one_pasted_error_line_leads_with_its_cause_and_is_never_healthy(code: s
     report = report_of(("paste.txt", PASTED_ERRORS[code] + "\n"))
     assert report.verdict != "HEALTHY"
     assert codes(report)[0] == code
+
+
+def test_gh901_carries_a_symptom_with_no_check_of_its_own_and_stays_quiet_without_it() -> None:
+    """The X server's line (catalogue row xorg-failed-load-kernel-module, from a public thread) shows the
+    login-loop symptom; no check owns it, so GH901 leads with the ranked causes."""
+    line = "[    20.412] (EE) NVIDIA: Failed to load the NVIDIA kernel module. Please check your\n"
+    report = report_of(("Xorg.0.log", line))  # its timestamp made it look like a kernel log: it was HEALTHY
+    (finding,) = [f for f in report.findings if f.code == "GH901"]
+    assert finding.severity is Severity.CRITICAL and finding.differential
+    assert codes(report)[0] == "GH901"
+    quiet = report_of(("paste.txt", "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"))
+    assert "GH901" not in codes(quiet)

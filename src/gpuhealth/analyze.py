@@ -155,9 +155,12 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     command = block.command if block is not None and block.language == "shell" else None
     kind = route(command, piece.text) if piece.text.strip() else None
     understood = False
+    read_into: tuple[str, ...] = ()
     if kind is not None:
         try:
-            reading.overlay(kind.parse(piece.text, piece.name), piece.name)
+            found = kind.parse(piece.text, piece.name)
+            reading.overlay(found, piece.name)
+            read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
             understood = True
         except ParseError as exc:
@@ -166,7 +169,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
                 reading.unrecognized.append(f"{piece.name} (looked like {kind.name}, but: {exc})")
     if block is not None and block.command:
         understood = _read_facts(reading, piece, block) or understood
-    matched = _scan_messages(reading, piece, kind.name if kind else None, unknown_lines)
+    matched = _scan_messages(reading, piece, kind.name if kind else None, read_into, unknown_lines)
     if kind is None and not understood:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
@@ -197,14 +200,13 @@ _KERNEL_RELEVANT = re.compile(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|modu
                               r"AER|pcieport|cuda|nccl", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
-# Checks that never read the kernel log (GH804 reads /proc/driver/nvidia/params): their catalogue lines in a
-# parsed log were judged by nobody, so they raise the finding like a pasted line does.
-_NOT_JUDGED_FROM_LOGS = frozenset({"GH804"})
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
-def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, unknown_lines: bool) -> int:
-    """Signature matches of a piece; error lines no signature explains when the piece was not parsed."""
+def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into: tuple[str, ...],
+                   unknown_lines: bool) -> int:
+    """Signature matches of a piece; error lines no signature explains when the piece was not parsed.
+    ``read_into``: the snapshot fields the piece was parsed into (checks reading them saw its lines)."""
     if kind in _STRUCTURED_UNSCANNED:  # tables of values: their parsers and the checks judge them
         return 0
     lines = piece.text.splitlines()
@@ -215,9 +217,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, unknown_li
         reading.overlay(p2p_lines(lines), piece.name)
     matched = scan_lines(lines)
     for sig, line in matched:
-        parsed = kind is not None and kind != "app-log" and sig.code not in _NOT_JUDGED_FROM_LOGS
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
-                                            parsed=parsed))
+                                            read_into=read_into))
     if kind not in (None, "app-log") or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}

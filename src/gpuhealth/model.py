@@ -517,7 +517,9 @@ class MessageLine:
     source: str  # file, or "file: $ command"
     signature: str | None = None  # knowledge/signatures.csv id; None: an error line gpuhealth does not know
     symptom: str | None = None  # a symptom id the line (or the command that printed it) shows, when known
-    parsed: bool = False  # the line is in a piece an evidence kind parsed (a kernel log): the checks saw it too
+    # the snapshot fields the line's piece was parsed into (a kernel log: "kernel_log"); checks that require
+    # or read one of them saw the line too
+    read_into: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -995,7 +995,8 @@ def _gsp_gpus(snapshot: Snapshot) -> list[tuple[str, str, str]]:
     return found
 
 
-@check("GH611", "gsp-firmware-missing", "No GSP firmware for the loaded driver version", requires=("cuda",))
+@check("GH611", "gsp-firmware-missing", "No GSP firmware for the loaded driver version", requires=("cuda",),
+       reads=("kernel_log",))
 def gsp_firmware_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

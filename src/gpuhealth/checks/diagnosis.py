@@ -136,14 +136,26 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     result = _signature_findings(result, messages, ran, skipped_reason)
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     table = symptoms()
-    # a line in a parsed kernel log was read by the checks too: it confirms causes but shows no symptom
-    shown = {m.symptom for m in messages if not m.parsed}
+    # a line its own check judged (an Xid in a parsed kernel log) confirms causes but shows no symptom
+    shown = {m.symptom for m in messages if not _judged(m)}
     for symptom_id in _present_symptoms(result, messages, table):
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
             continue  # a check already named the cause of this symptom's finding
         result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown)
     return _ordered(result)
+
+
+def _judged(message: MessageLine) -> bool:
+    """A check saw the line in a parsed piece. A kernel log holds every program's messages, so only a check
+    that requires or reads ``kernel_log`` judged its lines (GH301 grades an application Xid; a DKMS or X
+    server line in it is nobody's); a piece of one program (an installer log) was judged by its readers."""
+    if not message.read_into or not message.signature:
+        return False
+    if "kernel_log" not in message.read_into:
+        return True
+    spec = REGISTRY.get(signature(message.signature).code)
+    return spec is not None and "kernel_log" in spec.requires + spec.reads
 
 
 def _signature_findings(findings: list[Finding], messages: list[MessageLine], ran: set[str],
@@ -157,7 +169,7 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
     """
     groups: dict[str, list[tuple[Signature, MessageLine]]] = {}
     for message in messages:
-        if message.signature and not message.parsed:
+        if message.signature and not _judged(message):
             sig = signature(message.signature)
             groups.setdefault(sig.code, []).append((sig, message))
     for code, matched in groups.items():
@@ -268,7 +280,7 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior."""
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
-             and (not m.parsed or signature(m.signature).code in skipped)}
+             and (not _judged(m) or signature(m.signature).code in skipped)}
     out: list[tuple[int, int, int, Candidate]] = []
     for cause in symptom.causes:
         status, why = _status(cause, symptom, fired, named, ran, skipped)

@@ -123,7 +123,8 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     )
 
 
-@check("GH202", "driver-library-mismatch", "Kernel module and user-space library versions differ")
+@check("GH202", "driver-library-mismatch", "Kernel module and user-space library versions differ",
+       reads=("kernel_log",))
 def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -358,7 +359,7 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     )
 
 
-@check("GH206", "nouveau-loaded", "The nouveau driver is loaded")
+@check("GH206", "nouveau-loaded", "The nouveau driver is loaded", reads=("kernel_log",))
 def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

@@ -62,7 +62,7 @@ def driver_versions(snapshot: Snapshot) -> list[tuple[str, str]]:
     return found
 
 
-@check("GH209", "driver-gpu-unsupported", "The driver branch does not support this GPU")
+@check("GH209", "driver-gpu-unsupported", "The driver branch does not support this GPU", reads=("kernel_log",))
 def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

@@ -379,7 +379,7 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
 
 
 @check("GH506", "secure-boot-unsigned-module", "Secure Boot may reject the nvidia module",
-       requires=("install", "pci_devices"))
+       requires=("install", "pci_devices"), reads=("kernel_log",))
 def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

@@ -76,6 +76,7 @@ class CheckSpec:
     requires: tuple[str, ...]
     function: CheckFunction
     docs: dict[str, str]
+    reads: tuple[str, ...] = ()  # fields it also weighs when present (their catalogue lines are its to judge)
 
     @property
     def area(self) -> str:
@@ -91,9 +92,10 @@ _CODE = re.compile(r"GH\d{3}")
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
-def check(code: str, slug: str, title: str, requires: tuple[str, ...] = ()) -> Callable[[CheckFunction],
-                                                                                        CheckFunction]:
-    """Register a check. ``requires`` names snapshot fields without which it is skipped.
+def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),
+          reads: tuple[str, ...] = ()) -> Callable[[CheckFunction], CheckFunction]:
+    """Register a check. ``requires`` names snapshot fields without which it is skipped; ``reads`` the
+    fields it also weighs when present (so a catalogue line found in them is the check's to judge).
 
     The docstring must have the sections What / Why it matters / How to fix / Exceptions, each a
     line ending in a colon followed by text; ``gpuhealth explain`` and docs/checks/ print them.
@@ -108,7 +110,7 @@ def check(code: str, slug: str, title: str, requires: tuple[str, ...] = ()) -> C
         missing = [s for s in DOC_SECTIONS if s not in docs]
         if missing:
             raise ValueError(f"{code} docstring lacks sections: {', '.join(missing)}")
-        REGISTRY[code] = CheckSpec(code, slug, title, requires, function, docs)
+        REGISTRY[code] = CheckSpec(code, slug, title, requires, function, docs, reads)
         return function
 
     return register
