@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
-from gpuhealth.model import CommandRun
+from gpuhealth.model import STUCK_MARKER, CommandRun
 
 DEFAULT_TIMEOUT_S = 10.0
 MAX_READ_BYTES = 64 * 1024 * 1024  # a kernel log can be large; a host file larger than this is cut
@@ -200,7 +200,6 @@ def run_command(argv: list[str], timeout: float) -> CommandRun:
     )
 
 
-STUCK_MARKER = "could not be killed"
 KILL_GRACE_S = 0.5  # after SIGKILL: time to drain the pipes and for the kernel to reap the process
 EXIT_GRACE_S = 0.5  # after the command exited: time for its last output when a helper still holds the pipe
 

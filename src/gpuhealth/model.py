@@ -433,6 +433,10 @@ class KernelLog:
         return [EventGroup(e.kind, e.message, 1, e, e, (e,)) for e in self.events if e.kind in kinds]
 
 
+# In CommandRun.error when a command survived SIGKILL (host.run_command abandons it; GH204 reports it).
+STUCK_MARKER = "could not be killed"
+
+
 @dataclass(frozen=True)
 class CommandRun:
     """What happened when a command ran (or was replayed): the basis of tool-failure checks."""

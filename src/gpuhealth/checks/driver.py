@@ -6,10 +6,9 @@ import re
 from collections.abc import Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
-from gpuhealth.host import STUCK_MARKER
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
-from gpuhealth.model import Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
+from gpuhealth.model import STUCK_MARKER, Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 RELOAD_MODULES = ("sudo systemctl stop nvidia-persistenced 2>/dev/null; "
