@@ -134,6 +134,8 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
         if not any(understood):
             reading.unrecognized.append(f"{name} (a terminal session: none of its {len(blocks)} commands' output)")
     fields = reading.fields
+    if any(r.kind == "lsmod" and not r.note for r in reading.log):
+        fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
     extra_unavailable = fields.pop("unavailable", {})
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
                         unavailable={**_unavailable(fields), **extra_unavailable},

@@ -10,6 +10,7 @@ id from ``knowledge/symptoms.csv``. Facts run on every block of a terminal sessi
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,15 +106,52 @@ _LSMOD_LINE = re.compile(r"^(?P<name>\w+)\s+\d+\s+\d+", re.M)
 
 @command_fact("lsmod-grep", r"^(?:sudo\s+)?lsmod\s*\|\s*grep\b")
 def _lsmod_grep(command: str, output: str) -> Fact | None:
+    """``lsmod | grep nvidia`` lists only the modules the pattern matches: the names it shows are loaded, and
+    a module the pattern would have shown but that is absent is not loaded; nothing is known of the rest
+    (``Snapshot.kernel_module_filters``), so nouveau is not "ruled out" by a grep for nvidia."""
     names = tuple(dict.fromkeys(m["name"] for m in _LSMOD_LINE.finditer(output[:65536])))
-    pattern = command.split("grep", 1)[1].lower()
+    pattern = grep_pattern(command)
     if names:
-        return Fact({"kernel_modules": names}, None, f"loaded: {', '.join(names)}")
-    if output.strip():
+        return Fact({"kernel_modules": names, "kernel_module_filters": (pattern or "",)}, None,
+                    f"loaded: {', '.join(names)}")
+    if output.strip() or not pattern:
         return None
-    if "nvidia" in pattern:
-        return Fact({"kernel_modules": ()}, None, "no nvidia module loaded")
-    return None
+    return Fact({"kernel_modules": (), "kernel_module_filters": (pattern,)}, None, f"no module matching {pattern!r}")
+
+
+_GREP_ARGS_OPTIONS = frozenset("EFGiIswxHhn")  # flags that keep grep printing the matching lines as they are
+
+
+def grep_pattern(command: str) -> str | None:
+    """The pattern of the one ``grep`` after ``lsmod |`` as :func:`gpuhealth.model.grep_would_show` reads it
+    (lower-cased with ``-i``; ``=`` first with ``-w``/``-x``); None when the listing was inverted, counted,
+    piped on or cannot be read (it then proves no absence)."""
+    try:
+        lexer = shlex.shlex(command[:2000], posix=True, punctuation_chars="|;&<>")
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    if tokens.count("|") != 1 or any(t and set(t) <= set(";&<>") for t in tokens):
+        return None
+    words = tokens[tokens.index("|") + 1:]
+    patterns: list[str] = []
+    flags: set[str] = set()
+    args = iter(words[1:])
+    for word in args:
+        if word == "-e":
+            patterns.append(next(args, ""))
+        elif word.startswith("-") and len(word) > 1:
+            if not set(word[1:]) <= _GREP_ARGS_OPTIONS:
+                return None  # -v, -c, -l, -o, -A ... print something else than the matching lines
+            flags.update(word[1:])
+        else:
+            patterns.append(word)
+    if len(patterns) != 1 and not (patterns and all(patterns)):
+        return None
+    pattern = "|".join(patterns)
+    if "i" in flags:
+        pattern = pattern.lower()
+    return ("=" if flags & {"w", "x"} else "") + pattern
 
 
 @command_fact("device-nodes-absent", r"^(?:sudo\s+)?ls\b.*/dev/nvidia")

@@ -1,0 +1,128 @@
+"""Checks that judge a cause from part of its evidence (pasted sessions without lspci, a filtered module list),
+and what a partial listing may and may not claim. Lines are real (their threads are named beside them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.evidence.facts import grep_pattern
+from gpuhealth.model import Severity, Snapshot, grep_would_show
+
+# shelmangroup/coreos-gpu-installer#11: after a reboot nothing loaded the modules
+NO_COMM = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+           "NVIDIA driver is installed and running.")
+COREOS = f"$ nvidia-smi\n{NO_COMM}\n$ lsmod | grep nvidia\n$\n"
+# timrichardson/Prime-Ubuntu-18.04 style: nouveau probing the GPU in the kernel log (kernel-nouveau-probe's example)
+NOUVEAU_PROBE = "[    1.927542] nouveau 0000:01:00.0: NVIDIA GP107 (137000a1)"
+
+
+def report_of(*texts: tuple[str, str]):
+    snapshot, _ = analyze_texts(list(texts))
+    return snapshot, run_checks(snapshot)
+
+
+def finding(report, code: str):
+    return next((f for f in report.findings if f.code == code), None)
+
+
+def skipped(report, code: str) -> str | None:
+    return next((s.reason for s in report.skipped if s.code == code), None)
+
+
+# --------------------------------------------------------------------------- grep-filtered module lists
+
+
+@pytest.mark.parametrize(("command", "pattern"), [
+    ("lsmod | grep nvidia", "nvidia"),
+    ("sudo lsmod | grep -i NVIDIA", "nvidia"),
+    ("lsmod | grep -E 'nvidia|nouveau'", "nvidia|nouveau"),
+    ('lsmod | grep "nvidia\\|nouveau"', "nvidia\\|nouveau"),
+    ("lsmod | grep -e nvidia -e nouveau", "nvidia|nouveau"),
+    ("lsmod | grep -w nvidia", "=nvidia"),
+    ("lsmod | grep -v nvidia", None),  # inverted: proves no absence
+    ("lsmod | grep -c nvidia", None),  # a count
+    ("lsmod | grep nvidia | head -3", None),  # piped on: lines may be cut
+    ("lsmod | grep nvidia; uname -r", None),
+    ("lsmod | grep 'unterminated", None),
+])
+def test_grep_pattern_of_a_module_listing(command, pattern):
+    assert grep_pattern(command) == pattern
+
+
+@pytest.mark.parametrize(("pattern", "name", "shown"), [
+    ("nvidia", "nvidia_uvm", True), ("nvidia", "nouveau", False), ("nvidia|nouveau", "nouveau", True),
+    ("nvidia\\|nouveau", "nouveau", True), ("^nvidia", "nvidia_drm", True), ("=nvidia", "nvidia_drm", False),
+    ("=nvidia", "nvidia", True), ("NVIDIA", "nvidia", False),  # grep without -i is case-sensitive
+    ("nvid.*", "nvidia", False),  # not a plain word: claims nothing
+])
+def test_grep_would_show(pattern, name, shown):
+    assert grep_would_show(pattern, name) is shown
+
+
+def test_a_filtered_list_knows_only_what_its_pattern_shows():
+    snapshot = Snapshot(kernel_modules=(), kernel_module_filters=("nvidia",))
+    assert snapshot.module_listed("nvidia") is False
+    assert snapshot.module_listed("nouveau") is None
+    assert Snapshot(kernel_modules=()).module_listed("nouveau") is False  # a whole list: not loaded
+
+
+def test_lsmod_grep_nvidia_does_not_rule_out_nouveau():
+    snapshot, report = report_of(("session.txt", COREOS))
+    assert snapshot.kernel_module_filters == ("nvidia",)
+    assert finding(report, "GH206") is None
+    assert "filtered" in (skipped(report, "GH206") or "")
+    lead = report.findings[0]
+    nouveau = next(c for c in lead.differential if c.cause == "nouveau-bound")
+    assert nouveau.status == "open"
+
+
+def test_lsmod_grep_nvidia_leaves_the_kernel_log_to_gh206():
+    _, report = report_of(("session.txt", COREOS), ("dmesg.txt", NOUVEAU_PROBE + "\n"))
+    gh206 = finding(report, "GH206")
+    assert gh206 is not None and gh206.severity is Severity.CRITICAL
+
+
+def test_a_whole_module_list_still_rules_nouveau_out():
+    lsmod = ("Module                  Size  Used by\nnvidia_uvm           1392640  0\n"
+             "nvidia              56692736  1 nvidia_uvm\n")
+    snapshot, report = report_of(("session.txt", COREOS), ("lsmod.txt", lsmod))
+    assert snapshot.kernel_module_filters == ()
+    assert skipped(report, "GH206") is None and finding(report, "GH206") is None
+
+
+def test_a_grep_for_nouveau_says_nothing_about_nvidia():
+    snapshot, _ = report_of(("session.txt", "$ lsmod | grep nouveau\n$\n"))
+    assert snapshot.module_listed("nouveau") is False
+    assert snapshot.module_listed("nvidia") is None
+
+
+# --------------------------------------------------------------------------- GH201 without lspci
+
+
+def test_gh201_leads_when_nvidia_smi_fails_and_no_module_is_loaded():
+    _, report = report_of(("session.txt", COREOS))
+    lead = report.findings[0]
+    assert lead.code == "GH201" and lead.severity is Severity.CRITICAL
+    assert "GH203" in lead.explains
+    assert lead.differential and lead.differential[0].status == "open"
+
+
+def test_gh201_stays_quiet_when_the_module_is_loaded():
+    loaded = "$ lsmod | grep nvidia\nnvidia              56692736  1 nvidia_uvm\n"
+    _, report = report_of(("session.txt", f"$ nvidia-smi\n{NO_COMM}\n{loaded}"))
+    assert finding(report, "GH201") is None
+    assert report.findings[0].code == "GH203"
+
+
+def test_gh201_needs_a_sign_of_an_expected_driver_without_lspci():
+    _, report = report_of(("session.txt", "$ lsmod | grep nvidia\n$\n"))
+    assert finding(report, "GH201") is None
+    assert "nothing in the evidence given shows" in (skipped(report, "GH201") or "")
+
+
+def test_nvml_driver_not_loaded_names_the_module_not_loaded():
+    # NVML_ERROR_DRIVER_NOT_LOADED (pynvml's NVMLError_DriverNotLoaded): the module is not loaded
+    _, report = report_of(("trace.txt", "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded\n"))
+    assert report.findings[0].code == "GH201"
