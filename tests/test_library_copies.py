@@ -8,12 +8,12 @@ import time
 
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.fuzzing import FUZZ
 
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.evidence.facts import cuda_library_lines
 from gpuhealth.model import Severity
-from tests.fuzzing import FUZZ
 
 # pytorch/pytorch#111469 (torch 2.1 wheel, the wheel's libnvJitLink not found first)
 NVJITLINK = ("ImportError: /usr/local/lib/python3.10/dist-packages/torch/lib/../../nvidia/cusparse/lib/"
