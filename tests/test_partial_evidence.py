@@ -7,8 +7,9 @@ import pytest
 
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
-from gpuhealth.evidence.facts import grep_pattern
+from gpuhealth.evidence.facts import grep_pattern, secure_boot_lines
 from gpuhealth.model import Severity, Snapshot, grep_would_show
+from gpuhealth.report.common import fold
 
 # shelmangroup/coreos-gpu-installer#11: after a reboot nothing loaded the modules
 NO_COMM = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
@@ -21,6 +22,11 @@ NOUVEAU_PROBE = "[    1.927542] nouveau 0000:01:00.0: NVIDIA GP107 (137000a1)"
 def report_of(*texts: tuple[str, str]):
     snapshot, _ = analyze_texts(list(texts))
     return snapshot, run_checks(snapshot)
+
+
+def lead(report):
+    """The first root cause, as the report (and the evaluation) shows it."""
+    return fold(tuple(report.findings))[0].finding
 
 
 def finding(report, code: str):
@@ -126,3 +132,82 @@ def test_nvml_driver_not_loaded_names_the_module_not_loaded():
     # NVML_ERROR_DRIVER_NOT_LOADED (pynvml's NVMLError_DriverNotLoaded): the module is not loaded
     _, report = report_of(("trace.txt", "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded\n"))
     assert report.findings[0].code == "GH201"
+
+
+# --------------------------------------------------------------------------- GH506 from part of its evidence
+
+# NVIDIA/gpu-operator#1142: the driver container's installer, Secure Boot on, the default "Install without signing"
+INSTALLER_SB = ("The target kernel has CONFIG_MODULE_SIG set, which means that it supports cryptographic signatures on "
+                "kernel modules. On some systems, the kernel may refuse to load modules without a valid signature from "
+                "a trusted key. This system also has UEFI Secure Boot enabled; many distributions enforce module "
+                "signature verification on UEFI systems when Secure Boot is enabled. Would you like to sign the NVIDIA "
+                "kernel module? (Answer: Install without signing)")
+LOAD_EPERM = "Kernel module load error: Operation not permitted"
+# matthieugras/Prime-Ubuntu-18.04#8 (journal); the taint line is kernel-module-verification-taint's example
+PKCS7 = "Jun 27 16:31:00 user-UX310 kernel: [  861.501162] PKCS#7 signature not signed with a trusted key\n"
+TAINT = "Jun 27 16:31:00 user-UX310 kernel: [  861.512000] nvidia: module verification failed: signature and/or " \
+        "required key missing - tainting kernel\n"
+LOCKDOWN = "[    0.000000] Kernel is locked down from EFI Secure Boot mode; see man kernel_lockdown.7"
+
+
+@pytest.mark.parametrize(("line", "state"), [
+    (INSTALLER_SB, "enabled"),
+    ("SecureBoot enabled", "enabled"),  # mokutil --sb-state
+    (LOCKDOWN, "enabled"),
+    ("[    0.000000] secureboot: Secure boot enabled", "enabled"),
+    ("SecureBoot disabled", "disabled"),
+])
+def test_secure_boot_state_in_the_tools_words(line, state):
+    overlay = secure_boot_lines([line], "paste")
+    assert overlay["install"].secure_boot == state
+
+
+def test_secure_boot_state_not_read_from_advice():
+    # login-loop-secure-boot-asus-dl-setup's advice names Secure Boot but states nothing about this host
+    assert secure_boot_lines(["you might want to disable Secure Boot in bios settings before you install"], "p") == {}
+    shim = secure_boot_lines(["SecureBoot enabled", "SecureBoot validation is disabled in shim"], "mokutil")
+    assert shim["install"].secure_boot == "disabled"
+
+
+def test_gh506_leads_when_secure_boot_refuses_the_installers_module():
+    _, report = report_of(("driver-container.log", f"{INSTALLER_SB}\n{LOAD_EPERM}\n"))
+    lead = report.findings[0]
+    assert lead.code == "GH506" and lead.severity is Severity.CRITICAL
+    assert "Operation not permitted" in lead.message
+
+
+def test_operation_not_permitted_alone_does_not_blame_secure_boot():
+    _, report = report_of(("driver-container.log", f"{LOAD_EPERM}\n"))
+    assert finding(report, "GH506") is None
+    assert "Secure Boot state" in (skipped(report, "GH506") or "")
+
+
+def test_untrusted_signer_in_a_kernel_log_is_a_warning():
+    _, report = report_of(("journal.log", PKCS7))
+    gh506 = finding(report, "GH506")
+    assert gh506 is not None and gh506.severity is Severity.WARNING
+    assert report.verdict != "HEALTHY"
+
+
+def test_untrusted_signer_with_secure_boot_enabled_is_a_refusal():
+    _, report = report_of(("journal.log", PKCS7 + LOCKDOWN + "\n"))
+    gh506 = finding(report, "GH506")
+    assert gh506 is not None and gh506.severity is Severity.CRITICAL
+
+
+@pytest.mark.parametrize("other", [TAINT, "[    0.000000] secureboot: Secure boot disabled\n"])
+def test_untrusted_signer_that_loaded_anyway_is_no_finding(other):
+    _, report = report_of(("journal.log", PKCS7 + other))
+    assert finding(report, "GH506") is None
+
+
+def test_secure_boot_and_an_unreachable_driver_rank_secure_boot_first():
+    _, report = report_of(("notes.txt", f"mokutil --sb-state says SecureBoot enabled\n{NO_COMM}\n"))
+    assert lead(report).code == "GH506" and "GH203" in lead(report).explains
+
+
+def test_secure_boot_enabled_does_not_explain_a_version_mismatch():
+    mismatch = "Failed to initialize NVML: Driver/library version mismatch"  # NVIDIA/nvidia-docker#1307
+    _, report = report_of(("notes.txt", f"SecureBoot enabled\n{mismatch}\n"))
+    assert finding(report, "GH506") is None
+    assert lead(report).code == "GH202"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
-from gpuhealth.model import CommandRun, CudaState, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.model import CommandRun, CudaState, InstallState, OsInfo, P2pEvidence, TorchEnv
 
 
 @dataclass(frozen=True)
@@ -290,3 +290,31 @@ def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
         if len(files) >= MAX_LIBRARY_FILES:
             break
     return {"cuda": CudaState(library_files=tuple(files[:MAX_LIBRARY_FILES]))} if files else {}
+
+
+# The Secure Boot state in the words of the tools that print it, wherever the line appears (a session, a log, an
+# installer's output, prose quoting them): mokutil --sb-state ("SecureBoot enabled"), nvidia-installer's
+# module-signing question ("This system also has UEFI Secure Boot enabled", kernel.c), the EFI stub ("UEFI Secure
+# Boot is enabled"), the x86 kernel's "secureboot: Secure boot enabled" and the distributions' lockdown patch
+# ("Kernel is locked down from EFI Secure Boot mode").
+_SB_ENABLED = re.compile(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
+                         r"UEFI Secure Boot is enabled|\bsecureboot: Secure boot enabled\b|"
+                         r"Kernel is locked down from EFI Secure Boot")
+_SB_DISABLED = re.compile(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
+                          r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled")
+
+
+def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+    """The install overlay for the Secure Boot state these lines state; empty when none does. "Disabled" wins:
+    shim's "SecureBoot validation is disabled" follows mokutil's "SecureBoot enabled" when nothing is enforced."""
+    state = quote = None
+    for line in lines:
+        text = line.strip()[:300]
+        if _SB_DISABLED.search(text):
+            state, quote = "disabled", text
+            break
+        if state is None and _SB_ENABLED.search(text):
+            state, quote = "enabled", text
+    if state is None:
+        return {}
+    return {"install": InstallState(secure_boot=state, secure_boot_source=f"{source}: {quote[:120]}")}
