@@ -8,6 +8,8 @@ import pytest
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.evidence.facts import grep_pattern, secure_boot_lines
+from gpuhealth.evidence.listings import embedded_rpm_packages
+from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import Severity, Snapshot, grep_would_show
 from gpuhealth.report.common import fold
 
@@ -211,3 +213,76 @@ def test_secure_boot_enabled_does_not_explain_a_version_mismatch():
     _, report = report_of(("notes.txt", f"SecureBoot enabled\n{mismatch}\n"))
     assert finding(report, "GH506") is None
     assert lead(report).code == "GH202"
+
+
+# --------------------------------------------------------------------------- GH507 from dkms status and uname -r
+
+DKMS_35 = "$ dkms status\nnvidia, 535.113.01, 6.2.0-35-generic, x86_64: installed\n"
+UNAME_36 = "$ uname -r\n6.2.0-36-generic\n"
+
+
+def test_gh507_from_dkms_status_and_uname_with_the_driver_unreachable():
+    _, report = report_of(("session.txt", f"$ nvidia-smi\n{NO_COMM}\n{DKMS_35}{UNAME_36}"))
+    gh507 = lead(report)
+    assert gh507.code == "GH507" and gh507.severity is Severity.CRITICAL
+    assert "6.2.0-35-generic only" in gh507.message and "GH203" in gh507.explains
+
+
+def test_gh507_from_dkms_status_and_uname_alone_is_a_warning():
+    _, report = report_of(("session.txt", DKMS_35 + UNAME_36))
+    gh507 = finding(report, "GH507")
+    assert gh507 is not None and gh507.severity is Severity.WARNING
+
+
+def test_gh507_quiet_when_dkms_installed_the_running_kernels_module():
+    dkms = DKMS_35 + "nvidia, 535.113.01, 6.2.0-36-generic, x86_64: installed\n"
+    _, report = report_of(("session.txt", f"$ nvidia-smi\n{NO_COMM}\n{dkms}{UNAME_36}"))
+    assert finding(report, "GH507") is None
+
+
+# --------------------------------------------------------------------------- driver packages named in other output
+
+# gridhead/nvidia-auto-installer-for-fedora-linux#82: the helper lists the existing driver packages
+NVAUTOINSTALL = """[ ★ ] LOOKING FOR EXISTING DRIVER PACKAGES...
+      nvidia-libXNVCtrl-495.29.05-1.fc34.x86_64
+      xorg-x11-drv-nvidia-cuda-libs-495.46-1.fc35.x86_64
+[ ! ] A total of 2 driver packages were detected
+"""
+
+
+def test_driver_packages_named_in_a_tools_output_count_as_installed():
+    overlay = embedded_rpm_packages(NVAUTOINSTALL.splitlines(), "session")
+    names = {p.name: p.version for p in overlay["host_env"].packages}
+    assert names == {"nvidia-libXNVCtrl": "495.29.05-1.fc34", "xorg-x11-drv-nvidia-cuda-libs": "495.46-1.fc35"}
+    _, report = report_of(("session.txt", "$ sudo nvautoinstall driver\n" + NVAUTOINSTALL))
+    assert lead(report).code == "GH509"
+
+
+def test_packages_a_transaction_removes_are_not_installed():
+    removed = ("Removed:\n  xorg-x11-drv-nvidia-3:495.46-1.fc35.x86_64\n"
+               "  xorg-x11-drv-nvidia-3:510.47.03-1.fc35.x86_64\n")
+    assert embedded_rpm_packages(removed.splitlines(), "dnf") == {}
+    assert embedded_rpm_packages(["kernel-core-5.14.0-362.8.1.el9_3.x86_64"], "x") == {}  # not a driver package
+
+
+# --------------------------------------------------------------------------- rows in other tools' words
+
+
+@pytest.mark.parametrize(("line", "row"), [
+    ("nvidia-smi utility not found. Probably driver is not installed.", "script-nvidia-smi-utility-not-found"),
+    ("the installer says cannot find path to cc, make sure gcc is installed", "words-compiler-not-found"),
+    ("ERROR: Unable to find the development tool `make` in your path", "installer-no-cc"),
+])
+def test_rows_match_their_tools_words(line, row):
+    assert [sig.id for sig, _ in scan_lines([line])][:1] == [row]
+
+
+@pytest.mark.parametrize("line", [
+    "nvidia-smi utility found at /opt/bin/nvidia-smi",
+    "make sure gcc is installed",
+    "could not find cc1plus",  # a compiler part, not the compiler missing
+    "cannot find makefile in /usr/src/nvidia-535",
+])
+def test_rows_stay_quiet_on_near_misses(line):
+    ids = {sig.id for sig, _ in scan_lines([line])}
+    assert not ids & {"script-nvidia-smi-utility-not-found", "words-compiler-not-found"}

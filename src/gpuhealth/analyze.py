@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuhealth.evidence import identify, route
 from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p2p_lines, secure_boot_lines
+from gpuhealth.evidence.listings import embedded_rpm_packages
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
@@ -229,6 +230,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     if unknown_lines and kind is None:  # a script or prose that sets CUDA_VISIBLE_DEVICES (GH608 judges it)
         reading.overlay(env_lines(lines), piece.name)
+        reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,

@@ -564,17 +564,23 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     loaded = module_loaded(snapshot)
     # kernels from a pasted `find /lib/modules` carry no "booted" flag: the running one is `uname`'s release
     pasted_kernels = bool(install.kernels and install.kernel_release) and not any(k.booted for k in install.kernels)
+    # a pasted `dkms status` next to `uname -r` says which kernels DKMS installed the module for
+    pasted_dkms = bool(install.kernel_release and _dkms_nvidia(install)) and not install.kernels
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
         if skip:
             yield skip
             return
-    elif install.module_found is not False and not pasted_kernels:
+    elif install.module_found is not False and not pasted_kernels and not pasted_dkms:
         # pasted evidence without lspci: only the listings that speak for themselves are judged
         yield Skip(_unavailable(snapshot, "pci_devices"))
         return
     if install.module_found is False and not loaded:
         yield from _no_module_per_modinfo(snapshot, install)
+        return
+    if pasted_dkms and not pasted_kernels:
+        if not loaded:  # pasted `dkms status` and `uname -r`, nothing listing the module files
+            yield from _no_module_per_dkms(snapshot, install)
         return
     if pasted_kernels:
         if not loaded:  # pasted listings: `find /lib/modules -name '*nvidia*'` and `uname -r`
@@ -653,6 +659,39 @@ def _no_module_per_modinfo(snapshot: Snapshot, install: InstallState) -> Iterato
                Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
         explains=DRIVER_DOWN,
     )
+
+
+def _no_module_per_dkms(snapshot: Snapshot, install: InstallState) -> Iterator[Draft]:
+    """GH507 from a pasted ``dkms status`` and ``uname -r``: DKMS installed the nvidia module for other kernels
+    only. Critical when the evidence also shows the driver not loaded or unreachable; a warning otherwise (a
+    precompiled module package may serve the running kernel without DKMS)."""
+    release = install.kernel_release
+    entries = [e for e in install.dkms if e.module == "nvidia"]
+    if any(e.kernel == release and e.installed for e in entries):
+        return
+    elsewhere = sorted({e.kernel for e in entries if e.kernel and e.installed})
+    down = module_loaded(snapshot) is False or bool(_driver_down_lines(snapshot))
+    built = f"installed for {', '.join(elsewhere)} only" if elsewhere else "not installed for any kernel"
+    yield Draft(
+        Severity.CRITICAL if down else Severity.WARNING,
+        f"No nvidia module for the running kernel {release}: DKMS has it {built}"
+        + (": the driver cannot load" if down else "; unless a precompiled module package serves this kernel, "
+           "the driver cannot load"),
+        evidence=(Evidence("uname -r", (release or "",)),
+                  Evidence("dkms status", tuple(f"{e.module}/{e.version}, {e.kernel or '-'}: {e.state}"
+                                                for e in entries)[:6]),
+                  *(Evidence(m.source, (m.line[:300],)) for m in _driver_down_lines(snapshot)[:1])),
+        fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
+                          rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
+               Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+        explains=DRIVER_DOWN if down else (),
+    )
+
+
+def _driver_down_lines(snapshot: Snapshot) -> list[MessageLine]:
+    """Pasted lines saying the module did not load or the driver cannot be reached, without naming another cause."""
+    return [m for m in _load_failures(snapshot) if not m.signature or not signature(m.signature).cause
+            or signature(m.signature).cause in ("module-not-built", "driver-not-loaded")]
 
 
 def _no_module_per_listing(install: InstallState) -> Iterator[Draft]:

@@ -225,7 +225,9 @@ def _uname(command: str, output: str) -> Fact | None:
     release = m["release"] if m else line if _RELEASE.match(line) else None
     if release is None:
         return None
-    return Fact({"os": OsInfo(kernel_release=release)}, None, f"running kernel {release}")
+    # like the uname listing: the install checks compare the running kernel with DKMS and /lib/modules
+    return Fact({"os": OsInfo(kernel_release=release), "install": InstallState(kernel_release=release)}, None,
+                f"running kernel {release}")
 
 
 # --------------------------------------------------------------------------- line facts
