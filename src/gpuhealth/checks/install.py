@@ -761,6 +761,21 @@ def _driver_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
     return dict(sorted(versions.items()))
 
 
+# A driver package named for its branch (Ubuntu's nvidia-304, nvidia-experimental-310, nvidia-driver-535).
+_BRANCH_PACKAGE = re.compile(r"^nvidia-(?:experimental-|driver-)?(?P<branch>\d{3})(?:-updates|-server|-open)?$")
+
+
+def _driver_branches(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
+    """Branch -> driver packages of a listing that gives no versions (``jockey-text --list``: the enabled
+    drivers). Listings with versions are judged by version: a transitional package keeps an old branch's name."""
+    branches: dict[str, list[str]] = {}
+    for package in packages:
+        match = _BRANCH_PACKAGE.match(package.name)
+        if package.version is None and match:
+            branches.setdefault(match["branch"], []).append(package.name)
+    return dict(sorted(branches.items()))
+
+
 def _display_processes(snapshot: Snapshot) -> list[str]:
     """``GPU <i>: <name> (pid, type, memory)`` for every display client nvidia-smi lists as a GPU process:
     a known display server by name, or any process of Type G or C+G (a graphics context)."""
@@ -886,7 +901,8 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     dependencies count with it). More than one: a warning. Also a warning: installed driver packages of
     two driver versions (`libnvidia-common-495 495.29.05` left next to the 510 packages; transitional
     packages, which ship no files, are not counted), from any package listing (`dpkg -l`, `rpm -qa`,
-    `apt list --installed`, `dnf list installed`).
+    `apt list --installed`, `dnf list installed`), or driver packages of two branches enabled at once in
+    a listing without versions (`jockey-text --list`: nvidia-experimental-304 next to -310).
 
     Why it matters:
     Each route owns the same files (libcuda, libnvidia-ml, nvidia.ko, nvidia-smi) without knowing
@@ -923,7 +939,7 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     if "env_packages" in snapshot.unavailable and not routes and not env.packages:
         yield Skip(_unavailable(snapshot, "env_packages", "env_runfile"))
         return
-    versions = _driver_package_versions(env.packages)
+    versions = _driver_package_versions(env.packages) or _driver_branches(env.packages)
     if len(routes) < 2 and len(versions) < 2:
         return
     if len(routes) < 2:

@@ -52,10 +52,12 @@ from gpuhealth.parsers.environ import (
     parse_uname,
 )
 from gpuhealth.parsers.packages import (
+    jockey_row,
     parse_apt_list,
     parse_conda_list,
     parse_dnf_list,
     parse_dpkg_list,
+    parse_jockey_list,
     parse_pip_list,
     parse_rpm_qa,
     split_rpm_name,
@@ -130,6 +132,22 @@ def embedded_rpm_packages(lines: list[str], source: str) -> dict[str, Any]:
         return {}
     overlay = _packages(found, f"{source} (package names in the output)")
     return overlay if overlay["host_env"].packages else {}
+
+
+def _looks_like_jockey(text: str) -> bool:
+    lines = _lines(text)
+    hits = sum(1 for line in lines if jockey_row(line) is not None)
+    return hits >= 1 and hits >= 0.6 * len(lines)
+
+
+@evidence_kind("jockey-list", commands=(r"jockey-text\b.*(?:\s-l\b|--list)",), priority=445,
+               recognise=_looks_like_jockey)
+def _jockey(text: str, source: str) -> dict[str, Any]:
+    """Jockey shows a driver "Enabled" when its package is installed: an enabled NVIDIA handler
+    (``xorg:nvidia_experimental_304``) is the package of that name (``nvidia-experimental-304``), version unknown."""
+    enabled = tuple(NvidiaPackage(handler.rsplit(":", 1)[-1].replace("_", "-"), None, "jockey")
+                    for handler, on, _ in parse_jockey_list(text) if on and "nvidia" in handler)
+    return {"host_env": HostEnvironment(packages=enabled[:MAX_PACKAGES], package_source="jockey-text --list")}
 
 
 _DPKG_ROW = re.compile(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")
