@@ -589,7 +589,7 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             causes.append(f"{why} (GH608)")
             evidence.append(Evidence("environment", (f"{name}={snapshot.env[name]}",)))
             fixes.append(Fix("unset CUDA_VISIBLE_DEVICES", "any", note="or list valid indices"))
-    uvm_module = snapshot.kernel_modules is not None and loaded and "nvidia_uvm" not in snapshot.kernel_modules
+    uvm_module = bool(loaded) and snapshot.module_listed("nvidia_uvm") is False
     uvm_node = snapshot.device_nodes is not None and loaded and "nvidia-uvm" not in snapshot.device_nodes
     if uvm_module or uvm_node:
         what = "nvidia_uvm is not loaded" if uvm_module else "/dev/nvidia-uvm is missing"
@@ -949,7 +949,7 @@ def _framework_causes(snapshot: Snapshot, fw: FrameworkEnv) -> tuple[list[str], 
             causes.append(f"{why} (GH608)")
             fixes.append(Fix("unset CUDA_VISIBLE_DEVICES", "any", note="or list valid indices"))
     loaded = module_loaded(snapshot)
-    if loaded and snapshot.kernel_modules is not None and "nvidia_uvm" not in snapshot.kernel_modules:
+    if loaded and snapshot.module_listed("nvidia_uvm") is False:
         causes.append("nvidia_uvm is not loaded: CUDA cannot initialise without it (GH205)")
         fixes.append(Fix("sudo modprobe nvidia_uvm && sudo nvidia-modprobe -u -c=0", "any"))
     return causes, fixes
