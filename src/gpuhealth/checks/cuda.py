@@ -738,10 +738,12 @@ _FEWER_VISIBLE = frozenset({"torch-no-gpu", "framework-no-gpu", "gpu-missing", "
 def _mig_shown(snapshot: Snapshot) -> tuple[list[str], list[str]]:
     """Evidence that MIG splits the GPUs: what nvidia-smi says (GPUs with MIG mode Enabled, when several MIG
     devices can exist) and pasted lines that name a MIG device ("MIG 3g.40gb", "MIG-<uuid>")."""
-    enabled = [g for g in snapshot.gpus if (g.mig_mode_current or "").strip().lower() == "enabled"]
+    enabled = [g for g in snapshot.gpus if (g.mig_mode_current or "").strip().lower() == "enabled"
+               or (g.mig_devices or 0) > 0]  # `nvidia-smi -L` lists MIG devices but not the mode
     several = len(enabled) > 1 or any((g.mig_devices or 0) > 1 for g in enabled)
-    said = [f"GPU {g.index if g.index is not None else '?'}: MIG mode Enabled"
-            + (f", {g.mig_devices} MIG devices" if g.mig_devices else "") for g in enabled] if several else []
+    said = [f"GPU {g.index if g.index is not None else '?'}: "
+            + (f"{g.mig_devices} MIG devices" if g.mig_devices else "MIG mode Enabled")
+            for g in enabled] if several else []
     lines = [m.line for m in snapshot.messages or () if _MIG_NAMED.search(m.line[:4096])]
     return said, lines[:MAX_MIG_LINES]
 
