@@ -294,3 +294,11 @@ def test_rows_stay_quiet_on_near_misses(line):
     ids = {sig.id for sig, _ in scan_lines([line])}
     assert not ids & {"script-nvidia-smi-utility-not-found", "words-compiler-not-found",
                       "words-nvidia-module-not-loaded", "words-nouveau-loaded"}
+
+
+def test_no_proc_driver_version_means_the_nvidia_module_is_not_loaded():
+    proc = "$ cat /proc/driver/nvidia/version\ncat: /proc/driver/nvidia/version: No such file or directory\n"
+    snapshot, report = report_of(("session.txt", f"$ nvidia-smi\n{NO_COMM}\n{proc}"))
+    assert snapshot.module_listed("nvidia") is False
+    assert snapshot.module_listed("nvidia_uvm") is None and snapshot.module_listed("nouveau") is None
+    assert lead(report).code == "GH201"
