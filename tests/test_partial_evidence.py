@@ -274,6 +274,7 @@ def test_packages_a_transaction_removes_are_not_installed():
     ("ERROR: Unable to find the development tool `make` in your path", "installer-no-cc"),
     ("Error: NVIDIA kernel module is not loaded.", "words-nvidia-module-not-loaded"),
     ("the nouveau module is still loaded after blacklisting", "words-nouveau-loaded"),
+    ("[25536.883206] nvidia: disagrees about version of symbol sme_me_mask", "kernel-nvidia-symbol-version-disagrees"),
 ])
 def test_rows_match_their_tools_words(line, row):
     assert [sig.id for sig, _ in scan_lines([line])][:1] == [row]
@@ -289,11 +290,13 @@ def test_rows_match_their_tools_words(line, row):
     "NVIDIA kernel module is loaded",
     "nouveau is not loaded",
     "nouveau was blacklisted and the initramfs rebuilt",
+    "[25536.796295] ecc: disagrees about version of symbol __fentry__",  # another module
 ])
 def test_rows_stay_quiet_on_near_misses(line):
     ids = {sig.id for sig, _ in scan_lines([line])}
     assert not ids & {"script-nvidia-smi-utility-not-found", "words-compiler-not-found",
-                      "words-nvidia-module-not-loaded", "words-nouveau-loaded"}
+                      "words-nvidia-module-not-loaded", "words-nouveau-loaded",
+                      "kernel-nvidia-symbol-version-disagrees"}
 
 
 def test_no_proc_driver_version_means_the_nvidia_module_is_not_loaded():
@@ -302,3 +305,19 @@ def test_no_proc_driver_version_means_the_nvidia_module_is_not_loaded():
     assert snapshot.module_listed("nvidia") is False
     assert snapshot.module_listed("nvidia_uvm") is None and snapshot.module_listed("nouveau") is None
     assert lead(report).code == "GH201"
+
+
+# NVIDIA/gpu-driver-container#44: the installer built the module (100 %), then could not load it
+UNABLE_TO_LOAD = ("ERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most frequently when this kernel "
+                  "module was built against the wrong or improperly configured kernel sources, with a version of gcc "
+                  "that differs from the one used to build the target kernel, or if another driver, such as nouveau, "
+                  "is present and prevents the NVIDIA kernel module from obtaining ownership of the NVIDIA device(s), "
+                  "or no NVIDIA device installed in this system is supported by this NVIDIA Linux graphics driver "
+                  "release.")
+
+
+def test_a_built_module_that_does_not_load_is_a_load_failure_not_a_failed_build():
+    _, report = report_of(("driver-container.log", "Building kernel modules\n  : [####] 100%\n" + UNABLE_TO_LOAD))
+    first = lead(report)
+    assert first.code == "GH201"
+    assert first.differential[0].cause == "secure-boot-refused"
