@@ -1,0 +1,75 @@
+"""knowledge/app_errors.csv: application-error kinds are groups of catalogue rows (one place per message), and
+tool_errors.decode weighs several lines with the catalogue's own ranking."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpuhealth.checks import catalogue
+from gpuhealth.checks.registry import REGISTRY
+from gpuhealth.knowledge.app_errors import kind_of, kind_of_line, meanings, parse_table
+from gpuhealth.knowledge.signatures import match_line, rank, signature, signatures
+from gpuhealth.knowledge.tool_errors import decode
+from gpuhealth.model import Snapshot
+
+HEADER = "kind,signatures,summary,related,needs,collect,source_title,source_url\n"
+
+
+def test_every_kind_is_complete():
+    catalogue.load()
+    fields = {f.name for f in dataclasses.fields(Snapshot)}
+    for kind, meaning in meanings().items():
+        assert meaning.signatures, kind
+        assert meaning.summary and meaning.source_url.startswith("https://"), kind
+        assert all(code in REGISTRY for code in meaning.related), kind
+        assert set(meaning.needs) <= fields, kind
+        assert meaning.collect, kind
+
+
+def test_every_nccl_row_is_the_nccl_kind():
+    assert all(kind_of(s.id) == "nccl" for s in signatures() if s.domain == "nccl")
+
+
+@pytest.mark.parametrize("kind", sorted(meanings()))
+def test_each_rows_own_example_is_its_kind(kind):
+    for signature_id in meanings()[kind].signatures:
+        example = signature(signature_id).example
+        picked = match_line(example)
+        # the catalogue may pick a more specific row for an example; its kind is then that row's
+        assert kind_of_line(example) == kind_of(picked.id)
+        if picked.id == signature_id:
+            assert kind_of_line(example) == kind
+
+
+def test_lines_outside_every_kind_are_no_application_error():
+    assert kind_of_line("epoch 3 step 200 loss 0.31") is None
+    assert kind_of_line("[ 5.1] nvidia: module verification failed: signature and/or required key missing - "
+                        "tainting kernel") is None
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    ("x,no-such-row,s,,,c,t,https://e\n", "unknown signature"),
+    ("x,domain:nope,s,,,c,t,https://e\n", "unknown domain"),
+    ("x,cuda-no-device,s,,,c,t,https://e\nx,cuda-assert,s,,,c,t,https://e\n", "repeated"),
+    ("x,cuda-no-device,s,,,c,t,https://e\ny,cuda-no-device,s,,,c,t,https://e\n", "already kind"),
+])
+def test_bad_tables_are_refused(body, reason):
+    with pytest.raises(ValueError, match=reason):
+        parse_table(HEADER + body)
+
+
+def test_decode_picks_the_most_specific_line_whatever_the_order():
+    smi = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."  # NVIDIA/nvidia-docker#988
+    loaded = "Driver Not Loaded"  # pynvml NVMLError string
+    first, second = match_line(smi), match_line(loaded)
+    assert first and second and not first.cause and not second.cause
+    expected = max(first, second, key=rank)
+    assert decode(f"{smi}\n{loaded}").kind == expected.id == decode(f"{loaded}\n{smi}").kind
+
+
+def test_rank_is_match_lines_order():
+    line = "Failed to initialize NVML: Unknown Error"
+    matching = [s for s in signatures() if s.regex.search(line)]
+    assert match_line(line) == max(matching, key=rank)
