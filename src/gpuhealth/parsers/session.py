@@ -9,8 +9,9 @@ starts a block; the output runs until the next prompt. Recognised prompts:
   config-file lines, and a root prompt without ``user@host`` is rarer than a comment;
 - Python: ``>>> code`` with its ``... `` continuation lines, and IPython's ``In [1]: code`` (``Out[1]:``
   is output);
-- a GPU tool's command pasted without a prompt (``nvidia-smi --query-gpu=...``, ``dcgmi dmon -e 230``,
-  ``dkms status``): the tool's name alone, or followed by an option or one of its subcommands.
+- in a text that has one of those prompts, a GPU tool's command line pasted without its prompt
+  (``nvidia-smi --query-gpu=... --format=csv``, ``dcgmi dmon -e 230``): the tool's name, then an option or
+  one of its subcommands, and nothing else on the line. Neither tool prints such a line itself.
 
 Kernel-log lines (``[    5.123] ...``), nvidia-smi tables (``|``, ``+---``) and log lines never look like
 prompts, so whole files that are not sessions stay one block.
@@ -37,16 +38,12 @@ _PY_MORE = re.compile(r"\.\.\.(?:\s(?P<code>.*))?$")
 _IPY = re.compile(r"In \[\d{1,6}\]:(?:\s(?P<code>.*))?$")
 _IPY_MORE = re.compile(r"\s{3,}\.{3,}:(?:\s(?P<code>.*))?$")
 _IPY_OUT = re.compile(r"Out\[\d{1,6}\]:\s?")
-# A GPU tool's command pasted without its prompt ("nvidia-smi -q", "dcgmi dmon -e 230", "dkms status"): the
-# tool's name at the start of the line, alone or followed by an option or one of its subcommands. A message
-# such as "nvidia-smi: command not found" or "modprobe: ERROR: ..." never has that shape.
-_BARE_TOOLS = ("nvidia-smi", "dcgmi", "lspci", "lsmod", "dkms", "modinfo", "mokutil", "nvcc", "ldconfig",
-               "nvidia-container-cli", "nvidia-ctk", "journalctl", "systemctl", "dmesg", "uname")
-_BARE = re.compile(r"(?P<cmd>(?:sudo\s+)?(?:" + "|".join(re.escape(t) for t in _BARE_TOOLS) + r")"
-                   r"(?:\s+(?:-[\w-]|status\b|topo\b|nvlink\b|mig\b|diag\b|health\b|dmon\b|discovery\b|"
-                   r"info\b|list\b|is-active\b|is-enabled\b)[^\n]{0,400})?)\s*$")
-_CANDIDATE = re.compile(r"^(?:\(|\[|\$|#|>>>|In \[|[\w.-]+@|(?:ba|z|k)?sh-\d|(?:sudo\s+)?(?:"
-                        + "|".join(re.escape(t) for t in _BARE_TOOLS) + r")\b)", re.M)
+# A prompt-less command line of nvidia-smi or dcgmi (only inside a text that has real prompts).
+_BARE_COMMAND = re.compile(
+    r"(?:sudo\s+)?(?:/usr/bin/)?(?:nvidia-smi(?:\s+(?:topo|nvlink|mig|dmon|pmon|drain|clocks|conf-compute)\b|"
+    r"(?=\s+-))|dcgmi\s+(?:dmon|diag|health|discovery|stats|group|fieldgroup|nvlink|topo|policy|profile|config|"
+    r"introspect)\b)(?:\s+[-\w=.,:/]{1,200}){0,16}\s*$")
+_CANDIDATE = re.compile(r"^(?:\(|\[|\$|#|>>>|In \[|[\w.-]+@|(?:ba|z|k)?sh-\d)", re.M)
 
 # Programs a "# cmd" root prompt may start with (the first word, any directory stripped).
 ROOT_COMMANDS = frozenset("""
@@ -85,10 +82,14 @@ def prompt_command(line: str) -> tuple[str, str] | None:
     m = _PY.match(stripped) or _IPY.match(stripped)
     if m:
         return "python", (m["code"] or "").strip()
-    m = _BARE.match(stripped)
-    if m:
-        return "shell", m["cmd"].strip()
     return None
+
+
+def _bare_command(line: str) -> tuple[str, str] | None:
+    stripped = line.strip()
+    if len(stripped) > 600 or not _BARE_COMMAND.match(stripped):
+        return None
+    return "shell", stripped
 
 
 def looks_like_session(text: str) -> bool:
@@ -119,7 +120,7 @@ def split_session(text: str) -> list[Block]:
                 command = f"{command}\n{(more['code'] or '').strip()}".strip()
                 continue
         continuing = False
-        found = prompt_command(line)
+        found = prompt_command(line) or _bare_command(line)
         if found is None:
             output.append(_IPY_OUT.sub("", line, count=1) if line.startswith("Out[") else line)
             continue
