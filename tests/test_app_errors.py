@@ -4,15 +4,20 @@ tool_errors.decode weighs several lines with the catalogue's own ranking."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from fuzzing import FUZZ
 from gpuhealth.checks import catalogue
 from gpuhealth.checks.registry import REGISTRY
-from gpuhealth.knowledge.app_errors import kind_of, kind_of_line, meanings, parse_table
+from gpuhealth.knowledge.app_errors import candidate_lines, kind_of, kind_of_line, meanings, parse_table
 from gpuhealth.knowledge.signatures import match_line, rank, signature, signatures
 from gpuhealth.knowledge.tool_errors import decode
 from gpuhealth.model import Snapshot
+from gpuhealth.parsers.app_log import looks_like_app_log, parse_app_log
 
 HEADER = "kind,signatures,summary,related,needs,collect,source_title,source_url\n"
 
@@ -73,3 +78,25 @@ def test_rank_is_match_lines_order():
     line = "Failed to initialize NVML: Unknown Error"
     matching = [s for s in signatures() if s.regex.search(line)]
     assert match_line(line) == max(matching, key=rank)
+
+
+def _naive(text: str) -> list[tuple[int, str]]:
+    return [(n, line.strip()) for n, line in enumerate(text.split("\n"), 1) if line.strip() and kind_of_line(line)]
+
+
+_EXAMPLES = [signature(s).example for m in meanings().values() for s in m.signatures]
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(_EXAMPLES) | st.text(max_size=80), max_size=25))
+def test_the_whole_text_prefilter_finds_exactly_the_lines_a_line_by_line_scan_finds(lines):
+    text = "\n".join(lines).replace("\r\n", "\n")
+    found = [(e.line_number, e.message) for e in parse_app_log(text)]
+    assert found == [(n, line[:500]) for n, line in _naive(text)]
+
+
+def test_a_long_log_without_errors_is_one_pass_per_row():
+    text = "\n".join(f"epoch 1 step {i} loss {i * 0.001:.3f} lr 0.0001" for i in range(20_000))
+    start = time.perf_counter()
+    assert list(candidate_lines(text)) == [] and not looks_like_app_log(text)
+    assert time.perf_counter() - start < 5  # was the whole catalogue on every line: ~10 s on the shared CI box

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 
-from gpuhealth.knowledge.app_errors import kind_of_line
+from gpuhealth.knowledge.app_errors import candidate_lines, kind_of_line
 from gpuhealth.model import AppError, ParseError
 
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE)
 _MAX_MESSAGE = 500
-_SNIFF_LINES = 20_000
 
 
 def parse_app_log(text: str) -> tuple[AppError, ...]:
@@ -25,9 +24,7 @@ def parse_app_log(text: str) -> tuple[AppError, ...]:
     if not isinstance(text, str):
         raise ParseError("application log must be text")
     errors: list[AppError] = []
-    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
-        if not line.strip():
-            continue
+    for number, line in candidate_lines(text.replace("\r\n", "\n")):
         kind = kind_of_line(line)
         if kind is not None:
             errors.append(AppError(kind=kind, message=line.strip()[:_MAX_MESSAGE], line_number=number))
@@ -40,5 +37,4 @@ def looks_like_app_log(text: str) -> bool:
         return False
     if _TRACEBACK.search(text):
         return True
-    # as many lines as analyze scans of one piece; the parser then finds the same lines in the cache
-    return any(kind_of_line(line) for line in text.splitlines()[:_SNIFF_LINES] if line.strip())
+    return any(kind_of_line(line) for _, line in candidate_lines(text.replace("\r\n", "\n")))
