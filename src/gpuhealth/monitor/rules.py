@@ -277,43 +277,59 @@ class UtilizationCollapseRule(Rule):
                           "still holds the GPU", cleared)
 
 
+@dataclass
+class _Open:
+    """An open counter alert of a ``_QuietRule``."""
+
+    seen: float  # the last event that counted
+    severity: str
+    update: str  # the text of the latest figure ("... now 3 times")
+    count: int
+    notified: int  # the figure last sent
+    notified_at: float
+    fired_at: float
+
+
 class _QuietRule(Rule):
     """Fires on an event; resolves after ``quiet_for`` without another. A count that rises while the
-    alert is open is notified again with the new figure, at most once per ``renotify_every``."""
+    alert is open is notified again with the new figure, at most once per ``renotify_every``; a rise held
+    back by that limit is sent when the limit ends, even if no further event comes."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.quiet_s = parse_duration(options.get("quiet_for", 3600))
         self.renotify_s = parse_duration(options.get("renotify_every", 0))
-        # last seen, severity, message, count, count last notified, when notified, fired at
-        self._firing: dict[tuple[int | None, str], list[Any]] = {}
+        self._firing: dict[tuple[int | None, str], _Open] = {}
 
     def _fire(self, gpu: int | None, key: str, t: float, severity: str, message: str, count: int,
               update: str) -> list[Alert]:
         """``message`` for a new alert; ``update`` (with "now N") when the count rose while it is open."""
         open_ = self._firing.get((gpu, key))
         if open_ is None:
-            self._firing[(gpu, key)] = [t, severity, message, count, count, t, t]
+            self._firing[(gpu, key)] = _Open(t, severity, message, count, count, t, t)
             return [Alert(self.name, gpu, severity, "firing", message, t, key)]
-        open_[0], open_[3] = t, count
-        return self._renotify(gpu, key, open_, t, update)
+        open_.seen, open_.count, open_.update = t, count, update
+        return self._renotify(gpu, key, open_, t)
 
-    def _renotify(self, gpu: int | None, key: str, open_: list[Any], t: float, update: str) -> list[Alert]:
-        if open_[3] <= open_[4] or t - open_[5] < self.renotify_s:
+    def _renotify(self, gpu: int | None, key: str, open_: _Open, t: float) -> list[Alert]:
+        if open_.count <= open_.notified or t - open_.notified_at < self.renotify_s:
             return []
-        open_[2], open_[4], open_[5] = update, open_[3], t
-        return [Alert(self.name, gpu, open_[1], "firing", update, t, key, renotify=True)]
+        open_.notified, open_.notified_at = open_.count, t
+        return [Alert(self.name, gpu, open_.severity, "firing", open_.update, t, key, renotify=True)]
 
     def resolution(self, gpu: int | None, key: str, count: int) -> str:
         return f"GPU {gpu} {key}: nothing new"
 
     def tick(self, t: float, present: set[int]) -> list[Alert]:
         alerts = []
-        for (gpu, key), (seen, severity, _message, count, _n, _at, fired_at) in list(self._firing.items()):
-            if t - seen >= self.quiet_s:
+        for (gpu, key), open_ in list(self._firing.items()):
+            if t - open_.seen >= self.quiet_s:
                 del self._firing[(gpu, key)]
-                text = f"{self.resolution(gpu, key, count)} for {took(t - seen)}, after {took(t - fired_at)}"
-                alerts.append(Alert(self.name, gpu, severity, "resolved", text, t, key))
+                text = (f"{self.resolution(gpu, key, open_.count)} for {took(t - open_.seen)}, "
+                        f"after {took(t - open_.fired_at)}")
+                alerts.append(Alert(self.name, gpu, open_.severity, "resolved", text, t, key))
+            else:  # a rise held back by renotify_every goes out once the limit has passed
+                alerts += self._renotify(gpu, key, open_, t)
         return alerts
 
 
@@ -329,7 +345,7 @@ class XidRule(_QuietRule):
         severity = info.severity.value if info else self.severity
         what = f" ({info.mnemonic}): {info.meaning}" if info else ""
         open_ = self._firing.get((event.gpu, str(event.xid)))
-        count = open_[3] + 1 if open_ is not None else 1
+        count = open_.count + 1 if open_ is not None else 1
         return self._fire(event.gpu, str(event.xid), event.t, severity, f"GPU {event.gpu} Xid {event.xid}{what}",
                           count, f"GPU {event.gpu} Xid {event.xid}{what}: now {count} times since it fired")
 

@@ -5,7 +5,8 @@ was 0 % for all of it, otherwise *busy*; an idle minute is *held-idle* when a jo
 (a process, process memory, or, without a process list, more than ``held_mib`` of memory used). Held-idle
 is part of idle. Energy comes from the driver's energy counter where the history has one (summing its
 rises minute to minute, a reset after a driver reload counting from zero), otherwise from the integral
-of the per-minute mean power. Minutes are the resolution: figures are correct to the minute.
+of the per-minute mean power: either way only over monitored minutes, so the energy spent during a gap in
+monitoring is in no minute. Minutes are the resolution: figures are correct to the minute.
 """
 
 from __future__ import annotations
@@ -100,11 +101,15 @@ def gpu_usage(store: Store, gpu: int, since: float, until: float, held_mib: floa
 def _energy(store: Store, gpu: int, since: float, until: float, days: dict[str, DayUsage]) -> None:
     counter = store.minute_stats(gpu, "energy_j", since, until)
     if counter:
-        previous: float | None = None
+        previous: tuple[int, float] | None = None  # the last minute with a reading, and its last value
         for minute, (_n, low, _mean, high) in counter.items():
-            # a rise from the previous minute's last value; after a reset (driver reload) from zero
-            rise = high - previous if previous is not None and high >= previous else high - low
-            previous = high
+            # A rise from the previous minute's last value. Across a gap in monitoring (a minute without a
+            # reading) or a reset (driver reload), only the rise within this minute: the energy spent
+            # while nobody watched is not charged to the first minute after it (those minutes do not count
+            # as monitored either).
+            follows = previous is not None and previous[0] == minute - 1 and high >= previous[1]
+            rise = high - previous[1] if follows and previous is not None else high - low
+            previous = (minute, high)
             day = days.get(_day(minute))
             if day is not None:
                 day.energy_j += rise
