@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import parse_duration
-from .sample import Event, GpuLost, Sample, XidEvent
+from .sample import HELD_MIB, Event, GpuLost, Sample, XidEvent, sample_holds
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -75,6 +75,7 @@ class Rule:
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
+        self.held_mib = HELD_MIB  # `[monitor] held_mib` (RuleSet.from_config sets it): see sample.job_holds
         self.severity = str(options.get("severity", "warning"))
         if self.severity not in SEVERITIES:
             raise ValueError(f"rules.{self.name}.severity must be one of {', '.join(SEVERITIES)}")
@@ -245,13 +246,6 @@ class UtilizationCollapseRule(Rule):
         super().__init__(options)
         self._last_busy: dict[int, float] = {}
         self._collapsed: dict[int, bool] = {}
-        self.held_mib = float(options.get("held_mib", 1024))
-
-    def _held(self, sample: Sample) -> bool:
-        if sample.process_count is not None or sample.process_memory_mib is not None:
-            return _busy_processes(sample)
-        # No process list from this driver: memory in use beyond the driver's own share says a job holds it.
-        return (sample.memory_used_mib or 0) > self.held_mib
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample) or event.utilization_gpu_pct is None:
@@ -267,7 +261,7 @@ class UtilizationCollapseRule(Rule):
                 self._collapsed[gpu] = True
         else:
             self._collapsed[gpu] = False
-        held = self._held(event)
+        held = sample_holds(event, self.held_mib)
         active = self._collapsed.get(gpu, False) and util <= 0 and held
         back = util >= float(self.options.get("clear_pct", 10))
         cleared = (f"GPU {gpu} utilisation back at {util:g} %" if back
@@ -497,15 +491,21 @@ RULES: dict[str, type[Rule]] = {cls.name: cls for cls in (
 
 
 class RuleSet:
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    def __init__(self, rules: Sequence[Rule], held_mib: float = HELD_MIB) -> None:
         self.rules = list(rules)
+        self.held_mib = held_mib  # what "a job holds the GPU" means here; serve's usage counters use it too
 
     @classmethod
-    def from_config(cls, rules_config: dict[str, dict[str, Any]]) -> RuleSet:
+    def from_config(cls, rules_config: dict[str, dict[str, Any]], held_mib: float = HELD_MIB) -> RuleSet:
         unknown = set(rules_config) - set(RULES)
         if unknown:
             raise ValueError(f"unknown rule(s) {sorted(unknown)}; known: {sorted(RULES)}")
-        return cls([RULES[name](options) for name, options in rules_config.items() if options.get("enabled", True)])
+        if not held_mib >= 0:
+            raise ValueError(f"monitor.held_mib must be a number of MiB >= 0, not {held_mib!r}")
+        rules = [RULES[name](options) for name, options in rules_config.items() if options.get("enabled", True)]
+        for rule in rules:
+            rule.held_mib = held_mib
+        return cls(rules, held_mib)
 
     def feed(self, events: Sequence[Event]) -> list[Alert]:
         """One batch (one poll): every event to every rule in time order, then each rule's tick."""

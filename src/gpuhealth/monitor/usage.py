@@ -2,7 +2,8 @@
 
 Each minute with a utilisation reading counts as 60 s monitored. A minute is *idle* when utilisation
 was 0 % for all of it, otherwise *busy*; an idle minute is *held-idle* when a job still held the GPU
-(a process, process memory, or, without a process list, more than ``held_mib`` of memory used). Held-idle
+(``sample.job_holds``: a process, process memory, or, without a process list, more than ``held_mib`` of
+memory used; the same test as the utilisation-collapse rule and serve's counters). Held-idle
 is part of idle. Energy comes from the driver's energy counter where the history has one (summing its
 rises minute to minute, a reset after a driver reload counting from zero), otherwise from the integral
 of the per-minute mean power: either way only over monitored minutes, so the energy spent during a gap in
@@ -15,10 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .sample import Sample
+from .sample import HELD_MIB, Sample, job_holds, sample_holds
 from .store import Store
-
-HELD_MIB = 1024.0  # without a process list: memory used beyond the driver's own share means a job holds it
 
 
 def sample_state(sample: Sample, held_mib: float = HELD_MIB) -> str | None:
@@ -28,11 +27,7 @@ def sample_state(sample: Sample, held_mib: float = HELD_MIB) -> str | None:
         return None
     if util > 0:
         return "busy"
-    if sample.process_count is not None or sample.process_memory_mib is not None:
-        held = (sample.process_count or 0) > 0 or (sample.process_memory_mib or 0) > 0
-    else:
-        held = (sample.memory_used_mib or 0) > held_mib
-    return "held_idle" if held else "idle"
+    return "held_idle" if sample_holds(sample, held_mib) else "idle"
 
 
 @dataclass
@@ -88,11 +83,10 @@ def gpu_usage(store: Store, gpu: int, since: float, until: float, held_mib: floa
             day.busy_s += 60
             continue
         day.idle_s += 60
-        if minute in procs or minute in proc_mem:
-            held = procs.get(minute, [0, 0, 0, 0])[3] > 0 or proc_mem.get(minute, [0, 0, 0, 0])[3] > 0
-        else:
-            held = minute in used and used[minute][1] > held_mib
-        if held:
+        # the minute as one sample: the most processes and process memory, the least memory used
+        if job_holds(procs[minute][3] if minute in procs else None,
+                     proc_mem[minute][3] if minute in proc_mem else None,
+                     used[minute][1] if minute in used else None, held_mib):
             day.held_idle_s += 60
     _energy(store, gpu, since, until, days)
     return [days[d] for d in sorted(days)]
