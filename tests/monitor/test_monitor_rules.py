@@ -144,6 +144,22 @@ def test_pending_remapped_rows_fire_and_resolve_after_reset(tmp_path):
     assert fired(play(samples(0, 20, **busy()), tmp_path), "pending_retirement") == []
 
 
+def test_a_growing_pending_retirement_is_notified_again_with_the_new_count(tmp_path):
+    trace = samples(0, 40, **busy(remapped_rows_pending=lambda i: 5 <= i < 30,
+                                  remapped_rows=lambda i: 0 if i < 5 else 1 if i < 20 else 2))
+    alerts = play(trace, tmp_path)
+    firing = fired(alerts, "pending_retirement")
+    assert [(a.t, a.renotify) for a in firing] == [(T0 + 5, False), (T0 + 20, True)]
+    assert "(1 remapped row)" in firing[0].message and "now 2 remapped rows" in firing[1].message
+    assert len(fired(alerts, "pending_retirement", "resolved")) == 1
+    dispatcher = Dispatcher([])
+    dispatcher.dispatch(firing)
+    assert len(dispatcher.sent) == 2
+    pages = samples(0, 20, **busy(retired_pages_pending=lambda i: i >= 5, retired_pages=lambda i: 1 + (i >= 12)))
+    firing = fired(play(pages, tmp_path), "pending_retirement")
+    assert [a.t for a in firing] == [T0 + 5, T0 + 12] and "now 2 retired pages" in firing[1].message
+
+
 def test_hardware_slowdown_active_most_of_the_window(tmp_path):
     alerts = play(samples(0, 400, **busy(clock_event_reasons=lambda i: 0x40 if i % 2 else 0)), tmp_path)
     assert fired(alerts, "clock_slowdown")[0].t == T0 + 150  # half the window covered, 50 % active

@@ -376,8 +376,23 @@ class EccRule(_QuietRule):
         return f"GPU {gpu} {key.split('_')[-1]} ECC count steady at {count}"
 
 
+def _retirements(sample: Sample) -> str | None:
+    """ "2 retired pages, 1 remapped row" from the counts the sample has, None without any."""
+    parts = [f"{n} {noun}{'s' if n != 1 else ''}" for n, noun in ((sample.retired_pages, "retired page"),
+                                                                   (sample.remapped_rows, "remapped row"))
+             if n is not None]
+    return ", ".join(parts) or None
+
+
 class PendingRetirementRule(Rule):
+    """Retired pages or remapped rows pending a reset. While it fires, a rising count (another page
+    retired, another row remapped) is notified again with the new figures."""
+
     name = "pending_retirement"
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        super().__init__(options)
+        self._notified: dict[int, int] = {}  # GPU -> the count last notified while firing
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample):
@@ -386,10 +401,27 @@ class PendingRetirementRule(Rule):
         if flags == (None, None):
             return []
         pending = any(flags)
+        state = self._states.get((event.gpu, ""))
+        if not pending and (state is None or not state.firing):  # the usual case, every second: nothing to say
+            if state is not None:
+                state.step(event.t, False, True)
+            return []
         what = "retired pages" if event.retired_pages_pending else "remapped rows"
-        return self._step(event.gpu, event.t, pending, not pending,
-                          f"GPU {event.gpu} has {what} pending: reset the GPU (drain it first) to apply them",
-                          f"GPU {event.gpu} has no page retirement or row remapping pending any more")
+        counts = _retirements(event)
+        count = (event.retired_pages or 0) + (event.remapped_rows or 0)
+        alerts = self._step(event.gpu, event.t, pending, not pending,
+                            f"GPU {event.gpu} has {what} pending" + (f" ({counts})" if counts else "")
+                            + ": reset the GPU (drain it first) to apply them",
+                            f"GPU {event.gpu} has no page retirement or row remapping pending any more")
+        state = self._states[(event.gpu, "")]
+        if alerts and alerts[0].state == "firing":
+            self._notified[event.gpu] = count
+        elif state.firing and count > self._notified.get(event.gpu, count):
+            self._notified[event.gpu] = count
+            alerts.append(Alert(self.name, event.gpu, self.severity, "firing",
+                                f"GPU {event.gpu} has {what} pending, still growing: now {counts}; reset the GPU "
+                                "(drain it first) to apply them", event.t, renotify=True))
+        return alerts
 
 
 class ClockSlowdownRule(Rule):

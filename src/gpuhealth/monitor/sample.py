@@ -33,6 +33,10 @@ class Sample:
     ecc_volatile_corrected: int | None = None
     retired_pages_pending: bool | None = None
     remapped_rows_pending: bool | None = None
+    # Counts, for re-notifying a pending retirement that grows. Not kept in history (see METRICS): they
+    # change a few times in a GPU's life. Retired pages are read only while a retirement is pending.
+    retired_pages: int | None = None
+    remapped_rows: int | None = None  # correctable + uncorrectable rows remapped
     pcie_gen: int | None = None
     pcie_width: int | None = None
     fan_pct: float | None = None
@@ -88,7 +92,8 @@ def sample_holds(sample: Sample, held_mib: float = HELD_MIB) -> bool:
 # The numeric readings that history stores and rules may look at (identity and static fields excluded).
 METRICS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Sample)
-    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes", "name")
+    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes", "name",
+                      "retired_pages", "remapped_rows")
 )
 # Short names accepted on the command line: "temperature" for "temperature_c" and so on.
 METRIC_ALIASES: dict[str, str] = {
