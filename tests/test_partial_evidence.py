@@ -3,8 +3,12 @@ and what a partial listing may and may not claim. Lines are real (their threads 
 
 from __future__ import annotations
 
-import pytest
+import time
 
+import pytest
+from hypothesis import given
+
+from fuzzing import FUZZ, mutated
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.evidence.facts import grep_pattern, secure_boot_lines
@@ -321,3 +325,33 @@ def test_a_built_module_that_does_not_load_is_a_load_failure_not_a_failed_build(
     first = lead(report)
     assert first.code == "GH201"
     assert first.differential[0].cause == "secure-boot-refused"
+
+
+# --------------------------------------------------------------------------- robustness
+
+SAMPLES = [COREOS, INSTALLER_SB + "\n" + LOAD_EPERM, PKCS7 + TAINT + LOCKDOWN, NVAUTOINSTALL, DKMS_35 + UNAME_36,
+           UNABLE_TO_LOAD]
+
+
+@given(mutated(SAMPLES))
+@FUZZ
+def test_line_facts_and_grep_reading_survive_fuzzing(text):
+    lines = text.splitlines()
+    assert isinstance(secure_boot_lines(lines, "fuzz"), dict)
+    assert isinstance(embedded_rpm_packages(lines, "fuzz"), dict)
+    for line in lines[:50]:
+        pattern = grep_pattern(f"lsmod | grep {line[:200]}")
+        if pattern is not None:
+            assert isinstance(grep_would_show(pattern, "nvidia"), bool)
+    snapshot, report = report_of(("fuzz.txt", text))
+    assert report.verdict
+
+
+@pytest.mark.parametrize("text", ["a" * 200_000, "nvidia-" + "1-" * 60_000 + ".x86_64", "SecureBoot " * 40_000,
+                                  "lsmod | grep " + "'a|" * 30_000])
+def test_long_lines_cost_linear_time(text):
+    start = time.perf_counter()
+    secure_boot_lines([text], "x")
+    embedded_rpm_packages([text], "x")
+    grep_pattern(text)
+    assert time.perf_counter() - start < 2
