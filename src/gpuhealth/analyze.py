@@ -22,6 +22,7 @@ from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snaps
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.session import Block, split_session
+from gpuhealth.records import record
 
 __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_bytes", "identify", "split_pieces"]
 
@@ -35,7 +36,7 @@ class EvidenceError(Exception):
     """A file that could not be read at all (missing, unreadable, corrupt gzip)."""
 
 
-@dataclass(frozen=True)
+@record
 class Piece:
     name: str  # file name, with the section inside it when split ("bug-report.log: dmesg")
     text: str
@@ -79,7 +80,7 @@ def split_bug_report(text: str) -> list[tuple[str, str]]:
     return sections
 
 
-@dataclass(frozen=True)
+@record
 class Recognised:
     piece: str
     kind: str | None

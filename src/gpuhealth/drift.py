@@ -11,12 +11,12 @@ import os
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuhealth.limits import MAX_SAVED_RUN_BYTES, InputLimitError, load_json
 from gpuhealth.model import Gpu, ParseError, Report, Snapshot, from_jsonable, to_jsonable
+from gpuhealth.records import record
 
 RUN_FORMAT = "gpuhealth-run"
 RUN_VERSION = 1
@@ -27,7 +27,7 @@ ECC_COUNTERS = ("ecc_aggregate_uncorrected", "ecc_aggregate_corrected", "ecc_vol
                 "remapped_rows_correctable", "sram_uncorrectable", "pcie_replay_counter")
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     kind: str  # "driver", "driver-state", "kernel", "gpu-vanished", "gpu-appeared", "xid", "ecc", "pcie",
     # "finding-new", "finding-resolved"
@@ -37,7 +37,7 @@ class Change:
     severity: str = ""  # a finding's severity (critical, warning, info); "" for evidence changes
 
 
-@dataclass(frozen=True)
+@record
 class Run:
     """A snapshot and the keys of the findings it gave."""
 

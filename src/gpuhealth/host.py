@@ -18,10 +18,10 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
 from gpuhealth.model import STUCK_MARKER, CommandRun
+from gpuhealth.records import record
 
 DEFAULT_TIMEOUT_S = 10.0
 MAX_READ_BYTES = 64 * 1024 * 1024  # a kernel log can be large; a host file larger than this is cut
@@ -29,7 +29,7 @@ MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class FileContent:
     """A file's bytes, or why they could not be read (``error``)."""
 
@@ -42,14 +42,14 @@ class FileContent:
         return None if self.data is None else self.data.decode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
+@record
 class Listing:
     path: str
     names: tuple[str, ...] | None = None
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class FileStat:
     path: str
     mtime: float | None = None

@@ -12,12 +12,12 @@ import datetime
 import functools
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass
 from importlib import resources
 
 from gpuhealth.checks.driver import REBOOT
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
+from gpuhealth.records import record
 
 EOL_SOON_DAYS = 90
 ROOT_MOUNTS = ("/", "/boot", "/boot/efi")
@@ -62,7 +62,7 @@ def _unavailable(snapshot: Snapshot, *names: str) -> str:
 # --------------------------------------------------------------------------- GH801
 
 
-@dataclass(frozen=True)
+@record
 class EndOfSupport:
     os_id: str
     version: str
@@ -458,7 +458,7 @@ def training_data_mounts(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 # --------------------------------------------------------------------------- GH806
 
 
-@dataclass(frozen=True)
+@record
 class ErrorMeaning:
     summary: str
     related: tuple[str, ...]  # checks that explain or rule out this error

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
 from gpuhealth.model import Evidence, Fix, Gpu, NvlinkState, Severity, Snapshot, Subject, normalize_pci_address
+from gpuhealth.records import record
 
 NVML = "NVML (nvidia-ml-py)"
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
@@ -31,7 +31,7 @@ THERMAL_REASONS = {"hw_thermal_slowdown", "sw_thermal_slowdown"}
 NVLINK_BOARDS = ("sxm", "hbm3", "b200", "b300")
 
 
-@dataclass(frozen=True)
+@record
 class Seen:
     """One GPU as the checks judge it: NVML's values, completed by nvidia-smi's for what NVML lacks."""
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpuhealth.model import HOST, Evidence, Fix, Severity, Snapshot, Subject
+from gpuhealth.records import record
 
 DOC_SECTIONS = ("What", "Why it matters", "How to fix", "Exceptions")
 AREAS = {
@@ -32,7 +33,7 @@ AREAS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Draft:
     """A finding before the engine stamps it with its check's code, slug and explanation."""
 
@@ -44,14 +45,14 @@ class Draft:
     explains: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Skip:
     """A check that cannot judge: the reason is shown to the user, never counted as a pass."""
 
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Expectations:
     """What the operator says this host should have (from the config file)."""
 
@@ -68,7 +69,7 @@ class Expectations:
 CheckFunction = Callable[[Snapshot, Expectations], Iterable["Draft | Skip"]]
 
 
-@dataclass(frozen=True)
+@record
 class CheckSpec:
     code: str
     slug: str

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
 from gpuhealth.model import CommandRun, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Fact:
     overlays: dict[str, Any] = field(default_factory=dict)
     symptom: str | None = None
@@ -28,7 +29,7 @@ class Fact:
 Judge = Callable[[str, str], "Fact | None"]
 
 
-@dataclass(frozen=True)
+@record
 class CommandFact:
     name: str
     command: re.Pattern[str]

@@ -41,14 +41,15 @@ import pkgutil
 import re
 import shlex
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
+
+from gpuhealth.records import record
 
 Recognise = Callable[[str], bool]
 Parse = Callable[[str, str], dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@record
 class EvidenceKind:
     name: str
     commands: tuple[re.Pattern[str], ...]

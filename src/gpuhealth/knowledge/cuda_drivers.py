@@ -20,13 +20,14 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
 from importlib import resources
+
+from gpuhealth.records import record
 
 __all__ = ["DriverRequirement", "family_minimum", "requirement", "version_key"]
 
 
-@dataclass(frozen=True)
+@record
 class DriverRequirement:
     cuda: str  # "12.4" or the family "12"
     release: str  # "GA", "Update 1", "" for a family row

@@ -18,11 +18,12 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
 from importlib import resources
 
+from gpuhealth.records import record
 
-@dataclass(frozen=True)
+
+@record
 class ModelDefaults:
     pattern: str
     nvlink_count: int | None

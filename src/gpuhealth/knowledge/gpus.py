@@ -29,8 +29,9 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
 from importlib import resources
+
+from gpuhealth.records import record
 
 __all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "model_names", "normalize_device_id"]
 
@@ -41,7 +42,7 @@ ARCHITECTURES = ("Fermi", "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Amp
 _DEVICE_ID = re.compile(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})(?:10de)?$", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@record
 class GpuModel:
     """What a device ID tells: the architecture and compute capability, and where they come from."""
 
@@ -57,7 +58,7 @@ class GpuModel:
         return self.compute_capability is not None and not self.cc_source.startswith(("not confirmed", "unknown"))
 
 
-@dataclass(frozen=True)
+@record
 class GpuRange:
     first: int
     last: int

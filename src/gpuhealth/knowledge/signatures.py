@@ -29,9 +29,10 @@ import functools
 import io
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from importlib import resources
 from typing import NamedTuple
+
+from gpuhealth.records import record
 
 __all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "scan_lines",
            "signature", "signatures"]
@@ -48,7 +49,7 @@ _COLUMNS = ("id", "domain", "pattern", "symptom", "cause", "code", "severity", "
             "source_title", "source_url")
 
 
-@dataclass(frozen=True)
+@record
 class Signature:
     id: str  # stable slug, e.g. "modprobe-key-rejected"
     domain: str  # one of DOMAINS
@@ -372,7 +373,8 @@ def _skip_quantifier(text: str, i: int) -> int:
 
 def _longest_run(alternative: str) -> str | None:
     """The longest run of consecutive literal atoms (None when the alternative cannot be read)."""
-    best, run = "", []
+    best: list[str] = []
+    run: list[str] = []
     try:
         for atom in _atoms(alternative):
             if atom is None:
@@ -380,7 +382,7 @@ def _longest_run(alternative: str) -> str | None:
                 continue
             run.append(atom)
             if len(run) > len(best):
-                best = "".join(run)
+                best = run  # the same list: it keeps growing while the run does
     except ValueError:
         return None
-    return best
+    return "".join(best)

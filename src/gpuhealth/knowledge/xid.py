@@ -38,10 +38,10 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
 from importlib import resources
 
 from gpuhealth.model import Severity
+from gpuhealth.records import record
 
 __all__ = ["ACTION_WORDS", "XidInfo", "action_in_words", "all_xids", "lookup"]
 
@@ -85,7 +85,7 @@ def action_in_words(bucket: str) -> str:
     return _BUCKET.sub(lambda m: ACTION_WORDS[m[0]], bucket)
 
 
-@dataclass(frozen=True)
+@record
 class XidInfo:
     xid: int
     mnemonic: str

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from gpuhealth.records import record
 
 from .config import parse_duration
 from .sample import Event, GpuLost, Sample, XidEvent
@@ -27,7 +28,7 @@ def took(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-@dataclass(frozen=True)
+@record
 class Alert:
     rule: str
     gpu: int | None  # None: the host

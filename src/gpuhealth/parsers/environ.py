@@ -10,10 +10,10 @@ ambiguous quantifiers, so a 200 KB line without a newline costs linear time.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gpuhealth.model import LibraryEntry, ParseError
 from gpuhealth.parsers.cuda import cuda_version_in_path
+from gpuhealth.records import record
 
 MAX_LINES = 50000  # ldconfig -p of a big host: ~5000 lines
 MAX_LINE = 4096
@@ -83,7 +83,7 @@ _TOOLKIT_LIBRARY = re.compile(r"^lib(?:cudart|cublas|cublasLt|cufft|curand|cuspa
 _KEPT = re.compile(r"^lib(?:cuda|nvidia-ml|cudart)\.so(?:\.|$)")
 
 
-@dataclass(frozen=True)
+@record
 class LdconfigListing:
     libraries: tuple[LibraryEntry, ...]  # libcuda, libnvidia-ml and libcudart lines, in the cache's order
     cuda_dirs: tuple[str, ...]  # directories with CUDA toolkit libraries whose path names a CUDA version
@@ -120,7 +120,7 @@ _MODE = re.compile(r"^[-dlcbpsD][-rwxsStTl]{9}[.+@]?$")
 _TIME_OR_YEAR = re.compile(r"^(?:\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?|\d{4})$")
 
 
-@dataclass(frozen=True)
+@record
 class LsEntry:
     """One ``ls -l`` line (or a bare name from ``ls``/``ls -d``): the path, its type and a link's target."""
 
@@ -190,7 +190,7 @@ _MODINFO_KEY = re.compile(r"[a-z_]{1,40}")
 _MODINFO_NOT_FOUND = re.compile(r"modinfo: ERROR: Module (?P<module>\S+) not found")
 
 
-@dataclass(frozen=True)
+@record
 class ModuleInfo:
     found: bool
     filename: str | None = None

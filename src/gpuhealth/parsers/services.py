@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from dataclasses import dataclass
 from itertools import islice
 
 from gpuhealth.model import ParseError
+from gpuhealth.records import record
 
 MAX_LINES = 50000
 MAX_LINE = 4096
@@ -41,7 +41,7 @@ _ERROR_WORDS = re.compile(r"error|fail|cannot|could not|unable|not supported|NV_
 _NOISE = re.compile(r"Verbose syslog connection opened|PID file (?:unlocked|closed|locked)|Consumed \S+ CPU time")
 
 
-@dataclass(frozen=True)
+@record
 class ServiceState:
     """What a status or journal listing says about one unit."""
 
@@ -177,7 +177,7 @@ _CLI_FIELD = re.compile(r"^(?P<key>NVRM version|CUDA version|Device Index|Model|
 _CLI_ERROR = re.compile(r"nvidia-container-cli: (?P<error>.*)$")
 
 
-@dataclass(frozen=True)
+@record
 class ContainerCliDevice:
     index: int | None
     model: str | None = None
@@ -186,7 +186,7 @@ class ContainerCliDevice:
     architecture: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class ContainerCliInfo:
     nvrm_version: str | None = None  # the loaded kernel module, as /proc/driver/nvidia/version says
     cuda_version: str | None = None  # the newest CUDA the driver supports (cuDriverGetVersion)
@@ -238,7 +238,7 @@ _RESULT = re.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Error|Healthy|Warning|Fai
 _SECTION = re.compile(r"^-+\s*(?P<name>[A-Za-z][A-Za-z /]*?)\s*-+$")
 
 
-@dataclass(frozen=True)
+@record
 class DcgmRow:
     """One row of a ``dcgmi diag`` or ``dcgmi health`` table, continuation lines joined."""
 

@@ -17,7 +17,8 @@ prompts, so whole files that are not sessions stay one block.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from gpuhealth.records import record
 
 MAX_SESSION_CHARS = 4 * 1024 * 1024  # larger texts are files, not pastes: never split
 
@@ -49,7 +50,7 @@ torchrun nproc numactl ibstat ibv_devinfo
 """.split())
 
 
-@dataclass(frozen=True)
+@record
 class Block:
     """One command and what it printed; ``command`` is None for text before the first prompt."""
 
