@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from gpuhealth import __version__
 from gpuhealth.host import DEFAULT_TIMEOUT_S, MAX_OUTPUT_BYTES, MAX_READ_BYTES, FileContent, FileStat, Host, Listing
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.limits import (
     MAX_ENV_JSON_BYTES,
     MAX_MANIFEST_BYTES,
@@ -187,12 +188,12 @@ def _private_dir(path: Path) -> None:
 
 # --------------------------------------------------------------------------- redaction
 
-_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+_UUID = lazy_re(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 _SERIALS = (
-    re.compile(r"Serial Number\s*:\s*(\w{6,})"),
-    re.compile(r"<serial>\s*(\w{6,})\s*</serial>"),
-    re.compile(r"serial number is (\w{6,})"),
-    re.compile(r'"serial":\s*"(\w{6,})"'),
+    lazy_re(r"Serial Number\s*:\s*(\w{6,})"),
+    lazy_re(r"<serial>\s*(\w{6,})\s*</serial>"),
+    lazy_re(r"serial number is (\w{6,})"),
+    lazy_re(r'"serial":\s*"(\w{6,})"'),
 )
 
 
@@ -233,6 +234,8 @@ def redact_bundle(directory: Path) -> None:
 
 class BundleHost:
     """Replays a bundle directory (or ``.tar.gz``) as if it were the host it was captured on."""
+
+    parallel = False  # probes ask one thing at a time: answers are files, nothing hangs (collect.base)
 
     def __init__(self, location: str | Path) -> None:
         location = Path(location)

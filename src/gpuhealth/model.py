@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 import types
 import typing
 from dataclasses import field
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 if typing.TYPE_CHECKING:
@@ -30,7 +30,7 @@ class ParseError(ValueError):
 
 # --------------------------------------------------------------------------- PCI addresses
 
-_PCI_ADDRESS = re.compile(
+_PCI_ADDRESS = lazy_re(
     r"(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<device>[0-9a-fA-F]{2})"
     r"(?:\.(?P<function>[0-7]))?"
 )
@@ -113,8 +113,8 @@ python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount 
 leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
 gpg tr cut head tail sort
 """.split())
-_PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=\S*$")
+_PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.")
+_ASSIGNMENT = lazy_re(r"^[A-Za-z_]\w*=\S*$")
 
 
 def _split_comment(text: str) -> tuple[str, str]:

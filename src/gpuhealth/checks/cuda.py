@@ -15,6 +15,7 @@ from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
 from gpuhealth.knowledge.sources import cite
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
 
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -23,9 +24,9 @@ MATMUL_TOLERANCE = 1e-2  # float32 256x256 of N(0,1) entries, TF32 off: GPU and 
 SLOW_FIRST_CALL_S = 30.0
 # Errors of the probe's matmul that say nothing about the GPU computing wrongly (GH607 ignores them).
 NOT_THE_GPU = ("no kernel image", "busy or unavailable", "out of memory")
-_DATACENTER = re.compile(r"\b(?:Tesla|GH\d{3}|GB\d{3}|[ABHLTVPK]\d{1,3}[A-Z]?)\b")
-_NOT_DATACENTER = re.compile(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE)
-_CUDA_DIR = re.compile(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
+_DATACENTER = lazy_re(r"\b(?:Tesla|GH\d{3}|GB\d{3}|[ABHLTVPK]\d{1,3}[A-Z]?)\b")
+_NOT_DATACENTER = lazy_re(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE)
+_CUDA_DIR = lazy_re(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
 ENABLE_PERSISTENCED = "sudo systemctl enable --now nvidia-persistenced"
 
 

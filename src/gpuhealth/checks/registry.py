@@ -11,11 +11,11 @@ each draft with the check's code, slug and explanation. Codes are grouped by are
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import field
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import HOST, Evidence, Fix, Severity, Snapshot, Subject
 from gpuhealth.records import record
 
@@ -89,8 +89,8 @@ class CheckSpec:
 
 
 REGISTRY: dict[str, CheckSpec] = {}
-_CODE = re.compile(r"GH\d{3}")
-_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_CODE = lazy_re(r"GH\d{3}")
+_SLUG = lazy_re(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),

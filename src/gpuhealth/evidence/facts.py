@@ -15,6 +15,7 @@ from dataclasses import field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import CommandRun, OsInfo, P2pEvidence, TorchEnv
 from gpuhealth.records import record
 
@@ -63,7 +64,7 @@ def _last_line(output: str) -> str:
     return lines[-1] if lines else ""
 
 
-_NOT_FOUND = re.compile(r"command not found|: not found$|No such file or directory$", re.M)
+_NOT_FOUND = lazy_re(r"command not found|: not found$|No such file or directory$", re.M)
 _NO_TORCH = "No module named 'torch'"
 
 
@@ -101,7 +102,7 @@ def _smi_run(command: str, output: str) -> Fact | None:
     return None
 
 
-_LSMOD_LINE = re.compile(r"^(?P<name>\w+)\s+\d+\s+\d+", re.M)
+_LSMOD_LINE = lazy_re(r"^(?P<name>\w+)\s+\d+\s+\d+", re.M)
 
 
 @command_fact("lsmod-grep", r"^(?:sudo\s+)?lsmod\s*\|\s*grep\b")
@@ -133,7 +134,7 @@ def _proc_version_absent(command: str, output: str) -> Fact | None:
     return None
 
 
-_VAR = re.compile(r"^echo\s+[\"']?\$\{?(?P<name>[A-Z_][A-Z0-9_]*)\}?[\"']?\s*$")
+_VAR = lazy_re(r"^echo\s+[\"']?\$\{?(?P<name>[A-Z_][A-Z0-9_]*)\}?[\"']?\s*$")
 
 
 @command_fact("echo-variable", r"^echo\s+[\"']?\$")
@@ -148,8 +149,8 @@ def _echo_variable(command: str, output: str) -> Fact | None:
     return Fact({"env": {m["name"]: value}}, None, f"{m['name']}={value}")
 
 
-_RELEASE = re.compile(r"^\d+\.\d+(?:\.\d+)?[-+][\w.+~-]+$")
-_UNAME_A = re.compile(r"^Linux \S+ (?P<release>\d+\.\d+\S*) #")
+_RELEASE = lazy_re(r"^\d+\.\d+(?:\.\d+)?[-+][\w.+~-]+$")
+_UNAME_A = lazy_re(r"^Linux \S+ (?P<release>\d+\.\d+\S*) #")
 
 
 @command_fact("uname", r"^(?:sudo\s+)?uname\s+-[a-z]*[ra]")
@@ -166,10 +167,10 @@ def _uname(command: str, output: str) -> Fact | None:
 
 # Lines that matter wherever they appear (prose, a session, a log) and that no error catalogue holds because
 # they are settings, not errors: PCIe ACS redirection, the IOMMU, and NCCL/P2P failures described in words.
-_ACS = re.compile(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)")
-_IOMMU = re.compile(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
+_ACS = lazy_re(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)")
+_IOMMU = lazy_re(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
                     r"|\bIOMMU (?:is )?enabled\b", re.I)
-_P2P_FAIL = re.compile(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
+_P2P_FAIL = lazy_re(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
                        r"\b(?:hangs?|hung|deadlocks?|stuck)\b.{0,60}\b(?:nccl|all_?reduce|p2p)\w*|"
                        r"peer access is not supported|cudaErrorPeerAccess\w*|"
                        r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I)

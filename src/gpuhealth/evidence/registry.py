@@ -43,6 +43,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 Recognise = Callable[[str], bool]
@@ -64,7 +65,7 @@ class EvidenceKind:
 
 
 KINDS: dict[str, EvidenceKind] = {}
-_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SLUG = lazy_re(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, parse: Parse,
@@ -146,7 +147,7 @@ def kinds_for_command(command: str) -> list[str]:
 
 
 _PREFIX_WORDS = {"sudo", "time", "env", "command", "exec", "nohup", "doas"}
-_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ASSIGN = lazy_re(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def normalise_command(command: str) -> str:

@@ -31,6 +31,7 @@ import io
 import re
 from importlib import resources
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 __all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "model_names", "normalize_device_id"]
@@ -39,7 +40,7 @@ __all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "
 ARCHITECTURES = ("Fermi", "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
                  "Blackwell")
 
-_DEVICE_ID = re.compile(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})(?:10de)?$", re.IGNORECASE)
+_DEVICE_ID = lazy_re(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})(?:10de)?$", re.IGNORECASE)
 
 
 @record
@@ -115,7 +116,7 @@ def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
 
 # ------------------------------------------------------------------ model names (gpu_names.csv)
 
-_NAME_NOISE = re.compile(r"\b(?:nvidia|tesla|geforce)\b|[^a-z0-9]+")
+_NAME_NOISE = lazy_re(r"\b(?:nvidia|tesla|geforce)\b|[^a-z0-9]+")
 
 
 def _name_key(name: str) -> str:

@@ -40,6 +40,7 @@ import io
 import re
 from importlib import resources
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Severity
 from gpuhealth.records import record
 
@@ -74,7 +75,7 @@ ACTION_WORDS: dict[str, str] = {
     "XID_137_FLOW": "follow NVIDIA's Xid 137 workflow",
     "INVESTIGATE_LINK_SI": "investigate the link's signal integrity",
 }
-_BUCKET = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True))
+_BUCKET = lazy_re(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True))
                      + r")(?![\w/])")
 
 

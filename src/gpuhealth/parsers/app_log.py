@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import AppError, ParseError
 
 
@@ -51,7 +52,7 @@ APP_ERROR_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
                   r"DistBackendError[^\n]{0,200}?NCCL")),
 ]
 
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE)
+_TRACEBACK = lazy_re(r"^Traceback \(most recent call last\):", re.MULTILINE)
 _MAX_MESSAGE = 500
 
 

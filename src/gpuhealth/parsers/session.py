@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 MAX_SESSION_CHARS = 4 * 1024 * 1024  # larger texts are files, not pastes: never split
@@ -25,18 +26,18 @@ MAX_SESSION_CHARS = 4 * 1024 * 1024  # larger texts are files, not pastes: never
 _VENV = r"(?:\([^()\s]{1,64}\)\s*)?"
 _USER_HOST = r"[\w.-]{1,64}@[\w.-]{1,64}"
 _PROMPTS = (
-    re.compile(_VENV + _USER_HOST + r"(?::[^\s$#%]{0,200})?\s?(?:[~\w./-]{0,200}\s)?[$#%](?:\s(?P<cmd>.*))?$"),
-    re.compile(_VENV + r"\[" + _USER_HOST + r"(?:\s[^\]]{0,200})?\][$#](?:\s?(?P<cmd>.*))?$"),
-    re.compile(r"(?:ba|z|k)?sh-\d[\d.]{0,10}[$#](?:\s(?P<cmd>.*))?$"),
-    re.compile(_VENV + r"\$(?:\s(?P<cmd>.*))?$"),
+    lazy_re(_VENV + _USER_HOST + r"(?::[^\s$#%]{0,200})?\s?(?:[~\w./-]{0,200}\s)?[$#%](?:\s(?P<cmd>.*))?$"),
+    lazy_re(_VENV + r"\[" + _USER_HOST + r"(?:\s[^\]]{0,200})?\][$#](?:\s?(?P<cmd>.*))?$"),
+    lazy_re(r"(?:ba|z|k)?sh-\d[\d.]{0,10}[$#](?:\s(?P<cmd>.*))?$"),
+    lazy_re(_VENV + r"\$(?:\s(?P<cmd>.*))?$"),
 )
-_ROOT_PROMPT = re.compile(r"#\s(?P<cmd>(?P<word>[\w./-]{1,64})(?:\s.*)?)$")
-_PY = re.compile(r">>>(?:\s(?P<code>.*))?$")
-_PY_MORE = re.compile(r"\.\.\.(?:\s(?P<code>.*))?$")
-_IPY = re.compile(r"In \[\d{1,6}\]:(?:\s(?P<code>.*))?$")
-_IPY_MORE = re.compile(r"\s{3,}\.{3,}:(?:\s(?P<code>.*))?$")
-_IPY_OUT = re.compile(r"Out\[\d{1,6}\]:\s?")
-_CANDIDATE = re.compile(r"^(?:\(|\[|\$|#|>>>|In \[|[\w.-]+@|(?:ba|z|k)?sh-\d)", re.M)
+_ROOT_PROMPT = lazy_re(r"#\s(?P<cmd>(?P<word>[\w./-]{1,64})(?:\s.*)?)$")
+_PY = lazy_re(r">>>(?:\s(?P<code>.*))?$")
+_PY_MORE = lazy_re(r"\.\.\.(?:\s(?P<code>.*))?$")
+_IPY = lazy_re(r"In \[\d{1,6}\]:(?:\s(?P<code>.*))?$")
+_IPY_MORE = lazy_re(r"\s{3,}\.{3,}:(?:\s(?P<code>.*))?$")
+_IPY_OUT = lazy_re(r"Out\[\d{1,6}\]:\s?")
+_CANDIDATE = lazy_re(r"^(?:\(|\[|\$|#|>>>|In \[|[\w.-]+@|(?:ba|z|k)?sh-\d)", re.M)
 
 # Programs a "# cmd" root prompt may start with (the first word, any directory stripped).
 ROOT_COMMANDS = frozenset("""

@@ -6,10 +6,10 @@ different names, and these decide how a fact is derived (ECC sums, recovery acti
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, integer, number
 
@@ -18,8 +18,8 @@ CLOCK_EVENT_REASONS = (
     "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
     "hw_power_brake_slowdown", "sync_boost", "sw_thermal_slowdown", "display_clock_setting",
 )
-_VERSION = re.compile(r"\d+(?:\.\d+)+")
-_DEVICE_ID = re.compile(r"(?:0x)?([0-9a-fA-F]{4})([0-9a-fA-F]{4})")
+_VERSION = lazy_re(r"\d+(?:\.\d+)+")
+_DEVICE_ID = lazy_re(r"(?:0x)?([0-9a-fA-F]{4})([0-9a-fA-F]{4})")
 
 
 # --------------------------------------------------------------------------- shared helpers
