@@ -15,22 +15,14 @@ device files or excessive sizes are refused, and reads never leave the bundle di
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import hashlib
 import io
 import json
-import lzma
 import os
 import re
-import shutil
-import tarfile
-import tempfile
 import threading
 import time
-import zlib
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from gpuhealth import __version__
 from gpuhealth.host import DEFAULT_TIMEOUT_S, MAX_OUTPUT_BYTES, MAX_READ_BYTES, FileContent, FileStat, Host, Listing
@@ -44,6 +36,13 @@ from gpuhealth.limits import (
 )
 from gpuhealth.model import CommandRun
 from gpuhealth.redact import REDACTED, SECRET_MARKERS, redact_bytes, redact_environment, redact_text
+
+if TYPE_CHECKING:
+    import tarfile
+    import tempfile
+
+# The archive and hashing modules (tarfile, gzip, bz2, lzma, zlib, shutil, tempfile, hashlib) are imported
+# in the functions that use them: replaying a bundle directory needs none of them, and they cost start-up.
 
 __all__ = ["REDACTED", "SECRET_MARKERS", "redact_environment"]  # re-exported: callers import them from here
 
@@ -68,6 +67,8 @@ def command_key(argv: list[str] | tuple[str, ...]) -> str:
     joined = " ".join(argv)
     key = re.sub(r"[^A-Za-z0-9._=-]+", "_", joined).strip("_.")[:80]
     if len(joined) > 80 or not key:
+        import hashlib
+
         key = f"{key}_{hashlib.sha1(joined.encode()).hexdigest()[:8]}"
     return key
 
@@ -203,6 +204,8 @@ def redact_bundle(directory: Path) -> None:
     The same value always gets the same placeholder, so a redacted bundle still shows which
     lines are about the same GPU.
     """
+    import hashlib
+
     texts = {p: p.read_text(encoding="utf-8", errors="replace")
              for p in directory.rglob("*") if p.is_file()}
     manifest = json.loads(texts[directory / "manifest.json"])
@@ -242,6 +245,8 @@ class BundleHost:
         self.source = location  # the archive a message should name, not its temporary unpacking
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if location.is_file():
+            import tempfile
+
             self._tmp = tempfile.TemporaryDirectory(prefix="gpuhealth-bundle-")
             try:
                 extract_archive(location, Path(self._tmp.name))
@@ -479,6 +484,10 @@ def extract_archive(archive: Path, dest: Path) -> None:
     headers, too many members and too many bytes before ``tarfile`` (which reads a whole PAX or GNU
     long-name header into memory) sees any of them; then tarfile extracts.
     """
+    import lzma
+    import tarfile
+    import zlib
+
     scan_archive(archive)
     try:
         with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
@@ -490,6 +499,8 @@ def extract_archive(archive: Path, dest: Path) -> None:
 
 
 def _extract_members(archive: Path, tar: tarfile.TarFile, dest: Path) -> None:
+    import shutil
+
     total = 0
     for count, member in enumerate(tar, start=1):
         name = member.name
@@ -524,6 +535,10 @@ _EXTENDED_HEADERS = {b"x": "PAX", b"g": "PAX global", b"X": "PAX", b"L": "GNU lo
 
 
 def _open_decompressed(archive: Path) -> IO[bytes]:
+    import bz2
+    import gzip
+    import lzma
+
     with open(archive, "rb") as handle:
         head = handle.read(6)
     kind = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
@@ -565,6 +580,9 @@ def scan_archive(archive: Path) -> int:
     Reads block by block and keeps one extended header at most, so an archive that decompresses to
     gigabytes of headers is refused after reading ``MAX_TAR_HEADER_BYTES`` of one.
     """
+    import lzma
+    import zlib
+
     try:
         with _open_decompressed(archive) as stream:
             return _scan(archive, stream)
@@ -672,6 +690,8 @@ def _brief(value: object, limit: int = 200) -> str:
 
 def write_archive(directory: Path, archive: Path) -> Path:
     """Pack a bundle directory into ``archive`` (.tar.gz) under one top folder."""
+    import tarfile
+
     top = archive.name.removesuffix(".tar.gz")
     descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only, never overwrite
     with open(descriptor, "wb") as handle, tarfile.open(fileobj=handle, mode="w:gz") as tar:

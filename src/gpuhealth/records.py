@@ -6,9 +6,9 @@ defines about 80 frozen classes on the way to a verdict, and those compiles were
 cost of the command's start-up (about a quarter of ``check --from``).
 
 Here ``dataclasses.dataclass`` still reads the fields, so ``dataclasses.fields``, ``replace``, ``asdict``
-and ``is_dataclass`` work unchanged; only ``__init__`` is generated (one ``exec``, at the class's first
-instance, so a class a command never instantiates costs no compile); comparison, hash, repr and the
-frozen ``__setattr__``/``__delattr__`` are closures over the field names, which cost no compile.
+and ``is_dataclass`` work unchanged; ``__init__`` is a template compiled once per number of fields, given
+the class's field names and defaults; comparison, hash, repr and the frozen ``__setattr__`` and
+``__delattr__`` are closures over the field names. Defining a record compiles nothing.
 Behaviour is that of ``dataclass(frozen=True)`` (tests/test_records.py compares the two): equality
 and hash over the fields in order, the same repr, ``FrozenInstanceError`` on assignment, defaults and
 ``default_factory``, ``__post_init__``; methods a class defines itself are kept. Features not handled
@@ -19,8 +19,11 @@ here (``InitVar``, ``init=False`` or keyword-only fields) raise TypeError at def
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
+import sys
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import MISSING, Field, FrozenInstanceError
 from typing import Any, TypeVar
@@ -57,7 +60,7 @@ def record(cls: T) -> T:
     names = tuple(f.name for f in fields)
     if cls.__doc__ == _PLACEHOLDER_DOC:
         cls.__doc__ = f"{cls.__name__}({', '.join(names)})"
-    _set(cls, "__init__", _lazy_init(cls, fields))
+    _set(cls, "__init__", _init(cls, fields))
     if "__repr__" not in cls.__dict__:
         _set(cls, "__repr__", _repr(tuple(f.name for f in fields if f.repr)))
     compared = _getter(tuple(f.name for f in fields if f.compare))
@@ -88,42 +91,56 @@ def _set(cls: type, name: str, function: Callable[..., Any]) -> None:
     setattr(cls, name, function)
 
 
-def _lazy_init(cls: type, fields: tuple[Field[Any], ...]) -> Callable[..., None]:
-    """Stands in for ``__init__`` until the first instance: a class never instantiated in a command
-    never pays for the compile."""
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        made = _init(cls, fields)
-        if cls.__dict__.get("__init__") is __init__:
-            _set(cls, "__init__", made)
-        made(self, *args, **kwargs)
-    return __init__
-
-
 def _init(cls: type, fields: tuple[Field[Any], ...]) -> Callable[..., None]:
-    """The generated ``__init__`` (the one compile), storing through ``object.__setattr__`` as a frozen
-    dataclass does."""
-    scope: dict[str, Any] = {"__name__": cls.__module__, "__record_set__": object.__setattr__,
-                             "__record_factory__": _FACTORY}
-    params, body = ["self"], []
+    """The ``__init__``: a real function with the fields as its parameters and their defaults (so Python
+    binds the arguments, and ``inspect.signature`` and the errors for bad calls are dataclass's), made
+    from a template compiled once per number of fields; it hands the values to ``_filler``'s function,
+    which stores them as a frozen dataclass does (past ``__setattr__``)."""
+    names = tuple(f.name for f in fields)
+    defaults: list[Any] = []
     for f in fields:
-        value = f.name
         if f.default is not MISSING:
-            scope[f"__record_default_{f.name}__"] = f.default
-            params.append(f"{f.name}=__record_default_{f.name}__")
+            defaults.append(f.default)
         elif f.default_factory is not MISSING:
-            scope[f"__record_make_{f.name}__"] = f.default_factory
-            params.append(f"{f.name}=__record_factory__")
-            value = f"__record_make_{f.name}__() if {f.name} is __record_factory__ else {f.name}"
-        else:
-            params.append(f.name)
-        body.append(f"    __record_set__(self, {f.name!r}, {value})\n")
-    if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()\n")
-    source = f"def __init__({', '.join(params)}):\n" + ("".join(body) or "    pass\n")
-    exec(source, scope)  # noqa: S102 - the source is built from the class's own field names
-    made = scope["__init__"]
+            defaults.append(_FACTORY)
+        elif defaults:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+    code = _template(len(names)).replace(co_varnames=("self", *names))
+    if sys.version_info >= (3, 11):
+        code = code.replace(co_qualname=f"{cls.__qualname__}.__init__")
+    scope = {"__name__": cls.__module__, "__record_fill__": _filler(cls, fields)}
+    made = types.FunctionType(code, scope, "__init__", tuple(defaults) or None)
     made.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
-    return made  # type: ignore[no-any-return]
+    return made
+
+
+@functools.cache
+def _template(count: int) -> types.CodeType:
+    """``def __init__(self, a0, .., aN): __record_fill__(self, (a0, .., aN))``, compiled once per N."""
+    params = [f"a{i}" for i in range(count)]
+    values = "".join(p + ", " for p in params)
+    source = f"def __init__({', '.join(['self', *params])}):\n    __record_fill__(self, ({values}))\n"
+    scope: dict[str, Any] = {}
+    exec(compile(source, "<record>", "exec"), scope)  # noqa: S102 - a fixed template
+    return scope["__init__"].__code__  # type: ignore[no-any-return]
+
+
+def _filler(cls: type, fields: tuple[Field[Any], ...]) -> Callable[[Any, tuple[Any, ...]], None]:
+    """Store the values: straight into the instance's ``__dict__`` (what ``object.__setattr__`` does for
+    these plain attributes), then the factories' values, then ``__post_init__``."""
+    names = tuple(f.name for f in fields)
+    factories = tuple((f.name, f.default_factory) for f in fields if f.default_factory is not MISSING)
+    post_init = hasattr(cls, "__post_init__")
+
+    def fill(self: Any, values: tuple[Any, ...]) -> None:
+        found = self.__dict__
+        found.update(zip(names, values, strict=True))
+        for name, factory in factories:
+            if found[name] is _FACTORY:
+                found[name] = factory()
+        if post_init:
+            self.__post_init__()
+    return fill
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:

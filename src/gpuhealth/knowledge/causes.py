@@ -21,8 +21,8 @@ import csv
 import dataclasses
 import functools
 import io
-from importlib import resources
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.records import record
 
 __all__ = ["RESERVED_CODES", "Cause", "Symptom", "cause", "causes", "symptoms"]
@@ -72,7 +72,7 @@ def causes() -> dict[str, Cause]:
 
 
 def _read(name: str) -> list[dict[str, str]]:
-    text = resources.files("gpuhealth.knowledge").joinpath(name).read_text(encoding="utf-8")
+    text = read_table(name)
     return [{k: (v or "").strip() for k, v in row.items() if k is not None}
             for row in csv.DictReader(io.StringIO(text))]
 

@@ -11,7 +11,7 @@ Two kinds of row, each with its source:
   a toolkit needs its bundled driver.
 
 Backward compatibility is the other rule: anything built with an older toolkit runs on a newer driver.
-The file is read once, lazily, through importlib.resources.
+The file is read once, lazily (``knowledge.read_table``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import csv
 import functools
 import io
 import re
-from importlib import resources
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.records import record
 
 __all__ = ["DriverRequirement", "family_minimum", "requirement", "version_key"]
@@ -44,7 +44,7 @@ def version_key(version: str | None) -> tuple[int, ...]:
 
 @functools.cache
 def _rows() -> tuple[DriverRequirement, ...]:
-    text = resources.files("gpuhealth.knowledge").joinpath("cuda_drivers.csv").read_text(encoding="utf-8")
+    text = read_table("cuda_drivers.csv")
     return tuple(
         DriverRequirement(row["cuda"], row["release"] or ("" if row["kind"] == "family" else "GA"),
                           row["driver_min"], row["note"], row["source"])

@@ -27,8 +27,8 @@ import csv
 import functools
 import io
 from dataclasses import field
-from importlib import resources
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.knowledge.gpus import ARCHITECTURES
 from gpuhealth.records import record
 
@@ -186,7 +186,7 @@ def cuda_support(branch_number: int, arch_name: str | None = None) -> CudaSuppor
 
 @functools.cache
 def _data() -> dict:
-    text = resources.files("gpuhealth.knowledge").joinpath("drivers.csv").read_text(encoding="utf-8")
+    text = read_table("drivers.csv")
     table = tuple(Row(r["kind"], r["key"], r["field"], r["value"], r["source"])
                   for r in csv.DictReader(io.StringIO(text)))
     seen: set[tuple[str, str, str]] = set()

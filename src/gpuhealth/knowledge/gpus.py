@@ -19,7 +19,7 @@ does not list yet but falls inside a range takes that range's answer; IDs outsid
 unknown (``lookup`` returns None). HDMI audio and USB functions of a GPU share its chip name, so they fall
 inside ranges too: callers look up display-class devices (class 03xx) only.
 
-The file is read once, lazily, through importlib.resources.
+The file is read once, lazily (``knowledge.read_table``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import csv
 import functools
 import io
 import re
-from importlib import resources
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
@@ -97,7 +97,7 @@ def all_rows() -> tuple[GpuRange, ...]:
 
 @functools.cache
 def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
-    text = resources.files("gpuhealth.knowledge").joinpath("gpus.csv").read_text(encoding="utf-8")
+    text = read_table("gpus.csv")
     rows = []
     for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
         if row["architecture"] not in ARCHITECTURES:
@@ -126,7 +126,7 @@ def _name_key(name: str) -> str:
 @functools.cache
 def model_names() -> dict[str, tuple[str, str]]:
     """Name key -> (name as nvidia-smi or pci.ids prints it, device ID), from ``gpu_names.csv``."""
-    text = resources.files("gpuhealth.knowledge").joinpath("gpu_names.csv").read_text(encoding="utf-8")
+    text = read_table("gpu_names.csv")
     return {_name_key(r["name"]): (r["name"], r["device_id"]) for r in csv.DictReader(io.StringIO(text))}
 
 

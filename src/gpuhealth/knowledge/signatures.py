@@ -29,9 +29,9 @@ import functools
 import io
 import re
 from collections.abc import Iterable
-from importlib import resources
 from typing import NamedTuple
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.records import record
 
 __all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "scan_lines",
@@ -163,7 +163,7 @@ def _row(row: dict[str, str], number: int) -> Signature:
 
 @functools.cache
 def _catalogue() -> tuple[Signature, ...]:
-    text = resources.files("gpuhealth.knowledge").joinpath("signatures.csv").read_text(encoding="utf-8")
+    text = read_table("signatures.csv")
     rows: list[Signature] = []
     seen: set[str] = set()
     for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):

@@ -29,7 +29,7 @@ Severity rule (ours, applied to NVIDIA's immediate action):
   and 173 C2C fatal link failure are critical, 162 (power smoothing re-engaged) is info, the rest
   warning.
 
-The file is read once, lazily, through importlib.resources (nothing is read at import time).
+The file is read once, lazily (``knowledge.read_table``; nothing is read at import time).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import csv
 import functools
 import io
 import re
-from importlib import resources
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Severity
 from gpuhealth.records import record
@@ -119,7 +119,7 @@ def _flag(text: str, code: int, column: str) -> bool:
 
 @functools.cache
 def _catalogue() -> dict[int, XidInfo]:
-    text = resources.files("gpuhealth.knowledge").joinpath("xid.csv").read_text(encoding="utf-8")
+    text = read_table("xid.csv")
     rows: dict[int, XidInfo] = {}
     for row in csv.DictReader(io.StringIO(text)):
         code = int(row["xid"])

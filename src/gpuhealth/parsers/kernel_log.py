@@ -73,7 +73,6 @@ import functools
 import itertools
 import operator
 import os
-import pickle
 import re
 import sys
 import threading
@@ -760,6 +759,8 @@ def _fork_map(job: Callable[[int], Any], count: int) -> list[Any]:
     Children send their pickled result through a pipe and leave with os._exit. Any failure raises
     _ParallelFailed (the caller then scans in one process).
     """
+    import pickle
+
     children: list[tuple[int, int]] = []
     try:
         for index in range(1, count):

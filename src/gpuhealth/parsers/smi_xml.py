@@ -6,12 +6,15 @@ different names, and these decide how a fact is derived (ECC sums, recovery acti
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, integer, number
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 # The snake_case names checks use, in nvidia-smi's own order.
 CLOCK_EVENT_REASONS = (
@@ -100,6 +103,8 @@ def parse_smi_xml(text: str) -> SmiReport:
 
 
 def _root(text: str) -> ET.Element:
+    import xml.etree.ElementTree as ET  # here: a bundle or paste without XML does not pay for it
+
     if not isinstance(text, str):
         raise ParseError("not nvidia-smi -q -x XML: input is not text")
     # nvidia-smi never declares entities; refusing them rules out entity-expansion bombs.
