@@ -146,7 +146,15 @@ def test_no_corpus_line_a_regex_matches_is_filtered_out():
     picked = [candidates(line) for line in lines]
     missed, matched = [], 0
     for index, sig in enumerate(ROWS):
-        assert not re.search(r"\(\?<?[=!]|\\[AZ]", sig.pattern), f"{sig.id}: lookaround: search lines one by one"
+        if re.search(r"\(\?<?[=!]|\\[AZ]", sig.pattern):
+            # a lookaround or \A/\Z can see past a line's end in the joined text: search line by line
+            regex = re.compile(sig.pattern)
+            for at, line in enumerate(lines):
+                if regex.search(line):
+                    matched += 1
+                    if index not in picked[at]:
+                        missed.append((sig.id, line))
+            continue
         regex = re.compile(sig.pattern, re.MULTILINE)
         pos = 0
         while (found := regex.search(joined, pos)) is not None:
