@@ -54,7 +54,8 @@ def record(cls: T) -> T:
     if not cls.__doc__:
         cls.__doc__ = _PLACEHOLDER_DOC  # dataclass would compute a signature for it (slow, and before __init__)
     explicit_hash = "__hash__" in cls.__dict__ and not (cls.__dict__["__hash__"] is None and "__eq__" in cls.__dict__)
-    dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+    if not _collect_fields(cls):  # anything unusual: let dataclasses read the fields
+        dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     fields = dataclasses.fields(cls)
     _refuse_unhandled(cls, fields)
     names = tuple(f.name for f in fields)
@@ -73,6 +74,56 @@ def record(cls: T) -> T:
     _set(cls, "__setattr__", _setattr(cls, frozen))
     _set(cls, "__delattr__", _delattr(cls, frozen))
     return cls
+
+
+_FIELD_KIND = getattr(dataclasses, "_FIELD", None)
+_SPECIAL_ANNOTATION = ("ClassVar", "InitVar", "KW_ONLY")
+
+
+@functools.cache
+def _params() -> Any:
+    """The ``__dataclass_params__`` that ``dataclass(init=False, repr=False, eq=False)`` gives a class."""
+    return dataclasses.dataclass(init=False, repr=False, eq=False)(type("_Params", (), {})).__dataclass_params__
+
+
+def _collect_fields(cls: type) -> bool:
+    """Set ``cls``'s dataclass fields as ``dataclass(init=False, repr=False, eq=False)`` would, for the plain
+    case (string annotations, no dataclass base, no ClassVar, InitVar or KW_ONLY); False, changing nothing,
+    for anything else. dataclasses reads each annotation through several regular expressions and helper
+    calls, most of what defining a record cost."""
+    own = cls.__dict__
+    annotations = own.get("__annotations__", {})
+    if _FIELD_KIND is None or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+        return False
+    if any(not isinstance(t, str) or any(word in t for word in _SPECIAL_ANNOTATION) for t in annotations.values()):
+        return False
+    if any(isinstance(v, Field) and k not in annotations for k, v in own.items()):
+        return False  # dataclass raises its own error for a field without a type
+    fields: dict[str, Field[Any]] = {}
+    for name, kind in annotations.items():
+        default = own.get(name, MISSING)
+        if isinstance(default, Field):
+            found = default
+        else:
+            if default is not MISSING and default.__class__.__hash__ is None:
+                raise ValueError(f"mutable default {type(default)} for field {name} is not allowed: "
+                                 "use default_factory")
+            found = dataclasses.field(default=default)
+        found.name, found.type = name, kind
+        found._field_type = _FIELD_KIND  # type: ignore[attr-defined]
+        if getattr(found, "kw_only", None) is MISSING:
+            found.kw_only = False  # type: ignore[attr-defined]
+        if isinstance(default, Field):
+            if found.default is MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, found.default)
+        fields[name] = found
+    cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _params()  # type: ignore[attr-defined]
+    if "__match_args__" not in own:
+        cls.__match_args__ = tuple(fields)  # type: ignore[attr-defined]
+    return True
 
 
 def _refuse_unhandled(cls: type, fields: tuple[Field[Any], ...]) -> None:

@@ -44,7 +44,7 @@ COMMAND_FACTS: list[CommandFact] = []
 
 def command_fact(name: str, command: str) -> Callable[[Judge], Judge]:
     def wrap(judge: Judge) -> Judge:
-        COMMAND_FACTS.append(CommandFact(name, re.compile(command), judge))
+        COMMAND_FACTS.append(CommandFact(name, lazy_re(command), judge))
         return judge
 
     return wrap

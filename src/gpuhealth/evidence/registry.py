@@ -75,7 +75,7 @@ def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, p
         raise ValueError(f"bad evidence kind name: {name!r}")
     if name in KINDS:
         raise ValueError(f"evidence kind registered twice: {name}")
-    kind = EvidenceKind(name, tuple(re.compile(c) for c in commands), recognise, parse, priority)
+    kind = EvidenceKind(name, tuple(lazy_re(c) for c in commands), recognise, parse, priority)
     KINDS[name] = kind
     _ORDER.clear()
     return kind

@@ -213,8 +213,6 @@ def _prefilter() -> _Prefilter:
     return _Prefilter(tuple(literals), {k: tuple(v) for k, v in by_anchor.items()}, tuple(always))
 
 
-_SPECIAL = frozenset(".^$*+?{}[]()|\\")
-_QUANTIFIERS = frozenset("*+?{")
 _CLASS_ESCAPES = frozenset("dDwWsSbBAZ")  # a class or a zero-width assertion: not literal, but safe to step over
 ANCHOR = 4  # characters of a literal that index it; also the shortest literal used
 
@@ -232,157 +230,91 @@ def required_literals(pattern: str) -> tuple[tuple[str, ...], bool] | None:
     folded = False
     if pattern.startswith("(?i)"):
         folded, pattern = True, pattern[4:]
-    if pattern.startswith("(?"):
-        if pattern.startswith(("(?:", "(?=", "(?!", "(?<=", "(?<!", "(?P<")):
-            pass  # a group, handled below
-        else:
-            return None  # another global flag (verbose, dotall...): its text is not read literally
+    if pattern.startswith("(?") and not pattern.startswith(("(?:", "(?=", "(?!", "(?<=", "(?<!", "(?P<")):
+        return None  # another global flag (verbose, dotall...): its text is not read literally
+    alternatives = _alternatives(pattern)
+    if alternatives is None:
+        return None
     literals = []
-    for alternative in _top_level_alternatives(pattern):
-        if alternative is None:
-            return None
-        best = _longest_run(alternative)
+    for tokens in alternatives:
+        best = _longest_run(tokens)
         if best is None or len(best) < ANCHOR:
             return None
         if folded and not best.isascii():
             return None  # case folding of non-ASCII letters is not str.lower()'s: leave it to the regex
         literals.append(best)
-    return (tuple(literals), folded) if literals else None
+    return tuple(literals), folded
 
 
-def _top_level_alternatives(pattern: str) -> list[str | None]:
-    """``pattern`` split at its top-level ``|`` ([None] when a group or class is unbalanced)."""
-    parts: list[str | None] = []
-    depth, start, i = 0, 0, 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == "[":
-            end = _class_end(pattern, i)
-            if end is None:
-                return [None]
-            i = end + 1
-            continue
-        if char == "(":
+# One token of a pattern, by its group: 1 an escape, 2 a class (a "]" first in it is literal), 3 "(", 4 ")",
+# 5 "|", 6 a quantifier (with its lazy or possessive mark), 7 one of ". ^ $", 8 a run of plain characters,
+# 9 anything else (a lone "[", "]", "{", "}", or a trailing backslash).
+_TOKEN = re.compile(r"(\\[\s\S])|(\[\^?\]?(?:\\[\s\S]|[^\]\\])*\])|(\()|(\))|(\|)|((?:[*+?]|\{\d*(?:,\d*)?\})[?+]?)"
+                    r"|([.^$])|([^\\\[\]().^$*+?{}|]+)|([\s\S])")
+_ESCAPE, _CLASS, _OPEN, _CLOSE, _BAR, _QUANTIFIER, _ANCHOR_CHAR, _PLAIN, _STRAY = range(1, 10)
+
+
+def _alternatives(pattern: str) -> list[list[tuple[int, str]]] | None:
+    """The top-level tokens of each top-level alternative (a group is its ``_OPEN`` token alone, its
+    contents dropped); None when a group or class is unbalanced."""
+    alternatives: list[list[tuple[int, str]]] = [[]]
+    depth = 0
+    for match in _TOKEN.finditer(pattern):
+        kind, text = match.lastindex or _STRAY, match.group()
+        if kind == _STRAY and text in ("[", "\\"):
+            return None  # an unclosed class, a trailing backslash
+        if kind == _OPEN:
             depth += 1
-        elif char == ")":
+            if depth == 1:
+                alternatives[-1].append((kind, text))
+        elif kind == _CLOSE:
             depth -= 1
             if depth < 0:
-                return [None]
-        elif char == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    if depth != 0:
-        return [None]
+                return None
+        elif depth == 0:
+            if kind == _BAR:
+                alternatives.append([])
+            else:
+                alternatives[-1].append((kind, text))
+    return alternatives if depth == 0 else None
+
+
+def _top_level_alternatives(pattern: str) -> list[str]:
+    """``pattern`` split at its top-level ``|`` (the tests compare each part with Python's own parse)."""
+    parts, depth, start = [], 0, 0
+    for match in _TOKEN.finditer(pattern):
+        kind = match.lastindex
+        depth += 1 if kind == _OPEN else -1 if kind == _CLOSE else 0
+        if kind == _BAR and depth == 0:
+            parts.append(pattern[start:match.start()])
+            start = match.end()
     parts.append(pattern[start:])
     return parts
 
 
-def _class_end(pattern: str, start: int) -> int | None:
-    """Index of the ``]`` closing the class opened at ``start`` (a ``]`` first in the class is literal)."""
-    i = start + 1
-    if i < len(pattern) and pattern[i] == "^":
-        i += 1
-    if i < len(pattern) and pattern[i] == "]":
-        i += 1
-    while i < len(pattern):
-        if pattern[i] == "\\":
-            i += 2
-            continue
-        if pattern[i] == "]":
-            return i
-        i += 1
-    return None
-
-
-def _group_end(pattern: str, start: int) -> int | None:
-    """Index of the ``)`` closing the group opened at ``start``."""
-    depth, i = 0, start
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == "[":
-            end = _class_end(pattern, i)
-            if end is None:
-                return None
-            i = end + 1
-            continue
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return None
-
-
-def _atoms(alternative: str) -> Iterable[str | None]:
-    """The alternative's top-level atoms: a literal character, or None for anything else (a class, a
-    group, an anchor, an escape class, a quantified atom). Raises ValueError for what it does not read."""
-    i = 0
-    while i < len(alternative):
-        char = alternative[i]
-        if char == "\\":
-            if i + 1 >= len(alternative):
-                raise ValueError("trailing backslash")
-            nxt = alternative[i + 1]
-            if nxt in _CLASS_ESCAPES:
-                atom: str | None = None
-            elif nxt.isalnum() or not nxt.isascii():  # \n, \x41, \1, \N{...}: not read here
-                raise ValueError(f"escape \\{nxt}")
-            else:
-                atom = nxt
-            i += 2
-        elif char == "[":
-            end = _class_end(alternative, i)
-            if end is None:
-                raise ValueError("unbalanced class")
-            atom, i = None, end + 1
-        elif char == "(":
-            end = _group_end(alternative, i)
-            if end is None:
-                raise ValueError("unbalanced group")
-            atom, i = None, end + 1
-        elif char in _SPECIAL:  # . ^ $ and a quantifier with nothing before it
-            atom, i = None, i + 1
-        else:
-            atom, i = char, i + 1
-        if i < len(alternative) and alternative[i] in _QUANTIFIERS:
-            atom = None  # optional or repeated: not a fixed character of every match
-            i = _skip_quantifier(alternative, i)
-        yield atom
-
-
-def _skip_quantifier(text: str, i: int) -> int:
-    """The index after the quantifier at ``i`` (and its lazy or possessive mark)."""
-    if text[i] == "{":
-        end = text.find("}", i)
-        i = len(text) if end < 0 else end + 1
-    else:
-        i += 1
-    if i < len(text) and text[i] in "?+":
-        i += 1
-    return i
-
-
-def _longest_run(alternative: str) -> str | None:
-    """The longest run of consecutive literal atoms (None when the alternative cannot be read)."""
-    best: list[str] = []
-    run: list[str] = []
-    try:
-        for atom in _atoms(alternative):
-            if atom is None:
-                run = []
+def _longest_run(tokens: list[tuple[int, str]]) -> str | None:
+    """The longest run of plain characters among an alternative's top-level tokens, a character followed
+    by a quantifier left out; None when a token cannot be read (a numeric or named escape)."""
+    best = run = ""
+    last = len(tokens) - 1
+    for index, (kind, text) in enumerate(tokens):
+        if kind == _ESCAPE:
+            text = text[1]
+            if text in _CLASS_ESCAPES:
+                run = ""
                 continue
-            run.append(atom)
+            if text.isalnum() or not text.isascii():  # \n, \x41, \1, \N{...}: not read here
+                return None
+        elif kind != _PLAIN:
+            run = ""
+            continue
+        if index < last and tokens[index + 1][0] == _QUANTIFIER:
+            run += text[:-1]  # its last character is optional or repeated: that ends the run
             if len(run) > len(best):
-                best = run  # the same list: it keeps growing while the run does
-    except ValueError:
-        return None
-    return "".join(best)
+                best = run
+            run = ""
+            continue
+        run += text
+        if len(run) > len(best):
+            best = run
+    return best

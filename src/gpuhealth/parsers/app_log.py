@@ -14,7 +14,7 @@ from gpuhealth.model import AppError, ParseError
 
 
 def _any(*alternatives: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile("|".join(alternatives), flags)
+    return lazy_re("|".join(alternatives), flags)
 
 
 # (kind, pattern), checked in this order; the first match names the line. A gap between two words is
