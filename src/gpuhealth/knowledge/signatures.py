@@ -32,10 +32,11 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from gpuhealth.knowledge import read_table
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "scan_lines",
-           "signature", "signatures"]
+__all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "rank",
+           "scan_lines", "signature", "signatures"]
 
 DOMAINS = frozenset({
     "nvidia-smi", "nvml", "modprobe", "kernel", "dkms", "installer", "xorg", "cuda-driver", "cuda-runtime",
@@ -84,13 +85,20 @@ def match_line(line: str) -> Signature | None:
     priority, then the longer pattern (a longer pattern says more), then file order."""
     line = line[:MAX_LINE]
     best: tuple[tuple[int, int, int, int], Signature] | None = None
-    for index, sig in _candidates(line):
+    for _, sig in _candidates(line):
         if _regex(sig.pattern).search(line) is None:
             continue
-        key = (1 if sig.cause else 0, sig.priority, len(sig.pattern), -index)
+        key = rank(sig)
         if best is None or key > best[0]:
             best = (key, sig)
     return best[1] if best else None
+
+
+def rank(sig: Signature) -> tuple[int, int, int, int]:
+    """How specific a row is, the order ``match_line`` picks by (higher is more specific): a decided cause,
+    then the priority, then the longer pattern, then the earlier row. Callers weighing several matched
+    lines (``tool_errors.decode``) use it too, so there is one ranking."""
+    return (1 if sig.cause else 0, sig.priority, len(sig.pattern), -_position()[sig.id])
 
 
 def _candidates(line: str) -> Iterable[tuple[int, Signature]]:
@@ -159,6 +167,11 @@ def _row(row: dict[str, str], number: int) -> Signature:
     # the example is kept exactly as written (leading spaces can be part of a real line)
     values["example"] = row["example"].rstrip("\r\n")
     return Signature(priority=priority, **values)
+
+
+@functools.cache
+def _position() -> dict[str, int]:
+    return {sig.id: index for index, sig in enumerate(_catalogue())}
 
 
 @functools.cache
@@ -249,7 +262,7 @@ def required_literals(pattern: str) -> tuple[tuple[str, ...], bool] | None:
 # One token of a pattern, by its group: 1 an escape, 2 a class (a "]" first in it is literal), 3 "(", 4 ")",
 # 5 "|", 6 a quantifier (with its lazy or possessive mark), 7 one of ". ^ $", 8 a run of plain characters,
 # 9 anything else (a lone "[", "]", "{", "}", or a trailing backslash).
-_TOKEN = re.compile(r"(\\[\s\S])|(\[\^?\]?(?:\\[\s\S]|[^\]\\])*\])|(\()|(\))|(\|)|((?:[*+?]|\{\d*(?:,\d*)?\})[?+]?)"
+_TOKEN = lazy_re(r"(\\[\s\S])|(\[\^?\]?(?:\\[\s\S]|[^\]\\])*\])|(\()|(\))|(\|)|((?:[*+?]|\{\d*(?:,\d*)?\})[?+]?)"
                     r"|([.^$])|([^\\\[\]().^$*+?{}|]+)|([\s\S])")
 _ESCAPE, _CLASS, _OPEN, _CLOSE, _BAR, _QUANTIFIER, _ANCHOR_CHAR, _PLAIN, _STRAY = range(1, 10)
 
