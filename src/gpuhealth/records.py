@@ -83,7 +83,9 @@ _SPECIAL_ANNOTATION = ("ClassVar", "InitVar", "KW_ONLY")
 @functools.cache
 def _params() -> Any:
     """The ``__dataclass_params__`` that ``dataclass(init=False, repr=False, eq=False)`` gives a class."""
-    return dataclasses.dataclass(init=False, repr=False, eq=False)(type("_Params", (), {})).__dataclass_params__
+    # a docstring, else dataclass would build one from inspect.signature (slow)
+    plain = type("_Params", (), {"__doc__": "params"})
+    return dataclasses.dataclass(init=False, repr=False, eq=False)(plain).__dataclass_params__
 
 
 def _collect_fields(cls: type) -> bool:

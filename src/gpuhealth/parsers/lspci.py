@@ -187,6 +187,8 @@ def _description(rest: str) -> tuple[str | None, str, str]:
 
 @dataclasses.dataclass
 class _Builder:
+    """One device's fields while its lines are read."""  # (a docstring also spares dataclass a slow signature)
+
     address: str
     vendor_id: str = ""
     device_id: str = ""
