@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
-from gpuhealth.evidence.facts import facts_for, p2p_lines
+from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p2p_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
@@ -153,12 +153,13 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
                 unknown_lines: bool = True) -> bool:
     """Route, parse and scan one piece; True when anything in it was understood."""
     command = block.command if block is not None and block.language == "shell" else None
-    kind = route(command, piece.text) if piece.text.strip() else None
+    text = _with_csv_header(command, piece.text)
+    kind = route(command, text) if piece.text.strip() else None
     understood = False
     read_into: tuple[str, ...] = ()
     if kind is not None:
         try:
-            found = kind.parse(piece.text, piece.name)
+            found = kind.parse(text, piece.name)
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
@@ -170,10 +171,29 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     if block is not None and block.command:
         understood = _read_facts(reading, piece, block) or understood
     matched = _scan_messages(reading, piece, kind.name if kind else None, read_into, unknown_lines)
+    if unknown_lines and (kind is None or kind.name == "app-log"):
+        # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
+        libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
+        reading.overlay(libraries, piece.name)
+        if libraries and not understood and not matched:
+            reading.log.append(Recognised(piece.name, "cuda-library-files",
+                                          f"{len(libraries['cuda'].library_files)} CUDA library file(s)"))
+            understood = True
     if kind is None and not understood:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
     return understood or matched > 0
+
+
+_QUERY_FIELDS = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]{1,2000})")
+
+
+def _with_csv_header(command: str | None, text: str) -> str:
+    """``nvidia-smi --query-gpu=a,b --format=csv,noheader`` printed no header: the command names the columns."""
+    m = _QUERY_FIELDS.search(command or "")
+    if m is None or "noheader" not in (command or ""):
+        return text
+    return m["fields"].replace(",", ", ") + "\n" + text
 
 
 def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:
@@ -215,6 +235,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     lines = lines[:MAX_SCANNED_LINES]
     if unknown_lines or kind == "kernel-log":  # settings and failures in words: ACS, IOMMU, NCCL hangs (GH706)
         reading.overlay(p2p_lines(lines), piece.name)
+    if unknown_lines and kind is None:  # a script or prose that sets CUDA_VISIBLE_DEVICES (GH608 judges it)
+        reading.overlay(env_lines(lines), piece.name)
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
@@ -274,6 +296,9 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     return False
 
 
+_ACCUMULATED = frozenset({"library_files"})
+
+
 def _overlay(current: Any, value: Any) -> Any:
     """``current`` with every field ``value`` knows (not its default) taken from ``value``."""
     changes = {}
@@ -281,7 +306,9 @@ def _overlay(current: Any, value: Any) -> Any:
         new = getattr(value, f.name)
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         if new != default:
-            changes[f.name] = new
+            old = getattr(current, f.name)
+            # the library files every piece names add up: one piece shows the wheel's copy, another the system's
+            changes[f.name] = tuple(dict.fromkeys(old + new)) if f.name in _ACCUMULATED else new
     return replace(current, **changes)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
+from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
 
@@ -79,6 +80,8 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
 
     CUDA reads the list up to the first entry that is not a GPU (an index out of range, an unknown
     UUID, a word): that entry and all after it are dropped. A valid subset is a choice, not a fault.
+    ``count`` 0: the GPU count is unknown (pasted evidence), so an index is not judged; a value that hides
+    every GPU whatever the count (empty, ``-1``, ``none``) still is.
     """
     text = value.strip()
     if not text:
@@ -90,7 +93,7 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
     for position, token in enumerate(t.strip() for t in text.split(",")):
         rest = "" if position == 0 else " (entries before it stay visible)"
         if re.fullmatch(r"-?\d+", token):
-            if not 0 <= int(token) < count:
+            if count and not 0 <= int(token) < count:
                 return (f"{name}={text}: index {token} is not a GPU on this host ({count} GPUs: 0-{count - 1}); "
                         f"it and every entry after it are ignored{rest}")
         elif token.startswith("GPU-"):
@@ -294,15 +297,24 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
 # --------------------------------------------------------------------------- GH602
 
 
+PIP_WHEELS = "pip CUDA wheels"
+_WHEEL_DIR = re.compile(r"/(?:site|dist)-packages/nvidia/")
+MAX_PATHS = 6
+
+
 @check("GH602", "multiple-cuda-on-library-path", "Several CUDA versions on the library path",
-       requires=("cuda",))
+       requires=("cuda",), reads=("messages",))
 def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     `LD_LIBRARY_PATH` and the loader's configuration (`/etc/ld.so.conf`, `/etc/ld.so.conf.d/*.conf`)
     name directories of more than one CUDA version (`/usr/local/cuda-11.8/lib64` and
     `/usr/local/cuda-12.4/lib64`; `/usr/local/cuda` counts as the version it points at; `cuda-12` and
-    `cuda-12.4` count as one).
+    `cuda-12.4` count as one). Library files a program's output shows it using count too (`ldd`, a loader
+    error, a library-discovery file naming `/usr/local/cuda-8.0/.../libcublas.so` next to
+    `/usr/local/cuda-10.1/lib64/libcufft.so`); a pip CUDA wheel's directory (`site-packages/nvidia/<lib>/lib`)
+    is a copy of its own. With a loader error in the same evidence ("undefined symbol ..., version
+    libnvJitLink.so.12") the finding is critical: the wrong copy was loaded.
 
     Why it matters:
     Libraries of one major version share a soname (`libcublas.so.12`, `libcudart.so.12`): whichever
@@ -334,12 +346,19 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
         version = _cuda_dir_version(entry.directory, state)
         if version:
             named.setdefault(version, []).append(f"{entry.file}: {entry.directory}")
+    for path in state.library_files:  # the copies a program's output shows it using (ldd, loader errors)
+        version = _cuda_dir_version(path, state) or (PIP_WHEELS if _WHEEL_DIR.search(path) else None)
+        if version:
+            named.setdefault(version, []).append(f"used: {path}")
     conda = _conda_cuda(state)
     if conda and named and conda not in named and not any(v.startswith(conda + ".") for v in named):
         # a system toolkit on LD_LIBRARY_PATH is searched before the conda environment's own libraries
         named.setdefault(conda, []).append(f"conda environment: cudatoolkit {state.conda_cudatoolkit}")
     distinct = [v for v in named if not any(w != v and w.startswith(v + ".") for w in named)]
     if len(distinct) < 2:
+        if snapshot.origin == "evidence" and not (state.ld_library_path or state.ld_so_conf):
+            # only a program's library files were given: the search path that could hold another copy was not
+            yield Skip("LD_LIBRARY_PATH and ldconfig -p: not in the evidence given")
         return
     for version in list(named):
         if version not in distinct:  # cuda-12 next to cuda-12.4: the same toolkit
@@ -348,17 +367,29 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
     distinct.sort(key=version_key)
     stale = sorted({e.file for e in state.ld_so_conf if _cuda_dir_version(e.directory, state) != distinct[-1]
                     and _cuda_dir_version(e.directory, state) in named and e.file.startswith("/")})
-    evidence = tuple(Evidence(f"CUDA {v}", tuple(named[v])) for v in distinct)
+    evidence = tuple(Evidence(v if v == PIP_WHEELS else f"CUDA {v}", tuple(named[v][:MAX_PATHS])) for v in distinct)
+    # a loader error beside them (undefined symbol, version not found) shows the wrong copy was loaded
+    failed = [m for m in snapshot.messages or () if m.symptom == "cuda-library-missing" and m.signature
+              and signature(m.signature).severity != "info"]
     yield Draft(
-        Severity.WARNING,
-        f"CUDA {', '.join(distinct)} are all on the library path: whichever comes first wins",
-        evidence=evidence,
+        Severity.CRITICAL if failed else Severity.WARNING,
+        f"{_copies(distinct)} are all on the library path: whichever comes first wins"
+        + (", and a library failed to load" if failed else ""),
+        evidence=evidence + tuple(Evidence(m.source, (m.line[:300],)) for m in failed[:2]),
+        explains=("GH612",) if failed else (),
         fixes=(Fix("export LD_LIBRARY_PATH=/usr/local/cuda/lib64", "any",
                    note="in ~/.bashrc, /etc/profile.d and service units: one toolkit only"),
                *(Fix(f"sudo rm {f}", "any", note="if that toolkit should not be used") for f in stale),
                *fixes_for(debian=["sudo update-alternatives --config cuda"], rhel=["sudo alternatives --config cuda"]),
                Fix("sudo ldconfig", "any")),
     )
+
+
+def _copies(versions: list[str]) -> str:
+    """``["11.8", "12.4"]`` -> ``CUDA 11.8, 12.4``; the pip wheels' copy is named as such."""
+    numbered = [v for v in versions if v != PIP_WHEELS]
+    text = f"CUDA {', '.join(numbered)}" if numbered else ""
+    return f"{text} and {PIP_WHEELS}" if PIP_WHEELS in versions and text else text or PIP_WHEELS
 
 
 # --------------------------------------------------------------------------- GH603
@@ -698,46 +729,111 @@ def gpu_compute_wrong(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 # --------------------------------------------------------------------------- GH608
 
 
-@check("GH608", "cuda-visible-devices-hides-gpus", "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES hides GPUs")
+# CUDA 11 and 12 enumerate a single MIG device per process (NVIDIA MIG User Guide, "CUDA Device Enumeration")
+_MIG_NAMED = re.compile(r"\bMIG[- ]\d{1,2}g\.\d{1,3}gb\b|\bMIG-[0-9a-fA-F]{8}-", re.I)
+# symptoms of a process seeing fewer GPUs than the host has (knowledge/symptoms.csv)
+_FEWER_VISIBLE = frozenset({"torch-no-gpu", "framework-no-gpu", "gpu-missing", "container-no-gpu"})
+
+
+def _mig_shown(snapshot: Snapshot) -> tuple[list[str], list[str]]:
+    """Evidence that MIG splits the GPUs: what nvidia-smi says (GPUs with MIG mode Enabled, when several MIG
+    devices can exist) and pasted lines that name a MIG device ("MIG 3g.40gb", "MIG-<uuid>")."""
+    enabled = [g for g in snapshot.gpus if (g.mig_mode_current or "").strip().lower() == "enabled"]
+    several = len(enabled) > 1 or any((g.mig_devices or 0) > 1 for g in enabled)
+    said = [f"GPU {g.index if g.index is not None else '?'}: MIG mode Enabled"
+            + (f", {g.mig_devices} MIG devices" if g.mig_devices else "") for g in enabled] if several else []
+    lines = [m.line for m in snapshot.messages or () if _MIG_NAMED.search(m.line[:4096])]
+    return said, lines[:MAX_MIG_LINES]
+
+
+MAX_MIG_LINES = 4
+
+
+def _one_mig_selected(snapshot: Snapshot) -> bool:
+    value = snapshot.env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return value.startswith("MIG-") and "," not in value
+
+
+@check("GH608", "cuda-visible-devices-hides-gpus", "CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES or MIG hides GPUs",
+       reads=("env", "smi", "messages"))
 def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
-    `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in is empty,
+    `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in (or set in
+    the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `os.environ[...]`) is empty,
     `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
+    Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
+    MIG device named in an error), and a CUDA process enumerates only one MIG device.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
     `torch.cuda.is_available()` False), while nvidia-smi, which ignores the variable, shows them all.
     Set in a profile or a service unit, it silently affects every job. `NVIDIA_VISIBLE_DEVICES`
     decides which GPUs the NVIDIA container runtime gives a container: `none`/`void` means none.
+    With MIG (CUDA 11 and 12), a process sees a single MIG device whatever the number of MIG devices
+    created or given to a container (NVIDIA MIG User Guide, "CUDA Device Enumeration"), so a program
+    that asks for a second device fails (PyTorch: "device >= 0 && device < num_gpus INTERNAL ASSERT
+    FAILED").
 
     How to fix:
     `unset CUDA_VISIBLE_DEVICES` (find where it is set: `grep -rs CUDA_VISIBLE_DEVICES /etc/profile.d
     /etc/environment ~/.bashrc`), or list valid indices (0 to count-1) or UUIDs from `nvidia-smi -L`.
-    For containers, start them with `--gpus all` (or `NVIDIA_VISIBLE_DEVICES=all`).
+    For containers, start them with `--gpus all` (or `NVIDIA_VISIBLE_DEVICES=all`). With MIG, run one
+    process per MIG device, each with `CUDA_VISIBLE_DEVICES=MIG-<uuid>` from `nvidia-smi -L`, or
+    disable MIG (`sudo nvidia-smi -i <index> -mig 0`) when one process must use whole GPUs.
 
     Exceptions:
     A valid subset (`CUDA_VISIBLE_DEVICES=0,1` on an 8-GPU host) is a deliberate choice and not
-    reported; schedulers (Slurm, Kubernetes) set it per job.
+    reported; schedulers (Slurm, Kubernetes) set it per job. An index in pasted evidence is not judged
+    when the evidence does not show how many GPUs the host has. MIG without a failing program is
+    reported as information only (one MIG device per process is how MIG is used).
     """
-    if snapshot.origin == "evidence" and not snapshot.env:
+    mig_said, mig_lines = _mig_shown(snapshot)
+    mig = bool(mig_said or mig_lines) and not _one_mig_selected(snapshot)
+    if snapshot.origin == "evidence" and not snapshot.env and not mig:
         yield Skip("the environment was not collected")
         return
-    if not gpu_count(snapshot):
+    count = gpu_count(snapshot)
+    if not count and snapshot.origin != "evidence" and not mig:
         yield Skip("no NVIDIA GPU on this host")
         return
     problems = _visibility_problems(snapshot)
-    if not problems:
-        return
-    yield Draft(
-        Severity.WARNING, "; ".join(why for _, why in problems),
-        evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
-                  Evidence("GPUs", (f"{gpu_count(snapshot)} GPU(s) on this host",))),
-        fixes=tuple(Fix(f"unset {n}", "any", note="or list valid GPU indices or UUIDs (nvidia-smi -L)")
-                    for n, _ in problems),
-        explains=("GH605",),
-    )
+    if problems:
+        yield Draft(
+            Severity.WARNING, "; ".join(why for _, why in problems),
+            evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
+                      Evidence("GPUs", (f"{count} GPU(s) on this host" if count else
+                                        "the GPU count is not in the evidence",))),
+            fixes=tuple(Fix(f"unset {n}", "any", note="or list valid GPU indices or UUIDs (nvidia-smi -L)")
+                        for n, _ in problems),
+            explains=("GH605", "GH610"),
+        )
+    elif mig:
+        yield _mig_draft(snapshot, mig_said, mig_lines)
+    elif not count and any(snapshot.env.get(n, "").strip() for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")):
+        # an index list cannot be judged without the GPU count: not checked, so not ruled out either
+        shown = ", ".join(f"{n}={snapshot.env[n]}" for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+                          if n in snapshot.env)
+        yield Skip(f"{shown} names GPUs, but the evidence does not show how many GPUs the host has "
+                   "(paste nvidia-smi -L)")
+
+
+def _mig_draft(snapshot: Snapshot, said: list[str], lines: list[str]) -> Draft:
+    """MIG limits a process to one MIG device: a warning when a program failed for want of a device."""
+    failing = any(m.symptom in _FEWER_VISIBLE for m in snapshot.messages or ())
+    evidence = []
+    if said:
+        evidence.append(Evidence(snapshot.sources.get("smi", "nvidia-smi"), tuple(said)))
+    if lines:
+        evidence.append(Evidence("evidence given", tuple(lines)))
+    message = ("MIG is in use: a CUDA process enumerates only one MIG device"
+               + (", so the program sees fewer GPUs than it asks for" if failing else ""))
+    return Draft(Severity.WARNING if failing else Severity.INFO, message, evidence=tuple(evidence),
+                 fixes=(Fix("nvidia-smi -L", "any", note="lists the MIG devices and their MIG-<uuid>"),
+                        Fix("CUDA_VISIBLE_DEVICES=MIG-<uuid> <program>", "any",
+                            note="one process per MIG device")),
+                 explains=("GH605", "GH610", "GH102") if failing else ())
 
 
 # --------------------------------------------------------------------------- GH609

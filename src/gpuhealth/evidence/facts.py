@@ -9,13 +9,14 @@ id from ``knowledge/symptoms.csv``. Facts run on every block of a terminal sessi
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
-from gpuhealth.model import CommandRun, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.model import CommandRun, CudaState, OsInfo, P2pEvidence, TorchEnv
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,34 @@ def _echo_variable(command: str, output: str) -> Fact | None:
     return Fact({"env": {m["name"]: value}}, None, f"{m['name']}={value}")
 
 
+# A variable that decides which GPUs CUDA (or the container runtime) shows, set where the user shows it:
+# `export CUDA_VISIBLE_DEVICES=1` in a script or a session, `CUDA_VISIBLE_DEVICES="" python x.py`, or
+# `os.environ["CUDA_VISIBLE_DEVICES"] = "2"` in Python. GH608 judges the value (CUDA programming guide, "CUDA
+# Environment Variables": an empty value or an index that is no GPU hides devices).
+MAX_LINE_TEXT = 4096  # characters of one line searched for an assignment
+_VISIBLE_SET = re.compile(
+    r"(?:\bexport\s+|(?<![\w\[\"'])|\benviron\[[\"'])(?P<name>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)"
+    r"(?:[\"']\])?\s?=\s?(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{0,200}))")
+
+
+def visible_devices_set(text: str) -> dict[str, str]:
+    """The visibility variables ``text`` (a command line, a script or prose) assigns, the last value each."""
+    found: dict[str, str] = {}
+    for m in _VISIBLE_SET.finditer(text[:MAX_LINE_TEXT]):
+        value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
+        if "$" not in value:  # `=$GPU` or `=${IDS}`: the value is not shown
+            found[m["name"]] = value.strip()
+    return found
+
+
+@command_fact("visible-devices-set", r"VISIBLE_DEVICES")
+def _visible_devices(command: str, output: str) -> Fact | None:
+    found = visible_devices_set(command)
+    if not found:
+        return None
+    return Fact({"env": found}, None, ", ".join(f"{k}={v}" for k, v in found.items()))
+
+
 _RELEASE = re.compile(r"^\d+\.\d+(?:\.\d+)?[-+][\w.+~-]+$")
 _UNAME_A = re.compile(r"^Linux \S+ (?P<release>\d+\.\d+\S*) #")
 
@@ -175,6 +204,15 @@ _P2P_FAIL = re.compile(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs
 MAX_LINE_FACTS = 8
 
 
+def env_lines(lines: list[str]) -> dict[str, dict[str, str]]:
+    """The env overlay for the visibility variables these lines set (``visible_devices_set``); empty if none."""
+    found: dict[str, str] = {}
+    for line in lines:
+        if "VISIBLE_DEVICES" in line:
+            found.update(visible_devices_set(line))
+    return {"env": found} if found else {}
+
+
 def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
     """The P2P overlay for these lines: empty when none is about ACS, the IOMMU or a P2P failure."""
     acs: list[str] = []
@@ -191,3 +229,26 @@ def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
     if not (acs or iommu or failures):
         return {}
     return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu))}
+
+
+# An absolute path to a shared library inside a CUDA toolkit tree (/usr/local/cuda-10.1/lib64/libcufft.so) or a pip
+# CUDA wheel (site-packages/nvidia/cusparse/lib/libcusparse.so.12), wherever a program printed it: ldd, a loader
+# error, a library-discovery file. Components are bounded and end in "/", so a failed match costs little.
+_LIBRARY_FILE = re.compile(r"(?<![\w.+-])(/(?:[\w.+-]{1,80}/){1,24}lib[\w+-]{1,60}\.so(?:\.\d{1,6}){0,4})(?![\w/])")
+_CUDA_TREE = re.compile(r"/cuda-\d+(?:\.\d+)?/|/(?:site|dist)-packages/nvidia/[\w-]{1,40}/lib/")
+MAX_LIBRARY_FILES = 32
+
+
+def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
+    """The CUDA overlay for these lines: the library files of CUDA trees or CUDA wheels they name; empty when none."""
+    files: list[str] = []
+    for line in lines:
+        if "/lib" not in line or ".so" not in line:
+            continue  # cheap prefilter: most lines name no library file
+        for match in _LIBRARY_FILE.finditer(line[:4096]):
+            path = posixpath.normpath(match[1])  # torch/lib/../../nvidia/cusparse/lib -> nvidia/cusparse/lib
+            if _CUDA_TREE.search(path) and path not in files:
+                files.append(path)
+        if len(files) >= MAX_LIBRARY_FILES:
+            break
+    return {"cuda": CudaState(library_files=tuple(files[:MAX_LIBRARY_FILES]))} if files else {}
