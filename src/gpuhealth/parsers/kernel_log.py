@@ -728,6 +728,8 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
             total += got
             filled += got
             last = bytes(buf[filled - 1:filled])
+        if not eof and filled < len(buf):
+            continue  # fill the buffer first (a pipe gives 64 KiB a read): fewer, larger pieces
         full = filled == len(buf) and len(buf) >= max(2 * _CHUNK, 1 << 20)
         cut = filled if eof else _cut(buf, filled, full)
         if not cut and full:
