@@ -102,11 +102,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on a free loopback port; yields its base URL."""
+def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None,
+                  listen: str = "127.0.0.1:0") -> Iterator[str]:
+    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on ``listen`` (default: a free loopback port);
+    yields its base URL."""
     log = tmp / "serve.log"
-    command = [sys.executable, "-m", "gpuhealth.web", "--listen", "127.0.0.1:0", "--db", str(tmp / "history.db"),
-               *args]
+    command = [sys.executable, "-m", "gpuhealth.web", "--listen", listen, "--db", str(tmp / "history.db"), *args]
     environment = {k: v for k, v in os.environ.items() if k != "GPUHEALTH_TOKEN"}
     environment.update(env or {})
     with open(log, "w") as handle:
@@ -165,3 +166,21 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.2) -
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
+
+
+def prom_query(client: Any, expr: str) -> list[dict]:
+    """One instant query against a real Prometheus (an ``httpx.Client`` on its base URL): the result vector."""
+    answer = client.get("/api/v1/query", params={"query": expr}).json()
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def prom_ready(client: Any) -> bool:
+    """Prometheus or Alertmanager answers /-/ready (False while it starts)."""
+    import httpx
+
+    try:
+        return client.get("/-/ready").status_code == 200
+    except httpx.HTTPError:
+        time.sleep(0.2)
+        return False
