@@ -491,3 +491,13 @@ def test_card_reason_is_short_and_has_no_driver_names():
     words = "word " * 60
     cut = state_module.short_reason(words)
     assert len(cut) <= state_module.REASON_CHARS + 1 and cut.endswith("word…")
+
+
+def test_serve_replays_at_speed_0_unpaced(tmp_path):
+    """serve wraps the source (TeeSource): it must pass on "not paced", or `serve --replay-speed 0` waits
+    --interval between samples (a 10-minute trace took 10 minutes)."""
+    from gpuhealth.web.state import LiveState, TeeSource
+
+    trace = write_fleet_trace(tmp_path / "t.jsonl", gpus=1, seconds=5)
+    assert TeeSource(ReplaySource(trace, speed=0), LiveState()).paced is False
+    assert TeeSource(ReplaySource(trace, speed=1), LiveState()).paced is True
