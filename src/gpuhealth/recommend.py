@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from gpuhealth.knowledge import drivers, gpus
 from gpuhealth.model import Snapshot, to_jsonable
+from gpuhealth.records import record
 
 RECOMMEND_SCHEMA_VERSION = 1
 OPEN_DEFAULT_FROM = 560  # NVIDIA Driver Installation Guide, kernel modules: open is the default from R560
@@ -49,13 +49,13 @@ RUNFILE_SOURCE = ("NVIDIA, Driver Installation Guide: kernel modules <https://do
                   "--kernel-module-type")
 
 
-@dataclass(frozen=True)
+@record
 class Command:
     text: str
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class InstallRoute:
     distro: str  # "Ubuntu 22.04", "Rocky Linux 9.3", "unknown Linux"
     family: str  # "debian", "rhel", "other"
@@ -65,7 +65,7 @@ class InstallRoute:
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class BranchOption:
     number: int
     designation: str  # "Long Term Support Branch", "Production Branch", "New Feature Branch", "legacy"
@@ -75,7 +75,7 @@ class BranchOption:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class CudaAdvice:
     native: tuple[str, ...] = ()
     minor_compat: tuple[str, ...] = ()
@@ -84,7 +84,7 @@ class CudaAdvice:
     pytorch_source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class GpuAdvice:
     device_id: str
     count: int
@@ -102,7 +102,7 @@ class GpuAdvice:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Recommendation:
     schema_version: int = RECOMMEND_SCHEMA_VERSION
     hostname: str | None = None

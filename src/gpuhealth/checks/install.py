@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from gpuhealth.checks.driver import REBOOT, driver_version_of, module_loaded
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.signatures import Signature, signature
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, MessageLine, NvidiaPackage, Severity, Snapshot
 
 BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -727,10 +728,10 @@ SET_MULTI_USER = Fix("sudo systemctl set-default multi-user.target", "any", note
 ISOLATE_MULTI_USER = Fix("sudo systemctl isolate multi-user.target", "any", disruptive=True,
                          note="stops the desktop now (ends graphical sessions)")
 _PACKAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("CUDA repository (cuda-drivers)", re.compile(r"^cuda-drivers(?:-\d+)?$")),
-    ("ELRepo (kmod-nvidia)", re.compile(r"^(?:kmod-nvidia(?:-\d+\.\d+\S*)?|nvidia-x11-drv(?:-libs)?(?:-\d+\S*)?)$")),
-    ("RPM Fusion (akmod-nvidia)", re.compile(r"^(?:akmod-nvidia\S*|xorg-x11-drv-nvidia\S*)$")),
-    ("driver packages", re.compile(
+    ("CUDA repository (cuda-drivers)", lazy_re(r"^cuda-drivers(?:-\d+)?$")),
+    ("ELRepo (kmod-nvidia)", lazy_re(r"^(?:kmod-nvidia(?:-\d+\.\d+\S*)?|nvidia-x11-drv(?:-libs)?(?:-\d+\S*)?)$")),
+    ("RPM Fusion (akmod-nvidia)", lazy_re(r"^(?:akmod-nvidia\S*|xorg-x11-drv-nvidia\S*)$")),
+    ("driver packages", lazy_re(
         r"^(?:nvidia-driver(?:-\d+)?(?:-server|-open)?(?:-cuda)?|nvidia-dkms-\d+\S*|nvidia-kernel-(?:dkms|common-\d+\S*"
         r"|source-\d+\S*|open-\d+\S*)|libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|linux-modules-nvidia-\S+"
         r"|nvidia-headless-\S+|kmod-nvidia-(?:latest|open)-dkms|nvidia-kmod\S*)$")),
@@ -762,7 +763,7 @@ def _driver_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
 
 
 # A driver package named for its branch (Ubuntu's nvidia-304, nvidia-experimental-310, nvidia-driver-535).
-_BRANCH_PACKAGE = re.compile(r"^nvidia-(?:experimental-|driver-)?(?P<branch>\d{3})(?:-updates|-server|-open)?$")
+_BRANCH_PACKAGE = lazy_re(r"^nvidia-(?:experimental-|driver-)?(?P<branch>\d{3})(?:-updates|-server|-open)?$")
 
 
 def _driver_branches(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:

@@ -13,11 +13,12 @@ import math
 import re
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import FrameworkDevice, FrameworkEnv, LibraryEntry, ParseError, TorchDevice, TorchEnv
 
 # --------------------------------------------------------------------------- nvcc --version
 
-_NVCC = re.compile(r"Cuda compilation tools,\s*release\s+(?P<release>\d+\.\d+)(?:,\s*V(?P<version>\d+(?:\.\d+)+))?")
+_NVCC = lazy_re(r"Cuda compilation tools,\s*release\s+(?P<release>\d+\.\d+)(?:,\s*V(?P<version>\d+(?:\.\d+)+))?")
 
 
 def parse_nvcc_version(text: str) -> tuple[str, str | None]:
@@ -32,8 +33,8 @@ def parse_nvcc_version(text: str) -> tuple[str, str | None]:
 
 # --------------------------------------------------------------------------- toolkit version files
 
-_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)*")
-_VERSION_TXT = re.compile(r"^\s*CUDA Version\s+(?P<version>\d+\.\d+(?:\.\d+)*)\s*$", re.MULTILINE)
+_VERSION = lazy_re(r"\d+\.\d+(?:\.\d+)*")
+_VERSION_TXT = lazy_re(r"^\s*CUDA Version\s+(?P<version>\d+\.\d+(?:\.\d+)*)\s*$", re.MULTILINE)
 
 
 def parse_cuda_version_json(text: str) -> str:
@@ -61,7 +62,7 @@ def parse_cuda_version_txt(text: str) -> str:
     return match["version"]
 
 
-_CUDA_DIR = re.compile(r"^cuda[-_]?(?P<version>\d+(?:\.\d+)?)$")
+_CUDA_DIR = lazy_re(r"^cuda[-_]?(?P<version>\d+(?:\.\d+)?)$")
 
 
 def cuda_version_in_path(path: str) -> str | None:
@@ -91,12 +92,12 @@ def parse_ld_so_conf(text: str) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- ldconfig -p
 
-_LDCONFIG_HEADER = re.compile(r"^\s*\d+ libs? found in cache", re.MULTILINE)
+_LDCONFIG_HEADER = lazy_re(r"^\s*\d+ libs? found in cache", re.MULTILINE)
 # The path runs to the end of the line and is stripped in code: a lazy `.*?` before `\s*$` is quadratic on
 # a long run of blanks.
-_LDCONFIG_LINE = re.compile(r"^\s+(?P<name>\S+)\s+\((?P<flags>[^)]*)\)\s+=>\s+(?P<path>\S.*)$")
-_KEPT_LIBRARIES = re.compile(r"^(?:libcuda|libnvidia-ml|libcudart)\.so(?:\.|$)")
-_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(?P<version>\d+\.\d+(?:\.\d+)?)$")
+_LDCONFIG_LINE = lazy_re(r"^\s+(?P<name>\S+)\s+\((?P<flags>[^)]*)\)\s+=>\s+(?P<path>\S.*)$")
+_KEPT_LIBRARIES = lazy_re(r"^(?:libcuda|libnvidia-ml|libcudart)\.so(?:\.|$)")
+_LIBCUDA_VERSION = lazy_re(r"libcuda\.so\.(?P<version>\d+\.\d+(?:\.\d+)?)$")
 
 
 def parse_ldconfig(text: str) -> tuple[LibraryEntry, ...]:
