@@ -421,7 +421,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     Secure Boot with the nvidia module loaded is fine (it is signed by a trusted key). Critical when
     the module on disk is unsigned, the kernel log shows a rejection, or Secure Boot is enabled and the
     load failed with "Operation not permitted" or an untrusted signer; a warning otherwise. Secure Boot
-    disabled: PKCS#7 lines are harmless (the module loads and taints the kernel).
+    disabled: PKCS#7 lines are harmless (the module loads and taints the kernel); with nvidia loaded they
+    concern another module.
     """
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
@@ -435,9 +436,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     # kernel (Secure Boot) refuses it; elsewhere it loads and taints the kernel ("module verification failed").
     loaded_unsigned = _log_lines(snapshot, (MODULE_LOADED_UNSIGNED,)) + _logged(
         snapshot, lambda sig: sig.id == "kernel-module-verification-taint")
-    untrusted = () if loaded_unsigned else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
-        snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     loaded = module_loaded(snapshot)
+    # the line names no module: with nvidia loaded it concerns another one
+    untrusted = () if loaded_unsigned or loaded is True else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
+        snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     failures = _load_failures(snapshot) if loaded is not True else []
     if install.secure_boot is None and not log_lines and not untrusted:
         yield Skip(_unavailable(snapshot, "install_secure_boot") if snapshot.install is not None
