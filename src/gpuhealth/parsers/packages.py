@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from gpuhealth.model import NvidiaPackage, ParseError
+from gpuhealth.parsers._text import text_lines
 
 MAX_LINES = 20000  # a full ``dpkg -l`` of a desktop has ~3000 lines
 MAX_LINE = 2000  # longer lines are not package lines; cut before matching
@@ -48,9 +49,7 @@ _COLLECT_ENV_PREFIX = re.compile(r"^\[(?:pip3?|conda)\]\s+")
 
 
 def _lines(text: str, what: str) -> list[str]:
-    if not isinstance(text, str):
-        raise ParseError(f"{what} must be text")
-    return [line[:MAX_LINE].strip() for line in text.splitlines()[:MAX_LINES]]
+    return text_lines(text, what, max_lines=MAX_LINES, max_line=MAX_LINE, strip=str.strip)
 
 
 def parse_dpkg_list(text: str) -> tuple[NvidiaPackage, ...]:
