@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
 from gpuhealth.model import STUCK_MARKER, Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
@@ -62,14 +63,24 @@ def driver_version_of(package_version: str | None) -> str | None:
     return match["version"] if match else None
 
 
-def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
-    """Driver version -> names of the installed library packages of that version."""
-    versions: dict[str, list[str]] = {}
+def driver_package_versions(packages: tuple[NvidiaPackage, ...],
+                            wanted: Callable[[str], object]) -> dict[str, list[NvidiaPackage]]:
+    """Driver version -> the installed packages of that version whose name is ``wanted`` (one per name), the
+    versions in order. A package whose version is no driver version (a tool's own) is left out."""
+    versions: dict[str, list[NvidiaPackage]] = {}
     for package in packages:
         version = driver_version_of(package.version)
-        if version and LIBRARY_PACKAGE.match(package.name) and package.name not in versions.get(version, ()):
-            versions.setdefault(version, []).append(package.name)
-    return versions
+        if version and wanted(package.name):
+            same = versions.setdefault(version, [])
+            if all(p.name != package.name for p in same):
+                same.append(package)
+    return dict(sorted(versions.items(), key=lambda item: version_key(item[0])))
+
+
+def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
+    """Driver version -> names of the installed library packages of that version."""
+    return {version: [p.name for p in found]
+            for version, found in driver_package_versions(packages, LIBRARY_PACKAGE.match).items()}
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
