@@ -22,8 +22,6 @@ from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Seve
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
 MAX_EVIDENCE_LINES = 6
-# Checks that read snapshot.messages and judge the lines under their code (checks/evidence_checks.py)
-LINE_JUDGES = frozenset({"GH209", "GH210", "GH612", "GH706"})
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
     "lsmod | grep -E 'nvidia|nouveau'", "dkms status", "mokutil --sb-state", "uname -r",
@@ -129,7 +127,7 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     fired = {f.code for f in result}
     # checks that read the catalogue's lines themselves judged them: a line they let pass is overruled
     messages = [m for m in snapshot.messages or () if (m.signature or m.symptom) and not (
-        m.signature and (code := signature(m.signature).code) in LINE_JUDGES and code in ran and code not in fired
+        m.signature and judges_lines(code := signature(m.signature).code) and code in ran and code not in fired
         and code not in {s.code for s in skipped})]
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
@@ -144,6 +142,13 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
             continue  # a check already named the cause of this symptom's finding
         result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown)
     return _ordered(result)
+
+
+def judges_lines(code: str) -> bool:
+    """Whether the check ``code`` reads ``snapshot.messages`` (declares ``requires`` or ``reads`` it) and so
+    judges the catalogue's lines filed under its code itself."""
+    spec = REGISTRY.get(code)
+    return spec is not None and "messages" in spec.requires + spec.reads
 
 
 def _judged(message: MessageLine) -> bool:

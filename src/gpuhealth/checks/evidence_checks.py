@@ -62,7 +62,8 @@ def driver_versions(snapshot: Snapshot) -> list[tuple[str, str]]:
     return found
 
 
-@check("GH209", "driver-gpu-unsupported", "The driver branch does not support this GPU", reads=("kernel_log",))
+@check("GH209", "driver-gpu-unsupported", "The driver branch does not support this GPU",
+       reads=("kernel_log", "messages"))
 def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -145,7 +146,7 @@ def nvswitch_present(snapshot: Snapshot) -> bool | None:
                for d in snapshot.pci_devices)
 
 
-@check("GH210", "fabric-manager-failed", "Fabric Manager is not running on an NVSwitch system")
+@check("GH210", "fabric-manager-failed", "Fabric Manager is not running on an NVSwitch system", reads=("messages",))
 def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -297,7 +298,8 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 # --------------------------------------------------------------------------- GH706
 
 
-@check("GH706", "p2p-blocked-iommu-acs", "NCCL/P2P fails with the IOMMU or PCIe ACS in the way")
+@check("GH706", "p2p-blocked-iommu-acs", "NCCL/P2P fails with the IOMMU or PCIe ACS in the way",
+       reads=("messages",))
 def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
