@@ -453,41 +453,15 @@ def test_planted_secrets_appear_nowhere_in_the_bundle(tmp_path):
 @pytest.fixture
 def served(tmp_path):
     """A real `gpuhealth serve` on a free loopback port, fed by a generated trace; yields (host, port)."""
-    import re
+    from urllib.parse import urlsplit
 
     sys.path.insert(0, str(Path(__file__).parent / "web"))
-    from web_fakes import write_fleet_trace
+    from web_fakes import serve_process, write_fleet_trace
 
     trace = write_fleet_trace(tmp_path / "fleet.jsonl", gpus=2, seconds=600)
-    log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if k != "GPUHEALTH_TOKEN"}
-    with open(log, "w") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "gpuhealth", "serve", "--listen", "127.0.0.1:0",
-                                 "--source", f"replay:{trace}", "--db", str(tmp_path / "h.db"),
-                                 "--request-timeout", "2"],
-                                stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 30
-        while not (found := re.search(r"listening on http://([\d.]+):(\d+)/", log.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        address = (found[1], int(found[2]))
-        while True:  # the line comes before uvicorn's listen(): wait until it answers
-            try:
-                if _get(address, "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield address
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve_process(tmp_path, "--source", f"replay:{trace}", "--request-timeout", "2") as base:
+        url = urlsplit(base)
+        yield url.hostname, url.port
 
 
 def _get(address: tuple[str, int], path: str, timeout: float = 2.0, extra: bytes = b"") -> tuple[int, float]:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,8 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on a free loopback port; yields its base URL."""
+    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on a free loopback port; yields its base URL once
+    ``/healthz`` answers, and on leaving stops it with SIGTERM, which it must exit 0 on."""
     log = tmp / "serve.log"
     command = [sys.executable, "-m", "gpuhealth.web", "--listen", "127.0.0.1:0", "--db", str(tmp / "history.db"),
                *args]
@@ -112,15 +114,7 @@ def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None) -> I
     with open(log, "w") as handle:
         proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=environment, cwd=tmp)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            match = re.search(r"listening on (http://\S+/)", log.read_text())
-            if match:
-                yield match[1].rstrip("/")
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"serve did not start:\n{log.read_text()}")
-            time.sleep(0.05)
+        yield _started(proc, log, time.monotonic() + 30)
     finally:
         proc.terminate()
         try:
@@ -129,6 +123,25 @@ def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None) -> I
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, f"serve exited {proc.returncode} on SIGTERM:\n{log.read_text()}"
+
+
+def _started(proc: subprocess.Popen, log: Path, deadline: float) -> str:
+    """The base URL once the server answers: its "listening on" line comes before uvicorn's listen()."""
+    while not (match := re.search(r"listening on (http://\S+/)", log.read_text())):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"serve did not start:\n{log.read_text()}")
+        time.sleep(0.05)
+    base = match[1].rstrip("/")
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as answer:
+                if answer.status == 200:
+                    return base
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"serve did not answer /healthz:\n{log.read_text()}")
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
