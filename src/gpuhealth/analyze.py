@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
-from gpuhealth.evidence.facts import facts_for, p2p_lines
+from gpuhealth.evidence.facts import cuda_library_lines, facts_for, p2p_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
@@ -170,6 +170,14 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     if block is not None and block.command:
         understood = _read_facts(reading, piece, block) or understood
     matched = _scan_messages(reading, piece, kind.name if kind else None, read_into, unknown_lines)
+    if unknown_lines and (kind is None or kind.name == "app-log"):
+        # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
+        libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
+        reading.overlay(libraries, piece.name)
+        if libraries and not understood and not matched:
+            reading.log.append(Recognised(piece.name, "cuda-library-files",
+                                          f"{len(libraries['cuda'].library_files)} CUDA library file(s)"))
+            understood = True
     if kind is None and not understood:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
@@ -274,6 +282,9 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     return False
 
 
+_ACCUMULATED = frozenset({"library_files"})
+
+
 def _overlay(current: Any, value: Any) -> Any:
     """``current`` with every field ``value`` knows (not its default) taken from ``value``."""
     changes = {}
@@ -281,7 +292,9 @@ def _overlay(current: Any, value: Any) -> Any:
         new = getattr(value, f.name)
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         if new != default:
-            changes[f.name] = new
+            old = getattr(current, f.name)
+            # the library files every piece names add up: one piece shows the wheel's copy, another the system's
+            changes[f.name] = tuple(dict.fromkeys(old + new)) if f.name in _ACCUMULATED else new
     return replace(current, **changes)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
+from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
 
@@ -294,15 +295,24 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
 # --------------------------------------------------------------------------- GH602
 
 
+PIP_WHEELS = "pip CUDA wheels"
+_WHEEL_DIR = re.compile(r"/(?:site|dist)-packages/nvidia/")
+MAX_PATHS = 6
+
+
 @check("GH602", "multiple-cuda-on-library-path", "Several CUDA versions on the library path",
-       requires=("cuda",))
+       requires=("cuda",), reads=("messages",))
 def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     `LD_LIBRARY_PATH` and the loader's configuration (`/etc/ld.so.conf`, `/etc/ld.so.conf.d/*.conf`)
     name directories of more than one CUDA version (`/usr/local/cuda-11.8/lib64` and
     `/usr/local/cuda-12.4/lib64`; `/usr/local/cuda` counts as the version it points at; `cuda-12` and
-    `cuda-12.4` count as one).
+    `cuda-12.4` count as one). Library files a program's output shows it using count too (`ldd`, a loader
+    error, a library-discovery file naming `/usr/local/cuda-8.0/.../libcublas.so` next to
+    `/usr/local/cuda-10.1/lib64/libcufft.so`); a pip CUDA wheel's directory (`site-packages/nvidia/<lib>/lib`)
+    is a copy of its own. With a loader error in the same evidence ("undefined symbol ..., version
+    libnvJitLink.so.12") the finding is critical: the wrong copy was loaded.
 
     Why it matters:
     Libraries of one major version share a soname (`libcublas.so.12`, `libcudart.so.12`): whichever
@@ -334,12 +344,19 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
         version = _cuda_dir_version(entry.directory, state)
         if version:
             named.setdefault(version, []).append(f"{entry.file}: {entry.directory}")
+    for path in state.library_files:  # the copies a program's output shows it using (ldd, loader errors)
+        version = _cuda_dir_version(path, state) or (PIP_WHEELS if _WHEEL_DIR.search(path) else None)
+        if version:
+            named.setdefault(version, []).append(f"used: {path}")
     conda = _conda_cuda(state)
     if conda and named and conda not in named and not any(v.startswith(conda + ".") for v in named):
         # a system toolkit on LD_LIBRARY_PATH is searched before the conda environment's own libraries
         named.setdefault(conda, []).append(f"conda environment: cudatoolkit {state.conda_cudatoolkit}")
     distinct = [v for v in named if not any(w != v and w.startswith(v + ".") for w in named)]
     if len(distinct) < 2:
+        if snapshot.origin == "evidence" and not (state.ld_library_path or state.ld_so_conf):
+            # only a program's library files were given: the search path that could hold another copy was not
+            yield Skip("LD_LIBRARY_PATH and ldconfig -p: not in the evidence given")
         return
     for version in list(named):
         if version not in distinct:  # cuda-12 next to cuda-12.4: the same toolkit
@@ -348,17 +365,29 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
     distinct.sort(key=version_key)
     stale = sorted({e.file for e in state.ld_so_conf if _cuda_dir_version(e.directory, state) != distinct[-1]
                     and _cuda_dir_version(e.directory, state) in named and e.file.startswith("/")})
-    evidence = tuple(Evidence(f"CUDA {v}", tuple(named[v])) for v in distinct)
+    evidence = tuple(Evidence(v if v == PIP_WHEELS else f"CUDA {v}", tuple(named[v][:MAX_PATHS])) for v in distinct)
+    # a loader error beside them (undefined symbol, version not found) shows the wrong copy was loaded
+    failed = [m for m in snapshot.messages or () if m.symptom == "cuda-library-missing" and m.signature
+              and signature(m.signature).severity != "info"]
     yield Draft(
-        Severity.WARNING,
-        f"CUDA {', '.join(distinct)} are all on the library path: whichever comes first wins",
-        evidence=evidence,
+        Severity.CRITICAL if failed else Severity.WARNING,
+        f"{_copies(distinct)} are all on the library path: whichever comes first wins"
+        + (", and a library failed to load" if failed else ""),
+        evidence=evidence + tuple(Evidence(m.source, (m.line[:300],)) for m in failed[:2]),
+        explains=("GH612",) if failed else (),
         fixes=(Fix("export LD_LIBRARY_PATH=/usr/local/cuda/lib64", "any",
                    note="in ~/.bashrc, /etc/profile.d and service units: one toolkit only"),
                *(Fix(f"sudo rm {f}", "any", note="if that toolkit should not be used") for f in stale),
                *fixes_for(debian=["sudo update-alternatives --config cuda"], rhel=["sudo alternatives --config cuda"]),
                Fix("sudo ldconfig", "any")),
     )
+
+
+def _copies(versions: list[str]) -> str:
+    """``["11.8", "12.4"]`` -> ``CUDA 11.8, 12.4``; the pip wheels' copy is named as such."""
+    numbered = [v for v in versions if v != PIP_WHEELS]
+    text = f"CUDA {', '.join(numbered)}" if numbered else ""
+    return f"{text} and {PIP_WHEELS}" if PIP_WHEELS in versions and text else text or PIP_WHEELS
 
 
 # --------------------------------------------------------------------------- GH603

@@ -9,13 +9,14 @@ id from ``knowledge/symptoms.csv``. Facts run on every block of a terminal sessi
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
-from gpuhealth.model import CommandRun, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.model import CommandRun, CudaState, OsInfo, P2pEvidence, TorchEnv
 
 
 @dataclass(frozen=True)
@@ -191,3 +192,26 @@ def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
     if not (acs or iommu or failures):
         return {}
     return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu))}
+
+
+# An absolute path to a shared library inside a CUDA toolkit tree (/usr/local/cuda-10.1/lib64/libcufft.so) or a pip
+# CUDA wheel (site-packages/nvidia/cusparse/lib/libcusparse.so.12), wherever a program printed it: ldd, a loader
+# error, a library-discovery file. Components are bounded and end in "/", so a failed match costs little.
+_LIBRARY_FILE = re.compile(r"(?<![\w.+-])(/(?:[\w.+-]{1,80}/){1,24}lib[\w+-]{1,60}\.so(?:\.\d{1,6}){0,4})(?![\w/])")
+_CUDA_TREE = re.compile(r"/cuda-\d+(?:\.\d+)?/|/(?:site|dist)-packages/nvidia/[\w-]{1,40}/lib/")
+MAX_LIBRARY_FILES = 32
+
+
+def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
+    """The CUDA overlay for these lines: the library files of CUDA trees or CUDA wheels they name; empty when none."""
+    files: list[str] = []
+    for line in lines:
+        if "/lib" not in line or ".so" not in line:
+            continue  # cheap prefilter: most lines name no library file
+        for match in _LIBRARY_FILE.finditer(line[:4096]):
+            path = posixpath.normpath(match[1])  # torch/lib/../../nvidia/cusparse/lib -> nvidia/cusparse/lib
+            if _CUDA_TREE.search(path) and path not in files:
+                files.append(path)
+        if len(files) >= MAX_LIBRARY_FILES:
+            break
+    return {"cuda": CudaState(library_files=tuple(files[:MAX_LIBRARY_FILES]))} if files else {}
