@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
-from gpuhealth.evidence.facts import cuda_library_lines, facts_for, p2p_lines
+from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p2p_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
@@ -223,6 +223,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     lines = lines[:MAX_SCANNED_LINES]
     if unknown_lines or kind == "kernel-log":  # settings and failures in words: ACS, IOMMU, NCCL hangs (GH706)
         reading.overlay(p2p_lines(lines), piece.name)
+    if unknown_lines and kind is None:  # a script or prose that sets CUDA_VISIBLE_DEVICES (GH608 judges it)
+        reading.overlay(env_lines(lines), piece.name)
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,

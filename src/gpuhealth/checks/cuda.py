@@ -80,6 +80,8 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
 
     CUDA reads the list up to the first entry that is not a GPU (an index out of range, an unknown
     UUID, a word): that entry and all after it are dropped. A valid subset is a choice, not a fault.
+    ``count`` 0: the GPU count is unknown (pasted evidence), so an index is not judged; a value that hides
+    every GPU whatever the count (empty, ``-1``, ``none``) still is.
     """
     text = value.strip()
     if not text:
@@ -91,7 +93,7 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
     for position, token in enumerate(t.strip() for t in text.split(",")):
         rest = "" if position == 0 else " (entries before it stay visible)"
         if re.fullmatch(r"-?\d+", token):
-            if not 0 <= int(token) < count:
+            if count and not 0 <= int(token) < count:
                 return (f"{name}={text}: index {token} is not a GPU on this host ({count} GPUs: 0-{count - 1}); "
                         f"it and every entry after it are ignored{rest}")
         elif token.startswith("GPU-"):
@@ -727,46 +729,105 @@ def gpu_compute_wrong(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 # --------------------------------------------------------------------------- GH608
 
 
-@check("GH608", "cuda-visible-devices-hides-gpus", "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES hides GPUs")
+# CUDA 11 and 12 enumerate a single MIG device per process (NVIDIA MIG User Guide, "CUDA Device Enumeration")
+_MIG_NAMED = re.compile(r"\bMIG[- ]\d{1,2}g\.\d{1,3}gb\b|\bMIG-[0-9a-fA-F]{8}-", re.I)
+# symptoms of a process seeing fewer GPUs than the host has (knowledge/symptoms.csv)
+_FEWER_VISIBLE = frozenset({"torch-no-gpu", "framework-no-gpu", "gpu-missing", "container-no-gpu"})
+
+
+def _mig_shown(snapshot: Snapshot) -> tuple[list[str], list[str]]:
+    """Evidence that MIG splits the GPUs: what nvidia-smi says (GPUs with MIG mode Enabled, when several MIG
+    devices can exist) and pasted lines that name a MIG device ("MIG 3g.40gb", "MIG-<uuid>")."""
+    enabled = [g for g in snapshot.gpus if (g.mig_mode_current or "").strip().lower() == "enabled"]
+    several = len(enabled) > 1 or any((g.mig_devices or 0) > 1 for g in enabled)
+    said = [f"GPU {g.index if g.index is not None else '?'}: MIG mode Enabled"
+            + (f", {g.mig_devices} MIG devices" if g.mig_devices else "") for g in enabled] if several else []
+    lines = [m.line for m in snapshot.messages or () if _MIG_NAMED.search(m.line[:4096])]
+    return said, lines[:MAX_MIG_LINES]
+
+
+MAX_MIG_LINES = 4
+
+
+def _one_mig_selected(snapshot: Snapshot) -> bool:
+    value = snapshot.env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return value.startswith("MIG-") and "," not in value
+
+
+@check("GH608", "cuda-visible-devices-hides-gpus", "CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES or MIG hides GPUs",
+       reads=("env", "smi", "messages"))
 def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
-    `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in is empty,
+    `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in (or set in
+    the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `os.environ[...]`) is empty,
     `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
+    Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
+    MIG device named in an error), and a CUDA process enumerates only one MIG device.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
     `torch.cuda.is_available()` False), while nvidia-smi, which ignores the variable, shows them all.
     Set in a profile or a service unit, it silently affects every job. `NVIDIA_VISIBLE_DEVICES`
     decides which GPUs the NVIDIA container runtime gives a container: `none`/`void` means none.
+    With MIG (CUDA 11 and 12), a process sees a single MIG device whatever the number of MIG devices
+    created or given to a container (NVIDIA MIG User Guide, "CUDA Device Enumeration"), so a program
+    that asks for a second device fails (PyTorch: "device >= 0 && device < num_gpus INTERNAL ASSERT
+    FAILED").
 
     How to fix:
     `unset CUDA_VISIBLE_DEVICES` (find where it is set: `grep -rs CUDA_VISIBLE_DEVICES /etc/profile.d
     /etc/environment ~/.bashrc`), or list valid indices (0 to count-1) or UUIDs from `nvidia-smi -L`.
-    For containers, start them with `--gpus all` (or `NVIDIA_VISIBLE_DEVICES=all`).
+    For containers, start them with `--gpus all` (or `NVIDIA_VISIBLE_DEVICES=all`). With MIG, run one
+    process per MIG device, each with `CUDA_VISIBLE_DEVICES=MIG-<uuid>` from `nvidia-smi -L`, or
+    disable MIG (`sudo nvidia-smi -i <index> -mig 0`) when one process must use whole GPUs.
 
     Exceptions:
     A valid subset (`CUDA_VISIBLE_DEVICES=0,1` on an 8-GPU host) is a deliberate choice and not
-    reported; schedulers (Slurm, Kubernetes) set it per job.
+    reported; schedulers (Slurm, Kubernetes) set it per job. An index in pasted evidence is not judged
+    when the evidence does not show how many GPUs the host has. MIG without a failing program is
+    reported as information only (one MIG device per process is how MIG is used).
     """
-    if snapshot.origin == "evidence" and not snapshot.env:
+    mig_said, mig_lines = _mig_shown(snapshot)
+    mig = bool(mig_said or mig_lines) and not _one_mig_selected(snapshot)
+    if snapshot.origin == "evidence" and not snapshot.env and not mig:
         yield Skip("the environment was not collected")
         return
-    if not gpu_count(snapshot):
+    count = gpu_count(snapshot)
+    if not count and snapshot.origin != "evidence" and not mig:
         yield Skip("no NVIDIA GPU on this host")
         return
     problems = _visibility_problems(snapshot)
-    if not problems:
-        return
-    yield Draft(
-        Severity.WARNING, "; ".join(why for _, why in problems),
-        evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
-                  Evidence("GPUs", (f"{gpu_count(snapshot)} GPU(s) on this host",))),
-        fixes=tuple(Fix(f"unset {n}", "any", note="or list valid GPU indices or UUIDs (nvidia-smi -L)")
-                    for n, _ in problems),
-        explains=("GH605",),
-    )
+    if problems:
+        yield Draft(
+            Severity.WARNING, "; ".join(why for _, why in problems),
+            evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
+                      Evidence("GPUs", (f"{count} GPU(s) on this host" if count else
+                                        "the GPU count is not in the evidence",))),
+            fixes=tuple(Fix(f"unset {n}", "any", note="or list valid GPU indices or UUIDs (nvidia-smi -L)")
+                        for n, _ in problems),
+            explains=("GH605", "GH610"),
+        )
+    elif mig:
+        yield _mig_draft(snapshot, mig_said, mig_lines)
+
+
+def _mig_draft(snapshot: Snapshot, said: list[str], lines: list[str]) -> Draft:
+    """MIG limits a process to one MIG device: a warning when a program failed for want of a device."""
+    failing = any(m.symptom in _FEWER_VISIBLE for m in snapshot.messages or ())
+    evidence = []
+    if said:
+        evidence.append(Evidence(snapshot.sources.get("smi", "nvidia-smi"), tuple(said)))
+    if lines:
+        evidence.append(Evidence("evidence given", tuple(lines)))
+    message = ("MIG is in use: a CUDA process enumerates only one MIG device"
+               + (", so the program sees fewer GPUs than it asks for" if failing else ""))
+    return Draft(Severity.WARNING if failing else Severity.INFO, message, evidence=tuple(evidence),
+                 fixes=(Fix("nvidia-smi -L", "any", note="lists the MIG devices and their MIG-<uuid>"),
+                        Fix("CUDA_VISIBLE_DEVICES=MIG-<uuid> <program>", "any",
+                            note="one process per MIG device")),
+                 explains=("GH605", "GH610", "GH102") if failing else ())
 
 
 # --------------------------------------------------------------------------- GH609

@@ -148,6 +148,34 @@ def _echo_variable(command: str, output: str) -> Fact | None:
     return Fact({"env": {m["name"]: value}}, None, f"{m['name']}={value}")
 
 
+# A variable that decides which GPUs CUDA (or the container runtime) shows, set where the user shows it:
+# `export CUDA_VISIBLE_DEVICES=1` in a script or a session, `CUDA_VISIBLE_DEVICES="" python x.py`, or
+# `os.environ["CUDA_VISIBLE_DEVICES"] = "2"` in Python. GH608 judges the value (CUDA programming guide, "CUDA
+# Environment Variables": an empty value or an index that is no GPU hides devices).
+MAX_LINE_TEXT = 4096  # characters of one line searched for an assignment
+_VISIBLE_SET = re.compile(
+    r"(?:\bexport\s+|(?<![\w\[\"'])|\benviron\[[\"'])(?P<name>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)"
+    r"(?:[\"']\])?\s?=\s?(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{0,200}))")
+
+
+def visible_devices_set(text: str) -> dict[str, str]:
+    """The visibility variables ``text`` (a command line, a script or prose) assigns, the last value each."""
+    found: dict[str, str] = {}
+    for m in _VISIBLE_SET.finditer(text[:MAX_LINE_TEXT]):
+        value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
+        if "$" not in value:  # `=$GPU` or `=${IDS}`: the value is not shown
+            found[m["name"]] = value.strip()
+    return found
+
+
+@command_fact("visible-devices-set", r"VISIBLE_DEVICES")
+def _visible_devices(command: str, output: str) -> Fact | None:
+    found = visible_devices_set(command)
+    if not found:
+        return None
+    return Fact({"env": found}, None, ", ".join(f"{k}={v}" for k, v in found.items()))
+
+
 _RELEASE = re.compile(r"^\d+\.\d+(?:\.\d+)?[-+][\w.+~-]+$")
 _UNAME_A = re.compile(r"^Linux \S+ (?P<release>\d+\.\d+\S*) #")
 
@@ -174,6 +202,15 @@ _P2P_FAIL = re.compile(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs
                        r"peer access is not supported|cudaErrorPeerAccess\w*|"
                        r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I)
 MAX_LINE_FACTS = 8
+
+
+def env_lines(lines: list[str]) -> dict[str, dict[str, str]]:
+    """The env overlay for the visibility variables these lines set (``visible_devices_set``); empty if none."""
+    found: dict[str, str] = {}
+    for line in lines:
+        if "VISIBLE_DEVICES" in line:
+            found.update(visible_devices_set(line))
+    return {"env": found} if found else {}
 
 
 def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
