@@ -258,6 +258,36 @@ def test_processes_per_gpu(clock):
     assert state_module.proc_comm(os.getpid()) and state_module.proc_comm(2**22 + 7) is None
 
 
+def test_process_names_are_read_outside_the_state_lock_and_off_the_event_loop(clock):
+    """/proc/<pid>/comm can be slow (a process in exit): its read held the state lock, on the event loop,
+    so one slow read stalled the monitor thread and every request."""
+    import asyncio
+    import threading
+
+    seen: list[tuple[bool, bool]] = []  # (lock held, an event loop running in this thread)
+
+    def name(pid: int) -> str:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((live._lock.locked(), on_loop))
+        return "python3"
+
+    live = LiveState(1.0, clock=clock, source="test", process_names=name)
+    feed(live, clock, Sample(T0, 0, processes=((4000, 10.0),)))
+    queue = asyncio.Queue()
+    live._streams.add(queue)  # a listener: record() builds the samples payload too
+    feed(live, clock, Sample(T0 + 1, 0, processes=((4000, 10.0),)))
+    assert seen == [(False, False)] and threading.current_thread() is threading.main_thread()
+    app, _ = make(live)
+    with TestClient(app) as client:
+        cards = client.get("/api/v1/gpus").json()["gpus"]
+    assert cards[0]["processes"] == [{"pid": 4000, "name": "python3", "memory_mib": 10.0}]
+    assert seen[1:] == [(False, False)]
+
+
 def test_busy_idle_and_held_idle_seconds_count_up_from_the_first_scrape(live, clock):
     # generated samples: 0-100 s busy, 100-160 s idle with the job's memory held, 160-400 s idle and free
     ident = dict(pci_address="0000:19:00.0", uuid="GPU-0")
