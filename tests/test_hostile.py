@@ -578,6 +578,10 @@ def _saved_run(tmp_path: Path, text: str) -> Path:
     ('{"format": "gpuhealth-run", "version": 1, "snapshot": ' + "[" * 300 + "]" * 300 + "}", "nested deeper"),
     ('{"format": "gpuhealth-run", "version": 1, "findings": 5}', "`findings` is int"),
     ('{"format": "gpuhealth-run", "version": 1, "snapshot": [1]}', "malformed saved run"),
+    # `gpus` is a property of Snapshot (NVML's or nvidia-smi's list), never stored: it was dropped silently
+    ('{"format": "gpuhealth-run", "version": 1, "snapshot": {"gpus": 3}}', "`gpus` is not stored in Snapshot"),
+    ('{"format": "gpuhealth-run", "version": 1, "snapshot": {"os": {"id": "ubuntu", "family": "rhel"}}}',
+     "`family` is not stored in OsInfo"),
 ])
 def test_malformed_saved_runs_exit_3(tmp_path, text, says):
     before = _saved_run(tmp_path, text)
