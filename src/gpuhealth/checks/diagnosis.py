@@ -14,14 +14,22 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip, check
+from gpuhealth.checks.registry import (
+    MAX_LINE_EVIDENCE,
+    REGISTRY,
+    CheckSpec,
+    Draft,
+    Expectations,
+    Skip,
+    check,
+    line_evidence,
+)
 from gpuhealth.knowledge.causes import Cause, Symptom, symptoms
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Severity, Skipped, Snapshot
 
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
-MAX_EVIDENCE_LINES = 6
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
     "lsmod | grep -E 'nvidia|nouveau'", "dkms status", "mokutil --sb-state", "uname -r",
@@ -54,13 +62,8 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None]
     if not unknown:
         return
-    by_source: dict[str, list[str]] = {}
-    for message in unknown:
-        by_source.setdefault(message.source, []).append(message.line)
     yield Draft(Severity.WARNING, f"{len(unknown)} error line(s) gpuhealth does not know: "
-                f"{unknown[0].line[:100]}{' ...' if len(unknown) > 1 else ''}",
-                evidence=tuple(Evidence(source, tuple(lines[:MAX_EVIDENCE_LINES])) for source, lines in
-                               by_source.items()))
+                f"{unknown[0].line[:100]}{' ...' if len(unknown) > 1 else ''}", evidence=line_evidence(unknown))
 
 
 @check("GH004", "no-diagnosis", "Nothing in the evidence given was understood")
@@ -90,7 +93,7 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     yield Draft(Severity.INFO, "NO DIAGNOSIS: gpuhealth could not read " + ", ".join(unread[:3])
                 + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
                 + "; paste the output of the commands below, or run `gpuhealth snapshot` on the host",
-                evidence=(Evidence("not recognised", tuple(unread[:MAX_EVIDENCE_LINES])),), explains=("GH002",),
+                evidence=(Evidence("not recognised", tuple(unread[:MAX_LINE_EVIDENCE])),), explains=("GH002",),
                 fixes=tuple(Fix(c, "any", note="paste its output") for c in PASTE_INSTEAD))
 
 
@@ -185,11 +188,11 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         if index is not None:
             current = findings[index]
             known = {line.strip() for e in current.evidence for line in e.lines}
-            fresh = _evidence(m for _, m in matched if m.line.strip() not in known)
+            fresh = line_evidence(m for _, m in matched if m.line.strip() not in known)
             findings[index] = replace(current, evidence=current.evidence + fresh)
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
-        findings.append(_finding(spec, severity, matched[0][0].summary, _evidence(m for _, m in matched)))
+        findings.append(_finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched)))
     return findings
 
 
@@ -205,15 +208,6 @@ def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
     """The commands a check's "How to fix" names, for findings made from a catalogue line alone."""
     commands = [c for c in _BACKTICKS.findall(spec.docs.get("How to fix", "")) if " " in c or c.startswith("nvidia")]
     return tuple(Fix(c, "any") for c in dict.fromkeys(commands))[:3]
-
-
-def _evidence(messages: Iterator[MessageLine] | list[MessageLine]) -> tuple[Evidence, ...]:
-    by_source: dict[str, list[str]] = {}
-    for message in messages:
-        lines = by_source.setdefault(message.source, [])
-        if message.line not in lines:
-            lines.append(message.line)
-    return tuple(Evidence(source, tuple(lines[:MAX_EVIDENCE_LINES])) for source, lines in by_source.items())
 
 
 def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom]) -> list[str]:
@@ -249,7 +243,7 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
         if code not in ran:
             return findings
         spec = REGISTRY[code]
-        findings.append(replace(_finding(spec, severity, head, _evidence(lines)), differential=tuple(ranked)))
+        findings.append(replace(_finding(spec, severity, head, line_evidence(lines)), differential=tuple(ranked)))
         return findings
     current = findings[index]
     findings[index] = replace(current, severity=max(current.severity, severity, key=lambda s: s.rank),
@@ -268,7 +262,7 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         if spec is None or cause.code not in ran:
             return findings
         lines = [m for m in messages if m.signature and signature(m.signature).cause == cause.cause]
-        findings.append(_finding(spec, severity, cause.title, _evidence(lines)))
+        findings.append(_finding(spec, severity, cause.title, line_evidence(lines)))
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, line_evidence
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
@@ -407,7 +407,7 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
                   *((Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"),
                               tuple(f"{d.address} bound to nouveau" for d in bound)),)
                     if bound else ()),
-                  *_log_evidence(log_lines)),
+                  *line_evidence(log_lines)),
         fixes=(*fixes_for(debian=[blacklist, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
                                   "sudo update-initramfs -u"],
                           rhel=[blacklist, "sudo cp /boot/initramfs-$(uname -r).img{,.bak}",
@@ -424,12 +424,6 @@ def _nouveau_lines(snapshot: Snapshot) -> list[MessageLine]:
             if m.signature and signature(m.signature).cause == "nouveau-bound"]
 
 
-def _log_evidence(lines: list[MessageLine]) -> tuple[Evidence, ...]:
-    by_source: dict[str, list[str]] = {}
-    for message in lines:
-        if message.line not in (seen := by_source.setdefault(message.source, [])):
-            seen.append(message.line)
-    return tuple(Evidence(source, tuple(found[:6])) for source, found in by_source.items())
 
 
 @check("GH207", "device-nodes-missing", "/dev/nvidia* device nodes missing", requires=("device_nodes",))
