@@ -153,12 +153,13 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
                 unknown_lines: bool = True) -> bool:
     """Route, parse and scan one piece; True when anything in it was understood."""
     command = block.command if block is not None and block.language == "shell" else None
-    kind = route(command, piece.text) if piece.text.strip() else None
+    text = _with_csv_header(command, piece.text)
+    kind = route(command, text) if piece.text.strip() else None
     understood = False
     read_into: tuple[str, ...] = ()
     if kind is not None:
         try:
-            found = kind.parse(piece.text, piece.name)
+            found = kind.parse(text, piece.name)
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
@@ -182,6 +183,17 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
     return understood or matched > 0
+
+
+_QUERY_FIELDS = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]{1,2000})")
+
+
+def _with_csv_header(command: str | None, text: str) -> str:
+    """``nvidia-smi --query-gpu=a,b --format=csv,noheader`` printed no header: the command names the columns."""
+    m = _QUERY_FIELDS.search(command or "")
+    if m is None or "noheader" not in (command or ""):
+        return text
+    return m["fields"].replace(",", ", ") + "\n" + text
 
 
 def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:

@@ -8,7 +8,10 @@ starts a block; the output runs until the next prompt. Recognised prompts:
 - ``# cmd`` only when the first word is a known command: ``# `` also starts shell comments and
   config-file lines, and a root prompt without ``user@host`` is rarer than a comment;
 - Python: ``>>> code`` with its ``... `` continuation lines, and IPython's ``In [1]: code`` (``Out[1]:``
-  is output).
+  is output);
+- in a text that has one of those prompts, a GPU tool's command line pasted without its prompt
+  (``nvidia-smi --query-gpu=... --format=csv``, ``dcgmi dmon -e 230``): the tool's name, then an option or
+  one of its subcommands, and nothing else on the line. Neither tool prints such a line itself.
 
 Kernel-log lines (``[    5.123] ...``), nvidia-smi tables (``|``, ``+---``) and log lines never look like
 prompts, so whole files that are not sessions stay one block.
@@ -35,6 +38,11 @@ _PY_MORE = re.compile(r"\.\.\.(?:\s(?P<code>.*))?$")
 _IPY = re.compile(r"In \[\d{1,6}\]:(?:\s(?P<code>.*))?$")
 _IPY_MORE = re.compile(r"\s{3,}\.{3,}:(?:\s(?P<code>.*))?$")
 _IPY_OUT = re.compile(r"Out\[\d{1,6}\]:\s?")
+# A prompt-less command line of nvidia-smi or dcgmi (only inside a text that has real prompts).
+_BARE_COMMAND = re.compile(
+    r"(?:sudo\s+)?(?:/usr/bin/)?(?:nvidia-smi(?:\s+(?:topo|nvlink|mig|dmon|pmon|drain|clocks|conf-compute)\b|"
+    r"(?=\s+-))|dcgmi\s+(?:dmon|diag|health|discovery|stats|group|fieldgroup|nvlink|topo|policy|profile|config|"
+    r"introspect)\b)(?:\s+[-\w=.,:/]{1,200}){0,16}\s*$")
 _CANDIDATE = re.compile(r"^(?:\(|\[|\$|#|>>>|In \[|[\w.-]+@|(?:ba|z|k)?sh-\d)", re.M)
 
 # Programs a "# cmd" root prompt may start with (the first word, any directory stripped).
@@ -77,6 +85,13 @@ def prompt_command(line: str) -> tuple[str, str] | None:
     return None
 
 
+def _bare_command(line: str) -> tuple[str, str] | None:
+    stripped = line.strip()
+    if len(stripped) > 600 or not _BARE_COMMAND.match(stripped):
+        return None
+    return "shell", stripped
+
+
 def looks_like_session(text: str) -> bool:
     """True when some line of ``text`` is a shell or Python prompt."""
     if len(text) > MAX_SESSION_CHARS:
@@ -105,7 +120,7 @@ def split_session(text: str) -> list[Block]:
                 command = f"{command}\n{(more['code'] or '').strip()}".strip()
                 continue
         continuing = False
-        found = prompt_command(line)
+        found = prompt_command(line) or _bare_command(line)
         if found is None:
             output.append(_IPY_OUT.sub("", line, count=1) if line.startswith("Out[") else line)
             continue
