@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import FUZZ, fuzz_tests, mutated, only_parse_error, only_parse_errors
 from gpuhealth.model import LibraryEntry, ParseError, TorchDevice
 from gpuhealth.parsers.cuda import (
     cuda_version_in_path,
@@ -224,23 +224,8 @@ PARSERS = (parse_nvcc_version, parse_cuda_version_json, parse_cuda_version_txt, 
            parse_torch_probe, parse_ld_so_conf)
 
 
-def _only_parse_error(text: str) -> None:
-    for parse in PARSERS:
-        only_parse_error(parse, text)
-    cuda_version_in_path(text)
-    libcuda_version(text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text):
-    _only_parse_error(text)
-
-
-@FUZZ
-@given(mutated(SAMPLES))
-def test_fuzz_mutated_samples(text):
-    _only_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_samples = fuzz_tests(
+    only_parse_errors(*PARSERS, cuda_version_in_path, libcuda_version), SAMPLES)
 
 
 _JSON = st.recursive(
