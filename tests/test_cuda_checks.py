@@ -2,8 +2,9 @@
 
 The probe script runs in a subprocess with this venv's python, where PyTorch is not installed (the
 real "installed": false answer), and against a small hand-written stand-in ``torch`` package
-(``tests/fake_torch.py``, shared with the active tests) that implements only the calls the script makes (the success, wrong-result, old-driver and broken-import
-paths), since this machine has no PyTorch and no GPU.
+(``tests/fake_torch.py``, shared with the active tests) that implements only the calls the script makes
+(the success, wrong-result, old-driver and broken-import paths), since this machine has no PyTorch and
+no GPU.
 """
 
 from __future__ import annotations
