@@ -4,10 +4,15 @@ NVIDIA/DCGM#263 (GPU 1 stuck after a GSP error: recovery action Reset, DCGM's la
 
 from __future__ import annotations
 
-import pytest
+import time
 
+import pytest
+from hypothesis import given
+
+from fuzzing import FUZZ, mutated
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
+from gpuhealth.evidence.facts import env_lines, visible_devices_set
 from gpuhealth.parsers.session import split_session
 from gpuhealth.report.common import fold
 
@@ -81,3 +86,24 @@ def test_csv_with_its_header_is_read_as_before():
     text = "$ nvidia-smi --query-gpu=index,gpu_recovery_action --format=csv\nindex, gpu_recovery_action\n0, None\n"
     snapshot, _ = analyze_texts([("s", text)])
     assert [g.recovery_action for g in snapshot.gpus] == ["None"]
+
+
+# --------------------------------------------------------------------------- bounds: fuzz and adversarial input
+
+@FUZZ
+@given(mutated([DCGM_263, "$ export CUDA_VISIBLE_DEVICES=1\nCUDA_VISIBLE_DEVICES='' python x.py\n"]))
+def test_split_and_assignments_never_raise(text):
+    blocks = split_session(text)
+    assert blocks
+    for block in blocks:
+        visible_devices_set(block.command or "")
+    env_lines(text.splitlines())
+
+
+def test_long_adversarial_lines_stay_fast():
+    lines = ["nvidia-smi " + "-a " * 3000, "dcgmi dmon " + "x" * 100_000,
+             "export CUDA_VISIBLE_DEVICES" * 5000, "CUDA_VISIBLE_DEVICES= " * 5000]
+    start = time.perf_counter()
+    split_session("$ uname -r\n" + "\n".join(lines))
+    env_lines(lines)
+    assert time.perf_counter() - start < 2.0

@@ -157,3 +157,15 @@ def test_container_timeout_leads_with_persistence_at_the_symptoms_severity():
 def test_health_agent_line_is_a_persistence_warning():
     report = report_of(("healthagent.log", AGENT + "\n"))
     assert lead(report) == "GH604" and finding(report, "GH604").severity is Severity.WARNING
+
+
+def test_an_unjudged_index_leaves_the_cause_open_in_the_differential():
+    # thuml/Autoformer#25: the script exports CUDA_VISIBLE_DEVICES=1; the paste shows PyTorch seeing no GPU
+    session = ("$ export CUDA_VISIBLE_DEVICES=1\n"
+               "$ python -c 'import torch; print(torch.cuda.is_available())'\nFalse\n")
+    report = report_of(("session.txt", session))
+    assert finding(report, "GH608") is None
+    assert any(s.code == "GH608" and "how many GPUs" in s.reason for s in report.skipped)
+    (gh605,) = [f for f in report.findings if f.code == "GH605"]
+    visibility = [c for c in gh605.differential if c.code == "GH608"]
+    assert visibility and visibility[0].status == "open"

@@ -811,6 +811,12 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
         )
     elif mig:
         yield _mig_draft(snapshot, mig_said, mig_lines)
+    elif not count and any(snapshot.env.get(n, "").strip() for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")):
+        # an index list cannot be judged without the GPU count: not checked, so not ruled out either
+        shown = ", ".join(f"{n}={snapshot.env[n]}" for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+                          if n in snapshot.env)
+        yield Skip(f"{shown} names GPUs, but the evidence does not show how many GPUs the host has "
+                   "(paste nvidia-smi -L)")
 
 
 def _mig_draft(snapshot: Snapshot, said: list[str], lines: list[str]) -> Draft:
