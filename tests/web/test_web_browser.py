@@ -125,7 +125,9 @@ def test_dashboard(served, browser, width, height):
         until(page, f"document.querySelector(\"{CARD.format(0)}\").dataset.status === 'critical'", 10)
         assert "Xid 48" in page.locator(CARD.format(0) + " .gpu-note").inner_text()
         assert_trouble_first(page, {0, 3})
-        # the Xid alert from the trace is in the list of active alerts, in words
+        # the Xid alert from the trace is in the list of active alerts, in words (waited for: on a loaded
+        # machine the list may still be drawing)
+        until(page, "document.getElementById('alerts').textContent.includes('Xid 79')", 10)
         alerts = page.locator("#alerts").inner_text()
         assert "Xid error" in alerts and "GPU 3" in alerts and "Xid 79" in alerts
         # no internal keys anywhere on the page (rule[key], check:GHxxx, GHxxx@GPU n)

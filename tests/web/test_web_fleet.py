@@ -1,6 +1,7 @@
 """`gpuhealth fleet` against a fake Prometheus HTTP API: a thread answering /api/v1/query with
 hand-written vectors (the series names and labels are the ones `gpuhealth serve` exports; see
-tests/web/test_web_metrics*.py). Not a real Prometheus: that test is not written yet (docs/fleet.md)."""
+tests/web/test_web_metrics*.py): ordering, exits and malformed answers. The same command against a real
+Prometheus scraping three nodes: tests/web/test_web_fleet_e2e.py."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import time
 
 import httpx
 import pytest
@@ -18,6 +17,8 @@ from web_fakes import (
     XID_GPU,
     expected,
     free_port,
+    prom_query,
+    prom_ready,
     record_bundle,
     serve_process,
     tool,
@@ -59,12 +60,6 @@ def test_alertmanager_example_routes_by_severity_to_receivers_it_defines():
     subprocess.run([amtool, "check-config", str(path)], check=True, capture_output=True)
 
 
-def _query(client: httpx.Client, expr: str) -> list[dict]:
-    answer = client.get("/api/v1/query", params={"query": expr}).json()
-    assert answer["status"] == "success", answer
-    return answer["data"]["result"]
-
-
 def test_prometheus_scrapes_serve(tmp_path):
     prometheus = tool("prometheus")
     trace = write_fleet_trace(tmp_path / "fleet.jsonl", gpus=8, seconds=900)
@@ -90,30 +85,30 @@ def test_prometheus_scrapes_serve(tmp_path):
                                 stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
-                wait_for(lambda: _ready(client), 30, "Prometheus to start")
-                temps = wait_for(lambda: len(r := _query(client, "gpuhealth_gpu_temperature_celsius")) == 8 and r,
+                wait_for(lambda: prom_ready(client), 30, "Prometheus to start")
+                temps = wait_for(lambda: len(r := prom_query(client, "gpuhealth_gpu_temperature_celsius")) == 8 and r,
                                  40, "eight temperature series")
-                up = _query(client, 'up{job="gpuhealth"}')
+                up = prom_query(client, 'up{job="gpuhealth"}')
                 assert [s["value"][1] for s in up] == ["1"]
                 for series in temps:
                     gpu = int(series["metric"]["gpu"])
                     assert float(series["value"][1]) == expected(gpu)["temperature_c"]
                     assert series["metric"]["model"] == H100_MODEL
                     assert series["metric"]["pci_bus_id"] and series["metric"]["uuid"].startswith("GPU-")
-                power = _query(client, "gpuhealth_gpu_power_watts")
+                power = prom_query(client, "gpuhealth_gpu_power_watts")
                 assert sorted(int(s["metric"]["gpu"]) for s in power) == [g for g in range(8) if g != NO_POWER_GPU]
-                util = _query(client, 'gpuhealth_gpu_utilization_ratio{gpu="2"}')
+                util = prom_query(client, 'gpuhealth_gpu_utilization_ratio{gpu="2"}')
                 assert float(util[0]["value"][1]) == expected(2)["utilization_gpu_pct"] / 100
-                memory = _query(client, 'gpuhealth_gpu_memory_used_bytes{gpu="7"}')
+                memory = prom_query(client, 'gpuhealth_gpu_memory_used_bytes{gpu="7"}')
                 assert float(memory[0]["value"][1]) == expected(7)["memory_used_mib"] * 1024 * 1024
-                xid = _query(client, "gpuhealth_xid_errors_total")
+                xid = prom_query(client, "gpuhealth_xid_errors_total")
                 assert [(s["metric"]["gpu"], s["metric"]["xid"], s["value"][1]) for s in xid] == [
                     (str(XID_GPU), str(XID), "1")]
-                alert = _query(client, 'gpuhealth_alert_active{rule="xid"}')
+                alert = prom_query(client, 'gpuhealth_alert_active{rule="xid"}')
                 assert alert[0]["metric"]["gpu"] == str(XID_GPU) and alert[0]["metric"]["severity"] == "critical"
-                status = _query(client, 'gpuhealth_check_status{code="GH301",severity="critical"}')
+                status = prom_query(client, 'gpuhealth_check_status{code="GH301",severity="critical"}')
                 assert status and all(float(s["value"][1]) >= 1 for s in status)
-                age = _query(client, "time() - gpuhealth_last_sample_timestamp_seconds")
+                age = prom_query(client, "time() - gpuhealth_last_sample_timestamp_seconds")
                 assert float(age[0]["value"][1]) < 30
                 # the deployed alert rules evaluate against the real series: the Xid alert fires
                 firing = wait_for(lambda: [a for a in client.get("/api/v1/alerts").json()["data"]["alerts"]
@@ -126,10 +121,3 @@ def test_prometheus_scrapes_serve(tmp_path):
             proc.wait(20)
             log.close()
 
-
-def _ready(client: httpx.Client) -> bool:
-    try:
-        return client.get("/-/ready").status_code == 200
-    except httpx.HTTPError:
-        time.sleep(0.2)
-        return False

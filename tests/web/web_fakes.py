@@ -4,6 +4,7 @@ in a subprocess, uvicorn in a thread, and the rule for missing tools (fail under
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import re
 import shutil
@@ -12,10 +13,10 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -103,12 +104,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on a free loopback port; yields its base URL once
-    ``/healthz`` answers, and on leaving stops it with SIGTERM, which it must exit 0 on."""
+def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None,
+                  listen: str = "127.0.0.1:0") -> Iterator[str]:
+    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on ``listen`` (default: a free loopback port); yields
+    its base URL once ``/healthz`` answers, and on leaving stops it with SIGTERM, which it must exit 0 on."""
     log = tmp / "serve.log"
-    command = [sys.executable, "-m", "gpuhealth.web", "--listen", "127.0.0.1:0", "--db", str(tmp / "history.db"),
-               *args]
+    command = [sys.executable, "-m", "gpuhealth.web", "--listen", listen, "--db", str(tmp / "history.db"), *args]
     environment = {k: v for k, v in os.environ.items() if k != "GPUHEALTH_TOKEN"}
     environment.update(env or {})
     with open(log, "w") as handle:
@@ -133,12 +134,15 @@ def _started(proc: subprocess.Popen, log: Path, deadline: float) -> str:
         time.sleep(0.05)
     base = match[1].rstrip("/")
     while True:
+        connection = http.client.HTTPConnection(urlsplit(base).netloc, timeout=2)  # no proxy from the environment
         try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as answer:
-                if answer.status == 200:
-                    return base
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                return base
         except OSError:
             pass
+        finally:
+            connection.close()
         if proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"serve did not answer /healthz:\n{log.read_text()}")
         time.sleep(0.1)
@@ -178,3 +182,21 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.2) -
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
+
+
+def prom_query(client: Any, expr: str) -> list[dict]:
+    """One instant query against a real Prometheus (an ``httpx.Client`` on its base URL): the result vector."""
+    answer = client.get("/api/v1/query", params={"query": expr}).json()
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def prom_ready(client: Any) -> bool:
+    """Prometheus or Alertmanager answers /-/ready (False while it starts)."""
+    import httpx
+
+    try:
+        return client.get("/-/ready").status_code == 200
+    except httpx.HTTPError:
+        time.sleep(0.2)
+        return False
