@@ -205,6 +205,22 @@ def test_two_driver_versions_installed_gh509():
     assert "GH509" not in _findings("dpkg-list/nvidia-docker-1637_470-transitional.txt")
 
 
+def test_jockey_with_two_nvidia_drivers_enabled_gh509():
+    # ValveSoftware/steam-for-linux#640: nvidia_experimental_310 and xorg:nvidia_experimental_304 both Enabled
+    found = _parse("jockey-list", REAL_EXAMPLES["jockey-list"])
+    assert [p.name for p in found["host_env"].packages] == ["nvidia-experimental-310", "nvidia-experimental-304"]
+    (gh509,) = _findings(REAL_EXAMPLES["jockey-list"])["GH509"]
+    assert "304, 310" in gh509.message
+
+
+def test_jockey_with_one_nvidia_driver_enabled_is_quiet():
+    one = "\n".join(line.replace("Enabled", "Disabled") if "304" in line else line
+                    for line in listing(REAL_EXAMPLES["jockey-list"]).splitlines())
+    snapshot, _ = analyze_texts([("jockey", one)])
+    assert "GH509" not in {f.code for f in run_checks(snapshot).findings}
+    assert packages.jockey_row("xorg:nvidia_current - NVIDIA driver (Proprietary, Maybe, In use)") is None
+
+
 def test_package_version_against_loaded_module_gh202():
     # two real pastes from two hosts, put together to exercise the comparison: module 352.63, libraries 440.59
     found = _findings(PROC_VERSION, "dpkg-list/k8s-device-plugin-178_440.txt")
@@ -302,7 +318,8 @@ def test_dcgmi_failures_gh711():
     ("journalctl -u nvidia-persistenced", "service-journal"),
     ("nvidia-container-cli -k -d /dev/tty info", "container-cli-info"), ("dcgmi diag -r 3", "dcgmi"),
     ("dcgmi health -c", "dcgmi"), ("dcgmi dmon -c 1 -e 230", "dcgmi-dmon"), ("uname -a", "uname"),
-    ("find /lib/modules/ -name '*nvidia*'", "module-files"),
+    ("find /lib/modules/ -name '*nvidia*'", "module-files"), ("jockey-text --list", "jockey-list"),
+    ("sudo jockey-text -l", "jockey-list"),
 ])
 def test_commands_route_to_their_listing(command, kind):
     assert kind in kinds_for_command(command)
@@ -323,7 +340,7 @@ PARSERS = [packages.parse_dpkg_list, packages.parse_apt_list, packages.parse_rpm
            environ.parse_ldconfig_listing, environ.parse_ls, environ.parse_modinfo_listing,
            services.parse_systemctl_status, services.parse_service_journal, services.parse_container_cli_info,
            services.parse_dcgmi_table, services.parse_dcgmi_health_json, services.parse_dcgmi_dmon,
-           environ.parse_uname, environ.parse_module_files]
+           environ.parse_uname, environ.parse_module_files, packages.parse_jockey_list]
 TEXTS = [p.read_text(errors="replace") for p in listing_files() if p.suffix in (".txt", ".conf")]
 LISTING_KINDS = sorted(set(REAL_EXAMPLES) | {"lspci"})
 

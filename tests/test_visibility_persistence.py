@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import CORPUS
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.evidence.facts import visible_devices_set
@@ -169,3 +170,11 @@ def test_an_unjudged_index_leaves_the_cause_open_in_the_differential():
     (gh605,) = [f for f in report.findings if f.code == "GH605"]
     visibility = [c for c in gh605.differential if c.code == "GH608"]
     assert visibility and visibility[0].status == "open"
+
+
+def test_mig_devices_listed_by_nvidia_smi_l_are_information():
+    text = (CORPUS / "nvidia-gpu-exporter" / "list_gpus_8xH100_mig.txt").read_text()
+    report = report_of(("nvidia-smi-L.txt", text))
+    gh608 = finding(report, "GH608")
+    assert gh608 is not None and gh608.severity is Severity.INFO
+    assert "MIG devices" in gh608.evidence[0].lines[0]

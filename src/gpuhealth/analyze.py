@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
-from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p2p_lines
+from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p2p_lines, secure_boot_lines
+from gpuhealth.evidence.listings import embedded_rpm_packages
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
@@ -134,6 +135,8 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
         if not any(understood):
             reading.unrecognized.append(f"{name} (a terminal session: none of its {len(blocks)} commands' output)")
     fields = reading.fields
+    if any(r.kind == "lsmod" and not r.note for r in reading.log):
+        fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
     extra_unavailable = fields.pop("unavailable", {})
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
                         unavailable={**_unavailable(fields), **extra_unavailable},
@@ -217,7 +220,7 @@ _NOT_AN_ERROR = re.compile(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\be
                            r"\b(?:error|fail)[\w ]{0,30}:\s*(?:0|none|n/a|no|disabled)\s*$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
 _KERNEL_RELEVANT = re.compile(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|secure ?boot|dmar|iommu|"
-                              r"AER|pcieport|cuda|nccl", re.I)
+                              r"AER|pcieport|cuda|nccl|PKCS#7|lockdown", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
@@ -235,8 +238,11 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     lines = lines[:MAX_SCANNED_LINES]
     if unknown_lines or kind == "kernel-log":  # settings and failures in words: ACS, IOMMU, NCCL hangs (GH706)
         reading.overlay(p2p_lines(lines), piece.name)
+    if kind != "mokutil":  # the Secure Boot state in the words of the tools that print it (GH506)
+        reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     if unknown_lines and kind is None:  # a script or prose that sets CUDA_VISIBLE_DEVICES (GH608 judges it)
         reading.overlay(env_lines(lines), piece.name)
+        reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,

@@ -526,6 +526,16 @@ class MessageLine:
     read_into: tuple[str, ...] = ()
 
 
+def grep_would_show(pattern: str, name: str) -> bool:
+    """Would ``grep PATTERN`` print the ``lsmod`` line of module ``name``? The pattern's alternatives (``a|b``,
+    ``a\\|b``) are read as plain words (no regular expression engine runs on pasted text); a leading ``=``
+    marks ``grep -w``/``-x`` (whole names only). A word that is not plain shows nothing, so a filtered list
+    never claims more than grep would have printed."""
+    whole = pattern.startswith("=")
+    words = [w.strip("^$ ") for w in re.split(r"\\?\|", pattern.removeprefix("="))]
+    return any(w and re.fullmatch(r"[\w-]+", w) and (w == name if whole else w in name) for w in words)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Everything observed about one host at one time. Built by ``collect`` or by ``analyze``."""
@@ -538,6 +548,9 @@ class Snapshot:
     pci_devices: tuple[PciDevice, ...] | None = None
     driver: DriverInfo | None = None
     kernel_modules: tuple[str, ...] | None = None  # loaded module names
+    # analyze: the grep patterns a pasted `lsmod | grep X` was filtered by; only module names matching one
+    # of them were listed (empty: the list is complete)
+    kernel_module_filters: tuple[str, ...] = ()
     modprobe_blacklisted: tuple[str, ...] | None = None
     device_nodes: tuple[str, ...] | None = None  # names under /dev starting with "nvidia"
     smi: SmiReport | None = None
@@ -569,6 +582,17 @@ class Snapshot:
         if self.smi is not None:
             return self.smi.gpus
         return ()
+
+    def module_listed(self, name: str) -> bool | None:
+        """Is kernel module ``name`` loaded: True/False when the module list says so, None when the list is
+        unknown or was filtered (``lsmod | grep nvidia``) by patterns that would not have shown ``name``."""
+        if self.kernel_modules is None:
+            return None
+        if name in self.kernel_modules:
+            return True
+        if self.kernel_module_filters and not any(grep_would_show(p, name) for p in self.kernel_module_filters):
+            return None
+        return False
 
     @property
     def nvidia_pci_gpus(self) -> tuple[PciDevice, ...]:

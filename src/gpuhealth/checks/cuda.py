@@ -589,7 +589,7 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             causes.append(f"{why} (GH608)")
             evidence.append(Evidence("environment", (f"{name}={snapshot.env[name]}",)))
             fixes.append(Fix("unset CUDA_VISIBLE_DEVICES", "any", note="or list valid indices"))
-    uvm_module = snapshot.kernel_modules is not None and loaded and "nvidia_uvm" not in snapshot.kernel_modules
+    uvm_module = bool(loaded) and snapshot.module_listed("nvidia_uvm") is False
     uvm_node = snapshot.device_nodes is not None and loaded and "nvidia-uvm" not in snapshot.device_nodes
     if uvm_module or uvm_node:
         what = "nvidia_uvm is not loaded" if uvm_module else "/dev/nvidia-uvm is missing"
@@ -738,10 +738,12 @@ _FEWER_VISIBLE = frozenset({"torch-no-gpu", "framework-no-gpu", "gpu-missing", "
 def _mig_shown(snapshot: Snapshot) -> tuple[list[str], list[str]]:
     """Evidence that MIG splits the GPUs: what nvidia-smi says (GPUs with MIG mode Enabled, when several MIG
     devices can exist) and pasted lines that name a MIG device ("MIG 3g.40gb", "MIG-<uuid>")."""
-    enabled = [g for g in snapshot.gpus if (g.mig_mode_current or "").strip().lower() == "enabled"]
+    enabled = [g for g in snapshot.gpus if (g.mig_mode_current or "").strip().lower() == "enabled"
+               or (g.mig_devices or 0) > 0]  # `nvidia-smi -L` lists MIG devices but not the mode
     several = len(enabled) > 1 or any((g.mig_devices or 0) > 1 for g in enabled)
-    said = [f"GPU {g.index if g.index is not None else '?'}: MIG mode Enabled"
-            + (f", {g.mig_devices} MIG devices" if g.mig_devices else "") for g in enabled] if several else []
+    said = [f"GPU {g.index if g.index is not None else '?'}: "
+            + (f"{g.mig_devices} MIG devices" if g.mig_devices else "MIG mode Enabled")
+            for g in enabled] if several else []
     lines = [m.line for m in snapshot.messages or () if _MIG_NAMED.search(m.line[:4096])]
     return said, lines[:MAX_MIG_LINES]
 
@@ -947,7 +949,7 @@ def _framework_causes(snapshot: Snapshot, fw: FrameworkEnv) -> tuple[list[str], 
             causes.append(f"{why} (GH608)")
             fixes.append(Fix("unset CUDA_VISIBLE_DEVICES", "any", note="or list valid indices"))
     loaded = module_loaded(snapshot)
-    if loaded and snapshot.kernel_modules is not None and "nvidia_uvm" not in snapshot.kernel_modules:
+    if loaded and snapshot.module_listed("nvidia_uvm") is False:
         causes.append("nvidia_uvm is not loaded: CUDA cannot initialise without it (GH205)")
         fixes.append(Fix("sudo modprobe nvidia_uvm && sudo nvidia-modprobe -u -c=0", "any"))
     return causes, fixes

@@ -28,9 +28,7 @@ def gpu_expected(snapshot: Snapshot) -> bool | None:
 def module_loaded(snapshot: Snapshot) -> bool | None:
     if snapshot.driver is not None:
         return True
-    if snapshot.kernel_modules is None:
-        return None
-    return "nvidia" in snapshot.kernel_modules
+    return snapshot.module_listed("nvidia")
 
 
 def user_space_version(snapshot: Snapshot) -> tuple[str | None, str]:
@@ -84,7 +82,7 @@ def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
-       requires=("pci_devices",))
+       reads=("pci_devices", "kernel_modules", "smi_run", "nvml"))
 def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -102,9 +100,16 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     kernel (`dkms status`, then install the headers for `uname -r` and rebuild). The kernel log
     (`sudo dmesg | grep -iE 'nvrm|nvidia'`) names other causes.
 
+    Without the PCI bus (pasted evidence): the module list (`lsmod`, or `lsmod | grep nvidia` printing
+    nothing) shows no nvidia module while nvidia-smi or NVML says it cannot reach the driver. That
+    failure shows a driver was installed for a GPU; the module not being loaded is why it fails.
+
     Exceptions:
     A GPU passed through to a VM (bound to vfio-pci) is not meant to have the driver on the host.
     """
+    if snapshot.pci_devices is None:
+        yield from _not_loaded_without_pci(snapshot)
+        return
     if not snapshot.nvidia_pci_gpus:
         yield Skip("no NVIDIA GPU on the PCI bus")
         return
@@ -124,6 +129,39 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
                                                    for d in snapshot.nvidia_pci_gpus)),
         ),
+        fixes=(
+            Fix("sudo modprobe nvidia", "any", note="read the error it prints"),
+            *fixes_for(debian=["dkms status", "sudo apt-get install linux-headers-$(uname -r)"],
+                       rhel=["dkms status", "sudo dnf install kernel-devel-$(uname -r)"]),
+        ),
+        explains=("GH102", "GH203", "GH205", "GH207"),
+    )
+
+
+# Symptoms (knowledge/symptoms.csv) whose lines say the driver was expected to answer and did not.
+DRIVER_EXPECTED_SYMPTOMS = frozenset({"driver-unreachable"})
+
+
+def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
+    """GH201 from pasted evidence without lspci: the nvidia module is not in the module list, and nvidia-smi or
+    NVML failed to reach the driver (a line of the catalogue, or the tool's own failure)."""
+    if module_loaded(snapshot) is not False:
+        yield Skip(snapshot.unavailable.get("pci_devices", "the PCI bus is not known"))
+        return
+    failures = [m for m in snapshot.messages or () if m.symptom in DRIVER_EXPECTED_SYMPTOMS]
+    run = snapshot.smi_run
+    if run is not None and not run.ok and run.error != "not installed" and run.text.strip() and not run.timed_out:
+        failures.append(MessageLine(run.text.strip().splitlines()[0], " ".join(run.argv) or "nvidia-smi"))
+    if not failures:
+        yield Skip("the nvidia module is not loaded, but nothing in the evidence given shows an NVIDIA GPU or "
+                   "a driver that should be loaded")
+        return
+    filters = snapshot.kernel_module_filters
+    listing = f"lsmod | grep {' / '.join(filters)}" if filters else snapshot.sources.get("kernel_modules", "lsmod")
+    yield Draft(
+        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so nvidia-smi cannot reach the driver",
+        evidence=(Evidence(listing, (f"loaded: {', '.join(snapshot.kernel_modules or ()) or 'no nvidia module'}",)),
+                  *(Evidence(m.source, (m.line,)) for m in failures[:2])),
         fixes=(
             Fix("sudo modprobe nvidia", "any", note="read the error it prints"),
             *fixes_for(debian=["dkms status", "sudo apt-get install linux-headers-$(uname -r)"],
@@ -356,8 +394,9 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     if "nvidia" not in modules:
         yield Skip("the nvidia module is not loaded (see GH201)")
         return
+    # a module a filtered listing (`lsmod | grep nvidia_uvm`) would not have shown is unknown, not missing
     missing = [m for m in ("nvidia_uvm", "nvidia_modeset", "nvidia_drm")
-               if m not in modules and _module_exists(m, snapshot)]
+               if snapshot.module_listed(m) is False and _module_exists(m, snapshot)]
     if not missing:
         return
     loaded = tuple(sorted(m for m in modules if m.startswith("nvidia")))
@@ -389,13 +428,19 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
     """
     # without the module list or lspci -k, the kernel log's own words (NVRM: probe routine not called,
     # GPU already bound to NovaCore, nouveau taking the GPU) are the only view of who owns the GPU
-    log_lines = _nouveau_lines(snapshot) if snapshot.kernel_modules is None and snapshot.pci_devices is None else []
-    if snapshot.kernel_modules is None and snapshot.pci_devices is None and not log_lines:
-        yield Skip(snapshot.unavailable.get("kernel_modules", "neither the loaded modules nor lspci -k is known"))
+    # A module list filtered by a pattern that would not show nouveau (`lsmod | grep nvidia`) says nothing
+    # about it: the check then judges as if no list was given.
+    listed = snapshot.module_listed("nouveau")
+    log_lines = _nouveau_lines(snapshot) if listed is None and snapshot.pci_devices is None else []
+    if listed is None and snapshot.pci_devices is None and not log_lines:
+        yield Skip(snapshot.unavailable.get("kernel_modules", "neither the loaded modules nor lspci -k is known")
+                   if snapshot.kernel_modules is None else
+                   f"the module list given was filtered ({' / '.join(snapshot.kernel_module_filters)}) and would "
+                   "not show nouveau; lspci -k is not known")
         return
     # lspci -k's "Kernel driver in use: nouveau" shows nouveau loaded even without the module list
     bound = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver == "nouveau"]
-    if "nouveau" not in (snapshot.kernel_modules or ()) and not bound and not log_lines:
+    if not listed and not bound and not log_lines:
         return
     severity = Severity.INFO if gpu_expected(snapshot) is False else Severity.CRITICAL
     blacklist = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "

@@ -8,11 +8,12 @@ Secure Boot module signing, and an nvidia module for every kernel the host may b
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
-from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, Severity, Snapshot
+from gpuhealth.knowledge.signatures import Signature, signature
+from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, MessageLine, NvidiaPackage, Severity, Snapshot
 
 BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
 WRITE_BLACKLIST = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
@@ -22,8 +23,15 @@ REBUILD_INITRAMFS_RHEL = ("sudo cp /boot/initramfs-$(uname -r).img{,.bak}", "sud
 SIGNED_MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm")
 # Refusals only: "module verification failed ... tainting kernel" means the unsigned module DID load
 # (the tools' own messages: informational), so it is not evidence of a Secure Boot problem.
-SIGNATURE_REJECTED = ("Key was rejected by service", "Required key not available", "not signed with a trusted key",
+SIGNATURE_REJECTED = ("Key was rejected by service", "Required key not available",
                       "unsigned module loading is restricted")
+UNTRUSTED_SIGNER = "PKCS#7 signature not signed with a trusted key"
+MODULE_LOADED_UNSIGNED = "module verification failed"
+# Lines of the catalogue (knowledge/signatures.csv) that say the module did not load, or that the driver cannot be
+# reached because of it: with Secure Boot enabled, a refused signature is the first suspect.
+LOAD_FAILED_SYMPTOMS = frozenset({"module-refuses-to-load", "driver-unreachable"})
+LOAD_FAILED_SIGNATURES = frozenset({"installer-unable-to-load-module", "installer-kernel-module-load-error",
+                                    "installer-signed-module-failed"})
 
 
 def _signing_loop(sign_file: str) -> str:
@@ -379,7 +387,7 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
 
 
 @check("GH506", "secure-boot-unsigned-module", "Secure Boot may reject the nvidia module",
-       requires=("install", "pci_devices"), reads=("kernel_log",))
+       reads=("install", "pci_devices", "kernel_log", "kernel_modules"))
 def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -388,6 +396,12 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     service", "Required key not available", lockdown refusing unsigned modules). "module verification
     failed ... tainting kernel" alone is not a refusal: the module loaded. `modinfo nvidia` tells
     whether the module on disk is signed at all.
+    Pasted evidence counts in parts: the Secure Boot state in any tool's words (mokutil's "SecureBoot
+    enabled", nvidia-installer's "This system also has UEFI Secure Boot enabled", the kernel's "Kernel is
+    locked down from EFI Secure Boot mode") with a line saying the module did not load or the driver
+    cannot be reached; "Operation not permitted" on loading the module under Secure Boot is the
+    locked-down kernel's refusal. "PKCS#7 signature not signed with a trusted key" (a module signed by a
+    key the kernel does not trust) is a warning when the Secure Boot state is not known.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -404,36 +418,60 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
 
     Exceptions:
     Secure Boot with the nvidia module loaded is fine (it is signed by a trusted key). Critical when
-    the module on disk is unsigned or the kernel log shows a rejection, a warning otherwise.
+    the module on disk is unsigned, the kernel log shows a rejection, or Secure Boot is enabled and the
+    load failed with "Operation not permitted" or an untrusted signer; a warning otherwise. Secure Boot
+    disabled: PKCS#7 lines are harmless (the module loads and taints the kernel).
     """
-    skip = _target(snapshot)
-    if skip:
-        yield skip
-        return
-    install = _install(snapshot)
-    log_lines: tuple[str, ...] = ()
-    if snapshot.kernel_log is not None:
-        log_lines = tuple(e.line for e in snapshot.kernel_log.events
-                          if any(s.lower() in e.line.lower() for s in SIGNATURE_REJECTED))[:3]
+    if snapshot.pci_devices is not None:
+        skip = _target(snapshot)
+        if skip:
+            yield skip
+            return
+    install = snapshot.install or InstallState()
+    log_lines = _log_lines(snapshot, SIGNATURE_REJECTED) + _logged(snapshot, lambda sig: (
+        sig.cause == "secure-boot-refused" and sig.severity == "critical"))
+    # "PKCS#7 signature not signed with a trusted key": a module's signer is not trusted. Only an enforcing
+    # kernel (Secure Boot) refuses it; elsewhere it loads and taints the kernel ("module verification failed").
+    loaded_unsigned = _log_lines(snapshot, (MODULE_LOADED_UNSIGNED,)) + _logged(
+        snapshot, lambda sig: sig.id == "kernel-module-verification-taint")
+    untrusted = () if loaded_unsigned else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
+        snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     loaded = module_loaded(snapshot)
-    if install.secure_boot is None and not log_lines:
-        yield Skip(_unavailable(snapshot, "install_secure_boot"))
+    failures = _load_failures(snapshot) if loaded is not True else []
+    if install.secure_boot is None and not log_lines and not untrusted:
+        yield Skip(_unavailable(snapshot, "install_secure_boot") if snapshot.install is not None
+                   else "the Secure Boot state (mokutil --sb-state) is not in the evidence given")
         return
-    if not log_lines and not (install.secure_boot == "enabled" and loaded is False):
+    enabled = install.secure_boot == "enabled"
+    not_loaded = loaded is False or bool(failures)
+    unknown_state = install.secure_boot is None
+    if not log_lines and not (enabled and (not_loaded or untrusted)) and not (untrusted and unknown_state):
         return
     evidence = []
     if install.secure_boot:
         evidence.append(Evidence(install.secure_boot_source or "mokutil --sb-state",
                                  (f"SecureBoot {install.secure_boot}",)))
-    if log_lines and snapshot.kernel_log is not None:
-        evidence.append(Evidence(snapshot.kernel_log.source, log_lines))
+    if log_lines or untrusted:
+        evidence.append(Evidence(snapshot.kernel_log.source if snapshot.kernel_log else "kernel log",
+                                 tuple(dict.fromkeys(log_lines + untrusted))[:3]))
+    evidence.extend(Evidence(m.source, (m.line[:300],)) for m in failures[:2])
     if install.module_file is not None:
         evidence.append(Evidence("modinfo nvidia", (
             f"filename: {install.module_file}",
             f"signer: {install.module_signer}" if install.module_signer else "no signature")))
     unsigned = install.module_signer == ""
+    eperm = [m for m in failures if "Operation not permitted" in m.line]
+    refused = bool(log_lines or unsigned or (enabled and (eperm or untrusted)))
     if log_lines:
         message = "The kernel rejected an unsigned or untrusted module signature"
+    elif enabled and eperm:
+        message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
+                   "locked-down kernel refuses modules not signed by an enrolled key")
+    elif enabled and untrusted:
+        message = "Secure Boot is enabled and the kernel does not trust the module's signer: it refuses to load it"
+    elif untrusted:
+        message = ("The kernel does not trust a module's signer (PKCS#7): with Secure Boot enabled it refuses to load "
+                   "it; mokutil --sb-state tells")
     elif unsigned:
         message = "Secure Boot is enabled and the nvidia module is unsigned: the kernel will refuse to load it"
     elif install.module_signer:
@@ -442,7 +480,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     else:
         message = "Secure Boot is enabled and the nvidia module is not loaded: the module must be signed"
     yield Draft(
-        Severity.CRITICAL if log_lines or unsigned else Severity.WARNING, message, evidence=tuple(evidence),
+        Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
         fixes=(
             Fix("sudo modprobe nvidia", "any", note="'Key was rejected by service' confirms it"),
             Fix("openssl req -new -x509 -newkey rsa:2048 -keyout MOK.priv -outform DER -out MOK.der -nodes "
@@ -455,8 +493,37 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             Fix("sudo modprobe nvidia && sudo modprobe nvidia-uvm", "any", disruptive=True),
         ),
         # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
-        explains=DRIVER_DOWN if log_lines or unsigned else (),
+        explains=DRIVER_DOWN if refused else (),
     )
+
+
+def _log_lines(snapshot: Snapshot, needles: tuple[str, ...]) -> tuple[str, ...]:
+    if snapshot.kernel_log is None:
+        return ()
+    lowered = tuple(n.lower() for n in needles)
+    return tuple(e.line for e in snapshot.kernel_log.events if any(n in e.line.lower() for n in lowered))[:3]
+
+
+def _logged(snapshot: Snapshot, wanted: Callable[[Signature], bool]) -> tuple[str, ...]:
+    """Catalogue lines of a parsed kernel log that ``wanted`` picks: the log parser keeps only the signature lines
+    that name nvidia, and older kernels' "PKCS#7 ..." and "Loading of unsigned module is rejected" name no module."""
+    return tuple(m.line for m in snapshot.messages or () if m.signature and "kernel_log" in m.read_into
+                 and wanted(signature(m.signature)))[:3]
+
+
+def _load_failures(snapshot: Snapshot) -> list[MessageLine]:
+    """Pasted lines that say the nvidia module did not load (modprobe, the installer) or that the driver cannot be
+    reached; the installer's "Kernel module load error: Operation not permitted" is the locked-down kernel's answer."""
+    found = []
+    for message in snapshot.messages or ():
+        sig = signature(message.signature) if message.signature else None
+        cause = sig.cause if sig else ""
+        if sig and sig.severity == "info":
+            continue  # "tainting kernel", PKCS#7: the line alone says nothing failed
+        if message.signature in LOAD_FAILED_SIGNATURES or (
+                message.symptom in LOAD_FAILED_SYMPTOMS and cause in ("", "secure-boot-refused", "driver-not-loaded")):
+            found.append(message)
+    return found
 
 
 # --------------------------------------------------------------------------- GH507
@@ -497,17 +564,23 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     loaded = module_loaded(snapshot)
     # kernels from a pasted `find /lib/modules` carry no "booted" flag: the running one is `uname`'s release
     pasted_kernels = bool(install.kernels and install.kernel_release) and not any(k.booted for k in install.kernels)
+    # a pasted `dkms status` next to `uname -r` says which kernels DKMS installed the module for
+    pasted_dkms = bool(install.kernel_release and _dkms_nvidia(install)) and not install.kernels
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
         if skip:
             yield skip
             return
-    elif install.module_found is not False and not pasted_kernels:
+    elif install.module_found is not False and not pasted_kernels and not pasted_dkms:
         # pasted evidence without lspci: only the listings that speak for themselves are judged
         yield Skip(_unavailable(snapshot, "pci_devices"))
         return
     if install.module_found is False and not loaded:
         yield from _no_module_per_modinfo(snapshot, install)
+        return
+    if pasted_dkms and not pasted_kernels:
+        if not loaded:  # pasted `dkms status` and `uname -r`, nothing listing the module files
+            yield from _no_module_per_dkms(snapshot, install)
         return
     if pasted_kernels:
         if not loaded:  # pasted listings: `find /lib/modules -name '*nvidia*'` and `uname -r`
@@ -588,6 +661,39 @@ def _no_module_per_modinfo(snapshot: Snapshot, install: InstallState) -> Iterato
     )
 
 
+def _no_module_per_dkms(snapshot: Snapshot, install: InstallState) -> Iterator[Draft]:
+    """GH507 from a pasted ``dkms status`` and ``uname -r``: DKMS installed the nvidia module for other kernels
+    only. Critical when the evidence also shows the driver not loaded or unreachable; a warning otherwise (a
+    precompiled module package may serve the running kernel without DKMS)."""
+    release = install.kernel_release
+    entries = [e for e in install.dkms if e.module == "nvidia"]
+    if any(e.kernel == release and e.installed for e in entries):
+        return
+    elsewhere = sorted({e.kernel for e in entries if e.kernel and e.installed})
+    down = module_loaded(snapshot) is False or bool(_driver_down_lines(snapshot))
+    built = f"installed for {', '.join(elsewhere)} only" if elsewhere else "not installed for any kernel"
+    yield Draft(
+        Severity.CRITICAL if down else Severity.WARNING,
+        f"No nvidia module for the running kernel {release}: DKMS has it {built}"
+        + (": the driver cannot load" if down else "; unless a precompiled module package serves this kernel, "
+           "the driver cannot load"),
+        evidence=(Evidence("uname -r", (release or "",)),
+                  Evidence("dkms status", tuple(f"{e.module}/{e.version}, {e.kernel or '-'}: {e.state}"
+                                                for e in entries)[:6]),
+                  *(Evidence(m.source, (m.line[:300],)) for m in _driver_down_lines(snapshot)[:1])),
+        fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
+                          rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
+               Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+        explains=DRIVER_DOWN if down else (),
+    )
+
+
+def _driver_down_lines(snapshot: Snapshot) -> list[MessageLine]:
+    """Pasted lines saying the module did not load or the driver cannot be reached, without naming another cause."""
+    return [m for m in _load_failures(snapshot) if not m.signature or not signature(m.signature).cause
+            or signature(m.signature).cause in ("module-not-built", "driver-not-loaded")]
+
+
 def _no_module_per_listing(install: InstallState) -> Iterator[Draft]:
     """GH507 from pasted listings: the running kernel (``uname``) has no nvidia.ko among the module files
     listed (``find /lib/modules -name '*nvidia*'``) while another kernel has one. Critical when the listing
@@ -648,6 +754,21 @@ def _driver_package(name: str) -> bool:
     """A package of the driver (``libnvidia-common-495``, ``cuda-drivers``, ``libcuda1``); tools with their own
     versions (the container toolkit) fall out later, their versions being no driver version."""
     return "nvidia" in name or name.startswith(("cuda-drivers", "libcuda"))
+
+
+# A driver package named for its branch (Ubuntu's nvidia-304, nvidia-experimental-310, nvidia-driver-535).
+_BRANCH_PACKAGE = re.compile(r"^nvidia-(?:experimental-|driver-)?(?P<branch>\d{3})(?:-updates|-server|-open)?$")
+
+
+def _driver_branches(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
+    """Branch -> driver packages of a listing that gives no versions (``jockey-text --list``: the enabled
+    drivers). Listings with versions are judged by version: a transitional package keeps an old branch's name."""
+    branches: dict[str, list[str]] = {}
+    for package in packages:
+        match = _BRANCH_PACKAGE.match(package.name)
+        if package.version is None and match:
+            branches.setdefault(match["branch"], []).append(package.name)
+    return dict(sorted(branches.items()))
 
 
 def _display_processes(snapshot: Snapshot) -> list[str]:
@@ -775,7 +896,8 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     dependencies count with it). More than one: a warning. Also a warning: installed driver packages of
     two driver versions (`libnvidia-common-495 495.29.05` left next to the 510 packages; transitional
     packages, which ship no files, are not counted), from any package listing (`dpkg -l`, `rpm -qa`,
-    `apt list --installed`, `dnf list installed`).
+    `apt list --installed`, `dnf list installed`), or driver packages of two branches enabled at once in
+    a listing without versions (`jockey-text --list`: nvidia-experimental-304 next to -310).
 
     Why it matters:
     Each route owns the same files (libcuda, libnvidia-ml, nvidia.ko, nvidia-smi) without knowing
@@ -814,6 +936,7 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         return
     versions = {version: [f"{p.name} {p.version}" for p in found]
                 for version, found in driver_package_versions(env.packages, _driver_package).items()}
+    versions = versions or _driver_branches(env.packages)
     if len(routes) < 2 and len(versions) < 2:
         return
     if len(routes) < 2:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
-from gpuhealth.model import CommandRun, CudaState, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.model import CommandRun, CudaState, InstallState, OsInfo, P2pEvidence, TorchEnv
 
 
 @dataclass(frozen=True)
@@ -106,15 +107,52 @@ _LSMOD_LINE = re.compile(r"^(?P<name>\w+)\s+\d+\s+\d+", re.M)
 
 @command_fact("lsmod-grep", r"^(?:sudo\s+)?lsmod\s*\|\s*grep\b")
 def _lsmod_grep(command: str, output: str) -> Fact | None:
+    """``lsmod | grep nvidia`` lists only the modules the pattern matches: the names it shows are loaded, and
+    a module the pattern would have shown but that is absent is not loaded; nothing is known of the rest
+    (``Snapshot.kernel_module_filters``), so nouveau is not "ruled out" by a grep for nvidia."""
     names = tuple(dict.fromkeys(m["name"] for m in _LSMOD_LINE.finditer(output[:65536])))
-    pattern = command.split("grep", 1)[1].lower()
+    pattern = grep_pattern(command)
     if names:
-        return Fact({"kernel_modules": names}, None, f"loaded: {', '.join(names)}")
-    if output.strip():
+        return Fact({"kernel_modules": names, "kernel_module_filters": (pattern or "",)}, None,
+                    f"loaded: {', '.join(names)}")
+    if output.strip() or not pattern:
         return None
-    if "nvidia" in pattern:
-        return Fact({"kernel_modules": ()}, None, "no nvidia module loaded")
-    return None
+    return Fact({"kernel_modules": (), "kernel_module_filters": (pattern,)}, None, f"no module matching {pattern!r}")
+
+
+_GREP_ARGS_OPTIONS = frozenset("EFGiIswxHhn")  # flags that keep grep printing the matching lines as they are
+
+
+def grep_pattern(command: str) -> str | None:
+    """The pattern of the one ``grep`` after ``lsmod |`` as :func:`gpuhealth.model.grep_would_show` reads it
+    (lower-cased with ``-i``; ``=`` first with ``-w``/``-x``); None when the listing was inverted, counted,
+    piped on or cannot be read (it then proves no absence)."""
+    try:
+        lexer = shlex.shlex(command[:2000], posix=True, punctuation_chars="|;&<>")
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    if tokens.count("|") != 1 or any(t and set(t) <= set(";&<>") for t in tokens):
+        return None
+    words = tokens[tokens.index("|") + 1:]
+    patterns: list[str] = []
+    flags: set[str] = set()
+    args = iter(words[1:])
+    for word in args:
+        if word == "-e":
+            patterns.append(next(args, ""))
+        elif word.startswith("-") and len(word) > 1:
+            if not set(word[1:]) <= _GREP_ARGS_OPTIONS:
+                return None  # -v, -c, -l, -o, -A ... print something else than the matching lines
+            flags.update(word[1:])
+        else:
+            patterns.append(word)
+    if len(patterns) != 1 and not (patterns and all(patterns)):
+        return None
+    pattern = "|".join(patterns)
+    if "i" in flags:
+        pattern = pattern.lower()
+    return ("=" if flags & {"w", "x"} else "") + pattern
 
 
 @command_fact("device-nodes-absent", r"^(?:sudo\s+)?ls\b.*/dev/nvidia")
@@ -187,7 +225,9 @@ def _uname(command: str, output: str) -> Fact | None:
     release = m["release"] if m else line if _RELEASE.match(line) else None
     if release is None:
         return None
-    return Fact({"os": OsInfo(kernel_release=release)}, None, f"running kernel {release}")
+    # like the uname listing: the install checks compare the running kernel with DKMS and /lib/modules
+    return Fact({"os": OsInfo(kernel_release=release), "install": InstallState(kernel_release=release)}, None,
+                f"running kernel {release}")
 
 
 # --------------------------------------------------------------------------- line facts
@@ -252,3 +292,31 @@ def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
         if len(files) >= MAX_LIBRARY_FILES:
             break
     return {"cuda": CudaState(library_files=tuple(files[:MAX_LIBRARY_FILES]))} if files else {}
+
+
+# The Secure Boot state in the words of the tools that print it, wherever the line appears (a session, a log, an
+# installer's output, prose quoting them): mokutil --sb-state ("SecureBoot enabled"), nvidia-installer's
+# module-signing question ("This system also has UEFI Secure Boot enabled", kernel.c), the EFI stub ("UEFI Secure
+# Boot is enabled"), the x86 kernel's "secureboot: Secure boot enabled" and the distributions' lockdown patch
+# ("Kernel is locked down from EFI Secure Boot mode").
+_SB_ENABLED = re.compile(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
+                         r"UEFI Secure Boot is enabled|\bsecureboot: Secure boot enabled\b|"
+                         r"Kernel is locked down from EFI Secure Boot")
+_SB_DISABLED = re.compile(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
+                          r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled")
+
+
+def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+    """The install overlay for the Secure Boot state these lines state; empty when none does. "Disabled" wins:
+    shim's "SecureBoot validation is disabled" follows mokutil's "SecureBoot enabled" when nothing is enforced."""
+    state = quote = None
+    for line in lines:
+        text = line.strip()[:300]
+        if _SB_DISABLED.search(text):
+            state, quote = "disabled", text
+            break
+        if state is None and _SB_ENABLED.search(text):
+            state, quote = "enabled", text
+    if state is None:
+        return {}
+    return {"install": InstallState(secure_boot=state, secure_boot_source=f"{source}: {quote[:120]}")}

@@ -52,10 +52,12 @@ from gpuhealth.parsers.environ import (
     parse_uname,
 )
 from gpuhealth.parsers.packages import (
+    jockey_row,
     parse_apt_list,
     parse_conda_list,
     parse_dnf_list,
     parse_dpkg_list,
+    parse_jockey_list,
     parse_pip_list,
     parse_rpm_qa,
     split_rpm_name,
@@ -109,6 +111,43 @@ def _packages(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
     docker = any(p.name in _DOCKER_PACKAGES for p in found)
     return {"host_env": HostEnvironment(packages=kept, package_source=source, docker=True if docker else None,
                                         nvidia_ctk_version=toolkit.split(":")[-1].split("-")[0] if toolkit else None)}
+
+
+# Output that is not a package listing may still name installed packages, one full rpm name per line (an installer
+# or a helper script listing "existing driver packages"). A transaction's removals name packages that are going
+# away: a piece that speaks of removing, erasing, upgrading or replacing proves nothing about what stays installed.
+_TRANSACTION_WORDS = re.compile(r"\b(?:remov\w*|eras\w*|upgrad\w*|downgrad\w*|obsolet\w*|replac\w*|cleanup|"
+                                r"uninstall\w*)\b", re.I)
+_RPM_ARCH_SUFFIX = (".x86_64", ".aarch64", ".noarch", ".i686", ".ppc64le")
+
+
+def embedded_rpm_packages(lines: list[str], source: str) -> dict[str, Any]:
+    """The host_env overlay for lines that are each one full rpm name (``name-version-release.arch``) of a driver
+    package, inside output that is not a listing; empty when there are none or the piece is a transaction."""
+    names = [line.strip() for line in lines[:2000] if line.strip().endswith(_RPM_ARCH_SUFFIX)
+             and " " not in line.strip() and len(line.strip()) < 200]
+    found = tuple(NvidiaPackage(split[0], split[1], "rpm") for name in names
+                  if (split := split_rpm_name(name)) is not None)
+    if not found or any(_TRANSACTION_WORDS.search(line) for line in lines[:2000]):
+        return {}
+    overlay = _packages(found, f"{source} (package names in the output)")
+    return overlay if overlay["host_env"].packages else {}
+
+
+def _looks_like_jockey(text: str) -> bool:
+    lines = _lines(text)
+    hits = sum(1 for line in lines if jockey_row(line) is not None)
+    return hits >= 1 and hits >= 0.6 * len(lines)
+
+
+@evidence_kind("jockey-list", commands=(r"jockey-text\b.*(?:\s-l\b|--list)",), priority=445,
+               recognise=_looks_like_jockey)
+def _jockey(text: str, source: str) -> dict[str, Any]:
+    """Jockey shows a driver "Enabled" when its package is installed: an enabled NVIDIA handler
+    (``xorg:nvidia_experimental_304``) is the package of that name (``nvidia-experimental-304``), version unknown."""
+    enabled = tuple(NvidiaPackage(handler.rsplit(":", 1)[-1].replace("_", "-"), None, "jockey")
+                    for handler, on, _ in parse_jockey_list(text) if on and "nvidia" in handler)
+    return {"host_env": HostEnvironment(packages=enabled[:MAX_PACKAGES], package_source="jockey-text --list")}
 
 
 _DPKG_ROW = re.compile(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")

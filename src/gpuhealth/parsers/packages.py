@@ -217,6 +217,28 @@ def parse_pip_list(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(packages)
 
 
+def jockey_row(line: str) -> tuple[str, bool, bool] | None:
+    """One ``jockey-text --list`` line (Ubuntu's driver manager before ubuntu-drivers):
+    ``xorg:nvidia_current - NVIDIA accelerated graphics driver (Proprietary, Enabled, In use)`` ->
+    ("xorg:nvidia_current", True, True); None for any other line. Read from the right, without a regex."""
+    text = line.strip()[:400]
+    handler, dash, rest = text.partition(" - ")
+    if not dash or not text.endswith(")") or "(" not in rest or " " in handler or not handler:
+        return None
+    fields = [f.strip() for f in rest[rest.rfind("(") + 1:-1].split(",")]
+    if len(fields) != 3 or fields[1] not in ("Enabled", "Disabled") or fields[2] not in ("In use", "Not in use"):
+        return None
+    return handler, fields[1] == "Enabled", fields[2] == "In use"
+
+
+def parse_jockey_list(text: str) -> tuple[tuple[str, bool, bool], ...]:
+    """``jockey-text --list``: (handler id, enabled, in use) per driver."""
+    rows = tuple(row for line in _lines(text, "jockey-text output") if (row := jockey_row(line)) is not None)
+    if not rows:
+        raise ParseError("no jockey-text --list lines ('id - description (License, Enabled, In use)')")
+    return rows
+
+
 def _pip_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
