@@ -272,6 +272,8 @@ def test_packages_a_transaction_removes_are_not_installed():
     ("nvidia-smi utility not found. Probably driver is not installed.", "script-nvidia-smi-utility-not-found"),
     ("the installer says cannot find path to cc, make sure gcc is installed", "words-compiler-not-found"),
     ("ERROR: Unable to find the development tool `make` in your path", "installer-no-cc"),
+    ("Error: NVIDIA kernel module is not loaded.", "words-nvidia-module-not-loaded"),
+    ("the nouveau module is still loaded after blacklisting", "words-nouveau-loaded"),
 ])
 def test_rows_match_their_tools_words(line, row):
     assert [sig.id for sig, _ in scan_lines([line])][:1] == [row]
@@ -282,7 +284,13 @@ def test_rows_match_their_tools_words(line, row):
     "make sure gcc is installed",
     "could not find cc1plus",  # a compiler part, not the compiler missing
     "cannot find makefile in /usr/src/nvidia-535",
+    "The vboxdrv kernel module is not loaded.",  # VirtualBox's module, not NVIDIA's
+    "nvidia: the nvidia_uvm kernel module is not loaded",  # GH205's
+    "NVIDIA kernel module is loaded",
+    "nouveau is not loaded",
+    "nouveau was blacklisted and the initramfs rebuilt",
 ])
 def test_rows_stay_quiet_on_near_misses(line):
     ids = {sig.id for sig, _ in scan_lines([line])}
-    assert not ids & {"script-nvidia-smi-utility-not-found", "words-compiler-not-found"}
+    assert not ids & {"script-nvidia-smi-utility-not-found", "words-compiler-not-found",
+                      "words-nvidia-module-not-loaded", "words-nouveau-loaded"}
