@@ -20,7 +20,6 @@ from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p
 from gpuhealth.evidence.listings import embedded_rpm_packages
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
-from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.session import Block, split_session
 
@@ -249,9 +248,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
                                             read_into=read_into))
     if kind not in (None, "app-log") or not unknown_lines:
         return len(matched)
-    explained = {line for _, line in matched}
-    if kind == "app-log":  # the application-log parser reads these (GH806)
-        explained.update(line for line in lines if any(p.search(line) for _, p in APP_ERROR_PATTERNS))
+    explained = {line for _, line in matched}  # the application-log parser reads catalogue lines only (GH806)
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break

@@ -16,13 +16,14 @@ from hypothesis import strategies as st
 
 from conftest import corpus_files, corpus_id
 from fuzzing import FUZZ
+from gpuhealth.knowledge.app_errors import meanings
 from gpuhealth.model import AppError, ParseError
-from gpuhealth.parsers.app_log import APP_ERROR_PATTERNS, looks_like_app_log, parse_app_log
+from gpuhealth.parsers.app_log import looks_like_app_log, parse_app_log
 
 KINDS = {
     "cuda-oom", "no-device", "insufficient-driver", "cuda-unknown", "illegal-address", "ecc",
     "device-assert", "nccl", "driver-mismatch", "nvml-init", "cuda-init", "launch-failure", "gpu-lost",
-    "arch-unsupported",
+    "arch-unsupported", "nvml-unknown", "insufficient-permissions",
 }
 
 # Hand-written lines, one or more per kind.
@@ -37,7 +38,9 @@ SAMPLES = [
     ("cuda-unknown", "cuInit(0) failed: CUDA_ERROR_UNKNOWN"),
     ("insufficient-driver", "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:138: UserWarning: CUDA "
                             "initialization: The NVIDIA driver on your system is too old (found version 12080)."),
-    ("nvml-init", "Failed to initialize NVML: Unknown Error"),
+    ("nvml-unknown", "Failed to initialize NVML: Unknown Error"),
+    ("insufficient-permissions", "Failed to initialize NVML: Insufficient Permissions"),
+    ("nvml-init", "Failed to initialize NVML: Driver Not Loaded"),
     # named in the brief
     ("cuda-oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
                  "capacity of 79.11 GiB of which 1.06 GiB is free."),
@@ -83,7 +86,7 @@ For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
 
 
 def test_table_covers_every_kind():
-    assert {kind for kind, _ in APP_ERROR_PATTERNS} == KINDS
+    assert set(meanings()) == KINDS
 
 
 @pytest.mark.parametrize(("kind", "line"), SAMPLES, ids=[f"{k}-{i}" for i, (k, _) in enumerate(SAMPLES)])

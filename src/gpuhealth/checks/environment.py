@@ -17,6 +17,7 @@ from importlib import resources
 
 from gpuhealth.checks.driver import REBOOT
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
 from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
 
 EOL_SOON_DAYS = 90
@@ -458,81 +459,9 @@ def training_data_mounts(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 # --------------------------------------------------------------------------- GH806
 
 
-@dataclass(frozen=True)
-class ErrorMeaning:
-    summary: str
-    related: tuple[str, ...]  # checks that explain or rule out this error
-    needs: tuple[str, ...]  # snapshot fields those checks read
-    collect: tuple[str, ...]  # what to run when the evidence given cannot decide
-
-
-ERROR_MEANINGS: dict[str, ErrorMeaning] = {
-    "no-device": ErrorMeaning(
-        "CUDA sees no GPU: the driver is not loaded, /dev/nvidia* is missing, CUDA_VISIBLE_DEVICES hides the "
-        "GPUs, or the container was started without GPUs", ("GH201", "GH207", "GH608"),
-        ("pci_devices", "kernel_modules", "device_nodes"),
-        ("nvidia-smi -L", "ls -l /dev/nvidia*", "echo \"$CUDA_VISIBLE_DEVICES\"", "lsmod | grep nvidia")),
-    "insufficient-driver": ErrorMeaning(
-        "the driver is older than the CUDA runtime the program (or the PyTorch wheel) was built with",
-        ("GH601", "GH605"), ("driver", "torch"),
-        ("nvidia-smi", "python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'")),
-    "arch-unsupported": ErrorMeaning(
-        "the installed PyTorch has no kernels for this GPU's architecture", ("GH606",), ("torch",),
-        ("python3 -c 'import torch; print(torch.cuda.get_arch_list())'",
-         "nvidia-smi --query-gpu=name,compute_cap --format=csv")),
-    "driver-mismatch": ErrorMeaning(
-        "the user-space driver libraries were updated while the old kernel module is still loaded",
-        ("GH202",), ("driver",), ("cat /proc/driver/nvidia/version", "nvidia-smi")),
-    "nvml-unknown": ErrorMeaning(
-        "NVML lost access to the GPUs; inside a container this is the device-cgroup problem", ("GH803", "GH203"),
-        ("host_env",), ("ls -l /dev/nvidia*", "ls /.dockerenv /run/.containerenv", "nvidia-smi on the host")),
-    "insufficient-permissions": ErrorMeaning(
-        "the user may not open the GPU device files or the operation needs root", ("GH203",), ("smi_run",),
-        ("ls -l /dev/nvidia*", "id", "sudo nvidia-smi")),
-    "nvml-init": ErrorMeaning(
-        "NVML could not start: driver not loaded, library mismatch or missing device files",
-        ("GH201", "GH202", "GH203"), ("driver", "smi_run"), ("nvidia-smi", "cat /proc/driver/nvidia/version")),
-    "cuda-init": ErrorMeaning(
-        "CUDA could not initialise: driver, forward-compatibility library or device files",
-        ("GH201", "GH603", "GH605"), ("driver", "cuda"),
-        ("nvidia-smi", "ldconfig -p | grep libcuda", "ls -l /dev/nvidia*")),
-    "cuda-unknown": ErrorMeaning(
-        "an unspecific CUDA failure: look for Xid errors and failed NVML queries at the same time",
-        ("GH301", "GH203"), ("kernel_log",), ("sudo dmesg --time-format iso | grep -i -e xid -e nvrm", "nvidia-smi")),
-    "gpu-lost": ErrorMeaning(
-        "a GPU stopped answering (fallen off the bus)", ("GH302", "GH204"), ("kernel_log",),
-        ("sudo dmesg --time-format iso | grep -i -e xid -e 'fallen off'",)),
-    "ecc": ErrorMeaning(
-        "an uncorrectable memory error on the GPU", ("GH403", "GH401", "GH301"), ("smi",),
-        ("nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT",)),
-    "illegal-address": ErrorMeaning(
-        "usually a bug in the program; repeated on one GPU only, a hardware fault", ("GH301", "GH607"),
-        ("kernel_log",), ("sudo dmesg --time-format iso | grep -i xid", "CUDA_LAUNCH_BLOCKING=1 <program>")),
-    "launch-failure": ErrorMeaning(
-        "a kernel failed on the GPU: a program bug or an Xid at the same time", ("GH301",), ("kernel_log",),
-        ("sudo dmesg --time-format iso | grep -i xid",)),
-    "device-assert": ErrorMeaning(
-        "an assertion in the program's GPU code (often an index out of range): a program bug", (), (),
-        ("CUDA_LAUNCH_BLOCKING=1 <program>",)),
-    "cuda-oom": ErrorMeaning(
-        "the GPU ran out of memory: the batch is too large or other processes hold GPU memory", (), (),
-        ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",)),
-    "nccl": ErrorMeaning(
-        "a collective failed: network, NVLink/PCIe peer access, or another rank crashed", ("GH408", "GH301"),
-        ("nvlink", "kernel_log"), ("NCCL_DEBUG=INFO <program>", "nvidia-smi topo -m", "nvidia-smi nvlink -s")),
-}
-
-
 def meaning_of(error: AppError) -> tuple[str, ErrorMeaning | None]:
-    """The kind used for the mapping (NVML "Unknown Error" and "Insufficient Permissions" are told apart
-    from other NVML failures by their text) and what it means."""
-    kind = error.kind
-    text = error.message.lower()
-    if kind == "nvml-init" and "unknown error" in text:
-        kind = "nvml-unknown"
-    elif "insufficient permissions" in text or "nvml_error_no_permission" in text:
-        kind = "insufficient-permissions"
-    return kind, ERROR_MEANINGS.get(kind)
+    """The error's kind and what it means (``knowledge/app_errors.csv``)."""
+    return error.kind, meanings().get(error.kind)
 
 
 APP_ERRORS_ONLY_PASTED = "only with a training log or traceback (gpuhealth analyze LOG)"
@@ -542,8 +471,9 @@ APP_ERRORS_ONLY_PASTED = "only with a training log or traceback (gpuhealth analy
 def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
-    The errors `gpuhealth analyze` finds in training logs and tracebacks (`parsers/app_log.py`: "no
-    CUDA-capable device is detected", "CUDA driver version is insufficient", "sm_XX is not compatible
+    The errors `gpuhealth analyze` finds in training logs and tracebacks (catalogue lines grouped by
+    kind in `knowledge/app_errors.csv`: "no CUDA-capable device is detected", "CUDA driver version is
+    insufficient", "sm_XX is not compatible
     with the current PyTorch installation", "Failed to initialize NVML: Unknown Error", "Insufficient
     Permissions", out of memory, NCCL errors ...), one finding per kind, each tied to the checks that
     explain it (for example no device -> GH201, GH207, GH608; insufficient driver -> GH601, GH605;

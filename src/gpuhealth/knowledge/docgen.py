@@ -70,6 +70,11 @@ row, then the higher `priority`, then the longer pattern.
 To add a cause: a row in `causes.csv` (the check code that confirms it, the evidence that confirms it
 or rules it out, the command that decides, a source), then list it under each symptom it explains in
 `symptoms.csv`, in order of how common it is (first = most common).
+
+Errors in a training log or traceback (GH806) are catalogue lines too: `app_errors.csv` groups rows
+into kinds (`no-device`, `cuda-oom`, `nccl` ...; `domain:nccl` takes every NCCL row) and says, per
+kind, which checks explain it and what to collect when the evidence cannot decide. A new message
+belongs in `signatures.csv`; list its row under a kind when GH806 should report it.
 """
 
 

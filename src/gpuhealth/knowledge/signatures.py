@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "scan_lines",
-           "signature", "signatures"]
+__all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "rank",
+           "scan_lines", "signature", "signatures"]
 
 DOMAINS = frozenset({
     "nvidia-smi", "nvml", "modprobe", "kernel", "dkms", "installer", "xorg", "cuda-driver", "cuda-runtime",
@@ -78,13 +78,20 @@ def match_line(line: str) -> Signature | None:
     line = line[:MAX_LINE]
     best: tuple[tuple[int, int, int, int], Signature] | None = None
     compiled = _compiled()
-    for index, sig in enumerate(_catalogue()):
+    for sig in _catalogue():
         if compiled[sig.id].search(line) is None:
             continue
-        key = (1 if sig.cause else 0, sig.priority, len(sig.pattern), -index)
+        key = rank(sig)
         if best is None or key > best[0]:
             best = (key, sig)
     return best[1] if best else None
+
+
+def rank(sig: Signature) -> tuple[int, int, int, int]:
+    """How specific a row is, the order ``match_line`` picks by (higher is more specific): a decided cause,
+    then the priority, then the longer pattern, then the earlier row. Callers weighing several matched
+    lines (``tool_errors.decode``) use it too, so there is one ranking."""
+    return (1 if sig.cause else 0, sig.priority, len(sig.pattern), -_position()[sig.id])
 
 
 def scan_lines(lines: Iterable[str]) -> list[tuple[Signature, str]]:
@@ -125,6 +132,11 @@ def _row(row: dict[str, str], number: int) -> Signature:
     # the example is kept exactly as written (leading spaces can be part of a real line)
     values["example"] = row["example"].rstrip("\r\n")
     return Signature(priority=priority, **values)
+
+
+@functools.cache
+def _position() -> dict[str, int]:
+    return {sig.id: index for index, sig in enumerate(_catalogue())}
 
 
 @functools.cache

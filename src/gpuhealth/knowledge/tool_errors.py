@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuhealth.knowledge.signatures import Signature, match_line, signature
+from gpuhealth.knowledge.signatures import Signature, match_line, rank, signature
 
 __all__ = ["NVML_RETURN_CODES", "SMI_EXIT_CODES", "ToolError", "decode"]
 
@@ -51,16 +51,13 @@ def _of(sig: Signature) -> ToolError:
 def decode(text: str = "", exit_code: int | None = None, nvml_code: int | None = None) -> ToolError | None:
     """The failure a message, an nvidia-smi exit code or an NVML return code stands for.
 
-    The message decides when a line of it is in the catalogue (the most specific line wins: a decided
-    cause before a symptom); otherwise the number does.
+    The message decides when a line of it is in the catalogue: the most specific row over all its lines,
+    by the catalogue's own ranking (``signatures.rank``: a decided cause before a symptom, then priority,
+    then the longer pattern); otherwise the number does.
     """
-    best: Signature | None = None
-    for line in (text or "").splitlines()[:50]:
-        found = match_line(line)
-        if found is not None and (best is None or (found.cause and not best.cause)):
-            best = found
-    if best is not None:
-        return _of(best)
+    found = [sig for line in (text or "").splitlines()[:50] if (sig := match_line(line)) is not None]
+    if found:
+        return _of(max(found, key=rank))
     if nvml_code is not None and nvml_code in NVML_RETURN_CODES:
         return _of(signature(NVML_RETURN_CODES[nvml_code]))
     if exit_code is not None and exit_code in SMI_EXIT_CODES:
