@@ -51,6 +51,8 @@ class FakeNvml:
         # reader names (sources.READERS) whose calls answer NOT_SUPPORTED on every GPU
         self.unsupported: set[str] = set()
         self.processes: list[Any] = [SimpleNamespace(pid=4242, usedGpuMemory=39 * 1024**3)]
+        self.remapped = (0, 0, 0, 0)  # correctable, uncorrectable, pending, failure
+        self.retired: dict[int, list[int]] | None = None  # cause -> page addresses; None: Not Supported
 
     def _device(self, handle: int, name: str) -> None:
         self.calls[name] += 1
@@ -126,10 +128,17 @@ class FakeNvml:
         return 0
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, handle):  # noqa: N802
-        raise FakeNVMLError(3, "Not Supported")  # Ampere and newer remap rows instead
+        if self.retired is None:
+            raise FakeNVMLError(3, "Not Supported")  # Ampere and newer remap rows instead
+        self.calls["retired_pending"] += 1
+        return 1 if any(self.retired.values()) else 0
+
+    def nvmlDeviceGetRetiredPages(self, handle, cause):  # noqa: N802
+        self.calls["retired_pages"] += 1
+        return list((self.retired or {}).get(cause, []))
 
     def nvmlDeviceGetRemappedRows(self, handle):  # noqa: N802
-        return (0, 0, 0, 0)
+        return self.remapped
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):  # noqa: N802
         return 5

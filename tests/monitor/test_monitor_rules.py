@@ -115,7 +115,7 @@ def test_new_xid_fires_once_per_code_graded_by_the_catalogue_and_resolves_when_q
                                                      XidEvent(T0 + 7, 0, 13)]
     alerts = play(events, tmp_path)
     firing = fired(alerts, "xid")
-    assert [a.key for a in firing] == ["79", "13"]
+    assert [(a.key, a.renotify) for a in firing] == [("79", False), ("13", False), ("79", True)]  # "now 2", 10 min on
     assert firing[0].severity == "critical" and "GPU_HAS_FALLEN_OFF_THE_BUS" in firing[0].message
     assert len(fired(alerts, "xid", "resolved")) == 2
 
@@ -142,6 +142,22 @@ def test_pending_remapped_rows_fire_and_resolve_after_reset(tmp_path):
     assert "remapped rows pending" in fired(alerts, "pending_retirement")[0].message
     assert len(fired(alerts, "pending_retirement", "resolved")) == 1
     assert fired(play(samples(0, 20, **busy()), tmp_path), "pending_retirement") == []
+
+
+def test_a_growing_pending_retirement_is_notified_again_with_the_new_count(tmp_path):
+    trace = samples(0, 40, **busy(remapped_rows_pending=lambda i: 5 <= i < 30,
+                                  remapped_rows=lambda i: 0 if i < 5 else 1 if i < 20 else 2))
+    alerts = play(trace, tmp_path)
+    firing = fired(alerts, "pending_retirement")
+    assert [(a.t, a.renotify) for a in firing] == [(T0 + 5, False), (T0 + 20, True)]
+    assert "(1 remapped row)" in firing[0].message and "now 2 remapped rows" in firing[1].message
+    assert len(fired(alerts, "pending_retirement", "resolved")) == 1
+    dispatcher = Dispatcher([])
+    dispatcher.dispatch(firing)
+    assert len(dispatcher.sent) == 2
+    pages = samples(0, 20, **busy(retired_pages_pending=lambda i: i >= 5, retired_pages=lambda i: 1 + (i >= 12)))
+    firing = fired(play(pages, tmp_path), "pending_retirement")
+    assert [a.t for a in firing] == [T0 + 5, T0 + 12] and "now 2 retired pages" in firing[1].message
 
 
 def test_hardware_slowdown_active_most_of_the_window(tmp_path):
@@ -234,9 +250,23 @@ def test_a_rising_ecc_count_is_notified_again_with_the_new_figure(tmp_path):
 
 def test_a_repeated_xid_is_notified_again_with_its_count_at_most_every_renotify_interval(tmp_path):
     xids = [XidEvent(T0 + t, 0, 13) for t in (5, 6, 7, 700, 701)]
-    alerts = fired(play(samples(0, 800, **busy()) + xids, tmp_path), "xid")
-    assert [(a.t, a.renotify) for a in alerts] == [(T0 + 5, False), (T0 + 700, True)]
-    assert "now 4 times" in alerts[1].message
+    alerts = fired(play(samples(0, 1300, **busy()) + xids, tmp_path), "xid")
+    # 10 min after firing, the count held back meanwhile (3); 10 min after that, the later rises (5)
+    assert [(a.t, a.renotify) for a in alerts] == [(T0 + 5, False), (T0 + 605, True), (T0 + 1205, True)]
+    assert "now 3 times" in alerts[1].message and "now 5 times" in alerts[2].message
+
+
+def test_an_xid_rise_held_back_by_the_renotify_limit_is_sent_when_the_limit_ends(tmp_path):
+    """Review finding: a second Xid within 10 min of the first, then none: the "now 2" was never sent."""
+    xids = [XidEvent(T0 + 5, 0, 79), XidEvent(T0 + 60, 0, 79)]
+    alerts = fired(play(samples(0, 700, **busy()) + xids, tmp_path), "xid")
+    assert [(a.t, a.renotify) for a in alerts] == [(T0 + 5, False), (T0 + 605, True)]
+    assert "now 2 times" in alerts[1].message
+    dispatcher = Dispatcher([])
+    dispatcher.dispatch(alerts)
+    assert [a.message for a in dispatcher.sent] == [a.message for a in alerts]
+    # with no rise after the first, nothing is sent again
+    assert len(fired(play(samples(0, 700, **busy()) + xids[:1], tmp_path), "xid")) == 1
 
 
 def test_resolution_messages_say_what_cleared(tmp_path):

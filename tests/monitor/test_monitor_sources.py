@@ -38,6 +38,21 @@ def test_nvml_samples_every_field_the_gpu_supports():
     source.close()
 
 
+def test_retired_page_and_remapped_row_counts_are_sampled_the_page_list_only_while_pending():
+    fake = FakeNvml(gpus=1)
+    fake.remapped = (2, 1, 1, 0)
+    fake.retired = {0: [], 1: []}
+    source = NvmlSource(fake, clock=Clock())
+    (sample,) = source.poll()
+    assert (sample.remapped_rows, sample.remapped_rows_pending) == (3, True)
+    assert (sample.retired_pages_pending, sample.retired_pages) == (False, None)
+    assert fake.calls["retired_pages"] == 0  # nothing pending: the page lists are not read
+    fake.retired = {0: [0x1000, 0x2000], 1: [0x3000]}
+    (sample,) = source.poll()
+    assert (sample.retired_pages_pending, sample.retired_pages) == (True, 3)
+    source.close()
+
+
 def test_an_unsupported_field_is_asked_once_per_gpu():
     fake = FakeNvml(gpus=2)
     source = NvmlSource(fake, clock=Clock())

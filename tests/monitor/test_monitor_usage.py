@@ -92,3 +92,25 @@ def test_usage_command_table_csv_and_json_with_a_price(tmp_path):
     assert result.exit_code == 0 and "held-idle cost" in result.output and "1.25" in result.output
     missing = runner.invoke(main, ["usage", "--db", str(tmp_path / "none.db")])
     assert missing.exit_code == 3 and "no history yet" in missing.output
+
+
+def test_energy_across_a_monitoring_gap_is_not_charged_to_one_minute(tmp_path):
+    """Review finding: the counter's rise over a 3-h gap (the monitor stopped) landed in the first minute
+    after it. Generated trace: 300 W throughout, monitored 22:00-22:30 and 01:30-02:00 (the next UTC day)."""
+    watts, step = 300.0, 10.0
+    first = samples(0, 180, t0=START, step=step, utilization_gpu_pct=80, power_w=watts,
+                    energy_j=lambda i: 1e6 + i * step * watts)
+    later = START + 3.5 * 3600
+    second = samples(0, 180, t0=later, step=step, utilization_gpu_pct=80, power_w=watts,
+                     energy_j=lambda i: 1e6 + (later - START + i * step) * watts)
+    path = tmp_path / "gap.jsonl"
+    write_trace(path, first + second, GENERATED_BY, NOTE)
+    source = ReplaySource(path, speed=0, rebase=False)
+    store = Store(tmp_path / "gap.db", clock=lambda: START + 5 * 3600)
+    while not source.exhausted:
+        store.write(source.poll())
+    days = {d.day: d.as_json(None) for d in usage(store, START - 60, START + 5 * 3600)}
+    store.close()
+    assert [d["hours_monitored"] for d in days.values()] == [0.5, 0.5]
+    for day in days.values():  # 30 min x 300 W = 0.15 kWh each (less one 10-s step at the end: 0.0008)
+        assert day["energy_from"] == "counter" and abs(day["energy_kwh"] - 0.15) <= 0.0015, days

@@ -582,3 +582,13 @@ def test_eviction_spares_a_request_whose_body_is_still_arriving():
         return closed
 
     assert asyncio.run(scenario()) == {"uploading": False, "idle": True, "newcomer": False}
+
+
+def test_serve_replays_at_speed_0_unpaced(tmp_path):
+    """serve wraps the source (TeeSource): it must pass on "not paced", or `serve --replay-speed 0` waits
+    --interval between samples (a 10-minute trace took 10 minutes)."""
+    from gpuhealth.web.state import LiveState, TeeSource
+
+    trace = write_fleet_trace(tmp_path / "t.jsonl", gpus=1, seconds=5)
+    assert TeeSource(ReplaySource(trace, speed=0), LiveState()).paced is False
+    assert TeeSource(ReplaySource(trace, speed=1), LiveState()).paced is True

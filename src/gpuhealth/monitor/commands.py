@@ -64,6 +64,14 @@ def _db_path(given: Path | None, configured: str, reading: bool) -> Path:
     return default_db()
 
 
+def _held_mib(options: dict[str, Any]) -> float:
+    """`[monitor] held_mib`, the one setting behind "a job still holds the GPU" (sample.job_holds)."""
+    value = options["held_mib"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise MonitorCannotRun(f"monitor.held_mib must be a number of MiB >= 0, not {value!r}")
+    return float(value)
+
+
 def _build(config: Path | None, interval: str | None, check_every: str | None, db: Path | None,
            source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True) -> Any:
     from gpuhealth import __version__
@@ -79,7 +87,7 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
     seconds = _duration(interval or options["interval"], "--interval")
     every = _duration(check_every or options["check_every"], "--check-every")
     try:
-        rules = RuleSet.from_config(settings["rules"])
+        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
     except (ValueError, OSError) as exc:
         raise MonitorCannotRun(str(exc)) from exc
@@ -162,7 +170,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     settings = _settings(config)
     seconds = _duration(interval, "--interval")
     try:
-        rules = RuleSet.from_config(settings["rules"])
+        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
                              replay_speed, log=lambda text: click.echo(f"gpuhealth watch: {text}", err=True))
     except (ValueError, OSError) as exc:
@@ -305,8 +313,7 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
     try:
         store = Store(path, _duration(options["raw_keep"], "raw_keep"), _duration(options["rollup_keep"],
                                                                                     "rollup_keep"))
-        days = compute(store, start, end, [gpu] if gpu is not None else None,
-                       float(settings["usage"]["held_mib"]))
+        days = compute(store, start, end, [gpu] if gpu is not None else None, _held_mib(options))
         store.close()
     except StoreError as exc:
         raise MonitorCannotRun(str(exc)) from exc

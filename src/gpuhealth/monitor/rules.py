@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import parse_duration
-from .sample import Event, GpuLost, Sample, XidEvent
+from .sample import HELD_MIB, Event, GpuLost, Sample, XidEvent, sample_holds
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -75,6 +75,7 @@ class Rule:
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
+        self.held_mib = HELD_MIB  # `[monitor] held_mib` (RuleSet.from_config sets it): see sample.job_holds
         self.severity = str(options.get("severity", "warning"))
         if self.severity not in SEVERITIES:
             raise ValueError(f"rules.{self.name}.severity must be one of {', '.join(SEVERITIES)}")
@@ -245,13 +246,6 @@ class UtilizationCollapseRule(Rule):
         super().__init__(options)
         self._last_busy: dict[int, float] = {}
         self._collapsed: dict[int, bool] = {}
-        self.held_mib = float(options.get("held_mib", 1024))
-
-    def _held(self, sample: Sample) -> bool:
-        if sample.process_count is not None or sample.process_memory_mib is not None:
-            return _busy_processes(sample)
-        # No process list from this driver: memory in use beyond the driver's own share says a job holds it.
-        return (sample.memory_used_mib or 0) > self.held_mib
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample) or event.utilization_gpu_pct is None:
@@ -267,7 +261,7 @@ class UtilizationCollapseRule(Rule):
                 self._collapsed[gpu] = True
         else:
             self._collapsed[gpu] = False
-        held = self._held(event)
+        held = sample_holds(event, self.held_mib)
         active = self._collapsed.get(gpu, False) and util <= 0 and held
         back = util >= float(self.options.get("clear_pct", 10))
         cleared = (f"GPU {gpu} utilisation back at {util:g} %" if back
@@ -277,43 +271,59 @@ class UtilizationCollapseRule(Rule):
                           "still holds the GPU", cleared)
 
 
+@dataclass
+class _Open:
+    """An open counter alert of a ``_QuietRule``."""
+
+    seen: float  # the last event that counted
+    severity: str
+    update: str  # the text of the latest figure ("... now 3 times")
+    count: int
+    notified: int  # the figure last sent
+    notified_at: float
+    fired_at: float
+
+
 class _QuietRule(Rule):
     """Fires on an event; resolves after ``quiet_for`` without another. A count that rises while the
-    alert is open is notified again with the new figure, at most once per ``renotify_every``."""
+    alert is open is notified again with the new figure, at most once per ``renotify_every``; a rise held
+    back by that limit is sent when the limit ends, even if no further event comes."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.quiet_s = parse_duration(options.get("quiet_for", 3600))
         self.renotify_s = parse_duration(options.get("renotify_every", 0))
-        # last seen, severity, message, count, count last notified, when notified, fired at
-        self._firing: dict[tuple[int | None, str], list[Any]] = {}
+        self._firing: dict[tuple[int | None, str], _Open] = {}
 
     def _fire(self, gpu: int | None, key: str, t: float, severity: str, message: str, count: int,
               update: str) -> list[Alert]:
         """``message`` for a new alert; ``update`` (with "now N") when the count rose while it is open."""
         open_ = self._firing.get((gpu, key))
         if open_ is None:
-            self._firing[(gpu, key)] = [t, severity, message, count, count, t, t]
+            self._firing[(gpu, key)] = _Open(t, severity, message, count, count, t, t)
             return [Alert(self.name, gpu, severity, "firing", message, t, key)]
-        open_[0], open_[3] = t, count
-        return self._renotify(gpu, key, open_, t, update)
+        open_.seen, open_.count, open_.update = t, count, update
+        return self._renotify(gpu, key, open_, t)
 
-    def _renotify(self, gpu: int | None, key: str, open_: list[Any], t: float, update: str) -> list[Alert]:
-        if open_[3] <= open_[4] or t - open_[5] < self.renotify_s:
+    def _renotify(self, gpu: int | None, key: str, open_: _Open, t: float) -> list[Alert]:
+        if open_.count <= open_.notified or t - open_.notified_at < self.renotify_s:
             return []
-        open_[2], open_[4], open_[5] = update, open_[3], t
-        return [Alert(self.name, gpu, open_[1], "firing", update, t, key, renotify=True)]
+        open_.notified, open_.notified_at = open_.count, t
+        return [Alert(self.name, gpu, open_.severity, "firing", open_.update, t, key, renotify=True)]
 
     def resolution(self, gpu: int | None, key: str, count: int) -> str:
         return f"GPU {gpu} {key}: nothing new"
 
     def tick(self, t: float, present: set[int]) -> list[Alert]:
         alerts = []
-        for (gpu, key), (seen, severity, _message, count, _n, _at, fired_at) in list(self._firing.items()):
-            if t - seen >= self.quiet_s:
+        for (gpu, key), open_ in list(self._firing.items()):
+            if t - open_.seen >= self.quiet_s:
                 del self._firing[(gpu, key)]
-                text = f"{self.resolution(gpu, key, count)} for {took(t - seen)}, after {took(t - fired_at)}"
-                alerts.append(Alert(self.name, gpu, severity, "resolved", text, t, key))
+                text = (f"{self.resolution(gpu, key, open_.count)} for {took(t - open_.seen)}, "
+                        f"after {took(t - open_.fired_at)}")
+                alerts.append(Alert(self.name, gpu, open_.severity, "resolved", text, t, key))
+            else:  # a rise held back by renotify_every goes out once the limit has passed
+                alerts += self._renotify(gpu, key, open_, t)
         return alerts
 
 
@@ -329,7 +339,7 @@ class XidRule(_QuietRule):
         severity = info.severity.value if info else self.severity
         what = f" ({info.mnemonic}): {info.meaning}" if info else ""
         open_ = self._firing.get((event.gpu, str(event.xid)))
-        count = open_[3] + 1 if open_ is not None else 1
+        count = open_.count + 1 if open_ is not None else 1
         return self._fire(event.gpu, str(event.xid), event.t, severity, f"GPU {event.gpu} Xid {event.xid}{what}",
                           count, f"GPU {event.gpu} Xid {event.xid}{what}: now {count} times since it fired")
 
@@ -366,8 +376,23 @@ class EccRule(_QuietRule):
         return f"GPU {gpu} {key.split('_')[-1]} ECC count steady at {count}"
 
 
+def _retirements(sample: Sample) -> str | None:
+    """ "2 retired pages, 1 remapped row" from the counts the sample has, None without any."""
+    parts = [f"{n} {noun}{'s' if n != 1 else ''}" for n, noun in ((sample.retired_pages, "retired page"),
+                                                                   (sample.remapped_rows, "remapped row"))
+             if n is not None]
+    return ", ".join(parts) or None
+
+
 class PendingRetirementRule(Rule):
+    """Retired pages or remapped rows pending a reset. While it fires, a rising count (another page
+    retired, another row remapped) is notified again with the new figures."""
+
     name = "pending_retirement"
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        super().__init__(options)
+        self._notified: dict[int, int] = {}  # GPU -> the count last notified while firing
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample):
@@ -376,10 +401,27 @@ class PendingRetirementRule(Rule):
         if flags == (None, None):
             return []
         pending = any(flags)
+        state = self._states.get((event.gpu, ""))
+        if not pending and (state is None or not state.firing):  # the usual case, every second: nothing to say
+            if state is not None:
+                state.step(event.t, False, True)
+            return []
         what = "retired pages" if event.retired_pages_pending else "remapped rows"
-        return self._step(event.gpu, event.t, pending, not pending,
-                          f"GPU {event.gpu} has {what} pending: reset the GPU (drain it first) to apply them",
-                          f"GPU {event.gpu} has no page retirement or row remapping pending any more")
+        counts = _retirements(event)
+        count = (event.retired_pages or 0) + (event.remapped_rows or 0)
+        alerts = self._step(event.gpu, event.t, pending, not pending,
+                            f"GPU {event.gpu} has {what} pending" + (f" ({counts})" if counts else "")
+                            + ": reset the GPU (drain it first) to apply them",
+                            f"GPU {event.gpu} has no page retirement or row remapping pending any more")
+        state = self._states[(event.gpu, "")]
+        if alerts and alerts[0].state == "firing":
+            self._notified[event.gpu] = count
+        elif state.firing and count > self._notified.get(event.gpu, count):
+            self._notified[event.gpu] = count
+            alerts.append(Alert(self.name, event.gpu, self.severity, "firing",
+                                f"GPU {event.gpu} has {what} pending, still growing: now {counts}; reset the GPU "
+                                "(drain it first) to apply them", event.t, renotify=True))
+        return alerts
 
 
 class ClockSlowdownRule(Rule):
@@ -481,15 +523,21 @@ RULES: dict[str, type[Rule]] = {cls.name: cls for cls in (
 
 
 class RuleSet:
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    def __init__(self, rules: Sequence[Rule], held_mib: float = HELD_MIB) -> None:
         self.rules = list(rules)
+        self.held_mib = held_mib  # what "a job holds the GPU" means here; serve's usage counters use it too
 
     @classmethod
-    def from_config(cls, rules_config: dict[str, dict[str, Any]]) -> RuleSet:
+    def from_config(cls, rules_config: dict[str, dict[str, Any]], held_mib: float = HELD_MIB) -> RuleSet:
         unknown = set(rules_config) - set(RULES)
         if unknown:
             raise ValueError(f"unknown rule(s) {sorted(unknown)}; known: {sorted(RULES)}")
-        return cls([RULES[name](options) for name, options in rules_config.items() if options.get("enabled", True)])
+        if not held_mib >= 0:
+            raise ValueError(f"monitor.held_mib must be a number of MiB >= 0, not {held_mib!r}")
+        rules = [RULES[name](options) for name, options in rules_config.items() if options.get("enabled", True)]
+        for rule in rules:
+            rule.held_mib = held_mib
+        return cls(rules, held_mib)
 
     def feed(self, events: Sequence[Event]) -> list[Alert]:
         """One batch (one poll): every event to every rule in time order, then each rule's tick."""

@@ -33,6 +33,10 @@ class Sample:
     ecc_volatile_corrected: int | None = None
     retired_pages_pending: bool | None = None
     remapped_rows_pending: bool | None = None
+    # Counts, for re-notifying a pending retirement that grows. Not kept in history (see METRICS): they
+    # change a few times in a GPU's life. Retired pages are read only while a retirement is pending.
+    retired_pages: int | None = None
+    remapped_rows: int | None = None  # correctable + uncorrectable rows remapped
     pcie_gen: int | None = None
     pcie_width: int | None = None
     fan_pct: float | None = None
@@ -67,10 +71,29 @@ class XidEvent:
 
 Event = Sample | GpuLost | XidEvent  # a runtime union: Python 3.10 has it
 
+# `[monitor] held_mib`: without a process list, memory used beyond this (the driver's own share stays
+# well under it) says a job still holds the GPU.
+HELD_MIB = 1024.0
+
+
+def job_holds(process_count: float | None, process_memory_mib: float | None, memory_used_mib: float | None,
+              held_mib: float = HELD_MIB) -> bool:
+    """Whether a job still holds the GPU: with a process list, any process or process memory; without one
+    (some drivers, containers), more than ``held_mib`` of memory used. The one definition used by the
+    utilisation-collapse rule, `gpuhealth usage` (per minute) and serve's /metrics usage counters."""
+    if process_count is not None or process_memory_mib is not None:
+        return (process_count or 0) > 0 or (process_memory_mib or 0) > 0
+    return (memory_used_mib or 0) > held_mib
+
+
+def sample_holds(sample: Sample, held_mib: float = HELD_MIB) -> bool:
+    return job_holds(sample.process_count, sample.process_memory_mib, sample.memory_used_mib, held_mib)
+
 # The numeric readings that history stores and rules may look at (identity and static fields excluded).
 METRICS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Sample)
-    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes", "name")
+    if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes", "name",
+                      "retired_pages", "remapped_rows")
 )
 # Short names accepted on the command line: "temperature" for "temperature_c" and so on.
 METRIC_ALIASES: dict[str, str] = {

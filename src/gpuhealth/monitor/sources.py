@@ -190,11 +190,20 @@ def _ecc(nvml: Any, h: Any) -> dict[str, Any]:
 
 
 def _retired(nvml: Any, h: Any) -> dict[str, Any]:
-    return {"retired_pages_pending": bool(_fn(nvml, "nvmlDeviceGetRetiredPagesPendingStatus")(h))}
+    pending = bool(_fn(nvml, "nvmlDeviceGetRetiredPagesPendingStatus")(h))
+    out: dict[str, Any] = {"retired_pages_pending": pending}
+    if pending:  # the count (two more calls) only while a retirement waits for a reset: no cost otherwise
+        try:
+            pages = _fn(nvml, "nvmlDeviceGetRetiredPages")
+            out["retired_pages"] = sum(len(pages(h, cause) or ()) for cause in (0, 1))  # multiple SBE, DBE
+        except Exception:  # the count is a detail: the pending flag stands without it
+            pass
+    return out
 
 
 def _remapped(nvml: Any, h: Any) -> dict[str, Any]:
-    return {"remapped_rows_pending": bool(_fn(nvml, "nvmlDeviceGetRemappedRows")(h)[2])}
+    correctable, uncorrectable, pending, *_failed = _fn(nvml, "nvmlDeviceGetRemappedRows")(h)
+    return {"remapped_rows_pending": bool(pending), "remapped_rows": int(correctable) + int(uncorrectable)}
 
 
 def _pcie(nvml: Any, h: Any) -> dict[str, Any]:

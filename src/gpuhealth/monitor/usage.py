@@ -2,10 +2,12 @@
 
 Each minute with a utilisation reading counts as 60 s monitored. A minute is *idle* when utilisation
 was 0 % for all of it, otherwise *busy*; an idle minute is *held-idle* when a job still held the GPU
-(a process, process memory, or, without a process list, more than ``held_mib`` of memory used). Held-idle
+(``sample.job_holds``: a process, process memory, or, without a process list, more than ``held_mib`` of
+memory used; the same test as the utilisation-collapse rule and serve's counters). Held-idle
 is part of idle. Energy comes from the driver's energy counter where the history has one (summing its
 rises minute to minute, a reset after a driver reload counting from zero), otherwise from the integral
-of the per-minute mean power. Minutes are the resolution: figures are correct to the minute.
+of the per-minute mean power: either way only over monitored minutes, so the energy spent during a gap in
+monitoring is in no minute. Minutes are the resolution: figures are correct to the minute.
 """
 
 from __future__ import annotations
@@ -14,10 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .sample import Sample
+from .sample import HELD_MIB, Sample, job_holds, sample_holds
 from .store import Store
-
-HELD_MIB = 1024.0  # without a process list: memory used beyond the driver's own share means a job holds it
 
 
 def sample_state(sample: Sample, held_mib: float = HELD_MIB) -> str | None:
@@ -27,11 +27,7 @@ def sample_state(sample: Sample, held_mib: float = HELD_MIB) -> str | None:
         return None
     if util > 0:
         return "busy"
-    if sample.process_count is not None or sample.process_memory_mib is not None:
-        held = (sample.process_count or 0) > 0 or (sample.process_memory_mib or 0) > 0
-    else:
-        held = (sample.memory_used_mib or 0) > held_mib
-    return "held_idle" if held else "idle"
+    return "held_idle" if sample_holds(sample, held_mib) else "idle"
 
 
 @dataclass
@@ -87,11 +83,10 @@ def gpu_usage(store: Store, gpu: int, since: float, until: float, held_mib: floa
             day.busy_s += 60
             continue
         day.idle_s += 60
-        if minute in procs or minute in proc_mem:
-            held = procs.get(minute, [0, 0, 0, 0])[3] > 0 or proc_mem.get(minute, [0, 0, 0, 0])[3] > 0
-        else:
-            held = minute in used and used[minute][1] > held_mib
-        if held:
+        # the minute as one sample: the most processes and process memory, the least memory used
+        if job_holds(procs[minute][3] if minute in procs else None,
+                     proc_mem[minute][3] if minute in proc_mem else None,
+                     used[minute][1] if minute in used else None, held_mib):
             day.held_idle_s += 60
     _energy(store, gpu, since, until, days)
     return [days[d] for d in sorted(days)]
@@ -100,11 +95,15 @@ def gpu_usage(store: Store, gpu: int, since: float, until: float, held_mib: floa
 def _energy(store: Store, gpu: int, since: float, until: float, days: dict[str, DayUsage]) -> None:
     counter = store.minute_stats(gpu, "energy_j", since, until)
     if counter:
-        previous: float | None = None
+        previous: tuple[int, float] | None = None  # the last minute with a reading, and its last value
         for minute, (_n, low, _mean, high) in counter.items():
-            # a rise from the previous minute's last value; after a reset (driver reload) from zero
-            rise = high - previous if previous is not None and high >= previous else high - low
-            previous = high
+            # A rise from the previous minute's last value. Across a gap in monitoring (a minute without a
+            # reading) or a reset (driver reload), only the rise within this minute: the energy spent
+            # while nobody watched is not charged to the first minute after it (those minutes do not count
+            # as monitored either).
+            follows = previous is not None and previous[0] == minute - 1 and high >= previous[1]
+            rise = high - previous[1] if follows and previous is not None else high - low
+            previous = (minute, high)
             day = days.get(_day(minute))
             if day is not None:
                 day.energy_j += rise

@@ -95,7 +95,7 @@ def bundle_check(path: Path) -> Callable[[], Any]:
 
 def wrap_monitor(mon: Any, source_spec: str, check: Callable[[], Any]) -> tuple[LiveState, ServeChecks]:
     """Attach a LiveState to a built Monitor (see state.py) and give it a check runner with "run now"."""
-    state = LiveState(mon.interval, source=source_spec)
+    state = LiveState(mon.interval, source=source_spec, held_mib=mon.rules.held_mib)
     mon.source = TeeSource(mon.source, state)
     mon.dispatcher.notifiers.append(StateNotifier(state))
     every = mon.checks.every_s if mon.checks is not None else 0.0  # replay: on request only

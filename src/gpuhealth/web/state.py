@@ -28,7 +28,7 @@ from typing import Any
 from gpuhealth.monitor.daemon import CheckRunner
 from gpuhealth.monitor.notify import to_json
 from gpuhealth.monitor.rules import Alert
-from gpuhealth.monitor.sample import Event, GpuLost, Sample, XidEvent
+from gpuhealth.monitor.sample import HELD_MIB, Event, GpuLost, Sample, XidEvent
 from gpuhealth.monitor.usage import sample_state
 
 # The readings the page charts, and what the live window keeps per GPU.
@@ -110,8 +110,9 @@ def sse_frame(event: str, data: Any) -> str:
 class LiveState:
     def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.time, window_s: float = 900.0,
                  feed_size: int = 200, stale_after: float | None = None, source: str = "",
-                 process_names: Callable[[int], str | None] | None = None) -> None:
+                 process_names: Callable[[int], str | None] | None = None, held_mib: float = HELD_MIB) -> None:
         self.interval = interval
+        self.held_mib = held_mib  # the monitor's `[monitor] held_mib`: held-idle as the rules and `usage` count it
         # pid -> command name, only where the pids are this host's (NVML sampled live, not a replay)
         self.process_names = process_names if process_names is not None else (
             proc_comm if source == "nvml" else None)
@@ -183,10 +184,10 @@ class LiveState:
             self.last_sample_t = sample.t
 
     def _count_usage(self, view: GpuView, sample: Sample) -> None:
-        state = sample_state(sample)
+        state = sample_state(sample, self.held_mib)
         previous = view.sample
         if previous is not None and sample.t > previous.t:
-            before = sample_state(previous)
+            before = sample_state(previous, self.held_mib)
             if before is not None:
                 # a gap longer than a stale GPU's is not counted: nobody saw what the GPU did
                 dt = min(sample.t - previous.t, self.stale_after)
@@ -472,6 +473,11 @@ class TeeSource:
     @property
     def exhausted(self) -> bool:
         return bool(getattr(self.inner, "exhausted", False))
+
+    @property
+    def paced(self) -> bool:
+        """The inner source's: without it, `serve --replay-speed 0` was paced by --interval."""
+        return bool(getattr(self.inner, "paced", True))
 
     def close(self) -> None:
         self.inner.close()
