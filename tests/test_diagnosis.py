@@ -46,6 +46,20 @@ def test_nothing_understood_is_no_diagnosis_with_exit_3():
     assert "HEALTHY" not in result.output
 
 
+def test_a_file_not_read_beside_clean_evidence_is_no_all_clear(tmp_path):
+    # ollama/ollama#4814: a clean nvidia-smi (MIG on, nothing wrong) beside the user's words, which analyze cannot read
+    folder = CASES / "mig-one-instance-visible-ollama-4814"
+    words = tmp_path / "report.txt"
+    words.write_text((folder / "report.txt").read_text())
+    smi = str(folder / "nvidia-smi.txt")
+    alone = CliRunner().invoke(main, ["analyze", smi])
+    assert alone.exit_code == 0 and "HEALTHY" in alone.output  # everything given was read: an all-clear is honest
+    both = CliRunner().invoke(main, ["analyze", smi, str(words)])
+    assert both.exit_code == 3, both.output
+    assert both.output.lstrip().startswith("NO DIAGNOSIS") and "HEALTHY" not in both.output
+    assert "1 file was not read: a fault may be there" in both.output
+
+
 def test_an_unknown_error_line_is_never_healthy():
     report = report_of(("paste", "| NVIDIA-SMI 535.161.08   Driver Version: 535.161.08   CUDA Version: 12.2 |\n"),
                        ("paste2", "foo: fatal: the frobnicator refused to start\n"))

@@ -19,6 +19,7 @@ if typing.TYPE_CHECKING:
     from collections.abc import Collection
 
 SNAPSHOT_SCHEMA_VERSION = 1
+UNRECOGNIZED = "GH002"  # a piece of evidence analyze could not read: the report may not say HEALTHY
 NO_DIAGNOSIS = "GH004"  # the finding that makes a report's verdict NO DIAGNOSIS (analyze understood nothing)
 
 
@@ -701,6 +702,8 @@ class Report:
             return "BROKEN"
         if self.count(Severity.WARNING):
             return "DEGRADED"
+        if any(f.code == UNRECOGNIZED for f in self.findings):  # nothing wrong in what was read, but not all was
+            return "NO DIAGNOSIS"
         return "HEALTHY"
 
     @property

@@ -36,8 +36,8 @@ def unrecognized_evidence(snapshot: Snapshot, expect: Expectations) -> Iterator[
     `gpuhealth analyze` was given a file whose format it does not know, so nothing in it was read.
 
     Why it matters:
-    Whatever that file shows is missing from the report. A report that looks healthy may only mean
-    the evidence was not understood.
+    Whatever that file shows is missing from the report, so a report with nothing else wrong says
+    NO DIAGNOSIS (exit 3), never HEALTHY: a fault may be in what was not read.
 
     How to fix:
     Give the raw output of the command (for example `nvidia-smi -q -x`, `dmesg -T`, `lspci -nn`,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuhealth.model import Finding, Fix, Report, Severity, Snapshot
+from gpuhealth.model import NO_DIAGNOSIS, Finding, Fix, Report, Severity, Snapshot
 
 JSON_SCHEMA_VERSION = 1
 
@@ -190,4 +190,8 @@ def closing_line(report: Report) -> str:
         return f"no problems found {where} ({report.checks_run - len(report.skipped)} checks ran{skipped})"
     commands = any(f.is_command for finding in report.findings for f in finding.fixes)
     tail = "; run `gpuhealth fix` for a script" if commands else ""
+    unread = len(report.snapshot.unrecognized_files)
+    partial = report.verdict == "NO DIAGNOSIS" and not any(f.code == NO_DIAGNOSIS for f in report.findings)
+    if unread and partial:  # nothing wrong in what was read, but not all of it was: no all-clear
+        tail = f"; {unread} file{'s were' if unread > 1 else ' was'} not read: a fault may be there{tail}"
     return f"{counts} {where}{tail}"
