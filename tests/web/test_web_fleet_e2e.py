@@ -314,7 +314,8 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
         resolved = {(a["labels"]["alertname"], a["labels"]["instance"]) for a in notified if a["status"] == "resolved"}
         assert resolved == fired
         assert not [a for a in notified if a["labels"].get("instance") == targets[1]]  # the healthy node: nothing
-        seen = prom_query(client, f'count_over_time(ALERTS{{instance="{targets[1]}"}}[10m])')
+        # firing at any moment of the test (pending is allowed: one slow scrape on a loaded machine is no alert)
+        seen = prom_query(client, f'count_over_time(ALERTS{{instance="{targets[1]}",alertstate="firing"}}[10m])')
         assert seen == [], seen
         assert not prom_query(client, 'ALERTS{alertstate="firing"}')
         groups = client.get("/api/v1/rules").json()["data"]["groups"]
