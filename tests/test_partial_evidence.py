@@ -3,8 +3,12 @@ and what a partial listing may and may not claim. Lines are real (their threads 
 
 from __future__ import annotations
 
-import pytest
+import time
 
+import pytest
+from hypothesis import given
+
+from fuzzing import FUZZ, mutated
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.evidence.facts import grep_pattern, secure_boot_lines
@@ -274,6 +278,7 @@ def test_packages_a_transaction_removes_are_not_installed():
     ("ERROR: Unable to find the development tool `make` in your path", "installer-no-cc"),
     ("Error: NVIDIA kernel module is not loaded.", "words-nvidia-module-not-loaded"),
     ("the nouveau module is still loaded after blacklisting", "words-nouveau-loaded"),
+    ("[25536.883206] nvidia: disagrees about version of symbol sme_me_mask", "kernel-nvidia-symbol-version-disagrees"),
 ])
 def test_rows_match_their_tools_words(line, row):
     assert [sig.id for sig, _ in scan_lines([line])][:1] == [row]
@@ -289,8 +294,64 @@ def test_rows_match_their_tools_words(line, row):
     "NVIDIA kernel module is loaded",
     "nouveau is not loaded",
     "nouveau was blacklisted and the initramfs rebuilt",
+    "[25536.796295] ecc: disagrees about version of symbol __fentry__",  # another module
 ])
 def test_rows_stay_quiet_on_near_misses(line):
     ids = {sig.id for sig, _ in scan_lines([line])}
     assert not ids & {"script-nvidia-smi-utility-not-found", "words-compiler-not-found",
-                      "words-nvidia-module-not-loaded", "words-nouveau-loaded"}
+                      "words-nvidia-module-not-loaded", "words-nouveau-loaded",
+                      "kernel-nvidia-symbol-version-disagrees"}
+
+
+def test_no_proc_driver_version_means_the_nvidia_module_is_not_loaded():
+    proc = "$ cat /proc/driver/nvidia/version\ncat: /proc/driver/nvidia/version: No such file or directory\n"
+    snapshot, report = report_of(("session.txt", f"$ nvidia-smi\n{NO_COMM}\n{proc}"))
+    assert snapshot.module_listed("nvidia") is False
+    assert snapshot.module_listed("nvidia_uvm") is None and snapshot.module_listed("nouveau") is None
+    assert lead(report).code == "GH201"
+
+
+# NVIDIA/gpu-driver-container#44: the installer built the module (100 %), then could not load it
+UNABLE_TO_LOAD = ("ERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most frequently when this kernel "
+                  "module was built against the wrong or improperly configured kernel sources, with a version of gcc "
+                  "that differs from the one used to build the target kernel, or if another driver, such as nouveau, "
+                  "is present and prevents the NVIDIA kernel module from obtaining ownership of the NVIDIA device(s), "
+                  "or no NVIDIA device installed in this system is supported by this NVIDIA Linux graphics driver "
+                  "release.")
+
+
+def test_a_built_module_that_does_not_load_is_a_load_failure_not_a_failed_build():
+    _, report = report_of(("driver-container.log", "Building kernel modules\n  : [####] 100%\n" + UNABLE_TO_LOAD))
+    first = lead(report)
+    assert first.code == "GH201"
+    assert first.differential[0].cause == "secure-boot-refused"
+
+
+# --------------------------------------------------------------------------- robustness
+
+SAMPLES = [COREOS, INSTALLER_SB + "\n" + LOAD_EPERM, PKCS7 + TAINT + LOCKDOWN, NVAUTOINSTALL, DKMS_35 + UNAME_36,
+           UNABLE_TO_LOAD]
+
+
+@given(mutated(SAMPLES))
+@FUZZ
+def test_line_facts_and_grep_reading_survive_fuzzing(text):
+    lines = text.splitlines()
+    assert isinstance(secure_boot_lines(lines, "fuzz"), dict)
+    assert isinstance(embedded_rpm_packages(lines, "fuzz"), dict)
+    for line in lines[:50]:
+        pattern = grep_pattern(f"lsmod | grep {line[:200]}")
+        if pattern is not None:
+            assert isinstance(grep_would_show(pattern, "nvidia"), bool)
+    snapshot, report = report_of(("fuzz.txt", text))
+    assert report.verdict
+
+
+@pytest.mark.parametrize("text", ["a" * 200_000, "nvidia-" + "1-" * 60_000 + ".x86_64", "SecureBoot " * 40_000,
+                                  "lsmod | grep " + "'a|" * 30_000])
+def test_long_lines_cost_linear_time(text):
+    start = time.perf_counter()
+    secure_boot_lines([text], "x")
+    embedded_rpm_packages([text], "x")
+    grep_pattern(text)
+    assert time.perf_counter() - start < 2

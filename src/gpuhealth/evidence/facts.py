@@ -166,7 +166,9 @@ def _device_nodes(command: str, output: str) -> Fact | None:
 @command_fact("proc-version-absent", r"^(?:sudo\s+)?cat\s+/proc/driver/nvidia/version")
 def _proc_version_absent(command: str, output: str) -> Fact | None:
     if "No such file or directory" in output:
-        return Fact({"unavailable": {"driver": "not loaded: /proc/driver/nvidia/version does not exist"}}, None,
+        # the file exists exactly while nvidia.ko is loaded: the module list is known for that one name
+        return Fact({"unavailable": {"driver": "not loaded: /proc/driver/nvidia/version does not exist"},
+                     "kernel_modules": (), "kernel_module_filters": ("=nvidia",)}, None,
                     "the nvidia module is not loaded")
     return None
 
