@@ -201,6 +201,12 @@ def test_untrusted_signer_with_secure_boot_enabled_is_a_refusal():
     assert gh506 is not None and gh506.severity is Severity.CRITICAL
 
 
+def test_untrusted_signer_with_nvidia_loaded_concerns_another_module():
+    lsmod = "$ lsmod | grep nvidia\nnvidia              56692736  1 nvidia_uvm\n"
+    _, report = report_of(("journal.log", PKCS7 + LOCKDOWN + "\n"), ("session.txt", lsmod))
+    assert finding(report, "GH506") is None
+
+
 @pytest.mark.parametrize("other", [TAINT, "[    0.000000] secureboot: Secure boot disabled\n"])
 def test_untrusted_signer_that_loaded_anyway_is_no_finding(other):
     _, report = report_of(("journal.log", PKCS7 + other))

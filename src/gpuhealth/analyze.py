@@ -19,14 +19,16 @@ from gpuhealth.evidence import identify, route
 from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p2p_lines, secure_boot_lines
 from gpuhealth.evidence.listings import embedded_rpm_packages
 from gpuhealth.knowledge.signatures import scan_lines
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.session import Block, split_session
+from gpuhealth.records import record
 
 __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_bytes", "identify", "split_pieces"]
 
 MAX_DECOMPRESSED = 512 * 1024 * 1024  # a gzip bomb stops here
-BUG_REPORT_RULE = re.compile(r"^_{20,}\s*$", re.M)
+BUG_REPORT_RULE = lazy_re(r"^_{20,}\s*$", re.M)
 # The richer an nvidia-smi format, the more the checks can say: keep the richest one given.
 SMI_RANK = {"xml": 5, "query": 4, "csv": 3, "table": 2, "list": 1}
 
@@ -35,7 +37,7 @@ class EvidenceError(Exception):
     """A file that could not be read at all (missing, unreadable, corrupt gzip)."""
 
 
-@dataclass(frozen=True)
+@record
 class Piece:
     name: str  # file name, with the section inside it when split ("bug-report.log: dmesg")
     text: str
@@ -79,7 +81,7 @@ def split_bug_report(text: str) -> list[tuple[str, str]]:
     return sections
 
 
-@dataclass(frozen=True)
+@record
 class Recognised:
     piece: str
     kind: str | None
@@ -187,7 +189,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     return understood or matched > 0
 
 
-_QUERY_FIELDS = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]{1,2000})")
+_QUERY_FIELDS = lazy_re(r"--query-gpu[= ](?P<fields>[\w.,]{1,2000})")
 
 
 def _with_csv_header(command: str | None, text: str) -> str:
@@ -212,13 +214,13 @@ def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:
 
 
 # Lines that look like an error in any tool's words (the catalogue decides what they mean).
-_ERROR_WORD = re.compile(r"(?:error|errors|exception)\b|\b(?:failed|failure|fatal|cannot|can't|couldn't|unable|refused|"
+_ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\b(?:failed|failure|fatal|cannot|can't|couldn't|unable|refused|"
                          r"denied|not found|no such|invalid|timed out|segmentation fault|panic|abort(?:ed)?|"
                          r"unknown symbol|not supported|mismatch)\b", re.I)
-_NOT_AN_ERROR = re.compile(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"
+_NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"
                            r"\b(?:error|fail)[\w ]{0,30}:\s*(?:0|none|n/a|no|disabled)\s*$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
-_KERNEL_RELEVANT = re.compile(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|secure ?boot|dmar|iommu|"
+_KERNEL_RELEVANT = lazy_re(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|secure ?boot|dmar|iommu|"
                               r"AER|pcieport|cuda|nccl|PKCS#7|lockdown", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence

@@ -15,25 +15,19 @@ device files or excessive sizes are refused, and reads never leave the bundle di
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import hashlib
 import io
 import json
-import lzma
 import os
 import re
-import shutil
-import tarfile
-import tempfile
+import stat
 import threading
 import time
-import zlib
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from gpuhealth import __version__
 from gpuhealth.host import DEFAULT_TIMEOUT_S, MAX_OUTPUT_BYTES, MAX_READ_BYTES, FileContent, FileStat, Host, Listing
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.limits import (
     MAX_ENV_JSON_BYTES,
     MAX_MANIFEST_BYTES,
@@ -43,6 +37,13 @@ from gpuhealth.limits import (
 )
 from gpuhealth.model import CommandRun
 from gpuhealth.redact import REDACTED, SECRET_MARKERS, redact_bytes, redact_environment, redact_text
+
+if TYPE_CHECKING:
+    import tarfile
+    import tempfile
+
+# The archive and hashing modules (tarfile, gzip, bz2, lzma, zlib, shutil, tempfile, hashlib) are imported
+# in the functions that use them: replaying a bundle directory needs none of them, and they cost start-up.
 
 __all__ = ["REDACTED", "SECRET_MARKERS", "redact_environment"]  # re-exported: callers import them from here
 
@@ -67,6 +68,8 @@ def command_key(argv: list[str] | tuple[str, ...]) -> str:
     joined = " ".join(argv)
     key = re.sub(r"[^A-Za-z0-9._=-]+", "_", joined).strip("_.")[:80]
     if len(joined) > 80 or not key:
+        import hashlib
+
         key = f"{key}_{hashlib.sha1(joined.encode()).hexdigest()[:8]}"
     return key
 
@@ -187,12 +190,12 @@ def _private_dir(path: Path) -> None:
 
 # --------------------------------------------------------------------------- redaction
 
-_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+_UUID = lazy_re(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 _SERIALS = (
-    re.compile(r"Serial Number\s*:\s*(\w{6,})"),
-    re.compile(r"<serial>\s*(\w{6,})\s*</serial>"),
-    re.compile(r"serial number is (\w{6,})"),
-    re.compile(r'"serial":\s*"(\w{6,})"'),
+    lazy_re(r"Serial Number\s*:\s*(\w{6,})"),
+    lazy_re(r"<serial>\s*(\w{6,})\s*</serial>"),
+    lazy_re(r"serial number is (\w{6,})"),
+    lazy_re(r'"serial":\s*"(\w{6,})"'),
 )
 
 
@@ -202,6 +205,8 @@ def redact_bundle(directory: Path) -> None:
     The same value always gets the same placeholder, so a redacted bundle still shows which
     lines are about the same GPU.
     """
+    import hashlib
+
     texts = {p: p.read_text(encoding="utf-8", errors="replace")
              for p in directory.rglob("*") if p.is_file()}
     manifest = json.loads(texts[directory / "manifest.json"])
@@ -234,11 +239,15 @@ def redact_bundle(directory: Path) -> None:
 class BundleHost:
     """Replays a bundle directory (or ``.tar.gz``) as if it were the host it was captured on."""
 
+    parallel = False  # probes ask one thing at a time: answers are files, nothing hangs (collect.base)
+
     def __init__(self, location: str | Path) -> None:
         location = Path(location)
         self.source = location  # the archive a message should name, not its temporary unpacking
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if location.is_file():
+            import tempfile
+
             self._tmp = tempfile.TemporaryDirectory(prefix="gpuhealth-bundle-")
             try:
                 extract_archive(location, Path(self._tmp.name))
@@ -280,14 +289,41 @@ class BundleHost:
 
     def _inside(self, path: Path) -> Path:
         """Refuse paths that resolve outside the bundle (links), non-regular files, huge files."""
-        resolved = path.resolve()
+        resolved = self._resolve(path)
         if self.dir not in resolved.parents and resolved != self.dir:
             raise BundleError(f"{path}: leaves the bundle directory; refused")
-        if resolved.exists() and not resolved.is_file():
+        try:
+            found = resolved.stat()
+        except OSError:
+            return resolved  # not there: the caller's open says so
+        if not stat.S_ISREG(found.st_mode):
             raise BundleError(f"{path}: not a regular file; refused")
-        if resolved.exists() and resolved.stat().st_size > MAX_MEMBER_BYTES:
+        if found.st_size > MAX_MEMBER_BYTES:
             raise BundleError(f"{path}: larger than {MAX_MEMBER_BYTES} bytes; refused")
         return resolved
+
+    def _resolve(self, path: Path) -> Path:
+        """``path.resolve()``, cheaper for the common case: a path below the (already resolved) bundle
+        directory with no link and no ``..`` in its own part is itself. Only that part is looked at
+        (one lstat per component, instead of one per component of the whole path); anything else is
+        resolved in full."""
+        try:
+            relative = path.relative_to(self.dir)
+        except ValueError:
+            return path.resolve()
+        if ".." in relative.parts:
+            return path.resolve()
+        current = self.dir
+        for part in relative.parts:
+            current = current / part
+            try:
+                if stat.S_ISLNK(os.lstat(current).st_mode):
+                    return path.resolve()
+            except FileNotFoundError:
+                return path  # nothing below exists, so nothing below is a link: resolve() gives the path
+            except OSError:
+                return path.resolve()
+        return current
 
     def close(self) -> None:
         if self._tmp is not None:
@@ -476,6 +512,10 @@ def extract_archive(archive: Path, dest: Path) -> None:
     headers, too many members and too many bytes before ``tarfile`` (which reads a whole PAX or GNU
     long-name header into memory) sees any of them; then tarfile extracts.
     """
+    import lzma
+    import tarfile
+    import zlib
+
     scan_archive(archive)
     try:
         with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
@@ -487,6 +527,8 @@ def extract_archive(archive: Path, dest: Path) -> None:
 
 
 def _extract_members(archive: Path, tar: tarfile.TarFile, dest: Path) -> None:
+    import shutil
+
     total = 0
     for count, member in enumerate(tar, start=1):
         name = member.name
@@ -521,6 +563,10 @@ _EXTENDED_HEADERS = {b"x": "PAX", b"g": "PAX global", b"X": "PAX", b"L": "GNU lo
 
 
 def _open_decompressed(archive: Path) -> IO[bytes]:
+    import bz2
+    import gzip
+    import lzma
+
     with open(archive, "rb") as handle:
         head = handle.read(6)
     kind = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
@@ -562,6 +608,9 @@ def scan_archive(archive: Path) -> int:
     Reads block by block and keeps one extended header at most, so an archive that decompresses to
     gigabytes of headers is refused after reading ``MAX_TAR_HEADER_BYTES`` of one.
     """
+    import lzma
+    import zlib
+
     try:
         with _open_decompressed(archive) as stream:
             return _scan(archive, stream)
@@ -669,6 +718,8 @@ def _brief(value: object, limit: int = 200) -> str:
 
 def write_archive(directory: Path, archive: Path) -> Path:
     """Pack a bundle directory into ``archive`` (.tar.gz) under one top folder."""
+    import tarfile
+
     top = archive.name.removesuffix(".tar.gz")
     descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only, never overwrite
     with open(descriptor, "wb") as handle, tarfile.open(fileobj=handle, mode="w:gz") as tar:

@@ -15,15 +15,31 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuhealth import __version__
-from gpuhealth.advice_commands import EXIT_CANNOT_RUN, CannotRun, fix, open_bundle, recommend
-from gpuhealth.monitor.commands import history, monitor, usage, watch
 from gpuhealth.report.formats import FORMAT_NAMES
-from gpuhealth.web.commands import serve
-from gpuhealth.web.fleet import fleet
 
 if TYPE_CHECKING:
     from gpuhealth.checks.registry import Expectations
     from gpuhealth.model import Report
+
+EXIT_CANNOT_RUN = 3
+
+# Commands defined in other modules, imported only when named (or listed by --help): `check` and `analyze`
+# do not pay for the monitor's, the web server's or the advice commands' modules at start-up.
+LAZY_COMMANDS = {
+    "recommend": ("gpuhealth.advice_commands", "recommend"),
+    "fix": ("gpuhealth.advice_commands", "fix"),
+    # The monitor sits on top of the core; only the command line (the top layer) reaches it.
+    "monitor": ("gpuhealth.monitor.commands", "monitor"),
+    "usage": ("gpuhealth.monitor.commands", "usage"),
+    "history": ("gpuhealth.monitor.commands", "history"),
+    "watch": ("gpuhealth.monitor.commands", "watch"),
+    "serve": ("gpuhealth.web.commands", "serve"),
+    "fleet": ("gpuhealth.web.fleet", "fleet"),
+}
+
+
+class CannotRun(click.ClickException):
+    exit_code = EXIT_CANNOT_RUN
 
 
 class _Main(click.Group):
@@ -33,6 +49,17 @@ class _Main(click.Group):
     (click's usage errors exit 2) or from a crash (a traceback exits 1, and click turns EOFError into
     "Aborted!" with exit 1). ``--debug`` adds the traceback.
     """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            import importlib
+
+            module, name = LAZY_COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -163,6 +190,8 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         local = LocalHost()
         snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
     else:
+        from gpuhealth.advice_commands import open_bundle
+
         with open_bundle(source) as host:
             snapshot = _with_level(host, collect(host, timeout, origin="bundle", captured_at=host.captured_at),
                                    level, budget, force)
@@ -293,6 +322,7 @@ def diff_command(runs: tuple[Path, ...], latest: Path | None) -> None:
 
 
 def _load_run(path: Path):  # -> drift.Run
+    from gpuhealth.advice_commands import open_bundle
     from gpuhealth.bundle import is_bundle
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
@@ -373,17 +403,6 @@ def _explain_xid(code: int) -> None:
     click.echo("Sources:")
     for key in keys_in(info.source):
         click.echo(f"  {document(key)}")
-
-
-main.add_command(recommend)
-main.add_command(fix)
-# The monitor sits on top of the core; only the command line (the top layer) reaches it.
-main.add_command(monitor)
-main.add_command(usage)
-main.add_command(history)
-main.add_command(watch)
-main.add_command(serve)
-main.add_command(fleet)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.limits import MAX_SAVED_RUN_BYTES, InputLimitError, load_json
 from gpuhealth.model import Gpu, ParseError, Report, Snapshot, from_jsonable, to_jsonable
+from gpuhealth.records import record
 
 RUN_FORMAT = "gpuhealth-run"
 RUN_VERSION = 1
@@ -27,7 +27,7 @@ ECC_COUNTERS = ("ecc_aggregate_uncorrected", "ecc_aggregate_corrected", "ecc_vol
                 "remapped_rows_correctable", "sram_uncorrectable", "pcie_replay_counter")
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     kind: str  # "driver", "driver-state", "kernel", "gpu-vanished", "gpu-appeared", "xid", "ecc", "pcie",
     # "finding-new", "finding-resolved"
@@ -37,7 +37,7 @@ class Change:
     severity: str = ""  # a finding's severity (critical, warning, info); "" for evidence changes
 
 
-@dataclass(frozen=True)
+@record
 class Run:
     """A snapshot and the keys of the findings it gave."""
 
@@ -108,7 +108,7 @@ def _key(finding: dict[str, Any]) -> str:
     return _identity(f"{finding.get('code')}@{' '.join(parts) or 'host'}", str(finding.get("message", "")))
 
 
-_XID = re.compile(r"^Xid (\d+)\b")
+_XID = lazy_re(r"^Xid (\d+)\b")
 
 
 def _identity(key: str, message: str) -> str:
@@ -216,7 +216,7 @@ def _findings(before: Run, after: Run) -> list[Change]:
     return changes
 
 
-_XID_TAIL = re.compile(r" Xid \d+$")
+_XID_TAIL = lazy_re(r" Xid \d+$")
 KIND_WORDS = {"finding-new": "new", "finding-resolved": "resolved", "driver-state": "driver"}
 
 

@@ -22,10 +22,10 @@ import select
 import stat
 import sys
 import zlib
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from gpuhealth.model import KernelLog, ParseError
+from gpuhealth.records import record
 
 DEFAULT_MAX_BYTES = 4 * 1024 ** 3
 DEFAULT_OPEN_TIMEOUT_S = 10.0
@@ -39,7 +39,7 @@ class InputError(Exception):
     """An input that cannot be read within the limits: the message is one line naming it and why."""
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """One input: its text when small enough to sniff, or the kernel log scanned from it as a stream."""
 

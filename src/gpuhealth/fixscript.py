@@ -20,26 +20,27 @@ import re
 from dataclasses import dataclass, field
 
 from gpuhealth import __version__
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Fix, Report
 from gpuhealth.report.common import fixes_for_host, fold
 
 # Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...).
-DIAGNOSTIC = re.compile(
+DIAGNOSTIC = lazy_re(
     r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|lspci|lsmod|"
     r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--sb-state|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
     r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
     r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
     r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
 # Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module).
-CHANGES = re.compile(r"\b(?:modprobe|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
+CHANGES = lazy_re(r"\b(?:modprobe|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
                      r"restart|stop|set-default|isolate|autoinstall|ldconfig(?!\s+-p)|update-initramfs|dracut|"
                      r"mokutil\s+--import|sed\s+-i)\b|--gpu-reset|(?<![0-9&])>")
-DISRUPTIVE = re.compile(r"\b(?:reboot|shutdown|rmmod|modprobe\s+-r|--gpu-reset|systemctl\s+(?:restart|stop))\b")
-PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
-MODPROBE = re.compile(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
-TEE_FILE = re.compile(r"\|\s*sudo\s+tee\s+(/etc/modprobe\.d/\S+)\s*$")
-BACKUP_COPY = re.compile(r"^sudo\s+cp\s+(/\S.*?)\{,\.bak\}\s*$")
-ENABLE_SERVICE = re.compile(r"^sudo\s+systemctl\s+enable\s+--now\s+([\w.-]+)\s*$")
+DISRUPTIVE = lazy_re(r"\b(?:reboot|shutdown|rmmod|modprobe\s+-r|--gpu-reset|systemctl\s+(?:restart|stop))\b")
+PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
+MODPROBE = lazy_re(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
+TEE_FILE = lazy_re(r"\|\s*sudo\s+tee\s+(/etc/modprobe\.d/\S+)\s*$")
+BACKUP_COPY = lazy_re(r"^sudo\s+cp\s+(/\S.*?)\{,\.bak\}\s*$")
+ENABLE_SERVICE = lazy_re(r"^sudo\s+systemctl\s+enable\s+--now\s+([\w.-]+)\s*$")
 
 SECTIONS = (
     ("backup", "Backups: before anything changes"),

@@ -13,15 +13,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import selectors
-import signal
-import socket
-import subprocess
 import time
-from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from gpuhealth.model import STUCK_MARKER, CommandRun
+from gpuhealth.records import record
+
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess, selectors, socket and signal are imported where a live host uses them: a bundle replayed by
+# `check --from` or `analyze` never runs a command, and those imports were a tenth of its start-up.
 
 DEFAULT_TIMEOUT_S = 10.0
 MAX_READ_BYTES = 64 * 1024 * 1024  # a kernel log can be large; a host file larger than this is cut
@@ -29,7 +31,7 @@ MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class FileContent:
     """A file's bytes, or why they could not be read (``error``)."""
 
@@ -42,14 +44,14 @@ class FileContent:
         return None if self.data is None else self.data.decode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
+@record
 class Listing:
     path: str
     names: tuple[str, ...] | None = None
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class FileStat:
     path: str
     mtime: float | None = None
@@ -133,6 +135,8 @@ class LocalHost:
 
     @staticmethod
     def hostname() -> str:
+        import socket
+
         return socket.gethostname()
 
 
@@ -157,6 +161,8 @@ def run_command(argv: list[str], timeout: float) -> CommandRun:
     that left the group holding stdout cannot stretch the deadline, and a process the kernel will not let
     die (state D, stuck in a driver call) is abandoned, never waited for, and said so in ``error``.
     """
+    import subprocess
+
     env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
     started = time.monotonic()
     try:
@@ -212,6 +218,8 @@ class _BoundedReader:
         self.process = process
         self.streams = [process.stdout, process.stderr]
         self.buffers = [bytearray(), bytearray()]
+        import selectors
+
         self.selector = selectors.DefaultSelector()
         for index, stream in enumerate(self.streams):
             os.set_blocking(stream.fileno(), False)
@@ -264,6 +272,8 @@ class _BoundedReader:
 
 def _reap(process: subprocess.Popen[bytes]) -> str | None:
     """Wait (bounded) for a killed process; its state letter when it will not die (then it is abandoned)."""
+    import subprocess
+
     try:
         process.wait(KILL_GRACE_S)
         return None
@@ -277,6 +287,8 @@ def _reap(process: subprocess.Popen[bytes]) -> str | None:
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    import signal
+
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:

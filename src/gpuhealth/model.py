@@ -12,8 +12,11 @@ import enum
 import re
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.records import record
 
 if typing.TYPE_CHECKING:
     from collections.abc import Collection
@@ -29,7 +32,7 @@ class ParseError(ValueError):
 
 # --------------------------------------------------------------------------- PCI addresses
 
-_PCI_ADDRESS = re.compile(
+_PCI_ADDRESS = lazy_re(
     r"(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<device>[0-9a-fA-F]{2})"
     r"(?:\.(?P<function>[0-7]))?"
 )
@@ -55,7 +58,7 @@ def normalize_pci_address(text: str | None) -> str | None:
 # --------------------------------------------------------------------------- evidence and fixes
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """Where a finding's proof comes from: a file or command, and the lines that show it."""
 
@@ -73,7 +76,7 @@ class Severity(str, enum.Enum):
         return {"info": 0, "warning": 1, "critical": 2}[self.value]
 
 
-@dataclass(frozen=True)
+@record
 class Fix:
     """One fix for a finding on one distro family: a ``command`` (pasted, it runs as is) or a ``step``
     (an instruction in words, or a command holding a placeholder such as ``<index>`` to fill in first).
@@ -112,8 +115,8 @@ python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount 
 leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
 gpg tr cut head tail sort
 """.split())
-_PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=\S*$")
+_PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.")
+_ASSIGNMENT = lazy_re(r"^[A-Za-z_]\w*=\S*$")
 
 
 def _split_comment(text: str) -> tuple[str, str]:
@@ -141,7 +144,7 @@ def fix_kind(text: str) -> str:
     return "command" if program and not _PLACEHOLDER.search(text) else "step"
 
 
-@dataclass(frozen=True)
+@record
 class Subject:
     """What a finding is about: the host, or one GPU."""
 
@@ -166,7 +169,7 @@ class Subject:
 HOST = Subject()
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     """One candidate cause of a symptom, as a differential diagnosis ranks it."""
 
@@ -178,7 +181,7 @@ class Candidate:
     command: str  # the command whose output confirms or rules it out
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     code: str
     slug: str
@@ -196,7 +199,7 @@ class Finding:
         return f"{self.code}@{self.subject}"
 
 
-@dataclass(frozen=True)
+@record
 class Skipped:
     code: str
     slug: str
@@ -206,7 +209,7 @@ class Skipped:
 # --------------------------------------------------------------------------- observations
 
 
-@dataclass(frozen=True)
+@record
 class OsInfo:
     id: str | None = None  # os-release ID: ubuntu, debian, rhel, centos, rocky ...
     id_like: tuple[str, ...] = ()
@@ -227,7 +230,7 @@ class OsInfo:
         return "other"
 
 
-@dataclass(frozen=True)
+@record
 class PciDevice:
     address: str  # normalized dddd:bb:dd.f
     vendor_id: str | None  # 4 hex digits, lower case; None when lspci printed no ID
@@ -248,7 +251,7 @@ class PciDevice:
         return self.vendor_id == "10de" and (self.class_code or "").startswith("03")
 
 
-@dataclass(frozen=True)
+@record
 class DriverInfo:
     """The loaded kernel module, from ``/proc/driver/nvidia/version`` or its load banner."""
 
@@ -258,7 +261,7 @@ class DriverInfo:
     compiler: str | None = None  # "gcc version 12.2.0 ..." line when present
 
 
-@dataclass(frozen=True)
+@record
 class GpuProcess:
     pid: int | None = None
     name: str | None = None
@@ -266,7 +269,7 @@ class GpuProcess:
     type: str | None = None  # nvidia-smi's Type: "G" graphics, "C" compute, "C+G"
 
 
-@dataclass(frozen=True)
+@record
 class Gpu:
     """One GPU as nvidia-smi or NVML reports it. Every field may be unknown."""
 
@@ -328,7 +331,7 @@ class Gpu:
     source: str | None = None  # which evidence described it
 
 
-@dataclass(frozen=True)
+@record
 class SmiReport:
     """What one nvidia-smi output said about the whole host."""
 
@@ -339,7 +342,7 @@ class SmiReport:
     format: str = ""  # "xml", "query", "table", "csv", "list"
 
 
-@dataclass(frozen=True)
+@record
 class TopologyLink:
     """One cell of ``nvidia-smi topo -m``: how two devices connect (NV12, PIX, PHB, SYS ...)."""
 
@@ -348,7 +351,7 @@ class TopologyLink:
     kind: str
 
 
-@dataclass(frozen=True)
+@record
 class Topology:
     devices: tuple[str, ...] = ()
     links: tuple[TopologyLink, ...] = ()
@@ -356,7 +359,7 @@ class Topology:
     numa_affinity: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class NvlinkState:
     """``nvidia-smi nvlink -s``: per GPU, each link's speed in GB/s or None when inactive."""
 
@@ -367,7 +370,7 @@ class NvlinkState:
     error: str | None = None  # "all links are inactive", "not supported in MIG mode" ...
 
 
-@dataclass(frozen=True)
+@record
 class KernelEvent:
     """One NVIDIA-relevant kernel log event."""
 
@@ -383,7 +386,7 @@ class KernelEvent:
     detail: str | None = None  # RmInitAdapter code, API mismatch versions, ...
 
 
-@dataclass(frozen=True)
+@record
 class EventGroup:
     """Kernel log lines of one kind, device and message template (numbers, addresses and pids replaced by
     ``#``), aggregated while scanning: a count, the first and last occurrence and a bounded sample.
@@ -411,7 +414,7 @@ class EventGroup:
         return self.first.xid
 
 
-@dataclass(frozen=True)
+@record
 class KernelLog:
     """The NVIDIA-relevant part of a kernel log. ``events`` is bounded: the sample events of every group.
 
@@ -438,7 +441,7 @@ class KernelLog:
 STUCK_MARKER = "could not be killed"
 
 
-@dataclass(frozen=True)
+@record
 class CommandRun:
     """What happened when a command ran (or was replayed): the basis of tool-failure checks."""
 
@@ -459,7 +462,7 @@ class CommandRun:
         return self.stdout + ("\n" + self.stderr if self.stderr else "")
 
 
-@dataclass(frozen=True)
+@record
 class NvmlReport:
     """What the NVML probe returned: the library's view of the driver and GPUs, errors included."""
 
@@ -472,7 +475,7 @@ class NvmlReport:
     gpus: tuple[Gpu, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class TorchEnv:
     """From PyTorch's collect_env output or a live probe."""
 
@@ -496,7 +499,7 @@ class TorchEnv:
     frameworks: tuple[FrameworkEnv, ...] = ()  # JAX, CuPy, TensorFlow from the same probe (GH610); () unknown
 
 
-@dataclass(frozen=True)
+@record
 class AppError:
     """A CUDA/NCCL/driver error a training log or traceback shows."""
 
@@ -505,7 +508,7 @@ class AppError:
     line_number: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class P2pEvidence:
     """Pasted lines about GPU peer-to-peer: NCCL/P2P failures, PCIe ACS redirection, the IOMMU (GH706)."""
 
@@ -514,7 +517,7 @@ class P2pEvidence:
     iommu: tuple[str, ...] = ()  # "DMAR: IOMMU enabled", "intel_iommu=on"
 
 
-@dataclass(frozen=True)
+@record
 class MessageLine:
     """A line of pasted evidence that the signature catalogue matched, or an error-looking line it did not."""
 
@@ -537,7 +540,7 @@ def grep_would_show(pattern: str, name: str) -> bool:
     return any(w and re.fullmatch(r"[\w-]+", w) and (w == name if whole else w in name) for w in words)
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     """Everything observed about one host at one time. Built by ``collect`` or by ``analyze``."""
 
@@ -682,7 +685,7 @@ def _convert(hint: Any, value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     """The result of running the checks over one snapshot."""
 
@@ -715,7 +718,7 @@ class Report:
 # --------------------------------------------------------------------------- install readiness (GH5xx)
 
 
-@dataclass(frozen=True)
+@record
 class ModprobeFile:
     """One modprobe.d file: the modules it blacklists and the options it sets for nouveau."""
 
@@ -725,7 +728,7 @@ class ModprobeFile:
     mtime: float | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DkmsEntry:
     """One ``dkms status`` line: ``nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed``."""
 
@@ -740,7 +743,7 @@ class DkmsEntry:
         return self.state.startswith("installed")
 
 
-@dataclass(frozen=True)
+@record
 class InstalledKernel:
     """A kernel under /lib/modules and whether an nvidia module exists for it."""
 
@@ -749,7 +752,7 @@ class InstalledKernel:
     booted: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class InstallState:
     """What a driver install needs: nouveau disabled, headers, compiler, Secure Boot, DKMS, kernels.
 
@@ -789,7 +792,7 @@ class InstallState:
 # --------------------------------------------------------------------------- after the install (GH6xx)
 
 
-@dataclass(frozen=True)
+@record
 class TorchDevice:
     """One GPU as the PyTorch probe saw it, with a small matmul compared against the CPU."""
 
@@ -801,7 +804,7 @@ class TorchDevice:
     error: str | None = None  # the exception the device raised
 
 
-@dataclass(frozen=True)
+@record
 class CudaToolkit:
     """One CUDA toolkit directory under /usr/local and its version."""
 
@@ -810,7 +813,7 @@ class CudaToolkit:
     source: str | None = None  # the file the version came from
 
 
-@dataclass(frozen=True)
+@record
 class LibraryEntry:
     """One ``ldconfig -p`` line: ``libcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1``."""
 
@@ -819,7 +822,7 @@ class LibraryEntry:
     path: str
 
 
-@dataclass(frozen=True)
+@record
 class LdConfEntry:
     """A directory naming CUDA in /etc/ld.so.conf or /etc/ld.so.conf.d/*.conf."""
 
@@ -827,7 +830,7 @@ class LdConfEntry:
     directory: str
 
 
-@dataclass(frozen=True)
+@record
 class CudaState:
     """What comes after the driver install: toolkits, nvcc, the loader's view of the CUDA libraries, and
     the persistence daemon. ``None`` means unknown (why is in ``Snapshot.unavailable`` under ``cuda_*``).
@@ -862,7 +865,7 @@ class CudaState:
 # --------------------------------------------------------------------------- active tests (GH71x)
 
 
-@dataclass(frozen=True)
+@record
 class ActiveGpuResult:
     """One GPU's active tests: copy bandwidth over PCIe, a matmul against the CPU, a memory pattern."""
 
@@ -880,7 +883,7 @@ class ActiveGpuResult:
     skipped: str | None = None  # why this GPU was not tested (the time budget ran out ...)
 
 
-@dataclass(frozen=True)
+@record
 class ActiveResults:
     """What ``gpuhealth.active.run_active_tests`` did: ran, or why not, and each GPU's results."""
 
@@ -897,7 +900,7 @@ class ActiveResults:
 # --------------------------------------------------------------------------- host environment (GH8xx)
 
 
-@dataclass(frozen=True)
+@record
 class NvidiaPackage:
     """One installed package whose name mentions nvidia (or ``cuda-drivers``), from dpkg or rpm."""
 
@@ -906,7 +909,7 @@ class NvidiaPackage:
     manager: str = ""  # "dpkg" or "rpm"
 
 
-@dataclass(frozen=True)
+@record
 class MountEntry:
     """One ``/proc/self/mounts`` line."""
 
@@ -916,7 +919,7 @@ class MountEntry:
     options: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class DiskSpace:
     """One ``df -P`` line, sizes in KiB."""
 
@@ -926,7 +929,7 @@ class DiskSpace:
     available_kib: int
 
 
-@dataclass(frozen=True)
+@record
 class HostEnvironment:
     """The host around the driver: display setup, how the driver was installed, containers, driver
     parameters and storage. Empty tuples and dicts are answers; unknown evidence is named in
@@ -964,7 +967,7 @@ class HostEnvironment:
 # --------------------------------------------------------------------------- other frameworks (GH610)
 
 
-@dataclass(frozen=True)
+@record
 class FrameworkDevice:
     """One GPU as JAX, CuPy or TensorFlow saw it, with a tiny integer matmul compared with the CPU's."""
 
@@ -975,7 +978,7 @@ class FrameworkDevice:
     error: str | None = None  # the exception the computation raised
 
 
-@dataclass(frozen=True)
+@record
 class FrameworkEnv:
     """JAX, CuPy or TensorFlow as the framework probe found it for the host's python3."""
 
@@ -999,7 +1002,7 @@ class FrameworkEnv:
 # --------------------------------------------------------------------------- DCGM (pasted dcgmi output)
 
 
-@dataclass(frozen=True)
+@record
 class DcgmResult:
     """One row of ``dcgmi diag`` or ``dcgmi health``: a test (or a GPU, a subsystem) and its result."""
 
@@ -1008,7 +1011,7 @@ class DcgmResult:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class DcgmReport:
     results: tuple[DcgmResult, ...] = ()
     source: str | None = None

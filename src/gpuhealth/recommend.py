@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from gpuhealth.knowledge import drivers, gpus
 from gpuhealth.model import Snapshot, to_jsonable
+from gpuhealth.records import record
 
 RECOMMEND_SCHEMA_VERSION = 1
 OPEN_DEFAULT_FROM = 560  # NVIDIA Driver Installation Guide, kernel modules: open is the default from R560
@@ -50,13 +50,13 @@ RUNFILE_SOURCE = ("NVIDIA, Driver Installation Guide: kernel modules <https://do
                   "--kernel-module-type")
 
 
-@dataclass(frozen=True)
+@record
 class Command:
     text: str
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class InstallRoute:
     distro: str  # "Ubuntu 22.04", "Rocky Linux 9.3", "unknown Linux"
     family: str  # "debian", "rhel", "other"
@@ -66,7 +66,7 @@ class InstallRoute:
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class BranchOption:
     number: int
     designation: str  # "Long Term Support Branch", "Production Branch", "New Feature Branch", "legacy"
@@ -76,7 +76,7 @@ class BranchOption:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class CudaAdvice:
     native: tuple[str, ...] = ()
     minor_compat: tuple[str, ...] = ()
@@ -85,7 +85,7 @@ class CudaAdvice:
     pytorch_source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class GpuAdvice:
     device_id: str
     count: int
@@ -103,7 +103,7 @@ class GpuAdvice:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Recommendation:
     schema_version: int = RECOMMEND_SCHEMA_VERSION
     hostname: str | None = None

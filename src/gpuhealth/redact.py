@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
+
 SECRET_MARKERS = ("PASS", "PWD", "SECRET", "TOKEN", "KEY", "COOKIE", "CREDENTIAL", "DSN", "WEBHOOK", "AUTH")
 REDACTED = "<redacted>"
 
 # Any variable whose name says it holds a secret (case-insensitive, anywhere in the name).
-_SECRET_NAME = re.compile("|".join(SECRET_MARKERS), re.IGNORECASE)
+_SECRET_NAME = lazy_re("|".join(SECRET_MARKERS), re.IGNORECASE)
 # Values that are secrets whatever they are called: (literals one of which a match contains, pattern).
 # A pattern runs only when one of its literals is in the text (a C-speed search), so a 64 MiB kernel log
 # costs a few scans; every repetition is bounded, so a long line cannot make a pattern backtrack for long.
 _SECRET_VALUES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
-    (literals, re.compile(pattern)) for literals, pattern in (
+    (literals, lazy_re(pattern)) for literals, pattern in (
         (("://",), r"(?<=://)[^\s/@'\"<>]{1,512}(?=@)"),  # scheme://user:password@host, Sentry DSNs
         (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{20,255}"),  # GitHub
         (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{20,255}"),
@@ -37,7 +39,7 @@ _SECRET_VALUES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("npm_",), r"\bnpm_[A-Za-z0-9]{36}"),
     ))
 # NAME=value in recorded text (an environment dump, a unit file): upper-case names, as environments have.
-_NAMED_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Z_][A-Z0-9_]{0,63})=([^\s'\"]{1,4096})")
+_NAMED_ASSIGNMENT = lazy_re(r"(?<![A-Za-z0-9_])([A-Z_][A-Z0-9_]{0,63})=([^\s'\"]{1,4096})")
 
 
 def redact_text(text: str) -> str:

@@ -16,6 +16,7 @@ from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_fo
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
 
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -24,9 +25,9 @@ MATMUL_TOLERANCE = 1e-2  # float32 256x256 of N(0,1) entries, TF32 off: GPU and 
 SLOW_FIRST_CALL_S = 30.0
 # Errors of the probe's matmul that say nothing about the GPU computing wrongly (GH607 ignores them).
 NOT_THE_GPU = ("no kernel image", "busy or unavailable", "out of memory")
-_DATACENTER = re.compile(r"\b(?:Tesla|GH\d{3}|GB\d{3}|[ABHLTVPK]\d{1,3}[A-Z]?)\b")
-_NOT_DATACENTER = re.compile(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE)
-_CUDA_DIR = re.compile(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
+_DATACENTER = lazy_re(r"\b(?:Tesla|GH\d{3}|GB\d{3}|[ABHLTVPK]\d{1,3}[A-Z]?)\b")
+_NOT_DATACENTER = lazy_re(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE)
+_CUDA_DIR = lazy_re(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
 ENABLE_PERSISTENCED = "sudo systemctl enable --now nvidia-persistenced"
 
 
@@ -298,7 +299,7 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
 
 
 PIP_WHEELS = "pip CUDA wheels"
-_WHEEL_DIR = re.compile(r"/(?:site|dist)-packages/nvidia/")
+_WHEEL_DIR = lazy_re(r"/(?:site|dist)-packages/nvidia/")
 MAX_PATHS = 6
 
 
@@ -730,7 +731,7 @@ def gpu_compute_wrong(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 
 
 # CUDA 11 and 12 enumerate a single MIG device per process (NVIDIA MIG User Guide, "CUDA Device Enumeration")
-_MIG_NAMED = re.compile(r"\bMIG[- ]\d{1,2}g\.\d{1,3}gb\b|\bMIG-[0-9a-fA-F]{8}-", re.I)
+_MIG_NAMED = lazy_re(r"\bMIG[- ]\d{1,2}g\.\d{1,3}gb\b|\bMIG-[0-9a-fA-F]{8}-", re.I)
 # symptoms of a process seeing fewer GPUs than the host has (knowledge/symptoms.csv)
 _FEWER_VISIBLE = frozenset({"torch-no-gpu", "framework-no-gpu", "gpu-missing", "container-no-gpu"})
 

@@ -10,7 +10,6 @@ RULED OUT when its check ran clean, OPEN when its check was skipped for lack of 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
@@ -26,6 +25,7 @@ from gpuhealth.checks.registry import (
 )
 from gpuhealth.knowledge.causes import Cause, Symptom, symptoms
 from gpuhealth.knowledge.signatures import Signature, signature
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Severity, Skipped, Snapshot
 
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
@@ -201,7 +201,7 @@ def _finding(spec: CheckSpec, severity: Severity, message: str, evidence: tuple[
                    explanation=spec.explanation, fixes=documented_fixes(spec))
 
 
-_BACKTICKS = re.compile(r"`([^`\n]{3,160})`")
+_BACKTICKS = lazy_re(r"`([^`\n]{3,160})`")
 
 
 def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:

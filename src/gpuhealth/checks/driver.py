@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, line_evidence
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import STUCK_MARKER, Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 RELOAD_MODULES = ("sudo systemctl stop nvidia-persistenced 2>/dev/null; "
                   "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia nvidia_uvm")
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
-LIBRARY_VERSION = re.compile(r"NVML library version:\s*(\S+)")
+LIBRARY_VERSION = lazy_re(r"NVML library version:\s*(\S+)")
 
 
 def gpu_expected(snapshot: Snapshot) -> bool | None:
@@ -48,11 +48,11 @@ def user_space_version(snapshot: Snapshot) -> tuple[str | None, str]:
 
 
 # Packages that hold the user-space driver libraries (libcuda, libnvidia-ml): their version is the library's.
-LIBRARY_PACKAGE = re.compile(
+LIBRARY_PACKAGE = lazy_re(
     r"^(?:libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|nvidia-compute-utils-\d+\S*|libnvidia-gl-\d+\S*|libcuda1\S*|"
     r"nvidia-driver-(?:cuda-)?libs|nvidia-driver-NVML|nvidia-driver-cuda|xorg-x11-drv-nvidia(?:-cuda)?-libs|"
     r"nvidia-x11-drv(?:-libs)?|nvidia-libs)$")
-_DRIVER_VERSION = re.compile(r"^(?:\d+:)?(?P<version>\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?:[-~+]|$)")
+_DRIVER_VERSION = lazy_re(r"^(?:\d+:)?(?P<version>\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?:[-~+]|$)")
 
 
 def driver_version_of(package_version: str | None) -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Iterable
 
 from gpuhealth.checks import catalogue
@@ -73,6 +72,8 @@ def _stamp(spec: CheckSpec, draft: Draft) -> Finding:
 
 
 def _internal_error(spec: CheckSpec, exc: Exception) -> Finding:
+    import traceback
+
     internal = REGISTRY[INTERNAL_ERROR]
     frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return Finding(

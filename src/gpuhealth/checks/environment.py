@@ -12,13 +12,13 @@ import datetime
 import functools
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass
-from importlib import resources
 
 from gpuhealth.checks.driver import REBOOT
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.knowledge import read_table
 from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
 from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
+from gpuhealth.records import record
 
 EOL_SOON_DAYS = 90
 ROOT_MOUNTS = ("/", "/boot", "/boot/efi")
@@ -63,7 +63,7 @@ def _unavailable(snapshot: Snapshot, *names: str) -> str:
 # --------------------------------------------------------------------------- GH801
 
 
-@dataclass(frozen=True)
+@record
 class EndOfSupport:
     os_id: str
     version: str
@@ -76,7 +76,7 @@ class EndOfSupport:
 @functools.cache
 def end_of_support_table() -> tuple[EndOfSupport, ...]:
     """``knowledge/os_eol.csv``, read once."""
-    text = resources.files("gpuhealth.knowledge").joinpath("os_eol.csv").read_text(encoding="utf-8")
+    text = read_table("os_eol.csv")
     return tuple(EndOfSupport(row["id"], row["version"], datetime.date.fromisoformat(row["end_of_support"]),
                               row["support"], row["source"], row["confirmed"])
                  for row in csv.DictReader(io.StringIO(text)))

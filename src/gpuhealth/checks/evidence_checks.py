@@ -6,13 +6,13 @@ a CUDA library the loader cannot find (GH612), and NCCL/P2P failures with the IO
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from gpuhealth.checks.registry import MAX_LINE_EVIDENCE, Draft, Expectations, Skip, check, fixes_for, line_evidence
 from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Evidence, Fix, MessageLine, Severity, Snapshot
 
 MAX_LINES = MAX_LINE_EVIDENCE
@@ -31,7 +31,7 @@ def _severity(messages: list[MessageLine]) -> Severity:
 
 # --------------------------------------------------------------------------- GH209
 
-_BANNER_VERSION = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d{3}\.\d+(?:\.\d+)?)")
+_BANNER_VERSION = lazy_re(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d{3}\.\d+(?:\.\d+)?)")
 
 
 def driver_versions(snapshot: Snapshot) -> list[tuple[str, str]]:
@@ -127,7 +127,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
 # --------------------------------------------------------------------------- GH210
 
 _NOT_RUNNING = ("failed", "inactive", "dead", "not-found", "activating")
-_SXM = re.compile(r"SXM|HGX|HBM3|\b[BH]200\b|\bGB200\b")
+_SXM = lazy_re(r"SXM|HGX|HBM3|\b[BH]200\b|\bGB200\b")
 
 
 def nvswitch_present(snapshot: Snapshot) -> bool | None:
@@ -236,7 +236,7 @@ def memory_held_idle(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
 
 # --------------------------------------------------------------------------- GH612
 
-_LIBRARY = re.compile(r"\b(lib[\w+-]+\.so(?:\.\d+)*)|\b(GLIBCXX_[\d.]+)|\b(cuSPARSE|cuDNN|cuBLAS|cuFFT)\b")
+_LIBRARY = lazy_re(r"\b(lib[\w+-]+\.so(?:\.\d+)*)|\b(GLIBCXX_[\d.]+)|\b(cuSPARSE|cuDNN|cuBLAS|cuFFT)\b")
 
 
 @check("GH612", "cuda-library-missing", "The dynamic loader cannot find a CUDA library", requires=("messages",))

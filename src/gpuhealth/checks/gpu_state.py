@@ -5,18 +5,19 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Evidence, Fix, Gpu, NvlinkState, Severity, Snapshot, Subject, normalize_pci_address
+from gpuhealth.records import record
 
 NVML = "NVML (nvidia-ml-py)"
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
 NEAR_SLOWDOWN_C = 5  # this close to the GPU's own slowdown threshold is reported
 BUSY_PCT = 50  # below this, a lower PCIe generation is the GPU saving power, not a fault
 IDLE_PCT = 5  # below this utilization a GPU counts as idle
-INFOROM_WARNING = re.compile(r"infoROM is corrupted(?: at gpu (\S+))?", re.IGNORECASE)
+INFOROM_WARNING = lazy_re(r"infoROM is corrupted(?: at gpu (\S+))?", re.IGNORECASE)
 # Clock event reasons that mean the GPU is held back by heat or power delivery (NVIDIA's NVML API reference);
 # idle, SW power cap, application clocks and sync boost are normal operation or configuration.
 SLOWDOWN_REASONS = {
@@ -31,7 +32,7 @@ THERMAL_REASONS = {"hw_thermal_slowdown", "sw_thermal_slowdown"}
 NVLINK_BOARDS = ("sxm", "hbm3", "b200", "b300")
 
 
-@dataclass(frozen=True)
+@record
 class Seen:
     """One GPU as the checks judge it: NVML's values, completed by nvidia-smi's for what NVML lacks."""
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.signatures import Signature, signature
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, MessageLine, NvidiaPackage, Severity, Snapshot
 
 BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -420,7 +421,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     Secure Boot with the nvidia module loaded is fine (it is signed by a trusted key). Critical when
     the module on disk is unsigned, the kernel log shows a rejection, or Secure Boot is enabled and the
     load failed with "Operation not permitted" or an untrusted signer; a warning otherwise. Secure Boot
-    disabled: PKCS#7 lines are harmless (the module loads and taints the kernel).
+    disabled: PKCS#7 lines are harmless (the module loads and taints the kernel); with nvidia loaded they
+    concern another module.
     """
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
@@ -434,9 +436,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     # kernel (Secure Boot) refuses it; elsewhere it loads and taints the kernel ("module verification failed").
     loaded_unsigned = _log_lines(snapshot, (MODULE_LOADED_UNSIGNED,)) + _logged(
         snapshot, lambda sig: sig.id == "kernel-module-verification-taint")
-    untrusted = () if loaded_unsigned else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
-        snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     loaded = module_loaded(snapshot)
+    # the line names no module: with nvidia loaded it concerns another one
+    untrusted = () if loaded_unsigned or loaded is True else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
+        snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     failures = _load_failures(snapshot) if loaded is not True else []
     if install.secure_boot is None and not log_lines and not untrusted:
         yield Skip(_unavailable(snapshot, "install_secure_boot") if snapshot.install is not None
@@ -727,10 +730,10 @@ SET_MULTI_USER = Fix("sudo systemctl set-default multi-user.target", "any", note
 ISOLATE_MULTI_USER = Fix("sudo systemctl isolate multi-user.target", "any", disruptive=True,
                          note="stops the desktop now (ends graphical sessions)")
 _PACKAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("CUDA repository (cuda-drivers)", re.compile(r"^cuda-drivers(?:-\d+)?$")),
-    ("ELRepo (kmod-nvidia)", re.compile(r"^(?:kmod-nvidia(?:-\d+\.\d+\S*)?|nvidia-x11-drv(?:-libs)?(?:-\d+\S*)?)$")),
-    ("RPM Fusion (akmod-nvidia)", re.compile(r"^(?:akmod-nvidia\S*|xorg-x11-drv-nvidia\S*)$")),
-    ("driver packages", re.compile(
+    ("CUDA repository (cuda-drivers)", lazy_re(r"^cuda-drivers(?:-\d+)?$")),
+    ("ELRepo (kmod-nvidia)", lazy_re(r"^(?:kmod-nvidia(?:-\d+\.\d+\S*)?|nvidia-x11-drv(?:-libs)?(?:-\d+\S*)?)$")),
+    ("RPM Fusion (akmod-nvidia)", lazy_re(r"^(?:akmod-nvidia\S*|xorg-x11-drv-nvidia\S*)$")),
+    ("driver packages", lazy_re(
         r"^(?:nvidia-driver(?:-\d+)?(?:-server|-open)?(?:-cuda)?|nvidia-dkms-\d+\S*|nvidia-kernel-(?:dkms|common-\d+\S*"
         r"|source-\d+\S*|open-\d+\S*)|libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|linux-modules-nvidia-\S+"
         r"|nvidia-headless-\S+|kmod-nvidia-(?:latest|open)-dkms|nvidia-kmod\S*)$")),
@@ -757,7 +760,7 @@ def _driver_package(name: str) -> bool:
 
 
 # A driver package named for its branch (Ubuntu's nvidia-304, nvidia-experimental-310, nvidia-driver-535).
-_BRANCH_PACKAGE = re.compile(r"^nvidia-(?:experimental-|driver-)?(?P<branch>\d{3})(?:-updates|-server|-open)?$")
+_BRANCH_PACKAGE = lazy_re(r"^nvidia-(?:experimental-|driver-)?(?P<branch>\d{3})(?:-updates|-server|-open)?$")
 
 
 def _driver_branches(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:

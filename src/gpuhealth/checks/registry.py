@@ -11,12 +11,13 @@ each draft with the check's code, slug and explanation. Codes are grouped by are
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import field
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import HOST, Evidence, Fix, MessageLine, Severity, Snapshot, Subject
+from gpuhealth.records import record
 
 DOC_SECTIONS = ("What", "Why it matters", "How to fix", "Exceptions")
 AREAS = {
@@ -32,7 +33,7 @@ AREAS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Draft:
     """A finding before the engine stamps it with its check's code, slug and explanation."""
 
@@ -44,14 +45,14 @@ class Draft:
     explains: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Skip:
     """A check that cannot judge: the reason is shown to the user, never counted as a pass."""
 
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Expectations:
     """What the operator says this host should have (from the config file)."""
 
@@ -68,14 +69,14 @@ class Expectations:
 CheckFunction = Callable[[Snapshot, Expectations], Iterable["Draft | Skip"]]
 
 
-@dataclass(frozen=True)
+@record
 class CheckSpec:
     code: str
     slug: str
     title: str
     requires: tuple[str, ...]
     function: CheckFunction
-    docs: dict[str, str]
+    docs: Mapping[str, str]  # section -> text (``DocSections``: the docstring is split when first read)
     reads: tuple[str, ...] = ()  # fields it also weighs when present (their catalogue lines are its to judge)
 
     @property
@@ -87,9 +88,35 @@ class CheckSpec:
         return self.docs.get("Why it matters", "")
 
 
+class DocSections(Mapping[str, str]):
+    """A check's docstring sections, split on first use: about 70 checks register on every run, and only
+    ``explain``, the docs and the findings' explanations read them."""
+
+    def __init__(self, doc: str) -> None:
+        self._doc = doc
+        self._sections: dict[str, str] | None = None
+
+    def _split(self) -> dict[str, str]:
+        if self._sections is None:
+            self._sections = parse_doc_sections(self._doc)
+        return self._sections
+
+    def __getitem__(self, key: str) -> str:
+        return self._split()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._split())
+
+    def __len__(self) -> int:
+        return len(self._split())
+
+    def __repr__(self) -> str:
+        return f"DocSections({self._split()!r})"
+
+
 REGISTRY: dict[str, CheckSpec] = {}
-_CODE = re.compile(r"GH\d{3}")
-_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_CODE = lazy_re(r"GH\d{3}")
+_SLUG = lazy_re(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),
@@ -106,11 +133,12 @@ def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),
             raise ValueError(f"bad check code or slug: {code} {slug}")
         if code in REGISTRY or any(s.slug == slug for s in REGISTRY.values()):
             raise ValueError(f"check code or slug registered twice: {code} {slug}")
-        docs = parse_doc_sections(function.__doc__ or "")
-        missing = [s for s in DOC_SECTIONS if s not in docs]
+        doc = function.__doc__ or ""
+        # A cheap look for each header here; tests/test_engine.py splits every docstring and checks each section.
+        missing = [s for s in DOC_SECTIONS if f"{s}:" not in doc]
         if missing:
             raise ValueError(f"{code} docstring lacks sections: {', '.join(missing)}")
-        REGISTRY[code] = CheckSpec(code, slug, title, requires, function, docs, reads)
+        REGISTRY[code] = CheckSpec(code, slug, title, requires, function, DocSections(doc), reads)
         return function
 
     return register

@@ -9,10 +9,9 @@ The probes live by subject: ``system``, ``gpu``, ``install``, ``cuda``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 
-from gpuhealth.collect.base import Probed
+from gpuhealth.collect.base import Probed, in_parallel
 from gpuhealth.collect.containers import probe_host_environment
 from gpuhealth.collect.cuda import probe_cuda, probe_cuda_without_frameworks
 from gpuhealth.collect.gpu import probe_driver, probe_nvidia_smi, probe_nvml, probe_pci, probe_topology
@@ -52,19 +51,12 @@ def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live"
         probe_host_environment,
     ]
     merged = Probed()
-    with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
-        futures = {pool.submit(probe, host, timeout): probe.__name__ for probe in probes}
-        for future, name in futures.items():
-            try:
-                found = future.result()  # probes do not raise for trouble on the host: it is in unavailable
-            except Exception as exc:  # evidence the probe could not handle: a malformed bundle, a bug
-                where = getattr(host, "evidence_of", lambda probe: None)(name) or name
-                raise CollectError(f"{where}: {type(exc).__name__}: {_brief(exc)}") from exc
-            merged.fields.update(found.fields)
-            merged.unavailable.update(found.unavailable)
-            merged.sources.update(found.sources)
-            if progress:
-                progress(name.removeprefix("probe_"))
+    for name, found in _probe_all(host, timeout, probes):
+        merged.fields.update(found.fields)
+        merged.unavailable.update(found.unavailable)
+        merged.sources.update(found.sources)
+        if progress:
+            progress(name.removeprefix("probe_"))
     return Snapshot(
         origin=origin,
         # A replayed host answers as of its capture: date-dependent checks judge a bundle the same forever.
@@ -73,3 +65,33 @@ def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live"
         sources=merged.sources,
         **merged.fields,
     )
+
+
+Probe = Callable[[Host, float], Probed]
+
+
+def _probe_all(host: Host, timeout: float, probes: list[Probe]) -> Iterator[tuple[str, Probed]]:
+    """Each probe's name and result, in order; in threads on a live host (see ``base.in_parallel``)."""
+    if not in_parallel(host):
+        for probe in probes:
+            try:
+                found = probe(host, timeout)
+            except Exception as exc:
+                raise _failed(host, probe.__name__, exc) from exc
+            yield probe.__name__, found
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
+        futures = {pool.submit(probe, host, timeout): probe.__name__ for probe in probes}
+        for future, name in futures.items():
+            try:
+                found = future.result()  # probes do not raise for trouble on the host: it is in unavailable
+            except Exception as exc:  # evidence the probe could not handle: a malformed bundle, a bug
+                raise _failed(host, name, exc) from exc
+            yield name, found
+
+
+def _failed(host: Host, name: str, exc: Exception) -> CollectError:
+    where = getattr(host, "evidence_of", lambda probe: None)(name) or name
+    return CollectError(f"{where}: {type(exc).__name__}: {_brief(exc)}")

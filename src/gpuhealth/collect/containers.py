@@ -5,10 +5,9 @@ install-route evidence comes from ``collect.install``. Everything lands in ``Sna
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.collect.base import Probed, read_text, run_commands
 from gpuhealth.collect.install import install_route_commands, install_route_evidence, why_failed
 from gpuhealth.host import Host
 from gpuhealth.model import ParseError
@@ -40,9 +39,7 @@ def probe_host_environment(host: Host, timeout: float) -> Probed:
         "ctk": (["nvidia-ctk", "--version"], timeout),
         "df": (DF, timeout),
     })
-    with ThreadPoolExecutor(max_workers=len(commands), thread_name_prefix="gpuhealth-env") as pool:
-        futures = {name: pool.submit(host.run, argv, limit) for name, (argv, limit) in commands.items()}
-        runs = {name: future.result() for name, future in futures.items()}
+    runs = run_commands(host, commands, "gpuhealth-env")
     state: dict[str, Any] = install_route_evidence(host, runs, found)
 
     # Docker, podman and the NVIDIA Container Toolkit

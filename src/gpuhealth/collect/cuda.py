@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.collect.base import Probed, read_text, run_commands
 from gpuhealth.host import Host
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     ParseError,
 )
@@ -35,9 +34,7 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
     }
     if frameworks:
         commands["torch"] = (["python3", "-c", parse.TORCH_PROBE_SCRIPT], max(timeout, TORCH_PROBE_TIMEOUT_S))
-    with ThreadPoolExecutor(max_workers=len(commands), thread_name_prefix="gpuhealth-cuda") as pool:
-        futures = {name: pool.submit(host.run, argv, limit) for name, (argv, limit) in commands.items()}
-        runs = {name: future.result() for name, future in futures.items()}
+    runs = run_commands(host, commands, "gpuhealth-cuda")
     state: dict[str, Any] = {}
 
     # toolkits under /usr/local and where /usr/local/cuda points
@@ -132,7 +129,7 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
 
 
 FIRMWARE_DIRS = ("/lib/firmware/nvidia", "/usr/lib/firmware/nvidia", "/lib/firmware/updates/nvidia")
-_GSP_FILE = re.compile(r"^gsp[\w.-]*\.bin(?:\.(?:xz|zst|gz))?$")
+_GSP_FILE = lazy_re(r"^gsp[\w.-]*\.bin(?:\.(?:xz|zst|gz))?$")
 
 
 def _gsp_firmware(host: Host, found: Probed) -> dict[str, Any]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.collect.base import Probed, read_text, run_commands
 from gpuhealth.host import Host
 from gpuhealth.model import (
     CommandRun,
@@ -42,9 +41,7 @@ def probe_install(host: Host, timeout: float) -> Probed:
     if initramfs:
         lister = "lsinitramfs" if "/initrd.img-" in initramfs else "lsinitrd"
         commands["initramfs"] = [lister, initramfs]
-    with ThreadPoolExecutor(max_workers=len(commands), thread_name_prefix="gpuhealth-install") as pool:
-        futures = {name: pool.submit(host.run, argv, timeout) for name, argv in commands.items()}
-        runs = {name: future.result() for name, future in futures.items()}
+    runs = run_commands(host, {name: (argv, timeout) for name, argv in commands.items()}, "gpuhealth-install")
     state: dict[str, Any] = {"kernel_release": release}
 
     # modprobe.d files and the kernel command line

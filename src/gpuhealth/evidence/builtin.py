@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from gpuhealth.evidence.registry import evidence_kind
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import HostEnvironment, InstallState, ParseError
 from gpuhealth.parsers.app_log import looks_like_app_log, parse_app_log
 from gpuhealth.parsers.host_env import parse_driver_params, parse_installer_log
@@ -28,22 +29,22 @@ INSTALLER_LOG = "/var/log/nvidia-installer.log"
 _SMI = r"nvidia-smi\b"
 _CAT = r"(?:cat|less|more|head|tail|zcat|grep\b.*?)\s+"
 
-_LSPCI_LINE = re.compile(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \S", re.M)
-_SMI_LIST_LINE = re.compile(r"^GPU \d+: .+\(UUID: ", re.M)
-_CSV_HEADER = re.compile(r"^\s*[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, *[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$")
-_PROC_MODULES_LINE = re.compile(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M)
-_NVLINK_LINE = re.compile(r"^\s*Link \d+: ", re.M)
+_LSPCI_LINE = lazy_re(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \S", re.M)
+_SMI_LIST_LINE = lazy_re(r"^GPU \d+: .+\(UUID: ", re.M)
+_CSV_HEADER = lazy_re(r"^\s*[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, *[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$")
+_PROC_MODULES_LINE = lazy_re(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M)
+_NVLINK_LINE = lazy_re(r"^\s*Link \d+: ", re.M)
 # "host kernel: ..." marks a syslog line; "on kernel: 6.5.0-14-generic" (a DKMS error) names a release.
-_KERNEL_HINT = re.compile(r"NVRM|\bkernel: (?!\d+\.\d+\.\d)|^\[\s*\d+\.\d+\]|^<\d>\[|^\d,\d+,\d+,", re.M)
+_KERNEL_HINT = lazy_re(r"NVRM|\bkernel: (?!\d+\.\d+\.\d)|^\[\s*\d+\.\d+\]|^<\d>\[|^\d,\d+,\d+,", re.M)
 # /proc/driver/nvidia/params names every driver carries one of (352.63's file has all of these).
 _PARAM_NAMES = {"EnableMSI", "ModifyDeviceFiles", "DeviceFileUID", "DeviceFileGID", "DeviceFileMode",
                 "RegistryDwords", "ResmanDebugLevel", "RmLogonRC", "InitializeSystemMemoryAllocations",
                 "UsePageAttributeTable", "EnableGpuFirmware", "AssignGpus", "RmMsg"}
-_PARAM_LINE = re.compile(r"^(?P<key>[A-Z][A-Za-z0-9_]*): ?\S*")
+_PARAM_LINE = lazy_re(r"^(?P<key>[A-Z][A-Za-z0-9_]*): ?\S*")
 # One comma-separated field is ``,[^,:]*`` (no separate ``\s*``: that ambiguity backtracks exponentially
 # over a long CSV line that has no colon).
-_DKMS_LINE = re.compile(r"^[\w.+-]+(?:/|,\s*)[\w.+~-]+(?:,[^,:]*)*:\s*(?:added|built|installed|broken)\b")
-_MOKUTIL = re.compile(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
+_DKMS_LINE = lazy_re(r"^[\w.+-]+(?:/|,\s*)[\w.+~-]+(?:,[^,:]*)*:\s*(?:added|built|installed|broken)\b")
+_MOKUTIL = lazy_re(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
                       r"EFI variables are not supported on this system", re.M)
 _CMDLINE_KEYS = ("BOOT_IMAGE=", "root=", "initrd=")
 
@@ -77,7 +78,7 @@ def _smi_table(text: str, source: str) -> dict[str, Any]:
 
 
 # Some bug reports hold only the page-retirement / row-remapping sections of `nvidia-smi -q`.
-_SMI_QUERY_SECTION = re.compile(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable)",
+_SMI_QUERY_SECTION = lazy_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable)",
                                 re.M)
 
 

@@ -13,14 +13,16 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import CommandRun, CudaState, InstallState, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Fact:
     overlays: dict[str, Any] = field(default_factory=dict)
     symptom: str | None = None
@@ -30,7 +32,7 @@ class Fact:
 Judge = Callable[[str, str], "Fact | None"]
 
 
-@dataclass(frozen=True)
+@record
 class CommandFact:
     name: str
     command: re.Pattern[str]
@@ -42,7 +44,7 @@ COMMAND_FACTS: list[CommandFact] = []
 
 def command_fact(name: str, command: str) -> Callable[[Judge], Judge]:
     def wrap(judge: Judge) -> Judge:
-        COMMAND_FACTS.append(CommandFact(name, re.compile(command), judge))
+        COMMAND_FACTS.append(CommandFact(name, lazy_re(command), judge))
         return judge
 
     return wrap
@@ -64,7 +66,7 @@ def _last_line(output: str) -> str:
     return lines[-1] if lines else ""
 
 
-_NOT_FOUND = re.compile(r"command not found|: not found$|No such file or directory$", re.M)
+_NOT_FOUND = lazy_re(r"command not found|: not found$|No such file or directory$", re.M)
 _NO_TORCH = "No module named 'torch'"
 
 
@@ -102,7 +104,7 @@ def _smi_run(command: str, output: str) -> Fact | None:
     return None
 
 
-_LSMOD_LINE = re.compile(r"^(?P<name>\w+)\s+\d+\s+\d+", re.M)
+_LSMOD_LINE = lazy_re(r"^(?P<name>\w+)\s+\d+\s+\d+", re.M)
 
 
 @command_fact("lsmod-grep", r"^(?:sudo\s+)?lsmod\s*\|\s*grep\b")
@@ -173,7 +175,7 @@ def _proc_version_absent(command: str, output: str) -> Fact | None:
     return None
 
 
-_VAR = re.compile(r"^echo\s+[\"']?\$\{?(?P<name>[A-Z_][A-Z0-9_]*)\}?[\"']?\s*$")
+_VAR = lazy_re(r"^echo\s+[\"']?\$\{?(?P<name>[A-Z_][A-Z0-9_]*)\}?[\"']?\s*$")
 
 
 @command_fact("echo-variable", r"^echo\s+[\"']?\$")
@@ -193,7 +195,7 @@ def _echo_variable(command: str, output: str) -> Fact | None:
 # `os.environ["CUDA_VISIBLE_DEVICES"] = "2"` in Python. GH608 judges the value (CUDA programming guide, "CUDA
 # Environment Variables": an empty value or an index that is no GPU hides devices).
 MAX_LINE_TEXT = 4096  # characters of one line searched for an assignment
-_VISIBLE_SET = re.compile(
+_VISIBLE_SET = lazy_re(
     r"(?:\bexport\s+|(?<![\w\[\"'])|\benviron\[[\"'])(?P<name>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)"
     r"(?:[\"']\])?\s?=\s?(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{0,200}))")
 
@@ -216,8 +218,8 @@ def _visible_devices(command: str, output: str) -> Fact | None:
     return Fact({"env": found}, None, ", ".join(f"{k}={v}" for k, v in found.items()))
 
 
-_RELEASE = re.compile(r"^\d+\.\d+(?:\.\d+)?[-+][\w.+~-]+$")
-_UNAME_A = re.compile(r"^Linux \S+ (?P<release>\d+\.\d+\S*) #")
+_RELEASE = lazy_re(r"^\d+\.\d+(?:\.\d+)?[-+][\w.+~-]+$")
+_UNAME_A = lazy_re(r"^Linux \S+ (?P<release>\d+\.\d+\S*) #")
 
 
 @command_fact("uname", r"^(?:sudo\s+)?uname\s+-[a-z]*[ra]")
@@ -236,10 +238,10 @@ def _uname(command: str, output: str) -> Fact | None:
 
 # Lines that matter wherever they appear (prose, a session, a log) and that no error catalogue holds because
 # they are settings, not errors: PCIe ACS redirection, the IOMMU, and NCCL/P2P failures described in words.
-_ACS = re.compile(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)")
-_IOMMU = re.compile(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
+_ACS = lazy_re(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)")
+_IOMMU = lazy_re(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
                     r"|\bIOMMU (?:is )?enabled\b", re.I)
-_P2P_FAIL = re.compile(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
+_P2P_FAIL = lazy_re(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
                        r"\b(?:hangs?|hung|deadlocks?|stuck)\b.{0,60}\b(?:nccl|all_?reduce|p2p)\w*|"
                        r"peer access is not supported|cudaErrorPeerAccess\w*|"
                        r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I)
@@ -276,8 +278,8 @@ def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
 # An absolute path to a shared library inside a CUDA toolkit tree (/usr/local/cuda-10.1/lib64/libcufft.so) or a pip
 # CUDA wheel (site-packages/nvidia/cusparse/lib/libcusparse.so.12), wherever a program printed it: ldd, a loader
 # error, a library-discovery file. Components are bounded and end in "/", so a failed match costs little.
-_LIBRARY_FILE = re.compile(r"(?<![\w.+-])(/(?:[\w.+-]{1,80}/){1,24}lib[\w+-]{1,60}\.so(?:\.\d{1,6}){0,4})(?![\w/])")
-_CUDA_TREE = re.compile(r"/cuda-\d+(?:\.\d+)?/|/(?:site|dist)-packages/nvidia/[\w-]{1,40}/lib/")
+_LIBRARY_FILE = lazy_re(r"(?<![\w.+-])(/(?:[\w.+-]{1,80}/){1,24}lib[\w+-]{1,60}\.so(?:\.\d{1,6}){0,4})(?![\w/])")
+_CUDA_TREE = lazy_re(r"/cuda-\d+(?:\.\d+)?/|/(?:site|dist)-packages/nvidia/[\w-]{1,40}/lib/")
 MAX_LIBRARY_FILES = 32
 
 
@@ -301,10 +303,10 @@ def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
 # module-signing question ("This system also has UEFI Secure Boot enabled", kernel.c), the EFI stub ("UEFI Secure
 # Boot is enabled"), the x86 kernel's "secureboot: Secure boot enabled" and the distributions' lockdown patch
 # ("Kernel is locked down from EFI Secure Boot mode").
-_SB_ENABLED = re.compile(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
+_SB_ENABLED = lazy_re(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
                          r"UEFI Secure Boot is enabled|\bsecureboot: Secure boot enabled\b|"
                          r"Kernel is locked down from EFI Secure Boot")
-_SB_DISABLED = re.compile(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
+_SB_DISABLED = lazy_re(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
                           r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled")
 
 

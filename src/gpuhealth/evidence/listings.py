@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from gpuhealth.evidence.registry import evidence_kind
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     CudaState,
     CudaToolkit,
@@ -95,7 +96,7 @@ def _share(lines: list[str], pattern: re.Pattern[str], at_least: float = 0.6) ->
 # --------------------------------------------------------------------------- packages
 
 # Packages the host_env and the GH5xx/GH202 checks care about: the driver's, CUDA's and the toolkit's.
-_RELEVANT_PACKAGE = re.compile(r"nvidia|^cuda-drivers|^libcuda|^kmod-nvidia|^akmod-nvidia|^xorg-x11-drv-nvidia",
+_RELEVANT_PACKAGE = lazy_re(r"nvidia|^cuda-drivers|^libcuda|^kmod-nvidia|^akmod-nvidia|^xorg-x11-drv-nvidia",
                                re.IGNORECASE)
 MAX_PACKAGES = 400
 
@@ -116,7 +117,7 @@ def _packages(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
 # Output that is not a package listing may still name installed packages, one full rpm name per line (an installer
 # or a helper script listing "existing driver packages"). A transaction's removals name packages that are going
 # away: a piece that speaks of removing, erasing, upgrading or replacing proves nothing about what stays installed.
-_TRANSACTION_WORDS = re.compile(r"\b(?:remov\w*|eras\w*|upgrad\w*|downgrad\w*|obsolet\w*|replac\w*|cleanup|"
+_TRANSACTION_WORDS = lazy_re(r"\b(?:remov\w*|eras\w*|upgrad\w*|downgrad\w*|obsolet\w*|replac\w*|cleanup|"
                                 r"uninstall\w*)\b", re.I)
 _RPM_ARCH_SUFFIX = (".x86_64", ".aarch64", ".noarch", ".i686", ".ppc64le")
 
@@ -150,7 +151,7 @@ def _jockey(text: str, source: str) -> dict[str, Any]:
     return {"host_env": HostEnvironment(packages=enabled[:MAX_PACKAGES], package_source="jockey-text --list")}
 
 
-_DPKG_ROW = re.compile(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")
+_DPKG_ROW = lazy_re(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")
 
 
 @evidence_kind("dpkg-list", commands=(r"dpkg\s+(?:-l|--list)\b", r"dpkg-query\s+-l\b"), priority=460,
@@ -159,7 +160,7 @@ def _dpkg(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_dpkg_list(text), source)
 
 
-_APT_ROW = re.compile(r"^[a-z0-9][a-z0-9+._-]*/\S*\s+\S+\s+\S+(?:\s+\[[^\]]*\])?$")
+_APT_ROW = lazy_re(r"^[a-z0-9][a-z0-9+._-]*/\S*\s+\S+\s+\S+(?:\s+\[[^\]]*\])?$")
 
 
 @evidence_kind("apt-list", commands=(r"apt\s+list\b",), priority=455,
@@ -181,7 +182,7 @@ def _rpm(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_rpm_qa(text), source)
 
 
-_DNF_ROW = re.compile(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\s+@?\S+$")
+_DNF_ROW = lazy_re(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\s+@?\S+$")
 
 
 @evidence_kind("dnf-list", commands=(r"(?:dnf|yum)\s+list\b",), priority=445,
@@ -192,8 +193,8 @@ def _dnf(text: str, source: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- Python packages
 
-_TORCH_CUDA_SUFFIX = re.compile(r"\+cu(?P<major>\d{2,3}?)(?P<minor>\d)$")
-_CONDA_CUDA_BUILD = re.compile(r"cuda(?P<version>\d+\.\d+)|(?:^|_)cuda(?P<major>1\d)(?P<minor>\d)_")
+_TORCH_CUDA_SUFFIX = lazy_re(r"\+cu(?P<major>\d{2,3}?)(?P<minor>\d)$")
+_CONDA_CUDA_BUILD = lazy_re(r"cuda(?P<version>\d+\.\d+)|(?:^|_)cuda(?P<major>1\d)(?P<minor>\d)_")
 _CUDA_RUNTIME_PACKAGES = ("cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-cudart")
 
 
@@ -224,7 +225,7 @@ def _pip_list(text: str, source: str) -> dict[str, Any]:
     return _python_packages(parse_pip_list(text))
 
 
-_FREEZE_ROW = re.compile(r"^(?:\[pip3?\]\s+)?[A-Za-z0-9][A-Za-z0-9._-]*(?:==|\s+@\s+)\S+$")
+_FREEZE_ROW = lazy_re(r"^(?:\[pip3?\]\s+)?[A-Za-z0-9][A-Za-z0-9._-]*(?:==|\s+@\s+)\S+$")
 
 
 @evidence_kind("pip-freeze", commands=(r"(?:pip3?|python\S*\s+-m\s+pip)\s+freeze\b", r"uv\s+pip\s+freeze\b"),
@@ -256,8 +257,8 @@ def _conda(text: str, source: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- environment and libraries
 
-_ENV_ROW = re.compile(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=")
-_ENV_NAMES = re.compile(r"^(?:declare -x |export )?(?:PATH|HOME|USER|SHELL|LD_LIBRARY_PATH|CUDA_[A-Z_]+|"
+_ENV_ROW = lazy_re(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=")
+_ENV_NAMES = lazy_re(r"^(?:declare -x |export )?(?:PATH|HOME|USER|SHELL|LD_LIBRARY_PATH|CUDA_[A-Z_]+|"
                         r"NVIDIA_[A-Z_]+|CONDA_[A-Z_]+|HOSTNAME|PWD|LANG)=", re.M)
 
 
@@ -289,7 +290,7 @@ def _library_path(text: str, source: str) -> dict[str, Any]:
     return {"cuda": CudaState(ld_library_path=parse_path_list(text))}
 
 
-_LDCONFIG_ROW = re.compile(r"^lib\S*\s+\([^()]*\)\s+=>\s+/")
+_LDCONFIG_ROW = lazy_re(r"^lib\S*\s+\([^()]*\)\s+=>\s+/")
 
 
 @evidence_kind("ldconfig", commands=(r"ldconfig\s+(?:-p|--print-cache)\b", r"/sbin/ldconfig\s+-p\b"), priority=410,
@@ -308,7 +309,7 @@ def _ldconfig(text: str, source: str) -> dict[str, Any]:
     return {"cuda": state}
 
 
-_LS_ROW = re.compile(r"^[-dlcbps][-rwxsStTl]{9}[.+@]?\s")
+_LS_ROW = lazy_re(r"^[-dlcbps][-rwxsStTl]{9}[.+@]?\s")
 
 
 def _ls_names(text: str) -> list[str]:
@@ -396,7 +397,7 @@ def _module_files(text: str, source: str) -> dict[str, Any]:
     return {"install": InstallState(kernels=tuple(InstalledKernel(r, path) for r, path in kernels.items()))}
 
 
-_MODPROBE_ROW = re.compile(r"^(?:\S+\.conf:(?:\d+:)?)?(?:blacklist|options|install|alias|softdep|remove)\s+\S+")
+_MODPROBE_ROW = lazy_re(r"^(?:\S+\.conf:(?:\d+:)?)?(?:blacklist|options|install|alias|softdep|remove)\s+\S+")
 
 
 def _modprobe_rows(text: str) -> list[str]:
@@ -447,7 +448,7 @@ def _systemctl(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_systemctl_status(text))
 
 
-_JOURNAL_ROW = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
+_JOURNAL_ROW = lazy_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
                           r"\d{4}-\d\d-\d\dT\S+) \S+ (?:systemd\[1\]: .*(?:persistenced|fabricmanager|fabric manager|"
                           r"[Dd]ocker)|(?:nvidia-persistenced|nv-fabricmanager|nvidia-fabricmanager\S*|dockerd)"
                           r"(?:\[\d+\])?: )")
@@ -459,7 +460,7 @@ def _journal(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_service_journal(text))
 
 
-_NVC_DEBUG = re.compile(r"^(?:[IWE]\d{4} \d|-- WARNING|$)")
+_NVC_DEBUG = lazy_re(r"^(?:[IWE]\d{4} \d|-- WARNING|$)")
 
 
 def _container_cli_first_line(text: str) -> str:

@@ -41,14 +41,16 @@ import pkgutil
 import re
 import shlex
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
+
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.records import record
 
 Recognise = Callable[[str], bool]
 Parse = Callable[[str, str], dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@record
 class EvidenceKind:
     name: str
     commands: tuple[re.Pattern[str], ...]
@@ -63,7 +65,7 @@ class EvidenceKind:
 
 
 KINDS: dict[str, EvidenceKind] = {}
-_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SLUG = lazy_re(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, parse: Parse,
@@ -73,7 +75,7 @@ def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, p
         raise ValueError(f"bad evidence kind name: {name!r}")
     if name in KINDS:
         raise ValueError(f"evidence kind registered twice: {name}")
-    kind = EvidenceKind(name, tuple(re.compile(c) for c in commands), recognise, parse, priority)
+    kind = EvidenceKind(name, tuple(lazy_re(c) for c in commands), recognise, parse, priority)
     KINDS[name] = kind
     _ORDER.clear()
     return kind
@@ -145,7 +147,7 @@ def kinds_for_command(command: str) -> list[str]:
 
 
 _PREFIX_WORDS = {"sudo", "time", "env", "command", "exec", "nohup", "doas"}
-_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ASSIGN = lazy_re(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def normalise_command(command: str) -> str:

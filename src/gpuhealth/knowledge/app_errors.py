@@ -17,17 +17,17 @@ import csv
 import functools
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass
-from importlib import resources
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.knowledge.signatures import DOMAINS, MAX_LINE, Signature, match_line, signatures
+from gpuhealth.records import record
 
 __all__ = ["ErrorMeaning", "candidate_lines", "kind_of", "kind_of_line", "meanings"]
 
 _COLUMNS = ("kind", "signatures", "summary", "related", "needs", "collect", "source_title", "source_url")
 
 
-@dataclass(frozen=True)
+@record
 class ErrorMeaning:
     kind: str  # "no-device"
     signatures: tuple[str, ...]  # the catalogue rows of this kind (domains expanded)
@@ -97,7 +97,7 @@ def _split(value: str, separator: str = ";") -> tuple[str, ...]:
 
 @functools.cache
 def _table() -> tuple[dict[str, ErrorMeaning], dict[str, str]]:
-    return parse_table(resources.files("gpuhealth.knowledge").joinpath("app_errors.csv").read_text(encoding="utf-8"))
+    return parse_table(read_table("app_errors.csv"))
 
 
 def parse_table(text: str) -> tuple[dict[str, ErrorMeaning], dict[str, str]]:

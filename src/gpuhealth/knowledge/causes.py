@@ -21,8 +21,9 @@ import csv
 import dataclasses
 import functools
 import io
-from dataclasses import dataclass
-from importlib import resources
+
+from gpuhealth.knowledge import read_table
+from gpuhealth.records import record
 
 __all__ = ["RESERVED_CODES", "Cause", "Symptom", "cause", "causes", "symptoms"]
 
@@ -32,7 +33,7 @@ RESERVED_CODES = frozenset({"GH003", "GH004", "GH209", "GH210", "GH414", "GH612"
 _SEVERITIES = ("info", "warning", "critical")
 
 
-@dataclass(frozen=True)
+@record
 class Cause:
     id: str  # "secure-boot-refused"
     symptom: str  # the symptom it explains (as listed under that symptom)
@@ -46,7 +47,7 @@ class Cause:
     source_url: str
 
 
-@dataclass(frozen=True)
+@record
 class Symptom:
     id: str  # "driver-unreachable"
     title: str  # "nvidia-smi cannot talk to the driver"
@@ -71,7 +72,7 @@ def causes() -> dict[str, Cause]:
 
 
 def _read(name: str) -> list[dict[str, str]]:
-    text = resources.files("gpuhealth.knowledge").joinpath(name).read_text(encoding="utf-8")
+    text = read_table(name)
     return [{k: (v or "").strip() for k, v in row.items() if k is not None}
             for row in csv.DictReader(io.StringIO(text))]
 

@@ -11,7 +11,7 @@ Two kinds of row, each with its source:
   a toolkit needs its bundled driver.
 
 Backward compatibility is the other rule: anything built with an older toolkit runs on a newer driver.
-The file is read once, lazily, through importlib.resources.
+The file is read once, lazily (``knowledge.read_table``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
-from importlib import resources
+
+from gpuhealth.knowledge import read_table
+from gpuhealth.records import record
 
 __all__ = ["DriverRequirement", "families", "family_minimum", "minor_releases", "requirement", "version_key"]
 
 
-@dataclass(frozen=True)
+@record
 class DriverRequirement:
     cuda: str  # "12.4" or the family "12"
     release: str  # "GA", "Update 1", "" for a family row
@@ -43,7 +44,7 @@ def version_key(version: str | None) -> tuple[int, ...]:
 
 @functools.cache
 def _rows() -> tuple[DriverRequirement, ...]:
-    text = resources.files("gpuhealth.knowledge").joinpath("cuda_drivers.csv").read_text(encoding="utf-8")
+    text = read_table("cuda_drivers.csv")
     return tuple(
         DriverRequirement(row["cuda"], row["release"] or ("" if row["kind"] == "family" else "GA"),
                           row["driver_min"], row["note"], row["source"])

@@ -28,10 +28,11 @@ from __future__ import annotations
 import csv
 import functools
 import io
-from dataclasses import dataclass, field
-from importlib import resources
+from dataclasses import field
 
+from gpuhealth.knowledge import read_table
 from gpuhealth.knowledge.gpus import ARCHITECTURES
+from gpuhealth.records import record
 
 __all__ = ["Architecture", "Branch", "CudaSupport", "Toolkit", "Wheel", "architecture", "branch", "branches",
            "branch_of", "cuda_support", "family_minimum", "rows", "supports", "toolkits", "version_key",
@@ -41,7 +42,7 @@ CURRENT = ("Long Term Support Branch", "Production Branch", "New Feature Branch"
 OPEN_VALUES = ("unsupported", "supported", "required")
 
 
-@dataclass(frozen=True)
+@record
 class Architecture:
     name: str
     first_branch: int | None = None  # None: older than every branch in the table
@@ -52,7 +53,7 @@ class Architecture:
     sources: dict[str, str] = field(default_factory=dict)  # field -> source
 
 
-@dataclass(frozen=True)
+@record
 class Branch:
     number: int
     designation: str | None = None  # None: end of life (NVIDIA's Supported Drivers and CUDA Toolkit Versions "Others")
@@ -75,7 +76,7 @@ class Branch:
         return tuple(a for a in ARCHITECTURES if supports(self.number, a))
 
 
-@dataclass(frozen=True)
+@record
 class Toolkit:
     version: str  # "12.8"
     min_driver: str  # "570.26"
@@ -90,14 +91,14 @@ class Toolkit:
         return int(self.min_driver.split(".")[0])
 
 
-@dataclass(frozen=True)
+@record
 class Wheel:
     variant: str  # "cu128"
     cuda: str
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class CudaSupport:
     """The CUDA toolkits a branch runs for an architecture."""
 
@@ -105,7 +106,7 @@ class CudaSupport:
     minor_compat: tuple[str, ...] = ()  # minor-version compatibility: limited features
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     kind: str
     key: str
@@ -194,7 +195,7 @@ def cuda_support(branch_number: int, arch_name: str | None = None) -> CudaSuppor
 
 @functools.cache
 def _data() -> dict:
-    text = resources.files("gpuhealth.knowledge").joinpath("drivers.csv").read_text(encoding="utf-8")
+    text = read_table("drivers.csv")
     table = tuple(Row(r["kind"], r["key"], r["field"], r["value"], r["source"])
                   for r in csv.DictReader(io.StringIO(text)))
     seen: set[tuple[str, str, str]] = set()

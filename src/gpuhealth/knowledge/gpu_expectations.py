@@ -18,11 +18,12 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
-from importlib import resources
+
+from gpuhealth.knowledge import read_table
+from gpuhealth.records import record
 
 
-@dataclass(frozen=True)
+@record
 class ModelDefaults:
     pattern: str
     nvlink_count: int | None
@@ -35,7 +36,7 @@ class ModelDefaults:
 
 @functools.cache
 def table() -> tuple[tuple[re.Pattern[str], ModelDefaults], ...]:
-    text = resources.files("gpuhealth.knowledge").joinpath("gpu_expectations.csv").read_text(encoding="utf-8")
+    text = read_table("gpu_expectations.csv")
     rows = []
     for row in csv.DictReader(io.StringIO(text)):
         defaults = ModelDefaults(

@@ -19,7 +19,7 @@ does not list yet but falls inside a range takes that range's answer; IDs outsid
 unknown (``lookup`` returns None). HDMI audio and USB functions of a GPU share its chip name, so they fall
 inside ranges too: callers look up display-class devices (class 03xx) only.
 
-The file is read once, lazily, through importlib.resources.
+The file is read once, lazily (``knowledge.read_table``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
-from importlib import resources
+
+from gpuhealth.knowledge import read_table
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.records import record
 
 __all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "model_names", "normalize_device_id"]
 
@@ -38,10 +40,10 @@ __all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "
 ARCHITECTURES = ("Fermi", "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
                  "Blackwell")
 
-_DEVICE_ID = re.compile(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})(?:10de)?$", re.IGNORECASE)
+_DEVICE_ID = lazy_re(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})(?:10de)?$", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@record
 class GpuModel:
     """What a device ID tells: the architecture and compute capability, and where they come from."""
 
@@ -57,7 +59,7 @@ class GpuModel:
         return self.compute_capability is not None and not self.cc_source.startswith(("not confirmed", "unknown"))
 
 
-@dataclass(frozen=True)
+@record
 class GpuRange:
     first: int
     last: int
@@ -95,7 +97,7 @@ def all_rows() -> tuple[GpuRange, ...]:
 
 @functools.cache
 def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
-    text = resources.files("gpuhealth.knowledge").joinpath("gpus.csv").read_text(encoding="utf-8")
+    text = read_table("gpus.csv")
     rows = []
     for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
         if row["architecture"] not in ARCHITECTURES:
@@ -114,7 +116,7 @@ def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
 
 # ------------------------------------------------------------------ model names (gpu_names.csv)
 
-_NAME_NOISE = re.compile(r"\b(?:nvidia|tesla|geforce)\b|[^a-z0-9]+")
+_NAME_NOISE = lazy_re(r"\b(?:nvidia|tesla|geforce)\b|[^a-z0-9]+")
 
 
 def _name_key(name: str) -> str:
@@ -124,7 +126,7 @@ def _name_key(name: str) -> str:
 @functools.cache
 def model_names() -> dict[str, tuple[str, str]]:
     """Name key -> (name as nvidia-smi or pci.ids prints it, device ID), from ``gpu_names.csv``."""
-    text = resources.files("gpuhealth.knowledge").joinpath("gpu_names.csv").read_text(encoding="utf-8")
+    text = read_table("gpu_names.csv")
     return {_name_key(r["name"]): (r["name"], r["device_id"]) for r in csv.DictReader(io.StringIO(text))}
 
 

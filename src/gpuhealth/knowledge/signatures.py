@@ -14,7 +14,12 @@ Patterns must run in linear time: they start with a literal, and use bounded gap
 instead of ``.*``; a test runs every pattern on 200 KB of adversarial input. Lines longer than
 ``MAX_LINE`` characters are cut before matching, which bounds the work per line.
 
-The file is read once, lazily, on first use; nothing is read or compiled at import time.
+The file is read once, lazily, on first use; nothing is read or compiled at import time. Patterns are
+compiled one by one, only when a line could match them: each row's *required literals* (text that every
+match must contain, found by ``required_literals``) are looked for with plain substring tests first, so a
+line runs only the few regexes whose literal it contains. The answer is the same as running every
+regex (a test compares both over every example and the test corpora); a row whose pattern has no safe
+literal is always run.
 """
 
 from __future__ import annotations
@@ -24,8 +29,11 @@ import functools
 import io
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from importlib import resources
+from typing import NamedTuple
+
+from gpuhealth.knowledge import read_table
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.records import record
 
 __all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "rank",
            "scan_lines", "signature", "signatures"]
@@ -42,7 +50,7 @@ _COLUMNS = ("id", "domain", "pattern", "symptom", "cause", "code", "severity", "
             "source_title", "source_url")
 
 
-@dataclass(frozen=True)
+@record
 class Signature:
     id: str  # stable slug, e.g. "modprobe-key-rejected"
     domain: str  # one of DOMAINS
@@ -59,7 +67,7 @@ class Signature:
 
     @property
     def regex(self) -> re.Pattern[str]:
-        return _compiled()[self.id]
+        return _regex(self.pattern)
 
 
 def signatures() -> tuple[Signature, ...]:
@@ -77,9 +85,8 @@ def match_line(line: str) -> Signature | None:
     priority, then the longer pattern (a longer pattern says more), then file order."""
     line = line[:MAX_LINE]
     best: tuple[tuple[int, int, int, int], Signature] | None = None
-    compiled = _compiled()
-    for sig in _catalogue():
-        if compiled[sig.id].search(line) is None:
+    for _, sig in _candidates(line):
+        if _regex(sig.pattern).search(line) is None:
             continue
         key = rank(sig)
         if best is None or key > best[0]:
@@ -92,6 +99,34 @@ def rank(sig: Signature) -> tuple[int, int, int, int]:
     then the priority, then the longer pattern, then the earlier row. Callers weighing several matched
     lines (``tool_errors.decode``) use it too, so there is one ranking."""
     return (1 if sig.cause else 0, sig.priority, len(sig.pattern), -_position()[sig.id])
+
+
+def _candidates(line: str) -> Iterable[tuple[int, Signature]]:
+    """The rows (with their file index) whose regex could match ``line``: every row without literals,
+    and each row one of whose required literals ``line`` contains (lower-cased for ``(?i)`` rows).
+
+    Each literal is indexed by its first ``ANCHOR`` characters, lower-cased: the line's own slices of that
+    length pick the few rows worth a substring test, so the cost per line does not grow with the table.
+    """
+    rows = _catalogue()
+    table = _prefilter()
+    if not line.isascii():
+        # Unicode case folding (re.IGNORECASE) maps some non-ASCII letters to ASCII ones (the Kelvin sign
+        # to "k") where str.lower() does not: such a line runs every case-insensitive row.
+        for index, (literals, folded) in enumerate(table.literals):
+            if literals is None or folded or any(literal in line for literal in literals):
+                yield index, rows[index]
+        return
+    lowered = line.lower()
+    keys = {lowered[i:i + ANCHOR] for i in range(len(lowered) - ANCHOR + 1)}
+    picked = set(table.always)
+    for key in keys & table.by_anchor.keys():
+        picked.update(table.by_anchor[key])
+    for index in sorted(picked):
+        literals, folded = table.literals[index]
+        text = lowered if folded else line
+        if literals is None or any(literal in text for literal in literals):
+            yield index, rows[index]
 
 
 def scan_lines(lines: Iterable[str]) -> list[tuple[Signature, str]]:
@@ -141,7 +176,7 @@ def _position() -> dict[str, int]:
 
 @functools.cache
 def _catalogue() -> tuple[Signature, ...]:
-    text = resources.files("gpuhealth.knowledge").joinpath("signatures.csv").read_text(encoding="utf-8")
+    text = read_table("signatures.csv")
     rows: list[Signature] = []
     seen: set[str] = set()
     for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
@@ -159,11 +194,140 @@ def _by_id() -> dict[str, Signature]:
 
 
 @functools.cache
-def _compiled() -> dict[str, re.Pattern[str]]:
-    compiled: dict[str, re.Pattern[str]] = {}
-    for sig in _catalogue():
-        try:
-            compiled[sig.id] = re.compile(sig.pattern)
-        except re.error as exc:
-            raise ValueError(f"signatures.csv: {sig.id}: bad pattern: {exc}") from exc
-    return compiled
+def _regex(pattern: str) -> re.Pattern[str]:
+    """One row's compiled pattern, compiled on first use (keyed by the pattern text)."""
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"signatures.csv: bad pattern {pattern!r}: {exc}") from exc
+
+
+class _Prefilter(NamedTuple):
+    literals: tuple[tuple[tuple[str, ...] | None, bool], ...]  # per row: its literals (None: always run), folded
+    by_anchor: dict[str, tuple[int, ...]]  # a literal's first ANCHOR characters, lower-cased -> rows
+    always: tuple[int, ...]  # rows without literals
+
+
+@functools.cache
+def _prefilter() -> _Prefilter:
+    literals: list[tuple[tuple[str, ...] | None, bool]] = []
+    by_anchor: dict[str, list[int]] = {}
+    always: list[int] = []
+    for index, sig in enumerate(_catalogue()):
+        found = required_literals(sig.pattern)
+        if found is None:
+            literals.append((None, False))
+            always.append(index)
+            continue
+        texts, folded = found
+        literals.append((tuple(t.lower() for t in texts) if folded else texts, folded))
+        for text in texts:
+            by_anchor.setdefault(text[:ANCHOR].lower(), []).append(index)
+    return _Prefilter(tuple(literals), {k: tuple(v) for k, v in by_anchor.items()}, tuple(always))
+
+
+_CLASS_ESCAPES = frozenset("dDwWsSbBAZ")  # a class or a zero-width assertion: not literal, but safe to step over
+ANCHOR = 4  # characters of a literal that index it; also the shortest literal used
+
+
+def required_literals(pattern: str) -> tuple[tuple[str, ...], bool] | None:
+    """Literal text that every match of ``pattern`` contains: one string per top-level alternative (a
+    match contains at least one of them), and whether the pattern is case-insensitive (``(?i)``).
+
+    Conservative by design: None (no prefilter, the regex always runs) for anything this small reader is
+    unsure of: other global flags, numeric or named escapes, an alternative with no literal run of
+    ``ANCHOR`` characters. Inside an alternative only top-level runs of plain characters count;
+    a character followed by a quantifier ends the run and is not part of it; groups and classes are
+    stepped over whole.
+    """
+    folded = False
+    if pattern.startswith("(?i)"):
+        folded, pattern = True, pattern[4:]
+    if pattern.startswith("(?") and not pattern.startswith(("(?:", "(?=", "(?!", "(?<=", "(?<!", "(?P<")):
+        return None  # another global flag (verbose, dotall...): its text is not read literally
+    alternatives = _alternatives(pattern)
+    if alternatives is None:
+        return None
+    literals = []
+    for tokens in alternatives:
+        best = _longest_run(tokens)
+        if best is None or len(best) < ANCHOR:
+            return None
+        if folded and not best.isascii():
+            return None  # case folding of non-ASCII letters is not str.lower()'s: leave it to the regex
+        literals.append(best)
+    return tuple(literals), folded
+
+
+# One token of a pattern, by its group: 1 an escape, 2 a class (a "]" first in it is literal), 3 "(", 4 ")",
+# 5 "|", 6 a quantifier (with its lazy or possessive mark), 7 one of ". ^ $", 8 a run of plain characters,
+# 9 anything else (a lone "[", "]", "{", "}", or a trailing backslash).
+_TOKEN = lazy_re(r"(\\[\s\S])|(\[\^?\]?(?:\\[\s\S]|[^\]\\])*\])|(\()|(\))|(\|)|((?:[*+?]|\{\d*(?:,\d*)?\})[?+]?)"
+                    r"|([.^$])|([^\\\[\]().^$*+?{}|]+)|([\s\S])")
+_ESCAPE, _CLASS, _OPEN, _CLOSE, _BAR, _QUANTIFIER, _ANCHOR_CHAR, _PLAIN, _STRAY = range(1, 10)
+
+
+def _alternatives(pattern: str) -> list[list[tuple[int, str]]] | None:
+    """The top-level tokens of each top-level alternative (a group is its ``_OPEN`` token alone, its
+    contents dropped); None when a group or class is unbalanced."""
+    alternatives: list[list[tuple[int, str]]] = [[]]
+    depth = 0
+    for match in _TOKEN.finditer(pattern):
+        kind, text = match.lastindex or _STRAY, match.group()
+        if kind == _STRAY and text in ("[", "\\"):
+            return None  # an unclosed class, a trailing backslash
+        if kind == _OPEN:
+            depth += 1
+            if depth == 1:
+                alternatives[-1].append((kind, text))
+        elif kind == _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return None
+        elif depth == 0:
+            if kind == _BAR:
+                alternatives.append([])
+            else:
+                alternatives[-1].append((kind, text))
+    return alternatives if depth == 0 else None
+
+
+def _top_level_alternatives(pattern: str) -> list[str]:
+    """``pattern`` split at its top-level ``|`` (the tests compare each part with Python's own parse)."""
+    parts, depth, start = [], 0, 0
+    for match in _TOKEN.finditer(pattern):
+        kind = match.lastindex
+        depth += 1 if kind == _OPEN else -1 if kind == _CLOSE else 0
+        if kind == _BAR and depth == 0:
+            parts.append(pattern[start:match.start()])
+            start = match.end()
+    parts.append(pattern[start:])
+    return parts
+
+
+def _longest_run(tokens: list[tuple[int, str]]) -> str | None:
+    """The longest run of plain characters among an alternative's top-level tokens, a character followed
+    by a quantifier left out; None when a token cannot be read (a numeric or named escape)."""
+    best = run = ""
+    last = len(tokens) - 1
+    for index, (kind, text) in enumerate(tokens):
+        if kind == _ESCAPE:
+            text = text[1]
+            if text in _CLASS_ESCAPES:
+                run = ""
+                continue
+            if text.isalnum() or not text.isascii():  # \n, \x41, \1, \N{...}: not read here
+                return None
+        elif kind != _PLAIN:
+            run = ""
+            continue
+        if index < last and tokens[index + 1][0] == _QUANTIFIER:
+            run += text[:-1]  # its last character is optional or repeated: that ends the run
+            if len(run) > len(best):
+                best = run
+            run = ""
+            continue
+        run += text
+        if len(run) > len(best):
+            best = run
+    return best

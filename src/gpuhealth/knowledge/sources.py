@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
+
 # key -> (title, address). Titles and addresses as the reference fact base lists them.
 DOCUMENTS: dict[str, tuple[str, str]] = {
     "XIDCAT": ('NVIDIA, "Analyzing Xid Errors with the Xid Catalog"',
@@ -37,8 +39,8 @@ DOCUMENTS: dict[str, tuple[str, str]] = {
 DCDRV_SUPPORT = ("NVIDIA, Supported Drivers and CUDA Toolkit Versions",
                  "https://docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html")
 
-_KEY = re.compile(r"\b(" + "|".join(sorted(DOCUMENTS, key=len, reverse=True)) + r")\b")
-_FACTS = re.compile(r"\b(?:FACTS|facts\.md)(?:\s+(?:section\s+)?\d+(?:\.\d+)*(?:-\d+(?:\.\d+)*)?)?(?:\s*\((?=[A-Z]))?")
+_KEY = lazy_re(r"\b(" + "|".join(sorted(DOCUMENTS, key=len, reverse=True)) + r")\b")
+_FACTS = lazy_re(r"\b(?:FACTS|facts\.md)(?:\s+(?:section\s+)?\d+(?:\.\d+)*(?:-\d+(?:\.\d+)*)?)?(?:\s*\((?=[A-Z]))?")
 
 
 def document(key: str, address: bool = True) -> str:

@@ -8,9 +8,8 @@ failure known only by its number decodes to the same row as its message.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuhealth.knowledge.signatures import Signature, match_line, rank, signature
+from gpuhealth.records import record
 
 __all__ = ["NVML_RETURN_CODES", "SMI_EXIT_CODES", "ToolError", "decode"]
 
@@ -37,7 +36,7 @@ SMI_EXIT_CODES: dict[int, str] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class ToolError:
     kind: str  # the catalogue row's id: checks pick fixes by it
     meaning: str  # the row's summary, for the user

@@ -29,7 +29,7 @@ Severity rule (ours, applied to NVIDIA's immediate action):
   and 173 C2C fatal link failure are critical, 162 (power smoothing re-engaged) is info, the rest
   warning.
 
-The file is read once, lazily, through importlib.resources (nothing is read at import time).
+The file is read once, lazily (``knowledge.read_table``; nothing is read at import time).
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ import csv
 import functools
 import io
 import re
-from dataclasses import dataclass
-from importlib import resources
 
+from gpuhealth.knowledge import read_table
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Severity
+from gpuhealth.records import record
 
 __all__ = ["ACTION_WORDS", "XidInfo", "action_in_words", "all_xids", "lookup"]
 
@@ -74,7 +75,7 @@ ACTION_WORDS: dict[str, str] = {
     "XID_137_FLOW": "follow NVIDIA's Xid 137 workflow",
     "INVESTIGATE_LINK_SI": "investigate the link's signal integrity",
 }
-_BUCKET = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True))
+_BUCKET = lazy_re(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, ACTION_WORDS), key=len, reverse=True))
                      + r")(?![\w/])")
 
 
@@ -85,7 +86,7 @@ def action_in_words(bucket: str) -> str:
     return _BUCKET.sub(lambda m: ACTION_WORDS[m[0]], bucket)
 
 
-@dataclass(frozen=True)
+@record
 class XidInfo:
     xid: int
     mnemonic: str
@@ -118,7 +119,7 @@ def _flag(text: str, code: int, column: str) -> bool:
 
 @functools.cache
 def _catalogue() -> dict[int, XidInfo]:
-    text = resources.files("gpuhealth.knowledge").joinpath("xid.csv").read_text(encoding="utf-8")
+    text = read_table("xid.csv")
     rows: dict[int, XidInfo] = {}
     for row in csv.DictReader(io.StringIO(text)):
         code = int(row["xid"])

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*")
+from gpuhealth.lazyre import lazy_re
+
+_DURATION = lazy_re(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*")
 _UNITS = {"ms": 0.001, "s": 1, None: 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuhealth.records import record
+
 from .config import parse_duration
 from .sample import HELD_MIB, Event, GpuLost, Sample, XidEvent, sample_holds
 
@@ -27,7 +29,7 @@ def took(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-@dataclass(frozen=True)
+@record
 class Alert:
     rule: str
     gpu: int | None  # None: the host

@@ -7,11 +7,12 @@ say *which* fields are unsupported once rather than on every sample.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
+from gpuhealth.records import record
 
-@dataclass(frozen=True)
+
+@record
 class Sample:
     t: float  # seconds since the epoch
     gpu: int  # the driver's index
@@ -53,7 +54,7 @@ class Sample:
     name: str | None = None  # the model (NVML's device name), static like the slowdown temperature
 
 
-@dataclass(frozen=True)
+@record
 class GpuLost:
     """A GPU stopped answering: NVML said "GPU is lost", a call hung past its timeout, or it vanished."""
 
@@ -62,7 +63,7 @@ class GpuLost:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class XidEvent:
     t: float
     gpu: int

@@ -10,7 +10,6 @@ import json
 import math
 import os
 import queue
-import re
 import signal
 import subprocess
 import threading
@@ -19,6 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from gpuhealth.lazyre import lazy_re
 
 from .sample import Event, GpuLost, Sample, XidEvent, from_record, to_record
 
@@ -457,7 +458,7 @@ SMI_FIELDS: tuple[str, ...] = (
     "ecc.errors.corrected.volatile.total", "retired_pages.pending", "pcie.link.gen.current",
     "pcie.link.width.current", "fan.speed", "memory.reserved",
 )
-_INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
+_INVALID_FIELD = lazy_re(r'Field "([^"]+)" is not a valid field to query')
 
 
 MAX_LINE = 4096  # characters of one nvidia-smi line read at a time (a real one is under 1 KiB)

@@ -21,9 +21,10 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpuhealth.records import record
 
 from . import codec
 from .sample import METRICS, Sample
@@ -57,7 +58,7 @@ class StoreError(RuntimeError):
     """The database cannot be written or read; the message says why and what to do."""
 
 
-@dataclass(frozen=True)
+@record
 class Series:
     gpu: int
     metric: str

@@ -7,9 +7,10 @@ nvidia-smi prints unknowns as ``N/A``, ``[N/A]``, ``[Not Supported]``, ``Unknown
 from __future__ import annotations
 
 import math
-import re
 
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+from gpuhealth.lazyre import lazy_re
+
+_NUMBER = lazy_re(r"[-+]?\d+(?:\.\d+)?")
 _PLACEHOLDER_WORDS = ("n/a", "not supported", "unknown error", "not available", "err!",
                       "insufficient permissions", "no data", "gpu requires reset")
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 
 from gpuhealth.knowledge.app_errors import candidate_lines, kind_of_line
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import AppError, ParseError
 
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE)
+_TRACEBACK = lazy_re(r"^Traceback \(most recent call last\):", re.MULTILINE)
 _MAX_MESSAGE = 500
 
 

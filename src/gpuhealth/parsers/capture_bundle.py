@@ -14,11 +14,10 @@ only an 80-character rule of ``#`` opens or closes a banner.
 
 from __future__ import annotations
 
-import re
-
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError
 
-_RULE = re.compile(r"#{40,}")
+_RULE = lazy_re(r"#{40,}")
 
 
 def split_capture_bundle(text: str) -> dict[str, str]:

@@ -13,12 +13,13 @@ import math
 import re
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import FrameworkDevice, FrameworkEnv, LibraryEntry, ParseError, TorchDevice, TorchEnv
 from gpuhealth.parsers._text import text_lines
 
 # --------------------------------------------------------------------------- nvcc --version
 
-_NVCC = re.compile(r"Cuda compilation tools,\s*release\s+(?P<release>\d+\.\d+)(?:,\s*V(?P<version>\d+(?:\.\d+)+))?")
+_NVCC = lazy_re(r"Cuda compilation tools,\s*release\s+(?P<release>\d+\.\d+)(?:,\s*V(?P<version>\d+(?:\.\d+)+))?")
 
 
 def parse_nvcc_version(text: str) -> tuple[str, str | None]:
@@ -33,8 +34,8 @@ def parse_nvcc_version(text: str) -> tuple[str, str | None]:
 
 # --------------------------------------------------------------------------- toolkit version files
 
-_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)*")
-_VERSION_TXT = re.compile(r"^\s*CUDA Version\s+(?P<version>\d+\.\d+(?:\.\d+)*)\s*$", re.MULTILINE)
+_VERSION = lazy_re(r"\d+\.\d+(?:\.\d+)*")
+_VERSION_TXT = lazy_re(r"^\s*CUDA Version\s+(?P<version>\d+\.\d+(?:\.\d+)*)\s*$", re.MULTILINE)
 
 
 def parse_cuda_version_json(text: str) -> str:
@@ -62,7 +63,7 @@ def parse_cuda_version_txt(text: str) -> str:
     return match["version"]
 
 
-_CUDA_DIR = re.compile(r"^cuda[-_]?(?P<version>\d+(?:\.\d+)?)$")
+_CUDA_DIR = lazy_re(r"^cuda[-_]?(?P<version>\d+(?:\.\d+)?)$")
 
 
 def cuda_version_in_path(path: str) -> str | None:
@@ -94,13 +95,13 @@ def parse_ld_so_conf(text: str) -> tuple[str, ...]:
 
 MAX_LDCONFIG_LINES = 50000  # ldconfig -p of a big host: ~5000 lines
 MAX_LDCONFIG_LINE = 4096
-_LDCONFIG_HEADER = re.compile(r"^\s*\d+ libs? found in cache")
+_LDCONFIG_HEADER = lazy_re(r"^\s*\d+ libs? found in cache")
 # "\tlibcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1". The indentation may be lost in a
 # paste. The path runs to the end of the line (a directory may hold a blank: "/opt/My Libs/libcuda.so.1")
 # and is stripped in code: a lazy `.*?` before `\s*$` is quadratic on a long run of blanks.
-_LDCONFIG_LINE = re.compile(r"^\s*(?P<name>\S+)\s+\((?P<flags>[^()]*)\)\s+=>\s+(?P<path>/.*)$")
-_KEPT_LIBRARIES = re.compile(r"^(?:libcuda|libnvidia-ml|libcudart)\.so(?:\.|$)")
-_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(?P<version>\d+\.\d+(?:\.\d+)?)$")
+_LDCONFIG_LINE = lazy_re(r"^\s*(?P<name>\S+)\s+\((?P<flags>[^()]*)\)\s+=>\s+(?P<path>/.*)$")
+_KEPT_LIBRARIES = lazy_re(r"^(?:libcuda|libnvidia-ml|libcudart)\.so(?:\.|$)")
+_LIBCUDA_VERSION = lazy_re(r"libcuda\.so\.(?P<version>\d+\.\d+(?:\.\d+)?)$")
 
 
 def parse_ldconfig_cache(text: str) -> tuple[LibraryEntry, ...]:

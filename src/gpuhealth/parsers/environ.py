@@ -10,17 +10,18 @@ ambiguous quantifiers, so a 200 KB line without a newline costs linear time.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import LibraryEntry, ParseError
 from gpuhealth.parsers._text import text_lines
 from gpuhealth.parsers.cuda import cuda_version_in_path, kept_libraries, parse_ldconfig_cache
+from gpuhealth.records import record
 
 MAX_LINES = 50000  # ldconfig -p of a big host: ~5000 lines
 MAX_LINE = 4096
 MAX_VALUE = 8192  # an environment value longer than this is cut (a PATH of a few hundred entries fits)
 
-_ENV_LINE = re.compile(r"^(?:declare -x |export )?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
+_ENV_LINE = lazy_re(r"^(?:declare -x |export )?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
 
 
 def _lines(text: str, what: str) -> list[str]:
@@ -75,11 +76,11 @@ def parse_path_list(text: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- ldconfig -p
 
 # The CUDA toolkit's own libraries: a directory holding one of them belongs to a toolkit.
-_TOOLKIT_LIBRARY = re.compile(r"^lib(?:cudart|cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|nppc|nvJitLink)"
+_TOOLKIT_LIBRARY = lazy_re(r"^lib(?:cudart|cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|nppc|nvJitLink)"
                               r"\.so")
 
 
-@dataclass(frozen=True)
+@record
 class LdconfigListing:
     libraries: tuple[LibraryEntry, ...]  # libcuda, libnvidia-ml and libcudart lines, in the cache's order
     cuda_dirs: tuple[str, ...]  # directories with CUDA toolkit libraries whose path names a CUDA version
@@ -99,11 +100,11 @@ def parse_ldconfig_listing(text: str) -> LdconfigListing:
 
 # --------------------------------------------------------------------------- ls -l
 
-_MODE = re.compile(r"^[-dlcbpsD][-rwxsStTl]{9}[.+@]?$")
-_TIME_OR_YEAR = re.compile(r"^(?:\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?|\d{4})$")
+_MODE = lazy_re(r"^[-dlcbpsD][-rwxsStTl]{9}[.+@]?$")
+_TIME_OR_YEAR = lazy_re(r"^(?:\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?|\d{4})$")
 
 
-@dataclass(frozen=True)
+@record
 class LsEntry:
     """One ``ls -l`` line (or a bare name from ``ls``/``ls -d``): the path, its type and a link's target."""
 
@@ -169,11 +170,11 @@ def _joined(directory: str, name: str) -> str:
 
 # --------------------------------------------------------------------------- modinfo nvidia
 
-_MODINFO_KEY = re.compile(r"[a-z_]{1,40}")
-_MODINFO_NOT_FOUND = re.compile(r"modinfo: ERROR: Module (?P<module>\S+) not found")
+_MODINFO_KEY = lazy_re(r"[a-z_]{1,40}")
+_MODINFO_NOT_FOUND = lazy_re(r"modinfo: ERROR: Module (?P<module>\S+) not found")
 
 
-@dataclass(frozen=True)
+@record
 class ModuleInfo:
     found: bool
     filename: str | None = None
@@ -205,9 +206,9 @@ def parse_modinfo_listing(text: str) -> ModuleInfo:
 
 # --------------------------------------------------------------------------- uname, module files
 
-_UNAME_A = re.compile(r"^Linux \S+ (?P<release>\d+\.\d+[\w.+~-]*) #\S*(?: .*? (?P<arch>x86_64|aarch64|ppc64le|s390x) "
+_UNAME_A = lazy_re(r"^Linux \S+ (?P<release>\d+\.\d+[\w.+~-]*) #\S*(?: .*? (?P<arch>x86_64|aarch64|ppc64le|s390x) "
                       r"\S+ \S+ GNU/Linux)?")
-_RELEASE = re.compile(r"^\d+\.\d+\.\d+-[0-9A-Za-z._+~-]+$")
+_RELEASE = lazy_re(r"^\d+\.\d+\.\d+-[0-9A-Za-z._+~-]+$")
 
 
 def parse_uname(text: str) -> tuple[str, str | None]:
@@ -223,8 +224,8 @@ def parse_uname(text: str) -> tuple[str, str | None]:
     raise ParseError("not uname -a ('Linux host 5.15.0-105-generic #115 ...') or uname -r output")
 
 
-_MODULE_PATH = re.compile(r"^/(?:usr/)?lib/modules/(?P<release>[^/\s]+)/(?P<rest>\S+)$")
-_NVIDIA_KO = re.compile(r"(?:^|/)nvidia\.ko(?:\.(?:xz|zst|gz))?$")
+_MODULE_PATH = lazy_re(r"^/(?:usr/)?lib/modules/(?P<release>[^/\s]+)/(?P<rest>\S+)$")
+_NVIDIA_KO = lazy_re(r"(?:^|/)nvidia\.ko(?:\.(?:xz|zst|gz))?$")
 
 
 def parse_module_files(text: str) -> dict[str, str | None]:

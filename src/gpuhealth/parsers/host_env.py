@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import DiskSpace, MountEntry, NvidiaPackage, ParseError
 from gpuhealth.parsers.packages import DPKG_STATUS, dpkg_installed
 
@@ -17,7 +18,7 @@ MAX_PACKAGES = 300
 
 # --------------------------------------------------------------------------- systemd
 
-_TARGET = re.compile(r"^\s*([A-Za-z0-9@_.:-]+\.target)\s*$", re.MULTILINE)
+_TARGET = lazy_re(r"^\s*([A-Za-z0-9@_.:-]+\.target)\s*$", re.MULTILINE)
 
 
 def parse_default_target(text: str) -> str:
@@ -32,12 +33,12 @@ def parse_default_target(text: str) -> str:
 
 # --------------------------------------------------------------------------- the .run installer's log
 
-_INSTALLER_VERSION = re.compile(r"^\s*installer version:\s*(\S+)", re.MULTILINE | re.IGNORECASE)
-_INSTALLER_HEAD = re.compile(r"nvidia-installer log file|nvidia-installer command line", re.IGNORECASE)
-_INSTALL_DONE = re.compile(r"Installation of the NVIDIA .*? is now complete", re.IGNORECASE)
-_UNINSTALL_DONE = re.compile(r"Uninstallation of existing driver: .*? is complete|uninstallation is complete",
+_INSTALLER_VERSION = lazy_re(r"^\s*installer version:\s*(\S+)", re.MULTILINE | re.IGNORECASE)
+_INSTALLER_HEAD = lazy_re(r"nvidia-installer log file|nvidia-installer command line", re.IGNORECASE)
+_INSTALL_DONE = lazy_re(r"Installation of the NVIDIA .*? is now complete", re.IGNORECASE)
+_UNINSTALL_DONE = lazy_re(r"Uninstallation of existing driver: .*? is complete|uninstallation is complete",
                              re.IGNORECASE)
-_INSTALL_FAILED = re.compile(r"^ERROR: Installation has failed", re.MULTILINE)
+_INSTALL_FAILED = lazy_re(r"^ERROR: Installation has failed", re.MULTILINE)
 
 
 def parse_installer_log(text: str) -> tuple[str | None, str, tuple[str, ...]]:
@@ -64,8 +65,8 @@ def parse_installer_log(text: str) -> tuple[str | None, str, tuple[str, ...]]:
 
 # --------------------------------------------------------------------------- package lists
 
-_DPKG_STATUS = re.compile(DPKG_STATUS + "R?")  # ${db:Status-Abbrev}
-_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._:-]*$")
+_DPKG_STATUS = lazy_re(DPKG_STATUS + "R?")  # ${db:Status-Abbrev}
+_PACKAGE_NAME = lazy_re(r"^[A-Za-z0-9][A-Za-z0-9+._:-]*$")
 
 
 def parse_package_list(text: str, manager: str) -> tuple[NvidiaPackage, ...]:
@@ -139,7 +140,7 @@ def parse_daemon_json(text: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(sorted(str(name) for name in runtimes)), (default if isinstance(default, str) else None)
 
 
-_CTK_VERSION = re.compile(r"NVIDIA Container (?:Toolkit|Runtime)(?: CLI| Hook)? version\s+v?(\d+(?:\.\d+)+\S*)",
+_CTK_VERSION = lazy_re(r"NVIDIA Container (?:Toolkit|Runtime)(?: CLI| Hook)? version\s+v?(\d+(?:\.\d+)+\S*)",
                           re.IGNORECASE)
 
 
@@ -175,7 +176,7 @@ def container_from_cgroup(text: str) -> str | None:
 
 # --------------------------------------------------------------------------- driver parameters
 
-_PARAM = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9_]*):\s*(?P<value>.*?)\s*$")
+_PARAM = lazy_re(r"^(?P<key>[A-Za-z][A-Za-z0-9_]*):\s*(?P<value>.*?)\s*$")
 
 
 def parse_driver_params(text: str) -> dict[str, str]:
@@ -222,8 +223,8 @@ def parse_mounts(text: str) -> tuple[MountEntry, ...]:
     return tuple(entries)
 
 
-_DF_HEADER = re.compile(r"^Filesystem\s+(?:1024|1K|512)-blocks\s+Used\s+Avail", re.IGNORECASE)
-_DF_LINE = re.compile(r"^(?P<fs>\S.*?)\s+(?P<size>\d{1,20})\s+(?P<used>\d{1,20})\s+(?P<avail>-?\d{1,20})\s+"
+_DF_HEADER = lazy_re(r"^Filesystem\s+(?:1024|1K|512)-blocks\s+Used\s+Avail", re.IGNORECASE)
+_DF_LINE = lazy_re(r"^(?P<fs>\S.*?)\s+(?P<size>\d{1,20})\s+(?P<used>\d{1,20})\s+(?P<avail>-?\d{1,20})\s+"
                       r"(?P<pct>\d+%|-)\s+(?P<mount>/.*)$")
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import DkmsEntry, ParseError
 
 # --------------------------------------------------------------------------- mokutil --sb-state
 
-_SB_STATE = re.compile(r"^\s*SecureBoot\s+(enabled|disabled)\s*$", re.IGNORECASE | re.MULTILINE)
-_SB_VALIDATION_OFF = re.compile(r"SecureBoot validation is disabled in shim", re.IGNORECASE)
-_SB_UNSUPPORTED = re.compile(r"doesn't support Secure Boot|EFI variables are not supported", re.IGNORECASE)
+_SB_STATE = lazy_re(r"^\s*SecureBoot\s+(enabled|disabled)\s*$", re.IGNORECASE | re.MULTILINE)
+_SB_VALIDATION_OFF = lazy_re(r"SecureBoot validation is disabled in shim", re.IGNORECASE)
+_SB_UNSUPPORTED = lazy_re(r"doesn't support Secure Boot|EFI variables are not supported", re.IGNORECASE)
 
 
 def parse_mokutil_sb_state(text: str) -> str:
@@ -54,10 +55,10 @@ def secure_boot_from_efivar(data: bytes) -> str:
 # One way to match each comma-separated field (no overlapping \s* around them): a long line with no
 # colon must fail in linear time, not backtrack exponentially.
 _DKMS_TAIL = r"(?P<rest>(?:,[^,:]*)*):\s*(?P<state>\S.*)$"
-_DKMS_NEW = re.compile(r"^(?P<module>[\w.+-]+)/(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
-_DKMS_OLD = re.compile(r"^(?P<module>[\w.+-]+),\s*(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
-_DKMS_STATE = re.compile(r"^(added|built|installed|installed-weak|broken)\b", re.IGNORECASE)
-_DKMS_NOISE = re.compile(r"^(?:Error!|Warning:|WARNING:|Deprecated|dkms:)", re.IGNORECASE)
+_DKMS_NEW = lazy_re(r"^(?P<module>[\w.+-]+)/(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
+_DKMS_OLD = lazy_re(r"^(?P<module>[\w.+-]+),\s*(?P<version>[\w.+~-]+)" + _DKMS_TAIL)
+_DKMS_STATE = lazy_re(r"^(added|built|installed|installed-weak|broken)\b", re.IGNORECASE)
+_DKMS_NOISE = lazy_re(r"^(?:Error!|Warning:|WARNING:|Deprecated|dkms:)", re.IGNORECASE)
 
 
 def parse_dkms_status(text: str) -> tuple[DkmsEntry, ...]:
@@ -92,7 +93,7 @@ def parse_dkms_status(text: str) -> tuple[DkmsEntry, ...]:
 # --------------------------------------------------------------------------- gcc --version, /proc/version
 
 # The name is checked for "cc" in code: ``\S*(?:gcc|cc)\S*`` backtracks quadratically over a run of "c".
-_GCC_BANNER = re.compile(r"^(?P<name>\S{1,200})\s+\((?P<package>[^()]*(?:\([^()]*\)[^()]*)*)\)\s+"
+_GCC_BANNER = lazy_re(r"^(?P<name>\S{1,200})\s+\((?P<package>[^()]*(?:\([^()]*\)[^()]*)*)\)\s+"
                          r"(?P<version>\d+(?:\.\d+)+)\b")
 
 
@@ -110,9 +111,9 @@ def parse_gcc_version(text: str) -> tuple[str, str]:
 # "(gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld ...)", "(x86_64-linux-gnu-gcc-12 (Ubuntu ...) 12.3.0, ...)",
 # "(gcc version 4.8.5 20150623 (Red Hat 4.8.5-44) (GCC) )",
 # "(gcc (GCC) 11.4.1 20230605 (Red Hat 11.4.1-2), GNU ld ...)", "(Ubuntu clang version 17.0.6, ...)"
-_KERNEL_GCC_NEW = re.compile(r"\((?:[\w.]+-)*gcc(?:-\d+)? \([^()]*\) (\d+(?:\.\d+)+)")
-_KERNEL_GCC_OLD = re.compile(r"\(gcc version (\d+(?:\.\d+)+)")
-_KERNEL_CLANG = re.compile(r"clang version (\d+(?:\.\d+)+)")
+_KERNEL_GCC_NEW = lazy_re(r"\((?:[\w.]+-)*gcc(?:-\d+)? \([^()]*\) (\d+(?:\.\d+)+)")
+_KERNEL_GCC_OLD = lazy_re(r"\(gcc version (\d+(?:\.\d+)+)")
+_KERNEL_CLANG = lazy_re(r"clang version (\d+(?:\.\d+)+)")
 
 
 def parse_kernel_compiler(proc_version: str) -> str:
@@ -128,7 +129,7 @@ def parse_kernel_compiler(proc_version: str) -> str:
 
 # --------------------------------------------------------------------------- modinfo
 
-_MODINFO_FIELD = re.compile(r"^(?P<key>[a-z_]+):\s*(?P<value>.*)$")  # value stripped in code (no lazy `.*?\s*$`)
+_MODINFO_FIELD = lazy_re(r"^(?P<key>[a-z_]+):\s*(?P<value>.*)$")  # value stripped in code (no lazy `.*?\s*$`)
 
 
 def parse_modinfo(text: str) -> dict[str, str]:
@@ -181,8 +182,8 @@ def parse_kernel_cmdline_modules(text: str) -> tuple[tuple[str, ...], dict[str, 
 
 # --------------------------------------------------------------------------- initramfs listings
 
-_NOUVEAU_KO = re.compile(r"(?:^|/)nouveau\.ko(?:\.(?:xz|zst|gz|bz2|lz4))?$")
-_MODPROBE_CONF = re.compile(r"(?:^|/)(?:etc|lib|usr/lib)/modprobe\.d/(?P<name>[^/\s]+\.conf)$")
+_NOUVEAU_KO = lazy_re(r"(?:^|/)nouveau\.ko(?:\.(?:xz|zst|gz|bz2|lz4))?$")
+_MODPROBE_CONF = lazy_re(r"(?:^|/)(?:etc|lib|usr/lib)/modprobe\.d/(?P<name>[^/\s]+\.conf)$")
 
 
 def parse_initramfs_listing(text: str) -> tuple[bool, tuple[str, ...]]:

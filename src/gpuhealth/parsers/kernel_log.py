@@ -73,7 +73,6 @@ import functools
 import itertools
 import operator
 import os
-import pickle
 import re
 import sys
 import threading
@@ -82,6 +81,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import EventGroup, KernelEvent, KernelLog, ParseError, normalize_pci_address
 
 __all__ = [
@@ -134,98 +134,98 @@ _RESCAN_MAX_HITS = 10000  # second-pass hits kept (signature refusals, BAR lines
 
 # --------------------------------------------------------------------------- line prefixes
 
-_FACILITY = re.compile(r"[a-z][a-z0-9]{1,7}\s*:\s*[a-z]{3,6}\s*:\s?")  # dmesg --decode: "kern  :warn  : "
-_P_KMSG = re.compile(r"(?P<prio>\d{1,4}),(?P<seq>\d{1,20}),(?P<usec>\d{1,20}),[^;\n]{0,16};")
-_P_PSTORE = re.compile(r"<(?P<lvl>\d{1,4})>\[\s*(?P<ts>\d{1,12}\.\d{1,9})\]\s?")
-_P_DMESG = re.compile(r"\[\s*(?P<ts>[+-]?\d{1,12}\.\d{1,9})\]\s?")
-_P_DMESG_CTIME = re.compile(r"\[(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?")
-_P_DMESG_ISO = re.compile(r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}(?:[+-]\d\d:?\d\d|Z)?)\s")
-_P_JOURNAL_MONO = re.compile(r"\[\s*(?P<ts>\d{1,12}\.\d{1,9})\]\s+\S+\s+kernel:\s?")
-_P_SYSLOG = re.compile(
+_FACILITY = lazy_re(r"[a-z][a-z0-9]{1,7}\s*:\s*[a-z]{3,6}\s*:\s?")  # dmesg --decode: "kern  :warn  : "
+_P_KMSG = lazy_re(r"(?P<prio>\d{1,4}),(?P<seq>\d{1,20}),(?P<usec>\d{1,20}),[^;\n]{0,16};")
+_P_PSTORE = lazy_re(r"<(?P<lvl>\d{1,4})>\[\s*(?P<ts>\d{1,12}\.\d{1,9})\]\s?")
+_P_DMESG = lazy_re(r"\[\s*(?P<ts>[+-]?\d{1,12}\.\d{1,9})\]\s?")
+_P_DMESG_CTIME = lazy_re(r"\[(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?")
+_P_DMESG_ISO = lazy_re(r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}(?:[+-]\d\d:?\d\d|Z)?)\s")
+_P_JOURNAL_MONO = lazy_re(r"\[\s*(?P<ts>\d{1,12}\.\d{1,9})\]\s+\S+\s+kernel:\s?")
+_P_SYSLOG = lazy_re(
     r"(?P<ts>[A-Z][a-z]{2} (?P<day>[ \d]\d) \d\d:\d\d:\d\d(?:\.\d{1,9})?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?P<tz>Z|[+-]\d\d:?\d\d)?)"
     r"\s+(?P<host>[^\s:]\S{0,254})\s+(?P<tag>[^\s:\[]{1,64})(?:\[\d{1,10}\])?:\s?"
 )
-_JOURNAL_MARKER = re.compile(r"-- (?:Logs begin|Journal begins|Boot [0-9a-f]|No entries|Reboot)")
-_CALLER_ID = re.compile(r"\[\s*[TC]\d{1,10}\]\s?")  # CONFIG_PRINTK_CALLER: "[ T1234] "
-_KMSG_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+_JOURNAL_MARKER = lazy_re(r"-- (?:Logs begin|Journal begins|Boot [0-9a-f]|No entries|Reboot)")
+_CALLER_ID = lazy_re(r"\[\s*[TC]\d{1,10}\]\s?")  # CONFIG_PRINTK_CALLER: "[ T1234] "
+_KMSG_ESCAPE = lazy_re(r"\\x([0-9a-fA-F]{2})")
 
 # --------------------------------------------------------------------------- event patterns
 
 _ADDR = r"(?:PCI:)?[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
-_XID = re.compile(r"NVRM: Xid \((?P<dev>[^)\n]{0,160})\):?\s*(?P<code>\d{1,6})\b,?\s*(?P<rest>.*)", re.S)
-_SXID = re.compile(
+_XID = lazy_re(r"NVRM: Xid \((?P<dev>[^)\n]{0,160})\):?\s*(?P<code>\d{1,6})\b,?\s*(?P<rest>.*)", re.S)
+_SXID = lazy_re(
     r"(?:(?P<switch>nvidia-nvswitch\d{0,4}):\s*)?SXid \((?P<dev>[^)\n]{0,80})\):?\s*(?P<code>\d{1,6})\b,?\s*"
     r"(?P<rest>.*)", re.S)
-_SXID_MORE = re.compile(r"Severity \d|Data \{")
-_PID_NAME = re.compile(
+_SXID_MORE = lazy_re(r"Severity \d|Data \{")
+_PID_NAME = lazy_re(
     r"pid=(?P<pid>'?<unknown>'?|'?\d{1,10}'?)(?:,\s*name=(?P<name>[^,]*?))?(?:,\s*|(?<!\s)\s*$)(?P<msg>.*)", re.S)
-_MIG = re.compile(r"\bGPU-C?I:\s?\w{1,8}")
-_CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,6})")
-_BANNER = re.compile(r"NVRM: loading NVIDIA UNIX\b.*")
-_BANNER_VERSION = re.compile(
+_MIG = lazy_re(r"\bGPU-C?I:\s?\w{1,8}")
+_CAUSED_BY = lazy_re(r"caused by previous Xid (\d{1,6})")
+_BANNER = lazy_re(r"NVRM: loading NVIDIA UNIX\b.*")
+_BANNER_VERSION = lazy_re(
     r"NVIDIA UNIX (?:(?P<open>Open )?Kernel Module for \S+|\S+ Kernel Module)\s+(?P<version>\d+(?:\.\d+)+)")
-_ANY_ADDR = re.compile(r"(?:PCI:)?(?P<addr>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
-_THE_GPU = re.compile(r"The NVIDIA GPU (?P<addr>" + _ADDR + r")")
-_GPU_AT = re.compile(r"\bGPU (?:at )?(?P<addr>" + _ADDR + r")")
-_PCI_ID = re.compile(r"PCI ID: (?P<id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})")
-_FALLEN = re.compile(r"(?:fallen off|lost from) the bus", re.I)
-_RMINIT = re.compile(r"RmInitAdapter failed!?(?:\s*\((?P<code>[^)\n]{1,64})\))?")
-_RM_INIT_MINOR = re.compile(r"rm_init_adapter failed(?:,| for)? (?:for )?device (?:bearing )?minor number (\d{1,4})")
-_API_MISMATCH = re.compile(
+_ANY_ADDR = lazy_re(r"(?:PCI:)?(?P<addr>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
+_THE_GPU = lazy_re(r"The NVIDIA GPU (?P<addr>" + _ADDR + r")")
+_GPU_AT = lazy_re(r"\bGPU (?:at )?(?P<addr>" + _ADDR + r")")
+_PCI_ID = lazy_re(r"PCI ID: (?P<id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})")
+_FALLEN = lazy_re(r"(?:fallen off|lost from) the bus", re.I)
+_RMINIT = lazy_re(r"RmInitAdapter failed!?(?:\s*\((?P<code>[^)\n]{1,64})\))?")
+_RM_INIT_MINOR = lazy_re(r"rm_init_adapter failed(?:,| for)? (?:for )?device (?:bearing )?minor number (\d{1,4})")
+_API_MISMATCH = lazy_re(
     r"API mismatch: the client(?: '(?P<client>[^'\n]{0,64})')?(?: \(pid (?P<pid>\d{1,10})\))? has the version "
     r"(?P<client_version>[^\s,]{1,32}?),? but this kernel module has the version (?P<module_version>[^\s,]{1,32}?)"
     r"\.?(?=\s|$)")
-_BAR_INVALID = re.compile(r"PCI I/O region assigned to your NVIDIA device is invalid")
-_BAR_SIZE = re.compile(r"\bBAR(?P<n>\d) is (?P<size>\d{1,9}[MKG]) @ (?P<at>0x[0-9a-fA-F]{1,16})")
-_REQUEST_MEM = re.compile(r"request_mem_region failed for (?P<size>\d{1,9}[MKG]?) @ (?P<at>0x[0-9a-fA-F]{1,16})")
-_BAR_64 = re.compile(r"64-bit BAR mapped above 4GB")
-_PCI_BAR_FAIL = re.compile(
+_BAR_INVALID = lazy_re(r"PCI I/O region assigned to your NVIDIA device is invalid")
+_BAR_SIZE = lazy_re(r"\bBAR(?P<n>\d) is (?P<size>\d{1,9}[MKG]) @ (?P<at>0x[0-9a-fA-F]{1,16})")
+_REQUEST_MEM = lazy_re(r"request_mem_region failed for (?P<size>\d{1,9}[MKG]?) @ (?P<at>0x[0-9a-fA-F]{1,16})")
+_BAR_64 = lazy_re(r"64-bit BAR mapped above 4GB")
+_PCI_BAR_FAIL = lazy_re(
     r"(?P<addr>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?:BAR ?(?P<n>\d{1,2})\b[^\n]{0,200}?"
     r"(?:can't assign|cannot assign|failed to assign|no space|can't reserve|cannot reserve|failed to reserve"
     r"|can't claim|no compatible bridge window)|[^\n]{0,120}(?:can't|cannot|unable to) reserve BAR ?(?P<n2>\d{1,2}))",
     re.I)
 _PROBE = (
-    (re.compile(r"probe routine was not called for (\d{1,4}) device"), "probe routine not called for {0} device(s)"),
-    (re.compile(r"probe routine failed for (\d{1,4}) device"), "probe routine failed for {0} device(s)"),
-    (re.compile(r"No NVIDIA devices probed"), "no NVIDIA devices probed"),
-    (re.compile(r"None of the NVIDIA devices were initialized"), "no NVIDIA device initialised"),
-    (re.compile(r"No NVIDIA (?:GPU|graphics adapter) found"), "no NVIDIA GPU found"),
-    (re.compile(r"ignoring the legacy GPU"), "legacy GPU ignored by this driver"),
-    (re.compile(r"is already bound to (\S{1,32}?)\.?(?:\s|$)"), "GPU already bound to {0}"),
+    (lazy_re(r"probe routine was not called for (\d{1,4}) device"), "probe routine not called for {0} device(s)"),
+    (lazy_re(r"probe routine failed for (\d{1,4}) device"), "probe routine failed for {0} device(s)"),
+    (lazy_re(r"No NVIDIA devices probed"), "no NVIDIA devices probed"),
+    (lazy_re(r"None of the NVIDIA devices were initialized"), "no NVIDIA device initialised"),
+    (lazy_re(r"No NVIDIA (?:GPU|graphics adapter) found"), "no NVIDIA GPU found"),
+    (lazy_re(r"ignoring the legacy GPU"), "legacy GPU ignored by this driver"),
+    (lazy_re(r"is already bound to (\S{1,32}?)\.?(?:\s|$)"), "GPU already bound to {0}"),
 )
-_UNSUPPORTED_OPEN = re.compile(r"not supported by open nvidia\.ko")
-_UNSUPPORTED_RELEASE = re.compile(r"not supported by the\s+NVIDIA (\S{1,32}) driver release")
-_GSP = re.compile(r"gsp", re.I)
-_GSP_ERROR = re.compile(
+_UNSUPPORTED_OPEN = lazy_re(r"not supported by open nvidia\.ko")
+_UNSUPPORTED_RELEASE = lazy_re(r"not supported by the\s+NVIDIA (\S{1,32}) driver release")
+_GSP = lazy_re(r"gsp", re.I)
+_GSP_ERROR = lazy_re(
     r"\b(?:time ?out|timed out|fail(?:s|ed|ure)?|errors?|cannot|can't|unable|not found|no firmware|unexpected"
     r"|needs to be reset|halt(?:ed)?|crash(?:ed)?)\b", re.I)
-_NVRM_ERROR = re.compile(r"\b(?:errors?|failed|failure|fatal|timed out|timeout)\b|\bNV_ERR_[A-Z_]{3,}", re.I)
-_NVRM_NOISE = re.compile(r"nvAssert|nvCheck|Assertion failed|assert(?:ion)? fail", re.I)
+_NVRM_ERROR = lazy_re(r"\b(?:errors?|failed|failure|fatal|timed out|timeout)\b|\bNV_ERR_[A-Z_]{3,}", re.I)
+_NVRM_NOISE = lazy_re(r"nvAssert|nvCheck|Assertion failed|assert(?:ion)? fail", re.I)
 _AER_SEVERITY = r"Corrected|Correctable|Uncorrected \((?:Non-Fatal|Fatal)\)|Uncorrectable \((?:Non-Fatal|Fatal)\)"
-_AER_RECEIVED = re.compile(
+_AER_RECEIVED = lazy_re(
     r"AER: (?P<multi>Multiple )?(?P<sev>" + _AER_SEVERITY + r") error (?:message )?received(?: from)?:?\s*"
     r"(?:(?P<addr>" + _ADDR + r")|id=(?P<id>[0-9a-fA-F]{4}))")
-_AER_BUS_ERROR = re.compile(
+_AER_BUS_ERROR = lazy_re(
     r"(?P<dev>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):\s*AER: PCIe Bus Error: "
     r"severity=(?P<sev>" + _AER_SEVERITY + r")(?:,\s*type=(?P<type>[^,\n]{1,40}))?")
 _AER_FOLD_LINES = 3  # a "PCIe Bus Error" line this close after a "received" line continues it
 # Messages the driver prints over several lines ("NVRM: " on each); other lines are events on their own.
-_JOINABLE = re.compile(r"The NVIDIA GPU|API mismatch|PCI I/O region assigned|64-bit BAR|request_mem_region"
+_JOINABLE = lazy_re(r"The NVIDIA GPU|API mismatch|PCI I/O region assigned|64-bit BAR|request_mem_region"
                        r"|probe routine")
-_BLOCK_START = re.compile(
+_BLOCK_START = lazy_re(
     r"NVRM: (?:Xid|SXid|loading|The NVIDIA|GPU |GPU\d|API mismatch|This PCI|This is a 64-bit|RmInit|"
     r"request_mem_region|No NVIDIA|None of the|Rate limiting|rm_init_adapter)")
-_SENTENCE_END = re.compile(r"[.!]\s*$")
-_NVRM_TAG = re.compile(r"(?<!\s)\s*NVRM:\s?")
-_SPACES = re.compile(r"\s+")
+_SENTENCE_END = lazy_re(r"[.!]\s*$")
+_NVRM_TAG = lazy_re(r"(?<!\s)\s*NVRM:\s?")
+_SPACES = lazy_re(r"\s+")
 _TEXT_BYTES = bytes([9, 10, 11, 12, 13, 27, *range(32, 127), *range(128, 256)])  # everything but controls
-_MEANINGFUL = re.compile(rb"[^\x00\s]")
-_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|\d+")
-_NUMBERS_BYTES = re.compile(rb"0x[0-9a-fA-F]+|\d+")
+_MEANINGFUL = lazy_re(rb"[^\x00\s]")
+_NUMBERS = lazy_re(r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|\d+")
+_NUMBERS_BYTES = lazy_re(rb"0x[0-9a-fA-F]+|\d+")
 # Messages whose meaning depends on a number (a zero-sized BAR, a probe count, a device minor): the fast
 # path only counts them by their exact text.
-_DIGITS_MATTER = re.compile(r"BAR|probe|minor|Xid|RmInit|rm_init", re.I)
+_DIGITS_MATTER = lazy_re(r"BAR|probe|minor|Xid|RmInit|rm_init", re.I)
 
 # A log names few distinct devices, many times (an Xid storm repeats one address).
 _normalize = functools.lru_cache(maxsize=1024)(normalize_pci_address)
@@ -759,6 +759,8 @@ def _fork_map(job: Callable[[int], Any], count: int) -> list[Any]:
     Children send their pickled result through a pipe and leave with os._exit. Any failure raises
     _ParallelFailed (the caller then scans in one process).
     """
+    import pickle
+
     children: list[tuple[int, int]] = []
     try:
         for index in range(1, count):
@@ -808,6 +810,8 @@ def _fork_map(job: Callable[[int], Any], count: int) -> list[Any]:
 
 @dataclass
 class _Line:
+    """One kernel log line, split."""  # (a docstring also spares dataclass a slow signature)
+
     number: int  # 1-based
     raw: str
     timestamp: str | None

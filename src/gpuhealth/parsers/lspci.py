@@ -15,32 +15,33 @@ import dataclasses
 import re
 import textwrap
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError, PciDevice, normalize_pci_address
 
 _ADDR = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
 # "0000:01:00.0 3D controller [0302]: NVIDIA Corporation GH100 [...] [10de:2330] (rev a1)"
-_HEADER = re.compile(rf"^(?P<addr>{_ADDR})\s+(?P<cls>[^\s:\"][^:\"]*?):\s*(?P<rest>.*?)\s*$")
+_HEADER = lazy_re(rf"^(?P<addr>{_ADDR})\s+(?P<cls>[^\s:\"][^:\"]*?):\s*(?P<rest>.*?)\s*$")
 # "01:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" "GH100 [2330]" -ra1 "..." "..."" (-m)
-_MACHINE = re.compile(rf"^(?P<addr>{_ADDR})\s+\"(?P<rest>.*)$")
-_HEX_LINE = re.compile(r"^(?P<offset>[0-9a-fA-F]{2,3}):(?P<bytes>(?: [0-9a-fA-F]{2}){1,16})\s*$")
-_TREE_LINE = re.compile(r"^[\s|`\\+-]*[-+]\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]")
-_TREE_ANY = re.compile(r"[-+]\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-|^\s*[|\\`+]-[0-9a-fA-F]{2}\.[0-7]")
+_MACHINE = lazy_re(rf"^(?P<addr>{_ADDR})\s+\"(?P<rest>.*)$")
+_HEX_LINE = lazy_re(r"^(?P<offset>[0-9a-fA-F]{2,3}):(?P<bytes>(?: [0-9a-fA-F]{2}){1,16})\s*$")
+_TREE_LINE = lazy_re(r"^[\s|`\\+-]*[-+]\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]")
+_TREE_ANY = lazy_re(r"[-+]\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-|^\s*[|\\`+]-[0-9a-fA-F]{2}\.[0-7]")
 
-_PROG_IF = re.compile(r"(?<!\s)\s*\(prog-if [0-9a-fA-F]{2}(?: \[[^\]]*\])?\)\s*$")
-_REV = re.compile(r"(?<!\s)\s*\(rev [0-9a-fA-F]{2}\)\s*$")
-_IDS = re.compile(r"(?<!\s)\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
-_BRACKET_ID = re.compile(r"^(?P<name>.*?)(?<!\s)\s*\[(?P<id>[0-9a-fA-F]{4})\]\s*$")
-_CLASS_CODE = re.compile(r"^(?:Class\s+)?(?P<code>[0-9a-fA-F]{4})$")
-_UNKNOWN_BOTH = re.compile(r"^Device\s+(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
-_NUMERIC_ONLY = re.compile(r"^(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
-_UNNAMED_DEVICE = re.compile(r"^Device\s+(?P<device>[0-9a-fA-F]{4})$")
+_PROG_IF = lazy_re(r"(?<!\s)\s*\(prog-if [0-9a-fA-F]{2}(?: \[[^\]]*\])?\)\s*$")
+_REV = lazy_re(r"(?<!\s)\s*\(rev [0-9a-fA-F]{2}\)\s*$")
+_IDS = lazy_re(r"(?<!\s)\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
+_BRACKET_ID = lazy_re(r"^(?P<name>.*?)(?<!\s)\s*\[(?P<id>[0-9a-fA-F]{4})\]\s*$")
+_CLASS_CODE = lazy_re(r"^(?:Class\s+)?(?P<code>[0-9a-fA-F]{4})$")
+_UNKNOWN_BOTH = lazy_re(r"^Device\s+(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
+_NUMERIC_ONLY = lazy_re(r"^(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
+_UNNAMED_DEVICE = lazy_re(r"^Device\s+(?P<device>[0-9a-fA-F]{4})$")
 
-_LNK = re.compile(r"^\s*(?P<which>LnkCap|LnkSta):\s*(?P<rest>.*)$")
-_SPEED = re.compile(r"Speed\s+(?P<speed>\d+(?:\.\d+)?)\s*GT/s")
-_WIDTH = re.compile(r"Width\s+x(?P<width>\d+)")
-_FIELD = re.compile(r"^\s*(?P<key>Subsystem|Kernel driver in use):\s*(?P<value>.*?)\s*$")
-_VMM_FIELD = re.compile(r"^(?P<key>[A-Za-z]+):\s*(?P<value>.*?)\s*$")
+_LNK = lazy_re(r"^\s*(?P<which>LnkCap|LnkSta):\s*(?P<rest>.*)$")
+_SPEED = lazy_re(r"Speed\s+(?P<speed>\d+(?:\.\d+)?)\s*GT/s")
+_WIDTH = lazy_re(r"Width\s+x(?P<width>\d+)")
+_FIELD = lazy_re(r"^\s*(?P<key>Subsystem|Kernel driver in use):\s*(?P<value>.*?)\s*$")
+_VMM_FIELD = lazy_re(r"^(?P<key>[A-Za-z]+):\s*(?P<value>.*?)\s*$")
 
 # Class names lspci prints (pci.ids subclass names) -> class code.
 CLASS_CODES: dict[str, str] = {
@@ -186,6 +187,8 @@ def _description(rest: str) -> tuple[str | None, str, str]:
 
 @dataclasses.dataclass
 class _Builder:
+    """One device's fields while its lines are read."""  # (a docstring also spares dataclass a slow signature)
+
     address: str
     vendor_id: str = ""
     device_id: str = ""

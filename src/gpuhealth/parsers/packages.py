@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import NvidiaPackage, ParseError
 from gpuhealth.parsers._text import text_lines
 
@@ -21,33 +22,33 @@ MAX_LINE = 2000  # longer lines are not package lines; cut before matching
 # A dpkg status abbreviation: selection (want), state, and "R" when a reinstall is required.
 DPKG_STATUS = r"[uihrpn][ncHUFWti]"
 # ``ii  libnvidia-compute-535:amd64  535.161.08-0ubuntu1  amd64  NVIDIA libcompute package``
-_DPKG_LINE = re.compile(r"^(?P<status>" + DPKG_STATUS + r"[R ]?)\s+(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)"
+_DPKG_LINE = lazy_re(r"^(?P<status>" + DPKG_STATUS + r"[R ]?)\s+(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)"
                         r"(?::[a-z0-9_-]+)?\s+(?P<version>\S+)(?:\s+(?P<arch>\S+))?(?:\s+(?P<description>.*))?$")
-_DPKG_HEADER = re.compile(r"^(?:Desired=Unknown|\|\s*Status=|\|/ Err\?|\|\|/ Name|\+\+\+-)")
+_DPKG_HEADER = lazy_re(r"^(?:Desired=Unknown|\|\s*Status=|\|/ Err\?|\|\|/ Name|\+\+\+-)")
 # ``libnvidia-compute-535/jammy-updates,now 535.161.08-0ubuntu0.22.04.1 amd64 [installed,automatic]``
-_APT_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)/(?P<suites>\S*)\s+(?P<version>\S+)\s+(?P<arch>\S+)"
+_APT_LINE = lazy_re(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)/(?P<suites>\S*)\s+(?P<version>\S+)\s+(?P<arch>\S+)"
                        r"(?:\s+\[(?P<state>[^\]]*)\])?\s*$")
 # rpm -qa prints ``name-version-release.arch``; the name itself may contain "-" and digits
 # (``kmod-nvidia-550.90.12-4.18.0-553.22.1``), so it is split from the right, without a regex.
 _RPM_ARCHES = ("x86_64", "aarch64", "noarch", "i686", "i386", "ppc64le", "s390x", "src")
-_RPM_PART = re.compile(r"[A-Za-z0-9_.+~^:]+")
+_RPM_PART = lazy_re(r"[A-Za-z0-9_.+~^:]+")
 # ``nvidia-driver-cuda.x86_64      3:550.54.15-1.el8      @cuda-rhel8-x86_64``
-_DNF_LINE = re.compile(r"^(?P<name>[A-Za-z0-9_+.-]+)\.(?P<arch>x86_64|aarch64|noarch|i686|i386|ppc64le|s390x)\s+"
+_DNF_LINE = lazy_re(r"^(?P<name>[A-Za-z0-9_+.-]+)\.(?P<arch>x86_64|aarch64|noarch|i686|i386|ppc64le|s390x)\s+"
                        r"(?P<version>\S+)\s+(?P<repo>@?\S+)\s*$")
-_DNF_HEADER = re.compile(r"^(?:Installed Packages|Available Packages|Last metadata expiration check|"
+_DNF_HEADER = lazy_re(r"^(?:Installed Packages|Available Packages|Last metadata expiration check|"
                          r"Loaded plugins|Updating Subscription|Installed packages)", re.IGNORECASE)
 # ``torch        2.1.0+cpu`` / ``torch (1.0.0)`` / ``torch==2.1.0+cu118`` / ``torch @ file:///...``
-_PIP_COLUMNS = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s+\(?(?P<version>\d[A-Za-z0-9.+!_-]*)\)?"
+_PIP_COLUMNS = lazy_re(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s+\(?(?P<version>\d[A-Za-z0-9.+!_-]*)\)?"
                           r"(?:\s+\S.*)?$")
-_PIP_FREEZE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[A-Za-z0-9,._-]*\])?\s*===?\s*"
+_PIP_FREEZE = lazy_re(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[A-Za-z0-9,._-]*\])?\s*===?\s*"
                          r"(?P<version>[A-Za-z0-9.+!_*-]+)\s*(?:;.*)?$")
-_PIP_URL = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s+@\s+\S+")
-_PIP_HEADER = re.compile(r"^(?:Package\s+Version|-{3,}\s+-{3,}|WARNING: |DEPRECATION: |\[notice\])")
+_PIP_URL = lazy_re(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s+@\s+\S+")
+_PIP_HEADER = lazy_re(r"^(?:Package\s+Version|-{3,}\s+-{3,}|WARNING: |DEPRECATION: |\[notice\])")
 # ``pytorch   2.1.0   py3.10_cuda11.8_cudnn8.7.0_0   pytorch`` / ``cudatoolkit  11.3.1  h2bc3f7f_2``
-_CONDA_LINE = re.compile(r"^(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]*)\s+(?P<version>[A-Za-z0-9][A-Za-z0-9._+!-]*)"
+_CONDA_LINE = lazy_re(r"^(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]*)\s+(?P<version>[A-Za-z0-9][A-Za-z0-9._+!-]*)"
                          r"(?:\s+(?P<build>[A-Za-z0-9_.+!<>-]+))?(?:\s+(?P<channel>\S+))?\s*$")
 # Prefixes pytorch's collect_env puts before its package lines: "[pip3] torch==1.10.0", "[conda] pytorch ..."
-_COLLECT_ENV_PREFIX = re.compile(r"^\[(?:pip3?|conda)\]\s+")
+_COLLECT_ENV_PREFIX = lazy_re(r"^\[(?:pip3?|conda)\]\s+")
 
 
 # dpkg's package states, the second letter of ``dpkg -l``'s status column and of ``${db:Status-Abbrev}``

@@ -6,13 +6,12 @@ under a device (ignored here), ``C cc  Class`` blocks at the end, ``#`` comments
 
 from __future__ import annotations
 
-import re
-
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError
 
-_VENDOR = re.compile(r"^(?P<id>[0-9a-fA-F]{4})\s+(?P<name>\S.*?)\s*$")
-_DEVICE = re.compile(r"^\t(?P<id>[0-9a-fA-F]{4})\s+(?P<name>\S.*?)\s*$")
-_VENDOR_ARG = re.compile(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})$")
+_VENDOR = lazy_re(r"^(?P<id>[0-9a-fA-F]{4})\s+(?P<name>\S.*?)\s*$")
+_DEVICE = lazy_re(r"^\t(?P<id>[0-9a-fA-F]{4})\s+(?P<name>\S.*?)\s*$")
+_VENDOR_ARG = lazy_re(r"^(?:0x)?(?P<id>[0-9a-fA-F]{4})$")
 
 
 def parse_pci_ids(text: str, vendor: str = "10de") -> dict[str, str]:

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import DriverInfo, ParseError
 
-_BANNER = re.compile(
+_BANNER = lazy_re(
     r"(?:NVRM version:|NVRM: loading)\s*(?P<banner>NVIDIA UNIX\s+"
     r"(?:(?P<open>Open\s+)Kernel Module(?:\s+for\s+\S+)?|\S+\s+Kernel Module)"
     r"\s+(?P<version>\d+\.\d+(?:\.\d+)*)\b.*?)\s*$",
     re.MULTILINE,
 )
-_COMPILER = re.compile(r"^\s*GCC version:\s*(?P<compiler>\S.*?)\s*$", re.MULTILINE)
-_INFO_LINE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ./()_-]*?)\s*:\s*(?P<value>.*?)\s*$")
+_COMPILER = lazy_re(r"^\s*GCC version:\s*(?P<compiler>\S.*?)\s*$", re.MULTILINE)
+_INFO_LINE = lazy_re(r"^(?P<key>[A-Za-z][A-Za-z0-9 ./()_-]*?)\s*:\s*(?P<value>.*?)\s*$")
 _INFO_KEYS = {"model", "irq", "gpu uuid", "video bios", "bus type", "bus location", "device minor",
               "dma size", "dma mask", "gpu excluded", "gpu firmware"}
 

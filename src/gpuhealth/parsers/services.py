@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from dataclasses import dataclass
 from itertools import islice
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError
 from gpuhealth.parsers._text import text_lines
+from gpuhealth.records import record
 
 MAX_LINES = 50000
 MAX_LINE = 4096
@@ -29,20 +30,20 @@ UNITS: dict[str, tuple[str, ...]] = {
 }
 
 # "× nvidia-fabricmanager.service - NVIDIA fabric manager service" (the bullet is ●, ×, ○, ↻ or *)
-_STATUS_HEAD = re.compile(r"^[^\w\s]?\s*(?P<unit>[A-Za-z0-9@_.:-]+)\.service\s+-\s")
-_NOT_FOUND = re.compile(r"Unit (?P<unit>[A-Za-z0-9@_.:-]+?)(?:\.service)? could not be found")
-_LOADED = re.compile(r"^\s*Loaded:\s+(?P<load>[\w-]+)(?:\s+\((?P<file>[^;)]*)(?:;\s*(?P<enabled>[\w-]+))?)?")
-_ACTIVE = re.compile(r"^\s*Active:\s+(?P<active>[\w-]+)(?:\s+\((?P<sub>[^)]*)\))?")
+_STATUS_HEAD = lazy_re(r"^[^\w\s]?\s*(?P<unit>[A-Za-z0-9@_.:-]+)\.service\s+-\s")
+_NOT_FOUND = lazy_re(r"Unit (?P<unit>[A-Za-z0-9@_.:-]+?)(?:\.service)? could not be found")
+_LOADED = lazy_re(r"^\s*Loaded:\s+(?P<load>[\w-]+)(?:\s+\((?P<file>[^;)]*)(?:;\s*(?P<enabled>[\w-]+))?)?")
+_ACTIVE = lazy_re(r"^\s*Active:\s+(?P<active>[\w-]+)(?:\s+\((?P<sub>[^)]*)\))?")
 # journal and syslog prefixes: "Nov 15 14:15:47 host proc[123]: msg" or "2025-08-16T00:03:03.93-04:00 host proc: msg"
-_JOURNAL = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
+_JOURNAL = lazy_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
                       r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]*) (?P<host>\S+) (?P<process>[^\s:\[]+)(?:\[\d+\])?: "
                       r"(?P<message>.*)$")
-_ERROR_WORDS = re.compile(r"error|fail|cannot|could not|unable|not supported|NV_ERR|NV_WARN|denied|no such|"
+_ERROR_WORDS = lazy_re(r"error|fail|cannot|could not|unable|not supported|NV_ERR|NV_WARN|denied|no such|"
                           r"timed out|timeout", re.IGNORECASE)
-_NOISE = re.compile(r"Verbose syslog connection opened|PID file (?:unlocked|closed|locked)|Consumed \S+ CPU time")
+_NOISE = lazy_re(r"Verbose syslog connection opened|PID file (?:unlocked|closed|locked)|Consumed \S+ CPU time")
 
 
-@dataclass(frozen=True)
+@record
 class ServiceState:
     """What a status or journal listing says about one unit."""
 
@@ -125,16 +126,16 @@ def _unit_name(unit: str) -> str:
 
 # What systemd says when a unit's state changes, newest wins.
 _TRANSITIONS = (
-    (re.compile(r"Failed to start|Failed with result|failed with result|Main process exited, code=\w+, "
+    (lazy_re(r"Failed to start|Failed with result|failed with result|Main process exited, code=\w+, "
                 r"status=[1-9]|Control process exited, code=\w+, status=[1-9]"), "failed"),
-    (re.compile(r"^Started |: Started |Started .*\.$"), "active"),
-    (re.compile(r"^Stopped |Deactivated successfully|^Stopping "), "inactive"),
-    (re.compile(r"^Starting "), "activating"),
+    (lazy_re(r"^Started |: Started |Started .*\.$"), "active"),
+    (lazy_re(r"^Stopped |Deactivated successfully|^Stopping "), "inactive"),
+    (lazy_re(r"^Starting "), "activating"),
 )
 
 
-_DAEMON_UP = re.compile(r"Started \(\d+\)$")
-_DAEMON_DOWN = re.compile(r"Shutdown \(\d+\)$")
+_DAEMON_UP = lazy_re(r"Started \(\d+\)$")
+_DAEMON_DOWN = lazy_re(r"Shutdown \(\d+\)$")
 
 
 def parse_service_journal(text: str) -> tuple[ServiceState, ...]:
@@ -171,12 +172,12 @@ def parse_service_journal(text: str) -> tuple[ServiceState, ...]:
 
 # --------------------------------------------------------------------------- nvidia-container-cli info
 
-_CLI_FIELD = re.compile(r"^(?P<key>NVRM version|CUDA version|Device Index|Model|GPU UUID|Bus Location|Architecture):"
+_CLI_FIELD = lazy_re(r"^(?P<key>NVRM version|CUDA version|Device Index|Model|GPU UUID|Bus Location|Architecture):"
                         r"\s*(?P<value>.*)$")
-_CLI_ERROR = re.compile(r"nvidia-container-cli: (?P<error>.*)$")
+_CLI_ERROR = lazy_re(r"nvidia-container-cli: (?P<error>.*)$")
 
 
-@dataclass(frozen=True)
+@record
 class ContainerCliDevice:
     index: int | None
     model: str | None = None
@@ -185,7 +186,7 @@ class ContainerCliDevice:
     architecture: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class ContainerCliInfo:
     nvrm_version: str | None = None  # the loaded kernel module, as /proc/driver/nvidia/version says
     cuda_version: str | None = None  # the newest CUDA the driver supports (cuDriverGetVersion)
@@ -232,12 +233,12 @@ def parse_container_cli_info(text: str) -> ContainerCliInfo:
 
 # --------------------------------------------------------------------------- dcgmi diag / health
 
-_TABLE_ROW = re.compile(r"^\|(?P<left>[^|]*)\|(?P<right>[^|]*)\|?\s*$")
-_RESULT = re.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Error|Healthy|Warning|Failure)\b(?P<rest>.*)$")
-_SECTION = re.compile(r"^-+\s*(?P<name>[A-Za-z][A-Za-z /]*?)\s*-+$")
+_TABLE_ROW = lazy_re(r"^\|(?P<left>[^|]*)\|(?P<right>[^|]*)\|?\s*$")
+_RESULT = lazy_re(r"^(?P<result>Pass|Fail|Warn|Skip|Error|Healthy|Warning|Failure)\b(?P<rest>.*)$")
+_SECTION = lazy_re(r"^-+\s*(?P<name>[A-Za-z][A-Za-z /]*?)\s*-+$")
 
 
-@dataclass(frozen=True)
+@record
 class DcgmRow:
     """One row of a ``dcgmi diag`` or ``dcgmi health`` table, continuation lines joined."""
 
@@ -312,7 +313,7 @@ def parse_dcgmi_health_json(text: str) -> tuple[DcgmRow, ...]:
 
 
 # ``dcgmi dmon -e 230`` (DCGM_FI_DEV_XID_ERRORS, column XIDER): the last Xid per GPU, 0 for none.
-_DMON_ROW = re.compile(r"^(?P<entity>GPU|GPU-I|GPU-CI)\s+(?P<id>\d+)\s+(?P<values>\S.*)$")
+_DMON_ROW = lazy_re(r"^(?P<entity>GPU|GPU-I|GPU-CI)\s+(?P<id>\d+)\s+(?P<values>\S.*)$")
 
 
 def parse_dcgmi_dmon(text: str) -> dict[str, list[tuple[int, str]]]:

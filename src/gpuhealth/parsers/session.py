@@ -20,30 +20,32 @@ prompts, so whole files that are not sessions stay one block.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.records import record
 
 MAX_SESSION_CHARS = 4 * 1024 * 1024  # larger texts are files, not pastes: never split
 
 _VENV = r"(?:\([^()\s]{1,64}\)\s*)?"
 _USER_HOST = r"[\w.-]{1,64}@[\w.-]{1,64}"
 _PROMPTS = (
-    re.compile(_VENV + _USER_HOST + r"(?::[^\s$#%]{0,200})?\s?(?:[~\w./-]{0,200}\s)?[$#%](?:\s(?P<cmd>.*))?$"),
-    re.compile(_VENV + r"\[" + _USER_HOST + r"(?:\s[^\]]{0,200})?\][$#](?:\s?(?P<cmd>.*))?$"),
-    re.compile(r"(?:ba|z|k)?sh-\d[\d.]{0,10}[$#](?:\s(?P<cmd>.*))?$"),
-    re.compile(_VENV + r"\$(?:\s(?P<cmd>.*))?$"),
+    lazy_re(_VENV + _USER_HOST + r"(?::[^\s$#%]{0,200})?\s?(?:[~\w./-]{0,200}\s)?[$#%](?:\s(?P<cmd>.*))?$"),
+    lazy_re(_VENV + r"\[" + _USER_HOST + r"(?:\s[^\]]{0,200})?\][$#](?:\s?(?P<cmd>.*))?$"),
+    lazy_re(r"(?:ba|z|k)?sh-\d[\d.]{0,10}[$#](?:\s(?P<cmd>.*))?$"),
+    lazy_re(_VENV + r"\$(?:\s(?P<cmd>.*))?$"),
 )
-_ROOT_PROMPT = re.compile(r"#\s(?P<cmd>(?P<word>[\w./-]{1,64})(?:\s.*)?)$")
-_PY = re.compile(r">>>(?:\s(?P<code>.*))?$")
-_PY_MORE = re.compile(r"\.\.\.(?:\s(?P<code>.*))?$")
-_IPY = re.compile(r"In \[\d{1,6}\]:(?:\s(?P<code>.*))?$")
-_IPY_MORE = re.compile(r"\s{3,}\.{3,}:(?:\s(?P<code>.*))?$")
-_IPY_OUT = re.compile(r"Out\[\d{1,6}\]:\s?")
+_ROOT_PROMPT = lazy_re(r"#\s(?P<cmd>(?P<word>[\w./-]{1,64})(?:\s.*)?)$")
+_PY = lazy_re(r">>>(?:\s(?P<code>.*))?$")
+_PY_MORE = lazy_re(r"\.\.\.(?:\s(?P<code>.*))?$")
+_IPY = lazy_re(r"In \[\d{1,6}\]:(?:\s(?P<code>.*))?$")
+_IPY_MORE = lazy_re(r"\s{3,}\.{3,}:(?:\s(?P<code>.*))?$")
+_IPY_OUT = lazy_re(r"Out\[\d{1,6}\]:\s?")
 # A prompt-less command line of nvidia-smi or dcgmi (only inside a text that has real prompts).
-_BARE_COMMAND = re.compile(
+_BARE_COMMAND = lazy_re(
     r"(?:sudo\s+)?(?:/usr/bin/)?(?:nvidia-smi(?:\s+(?:topo|nvlink|mig|dmon|pmon|drain|clocks|conf-compute)\b|"
     r"(?=\s+-))|dcgmi\s+(?:dmon|diag|health|discovery|stats|group|fieldgroup|nvlink|topo|policy|profile|config|"
     r"introspect)\b)(?:\s+[-\w=.,:/]{1,200}){0,16}\s*$")
-_CANDIDATE = re.compile(r"^(?:\(|\[|\$|#|>>>|In \[|[\w.-]+@|(?:ba|z|k)?sh-\d)", re.M)
+_CANDIDATE = lazy_re(r"^(?:\(|\[|\$|#|>>>|In \[|[\w.-]+@|(?:ba|z|k)?sh-\d)", re.M)
 
 # Programs a "# cmd" root prompt may start with (the first word, any directory stripped).
 ROOT_COMMANDS = frozenset("""
@@ -57,7 +59,7 @@ torchrun nproc numactl ibstat ibv_devinfo
 """.split())
 
 
-@dataclass(frozen=True)
+@record
 class Block:
     """One command and what it printed; ``command`` is None for text before the first prompt."""
 

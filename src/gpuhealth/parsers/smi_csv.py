@@ -12,13 +12,14 @@ import io
 import re
 from collections.abc import Callable, Sequence
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, integer, number
 
-_UNIT = re.compile(r"(?<!\s)\s*\[[^\[\]]*\]\s*$")
-_FIELD_NAME = re.compile(r"[a-z_][a-z0-9_.]*")
-_MASK = re.compile(r"0x[0-9a-fA-F]{1,16}")
-_DEVICE_ID = re.compile(r"(?:0x)?([0-9a-fA-F]{4})10de", re.IGNORECASE)  # "0x233010DE": device, vendor
+_UNIT = lazy_re(r"(?<!\s)\s*\[[^\[\]]*\]\s*$")
+_FIELD_NAME = lazy_re(r"[a-z_][a-z0-9_.]*")
+_MASK = lazy_re(r"0x[0-9a-fA-F]{1,16}")
+_DEVICE_ID = lazy_re(r"(?:0x)?([0-9a-fA-F]{4})10de", re.IGNORECASE)  # "0x233010DE": device, vendor
 
 # Clock event reasons in NVML bit order: bit n of the ``.active`` mask is _REASONS[n].
 _REASONS = (

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, ParseError, SmiReport
 
 # "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-63d1e50a-...)"; very old drivers may print no UUID.
-_GPU = re.compile(r"GPU (\d{1,6}): (.*?)\s*(?:\(UUID: ([^)]*)\))?")
+_GPU = lazy_re(r"GPU (\d{1,6}): (.*?)\s*(?:\(UUID: ([^)]*)\))?")
 # "  MIG 1g.10gb     Device  0: (UUID: MIG-4d0efb7d-...)" (R450 printed "MIG-GPU-<uuid>/1/0").
-_MIG = re.compile(r"MIG\s+\S+\s+Device\s+\d{1,6}:.*")
+_MIG = lazy_re(r"MIG\s+\S+\s+Device\s+\d{1,6}:.*")
 
 
 def parse_smi_list(text: str) -> SmiReport:

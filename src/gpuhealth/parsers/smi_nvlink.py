@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import NvlinkState, ParseError
 from gpuhealth.parsers._values import number
 
-_GPU = re.compile(r"GPU (\d{1,6}): (.*?)\s*(?:\(UUID: ([^)]*)\))?")
-_LINK = re.compile(r"Link (\d{1,3}): (.*)")  # NVLink 5 has 18 links; three digits is plenty
+_GPU = lazy_re(r"GPU (\d{1,6}): (.*?)\s*(?:\(UUID: ([^)]*)\))?")
+_LINK = lazy_re(r"Link (\d{1,3}): (.*)")  # NVLink 5 has 18 links; three digits is plenty
 # What nvidia-smi prints instead of links, in several spellings ("inActive" since 590), and the
 # short reason stored for it. Anything else under a GPU is kept as printed.
 _ERRORS = (

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, number
 
-_DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(\S+)")  # 610 renamed it "KMD Version"
-_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*(\S+)")  # ... and "CUDA UMD Version"
-_TIMESTAMP = re.compile(r"\w{3} \w{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}")  # "Tue Jul 14 09:00:26 2026"
-_INFOROM = re.compile(r"infoROM is corrupted at gpu\s+(\S+)", re.IGNORECASE)
+_DRIVER = lazy_re(r"(?:Driver|KMD) Version:\s*(\S+)")  # 610 renamed it "KMD Version"
+_CUDA = lazy_re(r"CUDA (?:UMD )?Version:\s*(\S+)")  # ... and "CUDA UMD Version"
+_TIMESTAMP = lazy_re(r"\w{3} \w{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}")  # "Tue Jul 14 09:00:26 2026"
+_INFOROM = lazy_re(r"infoROM is corrupted at gpu\s+(\S+)", re.IGNORECASE)
 # Caps on digit runs keep absurd numbers from mangled input out of int().
-_GPU_CELL = re.compile(r"(\d{1,4})\s+(.*?)\s+(\S+)")  # index, name, persistence (or WDDM/TCC)
-_STATUS_CELL = re.compile(r"(\S+)\s+(\S+)\s+(\S+)\s+(.*)")  # fan, temp, perf, power draw / cap
-_MIG_CELL = re.compile(r"(\d{1,4})\s+(?:\d{1,4}|N/A)\s+(?:\d{1,4}|N/A)\s+\d{1,4}")  # GPU GI CI MIG-dev
+_GPU_CELL = lazy_re(r"(\d{1,4})\s+(.*?)\s+(\S+)")  # index, name, persistence (or WDDM/TCC)
+_STATUS_CELL = lazy_re(r"(\S+)\s+(\S+)\s+(\S+)\s+(.*)")  # fan, temp, perf, power draw / cap
+_MIG_CELL = lazy_re(r"(\d{1,4})\s+(?:\d{1,4}|N/A)\s+(?:\d{1,4}|N/A)\s+\d{1,4}")  # GPU GI CI MIG-dev
 # GPU, optional GI and CI (absent before MIG existed), PID, type (C, G, C+G, M ...), name, memory.
-_PROCESS = re.compile(r"(\d{1,4})\s+(?:\S+\s+\S+\s+)?(\d{1,10})\s+([CGM](?:\+[CGM])*)\s+(.*?)\s+(\S+)")
-_COUNT = re.compile(r"\d{1,12}")
+_PROCESS = lazy_re(r"(\d{1,4})\s+(?:\S+\s+\S+\s+)?(\d{1,10})\s+([CGM](?:\+[CGM])*)\s+(.*?)\s+(\S+)")
+_COUNT = lazy_re(r"\d{1,12}")
 # The table abbreviates compute modes; use the names -q, XML and CSV print.
 _COMPUTE_MODES = {"E. Process": "Exclusive_Process", "E. Thread": "Exclusive_Thread"}
 _SECTIONS = (("Bus-Id", "gpus"), ("MIG devices:", "mig"), ("Processes:", "procs"))

@@ -8,15 +8,14 @@ spaces, so cells are split on any whitespace: matrix cells and affinity values n
 
 from __future__ import annotations
 
-import re
-
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError, Topology, TopologyLink
 from gpuhealth.parsers._values import clean
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # 590+ underlines the header row, even into a file
-_DEVICE = re.compile(r"[A-Za-z][\w-]*\d")  # GPU0, NIC1, mlx5_0 (older drivers named NICs so)
-_TOKEN = re.compile(r"\S+")
-_LABEL_SPLIT = re.compile(r"\t|\s{2,}")  # labels such as "CPU Affinity" hold single spaces
+_ANSI = lazy_re(r"\x1b\[[0-9;]*[A-Za-z]")  # 590+ underlines the header row, even into a file
+_DEVICE = lazy_re(r"[A-Za-z][\w-]*\d")  # GPU0, NIC1, mlx5_0 (older drivers named NICs so)
+_TOKEN = lazy_re(r"\S+")
+_LABEL_SPLIT = lazy_re(r"\t|\s{2,}")  # labels such as "CPU Affinity" hold single spaces
 
 
 def parse_smi_topo(text: str) -> Topology:

@@ -6,20 +6,23 @@ different names, and these decide how a fact is derived (ECC sums, recovery acti
 
 from __future__ import annotations
 
-import re
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, integer, number
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 # The snake_case names checks use, in nvidia-smi's own order.
 CLOCK_EVENT_REASONS = (
     "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
     "hw_power_brake_slowdown", "sync_boost", "sw_thermal_slowdown", "display_clock_setting",
 )
-_VERSION = re.compile(r"\d+(?:\.\d+)+")
-_DEVICE_ID = re.compile(r"(?:0x)?([0-9a-fA-F]{4})([0-9a-fA-F]{4})")
+_VERSION = lazy_re(r"\d+(?:\.\d+)+")
+_DEVICE_ID = lazy_re(r"(?:0x)?([0-9a-fA-F]{4})([0-9a-fA-F]{4})")
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -100,6 +103,8 @@ def parse_smi_xml(text: str) -> SmiReport:
 
 
 def _root(text: str) -> ET.Element:
+    import xml.etree.ElementTree as ET  # here: a bundle or paste without XML does not pay for it
+
     if not isinstance(text, str):
         raise ParseError("not nvidia-smi -q -x XML: input is not text")
     # nvidia-smi never declares entities; refusing them rules out entity-expansion bombs.

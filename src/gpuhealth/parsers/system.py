@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import OsInfo, ParseError
 
 # --------------------------------------------------------------------------- os-release
 
-_OS_RELEASE_LINE = re.compile(r"^\s*(?:export\s+)?(?P<key>[A-Z][A-Z0-9_]*)=(?P<value>.*?)\s*$")
+_OS_RELEASE_LINE = lazy_re(r"^\s*(?:export\s+)?(?P<key>[A-Z][A-Z0-9_]*)=(?P<value>.*?)\s*$")
 _OS_RELEASE_KEYS = {"ID", "ID_LIKE", "NAME", "VERSION_ID", "PRETTY_NAME", "VERSION"}
 
 
@@ -46,7 +47,7 @@ def parse_os_release(text: str) -> OsInfo:
 
 # --------------------------------------------------------------------------- redhat-release
 
-_RELEASE = re.compile(r"^(?P<name>.+?)(?<!\s)\s+release\s+(?P<version>\d[\w.]*)(?:\s.*)?$", re.IGNORECASE)
+_RELEASE = lazy_re(r"^(?P<name>.+?)(?<!\s)\s+release\s+(?P<version>\d[\w.]*)(?:\s.*)?$", re.IGNORECASE)
 # Distribution name (start of the release line) -> (os-release ID, ID_LIKE) as those systems ship them.
 _RHEL_FAMILY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("red hat enterprise linux", "rhel", ("fedora",)),
@@ -85,8 +86,8 @@ def parse_redhat_release(text: str) -> OsInfo:
 
 # --------------------------------------------------------------------------- /proc/modules and lsmod
 
-_MODULE_LINE = re.compile(r"^(?P<name>[A-Za-z0-9_-]+)\s+(?P<size>\d+)\s+(?P<used>-?\d+|-)(?:\s|$)")
-_LSMOD_HEADER = re.compile(r"^\s*Module\s+Size\s+Used\s+by\s*$")
+_MODULE_LINE = lazy_re(r"^(?P<name>[A-Za-z0-9_-]+)\s+(?P<size>\d+)\s+(?P<used>-?\d+|-)(?:\s|$)")
+_LSMOD_HEADER = lazy_re(r"^\s*Module\s+Size\s+Used\s+by\s*$")
 
 
 def parse_proc_modules(text: str) -> tuple[str, ...]:
@@ -112,9 +113,9 @@ def parse_proc_modules(text: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- modprobe.d
 
 _MODPROBE_KEYWORDS = {"alias", "blacklist", "install", "options", "remove", "softdep", "weakdep"}
-_GREP_PREFIX = re.compile(r"^[^\s:]+\.conf:(?:\d+:)?")  # "grep -r" output: /etc/modprobe.d/x.conf:line
+_GREP_PREFIX = lazy_re(r"^[^\s:]+\.conf:(?:\d+:)?")  # "grep -r" output: /etc/modprobe.d/x.conf:line
 # "install <module> <command>" where the command only fails or does nothing: the module never loads.
-_NOOP_COMMAND = re.compile(r"^(?:/usr)?(?:/s?bin/)?(?:false|true)(?:\s*;?\s*)$|^exit(?:\s+\d+)?\s*$")
+_NOOP_COMMAND = lazy_re(r"^(?:/usr)?(?:/s?bin/)?(?:false|true)(?:\s*;?\s*)$|^exit(?:\s+\d+)?\s*$")
 
 
 def _module(name: str) -> str:

@@ -7,15 +7,15 @@ library paths). ``Could not collect``, ``N/A`` and ``None`` mean unknown.
 
 from __future__ import annotations
 
-import re
 import textwrap
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError, TorchEnv
 
-_KEY_LINE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ./()_-]*?):(?:\s+(?P<value>.*?))?\s*$")
-_GPU_LINE = re.compile(r"^\s*GPU\s+(?P<index>\d+):\s*(?P<name>.+?)\s*$")
-_CUDNN_LIB = re.compile(r"libcudnn\.so\.(?P<version>\d+(?:\.\d+)*)\s*$")
-_VERSION = re.compile(r"^\d+(?:\.\d+)+")
+_KEY_LINE = lazy_re(r"^(?P<key>[A-Za-z][A-Za-z0-9 ./()_-]*?):(?:\s+(?P<value>.*?))?\s*$")
+_GPU_LINE = lazy_re(r"^\s*GPU\s+(?P<index>\d+):\s*(?P<name>.+?)\s*$")
+_CUDNN_LIB = lazy_re(r"libcudnn\.so\.(?P<version>\d+(?:\.\d+)*)\s*$")
+_VERSION = lazy_re(r"^\d+(?:\.\d+)+")
 _UNKNOWN = {"could not collect", "n/a", "none", "", "no cuda", "unknown"}
 _TRUE = {"true", "yes"}
 _FALSE = {"false", "no"}

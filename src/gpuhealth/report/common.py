@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuhealth.model import NO_DIAGNOSIS, Finding, Fix, Report, Severity, Snapshot
+from gpuhealth.records import record
 
 JSON_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
+@record
 class Cause:
     """A finding that leads the report, with the findings it explains folded under it."""
 

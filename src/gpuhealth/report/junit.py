@@ -18,13 +18,14 @@ from gpuhealth import __version__
 from gpuhealth.checks import catalogue
 from gpuhealth.checks.engine import INTERNAL_ERROR
 from gpuhealth.checks.registry import AREAS, REGISTRY, CheckSpec
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.common import fixes_for_host, fold
 
 # GH001's message names the check that raised: "check GH301 (xid-errors) failed: ..."
-_CRASHED = re.compile(r"check (GH\d{3}) \(")
+_CRASHED = lazy_re(r"check (GH\d{3}) \(")
 # Characters XML 1.0 cannot hold at all (kernel logs carry escape codes and NULs).
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NOT_XML = lazy_re("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 NAME_MESSAGE_CHARS = 100
 
 

@@ -13,15 +13,15 @@ See docs/slurm-nhc.md.
 from __future__ import annotations
 
 import os
-import re
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.common import fold
 
 PREFIX = "gpuhealth:"
 MAX_LINE = 200
 FAIL_ON_VARIABLE = "GPUHEALTH_FAIL_ON"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = lazy_re(r"[\x00-\x1f\x7f]")
 
 
 def fail_threshold(value: str | None = None) -> Severity:

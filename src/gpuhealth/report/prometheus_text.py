@@ -10,16 +10,16 @@ host too: the verdict is in the metrics. See docs/prometheus-textfile.md.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.junit import passed_checks
 
 MESSAGE_LABEL_CHARS = 200
 VERDICTS = ("HEALTHY", "DEGRADED", "BROKEN", "NO DIAGNOSIS")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = lazy_re(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 Labels = tuple[tuple[str, str], ...]
 

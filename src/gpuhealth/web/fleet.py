@@ -10,11 +10,12 @@ Prometheus cannot be asked.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
+
+from gpuhealth.records import record
 
 RANK = {"critical": 2, "warning": 1, "info": 0}
 MAX_ANSWER = 32 * 1024 * 1024  # a bigger answer is refused before parsing: a fleet view needs far less
@@ -24,7 +25,7 @@ class FleetError(click.ClickException):
     exit_code = 3
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     severity: str
     instance: str

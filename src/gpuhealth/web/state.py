@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import time
 from collections import Counter, deque
@@ -25,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.monitor.daemon import CheckRunner
 from gpuhealth.monitor.notify import to_json
 from gpuhealth.monitor.rules import Alert
@@ -79,7 +79,7 @@ def _sample_json(sample: Sample) -> dict[str, Any]:
     return out
 
 
-_MNEMONIC = re.compile(r" ?\([A-Z][A-Z0-9_]{3,}\)")  # "(ROBUST_CHANNEL_GPU_ECC_DBE)": the driver's name
+_MNEMONIC = lazy_re(r" ?\([A-Z][A-Z0-9_]{3,}\)")  # "(ROBUST_CHANNEL_GPU_ECC_DBE)": the driver's name
 REASON_CHARS = 140
 
 
