@@ -124,6 +124,11 @@ class LocalHost:
     def run(self, argv: list[str], timeout: float = DEFAULT_TIMEOUT_S) -> CommandRun:
         return run_command(argv, timeout)
 
+    def stream(self, argv: list[str], timeout: float, max_bytes: int) -> CommandOutput | CommandRun:
+        """The command's standard output as a stream (a large kernel log is scanned as it comes, never held
+        whole); the CommandRun that says why when it cannot be started."""
+        return CommandOutput.start(argv, timeout, max_bytes)
+
     def nvml(self) -> dict[str, Any]:
         # Imported here so that importing the host module never loads NVML.
         from gpuhealth import nvml
@@ -204,6 +209,155 @@ def run_command(argv: list[str], timeout: float) -> CommandRun:
         timed_out,
         error,
     )
+
+
+class CommandLimit(Exception):
+    """A streamed command passed its deadline or its byte limit: the reading stopped there (one line why)."""
+
+
+class CommandOutput:
+    """A command's standard output, read as a stream under the limits of ``run_command``.
+
+    The command runs in its own process group with stdin closed and ``LC_ALL=C``. ``readinto`` waits for
+    output no later than the deadline and raises ``CommandLimit`` at the deadline or when the output passes
+    ``max_bytes``: before those bytes reach the reader, so the work stays bounded like the wait. Standard
+    error is kept up to MAX_OUTPUT_BYTES meanwhile. ``finish`` ends it (the group is killed if it still runs
+    or still holds the pipe; every wait bounded) and returns its CommandRun, without the stdout.
+    """
+
+    def __init__(self, argv: list[str], process: subprocess.Popen[bytes], timeout: float, max_bytes: int,
+                 started: float) -> None:
+        assert process.stdout is not None and process.stderr is not None
+        self.argv, self.process, self.timeout, self.max_bytes = tuple(argv), process, timeout, max_bytes
+        self.started = started
+        self.deadline = started + timeout
+        self.count = 0
+        self.stderr = bytearray()
+        self.ended: str | None = None  # "eof", "deadline", "cap"
+        self.exited_at: float | None = None
+        import select
+
+        self.poll = select.poll()
+        self.open = {process.stdout.fileno(): 0, process.stderr.fileno(): 1}
+        for fd in self.open:
+            os.set_blocking(fd, False)
+            self.poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+
+    @classmethod
+    def start(cls, argv: list[str], timeout: float, max_bytes: int) -> CommandOutput | CommandRun:
+        import subprocess
+
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       env={**os.environ, "LC_ALL": "C", "LANG": "C"}, start_new_session=True)
+        except FileNotFoundError:
+            return CommandRun(tuple(argv), None, error="not installed")
+        except PermissionError:
+            return CommandRun(tuple(argv), None, error="permission denied")
+        except OSError as exc:
+            return CommandRun(tuple(argv), None, error=exc.strerror or str(exc))
+        return cls(argv, process, timeout, max_bytes, started)
+
+    def readinto(self, view: Any) -> int:
+        """Up to len(view) bytes of standard output into ``view``; 0 at its end."""
+        out = self.process.stdout.fileno()  # type: ignore[union-attr]
+        while out in self.open:
+            now = time.monotonic()
+            remaining = self.deadline - now
+            if remaining <= 0:
+                self.ended = "deadline"
+                raise CommandLimit(f"timed out after {self.timeout:g} s")
+            if self.exited_at is None and self.process.poll() is not None:
+                self.exited_at = now
+            if self.exited_at is not None:  # it exited: a helper left holding the pipe does not stretch the wait
+                if now > self.exited_at + EXIT_GRACE_S:
+                    self._close(out)
+                    self.ended = "eof"
+                    return 0
+                remaining = min(remaining, self.exited_at + EXIT_GRACE_S - now)
+            for fd, _ in self.poll.poll(max(1, min(int(remaining * 1000) + 1, 1000))):
+                if self.open.get(fd) == 1:
+                    self._stderr(fd)
+                elif fd == out:
+                    want = min(len(view), self.max_bytes - self.count + 1)  # one byte more shows the overflow
+                    try:
+                        got = os.readv(fd, [view[:want]])
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        got = 0
+                    if not got:
+                        self._close(fd)
+                        self.ended = "eof"
+                        return 0
+                    self.count += got
+                    if self.count > self.max_bytes:
+                        self.ended = "cap"
+                        raise CommandLimit(f"output larger than {self.max_bytes} bytes: stopped reading")
+                    return got
+        return 0
+
+    def read(self, size: int = -1) -> bytes:
+        buf = bytearray(READ_CHUNK if size < 0 else size)
+        with memoryview(buf) as view:
+            got = self.readinto(view)
+        return bytes(buf[:got])
+
+    def _stderr(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._close(fd)
+            return
+        self.stderr += chunk[:MAX_OUTPUT_BYTES - len(self.stderr)]
+
+    def _close(self, fd: int) -> None:
+        self.poll.unregister(fd)
+        del self.open[fd]
+
+    def finish(self) -> CommandRun:
+        """End the command and say how it went (stdout is not kept). Waits at most until the deadline."""
+        ended = self.ended
+        exited = False
+        if ended == "eof":  # let it exit and write the rest of stderr, within the deadline
+            while not exited and time.monotonic() < self.deadline:
+                exited = self.process.poll() is not None
+                grace = time.monotonic() + (EXIT_GRACE_S if exited else 0.05)
+                if not self.open:
+                    time.sleep(0.02)  # both pipes closed, the command not yet exited
+                while self.open and time.monotonic() < min(grace, self.deadline):
+                    for fd, _ in self.poll.poll(20):
+                        if self.open.get(fd) == 1:
+                            self._stderr(fd)
+                        elif fd in self.open:
+                            self._close(fd)  # stdout again after its end: nothing more to read
+            if not exited:
+                ended = "deadline"
+        if not exited or self.open:
+            _kill_group(self.process)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        stuck = _reap(self.process)
+        timed_out = ended == "deadline" or stuck is not None
+        error = None
+        if stuck is not None:
+            error = (f"timed out after {self.timeout:g} s and {STUCK_MARKER} even by SIGKILL (process state "
+                     f"{stuck}: stuck in the driver); abandoned")
+        elif timed_out:
+            error = f"timed out after {self.timeout:g} s"
+        elif ended == "cap":
+            error = f"output larger than {self.max_bytes} bytes: killed, stopped reading"
+        elif ended is None:
+            error = "output not read to its end"
+        return CommandRun(self.argv, self.process.returncode if exited and stuck is None else None, "",
+                          self.stderr.decode("utf-8", errors="replace"), round(time.monotonic() - self.started, 3),
+                          timed_out, error)
 
 
 KILL_GRACE_S = 0.5  # after SIGKILL: time to drain the pipes and for the kernel to reap the process

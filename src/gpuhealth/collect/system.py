@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuhealth.collect.base import Probed, read_text
-from gpuhealth.evidence_input import InputError, kernel_log_from_path
-from gpuhealth.host import Host
+from gpuhealth.evidence_input import DEFAULT_MAX_BYTES, InputError, kernel_log_from_path
+from gpuhealth.host import CommandLimit, Host
 from gpuhealth.model import (
+    CommandRun,
+    KernelLog,
     OsInfo,
     ParseError,
 )
-from gpuhealth.parsers.kernel_log import parse_kernel_log
+from gpuhealth.parsers.kernel_log import parse_kernel_log, parse_kernel_log_stream
 from gpuhealth.parsers.system import parse_os_release, parse_proc_modules, parse_redhat_release
 from gpuhealth.redact import redact_environment
 
@@ -83,6 +87,7 @@ def probe_kernel_log(host: Host, timeout: float) -> Probed:
     found = Probed()
     reasons = []
     stdout_file = getattr(host, "stdout_file", None)  # a bundle keeps outputs in files: scan them in place
+    stream = getattr(host, "stream", None)  # a live host: the output is scanned as it comes, never held whole
     for argv in KERNEL_LOG_COMMANDS:
         source = " ".join(argv)
         if stdout_file is not None:
@@ -98,6 +103,15 @@ def probe_kernel_log(host: Host, timeout: float) -> Probed:
                 except OSError as exc:
                     reasons.append(f"{source}: {exc.strerror or exc}")
                     continue
+        elif stream is not None:
+            log, run, problem = _stream_kernel_log(stream, argv, timeout, source)
+            if log is not None:
+                found.fields["kernel_log"] = log
+                found.sources["kernel_log"] = source
+                return found
+            if problem:
+                reasons.append(problem)
+                continue
         else:
             run = host.run(argv, timeout)
         if run.ok and run.stdout.strip():
@@ -114,6 +128,30 @@ def probe_kernel_log(host: Host, timeout: float) -> Probed:
         "kernel log not readable (" + "; ".join(reasons) + "): run as root, or add the user to "
         "group adm (dmesg) or systemd-journal (journalctl)")
     return found
+
+
+def _stream_kernel_log(stream: Any, argv: list[str], timeout: float, source: str
+                       ) -> tuple[KernelLog | None, CommandRun, str | None]:
+    """(the log, how the command went, why there is no log when the command itself did not fail).
+
+    The output goes through the stream scanner as it comes: memory stays bounded whatever its size, the
+    deadline covers the reading and the scanning, and reading stops past ``DEFAULT_MAX_BYTES``.
+    """
+    output = stream(argv, timeout, DEFAULT_MAX_BYTES)
+    if isinstance(output, CommandRun):  # it could not be started
+        return None, output, None
+    log = problem = None
+    try:
+        log = parse_kernel_log_stream(output, source)
+    except CommandLimit as exc:
+        problem = f"{source}: {exc}"
+    except ParseError as exc:
+        problem = f"{source}: {exc}"
+    finally:
+        run = output.finish()
+    if not run.ok:  # its own failure says why: timed out, too much output, permission denied ...
+        return None, run, None
+    return log, run, problem
 
 
 def probe_environment(host: Host, timeout: float) -> Probed:

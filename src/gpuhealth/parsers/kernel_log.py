@@ -66,6 +66,7 @@ For every kind ``message`` is the text (multi-line blocks joined, ``NVRM:`` tags
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import datetime
@@ -77,7 +78,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -464,17 +465,52 @@ def _detect(head: bytes) -> str:
 # A plain tuple: a NamedTuple's constructor costs microseconds, and driver spam makes millions of hits.
 _Hit = tuple[int, bytes, "bytes | None"]
 
+# Every pass over the bytes costs about as much as another (0.2-0.5 s per GB for bytes.find, 0.33 for the
+# newline count), and Python has no multi-keyword search in C: an alternation ("NVRM|...") is ten times
+# slower, because sre then tests every byte against a set of first characters. But "NVRM" and ": AER: "
+# share the letter R: a pattern that starts with the literal R is scanned by sre's single-character loop
+# (as fast as one find), and the lookbehinds check the rest only where an R is. One pass finds both, and
+# `[^\n]*` carries each match to the end of its line, so every line is found once. "nvidia-nvswitch" (no R,
+# long, so bytes.find skips fast) and any other needle are found with find.
+_R_NEEDLES = (b"NVRM", b": AER: ")
+_R_LINES = lazy_re(rb"R(?:(?<=NVR)M|(?<=: AER): )[^\n]*")
+_MATCH_END = re.Match.end
+_MATCH_GROUP = re.Match.group
+_DENSE_SUB = 1024 * 1024  # a dense piece is turned into hits this much at a time (bounded lists)
+
+
+def _line_finders(needles: Sequence[bytes]) -> tuple[bool, list[bytes]]:
+    """(whether the R pattern covers NVRM and ": AER: ", the needles left for bytes.find)."""
+    regex = all(needle in needles for needle in _R_NEEDLES)
+    return regex, [needle for needle in needles if not (regex and needle in _R_NEEDLES)]
+
+
+def _is_dense(found: int, pos: int, start: int) -> bool:
+    """Hits this frequent are driver spam: turning them into lines in bulk is cheaper than one by one."""
+    return found >= _DENSE_PROBE and found % _DENSE_PROBE == 0 and pos - start < found * _DENSE_BYTES_PER_HIT
+
 
 def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence[bytes], ahead: int | None = None
-                 ) -> tuple[int, list[_Hit]]:
+                 ) -> tuple[int | None, Any]:
     """Newlines in buf[start:end] and the lines there holding a needle (line_index relative to start).
 
-    ``ahead``: how far the lines after a hit may be looked at (default ``end``).
+    ``ahead``: how far the lines after a hit may be looked at (default ``end``). In a piece dense with hits
+    the answer is a ``_Dense`` and the newline count None: the count is made while its hits are used
+    (``_Dense.newlines()`` afterwards).
     """
     ahead = end if ahead is None else ahead
     spans: dict[int, int] = {}
     find, rfind = buf.find, buf.rfind
-    for needle in needles:
+    regex, others = _line_finders(needles)
+    if regex:
+        found = 0
+        for match in _R_LINES.finditer(buf, start, end):
+            pos = match.start()
+            spans[rfind(b"\n", start, pos) + 1 or start] = match.end()
+            found += 1
+            if _is_dense(found, pos, start):
+                return None, _Dense(bytes(buf[start:ahead]), end - start, needles)
+    for needle in others:
         pos = find(needle, start, end)
         found = 0
         while pos != -1:
@@ -485,8 +521,8 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
             spans[line_start] = line_end
             pos = find(needle, line_end, end)
             found += 1
-            if found == _DENSE_PROBE and pos != -1 and pos - start < _DENSE_PROBE * _DENSE_BYTES_PER_HIT:
-                return _scan_dense(bytes(buf[start:ahead]), end - start, needles, needle)
+            if pos != -1 and _is_dense(found, pos, start):
+                return None, _Dense(bytes(buf[start:ahead]), end - start, needles)
     hits: list[_Hit] = []
     count = buf.count
     newlines = 0
@@ -496,72 +532,127 @@ def _scan_buffer(buf: bytes | bytearray, start: int, end: int, needles: Sequence
         previous = line_start
         line_end = spans[line_start]
         raw = bytes(buf[line_start:min(line_end, line_start + _MAX_LINE)])
-        after = None
-        if b"The NVIDIA GPU" in raw:
-            stop = line_end
-            for _ in range(_LOOKAHEAD_LINES):
-                if stop >= ahead:
-                    break
-                nxt = find(b"\n", stop + 1, ahead)
-                stop = ahead if nxt == -1 else nxt
-            after = bytes(buf[line_end + 1:min(stop, line_end + 1 + _MAX_LINE)])
-        hits.append((newlines, raw, after))
+        hits.append((newlines, raw, _after(buf, raw, line_end, ahead)))
     newlines += count(b"\n", previous, end)
     return newlines, hits
 
 
-class _Dense:
-    """The hits of a piece full of driver spam: its lines and the indices of those holding a needle.
+def _after(buf: bytes | bytearray, raw: bytes, line_end: int, ahead: int) -> bytes | None:
+    """The lines after a hit when it may continue without an NVRM tag ("The NVIDIA GPU ..."), else None."""
+    if b"The NVIDIA GPU" not in raw:
+        return None
+    stop = line_end
+    for _ in range(_LOOKAHEAD_LINES):
+        if stop >= ahead:
+            break
+        nxt = buf.find(b"\n", stop + 1, ahead)
+        stop = ahead if nxt == -1 else nxt
+    return bytes(buf[line_end + 1:min(stop, line_end + 1 + _MAX_LINE)])
 
-    Kept as lines (not hit tuples) so that the collector can count lines it already knows in C.
+
+class _Batch:
+    """The hit lines of about _DENSE_SUB bytes of a dense piece.
+
+    ``matches`` are the R pattern's (one per line, each to its line's end); ``keys`` their text, the fast
+    path's key when the line's first keyword is NVRM (``"RM..."``, see ``_Collector.feed``); ``ends`` the line
+    ends. ``extras``: (line start, line end) of the lines only the other needles found, sorted.
     """
 
-    __slots__ = ("lines", "chosen", "data", "end")
+    __slots__ = ("matches", "keys", "ends", "long", "extras")
 
-    def __init__(self, lines: list[bytes], chosen: list[int], data: bytes, end: int) -> None:
-        self.lines, self.chosen, self.data, self.end = lines, chosen, data, end
+    def __init__(self, matches: list[re.Match[bytes]], extras: list[tuple[int, int]], start: int) -> None:
+        self.matches = matches
+        self.keys: list[bytes] = list(map(_MATCH_GROUP, matches))
+        self.ends: list[int] = list(map(_MATCH_END, matches))
+        # A line that may be longer than _MAX_LINE has a cut raw line, so maybe another key: never counted in
+        # bulk. Its length is at most the distance from the end of the line before.
+        previous = itertools.chain((start - 1,), self.ends)
+        self.long = set(itertools.compress(range(len(self.ends)), map(
+            operator.lt, itertools.repeat(_MAX_LINE + 1), map(operator.sub, self.ends, previous))))
+        self.extras = extras
 
-    def after(self, i: int) -> bytes | None:
-        """The lines after hit ``i`` when it may continue without an NVRM tag ("The NVIDIA GPU ...")."""
-        if b"The NVIDIA GPU" not in self.lines[i]:
-            return None
-        following = self.lines[i + 1:i + 1 + _LOOKAHEAD_LINES]
-        if len(following) < _LOOKAHEAD_LINES and len(self.data) > self.end:  # the lines after the piece
-            extra = self.data[self.end:self.end + 4 * _MAX_LINE].split(b"\n")
-            following = following + extra[:_LOOKAHEAD_LINES - len(following)]
-        return b"\n".join(following)[:_MAX_LINE]
 
-    def hit(self, i: int) -> _Hit:
-        raw = self.lines[i]
-        return (i, raw[:_MAX_LINE] if len(raw) > _MAX_LINE else raw, self.after(i))
+class _Dense:
+    """The hits of a piece full of driver spam, found in bulk: lists built in C (match objects mapped to
+    their text and end), never a Python statement per line. Only the lines that need it (handed on one by
+    one, or the last occurrence of a counted message) get their start, raw line and line number; line
+    numbers are counted in one forward pass.
+    """
+
+    __slots__ = ("data", "end", "regex", "others", "counted_at", "counted")
+
+    def __init__(self, data: bytes, end: int, needles: Sequence[bytes]) -> None:
+        self.data, self.end = data, end  # data[:end] is the piece; the rest is only looked at by _after
+        self.regex, self.others = _line_finders(needles)
+        self.counted_at = self.counted = 0
+
+    def index(self, pos: int) -> int:
+        """Newlines before ``pos`` (the 0-based index of the line starting there)."""
+        if pos >= self.counted_at:
+            self.counted += self.data.count(b"\n", self.counted_at, pos)
+        else:  # not expected (positions are asked in order), but never wrong
+            self.counted -= self.data.count(b"\n", pos, self.counted_at)
+        self.counted_at = pos
+        return self.counted
+
+    def newlines(self) -> int:
+        return self.index(self.end)
+
+    def batches(self) -> Iterator[_Batch]:
+        data, end = self.data, self.end
+        pos = 0
+        while pos < end:
+            stop = data.find(b"\n", min(pos + _DENSE_SUB, end) - 1, end)
+            stop = end if stop == -1 else stop + 1
+            yield self._batch(pos, stop)
+            pos = stop
+
+    def _batch(self, start: int, stop: int) -> _Batch:
+        data = self.data
+        matches = list(_R_LINES.finditer(data, start, stop)) if self.regex else []
+        spans: dict[int, int] = {}
+        for needle in self.others:
+            pos = data.find(needle, start, stop)
+            while pos != -1:
+                line_end = data.find(b"\n", pos, stop)
+                line_end = stop if line_end == -1 else line_end
+                spans[data.rfind(b"\n", 0, pos) + 1] = line_end  # data[start - 1] is a newline
+                pos = data.find(needle, line_end, stop)
+        batch = _Batch(matches, [], start)
+        if spans:  # rare: lines the pattern found too are its
+            found = set(batch.ends)
+            batch.extras = sorted(item for item in spans.items() if item[1] not in found)
+        return batch
+
+    def match_hit(self, batch: _Batch, j: int) -> _Hit:
+        """Hit ``j`` of the pattern's, as a line (positions must be asked in order)."""
+        line_start = self.data.rfind(b"\n", 0, batch.matches[j].start()) + 1
+        return self.span_hit(line_start, batch.ends[j])
+
+    def span_hit(self, line_start: int, line_end: int) -> _Hit:
+        raw = self.data[line_start:min(line_end, line_start + _MAX_LINE)]
+        return (self.index(line_start), raw, _after(self.data, raw, line_end, len(self.data)))
+
+    def ordered(self, batch: _Batch) -> list[tuple[int, int, tuple[int, int] | None]]:
+        """Where the extras go among the pattern's hits: (pattern hits before it, 0, span), sorted."""
+        return [(bisect.bisect_left(batch.ends, span[0]), 0, span) for span in batch.extras]
 
     def hits(self) -> list[_Hit]:
-        return [self.hit(i) for i in self.chosen]
-
-
-def _scan_dense(data: bytes, end: int, needles: Sequence[bytes], dense: bytes) -> tuple[int, Any]:
-    """_scan_buffer for a piece where hits are frequent (driver spam): split into lines once, test each.
-
-    ``data[:end]`` is the piece; what follows is only looked at for the lines after a hit.
-    """
-    piece = data[:end]
-    lines = piece.split(b"\n")
-    # The dense needle is tested line by line in C (compress/map); the others are rare: found with find.
-    chosen = set(itertools.compress(range(len(lines)), map(operator.contains, lines, itertools.repeat(dense))))
-    for needle in needles:
-        if needle == dense:
-            continue
-        pos, counted, line = piece.find(needle), 0, 0
-        while pos != -1:
-            line += piece.count(b"\n", counted, pos)
-            counted = pos
-            chosen.add(line)
-            pos = piece.find(needle, piece.find(b"\n", pos) + 1 or len(piece))
-    return len(lines) - 1, _Dense(lines, sorted(chosen), data, end)
+        out: list[_Hit] = []
+        for batch in self.batches():
+            items = [(j, 1, None) for j in range(len(batch.ends))] + self.ordered(batch)
+            for j, _, span in sorted(items, key=operator.itemgetter(0, 1)):
+                out.append(self.span_hit(*span) if span is not None else self.match_hit(batch, j))
+        return out
 
 
 def _hit_list(hits: Any) -> list[_Hit]:
     return hits.hits() if isinstance(hits, _Dense) else hits
+
+
+def _piece_newlines(newlines: int | None, hits: Any) -> int:
+    """A piece's newline count, once its hits have been used (a dense piece counts them as it goes)."""
+    return hits.newlines() if newlines is None else newlines
 
 
 def _scan_file(path: str, start: int, end: int, needles: Sequence[bytes]) -> tuple[int, list[_Hit]]:
@@ -587,7 +678,7 @@ def _collect_buffer(buf: bytes | bytearray, start: int, end: int) -> tuple[int, 
         stop = end if stop == -1 else stop + 1
         part_newlines, hits = _scan_buffer(buf, pos, stop, _NEEDLES, ahead=end)
         collector.feed(hits, newlines)
-        newlines += part_newlines
+        newlines += _piece_newlines(part_newlines, hits)
         pos = stop
     return newlines, collector
 
@@ -637,8 +728,11 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
             total += got
             filled += got
             last = bytes(buf[filled - 1:filled])
-        cut = filled if eof else buf.rfind(b"\n", 0, filled) + 1
-        if not cut and filled == len(buf) and len(buf) >= max(2 * _CHUNK, 1 << 20):
+        if not eof and filled < len(buf):
+            continue  # fill the buffer first (a pipe gives 64 KiB a read): fewer, larger pieces
+        full = filled == len(buf) and len(buf) >= max(2 * _CHUNK, 1 << 20)
+        cut = filled if eof else _cut(buf, filled, full)
+        if not cut and full:
             cut = filled  # a line longer than that is scanned in pieces: memory stays bounded
         if cut:
             use = tuple(needles) + tuple(early) if total - filled < early_bytes else needles
@@ -647,10 +741,30 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
                 collector.feed(hits, newlines)
             else:
                 sink([(newlines + index, raw, after) for index, raw, after in _hit_list(hits)])
-            newlines += part_newlines
+            newlines += _piece_newlines(part_newlines, hits)
             buf[:filled - cut] = buf[cut:filled]
             filled -= cut
     return newlines, total, last, None
+
+
+def _cut(buf: bytearray, filled: int, full: bool) -> int:
+    """Where to end the piece scanned now (0: read more first).
+
+    A hit sees the lines after it as a line-by-line scan would (``_after``: up to _LOOKAHEAD_LINES lines, at
+    most _MAX_LINE bytes): the piece ends after the last line followed by that much in the buffer; the rest
+    is carried over to the next piece. When no line is (lines as long as the buffer), after the last newline
+    if the buffer is ``full`` (it cannot grow), else nothing yet.
+    """
+    newlines = []
+    at = filled
+    while len(newlines) <= _LOOKAHEAD_LINES:
+        at = buf.rfind(b"\n", 0, at)
+        if at == -1:
+            break
+        newlines.append(at)
+        if len(newlines) > _LOOKAHEAD_LINES or filled - at - 1 >= _MAX_LINE:
+            return at + 1
+    return newlines[0] + 1 if newlines and full else 0
 
 
 class _Prefixed:
@@ -1000,7 +1114,7 @@ class _Collector:
             if not self.pending:
                 at = raw.find(b"NVRM")
                 if at != -1:
-                    key = raw[at:]
+                    key = raw[at + 2:]  # from "RM": what the dense scan's pattern matches (see _R_LINES)
                     if key in dropped:
                         continue
                     group = quiet.get(key)
@@ -1023,40 +1137,42 @@ class _Collector:
     def _feed_dense(self, dense: _Dense, base: int) -> None:
         """Hits of a spam-filled piece: lines already known as chatter (with a full sample) are counted in C,
         per key, between the others, which go through ``feed`` one by one, in order."""
-        chosen = dense.chosen
-        lines = list(map(dense.lines.__getitem__, chosen))
-        at = map(bytes.find, lines, itertools.repeat(b"NVRM"))
-        keys = list(map(operator.getitem, lines, map(slice, at, itertools.repeat(None))))
-        slow = list(itertools.compress(range(len(keys)), map(operator.not_, map(self.saturated.__contains__, keys))))
-        start = 0
-        slow.append(len(keys))
-        for j in slow:
-            if j < start:
-                continue  # already fed as the continuation of a block
-            if start < j:
-                self._count_known(keys, lines, chosen, start, j, base)
-            if j == len(keys):
-                break
-            self.feed([dense.hit(chosen[j])], base)
-            start = j + 1
-            while self.pending and start < len(keys) and chosen[start] == chosen[start - 1] + 1:
-                self.feed([dense.hit(chosen[start])], base)  # may continue the block: in order, in full
-                start += 1
+        for batch in dense.batches():
+            n = len(batch.keys)
+            slow = itertools.compress(range(n), map(operator.not_, map(self.saturated.__contains__, batch.keys)))
+            items = sorted(itertools.chain(((j, 1, None) for j in sorted(batch.long.union(slow))),
+                                           dense.ordered(batch), ((n, 1, None),)),
+                           key=operator.itemgetter(0, 1))
+            i = 0
+            for j, _, span in items:
+                while i < j:
+                    if self.pending:  # the line may continue the block (or ends it): in order, in full
+                        self.feed([dense.match_hit(batch, i)], base)
+                        i += 1
+                        continue
+                    self._count_known(dense, batch, i, j, base)
+                    i = j
+                if span is not None:
+                    self.feed([dense.span_hit(*span)], base)
+                elif j < n:
+                    self.feed([dense.match_hit(batch, j)], base)
+                    i = j + 1
 
-    def _count_known(self, keys: list[bytes], lines: list[bytes], chosen: list[int], start: int, stop: int,
-                     base: int) -> None:
-        segment = keys[start:stop]
+    def _count_known(self, dense: _Dense, batch: _Batch, start: int, stop: int, base: int) -> None:
+        segment = batch.keys[start:stop]
         last = dict(zip(segment, range(start, stop), strict=True))  # the last occurrence of each key
-        latest: dict[int, int] = {}
+        latest: dict[int, tuple[int, _Group]] = {}
         for key, count in collections.Counter(segment).items():
             group = self.quiet.get(key)
             if group is None:
                 continue  # a folded repeat (a GPU's fallen-off-the-bus report after the first)
             group.count += count
             j = last[key]
-            if j > latest.get(id(group), -1):
-                latest[id(group)] = j
-                group.last_raw, group.last_index = lines[j], base + chosen[j]
+            if j > latest.get(id(group), (-1, group))[0]:
+                latest[id(group)] = (j, group)
+        for j, group in sorted(latest.values(), key=operator.itemgetter(0)):  # line numbers counted forward
+            index, group.last_raw, _ = dense.match_hit(batch, j)
+            group.last_index = base + index
 
     def _hit(self, index: int, raw_bytes: bytes, after: bytes | None, base: int) -> None:
         raw = _decode(raw_bytes)
@@ -1148,7 +1264,7 @@ class _Collector:
         at = raw.find(b"NVRM")
         if at == -1 or not message.lstrip().startswith("NVRM") or len(self.quiet) >= _QUIET_MAX:
             return
-        key = raw[at:]
+        key = raw[at + 2:]  # as in feed
         if group is None:
             self.dropped.add(key)
             self.saturated.add(key)
