@@ -201,6 +201,14 @@ def test_untrusted_signer_with_secure_boot_enabled_is_a_refusal():
     assert gh506 is not None and gh506.severity is Severity.CRITICAL
 
 
+def test_another_modules_rejection_is_not_nvidias():
+    other = "[   12.345678] vboxdrv: Loading of unsigned module is rejected\n"
+    _, report = report_of(("journal.log", other))
+    assert finding(report, "GH506") is None
+    _, report = report_of(("journal.log", "[   12.345678] Loading of unsigned module is rejected\n"))
+    assert finding(report, "GH506") is not None  # names no module: nvidia may be the one
+
+
 def test_untrusted_signer_with_nvidia_loaded_concerns_another_module():
     lsmod = "$ lsmod | grep nvidia\nnvidia              56692736  1 nvidia_uvm\n"
     _, report = report_of(("journal.log", PKCS7 + LOCKDOWN + "\n"), ("session.txt", lsmod))

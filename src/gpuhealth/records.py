@@ -64,9 +64,8 @@ def record(cls: T) -> T:
     _set(cls, "__init__", _init(cls, fields))
     if "__repr__" not in cls.__dict__:
         _set(cls, "__repr__", _repr(tuple(f.name for f in fields if f.repr)))
-    compared = _getter(tuple(f.name for f in fields if f.compare))
     if "__eq__" not in cls.__dict__:
-        _set(cls, "__eq__", _eq(compared))
+        _set(cls, "__eq__", _eq(tuple(f.name for f in fields if f.compare)))
     if not explicit_hash:
         hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
         _set(cls, "__hash__", _hash(_getter(hashed)))
@@ -220,10 +219,28 @@ def _repr(names: tuple[str, ...]) -> Callable[[Any], str]:
     return __repr__
 
 
-def _eq(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
-    def __eq__(self: Any, other: Any) -> Any:
+def _eq(names: tuple[str, ...]) -> Callable[[Any, Any], Any]:
+    """dataclass's ``__eq__`` for this Python: up to 3.12 the fields compared as tuples (an identical
+    object equals itself, even NaN); from 3.13 an identity check, then field by field."""
+    if sys.version_info < (3, 13):
+        key = _getter(names)
+
+        def __eq__(self: Any, other: Any) -> Any:
+            if other.__class__ is self.__class__:
+                return key(self) == key(other)
+            return NotImplemented
+        return __eq__
+
+    def __eq__(self: Any, other: Any) -> Any:  # noqa: F811 - one of the two, by version
+        if self is other:
+            return True
         if other.__class__ is self.__class__:
-            return key(self) == key(other)
+            result: Any = True
+            for name in names:
+                result = getattr(self, name) == getattr(other, name)
+                if not result:
+                    return result
+            return result
         return NotImplemented
     return __eq__
 

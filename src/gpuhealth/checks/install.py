@@ -430,18 +430,21 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             yield skip
             return
     install = snapshot.install or InstallState()
-    log_lines = _log_lines(snapshot, SIGNATURE_REJECTED) + _logged(snapshot, lambda sig: (
-        sig.cause == "secure-boot-refused" and sig.severity == "critical"))
+    loaded = module_loaded(snapshot)
+    # catalogue refusals of a parsed log: about nvidia, or naming no module while nvidia is not known loaded
+    log_lines = _log_lines(snapshot, SIGNATURE_REJECTED) + (_logged(snapshot, lambda sig: (
+        sig.cause == "secure-boot-refused" and sig.severity == "critical")) if loaded is not True else ())
     # "PKCS#7 signature not signed with a trusted key": a module's signer is not trusted. Only an enforcing
     # kernel (Secure Boot) refuses it; elsewhere it loads and taints the kernel ("module verification failed").
     loaded_unsigned = _log_lines(snapshot, (MODULE_LOADED_UNSIGNED,)) + _logged(
         snapshot, lambda sig: sig.id == "kernel-module-verification-taint")
-    loaded = module_loaded(snapshot)
     # the line names no module: with nvidia loaded it concerns another one
     untrusted = () if loaded_unsigned or loaded is True else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
         snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     failures = _load_failures(snapshot) if loaded is not True else []
     if install.secure_boot is None and not log_lines and not untrusted:
+        if _logged(snapshot, lambda sig: sig.cause == "secure-boot-refused", other_modules=True):
+            return  # the log's refusals were judged: another module's, or nvidia is loaded
         yield Skip(_unavailable(snapshot, "install_secure_boot") if snapshot.install is not None
                    else "the Secure Boot state (mokutil --sb-state) is not in the evidence given")
         return
@@ -507,11 +510,15 @@ def _log_lines(snapshot: Snapshot, needles: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(e.line for e in snapshot.kernel_log.events if any(n in e.line.lower() for n in lowered))[:3]
 
 
-def _logged(snapshot: Snapshot, wanted: Callable[[Signature], bool]) -> tuple[str, ...]:
+# "vboxdrv: Loading of unsigned module is rejected": a line that names its module, and not an nvidia one
+_OTHER_MODULE = re.compile(r"\b(?!nvidia)[\w-]{1,40}: (?:Loading of|module verification)")
+
+
+def _logged(snapshot: Snapshot, wanted: Callable[[Signature], bool], other_modules: bool = False) -> tuple[str, ...]:
     """Catalogue lines of a parsed kernel log that ``wanted`` picks: the log parser keeps only the signature lines
     that name nvidia, and older kernels' "PKCS#7 ..." and "Loading of unsigned module is rejected" name no module."""
     return tuple(m.line for m in snapshot.messages or () if m.signature and "kernel_log" in m.read_into
-                 and wanted(signature(m.signature)))[:3]
+                 and wanted(signature(m.signature)) and (other_modules or not _OTHER_MODULE.search(m.line)))[:3]
 
 
 def _load_failures(snapshot: Snapshot) -> list[MessageLine]:

@@ -88,16 +88,16 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     warnings: list[str] = []
     lines = text.expandtabs(8).splitlines()
     has_headers = any(_header(line) for line in lines)
-    stack: list[tuple[int, str]] = []  # (indent, key) of the lines enclosing the current one
+    stack: list[tuple[int, str]] = []  # (indent, path) of the lines enclosing the current one
     block: _Block | None = None
     for line in lines:
         content = line.strip()
         if not content or content.startswith("==") or content == "[...]":
             continue
-        if content.upper().startswith("WARNING:"):
+        if content[:8].upper().startswith("WARNING:"):  # upper() only maps, never shortens: same as the whole
             warnings.append(content)
             continue
-        header = _header(line)
+        header = None if line[:1].isspace() else _header(line)  # most lines are indented: no call
         if header:
             block, stack = _Block(header), []
             blocks.append(block)
@@ -118,8 +118,9 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
             block = blocks[0]
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        block.add("/".join([k for _, k in stack] + [key]), value)
-        stack.append((indent, key))
+        path = f"{stack[-1][1]}/{key}" if stack else key
+        block.add(path, value)
+        stack.append((indent, path))
     return host, blocks, warnings
 
 
