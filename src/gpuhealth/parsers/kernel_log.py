@@ -4,11 +4,13 @@ Line forms are from NVIDIA's Xid catalogue (sources OGKM, GPUD, XIDCAT) and the 
 ``tests/data/corpus`` (gpud, ml-engineering, nvidia-bug-report-352.63).
 
 Speed: a production kernel log can be gigabytes, and almost none of it is about the GPU. The scan
-never runs a regular expression per line. It works on bytes: ``bytes.find`` locates the few keywords
-(``NVRM``, ``nvidia-nvswitch``), each hit is widened to its line, ``count(b"\\n")`` between hits gives line
-numbers, and only those lines are decoded and parsed. Files are read in reusable chunks (no copy of
-the whole file) and, when they are large, split between forked worker processes; a stream (a pipe, a
-gzip file) is read the same way, in one process (``parse_kernel_log_stream``).
+never runs a regular expression per line. It works on bytes: one pattern anchored on the letter R finds
+the lines holding ``NVRM`` or ``: AER: ``, ``bytes.find`` those holding ``nvidia-nvswitch``, ``count(b"\n")``
+between hits gives line numbers, and only those lines are decoded and parsed (three passes over the bytes,
+see ``_R_LINES``). Files are read in reusable chunks (no copy of the whole file) and, when they are large,
+split between forked worker processes; a stream (a pipe, a gzip file, the live ``dmesg``) is read the same
+way, in one process (``parse_kernel_log_stream``). A piece dense with driver spam is handled in bulk
+(``_Dense``): the known lines are counted per message in C.
 
 Memory: events are aggregated while scanning, never kept per line. Each (kind, device, Xid, message
 template) is one ``EventGroup``: a count, the first and last occurrence and up to 8 samples; the template is
@@ -16,7 +18,7 @@ the message with numbers, hex values and PCI addresses replaced by ``#``. ``Kern
 samples. NVRM lines that are no event (the assertion spam of a wedged driver, millions of lines) are
 counted as kind "other": a message seen before is recognised by its exact text (or, when digits do not
 change its meaning, its digit-normalised text) and not parsed again; in a piece dense with such lines the
-lines are split once and the known ones counted in C.
+known ones are counted in C, per message, without a Python statement per line.
 
 Event kinds (``KernelEvent.kind``) and what each carries besides timestamp, raw line and line number:
 
