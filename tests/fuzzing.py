@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuhealth.model import ParseError
@@ -45,3 +45,30 @@ def only_parse_error(parse: Callable[..., Any], text: Any, *args: Any) -> None:
         parse(text, *args)
     except ParseError:
         pass
+
+
+def only_parse_errors(*parsers: Callable[..., Any]) -> Callable[[Any], None]:
+    """One check that runs every parser on a text, each allowed to answer with a ParseError only."""
+
+    def check(text: Any) -> None:
+        for parse in parsers:
+            only_parse_error(parse, text)
+
+    return check
+
+
+def fuzz_tests(check: Callable[[str], None], samples: list[str]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two fuzz tests every parser's module has: any text, and real text mutated (``mutated``).
+    ``test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(only_parse_errors(parse_x), SAMPLES)``."""
+
+    @FUZZ
+    @given(st.text())
+    def random_text(text: str) -> None:
+        check(text)
+
+    @FUZZ
+    @given(mutated(samples))
+    def mutated_real_files(text: str) -> None:
+        check(text)
+
+    return random_text, mutated_real_files

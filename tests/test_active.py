@@ -1,10 +1,10 @@
 """Active tests (check --level 2): the script run for real against a stand-in ``torch``, the runner's
 refusals, and GH710/GH711 on test hosts.
 
-This machine has no PyTorch and no GPU, so ``FAKE_TORCH`` below is a hand-written stand-in package that
-implements only the calls ACTIVE_TEST_SCRIPT makes, on tiny tensors, with modes for a wrong matmul, a
-memory fault and an error raised on cuda:1. The host answers in the GH710/GH711 tests are hand-written
-JSON lines in the script's output format.
+This machine has no PyTorch and no GPU, so ``tests/fake_torch.py`` is a hand-written stand-in package
+(shared with the probe's tests) that implements only the calls ACTIVE_TEST_SCRIPT makes, on tiny tensors,
+with modes for a wrong matmul, a memory fault and an error raised on cuda:1. The host answers in the
+GH710/GH711 tests are hand-written JSON lines in the script's output format.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from fake_torch import install_fake_torch
 from gpuhealth.active import ACTIVE_TEST_SCRIPT, active_argv, parse_active_output, run_active_tests, with_active_tests
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.topology import link_rate_gbps
@@ -24,87 +25,10 @@ from gpuhealth.collect import collect
 from gpuhealth.model import CommandRun, GpuProcess, ParseError, Severity
 from hostcases import FakeHost, load_spec
 
-FAKE_TORCH = '''
-import math, os, random
-MODE = os.environ.get("FAKE_TORCH", "ok")
-__version__ = "2.3.1+cu121"
-uint8, int32 = "uint8", "int32"
-class _NS:
-    pass
-backends = _NS(); backends.cuda = _NS(); backends.cuda.matmul = _NS(); backends.cuda.matmul.allow_tf32 = True
-class Generator:
-    def manual_seed(self, seed):
-        self.random = random.Random(seed)
-        return self
-class _Scalar:
-    def __init__(self, value):
-        self.value = value
-    def item(self):
-        return self.value
-class Tensor:
-    def __init__(self, rows, device="cpu"):
-        self.rows, self.device = rows, device
-    def to(self, device):
-        return Tensor([list(r) for r in self.rows], device)
-    def cpu(self):
-        return Tensor(self.rows)
-    def pin_memory(self):
-        return self
-    def copy_(self, src, non_blocking=False):
-        self.rows = [list(r) for r in src.rows]
-        return self
-    def fill_(self, value):
-        self.rows = [[value for _ in r] for r in self.rows]
-        if self.device == "cuda:1" and MODE == "memfault":
-            self.rows[0][3] = value ^ 4
-        return self
-    def __ne__(self, other):
-        rows = other.rows if isinstance(other, Tensor) else [[other] * len(r) for r in self.rows]
-        return Tensor([[int(a != b) for a, b in zip(r, s)] for r, s in zip(self.rows, rows)])
-    def sum(self):
-        return _Scalar(sum(sum(r) for r in self.rows))
-    def __matmul__(self, other):
-        cols = list(zip(*other.rows))
-        out = [[sum(a * b for a, b in zip(r, c)) for c in cols] for r in self.rows]
-        if self.device == "cuda:1" and MODE == "wrong":
-            out[0][0] += 5.0
-        return Tensor(out, self.device)
-    def __sub__(self, other):
-        return Tensor([[a - b for a, b in zip(r, s)] for r, s in zip(self.rows, other.rows)])
-    def abs(self):
-        return Tensor([[abs(a) for a in r] for r in self.rows])
-    def max(self):
-        return _Scalar(max(max(r) for r in self.rows))
-    def all(self):
-        return _Scalar(all(all(r) for r in self.rows))
-def isfinite(t):
-    return Tensor([[math.isfinite(a) for a in r] for r in t.rows])
-def randn(*size, generator):
-    return Tensor([[generator.random.gauss(0, 1) for _ in range(4)] for _ in range(4)])
-def empty(n, dtype=None, device="cpu"):
-    if device == "cuda:1" and MODE == "raise":
-        raise RuntimeError("CUDA error: an illegal memory access was encountered")
-    return Tensor([[0] * 8], device)
-def arange(n, dtype=None, device="cpu"):
-    return Tensor([list(range(8))], device)
-class _Props:
-    def __init__(self, index):
-        self.pci_bus_id, self.pci_domain_id, self.pci_device_id = (0x19, 0x3b)[index], 0, 0
-class cuda:
-    is_available = staticmethod(lambda: MODE != "no-cuda")
-    device_count = staticmethod(lambda: 2)
-    synchronize = staticmethod(lambda index=None: None)
-    empty_cache = staticmethod(lambda: None)
-    get_device_name = staticmethod(lambda index: "NVIDIA H100 80GB HBM3")
-    get_device_properties = staticmethod(lambda index: _Props(index))
-'''
-
 
 @pytest.fixture()
 def fake_torch(tmp_path):
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
-    return tmp_path
+    return install_fake_torch(tmp_path)
 
 
 def _script(path=None, mode: str = "ok", budget_s: float = 60) -> dict:

@@ -1,9 +1,10 @@
 """GH6xx: the PyTorch probe script run for real, the CUDA/driver table, and the checks' judgements.
 
 The probe script runs in a subprocess with this venv's python, where PyTorch is not installed (the
-real "installed": false answer), and against a small hand-written stand-in ``torch`` package that
-implements only the calls the script makes (the success, wrong-result, old-driver and broken-import
-paths), since this machine has no PyTorch and no GPU.
+real "installed": false answer), and against a small hand-written stand-in ``torch`` package
+(``tests/fake_torch.py``, shared with the active tests) that implements only the calls the script makes
+(the success, wrong-result, old-driver and broken-import paths), since this machine has no PyTorch and
+no GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from fake_torch import install_fake_torch
 from gpuhealth.checks.cuda import arch_support, hidden_by, is_datacenter
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.collect import collect
@@ -25,68 +27,6 @@ from gpuhealth.knowledge import cuda_drivers
 from gpuhealth.model import Snapshot, TorchEnv
 from gpuhealth.parsers.cuda import TORCH_PROBE_SCRIPT, parse_torch_probe
 from hostcases import FakeHost, load_spec
-
-FAKE_TORCH = '''
-import math, os, random, warnings
-MODE = os.environ.get("FAKE_TORCH", "ok")
-if MODE == "broken":
-    raise OSError("libcudnn.so.9: cannot open shared object file: No such file or directory")
-__version__ = "2.3.1+cu121"
-class _NS:
-    pass
-version = _NS(); version.cuda = "12.1"
-backends = _NS(); backends.cuda = _NS(); backends.cuda.matmul = _NS(); backends.cuda.matmul.allow_tf32 = True
-class Generator:
-    def manual_seed(self, seed):
-        self.random = random.Random(seed)
-        return self
-class _Scalar:
-    def __init__(self, value):
-        self.value = value
-    def item(self):
-        return self.value
-class Tensor:
-    def __init__(self, rows, device="cpu"):
-        self.rows, self.device = rows, device
-    def to(self, device):
-        return Tensor(self.rows, device)
-    def cpu(self):
-        return Tensor(self.rows)
-    def __matmul__(self, other):
-        cols = list(zip(*other.rows))
-        out = [[sum(a * b for a, b in zip(r, c)) for c in cols] for r in self.rows]
-        if self.device == "cuda:1" and MODE == "wrong":
-            out[0][0] += 5.0
-        if self.device == "cuda:1" and MODE == "nan":
-            out[0][0] = float("nan")
-        return Tensor(out, self.device)
-    def __sub__(self, other):
-        return Tensor([[a - b for a, b in zip(r, s)] for r, s in zip(self.rows, other.rows)])
-    def abs(self):
-        return Tensor([[abs(a) for a in r] for r in self.rows])
-    def max(self):
-        return _Scalar(max(max(r) for r in self.rows))
-    def all(self):
-        return _Scalar(all(all(r) for r in self.rows))
-def isfinite(t):
-    return Tensor([[math.isfinite(a) for a in r] for r in t.rows])
-def randn(*size, generator):
-    return Tensor([[generator.random.gauss(0, 1) for _ in range(4)] for _ in range(4)])
-def zeros(*size, device="cpu"):
-    return Tensor([[0.0]], device)
-class cuda:
-    @staticmethod
-    def is_available():
-        if MODE == "old-driver":
-            warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old (found version 11040).")
-            return False
-        return True
-    device_count = staticmethod(lambda: 0 if MODE == "old-driver" else 2)
-    get_arch_list = staticmethod(lambda: ["sm_80", "sm_90"])
-    synchronize = staticmethod(lambda index=None: None)
-    get_device_name = staticmethod(lambda index: "NVIDIA H100 80GB HBM3")
-    get_device_capability = staticmethod(lambda index: (9, 0))
-'''
 
 
 def _run_probe(extra_path: Path | None = None, mode: str = "ok") -> TorchEnv:
@@ -110,9 +50,7 @@ def test_probe_script_without_torch_says_not_installed():
 
 @pytest.fixture()
 def fake_torch(tmp_path):
-    (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text(FAKE_TORCH)
-    return tmp_path
+    return install_fake_torch(tmp_path)
 
 
 def test_probe_script_success_path(fake_torch):

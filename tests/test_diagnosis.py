@@ -239,3 +239,32 @@ def test_gh901_carries_a_symptom_with_no_check_of_its_own_and_stays_quiet_withou
     assert codes(report)[0] == "GH901"
     quiet = report_of(("paste.txt", "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"))
     assert "GH901" not in codes(quiet)
+
+
+def test_the_checks_that_judge_catalogue_lines_declare_that_they_read_messages():
+    """diagnose() overrules a catalogue line only for a check that reads snapshot.messages, as its registry
+    entry says (it was a hard-coded code list); a check reading only the kernel log judges no pasted line."""
+    from gpuhealth.checks import catalogue
+    from gpuhealth.checks.diagnosis import judges_lines
+    from gpuhealth.checks.registry import REGISTRY
+
+    catalogue.load()
+    assert {c for c in REGISTRY if judges_lines(c)} >= {"GH209", "GH210", "GH612", "GH706"}
+    assert not judges_lines("GH301") and not judges_lines("GH206") and not judges_lines("GH999")
+    # GH210 let "NV_WARN_NOTHING_TO_DO" pass on a host without NVSwitches: its line is not re-raised
+    assert "GH210" not in codes(case_report("not-a-fault-fabricmanager-nothing-to-do-a40"))
+
+
+def test_pasted_lines_become_evidence_one_way():
+    """GH003, the catalogue's findings, GH206 and the evidence checks share checks.registry.line_evidence:
+    one Evidence per source, each line once, at most six per source (GH003 once listed a repeated line twice)."""
+    from gpuhealth.checks.registry import line_evidence
+    from gpuhealth.model import MessageLine
+
+    lines = [MessageLine(f"error {i % 8}", "a.log") for i in range(20)] + [MessageLine("error x", "b.log")]
+    assert [(e.source, e.lines) for e in line_evidence(lines)] == [
+        ("a.log", tuple(f"error {i}" for i in range(6))), ("b.log", ("error x",))]
+    text = "frobnicator: fatal error: widget 7 failed\n"
+    snapshot, _ = analyze_texts([("app.log", text * 3)])
+    (finding,) = [f for f in run_checks(snapshot).findings if f.code == "GH003"]
+    assert [len(e.lines) for e in finding.evidence] == [1]

@@ -151,3 +151,22 @@ def test_registry_file_is_collected(tmp_path: Path):
     spec.setdefault("files", {})["/proc/driver/nvidia/registry"] = "RMEdgeTrigger: 1\nBinary: \"\"\n"
     snapshot = collect(FakeHost(spec))
     assert snapshot.host_env.driver_registry["RMEdgeTrigger"] == "1"
+
+
+def test_driver_package_versions_one_helper_for_gh509_and_the_user_space_version():
+    """GH509 and the user-space driver version group packages by driver version through one helper: each
+    package once per version, versions in order; a tool's own version (the container toolkit) is no driver."""
+    from gpuhealth.checks.driver import user_space_version
+    from gpuhealth.model import NvidiaPackage
+
+    packages = (NvidiaPackage("libnvidia-compute-535", "535.161.08-0ubuntu1", "dpkg"),
+                NvidiaPackage("libnvidia-compute-535", "535.161.08-0ubuntu1", "dpkg"),  # listed twice
+                NvidiaPackage("libnvidia-common-495", "495.29.05-0ubuntu1", "dpkg"),
+                NvidiaPackage("nvidia-container-toolkit", "1.15.0-1", "dpkg"))
+    snapshot = Snapshot(origin="evidence", host_env=HostEnvironment(packages=packages, package_source="dpkg -l"))
+    (finding,) = [f for f in run_checks(snapshot).findings if f.code == "GH509"]
+    assert [(e.source, e.lines) for e in finding.evidence] == [
+        ("495.29.05: dpkg -l", ("libnvidia-common-495 495.29.05-0ubuntu1",)),
+        ("535.161.08: dpkg -l", ("libnvidia-compute-535 535.161.08-0ubuntu1",))]
+    # libnvidia-common holds no driver library: the library packages agree on one version
+    assert user_space_version(snapshot) == ("535.161.08", "dpkg -l: libnvidia-compute-535")

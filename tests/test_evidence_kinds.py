@@ -74,9 +74,15 @@ def test_example_is_recognised_and_parsed(kind):
     ("env CUDA_VISIBLE_DEVICES=0 time dkms status", "dkms status"),
     ("echo 'unbalanced", "echo 'unbalanced"),
     ("", ""),
+    # a prefix word with no command after it is the command: `env` prints the environment
+    ("env | grep CUDA", "env"), ("sudo env", "env"), ("env -0", "env"), ("env A=1", "env"),
 ])
 def test_normalise_command(command, normal):
     assert normalise_command(command) == normal
+
+
+def test_env_through_grep_routes_to_the_environment_listing():
+    assert "env" in kinds_for_command("env | grep -i cuda")
 
 
 @pytest.mark.parametrize(("command", "kind"), [

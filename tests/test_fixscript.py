@@ -165,3 +165,19 @@ def test_cli_fix_writes_an_executable_script(tmp_path):
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     assert "sudo dracut --force" in out.read_text()
     assert runner.invoke(fix_command, ["--from", str(tmp_path)]).exit_code == 3
+
+
+@pytest.mark.parametrize("os_info", [OsInfo(id="ubuntu"), OsInfo(id="rocky"), OsInfo(id="arch"), None])
+def test_the_script_and_the_report_pick_the_same_fixes_per_family(os_info):
+    """fix_script filters a finding's fixes with report.common.fixes_for_host, the filter the text report
+    shows: a debian host gets no dnf line, an unknown family gets every variant (commented)."""
+    from gpuhealth.report.common import fixes_for_host
+
+    finding = Finding("GH504", "build-tools-missing", Severity.WARNING, "m", fixes=(
+        Fix("sudo apt-get install -y build-essential", "debian"), Fix("sudo dnf install -y gcc make", "rhel"),
+        Fix("gcc --version", "any")))
+    report = Report(Snapshot(os=os_info), findings=(finding,))
+    script = fix_script(report)
+    written = {f.command for f in finding.fixes if f.command in script}
+    assert written == {f.command for f in fixes_for_host(finding, report.snapshot)}
+    assert len(written) == {"ubuntu": 2, "rocky": 2}.get(os_info.id if os_info else "", 3)

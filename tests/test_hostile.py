@@ -453,41 +453,15 @@ def test_planted_secrets_appear_nowhere_in_the_bundle(tmp_path):
 @pytest.fixture
 def served(tmp_path):
     """A real `gpuhealth serve` on a free loopback port, fed by a generated trace; yields (host, port)."""
-    import re
+    from urllib.parse import urlsplit
 
     sys.path.insert(0, str(Path(__file__).parent / "web"))
-    from web_fakes import write_fleet_trace
+    from web_fakes import serve_process, write_fleet_trace
 
     trace = write_fleet_trace(tmp_path / "fleet.jsonl", gpus=2, seconds=600)
-    log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if k != "GPUHEALTH_TOKEN"}
-    with open(log, "w") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "gpuhealth", "serve", "--listen", "127.0.0.1:0",
-                                 "--source", f"replay:{trace}", "--db", str(tmp_path / "h.db"),
-                                 "--request-timeout", "2"],
-                                stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 30
-        while not (found := re.search(r"listening on http://([\d.]+):(\d+)/", log.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        address = (found[1], int(found[2]))
-        while True:  # the line comes before uvicorn's listen(): wait until it answers
-            try:
-                if _get(address, "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield address
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve_process(tmp_path, "--source", f"replay:{trace}", "--request-timeout", "2") as base:
+        url = urlsplit(base)
+        yield url.hostname, url.port
 
 
 def _get(address: tuple[str, int], path: str, timeout: float = 2.0, extra: bytes = b"") -> tuple[int, float]:
@@ -604,6 +578,10 @@ def _saved_run(tmp_path: Path, text: str) -> Path:
     ('{"format": "gpuhealth-run", "version": 1, "snapshot": ' + "[" * 300 + "]" * 300 + "}", "nested deeper"),
     ('{"format": "gpuhealth-run", "version": 1, "findings": 5}', "`findings` is int"),
     ('{"format": "gpuhealth-run", "version": 1, "snapshot": [1]}', "malformed saved run"),
+    # `gpus` is a property of Snapshot (NVML's or nvidia-smi's list), never stored: it was dropped silently
+    ('{"format": "gpuhealth-run", "version": 1, "snapshot": {"gpus": 3}}', "`gpus` is not stored in Snapshot"),
+    ('{"format": "gpuhealth-run", "version": 1, "snapshot": {"os": {"id": "ubuntu", "family": "rhel"}}}',
+     "`family` is not stored in OsInfo"),
 ])
 def test_malformed_saved_runs_exit_3(tmp_path, text, says):
     before = _saved_run(tmp_path, text)

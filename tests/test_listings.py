@@ -377,3 +377,17 @@ def test_long_lines_cost_linear_time(text):
         KINDS[kind].recognise(text)
         only_parse_error(KINDS[kind].parse, text, "adversarial")
     assert time.perf_counter() - start < 2.0
+
+
+def test_a_modprobe_d_file_with_backslash_continuations_is_recognised():
+    """modprobe joins a line ending in a backslash with the next (modprobe.d(5)); the sniff counted the
+    continuation lines as non-directives, so a file with one long `options` line was not recognised.
+    HAND-WRITTEN in the shape of a distribution's nvidia.conf."""
+    text = ("# /etc/modprobe.d/nvidia.conf\n"
+            "options nvidia \\\n"
+            "    NVreg_PreserveVideoMemoryAllocations=1 \\\n"
+            "    NVreg_TemporaryFilePath=/var/tmp \\\n"
+            "    NVreg_EnableGpuFirmware=0\n"
+            "blacklist nouveau\n")
+    assert identify(text) == "modprobe-d"
+    assert KINDS["modprobe-d"].parse(text, "nvidia.conf")["modprobe_blacklisted"] == ("nouveau",)

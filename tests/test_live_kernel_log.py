@@ -157,3 +157,13 @@ def test_a_helper_holding_the_pipe_does_not_stretch_the_wait(tmp_path, on_path):
     found = probe_kernel_log(LocalHost(), 20.0)
     assert time.monotonic() - start < 5
     assert sum(g.count for g in found.fields["kernel_log"].groups if g.kind == "xid") == 3
+
+
+def test_binary_output_is_refused_by_the_scanner_and_said_so(tmp_path, on_path):
+    """The scanner stops at the head (not text): the command is killed, and the reason is the scanner's."""
+    on_path(_fake_tools(tmp_path, f"#!{sys.executable}\nimport sys\nwhile True:\n"
+                                  "    sys.stdout.buffer.write(bytes(range(256)) * 4096)\n"))
+    start = time.monotonic()
+    why = probe_kernel_log(LocalHost(), 30.0).unavailable["kernel_log"]
+    assert "dmesg --time-format iso: not a kernel log: binary data" in why, why
+    assert time.monotonic() - start < 10

@@ -254,8 +254,22 @@ def test_driver_table_rows_are_sourced():
     table = drivers.rows()
     assert all(r.source.strip() for r in table)
     assert len({(r.kind, r.key, r.field) for r in table}) == len(table)
-    assert {r.kind for r in table} == {"arch", "branch", "family", "toolkit", "wheel"}
+    assert {r.kind for r in table} == {"arch", "branch", "wheel"}
     assert {a for a in gpus.ARCHITECTURES if drivers.architecture(a)} == set(gpus.ARCHITECTURES)
+
+
+def test_toolkit_drivers_are_one_table():
+    """The driver each CUDA toolkit bundles and the minor-version minimums were in drivers.csv and again in
+    cuda_drivers.csv: recommend now reads cuda_drivers.csv's rows, so GH601 and recommend cannot disagree."""
+    from gpuhealth.knowledge import cuda_drivers
+
+    kits = drivers.toolkits()
+    assert [(k.version, k.min_driver) for k in kits] == [
+        (v, cuda_drivers.requirement(v).driver_min) for v in dict.fromkeys(k.version for k in kits)]
+    assert {r.cuda for r in cuda_drivers.minor_releases()} == {k.version for k in kits}
+    assert all("CUDARN" in k.source or "CUDA 13.3 release notes" in k.source for k in kits)
+    assert [drivers.family_minimum(int(r.cuda)) for r in cuda_drivers.families()] == [450, 525, 580]
+    assert drivers.family_minimum(10) is None
 
 
 def test_driver_facts():

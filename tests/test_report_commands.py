@@ -97,6 +97,24 @@ def test_check_from_a_file_that_is_not_a_bundle_suggests_analyze(tmp_path):
     assert invoke("recommend", "--from", str(log)).exit_code == 3
 
 
+def test_every_command_opens_a_bundle_the_same_way(tmp_path):
+    """check, recommend, fix and diff open --from through advice_commands.open_bundle: one line, exit 3, the
+    same words for a log given instead of a bundle and for a damaged archive."""
+    log = tmp_path / "dmesg.txt"
+    log.write_text("[ 1.0] NVRM: loading\n")
+    broken = tmp_path / "bundle.tar.gz"
+    broken.write_bytes(b"\x1f\x8b not really gzip")
+    for path in (log, broken):
+        said = set()
+        for args in (["check", "--from"], ["recommend", "--from"], ["fix", "--from"]):
+            result = invoke(*args, str(path))
+            assert result.exit_code == 3 and len(result.output.strip().splitlines()) == 1, (args, result.output)
+            said.add(result.output.strip())
+        assert len(said) == 1, said
+    damaged = invoke("diff", str(broken), str(broken))
+    assert damaged.exit_code == 3 and damaged.output.strip() in said
+
+
 # --------------------------------------------------------------------------- root causes from evidence
 
 

@@ -7,14 +7,17 @@ importing this module costs only click.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
+    from gpuhealth.bundle import BundleHost
     from gpuhealth.model import Snapshot
 
 EXIT_CANNOT_RUN = 3
@@ -37,16 +40,24 @@ def _snapshot(source: Path | None, files: tuple[str, ...] = ()) -> Snapshot:
         from gpuhealth.host import LocalHost
 
         return collect(LocalHost(), TIMEOUT_S)
+    with open_bundle(source) as host:
+        return collect(host, TIMEOUT_S, origin="bundle", captured_at=host.captured_at)
+
+
+@contextlib.contextmanager
+def open_bundle(source: Path) -> Iterator[BundleHost]:
+    """A bundle given to ``--from``, closed after use. CannotRun (exit 3, one line) for a log given instead
+    (saying what to use) and for an archive the bundle reader refuses."""
     from gpuhealth.bundle import BundleError, BundleHost
 
-    if is_plain_file(source):
+    if is_plain_file(source):  # a log given to --from: say what to use instead of the archive error
         raise CannotRun(not_a_bundle(source))
     try:
         host = BundleHost(source)
     except BundleError as exc:
         raise CannotRun(str(exc)) from exc
     try:
-        return collect(host, TIMEOUT_S, origin="bundle", captured_at=host.captured_at)
+        yield host
     finally:
         host.close()
 

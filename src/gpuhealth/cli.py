@@ -214,20 +214,11 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         local = LocalHost()
         snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
     else:
-        from gpuhealth.advice_commands import is_plain_file, not_a_bundle
-        from gpuhealth.bundle import BundleError, BundleHost
+        from gpuhealth.advice_commands import open_bundle
 
-        if is_plain_file(source):  # a log given to --from: say what to use instead of the archive error
-            raise CannotRun(not_a_bundle(source))
-        try:
-            host = BundleHost(source)
-        except BundleError as exc:
-            raise CannotRun(str(exc)) from exc
-        try:
+        with open_bundle(source) as host:
             snapshot = _with_level(host, collect(host, timeout, origin="bundle", captured_at=host.captured_at),
                                    level, budget, force)
-        finally:
-            host.close()
     from gpuhealth.checks.stages import codes_for
 
     report = run_checks(snapshot, expect, select=codes_for(stage))
@@ -355,7 +346,8 @@ def diff_command(runs: tuple[Path, ...], latest: Path | None) -> None:
 
 
 def _load_run(path: Path):  # -> drift.Run
-    from gpuhealth.bundle import BundleError, BundleHost, is_bundle
+    from gpuhealth.advice_commands import open_bundle
+    from gpuhealth.bundle import is_bundle
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
     from gpuhealth.drift import load_run, run_of
@@ -366,14 +358,8 @@ def _load_run(path: Path):  # -> drift.Run
             return load_run(path)
         except ParseError as exc:
             raise CannotRun(str(exc)) from exc
-    try:
-        host = BundleHost(path)
-    except BundleError as exc:
-        raise CannotRun(str(exc)) from exc
-    try:
+    with open_bundle(path) as host:
         return run_of(run_checks(collect(host, origin="bundle", captured_at=host.captured_at)))
-    finally:
-        host.close()
 
 
 @main.command(name="checks")

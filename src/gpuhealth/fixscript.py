@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from gpuhealth import __version__
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Fix, Report
-from gpuhealth.report.common import fold
+from gpuhealth.report.common import fixes_for_host, fold
 
 # Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...).
 DIAGNOSTIC = lazy_re(
@@ -67,9 +67,7 @@ def fix_script(report: Report) -> str:
     family = snapshot.os.family if snapshot.os else "other"
     steps: dict[tuple[str, str], Step] = {}
     for cause in fold(report.findings):  # a symptom's own fixes are dropped: fixing its cause fixes it
-        for fix in cause.finding.fixes:
-            if fix.family not in ("any", family) and family in ("debian", "rhel"):
-                continue
+        for fix in fixes_for_host(cause.finding, snapshot):
             _add(steps, cause.finding, fix, family)
     lines = _header(report, family)
     if not steps:

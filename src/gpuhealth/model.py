@@ -646,6 +646,12 @@ def from_jsonable(cls: type, data: Any) -> Any:
     for f in dataclasses.fields(cls):
         if f.name in data:
             kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    # An unknown key is ignored (an older or newer writer), but one naming a property is a mistake: it reads
+    # like data ("gpus": 3 in a Snapshot) and would silently be dropped.
+    derived = next((key for key in data if key not in kwargs and isinstance(getattr(cls, str(key), None), property)),
+                   None)
+    if derived is not None:
+        raise ParseError(f"`{derived}` is not stored in {cls.__name__}: it is derived from other fields")
     try:
         return cls(**kwargs)
     except TypeError as exc:

@@ -2,7 +2,8 @@
 PyTorch wheel suit the GPUs of a snapshot.
 
 ``recommend(snapshot)`` is pure: it reads the PCI bus (or the driver's GPU list) and the OS of the
-snapshot and the tables in ``knowledge/gpus.csv`` and ``knowledge/drivers.csv``; nothing else.
+snapshot and the tables in ``knowledge/gpus.csv``, ``knowledge/drivers.csv`` and ``knowledge/cuda_drivers.csv``;
+nothing else.
 
 Rules (docs/recommend-and-fix.md):
 

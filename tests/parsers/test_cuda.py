@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import FUZZ, fuzz_tests, mutated, only_parse_error, only_parse_errors
 from gpuhealth.model import LibraryEntry, ParseError, TorchDevice
 from gpuhealth.parsers.cuda import (
     cuda_version_in_path,
@@ -123,6 +123,31 @@ def test_ldconfig_garbage(text):
         parse_ldconfig(text)
 
 
+def test_ldconfig_path_with_a_blank_is_kept_whole():
+    """The loader's cache holds any directory ld.so.conf names, blanks included: the path runs to the end of
+    the line (the pasted-listing parser once cut it at the blank: "/opt/NVIDIA")."""
+    text = ("\tlibcuda.so.1 (libc6,x86-64) => /opt/NVIDIA Driver/lib64/libcuda.so.1  \n"
+            "libnvidia-ml.so.1 (libc6,x86-64) => /usr/lib64/libnvidia-ml.so.1\n")  # indentation lost in a paste
+    assert parse_ldconfig(text) == (
+        LibraryEntry("libcuda.so.1", "libc6,x86-64", "/opt/NVIDIA Driver/lib64/libcuda.so.1"),
+        LibraryEntry("libnvidia-ml.so.1", "libc6,x86-64", "/usr/lib64/libnvidia-ml.so.1"))
+
+
+@given(mutated([LDCONFIG, LDCONFIG.replace("/lib/x86_64-linux-gnu", "/opt/my libs")]))
+@FUZZ
+def test_the_pasted_listing_and_the_live_probe_read_ldconfig_alike(text):
+    """`analyze` (parsers.environ) and `check` (parsers.cuda) share one ldconfig reader: same libraries."""
+    from gpuhealth.parsers.environ import parse_ldconfig_listing
+
+    try:
+        live = parse_ldconfig(text)
+    except ParseError:
+        with pytest.raises(ParseError):
+            parse_ldconfig_listing(text)
+        return
+    assert parse_ldconfig_listing(text).libraries == live
+
+
 def test_resolve_libcuda_prefers_the_host_architecture():
     entries = parse_ldconfig(LDCONFIG)
     assert resolve_libcuda(entries, "x86_64").path == "/lib/x86_64-linux-gnu/libcuda.so.1"
@@ -199,23 +224,8 @@ PARSERS = (parse_nvcc_version, parse_cuda_version_json, parse_cuda_version_txt, 
            parse_torch_probe, parse_ld_so_conf)
 
 
-def _only_parse_error(text: str) -> None:
-    for parse in PARSERS:
-        only_parse_error(parse, text)
-    cuda_version_in_path(text)
-    libcuda_version(text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text):
-    _only_parse_error(text)
-
-
-@FUZZ
-@given(mutated(SAMPLES))
-def test_fuzz_mutated_samples(text):
-    _only_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_samples = fuzz_tests(
+    only_parse_errors(*PARSERS, cuda_version_in_path, libcuda_version), SAMPLES)
 
 
 _JSON = st.recursive(

@@ -169,3 +169,20 @@ def test_fuzz_only_parse_error(parse, texts, data):
 def test_fuzz_random_text(text):
     for parse, _ in PARSERS:
         only_parse_error(parse, text)
+
+
+# dpkg-query(1) --list: "Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend";
+# dpkg(1): half-installed = started, not completed; triggers-awaited/-pending come after configuration.
+@pytest.mark.parametrize(("status", "installed"), [
+    ("ii", True), ("hi", True), ("iU", True), ("iF", True), ("iW", True), ("it", True), ("hW", True),
+    ("iUR", True), ("ri", True),  # selected for removal, still on disk
+    ("iH", False), ("iHR", False), ("rc", False), ("un", False), ("pn", False)])
+def test_dpkg_status_letters_mean_the_same_in_both_listings(status, installed):
+    """`dpkg -l` (pasted, parsers.packages) and `dpkg-query -W` (recorded, parsers.host_env) share one rule;
+    they once disagreed on iH (half-installed: partial files) and iW (triggers-awaited: installed)."""
+    from gpuhealth.parsers.packages import parse_dpkg_list
+
+    query = parse_package_list(f"{status} libnvidia-compute-535 535.161.08-0ubuntu1\n", "dpkg")
+    listing = parse_dpkg_list(f"{status:<3} libnvidia-compute-535:amd64 535.161.08-0ubuntu1 amd64 NVIDIA libcompute\n")
+    assert bool(query) is installed and bool(listing) is installed
+    assert query == listing

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import FUZZ, fuzz_tests, only_parse_error, only_parse_errors
 from gpuhealth.model import DkmsEntry, ParseError
 from gpuhealth.parsers.install import (
     parse_dkms_status,
@@ -172,21 +172,7 @@ PARSERS = (parse_mokutil_sb_state, parse_dkms_status, parse_gcc_version, parse_k
            parse_kernel_cmdline_modules, parse_initramfs_listing)
 
 
-def _only_parse_error(text: str) -> None:
-    for parse in PARSERS:
-        only_parse_error(parse, text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text):
-    _only_parse_error(text)
-
-
-@FUZZ
-@given(mutated(SAMPLES))
-def test_fuzz_mutated_samples(text):
-    _only_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_samples = fuzz_tests(only_parse_errors(*PARSERS), SAMPLES)
 
 
 @FUZZ

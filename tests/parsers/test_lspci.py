@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import FUZZ, fuzz_tests, only_parse_errors
 from gpuhealth.model import ParseError, PciDevice, normalize_pci_address
 from gpuhealth.parsers.lspci import normalize_link_speed, parse_lspci
 
@@ -289,22 +289,12 @@ _LINES = sorted({line for text in _TEXTS for line in text.splitlines()[:400]})
 
 
 
-def _only_parse_error(text: str) -> None:
-    only_parse_error(parse_lspci, text)
+_only_parse_error = only_parse_errors(parse_lspci)
 
 
 
 
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _only_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_TEXTS))
-def test_fuzz_mutated_corpus(text: str):
-    _only_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_corpus = fuzz_tests(_only_parse_error, _TEXTS)
 
 
 @FUZZ

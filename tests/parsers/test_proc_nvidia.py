@@ -5,11 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated
+from fuzzing import fuzz_tests, only_parse_errors
 from gpuhealth.model import DriverInfo, ParseError
 from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version, parse_proc_gpu_information
 
@@ -129,21 +127,5 @@ _TEXTS = [p.read_text(errors="replace") for p in VERSION_FILES + INFORMATION_FIL
 
 
 
-def _only_parse_error(text: str) -> None:
-    for parse in (parse_proc_driver_version, parse_proc_gpu_information):
-        try:
-            parse(text)
-        except ParseError:
-            pass
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _only_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_TEXTS))
-def test_fuzz_mutated_corpus(text: str):
-    _only_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_corpus = fuzz_tests(
+    only_parse_errors(parse_proc_driver_version, parse_proc_gpu_information), _TEXTS)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated
+from fuzzing import FUZZ, fuzz_tests, only_parse_error
 from gpuhealth.model import ParseError, normalize_pci_address
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_csv import parse_smi_csv
@@ -201,26 +201,14 @@ _FIELDS = ["index", "fan.speed [%]", "clocks_event_reasons.active", "pci.bus_id"
 
 
 def _parse_or_parse_error(text: str, fields=None) -> None:
-    try:
-        parse_smi_csv(text, fields)
-    except ParseError:
-        pass
+    only_parse_error(parse_smi_csv, text, fields)
 
 
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _parse_or_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(_parse_or_parse_error, _SAMPLES)
 
 
 @FUZZ
 @given(st.text(), st.lists(st.sampled_from(_FIELDS) | st.text(max_size=20), max_size=8))
 def test_fuzz_random_text_with_fields(text: str, fields: list[str]):
     _parse_or_parse_error(text, fields)
-
-
-@FUZZ
-@given(mutated(_SAMPLES))
-def test_fuzz_mutated_real_files(text: str):
-    _parse_or_parse_error(text)
 

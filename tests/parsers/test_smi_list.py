@@ -6,11 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import fuzz_tests, only_parse_errors
 from gpuhealth.model import ParseError
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_list import parse_smi_list
@@ -94,18 +92,5 @@ def test_bad_input_raises_parse_error(text: str, reason: str):
 _SAMPLES = [p.values[0] for p in ALL_LISTS][:6] or ["GPU 0: A (UUID: GPU-1)\n"]
 
 
-def _parse_or_parse_error(text: str) -> None:
-    only_parse_error(parse_smi_list, text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _parse_or_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_SAMPLES))
-def test_fuzz_mutated_real_files(text: str):
-    _parse_or_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(only_parse_errors(parse_smi_list), _SAMPLES)
 

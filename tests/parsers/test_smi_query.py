@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import FUZZ, fuzz_tests, only_parse_errors
 from gpuhealth.model import ParseError, normalize_pci_address
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_query import parse_smi_query
@@ -331,20 +331,8 @@ def test_split_capture_bundle_numbers_a_repeat_in_the_same_phase():
 _SAMPLES = [p.read_text()[:20_000] for p in QUERY_FILES[:8]] or ["GPU 00000000:01:00.0\n"]
 
 
-def _parse_or_parse_error(text: str) -> None:
-    only_parse_error(parse_smi_query, text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _parse_or_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_SAMPLES))
-def test_fuzz_mutated_real_files(text: str):
-    _parse_or_parse_error(text)
+_parse_or_parse_error = only_parse_errors(parse_smi_query)
+test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(_parse_or_parse_error, _SAMPLES)
 
 
 @FUZZ

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import FUZZ, fuzz_tests, only_parse_errors
 from gpuhealth.model import ParseError, normalize_pci_address
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_table import parse_smi_table
@@ -197,24 +197,12 @@ _SAMPLES = [p.values[0] for p in ALL_TABLES][:8] or ["| NVIDIA-SMI 1 Driver Vers
 _TABLE_ALPHABET = st.sampled_from(list("|+-= \n0123456789:.%/WCMiBNAPOnf") + ["ERR!", "N/A", "MiB", "Off"])
 
 
-def _parse_or_parse_error(text: str) -> None:
-    only_parse_error(parse_smi_table, text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _parse_or_parse_error(text)
+_parse_or_parse_error = only_parse_errors(parse_smi_table)
+test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(_parse_or_parse_error, _SAMPLES)
 
 
 @FUZZ
 @given(st.lists(_TABLE_ALPHABET, max_size=400).map("".join))
 def test_fuzz_table_like_text(text: str):
-    _parse_or_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_SAMPLES))
-def test_fuzz_mutated_real_files(text: str):
     _parse_or_parse_error(text)
 

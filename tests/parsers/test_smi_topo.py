@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated
+from fuzzing import FUZZ, fuzz_tests, only_parse_errors
 from gpuhealth.model import ParseError, TopologyLink
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.smi_topo import parse_smi_topo, parse_smi_topo_p2p
@@ -125,29 +125,13 @@ def test_bad_input_raises_parse_error(text: str, reason: str):
 _SAMPLES = [p.values[0] for p in ALL_TOPOS][:6] + [_WITH_NICS]
 
 
-def _parse_or_parse_error(text: str) -> None:
-    for parser in (parse_smi_topo, parse_smi_topo_p2p):
-        try:
-            parser(text)
-        except ParseError:
-            pass
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _parse_or_parse_error(text)
+_parse_or_parse_error = only_parse_errors(parse_smi_topo, parse_smi_topo_p2p)
+test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(_parse_or_parse_error, _SAMPLES)
 
 
 @FUZZ
 @given(st.lists(st.sampled_from(["GPU0", "GPU1", "NIC0", " X ", "NV4", "\t", "  ", "\n", "CPU Affinity", "0-3",
                                  "\x1b[4m", "\x1b[0m", "N/A"]), max_size=60).map("".join))
 def test_fuzz_topology_like_text(text: str):
-    _parse_or_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_SAMPLES))
-def test_fuzz_mutated_real_files(text: str):
     _parse_or_parse_error(text)
 

@@ -6,11 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import fuzz_tests, only_parse_errors
 from gpuhealth.model import ParseError, normalize_pci_address
 from gpuhealth.parsers.smi_xml import parse_smi_xml
 
@@ -219,20 +217,7 @@ def test_empty_log_has_no_gpus():
 _SAMPLES = [p.read_text() for p in XML_FILES if p.stat().st_size < 40_000][:6] or ["<nvidia_smi_log/>"]
 
 
-def _parse_or_parse_error(text: str) -> None:
-    only_parse_error(parse_smi_xml, text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _parse_or_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_SAMPLES))
-def test_fuzz_mutated_real_files(text: str):
-    _parse_or_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(only_parse_errors(parse_smi_xml), _SAMPLES)
 
 
 

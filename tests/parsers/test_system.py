@@ -5,11 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from conftest import corpus_files, corpus_id
-from fuzzing import FUZZ, mutated
+from fuzzing import fuzz_tests, only_parse_errors
 from gpuhealth.model import OsInfo, ParseError
 from gpuhealth.parsers.system import (
     parse_modprobe_blacklist,
@@ -224,21 +222,4 @@ _PARSERS = (parse_os_release, parse_redhat_release, parse_proc_modules, parse_mo
 
 
 
-def _only_parse_error(text: str) -> None:
-    for parse in _PARSERS:
-        try:
-            parse(text)
-        except ParseError:
-            pass
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _only_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_TEXTS))
-def test_fuzz_mutated_inputs(text: str):
-    _only_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_inputs = fuzz_tests(only_parse_errors(*_PARSERS), _TEXTS)

@@ -5,11 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
-from fuzzing import FUZZ, mutated, only_parse_error
+from fuzzing import fuzz_tests, only_parse_errors
 from gpuhealth.model import ParseError, TorchEnv
 from gpuhealth.parsers.torch_env import parse_collect_env
 
@@ -126,20 +124,7 @@ _TEXTS = [p.read_text(errors="replace") for p in COLLECT_ENV_FILES] or ["PyTorch
 
 
 
-def _only_parse_error(text: str) -> None:
-    only_parse_error(parse_collect_env, text)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_random_text(text: str):
-    _only_parse_error(text)
-
-
-@FUZZ
-@given(mutated(_TEXTS))
-def test_fuzz_mutated_corpus(text: str):
-    _only_parse_error(text)
+test_fuzz_random_text, test_fuzz_mutated_corpus = fuzz_tests(only_parse_errors(parse_collect_env), _TEXTS)
 
 
 def test_indented_paste():

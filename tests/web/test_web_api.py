@@ -258,6 +258,36 @@ def test_processes_per_gpu(clock):
     assert state_module.proc_comm(os.getpid()) and state_module.proc_comm(2**22 + 7) is None
 
 
+def test_process_names_are_read_outside_the_state_lock_and_off_the_event_loop(clock):
+    """/proc/<pid>/comm can be slow (a process in exit): its read held the state lock, on the event loop,
+    so one slow read stalled the monitor thread and every request."""
+    import asyncio
+    import threading
+
+    seen: list[tuple[bool, bool]] = []  # (lock held, an event loop running in this thread)
+
+    def name(pid: int) -> str:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((live._lock.locked(), on_loop))
+        return "python3"
+
+    live = LiveState(1.0, clock=clock, source="test", process_names=name)
+    feed(live, clock, Sample(T0, 0, processes=((4000, 10.0),)))
+    queue = asyncio.Queue()
+    live._streams.add(queue)  # a listener: record() builds the samples payload too
+    feed(live, clock, Sample(T0 + 1, 0, processes=((4000, 10.0),)))
+    assert seen == [(False, False)] and threading.current_thread() is threading.main_thread()
+    app, _ = make(live)
+    with TestClient(app) as client:
+        cards = client.get("/api/v1/gpus").json()["gpus"]
+    assert cards[0]["processes"] == [{"pid": 4000, "name": "python3", "memory_mib": 10.0}]
+    assert seen[1:] == [(False, False)]
+
+
 def test_busy_idle_and_held_idle_seconds_count_up_from_the_first_scrape(live, clock):
     # generated samples: 0-100 s busy, 100-160 s idle with the job's memory held, 160-400 s idle and free
     ident = dict(pci_address="0000:19:00.0", uuid="GPU-0")
@@ -491,6 +521,67 @@ def test_card_reason_is_short_and_has_no_driver_names():
     words = "word " * 60
     cut = state_module.short_reason(words)
     assert len(cut) <= state_module.REASON_CHARS + 1 and cut.endswith("word…")
+
+
+def test_eviction_spares_a_request_whose_body_is_still_arriving():
+    """Past the connection limit the guard closes the longest-idle connections. A request whose head is in
+    and whose body is still arriving (h11 SEND_BODY) is in progress, not idle: it was evicted first."""
+    import asyncio
+
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from gpuhealth.web.guard import guarded_protocol
+
+    class Transport(asyncio.Transport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.closed = False
+
+        def get_extra_info(self, name, default=None):
+            return {"sockname": ("127.0.0.1", 9400), "peername": ("127.0.0.1", 50000)}.get(name, default)
+
+        def is_closing(self) -> bool:
+            return self.closed
+
+        def close(self) -> None:
+            self.closed = True
+
+        def write(self, data) -> None:
+            pass
+
+        def pause_reading(self) -> None:
+            pass
+
+        def resume_reading(self) -> None:
+            pass
+
+    async def app(scope, receive, send):
+        if scope["type"] == "http":
+            while (await receive()).get("more_body"):  # an upload: reads its body as it comes
+                pass
+
+    async def scenario() -> dict[str, bool]:
+        config = Config(app=app, lifespan="off", log_level="critical")
+        config.load()
+        protocol, state = guarded_protocol(60.0, max_connections=2), ServerState()
+        transports = {"uploading": Transport(), "idle": Transport(), "newcomer": Transport()}
+        first = protocol(config, state, {})
+        first.connection_made(transports["uploading"])  # the oldest: its request began first
+        first.data_received(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10)
+        await asyncio.sleep(0.05)
+        protocol(config, state, {}).connection_made(transports["idle"])  # it sent nothing yet
+        protocol(config, state, {}).connection_made(transports["newcomer"])  # past the limit: one must go
+        closed = {name: transport.closed for name, transport in transports.items()}
+        for connection in list(state.connections):
+            connection.transport.close()
+            connection.connection_lost(None)
+        for task in list(state.tasks):
+            task.cancel()
+        await asyncio.sleep(0)
+        return closed
+
+    assert asyncio.run(scenario()) == {"uploading": False, "idle": True, "newcomer": False}
 
 
 def test_serve_replays_at_speed_0_unpaced(tmp_path):

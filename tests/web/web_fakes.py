@@ -4,6 +4,7 @@ in a subprocess, uvicorn in a thread, and the rule for missing tools (fail under
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -104,8 +106,8 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None,
                   listen: str = "127.0.0.1:0") -> Iterator[str]:
-    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on ``listen`` (default: a free loopback port);
-    yields its base URL."""
+    """`gpuhealth serve` (as ``python -m gpuhealth.web``) on ``listen`` (default: a free loopback port); yields
+    its base URL once ``/healthz`` answers, and on leaving stops it with SIGTERM, which it must exit 0 on."""
     log = tmp / "serve.log"
     command = [sys.executable, "-m", "gpuhealth.web", "--listen", listen, "--db", str(tmp / "history.db"), *args]
     environment = {k: v for k, v in os.environ.items() if k != "GPUHEALTH_TOKEN"}
@@ -113,15 +115,7 @@ def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None,
     with open(log, "w") as handle:
         proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=environment, cwd=tmp)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            match = re.search(r"listening on (http://\S+/)", log.read_text())
-            if match:
-                yield match[1].rstrip("/")
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"serve did not start:\n{log.read_text()}")
-            time.sleep(0.05)
+        yield _started(proc, log, time.monotonic() + 30)
     finally:
         proc.terminate()
         try:
@@ -130,6 +124,28 @@ def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None,
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, f"serve exited {proc.returncode} on SIGTERM:\n{log.read_text()}"
+
+
+def _started(proc: subprocess.Popen, log: Path, deadline: float) -> str:
+    """The base URL once the server answers: its "listening on" line comes before uvicorn's listen()."""
+    while not (match := re.search(r"listening on (http://\S+/)", log.read_text())):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"serve did not start:\n{log.read_text()}")
+        time.sleep(0.05)
+    base = match[1].rstrip("/")
+    while True:
+        connection = http.client.HTTPConnection(urlsplit(base).netloc, timeout=2)  # no proxy from the environment
+        try:
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                return base
+        except OSError:
+            pass
+        finally:
+            connection.close()
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"serve did not answer /healthz:\n{log.read_text()}")
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip, check
+from gpuhealth.checks.registry import (
+    MAX_LINE_EVIDENCE,
+    REGISTRY,
+    CheckSpec,
+    Draft,
+    Expectations,
+    Skip,
+    check,
+    line_evidence,
+)
 from gpuhealth.knowledge.causes import Cause, Symptom, symptoms
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.lazyre import lazy_re
@@ -21,9 +30,6 @@ from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Seve
 
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
-MAX_EVIDENCE_LINES = 6
-# Checks that read snapshot.messages and judge the lines under their code (checks/evidence_checks.py)
-LINE_JUDGES = frozenset({"GH209", "GH210", "GH612", "GH706"})
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
     "lsmod | grep -E 'nvidia|nouveau'", "dkms status", "mokutil --sb-state", "uname -r",
@@ -56,13 +62,8 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None]
     if not unknown:
         return
-    by_source: dict[str, list[str]] = {}
-    for message in unknown:
-        by_source.setdefault(message.source, []).append(message.line)
     yield Draft(Severity.WARNING, f"{len(unknown)} error line(s) gpuhealth does not know: "
-                f"{unknown[0].line[:100]}{' ...' if len(unknown) > 1 else ''}",
-                evidence=tuple(Evidence(source, tuple(lines[:MAX_EVIDENCE_LINES])) for source, lines in
-                               by_source.items()))
+                f"{unknown[0].line[:100]}{' ...' if len(unknown) > 1 else ''}", evidence=line_evidence(unknown))
 
 
 @check("GH004", "no-diagnosis", "Nothing in the evidence given was understood")
@@ -92,7 +93,7 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     yield Draft(Severity.INFO, "NO DIAGNOSIS: gpuhealth could not read " + ", ".join(unread[:3])
                 + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
                 + "; paste the output of the commands below, or run `gpuhealth snapshot` on the host",
-                evidence=(Evidence("not recognised", tuple(unread[:MAX_EVIDENCE_LINES])),), explains=("GH002",),
+                evidence=(Evidence("not recognised", tuple(unread[:MAX_LINE_EVIDENCE])),), explains=("GH002",),
                 fixes=tuple(Fix(c, "any", note="paste its output") for c in PASTE_INSTEAD))
 
 
@@ -129,7 +130,7 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     fired = {f.code for f in result}
     # checks that read the catalogue's lines themselves judged them: a line they let pass is overruled
     messages = [m for m in snapshot.messages or () if (m.signature or m.symptom) and not (
-        m.signature and (code := signature(m.signature).code) in LINE_JUDGES and code in ran and code not in fired
+        m.signature and judges_lines(code := signature(m.signature).code) and code in ran and code not in fired
         and code not in {s.code for s in skipped})]
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
@@ -144,6 +145,13 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
             continue  # a check already named the cause of this symptom's finding
         result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown)
     return _ordered(result)
+
+
+def judges_lines(code: str) -> bool:
+    """Whether the check ``code`` reads ``snapshot.messages`` (declares ``requires`` or ``reads`` it) and so
+    judges the catalogue's lines filed under its code itself."""
+    spec = REGISTRY.get(code)
+    return spec is not None and "messages" in spec.requires + spec.reads
 
 
 def _judged(message: MessageLine) -> bool:
@@ -180,11 +188,11 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         if index is not None:
             current = findings[index]
             known = {line.strip() for e in current.evidence for line in e.lines}
-            fresh = _evidence(m for _, m in matched if m.line.strip() not in known)
+            fresh = line_evidence(m for _, m in matched if m.line.strip() not in known)
             findings[index] = replace(current, evidence=current.evidence + fresh)
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
-        findings.append(_finding(spec, severity, matched[0][0].summary, _evidence(m for _, m in matched)))
+        findings.append(_finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched)))
     return findings
 
 
@@ -200,15 +208,6 @@ def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
     """The commands a check's "How to fix" names, for findings made from a catalogue line alone."""
     commands = [c for c in _BACKTICKS.findall(spec.docs.get("How to fix", "")) if " " in c or c.startswith("nvidia")]
     return tuple(Fix(c, "any") for c in dict.fromkeys(commands))[:3]
-
-
-def _evidence(messages: Iterator[MessageLine] | list[MessageLine]) -> tuple[Evidence, ...]:
-    by_source: dict[str, list[str]] = {}
-    for message in messages:
-        lines = by_source.setdefault(message.source, [])
-        if message.line not in lines:
-            lines.append(message.line)
-    return tuple(Evidence(source, tuple(lines[:MAX_EVIDENCE_LINES])) for source, lines in by_source.items())
 
 
 def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom]) -> list[str]:
@@ -244,7 +243,7 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
         if code not in ran:
             return findings
         spec = REGISTRY[code]
-        findings.append(replace(_finding(spec, severity, head, _evidence(lines)), differential=tuple(ranked)))
+        findings.append(replace(_finding(spec, severity, head, line_evidence(lines)), differential=tuple(ranked)))
         return findings
     current = findings[index]
     findings[index] = replace(current, severity=max(current.severity, severity, key=lambda s: s.rank),
@@ -263,7 +262,7 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         if spec is None or cause.code not in ran:
             return findings
         lines = [m for m in messages if m.signature and signature(m.signature).cause == cause.cause]
-        findings.append(_finding(spec, severity, cause.title, _evidence(lines)))
+        findings.append(_finding(spec, severity, cause.title, line_evidence(lines)))
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())

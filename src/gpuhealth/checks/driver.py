@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, line_evidence
+from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
 from gpuhealth.lazyre import lazy_re
@@ -60,14 +61,24 @@ def driver_version_of(package_version: str | None) -> str | None:
     return match["version"] if match else None
 
 
-def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
-    """Driver version -> names of the installed library packages of that version."""
-    versions: dict[str, list[str]] = {}
+def driver_package_versions(packages: tuple[NvidiaPackage, ...],
+                            wanted: Callable[[str], object]) -> dict[str, list[NvidiaPackage]]:
+    """Driver version -> the installed packages of that version whose name is ``wanted`` (one per name), the
+    versions in order. A package whose version is no driver version (a tool's own) is left out."""
+    versions: dict[str, list[NvidiaPackage]] = {}
     for package in packages:
         version = driver_version_of(package.version)
-        if version and LIBRARY_PACKAGE.match(package.name) and package.name not in versions.get(version, ()):
-            versions.setdefault(version, []).append(package.name)
-    return versions
+        if version and wanted(package.name):
+            same = versions.setdefault(version, [])
+            if all(p.name != package.name for p in same):
+                same.append(package)
+    return dict(sorted(versions.items(), key=lambda item: version_key(item[0])))
+
+
+def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
+    """Driver version -> names of the installed library packages of that version."""
+    return {version: [p.name for p in found]
+            for version, found in driver_package_versions(packages, LIBRARY_PACKAGE.match).items()}
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
@@ -441,7 +452,7 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
                   *((Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"),
                               tuple(f"{d.address} bound to nouveau" for d in bound)),)
                     if bound else ()),
-                  *_log_evidence(log_lines)),
+                  *line_evidence(log_lines)),
         fixes=(*fixes_for(debian=[blacklist, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
                                   "sudo update-initramfs -u"],
                           rhel=[blacklist, "sudo cp /boot/initramfs-$(uname -r).img{,.bak}",
@@ -458,12 +469,6 @@ def _nouveau_lines(snapshot: Snapshot) -> list[MessageLine]:
             if m.signature and signature(m.signature).cause == "nouveau-bound"]
 
 
-def _log_evidence(lines: list[MessageLine]) -> tuple[Evidence, ...]:
-    by_source: dict[str, list[str]] = {}
-    for message in lines:
-        if message.line not in (seen := by_source.setdefault(message.source, [])):
-            seen.append(message.line)
-    return tuple(Evidence(source, tuple(found[:6])) for source, found in by_source.items())
 
 
 @check("GH207", "device-nodes-missing", "/dev/nvidia* device nodes missing", requires=("device_nodes",))

@@ -8,28 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.checks.registry import MAX_LINE_EVIDENCE, Draft, Expectations, Skip, check, fixes_for, line_evidence
 from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Evidence, Fix, MessageLine, Severity, Snapshot
 
-MAX_LINES = 6
+MAX_LINES = MAX_LINE_EVIDENCE
 
 
 def lines_for(snapshot: Snapshot, code: str) -> list[MessageLine]:
     """The lines of the evidence that the signature catalogue files under ``code``."""
     return [m for m in snapshot.messages or () if m.signature and signature(m.signature).code == code]
-
-
-def _evidence(messages: list[MessageLine]) -> tuple[Evidence, ...]:
-    by_source: dict[str, list[str]] = {}
-    for message in messages:
-        lines = by_source.setdefault(message.source, [])
-        if message.line not in lines:
-            lines.append(message.line)
-    return tuple(Evidence(source, tuple(lines[:MAX_LINES])) for source, lines in by_source.items())
 
 
 def _severity(messages: list[MessageLine]) -> Severity:
@@ -62,7 +53,8 @@ def driver_versions(snapshot: Snapshot) -> list[tuple[str, str]]:
     return found
 
 
-@check("GH209", "driver-gpu-unsupported", "The driver branch does not support this GPU", reads=("kernel_log",))
+@check("GH209", "driver-gpu-unsupported", "The driver branch does not support this GPU",
+       reads=("kernel_log", "messages"))
 def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -123,7 +115,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     message = problems[0] if problems else "The driver says it does not support a GPU in this system"
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more)"
-    yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + _evidence(lines),
+    yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
                 fixes=(Fix("ubuntu-drivers list", "debian", note="lists the branches that support this GPU"),
                        Fix("lspci -nn -d 10de:", "any", note="the device ID names the architecture"),
                        Fix("sudo apt-get install nvidia-driver-<branch>-open", "debian", disruptive=True,
@@ -145,7 +137,7 @@ def nvswitch_present(snapshot: Snapshot) -> bool | None:
                for d in snapshot.pci_devices)
 
 
-@check("GH210", "fabric-manager-failed", "Fabric Manager is not running on an NVSwitch system")
+@check("GH210", "fabric-manager-failed", "Fabric Manager is not running on an NVSwitch system", reads=("messages",))
 def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -184,7 +176,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         return
     message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
                if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
-    yield Draft(Severity.CRITICAL, message, evidence=tuple(evidence) + _evidence(lines),
+    yield Draft(Severity.CRITICAL, message, evidence=tuple(evidence) + line_evidence(lines),
                 fixes=(Fix("sudo systemctl enable --now nvidia-fabricmanager", "any"),
                        Fix("journalctl -u nvidia-fabricmanager -b | tail -30", "any",
                            note="a version mismatch with the driver is the usual reason it fails"),
@@ -285,7 +277,7 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     what = ", ".join(names[:4]) if names else "a CUDA library"
     optional = names and all(n.startswith("libnvinfer") for n in names)
     severity = Severity.WARNING if optional else _severity(lines)
-    yield Draft(severity, f"The dynamic loader cannot load {what}", evidence=_evidence(lines),
+    yield Draft(severity, f"The dynamic loader cannot load {what}", evidence=line_evidence(lines),
                 fixes=(Fix("ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'", "any",
                            note="is it installed, and which version"),
                        Fix("echo $LD_LIBRARY_PATH", "any", note="another CUDA's directory first?"),
@@ -297,7 +289,8 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 # --------------------------------------------------------------------------- GH706
 
 
-@check("GH706", "p2p-blocked-iommu-acs", "NCCL/P2P fails with the IOMMU or PCIe ACS in the way")
+@check("GH706", "p2p-blocked-iommu-acs", "NCCL/P2P fails with the IOMMU or PCIe ACS in the way",
+       reads=("messages",))
 def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from gpuhealth.checks.driver import REBOOT, driver_version_of, module_loaded
+from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.lazyre import lazy_re
@@ -760,15 +760,10 @@ _ROUTE_REMOVAL = {
 }
 
 
-def _driver_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, list[str]]:
-    """Driver version -> the installed driver packages of that version (``libnvidia-common-495 495.29.05`` next to
-    ``libnvidia-compute-510 510.47.03``). Tools with their own versions (the container toolkit) do not match."""
-    versions: dict[str, list[str]] = {}
-    for package in packages:
-        version = driver_version_of(package.version)
-        if version and ("nvidia" in package.name or package.name.startswith(("cuda-drivers", "libcuda"))):
-            versions.setdefault(version, []).append(f"{package.name} {package.version}")
-    return dict(sorted(versions.items()))
+def _driver_package(name: str) -> bool:
+    """A package of the driver (``libnvidia-common-495``, ``cuda-drivers``, ``libcuda1``); tools with their own
+    versions (the container toolkit) fall out later, their versions being no driver version."""
+    return "nvidia" in name or name.startswith(("cuda-drivers", "libcuda"))
 
 
 # A driver package named for its branch (Ubuntu's nvidia-304, nvidia-experimental-310, nvidia-driver-535).
@@ -949,7 +944,9 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     if "env_packages" in snapshot.unavailable and not routes and not env.packages:
         yield Skip(_unavailable(snapshot, "env_packages", "env_runfile"))
         return
-    versions = _driver_package_versions(env.packages) or _driver_branches(env.packages)
+    versions = {version: [f"{p.name} {p.version}" for p in found]
+                for version, found in driver_package_versions(env.packages, _driver_package).items()}
+    versions = versions or _driver_branches(env.packages)
     if len(routes) < 2 and len(versions) < 2:
         return
     if len(routes) < 2:

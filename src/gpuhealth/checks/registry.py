@@ -16,7 +16,7 @@ from dataclasses import field
 from typing import Any
 
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import HOST, Evidence, Fix, Severity, Snapshot, Subject
+from gpuhealth.model import HOST, Evidence, Fix, MessageLine, Severity, Snapshot, Subject
 from gpuhealth.records import record
 
 DOC_SECTIONS = ("What", "Why it matters", "How to fix", "Exceptions")
@@ -173,3 +173,16 @@ def fixes_for(debian: Iterable[str] = (), rhel: Iterable[str] = (), anywhere: It
         *(Fix(c, "rhel", disruptive) for c in rhel),
         *(Fix(c, "any", disruptive) for c in anywhere),
     )
+
+
+MAX_LINE_EVIDENCE = 6  # pasted lines shown per source
+
+
+def line_evidence(messages: Iterable[MessageLine], limit: int = MAX_LINE_EVIDENCE) -> tuple[Evidence, ...]:
+    """Pasted evidence lines as Evidence: one per source, each line once, at most ``limit`` per source."""
+    by_source: dict[str, list[str]] = {}
+    for message in messages:
+        lines = by_source.setdefault(message.source, [])
+        if message.line not in lines:
+            lines.append(message.line)
+    return tuple(Evidence(source, tuple(lines[:limit])) for source, lines in by_source.items())

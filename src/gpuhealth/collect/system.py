@@ -149,6 +149,8 @@ def _stream_kernel_log(stream: Any, argv: list[str], timeout: float, source: str
         problem = f"{source}: {exc}"
     finally:
         run = output.finish()
+    if problem is not None and output.ended is None:  # the scanner refused the output before its end
+        return None, run, problem
     if not run.ok:  # its own failure says why: timed out, too much output, permission denied ...
         return None, run, None
     return log, run, problem

@@ -71,7 +71,7 @@ from gpuhealth.parsers.services import (
     parse_service_journal,
     parse_systemctl_status,
 )
-from gpuhealth.parsers.system import parse_modprobe_blacklist
+from gpuhealth.parsers.system import logical_lines, parse_modprobe_blacklist
 
 _CAT = r"(?:cat|less|more|head|tail|grep\b.*?)\s+"
 HEAD = 16384
@@ -400,9 +400,14 @@ def _module_files(text: str, source: str) -> dict[str, Any]:
 _MODPROBE_ROW = lazy_re(r"^(?:\S+\.conf:(?:\d+:)?)?(?:blacklist|options|install|alias|softdep|remove)\s+\S+")
 
 
+def _modprobe_rows(text: str) -> list[str]:
+    """The head's directives as modprobe reads them: a line ending in a backslash continues on the next."""
+    rows = (line.strip() for line in logical_lines(text[:HEAD])[:200])
+    return [row for row in rows if row and not row.startswith("#")]
+
+
 @evidence_kind("modprobe-d", commands=(_CAT + r"/(?:etc|lib|usr/lib)/modprobe\.d", r"grep\b.*modprobe\.d"),
-               priority=385,
-               recognise=lambda t: _share([x for x in _lines(t) if not x.startswith("#")], _MODPROBE_ROW, 0.7))
+               priority=385, recognise=lambda t: _share(_modprobe_rows(t), _MODPROBE_ROW, 0.7))
 def _modprobe(text: str, source: str) -> dict[str, Any]:
     blacklisted, options = parse_modprobe_blacklist(text)
     entry = ModprobeFile(path=f"{source} (pasted)", blacklisted=blacklisted, nouveau_options=options.get("nouveau"))

@@ -157,10 +157,12 @@ def normalise_command(command: str) -> str:
         words = shlex.split(first, posix=True)
     except ValueError:  # an unbalanced quote: split on blanks instead
         words = first.split()
+    prefix = ""
     while words and (words[0] in _PREFIX_WORDS or _ASSIGN.match(words[0]) or
                      (words[0].startswith("-") and len(words) > 1)):
+        prefix = words[0] if words[0] in _PREFIX_WORDS else prefix
         words = words[1:]  # "sudo -E", "env A=1", "LD_LIBRARY_PATH=x python"
-    if not words:
-        return ""
+    if not words or (words[0].startswith("-") and prefix):
+        return prefix  # "env", "sudo env -0", "env | grep CUDA": the prefix word was the command itself
     words[0] = words[0].rsplit("/", 1)[-1]
     return " ".join(words)

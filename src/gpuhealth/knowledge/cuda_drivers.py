@@ -24,7 +24,7 @@ import re
 from gpuhealth.knowledge import read_table
 from gpuhealth.records import record
 
-__all__ = ["DriverRequirement", "family_minimum", "requirement", "version_key"]
+__all__ = ["DriverRequirement", "families", "family_minimum", "minor_releases", "requirement", "version_key"]
 
 
 @record
@@ -71,3 +71,14 @@ def requirement(cuda_version: str | None) -> DriverRequirement | None:
     if not (ga or rows):
         return None
     return min(ga or rows, key=lambda r: version_key(r.driver_min))
+
+
+def families() -> tuple[DriverRequirement, ...]:
+    """The minor-version-compatibility rows (CUDA 11, 12, 13), oldest family first."""
+    return tuple(sorted((r for r in _rows() if not r.release), key=lambda r: version_key(r.cuda)))
+
+
+def minor_releases() -> tuple[DriverRequirement, ...]:
+    """One row per toolkit minor version, the one :func:`requirement` judges by (its GA), oldest first."""
+    minors = dict.fromkeys(r.cuda for r in sorted(_rows(), key=lambda r: version_key(r.cuda)) if r.release)
+    return tuple(row for minor in minors if (row := requirement(minor)) is not None)

@@ -1,4 +1,4 @@
-"""Driver branches, GPU architectures and CUDA toolkits, from ``drivers.csv``.
+"""Driver branches and GPU architectures, from ``drivers.csv``; the CUDA toolkits from ``cuda_drivers.csv``.
 
 One fact per row: ``kind,key,field,value,source``, every row with the document (title and address) it
 comes from, or "not confirmed (...)" where no source gives it. Kinds:
@@ -10,9 +10,11 @@ comes from, or "not confirmed (...)" where no source gives it. Kinds:
 - ``branch``: per driver branch ``designation`` (``legacy``, ``Long Term Support Branch``, ``Production
   Branch``, ``New Feature Branch``, 2.5/3.1), ``end_of_life`` (``YYYY-MM``), ``cuda`` (the CUDA version
   the branch reports natively, 2.4), ``last_for`` (the architectures a legacy branch is the last for).
-- ``family``: per CUDA major version the minimum driver branch for minor-version compatibility (2.2).
-- ``toolkit``: per CUDA toolkit (major.minor, its GA release) the minimum driver (2.1).
 - ``wheel``: PyTorch wheel variants and the CUDA version each is built for (not in the sourced tables).
+
+The CUDA toolkits (per major.minor the driver its GA release bundles, 2.1) and the minor-version
+compatibility minimum per CUDA major version (2.2) are ``cuda_drivers.csv``'s facts: one table per fact,
+read from there (:func:`toolkits`, :func:`family_minimum`).
 
 Rules applied by ``cuda_support`` (NVIDIA's CUDA Compatibility guide): a toolkit whose bundled driver is of
 this branch or older
@@ -78,7 +80,7 @@ class Branch:
 class Toolkit:
     version: str  # "12.8"
     min_driver: str  # "570.26"
-    source: str
+    source: str  # cuda_drivers.csv's source column (document keys: knowledge.sources.cite turns them to words)
 
     @property
     def major(self) -> int:
@@ -141,8 +143,12 @@ def branches() -> tuple[Branch, ...]:
     return tuple(sorted(_data()["branch"].values(), key=lambda b: b.number))
 
 
+@functools.cache
 def toolkits() -> tuple[Toolkit, ...]:
-    return _data()["toolkit"]
+    """Every CUDA toolkit minor version with the driver its GA release bundles (``cuda_drivers.csv``)."""
+    from gpuhealth.knowledge.cuda_drivers import minor_releases
+
+    return tuple(Toolkit(r.cuda, r.driver_min, r.source) for r in minor_releases())
 
 
 def wheels() -> tuple[Wheel, ...]:
@@ -151,7 +157,10 @@ def wheels() -> tuple[Wheel, ...]:
 
 def family_minimum(major: int) -> int | None:
     """The minimum driver branch for minor-version compatibility within CUDA ``major`` (11, 12, 13)."""
-    return _data()["family"].get(major)
+    from gpuhealth.knowledge import cuda_drivers
+
+    row = cuda_drivers.family_minimum(str(major))
+    return branch_of(row.driver_min) if row is not None else None
 
 
 def supports(branch_number: int, arch_name: str) -> bool:
@@ -193,8 +202,7 @@ def _data() -> dict:
     arch_fields: dict[str, dict[str, str]] = {}
     branch_fields: dict[int, dict[str, str]] = {}
     sources: dict[tuple[str, str], dict[str, str]] = {}
-    family: dict[int, int] = {}
-    kits, wheel_rows = [], []
+    wheel_rows = []
     for row in table:
         if (row.kind, row.key, row.field) in seen:
             raise ValueError(f"drivers.csv: {row.kind} {row.key} {row.field} appears twice")
@@ -208,10 +216,6 @@ def _data() -> dict:
             arch_fields.setdefault(row.key, {})[row.field] = row.value
         elif row.kind == "branch":
             branch_fields.setdefault(int(row.key), {})[row.field] = row.value
-        elif row.kind == "family":
-            family[int(row.key)] = int(row.value)
-        elif row.kind == "toolkit":
-            kits.append(Toolkit(row.key, row.value, row.source))
         elif row.kind == "wheel":
             wheel_rows.append(Wheel(row.key, row.value, row.source))
         else:
@@ -229,10 +233,8 @@ def _data() -> dict:
         found[number] = Branch(number, values.get("designation"), values.get("end_of_life"), values.get("cuda"),
                                tuple(values.get("last_for", "").split()) if values.get("last_for") else (),
                                sources[("branch", str(number))])
-    kits.sort(key=lambda k: version_key(k.version))
     wheel_rows.sort(key=lambda w: version_key(w.cuda))
-    return {"rows": table, "arch": archs, "branch": found, "family": family, "toolkit": tuple(kits),
-            "wheel": tuple(wheel_rows)}
+    return {"rows": table, "arch": archs, "branch": found, "wheel": tuple(wheel_rows)}
 
 
 def _int(text: str | None) -> int | None:

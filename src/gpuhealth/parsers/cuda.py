@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import FrameworkDevice, FrameworkEnv, LibraryEntry, ParseError, TorchDevice, TorchEnv
+from gpuhealth.parsers._text import text_lines
 
 # --------------------------------------------------------------------------- nvcc --version
 
@@ -92,30 +93,40 @@ def parse_ld_so_conf(text: str) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- ldconfig -p
 
-_LDCONFIG_HEADER = lazy_re(r"^\s*\d+ libs? found in cache", re.MULTILINE)
-# The path runs to the end of the line and is stripped in code: a lazy `.*?` before `\s*$` is quadratic on
-# a long run of blanks.
-_LDCONFIG_LINE = lazy_re(r"^\s+(?P<name>\S+)\s+\((?P<flags>[^)]*)\)\s+=>\s+(?P<path>\S.*)$")
+MAX_LDCONFIG_LINES = 50000  # ldconfig -p of a big host: ~5000 lines
+MAX_LDCONFIG_LINE = 4096
+_LDCONFIG_HEADER = lazy_re(r"^\s*\d+ libs? found in cache")
+# "\tlibcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1". The indentation may be lost in a
+# paste. The path runs to the end of the line (a directory may hold a blank: "/opt/My Libs/libcuda.so.1")
+# and is stripped in code: a lazy `.*?` before `\s*$` is quadratic on a long run of blanks.
+_LDCONFIG_LINE = lazy_re(r"^\s*(?P<name>\S+)\s+\((?P<flags>[^()]*)\)\s+=>\s+(?P<path>/.*)$")
 _KEPT_LIBRARIES = lazy_re(r"^(?:libcuda|libnvidia-ml|libcudart)\.so(?:\.|$)")
 _LIBCUDA_VERSION = lazy_re(r"libcuda\.so\.(?P<version>\d+\.\d+(?:\.\d+)?)$")
 
 
-def parse_ldconfig(text: str) -> tuple[LibraryEntry, ...]:
-    """``ldconfig -p``: the cache lines for libcuda, libnvidia-ml and libcudart, in the cache's order."""
-    if not isinstance(text, str):
-        raise ParseError("ldconfig output must be text")
+def parse_ldconfig_cache(text: str) -> tuple[LibraryEntry, ...]:
+    """Every line of ``ldconfig -p`` (whole, or through ``grep``), in the cache's order. ParseError when the
+    text has neither the ``N libs found in cache`` header nor one ``name (flags) => path`` line."""
     entries = []
-    seen_line = False
-    for line in text.splitlines():
+    seen = False
+    for line in text_lines(text, "ldconfig output", max_lines=MAX_LDCONFIG_LINES, max_line=MAX_LDCONFIG_LINE):
         match = _LDCONFIG_LINE.match(line)
-        if not match:
-            continue
-        seen_line = True
-        if _KEPT_LIBRARIES.match(match["name"]):
+        if match:
             entries.append(LibraryEntry(match["name"], match["flags"].strip(), match["path"].rstrip()))
-    if not seen_line and not _LDCONFIG_HEADER.search(text):
+        seen = seen or match is not None or _LDCONFIG_HEADER.match(line) is not None
+    if not seen:
         raise ParseError("no 'N libs found in cache' header and no 'name (flags) => path' line")
     return tuple(entries)
+
+
+def kept_libraries(entries: tuple[LibraryEntry, ...]) -> tuple[LibraryEntry, ...]:
+    """The entries for libcuda, libnvidia-ml and libcudart (what the snapshot keeps), in order."""
+    return tuple(e for e in entries if _KEPT_LIBRARIES.match(e.name))
+
+
+def parse_ldconfig(text: str) -> tuple[LibraryEntry, ...]:
+    """``ldconfig -p``: the cache lines for libcuda, libnvidia-ml and libcudart, in the cache's order."""
+    return kept_libraries(parse_ldconfig_cache(text))
 
 
 def resolve_libcuda(entries: tuple[LibraryEntry, ...], architecture: str | None = None) -> LibraryEntry | None:

@@ -13,7 +13,8 @@ import re
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import LibraryEntry, ParseError
-from gpuhealth.parsers.cuda import cuda_version_in_path
+from gpuhealth.parsers._text import text_lines
+from gpuhealth.parsers.cuda import cuda_version_in_path, kept_libraries, parse_ldconfig_cache
 from gpuhealth.records import record
 
 MAX_LINES = 50000  # ldconfig -p of a big host: ~5000 lines
@@ -24,9 +25,7 @@ _ENV_LINE = lazy_re(r"^(?:declare -x |export )?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=
 
 
 def _lines(text: str, what: str) -> list[str]:
-    if not isinstance(text, str):
-        raise ParseError(f"{what} must be text")
-    return [line[:MAX_LINE] for line in text.replace("\r\n", "\n").split("\n")[:MAX_LINES]]
+    return text_lines(text, what, max_lines=MAX_LINES, max_line=MAX_LINE)
 
 
 # --------------------------------------------------------------------------- env / printenv
@@ -76,12 +75,9 @@ def parse_path_list(text: str) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- ldconfig -p
 
-_LDCONFIG_HEADER = lazy_re(r"^\s*\d+ libs? found in cache")
-_LDCONFIG_LINE = lazy_re(r"^\s*(?P<name>lib\S*)\s+\((?P<flags>[^()]*)\)\s+=>\s+(?P<path>/\S*)")
 # The CUDA toolkit's own libraries: a directory holding one of them belongs to a toolkit.
 _TOOLKIT_LIBRARY = lazy_re(r"^lib(?:cudart|cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|nppc|nvJitLink)"
                               r"\.so")
-_KEPT = lazy_re(r"^lib(?:cuda|nvidia-ml|cudart)\.so(?:\.|$)")
 
 
 @record
@@ -93,26 +89,13 @@ class LdconfigListing:
 def parse_ldconfig_listing(text: str) -> LdconfigListing:
     """``ldconfig -p`` (whole, or through ``grep``): the NVIDIA library lines and the versioned CUDA toolkit
     directories the loader's cache holds (``/usr/local/cuda-11.8/targets/x86_64-linux/lib``)."""
-    entries: list[LibraryEntry] = []
+    cache = parse_ldconfig_cache(text)
     dirs: dict[str, None] = {}
-    seen = False
-    for line in _lines(text, "ldconfig output"):
-        if _LDCONFIG_HEADER.match(line):
-            seen = True
-            continue
-        match = _LDCONFIG_LINE.match(line)
-        if not match:
-            continue
-        seen = True
-        name, path = match["name"], match["path"]
-        if _KEPT.match(name):
-            entries.append(LibraryEntry(name, match["flags"].strip(), path))
-        directory = path.rsplit("/", 1)[0]
-        if _TOOLKIT_LIBRARY.match(name) and cuda_version_in_path(directory):
+    for entry in cache:
+        directory = entry.path.rsplit("/", 1)[0]
+        if _TOOLKIT_LIBRARY.match(entry.name) and cuda_version_in_path(directory):
             dirs.setdefault(directory, None)
-    if not seen:
-        raise ParseError("no 'N libs found in cache' header and no 'name (flags) => path' line")
-    return LdconfigListing(tuple(entries), tuple(dirs))
+    return LdconfigListing(kept_libraries(cache), tuple(dirs))
 
 
 # --------------------------------------------------------------------------- ls -l

@@ -11,6 +11,7 @@ import re
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import DiskSpace, MountEntry, NvidiaPackage, ParseError
+from gpuhealth.parsers.packages import DPKG_STATUS, dpkg_installed
 
 MAX_LINES = 5000  # package lists, mounts and df output are cut here (a host with thousands of mounts)
 MAX_PACKAGES = 300
@@ -64,7 +65,7 @@ def parse_installer_log(text: str) -> tuple[str | None, str, tuple[str, ...]]:
 
 # --------------------------------------------------------------------------- package lists
 
-_DPKG_STATUS = lazy_re(r"[uihrpn][ncHUFWti]R?")  # ${db:Status-Abbrev}: want, state, error flag
+_DPKG_STATUS = lazy_re(DPKG_STATUS + "R?")  # ${db:Status-Abbrev}
 _PACKAGE_NAME = lazy_re(r"^[A-Za-z0-9][A-Za-z0-9+._:-]*$")
 
 
@@ -94,8 +95,8 @@ def parse_package_list(text: str, manager: str) -> tuple[NvidiaPackage, ...]:
         if not fields or not _PACKAGE_NAME.match(fields[0]) or len(fields) > 2:
             raise ParseError(f"not a package line: {line[:80]!r}")
         recognised = True
-        if status is not None and status[:2] not in ("ii", "hi", "iU", "iF", "hU", "hF"):
-            continue  # rc, un, pn: not installed
+        if status is not None and not dpkg_installed(status):
+            continue  # rc, un, pn, iH: not installed
         if len(fields) < 2:
             continue  # dpkg: known but not installed
         packages.append(NvidiaPackage(fields[0], fields[1], manager))

@@ -14,13 +14,16 @@ import re
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import NvidiaPackage, ParseError
+from gpuhealth.parsers._text import text_lines
 
 MAX_LINES = 20000  # a full ``dpkg -l`` of a desktop has ~3000 lines
 MAX_LINE = 2000  # longer lines are not package lines; cut before matching
 
+# A dpkg status abbreviation: selection (want), state, and "R" when a reinstall is required.
+DPKG_STATUS = r"[uihrpn][ncHUFWti]"
 # ``ii  libnvidia-compute-535:amd64  535.161.08-0ubuntu1  amd64  NVIDIA libcompute package``
-_DPKG_LINE = lazy_re(r"^(?P<status>[uihrpn][ncHUFWti][R ]?)\s+(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)(?::[a-z0-9_-]+)?"
-                        r"\s+(?P<version>\S+)(?:\s+(?P<arch>\S+))?(?:\s+(?P<description>.*))?$")
+_DPKG_LINE = lazy_re(r"^(?P<status>" + DPKG_STATUS + r"[R ]?)\s+(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)"
+                        r"(?::[a-z0-9_-]+)?\s+(?P<version>\S+)(?:\s+(?P<arch>\S+))?(?:\s+(?P<description>.*))?$")
 _DPKG_HEADER = lazy_re(r"^(?:Desired=Unknown|\|\s*Status=|\|/ Err\?|\|\|/ Name|\+\+\+-)")
 # ``libnvidia-compute-535/jammy-updates,now 535.161.08-0ubuntu0.22.04.1 amd64 [installed,automatic]``
 _APT_LINE = lazy_re(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)/(?P<suites>\S*)\s+(?P<version>\S+)\s+(?P<arch>\S+)"
@@ -48,10 +51,25 @@ _CONDA_LINE = lazy_re(r"^(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]*)\s+(?P<version>[A-
 _COLLECT_ENV_PREFIX = lazy_re(r"^\[(?:pip3?|conda)\]\s+")
 
 
+# dpkg's package states, the second letter of ``dpkg -l``'s status column and of ``${db:Status-Abbrev}``
+# (dpkg-query(1) --list: "Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend";
+# dpkg(1) "INFORMATION ABOUT PACKAGES"). From "unpacked" on the package's files are on disk at the listed
+# version: U unpacked, F half-configured, W triggers-awaited ("awaits trigger processing by another
+# package"), t triggers-pending ("has been triggered"), i installed. Not installed: n not-installed,
+# c config-files (only its configuration files remain), H half-installed ("the installation ... has been
+# started, but not completed"): its files are partial. The first letter is the selection (what the user
+# wants: u, i, h, r, p), not what is on disk, so it does not decide.
+DPKG_INSTALLED_STATES = frozenset("UFWti")
+
+
+def dpkg_installed(status: str) -> bool:
+    """Whether a dpkg status abbreviation (``ii``, ``hi``, ``iW``, ``iUR``, ``rc``, ``un`` ...) says the
+    package's files are installed: its second letter is one of :data:`DPKG_INSTALLED_STATES`."""
+    return len(status) >= 2 and status[1] in DPKG_INSTALLED_STATES
+
+
 def _lines(text: str, what: str) -> list[str]:
-    if not isinstance(text, str):
-        raise ParseError(f"{what} must be text")
-    return [line[:MAX_LINE].strip() for line in text.splitlines()[:MAX_LINES]]
+    return text_lines(text, what, max_lines=MAX_LINES, max_line=MAX_LINE, strip=str.strip)
 
 
 def parse_dpkg_list(text: str) -> tuple[NvidiaPackage, ...]:
@@ -73,8 +91,8 @@ def parse_dpkg_list(text: str) -> tuple[NvidiaPackage, ...]:
                 seen = True
             continue
         seen = True
-        if match["status"][1] not in "iHUFWt" or match["status"][0] not in "ih":
-            continue  # rc (config files only), pn, un: not installed
+        if not dpkg_installed(match["status"]):
+            continue  # rc (config files only), pn, un, iH: not installed
         if (match["description"] or "").lower().startswith("transitional package"):
             continue
         packages.append(NvidiaPackage(match["name"], match["version"], "dpkg"))

@@ -14,6 +14,7 @@ from itertools import islice
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError
+from gpuhealth.parsers._text import text_lines
 from gpuhealth.records import record
 
 MAX_LINES = 50000
@@ -53,9 +54,7 @@ class ServiceState:
 
 
 def _lines(text: str, what: str) -> list[str]:
-    if not isinstance(text, str):
-        raise ParseError(f"{what} must be text")
-    return [line[:MAX_LINE].rstrip() for line in text.replace("\r\n", "\n").split("\n")[:MAX_LINES]]
+    return text_lines(text, what, max_lines=MAX_LINES, max_line=MAX_LINE, strip=str.rstrip)
 
 
 def unit_of(text: str) -> str | None:

@@ -123,7 +123,7 @@ def _module(name: str) -> str:
     return name.replace("-", "_")
 
 
-def _logical_lines(text: str) -> list[str]:
+def logical_lines(text: str) -> list[str]:
     """Lines with backslash continuations joined, as modprobe reads them."""
     lines: list[str] = []
     pending = ""
@@ -153,7 +153,7 @@ def parse_modprobe_blacklist(text: str) -> tuple[tuple[str, ...], dict[str, str]
     options: dict[str, str] = {}
     directives = 0
     other = 0
-    for raw in _logical_lines(text):
+    for raw in logical_lines(text):
         line = _GREP_PREFIX.sub("", raw.strip(), count=1).strip()
         if not line or line.startswith("#") or (line.startswith("==>") and line.endswith("<==")):
             continue

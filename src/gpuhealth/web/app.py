@@ -17,6 +17,7 @@ from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -141,7 +142,7 @@ def create_app(state: LiveState, checks: Any = None, db: Path | None = None, tok
         return JSONResponse(state.status())
 
     async def gpus(request: Request) -> Response:
-        return JSONResponse({"gpus": state.gpus()})
+        return JSONResponse({"gpus": await run_in_threadpool(state.gpus)})  # it reads /proc
 
     async def alerts(request: Request) -> Response:
         return JSONResponse(state.alerts())
@@ -173,14 +174,12 @@ def create_app(state: LiveState, checks: Any = None, db: Path | None = None, tok
                 return _error(400, "gpu must be a GPU index (0-1023)")
             gpu_list = [int(raw)]
         else:
-            gpu_list = [g["gpu"] for g in state.gpus()]
+            gpu_list = state.gpu_indices()
         until = state.clock()
         since = until - span
 
         def load() -> list[dict[str, Any]]:
             return [history.series(g, m, since, until) for g in gpu_list for m in metrics_wanted]
-
-        from starlette.concurrency import run_in_threadpool
 
         series = await run_in_threadpool(load)
         return JSONResponse({"range_s": span, "since": since, "until": until, "series": series})
@@ -210,7 +209,7 @@ def create_app(state: LiveState, checks: Any = None, db: Path | None = None, tok
             try:
                 yield "retry: 3000\n\n"
                 yield sse_frame("status", state.status())
-                yield sse_frame("samples", {"t": state.last_sample_t, "gpus": state.gpus()})
+                yield sse_frame("samples", {"t": state.last_sample_t, "gpus": await run_in_threadpool(state.gpus)})
                 while True:
                     try:
                         frame = await asyncio.wait_for(queue.get(), KEEPALIVE_S)

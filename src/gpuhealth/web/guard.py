@@ -6,8 +6,11 @@ for ever, and with ``limit_concurrency`` every further request was answered 503.
 
 - every request must arrive whole (headers and body) within ``request_timeout`` of the connection opening
   or of the previous response, or the connection is closed;
-- past ``max_connections``, the longest-waiting connections that have no request in progress are closed
-  to make room, so a flood of idle connections cannot push out ``/metrics`` and ``/healthz``;
+- past ``max_connections``, the longest-idle connections are closed to make room, so a flood of idle
+  connections cannot push out ``/metrics`` and ``/healthz``. Idle means no request has begun: a fresh
+  connection, a keep-alive one between requests, one whose head is still arriving. A request whose
+  head is in is never evicted, even while its body is still arriving (the application may be reading it);
+  the request deadline bounds that;
 - the request head (target and headers) is limited to ``MAX_HEADER_BYTES``: 431 past it.
 
 A response in progress (an event stream, a running check) is never cut by these deadlines.
@@ -65,6 +68,10 @@ def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT_S,
             """True while the client still owes (part of) a request: nothing of ours is in progress."""
             return self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
 
+        def idle(self) -> bool:
+            """True while no request has begun (h11 has no complete request head): safe to evict."""
+            return self.conn.their_state is h11.IDLE
+
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
@@ -83,10 +90,10 @@ def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT_S,
 
 
 def _evict(connections: set[Any], count: int, newcomer: Any) -> None:
-    """Close the ``count`` connections that have waited longest for a request (never one in progress)."""
-    waiting = sorted((c for c in connections if c is not newcomer and getattr(c, "waiting", lambda: False)()),
-                     key=lambda c: c.waiting_since)
-    for connection in waiting[:count]:
+    """Close the ``count`` connections that have been idle longest (never one with a request begun)."""
+    idle = sorted((c for c in connections if c is not newcomer and getattr(c, "idle", lambda: False)()),
+                  key=lambda c: c.waiting_since)
+    for connection in idle[:count]:
         if not connection.transport.is_closing():
             connection.transport.close()
 

@@ -164,7 +164,7 @@ class LiveState:
             now = self.clock()
             payload = {"t": self.last_sample_t,
                        "gpus": [self._gpu_json(v, now) for _, v in sorted(self._gpus.items())]}
-        self.publish("samples", payload)
+        self.publish("samples", {"t": payload["t"], "gpus": self._name_processes(payload["gpus"])})
 
     def _sample(self, view: GpuView, sample: Sample) -> None:
         self._count_usage(view, sample)
@@ -294,17 +294,29 @@ class LiveState:
                 "reasons": [{"severity": sev, "text": text} for sev, text in unique]}
 
     def _processes(self, sample: Sample) -> list[dict[str, Any]]:
+        """The sample's largest processes; their names are filled in later, outside the lock."""
         rows = sorted(sample.processes or (), key=lambda p: -(p[1] or 0))[:MAX_PROCESSES]
-        out = []
-        for pid, mib in rows:
-            name = self.process_names(pid) if self.process_names is not None else None
-            out.append({"pid": pid, "name": name, "memory_mib": mib})
-        return out
+        return [{"pid": pid, "name": None, "memory_mib": mib} for pid, mib in rows]
+
+    def _name_processes(self, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Process names from /proc, read with the lock released: a slow /proc read (a process in exit, a
+        loaded host) must not hold up the monitor thread or every other request."""
+        if self.process_names is not None:
+            for gpu in gpus:
+                for process in gpu.get("processes", ()):
+                    process["name"] = self.process_names(process["pid"])
+        return gpus
 
     def gpus(self) -> list[dict[str, Any]]:
+        """Every GPU's card, process names included: call it off the event loop (it reads /proc)."""
         now = self.clock()
         with self._lock:
-            return [self._gpu_json(v, now) for _, v in sorted(self._gpus.items())]
+            cards = [self._gpu_json(v, now) for _, v in sorted(self._gpus.items())]
+        return self._name_processes(cards)
+
+    def gpu_indices(self) -> list[int]:
+        with self._lock:
+            return sorted(self._gpus)
 
     def metrics_view(self) -> dict[str, Any]:
         """Everything /metrics needs, copied under the lock: present GPUs with their latest sample."""
