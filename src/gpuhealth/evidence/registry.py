@@ -39,7 +39,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -153,6 +152,8 @@ _ASSIGN = lazy_re(r"[A-Za-z_][A-Za-z0-9_]*=")
 def normalise_command(command: str) -> str:
     """The first command of a pipeline, without sudo/env/time prefixes and the program's directory."""
     first = re.split(r"\s*(?:\|\|?|&&|;)\s*", command.strip(), maxsplit=1)[0]
+    import shlex  # here, not at import: most evidence names no command
+
     try:
         words = shlex.split(first, posix=True)
     except ValueError:  # an unbalanced quote: split on blanks instead

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import textwrap
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError, PciDevice, normalize_pci_address
@@ -404,6 +403,8 @@ def parse_lspci(text: str) -> tuple[PciDevice, ...]:
         raise ParseError("lspci output must be text")
     if not text.strip():
         raise ParseError("empty lspci output")
+    import textwrap  # here, not at import: `check --from` and `analyze` may parse no lspci text
+
     # textwrap.dedent: a listing pasted indented keeps its blocks' relative indentation
     lines = textwrap.dedent(text.replace("\r\n", "\n").replace("\r", "\n")).split("\n")
 
