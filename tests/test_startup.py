@@ -43,8 +43,10 @@ def _modules_after(argv: list[str]) -> set[str]:
 
 # Modules a replay or an analysis of files needs none of: the live host's (processes, sockets), thread
 # pools, archives, XML (these bundles hold no XML), pickling (the parallel scanner of huge logs), and the
-# resource loader (the knowledge tables are read as files).
+# resource loader (the knowledge tables are read as files), hashing (OpenSSL: a long command's key is read
+# from the manifest) and gzip (none of this evidence is compressed).
 NOT_NEEDED = {"subprocess", "socket", "selectors", "concurrent.futures", "tarfile", "tempfile", "zipfile",
+              "hashlib", "_hashlib", "gzip",
               "importlib.resources", "xml.etree.ElementTree", "pickle", "rich", "pynvml", "torch",
               "gpuhealth.monitor.commands", "gpuhealth.web.commands", "gpuhealth.web.fleet"}
 
@@ -118,3 +120,56 @@ def test_reads_inside_the_bundle_still_work_and_missing_files_say_so(tmp_path: P
     assert host.read("/etc/never-captured").error == "not captured in this bundle"
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["commands"]
+
+
+def test_a_long_command_replays_under_its_recorded_key(bundle_dir: Path):
+    """A long command line's key ends in a hash; a replay takes it from the manifest (no hashlib) and
+    must find exactly what command_key finds."""
+    from gpuhealth.bundle import command_key
+
+    host = BundleHost(bundle_dir)
+    long_ones = [c for c in host.manifest["commands"] if len(" ".join(c["argv"])) > 80]
+    assert long_ones  # the example holds two: dpkg-query and the python3 probe
+    for entry in long_ones:
+        assert host._key(entry["argv"]) == command_key(entry["argv"]) == entry["key"]
+        run = host.run(entry["argv"])
+        stdout = bundle_dir / "commands" / f"{entry['key']}.stdout"
+        assert run.stdout == (stdout.read_text(errors="replace") if stdout.exists() else "")
+    # A recorded key of the wrong form is not trusted: the key is computed.
+    entry = long_ones[0]
+    host._recorded_keys[tuple(entry["argv"])] = "elsewhere"
+    assert host._key(entry["argv"]) == command_key(entry["argv"])
+    assert host._key(["nvidia-smi", "-q"]) == command_key(["nvidia-smi", "-q"]) == "nvidia-smi_-q"
+
+
+def test_short_commands_collect_garbage_rarely_and_restore_the_thresholds():
+    import gc
+
+    import click
+    from click.testing import CliRunner
+
+    from gpuhealth.cli import START_UP_GC_THRESHOLD, main
+
+    seen = []
+    before = gc.get_threshold()
+
+    @click.command()
+    def probe() -> None:
+        seen.append(gc.get_threshold())
+
+    main.add_command(probe, "zz-probe")
+    try:
+        result = CliRunner().invoke(main, ["zz-probe"])
+    finally:
+        main.commands.pop("zz-probe")
+    assert result.exit_code == 0, result.output
+    assert seen == [(START_UP_GC_THRESHOLD, *before[1:])]
+    assert gc.get_threshold() == before
+    # A long-lived command (monitor, serve...) runs with the thresholds it was started with.
+    main._gc_thresholds = before
+    gc.set_threshold(START_UP_GC_THRESHOLD, *before[1:])
+    try:
+        assert main.get_command(click.Context(main), "monitor") is not None
+        assert gc.get_threshold() == before
+    finally:
+        gc.set_threshold(*before)

@@ -8,7 +8,6 @@ their sections first; every piece is then sniffed on its own. A piece nobody rec
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import io
 import re
 from collections.abc import Iterable
@@ -46,6 +45,8 @@ class Piece:
 def decode_bytes(name: str, data: bytes) -> str:
     """Bytes of an evidence file as text, un-gzipped when it is gzip (bounded against bombs)."""
     if data[:2] == b"\x1f\x8b":
+        import gzip  # only for gzipped evidence: not at start-up
+
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
                 data = handle.read(MAX_DECOMPRESSED + 1)

@@ -7,6 +7,8 @@ unreadable or malformed input, crashes: one line on stderr; ``--debug`` adds the
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 from pathlib import Path
@@ -36,6 +38,12 @@ LAZY_COMMANDS = {
     "serve": ("gpuhealth.web.commands", "serve"),
     "fleet": ("gpuhealth.web.fleet", "fleet"),
 }
+# The built-in commands are short-lived and allocate mostly long-lived objects (modules, classes, the
+# snapshot), so the collector's frequent passes find almost nothing: while one runs, a pass comes every
+# START_UP_GC_THRESHOLD allocations (garbage stays bounded). The lazy commands (monitor, serve, watch...)
+# may run for days: default thresholds. And the full collection Python makes as it exits is skipped
+# (the memory goes back to the system anyway). Together ~4 % of `check --from`'s instructions.
+START_UP_GC_THRESHOLD = 100_000
 
 
 class CannotRun(click.ClickException):
@@ -54,6 +62,8 @@ class _Main(click.Group):
         return sorted({*self.commands, *LAZY_COMMANDS})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            gc.set_threshold(*self._gc_thresholds)
         if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
             import importlib
 
@@ -73,7 +83,21 @@ class _Main(click.Group):
                 traceback.print_exc()
             raise CannotRun(_one_line(exc)) from exc
 
+    _gc_thresholds = gc.get_threshold()
+    _exit_hook = False
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not _Main._exit_hook:
+            atexit.register(gc.disable)  # runs before the interpreter's exit-time collection
+            _Main._exit_hook = True
+        self._gc_thresholds = gc.get_threshold()
+        gc.set_threshold(START_UP_GC_THRESHOLD, *self._gc_thresholds[1:])
+        try:
+            return self._main(*args, **kwargs)
+        finally:  # for callers in the same process (tests); a lazy command restored them already
+            gc.set_threshold(*self._gc_thresholds)
+
+    def _main(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
         try:

@@ -16,7 +16,6 @@ Limits (docs/limits.md, "analyze input"), all enforced before or while reading, 
 
 from __future__ import annotations
 
-import gzip
 import os
 import select
 import stat
@@ -90,7 +89,7 @@ def read_evidence(name: str, max_bytes: int = DEFAULT_MAX_BYTES,
         return _read(raw, display, name if regular else None, max_bytes)
     except OSError as exc:
         raise InputError(f"{display}: {exc.strerror or exc}") from exc
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except (EOFError, zlib.error) as exc:  # gzip's BadGzipFile is an OSError: the clause above
         raise InputError(f"{display}: corrupt gzip data ({exc})") from exc
     finally:
         if raw is not None:
@@ -218,6 +217,8 @@ def _read(raw: BinaryIO, display: str, path: str | None, max_bytes: int) -> Evid
     gzipped = magic == b"\x1f\x8b"
     stream: Any = _Limited(raw, max_bytes, display, magic)
     if gzipped:
+        import gzip  # only for gzipped input: not at start-up
+
         stream = _Limited(gzip.GzipFile(fileobj=stream, mode="rb"), max_bytes, display)
         path = None  # the file scanner reads plain files only
     data = _read_up_to(stream, _SNIFF_BYTES)
