@@ -111,6 +111,26 @@ def test_a_linked_directory_in_a_bundle_cannot_lead_out(tmp_path: Path):
     assert missing.data is None and missing.error  # a missing file below the link: refused or not captured
 
 
+def test_a_link_to_a_sibling_whose_name_extends_the_bundles_cannot_lead_out(tmp_path: Path):
+    """The containment check compares path strings: "/x/b-other" is not below "/x/b"."""
+    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
+    collect(recorder)
+    recorder.finish()
+    sibling = tmp_path / "b-other"
+    sibling.mkdir()
+    (sibling / "modules").write_text("secret 1 0 - Live 0x0\n")
+    modules = tmp_path / "b" / "root" / "proc" / "modules"
+    modules.unlink()
+    modules.symlink_to(sibling / "modules")
+    (tmp_path / "b" / "commands" / "nvidia-smi_-q.stdout").unlink()
+    (tmp_path / "b" / "commands" / "nvidia-smi_-q.stdout").symlink_to(sibling / "modules")
+    host = BundleHost(tmp_path / "b")
+    content = host.read("/proc/modules")
+    assert content.data is None and "leaves the bundle" in (content.error or "")
+    assert host.run(["nvidia-smi", "-q"]).stdout == ""
+    assert host.stdout_file(["nvidia-smi", "-q"])[1] is None
+
+
 def test_reads_inside_the_bundle_still_work_and_missing_files_say_so(tmp_path: Path):
     recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
     collect(recorder)

@@ -87,7 +87,7 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     blocks: list[_Block] = []
     warnings: list[str] = []
     lines = text.expandtabs(8).splitlines()
-    has_headers = any(_header(line) for line in lines)
+    has_headers = any(_header(line) for line in lines if line.startswith("GPU "))  # a header starts so
     stack: list[tuple[int, str]] = []  # (indent, path) of the lines enclosing the current one
     block: _Block | None = None
     for line in lines:
