@@ -158,6 +158,22 @@ def _read_bounded(handle: BinaryIO) -> bytes:
     return b"".join(chunks)
 
 
+def _spawn(argv: list[str]) -> subprocess.Popen[bytes] | CommandRun:
+    """Start ``argv`` in its own process group (so a deadline can kill all it started), in the C locale (so
+    its output parses), or the CommandRun that says why it could not start."""
+    import subprocess
+
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "LC_ALL": "C", "LANG": "C"}, start_new_session=True)
+    except FileNotFoundError:
+        return CommandRun(tuple(argv), None, error="not installed")
+    except PermissionError:
+        return CommandRun(tuple(argv), None, error="permission denied")
+    except OSError as exc:
+        return CommandRun(tuple(argv), None, error=exc.strerror or str(exc))
+
+
 def run_command(argv: list[str], timeout: float) -> CommandRun:
     """Run ``argv`` under a hard deadline, keeping at most ``MAX_OUTPUT_BYTES`` of each stream.
 
@@ -166,21 +182,10 @@ def run_command(argv: list[str], timeout: float) -> CommandRun:
     that left the group holding stdout cannot stretch the deadline, and a process the kernel will not let
     die (state D, stuck in a driver call) is abandoned, never waited for, and said so in ``error``.
     """
-    import subprocess
-
-    env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
     started = time.monotonic()
-    try:
-        process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, start_new_session=True,
-        )
-    except FileNotFoundError:
-        return CommandRun(tuple(argv), None, error="not installed")
-    except PermissionError:
-        return CommandRun(tuple(argv), None, error="permission denied")
-    except OSError as exc:
-        return CommandRun(tuple(argv), None, error=exc.strerror or str(exc))
+    process = _spawn(argv)
+    if isinstance(process, CommandRun):
+        return process
     reader = _BoundedReader(process)
     try:
         ended = reader.pump(started + timeout)
@@ -245,18 +250,10 @@ class CommandOutput:
 
     @classmethod
     def start(cls, argv: list[str], timeout: float, max_bytes: int) -> CommandOutput | CommandRun:
-        import subprocess
-
         started = time.monotonic()
-        try:
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       env={**os.environ, "LC_ALL": "C", "LANG": "C"}, start_new_session=True)
-        except FileNotFoundError:
-            return CommandRun(tuple(argv), None, error="not installed")
-        except PermissionError:
-            return CommandRun(tuple(argv), None, error="permission denied")
-        except OSError as exc:
-            return CommandRun(tuple(argv), None, error=exc.strerror or str(exc))
+        process = _spawn(argv)
+        if isinstance(process, CommandRun):
+            return process
         return cls(argv, process, timeout, max_bytes, started)
 
     def readinto(self, view: Any) -> int:
