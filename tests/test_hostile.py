@@ -529,8 +529,12 @@ def test_a_flood_of_idle_connections_evicts_the_oldest_not_the_newest(served):
 def test_request_headers_past_16_kib_are_refused(served):
     """A 100 KB header was accepted although the docs say 16 KiB. Whole in one read: 431 (from the app
     guard); arriving in pieces: 400 (h11's limit on an incomplete head). Never 200."""
-    assert _get(served, "/healthz", extra=b"X-Big: " + b"a" * (100 * 1024) + b"\r\n")[0] in (400, 431)
-    assert _get(served, "/healthz", extra=b"X-Big: " + b"a" * (17 * 1024) + b"\r\n")[0] in (400, 431)
+    for size in (100 * 1024, 17 * 1024):
+        try:
+            status = _get(served, "/healthz", extra=b"X-Big: " + b"a" * size + b"\r\n")[0]
+        except (ConnectionResetError, BrokenPipeError):  # refused and closed while the head was still being sent
+            continue
+        assert status in (400, 431), (size, status)
     assert _get(served, "/healthz", extra=b"X-Fine: " + b"a" * (15 * 1024) + b"\r\n")[0] == 200
 
 

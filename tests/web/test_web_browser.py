@@ -45,12 +45,25 @@ def until(page, expression: str, timeout: float) -> None:
         time.sleep(0.1)
 
 
+CHECK_RATE_S = 1.0  # serve's --check-rate below: a second click within it is refused (429)
+_last_check = [0.0]  # when a test of this module last clicked "Check now" (monotonic seconds)
+
+
+def click_check_now(page) -> None:
+    """Click "Check now", waiting out the server's check rate if the previous viewport's test clicked
+    less than a second ago (fast runs did, and got 429)."""
+    time.sleep(max(0.0, _last_check[0] + CHECK_RATE_S + 0.2 - time.monotonic()))
+    page.click("#check-now")
+    _last_check[0] = time.monotonic()
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     trace = write_fleet_trace(tmp / "fleet.jsonl", gpus=8, seconds=900, moving=True)
     bundle = record_bundle(tmp / "bundle")
-    with serve_process(tmp, "--source", f"replay:{trace}", "--check-from", str(bundle), "--check-rate", "1s") as base:
+    with serve_process(tmp, "--source", f"replay:{trace}", "--check-from", str(bundle),
+                       "--check-rate", f"{CHECK_RATE_S:g}s") as base:
         yield base
 
 
@@ -113,7 +126,7 @@ def test_dashboard(served, browser, width, height):
         assert page.locator("#live").inner_text() == "live"
         assert not page.locator("#token-form").is_visible()  # loopback: no token asked for
         # one button: Check now shows the findings with their fixes
-        page.click("#check-now")
+        click_check_now(page)
         page.wait_for_selector("#findings .finding", timeout=60000)
         findings = page.locator("#findings").inner_text()
         assert "GH301" in findings and "fix" in findings
