@@ -45,6 +45,7 @@ from web_fakes import (
     prom_query,
     prom_ready,
     serve_process,
+    stop_process,
     tool,
     wait_for,
 )
@@ -194,15 +195,7 @@ def _daemon(stack: contextlib.ExitStack, command: list[str], log: Path, cwd: Pat
     handle = stack.enter_context(open(log, "w"))
     proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd)
 
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    stack.callback(stop)
+    stack.callback(stop_process, proc)
     return proc
 
 

@@ -103,6 +103,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process(proc: subprocess.Popen, grace: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``grace`` seconds; always reaped."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextlib.contextmanager
 def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None,
                   listen: str = "127.0.0.1:0") -> Iterator[str]:
@@ -117,12 +127,7 @@ def serve_process(tmp: Path, *args: str, env: dict[str, str] | None = None,
     try:
         yield _started(proc, log, time.monotonic() + 30)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
     assert proc.returncode == 0, f"serve exited {proc.returncode} on SIGTERM:\n{log.read_text()}"
 
 
