@@ -102,3 +102,20 @@ def test_a_long_log_without_errors_is_one_pass_per_row():
     start = time.perf_counter()
     assert list(candidate_lines(text)) == [] and not looks_like_app_log(text)
     assert time.perf_counter() - start < 5  # was the whole catalogue on every line: ~10 s on the shared CI box
+
+
+def test_a_line_another_check_leads_is_not_repeated_by_gh806():
+    """One finding per pasted line: a row that names GH202 is GH202's; an out-of-memory row has no other check."""
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
+    mismatch = "Failed to initialize NVML: Driver/library version mismatch"  # NVIDIA/nvidia-docker#1497 wording
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+           "79.11 GiB of which 2.94 MiB is free.")
+    snapshot, _ = analyze_texts([("paste", f"{mismatch}\n{oom}\n")])
+    report = run_checks(snapshot)
+    by_code = {f.code: f for f in report.findings}
+    assert "GH202" in by_code
+    gh806 = [f for f in report.findings if f.code == "GH806"]
+    assert len(gh806) == 1 and "cuda-oom" in gh806[0].message
+    assert all("mismatch" not in line for e in gh806[0].evidence for line in e.lines)

@@ -14,16 +14,18 @@ from gpuhealth.checks.registry import Expectations
 from gpuhealth.config import load_expectations
 from gpuhealth.model import HostEnvironment, OsInfo, Severity, Snapshot
 
-# (pasted line, related codes that the GH806 finding must name)
+# (pasted line, the check that leads, related codes the GH806 finding must name; None: no GH806 finding).
+# A line whose catalogue row names another check is that check's (one finding per line, with its differential);
+# GH806 speaks for the rows that are its own.
 PASTED = [
-    ("RuntimeError: cuda runtime error (100) : no CUDA-capable device is detected at THCGeneral.cpp:47",
-     ("GH201", "GH207", "GH608")),
-    ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", ("GH601", "GH605")),
+    ("RuntimeError: cuda runtime error (100) : no CUDA-capable device is detected at THCGeneral.cpp:47", "GH610", None),
+    ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", "GH601", None),
     ("UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
-     "PyTorch installation.", ("GH606",)),
-    ("Failed to initialize NVML: Unknown Error", ("GH803",)),
-    ("Failed to initialize NVML: Insufficient Permissions", ("GH203",)),
-    ("Failed to initialize NVML: Driver/library version mismatch", ("GH202",)),
+     "PyTorch installation.", "GH606", None),
+    ("Failed to initialize NVML: Unknown Error", "GH803", None),
+    ("Failed to initialize NVML: Driver/library version mismatch", "GH202", None),
+    ("Failed to initialize NVML: Insufficient Permissions", "GH806", ("GH203",)),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "GH806", ("GH301", "GH607")),
 ]
 
 
@@ -33,11 +35,14 @@ def _findings(text: str, code: str = "GH806"):
     return [f for f in report.findings if f.code == code], report
 
 
-@pytest.mark.parametrize(("line", "codes"), PASTED, ids=[c[0] for _, c in PASTED])
-def test_pasted_error_names_the_checks_that_explain_it(line, codes):
-    findings, _ = _findings(line)
-    assert len(findings) == 1
-    finding = findings[0]
+@pytest.mark.parametrize(("line", "lead", "codes"), PASTED, ids=[f"{row[1]}-{i}" for i, row in enumerate(PASTED)])
+def test_pasted_error_leads_once_and_gh806_names_the_checks_that_explain_it(line, lead, codes):
+    findings, report = _findings(line)
+    assert report.findings[0].code == lead
+    if codes is None:
+        assert findings == []  # the leading check reports the line; GH806 does not repeat it
+        return
+    (finding,) = findings
     assert finding.severity is Severity.WARNING
     assert finding.explains == ()  # root cause -> symptom only; this is the symptom
     for code in codes:
@@ -47,7 +52,7 @@ def test_pasted_error_names_the_checks_that_explain_it(line, codes):
 
 
 def test_a_log_alone_cannot_decide_and_names_what_to_collect():
-    (finding,), _ = _findings("RuntimeError: cuda runtime error (100) : no CUDA-capable device is detected")
+    (finding,), _ = _findings("Failed to initialize NVML: Insufficient Permissions")
     assert "cannot decide" in finding.message
     assert any(fix.command == "ls -l /dev/nvidia*" for fix in finding.fixes)
 
@@ -59,9 +64,14 @@ def test_partial_evidence_still_names_what_is_missing():
              "nvidia              39063552  1 nvidia_uvm\n")
     snapshot, _ = analyze_texts([("lspci.txt", lspci), ("lsmod.txt", lsmod),
                                  ("train.log", "RuntimeError: CUDA error: no CUDA-capable device is detected\n")])
-    finding = next(f for f in run_checks(snapshot).findings if f.code == "GH806")
-    # /dev listing is still missing from loose evidence: it asks only because of that
-    assert "cannot decide" in finding.message
+    report = run_checks(snapshot)
+    lead = report.findings[0]
+    assert lead.code == "GH610" and not [f for f in report.findings if f.code == "GH806"]
+    # the module list rules the unloaded driver out; the /dev listing is still missing from loose evidence, so the
+    # device files stay an open candidate and their command is among those that decide
+    status = {c.cause: c.status for c in lead.differential}
+    assert status["driver-not-loaded"] == "ruled out" and status["device-nodes-missing"] == "open"
+    assert any("ls -l /dev/nvidia" in c.command for c in lead.differential if c.cause == "device-nodes-missing")
 
 
 def test_one_finding_per_kind_with_counts():

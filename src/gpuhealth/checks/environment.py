@@ -467,6 +467,15 @@ def meaning_of(error: AppError) -> tuple[str, ErrorMeaning | None]:
 APP_ERRORS_ONLY_PASTED = "only with a training log or traceback (gpuhealth analyze LOG)"
 
 
+def _led_elsewhere(snapshot: Snapshot) -> frozenset[str]:
+    """Pasted lines whose catalogue row names another check: that check reports (or judges) them, so GH806
+    does not repeat them as a second finding for one line."""
+    from gpuhealth.knowledge.signatures import signature
+
+    return frozenset(m.line for m in snapshot.messages or ()
+                     if m.signature and signature(m.signature).code not in ("", "GH806"))
+
+
 @check("GH806", "application-error", "A training log shows a CUDA, NCCL or driver error")
 def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
@@ -493,12 +502,14 @@ def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     Program bugs (device-side asserts, most illegal memory accesses, out of memory) are reported so
     the log is accounted for, but no host check can fix them. `gpuhealth check` reads no application
     log, so there it is listed as skipped: it runs only with a training log or traceback given to
-    `gpuhealth analyze LOG`.
+    `gpuhealth analyze LOG`. A line whose catalogue row names another check (a driver/library mismatch:
+    GH202; no CUDA device: GH610 with its ranked causes) is reported by that check alone, once.
     """
     if snapshot.app_errors is None:
         yield Skip(snapshot.unavailable.get("app_errors", APP_ERRORS_ONLY_PASTED))
         return
-    errors = snapshot.app_errors
+    led = _led_elsewhere(snapshot)
+    errors = [e for e in snapshot.app_errors if e.message.strip()[:500] not in led]
     groups: dict[str, list[AppError]] = {}
     for error in errors:
         groups.setdefault(meaning_of(error)[0], []).append(error)
