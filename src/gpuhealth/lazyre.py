@@ -14,7 +14,9 @@ pattern of the package so that stays a test failure, not a user's.
 
 ``guarded_re(pattern, flags, may=...)`` adds a cheap necessary test: ``may(text)`` must be True for every
 text the pattern finds a match in. ``search``, ``match``, ``fullmatch``, ``findall`` and ``finditer`` on a
-text ``may`` refuses answer "no match" without compiling or running the pattern. Sniffing a piece of
+text ``may`` refuses answer "no match" without compiling or running the pattern. With ``at_start=True`` the
+guard need only hold for texts the pattern matches at their start, and guards ``match`` and ``fullmatch``
+alone. Sniffing a piece of
 evidence asks dozens of kinds "is this yours?", and most answer no: with a guard, a kind whose literal
 text is absent costs a substring test instead of a compile. ``has(...)``, ``has_folded(...)`` and
 ``starts(...)`` build the usual guards; tests/test_startup.py checks every guard of the package against
@@ -66,14 +68,15 @@ def lazy_re(pattern: AnyStr, flags: int | re.RegexFlag = 0) -> re.Pattern[AnyStr
 class GuardedPattern(LazyPattern):
     """A lazy pattern behind a necessary test (see the module docstring)."""
 
-    def __init__(self, pattern: str, flags: int, may: Callable[[str], bool]) -> None:
+    def __init__(self, pattern: str, flags: int, may: Callable[[str], bool], at_start: bool = False) -> None:
         super().__init__(pattern, flags)
         self.may = may
+        self.at_start = at_start
         GUARDED.append(self)
 
     # With a position argument the guard (written for whole texts) is not consulted.
     def search(self, string: str, *args: int) -> re.Match[str] | None:
-        return self.compiled.search(string, *args) if args or self.may(string) else None
+        return self.compiled.search(string, *args) if args or self.at_start or self.may(string) else None
 
     def match(self, string: str, *args: int) -> re.Match[str] | None:
         return self.compiled.match(string, *args) if args or self.may(string) else None
@@ -82,10 +85,10 @@ class GuardedPattern(LazyPattern):
         return self.compiled.fullmatch(string, *args) if args or self.may(string) else None
 
     def findall(self, string: str, *args: int) -> list[Any]:
-        return self.compiled.findall(string, *args) if args or self.may(string) else []
+        return self.compiled.findall(string, *args) if args or self.at_start or self.may(string) else []
 
     def finditer(self, string: str, *args: int) -> Iterator[re.Match[str]]:
-        return self.compiled.finditer(string, *args) if args or self.may(string) else iter(())
+        return self.compiled.finditer(string, *args) if args or self.at_start or self.may(string) else iter(())
 
     def __repr__(self) -> str:
         return f"guarded_re({self.pattern!r}, {self._flags!r})"
@@ -94,10 +97,11 @@ class GuardedPattern(LazyPattern):
 GUARDED: list[GuardedPattern] = []  # every guarded pattern made, for the tests
 
 
-def guarded_re(pattern: str, flags: int | re.RegexFlag = 0, *, may: Callable[[str], bool]) -> re.Pattern[str]:
+def guarded_re(pattern: str, flags: int | re.RegexFlag = 0, *, may: Callable[[str], bool],
+               at_start: bool = False) -> re.Pattern[str]:
     """A lazy pattern that is not compiled or run on a text ``may`` refuses; ``may(text)`` must be True for
-    every text the pattern finds a match in."""
-    return cast("re.Pattern[str]", GuardedPattern(pattern, int(flags), may))
+    every text the pattern finds a match in (``at_start``: matches at its start; only match/fullmatch guarded)."""
+    return cast("re.Pattern[str]", GuardedPattern(pattern, int(flags), may, at_start))
 
 
 def has(*needles: str) -> Callable[[str], bool]:

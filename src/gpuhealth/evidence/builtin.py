@@ -21,7 +21,8 @@ _LSPCI_LINE = lazy_re(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0
 # with a substring test unless the piece holds the pattern's literal text.
 _SMI_LIST_LINE = guarded_re(r"^GPU \d+: .+\(UUID: ", re.M, may=has("(UUID: "))
 _CSV_HEADER = lazy_re(r"^\s*[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, *[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$")
-_PROC_MODULES_LINE = guarded_re(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M, may=has(" 0x"))
+_PROC_MODULES_LINE = guarded_re(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M,
+                                may=has(" Live 0x", " Loading 0x", " Unloading 0x"))
 _NVLINK_LINE = guarded_re(r"^\s*Link \d+: ", re.M, may=has("Link "))
 _NVLINK_TITLE = guarded_re(r"NVLink information|Nvlink queries", re.I,
                            may=has_folded("nvlink information", "nvlink queries"))

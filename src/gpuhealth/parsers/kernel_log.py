@@ -175,16 +175,16 @@ def _may_syslog(line: str) -> bool:
 
 
 # The same patterns behind those guards, for format detection (tests/test_startup.py checks each guard against
-# strings its pattern matches); parsing calls the guards inline, in front of the plain patterns.
-_C_KMSG = guarded_re(_P_KMSG.pattern, may=_may_kmsg)
-_C_PSTORE = guarded_re(_P_PSTORE.pattern, may=starts("<"))
-_C_FACILITY = guarded_re(_FACILITY.pattern, may=_may_facility)
-_C_DMESG_ISO = guarded_re(_P_DMESG_ISO.pattern, may=_may_iso)
-_C_DMESG_CTIME = guarded_re(_P_DMESG_CTIME.pattern, may=starts("["))
-_C_JOURNAL_MONO = guarded_re(_P_JOURNAL_MONO.pattern, may=_may_journal_mono)
-_C_DMESG = guarded_re(_P_DMESG.pattern, may=starts("["))
-_C_SYSLOG = guarded_re(_P_SYSLOG.pattern, may=_may_syslog)
-_C_JOURNAL_MARKER = guarded_re(_JOURNAL_MARKER.pattern, may=starts("-- "))
+# strings its pattern matches at their start); parsing calls the guards inline, in front of the plain patterns.
+_C_KMSG = guarded_re(_P_KMSG.pattern, may=_may_kmsg, at_start=True)
+_C_PSTORE = guarded_re(_P_PSTORE.pattern, may=starts("<"), at_start=True)
+_C_FACILITY = guarded_re(_FACILITY.pattern, may=_may_facility, at_start=True)
+_C_DMESG_ISO = guarded_re(_P_DMESG_ISO.pattern, may=_may_iso, at_start=True)
+_C_DMESG_CTIME = guarded_re(_P_DMESG_CTIME.pattern, may=starts("["), at_start=True)
+_C_JOURNAL_MONO = guarded_re(_P_JOURNAL_MONO.pattern, may=_may_journal_mono, at_start=True)
+_C_DMESG = guarded_re(_P_DMESG.pattern, may=starts("["), at_start=True)
+_C_SYSLOG = guarded_re(_P_SYSLOG.pattern, may=_may_syslog, at_start=True)
+_C_JOURNAL_MARKER = guarded_re(_JOURNAL_MARKER.pattern, may=starts("-- "), at_start=True)
 _CALLER_ID = lazy_re(r"\[\s*[TC]\d{1,10}\]\s?")  # CONFIG_PRINTK_CALLER: "[ T1234] "
 _KMSG_ESCAPE = lazy_re(r"\\x([0-9a-fA-F]{2})")
 
