@@ -21,7 +21,6 @@ from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
-from gpuhealth.parsers.lspci import merge_devices
 from gpuhealth.parsers.session import Block, split_session
 from gpuhealth.records import record
 
@@ -304,6 +303,8 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
                               bytes_scanned=current.bytes_scanned + value.bytes_scanned)
         return True
     if key == "pci_devices" and isinstance(current, tuple) and isinstance(value, tuple):
+        from gpuhealth.parsers.lspci import merge_devices  # here: analyze of files imports only what it reads
+
         merged = merge_devices(current + value)  # one per address; a later listing fills what one lacked
         fields[key] = merged
         return merged != current
