@@ -23,7 +23,7 @@ import gpuhealth
 from conftest import CORPUS, REPO
 from gpuhealth.bundle import BundleHost, RecordingHost, extract_archive
 from gpuhealth.collect import collect
-from gpuhealth.knowledge import gpu_expectations
+from gpuhealth.knowledge import gpu_expectations, xid
 from gpuhealth.lazyre import GUARDED, GuardedPattern, has, has_folded
 from hostcases import FakeHost, load_spec
 
@@ -323,3 +323,32 @@ def test_slugs_are_read_as_the_pattern_reads_them(text: str):
 
     want = bool(re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", text))
     assert is_slug(text) == want and is_kind_slug(text) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(sorted(xid.ACTION_WORDS)), st.text(alphabet="aZ_/ ;:(),.-1\u00e9\u0661\n",
+                                                                            max_size=4)), max_size=8))
+def test_xid_buckets_are_put_in_words_as_the_pattern_of_their_names_would(parts: list[str]):
+    bucket = "".join(parts)
+    names = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, xid.ACTION_WORDS), key=len, reverse=True))
+                       + r")(?![\w/])")
+    want = names.sub(lambda m: xid.ACTION_WORDS[m[0]], bucket) if bucket else "no action given by NVIDIA"
+    assert xid.action_in_words(bucket) == want
+
+
+def test_type_hints_are_typings_for_every_dataclass_of_the_package():
+    """model.type_hints (each annotation text compiled once) must read every class as typing does."""
+    import dataclasses
+    import typing
+
+    from gpuhealth.model import type_hints
+
+    seen = 0
+    for name in sorted(m.name for m in pkgutil.walk_packages(gpuhealth.__path__, "gpuhealth.")
+                       if not m.name.endswith("__main__")):
+        module = importlib.import_module(name)
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name:
+                assert type_hints(value) == typing.get_type_hints(value), value
+                seen += 1
+    assert seen >= 100
