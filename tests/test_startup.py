@@ -352,3 +352,58 @@ def test_type_hints_are_typings_for_every_dataclass_of_the_package():
                 assert type_hints(value) == typing.get_type_hints(value), value
                 seen += 1
     assert seen >= 100
+
+
+# --------------------------------------------------------------------------- the program's entry and exit
+
+def _program(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` then the program (gpuhealth.__main__.run) with ``argv``, as the installed script does."""
+    script = (f"import sys\nsys.argv = {['gpuhealth', *argv]!r}\n{code}\n"
+              "from gpuhealth.__main__ import run\nrun()\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def evidence(bundle_dir: Path) -> list[str]:
+    smi = next(p for p in (bundle_dir / "commands").glob("nvidia-smi_-q.stdout"))
+    dmesg = next((bundle_dir / "commands").glob("dmesg*.stdout"))
+    return [str(smi), str(dmesg)]
+
+
+def test_the_program_leaves_without_the_tear_down_once_it_printed_its_report(evidence: list[str]):
+    from click.testing import CliRunner
+
+    from gpuhealth.cli import main
+
+    want = CliRunner().invoke(main, ["analyze", *evidence, "--format", "json"])
+    # an object that says when the interpreter's tear-down reaches it
+    witness = "class Witness:\n    def __del__(self):\n        print('TORN DOWN', file=sys.stderr)\nw = Witness()"
+    done = _program(witness, "analyze", *evidence, "--format", "json")
+    assert (done.returncode, done.stdout) == (want.exit_code, want.stdout) and want.exit_code == 2
+    assert "TORN DOWN" not in done.stderr  # left with os._exit, the output flushed first
+    text = _program(witness, "analyze", *evidence)
+    assert text.returncode == 2 and "BROKEN" in text.stdout
+
+
+def test_the_program_exits_as_usual_when_something_else_would_run_at_exit(evidence: list[str]):
+    handler = "import atexit\natexit.register(lambda: print('HANDLER RAN', file=sys.stderr))"
+    done = _program(handler, "analyze", *evidence, "--format", "json")
+    assert done.returncode == 2 and json.loads(done.stdout)["verdict"] and "HANDLER RAN" in done.stderr
+    thread = "import threading, time\nthreading.Thread(target=time.sleep, args=(0.3,)).start()"
+    witness = "class Witness:\n    def __del__(self):\n        print('TORN DOWN', file=sys.stderr)\nw = Witness()"
+    done = _program(f"{thread}\n{witness}", "analyze", *evidence, "--format", "json")
+    assert done.returncode == 2 and "TORN DOWN" in done.stderr  # another thread: the interpreter joins it
+    failed = _program(witness, "analyze", "/nonexistent/file")
+    assert failed.returncode == 3 and "TORN DOWN" in failed.stderr  # no report printed: the usual exit
+
+
+def test_the_program_collects_garbage_rarely_from_its_first_import(evidence: list[str]):
+    """The entry point raises the collector's threshold before click and the package are imported."""
+    count = ("import atexit, gc\nstart = gc.get_stats()[0]['collections']\n"
+             "atexit.register(lambda: print('GC', gc.get_stats()[0]['collections'] - start, file=sys.stderr))")
+    program = _program(count, "analyze", *evidence, "--format", "json")
+    script = (f"import sys\nsys.argv = {['gpuhealth', 'analyze', *evidence, '--format', 'json']!r}\n{count}\n"
+              "from gpuhealth.cli import main\nmain()\n")
+    plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    collections = [int(done.stderr.rsplit("GC ", 1)[1].split()[0]) for done in (program, plain)]
+    assert collections[0] <= 3 < 10 <= collections[1], collections
