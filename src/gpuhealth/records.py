@@ -96,7 +96,10 @@ def _collect_fields(cls: type) -> bool:
     annotations = own.get("__annotations__", {})
     if _FIELD_KIND is None or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
         return False
-    if any(not isinstance(t, str) or any(word in t for word in _SPECIAL_ANNOTATION) for t in annotations.values()):
+    if not all(isinstance(t, str) for t in annotations.values()):
+        return False
+    joined = "\n".join(annotations.values())  # one look for the special words, not one per annotation
+    if any(word in joined for word in _SPECIAL_ANNOTATION):
         return False
     if any(isinstance(v, Field) and k not in annotations for k, v in own.items()):
         return False  # dataclass raises its own error for a field without a type
