@@ -249,6 +249,7 @@ class PciDevice:
     link_speed_max: str | None = None  # (sysfs / LnkCap)
     link_width_current: int | None = None
     link_width_max: int | None = None
+    secondary_bus: str | None = None  # a bridge's bus below it, "dddd:bb" (lspci -vv "Bus: ... secondary=01")
 
     @property
     def is_nvidia_gpu(self) -> bool:

@@ -440,27 +440,29 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     if a GPU reports a narrower link only at idle, check it again under load. Without nvidia-smi or
     NVML (a pasted `lspci -vv`, or sysfs when the driver does not answer) the GPU's LnkSta width is
     compared with its LnkCap width by the same rule; LnkSta's speed is not judged there, because
-    lspci cannot say whether the GPU was busy.
+    lspci cannot say whether the GPU was busy. A full `lspci -vv` also shows the port above the GPU:
+    a link narrower than both the GPU and that port can do is a warning (a riser, cable or seating
+    fault, even on a single GPU); one as wide as the port is info (the slot is wired so).
     """
     gpus = seen_gpus(snapshot)
     if not gpus and not _pci_links(snapshot, gpus):
         yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
                    or "no PCIe link data: neither nvidia-smi, NVML nor lspci -vv reported a GPU's link")
         return
-    yield from _pci_link_degraded(snapshot, gpus)
+    ports = _ports(snapshot)
+    yield from _pci_link_degraded(snapshot, gpus, ports)
     for seen in gpus:
         gpu, parts, lines = seen.gpu, [], []
         width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
         gen, gen_max, busy = gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.utilization_gpu_pct
         severity = Severity.WARNING
         if width and width_max and width < width_max:
-            parts.append(f"link width x{width} of x{width_max}")
-            lines += [f"Link Width Current: {width}x", f"Link Width Max: {width_max}x"]
             twins = [s.gpu for s in gpus if s is not seen and s.gpu.name == gpu.name
                      and s.gpu.pcie_width_max == width_max]
-            if not any(t.pcie_width_current == width_max for t in twins):
-                severity = Severity.INFO  # no identical GPU here has the full width: likely the slot
-                parts[-1] += " (no identical GPU on this host runs wider: the slot may be wired so)"
+            severity, part, port_lines = _narrow_link(width, width_max, ports.get((gpu.pci_address or "")[:7]),
+                                                      any(t.pcie_width_current == width_max for t in twins))
+            parts.append(part)
+            lines += [*port_lines, f"Link Width Current: {width}x", f"Link Width Max: {width_max}x"]
         if gen and gen_max and gen < gen_max and busy is not None and busy >= BUSY_PCT:
             severity = Severity.WARNING
             parts.append(f"PCIe Gen{gen} of Gen{gen_max} while {busy:g} % busy")
@@ -485,7 +487,12 @@ def _pci_links(snapshot: Snapshot, gpus: list[Seen]) -> list[PciDevice]:
             and d.link_width_current and d.link_width_max]
 
 
-def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
+def _ports(snapshot: Snapshot) -> dict[str, PciDevice]:
+    """Bridges by the bus below them ("dddd:bb"), from a full ``lspci -vv``: the port above a GPU."""
+    return {d.secondary_bus: d for d in snapshot.pci_devices or () if d.secondary_bus and d.link_width_max}
+
+
+def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen], ports: dict[str, PciDevice]) -> Iterator[Draft]:
     """GH407's width rule on LnkSta/LnkCap; a twin is a GPU with the same device ID and LnkCap width."""
     devices = _pci_links(snapshot, gpus)
     source = snapshot.sources.get("pci_devices", "lspci -vv")
@@ -493,21 +500,36 @@ def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
         width, width_max = device.link_width_current or 0, device.link_width_max or 0
         if width >= width_max:
             continue
-        message = f"link width x{width} of x{width_max}"
         twins = [d for d in devices if d is not device and d.device_id == device.device_id
                  and d.link_width_max == width_max]
-        severity = Severity.WARNING
-        if not any(t.link_width_current == width_max for t in twins):
-            severity = Severity.INFO  # as above: no identical GPU here is wider, the slot may be wired so
-            message += " (no identical GPU on this host runs wider: the slot may be wired so)"
-        lines = (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
-                 *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()),
-                 *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
+        severity, message, lines = _narrow_link(width, width_max, ports.get(device.address[:7]),
+                                                any(t.link_width_current == width_max for t in twins))
+        lines += (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
+                  *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()),
+                  *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
         yield Draft(severity, f"PCIe link below its maximum: {message}", subject=snapshot.gpu_subject(device.address),
                     evidence=(Evidence(source, lines),),
                     fixes=(Fix(f"sudo lspci -vvv -s {device.address} | grep -E 'LnkCap|LnkSta'", "any",
                                note="check it again while the GPU is busy"),
                            Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
+
+
+def _narrow_link(width: int, width_max: int, port: PciDevice | None,
+                 twin_wider: bool) -> tuple[Severity, str, tuple[str, ...]]:
+    """Severity, message part and the port's line for a link narrower than the GPU's maximum. The port
+    above the GPU (a full lspci -vv) says what the slot can do; without it, an identical GPU at full
+    width says the slot is not the limit."""
+    message = f"link width x{width} of x{width_max}"
+    if port is not None and port.link_width_max:
+        slot = port.link_width_max
+        line = (f"port above it {port.address}: LnkCap: Width x{slot}",)
+        if width < min(slot, width_max):  # both ends can do more: the link trained narrower (riser, seating)
+            return Severity.WARNING, f"{message}, where its port supports x{min(slot, width_max)}", line
+        return Severity.INFO, f"{message} (the port above it is x{slot}: the slot is wired so)", line
+    if twin_wider:
+        return Severity.WARNING, message, ()
+    # no identical GPU here has the full width: likely the slot
+    return Severity.INFO, f"{message} (no identical GPU on this host runs wider: the slot may be wired so)", ()
 
 
 @check("GH408", "nvlink-inactive", "NVLink links are down", requires=("nvlink",))
