@@ -218,7 +218,14 @@ def _every_guarded_pattern() -> list[GuardedPattern]:
                        if not m.name.endswith("__main__")):
         importlib.import_module(name)
     gpu_expectations.table()  # its plain-text rows are guarded when the table is read
-    return list(GUARDED)
+    found = list(GUARDED)
+    from gpuhealth.parsers import kernel_log
+
+    for may, name in kernel_log.LINE_GUARDS:  # guards written inline in front of the line forms' patterns
+        pattern = getattr(kernel_log, name)
+        found.append(GuardedPattern(pattern.pattern, pattern.flags, may, at_start=True))
+        GUARDED.remove(found[-1])
+    return found
 
 
 GUARDED_PATTERNS = _every_guarded_pattern()
@@ -240,7 +247,7 @@ def corpus_texts() -> list[str]:
 
 
 def test_the_package_guards_its_sniffing_patterns():
-    assert len(GUARDED_PATTERNS) >= 40  # not vacuous: the evidence kinds, the line facts, the log forms
+    assert len(GUARDED_PATTERNS) >= 50  # not vacuous: the evidence kinds, the line facts, the log forms
     assert all(isinstance(p, GuardedPattern) and callable(p.may) for p in GUARDED_PATTERNS)
 
 

@@ -84,7 +84,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from gpuhealth.lazyre import guarded_re, lazy_re, starts
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import EventGroup, KernelEvent, KernelLog, ParseError, normalize_pci_address
 
 __all__ = [
@@ -174,17 +174,24 @@ def _may_syslog(line: str) -> bool:
     return line[3:4] == " " or _may_iso(line)  # "Nov 15 ..." or an ISO date
 
 
-# The same patterns behind those guards, for format detection (tests/test_startup.py checks each guard against
-# strings its pattern matches at their start); parsing calls the guards inline, in front of the plain patterns.
-_C_KMSG = guarded_re(_P_KMSG.pattern, may=_may_kmsg, at_start=True)
-_C_PSTORE = guarded_re(_P_PSTORE.pattern, may=starts("<"), at_start=True)
-_C_FACILITY = guarded_re(_FACILITY.pattern, may=_may_facility, at_start=True)
-_C_DMESG_ISO = guarded_re(_P_DMESG_ISO.pattern, may=_may_iso, at_start=True)
-_C_DMESG_CTIME = guarded_re(_P_DMESG_CTIME.pattern, may=starts("["), at_start=True)
-_C_JOURNAL_MONO = guarded_re(_P_JOURNAL_MONO.pattern, may=_may_journal_mono, at_start=True)
-_C_DMESG = guarded_re(_P_DMESG.pattern, may=starts("["), at_start=True)
-_C_SYSLOG = guarded_re(_P_SYSLOG.pattern, may=_may_syslog, at_start=True)
-_C_JOURNAL_MARKER = guarded_re(_JOURNAL_MARKER.pattern, may=starts("-- "), at_start=True)
+def _may_bracket(line: str) -> bool:
+    return line[:1] == "["
+
+
+def _may_pstore(line: str) -> bool:
+    return line[:1] == "<"
+
+
+def _may_marker(line: str) -> bool:
+    return line[:3] == "-- "
+
+
+# Each line form's pattern (matched at a line's start) with its guard: tests/test_startup.py checks every guard
+# against the lines of the corpus and strings the pattern matches.
+LINE_GUARDS = ((_may_kmsg, "_P_KMSG"), (_may_pstore, "_P_PSTORE"), (_may_facility, "_FACILITY"),
+               (_may_iso, "_P_DMESG_ISO"), (_may_bracket, "_P_DMESG_CTIME"), (_may_journal_mono, "_P_JOURNAL_MONO"),
+               (_may_bracket, "_P_DMESG"), (_may_syslog, "_P_SYSLOG"), (_may_marker, "_JOURNAL_MARKER"),
+               (_may_bracket, "_CALLER_ID"))
 _CALLER_ID = lazy_re(r"\[\s*[TC]\d{1,10}\]\s?")  # CONFIG_PRINTK_CALLER: "[ T1234] "
 _KMSG_ESCAPE = lazy_re(r"\\x([0-9a-fA-F]{2})")
 
@@ -449,21 +456,22 @@ def _check_text(head: bytes) -> None:
 
 def _classify(line: str) -> str | None:
     """The format one line is written in, "bsd"/"rfc" for syslog-like lines that could be journalctl."""
-    if _C_KMSG.match(line):
+    first = line[:1]
+    if _may_kmsg(line) and _P_KMSG.match(line):
         return "kmsg"
-    if _C_PSTORE.match(line):
+    if first == "<" and _P_PSTORE.match(line):
         return "pstore"
-    facility = _C_FACILITY.match(line)
+    facility = _FACILITY.match(line) if _may_facility(line) else None
     rest = line[facility.end():] if facility else line
-    if _C_DMESG_ISO.match(rest):
+    if _may_iso(rest) and _P_DMESG_ISO.match(rest):
         return "dmesg-iso"
-    if _C_DMESG_CTIME.match(rest):
+    if rest[:1] == "[" and _P_DMESG_CTIME.match(rest):
         return "dmesg-ctime"
-    if _C_JOURNAL_MONO.match(line):
+    if _may_journal_mono(line) and _P_JOURNAL_MONO.match(line):
         return "journal"
-    if _C_DMESG.match(rest):
+    if rest[:1] == "[" and _P_DMESG.match(rest):
         return "dmesg"
-    match = _C_SYSLOG.match(line)
+    match = _P_SYSLOG.match(line) if _may_syslog(line) else None
     if match:
         day, tz = match["day"], match["tz"]
         if day is not None:
@@ -471,12 +479,18 @@ def _classify(line: str) -> str | None:
         if tz and ":" in tz:
             return "syslog"
         return "journal" if tz else "rfc"
-    if _C_JOURNAL_MARKER.match(line):
+    if first == "-" and _may_marker(line) and _JOURNAL_MARKER.match(line):
         return "journal-marker"
     return None
 
 
+@functools.lru_cache(maxsize=4)
 def _detect(head: bytes) -> str:
+    """The head's format (cached: an analysis asks for the same head's format up to three times)."""
+    return _detect_format(head)
+
+
+def _detect_format(head: bytes) -> str:
     _check_text(head)
     votes: dict[str, int] = {}
     tags: set[str] = set()
@@ -489,7 +503,7 @@ def _detect(head: bytes) -> str:
             continue
         votes[kind] = votes.get(kind, 0) + 1
         if kind in ("syslog", "journal", "bsd", "rfc"):
-            match = _C_SYSLOG.match(line)
+            match = _P_SYSLOG.match(line)
             if match:
                 tags.add(match["tag"])
     ambiguous = votes.pop("bsd", 0) + votes.pop("rfc", 0)
