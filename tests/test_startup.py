@@ -416,3 +416,14 @@ def test_the_program_collects_garbage_rarely_from_its_first_import(evidence: lis
     plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     collections = [int(done.stderr.rsplit("GC ", 1)[1].split()[0]) for done in (program, plain)]
     assert collections[0] <= 3 < 10 <= collections[1], collections
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 200_000])
+@pytest.mark.parametrize("limit", [1, 65536, 100_000, 64 * 1024 * 1024])
+def test_a_capped_read_gives_what_one_read_of_the_limit_gives(tmp_path: Path, size: int, limit: int):
+    from gpuhealth.bundle import read_capped
+
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    with open(path, "rb") as one, open(path, "rb") as capped:
+        assert read_capped(capped, limit) == one.read(limit)

@@ -52,6 +52,16 @@ FORMAT_VERSION = 1
 # A live host records at most MAX_READ_BYTES of a file and MAX_OUTPUT_BYTES of a command's output,
 # so no honest bundle member is larger.
 MAX_MEMBER_BYTES = max(MAX_READ_BYTES, MAX_OUTPUT_BYTES)
+_FIRST_READ = 64 * 1024
+
+
+def read_capped(handle: IO[bytes], limit: int) -> bytes:
+    """``handle.read(limit)`` for a file: the same bytes, without a ``limit``-sized buffer allocated up front
+    for each of the (mostly tiny) files a replay reads (64 MiB each: ~15 % of the replay's time)."""
+    data = handle.read(min(limit, _FIRST_READ))
+    if len(data) == _FIRST_READ < limit:  # more may follow: the rest, up to the limit
+        data += handle.read(limit - _FIRST_READ)
+    return data
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 MAX_MEMBERS = 20_000
 MAX_TAR_HEADER_BYTES = 64 * 1024  # one PAX or GNU long-name header (real ones hold a path: < 4 KiB)
@@ -366,7 +376,7 @@ class BundleHost:
         target = self.dir / "root" / _safe_relative(path)
         try:
             with open(self._inside(target), "rb") as handle:  # cut where a live read is cut
-                return FileContent(path, handle.read(MAX_READ_BYTES))
+                return FileContent(path, read_capped(handle, MAX_READ_BYTES))
         except BundleError as exc:
             return FileContent(path, error=str(exc))
         except OSError:
@@ -431,7 +441,7 @@ class BundleHost:
     def _text(self, relative: str) -> str:
         try:
             with open(self._inside(os.path.join(self._dir_text, relative)), "rb") as handle:  # cut as a live run is
-                return handle.read(MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
+                return read_capped(handle, MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
         except (OSError, BundleError):
             return ""
 
