@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuhealth import __version__
+from gpuhealth.exits import EXIT_CANNOT_RUN, CannotRun
 from gpuhealth.report.formats import FORMAT_NAMES
 
 if TYPE_CHECKING:
     from gpuhealth.checks.registry import Expectations
     from gpuhealth.model import Report
-
-EXIT_CANNOT_RUN = 3
 
 # Commands defined in other modules, imported only when named (or listed by --help): `check` and `analyze`
 # do not pay for the monitor's, the web server's or the advice commands' modules at start-up.
@@ -44,10 +43,6 @@ LAZY_COMMANDS = {
 # may run for days: default thresholds. And the full collection Python makes as it exits is skipped
 # (the memory goes back to the system anyway). Together ~4 % of `check --from`'s instructions.
 START_UP_GC_THRESHOLD = 100_000
-
-
-class CannotRun(click.ClickException):
-    exit_code = EXIT_CANNOT_RUN
 
 
 class _Main(click.Group):

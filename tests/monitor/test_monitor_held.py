@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from monitor_fakes import GENERATED_BY, NOTE, T0, fired, play, samples
 
 from gpuhealth.cli import main
-from gpuhealth.monitor.commands import MonitorCannotRun, _build
+from gpuhealth.exits import CannotRun
+from gpuhealth.monitor.commands import _build
 from gpuhealth.monitor.sample import job_holds
 from gpuhealth.monitor.sources import write_trace
 from gpuhealth.web.server import wrap_monitor
@@ -58,10 +59,10 @@ def test_one_setting_decides_held_for_the_rule_usage_and_metrics(tmp_path, held_
 def test_the_old_per_rule_and_usage_settings_are_refused_and_a_bad_value_named(tmp_path):
     for text in ("[usage]\nheld_mib = 10\n", "[rules.utilization_collapse]\nheld_mib = 10\n"):
         (tmp_path / "old.toml").write_text(text)
-        with pytest.raises(MonitorCannotRun, match="unknown key 'held_mib'"):
+        with pytest.raises(CannotRun, match="unknown key 'held_mib'"):
             _build(tmp_path / "old.toml", "1s", "0", None, f"replay:{_trace(tmp_path)}", None, 0.0, use_store=False)
     (tmp_path / "bad.toml").write_text('[monitor]\nheld_mib = "lots"\n')
-    with pytest.raises(MonitorCannotRun, match="monitor.held_mib"):
+    with pytest.raises(CannotRun, match="monitor.held_mib"):
         _build(tmp_path / "bad.toml", "1s", "0", None, f"replay:{_trace(tmp_path)}", None, 0.0, use_store=False)
 
 
