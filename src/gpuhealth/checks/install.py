@@ -388,7 +388,7 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
 
 
 @check("GH506", "secure-boot-unsigned-module", "Secure Boot may reject the nvidia module",
-       reads=("install", "pci_devices", "kernel_log", "kernel_modules"))
+       reads=("install", "pci_devices", "kernel_log", "kernel_modules", "messages"))
 def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -540,7 +540,7 @@ def _load_failures(snapshot: Snapshot) -> list[MessageLine]:
 
 
 @check("GH507", "dkms-not-built-for-kernel", "No nvidia module for the running or the next kernel",
-       requires=("install",))
+       requires=("install",), reads=("messages",))
 def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
