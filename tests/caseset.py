@@ -95,6 +95,7 @@ class Case:
     confirmed_by: str
     decidable: bool
     evidence: tuple[Path, ...]
+    also: tuple[str, ...] = ()  # other classes the confirmed cause covers (same expected code)
 
     @property
     def control(self) -> bool:
@@ -134,12 +135,31 @@ def load_case(folder: Path) -> Case:
         raise CaseError(f"{folder.name}: source {data['source']!r} is neither owner/repo#N nor an address")
     if not isinstance(data["decidable"], bool):
         raise CaseError(f"{folder.name}: decidable must be true or false")
+    also = _also(folder.name, data.get("also", []), expect)
     evidence = tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.suffix != ".toml"
                             and p.name.lower() not in NOT_EVIDENCE))
     if not evidence:
         raise CaseError(f"{folder.name}: no evidence file beside case.toml")
     return Case(folder.name, folder, data["source"], data["title"], cls, expect, data["confirmed_by"],
-                data["decidable"], evidence)
+                data["decidable"], evidence, also)
+
+
+def _also(name: str, also: object, expect: str) -> tuple[str, ...]:
+    """`also`: classes besides `class` that the thread confirmed in the same evidence (e.g. the Xid 63
+    page retirement that follows an Xid 48). Each must allow the case's expected code."""
+    if not isinstance(also, list) or not all(isinstance(c, str) for c in also):
+        raise CaseError(f"{name}: also must be a list of class names")
+    for cls in also:
+        allowed = CLASSES.get(cls, ())
+        if cls not in CLASSES or (allowed is not None and expect not in allowed):
+            raise CaseError(f"{name}: also names {cls!r}, which is not a class allowing {expect}")
+    return tuple(also)
+
+
+def uncovered(cases: list[Case]) -> list[str]:
+    """Classes that no case covers, as `class` or in `also`: the gaps of the evaluation set."""
+    covered = {c.cls for c in cases} | {cls for c in cases for cls in c.also}
+    return [cls for cls in CLASSES if cls not in covered]
 
 
 def case_folders() -> list[Path]:
@@ -241,6 +261,9 @@ def render(scores: Scores) -> str:
         f"decidable  {sum(o.hit for o in decidable)}/{len(decidable)} = {scores.decidable:.1%}",
         f"controls   {sum(o.hit for o in controls)}/{len(controls)} raise nothing critical",
     ]
+    gaps = uncovered([o.case for o in scores.outcomes])
+    if gaps:
+        lines.append(f"no case yet: {', '.join(gaps)}")
     if scores.misses:
         lines += ["", "misses (case: expected <- what led instead):"]
         for o in scores.misses:

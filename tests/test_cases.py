@@ -13,7 +13,18 @@ from __future__ import annotations
 
 import pytest
 
-from caseset import CLASSES, CaseError, Scores, case_folders, load_case, load_floor, render, run_case
+from caseset import (
+    CLASSES,
+    CaseError,
+    Scores,
+    case_folders,
+    load_all,
+    load_case,
+    load_floor,
+    render,
+    run_case,
+    uncovered,
+)
 
 FOLDERS = case_folders()
 
@@ -93,3 +104,26 @@ def test_floor_body_round_trips(scores: Scores) -> None:
     body = tomllib.loads(floor_toml(scores))
     assert body["overall"] == scores.overall_hits and body["decidable"] == scores.decidable_hits
     assert all(body["classes"][cls] == scores.class_hits(cls) for cls in body["classes"])
+
+
+# Classes no case covers yet: no public thread with both the posted output and a confirmed cause has been
+# found for them (see the closing notes). The first four are named by issue 9; the others are finer
+# classes of our own. The set only shrinks: a class leaves it with its first case.
+KNOWN_GAPS = {"pcie-degraded", "xid-64", "xid-74", "xid-95",
+              "stale-libcuda", "framework-cannot-use-gpu", "probe-failed", "power-limit", "mig-change-pending"}
+
+
+def test_every_class_has_a_case_but_the_known_gaps() -> None:
+    gaps = set(uncovered(load_all()))
+    assert gaps <= KNOWN_GAPS, f"classes lost their last case: {sorted(gaps - KNOWN_GAPS)}"
+    assert KNOWN_GAPS <= gaps, f"now covered, remove from KNOWN_GAPS: {sorted(KNOWN_GAPS - gaps)}"
+
+
+def test_also_must_name_a_class_allowing_the_expected_code(tmp_path) -> None:
+    folder = tmp_path / "bad-also"
+    folder.mkdir()
+    (folder / "case.toml").write_text('source = "a/b#1"\ntitle = "t"\nclass = "xid-48"\nexpect = "GH403"\n'
+                                      'confirmed_by = "x"\ndecidable = true\nalso = ["xid-63"]\n')
+    (folder / "dmesg.log").write_text("NVRM: Xid (PCI:0000:8a:00): 48, An uncorrectable double bit error\n")
+    with pytest.raises(CaseError, match="also names 'xid-63'"):
+        load_case(folder)
