@@ -8,7 +8,6 @@ Secure Boot module signing, and an nvidia module for every kernel the host may b
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Iterator
 
 from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
@@ -523,6 +522,8 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
         return ()
+    import shlex  # here: only a pasted mokutil --test-key line needs it (start-up, tests/test_startup.py)
+
     confirm = "choose 'Enroll MOK' in the blue MOK manager at the next boot and type the password set at import"
     if install.signing_key_state == "pending":
         return (Fix("sudo reboot", "any", note=confirm, disruptive=True),)
