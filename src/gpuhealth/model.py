@@ -177,8 +177,9 @@ class Candidate:
     title: str  # "Secure Boot refused the unsigned nvidia module"
     code: str  # the check that confirms it
     status: str  # "confirmed" | "open" | "ruled out"
-    why: str  # why it ranks here: the evidence, or what is missing
+    why: str  # why it ranks here: the evidence, or what is missing ("ruled out by the line: ...")
     command: str  # the command whose output confirms or rules it out
+    source: str | None = None  # the document behind a rule that ruled it out: "title <address>"
 
 
 @record

@@ -5,7 +5,10 @@ The checks stay the one place that judges snapshot fields. This step runs after 
 :func:`diagnose`) and reads two things the checks do not: the lines of pasted evidence that the
 signature catalogue matched (``snapshot.messages``, from ``analyze``), and the symptom -> causes table
 (``knowledge/causes.py``). A cause is CONFIRMED when its check produced a finding or a line names it,
-RULED OUT when its check ran clean, OPEN when its check was skipped for lack of evidence.
+RULED OUT when its check ran clean or a line excludes it (``knowledge/rules_out.csv``: "Found no NVIDIA driver"
+is only printed by a CUDA build of PyTorch), OPEN when its check was skipped for lack of evidence. A cause that
+the evidence confirms stays confirmed even when another line would exclude it: the line that names it is the
+stronger evidence.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from gpuhealth.checks.registry import (
     check,
     line_evidence,
 )
-from gpuhealth.knowledge.causes import Cause, Symptom, symptoms
+from gpuhealth.knowledge.causes import Cause, Exclusion, Symptom, exclusions, symptoms
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Severity, Skipped, Snapshot
 
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
+RULED_OUT_BY = " (ruled out by the line: "  # a line's exclusion: "<the rule's reason> (ruled out by the line: <line>)"
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
     "lsmod | grep -E 'nvidia|nouveau'", "dkms status", "mokutil --sb-state", "uname -r",
@@ -280,16 +284,32 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
              and (not _judged(m) or signature(m.signature).code in skipped)}
+    excluded = _excluded(messages)
     out: list[tuple[int, int, int, Candidate]] = []
     for cause in symptom.causes:
         status, why = _status(cause, symptom, fired, named, ran, skipped)
+        source = None
+        if status != CONFIRMED and cause.id in excluded:
+            rule, line = excluded[cause.id]
+            status, why = RULED_OUT, f"{rule.why}{RULED_OUT_BY}{line.line.strip()[:100]})"
+            source = f"{rule.source_title} <{rule.source_url}>"
         order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]
         # among confirmed causes, a line naming it beats a critical finding, which beats a warning
         strength = 9 if cause.id in named else fired[cause.code].severity.rank if status == CONFIRMED else 0
         out.append((order, -strength, cause.prior,
-                    Candidate(cause.id, cause.title, cause.code, status, why, cause.decide)))
+                    Candidate(cause.id, cause.title, cause.code, status, why, cause.decide, source)))
     out.sort(key=lambda item: item[:3])
     return [item[3] for item in out]
+
+
+def _excluded(messages: Sequence[MessageLine]) -> dict[str, tuple[Exclusion, MessageLine]]:
+    """Cause id -> the rule and the first line that rules it out (``knowledge/rules_out.csv``)."""
+    table = exclusions()
+    out: dict[str, tuple[Exclusion, MessageLine]] = {}
+    for message in messages:
+        for rule in table.get(message.signature or "", ()):
+            out.setdefault(rule.cause, (rule, message))
+    return out
 
 
 def _status(cause: Cause, symptom: Symptom, fired: dict[str, Finding], named: dict[str, MessageLine],

@@ -9,7 +9,17 @@ from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Evidence, Fix, Gpu, NvlinkState, Severity, Snapshot, Subject, normalize_pci_address
+from gpuhealth.model import (
+    Evidence,
+    Fix,
+    Gpu,
+    NvlinkState,
+    PciDevice,
+    Severity,
+    Snapshot,
+    Subject,
+    normalize_pci_address,
+)
 from gpuhealth.records import record
 
 NVML = "NVML (nvidia-ml-py)"
@@ -403,7 +413,8 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
                     fixes=fixes)
 
 
-@check("GH407", "pcie-link-degraded", "A GPU's PCIe link runs narrower or slower than it can", requires=("gpus",))
+@check("GH407", "pcie-link-degraded", "A GPU's PCIe link runs narrower or slower than it can",
+       reads=("gpus", "pci_devices"))
 def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -426,9 +437,17 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     not the slot's: a x16 card in a slot wired x8 (two GPUs sharing x16 lanes on a workstation
     board, many cloud instances) shows x8 for good. So a narrow link is a warning when an identical
     GPU on the same host runs at full width, and info when none does (a single GPU, or all alike);
-    if a GPU reports a narrower link only at idle, check it again under load.
+    if a GPU reports a narrower link only at idle, check it again under load. Without nvidia-smi or
+    NVML (a pasted `lspci -vv`, or sysfs when the driver does not answer) the GPU's LnkSta width is
+    compared with its LnkCap width by the same rule; LnkSta's speed is not judged there, because
+    lspci cannot say whether the GPU was busy.
     """
     gpus = seen_gpus(snapshot)
+    if not gpus and not _pci_links(snapshot, gpus):
+        yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
+                   or "no PCIe link data: neither nvidia-smi, NVML nor lspci -vv reported a GPU's link")
+        return
+    yield from _pci_link_degraded(snapshot, gpus)
     for seen in gpus:
         gpu, parts, lines = seen.gpu, [], []
         width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
@@ -453,6 +472,38 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
         yield Draft(severity, f"PCIe link below its maximum: {', '.join(parts)}", subject=seen.subject,
                     evidence=(Evidence(seen.source("pcie_width_current", "pcie_gen_current"), tuple(lines)),),
                     fixes=(Fix(f"sudo lspci -vvv -s {address} | grep -E 'LnkCap|LnkSta'", "any"),
+                           Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
+
+
+def _pci_links(snapshot: Snapshot, gpus: list[Seen]) -> list[PciDevice]:
+    """NVIDIA GPUs on the PCI bus (lspci -vv, sysfs) with both link widths, that no GPU with nvidia-smi's or
+    NVML's own width already covers."""
+    judged = {s.gpu.pci_address for s in gpus if s.gpu.pcie_width_current and s.gpu.pcie_width_max}
+    return [d for d in snapshot.nvidia_pci_gpus
+            if d.link_width_current and d.link_width_max and d.address not in judged]
+
+
+def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
+    """GH407's width rule on LnkSta/LnkCap; a twin is a GPU with the same device ID and LnkCap width."""
+    devices = _pci_links(snapshot, gpus)
+    source = snapshot.sources.get("pci_devices", "lspci -vv")
+    for device in devices:
+        width, width_max = device.link_width_current or 0, device.link_width_max or 0
+        if width >= width_max:
+            continue
+        message = f"link width x{width} of x{width_max}"
+        twins = [d for d in devices if d is not device and d.device_id == device.device_id
+                 and d.link_width_max == width_max]
+        severity = Severity.WARNING
+        if not any(t.link_width_current == width_max for t in twins):
+            severity = Severity.INFO  # as above: no identical GPU here is wider, the slot may be wired so
+            message += " (no identical GPU on this host runs wider: the slot may be wired so)"
+        lines = (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
+                 *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()))
+        yield Draft(severity, f"PCIe link below its maximum: {message}", subject=snapshot.gpu_subject(device.address),
+                    evidence=(Evidence(source, lines),),
+                    fixes=(Fix(f"sudo lspci -vvv -s {device.address} | grep -E 'LnkCap|LnkSta'", "any",
+                               note="check it again while the GPU is busy"),
                            Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
 
 

@@ -12,7 +12,13 @@ to load" and "nvidia-smi cannot talk to the driver"); it is described once, and 
 it at its own rank. ``Symptom.causes`` holds copies whose ``symptom`` and ``prior`` are those of that
 symptom; ``cause(id)`` returns the cause as listed under the first symptom that names it.
 
-Both files are read once, lazily, on first use.
+``rules_out.csv`` says what a catalogue line rules OUT: a row names a signature (``signatures.csv``), a cause
+that line excludes, why in words, and the document that shows it ("Found no NVIDIA driver on your system"
+is printed only by a CUDA build of PyTorch, so it rules out a CPU-only build). A line can confirm at most
+one cause (its ``cause`` column); this table lets it also exclude others, so the ranking follows what the
+message itself says rather than how common each cause is.
+
+The files are read once, lazily, on first use.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import io
 from gpuhealth.knowledge import read_table
 from gpuhealth.records import record
 
-__all__ = ["RESERVED_CODES", "Cause", "Symptom", "cause", "causes", "symptoms"]
+__all__ = ["RESERVED_CODES", "Cause", "Exclusion", "Symptom", "cause", "causes", "exclusions", "symptoms"]
 
 # Codes that checks do not register (yet) but findings may carry: reserved in the project's code list
 # for helper `analyze` (symptom and cause findings that no check raises on its own).
@@ -56,6 +62,15 @@ class Symptom:
     causes: tuple[Cause, ...]  # ordered by prior
 
 
+@record
+class Exclusion:
+    signature: str  # the catalogue row whose line rules the cause out
+    cause: str  # the cause it rules out
+    why: str  # why, in words ("only a CUDA build of PyTorch prints it")
+    source_title: str
+    source_url: str
+
+
 def symptoms() -> dict[str, Symptom]:
     """Every symptom by id, in file order."""
     return _tables()[0]
@@ -69,6 +84,11 @@ def cause(cause_id: str) -> Cause:
 def causes() -> dict[str, Cause]:
     """Every cause by id, each as listed under the first symptom that names it."""
     return _tables()[1]
+
+
+def exclusions() -> dict[str, tuple[Exclusion, ...]]:
+    """The causes each signature's line rules out, by signature id."""
+    return _exclusions()
 
 
 def _read(name: str) -> list[dict[str, str]]:
@@ -116,3 +136,31 @@ def _tables() -> tuple[dict[str, Symptom], dict[str, Cause]]:
     if unused:
         raise ValueError(f"causes.csv: causes no symptom lists: {unused}")
     return table, first
+
+
+@functools.cache
+def _exclusions() -> dict[str, tuple[Exclusion, ...]]:
+    from gpuhealth.knowledge.signatures import signatures  # the catalogue is only read when a rule is asked for
+
+    known = {sig.id: sig for sig in signatures()}
+    described = _tables()[1]
+    found: dict[str, list[Exclusion]] = {}
+    for number, row in enumerate(_read("rules_out.csv"), start=2):
+        for column in ("signature", "cause", "why", "source_title", "source_url"):
+            if not row.get(column):
+                raise ValueError(f"rules_out.csv line {number}: {column} is empty")
+        sig = known.get(row["signature"])
+        if sig is None:
+            raise ValueError(f"rules_out.csv line {number}: unknown signature {row['signature']!r}")
+        if row["cause"] not in described:
+            raise ValueError(f"rules_out.csv line {number}: unknown cause {row['cause']!r}")
+        if row["cause"] not in {c.id for c in _tables()[0][sig.symptom].causes}:
+            raise ValueError(f"rules_out.csv line {number}: {row['cause']!r} is not a cause of {sig.symptom!r}, the "
+                             f"symptom of {sig.id}")
+        if row["cause"] == sig.cause:
+            raise ValueError(f"rules_out.csv line {number}: {sig.id} confirms {sig.cause}, it cannot rule it out")
+        listed = found.setdefault(sig.id, [])
+        if any(e.cause == row["cause"] for e in listed):
+            raise ValueError(f"rules_out.csv line {number}: {sig.id} rules out {row['cause']!r} twice")
+        listed.append(Exclusion(sig.id, row["cause"], row["why"], row["source_title"], row["source_url"]))
+    return {key: tuple(value) for key, value in found.items()}

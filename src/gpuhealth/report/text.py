@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuhealth.checks.diagnosis import RULED_OUT_BY
 from gpuhealth.checks.diagnosis import next_commands as next_commands_for
-from gpuhealth.model import Finding, Fix, Report, Severity
+from gpuhealth.model import Candidate, Finding, Fix, Report, Severity
 from gpuhealth.report.common import (
     Cause,
     cause_fixes,
@@ -170,6 +171,13 @@ def _skipped(report: Report, verbose: bool) -> list[Text]:
     return lines
 
 
+def _ruled_out_why(candidate: Candidate) -> str:
+    """The short reason: the rule's own words for a line that excludes it, else the check that ran clean."""
+    if candidate.source and RULED_OUT_BY in candidate.why:
+        return candidate.why.rsplit(RULED_OUT_BY, 1)[0]
+    return f"{candidate.code} ran clean"
+
+
 def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
     """Most likely cause, the others that remain open, the ruled-out ones, and the commands that decide."""
     if not finding.differential:
@@ -181,7 +189,7 @@ def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
         lines.append(Text("    else: " + "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else "")))
     out = [c for c in rest if c.status == "ruled out"]
     if out:
-        lines.append(Text("    ruled out: " + "; ".join(f"{c.title} ({c.code} ran clean)" for c in out), style="dim"))
+        lines.append(Text("    ruled out: " + "; ".join(f"{c.title} ({_ruled_out_why(c)})" for c in out), style="dim"))
     commands = next_commands_for((finding,), given)[:4]
     if commands:
         lines.append(Text("    to tell: ") + Text(", ".join(commands), style="green"))
