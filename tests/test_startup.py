@@ -7,16 +7,24 @@ use stay unimported (a regression here is a slower start-up, which no other test
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from conftest import REPO
+import gpuhealth
+from conftest import CORPUS, REPO
 from gpuhealth.bundle import BundleHost, RecordingHost, extract_archive
 from gpuhealth.collect import collect
+from gpuhealth.knowledge import gpu_expectations
+from gpuhealth.lazyre import GUARDED, GuardedPattern, has, has_folded
 from hostcases import FakeHost, load_spec
 
 EXAMPLE = REPO / "examples" / "h100x8-xid-ecc.tar.gz"
@@ -47,6 +55,10 @@ def _modules_after(argv: list[str]) -> set[str]:
 # from the manifest) and gzip (none of this evidence is compressed). This replay also needs no textwrap or
 # shlex: the example holds no lspci listing (parsing one imports textwrap) and `analyze`'s parsers use both.
 NOT_NEEDED_BY_REPLAY = {"textwrap", "shlex"}
+# Nor does an analysis of an `nvidia-smi -q` and a kernel log need the parsers of other evidence kinds (each kind
+# imports its parser when it parses a piece), nor shlex (only an `lsmod | grep` piece is split like a shell).
+NOT_NEEDED_BY_ANALYZE = {"shlex", "textwrap", "gpuhealth.parsers.lspci", "gpuhealth.parsers.torch_env",
+                         "gpuhealth.parsers.smi_table", "gpuhealth.parsers.smi_csv", "gpuhealth.parsers.app_log"}
 NOT_NEEDED = {"subprocess", "socket", "selectors", "concurrent.futures", "tarfile", "tempfile", "zipfile",
               "hashlib", "_hashlib", "gzip",
               "importlib.resources", "xml.etree.ElementTree", "pickle", "rich", "pynvml", "torch",
@@ -73,7 +85,7 @@ def test_analyze_of_files_imports_only_what_it_uses(bundle_dir: Path, framework:
     dmesg = next((bundle_dir / "commands").glob("dmesg*.stdout"))
     loaded = _modules_after(["analyze", str(smi), str(dmesg), "--format", "json"])
     assert "gpuhealth.analyze" in loaded
-    extra = (NOT_NEEDED & loaded) - framework
+    extra = ((NOT_NEEDED | NOT_NEEDED_BY_ANALYZE) & loaded) - framework
     assert not extra, sorted(extra)
 
 
@@ -195,3 +207,119 @@ def test_short_commands_collect_garbage_rarely_and_restore_the_thresholds():
         assert gc.get_threshold() == before
     finally:
         gc.set_threshold(*before)
+
+
+# --------------------------------------------------------------------------- guarded patterns (lazyre.guarded_re)
+
+def _every_guarded_pattern() -> list[GuardedPattern]:
+    for name in sorted(m.name for m in pkgutil.walk_packages(gpuhealth.__path__, "gpuhealth.")
+                       if not m.name.endswith("__main__")):
+        importlib.import_module(name)
+    gpu_expectations.table()  # its plain-text rows are guarded when the table is read
+    return list(GUARDED)
+
+
+GUARDED_PATTERNS = _every_guarded_pattern()
+
+
+def _corpus_texts() -> list[str]:
+    """Real text to try the guards on: every corpus file's head (the sniffers look at heads)."""
+    texts = []
+    for path in sorted(p for p in CORPUS.rglob("*") if p.is_file()):
+        data = path.read_bytes()[:65536]
+        if b"\x00" not in data:
+            texts.append(data.decode("utf-8", "replace"))
+    return texts
+
+
+@pytest.fixture(scope="module")
+def corpus_texts() -> list[str]:
+    return _corpus_texts()
+
+
+def test_the_package_guards_its_sniffing_patterns():
+    assert len(GUARDED_PATTERNS) >= 40  # not vacuous: the evidence kinds, the line facts, the log forms
+    assert all(isinstance(p, GuardedPattern) and callable(p.may) for p in GUARDED_PATTERNS)
+
+
+def test_every_guard_passes_every_real_text_and_line_its_pattern_matches(corpus_texts: list[str]):
+    """A guard must be a necessary condition: the pattern finds nothing in a text the guard refuses."""
+    checked = 0
+    for text in corpus_texts:
+        pieces = [text, *text.splitlines(), *(line.strip() for line in text.splitlines())]
+        for pattern in GUARDED_PATTERNS:
+            for piece in pieces:
+                if (pattern.compiled.match if pattern.at_start else pattern.compiled.search)(piece) is not None:
+                    assert pattern.may(piece), (pattern, piece[:200])
+                    checked += 1
+    assert checked > 1000
+
+
+@pytest.mark.parametrize("pattern", GUARDED_PATTERNS, ids=lambda p: p.pattern[:50])
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_guard_passes_strings_its_pattern_matches(pattern: GuardedPattern, data: st.DataObject):
+    text = data.draw(st.from_regex(pattern.compiled))
+    if pattern.at_start:  # a match at the start: what it matched, with text after it
+        found = pattern.compiled.search(text)
+        text = text[found.start():] if found else text
+    # from_regex can overshoot lookarounds: only real matches count
+    if (pattern.compiled.match if pattern.at_start else pattern.compiled.search)(text) is not None:
+        assert pattern.may(text), (pattern, text)
+
+
+def test_a_guarded_pattern_answers_as_the_compiled_one_and_compiles_only_when_asked():
+    pattern = GuardedPattern(r"^\s*Link \d+: (?P<rest>.*)", re.M, has("Link "))
+    GUARDED.remove(pattern)  # a test's own pattern is not the package's
+    real = re.compile(r"^\s*Link \d+: (?P<rest>.*)", re.M)
+    assert pattern.search("no links here") is None and "_compiled" not in pattern.__dict__
+    assert pattern.findall("nothing") == [] and list(pattern.finditer("nothing")) == []
+    assert "_compiled" not in pattern.__dict__
+    text = "GPU 0\n  Link 0: 26.562 GB/s\n  Link 1: <inactive>"
+    for method in ("search", "match", "fullmatch", "findall"):
+        got, want = getattr(pattern, method)(text), getattr(real, method)(text)
+        assert (got.span() if isinstance(got, re.Match) else got) == (want.span() if isinstance(want, re.Match)
+                                                                        else want)
+    assert [m.group() for m in pattern.finditer(text)] == [m.group() for m in real.finditer(text)]
+    assert pattern.search(text, 10).span() == real.search(text, 10).span()  # a position skips the guard
+    assert has_folded("nvlink")("NVLINK") and has_folded("nvlink")("nvlin\u212a") and not has_folded("nvlink")("x")
+    with pytest.raises(ValueError):
+        has_folded("NVLink")
+
+
+def test_analyzing_a_kernel_log_compiles_no_sniffing_pattern_of_other_kinds(bundle_dir: Path):
+    """Every kind above the kernel log sniffs it; their guarded patterns stay uncompiled (the start-up gain)."""
+    smi = next(p for p in (bundle_dir / "commands").glob("nvidia-smi_-q.stdout"))
+    dmesg = next((bundle_dir / "commands").glob("dmesg*.stdout"))
+    code = ("import sys, json\n"
+            "from gpuhealth.cli import main\n"
+            "from gpuhealth.lazyre import GUARDED\n"
+            f"sys.argv = ['gpuhealth', 'analyze', {str(smi)!r}, {str(dmesg)!r}, '--format', 'json']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('\\nCOMPILED ' + json.dumps([p.pattern for p in GUARDED if '_compiled' in vars(p)]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    compiled = json.loads(out.stderr.rsplit("COMPILED ", 1)[1])
+    from gpuhealth.evidence import builtin, listings
+
+    sniffers = {v.pattern for module in (builtin, listings) for v in vars(module).values()
+                if isinstance(v, GuardedPattern)}
+    assert len(sniffers) >= 30
+    assert not sniffers & set(compiled), sorted(sniffers & set(compiled))
+
+
+@pytest.mark.parametrize("text", ["GH101", "GH999", "GH000", "GH10", "GH1000", "gh101", "GH1a1", "GH\u0661\u0662\u0663",
+                                  "XX101", "", "GH101\n"])
+def test_check_codes_are_read_as_the_pattern_reads_them(text: str):
+    from gpuhealth.checks.registry import is_code
+
+    assert is_code(text) == bool(re.fullmatch(r"GH\d{3}", text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abz09-_A \u0131", max_size=12))
+def test_slugs_are_read_as_the_pattern_reads_them(text: str):
+    from gpuhealth.checks.registry import is_slug
+    from gpuhealth.evidence.registry import is_slug as is_kind_slug
+
+    want = bool(re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", text))
+    assert is_slug(text) == want and is_kind_slug(text) == want

@@ -25,7 +25,7 @@ from gpuhealth.evidence.facts import (
 )
 from gpuhealth.evidence.listings import embedded_rpm_packages
 from gpuhealth.knowledge.signatures import scan_lines
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.session import Block, split_session
@@ -197,7 +197,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     return understood or matched > 0
 
 
-_QUERY_FIELDS = lazy_re(r"--query-gpu[= ](?P<fields>[\w.,]{1,2000})")
+_QUERY_FIELDS = guarded_re(r"--query-gpu[= ](?P<fields>[\w.,]{1,2000})", may=has("--query-gpu"))
 
 
 def _with_csv_header(command: str | None, text: str) -> str:

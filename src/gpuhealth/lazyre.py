@@ -11,14 +11,25 @@ It is duck-typed: ``search``, ``match``, ``fullmatch``, ``finditer``, ``findall`
 ``re`` module's functions (``re.sub(PATTERN, ...)``) need ``.compiled``. A bad pattern raises
 ``re.error`` at first use rather than at import; tests/test_lazyre.py compiles every module-level
 pattern of the package so that stays a test failure, not a user's.
+
+``guarded_re(pattern, flags, may=...)`` adds a cheap necessary test: ``may(text)`` must be True for every
+text the pattern finds a match in. ``search``, ``match``, ``fullmatch``, ``findall`` and ``finditer`` on a
+text ``may`` refuses answer "no match" without compiling or running the pattern. With ``at_start=True`` the
+guard need only hold for texts the pattern matches at their start, and guards ``match`` and ``fullmatch``
+alone. Sniffing a piece of
+evidence asks dozens of kinds "is this yours?", and most answer no: with a guard, a kind whose literal
+text is absent costs a substring test instead of a compile. ``has(...)``, ``has_folded(...)`` and
+``starts(...)`` build the usual guards; tests/test_startup.py checks every guard of the package against
+strings its pattern matches.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from typing import Any, AnyStr, cast
 
-__all__ = ["LazyPattern", "lazy_re"]
+__all__ = ["GUARDED", "GuardedPattern", "LazyPattern", "guarded_re", "has", "has_folded", "lazy_re", "starts"]
 
 
 class LazyPattern:
@@ -52,3 +63,67 @@ class LazyPattern:
 def lazy_re(pattern: AnyStr, flags: int | re.RegexFlag = 0) -> re.Pattern[AnyStr]:
     """A pattern compiled on first use; typed as the compiled pattern it stands in for."""
     return cast("re.Pattern[AnyStr]", LazyPattern(pattern, int(flags)))
+
+
+class GuardedPattern(LazyPattern):
+    """A lazy pattern behind a necessary test (see the module docstring)."""
+
+    def __init__(self, pattern: str, flags: int, may: Callable[[str], bool], at_start: bool = False) -> None:
+        super().__init__(pattern, flags)
+        self.may = may
+        self.at_start = at_start
+        GUARDED.append(self)
+
+    # With a position argument the guard (written for whole texts) is not consulted.
+    def search(self, string: str, *args: int) -> re.Match[str] | None:
+        return self.compiled.search(string, *args) if args or self.at_start or self.may(string) else None
+
+    def match(self, string: str, *args: int) -> re.Match[str] | None:
+        return self.compiled.match(string, *args) if args or self.may(string) else None
+
+    def fullmatch(self, string: str, *args: int) -> re.Match[str] | None:
+        return self.compiled.fullmatch(string, *args) if args or self.may(string) else None
+
+    def findall(self, string: str, *args: int) -> list[Any]:
+        return self.compiled.findall(string, *args) if args or self.at_start or self.may(string) else []
+
+    def finditer(self, string: str, *args: int) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(string, *args) if args or self.at_start or self.may(string) else iter(())
+
+    def __repr__(self) -> str:
+        return f"guarded_re({self.pattern!r}, {self._flags!r})"
+
+
+GUARDED: list[GuardedPattern] = []  # every guarded pattern made, for the tests
+
+
+def guarded_re(pattern: str, flags: int | re.RegexFlag = 0, *, may: Callable[[str], bool],
+               at_start: bool = False) -> re.Pattern[str]:
+    """A lazy pattern that is not compiled or run on a text ``may`` refuses; ``may(text)`` must be True for
+    every text the pattern finds a match in (``at_start``: matches at its start; only match/fullmatch guarded)."""
+    return cast("re.Pattern[str]", GuardedPattern(pattern, int(flags), may, at_start))
+
+
+def has(*needles: str) -> Callable[[str], bool]:
+    """A guard: the text contains one of ``needles`` (for a pattern every match of which contains one)."""
+    return lambda text: any(needle in text for needle in needles)
+
+
+def has_folded(*needles: str) -> Callable[[str], bool]:
+    """``has`` for a case-insensitive pattern: lower-case ASCII ``needles``, looked for in the lower-cased text.
+    A text with non-ASCII characters always passes: Unicode case folding (the Kelvin sign matches "k") is
+    not ``str.lower()``."""
+    if any(not needle.isascii() or needle != needle.lower() for needle in needles):
+        raise ValueError(f"has_folded needs lower-case ASCII needles: {needles!r}")
+
+    def may(text: str) -> bool:
+        if not text.isascii():
+            return True
+        lowered = text.lower()
+        return any(needle in lowered for needle in needles)
+    return may
+
+
+def starts(*prefixes: str) -> Callable[[str], bool]:
+    """A guard: the text starts with one of ``prefixes`` (for a pattern anchored at the start, without re.M)."""
+    return lambda text: text.startswith(prefixes)

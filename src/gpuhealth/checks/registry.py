@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import field
 from typing import Any
 
-from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import HOST, Evidence, Fix, MessageLine, Severity, Snapshot, Subject
 from gpuhealth.records import record
 
@@ -115,8 +114,17 @@ class DocSections(Mapping[str, str]):
 
 
 REGISTRY: dict[str, CheckSpec] = {}
-_CODE = lazy_re(r"GH\d{3}")
-_SLUG = lazy_re(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+def is_code(text: str) -> bool:
+    """``GH\\d{3}`` in full (a check code), without compiling a pattern at every start-up."""
+    return len(text) == 5 and text.startswith("GH") and text[2:].isdecimal()
+
+
+_SLUG_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def is_slug(text: str) -> bool:
+    """``[a-z0-9]+(?:-[a-z0-9]+)*`` in full, without compiling a pattern at every start-up."""
+    return all(part and _SLUG_CHARACTERS.issuperset(part) for part in text.split("-"))
 
 
 def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),
@@ -129,7 +137,7 @@ def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),
     """
 
     def register(function: CheckFunction) -> CheckFunction:
-        if not _CODE.fullmatch(code) or not _SLUG.fullmatch(slug):
+        if not is_code(code) or not is_slug(slug):
             raise ValueError(f"bad check code or slug: {code} {slug}")
         if code in REGISTRY or any(s.slug == slug for s in REGISTRY.values()):
             raise ValueError(f"check code or slug registered twice: {code} {slug}")

@@ -12,7 +12,6 @@ from gpuhealth.model import (
     from_jsonable,
     normalize_pci_address,
 )
-from gpuhealth.parsers.lspci import parse_lspci
 from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
 from gpuhealth.parsers.smi_nvlink import parse_smi_nvlink
 from gpuhealth.parsers.smi_query import parse_smi_query
@@ -89,6 +88,8 @@ def _lspci_names(host: Host, timeout: float) -> dict[str, str]:
     run = host.run(["lspci", "-nn", "-D", "-d", "10de:"], timeout)
     if not run.ok:
         return {}
+    from gpuhealth.parsers.lspci import parse_lspci  # here: only when lspci ran (a bundle may hold none)
+
     try:
         return {d.address: d.name for d in parse_lspci(run.stdout) if d.name}
     except ParseError:

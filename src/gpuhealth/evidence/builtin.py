@@ -6,35 +6,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuhealth.evidence.facts import signing_key_lines
 from gpuhealth.evidence.registry import evidence_kind
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import HostEnvironment, InstallState, ParseError
-from gpuhealth.parsers.app_log import looks_like_app_log, parse_app_log
-from gpuhealth.parsers.host_env import parse_driver_params, parse_installer_log
-from gpuhealth.parsers.install import parse_dkms_status, parse_kernel_cmdline_modules, parse_mokutil_sb_state
 from gpuhealth.parsers.kernel_log import detect_log_format, parse_kernel_log
-from gpuhealth.parsers.lspci import parse_lspci
-from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
-from gpuhealth.parsers.smi_csv import parse_smi_csv
-from gpuhealth.parsers.smi_list import parse_smi_list
-from gpuhealth.parsers.smi_nvlink import parse_smi_nvlink
 from gpuhealth.parsers.smi_query import parse_smi_query
-from gpuhealth.parsers.smi_table import parse_smi_table
-from gpuhealth.parsers.smi_topo import parse_smi_topo, parse_smi_topo_p2p
-from gpuhealth.parsers.smi_xml import parse_smi_xml
-from gpuhealth.parsers.system import parse_os_release, parse_proc_modules
-from gpuhealth.parsers.torch_env import parse_collect_env
 
 INSTALLER_LOG = "/var/log/nvidia-installer.log"
 _SMI = r"nvidia-smi\b"
 _CAT = r"(?:cat|less|more|head|tail|zcat|grep\b.*?)\s+"
 
 _LSPCI_LINE = lazy_re(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \S", re.M)
-_SMI_LIST_LINE = lazy_re(r"^GPU \d+: .+\(UUID: ", re.M)
+# Most patterns here are guarded (lazyre.guarded_re): every kind above a piece's own sniffs it, and answers no
+# with a substring test unless the piece holds the pattern's literal text.
+_SMI_LIST_LINE = guarded_re(r"^GPU \d+: .+\(UUID: ", re.M, may=has("(UUID: "))
 _CSV_HEADER = lazy_re(r"^\s*[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, *[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$")
-_PROC_MODULES_LINE = lazy_re(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M)
-_NVLINK_LINE = lazy_re(r"^\s*Link \d+: ", re.M)
+_PROC_MODULES_LINE = guarded_re(r"^\w+ \d+ \d+ \S+ (?:Live|Loading|Unloading) 0x", re.M,
+                                may=has(" Live 0x", " Loading 0x", " Unloading 0x"))
+_NVLINK_LINE = guarded_re(r"^\s*Link \d+: ", re.M, may=has("Link "))
+_NVLINK_TITLE = guarded_re(r"NVLink information|Nvlink queries", re.I,
+                           may=has_folded("nvlink information", "nvlink queries"))
+_SMI_QUERY_PRODUCT = guarded_re(r"^\s*Product Name\s+:", re.M, may=has("Product Name"))
+_LSMOD_HEADER = guarded_re(r"^Module\s+Size\s+Used by", re.M, may=has("Used by"))
+_OS_RELEASE_ID = guarded_re(r"^ID=", re.M, may=has("ID="))
+_LSPCI_WORDS = guarded_re(r"controller|bridge|Device", re.I, may=has_folded("controller", "bridge", "device"))
 # "host kernel: ..." marks a syslog line; "on kernel: 6.5.0-14-generic" (a DKMS error) names a release.
 _KERNEL_HINT = lazy_re(r"NVRM|\bkernel: (?!\d+\.\d+\.\d)|^\[\s*\d+\.\d+\]|^<\d>\[|^\d,\d+,\d+,", re.M)
 # /proc/driver/nvidia/params names every driver carries one of (352.63's file has all of these).
@@ -45,6 +40,7 @@ _PARAM_LINE = lazy_re(r"^(?P<key>[A-Z][A-Za-z0-9_]*): ?\S*")
 # One comma-separated field is ``,[^,:]*`` (no separate ``\s*``: that ambiguity backtracks exponentially
 # over a long CSV line that has no colon).
 _DKMS_LINE = lazy_re(r"^[\w.+-]+(?:/|,\s*)[\w.+~-]+(?:,[^,:]*)*:\s*(?:added|built|installed|broken)\b")
+_DKMS_WORDS = ("added", "built", "installed", "broken")  # a status line holds one of them, after a ":"
 _MOKUTIL = lazy_re(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
                       r"EFI variables are not supported on this system|"
                       r"^\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment request)\s*$", re.M)
@@ -70,23 +66,26 @@ def body(text: str) -> str:
 @evidence_kind("smi-xml", commands=(_SMI + r".*(?:-x\b|-q?x\b|--xml)",), priority=1000,
                recognise=lambda t: "<nvidia_smi_log" in _head(t))
 def _smi_xml(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.smi_xml import parse_smi_xml
     return {"smi": parse_smi_xml(text)}
 
 
 @evidence_kind("smi-table", commands=(_SMI + r"\s*$",), priority=960,
                recognise=lambda t: "NVIDIA-SMI" in _head(t) and "|" in _head(t))
 def _smi_table(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.smi_table import parse_smi_table
     return {"smi": parse_smi_table(text)}
 
 
 # Some bug reports hold only the page-retirement / row-remapping sections of `nvidia-smi -q`.
-_SMI_QUERY_SECTION = lazy_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable)",
-                                re.M)
+_SMI_QUERY_SECTION = guarded_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable)",
+                                re.M, may=has("Pending Page Blacklist", "Remapped Rows", "Retired Pages",
+                                              "SRAM Uncorrectable"))
 
 
 def _looks_like_smi_query(text: str) -> bool:
     head = _head(text)
-    if "==============NVSMI LOG==============" in head or re.search(r"^\s*Product Name\s+:", head, re.M):
+    if "==============NVSMI LOG==============" in head or _SMI_QUERY_PRODUCT.search(head):
         return True
     return bool(_SMI_QUERY_SECTION.search(head)) and not _KERNEL_HINT.search(head)
 
@@ -98,37 +97,41 @@ def _smi_query(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("smi-nvlink", commands=(_SMI + r"\s+nvlink\b",), priority=940,
-               recognise=lambda t: bool(_NVLINK_LINE.search(_head(t))
-                                        or re.search(r"NVLink information|Nvlink queries", _head(t), re.I)))
+               recognise=lambda t: bool(_NVLINK_LINE.search(_head(t)) or _NVLINK_TITLE.search(_head(t))))
 def _smi_nvlink(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.smi_nvlink import parse_smi_nvlink
     return {"nvlink": parse_smi_nvlink(text)}
 
 
 @evidence_kind("smi-list", commands=(_SMI + r"\s+(?:-L|--list-gpus)\b",), priority=930,
                recognise=lambda t: bool(_SMI_LIST_LINE.search(_head(t))))
 def _smi_list(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.smi_list import parse_smi_list
     return {"smi": parse_smi_list(text)}
 
 
 @evidence_kind("smi-topo", commands=(_SMI + r"\s+topo\s+(?:-m|--matrix)\b",), priority=920,
                recognise=lambda t: "GPU0" in _head(t) and "CPU Affinity" in _head(t))
 def _smi_topo(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.smi_topo import parse_smi_topo
     return {"topology": parse_smi_topo(text)}
 
 
 @evidence_kind("smi-topo-p2p", commands=(_SMI + r"\s+topo\s+-p2p\b",), priority=910,
                recognise=lambda t: "GPU0" in _head(t) and bool(re.search(r"\bCNS\b|X\s*=\s*Self", t[:65536])))
 def _smi_topo_p2p(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.smi_topo import parse_smi_topo_p2p
     return {"topology": parse_smi_topo_p2p(text)}
 
 
 def _looks_like_smi_csv(text: str) -> bool:
     first = _head(text).lstrip().split("\n", 1)[0]
-    return bool(_CSV_HEADER.match(first)) and ("name" in first or "index" in first or "pci.bus_id" in first)
+    return ("name" in first or "index" in first or "pci.bus_id" in first) and bool(_CSV_HEADER.match(first))
 
 
 @evidence_kind("smi-csv", commands=(_SMI + r".*--query-gpu",), priority=900, recognise=_looks_like_smi_csv)
 def _smi_csv(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.smi_csv import parse_smi_csv
     return {"smi": parse_smi_csv(text)}
 
 
@@ -142,6 +145,7 @@ def _looks_like_installer_log(text: str) -> bool:
 @evidence_kind("installer-log", commands=(_CAT + r"\S*nvidia-installer\.log",), priority=990,
                recognise=_looks_like_installer_log)
 def _installer_log(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.host_env import parse_installer_log
     version, result, lines = parse_installer_log(body(text))
     return {"host_env": HostEnvironment(runfile_log=INSTALLER_LOG, runfile_version=version, runfile_result=result,
                                         runfile_lines=lines)}
@@ -150,33 +154,36 @@ def _installer_log(text: str, source: str) -> dict[str, Any]:
 @evidence_kind("collect-env", commands=(r"python\S*\s.*collect_env", r"collect_env"), priority=980,
                recognise=lambda t: "PyTorch version:" in _head(t) and "CUDA" in _head(t))
 def _collect_env(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.torch_env import parse_collect_env
     return {"torch": parse_collect_env(text)}
 
 
 @evidence_kind("proc-version", commands=(_CAT + r"/proc/driver/nvidia/version",), priority=970,
                recognise=lambda t: "NVRM version:" in _head(t) and len(_head(t).splitlines()) <= 4)
 def _proc_version(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.proc_nvidia import parse_proc_driver_version
     return {"driver": parse_proc_driver_version(text)}
 
 
 @evidence_kind("lsmod", commands=(r"lsmod\b", _CAT + r"/proc/modules"), priority=800,
-               recognise=lambda t: bool(re.search(r"^Module\s+Size\s+Used by", _head(t), re.M)
-                                        or _PROC_MODULES_LINE.search(_head(t))))
+               recognise=lambda t: bool(_LSMOD_HEADER.search(_head(t)) or _PROC_MODULES_LINE.search(_head(t))))
 def _lsmod(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.system import parse_proc_modules
     return {"kernel_modules": parse_proc_modules(text)}
 
 
 @evidence_kind("os-release", commands=(_CAT + r"/etc/(?:os|lsb)-release",), priority=790,
-               recognise=lambda t: bool(re.search(r"^ID=", _head(t), re.M)
+               recognise=lambda t: bool(_OS_RELEASE_ID.search(_head(t))
                                         and re.search(r"^(?:PRETTY_)?NAME=", _head(t), re.M)))
 def _os_release(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.system import parse_os_release
     return {"os": parse_os_release(text)}
 
 
 @evidence_kind("lspci", commands=(r"lspci\b",), priority=780,
-               recognise=lambda t: bool(_LSPCI_LINE.search(_head(t))
-                                        and re.search(r"controller|bridge|Device", _head(t), re.I)))
+               recognise=lambda t: bool(_LSPCI_WORDS.search(_head(t)) and _LSPCI_LINE.search(_head(t))))
 def _lspci(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.lspci import parse_lspci
     return {"pci_devices": parse_lspci(text)}
 
 
@@ -185,6 +192,9 @@ def _lspci(text: str, source: str) -> dict[str, Any]:
 def _mokutil(text: str, source: str) -> dict[str, Any]:
     """``mokutil --sb-state`` (the Secure Boot state) or ``mokutil --test-key KEY`` (whether shim trusts the key:
     analyze reads that line from every piece, so here it only makes the output count as read)."""
+    from gpuhealth.evidence.facts import signing_key_lines
+    from gpuhealth.parsers.install import parse_mokutil_sb_state
+
     text = body(text)
     try:
         state = parse_mokutil_sb_state(text)
@@ -197,6 +207,8 @@ def _mokutil(text: str, source: str) -> dict[str, Any]:
 
 
 def _looks_like_params(text: str) -> bool:
+    if sum(name in _head(text) for name in _PARAM_NAMES) < 2:
+        return False  # two known names must be keys of the head's lines
     lines = content_lines(_head(text))
     keys = [m["key"] for m in map(_PARAM_LINE.match, lines) if m]
     return len(keys) == len(lines) >= 3 and len(_PARAM_NAMES & set(keys)) >= 2
@@ -205,6 +217,7 @@ def _looks_like_params(text: str) -> bool:
 @evidence_kind("driver-params", commands=(_CAT + r"/proc/driver/nvidia/params",), priority=490,
                recognise=_looks_like_params)
 def _driver_params(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.host_env import parse_driver_params
     return {"host_env": HostEnvironment(driver_params=parse_driver_params(body(text)))}
 
 
@@ -219,6 +232,7 @@ def _looks_like_cmdline(text: str) -> bool:
 
 @evidence_kind("kernel-cmdline", commands=(_CAT + r"/proc/cmdline",), priority=480, recognise=_looks_like_cmdline)
 def _kernel_cmdline(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.install import parse_kernel_cmdline_modules
     line = content_lines(text, 3)[0].strip()
     blacklisted, options = parse_kernel_cmdline_modules(line)
     return {"host_env": HostEnvironment(kernel_cmdline=line),
@@ -227,6 +241,8 @@ def _kernel_cmdline(text: str, source: str) -> dict[str, Any]:
 
 
 def _looks_like_dkms(text: str) -> bool:
+    if ":" not in _head(text) or not any(word in _head(text) for word in _DKMS_WORDS):
+        return False  # no line can be a status line
     lines = content_lines(_head(text))
     hits = sum(1 for line in lines if _DKMS_LINE.match(line.strip()))
     return hits >= 1 and hits * 2 >= len(lines)
@@ -234,6 +250,7 @@ def _looks_like_dkms(text: str) -> bool:
 
 @evidence_kind("dkms-status", commands=(r"dkms\s+status\b",), priority=470, recognise=_looks_like_dkms)
 def _dkms_status(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.install import parse_dkms_status
     # only the status lines: parse_dkms_status's pattern backtracks badly on long lines without a colon
     lines = "\n".join(line.strip() for line in content_lines(text, 1000) if _DKMS_LINE.match(line.strip()))
     return {"install": InstallState(dkms=parse_dkms_status(lines))}
@@ -257,6 +274,13 @@ def _kernel_log(text: str, source: str) -> dict[str, Any]:
     return {"kernel_log": parse_kernel_log(text, source)}
 
 
-@evidence_kind("app-log", priority=100, recognise=looks_like_app_log)
+def _looks_like_app_log(text: str) -> bool:
+    from gpuhealth.parsers.app_log import looks_like_app_log  # here: most evidence is sniffed before app-log
+
+    return looks_like_app_log(text)
+
+
+@evidence_kind("app-log", priority=100, recognise=_looks_like_app_log)
 def _app_log(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.app_log import parse_app_log
     return {"app_errors": parse_app_log(text)}

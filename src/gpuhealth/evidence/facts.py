@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import CommandRun, CudaState, InstallState, OsInfo, P2pEvidence, TorchEnv
-from gpuhealth.parsers.install import parse_mokutil_test_key
 from gpuhealth.records import record
 
 
@@ -131,6 +129,8 @@ def grep_pattern(command: str) -> str | None:
     (lower-cased with ``-i``; ``=`` first with ``-w``/``-x``); None when the listing was inverted, counted,
     piped on or cannot be read (it then proves no absence)."""
     try:
+        import shlex  # here: few pieces are an lsmod piped to grep
+
         lexer = shlex.shlex(command[:2000], posix=True, punctuation_chars="|;&<>")
         tokens = list(lexer)
     except ValueError:
@@ -239,13 +239,15 @@ def _uname(command: str, output: str) -> Fact | None:
 
 # Lines that matter wherever they appear (prose, a session, a log) and that no error catalogue holds because
 # they are settings, not errors: PCIe ACS redirection, the IOMMU, and NCCL/P2P failures described in words.
-_ACS = lazy_re(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)")
-_IOMMU = lazy_re(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
-                    r"|\bIOMMU (?:is )?enabled\b", re.I)
-_P2P_FAIL = lazy_re(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
+# Guarded (lazyre.guarded_re): these run on every line of a log, and few lines hold their words.
+_ACS = guarded_re(r"ACSCtl:.{0,80}(?:ReqRedir\+|CmpltRedir\+)", may=has("ACSCtl:"))
+_IOMMU = guarded_re(r"\b(?:intel_iommu=on|amd_iommu=on|DMAR: IOMMU enabled|AMD-Vi: Found IOMMU|VT-d (?:is )?enabled)\b"
+                    r"|\bIOMMU (?:is )?enabled\b", re.I, may=has_folded("iommu", "vt-d"))
+_P2P_FAIL = guarded_re(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs?|hung|deadlocks?|stuck|freezes)\b|"
                        r"\b(?:hangs?|hung|deadlocks?|stuck)\b.{0,60}\b(?:nccl|all_?reduce|p2p)\w*|"
                        r"peer access is not supported|cudaErrorPeerAccess\w*|"
-                       r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I)
+                       r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I,
+                       may=has_folded("nccl", "allreduce", "all_reduce", "p2p", "peer access", "peeraccess"))
 MAX_LINE_FACTS = 8
 
 
@@ -304,11 +306,13 @@ def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
 # module-signing question ("This system also has UEFI Secure Boot enabled", kernel.c), the EFI stub ("UEFI Secure
 # Boot is enabled"), the x86 kernel's "secureboot: Secure boot enabled" and the distributions' lockdown patch
 # ("Kernel is locked down from EFI Secure Boot mode").
-_SB_ENABLED = lazy_re(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
+_SB_ENABLED = guarded_re(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
                          r"UEFI Secure Boot is enabled|\bsecureboot: Secure boot enabled\b|"
-                         r"Kernel is locked down from EFI Secure Boot")
-_SB_DISABLED = lazy_re(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
-                          r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled")
+                         r"Kernel is locked down from EFI Secure Boot",
+                         may=has("SecureBoot", "Secure Boot", "Secure boot"))
+_SB_DISABLED = guarded_re(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
+                          r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled",
+                          may=has("SecureBoot", "Secure Boot", "Secure boot"))
 
 
 def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
@@ -327,6 +331,7 @@ def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     return {"install": InstallState(secure_boot=state, secure_boot_source=f"{source}: {quote[:120]}")}
 
 
+_TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked in ")  # every answer of mokutil --test-key
 # A key shim does not trust yet is the decisive one: a module signed with it is refused under Secure Boot.
 _KEY_STATE_RANK = {"blocked": 0, "not-enrolled": 1, "pending": 2, "enrolled": 3}
 
@@ -334,7 +339,12 @@ _KEY_STATE_RANK = {"blocked": 0, "not-enrolled": 1, "pending": 2, "enrolled": 3}
 def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     """The install overlay for what ``mokutil --test-key`` said of a signing key, wherever its line appears (its
     own output, a session, prose quoting it); empty when no line does. Of several keys, the least trusted."""
-    found = [(found, line.strip()) for line in lines[:2000] if (found := parse_mokutil_test_key(line)) is not None]
+    candidates = [line for line in lines[:2000] if any(words in line for words in _TEST_KEY_WORDS)]
+    if not candidates:
+        return {}
+    from gpuhealth.parsers.install import parse_mokutil_test_key  # here: most pieces hold no such line
+
+    found = [(found, line.strip()) for line in candidates if (found := parse_mokutil_test_key(line)) is not None]
     if not found:
         return {}
     (key, state), line = min(found, key=lambda item: _KEY_STATE_RANK[item[0][1]])

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from gpuhealth.evidence.registry import evidence_kind
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, lazy_re, starts
 from gpuhealth.model import (
     CudaState,
     CudaToolkit,
@@ -82,10 +82,13 @@ def _lines(text: str, limit: int = 200) -> list[str]:
     return [line.strip() for line in text[:HEAD].splitlines()[:limit] if line.strip()]
 
 
-def _opens(text: str, pattern: str, lines: int = 5) -> bool:
-    """True when ``pattern`` matches one of the first content lines: a pasted listing starts with its own
-    header; the same words later in a longer paste belong to another kind (or to a session's block)."""
-    return any(re.search(pattern, line) for line in _lines(text, lines))
+def _opens(text: str, pattern: re.Pattern[str], lines: int = 5) -> bool:
+    """True when ``pattern`` is found in one of the first content lines: a pasted listing starts with its own
+    header; the same words later in a longer paste belong to another kind (or to a session's block).
+
+    The patterns recognisers use are guarded (``lazyre.guarded_re``): a piece of another kind is turned away
+    by a substring or prefix test, without compiling the pattern."""
+    return any(pattern.search(line) for line in _lines(text, lines))
 
 
 def _share(lines: list[str], pattern: re.Pattern[str], at_least: float = 0.6) -> bool:
@@ -151,16 +154,27 @@ def _jockey(text: str, source: str) -> dict[str, Any]:
     return {"host_env": HostEnvironment(packages=enabled[:MAX_PACKAGES], package_source="jockey-text --list")}
 
 
-_DPKG_ROW = lazy_re(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+")
+_DPKG_STATES = ("ii", "hi", "rc", "un", "iU", "iF", "pn", "hF", "hU", "rH")
+_DPKG_ROW = guarded_re(r"^(?:ii|hi|rc|un|iU|iF|pn|hF|hU|rH)\s+[a-z0-9][a-z0-9+._:-]*\s+\S+", may=starts(*_DPKG_STATES))
+_DPKG_HEADER = guarded_re(r"^\|\|/ Name", may=starts("||/ Name"))
 
 
 @evidence_kind("dpkg-list", commands=(r"dpkg\s+(?:-l|--list)\b", r"dpkg-query\s+-l\b"), priority=460,
-               recognise=lambda t: _opens(t, r"^\|\|/ Name") or _share(_lines(t), _DPKG_ROW))
+               recognise=lambda t: _opens(t, _DPKG_HEADER) or _share(_lines(t), _DPKG_ROW))
 def _dpkg(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_dpkg_list(text), source)
 
 
-_APT_ROW = lazy_re(r"^[a-z0-9][a-z0-9+._-]*/\S*\s+\S+\s+\S+(?:\s+\[[^\]]*\])?$")
+_APT_NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+._-")
+
+
+def _may_be_apt_row(line: str) -> bool:
+    """The text before the first "/" is a package name (what _APT_ROW's start allows)."""
+    name, slash, _ = line.partition("/")
+    return bool(slash and name) and name[0] not in "+._-" and set(name) <= _APT_NAME
+
+
+_APT_ROW = guarded_re(r"^[a-z0-9][a-z0-9+._-]*/\S*\s+\S+\s+\S+(?:\s+\[[^\]]*\])?$", may=_may_be_apt_row)
 
 
 @evidence_kind("apt-list", commands=(r"apt\s+list\b",), priority=455,
@@ -182,11 +196,13 @@ def _rpm(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_rpm_qa(text), source)
 
 
-_DNF_ROW = lazy_re(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\s+@?\S+$")
+_DNF_ROW = guarded_re(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\s+@?\S+$",
+                      may=has(".x86_64", ".aarch64", ".noarch", ".i686"))
+_DNF_HEADER = guarded_re(r"^Installed [Pp]ackages", may=starts("Installed "))
 
 
 @evidence_kind("dnf-list", commands=(r"(?:dnf|yum)\s+list\b",), priority=445,
-               recognise=lambda t: _opens(t, r"^Installed [Pp]ackages") or _share(_lines(t), _DNF_ROW))
+               recognise=lambda t: _opens(t, _DNF_HEADER) or _share(_lines(t), _DNF_ROW))
 def _dnf(text: str, source: str) -> dict[str, Any]:
     return _packages(parse_dnf_list(text), source)
 
@@ -219,13 +235,18 @@ def _python_packages(pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     return {"torch": torch_from_version(torch)} if torch is not None else {}
 
 
+_PIP_LIST_HEADER = guarded_re(r"\s*Package\s+Version\s*(?:\S+\s*)?\n\s*-{3,}\s+-{3,}", may=has("Package"))
+
+
 @evidence_kind("pip-list", commands=(r"(?:pip3?|python\S*\s+-m\s+pip)\s+list\b", r"uv\s+pip\s+list\b"), priority=440,
-               recognise=lambda t: bool(re.match(r"\s*Package\s+Version\s*(?:\S+\s*)?\n\s*-{3,}\s+-{3,}", t[:HEAD])))
+               recognise=lambda t: bool(_PIP_LIST_HEADER.match(t[:HEAD])))
 def _pip_list(text: str, source: str) -> dict[str, Any]:
     return _python_packages(parse_pip_list(text))
 
 
-_FREEZE_ROW = lazy_re(r"^(?:\[pip3?\]\s+)?[A-Za-z0-9][A-Za-z0-9._-]*(?:==|\s+@\s+)\S+$")
+_FREEZE_ROW = guarded_re(r"^(?:\[pip3?\]\s+)?[A-Za-z0-9][A-Za-z0-9._-]*(?:==|\s+@\s+)\S+$", may=has("==", "@"))
+_CONDA_HEADER = guarded_re(r"^# packages in environment at|^#\s*Name\s+Version\s+Build\s+Channel", may=starts("#"))
+_CONDA_ROW = guarded_re(r"^\[conda\]\s+\S+\s+\S+", may=starts("[conda]"))
 
 
 @evidence_kind("pip-freeze", commands=(r"(?:pip3?|python\S*\s+-m\s+pip)\s+freeze\b", r"uv\s+pip\s+freeze\b"),
@@ -235,8 +256,7 @@ def _pip_freeze(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("conda-list", commands=(r"(?:conda|mamba|micromamba)\s+list\b",), priority=430,
-               recognise=lambda t: _opens(t, r"^# packages in environment at|^#\s*Name\s+Version\s+Build\s+Channel")
-               or _share(_lines(t), re.compile(r"^\[conda\]\s+\S+\s+\S+"), 0.8))
+               recognise=lambda t: _opens(t, _CONDA_HEADER) or _share(_lines(t), _CONDA_ROW, 0.8))
 def _conda(text: str, source: str) -> dict[str, Any]:
     packages = parse_conda_list(text)
     found: dict[str, Any] = {}
@@ -258,8 +278,10 @@ def _conda(text: str, source: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- environment and libraries
 
 _ENV_ROW = lazy_re(r"^(?:declare -x |export )?[A-Za-z_][A-Za-z0-9_]*=")
-_ENV_NAMES = lazy_re(r"^(?:declare -x |export )?(?:PATH|HOME|USER|SHELL|LD_LIBRARY_PATH|CUDA_[A-Z_]+|"
-                        r"NVIDIA_[A-Z_]+|CONDA_[A-Z_]+|HOSTNAME|PWD|LANG)=", re.M)
+_ENV_NAMES = guarded_re(r"^(?:declare -x |export )?(?:PATH|HOME|USER|SHELL|LD_LIBRARY_PATH|CUDA_[A-Z_]+|"
+                        r"NVIDIA_[A-Z_]+|CONDA_[A-Z_]+|HOSTNAME|PWD|LANG)=", re.M,
+                        may=has("PATH=", "HOME=", "USER=", "SHELL=", "CUDA_", "NVIDIA_", "CONDA_", "HOSTNAME=", "PWD=",
+                                "LANG="))
 
 
 @evidence_kind("env", commands=(r"(?:env|printenv|export\s+-p|declare\s+-x)\s*$", r"(?:env|printenv)\s*\|"),
@@ -290,11 +312,12 @@ def _library_path(text: str, source: str) -> dict[str, Any]:
     return {"cuda": CudaState(ld_library_path=parse_path_list(text))}
 
 
-_LDCONFIG_ROW = lazy_re(r"^lib\S*\s+\([^()]*\)\s+=>\s+/")
+_LDCONFIG_ROW = guarded_re(r"^lib\S*\s+\([^()]*\)\s+=>\s+/", may=lambda line: line.startswith("lib") and "=>" in line)
+_LDCONFIG_HEADER = guarded_re(r"\s*\d+ libs? found in cache", may=has(" found in cache"))
 
 
 @evidence_kind("ldconfig", commands=(r"ldconfig\s+(?:-p|--print-cache)\b", r"/sbin/ldconfig\s+-p\b"), priority=410,
-               recognise=lambda t: bool(re.match(r"\s*\d+ libs? found in cache", t[:200]))
+               recognise=lambda t: bool(_LDCONFIG_HEADER.match(t[:200]))
                or _share(_lines(t), _LDCONFIG_ROW, 0.7))
 def _ldconfig(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.model import LdConfEntry
@@ -309,7 +332,11 @@ def _ldconfig(text: str, source: str) -> dict[str, Any]:
     return {"cuda": state}
 
 
-_LS_ROW = lazy_re(r"^[-dlcbps][-rwxsStTl]{9}[.+@]?\s")
+_LS_TYPES = tuple("-dlcbps")
+_LS_ROW = guarded_re(r"^[-dlcbps][-rwxsStTl]{9}[.+@]?\s", may=starts(*_LS_TYPES))
+_LS_DEV_ERROR = guarded_re(r"cannot access '/dev/nvidia", may=has("cannot access '/dev/nvidia"))
+_LS_CUDA_ROW = guarded_re(r"^(?:[-dlcbps][-rwxsStTl]{9}|total \d|/usr/local)",
+                          may=starts(*_LS_TYPES, "total ", "/usr/local"))
 
 
 def _ls_names(text: str) -> list[str]:
@@ -320,7 +347,7 @@ def _ls_names(text: str) -> list[str]:
 
 
 @evidence_kind("ls-dev-nvidia", commands=(r"ls\b.*\s/dev/nv",), priority=405,
-               recognise=lambda t: _opens(t, r"cannot access '/dev/nvidia", 2)
+               recognise=lambda t: _opens(t, _LS_DEV_ERROR, 2)
                or (_share(_lines(t), _LS_ROW, 0.5) and sum(n.startswith("nvidia") for n in _ls_names(t)) >= 2
                    and any(line.startswith("c") for line in _lines(t))))
 def _dev_nodes(text: str, source: str) -> dict[str, Any]:
@@ -334,7 +361,7 @@ def _dev_nodes(text: str, source: str) -> dict[str, Any]:
 
 
 def _looks_like_cuda_ls(text: str) -> bool:
-    if not _share(_lines(text), re.compile(r"^(?:[-dlcbps][-rwxsStTl]{9}|total \d|/usr/local)"), 0.5):
+    if not _share(_lines(text), _LS_CUDA_ROW, 0.5):
         return False
     return any(re.match(r"cuda(?:-\d+(?:\.\d+)?)?$", n) for n in _ls_names(text))
 
@@ -357,16 +384,22 @@ def _cuda_dirs(text: str, source: str) -> dict[str, Any]:
     return {"cuda": CudaState(toolkits=tuple(toolkits.values()), default_link=default_link)}
 
 
+_NVCC_HEADER = guarded_re(r"^nvcc: NVIDIA \(R\) Cuda compiler|^Cuda compilation tools, release",
+                          may=starts("nvcc: NVIDIA (R) Cuda compiler", "Cuda compilation tools, release"))
+_MODINFO_ERROR = guarded_re(r"^modinfo: ERROR: Module nvidia", may=starts("modinfo: ERROR: Module nvidia"))
+_MODINFO_FILENAME = guarded_re(r"^filename:\s+\S*/nvidia\.ko", re.M, may=has("/nvidia.ko"))
+
+
 @evidence_kind("nvcc-version", commands=(r"nvcc\s+(?:-V|--version)\b",), priority=395,
-               recognise=lambda t: _opens(t, r"^nvcc: NVIDIA \(R\) Cuda compiler|^Cuda compilation tools, release", 2))
+               recognise=lambda t: _opens(t, _NVCC_HEADER, 2))
 def _nvcc(text: str, source: str) -> dict[str, Any]:
     release, version = parse_nvcc_version(text)
     return {"cuda": CudaState(nvcc_release=release, nvcc_version=version)}
 
 
 @evidence_kind("modinfo-nvidia", commands=(r"modinfo\s+(?:-\S+\s+)*nvidia\b",), priority=390,
-               recognise=lambda t: _opens(t, r"^modinfo: ERROR: Module nvidia", 2)
-               or (bool(re.search(r"^filename:\s+\S*/nvidia\.ko", t[:HEAD], re.M)) and "vermagic:" in t[:HEAD]))
+               recognise=lambda t: _opens(t, _MODINFO_ERROR, 2)
+               or ("vermagic:" in t[:HEAD] and bool(_MODINFO_FILENAME.search(t[:HEAD]))))
 def _modinfo(text: str, source: str) -> dict[str, Any]:
     info = parse_modinfo_listing(text)
     if not info.found:
@@ -377,9 +410,12 @@ def _modinfo(text: str, source: str) -> dict[str, Any]:
     return found
 
 
+_UNAME = guarded_re(r"Linux \S+ \d+\.\d+\S* #", may=has("Linux "))
+
+
 def _looks_like_uname(text: str) -> bool:
     lines = _lines(text, 3)
-    return len(lines) == 1 and bool(re.match(r"Linux \S+ \d+\.\d+\S* #", lines[0]))
+    return len(lines) == 1 and bool(_UNAME.match(lines[0]))
 
 
 @evidence_kind("uname", commands=(r"uname\b",), priority=386, recognise=_looks_like_uname)
@@ -388,8 +424,11 @@ def _uname(text: str, source: str) -> dict[str, Any]:
     return {"os": OsInfo(kernel_release=release, architecture=arch), "install": InstallState(kernel_release=release)}
 
 
+_MODULE_FILE = guarded_re(r"^/(?:usr/)?lib/modules/[^/\s]+/\S*nvidia", may=starts("/lib/modules/", "/usr/lib/modules/"))
+
+
 @evidence_kind("module-files", commands=(r"(?:find|ls|locate)\b.*(?:/lib/modules|nvidia\.ko)",), priority=384,
-               recognise=lambda t: _share(_lines(t), re.compile(r"^/(?:usr/)?lib/modules/[^/\s]+/\S*nvidia"), 0.8))
+               recognise=lambda t: _share(_lines(t), _MODULE_FILE, 0.8))
 def _module_files(text: str, source: str) -> dict[str, Any]:
     """Which kernels have an nvidia.ko on disk (GH507); whether each is the running one is decided by the
     check against ``install.kernel_release`` (``uname``), not here."""
@@ -397,7 +436,8 @@ def _module_files(text: str, source: str) -> dict[str, Any]:
     return {"install": InstallState(kernels=tuple(InstalledKernel(r, path) for r, path in kernels.items()))}
 
 
-_MODPROBE_ROW = lazy_re(r"^(?:\S+\.conf:(?:\d+:)?)?(?:blacklist|options|install|alias|softdep|remove)\s+\S+")
+_MODPROBE_ROW = guarded_re(r"^(?:\S+\.conf:(?:\d+:)?)?(?:blacklist|options|install|alias|softdep|remove)\s+\S+",
+                           may=has("blacklist", "options", "install", "alias", "softdep", "remove"))
 
 
 def _modprobe_rows(text: str) -> list[str]:
@@ -440,18 +480,24 @@ def _service_overlay(states: Any) -> dict[str, Any]:
     return found
 
 
+_SYSTEMCTL_HEADER = guarded_re(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+Loaded: ",
+                               may=lambda text: ".service - " in text and "Loaded: " in text)
+_UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found",
+                             may=has(" could not be found"))
+
+
 @evidence_kind("systemctl-status", commands=(r"systemctl\s+(?:--\S+\s+)*status\b", r"service\s+\S+\s+status\b"),
                priority=380,
-               recognise=lambda t: bool(re.match(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+Loaded: ", t[:HEAD].lstrip()))
-               or _opens(t, r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found", 2))
+               recognise=lambda t: bool(_SYSTEMCTL_HEADER.match(t[:HEAD].lstrip())) or _opens(t, _UNIT_NOT_FOUND, 2))
 def _systemctl(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_systemctl_status(text))
 
 
-_JOURNAL_ROW = lazy_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
+_JOURNAL_ROW = guarded_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
                           r"\d{4}-\d\d-\d\dT\S+) \S+ (?:systemd\[1\]: .*(?:persistenced|fabricmanager|fabric manager|"
                           r"[Dd]ocker)|(?:nvidia-persistenced|nv-fabricmanager|nvidia-fabricmanager\S*|dockerd)"
-                          r"(?:\[\d+\])?: )")
+                          r"(?:\[\d+\])?: )",
+                          may=has("persistenced", "fabricmanager", "fabric manager", "ocker"))
 
 
 @evidence_kind("service-journal", commands=(r"journalctl\b.*(?:-u|--unit)[ =]?" + _UNIT_COMMAND,), priority=375,
@@ -460,7 +506,8 @@ def _journal(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_service_journal(text))
 
 
-_NVC_DEBUG = lazy_re(r"^(?:[IWE]\d{4} \d|-- WARNING|$)")
+_NVC_DEBUG = guarded_re(r"^(?:[IWE]\d{4} \d|-- WARNING|$)",
+                        may=lambda line: not line or line.startswith(("I", "W", "E", "-- WARNING")) or line[0] == "\n")
 
 
 def _container_cli_first_line(text: str) -> str:
@@ -485,10 +532,15 @@ def _container_cli(text: str, source: str) -> dict[str, Any]:
     return found  # a Jetson prints "NVRM version: (null)": nothing to add, still a valid listing
 
 
+_DCGMI_HEADER = guarded_re(r"^\|\s*(?:Diagnostic|GPU Memory|Deployment|Overall Health|Group \d|GPU ID: \d)[^|]*\||"
+                           r"^Successfully ran diagnostic|^Health Monitor Report",
+                           may=starts("|", "Successfully ran diagnostic", "Health Monitor Report"))
+_DMON_HEADER = guarded_re(r"^#Entity\s+\S", may=starts("#Entity"))
+_DMON_ROW = guarded_re(r"^\s*GPU\s+\d+\s+\S", re.M, may=has("GPU"))
+
+
 @evidence_kind("dcgmi", commands=(r"dcgmi\s+(?:diag|health)\b",), priority=365,
-               recognise=lambda t: _opens(t, r"^\|\s*(?:Diagnostic|GPU Memory|Deployment|Overall Health|"
-                                             r"Group \d|GPU ID: \d)[^|]*\||^Successfully ran diagnostic|"
-                                             r"^Health Monitor Report", 4)
+               recognise=lambda t: _opens(t, _DCGMI_HEADER, 4)
                or (t.lstrip().startswith("{") and "Health Monitor Report" in t[:HEAD]))
 def _dcgmi(text: str, source: str) -> dict[str, Any]:
     rows = parse_dcgmi_health_json(text) if text.lstrip().startswith("{") else parse_dcgmi_table(text)
@@ -497,8 +549,7 @@ def _dcgmi(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("dcgmi-dmon", commands=(r"dcgmi\s+dmon\b",), priority=360,
-               recognise=lambda t: _opens(t, r"^#Entity\s+\S", 2)
-               and bool(re.search(r"^\s*GPU\s+\d+\s+\S", t[:HEAD], re.M)))
+               recognise=lambda t: _opens(t, _DMON_HEADER, 2) and bool(_DMON_ROW.search(t[:HEAD])))
 def _dcgmi_dmon(text: str, source: str) -> dict[str, Any]:
     """The XIDER column (field 230, the last Xid of each GPU) becomes Xid events for GH301; other fields are
     samples no check reads from a paste."""

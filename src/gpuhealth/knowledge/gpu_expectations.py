@@ -20,6 +20,7 @@ import io
 import re
 
 from gpuhealth.knowledge import read_table
+from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.records import record
 
 
@@ -45,8 +46,20 @@ def table() -> tuple[tuple[re.Pattern[str], ModelDefaults], ...]:
             pcie_width=int(row["pcie_width"]) if row["pcie_width"] else None,
             source=row["source"],
         )
-        rows.append((re.compile(row["pattern"], re.IGNORECASE), defaults))
+        rows.append((_pattern(row["pattern"]), defaults))
     return tuple(rows)
+
+
+_SPECIAL = frozenset("\\.^$*+?{}[]|()")
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """A row's pattern, compiled when first needed; one that is plain text (with ``^``/``$`` at most) is
+    compiled only for a name that contains that text (most rows name other models)."""
+    text = pattern.removeprefix("^").removesuffix("$")
+    if text and text.isascii() and not _SPECIAL.intersection(text):
+        return guarded_re(pattern, re.IGNORECASE, may=has_folded(text.lower()))
+    return lazy_re(pattern, re.IGNORECASE)
 
 
 def lookup(name: str | None) -> ModelDefaults | None:

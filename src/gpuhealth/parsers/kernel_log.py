@@ -84,7 +84,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, lazy_re, starts
 from gpuhealth.model import EventGroup, KernelEvent, KernelLog, ParseError, normalize_pci_address
 
 __all__ = [
@@ -150,6 +150,41 @@ _P_SYSLOG = lazy_re(
     r"\s+(?P<host>[^\s:]\S{0,254})\s+(?P<tag>[^\s:\[]{1,64})(?:\[\d{1,10}\])?:\s?"
 )
 _JOURNAL_MARKER = lazy_re(r"-- (?:Logs begin|Journal begins|Boot [0-9a-f]|No entries|Reboot)")
+
+
+# Necessary tests for the line forms: a line one of these refuses cannot match that form's pattern, which is
+# then neither compiled nor run (detection tries every form on a head; parsing tries them on each hit line).
+def _may_kmsg(line: str) -> bool:
+    return "," in line[1:5] and ";" in line  # "6,1234,..." : 1 to 4 digits, then a comma
+
+
+def _may_facility(line: str) -> bool:
+    return "a" <= line[:1] <= "z" and ":" in line
+
+
+def _may_iso(text: str) -> bool:
+    return text[4:5] == "-" and text[10:11] == "T"  # where "2024-11-15T" has them
+
+
+def _may_journal_mono(line: str) -> bool:
+    return line[:1] == "[" and "kernel:" in line
+
+
+def _may_syslog(line: str) -> bool:
+    return line[3:4] == " " or _may_iso(line)  # "Nov 15 ..." or an ISO date
+
+
+# The same patterns behind those guards, for format detection (tests/test_startup.py checks each guard against
+# strings its pattern matches at their start); parsing calls the guards inline, in front of the plain patterns.
+_C_KMSG = guarded_re(_P_KMSG.pattern, may=_may_kmsg, at_start=True)
+_C_PSTORE = guarded_re(_P_PSTORE.pattern, may=starts("<"), at_start=True)
+_C_FACILITY = guarded_re(_FACILITY.pattern, may=_may_facility, at_start=True)
+_C_DMESG_ISO = guarded_re(_P_DMESG_ISO.pattern, may=_may_iso, at_start=True)
+_C_DMESG_CTIME = guarded_re(_P_DMESG_CTIME.pattern, may=starts("["), at_start=True)
+_C_JOURNAL_MONO = guarded_re(_P_JOURNAL_MONO.pattern, may=_may_journal_mono, at_start=True)
+_C_DMESG = guarded_re(_P_DMESG.pattern, may=starts("["), at_start=True)
+_C_SYSLOG = guarded_re(_P_SYSLOG.pattern, may=_may_syslog, at_start=True)
+_C_JOURNAL_MARKER = guarded_re(_JOURNAL_MARKER.pattern, may=starts("-- "), at_start=True)
 _CALLER_ID = lazy_re(r"\[\s*[TC]\d{1,10}\]\s?")  # CONFIG_PRINTK_CALLER: "[ T1234] "
 _KMSG_ESCAPE = lazy_re(r"\\x([0-9a-fA-F]{2})")
 
@@ -224,6 +259,18 @@ _NVRM_TAG = lazy_re(r"(?<!\s)\s*NVRM:\s?")
 _SPACES = lazy_re(r"\s+")
 _TEXT_BYTES = bytes([9, 10, 11, 12, 13, 27, *range(32, 127), *range(128, 256)])  # everything but controls
 _MEANINGFUL = lazy_re(rb"[^\x00\s]")
+_BLANK = b"\x00 \t\n\r\x0b\x0c"  # what _MEANINGFUL skips: NUL and the bytes \s matches
+
+
+def _first_meaningful(buf: bytes | bytearray) -> int | None:
+    """Where the first byte that is not NUL or whitespace is (None: there is none). The head is looked at
+    with a plain strip, so the pattern is compiled only for a piece that starts with 4 KiB of blank."""
+    head = bytes(buf[:4096])
+    rest = head.lstrip(_BLANK)
+    if rest:
+        return len(head) - len(rest)
+    match = _MEANINGFUL.search(buf, len(head))
+    return match.start() if match else None
 _NUMBERS = lazy_re(r"0x[0-9a-fA-F]+|\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|\d+")
 _NUMBERS_BYTES = lazy_re(rb"0x[0-9a-fA-F]+|\d+")
 # Messages whose meaning depends on a number (a zero-sized BAR, a probe count, a device minor): the fast
@@ -363,11 +410,11 @@ def _as_bytes(data: str | bytes) -> bytes:
 
 def _head(buf: bytes | bytearray) -> bytes:
     """The first _HEAD_BYTES of text, from the first byte that is not NUL or whitespace."""
-    match = _MEANINGFUL.search(buf)
-    if match is None:
+    first = _first_meaningful(buf)
+    if first is None:
         raise ParseError("not a kernel log: empty" if not buf.strip(b"\x00") else
                          "not a kernel log: only whitespace")
-    start = buf.rfind(b"\n", 0, match.start()) + 1
+    start = buf.rfind(b"\n", 0, first) + 1
     return bytes(buf[start:start + _HEAD_BYTES])
 
 
@@ -378,9 +425,9 @@ def _file_head(fd: int) -> bytes:
         block = os.pread(fd, _HEAD_BYTES, offset)
         if not block:
             raise ParseError("not a kernel log: empty" if offset == 0 else "not a kernel log: only whitespace")
-        match = _MEANINGFUL.search(block)
-        if match is not None:
-            start = offset + block.rfind(b"\n", 0, match.start()) + 1
+        first = _first_meaningful(block)
+        if first is not None:
+            start = offset + block.rfind(b"\n", 0, first) + 1
             return os.pread(fd, _HEAD_BYTES, start)
         offset += len(block)
 
@@ -402,21 +449,21 @@ def _check_text(head: bytes) -> None:
 
 def _classify(line: str) -> str | None:
     """The format one line is written in, "bsd"/"rfc" for syslog-like lines that could be journalctl."""
-    if _P_KMSG.match(line):
+    if _C_KMSG.match(line):
         return "kmsg"
-    if _P_PSTORE.match(line):
+    if _C_PSTORE.match(line):
         return "pstore"
-    facility = _FACILITY.match(line)
+    facility = _C_FACILITY.match(line)
     rest = line[facility.end():] if facility else line
-    if _P_DMESG_ISO.match(rest):
+    if _C_DMESG_ISO.match(rest):
         return "dmesg-iso"
-    if _P_DMESG_CTIME.match(rest):
+    if _C_DMESG_CTIME.match(rest):
         return "dmesg-ctime"
-    if _P_JOURNAL_MONO.match(line):
+    if _C_JOURNAL_MONO.match(line):
         return "journal"
-    if _P_DMESG.match(rest):
+    if _C_DMESG.match(rest):
         return "dmesg"
-    match = _P_SYSLOG.match(line)
+    match = _C_SYSLOG.match(line)
     if match:
         day, tz = match["day"], match["tz"]
         if day is not None:
@@ -424,7 +471,7 @@ def _classify(line: str) -> str | None:
         if tz and ":" in tz:
             return "syslog"
         return "journal" if tz else "rfc"
-    if _JOURNAL_MARKER.match(line):
+    if _C_JOURNAL_MARKER.match(line):
         return "journal-marker"
     return None
 
@@ -442,7 +489,7 @@ def _detect(head: bytes) -> str:
             continue
         votes[kind] = votes.get(kind, 0) + 1
         if kind in ("syslog", "journal", "bsd", "rfc"):
-            match = _P_SYSLOG.match(line)
+            match = _C_SYSLOG.match(line)
             if match:
                 tags.add(match["tag"])
     ambiguous = votes.pop("bsd", 0) + votes.pop("rfc", 0)
@@ -951,37 +998,39 @@ class _Line:
 
 def _split_prefix(raw: str) -> tuple[str | None, str]:
     """(timestamp as printed, message) for one line in any supported format."""
-    match = _P_KMSG.match(raw)
+    # each form's guard first (see _may_kmsg): a form the line cannot be is neither compiled nor run
+    match = _P_KMSG.match(raw) if _may_kmsg(raw) else None
     if match:
         message = raw[match.end():]
         if "\\x" in message:
             message = _KMSG_ESCAPE.sub(lambda m: chr(int(m[1], 16)), message)
         return f"{int(match['usec']) / 1e6:.6f}", message
-    match = _P_PSTORE.match(raw)
+    match = _P_PSTORE.match(raw) if raw[:1] == "<" else None
     if match:
         return match["ts"], _strip_caller(raw[match.end():])
-    facility = _FACILITY.match(raw)
+    facility = _FACILITY.match(raw) if _may_facility(raw) else None
     rest = raw[facility.end():] if facility else raw
-    for pattern in (_P_DMESG_ISO, _P_DMESG_CTIME):
-        match = pattern.match(rest)
-        if match:
-            return match["ts"], _strip_caller(rest[match.end():])
-    match = _P_JOURNAL_MONO.match(raw)
-    if match:
-        return match["ts"], raw[match.end():]
-    match = _P_DMESG.match(rest)
+    match = _P_DMESG_ISO.match(rest) if _may_iso(rest) else None
+    if match is None and rest[:1] == "[":
+        match = _P_DMESG_CTIME.match(rest)
     if match:
         return match["ts"], _strip_caller(rest[match.end():])
-    match = _P_SYSLOG.match(raw)
+    match = _P_JOURNAL_MONO.match(raw) if _may_journal_mono(raw) else None
+    if match:
+        return match["ts"], raw[match.end():]
+    match = _P_DMESG.match(rest) if rest[:1] == "[" else None
+    if match:
+        return match["ts"], _strip_caller(rest[match.end():])
+    match = _P_SYSLOG.match(raw) if _may_syslog(raw) else None
     if match:
         message = raw[match.end():]
-        inner = _P_DMESG.match(message)  # rsyslog can keep the kernel's own "[  12.345678] "
+        inner = _P_DMESG.match(message) if message[:1] == "[" else None  # rsyslog can keep the kernel's "[ 12.3] "
         return match["ts"], _strip_caller(message[inner.end():] if inner else message)
     return None, rest.lstrip()
 
 
 def _strip_caller(message: str) -> str:
-    match = _CALLER_ID.match(message)
+    match = _CALLER_ID.match(message) if message.startswith("[") else None
     return message[match.end():] if match else message
 
 
@@ -1442,10 +1491,10 @@ def _wants_more(text: str) -> bool:
 def _xid(line: _Line, match: re.Match[str]) -> KernelEvent:
     tokens = match["dev"].split()
     address = _normalize(tokens[0]) if tokens else None
-    details = [t.replace(": ", ":") for t in _MIG.findall(match["dev"])]
+    details = [t.replace(": ", ":") for t in _MIG.findall(match["dev"])] if "GPU-" in match["dev"] else []
     rest = match["rest"].strip()
     pid = process = None
-    who = _PID_NAME.match(rest)
+    who = _PID_NAME.match(rest) if rest.startswith("pid=") else None
     if who:
         pid_text = who["pid"].strip("'")
         pid = int(pid_text) if pid_text.isdigit() else None
@@ -1453,7 +1502,7 @@ def _xid(line: _Line, match: re.Match[str]) -> KernelEvent:
         process = name if name and name != "<unknown>" else None
         rest = who["msg"].strip()
     parts = [" ".join(details)] if details else []
-    caused = _CAUSED_BY.search(rest)
+    caused = _CAUSED_BY.search(rest) if "caused by previous Xid" in rest else None
     if caused:
         parts.append(f"caused by previous Xid {caused[1]}")
     return KernelEvent(kind="xid", message=rest, line=line.raw, line_number=line.number,
