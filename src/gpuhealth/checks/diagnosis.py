@@ -196,7 +196,8 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             findings[index] = replace(current, evidence=current.evidence + fresh)
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
-        findings.append(_finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched)))
+        made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
+        findings.append(replace(made, fixes=fits_evidence(made.fixes, [m for _, m in matched])))
     return findings
 
 
@@ -237,29 +238,75 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     severity = SEVERITY[symptom.severity] if shown else Severity.INFO
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed:
-        return _lead_with_cause(findings, symptom, confirmed[0], messages, severity, ran)
+        return _lead_with_cause(findings, symptom, confirmed[0], messages, severity, ran, made)
     lines = [m for m in messages if m.symptom == symptom.id]
     index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
-    top = ranked[0] if ranked else None
+    top = next((c for c in ranked if c.status != RULED_OUT), None)
     head = f"{symptom.title}; most likely {top.title}" if top else symptom.title
+    fixes = _leading_fixes(symptom, top, lines)
     if index is None:
         code = symptom.code if symptom.code in REGISTRY else "GH901"
         if code not in ran:
             return findings
         spec = REGISTRY[code]
-        findings.append(replace(_finding(spec, severity, head, line_evidence(lines)), differential=tuple(ranked)))
+        findings.append(replace(_finding(spec, severity, head, line_evidence(lines)), differential=tuple(ranked),
+                                fixes=fixes))
         return findings
     current = findings[index]
+    # a finding only the lines raised takes the likeliest cause's fixes; a check's own finding keeps the fixes it chose
+    made_by_lines = current.code in made
     findings[index] = replace(current, severity=max(current.severity, severity, key=lambda s: s.rank),
-                              message=head if current.code in made else current.message, differential=tuple(ranked))
+                              message=head if made_by_lines else current.message, differential=tuple(ranked),
+                              fixes=fixes if made_by_lines else current.fixes)
+    return findings
+
+
+def _leading_fixes(symptom: Symptom, top: Candidate | None, lines: Sequence[MessageLine]) -> tuple[Fix, ...]:
+    """The fixes of a symptom whose cause is open follow its likeliest cause: the fixes of the check that would
+    confirm it, when that is another check (GH201's `sudo modprobe nvidia` for "the module is not loaded"), and
+    otherwise the command that decides, a step that is right whatever the cause (the symptom's own check lists
+    fixes for all its causes at once, `modprobe nvidia_uvm` beside a CPU-only wheel)."""
+    if top is None:
+        return ()
+    spec = REGISTRY.get(top.code)
+    fixes = fits_evidence(documented_fixes(spec), lines) if spec is not None and top.code != symptom.code else ()
+    if fixes:
+        return (replace(fixes[0], note=fixes[0].note or f"if {top.title}"), *fixes[1:])
+    steps = fits_evidence([Fix(c, "any") for c in split_commands(top.command)], lines)[:2]
+    return tuple(replace(f, note="tells the likeliest cause apart") if i == 0 else f for i, f in enumerate(steps))
+
+
+# A fix that installs or changes a framework names it; it is offered only when the evidence shows that framework.
+_FRAMEWORK_WORDS = {"jax": ("jax",), "tensorflow": ("tensorflow",), "cupy": ("cupy",), "torch": ("torch",)}
+
+
+def fits_evidence(fixes: Sequence[Fix], lines: Sequence[MessageLine]) -> tuple[Fix, ...]:
+    """``fixes`` without those for a framework that neither the lines nor their catalogue rows' domains name: a
+    pasted CUDA error with no framework in sight gets no `pip install 'jax[cuda12]'`."""
+    shown = " ".join([m.line for m in lines] + [signature(m.signature).domain for m in lines if m.signature]).lower()
+
+    def fits(fix: Fix) -> bool:
+        named = [words for words in _FRAMEWORK_WORDS.values() if any(w in fix.command.lower() for w in words)]
+        return not named or any(any(w in shown for w in words) for words in named)
+    return tuple(f for f in fixes if fits(f))
+
+
+def _fix_of_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, made: set[str]) -> list[Finding]:
+    """A line confirmed a cause that shares its check with the symptom ("Torch not compiled with CUDA enabled"
+    under GH605): a finding only the lines raised takes that cause's own fix, not the check's fixes for all its
+    causes."""
+    fix = next((c.fix for c in symptom.causes if c.id == cause.cause), "")
+    index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
+    if fix and index is not None and symptom.code in made:
+        findings[index] = replace(findings[index], fixes=(Fix(fix, "any"),))
     return findings
 
 
 def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, messages: list[MessageLine],
-                     severity: Severity, ran: set[str]) -> list[Finding]:
+                     severity: Severity, ran: set[str], made: set[str]) -> list[Finding]:
     """The confirmed cause leads (at the symptom's severity at least) and explains the symptom's finding."""
     if cause.code == symptom.code:
-        return findings
+        return _fix_of_cause(findings, symptom, cause, made)
     index = next((i for i, f in enumerate(findings) if f.code == cause.code), None)
     if index is None:
         spec = REGISTRY.get(cause.code)
@@ -270,9 +317,11 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
-    # a line that names the cause makes it as grave as the symptom; a check's milder finding keeps its severity
+    # a line that names the cause makes it as grave as the symptom (its line's severity, or the finding it
+    # explains: a critical GH203 is not folded under an informational GH201); a check's milder finding keeps its own
     named = cause.why.startswith("the line: ")
-    findings[index] = replace(current, explains=explains, severity=max(current.severity, severity,
+    explained = [f.severity for f in findings if f.code == symptom.code]
+    findings[index] = replace(current, explains=explains, severity=max(current.severity, severity, *explained,
                                                                        key=lambda s: s.rank) if named else
                               current.severity)
     return findings

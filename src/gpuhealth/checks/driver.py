@@ -302,9 +302,11 @@ def driver_query_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
             continue  # GH208
         decoded = decode(text, exit_code, nvml_code)
         meaning = decoded.meaning if decoded else "unrecognised failure"
-        code = f"exit {exit_code}" if exit_code is not None else f"NVML error {nvml_code}"
+        # a number only where the tool gave one: an NVML message read from another tool's output has none
+        code = f"exit {exit_code}" if exit_code is not None else f"NVML error {nvml_code}" if nvml_code is not None \
+            else ""
         tools, evidence, _ = merged.setdefault(meaning, ([], [], TOOL_FIXES.get(decoded.kind, ()) if decoded else ()))
-        tools.append(f"{source.split(' ')[0]} ({code})")
+        tools.append(f"{source.split(' ')[0]} ({code})" if code else source.split(" ")[0])
         evidence.append(Evidence(source, tuple(line for line in text.splitlines() if line.strip())[:4]))
     for meaning, (tools, evidence, fixes) in merged.items():
         yield Draft(Severity.CRITICAL, f"{' and '.join(tools)} failed: {meaning}", evidence=tuple(evidence),

@@ -5,7 +5,8 @@ own severity and the check code a symptom-level finding is reported under, and, 
 candidate causes in order of prior likelihood (most common first, from the field reports and public
 threads). ``causes.csv`` describes each cause once: the check code that confirms it when it fires
 (a cause is ruled out when that check ran clean, and open when it was skipped), the evidence that
-confirms or rules it out in words, and the exact command whose output decides.
+confirms or rules it out in words, and the exact command whose output decides; optionally, in ``fix``, the fix
+once it is confirmed, where the check it shares with other causes has fixes for all of them.
 
 A cause may explain several symptoms (Secure Boot refusing the module explains both "module refuses
 to load" and "nvidia-smi cannot talk to the driver"); it is described once, and each symptom lists
@@ -51,6 +52,9 @@ class Cause:
     decide: str  # the exact command whose output decides
     source_title: str
     source_url: str
+    # the fix once it is confirmed, where its check's own fixes cover several causes (GH605 lists a CUDA wheel and
+    # `modprobe nvidia_uvm` alike): optional, and shown only for this cause
+    fix: str = ""
 
 
 @record
@@ -106,7 +110,7 @@ def _causes_by_id() -> dict[str, Cause]:
         if row["id"] in found:
             raise ValueError(f"causes.csv: cause {row['id']!r} appears twice")
         found[row["id"]] = Cause(row["id"], "", row["title"], row["code"], 0, row["confirm"], row["rule_out"],
-                                 row["decide"], row["source_title"], row["source_url"])
+                                 row["decide"], row["source_title"], row["source_url"], row.get("fix", ""))
     return found
 
 

@@ -70,7 +70,11 @@ row, then the higher `priority`, then the longer pattern.
 
 To add a cause: a row in `causes.csv` (the check code that confirms it, the evidence that confirms it
 or rules it out, the command that decides, a source), then list it under each symptom it explains in
-`symptoms.csv`, in order of how common it is (first = most common).
+`symptoms.csv`, in order of how common it is (first = most common). The optional `fix` column is the
+fix once the cause is confirmed, for a cause whose check is also its symptom's (GH605 has fixes for all
+its causes at once). A finding made from pasted lines takes the fixes of its likeliest cause: that
+cause's check's fixes, or else the command that decides; a fix that installs a framework is offered only
+when the evidence shows that framework.
 
 A line can also rule causes OUT: `rules_out.csv` has one row per (signature, cause) with why in words
 and the document that shows it. "Found no NVIDIA driver on your system" is printed only by a CUDA build

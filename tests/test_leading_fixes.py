@@ -1,0 +1,99 @@
+"""The fixes of a finding made from pasted lines follow its leading cause and the framework the evidence shows;
+GH203 never renders a missing NVML code as "None". Lines are real (sources beside them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.diagnosis import fits_evidence
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.knowledge.signatures import signature
+from gpuhealth.model import Finding, Fix, MessageLine
+
+CASES = Path(__file__).parent / "cases"
+FOUND_NO_DRIVER = ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+                   "installed a driver from http://www.nvidia.com/Download/index.aspx")  # princeton-nlp/SimCSE#244
+NO_DEVICE = "RuntimeError: CUDA error: no CUDA-capable device is detected"
+NOT_COMPILED = "AssertionError: Torch not compiled with CUDA enabled"  # facebookresearch/detectron2#460
+JAXLIB = signature("jax-cuda-jaxlib-not-installed").example  # the row's real line
+CONTAINER_CLI = ("$ nvidia-container-cli info\n"
+                 "nvidia-container-cli: initialization error: nvml error: driver not loaded\n")  # NVIDIA/nvidia-docker
+
+
+def finding(text: str, code: str) -> Finding:
+    snapshot, _ = analyze_texts([("paste.txt", text if text.endswith("\n") else text + "\n")])
+    return next(f for f in run_checks(snapshot).findings if f.code == code)
+
+
+def commands(found: Finding) -> list[str]:
+    return [f.command for f in found.fixes]
+
+
+def test_gh605_fix_follows_the_leading_cause_not_the_checks_list():
+    found = finding(FOUND_NO_DRIVER, "GH605")
+    assert found.differential[0].cause == "driver-not-loaded"
+    assert commands(found)[0] == "sudo modprobe nvidia"
+    assert found.fixes[0].note == "if the NVIDIA kernel module is not loaded"
+    assert not any("nvidia_uvm" in c for c in commands(found))
+
+
+def test_a_confirmed_cpu_only_torch_gets_the_cuda_wheel_not_modprobe():
+    found = finding(NOT_COMPILED, "GH605")
+    assert commands(found) == ["pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>"]
+
+
+def test_a_checks_own_gh605_keeps_the_fixes_it_chose():
+    # near miss: the check judged a collect_env (pytorch/pytorch#44303), so its own fix stands, cause and all
+    text = (CASES / "cpu-only-pytorch-collect-env-44303" / "collect_env.txt").read_text()
+    snapshot, _ = analyze_texts([("collect_env.txt", text)])
+    found = next(f for f in run_checks(snapshot).findings if f.code == "GH605")
+    assert "a CPU-only PyTorch build" in found.message
+    assert any("download.pytorch.org/whl/cu<XY>" in c for c in commands(found))
+
+
+def test_gh610_offers_no_framework_the_paste_does_not_show():
+    found = finding(NO_DEVICE, "GH610")
+    assert commands(found) and not any(w in c for c in commands(found) for w in ("jax", "tensorflow", "cupy"))
+
+
+def test_gh610_offers_the_framework_the_paste_shows():
+    found = finding(JAXLIB, "GH610")
+    assert any("jax[cuda12]" in c for c in commands(found))
+    assert not any("tensorflow" in c for c in commands(found))
+
+
+def test_fits_evidence_keeps_fixes_for_the_framework_a_line_or_its_domain_names():
+    jax = Fix("pip install --upgrade 'jax[cuda12]'")
+    tensorflow = Fix("pip install --upgrade 'tensorflow[and-cuda]'")
+    neutral = Fix("nvidia-smi")
+    plain = MessageLine(line=NO_DEVICE, source="paste.txt", signature="cuda-no-device", symptom="framework-no-gpu")
+    assert fits_evidence([jax, tensorflow, neutral], [plain]) == (neutral,)
+    # a TensorFlow row's line: the domain names the framework even where the line does not
+    tf = MessageLine(line="Could not load dynamic library 'libcudart.so.11.0'", source="paste.txt",
+                     signature="tf-could-not-load-dynamic-library", symptom="cuda-library-missing")
+    assert fits_evidence([jax, tensorflow, neutral], [tf]) == (tensorflow, neutral)
+
+
+def test_gh203_names_no_nvml_code_it_was_not_given():
+    snapshot, _ = analyze_texts([("session.txt", CONTAINER_CLI)])
+    report = run_checks(snapshot)
+    found = next(f for f in report.findings if f.code == "GH203")
+    assert "None" not in found.message
+    assert found.message.startswith("NVML failed: NVML found no loaded NVIDIA kernel module")
+    # the cause the line names leads, at least as grave as the critical finding it explains
+    lead = report.findings[0]
+    assert lead.code == "GH201" and "GH203" in lead.explains and lead.severity.rank >= found.severity.rank
+    # near miss: NVML's own return code is still shown when there is one (9 = NVML_ERROR_DRIVER_NOT_LOADED)
+    coded = dataclasses.replace(snapshot, nvml=dataclasses.replace(snapshot.nvml, error_code=9))
+    found = next(f for f in run_checks(coded).findings if f.code == "GH203")
+    assert found.message.startswith("NVML (NVML error 9) failed")
+
+
+def test_a_causes_own_fix_is_only_for_a_cause_that_shares_its_symptoms_check():
+    from gpuhealth.knowledge.causes import causes, symptoms
+
+    shared = {s.code for s in symptoms().values()}
+    with_fix = [c for c in causes().values() if c.fix]
+    assert with_fix and all(c.code in shared for c in with_fix)
