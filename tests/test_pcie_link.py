@@ -7,9 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import CORPUS
-from gpuhealth.analyze import analyze_texts
+from fuzzing import FUZZ, mutated
+from gpuhealth.analyze import _with_lspci_address, analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.model import Finding, Severity, Snapshot
 
@@ -81,3 +84,77 @@ def test_no_link_data_at_all_is_a_skip_not_a_pass():
                                   "and running.\n")])
     found, skipped = gh407(snapshot)
     assert found == [] and len(skipped) == 1
+
+
+# --------------------------------------------------------------------------- `lspci -vv -s ADDR | grep Lnk`
+
+
+def test_grep_of_one_device_is_read_at_the_address_the_command_names():
+    """Real: the CMP 40HX block (x16 of x16): read as the device 01:00.0, judged quiet, and GH101 does not
+    take a listing that names no vendor for "no NVIDIA GPU on the bus"."""
+    snapshot = snapshot_of(DATA / "cmp40hx-grep-lnk.session")
+    (device,) = snapshot.pci_devices
+    assert (device.address, device.link_width_current, device.link_width_max) == ("0000:01:00.0", 16, 16)
+    assert device.vendor_id == "" and device.class_code is None
+    found, skipped = gh407(snapshot)
+    assert found == [] and skipped == []
+    report = run_checks(snapshot, select=["GH101"])
+    assert report.findings == () and "names no device's vendor" in report.skipped[0].reason
+
+
+def test_grep_block_beside_a_listing_is_judged_for_that_gpu():
+    (narrow,), _ = gh407(snapshot_of(DATA / "h100x4-listing-grep-x8.session"))
+    assert narrow.subject.pci_address == "0000:38:00.0"
+    assert narrow.message.startswith("PCIe link below its maximum: link width x8 of x16")
+    assert "lspci -vvv -s 38:00.0" in narrow.evidence[0].source
+    assert "the evidence does not say which device" not in " ".join(lines(narrow))  # the listing named it
+
+
+def test_grep_block_for_a_device_a_listing_names_as_no_gpu_is_not_gh407s():
+    """The gpud capture's Broadcom NIC at 01:00.0 (x1 of x2) plus a grep block for that address."""
+    text = ("$ lspci\n01:00.0 Ethernet controller: Broadcom Inc. and subsidiaries NetXtreme BCM5720 Gigabit "
+            "Ethernet PCIe\n$ sudo lspci -vv -s 01:00.0 | grep Lnk\n"
+            "\t\tLnkCap:\tPort #0, Speed 5GT/s, Width x2, ASPM not supported\n"
+            "\t\tLnkSta:\tSpeed 5GT/s (ok), Width x1 (downgraded)\n")
+    snapshot, _ = analyze_texts([("session.txt", text)])
+    (nic,) = snapshot.pci_devices
+    assert (nic.vendor_id, nic.link_width_current) == ("14e4", 1)  # the two pieces are one device
+    found, _ = gh407(snapshot)
+    assert found == []
+
+
+@pytest.mark.parametrize(("command", "address"), [
+    ("sudo lspci -vv -s 01:00.0 | grep -E 'LnkCap|LnkSta'", "01:00.0"),
+    ("lspci -vvvs c9:00.0 | grep -i speed", "c9:00.0"),  # the cluster form (cloudnetops.tech's guide)
+    ("/usr/bin/lspci -vvv -s 0000:01:00.0", "0000:01:00.0"),
+])
+def test_the_address_comes_from_the_lspci_command(command, address):
+    # real lines from cloudnetops.tech's "How to Diagnose and Fix PCIe Link Speed Downgrade in Linux"
+    text = ("LnkCap: Port #0, Speed 16GT/s, Width x4, ASPM L0s L1, Exit Latency L0 <512ns, L1 <16us\n"
+            "LnkSta: Speed 8GT/s (downgraded), Width x2 (downgraded)\n")
+    assert _with_lspci_address(command, text) == f"{address} Device:\n{text}"
+
+
+@pytest.mark.parametrize("command", [
+    "lspci -vv | grep Lnk",  # no device named: the lines cannot be placed
+    "lspci -s 01:00 -vv",  # a partial address
+    "nvidia-smi -q -s 01:00.0",  # not lspci
+    "echo lspci -vv -s 01:00.0 | grep Lnk",  # lspci is an argument, not the program
+])
+def test_no_address_no_header(command):
+    text = "\t\tLnkSta:\tSpeed 2.5GT/s (downgraded), Width x4 (downgraded)\n"
+    assert _with_lspci_address(command, text) == text
+
+
+def test_a_block_with_its_own_header_is_left_alone():
+    text = (DATA / "x1-of-x16.lspci").read_text()
+    assert _with_lspci_address("lspci -vv -s 01:00.0", text) == text
+
+
+@FUZZ
+@given(command=st.text(max_size=300) | mutated(["sudo lspci -vvv -s 01:00.0 | grep -iE 'LnkCap|LnkSta'",
+                                                 "lspci -vvvs c9:00.0 | grep -i speed"]),
+       text=mutated([(DATA / "cmp40hx-grep-lnk.session").read_text(), (DATA / "x1-of-x16.lspci").read_text()]))
+def test_fuzz_the_address_header(command, text):
+    out = _with_lspci_address(command, text)
+    assert out == text or (out.endswith("\n" + text) and out.count("\n") == text.count("\n") + 1)

@@ -165,7 +165,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
                 unknown_lines: bool = True) -> bool:
     """Route, parse and scan one piece; True when anything in it was understood."""
     command = block.command if block is not None and block.language == "shell" else None
-    text = _with_csv_header(command, piece.text)
+    text = _with_lspci_address(command, _with_csv_header(command, piece.text))
     kind = route(command, text) if piece.text.strip() else None
     understood = False
     read_into: tuple[str, ...] = ()
@@ -206,6 +206,22 @@ def _with_csv_header(command: str | None, text: str) -> str:
     if m is None or "noheader" not in (command or ""):
         return text
     return m["fields"].replace(",", ", ") + "\n" + text
+
+
+# `lspci -vv -s 01:00.0 | grep Lnk` (also `-vvvs 01:00.0`): the first stage of the pipeline names the device
+_LSPCI_ONE = lazy_re(r"^\S*\blspci\b[^|\n]{0,200}?\s-[A-Za-z]{0,12}s\s*(?P<addr>(?:[0-9a-fA-F]{4}:)?"
+                     r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w:.])")
+_LINK_LINE = lazy_re(r"^\s*Lnk(?:Cap|Sta):\s", re.M)
+_LSPCI_DEVICE_LINE = lazy_re(r"^\s*(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s", re.M)
+
+
+def _with_lspci_address(command: str | None, text: str) -> str:
+    """``lspci -vv -s ADDR | grep Lnk`` printed the link lines without the device's header line: the command
+    names the device, so it becomes the header (vendor and class stay unknown: the lines do not say them)."""
+    m = _LSPCI_ONE.search((command or "").removeprefix("sudo ").lstrip())
+    if m is None or not _LINK_LINE.search(text) or _LSPCI_DEVICE_LINE.search(text):
+        return text
+    return f"{m['addr']} Device:\n{text}"
 
 
 def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:
@@ -294,8 +310,14 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
                               groups=current.groups + value.groups,
                               bytes_scanned=current.bytes_scanned + value.bytes_scanned)
         return True
+    if key == "pci_devices" and isinstance(current, tuple) and isinstance(value, tuple):
+        from gpuhealth.parsers.lspci import merge_devices  # here: analyze of files imports only what it reads
+
+        merged = merge_devices(current + value)  # one per address; a later listing fills what one lacked
+        fields[key] = merged
+        return merged != current
     if isinstance(current, tuple) and isinstance(value, tuple):
-        known = {getattr(v, "address", v) for v in current}  # PCI devices: one per address, first wins
+        known = {getattr(v, "address", v) for v in current}  # first wins
         new = tuple(v for v in value if getattr(v, "address", v) not in known)
         fields[key] = current + new
         return bool(new)

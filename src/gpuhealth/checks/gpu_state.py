@@ -476,11 +476,13 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
 
 
 def _pci_links(snapshot: Snapshot, gpus: list[Seen]) -> list[PciDevice]:
-    """NVIDIA GPUs on the PCI bus (lspci -vv, sysfs) with both link widths, that no GPU with nvidia-smi's or
-    NVML's own width already covers."""
+    """NVIDIA GPUs on the PCI bus with both link widths (lspci -vv, sysfs) that no GPU with nvidia-smi's or
+    NVML's own width already covers. The link lines of ``lspci -vv -s ADDR | grep Lnk`` name no vendor or
+    class: they count too (the user asked about that device), unless another listing names the device."""
     judged = {s.gpu.pci_address for s in gpus if s.gpu.pcie_width_current and s.gpu.pcie_width_max}
-    return [d for d in snapshot.nvidia_pci_gpus
-            if d.link_width_current and d.link_width_max and d.address not in judged]
+    return [d for d in snapshot.pci_devices or ()
+            if (d.is_nvidia_gpu or (not d.vendor_id and d.class_code is None)) and d.address not in judged
+            and d.link_width_current and d.link_width_max]
 
 
 def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
@@ -499,7 +501,8 @@ def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
             severity = Severity.INFO  # as above: no identical GPU here is wider, the slot may be wired so
             message += " (no identical GPU on this host runs wider: the slot may be wired so)"
         lines = (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
-                 *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()))
+                 *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()),
+                 *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
         yield Draft(severity, f"PCIe link below its maximum: {message}", subject=snapshot.gpu_subject(device.address),
                     evidence=(Evidence(source, lines),),
                     fixes=(Fix(f"sudo lspci -vvv -s {device.address} | grep -E 'LnkCap|LnkSta'", "any",

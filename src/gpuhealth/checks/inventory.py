@@ -33,7 +33,7 @@ def driver_view_missing(snapshot: Snapshot) -> str | None:
 
 
 @check("GH101", "no-nvidia-gpu", "No NVIDIA GPU on the PCI bus", requires=("pci_devices",))
-def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     No PCI device with vendor ID 10de and a display class (VGA 0300 or 3D controller 0302) exists.
@@ -49,10 +49,15 @@ def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     GPU to the instance.
 
     Exceptions:
-    Machines that are not meant to have a GPU.
+    Machines that are not meant to have a GPU. A listing that names no device's vendor (the link lines
+    of `lspci -vv -s <address> | grep Lnk`) cannot say whether an NVIDIA GPU is there: not judged.
     """
     gpus = snapshot.nvidia_pci_gpus
     if gpus:
+        return
+    listed = snapshot.pci_devices or ()
+    if listed and not any(d.vendor_id for d in listed):
+        yield Skip("the PCI listing names no device's vendor: it cannot show whether an NVIDIA GPU is there")
         return
     others = [d for d in snapshot.pci_devices or () if d.vendor_id == "10de"]
     lines = tuple(f"{describe(d, binding_known(snapshot))} (class {d.class_code}, not a GPU)" for d in others)

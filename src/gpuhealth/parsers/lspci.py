@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import ParseError, PciDevice, normalize_pci_address
@@ -377,7 +378,7 @@ def _parse_vmm(lines: list[str]) -> list[_Builder]:
     return builders
 
 
-def _merge(devices: list[PciDevice]) -> tuple[PciDevice, ...]:
+def merge_devices(devices: Iterable[PciDevice]) -> tuple[PciDevice, ...]:
     """One device per address, in first-seen order; a later listing fills what an earlier lacked."""
     merged: dict[str, PciDevice] = {}
     for device in devices:
@@ -450,4 +451,4 @@ def parse_lspci(text: str) -> tuple[PciDevice, ...]:
         if any(_TREE_LINE.match(line) or _TREE_ANY.search(line) for line in lines):
             raise ParseError("lspci -t tree has no device IDs")
         raise ParseError("no lspci device lines")
-    return _merge([builder.build() for builder in builders])
+    return merge_devices(builder.build() for builder in builders)

@@ -165,7 +165,10 @@ def host_line(snapshot: Snapshot) -> str:
     words = {"Driver": "driver {}", "CUDA (driver max)": "CUDA {} max"}
     parts = [words[label].format(value) if label in words else value for label, value in
              host_summary(snapshot) if label not in ("GPUs on PCI", "GPUs (driver)")]
-    on_pci = len(snapshot.nvidia_pci_gpus) if snapshot.pci_devices is not None else None
+    # a listing that names no vendor (`lspci -s ADDR | grep Lnk`) cannot count the GPUs on the bus
+    listed = snapshot.pci_devices
+    on_pci = None if listed is None or (listed and not any(d.vendor_id for d in listed)) else len(
+        snapshot.nvidia_pci_gpus)
     driver = len(snapshot.gpus) if snapshot.gpus else None
     if on_pci == 0 and not driver:
         parts.append("no NVIDIA GPU on the PCI bus")
