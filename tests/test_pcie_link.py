@@ -158,3 +158,28 @@ def test_a_block_with_its_own_header_is_left_alone():
 def test_fuzz_the_address_header(command, text):
     out = _with_lspci_address(command, text)
     assert out == text or (out.endswith("\n" + text) and out.count("\n") == text.count("\n") + 1)
+
+
+# --------------------------------------------------------------------------- the port above the GPU
+
+
+def test_real_bridges_name_the_bus_below_them():
+    """The gpud capture: each H100 sits under a switch port whose secondary bus is the GPU's."""
+    snapshot = snapshot_of(CORPUS / H100X8_LSPCI)
+    ports = {d.secondary_bus: d for d in snapshot.pci_devices if d.secondary_bus}
+    port = ports["0000:19"]
+    assert (port.address, port.link_width_max) == ("0000:17:01.0", 16)
+    assert all(not g.secondary_bus for g in snapshot.nvidia_pci_gpus)
+
+
+def test_a_single_gpu_narrower_than_its_port_allows_is_a_warning():
+    (narrow,), _ = gh407(snapshot_of(DATA / "riser-x4-under-x16-port.lspci"))
+    assert narrow.severity is Severity.WARNING
+    assert narrow.message == "PCIe link below its maximum: link width x4 of x16, where its port supports x16"
+    assert lines(narrow)[0] == "port above it 0000:00:01.0: LnkCap: Width x16"
+
+
+def test_a_gpu_as_wide_as_its_port_is_info_the_slot_is_wired_so():
+    (narrow,), _ = gh407(snapshot_of(DATA / "x1-slot.lspci"))
+    assert narrow.severity is Severity.INFO
+    assert narrow.message.endswith("link width x1 of x16 (the port above it is x1: the slot is wired so)")

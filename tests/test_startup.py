@@ -23,7 +23,7 @@ import gpuhealth
 from conftest import CORPUS, REPO
 from gpuhealth.bundle import BundleHost, RecordingHost, extract_archive
 from gpuhealth.collect import collect
-from gpuhealth.knowledge import gpu_expectations
+from gpuhealth.knowledge import gpu_expectations, xid
 from gpuhealth.lazyre import GUARDED, GuardedPattern, has, has_folded
 from hostcases import FakeHost, load_spec
 
@@ -323,3 +323,87 @@ def test_slugs_are_read_as_the_pattern_reads_them(text: str):
 
     want = bool(re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", text))
     assert is_slug(text) == want and is_kind_slug(text) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(sorted(xid.ACTION_WORDS)), st.text(alphabet="aZ_/ ;:(),.-1\u00e9\u0661\n",
+                                                                            max_size=4)), max_size=8))
+def test_xid_buckets_are_put_in_words_as_the_pattern_of_their_names_would(parts: list[str]):
+    bucket = "".join(parts)
+    names = re.compile(r"(?<![\w/])(" + "|".join(sorted(map(re.escape, xid.ACTION_WORDS), key=len, reverse=True))
+                       + r")(?![\w/])")
+    want = names.sub(lambda m: xid.ACTION_WORDS[m[0]], bucket) if bucket else "no action given by NVIDIA"
+    assert xid.action_in_words(bucket) == want
+
+
+def test_type_hints_are_typings_for_every_dataclass_of_the_package():
+    """model.type_hints (each annotation text compiled once) must read every class as typing does."""
+    import dataclasses
+    import typing
+
+    from gpuhealth.model import type_hints
+
+    seen = 0
+    for name in sorted(m.name for m in pkgutil.walk_packages(gpuhealth.__path__, "gpuhealth.")
+                       if not m.name.endswith("__main__")):
+        module = importlib.import_module(name)
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name:
+                assert type_hints(value) == typing.get_type_hints(value), value
+                seen += 1
+    assert seen >= 100
+
+
+# --------------------------------------------------------------------------- the program's entry and exit
+
+def _program(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` then the program (gpuhealth.__main__.run) with ``argv``, as the installed script does."""
+    script = (f"import sys\nsys.argv = {['gpuhealth', *argv]!r}\n{code}\n"
+              "from gpuhealth.__main__ import run\nrun()\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def evidence(bundle_dir: Path) -> list[str]:
+    smi = next(p for p in (bundle_dir / "commands").glob("nvidia-smi_-q.stdout"))
+    dmesg = next((bundle_dir / "commands").glob("dmesg*.stdout"))
+    return [str(smi), str(dmesg)]
+
+
+def test_the_program_leaves_without_the_tear_down_once_it_printed_its_report(evidence: list[str]):
+    from click.testing import CliRunner
+
+    from gpuhealth.cli import main
+
+    want = CliRunner().invoke(main, ["analyze", *evidence, "--format", "json"])
+    # an object that says when the interpreter's tear-down reaches it
+    witness = "class Witness:\n    def __del__(self):\n        print('TORN DOWN', file=sys.stderr)\nw = Witness()"
+    done = _program(witness, "analyze", *evidence, "--format", "json")
+    assert (done.returncode, done.stdout) == (want.exit_code, want.stdout) and want.exit_code == 2
+    assert "TORN DOWN" not in done.stderr  # left with os._exit, the output flushed first
+    text = _program(witness, "analyze", *evidence)
+    assert text.returncode == 2 and "BROKEN" in text.stdout
+
+
+def test_the_program_exits_as_usual_when_something_else_would_run_at_exit(evidence: list[str]):
+    handler = "import atexit\natexit.register(lambda: print('HANDLER RAN', file=sys.stderr))"
+    done = _program(handler, "analyze", *evidence, "--format", "json")
+    assert done.returncode == 2 and json.loads(done.stdout)["verdict"] and "HANDLER RAN" in done.stderr
+    thread = "import threading, time\nthreading.Thread(target=time.sleep, args=(0.3,)).start()"
+    witness = "class Witness:\n    def __del__(self):\n        print('TORN DOWN', file=sys.stderr)\nw = Witness()"
+    done = _program(f"{thread}\n{witness}", "analyze", *evidence, "--format", "json")
+    assert done.returncode == 2 and "TORN DOWN" in done.stderr  # another thread: the interpreter joins it
+    failed = _program(witness, "analyze", "/nonexistent/file")
+    assert failed.returncode == 3 and "TORN DOWN" in failed.stderr  # no report printed: the usual exit
+
+
+def test_the_program_collects_garbage_rarely_from_its_first_import(evidence: list[str]):
+    """The entry point raises the collector's threshold before click and the package are imported."""
+    count = ("import atexit, gc\nstart = gc.get_stats()[0]['collections']\n"
+             "atexit.register(lambda: print('GC', gc.get_stats()[0]['collections'] - start, file=sys.stderr))")
+    program = _program(count, "analyze", *evidence, "--format", "json")
+    script = (f"import sys\nsys.argv = {['gpuhealth', 'analyze', *evidence, '--format', 'json']!r}\n{count}\n"
+              "from gpuhealth.cli import main\nmain()\n")
+    plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    collections = [int(done.stderr.rsplit("GC ", 1)[1].split()[0]) for done in (program, plain)]
+    assert collections[0] <= 3 < 10 <= collections[1], collections

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import re
+import sys
 import types
 import typing
 from dataclasses import field
@@ -245,6 +247,7 @@ class PciDevice:
     link_speed_max: str | None = None  # (sysfs / LnkCap)
     link_width_current: int | None = None
     link_width_max: int | None = None
+    secondary_bus: str | None = None  # a bridge's bus below it, "dddd:bb" (lspci -vv "Bus: ... secondary=01")
 
     @property
     def is_nvidia_gpu(self) -> bool:
@@ -636,13 +639,46 @@ def to_jsonable(value: Any) -> Any:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
+def type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)`` for classes whose annotations are all strings (``from __future__ import
+    annotations``), each annotation text compiled once: typing compiles every one anew ("str | None" about
+    twenty times to read one NVML report back), which is felt at start-up. Anything else goes to typing."""
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        annotations = base.__dict__.get("__annotations__", {})
+        if not all(isinstance(text, str) for text in annotations.values()):
+            return typing.get_type_hints(cls)
+        # as typing does: the module's names first, then the class's (typing swaps them so), then builtins
+        scope, module = dict(vars(base)), getattr(sys.modules.get(base.__module__), "__dict__", {})
+        for name, text in annotations.items():
+            value = eval(_annotation_code(text), scope, module)  # noqa: S307 - our own annotation texts
+            if not _resolved(value):
+                return typing.get_type_hints(cls)  # a string inside (an alias's forward reference): typing's work
+            hints[name] = type(None) if value is None else value
+    return hints
+
+
+def _resolved(hint: Any) -> bool:
+    """No forward reference (a string) left anywhere inside ``hint``."""
+    if isinstance(hint, (str, typing.ForwardRef)):
+        return False
+    if isinstance(hint, list):  # Callable's parameters
+        return all(_resolved(item) for item in hint)
+    return all(_resolved(arg) for arg in typing.get_args(hint))
+
+
+@functools.cache
+def _annotation_code(text: str) -> types.CodeType:
+    return compile(text, "<annotation>", "eval")
+
+
 def from_jsonable(cls: type, data: Any) -> Any:
     """Rebuild a dataclass (recursively) from ``to_jsonable`` output. Unknown keys are ignored."""
     if not isinstance(data, dict):
         raise ParseError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
     hints = _HINTS.get(cls)
     if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
+        hints = _HINTS[cls] = type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name in data:

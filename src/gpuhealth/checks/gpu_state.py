@@ -440,7 +440,9 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     if a GPU reports a narrower link only at idle, check it again under load. Without nvidia-smi or
     NVML (a pasted `lspci -vv`, or sysfs when the driver does not answer) the GPU's LnkSta width is
     compared with its LnkCap width by the same rule; LnkSta's speed is not judged there, because
-    lspci cannot say whether the GPU was busy.
+    lspci cannot say whether the GPU was busy. A full `lspci -vv` also shows the port above the GPU:
+    a link narrower than both the GPU and that port can do is a warning (a riser, cable or seating
+    fault, even on a single GPU); one as wide as the port is info (the slot is wired so).
     """
     gpus = seen_gpus(snapshot)
     if not gpus and not _pci_links(snapshot, gpus):
@@ -486,28 +488,44 @@ def _pci_links(snapshot: Snapshot, gpus: list[Seen]) -> list[PciDevice]:
 
 
 def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
-    """GH407's width rule on LnkSta/LnkCap; a twin is a GPU with the same device ID and LnkCap width."""
+    """GH407's width rule on LnkSta/LnkCap. The port above the GPU (a bridge whose secondary bus is the
+    GPU's, in a full ``lspci -vv``) says what the slot can do; without it a twin (same device ID and
+    LnkCap width) at full width does."""
     devices = _pci_links(snapshot, gpus)
+    ports = {d.secondary_bus: d for d in snapshot.pci_devices or () if d.secondary_bus and d.link_width_max}
     source = snapshot.sources.get("pci_devices", "lspci -vv")
     for device in devices:
         width, width_max = device.link_width_current or 0, device.link_width_max or 0
         if width >= width_max:
             continue
-        message = f"link width x{width} of x{width_max}"
-        twins = [d for d in devices if d is not device and d.device_id == device.device_id
-                 and d.link_width_max == width_max]
-        severity = Severity.WARNING
-        if not any(t.link_width_current == width_max for t in twins):
-            severity = Severity.INFO  # as above: no identical GPU here is wider, the slot may be wired so
-            message += " (no identical GPU on this host runs wider: the slot may be wired so)"
-        lines = (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
-                 *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()),
-                 *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
+        severity, message, lines = _narrow_link(device, devices, ports.get(device.address[:7]))
+        lines += (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
+                  *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()),
+                  *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
         yield Draft(severity, f"PCIe link below its maximum: {message}", subject=snapshot.gpu_subject(device.address),
                     evidence=(Evidence(source, lines),),
                     fixes=(Fix(f"sudo lspci -vvv -s {device.address} | grep -E 'LnkCap|LnkSta'", "any",
                                note="check it again while the GPU is busy"),
                            Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
+
+
+def _narrow_link(device: PciDevice, devices: list[PciDevice],
+                 port: PciDevice | None) -> tuple[Severity, str, tuple[str, ...]]:
+    """Severity, message and the port's line for a GPU whose link is narrower than its LnkCap."""
+    width, width_max = device.link_width_current or 0, device.link_width_max or 0
+    message = f"link width x{width} of x{width_max}"
+    if port is not None and port.link_width_max:
+        slot = port.link_width_max
+        line = (f"port above it {port.address}: LnkCap: Width x{slot}",)
+        if width < min(slot, width_max):  # both ends can do more: the link trained narrower (riser, seating)
+            return Severity.WARNING, f"{message}, where its port supports x{min(slot, width_max)}", line
+        return Severity.INFO, f"{message} (the port above it is x{slot}: the slot is wired so)", line
+    twins = [d for d in devices if d is not device and d.device_id == device.device_id
+             and d.link_width_max == width_max]
+    if any(t.link_width_current == width_max for t in twins):
+        return Severity.WARNING, message, ()
+    # as for nvidia-smi's fields: no identical GPU here is wider, the slot may be wired so
+    return Severity.INFO, f"{message} (no identical GPU on this host runs wider: the slot may be wired so)", ()
 
 
 @check("GH408", "nvlink-inactive", "NVLink links are down", requires=("nvlink",))

@@ -41,6 +41,7 @@ _LNK = lazy_re(r"^\s*(?P<which>LnkCap|LnkSta):\s*(?P<rest>.*)$")
 _SPEED = lazy_re(r"Speed\s+(?P<speed>\d+(?:\.\d+)?)\s*GT/s")
 _WIDTH = lazy_re(r"Width\s+x(?P<width>\d+)")
 _FIELD = lazy_re(r"^\s*(?P<key>Subsystem|Kernel driver in use):\s*(?P<value>.*?)\s*$")
+_BUS = lazy_re(r"^\s*Bus:\s*primary=[0-9a-fA-F]{2},\s*secondary=(?P<bus>[0-9a-fA-F]{2})\b")
 _VMM_FIELD = lazy_re(r"^(?P<key>[A-Za-z]+):\s*(?P<value>.*?)\s*$")
 
 # Class names lspci prints (pci.ids subclass names) -> class code.
@@ -201,6 +202,7 @@ class _Builder:
     link_speed_max: str | None = None
     link_width_current: int | None = None
     link_width_max: int | None = None
+    secondary_bus: str | None = None
     config: dict[int, int] = dataclasses.field(default_factory=dict)
 
     def set_subsystem(self, text: str) -> None:
@@ -264,6 +266,7 @@ class _Builder:
             link_speed_max=self.link_speed_max,
             link_width_current=self.link_width_current,
             link_width_max=self.link_width_max,
+            secondary_bus=self.secondary_bus,
         )
 
 
@@ -444,6 +447,10 @@ def parse_lspci(text: str) -> tuple[PciDevice, ...]:
         link = _LNK.match(line)
         if link:
             current.set_link(link["which"], link["rest"])
+            continue
+        bus = _BUS.match(line)
+        if bus and current.secondary_bus is None:  # a bridge: the bus below it, in its own PCI domain
+            current.secondary_bus = f"{current.address[:4]}:{bus['bus'].lower()}"
 
     if not builders:
         builders = _parse_vmm(lines)
