@@ -183,3 +183,19 @@ def test_a_gpu_as_wide_as_its_port_is_info_the_slot_is_wired_so():
     (narrow,), _ = gh407(snapshot_of(DATA / "x1-slot.lspci"))
     assert narrow.severity is Severity.INFO
     assert narrow.message.endswith("link width x1 of x16 (the port above it is x1: the slot is wired so)")
+
+
+@pytest.mark.parametrize(("port_file", "severity", "ending"), [
+    ("riser-x4-under-x16-port.lspci", Severity.WARNING, "link width x4 of x16, where its port supports x16"),
+    ("x1-slot.lspci", Severity.INFO, "link width x4 of x16 (the port above it is x1: the slot is wired so)"),
+])
+def test_the_port_above_also_weighs_nvidia_smis_link_fields(port_file, severity, ending):
+    """Hand-written: nvidia-smi's query CSV for one GPU at x4 of x16, with the root-port block of a fixture."""
+    csv = ("index, name, pci.bus_id, pcie.link.width.current, pcie.link.width.max\n"
+           "0, NVIDIA GeForce RTX 3090, 00000000:01:00.0, 4, 16\n")
+    port = "".join((DATA / port_file).read_text().splitlines(keepends=True)[:5])
+    snapshot, _ = analyze_texts([("query.csv", csv), ("lspci.txt", port)])
+    (narrow,), _ = gh407(snapshot)
+    assert (narrow.severity, narrow.subject.gpu_index) == (severity, 0)
+    assert narrow.message.endswith(ending)
+    assert lines(narrow)[0].startswith("port above it 0000:00:0")

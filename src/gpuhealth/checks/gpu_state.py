@@ -449,20 +449,20 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
         yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
                    or "no PCIe link data: neither nvidia-smi, NVML nor lspci -vv reported a GPU's link")
         return
-    yield from _pci_link_degraded(snapshot, gpus)
+    ports = _ports(snapshot)
+    yield from _pci_link_degraded(snapshot, gpus, ports)
     for seen in gpus:
         gpu, parts, lines = seen.gpu, [], []
         width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
         gen, gen_max, busy = gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.utilization_gpu_pct
         severity = Severity.WARNING
         if width and width_max and width < width_max:
-            parts.append(f"link width x{width} of x{width_max}")
-            lines += [f"Link Width Current: {width}x", f"Link Width Max: {width_max}x"]
             twins = [s.gpu for s in gpus if s is not seen and s.gpu.name == gpu.name
                      and s.gpu.pcie_width_max == width_max]
-            if not any(t.pcie_width_current == width_max for t in twins):
-                severity = Severity.INFO  # no identical GPU here has the full width: likely the slot
-                parts[-1] += " (no identical GPU on this host runs wider: the slot may be wired so)"
+            severity, part, port_lines = _narrow_link(width, width_max, ports.get((gpu.pci_address or "")[:7]),
+                                                      any(t.pcie_width_current == width_max for t in twins))
+            parts.append(part)
+            lines += [*port_lines, f"Link Width Current: {width}x", f"Link Width Max: {width_max}x"]
         if gen and gen_max and gen < gen_max and busy is not None and busy >= BUSY_PCT:
             severity = Severity.WARNING
             parts.append(f"PCIe Gen{gen} of Gen{gen_max} while {busy:g} % busy")
@@ -487,18 +487,23 @@ def _pci_links(snapshot: Snapshot, gpus: list[Seen]) -> list[PciDevice]:
             and d.link_width_current and d.link_width_max]
 
 
-def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
-    """GH407's width rule on LnkSta/LnkCap. The port above the GPU (a bridge whose secondary bus is the
-    GPU's, in a full ``lspci -vv``) says what the slot can do; without it a twin (same device ID and
-    LnkCap width) at full width does."""
+def _ports(snapshot: Snapshot) -> dict[str, PciDevice]:
+    """Bridges by the bus below them ("dddd:bb"), from a full ``lspci -vv``: the port above a GPU."""
+    return {d.secondary_bus: d for d in snapshot.pci_devices or () if d.secondary_bus and d.link_width_max}
+
+
+def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen], ports: dict[str, PciDevice]) -> Iterator[Draft]:
+    """GH407's width rule on LnkSta/LnkCap; a twin is a GPU with the same device ID and LnkCap width."""
     devices = _pci_links(snapshot, gpus)
-    ports = {d.secondary_bus: d for d in snapshot.pci_devices or () if d.secondary_bus and d.link_width_max}
     source = snapshot.sources.get("pci_devices", "lspci -vv")
     for device in devices:
         width, width_max = device.link_width_current or 0, device.link_width_max or 0
         if width >= width_max:
             continue
-        severity, message, lines = _narrow_link(device, devices, ports.get(device.address[:7]))
+        twins = [d for d in devices if d is not device and d.device_id == device.device_id
+                 and d.link_width_max == width_max]
+        severity, message, lines = _narrow_link(width, width_max, ports.get(device.address[:7]),
+                                                any(t.link_width_current == width_max for t in twins))
         lines += (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
                   *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()),
                   *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
@@ -509,10 +514,11 @@ def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen]) -> Iterator[Draft]:
                            Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
 
 
-def _narrow_link(device: PciDevice, devices: list[PciDevice],
-                 port: PciDevice | None) -> tuple[Severity, str, tuple[str, ...]]:
-    """Severity, message and the port's line for a GPU whose link is narrower than its LnkCap."""
-    width, width_max = device.link_width_current or 0, device.link_width_max or 0
+def _narrow_link(width: int, width_max: int, port: PciDevice | None,
+                 twin_wider: bool) -> tuple[Severity, str, tuple[str, ...]]:
+    """Severity, message part and the port's line for a link narrower than the GPU's maximum. The port
+    above the GPU (a full lspci -vv) says what the slot can do; without it, an identical GPU at full
+    width says the slot is not the limit."""
     message = f"link width x{width} of x{width_max}"
     if port is not None and port.link_width_max:
         slot = port.link_width_max
@@ -520,11 +526,9 @@ def _narrow_link(device: PciDevice, devices: list[PciDevice],
         if width < min(slot, width_max):  # both ends can do more: the link trained narrower (riser, seating)
             return Severity.WARNING, f"{message}, where its port supports x{min(slot, width_max)}", line
         return Severity.INFO, f"{message} (the port above it is x{slot}: the slot is wired so)", line
-    twins = [d for d in devices if d is not device and d.device_id == device.device_id
-             and d.link_width_max == width_max]
-    if any(t.link_width_current == width_max for t in twins):
+    if twin_wider:
         return Severity.WARNING, message, ()
-    # as for nvidia-smi's fields: no identical GPU here is wider, the slot may be wired so
+    # no identical GPU here has the full width: likely the slot
     return Severity.INFO, f"{message} (no identical GPU on this host runs wider: the slot may be wired so)", ()
 
 
