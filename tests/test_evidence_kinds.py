@@ -116,3 +116,15 @@ def test_routing_survives_any_text(text):
             except ParseError:
                 pass
     normalise_command(text)
+
+
+def test_the_registry_loads_every_module_of_the_package():
+    """load() imports the modules KIND_MODULES names (no package scan at start-up): it must name them all."""
+    import pkgutil
+
+    import gpuhealth.evidence
+    from gpuhealth.evidence.registry import KIND_MODULES
+
+    found = sorted(i.name for i in pkgutil.iter_modules(gpuhealth.evidence.__path__)
+                   if not i.name.startswith("_") and i.name != "registry")
+    assert list(KIND_MODULES) == found

@@ -193,3 +193,24 @@ def test_the_model_classes_are_records_and_round_trip():
     assert copy.deepcopy(report) == report
     with pytest.raises(FrozenInstanceError):
         gpu.name = "x"  # type: ignore[misc]
+
+
+def test_the_prewritten_init_templates_are_what_the_generator_writes():
+    """src/gpuhealth/_record_inits.py holds the __init__ templates compiled with the package (no compile at
+    start-up); regenerate it with `python -c "from gpuhealth.records import prewritten_source as s;
+    open('src/gpuhealth/_record_inits.py', 'w').write(s())"` if the template changes."""
+    from pathlib import Path
+
+    import gpuhealth
+    from gpuhealth.records import PREWRITTEN, _template, prewritten_source, template_source
+
+    path = Path(gpuhealth.__file__).with_name("_record_inits.py")
+    assert path.read_text() == prewritten_source()
+    # a prewritten template and a compiled one take the same arguments in the same way
+    for count in (0, 1, 7, PREWRITTEN):
+        scope: dict = {}
+        exec(compile(template_source(count), "<record>", "exec"), scope)  # noqa: S102
+        compiled = scope["__init__"].__code__
+        assert _template(count).co_varnames == compiled.co_varnames
+        assert _template(count).co_argcount == compiled.co_argcount == count + 1
+    assert _template(PREWRITTEN + 1).co_filename == "<record>"  # more fields than written out: compiled

@@ -58,7 +58,9 @@ NOT_NEEDED_BY_REPLAY = {"textwrap", "shlex"}
 # Nor does an analysis of an `nvidia-smi -q` and a kernel log need the parsers of other evidence kinds (each kind
 # imports its parser when it parses a piece), nor shlex (only an `lsmod | grep` piece is split like a shell).
 NOT_NEEDED_BY_ANALYZE = {"shlex", "textwrap", "gpuhealth.parsers.lspci", "gpuhealth.parsers.torch_env",
-                         "gpuhealth.parsers.smi_table", "gpuhealth.parsers.smi_csv", "gpuhealth.parsers.app_log"}
+                         "gpuhealth.parsers.smi_table", "gpuhealth.parsers.smi_csv", "gpuhealth.parsers.app_log",
+                         "gpuhealth.parsers.environ", "gpuhealth.parsers.services", "gpuhealth.parsers.cuda",
+                         "pkgutil"}
 NOT_NEEDED = {"subprocess", "socket", "selectors", "concurrent.futures", "tarfile", "tempfile", "zipfile",
               "hashlib", "_hashlib", "gzip",
               "importlib.resources", "xml.etree.ElementTree", "pickle", "rich", "pynvml", "torch",

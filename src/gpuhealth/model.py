@@ -17,7 +17,7 @@ import typing
 from dataclasses import field
 from typing import Any
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.records import record
 
 if typing.TYPE_CHECKING:
@@ -117,8 +117,10 @@ python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount 
 leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
 gpg tr cut head tail sort
 """.split())
-_PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.")
-_ASSIGNMENT = lazy_re(r"^[A-Za-z_]\w*=\S*$")
+# Guarded (lazyre.guarded_re): most fixes are plain commands, read without compiling these.
+_PLACEHOLDER = guarded_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.",
+                          may=lambda text: ("<" in text and ">" in text) or "{" in text or "..." in text)
+_ASSIGNMENT = guarded_re(r"^[A-Za-z_]\w*=\S*$", may=has("="))
 
 
 def _split_comment(text: str) -> tuple[str, str]:

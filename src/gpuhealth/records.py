@@ -96,7 +96,10 @@ def _collect_fields(cls: type) -> bool:
     annotations = own.get("__annotations__", {})
     if _FIELD_KIND is None or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
         return False
-    if any(not isinstance(t, str) or any(word in t for word in _SPECIAL_ANNOTATION) for t in annotations.values()):
+    if not all(isinstance(t, str) for t in annotations.values()):
+        return False
+    joined = "\n".join(annotations.values())  # one look for the special words, not one per annotation
+    if any(word in joined for word in _SPECIAL_ANNOTATION):
         return False
     if any(isinstance(v, Field) and k not in annotations for k, v in own.items()):
         return False  # dataclass raises its own error for a field without a type
@@ -168,13 +171,36 @@ def _init(cls: type, fields: tuple[Field[Any], ...]) -> Callable[..., None]:
 
 @functools.cache
 def _template(count: int) -> types.CodeType:
-    """``def __init__(self, a0, .., aN): __record_fill__(self, (a0, .., aN))``, compiled once per N."""
+    """``def __init__(self, a0, .., aN): __record_fill__(self, (a0, .., aN))``: written out in
+    ``_record_inits`` (bytecode compiled with the package) up to ``PREWRITTEN`` fields, compiled here once per
+    N above that. Compiling ~20 of them cost every command's start-up about 2 % of its instructions."""
+    if count <= PREWRITTEN:
+        from gpuhealth import _record_inits
+
+        return getattr(_record_inits, f"init_{count}").__code__  # type: ignore[no-any-return]
+    scope: dict[str, Any] = {}
+    exec(compile(template_source(count), "<record>", "exec"), scope)  # noqa: S102 - a fixed template
+    return scope["__init__"].__code__  # type: ignore[no-any-return]
+
+
+PREWRITTEN = 64
+
+
+def template_source(count: int, name: str = "__init__") -> str:
+    """The source of the ``__init__`` template for ``count`` fields (tests/test_records.py checks that
+    ``_record_inits.py`` is these, for 0 to ``PREWRITTEN`` fields)."""
     params = [f"a{i}" for i in range(count)]
     values = "".join(p + ", " for p in params)
-    source = f"def __init__({', '.join(['self', *params])}):\n    __record_fill__(self, ({values}))\n"
-    scope: dict[str, Any] = {}
-    exec(compile(source, "<record>", "exec"), scope)  # noqa: S102 - a fixed template
-    return scope["__init__"].__code__  # type: ignore[no-any-return]
+    return f"def {name}({', '.join(['self', *params])}):\n    __record_fill__(self, ({values}))\n"
+
+
+def prewritten_source() -> str:
+    """The text of ``_record_inits.py``."""
+    head = ('"""Written by gpuhealth.records.prewritten_source(): the ``__init__`` templates of records, one per\n'
+            'number of fields (see records._template). Do not edit; tests/test_records.py checks it."""\n'
+            "# ruff: noqa\n"
+            "# fmt: off\n")
+    return head + "".join("\n\n" + template_source(count, f"init_{count}") for count in range(PREWRITTEN + 1))
 
 
 def _filler(cls: type, fields: tuple[Field[Any], ...]) -> Callable[[Any, tuple[Any, ...]], None]:

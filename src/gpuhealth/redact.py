@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 
 SECRET_MARKERS = ("PASS", "PWD", "SECRET", "TOKEN", "KEY", "COOKIE", "CREDENTIAL", "DSN", "WEBHOOK", "AUTH")
 REDACTED = "<redacted>"
 
 # Any variable whose name says it holds a secret (case-insensitive, anywhere in the name).
-_SECRET_NAME = lazy_re("|".join(SECRET_MARKERS), re.IGNORECASE)
+_SECRET_NAME = guarded_re("|".join(SECRET_MARKERS), re.IGNORECASE,
+                          may=has_folded(*(marker.lower() for marker in SECRET_MARKERS)))
 # Values that are secrets whatever they are called: (literals one of which a match contains, pattern).
 # A pattern runs only when one of its literals is in the text (a C-speed search), so a 64 MiB kernel log
 # costs a few scans; every repetition is bounded, so a long line cannot make a pattern backtrack for long.

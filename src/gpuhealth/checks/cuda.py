@@ -16,7 +16,7 @@ from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_fo
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
 
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -26,7 +26,8 @@ SLOW_FIRST_CALL_S = 30.0
 # Errors of the probe's matmul that say nothing about the GPU computing wrongly (GH607 ignores them).
 NOT_THE_GPU = ("no kernel image", "busy or unavailable", "out of memory")
 _DATACENTER = lazy_re(r"\b(?:Tesla|GH\d{3}|GB\d{3}|[ABHLTVPK]\d{1,3}[A-Z]?)\b")
-_NOT_DATACENTER = lazy_re(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE)
+_NOT_DATACENTER = guarded_re(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE,
+                             may=has_folded("geforce", "rtx", "quadro", "titan"))
 _CUDA_DIR = lazy_re(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
 ENABLE_PERSISTENCED = "sudo systemctl enable --now nvidia-persistenced"
 

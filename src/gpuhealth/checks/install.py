@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
 from gpuhealth.knowledge.signatures import Signature, signature
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, MessageLine, NvidiaPackage, Severity, Snapshot
 
 BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -511,7 +511,8 @@ def _log_lines(snapshot: Snapshot, needles: tuple[str, ...]) -> tuple[str, ...]:
 
 
 # "vboxdrv: Loading of unsigned module is rejected": a line that names its module, and not an nvidia one
-_OTHER_MODULE = re.compile(r"\b(?!nvidia)[\w-]{1,40}: (?:Loading of|module verification)")
+_OTHER_MODULE = guarded_re(r"\b(?!nvidia)[\w-]{1,40}: (?:Loading of|module verification)",
+                           may=has(": Loading of", ": module verification"))
 
 
 def _logged(snapshot: Snapshot, wanted: Callable[[Signature], bool], other_modules: bool = False) -> tuple[str, ...]:

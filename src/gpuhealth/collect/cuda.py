@@ -6,7 +6,7 @@ from typing import Any
 
 from gpuhealth.collect.base import Probed, read_text, run_commands
 from gpuhealth.host import Host
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re
 from gpuhealth.model import (
     ParseError,
 )
@@ -129,7 +129,8 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
 
 
 FIRMWARE_DIRS = ("/lib/firmware/nvidia", "/usr/lib/firmware/nvidia", "/lib/firmware/updates/nvidia")
-_GSP_FILE = lazy_re(r"^gsp[\w.-]*\.bin(?:\.(?:xz|zst|gz))?$")
+_GSP_FILE = guarded_re(r"^gsp[\w.-]*\.bin(?:\.(?:xz|zst|gz))?$",
+                       may=lambda name: name.startswith("gsp") and ".bin" in name)
 
 
 def _gsp_firmware(host: Host, found: Probed) -> dict[str, Any]:

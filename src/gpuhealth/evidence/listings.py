@@ -42,16 +42,6 @@ from gpuhealth.model import (
     ParseError,
     TorchEnv,
 )
-from gpuhealth.parsers.cuda import cuda_version_in_path, libcuda_version, parse_nvcc_version, resolve_libcuda
-from gpuhealth.parsers.environ import (
-    parse_env,
-    parse_ldconfig_listing,
-    parse_ls,
-    parse_modinfo_listing,
-    parse_module_files,
-    parse_path_list,
-    parse_uname,
-)
 from gpuhealth.parsers.packages import (
     jockey_row,
     parse_apt_list,
@@ -63,15 +53,10 @@ from gpuhealth.parsers.packages import (
     parse_rpm_qa,
     split_rpm_name,
 )
-from gpuhealth.parsers.services import (
-    parse_container_cli_info,
-    parse_dcgmi_dmon,
-    parse_dcgmi_health_json,
-    parse_dcgmi_table,
-    parse_service_journal,
-    parse_systemctl_status,
-)
 from gpuhealth.parsers.system import logical_lines, parse_modprobe_blacklist
+
+# The parsers of environ, services and cuda are imported by the functions that use them: sniffing a piece
+# of another kind (a kernel log) needs none of them.
 
 _CAT = r"(?:cat|less|more|head|tail|grep\b.*?)\s+"
 HEAD = 16384
@@ -288,6 +273,8 @@ _ENV_NAMES = guarded_re(r"^(?:declare -x |export )?(?:PATH|HOME|USER|SHELL|LD_LI
                priority=420,
                recognise=lambda t: len(_ENV_NAMES.findall(t[:HEAD])) >= 2 and _share(_lines(t), _ENV_ROW, 0.7))
 def _env(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.environ import parse_env
+
     variables = parse_env(text)
     found: dict[str, Any] = {"env": variables}
     if "LD_LIBRARY_PATH" in variables:
@@ -299,6 +286,8 @@ def _looks_like_library_path(text: str) -> bool:
     lines = _lines(text, 3)
     if len(lines) != 1:
         return False
+    from gpuhealth.parsers.environ import parse_path_list  # here: only a one-line piece can be a path list
+
     try:
         parts = [p for p in parse_path_list(lines[0]) if p]
     except ParseError:
@@ -309,6 +298,8 @@ def _looks_like_library_path(text: str) -> bool:
 @evidence_kind("library-path", commands=(r"echo\s+['\"]?\$\{?LD_LIBRARY_PATH\b", r"printenv\s+LD_LIBRARY_PATH\b"),
                priority=415, recognise=_looks_like_library_path)
 def _library_path(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.environ import parse_path_list
+
     return {"cuda": CudaState(ld_library_path=parse_path_list(text))}
 
 
@@ -321,6 +312,8 @@ _LDCONFIG_HEADER = guarded_re(r"\s*\d+ libs? found in cache", may=has(" found in
                or _share(_lines(t), _LDCONFIG_ROW, 0.7))
 def _ldconfig(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.model import LdConfEntry
+    from gpuhealth.parsers.cuda import libcuda_version, resolve_libcuda
+    from gpuhealth.parsers.environ import parse_ldconfig_listing
 
     listing = parse_ldconfig_listing(text)
     libcuda = resolve_libcuda(listing.libraries)
@@ -340,6 +333,8 @@ _LS_CUDA_ROW = guarded_re(r"^(?:[-dlcbps][-rwxsStTl]{9}|total \d|/usr/local)",
 
 
 def _ls_names(text: str) -> list[str]:
+    from gpuhealth.parsers.environ import parse_ls
+
     try:
         return [e.path.rsplit("/", 1)[-1] for e in parse_ls(text[:HEAD])]
     except ParseError:
@@ -351,6 +346,8 @@ def _ls_names(text: str) -> list[str]:
                or (_share(_lines(t), _LS_ROW, 0.5) and sum(n.startswith("nvidia") for n in _ls_names(t)) >= 2
                    and any(line.startswith("c") for line in _lines(t))))
 def _dev_nodes(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.environ import parse_ls
+
     entries = parse_ls(text)
     nodes = []
     for entry in entries:
@@ -369,6 +366,9 @@ def _looks_like_cuda_ls(text: str) -> bool:
 @evidence_kind("ls-cuda", commands=(r"ls\b.*\s/usr/local(?:/cuda\S*)?/?\*?(?:\s|$)",), priority=400,
                recognise=_looks_like_cuda_ls)
 def _cuda_dirs(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.cuda import cuda_version_in_path
+    from gpuhealth.parsers.environ import parse_ls
+
     toolkits: dict[str, CudaToolkit] = {}
     default_link = None
     for entry in parse_ls(text):
@@ -393,6 +393,8 @@ _MODINFO_FILENAME = guarded_re(r"^filename:\s+\S*/nvidia\.ko", re.M, may=has("/n
 @evidence_kind("nvcc-version", commands=(r"nvcc\s+(?:-V|--version)\b",), priority=395,
                recognise=lambda t: _opens(t, _NVCC_HEADER, 2))
 def _nvcc(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.cuda import parse_nvcc_version
+
     release, version = parse_nvcc_version(text)
     return {"cuda": CudaState(nvcc_release=release, nvcc_version=version)}
 
@@ -401,6 +403,8 @@ def _nvcc(text: str, source: str) -> dict[str, Any]:
                recognise=lambda t: _opens(t, _MODINFO_ERROR, 2)
                or ("vermagic:" in t[:HEAD] and bool(_MODINFO_FILENAME.search(t[:HEAD]))))
 def _modinfo(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.environ import parse_modinfo_listing
+
     info = parse_modinfo_listing(text)
     if not info.found:
         return {"install": InstallState(module_found=False)}
@@ -420,6 +424,8 @@ def _looks_like_uname(text: str) -> bool:
 
 @evidence_kind("uname", commands=(r"uname\b",), priority=386, recognise=_looks_like_uname)
 def _uname(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.environ import parse_uname
+
     release, arch = parse_uname(text)
     return {"os": OsInfo(kernel_release=release, architecture=arch), "install": InstallState(kernel_release=release)}
 
@@ -432,6 +438,8 @@ _MODULE_FILE = guarded_re(r"^/(?:usr/)?lib/modules/[^/\s]+/\S*nvidia", may=start
 def _module_files(text: str, source: str) -> dict[str, Any]:
     """Which kernels have an nvidia.ko on disk (GH507); whether each is the running one is decided by the
     check against ``install.kernel_release`` (``uname``), not here."""
+    from gpuhealth.parsers.environ import parse_module_files
+
     kernels = parse_module_files(text)
     return {"install": InstallState(kernels=tuple(InstalledKernel(r, path) for r, path in kernels.items()))}
 
@@ -490,6 +498,8 @@ _UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|
                priority=380,
                recognise=lambda t: bool(_SYSTEMCTL_HEADER.match(t[:HEAD].lstrip())) or _opens(t, _UNIT_NOT_FOUND, 2))
 def _systemctl(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.services import parse_systemctl_status
+
     return _service_overlay(parse_systemctl_status(text))
 
 
@@ -503,6 +513,8 @@ _JOURNAL_ROW = guarded_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 
 @evidence_kind("service-journal", commands=(r"journalctl\b.*(?:-u|--unit)[ =]?" + _UNIT_COMMAND,), priority=375,
                recognise=lambda t: _share([x for x in _lines(t) if not x.startswith("-- ")], _JOURNAL_ROW, 0.5))
 def _journal(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.services import parse_service_journal
+
     return _service_overlay(parse_service_journal(text))
 
 
@@ -519,6 +531,8 @@ def _container_cli_first_line(text: str) -> str:
                recognise=lambda t: _container_cli_first_line(t).startswith(("NVRM version:", "nvidia-container-cli: "))
                and ("Device Index:" in t[:HEAD] or "nvidia-container-cli: " in t[:200]))
 def _container_cli(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.services import parse_container_cli_info
+
     info = parse_container_cli_info(text)
     found: dict[str, Any] = {}
     if info.nvrm_version:
@@ -543,6 +557,8 @@ _DMON_ROW = guarded_re(r"^\s*GPU\s+\d+\s+\S", re.M, may=has("GPU"))
                recognise=lambda t: _opens(t, _DCGMI_HEADER, 4)
                or (t.lstrip().startswith("{") and "Health Monitor Report" in t[:HEAD]))
 def _dcgmi(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.services import parse_dcgmi_health_json, parse_dcgmi_table
+
     rows = parse_dcgmi_health_json(text) if text.lstrip().startswith("{") else parse_dcgmi_table(text)
     results = tuple(DcgmResult(r.name, r.result, r.detail) for r in rows)
     return {"dcgm": DcgmReport(results=results, source=source)}
@@ -553,6 +569,8 @@ def _dcgmi(text: str, source: str) -> dict[str, Any]:
 def _dcgmi_dmon(text: str, source: str) -> dict[str, Any]:
     """The XIDER column (field 230, the last Xid of each GPU) becomes Xid events for GH301; other fields are
     samples no check reads from a paste."""
+    from gpuhealth.parsers.services import parse_dcgmi_dmon
+
     columns = parse_dcgmi_dmon(text)
     events = []
     for gpu, value in columns.get("XIDER", ()):

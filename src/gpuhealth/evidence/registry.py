@@ -22,7 +22,7 @@ A kind declares:
   pattern matches, the highest priority whose ``recognise`` accepts the text wins.
 
 How to add a kind: write the parser in ``parsers/`` (pure, text in, model out, fuzzed), then in any
-module of this package (every module of ``gpuhealth.evidence`` is imported by :func:`load`)::
+module of this package (every module named in ``KIND_MODULES`` is imported by :func:`load`)::
 
     from gpuhealth.evidence.registry import evidence_kind
 
@@ -37,7 +37,6 @@ every registered kind has one, that it is recognised and that it parses).
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -102,16 +101,20 @@ _ORDER: list[EvidenceKind] = []
 _LOADED = False
 
 
+# The modules of this package that register kinds, named here rather than found by a scan of the package
+# (pkgutil and its directory listing cost every analysis' start-up); tests/test_evidence_kinds.py checks the
+# list against the package's files.
+KIND_MODULES = ("builtin", "facts", "listings")
+
+
 def load() -> None:
     """Import every module of this package once: importing a module registers its kinds."""
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    package = importlib.import_module("gpuhealth.evidence")
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        if not info.name.startswith("_") and info.name != "registry":
-            importlib.import_module(f"gpuhealth.evidence.{info.name}")
+    for name in KIND_MODULES:
+        importlib.import_module(f"gpuhealth.evidence.{name}")
 
 
 def ordered() -> list[EvidenceKind]:

@@ -29,7 +29,6 @@ import functools
 import io
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from gpuhealth.knowledge import read_table
 from gpuhealth.lazyre import lazy_re
@@ -202,7 +201,8 @@ def _regex(pattern: str) -> re.Pattern[str]:
         raise ValueError(f"signatures.csv: bad pattern {pattern!r}: {exc}") from exc
 
 
-class _Prefilter(NamedTuple):
+@record
+class _Prefilter:  # (a record, not a NamedTuple: defining one of those compiles code at import)
     literals: tuple[tuple[tuple[str, ...] | None, bool], ...]  # per row: its literals (None: always run), folded
     by_anchor: dict[str, tuple[int, ...]]  # a literal's first ANCHOR characters, lower-cased -> rows
     always: tuple[int, ...]  # rows without literals

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DiskSpace, MountEntry, NvidiaPackage, ParseError
 from gpuhealth.parsers.packages import DPKG_STATUS, dpkg_installed
 
@@ -18,7 +18,7 @@ MAX_PACKAGES = 300
 
 # --------------------------------------------------------------------------- systemd
 
-_TARGET = lazy_re(r"^\s*([A-Za-z0-9@_.:-]+\.target)\s*$", re.MULTILINE)
+_TARGET = guarded_re(r"^\s*([A-Za-z0-9@_.:-]+\.target)\s*$", re.MULTILINE, may=has(".target"))
 
 
 def parse_default_target(text: str) -> str:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import re
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import DkmsEntry, ParseError
 
 # --------------------------------------------------------------------------- mokutil --sb-state
 
-_SB_STATE = lazy_re(r"^\s*SecureBoot\s+(enabled|disabled)\s*$", re.IGNORECASE | re.MULTILINE)
-_SB_VALIDATION_OFF = lazy_re(r"SecureBoot validation is disabled in shim", re.IGNORECASE)
-_SB_UNSUPPORTED = lazy_re(r"doesn't support Secure Boot|EFI variables are not supported", re.IGNORECASE)
+_SB_STATE = guarded_re(r"^\s*SecureBoot\s+(enabled|disabled)\s*$", re.IGNORECASE | re.MULTILINE,
+                       may=has_folded("secureboot"))
+_SB_VALIDATION_OFF = guarded_re(r"SecureBoot validation is disabled in shim", re.IGNORECASE,
+                                may=has_folded("secureboot validation is disabled in shim"))
+_SB_UNSUPPORTED = guarded_re(r"doesn't support Secure Boot|EFI variables are not supported", re.IGNORECASE,
+                             may=has_folded("doesn't support secure boot", "efi variables are not supported"))
 
 
 def parse_mokutil_sb_state(text: str) -> str:

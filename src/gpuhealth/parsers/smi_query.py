@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, number
 from gpuhealth.parsers.smi_xml import (
@@ -30,7 +30,8 @@ from gpuhealth.parsers.smi_xml import (
 _GPU_HEADER = lazy_re(r"GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 _HOST_KEYS = {"timestamp", "driver version", "cuda version", "kmd version", "cuda umd version",
               "attached gpus", "hic info", "attached units"}
-_INFOROM_WARNING = lazy_re(r"WARNING: infoROM is corrupted at gpu (\S+)", re.IGNORECASE)
+_INFOROM_WARNING = guarded_re(r"WARNING: infoROM is corrupted at gpu (\S+)", re.IGNORECASE,
+                              may=has_folded("inforom is corrupted at gpu"))
 # Text labels of the clock event (throttle) reasons, to the snake_case names the XML uses.
 _REASONS = dict(zip(
     ("idle", "applications clocks setting", "sw power cap", "hw slowdown", "hw thermal slowdown",

@@ -18,10 +18,10 @@ def _unquote(value: str) -> str:
     value = value.strip()
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         quote, value = value[0], value[1:-1]
-        if quote == '"':
+        if quote == '"' and "\\" in value:  # (no backslash: nothing to unescape, no pattern compiled)
             value = re.sub(r"\\([\"\\$`])", r"\1", value)
         return value
-    return re.sub(r"\\(.)", r"\1", value)
+    return re.sub(r"\\(.)", r"\1", value) if "\\" in value else value
 
 
 def parse_os_release(text: str) -> OsInfo:
