@@ -732,14 +732,20 @@ def _scan_file(path: str, start: int, end: int, needles: Sequence[bytes]) -> tup
 
 
 def _collect_buffer(buf: bytes | bytearray, start: int, end: int) -> tuple[int, _Collector]:
-    """Newlines and the aggregated events of buf[start:end], fed chunk by chunk (hits never pile up)."""
+    """Newlines and the aggregated events of buf[start:end], fed chunk by chunk (hits never pile up).
+
+    A hit near ``end`` sees the lines after it in the next worker's range too (``_after`` reads at most
+    _MAX_LINE bytes past a line), as the one-process scan does: a message is joined wherever the split falls.
+    """
     collector = _Collector()
     newlines = 0
     pos = start
     while pos < end:
         stop = buf.find(b"\n", min(pos + _CHUNK, end) - 1, end)
         stop = end if stop == -1 else stop + 1
-        part_newlines, hits = _scan_buffer(buf, pos, stop, _NEEDLES, ahead=end)
+        # _after reads at most _MAX_LINE bytes past a hit's line: no further (a dense piece copies this much)
+        ahead = min(len(buf), stop + _MAX_LINE + 1)
+        part_newlines, hits = _scan_buffer(buf, pos, stop, _NEEDLES, ahead=ahead)
         collector.feed(hits, newlines)
         newlines += _piece_newlines(part_newlines, hits)
         pos = stop
@@ -747,29 +753,33 @@ def _collect_buffer(buf: bytes | bytearray, start: int, end: int) -> tuple[int, 
 
 
 def _collect_file(path: str, start: int, end: int) -> tuple[int, _Collector]:
+    """Like ``_collect_buffer`` for a file's bytes [start, end): read in chunks, and the _MAX_LINE bytes after
+    ``end`` (the next worker's) only looked at for the lines that continue a hit."""
     with open(path, "rb", buffering=0) as handle:
+        tail = os.pread(handle.fileno(), _MAX_LINE, end)
         handle.seek(start)
-        newlines, collector, _, _ = _collect_reader(handle, end - start)
+        newlines, collector, _, _ = _collect_reader(handle, end - start, tail=tail)
     return newlines, collector
 
 
-def _collect_reader(reader: Any, limit: int | None, signature_bytes: int = 0
+def _collect_reader(reader: Any, limit: int | None, signature_bytes: int = 0, tail: bytes = b""
                     ) -> tuple[int, _Collector, int, bytes]:
-    """(newlines, collector, bytes read, last byte) for ``limit`` bytes of ``reader`` (None: to its end)."""
+    """(newlines, collector, bytes read, last byte) for ``limit`` bytes of ``reader`` (None: to its end).
+    ``tail``: the bytes after the limit, for the look-ahead of hits on the last lines only."""
     collector = _Collector()
     newlines, size, last, _ = _read_chunks(reader, limit, _NEEDLES, _SIGNATURE_NEEDLES, signature_bytes,
-                                           lambda hits: None, collector)
+                                           lambda hits: None, collector, tail)
     return newlines, collector, size, last
 
 
 def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early: Sequence[bytes],
-                 early_bytes: int, sink: Callable[[list[_Hit]], None], collector: _Collector | None = None
-                 ) -> tuple[int, int, bytes, None]:
+                 early_bytes: int, sink: Callable[[list[_Hit]], None], collector: _Collector | None = None,
+                 tail: bytes = b"") -> tuple[int, int, bytes, None]:
     """Read ``reader`` in _CHUNK pieces into one reused buffer; hand each piece's hits on.
 
     Hits go to ``collector`` (line indices made global) or, without one, to ``sink``. ``early`` needles
     are looked for too while fewer than ``early_bytes`` have been read. Returns (newlines, bytes read,
-    last byte, None).
+    last byte, None). ``tail``: bytes after the last ones read, seen only by the last piece's look-ahead.
     """
     newlines = 0
     # No bigger than the input: a 16 MiB buffer per small log would stay in the heap of a long-lived process.
@@ -799,7 +809,11 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
             cut = filled  # a line longer than that is scanned in pieces: memory stays bounded
         if cut:
             use = tuple(needles) + tuple(early) if total - filled < early_bytes else needles
-            part_newlines, hits = _scan_buffer(buf, 0, cut, use, ahead=filled)
+            ahead = filled
+            if eof and tail:  # the last piece: the next range's first lines may continue a hit here
+                buf[filled:] = tail
+                ahead += len(tail)
+            part_newlines, hits = _scan_buffer(buf, 0, cut, use, ahead=ahead)
             if collector is not None:
                 collector.feed(hits, newlines)
             else:
