@@ -253,9 +253,89 @@ def test_the_checks_that_judge_catalogue_lines_declare_that_they_read_messages()
 
     catalogue.load()
     assert {c for c in REGISTRY if judges_lines(c)} >= {"GH209", "GH210", "GH612", "GH706"}
-    assert not judges_lines("GH301") and not judges_lines("GH206") and not judges_lines("GH999")
+    assert not judges_lines("GH301") and not judges_lines("GH999")
     # GH210 let "NV_WARN_NOTHING_TO_DO" pass on a host without NVSwitches: its line is not re-raised
     assert "GH210" not in codes(case_report("not-a-fault-fabricmanager-nothing-to-do-a40"))
+
+
+# The fields whose declaration has a consumer: diagnose() lets a check that declares `messages` judge the
+# catalogue lines filed under its code, and one that declares `kernel_log` the lines of a parsed kernel log.
+# (Other fields a check reads, such as `sources` or `smi`, need no declaration: `requires` skips, nothing else.)
+JUDGED_FIELDS = ("messages", "kernel_log")
+
+
+def _snapshot_reads() -> dict[tuple[str, str], tuple[set[str], set[tuple[str, str]]]]:
+    """(module, function) -> (the snapshot fields it reads as ``snapshot.X``/``self.X``, what it calls), for
+    every function of the core; calls by plain name or imported name, and ``snapshot.method()`` (model.py)."""
+    import ast
+
+    from repo_paths import REPO
+
+    src = REPO / "src" / "gpuhealth"
+    functions: dict[tuple[str, str], tuple[set[str], set[tuple[str, str]]]] = {}
+    for path in src.rglob("*.py"):
+        module = ".".join(("gpuhealth", *path.relative_to(src).with_suffix("").parts))
+        tree = ast.parse(path.read_text())
+        imported = {a.asname or a.name: (n.module, a.name) for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("gpuhealth") for a in n.names}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            reads, calls = functions.setdefault((module, node.name), (set(), set()))
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
+                    if sub.value.id in ("snapshot", "self"):
+                        reads.add(sub.attr)
+                    if sub.value.id == "snapshot":
+                        calls.add(("gpuhealth.model", sub.attr))
+                elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+                    calls.add(imported.get(sub.func.id, (module, sub.func.id)))
+    return functions
+
+
+def test_every_check_declares_the_judged_fields_it_reads():
+    """A check that reads snapshot.messages or snapshot.kernel_log (itself or through its helpers) declares
+    it in `requires` or `reads`: GH206 read the catalogue's nouveau lines undeclared, so diagnose() re-raised a
+    line GH206 had weighed; GH201, GH506, GH507, GH806 and GH004 read messages undeclared too."""
+    from gpuhealth.checks import catalogue
+    from gpuhealth.checks.registry import REGISTRY
+
+    catalogue.load()
+    functions = _snapshot_reads()
+
+    def reach(key: tuple[str, str], seen: set[tuple[str, str]]) -> set[str]:
+        if key in seen or key not in functions:
+            return set()
+        seen.add(key)
+        reads, calls = functions[key]
+        return reads.union(*(reach(call, seen) for call in calls))
+
+    assert "messages" in reach(("gpuhealth.checks.driver", "nouveau_loaded"), set())  # the walk sees helpers
+    undeclared = {code: sorted(set(JUDGED_FIELDS) & reach((spec.function.__module__, spec.function.__name__), set())
+                               - set(spec.requires + spec.reads)) for code, spec in REGISTRY.items()}
+    assert {code: fields for code, fields in undeclared.items() if fields} == {}
+
+
+def test_gh206_weighs_a_pasted_nouveau_line_the_module_list_contradicts():
+    """GH206 now judges its catalogue lines: a pasted line says nouveau held the GPU while the full module list
+    shows it unloaded. The line is never dropped (an error line is never HEALTHY): the check itself calls it a
+    warning that asks to confirm nouveau stays off, not "nouveau is loaded"; the symptom the line shows (the
+    driver unreachable) still makes the report's finding as grave as that symptom."""
+    from gpuhealth.checks.driver import nouveau_loaded
+    from gpuhealth.checks.registry import Expectations
+
+    lsmod = ("Module                  Size  Used by\nnvidia_drm             77824  0\n"
+             "nvidia              56000512  1 nvidia_drm\nnvidia_uvm           1966080  0\n")
+    words = "the nouveau driver is still loaded after I rebooted\n"
+    snapshot, _ = analyze_texts([("lsmod.txt", lsmod), ("note.txt", words)])
+    (draft,) = nouveau_loaded(snapshot, Expectations())
+    assert draft.severity is Severity.WARNING and "shows it not loaded now" in draft.message
+    report = run_checks(snapshot)
+    (finding,) = [f for f in report.findings if f.code == "GH206"]
+    assert "shows it not loaded now" in finding.message and finding.severity is not Severity.INFO
+    assert [line for e in finding.evidence for line in e.lines] == [words.strip()]
+    alone = report_of(("note.txt", words))  # no module list: the line is all there is, as before
+    assert [f.severity for f in alone.findings if f.code == "GH206"] == [Severity.CRITICAL]
 
 
 def test_pasted_lines_become_evidence_one_way():

@@ -92,7 +92,7 @@ def test_exit_codes_follow_the_worst_severity():
 def test_imports_run_one_way():
     """model <- host/nvml <- collect <- checks <- report <- cli; the core never imports monitor/web,
     and only nvml.py imports pynvml."""
-    layers = {"model": 0, "parsers": 1, "knowledge": 1, "host": 1, "nvml": 1, "bundle": 2, "evidence": 2,
+    layers = {"model": 0, "exits": 0, "parsers": 1, "knowledge": 1, "host": 1, "nvml": 1, "bundle": 2, "evidence": 2,
               "evidence_input": 2, "collect": 3, "active": 3, "analyze": 3, "checks": 4, "config": 4, "report": 5,
               "drift": 5,
               "recommend": 5, "fixscript": 5,
@@ -120,6 +120,20 @@ def test_imports_run_one_way():
                     assert target not in ("monitor", "web"), f"{path} imports {name}"
                 if module in layers and target in layers:
                     assert layers[target] <= layers[module], f"{path} ({module}) imports {name} ({target})"
+
+
+def test_one_cannot_run_class():
+    """Exit 3 ("gpuhealth could not run") has one exception class, gpuhealth.exits.CannotRun: cli, the advice
+    commands, monitor, serve and fleet each defined their own (CannotRun twice, MonitorCannotRun, ServeCannotRun,
+    FleetError), so a caller could not catch "could not run" as one thing."""
+    defined = []
+    for path in (REPO / "src" / "gpuhealth").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("ClickException") for b in node.bases):
+                defined.append(f"{path.name}:{node.name}")
+    assert defined == ["exits.py:CannotRun"]
+    from gpuhealth.exits import EXIT_CANNOT_RUN, CannotRun
+    assert CannotRun("x").exit_code == EXIT_CANNOT_RUN == 3
 
 
 def test_expectations_gpu_count():

@@ -221,6 +221,53 @@ def test_untrusted_signer_that_loaded_anyway_is_no_finding(other):
     assert finding(report, "GH506") is None
 
 
+# `mokutil --test-key KEY`: the "not enrolled" / "already enrolled" lines are REAL, as printed in r-pufky/docs
+# (docs/service/secure_boot/README.md, `mokutil --test-key /var/lib/dkms/mok.pub`); the pending one is the tool's
+# own format (lcp/mokutil src/mokutil.c print_skip_message), filled in by hand.
+NOT_ENROLLED = "/var/lib/dkms/mok.pub is not enrolled"
+ENROLLED = "/var/lib/dkms/mok.pub is already enrolled"
+PENDING = "/var/lib/dkms/mok.pub is already in the enrollment request"
+NO_NVIDIA = "$ lsmod | grep -E 'nvidia|nouveau'\n$\n"
+
+
+def _key_session(answer: str) -> str:
+    return f"$ mokutil --sb-state\nSecureBoot enabled\n$ mokutil --test-key /var/lib/dkms/mok.pub\n{answer}\n"
+
+
+@pytest.mark.parametrize(("answer", "said"), [(NOT_ENROLLED, "is not enrolled"),
+                                              (PENDING, "waits in the enrollment request")])
+def test_gh506_reads_mokutil_test_key_a_key_shim_does_not_trust(answer, said):
+    """Secure Boot on, the nvidia module not loaded, and DKMS's signing key not (yet) trusted: a refusal, with the
+    key's own line as evidence and its import (or the boot-time confirmation) as the first step."""
+    _, report = report_of(("session.txt", _key_session(answer) + NO_NVIDIA))
+    gh506 = finding(report, "GH506")
+    assert gh506 is not None and gh506.severity is Severity.CRITICAL and said in gh506.message
+    assert answer in [line for e in gh506.evidence for line in e.lines]
+    first = gh506.fixes[0].command
+    assert first == ("sudo mokutil --import /var/lib/dkms/mok.pub" if answer == NOT_ENROLLED else "sudo reboot")
+
+
+def test_gh506_an_enrolled_key_is_not_a_refusal():
+    _, report = report_of(("session.txt", _key_session(ENROLLED) + NO_NVIDIA))
+    gh506 = finding(report, "GH506")
+    assert gh506 is not None and gh506.severity is Severity.WARNING and "is enrolled" in gh506.message
+    assert ENROLLED in [line for e in gh506.evidence for line in e.lines]
+
+
+def test_gh506_an_untrusted_key_with_nvidia_loaded_is_no_finding():
+    loaded = "$ lsmod | grep nvidia\nnvidia              56692736  1 nvidia_uvm\n"
+    _, report = report_of(("session.txt", _key_session(NOT_ENROLLED) + loaded))
+    assert finding(report, "GH506") is None
+
+
+def test_mokutil_test_key_output_alone_is_read():
+    """The output alone is mokutil evidence that was read (not an unreadable file); without the Secure Boot state
+    GH506 says what it lacks."""
+    snapshot, report = report_of(("test-key.txt", NOT_ENROLLED + "\n"))
+    assert snapshot.install is not None and snapshot.install.signing_key_state == "not-enrolled"
+    assert not snapshot.unrecognized_files and "mokutil --sb-state" in (skipped(report, "GH506") or "")
+
+
 def test_secure_boot_and_an_unreachable_driver_rank_secure_boot_first():
     _, report = report_of(("notes.txt", f"mokutil --sb-state says SecureBoot enabled\n{NO_COMM}\n"))
     assert lead(report).code == "GH506" and "GH203" in lead(report).explains

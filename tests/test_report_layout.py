@@ -131,6 +131,20 @@ def test_no_fact_base_keys_in_the_sources():
             assert found is None, f"{path.relative_to(SRC)}: {found[0]}"
 
 
+@pytest.mark.parametrize(("column", "words"), [
+    ("not confirmed (common knowledge of Linux packaging)", "not confirmed (common knowledge of Linux packaging)"),
+    ("Debian wiki (NvidiaGraphicsDrivers)", "Debian wiki (NvidiaGraphicsDrivers)"),
+    ("FACTS 2.1 (Ubuntu wiki (Secure Boot))", "Ubuntu wiki (Secure Boot)"),
+    ("FACTS 5 (Arch wiki); Debian (x)", "Arch wiki; Debian (x)"),
+    ("FACTS 3.3 (DCDRV kernel-modules)", "NVIDIA, Driver Installation Guide: kernel modules "
+     "<https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html>"),
+])
+def test_a_citation_renders_whole(column, words):
+    """Only the parenthesis the fact-base reference opened goes; a title's own closing one stays."""
+    from gpuhealth.knowledge.sources import cite
+    assert cite(column) == words
+
+
 # --------------------------------------------------------------------------- root causes lead
 
 

@@ -218,7 +218,14 @@ def _every_guarded_pattern() -> list[GuardedPattern]:
                        if not m.name.endswith("__main__")):
         importlib.import_module(name)
     gpu_expectations.table()  # its plain-text rows are guarded when the table is read
-    return list(GUARDED)
+    found = list(GUARDED)
+    from gpuhealth.parsers import kernel_log
+
+    for may, name in kernel_log.LINE_GUARDS:  # guards written inline in front of the line forms' patterns
+        pattern = getattr(kernel_log, name)
+        found.append(GuardedPattern(pattern.pattern, pattern.flags, may, at_start=True))
+        GUARDED.remove(found[-1])
+    return found
 
 
 GUARDED_PATTERNS = _every_guarded_pattern()
@@ -240,7 +247,7 @@ def corpus_texts() -> list[str]:
 
 
 def test_the_package_guards_its_sniffing_patterns():
-    assert len(GUARDED_PATTERNS) >= 40  # not vacuous: the evidence kinds, the line facts, the log forms
+    assert len(GUARDED_PATTERNS) >= 50  # not vacuous: the evidence kinds, the line facts, the log forms
     assert all(isinstance(p, GuardedPattern) and callable(p.may) for p in GUARDED_PATTERNS)
 
 
@@ -409,3 +416,14 @@ def test_the_program_collects_garbage_rarely_from_its_first_import(evidence: lis
     plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     collections = [int(done.stderr.rsplit("GC ", 1)[1].split()[0]) for done in (program, plain)]
     assert collections[0] <= 3 < 10 <= collections[1], collections
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 200_000])
+@pytest.mark.parametrize("limit", [1, 65536, 100_000, 64 * 1024 * 1024])
+def test_a_capped_read_gives_what_one_read_of_the_limit_gives(tmp_path: Path, size: int, limit: int):
+    from gpuhealth.bundle import read_capped
+
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    with open(path, "rb") as one, open(path, "rb") as capped:
+        assert read_capped(capped, limit) == one.read(limit)

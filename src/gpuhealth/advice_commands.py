@@ -16,16 +16,13 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpuhealth.exits import CannotRun
+
 if TYPE_CHECKING:
     from gpuhealth.bundle import BundleHost
     from gpuhealth.model import Snapshot
 
-EXIT_CANNOT_RUN = 3
 TIMEOUT_S = 10.0
-
-
-class CannotRun(click.ClickException):
-    exit_code = EXIT_CANNOT_RUN
 
 
 def _snapshot(source: Path | None, files: tuple[str, ...] = ()) -> Snapshot:

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
-from gpuhealth.evidence.facts import cuda_library_lines, env_lines, facts_for, p2p_lines, secure_boot_lines
+from gpuhealth.evidence.facts import (
+    cuda_library_lines,
+    env_lines,
+    facts_for,
+    p2p_lines,
+    secure_boot_lines,
+    signing_key_lines,
+)
 from gpuhealth.evidence.listings import embedded_rpm_packages
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
@@ -258,6 +265,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(p2p_lines(lines), piece.name)
     if kind != "mokutil":  # the Secure Boot state in the words of the tools that print it (GH506)
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
+    reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
     if unknown_lines and kind is None:  # a script or prose that sets CUDA_VISIBLE_DEVICES (GH608 judges it)
         reading.overlay(env_lines(lines), piece.name)
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuhealth import START_UP_GC_THRESHOLD, __version__
+from gpuhealth.exits import EXIT_CANNOT_RUN, CannotRun
 from gpuhealth.report.formats import FORMAT_NAMES
 
 if TYPE_CHECKING:
     from gpuhealth.checks.registry import Expectations
     from gpuhealth.model import Report
-
-EXIT_CANNOT_RUN = 3
 
 # Commands defined in other modules, imported only when named (or listed by --help): `check` and `analyze`
 # do not pay for the monitor's, the web server's or the advice commands' modules at start-up.
@@ -45,10 +44,6 @@ LAZY_COMMANDS = {
 # (the memory goes back to the system anyway). Together ~4 % of `check --from`'s instructions.
 # START_UP_GC_THRESHOLD (gpuhealth/__init__.py) is that threshold.
 __all__ = ["START_UP_GC_THRESHOLD", "main", "run_program"]
-
-
-class CannotRun(click.ClickException):
-    exit_code = EXIT_CANNOT_RUN
 
 
 class _Main(click.Group):

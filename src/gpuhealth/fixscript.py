@@ -31,8 +31,9 @@ DIAGNOSTIC = lazy_re(
     r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
     r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
     r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
-# Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module).
-CHANGES = lazy_re(r"\b(?:modprobe|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
+# Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module;
+# the directory modprobe.d is only a path).
+CHANGES = lazy_re(r"\b(?:modprobe(?!\.d\b)|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
                      r"restart|stop|set-default|isolate|autoinstall|ldconfig(?!\s+-p)|update-initramfs|dracut|"
                      r"mokutil\s+--import|sed\s+-i)\b|--gpu-reset|(?<![0-9&])>")
 DISRUPTIVE = lazy_re(r"\b(?:reboot|shutdown|rmmod|modprobe\s+-r|--gpu-reset|systemctl\s+(?:restart|stop))\b")

@@ -820,6 +820,13 @@ class InstallState:
     secure_boot_source: str | None = None
     module_signer: str | None = None  # modinfo -F signer nvidia: "" when the module is unsigned
     module_file: str | None = None  # modinfo -n nvidia: the nvidia.ko modprobe would load
+    # `mokutil --test-key KEY`: the key a module is signed with (DKMS's /var/lib/dkms/mok.pub, a MOK.der) and
+    # what shim says of it: "enrolled", "not-enrolled", "pending" (in the enrollment request: confirm it in the
+    # MOK manager at the next boot) or "blocked" (dbx, MokListX)
+    signing_key: str | None = None
+    signing_key_state: str | None = None
+    signing_key_line: str | None = None  # the line as mokutil printed it
+    signing_key_source: str | None = None  # the file (or "file: $ command") it was in
     dkms_present: bool | None = None
     dkms: tuple[DkmsEntry, ...] = ()
     kernels: tuple[InstalledKernel, ...] = ()

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuhealth.monitor.config import load_config
 from gpuhealth.monitor.rules import Alert, RuleSet
-from gpuhealth.monitor.sample import Event, Sample
+from gpuhealth.monitor.sample import HELD_MIB, Event, Sample
 from gpuhealth.monitor.sources import ReplaySource, write_trace
 
 T0 = 1_699_999_980.0  # 2023-11-14T22:13:00Z, a round minute
@@ -187,14 +187,14 @@ def samples(gpu: int, n: int, t0: float = T0, step: float = 1.0, **fields: Any) 
 
 
 def play(events: Sequence[Event], tmp_path: Path, rules: dict[str, Any] | None = None,
-         name: str = "trace.jsonl") -> list[Alert]:
+         name: str = "trace.jsonl", held_mib: float = HELD_MIB) -> list[Alert]:
     """Write ``events`` as a generated trace, replay it through the rules, return the alerts."""
     path = tmp_path / name
     write_trace(path, sorted(events, key=lambda e: e.t), GENERATED_BY, NOTE)
     config = load_config()["rules"]
     for rule, options in (rules or {}).items():
         config[rule] = {**config[rule], **options}
-    ruleset = RuleSet.from_config(config)
+    ruleset = RuleSet.from_config(config, held_mib)
     source = ReplaySource(path, speed=0, rebase=False)
     alerts: list[Alert] = []
     while not source.exhausted:

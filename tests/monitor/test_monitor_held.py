@@ -11,10 +11,11 @@ import threading
 
 import pytest
 from click.testing import CliRunner
-from monitor_fakes import GENERATED_BY, NOTE, T0, samples
+from monitor_fakes import GENERATED_BY, NOTE, T0, fired, play, samples
 
 from gpuhealth.cli import main
-from gpuhealth.monitor.commands import MonitorCannotRun, _build
+from gpuhealth.exits import CannotRun
+from gpuhealth.monitor.commands import _build
 from gpuhealth.monitor.sample import job_holds
 from gpuhealth.monitor.sources import write_trace
 from gpuhealth.web.server import wrap_monitor
@@ -58,8 +59,33 @@ def test_one_setting_decides_held_for_the_rule_usage_and_metrics(tmp_path, held_
 def test_the_old_per_rule_and_usage_settings_are_refused_and_a_bad_value_named(tmp_path):
     for text in ("[usage]\nheld_mib = 10\n", "[rules.utilization_collapse]\nheld_mib = 10\n"):
         (tmp_path / "old.toml").write_text(text)
-        with pytest.raises(MonitorCannotRun, match="unknown key 'held_mib'"):
+        with pytest.raises(CannotRun, match="unknown key 'held_mib'"):
             _build(tmp_path / "old.toml", "1s", "0", None, f"replay:{_trace(tmp_path)}", None, 0.0, use_store=False)
     (tmp_path / "bad.toml").write_text('[monitor]\nheld_mib = "lots"\n')
-    with pytest.raises(MonitorCannotRun, match="monitor.held_mib"):
+    with pytest.raises(CannotRun, match="monitor.held_mib"):
         _build(tmp_path / "bad.toml", "1s", "0", None, f"replay:{_trace(tmp_path)}", None, 0.0, use_store=False)
+
+
+@pytest.mark.parametrize("held_mib", [1024, 5000])
+def test_hung_job_and_idle_ask_the_same_question(tmp_path, held_mib):
+    """hung_job and idle read "a job holds the GPU" through job_holds too: on a driver without a process list,
+    5 h at 0 % with 3000 MiB used is a held GPU (a hung job, not idle) under the default 1024 MiB, and an idle one
+    under 5000. They read the process fields alone before, so without a process list hung_job never fired and
+    idle fired on a GPU whose memory a job still held."""
+    trace = samples(0, 300, step=60, utilization_gpu_pct=0, memory_used_mib=3000, temperature_c=40)
+    alerts = play(trace, tmp_path, held_mib=held_mib)
+    held = held_mib == 1024
+    hung, idle = fired(alerts, "hung_job"), fired(alerts, "idle")
+    assert bool(hung) is held and bool(idle) is not held
+    if held:
+        assert "3000 MiB is in use (no process list)" in hung[0].message
+    else:
+        assert idle[0].t == T0 + 4 * 3600
+
+
+def test_a_process_list_decides_before_the_memory_used(tmp_path):
+    """With a process list, a process decides: no process is idle even with memory used over held_mib."""
+    none_left = samples(0, 300, step=60, utilization_gpu_pct=0, memory_used_mib=3000, process_count=0,
+                        process_memory_mib=0, temperature_c=40)
+    alerts = play(none_left, tmp_path)
+    assert fired(alerts, "hung_job") == [] and len(fired(alerts, "idle")) == 1

@@ -3,13 +3,18 @@ and the command on a generated trace (a bounded number of steps) and under SIGTE
 
 from __future__ import annotations
 
+import os
+import pty
+import re
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from click.testing import CliRunner
-from monitor_fakes import GENERATED_BY, NOTE, T0, busy, samples, wait_until_catching
+from monitor_fakes import GENERATED_BY, NOTE, T0, busy, samples
 from rich.console import Console
 
 from gpuhealth.monitor.commands import watch
@@ -107,14 +112,45 @@ def test_watch_replays_a_trace_for_a_bounded_number_of_steps(tmp_path):
     assert bad.exit_code == 3 and "unknown source" in bad.output
 
 
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def _drain(fd: int, out: bytearray, until: Callable[[], bool], deadline_s: float) -> None:
+    """Read the terminal's output into ``out`` until ``until()`` or the deadline (the child never blocks on a
+    full terminal buffer meanwhile); a closed terminal (EIO once the child is gone) ends it too."""
+    end = time.monotonic() + deadline_s
+    while not until() and time.monotonic() < end:
+        if select.select([fd], [], [], 0.1)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            out += chunk
+
+
 def test_sigterm_exits_zero(tmp_path):
+    """SIGTERM while watch shows samples: exit 0. On a terminal watch redraws at every poll (into a pipe rich
+    writes only the last frame, at exit), so the test sends the signal once a GPU's row is on screen: a fixed
+    sleep raced the first poll on a loaded machine, and the last frame then had no GPU in it."""
     trace = _trace(tmp_path, seconds=600)
     code = "from gpuhealth.monitor.commands import watch; watch()"
+    master, slave = pty.openpty()
     child = subprocess.Popen([sys.executable, "-c", code, "--source", f"replay:{trace}", "--interval", "0.05"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_until_catching(child.pid, signal.SIGTERM)  # a fixed sleep raced the handler on a loaded machine
-    time.sleep(0.2)
-    child.send_signal(signal.SIGTERM)
-    out, err = child.communicate(timeout=10)
-    assert child.returncode == 0, err
-    assert "GPU 0  util" in out
+                             stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE,
+                             env={**os.environ, "COLUMNS": "80", "LINES": "25"})
+    os.close(slave)
+    out = bytearray()
+    try:
+        _drain(master, out, lambda: b"GPU 0  util" in _ANSI.sub(b"", bytes(out)), 60)
+        assert b"GPU 0  util" in _ANSI.sub(b"", bytes(out)), bytes(out[-500:])
+        child.send_signal(signal.SIGTERM)
+        _drain(master, out, lambda: child.poll() is not None, 30)
+        assert child.wait(5) == 0, child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stderr.close()
+        os.close(master)

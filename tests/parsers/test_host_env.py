@@ -87,7 +87,7 @@ def test_installer_log_real_failure_and_success():
 
 def test_package_lists():
     assert parse_package_list(DPKG, "dpkg") == (
-        NvidiaPackage("libnvidia-compute-535:amd64", "535.161.08-0ubuntu2.22.04.1", "dpkg"),
+        NvidiaPackage("libnvidia-compute-535", "535.161.08-0ubuntu2.22.04.1", "dpkg"),
         NvidiaPackage("nvidia-driver-535", "535.161.08-0ubuntu2.22.04.1", "dpkg"),
         NvidiaPackage("nvidia-container-toolkit", "1.15.0-1", "dpkg"))
     assert [p.name for p in parse_package_list(RPM, "rpm")] == ["cuda-drivers", "nvidia-driver",
@@ -186,3 +186,18 @@ def test_dpkg_status_letters_mean_the_same_in_both_listings(status, installed):
     listing = parse_dpkg_list(f"{status:<3} libnvidia-compute-535:amd64 535.161.08-0ubuntu1 amd64 NVIDIA libcompute\n")
     assert bool(query) is installed and bool(listing) is installed
     assert query == listing
+
+
+@pytest.mark.parametrize("qualifier", ["", ":amd64", ":i386", ":arm64"])
+def test_dpkg_names_read_one_way_in_both_listings(qualifier):
+    """A Multi-Arch package carries its architecture in `dpkg -l` and in `dpkg-query -W -f='${binary:Package}'`
+    (`nvidia-driver-550:amd64`); both readers name it without, as `${Package}` does, so a check sees one name."""
+    from gpuhealth.parsers.packages import dpkg_package_name, parse_dpkg_list
+
+    query = parse_package_list(f"ii nvidia-driver-550{qualifier} 550.54.15-0ubuntu1\n", "dpkg")
+    unqualified = parse_package_list(f"nvidia-driver-550{qualifier} 550.54.15-0ubuntu1\n", "dpkg")
+    listing = parse_dpkg_list(f"ii  nvidia-driver-550{qualifier}  550.54.15-0ubuntu1  amd64  NVIDIA driver\n")
+    expected = (NvidiaPackage("nvidia-driver-550", "550.54.15-0ubuntu1", "dpkg"),)
+    assert query == unqualified == listing == expected
+    assert dpkg_package_name("libc6:AMD64") == "libc6:AMD64"  # not an architecture: left as written
+    assert parse_package_list("kmod-nvidia:x 550.54.15\n", "rpm")[0].name == "kmod-nvidia:x"  # rpm untouched

@@ -20,6 +20,7 @@ from gpuhealth.parsers.install import (
     parse_kernel_compiler,
     parse_modinfo,
     parse_mokutil_sb_state,
+    parse_mokutil_test_key,
     secure_boot_from_efivar,
 )
 
@@ -157,6 +158,25 @@ def test_initramfs_listings():
         parse_initramfs_listing("")
 
 
+# REAL lines: "/var/lib/dkms/mok.pub is not enrolled" and "... is already enrolled" as printed in
+# r-pufky/docs, docs/service/secure_boot/README.md (a Debian DKMS Secure Boot how-to, `mokutil --test-key
+# /var/lib/dkms/mok.pub` with its output). The other answers are the tool's own printf formats (lcp/mokutil
+# src/mokutil.c: test_key() and print_skip_message()), filled in by hand.
+@pytest.mark.parametrize(("line", "answer"), [
+    ("/var/lib/dkms/mok.pub is not enrolled\n", ("/var/lib/dkms/mok.pub", "not-enrolled")),
+    ("/var/lib/dkms/mok.pub is already enrolled", ("/var/lib/dkms/mok.pub", "enrolled")),
+    ("MOK.der is already in the enrollment request", ("MOK.der", "pending")),
+    ("/etc/pki/akmods/certs/public_key.der is already in db", ("/etc/pki/akmods/certs/public_key.der", "enrolled")),
+    ("signing_key.x509 is blocked in dbx", ("signing_key.x509", "blocked")),
+    ("the key is not enrolled", None),  # prose names no key file
+    ("my-key is not enrolled", None),
+    ("SecureBoot enabled", None),
+    ("/var/lib/dkms/mok.pub is not enrolled, says mokutil", None),
+])
+def test_mokutil_test_key(line, answer):
+    assert parse_mokutil_test_key(line) == answer
+
+
 # --------------------------------------------------------------------------- fuzzing
 
 SAMPLES = [
@@ -167,12 +187,19 @@ SAMPLES = [
     "filename:       /lib/modules/x/nvidia.ko\nsigner:         key\n",
     "BOOT_IMAGE=/vmlinuz modprobe.blacklist=nouveau nouveau.modeset=0\n",
     "usr/lib/modules/x/kernel/drivers/gpu/drm/nouveau/nouveau.ko\netc/modprobe.d/blacklist-nouveau.conf\n",
+    "/var/lib/dkms/mok.pub is not enrolled\n",
 ]
 PARSERS = (parse_mokutil_sb_state, parse_dkms_status, parse_gcc_version, parse_kernel_compiler, parse_modinfo,
            parse_kernel_cmdline_modules, parse_initramfs_listing)
 
 
 test_fuzz_random_text, test_fuzz_mutated_samples = fuzz_tests(only_parse_errors(*PARSERS), SAMPLES)
+
+
+@FUZZ
+@given(st.text(max_size=400))
+def test_fuzz_test_key(text):
+    only_parse_error(parse_mokutil_test_key, text)
 
 
 @FUZZ

@@ -190,3 +190,33 @@ def test_hit_on_the_last_lines_of_a_buffer_sees_the_lines_after_it(tmp_path, mon
         log = parse_kernel_log_file(path, workers=1)
         assert [e.kind for e in log.events] == ["fallen_off_bus"], pad
         assert log == reference(data, str(path))
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_message_straddling_a_worker_split_is_joined(tmp_path, monkeypatch, workers):
+    """The parallel scan splits the log at line starts between workers; a "The NVIDIA GPU" line whose
+    untagged continuation falls in the next worker's range was read without it (no fallen_off_bus), while
+    the single-process scan joins it across its 16 MiB read boundaries. Every split point through the block
+    gives the line-by-line answer. The forks are replaced by calls in this process: what is tested is where
+    each worker's range ends and how far it may look past that end, not the fork."""
+    block = (b"[9.0] NVRM: The NVIDIA GPU 0000:3b:00.0 (PCI ID: 10de:2330)\n"
+             b"[9.0] installed in this system has\n[9.0] fallen off the bus and is not responding to commands.\n")
+    forked = []
+
+    def in_process(job, count):
+        forked.append(count)
+        return [job(index) for index in range(count)]
+
+    monkeypatch.setattr(kernel_log, "_fork_map", in_process)
+    monkeypatch.setattr(kernel_log, "_worker_count", lambda size, wanted: wanted)
+    for pad in range(0, 200, 3):
+        # the block sits around the middle (workers=2) or a third of the way (workers=3) for some pad
+        data = b"[1.0] filler line\n" * (20 if workers == 2 else 12) + b"p" * pad + b"\n" + block
+        data += b"[10.0] tail line\n" * 24
+        path = tmp_path / "kern.log"
+        path.write_bytes(data)
+        expected = reference(data, str(path))
+        assert [e.kind for e in expected.events] == ["fallen_off_bus"]
+        _same(parse_kernel_log(data, str(path), workers=workers), expected)
+        _same(parse_kernel_log_file(path, workers=workers), expected)
+    assert forked and set(forked) == {workers}

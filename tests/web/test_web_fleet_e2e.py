@@ -41,10 +41,10 @@ from web_fakes import (
     GENERATED_BY,
     H100_MODEL,
     REPO,
-    free_port,
     prom_query,
-    prom_ready,
+    ready_on,
     serve_process,
+    start_on_a_free_port,
     stop_process,
     tool,
     wait_for,
@@ -235,20 +235,19 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
         targets = {1: _start_node(stack, tmp_path / "node1"), 3: _start_node(node3, tmp_path / "node3")}
         targets[2] = _start_node(stack, tmp_path / "node2")
         node = {n: {"instance": target} for n, target in targets.items()}
-        am_port, prom_port = free_port(), free_port()
         (tmp_path / "alertmanager.yml").write_text(alertmanager_config(f"http://127.0.0.1:{hook.server_port}"))
-        (tmp_path / "prometheus.yml").write_text(prometheus_config(targets, f"127.0.0.1:{am_port}"))
         (tmp_path / "gpuhealth.rules.yml").write_text(rules_copy())
-        _daemon(stack, [alertmanager, f"--config.file={tmp_path / 'alertmanager.yml'}",
-                        f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
-                        "--cluster.listen-address="], tmp_path / "alertmanager.log", tmp_path)
-        _daemon(stack, [prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                        f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                tmp_path / "prometheus.log", tmp_path)
+        am_log, prom_log = tmp_path / "alertmanager.log", tmp_path / "prometheus.log"
+        am_port, _ = start_on_a_free_port(lambda port: _daemon(stack, [
+            alertmanager, f"--config.file={tmp_path / 'alertmanager.yml'}", f"--storage.path={tmp_path / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], am_log, tmp_path),
+            am_log, ready_on, "Alertmanager")
+        (tmp_path / "prometheus.yml").write_text(prometheus_config(targets, f"127.0.0.1:{am_port}"))
+        prom_port, _ = start_on_a_free_port(lambda port: _daemon(stack, [
+            prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}"], prom_log, tmp_path), prom_log, ready_on, "Prometheus")
         url = f"http://127.0.0.1:{prom_port}"
         client = stack.enter_context(httpx.Client(base_url=url, timeout=5))
-        am = stack.enter_context(httpx.Client(base_url=f"http://127.0.0.1:{am_port}", timeout=5))
-        wait_for(lambda: prom_ready(client) and prom_ready(am), 30, "Prometheus and Alertmanager to start")
 
         # all three nodes scraped with their own token
         up = wait_for(lambda: len(r := prom_query(client, 'up{job="gpuhealth"} == 1')) == 3 and r, 30,

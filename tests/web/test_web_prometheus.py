@@ -3,6 +3,7 @@ deploy/prometheus files. Without prometheus/promtool: skipped, or FAILED when CI
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -16,11 +17,12 @@ from web_fakes import (
     XID,
     XID_GPU,
     expected,
-    free_port,
     prom_query,
-    prom_ready,
+    ready_on,
     record_bundle,
     serve_process,
+    start_on_a_free_port,
+    stop_process,
     tool,
     wait_for,
     write_fleet_trace,
@@ -70,7 +72,6 @@ def test_prometheus_scrapes_serve(tmp_path):
         auth = {"Authorization": f"Bearer {token}"}
         assert httpx.post(f"{base}/api/v1/check", headers=auth, timeout=60).status_code == 200  # model names
         target = base.removeprefix("http://")
-        port = free_port()
         (tmp_path / "token").write_text(token + "\n")
         shutil.copy(DEPLOY / "gpuhealth.rules.yml", tmp_path)
         (tmp_path / "prometheus.yml").write_text(
@@ -79,13 +80,20 @@ def test_prometheus_scrapes_serve(tmp_path):
             "scrape_configs:\n  - job_name: gpuhealth\n    authorization:\n      type: Bearer\n"
             "      credentials_file: token\n"
             f"    static_configs:\n      - targets: ['{target}']\n")
-        log = open(tmp_path / "prometheus.log", "w")
-        proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-        try:
+        with contextlib.ExitStack() as stack:
+            log_path = tmp_path / "prometheus.log"
+
+            def start(port: int) -> subprocess.Popen:
+                log = stack.enter_context(open(log_path, "w"))
+                proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                         f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                         f"--web.listen-address=127.0.0.1:{port}"],
+                                        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+                stack.callback(stop_process, proc)
+                return proc
+
+            port, _ = start_on_a_free_port(start, log_path, ready_on, "Prometheus")
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
-                wait_for(lambda: prom_ready(client), 30, "Prometheus to start")
                 temps = wait_for(lambda: len(r := prom_query(client, "gpuhealth_gpu_temperature_celsius")) == 8 and r,
                                  40, "eight temperature series")
                 up = prom_query(client, 'up{job="gpuhealth"}')
@@ -116,8 +124,39 @@ def test_prometheus_scrapes_serve(tmp_path):
                 assert firing[0]["labels"]["gpu"] == str(XID_GPU)
                 rules = client.get("/api/v1/rules").json()["data"]["groups"]
                 assert all(r["health"] == "ok" for g in rules for r in g["rules"]), rules
-        finally:
-            proc.terminate()
-            proc.wait(20)
-            log.close()
 
+
+
+def test_a_port_taken_before_prometheus_binds_it_is_picked_again(tmp_path, monkeypatch):
+    """The race free_port() leaves open, made certain: the first port offered is already listened on by
+    another socket. Prometheus exits with "address already in use" and starts again on the next port."""
+    import socket
+
+    import web_fakes
+
+    prometheus = tool("prometheus")
+    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        offered = iter([busy])
+        real = web_fakes.free_port
+        monkeypatch.setattr(web_fakes, "free_port", lambda: next(offered, None) or real())
+        with contextlib.ExitStack() as stack:
+            log_path = tmp_path / "prometheus.log"
+            starts: list[int] = []
+
+            def start(port: int) -> subprocess.Popen:
+                starts.append(port)
+                log = stack.enter_context(open(log_path, "w"))
+                proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                         f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                         f"--web.listen-address=127.0.0.1:{port}"],
+                                        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+                stack.callback(stop_process, proc)
+                return proc
+
+            port, proc = start_on_a_free_port(start, log_path, ready_on, "Prometheus")
+            assert starts[0] == busy and port == starts[-1] != busy and len(starts) == 2
+            assert proc.poll() is None and ready_on(port)

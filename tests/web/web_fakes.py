@@ -98,9 +98,41 @@ def tool(path: str) -> str:
 
 
 def free_port() -> int:
+    """A port free now. Another process may take it before the caller's child binds it: a child that cannot
+    report the port it bound itself starts through ``start_on_a_free_port``, which retries."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def start_on_a_free_port(start: Any, log: Path, ready: Any, what: str, timeout: float = 30,
+                         tries: int = 5) -> tuple[int, subprocess.Popen]:
+    """(port, process) of a program that takes its listening port on the command line (Prometheus,
+    Alertmanager): ``start(port)`` starts it, logging to ``log``; ``ready(port)`` says it answers. A port
+    picked free and taken by another process before the child bound it ("address already in use" in the log,
+    the child gone) is picked again, up to ``tries`` times; any other exit fails with the log's end."""
+    for _ in range(tries):
+        port = free_port()
+        proc = start(port)
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            if ready(port):
+                return port, proc
+            time.sleep(0.2)
+        if proc.poll() is None:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} to start on port {port}")
+        text = log.read_text(errors="replace")
+        if "address already in use" not in text:
+            raise AssertionError(f"{what} exited with {proc.returncode}: {text[-2000:]}")
+    raise AssertionError(f"{what}: {tries} free ports were each taken before it could bind them")
+
+
+def ready_on(port: int) -> bool:
+    """Prometheus or Alertmanager on this loopback port answers /-/ready."""
+    import httpx
+
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+        return prom_ready(client)
 
 
 def stop_process(proc: subprocess.Popen, grace: float = 15) -> None:

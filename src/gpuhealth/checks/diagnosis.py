@@ -70,7 +70,7 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
                 f"{unknown[0].line[:100]}{' ...' if len(unknown) > 1 else ''}", evidence=line_evidence(unknown))
 
 
-@check("GH004", "no-diagnosis", "Nothing in the evidence given was understood")
+@check("GH004", "no-diagnosis", "Nothing in the evidence given was understood", reads=("messages",))
 def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

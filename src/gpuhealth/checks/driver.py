@@ -82,7 +82,7 @@ def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
-       reads=("pci_devices", "kernel_modules", "smi_run", "nvml"))
+       reads=("pci_devices", "kernel_modules", "smi_run", "nvml", "messages"))
 def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -425,7 +425,7 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     )
 
 
-@check("GH206", "nouveau-loaded", "The nouveau driver is loaded", reads=("kernel_log",))
+@check("GH206", "nouveau-loaded", "The nouveau driver is loaded", reads=("kernel_log", "messages"))
 def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -441,14 +441,17 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
     rebuild the initramfs (which otherwise still loads nouveau at boot), then reboot.
 
     Exceptions:
-    Desktops that deliberately use nouveau for display and no CUDA.
+    Desktops that deliberately use nouveau for display and no CUDA. Pasted lines that say nouveau held
+    the GPU while the module list (or `lspci -k`) shows it not loaded are a warning: when they were
+    written is unknown.
     """
     # without the module list or lspci -k, the kernel log's own words (NVRM: probe routine not called,
     # GPU already bound to NovaCore, nouveau taking the GPU) are the only view of who owns the GPU
     # A module list filtered by a pattern that would not show nouveau (`lsmod | grep nvidia`) says nothing
     # about it: the check then judges as if no list was given.
     listed = snapshot.module_listed("nouveau")
-    log_lines = _nouveau_lines(snapshot) if listed is None and snapshot.pci_devices is None else []
+    lines = _nouveau_lines(snapshot)
+    log_lines = lines if listed is None and snapshot.pci_devices is None else []
     if listed is None and snapshot.pci_devices is None and not log_lines:
         yield Skip(snapshot.unavailable.get("kernel_modules", "neither the loaded modules nor lspci -k is known")
                    if snapshot.kernel_modules is None else
@@ -458,6 +461,11 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
     # lspci -k's "Kernel driver in use: nouveau" shows nouveau loaded even without the module list
     bound = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver == "nouveau"]
     if not listed and not bound and not log_lines:
+        # The module list or lspci -k shows nouveau not holding the GPU now. A kernel log of the same capture
+        # agrees with them (nouveau unloaded since); a pasted line has no time and still says it held the GPU.
+        pasted = [m for m in lines if not m.read_into]
+        if pasted:
+            yield _nouveau_earlier(snapshot, pasted, "lspci -k" if listed is None else "the module list")
         return
     severity = Severity.INFO if gpu_expected(snapshot) is False else Severity.CRITICAL
     blacklist = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
@@ -477,6 +485,19 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
                REBOOT),
         # nouveau holding the GPU is why the nvidia module probed nothing
         explains=("GH201", "GH102", "GH305"),
+    )
+
+
+def _nouveau_earlier(snapshot: Snapshot, pasted: list[MessageLine], shown_by: str) -> Draft:
+    """Pasted lines say nouveau held the GPU, the current state says it does not: when they were written is
+    unknown, so a warning (never a pass: the lines are errors) that asks to confirm nouveau stays off."""
+    return Draft(
+        Severity.INFO if gpu_expected(snapshot) is False else Severity.WARNING,
+        f"the lines given say nouveau held the GPU, but {shown_by} shows it not loaded now: if they are older, "
+        "make sure nouveau stays blacklisted (and out of the initramfs) and install or load the NVIDIA driver",
+        evidence=line_evidence(pasted),
+        fixes=(Fix("lsmod | grep -E '^(nouveau|nova_core|nvidia) '", "any"),
+               Fix("grep -rs 'blacklist nouveau' /etc/modprobe.d /usr/lib/modprobe.d", "any")),
     )
 
 

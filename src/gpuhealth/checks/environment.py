@@ -476,7 +476,8 @@ def _led_elsewhere(snapshot: Snapshot) -> frozenset[str]:
                      if m.signature and signature(m.signature).code not in ("", "GH806"))
 
 
-@check("GH806", "application-error", "A training log shows a CUDA, NCCL or driver error")
+@check("GH806", "application-error", "A training log shows a CUDA, NCCL or driver error",
+       reads=("messages",))
 def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

@@ -388,7 +388,7 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
 
 
 @check("GH506", "secure-boot-unsigned-module", "Secure Boot may reject the nvidia module",
-       reads=("install", "pci_devices", "kernel_log", "kernel_modules"))
+       reads=("install", "pci_devices", "kernel_log", "kernel_modules", "messages"))
 def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -403,6 +403,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     cannot be reached; "Operation not permitted" on loading the module under Secure Boot is the
     locked-down kernel's refusal. "PKCS#7 signature not signed with a trusted key" (a module signed by a
     key the kernel does not trust) is a warning when the Secure Boot state is not known.
+    `mokutil --test-key KEY` (DKMS's /var/lib/dkms/mok.pub, a MOK.der) says whether shim trusts the key the
+    modules are signed with: "is not enrolled", "already in the enrollment request" (imported, not yet
+    confirmed at boot) or blocked, with Secure Boot on and nvidia not loaded, is a refusal.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -420,7 +423,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     Exceptions:
     Secure Boot with the nvidia module loaded is fine (it is signed by a trusted key). Critical when
     the module on disk is unsigned, the kernel log shows a rejection, or Secure Boot is enabled and the
-    load failed with "Operation not permitted" or an untrusted signer; a warning otherwise. Secure Boot
+    load failed with "Operation not permitted", an untrusted signer or a signing key shim does not trust
+    (mokutil --test-key); a warning otherwise (an enrolled key: the module loads if signed with it). Secure Boot
     disabled: PKCS#7 lines are harmless (the module loads and taints the kernel); with nvidia loaded they
     concern another module.
     """
@@ -451,7 +455,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     enabled = install.secure_boot == "enabled"
     not_loaded = loaded is False or bool(failures)
     unknown_state = install.secure_boot is None
-    if not log_lines and not (enabled and (not_loaded or untrusted)) and not (untrusted and unknown_state):
+    # mokutil --test-key: shim does not trust the signing key (yet): modules signed with it are refused
+    key_refused = install.signing_key_state in ("not-enrolled", "pending", "blocked") and loaded is not True
+    if not log_lines and not (enabled and (not_loaded or untrusted or key_refused)) and not (
+            untrusted and unknown_state):
         return
     evidence = []
     if install.secure_boot:
@@ -461,15 +468,19 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         evidence.append(Evidence(snapshot.kernel_log.source if snapshot.kernel_log else "kernel log",
                                  tuple(dict.fromkeys(log_lines + untrusted))[:3]))
     evidence.extend(Evidence(m.source, (m.line[:300],)) for m in failures[:2])
+    if install.signing_key_line:
+        evidence.append(Evidence(install.signing_key_source or "mokutil --test-key", (install.signing_key_line,)))
     if install.module_file is not None:
         evidence.append(Evidence("modinfo nvidia", (
             f"filename: {install.module_file}",
             f"signer: {install.module_signer}" if install.module_signer else "no signature")))
     unsigned = install.module_signer == ""
     eperm = [m for m in failures if "Operation not permitted" in m.line]
-    refused = bool(log_lines or unsigned or (enabled and (eperm or untrusted)))
+    refused = bool(log_lines or unsigned or (enabled and (eperm or untrusted or (key_refused and not_loaded))))
     if log_lines:
         message = "The kernel rejected an unsigned or untrusted module signature"
+    elif enabled and key_refused:
+        message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
     elif enabled and eperm:
         message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
                    "locked-down kernel refuses modules not signed by an enrolled key")
@@ -483,11 +494,15 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     elif install.module_signer:
         message = (f"Secure Boot is enabled and the nvidia module is not loaded: it is signed by "
                    f"'{install.module_signer}', which loads only if that key is enrolled")
+    elif install.signing_key_state == "enrolled":
+        message = (f"Secure Boot is enabled and the nvidia module is not loaded; {install.signing_key} is enrolled, "
+                   "so the module loads only if it is signed with that key (modinfo -F signer nvidia)")
     else:
         message = "Secure Boot is enabled and the nvidia module is not loaded: the module must be signed"
     yield Draft(
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
         fixes=(
+            *_key_fixes(install),
             Fix("sudo modprobe nvidia", "any", note="'Key was rejected by service' confirms it"),
             Fix("openssl req -new -x509 -newkey rsa:2048 -keyout MOK.priv -outform DER -out MOK.der -nodes "
                 "-days 36500 -subj '/CN=NVIDIA module signing/'", "any"),
@@ -501,6 +516,31 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
         explains=DRIVER_DOWN if refused else (),
     )
+
+
+def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
+    """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
+    if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
+        return ()
+    import shlex  # here: only a pasted mokutil --test-key line needs it (start-up, tests/test_startup.py)
+
+    confirm = "choose 'Enroll MOK' in the blue MOK manager at the next boot and type the password set at import"
+    if install.signing_key_state == "pending":
+        return (Fix("sudo reboot", "any", note=confirm, disruptive=True),)
+    return (Fix(f"sudo mokutil --import {shlex.quote(install.signing_key)}", "any",
+                note=f"set a one-time password; {confirm}"),)
+
+
+def _key_message(key: str, state: str) -> str:
+    """GH506's message when ``mokutil --test-key`` says shim does not trust the key modules are signed with."""
+    if state == "pending":
+        return (f"Secure Boot is enabled and {key} waits in the enrollment request (mokutil --test-key): until it is "
+                "confirmed in the MOK manager at the next boot, the kernel refuses modules signed with it")
+    if state == "blocked":
+        return (f"Secure Boot is enabled and {key} is blocked (dbx or MokListX, mokutil --test-key): modules signed "
+                "with it never load; sign them with another key")
+    return (f"Secure Boot is enabled and {key} is not enrolled (mokutil --test-key): the kernel refuses modules "
+            "signed with it until it is imported with mokutil and confirmed at the next boot")
 
 
 def _log_lines(snapshot: Snapshot, needles: tuple[str, ...]) -> tuple[str, ...]:
@@ -541,7 +581,7 @@ def _load_failures(snapshot: Snapshot) -> list[MessageLine]:
 
 
 @check("GH507", "dkms-not-built-for-kernel", "No nvidia module for the running or the next kernel",
-       requires=("install",))
+       requires=("install",), reads=("messages",))
 def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:

@@ -42,7 +42,8 @@ _PARAM_LINE = lazy_re(r"^(?P<key>[A-Z][A-Za-z0-9_]*): ?\S*")
 _DKMS_LINE = lazy_re(r"^[\w.+-]+(?:/|,\s*)[\w.+~-]+(?:,[^,:]*)*:\s*(?:added|built|installed|broken)\b")
 _DKMS_WORDS = ("added", "built", "installed", "broken")  # a status line holds one of them, after a ":"
 _MOKUTIL = lazy_re(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
-                      r"EFI variables are not supported on this system", re.M)
+                      r"EFI variables are not supported on this system|"
+                      r"^\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment request)\s*$", re.M)
 _CMDLINE_KEYS = ("BOOT_IMAGE=", "root=", "initrd=")
 
 
@@ -189,9 +190,20 @@ def _lspci(text: str, source: str) -> dict[str, Any]:
 @evidence_kind("mokutil", commands=(r"mokutil\b",), priority=500,
                recognise=lambda t: len(t) < 4096 and bool(_MOKUTIL.search(t)) and len(content_lines(t)) <= 4)
 def _mokutil(text: str, source: str) -> dict[str, Any]:
+    """``mokutil --sb-state`` (the Secure Boot state) or ``mokutil --test-key KEY`` (whether shim trusts the key:
+    analyze reads that line from every piece, so here it only makes the output count as read)."""
+    from gpuhealth.evidence.facts import signing_key_lines
     from gpuhealth.parsers.install import parse_mokutil_sb_state
-    return {"install": InstallState(secure_boot=parse_mokutil_sb_state(body(text)),
-                                    secure_boot_source="mokutil --sb-state")}
+
+    text = body(text)
+    try:
+        state = parse_mokutil_sb_state(text)
+    except ParseError:
+        key = signing_key_lines(text.splitlines(), source)
+        if key:
+            return key
+        raise
+    return {"install": InstallState(secure_boot=state, secure_boot_source="mokutil --sb-state")}
 
 
 def _looks_like_params(text: str) -> bool:

@@ -66,7 +66,27 @@ def cite(text: str, addresses: bool = True) -> str:
     """
     keys = keys_in(text)
     if not keys:
-        cleaned = _FACTS.sub("", text).replace("not confirmed by the fact base", "not confirmed").strip()
-        return re.sub(r"\s{2,}", " ", cleaned).strip(" ;,()") or text
+        cleaned = _FACTS.sub("", text).replace("not confirmed by the fact base", "not confirmed")
+        return re.sub(r"\s{2,}", " ", _balanced(cleaned)).strip(" ;,") or text
     caveat = "not confirmed: " if text.lower().startswith("not confirmed") else ""
     return caveat + "; ".join(document(k, addresses) for k in keys)
+
+
+def _balanced(text: str) -> str:
+    """``text`` without the parentheses that have no partner.
+
+    Removing "FACTS 3.3 (" leaves its ")" behind; a blanket strip of parentheses also cut the closing one
+    of a title such as "Debian wiki (NvidiaGraphicsDrivers)", so only unpaired ones go.
+    """
+    unpaired: set[int] = set()
+    opened: list[int] = []
+    for i, char in enumerate(text):
+        if char == "(":
+            opened.append(i)
+        elif char == ")":
+            if opened:
+                opened.pop()
+            else:
+                unpaired.add(i)
+    unpaired.update(opened)
+    return "".join(char for i, char in enumerate(text) if i not in unpaired)

@@ -9,12 +9,10 @@ from typing import Any
 
 import click
 
+from gpuhealth.exits import CannotRun
+
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 30  # fits an 80-column terminal beside the numbers
-
-
-class MonitorCannotRun(click.ClickException):
-    exit_code = 3  # the CLI's "gpuhealth itself could not run"
 
 
 def _duration(value: str, what: str) -> float:
@@ -32,7 +30,7 @@ def _settings(config: Path | None) -> dict[str, Any]:
     try:
         return load_config(config)
     except ValueError as exc:
-        raise MonitorCannotRun(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
 
 
 def _notifiers(options: dict[str, Any]) -> list[Any]:
@@ -47,7 +45,7 @@ def _notifiers(options: dict[str, Any]) -> list[Any]:
             out.append(WebhookNotifier(options["webhook_url"], parse_duration(options["webhook_timeout"]),
                                        int(options["webhook_retries"])))
     except (OSError, ValueError) as exc:
-        raise MonitorCannotRun(f"notifier: {exc}") from exc
+        raise CannotRun(f"notifier: {exc}") from exc
     return out
 
 
@@ -68,7 +66,7 @@ def _held_mib(options: dict[str, Any]) -> float:
     """`[monitor] held_mib`, the one setting behind "a job still holds the GPU" (sample.job_holds)."""
     value = options["held_mib"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise MonitorCannotRun(f"monitor.held_mib must be a number of MiB >= 0, not {value!r}")
+        raise CannotRun(f"monitor.held_mib must be a number of MiB >= 0, not {value!r}")
     return float(value)
 
 
@@ -90,7 +88,7 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
         rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
     except (ValueError, OSError) as exc:
-        raise MonitorCannotRun(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
     dispatcher = Dispatcher(_notifiers(settings["notify"]))
     store = None
     if use_store:
@@ -106,7 +104,7 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
             recorder = TraceWriter(record, f"gpuhealth {__version__} monitor --record",
                                    f"recorded live from source {source_spec!r}")
         except OSError as exc:
-            raise MonitorCannotRun(f"{record}: {exc.strerror or exc}") from exc
+            raise CannotRun(f"{record}: {exc.strerror or exc}") from exc
     replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
     checks = CheckRunner(every) if every > 0 and not replaying else None
     return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
@@ -174,7 +172,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
                              replay_speed, log=lambda text: click.echo(f"gpuhealth watch: {text}", err=True))
     except (ValueError, OSError) as exc:
-        raise MonitorCannotRun(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
     state = WatchState(source_spec)
     console = Console(highlight=False)
     stop = threading.Event()
@@ -231,7 +229,7 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
     settings = _settings(config)["monitor"]
     path = _db_path(db, settings["db"], reading=True)
     if not path.exists():
-        raise MonitorCannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
+        raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")
     try:
@@ -241,7 +239,7 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
         series = [store.series(g, name, start, end) for g in gpus]
         store.close()
     except StoreError as exc:
-        raise MonitorCannotRun(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
     if as_csv:
         _print_csv(series)
     else:
@@ -307,7 +305,7 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
     price = price if price is not None else (float(settings["usage"]["price_per_gpu_hour"]) or None)
     path = _db_path(db, options["db"], reading=True)
     if not path.exists():
-        raise MonitorCannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
+        raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")
     try:
@@ -316,7 +314,7 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
         days = compute(store, start, end, [gpu] if gpu is not None else None, _held_mib(options))
         store.close()
     except StoreError as exc:
-        raise MonitorCannotRun(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
     rows = [d.as_json(price) for d in days]
     columns = USAGE_COLUMNS + (("cost_idle", "cost_held_idle") if price is not None else ())
     if fmt == "json":

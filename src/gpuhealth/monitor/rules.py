@@ -218,24 +218,28 @@ class StuckSensorRule(Rule):
         return alerts
 
 
-def _busy_processes(sample: Sample) -> bool:
-    return (sample.process_count or 0) > 0 or (sample.process_memory_mib or 0) > 0
+def _holding(sample: Sample) -> str:
+    """What holds the GPU, in words: the processes and their memory, or, without a process list, the memory used."""
+    if sample.process_count is None and sample.process_memory_mib is None:
+        return f"{sample.memory_used_mib or 0:g} MiB is in use (no process list)"
+    memory = f"{sample.process_memory_mib:g} MiB" if sample.process_memory_mib is not None else "memory"
+    return f"{sample.process_count or 'a'} process(es) hold {memory}"
 
 
 class HungJobRule(Rule):
+    """0 % while a job holds the GPU (sample.job_holds, behind `[monitor] held_mib`)."""
+
     name = "hung_job"
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample) or event.utilization_gpu_pct is None:
             return []
-        holding = _busy_processes(event)
+        holding = sample_holds(event, self.held_mib)
         util = event.utilization_gpu_pct
-        memory = f"{event.process_memory_mib:g} MiB" if event.process_memory_mib is not None else "memory"
         cleared = (f"GPU {event.gpu} computing again ({util:g} %)" if util > 0
-                   else f"GPU {event.gpu}: no process holds memory any more")
+                   else f"GPU {event.gpu}: the job ended (no process, memory freed)")
         return self._step(event.gpu, event.t, util <= 0 and holding, util > 0 or not holding,
-                          f"GPU {event.gpu} at 0 % utilisation while {event.process_count or 'a'} process(es) "
-                          f"hold {memory}: a hung job?", cleared)
+                          f"GPU {event.gpu} at 0 % utilisation while {_holding(event)}: a hung job?", cleared)
 
 
 class UtilizationCollapseRule(Rule):
@@ -507,14 +511,16 @@ class GpuCountRule(Rule):
 
 
 class IdleRule(Rule):
+    """0 % and no job holds the GPU (sample.job_holds) for hours: capacity paid for and unused."""
+
     name = "idle"
 
     def feed(self, event: Event) -> list[Alert]:
         if not isinstance(event, Sample) or event.utilization_gpu_pct is None:
             return []
-        idle = event.utilization_gpu_pct <= 0 and not _busy_processes(event)
+        idle = event.utilization_gpu_pct <= 0 and not sample_holds(event, self.held_mib)
         return self._step(event.gpu, event.t, idle, not idle,
-                          f"GPU {event.gpu} idle (0 %, no process) for {self.for_s / 3600:g} h",
+                          f"GPU {event.gpu} idle (0 %, no job holds it) for {self.for_s / 3600:g} h",
                           f"GPU {event.gpu} in use again ({event.utilization_gpu_pct:g} %, "
                           f"{event.process_count or 0} process(es))")
 

@@ -81,7 +81,7 @@ def job_holds(process_count: float | None, process_memory_mib: float | None, mem
               held_mib: float = HELD_MIB) -> bool:
     """Whether a job still holds the GPU: with a process list, any process or process memory; without one
     (some drivers, containers), more than ``held_mib`` of memory used. The one definition used by the
-    utilisation-collapse rule, `gpuhealth usage` (per minute) and serve's /metrics usage counters."""
+    utilisation-collapse, hung-job and idle rules, `gpuhealth usage` (per minute) and serve's /metrics counters."""
     if process_count is not None or process_memory_mib is not None:
         return (process_count or 0) > 0 or (process_memory_mib or 0) > 0
     return (memory_used_mib or 0) > held_mib

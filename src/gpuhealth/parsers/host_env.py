@@ -11,7 +11,7 @@ import re
 
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DiskSpace, MountEntry, NvidiaPackage, ParseError
-from gpuhealth.parsers.packages import DPKG_STATUS, dpkg_installed
+from gpuhealth.parsers.packages import DPKG_STATUS, dpkg_installed, dpkg_package_name
 
 MAX_LINES = 5000  # package lists, mounts and df output are cut here (a host with thousands of mounts)
 MAX_PACKAGES = 300
@@ -99,7 +99,8 @@ def parse_package_list(text: str, manager: str) -> tuple[NvidiaPackage, ...]:
             continue  # rc, un, pn, iH: not installed
         if len(fields) < 2:
             continue  # dpkg: known but not installed
-        packages.append(NvidiaPackage(fields[0], fields[1], manager))
+        name = dpkg_package_name(fields[0]) if manager == "dpkg" else fields[0]
+        packages.append(NvidiaPackage(name, fields[1], manager))
         if len(packages) >= MAX_PACKAGES:
             break
     if not recognised:

@@ -41,6 +41,32 @@ def parse_mokutil_sb_state(text: str) -> str:
     raise ParseError("no 'SecureBoot enabled/disabled' line")
 
 
+# mokutil --test-key KEY prints one of these about the key (lcp/mokutil src/mokutil.c, test_key() and
+# print_skip_message() for an enrollment request): "<KEY> is not enrolled" (exit 1), "<KEY> is already enrolled",
+# "... is already in db", "... is already in the built-in trusted keyring" (with --check-keyring),
+# "... is already in the enrollment request" (imported, not yet confirmed at boot), "... is blocked in dbx".
+_TEST_KEY = lazy_re(r"^\s*(?P<key>\S{1,300}) is (?P<state>not enrolled|already enrolled|already in db|"
+                       r"already in the built-in trusted keyring|already in the enrollment request|"
+                       r"blocked in dbx|blocked in MokListX)\s*$")
+_KEY_FILE = lazy_re(r"/|\.(?:der|pub|cer|crt|pem|x509)$", re.IGNORECASE)
+TEST_KEY_STATES = {"not enrolled": "not-enrolled", "already enrolled": "enrolled", "already in db": "enrolled",
+                   "already in the built-in trusted keyring": "enrolled",
+                   "already in the enrollment request": "pending", "blocked in dbx": "blocked",
+                   "blocked in MokListX": "blocked"}
+
+
+def parse_mokutil_test_key(line: str) -> tuple[str, str] | None:
+    """One line of ``mokutil --test-key KEY``: (KEY, "enrolled" / "not-enrolled" / "pending" / "blocked"), or
+    None for any other line. The key must look like a key file (a path, or .der/.pub/...): prose such as
+    "the key is not enrolled" names none."""
+    if not isinstance(line, str):
+        raise ParseError("mokutil output must be text")
+    match = _TEST_KEY.match(line[:400])
+    if match is None or not _KEY_FILE.search(match["key"]):
+        return None
+    return match["key"], TEST_KEY_STATES[match["state"]]
+
+
 def secure_boot_from_efivar(data: bytes) -> str:
     """The SecureBoot EFI variable file: 4 attribute bytes, then 1 (enabled) or 0 (disabled)."""
     if not isinstance(data, (bytes, bytearray)) or len(data) < 5:

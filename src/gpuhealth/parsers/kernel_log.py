@@ -84,7 +84,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from gpuhealth.lazyre import guarded_re, lazy_re, starts
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import EventGroup, KernelEvent, KernelLog, ParseError, normalize_pci_address
 
 __all__ = [
@@ -174,17 +174,24 @@ def _may_syslog(line: str) -> bool:
     return line[3:4] == " " or _may_iso(line)  # "Nov 15 ..." or an ISO date
 
 
-# The same patterns behind those guards, for format detection (tests/test_startup.py checks each guard against
-# strings its pattern matches at their start); parsing calls the guards inline, in front of the plain patterns.
-_C_KMSG = guarded_re(_P_KMSG.pattern, may=_may_kmsg, at_start=True)
-_C_PSTORE = guarded_re(_P_PSTORE.pattern, may=starts("<"), at_start=True)
-_C_FACILITY = guarded_re(_FACILITY.pattern, may=_may_facility, at_start=True)
-_C_DMESG_ISO = guarded_re(_P_DMESG_ISO.pattern, may=_may_iso, at_start=True)
-_C_DMESG_CTIME = guarded_re(_P_DMESG_CTIME.pattern, may=starts("["), at_start=True)
-_C_JOURNAL_MONO = guarded_re(_P_JOURNAL_MONO.pattern, may=_may_journal_mono, at_start=True)
-_C_DMESG = guarded_re(_P_DMESG.pattern, may=starts("["), at_start=True)
-_C_SYSLOG = guarded_re(_P_SYSLOG.pattern, may=_may_syslog, at_start=True)
-_C_JOURNAL_MARKER = guarded_re(_JOURNAL_MARKER.pattern, may=starts("-- "), at_start=True)
+def _may_bracket(line: str) -> bool:
+    return line[:1] == "["
+
+
+def _may_pstore(line: str) -> bool:
+    return line[:1] == "<"
+
+
+def _may_marker(line: str) -> bool:
+    return line[:3] == "-- "
+
+
+# Each line form's pattern (matched at a line's start) with its guard: tests/test_startup.py checks every guard
+# against the lines of the corpus and strings the pattern matches.
+LINE_GUARDS = ((_may_kmsg, "_P_KMSG"), (_may_pstore, "_P_PSTORE"), (_may_facility, "_FACILITY"),
+               (_may_iso, "_P_DMESG_ISO"), (_may_bracket, "_P_DMESG_CTIME"), (_may_journal_mono, "_P_JOURNAL_MONO"),
+               (_may_bracket, "_P_DMESG"), (_may_syslog, "_P_SYSLOG"), (_may_marker, "_JOURNAL_MARKER"),
+               (_may_bracket, "_CALLER_ID"))
 _CALLER_ID = lazy_re(r"\[\s*[TC]\d{1,10}\]\s?")  # CONFIG_PRINTK_CALLER: "[ T1234] "
 _KMSG_ESCAPE = lazy_re(r"\\x([0-9a-fA-F]{2})")
 
@@ -449,21 +456,22 @@ def _check_text(head: bytes) -> None:
 
 def _classify(line: str) -> str | None:
     """The format one line is written in, "bsd"/"rfc" for syslog-like lines that could be journalctl."""
-    if _C_KMSG.match(line):
+    first = line[:1]
+    if _may_kmsg(line) and _P_KMSG.match(line):
         return "kmsg"
-    if _C_PSTORE.match(line):
+    if first == "<" and _P_PSTORE.match(line):
         return "pstore"
-    facility = _C_FACILITY.match(line)
+    facility = _FACILITY.match(line) if _may_facility(line) else None
     rest = line[facility.end():] if facility else line
-    if _C_DMESG_ISO.match(rest):
+    if _may_iso(rest) and _P_DMESG_ISO.match(rest):
         return "dmesg-iso"
-    if _C_DMESG_CTIME.match(rest):
+    if rest[:1] == "[" and _P_DMESG_CTIME.match(rest):
         return "dmesg-ctime"
-    if _C_JOURNAL_MONO.match(line):
+    if _may_journal_mono(line) and _P_JOURNAL_MONO.match(line):
         return "journal"
-    if _C_DMESG.match(rest):
+    if rest[:1] == "[" and _P_DMESG.match(rest):
         return "dmesg"
-    match = _C_SYSLOG.match(line)
+    match = _P_SYSLOG.match(line) if _may_syslog(line) else None
     if match:
         day, tz = match["day"], match["tz"]
         if day is not None:
@@ -471,12 +479,18 @@ def _classify(line: str) -> str | None:
         if tz and ":" in tz:
             return "syslog"
         return "journal" if tz else "rfc"
-    if _C_JOURNAL_MARKER.match(line):
+    if first == "-" and _may_marker(line) and _JOURNAL_MARKER.match(line):
         return "journal-marker"
     return None
 
 
+@functools.lru_cache(maxsize=4)
 def _detect(head: bytes) -> str:
+    """The head's format (cached: an analysis asks for the same head's format up to three times)."""
+    return _detect_format(head)
+
+
+def _detect_format(head: bytes) -> str:
     _check_text(head)
     votes: dict[str, int] = {}
     tags: set[str] = set()
@@ -489,7 +503,7 @@ def _detect(head: bytes) -> str:
             continue
         votes[kind] = votes.get(kind, 0) + 1
         if kind in ("syslog", "journal", "bsd", "rfc"):
-            match = _C_SYSLOG.match(line)
+            match = _P_SYSLOG.match(line)
             if match:
                 tags.add(match["tag"])
     ambiguous = votes.pop("bsd", 0) + votes.pop("rfc", 0)
@@ -718,14 +732,20 @@ def _scan_file(path: str, start: int, end: int, needles: Sequence[bytes]) -> tup
 
 
 def _collect_buffer(buf: bytes | bytearray, start: int, end: int) -> tuple[int, _Collector]:
-    """Newlines and the aggregated events of buf[start:end], fed chunk by chunk (hits never pile up)."""
+    """Newlines and the aggregated events of buf[start:end], fed chunk by chunk (hits never pile up).
+
+    A hit near ``end`` sees the lines after it in the next worker's range too (``_after`` reads at most
+    _MAX_LINE bytes past a line), as the one-process scan does: a message is joined wherever the split falls.
+    """
     collector = _Collector()
     newlines = 0
     pos = start
     while pos < end:
         stop = buf.find(b"\n", min(pos + _CHUNK, end) - 1, end)
         stop = end if stop == -1 else stop + 1
-        part_newlines, hits = _scan_buffer(buf, pos, stop, _NEEDLES, ahead=end)
+        # _after reads at most _MAX_LINE bytes past a hit's line: no further (a dense piece copies this much)
+        ahead = min(len(buf), stop + _MAX_LINE + 1)
+        part_newlines, hits = _scan_buffer(buf, pos, stop, _NEEDLES, ahead=ahead)
         collector.feed(hits, newlines)
         newlines += _piece_newlines(part_newlines, hits)
         pos = stop
@@ -733,29 +753,33 @@ def _collect_buffer(buf: bytes | bytearray, start: int, end: int) -> tuple[int, 
 
 
 def _collect_file(path: str, start: int, end: int) -> tuple[int, _Collector]:
+    """Like ``_collect_buffer`` for a file's bytes [start, end): read in chunks, and the _MAX_LINE bytes after
+    ``end`` (the next worker's) only looked at for the lines that continue a hit."""
     with open(path, "rb", buffering=0) as handle:
+        tail = os.pread(handle.fileno(), _MAX_LINE, end)
         handle.seek(start)
-        newlines, collector, _, _ = _collect_reader(handle, end - start)
+        newlines, collector, _, _ = _collect_reader(handle, end - start, tail=tail)
     return newlines, collector
 
 
-def _collect_reader(reader: Any, limit: int | None, signature_bytes: int = 0
+def _collect_reader(reader: Any, limit: int | None, signature_bytes: int = 0, tail: bytes = b""
                     ) -> tuple[int, _Collector, int, bytes]:
-    """(newlines, collector, bytes read, last byte) for ``limit`` bytes of ``reader`` (None: to its end)."""
+    """(newlines, collector, bytes read, last byte) for ``limit`` bytes of ``reader`` (None: to its end).
+    ``tail``: the bytes after the limit, for the look-ahead of hits on the last lines only."""
     collector = _Collector()
     newlines, size, last, _ = _read_chunks(reader, limit, _NEEDLES, _SIGNATURE_NEEDLES, signature_bytes,
-                                           lambda hits: None, collector)
+                                           lambda hits: None, collector, tail)
     return newlines, collector, size, last
 
 
 def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early: Sequence[bytes],
-                 early_bytes: int, sink: Callable[[list[_Hit]], None], collector: _Collector | None = None
-                 ) -> tuple[int, int, bytes, None]:
+                 early_bytes: int, sink: Callable[[list[_Hit]], None], collector: _Collector | None = None,
+                 tail: bytes = b"") -> tuple[int, int, bytes, None]:
     """Read ``reader`` in _CHUNK pieces into one reused buffer; hand each piece's hits on.
 
     Hits go to ``collector`` (line indices made global) or, without one, to ``sink``. ``early`` needles
     are looked for too while fewer than ``early_bytes`` have been read. Returns (newlines, bytes read,
-    last byte, None).
+    last byte, None). ``tail``: bytes after the last ones read, seen only by the last piece's look-ahead.
     """
     newlines = 0
     # No bigger than the input: a 16 MiB buffer per small log would stay in the heap of a long-lived process.
@@ -785,7 +809,11 @@ def _read_chunks(reader: Any, limit: int | None, needles: Sequence[bytes], early
             cut = filled  # a line longer than that is scanned in pieces: memory stays bounded
         if cut:
             use = tuple(needles) + tuple(early) if total - filled < early_bytes else needles
-            part_newlines, hits = _scan_buffer(buf, 0, cut, use, ahead=filled)
+            ahead = filled
+            if eof and tail:  # the last piece: the next range's first lines may continue a hit here
+                buf[filled:] = tail
+                ahead += len(tail)
+            part_newlines, hits = _scan_buffer(buf, 0, cut, use, ahead=ahead)
             if collector is not None:
                 collector.feed(hits, newlines)
             else:

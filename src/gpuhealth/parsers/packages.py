@@ -22,8 +22,9 @@ MAX_LINE = 2000  # longer lines are not package lines; cut before matching
 # A dpkg status abbreviation: selection (want), state, and "R" when a reinstall is required.
 DPKG_STATUS = r"[uihrpn][ncHUFWti]"
 # ``ii  libnvidia-compute-535:amd64  535.161.08-0ubuntu1  amd64  NVIDIA libcompute package``
-_DPKG_LINE = lazy_re(r"^(?P<status>" + DPKG_STATUS + r"[R ]?)\s+(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)"
-                        r"(?::[a-z0-9_-]+)?\s+(?P<version>\S+)(?:\s+(?P<arch>\S+))?(?:\s+(?P<description>.*))?$")
+_DPKG_LINE = lazy_re(r"^(?P<status>" + DPKG_STATUS + r"[R ]?)\s+(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*(?::[a-z0-9_-]+)?)"
+                        r"\s+(?P<version>\S+)(?:\s+(?P<arch>\S+))?(?:\s+(?P<description>.*))?$")
+_DPKG_ARCH = lazy_re(r"[a-z0-9][a-z0-9_-]*")  # a Debian architecture name: amd64, i386, arm64, armhf, all
 _DPKG_HEADER = lazy_re(r"^(?:Desired=Unknown|\|\s*Status=|\|/ Err\?|\|\|/ Name|\+\+\+-)")
 # ``libnvidia-compute-535/jammy-updates,now 535.161.08-0ubuntu0.22.04.1 amd64 [installed,automatic]``
 _APT_LINE = lazy_re(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9+._-]*)/(?P<suites>\S*)\s+(?P<version>\S+)\s+(?P<arch>\S+)"
@@ -68,6 +69,14 @@ def dpkg_installed(status: str) -> bool:
     return len(status) >= 2 and status[1] in DPKG_INSTALLED_STATES
 
 
+def dpkg_package_name(word: str) -> str:
+    """A dpkg package name without its architecture qualifier: ``nvidia-driver-550:amd64`` ->
+    ``nvidia-driver-550``. ``dpkg -l`` and ``dpkg-query -W -f='${binary:Package}'`` print the qualifier on
+    Multi-Arch packages, ``${Package}`` does not; every dpkg reader names a package the same way through this."""
+    name, colon, arch = word.partition(":")
+    return name if colon and _DPKG_ARCH.fullmatch(arch) else word
+
+
 def _lines(text: str, what: str) -> list[str]:
     return text_lines(text, what, max_lines=MAX_LINES, max_line=MAX_LINE, strip=str.strip)
 
@@ -95,7 +104,7 @@ def parse_dpkg_list(text: str) -> tuple[NvidiaPackage, ...]:
             continue  # rc (config files only), pn, un, iH: not installed
         if (match["description"] or "").lower().startswith("transitional package"):
             continue
-        packages.append(NvidiaPackage(match["name"], match["version"], "dpkg"))
+        packages.append(NvidiaPackage(dpkg_package_name(match["name"]), match["version"], "dpkg"))
     if not seen:
         raise ParseError("no dpkg -l package lines ('ii  name  version  arch  description')")
     return tuple(packages)

@@ -47,11 +47,6 @@ class _Block:
     entries: list[tuple[str, str | None]] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)  # first value per path
 
-    def add(self, path: str, value: str | None) -> None:
-        self.entries.append((path, value))
-        if value is not None:
-            self.values.setdefault(path, value)
-
     def get(self, *paths: str) -> str | None:
         """The first of several paths with a real value: drivers renamed keys over time."""
         for path in paths:
@@ -91,20 +86,29 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     has_headers = any(_header(line) for line in lines if line.startswith("GPU "))  # a header starts so
     stack: list[tuple[int, str]] = []  # (indent, path) of the lines enclosing the current one
     block: _Block | None = None
+    # (the loop runs once per line of a report of thousands: splitting and storing are written inline)
     for line in lines:
         content = line.strip()
         if not content or content.startswith("==") or content == "[...]":
             continue
-        if content[:8].upper().startswith("WARNING:"):  # upper() only maps, never shortens: same as the whole
+        if content[0] in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
             warnings.append(content)
             continue
-        header = None if line[:1].isspace() else _header(line)  # most lines are indented: no call
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        header = None if indent else _header(line)  # most lines are indented: no call
         if header:
             block, stack = _Block(header), []
             blocks.append(block)
             continue
-        indent = len(line) - len(line.lstrip())
-        key, value = _key_value(content)
+        if " : " in content:
+            key, value = content.split(" : ", 1)
+            value = value.strip()
+        elif content.endswith(" :"):
+            key, value = content[:-2], ""
+        else:
+            key, value = content, None
+        key = " ".join(key.lower().split())
         if indent == 0 and (key in _HOST_KEYS or has_headers):
             # Host keys, or a later command's output (the 352 bug report appends "-q -u"): no GPU's.
             if value is not None:
@@ -120,7 +124,9 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         path = f"{stack[-1][1]}/{key}" if stack else key
-        block.add(path, value)
+        block.entries.append((path, value))
+        if value is not None:
+            block.values.setdefault(path, value)
         stack.append((indent, path))
     return host, blocks, warnings
 
@@ -129,17 +135,6 @@ def _header(line: str) -> str | None:
     """The bus id of a ``GPU 00000000:01:00.0`` line, which starts in column 0."""
     match = None if line[:1].isspace() else _GPU_HEADER.fullmatch(line.strip())
     return match[1] if match else None
-
-
-def _key_value(content: str) -> tuple[str, str | None]:
-    """``"Key : value"`` to ``("key", "value")``; a bare section name to ``("name", None)``."""
-    if " : " in content:
-        key, value = content.split(" : ", 1)
-    elif content.endswith(" :"):
-        key, value = content[:-2], ""
-    else:
-        key, value = content, None
-    return " ".join(key.lower().split()), None if value is None else value.strip()
 
 
 # 535+ splits "Power Readings" into GPU and Module readings (the module is the whole board, Grace

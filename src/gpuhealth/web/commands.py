@@ -6,9 +6,7 @@ from pathlib import Path
 
 import click
 
-
-class ServeCannotRun(click.ClickException):
-    exit_code = 3  # the CLI's "gpuhealth itself could not run"
+from gpuhealth.exits import CannotRun
 
 
 @click.command()
@@ -51,7 +49,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, tok
         try:
             lines = token_file.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise ServeCannotRun(f"{token_file}: {exc.strerror or exc}") from exc
+            raise CannotRun(f"{token_file}: {exc.strerror or exc}") from exc
         token = lines[0] if lines else ""
     try:
         period = parse_duration(check_rate)
@@ -61,7 +59,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, tok
         run(listen, source_spec, db, token or None, interval, check_every, config, replay_speed, check_from, period,
             request_timeout=request_timeout)
     except ServeError as exc:
-        raise ServeCannotRun(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
 
 
 if __name__ == "__main__":  # pragma: no cover

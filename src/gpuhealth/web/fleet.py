@@ -15,14 +15,11 @@ from typing import Any
 
 import click
 
+from gpuhealth.exits import CannotRun
 from gpuhealth.records import record
 
 RANK = {"critical": 2, "warning": 1, "info": 0}
 MAX_ANSWER = 32 * 1024 * 1024  # a bigger answer is refused before parsing: a fleet view needs far less
-
-
-class FleetError(click.ClickException):
-    exit_code = 3
 
 
 @record
@@ -39,7 +36,7 @@ class Row:
 
 
 def query(base: str, expr: str, token: str | None, timeout: float) -> list[dict[str, Any]]:
-    """One instant query's vector; FleetError names the server and why."""
+    """One instant query's vector; CannotRun names the server and why."""
     import urllib.error  # here, not at import: the CLI starts without loading http and ssl
     import urllib.parse
     import urllib.request
@@ -52,16 +49,16 @@ def query(base: str, expr: str, token: str | None, timeout: float) -> list[dict[
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the operator's URL
             body = response.read(MAX_ANSWER + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise FleetError(f"{base}: cannot query Prometheus ({getattr(exc, 'reason', exc)})") from exc
+        raise CannotRun(f"{base}: cannot query Prometheus ({getattr(exc, 'reason', exc)})") from exc
     if len(body) > MAX_ANSWER:
-        raise FleetError(f"{base}: answer to {expr!r} larger than {MAX_ANSWER // 2**20} MiB")
+        raise CannotRun(f"{base}: answer to {expr!r} larger than {MAX_ANSWER // 2**20} MiB")
     try:
         answer = json.loads(body)
         if answer.get("status") != "success" or answer["data"]["resultType"] != "vector":
             raise ValueError(answer.get("error") or "not a vector")
         return [r for r in answer["data"]["result"] if isinstance(r, dict) and isinstance(r.get("metric"), dict)]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise FleetError(f"{base}: unexpected answer to {expr!r} ({exc})") from exc
+        raise CannotRun(f"{base}: unexpected answer to {expr!r} ({exc})") from exc
 
 
 def _value(result: dict[str, Any]) -> float:
