@@ -219,7 +219,10 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     supports, not the toolkit that is installed: the two are often confused.
 
     How to fix:
-    Either upgrade the driver to at least the toolkit's bundled branch (`cuda-drivers-<branch>` from
+    First compare the newest CUDA the driver supports (`nvidia-smi | grep 'CUDA Version'`) with the CUDA
+    the program was built for (`nvcc --version`; for PyTorch
+    `python -c 'import torch; print(torch.version.cuda)'`). Then either upgrade the driver to at least the
+    toolkit's bundled branch (`cuda-drivers-<branch>` from
     NVIDIA's repository; reboot), or install the toolkit the driver supports
     (`cuda-toolkit-<major>-<minor>` for the CUDA Version nvidia-smi prints) and point `/usr/local/cuda`
     and PATH at it. PyTorch, JAX and conda environments bring their own CUDA runtime and only need

@@ -172,7 +172,7 @@ def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
 
 
 @check("GH202", "driver-library-mismatch", "Kernel module and user-space library versions differ",
-       reads=("kernel_log",))
+       reads=("kernel_log", "messages"))
 def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -205,6 +205,14 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     for text, source in _tool_messages(snapshot):
         if "version mismatch" in text.lower():
             evidence.append(Evidence(source, (text,)))
+    # a pasted "Driver/library version mismatch" (no smi run, no parsed log) is this check's to judge, so that the
+    # finding carries the reboot and reload fixes and not only the catalogue's sentence
+    known = {line for e in evidence for line in e.lines}
+    pasted = [m for m in _pasted_mismatch_lines(snapshot) if m.line not in known]
+    for message in pasted:
+        match = LIBRARY_VERSION.search(message.line)
+        user = user or (match[1] if match else None)
+    evidence.extend(Evidence(m.source, (m.line,)) for m in pasted[:3])
     if snapshot.kernel_log is not None:
         lines = tuple(e.line for e in snapshot.kernel_log.events if e.kind == "api_mismatch")
         if lines:
@@ -215,7 +223,8 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         return
     yield Draft(
         Severity.CRITICAL,
-        f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}",
+        f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}" if kernel or user
+        else "Driver/library version mismatch: the loaded kernel module and the user-space libraries differ",
         evidence=tuple(evidence),
         fixes=(REBOOT, Fix(RELOAD_MODULES, "any", disruptive=True, note="stops every GPU job"),
                *fixes_for(debian=["sudo apt-mark hold $(dpkg-query -W -f='${Package}\\n' "
@@ -224,6 +233,12 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
                                 "sudo dnf versionlock add '*nvidia*'"])),
         explains=("GH203", "GH204"),
     )
+
+
+def _pasted_mismatch_lines(snapshot: Snapshot) -> list[MessageLine]:
+    """Catalogue lines that confirm the mismatch, outside a parsed kernel log (whose events are read above)."""
+    return [m for m in snapshot.messages or () if m.signature and "kernel_log" not in m.read_into
+            and signature(m.signature).cause == "driver-library-mismatch"]
 
 
 def _tool_messages(snapshot: Snapshot, first_line_only: bool = True) -> Iterator[tuple[str, str]]:
@@ -384,9 +399,9 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     `nvidia-modprobe`; when that helper is missing or blocked (containers, hardened hosts), it never is.
 
     How to fix:
-    `sudo modprobe nvidia_uvm` now, and make it permanent with `echo nvidia_uvm | sudo tee
-    /etc/modules-load.d/nvidia-uvm.conf`. `nvidia_drm`/`nvidia_modeset` are loaded by
-    `sudo modprobe nvidia_drm` when a display or DRM client needs them.
+    `sudo modprobe nvidia_uvm` now, and make it permanent with
+    `echo nvidia_uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf`. The display modules (nvidia_drm,
+    nvidia_modeset) are loaded by modprobe when a display or DRM client needs them.
 
     Exceptions:
     Right after boot, before any CUDA program ran, `nvidia_uvm` may legitimately not be loaded yet:
@@ -514,8 +529,22 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     Exceptions:
     None once the driver is loaded.
     """
-    if module_loaded(snapshot) is not True:
-        yield Skip("the nvidia module is not loaded (see GH201)")
+    loaded = module_loaded(snapshot)
+    if loaded is None and snapshot.device_nodes is not None and not snapshot.device_nodes:
+        # `ls /dev/nvidia*` found none and nothing says whether the module is loaded: no program can reach a GPU
+        # either way (a module not loaded, or nodes never created), so this is not left at "skipped"
+        yield Draft(
+            Severity.CRITICAL, "No /dev/nvidia* device files: no program can reach the GPU (the nvidia module is "
+            "not loaded, or nothing created the nodes)",
+            evidence=(Evidence(snapshot.sources.get("device_nodes", "/dev"), ("present: no nvidia* nodes",)),),
+            fixes=(Fix("lsmod | grep nvidia", "any", note="not loaded: see GH201"),
+                   Fix("sudo nvidia-modprobe -c 0 -u", "any"),
+                   Fix("sudo systemctl enable --now nvidia-persistenced", "any")),
+        )
+        return
+    if loaded is not True:
+        yield Skip("the nvidia module is not loaded (see GH201)" if loaded is False
+                   else "whether the nvidia module is loaded is not in the evidence given")
         return
     nodes = set(snapshot.device_nodes or ())
     gpu_nodes = sorted(n for n in nodes if n.removeprefix("nvidia").isdigit())

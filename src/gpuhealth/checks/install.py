@@ -253,9 +253,9 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     `kernel-devel` of exactly `uname -r` (a plain `dnf install kernel-devel` fetches the newest one).
 
     How to fix:
-    Install the headers of exactly the running kernel: `linux-headers-$(uname -r)` (Debian/Ubuntu) or
-    `kernel-devel-$(uname -r)` (RHEL/Rocky); if the repository no longer has that version, boot the
-    newest kernel first and install its headers.
+    Install the headers of exactly the running kernel: `sudo apt-get install linux-headers-$(uname -r)`
+    (Debian/Ubuntu) or `sudo dnf install kernel-devel-$(uname -r)` (RHEL/Rocky; `yum` on CentOS 7); if the
+    repository no longer has that version, boot the newest kernel first and install its headers.
 
     Exceptions:
     Hosts whose driver is loaded from precompiled modules (no DKMS) do not need headers: not reported.
