@@ -63,7 +63,7 @@ NOT_NEEDED_BY_ANALYZE = {"shlex", "textwrap", "gpuhealth.parsers.lspci", "gpuhea
                          "gpuhealth.parsers.environ", "gpuhealth.parsers.services", "gpuhealth.parsers.cuda",
                          "pkgutil"}
 NOT_NEEDED = {"subprocess", "socket", "selectors", "concurrent.futures", "tarfile", "tempfile", "zipfile",
-              "hashlib", "_hashlib", "gzip",
+              "hashlib", "_hashlib", "gzip", "zlib", "select",
               "importlib.resources", "xml.etree.ElementTree", "pickle", "rich", "pynvml", "torch",
               "gpuhealth.monitor.commands", "gpuhealth.web.commands", "gpuhealth.web.fleet"}
 
