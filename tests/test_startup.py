@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 import re
 import subprocess
@@ -427,3 +428,20 @@ def test_a_capped_read_gives_what_one_read_of_the_limit_gives(tmp_path: Path, si
     path.write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
     with open(path, "rb") as one, open(path, "rb") as capped:
         assert read_capped(capped, limit) == one.read(limit)
+
+
+def _pathlib_safe_relative(path: str) -> str:
+    """bundle._safe_relative as it was written with pathlib."""
+    from pathlib import PurePosixPath
+
+    parts = [p for p in PurePosixPath(path).parts if p not in ("/", "", ".", "..")]
+    return str(PurePosixPath(*parts)) if parts else "_"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="/.ab", max_size=12))
+def test_a_host_path_maps_into_the_bundle_as_pathlib_mapped_it(path: str):
+    from gpuhealth.bundle import _safe_relative
+
+    assert _safe_relative(path) == _pathlib_safe_relative(path)
+    assert os.path.join("/b/root", _safe_relative(path)) == str(Path("/b/root") / _pathlib_safe_relative(path))

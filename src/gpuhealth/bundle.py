@@ -252,8 +252,12 @@ class _RecordedOutput:
 
 
 def _safe_relative(path: str) -> str:
-    parts = [p for p in PurePosixPath(path).parts if p not in ("/", "", ".", "..")]
-    return str(PurePosixPath(*parts)) if parts else "_"
+    """A host path as a path below the bundle's root/: its parts without "/", "." and "..". What pathlib
+    makes of it (tests/test_startup.py compares), read as a string: a replay reads ~100 files."""
+    parts = [p for p in path.split("/") if p not in ("", ".", "..")]
+    if path[:2] == "//" and path[2:3] != "/":  # POSIX keeps exactly two leading slashes: a root of its own
+        return "//" + "/".join(parts)
+    return "/".join(parts) if parts else "_"
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -441,7 +445,7 @@ class BundleHost:
         entry = self.manifest.get("files", {}).get(path)
         if isinstance(entry, dict) and entry.get("error"):
             return FileContent(path, error=str(entry["error"]))
-        target = self.dir / "root" / _safe_relative(path)
+        target = os.path.join(self._dir_text, "root", _safe_relative(path))
         try:
             with open(self._inside(target), "rb") as handle:  # cut where a live read is cut
                 return FileContent(path, read_capped(handle, MAX_READ_BYTES))

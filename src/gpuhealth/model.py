@@ -697,15 +697,28 @@ def from_jsonable(cls: type, data: Any) -> Any:
         raise ParseError(f"bad {cls.__name__}: {exc}") from exc
 
 
+def _origin_and_args(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``typing.get_origin`` and ``get_args`` of a hint, asked once per hint (an NVML report has ~700 values)."""
+    try:
+        return _ORIGINS[hint]
+    except KeyError:
+        found = _ORIGINS[hint] = (typing.get_origin(hint), typing.get_args(hint))
+        return found
+    except TypeError:  # an unhashable hint
+        return typing.get_origin(hint), typing.get_args(hint)
+
+
+_ORIGINS: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+
+
 def _convert(hint: Any, value: Any) -> Any:
     if value is None:
         return None
-    origin = typing.get_origin(hint)
+    origin, args = _origin_and_args(hint)
     if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        options = [a for a in args if a is not type(None)]
         return _convert(options[0], value) if len(options) == 1 else value
     if origin is tuple:
-        args = typing.get_args(hint)
         if not isinstance(value, list):
             raise ParseError(f"expected a list, got {type(value).__name__}")
         return tuple(_convert(args[0], v) for v in value)

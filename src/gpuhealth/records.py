@@ -160,9 +160,10 @@ def _init(cls: type, fields: tuple[Field[Any], ...]) -> Callable[..., None]:
             defaults.append(_FACTORY)
         elif defaults:
             raise TypeError(f"non-default argument {f.name!r} follows default argument")
-    code = _template(len(names)).replace(co_varnames=("self", *names))
-    if sys.version_info >= (3, 11):
-        code = code.replace(co_qualname=f"{cls.__qualname__}.__init__")
+    if sys.version_info >= (3, 11):  # one new code object, not two
+        code = _template(len(names)).replace(co_varnames=("self", *names), co_qualname=f"{cls.__qualname__}.__init__")
+    else:
+        code = _template(len(names)).replace(co_varnames=("self", *names))
     scope = {"__name__": cls.__module__, "__record_fill__": _filler(cls, fields)}
     made = types.FunctionType(code, scope, "__init__", tuple(defaults) or None)
     made.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
