@@ -63,7 +63,7 @@ NOT_NEEDED_BY_ANALYZE = {"shlex", "textwrap", "gpuhealth.parsers.lspci", "gpuhea
                          "gpuhealth.parsers.environ", "gpuhealth.parsers.services", "gpuhealth.parsers.cuda",
                          "pkgutil"}
 NOT_NEEDED = {"subprocess", "socket", "selectors", "concurrent.futures", "tarfile", "tempfile", "zipfile",
-              "hashlib", "_hashlib", "gzip",
+              "hashlib", "_hashlib", "gzip", "zlib", "select",
               "importlib.resources", "xml.etree.ElementTree", "pickle", "rich", "pynvml", "torch",
               "gpuhealth.monitor.commands", "gpuhealth.web.commands", "gpuhealth.web.fleet"}
 
@@ -399,7 +399,7 @@ def test_the_program_exits_as_usual_when_something_else_would_run_at_exit(eviden
     handler = "import atexit\natexit.register(lambda: print('HANDLER RAN', file=sys.stderr))"
     done = _program(handler, "analyze", *evidence, "--format", "json")
     assert done.returncode == 2 and json.loads(done.stdout)["verdict"] and "HANDLER RAN" in done.stderr
-    thread = "import threading, time\nthreading.Thread(target=time.sleep, args=(0.3,)).start()"
+    thread = "import threading, time\nthreading.Thread(target=time.sleep, args=(3,)).start()"  # outlives the run
     witness = "class Witness:\n    def __del__(self):\n        print('TORN DOWN', file=sys.stderr)\nw = Witness()"
     done = _program(f"{thread}\n{witness}", "analyze", *evidence, "--format", "json")
     assert done.returncode == 2 and "TORN DOWN" in done.stderr  # another thread: the interpreter joins it
@@ -416,7 +416,7 @@ def test_the_program_collects_garbage_rarely_from_its_first_import(evidence: lis
               "from gpuhealth.cli import main\nmain()\n")
     plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     collections = [int(done.stderr.rsplit("GC ", 1)[1].split()[0]) for done in (program, plain)]
-    assert collections[0] <= 3 < 10 <= collections[1], collections
+    assert collections[0] <= 3 < 6 <= collections[1], collections
 
 
 @pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 200_000])

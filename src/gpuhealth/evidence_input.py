@@ -17,10 +17,8 @@ Limits (docs/limits.md, "analyze input"), all enforced before or while reading, 
 from __future__ import annotations
 
 import os
-import select
 import stat
 import sys
-import zlib
 from typing import Any, BinaryIO
 
 from gpuhealth.model import KernelLog, ParseError
@@ -89,11 +87,19 @@ def read_evidence(name: str, max_bytes: int = DEFAULT_MAX_BYTES,
         return _read(raw, display, name if regular else None, max_bytes)
     except OSError as exc:
         raise InputError(f"{display}: {exc.strerror or exc}") from exc
-    except (EOFError, zlib.error) as exc:  # gzip's BadGzipFile is an OSError: the clause above
+    except Exception as exc:  # gzip's BadGzipFile is an OSError: the clause above
+        if not isinstance(exc, EOFError) and not _zlib_error(exc):
+            raise
         raise InputError(f"{display}: corrupt gzip data ({exc})") from exc
     finally:
         if raw is not None:
             raw.close()
+
+
+def _zlib_error(exc: BaseException) -> bool:
+    """zlib's error (only gzipped input, which imports zlib, can raise one: zlib is not imported here)."""
+    zlib = sys.modules.get("zlib")
+    return zlib is not None and isinstance(exc, zlib.error)
 
 
 def kernel_log_from_path(path: str, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> KernelLog:
@@ -145,6 +151,8 @@ def _open(name: str, display: str, timeout: float) -> tuple[int, bool, int]:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: opening must not wait for a writer
     except OSError as exc:
         raise InputError(f"{display}: {exc.strerror or exc}") from exc
+    import select  # here: only a FIFO is waited for
+
     poll = select.poll()
     poll.register(fd, select.POLLIN | select.POLLHUP)
     if not poll.poll(max(0, int(timeout * 1000))):
