@@ -97,3 +97,17 @@ def test_a_causes_own_fix_is_only_for_a_cause_that_shares_its_symptoms_check():
     shared = {s.code for s in symptoms().values()}
     with_fix = [c for c in causes().values() if c.fix]
     assert with_fix and all(c.code in shared for c in with_fix)
+
+
+def test_the_commands_that_decide_name_only_a_framework_the_lines_show():
+    jax = finding(signature("jax-no-gpu-found").example, "GH610")  # a real JAX warning line
+    assert jax.differential and not any("torch" in c.command for c in jax.differential)
+    commands = {c.cause: c.command for c in jax.differential}
+    assert commands["cuda-newer-than-driver"] == "nvidia-smi"
+    assert commands["torch-arch-unsupported"] == ""  # its only command is PyTorch's: none is offered
+    # a bare CUDA error names no framework: it may come from PyTorch, whose commands stay
+    bare = finding(NO_DEVICE, "GH610")
+    assert "import torch" in {c.cause: c.command for c in bare.differential}["cuda-newer-than-driver"]
+    # near miss: a PyTorch line keeps PyTorch's commands (its row's domain names the framework)
+    torch = finding(FOUND_NO_DRIVER, "GH605")
+    assert "import torch" in {c.cause: c.command for c in torch.differential}["torch-cpu-build"]

@@ -276,6 +276,11 @@ def _leading_fixes(symptom: Symptom, top: Candidate | None, lines: Sequence[Mess
     return tuple(replace(f, note="tells the likeliest cause apart") if i == 0 else f for i, f in enumerate(steps))
 
 
+def _shown_text(lines: Sequence[MessageLine]) -> str:
+    """The lines and their catalogue rows' domains ("pytorch", "jax"), lower-cased: what names a framework."""
+    return " ".join([m.line for m in lines] + [signature(m.signature).domain for m in lines if m.signature]).lower()
+
+
 # A fix that installs or changes a framework names it; it is offered only when the evidence shows that framework.
 _FRAMEWORK_WORDS = {"jax": ("jax",), "tensorflow": ("tensorflow",), "cupy": ("cupy",), "torch": ("torch",)}
 
@@ -283,7 +288,7 @@ _FRAMEWORK_WORDS = {"jax": ("jax",), "tensorflow": ("tensorflow",), "cupy": ("cu
 def fits_evidence(fixes: Sequence[Fix], lines: Sequence[MessageLine]) -> tuple[Fix, ...]:
     """``fixes`` without those for a framework that neither the lines nor their catalogue rows' domains name: a
     pasted CUDA error with no framework in sight gets no `pip install 'jax[cuda12]'`."""
-    shown = " ".join([m.line for m in lines] + [signature(m.signature).domain for m in lines if m.signature]).lower()
+    shown = _shown_text(lines)
 
     def fits(fix: Fix) -> bool:
         named = [words for words in _FRAMEWORK_WORDS.values() if any(w in fix.command.lower() for w in words)]
@@ -334,6 +339,7 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
              and (not _judged(m) or signature(m.signature).code in skipped)}
     excluded = _excluded(messages)
+    shown_by = [m for m in messages if m.symptom == symptom.id]
     out: list[tuple[int, int, int, Candidate]] = []
     for cause in symptom.causes:
         status, why = _status(cause, symptom, fired, named, ran, skipped)
@@ -346,9 +352,20 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
         # among confirmed causes, a line naming it beats a critical finding, which beats a warning
         strength = 9 if cause.id in named else fired[cause.code].severity.rank if status == CONFIRMED else 0
         out.append((order, -strength, cause.prior,
-                    Candidate(cause.id, cause.title, cause.code, status, why, cause.decide, source)))
+                    Candidate(cause.id, cause.title, cause.code, status, why, _decide(cause, shown_by), source)))
     out.sort(key=lambda item: item[:3])
     return [item[3] for item in out]
+
+
+def _decide(cause: Cause, lines: Sequence[MessageLine]) -> str:
+    """The cause's deciding commands without those for another framework than the one the symptom's lines show (a
+    JAX paste is not asked for `torch.version.cuda`; "" when every command is for another framework). All of them
+    when the lines name no framework (a bare CUDA error may come from any) or no line showed the symptom."""
+    shown = _shown_text(lines)
+    if not any(w in shown for words in _FRAMEWORK_WORDS.values() for w in words):
+        return cause.decide
+    kept = fits_evidence([Fix(c, "any") for c in split_commands(cause.decide)], lines)
+    return "; ".join(f.command for f in kept)
 
 
 def _excluded(messages: Sequence[MessageLine]) -> dict[str, tuple[Exclusion, MessageLine]]:
