@@ -93,3 +93,12 @@ def test_secure_boot_rule_is_quiet_on_other_load_failures_and_other_modules():
     assert by_code("modprobe: ERROR: could not insert 'nvidia': No such device", "GH506") is None
     other = by_code("modprobe: ERROR: could not insert 'vboxdrv': Key was rejected by service", "GH506")
     assert other is None or "nvidia" not in other.message
+
+
+def test_docker_without_gpu_driver_gets_the_exact_configure_commands():
+    # the catalogue row's real line (NVIDIA/nvidia-docker#1352): docker run --gpus all without the toolkit's runtime
+    found = by_code(signature("docker-could-not-select-driver").example, "GH802")
+    assert found is not None
+    commands = [f.command for f in found.fixes]
+    assert commands[0] == "sudo nvidia-ctk runtime configure --runtime=docker"
+    assert all(c.split()[0] == "sudo" for c in commands), commands  # no package names or bare flags as steps
