@@ -80,3 +80,25 @@ def test_torch_cuda_unknown_error_is_a_known_torch_failure_not_an_unknown_line()
 def test_torch_unknown_rule_is_quiet_on_the_cuda_runtime_unknown_error():
     got = match_line("RuntimeError: CUDA error: unknown error")
     assert got is not None and got.id != "torch-cuda-unknown-error"
+
+
+def test_bare_secure_boot_refusal_gets_the_whole_signing_procedure():
+    found = by_code("modprobe: ERROR: could not insert 'nvidia': Key was rejected by service", "GH506")
+    assert found is not None and found.severity is Severity.CRITICAL
+    commands = " ".join(f.command for f in found.fixes)
+    assert "openssl req" in commands and "sudo mokutil --import MOK.der" in commands and "sign-file" in commands
+
+
+def test_secure_boot_rule_is_quiet_on_other_load_failures_and_other_modules():
+    assert by_code("modprobe: ERROR: could not insert 'nvidia': No such device", "GH506") is None
+    other = by_code("modprobe: ERROR: could not insert 'vboxdrv': Key was rejected by service", "GH506")
+    assert other is None or "nvidia" not in other.message
+
+
+def test_docker_without_gpu_driver_gets_the_exact_configure_commands():
+    # the catalogue row's real line (NVIDIA/nvidia-docker#1352): docker run --gpus all without the toolkit's runtime
+    found = by_code(signature("docker-could-not-select-driver").example, "GH802")
+    assert found is not None
+    commands = [f.command for f in found.fixes]
+    assert commands[0] == "sudo nvidia-ctk runtime configure --runtime=docker"
+    assert all(c.split()[0] == "sudo" for c in commands), commands  # no package names or bare flags as steps

@@ -196,10 +196,11 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     through CDI.
 
     How to fix:
-    Add NVIDIA's repository and install `nvidia-container-toolkit`, then run `sudo nvidia-ctk runtime
-    configure --runtime=docker` and restart Docker (running containers stop unless live-restore is
-    on). For podman, generate the CDI specification with `nvidia-ctk cdi generate` and run containers
-    with `--device nvidia.com/gpu=all`.
+    Add NVIDIA's repository and install the nvidia-container-toolkit package, then run
+    `sudo nvidia-ctk runtime configure --runtime=docker` and restart Docker (running containers stop unless
+    live-restore is on). For podman, generate the CDI specification with
+    `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` and run containers with the option
+    "--device nvidia.com/gpu=all".
 
     Exceptions:
     Hosts where containers are not meant to use GPUs. gpuhealth running inside a container does not

@@ -401,8 +401,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     enabled", nvidia-installer's "This system also has UEFI Secure Boot enabled", the kernel's "Kernel is
     locked down from EFI Secure Boot mode") with a line saying the module did not load or the driver
     cannot be reached; "Operation not permitted" on loading the module under Secure Boot is the
-    locked-down kernel's refusal. "PKCS#7 signature not signed with a trusted key" (a module signed by a
-    key the kernel does not trust) is a warning when the Secure Boot state is not known.
+    locked-down kernel's refusal. modprobe's "Key was rejected by service" or "Required key not available" for
+    nvidia is a refusal on its own, the Secure Boot state unknown. "PKCS#7 signature not signed with a
+    trusted key" (a module signed by a key the kernel does not trust) is a warning when the Secure Boot
+    state is not known.
     `mokutil --test-key KEY` (DKMS's /var/lib/dkms/mok.pub, a MOK.der) says whether shim trusts the key the
     modules are signed with: "is not enrolled", "already in the enrollment request" (imported, not yet
     confirmed at boot) or blocked, with Secure Boot on and nvidia not loaded, is a refusal.
@@ -446,7 +448,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     untrusted = () if loaded_unsigned or loaded is True else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
         snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     failures = _load_failures(snapshot) if loaded is not True else []
-    if install.secure_boot is None and not log_lines and not untrusted:
+    # a pasted modprobe refusal the catalogue decodes as Secure Boot's ("Key was rejected by service"): the kernel
+    # enforced signatures, so the state need not be known for the finding (and its signing fixes)
+    refusals = [m for m in failures if m.signature and signature(m.signature).cause == "secure-boot-refused"
+                and "nvidia" in m.line.lower()]
+    if install.secure_boot is None and not log_lines and not untrusted and not refusals:
         if _logged(snapshot, lambda sig: sig.cause == "secure-boot-refused", other_modules=True):
             return  # the log's refusals were judged: another module's, or nvidia is loaded
         yield Skip(_unavailable(snapshot, "install_secure_boot") if snapshot.install is not None
@@ -457,7 +463,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     unknown_state = install.secure_boot is None
     # mokutil --test-key: shim does not trust the signing key (yet): modules signed with it are refused
     key_refused = install.signing_key_state in ("not-enrolled", "pending", "blocked") and loaded is not True
-    if not log_lines and not (enabled and (not_loaded or untrusted or key_refused)) and not (
+    if not log_lines and not refusals and not (enabled and (not_loaded or untrusted or key_refused)) and not (
             untrusted and unknown_state):
         return
     evidence = []
@@ -476,9 +482,13 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             f"signer: {install.module_signer}" if install.module_signer else "no signature")))
     unsigned = install.module_signer == ""
     eperm = [m for m in failures if "Operation not permitted" in m.line]
-    refused = bool(log_lines or unsigned or (enabled and (eperm or untrusted or (key_refused and not_loaded))))
+    refused = bool(log_lines or refusals or unsigned
+                   or (enabled and (eperm or untrusted or (key_refused and not_loaded))))
     if log_lines:
         message = "The kernel rejected an unsigned or untrusted module signature"
+    elif refusals and unknown_state:
+        message = ("The kernel refused to load the nvidia module: it is not signed with a key the kernel trusts "
+                   "(Secure Boot or lockdown enforces module signatures)")
     elif enabled and key_refused:
         message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
     elif enabled and eperm:
