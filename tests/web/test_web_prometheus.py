@@ -83,15 +83,7 @@ def test_prometheus_scrapes_serve(tmp_path):
         with contextlib.ExitStack() as stack:
             log_path = tmp_path / "prometheus.log"
 
-            def start(port: int) -> subprocess.Popen:
-                log = stack.enter_context(open(log_path, "w"))
-                proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                                         f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                         f"--web.listen-address=127.0.0.1:{port}"],
-                                        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-                stack.callback(stop_process, proc)
-                return proc
-
+            start = prometheus_starter(stack, prometheus, tmp_path, log_path)
             port, _ = start_on_a_free_port(start, log_path, ready_on, "Prometheus")
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
                 temps = wait_for(lambda: len(r := prom_query(client, "gpuhealth_gpu_temperature_celsius")) == 8 and r,
@@ -146,17 +138,24 @@ def test_a_port_taken_before_prometheus_binds_it_is_picked_again(tmp_path, monke
         with contextlib.ExitStack() as stack:
             log_path = tmp_path / "prometheus.log"
             starts: list[int] = []
-
-            def start(port: int) -> subprocess.Popen:
-                starts.append(port)
-                log = stack.enter_context(open(log_path, "w"))
-                proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                                         f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                         f"--web.listen-address=127.0.0.1:{port}"],
-                                        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-                stack.callback(stop_process, proc)
-                return proc
-
+            start = prometheus_starter(stack, prometheus, tmp_path, log_path, starts)
             port, proc = start_on_a_free_port(start, log_path, ready_on, "Prometheus")
             assert starts[0] == busy and port == starts[-1] != busy and len(starts) == 2
             assert proc.poll() is None and ready_on(port)
+
+
+def prometheus_starter(stack: contextlib.ExitStack, prometheus: str, tmp_path, log_path,
+                       starts: list[int] | None = None):
+    """start(port) for start_on_a_free_port: Prometheus on tmp_path's prometheus.yml, logging to log_path,
+    stopped when the stack closes; each port tried is appended to `starts` when given."""
+    def start(port: int) -> subprocess.Popen:
+        if starts is not None:
+            starts.append(port)
+        log = stack.enter_context(open(log_path, "w"))
+        proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        stack.callback(stop_process, proc)
+        return proc
+    return start
