@@ -102,3 +102,18 @@ def test_docker_without_gpu_driver_gets_the_exact_configure_commands():
     commands = [f.command for f in found.fixes]
     assert commands[0] == "sudo nvidia-ctk runtime configure --runtime=docker"
     assert all(c.split()[0] == "sudo" for c in commands), commands  # no package names or bare flags as steps
+
+
+def test_no_nodes_on_a_host_with_no_nvidia_gpu_is_not_critical():
+    """A host whose module list could not be read (a kernel without /proc/modules) and whose PCI bus holds no
+    NVIDIA GPU has no /dev/nvidia* by nature: GH207 skips there, as on a host whose module list says no nvidia."""
+    import dataclasses
+
+    from gpuhealth.collect import collect
+    from hostcases import FakeHost, load_spec
+
+    snapshot = collect(FakeHost(load_spec("no-gpu")), origin="bundle")
+    unknown_modules = dataclasses.replace(snapshot, kernel_modules=None, device_nodes=())
+    report = run_checks(unknown_modules)
+    assert not [f for f in report.findings if f.code == "GH207"]
+    assert any(s.code == "GH207" and "no NVIDIA GPU" in s.reason for s in report.skipped)

@@ -529,6 +529,10 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     Exceptions:
     None once the driver is loaded.
     """
+    if gpu_expected(snapshot) is False:
+        # no NVIDIA GPU on the bus: no nodes is what such a host has, whether or not its module list was read
+        yield Skip("no NVIDIA GPU on the PCI bus")
+        return
     loaded = module_loaded(snapshot)
     if loaded is None and snapshot.device_nodes is not None and not snapshot.device_nodes:
         # `ls /dev/nvidia*` found none and nothing says whether the module is loaded: no program can reach a GPU
