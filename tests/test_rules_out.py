@@ -164,3 +164,14 @@ def _reader(text: str):
         import io
         return [{k: (v or "").strip() for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))]
     return read
+
+
+def test_cuda_unknown_error_is_not_led_by_a_cpu_only_build():
+    """PyTorch's 'CUDA initialization: CUDA unknown error' comes from a CUDA build (field report walkthrough, F3)."""
+    top = leading(signature("torch-cuda-unknown-error").example)
+    assert top.code == "GH605"
+    ranked = {c.cause: c for c in top.differential}
+    assert ranked["torch-cpu-build"].status == "ruled out"
+    assert ranked["cuda-newer-than-driver"].status == "ruled out"
+    assert top.differential[0].cause not in ("torch-cpu-build", "cuda-newer-than-driver")
+    assert "CPU-only" not in top.message
