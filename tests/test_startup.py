@@ -92,10 +92,15 @@ def test_analyze_of_files_imports_only_what_it_uses(bundle_dir: Path, framework:
     assert not extra, sorted(extra)
 
 
-def test_a_bundle_is_probed_without_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
+def record_bundle(out: Path) -> None:
+    """A bundle of the healthy 8x H100 test host, written to ``out``."""
+    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), out)
     collect(recorder)
     recorder.finish()
+
+
+def test_a_bundle_is_probed_without_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    record_bundle(tmp_path / "b")
     import threading
 
     started: list[str] = []
@@ -111,9 +116,7 @@ def test_a_bundle_is_probed_without_threads(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_a_linked_directory_in_a_bundle_cannot_lead_out(tmp_path: Path):
-    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
-    collect(recorder)
-    recorder.finish()
+    record_bundle(tmp_path / "b")
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "modules").write_text("secret 1 0 - Live 0x0\n")
@@ -130,9 +133,7 @@ def test_a_linked_directory_in_a_bundle_cannot_lead_out(tmp_path: Path):
 
 def test_a_link_to_a_sibling_whose_name_extends_the_bundles_cannot_lead_out(tmp_path: Path):
     """The containment check compares path strings: "/x/b-other" is not below "/x/b"."""
-    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
-    collect(recorder)
-    recorder.finish()
+    record_bundle(tmp_path / "b")
     sibling = tmp_path / "b-other"
     sibling.mkdir()
     (sibling / "modules").write_text("secret 1 0 - Live 0x0\n")
@@ -149,9 +150,7 @@ def test_a_link_to_a_sibling_whose_name_extends_the_bundles_cannot_lead_out(tmp_
 
 
 def test_reads_inside_the_bundle_still_work_and_missing_files_say_so(tmp_path: Path):
-    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), tmp_path / "b")
-    collect(recorder)
-    recorder.finish()
+    record_bundle(tmp_path / "b")
     host = BundleHost(tmp_path / "b")
     assert host.read("/proc/modules").data
     assert host.read("/etc/never-captured").error == "not captured in this bundle"

@@ -52,6 +52,12 @@ FORMAT_VERSION = 1
 # A live host records at most MAX_READ_BYTES of a file and MAX_OUTPUT_BYTES of a command's output,
 # so no honest bundle member is larger.
 MAX_MEMBER_BYTES = max(MAX_READ_BYTES, MAX_OUTPUT_BYTES)
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+MAX_MEMBERS = 20_000
+MAX_TAR_HEADER_BYTES = 64 * 1024  # one PAX or GNU long-name header (real ones hold a path: < 4 KiB)
+MAX_XZ_MEMORY = 256 * 1024 * 1024  # the xz decoder's memory (its dictionary), set by the archive's header
+MAX_CHAINED_HEADERS = 4  # extended headers before one member (tarfile follows a chain by recursion)
+
 _FIRST_READ = 64 * 1024
 
 
@@ -62,11 +68,6 @@ def read_capped(handle: IO[bytes], limit: int) -> bytes:
     if len(data) == _FIRST_READ < limit:  # more may follow: the rest, up to the limit
         data += handle.read(limit - _FIRST_READ)
     return data
-MAX_TOTAL_BYTES = 1024 * 1024 * 1024
-MAX_MEMBERS = 20_000
-MAX_TAR_HEADER_BYTES = 64 * 1024  # one PAX or GNU long-name header (real ones hold a path: < 4 KiB)
-MAX_XZ_MEMORY = 256 * 1024 * 1024  # the xz decoder's memory (its dictionary), set by the archive's header
-MAX_CHAINED_HEADERS = 4  # extended headers before one member (tarfile follows a chain by recursion)
 
 
 class BundleError(Exception):

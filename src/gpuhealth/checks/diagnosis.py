@@ -282,7 +282,7 @@ def _shown_text(lines: Sequence[MessageLine]) -> str:
 
 
 # A fix that installs or changes a framework names it; it is offered only when the evidence shows that framework.
-_FRAMEWORK_WORDS = {"jax": ("jax",), "tensorflow": ("tensorflow",), "cupy": ("cupy",), "torch": ("torch",)}
+_FRAMEWORKS = ("jax", "tensorflow", "cupy", "torch")
 
 
 def fits_evidence(fixes: Sequence[Fix], lines: Sequence[MessageLine]) -> tuple[Fix, ...]:
@@ -291,8 +291,8 @@ def fits_evidence(fixes: Sequence[Fix], lines: Sequence[MessageLine]) -> tuple[F
     shown = _shown_text(lines)
 
     def fits(fix: Fix) -> bool:
-        named = [words for words in _FRAMEWORK_WORDS.values() if any(w in fix.command.lower() for w in words)]
-        return not named or any(any(w in shown for w in words) for words in named)
+        named = [name for name in _FRAMEWORKS if name in fix.command.lower()]
+        return not named or any(name in shown for name in named)
     return tuple(f for f in fixes if fits(f))
 
 
@@ -362,7 +362,7 @@ def _decide(cause: Cause, lines: Sequence[MessageLine]) -> str:
     JAX paste is not asked for `torch.version.cuda`; "" when every command is for another framework). All of them
     when the lines name no framework (a bare CUDA error may come from any) or no line showed the symptom."""
     shown = _shown_text(lines)
-    if not any(w in shown for words in _FRAMEWORK_WORDS.values() for w in words):
+    if not any(name in shown for name in _FRAMEWORKS):
         return cause.decide
     kept = fits_evidence([Fix(c, "any") for c in split_commands(cause.decide)], lines)
     return "; ".join(f.command for f in kept)
