@@ -24,13 +24,11 @@ literal is always run.
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import re
 from collections.abc import Iterable
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
@@ -175,10 +173,9 @@ def _position() -> dict[str, int]:
 
 @functools.cache
 def _catalogue() -> tuple[Signature, ...]:
-    text = read_table("signatures.csv")
     rows: list[Signature] = []
     seen: set[str] = set()
-    for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+    for number, row in enumerate(table_rows("signatures.csv"), start=2):
         sig = _row(row, number)
         if sig.id in seen:
             raise ValueError(f"signatures.csv: id {sig.id!r} appears twice")
@@ -213,8 +210,11 @@ def _prefilter() -> _Prefilter:
     literals: list[tuple[tuple[str, ...] | None, bool]] = []
     by_anchor: dict[str, list[int]] = {}
     always: list[int] = []
+    from gpuhealth.knowledge._tables import signatures as written  # each shipped pattern's, worked out before
+
+    known = getattr(written, "LITERALS", {})
     for index, sig in enumerate(_catalogue()):
-        found = required_literals(sig.pattern)
+        found = known[sig.pattern] if sig.pattern in known else required_literals(sig.pattern)
         if found is None:
             literals.append((None, False))
             always.append(index)

@@ -34,12 +34,10 @@ The file is read once, lazily (``knowledge.read_table``; nothing is read at impo
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import itertools
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.model import Severity
 from gpuhealth.records import record
 
@@ -124,9 +122,8 @@ def _flag(text: str, code: int, column: str) -> bool:
 
 @functools.cache
 def _catalogue() -> dict[int, XidInfo]:
-    text = read_table("xid.csv")
     rows: dict[int, XidInfo] = {}
-    for row in csv.DictReader(io.StringIO(text)):
+    for row in table_rows("xid.csv"):
         code = int(row["xid"])
         if code in rows:
             raise ValueError(f"xid.csv: Xid {code} appears twice")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
@@ -86,30 +87,39 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     has_headers = any(_header(line) for line in lines if line.startswith("GPU "))  # a header starts so
     stack: list[tuple[int, str]] = []  # (indent, path) of the lines enclosing the current one
     block: _Block | None = None
-    # (the loop runs once per line of a report of thousands: splitting and storing are written inline)
+    normal: dict[str, str] = {}  # a key as written -> lower-cased, spaces collapsed (keys repeat per GPU)
+    # (the loop runs once per line of a report of thousands: splitting and storing are written inline, and
+    # the rare line forms are looked at only when the first character allows them)
     for line in lines:
         content = line.strip()
-        if not content or content.startswith("==") or content == "[...]":
+        if not content:
             continue
-        if content[0] in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
-            warnings.append(content)
-            continue
-        stripped = line.lstrip()
-        indent = len(line) - len(stripped)
-        header = None if indent else _header(line)  # most lines are indented: no call
-        if header:
-            block, stack = _Block(header), []
-            blocks.append(block)
-            continue
-        if " : " in content:
-            key, value = content.split(" : ", 1)
-            value = value.strip()
+        first = content[0]
+        if first in "=[Ww":
+            if content.startswith("==") or content == "[...]":
+                continue
+            if first in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
+                warnings.append(content)
+                continue
+        indent = line.find(first)  # only whitespace comes before the content's first character
+        if not indent:  # most lines are indented: no call
+            header = _header(line)
+            if header:
+                block, stack = _Block(header), []
+                blocks.append(block)
+                continue
+        split = content.find(" : ")
+        if split >= 0:
+            key, value = content[:split], content[split + 3:].strip()
         elif content.endswith(" :"):
             key, value = content[:-2], ""
         else:
             key, value = content, None
-        key = " ".join(key.lower().split())
-        if indent == 0 and (key in _HOST_KEYS or has_headers):
+        written = key
+        key = normal.get(written)
+        if key is None:
+            key = normal[written] = " ".join(written.lower().split())
+        if not indent and (key in _HOST_KEYS or has_headers):
             # Host keys, or a later command's output (the 352 bug report appends "-q -u"): no GPU's.
             if value is not None:
                 host.setdefault(key, value)
@@ -203,6 +213,9 @@ def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
     )
 
 
+_REASON_SECTIONS = ("clocks event reasons/", "clocks throttle reasons/")
+
+
 def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
     """Active reasons under "Clocks Event Reasons" (535+) or "Clocks Throttle Reasons" (older).
 
@@ -211,9 +224,8 @@ def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
     """
     active = set()
     for path, value in block.entries:
-        section, _, rest = path.partition("/")
-        if section in ("clocks event reasons", "clocks throttle reasons") and flag(value) is True:
-            name = _REASONS.get(rest.rsplit("/", 1)[-1])
+        if path.startswith(_REASON_SECTIONS) and flag(value) is True:  # a line under one of the sections
+            name = _REASONS.get(path.rsplit("/", 1)[-1])
             if name:
                 active.add(name)
     return tuple(r for r in CLOCK_EVENT_REASONS if r in active)
@@ -221,7 +233,7 @@ def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
 
 def _mig_devices(block: _Block) -> int | None:
     """One "MIG Device" section per MIG device, listed after "MIG Mode" (absent from 352 and -d output)."""
-    paths = [path for path, _ in block.entries]
+    paths = list(map(itemgetter(0), block.entries))
     return mig_device_count(paths.count("mig device"), "mig mode" in paths)
 
 
@@ -229,6 +241,8 @@ def _processes(block: _Block) -> tuple[GpuProcess, ...]:
     """Each "Process ID" line starts a process; its Type, Name and memory lines are indented under it."""
     found: list[dict[str, str | None]] = []
     for path, value in block.entries:
+        if not path.startswith("processes/process id"):
+            continue
         if path == "processes/process id":
             found.append({"pid": value})
         elif found and path.startswith("processes/process id/"):
