@@ -298,6 +298,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     if current is None:
         fields[key] = value
         return True
+    if key == "smi" and isinstance(value, SmiReport) and (value.partial or current.partial):
+        whole, piece = (value, current) if current.partial and not value.partial else (current, value)
+        fields[key] = fill_gpus(whole, piece)
+        return fields[key] != current
     if key == "smi" and isinstance(value, SmiReport) and SMI_RANK.get(value.format, 0) > SMI_RANK.get(
             current.format, 0):
         fields[key] = value
@@ -330,6 +334,29 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         fields[key] = _overlay(current, value)
         return True
     return False
+
+
+def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
+    """``whole`` with what an excerpt of nvidia-smi -q (``piece``: `-q | grep -A8 "GPU Link Info"`) says about its
+    GPUs filled in where ``whole`` lacks it. A GPU of the piece is matched by PCI address, else by index, else
+    it is the only GPU on both sides; one that matches none is left out (its GPU is unknown). An excerpt never
+    replaces a whole list (its GPUs would count as all the driver sees), however rich its format."""
+    gpus = list(whole.gpus)
+    for gpu in piece.gpus:
+        at = next((i for i, g in enumerate(gpus) if gpu.pci_address and g.pci_address == gpu.pci_address), None)
+        if at is None and gpu.pci_address is None:
+            at = next((i for i, g in enumerate(gpus) if gpu.index is not None and g.index == gpu.index), None)
+            if at is None and len(gpus) == 1 and len(piece.gpus) == 1 and gpu.index is None:
+                at = 0
+        if at is None:
+            continue
+        known = {f.name: getattr(gpu, f.name) for f in dataclasses.fields(gpu)
+                 if f.name != "source" and getattr(gpus[at], f.name) in (None, ()) and getattr(gpu, f.name)
+                 not in (None, ())}
+        gpus[at] = replace(gpus[at], **known)
+    return replace(whole, gpus=tuple(gpus), driver_version=whole.driver_version or piece.driver_version,
+                   cuda_version=whole.cuda_version or piece.cuda_version,
+                   partial=whole.partial and piece.partial)
 
 
 _ACCUMULATED = frozenset({"library_files"})

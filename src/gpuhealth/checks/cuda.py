@@ -70,7 +70,7 @@ def _driver_max_cuda(snapshot: Snapshot) -> str | None:
 
 def gpu_count(snapshot: Snapshot) -> int:
     """GPUs the driver reports, else NVIDIA GPUs on the PCI bus."""
-    return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+    return snapshot.gpu_count
 
 
 def _gpus_exist(snapshot: Snapshot) -> bool:

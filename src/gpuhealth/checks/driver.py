@@ -552,7 +552,7 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         return
     nodes = set(snapshot.device_nodes or ())
     gpu_nodes = sorted(n for n in nodes if n.removeprefix("nvidia").isdigit())
-    expected_gpus = len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+    expected_gpus = snapshot.gpu_count
     problems = []
     if "nvidiactl" not in nodes:
         problems.append("/dev/nvidiactl is missing")

@@ -112,7 +112,8 @@ def host_summary(snapshot: Snapshot) -> list[tuple[str, str]]:
         count = len(snapshot.nvidia_pci_gpus)
         rows.append(("GPUs on PCI", str(count) if count else "none: no NVIDIA GPU on this machine"))
     if snapshot.gpus:
-        rows.append(("GPUs (driver)", str(len(snapshot.gpus))))
+        excerpt = snapshot.gpu_list_partial  # a piece of nvidia-smi -q: the GPUs it shows, not all there are
+        rows.append(("GPUs (driver, in an excerpt)" if excerpt else "GPUs (driver)", str(len(snapshot.gpus))))
     return rows
 
 
@@ -157,7 +158,7 @@ def skipped_summary(report: Report) -> str | None:
 
 def gpu_count(snapshot: Snapshot) -> int:
     """GPUs on this host: the driver's list, else the PCI bus."""
-    return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+    return snapshot.gpu_count
 
 
 def host_line(snapshot: Snapshot) -> str:
@@ -169,7 +170,7 @@ def host_line(snapshot: Snapshot) -> str:
     listed = snapshot.pci_devices
     on_pci = None if listed is None or (listed and not any(d.vendor_id for d in listed)) else len(
         snapshot.nvidia_pci_gpus)
-    driver = len(snapshot.gpus) if snapshot.gpus else None
+    driver = len(snapshot.gpus) if snapshot.gpus and not snapshot.gpu_list_partial else None
     if on_pci == 0 and not driver:
         parts.append("no NVIDIA GPU on the PCI bus")
     elif on_pci is not None and driver is not None and on_pci != driver:
