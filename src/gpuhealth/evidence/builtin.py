@@ -85,9 +85,15 @@ _SMI_QUERY_SECTION = guarded_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Re
                                               "SRAM Uncorrectable", "GPU Link Info"))
 
 
+# `nvidia-smi -q | grep -i version`: the host's lines in column 0, padded to the key column before " : "
+_SMI_QUERY_VERSION = guarded_re(r"^(?:Driver|KMD|CUDA|CUDA UMD) Version {2,}: \d", re.M, may=has(" Version  "))
+
+
 def _looks_like_smi_query(text: str) -> bool:
     head = _head(text)
     if "==============NVSMI LOG==============" in head or _SMI_QUERY_PRODUCT.search(head):
+        return True
+    if _SMI_QUERY_VERSION.search(head):
         return True
     return bool(_SMI_QUERY_SECTION.search(head)) and not _KERNEL_HINT.search(head)
 

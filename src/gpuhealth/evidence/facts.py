@@ -86,6 +86,23 @@ def _torch_available(command: str, output: str) -> Fact | None:
     return None
 
 
+_CUDA_RELEASE = lazy_re(r"\d{1,2}\.\d{1,2}")
+
+
+@command_fact("torch-version-cuda", r"torch\.version\.cuda\b")
+def _torch_version_cuda(command: str, output: str) -> Fact | None:
+    """``print(torch.version.cuda)`` -> ``12.1``: the CUDA runtime the wheel was built with (GH601 holds it to the
+    driver). ``print(torch.__version__, torch.version.cuda)`` prints both; the last word is CUDA's."""
+    if _NO_TORCH in output:
+        return None
+    words = _last_line(output).split()
+    if not words or len(words) > 3 or not _CUDA_RELEASE.fullmatch(words[-1]):
+        return None  # "None" (a CPU build) or not the value: the other facts and the catalogue read those
+    version = words[0] if len(words) > 1 and re.match(r"\d+\.\d+", words[0]) else None
+    return Fact({"torch": TorchEnv(installed=True, torch_cuda_version=words[-1], torch_version=version)}, None,
+                f"PyTorch built with CUDA {words[-1]}")
+
+
 _SMI_FORMS = ("NVIDIA-SMI", "<nvidia_smi_log", "NVSMI LOG", "GPU 0:", "Product Name", "index", "GPU0")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
+from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, number
 from gpuhealth.parsers.smi_xml import (
@@ -28,6 +28,7 @@ from gpuhealth.parsers.smi_xml import (
 )
 
 _GPU_HEADER = lazy_re(r"GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_VERSION_LINE = guarded_re(r"^(?:Driver|KMD|CUDA|CUDA UMD) Version +: ", re.M, may=has(" Version "))
 _HOST_KEYS = {"timestamp", "driver version", "cuda version", "kmd version", "cuda umd version",
               "attached gpus", "hic info", "attached units"}
 _INFOROM_WARNING = guarded_re(r"WARNING: infoROM is corrupted at gpu (\S+)", re.IGNORECASE,
@@ -61,7 +62,11 @@ def parse_smi_query(text: str) -> SmiReport:
         raise ParseError("not nvidia-smi -q output: input is not text")
     host, blocks, warnings = _split(text)
     known = any(path.split("/", 1)[0] in _KNOWN_KEYS for block in blocks for path in block.values)
-    if not known and "attached gpus" not in host:
+    # `nvidia-smi -q | grep -i version` keeps the host's version lines: the driver and the CUDA it supports
+    # (as -q writes them: `nvidia-smi --version` prints "KMD version", "DRIVER version", and is not -q output)
+    versions = any(version(host.get(key)) for key in ("driver version", "kmd version", "cuda version",
+                                                      "cuda umd version")) and bool(_VERSION_LINE.search(text))
+    if not known and "attached gpus" not in host and not versions:
         raise ParseError("not nvidia-smi -q output: no 'GPU <bus id>' section and no known keys")
     # 610 deprecates "Driver Version" and "CUDA Version" in favour of "KMD" and "CUDA UMD Version".
     driver = version(host.get("kmd version")) or version(host.get("driver version"))
@@ -76,7 +81,7 @@ def parse_smi_query(text: str) -> SmiReport:
         warnings.append(f"nvidia-smi reports {attached} attached GPUs but the output shows {len(gpus)}")
     # Without its GPU header lines the text is a piece of the report (`-q | grep -A8 "GPU Link Info"`); with
     # fewer GPUs than "Attached GPUs" it is one GPU's (`-q -i 0`): neither is the driver's whole list.
-    partial = bool(gpus) and ((not numbered and attached is None) or (attached or 0) > len(gpus))
+    partial = (not numbered and attached is None) or (attached or 0) > len(gpus)
     return SmiReport(driver_version=driver, cuda_version=cuda, gpus=gpus, warnings=tuple(warnings),
                      format="query", partial=partial)
 

@@ -165,7 +165,7 @@ def host_line(snapshot: Snapshot) -> str:
     """The host summary as one line: ``gpu-node-17 · Rocky Linux 9.3 · kernel ... · driver ... · 8 GPUs``."""
     words = {"Driver": "driver {}", "CUDA (driver max)": "CUDA {} max"}
     parts = [words[label].format(value) if label in words else value for label, value in
-             host_summary(snapshot) if label not in ("GPUs on PCI", "GPUs (driver)")]
+             host_summary(snapshot) if not label.startswith(("GPUs on PCI", "GPUs (driver"))]
     # a listing that names no vendor (`lspci -s ADDR | grep Lnk`) cannot count the GPUs on the bus
     listed = snapshot.pci_devices
     on_pci = None if listed is None or (listed and not any(d.vendor_id for d in listed)) else len(
