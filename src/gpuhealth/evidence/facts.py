@@ -349,8 +349,6 @@ def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
 
 
 _TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked in ")  # every answer of mokutil --test-key
-# A key shim does not trust yet is the decisive one: a module signed with it is refused under Secure Boot.
-_KEY_STATE_RANK = {"blocked": 0, "not-enrolled": 1, "pending": 2, "enrolled": 3}
 
 
 def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
@@ -359,11 +357,11 @@ def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     candidates = [line for line in lines[:2000] if any(words in line for words in _TEST_KEY_WORDS)]
     if not candidates:
         return {}
-    from gpuhealth.parsers.install import parse_mokutil_test_key  # here: most pieces hold no such line
+    from gpuhealth.parsers.install import least_trusted_key  # here: most pieces hold no such line
 
-    found = [(found, line.strip()) for line in candidates if (found := parse_mokutil_test_key(line)) is not None]
-    if not found:
+    answer = least_trusted_key(candidates)
+    if answer is None:
         return {}
-    (key, state), line = min(found, key=lambda item: _KEY_STATE_RANK[item[0][1]])
-    return {"install": InstallState(signing_key=key, signing_key_state=state, signing_key_line=line[:400],
+    key, state, line = answer
+    return {"install": InstallState(signing_key=key, signing_key_state=state, signing_key_line=line,
                                     signing_key_source=source)}
