@@ -181,3 +181,18 @@ def test_a_whole_list_still_counts_against_the_pci_bus():
     snap = snapshot(("smi-L.txt", listing), ("lspci.txt", read(A100_LSPCI)))
     (missing,), _ = findings(snap, "GH102")
     assert missing.severity is Severity.CRITICAL
+
+
+@pytest.mark.parametrize(("command", "excerpt"), [
+    ("nvidia-smi -i 0 --query-gpu=pcie.link.width.current,pcie.link.width.max --format=csv", True),
+    ("sudo nvidia-smi --id=0 -q", True),  # a whole -q of one GPU: "Attached GPUs : 1" cannot tell
+    ("nvidia-smi --query-gpu=pcie.link.width.current,pcie.link.width.max --format=csv", False),
+])
+def test_nvidia_smi_with_i_reports_the_gpus_it_selected_not_all(command, excerpt):
+    """`-i`/`--id` selects GPUs: one row is not the driver's list. The CSV lines are written in the header format of
+    NVIDIA's `--help-query-gpu`; the lspci listing is real (8 A100)."""
+    output = "pcie.link.width.current, pcie.link.width.max\n8, 16\n" if "csv" in command else read(A10)
+    snap = snapshot(("paste.txt", f"$ {command}\n{output}$ lspci -nn\n{read(A100_LSPCI)}"))
+    assert snap.gpu_list_partial is excerpt
+    found, _ = findings(snap, "GH102")
+    assert (found == []) is excerpt

@@ -171,7 +171,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     read_into: tuple[str, ...] = ()
     if kind is not None:
         try:
-            found = kind.parse(text, piece.name)
+            found = _one_gpu_selected(command, kind.parse(text, piece.name))
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
@@ -206,6 +206,19 @@ def _with_csv_header(command: str | None, text: str) -> str:
     if m is None or "noheader" not in (command or ""):
         return text
     return m["fields"].replace(",", ", ") + "\n" + text
+
+
+# `nvidia-smi -i 0 ...`, `--id=GPU-...`: the output is about the GPUs named, not all the driver sees
+_SMI_SELECTS = lazy_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S")
+
+
+def _one_gpu_selected(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
+    """An nvidia-smi report of the GPUs ``-i``/``--id`` selected is an excerpt of the driver's list (GH102 must not
+    count the others as missing)."""
+    smi = found.get("smi")
+    if isinstance(smi, SmiReport) and not smi.partial and _SMI_SELECTS.search((command or "").removeprefix("sudo ")):
+        return {**found, "smi": replace(smi, partial=True)}
+    return found
 
 
 # `lspci -vv -s 01:00.0 | grep Lnk` (also `-vvvs 01:00.0`): the first stage of the pipeline names the device
