@@ -110,3 +110,13 @@ def test_torch_within_the_driver_s_cuda_family_is_quiet():
 def test_torch_version_cuda_that_is_no_version_sets_nothing(output):
     snap = session(('python -c "import torch; print(torch.version.cuda)"', output))
     assert snap.torch is None or snap.torch.torch_cuda_version is None
+
+
+def test_the_host_line_names_the_driver_nvidia_smi_printed():
+    """Before: "driver not in the evidence given" beside nvidia-smi's own "Driver Version: 525.125.06"."""
+    from gpuhealth.report.common import host_line, host_summary
+
+    snap = session(("nvidia-smi", read(TABLE_525)))
+    assert host_line(snap).startswith("driver 525.125.06 (nvidia-smi) · CUDA 12.0 max")
+    excerpt = session(("nvidia-smi -q | grep -i version", grep_i(read(Q_460), "version")))
+    assert dict(host_summary(excerpt))["GPUs (driver)"].endswith("in an excerpt (not the driver's whole list)")
