@@ -196,3 +196,16 @@ def test_nvidia_smi_with_i_reports_the_gpus_it_selected_not_all(command, excerpt
     assert snap.gpu_list_partial is excerpt
     found, _ = findings(snap, "GH102")
     assert (found == []) is excerpt
+
+
+def test_two_excerpts_keep_the_gpus_of_the_one_showing_more():
+    """`nvidia-smi | head -3` (versions, no GPU) and the link grep of eight GPUs: all eight kept, with the driver."""
+    head = "".join(line + "\n" for line in read("gpud/accelerator_nvidia_query__nvidia-smi.525.125.06.out.0.valid")
+                   .splitlines()[:3])
+    excerpt = narrowed(grep_after(read(A100X8), "GPU Link Info", 8), 5, "4x")
+    for order in ((("head.txt", head), ("link.txt", excerpt)), (("link.txt", excerpt), ("head.txt", head))):
+        snap = snapshot(*order)
+        assert snap.smi is not None and snap.smi.partial and snap.smi.driver_version == "525.125.06"
+        assert len(snap.gpus) == 8
+        (narrow,), _ = findings(snap, "GH407")
+        assert narrow.subject.gpu_index == 5 and narrow.severity is Severity.WARNING

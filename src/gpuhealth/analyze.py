@@ -312,7 +312,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         fields[key] = value
         return True
     if key == "smi" and isinstance(value, SmiReport) and (value.partial or current.partial):
-        whole, piece = (value, current) if current.partial and not value.partial else (current, value)
+        # the whole list takes the excerpt in; of two excerpts, the one showing more GPUs takes the other in
+        swap = value.partial < current.partial or (value.partial == current.partial
+                                                   and len(value.gpus) > len(current.gpus))
+        whole, piece = (value, current) if swap else (current, value)
         fields[key] = fill_gpus(whole, piece)
         return fields[key] != current
     if key == "smi" and isinstance(value, SmiReport) and SMI_RANK.get(value.format, 0) > SMI_RANK.get(
