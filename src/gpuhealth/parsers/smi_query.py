@@ -10,10 +10,11 @@ in different sections (a MIG device's ECC counts, module power readings) impossi
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
+from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, number
 from gpuhealth.parsers.smi_xml import (
@@ -29,6 +30,7 @@ from gpuhealth.parsers.smi_xml import (
 )
 
 _GPU_HEADER = lazy_re(r"GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_VERSION_LINE = guarded_re(r"^(?:Driver|KMD|CUDA|CUDA UMD) Version +: ", re.M, may=has(" Version "))
 _HOST_KEYS = {"timestamp", "driver version", "cuda version", "kmd version", "cuda umd version",
               "attached gpus", "hic info", "attached units"}
 _INFOROM_WARNING = guarded_re(r"WARNING: infoROM is corrupted at gpu (\S+)", re.IGNORECASE,
@@ -47,6 +49,17 @@ class _Block:
     bus_id: str | None
     entries: list[tuple[str, str | None]] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)  # first value per path
+    # (path, index in entries) of each top-level line: the lines up to the next one are nested under it
+    tops: list[tuple[str, int]] = field(default_factory=list)
+
+    def under(self, *sections: str) -> Iterator[tuple[str, str | None]]:
+        """The entries whose path starts with one of ``sections`` + "/", among others of the same top-level
+        lines (the caller tests each path): only the top-level sections named are looked through."""
+        prefixes = tuple(f"{section}/" for section in sections)
+        tops = self.tops
+        for place, (path, start) in enumerate(tops):
+            if path in sections or path.startswith(prefixes):
+                yield from self.entries[start:tops[place + 1][1] if place + 1 < len(tops) else len(self.entries)]
 
     def get(self, *paths: str) -> str | None:
         """The first of several paths with a real value: drivers renamed keys over time."""
@@ -62,20 +75,28 @@ def parse_smi_query(text: str) -> SmiReport:
         raise ParseError("not nvidia-smi -q output: input is not text")
     host, blocks, warnings = _split(text)
     known = any(path.split("/", 1)[0] in _KNOWN_KEYS for block in blocks for path in block.values)
-    if not known and "attached gpus" not in host:
+    # `nvidia-smi -q | grep -i version` keeps the host's version lines: the driver and the CUDA it supports
+    # (as -q writes them: `nvidia-smi --version` prints "KMD version", "DRIVER version", and is not -q output)
+    versions = any(version(host.get(key)) for key in ("driver version", "kmd version", "cuda version",
+                                                      "cuda umd version")) and bool(_VERSION_LINE.search(text))
+    if not known and "attached gpus" not in host and not versions:
         raise ParseError("not nvidia-smi -q output: no 'GPU <bus id>' section and no known keys")
     # 610 deprecates "Driver Version" and "CUDA Version" in favour of "KMD" and "CUDA UMD Version".
     driver = version(host.get("kmd version")) or version(host.get("driver version"))
     cuda = version(host.get("cuda umd version")) or version(host.get("cuda version"))
     corrupted = {normalize_pci_address(m[1]) for m in map(_INFOROM_WARNING.search, warnings) if m}
     numbered = any(block.bus_id for block in blocks)
-    gpus = tuple(_gpu(block, index if numbered else None, driver, cuda, corrupted)
+    # grep's "--" parts of a whole report are its GPUs in order, which is nvidia-smi's index order
+    gpus = tuple(_gpu(block, index if numbered or len(blocks) > 1 else None, driver, cuda, corrupted)
                  for index, block in enumerate(blocks))
     attached = to_int(host.get("attached gpus"))
     if attached is not None and numbered and attached != len(gpus):
         warnings.append(f"nvidia-smi reports {attached} attached GPUs but the output shows {len(gpus)}")
+    # Without its GPU header lines the text is a piece of the report (`-q | grep -A8 "GPU Link Info"`); with
+    # fewer GPUs than "Attached GPUs" it is one GPU's (`-q -i 0`): neither is the driver's whole list.
+    partial = (not numbered and attached is None) or (attached or 0) > len(gpus)
     return SmiReport(driver_version=driver, cuda_version=cuda, gpus=gpus, warnings=tuple(warnings),
-                     format="query")
+                     format="query", partial=partial)
 
 
 def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
@@ -87,6 +108,7 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     has_headers = any(_header(line) for line in lines if line.startswith("GPU "))  # a header starts so
     stack: list[tuple[int, str]] = []  # (indent, path) of the lines enclosing the current one
     block: _Block | None = None
+    apart = False  # a grep separator ("--") was passed: the next header-less line starts another GPU
     normal: dict[str, str] = {}  # a key as written -> lower-cased, spaces collapsed (keys repeat per GPU)
     # (the loop runs once per line of a report of thousands: splitting and storing are written inline, and
     # the rare line forms are looked at only when the first character allows them)
@@ -95,8 +117,11 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
         if not content:
             continue
         first = content[0]
-        if first in "=[Ww":
+        if first in "=[-Ww":
             if content.startswith("==") or content == "[...]":
+                continue
+            if content == "--":  # `grep -A8` between its matches: in a header-less text, the next GPU's lines
+                block, stack, apart = None, [], bool(blocks)
                 continue
             if first in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
                 warnings.append(content)
@@ -128,12 +153,16 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
         if block is None:
             if has_headers:
                 continue
-            if not blocks:
+            if not blocks or (apart and blocks[-1].entries):
                 blocks.append(_Block(None))  # an excerpt without its "GPU <bus id>" line
-            block = blocks[0]
+            block, apart = blocks[-1], False
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        path = f"{stack[-1][1]}/{key}" if stack else key
+        if stack:
+            path = f"{stack[-1][1]}/{key}"
+        else:
+            path = key
+            block.tops.append((path, len(block.entries)))
         block.entries.append((path, value))
         if value is not None:
             block.values.setdefault(path, value)
@@ -164,8 +193,14 @@ _KNOWN_KEYS = {
     "product name", "gpu uuid", "serial number", "vbios version", "persistence mode", "mig mode", "pci",
     "fan speed", "clocks event reasons", "clocks throttle reasons", "fb memory usage", "utilization",
     "ecc mode", "ecc errors", "retired pages", "remapped rows", "temperature", "power readings",
-    "gpu power readings", "gpu reset status", "gpu recovery action", "processes",
+    "gpu power readings", "gpu reset status", "gpu recovery action", "processes", "gpu link info",
 }
+
+
+def _pci(key: str) -> tuple[str, str]:
+    """A key of the PCI section, and the same key at the top: where a piece cut from inside that section
+    (`nvidia-smi -q | grep -A8 "GPU Link Info"`) has it."""
+    return f"pci/{key}", key
 
 
 def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
@@ -201,11 +236,11 @@ def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
         utilization_gpu_pct=number(get("utilization/gpu")),
         utilization_memory_pct=number(get("utilization/memory")),
         processes=_processes(block),
-        pcie_gen_current=to_int(get("pci/gpu link info/pcie generation/current")),
-        pcie_gen_max=to_int(get("pci/gpu link info/pcie generation/max")),
-        pcie_width_current=to_int(get("pci/gpu link info/link width/current")),
-        pcie_width_max=to_int(get("pci/gpu link info/link width/max")),
-        pcie_replay_counter=to_int(get("pci/replays since reset")),
+        pcie_gen_current=to_int(get(*_pci("gpu link info/pcie generation/current"))),
+        pcie_gen_max=to_int(get(*_pci("gpu link info/pcie generation/max"))),
+        pcie_width_current=to_int(get(*_pci("gpu link info/link width/current"))),
+        pcie_width_max=to_int(get(*_pci("gpu link info/link width/max"))),
+        pcie_replay_counter=to_int(get(*_pci("replays since reset"))),
         **_reliability(block),
         inforom_corrupted=True if address and address in corrupted else None,
         mig_devices=_mig_devices(block),
@@ -213,7 +248,8 @@ def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
     )
 
 
-_REASON_SECTIONS = ("clocks event reasons/", "clocks throttle reasons/")
+_REASON_TOPS = ("clocks event reasons", "clocks throttle reasons")
+_REASON_SECTIONS = tuple(f"{top}/" for top in _REASON_TOPS)
 
 
 def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
@@ -223,7 +259,7 @@ def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
     component names the reason.
     """
     active = set()
-    for path, value in block.entries:
+    for path, value in block.under(*_REASON_TOPS):
         if path.startswith(_REASON_SECTIONS) and flag(value) is True:  # a line under one of the sections
             name = _REASONS.get(path.rsplit("/", 1)[-1])
             if name:
@@ -233,14 +269,14 @@ def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
 
 def _mig_devices(block: _Block) -> int | None:
     """One "MIG Device" section per MIG device, listed after "MIG Mode" (absent from 352 and -d output)."""
-    paths = list(map(itemgetter(0), block.entries))
+    paths = list(map(itemgetter(0), block.tops))  # (a path without "/" is a top-level line's)
     return mig_device_count(paths.count("mig device"), "mig mode" in paths)
 
 
 def _processes(block: _Block) -> tuple[GpuProcess, ...]:
     """Each "Process ID" line starts a process; its Type, Name and memory lines are indented under it."""
     found: list[dict[str, str | None]] = []
-    for path, value in block.entries:
+    for path, value in block.under("processes"):
         if not path.startswith("processes/process id"):
             continue
         if path == "processes/process id":
