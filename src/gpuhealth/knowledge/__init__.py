@@ -36,7 +36,7 @@ def table_rows(name: str) -> list[dict[str, str]]:
         cached = importlib.import_module(f"{__name__}._tables.{name.removesuffix('.csv')}")
     except ImportError:  # a table added since: parsed below
         cached = None
-    if cached is not None and cached.TEXT == text:
+    if cached is not None and cached.TEXT == text and hasattr(cached, "ROWS"):
         header = cached.HEADER
         return [dict(zip(header, row, strict=True)) for row in cached.ROWS]
     return csv_rows(text)
@@ -60,14 +60,22 @@ def table_source(name: str) -> str | None:
         return None
     lines = [f'"""Written by gpuhealth.knowledge.write_tables(): {name} pre-parsed (see knowledge.table_rows).',
              'Do not edit: `make tables` rewrites it; tests/test_knowledge.py checks that it is current."""',
-             "# ruff: noqa", "# fmt: off", "", f"TEXT = {read_table(name)!r}", "", f"HEADER = {header!r}", "",
-             "ROWS = ("]
-    lines += [f"    {tuple(row.values())!r}," for row in rows]
-    lines.append(")")
-    if name == "signatures.csv":
-        from gpuhealth.knowledge.signatures import required_literals
+             "# ruff: noqa", "# fmt: off", "", f"TEXT = {read_table(name)!r}", "", f"HEADER = {header!r}"]
+    if name != "signatures.csv":  # (its catalogue is written read, below: nothing asks for its rows)
+        lines += ["", "ROWS = ("]
+        lines += [f"    {tuple(row.values())!r}," for row in rows]
+        lines.append(")")
+    else:
+        import dataclasses
 
-        patterns = dict.fromkeys(row["pattern"].strip() for row in rows if row["pattern"])
+        from gpuhealth.knowledge.signatures import parse_catalogue, required_literals
+
+        catalogue = parse_catalogue(rows)
+        lines += ["", "# the rows as signatures.parse_catalogue reads them: Signature's fields in order",
+                  "SIGNATURES = ("]
+        lines += [f"    {dataclasses.astuple(sig)!r}," for sig in catalogue]
+        lines.append(")")
+        patterns = dict.fromkeys(sig.pattern for sig in catalogue)
         lines += ["", "# each pattern's required literals (signatures.required_literals)", "LITERALS = {"]
         lines += [f"    {pattern!r}: {required_literals(pattern)!r}," for pattern in patterns]
         lines.append("}")

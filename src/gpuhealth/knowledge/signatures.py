@@ -28,7 +28,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from gpuhealth.knowledge import table_rows
+from gpuhealth.knowledge import read_table, table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
@@ -173,15 +173,27 @@ def _position() -> dict[str, int]:
 
 @functools.cache
 def _catalogue() -> tuple[Signature, ...]:
-    rows: list[Signature] = []
+    # The rows as read when knowledge/_tables/ was written (see knowledge.table_rows), while the file still reads so.
+    try:
+        from gpuhealth.knowledge._tables import signatures as written
+    except ImportError:
+        written = None
+    if written is not None and written.TEXT == read_table("signatures.csv"):
+        return tuple(Signature(*values) for values in written.SIGNATURES)
+    return parse_catalogue(table_rows("signatures.csv"))
+
+
+def parse_catalogue(rows: list[dict[str, str]]) -> tuple[Signature, ...]:
+    """The signatures of ``signatures.csv``'s rows (``csv.DictReader``'s), checked; ValueError names a bad row."""
+    found: list[Signature] = []
     seen: set[str] = set()
-    for number, row in enumerate(table_rows("signatures.csv"), start=2):
+    for number, row in enumerate(rows, start=2):
         sig = _row(row, number)
         if sig.id in seen:
             raise ValueError(f"signatures.csv: id {sig.id!r} appears twice")
         seen.add(sig.id)
-        rows.append(sig)
-    return tuple(rows)
+        found.append(sig)
+    return tuple(found)
 
 
 @functools.cache
