@@ -94,7 +94,9 @@ def test_every_endpoint_answers(live, clock):
             assert response.status_code == 200 and kind in response.headers["content-type"], asset
         assert client.get("/healthz").text == "ok\n"
         status = client.get("/api/v1/status").json()
-        assert status["verdict"] == "HEALTHY" and status["gpus"] == {"seen": 2, "answering": 2, "lost": 0}
+        # readings alone never make the box HEALTHY: no full check has run yet
+        assert status["verdict"] == "UNCHECKED" and status["gpus"] == {"seen": 2, "answering": 2, "lost": 0}
+        assert status["summary"].endswith("no full check yet")
         gpus = client.get("/api/v1/gpus").json()["gpus"]
         assert [g["gpu"] for g in gpus] == [0, 1] and gpus[1]["readings"]["temperature_c"] == 51
         assert gpus[1]["pci_bus_id"] == "0000:3b:00.0" and gpus[1]["state"] == "ok"
@@ -142,6 +144,24 @@ def test_history_reads_the_database_beyond_the_live_window(tmp_path, live, clock
         [one] = series["series"]
         assert one["resolution"] == "minute" and len(one["t"]) >= 100 and one["min"] and one["max"]
         assert set(one["v"]) <= {40, 41, 42, 60}
+
+
+def test_status_is_healthy_only_after_a_clean_full_check(live, clock):
+    assert live.status()["verdict"] == "NO DATA"
+    feed(live, clock, *fleet_events(gpus=2, seconds=3))
+    assert live.status()["verdict"] == "UNCHECKED"
+    live.check_started()
+    assert live.status()["summary"].endswith("full check running")
+    live.check_finished(error="full check failed: TimeoutError: nvidia-smi did not answer in 10 s")
+    status = live.status()
+    assert status["verdict"] == "UNCHECKED" and status["summary"].endswith("nvidia-smi did not answer in 10 s")
+    live.alert(Alert("temperature", 1, "critical", "firing", "GPU 1 at 91 °C", T0))
+    assert live.status()["verdict"] == "BROKEN"  # a firing alert decides without a check
+    live.alert(Alert("temperature", 1, "critical", "resolved", "GPU 1 at 70 °C", T0 + 60))
+    live.check_finished(Report(Snapshot(nvml=NvmlReport(ok=True, gpus=())), (), (), 20))
+    assert live.status()["verdict"] == "HEALTHY"
+    live.check_finished(report())
+    assert live.status()["verdict"] == "BROKEN"
 
 
 def test_metrics_from_the_current_state(live, clock):

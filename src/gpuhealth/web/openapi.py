@@ -27,7 +27,7 @@ def document(version: str) -> dict[str, Any]:
         "security": [{"bearer": []}],
         "paths": {
             "/api/v1/status": {"get": {
-                "summary": "The verdict (HEALTHY, DEGRADED, BROKEN, NO DATA) with counts of GPUs and alerts",
+                "summary": "The verdict (HEALTHY, DEGRADED, BROKEN, UNCHECKED, NO DATA) with counts of GPUs and alerts",
                 "responses": {"200": _json("Status", {"$ref": "#/components/schemas/Status"}), **_AUTH}}},
             "/api/v1/gpus": {"get": {
                 "summary": "Every GPU seen: identity, state (ok, lost, stale), latest readings when answering",
@@ -80,7 +80,7 @@ def document(version: str) -> dict[str, Any]:
             "schemas": {
                 "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
                 "Status": {"type": "object", "properties": {
-                    "verdict": {"enum": ["HEALTHY", "DEGRADED", "BROKEN", "NO DATA"]},
+                    "verdict": {"enum": ["HEALTHY", "DEGRADED", "BROKEN", "UNCHECKED", "NO DATA"]},
                     "summary": {"type": "string"}, "time": {"type": "number"},
                     "gpus": {"type": "object"}, "alerts": {"type": "object"}, "check": {"type": "object"},
                     "monitor": {"type": "object"}}},

@@ -389,12 +389,23 @@ class LiveState:
             rank = max([rank, *(SEVERITY_RANK[f.severity.value] for f in report.findings)])
         if lost or (views and present < len(views)):
             rank = max(rank, 2)
-        verdict = VERDICT_OF[rank] if (views or report is not None) else "NO DATA"
+        if not views and report is None:
+            verdict = "NO DATA"
+        elif report is None and rank < 2:
+            # Readings without a full check say nothing about the driver, the kernel log or the install:
+            # the page must not call the box healthy on them alone.
+            verdict = "UNCHECKED"
+        else:
+            verdict = VERDICT_OF[rank]
         counts = Counter(a.severity for a in active)
         parts = [f"{present} of {len(views)} GPU(s) answering" if views else "no GPU sampled yet"]
         parts.append(f"{len(active)} active alert(s)" if active else "no active alerts")
         if report is not None:
             parts.append(f"last check: {report.verdict.lower()}")
+        elif error:
+            parts.append(error)
+        else:
+            parts.append("full check running" if running else "no full check yet")
         return {
             "verdict": verdict, "summary": "; ".join(parts), "time": now,
             "gpus": {"seen": len(views), "answering": present, "lost": lost},
