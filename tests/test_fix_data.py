@@ -67,7 +67,7 @@ def assert_trustworthy(fix: Fix, where: str) -> None:
         assert subprocess.run(["bash", "-n", "-c", fix.command], capture_output=True).returncode == 0, \
             f"{where}: {fix.command!r} is not a bash command line"
         assert fix.is_command, f"{where}: {fix.command!r}"
-        assert not fix.command.split()[0] in ("blacklist", "options", "install"), f"{where}: a config line"
+        assert fix.command.split()[0] not in ("blacklist", "options", "install"), f"{where}: a config line"
         assert disrupts(fix.command) <= fix.disruptive, f"{where}: {fix.command!r} is not flagged disruptive"
     else:
         assert fix.kind in ("step", "edit"), f"{where}: {fix!r}"
