@@ -196,7 +196,10 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
         made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
-        findings.append(replace(made, fixes=fits_evidence(made.fixes, [m for _, m in matched])))
+        # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
+        # Boot off) have nothing to fix; the check's fixes would read as if they had
+        fixes = fits_evidence(made.fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
+        findings.append(replace(made, fixes=fixes))
     return findings
 
 
@@ -394,8 +397,11 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
     explained = {code for f in findings for code in f.explains}
     # lines nobody explains (GH003) and unrecognised files (GH002) never lead over a finding that says something
     catch_all = ("GH003", "GH002")
-    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in catch_all, f.code in explained, f.code,
-                                           str(f.subject)))
+    # a start-up cost, not a fault (persistence off): another finding of the same severity says more about
+    # what the user sees (the MIG devices a process enumerates, GH608)
+    advisory = ("GH604",)
+    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in catch_all, f.code in advisory,
+                                           f.code in explained, f.code, str(f.subject)))
 
 
 def next_commands(findings: Sequence[Finding], given: Sequence[str] = (), limit: int = 6) -> list[str]:
