@@ -100,3 +100,25 @@ def test_rminit_adapter_lists_the_read_only_looks_before_the_reboot():
     assert sections[:reboot] and set(sections[:reboot]) == {"diagnostic"}
     looked = " ".join(f.command for f in finding.fixes[:reboot])
     assert "/lib/firmware/nvidia" in looked and "dmesg" in looked
+
+
+# ---------------------------------------------------------------- F2: "Failed to open /dev/nvidiactl: No such device"
+
+FIELD_LINES = REPO / "tests" / "data" / "fieldlines"  # hand-written, see its README
+
+
+def test_nvidiactl_no_such_device_reads_as_the_module_not_loaded():
+    text = (FIELD_LINES / "persistenced-nvidiactl-enodev.log").read_text(encoding="utf-8")
+    result = report(text, "journal.log")
+    assert result.verdict == "BROKEN", "the line was ignored (HEALTHY) or not understood"
+    finding = found(result, "GH201")
+    assert finding is not None and finding.severity.value == "critical"
+    assert found(result, "GH003") is None
+    assert any(f.command == "sudo modprobe nvidia" for f in finding.fixes) or any(
+        "modprobe nvidia" in c.command for c in finding.differential)
+
+
+def test_nvidiactl_missing_reads_as_device_nodes_missing():
+    """Near miss: the node does not exist (ENOENT) is GH207. JPaulMora/Pyrit#36, NVIDIA's user-space driver."""
+    result = report("NVIDIA: could not open the device file /dev/nvidiactl (No such file or directory).\n")
+    assert found(result, "GH207") is not None and found(result, "GH201") is None

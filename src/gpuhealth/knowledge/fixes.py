@@ -24,7 +24,7 @@ import functools
 import io
 
 from gpuhealth.knowledge import read_table
-from gpuhealth.model import DISRUPTIVE_COMMAND, FIX_KINDS, Fix, fix_kind
+from gpuhealth.model import DISRUPTIVE_COMMAND, FIX_KINDS, Fix, ParseError, fix_kind
 
 __all__ = ["check_fixes", "fixes_of", "load_fixes"]
 
@@ -33,15 +33,15 @@ _COLUMNS = ["code", "family", "kind", "disruptive", "command", "note"]
 
 
 def load_fixes(text: str, name: str = "fixes.csv") -> dict[str, tuple[Fix, ...]]:
-    """The table's fixes per check code, in row order; ValueError naming the row for a bad one."""
+    """The table's fixes per check code, in row order; ParseError (a ValueError) naming the row for a bad one."""
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames != _COLUMNS:
-        raise ValueError(f"{name}: the columns must be {', '.join(_COLUMNS)}")
+        raise ParseError(f"{name}: the columns must be {', '.join(_COLUMNS)}")
     table: dict[str, list[Fix]] = {}
     for number, row in enumerate(reader, start=2):
         fix = _fix(row, f"{name} line {number}")
         if any(f.command == fix.command and f.family == fix.family for f in table.get(row["code"], ())):
-            raise ValueError(f"{name} line {number}: {row['code']} lists {fix.command!r} twice")
+            raise ParseError(f"{name} line {number}: {row['code']} lists {fix.command!r} twice")
         table.setdefault(row["code"], []).append(fix)
     return {code: tuple(fixes) for code, fixes in table.items()}
 
@@ -49,18 +49,18 @@ def load_fixes(text: str, name: str = "fixes.csv") -> dict[str, tuple[Fix, ...]]
 def _fix(row: dict[str, str], where: str) -> Fix:
     code, family, kind, command = row["code"], row["family"], row["kind"], row["command"]
     if not (len(code) == 5 and code.startswith("GH") and code[2:].isdecimal()):
-        raise ValueError(f"{where}: {code!r} is no check code")
+        raise ParseError(f"{where}: {code!r} is no check code")
     if family not in _FAMILIES or kind not in FIX_KINDS or row["disruptive"] not in ("yes", "no"):
-        raise ValueError(f"{where}: family, kind or disruptive is not one of the allowed values")
+        raise ParseError(f"{where}: family, kind or disruptive is not one of the allowed values")
     if not command.strip() or "\n" in command or "`" in command:
-        raise ValueError(f"{where}: a fix is one line without backticks")
+        raise ParseError(f"{where}: a fix is one line without backticks")
     if kind == "command" and fix_kind(command) != "command":
-        raise ValueError(f"{where}: {command!r} is not a command that runs as is (a known program, no placeholder)")
+        raise ParseError(f"{where}: {command!r} is not a command that runs as is (a known program, no placeholder)")
     if kind != "command" and len(command.split()) < 3:
-        raise ValueError(f"{where}: a {kind} must say what to do in words, not {command!r}")
+        raise ParseError(f"{where}: a {kind} must say what to do in words, not {command!r}")
     disruptive = row["disruptive"] == "yes"
     if DISRUPTIVE_COMMAND.search(command) and not disruptive:
-        raise ValueError(f"{where}: {command!r} reboots, unloads, resets, removes or restarts: disruptive=yes")
+        raise ParseError(f"{where}: {command!r} reboots, unloads, resets, removes or restarts: disruptive=yes")
     return Fix(command, family, disruptive, row["note"], kind)
 
 
