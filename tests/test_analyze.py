@@ -219,3 +219,31 @@ def test_pasted_install_evidence_runs_the_install_checks():
     assert fired["GH506"] is Severity.WARNING  # Secure Boot on, nvidia not loaded: the module must be signed
     assert "GH506" not in skipped
     assert "the installed kernels: not in the evidence given" in skipped["GH507"]
+
+
+# nvidia-smi's MIG warning (NVIDIA/gpu-operator#118): its second output line starts with a PCI address, so the
+# block looks like an lspci listing to the router; lspci cannot parse it.
+_MIG_PENDING = ("$ nvidia-smi -mig DISABLED\n"
+                "Warning: MIG mode is in pending disable state for GPU 00000000:C1:00.0:In use by another client\n"
+                "00000000:C1:00.0 is currently being used by one or more other processes (e.g. CUDA application or a "
+                "monitoring application such as another instance of nvidia-smi). Please first kill all processes "
+                "using the device and retry the command or reboot the system to make MIG mode effective.\n"
+                "All done.\n")
+
+
+def test_a_block_that_fails_to_parse_as_a_listing_is_scanned_like_text():
+    snapshot, recognised = analyze_texts([("session.txt", _MIG_PENDING)])
+    assert [(r.kind, r.note.startswith("could not parse")) for r in recognised] == [("lspci", True)]
+    assert [m.signature for m in snapshot.messages] == ["mig-pending-disable"]
+    report = run_checks(snapshot)
+    assert [f.code for f in report.findings if f.severity is not Severity.INFO] == ["GH409"]
+    assert "session.txt" not in " ".join(snapshot.unrecognized_files)
+
+
+def test_a_listing_that_parses_is_still_left_to_its_parser():
+    """The near miss: the same catalogue line inside a real lspci listing is not scanned (the parser read it)."""
+    lspci = (CORPUS / "nvidia-bug-report-352.63/lspci_-nn.txt").read_text()
+    line = "Warning: MIG mode is in pending disable state for GPU 00000000:C1:00.0:In use by another client\n"
+    snapshot, recognised = analyze_texts([("lspci.txt", lspci + line)])
+    assert [r.kind for r in recognised] == ["lspci"] and not recognised[0].note
+    assert not snapshot.messages

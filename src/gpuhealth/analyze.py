@@ -167,7 +167,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     command = block.command if block is not None and block.language == "shell" else None
     text = _with_lspci_address(command, _with_csv_header(command, piece.text))
     kind = route(command, text) if piece.text.strip() else None
-    understood = False
+    understood = parsed = False
     read_into: tuple[str, ...] = ()
     if kind is not None:
         try:
@@ -175,14 +175,16 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
-            understood = True
+            understood = parsed = True
         except ParseError as exc:
             reading.log.append(Recognised(piece.name, kind.name, f"could not parse {kind.name}: {exc}"))
             if not container:
                 reading.unrecognized.append(f"{piece.name} (looked like {kind.name}, but: {exc})")
     if block is not None and block.command:
         understood = _read_facts(reading, piece, block) or understood
-    matched = _scan_messages(reading, piece, kind.name if kind else None, read_into, unknown_lines)
+    # a piece that did not parse as the listing it looked like is scanned like any other text
+    scanned_as = kind.name if kind is not None and parsed else None
+    matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
