@@ -62,6 +62,15 @@ def test_stuck_temperature_sensor_while_the_load_changes(tmp_path):
     alerts = play(samples(0, 70, step=10, **load), tmp_path)
     (stuck,) = fired(alerts, "stuck_sensor")
     assert stuck.key == "temperature_c" and stuck.t == T0 + 600 and "load changed" in stuck.message
+    # in words and units a person reads, not the field name and a float ("temperature_c has read 47.0")
+    assert stuck.message.startswith("GPU 0 temperature has read 47 °C for 10 min while"), stuck.message
+    assert "utilisation 0-95 %" in stuck.message, stuck.message
+
+
+def test_a_stuck_power_sensor_is_named_in_watts(tmp_path):
+    load = busy(power_w=250.0, utilization_gpu_pct=lambda i: 0 if i < 30 else 95)
+    stuck = [a for a in fired(play(samples(0, 70, step=10, **load), tmp_path), "stuck_sensor") if a.key == "power_w"]
+    assert stuck and stuck[0].message.startswith("GPU 0 power has read 250 W for 10 min"), stuck
 
 
 def test_steady_load_alone_does_not_prove_a_sensor_stuck(tmp_path):

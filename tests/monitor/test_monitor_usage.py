@@ -114,3 +114,23 @@ def test_energy_across_a_monitoring_gap_is_not_charged_to_one_minute(tmp_path):
     assert [d["hours_monitored"] for d in days.values()] == [0.5, 0.5]
     for day in days.values():  # 30 min x 300 W = 0.15 kWh each (less one 10-s step at the end: 0.0008)
         assert day["energy_from"] == "counter" and abs(day["energy_kwh"] - 0.15) <= 0.0015, days
+
+
+def test_the_table_never_cuts_a_value_on_an_80_column_terminal(tmp_path):
+    # Piped or under cron, rich assumes 80 columns; the day, the energy source and every figure must stay whole
+    # ("2026-1…" named no day). The table may be wider than the terminal rather than lose a value.
+    start = (time.time() // 86400) * 86400 - 2 * 3600
+    _store(tmp_path, start).close()
+    db = str(tmp_path / "h.db")
+    runner = CliRunner()
+    days = json.loads(runner.invoke(main, ["usage", "--db", db, "--since", "2d", "--format", "json",
+                                           "--price", "2.5"]).output)["days"]
+    for columns in ("80", "60"):
+        result = runner.invoke(main, ["usage", "--db", db, "--since", "2d", "--price", "2.5"], env={"COLUMNS": columns})
+        assert result.exit_code == 0 and "…" not in result.output, result.output
+        lines = [line for line in result.output.splitlines() if line.startswith("│")]
+        assert len(lines) == len(days)
+        for line, day in zip(lines, days, strict=True):
+            cells = [c.strip() for c in line.strip("│").split("│")]
+            assert cells[:2] == [str(day["gpu"]), day["day"]] and day["energy_from"] in cells, line
+            assert f"{day['cost_held_idle']:.2f}" == cells[-1], line

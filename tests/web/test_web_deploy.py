@@ -50,3 +50,27 @@ def test_alert_rules_use_our_metrics():
     from gpuhealth.monitor.rules import RULES
 
     assert rules == set(RULES)  # one Prometheus alert per monitor rule
+
+
+def test_the_serve_daemonset_runs_a_valid_serve_whose_probes_it_answers_unprivileged():
+    # Checked on the text (PyYAML is no dependency): every value below is one line of the manifest.
+    from gpuhealth.web.commands import serve
+    from gpuhealth.web.security import PUBLIC_PATHS
+
+    text = (DEPLOY / "kubernetes" / "gpuhealth-serve-daemonset.yaml").read_text()
+    (args,) = re.findall(r"^\s+args: (\[.*\])$", text, re.M)
+    command, *options = json.loads(args)
+    assert command == "serve"
+    context = serve.make_context("serve", list(options))  # options `gpuhealth serve` knows, values it accepts
+    port = context.params["listen"].rsplit(":", 1)[1]
+    assert re.search(rf"- name: http\n\s+containerPort: {port}\n", text)
+    probes = re.findall(r"(liveness|readiness)Probe:\n\s+httpGet:\n\s+path: (\S+)\n\s+port: (\S+)\n", text)
+    assert sorted(kind for kind, _, _ in probes) == ["liveness", "readiness"]
+    # the probes carry no token: the path must be one that answers without it (the pod listens off loopback)
+    assert all(path == "/healthz" and path in PUBLIC_PATHS and port_name == "http" for _, path, port_name in probes)
+    # the token comes from the variable `serve` reads
+    assert "- name: GPUHEALTH_TOKEN\n" in text
+    assert next(p for p in serve.params if p.name == "token").envvar == "GPUHEALTH_TOKEN"
+    # unprivileged: no privileged mode, no host namespaces; one added capability, explained beside it
+    assert not re.search(r"privileged: true|hostPID|hostNetwork|hostIPC", text)
+    assert 'drop: ["ALL"]' in text and re.search(r"# .*dmesg.*\n\s+add: \[\"SYSLOG\"\]", text)

@@ -28,7 +28,9 @@ ANSWERS = {
     'gpuhealth_alert_active{job="gpuhealth"}': _vector(
         ({"instance": "node2:9835", "rule": "xid", "key": "79", "severity": "critical", "gpu": "3",
           "uuid": "GPU-3", "pci_bus_id": "00000000:1C:00.0"}, 1),
-        ({"instance": "node1:9835", "rule": "temperature", "key": "", "severity": "warning", "gpu": "0"}, 1)),
+        ({"instance": "node1:9835", "rule": "temperature", "key": "", "severity": "warning", "gpu": "0"}, 1),
+        # a serve node turns each finding of its check into an alert too: the finding's row below says it once
+        ({"instance": "node1:9835", "rule": "check:GH604", "key": "GH604@host", "severity": "warning", "gpu": ""}, 1)),
     'gpuhealth_check_status{job="gpuhealth"}': _vector(
         ({"instance": "node1:9835", "code": "GH604", "slug": "persistence-off", "severity": "warning", "gpu": ""}, 1),
         ({"instance": "node1:9835", "code": "GH999", "slug": "x", "severity": "info", "gpu": ""}, 1)),
@@ -95,3 +97,29 @@ def test_fleet_exits_1_on_warnings_only_and_0_when_clear(prometheus, monkeypatch
 def test_fleet_without_prometheus_exits_3_naming_it():
     result = CliRunner().invoke(main, ["fleet", "--prometheus", "http://127.0.0.1:1", "--timeout", "2"])
     assert result.exit_code == 3 and "http://127.0.0.1:1: cannot query Prometheus" in result.output
+
+
+def test_the_table_at_80_columns_never_cuts_a_node_name_or_uuid(prometheus, monkeypatch):
+    # 50 nodes with long names, piped (80 columns): "gpu-node-017.training-a.clu…" does not say which node to drain.
+    def long_name(item: dict) -> dict:
+        instance = item["metric"]["instance"].replace(":", ".training-a.cluster.example.com:")
+        metric = {**item["metric"], "instance": instance}
+        return {**item, "metric": metric}
+
+    answers = {k: [long_name(r) for r in v] for k, v in ANSWERS.items()}
+    answers['gpuhealth_alert_active{job="gpuhealth"}'][0]["metric"]["uuid"] = "GPU-00000002-0003-4e2e-8000-000000000000"
+    monkeypatch.setattr(FakePrometheus, "answers", answers)
+    result = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus], env={"COLUMNS": "80"})
+    assert result.exit_code == 2 and "…" not in result.output, result.output
+    cells: list[list[str]] = []  # per table row, the cells of its lines joined back together
+    for line in result.output.splitlines():
+        if line.startswith("│"):
+            parts = [p.strip() for p in line.strip("│").split("│")]
+            if parts[0] or not cells:
+                cells.append(parts)
+            else:
+                cells[-1] = [a + b if i == 1 or not a or not b else f"{a} {b}" for i, (a, b) in
+                             enumerate(zip(cells[-1], parts, strict=True))]
+    nodes = {r[1] for r in cells}
+    assert nodes == {f"node{n}.training-a.cluster.example.com:9835" for n in (1, 2, 3)}, cells
+    assert any("GPU-00000002-0003-4e2e-8000-000000000000" in r[3].replace(" ", "") for r in cells), cells

@@ -41,6 +41,7 @@ from web_fakes import (
     GENERATED_BY,
     H100_MODEL,
     REPO,
+    Relay,
     prom_query,
     ready_on,
     serve_process,
@@ -206,10 +207,10 @@ def _fleet(url: str) -> tuple[int, list[tuple[str, str, str, str]], list[dict[st
     return result.exit_code, [(r["severity"], r["instance"], r["gpu"], r["source"]) for r in rows], rows
 
 
-def _start_node(stack: contextlib.ExitStack, node_dir: Path, listen: str = "127.0.0.1:0") -> str:
+def _start_node(stack: contextlib.ExitStack, node_dir: Path) -> str:
     base = stack.enter_context(serve_process(
         node_dir, "--source", f"replay:{node_dir / 'trace.jsonl'}", "--token-file", str(node_dir / "token"),
-        "--config", str(node_dir.parent / "node.toml"), listen=listen))
+        "--config", str(node_dir.parent / "node.toml")))
     return base.removeprefix("http://")
 
 
@@ -231,8 +232,13 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
         hook = stack.enter_context(receiver())
         node3 = contextlib.ExitStack()
         stack.callback(node3.close)
+        # Node 3 is stopped and started again under one address: a relay that stays bound forwards to
+        # wherever it runs (each start binds a fresh port), so no other process can take its port in between.
+        relay3 = Relay()
+        stack.callback(relay3.close)
         # node 2 last: its trace's clock (the Xid at XID_AT) starts closest to Prometheus's start
-        targets = {1: _start_node(stack, tmp_path / "node1"), 3: _start_node(node3, tmp_path / "node3")}
+        targets = {1: _start_node(stack, tmp_path / "node1"), 3: relay3.address}
+        relay3.backend = _start_node(node3, tmp_path / "node3")
         targets[2] = _start_node(stack, tmp_path / "node2")
         node = {n: {"instance": target} for n, target in targets.items()}
         (tmp_path / "alertmanager.yml").write_text(alertmanager_config(f"http://127.0.0.1:{hook.server_port}"))
@@ -255,6 +261,7 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
         assert {s["metric"]["instance"] for s in up} == set(targets.values())
 
         # node 3 stops: GpuhealthDown reaches the pager for node 3, and for no other node
+        relay3.backend = None
         node3.close()
         down = wait_for(lambda: hook.find("GpuhealthDown", "firing", **node[3]), 40, "GpuhealthDown for node 3")
         assert down[0]["receiver"] == "gpu-oncall-pager" and down[0]["path"] == "/pager"
@@ -280,7 +287,7 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
         print(table.output)
 
         # node 3 back on its address: resolved; the Xid resolves QUIET s after it was logged
-        _start_node(node3, tmp_path / "node3", listen=targets[3])
+        relay3.backend = _start_node(node3, tmp_path / "node3")
         wait_for(lambda: hook.find("GpuhealthDown", "resolved", **node[3]), 40, "GpuhealthDown resolved")
         wait_for(lambda: hook.find("GpuhealthXid", "resolved", **node[2], gpu=str(XID_GPU)), XID_AT + QUIET + 40,
                  "GpuhealthXid resolved")

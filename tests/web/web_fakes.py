@@ -237,3 +237,55 @@ def prom_ready(client: Any) -> bool:
     except httpx.HTTPError:
         time.sleep(0.2)
         return False
+
+
+class Relay:
+    """A loopback TCP address that stays bound for the whole test and forwards each connection to ``backend``
+    (``host:port``), or closes it at once while ``backend`` is None. A node stopped and started again keeps
+    its address this way without re-binding a port it released: another process may take a released port
+    before the node binds it again (the e2e test's old race)."""
+
+    def __init__(self) -> None:
+        self.backend: str | None = None
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            backend = self.backend
+            try:
+                host, port = backend.rsplit(":", 1) if backend else ("", "0")
+                upstream = socket.create_connection((host, int(port)), timeout=5) if backend else None
+            except OSError:
+                upstream = None
+            if upstream is None:
+                client.close()  # the node is down: the scrape fails
+                continue
+            upstream.settimeout(None)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:  # either side gone: both go, so the other pump ends too
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+                end.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        self._thread.join(5)

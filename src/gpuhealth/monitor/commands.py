@@ -331,6 +331,7 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
 
 def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: str, price: float | None) -> None:
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.table import Table
 
     title = f"GPU usage per UTC day, last {since}" + (f", {price:g} per GPU-hour" if price is not None else "")
@@ -345,4 +346,10 @@ def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: st
             ("hours", "cost")) else str(row[c]) for c in columns))
     if not rows:
         table.caption = "no utilisation readings in this period"
-    Console(highlight=False).print(table)
+    # Squeezed into a narrow terminal (80 columns when piped), rich cuts values ("2026-1…" names no day): then
+    # the table is drawn at its natural width instead, wider than the terminal but with every value whole.
+    console = Console(highlight=False)
+    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    if natural > console.width:
+        console = Console(highlight=False, width=natural)
+    console.print(table)

@@ -210,12 +210,34 @@ class StuckSensorRule(Rule):
             self._widen(flat, 4, event.power_w)
             since = flat[1]
             stuck = value is not None and event.t - since >= self.for_s and self._load_moved(flat, metric)
+            word, reading = _reading(metric, value)
             alerts += self._step(event.gpu, event.t, stuck, since == event.t,
-                                 f"GPU {event.gpu} {metric} has read {value} for {took(event.t - since)} "
-                                 "while the GPU's load changed: a stuck sensor",
-                                 f"GPU {event.gpu} {metric} reading changes again (now {value})",
+                                 f"GPU {event.gpu} {word} has read {reading} for {took(event.t - since)} "
+                                 f"while the GPU's load changed ({self._load(flat, metric)}): a stuck sensor",
+                                 f"GPU {event.gpu} {word} reading changes again (now {reading})",
                                  key=metric, for_s=0)
         return alerts
+
+    def _load(self, flat: list[Any], metric: str) -> str:
+        """The load's range while the reading stood still, as the evidence that the GPU was not simply idle."""
+        parts = []
+        if flat[2] is not None:
+            parts.append(f"utilisation {flat[2]:g}-{flat[3]:g} %")
+        if flat[4] is not None and metric != "power_w":
+            parts.append(f"power {flat[4]:.0f}-{flat[5]:.0f} W")
+        return ", ".join(parts)
+
+
+# A sensor's name and unit in the alert text: people read "temperature 39 °C", not "temperature_c 39.0".
+SENSOR_WORDS = {"temperature_c": ("temperature", "°C"), "memory_temperature_c": ("memory temperature", "°C"),
+                "power_w": ("power", "W"), "fan_pct": ("fan", "%")}
+
+
+def _reading(metric: str, value: float | None) -> tuple[str, str]:
+    word, unit = SENSOR_WORDS.get(metric, (metric, ""))
+    if value is None:
+        return word, "nothing"
+    return word, f"{value:g} {unit}".rstrip()
 
 
 def _holding(sample: Sample) -> str:

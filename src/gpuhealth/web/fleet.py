@@ -79,6 +79,8 @@ def collect(ask: Any, job: str) -> tuple[list[Row], int]:
                             "its gpuhealth serve", "scrape"))
     for r in ask(f"gpuhealth_alert_active{{{sel}}}"):
         m = r["metric"]
+        if str(m.get("rule", "")).startswith("check:"):
+            continue  # the check's own alert for a finding: the finding's row (below) names it with its code
         rows.append(Row(m.get("severity", "warning"), m.get("instance", "?"), m.get("gpu", ""),
                         f"alert {m.get('rule', '?')}" + (f" ({m['key']})" if m.get("key") else "")
                         + (f" {m['uuid']}" if m.get("uuid") else ""), "alert"))
@@ -130,8 +132,10 @@ def _table(rows: list[Row], nodes: int, base: str) -> None:
     if nodes == 0:
         console.print(f"{base}: no gpuhealth node known to Prometheus (check --job)")
     table = Table(title=f"gpuhealth fleet: {nodes} node(s), from {base}", title_justify="left")
+    # A long node name or UUID folds onto the next line rather than being cut with an ellipsis: cut, it no
+    # longer names the node to drain (80 columns when piped).
     for column in ("severity", "node", "GPU", "what"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for row in rows:
         style = {"critical": "bold red", "warning": "yellow"}.get(row.severity, "")
         table.add_row(f"[{style}]{row.severity}[/]" if style else row.severity, row.instance, row.gpu, row.what)
