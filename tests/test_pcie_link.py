@@ -199,3 +199,27 @@ def test_the_port_above_also_weighs_nvidia_smis_link_fields(port_file, severity,
     assert (narrow.severity, narrow.subject.gpu_index) == (severity, 0)
     assert narrow.message.endswith(ending)
     assert lines(narrow)[0].startswith("port above it 0000:00:0")
+
+
+def test_a_downgraded_width_alone_stays_info_and_names_the_port_above_as_the_deciding_command():
+    """lspci's "(downgraded)" compares LnkSta with the GPU's own LnkCap only (pciutils ls-caps.c link_compare), so
+    it cannot tell a slot wired x1 from a link trained x1: the port above decides, and the finding says how."""
+    text = (DATA / "x1-of-x16.lspci").read_text()
+    assert "Width x1 (downgraded)" in text
+    snapshot = snapshot_of(DATA / "x1-of-x16.lspci")
+    (narrow,), _ = gh407(snapshot)
+    assert narrow.severity is Severity.INFO
+    assert [(c.cause, c.status) for c in narrow.differential] == [("pcie-slot-narrow", "open"),
+                                                                 ("pcie-link-trained-narrow", "open")]
+    port = "readlink -f /sys/bus/pci/devices/0000:01:00.0"
+    assert all(port in c.command and "LnkCap" in c.command for c in narrow.differential)
+    from gpuhealth.checks.diagnosis import next_commands
+
+    report = run_checks(snapshot)
+    assert any(port in c for c in next_commands(report.findings))
+
+
+def test_the_port_above_decides_and_leaves_nothing_open():
+    """With the port in the evidence (a riser: x4 under a x16 port) the finding is a warning without a differential."""
+    (narrow,), _ = gh407(snapshot_of(DATA / "riser-x4-under-x16-port.lspci"))
+    assert narrow.severity is Severity.WARNING and narrow.differential == ()

@@ -134,8 +134,8 @@ def test_json_differential_says_why_and_cites_the_rule():
 
 def test_text_report_gives_the_rules_reason():
     result = CliRunner().invoke(main, ["analyze", "-"], input=FOUND_NO_DRIVER + "\n")
-    said = "ruled out: the installed PyTorch is a CPU-only build (only a CUDA build of PyTorch prints it"
-    assert said in result.output
+    assert "ruled out: the installed PyTorch is a CPU-only build" in result.output
+    assert "(only a CUDA build of PyTorch prints it" in result.output  # the reason, on the next line when long
 
 
 def test_a_bad_rule_is_refused(monkeypatch):
@@ -175,3 +175,20 @@ def test_cuda_unknown_error_is_not_led_by_a_cpu_only_build():
     assert ranked["cuda-newer-than-driver"].status == "ruled out"
     assert top.differential[0].cause not in ("torch-cpu-build", "cuda-newer-than-driver")
     assert "CPU-only" not in top.message
+
+
+def test_several_ruled_out_causes_are_listed_one_per_line():
+    """The line "Unable to determine the device handle ...: Unknown Error" rules out three causes; the text report
+    lists them one per line, aligned, instead of one line of several hundred characters."""
+    result = CliRunner().invoke(main, ["analyze", "-"], input=HANDLE_UNKNOWN + "\n")
+    lines = result.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("    ruled out: "))
+    block = [lines[first]]
+    for line in lines[first + 1:]:
+        if not line.startswith(" " * len("    ruled out: ")):
+            break
+        block.append(line)
+    causes = [line.strip().removeprefix("ruled out: ") for line in block if not line.strip().startswith("(")]
+    assert {c.split(" (", 1)[0] for c in causes} >= {"the driver probed no GPU", "the nouveau driver owns the GPU"}
+    assert len(causes) == 3 and max(len(line) for line in block) <= 140
+    assert "(nvidia-smi names only GPUs the nvidia module attached" in "\n".join(block)  # every reason is kept

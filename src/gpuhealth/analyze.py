@@ -171,7 +171,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     read_into: tuple[str, ...] = ()
     if kind is not None:
         try:
-            found = kind.parse(text, piece.name)
+            found = _one_gpu_selected(command, kind.parse(text, piece.name))
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
@@ -208,6 +208,19 @@ def _with_csv_header(command: str | None, text: str) -> str:
     if m is None or "noheader" not in (command or ""):
         return text
     return m["fields"].replace(",", ", ") + "\n" + text
+
+
+# `nvidia-smi -i 0 ...`, `--id=GPU-...`: the output is about the GPUs named, not all the driver sees
+_SMI_SELECTS = lazy_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S")
+
+
+def _one_gpu_selected(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
+    """An nvidia-smi report of the GPUs ``-i``/``--id`` selected is an excerpt of the driver's list (GH102 must not
+    count the others as missing)."""
+    smi = found.get("smi")
+    if isinstance(smi, SmiReport) and not smi.partial and _SMI_SELECTS.search((command or "").removeprefix("sudo ")):
+        return {**found, "smi": replace(smi, partial=True)}
+    return found
 
 
 # `lspci -vv -s 01:00.0 | grep Lnk` (also `-vvvs 01:00.0`): the first stage of the pipeline names the device
@@ -300,6 +313,13 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     if current is None:
         fields[key] = value
         return True
+    if key == "smi" and isinstance(value, SmiReport) and (value.partial or current.partial):
+        # the whole list takes the excerpt in; of two excerpts, the one showing more GPUs takes the other in
+        swap = value.partial < current.partial or (value.partial == current.partial
+                                                   and len(value.gpus) > len(current.gpus))
+        whole, piece = (value, current) if swap else (current, value)
+        fields[key] = fill_gpus(whole, piece)
+        return fields[key] != current
     if key == "smi" and isinstance(value, SmiReport) and SMI_RANK.get(value.format, 0) > SMI_RANK.get(
             current.format, 0):
         fields[key] = value
@@ -332,6 +352,29 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         fields[key] = _overlay(current, value)
         return True
     return False
+
+
+def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
+    """``whole`` with what an excerpt of nvidia-smi -q (``piece``: `-q | grep -A8 "GPU Link Info"`) says about its
+    GPUs filled in where ``whole`` lacks it. A GPU of the piece is matched by PCI address, else by index, else
+    it is the only GPU on both sides; one that matches none is left out (its GPU is unknown). An excerpt never
+    replaces a whole list (its GPUs would count as all the driver sees), however rich its format."""
+    gpus = list(whole.gpus)
+    for gpu in piece.gpus:
+        at = next((i for i, g in enumerate(gpus) if gpu.pci_address and g.pci_address == gpu.pci_address), None)
+        if at is None and gpu.pci_address is None:
+            at = next((i for i, g in enumerate(gpus) if gpu.index is not None and g.index == gpu.index), None)
+            if at is None and len(gpus) == 1 and len(piece.gpus) == 1 and gpu.index is None:
+                at = 0
+        if at is None:
+            continue
+        known = {f.name: getattr(gpu, f.name) for f in dataclasses.fields(gpu)
+                 if f.name != "source" and getattr(gpus[at], f.name) in (None, ()) and getattr(gpu, f.name)
+                 not in (None, ())}
+        gpus[at] = replace(gpus[at], **known)
+    return replace(whole, gpus=tuple(gpus), driver_version=whole.driver_version or piece.driver_version,
+                   cuda_version=whole.cuda_version or piece.cuda_version,
+                   partial=whole.partial and piece.partial)
 
 
 _ACCUMULATED = frozenset({"library_files"})

@@ -362,6 +362,9 @@ class SmiReport:
     gpus: tuple[Gpu, ...] = ()
     warnings: tuple[str, ...] = ()  # e.g. "WARNING: infoROM is corrupted at gpu 0000:01:00.0"
     format: str = ""  # "xml", "query", "table", "csv", "list"
+    # an excerpt of the driver's list: a piece of `nvidia-smi -q` without its "GPU <bus id>" lines
+    # (`nvidia-smi -q | grep -A8 "GPU Link Info"`), or fewer GPUs than its "Attached GPUs" line (`-q -i 0`)
+    partial: bool = False
 
 
 @record
@@ -608,6 +611,20 @@ class Snapshot:
         if self.smi is not None:
             return self.smi.gpus
         return ()
+
+    @property
+    def gpu_list_partial(self) -> bool:
+        """Whether the driver's list in hand is an excerpt (``SmiReport.partial``): its length counts nothing."""
+        nvml = self.nvml is not None and self.nvml.ok and bool(self.nvml.gpus)
+        return not nvml and self.smi is not None and self.smi.partial
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs on this host: the driver's list, else the NVIDIA GPUs on the PCI bus; from an excerpt of the
+        driver's list, at least as many as it shows."""
+        if self.gpu_list_partial:
+            return max(len(self.gpus), len(self.nvidia_pci_gpus))
+        return len(self.gpus) or len(self.nvidia_pci_gpus)
 
     def module_listed(self, name: str) -> bool | None:
         """Is kernel module ``name`` loaded: True/False when the module list says so, None when the list is

@@ -18,7 +18,8 @@ from gpuhealth.parsers.system import (
 
 LSMOD_FILES = corpus_files("**/lsmod*", "**/proc_modules*")
 # Real modprobe.d files kept in the repository (the corpus has none): a packaged one (openSUSE's
-# nvidia-driver-G06, tests/data/listings) and one a user posted (tests/cases, driver-parameters-obsolete-pat-610).
+# nvidia-driver-G06, tests/data/listings) and two users posted (negativo17/nvidia-driver#75 in tests/data/listings;
+# tests/cases, driver-parameters-obsolete-pat-610).
 # The corpus has no os-release file either; the os-release texts above are tested one by one.
 REPO_TESTS = Path(__file__).resolve().parent.parent
 MODPROBE_FILES = sorted((REPO_TESTS / "data" / "listings" / "modprobe-d").glob("*.conf")) + [
@@ -207,11 +208,14 @@ def test_not_modprobe_content(text: str):
 
 
 def test_real_modprobe_files_are_read():
-    assert len(MODPROBE_FILES) == 2 and all(p.is_file() for p in MODPROBE_FILES)
-    _, packaged = parse_modprobe_blacklist(MODPROBE_FILES[0].read_text())
+    assert len(MODPROBE_FILES) == 3 and all(p.is_file() for p in MODPROBE_FILES)
+    files = {p.name: p.read_text() for p in MODPROBE_FILES}
+    _, packaged = parse_modprobe_blacklist(files["nvidia-driver-G06-52_50-nvidia.conf"])
     assert "NVreg_DeviceFileMode=0660" in packaged["nvidia"].split()  # three options lines, joined
-    _, posted = parse_modprobe_blacklist(MODPROBE_FILES[1].read_text())  # options continued over lines with \\
+    _, posted = parse_modprobe_blacklist(files["modprobe.d-nvidia.conf"])  # options continued over lines with \\
     assert posted["nvidia"].split()[0] == "NVreg_UsePageAttributeTable=1"
+    blacklisted, options = parse_modprobe_blacklist(files["negativo17-nvidia-driver-75_nvidia.conf"])
+    assert blacklisted == ("nouveau",) and "nouveau" not in options  # blacklist and `install nouveau /bin/true`
 
 
 # --------------------------------------------------------------------------- fuzzing

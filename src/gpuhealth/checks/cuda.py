@@ -70,7 +70,7 @@ def _driver_max_cuda(snapshot: Snapshot) -> str | None:
 
 def gpu_count(snapshot: Snapshot) -> int:
     """GPUs the driver reports, else NVIDIA GPUs on the PCI bus."""
-    return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+    return snapshot.gpu_count
 
 
 def _gpus_exist(snapshot: Snapshot) -> bool:
@@ -197,7 +197,7 @@ def stale_libcuda_of(snapshot: Snapshot) -> str | None:
 
 
 @check("GH601", "cuda-toolkit-driver-mismatch", "A CUDA toolkit is newer than the driver supports",
-       requires=("cuda",))
+       reads=("cuda", "torch"))
 def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -206,7 +206,10 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     table of the driver bundled with each toolkit and the minor-version-compatibility minimums
     (`src/gpuhealth/knowledge/cuda_drivers.csv`, from NVIDIA's CUDA release notes and CUDA Compatibility
     guide); also a conda environment's
-    `cudatoolkit` from a pasted `conda list`. Critical when the driver is
+    `cudatoolkit` from a pasted `conda list`, and the CUDA runtime PyTorch was built with
+    (`torch.version.cuda`, collect_env's "CUDA used to build PyTorch", a `+cu121` wheel). The driver's
+    version comes from any nvidia-smi output, a whole `nvidia-smi -q` or a piece of it
+    (`nvidia-smi -q | grep -i version`), or the table's header line alone. Critical when the driver is
     below the toolkit family's minimum (12.x needs >= 525, 13.x >= 580, 11.x >= 450; before 11 the
     toolkit's own bundled driver); info when the driver is older than the toolkit's bundled driver but
     meets the family minimum.
@@ -226,14 +229,30 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     NVIDIA's repository; reboot), or install the toolkit the driver supports
     (`cuda-toolkit-<major>-<minor>` for the CUDA Version nvidia-smi prints) and point `/usr/local/cuda`
     and PATH at it. PyTorch, JAX and conda environments bring their own CUDA runtime and only need
-    the driver to be new enough for that.
+    the driver to be new enough for that: for PyTorch, install a wheel built for a CUDA the driver
+    supports, or upgrade the driver.
 
     Exceptions:
     A toolkit used only to compile for other machines. Forward compatibility (`cuda-compat`) lets
     data-center GPUs run a newer CUDA on an older driver; GH603 reports that libcuda. Toolkit versions
-    the table does not list (newer than 13.3) are not judged.
+    the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
+    its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
     """
-    state = _cuda(snapshot)
+    state = snapshot.cuda
+    torch_cuda = snapshot.torch.torch_cuda_version if snapshot.torch is not None else None
+    if state is None and not torch_cuda:
+        yield Skip(snapshot.unavailable.get("cuda") or "no CUDA toolkit (nvcc --version, /usr/local/cuda, conda list) "
+                   "and no PyTorch CUDA version in the evidence given")
+        return
+    toolkits = _toolkits(snapshot, state) if state is not None else []
+    if torch_cuda:
+        toolkits.append(("PyTorch's CUDA", torch_cuda, Evidence(snapshot.sources.get("torch", "PyTorch"),
+                                                                (f"torch.version.cuda = {torch_cuda}",))))
+    yield from _toolkit_mismatch(snapshot, toolkits)
+
+
+def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evidence]]:
+    """(label, CUDA version, evidence) of each toolkit on the host: nvcc, /usr/local/cuda, conda's cudatoolkit."""
     toolkits: list[tuple[str, str, Evidence]] = []
     if state.nvcc_release:
         toolkits.append(("nvcc on PATH", state.nvcc_version or state.nvcc_release, Evidence(
@@ -247,6 +266,10 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     if state.conda_cudatoolkit:
         shown = Evidence(snapshot.sources.get("cuda", "conda list"), (f"cudatoolkit {state.conda_cudatoolkit}",))
         toolkits.append(("conda cudatoolkit", state.conda_cudatoolkit, shown))
+    return toolkits
+
+
+def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidence]]) -> Iterator[Draft | Skip]:
     if not toolkits:
         return
     driver, driver_source = driver_version(snapshot)
@@ -260,6 +283,7 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     lines: list[tuple[int, str]] = []
     evidence: list[Evidence] = []
     branches: set[str] = set()
+    flagged: set[str] = set()
     for label, version, shown in toolkits:
         family, bundled = family_minimum(version), requirement(version)
         minimum = family or bundled
@@ -268,13 +292,14 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
         if version_key(driver) < version_key(minimum.driver_min):
             severity = Severity.CRITICAL
             lines.append((0, f"CUDA {version} ({label}) needs driver >= {minimum.driver_min}, the driver is {driver}"))
-        elif family and bundled and version_key(driver) < version_key(bundled.driver_min):
+        elif family and bundled and version_key(driver) < version_key(bundled.driver_min) and label != "PyTorch's CUDA":
             severity = Severity.INFO
             lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}; driver {driver} runs "
                              "it only through minor version compatibility (newer PTX cannot be JIT-compiled)"))
         else:
             continue
         worst = severity if worst is None or severity.rank > worst.rank else worst
+        flagged.add(label)
         evidence.append(shown)
         rows = [r for r in (family, bundled) if r]
         evidence.append(Evidence("src/gpuhealth/knowledge/cuda_drivers.csv", tuple(
@@ -286,13 +311,17 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     target = max_cuda or "<the CUDA Version nvidia-smi prints>"
     toolkit_pkg = "cuda-toolkit-" + target.replace(".", "-") if max_cuda else "cuda-toolkit-<major>-<minor>"
     branch = max(branches, key=int)
+    toolkit_fixes = fixes_for(debian=[f"sudo apt-get install {toolkit_pkg}",
+                                      f"sudo update-alternatives --set cuda /usr/local/cuda-{target}"],
+                              rhel=[f"sudo dnf install {toolkit_pkg}",
+                                    f"sudo alternatives --set cuda /usr/local/cuda-{target}"])
+    torch_fixes = (Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
+                       "any", note=f"cu<XY> no newer than the CUDA Version nvidia-smi prints ({max_cuda or '?'})"),)
     yield Draft(
         worst, "; ".join(line for _, line in sorted(lines)),
         evidence=(*evidence, Evidence(driver_source, (f"driver {driver}",)), *reminder),
-        fixes=(*fixes_for(debian=[f"sudo apt-get install {toolkit_pkg}",
-                                  f"sudo update-alternatives --set cuda /usr/local/cuda-{target}"],
-                          rhel=[f"sudo dnf install {toolkit_pkg}",
-                                f"sudo alternatives --set cuda /usr/local/cuda-{target}"]),
+        fixes=(*(toolkit_fixes if flagged - {"PyTorch's CUDA"} else ()),
+               *(torch_fixes if "PyTorch's CUDA" in flagged else ()),
                *fixes_for(debian=[f"sudo apt-get install cuda-drivers-{branch}"],
                           rhel=[f"sudo dnf install cuda-drivers-{branch}"], disruptive=True),
                REBOOT),

@@ -433,7 +433,7 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     )
 
 
-@check("GH206", "nouveau-loaded", "The nouveau driver is loaded", reads=("kernel_log", "messages"))
+@check("GH206", "nouveau-loaded", "The nouveau driver is loaded", reads=("kernel_log", "messages", "install"))
 def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -447,6 +447,10 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
     How to fix:
     Blacklist nouveau with both `blacklist nouveau` and `options nouveau modeset=0`, back up and
     rebuild the initramfs (which otherwise still loads nouveau at boot), then reboot.
+
+    When a modprobe.d file already blacklists nouveau and nouveau is loaded all the same, the initramfs was
+    most likely built before the blacklist (or the host was not rebooted since): the finding says so, and
+    the fix is to rebuild the initramfs and reboot, without writing the blacklist again.
 
     Exceptions:
     Desktops that deliberately use nouveau for display and no CUDA. Pasted lines that say nouveau held
@@ -478,17 +482,29 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
     severity = Severity.INFO if gpu_expected(snapshot) is False else Severity.CRITICAL
     blacklist = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
                  "sudo tee /etc/modprobe.d/blacklist-nouveau.conf")
+    files = [f for f in (snapshot.install.modprobe_files if snapshot.install else ()) if "nouveau" in f.blacklisted]
+    complete = any("modeset=0" in (f.nouveau_options or "").split()
+                   for f in (snapshot.install.modprobe_files if snapshot.install else ()))
+    message = "nouveau is loaded: the NVIDIA driver cannot use the GPU"
+    if files:
+        # The initramfs loads modules before /etc is mounted and keeps the modprobe.d it was built with: a blacklist
+        # written after it was built (or before the reboot) does not apply (initramfs-tools and dracut pack modprobe.d)
+        message = ("nouveau is loaded although modprobe.d blacklists it: the initramfs was most likely not rebuilt "
+                   "since the blacklist was written (or the host not rebooted); the NVIDIA driver cannot use the GPU")
+    write = [] if files and complete else [blacklist]
     yield Draft(
-        severity, "nouveau is loaded: the NVIDIA driver cannot use the GPU",
+        severity, message,
         evidence=(*((Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("nouveau",)),)
                     if "nouveau" in (snapshot.kernel_modules or ()) else ()),
                   *((Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"),
                               tuple(f"{d.address} bound to nouveau" for d in bound)),)
                     if bound else ()),
+                  *(Evidence(f.path, ("blacklist nouveau",) + ((f"options nouveau {f.nouveau_options}",)
+                                                              if f.nouveau_options else ())) for f in files[:2]),
                   *line_evidence(log_lines)),
-        fixes=(*fixes_for(debian=[blacklist, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
+        fixes=(*fixes_for(debian=[*write, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
                                   "sudo update-initramfs -u"],
-                          rhel=[blacklist, "sudo cp /boot/initramfs-$(uname -r).img{,.bak}",
+                          rhel=[*write, "sudo cp /boot/initramfs-$(uname -r).img{,.bak}",
                                 "sudo dracut --force"]),
                REBOOT),
         # nouveau holding the GPU is why the nvidia module probed nothing
@@ -560,7 +576,7 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         return
     nodes = set(snapshot.device_nodes or ())
     gpu_nodes = sorted(n for n in nodes if n.removeprefix("nvidia").isdigit())
-    expected_gpus = len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+    expected_gpus = snapshot.gpu_count
     problems = []
     if "nvidiactl" not in nodes:
         problems.append("/dev/nvidiactl is missing")

@@ -67,7 +67,7 @@ def _stamp(spec: CheckSpec, draft: Draft) -> Finding:
     return Finding(
         code=spec.code, slug=spec.slug, severity=draft.severity, message=draft.message,
         subject=draft.subject, evidence=draft.evidence, explanation=spec.explanation,
-        fixes=draft.fixes, explains=draft.explains,
+        fixes=draft.fixes, explains=draft.explains, differential=draft.differential,
     )
 
 

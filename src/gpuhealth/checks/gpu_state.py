@@ -10,6 +10,7 @@ from typing import Any
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
+    Candidate,
     Evidence,
     Fix,
     Gpu,
@@ -442,7 +443,11 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     compared with its LnkCap width by the same rule; LnkSta's speed is not judged there, because
     lspci cannot say whether the GPU was busy. A full `lspci -vv` also shows the port above the GPU:
     a link narrower than both the GPU and that port can do is a warning (a riser, cable or seating
-    fault, even on a single GPU); one as wide as the port is info (the slot is wired so).
+    fault, even on a single GPU); one as wide as the port is info (the slot is wired so). lspci's
+    "(downgraded)" does not change this: pciutils prints it when LnkSta is below the device's own
+    LnkCap, whatever the port above can do, so a x16 card in a x8 slot is "downgraded" too. When
+    neither a twin nor the port decides, the finding lists both causes and the command that tells
+    them apart: the port's LnkCap (`sudo lspci -vv -s <port above> | grep -E 'LnkCap|LnkSta'`).
     """
     gpus = seen_gpus(snapshot)
     if not gpus and not _pci_links(snapshot, gpus):
@@ -455,16 +460,17 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
         gpu, parts, lines = seen.gpu, [], []
         width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
         gen, gen_max, busy = gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.utilization_gpu_pct
-        severity = Severity.WARNING
+        severity, differential = Severity.WARNING, ()
         if width and width_max and width < width_max:
             twins = [s.gpu for s in gpus if s is not seen and s.gpu.name == gpu.name
                      and s.gpu.pcie_width_max == width_max]
-            severity, part, port_lines = _narrow_link(width, width_max, ports.get((gpu.pci_address or "")[:7]),
-                                                      any(t.pcie_width_current == width_max for t in twins))
+            severity, part, port_lines, differential = _narrow_link(
+                width, width_max, ports.get((gpu.pci_address or "")[:7]),
+                any(t.pcie_width_current == width_max for t in twins), gpu.pci_address)
             parts.append(part)
             lines += [*port_lines, f"Link Width Current: {width}x", f"Link Width Max: {width_max}x"]
         if gen and gen_max and gen < gen_max and busy is not None and busy >= BUSY_PCT:
-            severity = Severity.WARNING
+            severity, differential = Severity.WARNING, ()
             parts.append(f"PCIe Gen{gen} of Gen{gen_max} while {busy:g} % busy")
             lines += [f"PCIe Generation Current: {gen}", f"PCIe Generation Max: {gen_max}",
                       f"Utilization GPU: {busy:g} %"]
@@ -474,7 +480,10 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
         yield Draft(severity, f"PCIe link below its maximum: {', '.join(parts)}", subject=seen.subject,
                     evidence=(Evidence(seen.source("pcie_width_current", "pcie_gen_current"), tuple(lines)),),
                     fixes=(Fix(f"sudo lspci -vvv -s {address} | grep -E 'LnkCap|LnkSta'", "any"),
-                           Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
+                           *((Fix(port_above_command(gpu.pci_address), "any", note="the port above the GPU: "
+                                  "as narrow as the link means the slot is wired so"),) if differential else ()),
+                           Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)),
+                    differential=differential)
 
 
 def _pci_links(snapshot: Snapshot, gpus: list[Seen]) -> list[PciDevice]:
@@ -502,8 +511,9 @@ def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen], ports: dict[str, Pc
             continue
         twins = [d for d in devices if d is not device and d.device_id == device.device_id
                  and d.link_width_max == width_max]
-        severity, message, lines = _narrow_link(width, width_max, ports.get(device.address[:7]),
-                                                any(t.link_width_current == width_max for t in twins))
+        severity, message, lines, differential = _narrow_link(
+            width, width_max, ports.get(device.address[:7]), any(t.link_width_current == width_max for t in twins),
+            device.address)
         lines += (f"LnkCap: Width x{width_max}", f"LnkSta: Width x{width}",
                   *([f"LnkSta: Speed {device.link_speed_current}"] if device.link_speed_current else ()),
                   *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
@@ -511,25 +521,53 @@ def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen], ports: dict[str, Pc
                     evidence=(Evidence(source, lines),),
                     fixes=(Fix(f"sudo lspci -vvv -s {device.address} | grep -E 'LnkCap|LnkSta'", "any",
                                note="check it again while the GPU is busy"),
-                           Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)))
+                           *((Fix(port_above_command(device.address), "any", note="the port above the GPU: "
+                                  "as narrow as the link means the slot is wired so"),) if differential else ()),
+                           Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)),
+                    differential=differential)
 
 
-def _narrow_link(width: int, width_max: int, port: PciDevice | None,
-                 twin_wider: bool) -> tuple[Severity, str, tuple[str, ...]]:
-    """Severity, message part and the port's line for a link narrower than the GPU's maximum. The port
-    above the GPU (a full lspci -vv) says what the slot can do; without it, an identical GPU at full
-    width says the slot is not the limit."""
+def port_above_command(address: str | None) -> str:
+    """The link lines of the PCIe port above a GPU: sysfs names the parent of the GPU's device directory."""
+    device = address or "<address>"
+    return (f"sudo lspci -vv -s $(basename $(dirname $(readlink -f /sys/bus/pci/devices/{device}))) "
+            "| grep -E 'LnkCap|LnkSta'")
+
+
+def _open_link_causes(address: str | None, width: int, width_max: int) -> tuple[Candidate, ...]:
+    """What the evidence leaves open about a narrow link, and the command that decides. lspci's "(downgraded)" does
+    not decide it: pciutils prints it when LnkSta is below the device's OWN LnkCap (ls-caps.c link_compare, on
+    endpoints and upstream ports only, not on the port above), so a x16 card in a slot wired x8 is "downgraded"
+    too. The port's LnkCap decides: a port as narrow as the link is the slot; a wider one means the link trained
+    narrower than both ends. NVIDIA's nvidia-smi help says the current width "may be reduced when the GPU is not
+    in use", so the second look is taken under load."""
+    port = port_above_command(address)
+    why = f"x{width} of x{width_max}; the port above the GPU is not in the evidence"
+    return (
+        Candidate("pcie-slot-narrow", f"the slot is wired x{width} (or the port above it is narrower)", "GH407",
+                  "open", f"usual for a single GPU at {why}", port),
+        Candidate("pcie-link-trained-narrow", "the link trained narrower than both ends (riser, cable, seating, "
+                  "or reduced at idle)", "GH407", "open", f"{why}: a port wider than x{width} means this", port),
+    )
+
+
+def _narrow_link(width: int, width_max: int, port: PciDevice | None, twin_wider: bool,
+                 address: str | None = None) -> tuple[Severity, str, tuple[str, ...], tuple[Candidate, ...]]:
+    """Severity, message part, the port's line and the causes left open for a link narrower than the GPU's maximum.
+    The port above the GPU (a full lspci -vv) says what the slot can do; without it, an identical GPU at full width
+    says the slot is not the limit; without either, the port's LnkCap is the next command."""
     message = f"link width x{width} of x{width_max}"
     if port is not None and port.link_width_max:
         slot = port.link_width_max
         line = (f"port above it {port.address}: LnkCap: Width x{slot}",)
         if width < min(slot, width_max):  # both ends can do more: the link trained narrower (riser, seating)
-            return Severity.WARNING, f"{message}, where its port supports x{min(slot, width_max)}", line
-        return Severity.INFO, f"{message} (the port above it is x{slot}: the slot is wired so)", line
+            return Severity.WARNING, f"{message}, where its port supports x{min(slot, width_max)}", line, ()
+        return Severity.INFO, f"{message} (the port above it is x{slot}: the slot is wired so)", line, ()
     if twin_wider:
-        return Severity.WARNING, message, ()
-    # no identical GPU here has the full width: likely the slot
-    return Severity.INFO, f"{message} (no identical GPU on this host runs wider: the slot may be wired so)", ()
+        return Severity.WARNING, message, (), ()
+    # no identical GPU here has the full width: likely the slot, which the port's LnkCap tells apart
+    return (Severity.INFO, f"{message} (no identical GPU on this host runs wider: the slot may be wired so)", (),
+            _open_link_causes(address, width, width_max))
 
 
 @check("GH408", "nvlink-inactive", "NVLink links are down", requires=("nvlink",))

@@ -407,7 +407,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     state is not known.
     `mokutil --test-key KEY` (DKMS's /var/lib/dkms/mok.pub, a MOK.der) says whether shim trusts the key the
     modules are signed with: "is not enrolled", "already in the enrollment request" (imported, not yet
-    confirmed at boot) or blocked, with Secure Boot on and nvidia not loaded, is a refusal.
+    confirmed at boot) or blocked, with Secure Boot on and nvidia not loaded, is a refusal. Live `check`
+    runs it itself under Secure Boot, for each signing certificate on disk (DKMS's /var/lib/dkms/mok.pub,
+    Ubuntu's /var/lib/shim-signed/mok/MOK.der, akmods' /etc/pki/akmods/certs/public_key.der).
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails

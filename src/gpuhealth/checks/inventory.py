@@ -86,7 +86,9 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
     at runtime needs a reboot; one that stays missing after a cold boot needs service.
 
     Exceptions:
-    GPUs deliberately passed through to VMs (bound to vfio-pci) are reported as info.
+    GPUs deliberately passed through to VMs (bound to vfio-pci) are reported as info. A piece of
+    `nvidia-smi -q` (`nvidia-smi -q | grep -A8 "GPU Link Info"`, the output without its `GPU <bus id>`
+    lines, or `-q -i 0` on a host with more GPUs) is not the driver's whole list: not judged.
     """
     pci = snapshot.nvidia_pci_gpus
     if not pci:
@@ -95,6 +97,10 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
     why = driver_view_missing(snapshot)
     if why:
         yield Skip(f"the driver's list of GPUs is unknown: {why}")
+        return
+    if snapshot.gpu_list_partial:  # `nvidia-smi -q | grep ...`, `-q -i 0`: GPUs it leaves out are not missing
+        yield Skip("the nvidia-smi output given is an excerpt (no GPU header lines, or one GPU of several): "
+                   "it does not list every GPU the driver sees")
         return
     seen = {g.pci_address for g in snapshot.gpus}
     known = binding_known(snapshot)

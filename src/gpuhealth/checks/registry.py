@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import field
 from typing import Any
 
-from gpuhealth.model import HOST, Evidence, Fix, MessageLine, Severity, Snapshot, Subject
+from gpuhealth.model import HOST, Candidate, Evidence, Fix, MessageLine, Severity, Snapshot, Subject
 from gpuhealth.records import record
 
 DOC_SECTIONS = ("What", "Why it matters", "How to fix", "Exceptions")
@@ -42,6 +42,7 @@ class Draft:
     evidence: tuple[Evidence, ...] = ()
     fixes: tuple[Fix, ...] = ()
     explains: tuple[str, ...] = ()
+    differential: tuple[Candidate, ...] = ()  # causes the evidence leaves open, likeliest first, each with its command
 
 
 @record

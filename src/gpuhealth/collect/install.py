@@ -18,6 +18,10 @@ NVIDIA_MODULE_DIRS = ("updates/dkms", "kernel/drivers/video", "extra", "extra/nv
                       "weak-updates", "weak-updates/nvidia", "updates")
 _NVIDIA_KO = ("nvidia.ko", "nvidia.ko.xz", "nvidia.ko.zst", "nvidia.ko.gz")
 _UNKNOWN_ANSWERS = ("not captured in this bundle", "permission denied")
+# Where the module-building tools keep the certificate they sign modules with: DKMS's default mok_certificate
+# (dkms 3, also Debian/Ubuntu's dkms), Ubuntu's shim-signed key (update-secureboot-policy), Fedora's akmods
+# (kmodgenca). `mokutil --test-key` says whether shim trusts it (GH506).
+SIGNING_KEYS = ("/var/lib/dkms/mok.pub", "/var/lib/shim-signed/mok/MOK.der", "/etc/pki/akmods/certs/public_key.der")
 
 
 def probe_install(host: Host, timeout: float) -> Probed:
@@ -142,6 +146,8 @@ def probe_install(host: Host, timeout: float) -> Probed:
 
     # Secure Boot and the module's signature
     state.update(_secure_boot(host, runs["mokutil"], found))
+    if state.get("secure_boot") == "enabled":
+        state.update(_signing_key(host, timeout, found))
     modinfo = runs["modinfo"]
     if modinfo.ok:
         try:
@@ -202,6 +208,28 @@ def _secure_boot(host: Host, mokutil: CommandRun, found: Probed) -> dict[str, An
     found.unavailable["install_secure_boot"] = (
         f"mokutil --sb-state: {mokutil.error or 'no answer'}; {SECURE_BOOT_EFIVAR}: {content.error}")
     return {}
+
+
+def _signing_key(host: Host, timeout: float, found: Probed) -> dict[str, Any]:
+    """``mokutil --test-key`` on each module-signing certificate present: run only under Secure Boot (elsewhere no
+    key is checked) and only for a key on disk, each with the probes' deadline; recorded like every command."""
+    from gpuhealth.parsers.install import least_trusted_key
+
+    keys = [path for path in SIGNING_KEYS if (info := host.stat(path)).error is None and not info.is_dir]
+    if not keys:
+        return {}
+    runs = run_commands(host, {path: (["mokutil", "--test-key", path], timeout) for path in keys}, "gpuhealth-mokutil")
+    # "<KEY> is not enrolled" comes with exit 1: the answer is in the output, not the exit status
+    lines = [line for path in keys for line in (runs[path].stdout + "\n" + runs[path].stderr).splitlines()]
+    answer = least_trusted_key(lines)
+    if answer is None:
+        found.unavailable["install_signing_key"] = "; ".join(
+            f"mokutil --test-key {path}: {runs[path].error or f'exit {runs[path].exit_code}, no answer'}"
+            for path in keys)
+        return {}
+    key, key_state, line = answer
+    return {"signing_key": key, "signing_key_state": key_state, "signing_key_line": line,
+            "signing_key_source": f"mokutil --test-key {key}"}
 
 
 def _installed_kernels(host: Host, running: str | None, boot: tuple[str, ...] | None,

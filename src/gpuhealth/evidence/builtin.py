@@ -77,15 +77,23 @@ def _smi_table(text: str, source: str) -> dict[str, Any]:
     return {"smi": parse_smi_table(text)}
 
 
-# Some bug reports hold only the page-retirement / row-remapping sections of `nvidia-smi -q`.
-_SMI_QUERY_SECTION = guarded_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable)",
+# Some bug reports hold only the page-retirement / row-remapping sections of `nvidia-smi -q`; people paste the
+# link block alone (`nvidia-smi -q | grep -A8 "GPU Link Info"`, or `-q -d PCI` from below its GPU header line).
+_SMI_QUERY_SECTION = guarded_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable|"
+                                r"GPU Link Info\s*$)",
                                 re.M, may=has("Pending Page Blacklist", "Remapped Rows", "Retired Pages",
-                                              "SRAM Uncorrectable"))
+                                              "SRAM Uncorrectable", "GPU Link Info"))
+
+
+# `nvidia-smi -q | grep -i version`: the host's lines in column 0, padded to the key column before " : "
+_SMI_QUERY_VERSION = guarded_re(r"^(?:Driver|KMD|CUDA|CUDA UMD) Version {2,}: \d", re.M, may=has(" Version  "))
 
 
 def _looks_like_smi_query(text: str) -> bool:
     head = _head(text)
     if "==============NVSMI LOG==============" in head or _SMI_QUERY_PRODUCT.search(head):
+        return True
+    if _SMI_QUERY_VERSION.search(head):
         return True
     return bool(_SMI_QUERY_SECTION.search(head)) and not _KERNEL_HINT.search(head)
 
@@ -126,7 +134,8 @@ def _smi_topo_p2p(text: str, source: str) -> dict[str, Any]:
 
 def _looks_like_smi_csv(text: str) -> bool:
     first = _head(text).lstrip().split("\n", 1)[0]
-    return ("name" in first or "index" in first or "pci.bus_id" in first) and bool(_CSV_HEADER.match(first))
+    return (("name" in first or "index" in first or "pci.bus_id" in first or "pcie.link." in first)
+            and bool(_CSV_HEADER.match(first)))
 
 
 @evidence_kind("smi-csv", commands=(_SMI + r".*--query-gpu",), priority=900, recognise=_looks_like_smi_csv)

@@ -86,6 +86,23 @@ def _torch_available(command: str, output: str) -> Fact | None:
     return None
 
 
+_CUDA_RELEASE = lazy_re(r"\d{1,2}\.\d{1,2}")
+
+
+@command_fact("torch-version-cuda", r"torch\.version\.cuda\b")
+def _torch_version_cuda(command: str, output: str) -> Fact | None:
+    """``print(torch.version.cuda)`` -> ``12.1``: the CUDA runtime the wheel was built with (GH601 holds it to the
+    driver). ``print(torch.__version__, torch.version.cuda)`` prints both; the last word is CUDA's."""
+    if _NO_TORCH in output:
+        return None
+    words = _last_line(output).split()
+    if not words or len(words) > 3 or not _CUDA_RELEASE.fullmatch(words[-1]):
+        return None  # "None" (a CPU build) or not the value: the other facts and the catalogue read those
+    version = words[0] if len(words) > 1 and re.match(r"\d+\.\d+", words[0]) else None
+    return Fact({"torch": TorchEnv(installed=True, torch_cuda_version=words[-1], torch_version=version)}, None,
+                f"PyTorch built with CUDA {words[-1]}")
+
+
 _SMI_FORMS = ("NVIDIA-SMI", "<nvidia_smi_log", "NVSMI LOG", "GPU 0:", "Product Name", "index", "GPU0")
 
 
@@ -332,8 +349,6 @@ def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
 
 
 _TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked in ")  # every answer of mokutil --test-key
-# A key shim does not trust yet is the decisive one: a module signed with it is refused under Secure Boot.
-_KEY_STATE_RANK = {"blocked": 0, "not-enrolled": 1, "pending": 2, "enrolled": 3}
 
 
 def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
@@ -342,11 +357,11 @@ def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     candidates = [line for line in lines[:2000] if any(words in line for words in _TEST_KEY_WORDS)]
     if not candidates:
         return {}
-    from gpuhealth.parsers.install import parse_mokutil_test_key  # here: most pieces hold no such line
+    from gpuhealth.parsers.install import least_trusted_key  # here: most pieces hold no such line
 
-    found = [(found, line.strip()) for line in candidates if (found := parse_mokutil_test_key(line)) is not None]
-    if not found:
+    answer = least_trusted_key(candidates)
+    if answer is None:
         return {}
-    (key, state), line = min(found, key=lambda item: _KEY_STATE_RANK[item[0][1]])
-    return {"install": InstallState(signing_key=key, signing_key_state=state, signing_key_line=line[:400],
+    key, state, line = answer
+    return {"install": InstallState(signing_key=key, signing_key_state=state, signing_key_line=line,
                                     signing_key_source=source)}

@@ -67,6 +67,20 @@ def parse_mokutil_test_key(line: str) -> tuple[str, str] | None:
     return match["key"], TEST_KEY_STATES[match["state"]]
 
 
+# A key shim does not trust yet is the decisive one: a module signed with it is refused under Secure Boot.
+_KEY_STATE_RANK = {"blocked": 0, "not-enrolled": 1, "pending": 2, "enrolled": 3}
+
+
+def least_trusted_key(lines: list[str]) -> tuple[str, str, str] | None:
+    """(KEY, state, line) of the ``mokutil --test-key`` answer among ``lines`` that trusts its key least (several
+    keys tested: the one a module signed with would be refused), or None when no line is such an answer."""
+    found = [(answer, line.strip()) for line in lines[:2000] if (answer := parse_mokutil_test_key(line)) is not None]
+    if not found:
+        return None
+    (key, state), line = min(found, key=lambda item: _KEY_STATE_RANK[item[0][1]])
+    return key, state, line[:400]
+
+
 def secure_boot_from_efivar(data: bytes) -> str:
     """The SecureBoot EFI variable file: 4 attribute bytes, then 1 (enabled) or 0 (disabled)."""
     if not isinstance(data, (bytes, bytearray)) or len(data) < 5:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
+from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
 from gpuhealth.parsers._values import clean, flag, number
 from gpuhealth.parsers.smi_xml import (
@@ -28,6 +28,7 @@ from gpuhealth.parsers.smi_xml import (
 )
 
 _GPU_HEADER = lazy_re(r"GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_VERSION_LINE = guarded_re(r"^(?:Driver|KMD|CUDA|CUDA UMD) Version +: ", re.M, may=has(" Version "))
 _HOST_KEYS = {"timestamp", "driver version", "cuda version", "kmd version", "cuda umd version",
               "attached gpus", "hic info", "attached units"}
 _INFOROM_WARNING = guarded_re(r"WARNING: infoROM is corrupted at gpu (\S+)", re.IGNORECASE,
@@ -61,20 +62,28 @@ def parse_smi_query(text: str) -> SmiReport:
         raise ParseError("not nvidia-smi -q output: input is not text")
     host, blocks, warnings = _split(text)
     known = any(path.split("/", 1)[0] in _KNOWN_KEYS for block in blocks for path in block.values)
-    if not known and "attached gpus" not in host:
+    # `nvidia-smi -q | grep -i version` keeps the host's version lines: the driver and the CUDA it supports
+    # (as -q writes them: `nvidia-smi --version` prints "KMD version", "DRIVER version", and is not -q output)
+    versions = any(version(host.get(key)) for key in ("driver version", "kmd version", "cuda version",
+                                                      "cuda umd version")) and bool(_VERSION_LINE.search(text))
+    if not known and "attached gpus" not in host and not versions:
         raise ParseError("not nvidia-smi -q output: no 'GPU <bus id>' section and no known keys")
     # 610 deprecates "Driver Version" and "CUDA Version" in favour of "KMD" and "CUDA UMD Version".
     driver = version(host.get("kmd version")) or version(host.get("driver version"))
     cuda = version(host.get("cuda umd version")) or version(host.get("cuda version"))
     corrupted = {normalize_pci_address(m[1]) for m in map(_INFOROM_WARNING.search, warnings) if m}
     numbered = any(block.bus_id for block in blocks)
-    gpus = tuple(_gpu(block, index if numbered else None, driver, cuda, corrupted)
+    # grep's "--" parts of a whole report are its GPUs in order, which is nvidia-smi's index order
+    gpus = tuple(_gpu(block, index if numbered or len(blocks) > 1 else None, driver, cuda, corrupted)
                  for index, block in enumerate(blocks))
     attached = to_int(host.get("attached gpus"))
     if attached is not None and numbered and attached != len(gpus):
         warnings.append(f"nvidia-smi reports {attached} attached GPUs but the output shows {len(gpus)}")
+    # Without its GPU header lines the text is a piece of the report (`-q | grep -A8 "GPU Link Info"`); with
+    # fewer GPUs than "Attached GPUs" it is one GPU's (`-q -i 0`): neither is the driver's whole list.
+    partial = (not numbered and attached is None) or (attached or 0) > len(gpus)
     return SmiReport(driver_version=driver, cuda_version=cuda, gpus=gpus, warnings=tuple(warnings),
-                     format="query")
+                     format="query", partial=partial)
 
 
 def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
@@ -86,10 +95,14 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     has_headers = any(_header(line) for line in lines if line.startswith("GPU "))  # a header starts so
     stack: list[tuple[int, str]] = []  # (indent, path) of the lines enclosing the current one
     block: _Block | None = None
+    apart = False  # a grep separator ("--") was passed: the next header-less line starts another GPU
     # (the loop runs once per line of a report of thousands: splitting and storing are written inline)
     for line in lines:
         content = line.strip()
         if not content or content.startswith("==") or content == "[...]":
+            continue
+        if content == "--":  # `grep -A8` between its matches: in a header-less text, the next GPU's lines
+            block, stack, apart = None, [], bool(blocks)
             continue
         if content[0] in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
             warnings.append(content)
@@ -118,9 +131,9 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
         if block is None:
             if has_headers:
                 continue
-            if not blocks:
+            if not blocks or (apart and blocks[-1].entries):
                 blocks.append(_Block(None))  # an excerpt without its "GPU <bus id>" line
-            block = blocks[0]
+            block, apart = blocks[-1], False
         while stack and stack[-1][0] >= indent:
             stack.pop()
         path = f"{stack[-1][1]}/{key}" if stack else key
@@ -154,8 +167,14 @@ _KNOWN_KEYS = {
     "product name", "gpu uuid", "serial number", "vbios version", "persistence mode", "mig mode", "pci",
     "fan speed", "clocks event reasons", "clocks throttle reasons", "fb memory usage", "utilization",
     "ecc mode", "ecc errors", "retired pages", "remapped rows", "temperature", "power readings",
-    "gpu power readings", "gpu reset status", "gpu recovery action", "processes",
+    "gpu power readings", "gpu reset status", "gpu recovery action", "processes", "gpu link info",
 }
+
+
+def _pci(key: str) -> tuple[str, str]:
+    """A key of the PCI section, and the same key at the top: where a piece cut from inside that section
+    (`nvidia-smi -q | grep -A8 "GPU Link Info"`) has it."""
+    return f"pci/{key}", key
 
 
 def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
@@ -191,11 +210,11 @@ def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
         utilization_gpu_pct=number(get("utilization/gpu")),
         utilization_memory_pct=number(get("utilization/memory")),
         processes=_processes(block),
-        pcie_gen_current=to_int(get("pci/gpu link info/pcie generation/current")),
-        pcie_gen_max=to_int(get("pci/gpu link info/pcie generation/max")),
-        pcie_width_current=to_int(get("pci/gpu link info/link width/current")),
-        pcie_width_max=to_int(get("pci/gpu link info/link width/max")),
-        pcie_replay_counter=to_int(get("pci/replays since reset")),
+        pcie_gen_current=to_int(get(*_pci("gpu link info/pcie generation/current"))),
+        pcie_gen_max=to_int(get(*_pci("gpu link info/pcie generation/max"))),
+        pcie_width_current=to_int(get(*_pci("gpu link info/link width/current"))),
+        pcie_width_max=to_int(get(*_pci("gpu link info/link width/max"))),
+        pcie_replay_counter=to_int(get(*_pci("replays since reset"))),
         **_reliability(block),
         inforom_corrupted=True if address and address in corrupted else None,
         mig_devices=_mig_devices(block),

@@ -31,7 +31,8 @@ _SECTIONS = (("Bus-Id", "gpus"), ("MIG devices:", "mig"), ("Processes:", "procs"
 
 
 def parse_smi_table(text: str) -> SmiReport:
-    """Parse the output of plain ``nvidia-smi``; ParseError when it holds no GPU table."""
+    """Parse the output of plain ``nvidia-smi``; ParseError when it holds no table header with a driver version. A
+    table cut after its header is a ``partial`` report without GPUs."""
     table = _Table()
     for line in text.splitlines():
         table.feed(line.strip())
@@ -148,7 +149,12 @@ class _Table:
         if not self.header_seen:
             raise ParseError("no 'NVIDIA-SMI ... Driver Version' table header: not nvidia-smi table output")
         if not self.gpu_header_seen or not self.gpus:
-            raise ParseError("nvidia-smi table has no GPU rows")
+            if not self.driver:
+                raise ParseError("nvidia-smi table has no GPU rows")
+            # a table cut after its header line (a screenshot's text, `nvidia-smi | head -3`): the driver and the
+            # newest CUDA it supports, and no word about the GPUs
+            return SmiReport(driver_version=self.driver, cuda_version=self.cuda, warnings=tuple(self.warnings),
+                             format="table", partial=True)
         return SmiReport(
             driver_version=self.driver,
             cuda_version=self.cuda,

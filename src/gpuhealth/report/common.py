@@ -99,8 +99,13 @@ def host_summary(snapshot: Snapshot) -> list[tuple[str, str]]:
     if snapshot.os and (snapshot.os.pretty_name or snapshot.os.kernel_release):
         rows.append(("OS", " / kernel ".join(
             x for x in (snapshot.os.pretty_name, snapshot.os.kernel_release) if x)))
+    user_space = (snapshot.nvml.driver_version if snapshot.nvml and snapshot.nvml.ok else None) or (
+        snapshot.smi.driver_version if snapshot.smi else None)
     if snapshot.driver and snapshot.driver.version:
         rows.append(("Driver", f"{snapshot.driver.version} ({snapshot.driver.flavour or 'unknown'} kernel module)"))
+    elif user_space and "not loaded" not in snapshot.unavailable.get("driver", ""):
+        # a pasted nvidia-smi names the driver (its library's version) even when the kernel module's is not given
+        rows.append(("Driver", f"{user_space} (nvidia-smi)"))
     elif "driver" in snapshot.unavailable:
         rows.append(("Driver", "not loaded" if "not loaded" in snapshot.unavailable["driver"]
                      else snapshot.unavailable["driver"]))
@@ -112,7 +117,10 @@ def host_summary(snapshot: Snapshot) -> list[tuple[str, str]]:
         count = len(snapshot.nvidia_pci_gpus)
         rows.append(("GPUs on PCI", str(count) if count else "none: no NVIDIA GPU on this machine"))
     if snapshot.gpus:
-        rows.append(("GPUs (driver)", str(len(snapshot.gpus))))
+        # a piece of nvidia-smi -q (or -i 0): the GPUs it shows, not all there are (the value says so, as
+        # "GPUs on PCI" does for no GPU: the label is a JSON key scripts read)
+        excerpt = " in an excerpt (not the driver's whole list)" if snapshot.gpu_list_partial else ""
+        rows.append(("GPUs (driver)", f"{len(snapshot.gpus)}{excerpt}"))
     return rows
 
 
@@ -157,7 +165,7 @@ def skipped_summary(report: Report) -> str | None:
 
 def gpu_count(snapshot: Snapshot) -> int:
     """GPUs on this host: the driver's list, else the PCI bus."""
-    return len(snapshot.gpus) or len(snapshot.nvidia_pci_gpus)
+    return snapshot.gpu_count
 
 
 def host_line(snapshot: Snapshot) -> str:
@@ -169,7 +177,7 @@ def host_line(snapshot: Snapshot) -> str:
     listed = snapshot.pci_devices
     on_pci = None if listed is None or (listed and not any(d.vendor_id for d in listed)) else len(
         snapshot.nvidia_pci_gpus)
-    driver = len(snapshot.gpus) if snapshot.gpus else None
+    driver = len(snapshot.gpus) if snapshot.gpus and not snapshot.gpu_list_partial else None
     if on_pci == 0 and not driver:
         parts.append("no NVIDIA GPU on the PCI bus")
     elif on_pci is not None and driver is not None and on_pci != driver:

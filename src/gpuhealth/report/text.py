@@ -37,6 +37,7 @@ VERDICT_STYLE = {"BROKEN": "bold white on red", "DEGRADED": "bold black on yello
                  "HEALTHY": "bold white on green", "NO DIAGNOSIS": "bold white on blue"}
 REASONS_SHOWN = 6  # skipped-check reasons listed without -v; the rest are counted on one line
 REASON_CHARS = 110
+RULED_OUT_CHARS = 140  # a ruled-out cause longer than this with its reason gets the reason on the next line
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
@@ -189,8 +190,16 @@ def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
     if still:
         lines.append(Text("    else: " + "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else "")))
     out = [c for c in rest if c.status == "ruled out"]
-    if out:
-        lines.append(Text("    ruled out: " + "; ".join(f"{c.title} ({_ruled_out_why(c)})" for c in out), style="dim"))
+    # one cause per line, aligned under the first: several rules firing would make one line hundreds of characters
+    # long, and the report never wraps (soft_wrap keeps commands whole)
+    lead = "    ruled out: "
+    for i, candidate in enumerate(out):
+        head = (lead if i == 0 else " " * len(lead)) + candidate.title
+        why = f"({_ruled_out_why(candidate)})"
+        if len(head) + 1 + len(why) <= RULED_OUT_CHARS:
+            lines.append(Text(f"{head} {why}", style="dim"))
+        else:  # the reason on a line of its own, under its cause
+            lines += [Text(head, style="dim"), Text(" " * (len(lead) + 2) + why, style="dim")]
     commands = next_commands_for((finding,), given)[:4]
     if commands:
         lines.append(Text("    to tell: ") + Text(", ".join(commands), style="green"))
