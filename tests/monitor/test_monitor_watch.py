@@ -10,14 +10,16 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from click.testing import CliRunner
 from monitor_fakes import GENERATED_BY, NOTE, T0, busy, samples
 from rich.console import Console
 
-from gpuhealth.monitor.commands import watch
+from gpuhealth.monitor.commands import stop_on_signals, watch
 from gpuhealth.monitor.rules import Alert
 from gpuhealth.monitor.sample import GpuLost, Sample, XidEvent
 from gpuhealth.monitor.sources import write_trace
@@ -154,3 +156,30 @@ def test_sigterm_exits_zero(tmp_path):
             child.wait()
         child.stderr.close()
         os.close(master)
+
+
+def _handler_returns_while_the_event_lock_is_held(handler: Callable[..., Any], stop: threading.Event) -> bool:
+    """Whether ``handler`` returns while ``stop``'s lock is held, as the main thread holds it for a few bytecodes
+    of every ``stop.wait`` (CPython's Event: a Condition over a plain Lock), where a signal may land."""
+    call = threading.Thread(target=handler, args=(signal.SIGTERM, None), daemon=True)
+    with stop._cond:  # noqa: SLF001 - the lock Event.wait holds
+        call.start()
+        call.join(1)
+        returned = not call.is_alive()
+    call.join(5)
+    return returned
+
+
+def test_sigterm_while_the_loop_holds_the_stop_events_lock_cannot_deadlock():
+    # Why watch and monitor sometimes hung on SIGTERM (the flaky test_sigterm_exits_zero): their handler was
+    # `stop.set()`, which takes the lock that the interrupted main thread may be holding.
+    stop = threading.Event()
+    assert not _handler_returns_while_the_event_lock_is_held(lambda *_: stop.set(), stop)  # the old handler
+    stop, before = threading.Event(), signal.getsignal(signal.SIGTERM)
+    restore = stop_on_signals(stop)
+    try:
+        assert _handler_returns_while_the_event_lock_is_held(signal.getsignal(signal.SIGTERM), stop)
+        assert stop.wait(5)  # and the loop is still told to stop
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGTERM) is before

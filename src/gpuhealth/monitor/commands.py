@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpuhealth.exits import CannotRun
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
 
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 30  # fits an 80-column terminal beside the numbers
@@ -22,6 +26,46 @@ def _duration(value: str, what: str) -> float:
         return parse_duration(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=what) from exc
+
+
+def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    """Set the ``threading.Event`` ``stop`` on SIGTERM and SIGINT; returns the function that puts the previous
+    handlers back.
+
+    The handler only writes a byte to a pipe, and a helper thread sets the event. Setting it in the handler
+    itself could deadlock: ``Event.set`` takes the event's lock, and the main thread holds that lock for a few
+    bytecodes in every ``stop.wait`` between polls, where a signal may land; the process then hung on SIGTERM
+    until systemd's (or the test's) SIGKILL, losing the history flush.
+    """
+    import os
+    import signal
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # a handler never blocks
+
+    def relay() -> None:
+        try:
+            if os.read(read_fd, 1):
+                stop.set()
+        finally:
+            os.close(read_fd)
+
+    def handler(signum: int, frame: Any) -> None:
+        try:
+            os.write(write_fd, b"s")
+        except OSError:  # a second signal into a full or closed pipe: the first one already asked
+            pass
+
+    threading.Thread(target=relay, name="gpuhealth-signals", daemon=True).start()
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        os.close(write_fd)  # the relay reads end-of-file and ends without setting anything
+
+    return restore
 
 
 def _settings(config: Path | None) -> dict[str, Any]:
@@ -129,18 +173,16 @@ speed_option = click.option("--replay-speed", type=float, default=1.0, show_defa
 def monitor(interval: str | None, check_every: str | None, db: Path | None, source_spec: str,
             record: Path | None, config: Path | None, replay_speed: float) -> None:
     """Sample every GPU, keep history, raise alerts (foreground; SIGTERM stops it cleanly)."""
-    import signal
     import threading
 
     mon = _build(config, interval, check_every, db, source_spec, record, replay_speed)
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    restore = stop_on_signals(stop)
     try:
         mon.run(stop)
     finally:
         mon.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore()
 
 
 @click.command()
@@ -154,7 +196,6 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
 
     The monitor's alert rules run in memory; nothing is stored and nothing is notified. Ctrl-C exits.
     """
-    import signal
     import threading
     import time
 
@@ -176,7 +217,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     state = WatchState(source_spec)
     console = Console(highlight=False)
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    restore = stop_on_signals(stop)
     try:
         with Live(render(state, console.width), console=console, auto_refresh=False) as live:
             next_at = time.monotonic()
@@ -190,8 +231,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
                 stop.wait(next_at - time.monotonic())
     finally:
         source.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore()
 
 
 def sparkline(points: list[tuple[float, float]], start: float, end: float, width: int = 40) -> str:
