@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 TESTENV := $(VENV)/.installed-test
 
-.PHONY: run test lint bench docs demo eval clean
+.PHONY: run test lint bench docs demo eval tables clean
 
 $(RUNTIME): pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ demo: $(RUNTIME)
 docs: $(RUNTIME)
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks
 	$(BIN)/python -m gpuhealth.knowledge.docgen docs/signatures.md
+
+# The knowledge tables pre-parsed (src/gpuhealth/knowledge/_tables/): after editing a .csv table there.
+tables: $(RUNTIME)
+	$(BIN)/python -c "from gpuhealth.knowledge import write_tables; write_tables()"
 
 clean:
 	rm -rf $(VENV) build demo src/*.egg-info .pytest_cache

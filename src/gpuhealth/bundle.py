@@ -351,6 +351,10 @@ class BundleHost:
             self.close()
             raise BundleError(f"{location}: not a bundle directory or .tar.gz archive")
         self.dir = location.resolve()
+        # Directories below self.dir found not to be links (_resolve_stat). The bundle is read, never changed,
+        # during a replay; a directory swapped for a link meanwhile could as well be swapped between any
+        # check and the open that follows it.
+        self._plain_dirs: set[str] = set()
         self._dir_text = str(self.dir)
         self._dir_prefix = os.path.join(self._dir_text, "")  # with its separator: "/b" is not below "/bundle"
         try:
@@ -386,13 +390,14 @@ class BundleHost:
         """Refuse paths that resolve outside the bundle (links), non-regular files, huge files. Strings, not
         Paths: this runs for every file a replay reads (pathlib's parsing was ~3 % of `check --from`)."""
         path = os.fspath(path)
-        resolved = self._resolve(path)
+        resolved, found = self._resolve_stat(path)
         if resolved != self._dir_text and not resolved.startswith(self._dir_prefix):
             raise BundleError(f"{path}: leaves the bundle directory; refused")
-        try:
-            found = os.stat(resolved)
-        except OSError:
-            return resolved  # not there: the caller's open says so
+        if found is None:
+            try:
+                found = os.stat(resolved)
+            except OSError:
+                return resolved  # not there: the caller's open says so
         if not stat.S_ISREG(found.st_mode):
             raise BundleError(f"{path}: not a regular file; refused")
         if found.st_size > MAX_MEMBER_BYTES:
@@ -400,28 +405,41 @@ class BundleHost:
         return resolved
 
     def _resolve(self, path: str) -> str:
+        """``Path(path).resolve()``, cheaper for the common case (see ``_resolve_stat``)."""
+        return self._resolve_stat(path)[0]
+
+    def _resolve_stat(self, path: str) -> tuple[str, os.stat_result | None]:
         """``Path(path).resolve()``, cheaper for the common case: a path below the (already resolved) bundle
-        directory with no link and no ``..`` in its own part is itself. Only that part is looked at
-        (one lstat per component, instead of one per component of the whole path); anything else is
-        resolved in full. ``path`` is as pathlib writes it (normalised)."""
+        directory with no link and no ``..`` in its own part is itself. Only that part is looked at (one
+        lstat per component, instead of one per component of the whole path), and a directory of the bundle
+        found not to be a link is not looked at again during this replay (~100 files, in a few directories);
+        anything else is resolved in full. ``path`` is as pathlib writes it (normalised). With the resolved
+        path comes the lstat of its last component when that was not a link: its ``stat`` (one call less)."""
         if path == self._dir_text:
-            return path
+            return path, None
         if not path.startswith(self._dir_prefix):
-            return str(Path(path).resolve())
+            return str(Path(path).resolve()), None
         parts = path[len(self._dir_prefix):].split(os.sep)
         if ".." in parts:
-            return str(Path(path).resolve())
+            return str(Path(path).resolve()), None
         current = self._dir_text
-        for part in parts:
+        last = len(parts) - 1
+        found = None
+        for index, part in enumerate(parts):
             current = os.path.join(current, part)
+            if index < last and current in self._plain_dirs:
+                continue
             try:
-                if stat.S_ISLNK(os.lstat(current).st_mode):
-                    return str(Path(path).resolve())
+                found = os.lstat(current)
             except FileNotFoundError:
-                return path  # nothing below exists, so nothing below is a link: resolve() gives the path
+                return path, None  # nothing below exists, so nothing below is a link: resolve() gives the path
             except OSError:
-                return str(Path(path).resolve())
-        return current
+                return str(Path(path).resolve()), None
+            if stat.S_ISLNK(found.st_mode):
+                return str(Path(path).resolve()), None
+            if index < last:
+                self._plain_dirs.add(current)
+        return current, found
 
     def close(self) -> None:
         if self._tmp is not None:

@@ -93,7 +93,10 @@ class _Main(click.Group):
         try:
             return self._main(*args, **kwargs)
         finally:  # for callers in the same process (tests); a lazy command restored them already
-            gc.set_threshold(*self._gc_thresholds)
+            if self._program_thresholds is None:
+                # Not for the program (run_program), which ends here: with tens of thousands of young objects,
+                # the default threshold would start a collection of them all on the way out (~3 % of `check`).
+                gc.set_threshold(*self._gc_thresholds)
 
     def _main(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("standalone_mode", True):

@@ -108,15 +108,15 @@ def _collect_fields(cls: type) -> bool:
         default = own.get(name, MISSING)
         if isinstance(default, Field):
             found = default
+            found.name, found.type = name, kind
+            found._field_type = _FIELD_KIND  # type: ignore[attr-defined]
+            if getattr(found, "kw_only", None) is MISSING:
+                found.kw_only = False  # type: ignore[attr-defined]
         else:
             if default is not MISSING and default.__class__.__hash__ is None:
                 raise ValueError(f"mutable default {type(default)} for field {name} is not allowed: "
                                  "use default_factory")
-            found = dataclasses.field(default=default)
-        found.name, found.type = name, kind
-        found._field_type = _FIELD_KIND  # type: ignore[attr-defined]
-        if getattr(found, "kw_only", None) is MISSING:
-            found.kw_only = False  # type: ignore[attr-defined]
+            found = _plain_field(name, kind, default)
         if isinstance(default, Field):
             if found.default is MISSING:
                 delattr(cls, name)
@@ -128,6 +128,28 @@ def _collect_fields(cls: type) -> bool:
     if "__match_args__" not in own:
         cls.__match_args__ = tuple(fields)  # type: ignore[attr-defined]
     return True
+
+
+def _plain_field(name: str, kind: str, default: Any) -> Field[Any]:
+    """``dataclasses.field(default=default)`` as ``dataclass`` completes it for field ``name`` (its attributes set
+    directly: the call and its keyword arguments were most of the cost of a record's ~10 fields)."""
+    if not _FIELD_SLOTS_KNOWN:  # a Python whose Field has other attributes: let dataclasses make it
+        found = dataclasses.field(default=default)
+        found.name, found.type, found.kw_only, found._field_type = name, kind, False, _FIELD_KIND
+        return found
+    found = _new_object(Field)
+    found.name, found.type, found.default, found.default_factory = name, kind, default, MISSING
+    found.init, found.repr, found.hash, found.compare = True, True, None, True
+    found.metadata, found.kw_only, found._field_type = _EMPTY_METADATA, False, _FIELD_KIND
+    return found
+
+
+_new_object = object.__new__
+_FIELD_SLOTS_KNOWN = set(getattr(Field, "__slots__", ())) == {
+    "name", "type", "default", "default_factory", "repr", "hash", "init", "compare", "metadata", "kw_only",
+    "_field_type"}
+# what ``dataclasses.field`` gives a field without metadata
+_EMPTY_METADATA = dataclasses.field().metadata
 
 
 def _refuse_unhandled(cls: type, fields: tuple[Field[Any], ...]) -> None:

@@ -7,15 +7,13 @@ initialize NVML: Unknown Error" (the tools' own messages, NVIDIA/nvidia-containe
 
 from __future__ import annotations
 
-import csv
 import datetime
 import functools
-import io
 from collections.abc import Iterator
 
 from gpuhealth.checks.driver import REBOOT
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
 from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
 from gpuhealth.records import record
@@ -76,10 +74,9 @@ class EndOfSupport:
 @functools.cache
 def end_of_support_table() -> tuple[EndOfSupport, ...]:
     """``knowledge/os_eol.csv``, read once."""
-    text = read_table("os_eol.csv")
     return tuple(EndOfSupport(row["id"], row["version"], datetime.date.fromisoformat(row["end_of_support"]),
                               row["support"], row["source"], row["confirmed"])
-                 for row in csv.DictReader(io.StringIO(text)))
+                 for row in table_rows("os_eol.csv"))
 
 
 def end_of_support(os_id: str | None, version_id: str | None) -> EndOfSupport | None:

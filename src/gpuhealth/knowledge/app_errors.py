@@ -13,12 +13,10 @@ The file is read once, lazily, on first use.
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 from collections.abc import Iterator
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import csv_rows, table_rows
 from gpuhealth.knowledge.signatures import DOMAINS, MAX_LINE, Signature, match_line, signatures
 from gpuhealth.records import record
 
@@ -97,15 +95,19 @@ def _split(value: str, separator: str = ";") -> tuple[str, ...]:
 
 @functools.cache
 def _table() -> tuple[dict[str, ErrorMeaning], dict[str, str]]:
-    return parse_table(read_table("app_errors.csv"))
+    return _parse_rows(table_rows("app_errors.csv"))
 
 
 def parse_table(text: str) -> tuple[dict[str, ErrorMeaning], dict[str, str]]:
     """``app_errors.csv`` text -> (kinds by name, kind by signature id); ValueError names the bad line."""
+    return _parse_rows(csv_rows(text))
+
+
+def _parse_rows(rows: list[dict[str, str]]) -> tuple[dict[str, ErrorMeaning], dict[str, str]]:
     known = {s.id: s for s in signatures()}
     kinds: dict[str, ErrorMeaning] = {}
     by_row: dict[str, str] = {}
-    for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+    for number, row in enumerate(rows, start=2):
         where = f"app_errors.csv line {number}"
         if any(row.get(c) is None for c in _COLUMNS):
             raise ValueError(f"{where}: missing columns")

@@ -24,12 +24,9 @@ The files are read once, lazily, on first use.
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import functools
-import io
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.records import record
 
 __all__ = ["RESERVED_CODES", "Cause", "Exclusion", "Symptom", "cause", "causes", "exclusions", "symptoms"]
@@ -96,9 +93,7 @@ def exclusions() -> dict[str, tuple[Exclusion, ...]]:
 
 
 def _read(name: str) -> list[dict[str, str]]:
-    text = read_table(name)
-    return [{k: (v or "").strip() for k, v in row.items() if k is not None}
-            for row in csv.DictReader(io.StringIO(text))]
+    return [{k: (v or "").strip() for k, v in row.items() if k is not None} for row in table_rows(name)]
 
 
 def _causes_by_id() -> dict[str, Cause]:
@@ -112,6 +107,12 @@ def _causes_by_id() -> dict[str, Cause]:
         found[row["id"]] = Cause(row["id"], "", row["title"], row["code"], 0, row["confirm"], row["rule_out"],
                                  row["decide"], row["source_title"], row["source_url"], row.get("fix", ""))
     return found
+
+
+def _listed_under(cause: Cause, symptom: str, prior: int) -> Cause:
+    """``dataclasses.replace(cause, symptom=symptom, prior=prior)``, without its per-field work."""
+    return Cause(cause.id, symptom, cause.title, cause.code, prior, cause.confirm, cause.rule_out, cause.decide,
+                 cause.source_title, cause.source_url, cause.fix)
 
 
 @functools.cache
@@ -133,7 +134,7 @@ def _tables() -> tuple[dict[str, Symptom], dict[str, Cause]]:
                 raise ValueError(f"symptoms.csv line {number}: unknown cause {cause_id!r}")
             if any(c.id == cause_id for c in listed):
                 raise ValueError(f"symptoms.csv line {number}: cause {cause_id!r} listed twice")
-            listed.append(dataclasses.replace(described[cause_id], symptom=row["id"], prior=rank))
+            listed.append(_listed_under(described[cause_id], row["id"], rank))
             first.setdefault(cause_id, listed[-1])
         table[row["id"]] = Symptom(row["id"], row["title"], row["severity"], row["code"], tuple(listed))
     unused = sorted(set(described) - set(first))

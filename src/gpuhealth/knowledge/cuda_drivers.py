@@ -16,12 +16,10 @@ The file is read once, lazily (``knowledge.read_table``).
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import re
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.records import record
 
 __all__ = ["DriverRequirement", "families", "family_minimum", "minor_releases", "requirement", "version_key"]
@@ -44,11 +42,10 @@ def version_key(version: str | None) -> tuple[int, ...]:
 
 @functools.cache
 def _rows() -> tuple[DriverRequirement, ...]:
-    text = read_table("cuda_drivers.csv")
     return tuple(
         DriverRequirement(row["cuda"], row["release"] or ("" if row["kind"] == "family" else "GA"),
                           row["driver_min"], row["note"], row["source"])
-        for row in csv.DictReader(io.StringIO(text)))
+        for row in table_rows("cuda_drivers.csv"))
 
 
 def family_minimum(cuda_version: str | None) -> DriverRequirement | None:

@@ -25,12 +25,10 @@ A toolkit must also be able to target the architecture (``first_toolkit``, ``las
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 from dataclasses import field
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.knowledge.gpus import ARCHITECTURES
 from gpuhealth.records import record
 
@@ -195,9 +193,8 @@ def cuda_support(branch_number: int, arch_name: str | None = None) -> CudaSuppor
 
 @functools.cache
 def _data() -> dict:
-    text = read_table("drivers.csv")
     table = tuple(Row(r["kind"], r["key"], r["field"], r["value"], r["source"])
-                  for r in csv.DictReader(io.StringIO(text)))
+                  for r in table_rows("drivers.csv"))
     seen: set[tuple[str, str, str]] = set()
     arch_fields: dict[str, dict[str, str]] = {}
     branch_fields: dict[int, dict[str, str]] = {}

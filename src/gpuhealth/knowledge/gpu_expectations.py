@@ -14,12 +14,10 @@ The config file overrides any value per model name (docs/configuration.md). Read
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import re
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.records import record
 
@@ -37,9 +35,8 @@ class ModelDefaults:
 
 @functools.cache
 def table() -> tuple[tuple[re.Pattern[str], ModelDefaults], ...]:
-    text = read_table("gpu_expectations.csv")
     rows = []
-    for row in csv.DictReader(io.StringIO(text)):
+    for row in table_rows("gpu_expectations.csv"):
         defaults = ModelDefaults(
             pattern=row["pattern"],
             nvlink_count=int(row["nvlink_count"]) if row["nvlink_count"] else None,

@@ -25,12 +25,10 @@ The file is read once, lazily (``knowledge.read_table``).
 from __future__ import annotations
 
 import bisect
-import csv
 import functools
-import io
 import re
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
@@ -97,9 +95,8 @@ def all_rows() -> tuple[GpuRange, ...]:
 
 @functools.cache
 def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
-    text = read_table("gpus.csv")
     rows = []
-    for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+    for number, row in enumerate(table_rows("gpus.csv"), start=2):
         if row["architecture"] not in ARCHITECTURES:
             raise ValueError(f"gpus.csv line {number}: unknown architecture {row['architecture']!r}")
         rows.append(GpuRange(
@@ -126,8 +123,7 @@ def _name_key(name: str) -> str:
 @functools.cache
 def model_names() -> dict[str, tuple[str, str]]:
     """Name key -> (name as nvidia-smi or pci.ids prints it, device ID), from ``gpu_names.csv``."""
-    text = read_table("gpu_names.csv")
-    return {_name_key(r["name"]): (r["name"], r["device_id"]) for r in csv.DictReader(io.StringIO(text))}
+    return {_name_key(r["name"]): (r["name"], r["device_id"]) for r in table_rows("gpu_names.csv")}
 
 
 def device_id_for(text: str) -> tuple[str | None, list[str]]:

@@ -24,13 +24,11 @@ literal is always run.
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import re
 from collections.abc import Iterable
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import read_table, table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
@@ -175,16 +173,27 @@ def _position() -> dict[str, int]:
 
 @functools.cache
 def _catalogue() -> tuple[Signature, ...]:
-    text = read_table("signatures.csv")
-    rows: list[Signature] = []
+    # The rows as read when knowledge/_tables/ was written (see knowledge.table_rows), while the file still reads so.
+    try:
+        from gpuhealth.knowledge._tables import signatures as written
+    except ImportError:
+        written = None
+    if written is not None and written.TEXT == read_table("signatures.csv"):
+        return tuple(Signature(*values) for values in written.SIGNATURES)
+    return parse_catalogue(table_rows("signatures.csv"))
+
+
+def parse_catalogue(rows: list[dict[str, str]]) -> tuple[Signature, ...]:
+    """The signatures of ``signatures.csv``'s rows (``csv.DictReader``'s), checked; ValueError names a bad row."""
+    found: list[Signature] = []
     seen: set[str] = set()
-    for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+    for number, row in enumerate(rows, start=2):
         sig = _row(row, number)
         if sig.id in seen:
             raise ValueError(f"signatures.csv: id {sig.id!r} appears twice")
         seen.add(sig.id)
-        rows.append(sig)
-    return tuple(rows)
+        found.append(sig)
+    return tuple(found)
 
 
 @functools.cache
@@ -213,8 +222,11 @@ def _prefilter() -> _Prefilter:
     literals: list[tuple[tuple[str, ...] | None, bool]] = []
     by_anchor: dict[str, list[int]] = {}
     always: list[int] = []
+    from gpuhealth.knowledge._tables import signatures as written  # each shipped pattern's, worked out before
+
+    known = getattr(written, "LITERALS", {})
     for index, sig in enumerate(_catalogue()):
-        found = required_literals(sig.pattern)
+        found = known[sig.pattern] if sig.pattern in known else required_literals(sig.pattern)
         if found is None:
             literals.append((None, False))
             always.append(index)

@@ -10,7 +10,9 @@ in different sections (a MIG device's ECC counts, module power readings) impossi
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
@@ -47,6 +49,17 @@ class _Block:
     bus_id: str | None
     entries: list[tuple[str, str | None]] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)  # first value per path
+    # (path, index in entries) of each top-level line: the lines up to the next one are nested under it
+    tops: list[tuple[str, int]] = field(default_factory=list)
+
+    def under(self, *sections: str) -> Iterator[tuple[str, str | None]]:
+        """The entries whose path starts with one of ``sections`` + "/", among others of the same top-level
+        lines (the caller tests each path): only the top-level sections named are looked through."""
+        prefixes = tuple(f"{section}/" for section in sections)
+        tops = self.tops
+        for place, (path, start) in enumerate(tops):
+            if path in sections or path.startswith(prefixes):
+                yield from self.entries[start:tops[place + 1][1] if place + 1 < len(tops) else len(self.entries)]
 
     def get(self, *paths: str) -> str | None:
         """The first of several paths with a real value: drivers renamed keys over time."""
@@ -96,33 +109,42 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     stack: list[tuple[int, str]] = []  # (indent, path) of the lines enclosing the current one
     block: _Block | None = None
     apart = False  # a grep separator ("--") was passed: the next header-less line starts another GPU
-    # (the loop runs once per line of a report of thousands: splitting and storing are written inline)
+    normal: dict[str, str] = {}  # a key as written -> lower-cased, spaces collapsed (keys repeat per GPU)
+    # (the loop runs once per line of a report of thousands: splitting and storing are written inline, and
+    # the rare line forms are looked at only when the first character allows them)
     for line in lines:
         content = line.strip()
-        if not content or content.startswith("==") or content == "[...]":
+        if not content:
             continue
-        if content == "--":  # `grep -A8` between its matches: in a header-less text, the next GPU's lines
-            block, stack, apart = None, [], bool(blocks)
-            continue
-        if content[0] in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
-            warnings.append(content)
-            continue
-        stripped = line.lstrip()
-        indent = len(line) - len(stripped)
-        header = None if indent else _header(line)  # most lines are indented: no call
-        if header:
-            block, stack = _Block(header), []
-            blocks.append(block)
-            continue
-        if " : " in content:
-            key, value = content.split(" : ", 1)
-            value = value.strip()
+        first = content[0]
+        if first in "=[-Ww":
+            if content.startswith("==") or content == "[...]":
+                continue
+            if content == "--":  # `grep -A8` between its matches: in a header-less text, the next GPU's lines
+                block, stack, apart = None, [], bool(blocks)
+                continue
+            if first in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
+                warnings.append(content)
+                continue
+        indent = line.find(first)  # only whitespace comes before the content's first character
+        if not indent:  # most lines are indented: no call
+            header = _header(line)
+            if header:
+                block, stack = _Block(header), []
+                blocks.append(block)
+                continue
+        split = content.find(" : ")
+        if split >= 0:
+            key, value = content[:split], content[split + 3:].strip()
         elif content.endswith(" :"):
             key, value = content[:-2], ""
         else:
             key, value = content, None
-        key = " ".join(key.lower().split())
-        if indent == 0 and (key in _HOST_KEYS or has_headers):
+        written = key
+        key = normal.get(written)
+        if key is None:
+            key = normal[written] = " ".join(written.lower().split())
+        if not indent and (key in _HOST_KEYS or has_headers):
             # Host keys, or a later command's output (the 352 bug report appends "-q -u"): no GPU's.
             if value is not None:
                 host.setdefault(key, value)
@@ -136,7 +158,11 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
             block, apart = blocks[-1], False
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        path = f"{stack[-1][1]}/{key}" if stack else key
+        if stack:
+            path = f"{stack[-1][1]}/{key}"
+        else:
+            path = key
+            block.tops.append((path, len(block.entries)))
         block.entries.append((path, value))
         if value is not None:
             block.values.setdefault(path, value)
@@ -222,6 +248,10 @@ def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
     )
 
 
+_REASON_TOPS = ("clocks event reasons", "clocks throttle reasons")
+_REASON_SECTIONS = tuple(f"{top}/" for top in _REASON_TOPS)
+
+
 def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
     """Active reasons under "Clocks Event Reasons" (535+) or "Clocks Throttle Reasons" (older).
 
@@ -229,10 +259,9 @@ def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
     component names the reason.
     """
     active = set()
-    for path, value in block.entries:
-        section, _, rest = path.partition("/")
-        if section in ("clocks event reasons", "clocks throttle reasons") and flag(value) is True:
-            name = _REASONS.get(rest.rsplit("/", 1)[-1])
+    for path, value in block.under(*_REASON_TOPS):
+        if path.startswith(_REASON_SECTIONS) and flag(value) is True:  # a line under one of the sections
+            name = _REASONS.get(path.rsplit("/", 1)[-1])
             if name:
                 active.add(name)
     return tuple(r for r in CLOCK_EVENT_REASONS if r in active)
@@ -240,14 +269,16 @@ def _clock_event_reasons(block: _Block) -> tuple[str, ...]:
 
 def _mig_devices(block: _Block) -> int | None:
     """One "MIG Device" section per MIG device, listed after "MIG Mode" (absent from 352 and -d output)."""
-    paths = [path for path, _ in block.entries]
+    paths = list(map(itemgetter(0), block.tops))  # (a path without "/" is a top-level line's)
     return mig_device_count(paths.count("mig device"), "mig mode" in paths)
 
 
 def _processes(block: _Block) -> tuple[GpuProcess, ...]:
     """Each "Process ID" line starts a process; its Type, Name and memory lines are indented under it."""
     found: list[dict[str, str | None]] = []
-    for path, value in block.entries:
+    for path, value in block.under("processes"):
+        if not path.startswith("processes/process id"):
+            continue
         if path == "processes/process id":
             found.append({"pid": value})
         elif found and path.startswith("processes/process id/"):
