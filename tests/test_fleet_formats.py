@@ -111,6 +111,16 @@ def test_nhc_line_is_one_line_without_control_characters_and_counts_the_rest():
     assert len(nhc.render(all_checks_run([long, other])).rstrip("\n")) == nhc.MAX_LINE
 
 
+def test_a_long_drain_reason_ends_at_a_clause_not_inside_a_word():
+    # Slurm shows this line as the drained node's reason: "... a GPU reset or reboot clears it at 202..." (half
+    # a timestamp) read as garbage. A cut line ends where a clause or word of the message ends.
+    line = render("nhc", report_of("h100x8-xid-ecc"))[0].rstrip("\n")
+    assert len(line) <= nhc.MAX_LINE and line.endswith("ECC error; also reported to the application..."), line
+    words = " ".join(f"word{i}" for i in range(100))
+    cut = nhc.shorten(words, 50)
+    assert cut.endswith("...") and words.startswith(cut[:-3]) and words[len(cut) - 3] == " ", cut
+
+
 # --------------------------------------------------------------------------- npd
 
 @pytest.mark.parametrize(("case", "status"), [

@@ -427,6 +427,10 @@ def test_a_capped_read_gives_what_one_read_of_the_limit_gives(tmp_path: Path, si
     path.write_bytes(bytes(range(256)) * (size // 256) + bytes(size % 256))
     with open(path, "rb") as one, open(path, "rb") as capped:
         assert read_capped(capped, limit) == one.read(limit)
+    from gpuhealth.bundle import read_file_capped
+
+    with open(path, "rb") as one:
+        assert read_file_capped(str(path), limit) == one.read(limit)
 
 
 def _pathlib_safe_relative(path: str) -> str:

@@ -110,40 +110,45 @@ def _split(text: str) -> tuple[dict[str, str], list[_Block], list[str]]:
     block: _Block | None = None
     apart = False  # a grep separator ("--") was passed: the next header-less line starts another GPU
     normal: dict[str, str] = {}  # a key as written -> lower-cased, spaces collapsed (keys repeat per GPU)
+    seen: dict[str, tuple[int, str, str | None]] = {}  # a line -> (indent, key, value): GPUs repeat most lines
     # (the loop runs once per line of a report of thousands: splitting and storing are written inline, and
     # the rare line forms are looked at only when the first character allows them)
     for line in lines:
-        content = line.strip()
-        if not content:
-            continue
-        first = content[0]
-        if first in "=[-Ww":
-            if content.startswith("==") or content == "[...]":
+        known = seen.get(line)
+        if known is None:
+            content = line.strip()
+            if not content:
                 continue
-            if content == "--":  # `grep -A8` between its matches: in a header-less text, the next GPU's lines
-                block, stack, apart = None, [], bool(blocks)
-                continue
-            if first in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
-                warnings.append(content)
-                continue
-        indent = line.find(first)  # only whitespace comes before the content's first character
-        if not indent:  # most lines are indented: no call
-            header = _header(line)
-            if header:
-                block, stack = _Block(header), []
-                blocks.append(block)
-                continue
-        split = content.find(" : ")
-        if split >= 0:
-            key, value = content[:split], content[split + 3:].strip()
-        elif content.endswith(" :"):
-            key, value = content[:-2], ""
-        else:
-            key, value = content, None
-        written = key
-        key = normal.get(written)
-        if key is None:
-            key = normal[written] = " ".join(written.lower().split())
+            first = content[0]
+            if first in "=[-Ww":
+                if content.startswith("==") or content == "[...]":
+                    continue
+                if content == "--":  # `grep -A8` between its matches: in a header-less text, the next GPU's lines
+                    block, stack, apart = None, [], bool(blocks)
+                    continue
+                if first in "Ww" and content[:8].upper().startswith("WARNING:"):  # upper() never shortens
+                    warnings.append(content)
+                    continue
+            indent = line.find(first)  # only whitespace comes before the content's first character
+            if not indent:  # most lines are indented: no call
+                header = _header(line)
+                if header:
+                    block, stack = _Block(header), []
+                    blocks.append(block)
+                    continue
+            split = content.find(" : ")
+            if split >= 0:
+                key, value = content[:split], content[split + 3:].strip()
+            elif content.endswith(" :"):
+                key, value = content[:-2], ""
+            else:
+                key, value = content, None
+            written = key
+            key = normal.get(written)
+            if key is None:
+                key = normal[written] = " ".join(written.lower().split())
+            known = seen[line] = (indent, key, value)
+        indent, key, value = known
         if not indent and (key in _HOST_KEYS or has_headers):
             # Host keys, or a later command's output (the 352 bug report appends "-q -u"): no GPU's.
             if value is not None:

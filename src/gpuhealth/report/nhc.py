@@ -47,7 +47,18 @@ def one_line(text: str) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+    """``text`` in at most ``limit`` characters, ending with "..." when cut. Slurm shows the line as the drained
+    node's reason, where a cut inside a word ("clears it at 202...") reads as garbage: the cut falls where a
+    clause ("; ", " - ", ", ") or else a word ends, as long as that keeps at least half the room."""
+    if len(text) <= limit:
+        return text
+    room = max(limit - 3, 0)
+    head = text[:room]
+    for separator in ("; ", " - ", ", ", " "):
+        end = room if separator == " " and text[room] == " " else head.rfind(separator)
+        if end >= room // 2:
+            return head[:end].rstrip(" ;,-") + "..."
+    return head + "..."
 
 
 def headline(finding: Finding) -> str:
