@@ -223,3 +223,39 @@ def test_the_port_above_decides_and_leaves_nothing_open():
     """With the port in the evidence (a riser: x4 under a x16 port) the finding is a warning without a differential."""
     (narrow,), _ = gh407(snapshot_of(DATA / "riser-x4-under-x16-port.lspci"))
     assert narrow.severity is Severity.WARNING and narrow.differential == ()
+
+
+def _live_host(port_width: str | None):
+    """A hand-written sysfs: one GPU trained x4 of x16, under root port 0000:00:01.0 of the given LnkCap width (the
+    attribute files the kernel's pci-sysfs.c writes: max_link_width, current_link_width)."""
+    from hostcases import FakeHost
+
+    spec = {"pci": [{"address": "0000:01:00.0", "device": "2204", "class": "0300", "driver": "nvidia",
+                     "width": "4", "max_width": "16", "speed": "16.0 GT/s PCIe", "max_speed": "16.0 GT/s PCIe"}]}
+    host = FakeHost(spec)
+    host.links["/sys/bus/pci/devices/0000:01:00.0"] = "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0"
+    if port_width is not None:
+        port = "/sys/bus/pci/devices/0000:00:01.0"
+        host.files.update({f"{port}/vendor": "0x1022\n", f"{port}/device": "0x1453\n", f"{port}/class": "0x060400\n",
+                           f"{port}/max_link_width": f"{port_width}\n", f"{port}/current_link_width": "4\n"})
+    return host
+
+
+@pytest.mark.parametrize(("port_width", "severity", "open_causes"), [
+    ("16", Severity.WARNING, 0),  # both ends can do x16: the link trained narrow (riser, seating)
+    ("4", Severity.INFO, 0),  # the port is x4: the slot is wired so
+    (None, Severity.INFO, 2),  # no port in sysfs: undecided, the port's command is next
+])
+def test_live_check_weighs_the_port_above_from_sysfs(port_width, severity, open_causes):
+    from gpuhealth.collect.gpu import probe_pci
+
+    devices = probe_pci(_live_host(port_width), 5).fields["pci_devices"]
+    gpus = [d for d in devices if d.is_nvidia_gpu]
+    assert [d.address for d in gpus] == ["0000:01:00.0"]
+    snapshot = Snapshot(origin="live", pci_devices=devices)
+    (narrow,), _ = gh407(snapshot)
+    assert narrow.severity is severity and len(narrow.differential) == open_causes
+    if port_width:
+        (port,) = [d for d in devices if d.secondary_bus]
+        assert (port.address, port.vendor_id, port.secondary_bus, port.link_width_max) == (
+            "0000:00:01.0", "1022", "0000:01", int(port_width))

@@ -441,7 +441,8 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     if a GPU reports a narrower link only at idle, check it again under load. Without nvidia-smi or
     NVML (a pasted `lspci -vv`, or sysfs when the driver does not answer) the GPU's LnkSta width is
     compared with its LnkCap width by the same rule; LnkSta's speed is not judged there, because
-    lspci cannot say whether the GPU was busy. A full `lspci -vv` also shows the port above the GPU:
+    lspci cannot say whether the GPU was busy. A full `lspci -vv` (and, live, sysfs: the parent of the GPU's
+    device directory) also shows the port above the GPU:
     a link narrower than both the GPU and that port can do is a warning (a riser, cable or seating
     fault, even on a single GPU); one as wide as the port is info (the slot is wired so). lspci's
     "(downgraded)" does not change this: pciutils prints it when LnkSta is below the device's own

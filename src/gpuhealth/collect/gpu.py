@@ -38,10 +38,35 @@ def probe_pci(host: Host, timeout: float) -> Probed:
         if vendor and vendor.strip().lower() == "0x10de":
             devices.append(_sysfs_device(host, address))
     names = _lspci_names(host, timeout) if devices else {}
-    found.fields["pci_devices"] = tuple(
-        PciDevice(**{**vars(d), "name": names.get(d.address)}) for d in devices)
+    devices = [PciDevice(**{**vars(d), "name": names.get(d.address)}) for d in devices]
+    found.fields["pci_devices"] = tuple(_with_ports(host, devices))
     found.sources["pci_devices"] = SYS_PCI
     return found
+
+
+def _with_ports(host: Host, devices: list[PciDevice]) -> list[PciDevice]:
+    """The NVIDIA devices and the PCIe port above each GPU, with the bus below it (``secondary_bus``) and its link
+    widths: GH407 weighs a narrow GPU link against what its port can do (as from a full ``lspci -vv``). The port is
+    the parent of the GPU's directory in sysfs (``/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0``); a GPU on
+    the root complex itself (many VMs) has none."""
+    by_address = {d.address: d for d in devices}
+    for gpu in [d for d in devices if d.is_nvidia_gpu]:
+        parts = (host.readlink(f"{SYS_PCI}/{gpu.address}") or "").rstrip("/").split("/")
+        parent = normalize_pci_address(parts[-2]) if len(parts) >= 2 else None
+        if parent is None or normalize_pci_address(parts[-1]) != gpu.address:
+            continue
+        port = by_address.get(parent) or _sysfs_port(host, parent)
+        if port is not None and port.link_width_max:
+            by_address[parent] = PciDevice(**{**vars(port), "secondary_bus": gpu.address[:7]})
+    return list(by_address.values())
+
+
+def _sysfs_port(host: Host, address: str) -> PciDevice | None:
+    vendor, _ = read_text(host, f"{SYS_PCI}/{address}/vendor")
+    if not vendor:
+        return None
+    port = _sysfs_device(host, address)
+    return PciDevice(**{**vars(port), "vendor_id": vendor.strip().lower().removeprefix("0x")[:4] or None})
 
 
 def _sysfs_device(host: Host, address: str) -> PciDevice:
