@@ -24,7 +24,8 @@ from hostcases import FakeHost, case_names, load_spec
 CHECKS = Path(__file__).parent.parent / "src" / "gpuhealth" / "checks"
 
 ALWAYS_READ = {"ls", "cat", "grep", "tail", "head", "sort", "dmesg", "lspci", "lsmod", "modinfo", "journalctl",
-               "uname", "numactl", "du", "df", "findmnt", "nvidia-bug-report.sh", "gpuhealth", "python3", "tr", "cut"}
+               "uname", "numactl", "du", "df", "findmnt", "nvidia-bug-report.sh", "gpuhealth", "python3", "tr", "cut",
+               "fuser", "lsof", "id"}
 SMI_WRITES = {"-pm", "-pl", "-c", "--gpu-reset", "-r", "mig", "-mig", "-e", "-ac", "-rac", "-lgc", "-rgc",
               "--persistence-mode", "--compute-mode"}
 
@@ -50,6 +51,9 @@ def _stage_reads_only(stage: str) -> bool:
         "ipmitool": first == "sdr" or args[:2] == ["sel", "list"],
         "dcgmi": first == "diag",
         "nvidia-smi": first == "nvlink" or not (set(args) & SMI_WRITES),
+        "nvcc": args == ["--version"],
+        "gcc": args == ["--version"],
+        "echo": len(args) == 1 and args[0].startswith("$"),  # prints a variable; a pipe to tee is its own stage
     }
     return rules.get(program, False)
 

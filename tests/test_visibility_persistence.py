@@ -13,6 +13,7 @@ from gpuhealth.evidence.facts import visible_devices_set
 from gpuhealth.knowledge.signatures import match_line
 from gpuhealth.model import Severity
 from gpuhealth.report.common import fold
+from repo_paths import REPO
 
 
 def report_of(*texts: tuple[str, str]):
@@ -178,3 +179,32 @@ def test_mig_devices_listed_by_nvidia_smi_l_are_information():
     gh608 = finding(report, "GH608")
     assert gh608 is not None and gh608.severity is Severity.INFO
     assert "MIG devices" in gh608.evidence[0].lines[0]
+
+
+# A pasted `nvidia-smi -q` alone: no systemctl state. Real captures: Azure HPC diagnostics (8x A100, all Disabled)
+# and gpud's 8x H100 (all Enabled); the MIG case is ollama/ollama#4814 (tests/cases).
+A100_DISABLED = "azhpc-diagnostics/nvidia-smi-q_8xA100-SXM4-40GB_460.32.03.out"
+H100_ENABLED = "gpud/accelerator_nvidia_query__nvidia-smi-query.535.161.08.out.0.valid"
+MIG_CASE = REPO / "tests" / "cases" / "mig-one-instance-visible-ollama-4814" / "nvidia-smi.txt"
+
+
+def pasted(path) -> object:
+    return report_of((path.name, path.read_text(encoding="utf-8", errors="replace")))
+
+
+def test_pasted_datacenter_smi_with_persistence_off_warns():
+    report = pasted(CORPUS / A100_DISABLED)
+    found = finding(report, "GH604")
+    assert found is not None and found.severity is Severity.WARNING, "8x A100 with persistence off said HEALTHY"
+    assert "not in the evidence given" in found.message and report.verdict == "DEGRADED"
+    assert found.fixes[0].command == "sudo systemctl enable --now nvidia-persistenced"
+
+
+def test_pasted_smi_with_persistence_on_is_quiet():
+    assert finding(pasted(CORPUS / H100_ENABLED), "GH604") is None
+
+
+def test_mig_gpus_with_persistence_off_leave_the_lead_to_the_mig_finding():
+    report = pasted(MIG_CASE)
+    assert finding(report, "GH604").severity is Severity.INFO
+    assert lead(report) == "GH608"

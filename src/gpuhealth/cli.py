@@ -429,8 +429,12 @@ def explain(words: tuple[str, ...]) -> None:
     if spec is None:
         raise CannotRun(f"no check {text!r}; `gpuhealth checks` lists them (an Xid: `gpuhealth explain xid 79`)")
     click.echo(f"{spec.code} {spec.slug}: {spec.title}\n")
+    from gpuhealth.checks.docgen import fix_lines
+
     for section in DOC_SECTIONS:
         click.echo(f"{section}:\n{spec.docs[section]}\n")
+        if section == "How to fix" and (fixes := fix_lines(spec.code)):
+            click.echo("\n".join(fixes))
 
 
 def _xid_number(text: str) -> int | None:

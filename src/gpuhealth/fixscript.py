@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 
 from gpuhealth import __version__
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Finding, Fix, Report
+from gpuhealth.model import DISRUPTIVE_COMMAND, Finding, Fix, Report
 from gpuhealth.report.common import fixes_for_host, fold
 
 # Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...).
 DIAGNOSTIC = lazy_re(
     r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|lspci|lsmod|"
     r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--sb-state|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
+    r"fuser\b|lsof\b|id\s*$|(?:nvcc|gcc)\s+--version\s*$|echo\s+\$\w+\s*$|"
     r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
     r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
     r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
@@ -36,7 +37,8 @@ DIAGNOSTIC = lazy_re(
 CHANGES = lazy_re(r"\b(?:modprobe(?!\.d\b)|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
                      r"restart|stop|set-default|isolate|autoinstall|ldconfig(?!\s+-p)|update-initramfs|dracut|"
                      r"mokutil\s+--import|sed\s+-i)\b|--gpu-reset|(?<![0-9&])>")
-DISRUPTIVE = lazy_re(r"\b(?:reboot|shutdown|rmmod|modprobe\s+-r|--gpu-reset|systemctl\s+(?:restart|stop))\b")
+# one definition of "disruptive" for the fixes and the script (model.DISRUPTIVE_COMMAND)
+DISRUPTIVE = DISRUPTIVE_COMMAND
 PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
 MODPROBE = lazy_re(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
 TEE_FILE = lazy_re(r"\|\s*sudo\s+tee\s+(/etc/modprobe\.d/\S+)\s*$")

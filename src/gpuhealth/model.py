@@ -91,7 +91,7 @@ class Fix:
     family: str = "any"  # "debian", "rhel" or "any"
     disruptive: bool = False  # reboots, reloads modules, or kills jobs
     note: str = ""  # a comment, shown on its own line above the command
-    kind: str = ""  # "command" or "step"; "" = decided by fix_kind(command)
+    kind: str = ""  # "command", "step" or "edit"; "" = decided by fix_kind(command)
 
     def __post_init__(self) -> None:
         command, comment = _split_comment(self.command)
@@ -100,13 +100,29 @@ class Fix:
             object.__setattr__(self, "note", "; ".join(x for x in (comment, self.note) if x))
         if self.kind not in FIX_KINDS:
             object.__setattr__(self, "kind", fix_kind(self.command))
+        # a renderer trusts the flag: a reboot, module unload, GPU reset, driver removal or service restart
+        # is disruptive whoever wrote the fix and whether or not they said so
+        if not self.disruptive and DISRUPTIVE_COMMAND.search(self.command):
+            object.__setattr__(self, "disruptive", True)
 
     @property
     def is_command(self) -> bool:
         return self.kind == "command"
 
 
-FIX_KINDS = ("command", "step")
+# "command": runs as is in bash; "step": an instruction in words (or a command holding a placeholder);
+# "edit": a change to a file, described in words (which file, which line)
+FIX_KINDS = ("command", "step", "edit")
+# What stops GPU work or takes the host down: a reboot or shutdown, unloading a module (rmmod, modprobe -r), a GPU
+# reset (nvidia-smi -r / --gpu-reset, a PCI remove or reset in sysfs), removing the driver (nvidia-uninstall, a
+# package removal or purge), stopping or restarting a service (systemctl), killing processes.
+DISRUPTIVE_COMMAND = guarded_re(
+    r"\b(?:reboot|shutdown|poweroff|rmmod|nvidia-uninstall|purge|pkill|killall)\b|\bkill\s+\S"
+    r"|\bmodprobe\s+(?:-\w+\s+)*(?:-r|--remove)\b|\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b"
+    r"|\b(?:apt-get|apt|dnf|yum|zypper)\s+(?:-\S+\s+)*(?:remove|autoremove|erase)\b"
+    r"|\bsystemctl\s+(?:-\S+\s+)*(?:restart|stop|isolate|reboot|poweroff|kexec)\b|/sys/\S*/(?:remove|reset)\b",
+    may=has("reboot", "shutdown", "poweroff", "rmmod", "uninstall", "purge", "kill", "modprobe", "nvidia-smi", "remove",
+            "erase", "systemctl", "/sys/"))
 # Programs a fix command may start with (after ``sudo`` and VAR=value assignments). Anything else is prose.
 SHELL_PROGRAMS = frozenset("""
 sudo nvidia-smi nvidia-modprobe nvidia-ctk nvidia-bug-report.sh nvidia-uninstall modprobe rmmod lsmod modinfo
@@ -115,7 +131,7 @@ cp mv rm ln sed update-initramfs update-grub dracut lsinitramfs lsinitrd mokutil
 ipmitool dcgmi export unset for test uname ubuntu-drivers nvidia-detect wget curl sh bash reboot shutdown
 python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount findmnt env which ldd
 leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
-gpg tr cut head tail sort
+gpg tr cut head tail sort fuser lsof setpci gcc find kill pkill nvcc id groups
 """.split())
 # Guarded (lazyre.guarded_re): most fixes are plain commands, read without compiling these.
 _PLACEHOLDER = guarded_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.",

@@ -481,7 +481,7 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
 # --------------------------------------------------------------------------- GH604
 
 
-@check("GH604", "persistence-off", "Persistence mode off on a GPU server", requires=("cuda",))
+@check("GH604", "persistence-off", "Persistence mode off on a GPU server", requires=("gpus",), reads=("cuda",))
 def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -500,32 +500,47 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     `.run` install, install it from `/usr/share/doc/NVIDIA_GLX-1.0/samples/nvidia-persistenced-init.tar.bz2`).
     Confirm with `nvidia-smi -q | grep -i persistence`.
 
+    Without the daemon's state (a pasted `nvidia-smi` or `nvidia-smi -q`): data-center GPUs showing
+    persistence off are a warning (the daemon's default is to turn it on, so it is not running or was told
+    not to); several consumer GPUs are info. On GPUs in MIG mode it is info: there the question the
+    evidence answers first is which MIG devices a process sees (GH608), and persistence is only a start-up cost.
+
     Exceptions:
     Desktops and laptops with one consumer GPU (power saving matters more there). A daemon started with
-    `--no-persistence-mode` shows persistence off although it runs; it is not reported.
+    `--no-persistence-mode` shows persistence off although it runs; it is not reported when the daemon's
+    state is known.
     """
-    gpus = snapshot.gpus
+    gpus = snapshot.gpus or ()
     if not gpus:
         yield Skip("no GPU reported by the driver")
         return
     off = [g for g in gpus if g.persistence_mode is False]
-    if not off or (len(gpus) < 2 and not any(is_datacenter(g.name) for g in gpus)):
+    datacenter = any(is_datacenter(g.name) for g in gpus)
+    if not off or (len(gpus) < 2 and not datacenter):
         return
-    state = _cuda(snapshot)
-    if state.persistenced_active == "active":
+    state = snapshot.cuda
+    if state is not None and state.persistenced_active == "active":
         return
-    daemon = (f"nvidia-persistenced is {state.persistenced_active}" if state.persistenced_active else
-              f"nvidia-persistenced state unknown ({snapshot.unavailable.get('cuda_persistenced_active', 'not read')})")
-    enabled = f"systemctl is-enabled: {state.persistenced_enabled}" if state.persistenced_enabled else None
+    known = state is not None and bool(state.persistenced_active)
+    unread = snapshot.unavailable.get("cuda_persistenced_active") or snapshot.unavailable.get("cuda")
+    daemon = (f"nvidia-persistenced is {state.persistenced_active}" if state is not None and known else
+              f"nvidia-persistenced state unknown ({unread})" if unread else
+              "whether nvidia-persistenced runs is not in the evidence given")
+    enabled = f"systemctl is-enabled: {state.persistenced_enabled}" if state and state.persistenced_enabled else None
     listed = ", ".join(str(g.index) for g in off if g.index is not None) or str(len(off))
+    mig = any((g.mig_mode_current or "").lower() == "enabled" for g in off)
+    # the daemon's default turns persistence on: off on a data-center GPU means it does not run (or runs with
+    # --no-persistence-mode, which only its known state can tell); MIG GPUs' own question comes first (GH608)
+    warn = known or (datacenter and not mig)
     yield Draft(
-        Severity.WARNING,
+        Severity.WARNING if warn else Severity.INFO,
         f"Persistence mode is off on {len(off)} of {len(gpus)} GPU(s) and {daemon}",
         evidence=(Evidence(snapshot.sources.get("nvml", "nvidia-smi -q"),
                            tuple(f"GPU {g.index} {g.name or ''}: Persistence Mode: Disabled".replace("  ", " ")
                                  for g in off[:8])),
-                  Evidence(snapshot.sources.get("cuda", "systemctl is-active nvidia-persistenced"),
-                           tuple(x for x in (daemon, enabled) if x) + state.persistenced_errors[:3])),
+                  *((Evidence(snapshot.sources.get("cuda", "systemctl is-active nvidia-persistenced"),
+                              tuple(x for x in (daemon, enabled) if x) + state.persistenced_errors[:3]),)
+                    if state is not None else ())),
         fixes=(Fix(ENABLE_PERSISTENCED, "any", note=f"GPUs {listed}; preferred over nvidia-smi -pm 1"),
                Fix("nvidia-smi -q | grep -i persistence", "any", note="should say Enabled")),
     )

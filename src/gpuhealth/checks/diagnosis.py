@@ -28,7 +28,6 @@ from gpuhealth.checks.registry import (
 )
 from gpuhealth.knowledge.causes import Cause, Exclusion, Symptom, exclusions, symptoms
 from gpuhealth.knowledge.signatures import Signature, signature
-from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Severity, Skipped, Snapshot
 
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
@@ -197,7 +196,10 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
         made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
-        findings.append(replace(made, fixes=fits_evidence(made.fixes, [m for _, m in matched])))
+        # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
+        # Boot off) have nothing to fix; the check's fixes would read as if they had
+        fixes = fits_evidence(made.fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
+        findings.append(replace(made, fixes=fixes))
     return findings
 
 
@@ -206,13 +208,12 @@ def _finding(spec: CheckSpec, severity: Severity, message: str, evidence: tuple[
                    explanation=spec.explanation, fixes=documented_fixes(spec))
 
 
-_BACKTICKS = lazy_re(r"`([^`\n]{3,160})`")
-
-
 def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
-    """The commands a check's "How to fix" names, for findings made from a catalogue line alone."""
-    commands = [c for c in _BACKTICKS.findall(spec.docs.get("How to fix", "")) if " " in c or c.startswith("nvidia")]
-    return tuple(Fix(c, "any") for c in dict.fromkeys(commands))[:3]
+    """The fixes a check declares as data (knowledge/fixes.csv), for findings made from a catalogue line alone:
+    commands that run as is, or steps and file edits marked as such, each disruptive one flagged."""
+    from gpuhealth.knowledge.fixes import fixes_of  # read on first use: most runs raise no line finding
+
+    return fixes_of(spec.code)
 
 
 def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom]) -> list[str]:
@@ -271,7 +272,7 @@ def _leading_fixes(symptom: Symptom, top: Candidate | None, lines: Sequence[Mess
     spec = REGISTRY.get(top.code)
     fixes = fits_evidence(documented_fixes(spec), lines) if spec is not None and top.code != symptom.code else ()
     if fixes:
-        return (replace(fixes[0], note=fixes[0].note or f"if {top.title}"), *fixes[1:])
+        return (replace(fixes[0], note="; ".join(x for x in (f"if {top.title}", fixes[0].note) if x)), *fixes[1:])
     steps = fits_evidence([Fix(c, "any") for c in split_commands(top.command)], lines)[:2]
     return tuple(replace(f, note="tells the likeliest cause apart") if i == 0 else f for i, f in enumerate(steps))
 
@@ -396,8 +397,11 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
     explained = {code for f in findings for code in f.explains}
     # lines nobody explains (GH003) and unrecognised files (GH002) never lead over a finding that says something
     catch_all = ("GH003", "GH002")
-    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in catch_all, f.code in explained, f.code,
-                                           str(f.subject)))
+    # a start-up cost, not a fault (persistence off): another finding of the same severity says more about
+    # what the user sees (the MIG devices a process enumerates, GH608)
+    advisory = ("GH604",)
+    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in catch_all, f.code in advisory,
+                                           f.code in explained, f.code, str(f.subject)))
 
 
 def next_commands(findings: Sequence[Finding], given: Sequence[str] = (), limit: int = 6) -> list[str]:

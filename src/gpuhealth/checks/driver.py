@@ -214,9 +214,14 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         user = user or (match[1] if match else None)
     evidence.extend(Evidence(m.source, (m.line,)) for m in pasted[:3])
     if snapshot.kernel_log is not None:
-        lines = tuple(e.line for e in snapshot.kernel_log.events if e.kind == "api_mismatch")
-        if lines:
-            evidence.append(Evidence(snapshot.kernel_log.source, lines[:3]))
+        events = [e for e in snapshot.kernel_log.events if e.kind == "api_mismatch"]
+        if events:
+            evidence.append(Evidence(snapshot.kernel_log.source, tuple(e.line for e in events[:3])))
+        # NVRM's "the client has the version X, but this kernel module has the version Y" (its versions sit on
+        # the message's continuation lines, which the parser joined into the event's detail)
+        found = next((m for e in events if (m := _API_VERSIONS.match(e.detail or ""))), None)
+        if found:
+            user, kernel = user or found["client"], kernel or found["module"]
     if not evidence:
         if not kernel and not user and snapshot.kernel_log is None:
             yield Skip("neither the kernel module version nor the library version is known")
@@ -233,6 +238,9 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
                                 "sudo dnf versionlock add '*nvidia*'"])),
         explains=("GH203", "GH204"),
     )
+
+
+_API_VERSIONS = lazy_re(r"client (?P<client>\S{1,32}), module (?P<module>\S{1,32})$")
 
 
 def _pasted_mismatch_lines(snapshot: Snapshot) -> list[MessageLine]:

@@ -198,9 +198,12 @@ def rminit_adapter_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     resource (BAR) problems and hardware faults.
 
     How to fix:
-    Reboot (a cold power cycle clears a GPU stuck in a bad state). If it persists: reinstall the
-    driver so the kernel module and its GSP firmware (`/lib/firmware/nvidia/<version>/`) match, check
-    the BAR findings, and collect `nvidia-bug-report.sh` for the vendor with the code shown.
+    Look first, changing nothing: the GSP firmware for the loaded driver
+    (`ls /lib/firmware/nvidia/$(cat /sys/module/nvidia/version)/`) and the kernel log lines before the
+    failure (`sudo dmesg | grep -iE 'NVRM|RmInitAdapter|GSP|BAR'`), which name a missing firmware or a BAR
+    problem. Then reboot (a cold power cycle clears a GPU stuck in a bad state). If it persists: reinstall
+    the driver so the kernel module and its GSP firmware match, check the BAR findings, and collect
+    `nvidia-bug-report.sh` for the vendor with the code shown.
 
     Exceptions:
     None.
@@ -208,8 +211,12 @@ def rminit_adapter_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     yield from _event_check(
         snapshot, {"rminit_failed"}, Severity.CRITICAL,
         "GPU {address}: RmInitAdapter failed ({detail}), the driver could not initialise it",
-        (REBOOT, Fix("ls /lib/firmware/nvidia/$(cat /sys/module/nvidia/version)/", "any",
-                     note="GSP firmware must exist for the loaded driver version")),
+        # the read-only looks come before the reboot: they can name a cause a reboot does not cure
+        (Fix("ls /lib/firmware/nvidia/$(cat /sys/module/nvidia/version)/", "any",
+             note="GSP firmware must exist for the loaded driver version"),
+         Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|GSP|BAR'", "any",
+             note="the lines before RmInitAdapter name the cause (GSP firmware, BAR)"),
+         Fix("sudo reboot", "any", disruptive=True, note="a cold power cycle clears a GPU stuck in a bad state")),
         explains=("GH102", "GH203"),
     )
 

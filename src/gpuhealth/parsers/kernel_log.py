@@ -1598,7 +1598,9 @@ def _nvrm_event(block: list[_Line]) -> KernelEvent | None:
     minor = _RM_INIT_MINOR.search(text)
     if minor:
         return make("rminit_failed", _address(text), f"minor {minor[1]}")
-    mismatch = _API_MISMATCH.search(text)
+    # syslog writes the message's newlines as "#012" (rsyslog's escape), each continuation line with its "NVRM: "
+    mismatch = _API_MISMATCH.search(text if "#012" not in text else " ".join(
+        text.replace("#012", " ").replace("NVRM:", " ").split()))
     if mismatch:
         pid = int(mismatch["pid"]) if mismatch["pid"] else None
         return make("api_mismatch", None,

@@ -39,7 +39,9 @@ def _finding(finding: Finding, report: Report) -> list[str]:
     fixes = fixes_for_host(finding, report.snapshot)
     if fixes:
         lines += ["Fix:", ""]
-        lines += [f"- `{f.command}`" + (" (disruptive)" if f.disruptive else "")
+        # only a command is shown as code: a step or a file edit in words is never pasted into a shell
+        lines += [(f"- `{f.command}`" if f.is_command else f"- {f.kind}: {f.command}")
+                  + (" (disruptive)" if f.disruptive else "")
                   + (f" ({f.family})" if f.family != "any" else "") + (f": {f.note}" if f.note else "")
                   for f in fixes]
     return lines

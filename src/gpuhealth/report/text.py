@@ -123,7 +123,8 @@ def _fixes(fixes: tuple[Fix, ...], report: Report) -> list[Text]:
         if not fix.is_command:
             tail = [x for x in (fix.note, "disruptive" if fix.disruptive else "",
                                 fix.family if fix.family != "any" and not family_known else "") if x]
-            lines.append(Text(f"    step: {fix.command}" + (f" ({'; '.join(tail)})" if tail else "")))
+            label = "edit" if fix.kind == "edit" else "step"  # a file change, or an instruction in words
+            lines.append(Text(f"    {label}: {fix.command}" + (f" ({'; '.join(tail)})" if tail else "")))
     return lines
 
 
