@@ -48,6 +48,12 @@ def _trace(tmp_path, start: float = START):
     return path
 
 
+def _past_start() -> float:
+    """22:00 UTC two days ago: the trace ends at 01:00 yesterday, wholly past and inside `--since 3d` whatever
+    the time of day the test runs (a trace ending at 01:00 today was cut short when run just after midnight)."""
+    return (time.time() // 86400) * 86400 - 26 * 3600
+
+
 def _store(tmp_path, start: float = START) -> Store:
     """The trace replayed into a history database, as `gpuhealth monitor --source replay:` would."""
     source = ReplaySource(_trace(tmp_path, start), speed=0, rebase=False)
@@ -76,19 +82,18 @@ def test_usage_to_the_minute_per_gpu_and_utc_day(tmp_path):
 
 
 def test_usage_command_table_csv_and_json_with_a_price(tmp_path):
-    start = (time.time() // 86400) * 86400 - 2 * 3600  # 22:00 UTC yesterday: the trace ends at 01:00 today
-    _store(tmp_path, start).close()
+    _store(tmp_path, _past_start()).close()
     db = str(tmp_path / "h.db")
     runner = CliRunner()
-    result = runner.invoke(main, ["usage", "--db", db, "--since", "2d", "--format", "json", "--price", "3"])
+    result = runner.invoke(main, ["usage", "--db", db, "--since", "3d", "--format", "json", "--price", "3"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["price_per_gpu_hour"] == 3 and len(report["days"]) == 4
     assert report["days"][0]["cost_idle"] == 3.0 and report["days"][0]["hours_held_idle"] == 0.5
-    result = runner.invoke(main, ["usage", "--db", db, "--since", "2d", "--csv", "--gpu", "1"])
+    result = runner.invoke(main, ["usage", "--db", db, "--since", "3d", "--csv", "--gpu", "1"])
     rows = list(csv.DictReader(io.StringIO(result.output)))
     assert [r["hours_busy"] for r in rows] == ["1.0", "0.25"] and "cost_idle" not in rows[0]
-    result = runner.invoke(main, ["usage", "--db", db, "--since", "2d", "--price", "2.5"], env={"COLUMNS": "200"})
+    result = runner.invoke(main, ["usage", "--db", db, "--since", "3d", "--price", "2.5"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "held-idle cost" in result.output and "1.25" in result.output
     missing = runner.invoke(main, ["usage", "--db", str(tmp_path / "none.db")])
     assert missing.exit_code == 3 and "no history yet" in missing.output
@@ -119,14 +124,13 @@ def test_energy_across_a_monitoring_gap_is_not_charged_to_one_minute(tmp_path):
 def test_the_table_never_cuts_a_value_on_an_80_column_terminal(tmp_path):
     # Piped or under cron, rich assumes 80 columns; the day, the energy source and every figure must stay whole
     # ("2026-1…" named no day). The table may be wider than the terminal rather than lose a value.
-    start = (time.time() // 86400) * 86400 - 2 * 3600
-    _store(tmp_path, start).close()
+    _store(tmp_path, _past_start()).close()
     db = str(tmp_path / "h.db")
     runner = CliRunner()
-    days = json.loads(runner.invoke(main, ["usage", "--db", db, "--since", "2d", "--format", "json",
+    days = json.loads(runner.invoke(main, ["usage", "--db", db, "--since", "3d", "--format", "json",
                                            "--price", "2.5"]).output)["days"]
     for columns in ("80", "60"):
-        result = runner.invoke(main, ["usage", "--db", db, "--since", "2d", "--price", "2.5"], env={"COLUMNS": columns})
+        result = runner.invoke(main, ["usage", "--db", db, "--since", "3d", "--price", "2.5"], env={"COLUMNS": columns})
         assert result.exit_code == 0 and "…" not in result.output, result.output
         lines = [line for line in result.output.splitlines() if line.startswith("│")]
         assert len(lines) == len(days)
