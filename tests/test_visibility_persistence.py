@@ -186,6 +186,7 @@ def test_mig_devices_listed_by_nvidia_smi_l_are_information():
 A100_DISABLED = "azhpc-diagnostics/nvidia-smi-q_8xA100-SXM4-40GB_460.32.03.out"
 H100_ENABLED = "gpud/accelerator_nvidia_query__nvidia-smi-query.535.161.08.out.0.valid"
 MIG_CASE = REPO / "tests" / "cases" / "mig-one-instance-visible-ollama-4814" / "nvidia-smi.txt"
+GEFORCE_TABLE = REPO / "tests" / "cases" / "persistence-mode-idle-p0-rtx3070-shine-cluster-54" / "session.txt"
 
 
 def pasted(path) -> object:
@@ -208,3 +209,11 @@ def test_mig_gpus_with_persistence_off_leave_the_lead_to_the_mig_finding():
     report = pasted(MIG_CASE)
     assert finding(report, "GH604").severity is Severity.INFO
     assert lead(report) == "GH608"
+
+
+def test_a_pasted_table_with_persistence_off_names_the_paste_as_its_evidence():
+    # lyulyul/shine-cluster#54: idle GeForce cards at P0 with Persistence-M Off; GeForce stays information
+    report = pasted(GEFORCE_TABLE)
+    found = finding(report, "GH604")
+    assert found.severity is Severity.INFO and lead(report) == "GH604"
+    assert found.evidence[0].source == "session.txt: $ nvidia-smi"  # the user's paste, not an nvidia-smi -q

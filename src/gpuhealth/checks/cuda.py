@@ -535,7 +535,7 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     yield Draft(
         Severity.WARNING if warn else Severity.INFO,
         f"Persistence mode is off on {len(off)} of {len(gpus)} GPU(s) and {daemon}",
-        evidence=(Evidence(snapshot.sources.get("nvml", "nvidia-smi -q"),
+        evidence=(Evidence(snapshot.sources.get("nvml") or snapshot.sources.get("smi") or "nvidia-smi -q",
                            tuple(f"GPU {g.index} {g.name or ''}: Persistence Mode: Disabled".replace("  ", " ")
                                  for g in off[:8])),
                   *((Evidence(snapshot.sources.get("cuda", "systemctl is-active nvidia-persistenced"),
