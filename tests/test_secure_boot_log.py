@@ -26,3 +26,18 @@ def test_refusal_in_the_log_is_evidence():
 def test_taint_alone_is_not_a_refusal():
     for finding in gh506(TAINTED):
         assert not any("tainting kernel" in line for e in finding.evidence for line in e.lines)
+
+
+def test_a_pasted_refusal_is_not_asked_for_again_and_loading_is_not_disruptive():
+    # the snippet users paste most (issue 9's list); the modprobe that "confirms it" is already in the paste
+    from gpuhealth.analyze import analyze_texts
+
+    paste = "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+    snapshot, _ = analyze_texts([("session.txt", paste)])
+    (finding,) = run_checks(snapshot, select=["GH506"]).findings
+    commands = [fix.command for fix in finding.fixes]
+    assert "sudo modprobe nvidia" not in commands and "sudo mokutil --import MOK.der" in commands
+    (load,) = [fix for fix in finding.fixes if fix.command.startswith("sudo modprobe nvidia &&")]
+    assert not load.disruptive
+    (without,) = gh506(REFUSED)  # a refusal only in the kernel log: modprobe's own answer still confirms it
+    assert "sudo modprobe nvidia" in [fix.command for fix in without.fixes]

@@ -515,7 +515,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
         fixes=(
             *_key_fixes(install),
-            Fix("sudo modprobe nvidia", "any", note="'Key was rejected by service' confirms it"),
+            # the modprobe that would confirm it, unless its refusal is already in the evidence
+            *(() if refusals else (Fix("sudo modprobe nvidia", "any",
+                                       note="'Key was rejected by service' confirms it"),)),
             Fix("openssl req -new -x509 -newkey rsa:2048 -keyout MOK.priv -outform DER -out MOK.der -nodes "
                 "-days 36500 -subj '/CN=NVIDIA module signing/'", "any"),
             Fix("sudo mokutil --import MOK.der", "any",
@@ -523,7 +525,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             REBOOT,
             *fixes_for(debian=[_signing_loop("/usr/src/linux-headers-$(uname -r)/scripts/sign-file")],
                        rhel=[_signing_loop("/usr/src/kernels/$(uname -r)/scripts/sign-file")]),
-            Fix("sudo modprobe nvidia && sudo modprobe nvidia-uvm", "any", disruptive=True),
+            Fix("sudo modprobe nvidia && sudo modprobe nvidia-uvm", "any"),  # loading stops nothing
         ),
         # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
         explains=DRIVER_DOWN if refused else (),
