@@ -119,10 +119,12 @@ def test_dashboard(served, browser, width, height):
         # a chart moves when new samples arrive
         chart = ".gpu-card[data-gpu='0'] .chart[data-metric='temperature_c'] .chart-plot"
         until(page, f"Number(document.querySelector(\"{chart}\").dataset.lastT || 0) > 0", 10)
-        before = float(page.get_attribute(chart, "data-last-t"))
-        points = int(page.get_attribute(chart, "data-points"))
-        until(page, f"Number(document.querySelector(\"{chart}\").dataset.lastT) > {before}", 10)
-        assert int(page.get_attribute(chart, "data-points")) > points
+        # both read at once: a history load between two reads could replace the points and move lastT
+        before, points = page.evaluate(
+            "(s) => { const e = document.querySelector(s); "
+            "return [Number(e.dataset.lastT), Number(e.dataset.points)]; }", chart)
+        until(page, f"(() => {{ const e = document.querySelector(\"{chart}\"); "
+                    f"return Number(e.dataset.lastT) > {before} && Number(e.dataset.points) > {points}; }})()", 10)
         assert page.locator("#live").inner_text() == "live"
         assert not page.locator("#token-form").is_visible()  # loopback: no token asked for
         # one button: Check now shows the findings with their fixes
