@@ -19,11 +19,10 @@ pages (``make docs``) list each check's rows under its "How to fix". Read once, 
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
+from collections.abc import Iterable
 
-from gpuhealth.knowledge import read_table
+from gpuhealth.knowledge import table_rows
 from gpuhealth.model import DISRUPTIVE_COMMAND, FIX_KINDS, Fix, ParseError, fix_kind
 
 __all__ = ["check_fixes", "fixes_of", "load_fixes"]
@@ -34,11 +33,20 @@ _COLUMNS = ["code", "family", "kind", "disruptive", "command", "note"]
 
 def load_fixes(text: str, name: str = "fixes.csv") -> dict[str, tuple[Fix, ...]]:
     """The table's fixes per check code, in row order; ParseError (a ValueError) naming the row for a bad one."""
+    import csv
+    import io
+
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames != _COLUMNS:
         raise ParseError(f"{name}: the columns must be {', '.join(_COLUMNS)}")
+    return _fixes_from(reader, name)
+
+
+def _fixes_from(rows: Iterable[dict[str, str]], name: str) -> dict[str, tuple[Fix, ...]]:
     table: dict[str, list[Fix]] = {}
-    for number, row in enumerate(reader, start=2):
+    for number, row in enumerate(rows, start=2):
+        if list(row) != _COLUMNS:
+            raise ParseError(f"{name} line {number}: the columns must be {', '.join(_COLUMNS)}")
         fix = _fix(row, f"{name} line {number}")
         if any(f.command == fix.command and f.family == fix.family for f in table.get(row["code"], ())):
             raise ParseError(f"{name} line {number}: {row['code']} lists {fix.command!r} twice")
@@ -66,7 +74,8 @@ def _fix(row: dict[str, str], where: str) -> Fix:
 
 @functools.cache
 def _table() -> dict[str, tuple[Fix, ...]]:
-    return load_fixes(read_table("fixes.csv"))
+    # the rows pre-parsed in _tables/fixes.py while fixes.csv reads as when they were written (knowledge.table_rows)
+    return _fixes_from(table_rows("fixes.csv"), "fixes.csv")
 
 
 def fixes_of(code: str) -> tuple[Fix, ...]:
