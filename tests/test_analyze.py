@@ -241,9 +241,13 @@ def test_a_block_that_fails_to_parse_as_a_listing_is_scanned_like_text():
 
 
 def test_a_listing_that_parses_is_still_left_to_its_parser():
-    """The near miss: the same catalogue line inside a real lspci listing is not scanned (the parser read it)."""
+    """The near miss: a real lspci listing still parses, its own lines are values (a device named "... ERROR
+    Registers" is no error line), and a catalogue line pasted with it is read as a line no check saw."""
     lspci = (CORPUS / "nvidia-bug-report-352.63/lspci_-nn.txt").read_text()
     line = "Warning: MIG mode is in pending disable state for GPU 00000000:C1:00.0:In use by another client\n"
-    snapshot, recognised = analyze_texts([("lspci.txt", lspci + line)])
+    snapshot, recognised = analyze_texts([("lspci.txt", lspci)])
     assert [r.kind for r in recognised] == ["lspci"] and not recognised[0].note
     assert not snapshot.messages
+    snapshot, recognised = analyze_texts([("lspci.txt", lspci + line)])
+    assert [r.kind for r in recognised] == ["lspci"] and not recognised[0].note
+    assert [(m.signature, m.read_into) for m in snapshot.messages] == [("mig-pending-disable", ())]

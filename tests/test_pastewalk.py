@@ -4,6 +4,7 @@ miss. Lines are real: the source is beside each one, or it is the catalogue row'
 
 from __future__ import annotations
 
+from fuzzing import fuzz_tests
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.knowledge.signatures import match_line, signature
@@ -233,3 +234,51 @@ def test_an_nvrm_line_without_a_timestamp_is_still_a_kernel_log():
                  "               NVRM: installed in this system is not supported by open\n",
                  "Jul 01 22:55:07 gpu kernel: NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:884)\n"):
         assert report(text).snapshot.kernel_log is not None, text
+
+
+# An error pasted with a table of values: the table's parser skips the line, so it must not vanish (lines: lsmod as
+# the kernel prints it; the modprobe refusal of acidanthera/bugtracker#2237; nvidia-smi's failure of qixuema/envs#4)
+LSMOD_WITH_REFUSAL = """Module                  Size  Used by
+nvidia_uvm           1998848  0
+nvidia              56623104  1 nvidia_uvm
+modprobe: ERROR: could not insert 'nvidia_drm': Key was rejected by service
+"""
+LSPCI_WITH_SMI_FAILURE = """01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GB202 [GeForce RTX 5090] \
+[10de:2b85] (rev a1)
+\tKernel driver in use: nvidia
+NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver \
+is installed and running.
+"""
+LSPCI_VV_AER = """01:00.0 3D controller: NVIDIA Corporation GH100 [H100 PCIe] (rev a1)
+\tCapabilities: [100 v1] Advanced Error Reporting
+\t\tUESta:\tDLP- SDES- TLP- FCP- CmpltTO- CmpltAbrt- UnxCmplt- RxOF- MalfTLP- ECRC- UnsupReq- ACSViol-
+\tKernel driver in use: nvidia
+"""
+
+
+def test_an_error_pasted_with_lsmod_is_read():
+    result = report(LSMOD_WITH_REFUSAL)
+    assert result.verdict != "HEALTHY"
+    assert any(f.code == "GH506" and f.severity is Severity.CRITICAL for f in result.findings)
+
+
+def test_an_error_pasted_with_lspci_is_read():
+    result = report(LSPCI_WITH_SMI_FAILURE)
+    assert result.verdict != "HEALTHY"
+    assert any(f.code == "GH203" for f in result.findings)
+
+
+def test_lspci_detail_lines_with_error_words_are_values_not_errors():
+    result = report(LSPCI_VV_AER)
+    assert not any(f.code == "GH003" for f in result.findings)
+
+
+def _analyses(text: str) -> None:
+    """Any paste (a table with lines pasted around it, prose naming NVRM) gives a report, never an exception."""
+    result = report(text)
+    assert result.verdict in ("HEALTHY", "DEGRADED", "BROKEN", "NO DIAGNOSIS")
+
+
+test_fuzz_random_text, test_fuzz_mutated_real_pastes = fuzz_tests(
+    _analyses, [CDI_ABOVE_TABLE, WORKER_BELOW_TABLE, PROSE_NO_NVRM, LSMOD_WITH_REFUSAL, LSPCI_WITH_SMI_FAILURE,
+                LSPCI_VV_AER, OPEN_NO_GSP])

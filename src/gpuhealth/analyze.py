@@ -266,6 +266,18 @@ MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
+def _scan_pasted_errors(reading: _Reading, piece: Piece) -> int:
+    """A tool's message pasted with a table of values (``lsmod`` with a failed ``modprobe`` below it, ``lspci -k`` with
+    nvidia-smi's failure): the table's parser skips the line, so the catalogue reads it here, as a pasted line no
+    check saw. Only unindented lines (lspci's detail lines are values), and only catalogue lines: a device named
+    "... Channel 3 ERROR Registers" is a value too."""
+    lines = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if line[:1] not in ("", " ", "\t", "<")]
+    matched = scan_lines(lines)
+    for sig, line in matched:
+        reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None))
+    return len(matched)
+
+
 def _in_parsed_part(kind: str | None, line: str) -> bool:
     """Whether the parser of ``kind`` read ``line``: an nvidia-smi table's parser reads its boxed rows, not a
     pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks)."""
@@ -277,7 +289,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     """Signature matches of a piece; error lines no signature explains when the piece was not parsed.
     ``read_into``: the snapshot fields the piece was parsed into (checks reading them saw its lines)."""
     if kind in _STRUCTURED_UNSCANNED:  # tables of values: their parsers and the checks judge them
-        return 0
+        return _scan_pasted_errors(reading, piece)
     lines = piece.text.splitlines()
     if kind == "kernel-log" or len(lines) > MAX_SCANNED_LINES:
         lines = [line for line in lines if _KERNEL_RELEVANT.search(line)]
