@@ -105,3 +105,11 @@ test_fuzz_random_text, test_fuzz_mutated_real_files = fuzz_tests(
 def test_recognise_never_raises_on_a_cut_report(text):
     for end in range(0, len(text), 97):
         looks_like_rig_report(text[:end])
+
+
+def test_a_gpu_list_after_the_report_does_not_replace_its_power_and_link_data():
+    listing = ("GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
+               "GPU 1: NVIDIA GeForce RTX 3090 (UUID: GPU-00000000-0000-0000-0000-000000000001)\n")
+    snapshot, _ = analyze_texts([("my-rig.md", CAPPED), ("nvidia-smi-L.txt", listing)])
+    assert snapshot.smi.format == "rig-report"
+    assert [g.power_limit_w for g in snapshot.smi.gpus] == [250.0, 250.0]
