@@ -282,3 +282,24 @@ def _analyses(text: str) -> None:
 test_fuzz_random_text, test_fuzz_mutated_real_pastes = fuzz_tests(
     _analyses, [CDI_ABOVE_TABLE, WORKER_BELOW_TABLE, PROSE_NO_NVRM, LSMOD_WITH_REFUSAL, LSPCI_WITH_SMI_FAILURE,
                 LSPCI_VV_AER, OPEN_NO_GSP])
+
+
+# NVIDIA/open-gpu-kernel-modules#587: an H100 (10de:2331, Hopper: it has a GSP) in an SEV-SNP guest
+OPEN_NO_GSP_ON_HOPPER = """[  160.877997] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:2331)
+               NVRM: installed in this system is not supported by open
+               NVRM: nvidia.ko because it does not include the required GPU
+               NVRM: System Processor (GSP).
+[  166.261422] nvidia: probe of 0000:01:00.0 failed with error -1
+"""
+
+
+def test_open_module_refusing_a_gpu_that_has_a_gsp_does_not_call_it_pre_turing():
+    top = lead(OPEN_NO_GSP_ON_HOPPER)
+    assert top.code == "GH209"
+    assert "Hopper" in top.message and "10de:2331" in top.message
+    assert "Maxwell" not in top.message
+    assert "sudo apt-get install nvidia-driver-<branch>" in commands(top)
+
+
+def test_open_module_refusing_a_volta_keeps_the_rows_words():
+    assert "Maxwell, Pascal, Volta" in lead(OPEN_NO_GSP).message  # 10de:1db5 is a V100

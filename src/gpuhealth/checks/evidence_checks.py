@@ -117,7 +117,12 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
             yield Skip("needs the driver version and the GPUs' PCI IDs (lspci -nn), or the driver's message")
         return
     open_refused = not problems and bool(lines) and all(m.signature in _OPEN_FLAVOUR_REFUSED for m in lines)
-    if open_refused:
+    with_gsp = _refused_with_gsp(snapshot) if open_refused else None
+    if with_gsp:
+        # the row says "no GSP: Maxwell, Pascal, Volta"; the PCI ID names an architecture that has one
+        message = (f"The open kernel module refused {with_gsp}, saying it has no usable GSP, yet that architecture "
+                   "has one (not the pre-Turing case); the proprietary flavour runs it without the GSP")
+    elif open_refused:
         message = signature(lines[0].signature).summary
     else:
         message = problems[0] if problems else "The driver says it does not support a GPU in this system"
@@ -130,6 +135,20 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
 
 # The open kernel module's own refusals: the GPU is supported by the driver, not by this flavour of it.
 _OPEN_FLAVOUR_REFUSED = frozenset({"nvrm-gpu-not-supported-by-open", "nvrm-open-datacenter-only"})
+
+
+_PCI_ID = lazy_re(r"\(PCI ID: 10de:([0-9a-fA-F]{4})\)")
+
+
+def _refused_with_gsp(snapshot: Snapshot) -> str | None:
+    """'GPU at ADDR (ARCH)' for the first GPU the open module refused whose architecture has a GSP (Turing on)."""
+    for event in snapshot.kernel_log.events if snapshot.kernel_log else ():
+        m = _PCI_ID.search(event.line)
+        model = lookup(m[1]) if m else None
+        arch = architecture(model.architecture) if model else None
+        if arch is not None and arch.open_modules != "unsupported":
+            return f"the GPU at {event.pci_address or 'an unnamed address'} [10de:{m[1].lower()}, {model.architecture}]"
+    return None
 
 
 def _branch_fixes() -> tuple[Fix, ...]:
