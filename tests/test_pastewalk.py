@@ -303,3 +303,22 @@ def test_open_module_refusing_a_gpu_that_has_a_gsp_does_not_call_it_pre_turing()
 
 def test_open_module_refusing_a_volta_keeps_the_rows_words():
     assert "Maxwell, Pascal, Volta" in lead(OPEN_NO_GSP).message  # 10de:1db5 is a V100
+
+
+# NixOS/nixos-hardware#1880: a GTX 1050 (Pascal) under the 595 driver
+LEGACY_580 = """[Sun May 17 15:55:50 2026] NVRM: The NVIDIA NVIDIA GeForce GTX 1050 GPU installed in this system is
+                           NVRM:  supported through the NVIDIA 580.xx Legacy drivers. Please
+                           NVRM:  visit http://www.nvidia.com/object/unix.html for more
+                           NVRM:  information.  The 595.71.05 NVIDIA driver will ignore
+                           NVRM:  this GPU.  Continuing probe...
+[Sun May 17 15:55:50 2026] NVRM: No NVIDIA GPU found.
+"""
+
+
+def test_a_legacy_gpu_gets_its_legacy_branch_not_the_open_modules():
+    top = lead(LEGACY_580)
+    assert top.code == "GH209" and "580" in top.message
+    cmds = commands(top)
+    assert "sudo apt-get install nvidia-driver-580" in cmds
+    assert "sudo dnf module install nvidia-driver:580-dkms" in cmds
+    assert not any("-open" in c for c in cmds)  # the open modules never ran a pre-Turing GPU

@@ -87,6 +87,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     gpus = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver not in ("vfio-pci", "pci-stub")]
     problems: list[str] = []
     evidence: list[Evidence] = []
+    legacy = _legacy_branch(lines)  # "supported through the NVIDIA 580.xx Legacy drivers": that branch
     if versions and gpus:
         version, where = versions[0]
         number = branch_of(version)
@@ -103,6 +104,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                     need = f"{model.architecture} needs branch {arch.first_branch} or newer"
                 else:
                     need = f"{model.architecture}'s last branch is {arch.last_branch}"
+                    legacy = legacy or arch.last_branch
                 problems.append(f"{name} ({model.architecture}) is not supported by driver {version}: {need}")
                 evidence.append(Evidence(where, (f"driver {version}",)))
                 evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"),
@@ -124,12 +126,22 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                    "has one (not the pre-Turing case); the proprietary flavour runs it without the GSP")
     elif open_refused:
         message = signature(lines[0].signature).summary
+    elif problems:
+        message = problems[0]
+    elif legacy:
+        message = f"The GPU is supported only by the {legacy}.xx legacy driver branch; this driver ignores it"
     else:
-        message = problems[0] if problems else "The driver says it does not support a GPU in this system"
+        message = "The driver says it does not support a GPU in this system"
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more)"
+    if open_refused:
+        fixes = _proprietary_fixes(lines)
+    elif legacy:
+        fixes = _legacy_fixes(legacy)
+    else:
+        fixes = _branch_fixes()
     yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
-                fixes=_proprietary_fixes(lines) if open_refused else _branch_fixes(),
+                fixes=fixes,
                 explains=("GH201", "GH203", "GH102", "GH305", "GH303"))
 
 
@@ -149,6 +161,26 @@ def _refused_with_gsp(snapshot: Snapshot) -> str | None:
         if arch is not None and arch.open_modules != "unsupported":
             return f"the GPU at {event.pci_address or 'an unnamed address'} [10de:{m[1].lower()}, {model.architecture}]"
     return None
+
+
+_LEGACY_BRANCH = lazy_re(r"NVIDIA (\d{3})\.xx Legacy")
+
+
+def _legacy_branch(lines: list[MessageLine]) -> int | None:
+    for message in lines:
+        m = _LEGACY_BRANCH.search(message.line)
+        if m:
+            return int(m[1])
+    return None
+
+
+def _legacy_fixes(branch: int) -> tuple[Fix, ...]:
+    """A GPU past its last branch: that legacy branch, proprietary (the open modules never ran pre-Turing GPUs)."""
+    return (Fix("ubuntu-drivers list", "debian", note="lists the branches that support this GPU"),
+            Fix(f"sudo apt-get install nvidia-driver-{branch}", "debian", disruptive=True,
+                note=f"the {branch} legacy branch (proprietary; no -open), then reboot"),
+            Fix(f"sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
+                note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{branch}xx"))
 
 
 def _branch_fixes() -> tuple[Fix, ...]:
