@@ -88,7 +88,8 @@ def test_every_endpoint_answers(live, clock):
     with TestClient(app) as client:
         page = client.get("/")
         assert page.status_code == 200 and "Check now" in page.text
-        for asset, kind in (("/static/app.js", "javascript"), ("/static/app.css", "css"),
+        for asset, kind in (("/static/app.js", "javascript"), ("/static/series.js", "javascript"),
+                            ("/static/app.css", "css"),
                             ("/static/uplot/uPlot.iife.min.js", "javascript"), ("/favicon.ico", "svg")):
             response = client.get(asset)
             assert response.status_code == 200 and kind in response.headers["content-type"], asset
