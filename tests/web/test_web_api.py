@@ -200,6 +200,19 @@ def test_metrics_from_the_current_state(live, clock):
     assert "process_resident_memory_bytes" in families
 
 
+def test_a_count_alert_has_one_series_per_missing_gpu_with_its_labels(live, clock):
+    """So that Alertmanager can inhibit the series of a GPU whose gpu_lost already paged, and only that one."""
+    feed(live, clock, *fleet_events(gpus=8, seconds=3))
+    live.alert(Alert("gpu_count", None, "critical", "firing", "5 of 8", T0, about=((2, ""), (6, ""), (None, ""))))
+    app, _ = make(live)
+    with TestClient(app) as client:
+        active = metrics(client)["gpuhealth_alert_active"]
+    series = {s.labels["gpu"]: s.labels for s in active if s.labels["rule"] == "gpu_count"}
+    assert set(series) == {"2", "6", ""}
+    assert series["2"]["pci_bus_id"] == "0000:4c:00.0" and series["2"]["uuid"].startswith("GPU-")
+    assert series[""]["uuid"] == "" and all(s.value == 1 for s in active)
+
+
 def test_none_readings_never_appear_as_values(live, clock):
     feed(live, clock, Sample(T0, 0, pci_address="0000:19:00.0"))  # a GPU that answered nothing
     app, _ = make(live)
