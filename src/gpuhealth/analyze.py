@@ -266,6 +266,12 @@ MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
+def _in_parsed_part(kind: str | None, line: str) -> bool:
+    """Whether the parser of ``kind`` read ``line``: an nvidia-smi table's parser reads its boxed rows, not a
+    pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks)."""
+    return kind != "smi-table" or line.lstrip().startswith(("|", "+"))
+
+
 def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into: tuple[str, ...],
                    unknown_lines: bool) -> int:
     """Signature matches of a piece; error lines no signature explains when the piece was not parsed.
@@ -287,13 +293,15 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
-                                            read_into=read_into))
-    if kind not in (None, "app-log") or not unknown_lines:
+                                            read_into=read_into if _in_parsed_part(kind, line) else ()))
+    if kind not in (None, "app-log", "smi-table") or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}  # the application-log parser reads catalogue lines only (GH806)
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
+        if kind == "smi-table" and _in_parsed_part(kind, line):
+            continue  # the table's rows: its parser and the checks judge them
         text = line.strip()
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
                 and not _NOT_AN_ERROR.search(text)):
