@@ -101,7 +101,8 @@ def test_the_full_checks_xid_folds_into_the_nvml_xid_of_the_same_gpu_and_code():
     d.dispatch([xid(0, 48)])
     d.dispatch([check_xid(0, 48)])
     assert [(a.rule, a.gpu, a.key) for a in pager.alerts] == [("xid", 0, "48"), ("xid", 0, "48")]
-    assert "also check:GH301[GH301@GPU 0] on GPU 0: Xid 48: in the kernel log" in pager.alerts[1].message
+    assert pager.alerts[1].message == ("GPU 0 Xid 48 (also the full check's GH301 on GPU 0: Xid 48: in the kernel "
+                                       "log - the same fault, folded into this alert)")
 
 
 def test_the_full_checks_xid_pages_for_another_gpu_another_code_or_a_worse_severity():
