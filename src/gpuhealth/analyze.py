@@ -36,7 +36,9 @@ __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_byte
 MAX_DECOMPRESSED = 512 * 1024 * 1024  # a gzip bomb stops here
 BUG_REPORT_RULE = lazy_re(r"^_{20,}\s*$", re.M)
 # The richer an nvidia-smi format, the more the checks can say: keep the richest one given.
-SMI_RANK = {"xml": 5, "query": 4, "csv": 3, "table": 2, "list": 1}
+# a club-3090 rig report ranks with the table: each has fields the other lacks (default power limit and link
+# widths; utilisation and temperatures), so whichever came first stays
+SMI_RANK = {"xml": 5, "query": 4, "csv": 3, "table": 2, "rig-report": 2, "list": 1}
 
 
 class EvidenceError(Exception):

@@ -147,6 +147,20 @@ def _smi_csv(text: str, source: str) -> dict[str, Any]:
     return {"smi": parse_smi_csv(text)}
 
 
+def _looks_like_rig_report(text: str) -> bool:
+    from gpuhealth.parsers.rig_report import looks_like_rig_report  # here: few pieces get this far
+
+    return looks_like_rig_report(text)
+
+
+# club-3090's `bash scripts/report.sh`: its GPU section is nvidia-smi's power and link data, one bullet per GPU
+@evidence_kind("rig-report", commands=(r"(?:bash\s+)?\S*scripts/report\.sh\b",), priority=890,
+               recognise=_looks_like_rig_report)
+def _rig_report(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.rig_report import parse_rig_report
+    return {"smi": parse_rig_report(text)}
+
+
 # --------------------------------------------------------------------------- files under /proc and /etc
 
 def _looks_like_installer_log(text: str) -> bool:
