@@ -107,8 +107,8 @@ class Folding:
 
 
 def _name(identity: Identity) -> str:
-    """"gpu_count on the host", "xid[48] on GPU 0", "the full check's GH301 on GPU 0" (a check alert's key is
-    an internal one: not shown)."""
+    """An alert in a note: "gpu_count on the host", "xid[48] on GPU 0", "the full check's GH301 on GPU 0" (a
+    check alert's key is an internal one: not shown)."""
     rule, gpu, key = identity
     where = "the host" if gpu is None else f"GPU {gpu}"
     if rule.startswith("check:"):
