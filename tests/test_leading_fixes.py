@@ -35,7 +35,8 @@ def commands(found: Finding) -> list[str]:
 def test_gh605_fix_follows_the_leading_cause_not_the_checks_list():
     found = finding(FOUND_NO_DRIVER, "GH605")
     assert found.differential[0].cause == "driver-not-loaded"
-    assert commands(found)[0] == "sudo modprobe nvidia"
+    # in the order `gpuhealth fix` writes them: the read-only look first, with the condition
+    assert commands(found)[:2] == ["dkms status", "sudo modprobe nvidia"]
     assert found.fixes[0].note.startswith("if the NVIDIA kernel module is not loaded")
     assert not any("nvidia_uvm" in c for c in commands(found))
 
@@ -162,7 +163,8 @@ def test_a_cause_the_evidence_moved_to_the_front_keeps_its_fix():
     # test_gh605_fix_follows_the_leading_cause_not_the_checks_list): its check's fix, not the deciding commands
     found = finding(FOUND_NO_DRIVER, "GH605")
     assert led_by_evidence(symptoms()["torch-no-gpu"], found.differential)
-    assert commands(found)[0] == "sudo modprobe nvidia" and "lsmod | grep nvidia" not in commands(found)
+    assert "sudo modprobe nvidia" in commands(found) and "lsmod | grep nvidia" not in commands(found)
+    assert found.fixes[0].note.startswith("if the NVIDIA kernel module is not loaded")
     # a real DKMS log: the kernel-headers cause (first by prior) is ruled out, the leading cause's commands alone
     found = case_finding("module-not-built-2204-image-on-2404-kernel", "GH507")
     top = found.differential[0]

@@ -51,6 +51,7 @@ SECTIONS = (
     ("change", "Changes"),
     ("disruptive", "DISRUPTIVE steps, last: they reboot, reload modules, reset GPUs or stop jobs"),
 )
+SECTION_RANK = {kind: rank for rank, (kind, _) in enumerate(SECTIONS)}
 
 
 @dataclass
@@ -85,6 +86,13 @@ def fix_script(report: Report) -> str:
             lines += _render(step)
     lines += ["", 'echo "gpuhealth fix script: all steps done"']
     return "\n".join(lines) + "\n"
+
+
+def in_script_order(fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
+    """``fixes`` ordered as this script's sections are (backups, read-only looks, changes, disruptive steps), the
+    check's order kept within each. Every report lists a finding's fixes so (``report.common.fixes_for_host``): the
+    report and the script never disagree on what comes first (a reboot a check lists mid-procedure is last in both)."""
+    return tuple(sorted(fixes, key=lambda fix: SECTION_RANK[section_of(fix)]))
 
 
 def section_of(fix: Fix) -> str:

@@ -280,6 +280,9 @@ def _leading_fixes(symptom: Symptom, ranked: Sequence[Candidate], lines: Sequenc
     spec = REGISTRY.get(top.code)
     fixes = fits_evidence(documented_fixes(spec), lines) if spec is not None and top.code != symptom.code else ()
     if fixes:
+        from gpuhealth.fixscript import in_script_order  # the condition goes on the first fix a report shows
+
+        fixes = in_script_order(fixes)
         return (replace(fixes[0], note="; ".join(x for x in (f"if {top.title}", fixes[0].note) if x)), *fixes[1:])
     steps = fits_evidence([Fix(c, "any") for c in split_commands(top.command)], lines)[:2]
     return tuple(replace(f, note="tells the likeliest cause apart") if i == 0 else f for i, f in enumerate(steps))
