@@ -53,7 +53,8 @@ def script_commands(script: str) -> list[str]:
     out: list[str] = []
     lines = script.splitlines()
     for i, line in enumerate(lines):
-        if not line.strip() or line.startswith("#!") or line in ("set -euo pipefail",) or line.startswith("echo "):
+        if not line.strip() or line.startswith("#!") or line in ("set -euo pipefail",) or line.startswith(
+                'echo "gpuhealth fix script'):
             continue
         if line.startswith("# ") and i > 0 and lines[i - 1].startswith("# (") and lines[i - 1].endswith(")"):
             out.append(line[2:])
@@ -98,4 +99,7 @@ def test_a_reboot_listed_mid_procedure_is_last_in_both():
     report = evidence_report("secure-boot-key-rejected-gdm-journal")
     commands = next(c for c in report_commands(report) if any("sign-file" in x for x in c))
     assert commands[-1] == "sudo reboot"
-    assert commands[0].startswith("openssl req")  # the key first, then its import, the signing and the load
+    # the key before its import, the signing before the load
+    order = [next(i for i, c in enumerate(commands) if c.startswith(start))
+             for start in ("openssl req", "sudo mokutil --import", "for m in", "sudo modprobe nvidia")]
+    assert order == sorted(order)

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuhealth.checks.registry import MAX_LINE_EVIDENCE, Draft, Expectations, Skip, check, fixes_for, line_evidence
+from gpuhealth.checks.registry import (
+    MAX_LINE_EVIDENCE,
+    Draft,
+    Expectations,
+    Skip,
+    check,
+    line_evidence,
+    table_fixes,
+)
 from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Evidence, Fix, MessageLine, Severity, Snapshot
+from gpuhealth.model import Evidence, MessageLine, Severity, Snapshot
 
 MAX_LINES = MAX_LINE_EVIDENCE
 
@@ -116,11 +124,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more)"
     yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
-                fixes=(Fix("ubuntu-drivers list", "debian", note="lists the branches that support this GPU"),
-                       Fix("lspci -nn -d 10de:", "any", note="the device ID names the architecture"),
-                       Fix("sudo apt-get install nvidia-driver-<branch>-open", "debian", disruptive=True,
-                           note="a branch that supports the GPU, then reboot"),
-                       Fix("sudo dnf module install nvidia-driver:<branch>-open", "rhel", disruptive=True)),
+                fixes=table_fixes("GH209"),
                 explains=("GH201", "GH203", "GH102", "GH305", "GH303"))
 
 
@@ -177,12 +181,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
                if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
     yield Draft(Severity.CRITICAL, message, evidence=tuple(evidence) + line_evidence(lines),
-                fixes=(Fix("sudo systemctl enable --now nvidia-fabricmanager", "any"),
-                       Fix("journalctl -u nvidia-fabricmanager -b | tail -30", "any",
-                           note="a version mismatch with the driver is the usual reason it fails"),
-                       *fixes_for(debian=["sudo apt-get install nvidia-fabricmanager-$(cut -d. -f1 "
-                                          "/sys/module/nvidia/version)"],
-                                  rhel=["sudo dnf install nvidia-fabric-manager"])),
+                fixes=table_fixes("GH210"),
                 explains=("GH610", "GH605", "GH408", "GH806"))
 
 
@@ -230,8 +229,7 @@ def memory_held_idle(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
                     subject=snapshot.gpu_subject(gpu.pci_address),
                     evidence=(Evidence(snapshot.sources.get("smi", "nvidia-smi"),
                                        (f"GPU {gpu.index}: {used:.0f}MiB / {total:.0f}MiB, GPU-Util {util:.0f}%",)),),
-                    fixes=(Fix("sudo fuser -v /dev/nvidia*", "any", note="lists every process holding the GPU"),
-                           Fix("kill <pid>", "any", note="the leftover workers of a finished or crashed job")))
+                    fixes=table_fixes("GH414"))
 
 
 # --------------------------------------------------------------------------- GH612
@@ -278,11 +276,7 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     optional = names and all(n.startswith("libnvinfer") for n in names)
     severity = Severity.WARNING if optional else _severity(lines)
     yield Draft(severity, f"The dynamic loader cannot load {what}", evidence=line_evidence(lines),
-                fixes=(Fix("ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'", "any",
-                           note="is it installed, and which version"),
-                       Fix("echo $LD_LIBRARY_PATH", "any", note="another CUDA's directory first?"),
-                       Fix("pip list | grep -i nvidia-", "any",
-                           note="the CUDA libraries a pip-installed framework uses")),
+                fixes=table_fixes("GH612"),
                 explains=("GH610", "GH605", "GH806"))
 
 
@@ -334,9 +328,5 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     yield Draft(severity, message,
                 evidence=tuple(e for e in (Evidence("NCCL / P2P", failures[:4]),
                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
-                fixes=(Fix("sudo lspci -vvv | grep -i acsctl", "any", note="ReqRedir+ / CmpltRedir+ on the bridges "
-                                                                             "above the GPUs"),
-                       Fix("sudo setpci -s <bridge> ECAP_ACS+6.w=0000", "any", note="per bridge; until reboot"),
-                       Fix("add iommu=pt to the kernel command line", "any", disruptive=True),
-                       Fix("NCCL_P2P_DISABLE=1 <program>", "any", note="a slow workaround")),
+                fixes=table_fixes("GH706"),
                 explains=("GH806", "GH702"))
