@@ -53,7 +53,8 @@ def script_commands(script: str) -> list[str]:
     out: list[str] = []
     lines = script.splitlines()
     for i, line in enumerate(lines):
-        if not line.strip() or line.startswith("#!") or line in ("set -euo pipefail",) or line.startswith("echo "):
+        if not line.strip() or line.startswith("#!") or line in ("set -euo pipefail",) or line.startswith(
+                'echo "gpuhealth fix script'):
             continue
         if line.startswith("# ") and i > 0 and lines[i - 1].startswith("# (") and lines[i - 1].endswith(")"):
             out.append(line[2:])
