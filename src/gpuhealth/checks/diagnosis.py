@@ -280,7 +280,7 @@ def _leading_fixes(symptom: Symptom, ranked: Sequence[Candidate], lines: Sequenc
     spec = REGISTRY.get(top.code)
     fixes = fits_evidence(documented_fixes(spec), lines) if spec is not None and top.code != symptom.code else ()
     if fixes:
-        from gpuhealth.fixscript import in_script_order  # the condition goes on the first fix a report shows
+        from gpuhealth.fixsections import in_script_order  # the condition goes on the first fix a report shows
 
         fixes = in_script_order(fixes)
         return (replace(fixes[0], note="; ".join(x for x in (f"if {top.title}", fixes[0].note) if x)), *fixes[1:])
