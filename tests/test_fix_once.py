@@ -1,5 +1,6 @@
 """Each fixed procedure is written once: a check whose finding shows its table rows (``knowledge/fixes.csv``) takes
-them from the table (``registry.table_fixes``), not from a copy in its code.
+them from the table (``registry.table_fixes``), not from a copy in its code; and the "How to fix" prose above the rows
+on its docs page names no command the rows do not have.
 
 Found mechanically, not by reading: every command a check's code writes as a literal (in ``Fix(...)`` or
 ``fixes_for(...)``, directly, in a helper it calls, or through a module constant such as ``REBOOT``) is compared with
@@ -10,11 +11,16 @@ release, a bus address, a file it found): that text is no literal and is not com
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
+from gpuhealth.checks import catalogue
+from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.knowledge.fixes import check_fixes
+
+catalogue.load()
 
 CHECKS = Path(__file__).parent.parent / "src" / "gpuhealth" / "checks"
 # A single command a check shares with its table rows is no procedure: a look or a reboot the check picks by what it
@@ -129,3 +135,32 @@ def test_a_check_takes_its_procedure_from_the_table(code):
     assert len(shared) <= MOST_SHARED, (
         f"{code} writes {shared} in its code and knowledge/fixes.csv lists them too: take them from the table "
         f"(registry.table_fixes({code!r}))")
+
+
+# --------------------------------------------------------------------------- the "How to fix" prose and the table
+
+def _prose_commands(code: str) -> list[str]:
+    """The backticked spans of a check's "How to fix" that are commands of two words or more (``dkms status``), one
+    line each; a name (`nvidia-smi`, `.run`), a path or a flag is prose."""
+    from gpuhealth.model import Fix
+
+    text = REGISTRY[code].docs.get("How to fix", "")
+    spans = (" ".join(span.split()) for span in re.findall(r"`([^`]+)`", text))
+    return [span for span in spans if len(span.split()) >= 2 and Fix(span).is_command]
+
+
+@pytest.mark.parametrize("code", sorted(TABLE))
+def test_a_command_in_the_docs_prose_is_one_of_the_checks_rows(code):
+    """The docs page prints the prose above the table's rows: a command in the prose is a row (or part of one), so the
+    two never give different commands for the same step (before: `cat /proc/driver/nvidia/version` above the row
+    `cat /sys/module/nvidia/version`, `grep -i aer` above `grep -iE 'AER|PCIe Bus Error'`)."""
+    rows = [" ".join(command.split()) for command in TABLE[code]]
+    stray = [span for span in _prose_commands(code) if not any(span in row for row in rows)]
+    assert not stray, f"{code}'s How to fix shows {stray}, which knowledge/fixes.csv does not list: add the row, " \
+                      "or write the prose without a command"
+
+
+def test_the_prose_walk_sees_commands_and_leaves_names():
+    assert "sudo modprobe nvidia" in _prose_commands("GH201")
+    assert "uname -r" in _prose_commands("GH201")  # a fragment of the row `... linux-headers-$(uname -r)`
+    assert not any(span in ("nvidia-smi", ".run", "yum") for code in TABLE for span in _prose_commands(code))

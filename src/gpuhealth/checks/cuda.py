@@ -446,7 +446,7 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     which uses NVML, looks healthy.
 
     How to fix:
-    Find every copy (`ldconfig -p | grep libcuda`, `find / -name 'libcuda.so*' -not -path '/proc/*'`),
+    Find every copy (`ldconfig -p | grep libcuda`, or a search of the file system for libcuda.so*),
     remove the one that does not match the module (or reinstall the driver packages, which puts the
     right one back), and run `sudo ldconfig`.
 
@@ -572,7 +572,7 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     Follow the fix of the cause named: reinstall a CUDA wheel from the index for a CUDA version the
     driver supports (`pip install --force-reinstall torch --index-url
     https://download.pytorch.org/whl/cu<XY>`), upgrade the driver, unset or correct
-    `CUDA_VISIBLE_DEVICES`, `sudo modprobe nvidia_uvm`, or create MIG instances.
+    `CUDA_VISIBLE_DEVICES`, load nvidia_uvm (GH205), or create MIG instances.
 
     Exceptions:
     Hosts without an NVIDIA GPU (but a CPU-only wheel, version ending `+cpu`, in evidence that shows no

@@ -96,11 +96,11 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     Try `sudo modprobe nvidia` and read the error: "Key was rejected by service" means Secure Boot
     (sign the module or use signed packages); "Module nvidia not found" means no module for this
     kernel (`dkms status`, then install the headers for `uname -r` and rebuild). The kernel log
-    (`sudo dmesg | grep -iE 'nvrm|nvidia'`) names other causes.
+    (`sudo dmesg | grep -iE 'NVRM|nvidia'`) names other causes.
 
-    Without the PCI bus (pasted evidence): the module list (`lsmod`, or `lsmod | grep nvidia` printing
-    nothing) shows no nvidia module while nvidia-smi or NVML says it cannot reach the driver. That
-    failure shows a driver was installed for a GPU; the module not being loaded is why it fails.
+    Without the PCI bus (pasted evidence): the module list (`lsmod`, with no nvidia line) shows no
+    nvidia module while nvidia-smi or NVML says it cannot reach the driver. That failure shows a
+    driver was installed for a GPU; the module not being loaded is why it fails.
 
     Exceptions:
     A GPU passed through to a VM (bound to vfio-pci) is not meant to have the driver on the host.
@@ -528,7 +528,7 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
     How to fix:
     `sudo nvidia-modprobe -c 0 -u` creates the control, first GPU and UVM nodes (repeat `-c N` per
-    GPU); running `sudo nvidia-smi` once also creates them. Enable nvidia-persistenced so they
+    GPU); running nvidia-smi once as root also creates them. Enable nvidia-persistenced so they
     exist from boot. In a container, start it with the GPUs (`--gpus all` or the device plugin).
 
     Exceptions:

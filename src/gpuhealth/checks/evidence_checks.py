@@ -156,7 +156,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
 
     How to fix:
     Install the Fabric Manager package of exactly the driver's version (`nvidia-fabricmanager-<branch>`,
-    the same full version as `cat /proc/driver/nvidia/version`), then
+    the same full version as `cat /sys/module/nvidia/version`), then
     `sudo systemctl enable --now nvidia-fabricmanager` and read `journalctl -u nvidia-fabricmanager`.
 
     Exceptions:
@@ -204,7 +204,7 @@ def memory_held_idle(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
     DataLoader workers or zombie processes of a killed job are the usual holders.
 
     How to fix:
-    Find the holders with `sudo fuser -v /dev/nvidia*` (or `sudo lsof /dev/nvidia0`) and end them;
+    Find the holders with `sudo fuser -v /dev/nvidia*` (or lsof on the same files) and end them;
     `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` lists those the driver
     sees. If the memory stays held with no process, reset the GPU (`sudo nvidia-smi -r -i <index>`) or
     reboot.
@@ -251,10 +251,11 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     CUDA version's copy is found first, or it is installed where the loader does not look.
 
     How to fix:
-    Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink'` and `echo $LD_LIBRARY_PATH`.
-    Install the version the framework was built for (pip wheels: `pip install nvidia-cudnn-cu12`
-    and friends; system: the `libcudnn` package of the CUDA major version), or remove the other CUDA
-    from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++ (conda's `libstdcxx-ng`) or the system one.
+    Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'` and
+    `echo $LD_LIBRARY_PATH`. Install the version the framework was built for (pip wheels: the
+    `nvidia-cudnn-cu12` package and friends; system: the `libcudnn` package of the CUDA major
+    version), or remove the other CUDA from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++
+    (conda's `libstdcxx-ng`) or the system one.
 
     Exceptions:
     TensorFlow's optional TensorRT libraries (libnvinfer) only cost speed. `gpuhealth check` reads

@@ -108,7 +108,7 @@ def nouveau_not_blacklisted(snapshot: Snapshot, expect: Expectations) -> Iterato
     How to fix:
     Write both lines to `/etc/modprobe.d/blacklist-nouveau.conf`, back up and rebuild the initramfs
     (`update-initramfs -u` on Debian/Ubuntu, `dracut --force` on RHEL/Rocky), reboot, and check that
-    `lsmod | grep nouveau` prints nothing.
+    nouveau is no longer in `lsmod`.
 
     Exceptions:
     Hosts with the NVIDIA driver loaded and nouveau not loaded (nothing to do); GPUs passed through to
@@ -335,7 +335,7 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     How to fix:
     Install the kernel's gcc major version (`gcc-<major>` on Debian/Ubuntu; on RHEL/Rocky the
     distribution gcc matches its kernels, so a mismatch means a third-party kernel or a gcc-toolset
-    on PATH) and rebuild with it (`sudo dkms autoinstall`, or `CC=gcc-<major>` for a `.run` install).
+    on PATH) and rebuild with it (DKMS's `autoinstall`, or `CC=gcc-<major>` for a `.run` install).
 
     Exceptions:
     Minor versions may differ. Kernels built with clang are not compared. Hosts whose driver is
@@ -854,7 +854,7 @@ def display_server_on_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[
     How to fix:
     On compute servers boot to `multi-user.target` (`sudo systemctl set-default multi-user.target`,
     then reboot or `isolate` it now). Remove `nomodeset` from `GRUB_CMDLINE_LINUX_DEFAULT` and
-    regenerate the GRUB configuration (`update-grub`; `grubby --remove-args` on RHEL). Install the
+    regenerate the GRUB configuration (`update-grub`; grubby's `--remove-args` on RHEL). Install the
     driver on compute servers without OpenGL files (`--no-opengl-files` for the run-file,
     `nvidia-headless-<branch>-server` packages on Ubuntu); on desktops keep a text console to repair a
     login loop (`Ctrl+Alt+F3`, then reinstall the driver for the running kernel).

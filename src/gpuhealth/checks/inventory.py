@@ -80,7 +80,7 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
     (vfio-pci for passthrough, nouveau).
 
     How to fix:
-    Read the kernel log for that address (`sudo dmesg | grep -i <bus:device>`); the findings about
+    Read the kernel log (`sudo dmesg | grep -iE 'NVRM|Xid|RmInitAdapter|fallen off|BAR'`); the findings about
     Xid 79, RmInitAdapter or BAR errors listed under this one name the cause. A GPU bound to another
     driver must be released from it (remove it from the vfio-pci ids, blacklist nouveau). A GPU lost
     at runtime needs a reboot; one that stays missing after a cold boot needs service.

@@ -150,7 +150,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
 
     How to fix:
     Drain the node and reboot. Before that, look for PCIe AER errors and power events
-    (`sudo dmesg | grep -i aer`, `sudo ipmitool sel list`). If the same GPU falls off again, reseat
+    (`sudo dmesg | grep -iE 'AER|PCIe Bus Error'`, `sudo ipmitool sel list`). If the same GPU falls off again, reseat
     it, check its power cables, then send it for service.
 
     Exceptions:
@@ -163,8 +163,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             Severity.CRITICAL, f"GPU {address or '(address not logged)'} has fallen off the bus{_span(found)}",
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
-            fixes=(Fix("sudo dmesg -T | grep -iE 'aer|pcie bus error'", "any"),
-                   Fix("sudo ipmitool sel list | tail -20", "any"), REBOOT),
+            fixes=table_fixes("GH302"),
             explains=("GH102", "GH203", "GH204", "GH301"),
         )
 
