@@ -38,6 +38,12 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
     "kernel-cmdline": ("a Rocky 9 /proc/cmdline", "BOOT_IMAGE=(hd0,gpt2)/vmlinuz-5.14.0-362.8.1.el9_3.x86_64 "
                        "root=/dev/mapper/rl-root ro rd.driver.blacklist=nouveau nouveau.modeset=0\n"),
     "dkms-status": ("dkms status on Ubuntu 22.04", "nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed\n"),
+    "rig-report": ("club-3090 rig report of noonghunna/club-3090#353",
+                   "## GPU hardware\n\n- **GPU 0:** NVIDIA GeForce RTX 3090 Ti | 24564 MiB | driver 580.159.03 | "
+                   "VBIOS 94.02.A0.00.5C | persistence=Disabled\n  - **Power:** limit=450.00 W (default=450.00 W, "
+                   "max=480.00 W) | current_draw=27.94 W\n  - **PCIe:** x4 lanes negotiated (GPU max x16, Gen up to 4) "
+                   "| bus 00000000:C5:00.0 \u26a0 slot is narrower than GPU capability \u2014 affects load + "
+                   "all-reduce bandwidth\n"),
     "app-log": ("hand-written in the form PyTorch prints", "Traceback (most recent call last):\n"
                 "  File \"t.py\", line 1, in <module>\nRuntimeError: CUDA error: out of memory\n"),
 }

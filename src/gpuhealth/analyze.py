@@ -36,7 +36,9 @@ __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_byte
 MAX_DECOMPRESSED = 512 * 1024 * 1024  # a gzip bomb stops here
 BUG_REPORT_RULE = lazy_re(r"^_{20,}\s*$", re.M)
 # The richer an nvidia-smi format, the more the checks can say: keep the richest one given.
-SMI_RANK = {"xml": 5, "query": 4, "csv": 3, "table": 2, "list": 1}
+# a club-3090 rig report ranks with the table: each has fields the other lacks (default power limit and link
+# widths; utilisation and temperatures), so whichever came first stays
+SMI_RANK = {"xml": 5, "query": 4, "csv": 3, "table": 2, "rig-report": 2, "list": 1}
 
 
 class EvidenceError(Exception):
@@ -266,6 +268,12 @@ MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
+def _in_parsed_part(kind: str | None, line: str) -> bool:
+    """Whether the parser of ``kind`` read ``line``: an nvidia-smi table's parser reads its boxed rows, not a
+    pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks)."""
+    return kind != "smi-table" or line.lstrip().startswith(("|", "+"))
+
+
 def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into: tuple[str, ...],
                    unknown_lines: bool) -> int:
     """Signature matches of a piece; error lines no signature explains when the piece was not parsed.
@@ -287,13 +295,15 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
-                                            read_into=read_into))
-    if kind not in (None, "app-log") or not unknown_lines:
+                                            read_into=read_into if _in_parsed_part(kind, line) else ()))
+    if kind not in (None, "app-log", "smi-table") or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}  # the application-log parser reads catalogue lines only (GH806)
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
+        if kind == "smi-table" and _in_parsed_part(kind, line):
+            continue  # the table's rows: its parser and the checks judge them
         text = line.strip()
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
                 and not _NOT_AN_ERROR.search(text)):

@@ -21,7 +21,7 @@ from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Evidence, MessageLine, Severity, Snapshot
+from gpuhealth.model import Evidence, Fix, MessageLine, Severity, Snapshot
 
 MAX_LINES = MAX_LINE_EVIDENCE
 
@@ -81,7 +81,11 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     How to fix:
     Install a branch that supports the GPU: for a new GPU the current production branch (for
     Blackwell with the open kernel modules, `nvidia-driver-570-open` or newer); for a legacy GPU its
-    last legacy branch (`nvidia-driver-470` for Kepler). Then reboot and check `nvidia-smi -L`.
+    last legacy branch (`nvidia-driver-470` for Kepler). Then reboot and check that nvidia-smi lists it. When the
+    open module itself refuses the GPU ("is not supported by open nvidia.ko", a GPU without GSP:
+    Maxwell, Pascal, Volta; or R515-R525's "Open nvidia.ko is only ready for use on Data Center GPUs"),
+    install the proprietary flavour of the branch (`nvidia-driver-<branch>`, no `-open`); on those
+    early releases `options nvidia NVreg_OpenRmEnableUnsupportedGpus=1` also lets the open module run.
 
     Exceptions:
     A GPU passed through to a virtual machine (bound to vfio-pci) is not driven on the host.
@@ -120,12 +124,36 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
         if not versions or not gpus:
             yield Skip("needs the driver version and the GPUs' PCI IDs (lspci -nn), or the driver's message")
         return
-    message = problems[0] if problems else "The driver says it does not support a GPU in this system"
+    open_refused = not problems and bool(lines) and all(m.signature in _OPEN_FLAVOUR_REFUSED for m in lines)
+    if open_refused:
+        message = signature(lines[0].signature).summary
+    else:
+        message = problems[0] if problems else "The driver says it does not support a GPU in this system"
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more)"
     yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
-                fixes=table_fixes("GH209"),
+                fixes=_proprietary_fixes(lines) if open_refused else table_fixes("GH209"),
                 explains=("GH201", "GH203", "GH102", "GH305", "GH303"))
+
+
+# The open kernel module's own refusals: the GPU is supported by the driver, not by this flavour of it.
+_OPEN_FLAVOUR_REFUSED = frozenset({"nvrm-gpu-not-supported-by-open", "nvrm-open-datacenter-only"})
+
+
+def _proprietary_fixes(lines: list[MessageLine]) -> tuple[Fix, ...]:
+    """The open module refused the GPU: installing an -open package again changes nothing."""
+    fixes = [Fix("lspci -nn -d 10de:", "any", note="the device ID names the architecture (before Turing: "
+                                                   "proprietary only)"),
+             Fix("sudo apt-get install nvidia-driver-<branch>", "debian", disruptive=True,
+                 note="the proprietary flavour (no -open), then reboot"),
+             Fix("sudo dnf module install nvidia-driver:<branch>-dkms", "rhel", disruptive=True,
+                 note="the proprietary flavour, then reboot")]
+    if any(m.signature == "nvrm-open-datacenter-only" for m in lines):
+        # R515-R525 open modules ran GeForce/workstation GPUs only when asked (NVIDIA README, kernel_open).
+        fixes.append(Fix("echo 'options nvidia NVreg_OpenRmEnableUnsupportedGpus=1' | sudo tee "
+                         "/etc/modprobe.d/nvidia-open.conf", "any",
+                         note="or keep the open module (alpha on this GPU in that release), then reload it"))
+    return tuple(fixes)
 
 
 # --------------------------------------------------------------------------- GH210
@@ -265,6 +293,12 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         yield Skip("only with a program's output (gpuhealth analyze)")
         return
     lines = lines_for(snapshot, "GH612")
+    harmless = [m for m in lines if _not_a_fault(m)]
+    lines = [m for m in lines if not _not_a_fault(m)]
+    if harmless and not lines:
+        # WSL's ldconfig warning: the loader still finds libcuda; say so instead of "cannot load".
+        yield Draft(Severity.INFO, signature(harmless[0].signature).summary, evidence=line_evidence(harmless))
+        return
     if not lines:
         return
     names = []
@@ -276,9 +310,32 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     what = ", ".join(names[:4]) if names else "a CUDA library"
     optional = names and all(n.startswith("libnvinfer") for n in names)
     severity = Severity.WARNING if optional else _severity(lines)
+    if names and all(n in _UNVERSIONED_DRIVER_LIBS for n in names):
+        yield Draft(severity, f"The program asks for {what}, the driver library's development name without a "
+                              "version; the driver installs the versioned name (.so.1)",
+                    evidence=line_evidence(lines), fixes=_unversioned_fixes(names[0]), explains=("GH203",))
+        return
     yield Draft(severity, f"The dynamic loader cannot load {what}", evidence=line_evidence(lines),
                 fixes=table_fixes("GH612"),
                 explains=("GH610", "GH605", "GH806"))
+
+
+# The driver's libraries a program may dlopen by their unversioned development name; the driver's
+# packages (and NVIDIA's NVML documentation) use the .so.1 name, and a distribution often ships no link.
+_UNVERSIONED_DRIVER_LIBS = ("libnvidia-ml.so",)
+
+
+def _not_a_fault(message: MessageLine) -> bool:
+    row = signature(message.signature) if message.signature else None
+    return row is not None and row.severity == "info" and row.summary.startswith("Not a fault")
+
+
+def _unversioned_fixes(name: str) -> tuple[Fix, ...]:
+    return (Fix(f"ldconfig -p | grep {name}", "any", note=f"{name}.1 listed without {name}: only the link is missing"),
+            Fix(f"sudo ln -s /usr/lib/x86_64-linux-gnu/{name}.1 /usr/lib/x86_64-linux-gnu/{name}", "debian",
+                note="or make the program load the .so.1 name"),
+            Fix(f"sudo ln -s /usr/lib64/{name}.1 /usr/lib64/{name}", "rhel",
+                note="or make the program load the .so.1 name"))
 
 
 # --------------------------------------------------------------------------- GH706

@@ -417,8 +417,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     the module on disk is unsigned, the kernel log shows a rejection, or Secure Boot is enabled and the
     load failed with "Operation not permitted", an untrusted signer or a signing key shim does not trust
     (mokutil --test-key); a warning otherwise (an enrolled key: the module loads if signed with it). Secure Boot
-    disabled: PKCS#7 lines are harmless (the module loads and taints the kernel); with nvidia loaded they
-    concern another module.
+    disabled: PKCS#7 lines are harmless (the module loads and taints the kernel); with nvidia loaded, or NVRM
+    lines in the same log (the nvidia module ran, so its signature was accepted), they concern another module.
     """
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
@@ -435,7 +435,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     loaded_unsigned = _log_lines(snapshot, (MODULE_LOADED_UNSIGNED,)) + _logged(
         snapshot, lambda sig: sig.id == "kernel-module-verification-taint")
     # the line names no module: with nvidia loaded it concerns another one
-    untrusted = () if loaded_unsigned or loaded is True else _log_lines(snapshot, (UNTRUSTED_SIGNER,)) + _logged(
+    untrusted = () if loaded_unsigned or loaded is True or _nvidia_ran(snapshot) else _log_lines(
+        snapshot, (UNTRUSTED_SIGNER,)) + _logged(
         snapshot, lambda sig: sig.id == "kernel-pkcs7-untrusted-signer")
     failures = _load_failures(snapshot) if loaded is not True else []
     # a pasted modprobe refusal the catalogue decodes as Secure Boot's ("Key was rejected by service"): the kernel
@@ -538,6 +539,14 @@ def _key_message(key: str, state: str) -> str:
                 "with it never load; sign them with another key")
     return (f"Secure Boot is enabled and {key} is not enrolled (mokutil --test-key): the kernel refuses modules "
             "signed with it until it is imported with mokutil and confirmed at the next boot")
+
+
+def _nvidia_ran(snapshot: Snapshot) -> bool:
+    """The kernel log shows code of the nvidia module running (its banner, or any NVRM line): the kernel accepted
+    the module's signature then, so an untrusted-signer line in the same log refused nothing of nvidia's."""
+    log = snapshot.kernel_log
+    return log is not None and (bool(log.module_banners) or any(e.line.lstrip().startswith("NVRM") or "NVRM:" in e.line
+                                                                 for e in log.events))
 
 
 def _log_lines(snapshot: Snapshot, needles: tuple[str, ...]) -> tuple[str, ...]:

@@ -31,7 +31,10 @@ _LSMOD_HEADER = guarded_re(r"^Module\s+Size\s+Used by", re.M, may=has("Used by")
 _OS_RELEASE_ID = guarded_re(r"^ID=", re.M, may=has("ID="))
 _LSPCI_WORDS = guarded_re(r"controller|bridge|Device", re.I, may=has_folded("controller", "bridge", "device"))
 # "host kernel: ..." marks a syslog line; "on kernel: 6.5.0-14-generic" (a DKMS error) names a release.
-_KERNEL_HINT = lazy_re(r"NVRM|\bkernel: (?!\d+\.\d+\.\d)|^\[\s*\d+\.\d+\]|^<\d>\[|^\d,\d+,\d+,", re.M)
+# "NVRM" where the kernel prints it (a line's start, after a timestamp, "kernel:", a priority or a JSON quote), not
+# in prose about the log ("dmesg shows no NVRM errors" is not a kernel log that came out clean)
+_KERNEL_HINT = lazy_re(r"(?:^\s*|[\]:>\"]\s{0,4})NVRM\b|\bkernel: (?!\d+\.\d+\.\d)|^\[\s*\d+\.\d+\]|^<\d>\[|"
+                       r"^\d,\d+,\d+,", re.M)
 # /proc/driver/nvidia/params names every driver carries one of (352.63's file has all of these).
 _PARAM_NAMES = {"EnableMSI", "ModifyDeviceFiles", "DeviceFileUID", "DeviceFileGID", "DeviceFileMode",
                 "RegistryDwords", "ResmanDebugLevel", "RmLogonRC", "InitializeSystemMemoryAllocations",
@@ -142,6 +145,20 @@ def _looks_like_smi_csv(text: str) -> bool:
 def _smi_csv(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.smi_csv import parse_smi_csv
     return {"smi": parse_smi_csv(text)}
+
+
+def _looks_like_rig_report(text: str) -> bool:
+    from gpuhealth.parsers.rig_report import looks_like_rig_report  # here: few pieces get this far
+
+    return looks_like_rig_report(text)
+
+
+# club-3090's `bash scripts/report.sh`: its GPU section is nvidia-smi's power and link data, one bullet per GPU
+@evidence_kind("rig-report", commands=(r"(?:bash\s+)?\S*scripts/report\.sh\b",), priority=890,
+               recognise=_looks_like_rig_report)
+def _rig_report(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.rig_report import parse_rig_report
+    return {"smi": parse_rig_report(text)}
 
 
 # --------------------------------------------------------------------------- files under /proc and /etc
@@ -277,8 +294,7 @@ def _timestamped_log(head: str) -> bool:
 @evidence_kind("kernel-log", priority=120,
                commands=(r"dmesg\b", r"journalctl\b.*(?:\s-k\b|--dmesg|\s-\w*k)",
                          _CAT + r"/var/log/(?:kern|syslog|messages)"),
-               recognise=lambda t: bool(_KERNEL_HINT.search(t[:200_000])) or "NVRM" in t
-               or _timestamped_log(_head(t)))
+               recognise=lambda t: bool(_KERNEL_HINT.search(t[:200_000])) or _timestamped_log(_head(t)))
 def _kernel_log(text: str, source: str) -> dict[str, Any]:
     return {"kernel_log": parse_kernel_log(text, source)}
 
