@@ -268,6 +268,33 @@ def test_persistence_daemon_failed_gh604():
     assert any("Failed to query NVIDIA devices" in line for e in found["GH604"][0].evidence for line in e.lines)
 
 
+def test_persistence_daemon_command_line_from_systemctl_status():
+    forced = _parse("systemctl-status", "systemctl-status/handwritten_persistenced-no-persistence-mode.txt")["cuda"]
+    assert forced.persistenced_active == "active"
+    assert forced.persistenced_command == ("/usr/bin/nvidia-persistenced --user nvidia-persistenced "
+                                           "--no-persistence-mode --verbose")
+    real = _parse("systemctl-status", "systemctl-status/bottlerocket-core-kit-122_persistenced-active.txt")["cuda"]
+    assert real.persistenced_command == "/usr/libexec/nvidia/tesla/bin/nvidia-persistenced --user nvidia --verbose"
+    # a daemon that did not start: its unit's ExecStart, without systemd's "(code=exited, ...)" tail
+    failed = _parse("systemctl-status", "systemctl-status/handwritten_persistenced-failed.txt")["cuda"]
+    assert failed.persistenced_command.endswith("--no-persistence-mode --verbose")
+
+
+def test_persistence_forced_off_by_a_running_daemon_gh604():
+    found = _findings("systemctl-status/handwritten_persistenced-no-persistence-mode.txt", SMI_4_GPUS)
+    [gh604] = found["GH604"]
+    assert gh604.severity is Severity.WARNING
+    assert "nvidia-persistenced is active but was started with --no-persistence-mode" in gh604.message
+    assert "sudo systemctl enable --now nvidia-persistenced" not in [f.command for f in gh604.fixes]  # it runs
+    assert gh604.fixes[0].command == "sudo systemctl edit --full nvidia-persistenced"
+    assert "--no-persistence-mode" in gh604.fixes[0].note
+    # a daemon known to run without the flag: the GPUs shown off are not its doing (bottlerocket-core-kit#122)
+    assert "GH604" not in _findings("systemctl-status/bottlerocket-core-kit-122_persistenced-active.txt", SMI_4_GPUS)
+    # a daemon that failed keeps its own finding: the failure is what to fix first
+    failed = _findings("systemctl-status/handwritten_persistenced-failed.txt", SMI_4_GPUS)["GH604"][0]
+    assert "nvidia-persistenced is failed" in failed.message and "forces it off" not in failed.message
+
+
 def test_module_not_built_for_running_kernel_gh507():
     dkms = "nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed\n"
     lspci = "lspci-k/gpu-passthrough-6_nnk.txt"

@@ -950,6 +950,8 @@ class CudaState:
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")
     persistenced_errors: tuple[str, ...] = ()  # nvidia-persistenced's error lines from systemctl status / journalctl
+    # its command line (systemctl status: the CGroup tree, else ExecStart); --no-persistence-mode forces it off
+    persistenced_command: str | None = None
     # CUDA library files a program's output names (ldd, a loader error, a configuration file): which copies it uses
     library_files: tuple[str, ...] = ()
 

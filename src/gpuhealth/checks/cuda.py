@@ -17,7 +17,7 @@ from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, versio
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
-from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Severity, Snapshot, TorchEnv
+from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Gpu, Severity, Snapshot, TorchEnv
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 TORCH_SOURCE = "python3 -c <gpuhealth torch probe>"
@@ -30,6 +30,7 @@ _NOT_DATACENTER = guarded_re(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE,
                              may=has_folded("geforce", "rtx", "quadro", "titan"))
 _CUDA_DIR = lazy_re(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
 ENABLE_PERSISTENCED = "sudo systemctl enable --now nvidia-persistenced"
+NO_PERSISTENCE = "--no-persistence-mode"  # nvidia-persistenced(1): forces persistence mode off on every GPU
 
 
 # --------------------------------------------------------------------------- shared judgements
@@ -505,10 +506,16 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     not to); several consumer GPUs are info. On GPUs in MIG mode it is info: there the question the
     evidence answers first is which MIG devices a process sees (GH608), and persistence is only a start-up cost.
 
+    A daemon that runs but was started with `--no-persistence-mode` (the ExecStart of Ubuntu's packaged unit;
+    `systemctl status nvidia-persistenced` shows it in its `Process:` line and CGroup tree) forces persistence
+    off on every GPU: a warning, fixed by an override without the flag (`sudo systemctl edit --full
+    nvidia-persistenced`, remove `--no-persistence-mode` from `ExecStart=`, then `sudo systemctl restart
+    nvidia-persistenced`).
+
     Exceptions:
-    Desktops and laptops with one consumer GPU (power saving matters more there). A daemon started with
-    `--no-persistence-mode` shows persistence off although it runs; it is not reported when the daemon's
-    state is known.
+    Desktops and laptops with one consumer GPU (power saving matters more there). A daemon known to run
+    without that flag is not reported: GPUs shown off are then being switched on, or were switched off by
+    hand (`nvidia-smi -pm 0`).
     """
     gpus = snapshot.gpus or ()
     if not gpus:
@@ -520,6 +527,9 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
         return
     state = snapshot.cuda
     if state is not None and state.persistenced_active == "active":
+        # running: persistence is off only when the daemon was told so (a daemon that failed is the fault to fix)
+        if NO_PERSISTENCE in (state.persistenced_command or ""):
+            yield _persistence_forced_off(snapshot, off, len(gpus))
         return
     known = state is not None and bool(state.persistenced_active)
     unread = snapshot.unavailable.get("cuda_persistenced_active") or snapshot.unavailable.get("cuda")
@@ -542,6 +552,28 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
                               tuple(x for x in (daemon, enabled) if x) + state.persistenced_errors[:3]),)
                     if state is not None else ())),
         fixes=(Fix(ENABLE_PERSISTENCED, "any", note=f"GPUs {listed}; preferred over nvidia-smi -pm 1"),
+               Fix("nvidia-smi -q | grep -i persistence", "any", note="should say Enabled")),
+    )
+
+
+def _persistence_forced_off(snapshot: Snapshot, off: list[Gpu], total: int) -> Draft:
+    """nvidia-persistenced runs with ``--no-persistence-mode``: the daemon's state says
+    persistence is off on purpose, so "enable the daemon" would change nothing."""
+    state = snapshot.cuda
+    assert state is not None
+    daemon = "nvidia-persistenced is active"
+    return Draft(
+        Severity.WARNING,
+        f"Persistence mode is off on {len(off)} of {total} GPU(s): {daemon} but was started with {NO_PERSISTENCE}, "
+        "which forces it off",
+        evidence=(Evidence(snapshot.sources.get("nvml") or snapshot.sources.get("smi") or "nvidia-smi -q",
+                           tuple(f"GPU {g.index} {g.name or ''}: Persistence Mode: Disabled".replace("  ", " ")
+                                 for g in off[:8])),
+                  Evidence(snapshot.sources.get("cuda", "systemctl status nvidia-persistenced"),
+                           (daemon, f"command line: {state.persistenced_command}"))),
+        fixes=(Fix("sudo systemctl edit --full nvidia-persistenced", "any",
+                   note=f"remove {NO_PERSISTENCE} from the ExecStart= line"),
+               Fix("sudo systemctl restart nvidia-persistenced", "any", disruptive=True),
                Fix("nvidia-smi -q | grep -i persistence", "any", note="should say Enabled")),
     )
 

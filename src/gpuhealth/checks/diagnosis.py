@@ -8,7 +8,8 @@ signature catalogue matched (``snapshot.messages``, from ``analyze``), and the s
 RULED OUT when its check ran clean or a line excludes it (``knowledge/rules_out.csv``: "Found no NVIDIA driver"
 is only printed by a CUDA build of PyTorch), OPEN when its check was skipped for lack of evidence. A cause that
 the evidence confirms stays confirmed even when another line would exclude it: the line that names it is the
-stronger evidence.
+stronger evidence. A confirmed cause's severity follows one rule, :func:`cause_severity`: its own, raised to its
+symptom's only when the evidence observes the symptom (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -140,8 +141,7 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     result = _signature_findings(result, messages, ran, skipped_reason)
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     table = symptoms()
-    # a line its own check judged (an Xid in a parsed kernel log) confirms causes but shows no symptom
-    shown = {m.symptom for m in messages if not _judged(m)}
+    shown = {m.symptom for m in messages if shows_symptom(m)}
     for symptom_id in _present_symptoms(result, messages, table):
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
@@ -167,6 +167,17 @@ def _judged(message: MessageLine) -> bool:
         return True
     spec = REGISTRY.get(signature(message.signature).code)
     return spec is not None and "kernel_log" in spec.requires + spec.reads
+
+
+def shows_symptom(message: MessageLine) -> bool:
+    """Whether the line itself shows its symptom, so that the symptom's severity applies (the severity rule,
+    docs/architecture.md): a line that reports the symptom ("CUDA available: False", a refused `modprobe`), not
+    one that names a cause from which the table only infers it ("MIG mode is in pending disable state" does not
+    show that a program failed). A line that does both is filed under its cause with its own severity in the
+    catalogue. A line its own check judged (an Xid in a parsed kernel log) confirms causes but shows nothing."""
+    if _judged(message):
+        return False
+    return not (message.signature and signature(message.signature).cause)
 
 
 def _signature_findings(findings: list[Finding], messages: list[MessageLine], ran: set[str],
@@ -233,13 +244,13 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
              skipped: dict[str, str], made: set[str], shown: bool) -> list[Finding]:
-    """``shown``: a line or command showed the symptom (it then has the symptom's severity); otherwise only
-    a check's finding under the symptom's code did, and that finding keeps its severity and message."""
+    """``shown``: a line or command showed the symptom itself (:func:`shows_symptom`); otherwise a check's
+    finding under the symptom's code did, or a line naming one of its causes let the table infer it."""
     ranked = rank(symptom, findings, messages, ran, skipped)
-    severity = SEVERITY[symptom.severity] if shown else Severity.INFO
+    severity = observed_severity(symptom, findings, shown)
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed:
-        return _lead_with_cause(findings, symptom, confirmed[0], messages, severity, ran, made)
+        return _lead_with_cause(findings, symptom, confirmed[0], messages, ran, made, shown)
     lines = [m for m in messages if m.symptom == symptom.id]
     index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
     top = next((c for c in ranked if c.status != RULED_OUT), None)
@@ -309,8 +320,8 @@ def _fix_of_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, m
 
 
 def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, messages: list[MessageLine],
-                     severity: Severity, ran: set[str], made: set[str]) -> list[Finding]:
-    """The confirmed cause leads (at the symptom's severity at least) and explains the symptom's finding."""
+                     ran: set[str], made: set[str], shown: bool) -> list[Finding]:
+    """The confirmed cause leads and explains the symptom's finding, at the severity :func:`cause_severity` gives."""
     if cause.code == symptom.code:
         return _fix_of_cause(findings, symptom, cause, made)
     index = next((i for i, f in enumerate(findings) if f.code == cause.code), None)
@@ -319,18 +330,35 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         if spec is None or cause.code not in ran:
             return findings
         lines = [m for m in messages if m.signature and signature(m.signature).cause == cause.cause]
-        findings.append(_finding(spec, severity, cause.title, line_evidence(lines)))
+        own = max((SEVERITY[signature(m.signature).severity] for m in lines if m.signature), default=Severity.INFO,
+                  key=lambda s: s.rank)
+        findings.append(_finding(spec, own, cause.title, line_evidence(lines)))
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
-    # a line that names the cause makes it as grave as the symptom (its line's severity, or the finding it
-    # explains: a critical GH203 is not folded under an informational GH201); a check's milder finding keeps its own
-    named = cause.why.startswith("the line: ")
-    explained = [f.severity for f in findings if f.code == symptom.code]
-    findings[index] = replace(current, explains=explains, severity=max(current.severity, severity, *explained,
-                                                                       key=lambda s: s.rank) if named else
-                              current.severity)
+    findings[index] = replace(current, explains=explains,
+                              severity=cause_severity(current.severity, symptom, findings, shown))
     return findings
+
+
+def observed_severity(symptom: Symptom, findings: Sequence[Finding], shown: bool) -> Severity:
+    """How grave the evidence shows the symptom to be: the symptom's severity in the table when a line or command
+    showed it (:func:`shows_symptom`), and the severity of any finding under the symptom's own code (a check
+    judged it: a critical GH203 "nvidia-smi cannot talk to the driver"). INFO when it is only inferred."""
+    seen = [f.severity for f in findings if f.code == symptom.code]
+    if shown:
+        seen.append(SEVERITY[symptom.severity])
+    return max(seen, default=Severity.INFO, key=lambda s: s.rank)
+
+
+def cause_severity(own: Severity, symptom: Symptom, findings: Sequence[Finding], shown: bool) -> Severity:
+    """THE severity rule for a confirmed cause (docs/architecture.md, "Severity of a diagnosed cause"): the greater
+    of the cause's own severity (its check's judgement, or its catalogue line's row) and the symptom's severity as
+    the evidence OBSERVES it. A symptom the table only infers from the cause adds nothing: a pasted "MIG mode is in
+    pending disable state" is the warning its row says, and it is critical only beside a line showing that a
+    program failed to use the GPU. A symptom observed makes even a check's milder finding as grave as what it
+    explains, so a critical symptom is never folded under a warning."""
+    return max(own, observed_severity(symptom, findings, shown), key=lambda s: s.rank)
 
 
 def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[MessageLine], ran: set[str],

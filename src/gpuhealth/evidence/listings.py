@@ -473,7 +473,7 @@ def _service_overlay(states: Any) -> dict[str, Any]:
     for state in states:
         if state.unit == "nvidia-persistenced":
             cuda.update(persistenced_active=state.active, persistenced_enabled=state.enabled,
-                        persistenced_errors=state.errors)
+                        persistenced_errors=state.errors, persistenced_command=state.command)
         elif state.unit == "nvidia-fabricmanager":
             cuda.update(fabricmanager_active=state.active, fabricmanager_enabled=state.enabled,
                         fabricmanager_errors=state.errors)

@@ -38,6 +38,10 @@ _ACTIVE = lazy_re(r"^\s*Active:\s+(?P<active>[\w-]+)(?:\s+\((?P<sub>[^)]*)\))?")
 _JOURNAL = lazy_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
                       r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]*) (?P<host>\S+) (?P<process>[^\s:\[]+)(?:\[\d+\])?: "
                       r"(?P<message>.*)$")
+# the unit's command line: "Process: 51325 ExecStart=/usr/bin/nvidia-persistenced --user ... (code=exited, ...)" or
+# the CGroup tree's "└─2748 /usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose"
+_COMMAND = lazy_re(r"^\s*(?:Process:\s+\d+\s+ExecStart=|[└├`|][─-]\s?\d+\s+)"
+                   r"(?P<command>/\S{1,200}(?: [^ (]{1,200}){0,40})")
 _ERROR_WORDS = lazy_re(r"error|fail|cannot|could not|unable|not supported|NV_ERR|NV_WARN|denied|no such|"
                           r"timed out|timeout", re.IGNORECASE)
 _NOISE = lazy_re(r"Verbose syslog connection opened|PID file (?:unlocked|closed|locked)|Consumed \S+ CPU time")
@@ -51,6 +55,7 @@ class ServiceState:
     active: str | None = None  # "active", "failed", "inactive", "activating" ... None: not said
     enabled: str | None = None  # "enabled", "disabled", "masked", "not-found" ...
     errors: tuple[str, ...] = ()  # the unit's own error lines, as printed
+    command: str | None = None  # its running process's command line (the CGroup tree), else its ExecStart
 
 
 def _lines(text: str, what: str) -> list[str]:
@@ -103,6 +108,10 @@ def parse_systemctl_status(text: str) -> tuple[ServiceState, ...]:
         active = _ACTIVE.match(line)
         if active:
             current["active"] = active["active"]
+        command = _COMMAND.match(line)
+        # the running process (the CGroup tree, printed last) over the unit's configured ExecStart
+        if command and ("command" not in current or not line.lstrip().startswith("Process:")):
+            current["command"] = command["command"].strip()
         process, message = _journal_message(line)
         errors = current["errors"]
         assert isinstance(errors, list)
@@ -110,7 +119,7 @@ def parse_systemctl_status(text: str) -> tuple[ServiceState, ...]:
                 and _is_error(_unit_name(str(current["unit"])), process, message):
             errors.append(line.strip())
         states[-1] = ServiceState(str(current["unit"]), _opt(current.get("active")), _opt(current.get("enabled")),
-                                  tuple(errors))
+                                  tuple(errors), _opt(current.get("command")))
     if not states:
         raise ParseError("no systemctl status unit ('● name.service - description')")
     return tuple(states)

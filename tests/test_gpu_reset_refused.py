@@ -1,0 +1,53 @@
+"""A refused `nvidia-smi --gpu-reset` ("is currently in use by another process"): a warning under GH901 whose
+differential names what may hold the GPU and the commands that tell which. Lines: the catalogue's real examples
+(cupy/cupy#1930, NVIDIA/gpu-operator#118) and the gpu-operator#118 case of tests/cases/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.diagnosis import next_commands
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.knowledge.signatures import match_line, signature
+from gpuhealth.model import Severity
+
+CASE = Path(__file__).parent / "cases" / "mig-change-pending-disable-persistenced-holds-gpu-operator-118"
+
+
+def report_of(text: str):
+    snapshot, _ = analyze_texts([("session.txt", text)])
+    return run_checks(snapshot)
+
+
+def test_both_lines_of_a_refused_reset_are_known():
+    for row in ("smi-reset-gpu-in-use", "smi-reset-devices-in-use"):
+        found = match_line(signature(row).example)
+        assert found is not None and found.id == row
+        assert found.symptom == "gpu-reset-refused" and found.severity == "warning"
+    # the MIG mode warning's own "is currently being used" line is not a refused reset
+    assert match_line("00000000:C1:00.0 is currently being used by one or more other processes (e.g. CUDA application "
+                 "or a monitoring application such as another instance of nvidia-smi).") is None
+
+
+def test_a_refused_reset_is_a_warning_with_the_holders_and_the_commands_that_tell():
+    paste = ("$ sudo nvidia-smi --gpu-reset -i 1\n" + signature("smi-reset-gpu-in-use").example + "\n\n"
+             + signature("smi-reset-devices-in-use").example + "\n")
+    report = report_of(paste)
+    [finding] = [f for f in report.findings if f.code == "GH901"]
+    assert finding.severity is Severity.WARNING
+    assert [c.cause for c in finding.differential] == [
+        "compute-process-holds-gpu", "persistenced-holds-gpu", "gpu-service-holds-gpu", "display-holds-gpu"]
+    assert all(c.status == "open" for c in finding.differential)
+    commands = next_commands(report.findings)
+    assert commands[:2] == ["nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv",
+                            "sudo fuser -v /dev/nvidia*"]
+    assert "systemctl status nvidia-persistenced" in commands
+    assert any("nv-hostengine" in c for c in commands)
+    assert not any(f.severity is Severity.CRITICAL for f in report.findings)
+
+
+def test_the_mig_session_keeps_the_pending_change_in_the_lead_and_names_the_reset_refusal():
+    report = report_of((CASE / "session.txt").read_text())
+    assert [f.code for f in report.findings] == ["GH409", "GH901"]
+    assert "refused to reset" in report.findings[1].message
