@@ -173,6 +173,16 @@ def test_the_cause_leads_and_explains_the_probe_failure(case, lead, explained):
     assert explained in findings[0].explains and explained in codes(case_report(case))
 
 
+def test_gh305_says_what_the_probe_said():
+    # NVIDIA/aicr#1858: one H100 of eight failed its probe; "the driver probed no GPU" would be false
+    messages = {str(f.subject): f.message for f in case_report("fewer-gpus-than-pci-h100-faulty-probe-azure").findings
+                if f.code == "GH305"}
+    assert messages["000a:00:00.0"] == ("The NVIDIA driver's probe failed: GPU not supported by the 580.126.09 "
+                                        "driver release")
+    assert messages["host"] == "The NVIDIA driver's probe failed: probe routine failed for 1 device(s)"
+    assert not any("probed no GPU" in m for m in messages.values())
+
+
 @pytest.mark.parametrize(("case", "code"), [
     ("nvidia-uvm-missing-331-uvm-package", "GH205"),
     ("nvidia-uvm-missing-build-failed-384-swap", "GH205"),

@@ -259,13 +259,15 @@ def _grub_fixes(edit: str) -> tuple[Fix, ...]:
 def driver_probe_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     """
     What:
-    "The NVIDIA probe routine was not called", "No NVIDIA devices probed" or "No NVIDIA GPU found"
-    in the kernel log.
+    "The NVIDIA probe routine was not called", "The NVIDIA probe routine failed for N device(s)", "No NVIDIA
+    devices probed", "No NVIDIA GPU found" or a GPU the driver release refuses by name ("is not supported by the
+    NVIDIA <version> driver release") in the kernel log. The finding quotes which of these it saw.
 
     Why it matters:
-    The nvidia module loaded but attached to no GPU: another driver (usually nouveau, or vfio-pci)
+    The nvidia module did not attach to the GPU (or to any): another driver (usually nouveau, or vfio-pci)
     owns the devices, or the GPU is not supported by this driver branch or flavour (open modules
-    need Turing or newer).
+    need Turing or newer). One GPU that fails beside working siblings of the same model and driver can
+    be a faulty GPU, even when the driver calls it "not supported" (NVIDIA/aicr#1858).
 
     How to fix:
     Blacklist nouveau and rebuild the initramfs (see GH206); remove the GPU from vfio-pci; check that
@@ -274,8 +276,10 @@ def driver_probe_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     Exceptions:
     None.
     """
+    # the event's own words: "probed no GPU" is wrong for one device of eight that failed ("probe routine failed for
+    # 1 device(s)") or for a GPU the driver release refuses by name
     yield from _event_check(
-        snapshot, {"probe"}, Severity.CRITICAL, "The NVIDIA driver probed no GPU",
+        snapshot, {"probe"}, Severity.CRITICAL, "The NVIDIA driver's probe failed: {detail}",
         (Fix("lspci -nnk -d 10de:", "any", note="shows which driver holds each GPU"),),
         explains=("GH102", "GH201", "GH203"),
     )
