@@ -109,8 +109,7 @@ def test_floor_body_round_trips(scores: Scores) -> None:
 # Classes no case covers yet: no public thread with both the posted output and a confirmed cause has been
 # found for them (see the closing notes). The first four are named by issue 9; the others are finer
 # classes of our own. The set only shrinks: a class leaves it with its first case.
-KNOWN_GAPS = {"xid-64", "xid-74", "xid-95",
-              "stale-libcuda", "probe-failed"}
+KNOWN_GAPS = {"xid-64", "xid-74", "xid-95"}
 
 
 def test_every_class_has_a_case_but_the_known_gaps() -> None:

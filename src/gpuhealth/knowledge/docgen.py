@@ -46,6 +46,14 @@ When it does not (`couldn't communicate with the NVIDIA driver`), the symptom le
 severity, with its candidate causes from `symptoms.csv` / `causes.csv` ranked by the evidence, and
 the commands whose output would decide.
 
+A row's `severity` is the line's own. A row that names a cause does not, by that alone, show its symptom:
+the cause's finding keeps the row's severity unless the evidence shows the symptom too, in a line without a
+cause or in a finding of the symptom's own check. Then it takes the symptom's severity (a pasted "MIG mode is in
+pending disable state" is a warning; beside a CUDA program that failed, it is critical). A line that both
+shows the symptom and names the cause says how grave in its own `severity` (JAX's "Falling back to cpu" is a
+warning: the program runs, on the CPU). The rule is
+`cause_severity` in `checks/diagnosis.py` (docs/architecture.md).
+
 {columns}
 Rows for CUDA runtime error codes that no public thread quotes use, as their example, the line
 `checkCudaErrors` of NVIDIA's cuda-samples (`helper_cuda.h`) prints for that code
