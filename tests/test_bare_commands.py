@@ -103,7 +103,7 @@ def test_split_and_assignments_never_raise(text):
 def test_long_adversarial_lines_stay_fast():
     lines = ["nvidia-smi " + "-a " * 3000, "dcgmi dmon " + "x" * 100_000,
              "export CUDA_VISIBLE_DEVICES" * 5000, "CUDA_VISIBLE_DEVICES= " * 5000]
-    start = time.perf_counter()
+    start = time.process_time()
     split_session("$ uname -r\n" + "\n".join(lines))
     env_lines(lines)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0

@@ -95,7 +95,7 @@ def test_imports_run_one_way():
     layers = {"model": 0, "exits": 0, "parsers": 1, "knowledge": 1, "host": 1, "nvml": 1, "bundle": 2, "evidence": 2,
               "evidence_input": 2, "collect": 3, "active": 3, "analyze": 3, "checks": 4, "config": 4, "report": 5,
               "drift": 5,
-              "recommend": 5, "fixscript": 5,
+              "recommend": 5, "fixscript": 5, "fixsections": 1, "lazyre": 0,
               "advice_commands": 6, "monitor": 6, "web": 6,
               "cli": 7, "__main__": 8}
     src = REPO / "src" / "gpuhealth"

@@ -100,8 +100,12 @@ def test_docker_without_gpu_driver_gets_the_exact_configure_commands():
     found = by_code(signature("docker-could-not-select-driver").example, "GH802")
     assert found is not None
     commands = [f.command for f in found.fixes]
-    assert commands[0] == "sudo nvidia-ctk runtime configure --runtime=docker"
-    assert all(c.split()[0] == "sudo" for c in commands), commands  # no package names or bare flags as steps
+    # the toolkit's install (NVIDIA's repository, the package), then Docker's runtime: GH802's rows of fixes.csv
+    assert "sudo apt-get install -y nvidia-container-toolkit" in commands
+    assert commands.index("sudo nvidia-ctk runtime configure --runtime=docker") > commands.index(
+        "sudo apt-get install -y nvidia-container-toolkit")
+    # no package names or bare flags as steps
+    assert all(f.is_command and f.command.split()[0] in ("sudo", "curl") for f in found.fixes), commands
 
 
 def test_no_nodes_on_a_host_with_no_nvidia_gpu_is_not_critical():

@@ -53,6 +53,7 @@ def _stage_reads_only(stage: str) -> bool:
         "nvidia-smi": first == "nvlink" or not (set(args) & SMI_WRITES),
         "nvcc": args == ["--version"],
         "gcc": args == ["--version"],
+        "make": args == ["--version"],
         "echo": len(args) == 1 and args[0].startswith("$"),  # prints a variable; a pipe to tee is its own stage
     }
     return rules.get(program, False)

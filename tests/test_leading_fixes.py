@@ -7,10 +7,11 @@ import dataclasses
 from pathlib import Path
 
 from gpuhealth.analyze import analyze_texts
-from gpuhealth.checks.diagnosis import fits_evidence
+from gpuhealth.checks.diagnosis import fits_evidence, led_by_evidence, split_commands
 from gpuhealth.checks.engine import run_checks
+from gpuhealth.knowledge.causes import symptoms
 from gpuhealth.knowledge.signatures import signature
-from gpuhealth.model import Finding, Fix, MessageLine
+from gpuhealth.model import Candidate, Finding, Fix, MessageLine
 
 CASES = Path(__file__).parent / "cases"
 FOUND_NO_DRIVER = ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
@@ -34,7 +35,8 @@ def commands(found: Finding) -> list[str]:
 def test_gh605_fix_follows_the_leading_cause_not_the_checks_list():
     found = finding(FOUND_NO_DRIVER, "GH605")
     assert found.differential[0].cause == "driver-not-loaded"
-    assert commands(found)[0] == "sudo modprobe nvidia"
+    # in the order `gpuhealth fix` writes them: the read-only look first, with the condition
+    assert commands(found)[0] == "dkms status" and "sudo modprobe nvidia" in commands(found)
     assert found.fixes[0].note.startswith("if the NVIDIA kernel module is not loaded")
     assert not any("nvidia_uvm" in c for c in commands(found))
 
@@ -111,3 +113,72 @@ def test_the_commands_that_decide_name_only_a_framework_the_lines_show():
     # near miss: a PyTorch line keeps PyTorch's commands (its row's domain names the framework)
     torch = finding(FOUND_NO_DRIVER, "GH605")
     assert "import torch" in {c.cause: c.command for c in torch.differential}["torch-cpu-build"]
+
+
+# --------------------------------------------------------------------------- a lead by prior decides before it fixes
+
+FIELD_LINES = Path(__file__).parent / "data" / "fieldlines"
+
+
+def case_finding(name: str, code: str) -> Finding:
+    folder = CASES / name
+    texts = [(p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.iterdir())
+             if p.is_file() and p.suffix != ".toml" and p.name.lower() != "readme.md"]
+    snapshot, _ = analyze_texts(texts)
+    return next(f for f in run_checks(snapshot).findings if f.code == code)
+
+
+def deciding_commands(found: Finding) -> set[str]:
+    return {c for candidate in found.differential if candidate.status == "open"
+            for c in split_commands(candidate.command)}
+
+
+def test_a_cause_leading_by_prior_alone_gets_the_commands_that_decide_not_its_procedure():
+    # "Failed to open /dev/nvidiactl: No such device" (hand-written fixture, README beside it): Secure Boot leads the
+    # differential only as the usual first cause; before, the finding showed the whole MOK signing loop and a reboot
+    text = (FIELD_LINES / "persistenced-nvidiactl-enodev.log").read_text(encoding="utf-8")
+    found = finding(text, "GH201")
+    assert found.differential[0].cause == "secure-boot-refused" and found.differential[0].status == "open"
+    assert not led_by_evidence(symptoms()["module-refuses-to-load"], found.differential)
+    assert commands(found)[:2] == ["mokutil --sb-state", "sudo modprobe nvidia"]
+    assert set(commands(found)) <= deciding_commands(found)
+    assert not any(f.disruptive for f in found.fixes)
+    assert not any("sign-file" in c or "mokutil --import" in c or "openssl" in c for c in commands(found))
+    # the commands of the next cause too: they tell the likeliest causes apart
+    assert "dkms status" in commands(found)
+    assert found.fixes[0].note == "decides: Secure Boot refused the unsigned nvidia module"
+
+
+def test_a_real_driver_container_log_without_the_secure_boot_state_is_not_given_the_signing_loop():
+    # NVIDIA/gpu-operator (case folder): "Unable to load the kernel module 'nvidia.ko'" with no mokutil output
+    found = case_finding("secure-boot-driver-container-unsigned-2404", "GH201")
+    assert found.differential[0].status == "open"
+    assert commands(found)[0] == "mokutil --sb-state"
+    assert set(commands(found)) <= deciding_commands(found)
+    assert not any(f.disruptive for f in found.fixes)
+
+
+def test_a_cause_the_evidence_moved_to_the_front_keeps_its_fix():
+    # "Found no NVIDIA driver" rules out the two causes the prior ranks above "module not loaded" (the same line as
+    # test_gh605_fix_follows_the_leading_cause_not_the_checks_list): its check's fix, not the deciding commands
+    found = finding(FOUND_NO_DRIVER, "GH605")
+    assert led_by_evidence(symptoms()["torch-no-gpu"], found.differential)
+    assert "sudo modprobe nvidia" in commands(found) and "lsmod | grep nvidia" not in commands(found)
+    assert found.fixes[0].note.startswith("if the NVIDIA kernel module is not loaded")
+    # a real DKMS log: the kernel-headers cause (first by prior) is ruled out, the leading cause's commands alone
+    found = case_finding("module-not-built-2204-image-on-2404-kernel", "GH507")
+    top = found.differential[0]
+    assert top.status == "open" and led_by_evidence(symptoms()["install-failed"], found.differential)
+    assert commands(found) == split_commands(top.command)[:2]
+
+
+def test_led_by_evidence_reads_the_statuses_and_the_prior():
+    symptom = symptoms()["module-refuses-to-load"]
+    first, second, third = (Candidate(c.id, c.title, c.code, "open", "", c.decide) for c in symptom.causes[:3])
+    assert not led_by_evidence(symptom, [first, second, third])
+    ruled = dataclasses.replace(first, status="ruled out")
+    assert led_by_evidence(symptom, [second, third, ruled])  # the likelier cause was ruled out
+    # near miss: a less likely cause ruled out leaves the lead to its prior
+    assert not led_by_evidence(symptom, [first, second, dataclasses.replace(third, status="ruled out")])
+    # the only cause left open leads by elimination
+    assert led_by_evidence(symptom, [third, ruled, dataclasses.replace(second, status="ruled out")])

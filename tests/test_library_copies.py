@@ -82,9 +82,9 @@ def test_tensorflow_ignoring_an_old_gpu_is_gh606():
 
 def test_library_file_scan_is_fast_on_adversarial_lines():
     lines = ["/" + "a/" * 5000 + "lib" + "x" * 5000 + ".so" * 2000, "/lib" * 40000, ("/" + "b" * 79) * 2000]
-    start = time.perf_counter()
+    start = time.process_time()
     cuda_library_lines(lines)
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
 
 
 @FUZZ

@@ -397,13 +397,13 @@ ADVERSARIAL = [
 
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=lambda t: t[:12])
 def test_long_lines_cost_linear_time(text):
-    start = time.perf_counter()
+    start = time.process_time()
     for parse in PARSERS:
         only_parse_error(parse, text)
     for kind in REAL_EXAMPLES:
         KINDS[kind].recognise(text)
         only_parse_error(KINDS[kind].parse, text, "adversarial")
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_a_modprobe_d_file_with_backslash_continuations_is_recognised():

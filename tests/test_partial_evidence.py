@@ -411,8 +411,8 @@ def test_line_facts_and_grep_reading_survive_fuzzing(text):
 @pytest.mark.parametrize("text", ["a" * 200_000, "nvidia-" + "1-" * 60_000 + ".x86_64", "SecureBoot " * 40_000,
                                   "lsmod | grep " + "'a|" * 30_000])
 def test_long_lines_cost_linear_time(text):
-    start = time.perf_counter()
+    start = time.process_time()
     secure_boot_lines([text], "x")
     embedded_rpm_packages([text], "x")
     grep_pattern(text)
-    assert time.perf_counter() - start < 2
+    assert time.process_time() - start < 2

@@ -121,10 +121,10 @@ def test_every_pattern_is_fast_on_adversarial_input():
     slow = []
     for sig in ROWS:
         text = adversarial(sig)
-        start = time.perf_counter()
+        start = time.process_time()
         sig.regex.search(text)
         sig.regex.search(text.replace(" ", ""))
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         if elapsed > 0.5:
             slow.append((sig.id, round(elapsed, 2)))
     assert not slow, slow

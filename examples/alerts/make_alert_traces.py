@@ -14,7 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent / "src")]
 
-from gpuhealth.monitor.sample import Event, Sample, XidEvent  # noqa: E402
+from gpuhealth.monitor.sample import Event, GpuLost, Sample, XidEvent  # noqa: E402
 from gpuhealth.monitor.sources import write_trace  # noqa: E402
 
 GENERATED_BY = "examples/alerts/make_alert_traces.py"
@@ -23,14 +23,30 @@ STEP = 10.0  # seconds between samples
 GPU = dict(pci_address="0000:3b:00.0", uuid="GPU-5c1e0d2a-0000-4b7e-9a3f-handwritten0", name="Tesla V100-SXM2-32GB",
            memory_total_mib=32768.0, power_limit_w=300.0)
 
-# (firing state, severity, rule with its key, GPU) that `gpuhealth monitor` must report for each trace, and nothing else
-EXPECTED: dict[str, set[tuple[str, str, int]]] = {
+# Two more GPUs of the same host, for the traces where GPUs go missing
+GPUS = [GPU, {**GPU, "pci_address": "0000:5e:00.0", "uuid": "GPU-5c1e0d2a-0001-4b7e-9a3f-handwritten1"},
+        {**GPU, "pci_address": "0000:86:00.0", "uuid": "GPU-5c1e0d2a-0002-4b7e-9a3f-handwritten2"}]
+
+# (severity, rule with its key, GPU or None for the host) that `gpuhealth monitor` must report FIRING for each
+# trace, and nothing else
+EXPECTED: dict[str, set[tuple[str, str, int | None]]] = {
     "stuck-sensor": {("warning", "stuck_sensor[temperature_c]", 0)},
     "held-idle": {("warning", "utilization_collapse", 0), ("warning", "hung_job", 0)},
     "hot": {("warning", "temperature", 0)},
     "xid": {("warning", "xid[13]", 0), ("critical", "xid[79]", 0)},
     "ecc": {("critical", "ecc[ecc_volatile_uncorrected]", 0)},
     "healthy": set(),
+    # gpu_count's alert folds into gpu_lost's (monitor/fold.py): one page; GPU 2 vanishing on its own pages again
+    "gpu-lost": {("critical", "gpu_lost", 1)},
+    "gpu-lost-then-vanished": {("critical", "gpu_lost", 1), ("critical", "gpu_count", None)},
+}
+# text that must be in the alert lines of a trace: the folded alert is said, never dropped
+FOLDED: dict[str, list[str]] = {
+    "gpu-lost": ["FIRING critical gpu_lost gpu=1: GPU 1 lost: GPU is lost (also gpu_count on the host: 2 GPU(s) "
+                 "answering, 3 expected; missing: (GPU 1, 0000:5e:00.0, GPU-5c1e0d2a-0001-4b7e-9a3f-handwritten1) "
+                 "- the same fault, folded into this alert)"],
+    "gpu-lost-then-vanished": ["folded into this alert", "FIRING critical gpu_count host: 1 GPU(s) answering, 3 "
+                               "expected; missing: (GPU 1, "],
 }
 
 NOTES = {
@@ -43,6 +59,9 @@ NOTES = {
     "xid": "training for 2 min; Xid 13 at 30 s, Xid 79 (fallen off the bus) at 90 s",
     "ecc": "training for 3 min; the volatile uncorrected ECC counter goes from 0 to 1 at 60 s",
     "healthy": "20 minutes of steady training: temperature 66-69 °C, power 236-264 W, utilisation 93-97 %",
+    "gpu-lost": "three GPUs training; at 2 min GPU 1 is lost (NVML: GPU is lost) and stays lost",
+    "gpu-lost-then-vanished": "three GPUs training; at 2 min GPU 1 is lost (NVML: GPU is lost), at 4 min GPU 2 "
+                              "stops answering without a word (its samples stop)",
 }
 
 
@@ -81,6 +100,20 @@ def _ecc(i: int) -> dict[str, float]:
     return {**_training(i), "ecc_volatile_uncorrected": 1 if i >= 6 else 0}
 
 
+def _missing(lost_at: int, vanished_at: int | None, count: int) -> list[Event]:
+    """Three GPUs sampled every STEP; GPU 1 lost from sample ``lost_at`` on (a GpuLost each poll, as NVML's
+    source says it), GPU 2's samples stop at ``vanished_at``."""
+    events: list[Event] = []
+    for i in range(count):
+        t = T0 + i * STEP
+        for gpu, identity in enumerate(GPUS):
+            if gpu == 1 and i >= lost_at:
+                events.append(GpuLost(t, 1, "GPU is lost"))
+            elif not (gpu == 2 and vanished_at is not None and i >= vanished_at):
+                events.append(Sample(t, gpu, **identity, **_training(i)))
+    return events
+
+
 def traces() -> dict[str, list[Event]]:
     return {
         "stuck-sensor": _samples(120, _stuck),
@@ -90,6 +123,8 @@ def traces() -> dict[str, list[Event]]:
                       key=lambda e: e.t),
         "ecc": _samples(18, _ecc),
         "healthy": _samples(120, _training),
+        "gpu-lost": _missing(12, None, 30),
+        "gpu-lost-then-vanished": _missing(12, 24, 36),
     }
 
 

@@ -20,37 +20,25 @@ import re
 from dataclasses import dataclass, field
 
 from gpuhealth import __version__
+from gpuhealth.fixsections import (  # noqa: F401  (DIAGNOSTIC, CHANGES, in_script_order: also read from here)
+    CHANGES,
+    DIAGNOSTIC,
+    DISRUPTIVE,
+    PLACEHOLDER,
+    SECTIONS,
+    in_script_order,
+    is_backup,
+    is_shell,
+    section_of,
+)
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import DISRUPTIVE_COMMAND, Finding, Fix, Report
+from gpuhealth.model import Finding, Fix, Report
 from gpuhealth.report.common import fixes_for_host, fold
 
-# Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...).
-DIAGNOSTIC = lazy_re(
-    r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|lspci|lsmod|"
-    r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--sb-state|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
-    r"fuser\b|lsof\b|id\s*$|(?:nvcc|gcc)\s+--version\s*$|echo\s+\$\w+\s*$|"
-    r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
-    r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
-    r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
-# Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module;
-# the directory modprobe.d is only a path).
-CHANGES = lazy_re(r"\b(?:modprobe(?!\.d\b)|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
-                     r"restart|stop|set-default|isolate|autoinstall|ldconfig(?!\s+-p)|update-initramfs|dracut|"
-                     r"mokutil\s+--import|sed\s+-i)\b|--gpu-reset|(?<![0-9&])>")
-# one definition of "disruptive" for the fixes and the script (model.DISRUPTIVE_COMMAND)
-DISRUPTIVE = DISRUPTIVE_COMMAND
-PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
 MODPROBE = lazy_re(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
 TEE_FILE = lazy_re(r"\|\s*sudo\s+tee\s+(/etc/modprobe\.d/\S+)\s*$")
 BACKUP_COPY = lazy_re(r"^sudo\s+cp\s+(/\S.*?)\{,\.bak\}\s*$")
 ENABLE_SERVICE = lazy_re(r"^sudo\s+systemctl\s+enable\s+--now\s+([\w.-]+)\s*$")
-
-SECTIONS = (
-    ("backup", "Backups: before anything changes"),
-    ("diagnostic", "Look first: read-only diagnostics (they never stop the script)"),
-    ("change", "Changes"),
-    ("disruptive", "DISRUPTIVE steps, last: they reboot, reload modules, reset GPUs or stop jobs"),
-)
 
 
 @dataclass
@@ -87,24 +75,9 @@ def fix_script(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def section_of(fix: Fix) -> str:
-    """The script section a fix goes to: backup, diagnostic (read-only), change or disruptive."""
-    text = " ".join(fix.command.split())
-    if not _is_shell(text):
-        return "disruptive" if fix.disruptive else "change"
-    if _is_backup(text):
-        return "backup"
-    if fix.disruptive or DISRUPTIVE.search(text):
-        return "disruptive"
-    filled = PLACEHOLDER.sub("0", text)  # "<index>" is no redirection
-    if DIAGNOSTIC.search(filled) and not CHANGES.search(filled):
-        return "diagnostic"
-    return "change"
-
-
 def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str) -> None:
     text = " ".join(fix.command.split())  # one line
-    shell = _is_shell(text)
+    shell = is_shell(text)
     kind = section_of(fix)
     live, why = shell, ""
     if not shell:
@@ -123,15 +96,6 @@ def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family:
         step.notes.append(fix.note)
     if kind == "disruptive" and step.kind != "disruptive":
         step.kind = "disruptive"
-
-
-def _is_shell(text: str) -> bool:
-    """A command (possibly with a placeholder to fill in), not an instruction in words."""
-    return Fix(text).is_command or (bool(PLACEHOLDER.search(text)) and Fix(PLACEHOLDER.sub("x", text)).is_command)
-
-
-def _is_backup(text: str) -> bool:
-    return ".bak" in text or bool(re.search(r"(?:^|\s)cp\s+(?:-\S+\s+)*/(?:boot|etc)/", text))
 
 
 def _render(step: Step) -> list[str]:

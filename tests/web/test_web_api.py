@@ -88,7 +88,8 @@ def test_every_endpoint_answers(live, clock):
     with TestClient(app) as client:
         page = client.get("/")
         assert page.status_code == 200 and "Check now" in page.text
-        for asset, kind in (("/static/app.js", "javascript"), ("/static/app.css", "css"),
+        for asset, kind in (("/static/app.js", "javascript"), ("/static/series.js", "javascript"),
+                            ("/static/app.css", "css"),
                             ("/static/uplot/uPlot.iife.min.js", "javascript"), ("/favicon.ico", "svg")):
             response = client.get(asset)
             assert response.status_code == 200 and kind in response.headers["content-type"], asset
@@ -197,6 +198,19 @@ def test_metrics_from_the_current_state(live, clock):
                   severity="critical", gpu="0") == [1]
     assert families["gpuhealth_last_sample_timestamp_seconds"][0].value == T0 + 2
     assert "process_resident_memory_bytes" in families
+
+
+def test_a_count_alert_has_one_series_per_missing_gpu_with_its_labels(live, clock):
+    """So that Alertmanager can inhibit the series of a GPU whose gpu_lost already paged, and only that one."""
+    feed(live, clock, *fleet_events(gpus=8, seconds=3))
+    live.alert(Alert("gpu_count", None, "critical", "firing", "5 of 8", T0, about=((2, ""), (6, ""), (None, ""))))
+    app, _ = make(live)
+    with TestClient(app) as client:
+        active = metrics(client)["gpuhealth_alert_active"]
+    series = {s.labels["gpu"]: s.labels for s in active if s.labels["rule"] == "gpu_count"}
+    assert set(series) == {"2", "6", ""}
+    assert series["2"]["pci_bus_id"] == "0000:4c:00.0" and series["2"]["uuid"].startswith("GPU-")
+    assert series[""]["uuid"] == "" and all(s.value == 1 for s in active)
 
 
 def test_none_readings_never_appear_as_values(live, clock):

@@ -13,6 +13,7 @@ import shutil
 import time
 
 import pytest
+from series_cases import MERGE_CASES
 from web_fakes import ARTIFACTS, H100_MODEL, REPO, record_bundle, serve_process, tool, write_fleet_trace
 
 CHROMIUM = "/usr/bin/chromium"
@@ -169,3 +170,49 @@ def test_dashboard(served, browser, width, height):
     finally:
         page.close()
     assert problems == []
+
+
+def test_a_history_load_keeps_a_sample_streamed_before_it_arrived(served, browser):
+    """The server answers a history request as of its `until`; a sample the stream draws before that answer
+    reaches the page is not in it. The page merges (old: replaced the chart, and that sample was gone)."""
+    import json
+
+    page = browser.new_page(viewport={"width": 375, "height": 812})  # a phone: the width people use at night
+    chart = CARD.format(0) + " .chart[data-metric='temperature_c'] .chart-plot"
+    read = ("(s) => { const e = document.querySelector(s); "
+            "return e ? [Number(e.dataset.lastT || 0), Number(e.dataset.points || 0)] : [0, 0]; }")
+    held: dict = {}
+    try:
+        page.goto(served + "/")
+        until(page, f"Number((document.querySelector(\"{chart}\") || {{dataset: {{}}}}).dataset.lastT || 0) > 0", 20)
+        # the merge rule itself, in this browser (CI has no Node for test_web_series.py)
+        for name, args, expected in MERGE_CASES:
+            got = page.evaluate("(a) => { const r = window.gpuhealthSeries.mergeHistory(...a); return [r.t, r.v]; }",
+                                list(args))
+            assert got == [list(expected[0]), list(expected[1])], name
+
+        def hold(route):  # the server answers now; the page gets that answer only when the test says so
+            held["route"], held["response"] = route, route.fetch()
+
+        page.route("**/api/v1/history*", hold)
+        page.click("#ranges button[data-range='15m']")
+        deadline = time.monotonic() + 15
+        while "response" not in held:
+            assert time.monotonic() < deadline, "the page asked for no history"
+            page.wait_for_timeout(50)
+        doc = json.loads(held["response"].text())
+        answered = max([doc["until"], *next(s["t"] for s in doc["series"]
+                                              if s["gpu"] == 0 and s["metric"] == "temperature_c")])
+        # a sample streamed after the answer, drawn before the answer arrives
+        until(page, f"Number(document.querySelector(\"{chart}\").dataset.lastT) > {answered}", 15)
+        streamed, _ = page.evaluate(read, chart)
+        held["route"].fulfill(response=held["response"])
+        # the chart holds that answer now (compared as numbers: Python and JS print some floats differently)
+        until(page, f"Number(document.querySelector(\"{chart}\").dataset.historyUntil) === {doc['until']!r}", 10)
+        last, points = page.evaluate(read, chart)
+        assert last >= streamed, f"the chart went back from {streamed} to {last}: a streamed sample was dropped"
+        history_points = len(next(s["t"] for s in doc["series"] if s["gpu"] == 0 and s["metric"] == "temperature_c"))
+        assert points > history_points
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    finally:
+        page.close()

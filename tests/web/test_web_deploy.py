@@ -74,3 +74,15 @@ def test_the_serve_daemonset_runs_a_valid_serve_whose_probes_it_answers_unprivil
     # unprivileged: no privileged mode, no host namespaces; one added capability, explained beside it
     assert not re.search(r"privileged: true|hostPID|hostNetwork|hostIPC", text)
     assert 'drop: ["ALL"]' in text and re.search(r"# .*dmesg.*\n\s+add: \[\"SYSLOG\"\]", text)
+
+
+def test_every_deploy_path_the_docs_and_files_name_exists():
+    """An operator copies what the header says: `sudo cp deploy/gpuhealth-monitor.service` named a file that
+    was never there (it is in deploy/systemd/)."""
+    named = re.compile(r"(?<![\w/.-])deploy/[A-Za-z0-9_./-]*[A-Za-z0-9_/-]")  # not a URL's .../deploy/...
+    texts = [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(p for p in DEPLOY.rglob("*") if p.is_file()),
+             *(REPO / "examples").rglob("*.md"), *(REPO / "src").rglob("*.py")]
+    missing = {(str(p.relative_to(REPO)), path) for p in texts
+               for path in named.findall(p.read_text(encoding="utf-8", errors="replace"))
+               if not (REPO / path).exists()}
+    assert missing == set()

@@ -123,3 +123,20 @@ def test_the_table_at_80_columns_never_cuts_a_node_name_or_uuid(prometheus, monk
     nodes = {r[1] for r in cells}
     assert nodes == {f"node{n}.training-a.cluster.example.com:9835" for n in (1, 2, 3)}, cells
     assert any("GPU-00000002-0003-4e2e-8000-000000000000" in r[3].replace(" ", "") for r in cells), cells
+
+
+def test_a_nodes_idle_gpus_make_one_table_row_and_one_json_row_each(prometheus, monkeypatch):
+    """50 quiet nodes of 8 GPUs were 400 idle rows burying the critical ones: one row per node in the table."""
+    idle = _vector(*(({"instance": f"node{n}:9835", "gpu": str(g), "uuid": f"GPU-{n}-{g}"}, 0)
+                     for n in (1, 2) for g in range(8)), ({"instance": "node3:9835", "gpu": "4"}, 0))
+    monkeypatch.setattr(FakePrometheus, "answers", {**ANSWERS, 'gpuhealth_gpu_utilization_ratio{job="gpuhealth"} == 0':
+                                                    idle})
+    result = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus], env={"COLUMNS": "160"})
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if "idle" in line]
+    assert len(lines) == 3, result.output
+    assert "0, 1, 2, 3, 4, 5, 6, 7" in lines[0] and "idle: 0 % utilisation now on 8 GPUs" in lines[0]
+    assert "node3:9835" in lines[2] and "│ 4 " in lines[2] and "on 1" not in lines[2]
+    answer = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus, "--format", "json"]).output
+    rows = json.loads(answer)["rows"]
+    assert sum(r["source"] == "idle" for r in rows) == 17

@@ -44,6 +44,34 @@ def test_promtool_checks_rules_and_config(tmp_path):
     subprocess.run([promtool, "check", "config", "prometheus.yml"], check=True, capture_output=True, cwd=DEPLOY)
 
 
+def test_the_kubernetes_variant_in_the_comments_is_a_valid_config_naming_nodes(tmp_path):
+    """prometheus.yml's commented kubernetes_sd_configs, put in place of static_configs as it says: a config
+    promtool accepts, whose `instance` is the node's name (a pod IP changes with every restart of the pod).
+    Debian's Prometheus is built without Kubernetes discovery ("field kubernetes_sd_configs not found"), so
+    promtool checks the relabelling with a static target carrying the labels Kubernetes discovery sets."""
+    promtool = tool("promtool")
+    text = (DEPLOY / "prometheus.yml").read_text()
+    head, rest = text.split("    static_configs:\n", 1)
+    comment = rest.split("replace static_configs by:\n", 1)[1]
+    variant = "".join(line.replace("    # ", "    ", 1) + "\n" for line in comment.splitlines()
+                      if line.startswith("    # ") and not line.startswith("    #   # "))
+    assert "kubernetes_sd_configs:" in variant and "target_label: instance" in variant
+    assert "__meta_kubernetes_pod_node_name" in variant.split("target_label: instance")[0].rsplit("- ", 1)[1]
+    (tmp_path / "prometheus.yml").write_text(head + variant)
+    done = subprocess.run([promtool, "check", "config", "prometheus.yml"], capture_output=True, text=True, cwd=tmp_path)
+    if "field kubernetes_sd_configs not found" in done.stdout + done.stderr:
+        static = ("    static_configs:\n      - targets: ['10.0.0.7:9835']\n        labels: {"
+                  "__meta_kubernetes_pod_node_name: gpu-node-17, "
+                  "__meta_kubernetes_pod_label_app_kubernetes_io_name: gpuhealth-serve}\n")
+        variant = variant.replace("    kubernetes_sd_configs:\n      - role: pod\n", static)
+        assert "static_configs" in variant
+        (tmp_path / "prometheus.yml").write_text(head + variant)
+    for name in ("gpuhealth.token", "gpuhealth.rules.yml"):
+        shutil.copy(DEPLOY / name, tmp_path)
+    done = subprocess.run([promtool, "check", "config", "prometheus.yml"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr + head + variant
+
+
 def test_the_shipped_token_is_a_placeholder_no_node_accepts():
     placeholder = (DEPLOY / "gpuhealth.token").read_text()
     assert placeholder.strip() == "REPLACE-ME"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
@@ -31,6 +32,9 @@ _NOT_DATACENTER = guarded_re(r"GeForce|RTX|Quadro|TITAN", re.IGNORECASE,
 _CUDA_DIR = lazy_re(r"^cuda[-_]?(\d+(?:\.\d+)?)$")
 ENABLE_PERSISTENCED = "sudo systemctl enable --now nvidia-persistenced"
 NO_PERSISTENCE = "--no-persistence-mode"  # nvidia-persistenced(1): forces persistence mode off on every GPU
+# GH604's rows of knowledge/fixes.csv for a daemon started with NO_PERSISTENCE: the look that shows it, then the fix
+FORCED_OFF_FIXES = ("systemctl status nvidia-persistenced", "sudo systemctl edit --full nvidia-persistenced",
+                    "sudo systemctl restart nvidia-persistenced")
 
 
 # --------------------------------------------------------------------------- shared judgements
@@ -412,11 +416,10 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
         + (", and a library failed to load" if failed else ""),
         evidence=evidence + tuple(Evidence(m.source, (m.line[:300],)) for m in failed[:2]),
         explains=("GH612",) if failed else (),
-        fixes=(Fix("export LD_LIBRARY_PATH=/usr/local/cuda/lib64", "any",
-                   note="in ~/.bashrc, /etc/profile.d and service units: one toolkit only"),
-               *(Fix(f"sudo rm {f}", "any", note="if that toolkit should not be used") for f in stale),
+        # the stale ld.so.conf.d files found, then the table's procedure (look, keep one CUDA, ldconfig)
+        fixes=(*(Fix(f"sudo rm {f}", "any", note="if that toolkit should not be used") for f in stale),
                *fixes_for(debian=["sudo update-alternatives --config cuda"], rhel=["sudo alternatives --config cuda"]),
-               Fix("sudo ldconfig", "any")),
+               *table_fixes("GH602")),
     )
 
 
@@ -447,7 +450,7 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     which uses NVML, looks healthy.
 
     How to fix:
-    Find every copy (`ldconfig -p | grep libcuda`, `find / -name 'libcuda.so*' -not -path '/proc/*'`),
+    Find every copy (`ldconfig -p | grep libcuda`, or a search of the file system for libcuda.so*),
     remove the one that does not match the module (or reinstall the driver packages, which puts the
     right one back), and run `sudo ldconfig`.
 
@@ -471,10 +474,11 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
         evidence=(Evidence("ldconfig -p", tuple(others[:6])),
                   Evidence(f"readlink {state.libcuda_path}", (state.libcuda_target or "",)),
                   Evidence(PROC_VERSION, (f"kernel module {kernel}",))),
-        fixes=(Fix("ldconfig -p | grep libcuda", "any"),
+        # the table's looks, then for the file found: which package owns it, its removal (the table's step in words)
+        fixes=(*(f for f in table_fixes("GH603") if f.is_command),
+               *fixes_for(debian=[f"dpkg -S {state.libcuda_path}"], rhel=[f"rpm -qf {state.libcuda_path}"]),
                Fix(f"sudo rm {state.libcuda_path} && sudo ldconfig", "any",
-                   note="only if that file belongs to no installed driver package"),
-               *fixes_for(debian=[f"dpkg -S {state.libcuda_path}"], rhel=[f"rpm -qf {state.libcuda_path}"])),
+                   note="only if that file belongs to no installed driver package")),
         explains=("GH605",),
     )
 
@@ -551,8 +555,9 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
                   *((Evidence(snapshot.sources.get("cuda", "systemctl is-active nvidia-persistenced"),
                               tuple(x for x in (daemon, enabled) if x) + state.persistenced_errors[:3]),)
                     if state is not None else ())),
-        fixes=(Fix(ENABLE_PERSISTENCED, "any", note=f"GPUs {listed}; preferred over nvidia-smi -pm 1"),
-               Fix("nvidia-smi -q | grep -i persistence", "any", note="should say Enabled")),
+        fixes=tuple(replace(f, note=f"GPUs {listed}; preferred over nvidia-smi -pm 1")
+                    if f.command == ENABLE_PERSISTENCED else f
+                    for f in table_fixes("GH604", without=FORCED_OFF_FIXES[1:])),
     )
 
 
@@ -571,10 +576,8 @@ def _persistence_forced_off(snapshot: Snapshot, off: list[Gpu], total: int) -> D
                                  for g in off[:8])),
                   Evidence(snapshot.sources.get("cuda", "systemctl status nvidia-persistenced"),
                            (daemon, f"command line: {state.persistenced_command}"))),
-        fixes=(Fix("sudo systemctl edit --full nvidia-persistenced", "any",
-                   note=f"remove {NO_PERSISTENCE} from the ExecStart= line"),
-               Fix("sudo systemctl restart nvidia-persistenced", "any", disruptive=True),
-               Fix("nvidia-smi -q | grep -i persistence", "any", note="should say Enabled")),
+        # GH604's rows for a daemon that runs with the flag (knowledge/fixes.csv): the override, the restart, the look
+        fixes=table_fixes("GH604", without=(ENABLE_PERSISTENCED, FORCED_OFF_FIXES[0])),
     )
 
 
@@ -603,7 +606,7 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     Follow the fix of the cause named: reinstall a CUDA wheel from the index for a CUDA version the
     driver supports (`pip install --force-reinstall torch --index-url
     https://download.pytorch.org/whl/cu<XY>`), upgrade the driver, unset or correct
-    `CUDA_VISIBLE_DEVICES`, `sudo modprobe nvidia_uvm`, or create MIG instances.
+    `CUDA_VISIBLE_DEVICES`, load nvidia_uvm (GH205), or create MIG instances.
 
     Exceptions:
     Hosts without an NVIDIA GPU (but a CPU-only wheel, version ending `+cpu`, in evidence that shows no
@@ -749,8 +752,7 @@ def torch_arch_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
             f"torch.cuda.get_arch_list() = {' '.join(torch.arch_list)}",
             *(f"cuda:{d.index} {d.name}: capability {d.capability}" + (f", {d.error}" if d.error else "")
               for d in bad))),),
-        fixes=(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128", "any",
-                   note="a wheel whose arch list includes the GPU (sm_100/sm_120 need CUDA 12.8+ and driver 570+)"),),
+        fixes=table_fixes("GH606"),
     )
 
 

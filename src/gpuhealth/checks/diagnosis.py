@@ -255,7 +255,7 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
     top = next((c for c in ranked if c.status != RULED_OUT), None)
     head = f"{symptom.title}; most likely {top.title}" if top else symptom.title
-    fixes = _leading_fixes(symptom, top, lines)
+    fixes = _leading_fixes(symptom, ranked, lines)
     if index is None:
         code = symptom.code if symptom.code in REGISTRY else "GH901"
         if code not in ran:
@@ -273,19 +273,63 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     return findings
 
 
-def _leading_fixes(symptom: Symptom, top: Candidate | None, lines: Sequence[MessageLine]) -> tuple[Fix, ...]:
-    """The fixes of a symptom whose cause is open follow its likeliest cause: the fixes of the check that would
-    confirm it, when that is another check (GH201's `sudo modprobe nvidia` for "the module is not loaded"), and
-    otherwise the command that decides, a step that is right whatever the cause (the symptom's own check lists
-    fixes for all its causes at once, `modprobe nvidia_uvm` beside a CPU-only wheel)."""
+def _leading_fixes(symptom: Symptom, ranked: Sequence[Candidate], lines: Sequence[MessageLine]) -> tuple[Fix, ...]:
+    """The fixes of a symptom whose cause is open.
+
+    When the evidence put the likeliest cause in front (:func:`led_by_evidence`: it ruled out a cause the prior ranks
+    above it, or every other cause), its fixes follow it: the fixes of the check that would confirm it, when that is
+    another check (GH201's `sudo modprobe nvidia` for "the module is not loaded"), and otherwise the command that
+    decides, a step that is right whatever the cause (the symptom's own check lists fixes for all its causes at once,
+    `modprobe nvidia_uvm` beside a CPU-only wheel). When it leads by its prior alone, a cause's whole procedure (the
+    MOK signing loop and its reboot for "Failed to open /dev/nvidiactl") is a guess: the fixes are then the commands
+    that decide between the open causes, none of them disruptive."""
+    top = next((c for c in ranked if c.status != RULED_OUT), None)
     if top is None:
         return ()
+    if not led_by_evidence(symptom, ranked):
+        return _deciding_fixes(ranked, lines)
     spec = REGISTRY.get(top.code)
     fixes = fits_evidence(documented_fixes(spec), lines) if spec is not None and top.code != symptom.code else ()
     if fixes:
+        from gpuhealth.fixsections import in_script_order  # the condition goes on the first fix a report shows
+
+        fixes = in_script_order(fixes)
         return (replace(fixes[0], note="; ".join(x for x in (f"if {top.title}", fixes[0].note) if x)), *fixes[1:])
     steps = fits_evidence([Fix(c, "any") for c in split_commands(top.command)], lines)[:2]
     return tuple(replace(f, note="tells the likeliest cause apart") if i == 0 else f for i, f in enumerate(steps))
+
+
+def led_by_evidence(symptom: Symptom, ranked: Sequence[Candidate]) -> bool:
+    """Whether the leading open cause leads because of the evidence, not only by its prior: the evidence ruled out
+    every other cause, or a cause the prior ranks above it (a PyTorch "Found no NVIDIA driver" rules out a CPU-only
+    build and a too-new CUDA, and the module not loaded moves up from third). A confirmed cause leads by evidence."""
+    top = next((c for c in ranked if c.status != RULED_OUT), None)
+    if top is None:
+        return False
+    if top.status == CONFIRMED or not any(c.status == OPEN for c in ranked if c is not top):
+        return True
+    prior = {cause.id: cause.prior for cause in symptom.causes}
+    return any(c.status == RULED_OUT and prior.get(c.cause, 0) < prior.get(top.cause, 0) for c in ranked)
+
+
+MAX_DECIDING_CAUSES = 3  # the open causes whose commands a prior-only lead shows as its fixes, likeliest first
+MAX_DECIDING_FIXES = 5
+
+
+def _deciding_fixes(ranked: Sequence[Candidate], lines: Sequence[MessageLine]) -> tuple[Fix, ...]:
+    """The commands that tell the likeliest open causes apart (what "paste these next" lists), each cause's first
+    one noting the cause it decides; a disruptive command is never one of them."""
+    out: list[Fix] = []
+    seen: set[str] = set()
+    for candidate in [c for c in ranked if c.status == OPEN][:MAX_DECIDING_CAUSES]:
+        first = True
+        for fix in fits_evidence([Fix(c, "any") for c in split_commands(candidate.command)], lines):
+            if fix.disruptive or _plain(fix.command) in seen:
+                continue
+            seen.add(_plain(fix.command))
+            out.append(replace(fix, note=f"decides: {candidate.title}") if first else fix)
+            first = False
+    return tuple(out[:MAX_DECIDING_FIXES])
 
 
 def _shown_text(lines: Sequence[MessageLine]) -> str:

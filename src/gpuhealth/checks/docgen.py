@@ -30,11 +30,13 @@ def page(spec: CheckSpec) -> str:
 
 
 def fix_lines(code: str) -> list[str]:
-    """The check's fixes from knowledge/fixes.csv (what a finding from a pasted line shows), as a list."""
+    """The check's fixes from knowledge/fixes.csv, as a list."""
     fixes = check_fixes().get(code, ())
     if not fixes:
         return []
-    lines = ["Fixes shown for a finding from pasted lines (knowledge/fixes.csv):", ""]
+    lines = ["Fixes (knowledge/fixes.csv): a finding from pasted lines shows them all; the check's own finding "
+             "shows those its evidence calls for, beside any written for what it found (a version, an address, a "
+             "file):", ""]
     for fix in fixes:
         tags = [t for t in (fix.kind if fix.kind != "command" else "", "disruptive" if fix.disruptive else "",
                             f"{fix.family} only" if fix.family != "any" else "") if t]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, line_evidence
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, line_evidence, table_fixes
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
@@ -12,8 +12,6 @@ from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import STUCK_MARKER, Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
 
 PROC_VERSION = "/proc/driver/nvidia/version"
-RELOAD_MODULES = ("sudo systemctl stop nvidia-persistenced 2>/dev/null; "
-                  "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia nvidia_uvm")
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
 LIBRARY_VERSION = lazy_re(r"NVML library version:\s*(\S+)")
 
@@ -98,11 +96,11 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     Try `sudo modprobe nvidia` and read the error: "Key was rejected by service" means Secure Boot
     (sign the module or use signed packages); "Module nvidia not found" means no module for this
     kernel (`dkms status`, then install the headers for `uname -r` and rebuild). The kernel log
-    (`sudo dmesg | grep -iE 'nvrm|nvidia'`) names other causes.
+    (`sudo dmesg | grep -iE 'NVRM|nvidia'`) names other causes.
 
-    Without the PCI bus (pasted evidence): the module list (`lsmod`, or `lsmod | grep nvidia` printing
-    nothing) shows no nvidia module while nvidia-smi or NVML says it cannot reach the driver. That
-    failure shows a driver was installed for a GPU; the module not being loaded is why it fails.
+    Without the PCI bus (pasted evidence): the module list (`lsmod`, with no nvidia line) shows no
+    nvidia module while nvidia-smi or NVML says it cannot reach the driver. That failure shows a
+    driver was installed for a GPU; the module not being loaded is why it fails.
 
     Exceptions:
     A GPU passed through to a VM (bound to vfio-pci) is not meant to have the driver on the host.
@@ -129,11 +127,7 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
                                                    for d in snapshot.nvidia_pci_gpus)),
         ),
-        fixes=(
-            Fix("sudo modprobe nvidia", "any", note="read the error it prints"),
-            *fixes_for(debian=["dkms status", "sudo apt-get install linux-headers-$(uname -r)"],
-                       rhel=["dkms status", "sudo dnf install kernel-devel-$(uname -r)"]),
-        ),
+        fixes=table_fixes("GH201"),
         explains=("GH102", "GH203", "GH205", "GH207"),
     )
 
@@ -162,11 +156,7 @@ def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
         Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so nvidia-smi cannot reach the driver",
         evidence=(Evidence(listing, (f"loaded: {', '.join(snapshot.kernel_modules or ()) or 'no nvidia module'}",)),
                   *(Evidence(m.source, (m.line,)) for m in failures[:2])),
-        fixes=(
-            Fix("sudo modprobe nvidia", "any", note="read the error it prints"),
-            *fixes_for(debian=["dkms status", "sudo apt-get install linux-headers-$(uname -r)"],
-                       rhel=["dkms status", "sudo dnf install kernel-devel-$(uname -r)"]),
-        ),
+        fixes=table_fixes("GH201"),
         explains=("GH102", "GH203", "GH205", "GH207"),
     )
 
@@ -231,11 +221,7 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}" if kernel or user
         else "Driver/library version mismatch: the loaded kernel module and the user-space libraries differ",
         evidence=tuple(evidence),
-        fixes=(REBOOT, Fix(RELOAD_MODULES, "any", disruptive=True, note="stops every GPU job"),
-               *fixes_for(debian=["sudo apt-mark hold $(dpkg-query -W -f='${Package}\\n' "
-                                  "'*nvidia*' | tr '\\n' ' ')"],
-                          rhel=["sudo dnf install python3-dnf-plugin-versionlock && "
-                                "sudo dnf versionlock add '*nvidia*'"])),
+        fixes=table_fixes("GH202"),
         explains=("GH203", "GH204"),
     )
 
@@ -374,8 +360,7 @@ def driver_query_hung(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
         yield Draft(Severity.CRITICAL, "nvidia-smi is stuck in the driver: it could not be killed and was abandoned"
                     if stuck else "nvidia-smi/NVML hung: the driver did not answer in time",
                     evidence=tuple(hung),
-                    fixes=(Fix("sudo dmesg -T | grep -iE 'Xid|fallen off|NVRM' | tail -20", "any"),
-                           Fix("sudo systemctl enable --now nvidia-persistenced", "any"), REBOOT))
+                    fixes=table_fixes("GH204"))
 
 
 # The first driver branch that shipped each module: nvidia-modeset.ko arrived with 358.x (NVIDIA's 358.09
@@ -480,8 +465,6 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
             yield _nouveau_earlier(snapshot, pasted, "lspci -k" if listed is None else "the module list")
         return
     severity = Severity.INFO if gpu_expected(snapshot) is False else Severity.CRITICAL
-    blacklist = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
-                 "sudo tee /etc/modprobe.d/blacklist-nouveau.conf")
     files = [f for f in (snapshot.install.modprobe_files if snapshot.install else ()) if "nouveau" in f.blacklisted]
     complete = any("modeset=0" in (f.nouveau_options or "").split()
                    for f in (snapshot.install.modprobe_files if snapshot.install else ()))
@@ -491,7 +474,9 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
         # written after it was built (or before the reboot) does not apply (initramfs-tools and dracut pack modprobe.d)
         message = ("nouveau is loaded although modprobe.d blacklists it: the initramfs was most likely not rebuilt "
                    "since the blacklist was written (or the host not rebooted); the NVIDIA driver cannot use the GPU")
-    write = [] if files and complete else [blacklist]
+    fixes = table_fixes("GH206")
+    if files and complete:  # the blacklist is written: only the initramfs and the reboot are left
+        fixes = tuple(f for f in fixes if "/etc/modprobe.d/" not in f.command)
     yield Draft(
         severity, message,
         evidence=(*((Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("nouveau",)),)
@@ -502,11 +487,7 @@ def nouveau_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
                   *(Evidence(f.path, ("blacklist nouveau",) + ((f"options nouveau {f.nouveau_options}",)
                                                               if f.nouveau_options else ())) for f in files[:2]),
                   *line_evidence(log_lines)),
-        fixes=(*fixes_for(debian=[*write, "sudo cp /boot/initrd.img-$(uname -r){,.bak}",
-                                  "sudo update-initramfs -u"],
-                          rhel=[*write, "sudo cp /boot/initramfs-$(uname -r).img{,.bak}",
-                                "sudo dracut --force"]),
-               REBOOT),
+        fixes=fixes,
         # nouveau holding the GPU is why the nvidia module probed nothing
         explains=("GH201", "GH102", "GH305"),
     )
@@ -547,7 +528,7 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
     How to fix:
     `sudo nvidia-modprobe -c 0 -u` creates the control, first GPU and UVM nodes (repeat `-c N` per
-    GPU); running `sudo nvidia-smi` once also creates them. Enable nvidia-persistenced so they
+    GPU); running nvidia-smi once as root also creates them. Enable nvidia-persistenced so they
     exist from boot. In a container, start it with the GPUs (`--gpus all` or the device plugin).
 
     Exceptions:
@@ -565,9 +546,7 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             Severity.CRITICAL, "No /dev/nvidia* device files: no program can reach the GPU (the nvidia module is "
             "not loaded, or nothing created the nodes)",
             evidence=(Evidence(snapshot.sources.get("device_nodes", "/dev"), ("present: no nvidia* nodes",)),),
-            fixes=(Fix("lsmod | grep nvidia", "any", note="not loaded: see GH201"),
-                   Fix("sudo nvidia-modprobe -c 0 -u", "any"),
-                   Fix("sudo systemctl enable --now nvidia-persistenced", "any")),
+            fixes=table_fixes("GH207"),
         )
         return
     if loaded is not True:
@@ -591,8 +570,7 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     yield Draft(
         severity, "; ".join(problems),
         evidence=(Evidence("/dev", (f"present: {', '.join(sorted(nodes)) or 'no nvidia* nodes'}",)),),
-        fixes=(Fix("sudo nvidia-modprobe -c 0 -u", "any"),
-               Fix("sudo systemctl enable --now nvidia-persistenced", "any")),
+        fixes=table_fixes("GH207", without=("lsmod | grep nvidia",)),  # the module is loaded
     )
 
 
@@ -624,6 +602,5 @@ def nvidia_smi_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     yield Draft(
         Severity.WARNING, "nvidia-smi is not installed although an NVIDIA GPU is present",
         evidence=(Evidence("PATH", ("nvidia-smi: command not found",)),),
-        fixes=fixes_for(debian=["sudo apt-get install nvidia-utils-$(cut -d. -f1 /sys/module/nvidia/version)"],
-                        rhel=["sudo dnf install nvidia-driver-cuda"]),
+        fixes=table_fixes("GH208"),
     )

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Iterator
 
 from gpuhealth.checks.driver import REBOOT
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.knowledge import table_rows
 from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
 from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
@@ -26,20 +26,6 @@ NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "beegfs", "ceph", "fuse.c
 PSEUDO_FS = ("tmpfs", "devtmpfs", "overlay", "squashfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts",
              "iso9660", "ramfs", "efivarfs")
 LOW_FREE_SHARE = 0.10
-TOOLKIT_REPO_DEBIAN = (
-    "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | sudo gpg --dearmor -o "
-    "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg && curl -s -L "
-    "https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list | sed "
-    "'s#deb https://#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://#g' | "
-    "sudo tee /etc/apt/sources.list.d/nvidia-container-toolkit.list")
-TOOLKIT_REPO_RHEL = ("curl -s -L https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo"
-                     " | sudo tee /etc/yum.repos.d/nvidia-container-toolkit.repo")
-CONFIGURE_DOCKER = Fix("sudo nvidia-ctk runtime configure --runtime=docker", "any",
-                       note="adds the nvidia runtime to /etc/docker/daemon.json")
-RESTART_DOCKER = Fix("sudo systemctl restart docker", "any", disruptive=True,
-                     note="stops running containers unless live-restore is enabled")
-GENERATE_CDI = Fix("sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml", "any",
-                   note="then run with --device nvidia.com/gpu=all")
 
 
 # --------------------------------------------------------------------------- shared
@@ -220,11 +206,7 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
                       Evidence(", ".join(("/usr/bin/nvidia-container-runtime",
                                           "/usr/bin/nvidia-container-runtime-hook")), ("not present",)),
                       *_docker_evidence(env)),
-            fixes=(*fixes_for(debian=[TOOLKIT_REPO_DEBIAN, "sudo apt-get update",
-                                      "sudo apt-get install -y nvidia-container-toolkit"],
-                              rhel=[TOOLKIT_REPO_RHEL, "sudo dnf install -y nvidia-container-toolkit"]),
-                   *((CONFIGURE_DOCKER, RESTART_DOCKER) if env.docker else ()),
-                   *((GENERATE_CDI,) if env.podman else ())),
+            fixes=_toolkit_fixes(install=True, docker=env.docker, podman=env.podman),
         )
         return
     version = f"nvidia-ctk {env.nvidia_ctk_version}" if env.nvidia_ctk_version else ", ".join(
@@ -234,15 +216,27 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
             Severity.WARNING, f"The NVIDIA Container Toolkit is installed ({version}) but Docker has no nvidia "
                               "runtime configured",
             evidence=tuple(_docker_evidence(env)),
-            fixes=(CONFIGURE_DOCKER, RESTART_DOCKER),
+            fixes=_toolkit_fixes(docker=True),
         )
     if env.podman and not env.cdi_specs:
         yield Draft(
             Severity.WARNING, f"podman is installed with the NVIDIA Container Toolkit ({version}) but no CDI "
                               "specification exists: podman containers cannot request GPUs",
             evidence=(Evidence(", ".join(("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml")), ("not present",)),),
-            fixes=(GENERATE_CDI,),
+            fixes=_toolkit_fixes(podman=True),
         )
+
+
+def _toolkit_fixes(install: bool = False, docker: bool = False, podman: bool = False) -> tuple[Fix, ...]:
+    """GH802's rows of knowledge/fixes.csv that this host needs: the toolkit's install (the rows for no engine),
+    Docker's runtime and restart (the rows naming docker), podman's CDI specification (``cdi generate``)."""
+    def needed(fix: Fix) -> bool:
+        if "docker" in fix.command:
+            return docker
+        if "cdi generate" in fix.command:
+            return podman
+        return install
+    return tuple(f for f in table_fixes("GH802") if needed(f))
 
 
 def _docker_evidence(env: HostEnvironment) -> list[Evidence]:
@@ -305,13 +299,7 @@ def container_nvml_unknown_error(snapshot: Snapshot, expect: Expectations) -> It
         "/dev/nvidia* (device cgroup rewritten by a systemd reload); recreate it",
         evidence=(Evidence(env.container_evidence or "container", (f"running inside {env.container}",)),
                   *(Evidence(source, (line,)) for source, line in lines)),
-        fixes=(Fix("docker rm -f <container> && docker run --gpus all ... (recreate it)", "any", disruptive=True,
-                   note="restarting the process inside the container is not enough"),
-               Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
-                   note="on the host; keeps /dev/char links so runc can re-add the devices"),
-               GENERATE_CDI,
-               Fix("add \"exec-opts\": [\"native.cgroupdriver=cgroupfs\"] to /etc/docker/daemon.json, then "
-                   "sudo systemctl restart docker", "any", disruptive=True, note="the alternative NVIDIA names")),
+        fixes=table_fixes("GH803"),
         explains=("GH203",),
     )
 

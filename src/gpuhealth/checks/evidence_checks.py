@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuhealth.checks.registry import MAX_LINE_EVIDENCE, Draft, Expectations, Skip, check, fixes_for, line_evidence
+from gpuhealth.checks.registry import (
+    MAX_LINE_EVIDENCE,
+    Draft,
+    Expectations,
+    Skip,
+    check,
+    line_evidence,
+    table_fixes,
+)
 from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
@@ -73,7 +81,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     How to fix:
     Install a branch that supports the GPU: for a new GPU the current production branch (for
     Blackwell with the open kernel modules, `nvidia-driver-570-open` or newer); for a legacy GPU its
-    last legacy branch (`nvidia-driver-470` for Kepler). Then reboot and check `nvidia-smi -L`. When the
+    last legacy branch (`nvidia-driver-470` for Kepler). Then reboot and check that nvidia-smi lists it. When the
     open module itself refuses the GPU ("is not supported by open nvidia.ko", a GPU without GSP:
     Maxwell, Pascal, Volta; or R515-R525's "Open nvidia.ko is only ready for use on Data Center GPUs"),
     install the proprietary flavour of the branch (`nvidia-driver-<branch>`, no `-open`); on those
@@ -124,20 +132,12 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more)"
     yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
-                fixes=_proprietary_fixes(lines) if open_refused else _branch_fixes(),
+                fixes=_proprietary_fixes(lines) if open_refused else table_fixes("GH209"),
                 explains=("GH201", "GH203", "GH102", "GH305", "GH303"))
 
 
 # The open kernel module's own refusals: the GPU is supported by the driver, not by this flavour of it.
 _OPEN_FLAVOUR_REFUSED = frozenset({"nvrm-gpu-not-supported-by-open", "nvrm-open-datacenter-only"})
-
-
-def _branch_fixes() -> tuple[Fix, ...]:
-    return (Fix("ubuntu-drivers list", "debian", note="lists the branches that support this GPU"),
-            Fix("lspci -nn -d 10de:", "any", note="the device ID names the architecture"),
-            Fix("sudo apt-get install nvidia-driver-<branch>-open", "debian", disruptive=True,
-                note="a branch that supports the GPU, then reboot"),
-            Fix("sudo dnf module install nvidia-driver:<branch>-open", "rhel", disruptive=True))
 
 
 def _proprietary_fixes(lines: list[MessageLine]) -> tuple[Fix, ...]:
@@ -184,7 +184,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
 
     How to fix:
     Install the Fabric Manager package of exactly the driver's version (`nvidia-fabricmanager-<branch>`,
-    the same full version as `cat /proc/driver/nvidia/version`), then
+    the same full version as `cat /sys/module/nvidia/version`), then
     `sudo systemctl enable --now nvidia-fabricmanager` and read `journalctl -u nvidia-fabricmanager`.
 
     Exceptions:
@@ -209,12 +209,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
                if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
     yield Draft(Severity.CRITICAL, message, evidence=tuple(evidence) + line_evidence(lines),
-                fixes=(Fix("sudo systemctl enable --now nvidia-fabricmanager", "any"),
-                       Fix("journalctl -u nvidia-fabricmanager -b | tail -30", "any",
-                           note="a version mismatch with the driver is the usual reason it fails"),
-                       *fixes_for(debian=["sudo apt-get install nvidia-fabricmanager-$(cut -d. -f1 "
-                                          "/sys/module/nvidia/version)"],
-                                  rhel=["sudo dnf install nvidia-fabric-manager"])),
+                fixes=table_fixes("GH210"),
                 explains=("GH610", "GH605", "GH408", "GH806"))
 
 
@@ -237,7 +232,7 @@ def memory_held_idle(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
     DataLoader workers or zombie processes of a killed job are the usual holders.
 
     How to fix:
-    Find the holders with `sudo fuser -v /dev/nvidia*` (or `sudo lsof /dev/nvidia0`) and end them;
+    Find the holders with `sudo fuser -v /dev/nvidia*` (or lsof on the same files) and end them;
     `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` lists those the driver
     sees. If the memory stays held with no process, reset the GPU (`sudo nvidia-smi -r -i <index>`) or
     reboot.
@@ -262,8 +257,7 @@ def memory_held_idle(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
                     subject=snapshot.gpu_subject(gpu.pci_address),
                     evidence=(Evidence(snapshot.sources.get("smi", "nvidia-smi"),
                                        (f"GPU {gpu.index}: {used:.0f}MiB / {total:.0f}MiB, GPU-Util {util:.0f}%",)),),
-                    fixes=(Fix("sudo fuser -v /dev/nvidia*", "any", note="lists every process holding the GPU"),
-                           Fix("kill <pid>", "any", note="the leftover workers of a finished or crashed job")))
+                    fixes=table_fixes("GH414"))
 
 
 # --------------------------------------------------------------------------- GH612
@@ -285,10 +279,11 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     CUDA version's copy is found first, or it is installed where the loader does not look.
 
     How to fix:
-    Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink'` and `echo $LD_LIBRARY_PATH`.
-    Install the version the framework was built for (pip wheels: `pip install nvidia-cudnn-cu12`
-    and friends; system: the `libcudnn` package of the CUDA major version), or remove the other CUDA
-    from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++ (conda's `libstdcxx-ng`) or the system one.
+    Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'` and
+    `echo $LD_LIBRARY_PATH`. Install the version the framework was built for (pip wheels: the
+    `nvidia-cudnn-cu12` package and friends; system: the `libcudnn` package of the CUDA major
+    version), or remove the other CUDA from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++
+    (conda's `libstdcxx-ng`) or the system one.
 
     Exceptions:
     TensorFlow's optional TensorRT libraries (libnvinfer) only cost speed. `gpuhealth check` reads
@@ -321,11 +316,7 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
                     evidence=line_evidence(lines), fixes=_unversioned_fixes(names[0]), explains=("GH203",))
         return
     yield Draft(severity, f"The dynamic loader cannot load {what}", evidence=line_evidence(lines),
-                fixes=(Fix("ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'", "any",
-                           note="is it installed, and which version"),
-                       Fix("echo $LD_LIBRARY_PATH", "any", note="another CUDA's directory first?"),
-                       Fix("pip list | grep -i nvidia-", "any",
-                           note="the CUDA libraries a pip-installed framework uses")),
+                fixes=table_fixes("GH612"),
                 explains=("GH610", "GH605", "GH806"))
 
 
@@ -395,9 +386,5 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     yield Draft(severity, message,
                 evidence=tuple(e for e in (Evidence("NCCL / P2P", failures[:4]),
                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
-                fixes=(Fix("sudo lspci -vvv | grep -i acsctl", "any", note="ReqRedir+ / CmpltRedir+ on the bridges "
-                                                                             "above the GPUs"),
-                       Fix("sudo setpci -s <bridge> ECAP_ACS+6.w=0000", "any", note="per bridge; until reboot"),
-                       Fix("add iommu=pt to the kernel command line", "any", disruptive=True),
-                       Fix("NCCL_P2P_DISABLE=1 <program>", "any", note="a slow workaround")),
+                fixes=table_fixes("GH706"),
                 explains=("GH806", "GH702"))

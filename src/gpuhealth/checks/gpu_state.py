@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     Candidate,
@@ -341,6 +341,16 @@ def _threshold(expect: Expectations, name: str | None, key: str,
     return reported, "reported by the GPU"
 
 
+def _slowdown_looks(hot: bool, power: bool) -> tuple[Fix, ...]:
+    """GH406's rows of knowledge/fixes.csv for the reasons seen: the fans when a GPU is hot, the BMC's event log and
+    power supplies on a power brake or hardware slowdown (the `nvidia-smi -q` look is written for the GPU)."""
+    def wanted(fix: Fix) -> bool:
+        if "type Fan" in fix.command:
+            return hot
+        return power and "ipmitool" in fix.command
+    return tuple(f for f in table_fixes("GH406") if wanted(f))
+
+
 @check("GH406", "thermal-slowdown", "A GPU is slowed down by heat or power delivery", requires=("gpus",))
 def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
@@ -361,8 +371,8 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
     How to fix:
     Thermal: check fans and airflow (`sudo ipmitool sdr type Fan`), the data-centre inlet
     temperature, and blanking panels. Power brake: check the power supplies and the BMC event log
-    (`sudo ipmitool sel list`, `sudo ipmitool sdr type 'Power Supply'`). Watch the reasons under load
-    with `nvidia-smi -q -d PERFORMANCE,TEMPERATURE -l 5`.
+    (`sudo ipmitool sel list | tail -20`, `sudo ipmitool sdr type 'Power Supply'`). Watch the reasons under load
+    with `nvidia-smi -q -d PERFORMANCE,TEMPERATURE` (every 5 s with `-l 5`).
 
     Exceptions:
     Idle and SW Power Cap are normal and never reported. HW Slowdown or HW Power Brake on an idle GPU
@@ -402,10 +412,7 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
             ("GPU Shutdown Temp", stop, f"C ({stop_from})"),
             ("Utilization GPU", gpu.utilization_gpu_pct, "%"), ("Power Draw", gpu.power_draw_w, "W"))
             if value is not None]
-        fixes = (Fix("sudo ipmitool sdr type Fan", "any"),) if hot else ()
-        if "hw_power_brake_slowdown" in active or "hw_slowdown" in active:
-            fixes += (Fix("sudo ipmitool sel list | tail -20", "any"),
-                      Fix("sudo ipmitool sdr type 'Power Supply'", "any"))
+        fixes = _slowdown_looks(hot, "hw_power_brake_slowdown" in active or "hw_slowdown" in active)
         fixes += (Fix(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE {seen.label} -l 5", "any",
                       note="watch it while a job runs"),)
         yield Draft(max((s for s, _ in parts), key=lambda s: s.rank),

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, MessageLine, NvidiaPackage, Severity, Snapshot
 
 BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
-WRITE_BLACKLIST = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
-                   f"sudo tee {BLACKLIST_FILE}")
-REBUILD_INITRAMFS_DEBIAN = ("sudo cp /boot/initrd.img-$(uname -r){,.bak}", "sudo update-initramfs -u")
-REBUILD_INITRAMFS_RHEL = ("sudo cp /boot/initramfs-$(uname -r).img{,.bak}", "sudo dracut --force")
-SIGNED_MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm")
 # Refusals only: "module verification failed ... tainting kernel" means the unsigned module DID load
 # (the tools' own messages: informational), so it is not evidence of a Secure Boot problem.
 SIGNATURE_REJECTED = ("Key was rejected by service", "Required key not available",
@@ -33,11 +29,6 @@ MODULE_LOADED_UNSIGNED = "module verification failed"
 LOAD_FAILED_SYMPTOMS = frozenset({"module-refuses-to-load", "driver-unreachable"})
 LOAD_FAILED_SIGNATURES = frozenset({"installer-unable-to-load-module", "installer-kernel-module-load-error",
                                     "installer-signed-module-failed"})
-
-
-def _signing_loop(sign_file: str) -> str:
-    return (f"for m in {' '.join(SIGNED_MODULES)}; do sudo {sign_file} sha256 MOK.priv MOK.der "
-            "$(modinfo -n $m); done")
 
 
 # What a driver that cannot load causes: the module not loaded, queries failing, modules and nodes missing.
@@ -117,7 +108,7 @@ def nouveau_not_blacklisted(snapshot: Snapshot, expect: Expectations) -> Iterato
     How to fix:
     Write both lines to `/etc/modprobe.d/blacklist-nouveau.conf`, back up and rebuild the initramfs
     (`update-initramfs -u` on Debian/Ubuntu, `dracut --force` on RHEL/Rocky), reboot, and check that
-    `lsmod | grep nouveau` prints nothing.
+    nouveau is no longer in `lsmod`.
 
     Exceptions:
     Hosts with the NVIDIA driver loaded and nouveau not loaded (nothing to do); GPUs passed through to
@@ -159,9 +150,7 @@ def nouveau_not_blacklisted(snapshot: Snapshot, expect: Expectations) -> Iterato
                   Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"),
                            ("nouveau loaded" if nouveau else "nouveau not loaded",
                             "nvidia loaded" if loaded else "nvidia not loaded"))),
-        fixes=(*fixes_for(debian=[WRITE_BLACKLIST, *REBUILD_INITRAMFS_DEBIAN],
-                          rhel=[WRITE_BLACKLIST, *REBUILD_INITRAMFS_RHEL]),
-               REBOOT),
+        fixes=table_fixes("GH501"),
     )
 
 
@@ -230,7 +219,7 @@ def initramfs_stale(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
         message += " (nouveau is still loaded)"
     yield Draft(
         Severity.WARNING, message, evidence=tuple(evidence),
-        fixes=(*fixes_for(debian=REBUILD_INITRAMFS_DEBIAN, rhel=REBUILD_INITRAMFS_RHEL), REBOOT),
+        fixes=table_fixes("GH502"),
     )
 
 
@@ -283,8 +272,7 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
         + ("built" if loaded is False else "rebuilt by DKMS"),
         evidence=(Evidence(install.headers_path or f"/lib/modules/{release}/build", (link,)),
                   Evidence(f"/usr/src/kernels/{release}", ("not present",))),
-        fixes=fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
-                        rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
+        fixes=table_fixes("GH503"),
     )
 
 
@@ -326,7 +314,7 @@ def build_tools_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     yield Draft(
         Severity.WARNING, f"{' and '.join(missing)} not installed: the nvidia kernel module cannot be built",
         evidence=tuple(Evidence(f"{tool} --version", ("command not found",)) for tool in missing),
-        fixes=fixes_for(debian=["sudo apt-get install build-essential"], rhel=["sudo dnf install gcc make"]),
+        fixes=table_fixes("GH504"),
     )
 
 
@@ -347,7 +335,7 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     How to fix:
     Install the kernel's gcc major version (`gcc-<major>` on Debian/Ubuntu; on RHEL/Rocky the
     distribution gcc matches its kernels, so a mismatch means a third-party kernel or a gcc-toolset
-    on PATH) and rebuild with it (`sudo dkms autoinstall`, or `CC=gcc-<major>` for a `.run` install).
+    on PATH) and rebuild with it (DKMS's `autoinstall`, or `CC=gcc-<major>` for a `.run` install).
 
     Exceptions:
     Minor versions may differ. Kernels built with clang are not compared. Hosts whose driver is
@@ -519,14 +507,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             # the modprobe that would confirm it, unless its refusal is already in the evidence
             *(() if refusals else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
-            Fix("openssl req -new -x509 -newkey rsa:2048 -keyout MOK.priv -outform DER -out MOK.der -nodes "
-                "-days 36500 -subj '/CN=NVIDIA module signing/'", "any"),
-            Fix("sudo mokutil --import MOK.der", "any",
-                note="set a one-time password; confirm the key in the MOK manager at the next boot"),
-            REBOOT,
-            *fixes_for(debian=[_signing_loop("/usr/src/linux-headers-$(uname -r)/scripts/sign-file")],
-                       rhel=[_signing_loop("/usr/src/kernels/$(uname -r)/scripts/sign-file")]),
-            Fix("sudo modprobe nvidia && sudo modprobe nvidia-uvm", "any"),  # loading stops nothing
+            # a new key, its enrollment, the signing loop, the load (knowledge/fixes.csv); the Secure Boot state is
+            # not asked for when the evidence already shows it enforced
+            *table_fixes("GH506", without=("mokutil --sb-state",) if enabled or refused else ()),
         ),
         # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
         explains=DRIVER_DOWN if refused else (),
@@ -541,7 +524,7 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
 
     confirm = "choose 'Enroll MOK' in the blue MOK manager at the next boot and type the password set at import"
     if install.signing_key_state == "pending":
-        return (Fix("sudo reboot", "any", note=confirm, disruptive=True),)
+        return (replace(REBOOT, note=confirm),)
     return (Fix(f"sudo mokutil --import {shlex.quote(install.signing_key)}", "any",
                 note=f"set a one-time password; {confirm}"),)
 
@@ -678,10 +661,7 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
             + (f" (built for {', '.join(elsewhere)})" if elsewhere else "") + ": the driver cannot load",
             evidence=(Evidence(f"/lib/modules/{running.release}", ("no nvidia.ko",)),
                       *((Evidence("dkms status", dkms_lines),) if dkms_lines else ())),
-            fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
-                              rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
-                   Fix("sudo dkms autoinstall -k $(uname -r)", "any"),
-                   Fix("sudo modprobe nvidia", "any")),
+            fixes=table_fixes("GH507"),
             explains=DRIVER_DOWN,
         )
         return
@@ -704,7 +684,7 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
         fixes=(*fixes_for(debian=[f"sudo apt-get install linux-headers-{k}" for k in names],
                           rhel=[f"sudo dnf install kernel-devel-{k}" for k in names]),
                *(Fix(f"sudo dkms autoinstall -k {k}", "any") for k in names),
-               Fix("dkms status", "any", note="every installed kernel should show 'installed'")),
+               Fix("dkms status nvidia", "any", note="every installed kernel should show 'installed'")),
     )
 
 
@@ -728,9 +708,7 @@ def _no_module_per_modinfo(snapshot: Snapshot, install: InstallState) -> Iterato
                   *((Evidence(snapshot.host_env.package_source or "packages",
                               tuple(f"{p.name} {p.version or ''}" for p in packages[:4])),)
                     if packages and snapshot.host_env else ())),
-        fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
-                          rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
-               Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+        fixes=table_fixes("GH507"),
         explains=DRIVER_DOWN,
     )
 
@@ -755,9 +733,7 @@ def _no_module_per_dkms(snapshot: Snapshot, install: InstallState) -> Iterator[D
                   Evidence("dkms status", tuple(f"{e.module}/{e.version}, {e.kernel or '-'}: {e.state}"
                                                 for e in entries)[:6]),
                   *(Evidence(m.source, (m.line[:300],)) for m in _driver_down_lines(snapshot)[:1])),
-        fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
-                          rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
-               Fix("sudo dkms autoinstall -k $(uname -r)", "any"), Fix("sudo modprobe nvidia", "any")),
+        fixes=table_fixes("GH507"),
         explains=DRIVER_DOWN if down else (),
     )
 
@@ -785,11 +761,7 @@ def _no_module_per_listing(install: InstallState) -> Iterator[Draft]:
         evidence=(Evidence("uname -r", (release or "",)),
                   Evidence("/lib/modules", tuple(f"{k.release}: {k.nvidia_module or 'no nvidia.ko'}"
                                                  for k in install.kernels)[:8])),
-        fixes=(*fixes_for(debian=["sudo apt-get install linux-headers-$(uname -r)"],
-                          rhel=["sudo dnf install kernel-devel-$(uname -r)"]),
-               Fix("sudo dkms autoinstall -k $(uname -r)", "any",
-                   note="or reinstall the driver for this kernel if it came from the .run installer"),
-               Fix("sudo modprobe nvidia", "any")),
+        fixes=table_fixes("GH507"),
     )
 
 
@@ -797,9 +769,6 @@ def _no_module_per_listing(install: InstallState) -> Iterator[Draft]:
 
 DISPLAY_SERVERS = {"x", "xorg", "xwayland", "gnome-shell", "kwin", "kwin_x11", "kwin_wayland", "compiz", "mutter",
                    "sddm-greeter", "gdm-x-session", "plasmashell", "cinnamon", "xfwm4", "marco"}
-SET_MULTI_USER = Fix("sudo systemctl set-default multi-user.target", "any", note="takes effect at the next boot")
-ISOLATE_MULTI_USER = Fix("sudo systemctl isolate multi-user.target", "any", disruptive=True,
-                         note="stops the desktop now (ends graphical sessions)")
 _PACKAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("CUDA repository (cuda-drivers)", lazy_re(r"^cuda-drivers(?:-\d+)?$")),
     ("ELRepo (kmod-nvidia)", lazy_re(r"^(?:kmod-nvidia(?:-\d+\.\d+\S*)?|nvidia-x11-drv(?:-libs)?(?:-\d+\S*)?)$")),
@@ -894,7 +863,7 @@ def display_server_on_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[
     How to fix:
     On compute servers boot to `multi-user.target` (`sudo systemctl set-default multi-user.target`,
     then reboot or `isolate` it now). Remove `nomodeset` from `GRUB_CMDLINE_LINUX_DEFAULT` and
-    regenerate the GRUB configuration (`update-grub`; `grubby --remove-args` on RHEL). Install the
+    regenerate the GRUB configuration (`update-grub`; grubby's `--remove-args` on RHEL). Install the
     driver on compute servers without OpenGL files (`--no-opengl-files` for the run-file,
     `nvidia-headless-<branch>-server` packages on Ubuntu); on desktops keep a text console to repair a
     login loop (`Ctrl+Alt+F3`, then reinstall the driver for the running kernel).
@@ -921,14 +890,14 @@ def display_server_on_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[
                               + (": the host boots to graphical.target" if graphical else ""),
             evidence=(Evidence(snapshot.sources.get("smi", "nvidia-smi -q"), tuple(displays[:8])),
                       Evidence("systemctl get-default", (target_line,))),
-            fixes=(SET_MULTI_USER, ISOLATE_MULTI_USER),
+            fixes=table_fixes("GH508"),
         )
     elif compute and graphical:
         yield Draft(
             Severity.INFO, "This GPU compute server boots to a graphical desktop (graphical.target)",
             evidence=(Evidence("systemctl get-default", (target_line,)),
                       Evidence("systemctl is-active display-manager", (env.display_manager or "unknown",))),
-            fixes=(SET_MULTI_USER,),
+            fixes=tuple(f for f in table_fixes("GH508") if not f.disruptive),  # the boot target; nothing stops now
         )
     cmdline = (env.kernel_cmdline or "").split()
     installed = module_loaded(snapshot) or bool(env.packages) or env.runfile_result == "installed"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check
-from gpuhealth.model import Evidence, Fix, PciDevice, Severity, Snapshot, Subject
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
+from gpuhealth.model import Evidence, PciDevice, Severity, Snapshot, Subject
 
 SYSFS = "/sys/bus/pci/devices"
 
@@ -80,7 +80,7 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
     (vfio-pci for passthrough, nouveau).
 
     How to fix:
-    Read the kernel log for that address (`sudo dmesg | grep -i <bus:device>`); the findings about
+    Read the kernel log (`sudo dmesg | grep -iE 'NVRM|Xid|RmInitAdapter|fallen off|BAR'`); the findings about
     Xid 79, RmInitAdapter or BAR errors listed under this one name the cause. A GPU bound to another
     driver must be released from it (remove it from the vfio-pci ids, blacklist nouveau). A GPU lost
     at runtime needs a reboot; one that stays missing after a cold boot needs service.
@@ -114,8 +114,7 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
                 evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
                                    tuple(describe(d, known) for d in pci)),
                           Evidence(source, tuple(f"GPU {g.index}: {g.name or '?'}" for g in snapshot.gpus))),
-                fixes=(Fix("nvidia-smi --query-gpu=index,pci.bus_id,name --format=csv"),
-                       Fix("lspci -nnk -d 10de:", note="shows which driver holds each GPU")))
+                fixes=table_fixes("GH102"))
         return
     for device in pci:
         if device.address in seen:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuhealth.checks.registry import Draft, Expectations, check
+from gpuhealth.checks.registry import Draft, Expectations, check, table_fixes
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, Severity, Snapshot
 
@@ -150,7 +150,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
 
     How to fix:
     Drain the node and reboot. Before that, look for PCIe AER errors and power events
-    (`sudo dmesg | grep -i aer`, `sudo ipmitool sel list`). If the same GPU falls off again, reseat
+    (`sudo dmesg | grep -iE 'AER|PCIe Bus Error'`, `sudo ipmitool sel list`). If the same GPU falls off again, reseat
     it, check its power cables, then send it for service.
 
     Exceptions:
@@ -163,15 +163,15 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             Severity.CRITICAL, f"GPU {address or '(address not logged)'} has fallen off the bus{_span(found)}",
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
-            fixes=(Fix("sudo dmesg -T | grep -iE 'aer|pcie bus error'", "any"),
-                   Fix("sudo ipmitool sel list | tail -20", "any"), REBOOT),
+            fixes=table_fixes("GH302"),
             explains=("GH102", "GH203", "GH204", "GH301"),
         )
 
 
 def _event_check(snapshot: Snapshot, kinds: set[str], severity: Severity, message: str,
-                 fixes: tuple[Fix, ...], explains: tuple[str, ...] = ()) -> Iterator[Draft]:
-    """One finding per GPU for events of ``kinds``; ``message`` may use {address} and {detail}."""
+                 fixes: tuple[Fix, ...] | str, explains: tuple[str, ...] = ()) -> Iterator[Draft]:
+    """One finding per GPU for events of ``kinds``; ``message`` may use {address} and {detail}. ``fixes`` given as a
+    check code are that check's table rows (``registry.table_fixes``), read only when an event is found."""
     by_gpu = tallies(snapshot, kinds, key=lambda g: g.pci_address)
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
         details = sorted({e.detail for e in found.samples if e.detail})
@@ -181,7 +181,7 @@ def _event_check(snapshot: Snapshot, kinds: set[str], severity: Severity, messag
             + _span(found),
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
-            fixes=fixes, explains=explains,
+            fixes=table_fixes(fixes) if isinstance(fixes, str) else fixes, explains=explains,
         )
 
 
@@ -211,12 +211,7 @@ def rminit_adapter_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     yield from _event_check(
         snapshot, {"rminit_failed"}, Severity.CRITICAL,
         "GPU {address}: RmInitAdapter failed ({detail}), the driver could not initialise it",
-        # the read-only looks come before the reboot: they can name a cause a reboot does not cure
-        (Fix("ls /lib/firmware/nvidia/$(cat /sys/module/nvidia/version)/", "any",
-             note="GSP firmware must exist for the loaded driver version"),
-         Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|GSP|BAR'", "any",
-             note="the lines before RmInitAdapter name the cause (GSP firmware, BAR)"),
-         Fix("sudo reboot", "any", disruptive=True, note="a cold power cycle clears a GPU stuck in a bad state")),
+        "GH303",  # knowledge/fixes.csv: the read-only looks before the reboot (they can name a cause it does not cure)
         explains=("GH102", "GH203"),
     )
 
@@ -280,7 +275,7 @@ def driver_probe_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     # 1 device(s)") or for a GPU the driver release refuses by name
     yield from _event_check(
         snapshot, {"probe"}, Severity.CRITICAL, "The NVIDIA driver's probe failed: {detail}",
-        (Fix("lspci -nnk -d 10de:", "any", note="shows which driver holds each GPU"),),
+        "GH305",
         explains=("GH102", "GH201", "GH203"),
     )
 

@@ -80,9 +80,13 @@ To add a cause: a row in `causes.csv` (the check code that confirms it, the evid
 or rules it out, the command that decides, a source), then list it under each symptom it explains in
 `symptoms.csv`, in order of how common it is (first = most common). The optional `fix` column is the
 fix once the cause is confirmed, for a cause whose check is also its symptom's (GH605 has fixes for all
-its causes at once). A finding made from pasted lines takes the fixes of its likeliest cause: that
-cause's check's fixes, or else the command that decides; a fix that installs a framework is offered only
-when the evidence shows that framework.
+its causes at once). A finding made from pasted lines takes the fixes of its likeliest cause (that
+cause's check's fixes, or else the command that decides) only when the evidence put that cause in front:
+it ruled out every other cause, or one the prior ranks above it. A cause that leads by its prior alone
+gets the commands that decide between the three likeliest open causes instead, none of them disruptive
+("Failed to open /dev/nvidiactl: No such device" is asked for `mokutil --sb-state` and `dkms status`,
+not given the MOK signing loop and a reboot). A fix that installs a framework is offered only when the
+evidence shows that framework.
 
 A line can also rule causes OUT: `rules_out.csv` has one row per (signature, cause) with why in words
 and the document that shows it. "Found no NVIDIA driver on your system" is printed only by a CUDA build

@@ -73,16 +73,22 @@ def _fix(row: dict[str, str], where: str) -> Fix:
 
 
 @functools.cache
-def _table() -> dict[str, tuple[Fix, ...]]:
+def _rows_by_code() -> dict[str, list[dict[str, str]]]:
     # the rows pre-parsed in _tables/fixes.py while fixes.csv reads as when they were written (knowledge.table_rows)
-    return _fixes_from(table_rows("fixes.csv"), "fixes.csv")
+    rows: dict[str, list[dict[str, str]]] = {}
+    for row in table_rows("fixes.csv"):
+        rows.setdefault(row.get("code") or "", []).append(row)
+    return rows
 
 
+@functools.cache
 def fixes_of(code: str) -> tuple[Fix, ...]:
-    """Check ``code``'s fixes from the table (none when it has no row)."""
-    return _table().get(code, ())
+    """Check ``code``'s fixes from the table (none when it has no row). Only this code's rows are checked and
+    built: a check's finding asks for its own (``registry.table_fixes``), and a run raises a few findings."""
+    rows = _rows_by_code().get(code, [])
+    return _fixes_from(rows, "fixes.csv").get(code, ()) if rows else ()
 
 
 def check_fixes() -> dict[str, tuple[Fix, ...]]:
-    """Every check code's fixes (for the docs and the tests)."""
-    return dict(_table())
+    """Every check code's fixes (for the docs and the tests), every row checked."""
+    return _fixes_from(table_rows("fixes.csv"), "fixes.csv")

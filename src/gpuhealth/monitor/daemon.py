@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .fold import finding_about
 from .notify import Dispatcher
 from .rules import Alert, RuleSet, took
 from .sample import Event, Sample
@@ -86,13 +87,17 @@ class CheckRunner:
             if finding.severity.value == "info":
                 continue
             alert = Alert(f"check:{finding.code}", finding.subject.gpu_index, finding.severity.value, "firing",
-                          finding.message, now, finding.key)
+                          finding.message, now, finding.key, about=finding_about(finding))
             # Findings come most severe first; several of one code on one GPU (Xid 48 and Xid 94 are both
-            # GH301) make one alert, at the worst severity.
-            found.setdefault(alert.identity, alert)
+            # GH301) make one alert, at the worst severity, standing on all of them (fold.py).
+            first = found.setdefault(alert.identity, alert)
+            if first is not alert and alert.about:
+                found[alert.identity] = Alert(first.rule, first.gpu, first.severity, first.state, first.message,
+                                              first.t, first.key, about=tuple(dict.fromkeys(first.about + alert.about)))
         # An alert still open keeps the time it first fired: its resolution says how long it lasted.
         found = {k: (a if k not in self._open else Alert(a.rule, a.gpu, a.severity, a.state, a.message,
-                                                         self._open[k].t, a.key)) for k, a in found.items()}
+                                                         self._open[k].t, a.key, about=a.about))
+                 for k, a in found.items()}
         resolved = [Alert(a.rule, a.gpu, a.severity, "resolved", self._cleared(a, now), now, a.key)
                     for identity, a in self._open.items() if identity not in found]
         self._open = found

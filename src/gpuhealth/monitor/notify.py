@@ -113,10 +113,16 @@ class WebhookNotifier:
 
 
 class Dispatcher:
-    """Sends each alert to every notifier once: a repeat of an alert's current state is dropped."""
+    """Sends each alert to every notifier once: a repeat of an alert's current state is dropped. A derived
+    alert of a fault that already paged is folded into that alert for the notifiers (fold.py); a notifier
+    with ``every_alert`` set (serve's live state, which /metrics exports for Alertmanager to inhibit) gets
+    every alert as it is."""
 
     def __init__(self, notifiers: Sequence[Notifier], on_error: Callable[[str], None] | None = None) -> None:
+        from .fold import Folding
+
         self.notifiers = list(notifiers)
+        self._folding = Folding()
         self._state: dict[tuple[str, int | None, str], str] = {}
         self._message: dict[tuple[str, int | None, str], str] = {}  # an update ("now 2") is sent once
         self._on_error = on_error or (lambda text: print(text, file=sys.stderr, flush=True))
@@ -126,16 +132,30 @@ class Dispatcher:
         for alert in alerts:
             if self._state.get(alert.identity, "resolved") == alert.state and not (
                     alert.renotify and alert.state == "firing" and self._message.get(alert.identity) != alert.message):
-                continue  # duplicate: already firing, or resolving something never fired
+                # duplicate: already firing, or resolving something never fired; but a folded alert that now
+                # stands on something else (another Xid code in the next full check) may have to page
+                again = self._folding.again(alert)
+                if again is not None:
+                    self._deliver(again, raw=False)
+                continue
             self._state[alert.identity] = alert.state
             self._message[alert.identity] = alert.message
             self.sent.append(alert)
             del self.sent[:-1000]  # bounded: kept for `watch` and tests, not as a record
-            for notifier in self.notifiers:
-                try:
-                    notifier.send(alert)
-                except Exception as exc:  # a full disk under the log file must not stop the webhook
-                    self._on_error(f"notifier {type(notifier).__name__} failed: {exc}")
+            self._deliver(alert, raw=True)
+
+    def _deliver(self, alert: Alert, raw: bool) -> None:
+        """To every notifier (``raw``: the alert itself to those with ``every_alert``, the fold's routing to
+        the others); only the fold's routing when not ``raw``."""
+        routed = self._folding.route(alert)
+        for notifier in self.notifiers:
+            every = getattr(notifier, "every_alert", False)
+            if every and not raw:
+                continue
+            try:
+                notifier.send(alert if every else routed)
+            except Exception as exc:  # a full disk under the log file must not stop the webhook
+                self._on_error(f"notifier {type(notifier).__name__} failed: {exc}")
 
     @property
     def firing(self) -> list[tuple[str, int | None, str]]:

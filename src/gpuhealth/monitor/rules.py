@@ -41,6 +41,10 @@ class Alert:
     # A firing alert that is already firing, sent again because its count rose ("... now 2"):
     # notifiers deliver it although the state did not change.
     renotify: bool = False
+    # What the alert stands on, as the (GPU, key) of the alerts that would explain it (monitor/fold.py): a host
+    # alert's GPUs (gpu_count: each missing GPU; (None, "") for GPUs never seen), a check finding's Xid codes.
+    # Not part of the identity.
+    about: tuple[tuple[int | None, str], ...] = ()
 
     @property
     def identity(self) -> tuple[str, int | None, str]:
@@ -506,6 +510,7 @@ class GpuCountRule(Rule):
         self.expected = int(options.get("expected", 0))
         self._most = 0
         self._known: dict[int, tuple[str | None, str | None]] = {}  # index -> (bus id, UUID)
+        self._notified: tuple[tuple[int | None, str], ...] = ()  # the missing GPUs last said while firing
 
     def feed(self, event: Event) -> list[Alert]:
         if isinstance(event, Sample) and (event.gpu not in self._known or event.uuid or event.pci_address):
@@ -521,15 +526,30 @@ class GpuCountRule(Rule):
             names.append(f"{unseen} never seen since the monitor started")
         return "; ".join(f"({n})" if n.startswith("GPU") else n for n in names)
 
+    def _about(self, present: set[int], want: int) -> tuple[tuple[int | None, str], ...]:
+        gone = sorted(set(self._known) - present)
+        unseen = want - len(present) - len(gone) > 0
+        return tuple((i, "") for i in gone) + (((None, ""),) if unseen else ())
+
     def tick(self, t: float, present: set[int]) -> list[Alert]:
         self._most = max(self._most, len(present))
         want = self.expected or self._most
         short = len(present) < want
         text = f"{len(present)} GPU(s) answering, {want} expected"
+        about = self._about(present, want) if short else ()
         if short:
             text += f"; missing: {self._missing(present, want)}"
-        return self._step(None, t, short, len(present) >= want, text,
-                          f"all {want} expected GPU(s) answering again")
+        alerts = self._step(None, t, short, len(present) >= want, text, f"all {want} expected GPU(s) answering again")
+        alerts = [Alert(a.rule, a.gpu, a.severity, a.state, a.message, a.t, a.key, about=about) for a in alerts]
+        state = self._states[(None, "")]
+        if alerts and alerts[0].state == "firing":
+            self._notified = about
+        elif state.firing and short and about != self._notified:
+            # Other GPUs missing now (one more vanished, or one came back): said again, since the GPUs it is
+            # about decide whether a lost GPU's own alert already covers it (fold.py).
+            self._notified = about
+            alerts.append(Alert(self.name, None, self.severity, "firing", text, t, renotify=True, about=about))
+        return alerts
 
 
 class IdleRule(Rule):

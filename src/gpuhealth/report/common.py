@@ -84,11 +84,15 @@ def cause_fixes(cause: Cause, snapshot: Snapshot, shown: set[tuple[str, str]] | 
 
 
 def fixes_for_host(finding: Finding, snapshot: Snapshot) -> tuple[Fix, ...]:
-    """The fixes for this host's distro family; all of them when the family is unknown."""
+    """The fixes for this host's distro family (all of them when the family is unknown), in the order
+    ``gpuhealth fix`` writes them (``fixsections.in_script_order``)."""
     family = snapshot.os.family if snapshot.os else "other"
-    if family == "other":
-        return finding.fixes
-    return tuple(f for f in finding.fixes if f.family in ("any", family))
+    fixes = finding.fixes if family == "other" else tuple(f for f in finding.fixes if f.family in ("any", family))
+    if len(fixes) < 2:
+        return fixes
+    from gpuhealth.fixsections import in_script_order  # its patterns compile only when fixes are shown
+
+    return in_script_order(fixes)
 
 
 def host_summary(snapshot: Snapshot) -> list[tuple[str, str]]:

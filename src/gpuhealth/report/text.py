@@ -7,7 +7,9 @@
 5. a closing summary line, as ruff, cargo and pytest end with one.
 
 Commands are never wrapped (``soft_wrap``): pasted, a wrapped line would run as two. A command's comment
-goes on its own line above it, and a step (an instruction in words) never looks like a command.
+goes on its own line above it, and a step (an instruction in words) never looks like a command. A finding's
+fixes come in the order `gpuhealth fix` runs them (``report.common.fixes_for_host``): backups, read-only looks,
+changes, disruptive steps last.
 """
 
 from __future__ import annotations

@@ -124,6 +124,25 @@ def fleet(base: str, job: str, token_file: Path | None, timeout: float, fmt: str
     raise SystemExit(exit_code(rows))
 
 
+def table_rows(rows: list[Row]) -> list[Row]:
+    """The table's rows: a node's idle GPUs in one row when it has several. Fifty quiet nodes of eight GPUs
+    would otherwise print 400 idle rows after the few that matter. JSON keeps one row per GPU."""
+    idle: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.source == "idle":
+            idle.setdefault(row.instance, []).append(row)
+    out: list[Row] = []
+    for row in rows:
+        group = idle.get(row.instance, []) if row.source == "idle" else []
+        if len(group) <= 1:
+            out.append(row)
+        elif row is group[0]:
+            gpus = [r.gpu for r in group]
+            out.append(Row("info", row.instance, ", ".join(gpus), f"idle: 0 % utilisation now on {len(gpus)} GPUs",
+                           "idle"))
+    return out
+
+
 def _table(rows: list[Row], nodes: int, base: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -136,7 +155,7 @@ def _table(rows: list[Row], nodes: int, base: str) -> None:
     # longer names the node to drain (80 columns when piped).
     for column in ("severity", "node", "GPU", "what"):
         table.add_column(column, overflow="fold")
-    for row in rows:
+    for row in table_rows(rows):
         style = {"critical": "bold red", "warning": "yellow"}.get(row.severity, "")
         table.add_row(f"[{style}]{row.severity}[/]" if style else row.severity, row.instance, row.gpu, row.what)
     drain = sorted({(r.instance, r.gpu) for r in rows if r.severity == "critical" and r.gpu})

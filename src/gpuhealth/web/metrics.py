@@ -38,6 +38,21 @@ def _identity(view: Any) -> list[str]:
     return [str(view.gpu), view.uuid or "", view.pci_bus_id or "", view.model or ""]
 
 
+def _gpu_labels(gpu: int | None, identity: dict[int, Any]) -> list[str]:
+    if gpu is None:
+        return ["", "", "", ""]
+    return _identity(identity[gpu]) if gpu in identity else [str(gpu), "", "", ""]
+
+
+def _alert_gpus(alert: Any, identity: dict[int, Any]) -> list[list[str]]:
+    """The GPU labels of an alert's series. A host alert that names GPUs (gpu_count's missing ones, None for
+    those never seen) has one series per GPU, so that Alertmanager can match each to that GPU's own alert
+    (a lost GPU inhibits the count's series for it, never the one for another GPU)."""
+    if alert.gpu is not None or not alert.about:
+        return [_gpu_labels(alert.gpu, identity)]
+    return [list(labels) for labels in dict.fromkeys(tuple(_gpu_labels(gpu, identity)) for gpu, _ in alert.about)]
+
+
 class StateCollector(Collector):
     def __init__(self, state: LiveState) -> None:
         self.state = state
@@ -88,16 +103,12 @@ class StateCollector(Collector):
             yield family
 
         alerts = GaugeMetricFamily("gpuhealth_alert_active", "1 for each alert of gpuhealth's monitor that is "
-                                   "firing now (rule, GPU, key); absent when none.",
+                                   "firing now (rule, GPU, key); a host alert about GPUs (gpu_count: the missing "
+                                   "ones) has one series per GPU it names; absent when none.",
                                    labels=["rule", "key", "severity", *GPU_LABELS])
         for alert in sorted(view["active"], key=lambda a: (a.rule, -1 if a.gpu is None else a.gpu, a.key)):
-            if alert.gpu is None:
-                labels = ["", "", "", ""]
-            elif alert.gpu in identity:
-                labels = _identity(identity[alert.gpu])
-            else:
-                labels = [str(alert.gpu), "", "", ""]
-            alerts.add_metric([alert.rule, alert.key, alert.severity, *labels], 1.0)
+            for labels in _alert_gpus(alert, identity):
+                alerts.add_metric([alert.rule, alert.key, alert.severity, *labels], 1.0)
         yield alerts
 
         status = GaugeMetricFamily("gpuhealth_check_status", "Findings of the last full check by check code and "

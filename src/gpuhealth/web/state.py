@@ -497,6 +497,10 @@ class TeeSource:
 class StateNotifier:
     """A notifier (the Dispatcher's interface) that keeps alerts for the page and /metrics."""
 
+    # Every alert as it is, folded or not (monitor/fold.py): /metrics exports them all and Alertmanager's
+    # inhibit_rules keep a fault to one page; the dashboard lists each.
+    every_alert = True
+
     def __init__(self, state: LiveState) -> None:
         self.state = state
 

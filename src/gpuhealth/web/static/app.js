@@ -316,14 +316,19 @@
     chart.host.dataset.line = chart.line === null ? "" : String(chart.line);
   }
 
-  function setChart(chart, t, v) {
+  // A history answer (as of the server's `until`) merged with what the stream drew meanwhile: replacing the
+  // chart lost a sample streamed between the answer and its arrival (series.js has the rule).
+  function setChart(chart, t, v, until) {
     const scale = chart.spec.scale || 1;
-    chart.data[0] = t.slice();
-    chart.data[1] = v.map((x) => x * scale);
+    const merged = window.gpuhealthSeries.mergeHistory(t, v.map((x) => x * scale), chart.data[0], chart.data[1],
+      until);
+    chart.data[0] = merged.t;
+    chart.data[1] = merged.v;
     lineSeries(chart);
-    chart.lastT = t.length ? t[t.length - 1] : 0;
+    chart.lastT = chart.data[0].length ? chart.data[0][chart.data[0].length - 1] : 0;
     chart.plot.setData(chart.data);
     mark(chart);
+    chart.host.dataset.historyUntil = String(until);  // which answer the chart holds (the tests wait for it)
   }
 
   function appendChart(chart, t, value) {
@@ -465,7 +470,7 @@
     for (const s of doc.series) {
       const card = cards.get(s.gpu) || ensureCard({ gpu: s.gpu });
       const chart = card.charts.get(s.metric);
-      if (chart) setChart(chart, s.t, s.v);
+      if (chart) setChart(chart, s.t, s.v, doc.until);
     }
   }
 
