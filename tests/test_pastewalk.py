@@ -120,6 +120,17 @@ def test_docker_without_cdi_support_is_the_toolkit_not_configured():
     assert top.code == "GH802" and "cdi" in top.message.lower()
 
 
+def test_a_cdi_failure_gets_the_cdi_fix_not_the_toolkit_install():
+    """The toolkit is installed when its CDI path fails: the fix is the spec (podman) or docker's CDI switch, not
+    the repository, the package and the nvidia runtime."""
+    spec = commands(lead(PODMAN_CDI))
+    assert spec == ["sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"]
+    switch = lead(DOCKER_CDI)
+    assert [f.command for f in switch.fixes] == [
+        "sudo nvidia-ctk runtime configure --runtime=docker --cdi.enabled && sudo systemctl restart docker"]
+    assert switch.fixes[0].disruptive  # the restart stops running containers
+
+
 def test_cdi_rule_is_quiet_on_another_cdi_kind():
     got = match_line(KATA_CDI)
     assert got is None or got.id != "cdi-unresolvable-nvidia-devices"
