@@ -182,3 +182,22 @@ def test_led_by_evidence_reads_the_statuses_and_the_prior():
     assert not led_by_evidence(symptom, [first, second, dataclasses.replace(third, status="ruled out")])
     # the only cause left open leads by elimination
     assert led_by_evidence(symptom, [third, ruled, dataclasses.replace(second, status="ruled out")])
+
+
+def _text_report(path: Path) -> str:
+    from click.testing import CliRunner
+
+    from gpuhealth.cli import main
+    result = CliRunner().invoke(main, ["analyze", str(path)], env={"COLUMNS": "200"})
+    return result.output
+
+
+def test_a_prior_led_finding_shows_its_deciding_commands_once(tmp_path):
+    """A lead by prior alone shows the deciding commands as its fixes; the text report does not print them again
+    as "to tell" beneath the differential. An evidence-led finding, whose fixes are its cause's procedure, keeps it."""
+    prior_led = _text_report(CASES / "module-not-built-dkms-reinstall" / "session.txt")
+    assert "# decides: the nvidia module was not built" in prior_led and "to tell:" not in prior_led
+    pasted = tmp_path / "paste.txt"
+    pasted.write_text(FOUND_NO_DRIVER + "\n", encoding="utf-8")
+    evidence_led = _text_report(pasted)
+    assert "to tell: lsmod | grep nvidia" in evidence_led

@@ -203,6 +203,7 @@ def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
         else:  # the reason on a line of its own, under its cause
             lines += [Text(head, style="dim"), Text(" " * (len(lead) + 2) + why, style="dim")]
     commands = next_commands_for((finding,), given)[:4]
-    if commands:
+    # a lead by prior alone already shows these commands as its fixes (each noting the cause it decides): once is enough
+    if commands and not set(commands) <= {fix.command for fix in finding.fixes}:
         lines.append(Text("    to tell: ") + Text(", ".join(commands), style="green"))
     return lines
