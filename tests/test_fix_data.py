@@ -20,7 +20,7 @@ from gpuhealth.checks.diagnosis import documented_fixes
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.collect import collect
-from gpuhealth.fixscript import PLACEHOLDER
+from gpuhealth.fixsections import PLACEHOLDER
 from gpuhealth.knowledge.causes import RESERVED_CODES
 from gpuhealth.knowledge.fixes import check_fixes, load_fixes
 from gpuhealth.knowledge.signatures import signatures

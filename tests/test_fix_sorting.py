@@ -17,7 +17,8 @@ import pytest
 
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.collect import collect
-from gpuhealth.fixscript import PLACEHOLDER, fix_script, section_of
+from gpuhealth.fixscript import fix_script
+from gpuhealth.fixsections import PLACEHOLDER, section_of
 from gpuhealth.model import Finding, Fix, OsInfo, Report, Severity, Snapshot
 from hostcases import FakeHost, case_names, load_spec
 

@@ -14,7 +14,8 @@ from gpuhealth.advice_commands import fix as fix_command
 from gpuhealth.bundle import RecordingHost
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.collect import collect
-from gpuhealth.fixscript import PLACEHOLDER, fix_script
+from gpuhealth.fixscript import fix_script
+from gpuhealth.fixsections import PLACEHOLDER
 from gpuhealth.model import Finding, Fix, OsInfo, Report, Severity, Snapshot
 from hostcases import FakeHost, case_names, load_spec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
-from gpuhealth.fixscript import section_of
+from gpuhealth.fixsections import section_of
 from gpuhealth.model import Finding, Report
 from repo_paths import REPO
 

@@ -20,17 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuhealth import __version__
-from gpuhealth.fixsections import (  # noqa: F401  (DIAGNOSTIC, CHANGES, in_script_order: also read from here)
-    CHANGES,
-    DIAGNOSTIC,
-    DISRUPTIVE,
-    PLACEHOLDER,
-    SECTIONS,
-    in_script_order,
-    is_backup,
-    is_shell,
-    section_of,
-)
+from gpuhealth.fixsections import PLACEHOLDER, SECTIONS, is_shell, section_of
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Fix, Report
 from gpuhealth.report.common import fixes_for_host, fold
