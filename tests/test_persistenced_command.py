@@ -198,12 +198,23 @@ def test_pasted_ps_alone_is_information_not_healthy_silence():
     assert "forces persistence mode off on every GPU" in gh604.message and "not in the evidence given" in gh604.message
 
 
-def test_no_information_finding_beside_a_failed_nvidia_smi():
-    # a broken driver with Ubuntu's packaged unit running: GH203 says what is wrong, GH604 adds nothing
+def test_beside_a_failed_nvidia_smi_the_failure_leads_and_gh604_is_information():
+    # a broken driver with Ubuntu's packaged unit running: GH203 says what is wrong, GH604 adds only information
     failed = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     snapshot, _ = analyze_texts([("ps.txt", listing(FORUM_PS)), ("nvidia-smi", failed)])
-    codes = {f.code for f in run_checks(snapshot).findings}
-    assert "GH203" in codes and "GH604" not in codes
+    findings = run_checks(snapshot).findings
+    assert findings[0].code == "GH203" and findings[0].severity is Severity.CRITICAL
+    assert [f.severity for f in findings if f.code == "GH604"] == [Severity.INFO]
+
+
+def test_a_live_host_whose_nvidia_smi_failed_gets_no_gh604():
+    failed = {"stdout": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+              "exit_code": 9}
+    host = spec(commands={"nvidia-smi -q": failed})
+    host["nvml"] = {"ok": False, "error": "Driver Not Loaded", "error_code": 9}
+    snapshot, found = checked(host)
+    assert snapshot.cuda.persistenced_command == FLAGGED and not snapshot.gpus
+    assert found == []
 
 
 def test_ps_ef_grep_without_the_flag_is_quiet_and_the_grep_row_is_not_the_daemon():

@@ -527,10 +527,9 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     forced = state is not None and state.persistenced_active == "active" and \
         NO_PERSISTENCE in (state.persistenced_command or "")
     if not gpus:
-        if forced and snapshot.smi_run is None and snapshot.nvml is None and not snapshot.messages:
-            # a pasted daemon listing alone: its flag says persistence is off on every GPU, which GPUs is not given
-            # (where nvidia-smi failed, or error lines were pasted, their findings say what is wrong: this would only
-            # add to them)
+        if forced and snapshot.smi_run is None and snapshot.nvml is None:
+            # pasted evidence without nvidia-smi: the daemon's flag says persistence is off on every GPU, which GPUs
+            # is not given (a live host whose nvidia-smi or NVML failed has its own finding: this would add to it)
             yield _persistence_forced_off(snapshot, [], 0)
             return
         yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
