@@ -95,3 +95,11 @@ def test_wall_clock_timestamps_only():
     assert wall_clock_seconds("2024-11-15T13:02:03+0100") == 1731672123.0  # journalctl -o short-iso
     for not_on_the_clock in ("12345.678901", "Nov 15 12:02:03", "2024-11-15T12:02:03", "", None, "2024-99-99T1"):
         assert wall_clock_seconds(not_on_the_clock) is None, not_on_the_clock
+
+
+def test_a_check_that_raises_is_named_in_its_gh001_labels():
+    from gpuhealth.checks.engine import _internal_error
+    from gpuhealth.checks.registry import REGISTRY
+
+    finding = _internal_error(REGISTRY["GH302"], KeyError("boom"))
+    assert (finding.code, finding.labels) == ("GH001", {"check": "GH302"})
