@@ -18,7 +18,7 @@ from web_fakes import REPO, T0, app_in_thread, expected, fleet_events, wait_for,
 from gpuhealth.model import Evidence, Finding, Fix, Gpu, NvmlReport, Report, Severity, Snapshot, Subject
 from gpuhealth.monitor.daemon import Monitor
 from gpuhealth.monitor.notify import Dispatcher
-from gpuhealth.monitor.rules import Alert, RuleSet
+from gpuhealth.monitor.rules import Alert, Basis, RuleSet
 from gpuhealth.monitor.sample import GpuLost, Sample
 from gpuhealth.monitor.sources import ReplaySource
 from gpuhealth.monitor.store import Store
@@ -203,7 +203,7 @@ def test_metrics_from_the_current_state(live, clock):
 def test_a_count_alert_has_one_series_per_missing_gpu_with_its_labels(live, clock):
     """So that Alertmanager can inhibit the series of a GPU whose gpu_lost already paged, and only that one."""
     feed(live, clock, *fleet_events(gpus=8, seconds=3))
-    live.alert(Alert("gpu_count", None, "critical", "firing", "5 of 8", T0, about=((2, ""), (6, ""), (None, ""))))
+    live.alert(Alert("gpu_count", None, "critical", "firing", "5 of 8", T0, about=(Basis(2), Basis(6), Basis(None))))
     app, _ = make(live)
     with TestClient(app) as client:
         active = metrics(client)["gpuhealth_alert_active"]
@@ -211,6 +211,22 @@ def test_a_count_alert_has_one_series_per_missing_gpu_with_its_labels(live, cloc
     assert set(series) == {"2", "6", ""}
     assert series["2"]["pci_bus_id"] == "0000:4c:00.0" and series["2"]["uuid"].startswith("GPU-")
     assert series[""]["uuid"] == "" and all(s.value == 1 for s in active)
+
+
+def test_xid_alerts_and_the_checks_xid_finding_carry_the_code_as_a_label(live, clock):
+    """So that Alertmanager inhibits the full check's finding of the same Xid code only (equal: instance, gpu,
+    xid): one series per Xid code the finding stands on, each at that Xid's severity, none for another rule."""
+    feed(live, clock, *fleet_events(gpus=2, seconds=3))
+    live.alert(Alert("xid", 0, "critical", "firing", "GPU 0 Xid 48", T0, "48"))
+    live.alert(Alert("check:GH301", 0, "critical", "firing", "Xid 48 ...", T0, "GH301@GPU 0",
+                     about=(Basis(0, "48", "critical", T0), Basis(0, "94", "warning", T0))))
+    live.alert(Alert("temperature", 1, "warning", "firing", "GPU 1 at 88 °C", T0))
+    app, _ = make(live)
+    with TestClient(app) as client:
+        active = metrics(client)["gpuhealth_alert_active"]
+    got = sorted((s.labels["rule"], s.labels["gpu"], s.labels["xid"], s.labels["severity"]) for s in active)
+    assert got == [("check:GH301", "0", "48", "critical"), ("check:GH301", "0", "94", "warning"),
+                   ("temperature", "1", "", "warning"), ("xid", "0", "48", "critical")]
 
 
 def test_none_readings_never_appear_as_values(live, clock):

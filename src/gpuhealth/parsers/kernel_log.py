@@ -239,6 +239,7 @@ _PROBE = (
     (lazy_re(r"ignoring the legacy GPU"), "legacy GPU ignored by this driver"),
     (lazy_re(r"is already bound to (\S{1,32}?)\.?(?:\s|$)"), "GPU already bound to {0}"),
 )
+_PASSTHROUGH_DRIVERS = ("vfio-pci", "pci-stub")
 _UNSUPPORTED_OPEN = lazy_re(r"not supported by open nvidia\.ko")
 _UNSUPPORTED_RELEASE = lazy_re(r"not supported by the\s+NVIDIA (\S{1,32}) driver release")
 _GSP = lazy_re(r"gsp", re.I)
@@ -1484,6 +1485,34 @@ def timestamp_seconds(timestamp: str | None) -> float | None:
     return None
 
 
+def wall_clock_seconds(timestamp: str | None) -> float | None:
+    """A kernel log timestamp as seconds since the epoch, only when it is a date and time with its UTC offset
+    (``dmesg --time-format iso``, ``journalctl -o short-iso``): seconds since boot, or a syslog time without a
+    year or zone, cannot be placed on the clock and give None."""
+    text = (timestamp or "").strip()
+    if len(text) < 19 or len(text) > 40 or text[4:5] != "-" or "T" not in text[:11]:
+        return None
+    text = text.replace(",", ".").replace("Z", "+00:00")
+    if text[-5:-4] in "+-" and text[-3:-2] != ":" and text[-5:].replace("+", "").replace("-", "").isdigit():
+        text = f"{text[:-2]}:{text[-2:]}"  # "+0000" (journalctl): Python 3.10 reads only "+00:00"
+    try:
+        parsed = datetime.datetime.fromisoformat(_six_digit_fraction(text))
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
+
+
+def _six_digit_fraction(text: str) -> str:
+    """Python 3.10's fromisoformat reads a fraction of 3 or 6 digits only: padded or cut to 6."""
+    dot = text.find(".", 19)
+    if dot < 0:
+        return text
+    end = dot + 1
+    while end < len(text) and text[end].isdigit():
+        end += 1
+    return f"{text[:dot + 1]}{text[dot + 1:end][:6].ljust(6, '0')}{text[end:]}"
+
+
 def _signature_events(hits: list[_Hit]) -> list[KernelEvent]:
     """``module_signature`` events: the kernel refused (or tainted for) an unsigned NVIDIA module."""
     events = []
@@ -1625,7 +1654,9 @@ def _nvrm_event(block: list[_Line]) -> KernelEvent | None:
     for pattern, template in _PROBE:
         probe = pattern.search(text)
         if probe:
-            return make("probe", _address(text), template.format(*probe.groups()))
+            # a GPU vfio-pci or pci-stub holds for a virtual machine is no failed probe (GH628 judges it)
+            kind = "passthrough" if probe.groups() and probe.group(1) in _PASSTHROUGH_DRIVERS else "probe"
+            return make(kind, _address(text), template.format(*probe.groups()))
     if _GSP.search(text) and _GSP_ERROR.search(text):
         return make("gsp", _address(text))
     if _NVRM_ERROR.search(text) and not _NVRM_NOISE.search(text):
