@@ -181,10 +181,20 @@ def _toolkit_version(state: CudaState) -> str | None:
     return None
 
 
+def module_version(snapshot: Snapshot) -> str | None:
+    """The loaded kernel module's version: /proc/driver/nvidia/version, else the driver version NVML or nvidia-smi
+    report (nvmlSystemGetDriverVersion is the kernel driver's; when NVML answers, its library matches the module)."""
+    if snapshot.driver and snapshot.driver.version:
+        return snapshot.driver.version
+    if snapshot.nvml is not None and snapshot.nvml.ok and snapshot.nvml.driver_version:
+        return snapshot.nvml.driver_version
+    return snapshot.smi.driver_version if snapshot.smi else None
+
+
 def stale_libcuda_of(snapshot: Snapshot) -> str | None:
     """The kernel module version when the loader's libcuda is a stale one (GH603), else None."""
     state = snapshot.cuda
-    kernel = snapshot.driver.version if snapshot.driver else None
+    kernel = module_version(snapshot)
     if state is None or not state.libcuda_path or not state.libcuda_version or not kernel:
         return None  # a libcuda.so.1 that is not a link (containers) or no module loaded: nothing to compare
     if state.libcuda_version == kernel:
@@ -439,7 +449,7 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     What:
     The `libcuda.so.1` the dynamic loader resolves (`ldconfig -p`, then where that link points:
     `libcuda.so.535.161.08`) is a different version from the loaded kernel module
-    (`/proc/driver/nvidia/version`), while the rest of user space matches the module (otherwise GH202
+    (`/proc/driver/nvidia/version`, or the driver version NVML and nvidia-smi report), while the rest of user space matches the module (otherwise GH202
     reports the driver/library mismatch).
 
     When the module's version is not in the evidence but the loader resolves libcuda.so.1 to a
@@ -470,7 +480,7 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
         if "cuda_ldconfig" in snapshot.unavailable:
             yield Skip(snapshot.unavailable["cuda_ldconfig"])
         return
-    module = snapshot.driver.version if snapshot.driver else None
+    module = module_version(snapshot)
     if module is None and _is_compat(state.libcuda_path, state.libcuda_target):
         yield _compat_first(state)
         return
