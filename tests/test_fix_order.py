@@ -29,7 +29,7 @@ EVIDENCE_CASES = ["secure-boot-key-rejected-gdm-journal", "secure-boot-pkcs7-pri
 
 
 def report_commands(report: Report) -> list[list[str]]:
-    """Each finding's commands under ``fix:``, in the order the text report prints them."""
+    """Each finding's commands under ``fix:`` (``then:`` after a step), in the order the text report prints them."""
     buffer = io.StringIO()
     text.render(report, Console(file=buffer, width=200, highlight=False, color_system=None))
     findings: list[list[str]] = []
@@ -38,7 +38,7 @@ def report_commands(report: Report) -> list[list[str]]:
         if line and not line.startswith(" "):
             findings.append([])
             inside = False
-        elif line == "    fix:":
+        elif line in ("    fix:", "    then:"):
             inside = True
         elif inside and line.startswith("      ") and not line.strip().startswith("#"):
             findings[-1].append(line.strip())

@@ -9,7 +9,7 @@
 Commands are never wrapped (``soft_wrap``): pasted, a wrapped line would run as two. A command's comment
 goes on its own line above it, and a step (an instruction in words) never looks like a command. A finding's
 fixes come in the order `gpuhealth fix` runs them (``report.common.fixes_for_host``): backups, read-only looks,
-changes, disruptive steps last.
+changes, disruptive steps last; a step sits in its place among the commands (those after it under ``then:``).
 """
 
 from __future__ import annotations
@@ -110,23 +110,27 @@ def _evidence(finding: Finding) -> list[Text]:
 
 
 def _fixes(fixes: tuple[Fix, ...], report: Report) -> list[Text]:
-    """Commands under ``fix:``, each with its comment above it; steps as ``step:`` prose."""
+    """The fixes in the order given (``gpuhealth fix``'s order): commands under ``fix:``, each with its comment above
+    it; a step as ``step:`` (``edit:``) prose in its place, and the commands after it under ``then:``. A step that must
+    come before a command ("install gcc-<major>" before ``dkms autoinstall``) is never printed after it."""
     lines: list[Text] = []
     family_known = report.snapshot.os is not None and report.snapshot.os.family != "other"
-    commands = [f for f in fixes if f.is_command]
-    if commands:
-        lines.append(Text("    fix:"))
-    for fix in commands:
-        comment = _comment(fix, family_known)
-        if comment:
-            lines.append(Text(f"      # {comment}", style="dim"))
-        lines.append(Text(f"      {' '.join(fix.command.split())}", style="green"))
+    in_block = False
     for fix in fixes:
         if not fix.is_command:
             tail = [x for x in (fix.note, "disruptive" if fix.disruptive else "",
                                 fix.family if fix.family != "any" and not family_known else "") if x]
             label = "edit" if fix.kind == "edit" else "step"  # a file change, or an instruction in words
             lines.append(Text(f"    {label}: {fix.command}" + (f" ({'; '.join(tail)})" if tail else "")))
+            in_block = False
+            continue
+        if not in_block:
+            lines.append(Text("    then:" if lines else "    fix:"))
+            in_block = True
+        comment = _comment(fix, family_known)
+        if comment:
+            lines.append(Text(f"      # {comment}", style="dim"))
+        lines.append(Text(f"      {' '.join(fix.command.split())}", style="green"))
     return lines
 
 
