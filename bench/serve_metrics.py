@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
@@ -107,7 +107,7 @@ def percentile(values: list[float], p: float) -> float:
 def stream_client(base: str, stop: threading.Event, gaps: list[float], counts: list[int]) -> None:
     last = None
     n = 0
-    with httpx.Client(base_url=base, timeout=httpx.Timeout(5, read=30)) as client, \
+    with httpx2.Client(base_url=base, timeout=httpx2.Timeout(5, read=30)) as client, \
             client.stream("GET", "/api/v1/events") as response:
         event = None
         for line in response.iter_lines():
@@ -173,7 +173,7 @@ def main() -> None:
                 for thread in threads:
                     thread.join(35)
                 rss, peak = rss_mib(proc.pid)
-                status = httpx.get(f"{base}/api/v1/status").json()
+                status = httpx2.get(f"{base}/api/v1/status").json()
                 lag = time.time() - status["monitor"]["last_sample_t"]
                 print(f"with {label} for 15 s: sample gap mean {statistics.mean(gaps):.3f} s, max {max(gaps):.3f} s "
                       f"(interval 1 s); batches per client min {min(counts)}; newest sample {lag:.2f} s old; "

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
 from gpuhealth.knowledge.fixes import fixes_of
 from gpuhealth.knowledge.signatures import match_line
+from gpuhealth.report.common import fold
 
 
 @pytest.mark.parametrize(("line", "row"), [
@@ -37,3 +40,58 @@ def test_near_misses_are_not_build_tools_missing(line: str) -> None:
 def test_the_rhel_fix_installs_the_cxx_compiler_the_open_modules_need() -> None:
     commands = [fix.command for fix in fixes_of("GH504") if fix.family == "rhel"]
     assert any("gcc-c++" in command for command in commands)
+
+
+# ----------------------------------------------------------------------- one fault, one finding, and both versions
+
+# h8d13/archinstoo#244 (a case): the firmware left BAR0 empty, then the driver's probe failed for that GPU
+BAR_THEN_PROBE = """         NVRM: BAR0 is 0M @ 0x0 (PCI:0000:01:00.0)
+[    6.554916] NVRM: The NVIDIA probe routine failed for 1 device(s).
+[    6.554922] NVRM: None of the NVIDIA devices were initialized.
+[    6.821212] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:
+               NVRM: BAR0 is 0M @ 0x0 (PCI:0000:01:00.0)
+[    6.821283] NVRM: The NVIDIA probe routine failed for 1 device(s).
+"""
+# illinois-scicomp/machine-shop-maintenance#70 (a case): Debian's nvidia-smi package is the user-space release
+MISMATCH = "user@gpubox:~$ nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\n"
+DEBIAN_VERSIONS = """user@gpubox:~$ cat /proc/driver/nvidia/version
+NVRM version: NVIDIA UNIX x86_64 Kernel Module  520.56.06  Thu Oct  6 21:38:55 UTC 2022
+GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)
+user@gpubox:~$ dpkg -l nvidia-smi
+Desired=Unknown/Install/Remove/Purge/Hold
+| Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend
+|/ Err?=(none)/Reinst-required (Status,Err: uppercase=bad)
+||/ Name           Version      Architecture Description
++++-==============-============-============-==================================
+ii  nvidia-smi     525.85.12-1  amd64        NVIDIA System Management Interface
+"""
+
+
+def _roots(*texts: str):
+    snapshot, _ = analyze_texts([(f"paste{i}.txt", text) for i, text in enumerate(texts)])
+    return fold(run_checks(snapshot).findings)
+
+
+def test_a_bar_failure_explains_the_probe_failure_it_causes() -> None:
+    roots = _roots(BAR_THEN_PROBE)
+    assert roots[0].finding.code == "GH304"
+    assert "GH305" in [f.code for f in roots[0].symptoms]
+    assert all(cause.finding.code != "GH305" for cause in roots)
+
+
+def test_a_probe_failure_without_a_bar_message_still_leads() -> None:
+    roots = _roots("\n".join(line for line in BAR_THEN_PROBE.splitlines() if "BAR0" not in line
+                             and "I/O region" not in line) + "\n")
+    assert roots[0].finding.code == "GH305"
+
+
+def test_debian_nvidia_smi_package_gives_the_user_space_version() -> None:
+    lead = _roots(MISMATCH, DEBIAN_VERSIONS)[0].finding
+    assert lead.code == "GH202"
+    assert "kernel module 520.56.06, user space 525.85.12" in lead.message
+
+
+def test_a_non_driver_version_of_a_package_named_nvidia_smi_is_not_a_driver_version() -> None:
+    listing = DEBIAN_VERSIONS.replace("525.85.12-1 ", "1.0.2-1     ")
+    lead = _roots(MISMATCH, listing)[0].finding
+    assert lead.code == "GH202" and "user space ?" in lead.message

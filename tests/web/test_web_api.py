@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-import httpx
+import httpx2
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
@@ -477,7 +477,7 @@ def test_too_many_event_streams(live, monkeypatch):
 def test_event_stream_pushes_samples_alerts_and_findings(live, clock):
     feed(live, clock, *fleet_events(gpus=2, seconds=1))
     app, checks = make(live)
-    with app_in_thread(app) as base, httpx.Client(base_url=base, timeout=10) as client:
+    with app_in_thread(app) as base, httpx2.Client(base_url=base, timeout=10) as client:
         with client.stream("GET", "/api/v1/events") as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             lines = response.iter_lines()
@@ -535,7 +535,7 @@ def test_wrapped_monitor_feeds_the_state(tmp_path):
 def test_commands_module_imports_only_click():
     code = ("import sys, gpuhealth.web.commands; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'prometheus_client', "
-            "'httpx', 'rich', 'sqlite3'}))")
+            "'httpx', 'httpx2', 'rich', 'sqlite3'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 from web_fakes import REPO, serve_process, wait_for
 
 TRACE = REPO / "examples" / "h100x8.trace"
@@ -10,7 +10,7 @@ BUNDLE = REPO / "examples" / "h100x8-xid-ecc.tar.gz"
 
 
 def _gpus(base: str) -> list[dict]:
-    return httpx.get(f"{base}/api/v1/gpus", timeout=10).json()["gpus"]
+    return httpx2.get(f"{base}/api/v1/gpus", timeout=10).json()["gpus"]
 
 
 def test_serve_replays_the_shipped_trace_and_checks_the_shipped_bundle(tmp_path):
@@ -23,6 +23,6 @@ def test_serve_replays_the_shipped_trace_and_checks_the_shipped_bundle(tmp_path)
         assert [[p["pid"] for p in g["processes"]] for g in gpus] == [[31_400 + i] for i in range(8)]
         assert [g["pci_bus_id"] for g in gpus] == ["0000:19:00.0", "0000:3b:00.0", "0000:4c:00.0", "0000:5d:00.0",
                                                    "0000:9b:00.0", "0000:bb:00.0", "0000:cb:00.0", "0000:db:00.0"]
-        check = httpx.post(f"{base}/api/v1/check", timeout=60).json()
+        check = httpx2.post(f"{base}/api/v1/check", timeout=60).json()
         assert check["verdict"] == "BROKEN"
         assert any(f["code"] == "GH301" and f["message"].startswith("Xid 48 ") for f in check["findings"])

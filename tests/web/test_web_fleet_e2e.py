@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from click.testing import CliRunner
 from web_fakes import (
     GENERATED_BY,
@@ -253,7 +253,7 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
             prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}"], prom_log, tmp_path), prom_log, ready_on, "Prometheus")
         url = f"http://127.0.0.1:{prom_port}"
-        client = stack.enter_context(httpx.Client(base_url=url, timeout=5))
+        client = stack.enter_context(httpx2.Client(base_url=url, timeout=5))
 
         # all three nodes scraped with their own token
         up = wait_for(lambda: len(r := prom_query(client, 'up{job="gpuhealth"} == 1')) == 3 and r, 30,

@@ -10,7 +10,7 @@ import re
 import subprocess
 import time
 
-import httpx
+import httpx2
 from web_fakes import REPO, ready_on, start_on_a_free_port, stop_process, tool
 
 from gpuhealth.checks import catalogue
@@ -130,7 +130,7 @@ def test_a_real_alertmanager_inhibits_the_derived_alert_of_the_same_gpu_only(tmp
             return proc
 
         port, _ = start_on_a_free_port(start, log, ready_on, "Alertmanager")
-        client = stack.enter_context(httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5))
+        client = stack.enter_context(httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5))
         response = client.post("/api/v2/alerts", json=[a for a, _ in POSTED])
         assert response.status_code == 200, response.text
         want = {_key(a["labels"]): inhibited for a, inhibited in POSTED}

@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 
-import httpx
+import httpx2
 import pytest
 from web_fakes import (
     H100_MODEL,
@@ -98,7 +98,7 @@ def test_prometheus_scrapes_serve(tmp_path):
     with serve_process(tmp_path, "--source", f"replay:{trace}", "--check-from", str(bundle),
                        env={"GPUHEALTH_TOKEN": token}) as base:
         auth = {"Authorization": f"Bearer {token}"}
-        assert httpx.post(f"{base}/api/v1/check", headers=auth, timeout=60).status_code == 200  # model names
+        assert httpx2.post(f"{base}/api/v1/check", headers=auth, timeout=60).status_code == 200  # model names
         target = base.removeprefix("http://")
         (tmp_path / "token").write_text(token + "\n")
         shutil.copy(DEPLOY / "gpuhealth.rules.yml", tmp_path)
@@ -113,7 +113,7 @@ def test_prometheus_scrapes_serve(tmp_path):
 
             start = prometheus_starter(stack, prometheus, tmp_path, log_path)
             port, _ = start_on_a_free_port(start, log_path, ready_on, "Prometheus")
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+            with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
                 temps = wait_for(lambda: len(r := prom_query(client, "gpuhealth_gpu_temperature_celsius")) == 8 and r,
                                  40, "eight temperature series")
                 up = prom_query(client, 'up{job="gpuhealth"}')

@@ -129,9 +129,9 @@ def start_on_a_free_port(start: Any, log: Path, ready: Any, what: str, timeout: 
 
 def ready_on(port: int) -> bool:
     """Prometheus or Alertmanager on this loopback port answers /-/ready."""
-    import httpx
+    import httpx2
 
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+    with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
         return prom_ready(client)
 
 
@@ -222,7 +222,7 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.2) -
 
 
 def prom_query(client: Any, expr: str) -> list[dict]:
-    """One instant query against a real Prometheus (an ``httpx.Client`` on its base URL): the result vector."""
+    """One instant query against a real Prometheus (an ``httpx2.Client`` on its base URL): the result vector."""
     answer = client.get("/api/v1/query", params={"query": expr}).json()
     assert answer["status"] == "success", answer
     return answer["data"]["result"]
@@ -230,11 +230,11 @@ def prom_query(client: Any, expr: str) -> list[dict]:
 
 def prom_ready(client: Any) -> bool:
     """Prometheus or Alertmanager answers /-/ready (False while it starts)."""
-    import httpx
+    import httpx2
 
     try:
         return client.get("/-/ready").status_code == 200
-    except httpx.HTTPError:
+    except httpx2.HTTPError:
         time.sleep(0.2)
         return False
 

@@ -368,6 +368,10 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
     """The confirmed cause leads and explains the symptom's finding, at the severity :func:`cause_severity` gives."""
     if cause.code == symptom.code:
         return _fix_of_cause(findings, symptom, cause, made)
+    if any(f.code == symptom.code and cause.code in f.explains for f in findings):
+        # the symptom's own check judged that finding its evidence, not its cause (GH102 for a GPU refused beside
+        # working siblings explains GH305's probe lines): folding it the other way round would make a loop
+        return findings
     index = next((i for i, f in enumerate(findings) if f.code == cause.code), None)
     if index is None:
         spec = REGISTRY.get(cause.code)

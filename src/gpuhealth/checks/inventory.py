@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuhealth.checks.kernel_log import Tally, faulty_gpu_refusals, samples
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
-from gpuhealth.model import Evidence, PciDevice, Severity, Snapshot, Subject
+from gpuhealth.model import Evidence, Fix, PciDevice, Severity, Snapshot, Subject
 
 SYSFS = "/sys/bus/pci/devices"
+# A GPU the driver refuses beside working siblings: what is left once the kernel log rules the driver out.
+SERVICE = Fix("drain the node, then power-cycle the host (a cold boot); if the GPU stays missing, send it for service "
+              "(on a cloud instance, report the host to the provider)", "any", disruptive=True, kind="step")
 
 
 def describe(device: PciDevice, binding_known: bool = True) -> str:
@@ -67,36 +71,69 @@ def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
 
 
 @check("GH102", "gpus-missing-from-driver", "GPUs on the PCI bus that the driver does not see",
-       requires=("pci_devices",))
+       reads=("pci_devices", "kernel_log"))
 def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     Compares the NVIDIA GPUs on the PCI bus with the GPUs nvidia-smi or NVML report, by PCI address.
+    The kernel log shows such a GPU too: one the driver refused at its probe while it took the others, for a
+    reason its own support table contradicts (a release that "does not support" a GPU whose architecture its
+    branch supports, GH305's lines).
 
     Why it matters:
     A GPU the driver does not list is unusable: jobs see fewer devices, and schedulers that count
     GPUs from PCI place work on a GPU that is not there. The usual causes are a GPU that failed to
     initialise (RmInitAdapter), fell off the bus, has an invalid BAR, or is bound to another driver
-    (vfio-pci for passthrough, nouveau).
+    (vfio-pci for passthrough, nouveau). A GPU refused at the probe beside working siblings, for a reason the
+    driver's support table contradicts, is faulty itself: the driver, its options and the kernel drive the
+    others (NVIDIA/aicr#1858: one H100 of eight, the same IDs as its siblings, "not supported" by 580).
 
     How to fix:
     Read the kernel log (`sudo dmesg | grep -iE 'NVRM|Xid|RmInitAdapter|fallen off|BAR'`); the findings about
     Xid 79, RmInitAdapter or BAR errors listed under this one name the cause. A GPU bound to another
     driver must be released from it (remove it from the vfio-pci ids, blacklist nouveau). A GPU lost
-    at runtime needs a reboot; one that stays missing after a cold boot needs service.
+    at runtime needs a reboot; one that stays missing after a cold boot needs service (drain the node, and on a
+    cloud instance report the host to the provider).
 
     Exceptions:
     GPUs deliberately passed through to VMs (bound to vfio-pci) are reported as info. A piece of
     `nvidia-smi -q` (`nvidia-smi -q | grep -A8 "GPU Link Info"`, the output without its `GPU <bus id>`
-    lines, or `-q -i 0` on a host with more GPUs) is not the driver's whole list: not judged.
+    lines, or `-q -i 0` on a host with more GPUs) is not the driver's whole list: not judged. On an NVSwitch
+    system the driver does not print "None of the NVIDIA devices were initialized" even when it took no GPU, so
+    a kernel log alone can read as if it took others.
     """
+    refused = faulty_gpu_refusals(snapshot)
+    reported: set[str] = set()
+    for draft in _missing_on_bus(snapshot, refused):
+        if isinstance(draft, Draft) and draft.subject.pci_address:
+            reported.add(draft.subject.pci_address)
+        yield draft
+    known_list = not driver_view_missing(snapshot) and not snapshot.gpu_list_partial
+    listed = {g.pci_address for g in snapshot.gpus} if known_list else None
+    for address, (tally, why) in sorted(refused.items()):
+        if address in reported or (listed is not None and address in listed):
+            continue  # reported from the PCI listing, or the driver lists it now (a later load took it)
+        yield Draft(
+            Severity.CRITICAL,
+            f"GPU {address} is on the PCI bus but the driver refused it at its probe: {why}; the GPU or its slot "
+            "is at fault, not the driver",
+            subject=Subject(None, address),
+            evidence=(Evidence(snapshot.kernel_log.source if snapshot.kernel_log else "kernel log", samples(tally)),),
+            fixes=(*table_fixes("GH102"), SERVICE), explains=("GH305",))
+
+
+def _missing_on_bus(snapshot: Snapshot, refused: dict[str, tuple[Tally, str]]) -> Iterator[Draft | Skip]:
+    """GH102 from the PCI listing: GPUs on the bus that the driver's list leaves out."""
     pci = snapshot.nvidia_pci_gpus
     if not pci:
-        yield Skip("no NVIDIA GPU on the PCI bus")
+        if not refused:
+            yield Skip("no NVIDIA GPU on the PCI bus" if snapshot.pci_devices is not None
+                       else "needs the PCI listing (lspci -nn) and the driver's list of GPUs (nvidia-smi)")
         return
     why = driver_view_missing(snapshot)
     if why:
-        yield Skip(f"the driver's list of GPUs is unknown: {why}")
+        if not refused:
+            yield Skip(f"the driver's list of GPUs is unknown: {why}")
         return
     if snapshot.gpu_list_partial:  # `nvidia-smi -q | grep ...`, `-q -i 0`: GPUs it leaves out are not missing
         yield Skip("the nvidia-smi output given is an excerpt (no GPU header lines, or one GPU of several): "
@@ -120,13 +157,18 @@ def gpus_missing_from_driver(snapshot: Snapshot, expect: Expectations) -> Iterat
         if device.address in seen:
             continue
         passthrough = device.kernel_driver in ("vfio-pci", "pci-stub")
+        probe = refused.get(device.address)
         yield Draft(
             Severity.INFO if passthrough else Severity.CRITICAL,
             f"GPU {device.address} is on the PCI bus but the driver does not report it"
-            + (f" (bound to {device.kernel_driver} for passthrough)" if passthrough else ""),
+            + (f" (bound to {device.kernel_driver} for passthrough)" if passthrough else "")
+            + (f"; refused at its probe: {probe[1]}" if probe else ""),
             subject=Subject(None, device.address),
             evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS), (describe(device, known),)),
-                      Evidence(source, (f"driver reports {len(seen)} GPU(s): {', '.join(sorted(seen))}",))),
+                      Evidence(source, (f"driver reports {len(seen)} GPU(s): {', '.join(sorted(seen))}",)))
+            + ((Evidence(snapshot.kernel_log.source if snapshot.kernel_log else "kernel log", samples(probe[0])),)
+               if probe else ()),
+            fixes=(*table_fixes("GH102"), SERVICE) if probe else (), explains=("GH305",) if probe else (),
         )
 
 

@@ -9,6 +9,9 @@ from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, check, table_fixes
 from gpuhealth.knowledge import xid as xid_catalogue
+from gpuhealth.knowledge.drivers import branch_of, supports
+from gpuhealth.knowledge.gpus import lookup as gpu_lookup
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, Severity, Snapshot
 
 SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
@@ -164,7 +167,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes("GH302"),
-            explains=("GH102", "GH203", "GH204", "GH301"),
+            explains=("GH102", "GH203", "GH204", "GH301", "GH305"),
         )
 
 
@@ -240,7 +243,7 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
         snapshot, {"bar"}, Severity.CRITICAL, "GPU {address}: PCI BAR could not be assigned",
         (Fix("enable 'Above 4G decoding' in the BIOS/UEFI setup", "any", disruptive=True),
          *_grub_fixes(grub)),
-        explains=("GH102", "GH303"),
+        explains=("GH102", "GH303", "GH305"),  # the driver's probe fails on a GPU without its BAR
     )
 
 
@@ -256,28 +259,101 @@ def driver_probe_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     What:
     "The NVIDIA probe routine was not called", "The NVIDIA probe routine failed for N device(s)", "No NVIDIA
     devices probed", "No NVIDIA GPU found" or a GPU the driver release refuses by name ("is not supported by the
-    NVIDIA <version> driver release") in the kernel log. The finding quotes which of these it saw.
+    NVIDIA <version> driver release") in the kernel log. The finding quotes which of these it saw. One failed
+    probe is one finding: the driver's count lines that name no GPU ("failed for 1 device(s)", "None of the
+    NVIDIA devices were initialized") are the summary of the GPUs it named, and are quoted with them.
 
     Why it matters:
     The nvidia module did not attach to the GPU (or to any): another driver (usually nouveau, or vfio-pci)
     owns the devices, or the GPU is not supported by this driver branch or flavour (open modules
-    need Turing or newer). One GPU that fails beside working siblings of the same model and driver can
-    be a faulty GPU, even when the driver calls it "not supported" (NVIDIA/aicr#1858).
+    need Turing or newer). When the driver took the other GPUs and still refuses one whose model its own
+    support table lists for that release, the GPU itself is at fault: that is GH102's finding (a GPU on the bus
+    the driver does not see), with this one folded under it (NVIDIA/aicr#1858).
 
     How to fix:
     Blacklist nouveau and rebuild the initramfs (see GH206); remove the GPU from vfio-pci; check that
     the driver branch supports the GPU.
 
     Exceptions:
-    None.
+    A BAR that could not be assigned (GH304) or a GPU that fell off the bus during the probe (GH302) makes the
+    probe fail too: those findings explain this one.
     """
     # the event's own words: "probed no GPU" is wrong for one device of eight that failed ("probe routine failed for
     # 1 device(s)") or for a GPU the driver release refuses by name
-    yield from _event_check(
-        snapshot, {"probe"}, Severity.CRITICAL, "The NVIDIA driver's probe failed: {detail}",
-        "GH305",
-        explains=("GH102", "GH201", "GH203"),
-    )
+    named, summary = probe_events(snapshot)
+    source = snapshot.kernel_log.source if snapshot.kernel_log else ""
+    refused = faulty_gpu_refusals(snapshot)
+    if not named:
+        if summary.count:
+            yield _probe_draft(snapshot, None, summary, None, source, ("GH102", "GH201", "GH203"))
+        return
+    for address, found in sorted(named.items()):
+        # a refusal GH102 reads as a fault of this GPU is its evidence there, not the cause of GH102's finding
+        explains = ("GH201", "GH203") if address in refused else ("GH102", "GH201", "GH203")
+        yield _probe_draft(snapshot, address, found, summary if summary.count else None, source, explains)
+
+
+def probe_events(snapshot: Snapshot) -> tuple[dict[str, Tally], Tally]:
+    """The probe failures per GPU the driver named, and its count lines that name none (the summary of those)."""
+    by_gpu = tallies(snapshot, {"probe"}, key=lambda g: g.pci_address)
+    summary = by_gpu.pop(None, None) or Tally()
+    return by_gpu, summary
+
+
+def _probe_draft(snapshot: Snapshot, address: str | None, found: Tally, summary: Tally | None, source: str,
+                 explains: tuple[str, ...]) -> Draft:
+    events = [*found.samples, *(summary.samples if summary else ())]
+    details = list(dict.fromkeys(e.detail for e in events if e.detail))
+    evidence = (Evidence(source, samples(found)),) + ((Evidence(source, samples(summary)),) if summary else ())
+    return Draft(Severity.CRITICAL, f"The NVIDIA driver's probe failed: {', '.join(details) or '-'}{_span(found)}",
+                 subject=snapshot.gpu_subject(address), evidence=evidence, fixes=table_fixes("GH305"),
+                 explains=explains)
+
+
+# kernel-open/nvidia/nv.c (nvidia_init_module) prints "The NVIDIA probe routine failed for N device(s)" when some GPUs
+# failed their probe, and right after it "None of the NVIDIA devices were initialized." only when no device was
+# initialised; the other lines here are printed when the driver took no GPU at all.
+_FAILED_FOR = "probe routine failed for"
+_NONE_TAKEN = ("no NVIDIA device initialised", "no NVIDIA devices probed", "no NVIDIA GPU found")
+_REFUSED_BY_RELEASE = lazy_re(r"^GPU not supported by the (\S{1,32}) driver release$")
+_PROBE_PCI_ID = lazy_re(r"\(PCI ID: 10de:([0-9a-fA-F]{4})\)")
+
+
+def faulty_gpu_refusals(snapshot: Snapshot) -> dict[str, tuple[Tally, str]]:
+    """GPUs the driver refused while it took others, for a reason its own support table contradicts.
+
+    Address -> (the probe lines, why). Both must hold: the driver's count line says the probe failed for some
+    devices and no line says it initialised none (so it drives the GPU's siblings, and the driver, its options and
+    the kernel are fine), and the GPU's PCI ID names an architecture that the refusing release's branch supports
+    (``knowledge/gpus.csv``, ``knowledge/drivers.csv``). A GPU that then reads as "not supported" fails its own
+    checks: a fault of that GPU or its slot (NVIDIA/aicr#1858: one H100 of eight, the same IDs as its siblings).
+    A GPU held by another driver ("already bound to vfio-pci") or refused by the open module's flavour rule is
+    not one of these, nor is a refusal that agrees with the table (an old GPU beside a new one: GH209).
+    """
+    named, summary = probe_events(snapshot)
+    details = {e.detail or "" for e in summary.samples} | {e.detail or "" for t in named.values() for e in t.samples}
+    if not any(d.startswith(_FAILED_FOR) for d in details) or details & set(_NONE_TAKEN):
+        return {}
+    found: dict[str, tuple[Tally, str]] = {}
+    for address, tally in named.items():
+        for event in tally.samples:
+            why = _contradicted_refusal(event)
+            if why:
+                found[address] = (tally, why)
+                break
+    return found
+
+
+def _contradicted_refusal(event: KernelEvent) -> str | None:
+    """'release R refuses 10de:XXXX (ARCH), which branch B supports' when the table says the release drives the GPU."""
+    release = _REFUSED_BY_RELEASE.match(event.detail or "")
+    pci_id = _PROBE_PCI_ID.search(event.message)
+    number = branch_of(release[1]) if release else None
+    model = gpu_lookup(pci_id[1]) if pci_id else None
+    if number is None or model is None or not supports(number, model.architecture):
+        return None
+    return (f"the {release[1]} driver calls it not supported, yet branch {number} supports {model.architecture} "
+            f"[10de:{pci_id[1].lower()}], and the driver took the other GPUs")
 
 
 @check("GH306", "nvrm-errors", "Other NVRM driver errors (GSP, firmware)", requires=("kernel_log",))
