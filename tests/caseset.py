@@ -73,6 +73,9 @@ CLASSES: dict[str, tuple[str, ...] | None] = {
     "memory-held-idle": ("GH414",),
     "driver-parameters": ("GH804",),
     "mixed-install-routes": ("GH509",),
+    "torch-extension-mismatch": ("GH627",),
+    "gpu-bound-to-vfio": ("GH628",),
+    "image-ships-driver-libs": ("GH802",),
     "not-a-fault": (CONTROL,),
 }
 REQUIRED = ("source", "title", "class", "expect", "confirmed_by", "decidable")

@@ -167,7 +167,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
                 unknown_lines: bool = True) -> bool:
     """Route, parse and scan one piece; True when anything in it was understood."""
     command = block.command if block is not None and block.language == "shell" else None
-    text = _with_lspci_address(command, _with_csv_header(command, piece.text))
+    text = _with_pip_header(command, _with_lspci_address(command, _with_csv_header(command, piece.text)))
     kind = route(command, text) if piece.text.strip() else None
     understood = parsed = False
     read_into: tuple[str, ...] = ()
@@ -211,6 +211,19 @@ def _with_csv_header(command: str | None, text: str) -> str:
         return text
     return m["fields"].replace(",", ", ") + "\n" + text
 
+
+
+_PIP_LIST_COMMAND = lazy_re(r"^(?:sudo\s+)?(?:\S{0,200}/)?(?:pip3?|python[\d.]*\s+-m\s+pip|uv\s+pip)\s+list\b")
+_PIP_ROW = lazy_re(r"^[A-Za-z0-9][\w.-]{0,100}\s+\d[\w.+!-]{0,60}(?:\s+\S{1,400})?\s*$")
+
+
+def _with_pip_header(command: str | None, text: str) -> str:
+    """``pip list | grep torch`` printed rows without pip's header: the command says what they are, so the header
+    goes back on (only when the first row has pip's "name  version" shape)."""
+    if not _PIP_LIST_COMMAND.search((command or "").lstrip()) or "Package" in text[:200]:
+        return text
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return "Package Version\n------- -------\n" + text if _PIP_ROW.match(first) else text
 
 # `nvidia-smi -i 0 ...`, `--id=GPU-...`: the output is about the GPUs named, not all the driver sees
 _SMI_SELECTS = lazy_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S")

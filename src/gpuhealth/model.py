@@ -522,6 +522,9 @@ class TorchEnv:
     error: str | None = None  # the exception text when CUDA (or importing torch) failed
     init_warning: str | None = None  # "CUDA initialization: The NVIDIA driver on your system is too old ..."
     frameworks: tuple[FrameworkEnv, ...] = ()  # JAX, CuPy, TensorFlow from the same probe (GH610); () unknown
+    # (pip name, version) of compiled extensions a pasted pip list / freeze shows beside torch (torchvision, flash-attn,
+    # xformers ...: GH627); () unknown
+    extensions: tuple[tuple[str, str], ...] = ()
 
 
 @record

@@ -16,6 +16,7 @@ CHECK_MODULES = (
     "gpuhealth.checks.topology",
     "gpuhealth.checks.diagnosis",
     "gpuhealth.checks.evidence_checks",
+    "gpuhealth.checks.extensions",
 )
 
 

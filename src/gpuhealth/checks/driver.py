@@ -516,6 +516,69 @@ def _nouveau_lines(snapshot: Snapshot) -> list[MessageLine]:
 
 
 
+
+# the drivers that hold a GPU for a virtual machine (lspci -k "Kernel driver in use"; NVRM "already bound to <driver>")
+PASSTHROUGH_DRIVERS = ("vfio-pci", "pci-stub")
+# symptoms whose lines show the host failing to use its GPU
+_HOST_WANTS_GPU = frozenset({"gpu-missing", "gpu-taken-by-other-driver", "module-refuses-to-load",
+                             "driver-unreachable"})
+
+
+@check("GH628", "gpu-bound-to-vfio", "An NVIDIA GPU is bound to vfio-pci or pci-stub",
+       reads=("pci_devices", "messages", "kernel_modules"))
+def gpu_bound_to_vfio(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    An NVIDIA GPU is held by `vfio-pci` or `pci-stub`: `lspci -k` shows "Kernel driver in use: vfio-pci" for it,
+    or the nvidia module says "NVRM: GPU 0000:01:00.0 is already bound to vfio-pci." when it loads (followed by
+    "The NVIDIA probe routine was not called for 1 device(s)" and, with no other GPU, nvidia-smi's "No devices
+    were found").
+
+    Why it matters:
+    A GPU bound to vfio-pci is reserved for a virtual machine (PCI passthrough): the nvidia module cannot take
+    it, so the host has no such GPU. When the host is meant to use it, this is the whole fault; nouveau is
+    not involved, and blacklisting it changes nothing.
+
+    How to fix:
+    Read `lspci -nnk -d 10de:` (the driver in use per device), `cat /proc/cmdline` and
+    `grep -rsE 'vfio|pci-stub' /etc/modprobe.d /etc/modules-load.d` to find what binds the GPU to vfio-pci.
+    Only if this host, not a VM, should use it: remove its ids from `vfio-pci.ids=` and from
+    `options vfio-pci ids=`, rebuild the initramfs and reboot.
+
+    Exceptions:
+    A host that passes the GPU through to a VM on purpose: with nothing else in the evidence (no nvidia module
+    loaded, no NVIDIA tool failing) the binding is reported as info.
+    """
+    lines = [m for m in snapshot.messages or () if m.signature and signature(m.signature).cause == "gpu-bound-to-vfio"]
+    if snapshot.pci_devices is None and not lines:
+        yield Skip(snapshot.unavailable.get("pci_devices", "neither lspci -k nor a kernel log line names the driver "
+                                                           "that holds the GPU"))
+        return
+    bound = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver in PASSTHROUGH_DRIVERS]
+    if not bound and not lines:
+        return
+    held = ", ".join(f"{d.address} ({d.kernel_driver})" for d in bound[:4]) or "the GPU"
+    # the evidence shows the host failing to use a GPU (no GPU probed, nvidia-smi finds none): the binding is why
+    failing = any(m.symptom in _HOST_WANTS_GPU and not (m.signature and signature(m.signature).cause ==
+                                                          "gpu-bound-to-vfio") for m in snapshot.messages or ())
+    # the nvidia module looked for the GPU (it printed the line, or it is loaded), or an NVIDIA tool ran
+    wanted = bool(lines) or snapshot.module_listed("nvidia") is True or snapshot.smi is not None
+    severity = Severity.CRITICAL if failing else Severity.WARNING if wanted else Severity.INFO
+    message = (f"{held} is bound to a passthrough driver (vfio-pci / pci-stub holds it for a virtual machine): "
+               "the NVIDIA driver cannot use it")
+    if not (wanted or failing):
+        message += "; fine if it is passed through on purpose"
+    yield Draft(
+        severity, message,
+        evidence=(*((Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"),
+                              tuple(f"{d.address} bound to {d.kernel_driver}" for d in bound)),) if bound else ()),
+                  *line_evidence(lines)),
+        fixes=table_fixes("GH628"),
+        # the passthrough driver holding the GPU is why the nvidia module probed nothing and nvidia-smi lists nothing
+        explains=("GH102", "GH201", "GH203", "GH305"),
+    )
+
+
 @check("GH207", "device-nodes-missing", "/dev/nvidia* device nodes missing", requires=("device_nodes",))
 def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """

@@ -20,6 +20,7 @@ Recognisers look at the head of the text only and never raise.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from gpuhealth.evidence.registry import evidence_kind
@@ -217,7 +218,17 @@ def _conda_cuda(match: re.Match[str]) -> str:
 
 def _python_packages(pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     torch = next((version for name, version in pairs if name == "torch"), None)
-    return {"torch": torch_from_version(torch)} if torch is not None else {}
+    if torch is None:
+        return {}
+    # the compiled extensions listed beside it, so GH627 can say which versions disagree
+    extensions = tuple((name, version) for name, version in pairs if name in TORCH_EXTENSIONS)
+    return {"torch": replace(torch_from_version(torch), extensions=extensions[:MAX_EXTENSIONS])}
+
+
+# pip names (normalised: lower case, "-") of compiled PyTorch extensions that must match the installed torch
+TORCH_EXTENSIONS = frozenset({"torchvision", "torchaudio", "flash-attn", "xformers", "vllm", "apex", "mmcv",
+                              "mmcv-full", "detectron2", "pytorch3d", "deepspeed", "torch-scatter", "torch-sparse"})
+MAX_EXTENSIONS = 16
 
 
 _PIP_LIST_HEADER = guarded_re(r"\s*Package\s+Version\s*(?:\S+\s*)?\n\s*-{3,}\s+-{3,}", may=has("Package"))
@@ -541,7 +552,9 @@ def _container_cli(text: str, source: str) -> dict[str, Any]:
     if "nvml error:" in error:
         # nvidia-container-cli talks to the driver through NVML: its "nvml error: X" is NVML's own message
         found["nvml"] = NvmlReport(ok=False, error=error.split("nvml error:", 1)[1].strip())
-    elif "libnvidia-ml.so" in error:
+    elif "libnvidia-ml.so" in error and "load library failed:" in error:
+        # NVML itself could not be loaded; a mount error naming the library ("file exists") is the image's fault, not
+        # NVML's: the catalogue reads that line
         found["nvml"] = NvmlReport(ok=False, error=error.split("load library failed:", 1)[-1].strip())
     return found  # a Jetson prints "NVRM version: (null)": nothing to add, still a valid listing
 

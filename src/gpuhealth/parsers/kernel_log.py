@@ -239,6 +239,7 @@ _PROBE = (
     (lazy_re(r"ignoring the legacy GPU"), "legacy GPU ignored by this driver"),
     (lazy_re(r"is already bound to (\S{1,32}?)\.?(?:\s|$)"), "GPU already bound to {0}"),
 )
+_PASSTHROUGH_DRIVERS = ("vfio-pci", "pci-stub")
 _UNSUPPORTED_OPEN = lazy_re(r"not supported by open nvidia\.ko")
 _UNSUPPORTED_RELEASE = lazy_re(r"not supported by the\s+NVIDIA (\S{1,32}) driver release")
 _GSP = lazy_re(r"gsp", re.I)
@@ -1625,7 +1626,9 @@ def _nvrm_event(block: list[_Line]) -> KernelEvent | None:
     for pattern, template in _PROBE:
         probe = pattern.search(text)
         if probe:
-            return make("probe", _address(text), template.format(*probe.groups()))
+            # a GPU vfio-pci or pci-stub holds for a virtual machine is no failed probe (GH628 judges it)
+            kind = "passthrough" if probe.groups() and probe.group(1) in _PASSTHROUGH_DRIVERS else "probe"
+            return make(kind, _address(text), template.format(*probe.groups()))
     if _GSP.search(text) and _GSP_ERROR.search(text):
         return make("gsp", _address(text))
     if _NVRM_ERROR.search(text) and not _NVRM_NOISE.search(text):
