@@ -67,7 +67,8 @@ def test_passed_checks_are_registered_unskipped_and_silent():
 
 
 def test_a_check_that_crashed_did_not_pass_and_a_selection_claims_nothing():
-    crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: KeyError")
+    crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: KeyError",
+                    labels={"check": "GH302"})  # as the engine makes it (checks/engine.py)
     assert "GH302" not in {s.code for s in junit.passed_checks(all_checks_run([crash]))}
     assert junit.passed_checks(Report(Snapshot(), checks_run=1)) == ()
 
@@ -208,7 +209,7 @@ def test_prometheus_gpu_labels():
     samples = parse_exposition(prometheus_text.render(report_of("h100x8-xid-ecc"), now=1700000000))
     status = [labels for name, labels, _ in samples if name == "gpuhealth_check_status"]
     assert {"code": "GH301", "slug": "xid-errors", "severity": "critical", "gpu": "0",
-            "pci_bus_id": "0000:19:00.0"} in status
+            "pci_bus_id": "0000:19:00.0", "xid": "48"} in status
     assert ("gpuhealth_last_run_timestamp_seconds", {}, 1700000000.0) in samples
 
 
@@ -279,7 +280,8 @@ def test_junit_skipped_is_never_a_pass_and_info_passes_with_output():
 
 
 def test_junit_escapes_text_and_drops_characters_xml_cannot_hold():
-    crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: <boom>")
+    crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: <boom>",
+                    labels={"check": "GH302"})
     output = junit.render(all_checks_run([NASTY_FINDING, crash]))
     root = ET.fromstring(output)  # would raise on a raw \x1b or \x00
     failure = next(root.iter("failure"))

@@ -39,6 +39,8 @@ EXPECTED: dict[str, set[tuple[str, str, int | None]]] = {
     # gpu_count's alert folds into gpu_lost's (monitor/fold.py): one page; GPU 2 vanishing on its own pages again
     "gpu-lost": {("critical", "gpu_lost", 1)},
     "gpu-lost-then-vanished": {("critical", "gpu_lost", 1), ("critical", "gpu_count", None)},
+    # a GPU falling off the bus: its Xid 79 is the page; gpu_lost and gpu_count are its consequences, folded in
+    "fallen-off-bus": {("critical", "xid[79]", 1)},
 }
 # text that must be in the alert lines of a trace: the folded alert is said, never dropped
 FOLDED: dict[str, list[str]] = {
@@ -47,6 +49,9 @@ FOLDED: dict[str, list[str]] = {
                  "- the same fault, folded into this alert)"],
     "gpu-lost-then-vanished": ["folded into this alert", "FIRING critical gpu_count host: 1 GPU(s) answering, 3 "
                                "expected; missing: (GPU 1, "],
+    "fallen-off-bus": ["FIRING critical xid[79] gpu=1: GPU 1 Xid 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS)",
+                       "(also gpu_lost on GPU 1: GPU 1 lost: GPU is lost - the same fault, folded into this alert)",
+                       "(also gpu_count on the host: 2 GPU(s) answering, 3 expected; missing: (GPU 1, "],
 }
 
 NOTES = {
@@ -62,6 +67,8 @@ NOTES = {
     "gpu-lost": "three GPUs training; at 2 min GPU 1 is lost (NVML: GPU is lost) and stays lost",
     "gpu-lost-then-vanished": "three GPUs training; at 2 min GPU 1 is lost (NVML: GPU is lost), at 4 min GPU 2 "
                               "stops answering without a word (its samples stop)",
+    "fallen-off-bus": "three GPUs training; at 2 min NVML reports Xid 79 on GPU 1 (fallen off the bus) and from "
+                      "the next poll on GPU 1 is lost (NVML: GPU is lost)",
 }
 
 
@@ -125,6 +132,7 @@ def traces() -> dict[str, list[Event]]:
         "healthy": _samples(120, _training),
         "gpu-lost": _missing(12, None, 30),
         "gpu-lost-then-vanished": _missing(12, 24, 36),
+        "fallen-off-bus": sorted(_missing(13, None, 30) + [XidEvent(T0 + 12 * STEP, 1, 79)], key=lambda e: e.t),
     }
 
 

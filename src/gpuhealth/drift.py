@@ -96,7 +96,7 @@ def load_run(path: Path) -> Run:
 
 
 def run_of(report: Report) -> Run:
-    keys = [_identity(f.key, f.message) for f in report.findings]
+    keys = [_identity(f.key, f.labels.get("xid")) for f in report.findings]
     return Run(report.snapshot, tuple(keys), {k: f.message for k, f in zip(keys, report.findings, strict=True)},
                {k: f.severity.value for k, f in zip(keys, report.findings, strict=True)})
 
@@ -105,16 +105,21 @@ def _key(finding: dict[str, Any]) -> str:
     subject = finding.get("subject") or {}
     parts = [f"GPU {subject['gpu_index']}"] if "gpu_index" in subject else []
     parts += [subject["pci_address"]] if "pci_address" in subject else []
-    return _identity(f"{finding.get('code')}@{' '.join(parts) or 'host'}", str(finding.get("message", "")))
+    labels = finding.get("labels")
+    if isinstance(labels, dict):
+        xid = labels.get("xid")
+    else:  # a run saved before findings had labels: its Xid findings' messages start "Xid <code>"
+        match = _OLD_XID_MESSAGE.match(str(finding.get("message", ""))[:40])
+        xid = match[1] if match else None
+    return _identity(f"{finding.get('code')}@{' '.join(parts) or 'host'}", None if xid is None else str(xid))
 
 
-_XID = lazy_re(r"^Xid (\d+)\b")
+_OLD_XID_MESSAGE = lazy_re(r"Xid (\d{1,4})\b")
 
 
-def _identity(key: str, message: str) -> str:
+def _identity(key: str, xid: str | None) -> str:
     """A finding across runs: check and subject, and the Xid for Xid findings (one GPU can have several)."""
-    match = _XID.match(message)
-    return f"{key} Xid {match[1]}" if match else key
+    return f"{key} Xid {xid}" if xid else key
 
 
 def latest_runs(directory: Path, count: int = 2) -> list[Path]:

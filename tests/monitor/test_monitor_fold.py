@@ -4,6 +4,7 @@ serve's live state (``every_alert``) gets every alert as it is."""
 
 from __future__ import annotations
 
+import datetime
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from monitor_fakes import T0
 
 from gpuhealth.monitor.fold import finding_about
 from gpuhealth.monitor.notify import Dispatcher, format_line
-from gpuhealth.monitor.rules import Alert, RuleSet
+from gpuhealth.monitor.rules import Alert, Basis, RuleSet
 from gpuhealth.monitor.sample import GpuLost, Sample
 
 
@@ -45,16 +46,18 @@ def lost(gpu: int, t: float = T0) -> Alert:
 
 def count(*gpus: int | None, t: float = T0 + 30, renotify: bool = False) -> Alert:
     return Alert("gpu_count", None, "critical", "firing", f"{8 - len(gpus)} GPU(s) answering, 8 expected", t,
-                 renotify=renotify, about=tuple((g, "") for g in gpus))
+                 renotify=renotify, about=tuple(Basis(g) for g in gpus))
 
 
 def xid(gpu: int, code: int, severity: str = "critical", t: float = T0) -> Alert:
     return Alert("xid", gpu, severity, "firing", f"GPU {gpu} Xid {code}", t, str(code))
 
 
-def check_xid(gpu: int, *codes: int, severity: str = "critical", t: float = T0 + 600) -> Alert:
+def check_xid(gpu: int, *codes: int, severity: str = "critical", t: float = T0 + 600,
+              seen: float | None = None) -> Alert:
+    """The full check's GH301 alert on ``gpu`` standing on ``codes``, each last logged at ``seen``."""
     return Alert("check:GH301", gpu, severity, "firing", f"Xid {codes[0]}: in the kernel log", t,
-                 f"GH301@GPU {gpu}", about=tuple((gpu, str(c)) for c in codes))
+                 f"GH301@GPU {gpu}", about=tuple(Basis(gpu, str(c), severity, seen) for c in codes))
 
 
 def test_a_lost_gpu_pages_once_and_its_count_alert_is_in_that_page():
@@ -150,10 +153,10 @@ def test_the_count_rule_names_the_gpus_it_misses_and_says_so_again_when_they_cha
     assert poll(T0, range(8)) == []
     assert poll(T0 + 10, range(7), (7,)) == []  # not yet: `for` 30 s
     fired = poll(T0 + 40, range(7), (7,))
-    assert [(a.state, a.about, a.renotify) for a in fired] == [("firing", ((7, ""),), False)]
+    assert [(a.state, a.about, a.renotify) for a in fired] == [("firing", (Basis(7),), False)]
     assert poll(T0 + 50, range(7), (7,)) == []  # unchanged: nothing
     again = poll(T0 + 60, range(6), (7,))  # GPU 6 gone as well
-    assert [(a.state, a.about, a.renotify) for a in again] == [("firing", ((6, ""), (7, "")), True)]
+    assert [(a.state, a.about, a.renotify) for a in again] == [("firing", (Basis(6), Basis(7)), True)]
     assert "missing: (GPU 6, GPU-6); (GPU 7, GPU-7)" in again[0].message
 
 
@@ -167,13 +170,101 @@ def test_a_real_gh301_finding_stands_on_its_xid_codes():
     from hostcases import FakeHost, load_spec
 
     report = run_checks(collect(FakeHost(load_spec("h100x8-xid-ecc"))))
-    about = {finding_about(f) for f in report.findings if f.code == "GH301"}
-    assert about == {((0, "48"),), ((0, "63"),), ((0, "94"),)}
+    about = {finding_about(f)[0][:3] for f in report.findings if f.code == "GH301"}
+    assert about == {(0, "48", "critical"), (0, "63", "info"), (0, "94", "warning")}
+    # when the kernel log last showed each: its own line's time (dmesg --time-format iso), not the message's words
+    seen = {b.key: b.seen for f in report.findings if f.code == "GH301" for b in finding_about(f)}
+    assert seen["48"] == datetime.datetime(2024, 11, 15, 12, 2, 3, 470068, datetime.timezone.utc).timestamp()
+    assert seen["94"] > seen["48"]
     alerts = CheckRunner(600, run=lambda: report, log=lambda _: None)._alerts(report, now=T0)
     gh301 = [a for a in alerts if a.rule == "check:GH301"]
-    assert len(gh301) == 1 and set(gh301[0].about) == {(0, "48"), (0, "94")}
+    assert len(gh301) == 1 and {b.key for b in gh301[0].about} == {"48", "94"}
     d, pager, _ = dispatcher()
     d.dispatch([xid(0, 48), xid(0, 94, "warning")])
     d.dispatch(gh301)
     assert [a.rule for a in pager.alerts] == ["xid", "xid", "xid"]  # folded into Xid 48 (the critical one)
     assert pager.alerts[-1].key == "48"
+
+
+def gh302(gpu: int, t: float = T0 + 600) -> Alert:
+    return Alert("check:GH302", gpu, "critical", "firing", f"GPU {gpu} has fallen off the bus", t, f"GH302@GPU {gpu}",
+                 about=(Basis(gpu, "", "critical"),))
+
+
+def test_a_gpu_fallen_off_the_bus_pages_once_under_its_xid_79():
+    """Xid 79 comes first and says what happened; the lost GPU, the count and the full check's GH302 are its
+    consequences: each is said in a line of the Xid's alert, none pages on its own."""
+    d, pager, state = dispatcher()
+    d.dispatch([xid(1, 79)])
+    d.dispatch([lost(1, t=T0 + 1)])
+    d.dispatch([count(1)])
+    d.dispatch([gh302(1)])
+    assert [(a.rule, a.gpu, a.key, a.severity) for a in pager.alerts] == [("xid", 1, "79", "critical")] * 4
+    notes = [a.message for a in pager.alerts[1:]]
+    assert notes[0] == ("GPU 1 Xid 79 (also gpu_lost on GPU 1: GPU 1 lost: GPU is lost - the same fault, folded "
+                        "into this alert)")
+    assert notes[1].startswith("GPU 1 Xid 79 (also gpu_count on the host: 7 GPU(s) answering")
+    assert notes[2].startswith("GPU 1 Xid 79 (also the full check's GH302 on GPU 1: GPU 1 has fallen off the bus")
+    assert [a.rule for a in state.alerts] == ["xid", "gpu_lost", "gpu_count", "check:GH302"]  # /metrics: all
+    # the lost GPU's resolution (it answers again) says where it was paged
+    d.dispatch([Alert("gpu_lost", 1, "critical", "resolved", "GPU 1 answering again after 5 min", T0 + 300)])
+    assert pager.alerts[-1].message.endswith("(it was folded into xid[79] on GPU 1: the same fault)")
+
+
+def test_a_lost_gpu_pages_when_the_xid_79_is_another_gpus_or_none():
+    for open_ in ([xid(0, 79)], [xid(1, 13, "warning")], []):
+        d, pager, _ = dispatcher()
+        d.dispatch(open_)
+        d.dispatch([lost(1, t=T0 + 1)])
+        assert [a.rule for a in pager.alerts] == [a.rule for a in open_] + ["gpu_lost"], open_
+
+
+def test_the_count_folds_into_the_xid_79_when_the_gpu_vanished_without_a_lost_alert():
+    d, pager, _ = dispatcher()
+    d.dispatch([xid(2, 79)])
+    d.dispatch([count(2)])
+    assert [(a.rule, a.key) for a in pager.alerts] == [("xid", "79"), ("xid", "79")]
+
+
+def resolved_xid(gpu: int, code: int, t: float) -> Alert:
+    return Alert("xid", gpu, "critical", "resolved", f"GPU {gpu} no Xid {code} again", t, str(code))
+
+
+def test_an_xid_the_full_check_first_finds_after_its_nvml_alert_resolved_is_not_paged_again():
+    """NVML's Xid alert resolves after an hour without a repeat; the kernel log keeps the line until the reboot.
+    The check's finding of it, last logged before that resolution, is said at info severity, not paged."""
+    d, pager, _ = dispatcher()
+    d.dispatch([xid(0, 48)])
+    d.dispatch([resolved_xid(0, 48, T0 + 3600)])
+    d.dispatch([check_xid(0, 48, t=T0 + 4200, seen=T0 - 1)])  # the line NVML reported, a second before
+    last = pager.alerts[-1]
+    assert (last.rule, last.severity, last.state) == ("check:GH301", "info", "firing")
+    assert last.message == ("Xid 48: in the kernel log (the same fault as xid[48] on GPU 0, which paged and "
+                            "resolved; the kernel log shows no newer occurrence - not paged again)")
+    d.dispatch([check_xid(0, 48, t=T0 + 4800, seen=T0 - 1)])  # the next full check: nothing
+    assert len(pager.alerts) == 3
+    # a line logged after the alert resolved, which NVML did not report: a new occurrence, it pages
+    d.dispatch([check_xid(0, 48, t=T0 + 5400, seen=T0 + 5000)])
+    last = pager.alerts[-1]
+    assert (last.rule, last.severity, last.message) == ("check:GH301", "critical", "Xid 48: in the kernel log")
+
+
+def test_a_finding_after_the_resolution_pages_when_it_is_newer_or_its_time_unknown():
+    for seen in (T0 + 3700, None):
+        d, pager, _ = dispatcher()
+        d.dispatch([xid(0, 48)])
+        d.dispatch([resolved_xid(0, 48, T0 + 3600)])
+        d.dispatch([check_xid(0, 48, t=T0 + 4200, seen=seen)])
+        assert (pager.alerts[-1].rule, pager.alerts[-1].severity) == ("check:GH301", "critical"), seen
+
+
+def test_a_folded_finding_that_grows_by_an_xid_nvml_reported_stays_folded_after_the_first_resolved():
+    d, pager, _ = dispatcher()
+    d.dispatch([xid(0, 48)])
+    d.dispatch([check_xid(0, 48, t=T0 + 600, seen=T0)])
+    d.dispatch([resolved_xid(0, 48, T0 + 3600)])
+    d.dispatch([xid(0, 94, "warning", t=T0 + 4000)])  # a new Xid 94: its own page
+    grown = Alert("check:GH301", 0, "critical", "firing", "Xid 48: in the kernel log", T0 + 4200, "GH301@GPU 0",
+                  about=(Basis(0, "48", "critical", T0), Basis(0, "94", "warning", T0 + 3999)))
+    d.dispatch([grown])
+    assert [(a.rule, a.key) for a in pager.alerts] == [("xid", "48"), ("xid", "48"), ("xid", "48"), ("xid", "94")]

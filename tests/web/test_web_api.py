@@ -18,7 +18,7 @@ from web_fakes import REPO, T0, app_in_thread, expected, fleet_events, wait_for,
 from gpuhealth.model import Evidence, Finding, Fix, Gpu, NvmlReport, Report, Severity, Snapshot, Subject
 from gpuhealth.monitor.daemon import Monitor
 from gpuhealth.monitor.notify import Dispatcher
-from gpuhealth.monitor.rules import Alert, RuleSet
+from gpuhealth.monitor.rules import Alert, Basis, RuleSet
 from gpuhealth.monitor.sample import GpuLost, Sample
 from gpuhealth.monitor.sources import ReplaySource
 from gpuhealth.monitor.store import Store
@@ -203,7 +203,7 @@ def test_metrics_from_the_current_state(live, clock):
 def test_a_count_alert_has_one_series_per_missing_gpu_with_its_labels(live, clock):
     """So that Alertmanager can inhibit the series of a GPU whose gpu_lost already paged, and only that one."""
     feed(live, clock, *fleet_events(gpus=8, seconds=3))
-    live.alert(Alert("gpu_count", None, "critical", "firing", "5 of 8", T0, about=((2, ""), (6, ""), (None, ""))))
+    live.alert(Alert("gpu_count", None, "critical", "firing", "5 of 8", T0, about=(Basis(2), Basis(6), Basis(None))))
     app, _ = make(live)
     with TestClient(app) as client:
         active = metrics(client)["gpuhealth_alert_active"]

@@ -140,3 +140,15 @@ def test_a_nodes_idle_gpus_make_one_table_row_and_one_json_row_each(prometheus, 
     answer = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus, "--format", "json"]).output
     rows = json.loads(answer)["rows"]
     assert sum(r["source"] == "idle" for r in rows) == 17
+
+
+def test_two_xid_codes_on_one_gpu_are_two_rows_naming_their_codes():
+    """The check's Xid findings carry their code as the label xid: one row each, not two identical rows."""
+    from gpuhealth.web.fleet import collect
+
+    status = _vector(*[({"instance": "node1:9835", "code": "GH301", "slug": "xid-errors", "severity": severity,
+                         "gpu": "0", "xid": code}, 1) for code, severity in (("48", "critical"), ("94", "warning"))])
+    answers = {**{expr: [] for expr in ANSWERS}, 'gpuhealth_check_status{job="gpuhealth"}': status}
+    rows, _ = collect(lambda expr: answers[expr], "gpuhealth")
+    assert [(r.severity, r.what) for r in rows] == [("critical", "check GH301 xid-errors (Xid 48)"),
+                                                    ("warning", "check GH301 xid-errors (Xid 94)")]

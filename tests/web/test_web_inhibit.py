@@ -74,20 +74,29 @@ def test_every_inhibit_rule_names_shipped_alerts():
 def test_each_fold_of_the_monitor_is_an_inhibit_rule_on_the_same_node_and_gpu():
     """The same rule in both places: each (derived, primary) pair of fold.py is an inhibit rule whose source is
     the primary's alert and whose target is the derived one's, equal on instance and gpu (never instance alone,
-    which would hide a second GPU's failure)."""
+    which would hide a second GPU's failure), and on the Xid code when the fold compares codes."""
     rules = inhibit_rules()
-    for derived, primary in FOLDS.items():
-        source, source_extra = alert_for(primary)
-        target, target_extra = alert_for(derived)
-        found = [r for r in rules if ("alertname", "=", source) in r["source"]
-                 and ("alertname", "=", target) in r["target"] and all(m in r["target"] for m in target_extra)
-                 and all(m in r["source"] for m in source_extra)]
-        assert found, (derived, primary)
-        assert all(r["equal"] == ["instance", "gpu"] for r in found), found
-    # the GPU-level rules never match on the node alone
+    pairs = 0
+    for derived, primaries in FOLDS.items():
+        for primary, key in primaries:
+            source, source_extra = alert_for(primary)
+            if key:  # a fixed key of the primary: Xid 79 for a lost GPU
+                source_extra = [*source_extra, ("xid", "=", key)]
+            target, target_extra = alert_for(derived)
+            found = [r for r in rules if ("alertname", "=", source) in r["source"]
+                     and ("alertname", "=", target) in r["target"] and all(m in r["target"] for m in target_extra)
+                     and all(m in r["source"] for m in source_extra)]
+            assert found, (derived, primary, key)
+            want = ["instance", "gpu", "xid"] if key is None else ["instance", "gpu"]
+            assert all(r["equal"] == want for r in found), found
+            pairs += 1
+    assert pairs >= 6
+    # the GPU-level rules never match on the node alone; an Xid rule for the full check compares the codes
     for rule in rules:
         if ("alertname", "=", "GpuhealthDown") not in rule["source"]:
             assert "gpu" in rule["equal"], rule
+        if ("rule", "=", "check:GH301") in rule["target"]:
+            assert "xid" in rule["equal"], rule
 
 
 def _alert(**labels: str) -> dict:
@@ -95,7 +104,8 @@ def _alert(**labels: str) -> dict:
     return {"labels": {**base, **labels}, "annotations": {"summary": "test"}}
 
 
-# (alert, inhibited?) posted to a real Alertmanager running the shipped configuration
+# (alert, inhibited?) posted to a real Alertmanager running the shipped configuration (labels as Prometheus sends
+# them: an empty label such as xid="" on a non-Xid alert is absent)
 POSTED = [
     (_alert(alertname="GpuhealthGpuLost", rule="gpu_lost", severity="critical", gpu="3"), False),
     (_alert(alertname="GpuhealthGpuCount", rule="gpu_count", severity="critical", gpu="3"), True),
@@ -104,14 +114,25 @@ POSTED = [
     (_alert(alertname="GpuhealthGpuCount", rule="gpu_count", severity="critical", gpu="3", instance="n2:9835"),
      False),  # another node
     (_alert(alertname="GpuhealthCheckFinding", rule="check:GH302", severity="critical", gpu="3"), True),
-    (_alert(alertname="GpuhealthXid", rule="xid", key="48", severity="critical", gpu="0"), False),
-    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", severity="critical", gpu="0"), True),
-    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", severity="critical", gpu="1"), False),
+    # GPU 4 fell off the bus: its Xid 79 is the one page; the lost GPU, the count and GH302 are inhibited
+    (_alert(alertname="GpuhealthXid", rule="xid", key="79", xid="79", severity="critical", gpu="4"), False),
+    (_alert(alertname="GpuhealthGpuLost", rule="gpu_lost", severity="critical", gpu="4"), True),
+    (_alert(alertname="GpuhealthGpuCount", rule="gpu_count", severity="critical", gpu="4"), True),
+    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH302", severity="critical", gpu="4"), True),
+    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH302", severity="critical", gpu="4", instance="n2:9835"),
+     False),  # another node
+    (_alert(alertname="GpuhealthXid", rule="xid", key="48", xid="48", severity="critical", gpu="0"), False),
+    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", xid="48", severity="critical", gpu="0"), True),
+    # another Xid on that GPU, which NVML did not report: a second failure, it pages (before, any GH301 on the GPU
+    # was inhibited by a critical Xid)
+    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", xid="94", severity="warning", gpu="0"), False),
+    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", xid="48", severity="critical", gpu="1"), False),
     (_alert(alertname="GpuhealthCheckFinding", rule="check:GH403", severity="critical", gpu="0"), False),  # ECC
-    (_alert(alertname="GpuhealthXid", rule="xid", key="13", severity="warning", gpu="5"), False),
-    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", severity="critical", gpu="5"), False),  # worse
-    (_alert(alertname="GpuhealthXid", rule="xid", key="13", severity="warning", gpu="7"), False),
-    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", severity="warning", gpu="7"), True),
+    (_alert(alertname="GpuhealthXid", rule="xid", key="13", xid="13", severity="warning", gpu="5"), False),
+    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", xid="13", severity="critical", gpu="5"),
+     False),  # worse
+    (_alert(alertname="GpuhealthXid", rule="xid", key="13", xid="13", severity="warning", gpu="7"), False),
+    (_alert(alertname="GpuhealthCheckFinding", rule="check:GH301", xid="13", severity="warning", gpu="7"), True),
 ]
 
 

@@ -67,7 +67,8 @@ def _stamp(spec: CheckSpec, draft: Draft) -> Finding:
     return Finding(
         code=spec.code, slug=spec.slug, severity=draft.severity, message=draft.message,
         subject=draft.subject, evidence=draft.evidence, explanation=spec.explanation,
-        fixes=draft.fixes, explains=draft.explains, differential=draft.differential,
+        fixes=draft.fixes, explains=draft.explains, differential=draft.differential, labels=draft.labels,
+        last_seen=draft.last_seen,
     )
 
 
@@ -80,5 +81,5 @@ def _internal_error(spec: CheckSpec, exc: Exception) -> Finding:
         code=internal.code, slug=internal.slug, severity=Severity.WARNING,
         message=f"check {spec.code} ({spec.slug}) failed: {type(exc).__name__}: {exc}",
         evidence=(Evidence("gpuhealth", tuple(line.rstrip() for line in frames[-3:])),),
-        explanation=internal.explanation,
+        explanation=internal.explanation, labels={"check": spec.code},
     )

@@ -13,6 +13,7 @@ from gpuhealth.knowledge.drivers import branch_of, supports
 from gpuhealth.knowledge.gpus import lookup as gpu_lookup
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, Severity, Snapshot
+from gpuhealth.parsers.kernel_log import wall_clock_seconds
 
 SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
@@ -85,6 +86,11 @@ def samples(tally: Tally, keep: int = SAMPLE_LINES) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def last_seen(tally: Tally) -> float | None:
+    """When the tally's newest line was logged (Finding.last_seen): None without a wall-clock timestamp."""
+    return wall_clock_seconds(tally.last.timestamp) if tally.last is not None else None
+
+
 def _span(tally: Tally) -> str:
     first = tally.first.timestamp if tally.first else None
     last = tally.last.timestamp if tally.last else None
@@ -135,7 +141,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
             f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
             f" - next: {xid_catalogue.action_in_words(action)}",
             subject=subject, evidence=(Evidence(snapshot.kernel_log.source, samples(events)),),
-            fixes=fixes,
+            fixes=fixes, labels={"xid": str(code)}, last_seen=last_seen(events),
         )
 
 
@@ -168,6 +174,10 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes("GH302"),
             explains=("GH102", "GH203", "GH204", "GH301", "GH305"),
+            # the Xid it stands on when the driver logged one (some drivers print only "fallen off the bus"); each
+            # group of the tally gives at least its first line to the samples
+            labels={"xid": "79"} if any(e.xid == 79 for e in found.samples) else {},
+            last_seen=last_seen(found),
         )
 
 

@@ -43,6 +43,8 @@ class Draft:
     fixes: tuple[Fix, ...] = ()
     explains: tuple[str, ...] = ()
     differential: tuple[Candidate, ...] = ()  # causes the evidence leaves open, likeliest first, each with its command
+    labels: dict[str, str] = field(default_factory=dict)  # Finding.labels: what it stands on ({"xid": "48"})
+    last_seen: float | None = None  # Finding.last_seen: the newest line's time, seconds since the epoch
 
 
 @record

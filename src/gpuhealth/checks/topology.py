@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from gpuhealth.checks.gpu_state import REBOOT, seen_gpus
-from gpuhealth.checks.kernel_log import Tally, samples, tallies
+from gpuhealth.checks.kernel_log import Tally, last_seen, samples, tallies
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
 from gpuhealth.knowledge import gpu_expectations
 from gpuhealth.knowledge import xid as xid_catalogue
@@ -316,7 +316,8 @@ def xid_rate_high(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
                     subject=snapshot.gpu_subject(address),
                     evidence=(Evidence(snapshot.kernel_log.source, samples(total)),),
                     fixes=(Fix("nvidia-smi --query-compute-apps=pid,name,gpu_bus_id --format=csv", "any",
-                               note="what runs on the GPU; stop it, then act on the Xid (GH301)"),))
+                               note="what runs on the GPU; stop it, then act on the Xid (GH301)"),),
+                    labels={"xid": str(code)}, last_seen=last_seen(total))
 
 
 def _peak(group: EventGroup, log: KernelLog) -> tuple[int, str | None, str | None]:

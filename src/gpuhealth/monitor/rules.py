@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuhealth.records import record
 
@@ -29,6 +29,18 @@ def took(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+class Basis(NamedTuple):
+    """One thing an alert stands on (monitor/fold.py), in the terms of the alert that would explain it: a GPU (None:
+    GPUs never seen) and a key of that alert (an Xid code; "" for none). A full check's finding adds its own
+    severity (its Xid's, which may be below the alert's worst) and when the kernel log last showed it (seconds
+    since the epoch; None when the log has no wall-clock time)."""
+
+    gpu: int | None
+    key: str = ""
+    severity: str = ""
+    seen: float | None = None
+
+
 @record
 class Alert:
     rule: str
@@ -41,10 +53,9 @@ class Alert:
     # A firing alert that is already firing, sent again because its count rose ("... now 2"):
     # notifiers deliver it although the state did not change.
     renotify: bool = False
-    # What the alert stands on, as the (GPU, key) of the alerts that would explain it (monitor/fold.py): a host
-    # alert's GPUs (gpu_count: each missing GPU; (None, "") for GPUs never seen), a check finding's Xid codes.
-    # Not part of the identity.
-    about: tuple[tuple[int | None, str], ...] = ()
+    # What the alert stands on (monitor/fold.py): a host alert's GPUs (gpu_count: each missing GPU; Basis(None) for
+    # GPUs never seen), a check finding's Xid codes. Not part of the identity.
+    about: tuple[Basis, ...] = ()
 
     @property
     def identity(self) -> tuple[str, int | None, str]:
@@ -510,7 +521,7 @@ class GpuCountRule(Rule):
         self.expected = int(options.get("expected", 0))
         self._most = 0
         self._known: dict[int, tuple[str | None, str | None]] = {}  # index -> (bus id, UUID)
-        self._notified: tuple[tuple[int | None, str], ...] = ()  # the missing GPUs last said while firing
+        self._notified: tuple[Basis, ...] = ()  # the missing GPUs last said while firing
 
     def feed(self, event: Event) -> list[Alert]:
         if isinstance(event, Sample) and (event.gpu not in self._known or event.uuid or event.pci_address):
@@ -526,10 +537,10 @@ class GpuCountRule(Rule):
             names.append(f"{unseen} never seen since the monitor started")
         return "; ".join(f"({n})" if n.startswith("GPU") else n for n in names)
 
-    def _about(self, present: set[int], want: int) -> tuple[tuple[int | None, str], ...]:
+    def _about(self, present: set[int], want: int) -> tuple[Basis, ...]:
         gone = sorted(set(self._known) - present)
         unseen = want - len(present) - len(gone) > 0
-        return tuple((i, "") for i in gone) + (((None, ""),) if unseen else ())
+        return tuple(Basis(i) for i in gone) + ((Basis(None),) if unseen else ())
 
     def tick(self, t: float, present: set[int]) -> list[Alert]:
         self._most = max(self._most, len(present))

@@ -1485,6 +1485,34 @@ def timestamp_seconds(timestamp: str | None) -> float | None:
     return None
 
 
+def wall_clock_seconds(timestamp: str | None) -> float | None:
+    """A kernel log timestamp as seconds since the epoch, only when it is a date and time with its UTC offset
+    (``dmesg --time-format iso``, ``journalctl -o short-iso``): seconds since boot, or a syslog time without a
+    year or zone, cannot be placed on the clock and give None."""
+    text = (timestamp or "").strip()
+    if len(text) < 19 or len(text) > 40 or text[4:5] != "-" or "T" not in text[:11]:
+        return None
+    text = text.replace(",", ".").replace("Z", "+00:00")
+    if text[-5:-4] in "+-" and text[-3:-2] != ":" and text[-5:].replace("+", "").replace("-", "").isdigit():
+        text = f"{text[:-2]}:{text[-2:]}"  # "+0000" (journalctl): Python 3.10 reads only "+00:00"
+    try:
+        parsed = datetime.datetime.fromisoformat(_six_digit_fraction(text))
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
+
+
+def _six_digit_fraction(text: str) -> str:
+    """Python 3.10's fromisoformat reads a fraction of 3 or 6 digits only: padded or cut to 6."""
+    dot = text.find(".", 19)
+    if dot < 0:
+        return text
+    end = dot + 1
+    while end < len(text) and text[end].isdigit():
+        end += 1
+    return f"{text[:dot + 1]}{text[dot + 1:end][:6].ljust(6, '0')}{text[end:]}"
+
+
 def _signature_events(hits: list[_Hit]) -> list[KernelEvent]:
     """``module_signature`` events: the kernel refused (or tainted for) an unsigned NVIDIA module."""
     events = []

@@ -22,8 +22,6 @@ from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.common import fixes_for_host, fold
 
-# GH001's message names the check that raised: "check GH301 (xid-errors) failed: ..."
-_CRASHED = lazy_re(r"check (GH\d{3}) \(")
 # Characters XML 1.0 cannot hold at all (kernel logs carry escape codes and NULs).
 _NOT_XML = lazy_re("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 NAME_MESSAGE_CHARS = 100
@@ -31,7 +29,7 @@ NAME_MESSAGE_CHARS = 100
 
 def crashed_checks(report: Report) -> set[str]:
     """Codes of checks that raised inside gpuhealth (reported as GH001 findings)."""
-    return {m[1] for f in report.findings if f.code == INTERNAL_ERROR and (m := _CRASHED.match(f.message))}
+    return {f.labels["check"] for f in report.findings if f.code == INTERNAL_ERROR and "check" in f.labels}
 
 
 def passed_checks(report: Report) -> tuple[CheckSpec, ...]:

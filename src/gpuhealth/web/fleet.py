@@ -88,7 +88,8 @@ def collect(ask: Any, job: str) -> tuple[list[Row], int]:
         m = r["metric"]
         if m.get("severity") in ("critical", "warning"):
             rows.append(Row(m["severity"], m.get("instance", "?"), m.get("gpu", ""),
-                            f"check {m.get('code', '?')} {m.get('slug', '')}".rstrip(), "check"))
+                            f"check {m.get('code', '?')} {m.get('slug', '')}".rstrip()
+                            + (f" (Xid {m['xid']})" if m.get("xid") else ""), "check"))  # one row per Xid code
     for r in ask(f"gpuhealth_gpu_utilization_ratio{{{sel}}} == 0"):
         m = r["metric"]
         rows.append(Row("info", m.get("instance", "?"), m.get("gpu", ""),

@@ -14,6 +14,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gpuhealth.monitor.fold import xid_series
+
 from .state import LiveState
 
 GPU_LABELS = ["gpu", "uuid", "pci_bus_id", "model"]
@@ -50,7 +52,7 @@ def _alert_gpus(alert: Any, identity: dict[int, Any]) -> list[list[str]]:
     (a lost GPU inhibits the count's series for it, never the one for another GPU)."""
     if alert.gpu is not None or not alert.about:
         return [_gpu_labels(alert.gpu, identity)]
-    return [list(labels) for labels in dict.fromkeys(tuple(_gpu_labels(gpu, identity)) for gpu, _ in alert.about)]
+    return [list(labels) for labels in dict.fromkeys(tuple(_gpu_labels(basis.gpu, identity)) for basis in alert.about)]
 
 
 class StateCollector(Collector):
@@ -104,22 +106,25 @@ class StateCollector(Collector):
 
         alerts = GaugeMetricFamily("gpuhealth_alert_active", "1 for each alert of gpuhealth's monitor that is "
                                    "firing now (rule, GPU, key); a host alert about GPUs (gpu_count: the missing "
-                                   "ones) has one series per GPU it names; absent when none.",
-                                   labels=["rule", "key", "severity", *GPU_LABELS])
+                                   "ones) has one series per GPU it names, a full check's Xid finding one per Xid "
+                                   "code (label xid, at that Xid's severity); absent when none.",
+                                   labels=["rule", "key", "severity", *GPU_LABELS, "xid"])
         for alert in sorted(view["active"], key=lambda a: (a.rule, -1 if a.gpu is None else a.gpu, a.key)):
             for labels in _alert_gpus(alert, identity):
-                alerts.add_metric([alert.rule, alert.key, alert.severity, *labels], 1.0)
+                for xid_code, severity in xid_series(alert):
+                    alerts.add_metric([alert.rule, alert.key, severity, *labels, xid_code], 1.0)
         yield alerts
 
         status = GaugeMetricFamily("gpuhealth_check_status", "Findings of the last full check by check code and "
                                    "severity (1; more when several share the labels), as `gpuhealth check "
-                                   "--format prometheus` writes them.",
-                                   labels=["code", "slug", "severity", "gpu", "pci_bus_id"])
+                                   "--format prometheus` writes them; xid: the Xid code an Xid finding stands "
+                                   "on.",
+                                   labels=["code", "slug", "severity", "gpu", "pci_bus_id", "xid"])
         report = view["report"]
         if report is not None:
             counts = Counter((f.code, f.slug, f.severity.value,
                               "" if f.subject.gpu_index is None else str(f.subject.gpu_index),
-                              f.subject.pci_address or "") for f in report.findings)
+                              f.subject.pci_address or "", f.labels.get("xid", "")) for f in report.findings)
             for labels, count in sorted(counts.items()):
                 status.add_metric(list(labels), float(count))
         yield status
