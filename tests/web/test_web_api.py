@@ -213,6 +213,22 @@ def test_a_count_alert_has_one_series_per_missing_gpu_with_its_labels(live, cloc
     assert series[""]["uuid"] == "" and all(s.value == 1 for s in active)
 
 
+def test_xid_alerts_and_the_checks_xid_finding_carry_the_code_as_a_label(live, clock):
+    """So that Alertmanager inhibits the full check's finding of the same Xid code only (equal: instance, gpu,
+    xid): one series per Xid code the finding stands on, each at that Xid's severity, none for another rule."""
+    feed(live, clock, *fleet_events(gpus=2, seconds=3))
+    live.alert(Alert("xid", 0, "critical", "firing", "GPU 0 Xid 48", T0, "48"))
+    live.alert(Alert("check:GH301", 0, "critical", "firing", "Xid 48 ...", T0, "GH301@GPU 0",
+                     about=(Basis(0, "48", "critical", T0), Basis(0, "94", "warning", T0))))
+    live.alert(Alert("temperature", 1, "warning", "firing", "GPU 1 at 88 °C", T0))
+    app, _ = make(live)
+    with TestClient(app) as client:
+        active = metrics(client)["gpuhealth_alert_active"]
+    got = sorted((s.labels["rule"], s.labels["gpu"], s.labels["xid"], s.labels["severity"]) for s in active)
+    assert got == [("check:GH301", "0", "48", "critical"), ("check:GH301", "0", "94", "warning"),
+                   ("temperature", "1", "", "warning"), ("xid", "0", "48", "critical")]
+
+
 def test_none_readings_never_appear_as_values(live, clock):
     feed(live, clock, Sample(T0, 0, pci_address="0000:19:00.0"))  # a GPU that answered nothing
     app, _ = make(live)

@@ -181,10 +181,20 @@ def _toolkit_version(state: CudaState) -> str | None:
     return None
 
 
+def module_version(snapshot: Snapshot) -> str | None:
+    """The loaded kernel module's version: /proc/driver/nvidia/version, else the driver version NVML or nvidia-smi
+    report (nvmlSystemGetDriverVersion is the kernel driver's; when NVML answers, its library matches the module)."""
+    if snapshot.driver and snapshot.driver.version:
+        return snapshot.driver.version
+    if snapshot.nvml is not None and snapshot.nvml.ok and snapshot.nvml.driver_version:
+        return snapshot.nvml.driver_version
+    return snapshot.smi.driver_version if snapshot.smi else None
+
+
 def stale_libcuda_of(snapshot: Snapshot) -> str | None:
     """The kernel module version when the loader's libcuda is a stale one (GH603), else None."""
     state = snapshot.cuda
-    kernel = snapshot.driver.version if snapshot.driver else None
+    kernel = module_version(snapshot)
     if state is None or not state.libcuda_path or not state.libcuda_version or not kernel:
         return None  # a libcuda.so.1 that is not a link (containers) or no module loaded: nothing to compare
     if state.libcuda_version == kernel:
@@ -439,8 +449,13 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     What:
     The `libcuda.so.1` the dynamic loader resolves (`ldconfig -p`, then where that link points:
     `libcuda.so.535.161.08`) is a different version from the loaded kernel module
-    (`/proc/driver/nvidia/version`), while the rest of user space matches the module (otherwise GH202
+    (`/proc/driver/nvidia/version`, or the driver version NVML and nvidia-smi report), while the rest of user space matches the module (otherwise GH202
     reports the driver/library mismatch).
+
+    When the module's version is not in the evidence but the loader resolves libcuda.so.1 to a
+    forward-compatibility copy (a path containing `/compat/`), that is a warning: NVIDIA supports such a copy only on
+    data-center GPUs and only with a driver older than it (CUDA Compatibility guide, Forward Compatibility). Beside a
+    CUDA error 803 it is the cause of that error (NVIDIA/nvidia-container-toolkit#1679), and the finding leads.
 
     Why it matters:
     libcuda must match the kernel module exactly. A stale copy, left by an earlier `.run` install in
@@ -456,12 +471,23 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
 
     Exceptions:
     A forward-compatibility libcuda (`cuda-compat-*`, a path containing `/compat/`) newer than the
-    module is intended on data-center GPUs and is not reported.
+    module is intended on data-center GPUs and is not reported. Without the module's version, or without where
+    libcuda.so.1 points, nothing can be compared: the check is skipped, so a CUDA error 803 keeps a stale libcuda
+    among its open causes.
     """
     state = _cuda(snapshot)
     if state.libcuda_path is None:
         if "cuda_ldconfig" in snapshot.unavailable:
             yield Skip(snapshot.unavailable["cuda_ldconfig"])
+        return
+    module = module_version(snapshot)
+    if module is None and _is_compat(state.libcuda_path, state.libcuda_target):
+        yield _compat_first(state)
+        return
+    if module is None or state.libcuda_version is None:
+        # nothing to compare: "found nothing" here would rule a stale libcuda out of a differential it never judged
+        yield Skip("the loaded kernel module's version (cat /proc/driver/nvidia/version) or the version of the "
+                   "libcuda.so.1 the loader resolves (where its link points) is not in the evidence")
         return
     kernel = stale_libcuda_of(snapshot)
     if kernel is None:
@@ -479,6 +505,30 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
                *fixes_for(debian=[f"dpkg -S {state.libcuda_path}"], rhel=[f"rpm -qf {state.libcuda_path}"]),
                Fix(f"sudo rm {state.libcuda_path} && sudo ldconfig", "any",
                    note="only if that file belongs to no installed driver package")),
+        explains=("GH605",),
+    )
+
+
+def _is_compat(path: str | None, target: str | None) -> bool:
+    """A CUDA forward-compatibility copy: cuda-compat installs libcuda under ``.../compat/``."""
+    return "/compat/" in (path or "") or "/compat/" in (target or "")
+
+
+def _compat_first(state: CudaState) -> Draft:
+    """The loader resolves libcuda.so.1 to a forward-compat copy and the module's version is unknown: a warning, since
+    that copy is right only on a data-center GPU whose driver is older than it (NVIDIA's CUDA Compatibility guide); with
+    a CUDA error 803 beside it, it is the cause the differential looks for (NVIDIA/nvidia-container-toolkit#1679)."""
+    listed = [f"{e.name} ({e.flags}) => {e.path}" for e in state.libraries if e.name.startswith("libcuda.so")]
+    own = [e.path for e in state.libraries if e.name == "libcuda.so.1" and not _is_compat(e.path, None)]
+    ahead = f" ahead of the driver's own ({own[0]})" if own else ""
+    return Draft(
+        Severity.WARNING,
+        f"The loader resolves libcuda.so.1 to a CUDA forward-compatibility copy ({state.libcuda_path}){ahead}: it is "
+        "right only on a data-center GPU whose driver is older than it; on a newer driver CUDA fails with error 803",
+        evidence=(Evidence("ldconfig -p", tuple(listed[:6])),),
+        fixes=(*(f for f in table_fixes("GH603") if f.is_command),
+               Fix("Remove the compat directory from the loader path (its /etc/ld.so.conf.d entry, or "
+                   "LD_LIBRARY_PATH), then run sudo ldconfig", "any", kind="step")),
         explains=("GH605",),
     )
 

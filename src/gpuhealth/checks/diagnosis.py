@@ -251,6 +251,9 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed:
         return _lead_with_cause(findings, symptom, confirmed[0], messages, ran, made, shown)
+    left = narrowed_to_one_check(symptom, ranked)
+    if left is not None:
+        return _lead_by_elimination(findings, symptom, left, ranked, messages, ran, made, shown)
     lines = [m for m in messages if m.symptom == symptom.id]
     index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
     top = next((c for c in ranked if c.status != RULED_OUT), None)
@@ -386,6 +389,36 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
     findings[index] = replace(current, explains=explains,
                               severity=cause_severity(current.severity, symptom, findings, shown))
+    return findings
+
+
+def narrowed_to_one_check(symptom: Symptom, ranked: Sequence[Candidate]) -> Candidate | None:
+    """The likeliest open cause when the evidence ruled out every cause of any other check: the causes left open all
+    belong to one check (a forward-compat or a stale libcuda, both GH603's, once a working nvidia-smi has ruled out the
+    driver upgraded without a reload, GH202). That check then leads, though which of its causes is still open; None
+    when a cause is confirmed, when nothing was ruled out, or when the open causes belong to several checks."""
+    if any(c.status == CONFIRMED for c in ranked) or not any(c.status == RULED_OUT for c in ranked):
+        return None
+    still = [c for c in ranked if c.status == OPEN]
+    if not still or len({c.code for c in still}) != 1 or still[0].code == symptom.code:
+        return None
+    return still[0]
+
+
+def _lead_by_elimination(findings: list[Finding], symptom: Symptom, left: Candidate, ranked: Sequence[Candidate],
+                         messages: list[MessageLine], ran: set[str], made: set[str], shown: bool) -> list[Finding]:
+    """The one check left leads (:func:`narrowed_to_one_check`) and explains the symptom, with the differential that
+    says which causes were ruled out and which of its own are open; its message names the likeliest, in words."""
+    had = any(f.code == left.code for f in findings)
+    findings = _lead_with_cause(findings, symptom, left, messages, ran, made, shown)
+    index = next((i for i, f in enumerate(findings) if f.code == left.code), None)
+    if index is None:
+        return findings
+    current = findings[index]
+    others = [c.title for c in ranked if c.status == OPEN and c is not left]
+    message = current.message if had else (f"{symptom.title}; most likely {left.title}"
+                                           + (f"; else {others[0]}" if others else ""))
+    findings[index] = replace(current, message=message, differential=tuple(ranked))
     return findings
 
 

@@ -318,9 +318,19 @@ _LDCONFIG_ROW = guarded_re(r"^lib\S*\s+\([^()]*\)\s+=>\s+/", may=lambda line: li
 _LDCONFIG_HEADER = guarded_re(r"\s*\d+ libs? found in cache", may=has(" found in cache"))
 
 
+_LDCONFIG_COMMAND = guarded_re(r"^(?:sudo\s+)?(?:/s?bin/)?ldconfig\s+(?:-p|--print-cache)\b", may=has("ldconfig"))
+
+
+def _ldconfig_rows(text: str) -> list[str]:
+    """The head's lines without a first line that is the command itself, pasted without its prompt
+    (`` ldconfig -p | grep libcuda.so.1`` above its rows, NVIDIA/nvidia-container-toolkit#1679)."""
+    lines = _lines(text)
+    return lines[1:] if lines and _LDCONFIG_COMMAND.match(lines[0]) else lines
+
+
 @evidence_kind("ldconfig", commands=(r"ldconfig\s+(?:-p|--print-cache)\b", r"/sbin/ldconfig\s+-p\b"), priority=410,
                recognise=lambda t: bool(_LDCONFIG_HEADER.match(t[:200]))
-               or _share(_lines(t), _LDCONFIG_ROW, 0.7))
+               or _share(_ldconfig_rows(t), _LDCONFIG_ROW, 0.7))
 def _ldconfig(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.model import LdConfEntry
     from gpuhealth.parsers.cuda import libcuda_version, resolve_libcuda
