@@ -449,8 +449,8 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     What:
     The `libcuda.so.1` the dynamic loader resolves (`ldconfig -p`, then where that link points:
     `libcuda.so.535.161.08`) is a different version from the loaded kernel module
-    (`/proc/driver/nvidia/version`, or the driver version NVML and nvidia-smi report), while the rest of
-    user space matches the module (otherwise GH202 reports the driver/library mismatch).
+    (`/proc/driver/nvidia/version`, or the driver version NVML and nvidia-smi report), while the rest of user
+    space matches the module (otherwise GH202 reports the driver/library mismatch).
 
     When the module's version is not in the evidence but the loader resolves libcuda.so.1 to a
     forward-compatibility copy (a path containing `/compat/`), that is a warning: NVIDIA supports such a copy only on

@@ -49,7 +49,9 @@ def user_space_version(snapshot: Snapshot) -> tuple[str | None, str]:
 LIBRARY_PACKAGE = lazy_re(
     r"^(?:libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|nvidia-compute-utils-\d+\S*|libnvidia-gl-\d+\S*|libcuda1\S*|"
     r"nvidia-driver-(?:cuda-)?libs|nvidia-driver-NVML|nvidia-driver-cuda|xorg-x11-drv-nvidia(?:-cuda)?-libs|"
-    r"nvidia-x11-drv(?:-libs)?|nvidia-libs)$")
+    r"nvidia-x11-drv(?:-libs)?|nvidia-libs|"
+    # Debian's own packaging: libnvidia-ml1 holds libnvidia-ml; nvidia-smi is built from the same driver release
+    r"libnvidia-ml1|nvidia-smi)$")
 _DRIVER_VERSION = lazy_re(r"^(?:\d+:)?(?P<version>\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?:[-~+]|$)")
 
 

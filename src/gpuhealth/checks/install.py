@@ -292,8 +292,8 @@ def build_tools_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     the install fails at the build step, or a kernel update leaves the host without a driver.
 
     How to fix:
-    Install them: `build-essential` on Debian/Ubuntu, `gcc make` on RHEL/Rocky (with
-    `kernel-devel-$(uname -r)`, see GH503).
+    Install them: `build-essential` on Debian/Ubuntu, `gcc gcc-c++ make` on RHEL/Rocky/Fedora (the open
+    kernel modules compile C++ too; with `kernel-devel-$(uname -r)`, see GH503).
 
     Exceptions:
     Hosts whose driver is loaded from precompiled modules (no DKMS) need no compiler: not reported.
