@@ -95,3 +95,23 @@ def test_a_non_driver_version_of_a_package_named_nvidia_smi_is_not_a_driver_vers
     listing = DEBIAN_VERSIONS.replace("525.85.12-1 ", "1.0.2-1     ")
     lead = _roots(MISMATCH, listing)[0].finding
     assert lead.code == "GH202" and "user space ?" in lead.message
+
+
+@pytest.mark.parametrize("line", [
+    # NVIDIA/open-gpu-kernel-modules#255 (Fedora 36, building the open modules by hand)
+    "make[2]: *** /lib/modules/5.17.8-300.fc36.x86_64/build: No such file or directory.  Stop.",
+    # lwfinger/rtw88#90: the maintainer: 'You have not installed the kernel headers'
+    "make[1]: *** /lib/modules/5.17.5-300.fc36.x86_64/build: No such file or directory.  Stop.",
+])
+def test_a_missing_kernel_build_tree_is_kernel_headers_missing(line: str) -> None:
+    sig = match_line(line)
+    assert sig is not None and sig.id == "kbuild-modules-build-dir-missing" and sig.code == "GH503"
+
+
+@pytest.mark.parametrize("line", [
+    "make[2]: Entering directory '/lib/modules/5.17.8-300.fc36.x86_64/build'",
+    "ls: cannot access '/lib/modules/5.17.8-300.fc36.x86_64/kernel/drivers/video/nvidia.ko': No such file or directory",
+])
+def test_near_misses_are_not_a_missing_build_tree(line: str) -> None:
+    sig = match_line(line)
+    assert sig is None or sig.id != "kbuild-modules-build-dir-missing"
