@@ -6,6 +6,7 @@ tests exercise the whole path, host -> bundle -> snapshot -> checks.
 
 Spec keys (all optional):
   files     {host path: text}
+  file_errors  {host path: reason}  (read() fails with it: "permission denied: run as root (sudo)")
   pci       [{address, device, class, driver, name, speed, max_speed, width, max_width}]
   modules   [module names]          -> /proc/modules
   dev       [names under /dev]
@@ -54,6 +55,7 @@ class FakeHost:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.files: dict[str, str] = {k: text_of(v) for k, v in spec.get("files", {}).items()}
+        self.file_errors: dict[str, str] = dict(spec.get("file_errors", {}))
         self.listings: dict[str, tuple[str, ...]] = {}
         self.links: dict[str, str] = {}
         self._pci(spec.get("pci"))
@@ -90,6 +92,8 @@ class FakeHost:
                 self.links[f"{path}/driver"] = f"../../../bus/pci/drivers/{d['driver']}"
 
     def read(self, path: str) -> FileContent:
+        if path in self.file_errors:
+            return FileContent(path, error=self.file_errors[path])
         if path in self.files:
             return FileContent(path, self.files[path].encode())
         return FileContent(path, error="not present")

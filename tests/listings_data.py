@@ -41,6 +41,7 @@ REAL_EXAMPLES: dict[str, str] = {
     "uname": "uname/nvidia-docker-365_uname-a.txt",
     "module-files": "module-files/nvidia-docker-365_find.txt",
     "jockey-list": "jockey-list/steam-for-linux-640_304-and-310.txt",
+    "ps-listing": "ps-listing/forum-light-locker-xubuntu-1610_ps-auxf.txt",
     # no public paste in reach had these with the fact under test: hand-written (see README.md there)
     "dnf-list": "dnf-list/handwritten_cuda-repo.txt",
     "pip-list": "pip-list/handwritten_torch-cpu.txt",

@@ -84,7 +84,9 @@ DECLARED = [(code, i, fix) for code, fixes in sorted(check_fixes().items()) for 
 def test_the_table_has_the_checks_that_pasted_lines_raise():
     codes = {s.code for s in signatures()} - {"GH901"}
     assert codes <= set(check_fixes()), f"no fixes declared for {sorted(codes - set(check_fixes()))}"
-    assert set(check_fixes()) <= set(REGISTRY) | RESERVED_CODES
+    assert {key.partition(":")[0] for key in check_fixes()} <= set(REGISTRY) | RESERVED_CODES
+    # a keyed row (GH203:<row id>) names a catalogue row
+    assert {key.partition(":")[2] for key in check_fixes() if ":" in key} <= {s.id for s in signatures()}
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed here")

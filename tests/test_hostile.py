@@ -72,7 +72,11 @@ def measure(argv: list[str], timeout: float = 60.0, env: dict[str, str] | None =
     # preexec_fn=os.setsid (a new session, as start_new_session would) also makes this a real fork, not vfork:
     # a vforked child's ru_maxrss starts at the parent's PEAK RSS, so once pytest had peaked (Hypothesis's
     # first run in a fresh clone: ~260 MB) every child here measured that. A forked child starts at the
-    # parent's current RSS (an overestimate of its own, never an underestimate).
+    # parent's current RSS: its ru_maxrss is the larger of that and its own peak. Late in a full run pytest
+    # itself held ~206 MB, above the 200 MB limits, so every child "used" 206 MB. Above what it inherited,
+    # ru_maxrss is the child's own; at or below, the child's own high-water mark is the one read from /proc
+    # while it runs (VmHWM belongs to the address space, which exec replaced).
+    inherited = _status_mb("self", "VmRSS") or 0.0
     child = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=os.setsid)
     drains = [_Drain(child.stdout), _Drain(child.stderr)]
@@ -81,7 +85,9 @@ def measure(argv: list[str], timeout: float = 60.0, env: dict[str, str] | None =
     if stdin is not None:
         child.stdin.write(stdin)
         child.stdin.close()
+    own_peak = 0.0
     while True:
+        own_peak = max(own_peak, _status_mb(child.pid, "VmHWM") or 0.0)
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid:
             break
@@ -94,8 +100,23 @@ def measure(argv: list[str], timeout: float = 60.0, env: dict[str, str] | None =
     child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     for drain in drains:
         drain.join(5)
-    return Outcome(child.returncode, seconds, usage.ru_maxrss / 1024, bytes(drains[0].head),
-                   bytes(drains[1].head), drains[1].count)
+    max_rss = usage.ru_maxrss / 1024
+    if max_rss <= inherited + 1:  # ru_maxrss says only what the child inherited: its own peak was at most that
+        max_rss = own_peak or max_rss
+    return Outcome(child.returncode, seconds, max_rss, bytes(drains[0].head), bytes(drains[1].head), drains[1].count)
+
+
+def _status_mb(pid: int | str, field: str) -> float | None:
+    """A ``/proc/<pid>/status`` memory field (VmRSS, VmHWM) in MB; None when it cannot be read (the process
+    has ended)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def assert_refused(outcome: Outcome, *needles: str, seconds: float = 20.0, rss_mb: float = 200.0) -> None:

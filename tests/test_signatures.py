@@ -230,8 +230,8 @@ def test_docs_page_is_current():
 
 def test_every_decoded_tool_failure_that_had_a_fix_keeps_one():
     """nvidia-smi's exit codes 6 and 255 and NVML's 999 lost their fixes when decoding moved to the catalogue."""
-    from gpuhealth.checks.driver import TOOL_FIXES
+    from gpuhealth.checks.registry import table_fixes
     from gpuhealth.knowledge.tool_errors import NVML_RETURN_CODES, SMI_EXIT_CODES
 
     for kind in (SMI_EXIT_CODES[6], SMI_EXIT_CODES[255], NVML_RETURN_CODES[999], "smi-no-devices"):
-        assert TOOL_FIXES.get(kind), kind
+        assert table_fixes("GH203", kind=kind), kind

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhealth.checks.driver import TOOL_FIXES
+from gpuhealth.checks.registry import table_fixes
+from gpuhealth.knowledge.fixes import check_fixes
 from gpuhealth.knowledge.signatures import signature, signatures
 from gpuhealth.knowledge.tool_errors import NVML_RETURN_CODES, SMI_EXIT_CODES, decode
 
@@ -13,7 +14,9 @@ def test_every_number_names_a_catalogue_row():
     ids = {s.id for s in signatures()}
     assert set(NVML_RETURN_CODES.values()) <= ids
     assert set(SMI_EXIT_CODES.values()) <= ids
-    assert set(TOOL_FIXES) <= ids
+    # GH203's fixes per decoded error (knowledge/fixes.csv rows GH203:<row id>) name catalogue rows
+    keyed = {key.partition(':')[2] for key in check_fixes() if ':' in key}
+    assert keyed and keyed <= ids
     # every documented nvmlReturn_t except success (nvml.h: 1-29 and 999; 30 is newer than pynvml's list)
     assert set(NVML_RETURN_CODES) == {*range(1, 30), 999}
 
@@ -41,7 +44,7 @@ def test_exit_code_alone():
 
 def test_container_unknown_error_is_the_cgroup_problem():
     got = decode("Failed to initialize NVML: Unknown Error")
-    assert got.signature.code == "GH803" and TOOL_FIXES[got.kind]
+    assert got.signature.code == "GH803" and table_fixes("GH203", kind=got.kind)
 
 
 def test_a_cause_line_later_in_the_text_wins():

@@ -966,6 +966,9 @@ class CudaState:
     persistenced_errors: tuple[str, ...] = ()  # nvidia-persistenced's error lines from systemctl status / journalctl
     # its command line (systemctl status: the CGroup tree, else ExecStart); --no-persistence-mode forces it off
     persistenced_command: str | None = None
+    # where that command line was read: "/proc/2748/cmdline" (live: the unit's MainPID), "systemctl show ExecStart"
+    # (its fallback), a pasted systemctl status or ps listing
+    persistenced_command_source: str | None = None
     # CUDA library files a program's output names (ldd, a loader error, a configuration file): which copies it uses
     library_files: tuple[str, ...] = ()
 

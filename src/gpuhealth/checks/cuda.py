@@ -536,7 +536,7 @@ def _compat_first(state: CudaState) -> Draft:
 # --------------------------------------------------------------------------- GH604
 
 
-@check("GH604", "persistence-off", "Persistence mode off on a GPU server", requires=("gpus",), reads=("cuda",))
+@check("GH604", "persistence-off", "Persistence mode off on a GPU server", reads=("gpus", "cuda"))
 def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -560,11 +560,12 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     not to); several consumer GPUs are info. On GPUs in MIG mode it is info: there the question the
     evidence answers first is which MIG devices a process sees (GH608), and persistence is only a start-up cost.
 
-    A daemon that runs but was started with `--no-persistence-mode` (the ExecStart of Ubuntu's packaged unit;
-    `systemctl status nvidia-persistenced` shows it in its `Process:` line and CGroup tree) forces persistence
-    off on every GPU: a warning, fixed by an override without the flag (`sudo systemctl edit --full
-    nvidia-persistenced`, remove `--no-persistence-mode` from `ExecStart=`, then `sudo systemctl restart
-    nvidia-persistenced`).
+    A daemon that runs but was started with `--no-persistence-mode` (the ExecStart of Ubuntu's packaged unit)
+    forces persistence off on every GPU: a warning, fixed by an override without the flag (`sudo systemctl edit
+    --full nvidia-persistenced`, remove `--no-persistence-mode` from `ExecStart=`, then `sudo systemctl restart
+    nvidia-persistenced`). A live check reads the running daemon's command line from `/proc/<pid>/cmdline`, the pid
+    being the unit's MainPID that systemd shows, else the unit's ExecStart from the same answer; pasted, from
+    `systemctl status nvidia-persistenced` (its `Process:` line and CGroup tree) or a `ps aux` / `ps -ef` row.
 
     Exceptions:
     Desktops and laptops with one consumer GPU (power saving matters more there). A daemon known to run
@@ -572,17 +573,25 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     hand (`nvidia-smi -pm 0`).
     """
     gpus = snapshot.gpus or ()
+    state = snapshot.cuda
+    forced = state is not None and state.persistenced_active == "active" and \
+        NO_PERSISTENCE in (state.persistenced_command or "")
     if not gpus:
-        yield Skip("no GPU reported by the driver")
+        if forced and snapshot.smi_run is None and snapshot.nvml is None:
+            # pasted evidence without nvidia-smi: the daemon's flag says persistence is off on every GPU, which GPUs
+            # is not given (a live host whose nvidia-smi or NVML failed has its own finding: this would add to it)
+            yield _persistence_forced_off(snapshot, [], 0)
+            return
+        yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
+                   or "no GPU data: neither nvidia-smi nor NVML reported a GPU")
         return
     off = [g for g in gpus if g.persistence_mode is False]
     datacenter = any(is_datacenter(g.name) for g in gpus)
     if not off or (len(gpus) < 2 and not datacenter):
         return
-    state = snapshot.cuda
     if state is not None and state.persistenced_active == "active":
         # running: persistence is off only when the daemon was told so (a daemon that failed is the fault to fix)
-        if NO_PERSISTENCE in (state.persistenced_command or ""):
+        if forced:
             yield _persistence_forced_off(snapshot, off, len(gpus))
         return
     known = state is not None and bool(state.persistenced_active)
@@ -613,19 +622,27 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
 
 def _persistence_forced_off(snapshot: Snapshot, off: list[Gpu], total: int) -> Draft:
     """nvidia-persistenced runs with ``--no-persistence-mode``: the daemon's state says
-    persistence is off on purpose, so "enable the daemon" would change nothing."""
+    persistence is off on purpose, so "enable the daemon" would change nothing. Without the GPUs in the evidence
+    (``total`` 0: a pasted process listing or unit status alone) it is information: whether this is a server, where
+    it matters, is not known."""
     state = snapshot.cuda
     assert state is not None
     daemon = "nvidia-persistenced is active"
+    source = state.persistenced_command_source or snapshot.sources.get("cuda", "systemctl status nvidia-persistenced")
+    if total:
+        message = (f"Persistence mode is off on {len(off)} of {total} GPU(s): {daemon} but was started with "
+                   f"{NO_PERSISTENCE}, which forces it off")
+        gpu_lines = (Evidence(snapshot.sources.get("nvml") or snapshot.sources.get("smi") or "nvidia-smi -q",
+                              tuple(f"GPU {g.index} {g.name or ''}: Persistence Mode: Disabled".replace("  ", " ")
+                                    for g in off[:8])),)
+    else:
+        message = (f"{daemon} but was started with {NO_PERSISTENCE}, which forces persistence mode off on every "
+                   "GPU (the GPUs, and whether this is a server, are not in the evidence given)")
+        gpu_lines = ()
     return Draft(
-        Severity.WARNING,
-        f"Persistence mode is off on {len(off)} of {total} GPU(s): {daemon} but was started with {NO_PERSISTENCE}, "
-        "which forces it off",
-        evidence=(Evidence(snapshot.sources.get("nvml") or snapshot.sources.get("smi") or "nvidia-smi -q",
-                           tuple(f"GPU {g.index} {g.name or ''}: Persistence Mode: Disabled".replace("  ", " ")
-                                 for g in off[:8])),
-                  Evidence(snapshot.sources.get("cuda", "systemctl status nvidia-persistenced"),
-                           (daemon, f"command line: {state.persistenced_command}"))),
+        Severity.WARNING if total else Severity.INFO,
+        message,
+        evidence=(*gpu_lines, Evidence(source, (daemon, f"command line: {state.persistenced_command}"))),
         # GH604's rows for a daemon that runs with the flag (knowledge/fixes.csv): the override, the restart, the look
         fixes=table_fixes("GH604", without=(ENABLE_PERSISTENCED, FORCED_OFF_FIXES[0])),
     )

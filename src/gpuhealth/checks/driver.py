@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, line_evidence, table_fixes
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, line_evidence, table_fixes
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
@@ -247,35 +247,6 @@ def _tool_messages(snapshot: Snapshot, first_line_only: bool = True) -> Iterator
         yield snapshot.nvml.error, "NVML (nvidia-ml-py)"
 
 
-# How each decoded failure is fixed, by catalogue row (knowledge/signatures.csv, decoded by tool_errors).
-_MODPROBE = (Fix("sudo modprobe nvidia", "any", note="read the error it prints"),)
-_LIBRARY = (*fixes_for(debian=["ldconfig -p | grep libnvidia-ml",
-                               "sudo apt-get install --reinstall libnvidia-compute-$(cut -d. -f1 "
-                               "/sys/module/nvidia/version)"],
-                       rhel=["ldconfig -p | grep libnvidia-ml"]),)
-_CGROUP = (Fix("sudo nvidia-ctk system create-dev-char-symlinks --create-all", "any",
-               note="then recreate the container"),)
-TOOL_FIXES: dict[str, tuple[Fix, ...]] = {
-    "smi-cannot-communicate": _MODPROBE,
-    "nvml-driver-not-loaded": _MODPROBE,
-    "nvml-library-not-found": _LIBRARY,
-    "nvml-gpu-is-lost": (REBOOT,),
-    "nvml-insufficient-permissions": (Fix("ls -l /dev/nvidia*", "any",
-                                          note="the user needs read/write on the device files"),),
-    "smi-no-devices": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
-    "nvml-gpu-not-found": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
-    "nvml-corrupted-inforom": (Fix("contact the vendor: the infoROM needs reflashing or the GPU service", "any"),),
-    "nvml-insufficient-power": (Fix("connect the GPU's auxiliary power cables", "any", disruptive=True),),
-    "nvml-reset-required": (Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True,
-                                note="stop every process on that GPU first"),),
-    "nvml-unknown-error": _CGROUP,
-    "nvml-operating-system": _CGROUP,
-    # what nvidia-smi's exit codes 6 and 255 and NVML's 999 decode to (knowledge/tool_errors.py)
-    "nvml-not-found": (Fix("sudo dmesg | grep -iE 'NVRM|RmInitAdapter|BAR'", "any"),),
-    "nvml-unknown": _CGROUP,
-}
-
-
 @check("GH203", "driver-query-failed", "nvidia-smi or NVML failed")
 def driver_query_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
@@ -316,7 +287,9 @@ def driver_query_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
         # a number only where the tool gave one: an NVML message read from another tool's output has none
         code = f"exit {exit_code}" if exit_code is not None else f"NVML error {nvml_code}" if nvml_code is not None \
             else ""
-        tools, evidence, _ = merged.setdefault(meaning, ([], [], TOOL_FIXES.get(decoded.kind, ()) if decoded else ()))
+        # the fixes for the decoded error: GH203's rows keyed by its catalogue row (knowledge/fixes.csv, GH203:<kind>)
+        fixes = table_fixes("GH203", kind=decoded.kind) if decoded else ()
+        tools, evidence, _ = merged.setdefault(meaning, ([], [], fixes))
         tools.append(f"{source.split(' ')[0]} ({code})" if code else source.split(" ")[0])
         evidence.append(Evidence(source, tuple(line for line in text.splitlines() if line.strip())[:4]))
     for meaning, (tools, evidence, fixes) in merged.items():

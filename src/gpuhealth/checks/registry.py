@@ -186,14 +186,15 @@ def fixes_for(debian: Iterable[str] = (), rhel: Iterable[str] = (), anywhere: It
     )
 
 
-def table_fixes(code: str, without: Iterable[str] = ()) -> tuple[Fix, ...]:
+def table_fixes(code: str, without: Iterable[str] = (), kind: str | None = None) -> tuple[Fix, ...]:
     """Check ``code``'s fixes as data (``knowledge/fixes.csv``), in the table's order, every distro family (a report
     shows the host's): the one place a fixed procedure is written, for the check's own findings and for those a
-    pasted line raises. ``without``: commands of the procedure this finding does not need. Read on first use: only a
-    finding asks for them."""
+    pasted line raises. ``without``: commands of the procedure this finding does not need. ``kind``: the
+    ``signatures.csv`` row the finding decoded (GH203's fixes per nvidia-smi/NVML error, rows ``GH203:<kind>``; none
+    when the table has no row for it). Read on first use: only a finding asks for them."""
     from gpuhealth.knowledge.fixes import fixes_of
 
-    fixes = fixes_of(code)
+    fixes = fixes_of(f"{code}:{kind}" if kind else code)
     return tuple(f for f in fixes if f.command not in without) if without else fixes
 
 

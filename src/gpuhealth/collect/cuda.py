@@ -8,6 +8,7 @@ from gpuhealth.collect.base import Probed, read_text, run_commands
 from gpuhealth.host import Host
 from gpuhealth.lazyre import guarded_re
 from gpuhealth.model import (
+    CommandRun,
     ParseError,
 )
 
@@ -31,6 +32,7 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
         "ldconfig": (["ldconfig", "-p"], timeout),
         "active": (["systemctl", "is-active", "nvidia-persistenced"], timeout),
         "enabled": (["systemctl", "is-enabled", "nvidia-persistenced"], timeout),
+        "show": (PERSISTENCED_SHOW, timeout),
     }
     if frameworks:
         commands["torch"] = (["python3", "-c", parse.TORCH_PROBE_SCRIPT], max(timeout, TORCH_PROBE_TIMEOUT_S))
@@ -100,6 +102,7 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
         except ParseError:
             detail = run.error or (run.text.strip().splitlines() or [f"exit {run.exit_code}"])[0]
             found.unavailable[f"cuda_{name}"] = f"{' '.join(run.argv)}: {detail}"
+    state.update(_persistenced_command(host, runs["show"], state.get("persistenced_active"), found))
 
     # GSP firmware for the loaded module's version
     state.update(_gsp_firmware(host, found))
@@ -126,6 +129,50 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
     found.sources["cuda"] = ("/usr/local/cuda*, nvcc, LD_LIBRARY_PATH, /etc/ld.so.conf.d, ldconfig -p, systemctl, "
                              "/lib/firmware/nvidia")
     return found
+
+
+# The running daemon's command line (GH604: --no-persistence-mode forces persistence off while the daemon runs).
+# Its MainPID and ExecStart come from one command with the probes' deadline, then one file is read:
+# /proc/<MainPID>/cmdline. Not a scan of /proc for a process of that name: its cost grows with the host's processes,
+# and a snapshot bundle records every file read, so it would carry every process's name (bundles are shared).
+PERSISTENCED_SHOW = ["systemctl", "show", "-p", "MainPID", "-p", "ExecStart", "nvidia-persistenced"]
+
+
+def _persistenced_command(host: Host, show: CommandRun, active: str | None, found: Probed) -> dict[str, Any]:
+    """``persistenced_command`` and where it was read: the process's own ``/proc/<MainPID>/cmdline`` (what runs, even
+    after the unit was edited without a restart), else the unit's ExecStart from ``systemctl show``. Only for an
+    active daemon: a daemon that does not run has no command line to judge."""
+    from gpuhealth.parsers import services
+
+    if active != "active":
+        return {}
+    label = " ".join(PERSISTENCED_SHOW)
+    if not show.ok:
+        detail = show.error or (show.text.strip().splitlines() or [f"exit {show.exit_code}"])[0]
+        found.unavailable["cuda_persistenced_command"] = f"{label}: {detail}"
+        return {}
+    try:
+        properties = services.parse_systemctl_show(show.stdout)
+    except ParseError as exc:
+        found.unavailable["cuda_persistenced_command"] = f"{label}: {exc}"
+        return {}
+    pid = properties.get("MainPID", "")
+    if pid.isdigit() and int(pid) > 0:
+        path = f"/proc/{int(pid)}/cmdline"
+        content = host.read(path)
+        command = services.proc_cmdline(content.data) if content.data is not None else None
+        if command and services.runs_persistenced(command):
+            return {"persistenced_command": command, "persistenced_command_source": f"{path} (the unit's MainPID)"}
+        why = (f"{path}: {content.error}" if content.error else
+               f"{path} is another program's (the daemon's process ended)" if command else f"{path} is empty")
+    else:
+        why = "systemctl show gives no MainPID"
+    configured = services.exec_start_command(properties.get("ExecStart", ""))
+    if configured:
+        return {"persistenced_command": configured,
+                "persistenced_command_source": f"systemctl show -p ExecStart nvidia-persistenced ({why})"}
+    found.unavailable["cuda_persistenced_command"] = f"{why}; {label} names no ExecStart"
+    return {}
 
 
 FIRMWARE_DIRS = ("/lib/firmware/nvidia", "/usr/lib/firmware/nvidia", "/lib/firmware/updates/nvidia")

@@ -488,13 +488,14 @@ def _modprobe(text: str, source: str) -> dict[str, Any]:
 _UNIT_COMMAND = r"(?:nvidia-persistenced|nvidia-fabricmanager|docker)(?:\.service)?\b"
 
 
-def _service_overlay(states: Any) -> dict[str, Any]:
+def _service_overlay(states: Any, source: str) -> dict[str, Any]:
     cuda: dict[str, Any] = {}
     found: dict[str, Any] = {}
     for state in states:
         if state.unit == "nvidia-persistenced":
             cuda.update(persistenced_active=state.active, persistenced_enabled=state.enabled,
-                        persistenced_errors=state.errors, persistenced_command=state.command)
+                        persistenced_errors=state.errors, persistenced_command=state.command,
+                        persistenced_command_source=source if state.command else None)
         elif state.unit == "nvidia-fabricmanager":
             cuda.update(fabricmanager_active=state.active, fabricmanager_enabled=state.enabled,
                         fabricmanager_errors=state.errors)
@@ -521,7 +522,7 @@ _UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|
 def _systemctl(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.services import parse_systemctl_status
 
-    return _service_overlay(parse_systemctl_status(text))
+    return _service_overlay(parse_systemctl_status(text), source)
 
 
 _JOURNAL_ROW = guarded_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"
@@ -536,7 +537,34 @@ _JOURNAL_ROW = guarded_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 
 def _journal(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.services import parse_service_journal
 
-    return _service_overlay(parse_service_journal(text))
+    return _service_overlay(parse_service_journal(text), source)
+
+
+# `ps aux` / `ps -ef` (or a grep of one): the nvidia-persistenced process and its command line (GH604).
+_PS_HEADER = guarded_re(r"^(?:USER\s+PID\s+%CPU\s+%MEM\s|UID\s+PID\s+PPID\s+C\s+STIME\s)", may=starts("USER", "UID"))
+_PS_ROW_START = lazy_re(r"^\S{1,32}\s+\d{1,10}\s+\d")
+# the COMMAND column's first word: the 11th of a `ps aux` row, the 8th of a `ps -ef` row
+_PS_COMMAND_WORD = (10, 7)
+
+
+def _ps_row_runs_persistenced(line: str) -> bool:
+    """A ps row whose program is nvidia-persistenced (not a grep for it): a cheap test of the head's lines."""
+    if "nvidia-persistenced" not in line or not _PS_ROW_START.match(line):
+        return False
+    words = line.split(maxsplit=11)
+    return any(len(words) > i and words[i].rsplit("/", 1)[-1] == "nvidia-persistenced" for i in _PS_COMMAND_WORD)
+
+
+@evidence_kind("ps-listing", commands=(r"ps\b",), priority=355,
+               recognise=lambda t: _opens(t, _PS_HEADER, 2) or any(_ps_row_runs_persistenced(x) for x in _lines(t)))
+def _ps(text: str, source: str) -> dict[str, Any]:
+    """A process listing shows the daemon running and the flags it was started with; one without the daemon says
+    nothing gpuhealth reads (a filtered or container listing cannot show that it does not run)."""
+    from gpuhealth.parsers.services import parse_ps_persistenced
+
+    command = parse_ps_persistenced(text)[0]
+    return {"cuda": CudaState(persistenced_active="active", persistenced_command=command,
+                              persistenced_command_source=f"{source} (ps)")}
 
 
 _NVC_DEBUG = guarded_re(r"^(?:[IWE]\d{4} \d|-- WARNING|$)",

@@ -6,7 +6,9 @@ symptom, gets its check's fixes from this table. They used to be the backticked 
 never marked disruptive.
 
 A row is one fix, in the order shown: ``code``, ``family`` (debian, rhel or any), ``kind``, ``disruptive``
-(yes/no), ``command`` and an optional ``note``. ``kind`` is explicit:
+(yes/no), ``command`` and an optional ``note``. ``code`` is a check code (``GH206``), or a check code and the id of
+the ``signatures.csv`` row its finding decoded (``GH203:nvml-gpu-is-lost``: GH203's fixes for a failed nvidia-smi or
+NVML call, per decoded error; ``registry.table_fixes("GH203", kind=...)``). ``kind`` is explicit:
 
 - ``command``: a command line that runs as is in bash (its program is one gpuhealth knows, no placeholder);
 - ``step``: an instruction in words, or a command holding a placeholder (``<index>``) to fill in first;
@@ -25,9 +27,10 @@ from collections.abc import Iterable
 from gpuhealth.knowledge import table_rows
 from gpuhealth.model import DISRUPTIVE_COMMAND, FIX_KINDS, Fix, ParseError, fix_kind
 
-__all__ = ["check_fixes", "fixes_of", "load_fixes"]
+__all__ = ["check_fixes", "fixes_of", "is_fix_key", "load_fixes"]
 
 _FAMILIES = ("debian", "rhel", "any")
+_SLUG = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _COLUMNS = ["code", "family", "kind", "disruptive", "command", "note"]
 
 
@@ -54,10 +57,17 @@ def _fixes_from(rows: Iterable[dict[str, str]], name: str) -> dict[str, tuple[Fi
     return {code: tuple(fixes) for code, fixes in table.items()}
 
 
+def is_fix_key(key: str) -> bool:
+    """``GH203`` or ``GH203:<signatures.csv row id>`` (a slug: lower-case words joined by ``-``)."""
+    code, colon, row = key.partition(":")
+    slug = all(part and _SLUG.issuperset(part) for part in row.split("-"))
+    return len(code) == 5 and code.startswith("GH") and code[2:].isdecimal() and (not colon or slug)
+
+
 def _fix(row: dict[str, str], where: str) -> Fix:
     code, family, kind, command = row["code"], row["family"], row["kind"], row["command"]
-    if not (len(code) == 5 and code.startswith("GH") and code[2:].isdecimal()):
-        raise ParseError(f"{where}: {code!r} is no check code")
+    if not is_fix_key(code):
+        raise ParseError(f"{where}: {code!r} is no check code (GH203, or GH203:<signatures.csv row id>)")
     if family not in _FAMILIES or kind not in FIX_KINDS or row["disruptive"] not in ("yes", "no"):
         raise ParseError(f"{where}: family, kind or disruptive is not one of the allowed values")
     if not command.strip() or "\n" in command or "`" in command:
@@ -90,5 +100,6 @@ def fixes_of(code: str) -> tuple[Fix, ...]:
 
 
 def check_fixes() -> dict[str, tuple[Fix, ...]]:
-    """Every check code's fixes (for the docs and the tests), every row checked."""
+    """Every check code's fixes (for the docs and the tests), every row checked; a key ``GH203:<row id>`` holds the
+    fixes for one decoded error."""
     return _fixes_from(table_rows("fixes.csv"), "fixes.csv")

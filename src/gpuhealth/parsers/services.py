@@ -1,5 +1,6 @@
 """Service listings: ``systemctl status`` and ``journalctl -u`` for nvidia-persistenced,
-nvidia-fabricmanager and docker, ``nvidia-container-cli info``, and ``dcgmi diag`` / ``dcgmi health``.
+nvidia-fabricmanager and docker, ``nvidia-container-cli info``, and ``dcgmi diag`` / ``dcgmi health``; a daemon's
+command line from ``systemctl show``, ``/proc/<pid>/cmdline`` or a ``ps`` listing.
 
 Pure functions, text in, values out; ParseError when the text is not the listing. Lines are cut at
 ``MAX_LINE`` characters before matching; every pattern is linear-time.
@@ -343,3 +344,89 @@ def parse_dcgmi_dmon(text: str) -> dict[str, list[tuple[int, str]]]:
     if not columns:
         raise ParseError("no dcgmi dmon '#Entity' header")
     return values
+
+
+# --------------------------------------------------------------------------- a daemon's command line
+
+PERSISTENCED = "nvidia-persistenced"
+MAX_COMMAND = 4096  # a command line longer than this is cut (ARG_MAX is larger; a daemon's is a few words)
+# "ExecStart={ path=/usr/bin/nvidia-persistenced ; argv[]=/usr/bin/nvidia-persistenced --user x --verbose ; ... }"
+_ARGV = lazy_re(r"argv\[\]=(?P<argv>[^;}]{1,4096})")
+_SHOW_KEY = lazy_re(r"^(?P<key>[A-Z][A-Za-z]{1,63})=(?P<value>.*)$")
+
+
+def parse_systemctl_show(text: str) -> dict[str, str]:
+    """``systemctl show -p MainPID -p ExecStart UNIT``: its ``Key=value`` lines (the first of each key). systemd
+    prints the properties in its own order, not the order asked; a unit that does not exist still answers
+    (``MainPID=0``, an empty ``ExecStart=``). ParseError when no line has that form."""
+    found: dict[str, str] = {}
+    for line in _lines(text, "systemctl show output"):
+        match = _SHOW_KEY.match(line.strip())
+        if match:
+            found.setdefault(match["key"], match["value"].strip())
+    if not found:
+        raise ParseError("no 'Key=value' line in the systemctl show output")
+    return found
+
+
+def exec_start_command(value: str) -> str | None:
+    """The command line of a ``systemctl show`` ``ExecStart={ path=... ; argv[]=... ; ... }`` value (its first entry),
+    or None when it names none (a unit without ExecStart, or one that does not exist)."""
+    match = _ARGV.search(value[:MAX_COMMAND * 2])
+    command = " ".join(match["argv"].split()) if match else ""
+    return command or None
+
+
+def proc_cmdline(data: bytes | str) -> str | None:
+    """``/proc/<pid>/cmdline`` (arguments separated and ended by NUL bytes) as one line, or None when empty (a kernel
+    thread, a zombie, a process that has just ended)."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    words = [w for w in text[:MAX_COMMAND].split("\0") if w]
+    return " ".join(" ".join(words).split()) or None
+
+
+def runs_persistenced(command: str) -> bool:
+    """Whether a command line starts nvidia-persistenced (its program, with or without a directory)."""
+    program = command.split(maxsplit=1)[0] if command.strip() else ""
+    return program.rsplit("/", 1)[-1] == PERSISTENCED
+
+
+# `ps aux` / `ps auxf`: USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND (a forest's "\_ " before the command)
+_PS_AUX = lazy_re(r"^\S{1,32}\s+\d{1,10}\s+\d{1,3}(?:[.,]\d)?\s+\d{1,3}(?:[.,]\d)?\s+\d{1,15}\s+\d{1,15}\s+\S{1,16}\s+"
+                  r"\S{1,8}\s+\S{1,16}\s+\d{1,7}:\d\d(?:[.:]\d\d)?\s+(?P<command>\S.*)$")
+# `ps -ef`: UID PID PPID C STIME TTY TIME CMD
+_PS_EF = lazy_re(r"^\S{1,32}\s+\d{1,10}\s+\d{1,10}\s+\d{1,3}\s+\S{1,16}\s+\S{1,16}\s+(?:\d{1,4}-)?\d{1,3}:\d\d:\d\d\s+"
+                 r"(?P<command>\S.*)$")
+
+
+def ps_command(line: str) -> str | None:
+    """The COMMAND column of one ``ps aux`` or ``ps -ef`` row, or None when the line is no such row."""
+    stripped = line.strip()[:MAX_LINE]
+    match = _PS_AUX.match(stripped) or _PS_EF.match(stripped)
+    if not match:
+        return None
+    command = match["command"]
+    forest = command[:len(command) - len(command.lstrip("|\\_ "))]  # `ps auxf`'s tree: "|   \_ ps auxf"
+    if "\\_" in forest:
+        command = command[forest.rindex("\\_") + 2:]
+    return " ".join(command.split())[:MAX_COMMAND] or None
+
+
+def parse_ps_persistenced(text: str) -> tuple[str, ...]:
+    """The command lines of the nvidia-persistenced processes in a ``ps aux`` / ``ps -ef`` listing (also one
+    filtered by grep: the grep's own row names the daemon only as its pattern, and is not one). ParseError when the
+    listing shows none, or is no ps listing."""
+    rows = 0
+    commands: list[str] = []
+    for line in _lines(text, "ps output"):
+        command = ps_command(line)
+        if command is None:
+            continue
+        rows += 1
+        if runs_persistenced(command) and command not in commands:
+            commands.append(command)
+    if not rows:
+        raise ParseError("no ps row (USER PID %CPU ... COMMAND, or UID PID PPID ... CMD)")
+    if not commands:
+        raise ParseError(f"no {PERSISTENCED} process among the {rows} ps row(s)")
+    return tuple(commands[:8])
