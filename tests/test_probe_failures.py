@@ -104,3 +104,16 @@ def test_a_partial_failure_in_a_real_log_is_read_as_partial():
                                   .read_text())])
     named, summary = probe_events(snapshot)
     assert not named and [e.detail for e in summary.samples] == ["probe routine failed for 1 device(s)"]
+
+
+def test_the_same_refusal_with_nvrm_on_every_line_is_still_the_faulty_gpu():
+    # the aicr#1858 message laid out as most drivers print it ("NVRM: " on each continuation line), which GH209's
+    # catalogue row matches: the driver's own refusal is not GH209's when the log reads it as a faulty GPU
+    text = ("[    5.100000] NVRM: The NVIDIA GPU 000a:00:00.0 (PCI ID: 10de:2330)\n"
+            "[    5.100000] NVRM: installed in this system is not supported by the\n"
+            "[    5.100000] NVRM: NVIDIA 580.126.09 driver release.\n"
+            "[    5.200000] NVRM: The NVIDIA probe routine failed for 1 device(s).\n")
+    result = report(("dmesg.log", text))
+    assert roots(result) == ["GH102@000a:00:00.0"] and not of(result, "GH209")
+    # and beside "None of the NVIDIA devices were initialized." the refusal is GH209's again
+    assert roots(report(("dmesg.log", text + NONE_TAKEN)))[0] == "GH209@host"

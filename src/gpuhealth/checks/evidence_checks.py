@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuhealth.checks.kernel_log import refusals_read_as_faulty_gpus
 from gpuhealth.checks.registry import (
     MAX_LINE_EVIDENCE,
     Draft,
@@ -88,9 +89,16 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     early releases `options nvidia NVreg_OpenRmEnableUnsupportedGpus=1` also lets the open module run.
 
     Exceptions:
-    A GPU passed through to a virtual machine (bound to vfio-pci) is not driven on the host.
+    A GPU passed through to a virtual machine (bound to vfio-pci) is not driven on the host. A GPU the release
+    refuses while the driver took its siblings, when the support table says the release's branch drives that GPU's
+    architecture, is a faulty GPU (GH102, NVIDIA/aicr#1858), not an unsupported one.
     """
     lines = lines_for(snapshot, "GH209")
+    faulty = refusals_read_as_faulty_gpus(snapshot)
+    if faulty:
+        # the driver took the refused GPU's siblings and its own table supports the model: the refusal is the faulty
+        # GPU's (GH102), whether the log tags the message's continuation lines with NVRM or not (NVIDIA/aicr#1858)
+        lines = [m for m in lines if m.signature != "nvrm-gpu-not-supported"]
     versions = driver_versions(snapshot)
     gpus = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver not in ("vfio-pci", "pci-stub")]
     problems: list[str] = []
@@ -123,7 +131,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                                 f"module {version} is loaded")
                 evidence.append(Evidence("/proc/driver/nvidia/version", (snapshot.driver.banner or version,)))
     if not problems and not lines:
-        if not versions or not gpus:
+        if (not versions or not gpus) and not faulty:  # a refusal read as a faulty GPU was judged here: not a skip
             yield Skip("needs the driver version and the GPUs' PCI IDs (lspci -nn), or the driver's message")
         return
     open_refused = not problems and bool(lines) and all(m.signature in _OPEN_FLAVOUR_REFUSED for m in lines)

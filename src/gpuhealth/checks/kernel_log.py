@@ -354,6 +354,18 @@ def faulty_gpu_refusals(snapshot: Snapshot) -> dict[str, tuple[Tally, str]]:
     return found
 
 
+def refusals_read_as_faulty_gpus(snapshot: Snapshot) -> bool:
+    """Whether every GPU the kernel log shows refused by its driver release is one :func:`faulty_gpu_refusals` reads
+    as a faulty GPU (GH102's), so that the release's "not supported" is not GH209's evidence."""
+    refused = faulty_gpu_refusals(snapshot)
+    if not refused:
+        return False
+    named, _ = probe_events(snapshot)
+    by_release = {address for address, tally in named.items()
+                  if any(_REFUSED_BY_RELEASE.match(e.detail or "") for e in tally.samples)}
+    return by_release <= refused.keys()
+
+
 def _contradicted_refusal(event: KernelEvent) -> str | None:
     """'release R refuses 10de:XXXX (ARCH), which branch B supports' when the table says the release drives the GPU."""
     release = _REFUSED_BY_RELEASE.match(event.detail or "")
