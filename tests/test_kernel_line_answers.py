@@ -6,7 +6,7 @@ from __future__ import annotations
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.fixsections import section_of
-from gpuhealth.model import Finding, Report
+from gpuhealth.model import Finding, Report, Severity
 from repo_paths import REPO
 
 CASES = REPO / "tests" / "cases"
@@ -64,13 +64,16 @@ def test_invalid_bar_log_gets_no_secure_boot_side_note():
                for f in result.findings for c in f.differential)
 
 
-def test_failed_probe_line_alone_rules_out_a_refused_module():
-    """Near miss: without the BAR line the probe failure stays open, but a loaded module was not refused."""
+def test_failed_probe_line_alone_is_the_probe_failure_not_a_refused_module():
+    """Near miss: without the BAR line the driver core's probe line is GH305's own event for that GPU (it was read
+    only as a pasted line, so GH305 "ran clean" and the report said HEALTHY); a loaded module was not refused."""
     line = next(line for line in case_lines(*BAR_LOG, "probe of").splitlines())
-    finding = found(report(line + "\n"), "GH201")
-    assert finding is not None and "Secure Boot" not in finding.message
-    ruled = {c.cause for c in finding.differential if c.status == "ruled out"}
-    assert {"secure-boot-refused", "module-not-built", "kernel-headers-missing"} <= ruled
+    result = report(line + "\n")
+    finding = found(result, "GH305")
+    assert finding is not None and finding.severity is Severity.CRITICAL
+    assert finding.subject.pci_address == "0000:14:00.0" and "GH201" in finding.explains
+    assert found(result, "GH201") is None
+    assert all("Secure Boot" not in f.message for f in result.findings)
 
 
 # ---------------------------------------------------------------- F8: a harmless taint line has nothing to fix

@@ -160,6 +160,15 @@ def test_probe_not_called_alone_is_an_open_differential_not_nouveau():
     assert "GH206" not in codes(PROBE_NOT_CALLED)
 
 
+def test_a_probe_that_failed_with_an_error_is_not_blamed_on_another_driver():
+    # Bumblebee-Project/bbswitch#61: the probe ran and failed (bbswitch had powered the GPU off); "another driver
+    # holds the GPU" is the symptom of "probe routine was not called" only, not of every GPU the probe check reports
+    failed = "[   12.345678] nvidia: probe of 0000:01:00.0 failed with error -1"
+    top = lead(failed)
+    assert top.code == "GH305" and not top.differential
+    assert "another driver" not in top.message and "nouveau" not in top.message
+
+
 def test_lspci_showing_vfio_explains_no_devices_found():
     found = codes(LSPCI_VFIO)
     assert lead(LSPCI_VFIO).code == "GH628" and found["GH628"].severity is Severity.CRITICAL

@@ -244,7 +244,10 @@ def test_xid_79_and_fallen_off_bus_one_event_per_gpu():
     assert (block.detail, block.xid, block.timestamp) == ("10de:26b5", 79, "1843.308145")
     assert block.message == ("The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5) installed in this system has fallen "
                              "off the bus and is not responding to commands.")
-    assert len(log.events) == 4
+    # the driver core's failed-probe line (no NVRM tag) is the fallen GPU's probe event (GH302 explains GH305)
+    (probe,) = events(log, "probe")
+    assert (probe.pci_address, probe.line_number, probe.detail) == ("0000:b3:00.0", 11, "probe failed with error -1")
+    assert len(log.events) == 5
 
 
 def test_fallen_off_bus_split_over_journal_lines():

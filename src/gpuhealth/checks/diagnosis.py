@@ -228,17 +228,18 @@ def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
 
 
 def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom]) -> list[str]:
-    """Symptom ids shown by a line or a command, or by a check whose code only one symptom uses."""
+    """Symptom ids shown by a line or a command, or by a check whose code only one symptom uses (and whose finding
+    alone shows it: ``check_shows``)."""
     # a line the catalogue calls informational ("nothing to do") shows no symptom
     present = [m.symptom for m in messages if m.symptom in table
                and not (m.signature and signature(m.signature).severity == "info")]
-    by_code: dict[str, list[str]] = {}
+    by_code: dict[str, list[Symptom]] = {}
     for symptom in table.values():
-        by_code.setdefault(symptom.code, []).append(symptom.id)
+        by_code.setdefault(symptom.code, []).append(symptom)
     for finding in findings:
         ids = by_code.get(finding.code, [])
-        if len(ids) == 1 and finding.severity is not Severity.INFO:
-            present.append(ids[0])
+        if len(ids) == 1 and ids[0].check_shows and finding.severity is not Severity.INFO:
+            present.append(ids[0].id)
     return list(dict.fromkeys(p for p in present if p))
 
 

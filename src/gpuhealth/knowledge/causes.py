@@ -61,6 +61,9 @@ class Symptom:
     severity: str  # info | warning | critical: the symptom's own severity
     code: str  # the code of a symptom-level finding when no cause is confirmed
     causes: tuple[Cause, ...]  # ordered by prior
+    # whether a finding of ``code`` alone shows the symptom. "no" where the check reports more than this symptom:
+    # GH305 also reports a probe that failed with an error, which no other driver explains (bbswitch#61)
+    check_shows: bool = True
 
 
 @record
@@ -136,7 +139,10 @@ def _tables() -> tuple[dict[str, Symptom], dict[str, Cause]]:
                 raise ValueError(f"symptoms.csv line {number}: cause {cause_id!r} listed twice")
             listed.append(_listed_under(described[cause_id], row["id"], rank))
             first.setdefault(cause_id, listed[-1])
-        table[row["id"]] = Symptom(row["id"], row["title"], row["severity"], row["code"], tuple(listed))
+        if row.get("check_shows") not in ("yes", "no"):
+            raise ValueError(f"symptoms.csv line {number}: check_shows must be yes or no")
+        table[row["id"]] = Symptom(row["id"], row["title"], row["severity"], row["code"], tuple(listed),
+                                   row["check_shows"] == "yes")
     unused = sorted(set(described) - set(first))
     if unused:
         raise ValueError(f"causes.csv: causes no symptom lists: {unused}")

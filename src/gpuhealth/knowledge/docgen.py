@@ -80,7 +80,9 @@ To add a cause: a row in `causes.csv` (the check code that confirms it, the evid
 or rules it out, the command that decides, a source), then list it under each symptom it explains in
 `symptoms.csv`, in order of how common it is (first = most common). The optional `fix` column is the
 fix once the cause is confirmed, for a cause whose check is also its symptom's (GH605 has fixes for all
-its causes at once). A finding made from pasted lines takes the fixes of its likeliest cause (that
+its causes at once). A symptom's `check_shows` says whether a finding of its code alone shows it (`yes`), or only
+the lines that name it (`no`: GH305 also reports a probe that failed with an error, which another driver does not
+explain). A finding made from pasted lines takes the fixes of its likeliest cause (that
 cause's check's fixes, or else the command that decides) only when the evidence put that cause in front:
 it ruled out every other cause, or one the prior ranks above it. A cause that leads by its prior alone
 gets the commands that decide between the three likeliest open causes instead, none of them disruptive

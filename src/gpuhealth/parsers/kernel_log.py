@@ -44,7 +44,8 @@ Event kinds (``KernelEvent.kind``) and what each carries besides timestamp, raw 
 ``probe``
     The driver attached to no GPU ("probe routine was not called", "No NVIDIA devices probed", "No
     NVIDIA GPU found", a GPU not supported by this release or flavour, a GPU owned by another
-    driver); ``detail`` says which.
+    driver), or the driver core's "nvidia: probe of <dev> failed with error -N" for one GPU (second pass, as
+    below); ``detail`` says which.
 ``gsp``
     GSP firmware errors that are not an Xid line (RPC timeouts, firmware load or boot failures).
 ``module_signature``
@@ -109,6 +110,11 @@ _NEEDLES = (b"NVRM", b"nvidia-nvswitch", b": AER: ")
 # pass, only in logs small enough that it costs nothing (a live dmesg buffer, a pasted log).
 _SIGNATURE_NEEDLES = (b"module verification failed", b"Key was rejected", b"Required key not available",
                       b"not signed with a trusted key", b"unsigned module loading is restricted")
+# The driver core's line for a probe that ran and failed carries no NVRM tag either (drivers/base/dd.c: "nvidia: probe
+# of <dev> failed with error -N", since Linux 6.x "nvidia <dev>: probe with driver nvidia failed with error -N"); the
+# same second pass finds it. Other drivers' probe lines match the needles and are left out by the pattern.
+_CORE_PROBE_NEEDLES = (b"probe of ", b"probe with driver nvidia")
+_SECOND_PASS_NEEDLES = _SIGNATURE_NEEDLES + _CORE_PROBE_NEEDLES
 _SIGNATURE_SCAN_MAX_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024  # format detection and binary check look at this much text
 _HEAD_LINES = 400
@@ -240,6 +246,9 @@ _PROBE = (
     (lazy_re(r"is already bound to (\S{1,32}?)\.?(?:\s|$)"), "GPU already bound to {0}"),
 )
 _PASSTHROUGH_DRIVERS = ("vfio-pci", "pci-stub")
+_CORE_PROBE = lazy_re(r"\bnvidia(?: (?P<dev>" + _ADDR + r"))?: probe (?:of (?P<of>" + _ADDR
+                      + r") failed|with driver nvidia failed) with error (?P<err>-?\d{1,6})")
+_SIGNATURE_TEXTS = tuple(needle.decode() for needle in _SIGNATURE_NEEDLES)
 _UNSUPPORTED_OPEN = lazy_re(r"not supported by open nvidia\.ko")
 _UNSUPPORTED_RELEASE = lazy_re(r"not supported by the\s+NVIDIA (\S{1,32}) driver release")
 _GSP = lazy_re(r"gsp", re.I)
@@ -768,7 +777,7 @@ def _collect_reader(reader: Any, limit: int | None, signature_bytes: int = 0, ta
     """(newlines, collector, bytes read, last byte) for ``limit`` bytes of ``reader`` (None: to its end).
     ``tail``: the bytes after the limit, for the look-ahead of hits on the last lines only."""
     collector = _Collector()
-    newlines, size, last, _ = _read_chunks(reader, limit, _NEEDLES, _SIGNATURE_NEEDLES, signature_bytes,
+    newlines, size, last, _ = _read_chunks(reader, limit, _NEEDLES, _SECOND_PASS_NEEDLES, signature_bytes,
                                            lambda hits: None, collector, tail)
     return newlines, collector, size, last
 
@@ -1332,9 +1341,9 @@ class _Collector:
         self._emit(event)
 
     def _signature(self, line: _Line) -> None:
-        if "nvidia" in line.message.lower() and len(self.signature) < _RESCAN_MAX_HITS:
-            self.signature.append(KernelEvent(kind="module_signature", message=line.message.strip(),
-                                              line=line.raw, line_number=line.number, timestamp=line.timestamp))
+        event = _untagged_event(line.raw, line.timestamp, line.message, line.number)
+        if event is not None and len(self.signature) < _RESCAN_MAX_HITS:
+            self.signature.append(event)
 
     def _remember_quiet(self, raw: bytes, message: str, group: _Group | None) -> None:
         """Let the fast path count this NVRM message next time (and, unless digits matter, its look-alikes).
@@ -1445,7 +1454,7 @@ class _Collector:
                 self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
         signature = self.signature
         if rescan is not None and size <= _SIGNATURE_SCAN_MAX_BYTES:
-            signature = _signature_events(rescan(_SIGNATURE_NEEDLES))
+            signature = _signature_events(rescan(_SECOND_PASS_NEEDLES))
         for event in signature:
             self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
         groups = sorted((g.freeze(self.rates.get((g.first.pci_address, g.first.xid or 0)) if g.kind == "xid"
@@ -1514,16 +1523,30 @@ def _six_digit_fraction(text: str) -> str:
 
 
 def _signature_events(hits: list[_Hit]) -> list[KernelEvent]:
-    """``module_signature`` events: the kernel refused (or tainted for) an unsigned NVIDIA module."""
+    """The second pass's events: ``module_signature`` (the kernel refused, or tainted for, an unsigned NVIDIA module)
+    and ``probe`` (the driver core's line for the nvidia module's failed probe of a GPU)."""
     events = []
     for index, raw_bytes, _ in hits:
         raw = _decode(raw_bytes)
         timestamp, message = _split_prefix(raw)
-        if "nvidia" not in message.lower():  # another vendor's module (a Wi-Fi or VirtualBox driver, say)
-            continue
-        events.append(KernelEvent(kind="module_signature", message=message.strip(), line=raw,
-                                  line_number=index + 1, timestamp=timestamp))
+        event = _untagged_event(raw, timestamp, message, index + 1)
+        if event is not None:
+            events.append(event)
     return events
+
+
+def _untagged_event(raw: str, timestamp: str | None, message: str, number: int | None) -> KernelEvent | None:
+    """An event from a line without an NVRM tag that a second-pass needle found; None for another driver's line."""
+    probe = _CORE_PROBE.search(message) if "probe" in message else None
+    if probe:
+        address = probe["dev"] or probe["of"]
+        return KernelEvent(kind="probe", message=message.strip(), line=raw, line_number=number, timestamp=timestamp,
+                           pci_address=_normalize(address.removeprefix("PCI:")),
+                           detail=f"probe failed with error {probe['err']}")
+    if "nvidia" not in message.lower() or not any(text in message for text in _SIGNATURE_TEXTS):
+        return None  # another vendor's module (a Wi-Fi or VirtualBox driver, say), or another driver's probe
+    return KernelEvent(kind="module_signature", message=message.strip(), line=raw, line_number=number,
+                       timestamp=timestamp)
 
 
 def _wants_more(text: str) -> bool:
