@@ -28,10 +28,10 @@ EVIDENCE_CASES = ["secure-boot-key-rejected-gdm-journal", "secure-boot-pkcs7-pri
                   "module-not-built-2204-image-on-2404-kernel", "nouveau-in-use-lspci-gtx970"]
 
 
-def report_commands(report: Report) -> list[list[str]]:
-    """Each finding's commands under ``fix:`` (``then:`` after a step), in the order the text report prints them."""
+def printed_fixes(report: Report) -> list[list[str]]:
+    """Per finding, its commands and its ``step:``/``edit:`` lines as printed, in order."""
     buffer = io.StringIO()
-    text.render(report, Console(file=buffer, width=200, highlight=False, color_system=None))
+    text.render(report, Console(file=buffer, width=400, highlight=False, color_system=None))
     findings: list[list[str]] = []
     inside = False
     for line in buffer.getvalue().splitlines():
@@ -40,11 +40,20 @@ def report_commands(report: Report) -> list[list[str]]:
             inside = False
         elif line in ("    fix:", "    then:"):
             inside = True
+        elif line.startswith(("    step: ", "    edit: ")):
+            findings[-1].append(line.strip())
+            inside = False
         elif inside and line.startswith("      ") and not line.strip().startswith("#"):
             findings[-1].append(line.strip())
         elif not line.startswith("      "):
             inside = False
     return [f for f in findings if f]
+
+
+def report_commands(report: Report) -> list[list[str]]:
+    """Each finding's commands under ``fix:`` (``then:`` after a step), in the order the text report prints them."""
+    steps = ("step: ", "edit: ")
+    return [c for c in ([x for x in fixes if not x.startswith(steps)] for fixes in printed_fixes(report)) if c]
 
 
 def script_commands(script: str) -> list[str]:

@@ -18,31 +18,9 @@ from gpuhealth.fixsections import in_script_order
 from gpuhealth.knowledge.fixes import check_fixes
 from gpuhealth.model import Finding, Fix, OsInfo, Report, Severity, Snapshot
 from gpuhealth.report import text
-from test_fix_order import evidence_report
+from test_fix_order import evidence_report, printed_fixes
 
 CASES = Path(__file__).parent / "cases"
-
-
-def printed_fixes(report: Report) -> list[list[str]]:
-    """Per finding, its commands and its ``step:``/``edit:`` lines as printed, in order."""
-    buffer = io.StringIO()
-    text.render(report, Console(file=buffer, width=400, highlight=False, color_system=None))
-    findings: list[list[str]] = []
-    inside = False
-    for line in buffer.getvalue().splitlines():
-        if line and not line.startswith(" "):
-            findings.append([])
-            inside = False
-        elif line in ("    fix:", "    then:"):
-            inside = True
-        elif line.startswith(("    step: ", "    edit: ")):
-            findings[-1].append(line.strip())
-            inside = False
-        elif inside and line.startswith("      ") and not line.strip().startswith("#"):
-            findings[-1].append(line.strip())
-        elif not line.startswith("      "):
-            inside = False
-    return [f for f in findings if f]
 
 
 def shown_as(fix: Fix) -> str:
