@@ -14,6 +14,7 @@ from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.diagnosis import CONFIRMED, OPEN, RULED_OUT, narrowed_to_one_check, next_commands
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.knowledge.causes import symptoms
+from gpuhealth.knowledge.signatures import signature
 from gpuhealth.model import Candidate
 from gpuhealth.report.common import fold
 
@@ -53,6 +54,19 @@ def test_803_beside_an_nvml_version_mismatch_is_the_driver_upgraded_without_a_re
     top = lead(result)
     assert top.code == "GH202" and "GH901" in top.explains
     assert "GH603" not in [f.code for f in result.findings]
+
+
+def test_xla_kernel_dso_mismatch_is_the_same_differential_not_a_stale_libcuda():
+    # XLA's "kernel version 550.120.0 does not match DSO version 560.35.5": a newer DSO is as often a driver upgraded
+    # without a reload as a compat or stale libcuda; the line alone decides none of them
+    xla = signature("xla-kernel-dso-version-mismatch").example
+    result = report(("tf.log", xla + "\n"))
+    top = lead(result)
+    assert top.code == "GH901" and "different versions" in top.message
+    assert set(statuses(top).values()) == {OPEN}
+    assert "GH603" not in [f.code for f in result.findings]
+    top = lead(report(("paste.txt", f"{xla}\n$ nvidia-smi\n{NVML_MISMATCH}\n")))
+    assert top.code == "GH202"
 
 
 def test_803_with_a_working_nvidia_smi_leaves_only_gh603():
