@@ -520,7 +520,9 @@ def gpu_bound_to_vfio(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 
     Exceptions:
     A host that passes the GPU through to a VM on purpose: with nothing else in the evidence (no nvidia module
-    loaded, no NVIDIA tool failing) the binding is reported as info.
+    loaded, no NVIDIA tool failing) the binding is reported as info. It is critical when the evidence shows the
+    host failing to use a GPU: a pasted failure line, or a live host whose nvidia module is loaded while
+    nvidia-smi or NVML fails.
     """
     lines = [m for m in snapshot.messages or () if m.signature and signature(m.signature).cause == "gpu-bound-to-vfio"]
     if snapshot.pci_devices is None and not lines:
@@ -532,8 +534,10 @@ def gpu_bound_to_vfio(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
         return
     held = ", ".join(f"{d.address} ({d.kernel_driver})" for d in bound[:4]) or "the GPU"
     # the evidence shows the host failing to use a GPU (no GPU probed, nvidia-smi finds none): the binding is why
+    # (a pasted line, or live: the nvidia module is loaded and nvidia-smi or NVML failed, "No devices were found")
     failing = any(m.symptom in _HOST_WANTS_GPU and not (m.signature and signature(m.signature).cause ==
-                                                          "gpu-bound-to-vfio") for m in snapshot.messages or ())
+                                                          "gpu-bound-to-vfio") for m in snapshot.messages or ()) or (
+        bool(bound) and snapshot.module_listed("nvidia") is True and any(True for _ in _tool_messages(snapshot)))
     # the nvidia module looked for the GPU (it printed the line, or it is loaded), or an NVIDIA tool ran
     wanted = bool(lines) or snapshot.module_listed("nvidia") is True or snapshot.smi is not None
     severity = Severity.CRITICAL if failing else Severity.WARNING if wanted else Severity.INFO
@@ -570,7 +574,7 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     exist from boot. In a container, start it with the GPUs (`--gpus all` or the device plugin).
 
     Exceptions:
-    None once the driver is loaded.
+    A GPU that another driver holds (vfio-pci, nouveau: GH628, GH206) gets no node, so none is expected for it.
     """
     if gpu_expected(snapshot) is False:
         # no NVIDIA GPU on the bus: no nodes is what such a host has, whether or not its module list was read
@@ -593,7 +597,10 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         return
     nodes = set(snapshot.device_nodes or ())
     gpu_nodes = sorted(n for n in nodes if n.removeprefix("nvidia").isdigit())
-    expected_gpus = snapshot.gpu_count
+    # the module makes a node per GPU it took: without the driver's own list, a GPU another driver holds (vfio-pci,
+    # nouveau) has none to expect (GH628, GH206 report that binding)
+    expected_gpus = snapshot.gpu_count if snapshot.gpus else sum(
+        1 for d in snapshot.nvidia_pci_gpus if d.kernel_driver in (None, "", "nvidia"))
     problems = []
     if "nvidiactl" not in nodes:
         problems.append("/dev/nvidiactl is missing")
