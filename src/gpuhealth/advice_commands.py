@@ -175,9 +175,10 @@ def recommend(files: tuple[str, ...], source: Path | None, models: tuple[str, ..
     if output_format == "json":
         click.echo(to_json(result), nl=False)
         return
-    from rich.console import Console
+    from gpuhealth import inert
 
-    render_text(result, Console(highlight=False, soft_wrap=True))  # never wrapped: commands stay pasteable
+    # never wrapped: commands stay pasteable; render_text escapes what it puts into its markup
+    render_text(result, inert.console(highlight=False, soft_wrap=True, markup=True))
 
 
 @click.command()

@@ -18,6 +18,7 @@ import click
 
 from gpuhealth import START_UP_GC_THRESHOLD, __version__
 from gpuhealth.exits import EXIT_CANNOT_RUN, CannotRun
+from gpuhealth.inert import one_line, visible
 from gpuhealth.report.formats import FORMAT_NAMES
 
 if TYPE_CHECKING:
@@ -179,11 +180,10 @@ def main(debug: bool) -> None:
 def _emit(report: Report, output_format: str, verbose: bool) -> None:
     """Print the report in the chosen format and exit with the format's exit code."""
     if output_format == "text":
-        from rich.console import Console
-
+        from gpuhealth import inert
         from gpuhealth.report import text
 
-        text.render(report, Console(highlight=False), verbose=verbose)
+        text.render(report, inert.console(highlight=False), verbose=verbose)
         _Main._reported = True
         sys.exit(report.exit_code)
     from gpuhealth.report.formats import render
@@ -288,8 +288,7 @@ def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     import shutil
     import tempfile
 
-    from rich.console import Console
-
+    from gpuhealth import inert
     from gpuhealth.bundle import RecordingHost, write_archive
     from gpuhealth.collect import collect
     from gpuhealth.host import LocalHost
@@ -298,7 +297,7 @@ def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     if output.exists() and (archive or any(output.iterdir())):
         raise CannotRun(f"{output}: already exists; choose a new path")
     work = Path(tempfile.mkdtemp(prefix="gpuhealth-snapshot-")) if archive else output
-    console = Console(stderr=True)
+    console = inert.console(stderr=True)
     try:
         recorder = RecordingHost(LocalHost(), work, hostname=LocalHost.hostname())
         with console.status("collecting evidence", spinner="dots") as status:
@@ -344,7 +343,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
         except InputError as exc:
             raise CannotRun(str(exc)) from exc
         if verbose and evidence.note:
-            click.echo(f"{evidence.name}: {evidence.note}", err=True)
+            click.echo(one_line(f"{evidence.name}: {evidence.note}"), err=True)
         texts.append((evidence.name, evidence.content))
     from gpuhealth.analyze import analyze_texts
     from gpuhealth.checks.engine import run_checks
@@ -352,8 +351,8 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
     snapshot, recognised = analyze_texts(texts)
     if verbose and output_format == "text":
         for item in recognised:
-            click.echo(f"{item.piece}: {item.kind or 'not recognised'}{'  ' + item.note if item.note else ''}",
-                       err=True)
+            note = f"  {item.note}" if item.note else ""
+            click.echo(one_line(f"{item.piece}: {item.kind or 'not recognised'}{note}"), err=True)
     _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose)
 
 
@@ -377,8 +376,8 @@ def diff_command(runs: tuple[Path, ...], latest: Path | None) -> None:
     if len(runs) != 2:
         raise CannotRun("give two runs (BEFORE AFTER) or --latest DIR")
     changes = diff(_load_run(runs[0]), _load_run(runs[1]))
-    click.echo(f"{runs[0]} -> {runs[1]}")
-    click.echo(render(changes), nl=False)
+    click.echo(one_line(f"{runs[0]} -> {runs[1]}"))
+    click.echo(visible(render(changes)), nl=False)  # versions, GPU names and Xids come from the bundles
     sys.exit(1 if any(c.worse for c in changes) else 0)
 
 

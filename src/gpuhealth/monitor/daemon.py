@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpuhealth.inert import one_line
+
 from .fold import finding_about
 from .notify import Dispatcher
 from .rules import Alert, RuleSet, took
@@ -24,7 +26,7 @@ Log = Callable[[str], None]
 
 
 def _stderr(text: str) -> None:
-    print(f"gpuhealth monitor: {text}", file=sys.stderr, flush=True)
+    print(f"gpuhealth monitor: {one_line(text)}", file=sys.stderr, flush=True)
 
 
 def run_full_check() -> Any:
