@@ -344,7 +344,7 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
     How to fix:
     Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'` and
-    `echo $LD_LIBRARY_PATH`. Install the version the framework was built for (pip wheels: the
+    `echo "${LD_LIBRARY_PATH-}"`. Install the version the framework was built for (pip wheels: the
     `nvidia-cudnn-cu12` package and friends; system: the `libcudnn` package of the CUDA major
     version), or remove the other CUDA from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++
     (conda's `libstdcxx-ng`) or the system one.

@@ -249,11 +249,7 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
     """
     yield from _event_check(
         snapshot, {"bar"}, Severity.CRITICAL, "GPU {address}: PCI BAR could not be assigned",
-        (Fix("enable 'Above 4G decoding' in the BIOS/UEFI setup", "any", disruptive=True),
-         Fix("sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&pci=realloc /' /etc/default/grub && sudo update-grub", "debian",
-             disruptive=True, note="then reboot"),
-         Fix("sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&pci=realloc /' /etc/default/grub && "
-             "sudo grub2-mkconfig -o /boot/grub2/grub.cfg", "rhel", disruptive=True, note="then reboot")),
+        "GH304",  # knowledge/fixes.csv: the firmware setting, else pci=realloc on the kernel command line
         explains=("GH102", "GH303", "GH305"),  # the driver's probe fails on a GPU without its BAR
     )
 
