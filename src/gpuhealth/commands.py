@@ -73,10 +73,13 @@ _NEEDS_NO_QUOTES = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
 class Implausible(ValueError):
     """A value that does not have its slot's shape."""
 
-    def __init__(self, shape: str) -> None:
+    def __init__(self, shape: str, name: str = "") -> None:
         self.shape = shape
         what = SHAPES[shape].what
-        super().__init__(f"the {what} from the evidence is not plausible: check it by hand")
+        if name and name != shape:  # {libcuda_path:path}: "the libcuda path is not a plausible absolute path"
+            super().__init__(f"the {name.replace('_', ' ')} is not a plausible {what}: check it by hand")
+        else:
+            super().__init__(f"the {what} is not a plausible one: check it by hand")
 
 
 def quoted(shape: str, value: object) -> str:
@@ -116,9 +119,10 @@ def fill(template: str, **values: object) -> tuple[str, list[str]]:
         if value is not None:
             try:
                 return quoted(shape, value)
-            except Implausible as bad:
-                if str(bad) not in why:
-                    why.append(str(bad))
+            except Implausible:
+                refused = str(Implausible(shape, match[1]))
+                if refused not in why:
+                    why.append(refused)
         return f"<{SHAPES[shape].what if match[1] == shape else match[1].replace('_', ' ')}>"
 
     return SLOT.sub(one, template), why

@@ -429,7 +429,8 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
         evidence=evidence + tuple(Evidence(m.source, (m.line[:300],)) for m in failed[:2]),
         explains=("GH612",) if failed else (),
         # the stale ld.so.conf.d files found, then the table's procedure (look, keep one CUDA, ldconfig)
-        fixes=(*(slotted("sudo rm {conf:path}", note="if that toolkit should not be used", conf=f) for f in stale),
+        fixes=(*(slotted("sudo rm {conf_file:path}", note="if that toolkit should not be used", conf_file=f)
+                 for f in stale),
                *fixes_for(debian=["sudo update-alternatives --config cuda"], rhel=["sudo alternatives --config cuda"]),
                *table_fixes("GH602")),
     )
@@ -504,10 +505,10 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
                   Evidence(PROC_VERSION, (f"kernel module {kernel}",))),
         # the table's looks, then for the file found: which package owns it, its removal (the table's step in words)
         fixes=(*(f for f in table_fixes("GH603") if f.is_command),
-               *fixes_for(debian=["dpkg -S {libcuda:path}"], rhel=["rpm -qf {libcuda:path}"],
-                          libcuda=state.libcuda_path),
-               slotted("sudo rm {libcuda:path} && sudo ldconfig", note="only if that file belongs to no installed "
-                       "driver package", libcuda=state.libcuda_path)),
+               *fixes_for(debian=["dpkg -S {libcuda_path:path}"], rhel=["rpm -qf {libcuda_path:path}"],
+                          libcuda_path=state.libcuda_path),
+               slotted("sudo rm {libcuda_path:path} && sudo ldconfig", note="only if that file belongs to no installed "
+                       "driver package", libcuda_path=state.libcuda_path)),
         explains=("GH605",),
     )
 
@@ -960,8 +961,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
             evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
                       Evidence("GPUs", (f"{count} GPU(s) on this host" if count else
                                         "the GPU count is not in the evidence",))),
-            fixes=tuple(slotted("unset {name:variable}", note="or list valid GPU indices or UUIDs (nvidia-smi -L)",
-                                name=n) for n, _ in problems),
+            fixes=tuple(slotted("unset {variable}", note="or list valid GPU indices or UUIDs (nvidia-smi -L)",
+                                variable=n) for n, _ in problems),
             explains=("GH605", "GH610"),
         )
     elif mig:

@@ -359,8 +359,8 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
         yield Draft(
             Severity.WARNING, message,
             evidence=(Evidence(source, (shown,)),),
-            fixes=(slotted("echo options nvidia NVreg_{name:nvreg_name}={value:nvreg_value} | "
-                           "sudo tee -a /etc/modprobe.d/nvidia-params.conf", name=name, value=expected),
+            fixes=(slotted("echo options nvidia NVreg_{nvreg_name}={nvreg_value} | "
+                           "sudo tee -a /etc/modprobe.d/nvidia-params.conf", nvreg_name=name, nvreg_value=expected),
                    *fixes_for(debian=["sudo update-initramfs -u"], rhel=["sudo dracut --force"]),
                    REBOOT),
         )

@@ -395,12 +395,12 @@ def _not_a_fault(message: MessageLine) -> bool:
 
 
 def _unversioned_fixes(name: str) -> tuple[Fix, ...]:
-    return (slotted("ldconfig -p | grep {name:file}", note=f"{name}.1 listed without {name}: only the link is missing",
-                    name=name),
-            slotted("sudo ln -s /usr/lib/x86_64-linux-gnu/{name:file}.1 /usr/lib/x86_64-linux-gnu/{name:file}",
-                    "debian", note="or make the program load the .so.1 name", name=name),
-            slotted("sudo ln -s /usr/lib64/{name:file}.1 /usr/lib64/{name:file}", "rhel",
-                    note="or make the program load the .so.1 name", name=name))
+    return (slotted("ldconfig -p | grep {file}", note=f"{name}.1 listed without {name}: only the link is missing",
+                    file=name),
+            slotted("sudo ln -s /usr/lib/x86_64-linux-gnu/{file}.1 /usr/lib/x86_64-linux-gnu/{file}",
+                    "debian", note="or make the program load the .so.1 name", file=name),
+            slotted("sudo ln -s /usr/lib64/{file}.1 /usr/lib64/{file}", "rhel",
+                    note="or make the program load the .so.1 name", file=name))
 
 
 # --------------------------------------------------------------------------- GH706

@@ -751,8 +751,8 @@ def power_limit_below_default(snapshot: Snapshot, expect: Expectations) -> Itera
                     subject=seen.subject,
                     evidence=(Evidence(seen.source("power_limit_w", "power_default_limit_w"),
                                        (f"Power Limit: {limit:g} W", f"Default Power Limit: {default:g} W")),),
-                    fixes=(slotted("sudo nvidia-smi -i {index} -pl {watts:number}", index=seen.gpu.index,
-                                   watts=f"{default:g}", note="only if the lower limit is not intended"),))
+                    fixes=(slotted("sudo nvidia-smi -i {index} -pl {power_limit:number}", index=seen.gpu.index,
+                                   power_limit=f"{default:g}", note="only if the lower limit is not intended"),))
 
 
 @check("GH413", "fan-stopped-under-load", "A GPU fan stands still while the GPU works", requires=("gpus",))

@@ -525,8 +525,8 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     confirm = "choose 'Enroll MOK' in the blue MOK manager at the next boot and type the password set at import"
     if install.signing_key_state == "pending":
         return (replace(REBOOT, note=confirm),)
-    return (slotted("sudo mokutil --import {key:keyfile}", note=f"set a one-time password; {confirm}",
-                    key=install.signing_key),)
+    return (slotted("sudo mokutil --import {keyfile}", note=f"set a one-time password; {confirm}",
+                    keyfile=install.signing_key),)
 
 
 def _key_message(key: str, state: str) -> str:
