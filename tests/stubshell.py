@@ -1,8 +1,9 @@
 """Run a generated fix script with every external command replaced by a recording stub.
 
 The script runs under the real bash with ``PATH`` holding only a temporary folder of stubs and no other
-variable set (``set -u`` then aborts on any unset variable the script reads). Each stub appends its argv to a
-log and exits 0, after reading its standard input to the end (a writer in a pipeline never gets SIGPIPE).
+variable set (``set -u`` then aborts on any unset variable the script reads). Each stub writes its argv to a
+log (a file per call) and exits 0, after reading its standard input to the end (so a writer in a pipeline never
+gets SIGPIPE).
 ``sudo``'s stub records itself, then runs its arguments through the stubs. A command with no stub (an
 attacker's ``touch``, ``curl`` ...) is recorded all the same by bash's ``command_not_found_handle``, defined
 in the ``BASH_ENV`` file every bash reads at start. So is ``test``, which the verification lines use on files
@@ -52,8 +53,8 @@ def _recorder(log: Path, stubs: Path) -> str:
     return f"""#!{BASH}
 name=${{STUB_NAME:-${{0##*/}}}}
 unset STUB_NAME
-args=("$name" "$@")
-{{ printf '%d\\0' "${{#args[@]}}"; printf '%s\\0' "${{args[@]}}"; }} >> {shlex.quote(str(log))}
+# one file per call, named by the time it ran: stages of a pipeline write at once, and never into each other
+printf '%s\\0' "$name" "$@" > {shlex.quote(str(log))}/"$EPOCHREALTIME-$$"
 if [[ $name == sudo ]]; then
     (( $# )) || exit 0
     if [[ $1 != */* && -x {shlex.quote(str(stubs))}/$1 ]]; then
@@ -74,15 +75,12 @@ test() {{ STUB_NAME=test {record} "$@" </dev/null; }}
 
 
 def _calls(log: Path) -> list[list[str]]:
-    if not log.exists():
-        return []
-    fields = log.read_bytes().split(b"\0")
-    calls, i = [], 0
-    while i < len(fields) - 1:
-        count = int(fields[i])
-        calls.append([f.decode("utf-8", "replace") for f in fields[i + 1:i + 1 + count]])
-        i += 1 + count
-    return calls
+    def when(path: Path) -> tuple[float, int]:
+        moment, _, pid = path.name.partition("-")
+        return float(moment), int(pid)
+
+    return [[field.decode("utf-8", "replace") for field in path.read_bytes().split(b"\0")[:-1]]
+            for path in sorted(log.iterdir(), key=when)]
 
 
 def live_lines(script: str) -> list[str]:
@@ -93,8 +91,9 @@ def run_stubbed(script: str, folder: Path, timeout: float = 30.0) -> Run:
     """Run ``script`` in ``folder`` with recording stubs for every external command and no variable but PATH."""
     for line in live_lines(script):
         assert not _WRITES_A_FILE.search(line), f"the script writes a file; not run here: {line}"
-    stubs, log = folder / "stubs", folder / "calls.log"
-    stubs.mkdir(parents=True, exist_ok=True)
+    stubs, log = folder / "stubs", folder / "calls"
+    stubs.mkdir(parents=True)
+    log.mkdir()
     recorder = stubs / "_record"
     recorder.write_text(_recorder(log, stubs))
     recorder.chmod(0o755)
