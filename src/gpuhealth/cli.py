@@ -227,6 +227,8 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path),
               help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
+@click.option("--keep-runs", type=click.IntRange(min=0), default=30, show_default=True, metavar="N",
+              help="With --save: keep the newest N runs in DIR and remove older ones (0 keeps all).")
 @click.option("--no-frameworks", is_flag=True,
               help="Do not run the PyTorch probe (it computes briefly on every GPU).")
 @click.option("--level", type=click.IntRange(1, 2), default=1, show_default=True,
@@ -236,8 +238,8 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("--stage", type=click.Choice(["preinstall", "postinstall"]),
               help="Only the checks for before or after the driver install (default: what applies).")
 def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool, save: Path | None, no_frameworks: bool, level: int,
-          budget: float, force: bool, stage: str | None) -> None:
+          gpu_count: int | None, verbose: bool, save: Path | None, keep_runs: int, no_frameworks: bool,
+          level: int, budget: float, force: bool, stage: str | None) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
@@ -261,7 +263,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         from gpuhealth.drift import save_run
 
         try:
-            save_run(report, save)
+            save_run(report, save, keep_runs)
         except OSError as exc:
             raise CannotRun(f"{exc.filename or save}: {exc.strerror or exc}") from exc
     _emit(report, output_format, verbose)

@@ -3,6 +3,7 @@ on the main group; everything heavy is imported inside the command bodies so sta
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -270,7 +271,7 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
         raise click.BadParameter(str(exc), param_hint="--metric") from exc
     settings = _settings(config)["monitor"]
     path = _db_path(db, settings["db"], reading=True)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link, even a dangling one, is refused by Store
         raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")
@@ -282,6 +283,12 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
         store.close()
     except StoreError as exc:
         raise CannotRun(str(exc)) from exc
+    if not gpus:  # a database the monitor created and has not written to yet: say so, not an empty table
+        empty = f"{path}: the history holds no samples yet (is `gpuhealth monitor` running and writing here?)"
+        if as_csv:
+            _print_csv(series)
+        click.echo(empty, err=as_csv)
+        return
     if as_csv:
         _print_csv(series)
     else:
@@ -347,7 +354,7 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
     options = settings["monitor"]
     price = price if price is not None else (float(settings["usage"]["price_per_gpu_hour"]) or None)
     path = _db_path(db, options["db"], reading=True)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link, even a dangling one, is refused by Store
         raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")

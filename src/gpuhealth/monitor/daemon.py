@@ -4,6 +4,7 @@ webhook, full check) is isolated so that sampling and alerting go on."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -208,9 +209,8 @@ def default_db() -> Path:
     system = Path("/var/lib/gpuhealth")
     try:
         system.mkdir(parents=True, exist_ok=True)
-        probe = system / ".write-test"
-        probe.touch()
-        probe.unlink()
+        if not os.access(system, os.W_OK):  # asked, not tried: a probe file could be a planted link
+            raise PermissionError(system)
         return system / "monitor.db"
     except OSError:
         return Path.home() / ".local" / "state" / "gpuhealth" / "monitor.db"

@@ -55,7 +55,9 @@ class LogFileNotifier:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the monitor's life
+        from gpuhealth.safefile import open_append
+
+        self._file = open_append(path, 0o644)  # never through a planted link; held for the monitor's life
 
     def send(self, alert: Alert) -> None:
         self._file.write(format_line(alert) + "\n")
