@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -227,3 +228,29 @@ def test_periodic_check_keeps_the_worst_finding_per_code_and_gpu():
     alerts = runner._alerts(report, now=0.0)
     gh301 = [a for a in alerts if a.rule == "check:GH301"]
     assert len(gh301) == 1 and gh301[0].severity == "critical"
+
+
+def test_alert_lines_carry_their_syslog_priority_only_into_the_journal(tmp_path, monkeypatch):
+    """Under systemd (JOURNAL_STREAM names stderr's device:inode) each line starts with <N>, so that
+    `journalctl -p err` finds a critical alert; a resolved one is a notice. Elsewhere the lines stay plain."""
+    from gpuhealth.monitor.notify import syslog_priority
+
+    alerts = [Alert("xid", 0, "critical", "firing", "GPU 0 Xid 79", T0, "79"), ALERT,
+              Alert("gpu_idle", 1, "info", "firing", "GPU 1 idle", T0),
+              Alert("xid", 0, "critical", "resolved", "GPU 0 Xid 79 quiet", T0 + 60, "79")]
+    assert [syslog_priority(a) for a in alerts] == [2, 4, 6, 5]  # crit, warning, info, notice
+    journal, other = tmp_path / "journal", tmp_path / "redirected"
+    with journal.open("w") as stream, other.open("w") as redirected:
+        stat = os.fstat(stream.fileno())
+        monkeypatch.setenv("JOURNAL_STREAM", f"{stat.st_dev}:{stat.st_ino}")
+        for notifier in (StreamNotifier(stream), StreamNotifier(redirected)):
+            for alert in alerts:
+                notifier.send(alert)
+    lines = journal.read_text().splitlines()
+    assert [line[:3] for line in lines] == ["<2>", "<4>", "<6>", "<5>"]
+    assert lines[0][3:].startswith("2023-11-14T22:13:00Z FIRING critical xid[79] gpu=0: GPU 0 Xid 79")
+    assert not any(line.startswith("<") for line in other.read_text().splitlines())  # not the journal's stream
+    monkeypatch.delenv("JOURNAL_STREAM")
+    plain = io.StringIO()  # no file descriptor, no variable: plain
+    StreamNotifier(plain).send(alerts[0])
+    assert plain.getvalue().startswith("2023-")
