@@ -254,3 +254,20 @@ def test_alert_lines_carry_their_syslog_priority_only_into_the_journal(tmp_path,
     plain = io.StringIO()  # no file descriptor, no variable: plain
     StreamNotifier(plain).send(alerts[0])
     assert plain.getvalue().startswith("2023-")
+
+
+def test_monitor_says_at_once_what_it_samples_and_where_history_and_alerts_go(tmp_path):
+    """A healthy box raises no alert for hours: the start line says the monitor runs. A webhook is named by its
+    host only (a token in its path stays out of the journal)."""
+    trace, db, log = _trace(tmp_path), tmp_path / "h.db", tmp_path / "alerts.log"
+    config = tmp_path / "m.toml"
+    config.write_text(f'[notify]\nlog_file = "{log}"\nwebhook_url = "https://hooks.example.com/T0/s3cret"\n'
+                      'webhook_retries = 0\n[rules.idle]\nenabled = false\n')
+    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0",
+                                          "--db", str(db), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    first = result.stderr.splitlines()[0]
+    rules = len(load_config(config)["rules"]) - 1  # every rule but the one disabled
+    assert first == (f"gpuhealth monitor: started: source replay of {trace}, history {db}, {rules} rules, alerts to "
+                     f"stderr, {log}, webhook https://hooks.example.com")
+    assert "s3cret" not in first

@@ -82,6 +82,7 @@ class LogFileNotifier:
     """One line per alert, appended and flushed at once (a crash keeps every line written)."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the monitor's life
 
