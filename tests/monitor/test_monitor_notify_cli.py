@@ -190,6 +190,15 @@ def test_history_without_a_database_says_so(tmp_path):
     assert result.exit_code == 3 and "no history yet" in result.output
 
 
+def test_history_on_an_empty_database_says_so(tmp_path):
+    db = tmp_path / "h.db"
+    Store(db).close()  # what a monitor that has not sampled yet leaves
+    result = CliRunner().invoke(history, ["--db", str(db)])
+    assert result.exit_code == 0 and "holds no samples yet" in result.output and "GPU" not in result.output
+    out = CliRunner().invoke(history, ["--db", str(db), "--csv"])
+    assert out.exit_code == 0 and out.stdout == "time,gpu,metric,resolution,min,avg,max\n"  # the note: stderr
+
+
 def test_sparkline_scales_and_leaves_gaps():
     assert sparkline([(0, 0), (9, 10)], 0, 10, width=10) == "▁        █"
 

@@ -567,6 +567,10 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     being the unit's MainPID that systemd shows, else the unit's ExecStart from the same answer; pasted, from
     `systemctl status nvidia-persistenced` (its `Process:` line and CGroup tree) or a `ps aux` / `ps -ef` row.
 
+    A pasted unit state alone (the status of the nvidia-persistenced unit, no GPUs in the evidence): a unit
+    that failed is a warning; one that could not be found (not installed) or is stopped is information,
+    since whether the host is a server is not known.
+
     Exceptions:
     Desktops and laptops with one consumer GPU (power saving matters more there). A daemon known to run
     without that flag is not reported: GPUs shown off are then being switched on, or were switched off by
@@ -581,6 +585,10 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
             # pasted evidence without nvidia-smi: the daemon's flag says persistence is off on every GPU, which GPUs
             # is not given (a live host whose nvidia-smi or NVML failed has its own finding: this would add to it)
             yield _persistence_forced_off(snapshot, [], 0)
+            return
+        if state is not None and snapshot.origin == "evidence" and snapshot.smi_run is None and snapshot.nvml is None \
+                and (state.persistenced_active or "").split(" ")[0] in DAEMON_DOWN:
+            yield _daemon_down(snapshot, state)
             return
         yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
                    or "no GPU data: neither nvidia-smi nor NVML reported a GPU")
@@ -617,6 +625,31 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
         fixes=tuple(replace(f, note=f"GPUs {listed}; preferred over nvidia-smi -pm 1")
                     if f.command == ENABLE_PERSISTENCED else f
                     for f in table_fixes("GH604", without=FORCED_OFF_FIXES[1:])),
+    )
+
+
+# what `systemctl status` / `journalctl -u` say of a daemon that does not run ("not-found" units read as inactive)
+DAEMON_DOWN = ("inactive", "failed", "dead")
+
+
+def _daemon_down(snapshot: Snapshot, state: CudaState) -> Draft:
+    """A pasted unit state alone (no GPUs in the evidence): nvidia-persistenced is not installed, stopped or failed.
+    Persistence mode is then off unless someone set it by hand, which matters on a server; whether this is one is
+    not known: a laptop or desktop does well without it (GH604's exceptions), so a unit that is missing or stopped is
+    information. A unit that failed was meant to run: a warning."""
+    active = (state.persistenced_active or "").split(" ")[0]
+    missing = state.persistenced_enabled == "not-found"
+    what = ("is not installed (its unit could not be found)" if missing
+            else "failed" if active == "failed" else "is not running")
+    shown = ("Unit nvidia-persistenced.service could not be found" if missing
+             else f"Active: {state.persistenced_active}",)
+    return Draft(
+        Severity.WARNING if active == "failed" and not missing else Severity.INFO,
+        f"nvidia-persistenced {what}: without it persistence mode is off (unless set with nvidia-smi -pm 1), and on a "
+        "GPU server every job pays the GPUs' initialisation; the GPUs are not in the evidence given",
+        evidence=(Evidence(snapshot.sources.get("cuda", "systemctl status nvidia-persistenced"),
+                           shown + state.persistenced_errors[:3]),),
+        fixes=table_fixes("GH604", without=FORCED_OFF_FIXES),
     )
 
 

@@ -3,6 +3,7 @@ on the main group; everything heavy is imported inside the command bodies so sta
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuhealth.exits import CannotRun
+from gpuhealth.inert import one_line
 
 if TYPE_CHECKING:
     import threading
@@ -141,7 +143,7 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
             store = Store(path, _duration(options["raw_keep"], "raw_keep"), _duration(options["rollup_keep"],
                                                                                         "rollup_keep"))
         except StoreError as exc:  # no history, but sampling and alerts go on
-            click.echo(f"gpuhealth monitor: {exc}; running without history", err=True)
+            click.echo(one_line(f"gpuhealth monitor: {exc}; running without history"), err=True)
     recorder = None
     if record is not None:
         try:
@@ -199,8 +201,9 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     import threading
     import time
 
-    from rich.console import Console
     from rich.live import Live
+
+    from gpuhealth import inert
 
     from .daemon import open_source
     from .rules import RuleSet
@@ -211,11 +214,11 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     try:
         rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
-                             replay_speed, log=lambda text: click.echo(f"gpuhealth watch: {text}", err=True))
+                             replay_speed, log=lambda text: click.echo(one_line(f"gpuhealth watch: {text}"), err=True))
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
     state = WatchState(source_spec)
-    console = Console(highlight=False)
+    console = inert.console(highlight=False)
     stop = threading.Event()
     restore = stop_on_signals(stop)
     try:
@@ -268,7 +271,7 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
         raise click.BadParameter(str(exc), param_hint="--metric") from exc
     settings = _settings(config)["monitor"]
     path = _db_path(db, settings["db"], reading=True)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link, even a dangling one, is refused by Store
         raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")
@@ -280,6 +283,12 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
         store.close()
     except StoreError as exc:
         raise CannotRun(str(exc)) from exc
+    if not gpus:  # a database the monitor created and has not written to yet: say so, not an empty table
+        empty = f"{path}: the history holds no samples yet (is `gpuhealth monitor` running and writing here?)"
+        if as_csv:
+            _print_csv(series)
+        click.echo(empty, err=as_csv)
+        return
     if as_csv:
         _print_csv(series)
     else:
@@ -299,8 +308,9 @@ def _print_csv(series: list[Any]) -> None:
 
 
 def _print_table(series: list[Any], start: float, end: float, since: str) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from gpuhealth import inert
 
     table = Table(title=f"{series[0].metric if series else ''}, last {since}", title_justify="left")
     for column in ("GPU", "points", "min", "avg", "max", "last"):
@@ -314,7 +324,7 @@ def _print_table(series: list[Any], start: float, end: float, since: str) -> Non
         table.add_row(str(s.gpu), f"{len(s.points)} {s.resolution}", f"{min(lows):g}",
                       f"{sum(means) / len(means):.1f}", f"{max(highs):g}", f"{means[-1]:g}",
                       sparkline([(p[0], p[2]) for p in s.points], start, end, SPARK_WIDTH))
-    Console(highlight=False).print(table)
+    inert.console(highlight=False).print(table)
 
 
 USAGE_COLUMNS = ("gpu", "day", "hours_monitored", "hours_busy", "hours_idle", "hours_held_idle",
@@ -344,7 +354,7 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
     options = settings["monitor"]
     price = price if price is not None else (float(settings["usage"]["price_per_gpu_hour"]) or None)
     path = _db_path(db, options["db"], reading=True)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link, even a dangling one, is refused by Store
         raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")
@@ -370,9 +380,10 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
 
 
 def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: str, price: float | None) -> None:
-    from rich.console import Console
     from rich.measure import Measurement
     from rich.table import Table
+
+    from gpuhealth import inert
 
     title = f"GPU usage per UTC day, last {since}" + (f", {price:g} per GPU-hour" if price is not None else "")
     table = Table(title=title, title_justify="left")
@@ -388,8 +399,8 @@ def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: st
         table.caption = "no utilisation readings in this period"
     # Squeezed into a narrow terminal (80 columns when piped), rich cuts values ("2026-1…" names no day): then
     # the table is drawn at its natural width instead, wider than the terminal but with every value whole.
-    console = Console(highlight=False)
+    console = inert.console(highlight=False)
     natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
     if natural > console.width:
-        console = Console(highlight=False, width=natural)
+        console = inert.console(highlight=False, width=natural)
     console.print(table)

@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Protocol
 
+from gpuhealth.inert import one_line
+
 from .rules import Alert
 
 
@@ -27,7 +29,8 @@ def format_line(alert: Alert) -> str:
     stamp = datetime.fromtimestamp(alert.t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     where = "host" if alert.gpu is None else f"gpu={alert.gpu}"
     key = f"[{alert.key}]" if alert.key else ""
-    return f"{stamp} {alert.state.upper()} {alert.severity} {alert.rule}{key} {where}: {alert.message}"
+    # the journal, a log file, a terminal: one inert line (a message may quote a GPU's or a trace's text)
+    return one_line(f"{stamp} {alert.state.upper()} {alert.severity} {alert.rule}{key} {where}: {alert.message}")
 
 
 def to_json(alert: Alert) -> dict[str, object]:
@@ -52,7 +55,9 @@ class LogFileNotifier:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the monitor's life
+        from gpuhealth.safefile import open_append
+
+        self._file = open_append(path, 0o644)  # never through a planted link; held for the monitor's life
 
     def send(self, alert: Alert) -> None:
         self._file.write(format_line(alert) + "\n")

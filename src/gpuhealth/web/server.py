@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuhealth.inert import one_line
+
 from .security import allowed_hosts_for, is_loopback
 from .state import LiveState, ServeChecks, StateNotifier, TeeSource
 
@@ -160,7 +162,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
         raise_open_file_limit,
     )
 
-    say = log or (lambda text: print(f"gpuhealth serve: {text}", file=sys.stderr, flush=True))
+    say = log or (lambda text: print(one_line(f"gpuhealth serve: {text}"), file=sys.stderr, flush=True))
     try:
         host, port = parse_listen(listen)
     except ValueError as exc:
