@@ -60,13 +60,6 @@ def descriptors(pid: int) -> int:
     return count
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def get(address: tuple[str, int], path: str) -> int:
     """One HTTP/1.0 GET on a fresh connection, read whole: the status."""
     with socket.create_connection(address, timeout=5) as sock:
@@ -111,7 +104,7 @@ def test_waves_of_clients_that_never_read_are_cut_off_and_their_descriptors_rele
     with served(tmp_path) as (address, pid):
         assert stream_status(address) == 200  # a stream that is read works
         time.sleep(0.5)
-        baseline, rss_before = descriptors(pid), rss_mib(pid)
+        baseline = descriptors(pid)
         for wave in range(4):
             clients = [never_reading(address) for _ in range(MAX_STREAMS_PER_CLIENT)]
             try:
@@ -131,7 +124,6 @@ def test_waves_of_clients_that_never_read_are_cut_off_and_their_descriptors_rele
                     sock.close()
             assert stream_status(address) == 200, f"wave {wave}: the slots came back"
         assert get(address, "/metrics") == 200 and get(address, "/healthz") == 200
-        assert rss_mib(pid) - rss_before < 40, (rss_before, rss_mib(pid))
 
 
 def _reset_by_server(sock: socket.socket) -> bool:
