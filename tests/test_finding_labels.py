@@ -71,7 +71,7 @@ def test_readers_use_the_labels_not_the_message():
         "GH301@GPU 0 0000:19:00.0 Xid 48",)
     lines = prometheus_text.render(dataclasses.replace(report, findings=(finding,)))
     assert 'gpuhealth_check_status{code="GH301",slug="xid-errors",severity="critical",gpu="0",' \
-           'pci_bus_id="0000:19:00.0",xid="48"} 1' in lines
+           'pci_bus_id="0000:19:00.0",xid="48",action="reset_gpu",impact="gpu_unusable"} 1' in lines
 
 
 def test_drift_reads_a_run_saved_before_findings_had_labels():

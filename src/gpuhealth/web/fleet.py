@@ -166,21 +166,25 @@ def table_rows(rows: list[Row]) -> list[Row]:
 
 
 def _table(rows: list[Row], nodes: int, base: str) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(highlight=False)
+    from gpuhealth import inert
+
+    console = inert.console(highlight=False)  # node names and findings come from the fleet: shown, never interpreted
     if nodes == 0:
         console.print(f"{base}: no gpuhealth node known to Prometheus (check --job)")
     table = Table(title=f"gpuhealth fleet: {nodes} node(s), from {base}", title_justify="left")
     # A long node name or UUID folds onto the next line rather than being cut with an ellipsis: cut, it no
     # longer names the node to drain (80 columns when piped).
-    for column in ("severity", "node", "GPU", "what", "impact", "action"):
+    for column in ("severity", "node", "GPU", "what"):
         table.add_column(column, overflow="fold")
     for row in table_rows(rows):
         style = {"critical": "bold red", "warning": "yellow"}.get(row.severity, "")
-        table.add_row(f"[{style}]{row.severity}[/]" if style else row.severity, row.instance, row.gpu, row.what,
-                      row.impact or "-", row.action or "-")
+        # impact and action under the row's text, not in columns of their own: at 80 columns two more columns would
+        # fold the node names
+        facts = f"\nimpact {row.impact}, action {row.action}" if row.impact else ""
+        table.add_row(Text(row.severity, style=style), row.instance, row.gpu, row.what + facts)
     # what drains is the impact's call (node_unusable, gpu_unusable), not the severity's
     drain = sorted({(r.instance, r.gpu) for r in rows if r.impact in DRAINING_IMPACTS})
     console.print(table)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuhealth.inert import one_line
+
 from .security import allowed_hosts_for, is_loopback
 from .state import LiveState, ServeChecks, StateNotifier, TeeSource
 
@@ -144,7 +146,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
           request_timeout: float | None = None) -> None:
     import uvicorn
 
-    from gpuhealth.monitor.commands import _build
+    from gpuhealth.monitor.commands import _build, describe
     from gpuhealth.monitor.daemon import run_full_check
 
     from .app import create_app
@@ -158,7 +160,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
         raise_open_file_limit,
     )
 
-    say = log or (lambda text: print(f"gpuhealth serve: {text}", file=sys.stderr, flush=True))
+    say = log or (lambda text: print(one_line(f"gpuhealth serve: {text}"), file=sys.stderr, flush=True))
     try:
         host, port = parse_listen(listen)
     except ValueError as exc:
@@ -204,8 +206,8 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
     thread.start()
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    say(f"listening on http://{shown}:{bound[1]}/ (source {source_spec}, history "
-        f"{db_path or 'off'}, token {'required' if token else 'not required: loopback only'})")
+    say(f"listening on http://{shown}:{bound[1]}/ ({describe(mon)}; token "
+        f"{'required' if token else 'not required: loopback only'})")
     import gc
 
     gc.freeze()  # everything loaded so far is long-lived: keep it out of the collector's full passes
