@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import REPO
 from gpuhealth.checks import catalogue
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
@@ -97,3 +98,9 @@ def test_every_alert_says_what_to_do():
     assert {k: to_json(own)[k] for k in ("action", "impact")} == {"action": "reboot", "impact": "node_unusable"}
     resolved = Alert("check:GH605", None, "critical", "resolved", "m", 0.0)
     assert actions_of(resolved) == ("fix_user_environment", "user_environment")
+
+
+def test_the_docs_page_names_every_action_impact_and_bucket():
+    page = (REPO / "docs" / "actions.md").read_text(encoding="utf-8")
+    for name in (*ACTIONS, *IMPACTS, *(key for key in xid_rows() if not key.isdecimal())):
+        assert f"`{name}`" in page, name
