@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 TESTENV := $(VENV)/.installed-test
 
-.PHONY: run test lint bench docs demo eval tables clean
+.PHONY: run test lint bench docs demo eval tables mine clean
 
 $(RUNTIME): pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ docs: $(RUNTIME)
 # The knowledge tables pre-parsed (src/gpuhealth/knowledge/_tables/): after editing a .csv table there.
 tables: $(RUNTIME)
 	$(BIN)/python -c "from gpuhealth.knowledge import write_tables; write_tables()"
+
+# The NVIDIA driver's messages mined from its source (docs/mined-messages.md): CHECKOUT is a clone (or bare git
+# directory) of NVIDIA/open-gpu-kernel-modules with its tags; the table is rewritten, coverage printed per tag.
+CHECKOUT ?= tools/mine/checkouts/open-gpu-kernel-modules
+mine:
+	nice -n 10 $(PYTHON) tools/mine/mine_nvrm.py --checkout $(CHECKOUT)
 
 clean:
 	rm -rf $(VENV) build demo src/*.egg-info .pytest_cache
