@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pytest
 from click.testing import CliRunner
 
 from gpuhealth.bundle import RecordingHost
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.cli import main
 from gpuhealth.collect import collect
-from gpuhealth.drift import diff, load_run, run_of, save_run
+from gpuhealth.drift import diff, load_run, run_of, save_run, saved_runs
 from hostcases import FakeHost, load_spec
 
 
@@ -73,3 +74,50 @@ def test_check_save_then_diff_latest(tmp_path):
     junk = tmp_path / "junk.json"
     junk.write_text("{}")
     assert CliRunner().invoke(main, ["diff", str(junk), str(junk)]).exit_code == 3
+
+
+@pytest.mark.parametrize("case", ["no-gpu", "gpu-fell-off-bus", "debian-kernel-update-lost-driver"])
+def test_saved_runs_load_whatever_the_check_found(tmp_path, case):
+    """nvidia-smi missing (no-gpu), hung (gpu-fell-off-bus) or failing: a command that never ran has no exit
+    code, and its run must load (issue 24: `diff --latest` exited 3 'missing ... exit_code')."""
+    bundle = tmp_path / case
+    recorder = RecordingHost(FakeHost(load_spec(case)), bundle)
+    collect(recorder)
+    recorder.finish()
+    runs = tmp_path / "runs"
+    for _ in range(2):
+        saved = CliRunner().invoke(main, ["check", "--from", str(bundle), "--save", str(runs), "--format", "json"])
+        assert saved.exit_code in (0, 1, 2), saved.output
+    first, second = sorted(runs.glob("run-*.json"))
+    assert load_run(first).snapshot == load_run(second).snapshot
+    smi = load_run(first).snapshot.smi_run
+    assert smi is not None and not smi.ok  # the failure itself was kept, not dropped
+    result = CliRunner().invoke(main, ["diff", "--latest", str(runs)])
+    assert result.exit_code == 0 and "no drift" in result.output, result.output
+
+
+def test_saved_runs_are_pruned_to_the_newest_n(tmp_path):
+    report = report_of("h100x8-healthy")
+    paths = [save_run(report, tmp_path, keep=3) for _ in range(5)]
+    assert sorted(tmp_path.glob("run-*.json")) == paths[-3:]
+    stranger = tmp_path / "run-notes.json"  # not a name save_run writes: never removed
+    stranger.write_text("{}")
+    save_run(report, tmp_path, keep=1)
+    assert stranger.exists() and len(saved_runs(tmp_path)) == 1
+    for _ in range(3):
+        save_run(report, tmp_path, keep=0)  # 0 keeps all
+    assert len(saved_runs(tmp_path)) == 4
+
+
+def test_check_keep_runs_flag(tmp_path):
+    bundle = tmp_path / "b"
+    recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), bundle)
+    collect(recorder)
+    recorder.finish()
+    runs = tmp_path / "runs"
+    for _ in range(3):
+        CliRunner().invoke(main, ["check", "--from", str(bundle), "--save", str(runs), "--keep-runs", "2",
+                                  "--format", "json"])
+    assert len(saved_runs(runs)) == 2
+    bad = CliRunner().invoke(main, ["check", "--from", str(bundle), "--save", str(runs), "--keep-runs", "-1"])
+    assert bad.exit_code in (2, 3) and "--keep-runs" in bad.output

@@ -8,7 +8,6 @@ importing this module costs only click.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,9 +175,10 @@ def recommend(files: tuple[str, ...], source: Path | None, models: tuple[str, ..
     if output_format == "json":
         click.echo(to_json(result), nl=False)
         return
-    from rich.console import Console
+    from gpuhealth import inert
 
-    render_text(result, Console(highlight=False, soft_wrap=True))  # never wrapped: commands stay pasteable
+    # never wrapped: commands stay pasteable; render_text escapes what it puts into its markup
+    render_text(result, inert.console(highlight=False, soft_wrap=True, markup=True))
 
 
 @click.command()
@@ -198,9 +198,10 @@ def fix(files: tuple[str, ...], source: Path | None, output: Path | None) -> Non
     if output is None:
         click.echo(script, nl=False)
         return
+    from gpuhealth.safefile import write_file
+
     try:
-        output.write_text(script, encoding="utf-8")
-        os.chmod(output, 0o755)
+        write_file(output, script, 0o755)  # never through a planted link, never into another user's file
     except OSError as exc:
         raise CannotRun(f"{output}: {exc.strerror or exc}") from exc
     click.echo(f"fix script written to {output}; review it, then run it yourself", err=True)

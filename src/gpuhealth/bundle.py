@@ -37,6 +37,7 @@ from gpuhealth.limits import (
 )
 from gpuhealth.model import CommandRun
 from gpuhealth.redact import REDACTED, SECRET_MARKERS, redact_bytes, redact_environment, redact_text
+from gpuhealth.safefile import create_new, make_directory, open_replacing, write_file
 
 if TYPE_CHECKING:
     import tarfile
@@ -228,7 +229,7 @@ class _RecordedOutput:
     def __init__(self, recorder: RecordingHost, argv: list[str], output: Any) -> None:
         self.recorder, self.argv, self.output = recorder, argv, output
         path = recorder.out / "commands" / f"{command_key(argv)}.stdout"
-        self.file = open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb")
+        self.file = open_replacing(path, 0o600, binary=True)
         self.pending = bytearray()  # the line not yet ended
         self.written = 0
 
@@ -284,17 +285,17 @@ def _write_json(path: Path, data: Any) -> None:
 
 def _write_private(path: Path, data: bytes) -> None:
     """Write a bundle file readable by its owner only: a bundle shows how a host is set up."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with open(descriptor, "wb") as handle:
-        os.fchmod(descriptor, 0o600)  # an existing file keeps its mode through O_CREAT
-        handle.write(data)
+    write_file(path, data, 0o600)
 
 
 def _private_dir(path: Path) -> None:
-    """Create ``path`` (and parents inside the bundle) owner-only."""
-    if not path.is_dir():
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)
+    """Create ``path`` (and parents inside the bundle) owner-only; an existing one must be ours, not a link."""
+    make_directory(path, 0o700)
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # chmod of what was checked
+    try:
+        os.fchmod(descriptor, 0o700)
+    finally:
+        os.close(descriptor)
 
 
 # --------------------------------------------------------------------------- redaction
@@ -339,7 +340,7 @@ def redact_bundle(directory: Path) -> None:
     for path, text in texts.items():
         new = pattern.sub(lambda m: replacements[m.group()], text)
         if new != text:
-            path.write_text(new, encoding="utf-8")
+            write_file(path, new, 0o600)
 
 
 # --------------------------------------------------------------------------- replay
@@ -865,8 +866,7 @@ def write_archive(directory: Path, archive: Path) -> Path:
     import tarfile
 
     top = archive.name.removesuffix(".tar.gz")
-    descriptor = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only, never overwrite
-    with open(descriptor, "wb") as handle, tarfile.open(fileobj=handle, mode="w:gz") as tar:
+    with create_new(archive, 0o600) as handle, tarfile.open(fileobj=handle, mode="w:gz") as tar:  # never overwrite
         for path in sorted(directory.rglob("*")):
             if path.is_file():
                 info = tar.gettarinfo(str(path), arcname=f"{top}/{path.relative_to(directory)}")

@@ -18,6 +18,7 @@ import click
 
 from gpuhealth import START_UP_GC_THRESHOLD, __version__
 from gpuhealth.exits import EXIT_CANNOT_RUN, CannotRun
+from gpuhealth.inert import one_line, visible
 from gpuhealth.report.formats import FORMAT_NAMES
 
 if TYPE_CHECKING:
@@ -179,11 +180,10 @@ def main(debug: bool) -> None:
 def _emit(report: Report, output_format: str, verbose: bool) -> None:
     """Print the report in the chosen format and exit with the format's exit code."""
     if output_format == "text":
-        from rich.console import Console
-
+        from gpuhealth import inert
         from gpuhealth.report import text
 
-        text.render(report, Console(highlight=False), verbose=verbose)
+        text.render(report, inert.console(highlight=False), verbose=verbose)
         _Main._reported = True
         sys.exit(report.exit_code)
     from gpuhealth.report.formats import render
@@ -227,6 +227,8 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path),
               help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
+@click.option("--keep-runs", type=click.IntRange(min=0), default=30, show_default=True, metavar="N",
+              help="With --save: keep the newest N runs in DIR and remove older ones (0 keeps all).")
 @click.option("--no-frameworks", is_flag=True,
               help="Do not run the PyTorch probe (it computes briefly on every GPU).")
 @click.option("--level", type=click.IntRange(1, 2), default=1, show_default=True,
@@ -236,8 +238,8 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("--stage", type=click.Choice(["preinstall", "postinstall"]),
               help="Only the checks for before or after the driver install (default: what applies).")
 def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool, save: Path | None, no_frameworks: bool, level: int,
-          budget: float, force: bool, stage: str | None) -> None:
+          gpu_count: int | None, verbose: bool, save: Path | None, keep_runs: int, no_frameworks: bool,
+          level: int, budget: float, force: bool, stage: str | None) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
@@ -261,7 +263,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         from gpuhealth.drift import save_run
 
         try:
-            save_run(report, save)
+            save_run(report, save, keep_runs)
         except OSError as exc:
             raise CannotRun(f"{exc.filename or save}: {exc.strerror or exc}") from exc
     _emit(report, output_format, verbose)
@@ -286,8 +288,7 @@ def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     import shutil
     import tempfile
 
-    from rich.console import Console
-
+    from gpuhealth import inert
     from gpuhealth.bundle import RecordingHost, write_archive
     from gpuhealth.collect import collect
     from gpuhealth.host import LocalHost
@@ -296,7 +297,7 @@ def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     if output.exists() and (archive or any(output.iterdir())):
         raise CannotRun(f"{output}: already exists; choose a new path")
     work = Path(tempfile.mkdtemp(prefix="gpuhealth-snapshot-")) if archive else output
-    console = Console(stderr=True)
+    console = inert.console(stderr=True)
     try:
         recorder = RecordingHost(LocalHost(), work, hostname=LocalHost.hostname())
         with console.status("collecting evidence", spinner="dots") as status:
@@ -342,7 +343,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
         except InputError as exc:
             raise CannotRun(str(exc)) from exc
         if verbose and evidence.note:
-            click.echo(f"{evidence.name}: {evidence.note}", err=True)
+            click.echo(one_line(f"{evidence.name}: {evidence.note}"), err=True)
         texts.append((evidence.name, evidence.content))
     from gpuhealth.analyze import analyze_texts
     from gpuhealth.checks.engine import run_checks
@@ -350,8 +351,8 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
     snapshot, recognised = analyze_texts(texts)
     if verbose and output_format == "text":
         for item in recognised:
-            click.echo(f"{item.piece}: {item.kind or 'not recognised'}{'  ' + item.note if item.note else ''}",
-                       err=True)
+            note = f"  {item.note}" if item.note else ""
+            click.echo(one_line(f"{item.piece}: {item.kind or 'not recognised'}{note}"), err=True)
     _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose)
 
 
@@ -375,8 +376,8 @@ def diff_command(runs: tuple[Path, ...], latest: Path | None) -> None:
     if len(runs) != 2:
         raise CannotRun("give two runs (BEFORE AFTER) or --latest DIR")
     changes = diff(_load_run(runs[0]), _load_run(runs[1]))
-    click.echo(f"{runs[0]} -> {runs[1]}")
-    click.echo(render(changes), nl=False)
+    click.echo(one_line(f"{runs[0]} -> {runs[1]}"))
+    click.echo(visible(render(changes)), nl=False)  # versions, GPU names and Xids come from the bundles
     sys.exit(1 if any(c.worse for c in changes) else 0)
 
 

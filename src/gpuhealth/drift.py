@@ -47,25 +47,49 @@ class Run:
     finding_severities: dict[str, str] | None = None
 
 
-def save_run(report: Report, directory: Path) -> Path:
-    """Write the run as ``<directory>/run-<UTC time>.json`` and return the path."""
-    directory.mkdir(parents=True, exist_ok=True)
+KEEP_RUNS = 30  # saved runs kept per directory by default: a month of the daily unit (53 KB each on 8 GPUs)
+
+
+def save_run(report: Report, directory: Path, keep: int = KEEP_RUNS) -> Path:
+    """Write the run as ``<directory>/run-<UTC time>.json``, keep the newest ``keep`` runs (0: all), and return
+    the path. The directory and the file are written through ``safefile``: never through a planted link."""
+    from gpuhealth.safefile import make_directory, write_file
+
+    make_directory(directory)
     # Microseconds in the name keep runs unique and make name order the time order.
     microseconds = time.time_ns() // 1000
     while True:
         seconds, fraction = divmod(microseconds, 1_000_000)
         path = directory / f"run-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(seconds))}.{fraction:06d}Z.json"
-        if not path.exists():
+        if not os.path.lexists(path):
             break
         microseconds += 1
     document = {"format": RUN_FORMAT, "version": RUN_VERSION, "snapshot": to_jsonable(report.snapshot),
                 "findings": [to_jsonable(f) for f in report.findings]}
-    temporary = path.with_suffix(".tmp")
-    # Owner-only, like a bundle: a run holds the host's snapshot.
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(document, indent=1) + "\n")
-    temporary.replace(path)  # a reader never sees half a file
+    # Owner-only, like a bundle: a run holds the host's snapshot. Renamed into place: never half a file.
+    write_file(path, json.dumps(document, indent=1) + "\n", 0o600)
+    if keep > 0:
+        prune_runs(directory, keep)
     return path
+
+
+def prune_runs(directory: Path, keep: int) -> list[Path]:
+    """Remove all but the newest ``keep`` saved runs (their names sort by time); return what was removed.
+    Only ``run-*.json`` names go, and a link among them is removed itself, never followed."""
+    removed = []
+    for path in saved_runs(directory)[:-keep] if keep > 0 else []:
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def saved_runs(directory: Path) -> list[Path]:
+    """The runs ``save_run`` wrote in ``directory`` (its own names only: pruning removes nothing else), oldest
+    first."""
+    return sorted(p for p in directory.glob("run-*.json") if _RUN_NAME.fullmatch(p.name))
+
+
+_RUN_NAME = lazy_re(r"run-\d{8}T\d{6}\.\d{6}Z\.json")
 
 
 def load_run(path: Path) -> Run:

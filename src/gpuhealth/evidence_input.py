@@ -12,6 +12,9 @@ Limits (docs/limits.md, "analyze input"), all enforced before or while reading, 
   file scanner, a stream (a pipe, a gzip file) to the stream scanner; both aggregate events as they go.
 - Anything else is read whole up to ``WHOLE_MAX_BYTES`` and sniffed by content (bug reports are split into
   their sections). Larger than that, only its kernel-log lines are read, by the stream scanner.
+- Text in UTF-16 or UTF-32 (with a byte-order mark, or UTF-16 told by its NUL bytes), UTF-8 with a mark, and
+  CR-only line ends are converted to UTF-8 with LF line ends as they are read (``gpuhealth.decoding``), before
+  any of the above: the limits count the bytes of the input as given.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import stat
 import sys
 from typing import Any, BinaryIO
 
+from gpuhealth.decoding import Transcoder, sniff
 from gpuhealth.model import KernelLog, ParseError
 from gpuhealth.records import record
 
@@ -30,6 +34,7 @@ STREAM_FROM_BYTES = 4 * 1024 * 1024  # a kernel log larger than this is scanned 
 WHOLE_MAX_BYTES = 64 * 1024 * 1024  # other evidence is read whole up to this (a large bug report)
 _SNIFF_BYTES = 64 * 1024  # what decides "kernel log" before the rest is read
 _READ = 1024 * 1024
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few hundred bytes; this bounds what one may cost
 
 
 class InputError(Exception):
@@ -115,6 +120,36 @@ def kernel_log_from_path(path: str, source: str, max_bytes: int = DEFAULT_MAX_BY
     return parse_kernel_log_file(path, source)
 
 
+def read_config_text(path: str | os.PathLike[str], max_bytes: int = MAX_CONFIG_BYTES,
+                     open_timeout: float = DEFAULT_OPEN_TIMEOUT_S) -> str:
+    """A configuration file's text (``check --config``, ``monitor``/``serve`` ``--config``), with the checks
+    evidence gets: a device or a directory is refused before anything is read (``/dev/zero`` would never end),
+    a FIFO must deliver within ``open_timeout`` seconds, the size is checked before reading (and counted while
+    reading a FIFO), and the text must be UTF-8 (a UTF-8 byte-order mark is allowed). InputError, one line
+    naming the file, otherwise."""
+    name = os.fspath(path)
+    display = name
+    name = os.path.join(".", name) if name == "-" else name  # a file named "-", never standard input
+    fd, regular, size = _open(name, display, open_timeout, reads="a config must be a file", timeout_hint="")
+    with os.fdopen(fd, "rb", buffering=0, closefd=True) as raw:
+        if regular and size > max_bytes:
+            raise InputError(f"{display}: {human_bytes(size)}, over the {human_bytes(max_bytes)} limit for a config "
+                             "file; not read")
+        try:
+            data = bytes(_read_up_to(raw, max_bytes + 1))
+        except OSError as exc:
+            raise InputError(f"{display}: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:
+        raise InputError(f"{display}: more than {human_bytes(max_bytes)}, over the limit for a config file; "
+                         "stopped reading")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        utf16 = " (UTF-16 text: save it as UTF-8)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise InputError(f"{display}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}){utf16}; "
+                         "a config file must be UTF-8") from None
+
+
 # --------------------------------------------------------------------------- opening
 
 
@@ -126,8 +161,10 @@ def _has_fd(stream: Any) -> bool:
     return True
 
 
-def _open(name: str, display: str, timeout: float) -> tuple[int, bool, int]:
-    """(fd, is a regular file, size) for a path or standard input, refusing what cannot be read safely."""
+def _open(name: str, display: str, timeout: float, reads: str = "analyze reads files, FIFOs and standard input",
+          timeout_hint: str = " (--open-timeout)") -> tuple[int, bool, int]:
+    """(fd, is a regular file, size) for a path or standard input, refusing what cannot be read safely.
+    ``reads`` and ``timeout_hint`` end the refusals: what the caller reads, the option that sets the wait."""
     if name == "-":
         try:
             fd = os.dup(sys.stdin.fileno())
@@ -146,8 +183,7 @@ def _open(name: str, display: str, timeout: float) -> tuple[int, bool, int]:
             fd = os.open(name, os.O_RDONLY)
             return fd, True, os.fstat(fd).st_size
         if not stat.S_ISFIFO(mode):
-            raise InputError(f"{display}: {_what(mode)}, not a regular file; refused (analyze reads files, FIFOs "
-                             "and standard input)")
+            raise InputError(f"{display}: {_what(mode)}, not a regular file; refused ({reads})")
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: opening must not wait for a writer
     except OSError as exc:
         raise InputError(f"{display}: {exc.strerror or exc}") from exc
@@ -157,7 +193,7 @@ def _open(name: str, display: str, timeout: float) -> tuple[int, bool, int]:
     poll.register(fd, select.POLLIN | select.POLLHUP)
     if not poll.poll(max(0, int(timeout * 1000))):
         os.close(fd)
-        raise InputError(f"{display}: a FIFO with no data after {timeout:g} s (no writer?); gave up (--open-timeout)")
+        raise InputError(f"{display}: a FIFO with no data after {timeout:g} s (no writer?); gave up{timeout_hint}")
     os.set_blocking(fd, True)
     return fd, False, 0
 
@@ -230,6 +266,11 @@ def _read(raw: BinaryIO, display: str, path: str | None, max_bytes: int) -> Evid
         stream = _Limited(gzip.GzipFile(fileobj=stream, mode="rb"), max_bytes, display)
         path = None  # the file scanner reads plain files only
     data = _read_up_to(stream, _SNIFF_BYTES)
+    conversion = sniff(bytes(data))
+    if conversion is not None:  # UTF-16/32, a byte-order mark, CR-only line ends: converted as it is read
+        stream = Transcoder(stream, conversion, head=bytes(data))
+        path = None  # the file scanner reads the file's own bytes: converted text goes to the stream scanner
+        data = _read_up_to(stream, _SNIFF_BYTES)
     kernel = _looks_like_kernel_log(bytes(data))
     whole = STREAM_FROM_BYTES if kernel else WHOLE_MAX_BYTES
     _read_up_to(stream, whole + 1 - len(data), into=data)

@@ -263,6 +263,11 @@ class OsInfo:
         return "other"
 
 
+# analyze's mark in ``Snapshot.unavailable`` for a listing of /dev that named its files (`ls -l /dev/nvidia0
+# /dev/nvidiactl`): a node it did not name is not known to be missing (GH207)
+DEVICE_NODES_NAMED = "device_nodes_named"
+
+
 @record
 class PciDevice:
     address: str  # normalized dddd:bb:dd.f
@@ -278,6 +283,9 @@ class PciDevice:
     link_width_current: int | None = None
     link_width_max: int | None = None
     secondary_bus: str | None = None  # a bridge's bus below it, "dddd:bb" (lspci -vv "Bus: ... secondary=01")
+    # the modules that could drive it, from `lspci -k`'s "Kernel modules:" line (None when not shown): a pasted
+    # listing that shows them was made with -k, so a device without "Kernel driver in use" has no driver bound
+    kernel_modules: tuple[str, ...] | None = None
 
     @property
     def is_nvidia_gpu(self) -> bool:
@@ -733,6 +741,8 @@ def from_jsonable(cls: type, data: Any) -> Any:
     for f in dataclasses.fields(cls):
         if f.name in data:
             kwargs[f.name] = _convert(hints[f.name], data[f.name])
+        elif _required(f) and _admits_none(hints[f.name]):
+            kwargs[f.name] = None  # to_jsonable drops None: a command that never ran has no exit_code key
     # An unknown key is ignored (an older or newer writer), but one naming a property is a mistake: it reads
     # like data ("gpus": 3 in a Snapshot) and would silently be dropped.
     derived = next((key for key in data if key not in kwargs and isinstance(getattr(cls, str(key), None), property)),
@@ -743,6 +753,15 @@ def from_jsonable(cls: type, data: Any) -> Any:
         return cls(**kwargs)
     except TypeError as exc:
         raise ParseError(f"bad {cls.__name__}: {exc}") from exc
+
+
+def _required(field: dataclasses.Field[Any]) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def _admits_none(hint: Any) -> bool:
+    origin, args = _origin_and_args(hint)
+    return hint is type(None) or (origin in (typing.Union, types.UnionType) and type(None) in args)
 
 
 def _origin_and_args(hint: Any) -> tuple[Any, tuple[Any, ...]]:

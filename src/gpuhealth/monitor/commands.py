@@ -3,6 +3,7 @@ on the main group; everything heavy is imported inside the command bodies so sta
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuhealth.exits import CannotRun
+from gpuhealth.inert import one_line
 
 if TYPE_CHECKING:
     import threading
@@ -141,7 +143,7 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
             store = Store(path, _duration(options["raw_keep"], "raw_keep"), _duration(options["rollup_keep"],
                                                                                         "rollup_keep"))
         except StoreError as exc:  # no history, but sampling and alerts go on
-            click.echo(f"gpuhealth monitor: {exc}; running without history", err=True)
+            click.echo(one_line(f"gpuhealth monitor: {exc}; running without history"), err=True)
     recorder = None
     if record is not None:
         try:
@@ -152,6 +154,34 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
     replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
     checks = CheckRunner(every) if every > 0 and not replaying else None
     return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
+
+
+def describe(mon: Any) -> str:
+    """The start line's facts: what is sampled, where history and alerts go, how many rules watch.
+    A webhook is named by its host only (its path or query may hold a token)."""
+    from urllib.parse import urlsplit
+
+    from .notify import LogFileNotifier, StreamNotifier, WebhookNotifier, writes_to_journal
+    from .sources import NvmlSource, ReplaySource, SmiSource
+
+    source = getattr(mon.source, "inner", mon.source)  # serve's TeeSource wraps the real one
+    sampled = ("NVML" if isinstance(source, NvmlSource) else "nvidia-smi" if isinstance(source, SmiSource)
+               else f"replay of {source.path}" if isinstance(source, ReplaySource) else type(source).__name__)
+    targets = []
+    for notifier in mon.dispatcher.notifiers:
+        if isinstance(notifier, StreamNotifier):
+            targets.append("the journal" if writes_to_journal(notifier.stream or sys.stderr) else "stderr")
+        elif isinstance(notifier, LogFileNotifier):
+            targets.append(str(notifier.path))
+        elif isinstance(notifier, WebhookNotifier):
+            parts = urlsplit(notifier.url)
+            targets.append(f"webhook {parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}")
+        elif getattr(notifier, "every_alert", False):
+            targets.append("the dashboard and /metrics")
+    history = mon.store.path if mon.store is not None else "off"
+    rules = len(mon.rules.rules)
+    return (f"source {sampled}, history {history}, {rules} rule{'s' if rules != 1 else ''}, alerts to "
+            f"{', '.join(targets) if targets else 'nowhere (no notifier: see [notify] in docs/monitor.md)'}")
 
 
 source_option = click.option("--source", "source_spec", default="auto", show_default=True,
@@ -176,6 +206,8 @@ def monitor(interval: str | None, check_every: str | None, db: Path | None, sour
     import threading
 
     mon = _build(config, interval, check_every, db, source_spec, record, replay_speed)
+    # one line at once, so that a healthy box (no alert for hours) does not look hung
+    click.echo(one_line(f"gpuhealth monitor: started: {describe(mon)}"), err=True)
     stop = threading.Event()
     restore = stop_on_signals(stop)
     try:
@@ -199,8 +231,9 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     import threading
     import time
 
-    from rich.console import Console
     from rich.live import Live
+
+    from gpuhealth import inert
 
     from .daemon import open_source
     from .rules import RuleSet
@@ -211,11 +244,11 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     try:
         rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
-                             replay_speed, log=lambda text: click.echo(f"gpuhealth watch: {text}", err=True))
+                             replay_speed, log=lambda text: click.echo(one_line(f"gpuhealth watch: {text}"), err=True))
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
     state = WatchState(source_spec)
-    console = Console(highlight=False)
+    console = inert.console(highlight=False)
     stop = threading.Event()
     restore = stop_on_signals(stop)
     try:
@@ -268,7 +301,7 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
         raise click.BadParameter(str(exc), param_hint="--metric") from exc
     settings = _settings(config)["monitor"]
     path = _db_path(db, settings["db"], reading=True)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link, even a dangling one, is refused by Store
         raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")
@@ -280,6 +313,12 @@ def history(db: Path | None, gpu: int | None, metric: str, since: str, as_csv: b
         store.close()
     except StoreError as exc:
         raise CannotRun(str(exc)) from exc
+    if not gpus:  # a database the monitor created and has not written to yet: say so, not an empty table
+        empty = f"{path}: the history holds no samples yet (is `gpuhealth monitor` running and writing here?)"
+        if as_csv:
+            _print_csv(series)
+        click.echo(empty, err=as_csv)
+        return
     if as_csv:
         _print_csv(series)
     else:
@@ -299,8 +338,9 @@ def _print_csv(series: list[Any]) -> None:
 
 
 def _print_table(series: list[Any], start: float, end: float, since: str) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from gpuhealth import inert
 
     table = Table(title=f"{series[0].metric if series else ''}, last {since}", title_justify="left")
     for column in ("GPU", "points", "min", "avg", "max", "last"):
@@ -314,7 +354,7 @@ def _print_table(series: list[Any], start: float, end: float, since: str) -> Non
         table.add_row(str(s.gpu), f"{len(s.points)} {s.resolution}", f"{min(lows):g}",
                       f"{sum(means) / len(means):.1f}", f"{max(highs):g}", f"{means[-1]:g}",
                       sparkline([(p[0], p[2]) for p in s.points], start, end, SPARK_WIDTH))
-    Console(highlight=False).print(table)
+    inert.console(highlight=False).print(table)
 
 
 USAGE_COLUMNS = ("gpu", "day", "hours_monitored", "hours_busy", "hours_idle", "hours_held_idle",
@@ -344,7 +384,7 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
     options = settings["monitor"]
     price = price if price is not None else (float(settings["usage"]["price_per_gpu_hour"]) or None)
     path = _db_path(db, options["db"], reading=True)
-    if not path.exists():
+    if not os.path.lexists(path):  # a link, even a dangling one, is refused by Store
         raise CannotRun(f"{path}: no history yet (run `gpuhealth monitor`, or pass --db)")
     end = time.time()
     start = end - _duration(since, "--since")
@@ -370,9 +410,10 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
 
 
 def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: str, price: float | None) -> None:
-    from rich.console import Console
     from rich.measure import Measurement
     from rich.table import Table
+
+    from gpuhealth import inert
 
     title = f"GPU usage per UTC day, last {since}" + (f", {price:g} per GPU-hour" if price is not None else "")
     table = Table(title=title, title_justify="left")
@@ -388,8 +429,8 @@ def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: st
         table.caption = "no utilisation readings in this period"
     # Squeezed into a narrow terminal (80 columns when piped), rich cuts values ("2026-1…" names no day): then
     # the table is drawn at its natural width instead, wider than the terminal but with every value whole.
-    console = Console(highlight=False)
+    console = inert.console(highlight=False)
     natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
     if natural > console.width:
-        console = Console(highlight=False, width=natural)
+        console = inert.console(highlight=False, width=natural)
     console.print(table)

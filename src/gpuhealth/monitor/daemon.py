@@ -4,6 +4,7 @@ webhook, full check) is isolated so that sampling and alerting go on."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -11,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from gpuhealth.inert import one_line
 
 from .fold import finding_about
 from .notify import Dispatcher
@@ -23,7 +26,7 @@ Log = Callable[[str], None]
 
 
 def _stderr(text: str) -> None:
-    print(f"gpuhealth monitor: {text}", file=sys.stderr, flush=True)
+    print(f"gpuhealth monitor: {one_line(text)}", file=sys.stderr, flush=True)
 
 
 def run_full_check() -> Any:
@@ -206,9 +209,8 @@ def default_db() -> Path:
     system = Path("/var/lib/gpuhealth")
     try:
         system.mkdir(parents=True, exist_ok=True)
-        probe = system / ".write-test"
-        probe.touch()
-        probe.unlink()
+        if not os.access(system, os.W_OK):  # asked, not tried: a probe file could be a planted link
+            raise PermissionError(system)
         return system / "monitor.db"
     except OSError:
         return Path.home() / ".local" / "state" / "gpuhealth" / "monitor.db"

@@ -639,7 +639,9 @@ class TraceWriter:
     monitor loses at most the last interval."""
 
     def __init__(self, path: Path, generated_by: str, note: str) -> None:
-        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - held for the monitor's life
+        from gpuhealth.safefile import open_replacing
+
+        self._file = open_replacing(path, 0o644)  # never through a planted link; held for the monitor's life
         self._file.write(json.dumps(trace_header(generated_by, note)) + "\n")
         self._file.flush()
 

@@ -160,7 +160,10 @@ class Store:
         self._retained_at = -math.inf
         try:
             if str(path) != ":memory:":
+                from gpuhealth.safefile import check_database
+
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+                check_database(path)  # never a link: SQLite would turn the link's target into a database
             # isolation_level=None: transactions are explicit (`with self._conn`) and short.
             self._conn = sqlite3.connect(str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
                                          check_same_thread=False)
@@ -170,7 +173,10 @@ class Store:
             self._conn.isolation_level = ""  # `with conn` now opens and commits a transaction
             migrate(self._conn)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreError(explain(exc, path) if isinstance(exc, sqlite3.Error) else f"{path}: {exc}") from exc
+            from gpuhealth.safefile import UnsafeFile
+
+            text = str(exc) if isinstance(exc, UnsafeFile) else f"{path}: {exc}"  # UnsafeFile names its file
+            raise StoreError(explain(exc, path) if isinstance(exc, sqlite3.Error) else text) from exc
 
     # ---- writing
 

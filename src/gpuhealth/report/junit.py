@@ -18,6 +18,7 @@ from gpuhealth import __version__
 from gpuhealth.checks import catalogue
 from gpuhealth.checks.engine import INTERNAL_ERROR
 from gpuhealth.checks.registry import AREAS, REGISTRY, CheckSpec
+from gpuhealth.inert import visible
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.common import fixes_for_host, fold
@@ -52,8 +53,9 @@ def area_of(code: str) -> str:
 
 
 def xml_text(text: str) -> str:
-    """Text XML can carry: characters XML 1.0 forbids become ``\\xNN``."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    """Text XML can carry: characters XML 1.0 forbids become ``\\xNN``, and so do the C1 controls it allows (an
+    8-bit CSI, U+009B, acts on a terminal that shows the report): ``inert.visible`` first."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}", visible(text))
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -1,7 +1,8 @@
-"""``--format markdown``: the report as a ticket body."""
+"""``--format markdown``: the report as a ticket body, read in a terminal first: inert (``inert.visible``)."""
 
 from __future__ import annotations
 
+from gpuhealth.inert import visible
 from gpuhealth.model import Finding, Report
 from gpuhealth.report.common import (
     fixes_for_host,
@@ -27,7 +28,7 @@ def render(report: Report) -> str:
         out += ["", "### Skipped (not checked, not passed)", ""]
         for reason, codes in skipped_by_reason(report):
             out.append(f"- {', '.join(f'`{code}`' for code in codes)}: {reason}")
-    return "\n".join(out) + "\n"
+    return visible("\n".join(out) + "\n")  # one pass over the whole body: no value from evidence is missed
 
 
 def _finding(finding: Finding, report: Report) -> list[str]:

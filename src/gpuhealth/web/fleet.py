@@ -145,10 +145,12 @@ def table_rows(rows: list[Row]) -> list[Row]:
 
 
 def _table(rows: list[Row], nodes: int, base: str) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(highlight=False)
+    from gpuhealth import inert
+
+    console = inert.console(highlight=False)  # node names and findings come from the fleet: shown, never interpreted
     if nodes == 0:
         console.print(f"{base}: no gpuhealth node known to Prometheus (check --job)")
     table = Table(title=f"gpuhealth fleet: {nodes} node(s), from {base}", title_justify="left")
@@ -158,7 +160,7 @@ def _table(rows: list[Row], nodes: int, base: str) -> None:
         table.add_column(column, overflow="fold")
     for row in table_rows(rows):
         style = {"critical": "bold red", "warning": "yellow"}.get(row.severity, "")
-        table.add_row(f"[{style}]{row.severity}[/]" if style else row.severity, row.instance, row.gpu, row.what)
+        table.add_row(Text(row.severity, style=style), row.instance, row.gpu, row.what)
     drain = sorted({(r.instance, r.gpu) for r in rows if r.severity == "critical" and r.gpu})
     console.print(table)
     if drain:
