@@ -23,6 +23,7 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.cli import main
 from gpuhealth.collect import collect
+from gpuhealth.exits import CannotRun
 from gpuhealth.model import Evidence, Finding, Report, Severity, Skipped, Snapshot, Subject
 from gpuhealth.report import junit, nhc, npd, prometheus_text
 from gpuhealth.report.formats import FORMATS, render
@@ -99,8 +100,9 @@ def test_nhc_warnings_do_not_drain_unless_configured(monkeypatch):
     monkeypatch.setenv("GPUHEALTH_FAIL_ON", "warning")
     output, code = render("nhc", report_of("no-gpu"))
     assert code == 1 and output.startswith("gpuhealth: GH101 no-nvidia-gpu: No NVIDIA GPU")
-    monkeypatch.setenv("GPUHEALTH_FAIL_ON", "nonsense")
-    assert render("nhc", report_of("no-gpu")) == ("", 0)
+    monkeypatch.setenv("GPUHEALTH_FAIL_ON", "nonsense")  # an error naming the variable, not a silent "critical"
+    with pytest.raises(CannotRun, match="GPUHEALTH_FAIL_ON='nonsense'"):
+        render("nhc", report_of("no-gpu"))
 
 
 def test_nhc_line_is_one_line_without_control_characters_and_counts_the_rest():

@@ -103,6 +103,9 @@ class _Main(click.Group):
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
         try:
+            from gpuhealth.envvars import check_environment
+
+            check_environment()
             result = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.UsageError as exc:
             exc.show()

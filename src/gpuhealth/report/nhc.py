@@ -6,13 +6,12 @@
 
 The ``gpuhealth:`` prefix lets the wrapper (deploy/slurm/gpuhealth-nhc.sh) resume only the nodes
 gpuhealth itself drained. Critical findings drain; warnings do not, unless the environment variable
-``GPUHEALTH_FAIL_ON=warning`` says so (any other value means ``critical``). Info never drains.
+``GPUHEALTH_FAIL_ON=warning`` says so (``critical``, the default, or unset; another value is an error,
+exit 3, see gpuhealth.envvars). Info never drains.
 See docs/slurm-nhc.md.
 """
 
 from __future__ import annotations
-
-import os
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Report, Severity
@@ -26,9 +25,10 @@ _CONTROL = lazy_re(r"[\x00-\x1f\x7f]")
 
 def fail_threshold(value: str | None = None) -> Severity:
     """The lowest severity that counts as a problem: ``critical`` unless set to ``warning``."""
-    if value is None:
-        value = os.environ.get(FAIL_ON_VARIABLE, "")
-    return Severity.WARNING if value.strip().lower() == "warning" else Severity.CRITICAL
+    from gpuhealth.envvars import choice
+
+    chosen = choice(FAIL_ON_VARIABLE, None if value is None else {FAIL_ON_VARIABLE: value})
+    return Severity.WARNING if chosen == "warning" else Severity.CRITICAL
 
 
 def problems(report: Report, threshold: Severity | None = None) -> list[Finding]:
