@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, line_evidence, table_fixes
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
@@ -444,7 +445,7 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
         Severity.INFO, f"Kernel module(s) not loaded: {', '.join(missing)}",
         evidence=(Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"),
                            (f"loaded: {', '.join(loaded)}",)),),
-        fixes=tuple(Fix(f"sudo modprobe {m}", "any") for m in missing),
+        fixes=tuple(slotted("sudo modprobe {module}", module=m) for m in missing),
     )
 
 

@@ -18,6 +18,7 @@ from gpuhealth.checks.registry import (
     line_evidence,
     table_fixes,
 )
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
@@ -193,10 +194,10 @@ def _legacy_branch(lines: list[MessageLine]) -> int | None:
 def _legacy_fixes(branch: int) -> tuple[Fix, ...]:
     """A GPU past its last branch: that legacy branch, proprietary (the open modules never ran pre-Turing GPUs)."""
     return (*_gh209_looks(),
-            Fix(f"sudo apt-get install nvidia-driver-{branch}", "debian", disruptive=True,
-                note=f"the {branch} legacy branch (proprietary; no -open), then reboot"),
-            Fix(f"sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{branch}xx"))
+            slotted("sudo apt-get install nvidia-driver-{branch}", "debian", disruptive=True,
+                    note=f"the {branch} legacy branch (proprietary; no -open), then reboot", branch=branch),
+            slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
+                    note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{branch}xx", branch=branch))
 
 
 def _gh209_looks() -> tuple[Fix, ...]:
@@ -366,7 +367,7 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
     How to fix:
     Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'` and
-    `echo $LD_LIBRARY_PATH`. Install the version the framework was built for (pip wheels: the
+    `echo "${LD_LIBRARY_PATH-}"`. Install the version the framework was built for (pip wheels: the
     `nvidia-cudnn-cu12` package and friends; system: the `libcudnn` package of the CUDA major
     version), or remove the other CUDA from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++
     (conda's `libstdcxx-ng`) or the system one.
@@ -417,11 +418,12 @@ def _not_a_fault(message: MessageLine) -> bool:
 
 
 def _unversioned_fixes(name: str) -> tuple[Fix, ...]:
-    return (Fix(f"ldconfig -p | grep {name}", "any", note=f"{name}.1 listed without {name}: only the link is missing"),
-            Fix(f"sudo ln -s /usr/lib/x86_64-linux-gnu/{name}.1 /usr/lib/x86_64-linux-gnu/{name}", "debian",
-                note="or make the program load the .so.1 name"),
-            Fix(f"sudo ln -s /usr/lib64/{name}.1 /usr/lib64/{name}", "rhel",
-                note="or make the program load the .so.1 name"))
+    return (slotted("ldconfig -p | grep {file}", note=f"{name}.1 listed without {name}: only the link is missing",
+                    file=name),
+            slotted("sudo ln -s /usr/lib/x86_64-linux-gnu/{file}.1 /usr/lib/x86_64-linux-gnu/{file}",
+                    "debian", note="or make the program load the .so.1 name", file=name),
+            slotted("sudo ln -s /usr/lib64/{file}.1 /usr/lib64/{file}", "rhel",
+                    note="or make the program load the .so.1 name", file=name))
 
 
 # --------------------------------------------------------------------------- GH706
