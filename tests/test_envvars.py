@@ -11,7 +11,6 @@ from conftest import REPO
 from gpuhealth.cli import main
 from gpuhealth.envvars import CHOICES
 from gpuhealth.exits import CannotRun
-from gpuhealth.model import Severity
 from gpuhealth.report import nhc
 
 BUNDLE = str(REPO / "examples" / "h100x8-xid-ecc.tar.gz")
@@ -27,17 +26,15 @@ def test_an_unknown_value_fails_before_any_work_naming_the_variable_and_its_valu
     assert f"{name}='{value}'" in line and ", ".join(CHOICES[name]) in line
 
 
-@pytest.mark.parametrize(("value", "threshold"), [("warning", Severity.WARNING), (" Warning ", Severity.WARNING),
-                                                  ("critical", Severity.CRITICAL), ("", Severity.CRITICAL)])
-def test_the_known_values_and_unset_pick_the_threshold(value, threshold):
-    assert nhc.fail_threshold(value) is threshold
+@pytest.mark.parametrize(("value", "degraded_drains"), [("degraded", True), (" Warning ", True),
+                                                        ("critical", False), ("", False)])
+def test_the_known_values_and_unset_pick_what_drains(value, degraded_drains):
+    assert ("degraded" in nhc.draining_impacts(value)) is degraded_drains
     result = CliRunner().invoke(main, ["check", "--from", BUNDLE, "--format", "nhc"],
                                 env={"GPUHEALTH_FAIL_ON": value})
-    assert result.exit_code == 2 and result.stdout.startswith("gpuhealth: GH301")  # critical drains either way
-    # (+1 more): the warning counts in the line only when warnings drain
-    assert ("(+1 more)" in result.stdout) is (threshold is Severity.WARNING)
+    assert result.exit_code == 2 and result.stdout.startswith("gpuhealth: GH301")  # an unusable GPU drains always
 
 
 def test_the_formats_refuse_a_typo_too():
     with pytest.raises(CannotRun, match="GPUHEALTH_FAIL_ON='warnings'"):
-        nhc.fail_threshold("warnings")
+        nhc.draining_impacts("warnings")

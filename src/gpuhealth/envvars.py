@@ -11,7 +11,9 @@ from gpuhealth.exits import CannotRun
 
 # name -> the values it takes (compared without case and surrounding blanks); unset or empty is the default
 CHOICES: dict[str, tuple[str, ...]] = {
-    "GPUHEALTH_FAIL_ON": ("critical", "warning"),  # the lowest severity that fails a node (nhc, npd formats)
+    # what drains a node (nhc, npd formats): degraded too ("warning", its former name), or only the default
+    # (unusable node or GPU; "critical", its former name)
+    "GPUHEALTH_FAIL_ON": ("critical", "degraded", "warning"),
     "GPUHEALTH_DEBUG": ("0", "1", "false", "true", "no", "yes", "off", "on", "f", "t", "n", "y"),  # click's booleans
 }
 
