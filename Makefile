@@ -7,15 +7,33 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 TESTENV := $(VENV)/.installed-test
 
-.PHONY: run test lint bench docs demo eval tables clean
+# `make install`: gpuhealth in a venv of its own (not this clone's .venv), linked onto PATH. As root:
+# /opt/gpuhealth/venv and /usr/local/bin/gpuhealth (the path every file in deploy/ runs); as a user:
+# ~/.local/share/gpuhealth/venv and ~/.local/bin/gpuhealth. INSTALL_VENV and INSTALL_BIN override both
+# (a test installs into a temporary directory); INSTALL_FROM is what pip installs (this clone, or a wheel);
+# INSTALL_PIP_FLAGS goes to pip (e.g. --no-index --find-links DIR on a machine without PyPI).
+ifeq ($(shell id -u),0)
+INSTALL_VENV ?= /opt/gpuhealth/venv
+INSTALL_BIN ?= /usr/local/bin
+else
+INSTALL_VENV ?= $(HOME)/.local/share/gpuhealth/venv
+INSTALL_BIN ?= $(HOME)/.local/bin
+endif
+INSTALL_FROM ?= .
+INSTALL_PIP_FLAGS ?=
+
+.PHONY: run test lint bench docs demo eval tables clean install uninstall dist
 
 $(RUNTIME): pyproject.toml
+	@echo "Setting up $(VENV): a Python venv in this clone with gpuhealth (editable) and its runtime dependencies"
+	@echo "(click, rich, nvidia-ml-py, starlette, uvicorn, prometheus_client); about half a minute, once."
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
 $(TESTENV): $(RUNTIME)
+	@echo "Adding the test extras to $(VENV) (pytest, hypothesis, ruff, httpx2, playwright, build)"
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
@@ -24,7 +42,9 @@ $(BIN)/gpuhealth: $(TESTENV)
 	touch $@
 
 run: $(RUNTIME)
-	$(BIN)/gpuhealth check; rc=$$?; [ $$rc -le 2 ] || exit $$rc
+	$(BIN)/gpuhealth check; rc=$$?; echo; \
+	echo "gpuhealth is in this clone's venv: run it as $(CURDIR)/$(BIN)/gpuhealth, or \`make install\` puts it on PATH."; \
+	[ $$rc -le 2 ] || exit $$rc
 
 test: $(TESTENV)
 	$(BIN)/ruff check src tests bench examples
@@ -53,5 +73,25 @@ docs: $(RUNTIME)
 tables: $(RUNTIME)
 	$(BIN)/python -c "from gpuhealth.knowledge import write_tables; write_tables()"
 
+install:
+	@echo "Installing gpuhealth into $(INSTALL_VENV) (its own venv), linked from $(INSTALL_BIN)/gpuhealth"
+	[ -x $(INSTALL_VENV)/bin/python ] || $(PYTHON) -m venv $(INSTALL_VENV)
+	$(INSTALL_VENV)/bin/python -m pip install --quiet $(INSTALL_PIP_FLAGS) $(INSTALL_FROM)
+	mkdir -p $(INSTALL_BIN)
+	ln -sfn $(INSTALL_VENV)/bin/gpuhealth $(INSTALL_BIN)/gpuhealth
+	$(INSTALL_BIN)/gpuhealth --version
+	@case ":$$PATH:" in *":$(INSTALL_BIN):"*) ;; \
+	  *) echo "$(INSTALL_BIN) is not on PATH: add it (e.g. in ~/.profile: export PATH=\"$(INSTALL_BIN):\$$PATH\")";; esac
+
+uninstall:
+	rm -f $(INSTALL_BIN)/gpuhealth
+	rm -rf $(INSTALL_VENV)
+
+# The wheel and the sdist (each with the LICENSE) in dist/, built by PyPA's `build` in an isolated env.
+dist: $(RUNTIME)
+	$(BIN)/python -c "import build" 2>/dev/null || $(BIN)/pip install --quiet 'build>=1'
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) build demo src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist demo src/*.egg-info .pytest_cache

@@ -55,7 +55,8 @@ def _stage_reads_only(stage: str) -> bool:
         "nvcc": args == ["--version"],
         "gcc": args == ["--version"],
         "make": args == ["--version"],
-        "echo": len(args) == 1 and args[0].startswith("$"),  # prints a variable; a pipe to tee is its own stage
+        # prints one word (a variable, "${VAR-}" blanked as quoted text); a pipe to tee is its own stage
+        "echo": len(args) == 1 and ">" not in args[0],
     }
     return rules.get(program, False)
 

@@ -1,5 +1,7 @@
 """The wheel: built from this checkout, installed into a fresh venv, it runs `checks` and `analyze` on real
 evidence, ships its data files and the LICENSE, and declares the runtime dependencies of pyproject.toml.
+`make install` puts it in a venv of its own linked onto PATH, where every command of deploy/ runs; pipx
+and `uv tool` install the wheel too, where they are present.
 
 The fresh venv gets the wheel (not the source tree) and sees the test venv's site-packages only as a plain
 path (a .pth line), so the runtime dependencies come from there without a download and the editable install
@@ -9,6 +11,9 @@ of the test venv stays invisible; the test asserts gpuhealth is imported from th
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -38,15 +43,21 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
-@pytest.fixture(scope="module")
-def fresh_venv(wheel: Path, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("venv") / "env"
+def _venv_with_test_deps(root: Path) -> Path:
+    """A venv at ROOT that sees the test venv's runtime dependencies (no download) but not its gpuhealth."""
     venv.EnvBuilder(with_pip=False).create(root)
     python = root / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                check=True, capture_output=True, text=True, timeout=30).stdout.strip())
     # the runtime dependencies, already installed in the test venv: a path, so its .pth files are not run
     (site / "test-venv-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(wheel: Path, tmp_path_factory) -> Path:
+    root = _venv_with_test_deps(tmp_path_factory.mktemp("venv") / "env")
+    python = root / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
                     "--quiet", str(wheel)], check=True, capture_output=True, timeout=BUILD_TIMEOUT)
     return root
@@ -92,3 +103,107 @@ def test_installed_wheel_runs_checks_and_analyze(fresh_venv: Path, tmp_path: Pat
     findings = json.loads(analyzed.stdout)["findings"]
     assert any(f["code"] == "GH301" and f["message"].startswith("Xid 48") for f in findings)
     assert time.monotonic() - started < 30
+
+
+def _check_the_shipped_bundle(gpuhealth: Path, cwd: Path, env: dict[str, str] | None = None) -> None:
+    """`--version` and the README's example, run by an installed copy outside the clone."""
+    version = subprocess.run([str(gpuhealth), "--version"], capture_output=True, text=True, timeout=60, cwd=cwd,
+                             env=env)
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert version.returncode == 0 and version.stdout.strip().endswith(declared), version
+    bundle = REPO / "examples" / "h100x8-xid-ecc.tar.gz"
+    checked = subprocess.run([str(gpuhealth), "check", "--from", str(bundle)], capture_output=True, text=True,
+                             timeout=60, cwd=cwd, env=env)
+    assert checked.returncode == 2, checked.stderr  # the example's double-bit ECC error is critical
+    assert checked.stdout.lstrip().startswith("BROKEN") and "CRITICAL GH301" in checked.stdout
+
+
+def test_installed_wheel_answers_version_and_checks_the_shipped_bundle(fresh_venv: Path, tmp_path: Path):
+    _check_the_shipped_bundle(fresh_venv / "bin" / "gpuhealth", tmp_path)
+
+
+@pytest.mark.parametrize("tool", ["pipx", "uv"])
+def test_pipx_or_uv_tool_installs_the_wheel(tool: str, wheel: Path, tmp_path: Path):
+    """Where pipx or uv is installed (it fetches the dependencies from the package index)."""
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed here")
+    bin_dir = tmp_path / "bin"
+    env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(bin_dir),
+           "UV_TOOL_DIR": str(tmp_path / "uv"), "UV_TOOL_BIN_DIR": str(bin_dir)}
+    command = [tool, "install", str(wheel)] if tool == "pipx" else [tool, "tool", "install", str(wheel)]
+    subprocess.run(command, check=True, capture_output=True, timeout=300, env=env, cwd=tmp_path)
+    _check_the_shipped_bundle(bin_dir / "gpuhealth", tmp_path, env)
+
+
+# Every place in deploy/ and docs/ that runs the installed command, with its arguments up to the shell's
+# next operator, quote, variable or line continuation.
+INSTALLED = "/usr/local/bin/gpuhealth"
+DEPLOY_COMMAND = re.compile(re.escape(INSTALLED) + r"((?:[ \t]+[^\s>|&;\"'$\\)]+)*)")
+
+
+def _deploy_commands() -> list[tuple[str, list[str]]]:
+    import click
+
+    from gpuhealth.cli import main
+
+    files = [p for p in (REPO / "deploy").rglob("*") if p.is_file() and p.suffix != ".json"]
+    files += [p for p in (REPO / "docs").rglob("*.md") if "checks" not in p.parts]
+    commands = set(main.list_commands(click.Context(main)))
+    found = [(str(p.relative_to(REPO)), match.split()) for p in files
+             for match in DEPLOY_COMMAND.findall(p.read_text(encoding="utf-8"))
+             if match.split()[:1] and match.split()[0] in commands]  # not prose ("gpuhealth exists")
+    plugin = REPO / "deploy" / "kubernetes" / "npd-gpuhealth-plugin.json"
+    found += [(str(plugin.relative_to(REPO)), rule["args"]) for rule in json.loads(plugin.read_text())["rules"]
+              if rule["path"] == INSTALLED]
+    nhc = REPO / "deploy" / "slurm" / "gpuhealth-nhc.sh"  # runs "$GPUHEALTH", /usr/local/bin/gpuhealth by default
+    found += [(str(nhc.relative_to(REPO)), match.replace('"$COMMAND_TIMEOUT_S"', "10").split())
+              for match in re.findall(r'"\$GPUHEALTH" (check [^"]*"\$COMMAND_TIMEOUT_S")', nhc.read_text())]
+    return found
+
+
+def test_deploy_files_run_the_path_make_install_links_as_root():
+    commands = _deploy_commands()
+    named = {path for path, _ in commands}
+    for unit in ("gpuhealth-check.service", "gpuhealth-monitor.service", "gpuhealth-serve.service"):
+        assert f"deploy/systemd/{unit}" in named
+    assert {"deploy/kubernetes/npd-gpuhealth-plugin.json", "docs/prometheus-textfile.md", "docs/slurm-nhc.md",
+            "deploy/slurm/gpuhealth-nhc.sh"} <= named  # NPD's plugin, the cron line, NHC's check, our NHC script
+    nhc = (REPO / "deploy" / "slurm" / "gpuhealth-nhc.sh").read_text()
+    assert f"GPUHEALTH=${{GPUHEALTH:-{INSTALLED}}}" in nhc and '"$GPUHEALTH" check --format nhc' in nhc
+    # nothing in deploy/ runs gpuhealth from any other absolute path
+    for path in (REPO / "deploy").rglob("*"):
+        if path.is_file():
+            others = set(re.findall(r"/[\w./-]*/bin/gpuhealth\b", path.read_text(encoding="utf-8")))
+            assert others <= {INSTALLED, "/opt/gpuhealth/venv/bin/gpuhealth"}, (path, others)
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed here")
+    dry = subprocess.run(["make", "-n", "install", "HOME=/home/someone"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    if os.geteuid() == 0:
+        assert f"ln -sfn /opt/gpuhealth/venv/bin/gpuhealth {INSTALLED}" in dry
+    else:
+        assert ("ln -sfn /home/someone/.local/share/gpuhealth/venv/bin/gpuhealth "
+                "/home/someone/.local/bin/gpuhealth") in dry
+
+
+def test_make_install_into_a_temporary_prefix_runs_every_deploy_command(wheel: Path, tmp_path: Path):
+    """`make install` with INSTALL_VENV/INSTALL_BIN: a venv of its own, the link, and through that link every
+    command that deploy/ and docs/ run from /usr/local/bin/gpuhealth parses (its options exist there)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed here")
+    target = _venv_with_test_deps(tmp_path / "venv")  # make keeps an existing venv; the wheel comes offline
+    bin_dir = tmp_path / "bin"
+    installed = subprocess.run(
+        ["make", "install", f"INSTALL_VENV={target}", f"INSTALL_BIN={bin_dir}", f"INSTALL_FROM={wheel}",
+         "INSTALL_PIP_FLAGS=--no-deps --no-index --force-reinstall",
+         f"PYTHON={sys.executable}"],
+        cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    link = bin_dir / "gpuhealth"
+    assert link.is_symlink() and link.resolve() == (target / "bin" / "gpuhealth").resolve()
+    assert f"{bin_dir} is not on PATH" in installed.stdout  # said, not left to be found out
+    _check_the_shipped_bundle(link, tmp_path)
+    for where, args in _deploy_commands():
+        ran = subprocess.run([str(link), *args, "--help"], capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path)
+        assert ran.returncode == 0, (where, args, ran.stderr)

@@ -26,7 +26,7 @@ from gpuhealth.evidence.facts import (
 from gpuhealth.evidence.listings import embedded_rpm_packages
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
-from gpuhealth.model import KernelLog, MessageLine, ParseError, SmiReport, Snapshot
+from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.session import Block, split_session
 from gpuhealth.records import record
@@ -173,7 +173,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     read_into: tuple[str, ...] = ()
     if kind is not None:
         try:
-            found = _one_gpu_selected(command, kind.parse(text, piece.name))
+            found = _nodes_named(command, _one_gpu_selected(command, kind.parse(text, piece.name)))
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
@@ -236,6 +236,18 @@ def _one_gpu_selected(command: str | None, found: dict[str, Any]) -> dict[str, A
     if isinstance(smi, SmiReport) and not smi.partial and _SMI_SELECTS.search((command or "").removeprefix("sudo ")):
         return {**found, "smi": replace(smi, partial=True)}
     return found
+
+
+# `ls -l /dev/nvidia0 /dev/nvidiactl`: the files named, not a glob (`/dev/nvidia*`) or the directory (`/dev/`)
+_LS_NAMES_NODES = lazy_re(r"^\S*\bls\b[^|;&*?\[\n]{0,300}?\s/dev/nvidia[\w-]")
+
+
+def _nodes_named(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
+    """A listing of the /dev files a command named is an excerpt of /dev: a node it did not name is not missing
+    (GH207 reads the mark)."""
+    if "device_nodes" not in found or not _LS_NAMES_NODES.search((command or "").removeprefix("sudo ").lstrip()):
+        return found
+    return {**found, "unavailable": {DEVICE_NODES_NAMED: f"{(command or '')[:80]} lists only the files it names"}}
 
 
 # `lspci -vv -s 01:00.0 | grep Lnk` (also `-vvvs 01:00.0`): the first stage of the pipeline names the device

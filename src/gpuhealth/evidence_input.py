@@ -12,6 +12,9 @@ Limits (docs/limits.md, "analyze input"), all enforced before or while reading, 
   file scanner, a stream (a pipe, a gzip file) to the stream scanner; both aggregate events as they go.
 - Anything else is read whole up to ``WHOLE_MAX_BYTES`` and sniffed by content (bug reports are split into
   their sections). Larger than that, only its kernel-log lines are read, by the stream scanner.
+- Text in UTF-16 or UTF-32 (with a byte-order mark, or UTF-16 told by its NUL bytes), UTF-8 with a mark, and
+  CR-only line ends are converted to UTF-8 with LF line ends as they are read (``gpuhealth.decoding``), before
+  any of the above: the limits count the bytes of the input as given.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import stat
 import sys
 from typing import Any, BinaryIO
 
+from gpuhealth.decoding import Transcoder, sniff
 from gpuhealth.model import KernelLog, ParseError
 from gpuhealth.records import record
 
@@ -230,6 +234,11 @@ def _read(raw: BinaryIO, display: str, path: str | None, max_bytes: int) -> Evid
         stream = _Limited(gzip.GzipFile(fileobj=stream, mode="rb"), max_bytes, display)
         path = None  # the file scanner reads plain files only
     data = _read_up_to(stream, _SNIFF_BYTES)
+    conversion = sniff(bytes(data))
+    if conversion is not None:  # UTF-16/32, a byte-order mark, CR-only line ends: converted as it is read
+        stream = Transcoder(stream, conversion, head=bytes(data))
+        path = None  # the file scanner reads the file's own bytes: converted text goes to the stream scanner
+        data = _read_up_to(stream, _SNIFF_BYTES)
     kernel = _looks_like_kernel_log(bytes(data))
     whole = STREAM_FROM_BYTES if kernel else WHOLE_MAX_BYTES
     _read_up_to(stream, whole + 1 - len(data), into=data)

@@ -18,7 +18,7 @@ from gpuhealth.model import DISRUPTIVE_COMMAND, Fix
 DIAGNOSTIC = lazy_re(
     r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|lspci|lsmod|"
     r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--sb-state|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
-    r"fuser\b|lsof\b|id\s*$|(?:nvcc|gcc|make)\s+--version\s*$|echo\s+\$\w+\s*$|"
+    r"fuser\b|lsof\b|id\s*$|(?:nvcc|gcc|make)\s+--version\s*$|echo\s+(?:\$\w+|\"\$\{\w+:?-\}\")\s*$|"
     r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
     r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
     r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")

@@ -262,6 +262,11 @@ class OsInfo:
         return "other"
 
 
+# analyze's mark in ``Snapshot.unavailable`` for a listing of /dev that named its files (`ls -l /dev/nvidia0
+# /dev/nvidiactl`): a node it did not name is not known to be missing (GH207)
+DEVICE_NODES_NAMED = "device_nodes_named"
+
+
 @record
 class PciDevice:
     address: str  # normalized dddd:bb:dd.f
@@ -277,6 +282,9 @@ class PciDevice:
     link_width_current: int | None = None
     link_width_max: int | None = None
     secondary_bus: str | None = None  # a bridge's bus below it, "dddd:bb" (lspci -vv "Bus: ... secondary=01")
+    # the modules that could drive it, from `lspci -k`'s "Kernel modules:" line (None when not shown): a pasted
+    # listing that shows them was made with -k, so a device without "Kernel driver in use" has no driver bound
+    kernel_modules: tuple[str, ...] | None = None
 
     @property
     def is_nvidia_gpu(self) -> bool:

@@ -26,6 +26,7 @@ import json
 import re
 from typing import Any
 
+from gpuhealth.commands import fill
 from gpuhealth.knowledge import drivers, gpus
 from gpuhealth.model import Snapshot, to_jsonable
 from gpuhealth.records import record
@@ -317,12 +318,13 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str) -> InstallRoute
     os_id = (os_info.id or "") if os_info else ""
     ids = {os_id, *(os_info.id_like if os_info else ())}
     if family == "debian" and "ubuntu" in ids:
-        package = f"nvidia-driver-{branch}-server" + ("-open" if flavour == "open" else "")
+        install = ("sudo apt-get install -y nvidia-driver-{branch}-server-open" if flavour == "open"
+                   else "sudo apt-get install -y nvidia-driver-{branch}-server")
         return InstallRoute(distro, family, branch, flavour, (
             Command("sudo apt-get update"),
             Command("sudo ubuntu-drivers list --gpgpu",
                     note="the server drivers this release packages for these GPUs; pick the one below if listed"),
-            Command(f"sudo apt-get install -y {package}"),
+            _command(install, branch=branch),
             Command("sudo reboot", note="loads the new kernel module"),
             Command("nvidia-smi", note="after the reboot: lists every GPU"),
         ), UBUNTU_SOURCE)
@@ -334,27 +336,29 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str) -> InstallRoute
     if family == "rhel" or ids & set(RHEL_LIKE):
         major = _major(os_info.version_id if os_info else None) or 9
         machine = "sbsa" if (os_info and os_info.architecture in ("aarch64", "arm64")) else "x86_64"
-        repo = (f"https://developer.download.nvidia.com/compute/cuda/repos/rhel{major}/{machine}/"
-                f"cuda-rhel{major}.repo")
         commands = []
         if os_id in EPEL_DISTROS:
             commands.append(Command("sudo dnf install -y epel-release", note="DKMS comes from EPEL"))
         commands += [Command("sudo dnf install -y kernel-devel-$(uname -r) kernel-headers-$(uname -r)"),
-                     Command(f"sudo dnf config-manager --add-repo {repo}", note="NVIDIA's CUDA repository")]
+                     _command("sudo dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/"
+                              "repos/rhel{major:number}/{machine:file}/cuda-rhel{major:number}.repo",
+                              note="NVIDIA's CUDA repository", major=major, machine=machine)]
         if major >= 10:
-            package = "nvidia-open" if flavour == "open" else "nvidia-driver"
-            commands += [Command(f"sudo dnf versionlock add '*nvidia*{branch}*'",
-                                 note="keeps updates on this branch (python3-dnf-plugin-versionlock)"),
-                         Command(f"sudo dnf install -y {package}",
+            commands += [_command("sudo dnf versionlock add '*nvidia*'{branch}'*'", branch=branch,
+                                  note="keeps updates on this branch (python3-dnf-plugin-versionlock)"),
+                         Command("sudo dnf install -y nvidia-open" if flavour == "open"
+                                 else "sudo dnf install -y nvidia-driver",
                                  note="" if flavour == "open" else "proprietary package name not confirmed")]
         else:
-            stream = f"{branch}-open" if flavour == "open" else f"{branch}-dkms"
-            commands.append(Command(f"sudo dnf module install -y nvidia-driver:{stream}"))
+            module = ("sudo dnf module install -y nvidia-driver:{branch}-open" if flavour == "open"
+                      else "sudo dnf module install -y nvidia-driver:{branch}-dkms")
+            commands.append(_command(module, branch=branch))
         commands += [Command("sudo reboot", note="loads the new kernel module"),
                      Command("nvidia-smi", note="after the reboot: lists every GPU")]
         return InstallRoute(distro, "rhel", branch, flavour, tuple(commands), RHEL_SOURCE)
     return InstallRoute(distro, family, branch, flavour, (
-        Command(f"sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run --kernel-module-type={flavour}",
+        _command("sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run --kernel-module-type={flavour:file}",
+                 branch=branch, flavour=flavour,
                 note=f"the .run installer of a {branch} release from nvidia.com; no package route is known "
                      "for this distribution"),
     ), RUNFILE_SOURCE)
@@ -371,6 +375,11 @@ def _installed_driver(snapshot: Snapshot) -> str | None:
     if snapshot.smi is not None and snapshot.smi.driver_version:
         return snapshot.smi.driver_version
     return None
+
+
+def _command(template: str, note: str = "", **values: object) -> Command:
+    """A command from a template: its values go in through ``gpuhealth.commands`` (checked, quoted)."""
+    return Command(fill(template, **values)[0], note=note)
 
 
 def _distro(snapshot: Snapshot) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -236,3 +237,46 @@ def test_periodic_check_keeps_the_worst_finding_per_code_and_gpu():
     alerts = runner._alerts(report, now=0.0)
     gh301 = [a for a in alerts if a.rule == "check:GH301"]
     assert len(gh301) == 1 and gh301[0].severity == "critical"
+
+
+def test_alert_lines_carry_their_syslog_priority_only_into_the_journal(tmp_path, monkeypatch):
+    """Under systemd (JOURNAL_STREAM names stderr's device:inode) each line starts with <N>, so that
+    `journalctl -p err` finds a critical alert; a resolved one is a notice. Elsewhere the lines stay plain."""
+    from gpuhealth.monitor.notify import syslog_priority
+
+    alerts = [Alert("xid", 0, "critical", "firing", "GPU 0 Xid 79", T0, "79"), ALERT,
+              Alert("gpu_idle", 1, "info", "firing", "GPU 1 idle", T0),
+              Alert("xid", 0, "critical", "resolved", "GPU 0 Xid 79 quiet", T0 + 60, "79")]
+    assert [syslog_priority(a) for a in alerts] == [2, 4, 6, 5]  # crit, warning, info, notice
+    journal, other = tmp_path / "journal", tmp_path / "redirected"
+    with journal.open("w") as stream, other.open("w") as redirected:
+        stat = os.fstat(stream.fileno())
+        monkeypatch.setenv("JOURNAL_STREAM", f"{stat.st_dev}:{stat.st_ino}")
+        for notifier in (StreamNotifier(stream), StreamNotifier(redirected)):
+            for alert in alerts:
+                notifier.send(alert)
+    lines = journal.read_text().splitlines()
+    assert [line[:3] for line in lines] == ["<2>", "<4>", "<6>", "<5>"]
+    assert lines[0][3:].startswith("2023-11-14T22:13:00Z FIRING critical xid[79] gpu=0: GPU 0 Xid 79")
+    assert not any(line.startswith("<") for line in other.read_text().splitlines())  # not the journal's stream
+    monkeypatch.delenv("JOURNAL_STREAM")
+    plain = io.StringIO()  # no file descriptor, no variable: plain
+    StreamNotifier(plain).send(alerts[0])
+    assert plain.getvalue().startswith("2023-")
+
+
+def test_monitor_says_at_once_what_it_samples_and_where_history_and_alerts_go(tmp_path):
+    """A healthy box raises no alert for hours: the start line says the monitor runs. A webhook is named by its
+    host only (a token in its path stays out of the journal)."""
+    trace, db, log = _trace(tmp_path), tmp_path / "h.db", tmp_path / "alerts.log"
+    config = tmp_path / "m.toml"
+    config.write_text(f'[notify]\nlog_file = "{log}"\nwebhook_url = "https://hooks.example.com/T0/s3cret"\n'
+                      'webhook_retries = 0\n[rules.idle]\nenabled = false\n')
+    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0",
+                                          "--db", str(db), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    first = result.stderr.splitlines()[0]
+    rules = len(load_config(config)["rules"]) - 1  # every rule but the one disabled
+    assert first == (f"gpuhealth monitor: started: source replay of {trace}, history {db}, {rules} rules, alerts to "
+                     f"stderr, {log}, webhook https://hooks.example.com")
+    assert "s3cret" not in first

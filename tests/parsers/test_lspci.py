@@ -198,8 +198,9 @@ def test_nnk_block():
         subsystem_vendor_id="10de", subsystem_device_id="16c1",
         name="NVIDIA Corporation GH100 [H100 SXM5 80GB]", kernel_driver="nouveau",
         link_speed_current="16.0 GT/s", link_speed_max="32.0 GT/s", link_width_current=8,
-        link_width_max=16,
+        link_width_max=16, kernel_modules=("nvidiafb", "nouveau", "nvidia_drm", "nvidia"),
     )
+    assert t4.kernel_modules is None and t4.kernel_driver is None  # its block prints neither -k line
     assert (t4.device_id, t4.class_code, t4.name) == ("1eb8", "0300", "NVIDIA Corporation TU104GL [Tesla T4]")
     assert (t4.link_speed_current, t4.link_speed_max, t4.link_width_current) == ("2.5 GT/s", "2.5 GT/s", 1)
 

@@ -200,6 +200,26 @@ def test_metrics_from_the_current_state(live, clock):
     assert "process_resident_memory_bytes" in families
 
 
+def test_build_info_and_the_gpus_answering_gauge_from_the_first_scrape(live, clock):
+    """A node whose driver was broken from boot has no GPU series at all: the answering gauge is there anyway,
+    at 0, so that an alert rule (GpuhealthNoGpuAnswers) can fire; it counts only GPUs that answer now."""
+    import gpuhealth
+
+    app, _ = make(live)
+    with TestClient(app) as client:
+        families = metrics(client)
+        assert values(families["gpuhealth_gpus_answering"], "gpuhealth_gpus_answering") == [0]
+        (info,) = families["gpuhealth_build_info"]
+        assert info.value == 1 and info.labels == {
+            "version": gpuhealth.__version__, "python": "{}.{}.{}".format(*sys.version_info[:3])}
+        feed(live, clock, *fleet_events(gpus=8, seconds=3))
+        assert values(metrics(client)["gpuhealth_gpus_answering"], "gpuhealth_gpus_answering") == [8]
+        feed(live, clock, GpuLost(clock.t + 1, 3, "GPU is lost"))
+        assert values(metrics(client)["gpuhealth_gpus_answering"], "gpuhealth_gpus_answering") == [7]
+        clock.t += live.stale_after + 1  # sampling stopped: nobody answers now
+        assert values(metrics(client)["gpuhealth_gpus_answering"], "gpuhealth_gpus_answering") == [0]
+
+
 def test_a_count_alert_has_one_series_per_missing_gpu_with_its_labels(live, clock):
     """So that Alertmanager can inhibit the series of a GPU whose gpu_lost already paged, and only that one."""
     feed(live, clock, *fleet_events(gpus=8, seconds=3))

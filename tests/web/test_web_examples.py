@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx2
 from web_fakes import REPO, serve_process, wait_for
+
+from gpuhealth.monitor.config import load_config
 
 TRACE = REPO / "examples" / "h100x8.trace"
 BUNDLE = REPO / "examples" / "h100x8-xid-ecc.tar.gz"
@@ -26,3 +30,11 @@ def test_serve_replays_the_shipped_trace_and_checks_the_shipped_bundle(tmp_path)
         check = httpx2.post(f"{base}/api/v1/check", timeout=60).json()
         assert check["verdict"] == "BROKEN"
         assert any(f["code"] == "GH301" and f["message"].startswith("Xid 48 ") for f in check["findings"])
+    # one start line: what is sampled, where history and alerts go, how many rules watch
+    (started,) = [line for line in (tmp_path / "serve.log").read_text().splitlines() if "listening on" in line]
+    rules = len(load_config()["rules"])
+    assert re.fullmatch(rf"gpuhealth serve: listening on http://127\.0\.0\.1:\d+/ \(source replay of "
+                        rf"{re.escape(str(TRACE))}, history {re.escape(str(tmp_path / 'history.db'))}, "
+                        rf"{rules} rules, alerts to "
+                        r"(stderr|the journal), the dashboard and /metrics; token not required: loopback only\)",
+                        started), started

@@ -7,6 +7,7 @@ import contextlib
 import re
 import shutil
 import subprocess
+import sys
 
 import httpx2
 import pytest
@@ -42,6 +43,30 @@ def test_promtool_checks_rules_and_config(tmp_path):
                    cwd=DEPLOY)
     # as shipped: the token file it names is the placeholder beside it
     subprocess.run([promtool, "check", "config", "prometheus.yml"], check=True, capture_output=True, cwd=DEPLOY)
+
+
+def test_promtool_check_metrics_is_clean_on_metrics_and_the_textfile(tmp_path):
+    """`promtool check metrics` lints names, units, HELP and TYPE: serve's /metrics (8 GPUs, alerts, a check)
+    and `check --format prometheus` (the textfile of the shipped example) say nothing."""
+    from prometheus_client.exposition import generate_latest
+    from web_fakes import T0, fleet_events
+
+    from gpuhealth.web.metrics import make_registry
+    from gpuhealth.web.state import LiveState
+
+    promtool = tool("promtool")
+    state = LiveState(1.0, clock=lambda: T0 + 3)
+    state.record(fleet_events(gpus=8, seconds=3))
+    exposition = generate_latest(make_registry(state)).decode()
+    assert "gpuhealth_build_info{" in exposition and "gpuhealth_gpus_answering 8.0" in exposition
+    textfile = subprocess.run([sys.executable, "-m", "gpuhealth", "check", "--format", "prometheus", "--from",
+                               str(REPO / "examples" / "h100x8-xid-ecc.tar.gz")], capture_output=True, text=True,
+                              timeout=60)
+    assert "gpuhealth_check_status{" in textfile.stdout, textfile.stderr  # (exits 0: a textfile, not a gate)
+    for text in (exposition, textfile.stdout):
+        linted = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True,
+                                timeout=60)
+        assert (linted.returncode, linted.stdout + linted.stderr) == (0, "")
 
 
 def test_the_kubernetes_variant_in_the_comments_is_a_valid_config_naming_nodes(tmp_path):

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
@@ -323,13 +324,14 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
         branches.add((bundled or minimum).driver_min.split(".")[0])
     if worst is None:
         return
-    target = max_cuda or "<the CUDA Version nvidia-smi prints>"
-    toolkit_pkg = "cuda-toolkit-" + target.replace(".", "-") if max_cuda else "cuda-toolkit-<major>-<minor>"
+    major, minor = max_cuda.split(".", 1) if max_cuda and "." in max_cuda else (None, None)
     branch = max(branches, key=int)
-    toolkit_fixes = fixes_for(debian=[f"sudo apt-get install {toolkit_pkg}",
-                                      f"sudo update-alternatives --set cuda /usr/local/cuda-{target}"],
-                              rhel=[f"sudo dnf install {toolkit_pkg}",
-                                    f"sudo alternatives --set cuda /usr/local/cuda-{target}"])
+    # the CUDA Version nvidia-smi prints: its toolkit package and directory
+    toolkit_fixes = fixes_for(debian=["sudo apt-get install cuda-toolkit-{major:number}-{minor:number}",
+                                      "sudo update-alternatives --set cuda /usr/local/cuda-{cuda}"],
+                              rhel=["sudo dnf install cuda-toolkit-{major:number}-{minor:number}",
+                                    "sudo alternatives --set cuda /usr/local/cuda-{cuda}"],
+                              major=major, minor=minor, cuda=max_cuda)
     torch_fixes = (Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
                        "any", note=f"cu<XY> no newer than the CUDA Version nvidia-smi prints ({max_cuda or '?'})"),)
     yield Draft(
@@ -337,8 +339,8 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
         evidence=(*evidence, Evidence(driver_source, (f"driver {driver}",)), *reminder),
         fixes=(*(toolkit_fixes if flagged - {"PyTorch's CUDA"} else ()),
                *(torch_fixes if "PyTorch's CUDA" in flagged else ()),
-               *fixes_for(debian=[f"sudo apt-get install cuda-drivers-{branch}"],
-                          rhel=[f"sudo dnf install cuda-drivers-{branch}"], disruptive=True),
+               *fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
+                          rhel=["sudo dnf install cuda-drivers-{branch}"], disruptive=True, branch=branch),
                REBOOT),
     )
 
@@ -427,7 +429,8 @@ def multiple_cuda_on_library_path(snapshot: Snapshot, expect: Expectations) -> I
         evidence=evidence + tuple(Evidence(m.source, (m.line[:300],)) for m in failed[:2]),
         explains=("GH612",) if failed else (),
         # the stale ld.so.conf.d files found, then the table's procedure (look, keep one CUDA, ldconfig)
-        fixes=(*(Fix(f"sudo rm {f}", "any", note="if that toolkit should not be used") for f in stale),
+        fixes=(*(slotted("sudo rm {conf_file:path}", note="if that toolkit should not be used", conf_file=f)
+                 for f in stale),
                *fixes_for(debian=["sudo update-alternatives --config cuda"], rhel=["sudo alternatives --config cuda"]),
                *table_fixes("GH602")),
     )
@@ -502,9 +505,10 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
                   Evidence(PROC_VERSION, (f"kernel module {kernel}",))),
         # the table's looks, then for the file found: which package owns it, its removal (the table's step in words)
         fixes=(*(f for f in table_fixes("GH603") if f.is_command),
-               *fixes_for(debian=[f"dpkg -S {state.libcuda_path}"], rhel=[f"rpm -qf {state.libcuda_path}"]),
-               Fix(f"sudo rm {state.libcuda_path} && sudo ldconfig", "any",
-                   note="only if that file belongs to no installed driver package")),
+               *fixes_for(debian=["dpkg -S {libcuda_path:path}"], rhel=["rpm -qf {libcuda_path:path}"],
+                          libcuda_path=state.libcuda_path),
+               slotted("sudo rm {libcuda_path:path} && sudo ldconfig", note="only if that file belongs to no installed "
+                       "driver package", libcuda_path=state.libcuda_path)),
         explains=("GH605",),
     )
 
@@ -567,6 +571,10 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     being the unit's MainPID that systemd shows, else the unit's ExecStart from the same answer; pasted, from
     `systemctl status nvidia-persistenced` (its `Process:` line and CGroup tree) or a `ps aux` / `ps -ef` row.
 
+    A pasted unit state alone (the status of the nvidia-persistenced unit, no GPUs in the evidence): a unit
+    that failed is a warning; one that could not be found (not installed) or is stopped is information,
+    since whether the host is a server is not known.
+
     Exceptions:
     Desktops and laptops with one consumer GPU (power saving matters more there). A daemon known to run
     without that flag is not reported: GPUs shown off are then being switched on, or were switched off by
@@ -581,6 +589,10 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
             # pasted evidence without nvidia-smi: the daemon's flag says persistence is off on every GPU, which GPUs
             # is not given (a live host whose nvidia-smi or NVML failed has its own finding: this would add to it)
             yield _persistence_forced_off(snapshot, [], 0)
+            return
+        if state is not None and snapshot.origin == "evidence" and snapshot.smi_run is None and snapshot.nvml is None \
+                and (state.persistenced_active or "").split(" ")[0] in DAEMON_DOWN:
+            yield _daemon_down(snapshot, state)
             return
         yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
                    or "no GPU data: neither nvidia-smi nor NVML reported a GPU")
@@ -617,6 +629,31 @@ def persistence_off(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
         fixes=tuple(replace(f, note=f"GPUs {listed}; preferred over nvidia-smi -pm 1")
                     if f.command == ENABLE_PERSISTENCED else f
                     for f in table_fixes("GH604", without=FORCED_OFF_FIXES[1:])),
+    )
+
+
+# what `systemctl status` / `journalctl -u` say of a daemon that does not run ("not-found" units read as inactive)
+DAEMON_DOWN = ("inactive", "failed", "dead")
+
+
+def _daemon_down(snapshot: Snapshot, state: CudaState) -> Draft:
+    """A pasted unit state alone (no GPUs in the evidence): nvidia-persistenced is not installed, stopped or failed.
+    Persistence mode is then off unless someone set it by hand, which matters on a server; whether this is one is
+    not known: a laptop or desktop does well without it (GH604's exceptions), so a unit that is missing or stopped is
+    information. A unit that failed was meant to run: a warning."""
+    active = (state.persistenced_active or "").split(" ")[0]
+    missing = state.persistenced_enabled == "not-found"
+    what = ("is not installed (its unit could not be found)" if missing
+            else "failed" if active == "failed" else "is not running")
+    shown = ("Unit nvidia-persistenced.service could not be found" if missing
+             else f"Active: {state.persistenced_active}",)
+    return Draft(
+        Severity.WARNING if active == "failed" and not missing else Severity.INFO,
+        f"nvidia-persistenced {what}: without it persistence mode is off (unless set with nvidia-smi -pm 1), and on a "
+        "GPU server every job pays the GPUs' initialisation; the GPUs are not in the evidence given",
+        evidence=(Evidence(snapshot.sources.get("cuda", "systemctl status nvidia-persistenced"),
+                           shown + state.persistenced_errors[:3]),),
+        fixes=table_fixes("GH604", without=FORCED_OFF_FIXES),
     )
 
 
@@ -732,9 +769,9 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             fixes.append(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
                              "any", note="a wheel for an older CUDA the driver supports"))
             if minimum:
-                fixes.extend(fixes_for(debian=[f"sudo apt-get install cuda-drivers-{minimum.driver_min.split('.')[0]}"],
-                                       rhel=[f"sudo dnf install cuda-drivers-{minimum.driver_min.split('.')[0]}"],
-                                       disruptive=True))
+                fixes.extend(fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
+                                       rhel=["sudo dnf install cuda-drivers-{branch}"],
+                                       disruptive=True, branch=minimum.driver_min.split(".")[0]))
     for name, why in _visibility_problems(snapshot):
         if name == "CUDA_VISIBLE_DEVICES":
             causes.append(f"{why} (GH608)")
@@ -957,8 +994,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
             evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
                       Evidence("GPUs", (f"{count} GPU(s) on this host" if count else
                                         "the GPU count is not in the evidence",))),
-            fixes=tuple(Fix(f"unset {n}", "any", note="or list valid GPU indices or UUIDs (nvidia-smi -L)")
-                        for n, _ in problems),
+            fixes=tuple(slotted("unset {variable}", note="or list valid GPU indices or UUIDs (nvidia-smi -L)",
+                                variable=n) for n, _ in problems),
             explains=("GH605", "GH610"),
         )
     elif mig:
@@ -1079,8 +1116,9 @@ def _framework_causes(snapshot: Snapshot, fw: FrameworkEnv) -> tuple[list[str], 
             fixes.append(FRAMEWORK_FIXES[fw.name])
             if minimum:
                 branch = minimum.driver_min.split(".")[0]
-                fixes.extend(fixes_for(debian=[f"sudo apt-get install cuda-drivers-{branch}"],
-                                       rhel=[f"sudo dnf install cuda-drivers-{branch}"], disruptive=True))
+                fixes.extend(fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
+                                       rhel=["sudo dnf install cuda-drivers-{branch}"], disruptive=True,
+                                       branch=branch))
     errors = " ".join(x for x in (fw.gpu_error, *fw.messages) if x).lower()
     if not causes and fw.name == "tensorflow" and fw.cuda_build and ("dlopen" in errors or not errors):
         causes.append(f"TensorFlow was built with CUDA {fw.cuda_version or '?'}"
@@ -1329,11 +1367,13 @@ def gsp_firmware_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     branch = version.split(".")[0]
     yield Draft(
         severity, message, evidence=tuple(evidence),
-        fixes=(*fixes_for(debian=[f"sudo apt-get install --reinstall nvidia-firmware-{branch}-{version} "
-                                  f"|| sudo apt-get install --reinstall firmware-nvidia-gsp",
+        fixes=(*fixes_for(debian=["sudo apt-get install --reinstall nvidia-firmware-{branch}-{version} "
+                                  "|| sudo apt-get install --reinstall firmware-nvidia-gsp",
                                   "sudo update-initramfs -u"],
-                          rhel=["sudo dnf reinstall 'nvidia-driver*' 'kmod-nvidia*'", "sudo dracut --force"]),
-               Fix(f"ls /lib/firmware/nvidia/{version}/", "any", note="should list gsp_ga10x.bin / gsp_tu10x.bin"),
+                          rhel=["sudo dnf reinstall 'nvidia-driver*' 'kmod-nvidia*'", "sudo dracut --force"],
+                          branch=branch, version=version),
+               slotted("ls /lib/firmware/nvidia/{version}/", note="should list gsp_ga10x.bin / gsp_tu10x.bin",
+                       version=version),
                REBOOT),
         explains=("GH303",) if rminit else (),
     )

@@ -5,11 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, line_evidence, table_fixes
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.tool_errors import decode
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import STUCK_MARKER, Evidence, Fix, MessageLine, NvidiaPackage, Severity, Snapshot
+from gpuhealth.model import (
+    DEVICE_NODES_NAMED,
+    STUCK_MARKER,
+    Evidence,
+    Fix,
+    MessageLine,
+    NvidiaPackage,
+    PciDevice,
+    Severity,
+    Snapshot,
+)
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
@@ -104,6 +115,12 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     nvidia module while nvidia-smi or NVML says it cannot reach the driver. That failure shows a
     driver was installed for a GPU; the module not being loaded is why it fails.
 
+    Without the module list: a pasted lspci -k listing (or -nnk, -vk) prints "Kernel modules:" for the
+    GPU and no "Kernel driver in use:" line, so no driver is bound to it. The nvidia module binds every
+    GPU it supports when it loads: it is not loaded, or it refused the GPU (its NVRM lines in the kernel
+    log say why). When the modules lspci names as able to drive the GPU include no nvidia module, none
+    is installed for the running kernel. Plain lspci prints neither line and says nothing of this.
+
     Exceptions:
     A GPU passed through to a VM (bound to vfio-pci) is not meant to have the driver on the host.
     """
@@ -115,7 +132,11 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
         return
     loaded = module_loaded(snapshot)
     if loaded is None:
-        yield Skip(snapshot.unavailable.get("kernel_modules", "loaded modules unknown"))
+        unbound = _no_driver_bound(snapshot)
+        if unbound:
+            yield _unbound_draft(snapshot, unbound)
+        else:
+            yield Skip(snapshot.unavailable.get("kernel_modules", "loaded modules unknown"))
         return
     if loaded:
         return
@@ -129,6 +150,41 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
                                                    for d in snapshot.nvidia_pci_gpus)),
         ),
+        fixes=table_fixes("GH201"),
+        explains=("GH102", "GH203", "GH205", "GH207"),
+    )
+
+
+def _no_driver_bound(snapshot: Snapshot) -> list[PciDevice]:
+    """The NVIDIA GPUs when the bus shows that no driver is bound to any of them (sysfs, or a pasted ``lspci -k``
+    that prints "Kernel modules:" and no "Kernel driver in use:" for them); empty when one is bound or it is not
+    shown. A GPU held for passthrough (vfio-pci) is meant to be without the nvidia driver: it does not count."""
+    from gpuhealth.checks.inventory import binding_known  # here: only a module list that is unknown comes here
+
+    gpus = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver not in ("vfio-pci", "pci-stub")]
+    if not gpus or not binding_known(snapshot) or any(d.kernel_driver for d in gpus):
+        return []
+    return gpus
+
+
+def _unbound_draft(snapshot: Snapshot, gpus: list[PciDevice]) -> Draft:
+    """GH201 from the bus alone: the GPUs are there and no driver took them. The nvidia module binds every GPU
+    it supports when it loads, so it is not loaded, or it refused them (its NVRM lines in the kernel log say why).
+    When ``lspci -k`` names the modules able to drive the GPU and none is NVIDIA's, none is installed for the
+    running kernel."""
+    lines = []
+    for d in gpus[:8]:
+        modules = d.kernel_modules
+        able = f"; modules able to drive it: {', '.join(modules)}" if modules else ""
+        lines.append(f"{d.address} {d.name or 'NVIDIA GPU'}: no 'Kernel driver in use'{able}")
+    missing = [d for d in gpus if d.kernel_modules is not None
+               and not any(m.startswith("nvidia") and m != "nvidiafb" for m in d.kernel_modules)]
+    if missing and len(missing) == len(gpus):
+        lines.append("no nvidia module is installed for the running kernel (lspci -k lists none able to drive it)")
+    return Draft(
+        Severity.CRITICAL, "No driver is bound to the NVIDIA GPU: the nvidia kernel module is not loaded (or it "
+        "refused the GPU), so no GPU is usable",
+        evidence=(Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"), tuple(lines)),),
         fixes=table_fixes("GH201"),
         explains=("GH102", "GH203", "GH205", "GH207"),
     )
@@ -389,7 +445,7 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
         Severity.INFO, f"Kernel module(s) not loaded: {', '.join(missing)}",
         evidence=(Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"),
                            (f"loaded: {', '.join(loaded)}",)),),
-        fixes=tuple(Fix(f"sudo modprobe {m}", "any") for m in missing),
+        fixes=tuple(slotted("sudo modprobe {module}", module=m) for m in missing),
     )
 
 
@@ -573,8 +629,17 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     GPU); running nvidia-smi once as root also creates them. Enable nvidia-persistenced so they
     exist from boot. In a container, start it with the GPUs (`--gpus all` or the device plugin).
 
+    A pasted listing of /dev/nvidia* without the module list: the driver's own nodes (`nvidiactl`,
+    `nvidiaN`) show the nvidia module made them; no `/dev/nvidia-uvm` beside them means the
+    nvidia_uvm module is not loaded or nothing created its node, and no CUDA program can start until
+    nvidia-modprobe (the fix below, which does both) has run: a warning. A listing of named files
+    (the files named one by one, no glob) proves no other node missing.
+
     Exceptions:
     A GPU that another driver holds (vfio-pci, nouveau: GH628, GH206) gets no node, so none is expected for it.
+    Right after boot, before any CUDA program ran, `/dev/nvidia-uvm` may not exist yet where
+    `nvidia-modprobe` creates it on first use (bvaisvil/zenith#79): this is why its absence alone is a
+    warning, not critical.
     """
     if gpu_expected(snapshot) is False:
         # no NVIDIA GPU on the bus: no nodes is what such a host has, whether or not its module list was read
@@ -590,6 +655,9 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             evidence=(Evidence(snapshot.sources.get("device_nodes", "/dev"), ("present: no nvidia* nodes",)),),
             fixes=table_fixes("GH207"),
         )
+        return
+    if loaded is None and _uvm_node_lacking(snapshot):
+        yield _uvm_node_draft(snapshot)
         return
     if loaded is not True:
         yield Skip("the nvidia module is not loaded (see GH201)" if loaded is False
@@ -616,6 +684,25 @@ def device_nodes_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         severity, "; ".join(problems),
         evidence=(Evidence("/dev", (f"present: {', '.join(sorted(nodes)) or 'no nvidia* nodes'}",)),),
         fixes=table_fixes("GH207", without=("lsmod | grep nvidia",)),  # the module is loaded
+    )
+
+
+def _uvm_node_lacking(snapshot: Snapshot) -> bool:
+    """A listing of /dev (the module list unknown) holds the driver's own nodes, so the nvidia module made them, and no
+    /dev/nvidia-uvm: the unified-memory module CUDA needs is not loaded, or nothing created its node."""
+    nodes = set(snapshot.device_nodes or ())
+    driver_made = "nvidiactl" in nodes or any(n.removeprefix("nvidia").isdigit() for n in nodes)
+    return driver_made and "nvidia-uvm" not in nodes and DEVICE_NODES_NAMED not in snapshot.unavailable
+
+
+def _uvm_node_draft(snapshot: Snapshot) -> Draft:
+    nodes = sorted(snapshot.device_nodes or ())
+    return Draft(
+        Severity.WARNING, "/dev/nvidia-uvm is missing: no CUDA program can start (the nvidia_uvm module is not loaded, "
+        "or nothing created its node); the driver's own nodes are there",
+        evidence=(Evidence(snapshot.sources.get("device_nodes", "/dev"), (f"present: {', '.join(nodes)}",
+                                                                         "absent: nvidia-uvm")),),
+        fixes=table_fixes("GH207", without=("lsmod | grep nvidia",)),
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from gpuhealth.checks.driver import REBOOT
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge import table_rows
 from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
 from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
@@ -358,8 +359,8 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
         yield Draft(
             Severity.WARNING, message,
             evidence=(Evidence(source, (shown,)),),
-            fixes=(Fix(f"echo 'options nvidia NVreg_{name}={expected}' | "
-                       "sudo tee -a /etc/modprobe.d/nvidia-params.conf", "any"),
+            fixes=(slotted("echo options nvidia NVreg_{nvreg_name}={nvreg_value} | "
+                           "sudo tee -a /etc/modprobe.d/nvidia-params.conf", nvreg_name=name, nvreg_value=expected),
                    *fixes_for(debian=["sudo update-initramfs -u"], rhel=["sudo dracut --force"]),
                    REBOOT),
         )
@@ -518,5 +519,5 @@ def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             message += f" (this evidence cannot decide: collect {', '.join(meaning.collect[:2])} ...)"
         fixes = tuple(Fix(command, "any", note="evidence to collect next") for command in meaning.collect) if missing \
             else ()
-        fixes += tuple(Fix(f"gpuhealth explain {code}", "any") for code in meaning.related)
+        fixes += tuple(slotted("gpuhealth explain {code}", code=code) for code in meaning.related)
         yield Draft(Severity.WARNING, message, evidence=(Evidence(source, lines),), fixes=fixes)

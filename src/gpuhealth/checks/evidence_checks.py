@@ -18,6 +18,7 @@ from gpuhealth.checks.registry import (
     line_evidence,
     table_fixes,
 )
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
@@ -193,10 +194,10 @@ def _legacy_branch(lines: list[MessageLine]) -> int | None:
 def _legacy_fixes(branch: int) -> tuple[Fix, ...]:
     """A GPU past its last branch: that legacy branch, proprietary (the open modules never ran pre-Turing GPUs)."""
     return (*_gh209_looks(),
-            Fix(f"sudo apt-get install nvidia-driver-{branch}", "debian", disruptive=True,
-                note=f"the {branch} legacy branch (proprietary; no -open), then reboot"),
-            Fix(f"sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{branch}xx"))
+            slotted("sudo apt-get install nvidia-driver-{branch}", "debian", disruptive=True,
+                    note=f"the {branch} legacy branch (proprietary; no -open), then reboot", branch=branch),
+            slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
+                    note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{branch}xx", branch=branch))
 
 
 def _gh209_looks() -> tuple[Fix, ...]:
@@ -250,6 +251,11 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     the same full version as `cat /sys/module/nvidia/version`), then
     `sudo systemctl enable --now nvidia-fabricmanager` and read `journalctl -u nvidia-fabricmanager`.
 
+    A pasted status of the nvidia-fabricmanager unit alone ("Unit nvidia-fabricmanager.service could
+    not be found", inactive or failed) with nothing that says which GPUs the host has: a warning that
+    names the condition (Fabric Manager is needed on NVSwitch systems); with NVSwitches on the bus or
+    SXM GPUs it is critical, with PCIe GPUs shown it is quiet.
+
     Exceptions:
     PCIe GPUs and NVLink bridges between pairs of GPUs need no Fabric Manager.
     """
@@ -262,18 +268,36 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
     evidence: list[Evidence] = []
     if state and state.split()[0] in _NOT_RUNNING and switch:
-        evidence.append(Evidence("systemctl status nvidia-fabricmanager", (f"Active: {state}",)))
+        missing = cuda is not None and cuda.fabricmanager_enabled == "not-found"
+        evidence.append(Evidence("systemctl status nvidia-fabricmanager",
+                                 ("Unit nvidia-fabricmanager.service could not be found" if missing
+                                  else f"Active: {state}",)))
     if errors and switch is not False:
         evidence.append(Evidence("journalctl -u nvidia-fabricmanager", errors[:MAX_LINES]))
     if not evidence and not lines:
         if state is None and not lines:
             yield Skip("needs `systemctl status nvidia-fabricmanager`, or a program's error 802")
+        elif state.split()[0] in _NOT_RUNNING and snapshot.pci_devices is None and not snapshot.gpus:
+            yield _fabric_manager_down_unknown_system(snapshot, state, cuda.fabricmanager_enabled if cuda else None)
         return
     message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
                if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
     yield Draft(Severity.CRITICAL, message, evidence=tuple(evidence) + line_evidence(lines),
                 fixes=table_fixes("GH210"),
                 explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+def _fabric_manager_down_unknown_system(snapshot: Snapshot, state: str, enabled: str | None) -> Draft:
+    """The unit is missing, inactive or failed and nothing in the evidence says what GPUs the host has: a person
+    asks about Fabric Manager on an NVSwitch system, where this is why CUDA cannot start, so it is a warning that
+    names the condition, not a fault the evidence proves."""
+    missing = enabled == "not-found"
+    what = "is not installed (its unit could not be found)" if missing else f"is {state}"
+    shown = "Unit nvidia-fabricmanager.service could not be found" if missing else f"Active: {state}"
+    return Draft(Severity.WARNING, f"Fabric Manager {what}: on an NVSwitch system (HGX/DGX) CUDA cannot start on "
+                 "its GPUs until it runs; whether this host has NVSwitches is not in the evidence given",
+                 evidence=(Evidence(snapshot.sources.get("cuda", "systemctl status nvidia-fabricmanager"), (shown,)),),
+                 fixes=table_fixes("GH210"), explains=("GH610", "GH605", "GH408", "GH806"))
 
 
 # --------------------------------------------------------------------------- GH414
@@ -343,7 +367,7 @@ def cuda_library_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
     How to fix:
     Look for it: `ldconfig -p | grep -E 'libcudnn|libcublas|libnvJitLink|libcudart'` and
-    `echo $LD_LIBRARY_PATH`. Install the version the framework was built for (pip wheels: the
+    `echo "${LD_LIBRARY_PATH-}"`. Install the version the framework was built for (pip wheels: the
     `nvidia-cudnn-cu12` package and friends; system: the `libcudnn` package of the CUDA major
     version), or remove the other CUDA from `LD_LIBRARY_PATH`. For GLIBCXX, use a newer libstdc++
     (conda's `libstdcxx-ng`) or the system one.
@@ -394,11 +418,12 @@ def _not_a_fault(message: MessageLine) -> bool:
 
 
 def _unversioned_fixes(name: str) -> tuple[Fix, ...]:
-    return (Fix(f"ldconfig -p | grep {name}", "any", note=f"{name}.1 listed without {name}: only the link is missing"),
-            Fix(f"sudo ln -s /usr/lib/x86_64-linux-gnu/{name}.1 /usr/lib/x86_64-linux-gnu/{name}", "debian",
-                note="or make the program load the .so.1 name"),
-            Fix(f"sudo ln -s /usr/lib64/{name}.1 /usr/lib64/{name}", "rhel",
-                note="or make the program load the .so.1 name"))
+    return (slotted("ldconfig -p | grep {file}", note=f"{name}.1 listed without {name}: only the link is missing",
+                    file=name),
+            slotted("sudo ln -s /usr/lib/x86_64-linux-gnu/{file}.1 /usr/lib/x86_64-linux-gnu/{file}",
+                    "debian", note="or make the program load the .so.1 name", file=name),
+            slotted("sudo ln -s /usr/lib64/{file}.1 /usr/lib64/{file}", "rhel",
+                    note="or make the program load the .so.1 name", file=name))
 
 
 # --------------------------------------------------------------------------- GH706

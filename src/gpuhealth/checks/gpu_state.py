@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
+from gpuhealth.commands import fill
+from gpuhealth.commands import fix as slotted
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     Candidate,
@@ -55,10 +57,6 @@ class Seen:
     def subject(self) -> Subject:
         return Subject(self.gpu.index, self.gpu.pci_address)
 
-    @property
-    def label(self) -> str:
-        return f"-i {self.gpu.index}" if self.gpu.index is not None else "-i <index>"
-
     def source(self, *fields: str) -> str:
         return NVML if fields and all(f in self.from_nvml for f in fields) else self.smi_source
 
@@ -100,9 +98,9 @@ def _yes(value: bool | None) -> str:
 
 
 def _reset_fix(seen: Seen) -> Fix:
-    return Fix(f"sudo nvidia-smi --gpu-reset {seen.label}", "any", disruptive=True,
-               note="stop every process on that GPU first; on NVSwitch systems, or if the reset is "
-                    "refused, reboot instead")
+    return slotted("sudo nvidia-smi --gpu-reset -i {index}", disruptive=True,
+                   note="stop every process on that GPU first; on NVSwitch systems, or if the reset is "
+                        "refused, reboot instead", index=seen.gpu.index)
 
 
 @check("GH401", "memory-repair-pending", "A GPU memory repair waits for a GPU reset", requires=("gpus",))
@@ -228,7 +226,7 @@ def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
         lines += [f"{label}: {n}" for label, n in (("Volatile correctable", gpu.ecc_volatile_corrected),
                                                    ("Aggregate correctable", gpu.ecc_aggregate_corrected)) if n]
         evidence = (Evidence(seen.source(*(name for _, _, name in found)), tuple(lines)),)
-        query = Fix(f"nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT {seen.label}", "any")
+        query = slotted("nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT -i {index}", index=seen.gpu.index)
         if gpu.ecc_volatile_uncorrected:
             yield Draft(Severity.CRITICAL,
                         f"{gpu.ecc_volatile_uncorrected} uncorrectable ECC error(s) since the driver loaded",
@@ -324,7 +322,7 @@ def inforom_corrupted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             continue
         yield Draft(Severity.WARNING, "The GPU's infoROM is corrupted", subject=seen.subject,
                     evidence=(Evidence(seen.source("inforom_corrupted"), (line or "infoROM corrupted",)),),
-                    fixes=(Fix(f"nvidia-smi -q {seen.label} | grep -iE 'serial|inforom' -A3", "any",
+                    fixes=(slotted("nvidia-smi -q -i {index} | grep -iE 'serial|inforom' -A3", index=seen.gpu.index,
                                note="give the serial number to the vendor"),))
     for address, line in warned.items():  # a warning for a GPU that the output did not list
         yield Draft(Severity.WARNING, "A GPU's infoROM is corrupted", subject=snapshot.gpu_subject(address),
@@ -413,7 +411,7 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
             ("Utilization GPU", gpu.utilization_gpu_pct, "%"), ("Power Draw", gpu.power_draw_w, "W"))
             if value is not None]
         fixes = _slowdown_looks(hot, "hw_power_brake_slowdown" in active or "hw_slowdown" in active)
-        fixes += (Fix(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE {seen.label} -l 5", "any",
+        fixes += (slotted("nvidia-smi -q -d PERFORMANCE,TEMPERATURE -i {index} -l 5", index=seen.gpu.index,
                       note="watch it while a job runs"),)
         yield Draft(max((s for s, _ in parts), key=lambda s: s.rank),
                     "GPU " + "; ".join(text for _, text in parts), subject=seen.subject,
@@ -484,12 +482,11 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
                       f"Utilization GPU: {busy:g} %"]
         if not parts:
             continue
-        address = gpu.pci_address or "<address>"
         yield Draft(severity, f"PCIe link below its maximum: {', '.join(parts)}", subject=seen.subject,
                     evidence=(Evidence(seen.source("pcie_width_current", "pcie_gen_current"), tuple(lines)),),
-                    fixes=(Fix(f"sudo lspci -vvv -s {address} | grep -E 'LnkCap|LnkSta'", "any"),
-                           *((Fix(port_above_command(gpu.pci_address), "any", note="the port above the GPU: "
-                                  "as narrow as the link means the slot is wired so"),) if differential else ()),
+                    fixes=(slotted("sudo lspci -vvv -s {pci} | grep -E 'LnkCap|LnkSta'", pci=gpu.pci_address),
+                           *((slotted(PORT_ABOVE, pci=gpu.pci_address, note="the port above the GPU: "
+                                      "as narrow as the link means the slot is wired so"),) if differential else ()),
                            Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)),
                     differential=differential)
 
@@ -527,19 +524,21 @@ def _pci_link_degraded(snapshot: Snapshot, gpus: list[Seen], ports: dict[str, Pc
                   *(() if device.vendor_id else (f"{device.address}: the evidence does not say which device",)))
         yield Draft(severity, f"PCIe link below its maximum: {message}", subject=snapshot.gpu_subject(device.address),
                     evidence=(Evidence(source, lines),),
-                    fixes=(Fix(f"sudo lspci -vvv -s {device.address} | grep -E 'LnkCap|LnkSta'", "any",
+                    fixes=(slotted("sudo lspci -vvv -s {pci} | grep -E 'LnkCap|LnkSta'", pci=device.address,
                                note="check it again while the GPU is busy"),
-                           *((Fix(port_above_command(device.address), "any", note="the port above the GPU: "
-                                  "as narrow as the link means the slot is wired so"),) if differential else ()),
+                           *((slotted(PORT_ABOVE, pci=device.address, note="the port above the GPU: "
+                                      "as narrow as the link means the slot is wired so"),) if differential else ()),
                            Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)),
                     differential=differential)
 
 
+# The link lines of the PCIe port above a GPU: sysfs names the parent of the GPU's device directory.
+PORT_ABOVE = ("sudo lspci -vv -s $(basename $(dirname $(readlink -f /sys/bus/pci/devices/{pci}))) "
+              "| grep -E 'LnkCap|LnkSta'")
+
+
 def port_above_command(address: str | None) -> str:
-    """The link lines of the PCIe port above a GPU: sysfs names the parent of the GPU's device directory."""
-    device = address or "<address>"
-    return (f"sudo lspci -vv -s $(basename $(dirname $(readlink -f /sys/bus/pci/devices/{device}))) "
-            "| grep -E 'LnkCap|LnkSta'")
+    return fill(PORT_ABOVE, pci=address)[0]
 
 
 def _open_link_causes(address: str | None, width: int, width_max: int) -> tuple[Candidate, ...]:
@@ -624,7 +623,7 @@ def nvlink_inactive(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
         index = state.gpu_index if state.gpu_index is not None else "<index>"
         yield Draft(severity, message, subject=subject,
                     evidence=(Evidence(source, (f"GPU {index}: {name}", *lines)),),
-                    fixes=(Fix(f"nvidia-smi nvlink -e -i {index}", "any"),
+                    fixes=(slotted("nvidia-smi nvlink -e -i {index}", index=state.gpu_index),
                            Fix("systemctl status nvidia-fabricmanager", "any", note="NVSwitch systems"),
                            REBOOT))
 
@@ -722,7 +721,7 @@ def compute_mode_restricted(snapshot: Snapshot, expect: Expectations) -> Iterato
                     + ("no CUDA program can use this GPU" if prohibited else "one process at a time"),
                     subject=seen.subject,
                     evidence=(Evidence(seen.source("compute_mode"), (f"Compute Mode: {seen.gpu.compute_mode}",)),),
-                    fixes=(Fix(f"sudo nvidia-smi {seen.label} -c DEFAULT", "any"),))
+                    fixes=(slotted("sudo nvidia-smi -i {index} -c DEFAULT", index=seen.gpu.index),))
 
 
 @check("GH412", "power-limit-below-default", "A GPU's power limit is set below its default", requires=("gpus",))
@@ -752,8 +751,8 @@ def power_limit_below_default(snapshot: Snapshot, expect: Expectations) -> Itera
                     subject=seen.subject,
                     evidence=(Evidence(seen.source("power_limit_w", "power_default_limit_w"),
                                        (f"Power Limit: {limit:g} W", f"Default Power Limit: {default:g} W")),),
-                    fixes=(Fix(f"sudo nvidia-smi {seen.label} -pl {default:g}", "any",
-                               note="only if the lower limit is not intended"),))
+                    fixes=(slotted("sudo nvidia-smi -i {index} -pl {power_limit:number}", index=seen.gpu.index,
+                                   power_limit=f"{default:g}", note="only if the lower limit is not intended"),))
 
 
 @check("GH413", "fan-stopped-under-load", "A GPU fan stands still while the GPU works", requires=("gpus",))
@@ -787,5 +786,5 @@ def fan_stopped_under_load(snapshot: Snapshot, expect: Expectations) -> Iterator
                     evidence=(Evidence(seen.source("fan_speed_pct"),
                                        ("Fan Speed: 0 %", f"GPU Utilization: {gpu.utilization_gpu_pct:g} %",
                                         f"GPU Current Temp: {gpu.temperature_c:g} C")),),
-                    fixes=(Fix(f"nvidia-smi {seen.label} -q -d TEMPERATURE,PERFORMANCE -l 5", "any"),
+                    fixes=(slotted("nvidia-smi -i {index} -q -d TEMPERATURE,PERFORMANCE -l 5", index=seen.gpu.index),
                            Fix("inspect or replace the GPU fan", "any", disruptive=True)))

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, MessageLine, NvidiaPackage, Severity, Snapshot
@@ -366,9 +367,10 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
         f"may fail to build or load",
         evidence=(Evidence("gcc --version", (install.gcc_banner or install.gcc_version,)),
                   Evidence("/proc/version", (f"built with {compiler}",))),
-        fixes=fixes_for(debian=[f"sudo apt-get install gcc-{kernel_major}"],
+        fixes=fixes_for(debian=["sudo apt-get install gcc-{major:number}"],
                         rhel=["sudo dnf install gcc"],
-                        anywhere=[f"export CC=gcc-{kernel_major}  # before a .run install or dkms autoinstall"]),
+                        anywhere=["export CC=gcc-{major:number}  # before a .run install or dkms autoinstall"],
+                        major=kernel_major),
     )
 
 
@@ -520,13 +522,11 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
         return ()
-    import shlex  # here: only a pasted mokutil --test-key line needs it (start-up, tests/test_startup.py)
-
     confirm = "choose 'Enroll MOK' in the blue MOK manager at the next boot and type the password set at import"
     if install.signing_key_state == "pending":
         return (replace(REBOOT, note=confirm),)
-    return (Fix(f"sudo mokutil --import {shlex.quote(install.signing_key)}", "any",
-                note=f"set a one-time password; {confirm}"),)
+    return (slotted("sudo mokutil --import {keyfile}", note=f"set a one-time password; {confirm}",
+                    keyfile=install.signing_key),)
 
 
 def _key_message(key: str, state: str) -> str:
@@ -681,9 +681,9 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
         evidence=(Evidence("/lib/modules", (f"{running.release} (running): {running.nvidia_module}",
                                             *(f"{k}: no nvidia module" for k in names))),
                   *((Evidence("dkms status", dkms_lines),) if dkms_lines else ())),
-        fixes=(*fixes_for(debian=[f"sudo apt-get install linux-headers-{k}" for k in names],
-                          rhel=[f"sudo dnf install kernel-devel-{k}" for k in names]),
-               *(Fix(f"sudo dkms autoinstall -k {k}", "any") for k in names),
+        fixes=(*(f for k in names for f in fixes_for(debian=["sudo apt-get install linux-headers-{kernel}"],
+                                                     rhel=["sudo dnf install kernel-devel-{kernel}"], kernel=k)),
+               *(slotted("sudo dkms autoinstall -k {kernel}", kernel=k) for k in names),
                Fix("dkms status nvidia", "any", note="every installed kernel should show 'installed'")),
     )
 

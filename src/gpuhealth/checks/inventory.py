@@ -25,8 +25,10 @@ def describe(device: PciDevice, binding_known: bool = True) -> str:
 
 def binding_known(snapshot: Snapshot) -> bool:
     """Whether a PCI device without a driver is known to have none: sysfs always says; pasted ``lspci``
-    says only with ``-k`` ("Kernel driver in use"), so a paste where no device shows one proves nothing."""
-    return snapshot.origin != "evidence" or any(d.kernel_driver for d in snapshot.pci_devices or ())
+    says only with ``-k`` ("Kernel driver in use", "Kernel modules"), so a paste where no device shows either line
+    proves nothing."""
+    return snapshot.origin != "evidence" or any(d.kernel_driver or d.kernel_modules is not None
+                                                for d in snapshot.pci_devices or ())
 
 
 def driver_view_missing(snapshot: Snapshot) -> str | None:

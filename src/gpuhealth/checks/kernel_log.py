@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, check, table_fixes
+from gpuhealth.commands import filled
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.knowledge.drivers import branch_of, supports
 from gpuhealth.knowledge.gpus import lookup as gpu_lookup
@@ -133,9 +134,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         if info and info.application_class and severity is Severity.CRITICAL:
             severity = Severity.WARNING
         action = info.immediate_action if info else "CONTACT_SUPPORT"
-        fixes = tuple(Fix(f.command.replace("{index}", str(subject.gpu_index if subject.gpu_index
-                                                             is not None else "<index>")),
-                          f.family, f.disruptive, f.note) for f in ACTION_FIXES.get(action, ()))
+        fixes = tuple(filled(f, index=subject.gpu_index) for f in ACTION_FIXES.get(action, ()))
         yield Draft(
             severity,
             f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
@@ -248,19 +247,12 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
     Exceptions:
     None.
     """
-    grub = "sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&pci=realloc /' /etc/default/grub"
     yield from _event_check(
         snapshot, {"bar"}, Severity.CRITICAL, "GPU {address}: PCI BAR could not be assigned",
-        (Fix("enable 'Above 4G decoding' in the BIOS/UEFI setup", "any", disruptive=True),
-         *_grub_fixes(grub)),
+        "GH304",  # knowledge/fixes.csv: the firmware setting, else pci=realloc on the kernel command line
         explains=("GH102", "GH303", "GH305"),  # the driver's probe fails on a GPU without its BAR
     )
 
-
-def _grub_fixes(edit: str) -> tuple[Fix, ...]:
-    return (Fix(f"{edit} && sudo update-grub", "debian", disruptive=True, note="then reboot"),
-            Fix(f"{edit} && sudo grub2-mkconfig -o /boot/grub2/grub.cfg", "rhel", disruptive=True,
-                note="then reboot"))
 
 
 @check("GH305", "driver-probe-failed", "The driver probed no GPU", requires=("kernel_log",))

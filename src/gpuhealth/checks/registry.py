@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import field
 from typing import Any
 
+from gpuhealth.commands import fix as slotted
 from gpuhealth.model import HOST, Candidate, Evidence, Fix, MessageLine, Severity, Snapshot, Subject
 from gpuhealth.records import record
 
@@ -177,12 +178,14 @@ def find(code_or_slug: str) -> CheckSpec | None:
 # --------------------------------------------------------------------------- helpers for checks
 
 def fixes_for(debian: Iterable[str] = (), rhel: Iterable[str] = (), anywhere: Iterable[str] = (),
-              disruptive: bool = False) -> tuple[Fix, ...]:
-    """Fix commands for both distro families; ``disruptive`` marks reboots, reloads, killed jobs."""
+              disruptive: bool = False, **values: object) -> tuple[Fix, ...]:
+    """Fix commands for both distro families; ``disruptive`` marks reboots, reloads, killed jobs. The commands are
+    templates: ``values`` fill their slots (``{kernel}``) through ``gpuhealth.commands``, the one way a value
+    enters a command."""
     return (
-        *(Fix(c, "debian", disruptive) for c in debian),
-        *(Fix(c, "rhel", disruptive) for c in rhel),
-        *(Fix(c, "any", disruptive) for c in anywhere),
+        *(slotted(c, "debian", disruptive, **values) for c in debian),
+        *(slotted(c, "rhel", disruptive, **values) for c in rhel),
+        *(slotted(c, "any", disruptive, **values) for c in anywhere),
     )
 
 

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from gpuhealth.checks.gpu_state import REBOOT, seen_gpus
 from gpuhealth.checks.kernel_log import Tally, last_seen, samples, tallies
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
+from gpuhealth.commands import filled
+from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge import gpu_expectations
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.model import (
@@ -100,8 +102,7 @@ def nvlink_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Ite
             yield Draft(Severity.WARNING, f"nvidia-smi reports no NVLink, {expect.nvlink_count} active links per "
                                           "GPU expected (config nvlink_count)",
                         evidence=(Evidence(source, ("(no GPU with NVLink listed)",)),),
-                        fixes=tuple(Fix(f.command.replace("{index}", "0"), f.family, f.disruptive, f.note)
-                                    for f in NVLINK_FIXES))
+                        fixes=tuple(filled(f, index=0) for f in NVLINK_FIXES))
             return
         yield Skip("nvidia-smi nvlink -s listed no GPU with NVLink")
         return
@@ -122,8 +123,7 @@ def nvlink_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Ite
         yield Draft(Severity.WARNING, f"{active} of {expected} expected NVLinks active ({origin})",
                     subject=Subject(state.gpu_index, gpu.pci_address if gpu else None),
                     evidence=(Evidence(source, lines),),
-                    fixes=tuple(Fix(f.command.replace("{index}", str(index)), f.family, f.disruptive, f.note)
-                                for f in NVLINK_FIXES),
+                    fixes=tuple(filled(f, index=state.gpu_index) for f in NVLINK_FIXES),
                     explains=("GH408",))
     if not judged:
         yield Skip("no NVLink count expected for these GPUs: set nvlink_count in the config file "
@@ -255,7 +255,7 @@ def pcie_aer_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
             message += f", first {first}, last {last}" if shown.count > 1 else f" at {first}"
         yield Draft(severity, message, subject=snapshot.gpu_subject(address),
                     evidence=(Evidence(snapshot.kernel_log.source, samples(shown)),),
-                    fixes=(Fix(f"sudo lspci -vvv -s {address} | grep -E 'CESta|UESta|LnkSta'", "any"),
+                    fixes=(slotted("sudo lspci -vvv -s {pci} | grep -E 'CESta|UESta|LnkSta'", pci=address),
                            Fix("reseat the GPU and check or replace its riser and cable", "any", disruptive=True)),
                     explains=("GH407",))
 
@@ -385,7 +385,7 @@ def pcie_width_below_expected(snapshot: Snapshot, expect: Expectations) -> Itera
         where = seen.source("pcie_width_current") if gpu.pcie_width_current else f"/sys/bus/pci/devices/{address}"
         yield Draft(Severity.WARNING, f"PCIe link x{width}, x{expected} expected ({origin})", subject=seen.subject,
                     evidence=(Evidence(where, (f"Link Width Current: {width}x",)),),
-                    fixes=(Fix(f"sudo lspci -vvv -s {address} | grep -E 'LnkCap|LnkSta'", "any"),
+                    fixes=(slotted("sudo lspci -vvv -s {pci} | grep -E 'LnkCap|LnkSta'", pci=gpu.pci_address),
                            Fix("reseat the GPU and check its riser or cable", "any", disruptive=True)),
                     explains=("GH407",))
     if not judged:
@@ -492,8 +492,7 @@ def bandwidth_low(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
                         f"cuda:{result.index} {result.name or ''}: host-to-device {result.h2d_gbps} GB/s, "
                         f"device-to-host {result.d2h_gbps} GB/s (pinned)",
                         f"PCIe Generation Max: {gen}, Link Width Current: {width}x")),),
-                    fixes=(Fix(f"sudo lspci -vvv -s {gpu.pci_address or '<address>'} | grep -E 'LnkCap|LnkSta'",
-                               "any"),
+                    fixes=(slotted("sudo lspci -vvv -s {pci} | grep -E 'LnkCap|LnkSta'", pci=gpu.pci_address),
                            Fix("cat /proc/cmdline", "any", note="look for the iommu= setting")))
 
 
@@ -540,8 +539,8 @@ def active_test_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
         if result.memory_mismatches:
             wrong.append(f"{label}: {result.memory_mismatches} memory element(s) read back wrong in "
                          f"{result.memory_tested_mib:g} MiB tested")
-        index = subject.gpu_index if subject.gpu_index is not None else "<index>"
-        fixes = (Fix(f"sudo nvidia-smi --gpu-reset -i {index}", "any", disruptive=True, note="drain the GPU first"),
+        fixes = (slotted("sudo nvidia-smi --gpu-reset -i {index}", disruptive=True, note="drain the GPU first",
+                         index=subject.gpu_index),
                  Fix("dcgmi diag -r 3", "any", note="NVIDIA's diagnostics; service the GPU if it fails"))
         source = snapshot.sources.get("active", ACTIVE_SOURCE)
         if wrong:

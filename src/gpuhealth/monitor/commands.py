@@ -156,6 +156,34 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
     return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
 
 
+def describe(mon: Any) -> str:
+    """The start line's facts: what is sampled, where history and alerts go, how many rules watch.
+    A webhook is named by its host only (its path or query may hold a token)."""
+    from urllib.parse import urlsplit
+
+    from .notify import LogFileNotifier, StreamNotifier, WebhookNotifier, writes_to_journal
+    from .sources import NvmlSource, ReplaySource, SmiSource
+
+    source = getattr(mon.source, "inner", mon.source)  # serve's TeeSource wraps the real one
+    sampled = ("NVML" if isinstance(source, NvmlSource) else "nvidia-smi" if isinstance(source, SmiSource)
+               else f"replay of {source.path}" if isinstance(source, ReplaySource) else type(source).__name__)
+    targets = []
+    for notifier in mon.dispatcher.notifiers:
+        if isinstance(notifier, StreamNotifier):
+            targets.append("the journal" if writes_to_journal(notifier.stream or sys.stderr) else "stderr")
+        elif isinstance(notifier, LogFileNotifier):
+            targets.append(str(notifier.path))
+        elif isinstance(notifier, WebhookNotifier):
+            parts = urlsplit(notifier.url)
+            targets.append(f"webhook {parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}")
+        elif getattr(notifier, "every_alert", False):
+            targets.append("the dashboard and /metrics")
+    history = mon.store.path if mon.store is not None else "off"
+    rules = len(mon.rules.rules)
+    return (f"source {sampled}, history {history}, {rules} rule{'s' if rules != 1 else ''}, alerts to "
+            f"{', '.join(targets) if targets else 'nowhere (no notifier: see [notify] in docs/monitor.md)'}")
+
+
 source_option = click.option("--source", "source_spec", default="auto", show_default=True,
                              help="nvml, smi (streaming nvidia-smi), replay:FILE, or auto (NVML, else nvidia-smi).")
 config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -178,6 +206,8 @@ def monitor(interval: str | None, check_every: str | None, db: Path | None, sour
     import threading
 
     mon = _build(config, interval, check_every, db, source_spec, record, replay_speed)
+    # one line at once, so that a healthy box (no alert for hours) does not look hung
+    click.echo(one_line(f"gpuhealth monitor: started: {describe(mon)}"), err=True)
     stop = threading.Event()
     restore = stop_on_signals(stop)
     try:

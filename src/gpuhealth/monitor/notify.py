@@ -3,7 +3,9 @@ duplicates (an alert already in that state) and never lets one failing notifier 
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import queue
 import sys
 import threading
@@ -39,12 +41,41 @@ def to_json(alert: Alert) -> dict[str, object]:
             "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat()}
 
 
+# syslog priorities (sd-daemon.h): what `journalctl -p err` and the like select on. A resolved alert is a
+# notice whatever its severity, so that `-p err` lists only what is wrong.
+PRIORITY = {"critical": 2, "warning": 4, "info": 6}
+RESOLVED_PRIORITY = 5
+
+
+def syslog_priority(alert: Alert) -> int:
+    return RESOLVED_PRIORITY if alert.state == "resolved" else PRIORITY.get(alert.severity, RESOLVED_PRIORITY)
+
+
+def writes_to_journal(stream: IO[str]) -> bool:
+    """Is STREAM systemd's journal stream? systemd sets JOURNAL_STREAM to its device:inode; comparing keeps
+    a pipe or file that the service redirected stderr to (or a child that inherited the variable) plain."""
+    try:
+        device, inode = (int(part) for part in os.environ["JOURNAL_STREAM"].split(":"))
+        stat = os.fstat(stream.fileno())
+    except (KeyError, ValueError, OSError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (stat.st_dev, stat.st_ino) == (device, inode)
+
+
 class StreamNotifier:
+    """One line per alert on stderr (or STREAM). Under systemd each line starts with ``<N>``, its syslog
+    priority, which the journal reads (SyslogLevelPrefix=, on by default) and strips."""
+
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream
+        self._journal: bool | None = None
 
     def send(self, alert: Alert) -> None:
-        print(format_line(alert), file=self.stream or sys.stderr, flush=True)
+        stream = self.stream or sys.stderr
+        if self._journal is None:
+            self._journal = writes_to_journal(stream)
+        prefix = f"<{syslog_priority(alert)}>" if self._journal else ""
+        print(prefix + format_line(alert), file=stream, flush=True)
 
     def close(self) -> None:
         pass
@@ -54,6 +85,7 @@ class LogFileNotifier:
     """One line per alert, appended and flushed at once (a crash keeps every line written)."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         from gpuhealth.safefile import open_append
 

@@ -85,6 +85,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from gpuhealth.decoding import SNIFF_BYTES, Transcoder, convert, sniff
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import EventGroup, KernelEvent, KernelLog, ParseError, normalize_pci_address
 
@@ -118,6 +119,8 @@ _SECOND_PASS_NEEDLES = _SIGNATURE_NEEDLES + _CORE_PROBE_NEEDLES
 _SIGNATURE_SCAN_MAX_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024  # format detection and binary check look at this much text
 _HEAD_LINES = 400
+# a file that needs converting (UTF-16, CR-only line ends) up to this size is converted in memory, larger is streamed
+_CONVERT_IN_MEMORY_BYTES = 16 * 1024 * 1024
 _CHUNK = 16 * 1024 * 1024  # file read size: big enough to amortise, small enough to stay cheap
 _PARALLEL_MIN_BYTES = 64 * 1024 * 1024  # below this, one process is faster than forking
 _PARALLEL_SEGMENT = 32 * 1024 * 1024  # at least this much work per worker
@@ -340,11 +343,13 @@ def parse_kernel_log_file(path: str | os.PathLike[str], source: str | None = Non
     source = path if source is None else source
     with open(path, "rb", buffering=0) as handle:
         size = os.fstat(handle.fileno()).st_size
+        conversion = sniff(os.pread(handle.fileno(), SNIFF_BYTES, 0))
+        if conversion is not None:  # UTF-16/32, a byte-order mark, CR-only line ends: converted first
+            if size <= _CONVERT_IN_MEMORY_BYTES:  # small: in memory, with the second pass
+                return parse_kernel_log(convert(handle.read(), conversion), source, workers=workers)
+            return parse_kernel_log_stream(Transcoder(handle, conversion), source)
         head = _file_head(handle.fileno())
         last = os.pread(handle.fileno(), 1, size - 1) if size else b""
-        if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16: decode it whole, then scan in memory
-            handle.seek(0)
-            return parse_kernel_log(handle.read(), source, workers=workers)
     return _scan_and_build(
         source, _detect(head), size, last, workers,
         scan=lambda start, end: _collect_file(path, start, end),
@@ -362,10 +367,12 @@ def parse_kernel_log_stream(stream: BinaryIO, source: str, head: bytes | bytearr
     the first 64 MiB.
     """
     reader = _Prefixed(head, stream)
-    first = reader.peek_head(_HEAD_BYTES * 2)
+    first = reader.peek_head(max(_HEAD_BYTES * 2, SNIFF_BYTES))
+    conversion = sniff(first)
+    if conversion is not None:  # UTF-16/32, a byte-order mark, CR-only line ends: converted as it is read
+        reader = _Prefixed(b"", Transcoder(reader, conversion))
+        first = reader.peek_head(_HEAD_BYTES * 2)
     fmt = _detect(_head(first))
-    if first[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        raise ParseError("not a kernel log: UTF-16 text too large to decode in memory")
     newlines, collector, size, last = _collect_reader(reader, None, signature_bytes=_SIGNATURE_SCAN_MAX_BYTES)
     log = collector.result(source, fmt, _line_total(newlines, last), None, size)
     return dataclasses.replace(log, bytes_scanned=size)
@@ -417,12 +424,8 @@ def _as_bytes(data: str | bytes) -> bytes:
         buf = bytes(data) if not isinstance(data, bytes) else data
     else:
         raise TypeError(f"kernel log must be str or bytes, not {type(data).__name__}")
-    if buf[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 export (Windows editors, some tools)
-        try:
-            buf = buf.decode("utf-16").encode("utf-8", "replace")
-        except UnicodeDecodeError as exc:
-            raise ParseError(f"not a kernel log: undecodable UTF-16 text ({exc.reason})") from None
-    return buf
+    conversion = sniff(buf[:SNIFF_BYTES])  # a UTF-16 export (Windows tools), CR-only line ends
+    return buf if conversion is None else convert(buf, conversion)
 
 
 def _head(buf: bytes | bytearray) -> bytes:
@@ -871,6 +874,12 @@ class _Prefixed:
                 more += data
             self._head = memoryview(more)
         return bytes(self._head[:size])
+
+    def read(self, size: int) -> bytes:  # for a Transcoder reading through it
+        buf = bytearray(size)
+        with memoryview(buf) as view:
+            got = self.readinto(view)
+        return bytes(buf[:got])
 
     def readinto(self, view: memoryview) -> int:
         if len(self._head):

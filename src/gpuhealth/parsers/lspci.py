@@ -40,7 +40,7 @@ _UNNAMED_DEVICE = lazy_re(r"^Device\s+(?P<device>[0-9a-fA-F]{4})$")
 _LNK = lazy_re(r"^\s*(?P<which>LnkCap|LnkSta):\s*(?P<rest>.*)$")
 _SPEED = lazy_re(r"Speed\s+(?P<speed>\d+(?:\.\d+)?)\s*GT/s")
 _WIDTH = lazy_re(r"Width\s+x(?P<width>\d+)")
-_FIELD = lazy_re(r"^\s*(?P<key>Subsystem|Kernel driver in use):\s*(?P<value>.*?)\s*$")
+_FIELD = lazy_re(r"^\s*(?P<key>Subsystem|Kernel driver in use|Kernel modules):\s*(?P<value>.*?)\s*$")
 _BUS = lazy_re(r"^\s*Bus:\s*primary=[0-9a-fA-F]{2},\s*secondary=(?P<bus>[0-9a-fA-F]{2})\b")
 _VMM_FIELD = lazy_re(r"^(?P<key>[A-Za-z]+):\s*(?P<value>.*?)\s*$")
 
@@ -203,6 +203,7 @@ class _Builder:
     link_width_current: int | None = None
     link_width_max: int | None = None
     secondary_bus: str | None = None
+    kernel_modules: tuple[str, ...] | None = None
     config: dict[int, int] = dataclasses.field(default_factory=dict)
 
     def set_subsystem(self, text: str) -> None:
@@ -267,6 +268,7 @@ class _Builder:
             link_width_current=self.link_width_current,
             link_width_max=self.link_width_max,
             secondary_bus=self.secondary_bus,
+            kernel_modules=self.kernel_modules,
         )
 
 
@@ -441,6 +443,9 @@ def parse_lspci(text: str) -> tuple[PciDevice, ...]:
         if field:
             if field["key"] == "Subsystem":
                 current.set_subsystem(field["value"])
+            elif field["key"] == "Kernel modules":
+                if current.kernel_modules is None:
+                    current.kernel_modules = tuple(m.strip() for m in field["value"].split(",") if m.strip())[:16]
             elif current.kernel_driver is None and field["value"]:
                 current.kernel_driver = field["value"]
             continue

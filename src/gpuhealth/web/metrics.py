@@ -7,6 +7,7 @@ not give (None) has no series at all: never a 0 or -1 standing in for "unknown".
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -65,6 +66,12 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         view = self.state.metrics_view()
         present = view["present"]
+        yield build_info()
+        # Always a series, 0 included: a node whose driver was broken from boot has no GPU series at all,
+        # and only this gauge lets an alert rule see "none answers" (GpuhealthNoGpuAnswers).
+        yield GaugeMetricFamily("gpuhealth_gpus_answering", "GPUs that gave a sample in the last stale_after "
+                                "seconds (not lost): 0 when none answers, also when none ever did.",
+                                value=float(len(present)))
         for name, help_text, field, factor in READINGS:
             family = GaugeMetricFamily(name, help_text, labels=GPU_LABELS)
             for gpu, sample in present:
@@ -136,6 +143,16 @@ class StateCollector(Collector):
             yield GaugeMetricFamily("gpuhealth_last_sample_timestamp_seconds",
                                     "Time of the newest GPU sample, in seconds since the epoch.",
                                     value=view["last_sample_t"])
+
+
+def build_info() -> GaugeMetricFamily:
+    """Always 1; the labels say which gpuhealth and which Python serve this node (for fleet-wide upgrades)."""
+    from gpuhealth import __version__
+
+    family = GaugeMetricFamily("gpuhealth_build_info", "1, labelled with the version of gpuhealth and of the "
+                               "Python it runs on.", labels=["version", "python"])
+    family.add_metric([__version__, ".".join(map(str, sys.version_info[:3]))], 1.0)
+    return family
 
 
 def make_registry(state: LiveState, process: bool = True) -> CollectorRegistry:
