@@ -200,8 +200,9 @@ def create_app(state: LiveState, checks: Any = None, db: Path | None = None, tok
         return JSONResponse(state.findings(), status_code=200 if done else 202)
 
     async def events(request: Request) -> Response:
+        client = request.client.host if request.client else ""
         try:
-            queue = state.subscribe()
+            queue = state.subscribe(client)
         except TooManyStreams as exc:
             return _error(503, str(exc), {"Retry-After": "10"})
 
@@ -220,7 +221,7 @@ def create_app(state: LiveState, checks: Any = None, db: Path | None = None, tok
                         return
                     yield frame
             finally:
-                state.unsubscribe(queue)
+                state.unsubscribe(queue, client)  # the slot is held until the response ends, not when dropped
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

@@ -32,9 +32,11 @@ from gpuhealth.exits import CannotRun
               help="At most one requested check per this period (POST /api/v1/check).")
 @click.option("--request-timeout", type=click.FloatRange(0.5, 300), default=10.0, show_default=True,
               help="Seconds a client has to send a whole request (headers and body); slower ones are closed.")
+@click.option("--write-timeout", type=click.FloatRange(1, 300), default=10.0, show_default=True,
+              help="Seconds a client may leave our response unread (an event stream too) before it is cut off.")
 def serve(listen: str, source_spec: str, db: Path | None, token: str | None, token_file: Path | None,
           interval: str | None, check_every: str | None, config: Path | None, replay_speed: float,
-          check_from: Path | None, check_rate: str, request_timeout: float) -> None:
+          check_from: Path | None, check_rate: str, request_timeout: float, write_timeout: float) -> None:
     """Monitor this host and serve /metrics, a JSON API and a live dashboard (foreground).
 
     One process: the monitor's sampling, history and alerts, plus a web server for Prometheus and
@@ -57,7 +59,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, tok
         raise click.BadParameter(str(exc), param_hint="--check-rate") from exc
     try:
         run(listen, source_spec, db, token or None, interval, check_every, config, replay_speed, check_from, period,
-            request_timeout=request_timeout)
+            request_timeout=request_timeout, write_timeout=write_timeout)
     except ServeError as exc:
         raise CannotRun(str(exc)) from exc
 

@@ -143,7 +143,7 @@ class _Server:
 def serve(listen: str, source_spec: str, db: Path | None, token: str | None, interval: str | None,
           check_every: str | None, config: Path | None, replay_speed: float, check_from: Path | None,
           check_period_s: float = 30.0, log: Callable[[str], None] | None = None,
-          request_timeout: float | None = None) -> None:
+          request_timeout: float | None = None, write_timeout: float | None = None) -> None:
     import uvicorn
 
     from gpuhealth.monitor.commands import _build, describe
@@ -155,6 +155,8 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
         MAX_CONNECTIONS,
         MAX_HEADER_BYTES,
         REQUEST_TIMEOUT_S,
+        WRITE_TIMEOUT_S,
+        admit,
         guarded_protocol,
         limit_request_head,
         raise_open_file_limit,
@@ -196,8 +198,10 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
     # Idle and slow connections are closed by the guard (deadline, eviction past MAX_CONNECTIONS). uvicorn's
     # limit_concurrency counts idle connections too: set above MAX_CONNECTIONS, idle ones never reach it
     # and it bounds the requests in progress.
-    protocol = guarded_protocol(request_timeout or REQUEST_TIMEOUT_S, MAX_CONNECTIONS)
-    config_ = uvicorn.Config(limit_request_head(app), log_level="warning", access_log=False, server_header=False,
+    # A client that stops reading is aborted at the write deadline; /metrics and /healthz keep slots of their
+    # own among the requests in progress (admit), so event streams and stalled responses cannot take them.
+    protocol = guarded_protocol(request_timeout or REQUEST_TIMEOUT_S, MAX_CONNECTIONS, write_timeout or WRITE_TIMEOUT_S)
+    config_ = uvicorn.Config(admit(limit_request_head(app)), log_level="warning", access_log=False, server_header=False,
                              lifespan="on", http=protocol, ws="none", loop="asyncio", proxy_headers=False,
                              timeout_graceful_shutdown=3, limit_concurrency=MAX_CONNECTIONS + 64,
                              timeout_keep_alive=int(KEEP_ALIVE_S), h11_max_incomplete_event_size=MAX_HEADER_BYTES)

@@ -10,7 +10,10 @@ The monitor is reused as it is; ``serve`` only wraps its parts:
   (periodic or requested) is kept for the findings view.
 
 Readers get copies taken under one lock; the monitor thread never waits on a web client: pushing an
-update is one ``call_soon_threadsafe`` per batch, and a client that cannot keep up is dropped.
+update is one ``call_soon_threadsafe`` per batch, and a client that cannot keep up is dropped. A stream's
+slot (``MAX_STREAMS`` in all, ``MAX_STREAMS_PER_CLIENT`` per client address) is held until its response
+really ends, not merely until the fan-out drops it: a client that never reads holds its slot until the
+server's write deadline cuts its connection (web/guard.py), so it cannot open more in its place.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ VERDICT_OF = {0: "HEALTHY", 1: "HEALTHY", 2: "DEGRADED", 3: "BROKEN"}
 STATUS_RANK = {"ok": 0, "warning": 1, "critical": 2, "lost": 3}
 MAX_PROCESSES = 50  # per GPU card; a busy MPS host may run hundreds
 MAX_STREAMS = 100  # event-stream clients at once; more get 503
+MAX_STREAMS_PER_CLIENT = 10  # per client address (a browser tab holds one)
 STREAM_QUEUE = 64  # frames buffered per client; a client this far behind is dropped (it reconnects)
 
 
@@ -141,7 +145,8 @@ class LiveState:
         self._check_done = threading.Condition(self._lock)
         # event-stream clients
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._streams: set[asyncio.Queue[str | None]] = set()
+        self._streams: set[asyncio.Queue[str | None]] = set()  # fed by the fan-out
+        self._slots: Counter[str] = Counter()  # open streams per client address, until each response ends
 
     # ------------------------------------------------------------------ writing (monitor thread)
 
@@ -421,20 +426,29 @@ class LiveState:
     def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
 
-    def subscribe(self) -> asyncio.Queue[str | None]:
-        """Called on the event loop; TooManyStreams beyond ``MAX_STREAMS``."""
-        if len(self._streams) >= MAX_STREAMS:
+    def subscribe(self, client: str = "") -> asyncio.Queue[str | None]:
+        """Called on the event loop; TooManyStreams beyond ``MAX_STREAMS``, or ``MAX_STREAMS_PER_CLIENT``
+        for ``client`` (its address). Each subscription must be given back with ``unsubscribe``."""
+        if self.stream_count >= MAX_STREAMS:
             raise TooManyStreams(f"{MAX_STREAMS} event streams open already")
+        if self._slots[client] >= MAX_STREAMS_PER_CLIENT:
+            raise TooManyStreams(f"{MAX_STREAMS_PER_CLIENT} event streams open already from this address")
         queue: asyncio.Queue[str | None] = asyncio.Queue(STREAM_QUEUE)
         self._streams.add(queue)
+        self._slots[client] += 1
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[str | None]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[str | None], client: str = "") -> None:
+        """The stream's response ended (or never began): its slot is free again."""
         self._streams.discard(queue)
+        self._slots[client] -= 1
+        if self._slots[client] <= 0:
+            del self._slots[client]
 
     @property
     def stream_count(self) -> int:
-        return len(self._streams)
+        """Event streams open (dropped from the fan-out or not) until their responses end."""
+        return sum(self._slots.values())
 
     def publish(self, event: str, data: Any) -> None:
         """From any thread: serialise once, hand to the loop; never blocks the caller."""
