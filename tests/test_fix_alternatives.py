@@ -48,13 +48,15 @@ def test_no_host_runs_an_alternative_to_its_reboot(name):
     assert not [line for line in lines if DONE_BY_REBOOT.search(line)]
 
 
+def _finding(code: str, *fixes: Fix) -> Finding:
+    return Finding(code, code, Severity.WARNING, "m", fixes=fixes, action="none", impact="degraded")
+
+
 def test_without_a_reboot_a_reset_stays_live():
-    report = Report(Snapshot(os=OsInfo(id="ubuntu")), (
-        Finding("GH403", "x", Severity.WARNING, "m", fixes=(Fix("sudo nvidia-smi --gpu-reset -i 0", "any"),)),))
+    report = Report(Snapshot(os=OsInfo(id="ubuntu")), (_finding("GH403", Fix("sudo nvidia-smi --gpu-reset -i 0")),))
     lines = live_lines(fix_script(report))
     assert "sudo nvidia-smi --gpu-reset -i 0" in lines and lines[-1].startswith('echo "gpuhealth fix script')
-    with_reboot = Report(report.snapshot, (*report.findings, Finding("GH302", "y", Severity.CRITICAL, "m", fixes=(
-        Fix("sudo reboot", "any"),))))
+    with_reboot = Report(report.snapshot, (*report.findings, _finding("GH302", Fix("sudo reboot"))))
     script = fix_script(with_reboot)
     assert "# sudo nvidia-smi --gpu-reset -i 0" in script and live_lines(script)[-1] == "sudo reboot"
 
