@@ -111,6 +111,8 @@ class Outcome:
     lead: str  # the leading finding's code, "none" when nothing was found, "error: ..." when analyze failed
     critical: tuple[str, ...]
     exit_code: int
+    # the JSON findings whose action or impact is missing or outside the enums (docs/report-json.md): "GH301 action"
+    unstamped: tuple[str, ...] = ()
 
     @property
     def hit(self) -> bool:
@@ -191,7 +193,15 @@ def run_case(case: Case) -> Outcome:
     roots = document.get("root_causes", [])
     lead = roots[0]["key"].split("@", 1)[0] if roots else "none"  # a key is "GH202@host"
     critical = tuple(f["code"] for f in document.get("findings", []) if f.get("severity") == "critical")
-    return Outcome(case, lead, critical, result.exit_code)
+    return Outcome(case, lead, critical, result.exit_code, unstamped(document))
+
+
+def unstamped(document: dict) -> tuple[str, ...]:
+    """Each finding of a JSON report without a valid ``action`` or ``impact``, as "<code> <field>"."""
+    from gpuhealth.model import ACTIONS, IMPACTS
+
+    return tuple(f"{f.get('code')} {name}" for f in document.get("findings", [])
+                 for name, allowed in (("action", ACTIONS), ("impact", IMPACTS)) if f.get(name) not in allowed)
 
 
 @dataclass

@@ -90,6 +90,12 @@ def test_analyze_never_crashes_on_a_case(scores: Scores) -> None:
     assert not crashed
 
 
+def test_every_finding_has_an_action_and_an_impact(scores: Scores) -> None:
+    """Every finding of every case, in the JSON report, says what to do and what it does to the node."""
+    missing = {o.case.name: o.unstamped for o in scores.outcomes if o.unstamped}
+    assert not missing, missing
+
+
 def test_report_names_every_class_and_every_miss(scores: Scores) -> None:
     text = render(scores)
     assert all(cls in text for cls in scores.per_class)

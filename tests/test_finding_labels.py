@@ -57,11 +57,13 @@ def test_the_json_report_carries_labels_and_last_seen_and_reads_back():
 def test_readers_use_the_labels_not_the_message():
     """A message worded differently (a later catalogue, a translation) changes nothing a program reads."""
     finding = Finding("GH301", "xid-errors", Severity.CRITICAL, "Double-bit ECC error (was: Xid 48 ...)",
-                      Subject(0, "0000:19:00.0"), labels={"xid": "48"}, last_seen=1.5e9)
+                      Subject(0, "0000:19:00.0"), labels={"xid": "48"}, last_seen=1.5e9,
+                      action="reset_gpu", impact="gpu_unusable")
     assert [tuple(b) for b in finding_about(finding)] == [(0, "48", "critical", 1.5e9)]
     unlabelled = dataclasses.replace(finding, message="Xid 48: a message that names a code", labels={})
     assert finding_about(unlabelled) == ()
-    crashed = Finding("GH001", "internal-error", Severity.WARNING, "a check crashed", labels={"check": "GH301"})
+    crashed = Finding("GH001", "internal-error", Severity.WARNING, "a check crashed", labels={"check": "GH301"},
+                      action="contact_support", impact="none")
     worded = dataclasses.replace(crashed, message="check GH999 (something) failed: ...", labels={})
     report = _report("h100x8-xid-ecc")
     assert crashed_checks(dataclasses.replace(report, findings=(crashed, worded))) == {"GH301"}
@@ -69,7 +71,7 @@ def test_readers_use_the_labels_not_the_message():
         "GH301@GPU 0 0000:19:00.0 Xid 48",)
     lines = prometheus_text.render(dataclasses.replace(report, findings=(finding,)))
     assert 'gpuhealth_check_status{code="GH301",slug="xid-errors",severity="critical",gpu="0",' \
-           'pci_bus_id="0000:19:00.0",xid="48"} 1' in lines
+           'pci_bus_id="0000:19:00.0",xid="48",action="reset_gpu",impact="gpu_unusable"} 1' in lines
 
 
 def test_drift_reads_a_run_saved_before_findings_had_labels():

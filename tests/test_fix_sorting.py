@@ -140,7 +140,7 @@ def test_every_fix_command_is_sorted_right(command):
 def test_modprobe_nvidia_is_a_change_not_a_diagnostic():
     finding = Finding("GH201", "driver-not-loaded", Severity.CRITICAL, "m",
                       fixes=(Fix("sudo modprobe nvidia", note="read the error it prints"),
-                             Fix("sudo dmesg | grep -i nvrm")))
+                             Fix("sudo dmesg | grep -i nvrm")), action="reboot", impact="node_unusable")
     script = fix_script(Report(Snapshot(os=OsInfo(id="ubuntu")), (finding,), (), 1))
     diagnostics, changes = script.index("Look first"), script.index("# Changes")
     assert diagnostics < script.index("sudo dmesg | grep -i nvrm || true") < changes

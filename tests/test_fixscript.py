@@ -106,7 +106,7 @@ def test_xid_reset_and_instructions_are_comments():
 
 
 def _report(os_info, *fixes: Fix, code="GH999") -> Report:
-    finding = Finding(code, "test", Severity.WARNING, "test", fixes=fixes)
+    finding = Finding(code, "test", Severity.WARNING, "test", fixes=fixes, action="none", impact="degraded")
     return Report(Snapshot(os=os_info), findings=(finding,))
 
 
@@ -115,8 +115,10 @@ def test_placeholders_unknown_family_and_dedup(tmp_path):
         Finding("GH203", "a", Severity.CRITICAL, "m", fixes=(
             Fix("sudo nvidia-smi --gpu-reset -i <index>", "any", disruptive=True, note="stop jobs first"),
             Fix("sudo apt-get install build-essential", "debian"), Fix("sudo dnf install gcc make", "rhel"),
-            Fix("sudo modprobe nvidia_uvm", "any"), Fix("check the seating", "any", disruptive=True))),
-        Finding("GH205", "b", Severity.INFO, "m", fixes=(Fix("sudo modprobe nvidia_uvm", "any"),)),
+            Fix("sudo modprobe nvidia_uvm", "any"), Fix("check the seating", "any", disruptive=True)),
+                action="reboot", impact="node_unusable"),
+        Finding("GH205", "b", Severity.INFO, "m", fixes=(Fix("sudo modprobe nvidia_uvm", "any"),),
+                action="none", impact="none"),
     ))
     script = fix_script(report)
     bash_syntax_ok(script, tmp_path)
@@ -176,7 +178,7 @@ def test_the_script_and_the_report_pick_the_same_fixes_per_family(os_info):
 
     finding = Finding("GH504", "build-tools-missing", Severity.WARNING, "m", fixes=(
         Fix("sudo apt-get install -y build-essential", "debian"), Fix("sudo dnf install -y gcc make", "rhel"),
-        Fix("gcc --version", "any")))
+        Fix("gcc --version", "any")), action="none", impact="degraded")
     report = Report(Snapshot(os=os_info), findings=(finding,))
     script = fix_script(report)
     written = {f.command for f in finding.fixes if f.command in script}

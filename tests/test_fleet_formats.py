@@ -44,7 +44,7 @@ def all_checks_run(findings=(), skipped=()) -> Report:
 
 NASTY = 'bad "quote" and \\backslash\nsecond line\x1b[0m'
 NASTY_FINDING = Finding("GH306", "nvrm-errors", Severity.CRITICAL, NASTY, Subject(3, "0000:3b:00.0"),
-                        evidence=(Evidence("dmesg", ("NVRM: <&> \x00 odd",)),))
+                        evidence=(Evidence("dmesg", ("NVRM: <&> \x00 odd",)),), action="reboot", impact="node_unusable")
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +68,8 @@ def test_passed_checks_are_registered_unskipped_and_silent():
 
 def test_a_check_that_crashed_did_not_pass_and_a_selection_claims_nothing():
     crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: KeyError",
-                    labels={"check": "GH302"})  # as the engine makes it (checks/engine.py)
+                    labels={"check": "GH302"},
+                        action="contact_support", impact="none")  # as the engine makes it (checks/engine.py)
     assert "GH302" not in {s.code for s in junit.passed_checks(all_checks_run([crash]))}
     assert junit.passed_checks(Report(Snapshot(), checks_run=1)) == ()
 
@@ -89,26 +90,50 @@ def test_nhc_broken_prints_one_prefixed_line_and_fails(case):
 
 def test_nhc_reason_names_the_root_cause_not_its_symptoms():
     output, _ = render("nhc", report_of("driver-library-mismatch"))
-    assert output.startswith("gpuhealth: GH202 driver-library-mismatch: Driver/library version mismatch")
+    assert output.startswith("gpuhealth: GH202 driver-library-mismatch impact=node_unusable action=reboot: "
+                             "Driver/library version mismatch")
     assert "more" not in output  # GH203 is folded under GH202
-    assert "[GPU 0 0000:19:00.0]: Xid 48" in render("nhc", report_of("h100x8-xid-ecc"))[0]
+    assert ("[GPU 0 0000:19:00.0] impact=gpu_unusable action=drain_then_reset: Xid 48"
+            in render("nhc", report_of("h100x8-xid-ecc"))[0])
 
 
-def test_nhc_warnings_do_not_drain_unless_configured(monkeypatch):
+def test_nhc_degraded_does_not_drain_unless_configured(monkeypatch):
+    # no GPU on a machine with nothing saying it should have one: impact none, never drains
     assert render("nhc", report_of("no-gpu")) == ("", 0)
-    monkeypatch.setenv("GPUHEALTH_FAIL_ON", "warning")
-    output, code = render("nhc", report_of("no-gpu"))
-    assert code == 1 and output.startswith("gpuhealth: GH101 no-nvidia-gpu: No NVIDIA GPU")
+    degraded = Finding("GH406", "thermal-slowdown", Severity.WARNING, "hot", Subject(0, "0000:19:00.0"),
+                       action="hardware_inspection", impact="degraded")
+    assert render("nhc", all_checks_run([degraded])) == ("", 0)
+    for setting in ("degraded", "warning"):  # "warning": the setting's former name
+        monkeypatch.setenv("GPUHEALTH_FAIL_ON", setting)
+        output, code = render("nhc", all_checks_run([degraded]))
+        assert code == 1 and output.startswith("gpuhealth: GH406 thermal-slowdown [GPU 0 0000:19:00.0] impact=degraded")
+        assert render("nhc", report_of("no-gpu")) == ("", 0)
     monkeypatch.setenv("GPUHEALTH_FAIL_ON", "nonsense")
-    assert render("nhc", report_of("no-gpu")) == ("", 0)
+    assert render("nhc", all_checks_run([degraded])) == ("", 0)
+
+
+def test_nhc_drains_on_impact_not_severity():
+    """A critical finding about a user's environment (a CPU-only PyTorch) is reported, never drained on; a finding
+    that makes a GPU unusable drains, and gpuhealth's own failure is exit 3, not a pass."""
+    cpu_only = Finding("GH605", "torch-cannot-use-gpu", Severity.CRITICAL, "PyTorch is a CPU-only build",
+                       action="fix_user_environment", impact="user_environment")
+    assert render("nhc", all_checks_run([cpu_only])) == ("", 0)
+    assert npd.exit_code(all_checks_run([cpu_only])) == npd.OK
+    crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: boom",
+                    action="contact_support", impact="none")
+    output, code = render("nhc", all_checks_run([cpu_only, crash]))
+    assert code == 3 and output.startswith("gpuhealth: could not judge: gpuhealth failed in a check")
+    output, code = render("nhc", all_checks_run([cpu_only, crash, NASTY_FINDING]))
+    assert code == 2 and output.startswith("gpuhealth: GH306 nvrm-errors [GPU 3 0000:3b:00.0] impact=node_unusable")
 
 
 def test_nhc_line_is_one_line_without_control_characters_and_counts_the_rest():
-    other = Finding("GH202", "driver-library-mismatch", Severity.CRITICAL, "mismatch")
+    other = Finding("GH202", "driver-library-mismatch", Severity.CRITICAL, "mismatch",
+                    action="reboot", impact="node_unusable")
     output = nhc.render(all_checks_run([NASTY_FINDING, other]))
     assert output.count("\n") == 1 and "\x1b" not in output
     assert output.rstrip("\n").endswith("(+1 more)")
-    long = Finding("GH306", "nvrm-errors", Severity.CRITICAL, "x" * 1000)
+    long = Finding("GH306", "nvrm-errors", Severity.CRITICAL, "x" * 1000, action="reboot", impact="node_unusable")
     assert len(nhc.render(all_checks_run([long, other])).rstrip("\n")) == nhc.MAX_LINE
 
 
@@ -116,7 +141,7 @@ def test_a_long_drain_reason_ends_at_a_clause_not_inside_a_word():
     # Slurm shows this line as the drained node's reason: "... a GPU reset or reboot clears it at 202..." (half
     # a timestamp) read as garbage. A cut line ends where a clause or word of the message ends.
     line = render("nhc", report_of("h100x8-xid-ecc"))[0].rstrip("\n")
-    assert len(line) <= nhc.MAX_LINE and line.endswith("ECC error; also reported to the application..."), line
+    assert len(line) <= nhc.MAX_LINE and line.endswith("Double-bit (uncorrectable) ECC error..."), line
     words = " ".join(f"word{i}" for i in range(100))
     cut = nhc.shorten(words, 50)
     assert cut.endswith("...") and words.startswith(cut[:-3]) and words[len(cut) - 3] == " ", cut
@@ -141,14 +166,15 @@ def test_npd_unknown_when_gpuhealth_could_not_judge():
     assert npd.render(everything_skipped).startswith("gpuhealth: UNKNOWN: all")
     assert npd.exit_code(Report(Snapshot())) == npd.UNKNOWN  # nothing ran
     assert npd.exit_code(Report(Snapshot(), checks_run=1)) == npd.OK  # a selection that ran and passed
-    crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: boom")
+    crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: boom",
+                    action="contact_support", impact="none")
     assert npd.exit_code(all_checks_run([crash])) == npd.UNKNOWN
     # a critical finding is a judgement even when gpuhealth also failed somewhere
     assert npd.exit_code(all_checks_run([NASTY_FINDING, crash])) == npd.NON_OK
 
 
 def test_npd_message_is_cut_in_bytes():
-    wide = Finding("GH306", "nvrm-errors", Severity.CRITICAL, "é" * 200)
+    wide = Finding("GH306", "nvrm-errors", Severity.CRITICAL, "é" * 200, action="reboot", impact="node_unusable")
     output = npd.render(all_checks_run([wide]))
     assert len(output.rstrip("\n").encode()) <= 80 and output.rstrip("\n").endswith("...")
 
@@ -208,14 +234,16 @@ def test_prometheus_lines_are_all_valid_and_exit_0(case):
 def test_prometheus_gpu_labels():
     samples = parse_exposition(prometheus_text.render(report_of("h100x8-xid-ecc"), now=1700000000))
     status = [labels for name, labels, _ in samples if name == "gpuhealth_check_status"]
+    # Xid 48 with Xid 63/64 on the same GPU: NVIDIA's workflow drains the GPU, then resets it
     assert {"code": "GH301", "slug": "xid-errors", "severity": "critical", "gpu": "0",
-            "pci_bus_id": "0000:19:00.0", "xid": "48"} in status
+            "pci_bus_id": "0000:19:00.0", "xid": "48", "action": "drain_then_reset", "impact": "gpu_unusable"} in status
     assert ("gpuhealth_last_run_timestamp_seconds", {}, 1700000000.0) in samples
 
 
 def test_prometheus_escapes_label_values_and_merges_duplicate_series():
-    twin = Finding("GH306", "nvrm-errors", Severity.CRITICAL, "another", Subject(3, "0000:3b:00.0"))
-    weird_slug = Finding("GH2\\0", 'sl"ug', Severity.WARNING, "x")
+    twin = Finding("GH306", "nvrm-errors", Severity.CRITICAL, "another", Subject(3, "0000:3b:00.0"),
+                   action="reboot", impact="node_unusable")
+    weird_slug = Finding("GH2\\0", 'sl"ug', Severity.WARNING, "x", action="none", impact="degraded")
     output = prometheus_text.render(all_checks_run([NASTY_FINDING, twin, weird_slug]), now=1.5)
     assert 'message="bad \\"quote\\" and \\\\backslash\\nsecond line [0m"' in output
     assert 'code="GH2\\\\0",slug="sl\\"ug"' in output
@@ -281,7 +309,7 @@ def test_junit_skipped_is_never_a_pass_and_info_passes_with_output():
 
 def test_junit_escapes_text_and_drops_characters_xml_cannot_hold():
     crash = Finding("GH001", "internal-error", Severity.WARNING, "check GH302 (gpu-fallen-off-bus) failed: <boom>",
-                    labels={"check": "GH302"})
+                    labels={"check": "GH302"}, action="contact_support", impact="none")
     output = junit.render(all_checks_run([NASTY_FINDING, crash]))
     root = ET.fromstring(output)  # would raise on a raw \x1b or \x00
     failure = next(root.iter("failure"))

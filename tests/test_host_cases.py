@@ -56,6 +56,11 @@ def test_case_fires_and_stays_quiet_as_expected(name, tmp_path):
         assert code not in skipped, f"{name}: {code} was skipped ({skipped.get(code)}), not quiet"
     for code in spec["expect"].get("skipped", []):
         assert code in skipped, f"{name}: expected {code} to be skipped"
+    # every finding says what to do and what it does to the node, in the JSON report too
+    from caseset import unstamped
+    from gpuhealth.report.json_report import document
+
+    assert not unstamped(document(report)), f"{name}: {unstamped(document(report))}"
 
 
 def test_healthy_case_is_healthy_and_lists_eight_gpus(tmp_path):

@@ -191,15 +191,16 @@ def test_driver_library_mismatch_leads():
 def test_a_cause_leads_even_when_sorted_after_its_symptom():
     from gpuhealth.model import Finding
 
-    symptom = Finding("GH201", "a", Severity.CRITICAL, "symptom", explains=("GH203",))
-    detail = Finding("GH203", "b", Severity.CRITICAL, "detail")
-    cause = Finding("GH206", "c", Severity.WARNING, "cause", explains=("GH201",))
-    other = Finding("GH604", "d", Severity.WARNING, "other")
+    symptom = Finding("GH201", "a", Severity.CRITICAL, "symptom", explains=("GH203",),
+                      action="reboot", impact="node_unusable")
+    detail = Finding("GH203", "b", Severity.CRITICAL, "detail", action="reboot", impact="node_unusable")
+    cause = Finding("GH206", "c", Severity.WARNING, "cause", explains=("GH201",), action="none", impact="degraded")
+    other = Finding("GH604", "d", Severity.WARNING, "other", action="none", impact="degraded")
     causes = fold((symptom, detail, other, cause))
     assert [c.finding.code for c in causes] == ["GH206", "GH604"]
     assert [s.code for s in causes[0].symptoms] == ["GH201", "GH203"]
-    loop = fold((Finding("GH1", "x", Severity.INFO, "a", explains=("GH2",)),
-                 Finding("GH2", "y", Severity.WARNING, "b", explains=("GH1",))))
+    loop = fold((Finding("GH1", "x", Severity.INFO, "a", explains=("GH2",), action="none", impact="none"),
+                 Finding("GH2", "y", Severity.WARNING, "b", explains=("GH1",), action="none", impact="degraded")))
     assert [c.finding.code for c in loop] == ["GH2"]  # a loop: the most severe leads, nothing is lost
 
 

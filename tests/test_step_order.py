@@ -52,7 +52,8 @@ def test_every_table_procedure_prints_in_script_order(code, family):
     fixes = check_fixes()[code]
     distro = {"debian": "ubuntu", "rhel": "rocky"}.get(family)
     snapshot = Snapshot(os=OsInfo(id=distro)) if distro else Snapshot()
-    report = Report(snapshot, (Finding(code, "x", Severity.WARNING, "a finding", fixes=fixes),))
+    report = Report(snapshot, (Finding(code, "x", Severity.WARNING, "a finding", fixes=fixes,
+                                       action="none", impact="degraded"),))
     wanted = [shown_as(f) for f in in_script_order(tuple(f for f in fixes if family == "other"
                                                           or f.family in ("any", family)))]
     printed = printed_fixes(report)
@@ -64,7 +65,8 @@ def test_a_step_between_commands_is_followed_by_then():
     fixes = (Fix("cat /proc/version"), Fix("sudo apt-get install gcc-<major>", note="<major>: the kernel's gcc"),
              Fix("sudo dkms autoinstall"))
     buffer = io.StringIO()
-    report = Report(Snapshot(os=OsInfo(id="ubuntu")), (Finding("GH505", "x", Severity.WARNING, "m", fixes=fixes),))
+    report = Report(Snapshot(os=OsInfo(id="ubuntu")), (Finding("GH505", "x", Severity.WARNING, "m", fixes=fixes,
+                                                               action="none", impact="degraded"),))
     text.render(report, Console(file=buffer, width=200, highlight=False, color_system=None))
     lines = buffer.getvalue().splitlines()
     start = lines.index("    fix:")

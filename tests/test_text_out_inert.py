@@ -197,7 +197,8 @@ def test_notifier_text_is_one_inert_line_and_webhook_json_is_exact():
 def test_fleet_table_shows_node_names_and_findings_as_text(capsys):
     from gpuhealth.web.fleet import Row, _table
 
-    rows = [Row("critical", f"node-7[link=https://x.example/]{HOSTILE}", "0", f"Xid 79 [bold]{HOSTILE}", "check")]
+    rows = [Row("critical", f"node-7[link=https://x.example/]{HOSTILE}", "0", f"Xid 79 [bold]{HOSTILE}", "check",
+                "reboot", "node_unusable")]  # a row that drains: its node is named again on the "Drain:" line
     _table(rows, 1, "http://prometheus:9090")
     out = capsys.readouterr().out
     assert_inert(out, "fleet")

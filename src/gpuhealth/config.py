@@ -36,10 +36,12 @@ def load_expectations(path: Path | None) -> Expectations:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
+    from gpuhealth.evidence_input import InputError, read_config_text
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from exc
+        data = tomllib.loads(read_config_text(path))  # refuses devices, times out FIFOs, bounds the size
+    except InputError as exc:
+        raise ValueError(str(exc)) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from exc
     unknown = set(data) - KNOWN_KEYS

@@ -34,6 +34,7 @@ STREAM_FROM_BYTES = 4 * 1024 * 1024  # a kernel log larger than this is scanned 
 WHOLE_MAX_BYTES = 64 * 1024 * 1024  # other evidence is read whole up to this (a large bug report)
 _SNIFF_BYTES = 64 * 1024  # what decides "kernel log" before the rest is read
 _READ = 1024 * 1024
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few hundred bytes; this bounds what one may cost
 
 
 class InputError(Exception):
@@ -119,6 +120,36 @@ def kernel_log_from_path(path: str, source: str, max_bytes: int = DEFAULT_MAX_BY
     return parse_kernel_log_file(path, source)
 
 
+def read_config_text(path: str | os.PathLike[str], max_bytes: int = MAX_CONFIG_BYTES,
+                     open_timeout: float = DEFAULT_OPEN_TIMEOUT_S) -> str:
+    """A configuration file's text (``check --config``, ``monitor``/``serve`` ``--config``), with the checks
+    evidence gets: a device or a directory is refused before anything is read (``/dev/zero`` would never end),
+    a FIFO must deliver within ``open_timeout`` seconds, the size is checked before reading (and counted while
+    reading a FIFO), and the text must be UTF-8 (a UTF-8 byte-order mark is allowed). InputError, one line
+    naming the file, otherwise."""
+    name = os.fspath(path)
+    display = name
+    name = os.path.join(".", name) if name == "-" else name  # a file named "-", never standard input
+    fd, regular, size = _open(name, display, open_timeout, reads="a config must be a file", timeout_hint="")
+    with os.fdopen(fd, "rb", buffering=0, closefd=True) as raw:
+        if regular and size > max_bytes:
+            raise InputError(f"{display}: {human_bytes(size)}, over the {human_bytes(max_bytes)} limit for a config "
+                             "file; not read")
+        try:
+            data = bytes(_read_up_to(raw, max_bytes + 1))
+        except OSError as exc:
+            raise InputError(f"{display}: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:
+        raise InputError(f"{display}: more than {human_bytes(max_bytes)}, over the limit for a config file; "
+                         "stopped reading")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        utf16 = " (UTF-16 text: save it as UTF-8)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise InputError(f"{display}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}){utf16}; "
+                         "a config file must be UTF-8") from None
+
+
 # --------------------------------------------------------------------------- opening
 
 
@@ -130,8 +161,10 @@ def _has_fd(stream: Any) -> bool:
     return True
 
 
-def _open(name: str, display: str, timeout: float) -> tuple[int, bool, int]:
-    """(fd, is a regular file, size) for a path or standard input, refusing what cannot be read safely."""
+def _open(name: str, display: str, timeout: float, reads: str = "analyze reads files, FIFOs and standard input",
+          timeout_hint: str = " (--open-timeout)") -> tuple[int, bool, int]:
+    """(fd, is a regular file, size) for a path or standard input, refusing what cannot be read safely.
+    ``reads`` and ``timeout_hint`` end the refusals: what the caller reads, the option that sets the wait."""
     if name == "-":
         try:
             fd = os.dup(sys.stdin.fileno())
@@ -150,8 +183,7 @@ def _open(name: str, display: str, timeout: float) -> tuple[int, bool, int]:
             fd = os.open(name, os.O_RDONLY)
             return fd, True, os.fstat(fd).st_size
         if not stat.S_ISFIFO(mode):
-            raise InputError(f"{display}: {_what(mode)}, not a regular file; refused (analyze reads files, FIFOs "
-                             "and standard input)")
+            raise InputError(f"{display}: {_what(mode)}, not a regular file; refused ({reads})")
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: opening must not wait for a writer
     except OSError as exc:
         raise InputError(f"{display}: {exc.strerror or exc}") from exc
@@ -161,7 +193,7 @@ def _open(name: str, display: str, timeout: float) -> tuple[int, bool, int]:
     poll.register(fd, select.POLLIN | select.POLLHUP)
     if not poll.poll(max(0, int(timeout * 1000))):
         os.close(fd)
-        raise InputError(f"{display}: a FIFO with no data after {timeout:g} s (no writer?); gave up (--open-timeout)")
+        raise InputError(f"{display}: a FIFO with no data after {timeout:g} s (no writer?); gave up{timeout_hint}")
     os.set_blocking(fd, True)
     return fd, False, 0
 

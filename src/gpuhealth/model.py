@@ -202,6 +202,16 @@ class Candidate:
     source: str | None = None  # the document behind a rule that ruled it out: "title <address>"
 
 
+# What to do about a finding, and what it does to the node: one of each on every finding (docs/report-json.md,
+# docs/actions.md). Both come from sourced rows (knowledge/actions.csv per check, knowledge/xid_actions.csv per
+# Xid); a check that knows more about one finding (GH404's recovery action, GH101 on a host that had GPUs) sets its
+# own. Schedulers decide on ``impact``, never on severity: node_unusable and gpu_unusable drain, user_environment
+# (a user's PyTorch, a library path) is reported and never drains.
+ACTIONS = ("none", "restart_app", "fix_user_environment", "fix_host_software", "reload_driver", "reset_gpu",
+           "drain_then_reset", "reboot", "run_diagnostics", "hardware_inspection", "contact_support")
+IMPACTS = ("node_unusable", "gpu_unusable", "degraded", "user_environment", "none")
+DRAINING_IMPACTS = ("node_unusable", "gpu_unusable")
+
 # The keys a finding's ``labels`` may hold (docs/report-json.md): a test keeps every check to these.
 FINDING_LABELS = ("xid", "check")
 
@@ -225,10 +235,26 @@ class Finding:
     # When the newest line it stands on was logged, in seconds since the epoch: only from a log with wall-clock
     # timestamps that carry their UTC offset (the live check's dmesg/journalctl); None when unknown.
     last_seen: float | None = None
+    # What to do (ACTIONS) and what it does to the node (IMPACTS): required, from the check's row in
+    # knowledge/actions.csv unless the check knows better (checks/engine.py stamps them). The defaults only keep the
+    # field order; a finding without both valid values cannot be made.
+    action: str = ""
+    impact: str = ""
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"{self.code}: action {self.action!r} is not one of {', '.join(ACTIONS)}")
+        if self.impact not in IMPACTS:
+            raise ValueError(f"{self.code}: impact {self.impact!r} is not one of {', '.join(IMPACTS)}")
 
     @property
     def key(self) -> str:
         return f"{self.code}@{self.subject}"
+
+    @property
+    def drains(self) -> bool:
+        """The node leaves the scheduler's service for it: the node or one of its GPUs cannot be used."""
+        return self.impact in DRAINING_IMPACTS
 
 
 @record

@@ -127,7 +127,8 @@ def test_the_daemon_keeps_alerting_when_the_store_fails(tmp_path):
 
 
 def test_full_check_findings_become_alerts_and_resolve():
-    finding = Finding("GH301", "xid", Severity.CRITICAL, "Xid 79", Subject(0, "0000:19:00.0"))
+    finding = Finding("GH301", "xid", Severity.CRITICAL, "Xid 79", Subject(0, "0000:19:00.0"),
+                      action="reset_gpu", impact="gpu_unusable")
     reports = [Report(Snapshot(), (finding,)), Report(Snapshot(), ())]
     runner = CheckRunner(600, run=lambda: reports.pop(0), log=print)
     runner.maybe_start(T0)

@@ -45,7 +45,8 @@ def report() -> Report:
     snapshot = Snapshot(nvml=NvmlReport(ok=True, gpus=(gpu,)))
     finding = Finding("GH301", "xid", Severity.CRITICAL, "Xid 48: double-bit ECC error",
                       Subject(0, "0000:19:00.0"), (Evidence("dmesg --time-format iso", ("NVRM: Xid 48",)),),
-                      fixes=(Fix("sudo nvidia-smi --gpu-reset -i 0", disruptive=True),))
+                      fixes=(Fix("sudo nvidia-smi --gpu-reset -i 0", disruptive=True),),
+                          action="reset_gpu", impact="gpu_unusable")
     return Report(snapshot, (finding,), (), 20)
 
 

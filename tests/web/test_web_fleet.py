@@ -32,7 +32,8 @@ ANSWERS = {
         # a serve node turns each finding of its check into an alert too: the finding's row below says it once
         ({"instance": "node1:9835", "rule": "check:GH604", "key": "GH604@host", "severity": "warning", "gpu": ""}, 1)),
     'gpuhealth_check_status{job="gpuhealth"}': _vector(
-        ({"instance": "node1:9835", "code": "GH604", "slug": "persistence-off", "severity": "warning", "gpu": ""}, 1),
+        ({"instance": "node1:9835", "code": "GH604", "slug": "persistence-off", "severity": "warning", "gpu": "",
+          "action": "fix_host_software", "impact": "degraded"}, 1),
         ({"instance": "node1:9835", "code": "GH999", "slug": "x", "severity": "info", "gpu": ""}, 1)),
     'gpuhealth_gpu_utilization_ratio{job="gpuhealth"} == 0': _vector(({"instance": "node1:9835", "gpu": "5"}, 0)),
 }
@@ -79,8 +80,13 @@ def test_fleet_lists_worst_first_and_exits_like_check(prometheus):
                     ("warning", "node1:9835", "", "check"), ("warning", "node1:9835", "0", "alert"),
                     ("info", "node1:9835", "5", "idle")]
     assert "xid (79) GPU-3" in report["rows"][0]["what"]
+    # each row's action and impact: an Xid alert its Xid's row (79: reboot), a finding its labels, the idle rule's row
+    facts = [(r["action"], r["impact"]) for r in report["rows"]]
+    assert facts == [("reboot", "node_unusable"), ("", ""), ("fix_host_software", "degraded"),
+                     ("hardware_inspection", "degraded"),
+                     ("none", "none")]
     table = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus], env={"COLUMNS": "160"})
-    assert table.exit_code == 2 and "Drain or RMA: node2:9835 GPU 3" in table.output
+    assert table.exit_code == 2 and "Drain: node2:9835 GPU 3" in table.output
 
 
 def test_fleet_exits_1_on_warnings_only_and_0_when_clear(prometheus, monkeypatch):

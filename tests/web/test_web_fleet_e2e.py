@@ -283,7 +283,7 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
         assert f"xid ({XID}) {uuid(2, XID_GPU)}" in next(r["what"] for r in raw if r["source"] == "alert")
         assert ("info", targets[1], str(IDLE_GPU), "idle") == rows[-1]
         table = CliRunner().invoke(main, ["fleet", "--prometheus", url], env={"COLUMNS": "120"})
-        assert table.exit_code == 2 and f"Drain or RMA: {targets[2]} GPU {XID_GPU}" in table.output, table.output
+        assert table.exit_code == 2 and f"Drain: {targets[2]} GPU {XID_GPU}" in table.output, table.output
         print(table.output)
 
         # node 3 back on its address: resolved; the Xid resolves QUIET s after it was logged

@@ -215,8 +215,11 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
 
 
 def _finding(spec: CheckSpec, severity: Severity, message: str, evidence: tuple[Evidence, ...]) -> Finding:
+    from gpuhealth.knowledge.actions import of_check
+
+    action, impact = of_check(spec.code, severity.value)
     return Finding(code=spec.code, slug=spec.slug, severity=severity, message=message, evidence=evidence,
-                   explanation=spec.explanation, fixes=documented_fixes(spec))
+                   explanation=spec.explanation, fixes=documented_fixes(spec), action=action, impact=impact)
 
 
 def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
@@ -271,10 +274,23 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     current = findings[index]
     # a finding only the lines raised takes the likeliest cause's fixes; a check's own finding keeps the fixes it chose
     made_by_lines = current.code in made
-    findings[index] = replace(current, severity=max(current.severity, severity, key=lambda s: s.rank),
+    findings[index] = replace(_at_severity(current, max(current.severity, severity, key=lambda s: s.rank)),
                               message=head if made_by_lines else current.message, differential=tuple(ranked),
                               fixes=fixes if made_by_lines else current.fixes)
     return findings
+
+
+def _at_severity(finding: Finding, severity: Severity) -> Finding:
+    """``finding`` raised to ``severity``; an action and impact it took from its check's row follow the row of the new
+    severity (GH901's critical row drains, its warning row does not); ones its check set stay."""
+    if severity is finding.severity:
+        return finding
+    from gpuhealth.knowledge.actions import of_check
+
+    action, impact = finding.action, finding.impact
+    if (action, impact) == of_check(finding.code, finding.severity.value):
+        action, impact = of_check(finding.code, severity.value)
+    return replace(finding, severity=severity, action=action, impact=impact)
 
 
 def _leading_fixes(symptom: Symptom, ranked: Sequence[Candidate], lines: Sequence[MessageLine]) -> tuple[Fix, ...]:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from gpuhealth.checks import catalogue
 from gpuhealth.checks.diagnosis import diagnose
 from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip
+from gpuhealth.knowledge.actions import of_check
 from gpuhealth.model import Evidence, Finding, Report, Severity, Skipped, Snapshot
 
 INTERNAL_ERROR = "GH001"
@@ -64,11 +65,12 @@ _DEFAULT_REASONS = {
 
 
 def _stamp(spec: CheckSpec, draft: Draft) -> Finding:
+    action, impact = of_check(spec.code, draft.severity.value)
     return Finding(
         code=spec.code, slug=spec.slug, severity=draft.severity, message=draft.message,
         subject=draft.subject, evidence=draft.evidence, explanation=spec.explanation,
         fixes=draft.fixes, explains=draft.explains, differential=draft.differential, labels=draft.labels,
-        last_seen=draft.last_seen,
+        last_seen=draft.last_seen, action=draft.action or action, impact=draft.impact or impact,
     )
 
 
@@ -81,5 +83,11 @@ def _internal_error(spec: CheckSpec, exc: Exception) -> Finding:
         code=internal.code, slug=internal.slug, severity=Severity.WARNING,
         message=f"check {spec.code} ({spec.slug}) failed: {type(exc).__name__}: {exc}",
         evidence=(Evidence("gpuhealth", tuple(line.rstrip() for line in frames[-3:])),),
-        explanation=internal.explanation, labels={"check": spec.code},
+        explanation=internal.explanation, labels={"check": spec.code}, **_actions(INTERNAL_ERROR, Severity.WARNING),
     )
+
+
+def _actions(code: str, severity: Severity) -> dict[str, str]:
+    """``action=`` and ``impact=`` of a finding from its check's row (knowledge/actions.csv)."""
+    action, impact = of_check(code, severity.value)
+    return {"action": action, "impact": impact}

@@ -250,6 +250,16 @@ RECOVERY_FIXES = (  # keyword in the recovery action -> what to do (open GPU ker
     ("reset", lambda seen: (_reset_fix(seen),)),
 )
 
+# keyword in the recovery action -> (action, impact) of the finding; the first that matches, as RECOVERY_FIXES
+# (NVML's nvmlDeviceGetGpuRecoveryAction: GPU Reset, Node Reboot, Drain P2P, Drain and Reset, Recover IMEX Domain)
+RECOVERY_ACTIONS = (
+    ("reboot", ("reboot", "node_unusable")),
+    ("imex", ("fix_host_software", "node_unusable")),
+    ("p2p", ("drain_then_reset", "gpu_unusable")),
+    ("drain", ("drain_then_reset", "gpu_unusable")),
+    ("reset", ("reset_gpu", "gpu_unusable")),
+)
+
 
 @check("GH404", "gpu-reset-required", "A GPU asks for a reset or another recovery action", requires=("gpus",))
 def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
@@ -282,10 +292,12 @@ def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             ("Reset Required: Yes",) if gpu.reset_required and not action else ())
         wanted = (action or "GPU Reset").lower()
         fixes = next((make(seen) for word, make in RECOVERY_FIXES if word in wanted), (_reset_fix(seen),))
+        repair, impact = next((pair for word, pair in RECOVERY_ACTIONS if word in wanted),
+                              ("reset_gpu", "gpu_unusable"))
         yield Draft(Severity.CRITICAL, f"The GPU needs recovery: {action or 'GPU reset required'}",
                     subject=seen.subject,
                     evidence=(Evidence(seen.source("recovery_action" if action else "reset_required"), lines),),
-                    fixes=fixes)
+                    fixes=fixes, action=repair, impact=impact)
 
 
 @check("GH405", "inforom-corrupted", "A GPU's infoROM is corrupted", requires=("gpus",))

@@ -123,11 +123,19 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     Xids from before the last GPU reset or driver reload may already be resolved; the live check
     reads only the current boot.
     """
-    for (address, code), events in sorted(tallies(snapshot, {"xid"}).items(),
-                                          key=lambda item: (item[0][0] or "", item[0][1] or 0)):
+    from gpuhealth.knowledge.actions import of_xid
+
+    found = tallies(snapshot, {"xid"})
+    codes_by_gpu: dict[str | None, frozenset[int]] = defaultdict(frozenset)
+    for address, code in found:
+        if code is not None:
+            codes_by_gpu[address] |= {code}
+    for (address, code), events in sorted(found.items(), key=lambda item: (item[0][0] or "", item[0][1] or 0)):
         if code == 79 or code is None:
             continue
         info = xid_catalogue.lookup(code)
+        # what to do and what it does to the node: the Xid's row (xid_actions.csv), told the other Xids of this GPU
+        repair, impact = of_xid(info, codes_by_gpu[address] - {code})
         subject = snapshot.gpu_subject(address)
         meaning = info.meaning if info else "not in the Xid catalogue"
         severity = Severity(info.severity) if info else Severity.WARNING
@@ -140,7 +148,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
             f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
             f" - next: {xid_catalogue.action_in_words(action)}",
             subject=subject, evidence=(Evidence(snapshot.kernel_log.source, samples(events)),),
-            fixes=fixes, labels={"xid": str(code)}, last_seen=last_seen(events),
+            fixes=fixes, labels={"xid": str(code)}, last_seen=last_seen(events), action=repair, impact=impact,
         )
 
 

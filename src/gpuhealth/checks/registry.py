@@ -46,6 +46,10 @@ class Draft:
     differential: tuple[Candidate, ...] = ()  # causes the evidence leaves open, likeliest first, each with its command
     labels: dict[str, str] = field(default_factory=dict)  # Finding.labels: what it stands on ({"xid": "48"})
     last_seen: float | None = None  # Finding.last_seen: the newest line's time, seconds since the epoch
+    # Finding.action and .impact where this finding knows more than its check's row in knowledge/actions.csv
+    # (GH301: the Xid's row; GH404: the recovery action the GPU names); "" takes the row.
+    action: str = ""
+    impact: str = ""
 
 
 @record

@@ -155,8 +155,10 @@ def load_config(path: Path | None = None) -> dict[str, Any]:
     config = defaults()
     if path is None:
         return config
+    from gpuhealth.evidence_input import InputError, read_config_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from exc
+        text = read_config_text(path)  # refuses devices, times out FIFOs, bounds the size, names the file
+    except InputError as exc:
+        raise ValueError(str(exc)) from exc
     return validate(_merge(config, _toml(text, str(path)), str(path)), str(path))

@@ -90,18 +90,22 @@ class CheckRunner:
             if finding.severity.value == "info":
                 continue
             alert = Alert(f"check:{finding.code}", finding.subject.gpu_index, finding.severity.value, "firing",
-                          finding.message, now, finding.key, about=finding_about(finding))
+                          finding.message, now, finding.key, about=finding_about(finding), action=finding.action,
+                          impact=finding.impact)
             # Findings come most severe first; several of one code on one GPU (Xid 48 and Xid 94 are both
             # GH301) make one alert, at the worst severity, standing on all of them (fold.py).
             first = found.setdefault(alert.identity, alert)
             if first is not alert and alert.about:
                 found[alert.identity] = Alert(first.rule, first.gpu, first.severity, first.state, first.message,
-                                              first.t, first.key, about=tuple(dict.fromkeys(first.about + alert.about)))
+                                              first.t, first.key, about=tuple(dict.fromkeys(first.about + alert.about)),
+                                              action=first.action, impact=first.impact)
         # An alert still open keeps the time it first fired: its resolution says how long it lasted.
         found = {k: (a if k not in self._open else Alert(a.rule, a.gpu, a.severity, a.state, a.message,
-                                                         self._open[k].t, a.key, about=a.about))
+                                                         self._open[k].t, a.key, about=a.about, action=a.action,
+                                                         impact=a.impact))
                  for k, a in found.items()}
-        resolved = [Alert(a.rule, a.gpu, a.severity, "resolved", self._cleared(a, now), now, a.key)
+        resolved = [Alert(a.rule, a.gpu, a.severity, "resolved", self._cleared(a, now), now, a.key, action=a.action,
+                          impact=a.impact)
                     for identity, a in self._open.items() if identity not in found]
         self._open = found
         return list(found.values()) + resolved

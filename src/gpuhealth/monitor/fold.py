@@ -164,12 +164,12 @@ class Folding:
             note = (f"{alert.message} (the same fault as {_name(primary)}, which paged and resolved; the kernel log "
                     "shows no newer occurrence - not paged again)")
             return Alert(alert.rule, alert.gpu, "info", "firing", note, alert.t, alert.key, alert.renotify,
-                         alert.about)
+                         alert.about, alert.action, alert.impact)
         self._folded[identity] = (primary.identity, alert.about)
         note = (f"{primary.message} (also {_name(identity)}: {alert.message} - the same fault, folded into "
                 "this alert)")
         return Alert(primary.rule, primary.gpu, primary.severity, "firing", note, alert.t, primary.key,
-                     renotify=True, about=primary.about)
+                     renotify=True, about=primary.about, action=primary.action, impact=primary.impact)
 
 
 def _name(identity: Identity) -> str:
@@ -184,7 +184,7 @@ def _name(identity: Identity) -> str:
 
 def _with(alert: Alert, message: str) -> Alert:
     return Alert(alert.rule, alert.gpu, alert.severity, alert.state, message, alert.t, alert.key, alert.renotify,
-                 alert.about)
+                 alert.about, alert.action, alert.impact)
 
 
 def xid_series(alert: Alert) -> list[tuple[str, str]]:

@@ -36,9 +36,27 @@ def format_line(alert: Alert) -> str:
 
 
 def to_json(alert: Alert) -> dict[str, object]:
+    action, impact = actions_of(alert)
     return {"rule": alert.rule, "key": alert.key, "gpu": alert.gpu, "severity": alert.severity,
             "state": alert.state, "message": alert.message, "t": alert.t,
-            "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat()}
+            "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat(), "action": action, "impact": impact}
+
+
+def actions_of(alert: Alert) -> tuple[str, str]:
+    """What to do about an alert and what it does to the node: a check finding's own (carried on the alert), else the
+    row of its check or rule in knowledge/actions.csv (``check:GH301`` -> GH301, a rule -> ``rule:<name>``), and for
+    an Xid alert of the xid rule, its Xid's row (xid_actions.csv)."""
+    if alert.action and alert.impact:
+        return alert.action, alert.impact
+    from gpuhealth.knowledge.actions import of_check, of_rule, of_xid
+
+    if alert.rule.startswith("check:"):
+        return of_check(alert.rule.removeprefix("check:"), alert.severity)
+    if alert.rule == "xid" and alert.key.isdecimal():
+        from gpuhealth.knowledge.xid import lookup
+
+        return of_xid(lookup(int(alert.key)))
+    return of_rule(alert.rule, alert.key)
 
 
 # syslog priorities (sd-daemon.h): what `journalctl -p err` and the like select on. A resolved alert is a

@@ -56,6 +56,10 @@ class Alert:
     # What the alert stands on (monitor/fold.py): a host alert's GPUs (gpu_count: each missing GPU; Basis(None) for
     # GPUs never seen), a check finding's Xid codes. Not part of the identity.
     about: tuple[Basis, ...] = ()
+    # What to do and what it does to the node (model.ACTIONS, model.IMPACTS): a check finding's own; "" for a rule's
+    # alert, whose row notify.actions_of reads (knowledge/actions.csv "rule:<name>", an Xid's row for rules.xid).
+    action: str = ""
+    impact: str = ""
 
     @property
     def identity(self) -> tuple[str, int | None, str]:

@@ -1,9 +1,9 @@
 """``--format junit``: JUnit XML for CI pipelines that validate a node image.
 
-One ``<testcase>`` per check that ran and passed, one per finding (``<failure>`` for critical and
-warning, ``<error>`` for gpuhealth's own internal errors, a pass with ``<system-out>`` for info), and
-one ``<skipped>`` per skipped check: a skipped check is never counted as passed. The exit code is the
-report's (0 healthy or info only, 1 warnings, 2 critical).
+One ``<testcase>`` per check that ran and passed, one per finding (with its ``impact`` and ``action`` as
+``<properties>`` and in the body; ``<failure>`` for critical and warning, ``<error>`` for gpuhealth's own
+internal errors, a pass with ``<system-out>`` for info), and one ``<skipped>`` per skipped check: a skipped
+check is never counted as passed. The exit code is the report's (0 healthy or info only, 1 warnings, 2 critical).
 
 ``passed_checks`` also serves the other fleet formats: a check passed when it is registered, ran
 (the report ran every registered check), was not skipped, and produced no finding.
@@ -70,7 +70,7 @@ def _finding_name(finding: Finding) -> str:
 
 def _finding_body(finding: Finding, report: Report, explained_by: Finding | None) -> str:
     lines = [f"{finding.severity.value.upper()} {finding.code} {finding.slug} [{finding.subject}]",
-             finding.message]
+             f"impact: {finding.impact}; action: {finding.action}", finding.message]
     if explained_by is not None:
         lines.append(f"explained by {explained_by.code} {explained_by.slug}: {explained_by.message}")
     for evidence in finding.evidence:
@@ -109,6 +109,10 @@ def document(report: Report) -> ET.Element:
             _case(suite, code, f"{code} {passed[code].slug}")
         for finding in (f for f in report.findings if f.code == code):
             case = _case(suite, code, _finding_name(finding))
+            # what to do and what it does to the node, as properties a program reads (pytest's testcase form)
+            facts = ET.SubElement(case, "properties")
+            for key in ("impact", "action"):
+                ET.SubElement(facts, "property", name=key, value=getattr(finding, key))
             body = xml_text(_finding_body(finding, report, explained_by.get(id(finding))))
             if finding.severity is Severity.INFO:
                 ET.SubElement(case, "system-out").text = body

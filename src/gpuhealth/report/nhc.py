@@ -1,13 +1,18 @@
 """``--format nhc``: the contract of a Slurm ``HealthCheckProgram`` / LBNL NHC check.
 
-* Healthy (nothing at or above the drain threshold): prints nothing and exits 0.
-* Unhealthy: prints ONE line, ``gpuhealth: <code> <slug> [<GPU>]: <message>[ (+N more)]``, at most
-  ``MAX_LINE`` characters, and exits with the report's exit code (2 critical; 1 when warnings drain).
+What drains is decided by each finding's ``impact``, never its severity (knowledge/actions.csv, docs/actions.md):
 
-The ``gpuhealth:`` prefix lets the wrapper (deploy/slurm/gpuhealth-nhc.sh) resume only the nodes
-gpuhealth itself drained. Critical findings drain; warnings do not, unless the environment variable
-``GPUHEALTH_FAIL_ON=warning`` says so (any other value means ``critical``). Info never drains.
-See docs/slurm-nhc.md.
+* ``node_unusable`` or ``gpu_unusable``: prints ONE line, ``gpuhealth: <code> <slug> [<GPU>] impact=<impact>
+  action=<action>: <message>[ (+N more)]``, at most ``MAX_LINE`` characters, and exits 2.
+* ``degraded`` drains only when ``GPUHEALTH_FAIL_ON=degraded`` says so (``warning``, its former name, is read the
+  same): the same line, exit 1. ``user_environment`` (a user's PyTorch, a library path) and ``none`` never drain.
+* Nothing drains, but gpuhealth could not judge the node (a check failed inside gpuhealth, no check ran, every check
+  skipped): one line ``gpuhealth: could not judge: <why>`` and exit 3, gpuhealth's own failure, which the wrapper
+  and the NHC check in docs/slurm-nhc.md log at error priority and never drain on.
+* Otherwise (healthy, info, warnings that do not drain): prints nothing and exits 0.
+
+The ``gpuhealth:`` prefix lets the wrapper (deploy/slurm/gpuhealth-nhc.sh) resume only the nodes gpuhealth itself
+drained. See docs/slurm-nhc.md.
 """
 
 from __future__ import annotations
@@ -15,30 +20,46 @@ from __future__ import annotations
 import os
 
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Finding, Report, Severity
+from gpuhealth.model import DRAINING_IMPACTS, Finding, Report
 from gpuhealth.report.common import fold
 
 PREFIX = "gpuhealth:"
 MAX_LINE = 200
 FAIL_ON_VARIABLE = "GPUHEALTH_FAIL_ON"
+INTERNAL_ERROR = "GH001"  # checks.engine.INTERNAL_ERROR (not imported: the engine brings every check with it)
+COULD_NOT_JUDGE = 3  # gpuhealth's own failure: logged, never drained on
 _CONTROL = lazy_re(r"[\x00-\x1f\x7f]")
 
 
-def fail_threshold(value: str | None = None) -> Severity:
-    """The lowest severity that counts as a problem: ``critical`` unless set to ``warning``."""
+def draining_impacts(value: str | None = None) -> tuple[str, ...]:
+    """The impacts that take the node out of service: node_unusable and gpu_unusable, and degraded when
+    ``GPUHEALTH_FAIL_ON`` is ``degraded`` (or ``warning``, its former name). Anything else means the default."""
     if value is None:
         value = os.environ.get(FAIL_ON_VARIABLE, "")
-    return Severity.WARNING if value.strip().lower() == "warning" else Severity.CRITICAL
+    return (*DRAINING_IMPACTS, "degraded") if value.strip().lower() in ("degraded", "warning") else DRAINING_IMPACTS
 
 
-def problems(report: Report, threshold: Severity | None = None) -> list[Finding]:
+def problems(report: Report, impacts: tuple[str, ...] | None = None) -> list[Finding]:
     """The findings that fail the node, root causes first (symptoms folded under them are left out)."""
-    threshold = threshold or fail_threshold()
-    failing = [f for f in report.findings if f.severity.rank >= threshold.rank]
+    impacts = impacts or draining_impacts()
+    failing = [f for f in report.findings if f.impact in impacts]
     if not failing:
         return []
-    leads = [c.finding for c in fold(report.findings) if c.finding.severity.rank >= threshold.rank]
+    leads = [c.finding for c in fold(report.findings) if c.finding.impact in impacts]
     return leads or failing
+
+
+def could_not_judge(report: Report) -> str | None:
+    """Why gpuhealth could not judge this node, or None when it could."""
+    internal = [f for f in report.findings if f.code == INTERNAL_ERROR]
+    if internal:
+        return f"gpuhealth failed in a check: {one_line(internal[0].message)}"
+    if report.checks_run == 0:
+        return "no check ran"
+    if not report.findings and report.checks_run <= len({s.code for s in report.skipped}):
+        reason = f": {one_line(report.skipped[0].reason)}" if report.skipped else ""
+        return f"all {report.checks_run} checks skipped{reason}"
+    return None
 
 
 def one_line(text: str) -> str:
@@ -63,17 +84,23 @@ def shorten(text: str, limit: int) -> str:
 
 def headline(finding: Finding) -> str:
     subject = "" if finding.subject.is_host else f" [{finding.subject}]"
-    return f"{finding.code} {finding.slug}{subject}: {one_line(finding.message)}"
+    return (f"{finding.code} {finding.slug}{subject} impact={finding.impact} action={finding.action}: "
+            f"{one_line(finding.message)}")
 
 
-def render(report: Report, threshold: Severity | None = None, limit: int = MAX_LINE) -> str:
-    found = problems(report, threshold)
+def render(report: Report, impacts: tuple[str, ...] | None = None, limit: int = MAX_LINE) -> str:
+    found = problems(report, impacts)
     if not found:
-        return ""
+        unknown = could_not_judge(report)
+        return shorten(f"{PREFIX} could not judge: {unknown}", limit) + "\n" if unknown else ""
     more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
     return shorten(f"{PREFIX} {headline(found[0])}", limit - len(more)) + more + "\n"
 
 
-def exit_code(report: Report, threshold: Severity | None = None) -> int:
-    """0 when the node stays in service; otherwise the report's exit code (2 critical, 1 warning)."""
-    return report.exit_code if problems(report, threshold) else 0
+def exit_code(report: Report, impacts: tuple[str, ...] | None = None) -> int:
+    """2 when the node or a GPU is unusable, 1 when only ``degraded`` findings drain (``GPUHEALTH_FAIL_ON``), 3 when
+    nothing drains but gpuhealth could not judge, else 0 (the node stays in service)."""
+    found = problems(report, impacts)
+    if found:
+        return 2 if any(f.impact in DRAINING_IMPACTS for f in found) else 1
+    return COULD_NOT_JUDGE if could_not_judge(report) else 0

@@ -42,7 +42,8 @@ def _sample(name: str, labels: Labels, value: float) -> str:
 def _finding_labels(finding: Finding) -> Labels:
     gpu = "" if finding.subject.gpu_index is None else str(finding.subject.gpu_index)
     return (("code", finding.code), ("slug", finding.slug), ("severity", finding.severity.value),
-            ("gpu", gpu), ("pci_bus_id", finding.subject.pci_address or ""), ("xid", finding.labels.get("xid", "")))
+            ("gpu", gpu), ("pci_bus_id", finding.subject.pci_address or ""), ("xid", finding.labels.get("xid", "")),
+            ("action", finding.action), ("impact", finding.impact))
 
 
 def families(report: Report, now: float | None = None) -> list[tuple[str, str, list[tuple[Labels, float]]]]:

@@ -10,6 +10,9 @@ Commands are never wrapped (``soft_wrap``): pasted, a wrapped line would run as 
 goes on its own line above it, and a step (an instruction in words) never looks like a command. A finding's
 fixes come in the order `gpuhealth fix` runs them (``report.common.fixes_for_host``): backups, read-only looks,
 changes, disruptive steps last; a step sits in its place among the commands (those after it under ``then:``).
+
+Evidence is printed as it is (a process name, a log line): the console must be ``inert.console()``, as the
+command line's is, so that escape sequences in it show as ``\x1b`` and never act on the terminal.
 """
 
 from __future__ import annotations

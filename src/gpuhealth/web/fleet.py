@@ -3,7 +3,8 @@
 Reads only Prometheus's HTTP API (instant queries, ``/api/v1/query``) over the series every node's
 `gpuhealth serve` exports: ``up``, ``gpuhealth_alert_active``, ``gpuhealth_check_status`` and
 ``gpuhealth_gpu_utilization_ratio``. Shows nodes and GPUs with firing alerts or last-check findings,
-nodes down, idle GPUs, worst first, and exits like `check`: 2 critical, 1 warning, 0 clear, 3 when
+nodes down, idle GPUs, worst first, each with its impact and action (docs/actions.md; "Drain:" names the nodes and
+GPUs whose impact is node_unusable or gpu_unusable), and exits like `check`: 2 critical, 1 warning, 0 clear, 3 when
 Prometheus cannot be asked.
 """
 
@@ -16,6 +17,8 @@ from typing import Any
 import click
 
 from gpuhealth.exits import CannotRun
+from gpuhealth.knowledge.actions import of_rule
+from gpuhealth.model import DRAINING_IMPACTS
 from gpuhealth.records import record
 
 RANK = {"critical": 2, "warning": 1, "info": 0}
@@ -29,10 +32,14 @@ class Row:
     gpu: str  # "" for the node
     what: str
     source: str  # "scrape", "alert", "check" or "idle"
+    # what to do and what it does to the node (docs/actions.md): a finding's labels, an alert's rule row; "" for a
+    # node Prometheus cannot scrape (nothing is known of it)
+    action: str = ""
+    impact: str = ""
 
     def as_json(self) -> dict[str, str]:
         return {"severity": self.severity, "instance": self.instance, "gpu": self.gpu, "what": self.what,
-                "source": self.source}
+                "source": self.source, "action": self.action, "impact": self.impact}
 
 
 def query(base: str, expr: str, token: str | None, timeout: float) -> list[dict[str, Any]]:
@@ -83,21 +90,35 @@ def collect(ask: Any, job: str) -> tuple[list[Row], int]:
             continue  # the check's own alert for a finding: the finding's row (below) names it with its code
         rows.append(Row(m.get("severity", "warning"), m.get("instance", "?"), m.get("gpu", ""),
                         f"alert {m.get('rule', '?')}" + (f" ({m['key']})" if m.get("key") else "")
-                        + (f" {m['uuid']}" if m.get("uuid") else ""), "alert"))
+                        + (f" {m['uuid']}" if m.get("uuid") else ""), "alert", *_alert_actions(m)))
     for r in ask(f"gpuhealth_check_status{{{sel}}}"):
         m = r["metric"]
         if m.get("severity") in ("critical", "warning"):
             rows.append(Row(m["severity"], m.get("instance", "?"), m.get("gpu", ""),
                             f"check {m.get('code', '?')} {m.get('slug', '')}".rstrip()
-                            + (f" (Xid {m['xid']})" if m.get("xid") else ""), "check"))  # one row per Xid code
+                            + (f" (Xid {m['xid']})" if m.get("xid") else ""), "check",  # one row per Xid code
+                            str(m.get("action", "")), str(m.get("impact", ""))))
     for r in ask(f"gpuhealth_gpu_utilization_ratio{{{sel}}} == 0"):
         m = r["metric"]
         rows.append(Row("info", m.get("instance", "?"), m.get("gpu", ""),
-                        "idle: 0 % utilisation now" + (f" {m['uuid']}" if m.get("uuid") else ""), "idle"))
+                        "idle: 0 % utilisation now" + (f" {m['uuid']}" if m.get("uuid") else ""), "idle",
+                        *of_rule("idle")))
     # worst first; within a severity by node, the node itself before its GPUs in index order
     rows.sort(key=lambda row: (-RANK.get(row.severity, 1), row.instance,
                                int(row.gpu) if row.gpu.isdigit() else -1, row.what))
     return rows, len(nodes)
+
+
+def _alert_actions(metric: dict[str, Any]) -> tuple[str, str]:
+    """An alert series' action and impact: its rule's row (knowledge/actions.csv), an Xid alert's Xid row."""
+    from gpuhealth.monitor.notify import actions_of
+    from gpuhealth.monitor.rules import Alert
+
+    try:
+        return actions_of(Alert(str(metric.get("rule", "")), None, str(metric.get("severity", "")), "firing", "", 0.0,
+                                str(metric.get("key", ""))))
+    except ValueError:  # a rule this gpuhealth does not know (a newer node): nothing to say
+        return "", ""
 
 
 def exit_code(rows: list[Row]) -> int:
@@ -140,7 +161,7 @@ def table_rows(rows: list[Row]) -> list[Row]:
         elif row is group[0]:
             gpus = [r.gpu for r in group]
             out.append(Row("info", row.instance, ", ".join(gpus), f"idle: 0 % utilisation now on {len(gpus)} GPUs",
-                           "idle"))
+                           "idle", row.action, row.impact))
     return out
 
 
@@ -160,10 +181,14 @@ def _table(rows: list[Row], nodes: int, base: str) -> None:
         table.add_column(column, overflow="fold")
     for row in table_rows(rows):
         style = {"critical": "bold red", "warning": "yellow"}.get(row.severity, "")
-        table.add_row(Text(row.severity, style=style), row.instance, row.gpu, row.what)
-    drain = sorted({(r.instance, r.gpu) for r in rows if r.severity == "critical" and r.gpu})
+        # impact and action under the row's text, not in columns of their own: at 80 columns two more columns would
+        # fold the node names
+        facts = f"\nimpact {row.impact}, action {row.action}" if row.impact else ""
+        table.add_row(Text(row.severity, style=style), row.instance, row.gpu, row.what + facts)
+    # what drains is the impact's call (node_unusable, gpu_unusable), not the severity's
+    drain = sorted({(r.instance, r.gpu) for r in rows if r.impact in DRAINING_IMPACTS})
     console.print(table)
     if drain:
-        console.print("Drain or RMA: " + ", ".join(f"{node} GPU {gpu}" for node, gpu in drain))
+        console.print("Drain: " + ", ".join(f"{node} GPU {gpu}" if gpu else f"{node}" for node, gpu in drain))
     elif not rows:
         console.print("Nothing firing, no findings, no idle GPU.")

@@ -125,13 +125,14 @@ class StateCollector(Collector):
         status = GaugeMetricFamily("gpuhealth_check_status", "Findings of the last full check by check code and "
                                    "severity (1; more when several share the labels), as `gpuhealth check "
                                    "--format prometheus` writes them; xid: the Xid code an Xid finding stands "
-                                   "on.",
-                                   labels=["code", "slug", "severity", "gpu", "pci_bus_id", "xid"])
+                                   "on; action and impact: what to do and what it does to the node.",
+                                   labels=["code", "slug", "severity", "gpu", "pci_bus_id", "xid", "action", "impact"])
         report = view["report"]
         if report is not None:
             counts = Counter((f.code, f.slug, f.severity.value,
                               "" if f.subject.gpu_index is None else str(f.subject.gpu_index),
-                              f.subject.pci_address or "", f.labels.get("xid", "")) for f in report.findings)
+                              f.subject.pci_address or "", f.labels.get("xid", ""), f.action, f.impact)
+                             for f in report.findings)
             for labels, count in sorted(counts.items()):
                 status.add_metric(list(labels), float(count))
         yield status

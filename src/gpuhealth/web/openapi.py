@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuhealth.model import ACTIONS, IMPACTS
+
 
 def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"description": description,
@@ -93,7 +95,8 @@ def document(version: str) -> dict[str, Any]:
                 "Alert": {"type": "object", "properties": {
                     "rule": {"type": "string"}, "key": {"type": "string"}, "gpu": {"type": ["integer", "null"]},
                     "severity": {"enum": ["info", "warning", "critical"]}, "state": {"enum": ["firing", "resolved"]},
-                    "message": {"type": "string"}, "t": {"type": "number"}, "time": {"type": "string"}}},
+                    "message": {"type": "string"}, "t": {"type": "number"}, "time": {"type": "string"},
+                    "action": {"enum": list(ACTIONS)}, "impact": {"enum": list(IMPACTS)}}},
                 "History": {"type": "object", "properties": {
                     "range_s": {"type": "number"}, "since": {"type": "number"}, "until": {"type": "number"},
                     "series": {"type": "array", "items": {"type": "object", "properties": {

@@ -133,6 +133,7 @@
       const head = el("div", "f-head");
       head.append(el("span", "sev", f.severity), el("code", null, f.code));
       if (f.subject_text) head.append(el("span", "subject", f.subject_text));
+      head.append(impactBadge(f));
       item.append(head, el("p", "msg", f.message));
       for (const fix of f.fixes || []) {
         const row = el("div", "fix");
@@ -191,6 +192,14 @@
     return RULE_TEXT[rule] || rule.replace(/_/g, " ");
   }
 
+  // What it does to the node and what to do (docs/actions.md), as a small text badge: "gpu unusable · reset gpu".
+  function impactBadge(x) {
+    const badge = el("span", "impact impact-" + (x.impact || "none"),
+      (x.impact || "?").replace(/_/g, " ") + " · " + (x.action || "?").replace(/_/g, " "));
+    badge.title = "impact: " + x.impact + "; action: " + x.action;
+    return badge;
+  }
+
   function alertItem(a) {
     const item = el("li", "alert sev-" + a.severity + (a.state === "resolved" ? " resolved" : ""));
     item.dataset.gpu = a.gpu === null ? "" : String(a.gpu);
@@ -198,7 +207,7 @@
     head.append(el("span", "sev", a.state === "resolved" ? "resolved" : a.severity),
       el("span", "rule", ruleText(a.rule)),
       el("span", "subject", a.gpu === null ? "host" : "GPU " + a.gpu),
-      el("span", "when", clock(a.t)));
+      el("span", "when", clock(a.t)), impactBadge(a));
     item.append(head, el("p", "msg", a.message));
     return item;
   }
