@@ -396,6 +396,10 @@ class Gpu:
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
+    # values nvidia-smi printed as an error instead of a reading ("Temp: ERR!", "temperature.gpu: [GPU requires
+    # reset]", "Power Draw: [Unknown Error]"): the driver could not read them from the GPU (N/A, "not supported", is
+    # no error). Several on one GPU mean the GPU stopped answering (GH404)
+    field_errors: tuple[str, ...] = ()
 
 
 @record
