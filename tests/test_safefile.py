@@ -165,7 +165,7 @@ def test_monitor_record_through_a_symlink_exits_3(tmp_path, victim):
     link = tmp_path / "rec.jsonl"
     link.symlink_to(victim)
     trace = Path(__file__).parent.parent / "examples" / "h100x8.trace"
-    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0",
+    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0.05",
                                           "--db", str(tmp_path / "h.db"), "--record", str(link)])
     _one_line_exit_3(result, link, "symbolic link")
     assert _untouched(victim)
