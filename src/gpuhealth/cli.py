@@ -288,7 +288,8 @@ def _with_level(host: Any, snapshot: Any, level: int, budget: float, force: bool
 @main.command()
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="Bundle to write: a directory, or a .tar.gz archive when the name ends so.")
-@click.option("--redact-host", is_flag=True, help="Replace hostname, serial numbers and UUIDs with placeholders.")
+@click.option("--redact-host", is_flag=True,
+              help="Replace hostname, serial numbers, UUIDs, IP and MAC addresses and user names with placeholders.")
 @timeout_option
 def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     """Capture this host's evidence into a bundle that `check --from` and others can replay."""

@@ -21,11 +21,12 @@ SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 30  # fits an 80-column terminal beside the numbers
 
 
-def _duration(value: str, what: str) -> float:
-    from .config import parse_duration
+def _duration(value: str, what: str, key: str | None = None) -> float:
+    """Seconds of an option or setting; with ``key`` (``monitor.interval``) within that setting's bounds."""
+    from .config import check_duration, parse_duration
 
     try:
-        return parse_duration(value)
+        return parse_duration(value) if key is None else check_duration(key, value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=what) from exc
 
@@ -128,8 +129,8 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
 
     settings = _settings(config)
     options = settings["monitor"]
-    seconds = _duration(interval or options["interval"], "--interval")
-    every = _duration(check_every or options["check_every"], "--check-every")
+    seconds = _duration(interval or options["interval"], "--interval", "monitor.interval")
+    every = _duration(check_every or options["check_every"], "--check-every", "monitor.check_every")
     try:
         rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
@@ -240,7 +241,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     from .watch import WatchState, render
 
     settings = _settings(config)
-    seconds = _duration(interval, "--interval")
+    seconds = _duration(interval, "--interval", "monitor.interval")
     try:
         rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
