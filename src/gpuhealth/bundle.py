@@ -702,6 +702,8 @@ def _extract_members(archive: Path, tar: tarfile.TarFile, dest: Path) -> None:
             continue
         target = dest / name
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Not safefile: ``dest`` is a fresh private temporary directory (nobody else can plant a link there), and
+        # an archive may repeat a member name, which a later copy replaces as tar does.
         with source, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
                           "wb") as out:
             shutil.copyfileobj(source, out, 1024 * 1024)

@@ -365,7 +365,8 @@ USAGE_COLUMNS = ("gpu", "day", "hours_monitored", "hours_busy", "hours_idle", "h
 @click.command()
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database.")
 @click.option("--gpu", type=int, help="Only this GPU (default: all).")
-@click.option("--since", default="7d", show_default=True, help="How far back (1d, 30d; rollups keep 30 days).")
+@click.option("--since", default="7d", show_default=True,
+              help="How far back (1d, 30d): the history holds rollup_keep of it (30 days unless configured).")
 @click.option("--price", type=click.FloatRange(min=0),
               help="Price of one GPU-hour (overrides usage.price_per_gpu_hour).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
