@@ -254,9 +254,15 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
     expect = _expectations(config, gpu_count)
     if source is None:
         from gpuhealth.host import LocalHost
+        from gpuhealth.progress import describe, live_steps
 
         local = LocalHost()
-        snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
+        with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
+            snapshot = collect(local, timeout, frameworks=not no_frameworks,
+                               waiting=lambda probe: step(describe(probe)))
+            if level >= 2:
+                step(f"running the active tests on every idle GPU (up to {budget:g} s)")
+            snapshot = _with_level(local, snapshot, level, budget, force)
     else:
         from gpuhealth.advice_commands import open_bundle
 
