@@ -22,7 +22,7 @@ endif
 INSTALL_FROM ?= .
 INSTALL_PIP_FLAGS ?=
 
-.PHONY: run test lint bench docs demo eval tables clean install uninstall dist
+.PHONY: run test lint bench docs demo eval tables mine clean install uninstall dist
 
 $(RUNTIME): pyproject.toml
 	@echo "Setting up $(VENV): a Python venv in this clone with gpuhealth (editable) and its runtime dependencies"
@@ -72,6 +72,12 @@ docs: $(RUNTIME)
 # The knowledge tables pre-parsed (src/gpuhealth/knowledge/_tables/): after editing a .csv table there.
 tables: $(RUNTIME)
 	$(BIN)/python -c "from gpuhealth.knowledge import write_tables; write_tables()"
+
+# The NVIDIA driver's messages mined from its source (docs/mined-messages.md): CHECKOUT is a clone (or bare git
+# directory) of NVIDIA/open-gpu-kernel-modules with its tags; the table is rewritten, coverage printed per tag.
+CHECKOUT ?= tools/mine/checkouts/open-gpu-kernel-modules
+mine:
+	nice -n 10 $(PYTHON) tools/mine/mine_nvrm.py --checkout $(CHECKOUT)
 
 install:
 	@echo "Installing gpuhealth into $(INSTALL_VENV) (its own venv), linked from $(INSTALL_BIN)/gpuhealth"

@@ -23,6 +23,7 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.cli import main
 from gpuhealth.collect import collect
+from gpuhealth.exits import CannotRun
 from gpuhealth.model import Evidence, Finding, Report, Severity, Skipped, Snapshot, Subject
 from gpuhealth.report import junit, nhc, npd, prometheus_text
 from gpuhealth.report.formats import FORMATS, render
@@ -108,8 +109,9 @@ def test_nhc_degraded_does_not_drain_unless_configured(monkeypatch):
         output, code = render("nhc", all_checks_run([degraded]))
         assert code == 1 and output.startswith("gpuhealth: GH406 thermal-slowdown [GPU 0 0000:19:00.0] impact=degraded")
         assert render("nhc", report_of("no-gpu")) == ("", 0)
-    monkeypatch.setenv("GPUHEALTH_FAIL_ON", "nonsense")
-    assert render("nhc", all_checks_run([degraded])) == ("", 0)
+    monkeypatch.setenv("GPUHEALTH_FAIL_ON", "nonsense")  # an error naming the variable, not a silent default
+    with pytest.raises(CannotRun, match="GPUHEALTH_FAIL_ON='nonsense'"):
+        render("nhc", all_checks_run([degraded]))
 
 
 def test_nhc_drains_on_impact_not_severity():

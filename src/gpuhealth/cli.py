@@ -103,6 +103,9 @@ class _Main(click.Group):
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
         try:
+            from gpuhealth.envvars import check_environment
+
+            check_environment()
             result = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.UsageError as exc:
             exc.show()
@@ -177,13 +180,17 @@ def main(debug: bool) -> None:
     """Is this Linux GPU server fit for deep learning? What is wrong, the evidence, and the fix."""
 
 
-def _emit(report: Report, output_format: str, verbose: bool) -> None:
-    """Print the report in the chosen format and exit with the format's exit code."""
+def _emit(report: Report, output_format: str, verbose: bool, fix_args: tuple[str, ...] = ()) -> None:
+    """Print the report in the chosen format and exit with the format's exit code. FIX_ARGS: what `gpuhealth
+    fix` needs to read the same source (`--from BUNDLE`, the evidence files), for the text report's last line."""
     if output_format == "text":
+        import shlex
+
         from gpuhealth import inert
         from gpuhealth.report import text
 
-        text.render(report, inert.console(highlight=False), verbose=verbose)
+        fix_command = " ".join(["gpuhealth", "fix", *map(shlex.quote, fix_args)])
+        text.render(report, inert.console(highlight=False), verbose=verbose, fix_command=fix_command)
         _Main._reported = True
         sys.exit(report.exit_code)
     from gpuhealth.report.formats import render
@@ -288,7 +295,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
             save_run(report, save, keep_runs)
         except OSError as exc:
             raise CannotRun(f"{exc.filename or save}: {exc.strerror or exc}") from exc
-    _emit(report, output_format, verbose)
+    _emit(report, output_format, verbose, () if source is None else ("--from", str(source)))
 
 
 def _with_level(host: Any, snapshot: Any, level: int, budget: float, force: bool) -> Any:
@@ -303,7 +310,8 @@ def _with_level(host: Any, snapshot: Any, level: int, budget: float, force: bool
 @main.command()
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="Bundle to write: a directory, or a .tar.gz archive when the name ends so.")
-@click.option("--redact-host", is_flag=True, help="Replace hostname, serial numbers and UUIDs with placeholders.")
+@click.option("--redact-host", is_flag=True,
+              help="Replace hostname, serial numbers, UUIDs, IP and MAC addresses and user names with placeholders.")
 @timeout_option
 def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     """Capture this host's evidence into a bundle that `check --from` and others can replay."""
@@ -375,7 +383,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
         for item in recognised:
             note = f"  {item.note}" if item.note else ""
             click.echo(one_line(f"{item.piece}: {item.kind or 'not recognised'}{note}"), err=True)
-    _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose)
+    _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose, files)
 
 
 @main.command(name="diff")

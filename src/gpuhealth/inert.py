@@ -6,7 +6,8 @@ a bundle's hostname by whoever built the bundle. Printed raw, an escape sequence
 a newline in it ends a comment line in a generated script, so the next line runs.
 
 Every text renderer passes evidence through ``visible`` (or ``one_line`` where the value must stay on one
-line). Machine formats (JSON) keep the exact text: their consumers escape it themselves.
+line); whatever prints with rich makes its Console with ``console()``, which passes every rendered segment
+through ``visible``. Machine formats (JSON, the webhook body) keep the exact text: their consumers escape it.
 """
 
 from __future__ import annotations

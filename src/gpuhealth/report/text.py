@@ -10,6 +10,9 @@ Commands are never wrapped (``soft_wrap``): pasted, a wrapped line would run as 
 goes on its own line above it, and a step (an instruction in words) never looks like a command. A finding's
 fixes come in the order `gpuhealth fix` runs them (``report.common.fixes_for_host``): backups, read-only looks,
 changes, disruptive steps last; a step sits in its place among the commands (those after it under ``then:``).
+
+Evidence is printed as it is (a process name, a log line): the console must be ``inert.console()``, as the
+command line's is, so that escape sequences in it show as ``\x1b`` and never act on the terminal.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ REASON_CHARS = 110
 RULED_OUT_CHARS = 140  # a ruled-out cause longer than this with its reason gets the reason on the next line
 
 
-def render(report: Report, console: Console, verbose: bool = False) -> None:
+def render(report: Report, console: Console, verbose: bool = False, fix_command: str = "gpuhealth fix") -> None:
     def out(text: Text | str = "") -> None:
         console.print(text, soft_wrap=True)
 
@@ -66,7 +69,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         for command in commands:
             out(Text(f"  {command}", style="green"))
     out()
-    out(Text(closing_line(report), style=STYLE.get(_worst(report), "bold green")))
+    out(Text(closing_line(report, fix_command), style=STYLE.get(_worst(report), "bold green")))
 
 
 def _worst(report: Report) -> Severity | None:
