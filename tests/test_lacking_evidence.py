@@ -250,3 +250,36 @@ def test_csv_values_the_driver_asks_a_reset_for():
     lost = csv.replace("[GPU requires reset]", "[GPU is lost]")
     [gone] = _codes(_report(("nvidia-smi --query-gpu", lost)))["GH404"]
     assert "The GPU is lost" in gone.message and [f.command for f in gone.fixes] == ["sudo reboot"]
+
+
+# --------------------------------------------------------------------------- library search paths (ld.so.conf)
+
+def test_ld_so_conf_files_naming_two_cudas_are_gh602():
+    name = "ld-so-conf/handwritten_head-two-cudas.txt"
+    entries = KINDS["ld-so-conf"].parse(listing(name), name)["cuda"].ld_so_conf
+    assert [(e.file, e.directory) for e in entries] == [
+        ("/etc/ld.so.conf.d/cuda-11-8.conf", "/usr/local/cuda-11.8/lib64"),
+        ("/etc/ld.so.conf.d/988_cuda-12.conf", "/usr/local/cuda-12/targets/x86_64-linux/lib")]
+    [gh602] = _codes(_listed(name))["GH602"]
+    assert gh602.severity is Severity.WARNING and "CUDA 11.8, 12" in gh602.message
+    assert any(f.command == "sudo rm /etc/ld.so.conf.d/cuda-11-8.conf" for f in gh602.fixes)  # the older one
+
+
+def test_each_cat_of_a_conf_file_is_named_by_its_command_and_they_add_up():
+    session = ("$ cat /etc/ld.so.conf.d/cuda.conf\n/usr/local/cuda-11.8/lib64\n"
+               "$ cat /etc/ld.so.conf.d/988_cuda-12.conf\n/usr/local/cuda-12.1/targets/x86_64-linux/lib\n")
+    report = _report(("session.txt", session))
+    [gh602] = _codes(report)["GH602"]
+    assert {line for e in gh602.evidence for line in e.lines} == {
+        "/etc/ld.so.conf.d/cuda.conf: /usr/local/cuda-11.8/lib64",
+        "/etc/ld.so.conf.d/988_cuda-12.conf: /usr/local/cuda-12.1/targets/x86_64-linux/lib"}
+
+
+def test_one_cuda_in_the_loader_configuration_is_quiet():
+    one = "\n".join(line for line in listing("ld-so-conf/handwritten_head-two-cudas.txt").splitlines()
+                    if "11" not in line) + "\n"
+    report = _report(("head /etc/ld.so.conf.d/*", one))
+    assert "GH602" not in _codes(report) and _worst(report) is None
+    assert identify(listing("ld-so-conf/conda-forge-docker-images-135_ld.so.conf.txt")) == "ld-so-conf"
+    assert identify("/usr/local/cuda-11.8/lib64/libcudart.so.11.0\n/usr/local/cuda-12.1/lib64/libcudart.so.12\n") \
+        != "ld-so-conf"  # a list of library files (find's) is no loader configuration
