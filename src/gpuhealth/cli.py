@@ -229,8 +229,13 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
               help="Check a captured bundle (directory or .tar.gz) instead of this host.")
 @format_option
 @config_option
-@timeout_option
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds before a command counts as hung [default: 10, the PyTorch probe 60]. Given, it bounds "
+                   "every command, the probe included.")
 @click.option("--gpu-count", type=int, help="Number of GPUs this host should have.")
+@click.option("--gpu-state", type=click.Path(dir_okay=False, path_type=Path),
+              help="Remember in FILE how many GPUs are on the PCI bus; none where FILE saw some is critical "
+                   "(GPUs that vanished). The Slurm wrapper uses /var/lib/gpuhealth/gpus-seen.")
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path),
               help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
@@ -244,28 +249,50 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("--force", is_flag=True, help="Run the active tests even on busy GPUs.")
 @click.option("--stage", type=click.Choice(["preinstall", "postinstall"]),
               help="Only the checks for before or after the driver install (default: what applies).")
-def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool, save: Path | None, keep_runs: int, no_frameworks: bool,
-          level: int, budget: float, force: bool, stage: str | None) -> None:
+def check(source: Path | None, output_format: str, config: Path | None, timeout: float | None,
+          gpu_count: int | None, gpu_state: Path | None, verbose: bool, save: Path | None, keep_runs: int,
+          no_frameworks: bool, level: int, budget: float, force: bool, stage: str | None) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
-    from gpuhealth.collect import collect
+    from gpuhealth.collect import DEFAULT_TIMEOUT_S, collect
 
     expect = _expectations(config, gpu_count)
+    seen = None
+    if gpu_state is not None:
+        from gpuhealth import gpustate
+
+        seen = gpustate.read(gpu_state)
+        if seen is not None:
+            from dataclasses import replace
+
+            expect = replace(expect, gpus_last_seen=seen.count, gpus_last_seen_at=seen.seen_at,
+                             gpus_last_seen_in=str(gpu_state))
+    command_timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if source is None:
         from gpuhealth.host import LocalHost
+        from gpuhealth.progress import describe, live_steps
 
         local = LocalHost()
-        snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
+        with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
+            snapshot = collect(local, command_timeout, frameworks=not no_frameworks, probe_timeout=timeout,
+                               waiting=lambda probe: step(describe(probe)))
+            if level >= 2:
+                step(f"running the active tests on every idle GPU (up to {budget:g} s)")
+            snapshot = _with_level(local, snapshot, level, budget, force)
     else:
         from gpuhealth.advice_commands import open_bundle
 
         with open_bundle(source) as host:
-            snapshot = _with_level(host, collect(host, timeout, origin="bundle", captured_at=host.captured_at),
-                                   level, budget, force)
+            snapshot = _with_level(host, collect(host, command_timeout, origin="bundle",
+                                                 captured_at=host.captured_at), level, budget, force)
     from gpuhealth.checks.stages import codes_for
 
     report = run_checks(snapshot, expect, select=codes_for(stage))
+    if gpu_state is not None and snapshot.pci_devices is not None:
+        from gpuhealth import gpustate
+
+        # only GPUs seen are remembered: a bus without them keeps the memory of those the host had
+        gpustate.remember(gpu_state, len(snapshot.nvidia_pci_gpus), snapshot.captured_at or "")
     if save is not None:
         from gpuhealth.drift import save_run
 
