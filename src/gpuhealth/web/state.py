@@ -134,6 +134,8 @@ class LiveState:
         self._feed: deque[Alert] = deque(maxlen=feed_size)
         self._names: dict[str, str] = {}  # uuid or PCI address -> model name, from the full check
         self.last_sample_t: float | None = None
+        # reboots of the host gpuhealth saw in the last week (monitor/boots.py); None without a history or boot id
+        self.remediations: int | None = None
         self.monitor_running = False
         self.monitor_note = "starting"
         # the full check
@@ -244,6 +246,10 @@ class LiveState:
         with self._check_done:
             return self._check_done.wait_for(lambda: self.check_generation > generation, timeout)
 
+    def set_remediations(self, count: int | None) -> None:
+        with self._lock:
+            self.remediations = count
+
     def set_monitor(self, running: bool, note: str) -> None:
         with self._lock:
             self.monitor_running, self.monitor_note = running, note
@@ -338,6 +344,7 @@ class LiveState:
                 "last_sample_t": self.last_sample_t,
                 "report": self.report,
                 "report_at": self.report_at,
+                "remediations": self.remediations,
             }
 
     def window(self, gpu: int, metric: str, since: float) -> tuple[list[float], list[float]] | None:
@@ -389,6 +396,7 @@ class LiveState:
             report, at = self.report, self.report_at
             running, error = self.check_running, self.check_error
             monitor_running, note, last = self.monitor_running, self.monitor_note, self.last_sample_t
+            reboots = self.remediations
         rank = max((SEVERITY_RANK.get(a.severity, 0) for a in active), default=0)
         if report is not None:
             rank = max([rank, *(SEVERITY_RANK[f.severity.value] for f in report.findings)])
@@ -411,6 +419,8 @@ class LiveState:
             parts.append(error)
         else:
             parts.append("full check running" if running else "no full check yet")
+        if reboots:
+            parts.append(f"{reboots} reboot(s) in the last 7 days")
         return {
             "verdict": verdict, "summary": "; ".join(parts), "time": now,
             "gpus": {"seen": len(views), "answering": present, "lost": lost},
@@ -419,6 +429,8 @@ class LiveState:
                       "running": running, "error": error},
             "monitor": {"running": monitor_running, "note": note, "source": self.source,
                         "last_sample_t": last, "interval_s": self.interval},
+            # reboots of the host in the last 7 days (monitor/boots.py); null without a history or boot id
+            "remediations": {"reboots": reboots, "window_days": 7},
         }
 
     # ------------------------------------------------------------------ event streams
