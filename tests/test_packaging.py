@@ -156,8 +156,10 @@ def _deploy_commands() -> list[tuple[str, list[str]]]:
     found += [(str(plugin.relative_to(REPO)), rule["args"]) for rule in json.loads(plugin.read_text())["rules"]
               if rule["path"] == INSTALLED]
     nhc = REPO / "deploy" / "slurm" / "gpuhealth-nhc.sh"  # runs "$GPUHEALTH", /usr/local/bin/gpuhealth by default
-    found += [(str(nhc.relative_to(REPO)), match.replace('"$COMMAND_TIMEOUT_S"', "10").split())
-              for match in re.findall(r'"\$GPUHEALTH" (check [^"]*"\$COMMAND_TIMEOUT_S")', nhc.read_text())]
+    text = nhc.read_text()
+    if '"$GPUHEALTH" "${args[@]}"' in text:  # the arguments in an array: args=(check --format nhc ...)
+        found += [(str(nhc.relative_to(REPO)), match.replace('"$COMMAND_TIMEOUT_S"', "10").split())
+                  for match in re.findall(r"^args=\((check [^)]*)\)$", text, re.M)]
     return found
 
 
@@ -169,7 +171,7 @@ def test_deploy_files_run_the_path_make_install_links_as_root():
     assert {"deploy/kubernetes/npd-gpuhealth-plugin.json", "docs/prometheus-textfile.md", "docs/slurm-nhc.md",
             "deploy/slurm/gpuhealth-nhc.sh"} <= named  # NPD's plugin, the cron line, NHC's check, our NHC script
     nhc = (REPO / "deploy" / "slurm" / "gpuhealth-nhc.sh").read_text()
-    assert f"GPUHEALTH=${{GPUHEALTH:-{INSTALLED}}}" in nhc and '"$GPUHEALTH" check --format nhc' in nhc
+    assert f"GPUHEALTH=${{GPUHEALTH:-{INSTALLED}}}" in nhc
     # nothing in deploy/ runs gpuhealth from any other absolute path
     for path in (REPO / "deploy").rglob("*"):
         if path.is_file():
