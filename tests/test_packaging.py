@@ -209,3 +209,27 @@ def test_make_install_into_a_temporary_prefix_runs_every_deploy_command(wheel: P
         ran = subprocess.run([str(link), *args, "--help"], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path)
         assert ran.returncode == 0, (where, args, ran.stderr)
+
+
+def test_make_dist_builds_a_wheel_and_an_sdist_with_the_licence(tmp_path):
+    """`make dist` (PyPA build, from the sdist: what the sdist lacks, the wheel lacks too)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed here")
+    out = tmp_path / "dist"
+    stamp = tmp_path / "runtime-installed"  # newer than pyproject.toml: make takes this venv as set up
+    stamp.touch()
+    built = subprocess.run(["make", "dist", f"DIST={out}", f"BIN={Path(sys.executable).parent}", f"RUNTIME={stamp}"],
+                           cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT * 2)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel,) = out.glob("gpuhealth-*-py3-none-any.whl")
+    (sdist,) = out.glob("gpuhealth-*.tar.gz")
+    licence = (REPO / "LICENSE").read_bytes()
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read(f"{wheel.name.split('-py3')[0]}.dist-info/licenses/LICENSE") == licence
+        assert any(n.startswith("gpuhealth/knowledge/_tables/") for n in archive.namelist())
+    import tarfile
+
+    with tarfile.open(sdist) as archive:
+        root = sdist.name.removesuffix(".tar.gz")
+        assert archive.extractfile(f"{root}/LICENSE").read() == licence
+        assert f"{root}/pyproject.toml" in archive.getnames()
