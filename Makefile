@@ -22,7 +22,7 @@ endif
 INSTALL_FROM ?= .
 INSTALL_PIP_FLAGS ?=
 
-.PHONY: run test lint bench docs demo eval tables clean install uninstall dist
+.PHONY: run test lint bench docs demo eval tables mine clean install uninstall dist
 
 $(RUNTIME): pyproject.toml
 	@echo "Setting up $(VENV): a Python venv in this clone with gpuhealth (editable) and its runtime dependencies"
@@ -73,6 +73,12 @@ docs: $(RUNTIME)
 tables: $(RUNTIME)
 	$(BIN)/python -c "from gpuhealth.knowledge import write_tables; write_tables()"
 
+# The NVIDIA driver's messages mined from its source (docs/mined-messages.md): CHECKOUT is a clone (or bare git
+# directory) of NVIDIA/open-gpu-kernel-modules with its tags; the table is rewritten, coverage printed per tag.
+CHECKOUT ?= tools/mine/checkouts/open-gpu-kernel-modules
+mine:
+	nice -n 10 $(PYTHON) tools/mine/mine_nvrm.py --checkout $(CHECKOUT)
+
 install:
 	@echo "Installing gpuhealth into $(INSTALL_VENV) (its own venv), linked from $(INSTALL_BIN)/gpuhealth"
 	[ -x $(INSTALL_VENV)/bin/python ] || $(PYTHON) -m venv $(INSTALL_VENV)
@@ -87,11 +93,12 @@ uninstall:
 	rm -f $(INSTALL_BIN)/gpuhealth
 	rm -rf $(INSTALL_VENV)
 
-# The wheel and the sdist (each with the LICENSE) in dist/, built by PyPA's `build` in an isolated env.
+# The wheel and the sdist (each with the LICENSE) in $(DIST), built by PyPA's `build` in an isolated env.
+DIST ?= dist
 dist: $(RUNTIME)
 	$(BIN)/python -c "import build" 2>/dev/null || $(BIN)/pip install --quiet 'build>=1'
-	rm -rf dist
-	$(BIN)/python -m build --outdir dist .
+	rm -rf $(DIST)
+	$(BIN)/python -m build --outdir $(DIST) .
 
 clean:
 	rm -rf $(VENV) build dist demo src/*.egg-info .pytest_cache

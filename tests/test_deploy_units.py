@@ -22,7 +22,8 @@ def _settings(unit: str) -> dict[str, list[str]]:
 
 
 def _exit_code(severity: Severity) -> int:
-    return Report(Snapshot(), (Finding("GH301", "xid-errors", severity, "Xid", Subject(0)),)).exit_code
+    finding = Finding("GH301", "xid-errors", severity, "Xid", Subject(0), action="reset_gpu", impact="gpu_unusable")
+    return Report(Snapshot(), (finding,)).exit_code
 
 
 def test_the_check_unit_fails_on_a_critical_finding_and_succeeds_on_warnings():

@@ -23,6 +23,7 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.cli import main
 from gpuhealth.collect import collect
+from gpuhealth.exits import CannotRun
 from gpuhealth.model import Evidence, Finding, Report, Severity, Skipped, Snapshot, Subject
 from gpuhealth.report import junit, nhc, npd, prometheus_text
 from gpuhealth.report.formats import FORMATS, render
@@ -108,8 +109,9 @@ def test_nhc_degraded_does_not_drain_unless_configured(monkeypatch):
         output, code = render("nhc", all_checks_run([degraded]))
         assert code == 1 and output.startswith("gpuhealth: GH406 thermal-slowdown [GPU 0 0000:19:00.0] impact=degraded")
         assert render("nhc", report_of("no-gpu")) == ("", 0)
-    monkeypatch.setenv("GPUHEALTH_FAIL_ON", "nonsense")
-    assert render("nhc", all_checks_run([degraded])) == ("", 0)
+    monkeypatch.setenv("GPUHEALTH_FAIL_ON", "nonsense")  # an error naming the variable, not a silent default
+    with pytest.raises(CannotRun, match="GPUHEALTH_FAIL_ON='nonsense'"):
+        render("nhc", all_checks_run([degraded]))
 
 
 def test_nhc_drains_on_impact_not_severity():
@@ -373,6 +375,7 @@ def test_npd_plugin_config():
     assert [c["type"] for c in config["conditions"]] == ["GPUUnhealthy"]
     rule = next(r for r in config["rules"] if r["condition"] == "GPUUnhealthy")
     assert rule["type"] == "permanent" and rule["args"][-2:] == ["--format", "npd"]
+    assert "--no-frameworks" in rule["args"]  # a periodic check never computes on the node's GPUs
 
 
 def test_daemonset_mounts_host_paths_read_only():
@@ -408,8 +411,10 @@ def fake_slurm(tmp_path: Path, state: str, reason: str, gpuhealth_rc: int, gpuhe
         f"  printf 'NodeName=n1 Arch=x86_64\\n   State={state} ThreadsPerCore=2\\n   Reason={reason}\\n'\n"
         f'else printf "%s\\n" "$*" >> {log}; fi\n')
     (tmp_path / "gpuhealth").write_text(
-        f"#!/usr/bin/env bash\nprintf '%s' {shlex.quote(gpuhealth_out)}\nexit {gpuhealth_rc}\n")
-    (tmp_path / "logger").write_text("#!/bin/sh\nexit 0\n")  # keep the test out of the real syslog
+        f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" > {tmp_path / "args"}\n'
+        f"printf '%s' {shlex.quote(gpuhealth_out)}\nexit {gpuhealth_rc}\n")
+    # keep the test out of the real syslog: the fake logger notes its priority and message
+    (tmp_path / "logger").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path / "syslog"}\n')
     for name in ("scontrol", "gpuhealth", "logger"):
         (tmp_path / name).chmod(0o755)
     path = f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"
@@ -426,7 +431,9 @@ def fake_slurm(tmp_path: Path, state: str, reason: str, gpuhealth_rc: int, gpuhe
     ("IDLE+DRAIN", "gpuhealth: GH301 x [root@2024-01-01T00:00:00]", 0, "", "update nodename=n1 state=resume"),
     ("IDLE+DRAIN", "bad fan [admin@2024-01-01T00:00:00]", 0, "", None),
     ("IDLE", "(null)", 0, "", None),
-    ("IDLE", "(null)", 3, "", None),
+    ("IDLE", "(null)", 3, "gpuhealth: could not judge: gpuhealth failed in a check\n", None),
+    # gpuhealth's own failure never resumes either: the node stays as the last judgement left it
+    ("IDLE+DRAIN", "gpuhealth: GH301 x [root@2024-01-01T00:00:00]", 3, "", None),
 ])
 def test_wrapper_drains_and_resumes_only_its_own(tmp_path, state, reason, rc, out, update):
     env = fake_slurm(tmp_path, state, reason, rc, out)
@@ -434,3 +441,65 @@ def test_wrapper_drains_and_resumes_only_its_own(tmp_path, state, reason, rc, ou
     assert result.returncode == 0, result.stderr
     log = Path(env["LOG"])
     assert (log.read_text().strip() if log.exists() else None) == update
+    # the check it runs is read-only and bounded: no framework probe, every command under --timeout
+    args = (tmp_path / "args").read_text().split()
+    assert args[:6] == ["check", "--format", "nhc", "--no-frameworks", "--timeout", "10"], args
+    assert args[6:] == ["--gpu-state", "/var/lib/gpuhealth/gpus-seen"], args
+    syslog = (tmp_path / "syslog").read_text() if (tmp_path / "syslog").exists() else ""
+    assert ("-p user.err" in syslog) == (rc == 3), syslog
+
+
+@needs_bash
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils timeout is not installed")
+@pytest.mark.parametrize("gpuhealth", ["missing", "typo"])
+def test_wrapper_never_drains_on_gpuhealth_missing_or_mistyped(tmp_path, gpuhealth):
+    """gpuhealth not installed (127) or a mistyped option (a usage error is gpuhealth's exit 3, never click's 2, which
+    would read as critical): nothing changes, an error is logged."""
+    env = fake_slurm(tmp_path, "IDLE", "(null)", 0, "")
+    if gpuhealth == "missing":
+        env["GPUHEALTH"] = str(tmp_path / "not-installed")
+        result = subprocess.run([BASH, str(WRAPPER)], env=env, capture_output=True, text=True, timeout=30)
+    else:
+        env["GPUHEALTH"] = shutil.which("gpuhealth") or str(REPO / ".venv" / "bin" / "gpuhealth")
+        result = subprocess.run([BASH, str(WRAPPER), "--gpu-cuont", "8"], env=env, capture_output=True, text=True,
+                                timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not Path(env["LOG"]).exists()  # no scontrol update
+    syslog = (tmp_path / "syslog").read_text()
+    assert "-p user.err" in syslog and "left as it is" in syslog, syslog
+
+
+def nhc_check_function() -> str:
+    """The custom NHC check docs/slurm-nhc.md documents, as written there."""
+    page = (REPO / "docs" / "slurm-nhc.md").read_text(encoding="utf-8")
+    block = page.split("`/etc/nhc/scripts/gpuhealth.nhc`:\n\n```bash\n", 1)[1].split("```", 1)[0]
+    assert "function check_gpuhealth()" in block
+    return block
+
+
+@needs_bash
+@pytest.mark.parametrize(("rc", "out", "died", "err_logged"), [
+    (0, "", None, False),
+    (2, "gpuhealth: GH301 xid-errors [GPU 0] impact=gpu_unusable action=reset_gpu: Xid 48\n",
+     "gpuhealth: GH301 xid-errors [GPU 0] impact=gpu_unusable action=reset_gpu: Xid 48", False),
+    (3, "gpuhealth: could not judge: gpuhealth failed in a check\n", None, True),
+    (127, "", None, True),
+])
+def test_the_documented_nhc_check_drains_only_on_a_finding(tmp_path, rc, out, died, err_logged):
+    """The NHC form of docs/slurm-nhc.md, run with stand-ins for NHC's die and log and for gpuhealth: a finding that
+    drains dies with gpuhealth's line; exit 3 and a missing gpuhealth never do, and are logged at error priority."""
+    fake = tmp_path / "gpuhealth"
+    fake.write_text(f"#!/usr/bin/env bash\nprintf '%s' {shlex.quote(out)}\nexit {rc}\n")
+    fake.chmod(0o755)
+    (tmp_path / "logger").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path / "syslog"}\n')
+    (tmp_path / "logger").chmod(0o755)
+    function = nhc_check_function().replace("/usr/local/bin/gpuhealth", str(fake) if rc != 127 else str(tmp_path / "x"))
+    script = (f'die() {{ printf "%s\\n" "$2" > {tmp_path / "died"}; }}\nlog() {{ :; }}\n{function}\n'
+              "check_gpuhealth; echo \"returned $?\"\n")
+    env = {"PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    result = subprocess.run([BASH, "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert ((tmp_path / "died").read_text().strip() if (tmp_path / "died").exists() else None) == died
+    assert result.stdout.strip() == ("returned 1" if died else "returned 0")
+    syslog = (tmp_path / "syslog").read_text() if (tmp_path / "syslog").exists() else ""
+    assert ("-p user.err" in syslog) == err_logged, syslog

@@ -189,7 +189,7 @@ def test_a_newline_or_escape_in_the_header_stays_in_its_comment(tmp_path, field)
 
 def test_a_notes_newline_stays_in_its_comment(tmp_path):
     report = Report(Snapshot(os=OsInfo(id="ubuntu")), (
-        Finding("GH999", "x", Severity.WARNING, "m", fixes=(
+        Finding("GH999", "x", Severity.WARNING, "m", action="none", impact="degraded", fixes=(
             __import__("gpuhealth.model", fromlist=["Fix"]).Fix(
                 "nvidia-smi -L", "any", note=f"see\ntouch {MARK}\n\x1b]0;title\x07"),)),))
     script = fix_script(report)
@@ -246,7 +246,8 @@ def test_the_environment_rows_run_under_set_u(tmp_path):
     from gpuhealth.checks.registry import table_fixes
 
     report = Report(Snapshot(os=OsInfo(id="ubuntu")), tuple(
-        Finding(code, code, Severity.WARNING, "m", fixes=table_fixes(code)) for code in ("GH602", "GH608", "GH612")))
+        Finding(code, code, Severity.WARNING, "m", action="none", impact="degraded", fixes=table_fixes(code))
+        for code in ("GH602", "GH608", "GH612")))
     script = fix_script(report)
     assert script.count('echo "${LD_LIBRARY_PATH-}" || true') == 1
     assert 'echo "${CUDA_VISIBLE_DEVICES-}" || true' in script

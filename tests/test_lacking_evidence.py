@@ -162,3 +162,124 @@ def test_nvidia_uvm_known_unloaded_is_gh205s_not_gh207s():
              "nvidia              40706048  1 nvidia_modeset\n")
     found = _codes(_report(("ls -al /dev/nvidia*", listing(NO_UVM)), ("lsmod", lsmod)))
     assert "GH207" not in found and "nvidia_uvm" in found["GH205"][0].message
+
+
+# --------------------------------------------------------------------------- nvidia-smi field states (ERR!, errors)
+
+SMI_HEADER = """\
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 525.85.12    Driver Version: 525.85.12    CUDA Version: 12.0     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|                               |                      |               MIG M. |
+|===============================+======================+======================|
+|   0  NVIDIA A40          On   | 00000000:44:00.0 Off |                    0 |
+|  0%   30C    P8    14W / 300W |      0MiB / 46068MiB |      0%      Default |
+|                               |                      |                  N/A |
++-------------------------------+----------------------+----------------------+
+"""
+# Hand-written in the form public pastes show for a GPU the driver can no longer read (every reading ERR!, the name
+# too; the row layout of the 79-column table above), and its complete twin.
+ERR_ROW = """\
+|   1  ERR!                On   | 00000000:83:00.0 Off |                 ERR! |
+|ERR!  ERR! ERR!    ERR! / ERR! |      0MiB / 46068MiB |    ERR!      Default |
+|                               |                      |                 ERR! |
++-------------------------------+----------------------+----------------------+
+"""
+OK_ROW = """\
+|   1  NVIDIA A40          On   | 00000000:83:00.0 Off |                    0 |
+|  0%   29C    P8    15W / 300W |      0MiB / 46068MiB |      0%      Default |
+|                               |                      |                  N/A |
++-------------------------------+----------------------+----------------------+
+"""
+# Azure/azhpc-diagnostics#77: one ERR! (the power reading) that "is transient and there's no action to be taken";
+# its GPU row as posted, under the header above
+POWER_ERR_ROW = """\
+|   1  Tesla V100-PCIE...  On   | 00008ED0:00:00.0 Off |                    0 |
+| N/A   29C    P0   ERR! / 250W |    593MiB / 16160MiB |      0%      Default |
+|                               |                      |                  N/A |
++-------------------------------+----------------------+----------------------+
+"""
+
+
+def test_the_table_keeps_which_values_were_errors():
+    gpus = KINDS["smi-table"].parse(SMI_HEADER + ERR_ROW, "nvidia-smi")["smi"].gpus
+    assert gpus[0].field_errors == () and gpus[1].name is None
+    assert gpus[1].field_errors[:4] == ("Name: ERR!", "Volatile Uncorr. ECC: ERR!", "Fan: ERR!", "Temp: ERR!")
+
+
+def test_a_gpu_with_errors_in_every_value_is_gh404_critical():
+    report = _report(("nvidia-smi", SMI_HEADER + ERR_ROW))
+    [gh404] = _codes(report)["GH404"]
+    assert gh404.severity is Severity.CRITICAL and report.verdict == "BROKEN"
+    assert gh404.subject.pci_address == "0000:83:00.0"
+    assert "nvidia-smi cannot read the GPU" in gh404.message and "stopped answering" in gh404.message
+    assert [f.command for f in gh404.fixes] == ["sudo nvidia-smi --gpu-reset -i 1", "sudo reboot"]
+    # its fan's ERR! is part of it, not a fan fault of its own
+    assert "GH410" in gh404.explains
+
+
+def test_the_complete_twin_and_a_single_transient_err_stay_quiet():
+    assert _worst(_report(("nvidia-smi", SMI_HEADER + OK_ROW))) is None
+    power = _report(("nvidia-smi", SMI_HEADER + POWER_ERR_ROW))
+    assert "GH404" not in _codes(power) and _worst(power) is None
+
+
+def test_query_values_that_are_errors():
+    real = listing("corpus:gpud/accelerator_nvidia_query__nvidia-smi-query.535.154.05.out.3.valid")
+    # a healthy 8-GPU report: "Addressing Mode : Unknown Error" on every GPU is a field 535 does not know
+    gpus = KINDS["smi-query"].parse(real, "nvidia-smi -q")["smi"].gpus
+    assert gpus[0].field_errors == ("addressing mode: Unknown Error",)
+    assert "GH404" not in _codes(_report(("nvidia-smi -q", real)))
+    # the same report with the first GPU's readings failing (hand-edited: the values NVML's error string replaces)
+    lost = real.splitlines(keepends=True)
+    for number in (80, 107, 151, 160):  # fan speed, utilization, temperature, power draw of GPU 0
+        key = lost[number - 1].split(" : ")[0]
+        lost[number - 1] = f"{key} : Unknown Error\n"
+    [gh404] = _codes(_report(("nvidia-smi -q", "".join(lost))))["GH404"]
+    assert gh404.severity is Severity.CRITICAL and "cannot read the GPU (5 values are errors)" in gh404.message
+
+
+def test_csv_values_the_driver_asks_a_reset_for():
+    csv = "index, name, temperature.gpu, power.draw\n0, NVIDIA H100 80GB HBM3, [GPU requires reset], 70.00 W\n"
+    [gpu] = KINDS["smi-csv"].parse(csv, "nvidia-smi --query-gpu")["smi"].gpus
+    assert gpu.field_errors == ("temperature.gpu: [GPU requires reset]",)
+    [gh404] = _codes(_report(("nvidia-smi --query-gpu", csv)))["GH404"]
+    assert gh404.severity is Severity.CRITICAL and "GPU requires reset" in gh404.message
+    lost = csv.replace("[GPU requires reset]", "[GPU is lost]")
+    [gone] = _codes(_report(("nvidia-smi --query-gpu", lost)))["GH404"]
+    assert "The GPU is lost" in gone.message and [f.command for f in gone.fixes] == ["sudo reboot"]
+
+
+# --------------------------------------------------------------------------- library search paths (ld.so.conf)
+
+def test_ld_so_conf_files_naming_two_cudas_are_gh602():
+    name = "ld-so-conf/handwritten_head-two-cudas.txt"
+    entries = KINDS["ld-so-conf"].parse(listing(name), name)["cuda"].ld_so_conf
+    assert [(e.file, e.directory) for e in entries] == [
+        ("/etc/ld.so.conf.d/cuda-11-8.conf", "/usr/local/cuda-11.8/lib64"),
+        ("/etc/ld.so.conf.d/988_cuda-12.conf", "/usr/local/cuda-12/targets/x86_64-linux/lib")]
+    [gh602] = _codes(_listed(name))["GH602"]
+    assert gh602.severity is Severity.WARNING and "CUDA 11.8, 12" in gh602.message
+    assert any(f.command == "sudo rm /etc/ld.so.conf.d/cuda-11-8.conf" for f in gh602.fixes)  # the older one
+
+
+def test_each_cat_of_a_conf_file_is_named_by_its_command_and_they_add_up():
+    session = ("$ cat /etc/ld.so.conf.d/cuda.conf\n/usr/local/cuda-11.8/lib64\n"
+               "$ cat /etc/ld.so.conf.d/988_cuda-12.conf\n/usr/local/cuda-12.1/targets/x86_64-linux/lib\n")
+    report = _report(("session.txt", session))
+    [gh602] = _codes(report)["GH602"]
+    assert {line for e in gh602.evidence for line in e.lines} == {
+        "/etc/ld.so.conf.d/cuda.conf: /usr/local/cuda-11.8/lib64",
+        "/etc/ld.so.conf.d/988_cuda-12.conf: /usr/local/cuda-12.1/targets/x86_64-linux/lib"}
+
+
+def test_one_cuda_in_the_loader_configuration_is_quiet():
+    one = "\n".join(line for line in listing("ld-so-conf/handwritten_head-two-cudas.txt").splitlines()
+                    if "11" not in line) + "\n"
+    report = _report(("head /etc/ld.so.conf.d/*", one))
+    assert "GH602" not in _codes(report) and _worst(report) is None
+    assert identify(listing("ld-so-conf/conda-forge-docker-images-135_ld.so.conf.txt")) == "ld-so-conf"
+    assert identify("/usr/local/cuda-11.8/lib64/libcudart.so.11.0\n/usr/local/cuda-12.1/lib64/libcudart.so.12\n") \
+        != "ld-so-conf"  # a list of library files (find's) is no loader configuration

@@ -151,7 +151,7 @@ def replayed(tmp_path_factory):
     log = tmp / "alerts.log"
     config = tmp / "monitor.toml"
     config.write_text(f'[notify]\nlog_file = "{log}"\nstderr = true\n')
-    result = run("monitor", "--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0",
+    result = run("monitor", "--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0.05",
                  "--db", str(tmp / "history.db"), "--config", str(config))
     assert result.exit_code == 0, result.output
     return tmp, trace, result
@@ -168,7 +168,7 @@ def test_monitor_alert_lines_are_inert(replayed):
 
 def test_watch_renders_a_hostile_trace_inert(replayed):
     _, trace, _ = replayed
-    result = run("watch", "--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0")
+    result = run("watch", "--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0.05")
     assert result.exit_code == 0, result.output
     assert "LOST" in result.output and "\\x1b" in result.output
     assert_inert(result.output, "watch")

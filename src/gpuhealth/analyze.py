@@ -424,7 +424,7 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
                    partial=whole.partial and piece.partial)
 
 
-_ACCUMULATED = frozenset({"library_files"})
+_ACCUMULATED = frozenset({"library_files", "ld_so_conf"})  # what each piece names adds up
 
 
 def _overlay(current: Any, value: Any) -> Any:

@@ -310,12 +310,15 @@ _SERIALS = (
 
 
 def redact_bundle(directory: Path) -> None:
-    """Replace the hostname, GPU/MIG UUIDs and board serial numbers with stable placeholders.
+    """Replace the hostname, GPU/MIG UUIDs, board serial numbers, IP and MAC addresses and user names with
+    stable placeholders (``redact.redact_host_text`` for the last three).
 
     The same value always gets the same placeholder, so a redacted bundle still shows which
-    lines are about the same GPU.
+    lines are about the same GPU, interface or user.
     """
     import hashlib
+
+    from gpuhealth.redact import HostIdentifiers, redact_host_text
 
     texts = {p: p.read_text(encoding="utf-8", errors="replace")
              for p in directory.rglob("*") if p.is_file()}
@@ -334,11 +337,12 @@ def redact_bundle(directory: Path) -> None:
                 serial = match[1]
                 if serial not in replacements and not serial.isalpha():
                     replacements[serial] = f"SERIAL{len(replacements):04d}"
-    if not replacements:
-        return
-    pattern = re.compile("|".join(re.escape(k) for k in sorted(replacements, key=len, reverse=True)))
-    for path, text in texts.items():
-        new = pattern.sub(lambda m: replacements[m.group()], text)
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(replacements, key=len, reverse=True))) \
+        if replacements else None
+    identifiers = HostIdentifiers()  # one for the bundle: an address keeps its placeholder across files
+    for path, text in sorted(texts.items()):
+        new = pattern.sub(lambda m: replacements[m.group()], text) if pattern is not None else text
+        new = redact_host_text(new, identifiers)
         if new != text:
             write_file(path, new, 0o600)
 
@@ -698,6 +702,8 @@ def _extract_members(archive: Path, tar: tarfile.TarFile, dest: Path) -> None:
             continue
         target = dest / name
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Not safefile: ``dest`` is a fresh private temporary directory (nobody else can plant a link there), and
+        # an archive may repeat a member name, which a later copy replaces as tar does.
         with source, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
                           "wb") as out:
             shutil.copyfileobj(source, out, 1024 * 1024)

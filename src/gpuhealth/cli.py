@@ -103,6 +103,9 @@ class _Main(click.Group):
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
         try:
+            from gpuhealth.envvars import check_environment
+
+            check_environment()
             result = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.UsageError as exc:
             exc.show()
@@ -177,13 +180,17 @@ def main(debug: bool) -> None:
     """Is this Linux GPU server fit for deep learning? What is wrong, the evidence, and the fix."""
 
 
-def _emit(report: Report, output_format: str, verbose: bool) -> None:
-    """Print the report in the chosen format and exit with the format's exit code."""
+def _emit(report: Report, output_format: str, verbose: bool, fix_args: tuple[str, ...] = ()) -> None:
+    """Print the report in the chosen format and exit with the format's exit code. FIX_ARGS: what `gpuhealth
+    fix` needs to read the same source (`--from BUNDLE`, the evidence files), for the text report's last line."""
     if output_format == "text":
+        import shlex
+
         from gpuhealth import inert
         from gpuhealth.report import text
 
-        text.render(report, inert.console(highlight=False), verbose=verbose)
+        fix_command = " ".join(["gpuhealth", "fix", *map(shlex.quote, fix_args)])
+        text.render(report, inert.console(highlight=False), verbose=verbose, fix_command=fix_command)
         _Main._reported = True
         sys.exit(report.exit_code)
     from gpuhealth.report.formats import render
@@ -222,8 +229,13 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
               help="Check a captured bundle (directory or .tar.gz) instead of this host.")
 @format_option
 @config_option
-@timeout_option
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds before a command counts as hung [default: 10, the PyTorch probe 60]. Given, it bounds "
+                   "every command, the probe included.")
 @click.option("--gpu-count", type=int, help="Number of GPUs this host should have.")
+@click.option("--gpu-state", type=click.Path(dir_okay=False, path_type=Path),
+              help="Remember in FILE how many GPUs are on the PCI bus; none where FILE saw some is critical "
+                   "(GPUs that vanished). The Slurm wrapper uses /var/lib/gpuhealth/gpus-seen.")
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path),
               help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
@@ -237,28 +249,50 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("--force", is_flag=True, help="Run the active tests even on busy GPUs.")
 @click.option("--stage", type=click.Choice(["preinstall", "postinstall"]),
               help="Only the checks for before or after the driver install (default: what applies).")
-def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool, save: Path | None, keep_runs: int, no_frameworks: bool,
-          level: int, budget: float, force: bool, stage: str | None) -> None:
+def check(source: Path | None, output_format: str, config: Path | None, timeout: float | None,
+          gpu_count: int | None, gpu_state: Path | None, verbose: bool, save: Path | None, keep_runs: int,
+          no_frameworks: bool, level: int, budget: float, force: bool, stage: str | None) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
-    from gpuhealth.collect import collect
+    from gpuhealth.collect import DEFAULT_TIMEOUT_S, collect
 
     expect = _expectations(config, gpu_count)
+    seen = None
+    if gpu_state is not None:
+        from gpuhealth import gpustate
+
+        seen = gpustate.read(gpu_state)
+        if seen is not None:
+            from dataclasses import replace
+
+            expect = replace(expect, gpus_last_seen=seen.count, gpus_last_seen_at=seen.seen_at,
+                             gpus_last_seen_in=str(gpu_state))
+    command_timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if source is None:
         from gpuhealth.host import LocalHost
+        from gpuhealth.progress import describe, live_steps
 
         local = LocalHost()
-        snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
+        with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
+            snapshot = collect(local, command_timeout, frameworks=not no_frameworks, probe_timeout=timeout,
+                               waiting=lambda probe: step(describe(probe)))
+            if level >= 2:
+                step(f"running the active tests on every idle GPU (up to {budget:g} s)")
+            snapshot = _with_level(local, snapshot, level, budget, force)
     else:
         from gpuhealth.advice_commands import open_bundle
 
         with open_bundle(source) as host:
-            snapshot = _with_level(host, collect(host, timeout, origin="bundle", captured_at=host.captured_at),
-                                   level, budget, force)
+            snapshot = _with_level(host, collect(host, command_timeout, origin="bundle",
+                                                 captured_at=host.captured_at), level, budget, force)
     from gpuhealth.checks.stages import codes_for
 
     report = run_checks(snapshot, expect, select=codes_for(stage))
+    if gpu_state is not None and snapshot.pci_devices is not None:
+        from gpuhealth import gpustate
+
+        # only GPUs seen are remembered: a bus without them keeps the memory of those the host had
+        gpustate.remember(gpu_state, len(snapshot.nvidia_pci_gpus), snapshot.captured_at or "")
     if save is not None:
         from gpuhealth.drift import save_run
 
@@ -266,7 +300,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
             save_run(report, save, keep_runs)
         except OSError as exc:
             raise CannotRun(f"{exc.filename or save}: {exc.strerror or exc}") from exc
-    _emit(report, output_format, verbose)
+    _emit(report, output_format, verbose, () if source is None else ("--from", str(source)))
 
 
 def _with_level(host: Any, snapshot: Any, level: int, budget: float, force: bool) -> Any:
@@ -281,7 +315,8 @@ def _with_level(host: Any, snapshot: Any, level: int, budget: float, force: bool
 @main.command()
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="Bundle to write: a directory, or a .tar.gz archive when the name ends so.")
-@click.option("--redact-host", is_flag=True, help="Replace hostname, serial numbers and UUIDs with placeholders.")
+@click.option("--redact-host", is_flag=True,
+              help="Replace hostname, serial numbers, UUIDs, IP and MAC addresses and user names with placeholders.")
 @timeout_option
 def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     """Capture this host's evidence into a bundle that `check --from` and others can replay."""
@@ -353,7 +388,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
         for item in recognised:
             note = f"  {item.note}" if item.note else ""
             click.echo(one_line(f"{item.piece}: {item.kind or 'not recognised'}{note}"), err=True)
-    _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose)
+    _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose, files)
 
 
 @main.command(name="diff")

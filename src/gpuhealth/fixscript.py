@@ -13,7 +13,9 @@ Rules (docs/recommend-and-fix.md):
 5. Every value from evidence in a command went in through ``gpuhealth.commands`` (checked against its shape,
    quoted); every text in a comment (the header's hostname, distro, origin and time, a step's notes) is one
    inert line (``inert.one_line``): a newline or an escape from a bundle can never end a comment.
-6. After a step with an obvious check (modprobe, a written modprobe.d file, a backup copy, a started
+6. One live alternative per fault, and a reboot last and alone: with a live ``sudo reboot``, a module unload/reload
+   or a GPU reset (what the reboot does too) is written as a comment, and the reboot is the script's last command.
+7. After a step with an obvious check (modprobe, a written modprobe.d file, a backup copy, a started
    service, created device nodes) a verification line follows that stops the script when it fails.
 """
 
@@ -23,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuhealth import __version__
-from gpuhealth.fixsections import PLACEHOLDER, SECTIONS, is_shell, section_of
+from gpuhealth.fixsections import PLACEHOLDER, REBOOT, SECTIONS, is_shell, section_of
 from gpuhealth.inert import one_line
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Fix, Report
@@ -33,6 +35,11 @@ MODPROBE = lazy_re(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\
 TEE_FILE = lazy_re(r"\|\s*sudo\s+tee\s+(/etc/modprobe\.d/\S+)\s*$")
 BACKUP_COPY = lazy_re(r"^sudo\s+cp\s+(/\S.*?)\{,\.bak\}\s*$")
 ENABLE_SERVICE = lazy_re(r"^sudo\s+systemctl\s+enable\s+--now\s+([\w.-]+)\s*$")
+# What a reboot does too: before it, a module unload/reload or a GPU reset is an alternative, never a second step
+# (GH202's "without a reboot" reload after the reboot ran while the machine shut down).
+DONE_BY_REBOOT = lazy_re(r"\brmmod\b|\bmodprobe\s+(?:-\w+\s+)*(?:-r|--remove)\b"
+                         r"|\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b")
+DONE = 'echo "gpuhealth fix script: all steps done"'
 
 
 @dataclass
@@ -58,15 +65,29 @@ def fix_script(report: Report) -> str:
     if not steps:
         lines += ["", "# Nothing to do: no finding of this report has a fix command.", "exit 0"]
         return "\n".join(lines) + "\n"
+    reboot = _one_alternative(steps)
     for kind, title in SECTIONS:
         chosen = [s for s in steps.values() if s.kind == kind]
         if not chosen:
             continue
         lines += ["", f"# {'=' * 78}", f"# {title}", f"# {'=' * 78}"]
         for step in chosen:
-            lines += _render(step)
-    lines += ["", 'echo "gpuhealth fix script: all steps done"']
-    return "\n".join(lines) + "\n"
+            lines += _render(step) if step is not reboot else []
+    if reboot is None:
+        return "\n".join([*lines, "", DONE]) + "\n"
+    return "\n".join([*lines, "", DONE[:-1] + ', rebooting now"', *_render(reboot)]) + "\n"
+
+
+def _one_alternative(steps: dict[tuple[str, str], Step]) -> Step | None:
+    """The live reboot, if any: what it does too (a module reload, a GPU reset) becomes a comment, an alternative to
+    choose instead of the reboot, and the reboot goes last (it is written after every other step)."""
+    reboot = next((s for s in steps.values() if s.live and REBOOT.match(s.text)), None)
+    if reboot is not None:
+        for step in steps.values():
+            if step is not reboot and step.live and step.kind == "disruptive" and DONE_BY_REBOOT.search(step.text):
+                step.live = False
+                step.why = "the reboot at the end does this too: run this instead of the reboot, never both"
+    return reboot
 
 
 def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str) -> None:

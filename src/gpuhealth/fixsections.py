@@ -29,6 +29,8 @@ CHANGES = lazy_re(r"\b(?:modprobe(?!\.d\b)|rmmod|insmod|tee|rm|mv|cp|install|rem
                      r"mokutil\s+--import|sed\s+-i)\b|--gpu-reset|(?<![0-9&])>")
 # one definition of "disruptive" for the fixes and the script (model.DISRUPTIVE_COMMAND)
 DISRUPTIVE = DISRUPTIVE_COMMAND
+# A reboot alone: always the last step, in the script and in every report (issue 22: "reboot last and alone").
+REBOOT = lazy_re(r"^sudo\s+(?:reboot|systemctl\s+reboot)\s*$")
 PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
 SECTIONS = (
     ("backup", "Backups: before anything changes"),
@@ -41,9 +43,10 @@ SECTION_RANK = {kind: rank for rank, (kind, _) in enumerate(SECTIONS)}
 
 def in_script_order(fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
     """``fixes`` ordered as the fix script's sections are (backups, read-only looks, changes, disruptive steps), the
-    check's order kept within each. Every report lists a finding's fixes so (``report.common.fixes_for_host``): the
-    report and the script never disagree on what comes first (a reboot a check lists mid-procedure is last in both)."""
-    return tuple(sorted(fixes, key=lambda fix: SECTION_RANK[section_of(fix)]))
+    check's order kept within each, a reboot last of all. Every report lists a finding's fixes so
+    (``report.common.fixes_for_host``): the report and the script never disagree on what comes first (a reboot a check
+    lists mid-procedure is last in both)."""
+    return tuple(sorted(fixes, key=lambda fix: (SECTION_RANK[section_of(fix)], bool(REBOOT.match(fix.command)))))
 
 
 def section_of(fix: Fix) -> str:

@@ -213,7 +213,7 @@ IMPACTS = ("node_unusable", "gpu_unusable", "degraded", "user_environment", "non
 DRAINING_IMPACTS = ("node_unusable", "gpu_unusable")
 
 # The keys a finding's ``labels`` may hold (docs/report-json.md): a test keeps every check to these.
-FINDING_LABELS = ("xid", "check")
+FINDING_LABELS = ("xid", "check", "mined", "family", "source")
 
 
 @record
@@ -229,8 +229,9 @@ class Finding:
     explains: tuple[str, ...] = ()  # codes of findings this one is the root cause of
     differential: tuple[Candidate, ...] = ()  # a symptom whose cause is open: ranked candidates, likeliest first
     # What the finding stands on, as small stable keys a program reads instead of the message: "xid" (the Xid
-    # code of GH301, GH302 from an Xid 79 line, GH704), "check" (the check that raised, for GH001). Never text
-    # meant for people: values are codes. FINDING_LABELS names every key.
+    # code of GH301, GH302 from an Xid 79 line, GH704), "check" (the check that raised, for GH001); for GH308 "mined"
+    # (knowledge/mined/nvrm.csv row ids), "family" (its family) and "source" (repository, tag range, file:line of
+    # each row, "; "-separated). Never text meant for people: values are codes. FINDING_LABELS names every key.
     labels: dict[str, str] = field(default_factory=dict)
     # When the newest line it stands on was logged, in seconds since the epoch: only from a log with wall-clock
     # timestamps that carry their UTC offset (the live check's dmesg/journalctl); None when unknown.
@@ -399,6 +400,10 @@ class Gpu:
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
+    # values nvidia-smi printed as an error instead of a reading ("Temp: ERR!", "temperature.gpu: [GPU requires
+    # reset]", "Power Draw: [Unknown Error]"): the driver could not read them from the GPU (N/A, "not supported", is
+    # no error). Several on one GPU mean the GPU stopped answering (GH404)
+    field_errors: tuple[str, ...] = ()
 
 
 @record

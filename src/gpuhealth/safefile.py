@@ -156,7 +156,8 @@ def check_database(path: str | os.PathLike[str]) -> None:
     """Make ``path`` safe for SQLite to open: never a link (SQLite would follow it and turn its target into a
     database), a regular file owned by us or by root (root's history is readable by everyone), its companions
     alike, in a directory not open to every user (where anyone could swap the file after the check). A missing
-    database is created here, empty, with ``O_EXCL | O_NOFOLLOW`` (owner-only), so SQLite only ever opens a
+    database is created here, empty, with ``O_EXCL | O_NOFOLLOW`` (0644 less the umask, as SQLite would make it:
+    `history` and `usage` read root's history as any user), so SQLite only ever opens a
     file this check has seen."""
     path = Path(path)
     trusted = (os.geteuid(), 0)
@@ -164,13 +165,16 @@ def check_database(path: str | os.PathLike[str]) -> None:
     if directory.st_mode & stat.S_IWOTH and not directory.st_mode & stat.S_ISVTX:  # anyone could swap the file
         raise UnsafeFile(path, f"its directory {path.parent} is writable by every user (and not sticky); refused: "
                                "choose another --db")
+    missing = False
     for candidate in (path, *(path.with_name(path.name + suffix) for suffix in DATABASE_COMPANIONS)):
         try:
             info = os.lstat(candidate)
         except FileNotFoundError:
+            missing = missing or candidate == path
             continue
         _check(candidate, info, trusted)
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600))
-    except FileExistsError:
-        pass
+    if missing:  # a reader of root's history never gets here: it only opens a database that is there
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644))
+        except FileExistsError:  # created meanwhile (another monitor): checked again, then opened
+            _check(path, os.lstat(path), trusted)

@@ -45,7 +45,8 @@ def test_monitor_raises_exactly_the_expected_alerts(name, tmp_path):
     config = tmp_path / "m.toml"
     config.write_text(f'[notify]\nlog_file = "{log}"\nstderr = false\n')
     result = CliRunner().invoke(monitor, ["--source", f"replay:{ALERTS / f'{name}.trace'}", "--replay-speed", "0",
-                                          "--interval", "0", "--db", str(tmp_path / "h.db"), "--config", str(config)])
+                                          "--interval", "0.05", "--db", str(tmp_path / "h.db"),
+                                          "--config", str(config)])
     assert result.exit_code == 0, result.output
     lines = log.read_text().splitlines() if log.exists() else []
     fired = {(m[1], m[2], None if m[3] is None else int(m[3])) for line in lines

@@ -156,7 +156,7 @@ def test_monitor_replays_a_trace_into_history_alerts_and_a_recording(tmp_path):
     trace, db, record, log = _trace(tmp_path), tmp_path / "h.db", tmp_path / "rec.jsonl", tmp_path / "alerts.log"
     config = tmp_path / "m.toml"
     config.write_text(f'[notify]\nlog_file = "{log}"\nstderr = false\n')
-    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0",
+    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0.05",
                                           "--db", str(db), "--record", str(record), "--config", str(config)])
     assert result.exit_code == 0, result.output
     alerts = log.read_text()
@@ -273,7 +273,7 @@ def test_monitor_says_at_once_what_it_samples_and_where_history_and_alerts_go(tm
     config = tmp_path / "m.toml"
     config.write_text(f'[notify]\nlog_file = "{log}"\nwebhook_url = "https://hooks.example.com/T0/s3cret"\n'
                       'webhook_retries = 0\n[rules.idle]\nenabled = false\n')
-    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0",
+    result = CliRunner().invoke(monitor, ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0.05",
                                           "--db", str(db), "--config", str(config)])
     assert result.exit_code == 0, result.output
     first = result.stderr.splitlines()[0]

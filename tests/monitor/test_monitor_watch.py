@@ -98,7 +98,7 @@ def _trace(tmp_path, seconds=60):
 
 def test_watch_replays_a_trace_for_a_bounded_number_of_steps(tmp_path):
     trace = _trace(tmp_path)
-    args = ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0"]
+    args = ["--source", f"replay:{trace}", "--replay-speed", "0", "--interval", "0.05"]
     early = CliRunner().invoke(watch, [*args, "--steps", "3"])
     assert early.exit_code == 0, early.output
     assert "GPU 0  util" in early.output and "GPU 1  util" in early.output and "No active alerts" in early.output

@@ -274,19 +274,31 @@ def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     uncorrectable error, a contained fault or a firmware problem. Jobs on it fail or give wrong
     results until then.
 
+    Also: nvidia-smi could not read the GPU. Where the driver fails to read a value nvidia-smi prints
+    an error instead (N/A means "not supported"): ERR! in its table, NVML's error string elsewhere.
+    "GPU requires reset" (NVML_ERROR_RESET_REQUIRED) on any value is the driver asking for a reset;
+    "GPU is lost" (NVML_ERROR_GPU_IS_LOST) means the GPU fell off the bus; ERR! or "Unknown Error" on
+    several values (three or more, or on the GPU's name) means the GPU stopped answering the driver:
+    fallen off the bus, a firmware (GSP) hang, or a fault waiting for a reset (nvml.h, nvmlReturn_t).
+
     How to fix:
     Do the action it names: drain the GPU and reset it (`sudo nvidia-smi --gpu-reset -i <index>`),
     or reboot the node for "Node Reboot" and whenever a reset is refused. The findings about the
-    same GPU (Xids, ECC, pending repairs) say why it was requested.
+    same GPU (Xids, ECC, pending repairs) say why it was requested. A lost GPU needs a reboot.
 
     Exceptions:
-    None.
+    One or two ERR! values alone (a power reading) come and go and are not reported
+    (Azure/azhpc-diagnostics#77); a fan's ERR! is GH410's. One "Unknown Error" value is what some
+    drivers print for a field they do not know (535's "Addressing Mode").
     """
     gpus = seen_gpus(snapshot)
     for seen in gpus:
         gpu = seen.gpu
         action = gpu.recovery_action if gpu.recovery_action not in (None, "None") else None
         if not gpu.reset_required and action is None:
+            unread = _not_answering(gpu)
+            if unread:
+                yield _not_answering_draft(seen, unread)
             continue
         lines = ((f"GPU Recovery Action: {action}",) if action else ()) + (
             ("Reset Required: Yes",) if gpu.reset_required and not action else ())
@@ -298,6 +310,42 @@ def gpu_reset_required(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
                     subject=seen.subject,
                     evidence=(Evidence(seen.source("recovery_action" if action else "reset_required"), lines),),
                     fixes=fixes, action=repair, impact=impact)
+
+
+SEVERAL_UNREAD = 3  # fields nvidia-smi could not read on one GPU: one or two ERR! come and go (a power reading)
+
+
+def _not_answering(gpu: Gpu) -> str | None:
+    """What nvidia-smi's error values say of a GPU it could not read, or None: the driver's own "GPU requires reset"
+    or "GPU is lost" on any field, or ERR!/Unknown Error on several fields (or on its name)."""
+    errors = [e.rsplit(": ", 1)[-1].strip("[] ").lower() for e in gpu.field_errors]
+    if "gpu is lost" in errors:
+        return "lost"
+    if "gpu requires reset" in errors:
+        return "reset"
+    if len(errors) >= SEVERAL_UNREAD or any(e.startswith("Name: ") for e in gpu.field_errors):
+        return "unread"
+    return None
+
+
+def _not_answering_draft(seen: Seen, kind: str) -> Draft:
+    gpu = seen.gpu
+    shown = tuple(gpu.field_errors[:6]) + ((f"... {len(gpu.field_errors) - 6} more",)
+                                           if len(gpu.field_errors) > 6 else ())
+    if kind == "lost":
+        message, fixes = "The GPU is lost (nvidia-smi reads 'GPU is lost'): it fell off the bus; only a reboot " \
+            "brings it back", (REBOOT,)
+    elif kind == "reset":
+        message, fixes = "The GPU needs recovery: nvidia-smi reads 'GPU requires reset' for its values", \
+            (_reset_fix(seen),)
+    else:
+        message = (f"nvidia-smi cannot read the GPU ({len(gpu.field_errors)} values are errors): it stopped "
+                   "answering the driver (fallen off the bus, a firmware (GSP) hang, or a fault waiting for a "
+                   "reset); the kernel log's Xid says which")
+        fixes = (_reset_fix(seen), REBOOT)
+    return Draft(Severity.CRITICAL, message, subject=seen.subject,
+                 evidence=(Evidence(seen.source("field_errors"), shown),), fixes=fixes,
+                 explains=("GH410", "GH406", "GH414"))
 
 
 @check("GH405", "inforom-corrupted", "A GPU's infoROM is corrupted", requires=("gpus",))

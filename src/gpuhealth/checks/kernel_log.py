@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, check, table_fixes
@@ -189,10 +189,12 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
 
 
 def _event_check(snapshot: Snapshot, kinds: set[str], severity: Severity, message: str,
-                 fixes: tuple[Fix, ...] | str, explains: tuple[str, ...] = ()) -> Iterator[Draft]:
-    """One finding per GPU for events of ``kinds``; ``message`` may use {address} and {detail}. ``fixes`` given as a
-    check code are that check's table rows (``registry.table_fixes``), read only when an event is found."""
-    by_gpu = tallies(snapshot, kinds, key=lambda g: g.pci_address)
+                 fixes: tuple[Fix, ...] | str, explains: tuple[str, ...] = (),
+                 keep: Callable[[EventGroup], bool] | None = None) -> Iterator[Draft]:
+    """One finding per GPU for events of ``kinds`` (those ``keep`` keeps); ``message`` may use {address} and {detail}.
+    ``fixes`` given as a check code are that check's table rows (``registry.table_fixes``), read only when an event
+    is found."""
+    by_gpu = tallies(snapshot, kinds, key=lambda g: g.pci_address, keep=keep)
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
         details = sorted({e.detail for e in found.samples if e.detail})
         yield Draft(
@@ -228,12 +230,20 @@ def rminit_adapter_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     Exceptions:
     None.
     """
-    yield from _event_check(
+    from gpuhealth.checks.driver_messages import why_before  # lazily: the mined table, only for this failure
+
+    for draft in _event_check(
         snapshot, {"rminit_failed"}, Severity.CRITICAL,
         "GPU {address}: RmInitAdapter failed ({detail}), the driver could not initialise it",
         "GH303",  # knowledge/fixes.csv: the read-only looks before the reboot (they can name a cause it does not cure)
         explains=("GH102", "GH203"),
-    )
+    ):
+        first = min((g.first for g in tallies(snapshot, {"rminit_failed"}, key=lambda g: g.pci_address).values()
+                     if g.first is not None and g.first.pci_address == draft.subject.pci_address),
+                    key=lambda e: e.line_number or 0, default=None)
+        why = why_before(snapshot, draft.subject.pci_address, first.line_number if first else None)
+        # the driver's own reason, printed just above (GH308 reads it from the driver's source): it leads the message
+        yield replace(draft, message=f"{draft.message}; the driver said why just before: {why}") if why else draft
 
 
 @check("GH304", "pci-bar-failure", "A GPU's PCI memory (BAR) could not be assigned", requires=("kernel_log",))
@@ -393,10 +403,14 @@ def nvrm_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     driver branch, and reboot if the GPU misbehaves.
 
     Exceptions:
-    Isolated messages during driver load can be harmless.
+    Isolated messages during driver load can be harmless. A line the driver's source names (GH308) is reported
+    there, with its meaning, not here.
     """
+    from gpuhealth.checks.driver_messages import explained_groups, group_key  # lazily: the mined table
+
+    mined = explained_groups(snapshot)
     yield from _event_check(snapshot, {"gsp", "nvrm"}, Severity.WARNING,
-                            "GPU {address}: NVRM driver errors", (REBOOT,))
+                            "GPU {address}: NVRM driver errors", (REBOOT,), keep=lambda g: group_key(g) not in mined)
 
 
 @check("GH307", "nvswitch-sxid", "NVSwitch SXid errors", requires=("kernel_log",))

@@ -346,6 +346,38 @@ def _ldconfig(text: str, source: str) -> dict[str, Any]:
     return {"cuda": state}
 
 
+_LD_CONF_HEAD = guarded_re(r"^==> /etc/ld\.so\.conf", may=starts("==> /etc/ld.so.conf"))
+_LD_CONF_GREP = guarded_re(r"^/etc/ld\.so\.conf(?:\.d/[^\s:]+)?:(?:\d+:)?\s*(?:/|include\s)",
+                           may=starts("/etc/ld.so.conf"))
+_LD_CONF_LINE = guarded_re(r"^(?:include\s+\S+|/[^\s=;|]{1,300})$", may=starts("include", "/"))
+# the file a `cat` named (a glob or several files: the listing's own lines name theirs)
+_LD_CONF_FILE = lazy_re(r"(/etc/ld\.so\.conf(?:\.d/[\w.+-]{1,200})?)(?=\s*$|\s*[|;&])")
+
+
+def _looks_like_ld_so_conf(text: str) -> bool:
+    """Loader configuration: ``head``'s file headers or ``grep -r``'s file prefixes, else only directories and
+    ``include`` lines (a file list, `find`'s, holds .so files; a directory list names CUDA to matter here)."""
+    lines = [x for x in _lines(text, 40) if not x.startswith("#")]
+    if _opens(text, _LD_CONF_HEAD, 2) or _share(lines, _LD_CONF_GREP, 0.8):
+        return True
+    return bool(lines) and len(lines) <= 30 and all(_LD_CONF_LINE.match(x) and ".so" not in x.rsplit("/", 1)[-1]
+                                                    for x in lines) \
+        and (any("cuda" in x.lower() for x in lines) or any(x.startswith("include") for x in lines))
+
+
+@evidence_kind("ld-so-conf", commands=(_CAT + r".*?/etc/ld\.so\.conf",), priority=398,
+               recognise=_looks_like_ld_so_conf)
+def _ld_so_conf(text: str, source: str) -> dict[str, Any]:
+    """``cat /etc/ld.so.conf.d/*.conf`` and the like: the directories naming CUDA the loader is configured with
+    (GH602), as live collection reads them from the files."""
+    from gpuhealth.model import LdConfEntry
+    from gpuhealth.parsers.cuda import parse_ld_so_conf_listing
+
+    named = _LD_CONF_FILE.search(source.rsplit("$ ", 1)[-1]) if "$ " in source else None
+    entries = parse_ld_so_conf_listing(text, named[1] if named else "ld.so.conf (pasted)")
+    return {"cuda": CudaState(ld_so_conf=tuple(LdConfEntry(f, d) for f, d in entries))}
+
+
 _LS_TYPES = tuple("-dlcbps")
 _LS_ROW = guarded_re(r"^[-dlcbps][-rwxsStTl]{9}[.+@]?\s", may=starts(*_LS_TYPES))
 _LS_DEV_ERROR = guarded_re(r"cannot access '/dev/nvidia", may=has("cannot access '/dev/nvidia"))

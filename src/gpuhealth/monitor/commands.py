@@ -21,11 +21,12 @@ SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 30  # fits an 80-column terminal beside the numbers
 
 
-def _duration(value: str, what: str) -> float:
-    from .config import parse_duration
+def _duration(value: str, what: str, key: str | None = None) -> float:
+    """Seconds of an option or setting; with ``key`` (``monitor.interval``) within that setting's bounds."""
+    from .config import check_duration, parse_duration
 
     try:
-        return parse_duration(value)
+        return parse_duration(value) if key is None else check_duration(key, value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=what) from exc
 
@@ -128,8 +129,8 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
 
     settings = _settings(config)
     options = settings["monitor"]
-    seconds = _duration(interval or options["interval"], "--interval")
-    every = _duration(check_every or options["check_every"], "--check-every")
+    seconds = _duration(interval or options["interval"], "--interval", "monitor.interval")
+    every = _duration(check_every or options["check_every"], "--check-every", "monitor.check_every")
     try:
         rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
@@ -240,7 +241,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     from .watch import WatchState, render
 
     settings = _settings(config)
-    seconds = _duration(interval, "--interval")
+    seconds = _duration(interval, "--interval", "monitor.interval")
     try:
         rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
@@ -364,7 +365,8 @@ USAGE_COLUMNS = ("gpu", "day", "hours_monitored", "hours_busy", "hours_idle", "h
 @click.command()
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database.")
 @click.option("--gpu", type=int, help="Only this GPU (default: all).")
-@click.option("--since", default="7d", show_default=True, help="How far back (1d, 30d; rollups keep 30 days).")
+@click.option("--since", default="7d", show_default=True,
+              help="How far back (1d, 30d): the history holds rollup_keep of it (30 days unless configured).")
 @click.option("--price", type=click.FloatRange(min=0),
               help="Price of one GPU-hour (overrides usage.price_per_gpu_hour).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")

@@ -188,12 +188,12 @@ def open_source(spec: str, interval: float, nvml_timeout: float = 2.0, replay_sp
                 log: Log = _stderr) -> Any:
     """``nvml``, ``smi``, ``replay:FILE`` or ``auto`` (NVML, else nvidia-smi when NVML cannot load)."""
     if spec.startswith("replay:"):
-        return ReplaySource(Path(spec.removeprefix("replay:")), speed=replay_speed)
+        return ReplaySource(Path(spec.removeprefix("replay:")), speed=replay_speed, log=log)
     if spec == "smi":
-        return SmiSource(interval)
+        return SmiSource(interval, log=log)
     if spec not in ("nvml", "auto"):
         raise ValueError(f"unknown source {spec!r}: nvml, smi, replay:FILE or auto")
-    source = NvmlSource(timeout=nvml_timeout)
+    source = NvmlSource(timeout=nvml_timeout, log=log)
     try:
         if source.connect() or spec == "nvml":
             return source
@@ -206,7 +206,7 @@ def open_source(spec: str, interval: float, nvml_timeout: float = 2.0, replay_sp
         return source
     log(f"NVML not usable ({source.last_error}); falling back to nvidia-smi")
     source.close()
-    return SmiSource(interval)
+    return SmiSource(interval, log=log)
 
 
 def default_db() -> Path:

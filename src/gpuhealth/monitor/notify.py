@@ -117,15 +117,58 @@ class LogFileNotifier:
         self._file.close()
 
 
+MAX_BACKOFF_S = 60.0  # one wait between webhook attempts at most
+MAX_RESPONSE_BYTES = 64 * 1024  # read of a webhook's answer (it is not used)
+
+
+def redact_url(url: str) -> str:
+    """``https://hooks.example.com/…``: scheme and host (and port) only, for every log line. A webhook's path
+    and query often are its secret (Slack, Teams, Discord put the token there), and userinfo is a password."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "<webhook URL>"
+    if not parts.scheme or not host:
+        return "<webhook URL>"
+    shown = f"[{host}]" if ":" in host else host
+    rest = "/…" if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
+    return f"{parts.scheme}://{shown}{'' if port is None else f':{port}'}{rest}"
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A webhook is POSTed where configured, never where its answer points: a 3xx is a failed delivery
+    (a redirect to a loopback or metadata address would make the monitor a proxy into the host)."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
 class WebhookNotifier:
     """JSON POST per alert from a background thread, so a slow endpoint never delays sampling.
-    Each attempt has ``timeout``; failures are retried ``retries`` times with doubling back-off."""
+    Each attempt has ``timeout``; failures are retried ``retries`` times with doubling back-off (each wait
+    at most ``MAX_BACKOFF_S``). Redirects are not followed; log lines show the URL redacted."""
 
     def __init__(self, url: str, timeout: float = 5.0, retries: int = 3, backoff: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep, on_error: Callable[[str], None] | None = None) -> None:
+        from .config import DURATIONS, NUMBERS, show_seconds
+
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"webhook URL must be http:// or https://, not {url!r}")
-        self.url, self.timeout, self.retries, self.backoff = url, timeout, retries, backoff
+            raise ValueError(f"webhook URL must be http:// or https://, not {redact_url(url)!r}")
+        low, high = DURATIONS["notify.webhook_timeout"]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not low <= timeout <= high:
+            raise ValueError(f"webhook_timeout {timeout!r} is out of range: between {show_seconds(low)} and "
+                             f"{show_seconds(high)}")
+        most = int(NUMBERS["notify.webhook_retries"][1])
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= most:
+            raise ValueError(f"webhook_retries {retries!r} is out of range: a whole number from 0 to {most}")
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= MAX_BACKOFF_S:
+            raise ValueError(f"webhook back-off {backoff!r} is out of range: 0 to {MAX_BACKOFF_S:g} s")
+        self.url, self.timeout, self.retries, self.backoff = url, float(timeout), retries, float(backoff)
+        self.shown = redact_url(url)
+        self._opener = urllib.request.build_opener(_NoRedirects)
         self._sleep = sleep
         self._on_error = on_error or (lambda text: print(text, file=sys.stderr, flush=True))
         self._queue: queue.Queue[Alert | None] = queue.Queue(maxsize=1000)
@@ -137,29 +180,50 @@ class WebhookNotifier:
         try:
             self._queue.put_nowait(alert)
         except queue.Full:  # the endpoint is down for long: keep the newest alerts flowing elsewhere
-            self._on_error(f"webhook {self.url}: queue full, alert dropped: {format_line(alert)}")
+            self._on_error(f"webhook {self.shown}: queue full, alert dropped: {format_line(alert)}")
 
     def _run(self) -> None:
         while (alert := self._queue.get()) is not None:
-            self._deliver(alert)
+            try:
+                self._deliver(alert)
+            except Exception as exc:  # never the end of the thread: the next alert must still go out
+                self._on_error(f"webhook {self.shown}: delivery failed: {self._scrub(exc)}")
+
+    def _scrub(self, error: BaseException) -> str:
+        """The error's text without the URL's secret parts (some errors quote the URL)."""
+        from urllib.parse import urlsplit
+
+        text = f"{error}"
+        if isinstance(error, urllib.error.HTTPError) and 300 <= error.code < 400:
+            text = f"HTTP {error.code} redirect, not followed"
+        try:
+            parts = urlsplit(self.url)
+            secrets = [self.url, parts.path, parts.query, parts.fragment, parts.netloc.rpartition("@")[0]]
+        except ValueError:
+            secrets = [self.url]
+        for secret in sorted((x for x in secrets if x and x != "/"), key=len, reverse=True):
+            text = text.replace(secret, "…")
+        return one_line(text)
 
     def _deliver(self, alert: Alert) -> None:
         body = json.dumps(to_json(alert)).encode()
         delay = self.backoff
+        error: BaseException | None = None
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(self.url, data=body, method="POST",
                                              headers={"Content-Type": "application/json"})
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    response.read()
+                with self._opener.open(request, timeout=self.timeout) as response:
+                    response.read(MAX_RESPONSE_BYTES)
                 self.delivered += 1
                 return
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 error = exc
             if attempt < self.retries:
                 self._sleep(delay)
-                delay *= 2
-        self._on_error(f"webhook {self.url}: alert not delivered after {self.retries + 1} attempt(s): {error}")
+                delay = min(delay * 2, MAX_BACKOFF_S)
+        why = self._scrub(error) if error is not None else "no attempt made"
+        self._on_error(f"webhook {self.shown}: alert not delivered after {self.retries + 1} attempt(s): {why}")
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued (bounded by ``timeout``), then stop."""

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from gpuhealth.lazyre import lazy_re
 
-from .sample import Event, GpuLost, Sample, XidEvent, from_record, to_record
+from .sample import Event, GpuLost, Refusals, Sample, XidEvent, from_record, to_record
 
 MIB = 1024 * 1024
 TRACE_FORMAT = "gpuhealth-trace"
@@ -269,8 +269,10 @@ class NvmlSource:
     """
 
     def __init__(self, module: Any = None, timeout: float = 2.0, clock: Callable[[], float] = time.time,
-                 backoff: tuple[float, float] = (1.0, 60.0), xid_events: bool = True) -> None:
+                 backoff: tuple[float, float] = (1.0, 60.0), xid_events: bool = True,
+                 log: Callable[[str], None] | None = None) -> None:
         self._module = module
+        self.refused = Refusals("NVML", log) if log is not None else Refusals("NVML")
         self.timeout = timeout
         self.clock = clock
         self._backoff = backoff
@@ -391,7 +393,7 @@ class NvmlSource:
             lost = {e.gpu for e in events if isinstance(e, GpuLost)}
             events += [GpuLost(now, g.index, f"NVML session lost ({session_gone}); reconnecting")
                        for g in self._gpus if g.index not in lost]
-        return events
+        return self.refused.filter(events)
 
     def _sample(self, gpu: _NvmlGpu, now: float) -> Sample:
         nvml = self._module
@@ -473,8 +475,9 @@ class SmiSource:
 
     def __init__(self, interval: float = 1.0, command: str = "nvidia-smi", fields: Sequence[str] = SMI_FIELDS,
                  clock: Callable[[], float] = time.time, backoff: tuple[float, float] = (1.0, 60.0),
-                 stall_s: float | None = None) -> None:
+                 stall_s: float | None = None, log: Callable[[str], None] | None = None) -> None:
         self.interval = interval
+        self.refused = Refusals("nvidia-smi", log) if log is not None else Refusals("nvidia-smi")
         self.command = command
         self.fields = list(fields)
         self.clock = clock
@@ -540,7 +543,7 @@ class SmiSource:
             if line is not None and line.strip():
                 self._last_line = now
                 events.extend(self._parse(line, now))
-        return events + self._watch(now)
+        return self.refused.filter(events + self._watch(now))
 
     def _watch(self, now: float) -> list[Event]:
         """Restart a process that died; kill one that stalled (and say so per GPU)."""
@@ -660,8 +663,10 @@ def write_trace(path: Path, events: Sequence[Event], generated_by: str, note: st
     writer.close()
 
 
-def read_trace(path: Path) -> tuple[dict[str, Any], Iterator[Event]]:
-    """The header and the events; ValueError when the file is not a gpuhealth trace."""
+def read_trace(path: Path, refused: Refusals | None = None) -> tuple[dict[str, Any], Iterator[Event]]:
+    """The header and the events; ValueError when the file is not a gpuhealth trace. An event whose time or
+    GPU is impossible is skipped, an impossible reading left out (``sample.sane``), counted in ``refused``."""
+    refused = refused if refused is not None else Refusals(str(path), log=None)
     handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the iterator
     try:
         header = json.loads(handle.readline() or "null")
@@ -680,9 +685,10 @@ def read_trace(path: Path) -> tuple[dict[str, Any], Iterator[Event]]:
             for number, line in enumerate(handle, start=2):
                 if line.strip():
                     try:
-                        yield from_record(json.loads(line))
+                        event = from_record(json.loads(line))
                     except (ValueError, TypeError) as exc:
                         raise ValueError(f"{path}:{number}: {exc}") from exc
+                    yield from refused.filter((event,))
 
     return header, events()
 
@@ -706,9 +712,10 @@ class ReplaySource:
     dated after the moment it is played (for-durations and charts stay true)."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time, speed: float = 1.0,
-                 rebase: bool = True) -> None:
+                 rebase: bool = True, log: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self.header, self._events = read_trace(path)
+        self.refused = Refusals(str(path), log) if log is not None else Refusals(str(path))
+        self.header, self._events = read_trace(path, self.refused)
         self.clock = clock
         self.speed = speed
         self.rebase = rebase

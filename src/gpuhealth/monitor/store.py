@@ -27,7 +27,7 @@ from typing import Any
 from gpuhealth.records import record
 
 from . import codec
-from .sample import METRICS, Sample
+from .sample import METRICS, T_MAX, T_MIN, Sample
 
 DAY = 86400.0
 BLOCK_S = 600  # one raw block per GPU per 10 minutes: big enough that a block's headers cost little
@@ -134,7 +134,7 @@ def _v1_unpack(blob: bytes) -> Any:
 
 
 def _round(metric: str, value: Any) -> float | int | None:
-    if value is None:
+    if value is None or not _finite(value):  # the sources refuse these already: never stored all the same
         return None
     if metric in _STEP:
         number = float(round(float(value) / _STEP[metric]) * _STEP[metric])
@@ -226,7 +226,8 @@ class Store:
     def _compact(self, rows: Iterable[tuple[float, int, str]]) -> None:
         groups: dict[tuple[int, int], list[tuple[float, dict[str, Any]]]] = defaultdict(list)
         for t, gpu, data in rows:
-            groups[(gpu, int(t // BLOCK_S) * BLOCK_S)].append((t, json.loads(data)))
+            if _placeable(t):  # a row an older gpuhealth stored with a NaN or infinite time is left out
+                groups[(gpu, int(t // BLOCK_S) * BLOCK_S)].append((t, _readings(data)))
         for (gpu, start), items in groups.items():
             old = self._conn.execute("SELECT data FROM raw_block WHERE gpu = ? AND start = ?",
                                      (gpu, start)).fetchone()
@@ -263,8 +264,9 @@ class Store:
             (gpu, since - BLOCK_S, until)).fetchall()
 
     def _recent(self, gpu: int, since: float, until: float) -> list[tuple[float, dict[str, Any]]]:
-        return [(t, json.loads(data)) for t, data in self._conn.execute(
-            "SELECT t, data FROM recent WHERE gpu = ? AND t BETWEEN ? AND ? ORDER BY t", (gpu, since, until))]
+        return [(t, _readings(data)) for t, data in self._conn.execute(
+            "SELECT t, data FROM recent WHERE gpu = ? AND t BETWEEN ? AND ? ORDER BY t", (gpu, since, until))
+                if _placeable(t)]
 
     def _raw_items(self, gpu: int, since: float, until: float, metric: str) -> list[tuple[float, dict[str, Any]]]:
         items: list[tuple[float, dict[str, Any]]] = []
@@ -328,6 +330,24 @@ class Store:
             self._conn.close()
         except sqlite3.Error:
             pass
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _placeable(t: Any) -> bool:
+    return _finite(t) and T_MIN <= t <= T_MAX
+
+
+def _readings(data: str) -> dict[str, Any]:
+    """A ``recent`` row's readings, without the NaN and infinite values an older gpuhealth stored (its JSON
+    holds ``NaN``/``Infinity``): they crashed the block encoder, `history` and serve's API."""
+    try:
+        values = json.loads(data)
+    except ValueError:
+        return {}
+    return {k: v for k, v in values.items() if _finite(v)} if isinstance(values, dict) else {}
 
 
 def _scale(name: str) -> float:

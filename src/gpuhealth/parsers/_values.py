@@ -15,6 +15,24 @@ _PLACEHOLDER_WORDS = ("n/a", "not supported", "unknown error", "not available", 
                       "insufficient permissions", "no data", "gpu requires reset")
 
 
+# What nvidia-smi prints where the driver failed to read a value (NVML returned an error other than "not
+# supported", which it prints as N/A): the table's ERR!, the error string of nvmlErrorString elsewhere
+# (nvml.h: NVML_ERROR_UNKNOWN "Unknown Error", NVML_ERROR_RESET_REQUIRED "GPU requires reset",
+# NVML_ERROR_GPU_IS_LOST "GPU is lost")
+_ERROR_VALUES = frozenset({"err!", "unknown error", "gpu requires reset", "gpu is lost"})
+MAX_FIELD_ERRORS = 16
+
+
+def is_error_value(value: str | None) -> bool:
+    """True when nvidia-smi printed an error for this value instead of a reading."""
+    if not value:
+        return False
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1].strip()
+    return text.lower() in _ERROR_VALUES
+
+
 def clean(value: str | None) -> str | None:
     """Strip whitespace and brackets; None for empty or placeholder values."""
     if value is None:

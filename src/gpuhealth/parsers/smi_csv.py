@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, ParseError, SmiReport, normalize_pci_address
-from gpuhealth.parsers._values import clean, flag, integer, number
+from gpuhealth.parsers._values import MAX_FIELD_ERRORS, clean, flag, integer, is_error_value, number
 
 _UNIT = lazy_re(r"(?<!\s)\s*\[[^\[\]]*\]\s*$")
 _FIELD_NAME = lazy_re(r"[a-z_][a-z0-9_.]*")
@@ -162,7 +162,9 @@ def _gpu(row: dict[str, str]) -> Gpu:
             if value is not None:
                 values[attribute] = value
                 break
-    return Gpu(**values, clock_event_reasons=_reasons(row), source="nvidia-smi --query-gpu")
+    errors = tuple(f"{name}: {value.strip()}" for name, value in row.items() if is_error_value(value))
+    return Gpu(**values, clock_event_reasons=_reasons(row), source="nvidia-smi --query-gpu",
+               field_errors=errors[:MAX_FIELD_ERRORS])
 
 
 def _reasons(row: dict[str, str]) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from operator import itemgetter
 
 from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
-from gpuhealth.parsers._values import clean, flag, number
+from gpuhealth.parsers._values import MAX_FIELD_ERRORS, clean, flag, is_error_value, number
 from gpuhealth.parsers.smi_xml import (
     CLOCK_EVENT_REASONS,
     any_flag,
@@ -250,6 +250,8 @@ def _gpu(block: _Block, index: int | None, driver: str | None, cuda: str | None,
         inforom_corrupted=True if address and address in corrupted else None,
         mig_devices=_mig_devices(block),
         source="nvidia-smi -q",
+        field_errors=tuple(f"{path}: {value.strip()}" for path, value in block.values.items()
+                           if is_error_value(value))[:MAX_FIELD_ERRORS],
     )
 
 

@@ -12,7 +12,7 @@ import re
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Gpu, GpuProcess, ParseError, SmiReport, normalize_pci_address
-from gpuhealth.parsers._values import clean, flag, number
+from gpuhealth.parsers._values import clean, flag, is_error_value, number
 
 _DRIVER = lazy_re(r"(?:Driver|KMD) Version:\s*(\S+)")  # 610 renamed it "KMD Version"
 _CUDA = lazy_re(r"CUDA (?:UMD )?Version:\s*(\S+)")  # ... and "CUDA UMD Version"
@@ -188,14 +188,19 @@ def _gpu_block(rows: list[list[str]]) -> dict:
     if not first or not status:
         raise ParseError(f"unreadable GPU box starting {' | '.join(rows[0])[:60]!r}")
     bus = rows[0][1].split()
-    fan, temperature, _perf, power = status.groups()
+    fan, temperature, perf, power = status.groups()
     draw, _, limit = power.partition("/")
     used, _, total = rows[1][1].partition("/")
     load = rows[1][2].split(maxsplit=1)
     compute = clean(load[1]) if len(load) > 1 else None
+    cells = (("Name", first[2]), ("Volatile Uncorr. ECC", rows[0][2]), ("Fan", fan), ("Temp", temperature),
+             ("Perf", perf), ("Pwr:Usage", draw), ("Pwr:Cap", limit), ("GPU-Util", load[0] if load else None),
+             ("MIG M.", rows[2][2] if len(rows) > 2 and len(rows[2]) > 2 else None))
     return {
         "index": int(first[1]),
-        "name": first[2] or None,  # as printed: the old layout truncates it ("Tesla V100-SXM2...")
+        # as printed: the old layout truncates it ("Tesla V100-SXM2..."); ERR! when the driver could not read it
+        "name": None if is_error_value(first[2]) else first[2] or None,
+        "field_errors": tuple(f"{label}: {value.strip()}" for label, value in cells if is_error_value(value)),
         "persistence_mode": flag(first[3]),
         "pci_address": normalize_pci_address(bus[0]) if bus else None,
         "ecc_volatile_uncorrected": _count(rows[0][2]),

@@ -192,8 +192,9 @@ def host_line(snapshot: Snapshot) -> str:
     return " · ".join(parts) if parts else "host: nothing known"
 
 
-def closing_line(report: Report) -> str:
-    """The last line: counts, how many GPUs, and the next step."""
+def closing_line(report: Report, fix_command: str = "gpuhealth fix") -> str:
+    """The last line: counts, how many GPUs, and the next step. FIX_COMMAND is `fix` on the same source as
+    the report (`--from BUNDLE`, the evidence files): a bare `gpuhealth fix` would check this host instead."""
     count = gpu_count(report.snapshot)
     where = f"on {count} GPU{'s' if count != 1 else ''}" if count else (
         "in the evidence given" if report.snapshot.origin == "evidence" else "on a host with no NVIDIA GPU seen")
@@ -203,7 +204,7 @@ def closing_line(report: Report) -> str:
         skipped = f"; {len(report.skipped)} skipped" if report.skipped else ""
         return f"no problems found {where} ({report.checks_run - len(report.skipped)} checks ran{skipped})"
     commands = any(f.is_command for finding in report.findings for f in finding.fixes)
-    tail = "; run `gpuhealth fix` for a script" if commands else ""
+    tail = f"; run `{fix_command}` for a script" if commands else ""
     unread = len(report.snapshot.unrecognized_files)
     partial = report.verdict == "NO DIAGNOSIS" and not any(f.code == NO_DIAGNOSIS for f in report.findings)
     if unread and partial:  # nothing wrong in what was read, but not all of it was: no all-clear

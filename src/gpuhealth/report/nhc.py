@@ -17,8 +17,6 @@ drained. See docs/slurm-nhc.md.
 
 from __future__ import annotations
 
-import os
-
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import DRAINING_IMPACTS, Finding, Report
 from gpuhealth.report.common import fold
@@ -33,10 +31,13 @@ _CONTROL = lazy_re(r"[\x00-\x1f\x7f]")
 
 def draining_impacts(value: str | None = None) -> tuple[str, ...]:
     """The impacts that take the node out of service: node_unusable and gpu_unusable, and degraded when
-    ``GPUHEALTH_FAIL_ON`` is ``degraded`` (or ``warning``, its former name). Anything else means the default."""
-    if value is None:
-        value = os.environ.get(FAIL_ON_VARIABLE, "")
-    return (*DRAINING_IMPACTS, "degraded") if value.strip().lower() in ("degraded", "warning") else DRAINING_IMPACTS
+    ``GPUHEALTH_FAIL_ON`` is ``degraded`` (or ``warning``, its former name). Unset or ``critical`` (the
+    default's former name) means the default; another value is an error naming the variable (exit 3):
+    ``warnings``, a typo, silently meant the default (gpuhealth.envvars)."""
+    from gpuhealth.envvars import choice
+
+    chosen = choice(FAIL_ON_VARIABLE, None if value is None else {FAIL_ON_VARIABLE: value})
+    return (*DRAINING_IMPACTS, "degraded") if chosen in ("degraded", "warning") else DRAINING_IMPACTS
 
 
 def problems(report: Report, impacts: tuple[str, ...] | None = None) -> list[Finding]:

@@ -45,7 +45,7 @@ REASON_CHARS = 110
 RULED_OUT_CHARS = 140  # a ruled-out cause longer than this with its reason gets the reason on the next line
 
 
-def render(report: Report, console: Console, verbose: bool = False) -> None:
+def render(report: Report, console: Console, verbose: bool = False, fix_command: str = "gpuhealth fix") -> None:
     def out(text: Text | str = "") -> None:
         console.print(text, soft_wrap=True)
 
@@ -69,7 +69,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         for command in commands:
             out(Text(f"  {command}", style="green"))
     out()
-    out(Text(closing_line(report), style=STYLE.get(_worst(report), "bold green")))
+    out(Text(closing_line(report, fix_command), style=STYLE.get(_worst(report), "bold green")))
 
 
 def _worst(report: Report) -> Severity | None:

@@ -188,7 +188,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
             state.set_monitor(False, f"monitor stopped: {type(exc).__name__}: {exc}")
             return
         exhausted = getattr(mon.source, "exhausted", False)
-        state.set_monitor(False, "replay finished" if exhausted else "stopped")
+        state.set_monitor(False, "replay finished" if exhausted else "stopped", replay_finished=bool(exhausted))
 
     def on_exit() -> None:
         stop.set()
