@@ -477,8 +477,10 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = 
             module = ("sudo dnf module install -y nvidia-driver:{branch}-open" if flavour == "open"
                       else "sudo dnf module install -y nvidia-driver:{branch}-dkms")
             if fabric:  # the stream's fm profile: the driver, Fabric Manager and NSCQ of the same release
+                profile = ("sudo dnf module install -y nvidia-driver:{branch}-open/fm" if flavour == "open"
+                           else "sudo dnf module install -y nvidia-driver:{branch}-dkms/fm")
                 commands.append(_command(
-                    module + "/fm", branch=branch, fabric_package=f"nvidia-driver:{branch}/fm",
+                    profile, branch=branch, fabric_package=f"nvidia-driver:{branch}/fm",
                     note="NVSwitch system: the fm profile adds Fabric Manager of the same version"))
             else:
                 commands.append(_command(module, branch=branch))
@@ -510,15 +512,14 @@ def _runfile_command(branch: int, flavour: str) -> Command:
     typed = drivers.fact("installer", "kernel-module-type", "first_version")
     open_from = drivers.fact("installer", "kernel-open", "first_branch")
     typed_from = drivers.branch_of(typed.value) if typed else 555
-    option = ""
+    template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run"
     if branch >= (typed_from or 555):
-        option = " --kernel-module-type={flavour:file}"
+        template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run --kernel-module-type={flavour:file}"
     elif flavour == "open" and branch >= int(open_from.value if open_from else 515):
-        option = " -m=kernel-open"
+        template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run -m=kernel-open"
     note = (f"the .run installer of a {branch} release from nvidia.com; no package route is known for this "
             "distribution")
-    return _command("sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run" + option,
-                    branch=branch, flavour=flavour, note=note)
+    return _command(template, branch=branch, flavour=flavour, note=note)
 
 
 def _reboot_and_verify(fabric: bool) -> list[Command]:
