@@ -100,6 +100,10 @@ def wrap_monitor(mon: Any, source_spec: str, check: Callable[[], Any]) -> tuple[
     state = LiveState(mon.interval, source=source_spec, held_mib=mon.rules.held_mib)
     mon.source = TeeSource(mon.source, state)
     mon.dispatcher.notifiers.append(StateNotifier(state))
+    memory = mon.dispatcher.memory  # boots.FaultMemory: the reboot count for /metrics, the page and `fleet`
+    if memory is not None:
+        memory.listeners.append(state.set_remediations)
+        state.set_remediations(memory.remediations)
     every = mon.checks.every_s if mon.checks is not None else 0.0  # replay: on request only
     mon.checks = ServeChecks(every, check, state)
     return state, mon.checks

@@ -134,6 +134,8 @@ class LiveState:
         self._feed: deque[Alert] = deque(maxlen=feed_size)
         self._names: dict[str, str] = {}  # uuid or PCI address -> model name, from the full check
         self.last_sample_t: float | None = None
+        # reboots of the host gpuhealth saw in the last week (monitor/boots.py); None without a history or boot id
+        self.remediations: int | None = None
         self.monitor_running = False
         self.monitor_note = "starting"
         # A replayed trace that ran out: its GPUs stop sending because the file ended, not because they were
@@ -247,6 +249,10 @@ class LiveState:
         with self._check_done:
             return self._check_done.wait_for(lambda: self.check_generation > generation, timeout)
 
+    def set_remediations(self, count: int | None) -> None:
+        with self._lock:
+            self.remediations = count
+
     def set_monitor(self, running: bool, note: str, replay_finished: bool = False) -> None:
         with self._lock:
             self.monitor_running, self.monitor_note = running, note
@@ -347,6 +353,7 @@ class LiveState:
                 "last_sample_t": self.last_sample_t,
                 "report": self.report,
                 "report_at": self.report_at,
+                "remediations": self.remediations,
             }
 
     def window(self, gpu: int, metric: str, since: float) -> tuple[list[float], list[float]] | None:
@@ -398,6 +405,7 @@ class LiveState:
             report, at = self.report, self.report_at
             running, error = self.check_running, self.check_error
             monitor_running, note, last = self.monitor_running, self.monitor_note, self.last_sample_t
+            reboots = self.remediations
             finished = self.replay_finished
         rank = max((SEVERITY_RANK.get(a.severity, 0) for a in active), default=0)
         if report is not None:
@@ -424,6 +432,8 @@ class LiveState:
             parts.append(error)
         else:
             parts.append("full check running" if running else "no full check yet")
+        if reboots:
+            parts.append(f"{reboots} reboot(s) in the last 7 days")
         return {
             "verdict": verdict, "summary": "; ".join(parts), "time": now,
             "gpus": {"seen": len(views), "answering": present, "lost": lost},
@@ -432,6 +442,8 @@ class LiveState:
                       "running": running, "error": error},
             "monitor": {"running": monitor_running, "note": note, "replay_finished": finished,
                         "source": self.source, "last_sample_t": last, "interval_s": self.interval},
+            # reboots of the host in the last 7 days (monitor/boots.py); null without a history or boot id
+            "remediations": {"reboots": reboots, "window_days": 7},
         }
 
     # ------------------------------------------------------------------ event streams
