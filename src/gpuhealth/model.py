@@ -587,6 +587,15 @@ class AppError:
 
 
 @record
+class DeviceRequest:
+    """A GPU index a program asks for, as analyze found it written (GH608 holds it to the GPUs it can see)."""
+
+    index: int
+    text: str  # the words that ask: "cuda:3", "set_device(3)", "--gpu 3"
+    line: str = ""  # the line they are in
+
+
+@record
 class P2pEvidence:
     """Pasted lines about GPU peer-to-peer: NCCL/P2P failures, PCIe ACS redirection, the IOMMU (GH706)."""
 
@@ -647,6 +656,8 @@ class Snapshot:
     messages: tuple[MessageLine, ...] | None = None  # analyze: signature matches and unknown error lines
     commands_given: tuple[str, ...] = ()  # analyze: the commands of a pasted terminal session, as typed
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
+    # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
+    devices_requested: tuple[DeviceRequest, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
