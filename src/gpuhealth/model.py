@@ -394,6 +394,9 @@ class Gpu:
     remapped_rows_failure: bool | None = None
     reset_required: bool | None = None
     recovery_action: str | None = None  # 590+: "None", "GPU Reset", "Node Reboot" ...
+    # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
+    # GPU outside one; None: no Fabric section (older drivers, other sources)
+    fabric_state: str | None = None
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
