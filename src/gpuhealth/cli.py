@@ -272,10 +272,15 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
     command_timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if source is None:
         from gpuhealth.host import LocalHost
+        from gpuhealth.progress import describe, live_steps
 
         local = LocalHost()
-        snapshot = _with_level(local, collect(local, command_timeout, frameworks=not no_frameworks,
-                                              probe_timeout=timeout), level, budget, force)
+        with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
+            snapshot = collect(local, command_timeout, frameworks=not no_frameworks, probe_timeout=timeout,
+                               waiting=lambda probe: step(describe(probe)))
+            if level >= 2:
+                step(f"running the active tests on every idle GPU (up to {budget:g} s)")
+            snapshot = _with_level(local, snapshot, level, budget, force)
     else:
         from gpuhealth.advice_commands import open_bundle
 

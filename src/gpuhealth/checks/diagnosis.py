@@ -404,8 +404,8 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
-    findings[index] = replace(current, explains=explains,
-                              severity=cause_severity(current.severity, symptom, findings, shown))
+    findings[index] = replace(_at_severity(current, cause_severity(current.severity, symptom, findings, shown)),
+                              explains=explains)
     return findings
 
 

@@ -72,11 +72,19 @@ def xid_rows() -> dict[str, tuple[str, str]]:
 
 
 def of_check(code: str, severity: str) -> tuple[str, str]:
-    """The (action, impact) a finding of check ``code`` at ``severity`` takes when its check sets none."""
+    """The (action, impact) a finding of check ``code`` at ``severity`` takes when its check sets none.
+
+    An information finding without a row of its own keeps its check's action but has impact ``none``: a check says
+    "info" when what it found does not affect jobs (GH205 on a node that never loaded nvidia_uvm and runs no CUDA),
+    so it never drains on the row written for its faults."""
     rows = check_rows()
-    found = rows.get((code, severity)) or rows.get((code, ""))
+    found = rows.get((code, severity))
     if found is None:
-        raise ValueError(f"{code}: no row in knowledge/actions.csv: every check states its action and impact")
+        found = rows.get((code, ""))
+        if found is None:
+            raise ValueError(f"{code}: no row in knowledge/actions.csv: every check states its action and impact")
+        if severity == "info":
+            found = (found[0], "none")
     return found
 
 

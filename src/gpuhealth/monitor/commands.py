@@ -151,17 +151,32 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
                                                                                         "rollup_keep"))
         except StoreError as exc:  # no history, but sampling and alerts go on
             click.echo(one_line(f"gpuhealth monitor: {exc}; running without history"), err=True)
+    replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
+    boot = _boot_id(source, replaying)
+    if store is not None and boot is not None:
+        from .boots import FaultMemory
+
+        dispatcher.memory = FaultMemory(store, boot, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
+                                                                             err=True))
     recorder = None
     if record is not None:
         try:
             recorder = TraceWriter(record, f"gpuhealth {__version__} monitor --record",
-                                   f"recorded live from source {source_spec!r}")
+                                   f"recorded live from source {source_spec!r}", None if replaying else boot)
         except OSError as exc:
             raise CannotRun(f"{record}: {exc.strerror or exc}") from exc
-    replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
     checks = (CheckRunner(every, run=functools.partial(run_full_check, expect)) if every > 0 and not replaying
               else None)
     return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
+
+
+def _boot_id(source: Any, replaying: bool) -> str | None:
+    """The boot the monitor starts in: a replayed trace's own (None for one without), else this host's."""
+    if replaying:
+        return getattr(source, "boot_id", None)
+    from .boots import read_boot_id
+
+    return read_boot_id()
 
 
 def describe(mon: Any) -> str:

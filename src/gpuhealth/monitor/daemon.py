@@ -75,6 +75,10 @@ class CheckRunner:
         return (f"`gpuhealth check` no longer finds {alert.rule.removeprefix('check:')}{where} "
                 f"after {took(now - alert.t)}")
 
+    def reboot(self) -> None:
+        """The host rebooted (a replay): the findings of the boot before are not open any more."""
+        self._open = {}
+
     def poll(self, now: float) -> list[Alert]:
         if self._error:
             self._log(self._error)
@@ -128,6 +132,7 @@ class Monitor:
     def step(self) -> list[Event]:
         events = self.source.poll()
         now = self.clock()
+        self._follow_boot(now)
         for event in events:
             self.latest[event.gpu] = event
         if self.recorder is not None and events:
@@ -140,6 +145,22 @@ class Monitor:
         self.dispatcher.dispatch(alerts)
         self.steps += 1
         return events
+
+    def _follow_boot(self, now: float) -> None:
+        """A replay crossing a ``boot`` record: the traced host rebooted, so the rules, the open alerts and the full
+        check's findings start over, as they do when gpuhealth starts with a new boot (boots.py)."""
+        memory = self.dispatcher.memory
+        if memory is None:
+            return
+        boot = getattr(getattr(self.source, "inner", self.source), "boot_id", None)  # serve's TeeSource wraps it
+        if boot is None or boot == memory.boot:
+            memory.count(now)
+            return
+        if memory.set_boot(boot, now):
+            self.rules.restart()
+            self.dispatcher.reboot()
+            if self.checks is not None:
+                self.checks.reboot()
 
     def _store(self, samples: list[Sample], now: float) -> None:
         if self.store is None or not samples:

@@ -1,11 +1,11 @@
 """`gpuhealth fleet --prometheus URL`: the fleet as Prometheus sees it, for operators without Grafana.
 
 Reads only Prometheus's HTTP API (instant queries, ``/api/v1/query``) over the series every node's
-`gpuhealth serve` exports: ``up``, ``gpuhealth_alert_active``, ``gpuhealth_check_status`` and
-``gpuhealth_gpu_utilization_ratio``. Shows nodes and GPUs with firing alerts or last-check findings,
-nodes down, idle GPUs, worst first, each with its impact and action (docs/actions.md; "Drain:" names the nodes and
-GPUs whose impact is node_unusable or gpu_unusable), and exits like `check`: 2 critical, 1 warning, 0 clear, 3 when
-Prometheus cannot be asked.
+`gpuhealth serve` exports: ``up``, ``gpuhealth_alert_active``, ``gpuhealth_check_status``,
+``gpuhealth_remediations`` and ``gpuhealth_gpu_utilization_ratio``. Shows nodes and GPUs with firing alerts or
+last-check findings, nodes rebooted in the last week, nodes down, idle GPUs, worst first, each with its impact and
+action (docs/actions.md; "Drain:" names the nodes and GPUs whose impact is node_unusable or gpu_unusable), and exits
+like `check`: 2 critical, 1 warning, 0 clear, 3 when Prometheus cannot be asked.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Row:
     instance: str
     gpu: str  # "" for the node
     what: str
-    source: str  # "scrape", "alert", "check" or "idle"
+    source: str  # "scrape", "alert", "check", "reboots" or "idle"
     # what to do and what it does to the node (docs/actions.md): a finding's labels, an alert's rule row; "" for a
     # node Prometheus cannot scrape (nothing is known of it)
     action: str = ""
@@ -98,6 +98,10 @@ def collect(ask: Any, job: str) -> tuple[list[Row], int]:
                             f"check {m.get('code', '?')} {m.get('slug', '')}".rstrip()
                             + (f" (Xid {m['xid']})" if m.get("xid") else ""), "check",  # one row per Xid code
                             str(m.get("action", "")), str(m.get("impact", ""))))
+    for r in ask(f"gpuhealth_remediations{{{sel}}} > 0"):
+        m, count = r["metric"], _value(r)
+        rows.append(Row("info", m.get("instance", "?"), "", f"{count:.0f} reboot(s) in the last 7 days (remediations)",
+                        "reboots"))
     for r in ask(f"gpuhealth_gpu_utilization_ratio{{{sel}}} == 0"):
         m = r["metric"]
         rows.append(Row("info", m.get("instance", "?"), m.get("gpu", ""),
@@ -114,6 +118,8 @@ def _alert_actions(metric: dict[str, Any]) -> tuple[str, str]:
     from gpuhealth.monitor.notify import actions_of
     from gpuhealth.monitor.rules import Alert
 
+    if metric.get("action") and metric.get("impact"):  # a serve that exports them (escalated: hardware_inspection)
+        return str(metric["action"]), str(metric["impact"])
     try:
         return actions_of(Alert(str(metric.get("rule", "")), None, str(metric.get("severity", "")), "firing", "", 0.0,
                                 str(metric.get("key", ""))))

@@ -88,7 +88,8 @@ def document(version: str) -> dict[str, Any]:
                     "monitor": {"type": "object"}}},
                 "Gpu": {"type": "object", "properties": {
                     "gpu": {"type": "integer"}, "uuid": {"type": "string"}, "pci_bus_id": {"type": "string"},
-                    "model": {"type": "string"}, "state": {"enum": ["ok", "lost", "stale"]},
+                    "model": {"type": "string"}, "state": {"enum": ["ok", "lost", "stale", "ended"],
+                                                         "description": "ended: a replayed trace ran out"},
                     "last_seen": {"type": ["number", "null"]}, "lost_reason": {"type": "string"},
                     "readings": {"type": "object", "description": "Sample fields that were read (None left out)"},
                     "xids": {"type": "object", "additionalProperties": {"type": "integer"}}}},

@@ -102,6 +102,10 @@ def wrap_monitor(mon: Any, source_spec: str, check: Callable[[], Any]) -> tuple[
     state = LiveState(mon.interval, source=source_spec, held_mib=mon.rules.held_mib)
     mon.source = TeeSource(mon.source, state)
     mon.dispatcher.notifiers.append(StateNotifier(state))
+    memory = mon.dispatcher.memory  # boots.FaultMemory: the reboot count for /metrics, the page and `fleet`
+    if memory is not None:
+        memory.listeners.append(state.set_remediations)
+        state.set_remediations(memory.remediations)
     every = mon.checks.every_s if mon.checks is not None else 0.0  # replay: on request only
     mon.checks = ServeChecks(every, check, state)
     return state, mon.checks
@@ -198,7 +202,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
             state.set_monitor(False, f"monitor stopped: {type(exc).__name__}: {exc}")
             return
         exhausted = getattr(mon.source, "exhausted", False)
-        state.set_monitor(False, "replay finished" if exhausted else "stopped")
+        state.set_monitor(False, "replay finished" if exhausted else "stopped", replay_finished=bool(exhausted))
 
     def on_exit() -> None:
         stop.set()

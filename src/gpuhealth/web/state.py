@@ -134,8 +134,13 @@ class LiveState:
         self._feed: deque[Alert] = deque(maxlen=feed_size)
         self._names: dict[str, str] = {}  # uuid or PCI address -> model name, from the full check
         self.last_sample_t: float | None = None
+        # reboots of the host gpuhealth saw in the last week (monitor/boots.py); None without a history or boot id
+        self.remediations: int | None = None
         self.monitor_running = False
         self.monitor_note = "starting"
+        # A replayed trace that ran out: its GPUs stop sending because the file ended, not because they were
+        # lost. Cards keep their last readings and the banner says "replay finished" (never "0 of 8 answering").
+        self.replay_finished = False
         # the full check
         self.report: Any = None
         self.report_at: float | None = None
@@ -244,9 +249,14 @@ class LiveState:
         with self._check_done:
             return self._check_done.wait_for(lambda: self.check_generation > generation, timeout)
 
-    def set_monitor(self, running: bool, note: str) -> None:
+    def set_remediations(self, count: int | None) -> None:
+        with self._lock:
+            self.remediations = count
+
+    def set_monitor(self, running: bool, note: str, replay_finished: bool = False) -> None:
         with self._lock:
             self.monitor_running, self.monitor_note = running, note
+            self.replay_finished = replay_finished
         self.publish("status", self.status())
 
     # ------------------------------------------------------------------ reading
@@ -254,17 +264,22 @@ class LiveState:
     def _present(self, view: GpuView, now: float) -> bool:
         return view.sample is not None and view.lost is None and now - view.seen_at <= self.stale_after
 
+    def _silent(self) -> str:
+        """The state of a GPU that sends no more samples and was not lost: "ended" once a replay ran out (the
+        trace ended, the GPU did not go), else "stale"."""
+        return "ended" if self.replay_finished else "stale"
+
     def _gpu_json(self, view: GpuView, now: float | None = None) -> dict[str, Any]:
         now = self.clock() if now is None else now
         present = self._present(view, now)
-        state = "ok" if present else ("lost" if view.lost is not None else "stale")
+        state = "ok" if present else ("lost" if view.lost is not None else self._silent())
         out: dict[str, Any] = {"gpu": view.gpu, "uuid": view.uuid, "pci_bus_id": view.pci_bus_id,
                                "model": view.model or view.check_model, "state": state,
                                "last_seen": view.seen_at or None}
         if view.lost is not None:
             out["lost_reason"] = view.lost
         out.update(self._trouble(view, state))
-        if present and view.sample is not None:
+        if (present or state == "ended") and view.sample is not None:  # a finished replay keeps its last readings
             out["readings"] = _sample_json(view.sample)
             if view.sample.processes is not None:
                 out["processes"] = self._processes(view.sample)
@@ -279,7 +294,7 @@ class LiveState:
         """The card's status (ok, warning, critical, lost) and its reasons, worst first: the GPU's own
         firing alerts and the last full check's findings about it (its ``check:`` alerts repeat those)."""
         reasons: list[tuple[int, str, str]] = []  # (rank, severity, sentence)
-        if state != "ok":
+        if state not in ("ok", "ended"):
             why = view.lost or f"no sample for {self.stale_after:g} s"
             reasons.append((STATUS_RANK["lost"], "lost", f"Not answering: {why}"))
         for alert in self._active.values():
@@ -338,6 +353,7 @@ class LiveState:
                 "last_sample_t": self.last_sample_t,
                 "report": self.report,
                 "report_at": self.report_at,
+                "remediations": self.remediations,
             }
 
     def window(self, gpu: int, metric: str, since: float) -> tuple[list[float], list[float]] | None:
@@ -389,10 +405,12 @@ class LiveState:
             report, at = self.report, self.report_at
             running, error = self.check_running, self.check_error
             monitor_running, note, last = self.monitor_running, self.monitor_note, self.last_sample_t
+            reboots = self.remediations
+            finished = self.replay_finished
         rank = max((SEVERITY_RANK.get(a.severity, 0) for a in active), default=0)
         if report is not None:
             rank = max([rank, *(SEVERITY_RANK[f.severity.value] for f in report.findings)])
-        if lost or (views and present < len(views)):
+        if lost or (views and present < len(views) and not finished):
             rank = max(rank, 2)
         if not views and report is None:
             verdict = "NO DATA"
@@ -403,7 +421,10 @@ class LiveState:
         else:
             verdict = VERDICT_OF[rank]
         counts = Counter(a.severity for a in active)
-        parts = [f"{present} of {len(views)} GPU(s) answering" if views else "no GPU sampled yet"]
+        if finished:  # nothing answers after the trace's end, by design: say that, not "0 of 8 answering"
+            parts = [f"replay finished: {len(views)} GPU(s) in the trace" + (f", {lost} lost" if lost else "")]
+        else:
+            parts = [f"{present} of {len(views)} GPU(s) answering" if views else "no GPU sampled yet"]
         parts.append(f"{len(active)} active alert(s)" if active else "no active alerts")
         if report is not None:
             parts.append(f"last check: {report.verdict.lower()}")
@@ -411,14 +432,18 @@ class LiveState:
             parts.append(error)
         else:
             parts.append("full check running" if running else "no full check yet")
+        if reboots:
+            parts.append(f"{reboots} reboot(s) in the last 7 days")
         return {
             "verdict": verdict, "summary": "; ".join(parts), "time": now,
             "gpus": {"seen": len(views), "answering": present, "lost": lost},
             "alerts": {"active": len(active), **{s: counts.get(s, 0) for s in ("critical", "warning", "info")}},
             "check": {"verdict": report.verdict if report is not None else None, "checked_at": at,
                       "running": running, "error": error},
-            "monitor": {"running": monitor_running, "note": note, "source": self.source,
-                        "last_sample_t": last, "interval_s": self.interval},
+            "monitor": {"running": monitor_running, "note": note, "replay_finished": finished,
+                        "source": self.source, "last_sample_t": last, "interval_s": self.interval},
+            # reboots of the host in the last 7 days (monitor/boots.py); null without a history or boot id
+            "remediations": {"reboots": reboots, "window_days": 7},
         }
 
     # ------------------------------------------------------------------ event streams

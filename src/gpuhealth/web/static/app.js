@@ -98,8 +98,10 @@
     banner.className = "banner " + (VERDICT_CLASS[status.verdict] || "v-nodata");
     $("verdict").textContent = status.verdict;
     let summary = status.summary;
-    if (!status.monitor.running && status.monitor.note) summary += "; monitor: " + status.monitor.note;
+    const finished = status.monitor.replay_finished === true;  // the trace ran out: the summary says so
+    if (!status.monitor.running && status.monitor.note && !finished) summary += "; monitor: " + status.monitor.note;
     $("summary").textContent = summary;
+    if (finished) $("live").textContent = "replay finished";
     const button = $("check-now");
     if (status.check.running) {
       button.disabled = true;
@@ -136,11 +138,14 @@
       head.append(impactBadge(f));
       item.append(head, el("p", "msg", f.message));
       for (const fix of f.fixes || []) {
-        const row = el("div", "fix");
-        const label = el("span", fix.disruptive ? "disruptive" : null, fix.disruptive ? "fix (disruptive):" : "fix:");
-        row.append(label);
+        // a command is shown as one (monospace, selected whole to copy); a step or an edit is words to follow
+        const isCommand = !fix.kind || fix.kind === "command";
+        const row = el("div", isCommand ? "fix" : "fix fix-step");
+        const word = isCommand ? "fix" : fix.kind === "edit" ? "edit" : "step";
+        row.append(el("span", fix.disruptive ? "disruptive" : null, word + (fix.disruptive ? " (disruptive):" : ":")));
         if (fix.note) row.append(" ", el("span", "note", fix.note));
-        row.append(el("code", null, fix.command));
+        if (isCommand) row.append(el("code", null, fix.command));
+        else row.append(" ", el("span", "step", fix.command));
         item.append(row);
       }
       if (f.evidence && f.evidence.length) {
@@ -523,7 +528,8 @@
       try {
         const response = await api("/api/v1/events", { headers: { Accept: "text/event-stream" } });
         if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
-        $("live").textContent = "live";
+        // connected; a replay that ran out stays "replay finished" (nothing more will stream)
+        $("live").textContent = lastStatus && lastStatus.monitor.replay_finished === true ? "replay finished" : "live";
         const reader = response.body.getReader();
         const decoder = new TextDecoder();
         let buffer = "";
