@@ -38,6 +38,13 @@ def _codes(report: Report) -> dict[str, list]:
     return found
 
 
+def _lead(report: Report):
+    """The leading finding: the first root cause in the report's rendered order."""
+    from gpuhealth.report.common import fold
+
+    return fold(report.findings)[0].finding
+
+
 def _worst(report: Report) -> Severity | None:
     return max((f.severity for f in report.findings), key=lambda s: s.rank, default=None)
 
@@ -283,3 +290,60 @@ def test_one_cuda_in_the_loader_configuration_is_quiet():
     assert identify(listing("ld-so-conf/conda-forge-docker-images-135_ld.so.conf.txt")) == "ld-so-conf"
     assert identify("/usr/local/cuda-11.8/lib64/libcudart.so.11.0\n/usr/local/cuda-12.1/lib64/libcudart.so.12\n") \
         != "ld-so-conf"  # a list of library files (find's) is no loader configuration
+
+
+# --------------------------------------------------------------------------- the GPU list against the indices asked for
+
+# yandex-research/tab-ddpm#20: the reporter's code and its error, as posted (the host's GPU count is not in the thread)
+TAB_DDPM_20 = """\
+import torch
+device = torch.device("cuda:1")
+a = torch.tensor([1, 2, 3])
+a.to(device)  # Fails
+
+RuntimeError: CUDA error: invalid device ordinal
+CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+"""
+# hand-written: `nvidia-smi -L` of a one-GPU host (the thread's confirmed situation: "cuda:1" fails where only GPU 0
+# exists; the fix was "cuda:0")
+ONE_GPU = "GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-11111111-2222-3333-4444-555555555555)\n"
+TWO_GPUS = ONE_GPU + "GPU 1: NVIDIA GeForce RTX 3090 (UUID: GPU-66666666-7777-8888-9999-000000000000)\n"
+
+
+def test_the_indices_programs_ask_for_are_read():
+    from gpuhealth.evidence.facts import device_requests
+
+    def asked(line: str) -> list[tuple[int, str]]:
+        return [(r.index, r.text) for r in device_requests([line])]
+
+    assert asked('device = torch.device("cuda:1")') == [(1, "cuda:1")]
+    assert asked("python train.py --device cuda:3") == [(3, "--device cuda:3")]
+    assert asked("torch.cuda.set_device(opt.gpu_id)") == []
+    assert asked("torch.cuda.set_device(2)") == [(2, "set_device(2)")]
+    assert asked('with tf.device("/device:GPU:2"):') == [(2, "device:GPU:2")]
+    # an image tag, a version and a GPU count are no index
+    assert asked("FROM nvidia/cuda:12.1.0-runtime-ubuntu22.04") == [] and asked("torchrun --gpus 4 x.py") == []
+
+
+def test_an_index_beyond_the_gpus_the_host_has_is_gh608():
+    report = _report(("nvidia-smi -L", ONE_GPU), ("traceback.txt", TAB_DDPM_20))
+    lead = _lead(report)
+    assert lead.code == "GH608" and "asks for GPU 1 (cuda:1), but it can see 1 GPU(s)" in lead.message
+    assert "GH610" in lead.explains
+    # the complete twin: two GPUs, so cuda:1 exists
+    assert "GH608" not in _codes(_report(("nvidia-smi -L", TWO_GPUS), ("traceback.txt", TAB_DDPM_20)))
+
+
+def test_an_index_is_counted_among_the_gpus_cuda_visible_devices_keeps():
+    session = ("$ nvidia-smi -L\n" + TWO_GPUS + "$ CUDA_VISIBLE_DEVICES=1 python train.py --device cuda:1\n"
+               "RuntimeError: CUDA error: invalid device ordinal\n")
+    [gh608] = _codes(_report(("session.txt", session)))["GH608"]
+    assert "it can see 1 GPU(s): valid indices are 0-0" in gh608.message
+    assert any("CUDA_VISIBLE_DEVICES=1 keeps 1 GPU(s)" in line for e in gh608.evidence for line in e.lines)
+    fine = session.replace("--device cuda:1", "--device cuda:0")
+    assert "GH608" not in _codes(_report(("session.txt", fine)))
+
+
+def test_an_index_without_the_gpu_count_is_not_judged():
+    assert "GH608" not in _codes(_report(("traceback.txt", TAB_DDPM_20)))

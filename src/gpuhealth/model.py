@@ -277,6 +277,11 @@ class OsInfo:
     kernel_release: str | None = None  # uname -r
     kernel_version: str | None = None  # /proc/version, whole line (names the compiler)
     architecture: str | None = None
+    # The machine as its firmware names it (/sys/class/dmi/id: sys_vendor, product_name, product_family): a GPU
+    # server's model tells a node whose GPUs vanished from a machine that never had any (GH101)
+    machine_vendor: str | None = None
+    machine_product: str | None = None
+    machine_family: str | None = None
 
     @property
     def family(self) -> str:
@@ -394,6 +399,9 @@ class Gpu:
     remapped_rows_failure: bool | None = None
     reset_required: bool | None = None
     recovery_action: str | None = None  # 590+: "None", "GPU Reset", "Node Reboot" ...
+    # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
+    # GPU outside one; None: no Fabric section (older drivers, other sources)
+    fabric_state: str | None = None
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
@@ -587,6 +595,15 @@ class AppError:
 
 
 @record
+class DeviceRequest:
+    """A GPU index a program asks for, as analyze found it written (GH608 holds it to the GPUs it can see)."""
+
+    index: int
+    text: str  # the words that ask: "cuda:3", "set_device(3)", "--gpu 3"
+    line: str = ""  # the line they are in
+
+
+@record
 class P2pEvidence:
     """Pasted lines about GPU peer-to-peer: NCCL/P2P failures, PCIe ACS redirection, the IOMMU (GH706)."""
 
@@ -647,6 +664,8 @@ class Snapshot:
     messages: tuple[MessageLine, ...] | None = None  # analyze: signature matches and unknown error lines
     commands_given: tuple[str, ...] = ()  # analyze: the commands of a pasted terminal session, as typed
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
+    # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
+    devices_requested: tuple[DeviceRequest, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from

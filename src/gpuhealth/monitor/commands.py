@@ -71,11 +71,13 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     return restore
 
 
-def _settings(config: Path | None) -> dict[str, Any]:
-    from .config import load_config
+def _settings(config: Path | None) -> Any:
+    """gpuhealth's one configuration (gpuhealth.config.Settings): defaults, the system and user files, then
+    ``config``."""
+    from gpuhealth.config import load
 
     try:
-        return load_config(config)
+        return load(config)
     except ValueError as exc:
         raise CannotRun(str(exc)) from exc
 
@@ -118,21 +120,25 @@ def _held_mib(options: dict[str, Any]) -> float:
 
 
 def _build(config: Path | None, interval: str | None, check_every: str | None, db: Path | None,
-           source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True) -> Any:
+           source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True,
+           settings: Any = None) -> Any:
+    import functools
+
     from gpuhealth import __version__
 
-    from .daemon import CheckRunner, Monitor, open_source
+    from .daemon import CheckRunner, Monitor, open_source, run_full_check
     from .notify import Dispatcher
     from .rules import RuleSet
     from .sources import TraceWriter
     from .store import Store, StoreError
 
-    settings = _settings(config)
+    settings = _settings(config) if settings is None else settings
     options = settings["monitor"]
     seconds = _duration(interval or options["interval"], "--interval", "monitor.interval")
     every = _duration(check_every or options["check_every"], "--check-every", "monitor.check_every")
     try:
-        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
+        rules = RuleSet.from_config(settings.rules(), _held_mib(settings["monitor"]))
+        expect = settings.expectations()
         source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
@@ -159,7 +165,8 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
                                    f"recorded live from source {source_spec!r}", None if replaying else boot)
         except OSError as exc:
             raise CannotRun(f"{record}: {exc.strerror or exc}") from exc
-    checks = CheckRunner(every) if every > 0 and not replaying else None
+    checks = (CheckRunner(every, run=functools.partial(run_full_check, expect)) if every > 0 and not replaying
+              else None)
     return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
 
 
@@ -203,7 +210,8 @@ def describe(mon: Any) -> str:
 source_option = click.option("--source", "source_spec", default="auto", show_default=True,
                              help="nvml, smi (streaming nvidia-smi), replay:FILE, or auto (NVML, else nvidia-smi).")
 config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-                             help="TOML overriding the defaults (see docs/monitor.md).")
+                             help="gpuhealth's config file (TOML), over /etc/gpuhealth/config.toml and "
+                                  "~/.config/gpuhealth/config.toml (see docs/configuration.md).")
 speed_option = click.option("--replay-speed", type=float, default=1.0, show_default=True,
                             help="With replay:FILE: 1 is real time, 0 as fast as possible.")
 
@@ -258,7 +266,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     settings = _settings(config)
     seconds = _duration(interval, "--interval", "monitor.interval")
     try:
-        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
+        rules = RuleSet.from_config(settings.rules(), _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
                              replay_speed, log=lambda text: click.echo(one_line(f"gpuhealth watch: {text}"), err=True))
     except (ValueError, OSError) as exc:
