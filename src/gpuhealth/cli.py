@@ -35,6 +35,7 @@ LAZY_COMMANDS = {
     "usage": ("gpuhealth.monitor.commands", "usage"),
     "history": ("gpuhealth.monitor.commands", "history"),
     "watch": ("gpuhealth.monitor.commands", "watch"),
+    "ack": ("gpuhealth.monitor.commands", "ack"),
     "serve": ("gpuhealth.web.commands", "serve"),
     "fleet": ("gpuhealth.web.fleet", "fleet"),
     "config": ("gpuhealth.config_command", "config"),
