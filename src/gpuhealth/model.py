@@ -277,6 +277,11 @@ class OsInfo:
     kernel_release: str | None = None  # uname -r
     kernel_version: str | None = None  # /proc/version, whole line (names the compiler)
     architecture: str | None = None
+    # The machine as its firmware names it (/sys/class/dmi/id: sys_vendor, product_name, product_family): a GPU
+    # server's model tells a node whose GPUs vanished from a machine that never had any (GH101)
+    machine_vendor: str | None = None
+    machine_product: str | None = None
+    machine_family: str | None = None
 
     @property
     def family(self) -> str:
@@ -394,6 +399,9 @@ class Gpu:
     remapped_rows_failure: bool | None = None
     reset_required: bool | None = None
     recovery_action: str | None = None  # 590+: "None", "GPU Reset", "Node Reboot" ...
+    # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
+    # GPU outside one; None: no Fabric section (older drivers, other sources)
+    fabric_state: str | None = None
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
