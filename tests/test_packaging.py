@@ -233,3 +233,31 @@ def test_make_dist_builds_a_wheel_and_an_sdist_with_the_licence(tmp_path):
         root = sdist.name.removesuffix(".tar.gz")
         assert archive.extractfile(f"{root}/LICENSE").read() == licence
         assert f"{root}/pyproject.toml" in archive.getnames()
+
+
+def test_make_install_in_a_fresh_clone_then_the_readme_commands_work(tmp_path):
+    """The route a new user takes: clone, `make install` (dependencies from the package index, as `pip
+    wheel` above builds in an isolated env from it), then bare commands of the README through the link."""
+    if shutil.which("make") is None or shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("make or git is not installed here, or this tree is no git clone")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, capture_output=True, timeout=120)
+    venv_dir, bin_dir = tmp_path / "venv", tmp_path / "bin"
+    installed = subprocess.run(["make", "install", f"INSTALL_VENV={venv_dir}", f"INSTALL_BIN={bin_dir}",
+                                f"PYTHON={sys.executable}"], cwd=clone, capture_output=True, text=True,
+                               timeout=BUILD_TIMEOUT * 3)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("VIRTUAL_ENV", None)
+
+    def gpuhealth(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["gpuhealth", *args], capture_output=True, text=True, timeout=60, cwd=clone, env=env)
+
+    assert gpuhealth("--version").returncode == 0
+    where = subprocess.run(["sh", "-c", "command -v gpuhealth"], capture_output=True, text=True, env=env).stdout
+    assert where.strip() == str(bin_dir / "gpuhealth")  # the bare command is the installed one
+    checked = gpuhealth("check", "--from", "examples/h100x8-xid-ecc.tar.gz")
+    assert checked.returncode == 2 and "CRITICAL GH301" in checked.stdout, checked.stderr
+    assert gpuhealth("explain", "GH301").returncode == 0
+    analyzed = gpuhealth("analyze", "tests/cases/module-not-built-dkms-reinstall/session.txt")
+    assert analyzed.returncode == 2 and "GH203" in analyzed.stdout, analyzed.stderr

@@ -279,6 +279,11 @@ class OsInfo:
     kernel_release: str | None = None  # uname -r
     kernel_version: str | None = None  # /proc/version, whole line (names the compiler)
     architecture: str | None = None
+    # The machine as its firmware names it (/sys/class/dmi/id: sys_vendor, product_name, product_family): a GPU
+    # server's model tells a node whose GPUs vanished from a machine that never had any (GH101)
+    machine_vendor: str | None = None
+    machine_product: str | None = None
+    machine_family: str | None = None
 
     @property
     def family(self) -> str:

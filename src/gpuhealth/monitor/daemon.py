@@ -29,15 +29,16 @@ def _stderr(text: str) -> None:
     print(f"gpuhealth monitor: {one_line(text)}", file=sys.stderr, flush=True)
 
 
-def run_full_check() -> Any:
-    """`gpuhealth check` on this host, in-process: the snapshot's findings as a Report."""
+def run_full_check(expect: Any = None) -> Any:
+    """`gpuhealth check` on this host, in-process: the snapshot's findings as a Report, against ``expect``
+    (the [check] section of the monitor's configuration; None: the configuration files')."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
     from gpuhealth.config import load_expectations
     from gpuhealth.host import LocalHost
 
     # No PyTorch probe: computing on every GPU every few minutes would disturb running jobs.
-    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None))
+    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None) if expect is None else expect)
 
 
 class CheckRunner:
@@ -142,6 +143,7 @@ class Monitor:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)
         self.dispatcher.dispatch(alerts)
+        self.dispatcher.recheck(now)
         self.steps += 1
         return events
 
@@ -153,7 +155,6 @@ class Monitor:
             return
         boot = getattr(getattr(self.source, "inner", self.source), "boot_id", None)  # serve's TeeSource wraps it
         if boot is None or boot == memory.boot:
-            memory.count(now)
             return
         if memory.set_boot(boot, now):
             self.rules.restart()
