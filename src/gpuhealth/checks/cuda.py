@@ -282,6 +282,9 @@ def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evid
     if state.conda_cudatoolkit:
         shown = Evidence(snapshot.sources.get("cuda", "conda list"), (f"cudatoolkit {state.conda_cudatoolkit}",))
         toolkits.append(("conda cudatoolkit", state.conda_cudatoolkit, shown))
+    if state.base_image_cuda:  # a container built on it runs that CUDA on the host's driver
+        shown = Evidence(snapshot.sources.get("cuda", "Dockerfile"), (f"FROM {state.base_image}",))
+        toolkits.append((f"the base image {state.base_image}", state.base_image_cuda, shown))
     return toolkits
 
 
