@@ -98,3 +98,26 @@ def test_timeout_bounds_every_command_the_probe_included():
     host = TimedHost(load_spec("h100x8-healthy"))
     collect(host, 5.0, frameworks=False)
     assert "torch" not in host.deadlines
+
+
+@pytest.mark.parametrize(("vendor", "product", "family", "drains"), [
+    ("NVIDIA", "NVIDIA DGX-2", "DGX", True),  # as lablup/backend.ai#113 quotes a DGX-2's DMI
+    ("NVIDIA", "", "DGX", True),
+    ("Dell Inc.", "PowerEdge R720xd", "", False),  # a server that may or may not hold GPUs: no memory, no drain
+    (None, None, None, False),  # no DMI at all (many ARM boards)
+])
+def test_the_machines_firmware_name_says_it_had_gpus(tmp_path, vendor, product, family, drains):
+    """No count configured, no memory: a machine the firmware names as built with NVIDIA GPUs (knowledge/
+    gpu_servers.csv) and none on the bus is a node whose GPUs left it. Hand-written DMI values on the no-gpu host."""
+    spec = load_spec("no-gpu")
+    spec.setdefault("files", {}).update({f"/sys/class/dmi/id/{name}": f"{value}\n" for name, value in (
+        ("sys_vendor", vendor), ("product_name", product), ("product_family", family)) if value is not None})
+    recorder = RecordingHost(FakeHost(spec), tmp_path / "bundle", hostname="n1")
+    collect(recorder)
+    recorder.finish()
+    code, line = nhc(str(tmp_path / "bundle"))
+    if drains:
+        assert code == 2 and line.startswith("gpuhealth: GH101 no-nvidia-gpu impact=node_unusable"), line
+        assert "this machine is an NVIDIA DGX" in line, line
+    else:
+        assert (code, line) == (0, "")

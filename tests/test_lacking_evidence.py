@@ -38,6 +38,13 @@ def _codes(report: Report) -> dict[str, list]:
     return found
 
 
+def _lead(report: Report):
+    """The leading finding: the first root cause in the report's rendered order."""
+    from gpuhealth.report.common import fold
+
+    return fold(report.findings)[0].finding
+
+
 def _worst(report: Report) -> Severity | None:
     return max((f.severity for f in report.findings), key=lambda s: s.rank, default=None)
 
@@ -283,3 +290,99 @@ def test_one_cuda_in_the_loader_configuration_is_quiet():
     assert identify(listing("ld-so-conf/conda-forge-docker-images-135_ld.so.conf.txt")) == "ld-so-conf"
     assert identify("/usr/local/cuda-11.8/lib64/libcudart.so.11.0\n/usr/local/cuda-12.1/lib64/libcudart.so.12\n") \
         != "ld-so-conf"  # a list of library files (find's) is no loader configuration
+
+
+# --------------------------------------------------------------------------- the GPU list against the indices asked for
+
+# yandex-research/tab-ddpm#20: the reporter's code and its error, as posted (the host's GPU count is not in the thread)
+TAB_DDPM_20 = """\
+import torch
+device = torch.device("cuda:1")
+a = torch.tensor([1, 2, 3])
+a.to(device)  # Fails
+
+RuntimeError: CUDA error: invalid device ordinal
+CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+"""
+# hand-written: `nvidia-smi -L` of a one-GPU host (the thread's confirmed situation: "cuda:1" fails where only GPU 0
+# exists; the fix was "cuda:0")
+ONE_GPU = "GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-11111111-2222-3333-4444-555555555555)\n"
+TWO_GPUS = ONE_GPU + "GPU 1: NVIDIA GeForce RTX 3090 (UUID: GPU-66666666-7777-8888-9999-000000000000)\n"
+
+
+def test_the_indices_programs_ask_for_are_read():
+    from gpuhealth.evidence.facts import device_requests
+
+    def asked(line: str) -> list[tuple[int, str]]:
+        return [(r.index, r.text) for r in device_requests([line])]
+
+    assert asked('device = torch.device("cuda:1")') == [(1, "cuda:1")]
+    assert asked("python train.py --device cuda:3") == [(3, "--device cuda:3")]
+    assert asked("torch.cuda.set_device(opt.gpu_id)") == []
+    assert asked("torch.cuda.set_device(2)") == [(2, "set_device(2)")]
+    assert asked('with tf.device("/device:GPU:2"):') == [(2, "device:GPU:2")]
+    # an image tag, a version and a GPU count are no index
+    assert asked("FROM nvidia/cuda:12.1.0-runtime-ubuntu22.04") == [] and asked("torchrun --gpus 4 x.py") == []
+
+
+def test_an_index_beyond_the_gpus_the_host_has_is_gh608():
+    report = _report(("nvidia-smi -L", ONE_GPU), ("traceback.txt", TAB_DDPM_20))
+    lead = _lead(report)
+    assert lead.code == "GH608" and "asks for GPU 1 (cuda:1), but it can see 1 GPU(s)" in lead.message
+    assert "GH610" in lead.explains
+    # the complete twin: two GPUs, so cuda:1 exists
+    assert "GH608" not in _codes(_report(("nvidia-smi -L", TWO_GPUS), ("traceback.txt", TAB_DDPM_20)))
+
+
+def test_an_index_is_counted_among_the_gpus_cuda_visible_devices_keeps():
+    session = ("$ nvidia-smi -L\n" + TWO_GPUS + "$ CUDA_VISIBLE_DEVICES=1 python train.py --device cuda:1\n"
+               "RuntimeError: CUDA error: invalid device ordinal\n")
+    [gh608] = _codes(_report(("session.txt", session)))["GH608"]
+    assert "it can see 1 GPU(s): valid indices are 0-0" in gh608.message
+    assert any("CUDA_VISIBLE_DEVICES=1 keeps 1 GPU(s)" in line for e in gh608.evidence for line in e.lines)
+    fine = session.replace("--device cuda:1", "--device cuda:0")
+    assert "GH608" not in _codes(_report(("session.txt", fine)))
+
+
+def test_an_index_without_the_gpu_count_is_not_judged():
+    assert "GH608" not in _codes(_report(("traceback.txt", TAB_DDPM_20)))
+
+
+# --------------------------------------------------------------------------- program text (issue 21 item 4)
+
+def _program(name: str) -> tuple[str, str]:
+    from conftest import DATA
+
+    return name, (DATA / "programs" / name).read_text()
+
+
+def test_a_script_exporting_an_index_the_host_lacks_is_gh608():
+    script = _program("handwritten_autoformer-25_script.sh")
+    assert identify(script[1]) == "program-text"
+    [gh608] = _codes(_report(("nvidia-smi -L", ONE_GPU), script))["GH608"]
+    assert gh608.severity is Severity.WARNING and "CUDA_VISIBLE_DEVICES=1: index 1 is not a GPU" in gh608.message
+    assert "GH608" not in _codes(_report(("nvidia-smi -L", TWO_GPUS), script))
+
+
+def test_a_dockerfile_whose_cuda_the_driver_is_too_old_for_is_gh601():
+    dockerfile = _program("handwritten_dockerfile-cuda12-pip-cu124.Dockerfile")
+    old = "| NVIDIA-SMI 470.182.03   Driver Version: 470.182.03   CUDA Version: 11.4     |\n"
+    [gh601] = _codes(_report(("nvidia-smi", old), dockerfile))["GH601"]
+    assert gh601.severity is Severity.CRITICAL
+    assert "the base image nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04" in gh601.message
+    assert any("FROM nvidia/cuda:12.4.1" in line for e in gh601.evidence for line in e.lines)
+    new = "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4     |\n"
+    assert "GH601" not in _codes(_report(("nvidia-smi", new), dockerfile))
+
+
+def test_a_script_installing_the_cpu_wheel_is_gh605():
+    report = _report(_program("handwritten_cpu-wheel.py.txt"))
+    [gh605] = _codes(report)["GH605"]
+    assert gh605.severity is Severity.WARNING and "2.1.0+cpu" in gh605.message  # no failure shown: a warning
+
+
+def test_a_program_that_tells_nothing_is_no_diagnosis_never_healthy():
+    script = "import torch\nimport os\n\n\ndef main():\n    print(torch.cuda.is_available())\n"
+    report = _report(("train.py", script))
+    assert report.verdict == "NO DIAGNOSIS"

@@ -18,14 +18,17 @@
 # after 60 s). Its one write is the count of GPUs it saw (--gpu-state), so a node whose GPUs all left the PCI bus
 # stays drained without gpu_count configured.
 #
-# Settings (environment): GPUHEALTH (the gpuhealth command), SCONTROL, NODENAME (default: hostname -s),
+# Settings (environment): GPUHEALTH (the gpuhealth command), SCONTROL, NODENAME (default: SLURMD_NODENAME, which
+# slurmd sets, else hostname -s),
 # GPUHEALTH_TIMEOUT_S (default 50), GPUHEALTH_COMMAND_TIMEOUT_S (per command, default 10), GPUHEALTH_GPU_STATE
 # (default /var/lib/gpuhealth/gpus-seen; empty: none). Extra arguments go to `gpuhealth check` (e.g. --gpu-count 8).
 set -euo pipefail
+# slurmd runs a HealthCheckProgram with an almost empty environment: no PATH, only SLURMD_NODENAME
+export PATH=${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
 
 GPUHEALTH=${GPUHEALTH:-/usr/local/bin/gpuhealth}
 SCONTROL=${SCONTROL:-scontrol}
-NODENAME=${NODENAME:-$(hostname -s)}
+NODENAME=${NODENAME:-${SLURMD_NODENAME:-$(hostname -s)}}  # Slurm's name for this node, which need not be its hostname
 TIMEOUT_S=${GPUHEALTH_TIMEOUT_S:-50}
 COMMAND_TIMEOUT_S=${GPUHEALTH_COMMAND_TIMEOUT_S:-10}
 GPU_STATE=${GPUHEALTH_GPU_STATE-/var/lib/gpuhealth/gpus-seen}

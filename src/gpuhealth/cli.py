@@ -35,8 +35,10 @@ LAZY_COMMANDS = {
     "usage": ("gpuhealth.monitor.commands", "usage"),
     "history": ("gpuhealth.monitor.commands", "history"),
     "watch": ("gpuhealth.monitor.commands", "watch"),
+    "ack": ("gpuhealth.monitor.commands", "ack"),
     "serve": ("gpuhealth.web.commands", "serve"),
     "fleet": ("gpuhealth.web.fleet", "fleet"),
+    "config": ("gpuhealth.config_command", "config"),
 }
 # The built-in commands are short-lived and allocate mostly long-lived objects (modules, classes, the
 # snapshot), so the collector's frequent passes find almost nothing: while one runs, a pass comes every
@@ -205,23 +207,24 @@ def _emit(report: Report, output_format: str, verbose: bool, fix_args: tuple[str
 
 
 def _expectations(config: Path | None, gpu_count: int | None) -> Expectations:
-    from gpuhealth.config import load_expectations
+    """The [check] section of gpuhealth's configuration (defaults, system and user files, ``config``);
+    ``--gpu-count`` over all of them."""
+    from gpuhealth.config import load
 
     try:
-        expect = load_expectations(config)
+        settings = load(config, check_only=True)
+        if gpu_count is not None:
+            settings.set_flag("check.gpu_count", gpu_count, "--gpu-count")
+        return settings.expectations()
     except ValueError as exc:
         raise CannotRun(str(exc)) from exc
-    if gpu_count is not None:
-        from dataclasses import replace
-
-        expect = replace(expect, gpu_count=gpu_count)
-    return expect
 
 
 format_option = click.option("--format", "output_format", type=click.Choice(FORMAT_NAMES), default="text",
                              show_default=True, help="Report format.")
 config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False),
-                             help="Expectations file (TOML); default /etc/gpuhealth.toml when present.")
+                             help="gpuhealth's config file (TOML; its [check] section: what this host should have), "
+                                  "over /etc/gpuhealth/config.toml and ~/.config/gpuhealth/config.toml.")
 timeout_option = click.option("--timeout", type=float, default=10.0, show_default=True,
                               help="Seconds before a command (nvidia-smi, dmesg) counts as hung.")
 
@@ -274,7 +277,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         from gpuhealth.host import LocalHost
         from gpuhealth.progress import describe, live_steps
 
-        local = LocalHost()
+        local = LocalHost(nvml_timeout=command_timeout)  # NVML's probe too is bounded by --timeout
         with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
             snapshot = collect(local, command_timeout, frameworks=not no_frameworks, probe_timeout=timeout,
                                waiting=lambda probe: step(describe(probe)))

@@ -71,11 +71,13 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     return restore
 
 
-def _settings(config: Path | None) -> dict[str, Any]:
-    from .config import load_config
+def _settings(config: Path | None) -> Any:
+    """gpuhealth's one configuration (gpuhealth.config.Settings): defaults, the system and user files, then
+    ``config``."""
+    from gpuhealth.config import load
 
     try:
-        return load_config(config)
+        return load(config)
     except ValueError as exc:
         raise CannotRun(str(exc)) from exc
 
@@ -118,21 +120,25 @@ def _held_mib(options: dict[str, Any]) -> float:
 
 
 def _build(config: Path | None, interval: str | None, check_every: str | None, db: Path | None,
-           source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True) -> Any:
+           source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True,
+           settings: Any = None) -> Any:
+    import functools
+
     from gpuhealth import __version__
 
-    from .daemon import CheckRunner, Monitor, open_source
+    from .daemon import CheckRunner, Monitor, open_source, run_full_check
     from .notify import Dispatcher
     from .rules import RuleSet
     from .sources import TraceWriter
     from .store import Store, StoreError
 
-    settings = _settings(config)
+    settings = _settings(config) if settings is None else settings
     options = settings["monitor"]
     seconds = _duration(interval or options["interval"], "--interval", "monitor.interval")
     every = _duration(check_every or options["check_every"], "--check-every", "monitor.check_every")
     try:
-        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
+        rules = RuleSet.from_config(settings.rules(), _held_mib(settings["monitor"]))
+        expect = settings.expectations()
         source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
@@ -145,16 +151,32 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
                                                                                         "rollup_keep"))
         except StoreError as exc:  # no history, but sampling and alerts go on
             click.echo(one_line(f"gpuhealth monitor: {exc}; running without history"), err=True)
+    replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
+    boot = _boot_id(source, replaying)
+    if store is not None:  # acknowledgements need only the history; boots need a boot id too
+        from .boots import FaultMemory
+
+        dispatcher.memory = FaultMemory(store, boot, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
+                                                                             err=True))
     recorder = None
     if record is not None:
         try:
             recorder = TraceWriter(record, f"gpuhealth {__version__} monitor --record",
-                                   f"recorded live from source {source_spec!r}")
+                                   f"recorded live from source {source_spec!r}", None if replaying else boot)
         except OSError as exc:
             raise CannotRun(f"{record}: {exc.strerror or exc}") from exc
-    replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
-    checks = CheckRunner(every) if every > 0 and not replaying else None
+    checks = (CheckRunner(every, run=functools.partial(run_full_check, expect)) if every > 0 and not replaying
+              else None)
     return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
+
+
+def _boot_id(source: Any, replaying: bool) -> str | None:
+    """The boot the monitor starts in: a replayed trace's own (None for one without), else this host's."""
+    if replaying:
+        return getattr(source, "boot_id", None)
+    from .boots import read_boot_id
+
+    return read_boot_id()
 
 
 def describe(mon: Any) -> str:
@@ -188,7 +210,8 @@ def describe(mon: Any) -> str:
 source_option = click.option("--source", "source_spec", default="auto", show_default=True,
                              help="nvml, smi (streaming nvidia-smi), replay:FILE, or auto (NVML, else nvidia-smi).")
 config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-                             help="TOML overriding the defaults (see docs/monitor.md).")
+                             help="gpuhealth's config file (TOML), over /etc/gpuhealth/config.toml and "
+                                  "~/.config/gpuhealth/config.toml (see docs/configuration.md).")
 speed_option = click.option("--replay-speed", type=float, default=1.0, show_default=True,
                             help="With replay:FILE: 1 is real time, 0 as fast as possible.")
 
@@ -243,7 +266,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     settings = _settings(config)
     seconds = _duration(interval, "--interval", "monitor.interval")
     try:
-        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
+        rules = RuleSet.from_config(settings.rules(), _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
                              replay_speed, log=lambda text: click.echo(one_line(f"gpuhealth watch: {text}"), err=True))
     except (ValueError, OSError) as exc:
@@ -446,3 +469,70 @@ def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: st
                 column.width = None
             console = inert.console(highlight=False, width=natural)
     console.print(table)
+
+
+@click.command()
+@click.argument("code", required=False)
+@click.option("--gpu", type=click.IntRange(0, 1023), help="Only this GPU (default: every GPU and the host).")
+@click.option("--until", "until_text", help="Until when: a duration (8h, 2d) or a time (2026-12-07T18:00, UTC unless "
+              "it says otherwise). Default: until cleared.")
+@click.option("--reason", help="Why (a ticket, who is on it): required to acknowledge.")
+@click.option("--list", "listing", is_flag=True, help="List the acknowledgements.")
+@click.option("--clear", is_flag=True, help="Remove the acknowledgement of CODE (and --gpu).")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database.")
+@config_option
+def ack(code: str | None, gpu: int | None, until_text: str | None, reason: str | None, listing: bool, clear: bool,
+        db: Path | None, config: Path | None) -> None:
+    """Acknowledge a fault: it stops paging until --until (or until cleared), and is shown as acknowledged
+    everywhere, never hidden. CODE: a check code (GH302), an Xid (xid:79) or a rule (temperature, ecc:KEY)."""
+    import time
+
+    from . import acks
+    from .store import Store, StoreError
+
+    settings = _settings(config)["monitor"]
+    path = _db_path(db, settings["db"], reading=listing)
+    if listing and not os.path.lexists(path):
+        click.echo(f"no acknowledgements ({path}: no history yet)")
+        return
+    if not listing and code is None:
+        raise CannotRun("ack: give CODE (GH302, xid:79, temperature), or --list")
+    now = time.time()
+    try:
+        name = acks.normalize(code) if code is not None else ""
+        until = acks.parse_until(until_text, now) if until_text and not listing and not clear else None
+        why = acks.check_reason(reason or "") if not listing and not clear else ""
+    except ValueError as exc:
+        raise CannotRun(f"ack: {exc}") from exc
+    try:
+        store = Store(path, _duration(settings["raw_keep"], "raw_keep"), _duration(settings["rollup_keep"],
+                                                                                    "rollup_keep"))
+        try:
+            if listing:
+                _list_acks(acks.load(store), now)
+            elif clear:
+                gone = store.clear_ack(name, gpu)
+                where = "every GPU" if gpu is None else f"GPU {gpu}"
+                click.echo(f"cleared {name} on {where}" if gone else f"no acknowledgement of {name} on {where}")
+            else:
+                store.add_ack(name, gpu, until, why, now)
+                where = "every GPU and the host" if gpu is None else f"GPU {gpu}"
+                click.echo(f"acknowledged {name} on {where} {acks.shown_time(until)}: not paged meanwhile, still "
+                           "shown; a running monitor or serve reads it within a minute")
+        finally:
+            store.close()
+    except StoreError as exc:
+        raise CannotRun(str(exc)) from exc
+
+
+def _list_acks(items: list[Any], now: float) -> None:
+    from . import acks
+
+    if not items:
+        click.echo("no acknowledgements")
+        return
+    for item in items:
+        where = "all" if item.gpu is None else f"gpu {item.gpu}"
+        state = "" if item.active(now) else " (expired)"
+        click.echo(one_line(f"{item.code} {where} {acks.shown_time(item.until)}{state}: {item.reason} "
+                            f"(given {acks.stamp(item.t)})"))

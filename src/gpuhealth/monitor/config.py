@@ -30,6 +30,9 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "rules.*.drop_within": (1.0, DAY),
     "rules.*.quiet_for": (0.0, 30 * DAY),
     "rules.*.renotify_every": (0.0, 30 * DAY),
+    "serve.check_rate": (0.0, DAY),
+    "serve.request_timeout": (0.5, 300.0),
+    "serve.write_timeout": (1.0, 300.0),
 }
 ZERO_OFF = frozenset({"monitor.check_every"})
 # (lowest, highest, whole numbers only)
@@ -136,29 +139,15 @@ def defaults() -> dict[str, Any]:
     return _toml(text, "defaults.toml")
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any], where: str) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if key not in base:
-            raise ValueError(f"{where}: unknown key {key!r}; known: {', '.join(sorted(base))}")
-        if isinstance(base[key], dict):
-            if not isinstance(value, dict):
-                raise ValueError(f"{where}.{key}: must be a table")
-            out[key] = _merge(base[key], value, f"{where}.{key}")
-        else:
-            out[key] = value
-    return out
-
-
 def load_config(path: Path | None = None) -> dict[str, Any]:
-    """Defaults merged with ``path``; ValueError names the file and the bad key."""
-    config = defaults()
-    if path is None:
-        return config
-    from gpuhealth.evidence_input import InputError, read_config_text
+    """The defaults, merged with ``path`` when given (no other file: the system and user files are
+    gpuhealth.config.load's); ValueError names the file and the bad key."""
+    from gpuhealth.config import defaults as all_defaults
+    from gpuhealth.config import load
 
-    try:
-        text = read_config_text(path)  # refuses devices, times out FIFOs, bounds the size, names the file
-    except InputError as exc:
-        raise ValueError(str(exc)) from exc
-    return validate(_merge(config, _toml(text, str(path)), str(path)), str(path))
+    if path is None:
+        return all_defaults()
+    return load(path, system=_NOWHERE, old_system=_NOWHERE, user=_NOWHERE, warn=lambda _text: None).values
+
+
+_NOWHERE = Path("/nonexistent/gpuhealth/config.toml")  # a layer not read

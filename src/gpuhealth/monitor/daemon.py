@@ -29,15 +29,16 @@ def _stderr(text: str) -> None:
     print(f"gpuhealth monitor: {one_line(text)}", file=sys.stderr, flush=True)
 
 
-def run_full_check() -> Any:
-    """`gpuhealth check` on this host, in-process: the snapshot's findings as a Report."""
+def run_full_check(expect: Any = None) -> Any:
+    """`gpuhealth check` on this host, in-process: the snapshot's findings as a Report, against ``expect``
+    (the [check] section of the monitor's configuration; None: the configuration files')."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
     from gpuhealth.config import load_expectations
     from gpuhealth.host import LocalHost
 
     # No PyTorch probe: computing on every GPU every few minutes would disturb running jobs.
-    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None))
+    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None) if expect is None else expect)
 
 
 class CheckRunner:
@@ -73,6 +74,10 @@ class CheckRunner:
         where = f" on GPU {alert.gpu}" if alert.gpu is not None else ""
         return (f"`gpuhealth check` no longer finds {alert.rule.removeprefix('check:')}{where} "
                 f"after {took(now - alert.t)}")
+
+    def reboot(self) -> None:
+        """The host rebooted (a replay): the findings of the boot before are not open any more."""
+        self._open = {}
 
     def poll(self, now: float) -> list[Alert]:
         if self._error:
@@ -127,6 +132,7 @@ class Monitor:
     def step(self) -> list[Event]:
         events = self.source.poll()
         now = self.clock()
+        self._follow_boot(now)
         for event in events:
             self.latest[event.gpu] = event
         if self.recorder is not None and events:
@@ -137,8 +143,24 @@ class Monitor:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)
         self.dispatcher.dispatch(alerts)
+        self.dispatcher.recheck(now)
         self.steps += 1
         return events
+
+    def _follow_boot(self, now: float) -> None:
+        """A replay crossing a ``boot`` record: the traced host rebooted, so the rules, the open alerts and the full
+        check's findings start over, as they do when gpuhealth starts with a new boot (boots.py)."""
+        memory = self.dispatcher.memory
+        if memory is None:
+            return
+        boot = getattr(getattr(self.source, "inner", self.source), "boot_id", None)  # serve's TeeSource wraps it
+        if boot is None or boot == memory.boot:
+            return
+        if memory.set_boot(boot, now):
+            self.rules.restart()
+            self.dispatcher.reboot()
+            if self.checks is not None:
+                self.checks.reboot()
 
     def _store(self, samples: list[Sample], now: float) -> None:
         if self.store is None or not samples:

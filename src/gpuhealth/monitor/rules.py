@@ -604,6 +604,12 @@ class RuleSet:
             rule.held_mib = held_mib
         return cls(rules, held_mib)
 
+    def restart(self) -> None:
+        """Every rule as new (the host rebooted, in a replay): no state of the boot before carries over."""
+        self.rules = [type(rule)(rule.options) for rule in self.rules]
+        for rule in self.rules:
+            rule.held_mib = self.held_mib
+
     def feed(self, events: Sequence[Event]) -> list[Alert]:
         """One batch (one poll): every event to every rule in time order, then each rule's tick."""
         if not events:

@@ -633,19 +633,35 @@ def _smi_sample(gpu: Any, extra: dict[str, float | None], now: float) -> Sample:
 # --------------------------------------------------------------------------- traces
 
 
-def trace_header(generated_by: str, note: str) -> dict[str, Any]:
-    return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "generated_by": generated_by, "note": note}
+def trace_header(generated_by: str, note: str, boot_id: str | None = None) -> dict[str, Any]:
+    header = {"format": TRACE_FORMAT, "version": TRACE_VERSION, "generated_by": generated_by, "note": note}
+    if boot_id is not None:  # optional (monitor/boots.py): the boot the trace starts in
+        header["boot_id"] = boot_id
+    return header
+
+
+@dataclass(frozen=True)
+class BootMark:
+    """A ``boot`` record of a trace: from ``t`` on, the traced host runs in boot ``boot_id`` (it rebooted). Not an
+    event: the replay source takes it (``ReplaySource.boot_id``) and no rule ever sees it."""
+
+    t: float
+    boot_id: str
+
+
+def boot_record(t: float, boot_id: str) -> dict[str, Any]:
+    return {"kind": "boot", "t": t, "boot_id": boot_id}
 
 
 class TraceWriter:
     """``--record FILE``: a header line, then one JSON line per event, flushed every batch so a killed
     monitor loses at most the last interval."""
 
-    def __init__(self, path: Path, generated_by: str, note: str) -> None:
+    def __init__(self, path: Path, generated_by: str, note: str, boot_id: str | None = None) -> None:
         from gpuhealth.safefile import open_replacing
 
         self._file = open_replacing(path, 0o644)  # never through a planted link; held for the monitor's life
-        self._file.write(json.dumps(trace_header(generated_by, note)) + "\n")
+        self._file.write(json.dumps(trace_header(generated_by, note, boot_id)) + "\n")
         self._file.flush()
 
     def write(self, events: Sequence[Event]) -> None:
@@ -663,9 +679,12 @@ def write_trace(path: Path, events: Sequence[Event], generated_by: str, note: st
     writer.close()
 
 
-def read_trace(path: Path, refused: Refusals | None = None) -> tuple[dict[str, Any], Iterator[Event]]:
-    """The header and the events; ValueError when the file is not a gpuhealth trace. An event whose time or
-    GPU is impossible is skipped, an impossible reading left out (``sample.sane``), counted in ``refused``."""
+def read_trace(path: Path, refused: Refusals | None = None) -> tuple[dict[str, Any], Iterator[Event | BootMark]]:
+    """The header and the events (and ``BootMark``s, where the trace has ``boot`` records); ValueError when the
+    file is not a gpuhealth trace. An event whose time or GPU is impossible is skipped, an impossible reading left
+    out (``sample.sane``), counted in ``refused``."""
+    from .boots import valid_boot_id
+
     refused = refused if refused is not None else Refusals(str(path), log=None)
     handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the iterator
     try:
@@ -679,18 +698,36 @@ def read_trace(path: Path, refused: Refusals | None = None) -> tuple[dict[str, A
     if header.get("version") != TRACE_VERSION:
         handle.close()
         raise ValueError(f"{path}: trace version {header.get('version')!r}; this gpuhealth reads {TRACE_VERSION}")
+    if "boot_id" in header and not valid_boot_id(header["boot_id"]):
+        handle.close()
+        raise ValueError(f"{path}: the header's boot_id is no boot id (up to 64 letters, digits, '-', '_', '.', ':')")
 
-    def events() -> Iterator[Event]:
+    def events() -> Iterator[Event | BootMark]:
         with handle:
             for number, line in enumerate(handle, start=2):
                 if line.strip():
                     try:
-                        event = from_record(json.loads(line))
+                        item = _trace_item(json.loads(line))
                     except (ValueError, TypeError) as exc:
                         raise ValueError(f"{path}:{number}: {exc}") from exc
-                    yield from refused.filter((event,))
+                    if isinstance(item, BootMark):
+                        yield item
+                    else:
+                        yield from refused.filter((item,))
 
     return header, events()
+
+
+def _trace_item(record: Any) -> Event | BootMark:
+    from .boots import valid_boot_id
+
+    if isinstance(record, dict) and record.get("kind") == "boot":
+        t, boot = record.get("t"), record.get("boot_id")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not valid_boot_id(boot):
+            raise ValueError("bad boot record: it needs a time t and a boot_id (up to 64 letters, digits, '-', '_', "
+                             "'.', ':')")
+        return BootMark(float(t), boot)
+    return from_record(record)
 
 
 def trace_end(path: Path) -> float:
@@ -716,10 +753,13 @@ class ReplaySource:
         self.path = path
         self.refused = Refusals(str(path), log) if log is not None else Refusals(str(path))
         self.header, self._events = read_trace(path, self.refused)
+        # The boot the events returned by the last poll belong to (monitor/boots.py): the header's, then each
+        # ``boot`` record's from where it stands; None for a trace without (older ones).
+        self.boot_id: str | None = self.header.get("boot_id")
         self.clock = clock
         self.speed = speed
         self.rebase = rebase
-        self._pending: Event | None = next(self._events, None)
+        self._pending: Event | BootMark | None = next(self._events, None)
         self._origin: tuple[float, float] | None = None  # (trace time that maps to the clock, clock at first poll)
         self._fast_shift: float | None = None  # speed > 1: computed once, from the trace's last timestamp
         self.exhausted = self._pending is None
@@ -742,6 +782,14 @@ class ReplaySource:
         shift = self._shift(anchor, start) if self.rebase else 0.0
         out: list[Event] = []
         while self._pending is not None and self._pending.t <= until:
+            if isinstance(self._pending, BootMark):
+                if out:  # a reboot ends the batch: the events before it belong to the boot before
+                    break
+                self.boot_id = self._pending.boot_id
+                self._pending = next(self._events, None)
+                if self.speed <= 0 and self._pending is not None:
+                    until = self._pending.t
+                continue
             out.append(_shifted(self._pending, shift))
             self._pending = next(self._events, None)
         self.exhausted = self._pending is None

@@ -10,6 +10,11 @@ Layout (schema version 2), chosen so a GPU-day stays well under 2 MB at 1 Hz eve
   in the same transaction that deletes the rows from ``recent``.
 - ``meta``: ``schema_version``; ``migrate`` brings an older file forward and refuses a newer one.
   Version 1 stored one zlib-compressed JSON block per minute; migration 2 re-encodes it.
+- ``boot``, ``paged``, ``fault`` (version 3, monitor/boots.py): each boot of the host gpuhealth saw
+  (``/proc/sys/kernel/random/boot_id``), each alert's last state per boot (a restart of gpuhealth does not
+  page again what already paged in this boot), and each fault per GPU per boot (a fault that comes back
+  after reboots escalates). A few rows per boot: never compacted, kept as long as the rollups.
+- ``ack`` (version 4, monitor/acks.py): what the operator acknowledged (`gpuhealth ack`, serve's API).
 """
 
 from __future__ import annotations
@@ -105,7 +110,33 @@ def _migrate_2(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE {table}_v1")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2}
+_V3_TABLES = (
+    "CREATE TABLE boot (id TEXT PRIMARY KEY, first_t REAL NOT NULL, last_t REAL NOT NULL)",
+    # gpu -1: the host. state: "firing" or "resolved"; t: when it last changed; seen: the newest evidence
+    "CREATE TABLE paged (boot TEXT NOT NULL, rule TEXT NOT NULL, gpu INTEGER NOT NULL, key TEXT NOT NULL, "
+    "state TEXT NOT NULL, t REAL NOT NULL, PRIMARY KEY (boot, rule, gpu, key))",
+    "CREATE TABLE fault (boot TEXT NOT NULL, gpu INTEGER NOT NULL, fault TEXT NOT NULL, t REAL NOT NULL, "
+    "PRIMARY KEY (boot, gpu, fault))",
+)
+
+
+# gpu -1: every GPU and the host; until NULL: until cleared (monitor/acks.py)
+_V4_TABLES = ("CREATE TABLE ack (code TEXT NOT NULL, gpu INTEGER NOT NULL, until REAL, reason TEXT NOT NULL, "
+              "t REAL NOT NULL, PRIMARY KEY (code, gpu))",)
+
+
+def _migrate_3(conn: sqlite3.Connection) -> None:
+    for statement in _V3_TABLES:
+        conn.execute(statement)
+
+
+def _migrate_4(conn: sqlite3.Connection) -> None:
+    for statement in _V4_TABLES:
+        conn.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3,
+                                                               4: _migrate_4}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -118,7 +149,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         raise StoreError(f"history schema {version} is newer than this gpuhealth ({SCHEMA_VERSION}); upgrade it")
     if version == 0:  # a new file: the current tables at once
         with conn:
-            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES:
+            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES + _V4_TABLES:
                 conn.execute(statement)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return SCHEMA_VERSION
@@ -211,6 +242,10 @@ class Store:
                     self._conn.execute("DELETE FROM rollup_block WHERE start + ? <= ?",
                                        (BLOCK_S, now - self.rollup_keep_s))
                     self._conn.execute("DELETE FROM recent WHERE t < ?", (now - self.raw_keep_s,))
+                    # boots, pages and faults: as long as the rollups (escalation looks back that far)
+                    self._conn.execute("DELETE FROM boot WHERE last_t < ?", (now - self.rollup_keep_s,))
+                    self._conn.execute("DELETE FROM paged WHERE t < ?", (now - self.rollup_keep_s,))
+                    self._conn.execute("DELETE FROM fault WHERE t < ?", (now - self.rollup_keep_s,))
         except sqlite3.Error as exc:
             raise StoreError(explain(exc, self.path)) from exc
 
@@ -305,6 +340,74 @@ class Store:
                 # a restart inside a flushed block: the minute is part block, part `recent` until compacted
                 stats[minute] = _combine(stats[minute], rollup[metric]) if minute in stats else rollup[metric]
         return stats
+
+    # ---- boots and faults (monitor/boots.py)
+
+    def _boots(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        try:
+            with self._conn:
+                return work(self._conn)
+        except sqlite3.Error as exc:
+            raise StoreError(explain(exc, self.path)) from exc
+
+    def note_boot(self, boot: str, t: float) -> bool:
+        """Record that ``boot`` is running at ``t``; True when this boot is new to the history."""
+        def work(conn: sqlite3.Connection) -> bool:
+            new = conn.execute("SELECT 1 FROM boot WHERE id = ?", (boot,)).fetchone() is None
+            # no UPSERT: SQLite before 3.24 (still in supported distributions) lacks it
+            conn.execute("INSERT OR IGNORE INTO boot VALUES (?, ?, ?)", (boot, t, t))
+            conn.execute("UPDATE boot SET last_t = max(last_t, ?) WHERE id = ?", (t, boot))
+            return new
+        return bool(self._boots(work))
+
+    def reboots_since(self, since: float) -> int:
+        """Boots gpuhealth first saw at ``since`` or later, less the first boot it ever saw (a first start is not
+        a reboot): the reboots of the host in that window."""
+        row = self._boots(lambda conn: conn.execute(
+            "SELECT COUNT(*) FROM boot WHERE first_t >= ? AND first_t > (SELECT MIN(first_t) FROM boot)",
+            (since,)).fetchone())
+        return int(row[0])
+
+    def paged_state(self, boot: str, rule: str, gpu: int | None, key: str) -> tuple[str, float] | None:
+        """(state, when) of an alert in ``boot`` as the monitor last notified it; None when it never did."""
+        row = self._boots(lambda conn: conn.execute(
+            "SELECT state, t FROM paged WHERE boot = ? AND rule = ? AND gpu = ? AND key = ?",
+            (boot, rule, -1 if gpu is None else gpu, key)).fetchone())
+        return None if row is None else (str(row[0]), float(row[1]))
+
+    def note_paged(self, boot: str, rule: str, gpu: int | None, key: str, state: str, t: float) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO paged VALUES (?, ?, ?, ?, ?, ?)",
+                                              (boot, rule, -1 if gpu is None else gpu, key, state, t)))
+
+    def note_fault(self, boot: str, gpu: int | None, fault: str, t: float) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR IGNORE INTO fault VALUES (?, ?, ?, ?)",
+                                              (boot, -1 if gpu is None else gpu, fault, t)))
+
+    def fault_boots(self, gpu: int | None, fault: str) -> list[str]:
+        """The boots in which ``fault`` was seen on ``gpu``, oldest first."""
+        rows = self._boots(lambda conn: conn.execute(
+            "SELECT boot FROM fault WHERE gpu = ? AND fault = ? ORDER BY t", (-1 if gpu is None else gpu, fault)
+        ).fetchall())
+        return [str(row[0]) for row in rows]
+
+    # ---- acknowledgements (monitor/acks.py)
+
+    def add_ack(self, code: str, gpu: int | None, until: float | None, reason: str, t: float) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO ack VALUES (?, ?, ?, ?, ?)",
+                                              (code, -1 if gpu is None else gpu, until, reason, t)))
+
+    def clear_ack(self, code: str, gpu: int | None) -> int:
+        """Remove the acknowledgement of ``code`` on ``gpu`` (None: the one for every GPU); how many went."""
+        cursor = self._boots(lambda conn: conn.execute("DELETE FROM ack WHERE code = ? AND gpu = ?",
+                                                       (code, -1 if gpu is None else gpu)))
+        return int(cursor.rowcount)
+
+    def acks(self) -> list[tuple[str, int | None, float | None, str, float]]:
+        """(code, gpu or None, until or None, reason, when) of every acknowledgement, oldest first."""
+        rows = self._boots(lambda conn: conn.execute("SELECT code, gpu, until, reason, t FROM ack ORDER BY t")
+                           .fetchall())
+        return [(str(c), None if g == -1 else int(g), None if u is None else float(u), str(r), float(t))
+                for c, g, u, r, t in rows]
 
     def _check_pages(self, path: Path | str) -> None:
         """``PRAGMA quick_check`` before anything is written: a damaged file is said so (and left alone)

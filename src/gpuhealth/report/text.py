@@ -329,7 +329,8 @@ def _differential(finding: Finding, given: tuple[str, ...], width: int) -> list[
     if not finding.differential:
         return []
     top, rest = finding.differential[0], finding.differential[1:]
-    lines = prose(f"{I1}most likely: ", f"{top.title} ({top.why})", width)
+    called = "cause" if top.status == "confirmed" else "most likely"  # a decided cause is no guess
+    lines = prose(f"{I1}{called}: ", f"{top.title} ({top.why})", width)
     still = [c for c in rest if c.status != "ruled out"]
     if still:
         lines += prose(f"{I1}else: ", "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else ""),
