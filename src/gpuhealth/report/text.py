@@ -160,7 +160,10 @@ def _cause(cause: Cause, report: Report, verbose: bool, shown: set[tuple[str, st
     if not fixes and finding.fixes:
         lines.append(Text(f"{I1}fix: the commands listed above", style="dim"))
     lines += _fixes(fixes, report, width)
-    lines.append(Text(f"{I1}more: gpuhealth explain {finding.code}", style="dim"))
+    # what it does to the node and what to do, as the scheduler formats and the JSON name them (docs/actions.md);
+    # too long for the line, it breaks between its parts only ("more: gpuhealth explain GHnnn" stays whole)
+    lines += wrap(Text(f"{I1}impact: {finding.impact}; action: {finding.action}; more: gpuhealth explain "
+                       f"{finding.code}", style="dim"), width, I1, breaks="; ")
     return lines
 
 
