@@ -116,7 +116,7 @@ def test_a_missing_fabric_manager_unit_is_gh210():
 def test_a_missing_fabric_manager_on_an_nvswitch_system_is_critical():
     [gh210] = _codes(_listed(FM_NOT_FOUND, A100_LSPCI))["GH210"]
     assert gh210.severity is Severity.CRITICAL
-    assert any("could not be found" in line for e in gh210.evidence for line in e.lines)
+    assert any("not found (not installed)" in line for e in gh210.evidence for line in e.lines)
 
 
 def test_a_missing_fabric_manager_on_a_pcie_gpu_host_is_quiet():
@@ -386,3 +386,23 @@ def test_a_program_that_tells_nothing_is_no_diagnosis_never_healthy():
     script = "import torch\nimport os\n\n\ndef main():\n    print(torch.cuda.is_available())\n"
     report = _report(("train.py", script))
     assert report.verdict == "NO DIAGNOSIS"
+
+
+def test_systemctl_show_gives_the_same_unit_state():
+    failed = ("ExecStart={ path=/usr/bin/nv-fabricmanager ; argv[]=/usr/bin/nv-fabricmanager -c "
+              "/usr/share/nvidia/nvswitch/fabricmanager.cfg ; ignore_errors=no ; pid=0 ; code=(null) ; status=0/0 }\n"
+              "Id=nvidia-fabricmanager.service\nLoadState=loaded\nActiveState=failed\nSubState=failed\n"
+              "UnitFileState=enabled\n")  # hand-written in systemctl show's form (its property names and order)
+    assert identify(failed) == "systemctl-show"
+    [gh210] = _codes(_report(("systemctl show nvidia-fabricmanager", failed)))["GH210"]
+    assert gh210.severity is Severity.WARNING and gh210.message.startswith("Fabric Manager failed:")
+    # `-p` output names no unit: the command does
+    session = ("$ systemctl show nvidia-fabricmanager -p ActiveState -p LoadState\n"
+               "LoadState=not-found\nActiveState=inactive\n")
+    [missing] = _codes(_report(("session.txt", session)))["GH210"]
+    assert "Fabric Manager is not installed" in missing.message
+    active = failed.replace("ActiveState=failed", "ActiveState=active").replace("SubState=failed", "SubState=running")
+    assert "GH210" not in _codes(_report(("systemctl show nvidia-fabricmanager", active)))
+    persistenced = "Id=nvidia-persistenced.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"
+    [gh604] = _codes(_report(("systemctl show nvidia-persistenced", persistenced)))["GH604"]
+    assert "nvidia-persistenced is not installed" in gh604.message

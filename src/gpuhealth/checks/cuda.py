@@ -648,7 +648,7 @@ def _daemon_down(snapshot: Snapshot, state: CudaState) -> Draft:
     missing = state.persistenced_enabled == "not-found"
     what = ("is not installed (its unit could not be found)" if missing
             else "failed" if active == "failed" else "is not running")
-    shown = ("Unit nvidia-persistenced.service could not be found" if missing
+    shown = ("nvidia-persistenced.service: not found (not installed)" if missing
              else f"Active: {state.persistenced_active}",)
     return Draft(
         Severity.WARNING if active == "failed" and not missing else Severity.INFO,
