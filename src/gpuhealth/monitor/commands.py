@@ -277,7 +277,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
                              replay_speed, log=lambda text: click.echo(one_line(f"gpuhealth watch: {text}"), err=True))
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
-    state = WatchState(source_spec)
+    state = WatchState(source_spec, acks=[] if source_spec.startswith("replay:") else _host_acks(settings))
     console = inert.console(highlight=False)
     stop = threading.Event()
     restore = stop_on_signals(stop)
@@ -295,6 +295,25 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     finally:
         source.close()
         restore()
+
+
+def _host_acks(settings: dict[str, Any]) -> list[Any]:
+    """This host's acknowledgements (`gpuhealth ack`) for `watch` of a live source: read from the history when there
+    is one; none when there is not or it cannot be read (watch shows the alerts all the same)."""
+    from . import acks
+    from .store import Store, StoreError
+
+    path = _db_path(None, settings["monitor"]["db"], reading=True)
+    if not os.path.lexists(path):
+        return []
+    try:
+        store = Store(path)
+        try:
+            return acks.load(store)
+        finally:
+            store.close()
+    except StoreError:
+        return []
 
 
 def sparkline(points: list[tuple[float, float]], start: float, end: float, width: int = 40) -> str:
