@@ -335,7 +335,9 @@ def show(settings: Settings) -> str:
         table = settings.values[section]
         for header, rows in _tables(section, table):
             lines += ["", f"[{header}]"]
-            width = max((len(_toml_line(key, value)) for key, value, _ in rows), default=0)
+            # sources in one column, but a long value (a list of names) does not push it for all
+            width = max((len(line) for line in (_toml_line(key, value) for key, value, _ in rows) if len(line) <= 48),
+                        default=0)
             lines += [f"{_toml_line(key, value):<{width}}  # {settings.sources.get(dotted, 'default')}"
                       for key, value, dotted in rows]
         if section == "check":
