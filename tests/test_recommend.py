@@ -465,3 +465,16 @@ def test_planned_gpu_shows_the_model_not_the_pci_id():
     assert "V100-SXM2-16GB" in result.output and "1db1" not in result.output
     by_id = CliRunner().invoke(recommend_command, ["--gpu", "10de:2330", "--os", "ubuntu-22.04"])
     assert "NVIDIA H100 80GB HBM3" in by_id.output and "PCI ID" not in by_id.output
+
+
+def test_fabric_manager_from_a_pasted_nvidia_smi_q(corpus):
+    """gpud's real `nvidia-smi -q` of 8x H100 (535.183.01): every GPU's Fabric State is Completed. Pasted evidence has
+    no date, so the end of life is judged as of today (535 ended 2026-06)."""
+    paste = corpus / "gpud" / "accelerator_nvidia_query__nvidia-smi-query.535.183.01.out.0.valid"
+    result = CliRunner().invoke(recommend_command, [str(paste), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["fabric_manager"]["reason"] == "nvidia-smi -q: Fabric State Completed"
+    assert data["verdict"] == "upgrade-advised" and data["installed_driver"] == "535.183.01"
+    notes = [c["note"] for c in data["install"]["commands"]]
+    assert any("Fabric Manager of exactly this version" in n and "error 802" in n for n in notes)

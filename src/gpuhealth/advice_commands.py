@@ -175,6 +175,12 @@ def recommend(files: tuple[str, ...], source: Path | None, models: tuple[str, ..
         snapshot = _planned(models, os_name, base)
     else:
         snapshot = _snapshot(source, files)
+    if not snapshot.captured_at:  # pasted evidence without a date: end of life is judged as of today
+        import datetime
+        from dataclasses import replace
+
+        today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z")
+        snapshot = replace(snapshot, captured_at=today)
     result = advise(snapshot)
     if output_format == "json":
         click.echo(to_json(result), nl=False)

@@ -35,6 +35,7 @@ LAZY_COMMANDS = {
     "usage": ("gpuhealth.monitor.commands", "usage"),
     "history": ("gpuhealth.monitor.commands", "history"),
     "watch": ("gpuhealth.monitor.commands", "watch"),
+    "ack": ("gpuhealth.monitor.commands", "ack"),
     "serve": ("gpuhealth.web.commands", "serve"),
     "fleet": ("gpuhealth.web.fleet", "fleet"),
     "config": ("gpuhealth.config_command", "config"),
@@ -274,7 +275,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         from gpuhealth.host import LocalHost
         from gpuhealth.progress import describe, live_steps
 
-        local = LocalHost()
+        local = LocalHost(nvml_timeout=command_timeout)  # NVML's probe too is bounded by --timeout
         with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
             snapshot = collect(local, command_timeout, frameworks=not no_frameworks, probe_timeout=timeout,
                                waiting=lambda probe: step(describe(probe)))

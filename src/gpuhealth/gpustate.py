@@ -21,7 +21,6 @@ from gpuhealth.exits import CannotRun
 from gpuhealth.records import record
 
 MAX_BYTES = 4096
-DEFAULT_PATH = "/var/lib/gpuhealth/gpus-seen"  # the wrapper's default, beside the monitor's history database
 
 
 @record

@@ -213,7 +213,7 @@ IMPACTS = ("node_unusable", "gpu_unusable", "degraded", "user_environment", "non
 DRAINING_IMPACTS = ("node_unusable", "gpu_unusable")
 
 # The keys a finding's ``labels`` may hold (docs/report-json.md): a test keeps every check to these.
-FINDING_LABELS = ("xid", "check", "mined", "family", "source")
+FINDING_LABELS = ("xid", "check", "mined", "family", "source", "decided")
 
 
 @record
@@ -231,7 +231,9 @@ class Finding:
     # What the finding stands on, as small stable keys a program reads instead of the message: "xid" (the Xid
     # code of GH301, GH302 from an Xid 79 line, GH704), "check" (the check that raised, for GH001); for GH308 "mined"
     # (knowledge/mined/nvrm.csv row ids), "family" (its family) and "source" (repository, tag range, file:line of
-    # each row, "; "-separated). Never text meant for people: values are codes. FINDING_LABELS names every key.
+    # each row, "; "-separated); "decided" (the causes.csv id of a cause a fact in the evidence decides: a +cpu
+    # torch version is "torch-cpu-build"). Never text meant for people: values are codes. FINDING_LABELS names every
+    # key.
     labels: dict[str, str] = field(default_factory=dict)
     # When the newest line it stands on was logged, in seconds since the epoch: only from a log with wall-clock
     # timestamps that carry their UTC offset (the live check's dmesg/journalctl); None when unknown.

@@ -228,3 +228,96 @@ def test_an_old_history_database_is_migrated(tmp_path):
     store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+# ---- acknowledgements (monitor/acks.py)
+
+
+def test_an_acknowledged_alert_pages_not_until_its_acknowledgement_ends(tmp_path):
+    store = Store(tmp_path / "h.db")
+    store.add_ack("xid:79", 0, T0 + 600, "ticket 42: RMA ordered", T0)
+    dispatcher, page, live = _dispatcher(store, "boot-a")
+    dispatcher.recheck(T0)  # the monitor's first step reads the acknowledgements
+    dispatcher.dispatch([Alert("xid", 0, "critical", "firing", "GPU 0 Xid 79", T0 + 1, "79"),
+                         Alert("xid", 1, "critical", "firing", "GPU 1 Xid 79", T0 + 1, "79")])  # near miss: GPU 1
+    assert [(a.gpu, a.severity) for a in page.got] == [(0, "info"), (1, "critical")]
+    assert "acknowledged until" in page.got[0].message and "ticket 42: RMA ordered" in page.got[0].message
+    assert [a.severity for a in live.got] == ["critical", "critical"]  # shown as it is, never hidden
+    dispatcher.recheck(T0 + 300)
+    assert len(page.got) == 2  # still acknowledged
+    dispatcher.recheck(T0 + 601)  # the acknowledgement ended while the alert fires: it pages now
+    assert page.got[-1].severity == "critical" and "acknowledgement ended: paged now" in page.got[-1].message
+    dispatcher.recheck(T0 + 700)
+    assert len(page.got) == 3  # once
+
+
+def test_a_cleared_acknowledgement_pages_what_it_held_back_and_a_resolved_alert_does_not(tmp_path):
+    store = Store(tmp_path / "h.db")
+    store.add_ack("temperature", None, None, "cooling work tonight", T0)
+    store.add_ack("GH302", None, None, "known", T0)
+    dispatcher, page, _ = _dispatcher(store, "boot-a")
+    dispatcher.recheck(T0)
+    dispatcher.dispatch([Alert("temperature", 2, "warning", "firing", "GPU 2 at 90 °C", T0 + 1),
+                         Alert("check:GH302", 3, "critical", "firing", "GPU 3 fell off the bus", T0 + 1, "GH302@gpu3")])
+    dispatcher.dispatch([Alert("check:GH302", 3, "critical", "resolved", "gone", T0 + 2, "GH302@gpu3")])
+    assert [a.severity for a in page.got] == ["info", "info", "critical"]  # the resolution is said as usual
+    store.clear_ack("temperature", None)
+    store.clear_ack("GH302", None)
+    dispatcher.memory.acks_changed = True  # what serve's API and the once-a-minute reading do
+    dispatcher.recheck(T0 + 3)
+    assert [a.rule for a in page.got[3:]] == ["temperature"]  # the resolved GH302 is not paged
+
+
+def test_an_xid_acknowledgement_covers_a_finding_only_on_that_xid():
+    from gpuhealth.monitor.acks import Ack, covers, normalize
+
+    ack = Ack("xid:79", None, None, "x", T0)
+    on_79 = Alert("check:GH302", 0, "critical", "firing", "", T0, "k", about=(Basis(0, "79"),))
+    on_two = Alert("check:GH301", 0, "critical", "firing", "", T0, "k", about=(Basis(0, "79"), Basis(0, "48")))
+    assert covers(ack, on_79) and not covers(ack, on_two)
+    assert covers(Ack("ecc:ecc_volatile_corrected", 1, None, "x", T0),
+                  Alert("ecc", 1, "warning", "firing", "", T0, "ecc_volatile_corrected"))
+    assert not covers(Ack("ecc:ecc_volatile_corrected", 1, None, "x", T0),
+                      Alert("ecc", 1, "critical", "firing", "", T0, "ecc_volatile_uncorrected"))
+    assert normalize("gh302") == "GH302" and normalize("xid:079") == "xid:79"
+    with pytest.raises(ValueError, match="no check code"):
+        normalize("GH30; rm -rf /")
+
+
+def _ack_cli(*args: str, db) -> object:
+    from gpuhealth.cli import main
+
+    return CliRunner().invoke(main, ["ack", *args, "--db", str(db)])
+
+
+def test_ack_from_the_command_line_lists_clears_and_refuses_bad_input(tmp_path):
+    db = tmp_path / "h.db"
+    assert _ack_cli("--list", db=db).output.startswith("no acknowledgements")
+    done = _ack_cli("GH302", "--gpu", "3", "--until", "8h", "--reason", "ticket 42", db=db)
+    assert done.exit_code == 0 and "acknowledged GH302 on GPU 3 until 20" in done.output
+    listed = _ack_cli("--list", db=db)
+    assert listed.exit_code == 0 and "GH302 gpu 3 until 20" in listed.output and "ticket 42" in listed.output
+    for args, why in ((("GH302",), "a reason is required"), (("nonsense", "--reason", "x"), "no check code"),
+                      (("GH302", "--until", "soon", "--reason", "x"), "neither a duration"),
+                      (("GH302", "--until", "2001-01-01T00:00", "--reason", "x"), "in the past")):
+        bad = _ack_cli(*args, db=db)
+        assert bad.exit_code == 3 and why in bad.output, (args, bad.output)
+    assert "cleared GH302 on GPU 3" in _ack_cli("--clear", "GH302", "--gpu", "3", db=db).output
+    assert _ack_cli("--list", db=db).output.strip() == "no acknowledgements"
+
+
+def test_an_acknowledged_sticky_fault_still_fires_and_resolves_only_on_evidence(tmp_path):
+    """Remapped rows pending a reset: acknowledged, it is said (not paged) and stays open; it resolves when the GPU
+    says nothing is pending any more, never because of the acknowledgement."""
+    db = tmp_path / "h.db"
+    assert _ack_cli("pending_retirement", "--gpu", "0", "--reason", "reset planned", db=db).exit_code == 0
+    pending = samples(0, 10, t0=T0, temperature_c=50.0, remapped_rows_pending=True, remapped_rows=2)
+    trace = tmp_path / "sticky.trace"
+    _write(trace, [("boot-a", pending)])
+    lines = _run(tmp_path, trace, db)
+    assert [line for line in lines if " FIRING " in line and "pending_retirement" in line] and not _pages(lines)
+    assert not any(" RESOLVED " in line for line in lines), lines
+    _write(trace, [("boot-a", pending + samples(0, 10, t0=T0 + 10, temperature_c=50.0, remapped_rows_pending=False,
+                                               remapped_rows=2))])
+    lines = _run(tmp_path, trace, db)
+    assert any(" RESOLVED " in line and "pending_retirement" in line for line in lines), lines

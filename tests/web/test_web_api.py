@@ -102,7 +102,7 @@ def test_every_endpoint_answers(live, clock):
         gpus = client.get("/api/v1/gpus").json()["gpus"]
         assert [g["gpu"] for g in gpus] == [0, 1] and gpus[1]["readings"]["temperature_c"] == 51
         assert gpus[1]["pci_bus_id"] == "0000:3b:00.0" and gpus[1]["state"] == "ok"
-        assert client.get("/api/v1/alerts").json() == {"active": [], "recent": []}
+        assert client.get("/api/v1/alerts").json() == {"active": [], "recent": [], "acknowledgements": []}
         assert client.get("/api/v1/findings").json()["checked_at"] is None
         history = client.get("/api/v1/history", params={"gpu": 1, "metric": "temperature", "range": "15m"}).json()
         assert history["series"] == [{"gpu": 1, "metric": "temperature_c", "resolution": "raw",

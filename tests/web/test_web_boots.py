@@ -51,3 +51,43 @@ def test_a_node_never_rebooted_says_nothing_of_reboots(tmp_path):
     state.set_remediations(memory.remediations)
     assert [s.value for s in _samples(state) if s.name == "gpuhealth_remediations"] == [0.0]
     assert "reboot" not in state.status()["summary"]
+
+
+TOKEN = "s3cret-token-0123456789"
+
+
+def test_ack_over_the_api_needs_the_token_and_shows_the_alert_as_acknowledged(tmp_path):
+    from starlette.testclient import TestClient
+
+    from gpuhealth.monitor import acks
+    from gpuhealth.web.app import create_app
+
+    db = tmp_path / "h.db"
+    Store(db).close()
+    state = LiveState()
+    asked: list[bool] = []
+    state.acks_changed = lambda: asked.append(True)
+    state.alert(Alert("xid", 0, "critical", "firing", "GPU 0 Xid 79", T0, "79"))
+    body = {"code": "xid:79", "gpu": 0, "until": "8h", "reason": "ticket 42"}
+    with TestClient(create_app(state, db=db)) as client:  # on loopback without a token: refused all the same
+        assert client.post("/api/v1/ack", json=body).status_code == 403
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_app(state, db=db, token=TOKEN)) as client:
+        assert client.post("/api/v1/ack", json=body).status_code == 401
+        assert client.post("/api/v1/ack", json={**body, "code": "rm -rf"}, headers=headers).status_code == 400
+        assert client.post("/api/v1/ack", json={**body, "reason": ""}, headers=headers).status_code == 400
+        assert client.post("/api/v1/ack", json={**body, "gpu": "0"}, headers=headers).status_code == 400
+        answer = client.post("/api/v1/ack", json=body, headers=headers)
+        assert answer.status_code == 200 and answer.json()["result"].startswith("acknowledged xid:79 until")
+        assert asked == [True]  # the monitor is told to read the acknowledgements again
+        store = Store(db)
+        state.set_acks(acks.load(store))  # what the monitor thread does on its next step
+        store.close()
+        active = client.get("/api/v1/alerts", headers=headers).json()["active"]
+        assert active[0]["rule"] == "xid" and active[0]["acknowledged"]["reason"] == "ticket 42"
+        status = client.get("/api/v1/status", headers=headers).json()
+        assert status["alerts"]["acknowledged"] == 1 and "(1 acknowledged)" in status["summary"]
+        metrics = client.get("/metrics", headers=headers).text
+        assert 'gpuhealth_alert_acknowledged{' in metrics and 'rule="xid"' in metrics
+        cleared = client.post("/api/v1/ack", json={"code": "xid:79", "gpu": 0, "clear": True}, headers=headers)
+        assert cleared.json()["result"] == "cleared xid:79"

@@ -39,6 +39,9 @@ ANSWERS = {
         ({"instance": "node1:9835", "code": "GH999", "slug": "x", "severity": "info", "gpu": ""}, 1)),
     'gpuhealth_gpu_utilization_ratio{job="gpuhealth"} == 0': _vector(({"instance": "node1:9835", "gpu": "5"}, 0)),
     'gpuhealth_remediations{job="gpuhealth"} > 0': _vector(({"instance": "node2:9835"}, 3)),
+    # node1's hot GPU is acknowledged (`gpuhealth ack temperature --gpu 0`): listed, marked
+    'gpuhealth_alert_acknowledged{job="gpuhealth"}': _vector(
+        ({"instance": "node1:9835", "rule": "temperature", "key": "", "severity": "warning", "gpu": "0"}, 1)),
 }
 
 
@@ -84,6 +87,7 @@ def test_fleet_lists_worst_first_and_exits_like_check(prometheus):
                     ("info", "node1:9835", "5", "idle"), ("info", "node2:9835", "", "reboots")]
     assert "xid (79) GPU-3" in report["rows"][0]["what"]
     assert report["rows"][-1]["what"] == "3 reboot(s) in the last 7 days (remediations)"
+    assert [r["what"].endswith("(acknowledged)") for r in report["rows"]] == [False, False, False, True, False, False]
     # each row's action and impact: an alert's own labels (the escalated Xid 79), else its rule's row (temperature),
     # a finding its labels, the idle rule's row
     facts = [(r["action"], r["impact"]) for r in report["rows"]]

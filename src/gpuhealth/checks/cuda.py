@@ -791,12 +791,18 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
                          note="create instances, or disable MIG: sudo nvidia-smi -mig 0 (needs a GPU reset)"))
     if not causes:
         causes.append("no known cause found in the evidence; read the error above")
+    # a "+cpu" version is PyTorch's own word that the wheel has no CUDA: it decides the differential
+    cpu_wheel = (torch.torch_version or "").endswith("+cpu")
     yield Draft(
         Severity.CRITICAL,
         (f"PyTorch {torch.torch_version or ''} cannot use the GPUs (torch.cuda.is_available() is False): "
          if torch.cuda_available is False else "PyTorch fails before it can use the GPUs: ") + "; ".join(causes),
         evidence=tuple(evidence), fixes=tuple(dict.fromkeys(fixes)),
+        labels={"decided": CPU_BUILD} if cpu_wheel else {},
     )
+
+
+CPU_BUILD = "torch-cpu-build"  # causes.csv: the installed PyTorch is a CPU-only build
 
 
 def _cpu_only_build(snapshot: Snapshot, version: str) -> Draft:
@@ -804,6 +810,7 @@ def _cpu_only_build(snapshot: Snapshot, version: str) -> Draft:
     return Draft(
         Severity.WARNING, f"PyTorch {version} is a CPU-only build: it cannot use a GPU on any host",
         evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE), (f"PyTorch version: {version}",)),),
+        labels={"decided": CPU_BUILD},
         fixes=(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>", "any",
                    note="cu<XY> no newer than the CUDA Version nvidia-smi prints; nothing to do on a host "
                         "without an NVIDIA GPU"),))

@@ -14,7 +14,8 @@ records, per boot:
 - each boot (``boot``): the reboots observed in the last week are the node's remediation count (``fleet``,
   /metrics ``gpuhealth_remediations``, the dashboard).
 
-Without a database or a boot id (an old trace) nothing here applies, and alerts page as before.
+Without a boot id (an old trace) none of that applies, and alerts page as before. The acknowledgements (acks.py)
+need only the database: an acknowledged alert does not page until its acknowledgement ends.
 """
 
 from __future__ import annotations
@@ -100,8 +101,14 @@ class FaultMemory:
         self.remediations: int | None = None
         self.listeners: list[Callable[[int | None], None]] = []  # serve's live state: the count when it changes
         self._counted_at = -1e18
+        # acknowledgements (acks.py): read again once a minute, or at the next step once ``acks_changed`` is set
+        self.acks: list[Any] = []
+        self.ack_listeners: list[Callable[[list[Any]], None]] = []
+        self.acks_changed = True
+        self._silenced: dict[tuple[str, int | None, str], Alert] = {}  # firing alerts an ack holds back
         if boot is not None:
             self.set_boot(boot, store.clock())
+        self.poll(store.clock())  # the acknowledgements hold from the first alert on
 
     def _failed(self, exc: StoreError) -> None:
         if str(exc) not in self._said:
@@ -120,41 +127,75 @@ class FaultMemory:
         return changed
 
     def count(self, now: float, force: bool = False) -> int | None:
-        """The reboots gpuhealth saw in the last week (refreshed at most once a minute), told to the listeners."""
+        """The reboots gpuhealth saw in the last week (refreshed at most once a minute), told to the listeners;
+        None without a boot id."""
         if not force and now - self._counted_at < 60:
             return self.remediations
         self._counted_at = now
+        self.acks_changed = True
+        value: int | None = None
         try:
             if self.boot is not None:
                 self.store.note_boot(self.boot, now)  # the boot is still running: kept by the retention
-            value: int | None = self.store.reboots_since(now - REMEDIATION_WINDOW_S)
+                value = self.store.reboots_since(now - REMEDIATION_WINDOW_S)
         except StoreError as exc:
             self._failed(exc)
-            value = None
         if value != self.remediations:
             self.remediations = value
             for listener in self.listeners:
                 listener(value)
         return value
 
-    def admit(self, alert: Alert) -> tuple[Alert, bool]:
-        """The alert to notify (escalated when its fault survived reboots) and whether it pages: False for one
-        that already paged in this boot before gpuhealth restarted."""
+    def poll(self, now: float) -> list[Alert]:
+        """Once per monitor step: the count and the acknowledgements refreshed when due; the alerts whose
+        acknowledgement ended (expired or cleared) while they fire, to page now."""
+        self.count(now)
+        if self.acks_changed:
+            self.acks_changed = False
+            from . import acks
+
+            try:
+                self.acks = acks.load(self.store)
+            except StoreError as exc:
+                self._failed(exc)
+            for listener in self.ack_listeners:
+                listener(list(self.acks))
+        ended = [alert for identity, alert in self._silenced.items() if self._ack(alert, now) is None]
+        for alert in ended:
+            del self._silenced[alert.identity]
+        return ended
+
+    def _ack(self, alert: Alert, now: float) -> Any:
+        from .acks import covers
+
+        return next((ack for ack in self.acks if ack.active(now) and covers(ack, alert)), None)
+
+    def admit(self, alert: Alert) -> tuple[Alert, str | None]:
+        """The alert to notify (escalated when its fault survived reboots) and, when it must not page, why: it
+        paged already in this boot before gpuhealth restarted, or an acknowledgement holds it."""
+        from .acks import shown_time
+
         boot = self.boot
-        if boot is None:
-            return alert, True
+        quiet: str | None = None
+        if alert.state != "firing":
+            self._silenced.pop(alert.identity, None)
         try:
-            pages = True
-            if alert.state == "firing":
-                if not alert.renotify:
-                    before = self.store.paged_state(boot, alert.rule, alert.gpu, alert.key)
-                    pages = before is None or not _continues(alert, before)
-                alert = self._escalate(alert, boot)
-            self.store.note_paged(boot, alert.rule, alert.gpu, alert.key, alert.state, alert.t)
-            return alert, pages
+            if boot is not None:
+                if alert.state == "firing":
+                    if not alert.renotify:
+                        before = self.store.paged_state(boot, alert.rule, alert.gpu, alert.key)
+                        if before is not None and _continues(alert, before):
+                            quiet = "paged already in this boot, before gpuhealth restarted: not paged again"
+                    alert = self._escalate(alert, boot)
+                self.store.note_paged(boot, alert.rule, alert.gpu, alert.key, alert.state, alert.t)
         except StoreError as exc:
             self._failed(exc)
-            return alert, True
+        ack = self._ack(alert, alert.t) if alert.state == "firing" else None
+        if ack is not None:
+            self._silenced[alert.identity] = alert
+            quiet = quiet or (f"acknowledged {shown_time(ack.until)}: {ack.reason} - not paged until then; "
+                              "`gpuhealth ack --clear` ends it")
+        return alert, quiet
 
     def _escalate(self, alert: Alert, boot: str) -> Alert:
         from .notify import actions_of
@@ -188,8 +229,7 @@ def _continues(alert: Alert, before: tuple[str, float]) -> bool:
     return not seen or max(seen) <= when
 
 
-def not_paged_note(alert: Alert) -> Alert:
-    """What the monitor's notifiers get for an alert that already paged in this boot: said at info, not paged."""
-    return Alert(alert.rule, alert.gpu, "info", alert.state,
-                 f"{alert.message} (paged already in this boot, before gpuhealth restarted: not paged again)",
-                 alert.t, alert.key, alert.renotify, alert.about, alert.action, alert.impact)
+def not_paged_note(alert: Alert, why: str) -> Alert:
+    """What the monitor's notifiers get for an alert that must not page (``why``): said at info, not paged."""
+    return Alert(alert.rule, alert.gpu, "info", alert.state, f"{alert.message} ({why})", alert.t, alert.key,
+                 alert.renotify, alert.about, alert.action, alert.impact)

@@ -153,7 +153,7 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
             click.echo(one_line(f"gpuhealth monitor: {exc}; running without history"), err=True)
     replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
     boot = _boot_id(source, replaying)
-    if store is not None and boot is not None:
+    if store is not None:  # acknowledgements need only the history; boots need a boot id too
         from .boots import FaultMemory
 
         dispatcher.memory = FaultMemory(store, boot, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
@@ -459,3 +459,70 @@ def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: st
     if natural > console.width:
         console = inert.console(highlight=False, width=natural)
     console.print(table)
+
+
+@click.command()
+@click.argument("code", required=False)
+@click.option("--gpu", type=click.IntRange(0, 1023), help="Only this GPU (default: every GPU and the host).")
+@click.option("--until", "until_text", help="Until when: a duration (8h, 2d) or a time (2026-12-07T18:00, UTC unless "
+              "it says otherwise). Default: until cleared.")
+@click.option("--reason", help="Why (a ticket, who is on it): required to acknowledge.")
+@click.option("--list", "listing", is_flag=True, help="List the acknowledgements.")
+@click.option("--clear", is_flag=True, help="Remove the acknowledgement of CODE (and --gpu).")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database.")
+@config_option
+def ack(code: str | None, gpu: int | None, until_text: str | None, reason: str | None, listing: bool, clear: bool,
+        db: Path | None, config: Path | None) -> None:
+    """Acknowledge a fault: it stops paging until --until (or until cleared), and is shown as acknowledged
+    everywhere, never hidden. CODE: a check code (GH302), an Xid (xid:79) or a rule (temperature, ecc:KEY)."""
+    import time
+
+    from . import acks
+    from .store import Store, StoreError
+
+    settings = _settings(config)["monitor"]
+    path = _db_path(db, settings["db"], reading=listing)
+    if listing and not os.path.lexists(path):
+        click.echo(f"no acknowledgements ({path}: no history yet)")
+        return
+    if not listing and code is None:
+        raise CannotRun("ack: give CODE (GH302, xid:79, temperature), or --list")
+    now = time.time()
+    try:
+        name = acks.normalize(code) if code is not None else ""
+        until = acks.parse_until(until_text, now) if until_text and not listing and not clear else None
+        why = acks.check_reason(reason or "") if not listing and not clear else ""
+    except ValueError as exc:
+        raise CannotRun(f"ack: {exc}") from exc
+    try:
+        store = Store(path, _duration(settings["raw_keep"], "raw_keep"), _duration(settings["rollup_keep"],
+                                                                                    "rollup_keep"))
+        try:
+            if listing:
+                _list_acks(acks.load(store), now)
+            elif clear:
+                gone = store.clear_ack(name, gpu)
+                where = "every GPU" if gpu is None else f"GPU {gpu}"
+                click.echo(f"cleared {name} on {where}" if gone else f"no acknowledgement of {name} on {where}")
+            else:
+                store.add_ack(name, gpu, until, why, now)
+                where = "every GPU and the host" if gpu is None else f"GPU {gpu}"
+                click.echo(f"acknowledged {name} on {where} {acks.shown_time(until)}: not paged meanwhile, still "
+                           "shown; a running monitor or serve reads it within a minute")
+        finally:
+            store.close()
+    except StoreError as exc:
+        raise CannotRun(str(exc)) from exc
+
+
+def _list_acks(items: list[Any], now: float) -> None:
+    from . import acks
+
+    if not items:
+        click.echo("no acknowledgements")
+        return
+    for item in items:
+        where = "all" if item.gpu is None else f"gpu {item.gpu}"
+        state = "" if item.active(now) else " (expired)"
+        click.echo(one_line(f"{item.code} {where} {acks.shown_time(item.until)}{state}: {item.reason} "
+                            f"(given {acks.stamp(item.t)})"))

@@ -143,6 +143,7 @@ class Monitor:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)
         self.dispatcher.dispatch(alerts)
+        self.dispatcher.recheck(now)
         self.steps += 1
         return events
 
@@ -154,7 +155,6 @@ class Monitor:
             return
         boot = getattr(getattr(self.source, "inner", self.source), "boot_id", None)  # serve's TeeSource wraps it
         if boot is None or boot == memory.boot:
-            memory.count(now)
             return
         if memory.set_boot(boot, now):
             self.rules.restart()

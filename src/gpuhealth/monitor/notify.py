@@ -262,12 +262,23 @@ class Dispatcher:
                 continue
             self._state[alert.identity] = alert.state
             self._message[alert.identity] = alert.message
-            pages = True
+            quiet: str | None = None
             if self.memory is not None:
-                alert, pages = self.memory.admit(alert)
+                alert, quiet = self.memory.admit(alert)
             self.sent.append(alert)
             del self.sent[:-1000]  # bounded: kept for `watch` and tests, not as a record
-            self._deliver(alert, raw=True, pages=pages)
+            self._deliver(alert, raw=True, quiet=quiet)
+
+    def recheck(self, now: float) -> None:
+        """Once per monitor step: an alert an acknowledgement held back pages once that ends while it fires."""
+        if self.memory is None:
+            return
+        for alert in self.memory.poll(now):
+            if self._state.get(alert.identity) == "firing":
+                note = Alert(alert.rule, alert.gpu, alert.severity, "firing", f"{alert.message} (its "
+                             "acknowledgement ended: paged now)", now, alert.key, True, alert.about, alert.action,
+                             alert.impact)
+                self._deliver(note, raw=False)
 
     def reboot(self) -> None:
         """The host rebooted (a replay crossing a ``boot`` record): what was open ends with the boot, as it does
@@ -287,15 +298,15 @@ class Dispatcher:
         self._state.clear()
         self._message.clear()
 
-    def _deliver(self, alert: Alert, raw: bool, pages: bool = True) -> None:
+    def _deliver(self, alert: Alert, raw: bool, quiet: str | None = None) -> None:
         """To every notifier (``raw``: the alert itself to those with ``every_alert``, the fold's routing to
-        the others); only the fold's routing when not ``raw``. Not ``pages``: the others get it at info, saying
-        it paged already in this boot (boots.py)."""
+        the others); only the fold's routing when not ``raw``. ``quiet``: why it must not page (boots.py); the
+        others get it at info, saying so."""
         routed = self._folding.route(alert)
-        if not pages and routed.severity != "info":
+        if quiet is not None and routed.severity != "info":
             from .boots import not_paged_note
 
-            routed = not_paged_note(routed)
+            routed = not_paged_note(routed, quiet)
         for notifier in self.notifiers:
             every = getattr(notifier, "every_alert", False)
             if every and not raw:

@@ -14,6 +14,7 @@ Layout (schema version 2), chosen so a GPU-day stays well under 2 MB at 1 Hz eve
   (``/proc/sys/kernel/random/boot_id``), each alert's last state per boot (a restart of gpuhealth does not
   page again what already paged in this boot), and each fault per GPU per boot (a fault that comes back
   after reboots escalates). A few rows per boot: never compacted, kept as long as the rollups.
+- ``ack`` (version 4, monitor/acks.py): what the operator acknowledged (`gpuhealth ack`, serve's API).
 """
 
 from __future__ import annotations
@@ -119,12 +120,23 @@ _V3_TABLES = (
 )
 
 
+# gpu -1: every GPU and the host; until NULL: until cleared (monitor/acks.py)
+_V4_TABLES = ("CREATE TABLE ack (code TEXT NOT NULL, gpu INTEGER NOT NULL, until REAL, reason TEXT NOT NULL, "
+              "t REAL NOT NULL, PRIMARY KEY (code, gpu))",)
+
+
 def _migrate_3(conn: sqlite3.Connection) -> None:
     for statement in _V3_TABLES:
         conn.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3}
+def _migrate_4(conn: sqlite3.Connection) -> None:
+    for statement in _V4_TABLES:
+        conn.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3,
+                                                               4: _migrate_4}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -137,7 +149,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         raise StoreError(f"history schema {version} is newer than this gpuhealth ({SCHEMA_VERSION}); upgrade it")
     if version == 0:  # a new file: the current tables at once
         with conn:
-            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES:
+            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES + _V4_TABLES:
                 conn.execute(statement)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return SCHEMA_VERSION
@@ -377,6 +389,25 @@ class Store:
             "SELECT boot FROM fault WHERE gpu = ? AND fault = ? ORDER BY t", (-1 if gpu is None else gpu, fault)
         ).fetchall())
         return [str(row[0]) for row in rows]
+
+    # ---- acknowledgements (monitor/acks.py)
+
+    def add_ack(self, code: str, gpu: int | None, until: float | None, reason: str, t: float) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO ack VALUES (?, ?, ?, ?, ?)",
+                                              (code, -1 if gpu is None else gpu, until, reason, t)))
+
+    def clear_ack(self, code: str, gpu: int | None) -> int:
+        """Remove the acknowledgement of ``code`` on ``gpu`` (None: the one for every GPU); how many went."""
+        cursor = self._boots(lambda conn: conn.execute("DELETE FROM ack WHERE code = ? AND gpu = ?",
+                                                       (code, -1 if gpu is None else gpu)))
+        return int(cursor.rowcount)
+
+    def acks(self) -> list[tuple[str, int | None, float | None, str, float]]:
+        """(code, gpu or None, until or None, reason, when) of every acknowledgement, oldest first."""
+        rows = self._boots(lambda conn: conn.execute("SELECT code, gpu, until, reason, t FROM ack ORDER BY t")
+                           .fetchall())
+        return [(str(c), None if g == -1 else int(g), None if u is None else float(u), str(r), float(t))
+                for c, g, u, r, t in rows]
 
     def _check_pages(self, path: Path | str) -> None:
         """``PRAGMA quick_check`` before anything is written: a damaged file is said so (and left alone)

@@ -194,7 +194,8 @@ def _differential(finding: Finding, given: tuple[str, ...]) -> list[Text]:
     if not finding.differential:
         return []
     top, rest = finding.differential[0], finding.differential[1:]
-    lines = [Text(f"    most likely: {top.title} ({top.why})")]
+    lead = "cause" if top.status == "confirmed" else "most likely"  # a decided cause is no guess
+    lines = [Text(f"    {lead}: {top.title} ({top.why})")]
     still = [c for c in rest if c.status != "ruled out"]
     if still:
         lines.append(Text("    else: " + "; ".join(c.title for c in still[:4]) + (" ..." if len(still) > 4 else "")))

@@ -124,6 +124,15 @@ class StateCollector(Collector):
                 for xid_code, severity in xid_series(alert):
                     alerts.add_metric([alert.rule, alert.key, severity, *labels, xid_code, action, impact], 1.0)
         yield alerts
+        acknowledged = GaugeMetricFamily("gpuhealth_alert_acknowledged", "1 for each firing alert that an "
+                                         "acknowledgement holds back from paging (`gpuhealth ack`), with the labels of "
+                                         "its gpuhealth_alert_active series; absent when none.",
+                                         labels=["rule", "key", "severity", *GPU_LABELS, "xid"])
+        for alert in sorted(view["acknowledged"], key=lambda a: (a.rule, -1 if a.gpu is None else a.gpu, a.key)):
+            for labels in _alert_gpus(alert, identity):
+                for xid_code, severity in xid_series(alert):
+                    acknowledged.add_metric([alert.rule, alert.key, severity, *labels, xid_code], 1.0)
+        yield acknowledged
         if view["remediations"] is not None:
             yield GaugeMetricFamily("gpuhealth_remediations", "Reboots of this host that gpuhealth saw in the last 7 "
                                     "days (a new boot id in its history): a node that keeps being rebooted is "

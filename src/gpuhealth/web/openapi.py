@@ -63,6 +63,15 @@ def document(version: str) -> dict[str, Any]:
                 "responses": {"200": _json("Findings", {"$ref": "#/components/schemas/Findings"}),
                               "202": _json("Still running", {"$ref": "#/components/schemas/Findings"}),
                               "403": _ERROR, "413": _ERROR, "429": _ERROR, "503": _ERROR, **_AUTH}}},
+            "/api/v1/ack": {"post": {
+                "summary": "Acknowledge a fault (or clear an acknowledgement): as `gpuhealth ack`",
+                "description": "Needs serve started with a token (403 without one: an acknowledgement holds pages "
+                               "back) and a history database (503 without). Body: {\"code\": \"GH302\" | "
+                               "\"xid:79\" | a rule, \"gpu\": N (optional), \"until\": \"8h\" or an ISO time "
+                               "(optional: until cleared), \"reason\": text (required unless clear), \"clear\": "
+                               "true (optional)}. The alert is still shown everywhere, as acknowledged.",
+                "responses": {"200": _json("The acknowledgements now", {"type": "object"}), "400": _ERROR,
+                              "403": _ERROR, "413": _ERROR, "503": _ERROR, **_AUTH}}},
             "/api/v1/events": {"get": {
                 "summary": "Server-sent events: status, samples (every interval), alert, findings",
                 "responses": {"200": {"description": "text/event-stream; `: keep-alive` comments every 15 s",

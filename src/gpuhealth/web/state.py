@@ -136,6 +136,9 @@ class LiveState:
         self.last_sample_t: float | None = None
         # reboots of the host gpuhealth saw in the last week (monitor/boots.py); None without a history or boot id
         self.remediations: int | None = None
+        # acknowledgements (monitor/acks.py) as the monitor last read them; ``acks_changed`` tells it to read again
+        self.acks: list[Any] = []
+        self.acks_changed: Callable[[], None] = lambda: None
         self.monitor_running = False
         self.monitor_note = "starting"
         # A replayed trace that ran out: its GPUs stop sending because the file ended, not because they were
@@ -249,6 +252,18 @@ class LiveState:
         with self._check_done:
             return self._check_done.wait_for(lambda: self.check_generation > generation, timeout)
 
+    def set_acks(self, acks: list[Any]) -> None:
+        with self._lock:
+            self.acks = list(acks)
+
+    def _ack_of(self, alert: Alert, now: float) -> Any:
+        """The acknowledgement holding ``alert`` back, if any (called under the lock)."""
+        if not self.acks:
+            return None
+        from gpuhealth.monitor.acks import covers
+
+        return next((ack for ack in self.acks if ack.active(now) and covers(ack, alert)), None)
+
     def set_remediations(self, count: int | None) -> None:
         with self._lock:
             self.remediations = count
@@ -354,6 +369,7 @@ class LiveState:
                 "report": self.report,
                 "report_at": self.report_at,
                 "remediations": self.remediations,
+                "acknowledged": [a for a in self._active.values() if self._ack_of(a, now) is not None],
             }
 
     def window(self, gpu: int, metric: str, since: float) -> tuple[list[float], list[float]] | None:
@@ -366,10 +382,15 @@ class LiveState:
         return [r[0] for r in rows], [r[column] for r in rows]
 
     def alerts(self) -> dict[str, Any]:
+        now = self.clock()
         with self._lock:
             active = sorted(self._active.values(), key=lambda a: (-SEVERITY_RANK.get(a.severity, 0), a.t))
+            acked = {a.identity: ack.as_json() for a in active if (ack := self._ack_of(a, now)) is not None}
             feed = list(self._feed)
-        return {"active": [to_json(a) for a in active], "recent": [to_json(a) for a in feed]}
+            acks = [ack.as_json() for ack in self.acks]
+        # an acknowledged alert is listed as it is, with its acknowledgement beside it: never hidden
+        return {"active": [{**to_json(a), "acknowledged": acked.get(a.identity)} for a in active],
+                "recent": [to_json(a) for a in feed], "acknowledgements": acks}
 
     def findings(self) -> dict[str, Any]:
         with self._lock:
@@ -406,6 +427,7 @@ class LiveState:
             running, error = self.check_running, self.check_error
             monitor_running, note, last = self.monitor_running, self.monitor_note, self.last_sample_t
             reboots = self.remediations
+            acknowledged = sum(1 for a in active if self._ack_of(a, now) is not None)
             finished = self.replay_finished
         rank = max((SEVERITY_RANK.get(a.severity, 0) for a in active), default=0)
         if report is not None:
@@ -426,6 +448,8 @@ class LiveState:
         else:
             parts = [f"{present} of {len(views)} GPU(s) answering" if views else "no GPU sampled yet"]
         parts.append(f"{len(active)} active alert(s)" if active else "no active alerts")
+        if acknowledged:
+            parts[-1] += f" ({acknowledged} acknowledged)"
         if report is not None:
             parts.append(f"last check: {report.verdict.lower()}")
         elif error:
@@ -437,7 +461,8 @@ class LiveState:
         return {
             "verdict": verdict, "summary": "; ".join(parts), "time": now,
             "gpus": {"seen": len(views), "answering": present, "lost": lost},
-            "alerts": {"active": len(active), **{s: counts.get(s, 0) for s in ("critical", "warning", "info")}},
+            "alerts": {"active": len(active), **{s: counts.get(s, 0) for s in ("critical", "warning", "info")},
+                       "acknowledged": acknowledged},
             "check": {"verdict": report.verdict if report is not None else None, "checked_at": at,
                       "running": running, "error": error},
             "monitor": {"running": monitor_running, "note": note, "replay_finished": finished,
