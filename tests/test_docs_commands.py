@@ -41,6 +41,7 @@ NEEDS_GPU = "samples this host's GPUs (NVML or nvidia-smi): needs a GPU"
 NOT_RUNNABLE: dict[str, str] = {
     "gpuhealth": PROSE,
     "gpuhealth analyze": PROSE,
+    "gpuhealth ack": PROSE,
     "gpuhealth check --from": PROSE,
     "gpuhealth diff": PROSE,
     "gpuhealth fleet": PROSE,
@@ -51,6 +52,8 @@ NOT_RUNNABLE: dict[str, str] = {
     "gpuhealth --debug": "an option named in prose (it needs a command)",
     "gpuhealth --debug ...": "an option named in prose (it needs a command)",
     "gpuhealth explain CODE": SYNOPSIS,
+    "gpuhealth ack CODE [--gpu N] [--until 8h|2026-12-07T18:00] --reason TEXT": SYNOPSIS,
+    "gpuhealth ack --clear CODE [--gpu N]": SYNOPSIS,
     "gpuhealth explain <code>": SYNOPSIS,
     "gpuhealth snapshot": PROSE,
     "gpuhealth check --from bundle.tar.gz": "reads the bundle.tar.gz that the `gpuhealth snapshot -o bundle.tar.gz` "
