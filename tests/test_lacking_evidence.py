@@ -116,7 +116,7 @@ def test_a_missing_fabric_manager_unit_is_gh210():
 def test_a_missing_fabric_manager_on_an_nvswitch_system_is_critical():
     [gh210] = _codes(_listed(FM_NOT_FOUND, A100_LSPCI))["GH210"]
     assert gh210.severity is Severity.CRITICAL
-    assert any("could not be found" in line for e in gh210.evidence for line in e.lines)
+    assert any("not found (not installed)" in line for e in gh210.evidence for line in e.lines)
 
 
 def test_a_missing_fabric_manager_on_a_pcie_gpu_host_is_quiet():
@@ -347,3 +347,62 @@ def test_an_index_is_counted_among_the_gpus_cuda_visible_devices_keeps():
 
 def test_an_index_without_the_gpu_count_is_not_judged():
     assert "GH608" not in _codes(_report(("traceback.txt", TAB_DDPM_20)))
+
+
+# --------------------------------------------------------------------------- program text (issue 21 item 4)
+
+def _program(name: str) -> tuple[str, str]:
+    from conftest import DATA
+
+    return name, (DATA / "programs" / name).read_text()
+
+
+def test_a_script_exporting_an_index_the_host_lacks_is_gh608():
+    script = _program("handwritten_autoformer-25_script.sh")
+    assert identify(script[1]) == "program-text"
+    [gh608] = _codes(_report(("nvidia-smi -L", ONE_GPU), script))["GH608"]
+    assert gh608.severity is Severity.WARNING and "CUDA_VISIBLE_DEVICES=1: index 1 is not a GPU" in gh608.message
+    assert "GH608" not in _codes(_report(("nvidia-smi -L", TWO_GPUS), script))
+
+
+def test_a_dockerfile_whose_cuda_the_driver_is_too_old_for_is_gh601():
+    dockerfile = _program("handwritten_dockerfile-cuda12-pip-cu124.Dockerfile")
+    old = "| NVIDIA-SMI 470.182.03   Driver Version: 470.182.03   CUDA Version: 11.4     |\n"
+    [gh601] = _codes(_report(("nvidia-smi", old), dockerfile))["GH601"]
+    assert gh601.severity is Severity.CRITICAL
+    assert "the base image nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04" in gh601.message
+    assert any("FROM nvidia/cuda:12.4.1" in line for e in gh601.evidence for line in e.lines)
+    new = "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4     |\n"
+    assert "GH601" not in _codes(_report(("nvidia-smi", new), dockerfile))
+
+
+def test_a_script_installing_the_cpu_wheel_is_gh605():
+    report = _report(_program("handwritten_cpu-wheel.py.txt"))
+    [gh605] = _codes(report)["GH605"]
+    assert gh605.severity is Severity.WARNING and "2.1.0+cpu" in gh605.message  # no failure shown: a warning
+
+
+def test_a_program_that_tells_nothing_is_no_diagnosis_never_healthy():
+    script = "import torch\nimport os\n\n\ndef main():\n    print(torch.cuda.is_available())\n"
+    report = _report(("train.py", script))
+    assert report.verdict == "NO DIAGNOSIS"
+
+
+def test_systemctl_show_gives_the_same_unit_state():
+    failed = ("ExecStart={ path=/usr/bin/nv-fabricmanager ; argv[]=/usr/bin/nv-fabricmanager -c "
+              "/usr/share/nvidia/nvswitch/fabricmanager.cfg ; ignore_errors=no ; pid=0 ; code=(null) ; status=0/0 }\n"
+              "Id=nvidia-fabricmanager.service\nLoadState=loaded\nActiveState=failed\nSubState=failed\n"
+              "UnitFileState=enabled\n")  # hand-written in systemctl show's form (its property names and order)
+    assert identify(failed) == "systemctl-show"
+    [gh210] = _codes(_report(("systemctl show nvidia-fabricmanager", failed)))["GH210"]
+    assert gh210.severity is Severity.WARNING and gh210.message.startswith("Fabric Manager failed:")
+    # `-p` output names no unit: the command does
+    session = ("$ systemctl show nvidia-fabricmanager -p ActiveState -p LoadState\n"
+               "LoadState=not-found\nActiveState=inactive\n")
+    [missing] = _codes(_report(("session.txt", session)))["GH210"]
+    assert "Fabric Manager is not installed" in missing.message
+    active = failed.replace("ActiveState=failed", "ActiveState=active").replace("SubState=failed", "SubState=running")
+    assert "GH210" not in _codes(_report(("systemctl show nvidia-fabricmanager", active)))
+    persistenced = "Id=nvidia-persistenced.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"
+    [gh604] = _codes(_report(("systemctl show nvidia-persistenced", persistenced)))["GH604"]
+    assert "nvidia-persistenced is not installed" in gh604.message

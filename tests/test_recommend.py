@@ -410,22 +410,31 @@ def test_no_wheel_without_the_gpus_kernels():
     assert drivers.wheels()[-1].runs_on("7.0") is False  # cu130 dropped Volta
 
 
-# every model name nvidia-smi printed in the test hosts and cases
+# every model name nvidia-smi (-L, -q, its table), collect_env or torch printed in the test hosts and cases
+_NAME_FORMS = (
+    r"(?:^|\\n|\n)\s*GPU \d+: ([^\n\\(]+?)(?: \(UUID|\s*(?:\\n|\n|$))",  # nvidia-smi -L, collect_env
+    r"Product Name\s+: ([^\n\\]+)",  # nvidia-smi -q
+    r"_CudaDeviceProperties\(name='([^']+)'",  # torch.cuda.get_device_properties
+    r"\|\s+\d+\s+((?:NVIDIA|Tesla|GeForce|Quadro|TITAN)[^|]*?)\s+(?:On|Off)\s+\|",  # the nvidia-smi table
+)
+
+
 def _names_in_tests() -> set[str]:
     from pathlib import Path
 
     root = Path(__file__).resolve().parent
-    pattern = re.compile(r"(?:^|\\n|\n)\s*GPU \d+: ([^\n\\(]+?) \(UUID|Product Name\s+: ([^\n\\]+)")
+    patterns = [re.compile(p) for p in _NAME_FORMS]
     names = set()
     for path in [*root.glob("hosts/*.json"), *(p for p in root.glob("cases/*/*") if p.is_file())]:
-        for match in pattern.finditer(path.read_text(encoding="utf-8", errors="replace")):
-            names.add((match[1] or match[2]).strip())
-    return {n for n in names if n and not n.endswith("...")}
+        text = path.read_text(encoding="utf-8", errors="replace")
+        names.update(m[1].strip() for pattern in patterns for m in pattern.finditer(text))
+    return {n for n in names if n and not n.endswith("...")}  # the table cuts long names short
 
 
 def test_every_smi_name_in_the_tests_resolves():
     names = _names_in_tests()
-    assert {"NVIDIA H100 80GB HBM3", "NVIDIA A100-PCIE-40GB", "Tesla T4", "Tesla V100-PCIE-32GB"} <= names
+    assert {"NVIDIA H100 80GB HBM3", "NVIDIA A100-PCIE-40GB", "Tesla T4", "Tesla V100-PCIE-32GB", "Tesla M40 24GB",
+            "GeForce RTX 3070", "NVIDIA GeForce RTX 3090"} <= names
     unresolved = sorted(n for n in names if gpus.device_id_for(n)[0] is None)
     assert unresolved == []
 
@@ -478,3 +487,18 @@ def test_fabric_manager_from_a_pasted_nvidia_smi_q(corpus):
     assert data["verdict"] == "upgrade-advised" and data["installed_driver"] == "535.183.01"
     notes = [c["note"] for c in data["install"]["commands"]]
     assert any("Fabric Manager of exactly this version" in n and "error 802" in n for n in notes)
+
+
+def test_every_gpu_name_in_the_corpus_resolves(corpus):
+    """The names real nvidia-smi captures print (-q, -x, -L). A vGPU profile ("GRID P4-1Q", a guest's slice of a
+    board) is no GPU model: a guest needs NVIDIA's vGPU guest driver, which recommend does not cover."""
+    patterns = [re.compile(r"Product Name\s+: ([^\n]+)"), re.compile(r"<product_name>([^<]+)</product_name>"),
+                re.compile(r"(?m)^GPU \d+: ([^(\n]+?) \(UUID")]
+    names = set()
+    for path in corpus.rglob("*"):
+        if path.is_file() and path.suffix != ".md":
+            text = path.read_text(encoding="utf-8", errors="replace")
+            names.update(m[1].strip() for pattern in patterns for m in pattern.finditer(text))
+    assert len(names) > 25
+    vgpu = re.compile(r"^(?:GRID|NVIDIA) \S+-\d+[ABCQ]$")
+    assert sorted(n for n in names if gpus.device_id_for(n)[0] is None and not vgpu.match(n)) == []

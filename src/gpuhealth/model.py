@@ -1031,6 +1031,9 @@ class CudaState:
     gsp_firmware_files: tuple[str, ...] = ()  # gsp*.bin files there: gsp_ga10x.bin, gsp_tu10x.bin ...
     gsp_firmware_versions: tuple[str, ...] = ()  # the version directories under /lib/firmware/nvidia
     conda_cudatoolkit: str | None = None  # conda list: the cudatoolkit (or cuda-runtime) in the environment
+    # a pasted Dockerfile's base image ("nvidia/cuda:12.4.1-runtime-ubuntu22.04") and the CUDA it brings ("12.4.1")
+    base_image: str | None = None
+    base_image_cuda: str | None = None
     fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")

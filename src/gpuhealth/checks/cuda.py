@@ -282,6 +282,9 @@ def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evid
     if state.conda_cudatoolkit:
         shown = Evidence(snapshot.sources.get("cuda", "conda list"), (f"cudatoolkit {state.conda_cudatoolkit}",))
         toolkits.append(("conda cudatoolkit", state.conda_cudatoolkit, shown))
+    if state.base_image_cuda:  # a container built on it runs that CUDA on the host's driver
+        shown = Evidence(snapshot.sources.get("cuda", "Dockerfile"), (f"FROM {state.base_image}",))
+        toolkits.append((f"the base image {state.base_image}", state.base_image_cuda, shown))
     return toolkits
 
 
@@ -645,7 +648,7 @@ def _daemon_down(snapshot: Snapshot, state: CudaState) -> Draft:
     missing = state.persistenced_enabled == "not-found"
     what = ("is not installed (its unit could not be found)" if missing
             else "failed" if active == "failed" else "is not running")
-    shown = ("Unit nvidia-persistenced.service could not be found" if missing
+    shown = ("nvidia-persistenced.service: not found (not installed)" if missing
              else f"Active: {state.persistenced_active}",)
     return Draft(
         Severity.WARNING if active == "failed" and not missing else Severity.INFO,

@@ -158,6 +158,12 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
 
         dispatcher.memory = FaultMemory(store, boot, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
                                                                              err=True))
+    if store is not None and not replaying:  # a capture records this host: nothing of a replayed trace
+        from .capture import Capture
+
+        dispatcher.capture = Capture(Path(store.path).parent / "captures", _duration(options["capture_every"],
+                                     "capture_every", "monitor.capture_every"), int(options["capture_keep"]),
+                                     log=lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"), err=True))
     recorder = None
     if record is not None:
         try:

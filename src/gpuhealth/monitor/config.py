@@ -23,6 +23,7 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "monitor.nvml_timeout": (0.1, 60.0),
     "monitor.raw_keep": (600.0, 366 * DAY),
     "monitor.rollup_keep": (3600.0, 3660 * DAY),
+    "monitor.capture_every": (60.0, 30 * DAY),
     "notify.webhook_timeout": (0.1, 60.0),
     "rules.*.for": (0.0, 30 * DAY),
     "rules.*.clear_for": (0.0, 30 * DAY),
@@ -34,10 +35,11 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "serve.request_timeout": (0.5, 300.0),
     "serve.write_timeout": (1.0, 300.0),
 }
-ZERO_OFF = frozenset({"monitor.check_every"})
+ZERO_OFF = frozenset({"monitor.check_every", "monitor.capture_every"})
 # (lowest, highest, whole numbers only)
 NUMBERS: dict[str, tuple[float, float, bool]] = {
     "monitor.held_mib": (0, 10_000_000, False),
+    "monitor.capture_keep": (0, 1000, True),
     "usage.price_per_gpu_hour": (0, 1_000_000, False),
     "notify.webhook_retries": (0, 10, True),
     "rules.*.threshold_c": (0, 200, False),

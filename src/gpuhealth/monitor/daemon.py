@@ -203,6 +203,8 @@ class Monitor:
             except StoreError as exc:
                 self._log(str(exc))
             self.store.close()
+        if self.dispatcher.capture is not None:
+            self.dispatcher.capture.wait(60.0)  # a bundle half written is not left behind by a clean stop
         self.dispatcher.close()
 
 

@@ -39,7 +39,8 @@ def to_json(alert: Alert) -> dict[str, object]:
     action, impact = actions_of(alert)
     return {"rule": alert.rule, "key": alert.key, "gpu": alert.gpu, "severity": alert.severity,
             "state": alert.state, "message": alert.message, "t": alert.t,
-            "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat(), "action": action, "impact": impact}
+            "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat(), "action": action, "impact": impact,
+            "capture": alert.capture or None}
 
 
 def actions_of(alert: Alert) -> tuple[str, str]:
@@ -246,9 +247,10 @@ class Dispatcher:
         self._message: dict[tuple[str, int | None, str], str] = {}  # an update ("now 2") is sent once
         self._on_error = on_error or (lambda text: print(text, file=sys.stderr, flush=True))
         self.sent: list[Alert] = []
-        # boots.FaultMemory (the monitor sets it when it has a history and a boot id): escalation, and no second
-        # page for what paged in this boot before gpuhealth restarted
+        # boots.FaultMemory (the monitor sets it when it has a history): escalation, no second page for what paged
+        # in this boot before gpuhealth restarted, acknowledgements
         self.memory: Any = None
+        self.capture: Any = None  # capture.Capture: the first critical page of an incident writes a bundle
 
     def dispatch(self, alerts: Sequence[Alert]) -> None:
         for alert in alerts:
@@ -265,6 +267,12 @@ class Dispatcher:
             quiet: str | None = None
             if self.memory is not None:
                 alert, quiet = self.memory.admit(alert)
+            if self.capture is not None and quiet is None:
+                path = self.capture.on_page(alert)
+                if path is not None:
+                    from .capture import with_capture
+
+                    alert = with_capture(alert, path)
             self.sent.append(alert)
             del self.sent[:-1000]  # bounded: kept for `watch` and tests, not as a record
             self._deliver(alert, raw=True, quiet=quiet)

@@ -60,6 +60,8 @@ class Alert:
     # alert, whose row notify.actions_of reads (knowledge/actions.csv "rule:<name>", an Xid's row for rules.xid).
     action: str = ""
     impact: str = ""
+    # The snapshot bundle captured for this alert's incident (monitor/capture.py); "" for none.
+    capture: str = ""
 
     @property
     def identity(self) -> tuple[str, int | None, str]:

@@ -90,7 +90,9 @@ def _cause(cause: Cause, report: Report, verbose: bool, shown: set[tuple[str, st
     if not fixes and finding.fixes:
         lines.append(Text("    fix: the commands listed above", style="dim"))
     lines += _fixes(fixes, report)
-    lines.append(Text(f"    more: gpuhealth explain {finding.code}", style="dim"))
+    # what it does to the node and what to do, as the scheduler formats and the JSON name them (docs/actions.md)
+    lines.append(Text(f"    impact: {finding.impact}; action: {finding.action}; more: gpuhealth explain {finding.code}",
+                      style="dim"))
     return lines
 
 

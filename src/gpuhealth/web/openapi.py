@@ -106,7 +106,11 @@ def document(version: str) -> dict[str, Any]:
                     "rule": {"type": "string"}, "key": {"type": "string"}, "gpu": {"type": ["integer", "null"]},
                     "severity": {"enum": ["info", "warning", "critical"]}, "state": {"enum": ["firing", "resolved"]},
                     "message": {"type": "string"}, "t": {"type": "number"}, "time": {"type": "string"},
-                    "action": {"enum": list(ACTIONS)}, "impact": {"enum": list(IMPACTS)}}},
+                    "action": {"enum": list(ACTIONS)}, "impact": {"enum": list(IMPACTS)},
+                    "capture": {"type": ["string", "null"],
+                                "description": "the snapshot bundle captured for the alert's incident"},
+                    "acknowledged": {"type": ["object", "null"], "description": "active alerts: the "
+                                     "acknowledgement holding its page back (code, gpu, until, reason, t)"}}},
                 "History": {"type": "object", "properties": {
                     "range_s": {"type": "number"}, "since": {"type": "number"}, "until": {"type": "number"},
                     "series": {"type": "array", "items": {"type": "object", "properties": {
