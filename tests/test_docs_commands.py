@@ -61,6 +61,7 @@ NOT_RUNNABLE: dict[str, str] = {
     "gpuhealth check --level 2": "runs active tests (copy bandwidth, a matmul, a memory pattern) on this host's GPUs",
     "gpuhealth snapshot -o DIR|FILE.tar.gz": SYNOPSIS,
     "gpuhealth snapshot -o PATH": SYNOPSIS,
+    "gpuhealth snapshot -o DIR --redact-host": SYNOPSIS,
     "gpuhealth check --from BUNDLE": SYNOPSIS,
     "gpuhealth check --from PATH": SYNOPSIS,
     "gpuhealth analyze FILE... | -": SYNOPSIS,
