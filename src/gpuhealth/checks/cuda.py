@@ -1400,8 +1400,8 @@ def gsp_firmware_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     else:
         severity, effect = Severity.WARNING, ("the proprietary module runs them without GSP at best, and fails "
                                               "to initialise them when its firmware policy requires GSP")
-    message = (f"No GSP firmware for the loaded driver {version} ({where}) on {len(gpus)} Turing-or-newer GPU(s): "
-               f"{effect}")
+    # the headline first (what and where), then why it matters (issue 24: a headline is one short clause)
+    message = f"No GSP firmware for driver {version} on {len(gpus)} Turing-or-newer GPU(s): {where}; {effect}"
     if others:
         message += f"; firmware exists for {', '.join(others[:4])} only: a partial driver upgrade or downgrade"
     banner = snapshot.driver.banner if snapshot.driver and snapshot.driver.banner else None

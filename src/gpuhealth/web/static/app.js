@@ -214,6 +214,12 @@
       el("span", "subject", a.gpu === null ? "host" : "GPU " + a.gpu),
       el("span", "when", clock(a.t)), impactBadge(a));
     item.append(head, el("p", "msg", a.message));
+    // acknowledged (`gpuhealth ack`): still listed, with who said what and until when; its page is held back
+    if (a.acknowledged) {
+      const until = a.acknowledged.until === null ? "until cleared"
+        : "until " + new Date(a.acknowledged.until * 1000).toLocaleString();
+      item.append(el("p", "ack", "Acknowledged " + until + ": " + a.acknowledged.reason));
+    }
     return item;
   }
 
