@@ -406,3 +406,17 @@ def test_systemctl_show_gives_the_same_unit_state():
     persistenced = "Id=nvidia-persistenced.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"
     [gh604] = _codes(_report(("systemctl show nvidia-persistenced", persistenced)))["GH604"]
     assert "nvidia-persistenced is not installed" in gh604.message
+
+
+def test_a_checkpoint_saved_on_a_gpu_the_program_lacks_is_gh608():
+    # PyTorch's own line (torch/serialization.py, validate_cuda_device), as a pasted traceback ends
+    line = ("RuntimeError: Attempting to deserialize object on CUDA device 2 but torch.cuda.device_count() is 1. "
+            "Please use torch.load with map_location to map your storages to an existing device.\n")
+    report = _report(("traceback.txt", "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+                      "    model = torch.load(\"model.pth\")\n" + line))
+    [gh608] = _codes(report)["GH608"]
+    assert "asks for GPU 2 (a checkpoint saved on CUDA device 2), but it can see 1 GPU(s)" in gh608.message
+    assert "map_location" in gh608.message and "GH003" not in _codes(report)  # the line is known, not "unknown"
+    # a program that sees no GPU at all: not an index problem, so not GH608's
+    none = line.replace("CUDA device 2", "CUDA device 0").replace("device_count() is 1", "device_count() is 0")
+    assert "GH608" not in _codes(_report(("traceback.txt", none)))

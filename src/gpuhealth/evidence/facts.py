@@ -237,6 +237,10 @@ _DEVICE_ASKED = guarded_re(
     r"""(?<![\w-])--(?:gpu|gpu[_-]ids?|device)[= ](?:cuda:)?(?P<e>\d{1,3})(?![\d.,])""",
     may=has_folded("cuda:", "set_device(", ".cuda(", "gpu:", "--gpu", "--device"))
 MAX_DEVICE_REQUESTS = 8
+# torch.load of a checkpoint saved on a GPU this program does not see (torch/serialization.py, validate_cuda_device)
+_CHECKPOINT_DEVICE = guarded_re(r"Attempting to deserialize object on CUDA device (?P<index>\d{1,3}) but "
+                                r"torch\.cuda\.device_count\(\) is (?P<count>\d{1,3})",
+                                may=has("Attempting to deserialize object on CUDA device"))
 
 
 def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
@@ -244,6 +248,11 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
     found: dict[str, DeviceRequest] = {}
     for line in lines:
         text = line.strip()[:MAX_LINE_TEXT]
+        saved = _CHECKPOINT_DEVICE.search(text)
+        if saved and len(found) < MAX_DEVICE_REQUESTS:
+            asked = f"a checkpoint saved on CUDA device {saved['index']}"
+            found.setdefault(asked, DeviceRequest(int(saved["index"]), asked, text[:300], int(saved["count"])))
+            continue
         for m in _DEVICE_ASKED.finditer(text):
             digits = next(g for g in m.groups() if g is not None)
             asked = m.group().lstrip("./")
