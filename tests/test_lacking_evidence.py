@@ -420,3 +420,27 @@ def test_a_checkpoint_saved_on_a_gpu_the_program_lacks_is_gh608():
     # a program that sees no GPU at all: not an index problem, so not GH608's
     none = line.replace("CUDA device 2", "CUDA device 0").replace("device_count() is 1", "device_count() is 0")
     assert "GH608" not in _codes(_report(("traceback.txt", none)))
+
+
+# --------------------------------------------------------------------------- /sys/bus/pci/drivers/nvidia
+
+LSPCI_NN = ("$ lspci -nn | grep -i nvidia\n01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 "
+            "[GeForce RTX 3090] [10de:2204] (rev a1)\n")  # hand-written, in lspci -nn's form
+
+
+def test_no_nvidia_pci_driver_directory_means_the_module_is_not_loaded():
+    """The directory exists while nvidia.ko is loaded (it registers its PCI driver there); GNU ls's message when not."""
+    absent = LSPCI_NN + ("$ ls /sys/bus/pci/drivers/nvidia\n"
+                         "ls: cannot access '/sys/bus/pci/drivers/nvidia': No such file or directory\n")
+    [gh201] = _codes(_report(("session.txt", absent)))["GH201"]
+    assert gh201.severity is Severity.CRITICAL and "not loaded" in gh201.message
+
+
+def test_the_nvidia_pci_driver_holding_the_gpu_is_quiet():
+    bound = LSPCI_NN + ("$ ls /sys/bus/pci/drivers/nvidia\n"
+                        "0000:01:00.0  bind  module  new_id  remove_id  uevent  unbind\n")
+    snapshot, _ = analyze_texts([("session.txt", bound)])
+    assert snapshot.module_listed("nvidia") is True
+    assert [(d.address, d.kernel_driver) for d in snapshot.pci_devices] == [("0000:01:00.0", "nvidia")]
+    report = run_checks(snapshot)
+    assert "GH201" not in _codes(report) and _worst(report) is None
