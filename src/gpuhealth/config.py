@@ -54,7 +54,12 @@ def user_path(environ: Any = None) -> Path:
     """``$XDG_CONFIG_HOME/gpuhealth/config.toml``; ``~/.config`` when the variable is unset or not absolute
     (as the XDG base directory specification says)."""
     base = (os.environ if environ is None else environ).get("XDG_CONFIG_HOME", "")
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "gpuhealth" / "config.toml"
+    if not os.path.isabs(base):
+        try:
+            base = str(Path.home() / ".config")
+        except RuntimeError:  # no HOME and no passwd entry (a container's random uid): no user file
+            return Path("/nonexistent/gpuhealth/config.toml")
+    return Path(base) / "gpuhealth" / "config.toml"
 
 
 def _stderr(text: str) -> None:
