@@ -269,17 +269,23 @@ class _Got:
         pass
 
 
-def _run(events, tmp_path: Path, shadow: bool = False, rows=ROWS):
+def _run(events, tmp_path: Path, shadow: bool = False, rows=ROWS, boot: str | None = None):
     trace = tmp_path / "trace.jsonl"
     write_trace(trace, sorted(events, key=lambda e: e.t), GENERATED_BY, NOTE)
     got = _Got()
     store = Store(tmp_path / "history.db")
+    dispatcher = Dispatcher([got])
+    if boot is not None:  # as `monitor` runs with a history: what paged in this boot is remembered
+        from gpuhealth.monitor.boots import FaultMemory
+
+        dispatcher.memory = FaultMemory(store, boot, lambda text: None)
     correlator = Correlator(rows, every_s=10.0, shadow_all=shadow, store=store)
-    monitor = Monitor(ReplaySource(trace, speed=0, rebase=False), RuleSet([]), Dispatcher([got]), store,
+    monitor = Monitor(ReplaySource(trace, speed=0, rebase=False), RuleSet([]), dispatcher, store,
                       interval=0.01, correlator=correlator)
     while not monitor.source.exhausted:
         monitor.step()
-    return got.got, store
+    store.close()
+    return got.got, Store(tmp_path / "history.db")
 
 
 def _busy(gpus=(0, 1, 2), n: int = 40) -> list[Sample]:
@@ -304,6 +310,20 @@ def test_xid154_in_a_replayed_trace_pages_a_reboot(tmp_path):
     firing = [a for a in got if a.rule == "correlate" and a.state == "firing"]
     assert [(a.key, a.gpu, a.action, a.impact, a.severity) for a in firing] == [
         ("xid154_node_reboot", 1, "reboot", "node_unusable", "critical")]
+
+
+def test_a_correlated_alert_pages_once_per_boot_across_a_restart_of_the_monitor(tmp_path):
+    boot = "0f3a2c1e-8d4b-4a9e-9c51-2b7d6e8f0a13"
+    text = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+    events = _busy() + [XidEvent(T0 + 5, 0, 154, text)]
+    first, _store = _run(events, tmp_path, boot=boot)
+    first = [a for a in first if a.rule == "correlate"]
+    assert [(a.key, a.severity) for a in first] == [("xid154_gpu_reset", "critical")]
+    again, store = _run(events, tmp_path, boot=boot)  # gpuhealth restarted, same boot, same events seen again
+    (note,) = [a for a in again if a.rule == "correlate" and a.state == "firing"]
+    assert "paged already in this boot" in note.message and note.severity == "info"  # said, not paged
+    assert "paged already" not in first[0].message
+    assert len(store.correlations()) == 2  # evaluated and recorded both times, paged once
 
 
 def test_a_shadow_row_records_in_the_history_and_notifies_nothing(tmp_path):
