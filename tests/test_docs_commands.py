@@ -42,6 +42,11 @@ NOT_RUNNABLE: dict[str, str] = {
     "gpuhealth": PROSE,
     "gpuhealth analyze": PROSE,
     "gpuhealth ack": PROSE,
+    "gpuhealth inject": PROSE,
+    "gpuhealth inject KIND [CODE] --gpu N --into TRACE -o OUT": SYNOPSIS,
+    "gpuhealth monitor --source replay:/tmp/gpuhealth-drill.trace --replay-speed 0 --db /tmp/drill.db":
+        "replays the drill trace the `gpuhealth inject` command before it writes (commands here run in parallel); "
+        "tests/monitor/test_monitor_inject.py runs inject and the replay of each kind",
     "gpuhealth check --from": PROSE,
     "gpuhealth diff": PROSE,
     "gpuhealth fleet": PROSE,

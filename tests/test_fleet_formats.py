@@ -221,7 +221,8 @@ def test_npd_class_condition_is_unknown_when_gpuhealth_could_not_judge_and_count
     assert npd.class_exit_code(Report(Snapshot()), "gpu") == npd.UNKNOWN
     two = [Finding("GH302", "gpu-fallen-off-bus", Severity.CRITICAL, "gone", Subject(g), action="reset_gpu",
                    impact="gpu_unusable") for g in (1, 2)]
-    assert npd.render_class(all_checks_run(two), "gpu").startswith("gpuhealth gpu: reset_gpu GPU 1 (GH302 gpu_unusable, +1)")
+    output = npd.render_class(all_checks_run(two), "gpu")
+    assert output.startswith("gpuhealth gpu: reset_gpu GPU 1 (GH302 gpu_unusable, +1)")
 
 
 def test_npd_class_formats_from_the_command_line():
