@@ -13,15 +13,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from functools import cache
 
 import pytest
 
-from caseset import load_all
-from gpuhealth.advice_commands import _evidence
+from fixture_scripts import all_scripts
 from gpuhealth.analyze import analyze_texts
-from gpuhealth.checks.engine import run_checks
-from gpuhealth.collect import collect
 from gpuhealth.distro_infer import inferred_family, with_inferred_family
 from gpuhealth.fixscript import DONE_BY_REBOOT, REBOOT, fix_script
 from gpuhealth.fixsections import NEEDS, UNDO
@@ -40,17 +36,7 @@ from gpuhealth.model import (
     SmiReport,
     Snapshot,
 )
-from hostcases import FakeHost, case_names, load_spec
 from stubshell import live_lines
-
-
-@cache
-def all_scripts() -> dict[str, str]:
-    """Every fixture's fix script: the test hosts' (live check path) and the evaluation cases' (analyze path)."""
-    scripts = {f"host {name}": fix_script(run_checks(collect(FakeHost(load_spec(name))))) for name in case_names()}
-    for case in load_all():
-        scripts[f"case {case.name}"] = fix_script(run_checks(_evidence(tuple(map(str, case.evidence)))))
-    return scripts
 
 
 def with_commands() -> list[str]:
