@@ -369,7 +369,8 @@ def parse_ld_so_conf(text):
 PARSERS = [packages.parse_dpkg_list, packages.parse_apt_list, packages.parse_rpm_qa, packages.parse_dnf_list,
            packages.parse_pip_list, packages.parse_conda_list, environ.parse_env, environ.parse_path_list,
            environ.parse_ldconfig_listing, environ.parse_ls, environ.parse_modinfo_listing,
-           services.parse_systemctl_status, services.parse_service_journal, services.parse_container_cli_info,
+           services.parse_systemctl_status, services.parse_systemctl_show,
+           services.parse_service_journal, services.parse_container_cli_info,
            services.parse_dcgmi_table, services.parse_dcgmi_health_json, services.parse_dcgmi_dmon,
            environ.parse_uname, environ.parse_module_files, packages.parse_jockey_list,
            parse_ld_so_conf]

@@ -185,10 +185,11 @@ def recommend(files: tuple[str, ...], source: Path | None, models: tuple[str, ..
     if output_format == "json":
         click.echo(to_json(result), nl=False)
         return
-    from gpuhealth import inert
+    from gpuhealth import inert, termwidth
 
-    # never wrapped: commands stay pasteable; render_text escapes what it puts into its markup
-    render_text(result, inert.console(highlight=False, soft_wrap=True, markup=True))
+    # Words and the table fit the terminal (piped: unwrapped); commands are printed with soft_wrap, never wrapped,
+    # so they stay pasteable. render_text escapes what it puts into its markup.
+    render_text(result, inert.console(highlight=False, markup=True, width=termwidth.console_width()))
 
 
 @click.command()

@@ -188,11 +188,13 @@ def _emit(report: Report, output_format: str, verbose: bool, fix_args: tuple[str
     if output_format == "text":
         import shlex
 
-        from gpuhealth import inert
+        from gpuhealth import inert, termwidth
         from gpuhealth.report import text
 
         fix_command = " ".join(["gpuhealth", "fix", *map(shlex.quote, fix_args)])
-        text.render(report, inert.console(highlight=False), verbose=verbose, fix_command=fix_command)
+        # the terminal's width; piped, unwrapped (a line per clause, for grep)
+        console = inert.console(highlight=False, width=termwidth.console_width())
+        text.render(report, console, verbose=verbose, fix_command=fix_command)
         _Main._reported = True
         sys.exit(report.exit_code)
     from gpuhealth.report.formats import render
@@ -439,16 +441,26 @@ def _load_run(path: Path):  # -> drift.Run
 @main.command(name="checks")
 def list_checks() -> None:
     """List every check with its code and slug."""
+    import textwrap
+
+    from gpuhealth import termwidth
     from gpuhealth.checks import catalogue
     from gpuhealth.checks.registry import REGISTRY
 
     catalogue.load()
+    width = termwidth.columns()  # a title wraps under itself on a terminal; piped, each check is one line
     area = None
     for spec in sorted(REGISTRY.values(), key=lambda s: s.code):
         if spec.area != area:
             area = spec.area
             click.echo(f"\n{area}")
-        click.echo(f"  {spec.code}  {spec.slug:28} {spec.title}")
+        line = f"  {spec.code}  {spec.slug:28} {spec.title}"
+        lead = line[:len(line) - len(spec.title)]
+        if width is None or len(line) <= width or width - len(lead) < 20:
+            click.echo(line)
+        else:
+            click.echo("\n".join(textwrap.wrap(spec.title, width, initial_indent=lead,
+                                               subsequent_indent=" " * len(lead), break_on_hyphens=False)))
 
 
 @main.command()

@@ -321,3 +321,36 @@ def test_an_acknowledged_sticky_fault_still_fires_and_resolves_only_on_evidence(
                                                remapped_rows=2))])
     lines = _run(tmp_path, trace, db)
     assert any(" RESOLVED " in line and "pending_retirement" in line for line in lines), lines
+
+
+def test_watch_marks_an_acknowledged_alert_and_still_shows_it():
+    from rich.console import Console
+
+    from gpuhealth.monitor.acks import Ack
+    from gpuhealth.monitor.watch import WatchState, render
+
+    state = WatchState("nvml", acks=[Ack("xid:79", 0, None, "ticket 42", T0)])
+    state.update([], [Alert("xid", 0, "critical", "firing", "GPU 0 Xid 79", T0, "79"),
+                      Alert("xid", 1, "critical", "firing", "GPU 1 Xid 79", T0, "79")])
+    console = Console(width=80, record=True)
+    console.print(render(state, 80))
+    lines = [line for line in console.export_text().splitlines() if "xid[79]" in line]
+    assert len(lines) == 2 and "gpu=0 (acknowledged):" in lines[0] and "acknowledged" not in lines[1]
+
+
+def test_a_per_xid_row_overrides_the_default_and_every_row_names_its_source(monkeypatch):
+    from gpuhealth.knowledge import csv_rows
+    from gpuhealth.monitor import boots
+
+    table = ("key,boots,why,source\ndefault,2,GPUd's default,GPUd <https://github.com/leptonai/gpud>\n"
+             "48,4,a row of our own for the test,a test\n")
+    monkeypatch.setattr("gpuhealth.knowledge.table_rows", lambda name: csv_rows(table))
+    boots.thresholds.cache_clear()
+    try:
+        assert boots.threshold("xid:48") == 4 and boots.threshold("xid:79") == 2 and boots.threshold("gpu_lost") == 2
+        monkeypatch.setattr("gpuhealth.knowledge.table_rows", lambda name: csv_rows(table.replace(",a test", ",")))
+        boots.thresholds.cache_clear()
+        with pytest.raises(ValueError, match="names its source"):
+            boots.thresholds()
+    finally:
+        boots.thresholds.cache_clear()

@@ -91,3 +91,47 @@ def test_ack_over_the_api_needs_the_token_and_shows_the_alert_as_acknowledged(tm
         assert 'gpuhealth_alert_acknowledged{' in metrics and 'rule="xid"' in metrics
         cleared = client.post("/api/v1/ack", json={"code": "xid:79", "gpu": 0, "clear": True}, headers=headers)
         assert cleared.json()["result"] == "cleared xid:79"
+
+
+def _serve_once(tmp_path, trace) -> tuple[list[str], LiveState]:
+    """The monitor as `gpuhealth serve` builds and wraps it, run over a trace to its end; the log file's lines
+    (gpuhealth's own notifier) and the live state /metrics reads."""
+    import threading
+
+    from gpuhealth.monitor.commands import _build
+    from gpuhealth.web.server import wrap_monitor
+
+    log = tmp_path / "alerts.log"
+    log.unlink(missing_ok=True)
+    config = tmp_path / "serve.toml"
+    config.write_text(f'[notify]\nlog_file = "{log}"\nstderr = false\n')
+    mon = _build(config, "0.05", "0", tmp_path / "h.db", f"replay:{trace}", None, 0.0)
+    state, _checks = wrap_monitor(mon, f"replay:{trace}", lambda: None)
+    try:
+        mon.run(threading.Event())
+    finally:
+        mon.close()
+    return (log.read_text().splitlines() if log.exists() else []), state
+
+
+def test_a_restart_of_serve_in_the_middle_of_a_trace_pages_nothing_twice(tmp_path):
+    import json
+
+    from gpuhealth.monitor.sample import Sample, XidEvent, to_record
+    from gpuhealth.monitor.sources import trace_header
+
+    def part(t0: float) -> list:
+        events = [Sample(t0 + i, 0, temperature_c=50.0) for i in range(10)] + [XidEvent(t0 + 3, 0, 79)]
+        return sorted(events, key=lambda e: e.t)
+
+    for name, t0 in (("first", T0), ("second", T0 + 20)):  # the same boot: the Xid 79 still open at the restart
+        lines = [json.dumps(trace_header("tests/web/test_web_boots.py", "GENERATED: synthetic", "boot-a"))]
+        (tmp_path / f"{name}.trace").write_text("\n".join(lines + [json.dumps(to_record(e)) for e in part(t0)]) + "\n")
+    first, _ = _serve_once(tmp_path, tmp_path / "first.trace")
+    assert [line for line in first if " FIRING critical xid[79] gpu=0:" in line]
+    second, state = _serve_once(tmp_path, tmp_path / "second.trace")
+    assert not [line for line in second if " FIRING critical " in line or " FIRING warning " in line], second
+    assert [line for line in second if " FIRING info xid[79] " in line and "paged already in this boot" in line]
+    # /metrics still shows the fault as it is: Alertmanager keeps one alert for it, which it notified already
+    active = [s for s in _samples(state) if s.name == "gpuhealth_alert_active"]
+    assert [(s.labels["rule"], s.labels["severity"]) for s in active] == [("xid", "critical")]

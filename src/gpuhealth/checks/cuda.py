@@ -655,7 +655,7 @@ def _daemon_down(snapshot: Snapshot, state: CudaState) -> Draft:
     missing = state.persistenced_enabled == "not-found"
     what = ("is not installed (its unit could not be found)" if missing
             else "failed" if active == "failed" else "is not running")
-    shown = ("Unit nvidia-persistenced.service could not be found" if missing
+    shown = ("nvidia-persistenced.service: not found (not installed)" if missing
              else f"Active: {state.persistenced_active}",)
     return Draft(
         Severity.WARNING if active == "failed" and not missing else Severity.INFO,
@@ -1043,6 +1043,10 @@ def _visible_count(snapshot: Snapshot, count: int) -> tuple[int, str | None]:
 
 def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, str | None] | None:
     """The first GPU index a program asks for that is not among the GPUs it can see, with how many it sees."""
+    # (a program that sees no GPU at all has another problem than the index it asks for: not this check's)
+    said = next((r for r in snapshot.devices_requested if r.visible and r.index >= r.visible), None)
+    if said is not None:  # the program's own message says how many GPUs it saw
+        return said, said.visible or 0, snapshot.env.get("CUDA_VISIBLE_DEVICES")
     visible, value = _visible_count(snapshot, count)
     if not visible:
         return None  # how many GPUs the program sees is not in the evidence: not judged
@@ -1057,10 +1061,14 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), numbered 0-{visible - 1} inside the program"
             if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
     evidence = [Evidence("the program", (asked.line or asked.text,))]
-    evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+    if asked.visible is None or value is not None:
+        evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+    valid = f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU"
+    remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
+              if asked.visible is not None else "")
     return Draft(
         Severity.WARNING, f"The program asks for GPU {asked.index} ({asked.text}), but it can see {visible} GPU(s): "
-        f"valid indices are 0-{visible - 1}", evidence=tuple(evidence),
+        f"{valid}{remedy}", evidence=tuple(evidence),
         fixes=table_fixes("GH608", without=() if value is not None else ("unset CUDA_VISIBLE_DEVICES",)),
         explains=("GH605", "GH610"))
 
@@ -1408,8 +1416,8 @@ def gsp_firmware_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     else:
         severity, effect = Severity.WARNING, ("the proprietary module runs them without GSP at best, and fails "
                                               "to initialise them when its firmware policy requires GSP")
-    message = (f"No GSP firmware for the loaded driver {version} ({where}) on {len(gpus)} Turing-or-newer GPU(s): "
-               f"{effect}")
+    # the headline first (what and where), then why it matters (issue 24: a headline is one short clause)
+    message = f"No GSP firmware for driver {version} on {len(gpus)} Turing-or-newer GPU(s): {where}; {effect}"
     if others:
         message += f"; firmware exists for {', '.join(others[:4])} only: a partial driver upgrade or downgrade"
     banner = snapshot.driver.banner if snapshot.driver and snapshot.driver.banner else None

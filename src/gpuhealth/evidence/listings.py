@@ -10,8 +10,8 @@ mapped onto the same snapshot fields live collection fills, so the existing chec
   --version`` -> ``env`` and ``cuda`` (GH601-GH603, GH608);
 - ``ls -l /dev/nvidia*`` -> ``device_nodes`` (GH207); ``modinfo nvidia`` -> ``install`` (GH506, GH507);
   ``cat /etc/modprobe.d/*`` -> ``install.modprobe_files`` (GH501);
-- ``systemctl status`` / ``journalctl -u`` -> ``cuda.persistenced_*`` (GH604), ``cuda.fabricmanager_*``
-  (GH210), ``host_env.docker_active``; ``nvidia-container-cli info`` -> ``driver`` / ``nvml``;
+- ``systemctl status`` / ``systemctl show`` / ``journalctl -u`` -> ``cuda.persistenced_*`` (GH604),
+  ``cuda.fabricmanager_*`` (GH210), ``host_env.docker_active``; ``nvidia-container-cli info`` -> ``driver`` / ``nvml``;
   ``dcgmi diag``/``health`` -> ``dcgm`` (GH711).
 
 Recognisers look at the head of the text only and never raise.
@@ -555,6 +555,31 @@ def _systemctl(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.services import parse_systemctl_status
 
     return _service_overlay(parse_systemctl_status(text), source)
+
+
+_SHOW_ROW = guarded_re(r"^[A-Z][A-Za-z]{1,63}=", may=lambda line: "=" in line[:65])
+_SHOW_STATE = guarded_re(r"^(?:ActiveState|LoadState)=", re.M, may=has("ActiveState=", "LoadState="))
+_SHOWN_UNIT = lazy_re(r"\b(nvidia-persistenced|nvidia-fabricmanager|docker)(?:\.service)?\b")
+
+
+@evidence_kind("systemctl-show", commands=(r"systemctl\s+(?:--\S+\s+)*show\b",), priority=378,
+               recognise=lambda t: bool(_SHOW_STATE.search(t[:HEAD])) and _share(_lines(t), _SHOW_ROW, 0.9))
+def _systemctl_show(text: str, source: str) -> dict[str, Any]:
+    """``systemctl show UNIT`` (or ``-p ActiveState -p LoadState ...``): the unit's state as the status listing gives
+    it. The unit is its ``Id=`` line, else the one the command names; systemd answers for a unit that does not exist
+    too (``LoadState=not-found``)."""
+    from gpuhealth.parsers.services import ServiceState, exec_start_command, parse_systemctl_show
+
+    shown = parse_systemctl_show(text)
+    named = _SHOWN_UNIT.search(shown.get("Id") or shown.get("Names") or source.rsplit("$ ", 1)[-1])
+    if named is None:
+        raise ParseError("the listing is about no unit gpuhealth reads (nvidia-persistenced, "
+                         "nvidia-fabricmanager, docker)")
+    missing = shown.get("LoadState") == "not-found"
+    state = ServiceState(named[1], active=shown.get("ActiveState") or None,
+                         enabled="not-found" if missing else shown.get("UnitFileState") or None,
+                         command=exec_start_command(shown.get("ExecStart", "")))
+    return _service_overlay((state,), source)
 
 
 _JOURNAL_ROW = guarded_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"

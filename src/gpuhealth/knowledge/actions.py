@@ -28,7 +28,7 @@ from gpuhealth.knowledge import table_rows
 if TYPE_CHECKING:
     from gpuhealth.knowledge.xid import XidInfo
 
-__all__ = ["check_rows", "of_check", "of_rule", "of_xid", "xid_rows"]
+__all__ = ["NoActionRow", "check_rows", "of_check", "of_rule", "of_xid", "xid_rows"]
 
 # Xids whose presence on the same GPU turns Xid 48's reset into "drain, then reset" (NVIDIA's Xid 48 workflow:
 # with Xid 63 or 64, drain the GPU and reset it, then run field diagnostics).
@@ -71,6 +71,10 @@ def xid_rows() -> dict[str, tuple[str, str]]:
     return rows
 
 
+class NoActionRow(LookupError):
+    """A code (a check, a monitor rule) with no row: a lookup's "no such key", never a malformed table."""
+
+
 def of_check(code: str, severity: str) -> tuple[str, str]:
     """The (action, impact) a finding of check ``code`` at ``severity`` takes when its check sets none.
 
@@ -82,7 +86,7 @@ def of_check(code: str, severity: str) -> tuple[str, str]:
     if found is None:
         found = rows.get((code, ""))
         if found is None:
-            raise ValueError(f"{code}: no row in knowledge/actions.csv: every check states its action and impact")
+            raise NoActionRow(f"{code}: no row in knowledge/actions.csv: every check states its action and impact")
         if severity == "info":
             found = (found[0], "none")
     return found

@@ -277,7 +277,7 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
                              replay_speed, log=lambda text: click.echo(one_line(f"gpuhealth watch: {text}"), err=True))
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
-    state = WatchState(source_spec)
+    state = WatchState(source_spec, acks=[] if source_spec.startswith("replay:") else _host_acks(settings))
     console = inert.console(highlight=False)
     stop = threading.Event()
     restore = stop_on_signals(stop)
@@ -295,6 +295,25 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     finally:
         source.close()
         restore()
+
+
+def _host_acks(settings: dict[str, Any]) -> list[Any]:
+    """This host's acknowledgements (`gpuhealth ack`) for `watch` of a live source: read from the history when there
+    is one; none when there is not or it cannot be read (watch shows the alerts all the same)."""
+    from . import acks
+    from .store import Store, StoreError
+
+    path = _db_path(None, settings["monitor"]["db"], reading=True)
+    if not os.path.lexists(path):
+        return []
+    try:
+        store = Store(path)
+        try:
+            return acks.load(store)
+        finally:
+            store.close()
+    except StoreError:
+        return []
 
 
 def sparkline(points: list[tuple[float, float]], start: float, end: float, width: int = 40) -> str:
@@ -441,29 +460,39 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
 
 
 def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: str, price: float | None) -> None:
+    from rich import box
     from rich.measure import Measurement
     from rich.table import Table
 
-    from gpuhealth import inert
+    from gpuhealth import inert, termwidth
 
     title = f"GPU usage per UTC day, last {since}" + (f", {price:g} per GPU-hour" if price is not None else "")
-    table = Table(title=title, title_justify="left")
+    # a rule under the header and none between columns: 11 columns fit 80 with their headings wrapped
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
     heads = {"gpu": "GPU", "day": "day", "hours_monitored": "h monitored", "hours_busy": "h busy",
              "hours_idle": "h idle", "hours_held_idle": "h held idle", "mean_utilization_pct": "mean util %",
-             "energy_kwh": "kWh", "energy_from": "from", "cost_idle": "idle cost", "cost_held_idle": "held-idle cost"}
+             "energy_kwh": "kWh", "energy_from": "from", "cost_idle": "idle cost", "cost_held_idle": "held idle cost"}
+    cells = [["" if row[c] is None else f"{row[c]:.2f}" if isinstance(row[c], float) and c.startswith(
+        ("hours", "cost")) else str(row[c]) for c in columns] for row in rows]
     for column in columns:
         table.add_column(heads[column], justify="left" if column in ("day", "energy_from") else "right")
-    for row in rows:
-        table.add_row(*("" if row[c] is None else f"{row[c]:.2f}" if isinstance(row[c], float) and c.startswith(
-            ("hours", "cost")) else str(row[c]) for c in columns))
+    for cell in cells:
+        table.add_row(*cell)
     if not rows:
         table.caption = "no utilisation readings in this period"
-    # Squeezed into a narrow terminal (80 columns when piped), rich cuts values ("2026-1…" names no day): then
-    # the table is drawn at its natural width instead, wider than the terminal but with every value whole.
-    console = inert.console(highlight=False)
-    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    # The terminal's width (unwrapped when piped): headings wrap at their spaces, values never do. Where even the
+    # narrowest layout does not fit, rich would cut values ("2026-1…" names no day): then the table is drawn at its
+    # natural width instead, wider than the terminal but with every value whole.
+    console = inert.console(highlight=False, width=termwidth.console_width())
+    natural = Measurement.get(console, console.options.update_width(termwidth.UNWRAPPED), table).maximum
     if natural > console.width:
-        console = inert.console(highlight=False, width=natural)
+        # narrowest: each column as wide as its widest value or heading word (rich's own squeeze cuts values)
+        for i, column in enumerate(table.columns):
+            column.width = max([len(cell[i]) for cell in cells] + [len(w) for w in heads[columns[i]].split()])
+        if Measurement.get(console, console.options.update_width(termwidth.UNWRAPPED), table).maximum > console.width:
+            for column in table.columns:
+                column.width = None
+            console = inert.console(highlight=False, width=natural)
     console.print(table)
 
 
