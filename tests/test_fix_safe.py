@@ -10,14 +10,21 @@ the undo beside a hold, and torch reinstalled with its companions.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 
 import pytest
+from click.testing import CliRunner
 
 from fixture_scripts import all_scripts
+from gpuhealth.advice_commands import _os_info
 from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.cli import main
+from gpuhealth.collect import collect
+from gpuhealth.command_ranges import out_of_range, ranges
 from gpuhealth.distro_infer import inferred_family, with_inferred_family
 from gpuhealth.fixscript import DONE_BY_REBOOT, REBOOT, fix_script
 from gpuhealth.fixsections import NEEDS, UNDO
@@ -36,6 +43,7 @@ from gpuhealth.model import (
     SmiReport,
     Snapshot,
 )
+from hostcases import FakeHost, case_names, load_spec
 from stubshell import live_lines
 
 
@@ -267,3 +275,53 @@ def test_torch_is_reinstalled_with_torchvision_and_torchaudio_from_the_same_inde
         assert {"torch", "torchvision", "torchaudio"} <= set(words), command
         assert words.count("--index-url") == 1, command
 
+
+
+# --------------------------------------------------------------------------- commands valid for what they target
+
+
+def test_a_command_out_of_its_range_is_a_comment_saying_where_it_is_valid():
+    finding = _finding("GH209", Fix("ubuntu-drivers list", "debian"),
+                       Fix("sudo dnf module install nvidia-driver:<branch>-open", "rhel", kind="step"))
+    debian = fix_script(Report(Snapshot(os=OsInfo(id="debian", version_id="12")), (finding,)))
+    assert "# (valid only for Ubuntu's ubuntu-drivers tool" in debian and "this host is debian 12)" in debian
+    assert "ubuntu-drivers list" not in live_lines(debian)
+    ubuntu = fix_script(Report(Snapshot(os=OsInfo(id="ubuntu", id_like=("debian",), version_id="22.04")), (finding,)))
+    assert "ubuntu-drivers list" in live_lines(ubuntu)
+
+
+def test_every_fixture_host_gets_only_commands_valid_for_its_release():
+    judged = 0
+    for name in case_names():
+        snapshot = collect(FakeHost(load_spec(name)))
+        for line in live_lines(fix_script(run_checks(snapshot))):
+            judged += bool(snapshot.os and snapshot.os.id)
+            assert not out_of_range(line, snapshot.os), f"{name}: {line}"
+    assert judged
+
+
+def test_every_range_row_is_sourced_and_matches_a_command_gpuhealth_prints():
+    printed = [f.command for fixes in check_fixes().values() for f in fixes]
+    recommended = [c for distro in ("ubuntu-22.04", "rhel-9") for c in _recommended(distro, "H100")]
+    for row in ranges():
+        assert re.search(r"<https://[^>]+>", row.source), row.source
+        assert any(row.pattern.search(c) for c in printed + recommended), row.pattern.pattern
+
+
+DISTROS = ["ubuntu-20.04", "ubuntu-22.04", "ubuntu-24.04", "debian-11", "debian-12", "rhel-8", "rhel-9", "rocky-9",
+           "rocky-10", "almalinux-9", "ol-9", "centos-7"]
+GPUS = ["H100", "Tesla K80", "NVIDIA RTX A6000", "Tesla V100-SXM2-16GB"]
+
+
+def _recommended(distro: str, gpu: str) -> list[str]:
+    result = CliRunner().invoke(main, ["recommend", "--os", distro, "--gpu", gpu, "--format", "json"])
+    assert result.exit_code in (0, 1, 2), result.output
+    return [c["text"] for c in (json.loads(result.stdout).get("install") or {}).get("commands", [])]
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_every_recommended_command_is_valid_for_the_release_it_targets(distro):
+    os_info = _os_info(distro)
+    for gpu in GPUS:
+        for command in _recommended(distro, gpu):
+            assert not out_of_range(command, os_info), f"{distro} {gpu}: {command}"

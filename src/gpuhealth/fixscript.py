@@ -20,6 +20,8 @@ Rules (docs/recommend-and-fix.md):
    Conditions come from the evidence: a GPU reset whose finding says ``drain_then_reset`` (Xid 48 with 63/64 on the
    GPU) or whose GPU runs a process in the snapshot is a comment saying why ("drain the node first", "GPU 0 is used
    by pid 1248209 python3: stop it first").
+   A command out of its valid range for the host's distribution and release (``command_ranges``: ``ubuntu-drivers``
+   on Debian, ``dnf module`` on RHEL 10) is a comment saying where it is valid.
    A hold (``apt-mark hold``, ``dnf versionlock add``) has its undo beside it, as a comment saying when to run it.
 7. After a step with an obvious check (modprobe, a written modprobe.d file, a backup copy, a started
    service, created device nodes) a verification line follows that stops the script when it fails.
@@ -31,10 +33,11 @@ import re
 from dataclasses import dataclass, field
 
 from gpuhealth import __version__
+from gpuhealth.command_ranges import out_of_range
 from gpuhealth.fixsections import NEEDS, PLACEHOLDER, REBOOT, SECTIONS, UNDO, is_shell, section_of
 from gpuhealth.inert import one_line
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Finding, Fix, Report, Snapshot
+from gpuhealth.model import Finding, Fix, OsInfo, Report, Snapshot
 from gpuhealth.report.common import fixes_for_host, fold
 
 MODPROBE = lazy_re(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
@@ -71,7 +74,7 @@ def fix_script(report: Report) -> str:
     steps: dict[tuple[str, str], Step] = {}
     for cause in fold(report.findings):  # a symptom's own fixes are dropped: fixing its cause fixes it
         for fix in fixes_for_host(cause.finding, snapshot):
-            _add(steps, cause.finding, fix, family)
+            _add(steps, cause.finding, fix, family, snapshot.os)
     lines = _header(report, family)
     if not steps:
         lines += ["", "# Nothing to do: no finding of this report has a fix command.", "exit 0"]
@@ -159,7 +162,7 @@ def _processes_on(snapshot: Snapshot, text: str) -> str:
     return ""
 
 
-def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str) -> None:
+def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str, os_info: OsInfo | None) -> None:
     text = " ".join(fix.command.split())  # one line
     shell = is_shell(text)
     kind = section_of(fix)
@@ -172,6 +175,8 @@ def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family:
         live, why = False, "holds a control character: type it by hand"
     elif fix.family != "any" and family not in ("debian", "rhel"):
         live, why = False, f"for {fix.family} hosts: the distribution is unknown, uncomment the line for yours"
+    elif out_of_range(text, os_info):  # knowledge/command_ranges.csv: ubuntu-drivers on Debian, dnf module on RHEL 10
+        live, why = False, out_of_range(text, os_info)
     key = (fix.family if not live else "", text)
     step = steps.get(key)
     if step is None:
