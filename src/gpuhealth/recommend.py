@@ -643,8 +643,8 @@ def render_text(recommendation: Recommendation, console: Any) -> None:
             say("[bold]PyTorch[/bold]", f"wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}):")
             spec = r.cuda.pytorch_spec if r.cuda.pytorch_spec == "torch" else f"'{r.cuda.pytorch_spec}'"
             # with its companions from the same index, as PyTorch's install commands (pytorch.org/get-started)
-            console.print(f"  pip install {spec} torchvision torchaudio --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}",
-                          soft_wrap=True)
+            wheels = f"{spec} torchvision torchaudio"
+            console.print(f"  pip install {wheels} --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}", soft_wrap=True)
         else:
             say("[bold]PyTorch[/bold]", "no wheel fits these GPUs:")
         say("", escape(r.cuda.pytorch_source), style="dim")
