@@ -64,7 +64,8 @@ def test_every_row_has_a_compiling_pattern_and_complete_provenance():
         assert row.component and row.family in mined.families() and row.format.strip()
         assert row.file and row.line > 0 and not row.file.startswith("/"), row
         assert order[row.first_tag] <= order[row.last_tag], row
-        assert row.url == f"{mined.REPOSITORY_URL}/blob/{row.last_tag}/{row.file}#L{row.line}"
+        assert row.repository == mine_nvrm.REPOSITORY == "NVIDIA/open-gpu-kernel-modules"
+        assert row.url == f"https://github.com/{row.repository}/blob/{row.last_tag}/{row.file}#L{row.line}"
 
 
 def test_a_line_rendered_from_each_format_matches_its_row_and_is_found_through_the_index():

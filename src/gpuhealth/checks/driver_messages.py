@@ -81,7 +81,7 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
     """
     if snapshot.kernel_log is None:
         return
-    from gpuhealth.knowledge.mined import REPOSITORY, families
+    from gpuhealth.knowledge.mined import families
 
     rows = explained_groups(snapshot)
     if not rows:
@@ -113,13 +113,12 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
             f"{family.meaning}",
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(source, samples(tally)),
-                      Evidence(f"driver source ({REPOSITORY})",
-                               tuple(f"{row.file_line} [{row.tags}] {row.level}: {row.format}  {row.url}"
-                                     for row in matched))),
+                      Evidence("driver source", tuple(f"{row.repository} {row.file_line} [{row.tags}] {row.level}: "
+                                                      f"{row.format}  {row.url}" for row in matched))),
             fixes=table_fixes(family.code) if family.code and severity is not Severity.INFO else (),
             explains=family.explains if severity is Severity.CRITICAL else (),
             labels={"mined": " ".join(row.id for row in matched), "family": family.id,
-                    "source": "; ".join(f"{REPOSITORY} {row.tags} {row.file_line}" for row in matched)},
+                    "source": "; ".join(f"{row.repository} {row.tags} {row.file_line}" for row in matched)},
             last_seen=last_seen(tally),
         )
 
