@@ -103,7 +103,8 @@ class Call:
     path: str
     line: int
     level: str
-    fmt: str  # the format's first line as printed, C escapes decoded, the macro's prefix/suffix applied
+    fmt: str  # one line of the format as printed (C escapes decoded, the macro's prefix/suffix applied, NVRM tag off)
+    whole: str = ""  # every line of the format, joined: what the family is chosen by (a line may be a fragment)
 
 
 @dataclass
@@ -113,6 +114,7 @@ class Row:
     level: str
     path: str
     line: int
+    whole: str
     tags: list[str] = field(default_factory=list)
 
 
@@ -230,10 +232,18 @@ def calls_in(path: str, text: str) -> tuple[list[Call], collections.Counter[str]
             dropped[why] += 1
             continue
         fmt = prefix + fmt + suffix if not suffix else prefix + fmt.rstrip("\n") + suffix
-        fmt = fmt.removeprefix("NVRM: ").removeprefix("NVRM:").lstrip(" ")
-        first = fmt.split("\n", 1)[0].rstrip()
-        found.append(Call(path, text.count("\n", 0, m.start()) + 1, level, first))
+        line = text.count("\n", 0, m.start()) + 1
+        first, *more = fmt.split("\n")
+        whole = " ".join(_untagged(part) for part in (first, *more) if part.strip())
+        found.append(Call(path, line, level, _untagged(first), whole))
+        # a later line of the format that starts with its own NVRM tag is a kernel log line of its own (nv.c's
+        # multi-line messages); one without the tag continues the line before and is not read on its own
+        found += [Call(path, line, level, _untagged(part), whole) for part in more if part.startswith("NVRM:")]
     return found, dropped
+
+
+def _untagged(line: str) -> str:
+    return line.removeprefix("NVRM: ").removeprefix("NVRM:").strip(" ").rstrip()
 
 
 # --------------------------------------------------------------------------- format -> pattern
@@ -274,7 +284,7 @@ def example_of(fmt: str) -> str:
 
 def why_dropped(fmt: str, literal: str) -> str | None:
     if not fmt.strip():
-        return "empty first line (a multi-line message's continuation)"
+        return "empty line"
     if sum(c.isalnum() for c in literal) < MIN_LITERAL or not _WORD.search(literal):
         return "too little fixed text to recognise"
     if not _WHOLE_WORD.search(literal):
@@ -359,7 +369,7 @@ def mine(git: Git, tags: tuple[str, ...], log: io.TextIOBase) -> tuple[list[Row]
             if sha not in parsed:
                 parsed[sha] = calls_in(path, git.blob(sha))
             found, why = parsed[sha]
-            calls += [Call(path, c.line, c.level, c.fmt) for c in found]
+            calls += [Call(path, c.line, c.level, c.fmt, c.whole) for c in found]
             dropped.update(why)
         made = 0
         for call in calls:
@@ -371,16 +381,16 @@ def mine(git: Git, tags: tuple[str, ...], log: io.TextIOBase) -> tuple[list[Row]
             made += 1
             row = rows.get(pattern)
             if row is None:
-                row = rows[pattern] = Row(pattern, call.fmt, call.level, call.path, call.line)
+                row = rows[pattern] = Row(pattern, call.fmt, call.level, call.path, call.line, call.whole)
             elif call.level == "error" and row.level != "error":
                 row.level = "error"  # printed at both levels: the stronger one
             if not row.tags or row.tags[-1] != tag:
                 row.tags.append(tag)
             if row.tags[-1] == tag:
-                row.path, row.line = call.path, call.line  # its place at the newest tag holding it
+                row.path, row.line, row.whole = call.path, call.line, call.whole  # its place at the newest tag
         levels = collections.Counter(c.level for c in calls)
         coverage[tag] = (len(calls), levels, made, dropped)
-        print(f"{tag}: {len(calls)} error/warning format strings read ({levels['error']} error, "
+        print(f"{tag}: {len(calls)} error/warning format lines read ({levels['error']} error, "
               f"{levels['warning']} warning), {made} turned into patterns; dropped: "
               + (", ".join(f"{n} {why}" for why, n in dropped.most_common()) or "none"), file=log)
     return list(rows.values()), coverage
@@ -410,7 +420,7 @@ def table(rows: list[Row], tags: tuple[str, ...]) -> str:
         component = component_of(row.path)
         ident = "nvrm-" + hashlib.sha1(row.pattern.encode()).hexdigest()[:10]
         first, last = min(row.tags, key=order.get), max(row.tags, key=order.get)
-        writer.writerow((ident, row.level, component, family_of(component, row.path, row.fmt),
+        writer.writerow((ident, row.level, component, family_of(component, row.path, row.whole),
                          rarest_word(literal, counts), sum(c.isalnum() for c in literal), row.fmt, row.pattern,
                          REPOSITORY, row.path, row.line, first, last, len(row.tags)))
     return out.getvalue()

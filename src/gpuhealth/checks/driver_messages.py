@@ -100,7 +100,8 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
             tally.add(group)
         matched = list(dict.fromkeys(row for _, row in found))[:MAX_ROWS]
         errors = [row for row in matched if row.level == "error"]
-        severity = (Severity.INFO if not errors else
+        # a warning-level message, or a notice family's (a deprecation printed at error level), is information
+        severity = (Severity.INFO if not errors or family.severity == "info" else
                     Severity.CRITICAL if family.severity == "critical" else Severity.WARNING)
         files = ", ".join(dict.fromkeys(posixpath.basename(row.file) for row in matched))
         (errors or matched)[0]

@@ -27,7 +27,7 @@ class Family:
     """A group of mined messages with one meaning, and the check and cause it points to (when one is known)."""
 
     id: str
-    severity: str  # for an error-level message of the family: "critical" or "warning"
+    severity: str  # for an error-level message of the family: "critical", "warning" or "info" (a notice)
     title: str
     meaning: str
     code: str  # the check the family points to ("" when none)
