@@ -68,6 +68,7 @@ demo: $(RUNTIME)
 docs: $(RUNTIME)
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks
 	$(BIN)/python -m gpuhealth.knowledge.docgen docs/signatures.md
+	$(BIN)/python -m gpuhealth.monitor.correlate docs/correlations.md
 
 # The knowledge tables pre-parsed (src/gpuhealth/knowledge/_tables/): after editing a .csv table there.
 tables: $(RUNTIME)
@@ -93,11 +94,12 @@ uninstall:
 	rm -f $(INSTALL_BIN)/gpuhealth
 	rm -rf $(INSTALL_VENV)
 
-# The wheel and the sdist (each with the LICENSE) in dist/, built by PyPA's `build` in an isolated env.
+# The wheel and the sdist (each with the LICENSE) in $(DIST), built by PyPA's `build` in an isolated env.
+DIST ?= dist
 dist: $(RUNTIME)
 	$(BIN)/python -c "import build" 2>/dev/null || $(BIN)/pip install --quiet 'build>=1'
-	rm -rf dist
-	$(BIN)/python -m build --outdir dist .
+	rm -rf $(DIST)
+	$(BIN)/python -m build --outdir $(DIST) .
 
 clean:
 	rm -rf $(VENV) build dist demo src/*.egg-info .pytest_cache

@@ -72,7 +72,7 @@ def test_a_severity_row_overrides_the_default():
     assert of_check("GH507", "critical") == ("fix_host_software", "node_unusable")
     assert of_check("GH507", "warning") == ("fix_host_software", "degraded")
     assert of_check("GH605", "critical") == ("fix_user_environment", "user_environment")
-    with pytest.raises(ValueError, match="no row"):
+    with pytest.raises(LookupError, match="no row"):
         of_check("GH999", "")
 
 

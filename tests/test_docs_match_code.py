@@ -33,10 +33,12 @@ def _real(args: list[str], cwd) -> str:
 def test_the_readme_reports_count_the_checks_that_run_today():
     bundle = REPO / "examples" / "h100x8-xid-ecc.tar.gz"
     shown = _counts(README.split("$ gpuhealth check --from examples/h100x8-xid-ecc.tar.gz\n", 1)[1].split("```")[0])
-    assert shown and shown == _counts(_real(["check", "--from", str(bundle)], REPO)), "README: the check --from block"
+    real = _counts(_real(["check", "--from", str(bundle)], REPO))
+    assert shown and shown == real, f"README's check --from block: write {real} (a check was added or removed)"
     case = REPO / "tests" / "cases" / "module-not-built-dkms-reinstall"
     shown = _counts(_second_block_after("This is what `gpuhealth analyze session.txt` prints for it:"))
-    assert len(shown) == 2 and shown == _counts(_real(["analyze", "session.txt"], case)), "README: the analyze block"
+    real = _counts(_real(["analyze", "session.txt"], case))
+    assert len(shown) == 2 and shown == real, f"README's analyze block: write {real} (a check was added or removed)"
 
 
 def test_usage_help_and_docs_say_the_default_window_the_code_uses():

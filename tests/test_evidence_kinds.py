@@ -44,6 +44,10 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
                    "max=480.00 W) | current_draw=27.94 W\n  - **PCIe:** x4 lanes negotiated (GPU max x16, Gen up to 4) "
                    "| bus 00000000:C5:00.0 \u26a0 slot is narrower than GPU capability \u2014 affects load + "
                    "all-reduce bandwidth\n"),
+    "systemctl-show": ("hand-written in the form `systemctl show` prints for a unit that is not installed",
+                       "Id=nvidia-fabricmanager.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"),
+    "program-text": ("hand-written: a Dockerfile on NVIDIA's nvidia/cuda base image (its Docker Hub tag form)",
+                     "FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\nRUN apt-get update\n"),
     "app-log": ("hand-written in the form PyTorch prints", "Traceback (most recent call last):\n"
                 "  File \"t.py\", line 1, in <module>\nRuntimeError: CUDA error: out of memory\n"),
 }

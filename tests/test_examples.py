@@ -28,7 +28,7 @@ EXAMPLES = REPO / "examples"
 BUNDLE = EXAMPLES / "h100x8-xid-ecc.tar.gz"
 TRACE = EXAMPLES / "h100x8.trace"
 README_COMMAND = "$ gpuhealth check --from examples/h100x8-xid-ecc.tar.gz"
-README_COLUMNS = "110"  # the width the README's example block was rendered at
+README_COLUMNS = "80"  # the width the README's example block was rendered at
 
 
 @pytest.fixture(scope="module")

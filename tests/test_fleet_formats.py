@@ -247,11 +247,9 @@ def test_prometheus_escapes_label_values_and_merges_duplicate_series():
                    action="reboot", impact="node_unusable")
     weird_slug = Finding("GH2\\0", 'sl"ug', Severity.WARNING, "x", action="none", impact="degraded")
     output = prometheus_text.render(all_checks_run([NASTY_FINDING, twin, weird_slug]), now=1.5)
-    assert 'message="bad \\"quote\\" and \\\\backslash\\nsecond line [0m"' in output
+    assert "gpuhealth_finding_info" not in output and "message=" not in output  # no label holds prose
     assert 'code="GH2\\\\0",slug="sl\\"ug"' in output
     samples = parse_exposition(output)
-    info = [labels["message"] for name, labels, _ in samples if name == "gpuhealth_finding_info"]
-    assert 'bad "quote" and \\backslash\nsecond line [0m' in info
     status = {labels["code"]: value for name, labels, value in samples if name == "gpuhealth_check_status"}
     assert status["GH306"] == 2  # two findings with the same labels are one series
 
@@ -260,7 +258,7 @@ def test_prometheus_output_parses_with_prometheus_client_when_installed():
     parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client is not installed")
     output = prometheus_text.render(all_checks_run([NASTY_FINDING]), now=1.0)
     families = {f.name: f for f in parser.text_string_to_metric_families(output)}
-    assert families["gpuhealth_finding_info"].samples[0].labels["message"].startswith('bad "quote"')
+    assert families["gpuhealth_check_status"].samples[0].labels["code"] == NASTY_FINDING.code
     for text in [output, *(prometheus_text.render(report_of(case)) for case in CASES)]:
         parsed = [(s.name, s.labels, s.value) for f in parser.text_string_to_metric_families(text) for s in f.samples]
         assert parsed == parse_exposition(text)
@@ -375,6 +373,7 @@ def test_npd_plugin_config():
     assert [c["type"] for c in config["conditions"]] == ["GPUUnhealthy"]
     rule = next(r for r in config["rules"] if r["condition"] == "GPUUnhealthy")
     assert rule["type"] == "permanent" and rule["args"][-2:] == ["--format", "npd"]
+    assert "--no-frameworks" in rule["args"]  # a periodic check never computes on the node's GPUs
 
 
 def test_daemonset_mounts_host_paths_read_only():
@@ -410,8 +409,10 @@ def fake_slurm(tmp_path: Path, state: str, reason: str, gpuhealth_rc: int, gpuhe
         f"  printf 'NodeName=n1 Arch=x86_64\\n   State={state} ThreadsPerCore=2\\n   Reason={reason}\\n'\n"
         f'else printf "%s\\n" "$*" >> {log}; fi\n')
     (tmp_path / "gpuhealth").write_text(
-        f"#!/usr/bin/env bash\nprintf '%s' {shlex.quote(gpuhealth_out)}\nexit {gpuhealth_rc}\n")
-    (tmp_path / "logger").write_text("#!/bin/sh\nexit 0\n")  # keep the test out of the real syslog
+        f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" > {tmp_path / "args"}\n'
+        f"printf '%s' {shlex.quote(gpuhealth_out)}\nexit {gpuhealth_rc}\n")
+    # keep the test out of the real syslog: the fake logger notes its priority and message
+    (tmp_path / "logger").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path / "syslog"}\n')
     for name in ("scontrol", "gpuhealth", "logger"):
         (tmp_path / name).chmod(0o755)
     path = f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"
@@ -428,7 +429,9 @@ def fake_slurm(tmp_path: Path, state: str, reason: str, gpuhealth_rc: int, gpuhe
     ("IDLE+DRAIN", "gpuhealth: GH301 x [root@2024-01-01T00:00:00]", 0, "", "update nodename=n1 state=resume"),
     ("IDLE+DRAIN", "bad fan [admin@2024-01-01T00:00:00]", 0, "", None),
     ("IDLE", "(null)", 0, "", None),
-    ("IDLE", "(null)", 3, "", None),
+    ("IDLE", "(null)", 3, "gpuhealth: could not judge: gpuhealth failed in a check\n", None),
+    # gpuhealth's own failure never resumes either: the node stays as the last judgement left it
+    ("IDLE+DRAIN", "gpuhealth: GH301 x [root@2024-01-01T00:00:00]", 3, "", None),
 ])
 def test_wrapper_drains_and_resumes_only_its_own(tmp_path, state, reason, rc, out, update):
     env = fake_slurm(tmp_path, state, reason, rc, out)
@@ -436,3 +439,65 @@ def test_wrapper_drains_and_resumes_only_its_own(tmp_path, state, reason, rc, ou
     assert result.returncode == 0, result.stderr
     log = Path(env["LOG"])
     assert (log.read_text().strip() if log.exists() else None) == update
+    # the check it runs is read-only and bounded: no framework probe, every command under --timeout
+    args = (tmp_path / "args").read_text().split()
+    assert args[:6] == ["check", "--format", "nhc", "--no-frameworks", "--timeout", "10"], args
+    assert args[6:] == ["--gpu-state", "/var/lib/gpuhealth/gpus-seen"], args
+    syslog = (tmp_path / "syslog").read_text() if (tmp_path / "syslog").exists() else ""
+    assert ("-p user.err" in syslog) == (rc == 3), syslog
+
+
+@needs_bash
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils timeout is not installed")
+@pytest.mark.parametrize("gpuhealth", ["missing", "typo"])
+def test_wrapper_never_drains_on_gpuhealth_missing_or_mistyped(tmp_path, gpuhealth):
+    """gpuhealth not installed (127) or a mistyped option (a usage error is gpuhealth's exit 3, never click's 2, which
+    would read as critical): nothing changes, an error is logged."""
+    env = fake_slurm(tmp_path, "IDLE", "(null)", 0, "")
+    if gpuhealth == "missing":
+        env["GPUHEALTH"] = str(tmp_path / "not-installed")
+        result = subprocess.run([BASH, str(WRAPPER)], env=env, capture_output=True, text=True, timeout=30)
+    else:
+        env["GPUHEALTH"] = shutil.which("gpuhealth") or str(REPO / ".venv" / "bin" / "gpuhealth")
+        result = subprocess.run([BASH, str(WRAPPER), "--gpu-cuont", "8"], env=env, capture_output=True, text=True,
+                                timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not Path(env["LOG"]).exists()  # no scontrol update
+    syslog = (tmp_path / "syslog").read_text()
+    assert "-p user.err" in syslog and "left as it is" in syslog, syslog
+
+
+def nhc_check_function() -> str:
+    """The custom NHC check docs/slurm-nhc.md documents, as written there."""
+    page = (REPO / "docs" / "slurm-nhc.md").read_text(encoding="utf-8")
+    block = page.split("`/etc/nhc/scripts/gpuhealth.nhc`:\n\n```bash\n", 1)[1].split("```", 1)[0]
+    assert "function check_gpuhealth()" in block
+    return block
+
+
+@needs_bash
+@pytest.mark.parametrize(("rc", "out", "died", "err_logged"), [
+    (0, "", None, False),
+    (2, "gpuhealth: GH301 xid-errors [GPU 0] impact=gpu_unusable action=reset_gpu: Xid 48\n",
+     "gpuhealth: GH301 xid-errors [GPU 0] impact=gpu_unusable action=reset_gpu: Xid 48", False),
+    (3, "gpuhealth: could not judge: gpuhealth failed in a check\n", None, True),
+    (127, "", None, True),
+])
+def test_the_documented_nhc_check_drains_only_on_a_finding(tmp_path, rc, out, died, err_logged):
+    """The NHC form of docs/slurm-nhc.md, run with stand-ins for NHC's die and log and for gpuhealth: a finding that
+    drains dies with gpuhealth's line; exit 3 and a missing gpuhealth never do, and are logged at error priority."""
+    fake = tmp_path / "gpuhealth"
+    fake.write_text(f"#!/usr/bin/env bash\nprintf '%s' {shlex.quote(out)}\nexit {rc}\n")
+    fake.chmod(0o755)
+    (tmp_path / "logger").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path / "syslog"}\n')
+    (tmp_path / "logger").chmod(0o755)
+    function = nhc_check_function().replace("/usr/local/bin/gpuhealth", str(fake) if rc != 127 else str(tmp_path / "x"))
+    script = (f'die() {{ printf "%s\\n" "$2" > {tmp_path / "died"}; }}\nlog() {{ :; }}\n{function}\n'
+              "check_gpuhealth; echo \"returned $?\"\n")
+    env = {"PATH": f"{tmp_path}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    result = subprocess.run([BASH, "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert ((tmp_path / "died").read_text().strip() if (tmp_path / "died").exists() else None) == died
+    assert result.stdout.strip() == ("returned 1" if died else "returned 0")
+    syslog = (tmp_path / "syslog").read_text() if (tmp_path / "syslog").exists() else ""
+    assert ("-p user.err" in syslog) == err_logged, syslog

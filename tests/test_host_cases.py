@@ -61,6 +61,8 @@ def test_case_fires_and_stays_quiet_as_expected(name, tmp_path):
     from gpuhealth.report.json_report import document
 
     assert not unstamped(document(report)), f"{name}: {unstamped(document(report))}"
+    # information never takes a node out of service
+    assert not [f.code for f in report.findings if f.severity is Severity.INFO and f.drains], name
 
 
 def test_healthy_case_is_healthy_and_lists_eight_gpus(tmp_path):

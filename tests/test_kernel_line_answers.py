@@ -117,8 +117,11 @@ def test_nvidiactl_no_such_device_reads_as_the_module_not_loaded():
     finding = found(result, "GH201")
     assert finding is not None and finding.severity.value == "critical"
     assert found(result, "GH003") is None
-    assert any(f.command == "sudo modprobe nvidia" for f in finding.fixes) or any(
-        "modprobe nvidia" in c.command for c in finding.differential)
+    # the commands that tell whether and why the module is not loaded: read-only (issue 22: never a modprobe to paste)
+    commands = {f.command for f in finding.fixes}
+    assert {"mokutil --sb-state", "dkms status"} <= commands
+    assert not any("modprobe nvidia" in c for c in commands)
+    assert not any("modprobe nvidia" in c.command for c in finding.differential)
 
 
 def test_nvidiactl_missing_reads_as_device_nodes_missing():

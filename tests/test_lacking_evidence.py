@@ -38,6 +38,13 @@ def _codes(report: Report) -> dict[str, list]:
     return found
 
 
+def _lead(report: Report):
+    """The leading finding: the first root cause in the report's rendered order."""
+    from gpuhealth.report.common import fold
+
+    return fold(report.findings)[0].finding
+
+
 def _worst(report: Report) -> Severity | None:
     return max((f.severity for f in report.findings), key=lambda s: s.rank, default=None)
 
@@ -109,7 +116,7 @@ def test_a_missing_fabric_manager_unit_is_gh210():
 def test_a_missing_fabric_manager_on_an_nvswitch_system_is_critical():
     [gh210] = _codes(_listed(FM_NOT_FOUND, A100_LSPCI))["GH210"]
     assert gh210.severity is Severity.CRITICAL
-    assert any("could not be found" in line for e in gh210.evidence for line in e.lines)
+    assert any("not found (not installed)" in line for e in gh210.evidence for line in e.lines)
 
 
 def test_a_missing_fabric_manager_on_a_pcie_gpu_host_is_quiet():
@@ -250,3 +257,190 @@ def test_csv_values_the_driver_asks_a_reset_for():
     lost = csv.replace("[GPU requires reset]", "[GPU is lost]")
     [gone] = _codes(_report(("nvidia-smi --query-gpu", lost)))["GH404"]
     assert "The GPU is lost" in gone.message and [f.command for f in gone.fixes] == ["sudo reboot"]
+
+
+# --------------------------------------------------------------------------- library search paths (ld.so.conf)
+
+def test_ld_so_conf_files_naming_two_cudas_are_gh602():
+    name = "ld-so-conf/handwritten_head-two-cudas.txt"
+    entries = KINDS["ld-so-conf"].parse(listing(name), name)["cuda"].ld_so_conf
+    assert [(e.file, e.directory) for e in entries] == [
+        ("/etc/ld.so.conf.d/cuda-11-8.conf", "/usr/local/cuda-11.8/lib64"),
+        ("/etc/ld.so.conf.d/988_cuda-12.conf", "/usr/local/cuda-12/targets/x86_64-linux/lib")]
+    [gh602] = _codes(_listed(name))["GH602"]
+    assert gh602.severity is Severity.WARNING and "CUDA 11.8, 12" in gh602.message
+    assert any(f.command == "sudo rm /etc/ld.so.conf.d/cuda-11-8.conf" for f in gh602.fixes)  # the older one
+
+
+def test_each_cat_of_a_conf_file_is_named_by_its_command_and_they_add_up():
+    session = ("$ cat /etc/ld.so.conf.d/cuda.conf\n/usr/local/cuda-11.8/lib64\n"
+               "$ cat /etc/ld.so.conf.d/988_cuda-12.conf\n/usr/local/cuda-12.1/targets/x86_64-linux/lib\n")
+    report = _report(("session.txt", session))
+    [gh602] = _codes(report)["GH602"]
+    assert {line for e in gh602.evidence for line in e.lines} == {
+        "/etc/ld.so.conf.d/cuda.conf: /usr/local/cuda-11.8/lib64",
+        "/etc/ld.so.conf.d/988_cuda-12.conf: /usr/local/cuda-12.1/targets/x86_64-linux/lib"}
+
+
+def test_one_cuda_in_the_loader_configuration_is_quiet():
+    one = "\n".join(line for line in listing("ld-so-conf/handwritten_head-two-cudas.txt").splitlines()
+                    if "11" not in line) + "\n"
+    report = _report(("head /etc/ld.so.conf.d/*", one))
+    assert "GH602" not in _codes(report) and _worst(report) is None
+    assert identify(listing("ld-so-conf/conda-forge-docker-images-135_ld.so.conf.txt")) == "ld-so-conf"
+    assert identify("/usr/local/cuda-11.8/lib64/libcudart.so.11.0\n/usr/local/cuda-12.1/lib64/libcudart.so.12\n") \
+        != "ld-so-conf"  # a list of library files (find's) is no loader configuration
+
+
+# --------------------------------------------------------------------------- the GPU list against the indices asked for
+
+# yandex-research/tab-ddpm#20: the reporter's code and its error, as posted (the host's GPU count is not in the thread)
+TAB_DDPM_20 = """\
+import torch
+device = torch.device("cuda:1")
+a = torch.tensor([1, 2, 3])
+a.to(device)  # Fails
+
+RuntimeError: CUDA error: invalid device ordinal
+CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+"""
+# hand-written: `nvidia-smi -L` of a one-GPU host (the thread's confirmed situation: "cuda:1" fails where only GPU 0
+# exists; the fix was "cuda:0")
+ONE_GPU = "GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-11111111-2222-3333-4444-555555555555)\n"
+TWO_GPUS = ONE_GPU + "GPU 1: NVIDIA GeForce RTX 3090 (UUID: GPU-66666666-7777-8888-9999-000000000000)\n"
+
+
+def test_the_indices_programs_ask_for_are_read():
+    from gpuhealth.evidence.facts import device_requests
+
+    def asked(line: str) -> list[tuple[int, str]]:
+        return [(r.index, r.text) for r in device_requests([line])]
+
+    assert asked('device = torch.device("cuda:1")') == [(1, "cuda:1")]
+    assert asked("python train.py --device cuda:3") == [(3, "--device cuda:3")]
+    assert asked("torch.cuda.set_device(opt.gpu_id)") == []
+    assert asked("torch.cuda.set_device(2)") == [(2, "set_device(2)")]
+    assert asked('with tf.device("/device:GPU:2"):') == [(2, "device:GPU:2")]
+    # an image tag, a version and a GPU count are no index
+    assert asked("FROM nvidia/cuda:12.1.0-runtime-ubuntu22.04") == [] and asked("torchrun --gpus 4 x.py") == []
+
+
+def test_an_index_beyond_the_gpus_the_host_has_is_gh608():
+    report = _report(("nvidia-smi -L", ONE_GPU), ("traceback.txt", TAB_DDPM_20))
+    lead = _lead(report)
+    assert lead.code == "GH608" and "asks for GPU 1 (cuda:1), but it can see 1 GPU(s)" in lead.message
+    assert "GH610" in lead.explains
+    # the complete twin: two GPUs, so cuda:1 exists
+    assert "GH608" not in _codes(_report(("nvidia-smi -L", TWO_GPUS), ("traceback.txt", TAB_DDPM_20)))
+
+
+def test_an_index_is_counted_among_the_gpus_cuda_visible_devices_keeps():
+    session = ("$ nvidia-smi -L\n" + TWO_GPUS + "$ CUDA_VISIBLE_DEVICES=1 python train.py --device cuda:1\n"
+               "RuntimeError: CUDA error: invalid device ordinal\n")
+    [gh608] = _codes(_report(("session.txt", session)))["GH608"]
+    assert "it can see 1 GPU(s): valid indices are 0-0" in gh608.message
+    assert any("CUDA_VISIBLE_DEVICES=1 keeps 1 GPU(s)" in line for e in gh608.evidence for line in e.lines)
+    fine = session.replace("--device cuda:1", "--device cuda:0")
+    assert "GH608" not in _codes(_report(("session.txt", fine)))
+
+
+def test_an_index_without_the_gpu_count_is_not_judged():
+    assert "GH608" not in _codes(_report(("traceback.txt", TAB_DDPM_20)))
+
+
+# --------------------------------------------------------------------------- program text (issue 21 item 4)
+
+def _program(name: str) -> tuple[str, str]:
+    from conftest import DATA
+
+    return name, (DATA / "programs" / name).read_text()
+
+
+def test_a_script_exporting_an_index_the_host_lacks_is_gh608():
+    script = _program("handwritten_autoformer-25_script.sh")
+    assert identify(script[1]) == "program-text"
+    [gh608] = _codes(_report(("nvidia-smi -L", ONE_GPU), script))["GH608"]
+    assert gh608.severity is Severity.WARNING and "CUDA_VISIBLE_DEVICES=1: index 1 is not a GPU" in gh608.message
+    assert "GH608" not in _codes(_report(("nvidia-smi -L", TWO_GPUS), script))
+
+
+def test_a_dockerfile_whose_cuda_the_driver_is_too_old_for_is_gh601():
+    dockerfile = _program("handwritten_dockerfile-cuda12-pip-cu124.Dockerfile")
+    old = "| NVIDIA-SMI 470.182.03   Driver Version: 470.182.03   CUDA Version: 11.4     |\n"
+    [gh601] = _codes(_report(("nvidia-smi", old), dockerfile))["GH601"]
+    assert gh601.severity is Severity.CRITICAL
+    assert "the base image nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04" in gh601.message
+    assert any("FROM nvidia/cuda:12.4.1" in line for e in gh601.evidence for line in e.lines)
+    new = "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4     |\n"
+    assert "GH601" not in _codes(_report(("nvidia-smi", new), dockerfile))
+
+
+def test_a_script_installing_the_cpu_wheel_is_gh605():
+    report = _report(_program("handwritten_cpu-wheel.py.txt"))
+    [gh605] = _codes(report)["GH605"]
+    assert gh605.severity is Severity.WARNING and "2.1.0+cpu" in gh605.message  # no failure shown: a warning
+
+
+def test_a_program_that_tells_nothing_is_no_diagnosis_never_healthy():
+    script = "import torch\nimport os\n\n\ndef main():\n    print(torch.cuda.is_available())\n"
+    report = _report(("train.py", script))
+    assert report.verdict == "NO DIAGNOSIS"
+
+
+def test_systemctl_show_gives_the_same_unit_state():
+    failed = ("ExecStart={ path=/usr/bin/nv-fabricmanager ; argv[]=/usr/bin/nv-fabricmanager -c "
+              "/usr/share/nvidia/nvswitch/fabricmanager.cfg ; ignore_errors=no ; pid=0 ; code=(null) ; status=0/0 }\n"
+              "Id=nvidia-fabricmanager.service\nLoadState=loaded\nActiveState=failed\nSubState=failed\n"
+              "UnitFileState=enabled\n")  # hand-written in systemctl show's form (its property names and order)
+    assert identify(failed) == "systemctl-show"
+    [gh210] = _codes(_report(("systemctl show nvidia-fabricmanager", failed)))["GH210"]
+    assert gh210.severity is Severity.WARNING and gh210.message.startswith("Fabric Manager failed:")
+    # `-p` output names no unit: the command does
+    session = ("$ systemctl show nvidia-fabricmanager -p ActiveState -p LoadState\n"
+               "LoadState=not-found\nActiveState=inactive\n")
+    [missing] = _codes(_report(("session.txt", session)))["GH210"]
+    assert "Fabric Manager is not installed" in missing.message
+    active = failed.replace("ActiveState=failed", "ActiveState=active").replace("SubState=failed", "SubState=running")
+    assert "GH210" not in _codes(_report(("systemctl show nvidia-fabricmanager", active)))
+    persistenced = "Id=nvidia-persistenced.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"
+    [gh604] = _codes(_report(("systemctl show nvidia-persistenced", persistenced)))["GH604"]
+    assert "nvidia-persistenced is not installed" in gh604.message
+
+
+def test_a_checkpoint_saved_on_a_gpu_the_program_lacks_is_gh608():
+    # PyTorch's own line (torch/serialization.py, validate_cuda_device), as a pasted traceback ends
+    line = ("RuntimeError: Attempting to deserialize object on CUDA device 2 but torch.cuda.device_count() is 1. "
+            "Please use torch.load with map_location to map your storages to an existing device.\n")
+    report = _report(("traceback.txt", "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+                      "    model = torch.load(\"model.pth\")\n" + line))
+    [gh608] = _codes(report)["GH608"]
+    assert "asks for GPU 2 (a checkpoint saved on CUDA device 2), but it can see 1 GPU(s)" in gh608.message
+    assert "map_location" in gh608.message and "GH003" not in _codes(report)  # the line is known, not "unknown"
+    # a program that sees no GPU at all: not an index problem, so not GH608's
+    none = line.replace("CUDA device 2", "CUDA device 0").replace("device_count() is 1", "device_count() is 0")
+    assert "GH608" not in _codes(_report(("traceback.txt", none)))
+
+
+# --------------------------------------------------------------------------- /sys/bus/pci/drivers/nvidia
+
+LSPCI_NN = ("$ lspci -nn | grep -i nvidia\n01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 "
+            "[GeForce RTX 3090] [10de:2204] (rev a1)\n")  # hand-written, in lspci -nn's form
+
+
+def test_no_nvidia_pci_driver_directory_means_the_module_is_not_loaded():
+    """The directory exists while nvidia.ko is loaded (it registers its PCI driver there); GNU ls's message when not."""
+    absent = LSPCI_NN + ("$ ls /sys/bus/pci/drivers/nvidia\n"
+                         "ls: cannot access '/sys/bus/pci/drivers/nvidia': No such file or directory\n")
+    [gh201] = _codes(_report(("session.txt", absent)))["GH201"]
+    assert gh201.severity is Severity.CRITICAL and "not loaded" in gh201.message
+
+
+def test_the_nvidia_pci_driver_holding_the_gpu_is_quiet():
+    bound = LSPCI_NN + ("$ ls /sys/bus/pci/drivers/nvidia\n"
+                        "0000:01:00.0  bind  module  new_id  remove_id  uevent  unbind\n")
+    snapshot, _ = analyze_texts([("session.txt", bound)])
+    assert snapshot.module_listed("nvidia") is True
+    assert [(d.address, d.kernel_driver) for d in snapshot.pci_devices] == [("0000:01:00.0", "nvidia")]
+    report = run_checks(snapshot)
+    assert "GH201" not in _codes(report) and _worst(report) is None

@@ -140,7 +140,7 @@ def test_a_cause_leading_by_prior_alone_gets_the_commands_that_decide_not_its_pr
     found = finding(text, "GH201")
     assert found.differential[0].cause == "secure-boot-refused" and found.differential[0].status == "open"
     assert not led_by_evidence(symptoms()["module-refuses-to-load"], found.differential)
-    assert commands(found)[:2] == ["mokutil --sb-state", "sudo modprobe nvidia"]
+    assert commands(found)[:2] == ["mokutil --sb-state", "modinfo -F signer nvidia"]  # read-only: never a modprobe
     assert set(commands(found)) <= deciding_commands(found)
     assert not any(f.disruptive for f in found.fixes)
     assert not any("sign-file" in c or "mokutil --import" in c or "openssl" in c for c in commands(found))

@@ -15,7 +15,7 @@ from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.evidence import KINDS, identify, kinds_for_command, load, route
 from gpuhealth.model import ParseError, Severity
-from gpuhealth.parsers import environ, packages, services
+from gpuhealth.parsers import cuda, environ, packages, services
 from listings_data import REAL_EXAMPLES, listing, listing_files
 
 load()
@@ -362,12 +362,18 @@ def test_a_session_block_routes_by_command_and_a_bare_paste_by_content():
 
 # --------------------------------------------------------------------------- robustness
 
+def parse_ld_so_conf(text):
+    return cuda.parse_ld_so_conf_listing(text, "ld.so.conf")
+
+
 PARSERS = [packages.parse_dpkg_list, packages.parse_apt_list, packages.parse_rpm_qa, packages.parse_dnf_list,
            packages.parse_pip_list, packages.parse_conda_list, environ.parse_env, environ.parse_path_list,
            environ.parse_ldconfig_listing, environ.parse_ls, environ.parse_modinfo_listing,
-           services.parse_systemctl_status, services.parse_service_journal, services.parse_container_cli_info,
+           services.parse_systemctl_status, services.parse_systemctl_show,
+           services.parse_service_journal, services.parse_container_cli_info,
            services.parse_dcgmi_table, services.parse_dcgmi_health_json, services.parse_dcgmi_dmon,
-           environ.parse_uname, environ.parse_module_files, packages.parse_jockey_list]
+           environ.parse_uname, environ.parse_module_files, packages.parse_jockey_list,
+           parse_ld_so_conf]
 TEXTS = [p.read_text(errors="replace") for p in listing_files() if p.suffix in (".txt", ".conf")]
 LISTING_KINDS = sorted(set(REAL_EXAMPLES) | {"lspci"})
 

@@ -156,8 +156,10 @@ def _deploy_commands() -> list[tuple[str, list[str]]]:
     found += [(str(plugin.relative_to(REPO)), rule["args"]) for rule in json.loads(plugin.read_text())["rules"]
               if rule["path"] == INSTALLED]
     nhc = REPO / "deploy" / "slurm" / "gpuhealth-nhc.sh"  # runs "$GPUHEALTH", /usr/local/bin/gpuhealth by default
-    found += [(str(nhc.relative_to(REPO)), match.replace('"$COMMAND_TIMEOUT_S"', "10").split())
-              for match in re.findall(r'"\$GPUHEALTH" (check [^"]*"\$COMMAND_TIMEOUT_S")', nhc.read_text())]
+    text = nhc.read_text()
+    if '"$GPUHEALTH" "${args[@]}"' in text:  # the arguments in an array: args=(check --format nhc ...)
+        found += [(str(nhc.relative_to(REPO)), match.replace('"$COMMAND_TIMEOUT_S"', "10").split())
+                  for match in re.findall(r"^args=\((check [^)]*)\)$", text, re.M)]
     return found
 
 
@@ -169,7 +171,7 @@ def test_deploy_files_run_the_path_make_install_links_as_root():
     assert {"deploy/kubernetes/npd-gpuhealth-plugin.json", "docs/prometheus-textfile.md", "docs/slurm-nhc.md",
             "deploy/slurm/gpuhealth-nhc.sh"} <= named  # NPD's plugin, the cron line, NHC's check, our NHC script
     nhc = (REPO / "deploy" / "slurm" / "gpuhealth-nhc.sh").read_text()
-    assert f"GPUHEALTH=${{GPUHEALTH:-{INSTALLED}}}" in nhc and '"$GPUHEALTH" check --format nhc' in nhc
+    assert f"GPUHEALTH=${{GPUHEALTH:-{INSTALLED}}}" in nhc
     # nothing in deploy/ runs gpuhealth from any other absolute path
     for path in (REPO / "deploy").rglob("*"):
         if path.is_file():
@@ -207,3 +209,55 @@ def test_make_install_into_a_temporary_prefix_runs_every_deploy_command(wheel: P
         ran = subprocess.run([str(link), *args, "--help"], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path)
         assert ran.returncode == 0, (where, args, ran.stderr)
+
+
+def test_make_dist_builds_a_wheel_and_an_sdist_with_the_licence(tmp_path):
+    """`make dist` (PyPA build, from the sdist: what the sdist lacks, the wheel lacks too)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed here")
+    out = tmp_path / "dist"
+    stamp = tmp_path / "runtime-installed"  # newer than pyproject.toml: make takes this venv as set up
+    stamp.touch()
+    built = subprocess.run(["make", "dist", f"DIST={out}", f"BIN={Path(sys.executable).parent}", f"RUNTIME={stamp}"],
+                           cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT * 2)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel,) = out.glob("gpuhealth-*-py3-none-any.whl")
+    (sdist,) = out.glob("gpuhealth-*.tar.gz")
+    licence = (REPO / "LICENSE").read_bytes()
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read(f"{wheel.name.split('-py3')[0]}.dist-info/licenses/LICENSE") == licence
+        assert any(n.startswith("gpuhealth/knowledge/_tables/") for n in archive.namelist())
+    import tarfile
+
+    with tarfile.open(sdist) as archive:
+        root = sdist.name.removesuffix(".tar.gz")
+        assert archive.extractfile(f"{root}/LICENSE").read() == licence
+        assert f"{root}/pyproject.toml" in archive.getnames()
+
+
+def test_make_install_in_a_fresh_clone_then_the_readme_commands_work(tmp_path):
+    """The route a new user takes: clone, `make install` (dependencies from the package index, as `pip
+    wheel` above builds in an isolated env from it), then bare commands of the README through the link."""
+    if shutil.which("make") is None or shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("make or git is not installed here, or this tree is no git clone")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, capture_output=True, timeout=120)
+    venv_dir, bin_dir = tmp_path / "venv", tmp_path / "bin"
+    installed = subprocess.run(["make", "install", f"INSTALL_VENV={venv_dir}", f"INSTALL_BIN={bin_dir}",
+                                f"PYTHON={sys.executable}"], cwd=clone, capture_output=True, text=True,
+                               timeout=BUILD_TIMEOUT * 3)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("VIRTUAL_ENV", None)
+
+    def gpuhealth(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["gpuhealth", *args], capture_output=True, text=True, timeout=60, cwd=clone, env=env)
+
+    assert gpuhealth("--version").returncode == 0
+    where = subprocess.run(["sh", "-c", "command -v gpuhealth"], capture_output=True, text=True, env=env).stdout
+    assert where.strip() == str(bin_dir / "gpuhealth")  # the bare command is the installed one
+    checked = gpuhealth("check", "--from", "examples/h100x8-xid-ecc.tar.gz")
+    assert checked.returncode == 2 and "CRITICAL GH301" in checked.stdout, checked.stderr
+    assert gpuhealth("explain", "GH301").returncode == 0
+    analyzed = gpuhealth("analyze", "tests/cases/module-not-built-dkms-reinstall/session.txt")
+    assert analyzed.returncode == 2 and "GH203" in analyzed.stdout, analyzed.stderr

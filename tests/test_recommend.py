@@ -79,10 +79,13 @@ def test_recommend_per_architecture(os_info, device_id, arch, cc, branch, flavou
 def test_cuda_toolkits_and_pytorch_wheels():
     kepler = recommend(snapshot(UBUNTU, "102d")).cuda
     assert kepler.native[-1] == "11.4" and kepler.minor_compat == ("11.5", "11.6", "11.7", "11.8")
+    # K80 (3.7): only cu118 has sm_37, and only the releases built from pytorch/builder are known to
     assert (kepler.pytorch_wheel, kepler.pytorch_wheel_via) == ("cu118", "minor-version compatibility")
+    assert kepler.pytorch_spec == "torch<2.6" and "builder" in kepler.pytorch_source
     pascal = recommend(snapshot(UBUNTU, "15f8")).cuda
     assert pascal.native[-1] == "12.9" and not any(v.startswith("13.") for v in pascal.native + pascal.minor_compat)
-    assert pascal.pytorch_wheel == "cu129"
+    assert pascal.pytorch_wheel == "cu126"  # cu128 and cu129 have no sm_60 kernels
+    assert pascal.pytorch_spec == "torch"
     hopper = recommend(snapshot(ROCKY, "2330")).cuda
     assert hopper.native[0] == "11.8" and hopper.native[-1] == "13.0"
     assert hopper.minor_compat == ("13.1", "13.2", "13.3")
@@ -95,7 +98,7 @@ def test_cuda_toolkits_and_pytorch_wheels():
 def test_mixed_hosts():
     both = recommend(snapshot(UBUNTU, "15f8", "2204"))  # P100 + RTX 3090: one driver for both
     assert both.branch.number == 580 and both.flavour == "proprietary"
-    assert both.cuda.pytorch_wheel == "cu129"
+    assert both.cuda.pytorch_wheel == "cu126"  # the newest with kernels for both 6.0 and 8.6
     conflict = recommend(snapshot(UBUNTU, "15f8", "2941"))  # Pascal cannot use open, Blackwell needs it
     assert conflict.flavour is None and conflict.install is None
     assert any("no flavour serves both" in n for n in conflict.notes)
@@ -254,7 +257,10 @@ def test_driver_table_rows_are_sourced():
     table = drivers.rows()
     assert all(r.source.strip() for r in table)
     assert len({(r.kind, r.key, r.field) for r in table}) == len(table)
-    assert {r.kind for r in table} == {"arch", "branch", "wheel"}
+    assert {r.kind for r in table} == {"arch", "branch", "wheel", "installer", "fabric"}
+    for row in table:  # the installer, Fabric Manager and wheel-kernel rows name their document's address
+        if row.kind in ("installer", "fabric") or row.field in ("archs", "torch_below"):
+            assert row.source.startswith("not confirmed") or "<http" in row.source, row
     assert {a for a in gpus.ARCHITECTURES if drivers.architecture(a)} == set(gpus.ARCHITECTURES)
 
 
@@ -293,3 +299,206 @@ def test_driver_facts():
 
 def test_corpus_location():
     assert CORPUS.is_dir()
+
+
+# --------------------------------------------------------------------------- issue 22: the whole stack
+
+
+def _bundle(tmp_path, name="h100x8-xid-ecc", captured_at="t"):
+    recorder = RecordingHost(FakeHost(load_spec(name)), tmp_path / "b", hostname="gpu-node-17")
+    collect(recorder, captured_at=captured_at)
+    recorder.finish()
+    return tmp_path / "b"
+
+
+def test_shipped_h100x8_example_names_fabric_manager_with_the_branch_change():
+    """The shipped example: 535 supports the H100s but is past its end of life on the capture date
+    (2026-11-30), so the advice is an upgrade, and the upgrade installs Fabric Manager of the new branch."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "h100x8-xid-ecc.tar.gz"
+    result = CliRunner().invoke(recommend_command, ["--from", str(example), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["installed_supports_all"] is True and data["verdict"] == "upgrade-advised"
+    assert "end of life" in data["verdict_reason"]
+    commands = [c["text"] for c in data["install"]["commands"]]
+    assert "sudo apt-get install -y nvidia-driver-580-server-open" in commands
+    fm = commands.index("sudo apt-get install -y nvidia-fabricmanager-580")
+    assert fm < commands.index("sudo reboot") and "sudo systemctl enable nvidia-fabricmanager" in commands
+    assert data["fabric_manager"]["reason"] == "nvidia-smi -q: Fabric State Completed"
+    assert "802" in data["fabric_manager"]["note"] and "fabric-manager-user-guide" in data["fabric_manager"]["source"]
+
+
+def test_nothing_to_change_when_the_installed_branch_fits():
+    smi = SmiReport(driver_version="580.95.05", gpus=tuple(
+        Gpu(index=i, name="NVIDIA H100 80GB HBM3", pci_address=f"0000:{i + 1:02x}:00.0", pci_device_id="2330",
+            fabric_state="Completed") for i in range(8)))
+    result = recommend(Snapshot(os=UBUNTU, smi=smi, captured_at="2026-09-01T00:00:00+00:00"))
+    assert result.verdict == "nothing-to-change" and result.install is None
+    assert result.cuda.native[-1] == "13.0"  # the installed branch's toolkits
+    assert "keep Fabric Manager at exactly the driver's version (580.95.05)" in result.fabric_manager.note
+    out = io.StringIO()
+    from rich.console import Console
+
+    render_text(result, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "Nothing to change" in text and "sudo reboot" not in text and "apt-get install" not in text
+    # 535 on the same GPUs a year later: past its end of life, so an upgrade with Fabric Manager
+    old = recommend(Snapshot(os=UBUNTU, smi=replace_driver(smi, "535.161.08"), captured_at="2026-09-01"))
+    assert old.verdict == "upgrade-advised" and old.fabric_manager.package == "nvidia-fabricmanager-580"
+    # a driver that does not support the GPU: a change is required
+    kepler_only = recommend(Snapshot(os=UBUNTU, smi=replace_driver(smi, "470.256.02"), captured_at="2026-09-01"))
+    assert kepler_only.verdict == "change-required"
+
+
+def replace_driver(smi: SmiReport, version: str) -> SmiReport:
+    from dataclasses import replace
+
+    return replace(smi, driver_version=version)
+
+
+@pytest.mark.parametrize(("os_info", "expected"), [
+    (UBUNTU, "sudo apt-get install -y nvidia-fabricmanager-580"),
+    (ROCKY, "sudo dnf module install -y nvidia-driver:580-open/fm"),
+    (OsInfo(id="rhel", version_id="10.0"), "sudo dnf install -y nvidia-fabric-manager"),
+])
+def test_fabric_manager_on_every_route(os_info, expected):
+    result = recommend(snapshot(os_info, *["2330"] * 8))  # eight H100 SXM5: an HGX baseboard
+    commands = [c.text for c in result.install.commands]
+    assert expected in commands and commands.index(expected) < commands.index("sudo reboot")
+    assert "systemctl status nvidia-fabricmanager" in commands
+    assert result.fabric_manager is not None and "8 SXM GPUs" in result.fabric_manager.reason
+
+
+def test_no_fabric_manager_without_nvswitch():
+    assert recommend(snapshot(UBUNTU, *["2331"] * 8)).fabric_manager is None  # H100 PCIe
+    assert recommend(snapshot(UBUNTU, *["2330"] * 4)).fabric_manager is None  # 4 SXM: linked directly
+    smi = SmiReport(driver_version="580.95.05", gpus=tuple(
+        Gpu(index=i, name="NVIDIA H100 80GB HBM3", pci_address=f"0000:{i + 1:02x}:00.0", pci_device_id="2330",
+            fabric_state="N/A") for i in range(8)))
+    assert recommend(Snapshot(os=UBUNTU, smi=smi)).fabric_manager is None  # the driver says: no fabric
+
+
+@pytest.mark.parametrize(("device_id", "branch", "option"), [
+    ("102d", 470, ""),  # Kepler: the 470 installer has no flavour option to give
+    ("2330", 580, " --kernel-module-type=open"),
+])
+def test_runfile_options_by_installer_version(device_id, branch, option):
+    result = recommend(snapshot(None, device_id))
+    (command,) = [c.text for c in result.install.commands if ".run" in c.text]
+    assert result.branch.number == branch
+    assert command == f"sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run{option}"
+    assert "nvidia-installer/blob/555.42.02/option_table.h" in result.install.source
+
+
+def test_runfile_option_table():
+    from gpuhealth.recommend import _runfile_command
+
+    assert _runfile_command(535, "proprietary").text.endswith(".run")
+    assert _runfile_command(535, "open").text.endswith(".run -m=kernel-open")
+    assert _runfile_command(555, "proprietary").text.endswith(".run --kernel-module-type=proprietary")
+    assert _runfile_command(470, "open").text.endswith(".run")  # no kernel-open directory before 515
+
+
+def test_no_wheel_without_the_gpus_kernels():
+    k40 = recommend(snapshot(UBUNTU, "1023")).cuda  # Tesla K40m, compute capability 3.5
+    assert k40.pytorch_wheel is None and "compute capability 3.5" in k40.pytorch_source
+    assert "cu118" in k40.pytorch_source  # the variant that runs with 470 but lacks sm_35
+    for wheel in drivers.wheels():
+        assert wheel.archs and wheel.runs_on("3.5") is False
+    assert drivers.wheels()[-1].runs_on("7.0") is False  # cu130 dropped Volta
+
+
+# every model name nvidia-smi (-L, -q, its table), collect_env or torch printed in the test hosts and cases
+_NAME_FORMS = (
+    r"(?:^|\\n|\n)\s*GPU \d+: ([^\n\\(]+?)(?: \(UUID|\s*(?:\\n|\n|$))",  # nvidia-smi -L, collect_env
+    r"Product Name\s+: ([^\n\\]+)",  # nvidia-smi -q
+    r"_CudaDeviceProperties\(name='([^']+)'",  # torch.cuda.get_device_properties
+    r"\|\s+\d+\s+((?:NVIDIA|Tesla|GeForce|Quadro|TITAN)[^|]*?)\s+(?:On|Off)\s+\|",  # the nvidia-smi table
+)
+
+
+def _names_in_tests() -> set[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    patterns = [re.compile(p) for p in _NAME_FORMS]
+    names = set()
+    for path in [*root.glob("hosts/*.json"), *(p for p in root.glob("cases/*/*") if p.is_file())]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        names.update(m[1].strip() for pattern in patterns for m in pattern.finditer(text))
+    return {n for n in names if n and not n.endswith("...")}  # the table cuts long names short
+
+
+def test_every_smi_name_in_the_tests_resolves():
+    names = _names_in_tests()
+    assert {"NVIDIA H100 80GB HBM3", "NVIDIA A100-PCIE-40GB", "Tesla T4", "Tesla V100-PCIE-32GB", "Tesla M40 24GB",
+            "GeForce RTX 3070", "NVIDIA GeForce RTX 3090"} <= names
+    unresolved = sorted(n for n in names if gpus.device_id_for(n)[0] is None)
+    assert unresolved == []
+
+
+@pytest.mark.parametrize(("name", "device_id"), [
+    ("Tesla V100-SXM2-16GB", "1db1"), ("NVIDIA RTX A6000", "2230"), ("NVIDIA A100 80GB PCIe", "20b5"),
+    ("NVIDIA GeForce RTX 4090", "2684"), ("A100-SXM4-40GB", "20b0"), ("Tesla M40 24GB", "17fd"),
+    ("GeForce GTX TITAN X", "17c2"), ("NVIDIA GeForce RTX 3090", "2204"), ("Quadro RTX 8000", "1e30"),
+    ("Tesla K80", "102d"), ("NVIDIA B200", "2901"), ("4090", "2684"), ("A100", "20b0"),
+])
+def test_smi_names_resolve(name, device_id):
+    assert gpus.device_id_for(name) == (device_id, [])
+
+
+def test_ambiguous_and_unknown_names():
+    device_id, candidates = gpus.device_id_for("RTX 6000")  # Quadro (Turing) or Ada: different GPUs
+    assert device_id is None and "NVIDIA RTX 6000 Ada Generation" in candidates and "Quadro RTX 6000" in candidates
+    assert gpus.device_id_for("A1000")[0] == "25b0"  # RTX A1000, never an A100
+    assert gpus.device_id_for("no such gpu") == (None, [])
+
+
+def test_name_table_is_generated_from_its_sources():
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent / "make_gpu_names.py"
+    spec = importlib.util.spec_from_file_location("make_gpu_names", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.build() == module.TABLE.read_text(encoding="utf-8")
+    assert len(gpus.model_names()) > 700
+
+
+def test_planned_gpu_shows_the_model_not_the_pci_id():
+    result = CliRunner().invoke(recommend_command, ["--gpu", "Tesla V100-SXM2-16GB", "--os", "ubuntu-22.04"])
+    assert result.exit_code == 0, result.output
+    assert "V100-SXM2-16GB" in result.output and "1db1" not in result.output
+    by_id = CliRunner().invoke(recommend_command, ["--gpu", "10de:2330", "--os", "ubuntu-22.04"])
+    assert "NVIDIA H100 80GB HBM3" in by_id.output and "PCI ID" not in by_id.output
+
+
+def test_fabric_manager_from_a_pasted_nvidia_smi_q(corpus):
+    """gpud's real `nvidia-smi -q` of 8x H100 (535.183.01): every GPU's Fabric State is Completed. Pasted evidence has
+    no date, so the end of life is judged as of today (535 ended 2026-06)."""
+    paste = corpus / "gpud" / "accelerator_nvidia_query__nvidia-smi-query.535.183.01.out.0.valid"
+    result = CliRunner().invoke(recommend_command, [str(paste), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["fabric_manager"]["reason"] == "nvidia-smi -q: Fabric State Completed"
+    assert data["verdict"] == "upgrade-advised" and data["installed_driver"] == "535.183.01"
+    notes = [c["note"] for c in data["install"]["commands"]]
+    assert any("Fabric Manager of exactly this version" in n and "error 802" in n for n in notes)
+
+
+def test_every_gpu_name_in_the_corpus_resolves(corpus):
+    """The names real nvidia-smi captures print (-q, -x, -L). A vGPU profile ("GRID P4-1Q", a guest's slice of a
+    board) is no GPU model: a guest needs NVIDIA's vGPU guest driver, which recommend does not cover."""
+    patterns = [re.compile(r"Product Name\s+: ([^\n]+)"), re.compile(r"<product_name>([^<]+)</product_name>"),
+                re.compile(r"(?m)^GPU \d+: ([^(\n]+?) \(UUID")]
+    names = set()
+    for path in corpus.rglob("*"):
+        if path.is_file() and path.suffix != ".md":
+            text = path.read_text(encoding="utf-8", errors="replace")
+            names.update(m[1].strip() for pattern in patterns for m in pattern.finditer(text))
+    assert len(names) > 25
+    vgpu = re.compile(r"^(?:GRID|NVIDIA) \S+-\d+[ABCQ]$")
+    assert sorted(n for n in names if gpus.device_id_for(n)[0] is None and not vgpu.match(n)) == []

@@ -198,9 +198,10 @@ def test_recommend_rhel_plan_and_the_same_gpu_by_id_and_name():
 
 
 def test_recommend_unknown_or_ambiguous_gpu_is_one_line_exit_3():
-    result = invoke("recommend", "--gpu", "A100")
+    result = invoke("recommend", "--gpu", "RTX 6000")  # Quadro RTX 6000 (Turing) or RTX 6000 Ada
     assert result.exit_code == 3 and "did you mean" in result.output and len(result.output.splitlines()) == 1
     assert invoke("recommend", "--gpu", "Voodoo 5").exit_code == 3
+    assert recommend_json("--gpu", "A100")["gpus"][0]["architecture"] == "Ampere"  # every A100 is one answer
 
 
 def test_recommend_from_an_lspci_paste():

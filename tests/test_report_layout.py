@@ -52,8 +52,8 @@ def test_order_verdict_findings_host_skipped_closing():
     # a GPU has a finding, so the GPU table follows the host line
     assert lines[host + 1].split()[:2] == ["GPU", "Name"]
     # skipped checks: one line per reason, each with its count
-    for line in lines[skipped + 1:len(lines) - 2]:
-        assert re.match(r"  +\d+ ", line), line
+    for line in lines[skipped + 1:len(lines) - 2]:  # a reason too long for the line continues under its text
+        assert re.match(r"  +\d+ ", line) or line.startswith("     ") and line.strip(), line
 
 
 def test_healthy_host_has_no_gpu_table_unless_verbose():
@@ -95,8 +95,9 @@ def test_commands_are_never_wrapped_and_comments_sit_above(name):
             else:
                 assert not any(s == one_line for s in stripped), f"a step printed like a command: {one_line}"
     for i, line in enumerate(stripped):
-        if line.startswith("#"):
-            assert i + 1 < len(stripped) and stripped[i + 1] and not stripped[i + 1].startswith("#"), line
+        if line.startswith("#"):  # a comment (wrapped: a run of comment lines) sits right above its command
+            after = next((s for s in stripped[i + 1:] if not s.startswith("#")), "")
+            assert after and after not in ("fix:", "then:"), line
         assert not re.search(r"\S\s+# ", line) or line.startswith(("explains", "evidence")) or "'" in line, line
 
 

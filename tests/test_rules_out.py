@@ -185,15 +185,18 @@ def test_cuda_unknown_error_is_not_led_by_a_cpu_only_build():
 def test_several_ruled_out_causes_are_listed_one_per_line():
     """The line "Unable to determine the device handle ...: Unknown Error" rules out three causes; the text report
     lists them one per line, aligned, instead of one line of several hundred characters."""
-    result = CliRunner().invoke(main, ["analyze", "-"], input=HANDLE_UNKNOWN + "\n")
+    result = CliRunner().invoke(main, ["analyze", "-"], input=HANDLE_UNKNOWN + "\n", env={"COLUMNS": "80"})
     lines = result.output.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("    ruled out: "))
+    lead = "    ruled out: "
+    first = next(i for i, line in enumerate(lines) if line.startswith(lead))
     block = [lines[first]]
     for line in lines[first + 1:]:
-        if not line.startswith(" " * len("    ruled out: ")):
+        if not line.startswith(" " * len(lead)):
             break
         block.append(line)
-    causes = [line.strip().removeprefix("ruled out: ") for line in block if not line.strip().startswith("(")]
+    # a cause starts at the lead's column; its wrapped words and its reason are indented further
+    causes = [line[len(lead):] for line in block if not line[len(lead)].isspace()]
     assert {c.split(" (", 1)[0] for c in causes} >= {"the driver probed no GPU", "the nouveau driver owns the GPU"}
-    assert len(causes) == 3 and max(len(line) for line in block) <= 140
-    assert "(nvidia-smi names only GPUs the nvidia module attached" in "\n".join(block)  # every reason is kept
+    assert len(causes) == 3 and max(len(line) for line in block) <= 80
+    joined = " ".join(" ".join(block).split())
+    assert "(nvidia-smi names only GPUs the nvidia module attached" in joined  # every reason is kept

@@ -253,14 +253,14 @@ def test_a_database_of_another_user_is_refused(tmp_path):
 
 
 def test_a_database_in_a_world_writable_directory_is_refused(tmp_path):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
+    common = tmp_path / "open-to-all"
+    common.mkdir()
+    common.chmod(0o777)
     with pytest.raises(StoreError, match="writable by every user"):
-        Store(shared / "monitor.db")
-    assert not list(shared.iterdir())
-    shared.chmod(0o1777)  # sticky, as /tmp: nobody else can remove or rename our file
-    Store(shared / "monitor.db").close()
+        Store(common / "monitor.db")
+    assert not list(common.iterdir())
+    common.chmod(0o1777)  # sticky, as /tmp: nobody else can remove or rename our file
+    Store(common / "monitor.db").close()
 
 
 def test_a_new_database_is_created_by_the_check_as_sqlite_would(tmp_path):

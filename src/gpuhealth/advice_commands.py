@@ -101,9 +101,10 @@ def _evidence(files: tuple[str, ...]) -> Snapshot:
 def _planned(models: tuple[str, ...], os_name: str | None, base: Snapshot | None) -> Snapshot:
     """A snapshot for hardware that has not arrived: one PCI device per ``--gpu``, the OS from ``--os``."""
     import datetime
+    import re
     from dataclasses import replace
 
-    from gpuhealth.knowledge.gpus import device_id_for
+    from gpuhealth.knowledge.gpus import device_id_for, name_for
     from gpuhealth.model import PciDevice, Snapshot
 
     # the planning date decides which branches are past their end of life
@@ -117,7 +118,10 @@ def _planned(models: tuple[str, ...], os_name: str | None, base: Snapshot | None
                 hint = f": did you mean {' or '.join(repr(c) for c in candidates)}?" if candidates else (
                     ": give its PCI ID (10de:XXXX, from lspci -nn) or a name from `nvidia-smi -L`")
                 raise CannotRun(f"--gpu {text!r}: not a known GPU model{hint}")
-            devices.append(PciDevice(f"0000:{number:02x}:00.0", "10de", device_id, "0302"))
+            # the model as the user named it (a bare PCI ID: the name table's name), never its PCI ID
+            name = None if re.fullmatch(r"(?i)(?:10de:|0x)?[0-9a-f]{4}", text.strip()) else text.strip()
+            devices.append(PciDevice(f"0000:{number:02x}:00.0", "10de", device_id, "0302",
+                                     name=name or name_for(device_id)))
         snapshot = replace(snapshot, pci_devices=tuple(devices), smi=None, nvml=None)
     if os_name:
         snapshot = replace(snapshot, os=_os_info(os_name))
@@ -171,14 +175,21 @@ def recommend(files: tuple[str, ...], source: Path | None, models: tuple[str, ..
         snapshot = _planned(models, os_name, base)
     else:
         snapshot = _snapshot(source, files)
+    if not snapshot.captured_at:  # pasted evidence without a date: end of life is judged as of today
+        import datetime
+        from dataclasses import replace
+
+        today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z")
+        snapshot = replace(snapshot, captured_at=today)
     result = advise(snapshot)
     if output_format == "json":
         click.echo(to_json(result), nl=False)
         return
-    from gpuhealth import inert
+    from gpuhealth import inert, termwidth
 
-    # never wrapped: commands stay pasteable; render_text escapes what it puts into its markup
-    render_text(result, inert.console(highlight=False, soft_wrap=True, markup=True))
+    # Words and the table fit the terminal (piped: unwrapped); commands are printed with soft_wrap, never wrapped,
+    # so they stay pasteable. render_text escapes what it puts into its markup.
+    render_text(result, inert.console(highlight=False, markup=True, width=termwidth.console_width()))
 
 
 @click.command()

@@ -17,6 +17,7 @@ from typing import Any
 from gpuhealth.evidence import identify, route
 from gpuhealth.evidence.facts import (
     cuda_library_lines,
+    device_request_lines,
     env_lines,
     facts_for,
     p2p_lines,
@@ -326,6 +327,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if kind != "mokutil":  # the Secure Boot state in the words of the tools that print it (GH506)
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
+    if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
+        reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind is None:  # a script or prose that sets CUDA_VISIBLE_DEVICES (GH608 judges it)
         reading.overlay(env_lines(lines), piece.name)
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
@@ -424,7 +427,7 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
                    partial=whole.partial and piece.partial)
 
 
-_ACCUMULATED = frozenset({"library_files"})
+_ACCUMULATED = frozenset({"library_files", "ld_so_conf"})  # what each piece names adds up
 
 
 def _overlay(current: Any, value: Any) -> Any:

@@ -35,8 +35,10 @@ LAZY_COMMANDS = {
     "usage": ("gpuhealth.monitor.commands", "usage"),
     "history": ("gpuhealth.monitor.commands", "history"),
     "watch": ("gpuhealth.monitor.commands", "watch"),
+    "ack": ("gpuhealth.monitor.commands", "ack"),
     "serve": ("gpuhealth.web.commands", "serve"),
     "fleet": ("gpuhealth.web.fleet", "fleet"),
+    "config": ("gpuhealth.config_command", "config"),
 }
 # The built-in commands are short-lived and allocate mostly long-lived objects (modules, classes, the
 # snapshot), so the collector's frequent passes find almost nothing: while one runs, a pass comes every
@@ -186,11 +188,13 @@ def _emit(report: Report, output_format: str, verbose: bool, fix_args: tuple[str
     if output_format == "text":
         import shlex
 
-        from gpuhealth import inert
+        from gpuhealth import inert, termwidth
         from gpuhealth.report import text
 
         fix_command = " ".join(["gpuhealth", "fix", *map(shlex.quote, fix_args)])
-        text.render(report, inert.console(highlight=False), verbose=verbose, fix_command=fix_command)
+        # the terminal's width; piped, unwrapped (a line per clause, for grep)
+        console = inert.console(highlight=False, width=termwidth.console_width())
+        text.render(report, console, verbose=verbose, fix_command=fix_command)
         _Main._reported = True
         sys.exit(report.exit_code)
     from gpuhealth.report.formats import render
@@ -203,23 +207,24 @@ def _emit(report: Report, output_format: str, verbose: bool, fix_args: tuple[str
 
 
 def _expectations(config: Path | None, gpu_count: int | None) -> Expectations:
-    from gpuhealth.config import load_expectations
+    """The [check] section of gpuhealth's configuration (defaults, system and user files, ``config``);
+    ``--gpu-count`` over all of them."""
+    from gpuhealth.config import load
 
     try:
-        expect = load_expectations(config)
+        settings = load(config, check_only=True)
+        if gpu_count is not None:
+            settings.set_flag("check.gpu_count", gpu_count, "--gpu-count")
+        return settings.expectations()
     except ValueError as exc:
         raise CannotRun(str(exc)) from exc
-    if gpu_count is not None:
-        from dataclasses import replace
-
-        expect = replace(expect, gpu_count=gpu_count)
-    return expect
 
 
 format_option = click.option("--format", "output_format", type=click.Choice(FORMAT_NAMES), default="text",
                              show_default=True, help="Report format.")
 config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False),
-                             help="Expectations file (TOML); default /etc/gpuhealth.toml when present.")
+                             help="gpuhealth's config file (TOML; its [check] section: what this host should have), "
+                                  "over /etc/gpuhealth/config.toml and ~/.config/gpuhealth/config.toml.")
 timeout_option = click.option("--timeout", type=float, default=10.0, show_default=True,
                               help="Seconds before a command (nvidia-smi, dmesg) counts as hung.")
 
@@ -229,8 +234,13 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
               help="Check a captured bundle (directory or .tar.gz) instead of this host.")
 @format_option
 @config_option
-@timeout_option
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds before a command counts as hung [default: 10, the PyTorch probe 60]. Given, it bounds "
+                   "every command, the probe included.")
 @click.option("--gpu-count", type=int, help="Number of GPUs this host should have.")
+@click.option("--gpu-state", type=click.Path(dir_okay=False, path_type=Path),
+              help="Remember in FILE how many GPUs are on the PCI bus; none where FILE saw some is critical "
+                   "(GPUs that vanished). The Slurm wrapper uses /var/lib/gpuhealth/gpus-seen.")
 @click.option("-v", "--verbose", is_flag=True, help="Explain why each finding matters.")
 @click.option("--save", type=click.Path(file_okay=False, path_type=Path),
               help="Also keep this run (snapshot and findings) in DIR, for `gpuhealth diff`.")
@@ -244,28 +254,50 @@ timeout_option = click.option("--timeout", type=float, default=10.0, show_defaul
 @click.option("--force", is_flag=True, help="Run the active tests even on busy GPUs.")
 @click.option("--stage", type=click.Choice(["preinstall", "postinstall"]),
               help="Only the checks for before or after the driver install (default: what applies).")
-def check(source: Path | None, output_format: str, config: Path | None, timeout: float,
-          gpu_count: int | None, verbose: bool, save: Path | None, keep_runs: int, no_frameworks: bool,
-          level: int, budget: float, force: bool, stage: str | None) -> None:
+def check(source: Path | None, output_format: str, config: Path | None, timeout: float | None,
+          gpu_count: int | None, gpu_state: Path | None, verbose: bool, save: Path | None, keep_runs: int,
+          no_frameworks: bool, level: int, budget: float, force: bool, stage: str | None) -> None:
     """Check this host (or a bundle captured with `gpuhealth snapshot`)."""
     from gpuhealth.checks.engine import run_checks
-    from gpuhealth.collect import collect
+    from gpuhealth.collect import DEFAULT_TIMEOUT_S, collect
 
     expect = _expectations(config, gpu_count)
+    seen = None
+    if gpu_state is not None:
+        from gpuhealth import gpustate
+
+        seen = gpustate.read(gpu_state)
+        if seen is not None:
+            from dataclasses import replace
+
+            expect = replace(expect, gpus_last_seen=seen.count, gpus_last_seen_at=seen.seen_at,
+                             gpus_last_seen_in=str(gpu_state))
+    command_timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if source is None:
         from gpuhealth.host import LocalHost
+        from gpuhealth.progress import describe, live_steps
 
-        local = LocalHost()
-        snapshot = _with_level(local, collect(local, timeout, frameworks=not no_frameworks), level, budget, force)
+        local = LocalHost(nvml_timeout=command_timeout)  # NVML's probe too is bounded by --timeout
+        with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
+            snapshot = collect(local, command_timeout, frameworks=not no_frameworks, probe_timeout=timeout,
+                               waiting=lambda probe: step(describe(probe)))
+            if level >= 2:
+                step(f"running the active tests on every idle GPU (up to {budget:g} s)")
+            snapshot = _with_level(local, snapshot, level, budget, force)
     else:
         from gpuhealth.advice_commands import open_bundle
 
         with open_bundle(source) as host:
-            snapshot = _with_level(host, collect(host, timeout, origin="bundle", captured_at=host.captured_at),
-                                   level, budget, force)
+            snapshot = _with_level(host, collect(host, command_timeout, origin="bundle",
+                                                 captured_at=host.captured_at), level, budget, force)
     from gpuhealth.checks.stages import codes_for
 
     report = run_checks(snapshot, expect, select=codes_for(stage))
+    if gpu_state is not None and snapshot.pci_devices is not None:
+        from gpuhealth import gpustate
+
+        # only GPUs seen are remembered: a bus without them keeps the memory of those the host had
+        gpustate.remember(gpu_state, len(snapshot.nvidia_pci_gpus), snapshot.captured_at or "")
     if save is not None:
         from gpuhealth.drift import save_run
 
@@ -409,16 +441,26 @@ def _load_run(path: Path):  # -> drift.Run
 @main.command(name="checks")
 def list_checks() -> None:
     """List every check with its code and slug."""
+    import textwrap
+
+    from gpuhealth import termwidth
     from gpuhealth.checks import catalogue
     from gpuhealth.checks.registry import REGISTRY
 
     catalogue.load()
+    width = termwidth.columns()  # a title wraps under itself on a terminal; piped, each check is one line
     area = None
     for spec in sorted(REGISTRY.values(), key=lambda s: s.code):
         if spec.area != area:
             area = spec.area
             click.echo(f"\n{area}")
-        click.echo(f"  {spec.code}  {spec.slug:28} {spec.title}")
+        line = f"  {spec.code}  {spec.slug:28} {spec.title}"
+        lead = line[:len(line) - len(spec.title)]
+        if width is None or len(line) <= width or width - len(lead) < 20:
+            click.echo(line)
+        else:
+            click.echo("\n".join(textwrap.wrap(spec.title, width, initial_indent=lead,
+                                               subsequent_indent=" " * len(lead), break_on_hyphens=False)))
 
 
 @main.command()

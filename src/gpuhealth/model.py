@@ -213,7 +213,7 @@ IMPACTS = ("node_unusable", "gpu_unusable", "degraded", "user_environment", "non
 DRAINING_IMPACTS = ("node_unusable", "gpu_unusable")
 
 # The keys a finding's ``labels`` may hold (docs/report-json.md): a test keeps every check to these.
-FINDING_LABELS = ("xid", "check", "mined", "family", "source")
+FINDING_LABELS = ("xid", "check", "mined", "family", "source", "decided")
 
 
 @record
@@ -231,7 +231,9 @@ class Finding:
     # What the finding stands on, as small stable keys a program reads instead of the message: "xid" (the Xid
     # code of GH301, GH302 from an Xid 79 line, GH704), "check" (the check that raised, for GH001); for GH308 "mined"
     # (knowledge/mined/nvrm.csv row ids), "family" (its family) and "source" (repository, tag range, file:line of
-    # each row, "; "-separated). Never text meant for people: values are codes. FINDING_LABELS names every key.
+    # each row, "; "-separated); "decided" (the causes.csv id of a cause a fact in the evidence decides: a +cpu
+    # torch version is "torch-cpu-build"). Never text meant for people: values are codes. FINDING_LABELS names every
+    # key.
     labels: dict[str, str] = field(default_factory=dict)
     # When the newest line it stands on was logged, in seconds since the epoch: only from a log with wall-clock
     # timestamps that carry their UTC offset (the live check's dmesg/journalctl); None when unknown.
@@ -277,6 +279,11 @@ class OsInfo:
     kernel_release: str | None = None  # uname -r
     kernel_version: str | None = None  # /proc/version, whole line (names the compiler)
     architecture: str | None = None
+    # The machine as its firmware names it (/sys/class/dmi/id: sys_vendor, product_name, product_family): a GPU
+    # server's model tells a node whose GPUs vanished from a machine that never had any (GH101)
+    machine_vendor: str | None = None
+    machine_product: str | None = None
+    machine_family: str | None = None
 
     @property
     def family(self) -> str:
@@ -394,6 +401,9 @@ class Gpu:
     remapped_rows_failure: bool | None = None
     reset_required: bool | None = None
     recovery_action: str | None = None  # 590+: "None", "GPU Reset", "Node Reboot" ...
+    # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
+    # GPU outside one; None: no Fabric section (older drivers, other sources)
+    fabric_state: str | None = None
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
@@ -587,6 +597,18 @@ class AppError:
 
 
 @record
+class DeviceRequest:
+    """A GPU index a program asks for, as analyze found it written (GH608 holds it to the GPUs it can see)."""
+
+    index: int
+    text: str  # the words that ask: "cuda:3", "set_device(3)", "--gpu 3"
+    line: str = ""  # the line they are in
+    # how many GPUs the program saw, where the same line says it (PyTorch's "... on CUDA device 1 but
+    # torch.cuda.device_count() is 1"): a checkpoint saved on a GPU the loading program does not have
+    visible: int | None = None
+
+
+@record
 class P2pEvidence:
     """Pasted lines about GPU peer-to-peer: NCCL/P2P failures, PCIe ACS redirection, the IOMMU (GH706)."""
 
@@ -647,6 +669,8 @@ class Snapshot:
     messages: tuple[MessageLine, ...] | None = None  # analyze: signature matches and unknown error lines
     commands_given: tuple[str, ...] = ()  # analyze: the commands of a pasted terminal session, as typed
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
+    # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
+    devices_requested: tuple[DeviceRequest, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
@@ -1010,6 +1034,9 @@ class CudaState:
     gsp_firmware_files: tuple[str, ...] = ()  # gsp*.bin files there: gsp_ga10x.bin, gsp_tu10x.bin ...
     gsp_firmware_versions: tuple[str, ...] = ()  # the version directories under /lib/firmware/nvidia
     conda_cudatoolkit: str | None = None  # conda list: the cudatoolkit (or cuda-runtime) in the environment
+    # a pasted Dockerfile's base image ("nvidia/cuda:12.4.1-runtime-ubuntu22.04") and the CUDA it brings ("12.4.1")
+    base_image: str | None = None
+    base_image_cuda: str | None = None
     fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")

@@ -17,11 +17,21 @@ Rules (docs/recommend-and-fix.md):
   flavour is the default from R560); required when any GPU is Blackwell.
 - CUDA toolkits: native (backward compatibility) and minor-version compatibility, limited to toolkits that
   can target every architecture present. PyTorch wheel: the newest variant whose CUDA version runs
-  natively, else through minor-version compatibility (the wheel variants are not confirmed by a source).
+  natively, else through minor-version compatibility, and whose kernels (its ``TORCH_CUDA_ARCH_LIST``,
+  drivers.csv ``wheel ... archs``) cover every GPU's compute capability; none when no variant has them.
+- Verdict: "nothing-to-change" when the installed driver's branch supports every GPU and is not past its
+  end of life (then no install commands; CUDA and PyTorch advice for the installed branch);
+  "upgrade-advised" when it supports them but is past its end of life; "change-required" when it does not
+  support them; "install" when no driver is installed.
+- Fabric Manager on NVSwitch systems (a Fabric state in ``nvidia-smi -q``, NVSwitches on the PCI bus, or
+  eight SXM GPUs): every install route installs the Fabric Manager of the new branch with it (it must be
+  exactly the driver's version; without it CUDA fails with error 802).
+- The ``.run`` installer's options by installer version (drivers.csv ``installer`` rows).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -55,6 +65,7 @@ RUNFILE_SOURCE = ("NVIDIA, Driver Installation Guide: kernel modules <https://do
 class Command:
     text: str
     note: str = ""
+    fabric_package: str | None = None  # the Fabric Manager package this command installs
 
 
 @record
@@ -84,6 +95,7 @@ class CudaAdvice:
     pytorch_wheel: str | None = None  # "cu128"
     pytorch_wheel_via: str | None = None  # "native" or "minor-version compatibility"
     pytorch_source: str = ""
+    pytorch_spec: str = "torch"  # what pip installs: "torch", or "torch<2.6" where the wheel's archs are bounded
 
 
 @record
@@ -105,6 +117,16 @@ class GpuAdvice:
 
 
 @record
+class FabricManager:
+    """Fabric Manager on an NVSwitch system: why the host is taken for one, and what goes with a branch."""
+
+    reason: str  # "nvidia-smi -q: Fabric State Completed" ...
+    package: str | None = None  # the package of the branch to install, when the route has one
+    note: str = ""
+    source: str = ""
+
+
+@record
 class Recommendation:
     schema_version: int = RECOMMEND_SCHEMA_VERSION
     hostname: str | None = None
@@ -121,6 +143,9 @@ class Recommendation:
     notes: tuple[str, ...] = ()
     cuda_max: str | None = None  # the newest CUDA toolkit the branch runs natively
     wheel_index: str | None = None  # pip's --index-url for the PyTorch wheel
+    verdict: str = "unknown"  # "nothing-to-change", "upgrade-advised", "change-required", "install", "unknown"
+    verdict_reason: str = ""
+    fabric_manager: FabricManager | None = None  # set on NVSwitch systems
 
 
 # --------------------------------------------------------------------------- the pure function
@@ -149,6 +174,8 @@ def recommend(snapshot: Snapshot) -> Recommendation:
 
     host_branch = flavour = route = cuda = None
     supports_all = None
+    ccs = [a.compute_capability for a in known]
+    fabric = _fabric(snapshot, known)
     if archs:
         common = [b for b in _options(archs[0], month) if all(drivers.supports(b.number, a) for a in archs)]
         host_branch = _prefer(common, archs)
@@ -161,8 +188,8 @@ def recommend(snapshot: Snapshot) -> Recommendation:
                 notes.append("Blackwell needs the open kernel modules, which pre-Turing GPUs cannot use: "
                              "no flavour serves both")
             else:
-                route = install_route(snapshot, host_branch.number, flavour)
-            cuda = _cuda(host_branch.number, archs)
+                route = install_route(snapshot, host_branch.number, flavour, fabric=fabric is not None)
+            cuda = _cuda(host_branch.number, archs, ccs)
         if installed_branch is not None:
             supports_all = all(drivers.supports(installed_branch, a) for a in archs)
             if not supports_all:
@@ -170,6 +197,13 @@ def recommend(snapshot: Snapshot) -> Recommendation:
                              f"every GPU here ({', '.join(archs)})")
     if host_branch is not None and host_branch.past_end_of_life:
         notes.append(f"branch {host_branch.number} is past its end of life ({host_branch.end_of_life})")
+    verdict, reason = _verdict(installed, installed_branch, supports_all, month, bool(archs))
+    if verdict == "nothing-to-change" and installed_branch is not None:
+        route = None  # nothing to install: the CUDA and PyTorch advice is for the driver in place
+        cuda = _cuda(installed_branch, archs, ccs)
+    if fabric is not None:
+        fabric = _fabric_advice(fabric, verdict, installed, route)
+        notes.append(f"NVSwitch system ({fabric.reason}): {fabric.note}")
     if any(a.open_modules == "required" for a in known):
         notes.append("Blackwell GPUs work only with the open kernel modules (NVIDIA, Driver Installation Guide: "
                      "kernel modules)")
@@ -178,7 +212,62 @@ def recommend(snapshot: Snapshot) -> Recommendation:
         installed_branch=installed_branch, installed_supports_all=supports_all, gpus=advice,
         branch=host_branch, flavour=flavour, install=route, cuda=cuda, notes=tuple(notes),
         cuda_max=cuda.native[-1] if cuda and cuda.native else None,
-        wheel_index=f"{WHEEL_INDEX}/{cuda.pytorch_wheel}" if cuda and cuda.pytorch_wheel else None)
+        wheel_index=f"{WHEEL_INDEX}/{cuda.pytorch_wheel}" if cuda and cuda.pytorch_wheel else None,
+        verdict=verdict, verdict_reason=reason, fabric_manager=fabric)
+
+
+def _verdict(installed: str | None, branch: int | None, supports_all: bool | None, month: str | None,
+             known: bool) -> tuple[str, str]:
+    """Whether the driver in place should change, and why."""
+    if not known:
+        return "unknown", "no GPU of a known architecture: nothing to decide on"
+    if installed is None or branch is None:
+        return "install", "no NVIDIA driver is installed (or none was seen in the evidence)"
+    if supports_all is False:
+        return "change-required", f"the installed driver {installed} (branch {branch}) does not support every GPU here"
+    info = drivers.branch(branch)
+    if info is not None and info.end_of_life and month and month > info.end_of_life:
+        return "upgrade-advised", (f"the installed driver {installed} supports every GPU here, but branch {branch} "
+                                   f"is past its end of life ({info.end_of_life}): no more fixes")
+    return "nothing-to-change", f"the installed driver {installed} (branch {branch}) supports every GPU here"
+
+
+_SXM = re.compile(r"SXM|HGX|HBM3|\b[BH]200\b|\bGB?[23]00\b|\bB300\b")
+_NOT_SXM = re.compile(r"PCIe|NVL\b", re.IGNORECASE)
+HGX_GPUS = 8  # an HGX/DGX baseboard with NVSwitches carries 8 GPUs (4-GPU boards link GPUs directly)
+
+
+def _fabric(snapshot: Snapshot, known: list[GpuAdvice]) -> str | None:
+    """Why the host is an NVSwitch system, or None when nothing says it is."""
+    smi = snapshot.smi.gpus if snapshot.smi is not None else ()
+    states = {g.fabric_state for g in (*snapshot.gpus, *smi) if g.fabric_state}
+    active = sorted(s for s in states if s.upper() != "N/A")
+    if active:
+        return f"nvidia-smi -q: Fabric State {', '.join(active)}"
+    if states:
+        return None  # "N/A" on every GPU: not on an NVSwitch fabric
+    if any(d.vendor_id == "10de" and "NVSwitch" in (d.name or "") for d in snapshot.pci_devices or ()):
+        return "NVSwitches on the PCI bus"
+    sxm = sum(a.count for a in known if a.name and _SXM.search(a.name) and not _NOT_SXM.search(a.name))
+    if sxm >= HGX_GPUS:
+        return f"{sxm} SXM GPUs: an HGX/DGX baseboard, whose GPUs talk through NVSwitches"
+    return None
+
+
+def _fabric_advice(reason: str, verdict: str, installed: str | None, route: InstallRoute | None) -> FabricManager:
+    version = drivers.fact("fabric", "manager", "version")
+    without = drivers.fact("fabric", "manager", "without")
+    source = version.source if version else ""
+    package = None
+    if route is not None:
+        package = next((c.fabric_package for c in route.commands if c.fabric_package), None)
+        note = (f"a branch change installs Fabric Manager {package or 'of the new branch'} with the driver: "
+                f"{version.value if version else ''}; without it {without.value if without else 'CUDA fails'}")
+    else:
+        have = f" ({installed})" if installed else ""
+        note = (f"keep Fabric Manager at exactly the driver's version{have} and running "
+                "(`systemctl status nvidia-fabricmanager`); change both together")
+    return FabricManager(reason, package, note, source)
 
 
 def _models(snapshot: Snapshot) -> dict[str, list[tuple[str | None, str | None]]]:
@@ -203,6 +292,7 @@ def _models(snapshot: Snapshot) -> dict[str, list[tuple[str | None, str | None]]
 def _advise(device_id: str, entries: list[tuple[str | None, str | None]], month: str | None) -> GpuAdvice:
     addresses = tuple(a for a, _ in entries if a)
     name = next((n for _, n in entries if n and not re.fullmatch(r"(?i)device [0-9a-f]{4}", n)), None)
+    name = name or gpus.name_for(device_id)  # the model, from the name table, where the evidence gave none
     model = gpus.lookup(device_id)
     if model is None:
         return GpuAdvice(device_id, len(entries), addresses, name)
@@ -214,7 +304,8 @@ def _advise(device_id: str, entries: list[tuple[str | None, str | None]], month:
         device_id, len(entries), addresses, name, model.architecture, model.compute_capability,
         model.cc_source, model.chips, arch.open_modules if arch else None, options,
         preferred.number if preferred else None, flavour,
-        _cuda(preferred.number, [model.architecture]) if preferred else None, model.source)
+        _cuda(preferred.number, [model.architecture], [model.compute_capability]) if preferred else None,
+        model.source)
 
 
 def _options(architecture: str, month: str | None) -> list[BranchOption]:
@@ -287,7 +378,7 @@ def _flavour(archs: list[str], branch: int) -> str | None:
     return "open"
 
 
-def _cuda(branch: int, archs: list[str]) -> CudaAdvice:
+def _cuda(branch: int, archs: list[str], ccs: list[str | None] | None = None) -> CudaAdvice:
     native: list[str] | None = None
     minor: list[str] | None = None
     for arch in archs:  # toolkits that every architecture can use
@@ -297,21 +388,41 @@ def _cuda(branch: int, archs: list[str]) -> CudaAdvice:
     native, minor = native or [], minor or []
     wheel = via = None
     source = ""
+    spec = "torch"
+    known_ccs = [c for c in (ccs or []) if c]
+    lacking: list[str] = []
     for label, pool in (("native", native), ("minor-version compatibility", minor)):
-        fitting = [w for w in drivers.wheels() if w.cuda in pool]
+        runnable = [w for w in drivers.wheels() if w.cuda in pool]
+        # a wheel without kernels for a GPU's compute capability is never offered
+        fitting = [w for w in runnable if all(w.runs_on(c) is not False for c in known_ccs)]
+        lacking += [w.variant for w in runnable if w not in fitting]
         if fitting:
-            wheel, via, source = fitting[-1].variant, label, fitting[-1].source
+            chosen = fitting[-1]
+            wheel, via = chosen.variant, label
+            source = "; ".join(p for p in (chosen.source, chosen.archs_source) if p)
+            if chosen.torch_below and any(chosen.runs_on(c) for c in known_ccs) and _needs_bound(chosen, known_ccs):
+                spec = f"torch<{chosen.torch_below}"
             break
     if wheel is None:
-        source = "no PyTorch wheel variant in the table runs with this driver and these GPUs"
-    return CudaAdvice(tuple(native), tuple(minor), wheel, via, source)
+        caps = ", ".join(sorted(set(known_ccs))) or "?"
+        source = (f"no PyTorch wheel variant has kernels for compute capability {caps} and runs with this driver"
+                  + (f" ({', '.join(dict.fromkeys(lacking))} lack them)" if lacking else "")
+                  + ": build PyTorch from source for this GPU, or use other hardware")
+    return CudaAdvice(tuple(native), tuple(minor), wheel, via, source, spec)
+
+
+def _needs_bound(wheel: drivers.Wheel, ccs: list[str]) -> bool:
+    """Whether a GPU here relies on an arch that only the bounded releases are known to have (sm_37 in cu118)."""
+    later = [w for w in drivers.wheels() if w.archs and w.torch_below is None]
+    return any(not any(w.runs_on(c) for w in later) for c in ccs)
 
 
 # --------------------------------------------------------------------------- install routes
 
 
-def install_route(snapshot: Snapshot, branch: int, flavour: str) -> InstallRoute:
-    """The commands that install ``branch`` in ``flavour`` on the snapshot's distribution."""
+def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = False) -> InstallRoute:
+    """The commands that install ``branch`` in ``flavour`` on the snapshot's distribution; with ``fabric`` (an
+    NVSwitch system) the Fabric Manager of the same branch with it, enabled to start at the next boot."""
     os_info = snapshot.os
     family = os_info.family if os_info else "other"
     distro = _distro(snapshot)
@@ -320,19 +431,29 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str) -> InstallRoute
     if family == "debian" and "ubuntu" in ids:
         install = ("sudo apt-get install -y nvidia-driver-{branch}-server-open" if flavour == "open"
                    else "sudo apt-get install -y nvidia-driver-{branch}-server")
-        return InstallRoute(distro, family, branch, flavour, (
+        commands = [
             Command("sudo apt-get update"),
             Command("sudo ubuntu-drivers list --gpgpu",
                     note="the server drivers this release packages for these GPUs; pick the one below if listed"),
-            _command(install, branch=branch),
-            Command("sudo reboot", note="loads the new kernel module"),
-            Command("nvidia-smi", note="after the reboot: lists every GPU"),
-        ), UBUNTU_SOURCE)
+            _command(install, branch=branch)]
+        if fabric:
+            package = drivers.fact("fabric", "manager", "package_debian")
+            name = package.value.format(branch=branch) if package else f"nvidia-fabricmanager-{branch}"
+            commands += [_command("sudo apt-get install -y nvidia-fabricmanager-{branch}", branch=branch,
+                                  note="NVSwitch system: Fabric Manager of exactly the driver's version",
+                                  fabric_package=name),
+                         Command("sudo systemctl enable nvidia-fabricmanager", note="starts it at the next boot")]
+        commands += _reboot_and_verify(fabric)
+        return InstallRoute(distro, family, branch, flavour, tuple(commands), UBUNTU_SOURCE)
     if family == "debian":
-        return InstallRoute(distro, family, branch, flavour, (
+        commands = [
             Command("sudo apt-get install -y nvidia-detect", note="needs the contrib and non-free components"),
-            Command("nvidia-detect", note="names the Debian driver package for these GPUs; install that one"),
-        ), DEBIAN_SOURCE)
+            Command("nvidia-detect", note="names the Debian driver package for these GPUs; install that one")]
+        if fabric:
+            commands.append(Command("cat /sys/module/nvidia/version", note=(
+                "NVSwitch system: after installing, Fabric Manager of exactly this version is needed too "
+                f"(NVIDIA's CUDA repository: nvidia-fabricmanager-{branch}); without it CUDA fails with error 802")))
+        return InstallRoute(distro, family, branch, flavour, tuple(commands), DEBIAN_SOURCE)
     if family == "rhel" or ids & set(RHEL_LIKE):
         major = _major(os_info.version_id if os_info else None) or 9
         machine = "sbsa" if (os_info and os_info.architecture in ("aarch64", "arm64")) else "x86_64"
@@ -349,19 +470,66 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str) -> InstallRoute
                          Command("sudo dnf install -y nvidia-open" if flavour == "open"
                                  else "sudo dnf install -y nvidia-driver",
                                  note="" if flavour == "open" else "proprietary package name not confirmed")]
+            if fabric:
+                commands.append(Command(
+                    "sudo dnf install -y nvidia-fabric-manager", fabric_package="nvidia-fabric-manager",
+                    note="NVSwitch system: Fabric Manager of the locked branch (name not confirmed)"))
         else:
             module = ("sudo dnf module install -y nvidia-driver:{branch}-open" if flavour == "open"
                       else "sudo dnf module install -y nvidia-driver:{branch}-dkms")
-            commands.append(_command(module, branch=branch))
-        commands += [Command("sudo reboot", note="loads the new kernel module"),
-                     Command("nvidia-smi", note="after the reboot: lists every GPU")]
+            if fabric:  # the stream's fm profile: the driver, Fabric Manager and NSCQ of the same release
+                profile = ("sudo dnf module install -y nvidia-driver:{branch}-open/fm" if flavour == "open"
+                           else "sudo dnf module install -y nvidia-driver:{branch}-dkms/fm")
+                commands.append(_command(
+                    profile, branch=branch, fabric_package=f"nvidia-driver:{branch}/fm",
+                    note="NVSwitch system: the fm profile adds Fabric Manager of the same version"))
+            else:
+                commands.append(_command(module, branch=branch))
+        if fabric:
+            commands.append(Command("sudo systemctl enable nvidia-fabricmanager", note="starts it at the next boot"))
+        commands += _reboot_and_verify(fabric)
         return InstallRoute(distro, "rhel", branch, flavour, tuple(commands), RHEL_SOURCE)
-    return InstallRoute(distro, family, branch, flavour, (
-        _command("sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run --kernel-module-type={flavour:file}",
-                 branch=branch, flavour=flavour,
-                note=f"the .run installer of a {branch} release from nvidia.com; no package route is known "
-                     "for this distribution"),
-    ), RUNFILE_SOURCE)
+    commands = [_runfile_command(branch, flavour)]
+    source = RUNFILE_SOURCE + "; " + "; ".join(r.source for r in _installer_rows())
+    if fabric:
+        redist = drivers.fact("fabric", "manager", "redist")
+        commands.append(Command("cat /sys/module/nvidia/version", note=(
+            "NVSwitch system: install Fabric Manager of exactly this version too, from "
+            f"{redist.value if redist else 'NVIDIA'} (fabricmanager-linux-<arch>-<version>-archive); "
+            "without it CUDA fails with error 802")))
+    return InstallRoute(distro, family, branch, flavour, tuple(commands), source)
+
+
+def _installer_rows() -> list[drivers.Row]:
+    keys = (("kernel-module-type", "first_version"), ("kernel-module-build-directory", "first_version"),
+            ("kernel-open", "first_branch"))
+    return [row for row in (drivers.fact("installer", k, f) for k, f in keys) if row is not None]
+
+
+def _runfile_command(branch: int, flavour: str) -> Command:
+    """The .run installer line with only the options an installer of ``branch`` has: --kernel-module-type from
+    555, -m=kernel-open (the open modules' directory) from 515 to 554, no flavour option before (proprietary
+    only) or for the proprietary flavour before 555, where it is the default."""
+    typed = drivers.fact("installer", "kernel-module-type", "first_version")
+    open_from = drivers.fact("installer", "kernel-open", "first_branch")
+    typed_from = drivers.branch_of(typed.value) if typed else 555
+    template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run"
+    if branch >= (typed_from or 555):
+        template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run --kernel-module-type={flavour:file}"
+    elif flavour == "open" and branch >= int(open_from.value if open_from else 515):
+        template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run -m=kernel-open"
+    note = (f"the .run installer of a {branch} release from nvidia.com; no package route is known for this "
+            "distribution")
+    return _command(template, branch=branch, flavour=flavour, note=note)
+
+
+def _reboot_and_verify(fabric: bool) -> list[Command]:
+    commands = [Command("sudo reboot", note="loads the new kernel module"),
+                Command("nvidia-smi", note="after the reboot: lists every GPU")]
+    if fabric:
+        commands.append(Command("systemctl status nvidia-fabricmanager",
+                                note="after the reboot: active (running); CUDA fails with error 802 until it is"))
+    return commands
 
 
 # --------------------------------------------------------------------------- helpers
@@ -377,9 +545,9 @@ def _installed_driver(snapshot: Snapshot) -> str | None:
     return None
 
 
-def _command(template: str, note: str = "", **values: object) -> Command:
+def _command(template: str, note: str = "", fabric_package: str | None = None, **values: object) -> Command:
     """A command from a template: its values go in through ``gpuhealth.commands`` (checked, quoted)."""
-    return Command(fill(template, **values)[0], note=note)
+    return Command(fill(template, **values)[0], note=note, fabric_package=fabric_package)
 
 
 def _distro(snapshot: Snapshot) -> str:
@@ -415,19 +583,26 @@ def _span(versions: tuple[str, ...]) -> str:
 
 
 def render_text(recommendation: Recommendation, console: Any) -> None:
-    """Print the recommendation to a rich console."""
+    """Print the recommendation to a rich console: words and the table at the console's width (a label's text
+    wrapped under its own start), commands never wrapped (``soft_wrap``), so they stay pasteable."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     r = recommendation
-    console.print(f"[bold]Host[/bold]      {escape(r.hostname or '?')}  ({escape(r.distro)}, family {r.os_family})")
+    say = functools.partial(_said, console)
+    say("[bold]Host[/bold]", f"{escape(r.hostname or '?')}  ({escape(r.distro)}, family {r.os_family})")
     if r.installed_driver:
         state = {True: "supports every GPU here", False: "does NOT support every GPU here", None: ""}
-        console.print(f"[bold]Installed[/bold] driver {escape(r.installed_driver)} (branch {r.installed_branch}) "
-                      f"{state[r.installed_supports_all]}")
-    if r.gpus:
+        say("[bold]Installed[/bold]", f"driver {escape(r.installed_driver)} (branch {r.installed_branch}) "
+                                      f"{state[r.installed_supports_all]}")
+    if r.verdict_reason:
+        lead = {"nothing-to-change": "[green]Nothing to change[/green]", "upgrade-advised": "[yellow]Upgrade "
+                "advised[/yellow]", "change-required": "[red]Change required[/red]", "install": "[bold]Install[/bold]"}
+        say(f"{lead.get(r.verdict, '[bold]Verdict[/bold]')}:", escape(r.verdict_reason), indent=0)
+    if r.gpus:  # the model by name (the PCI ID is in the JSON)
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for column in ("GPU", "x", "PCI ID", "architecture", "CC", "open modules", "branches (preferred first)"):
+        for column in ("GPU", "x", "architecture", "CC", "open modules", "branches (preferred first)"):
             table.add_column(column)
         for gpu in r.gpus:
             cc = gpu.compute_capability or "?"
@@ -436,28 +611,64 @@ def render_text(recommendation: Recommendation, console: Any) -> None:
             others = [str(b.number) for b in gpu.branches if b.number != gpu.preferred_branch]
             branches = (f"{gpu.preferred_branch}" + (f" ({', '.join(others)})" if others else "")
                         if gpu.preferred_branch else "-")
-            table.add_row(escape(gpu.name or f"10de:{gpu.device_id}"), str(gpu.count), gpu.device_id,
+            table.add_row(escape(gpu.name or f"10de:{gpu.device_id}"), str(gpu.count),
                           gpu.architecture or "unknown", cc, gpu.open_modules or "?", branches)
         console.print(table)
-    if r.branch is not None:
+    if r.branch is not None and r.verdict == "nothing-to-change":
+        console.print()
+        say("[bold]Driver[/bold]", f"keep branch {r.installed_branch}; for a new install: branch {r.branch.number} "
+                                   f"({r.branch.designation})")
+    elif r.branch is not None:
         eol = f", end of life {r.branch.end_of_life}" if r.branch.end_of_life else ""
         past = " (past)" if r.branch.past_end_of_life else ""
-        console.print(f"\n[bold]Driver[/bold]    branch {r.branch.number} ({r.branch.designation}{eol}{past}), "
-                      f"{r.flavour or '?'} kernel modules")
-        console.print(f"          source: {escape(r.branch.source)}", style="dim")
+        console.print()
+        say("[bold]Driver[/bold]", f"branch {r.branch.number} ({r.branch.designation}{eol}{past}), "
+                                   f"{r.flavour or '?'} kernel modules")
+        say("", f"source: {escape(r.branch.source)}", style="dim")
     if r.install is not None:
         console.print(f"\n[bold]Install on {escape(r.install.distro)}[/bold]")
         for command in r.install.commands:  # a comment on its own line above its command; never wrapped
-            if command.note:
-                console.print(f"  # {escape(command.note)}", style="dim", soft_wrap=True)
+            for line in _comment_lines(command.note, console.width):  # wrapped, each line a comment
+                console.print(Text(line, style="dim"), soft_wrap=True)
             console.print(f"  {escape(command.text)}", highlight=False, soft_wrap=True)
-        console.print(f"  source: {escape(r.install.source)}", style="dim")
+        say("", f"source: {escape(r.install.source)}", indent=2, style="dim")
     if r.cuda is not None:
-        console.print(f"\n[bold]CUDA[/bold]      toolkits natively: {_span(r.cuda.native)}; through minor-version "
-                      f"compatibility (limited features): {_span(r.cuda.minor_compat)}")
+        console.print()
+        say("[bold]CUDA[/bold]", f"toolkits natively: {_span(r.cuda.native)}; through minor-version "
+                                 f"compatibility (limited features): {_span(r.cuda.minor_compat)}")
         if r.cuda.pytorch_wheel:
-            console.print(f"[bold]PyTorch[/bold]   wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}):")
-            console.print(f"  pip install torch --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}", soft_wrap=True)
-        console.print(f"          {escape(r.cuda.pytorch_source)}", style="dim")
+            say("[bold]PyTorch[/bold]", f"wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}):")
+            spec = r.cuda.pytorch_spec if r.cuda.pytorch_spec == "torch" else f"'{r.cuda.pytorch_spec}'"
+            console.print(f"  pip install {spec} --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}", soft_wrap=True)
+        else:
+            say("[bold]PyTorch[/bold]", "no wheel fits these GPUs:")
+        say("", escape(r.cuda.pytorch_source), style="dim")
+    if r.fabric_manager is not None:
+        fabric = r.fabric_manager
+        say("[bold]Fabric Manager[/bold]", f"{escape(fabric.reason)}: {escape(fabric.note)}")
+        say("", f"source: {escape(r.fabric_manager.source)}", style="dim")
     for note in r.notes:
-        console.print(f"[yellow]note[/yellow]: {escape(note)}")
+        if not note.startswith("NVSwitch system ("):  # shown above
+            say("[yellow]note[/yellow]:", escape(note), indent=0)
+
+def _said(console: Any, label: str, text: str, indent: int = 10, style: str = "") -> None:
+    """``label`` (markup) padded to ``indent`` columns, then ``text`` (markup) wrapped at the console's width under
+    its own first column: "Driver    branch 580 (...)" continues under "branch"."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(min_width=max(indent - 1, 0), no_wrap=True)
+    grid.add_column(style=style, overflow="fold")  # a word longer than the line (an address) folds, never cut
+    grid.add_row(label, text)
+    console.print(grid)
+
+
+def _comment_lines(note: str, width: int) -> list[str]:
+    """A command's note as ``  # `` lines at most ``width`` wide (one line when it fits or the output is piped)."""
+    import textwrap
+
+    if not note:
+        return []
+    return textwrap.wrap(note, max(width, 24), initial_indent="  # ", subsequent_indent="  # ",
+                         break_long_words=False, break_on_hyphens=False) or [f"  # {note}"]
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import time
 
 from click.testing import CliRunner
@@ -94,7 +95,7 @@ def test_usage_command_table_csv_and_json_with_a_price(tmp_path):
     rows = list(csv.DictReader(io.StringIO(result.output)))
     assert [r["hours_busy"] for r in rows] == ["1.0", "0.25"] and "cost_idle" not in rows[0]
     result = runner.invoke(main, ["usage", "--db", db, "--since", "3d", "--price", "2.5"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0 and "held-idle cost" in result.output and "1.25" in result.output
+    assert result.exit_code == 0 and "held idle cost" in result.output and "1.25" in result.output
     missing = runner.invoke(main, ["usage", "--db", str(tmp_path / "none.db")])
     assert missing.exit_code == 3 and "no history yet" in missing.output
 
@@ -122,8 +123,8 @@ def test_energy_across_a_monitoring_gap_is_not_charged_to_one_minute(tmp_path):
 
 
 def test_the_table_never_cuts_a_value_on_an_80_column_terminal(tmp_path):
-    # Piped or under cron, rich assumes 80 columns; the day, the energy source and every figure must stay whole
-    # ("2026-1…" named no day). The table may be wider than the terminal rather than lose a value.
+    # The day, the energy source and every figure must stay whole at any width ("2026-1…" named no day): the
+    # headings wrap instead, and where even that does not fit the table is wider than the terminal.
     _store(tmp_path, _past_start()).close()
     db = str(tmp_path / "h.db")
     runner = CliRunner()
@@ -132,9 +133,9 @@ def test_the_table_never_cuts_a_value_on_an_80_column_terminal(tmp_path):
     for columns in ("80", "60"):
         result = runner.invoke(main, ["usage", "--db", db, "--since", "3d", "--price", "2.5"], env={"COLUMNS": columns})
         assert result.exit_code == 0 and "…" not in result.output, result.output
-        lines = [line for line in result.output.splitlines() if line.startswith("│")]
+        lines = [line for line in result.output.splitlines() if re.match(r"\s*\d+\s+\d{4}-\d\d-\d\d ", line)]
         assert len(lines) == len(days)
         for line, day in zip(lines, days, strict=True):
-            cells = [c.strip() for c in line.strip("│").split("│")]
+            cells = line.split()  # no value holds a space
             assert cells[:2] == [str(day["gpu"]), day["day"]] and day["energy_from"] in cells, line
             assert f"{day['cost_held_idle']:.2f}" == cells[-1], line

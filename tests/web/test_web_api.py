@@ -102,7 +102,7 @@ def test_every_endpoint_answers(live, clock):
         gpus = client.get("/api/v1/gpus").json()["gpus"]
         assert [g["gpu"] for g in gpus] == [0, 1] and gpus[1]["readings"]["temperature_c"] == 51
         assert gpus[1]["pci_bus_id"] == "0000:3b:00.0" and gpus[1]["state"] == "ok"
-        assert client.get("/api/v1/alerts").json() == {"active": [], "recent": []}
+        assert client.get("/api/v1/alerts").json() == {"active": [], "recent": [], "acknowledgements": []}
         assert client.get("/api/v1/findings").json()["checked_at"] is None
         history = client.get("/api/v1/history", params={"gpu": 1, "metric": "temperature", "range": "15m"}).json()
         assert history["series"] == [{"gpu": 1, "metric": "temperature_c", "resolution": "raw",
@@ -663,3 +663,28 @@ def test_serve_replays_at_speed_0_unpaced(tmp_path):
     trace = write_fleet_trace(tmp_path / "t.jsonl", gpus=1, seconds=5)
     assert TeeSource(ReplaySource(trace, speed=0), LiveState()).paced is False
     assert TeeSource(ReplaySource(trace, speed=1), LiveState()).paced is True
+
+
+def test_a_finished_replay_is_said_so_and_never_lost(live, clock):
+    """Issue 24: when the trace ran out, every GPU stopped sending because the file ended. The page said
+    "0 of 8 answering" and marked all eight LOST; now the status says "replay finished" and the cards keep
+    their last readings and their own status. A GPU the trace itself lost stays lost."""
+    feed(live, clock, *fleet_events(gpus=3, seconds=5))
+    feed(live, clock, GpuLost(clock.t, 2, "GPU is lost"))
+    live.set_monitor(False, "replay finished", replay_finished=True)
+    clock.t += live.stale_after + 60  # long after the last sample
+    app, _ = make(live)
+    with TestClient(app) as client:
+        status = client.get("/api/v1/status").json()
+        assert status["monitor"]["replay_finished"] is True
+        assert status["summary"].startswith("replay finished: 3 GPU(s) in the trace, 1 lost")
+        assert "answering" not in status["summary"]
+        gpus = client.get("/api/v1/gpus").json()["gpus"]
+        assert [g["state"] for g in gpus] == ["ended", "ended", "lost"]
+        assert [g["status"] for g in gpus[:2]] == ["ok", "ok"] and gpus[2]["status"] == "lost"
+        assert gpus[0]["readings"]["temperature_c"] == fleet_events(gpus=3, seconds=1)[0].temperature_c
+    # a monitor that stopped for another reason: its silent GPUs are stale, as before
+    live.set_monitor(False, "stopped")
+    with TestClient(app) as client:
+        assert [g["state"] for g in client.get("/api/v1/gpus").json()["gpus"]] == ["stale", "stale", "lost"]
+        assert "0 of 3 GPU(s) answering" in client.get("/api/v1/status").json()["summary"]

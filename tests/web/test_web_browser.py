@@ -134,6 +134,12 @@ def test_dashboard(served, browser, width, height):
         findings = page.locator("#findings").inner_text()
         assert "GH301" in findings and "fix" in findings
         assert page.locator("#findings .finding .fix code").count() >= 1
+        # each finding as the text report lays it out: a short headline, then its time and next action apart
+        headlines = page.locator("#findings .finding .headline").all_inner_texts()
+        assert "Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE): Double-bit (uncorrectable) ECC error" in headlines
+        assert all(len(h) <= 100 for h in headlines), headlines
+        facts = page.locator("#findings .finding .fact").all_inner_texts()
+        assert "at: 2024-11-15T12:02:03,470068+00:00" in facts and "seen: 9 times" in facts, facts
         until(page, "document.getElementById('verdict').textContent === 'BROKEN'", 10)
         until(page, f"document.querySelector(\".gpu-card[data-gpu='0'] .gpu-model\")"
                                f".textContent.includes('{H100_MODEL}')", 10)
@@ -149,13 +155,21 @@ def test_dashboard(served, browser, width, height):
         # no internal keys anywhere on the page (rule[key], check:GHxxx, GHxxx@GPU n)
         text = page.locator("body").inner_text()
         assert not re.search(r"\w\[\w+|check:GH|GH\d{3}@", text), re.findall(r".{30}(?:check:|@GPU).{30}", text)
-        if width < 700:  # narrow: the active alerts and the troubled cards come before any healthy card
-            def top(selector: str) -> float:
-                return page.evaluate("(s) => document.querySelector(s).getBoundingClientRect().top + scrollY",
-                                     selector)
+        def top(selector: str) -> float:
+            return page.evaluate("(s) => document.querySelector(s).getBoundingClientRect().top + scrollY", selector)
 
+        # at every width the active alerts come first, above the first card (issue 24: at 1280 px they sat
+        # below all eight) and above the findings
+        first_card = min(top(CARD.format(g)) for g in range(8))
+        alerts_bottom = page.evaluate("document.getElementById('alerts').getBoundingClientRect().bottom + scrollY")
+        assert alerts_bottom < first_card and top("#alerts") < top("#findings"), (alerts_bottom, first_card)
+        if width < 700:  # narrow: the troubled cards come before any healthy card
             first_ok = min(top(CARD.format(g)) for g, status in card_order(page) if status == "ok")
-            assert top("#alerts") < top(CARD.format(0)) < first_ok and top(CARD.format(3)) < first_ok
+            assert top(CARD.format(0)) < first_ok and top(CARD.format(3)) < first_ok
+        # a step is words, a command is a command: every fix shown in code is a command, steps in plain text
+        # (the bundle's Xid 94 says "restart the application": a step, shown as text)
+        assert page.locator("#findings .fix-step code").count() == 0
+        assert "restart the application" in page.locator("#findings .fix-step .step").first.inner_text()
         # usable at this width: nothing wider than the viewport, the button in view
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         box = page.locator("#check-now").bounding_box()
@@ -214,5 +228,45 @@ def test_a_history_load_keeps_a_sample_streamed_before_it_arrived(served, browse
         history_points = len(next(s["t"] for s in doc["series"] if s["gpu"] == 0 and s["metric"] == "temperature_c"))
         assert points > history_points
         assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A short trace replayed as fast as possible: it has run out by the time the page loads."""
+    tmp = tmp_path_factory.mktemp("finished")
+    trace = write_fleet_trace(tmp / "short.jsonl", gpus=8, seconds=20)
+    with serve_process(tmp, "--source", f"replay:{trace}", "--replay-speed", "0") as base:
+        yield base
+
+
+def test_a_finished_replay_says_so_and_loses_no_gpu(finished, browser):
+    """Issue 24: when the shipped demo's replay ended, every card turned LOST ("0 of 8 answering"). Checked after
+    stale_after (10 s) has passed since the trace's last sample, when the old page showed all eight lost."""
+    import json
+    import urllib.request
+
+    deadline = time.monotonic() + 30
+    while True:  # the replay ran out: the server says so
+        with urllib.request.urlopen(finished + "/api/v1/status") as response:
+            status = json.load(response)
+        if status["monitor"]["replay_finished"]:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.2)
+    time.sleep(11)  # past stale_after: a silent GPU of a live source would be stale (lost) by now
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(finished + "/")
+        until(page, "document.querySelectorAll('.gpu-card').length === 8", 15)
+        until(page, "document.getElementById('live').textContent === 'replay finished'", 10)
+        summary = page.locator("#summary").inner_text()
+        assert "replay finished" in summary and "answering" not in summary, summary
+        statuses = {gpu: status for gpu, status in card_order(page)}
+        assert "lost" not in statuses.values(), statuses
+        assert statuses[3] == "critical" and statuses[1] == "ok"  # the trace's own Xid 79 still shows
+        assert "lost" not in page.locator("#gpus").inner_text().lower()
+        page.screenshot(path=str(ARTIFACTS / "dashboard-replay-finished.png"))
     finally:
         page.close()

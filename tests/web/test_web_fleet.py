@@ -26,8 +26,10 @@ ANSWERS = {
     'up{job="gpuhealth"}': _vector(({"instance": "node1:9835"}, 1), ({"instance": "node2:9835"}, 1),
                                    ({"instance": "node3:9835"}, 0)),
     'gpuhealth_alert_active{job="gpuhealth"}': _vector(
+        # escalated by the node (monitor/boots.py: the Xid 79 came back after reboots): its labels say so
         ({"instance": "node2:9835", "rule": "xid", "key": "79", "severity": "critical", "gpu": "3",
-          "uuid": "GPU-3", "pci_bus_id": "00000000:1C:00.0"}, 1),
+          "uuid": "GPU-3", "pci_bus_id": "00000000:1C:00.0", "action": "hardware_inspection",
+          "impact": "node_unusable"}, 1),
         ({"instance": "node1:9835", "rule": "temperature", "key": "", "severity": "warning", "gpu": "0"}, 1),
         # a serve node turns each finding of its check into an alert too: the finding's row below says it once
         ({"instance": "node1:9835", "rule": "check:GH604", "key": "GH604@host", "severity": "warning", "gpu": ""}, 1)),
@@ -36,6 +38,10 @@ ANSWERS = {
           "action": "fix_host_software", "impact": "degraded"}, 1),
         ({"instance": "node1:9835", "code": "GH999", "slug": "x", "severity": "info", "gpu": ""}, 1)),
     'gpuhealth_gpu_utilization_ratio{job="gpuhealth"} == 0': _vector(({"instance": "node1:9835", "gpu": "5"}, 0)),
+    'gpuhealth_remediations{job="gpuhealth"} > 0': _vector(({"instance": "node2:9835"}, 3)),
+    # node1's hot GPU is acknowledged (`gpuhealth ack temperature --gpu 0`): listed, marked
+    'gpuhealth_alert_acknowledged{job="gpuhealth"}': _vector(
+        ({"instance": "node1:9835", "rule": "temperature", "key": "", "severity": "warning", "gpu": "0"}, 1)),
 }
 
 
@@ -78,13 +84,16 @@ def test_fleet_lists_worst_first_and_exits_like_check(prometheus):
     rows = [(r["severity"], r["instance"], r["gpu"], r["source"]) for r in report["rows"]]
     assert rows == [("critical", "node2:9835", "3", "alert"), ("critical", "node3:9835", "", "scrape"),
                     ("warning", "node1:9835", "", "check"), ("warning", "node1:9835", "0", "alert"),
-                    ("info", "node1:9835", "5", "idle")]
+                    ("info", "node1:9835", "5", "idle"), ("info", "node2:9835", "", "reboots")]
     assert "xid (79) GPU-3" in report["rows"][0]["what"]
-    # each row's action and impact: an Xid alert its Xid's row (79: reboot), a finding its labels, the idle rule's row
+    assert report["rows"][-1]["what"] == "3 reboot(s) in the last 7 days (remediations)"
+    assert [r["what"].endswith("(acknowledged)") for r in report["rows"]] == [False, False, False, True, False, False]
+    # each row's action and impact: an alert's own labels (the escalated Xid 79), else its rule's row (temperature),
+    # a finding its labels, the idle rule's row
     facts = [(r["action"], r["impact"]) for r in report["rows"]]
-    assert facts == [("reboot", "node_unusable"), ("", ""), ("fix_host_software", "degraded"),
+    assert facts == [("hardware_inspection", "node_unusable"), ("", ""), ("fix_host_software", "degraded"),
                      ("hardware_inspection", "degraded"),
-                     ("none", "none")]
+                     ("none", "none"), ("", "")]
     table = CliRunner().invoke(main, ["fleet", "--prometheus", prometheus], env={"COLUMNS": "160"})
     assert table.exit_code == 2 and "Drain: node2:9835 GPU 3" in table.output
 

@@ -19,7 +19,7 @@ from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, versio
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
-from gpuhealth.model import CudaState, Evidence, Fix, FrameworkEnv, Gpu, Severity, Snapshot, TorchEnv
+from gpuhealth.model import CudaState, DeviceRequest, Evidence, Fix, FrameworkEnv, Gpu, Severity, Snapshot, TorchEnv
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 TORCH_SOURCE = "python3 -c <gpuhealth torch probe>"
@@ -282,6 +282,9 @@ def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evid
     if state.conda_cudatoolkit:
         shown = Evidence(snapshot.sources.get("cuda", "conda list"), (f"cudatoolkit {state.conda_cudatoolkit}",))
         toolkits.append(("conda cudatoolkit", state.conda_cudatoolkit, shown))
+    if state.base_image_cuda:  # a container built on it runs that CUDA on the host's driver
+        shown = Evidence(snapshot.sources.get("cuda", "Dockerfile"), (f"FROM {state.base_image}",))
+        toolkits.append((f"the base image {state.base_image}", state.base_image_cuda, shown))
     return toolkits
 
 
@@ -645,7 +648,7 @@ def _daemon_down(snapshot: Snapshot, state: CudaState) -> Draft:
     missing = state.persistenced_enabled == "not-found"
     what = ("is not installed (its unit could not be found)" if missing
             else "failed" if active == "failed" else "is not running")
-    shown = ("Unit nvidia-persistenced.service could not be found" if missing
+    shown = ("nvidia-persistenced.service: not found (not installed)" if missing
              else f"Active: {state.persistenced_active}",)
     return Draft(
         Severity.WARNING if active == "failed" and not missing else Severity.INFO,
@@ -791,12 +794,18 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
                          note="create instances, or disable MIG: sudo nvidia-smi -mig 0 (needs a GPU reset)"))
     if not causes:
         causes.append("no known cause found in the evidence; read the error above")
+    # a "+cpu" version is PyTorch's own word that the wheel has no CUDA: it decides the differential
+    cpu_wheel = (torch.torch_version or "").endswith("+cpu")
     yield Draft(
         Severity.CRITICAL,
         (f"PyTorch {torch.torch_version or ''} cannot use the GPUs (torch.cuda.is_available() is False): "
          if torch.cuda_available is False else "PyTorch fails before it can use the GPUs: ") + "; ".join(causes),
         evidence=tuple(evidence), fixes=tuple(dict.fromkeys(fixes)),
+        labels={"decided": CPU_BUILD} if cpu_wheel else {},
     )
+
+
+CPU_BUILD = "torch-cpu-build"  # causes.csv: the installed PyTorch is a CPU-only build
 
 
 def _cpu_only_build(snapshot: Snapshot, version: str) -> Draft:
@@ -804,6 +813,7 @@ def _cpu_only_build(snapshot: Snapshot, version: str) -> Draft:
     return Draft(
         Severity.WARNING, f"PyTorch {version} is a CPU-only build: it cannot use a GPU on any host",
         evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE), (f"PyTorch version: {version}",)),),
+        labels={"decided": CPU_BUILD},
         fixes=(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>", "any",
                    note="cu<XY> no newer than the CUDA Version nvidia-smi prints; nothing to do on a host "
                         "without an NVIDIA GPU"),))
@@ -953,7 +963,11 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
-    MIG device named in an error), and a CUDA process enumerates only one MIG device.
+    MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
+    asks for a GPU index it cannot see (`cuda:3`, `torch.cuda.set_device(3)`, `--device 3`, TensorFlow's
+    `/gpu:3`, in its command line, code or traceback) when the evidence shows how many it sees: the
+    host's GPUs (`nvidia-smi -L`), or the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0.
+    CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice).
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
@@ -980,7 +994,7 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     """
     mig_said, mig_lines = _mig_shown(snapshot)
     mig = bool(mig_said or mig_lines) and not _one_mig_selected(snapshot)
-    if snapshot.origin == "evidence" and not snapshot.env and not mig:
+    if snapshot.origin == "evidence" and not snapshot.env and not mig and not snapshot.devices_requested:
         yield Skip("the environment was not collected")
         return
     count = gpu_count(snapshot)
@@ -998,6 +1012,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
                                 variable=n) for n, _ in problems),
             explains=("GH605", "GH610"),
         )
+    elif beyond := _asked_beyond(snapshot, count):
+        yield _asked_beyond_draft(snapshot, *beyond)
     elif mig:
         yield _mig_draft(snapshot, mig_said, mig_lines)
     elif not count and any(snapshot.env.get(n, "").strip() for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")):
@@ -1006,6 +1022,47 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
                           if n in snapshot.env)
         yield Skip(f"{shown} names GPUs, but the evidence does not show how many GPUs the host has "
                    "(paste nvidia-smi -L)")
+
+
+def _visible_count(snapshot: Snapshot, count: int) -> tuple[int, str | None]:
+    """How many GPUs a CUDA program sees: the entries CUDA_VISIBLE_DEVICES keeps (renumbered from 0), else the host's
+    GPUs; 0 when neither is known. The variable's value when it decides."""
+    value = snapshot.env.get("CUDA_VISIBLE_DEVICES")
+    if value is not None and value.strip():
+        return len([e for e in value.split(",") if e.strip()]), value.strip()
+    return count, None
+
+
+def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, str | None] | None:
+    """The first GPU index a program asks for that is not among the GPUs it can see, with how many it sees."""
+    # (a program that sees no GPU at all has another problem than the index it asks for: not this check's)
+    said = next((r for r in snapshot.devices_requested if r.visible and r.index >= r.visible), None)
+    if said is not None:  # the program's own message says how many GPUs it saw
+        return said, said.visible or 0, snapshot.env.get("CUDA_VISIBLE_DEVICES")
+    visible, value = _visible_count(snapshot, count)
+    if not visible:
+        return None  # how many GPUs the program sees is not in the evidence: not judged
+    beyond = next((r for r in snapshot.devices_requested if r.index >= visible), None)
+    return (beyond, visible, value) if beyond else None
+
+
+def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, value: str | None) -> Draft:
+    """A program asks for a GPU index it cannot see: CUDA answers "invalid device ordinal" (cudaErrorInvalidDevice),
+    PyTorch "invalid device ordinal" or "Attempting to deserialize object on CUDA device N but ... device_count() is
+    M". With CUDA_VISIBLE_DEVICES set, the program sees only the GPUs it keeps, numbered from 0."""
+    seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), numbered 0-{visible - 1} inside the program"
+            if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
+    evidence = [Evidence("the program", (asked.line or asked.text,))]
+    if asked.visible is None or value is not None:
+        evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+    valid = f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU"
+    remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
+              if asked.visible is not None else "")
+    return Draft(
+        Severity.WARNING, f"The program asks for GPU {asked.index} ({asked.text}), but it can see {visible} GPU(s): "
+        f"{valid}{remedy}", evidence=tuple(evidence),
+        fixes=table_fixes("GH608", without=() if value is not None else ("unset CUDA_VISIBLE_DEVICES",)),
+        explains=("GH605", "GH610"))
 
 
 def _mig_draft(snapshot: Snapshot, said: list[str], lines: list[str]) -> Draft:
@@ -1351,8 +1408,8 @@ def gsp_firmware_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     else:
         severity, effect = Severity.WARNING, ("the proprietary module runs them without GSP at best, and fails "
                                               "to initialise them when its firmware policy requires GSP")
-    message = (f"No GSP firmware for the loaded driver {version} ({where}) on {len(gpus)} Turing-or-newer GPU(s): "
-               f"{effect}")
+    # the headline first (what and where), then why it matters (issue 24: a headline is one short clause)
+    message = f"No GSP firmware for driver {version} on {len(gpus)} Turing-or-newer GPU(s): {where}; {effect}"
     if others:
         message += f"; firmware exists for {', '.join(others[:4])} only: a partial driver upgrade or downgrade"
     banner = snapshot.driver.banner if snapshot.driver and snapshot.driver.banner else None

@@ -29,10 +29,22 @@ from gpuhealth.checks.registry import (
 )
 from gpuhealth.knowledge.causes import Cause, Exclusion, Symptom, exclusions, symptoms
 from gpuhealth.knowledge.signatures import Signature, signature
-from gpuhealth.model import Candidate, Evidence, Finding, Fix, MessageLine, Severity, Skipped, Snapshot
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.model import (
+    Candidate,
+    Evidence,
+    Finding,
+    Fix,
+    MessageLine,
+    Severity,
+    Skipped,
+    Snapshot,
+)
 
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
+DECIDED_BY = "decided by the evidence: "  # a finding's "decided" label names this cause (a +cpu torch version)
+EXPLAINED_BY = "follows from "  # the cause's check did not fire, but a finding that explains its code did
 RULED_OUT_BY = " (ruled out by the line: "  # a line's exclusion: "<the rule's reason> (ruled out by the line: <line>)"
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
@@ -253,6 +265,10 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     ranked = rank(symptom, findings, messages, ran, skipped)
     severity = observed_severity(symptom, findings, shown)
     confirmed = [c for c in ranked if c.status == CONFIRMED]
+    if confirmed and confirmed[0].why.startswith(DECIDED_BY):
+        return _closed(findings, symptom, ranked, made)
+    if confirmed and confirmed[0].why.startswith(EXPLAINED_BY):
+        return _fold_under_explainer(findings, symptom, confirmed[0], shown)
     if confirmed:
         return _lead_with_cause(findings, symptom, confirmed[0], messages, ran, made, shown)
     left = narrowed_to_one_check(symptom, ranked)
@@ -383,6 +399,32 @@ def _fix_of_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, m
     return findings
 
 
+def _closed(findings: list[Finding], symptom: Symptom, ranked: Sequence[Candidate], made: set[str]) -> list[Finding]:
+    """A fact in the evidence decided the cause (the finding's ``decided`` label): the differential is closed. The
+    symptom's finding keeps the decided cause, confirmed, and what the evidence ruled out; the causes left open are
+    not asked about (their commands would not change the answer), and the decided cause's own fix leads."""
+    closed = tuple(c for c in ranked if c.status != OPEN)
+    findings = _fix_of_cause(findings, symptom, closed[0], made)
+    return [replace(f, differential=closed) if f.code == symptom.code else f for f in findings]
+
+
+def _fold_under_explainer(findings: list[Finding], symptom: Symptom, cause: Candidate, shown: bool) -> list[Finding]:
+    """The cause's check did not run or was skipped, but a finding that explains that check's code fired (GH507, no
+    nvidia module for the running kernel, explains GH201's "module not loaded"): the symptom is that finding's too, in
+    whatever order the checks ran."""
+    root = next((f for f in findings if cause.code in f.explains and f.code != symptom.code
+                 and f.severity is not Severity.INFO), None)
+    if root is None or any(f.code == symptom.code and root.code in f.explains for f in findings):
+        return findings  # no explainer, or the symptom's finding explains it already: no loop
+    out = []
+    for f in findings:
+        if f is root:
+            explains = f.explains + ((symptom.code,) if symptom.code not in f.explains else ())
+            f = replace(_at_severity(f, cause_severity(f.severity, symptom, findings, shown)), explains=explains)
+        out.append(f)
+    return out
+
+
 def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate, messages: list[MessageLine],
                      ran: set[str], made: set[str], shown: bool) -> list[Finding]:
     """The confirmed cause leads and explains the symptom's finding, at the severity :func:`cause_severity` gives."""
@@ -404,8 +446,8 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
-    findings[index] = replace(current, explains=explains,
-                              severity=cause_severity(current.severity, symptom, findings, shown))
+    findings[index] = replace(_at_severity(current, cause_severity(current.severity, symptom, findings, shown)),
+                              explains=explains)
     return findings
 
 
@@ -465,11 +507,18 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
              and (not _judged(m) or signature(m.signature).code in skipped)}
+    decided = {f.labels["decided"]: f for f in findings if f.labels.get("decided")}
+    explainers = {code: f for f in fired.values() for code in f.explains if code not in fired}
     excluded = _excluded(messages)
     shown_by = [m for m in messages if m.symptom == symptom.id]
     out: list[tuple[int, int, int, Candidate]] = []
     for cause in symptom.causes:
         status, why = _status(cause, symptom, fired, named, ran, skipped)
+        if cause.id in decided:
+            status, why = CONFIRMED, f"{DECIDED_BY}{_fact(decided[cause.id])}"
+        elif status != CONFIRMED and cause.code != symptom.code and cause.code in explainers:
+            root = explainers[cause.code]
+            status, why = CONFIRMED, f"{EXPLAINED_BY}{root.code}: {root.message[:140]}"
         source = None
         if status != CONFIRMED and cause.id in excluded:
             rule, line = excluded[cause.id]
@@ -477,11 +526,19 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
             source = f"{rule.source_title} <{rule.source_url}>"
         order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]
         # among confirmed causes, a line naming it beats a critical finding, which beats a warning
-        strength = 9 if cause.id in named else fired[cause.code].severity.rank if status == CONFIRMED else 0
+        strength = (10 if cause.id in decided else 9 if cause.id in named else
+                    fired[cause.code].severity.rank if status == CONFIRMED and cause.code in fired else
+                    1 if status == CONFIRMED else 0)
         out.append((order, -strength, cause.prior,
                     Candidate(cause.id, cause.title, cause.code, status, why, _decide(cause, shown_by), source)))
     out.sort(key=lambda item: item[:3])
     return [item[3] for item in out]
+
+
+def _fact(finding: Finding) -> str:
+    """The deciding fact as the evidence shows it (its first evidence line), else the finding's message."""
+    shown = next((line for e in finding.evidence for line in e.lines), None)
+    return (shown or finding.message)[:140]
 
 
 def _decide(cause: Cause, lines: Sequence[MessageLine]) -> str:
@@ -540,9 +597,25 @@ def next_commands(findings: Sequence[Finding], given: Sequence[str] = (), limit:
             if candidate.status != OPEN:
                 continue
             for command in split_commands(candidate.command):
-                if command not in commands and _plain(command) not in done:
+                if command not in commands and _plain(command) not in done and read_only(command):
                     commands.append(command)
     return commands[:limit]
+
+
+def read_only(command: str) -> bool:
+    """Whether a command only reads: "paste these next" asks for output that would change the answer, never for a
+    change to the host (loading a module, installing, restarting, resetting)."""
+    return not _CHANGES.search(command)
+
+
+_CHANGES = lazy_re(  # a program that changes the host, where a command starts (not "/etc/modprobe.d" in a grep)
+    r"(?:^|[;&|(]\s*|\bsudo\s+(?:-\S+\s+)*)(?:modprobe(?!\s+(?:-n|--dry-run|-c|--showconfig|-D|--show-depends)\b)"
+    r"|insmod|nvidia-modprobe|update-initramfs|dracut|tee|dkms\s+(?:install|build|autoinstall|remove)"
+    r"|mokutil\s+--(?:import|delete|disable-validation|enable-validation)|pip3?\s+install|ldconfig\s*$"
+    r"|(?:apt-get|apt|dnf|yum|zypper)\s+(?:-\S+\s+)*(?:install|upgrade|reinstall)"
+    r"|systemctl\s+(?:start|stop|restart|enable|disable|mask|daemon-reload)|sed\s+-i"
+    r"|reboot|shutdown|poweroff|rmmod|nvidia-uninstall|pkill|killall|kill\s|(?:apt-get|apt|dnf|yum|zypper)\s+(?:-\S+\s+)*"
+    r"(?:remove|purge|autoremove|erase)|nvidia-smi\s[^|;&]*?(?:-r|--gpu-reset|-pm|-mig|-pl|-ac|-e|-c)\b)\b|>\s*/")
 
 
 def _plain(command: str) -> str:

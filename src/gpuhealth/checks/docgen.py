@@ -26,6 +26,7 @@ def page(spec: CheckSpec) -> str:
         lines += [f"## {section}", "", spec.docs[section], ""]
         if section == "How to fix":
             lines += fix_lines(spec.code)
+            lines += action_lines(spec.code)
     lines += [f"Print this page in a terminal: `gpuhealth explain {spec.code}`.", ""]
     return "\n".join(lines)
 
@@ -47,6 +48,20 @@ def fix_lines(code: str) -> list[str]:
             lines += [f"- `{row}`:", *(f"  {_fix_line(fix)}" for fix in rows)]
         lines.append("")
     return lines
+
+
+def action_lines(code: str) -> list[str]:
+    """The check's action and impact rows (knowledge/actions.csv; docs/actions.md), default first."""
+    from gpuhealth.knowledge import table_rows
+
+    rows = sorted((r for r in table_rows("actions.csv") if r["code"] == code), key=lambda r: r["severity"] != "")
+    lines = ["Action and impact (knowledge/actions.csv, docs/actions.md): a scheduler drains on the impact.", ""]
+    for row in rows:
+        when = f"at {row['severity']}" if row["severity"] else "by default"
+        lines.append(f"- {when}: action `{row['action']}`, impact `{row['impact']}`: {row['why']}")
+    if code == "GH301":
+        lines.append("- each Xid: its row in knowledge/xid_actions.csv (NVIDIA's action bucket mapped onto ours)")
+    return [*lines, ""]
 
 
 def _fix_line(fix: Fix) -> str:

@@ -316,9 +316,8 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
     The loaded driver's parameters (`/proc/driver/nvidia/params`, `Name: value` lines such as
     `EnableMSI: 1`) and registry keys (`/proc/driver/nvidia/registry`, for keys set through
     `NVreg_RegistryDwords`, e.g. `RMEdgeTrigger`) against the values the config file expects
-    (`driver_params = { EnableMSI = 1 }` in `/etc/gpuhealth.toml`, names with or without the `NVreg_`
-    prefix). A warning per parameter that
-    differs or that this driver does not report.
+    (`driver_params = { EnableMSI = 1 }` under `[check]` in `/etc/gpuhealth/config.toml`, names with or
+    without the `NVreg_` prefix). A warning per parameter that differs or that this driver does not report.
 
     Why it matters:
     NVreg_* module options (MSI interrupts, firmware loading, device file permissions, PCIe

@@ -270,7 +270,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     if state and state.split()[0] in _NOT_RUNNING and switch:
         missing = cuda is not None and cuda.fabricmanager_enabled == "not-found"
         evidence.append(Evidence("systemctl status nvidia-fabricmanager",
-                                 ("Unit nvidia-fabricmanager.service could not be found" if missing
+                                 ("nvidia-fabricmanager.service: not found (not installed)" if missing
                                   else f"Active: {state}",)))
     if errors and switch is not False:
         evidence.append(Evidence("journalctl -u nvidia-fabricmanager", errors[:MAX_LINES]))
@@ -292,8 +292,9 @@ def _fabric_manager_down_unknown_system(snapshot: Snapshot, state: str, enabled:
     asks about Fabric Manager on an NVSwitch system, where this is why CUDA cannot start, so it is a warning that
     names the condition, not a fault the evidence proves."""
     missing = enabled == "not-found"
-    what = "is not installed (its unit could not be found)" if missing else f"is {state}"
-    shown = "Unit nvidia-fabricmanager.service could not be found" if missing else f"Active: {state}"
+    what = ("is not installed (its unit could not be found)" if missing else "failed" if state.startswith("failed")
+            else f"is not running ({state})")
+    shown = "nvidia-fabricmanager.service: not found (not installed)" if missing else f"Active: {state}"
     return Draft(Severity.WARNING, f"Fabric Manager {what}: on an NVSwitch system (HGX/DGX) CUDA cannot start on "
                  "its GPUs until it runs; whether this host has NVSwitches is not in the evidence given",
                  evidence=(Evidence(snapshot.sources.get("cuda", "systemctl status nvidia-fabricmanager"), (shown,)),),

@@ -54,6 +54,12 @@ def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     BIOS/UEFI, and that `lspci -nn | grep -i nvidia` lists it after a cold boot. In a VM, attach the
     GPU to the instance.
 
+    On a host known to have had GPUs, it is critical and makes the node unusable (a scheduler drains it): the
+    configuration expects GPUs (`gpu_count`), or the count gpuhealth last saw on this host's bus says it had
+    some (`check --gpu-state FILE`, which the Slurm wrapper passes), or the machine's firmware (DMI) names a
+    model built with NVIDIA GPUs (an NVIDIA DGX). Otherwise it is a warning that drains nothing: on a CPU-only
+    machine it is the truth.
+
     Exceptions:
     Machines that are not meant to have a GPU. A listing that names no device's vendor (the link lines
     of `lspci -vv -s <address> | grep Lnk`) cannot say whether an NVIDIA GPU is there: not judged.
@@ -67,9 +73,34 @@ def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
         return
     others = [d for d in snapshot.pci_devices or () if d.vendor_id == "10de"]
     lines = tuple(f"{describe(d, binding_known(snapshot))} (class {d.class_code}, not a GPU)" for d in others)
-    yield Draft(Severity.WARNING, "No NVIDIA GPU on this machine: no PCI device 10de with a display class",
-                evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
-                                   lines or ("no device with vendor 10de",)),))
+    evidence = (Evidence(snapshot.sources.get("pci_devices", SYSFS), lines or ("no device with vendor 10de",)),)
+    had = _gpus_it_had(snapshot, expect)
+    if had is None:
+        yield Draft(Severity.WARNING, "No NVIDIA GPU on this machine: no PCI device 10de with a display class",
+                    evidence=evidence)
+        return
+    # GPUs that were there have left the bus: the node cannot run GPU jobs (it stays drained until they are back)
+    yield Draft(Severity.CRITICAL, f"No NVIDIA GPU on the PCI bus, where {had}", evidence=evidence,
+                explains=("GH103",))
+
+
+def _gpus_it_had(snapshot: Snapshot, expect: Expectations) -> str | None:
+    """What says this host had GPUs, in words, or None: the configured count, else the count last seen, else a
+    firmware name of a machine built with NVIDIA GPUs (knowledge/gpu_servers.csv)."""
+    if expect.gpu_count:
+        return f"the configuration expects {expect.gpu_count} (gpu_count)"
+    if expect.gpus_last_seen:
+        when = f" at {expect.gpus_last_seen_at}" if expect.gpus_last_seen_at else ""
+        where = f" ({expect.gpus_last_seen_in})" if expect.gpus_last_seen_in else ""
+        return f"{expect.gpus_last_seen} were seen{when}{where}"
+    machine = snapshot.os
+    if machine is not None and machine.machine_vendor:
+        from gpuhealth.knowledge.gpu_servers import gpu_server
+
+        server = gpu_server(machine.machine_vendor, machine.machine_product, machine.machine_family)
+        if server:
+            return f"this machine is an {server} (its firmware's name), built with NVIDIA GPUs"
+    return None
 
 
 @check("GH102", "gpus-missing-from-driver", "GPUs on the PCI bus that the driver does not see",

@@ -38,20 +38,23 @@ def _brief(exc: Exception, limit: int = 300) -> str:
 
 def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live",
             captured_at: str | None = None,
-            progress: Callable[[str], None] | None = None, frameworks: bool = True) -> Snapshot:
+            progress: Callable[[str], None] | None = None, frameworks: bool = True,
+            probe_timeout: float | None = None, waiting: Callable[[str], None] | None = None) -> Snapshot:
     """Run every probe against ``host`` and return the frozen snapshot.
 
     ``frameworks=False`` skips the PyTorch probe, which opens a CUDA context and computes on every
-    GPU: right for a one-off check, wrong for a periodic one on a node running jobs.
+    GPU: right for a one-off check, wrong for a periodic one on a node running jobs. ``probe_timeout``
+    bounds that probe (default: ``probe_cuda``'s, at least 60 s). ``progress`` hears each probe's name once
+    it is done, ``waiting`` the name of the probe whose result is awaited next.
     """
     probes: list[Callable[[Host, float], Probed]] = [
         probe_os, probe_pci, probe_driver, probe_modules, probe_device_nodes,
         probe_nvidia_smi, probe_nvml, probe_topology, probe_kernel_log, probe_environment, probe_install,
-        probe_cuda if frameworks else probe_cuda_without_frameworks,
+        _cuda_probe(frameworks, probe_timeout),
         probe_host_environment,
     ]
     merged = Probed()
-    for name, found in _probe_all(host, timeout, probes):
+    for name, found in _probe_all(host, timeout, probes, waiting):
         merged.fields.update(found.fields)
         merged.unavailable.update(found.unavailable)
         merged.sources.update(found.sources)
@@ -70,10 +73,27 @@ def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live"
 Probe = Callable[[Host, float], Probed]
 
 
-def _probe_all(host: Host, timeout: float, probes: list[Probe]) -> Iterator[tuple[str, Probed]]:
+def _cuda_probe(frameworks: bool, probe_timeout: float | None) -> Probe:
+    """``probe_cuda`` as a probe: without the PyTorch probe, or with its own deadline."""
+    if not frameworks:
+        return probe_cuda_without_frameworks
+    if probe_timeout is None:
+        return probe_cuda
+
+    def bounded(host: Host, timeout: float) -> Probed:
+        return probe_cuda(host, timeout, probe_timeout=probe_timeout)
+
+    bounded.__name__ = probe_cuda.__name__  # the name a failure report gives
+    return bounded
+
+
+def _probe_all(host: Host, timeout: float, probes: list[Probe],
+               waiting: Callable[[str], None] | None = None) -> Iterator[tuple[str, Probed]]:
     """Each probe's name and result, in order; in threads on a live host (see ``base.in_parallel``)."""
+    waiting = waiting or (lambda name: None)
     if not in_parallel(host):
         for probe in probes:
+            waiting(probe.__name__)
             try:
                 found = probe(host, timeout)
             except Exception as exc:
@@ -85,6 +105,7 @@ def _probe_all(host: Host, timeout: float, probes: list[Probe]) -> Iterator[tupl
     with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="gpuhealth-probe") as pool:
         futures = {pool.submit(probe, host, timeout): probe.__name__ for probe in probes}
         for future, name in futures.items():
+            waiting(name)
             try:
                 found = future.result()  # probes do not raise for trouble on the host: it is in unavailable
             except Exception as exc:  # evidence the probe could not handle: a malformed bundle, a bug

@@ -20,9 +20,12 @@ def probe_cuda_without_frameworks(host: Host, timeout: float) -> Probed:
     return probe_cuda(host, timeout, frameworks=False)
 
 
-def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
+def probe_cuda(host: Host, timeout: float, frameworks: bool = True, probe_timeout: float | None = None) -> Probed:
     """CUDA toolkits under /usr/local, nvcc on PATH, the library path and ld.so.conf, the libcuda the
-    loader resolves, nvidia-persistenced, and a PyTorch probe run by the host's python3."""
+    loader resolves, nvidia-persistenced, and a PyTorch probe run by the host's python3.
+
+    The probe gets ``probe_timeout`` when given (``check --timeout``: it bounds every command), else
+    ``max(timeout, TORCH_PROBE_TIMEOUT_S)``: the first CUDA call initialises every GPU."""
     from gpuhealth.model import CudaState, LdConfEntry
     from gpuhealth.parsers import cuda as parse
 
@@ -35,7 +38,8 @@ def probe_cuda(host: Host, timeout: float, frameworks: bool = True) -> Probed:
         "show": (PERSISTENCED_SHOW, timeout),
     }
     if frameworks:
-        commands["torch"] = (["python3", "-c", parse.TORCH_PROBE_SCRIPT], max(timeout, TORCH_PROBE_TIMEOUT_S))
+        commands["torch"] = (["python3", "-c", parse.TORCH_PROBE_SCRIPT],
+                             probe_timeout if probe_timeout is not None else max(timeout, TORCH_PROBE_TIMEOUT_S))
     runs = run_commands(host, commands, "gpuhealth-cuda")
     state: dict[str, Any] = {}
 

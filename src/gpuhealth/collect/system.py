@@ -43,12 +43,15 @@ def probe_os(host: Host, timeout: float) -> Probed:
     version, _ = read_text(host, "/proc/version")
     arch, _ = read_text(host, "/proc/sys/kernel/arch")
     hostname, _ = read_text(host, "/proc/sys/kernel/hostname")
+    machine = {name: _dmi(host, name) for name in ("sys_vendor", "product_name", "product_family")}
     base = os_info or OsInfo()
     found.fields["os"] = OsInfo(
         id=base.id, id_like=base.id_like, version_id=base.version_id, pretty_name=base.pretty_name,
         kernel_release=release.strip() if release else None,
         kernel_version=version.strip() if version else None,
         architecture=arch.strip() if arch else None,
+        machine_vendor=machine["sys_vendor"], machine_product=machine["product_name"],
+        machine_family=machine["product_family"],
     )
     found.fields["hostname"] = hostname.strip() if hostname else None
     if os_info is None:
@@ -56,6 +59,14 @@ def probe_os(host: Host, timeout: float) -> Probed:
     if release is None:
         found.unavailable["kernel"] = f"/proc/sys/kernel/osrelease: {error}"
     return found
+
+
+def _dmi(host: Host, name: str) -> str | None:
+    """One of the firmware's machine names (/sys/class/dmi/id/NAME, readable by every user), or None: absent on
+    machines without DMI (many ARM boards), empty or a placeholder on some white boxes."""
+    text, _ = read_text(host, f"/sys/class/dmi/id/{name}")
+    value = " ".join(text.split()) if text else ""
+    return value[:200] or None
 
 
 def probe_modules(host: Host, timeout: float) -> Probed:

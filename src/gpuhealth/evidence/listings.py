@@ -10,8 +10,8 @@ mapped onto the same snapshot fields live collection fills, so the existing chec
   --version`` -> ``env`` and ``cuda`` (GH601-GH603, GH608);
 - ``ls -l /dev/nvidia*`` -> ``device_nodes`` (GH207); ``modinfo nvidia`` -> ``install`` (GH506, GH507);
   ``cat /etc/modprobe.d/*`` -> ``install.modprobe_files`` (GH501);
-- ``systemctl status`` / ``journalctl -u`` -> ``cuda.persistenced_*`` (GH604), ``cuda.fabricmanager_*``
-  (GH210), ``host_env.docker_active``; ``nvidia-container-cli info`` -> ``driver`` / ``nvml``;
+- ``systemctl status`` / ``systemctl show`` / ``journalctl -u`` -> ``cuda.persistenced_*`` (GH604),
+  ``cuda.fabricmanager_*`` (GH210), ``host_env.docker_active``; ``nvidia-container-cli info`` -> ``driver`` / ``nvml``;
   ``dcgmi diag``/``health`` -> ``dcgm`` (GH711).
 
 Recognisers look at the head of the text only and never raise.
@@ -346,6 +346,38 @@ def _ldconfig(text: str, source: str) -> dict[str, Any]:
     return {"cuda": state}
 
 
+_LD_CONF_HEAD = guarded_re(r"^==> /etc/ld\.so\.conf", may=starts("==> /etc/ld.so.conf"))
+_LD_CONF_GREP = guarded_re(r"^/etc/ld\.so\.conf(?:\.d/[^\s:]+)?:(?:\d+:)?\s*(?:/|include\s)",
+                           may=starts("/etc/ld.so.conf"))
+_LD_CONF_LINE = guarded_re(r"^(?:include\s+\S+|/[^\s=;|]{1,300})$", may=starts("include", "/"))
+# the file a `cat` named (a glob or several files: the listing's own lines name theirs)
+_LD_CONF_FILE = lazy_re(r"(/etc/ld\.so\.conf(?:\.d/[\w.+-]{1,200})?)(?=\s*$|\s*[|;&])")
+
+
+def _looks_like_ld_so_conf(text: str) -> bool:
+    """Loader configuration: ``head``'s file headers or ``grep -r``'s file prefixes, else only directories and
+    ``include`` lines (a file list, `find`'s, holds .so files; a directory list names CUDA to matter here)."""
+    lines = [x for x in _lines(text, 40) if not x.startswith("#")]
+    if _opens(text, _LD_CONF_HEAD, 2) or _share(lines, _LD_CONF_GREP, 0.8):
+        return True
+    return bool(lines) and len(lines) <= 30 and all(_LD_CONF_LINE.match(x) and ".so" not in x.rsplit("/", 1)[-1]
+                                                    for x in lines) \
+        and (any("cuda" in x.lower() for x in lines) or any(x.startswith("include") for x in lines))
+
+
+@evidence_kind("ld-so-conf", commands=(_CAT + r".*?/etc/ld\.so\.conf",), priority=398,
+               recognise=_looks_like_ld_so_conf)
+def _ld_so_conf(text: str, source: str) -> dict[str, Any]:
+    """``cat /etc/ld.so.conf.d/*.conf`` and the like: the directories naming CUDA the loader is configured with
+    (GH602), as live collection reads them from the files."""
+    from gpuhealth.model import LdConfEntry
+    from gpuhealth.parsers.cuda import parse_ld_so_conf_listing
+
+    named = _LD_CONF_FILE.search(source.rsplit("$ ", 1)[-1]) if "$ " in source else None
+    entries = parse_ld_so_conf_listing(text, named[1] if named else "ld.so.conf (pasted)")
+    return {"cuda": CudaState(ld_so_conf=tuple(LdConfEntry(f, d) for f, d in entries))}
+
+
 _LS_TYPES = tuple("-dlcbps")
 _LS_ROW = guarded_re(r"^[-dlcbps][-rwxsStTl]{9}[.+@]?\s", may=starts(*_LS_TYPES))
 _LS_DEV_ERROR = guarded_re(r"cannot access '/dev/nvidia", may=has("cannot access '/dev/nvidia"))
@@ -523,6 +555,31 @@ def _systemctl(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.services import parse_systemctl_status
 
     return _service_overlay(parse_systemctl_status(text), source)
+
+
+_SHOW_ROW = guarded_re(r"^[A-Z][A-Za-z]{1,63}=", may=lambda line: "=" in line[:65])
+_SHOW_STATE = guarded_re(r"^(?:ActiveState|LoadState)=", re.M, may=has("ActiveState=", "LoadState="))
+_SHOWN_UNIT = lazy_re(r"\b(nvidia-persistenced|nvidia-fabricmanager|docker)(?:\.service)?\b")
+
+
+@evidence_kind("systemctl-show", commands=(r"systemctl\s+(?:--\S+\s+)*show\b",), priority=378,
+               recognise=lambda t: bool(_SHOW_STATE.search(t[:HEAD])) and _share(_lines(t), _SHOW_ROW, 0.9))
+def _systemctl_show(text: str, source: str) -> dict[str, Any]:
+    """``systemctl show UNIT`` (or ``-p ActiveState -p LoadState ...``): the unit's state as the status listing gives
+    it. The unit is its ``Id=`` line, else the one the command names; systemd answers for a unit that does not exist
+    too (``LoadState=not-found``)."""
+    from gpuhealth.parsers.services import ServiceState, exec_start_command, parse_systemctl_show
+
+    shown = parse_systemctl_show(text)
+    named = _SHOWN_UNIT.search(shown.get("Id") or shown.get("Names") or source.rsplit("$ ", 1)[-1])
+    if named is None:
+        raise ParseError("the listing is about no unit gpuhealth reads (nvidia-persistenced, "
+                         "nvidia-fabricmanager, docker)")
+    missing = shown.get("LoadState") == "not-found"
+    state = ServiceState(named[1], active=shown.get("ActiveState") or None,
+                         enabled="not-found" if missing else shown.get("UnitFileState") or None,
+                         command=exec_start_command(shown.get("ExecStart", "")))
+    return _service_overlay((state,), source)
 
 
 _JOURNAL_ROW = guarded_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{1,2}月 \d{1,2} \d\d:\d\d:\d\d|"

@@ -28,7 +28,7 @@ from gpuhealth.knowledge import table_rows
 if TYPE_CHECKING:
     from gpuhealth.knowledge.xid import XidInfo
 
-__all__ = ["check_rows", "of_check", "of_rule", "of_xid", "xid_rows"]
+__all__ = ["NoActionRow", "check_rows", "of_check", "of_rule", "of_xid", "xid_rows"]
 
 # Xids whose presence on the same GPU turns Xid 48's reset into "drain, then reset" (NVIDIA's Xid 48 workflow:
 # with Xid 63 or 64, drain the GPU and reset it, then run field diagnostics).
@@ -71,12 +71,24 @@ def xid_rows() -> dict[str, tuple[str, str]]:
     return rows
 
 
+class NoActionRow(LookupError):
+    """A code (a check, a monitor rule) with no row: a lookup's "no such key", never a malformed table."""
+
+
 def of_check(code: str, severity: str) -> tuple[str, str]:
-    """The (action, impact) a finding of check ``code`` at ``severity`` takes when its check sets none."""
+    """The (action, impact) a finding of check ``code`` at ``severity`` takes when its check sets none.
+
+    An information finding without a row of its own keeps its check's action but has impact ``none``: a check says
+    "info" when what it found does not affect jobs (GH205 on a node that never loaded nvidia_uvm and runs no CUDA),
+    so it never drains on the row written for its faults."""
     rows = check_rows()
-    found = rows.get((code, severity)) or rows.get((code, ""))
+    found = rows.get((code, severity))
     if found is None:
-        raise ValueError(f"{code}: no row in knowledge/actions.csv: every check states its action and impact")
+        found = rows.get((code, ""))
+        if found is None:
+            raise NoActionRow(f"{code}: no row in knowledge/actions.csv: every check states its action and impact")
+        if severity == "info":
+            found = (found[0], "none")
     return found
 
 

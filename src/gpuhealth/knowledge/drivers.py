@@ -10,7 +10,12 @@ comes from, or "not confirmed (...)" where no source gives it. Kinds:
 - ``branch``: per driver branch ``designation`` (``legacy``, ``Long Term Support Branch``, ``Production
   Branch``, ``New Feature Branch``, 2.5/3.1), ``end_of_life`` (``YYYY-MM``), ``cuda`` (the CUDA version
   the branch reports natively, 2.4), ``last_for`` (the architectures a legacy branch is the last for).
-- ``wheel``: PyTorch wheel variants and the CUDA version each is built for (not in the sourced tables).
+- ``wheel``: PyTorch wheel variants: ``cuda`` (the CUDA version each is built for, not in the sourced
+  tables), ``archs`` (the compute capabilities its kernels are built for, ``TORCH_CUDA_ARCH_LIST`` of
+  PyTorch's wheel build script, "+PTX" where PTX is kept too) and ``torch_below`` (the first PyTorch release
+  the archs row does not cover, where the source bounds it).
+- ``installer``: options of the ``.run`` installer (nvidia-installer) and the first version that has them.
+- ``fabric``: Fabric Manager facts (package names, what happens without it) for NVSwitch systems.
 
 The CUDA toolkits (per major.minor the driver its GA release bundles, 2.1) and the minor-version
 compatibility minimum per CUDA major version (2.2) are ``cuda_drivers.csv``'s facts: one table per fact,
@@ -33,7 +38,7 @@ from gpuhealth.knowledge.gpus import ARCHITECTURES
 from gpuhealth.records import record
 
 __all__ = ["Architecture", "Branch", "CudaSupport", "Toolkit", "Wheel", "architecture", "branch", "branches",
-           "branch_of", "cuda_support", "family_minimum", "rows", "supports", "toolkits", "version_key",
+           "branch_of", "cuda_support", "fact", "family_minimum", "rows", "supports", "toolkits", "version_key",
            "wheels"]
 
 CURRENT = ("Long Term Support Branch", "Production Branch", "New Feature Branch")
@@ -94,6 +99,29 @@ class Wheel:
     variant: str  # "cu128"
     cuda: str
     source: str
+    archs: tuple[str, ...] = ()  # ("3.7", "5.0", ..., "12.0+PTX"); empty: not known
+    archs_source: str = ""
+    torch_below: str | None = None  # "2.6": the archs are confirmed for releases before this one only
+
+    def runs_on(self, compute_capability: str | None) -> bool | None:
+        """Whether the wheel has kernels for ``compute_capability``: SASS of the same major version and an
+        equal or lower minor (CUDA's binary compatibility), or PTX of an equal or lower capability (JIT).
+        None when the arch list or the capability is unknown."""
+        if not self.archs or not compute_capability:
+            return None
+        have = _cc(compute_capability)
+        for arch in self.archs:
+            built = _cc(arch.removesuffix("+PTX"))
+            if built[0] == have[0] and built[1] <= have[1]:
+                return True
+            if arch.endswith("+PTX") and built <= have:
+                return True
+        return False
+
+
+def _cc(text: str) -> tuple[int, int]:
+    major, _, minor = text.strip().partition(".")
+    return int(major), int(minor or 0)
 
 
 @record
@@ -199,7 +227,8 @@ def _data() -> dict:
     arch_fields: dict[str, dict[str, str]] = {}
     branch_fields: dict[int, dict[str, str]] = {}
     sources: dict[tuple[str, str], dict[str, str]] = {}
-    wheel_rows = []
+    wheel_fields: dict[str, dict[str, Row]] = {}
+    other: dict[tuple[str, str, str], Row] = {}
     for row in table:
         if (row.kind, row.key, row.field) in seen:
             raise ValueError(f"drivers.csv: {row.kind} {row.key} {row.field} appears twice")
@@ -214,7 +243,9 @@ def _data() -> dict:
         elif row.kind == "branch":
             branch_fields.setdefault(int(row.key), {})[row.field] = row.value
         elif row.kind == "wheel":
-            wheel_rows.append(Wheel(row.key, row.value, row.source))
+            wheel_fields.setdefault(row.key, {})[row.field] = row
+        elif row.kind in ("installer", "fabric"):
+            other[(row.kind, row.key, row.field)] = row
         else:
             raise ValueError(f"drivers.csv: unknown kind {row.kind!r}")
     archs = {}
@@ -230,8 +261,20 @@ def _data() -> dict:
         found[number] = Branch(number, values.get("designation"), values.get("end_of_life"), values.get("cuda"),
                                tuple(values.get("last_for", "").split()) if values.get("last_for") else (),
                                sources[("branch", str(number))])
+    wheel_rows = []
+    for variant, fields in wheel_fields.items():
+        built = fields.get("archs")
+        below = fields.get("torch_below")
+        wheel_rows.append(Wheel(variant, fields["cuda"].value, fields["cuda"].source,
+                                tuple(built.value.split(";")) if built else (), built.source if built else "",
+                                below.value if below else None))
     wheel_rows.sort(key=lambda w: version_key(w.cuda))
-    return {"rows": table, "arch": archs, "branch": found, "wheel": tuple(wheel_rows)}
+    return {"rows": table, "arch": archs, "branch": found, "wheel": tuple(wheel_rows), "other": other}
+
+
+def fact(kind: str, key: str, field_name: str) -> Row | None:
+    """An ``installer`` or ``fabric`` row: its value and source."""
+    return _data()["other"].get((kind, key, field_name))
 
 
 def _int(text: str | None) -> int | None:

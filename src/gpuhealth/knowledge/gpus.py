@@ -32,7 +32,8 @@ from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "model_names", "normalize_device_id"]
+__all__ = ["ARCHITECTURES", "GpuModel", "all_rows", "device_id_for", "lookup", "model_names", "name_for",
+           "normalize_device_id"]
 
 # Oldest first: the order in which driver branches drop them.
 ARCHITECTURES = ("Fermi", "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
@@ -113,6 +114,7 @@ def _table() -> tuple[tuple[GpuRange, ...], list[int]]:
 
 # ------------------------------------------------------------------ model names (gpu_names.csv)
 
+MAX_NAME = 120  # the longest model name is under 60 characters; longer input is no name (and not scanned)
 _NAME_NOISE = lazy_re(r"\b(?:nvidia|tesla|geforce)\b|[^a-z0-9]+")
 
 
@@ -120,19 +122,45 @@ def _name_key(name: str) -> str:
     return _NAME_NOISE.sub("", name.lower())
 
 
+def _names_run(name: str, key: str) -> bool:
+    """Whether ``key`` is a run of whole words of ``name`` ("a100" is in "A100-SXM4-40GB", not in "RTX A1000")."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w and w not in ("nvidia", "tesla", "geforce")]
+    return any("".join(words[i:j]) == key for i in range(len(words)) for j in range(i + 1, len(words) + 1))
+
+
 @functools.cache
 def model_names() -> dict[str, tuple[str, str]]:
-    """Name key -> (name as nvidia-smi or pci.ids prints it, device ID), from ``gpu_names.csv``."""
-    return {_name_key(r["name"]): (r["name"], r["device_id"]) for r in table_rows("gpu_names.csv")}
+    """Name key -> (name as nvidia-smi or pci.ids prints it, device ID), from ``gpu_names.csv``.
+
+    The table (made by tests/make_gpu_names.py) holds NVIDIA's product names with their PCI device IDs
+    (open-gpu-kernel-modules README, Turing and newer), names from real nvidia-smi captures, and pci.ids
+    model names for older GPUs. A name on several device IDs keeps its first row.
+    """
+    names: dict[str, tuple[str, str]] = {}
+    for row in table_rows("gpu_names.csv"):
+        names.setdefault(_name_key(row["name"]), (row["name"], row["device_id"]))
+    return names
+
+
+def name_for(device_id: str | None) -> str | None:
+    """The model name of a PCI device ID (the first the name table gives it), or None."""
+    key = normalize_device_id(device_id)
+    if key is None:
+        return None
+    return next((shown for shown, found in model_names().values() if found == key), None)
 
 
 def device_id_for(text: str) -> tuple[str | None, list[str]]:
     """A PCI ID (``10de:2330``, ``2330``) or a model name (``H100 80GB HBM3``) -> (device ID, candidates).
 
-    A name matches exactly (ignoring case, spaces, "NVIDIA"/"Tesla"/"GeForce"), else as the one name that
-    contains it; ``candidates`` lists the names that matched when there is no single answer.
+    A name matches exactly (ignoring case, spaces, punctuation, "NVIDIA"/"Tesla"/"GeForce"), so every name
+    ``nvidia-smi -L`` prints resolves; else as the names that contain it, when they are all one
+    architecture and compute capability (``4090`` is the desktop, laptop and D boards: one answer for
+    recommend). ``candidates`` lists the names that matched when there is no single answer.
     """
     raw = text.strip()
+    if len(raw) > MAX_NAME:
+        return None, []
     match = re.fullmatch(r"(?i)(?:10de:|0x)([0-9a-f]{4})", raw)
     if match:
         return match[1].lower(), []
@@ -140,9 +168,13 @@ def device_id_for(text: str) -> tuple[str | None, list[str]]:
     names = model_names()
     if key in names:
         return names[key][1], []
-    partial = [value for name, value in names.items() if key and key in name]
-    if len(partial) == 1:
-        return partial[0][1], []
+    bare = _name_key(re.sub(r"(?i)\s*\d+\s*GB$", "", raw))  # "Tesla M40 24GB": nvidia-smi adds the memory size
+    if bare != key and bare in names:
+        return names[bare][1], []
+    partial = [(shown, device) for shown, device in names.values() if key and _names_run(shown, key)]
     if not partial and re.fullmatch(r"(?i)[0-9a-f]{4}", raw):  # "2330": a bare device ID ("A100" is a name)
         return raw.lower(), []
+    kinds = {(m.architecture, m.compute_capability) if m else None for m in (lookup(d) for _, d in partial)}
+    if partial and len(kinds) == 1 and None not in kinds:
+        return partial[0][1], []
     return None, sorted(shown for shown, _ in partial)

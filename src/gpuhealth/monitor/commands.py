@@ -71,11 +71,13 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     return restore
 
 
-def _settings(config: Path | None) -> dict[str, Any]:
-    from .config import load_config
+def _settings(config: Path | None) -> Any:
+    """gpuhealth's one configuration (gpuhealth.config.Settings): defaults, the system and user files, then
+    ``config``."""
+    from gpuhealth.config import load
 
     try:
-        return load_config(config)
+        return load(config)
     except ValueError as exc:
         raise CannotRun(str(exc)) from exc
 
@@ -118,21 +120,25 @@ def _held_mib(options: dict[str, Any]) -> float:
 
 
 def _build(config: Path | None, interval: str | None, check_every: str | None, db: Path | None,
-           source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True) -> Any:
+           source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True,
+           settings: Any = None) -> Any:
+    import functools
+
     from gpuhealth import __version__
 
-    from .daemon import CheckRunner, Monitor, open_source
+    from .daemon import CheckRunner, Monitor, open_source, run_full_check
     from .notify import Dispatcher
     from .rules import RuleSet
     from .sources import TraceWriter
     from .store import Store, StoreError
 
-    settings = _settings(config)
+    settings = _settings(config) if settings is None else settings
     options = settings["monitor"]
     seconds = _duration(interval or options["interval"], "--interval", "monitor.interval")
     every = _duration(check_every or options["check_every"], "--check-every", "monitor.check_every")
     try:
-        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
+        rules = RuleSet.from_config(settings.rules(), _held_mib(settings["monitor"]))
+        expect = settings.expectations()
         source = open_source(source_spec, seconds, _duration(options["nvml_timeout"], "nvml_timeout"), replay_speed)
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
@@ -145,16 +151,45 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
                                                                                         "rollup_keep"))
         except StoreError as exc:  # no history, but sampling and alerts go on
             click.echo(one_line(f"gpuhealth monitor: {exc}; running without history"), err=True)
+    replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
+    boot = _boot_id(source, replaying)
+    if store is not None:  # acknowledgements need only the history; boots need a boot id too
+        from .boots import FaultMemory
+
+        dispatcher.memory = FaultMemory(store, boot, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
+                                                                             err=True))
+    if store is not None and not replaying:  # a capture records this host: nothing of a replayed trace
+        from .capture import Capture
+
+        dispatcher.capture = Capture(Path(store.path).parent / "captures", _duration(options["capture_every"],
+                                     "capture_every", "monitor.capture_every"), int(options["capture_keep"]),
+                                     log=lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"), err=True))
     recorder = None
     if record is not None:
         try:
             recorder = TraceWriter(record, f"gpuhealth {__version__} monitor --record",
-                                   f"recorded live from source {source_spec!r}")
+                                   f"recorded live from source {source_spec!r}", None if replaying else boot)
         except OSError as exc:
             raise CannotRun(f"{record}: {exc.strerror or exc}") from exc
-    replaying = source_spec.startswith("replay:")  # a full check of this host says nothing about a trace
-    checks = CheckRunner(every) if every > 0 and not replaying else None
-    return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
+    checks = (CheckRunner(every, run=functools.partial(run_full_check, expect)) if every > 0 and not replaying
+              else None)
+    try:
+        from .correlate import from_config
+
+        correlator = from_config(options, store, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
+                                                                         err=True))
+    except ValueError as exc:
+        raise CannotRun(str(exc)) from exc
+    return Monitor(source, rules, dispatcher, store, recorder, seconds, checks, correlator=correlator)
+
+
+def _boot_id(source: Any, replaying: bool) -> str | None:
+    """The boot the monitor starts in: a replayed trace's own (None for one without), else this host's."""
+    if replaying:
+        return getattr(source, "boot_id", None)
+    from .boots import read_boot_id
+
+    return read_boot_id()
 
 
 def describe(mon: Any) -> str:
@@ -188,7 +223,8 @@ def describe(mon: Any) -> str:
 source_option = click.option("--source", "source_spec", default="auto", show_default=True,
                              help="nvml, smi (streaming nvidia-smi), replay:FILE, or auto (NVML, else nvidia-smi).")
 config_option = click.option("--config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-                             help="TOML overriding the defaults (see docs/monitor.md).")
+                             help="gpuhealth's config file (TOML), over /etc/gpuhealth/config.toml and "
+                                  "~/.config/gpuhealth/config.toml (see docs/configuration.md).")
 speed_option = click.option("--replay-speed", type=float, default=1.0, show_default=True,
                             help="With replay:FILE: 1 is real time, 0 as fast as possible.")
 
@@ -243,12 +279,12 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     settings = _settings(config)
     seconds = _duration(interval, "--interval", "monitor.interval")
     try:
-        rules = RuleSet.from_config(settings["rules"], _held_mib(settings["monitor"]))
+        rules = RuleSet.from_config(settings.rules(), _held_mib(settings["monitor"]))
         source = open_source(source_spec, seconds, _duration(settings["monitor"]["nvml_timeout"], "nvml_timeout"),
                              replay_speed, log=lambda text: click.echo(one_line(f"gpuhealth watch: {text}"), err=True))
     except (ValueError, OSError) as exc:
         raise CannotRun(str(exc)) from exc
-    state = WatchState(source_spec)
+    state = WatchState(source_spec, acks=[] if source_spec.startswith("replay:") else _host_acks(settings))
     console = inert.console(highlight=False)
     stop = threading.Event()
     restore = stop_on_signals(stop)
@@ -266,6 +302,25 @@ def watch(source_spec: str, interval: str, config: Path | None, replay_speed: fl
     finally:
         source.close()
         restore()
+
+
+def _host_acks(settings: dict[str, Any]) -> list[Any]:
+    """This host's acknowledgements (`gpuhealth ack`) for `watch` of a live source: read from the history when there
+    is one; none when there is not or it cannot be read (watch shows the alerts all the same)."""
+    from . import acks
+    from .store import Store, StoreError
+
+    path = _db_path(None, settings["monitor"]["db"], reading=True)
+    if not os.path.lexists(path):
+        return []
+    try:
+        store = Store(path)
+        try:
+            return acks.load(store)
+        finally:
+            store.close()
+    except StoreError:
+        return []
 
 
 def sparkline(points: list[tuple[float, float]], start: float, end: float, width: int = 40) -> str:
@@ -412,27 +467,104 @@ def usage(db: Path | None, gpu: int | None, since: str, price: float | None, as_
 
 
 def _print_usage(rows: list[dict[str, Any]], columns: tuple[str, ...], since: str, price: float | None) -> None:
+    from rich import box
     from rich.measure import Measurement
     from rich.table import Table
 
-    from gpuhealth import inert
+    from gpuhealth import inert, termwidth
 
     title = f"GPU usage per UTC day, last {since}" + (f", {price:g} per GPU-hour" if price is not None else "")
-    table = Table(title=title, title_justify="left")
+    # a rule under the header and none between columns: 11 columns fit 80 with their headings wrapped
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
     heads = {"gpu": "GPU", "day": "day", "hours_monitored": "h monitored", "hours_busy": "h busy",
              "hours_idle": "h idle", "hours_held_idle": "h held idle", "mean_utilization_pct": "mean util %",
-             "energy_kwh": "kWh", "energy_from": "from", "cost_idle": "idle cost", "cost_held_idle": "held-idle cost"}
+             "energy_kwh": "kWh", "energy_from": "from", "cost_idle": "idle cost", "cost_held_idle": "held idle cost"}
+    cells = [["" if row[c] is None else f"{row[c]:.2f}" if isinstance(row[c], float) and c.startswith(
+        ("hours", "cost")) else str(row[c]) for c in columns] for row in rows]
     for column in columns:
         table.add_column(heads[column], justify="left" if column in ("day", "energy_from") else "right")
-    for row in rows:
-        table.add_row(*("" if row[c] is None else f"{row[c]:.2f}" if isinstance(row[c], float) and c.startswith(
-            ("hours", "cost")) else str(row[c]) for c in columns))
+    for cell in cells:
+        table.add_row(*cell)
     if not rows:
         table.caption = "no utilisation readings in this period"
-    # Squeezed into a narrow terminal (80 columns when piped), rich cuts values ("2026-1…" names no day): then
-    # the table is drawn at its natural width instead, wider than the terminal but with every value whole.
-    console = inert.console(highlight=False)
-    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    # The terminal's width (unwrapped when piped): headings wrap at their spaces, values never do. Where even the
+    # narrowest layout does not fit, rich would cut values ("2026-1…" names no day): then the table is drawn at its
+    # natural width instead, wider than the terminal but with every value whole.
+    console = inert.console(highlight=False, width=termwidth.console_width())
+    natural = Measurement.get(console, console.options.update_width(termwidth.UNWRAPPED), table).maximum
     if natural > console.width:
-        console = inert.console(highlight=False, width=natural)
+        # narrowest: each column as wide as its widest value or heading word (rich's own squeeze cuts values)
+        for i, column in enumerate(table.columns):
+            column.width = max([len(cell[i]) for cell in cells] + [len(w) for w in heads[columns[i]].split()])
+        if Measurement.get(console, console.options.update_width(termwidth.UNWRAPPED), table).maximum > console.width:
+            for column in table.columns:
+                column.width = None
+            console = inert.console(highlight=False, width=natural)
     console.print(table)
+
+
+@click.command()
+@click.argument("code", required=False)
+@click.option("--gpu", type=click.IntRange(0, 1023), help="Only this GPU (default: every GPU and the host).")
+@click.option("--until", "until_text", help="Until when: a duration (8h, 2d) or a time (2026-12-07T18:00, UTC unless "
+              "it says otherwise). Default: until cleared.")
+@click.option("--reason", help="Why (a ticket, who is on it): required to acknowledge.")
+@click.option("--list", "listing", is_flag=True, help="List the acknowledgements.")
+@click.option("--clear", is_flag=True, help="Remove the acknowledgement of CODE (and --gpu).")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), help="History database.")
+@config_option
+def ack(code: str | None, gpu: int | None, until_text: str | None, reason: str | None, listing: bool, clear: bool,
+        db: Path | None, config: Path | None) -> None:
+    """Acknowledge a fault: it stops paging until --until (or until cleared), and is shown as acknowledged
+    everywhere, never hidden. CODE: a check code (GH302), an Xid (xid:79) or a rule (temperature, ecc:KEY)."""
+    import time
+
+    from . import acks
+    from .store import Store, StoreError
+
+    settings = _settings(config)["monitor"]
+    path = _db_path(db, settings["db"], reading=listing)
+    if listing and not os.path.lexists(path):
+        click.echo(f"no acknowledgements ({path}: no history yet)")
+        return
+    if not listing and code is None:
+        raise CannotRun("ack: give CODE (GH302, xid:79, temperature), or --list")
+    now = time.time()
+    try:
+        name = acks.normalize(code) if code is not None else ""
+        until = acks.parse_until(until_text, now) if until_text and not listing and not clear else None
+        why = acks.check_reason(reason or "") if not listing and not clear else ""
+    except ValueError as exc:
+        raise CannotRun(f"ack: {exc}") from exc
+    try:
+        store = Store(path, _duration(settings["raw_keep"], "raw_keep"), _duration(settings["rollup_keep"],
+                                                                                    "rollup_keep"))
+        try:
+            if listing:
+                _list_acks(acks.load(store), now)
+            elif clear:
+                gone = store.clear_ack(name, gpu)
+                where = "every GPU" if gpu is None else f"GPU {gpu}"
+                click.echo(f"cleared {name} on {where}" if gone else f"no acknowledgement of {name} on {where}")
+            else:
+                store.add_ack(name, gpu, until, why, now)
+                where = "every GPU and the host" if gpu is None else f"GPU {gpu}"
+                click.echo(f"acknowledged {name} on {where} {acks.shown_time(until)}: not paged meanwhile, still "
+                           "shown; a running monitor or serve reads it within a minute")
+        finally:
+            store.close()
+    except StoreError as exc:
+        raise CannotRun(str(exc)) from exc
+
+
+def _list_acks(items: list[Any], now: float) -> None:
+    from . import acks
+
+    if not items:
+        click.echo("no acknowledgements")
+        return
+    for item in items:
+        where = "all" if item.gpu is None else f"gpu {item.gpu}"
+        state = "" if item.active(now) else " (expired)"
+        click.echo(one_line(f"{item.code} {where} {acks.shown_time(item.until)}{state}: {item.reason} "
+                            f"(given {acks.stamp(item.t)})"))

@@ -23,6 +23,8 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "monitor.nvml_timeout": (0.1, 60.0),
     "monitor.raw_keep": (600.0, 366 * DAY),
     "monitor.rollup_keep": (3600.0, 3660 * DAY),
+    "monitor.capture_every": (60.0, 30 * DAY),
+    "monitor.correlate_every": (1.0, 3600.0),
     "notify.webhook_timeout": (0.1, 60.0),
     "rules.*.for": (0.0, 30 * DAY),
     "rules.*.clear_for": (0.0, 30 * DAY),
@@ -30,11 +32,15 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "rules.*.drop_within": (1.0, DAY),
     "rules.*.quiet_for": (0.0, 30 * DAY),
     "rules.*.renotify_every": (0.0, 30 * DAY),
+    "serve.check_rate": (0.0, DAY),
+    "serve.request_timeout": (0.5, 300.0),
+    "serve.write_timeout": (1.0, 300.0),
 }
-ZERO_OFF = frozenset({"monitor.check_every"})
+ZERO_OFF = frozenset({"monitor.check_every", "monitor.capture_every", "monitor.correlate_every"})
 # (lowest, highest, whole numbers only)
 NUMBERS: dict[str, tuple[float, float, bool]] = {
     "monitor.held_mib": (0, 10_000_000, False),
+    "monitor.capture_keep": (0, 1000, True),
     "usage.price_per_gpu_hour": (0, 1_000_000, False),
     "notify.webhook_retries": (0, 10, True),
     "rules.*.threshold_c": (0, 200, False),
@@ -136,29 +142,15 @@ def defaults() -> dict[str, Any]:
     return _toml(text, "defaults.toml")
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any], where: str) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if key not in base:
-            raise ValueError(f"{where}: unknown key {key!r}; known: {', '.join(sorted(base))}")
-        if isinstance(base[key], dict):
-            if not isinstance(value, dict):
-                raise ValueError(f"{where}.{key}: must be a table")
-            out[key] = _merge(base[key], value, f"{where}.{key}")
-        else:
-            out[key] = value
-    return out
-
-
 def load_config(path: Path | None = None) -> dict[str, Any]:
-    """Defaults merged with ``path``; ValueError names the file and the bad key."""
-    config = defaults()
-    if path is None:
-        return config
-    from gpuhealth.evidence_input import InputError, read_config_text
+    """The defaults, merged with ``path`` when given (no other file: the system and user files are
+    gpuhealth.config.load's); ValueError names the file and the bad key."""
+    from gpuhealth.config import defaults as all_defaults
+    from gpuhealth.config import load
 
-    try:
-        text = read_config_text(path)  # refuses devices, times out FIFOs, bounds the size, names the file
-    except InputError as exc:
-        raise ValueError(str(exc)) from exc
-    return validate(_merge(config, _toml(text, str(path)), str(path)), str(path))
+    if path is None:
+        return all_defaults()
+    return load(path, system=_NOWHERE, old_system=_NOWHERE, user=_NOWHERE, warn=lambda _text: None).values
+
+
+_NOWHERE = Path("/nonexistent/gpuhealth/config.toml")  # a layer not read

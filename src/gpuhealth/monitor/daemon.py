@@ -29,15 +29,16 @@ def _stderr(text: str) -> None:
     print(f"gpuhealth monitor: {one_line(text)}", file=sys.stderr, flush=True)
 
 
-def run_full_check() -> Any:
-    """`gpuhealth check` on this host, in-process: the snapshot's findings as a Report."""
+def run_full_check(expect: Any = None) -> Any:
+    """`gpuhealth check` on this host, in-process: the snapshot's findings as a Report, against ``expect``
+    (the [check] section of the monitor's configuration; None: the configuration files')."""
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.collect import collect
     from gpuhealth.config import load_expectations
     from gpuhealth.host import LocalHost
 
     # No PyTorch probe: computing on every GPU every few minutes would disturb running jobs.
-    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None))
+    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None) if expect is None else expect)
 
 
 class CheckRunner:
@@ -73,6 +74,10 @@ class CheckRunner:
         where = f" on GPU {alert.gpu}" if alert.gpu is not None else ""
         return (f"`gpuhealth check` no longer finds {alert.rule.removeprefix('check:')}{where} "
                 f"after {took(now - alert.t)}")
+
+    def reboot(self) -> None:
+        """The host rebooted (a replay): the findings of the boot before are not open any more."""
+        self._open = {}
 
     def poll(self, now: float) -> list[Alert]:
         if self._error:
@@ -114,8 +119,9 @@ class CheckRunner:
 class Monitor:
     def __init__(self, source: Any, rules: RuleSet, dispatcher: Dispatcher, store: Store | None = None,
                  recorder: TraceWriter | None = None, interval: float = 1.0, checks: CheckRunner | None = None,
-                 clock: Callable[[], float] = time.time, log: Log = _stderr) -> None:
+                 clock: Callable[[], float] = time.time, log: Log = _stderr, correlator: Any = None) -> None:
         self.source, self.rules, self.dispatcher = source, rules, dispatcher
+        self.correlator = correlator  # monitor/correlate.py: the correlation table, run over the events
         self.store, self.recorder, self.checks = store, recorder, checks
         self.interval = interval
         self.clock = clock
@@ -127,18 +133,40 @@ class Monitor:
     def step(self) -> list[Event]:
         events = self.source.poll()
         now = self.clock()
+        self._follow_boot(now)
         for event in events:
             self.latest[event.gpu] = event
         if self.recorder is not None and events:
             self.recorder.write(events)
         self._store([e for e in events if isinstance(e, Sample)], now)
         alerts = self.rules.feed(events)
+        if self.correlator is not None:
+            self.correlator.feed(events)
+            alerts += self.correlator.step()
         if self.checks is not None:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)
         self.dispatcher.dispatch(alerts)
+        self.dispatcher.recheck(now)
         self.steps += 1
         return events
+
+    def _follow_boot(self, now: float) -> None:
+        """A replay crossing a ``boot`` record: the traced host rebooted, so the rules, the open alerts and the full
+        check's findings start over, as they do when gpuhealth starts with a new boot (boots.py)."""
+        memory = self.dispatcher.memory
+        if memory is None:
+            return
+        boot = getattr(getattr(self.source, "inner", self.source), "boot_id", None)  # serve's TeeSource wraps it
+        if boot is None or boot == memory.boot:
+            return
+        if memory.set_boot(boot, now):
+            self.rules.restart()
+            self.dispatcher.reboot()
+            if self.correlator is not None:
+                self.correlator.reboot()
+            if self.checks is not None:
+                self.checks.reboot()
 
     def _store(self, samples: list[Sample], now: float) -> None:
         if self.store is None or not samples:
@@ -181,6 +209,8 @@ class Monitor:
             except StoreError as exc:
                 self._log(str(exc))
             self.store.close()
+        if self.dispatcher.capture is not None:
+            self.dispatcher.capture.wait(60.0)  # a bundle half written is not left behind by a clean stop
         self.dispatcher.close()
 
 
@@ -188,12 +218,12 @@ def open_source(spec: str, interval: float, nvml_timeout: float = 2.0, replay_sp
                 log: Log = _stderr) -> Any:
     """``nvml``, ``smi``, ``replay:FILE`` or ``auto`` (NVML, else nvidia-smi when NVML cannot load)."""
     if spec.startswith("replay:"):
-        return ReplaySource(Path(spec.removeprefix("replay:")), speed=replay_speed)
+        return ReplaySource(Path(spec.removeprefix("replay:")), speed=replay_speed, log=log)
     if spec == "smi":
-        return SmiSource(interval)
+        return SmiSource(interval, log=log)
     if spec not in ("nvml", "auto"):
         raise ValueError(f"unknown source {spec!r}: nvml, smi, replay:FILE or auto")
-    source = NvmlSource(timeout=nvml_timeout)
+    source = NvmlSource(timeout=nvml_timeout, log=log)
     try:
         if source.connect() or spec == "nvml":
             return source
@@ -206,7 +236,7 @@ def open_source(spec: str, interval: float, nvml_timeout: float = 2.0, replay_sp
         return source
     log(f"NVML not usable ({source.last_error}); falling back to nvidia-smi")
     source.close()
-    return SmiSource(interval)
+    return SmiSource(interval, log=log)
 
 
 def default_db() -> Path:

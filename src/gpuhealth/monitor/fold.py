@@ -74,6 +74,9 @@ class Folding:
         # derived -> (the primary it was folded into, what it stood on then)
         self._folded: dict[Identity, tuple[Identity, tuple[Basis, ...]]] = {}
 
+    def open_alerts(self) -> list[Alert]:
+        return list(self._open.values())
+
     def _bases(self, alert: Alert) -> tuple[Basis, ...]:
         if alert.about:
             return alert.about

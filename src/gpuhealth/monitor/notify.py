@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from gpuhealth.inert import one_line
 
@@ -39,7 +39,8 @@ def to_json(alert: Alert) -> dict[str, object]:
     action, impact = actions_of(alert)
     return {"rule": alert.rule, "key": alert.key, "gpu": alert.gpu, "severity": alert.severity,
             "state": alert.state, "message": alert.message, "t": alert.t,
-            "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat(), "action": action, "impact": impact}
+            "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat(), "action": action, "impact": impact,
+            "capture": alert.capture or None}
 
 
 def actions_of(alert: Alert) -> tuple[str, str]:
@@ -246,6 +247,10 @@ class Dispatcher:
         self._message: dict[tuple[str, int | None, str], str] = {}  # an update ("now 2") is sent once
         self._on_error = on_error or (lambda text: print(text, file=sys.stderr, flush=True))
         self.sent: list[Alert] = []
+        # boots.FaultMemory (the monitor sets it when it has a history): escalation, no second page for what paged
+        # in this boot before gpuhealth restarted, acknowledgements
+        self.memory: Any = None
+        self.capture: Any = None  # capture.Capture: the first critical page of an incident writes a bundle
 
     def dispatch(self, alerts: Sequence[Alert]) -> None:
         for alert in alerts:
@@ -259,14 +264,57 @@ class Dispatcher:
                 continue
             self._state[alert.identity] = alert.state
             self._message[alert.identity] = alert.message
+            quiet: str | None = None
+            if self.memory is not None:
+                alert, quiet = self.memory.admit(alert)
+            if self.capture is not None and quiet is None:
+                path = self.capture.on_page(alert)
+                if path is not None:
+                    from .capture import with_capture
+
+                    alert = with_capture(alert, path)
             self.sent.append(alert)
             del self.sent[:-1000]  # bounded: kept for `watch` and tests, not as a record
-            self._deliver(alert, raw=True)
+            self._deliver(alert, raw=True, quiet=quiet)
 
-    def _deliver(self, alert: Alert, raw: bool) -> None:
+    def recheck(self, now: float) -> None:
+        """Once per monitor step: an alert an acknowledgement held back pages once that ends while it fires."""
+        if self.memory is None:
+            return
+        for alert in self.memory.poll(now):
+            if self._state.get(alert.identity) == "firing":
+                note = Alert(alert.rule, alert.gpu, alert.severity, "firing", f"{alert.message} (its "
+                             "acknowledgement ended: paged now)", now, alert.key, True, alert.about, alert.action,
+                             alert.impact)
+                self._deliver(note, raw=False)
+
+    def reboot(self) -> None:
+        """The host rebooted (a replay crossing a ``boot`` record): what was open ends with the boot, as it does
+        when gpuhealth restarts with the host. Live state (``every_alert``) is told; nothing pages."""
+        for alert in self._folding.open_alerts():
+            ended = Alert(alert.rule, alert.gpu, alert.severity, "resolved", "the host rebooted", alert.t, alert.key,
+                          action=alert.action, impact=alert.impact)
+            for notifier in self.notifiers:
+                if getattr(notifier, "every_alert", False):
+                    try:
+                        notifier.send(ended)
+                    except Exception as exc:
+                        self._on_error(f"notifier {type(notifier).__name__} failed: {exc}")
+        from .fold import Folding
+
+        self._folding = Folding()
+        self._state.clear()
+        self._message.clear()
+
+    def _deliver(self, alert: Alert, raw: bool, quiet: str | None = None) -> None:
         """To every notifier (``raw``: the alert itself to those with ``every_alert``, the fold's routing to
-        the others); only the fold's routing when not ``raw``."""
+        the others); only the fold's routing when not ``raw``. ``quiet``: why it must not page (boots.py); the
+        others get it at info, saying so."""
         routed = self._folding.route(alert)
+        if quiet is not None and routed.severity != "info":
+            from .boots import not_paged_note
+
+            routed = not_paged_note(routed, quiet)
         for notifier in self.notifiers:
             every = getattr(notifier, "every_alert", False)
             if every and not raw:

@@ -60,6 +60,8 @@ class Alert:
     # alert, whose row notify.actions_of reads (knowledge/actions.csv "rule:<name>", an Xid's row for rules.xid).
     action: str = ""
     impact: str = ""
+    # The snapshot bundle captured for this alert's incident (monitor/capture.py); "" for none.
+    capture: str = ""
 
     @property
     def identity(self) -> tuple[str, int | None, str]:
@@ -603,6 +605,12 @@ class RuleSet:
         for rule in rules:
             rule.held_mib = held_mib
         return cls(rules, held_mib)
+
+    def restart(self) -> None:
+        """Every rule as new (the host rebooted, in a replay): no state of the boot before carries over."""
+        self.rules = [type(rule)(rule.options) for rule in self.rules]
+        for rule in self.rules:
+            rule.held_mib = self.held_mib
 
     def feed(self, events: Sequence[Event]) -> list[Alert]:
         """One batch (one poll): every event to every rule in time order, then each rule's tick."""

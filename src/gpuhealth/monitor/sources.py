@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from gpuhealth.lazyre import lazy_re
 
-from .sample import Event, GpuLost, Sample, XidEvent, from_record, to_record
+from .sample import Event, GpuLost, Refusals, Sample, XidEvent, from_record, to_record
 
 MIB = 1024 * 1024
 TRACE_FORMAT = "gpuhealth-trace"
@@ -220,6 +220,10 @@ def _pcie_throughput(nvml: Any, h: Any) -> dict[str, Any]:
             "pcie_rx_bytes_s": throughput(h, getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", 1)) * 1024}
 
 
+def _pcie_replay(nvml: Any, h: Any) -> dict[str, Any]:
+    return {"pcie_replay_count": _fn(nvml, "nvmlDeviceGetPcieReplayCounter")(h)}
+
+
 def _fan(nvml: Any, h: Any) -> dict[str, Any]:
     return {"fan_pct": _fn(nvml, "nvmlDeviceGetFanSpeed")(h)}
 
@@ -239,7 +243,7 @@ READERS: dict[str, Callable[[Any, Any], dict[str, Any]]] = {
     "power_limit": _power_limit, "energy": _energy, "utilization": _utilization, "memory": _memory,
     "memory_reserved": _memory_reserved, "clocks": _clocks, "clock_event_reasons": _reasons, "ecc": _ecc,
     "retired_pages": _retired, "remapped_rows": _remapped, "pcie": _pcie, "pcie_throughput": _pcie_throughput,
-    "fan": _fan, "processes": _processes,
+    "pcie_replay": _pcie_replay, "fan": _fan, "processes": _processes,
 }
 
 
@@ -269,8 +273,10 @@ class NvmlSource:
     """
 
     def __init__(self, module: Any = None, timeout: float = 2.0, clock: Callable[[], float] = time.time,
-                 backoff: tuple[float, float] = (1.0, 60.0), xid_events: bool = True) -> None:
+                 backoff: tuple[float, float] = (1.0, 60.0), xid_events: bool = True,
+                 log: Callable[[str], None] | None = None) -> None:
         self._module = module
+        self.refused = Refusals("NVML", log) if log is not None else Refusals("NVML")
         self.timeout = timeout
         self.clock = clock
         self._backoff = backoff
@@ -391,7 +397,7 @@ class NvmlSource:
             lost = {e.gpu for e in events if isinstance(e, GpuLost)}
             events += [GpuLost(now, g.index, f"NVML session lost ({session_gone}); reconnecting")
                        for g in self._gpus if g.index not in lost]
-        return events
+        return self.refused.filter(events)
 
     def _sample(self, gpu: _NvmlGpu, now: float) -> Sample:
         nvml = self._module
@@ -473,8 +479,9 @@ class SmiSource:
 
     def __init__(self, interval: float = 1.0, command: str = "nvidia-smi", fields: Sequence[str] = SMI_FIELDS,
                  clock: Callable[[], float] = time.time, backoff: tuple[float, float] = (1.0, 60.0),
-                 stall_s: float | None = None) -> None:
+                 stall_s: float | None = None, log: Callable[[str], None] | None = None) -> None:
         self.interval = interval
+        self.refused = Refusals("nvidia-smi", log) if log is not None else Refusals("nvidia-smi")
         self.command = command
         self.fields = list(fields)
         self.clock = clock
@@ -540,7 +547,7 @@ class SmiSource:
             if line is not None and line.strip():
                 self._last_line = now
                 events.extend(self._parse(line, now))
-        return events + self._watch(now)
+        return self.refused.filter(events + self._watch(now))
 
     def _watch(self, now: float) -> list[Event]:
         """Restart a process that died; kill one that stalled (and say so per GPU)."""
@@ -630,19 +637,35 @@ def _smi_sample(gpu: Any, extra: dict[str, float | None], now: float) -> Sample:
 # --------------------------------------------------------------------------- traces
 
 
-def trace_header(generated_by: str, note: str) -> dict[str, Any]:
-    return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "generated_by": generated_by, "note": note}
+def trace_header(generated_by: str, note: str, boot_id: str | None = None) -> dict[str, Any]:
+    header = {"format": TRACE_FORMAT, "version": TRACE_VERSION, "generated_by": generated_by, "note": note}
+    if boot_id is not None:  # optional (monitor/boots.py): the boot the trace starts in
+        header["boot_id"] = boot_id
+    return header
+
+
+@dataclass(frozen=True)
+class BootMark:
+    """A ``boot`` record of a trace: from ``t`` on, the traced host runs in boot ``boot_id`` (it rebooted). Not an
+    event: the replay source takes it (``ReplaySource.boot_id``) and no rule ever sees it."""
+
+    t: float
+    boot_id: str
+
+
+def boot_record(t: float, boot_id: str) -> dict[str, Any]:
+    return {"kind": "boot", "t": t, "boot_id": boot_id}
 
 
 class TraceWriter:
     """``--record FILE``: a header line, then one JSON line per event, flushed every batch so a killed
     monitor loses at most the last interval."""
 
-    def __init__(self, path: Path, generated_by: str, note: str) -> None:
+    def __init__(self, path: Path, generated_by: str, note: str, boot_id: str | None = None) -> None:
         from gpuhealth.safefile import open_replacing
 
         self._file = open_replacing(path, 0o644)  # never through a planted link; held for the monitor's life
-        self._file.write(json.dumps(trace_header(generated_by, note)) + "\n")
+        self._file.write(json.dumps(trace_header(generated_by, note, boot_id)) + "\n")
         self._file.flush()
 
     def write(self, events: Sequence[Event]) -> None:
@@ -660,8 +683,13 @@ def write_trace(path: Path, events: Sequence[Event], generated_by: str, note: st
     writer.close()
 
 
-def read_trace(path: Path) -> tuple[dict[str, Any], Iterator[Event]]:
-    """The header and the events; ValueError when the file is not a gpuhealth trace."""
+def read_trace(path: Path, refused: Refusals | None = None) -> tuple[dict[str, Any], Iterator[Event | BootMark]]:
+    """The header and the events (and ``BootMark``s, where the trace has ``boot`` records); ValueError when the
+    file is not a gpuhealth trace. An event whose time or GPU is impossible is skipped, an impossible reading left
+    out (``sample.sane``), counted in ``refused``."""
+    from .boots import valid_boot_id
+
+    refused = refused if refused is not None else Refusals(str(path), log=None)
     handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the iterator
     try:
         header = json.loads(handle.readline() or "null")
@@ -674,17 +702,36 @@ def read_trace(path: Path) -> tuple[dict[str, Any], Iterator[Event]]:
     if header.get("version") != TRACE_VERSION:
         handle.close()
         raise ValueError(f"{path}: trace version {header.get('version')!r}; this gpuhealth reads {TRACE_VERSION}")
+    if "boot_id" in header and not valid_boot_id(header["boot_id"]):
+        handle.close()
+        raise ValueError(f"{path}: the header's boot_id is no boot id (up to 64 letters, digits, '-', '_', '.', ':')")
 
-    def events() -> Iterator[Event]:
+    def events() -> Iterator[Event | BootMark]:
         with handle:
             for number, line in enumerate(handle, start=2):
                 if line.strip():
                     try:
-                        yield from_record(json.loads(line))
+                        item = _trace_item(json.loads(line))
                     except (ValueError, TypeError) as exc:
                         raise ValueError(f"{path}:{number}: {exc}") from exc
+                    if isinstance(item, BootMark):
+                        yield item
+                    else:
+                        yield from refused.filter((item,))
 
     return header, events()
+
+
+def _trace_item(record: Any) -> Event | BootMark:
+    from .boots import valid_boot_id
+
+    if isinstance(record, dict) and record.get("kind") == "boot":
+        t, boot = record.get("t"), record.get("boot_id")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not valid_boot_id(boot):
+            raise ValueError("bad boot record: it needs a time t and a boot_id (up to 64 letters, digits, '-', '_', "
+                             "'.', ':')")
+        return BootMark(float(t), boot)
+    return from_record(record)
 
 
 def trace_end(path: Path) -> float:
@@ -706,13 +753,17 @@ class ReplaySource:
     dated after the moment it is played (for-durations and charts stay true)."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time, speed: float = 1.0,
-                 rebase: bool = True) -> None:
+                 rebase: bool = True, log: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self.header, self._events = read_trace(path)
+        self.refused = Refusals(str(path), log) if log is not None else Refusals(str(path))
+        self.header, self._events = read_trace(path, self.refused)
+        # The boot the events returned by the last poll belong to (monitor/boots.py): the header's, then each
+        # ``boot`` record's from where it stands; None for a trace without (older ones).
+        self.boot_id: str | None = self.header.get("boot_id")
         self.clock = clock
         self.speed = speed
         self.rebase = rebase
-        self._pending: Event | None = next(self._events, None)
+        self._pending: Event | BootMark | None = next(self._events, None)
         self._origin: tuple[float, float] | None = None  # (trace time that maps to the clock, clock at first poll)
         self._fast_shift: float | None = None  # speed > 1: computed once, from the trace's last timestamp
         self.exhausted = self._pending is None
@@ -735,6 +786,14 @@ class ReplaySource:
         shift = self._shift(anchor, start) if self.rebase else 0.0
         out: list[Event] = []
         while self._pending is not None and self._pending.t <= until:
+            if isinstance(self._pending, BootMark):
+                if out:  # a reboot ends the batch: the events before it belong to the boot before
+                    break
+                self.boot_id = self._pending.boot_id
+                self._pending = next(self._events, None)
+                if self.speed <= 0 and self._pending is not None:
+                    until = self._pending.t
+                continue
             out.append(_shifted(self._pending, shift))
             self._pending = next(self._events, None)
         self.exhausted = self._pending is None

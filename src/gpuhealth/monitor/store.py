@@ -10,6 +10,13 @@ Layout (schema version 2), chosen so a GPU-day stays well under 2 MB at 1 Hz eve
   in the same transaction that deletes the rows from ``recent``.
 - ``meta``: ``schema_version``; ``migrate`` brings an older file forward and refuses a newer one.
   Version 1 stored one zlib-compressed JSON block per minute; migration 2 re-encodes it.
+- ``boot``, ``paged``, ``fault`` (version 3, monitor/boots.py): each boot of the host gpuhealth saw
+  (``/proc/sys/kernel/random/boot_id``), each alert's last state per boot (a restart of gpuhealth does not
+  page again what already paged in this boot), and each fault per GPU per boot (a fault that comes back
+  after reboots escalates). A few rows per boot: never compacted, kept as long as the rollups.
+- ``ack`` (version 4, monitor/acks.py): what the operator acknowledged (`gpuhealth ack`, serve's API).
+- ``correlation`` (version 5, monitor/correlate.py): each time a correlation rule started to hold, shadow rules
+  (recorded, never notified) included. Kept as long as the rollups.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 from gpuhealth.records import record
 
 from . import codec
-from .sample import METRICS, Sample
+from .sample import METRICS, T_MAX, T_MIN, Sample
 
 DAY = 86400.0
 BLOCK_S = 600  # one raw block per GPU per 10 minutes: big enough that a block's headers cost little
@@ -105,7 +112,44 @@ def _migrate_2(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE {table}_v1")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2}
+_V3_TABLES = (
+    "CREATE TABLE boot (id TEXT PRIMARY KEY, first_t REAL NOT NULL, last_t REAL NOT NULL)",
+    # gpu -1: the host. state: "firing" or "resolved"; t: when it last changed; seen: the newest evidence
+    "CREATE TABLE paged (boot TEXT NOT NULL, rule TEXT NOT NULL, gpu INTEGER NOT NULL, key TEXT NOT NULL, "
+    "state TEXT NOT NULL, t REAL NOT NULL, PRIMARY KEY (boot, rule, gpu, key))",
+    "CREATE TABLE fault (boot TEXT NOT NULL, gpu INTEGER NOT NULL, fault TEXT NOT NULL, t REAL NOT NULL, "
+    "PRIMARY KEY (boot, gpu, fault))",
+)
+
+
+# gpu -1: every GPU and the host; until NULL: until cleared (monitor/acks.py)
+_V4_TABLES = ("CREATE TABLE ack (code TEXT NOT NULL, gpu INTEGER NOT NULL, until REAL, reason TEXT NOT NULL, "
+              "t REAL NOT NULL, PRIMARY KEY (code, gpu))",)
+
+
+# rule: the correlation row's id (with "/linkN" for a same-link row); gpu -1: several GPUs or the node
+_V5_TABLES = ("CREATE TABLE correlation (t REAL NOT NULL, rule TEXT NOT NULL, gpu INTEGER NOT NULL, "
+              "shadow INTEGER NOT NULL, action TEXT NOT NULL, message TEXT NOT NULL)",
+              "CREATE INDEX correlation_t ON correlation (t)")
+
+
+def _migrate_3(conn: sqlite3.Connection) -> None:
+    for statement in _V3_TABLES:
+        conn.execute(statement)
+
+
+def _migrate_4(conn: sqlite3.Connection) -> None:
+    for statement in _V4_TABLES:
+        conn.execute(statement)
+
+
+def _migrate_5(conn: sqlite3.Connection) -> None:
+    for statement in _V5_TABLES:
+        conn.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3,
+                                                               4: _migrate_4, 5: _migrate_5}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -118,7 +162,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         raise StoreError(f"history schema {version} is newer than this gpuhealth ({SCHEMA_VERSION}); upgrade it")
     if version == 0:  # a new file: the current tables at once
         with conn:
-            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES:
+            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES + _V4_TABLES + _V5_TABLES:
                 conn.execute(statement)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return SCHEMA_VERSION
@@ -134,7 +178,7 @@ def _v1_unpack(blob: bytes) -> Any:
 
 
 def _round(metric: str, value: Any) -> float | int | None:
-    if value is None:
+    if value is None or not _finite(value):  # the sources refuse these already: never stored all the same
         return None
     if metric in _STEP:
         number = float(round(float(value) / _STEP[metric]) * _STEP[metric])
@@ -211,6 +255,11 @@ class Store:
                     self._conn.execute("DELETE FROM rollup_block WHERE start + ? <= ?",
                                        (BLOCK_S, now - self.rollup_keep_s))
                     self._conn.execute("DELETE FROM recent WHERE t < ?", (now - self.raw_keep_s,))
+                    # boots, pages and faults: as long as the rollups (escalation looks back that far)
+                    self._conn.execute("DELETE FROM boot WHERE last_t < ?", (now - self.rollup_keep_s,))
+                    self._conn.execute("DELETE FROM paged WHERE t < ?", (now - self.rollup_keep_s,))
+                    self._conn.execute("DELETE FROM fault WHERE t < ?", (now - self.rollup_keep_s,))
+                    self._conn.execute("DELETE FROM correlation WHERE t < ?", (now - self.rollup_keep_s,))
         except sqlite3.Error as exc:
             raise StoreError(explain(exc, self.path)) from exc
 
@@ -226,7 +275,8 @@ class Store:
     def _compact(self, rows: Iterable[tuple[float, int, str]]) -> None:
         groups: dict[tuple[int, int], list[tuple[float, dict[str, Any]]]] = defaultdict(list)
         for t, gpu, data in rows:
-            groups[(gpu, int(t // BLOCK_S) * BLOCK_S)].append((t, json.loads(data)))
+            if _placeable(t):  # a row an older gpuhealth stored with a NaN or infinite time is left out
+                groups[(gpu, int(t // BLOCK_S) * BLOCK_S)].append((t, _readings(data)))
         for (gpu, start), items in groups.items():
             old = self._conn.execute("SELECT data FROM raw_block WHERE gpu = ? AND start = ?",
                                      (gpu, start)).fetchone()
@@ -263,8 +313,9 @@ class Store:
             (gpu, since - BLOCK_S, until)).fetchall()
 
     def _recent(self, gpu: int, since: float, until: float) -> list[tuple[float, dict[str, Any]]]:
-        return [(t, json.loads(data)) for t, data in self._conn.execute(
-            "SELECT t, data FROM recent WHERE gpu = ? AND t BETWEEN ? AND ? ORDER BY t", (gpu, since, until))]
+        return [(t, _readings(data)) for t, data in self._conn.execute(
+            "SELECT t, data FROM recent WHERE gpu = ? AND t BETWEEN ? AND ? ORDER BY t", (gpu, since, until))
+                if _placeable(t)]
 
     def _raw_items(self, gpu: int, since: float, until: float, metric: str) -> list[tuple[float, dict[str, Any]]]:
         items: list[tuple[float, dict[str, Any]]] = []
@@ -304,6 +355,87 @@ class Store:
                 stats[minute] = _combine(stats[minute], rollup[metric]) if minute in stats else rollup[metric]
         return stats
 
+    # ---- boots and faults (monitor/boots.py)
+
+    def _boots(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        try:
+            with self._conn:
+                return work(self._conn)
+        except sqlite3.Error as exc:
+            raise StoreError(explain(exc, self.path)) from exc
+
+    def note_boot(self, boot: str, t: float) -> bool:
+        """Record that ``boot`` is running at ``t``; True when this boot is new to the history."""
+        def work(conn: sqlite3.Connection) -> bool:
+            new = conn.execute("SELECT 1 FROM boot WHERE id = ?", (boot,)).fetchone() is None
+            # no UPSERT: SQLite before 3.24 (still in supported distributions) lacks it
+            conn.execute("INSERT OR IGNORE INTO boot VALUES (?, ?, ?)", (boot, t, t))
+            conn.execute("UPDATE boot SET last_t = max(last_t, ?) WHERE id = ?", (t, boot))
+            return new
+        return bool(self._boots(work))
+
+    def reboots_since(self, since: float) -> int:
+        """Boots gpuhealth first saw at ``since`` or later, less the first boot it ever saw (a first start is not
+        a reboot): the reboots of the host in that window."""
+        row = self._boots(lambda conn: conn.execute(
+            "SELECT COUNT(*) FROM boot WHERE first_t >= ? AND first_t > (SELECT MIN(first_t) FROM boot)",
+            (since,)).fetchone())
+        return int(row[0])
+
+    def paged_state(self, boot: str, rule: str, gpu: int | None, key: str) -> tuple[str, float] | None:
+        """(state, when) of an alert in ``boot`` as the monitor last notified it; None when it never did."""
+        row = self._boots(lambda conn: conn.execute(
+            "SELECT state, t FROM paged WHERE boot = ? AND rule = ? AND gpu = ? AND key = ?",
+            (boot, rule, -1 if gpu is None else gpu, key)).fetchone())
+        return None if row is None else (str(row[0]), float(row[1]))
+
+    def note_paged(self, boot: str, rule: str, gpu: int | None, key: str, state: str, t: float) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO paged VALUES (?, ?, ?, ?, ?, ?)",
+                                              (boot, rule, -1 if gpu is None else gpu, key, state, t)))
+
+    def note_fault(self, boot: str, gpu: int | None, fault: str, t: float) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR IGNORE INTO fault VALUES (?, ?, ?, ?)",
+                                              (boot, -1 if gpu is None else gpu, fault, t)))
+
+    def fault_boots(self, gpu: int | None, fault: str) -> list[str]:
+        """The boots in which ``fault`` was seen on ``gpu``, oldest first."""
+        rows = self._boots(lambda conn: conn.execute(
+            "SELECT boot FROM fault WHERE gpu = ? AND fault = ? ORDER BY t", (-1 if gpu is None else gpu, fault)
+        ).fetchall())
+        return [str(row[0]) for row in rows]
+
+    # ---- acknowledgements (monitor/acks.py)
+
+    def add_ack(self, code: str, gpu: int | None, until: float | None, reason: str, t: float) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO ack VALUES (?, ?, ?, ?, ?)",
+                                              (code, -1 if gpu is None else gpu, until, reason, t)))
+
+    def clear_ack(self, code: str, gpu: int | None) -> int:
+        """Remove the acknowledgement of ``code`` on ``gpu`` (None: the one for every GPU); how many went."""
+        cursor = self._boots(lambda conn: conn.execute("DELETE FROM ack WHERE code = ? AND gpu = ?",
+                                                       (code, -1 if gpu is None else gpu)))
+        return int(cursor.rowcount)
+
+    def acks(self) -> list[tuple[str, int | None, float | None, str, float]]:
+        """(code, gpu or None, until or None, reason, when) of every acknowledgement, oldest first."""
+        rows = self._boots(lambda conn: conn.execute("SELECT code, gpu, until, reason, t FROM ack ORDER BY t")
+                           .fetchall())
+        return [(str(c), None if g == -1 else int(g), None if u is None else float(u), str(r), float(t))
+                for c, g, u, r, t in rows]
+
+    # ---- correlation rules (monitor/correlate.py)
+
+    def note_correlation(self, t: float, rule: str, gpu: int | None, shadow: bool, action: str, message: str) -> None:
+        self._boots(lambda conn: conn.execute("INSERT INTO correlation VALUES (?, ?, ?, ?, ?, ?)",
+                                              (t, rule, -1 if gpu is None else gpu, int(shadow), action, message)))
+
+    def correlations(self, since: float = 0.0) -> list[tuple[float, str, int | None, bool, str, str]]:
+        """(when, rule, gpu or None, shadow, action, message) of each correlation rule that started to hold."""
+        rows = self._boots(lambda conn: conn.execute(
+            "SELECT t, rule, gpu, shadow, action, message FROM correlation WHERE t >= ? ORDER BY t", (since,)
+        ).fetchall())
+        return [(float(t), str(r), None if g == -1 else int(g), bool(s), str(a), str(m)) for t, r, g, s, a, m in rows]
+
     def _check_pages(self, path: Path | str) -> None:
         """``PRAGMA quick_check`` before anything is written: a damaged file is said so (and left alone)
         instead of failing later, sample by sample, or being written further. It reads every page once
@@ -328,6 +460,24 @@ class Store:
             self._conn.close()
         except sqlite3.Error:
             pass
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _placeable(t: Any) -> bool:
+    return _finite(t) and T_MIN <= t <= T_MAX
+
+
+def _readings(data: str) -> dict[str, Any]:
+    """A ``recent`` row's readings, without the NaN and infinite values an older gpuhealth stored (its JSON
+    holds ``NaN``/``Infinity``): they crashed the block encoder, `history` and serve's API."""
+    try:
+        values = json.loads(data)
+    except ValueError:
+        return {}
+    return {k: v for k, v in values.items() if _finite(v)} if isinstance(values, dict) else {}
 
 
 def _scale(name: str) -> float:

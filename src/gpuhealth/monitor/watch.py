@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -30,6 +31,7 @@ class WatchState:
     alerts: dict[tuple[str, int | None, str], Alert] = field(default_factory=dict)  # firing, by identity
     t: float | None = None  # the newest event's time
     steps: int = 0
+    acks: list[Any] = field(default_factory=list)  # acks.Ack of this host's history (a live source only)
 
     def update(self, events: Sequence[Event], alerts: Sequence[Alert]) -> None:
         for event in events:
@@ -100,6 +102,14 @@ def _clock(t: float | None) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def _acknowledged(acks: list[Any], alert: Alert) -> bool:
+    if not acks:
+        return False
+    from .acks import covers
+
+    return any(ack.active(alert.t) and covers(ack, alert) for ack in acks)
+
+
 def render(state: WatchState, width: int = 80) -> RenderableType:
     """The whole view for a terminal ``width`` columns wide: a header, two lines per GPU, the alerts."""
     bar_width = max(5, min(30, (width - _FIXED) // 2))
@@ -122,8 +132,9 @@ def render(state: WatchState, width: int = 80) -> RenderableType:
     for alert in alerts:
         where = "host" if alert.gpu is None else f"gpu={alert.gpu}"
         rule = f"{alert.rule}[{alert.key}]" if alert.key else alert.rule
+        acked = " (acknowledged)" if _acknowledged(state.acks, alert) else ""  # before the message: never cut
         lines.append(Text.assemble((f"{alert.severity:<8}", SEVERITY_STYLE.get(alert.severity, "")),
-                                   f" {rule} {where}: {alert.message}"))
+                                   f" {rule} {where}{acked}: {alert.message}"))
     for line in lines:
         line.no_wrap, line.overflow = True, "ellipsis"
     return Group(*lines)

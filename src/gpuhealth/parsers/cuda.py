@@ -91,6 +91,41 @@ def parse_ld_so_conf(text: str) -> tuple[str, ...]:
     return tuple(dirs)
 
 
+# `head /etc/ld.so.conf.d/*` heads each file with "==> /etc/ld.so.conf.d/cuda.conf <=="; `grep -r . /etc/ld.so.conf.d`
+# (and `grep -H`) prefixes each line with its file
+_CONF_HEAD = lazy_re(r"^==> (?P<file>/\S{1,300}) <==$")
+_CONF_GREP = lazy_re(r"^(?P<file>/etc/ld\.so\.conf(?:\.d/[^\s:]{1,200})?):(?:\d{1,6}:)?(?P<line>.*)$")
+MAX_CONF_LINES = 5000
+
+
+def parse_ld_so_conf_listing(text: str, default_file: str) -> tuple[tuple[str, str], ...]:
+    """(file, directory) for every directory naming CUDA in pasted loader configuration: one file's text
+    (``cat /etc/ld.so.conf.d/cuda.conf``, named ``default_file``), several under ``head``'s ``==> file <==`` lines, or
+    ``grep -r`` lines prefixed with their file. ParseError when no line is a directory or an ``include``."""
+    if not isinstance(text, str):
+        raise ParseError("ld.so.conf must be text")
+    current = default_file
+    entries: list[tuple[str, str]] = []
+    configuration = False  # a line only a loader configuration holds: a directory or an include
+    for raw in text.splitlines()[:MAX_CONF_LINES]:
+        line = raw.strip()[:4096]
+        head = _CONF_HEAD.match(line)
+        if head:
+            current = head["file"]
+            continue
+        grep = _CONF_GREP.match(line)
+        file, line = (grep["file"], grep["line"].strip()) if grep else (current, line)
+        line = line.split("#", 1)[0].strip()
+        if line.startswith(("include ", "hwcap ")):
+            configuration = True
+        elif line.startswith("/"):
+            configuration = True
+            entries += [(file, d) for d in re.split(r"[\s:,]+", line) if d.startswith("/") and "cuda" in d.lower()]
+    if not configuration:
+        raise ParseError("no directory and no include line: not a loader configuration (ld.so.conf)")
+    return tuple(dict.fromkeys(entries))
+
+
 # --------------------------------------------------------------------------- ldconfig -p
 
 MAX_LDCONFIG_LINES = 50000  # ldconfig -p of a big host: ~5000 lines

@@ -312,6 +312,7 @@ def _reliability(block: _Block) -> dict:
         "remapped_rows_failure": flag(get("remapped rows/remapping failure occurred")),
         "reset_required": reset_required(get("gpu reset status/reset required"), recovery),
         "recovery_action": recovery,
+        "fabric_state": (get("fabric/state") or "").strip() or None,  # "N/A" kept: outside an NVSwitch fabric
     }
 
 

@@ -34,7 +34,7 @@ def render(report: Report) -> str:
 def _finding(finding: Finding, report: Report) -> list[str]:
     subject = "" if finding.subject.is_host else f" [{finding.subject}]"
     lines = [f"### {finding.severity.value.upper()} `{finding.code}` {finding.slug}{subject}", "",
-             finding.message, ""]
+             finding.message, "", f"Impact: `{finding.impact}`; action: `{finding.action}` (docs/actions.md).", ""]
     for evidence in finding.evidence:
         lines += [f"Evidence from `{evidence.source}`:", "", "```", *evidence.lines, "```", ""]
     fixes = fixes_for_host(finding, report.snapshot)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import threading
 import time
@@ -107,6 +108,37 @@ class History:
                     return None
             return self._store
 
+    def acknowledge(self, body: dict[str, Any]) -> str:
+        """POST /api/v1/ack's work, as `gpuhealth ack` does it: ValueError for a bad request, RuntimeError when
+        there is no history to write to."""
+        from gpuhealth.monitor import acks
+        from gpuhealth.monitor.store import StoreError
+
+        store = self._open()
+        if store is None:
+            raise RuntimeError("no history database: acknowledgements are kept there (pass --db)")
+        gpu = body.get("gpu")
+        if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu <= 1023):
+            raise ValueError("gpu must be a GPU index (0-1023) or absent")
+        if not isinstance(body.get("code"), str):
+            raise ValueError("code is required: GH302, xid:79 or a rule")
+        code = acks.normalize(body["code"])
+        now = time.time()
+        try:
+            with self._lock:
+                if body.get("clear") is True:
+                    gone = store.clear_ack(code, gpu)
+                    return f"cleared {code}" if gone else f"no acknowledgement of {code}"
+                until = body.get("until")
+                if until is not None and not isinstance(until, str):
+                    raise ValueError("until must be a duration (8h) or an ISO time, or absent")
+                reason = body.get("reason")
+                stamp = acks.parse_until(until, now) if until else None
+                store.add_ack(code, gpu, stamp, acks.check_reason(reason if isinstance(reason, str) else ""), now)
+                return f"acknowledged {code} {acks.shown_time(stamp)}"
+        except StoreError as exc:
+            raise RuntimeError(str(exc)) from exc
+
     def close(self) -> None:
         with self._lock:
             if self._store is not None:
@@ -199,6 +231,25 @@ def create_app(state: LiveState, checks: Any = None, db: Path | None = None, tok
         done = state.check_generation != generation
         return JSONResponse(state.findings(), status_code=200 if done else 202)
 
+    async def acknowledge(request: Request) -> Response:
+        # An acknowledgement holds pages back: never without a token, even on loopback.
+        if token is None:
+            return _error(403, "acknowledging needs serve started with a token (GPUHEALTH_TOKEN or --token-file)")
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError:
+            return _error(400, "the body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "the body must be a JSON object: {\"code\": ..., \"reason\": ...}")
+        try:
+            text = await run_in_threadpool(history.acknowledge, body)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        except RuntimeError as exc:
+            return _error(503, str(exc))
+        state.acks_changed()
+        return JSONResponse({"result": text})
+
     async def events(request: Request) -> Response:
         client = request.client.host if request.client else ""
         try:
@@ -246,6 +297,7 @@ def create_app(state: LiveState, checks: Any = None, db: Path | None = None, tok
         Route("/api/v1/alerts", alerts),
         Route("/api/v1/findings", findings),
         Route("/api/v1/check", run_check, methods=["POST"]),
+        Route("/api/v1/ack", acknowledge, methods=["POST"]),
         Route("/api/v1/events", events),
         Route("/api/v1/openapi.json", spec),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

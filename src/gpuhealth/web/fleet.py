@@ -1,10 +1,11 @@
 """`gpuhealth fleet --prometheus URL`: the fleet as Prometheus sees it, for operators without Grafana.
 
 Reads only Prometheus's HTTP API (instant queries, ``/api/v1/query``) over the series every node's
-`gpuhealth serve` exports: ``up``, ``gpuhealth_alert_active``, ``gpuhealth_check_status`` and
-``gpuhealth_gpu_utilization_ratio``. Shows nodes and GPUs with firing alerts or last-check findings,
-nodes down, idle GPUs, worst first, each with its impact and action (docs/actions.md; "Drain:" names the nodes and
-GPUs whose impact is node_unusable or gpu_unusable), and exits like `check`: 2 critical, 1 warning, 0 clear, 3 when
+`gpuhealth serve` exports: ``up``, ``gpuhealth_alert_active``, ``gpuhealth_alert_acknowledged``,
+``gpuhealth_check_status``, ``gpuhealth_remediations`` and ``gpuhealth_gpu_utilization_ratio``. Shows nodes and
+GPUs with firing alerts (acknowledged ones marked) or last-check findings, nodes rebooted in the last week, nodes
+down, idle GPUs, worst first, each with its impact and action (docs/actions.md; "Drain:" names the nodes and GPUs
+whose impact is node_unusable or gpu_unusable), and exits like `check`: 2 critical, 1 warning, 0 clear, 3 when
 Prometheus cannot be asked.
 """
 
@@ -31,7 +32,7 @@ class Row:
     instance: str
     gpu: str  # "" for the node
     what: str
-    source: str  # "scrape", "alert", "check" or "idle"
+    source: str  # "scrape", "alert", "check", "reboots" or "idle"
     # what to do and what it does to the node (docs/actions.md): a finding's labels, an alert's rule row; "" for a
     # node Prometheus cannot scrape (nothing is known of it)
     action: str = ""
@@ -84,20 +85,32 @@ def collect(ask: Any, job: str) -> tuple[list[Row], int]:
         if _value(r) != 1:
             rows.append(Row("critical", r["metric"].get("instance", "?"), "", "node down: Prometheus cannot scrape "
                             "its gpuhealth serve", "scrape"))
+    # alerts an acknowledgement holds back (`gpuhealth ack`): listed as they are, marked, never left out
+    acked = {(m.get("instance", "?"), m.get("rule", ""), m.get("key", ""), m.get("gpu", ""))
+             for r in ask(f"gpuhealth_alert_acknowledged{{{sel}}}") if isinstance(m := r["metric"], dict)}
+    acked_checks = {(instance, rule, gpu) for instance, rule, _key, gpu in acked}
     for r in ask(f"gpuhealth_alert_active{{{sel}}}"):
         m = r["metric"]
         if str(m.get("rule", "")).startswith("check:"):
             continue  # the check's own alert for a finding: the finding's row (below) names it with its code
+        mark = (m.get("instance", "?"), m.get("rule", ""), m.get("key", ""), m.get("gpu", "")) in acked
         rows.append(Row(m.get("severity", "warning"), m.get("instance", "?"), m.get("gpu", ""),
                         f"alert {m.get('rule', '?')}" + (f" ({m['key']})" if m.get("key") else "")
-                        + (f" {m['uuid']}" if m.get("uuid") else ""), "alert", *_alert_actions(m)))
+                        + (f" {m['uuid']}" if m.get("uuid") else "") + (" (acknowledged)" if mark else ""), "alert",
+                        *_alert_actions(m)))
     for r in ask(f"gpuhealth_check_status{{{sel}}}"):
         m = r["metric"]
         if m.get("severity") in ("critical", "warning"):
+            mark = (m.get("instance", "?"), f"check:{m.get('code', '')}", m.get("gpu", "")) in acked_checks
             rows.append(Row(m["severity"], m.get("instance", "?"), m.get("gpu", ""),
                             f"check {m.get('code', '?')} {m.get('slug', '')}".rstrip()
-                            + (f" (Xid {m['xid']})" if m.get("xid") else ""), "check",  # one row per Xid code
+                            + (f" (Xid {m['xid']})" if m.get("xid") else "")  # one row per Xid code
+                            + (" (acknowledged)" if mark else ""), "check",
                             str(m.get("action", "")), str(m.get("impact", ""))))
+    for r in ask(f"gpuhealth_remediations{{{sel}}} > 0"):
+        m, count = r["metric"], _value(r)
+        rows.append(Row("info", m.get("instance", "?"), "", f"{count:.0f} reboot(s) in the last 7 days (remediations)",
+                        "reboots"))
     for r in ask(f"gpuhealth_gpu_utilization_ratio{{{sel}}} == 0"):
         m = r["metric"]
         rows.append(Row("info", m.get("instance", "?"), m.get("gpu", ""),
@@ -114,6 +127,8 @@ def _alert_actions(metric: dict[str, Any]) -> tuple[str, str]:
     from gpuhealth.monitor.notify import actions_of
     from gpuhealth.monitor.rules import Alert
 
+    if metric.get("action") and metric.get("impact"):  # a serve that exports them (escalated: hardware_inspection)
+        return str(metric["action"]), str(metric["impact"])
     try:
         return actions_of(Alert(str(metric.get("rule", "")), None, str(metric.get("severity", "")), "firing", "", 0.0,
                                 str(metric.get("key", ""))))

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuhealth.monitor.fold import xid_series
+from gpuhealth.monitor.notify import actions_of
 
 from .state import LiveState
 
@@ -114,13 +115,28 @@ class StateCollector(Collector):
         alerts = GaugeMetricFamily("gpuhealth_alert_active", "1 for each alert of gpuhealth's monitor that is "
                                    "firing now (rule, GPU, key); a host alert about GPUs (gpu_count: the missing "
                                    "ones) has one series per GPU it names, a full check's Xid finding one per Xid "
-                                   "code (label xid, at that Xid's severity); absent when none.",
-                                   labels=["rule", "key", "severity", *GPU_LABELS, "xid"])
+                                   "code (label xid, at that Xid's severity); action and impact: what to do and what "
+                                   "it does to the node; absent when none.",
+                                   labels=["rule", "key", "severity", *GPU_LABELS, "xid", "action", "impact"])
         for alert in sorted(view["active"], key=lambda a: (a.rule, -1 if a.gpu is None else a.gpu, a.key)):
+            action, impact = actions_of(alert)  # hardware_inspection where a fault survived reboots (boots.py)
             for labels in _alert_gpus(alert, identity):
                 for xid_code, severity in xid_series(alert):
-                    alerts.add_metric([alert.rule, alert.key, severity, *labels, xid_code], 1.0)
+                    alerts.add_metric([alert.rule, alert.key, severity, *labels, xid_code, action, impact], 1.0)
         yield alerts
+        acknowledged = GaugeMetricFamily("gpuhealth_alert_acknowledged", "1 for each firing alert that an "
+                                         "acknowledgement holds back from paging (`gpuhealth ack`), with the labels of "
+                                         "its gpuhealth_alert_active series; absent when none.",
+                                         labels=["rule", "key", "severity", *GPU_LABELS, "xid"])
+        for alert in sorted(view["acknowledged"], key=lambda a: (a.rule, -1 if a.gpu is None else a.gpu, a.key)):
+            for labels in _alert_gpus(alert, identity):
+                for xid_code, severity in xid_series(alert):
+                    acknowledged.add_metric([alert.rule, alert.key, severity, *labels, xid_code], 1.0)
+        yield acknowledged
+        if view["remediations"] is not None:
+            yield GaugeMetricFamily("gpuhealth_remediations", "Reboots of this host that gpuhealth saw in the last 7 "
+                                    "days (a new boot id in its history): a node that keeps being rebooted is "
+                                    "not being fixed by it.", value=float(view["remediations"]))
 
         status = GaugeMetricFamily("gpuhealth_check_status", "Findings of the last full check by check code and "
                                    "severity (1; more when several share the labels), as `gpuhealth check "

@@ -63,6 +63,15 @@ def document(version: str) -> dict[str, Any]:
                 "responses": {"200": _json("Findings", {"$ref": "#/components/schemas/Findings"}),
                               "202": _json("Still running", {"$ref": "#/components/schemas/Findings"}),
                               "403": _ERROR, "413": _ERROR, "429": _ERROR, "503": _ERROR, **_AUTH}}},
+            "/api/v1/ack": {"post": {
+                "summary": "Acknowledge a fault (or clear an acknowledgement): as `gpuhealth ack`",
+                "description": "Needs serve started with a token (403 without one: an acknowledgement holds pages "
+                               "back) and a history database (503 without). Body: {\"code\": \"GH302\" | "
+                               "\"xid:79\" | a rule, \"gpu\": N (optional), \"until\": \"8h\" or an ISO time "
+                               "(optional: until cleared), \"reason\": text (required unless clear), \"clear\": "
+                               "true (optional)}. The alert is still shown everywhere, as acknowledged.",
+                "responses": {"200": _json("The acknowledgements now", {"type": "object"}), "400": _ERROR,
+                              "403": _ERROR, "413": _ERROR, "503": _ERROR, **_AUTH}}},
             "/api/v1/events": {"get": {
                 "summary": "Server-sent events: status, samples (every interval), alert, findings",
                 "responses": {"200": {"description": "text/event-stream; `: keep-alive` comments every 15 s",
@@ -88,7 +97,8 @@ def document(version: str) -> dict[str, Any]:
                     "monitor": {"type": "object"}}},
                 "Gpu": {"type": "object", "properties": {
                     "gpu": {"type": "integer"}, "uuid": {"type": "string"}, "pci_bus_id": {"type": "string"},
-                    "model": {"type": "string"}, "state": {"enum": ["ok", "lost", "stale"]},
+                    "model": {"type": "string"}, "state": {"enum": ["ok", "lost", "stale", "ended"],
+                                                         "description": "ended: a replayed trace ran out"},
                     "last_seen": {"type": ["number", "null"]}, "lost_reason": {"type": "string"},
                     "readings": {"type": "object", "description": "Sample fields that were read (None left out)"},
                     "xids": {"type": "object", "additionalProperties": {"type": "integer"}}}},
@@ -96,7 +106,11 @@ def document(version: str) -> dict[str, Any]:
                     "rule": {"type": "string"}, "key": {"type": "string"}, "gpu": {"type": ["integer", "null"]},
                     "severity": {"enum": ["info", "warning", "critical"]}, "state": {"enum": ["firing", "resolved"]},
                     "message": {"type": "string"}, "t": {"type": "number"}, "time": {"type": "string"},
-                    "action": {"enum": list(ACTIONS)}, "impact": {"enum": list(IMPACTS)}}},
+                    "action": {"enum": list(ACTIONS)}, "impact": {"enum": list(IMPACTS)},
+                    "capture": {"type": ["string", "null"],
+                                "description": "the snapshot bundle captured for the alert's incident"},
+                    "acknowledged": {"type": ["object", "null"], "description": "active alerts: the "
+                                     "acknowledgement holding its page back (code, gpu, until, reason, t)"}}},
                 "History": {"type": "object", "properties": {
                     "range_s": {"type": "number"}, "since": {"type": "number"}, "until": {"type": "number"},
                     "series": {"type": "array", "items": {"type": "object", "properties": {
@@ -111,7 +125,9 @@ def document(version: str) -> dict[str, Any]:
                     "error": {"type": ["string", "null"]}, "verdict": {"type": ["string", "null"]},
                     "counts": {"type": ["object", "null"]},
                     "findings": {"type": "array", "items": {"type": "object",
-                                                            "description": "As in docs/report-json.md"}},
+                                                            "description": "As in docs/report-json.md, with "
+                                                                           "subject_text and layout (headline, "
+                                                                           "rest, facts: the text report's)"}},
                     "skipped": {"type": "array", "items": {"type": "object"}}}},
             },
         },

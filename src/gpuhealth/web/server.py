@@ -77,8 +77,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bundle_check(path: Path) -> Callable[[], Any]:
-    """The full check of a captured bundle instead of this host (``--check-from``: demos, replays)."""
+def bundle_check(path: Path, expect: Any = None) -> Callable[[], Any]:
+    """The full check of a captured bundle instead of this host (``--check-from``: demos, replays), against
+    ``expect`` (None: the configuration files' [check])."""
 
     def run() -> Any:
         from gpuhealth.bundle import BundleHost
@@ -88,7 +89,8 @@ def bundle_check(path: Path) -> Callable[[], Any]:
 
         host = BundleHost(path)
         try:
-            return run_checks(collect(host, origin="bundle", captured_at=host.captured_at), load_expectations(None))
+            return run_checks(collect(host, origin="bundle", captured_at=host.captured_at),
+                              load_expectations(None) if expect is None else expect)
         finally:
             host.close()
 
@@ -100,6 +102,12 @@ def wrap_monitor(mon: Any, source_spec: str, check: Callable[[], Any]) -> tuple[
     state = LiveState(mon.interval, source=source_spec, held_mib=mon.rules.held_mib)
     mon.source = TeeSource(mon.source, state)
     mon.dispatcher.notifiers.append(StateNotifier(state))
+    memory = mon.dispatcher.memory  # boots.FaultMemory: the reboot count for /metrics, the page and `fleet`
+    if memory is not None:
+        memory.listeners.append(state.set_remediations)
+        state.set_remediations(memory.remediations)
+        memory.ack_listeners.append(state.set_acks)  # read by the monitor thread; the API asks it to read again
+        state.acks_changed = lambda: setattr(memory, "acks_changed", True)
     every = mon.checks.every_s if mon.checks is not None else 0.0  # replay: on request only
     mon.checks = ServeChecks(every, check, state)
     return state, mon.checks
@@ -143,7 +151,9 @@ class _Server:
 def serve(listen: str, source_spec: str, db: Path | None, token: str | None, interval: str | None,
           check_every: str | None, config: Path | None, replay_speed: float, check_from: Path | None,
           check_period_s: float = 30.0, log: Callable[[str], None] | None = None,
-          request_timeout: float | None = None, write_timeout: float | None = None) -> None:
+          request_timeout: float | None = None, write_timeout: float | None = None, settings: Any = None) -> None:
+    import functools
+
     import uvicorn
 
     from gpuhealth.monitor.commands import _build, describe
@@ -170,11 +180,17 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
     token = check_token(host, token)
     sock = bind(host, port)
     try:
-        mon = _build(config, interval, check_every, db, source_spec, None, replay_speed)
+        if settings is None:
+            from gpuhealth.monitor.commands import _settings
+
+            settings = _settings(config)
+        mon = _build(config, interval, check_every, db, source_spec, None, replay_speed, settings=settings)
     except BaseException:
         sock.close()
         raise
-    state, checks = wrap_monitor(mon, source_spec, bundle_check(check_from) if check_from else run_full_check)
+    expect = settings.expectations()
+    state, checks = wrap_monitor(mon, source_spec, bundle_check(check_from, expect) if check_from
+                                 else functools.partial(run_full_check, expect))
     db_path = Path(mon.store.path) if mon.store is not None else None
     app = create_app(state, checks, db_path, token, allowed_hosts_for(host, port), check_period_s)
     stop = threading.Event()
@@ -188,7 +204,7 @@ def serve(listen: str, source_spec: str, db: Path | None, token: str | None, int
             state.set_monitor(False, f"monitor stopped: {type(exc).__name__}: {exc}")
             return
         exhausted = getattr(mon.source, "exhausted", False)
-        state.set_monitor(False, "replay finished" if exhausted else "stopped")
+        state.set_monitor(False, "replay finished" if exhausted else "stopped", replay_finished=bool(exhausted))
 
     def on_exit() -> None:
         stop.set()

@@ -134,8 +134,16 @@ class LiveState:
         self._feed: deque[Alert] = deque(maxlen=feed_size)
         self._names: dict[str, str] = {}  # uuid or PCI address -> model name, from the full check
         self.last_sample_t: float | None = None
+        # reboots of the host gpuhealth saw in the last week (monitor/boots.py); None without a history or boot id
+        self.remediations: int | None = None
+        # acknowledgements (monitor/acks.py) as the monitor last read them; ``acks_changed`` tells it to read again
+        self.acks: list[Any] = []
+        self.acks_changed: Callable[[], None] = lambda: None
         self.monitor_running = False
         self.monitor_note = "starting"
+        # A replayed trace that ran out: its GPUs stop sending because the file ended, not because they were
+        # lost. Cards keep their last readings and the banner says "replay finished" (never "0 of 8 answering").
+        self.replay_finished = False
         # the full check
         self.report: Any = None
         self.report_at: float | None = None
@@ -244,9 +252,26 @@ class LiveState:
         with self._check_done:
             return self._check_done.wait_for(lambda: self.check_generation > generation, timeout)
 
-    def set_monitor(self, running: bool, note: str) -> None:
+    def set_acks(self, acks: list[Any]) -> None:
+        with self._lock:
+            self.acks = list(acks)
+
+    def _ack_of(self, alert: Alert, now: float) -> Any:
+        """The acknowledgement holding ``alert`` back, if any (called under the lock)."""
+        if not self.acks:
+            return None
+        from gpuhealth.monitor.acks import covers
+
+        return next((ack for ack in self.acks if ack.active(now) and covers(ack, alert)), None)
+
+    def set_remediations(self, count: int | None) -> None:
+        with self._lock:
+            self.remediations = count
+
+    def set_monitor(self, running: bool, note: str, replay_finished: bool = False) -> None:
         with self._lock:
             self.monitor_running, self.monitor_note = running, note
+            self.replay_finished = replay_finished
         self.publish("status", self.status())
 
     # ------------------------------------------------------------------ reading
@@ -254,17 +279,22 @@ class LiveState:
     def _present(self, view: GpuView, now: float) -> bool:
         return view.sample is not None and view.lost is None and now - view.seen_at <= self.stale_after
 
+    def _silent(self) -> str:
+        """The state of a GPU that sends no more samples and was not lost: "ended" once a replay ran out (the
+        trace ended, the GPU did not go), else "stale"."""
+        return "ended" if self.replay_finished else "stale"
+
     def _gpu_json(self, view: GpuView, now: float | None = None) -> dict[str, Any]:
         now = self.clock() if now is None else now
         present = self._present(view, now)
-        state = "ok" if present else ("lost" if view.lost is not None else "stale")
+        state = "ok" if present else ("lost" if view.lost is not None else self._silent())
         out: dict[str, Any] = {"gpu": view.gpu, "uuid": view.uuid, "pci_bus_id": view.pci_bus_id,
                                "model": view.model or view.check_model, "state": state,
                                "last_seen": view.seen_at or None}
         if view.lost is not None:
             out["lost_reason"] = view.lost
         out.update(self._trouble(view, state))
-        if present and view.sample is not None:
+        if (present or state == "ended") and view.sample is not None:  # a finished replay keeps its last readings
             out["readings"] = _sample_json(view.sample)
             if view.sample.processes is not None:
                 out["processes"] = self._processes(view.sample)
@@ -279,7 +309,7 @@ class LiveState:
         """The card's status (ok, warning, critical, lost) and its reasons, worst first: the GPU's own
         firing alerts and the last full check's findings about it (its ``check:`` alerts repeat those)."""
         reasons: list[tuple[int, str, str]] = []  # (rank, severity, sentence)
-        if state != "ok":
+        if state not in ("ok", "ended"):
             why = view.lost or f"no sample for {self.stale_after:g} s"
             reasons.append((STATUS_RANK["lost"], "lost", f"Not answering: {why}"))
         for alert in self._active.values():
@@ -338,6 +368,8 @@ class LiveState:
                 "last_sample_t": self.last_sample_t,
                 "report": self.report,
                 "report_at": self.report_at,
+                "remediations": self.remediations,
+                "acknowledged": [a for a in self._active.values() if self._ack_of(a, now) is not None],
             }
 
     def window(self, gpu: int, metric: str, since: float) -> tuple[list[float], list[float]] | None:
@@ -350,10 +382,15 @@ class LiveState:
         return [r[0] for r in rows], [r[column] for r in rows]
 
     def alerts(self) -> dict[str, Any]:
+        now = self.clock()
         with self._lock:
             active = sorted(self._active.values(), key=lambda a: (-SEVERITY_RANK.get(a.severity, 0), a.t))
+            acked = {a.identity: ack.as_json() for a in active if (ack := self._ack_of(a, now)) is not None}
             feed = list(self._feed)
-        return {"active": [to_json(a) for a in active], "recent": [to_json(a) for a in feed]}
+            acks = [ack.as_json() for ack in self.acks]
+        # an acknowledged alert is listed as it is, with its acknowledgement beside it: never hidden
+        return {"active": [{**to_json(a), "acknowledged": acked.get(a.identity)} for a in active],
+                "recent": [to_json(a) for a in feed], "acknowledgements": acks}
 
     def findings(self) -> dict[str, Any]:
         with self._lock:
@@ -364,6 +401,7 @@ class LiveState:
             return out
         from gpuhealth.model import to_jsonable
         from gpuhealth.report.common import fixes_for_host
+        from gpuhealth.report.text import split_message
 
         out["verdict"] = report.verdict
         out["counts"] = {s: sum(1 for f in report.findings if f.severity.value == s)
@@ -373,6 +411,10 @@ class LiveState:
             item = to_jsonable(finding)
             item["fixes"] = [to_jsonable(f) for f in fixes_for_host(finding, report.snapshot)]
             item["subject_text"] = str(finding.subject)
+            # the message as the text report lays it out: a short headline, the rest, and its count, times and
+            # next action apart (the message itself stays whole in "message")
+            headline, rest, facts = split_message(finding.message)
+            item["layout"] = {"headline": headline, "rest": rest, "facts": [[k, v] for k, v in facts]}
             findings.append(item)
         out["findings"] = findings
         out["skipped"] = [to_jsonable(s) for s in report.skipped]
@@ -389,10 +431,13 @@ class LiveState:
             report, at = self.report, self.report_at
             running, error = self.check_running, self.check_error
             monitor_running, note, last = self.monitor_running, self.monitor_note, self.last_sample_t
+            reboots = self.remediations
+            acknowledged = sum(1 for a in active if self._ack_of(a, now) is not None)
+            finished = self.replay_finished
         rank = max((SEVERITY_RANK.get(a.severity, 0) for a in active), default=0)
         if report is not None:
             rank = max([rank, *(SEVERITY_RANK[f.severity.value] for f in report.findings)])
-        if lost or (views and present < len(views)):
+        if lost or (views and present < len(views) and not finished):
             rank = max(rank, 2)
         if not views and report is None:
             verdict = "NO DATA"
@@ -403,22 +448,32 @@ class LiveState:
         else:
             verdict = VERDICT_OF[rank]
         counts = Counter(a.severity for a in active)
-        parts = [f"{present} of {len(views)} GPU(s) answering" if views else "no GPU sampled yet"]
+        if finished:  # nothing answers after the trace's end, by design: say that, not "0 of 8 answering"
+            parts = [f"replay finished: {len(views)} GPU(s) in the trace" + (f", {lost} lost" if lost else "")]
+        else:
+            parts = [f"{present} of {len(views)} GPU(s) answering" if views else "no GPU sampled yet"]
         parts.append(f"{len(active)} active alert(s)" if active else "no active alerts")
+        if acknowledged:
+            parts[-1] += f" ({acknowledged} acknowledged)"
         if report is not None:
             parts.append(f"last check: {report.verdict.lower()}")
         elif error:
             parts.append(error)
         else:
             parts.append("full check running" if running else "no full check yet")
+        if reboots:
+            parts.append(f"{reboots} reboot(s) in the last 7 days")
         return {
             "verdict": verdict, "summary": "; ".join(parts), "time": now,
             "gpus": {"seen": len(views), "answering": present, "lost": lost},
-            "alerts": {"active": len(active), **{s: counts.get(s, 0) for s in ("critical", "warning", "info")}},
+            "alerts": {"active": len(active), **{s: counts.get(s, 0) for s in ("critical", "warning", "info")},
+                       "acknowledged": acknowledged},
             "check": {"verdict": report.verdict if report is not None else None, "checked_at": at,
                       "running": running, "error": error},
-            "monitor": {"running": monitor_running, "note": note, "source": self.source,
-                        "last_sample_t": last, "interval_s": self.interval},
+            "monitor": {"running": monitor_running, "note": note, "replay_finished": finished,
+                        "source": self.source, "last_sample_t": last, "interval_s": self.interval},
+            # reboots of the host in the last 7 days (monitor/boots.py); null without a history or boot id
+            "remediations": {"reboots": reboots, "window_days": 7},
         }
 
     # ------------------------------------------------------------------ event streams

@@ -98,8 +98,10 @@
     banner.className = "banner " + (VERDICT_CLASS[status.verdict] || "v-nodata");
     $("verdict").textContent = status.verdict;
     let summary = status.summary;
-    if (!status.monitor.running && status.monitor.note) summary += "; monitor: " + status.monitor.note;
+    const finished = status.monitor.replay_finished === true;  // the trace ran out: the summary says so
+    if (!status.monitor.running && status.monitor.note && !finished) summary += "; monitor: " + status.monitor.note;
     $("summary").textContent = summary;
+    if (finished) $("live").textContent = "replay finished";
     const button = $("check-now");
     if (status.check.running) {
       button.disabled = true;
@@ -134,13 +136,26 @@
       head.append(el("span", "sev", f.severity), el("code", null, f.code));
       if (f.subject_text) head.append(el("span", "subject", f.subject_text));
       head.append(impactBadge(f));
-      item.append(head, el("p", "msg", f.message));
+      item.append(head);
+      const layout = f.layout;  // the headline first, then the rest and each count, time and next step on its line
+      if (layout) {
+        item.append(el("p", "msg headline", layout.headline));
+        if (layout.rest) item.append(el("p", "msg", layout.rest));
+        for (const [label, value] of layout.facts) {
+          const fact = el("p", "msg fact");
+          fact.append(el("span", "label", label + ": "), value);
+          item.append(fact);
+        }
+      } else item.append(el("p", "msg", f.message));
       for (const fix of f.fixes || []) {
-        const row = el("div", "fix");
-        const label = el("span", fix.disruptive ? "disruptive" : null, fix.disruptive ? "fix (disruptive):" : "fix:");
-        row.append(label);
+        // a command is shown as one (monospace, selected whole to copy); a step or an edit is words to follow
+        const isCommand = !fix.kind || fix.kind === "command";
+        const row = el("div", isCommand ? "fix" : "fix fix-step");
+        const word = isCommand ? "fix" : fix.kind === "edit" ? "edit" : "step";
+        row.append(el("span", fix.disruptive ? "disruptive" : null, word + (fix.disruptive ? " (disruptive):" : ":")));
         if (fix.note) row.append(" ", el("span", "note", fix.note));
-        row.append(el("code", null, fix.command));
+        if (isCommand) row.append(el("code", null, fix.command));
+        else row.append(" ", el("span", "step", fix.command));
         item.append(row);
       }
       if (f.evidence && f.evidence.length) {
@@ -209,6 +224,12 @@
       el("span", "subject", a.gpu === null ? "host" : "GPU " + a.gpu),
       el("span", "when", clock(a.t)), impactBadge(a));
     item.append(head, el("p", "msg", a.message));
+    // acknowledged (`gpuhealth ack`): still listed, with who said what and until when; its page is held back
+    if (a.acknowledged) {
+      const until = a.acknowledged.until === null ? "until cleared"
+        : "until " + new Date(a.acknowledged.until * 1000).toLocaleString();
+      item.append(el("p", "ack", "Acknowledged " + until + ": " + a.acknowledged.reason));
+    }
     return item;
   }
 
@@ -523,7 +544,8 @@
       try {
         const response = await api("/api/v1/events", { headers: { Accept: "text/event-stream" } });
         if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
-        $("live").textContent = "live";
+        // connected; a replay that ran out stays "replay finished" (nothing more will stream)
+        $("live").textContent = lastStatus && lastStatus.monitor.replay_finished === true ? "replay finished" : "live";
         const reader = response.body.getReader();
         const decoder = new TextDecoder();
         let buffer = "";

@@ -1,0 +1,77 @@
+"""Program text as evidence (issue 21): a pasted Python script, shell script or Dockerfile, read for what it tells the
+checks, into the snapshot fields the checks already read:
+
+- the visibility variables it sets (``export CUDA_VISIBLE_DEVICES=1``, ``os.environ[...]``, ``ENV ...``) -> ``env``
+  (GH608);
+- the GPU indices it asks for (``torch.device("cuda:3")``, ``--device 3``) -> ``devices_requested`` (GH608);
+- the PyTorch wheel it pins (``torch==2.1.0+cpu``, a download.pytorch.org/whl/cpu index) -> ``torch`` (GH605 for a
+  CPU-only wheel, GH601 for its CUDA against the driver);
+- the base image it builds on (``nvidia/cuda:12.4.1-...``, ``pytorch/pytorch:2.1.0-cuda12.1-...``) -> ``cuda``
+  (GH601) and ``torch``.
+
+A program that says none of these is no evidence about the GPU stack: its parse says so (ParseError), so a lone
+script is never taken for a healthy host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuhealth.evidence.facts import device_request_lines, env_lines
+from gpuhealth.evidence.registry import evidence_kind
+from gpuhealth.model import CudaState, ParseError, TorchEnv
+
+_SHOW = r"(?:cat|less|more|head|tail|bat)\s+"
+
+
+def _looks_like_program(text: str) -> bool:
+    from gpuhealth.parsers.program import program_language  # here: most pieces are sniffed by a kind above
+
+    return program_language(text) is not None
+
+
+@evidence_kind("program-text", commands=(_SHOW + r"\S*(?:\.py|\.sh|Dockerfile\S*|Containerfile)(?:\s|$)",),
+               priority=105, recognise=_looks_like_program)
+def _program(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.program import parse_program_text
+
+    program = parse_program_text(text)
+    lines = [line for line in program.lines if not line.startswith("#") or line.startswith("#!")]
+    found: dict[str, Any] = {**env_lines(lines), **device_request_lines(lines)}
+    torch = _torch(program)
+    if torch is not None:
+        found["torch"] = torch
+    if program.image_cuda and not program.image_torch:
+        found["cuda"] = CudaState(base_image=program.base_images[0] if program.base_images else None,
+                                  base_image_cuda=program.image_cuda)
+    if not found:
+        raise ParseError(f"a {program.language} program that sets no GPU variable, asks for no GPU index, pins no "
+                         "torch wheel and builds on no CUDA image")
+    return found
+
+
+def _torch(program: Any) -> TorchEnv | None:
+    """The PyTorch the program installs: its pinned wheel (a local version "+cu118"/"+cpu" says the build, else the
+    wheel index does), or a pytorch/pytorch base image's."""
+    from gpuhealth.evidence.listings import torch_from_version
+
+    if program.torch_pin:
+        torch = torch_from_version(program.torch_pin)
+        if "+" not in program.torch_pin and program.torch_index:
+            return _with_index(torch, program.torch_index)
+        return torch
+    if program.torch_index:
+        return _with_index(TorchEnv(installed=True), program.torch_index)
+    if program.image_torch:
+        return TorchEnv(torch_version=program.image_torch, torch_cuda_version=program.image_cuda, installed=True)
+    return None
+
+
+def _with_index(torch: TorchEnv, index: str) -> TorchEnv:
+    from dataclasses import replace
+
+    if index == "cpu":
+        return replace(torch, cuda_available=False)
+    if index.startswith("cu") and len(index) >= 4:
+        return replace(torch, torch_cuda_version=f"{index[2:-1]}.{index[-1]}")
+    return torch

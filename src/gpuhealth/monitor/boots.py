@@ -1,0 +1,235 @@
+"""Faults remembered across restarts of gpuhealth and reboots of the host, in the history database.
+
+The kernel gives every boot a random id (``/proc/sys/kernel/random/boot_id``); a replayed trace carries its own
+(``boot_id`` in its header, ``boot`` records where the traced host rebooted). With a history database the monitor
+records, per boot:
+
+- the last state of each alert it notified (``paged``). An alert that fires again after gpuhealth restarted, in
+  the same boot, is not paged again: it was still open when gpuhealth stopped, or it resolved and the evidence it
+  stands on is no newer than that (the full check finds every Xid of this boot's kernel log on its first run).
+  It is still sent, at ``info``, saying so; serve's live state and /metrics get it as it is;
+- each fault per GPU (``fault``: an Xid code, or a rule). A firing alert whose action is a reboot or a GPU reset
+  and whose fault was seen in at least N earlier boots (knowledge/escalation.csv: 2 by default, rows per Xid)
+  escalates to ``hardware_inspection``: the reboot did not clear it;
+- each boot (``boot``): the reboots observed in the last week are the node's remediation count (``fleet``,
+  /metrics ``gpuhealth_remediations``, the dashboard).
+
+Without a boot id (an old trace) none of that applies, and alerts page as before. The acknowledgements (acks.py)
+need only the database: an acknowledged alert does not page until its acknowledgement ends.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from gpuhealth.lazyre import lazy_re
+
+from .rules import Alert
+from .store import StoreError
+
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+ESCALATING = ("reboot", "reset_gpu")  # actions that a fault coming back shows did not work
+ESCALATED = "hardware_inspection"
+REMEDIATION_WINDOW_S = 7 * 86400.0  # NVSentinel's remediation count looks at 7 days
+_BOOT_ID = lazy_re(r"[0-9A-Za-z][0-9A-Za-z._:-]{0,63}")
+
+
+def valid_boot_id(value: Any) -> bool:
+    """A boot id as the kernel writes it (a UUID), or a trace's own name for a boot: short, no spaces."""
+    return isinstance(value, str) and _BOOT_ID.fullmatch(value) is not None
+
+
+def read_boot_id(host: Any = None) -> str | None:
+    """This boot's id, read through the host seam; None when it cannot be read (not Linux, a sandbox)."""
+    if host is None:
+        from gpuhealth.host import LocalHost
+
+        host = LocalHost()
+    text = (host.read(BOOT_ID_PATH).text or "").strip()
+    return text if valid_boot_id(text) else None
+
+
+@functools.cache
+def thresholds() -> dict[str, int]:
+    """knowledge/escalation.csv: "default" or an Xid code -> earlier boots with the fault before it escalates."""
+    from gpuhealth.knowledge import table_rows
+
+    out: dict[str, int] = {}
+    for row in table_rows("escalation.csv"):
+        if not row["why"].strip() or not row["source"].strip():
+            raise ValueError(f"escalation.csv: {row['key']}: a row says why and names its source")
+        if not row["boots"].isdecimal() or int(row["boots"]) < 1:
+            raise ValueError(f"escalation.csv: {row['key']}: boots must be a whole number >= 1")
+        out[row["key"]] = int(row["boots"])
+    if "default" not in out:
+        raise ValueError("escalation.csv: no default row")
+    return out
+
+
+def threshold(fault: str) -> int:
+    table = thresholds()
+    code = fault.removeprefix("xid:")
+    return table.get(code, table["default"]) if fault.startswith("xid:") else table["default"]
+
+
+def faults_of(alert: Alert) -> tuple[str, ...]:
+    """What an alert is a fault of, the same across rules and boots: ``xid:<code>`` for the xid rule and for a
+    full check's Xid findings (each Xid it stands on), else the rule (and its key)."""
+    if alert.rule == "xid" and alert.key:
+        return (f"xid:{alert.key}",)
+    codes = [basis.key for basis in alert.about if basis.key]
+    if alert.rule.startswith("check:") and codes:
+        return tuple(f"xid:{code}" for code in dict.fromkeys(codes))
+    return (f"{alert.rule}:{alert.key}" if alert.key else alert.rule,)
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+class FaultMemory:
+    """The monitor's memory of one host's boots, pages and faults, in the history ``store``. A store that fails
+    is said once per message and then costs only the memory: alerts page as if it were off."""
+
+    def __init__(self, store: Any, boot: str | None, log: Callable[[str], None]) -> None:
+        self.store = store
+        self.boot: str | None = None
+        self._log = log
+        self._said: set[str] = set()
+        self.remediations: int | None = None
+        self.listeners: list[Callable[[int | None], None]] = []  # serve's live state: the count when it changes
+        self._counted_at = -1e18
+        # acknowledgements (acks.py): read again once a minute, or at the next step once ``acks_changed`` is set
+        self.acks: list[Any] = []
+        self.ack_listeners: list[Callable[[list[Any]], None]] = []
+        self.acks_changed = True
+        self._silenced: dict[tuple[str, int | None, str], Alert] = {}  # firing alerts an ack holds back
+        if boot is not None:
+            self.set_boot(boot, store.clock())
+        self.poll(store.clock())  # the acknowledgements hold from the first alert on
+
+    def _failed(self, exc: StoreError) -> None:
+        if str(exc) not in self._said:
+            self._said.add(str(exc))
+            self._log(f"{exc}; faults are not remembered across restarts meanwhile")
+
+    def set_boot(self, boot: str, now: float) -> bool:
+        """Now in ``boot``; True when it differs from the boot before (a reboot, in a replay)."""
+        changed = boot != self.boot
+        self.boot = boot
+        try:
+            self.store.note_boot(boot, now)
+        except StoreError as exc:
+            self._failed(exc)
+        self.count(now, force=True)
+        return changed
+
+    def count(self, now: float, force: bool = False) -> int | None:
+        """The reboots gpuhealth saw in the last week (refreshed at most once a minute), told to the listeners;
+        None without a boot id."""
+        if not force and now - self._counted_at < 60:
+            return self.remediations
+        self._counted_at = now
+        self.acks_changed = True
+        value: int | None = None
+        try:
+            if self.boot is not None:
+                self.store.note_boot(self.boot, now)  # the boot is still running: kept by the retention
+                value = self.store.reboots_since(now - REMEDIATION_WINDOW_S)
+        except StoreError as exc:
+            self._failed(exc)
+        if value != self.remediations:
+            self.remediations = value
+            for listener in self.listeners:
+                listener(value)
+        return value
+
+    def poll(self, now: float) -> list[Alert]:
+        """Once per monitor step: the count and the acknowledgements refreshed when due; the alerts whose
+        acknowledgement ended (expired or cleared) while they fire, to page now."""
+        self.count(now)
+        if self.acks_changed:
+            self.acks_changed = False
+            from . import acks
+
+            try:
+                self.acks = acks.load(self.store)
+            except StoreError as exc:
+                self._failed(exc)
+            for listener in self.ack_listeners:
+                listener(list(self.acks))
+        ended = [alert for identity, alert in self._silenced.items() if self._ack(alert, now) is None]
+        for alert in ended:
+            del self._silenced[alert.identity]
+        return ended
+
+    def _ack(self, alert: Alert, now: float) -> Any:
+        from .acks import covers
+
+        return next((ack for ack in self.acks if ack.active(now) and covers(ack, alert)), None)
+
+    def admit(self, alert: Alert) -> tuple[Alert, str | None]:
+        """The alert to notify (escalated when its fault survived reboots) and, when it must not page, why: it
+        paged already in this boot before gpuhealth restarted, or an acknowledgement holds it."""
+        from .acks import shown_time
+
+        boot = self.boot
+        quiet: str | None = None
+        if alert.state != "firing":
+            self._silenced.pop(alert.identity, None)
+        try:
+            if boot is not None:
+                if alert.state == "firing":
+                    if not alert.renotify:
+                        before = self.store.paged_state(boot, alert.rule, alert.gpu, alert.key)
+                        if before is not None and _continues(alert, before):
+                            quiet = "paged already in this boot, before gpuhealth restarted: not paged again"
+                    alert = self._escalate(alert, boot)
+                self.store.note_paged(boot, alert.rule, alert.gpu, alert.key, alert.state, alert.t)
+        except StoreError as exc:
+            self._failed(exc)
+        ack = self._ack(alert, alert.t) if alert.state == "firing" else None
+        if ack is not None:
+            self._silenced[alert.identity] = alert
+            quiet = quiet or (f"acknowledged {shown_time(ack.until)}: {ack.reason} - not paged until then; "
+                              "`gpuhealth ack --clear` ends it")
+        return alert, quiet
+
+    def _escalate(self, alert: Alert, boot: str) -> Alert:
+        from .notify import actions_of
+
+        action, impact = actions_of(alert)
+        worst: tuple[int, int] | None = None  # (earlier boots with the fault, its threshold)
+        for fault in faults_of(alert):
+            self.store.note_fault(boot, alert.gpu, fault, alert.t)
+            earlier = [b for b in dict.fromkeys(self.store.fault_boots(alert.gpu, fault)) if b != boot]
+            if action in ESCALATING and len(earlier) >= threshold(fault) and (worst is None or len(earlier) > worst[0]):
+                worst = (len(earlier), threshold(fault))
+        if worst is None:
+            return alert
+        message = (f"{alert.message} - the {_ordinal(worst[0] + 1)} boot with this fault on "
+                   f"{'the host' if alert.gpu is None else f'GPU {alert.gpu}'}: {action} did not clear it (escalates "
+                   f"after {worst[1]} earlier boot(s)); inspect the hardware")
+        return Alert(alert.rule, alert.gpu, alert.severity, alert.state, message, alert.t, alert.key, alert.renotify,
+                     alert.about, ESCALATED, impact)
+
+
+def _continues(alert: Alert, before: tuple[str, float]) -> bool:
+    """Whether a firing alert is the one paged earlier in this boot: still open when gpuhealth stopped, or resolved
+    since and standing on nothing newer (a full check's finding names when the kernel log last showed it; a live
+    rule's alert after its resolution is a new occurrence)."""
+    state, when = before
+    if state == "firing":
+        return True
+    if not alert.rule.startswith("check:"):
+        return False
+    seen = [basis.seen for basis in alert.about if basis.seen is not None]
+    return not seen or max(seen) <= when
+
+
+def not_paged_note(alert: Alert, why: str) -> Alert:
+    """What the monitor's notifiers get for an alert that must not page (``why``): said at info, not paged."""
+    return Alert(alert.rule, alert.gpu, "info", alert.state, f"{alert.message} ({why})", alert.t, alert.key,
+                 alert.renotify, alert.about, alert.action, alert.impact)
