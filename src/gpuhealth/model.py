@@ -459,7 +459,8 @@ class NvlinkState:
 class KernelEvent:
     """One NVIDIA-relevant kernel log event."""
 
-    kind: str  # "xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "nvrm"
+    kind: str  # "xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "nvrm"; beside the GPUs:
+    # "soft_lockup", "hung_task", "oom_kill", "mlx5_fatal"
     message: str
     line: str  # the raw line as read
     line_number: int | None = None
