@@ -68,6 +68,7 @@ demo: $(RUNTIME)
 docs: $(RUNTIME)
 	$(BIN)/python -m gpuhealth.checks.docgen docs/checks
 	$(BIN)/python -m gpuhealth.knowledge.docgen docs/signatures.md
+	$(BIN)/python -m gpuhealth.monitor.correlate docs/correlations.md
 
 # The knowledge tables pre-parsed (src/gpuhealth/knowledge/_tables/): after editing a .csv table there.
 tables: $(RUNTIME)

@@ -73,7 +73,7 @@ def test_model_defaults_are_sourced_and_specific():
 def test_expectation_precedence():
     name = "NVIDIA H100 80GB HBM3"
     assert expected_value(Expectations(), name, "nvlink_count")[0] == 18
-    assert expected_value(Expectations(nvlink_count=4), name, "nvlink_count") == (4, "config nvlink_count")
+    assert expected_value(Expectations(nvlink_count=4), name, "nvlink_count") == (4, "config [check] nvlink_count")
     per_model = Expectations(nvlink_count=4, models={"nvidia h100 80gb hbm3": {"nvlink_count": 16}})
     assert expected_value(per_model, name, "nvlink_count")[0] == 16
     assert expected_value(Expectations(), "NVIDIA GeForce RTX 4090", "nvlink_count") == (None, "")

@@ -276,8 +276,8 @@ def test_config_thresholds_judge_h100_that_prints_only_t_limit_margins():
     (hot,) = gh406(snapshot, expect)
     assert (hot.severity, hot.subject.gpu_index) == (Severity.WARNING, 6)
     assert "within 5 °C of its slowdown threshold (90 °C)" in hot.message
-    assert f'GPU Slowdown Temp: 90 C (config [models."{name}"] temperature_slowdown_c)' in lines(hot)
-    assert f'GPU Shutdown Temp: 95 C (config [models."{name}"] temperature_shutdown_c)' in lines(hot)
+    assert f'GPU Slowdown Temp: 90 C (config [check.models."{name}"] temperature_slowdown_c)' in lines(hot)
+    assert f'GPU Shutdown Temp: 95 C (config [check.models."{name}"] temperature_shutdown_c)' in lines(hot)
     (stop,) = gh406(snapshot, Expectations(models={name: {"temperature_shutdown_c": 88}}))
     assert stop.severity is Severity.CRITICAL and "shutdown threshold (88 °C)" in stop.message
 
@@ -294,7 +294,7 @@ def test_config_threshold_overrides_the_gpus_own_and_margin_is_configurable():
     expect = Expectations(models={"A100-SXM4-40GB": {"temperature_slowdown_c": 85}})
     (near,) = gh406(snapshot, expect)
     assert near.subject.gpu_index == 2 and "(85 °C)" in near.message
-    assert 'GPU Slowdown Temp: 85 C (config [models."A100-SXM4-40GB"] temperature_slowdown_c)' in lines(near)
+    assert 'GPU Slowdown Temp: 85 C (config [check.models."A100-SXM4-40GB"] temperature_slowdown_c)' in lines(near)
     assert "GPU Shutdown Temp: 92 C (reported by the GPU)" in lines(near)
     assert gh406(snapshot, dataclasses.replace(expect, temperature_margin_c=0)) == []
 

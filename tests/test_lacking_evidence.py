@@ -406,3 +406,41 @@ def test_systemctl_show_gives_the_same_unit_state():
     persistenced = "Id=nvidia-persistenced.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"
     [gh604] = _codes(_report(("systemctl show nvidia-persistenced", persistenced)))["GH604"]
     assert "nvidia-persistenced is not installed" in gh604.message
+
+
+def test_a_checkpoint_saved_on_a_gpu_the_program_lacks_is_gh608():
+    # PyTorch's own line (torch/serialization.py, validate_cuda_device), as a pasted traceback ends
+    line = ("RuntimeError: Attempting to deserialize object on CUDA device 2 but torch.cuda.device_count() is 1. "
+            "Please use torch.load with map_location to map your storages to an existing device.\n")
+    report = _report(("traceback.txt", "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+                      "    model = torch.load(\"model.pth\")\n" + line))
+    [gh608] = _codes(report)["GH608"]
+    assert "asks for GPU 2 (a checkpoint saved on CUDA device 2), but it can see 1 GPU(s)" in gh608.message
+    assert "map_location" in gh608.message and "GH003" not in _codes(report)  # the line is known, not "unknown"
+    # a program that sees no GPU at all: not an index problem, so not GH608's
+    none = line.replace("CUDA device 2", "CUDA device 0").replace("device_count() is 1", "device_count() is 0")
+    assert "GH608" not in _codes(_report(("traceback.txt", none)))
+
+
+# --------------------------------------------------------------------------- /sys/bus/pci/drivers/nvidia
+
+LSPCI_NN = ("$ lspci -nn | grep -i nvidia\n01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 "
+            "[GeForce RTX 3090] [10de:2204] (rev a1)\n")  # hand-written, in lspci -nn's form
+
+
+def test_no_nvidia_pci_driver_directory_means_the_module_is_not_loaded():
+    """The directory exists while nvidia.ko is loaded (it registers its PCI driver there); GNU ls's message when not."""
+    absent = LSPCI_NN + ("$ ls /sys/bus/pci/drivers/nvidia\n"
+                         "ls: cannot access '/sys/bus/pci/drivers/nvidia': No such file or directory\n")
+    [gh201] = _codes(_report(("session.txt", absent)))["GH201"]
+    assert gh201.severity is Severity.CRITICAL and "not loaded" in gh201.message
+
+
+def test_the_nvidia_pci_driver_holding_the_gpu_is_quiet():
+    bound = LSPCI_NN + ("$ ls /sys/bus/pci/drivers/nvidia\n"
+                        "0000:01:00.0  bind  module  new_id  remove_id  uevent  unbind\n")
+    snapshot, _ = analyze_texts([("session.txt", bound)])
+    assert snapshot.module_listed("nvidia") is True
+    assert [(d.address, d.kernel_driver) for d in snapshot.pci_devices] == [("0000:01:00.0", "nvidia")]
+    report = run_checks(snapshot)
+    assert "GH201" not in _codes(report) and _worst(report) is None

@@ -54,7 +54,12 @@ def user_path(environ: Any = None) -> Path:
     """``$XDG_CONFIG_HOME/gpuhealth/config.toml``; ``~/.config`` when the variable is unset or not absolute
     (as the XDG base directory specification says)."""
     base = (os.environ if environ is None else environ).get("XDG_CONFIG_HOME", "")
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "gpuhealth" / "config.toml"
+    if not os.path.isabs(base):
+        try:
+            base = str(Path.home() / ".config")
+        except RuntimeError:  # no HOME and no passwd entry (a container's random uid): no user file
+            return Path("/nonexistent/gpuhealth/config.toml")
+    return Path(base) / "gpuhealth" / "config.toml"
 
 
 def _stderr(text: str) -> None:
@@ -334,6 +339,9 @@ def _driver_params(where: str, table: object) -> dict[str, str] | None:
 # --------------------------------------------------------------------------- `gpuhealth config show`
 
 
+SOURCE_COLUMN = 26  # where `config show` writes "# source" (a longer line: two blanks after it)
+
+
 def show(settings: Settings) -> str:
     """The merged configuration as TOML that reads back, each value followed by where it came from."""
     lines = ["# gpuhealth's configuration: each value, then where it came from (a later layer wins):",
@@ -344,7 +352,7 @@ def show(settings: Settings) -> str:
         table = settings.values[section]
         for header, rows in _tables(section, table):
             lines += ["", f"[{header}]"]
-            width = max((len(_toml_line(key, value)) for key, value, _ in rows), default=0)
+            width = SOURCE_COLUMN  # fixed: a key added elsewhere does not move every other line
             lines += [f"{_toml_line(key, value):<{width}}  # {settings.sources.get(dotted, 'default')}"
                       for key, value, dotted in rows]
         if section == "check":

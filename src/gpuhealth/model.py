@@ -604,6 +604,9 @@ class DeviceRequest:
     index: int
     text: str  # the words that ask: "cuda:3", "set_device(3)", "--gpu 3"
     line: str = ""  # the line they are in
+    # how many GPUs the program saw, where the same line says it (PyTorch's "... on CUDA device 1 but
+    # torch.cuda.device_count() is 1"): a checkpoint saved on a GPU the loading program does not have
+    visible: int | None = None
 
 
 @record

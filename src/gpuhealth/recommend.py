@@ -31,6 +31,7 @@ Rules (docs/recommend-and-fix.md):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -582,20 +583,23 @@ def _span(versions: tuple[str, ...]) -> str:
 
 
 def render_text(recommendation: Recommendation, console: Any) -> None:
-    """Print the recommendation to a rich console."""
+    """Print the recommendation to a rich console: words and the table at the console's width (a label's text
+    wrapped under its own start), commands never wrapped (``soft_wrap``), so they stay pasteable."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     r = recommendation
-    console.print(f"[bold]Host[/bold]      {escape(r.hostname or '?')}  ({escape(r.distro)}, family {r.os_family})")
+    say = functools.partial(_said, console)
+    say("[bold]Host[/bold]", f"{escape(r.hostname or '?')}  ({escape(r.distro)}, family {r.os_family})")
     if r.installed_driver:
         state = {True: "supports every GPU here", False: "does NOT support every GPU here", None: ""}
-        console.print(f"[bold]Installed[/bold] driver {escape(r.installed_driver)} (branch {r.installed_branch}) "
-                      f"{state[r.installed_supports_all]}")
+        say("[bold]Installed[/bold]", f"driver {escape(r.installed_driver)} (branch {r.installed_branch}) "
+                                      f"{state[r.installed_supports_all]}")
     if r.verdict_reason:
         lead = {"nothing-to-change": "[green]Nothing to change[/green]", "upgrade-advised": "[yellow]Upgrade "
                 "advised[/yellow]", "change-required": "[red]Change required[/red]", "install": "[bold]Install[/bold]"}
-        console.print(f"{lead.get(r.verdict, '[bold]Verdict[/bold]')}: {escape(r.verdict_reason)}")
+        say(f"{lead.get(r.verdict, '[bold]Verdict[/bold]')}:", escape(r.verdict_reason), indent=0)
     if r.gpus:  # the model by name (the PCI ID is in the JSON)
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         for column in ("GPU", "x", "architecture", "CC", "open modules", "branches (preferred first)"):
@@ -611,35 +615,60 @@ def render_text(recommendation: Recommendation, console: Any) -> None:
                           gpu.architecture or "unknown", cc, gpu.open_modules or "?", branches)
         console.print(table)
     if r.branch is not None and r.verdict == "nothing-to-change":
-        console.print(f"\n[bold]Driver[/bold]    keep branch {r.installed_branch}; for a new install: branch "
-                      f"{r.branch.number} ({r.branch.designation})")
+        console.print()
+        say("[bold]Driver[/bold]", f"keep branch {r.installed_branch}; for a new install: branch {r.branch.number} "
+                                   f"({r.branch.designation})")
     elif r.branch is not None:
         eol = f", end of life {r.branch.end_of_life}" if r.branch.end_of_life else ""
         past = " (past)" if r.branch.past_end_of_life else ""
-        console.print(f"\n[bold]Driver[/bold]    branch {r.branch.number} ({r.branch.designation}{eol}{past}), "
-                      f"{r.flavour or '?'} kernel modules")
-        console.print(f"          source: {escape(r.branch.source)}", style="dim")
+        console.print()
+        say("[bold]Driver[/bold]", f"branch {r.branch.number} ({r.branch.designation}{eol}{past}), "
+                                   f"{r.flavour or '?'} kernel modules")
+        say("", f"source: {escape(r.branch.source)}", style="dim")
     if r.install is not None:
         console.print(f"\n[bold]Install on {escape(r.install.distro)}[/bold]")
         for command in r.install.commands:  # a comment on its own line above its command; never wrapped
-            if command.note:
-                console.print(f"  # {escape(command.note)}", style="dim", soft_wrap=True)
+            for line in _comment_lines(command.note, console.width):  # wrapped, each line a comment
+                console.print(Text(line, style="dim"), soft_wrap=True)
             console.print(f"  {escape(command.text)}", highlight=False, soft_wrap=True)
-        console.print(f"  source: {escape(r.install.source)}", style="dim")
+        say("", f"source: {escape(r.install.source)}", indent=2, style="dim")
     if r.cuda is not None:
-        console.print(f"\n[bold]CUDA[/bold]      toolkits natively: {_span(r.cuda.native)}; through minor-version "
-                      f"compatibility (limited features): {_span(r.cuda.minor_compat)}")
+        console.print()
+        say("[bold]CUDA[/bold]", f"toolkits natively: {_span(r.cuda.native)}; through minor-version "
+                                 f"compatibility (limited features): {_span(r.cuda.minor_compat)}")
         if r.cuda.pytorch_wheel:
-            console.print(f"[bold]PyTorch[/bold]   wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}):")
+            say("[bold]PyTorch[/bold]", f"wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}):")
             spec = r.cuda.pytorch_spec if r.cuda.pytorch_spec == "torch" else f"'{r.cuda.pytorch_spec}'"
             console.print(f"  pip install {spec} --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}", soft_wrap=True)
         else:
-            console.print("[bold]PyTorch[/bold]   no wheel fits these GPUs:")
-        console.print(f"          {escape(r.cuda.pytorch_source)}", style="dim")
+            say("[bold]PyTorch[/bold]", "no wheel fits these GPUs:")
+        say("", escape(r.cuda.pytorch_source), style="dim")
     if r.fabric_manager is not None:
         fabric = r.fabric_manager
-        console.print(f"[bold]Fabric Manager[/bold]  {escape(fabric.reason)}: {escape(fabric.note)}", soft_wrap=True)
-        console.print(f"          source: {escape(r.fabric_manager.source)}", style="dim")
+        say("[bold]Fabric Manager[/bold]", f"{escape(fabric.reason)}: {escape(fabric.note)}")
+        say("", f"source: {escape(r.fabric_manager.source)}", style="dim")
     for note in r.notes:
         if not note.startswith("NVSwitch system ("):  # shown above
-            console.print(f"[yellow]note[/yellow]: {escape(note)}")
+            say("[yellow]note[/yellow]:", escape(note), indent=0)
+
+def _said(console: Any, label: str, text: str, indent: int = 10, style: str = "") -> None:
+    """``label`` (markup) padded to ``indent`` columns, then ``text`` (markup) wrapped at the console's width under
+    its own first column: "Driver    branch 580 (...)" continues under "branch"."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(min_width=max(indent - 1, 0), no_wrap=True)
+    grid.add_column(style=style, overflow="fold")  # a word longer than the line (an address) folds, never cut
+    grid.add_row(label, text)
+    console.print(grid)
+
+
+def _comment_lines(note: str, width: int) -> list[str]:
+    """A command's note as ``  # `` lines at most ``width`` wide (one line when it fits or the output is piped)."""
+    import textwrap
+
+    if not note:
+        return []
+    return textwrap.wrap(note, max(width, 24), initial_indent="  # ", subsequent_indent="  # ",
+                         break_long_words=False, break_on_hyphens=False) or [f"  # {note}"]
+

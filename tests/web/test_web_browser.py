@@ -134,6 +134,12 @@ def test_dashboard(served, browser, width, height):
         findings = page.locator("#findings").inner_text()
         assert "GH301" in findings and "fix" in findings
         assert page.locator("#findings .finding .fix code").count() >= 1
+        # each finding as the text report lays it out: a short headline, then its time and next action apart
+        headlines = page.locator("#findings .finding .headline").all_inner_texts()
+        assert "Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE): Double-bit (uncorrectable) ECC error" in headlines
+        assert all(len(h) <= 100 for h in headlines), headlines
+        facts = page.locator("#findings .finding .fact").all_inner_texts()
+        assert "at: 2024-11-15T12:02:03,470068+00:00" in facts and "seen: 9 times" in facts, facts
         until(page, "document.getElementById('verdict').textContent === 'BROKEN'", 10)
         until(page, f"document.querySelector(\".gpu-card[data-gpu='0'] .gpu-model\")"
                                f".textContent.includes('{H100_MODEL}')", 10)

@@ -1035,6 +1035,10 @@ def _visible_count(snapshot: Snapshot, count: int) -> tuple[int, str | None]:
 
 def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, str | None] | None:
     """The first GPU index a program asks for that is not among the GPUs it can see, with how many it sees."""
+    # (a program that sees no GPU at all has another problem than the index it asks for: not this check's)
+    said = next((r for r in snapshot.devices_requested if r.visible and r.index >= r.visible), None)
+    if said is not None:  # the program's own message says how many GPUs it saw
+        return said, said.visible or 0, snapshot.env.get("CUDA_VISIBLE_DEVICES")
     visible, value = _visible_count(snapshot, count)
     if not visible:
         return None  # how many GPUs the program sees is not in the evidence: not judged
@@ -1049,10 +1053,14 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), numbered 0-{visible - 1} inside the program"
             if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
     evidence = [Evidence("the program", (asked.line or asked.text,))]
-    evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+    if asked.visible is None or value is not None:
+        evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+    valid = f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU"
+    remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
+              if asked.visible is not None else "")
     return Draft(
         Severity.WARNING, f"The program asks for GPU {asked.index} ({asked.text}), but it can see {visible} GPU(s): "
-        f"valid indices are 0-{visible - 1}", evidence=tuple(evidence),
+        f"{valid}{remedy}", evidence=tuple(evidence),
         fixes=table_fixes("GH608", without=() if value is not None else ("unset CUDA_VISIBLE_DEVICES",)),
         explains=("GH605", "GH610"))
 

@@ -391,11 +391,11 @@ def inforom_corrupted(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 
 def _threshold(expect: Expectations, name: str | None, key: str,
                reported: float | None) -> tuple[float | None, str]:
-    """(threshold, where it comes from): the config's [models."<name>"] value overrides the GPU's own."""
+    """(threshold, where it comes from): the config's [check.models."<name>"] value overrides the GPU's own."""
     wanted = (name or "").strip().lower()
     for model, values in expect.models.items():
         if wanted and model.strip().lower() == wanted and values.get(key) is not None:
-            return values[key], f'config [models."{model}"] {key}'
+            return values[key], f'config [check.models."{model}"] {key}'
     return reported, "reported by the GPU"
 
 
@@ -416,7 +416,7 @@ def thermal_slowdown(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft
     Active clock event (throttle) reasons HW Slowdown, HW Thermal Slowdown, SW Thermal Slowdown or HW
     Power Brake Slowdown; a GPU temperature within 5 °C (`temperature_margin_c` in the config) of
     the slowdown threshold (warning) or at the shutdown threshold (critical). The thresholds are the
-    ones the GPU reports, unless the config sets `[models."<name>"] temperature_slowdown_c` /
+    ones the GPU reports, unless the config sets `[check.models."<name>"] temperature_slowdown_c` /
     `temperature_shutdown_c` for its model: those override them, and the evidence says which applied.
 
     Why it matters:

@@ -49,14 +49,14 @@ ACTIVE_SOURCE = "python3 -c <gpuhealth active tests>"
 
 
 def expected_value(expect: Expectations, name: str | None, key: str) -> tuple[int | None, str]:
-    """(value, where it comes from): the config's [models."<name>"], its global key, the model default."""
+    """(value, where it comes from): the config's [check.models."<name>"], its [check] key, the model default."""
     wanted = (name or "").strip().lower()
     for model, values in expect.models.items():
         if wanted and model.strip().lower() == wanted and values.get(key) is not None:
-            return values[key], f'config [models."{model}"] {key}'
+            return values[key], f'config [check.models."{model}"] {key}'
     value = getattr(expect, key, None)
     if value is not None:
-        return value, f"config {key}"
+        return value, f"config [check] {key}"
     defaults = gpu_expectations.lookup(name)
     if defaults is not None and defaults.get(key) is not None:
         return defaults.get(key), f"default for {name} (knowledge/gpu_expectations.csv)"
@@ -76,7 +76,7 @@ def nvlink_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Ite
     """
     What:
     Per GPU, the links `nvidia-smi nvlink -s` shows with a speed (active), compared with the expected
-    count: `[models."<name>"] nvlink_count` or `nvlink_count` in the config file, else the model's
+    count: `[check.models."<name>"] nvlink_count` or `nvlink_count` in the config file, else the model's
     default in `knowledge/gpu_expectations.csv` (H100 SXM 18, A100 SXM4 12, V100 SXM2 6). Fewer active
     links than expected is a warning.
 
@@ -100,7 +100,7 @@ def nvlink_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Ite
     if not states:
         if expect.nvlink_count:
             yield Draft(Severity.WARNING, f"nvidia-smi reports no NVLink, {expect.nvlink_count} active links per "
-                                          "GPU expected (config nvlink_count)",
+                                          "GPU expected (config [check] nvlink_count)",
                         evidence=(Evidence(source, ("(no GPU with NVLink listed)",)),),
                         fixes=tuple(filled(f, index=0) for f in NVLINK_FIXES))
             return
@@ -352,7 +352,7 @@ def pcie_width_below_expected(snapshot: Snapshot, expect: Expectations) -> Itera
     """
     What:
     The GPU's current PCIe link width (nvidia-smi/NVML, else sysfs) below the expected width:
-    `[models."<name>"] pcie_width` or `pcie_width` in the config file, else the model's default in
+    `[check.models."<name>"] pcie_width` or `pcie_width` in the config file, else the model's default in
     `knowledge/gpu_expectations.csv` (x16 for the data-centre boards listed there). A warning.
 
     Why it matters:

@@ -193,6 +193,28 @@ def _proc_version_absent(command: str, output: str) -> Fact | None:
     return None
 
 
+_PCI_ADDRESS = lazy_re(r"(?<![\w:])([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w.])")
+
+
+@command_fact("nvidia-pci-driver", r"^(?:sudo\s+)?ls\b[^|]*/sys/bus/pci/drivers/nvidia/?(?:\s|$)")
+def _nvidia_pci_driver(command: str, output: str) -> Fact | None:
+    """``ls /sys/bus/pci/drivers/nvidia``: the directory exists exactly while nvidia.ko is loaded (the module registers
+    its PCI driver there), and lists the PCI addresses of the devices it took. Missing: the module is not loaded."""
+    from gpuhealth.model import PciDevice, normalize_pci_address
+
+    filters = ("=nvidia",)
+    if "No such file or directory" in output:
+        return Fact({"kernel_modules": (), "kernel_module_filters": filters}, None, "the nvidia module is not loaded")
+    if not any(word in output for word in ("bind", "module", "new_id", "uevent")):
+        return None  # not that directory's listing
+    addresses = [normalize_pci_address(m[1]) for m in _PCI_ADDRESS.finditer(output[:65536])]
+    bound = tuple(PciDevice(a, None, None, kernel_driver="nvidia") for a in dict.fromkeys(addresses) if a)[:64]
+    found: dict[str, Any] = {"kernel_modules": ("nvidia",), "kernel_module_filters": filters}
+    if bound:
+        found["pci_devices"] = bound
+    return Fact(found, None, f"the nvidia module is loaded and bound to {len(bound)} device(s)")
+
+
 _VAR = lazy_re(r"^echo\s+[\"']?\$\{?(?P<name>[A-Z_][A-Z0-9_]*)\}?[\"']?\s*$")
 
 
@@ -237,6 +259,10 @@ _DEVICE_ASKED = guarded_re(
     r"""(?<![\w-])--(?:gpu|gpu[_-]ids?|device)[= ](?:cuda:)?(?P<e>\d{1,3})(?![\d.,])""",
     may=has_folded("cuda:", "set_device(", ".cuda(", "gpu:", "--gpu", "--device"))
 MAX_DEVICE_REQUESTS = 8
+# torch.load of a checkpoint saved on a GPU this program does not see (torch/serialization.py, validate_cuda_device)
+_CHECKPOINT_DEVICE = guarded_re(r"Attempting to deserialize object on CUDA device (?P<index>\d{1,3}) but "
+                                r"torch\.cuda\.device_count\(\) is (?P<count>\d{1,3})",
+                                may=has("Attempting to deserialize object on CUDA device"))
 
 
 def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
@@ -244,6 +270,11 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
     found: dict[str, DeviceRequest] = {}
     for line in lines:
         text = line.strip()[:MAX_LINE_TEXT]
+        saved = _CHECKPOINT_DEVICE.search(text)
+        if saved and len(found) < MAX_DEVICE_REQUESTS:
+            asked = f"a checkpoint saved on CUDA device {saved['index']}"
+            found.setdefault(asked, DeviceRequest(int(saved["index"]), asked, text[:300], int(saved["count"])))
+            continue
         for m in _DEVICE_ASKED.finditer(text):
             digits = next(g for g in m.groups() if g is not None)
             asked = m.group().lstrip("./")

@@ -173,7 +173,14 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
             raise CannotRun(f"{record}: {exc.strerror or exc}") from exc
     checks = (CheckRunner(every, run=functools.partial(run_full_check, expect)) if every > 0 and not replaying
               else None)
-    return Monitor(source, rules, dispatcher, store, recorder, seconds, checks)
+    try:
+        from .correlate import from_config
+
+        correlator = from_config(options, store, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
+                                                                         err=True))
+    except ValueError as exc:
+        raise CannotRun(str(exc)) from exc
+    return Monitor(source, rules, dispatcher, store, recorder, seconds, checks, correlator=correlator)
 
 
 def _boot_id(source: Any, replaying: bool) -> str | None:

@@ -119,8 +119,9 @@ class CheckRunner:
 class Monitor:
     def __init__(self, source: Any, rules: RuleSet, dispatcher: Dispatcher, store: Store | None = None,
                  recorder: TraceWriter | None = None, interval: float = 1.0, checks: CheckRunner | None = None,
-                 clock: Callable[[], float] = time.time, log: Log = _stderr) -> None:
+                 clock: Callable[[], float] = time.time, log: Log = _stderr, correlator: Any = None) -> None:
         self.source, self.rules, self.dispatcher = source, rules, dispatcher
+        self.correlator = correlator  # monitor/correlate.py: the correlation table, run over the events
         self.store, self.recorder, self.checks = store, recorder, checks
         self.interval = interval
         self.clock = clock
@@ -139,6 +140,9 @@ class Monitor:
             self.recorder.write(events)
         self._store([e for e in events if isinstance(e, Sample)], now)
         alerts = self.rules.feed(events)
+        if self.correlator is not None:
+            self.correlator.feed(events)
+            alerts += self.correlator.step()
         if self.checks is not None:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)
@@ -159,6 +163,8 @@ class Monitor:
         if memory.set_boot(boot, now):
             self.rules.restart()
             self.dispatcher.reboot()
+            if self.correlator is not None:
+                self.correlator.reboot()
             if self.checks is not None:
                 self.checks.reboot()
 

@@ -50,6 +50,9 @@ class Sample:
     memory_reserved_mib: float | None = None  # held by the driver and firmware (NVML memory info v2)
     pcie_tx_bytes_s: float | None = None  # PCIe throughput, NVML's KB/s as bytes per second
     pcie_rx_bytes_s: float | None = None
+    # PCIe replays since the driver loaded (NVML's replay counter): its rate is a correlation row
+    # (monitor/correlate.py), not a history metric.
+    pcie_replay_count: int | None = None
     # Each compute process as (pid, used MiB or None when the driver does not say); history keeps only
     # process_count and process_memory_mib, traces keep the list.
     processes: tuple[tuple[int, float | None], ...] | None = None
@@ -72,6 +75,9 @@ class XidEvent:
     t: float
     gpu: int
     xid: int
+    # The kernel line's text after the code, where the source has it (a replayed trace): the correlation rows
+    # decode Xid 74's registers, NVLink5's fields and Xid 154's recovery action from it. NVML gives only the code.
+    text: str | None = None
 
 
 Event = Sample | GpuLost | XidEvent  # a runtime union: Python 3.10 has it
@@ -98,7 +104,7 @@ def sample_holds(sample: Sample, held_mib: float = HELD_MIB) -> bool:
 METRICS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Sample)
     if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes", "name",
-                      "retired_pages", "remapped_rows")
+                      "retired_pages", "remapped_rows", "pcie_replay_count")
 )
 # Short names accepted on the command line: "temperature" for "temperature_c" and so on.
 METRIC_ALIASES: dict[str, str] = {
@@ -180,7 +186,11 @@ def sane(event: Event) -> tuple[Event | None, tuple[str, ...]]:
     if not _index(event.gpu, GPU_MIN, GPU_MAX):
         return None, ("gpu",)
     if isinstance(event, XidEvent):
-        return (event, ()) if _index(event.xid, 0, 1_000_000) else (None, ("xid",))
+        if not _index(event.xid, 0, 1_000_000):
+            return None, ("xid",)
+        if event.text is not None and not isinstance(event.text, str):
+            return dataclasses.replace(event, text=None), ("text",)
+        return event, ()
     if isinstance(event, GpuLost):
         return (event, ()) if isinstance(event.reason, str) else (None, ("reason",))
     bad: list[str] = []

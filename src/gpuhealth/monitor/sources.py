@@ -220,6 +220,10 @@ def _pcie_throughput(nvml: Any, h: Any) -> dict[str, Any]:
             "pcie_rx_bytes_s": throughput(h, getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", 1)) * 1024}
 
 
+def _pcie_replay(nvml: Any, h: Any) -> dict[str, Any]:
+    return {"pcie_replay_count": _fn(nvml, "nvmlDeviceGetPcieReplayCounter")(h)}
+
+
 def _fan(nvml: Any, h: Any) -> dict[str, Any]:
     return {"fan_pct": _fn(nvml, "nvmlDeviceGetFanSpeed")(h)}
 
@@ -239,7 +243,7 @@ READERS: dict[str, Callable[[Any, Any], dict[str, Any]]] = {
     "power_limit": _power_limit, "energy": _energy, "utilization": _utilization, "memory": _memory,
     "memory_reserved": _memory_reserved, "clocks": _clocks, "clock_event_reasons": _reasons, "ecc": _ecc,
     "retired_pages": _retired, "remapped_rows": _remapped, "pcie": _pcie, "pcie_throughput": _pcie_throughput,
-    "fan": _fan, "processes": _processes,
+    "pcie_replay": _pcie_replay, "fan": _fan, "processes": _processes,
 }
 
 

@@ -15,6 +15,8 @@ Layout (schema version 2), chosen so a GPU-day stays well under 2 MB at 1 Hz eve
   page again what already paged in this boot), and each fault per GPU per boot (a fault that comes back
   after reboots escalates). A few rows per boot: never compacted, kept as long as the rollups.
 - ``ack`` (version 4, monitor/acks.py): what the operator acknowledged (`gpuhealth ack`, serve's API).
+- ``correlation`` (version 5, monitor/correlate.py): each time a correlation rule started to hold, shadow rules
+  (recorded, never notified) included. Kept as long as the rollups.
 """
 
 from __future__ import annotations
@@ -125,6 +127,12 @@ _V4_TABLES = ("CREATE TABLE ack (code TEXT NOT NULL, gpu INTEGER NOT NULL, until
               "t REAL NOT NULL, PRIMARY KEY (code, gpu))",)
 
 
+# rule: the correlation row's id (with "/linkN" for a same-link row); gpu -1: several GPUs or the node
+_V5_TABLES = ("CREATE TABLE correlation (t REAL NOT NULL, rule TEXT NOT NULL, gpu INTEGER NOT NULL, "
+              "shadow INTEGER NOT NULL, action TEXT NOT NULL, message TEXT NOT NULL)",
+              "CREATE INDEX correlation_t ON correlation (t)")
+
+
 def _migrate_3(conn: sqlite3.Connection) -> None:
     for statement in _V3_TABLES:
         conn.execute(statement)
@@ -135,8 +143,13 @@ def _migrate_4(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_5(conn: sqlite3.Connection) -> None:
+    for statement in _V5_TABLES:
+        conn.execute(statement)
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3,
-                                                               4: _migrate_4}
+                                                               4: _migrate_4, 5: _migrate_5}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -149,7 +162,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         raise StoreError(f"history schema {version} is newer than this gpuhealth ({SCHEMA_VERSION}); upgrade it")
     if version == 0:  # a new file: the current tables at once
         with conn:
-            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES + _V4_TABLES:
+            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES + _V4_TABLES + _V5_TABLES:
                 conn.execute(statement)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return SCHEMA_VERSION
@@ -246,6 +259,7 @@ class Store:
                     self._conn.execute("DELETE FROM boot WHERE last_t < ?", (now - self.rollup_keep_s,))
                     self._conn.execute("DELETE FROM paged WHERE t < ?", (now - self.rollup_keep_s,))
                     self._conn.execute("DELETE FROM fault WHERE t < ?", (now - self.rollup_keep_s,))
+                    self._conn.execute("DELETE FROM correlation WHERE t < ?", (now - self.rollup_keep_s,))
         except sqlite3.Error as exc:
             raise StoreError(explain(exc, self.path)) from exc
 
@@ -408,6 +422,19 @@ class Store:
                            .fetchall())
         return [(str(c), None if g == -1 else int(g), None if u is None else float(u), str(r), float(t))
                 for c, g, u, r, t in rows]
+
+    # ---- correlation rules (monitor/correlate.py)
+
+    def note_correlation(self, t: float, rule: str, gpu: int | None, shadow: bool, action: str, message: str) -> None:
+        self._boots(lambda conn: conn.execute("INSERT INTO correlation VALUES (?, ?, ?, ?, ?, ?)",
+                                              (t, rule, -1 if gpu is None else gpu, int(shadow), action, message)))
+
+    def correlations(self, since: float = 0.0) -> list[tuple[float, str, int | None, bool, str, str]]:
+        """(when, rule, gpu or None, shadow, action, message) of each correlation rule that started to hold."""
+        rows = self._boots(lambda conn: conn.execute(
+            "SELECT t, rule, gpu, shadow, action, message FROM correlation WHERE t >= ? ORDER BY t", (since,)
+        ).fetchall())
+        return [(float(t), str(r), None if g == -1 else int(g), bool(s), str(a), str(m)) for t, r, g, s, a, m in rows]
 
     def _check_pages(self, path: Path | str) -> None:
         """``PRAGMA quick_check`` before anything is written: a damaged file is said so (and left alone)

@@ -17,7 +17,6 @@ from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Report, Severity
 from gpuhealth.report.junit import passed_checks
 
-MESSAGE_LABEL_CHARS = 200
 VERDICTS = ("HEALTHY", "DEGRADED", "BROKEN", "NO DIAGNOSIS")
 _CONTROL = lazy_re(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -49,15 +48,11 @@ def _finding_labels(finding: Finding) -> Labels:
 def families(report: Report, now: float | None = None) -> list[tuple[str, str, list[tuple[Labels, float]]]]:
     """(metric name, help, samples) for every family, in output order."""
     status = Counter(_finding_labels(f) for f in report.findings)
-    info = Counter((*_finding_labels(f), ("message", f.message[:MESSAGE_LABEL_CHARS])) for f in report.findings)
     skipped = Counter((("code", s.code), ("slug", s.slug)) for s in report.skipped)
     return [
         ("gpuhealth_check_status",
          "A finding of a gpuhealth check (1; more when several findings share these labels).",
          list(status.items())),
-        ("gpuhealth_finding_info",
-         "A finding with its message (first 200 characters), for alert annotations.",
-         [(labels, 1) for labels in info]),
         ("gpuhealth_check_skipped",
          "A check gpuhealth could not run for lack of evidence: not checked, not passed.",
          list(skipped.items())),

@@ -58,7 +58,7 @@ FIRST_LAST = lazy_re(r"(?: x(?P<count>\d+))?, first (?P<first>.+?), last (?P<las
 COUNT = lazy_re(r" x(?P<count>\d+)$")
 # where a long message may be cut into its headline and the rest; before " (" the bracket goes with the rest
 CLAUSE_ENDS = ("; ", ": ", " - ", ", ", " (")
-I1, I2, I3 = " " * 4, " " * 6, " " * 8  # the indents: a finding's lines, their continuations, a command's lines
+I1, I2, I3 = " " * 4, " " * 6, " " * 8  # the indents: a finding's lines, their continuations and quotes, deeper
 
 
 def render(report: Report, console: Console, verbose: bool = False, fix_command: str = "gpuhealth fix") -> None:
@@ -191,7 +191,7 @@ def split_message(message: str) -> tuple[str, str, list[tuple[str, str]]]:
     (``seen``), when (``first``/``last``, or ``at``) and what to do next (``next``). Nothing is dropped: the
     headline, the rest and the facts hold every word of the message."""
     facts: list[tuple[str, str]] = []
-    core, next_step = (message.split(NEXT, 1) + [""])[:2] if NEXT in message else (message, "")
+    core, _, next_step = message.partition(NEXT)
     span = FIRST_LAST.search(core)
     if span:
         core = core[:span.start()]

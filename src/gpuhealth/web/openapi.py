@@ -125,7 +125,9 @@ def document(version: str) -> dict[str, Any]:
                     "error": {"type": ["string", "null"]}, "verdict": {"type": ["string", "null"]},
                     "counts": {"type": ["object", "null"]},
                     "findings": {"type": "array", "items": {"type": "object",
-                                                            "description": "As in docs/report-json.md"}},
+                                                            "description": "As in docs/report-json.md, with "
+                                                                           "subject_text and layout (headline, "
+                                                                           "rest, facts: the text report's)"}},
                     "skipped": {"type": "array", "items": {"type": "object"}}}},
             },
         },

@@ -401,6 +401,7 @@ class LiveState:
             return out
         from gpuhealth.model import to_jsonable
         from gpuhealth.report.common import fixes_for_host
+        from gpuhealth.report.text import split_message
 
         out["verdict"] = report.verdict
         out["counts"] = {s: sum(1 for f in report.findings if f.severity.value == s)
@@ -410,6 +411,10 @@ class LiveState:
             item = to_jsonable(finding)
             item["fixes"] = [to_jsonable(f) for f in fixes_for_host(finding, report.snapshot)]
             item["subject_text"] = str(finding.subject)
+            # the message as the text report lays it out: a short headline, the rest, and its count, times and
+            # next action apart (the message itself stays whole in "message")
+            headline, rest, facts = split_message(finding.message)
+            item["layout"] = {"headline": headline, "rest": rest, "facts": [[k, v] for k, v in facts]}
             findings.append(item)
         out["findings"] = findings
         out["skipped"] = [to_jsonable(s) for s in report.skipped]

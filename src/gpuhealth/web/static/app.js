@@ -136,7 +136,17 @@
       head.append(el("span", "sev", f.severity), el("code", null, f.code));
       if (f.subject_text) head.append(el("span", "subject", f.subject_text));
       head.append(impactBadge(f));
-      item.append(head, el("p", "msg", f.message));
+      item.append(head);
+      const layout = f.layout;  // the headline first, then the rest and each count, time and next step on its line
+      if (layout) {
+        item.append(el("p", "msg headline", layout.headline));
+        if (layout.rest) item.append(el("p", "msg", layout.rest));
+        for (const [label, value] of layout.facts) {
+          const fact = el("p", "msg fact");
+          fact.append(el("span", "label", label + ": "), value);
+          item.append(fact);
+        }
+      } else item.append(el("p", "msg", f.message));
       for (const fix of f.fixes || []) {
         // a command is shown as one (monospace, selected whole to copy); a step or an edit is words to follow
         const isCommand = !fix.kind || fix.kind === "command";
