@@ -43,7 +43,7 @@ def test_gh605_fix_follows_the_leading_cause_not_the_checks_list():
 
 def test_a_confirmed_cpu_only_torch_gets_the_cuda_wheel_not_modprobe():
     found = finding(NOT_COMPILED, "GH605")
-    assert commands(found) == ["pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>"]
+    assert commands(found) == ["pip install --force-reinstall torch torchvision torchaudio --index-url https://download.pytorch.org/whl/cu<XY>"]
 
 
 def test_a_checks_own_gh605_keeps_the_fixes_it_chose():

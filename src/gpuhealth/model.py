@@ -284,6 +284,9 @@ class OsInfo:
     machine_vendor: str | None = None
     machine_product: str | None = None
     machine_family: str | None = None
+    # Set only when os-release did not name the distribution: the evidence its family was inferred from ("the dpkg
+    # package listing"); id_like then holds that family alone (gpuhealth.distro_infer)
+    family_from: str | None = None
 
     @property
     def family(self) -> str:
