@@ -31,6 +31,8 @@ from gpuhealth.fixsections import NEEDS, UNDO
 from gpuhealth.knowledge import table_rows
 from gpuhealth.knowledge.fixes import check_fixes
 from gpuhealth.model import (
+    CommandRun,
+    DriverInfo,
     Finding,
     Fix,
     Gpu,
@@ -325,3 +327,22 @@ def test_every_recommended_command_is_valid_for_the_release_it_targets(distro):
     for gpu in GPUS:
         for command in _recommended(distro, gpu):
             assert not out_of_range(command, os_info), f"{distro} {gpu}: {command}"
+
+
+def _gh208_fixes(*packages: NvidiaPackage) -> list[str]:
+    snapshot = Snapshot(os=OsInfo(id="ubuntu", id_like=("debian",), version_id="24.04"),
+                        driver=DriverInfo(version="535.183.01"),
+                        smi_run=CommandRun(("nvidia-smi",), None, error="not installed"),
+                        host_env=HostEnvironment(packages=packages))
+    found = next(f for f in run_checks(snapshot).findings if f.code == "GH208")
+    return [fix.command for fix in found.fixes]
+
+
+def test_the_utilities_package_matches_the_installed_driver_build():
+    """nvidia-utils-<branch> vs -server: Ubuntu's server build has its own utilities package."""
+    server = _gh208_fixes(NvidiaPackage("nvidia-driver-535-server", "535.183.01-0ubuntu0.24.04.1", "dpkg"))
+    assert "sudo apt-get install nvidia-utils-535-server" in server
+    desktop = _gh208_fixes(NvidiaPackage("nvidia-driver-535", "535.183.01-0ubuntu0.24.04.1", "dpkg"))
+    assert "sudo apt-get install nvidia-utils-535" in desktop and not any("-server" in c for c in desktop)
+    unknown = _gh208_fixes()  # no package listing: which build is installed is not known
+    assert "sudo apt-get install nvidia-utils-<branch>" in unknown
