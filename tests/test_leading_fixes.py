@@ -13,7 +13,7 @@ from gpuhealth.knowledge.causes import symptoms
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.model import Candidate, Finding, Fix, MessageLine
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 FOUND_NO_DRIVER = ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
                    "installed a driver from http://www.nvidia.com/Download/index.aspx")  # princeton-nlp/SimCSE#244
 NO_DEVICE = "RuntimeError: CUDA error: no CUDA-capable device is detected"
@@ -43,7 +43,7 @@ def test_gh605_fix_follows_the_leading_cause_not_the_checks_list():
 
 def test_a_confirmed_cpu_only_torch_gets_the_cuda_wheel_not_modprobe():
     found = finding(NOT_COMPILED, "GH605")
-    assert commands(found) == ["pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>"]
+    assert commands(found) == ["pip install --force-reinstall torch torchvision torchaudio --index-url https://download.pytorch.org/whl/cu<XY>"]
 
 
 def test_a_checks_own_gh605_keeps_the_fixes_it_chose():

@@ -126,7 +126,10 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     lines also go through the signature catalogue; error-looking lines nobody explains are kept too.
     """
     reading = _Reading()
+    heads: list[str] = []  # each text's head: apt's or dnf's output there says the distribution (distro_infer)
     for name, text in named_texts:
+        if isinstance(text, str):
+            heads.append(text[:20_000])
         if isinstance(text, KernelLog):  # a large input, already scanned as a stream (evidence_input.py)
             reading.overlay({"kernel_log": text}, name)
             reading.log.append(Recognised(name, "kernel-log", "scanned as a stream"))
@@ -154,7 +157,9 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
                         unavailable={**_unavailable(fields), **extra_unavailable},
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
                         **fields)
-    return snapshot, reading.log
+    from gpuhealth.distro_infer import with_inferred_family
+
+    return with_inferred_family(snapshot, snapshot.commands_given, heads), reading.log
 
 
 def _block_name(name: str, block: Block) -> str:

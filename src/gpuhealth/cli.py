@@ -281,7 +281,7 @@ def check(source: Path | None, output_format: str, config: Path | None, timeout:
         local = LocalHost(nvml_timeout=command_timeout)  # NVML's probe too is bounded by --timeout
         with live_steps() as step:  # a spinner on a terminal once a step takes over a second; nothing piped
             snapshot = collect(local, command_timeout, frameworks=not no_frameworks, probe_timeout=timeout,
-                               waiting=lambda probe: step(describe(probe)))
+                               waiting=lambda probe: step(describe(probe)), ib_exclude=expect.ib_exclude)
             if level >= 2:
                 step(f"running the active tests on every idle GPU (up to {budget:g} s)")
             snapshot = _with_level(local, snapshot, level, budget, force)
@@ -342,7 +342,9 @@ def snapshot(output: Path, redact_host: bool, timeout: float) -> None:
     try:
         recorder = RecordingHost(LocalHost(), work, hostname=LocalHost.hostname())
         with console.status("collecting evidence", spinner="dots") as status:
-            collect(recorder, timeout, progress=lambda name: status.update(f"collected {name}"))
+            # devices that must not be read ([check] ib_exclude) stay out of the bundle too
+            collect(recorder, timeout, progress=lambda name: status.update(f"collected {name}"),
+                    ib_exclude=_expectations(None, None).ib_exclude)
             recorder.finish(redact_host=redact_host)
         if archive:
             write_archive(work, output)

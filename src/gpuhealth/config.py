@@ -37,7 +37,7 @@ SYSTEM_PATH = Path("/etc/gpuhealth/config.toml")
 OLD_SYSTEM_PATH = Path("/etc/gpuhealth.toml")  # the expectations file before the one schema: still read
 DEFAULT_PATH = OLD_SYSTEM_PATH  # the name this module gave it before
 KNOWN_KEYS = {"gpu_count", "nvlink_count", "pcie_width", "xid_rate_per_hour", "models", "driver_params",
-              "temperature_margin_c"}
+              "temperature_margin_c", "ib_exclude", "ib_port_count", "ib_rate_gbps"}
 # what a [check.models."<product name>"] table may set
 MODEL_KEYS = {"nvlink_count", "pcie_width", "temperature_slowdown_c", "temperature_shutdown_c"}
 # [serve]: what `serve`'s flags of the same names default to
@@ -275,11 +275,13 @@ def expectations_from(data: dict[str, Any], where: str) -> Expectations:
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
                          f"known: {', '.join(sorted(KNOWN_KEYS))}")
-    values = {key: _count(where, key, data.get(key)) for key in sorted(KNOWN_KEYS - {"models", "driver_params"})}
+    values = {key: _count(where, key, data.get(key))
+              for key in sorted(KNOWN_KEYS - {"models", "driver_params", "ib_exclude"})}
     if values["xid_rate_per_hour"] == 0:
         raise ValueError(f"{where}: xid_rate_per_hour must be a positive integer")
     return Expectations(**values, models=_models(where, data.get("models", {})),
-                        driver_params=_driver_params(where, data.get("driver_params")))
+                        driver_params=_driver_params(where, data.get("driver_params")),
+                        ib_exclude=_names(where, "ib_exclude", data.get("ib_exclude", [])))
 
 
 def load_expectations(path: Path | None) -> Expectations:
@@ -295,6 +297,13 @@ def _count(where: str, key: str, value: object) -> int | None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
         raise ValueError(f"{where}: {key} must be a non-negative integer")
     return value
+
+
+def _names(where: str, key: str, value: object) -> tuple[str, ...]:
+    """``ib_exclude = ["mlx5_4"]``: device names, as /sys/class/infiniband lists them."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v and "/" not in v for v in value):
+        raise ValueError(f'{where}: {key} must be a list of device names such as ["mlx5_4"]')
+    return tuple(value)
 
 
 def _models(where: str, tables: object) -> dict[str, dict[str, int]]:

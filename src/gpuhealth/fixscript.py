@@ -15,6 +15,14 @@ Rules (docs/recommend-and-fix.md):
    inert line (``inert.one_line``): a newline or an escape from a bundle can never end a comment.
 6. One live alternative per fault, and a reboot last and alone: with a live ``sudo reboot``, a module unload/reload
    or a GPU reset (what the reboot does too) is written as a comment, and the reboot is the script's last command.
+   A step that needs another step of its finding (``fixsections.NEEDS``: ``dkms autoinstall`` the headers install,
+   ``nvidia-ctk`` the toolkit install) is a comment when every such step is one: nothing live depends on a comment.
+   Conditions come from the evidence: a GPU reset whose finding says ``drain_then_reset`` (Xid 48 with 63/64 on the
+   GPU) or whose GPU runs a process in the snapshot is a comment saying why ("drain the node first", "GPU 0 is used
+   by pid 1248209 python3: stop it first").
+   A command out of its valid range for the host's distribution and release (``command_ranges``: ``ubuntu-drivers``
+   on Debian, ``dnf module`` on RHEL 10) is a comment saying where it is valid.
+   A hold (``apt-mark hold``, ``dnf versionlock add``) has its undo beside it, as a comment saying when to run it.
 7. After a step with an obvious check (modprobe, a written modprobe.d file, a backup copy, a started
    service, created device nodes) a verification line follows that stops the script when it fails.
 """
@@ -25,10 +33,11 @@ import re
 from dataclasses import dataclass, field
 
 from gpuhealth import __version__
-from gpuhealth.fixsections import PLACEHOLDER, REBOOT, SECTIONS, is_shell, section_of
+from gpuhealth.command_ranges import out_of_range
+from gpuhealth.fixsections import NEEDS, PLACEHOLDER, REBOOT, SECTIONS, UNDO, is_shell, section_of
 from gpuhealth.inert import one_line
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Finding, Fix, Report
+from gpuhealth.model import Finding, Fix, OsInfo, Report, Snapshot
 from gpuhealth.report.common import fixes_for_host, fold
 
 MODPROBE = lazy_re(r"^sudo\s+modprobe\s+([\w-]+)(?:\s+&&\s+sudo\s+modprobe\s+([\w-]+))?\s*$")
@@ -40,6 +49,10 @@ ENABLE_SERVICE = lazy_re(r"^sudo\s+systemctl\s+enable\s+--now\s+([\w.-]+)\s*$")
 DONE_BY_REBOOT = lazy_re(r"\brmmod\b|\bmodprobe\s+(?:-\w+\s+)*(?:-r|--remove)\b"
                          r"|\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b")
 DONE = 'echo "gpuhealth fix script: all steps done"'
+GPU_RESET = lazy_re(r"\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b")
+RESET_INDEX = lazy_re(r"\s-i\s+'?([0-9]{1,4})'?(?:\s|$)")
+DRAIN_FIRST = "drain the node first"
+
 
 
 @dataclass
@@ -51,6 +64,7 @@ class Step:
     codes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     why: str = ""  # why a command is commented out
+    actions: set[str] = field(default_factory=set)  # the actions (model.ACTIONS) of the findings that asked for it
 
 
 def fix_script(report: Report) -> str:
@@ -60,12 +74,18 @@ def fix_script(report: Report) -> str:
     steps: dict[tuple[str, str], Step] = {}
     for cause in fold(report.findings):  # a symptom's own fixes are dropped: fixing its cause fixes it
         for fix in fixes_for_host(cause.finding, snapshot):
-            _add(steps, cause.finding, fix, family)
+            _add(steps, cause.finding, fix, family, snapshot.os)
     lines = _header(report, family)
     if not steps:
         lines += ["", "# Nothing to do: no finding of this report has a fix command.", "exit 0"]
         return "\n".join(lines) + "\n"
+    _unmet_needs(steps)
+    drains = _conditions(steps, snapshot)
     reboot = _one_alternative(steps)
+    if drains:
+        lines += ["", f"# BEFORE ANYTHING: {DRAIN_FIRST} ({', '.join(drains)}: the finding's action is",
+                  "# drain_then_reset, Xid 48 with Xid 63/64 on the same GPU). The GPU reset below stays a comment",
+                  "# until the node is drained."]
     for kind, title in SECTIONS:
         chosen = [s for s in steps.values() if s.kind == kind]
         if not chosen:
@@ -90,7 +110,59 @@ def _one_alternative(steps: dict[tuple[str, str], Step]) -> Step | None:
     return reboot
 
 
-def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str) -> None:
+def _unmet_needs(steps: dict[tuple[str, str], Step]) -> None:
+    """A live step whose finding's prerequisite steps (``fixsections.NEEDS``) are all comments becomes a comment too,
+    until nothing changes (Docker's restart needs nvidia-ctk's configure, which needs the toolkit install)."""
+    changed = True
+    while changed:
+        changed = False
+        for step in steps.values():
+            if not step.live:
+                continue
+            for needs, prerequisite in NEEDS:
+                if not needs.search(step.text):
+                    continue
+                before = [other for other in steps.values() if other is not step and prerequisite.search(other.text)
+                          and set(other.codes) & set(step.codes)]
+                if before and not any(other.live for other in before):
+                    step.live, changed = False, True
+                    step.why = f"needs `{one_line(before[0].text)[:120]}`, commented above: run that first"
+                    break
+
+
+def _conditions(steps: dict[tuple[str, str], Step], snapshot: Snapshot) -> list[str]:
+    """GPU resets the evidence says not to run yet, as comments saying why; the codes whose findings ask to drain the
+    node first."""
+    drains: list[str] = []
+    for step in steps.values():
+        if not GPU_RESET.search(step.text):
+            continue
+        if "drain_then_reset" in step.actions:
+            drains += [code for code in step.codes if code not in drains]
+            if step.live:
+                step.live, step.why = False, f"{DRAIN_FIRST} (Xid 48 with Xid 63/64 on this GPU), then run this"
+            continue
+        busy = _processes_on(snapshot, step.text)
+        if busy and step.live:
+            step.live, step.why = False, busy
+    return drains
+
+
+def _processes_on(snapshot: Snapshot, text: str) -> str:
+    """Why a GPU reset cannot run yet: "GPU 0 is used by pid 1248209 python3.10: stop it first"; empty when the
+    snapshot shows no process on the GPU it resets (every GPU, without ``-i``)."""
+    match = RESET_INDEX.search(text)
+    gpus = [gpu for gpu in snapshot.gpus or () if match is None or gpu.index == int(match[1])]
+    for gpu in gpus:
+        if gpu.processes:
+            holders = ", ".join(f"pid {p.pid} {p.name or 'unknown'}" if p.pid is not None else (p.name or "a process")
+                                for p in gpu.processes[:3])
+            more = f" and {len(gpu.processes) - 3} more" if len(gpu.processes) > 3 else ""
+            return f"GPU {gpu.index} is used by {holders}{more}: stop it first"
+    return ""
+
+
+def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family: str, os_info: OsInfo | None) -> None:
     text = " ".join(fix.command.split())  # one line
     shell = is_shell(text)
     kind = section_of(fix)
@@ -103,12 +175,15 @@ def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family:
         live, why = False, "holds a control character: type it by hand"
     elif fix.family != "any" and family not in ("debian", "rhel"):
         live, why = False, f"for {fix.family} hosts: the distribution is unknown, uncomment the line for yours"
+    elif out_of_range(text, os_info):  # knowledge/command_ranges.csv: ubuntu-drivers on Debian, dnf module on RHEL 10
+        live, why = False, out_of_range(text, os_info)
     key = (fix.family if not live else "", text)
     step = steps.get(key)
     if step is None:
         step = steps[key] = Step(text, kind, live, fix.family, why=why)
     if finding.code not in step.codes:
         step.codes.append(finding.code)
+    step.actions.add(finding.action)
     if fix.note and fix.note not in step.notes:
         step.notes.append(fix.note)
     if kind == "disruptive" and step.kind != "disruptive":
@@ -123,12 +198,23 @@ def _render(step: Step) -> list[str]:
     if not step.live:
         out.append(f"# ({step.why})")
         out.append(f"# {one_line(step.text)}")
-        return out
+        return out + _undo(step.text)
     out.append(f"{step.text} || true" if step.kind == "diagnostic" else step.text)
+    out += _undo(step.text)
     check = _verification(step.text) if step.kind in ("backup", "change") else None
     if check:
         condition, failure = check
         out.append(f"{condition} || {{ echo {_quote('check failed: ' + failure)} >&2; exit 1; }}")
+    return out
+
+
+def _undo(text: str) -> list[str]:
+    """The comment that says how to undo a lasting change (``fixsections.UNDO``), and when."""
+    out = []
+    for part in text.split("&&"):
+        for change, undo, when in UNDO:
+            if change.search(part):
+                out.append(f"# undo it {when}: {one_line(change.sub(undo, part.strip(), count=1))}")
     return out
 
 
@@ -179,5 +265,9 @@ def _header(report: Report, family: str) -> list[str]:
     ]
     if family not in ("debian", "rhel"):
         lines.append("# The distribution family is unknown: distribution-specific lines are commented out.")
+    elif snapshot.os is not None and snapshot.os.family_from:
+        from gpuhealth.distro_infer import family_note
+
+        lines.append(f"# No os-release in the evidence: {one_line(family_note(snapshot.os))}; its lines are live.")
     lines += ["", "set -euo pipefail"]
     return lines

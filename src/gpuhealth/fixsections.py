@@ -32,6 +32,26 @@ DISRUPTIVE = DISRUPTIVE_COMMAND
 # A reboot alone: always the last step, in the script and in every report (issue 22: "reboot last and alone").
 REBOOT = lazy_re(r"^sudo\s+(?:reboot|systemctl\s+reboot)\s*$")
 PLACEHOLDER = lazy_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}")
+# A step that needs what another step of the same finding does first (issue 22: "a step that depends on a commented
+# line is commented too"): (the dependent step, its prerequisite). DKMS builds with the kernel headers and the gcc a
+# finding installs; nvidia-ctk comes with the toolkit package; Docker is restarted to read the runtime nvidia-ctk
+# wrote. When every prerequisite step of the finding is a comment (for another distribution, or a placeholder to
+# fill in), the dependent step is one too.
+NEEDS = (
+    (lazy_re(r"\bdkms\s+(?:autoinstall|install|build)\b"),
+     lazy_re(r"\b(?:apt-get|apt|dnf|yum|zypper)\s+(?:-\S+\s+)*install\b")),
+    (lazy_re(r"\bnvidia-ctk\b"), lazy_re(r"\binstall\b.*\bnvidia-container-toolkit\b")),
+    (lazy_re(r"\bsystemctl\s+restart\s+docker\b"), lazy_re(r"\bnvidia-ctk\s+runtime\s+configure\b")),
+)
+# A change that stays until undone (issue 22: "no irreversible line without its undo"): (the change, its undo as a
+# substitution of the change's own text, when to run the undo). A hold outlives the fault it was set for: the day the
+# driver is upgraded on purpose, the hold must go, or the upgrade is silently skipped (apt-mark(8): "hold is used to
+# mark a package as held back, which will prevent the package from being automatically installed, upgraded or
+# removed"; dnf versionlock(8): "delete" removes a lock).
+UNDO = (
+    (lazy_re(r"\bapt-mark\s+hold\b"), "apt-mark unhold", "before you upgrade the driver on purpose"),
+    (lazy_re(r"\bdnf\s+versionlock\s+add\b"), "dnf versionlock delete", "before you upgrade the driver on purpose"),
+)
 SECTIONS = (
     ("backup", "Backups: before anything changes"),
     ("diagnostic", "Look first: read-only diagnostics (they never stop the script)"),

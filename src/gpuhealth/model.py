@@ -284,6 +284,9 @@ class OsInfo:
     machine_vendor: str | None = None
     machine_product: str | None = None
     machine_family: str | None = None
+    # Set only when os-release did not name the distribution: the evidence its family was inferred from ("the dpkg
+    # package listing"); id_like then holds that family alone (gpuhealth.distro_infer)
+    family_from: str | None = None
 
     @property
     def family(self) -> str:
@@ -459,7 +462,8 @@ class NvlinkState:
 class KernelEvent:
     """One NVIDIA-relevant kernel log event."""
 
-    kind: str  # "xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "nvrm"
+    kind: str  # "xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "nvrm"; beside the GPUs:
+    # "soft_lockup", "hung_task", "oom_kill", "mlx5_fatal"
     message: str
     line: str  # the raw line as read
     line_number: int | None = None
@@ -678,6 +682,7 @@ class Snapshot:
     cuda: CudaState | None = None  # CUDA toolkits, loader, persistence daemon (GH6xx)
     active: ActiveResults | None = None  # opt-in active tests (check --level 2, GH71x)
     host_env: HostEnvironment | None = None  # display, install routes, containers, params, storage (GH8xx)
+    host_health: HostHealth | None = None  # InfiniBand, EDAC, inodes, file and PID limits (GH72x, GH81x)
     dcgm: DcgmReport | None = None  # a pasted dcgmi diag / dcgmi health table (GH711)
 
     @property
@@ -1115,6 +1120,57 @@ class DiskSpace:
     mount_point: str
     size_kib: int
     available_kib: int
+
+
+@record
+class IbPort:
+    """One InfiniBand/RoCE port under ``/sys/class/infiniband/<device>/ports/<port>/`` as the kernel shows it
+    (drivers/infiniband/core/sysfs.c): ``state`` "4: ACTIVE", ``phys_state`` "5: LinkUp", ``rate``
+    "400 Gb/sec (4X NDR)", ``link_layer`` "InfiniBand" or "Ethernet" (RoCE); None where the file was unreadable.
+    ``counters``: (name, value) from ``counters/`` (absolute values since the driver loaded or last reset)."""
+
+    device: str
+    port: str
+    state: str | None = None
+    phys_state: str | None = None
+    rate: str | None = None
+    link_layer: str | None = None
+    counters: tuple[tuple[str, int], ...] = ()
+
+
+@record
+class EdacController:
+    """One memory controller under ``/sys/devices/system/edac/mc/`` (Documentation/admin-guide/ras.rst):
+    errors corrected (``ce_count``) and uncorrected (``ue_count``) since the counters were last reset."""
+
+    name: str
+    corrected: int | None = None
+    uncorrected: int | None = None
+
+
+@record
+class InodeUse:
+    """One ``df -P -l -i`` line: the inodes of a file system (0 for file systems that do not count them)."""
+
+    filesystem: str
+    mount_point: str
+    inodes: int
+    free: int
+
+
+@record
+class HostHealth:
+    """The host beside the GPUs (GH72x network, GH81x host): each part None when it could not be read,
+    the reason in ``Snapshot.unavailable`` under ``host_*``."""
+
+    infiniband: tuple[IbPort, ...] | None = None  # () on a host without /sys/class/infiniband devices
+    ib_excluded: tuple[str, ...] = ()  # devices left unread ([check] ib_exclude)
+    edac: tuple[EdacController, ...] | None = None  # () when EDAC has no memory controller
+    inodes: tuple[InodeUse, ...] | None = None
+    files_open: int | None = None  # /proc/sys/fs/file-nr: allocated file handles
+    files_max: int | None = None  # its third field (fs.file-max)
+    tasks: int | None = None  # /proc/loadavg's fourth field after the slash: processes and threads that exist
+    pid_max: int | None = None  # /proc/sys/kernel/pid_max
 
 
 @record

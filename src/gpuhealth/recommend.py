@@ -454,7 +454,9 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = 
                 "NVSwitch system: after installing, Fabric Manager of exactly this version is needed too "
                 f"(NVIDIA's CUDA repository: nvidia-fabricmanager-{branch}); without it CUDA fails with error 802")))
         return InstallRoute(distro, family, branch, flavour, tuple(commands), DEBIAN_SOURCE)
-    if family == "rhel" or ids & set(RHEL_LIKE):
+    # dnf and NVIDIA's module streams start with RHEL 8 (knowledge/command_ranges.csv): RHEL/CentOS 7 (yum) takes the
+    # .run installer below, like any distribution without a package route
+    if (family == "rhel" or ids & set(RHEL_LIKE)) and (_major(os_info.version_id if os_info else None) or 9) >= 8:
         major = _major(os_info.version_id if os_info else None) or 9
         machine = "sbsa" if (os_info and os_info.architecture in ("aarch64", "arm64")) else "x86_64"
         commands = []
@@ -466,7 +468,8 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = 
                               note="NVIDIA's CUDA repository", major=major, machine=machine)]
         if major >= 10:
             commands += [_command("sudo dnf versionlock add '*nvidia*'{branch}'*'", branch=branch,
-                                  note="keeps updates on this branch (python3-dnf-plugin-versionlock)"),
+                                  note="keeps updates on this branch (python3-dnf-plugin-versionlock); undo it before"
+                                       " upgrading the branch: sudo dnf versionlock delete '*nvidia*'"),
                          Command("sudo dnf install -y nvidia-open" if flavour == "open"
                                  else "sudo dnf install -y nvidia-driver",
                                  note="" if flavour == "open" else "proprietary package name not confirmed")]
@@ -639,7 +642,9 @@ def render_text(recommendation: Recommendation, console: Any) -> None:
         if r.cuda.pytorch_wheel:
             say("[bold]PyTorch[/bold]", f"wheel variant {r.cuda.pytorch_wheel} ({r.cuda.pytorch_wheel_via}):")
             spec = r.cuda.pytorch_spec if r.cuda.pytorch_spec == "torch" else f"'{r.cuda.pytorch_spec}'"
-            console.print(f"  pip install {spec} --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}", soft_wrap=True)
+            # with its companions from the same index, as PyTorch's install commands (pytorch.org/get-started)
+            wheels = f"{spec} torchvision torchaudio"
+            console.print(f"  pip install {wheels} --index-url {WHEEL_INDEX}/{r.cuda.pytorch_wheel}", soft_wrap=True)
         else:
             say("[bold]PyTorch[/bold]", "no wheel fits these GPUs:")
         say("", escape(r.cuda.pytorch_source), style="dim")

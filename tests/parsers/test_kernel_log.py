@@ -29,7 +29,8 @@ from gpuhealth.parsers.kernel_log import (
 )
 
 KINDS = {"xid", "sxid", "fallen_off_bus", "rminit_failed", "api_mismatch", "bar", "probe", "gsp", "nvrm", "aer",
-         "module_signature"}
+         "module_signature",
+         "soft_lockup", "hung_task", "oom_kill", "mlx5_fatal"}  # the host beside the GPUs (GH722, GH811, GH812)
 
 KERNEL_LOGS = corpus_files(
     "gpud/*dmesg*", "gpud/kmsg__*", "gpud/pstore__*", "gpud/query_log_tail__dmesg.0.log",

@@ -32,9 +32,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from families import family_of  # noqa: E402  (beside this file; the miner is a script, not a package)
 
 REPOSITORY = "NVIDIA/open-gpu-kernel-modules"
-# The first release, then the newest release of each branch as of the mining (and the newest of all).
-TAGS = ("515.43.04", "520.61.05", "525.147.05", "530.41.03", "535.288.01", "545.29.06", "550.163.01",
-        "555.58.02", "560.35.03", "565.77", "570.211.01", "575.64.05", "580.142", "590.48.01", "595.45.04")
+# Every release tag of the repository as of the mining (515.43.04 to 595.45.04, oldest first, ``git tag | sort -V``):
+# a row's first and last tag are exact. Reading all takes a few minutes (a file unchanged between tags is parsed
+# once); ``--tags`` reads fewer. A new release is mined by adding its tag here.
+TAGS = (
+    "515.43.04", "515.48.07", "515.49.05", "515.49.06", "515.49.10", "515.49.14", "515.49.15", "515.49.18",
+    "515.49.19", "515.49.24", "515.49.25", "515.57", "515.65.01", "515.65.07", "515.76", "515.86.01", "515.105.01",
+    "520.56.06", "520.61.05", "520.61.07",
+    "525.47.04", "525.47.06", "525.47.07", "525.47.11", "525.47.13", "525.47.14", "525.47.15", "525.47.18",
+    "525.47.22", "525.47.24", "525.47.26", "525.47.27", "525.47.31", "525.47.34", "525.47.35", "525.53", "525.60.11",
+    "525.60.13", "525.78.01", "525.85.05", "525.85.12", "525.89.02", "525.105.17", "525.116.03", "525.116.04",
+    "525.125.06", "525.147.05",
+    "530.30.02", "530.41.03",
+    "535.43.02", "535.43.08", "535.43.09", "535.43.10", "535.43.11", "535.43.13", "535.43.15", "535.43.16",
+    "535.43.19", "535.43.20", "535.43.22", "535.43.23", "535.43.24", "535.43.25", "535.43.28", "535.54.03",
+    "535.86.05", "535.86.10", "535.98", "535.104.05", "535.104.12", "535.113.01", "535.129.03", "535.146.02",
+    "535.154.05", "535.161.07", "535.161.08", "535.171.04", "535.179", "535.183.01", "535.183.06", "535.216.01",
+    "535.216.03", "535.230.02", "535.247.01", "535.261.03", "535.274.02", "535.288.01",
+    "545.23.06", "545.23.08", "545.29.02", "545.29.03", "545.29.06",
+    "550.40.07", "550.40.53", "550.40.55", "550.40.59", "550.40.61", "550.40.63", "550.40.65", "550.40.67",
+    "550.40.70", "550.40.71", "550.40.75", "550.40.76", "550.40.79", "550.40.80", "550.40.81", "550.40.82",
+    "550.40.83", "550.40.85", "550.54.14", "550.54.15", "550.67", "550.76", "550.78", "550.90.07", "550.90.12",
+    "550.100", "550.107.02", "550.120", "550.127.05", "550.127.08", "550.135", "550.142", "550.144.03", "550.163.01",
+    "555.42.02", "555.42.06", "555.52.04", "555.58", "555.58.02",
+    "560.28.03", "560.31.02", "560.35.03",
+    "565.57.01", "565.77",
+    "570.86.15", "570.86.16", "570.123.01", "570.123.06", "570.123.07", "570.123.10", "570.123.11", "570.123.14",
+    "570.123.18", "570.123.19", "570.124.04", "570.124.06", "570.133.07", "570.133.20", "570.144", "570.148.08",
+    "570.153.02", "570.158.01", "570.169", "570.172.08", "570.181", "570.190", "570.195.03", "570.207", "570.211.01",
+    "575.51.02", "575.51.03", "575.57.08", "575.64", "575.64.03", "575.64.05",
+    "580.65.06", "580.76.05", "580.82.07", "580.82.09", "580.94.02", "580.94.03", "580.94.06", "580.94.10",
+    "580.94.11", "580.94.13", "580.94.16", "580.94.17", "580.94.18", "580.95.05", "580.105.08", "580.119.02",
+    "580.126.09", "580.126.16", "580.126.18", "580.126.20", "580.142",
+    "590.44.01", "590.48.01",
+    "595.44.02", "595.44.03", "595.45.04",
+)
 
 # The printing calls: (first argument index of the level, index of the format, prefix the macro prints,
 # suffix it appends). NV_PRINTF prints "NVRM: <function>: " before the format (nvprintf.h NV_PRINTF_ADD_PREFIX,
@@ -71,7 +103,8 @@ class Call:
     path: str
     line: int
     level: str
-    fmt: str  # the format's first line as printed, C escapes decoded, the macro's prefix/suffix applied
+    fmt: str  # one line of the format as printed (C escapes decoded, the macro's prefix/suffix applied, NVRM tag off)
+    whole: str = ""  # every line of the format, joined: what the family is chosen by (a line may be a fragment)
 
 
 @dataclass
@@ -81,6 +114,7 @@ class Row:
     level: str
     path: str
     line: int
+    whole: str
     tags: list[str] = field(default_factory=list)
 
 
@@ -198,10 +232,18 @@ def calls_in(path: str, text: str) -> tuple[list[Call], collections.Counter[str]
             dropped[why] += 1
             continue
         fmt = prefix + fmt + suffix if not suffix else prefix + fmt.rstrip("\n") + suffix
-        fmt = fmt.removeprefix("NVRM: ").removeprefix("NVRM:").lstrip(" ")
-        first = fmt.split("\n", 1)[0].rstrip()
-        found.append(Call(path, text.count("\n", 0, m.start()) + 1, level, first))
+        line = text.count("\n", 0, m.start()) + 1
+        first, *more = fmt.split("\n")
+        whole = " ".join(_untagged(part) for part in (first, *more) if part.strip())
+        found.append(Call(path, line, level, _untagged(first), whole))
+        # a later line of the format that starts with its own NVRM tag is a kernel log line of its own (nv.c's
+        # multi-line messages); one without the tag continues the line before and is not read on its own
+        found += [Call(path, line, level, _untagged(part), whole) for part in more if part.startswith("NVRM:")]
     return found, dropped
+
+
+def _untagged(line: str) -> str:
+    return line.removeprefix("NVRM: ").removeprefix("NVRM:").strip(" ").rstrip()
 
 
 # --------------------------------------------------------------------------- format -> pattern
@@ -242,7 +284,7 @@ def example_of(fmt: str) -> str:
 
 def why_dropped(fmt: str, literal: str) -> str | None:
     if not fmt.strip():
-        return "empty first line (a multi-line message's continuation)"
+        return "empty line"
     if sum(c.isalnum() for c in literal) < MIN_LITERAL or not _WORD.search(literal):
         return "too little fixed text to recognise"
     if not _WHOLE_WORD.search(literal):
@@ -327,7 +369,7 @@ def mine(git: Git, tags: tuple[str, ...], log: io.TextIOBase) -> tuple[list[Row]
             if sha not in parsed:
                 parsed[sha] = calls_in(path, git.blob(sha))
             found, why = parsed[sha]
-            calls += [Call(path, c.line, c.level, c.fmt) for c in found]
+            calls += [Call(path, c.line, c.level, c.fmt, c.whole) for c in found]
             dropped.update(why)
         made = 0
         for call in calls:
@@ -339,16 +381,16 @@ def mine(git: Git, tags: tuple[str, ...], log: io.TextIOBase) -> tuple[list[Row]
             made += 1
             row = rows.get(pattern)
             if row is None:
-                row = rows[pattern] = Row(pattern, call.fmt, call.level, call.path, call.line)
+                row = rows[pattern] = Row(pattern, call.fmt, call.level, call.path, call.line, call.whole)
             elif call.level == "error" and row.level != "error":
                 row.level = "error"  # printed at both levels: the stronger one
             if not row.tags or row.tags[-1] != tag:
                 row.tags.append(tag)
             if row.tags[-1] == tag:
-                row.path, row.line = call.path, call.line  # its place at the newest tag holding it
+                row.path, row.line, row.whole = call.path, call.line, call.whole  # its place at the newest tag
         levels = collections.Counter(c.level for c in calls)
         coverage[tag] = (len(calls), levels, made, dropped)
-        print(f"{tag}: {len(calls)} error/warning format strings ({levels['error']} error, "
+        print(f"{tag}: {len(calls)} error/warning format lines read ({levels['error']} error, "
               f"{levels['warning']} warning), {made} turned into patterns; dropped: "
               + (", ".join(f"{n} {why}" for why, n in dropped.most_common()) or "none"), file=log)
     return list(rows.values()), coverage
@@ -362,8 +404,8 @@ def rarest_word(literal: str, counts: collections.Counter[str]) -> str:
 
 # One row per physical line, the first five columns never quoted: the runtime indexes the file by splitting each
 # line at its first five commas (knowledge/mined.py) and parses only the rows it tries.
-COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format", "pattern", "file", "line",
-           "first_tag", "last_tag", "tags")
+COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format", "pattern", "repository", "file",
+           "line", "first_tag", "last_tag", "tags")
 
 
 def table(rows: list[Row], tags: tuple[str, ...]) -> str:
@@ -378,9 +420,9 @@ def table(rows: list[Row], tags: tuple[str, ...]) -> str:
         component = component_of(row.path)
         ident = "nvrm-" + hashlib.sha1(row.pattern.encode()).hexdigest()[:10]
         first, last = min(row.tags, key=order.get), max(row.tags, key=order.get)
-        writer.writerow((ident, row.level, component, family_of(component, row.path, row.fmt),
+        writer.writerow((ident, row.level, component, family_of(component, row.path, row.whole),
                          rarest_word(literal, counts), sum(c.isalnum() for c in literal), row.fmt, row.pattern,
-                         row.path, row.line, first, last, len(row.tags)))
+                         REPOSITORY, row.path, row.line, first, last, len(row.tags)))
     return out.getvalue()
 
 

@@ -14,6 +14,7 @@ CHECK_MODULES = (
     "gpuhealth.checks.install",
     "gpuhealth.checks.cuda",
     "gpuhealth.checks.environment",
+    "gpuhealth.checks.hostside",
     "gpuhealth.checks.topology",
     "gpuhealth.checks.diagnosis",
     "gpuhealth.checks.evidence_checks",

@@ -37,6 +37,13 @@ NO_PERSISTENCE = "--no-persistence-mode"  # nvidia-persistenced(1): forces persi
 FORCED_OFF_FIXES = ("systemctl status nvidia-persistenced", "sudo systemctl edit --full nvidia-persistenced",
                     "sudo systemctl restart nvidia-persistenced")
 
+# PyTorch's own install commands reinstall torch with its companions from the same index ("pip3 install torch
+# torchvision torchaudio --index-url https://download.pytorch.org/whl/cu128", PyTorch "Start Locally"
+# <https://pytorch.org/get-started/locally/>; each release's set: "Previous PyTorch Versions"
+# <https://pytorch.org/get-started/previous-versions/>). torch alone leaves torchvision/torchaudio '+cpu' beside it.
+TORCH_REINSTALL = ("pip install --force-reinstall torch torchvision torchaudio"
+                   " --index-url https://download.pytorch.org/whl/cu<XY>")
+
 
 # --------------------------------------------------------------------------- shared judgements
 
@@ -335,7 +342,7 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
                               rhel=["sudo dnf install cuda-toolkit-{major:number}-{minor:number}",
                                     "sudo alternatives --set cuda /usr/local/cuda-{cuda}"],
                               major=major, minor=minor, cuda=max_cuda)
-    torch_fixes = (Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
+    torch_fixes = (Fix(TORCH_REINSTALL,
                        "any", note=f"cu<XY> no newer than the CUDA Version nvidia-smi prints ({max_cuda or '?'})"),)
     yield Draft(
         worst, "; ".join(line for _, line in sorted(lines)),
@@ -711,7 +718,7 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
     How to fix:
     Follow the fix of the cause named: reinstall a CUDA wheel from the index for a CUDA version the
-    driver supports (`pip install --force-reinstall torch --index-url
+    driver supports (`pip install --force-reinstall torch torchvision torchaudio --index-url
     https://download.pytorch.org/whl/cu<XY>`), upgrade the driver, unset or correct
     `CUDA_VISIBLE_DEVICES`, load nvidia_uvm (GH205), or create MIG instances.
 
@@ -757,7 +764,7 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     wheel_cuda = torch.torch_cuda_version
     if not wheel_cuda or (torch.torch_version or "").endswith("+cpu"):
         causes.append(f"a CPU-only PyTorch build ({torch.torch_version or 'torch'}: torch.version.cuda is None)")
-        fixes.append(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
+        fixes.append(Fix(TORCH_REINSTALL,
                          "any", note="cu<XY> no newer than the CUDA Version nvidia-smi prints "
                                      f"({_driver_max_cuda(snapshot) or '?'})"))
     else:
@@ -769,7 +776,7 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             causes.append(f"the driver ({driver or '?'}) is too old for the wheel's CUDA {wheel_cuda} ({need})")
             if driver:
                 evidence.append(Evidence(driver_source, (f"driver {driver}",)))
-            fixes.append(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>",
+            fixes.append(Fix(TORCH_REINSTALL,
                              "any", note="a wheel for an older CUDA the driver supports"))
             if minimum:
                 fixes.extend(fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
@@ -814,7 +821,7 @@ def _cpu_only_build(snapshot: Snapshot, version: str) -> Draft:
         Severity.WARNING, f"PyTorch {version} is a CPU-only build: it cannot use a GPU on any host",
         evidence=(Evidence(snapshot.sources.get("torch", TORCH_SOURCE), (f"PyTorch version: {version}",)),),
         labels={"decided": CPU_BUILD},
-        fixes=(Fix("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu<XY>", "any",
+        fixes=(Fix(TORCH_REINSTALL, "any",
                    note="cu<XY> no newer than the CUDA Version nvidia-smi prints; nothing to do on a host "
                         "without an NVIDIA GPU"),))
 
@@ -838,7 +845,8 @@ def torch_arch_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
 
     How to fix:
     Install a wheel built for this architecture: for sm_100/sm_120, a CUDA 12.8 or newer build
-    (`pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128`), which
+    (`pip install --force-reinstall torch torchvision torchaudio --index-url
+    https://download.pytorch.org/whl/cu128`: torch with its companions, as PyTorch's install commands do), which
     also needs driver 570 or newer. For old GPUs, the last wheel that still lists their sm_XY.
 
     Exceptions:

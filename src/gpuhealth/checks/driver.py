@@ -731,8 +731,30 @@ def nvidia_smi_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     if gpu_expected(snapshot) is False or (gpu_expected(snapshot) is None and not module_loaded(snapshot)):
         yield Skip("no NVIDIA GPU on the PCI bus")
         return
+    utils = _utils_package(snapshot)
+    fixes = tuple(utils if utils is not None and "nvidia-utils-<branch>" in f.command else f
+                  for f in table_fixes("GH208"))
     yield Draft(
         Severity.WARNING, "nvidia-smi is not installed although an NVIDIA GPU is present",
         evidence=(Evidence("PATH", ("nvidia-smi: command not found",)),),
-        fixes=table_fixes("GH208"),
+        fixes=fixes,
     )
+
+
+def _utils_package(snapshot: Snapshot) -> Fix | None:
+    """Ubuntu's utilities package for the loaded driver, when the evidence names both the driver's version and its
+    installed packages: ``nvidia-utils-<branch>``, or ``nvidia-utils-<branch>-server`` beside the server build
+    (Ubuntu builds the -server packages from their own source, nvidia-graphics-drivers-<branch>-server
+    <https://packages.ubuntu.com/noble/nvidia-utils-565-server>; the other package does not match the driver). None
+    when either is unknown: the row's step, with its placeholder, stays."""
+    version = snapshot.driver.version if snapshot.driver else None
+    packages = snapshot.host_env.packages if snapshot.host_env else ()
+    branch = version.split(".")[0] if version else ""
+    ours = [p.name for p in packages if p.manager == "dpkg" and f"-{branch}" in p.name] if branch.isdigit() else []
+    if not ours:
+        return None
+    server = any(f"-{branch}-server" in name for name in ours)
+    template = ("sudo apt-get install nvidia-utils-{branch}-server" if server
+                else "sudo apt-get install nvidia-utils-{branch}")
+    return slotted(template, "debian", note="the utilities of the installed driver package "
+                                            f"({', '.join(ours[:2])})", branch=branch)

@@ -81,7 +81,7 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
     """
     if snapshot.kernel_log is None:
         return
-    from gpuhealth.knowledge.mined import REPOSITORY, families
+    from gpuhealth.knowledge.mined import families
 
     rows = explained_groups(snapshot)
     if not rows:
@@ -100,7 +100,8 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
             tally.add(group)
         matched = list(dict.fromkeys(row for _, row in found))[:MAX_ROWS]
         errors = [row for row in matched if row.level == "error"]
-        severity = (Severity.INFO if not errors else
+        # a warning-level message, or a notice family's (a deprecation printed at error level), is information
+        severity = (Severity.INFO if not errors or family.severity == "info" else
                     Severity.CRITICAL if family.severity == "critical" else Severity.WARNING)
         files = ", ".join(dict.fromkeys(posixpath.basename(row.file) for row in matched))
         (errors or matched)[0]
@@ -113,13 +114,12 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
             f"{family.meaning}",
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(source, samples(tally)),
-                      Evidence(f"driver source ({REPOSITORY})",
-                               tuple(f"{row.file_line} [{row.tags}] {row.level}: {row.format}  {row.url}"
-                                     for row in matched))),
+                      Evidence("driver source", tuple(f"{row.repository} {row.file_line} [{row.tags}] {row.level}: "
+                                                      f"{row.format}  {row.url}" for row in matched))),
             fixes=table_fixes(family.code) if family.code and severity is not Severity.INFO else (),
             explains=family.explains if severity is Severity.CRITICAL else (),
             labels={"mined": " ".join(row.id for row in matched), "family": family.id,
-                    "source": "; ".join(f"{REPOSITORY} {row.tags} {row.file_line}" for row in matched)},
+                    "source": "; ".join(f"{row.repository} {row.tags} {row.file_line}" for row in matched)},
             last_seen=last_seen(tally),
         )
 

@@ -71,6 +71,9 @@ class Expectations:
     models: dict[str, dict[str, int]] = field(default_factory=dict)  # product name -> {key: value}
     driver_params: dict[str, str] | None = None  # /proc/driver/nvidia/params name -> expected value (GH804)
     temperature_margin_c: int | None = None  # GH406: "near slowdown" margin in °C (None: the default, 5)
+    ib_exclude: tuple[str, ...] = ()  # InfiniBand devices never read (/sys/class/infiniband names)
+    ib_port_count: int | None = None  # GH720: InfiniBand/RoCE ports that should be ACTIVE
+    ib_rate_gbps: int | None = None  # GH720: the rate each active port should have, in Gb/s
     # GH101: the NVIDIA GPUs this host had on its PCI bus when last checked, and when (check --gpu-state FILE): a
     # host that had GPUs and now has none is a node whose GPUs vanished, not a CPU-only machine
     gpus_last_seen: int | None = None

@@ -9,12 +9,13 @@ The probes live by subject: ``system``, ``gpu``, ``install``, ``cuda``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 from gpuhealth.collect.base import Probed, in_parallel
 from gpuhealth.collect.containers import probe_host_environment
 from gpuhealth.collect.cuda import probe_cuda, probe_cuda_without_frameworks
 from gpuhealth.collect.gpu import probe_driver, probe_nvidia_smi, probe_nvml, probe_pci, probe_topology
+from gpuhealth.collect.hostside import host_health_probe
 from gpuhealth.collect.install import probe_install
 from gpuhealth.collect.system import (
     probe_device_nodes,
@@ -39,19 +40,21 @@ def _brief(exc: Exception, limit: int = 300) -> str:
 def collect(host: Host, timeout: float = DEFAULT_TIMEOUT_S, origin: str = "live",
             captured_at: str | None = None,
             progress: Callable[[str], None] | None = None, frameworks: bool = True,
-            probe_timeout: float | None = None, waiting: Callable[[str], None] | None = None) -> Snapshot:
+            probe_timeout: float | None = None, waiting: Callable[[str], None] | None = None,
+            ib_exclude: Collection[str] = ()) -> Snapshot:
     """Run every probe against ``host`` and return the frozen snapshot.
 
     ``frameworks=False`` skips the PyTorch probe, which opens a CUDA context and computes on every
     GPU: right for a one-off check, wrong for a periodic one on a node running jobs. ``probe_timeout``
     bounds that probe (default: ``probe_cuda``'s, at least 60 s). ``progress`` hears each probe's name once
-    it is done, ``waiting`` the name of the probe whose result is awaited next.
+    it is done, ``waiting`` the name of the probe whose result is awaited next. ``ib_exclude``: InfiniBand
+    devices that must not be read (``[check] ib_exclude``).
     """
     probes: list[Callable[[Host, float], Probed]] = [
         probe_os, probe_pci, probe_driver, probe_modules, probe_device_nodes,
         probe_nvidia_smi, probe_nvml, probe_topology, probe_kernel_log, probe_environment, probe_install,
         _cuda_probe(frameworks, probe_timeout),
-        probe_host_environment,
+        probe_host_environment, host_health_probe(ib_exclude),
     ]
     merged = Probed()
     for name, found in _probe_all(host, timeout, probes, waiting):

@@ -19,8 +19,6 @@ import re
 from gpuhealth.knowledge import read_table, table_rows
 from gpuhealth.records import record
 
-REPOSITORY = "NVIDIA/open-gpu-kernel-modules"
-REPOSITORY_URL = "https://github.com/NVIDIA/open-gpu-kernel-modules"
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")  # the miner's index words (tools/mine/mine_nvrm.py: _WORD)
 
 
@@ -29,7 +27,7 @@ class Family:
     """A group of mined messages with one meaning, and the check and cause it points to (when one is known)."""
 
     id: str
-    severity: str  # for an error-level message of the family: "critical" or "warning"
+    severity: str  # for an error-level message of the family: "critical", "warning" or "info" (a notice)
     title: str
     meaning: str
     code: str  # the check the family points to ("" when none)
@@ -51,6 +49,7 @@ class MinedMessage:
     fixed_chars: int  # letters and digits of fixed text: the more, the more specific the row
     format: str
     pattern: str
+    repository: str  # owner/name on GitHub
     file: str
     line: int
     first_tag: str
@@ -66,7 +65,7 @@ class MinedMessage:
 
     @property
     def url(self) -> str:
-        return f"{REPOSITORY_URL}/blob/{self.last_tag}/{self.file}#L{self.line}"
+        return f"https://github.com/{self.repository}/blob/{self.last_tag}/{self.file}#L{self.line}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,8 +77,8 @@ def families() -> dict[str, Family]:
 
 
 TABLE = "mined/nvrm.csv"
-COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format", "pattern", "file", "line",
-           "first_tag", "last_tag", "tags")
+COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format", "pattern", "repository", "file",
+           "line", "first_tag", "last_tag", "tags")
 
 
 @functools.lru_cache(maxsize=1)
@@ -101,7 +100,8 @@ def _message(line: str) -> MinedMessage:
 
     r = dict(zip(COLUMNS, next(csv.reader([line])), strict=True))
     return MinedMessage(r["id"], r["level"], r["component"], r["family"], r["key"], int(r["fixed_chars"]),
-                        r["format"], r["pattern"], r["file"], int(r["line"]), r["first_tag"], r["last_tag"])
+                        r["format"], r["pattern"], r["repository"], r["file"], int(r["line"]), r["first_tag"],
+                        r["last_tag"])
 
 
 def messages() -> tuple[MinedMessage, ...]:

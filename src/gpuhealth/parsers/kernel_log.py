@@ -115,7 +115,17 @@ _SIGNATURE_NEEDLES = (b"module verification failed", b"Key was rejected", b"Requ
 # of <dev> failed with error -N", since Linux 6.x "nvidia <dev>: probe with driver nvidia failed with error -N"); the
 # same second pass finds it. Other drivers' probe lines match the needles and are left out by the pattern.
 _CORE_PROBE_NEEDLES = (b"probe of ", b"probe with driver nvidia")
-_SECOND_PASS_NEEDLES = _SIGNATURE_NEEDLES + _CORE_PROBE_NEEDLES
+# The host beside the GPUs, in the kernel's own words (no NVRM tag), found by the same second pass:
+#   kernel/watchdog.c    "watchdog: BUG: soft lockup - CPU#%d stuck for %us! [%s:%d]",
+#                        "Watchdog detected hard LOCKUP on cpu %d"
+#   kernel/hung_task.c   "INFO: task %s:%d blocked for more than %ld seconds."
+#   mm/oom_kill.c        "Out of memory: Killed process %d (%s) ..." (before 4.19 "Kill process %d (%s) score"),
+#                        "Memory cgroup out of memory: Killed process ..." for a cgroup's limit
+#   drivers/net/ethernet/mellanox/mlx5/core/health.c  "device's health compromised - reached miss count",
+#                        "Fatal error %u detected" (mlx5_core_err: "mlx5_core <PCI address>: ..." before it)
+_HOST_NEEDLES = (b"soft lockup", b"hard LOCKUP", b"blocked for more than", b"out of memory: Kill",
+                 b"Out of memory: Kill", b"health compromised", b"Fatal error")
+_SECOND_PASS_NEEDLES = _SIGNATURE_NEEDLES + _CORE_PROBE_NEEDLES + _HOST_NEEDLES
 _SIGNATURE_SCAN_MAX_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024  # format detection and binary check look at this much text
 _HEAD_LINES = 400
@@ -1544,8 +1554,43 @@ def _signature_events(hits: list[_Hit]) -> list[KernelEvent]:
     return events
 
 
+_SOFT_LOCKUP = lazy_re(r"soft lockup - CPU#(?P<cpu>\d{1,5}) stuck for (?P<secs>\d{1,9})s!(?: \[(?P<name>[^\]\n]{1,64}):"
+                       r"(?P<pid>\d{1,10})\])?")
+_HARD_LOCKUP = lazy_re(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d{1,5})")
+_HUNG_TASK = lazy_re(r"INFO: task (?P<name>.{1,64}?):(?P<pid>\d{1,10}) blocked for more than (?P<secs>\d{1,9}) seconds")
+# "Killed process 123 (python)" and, in GPUd's sample of older kernels, "Killed process 123, UID 48, (httpd)"
+_OOM_KILL = lazy_re(r"[Oo]ut of memory: Kill(?:ed)? process (?P<pid>\d{1,10}),?(?: UID \d{1,10},)? "
+                    r"\((?P<name>[^)\n]{1,64})\)")
+_MLX5 = lazy_re(r"mlx5_core (?P<addr>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_MLX5_FATAL = lazy_re(r"health compromised|Fatal error \d{1,10} detected")
+_HOST_TEXTS = tuple(needle.decode() for needle in _HOST_NEEDLES)
+
+
+def _host_event(raw: str, timestamp: str | None, message: str, number: int | None) -> KernelEvent | None:
+    """A line of the host beside the GPUs (``_HOST_NEEDLES``) as an event; None for a look-alike."""
+    text = message.strip()
+    event = functools.partial(KernelEvent, message=text, line=raw, line_number=number, timestamp=timestamp)
+    if found := _SOFT_LOCKUP.search(text):
+        return event(kind="soft_lockup", pid=int(found["pid"]) if found["pid"] else None, process=found["name"],
+                     detail=f"CPU#{found['cpu']} stuck for {found['secs']} s")
+    if found := _HARD_LOCKUP.search(text):
+        return event(kind="soft_lockup", detail=f"hard lockup on CPU {found['cpu']}")
+    if found := _HUNG_TASK.search(text):
+        return event(kind="hung_task", pid=int(found["pid"]), process=found["name"],
+                     detail=f"blocked for more than {found['secs']} s")
+    if found := _OOM_KILL.search(text):
+        return event(kind="oom_kill", pid=int(found["pid"]), process=found["name"],
+                     detail="memory cgroup limit" if "cgroup" in text else "system out of memory")
+    if "mlx5_core" in text and _MLX5_FATAL.search(text):
+        address = _MLX5.search(text)
+        return event(kind="mlx5_fatal", pci_address=_normalize(address["addr"]) if address else None)
+    return None
+
+
 def _untagged_event(raw: str, timestamp: str | None, message: str, number: int | None) -> KernelEvent | None:
     """An event from a line without an NVRM tag that a second-pass needle found; None for another driver's line."""
+    if any(text in message for text in _HOST_TEXTS):
+        return _host_event(raw, timestamp, message, number)
     probe = _CORE_PROBE.search(message) if "probe" in message else None
     if probe:
         address = probe["dev"] or probe["of"]

@@ -1,0 +1,116 @@
+"""Probes of the host beside the GPUs (GH72x network, GH81x host): InfiniBand/RoCE ports, EDAC memory
+controllers, inode use, file-handle and PID limits. Everything is read through the ``Host`` seam, so a
+bundle records it and ``check --from`` judges the same files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.host import Host
+from gpuhealth.model import EdacController, HostHealth, IbPort, ParseError
+from gpuhealth.parsers import hostside as parse
+
+IB_CLASS = "/sys/class/infiniband"
+EDAC_MC = "/sys/devices/system/edac/mc"
+DF_INODES = ["df", "-P", "-l", "-i"]  # local file systems only, as GH805's df: df on a dead NFS mount hangs
+# counters/ files whose nonzero value means link trouble (IBTA "PortCounters"; the names are the kernel's,
+# drivers/infiniband/core/sysfs.c). Transmit discards and waits are congestion, not faults: not read.
+IB_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+                     "port_rcv_remote_physical_errors", "local_link_integrity_errors",
+                     "excessive_buffer_overrun_errors")
+MAX_IB_DEVICES = 64  # a node has at most a few dozen HCAs and virtual functions: a bound on the reads
+MAX_EDAC_CONTROLLERS = 64
+
+
+def host_health_probe(ib_exclude: Collection[str] = ()) -> Callable[[Host, float], Probed]:
+    """``probe_host_health`` leaving the devices of ``[check] ib_exclude`` unread."""
+    excluded = frozenset(ib_exclude)
+
+    def probe_host_health(host: Host, timeout: float) -> Probed:
+        return _probe(host, timeout, excluded)
+
+    return probe_host_health
+
+
+def _probe(host: Host, timeout: float, excluded: frozenset[str]) -> Probed:
+    found = Probed()
+    parts: dict[str, object] = {}
+    ports, skipped, why = _infiniband(host, excluded)
+    parts["infiniband"], parts["ib_excluded"] = ports, skipped
+    if why:
+        found.unavailable["host_infiniband"] = why
+    parts["edac"], why = _edac(host)
+    if why:
+        found.unavailable["host_edac"] = why
+    run = host.run(DF_INODES, timeout)
+    try:
+        if not run.stdout.strip():
+            raise ParseError(run.error or (run.stderr.strip().splitlines() or [f"exit {run.exit_code}"])[0])
+        parts["inodes"] = parse.parse_df_inodes(run.stdout)  # df exits 1 when one mount fails: the rest count
+    except ParseError as exc:
+        found.unavailable["host_inodes"] = f"{' '.join(DF_INODES)}: {exc}"
+    for path, reader, fields in (
+            ("/proc/sys/fs/file-nr", parse.parse_file_nr, ("files_open", "files_max")),
+            ("/proc/loadavg", parse.parse_loadavg_tasks, ("tasks",)),
+            ("/proc/sys/kernel/pid_max", lambda text: parse.parse_int(text, "pid_max"), ("pid_max",))):
+        text, error = read_text(host, path)
+        try:
+            if text is None:
+                raise ParseError(error or "unreadable")
+            value = reader(text)
+            parts.update(zip(fields, value if isinstance(value, tuple) else (value,), strict=True))
+        except ParseError as exc:
+            found.unavailable[f"host_{fields[0]}"] = f"{path}: {exc}"
+    found.fields["host_health"] = HostHealth(**parts)  # type: ignore[arg-type]
+    found.sources["host_health"] = f"{IB_CLASS}, {EDAC_MC}, {' '.join(DF_INODES)}, /proc/sys/fs/file-nr, " \
+                                   "/proc/loadavg, /proc/sys/kernel/pid_max"
+    return found
+
+
+def _infiniband(host: Host, excluded: frozenset[str]) -> tuple[tuple[IbPort, ...] | None, tuple[str, ...], str]:
+    """(the ports read, the devices left out by configuration, why none could be read)."""
+    listing = host.listdir(IB_CLASS)
+    if listing.names is None:
+        if listing.error == "not present":  # no RDMA device registered (or ib_core not loaded): no ports to judge
+            return (), (), ""
+        return None, (), f"{IB_CLASS}: {listing.error}"
+    skipped = tuple(name for name in listing.names if name in excluded)
+    ports: list[IbPort] = []
+    for device in [n for n in listing.names if n not in excluded][:MAX_IB_DEVICES]:
+        base = f"{IB_CLASS}/{device}/ports"
+        numbers = host.listdir(base).names or ()
+        for port in numbers[:8]:
+            where = f"{base}/{port}"
+            values = {name: _first_line(host, f"{where}/{name}")
+                      for name in ("state", "phys_state", "rate", "link_layer")}
+            counters = []
+            for name in IB_ERROR_COUNTERS:
+                text = _first_line(host, f"{where}/counters/{name}")
+                if text is not None and text.isdigit():
+                    counters.append((name, int(text)))
+            ports.append(IbPort(device=device, port=port, counters=tuple(counters), **values))
+    return tuple(ports), skipped, ""
+
+
+def _edac(host: Host) -> tuple[tuple[EdacController, ...] | None, str]:
+    listing = host.listdir(EDAC_MC)
+    if listing.names is None:
+        reason = "no EDAC driver loaded for this platform" if listing.error == "not present" else listing.error
+        return None, f"{EDAC_MC}: {reason}: memory errors cannot be read"
+    controllers = []
+    for name in [n for n in listing.names if n.startswith("mc") and n[2:].isdigit()][:MAX_EDAC_CONTROLLERS]:
+        counts = [_first_line(host, f"{EDAC_MC}/{name}/{count}") for count in ("ce_count", "ue_count")]
+        corrected, uncorrected = (int(c) if c is not None and c.isdigit() else None for c in counts)
+        controllers.append(EdacController(name=name, corrected=corrected, uncorrected=uncorrected))
+    if not controllers:
+        return None, f"{EDAC_MC}: no memory controller registered: memory errors cannot be read"
+    return tuple(controllers), ""
+
+
+def _first_line(host: Host, path: str) -> str | None:
+    text, _ = read_text(host, path)
+    if text is None:
+        return None
+    lines = text.strip().splitlines()
+    return lines[0].strip()[:200] if lines else ""
