@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ROOT / "tests" / "cases"
+CASES = ROOT / "tests" / "cases" / "dev"
 GOAL_S = 0.3
 LINES = 300
 

@@ -15,7 +15,7 @@ from gpuhealth.cli import main
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.model import Severity
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 MIG = CASES / "mig-change-pending-disable-persistenced-holds-gpu-operator-118" / "session.txt"
 
 

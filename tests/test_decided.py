@@ -20,7 +20,7 @@ from gpuhealth.model import Finding, Severity, Skipped, Snapshot
 from gpuhealth.report.common import fold
 
 TESTS = Path(__file__).resolve().parent
-CASES = TESTS / "cases"
+CASES = TESTS / "cases" / "dev"
 PLUS_CPU = CASES / "cpu-only-pytorch-plus-cpu-49325" / "collect_env.txt"
 MODULE_NOT_BUILT = CASES / "module-not-built-runfile-kernel-upgrade" / "session.txt"
 TORCH_NO_CUDA = TESTS / "data" / "corpus" / "pytorch-collect-env" / "pytorch-issue-84365_could-not-collect.txt"

@@ -15,7 +15,7 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.cli import main
 from gpuhealth.model import PciDevice, Severity, Snapshot
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 NO_COMM = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
            "NVIDIA driver is installed and running.")  # NVIDIA/nvidia-docker#988
 KEY_REJECTED = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service"

@@ -100,7 +100,7 @@ LONG_RUNNING: dict[str, float] = {
 }
 # commands that name files relative to another directory than the repository ("tmp": a fresh one)
 WORKDIR: dict[str, str] = {
-    "gpuhealth analyze session.txt": "tests/cases/module-not-built-dkms-reinstall",  # README: "prints for it"
+    "gpuhealth analyze session.txt": "tests/cases/dev/module-not-built-dkms-reinstall",  # README: "prints for it"
     "gpuhealth snapshot -o bundle.tar.gz --redact-host": "tmp",  # writes bundle.tar.gz
     "gpuhealth snapshot -o bundle.tar.gz": "tmp",
 }

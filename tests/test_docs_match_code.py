@@ -35,7 +35,7 @@ def test_the_readme_reports_count_the_checks_that_run_today():
     shown = _counts(README.split("$ gpuhealth check --from examples/h100x8-xid-ecc.tar.gz\n", 1)[1].split("```")[0])
     real = _counts(_real(["check", "--from", str(bundle)], REPO))
     assert shown and shown == real, f"README's check --from block: write {real} (a check was added or removed)"
-    case = REPO / "tests" / "cases" / "module-not-built-dkms-reinstall"
+    case = REPO / "tests" / "cases" / "dev" / "module-not-built-dkms-reinstall"
     shown = _counts(_second_block_after("This is what `gpuhealth analyze session.txt` prints for it:"))
     real = _counts(_real(["analyze", "session.txt"], case))
     assert len(shown) == 2 and shown == real, f"README's analyze block: write {real} (a check was added or removed)"

@@ -18,7 +18,7 @@ from gpuhealth.knowledge.signatures import signature
 from gpuhealth.model import Candidate
 from gpuhealth.report.common import fold
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 VLLM = CASES / "stale-libcuda-compat-ldconf-vllm-image-33116" / "session.txt"
 THOR = CASES / "stale-libcuda-compat-ldconfig-thor-container-toolkit-1679"
 ERROR_803 = next(line for line in VLLM.read_text().splitlines() if "Error 803" in line)

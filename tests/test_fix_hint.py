@@ -13,7 +13,7 @@ import sys
 from conftest import REPO
 
 BUNDLE = REPO / "examples" / "h100x8-xid-ecc.tar.gz"
-SESSION = REPO / "tests" / "cases" / "module-not-built-dkms-reinstall" / "session.txt"
+SESSION = REPO / "tests" / "cases" / "dev" / "module-not-built-dkms-reinstall" / "session.txt"
 HINT = re.compile(r"; run `(gpuhealth fix[^`]*)` for a script$")
 
 

@@ -21,7 +21,7 @@ from gpuhealth.model import Report
 from gpuhealth.report import text
 from hostcases import FakeHost, case_names, load_spec
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 # real pasted evidence whose checks list a read-only look or a reboot in the middle of a procedure
 EVIDENCE_CASES = ["secure-boot-key-rejected-gdm-journal", "secure-boot-pkcs7-prime-select",
                   "secure-boot-mok-never-staged-startos", "driver-not-loaded-coreos-modules-not-reloaded",

@@ -12,7 +12,7 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.knowledge.signatures import match_line, signature
 from gpuhealth.model import Severity
 
-CASE = Path(__file__).parent / "cases" / "mig-change-pending-disable-persistenced-holds-gpu-operator-118"
+CASE = Path(__file__).parent / "cases" / "dev" / "mig-change-pending-disable-persistenced-holds-gpu-operator-118"
 
 
 def report_of(text: str):

@@ -9,7 +9,7 @@ from gpuhealth.fixsections import section_of
 from gpuhealth.model import Finding, Report, Severity
 from repo_paths import REPO
 
-CASES = REPO / "tests" / "cases"
+CASES = REPO / "tests" / "cases" / "dev"
 
 
 def case_lines(case: str, name: str, *needles: str) -> str:

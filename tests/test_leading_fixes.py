@@ -13,7 +13,7 @@ from gpuhealth.knowledge.causes import symptoms
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.model import Candidate, Finding, Fix, MessageLine
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 FOUND_NO_DRIVER = ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
                    "installed a driver from http://www.nvidia.com/Download/index.aspx")  # princeton-nlp/SimCSE#244
 NO_DEVICE = "RuntimeError: CUDA error: no CUDA-capable device is detected"

@@ -181,7 +181,7 @@ def test_container_cli_and_dcgmi():
         "nvidia-container-cli: initialization error: nvml error: driver not loaded\n", "x")
     assert failed["nvml"].ok is False and failed["nvml"].error == "driver not loaded"
     # a docker error that quotes the hook's message is not a container-cli listing (analyze's signatures read it)
-    docker = (REPO / "tests/cases/persistence-mode-container-cli-timed-out-azure/session.txt").read_text()
+    docker = (REPO / "tests/cases/dev/persistence-mode-container-cli-timed-out-azure/session.txt").read_text()
     assert identify(docker.split("\n", 1)[1]) != "container-cli-info"
     timed_out = KINDS["container-cli-info"].parse("nvidia-container-cli: initialization error: driver error: "
                                                   "timed out\n", "x")

@@ -259,5 +259,5 @@ def test_make_install_in_a_fresh_clone_then_the_readme_commands_work(tmp_path):
     checked = gpuhealth("check", "--from", "examples/h100x8-xid-ecc.tar.gz")
     assert checked.returncode == 2 and "CRITICAL GH301" in checked.stdout, checked.stderr
     assert gpuhealth("explain", "GH301").returncode == 0
-    analyzed = gpuhealth("analyze", "tests/cases/module-not-built-dkms-reinstall/session.txt")
+    analyzed = gpuhealth("analyze", "tests/cases/dev/module-not-built-dkms-reinstall/session.txt")
     assert analyzed.returncode == 2 and "GH203" in analyzed.stdout, analyzed.stderr

@@ -1,6 +1,6 @@
 """One failed probe is one finding, and a GPU the driver refuses beside working siblings is GH102's.
 
-Evidence: the kernel log of NVIDIA/aicr#1858 (tests/cases/fewer-gpus-than-pci-h100-faulty-probe-azure: one H100 of
+Evidence: the kernel log of NVIDIA/aicr#1858 (tests/cases/dev/fewer-gpus-than-pci-h100-faulty-probe-azure: one H100 of
 eight refused as "not supported" by 580.126.09; the maintainer found a faulty GPU), other real cases of tests/cases/,
 and variants of the aicr#1858 log edited here, each saying what was changed: the driver's own line "None of the
 NVIDIA devices were initialized." (kernel-open/nvidia/nv.c, printed right after the count line when it took no GPU)
@@ -17,7 +17,7 @@ from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.report.common import fold
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 AZURE = CASES / "fewer-gpus-than-pci-h100-faulty-probe-azure" / "dmesg.log"
 NONE_TAKEN = "NVRM: None of the NVIDIA devices were initialized.\n"
 

@@ -425,7 +425,7 @@ def _names_in_tests() -> set[str]:
     root = Path(__file__).resolve().parent
     patterns = [re.compile(p) for p in _NAME_FORMS]
     names = set()
-    for path in [*root.glob("hosts/*.json"), *(p for p in root.glob("cases/*/*") if p.is_file())]:
+    for path in [*root.glob("hosts/*.json"), *(p for p in root.glob("cases/*/*/*") if p.is_file())]:
         text = path.read_text(encoding="utf-8", errors="replace")
         names.update(m[1].strip() for pattern in patterns for m in pattern.finditer(text))
     return {n for n in names if n and not n.endswith("...")}  # the table cuts long names short

@@ -20,7 +20,7 @@ from gpuhealth.model import Finding, Fix, OsInfo, Report, Severity, Snapshot
 from gpuhealth.report import text
 from test_fix_order import evidence_report, printed_fixes
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).parent / "cases" / "dev"
 
 
 def shown_as(fix: Fix) -> str:
@@ -30,7 +30,7 @@ def shown_as(fix: Fix) -> str:
 
 
 def test_real_gcc_mismatch_prints_the_install_step_before_the_rebuild():
-    # a real DKMS build log (tests/cases/gcc-mismatch-void-nvidia340, distribution unknown): GH505's table rows are
+    # a real DKMS build log (tests/cases/dev/gcc-mismatch-void-nvidia340, distribution unknown): GH505's table rows are
     # the looks, the gcc install (a step: <major> is a placeholder), then the DKMS rebuild that needs that gcc
     findings = printed_fixes(evidence_report("gcc-mismatch-void-nvidia340"))
     lines = next(f for f in findings if "sudo dkms autoinstall" in f)

@@ -185,8 +185,8 @@ def test_mig_devices_listed_by_nvidia_smi_l_are_information():
 # and gpud's 8x H100 (all Enabled); the MIG case is ollama/ollama#4814 (tests/cases).
 A100_DISABLED = "azhpc-diagnostics/nvidia-smi-q_8xA100-SXM4-40GB_460.32.03.out"
 H100_ENABLED = "gpud/accelerator_nvidia_query__nvidia-smi-query.535.161.08.out.0.valid"
-MIG_CASE = REPO / "tests" / "cases" / "mig-one-instance-visible-ollama-4814" / "nvidia-smi.txt"
-GEFORCE_TABLE = REPO / "tests" / "cases" / "persistence-mode-idle-p0-rtx3070-shine-cluster-54" / "session.txt"
+MIG_CASE = REPO / "tests" / "cases" / "dev" / "mig-one-instance-visible-ollama-4814" / "nvidia-smi.txt"
+GEFORCE_TABLE = REPO / "tests" / "cases" / "dev" / "persistence-mode-idle-p0-rtx3070-shine-cluster-54" / "session.txt"
 
 
 def pasted(path) -> object:

@@ -23,7 +23,7 @@ LSMOD_FILES = corpus_files("**/lsmod*", "**/proc_modules*")
 # The corpus has no os-release file either; the os-release texts above are tested one by one.
 REPO_TESTS = Path(__file__).resolve().parent.parent
 MODPROBE_FILES = sorted((REPO_TESTS / "data" / "listings" / "modprobe-d").glob("*.conf")) + [
-    REPO_TESTS / "cases" / "driver-parameters-obsolete-pat-610" / "modprobe.d-nvidia.conf"]
+    REPO_TESTS / "cases" / "dev" / "driver-parameters-obsolete-pat-610" / "modprobe.d-nvidia.conf"]
 
 # --------------------------------------------------------------------------- os-release (hand-written)
 
