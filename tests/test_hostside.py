@@ -213,3 +213,19 @@ def test_clock_and_ps_unavailable_skip():
     del spec["commands"]["timedatectl show -p NTPSynchronized --value"]
     skipped = {s.code: s.reason for s in run_checks(collect(FakeHost(spec))).skipped}
     assert "not installed" in skipped["GH816"] and "timedatectl" in skipped["GH817"]
+
+
+def test_the_monitors_full_check_leaves_excluded_devices_unread(monkeypatch):
+    import gpuhealth.collect
+    from gpuhealth.model import Snapshot
+    from gpuhealth.monitor.daemon import run_full_check
+
+    asked = {}
+
+    def fake_collect(host, *args, **kwargs):
+        asked.update(kwargs)
+        return Snapshot()
+
+    monkeypatch.setattr(gpuhealth.collect, "collect", fake_collect)
+    run_full_check(Expectations(ib_exclude=("mlx5_9",)))
+    assert asked["ib_exclude"] == ("mlx5_9",)
