@@ -183,3 +183,49 @@ def test_quiet_host_is_healthy_and_judged():
     health = report.snapshot.host_health
     assert len(health.infiniband) == 4 and health.pid_max == 4194304
     assert dataclasses.asdict(health)  # a frozen record, serialisable
+
+
+# --------------------------------------------------------------------------- stuck processes, clock
+
+
+def test_a_process_in_state_d_holding_the_gpu():
+    report = _faults()
+    stuck = {p.pid: p for p in report.snapshot.host_health.stuck}
+    assert set(stuck) == {48211, 7002}  # 7001 left state D at the second read: not stuck
+    assert stuck[48211].nvidia_files == ("/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl")
+    found = _findings(report, "GH816")
+    assert [(f.severity, f.impact) for f in found] == [(Severity.CRITICAL, "node_unusable"), (Severity.INFO, "none")]
+    assert "hung task" in found[0].message and "7002 (tar)" in found[1].message
+
+
+def test_stuck_without_a_hung_task_line_is_a_warning():
+    spec = load_spec("h100x8-host-faults")
+    log = spec["commands"]["dmesg --time-format iso"]["stdout"]
+    spec["commands"]["dmesg --time-format iso"]["stdout"] = "".join(
+        line + "\n" for line in log.splitlines() if "blocked for more than" not in line)
+    found = _findings(run_checks(collect(FakeHost(spec))), "GH816")
+    assert [(f.severity, f.action) for f in found][0] == (Severity.WARNING, "reboot")
+
+
+def test_clock_and_ps_unavailable_skip():
+    spec = load_spec("h100x8-host-faults")
+    del spec["commands"]["ps -e -o pid=,stat=,comm="]
+    del spec["commands"]["timedatectl show -p NTPSynchronized --value"]
+    skipped = {s.code: s.reason for s in run_checks(collect(FakeHost(spec))).skipped}
+    assert "not installed" in skipped["GH816"] and "timedatectl" in skipped["GH817"]
+
+
+def test_the_monitors_full_check_leaves_excluded_devices_unread(monkeypatch):
+    import gpuhealth.collect
+    from gpuhealth.model import Snapshot
+    from gpuhealth.monitor.daemon import run_full_check
+
+    asked = {}
+
+    def fake_collect(host, *args, **kwargs):
+        asked.update(kwargs)
+        return Snapshot()
+
+    monkeypatch.setattr(gpuhealth.collect, "collect", fake_collect)
+    run_full_check(Expectations(ib_exclude=("mlx5_9",)))
+    assert asked["ib_exclude"] == ("mlx5_9",)

@@ -18,6 +18,8 @@ def test_stage_sets():
     pre, post, everything = codes_for("preinstall"), codes_for("postinstall"), codes_for(None)
     assert everything is None
     assert {"GH101", "GH206", "GH501", "GH503", "GH506", "GH507", "GH801"} <= pre
+    assert {"GH814", "GH817"} <= pre and not {"GH720", "GH813", "GH816"} & pre  # the install's disk and clock
+    assert {"GH720", "GH811", "GH814", "GH816", "GH817"} <= post
     assert not {c for c in pre if c.startswith(("GH3", "GH4", "GH6"))} - {"GH304", "GH305"}
     assert "GH503" not in post and "GH507" in post and "GH301" in post and "GH605" in post
     with pytest.raises(ValueError, match="unknown stage"):

@@ -33,9 +33,14 @@ def _snapshot(source: Path | None, files: tuple[str, ...] = ()) -> Snapshot:
     from gpuhealth.collect import collect
 
     if source is None:
+        from gpuhealth.config import load
         from gpuhealth.host import LocalHost
 
-        return collect(LocalHost(), TIMEOUT_S)
+        try:  # devices that must not be read ([check] ib_exclude) stay unread here too
+            exclude = load(None, check_only=True).expectations().ib_exclude
+        except ValueError as exc:
+            raise CannotRun(str(exc)) from exc
+        return collect(LocalHost(), TIMEOUT_S, ib_exclude=exclude)
     with open_bundle(source) as host:
         return collect(host, TIMEOUT_S, origin="bundle", captured_at=host.captured_at)
 

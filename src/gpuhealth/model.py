@@ -1159,6 +1159,18 @@ class InodeUse:
 
 
 @record
+class StuckProcess:
+    """A process in uninterruptible sleep (state D, TASK_UNINTERRUPTIBLE) in every one of ``samples`` reads a
+    short moment apart, with the ``/dev/nvidia*`` files it holds open (``/proc/<pid>/fd`` links)."""
+
+    pid: int
+    name: str
+    samples: int
+    nvidia_files: tuple[str, ...] = ()
+    fds_readable: bool = True  # False: /proc/<pid>/fd could not be read (another user's process, not root)
+
+
+@record
 class HostHealth:
     """The host beside the GPUs (GH72x network, GH81x host): each part None when it could not be read,
     the reason in ``Snapshot.unavailable`` under ``host_*``."""
@@ -1171,6 +1183,8 @@ class HostHealth:
     files_max: int | None = None  # its third field (fs.file-max)
     tasks: int | None = None  # /proc/loadavg's fourth field after the slash: processes and threads that exist
     pid_max: int | None = None  # /proc/sys/kernel/pid_max
+    stuck: tuple[StuckProcess, ...] | None = None  # processes in state D across every sample (ps, /proc/<pid>/stat)
+    clock_synchronized: bool | None = None  # timedatectl's NTPSynchronized (the kernel's adjtimex sync status)
 
 
 @record

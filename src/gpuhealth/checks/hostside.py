@@ -1,5 +1,6 @@
 """GH72x: InfiniBand and RoCE ports beside the GPUs; GH81x: the host beside the GPUs (kernel lockups and hung
-tasks, the OOM killer, EDAC memory errors, disk and inode space, file-handle and PID limits).
+tasks, the OOM killer, EDAC memory errors, disk and inode space, file-handle and PID limits, processes stuck
+holding a GPU, clock synchronisation).
 
 These are the faults that kill GPU jobs without touching a GPU. ``check`` sees one moment: counters are
 absolute values since the driver loaded, and their growth (flaps, error rates) is the monitor's to follow.
@@ -14,6 +15,7 @@ from gpuhealth.model import EventGroup, Evidence, HostHealth, IbPort, Severity, 
 from gpuhealth.parsers.hostside import ib_rate_gbps, ib_state_name
 
 SAMPLES = 6  # lines shown per finding
+STUCK_WINDOW = "0.2 s apart"
 
 # --------------------------------------------------------------------------- helpers
 
@@ -474,3 +476,95 @@ def file_or_pid_exhaustion(snapshot: Snapshot, expect: Expectations) -> Iterator
                         fixes=table_fixes("GH815"))
     if not judged:
         yield Skip(_why(snapshot, "host_files_open", "host_tasks", "host_pid_max"))
+
+
+# --------------------------------------------------------------------------- GH816
+
+
+@check("GH816", "stuck-gpu-process", "A process holding the GPU is stuck in uninterruptible sleep (state D)",
+       requires=("host_health",), reads=("kernel_log",))
+def stuck_gpu_process(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    Processes in state D ("waiting in uninterruptible disk sleep", proc_pid_stat(5); the kernel's
+    TASK_UNINTERRUPTIBLE, which its hung-task detector watches: Documentation/admin-guide/sysctl/kernel.rst,
+    hung_task_timeout_secs) at each of 3 reads 0.2 s
+    apart (`ps -e -o pid=,stat=,comm=`, then `/proc/<pid>/stat`) that hold `/dev/nvidia*` open
+    (`/proc/<pid>/fd` links). A warning; critical when the kernel's hung-task detector named the same
+    process in this boot's log (it has then been stuck for minutes: GH811's lines).
+
+    Why it matters:
+    A process stuck in D inside the NVIDIA driver is a wedged driver or GPU: it cannot be killed
+    (not even with SIGKILL), it keeps the GPU and its memory, a GPU reset is refused while it holds the
+    device, and new jobs on that GPU hang too; only a reboot frees the GPU for sure.
+
+    How to fix:
+    `cat /proc/<pid>/stack` (root) shows where in the kernel it waits; `sudo dmesg` may show the Xid or
+    hung-task lines that go with it. Drain the node and reboot it.
+
+    Exceptions:
+    A process may pass through state D briefly during heavy I/O or a large GPU memory operation: 0.4 s
+    is a short window, so without a hung-task line this is a warning, and the monitor's longer view
+    decides. A process whose open files cannot be read (another user's, gpuhealth not run as root) is
+    listed at information level.
+    """
+    stuck = _health(snapshot).stuck
+    if stuck is None:
+        yield Skip(_why(snapshot, "host_stuck"))
+        return
+    hung = {e.pid for g in _log_groups(snapshot, "hung_task") for e in g.samples if e.pid is not None}
+    fixes = table_fixes("GH816")
+    for process in stuck:
+        if process.nvidia_files:
+            named = process.pid in hung
+            yield Draft(Severity.CRITICAL if named else Severity.WARNING,
+                        f"process {process.pid} ({process.name}) is stuck in state D holding "
+                        f"{', '.join(process.nvidia_files[:4])}"
+                        + ("; the kernel reported it as a hung task" if named else
+                           f" ({process.samples} reads {STUCK_WINDOW})"),
+                        evidence=(Evidence("ps, /proc/<pid>/stat, /proc/<pid>/fd",
+                                           (f"pid {process.pid} {process.name}: state D in {process.samples} of "
+                                            f"{process.samples} reads; open: {', '.join(process.nvidia_files)}",)),),
+                        fixes=fixes, labels={"pid": str(process.pid)})
+    unknown = [p for p in stuck if not p.fds_readable]
+    if unknown:
+        yield Draft(Severity.INFO, f"{len(unknown)} process(es) stuck in state D whose open files could not be read "
+                                   "(run as root to see whether they hold a GPU): "
+                                   + ", ".join(f"{p.pid} ({p.name})" for p in unknown[:6]),
+                    evidence=(Evidence("ps, /proc/<pid>/stat", tuple(f"pid {p.pid} {p.name}: state D"
+                                                                     for p in unknown[:8])),))
+
+
+# --------------------------------------------------------------------------- GH817
+
+
+@check("GH817", "clock-not-synchronized", "The system clock is not synchronised", requires=("host_health",))
+def clock_not_synchronized(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
+    """
+    What:
+    `timedatectl show -p NTPSynchronized --value`: systemd-timedated's view of the kernel's clock
+    synchronisation flag (adjtimex), set by whichever daemon keeps time (chrony, ntpd,
+    systemd-timesyncd). "no" is a warning.
+
+    Why it matters:
+    A drifting clock fails TLS certificate checks (model and data set downloads, container pulls) and
+    Kerberos (NFS with sec=krb5), and makes the logs and metrics of the nodes of one job disagree on
+    when a fault happened, which hides its first cause.
+
+    How to fix:
+    `timedatectl timesync-status` or `chronyc tracking` shows why; enable one time service (chrony,
+    or systemd-timesyncd with `sudo timedatectl set-ntp true`) and check that its servers are
+    reachable.
+
+    Exceptions:
+    Skipped without timedatectl (no systemd, most containers). A host that just booted may take a
+    minute to synchronise.
+    """
+    synchronized = _health(snapshot).clock_synchronized
+    if synchronized is None:
+        yield Skip(_why(snapshot, "host_clock"))
+        return
+    if not synchronized:
+        yield Draft(Severity.WARNING, "the system clock is not synchronised (NTPSynchronized=no)",
+                    evidence=(Evidence("timedatectl show -p NTPSynchronized --value", ("no",)),),
+                    fixes=table_fixes("GH817"))

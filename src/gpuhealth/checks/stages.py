@@ -12,7 +12,9 @@ STAGES = ("preinstall", "postinstall")
 # Before the install: the GPU on the bus, the OS, nouveau and the firmware's BAR setup, and what
 # building the module needs (GH5xx).
 PREINSTALL_AREAS = ("GH1", "GH5")
-PREINSTALL_EXTRA = frozenset({"GH206", "GH304", "GH305", "GH801"})
+# A full / or /var fails the package install and the DKMS build (GH814); a clock far off makes apt and dnf refuse
+# repository metadata "not valid yet" or expired (GH817).
+PREINSTALL_EXTRA = frozenset({"GH206", "GH304", "GH305", "GH801", "GH814", "GH817"})
 # After the install, building the module is history; "the next boot loses the driver" (GH507) and
 # mixed install routes (GH509) still matter.
 BUILD_ONLY = frozenset({"GH501", "GH502", "GH503", "GH504", "GH505", "GH506"})

@@ -4,11 +4,12 @@ bundle records it and ``check --from`` judges the same files."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection
 
-from gpuhealth.collect.base import Probed, read_text
+from gpuhealth.collect.base import Probed, in_parallel, read_text
 from gpuhealth.host import Host
-from gpuhealth.model import EdacController, HostHealth, IbPort, ParseError
+from gpuhealth.model import EdacController, HostHealth, IbPort, ParseError, StuckProcess
 from gpuhealth.parsers import hostside as parse
 
 IB_CLASS = "/sys/class/infiniband"
@@ -21,6 +22,15 @@ IB_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port
                      "excessive_buffer_overrun_errors")
 MAX_IB_DEVICES = 64  # a node has at most a few dozen HCAs and virtual functions: a bound on the reads
 MAX_EDAC_CONTROLLERS = 64
+PS = ["ps", "-e", "-o", "pid=,stat=,comm="]  # procps and busybox both take -o with these names
+# A process seen in state D once is normal (a disk read); one still in D at every read of a short window is
+# stuck. `check` samples this little (GPUd samples over minutes: that is the monitor's); a stuck process that the
+# kernel's hung-task detector named too has been in D for minutes (GH816 then raises it).
+STUCK_SAMPLES = 3
+STUCK_INTERVAL_S = 0.2
+MAX_STUCK = 32  # processes followed after the first read
+MAX_FDS = 4096  # open files looked at per stuck process
+TIMEDATECTL = ["timedatectl", "show", "-p", "NTPSynchronized", "--value"]
 
 
 def host_health_probe(ib_exclude: Collection[str] = ()) -> Callable[[Host, float], Probed]:
@@ -62,9 +72,15 @@ def _probe(host: Host, timeout: float, excluded: frozenset[str]) -> Probed:
             parts.update(zip(fields, value if isinstance(value, tuple) else (value,), strict=True))
         except ParseError as exc:
             found.unavailable[f"host_{fields[0]}"] = f"{path}: {exc}"
+    parts["stuck"], why = _stuck_processes(host, timeout)
+    if why:
+        found.unavailable["host_stuck"] = why
+    parts["clock_synchronized"], why = _clock(host, timeout)
+    if why:
+        found.unavailable["host_clock"] = why
     found.fields["host_health"] = HostHealth(**parts)  # type: ignore[arg-type]
     found.sources["host_health"] = f"{IB_CLASS}, {EDAC_MC}, {' '.join(DF_INODES)}, /proc/sys/fs/file-nr, " \
-                                   "/proc/loadavg, /proc/sys/kernel/pid_max"
+                                   "/proc/loadavg, /proc/sys/kernel/pid_max, ps, /proc/<pid>/fd, timedatectl"
     return found
 
 
@@ -114,3 +130,56 @@ def _first_line(host: Host, path: str) -> str | None:
         return None
     lines = text.strip().splitlines()
     return lines[0].strip()[:200] if lines else ""
+
+
+def _stuck_processes(host: Host, timeout: float) -> tuple[tuple[StuckProcess, ...] | None, str]:
+    """Processes in state D at every one of STUCK_SAMPLES reads, with the /dev/nvidia* files they hold.
+
+    The first read is one `ps`; the later ones read /proc/<pid>/stat of the candidates only, and a process that
+    left state D is not read again, so a recorded bundle replays to the same answer.
+    """
+    run = host.run(PS, timeout)
+    if not run.ok or not run.stdout.strip():
+        return None, f"{' '.join(PS)}: {run.error or (run.stderr.strip().splitlines() or [f'exit {run.exit_code}'])[0]}"
+    names = {}
+    for line in run.stdout.splitlines():
+        fields = line.split(None, 2)
+        if len(fields) >= 2 and fields[0].isdigit() and fields[1].startswith("D"):
+            names[int(fields[0])] = fields[2].strip() if len(fields) == 3 else ""
+    candidates = list(names)[:MAX_STUCK]
+    for _ in range(STUCK_SAMPLES - 1):
+        if not candidates:
+            break
+        if in_parallel(host):  # a live host: let time pass; a replayed bundle answers at once
+            time.sleep(STUCK_INTERVAL_S)
+        candidates = [pid for pid in candidates if _state(host, pid) == "D"]
+    return tuple(_holding(host, pid, names[pid]) for pid in candidates), ""
+
+
+def _state(host: Host, pid: int) -> str | None:
+    """The state letter of /proc/<pid>/stat ("pid (comm) S ..."; comm may hold spaces and parentheses)."""
+    text, _ = read_text(host, f"/proc/{pid}/stat")
+    if not text or ")" not in text:
+        return None  # the process ended
+    rest = text.rsplit(")", 1)[1].split()
+    return rest[0] if rest else None
+
+
+def _holding(host: Host, pid: int, name: str) -> StuckProcess:
+    listing = host.listdir(f"/proc/{pid}/fd")
+    if listing.names is None:
+        return StuckProcess(pid=pid, name=name, samples=STUCK_SAMPLES, fds_readable=False)
+    targets = (host.readlink(f"/proc/{pid}/fd/{fd}") for fd in listing.names[:MAX_FDS])
+    nvidia = sorted({t for t in targets if t and t.startswith("/dev/nvidia")})
+    return StuckProcess(pid=pid, name=name, samples=STUCK_SAMPLES, nvidia_files=tuple(nvidia[:16]))
+
+
+def _clock(host: Host, timeout: float) -> tuple[bool | None, str]:
+    """timedatectl's NTPSynchronized: the kernel's own synchronisation flag (adjtimex), whichever daemon (chrony,
+    ntpd, systemd-timesyncd) keeps the clock."""
+    run = host.run(TIMEDATECTL, timeout)
+    answer = run.stdout.strip()
+    if run.ok and answer in ("yes", "no"):
+        return answer == "yes", ""
+    detail = run.error or (run.stderr.strip().splitlines() or [f"answered {answer[:40]!r}"])[0]
+    return None, f"{' '.join(TIMEDATECTL)}: {detail}"

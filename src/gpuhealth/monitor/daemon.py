@@ -37,8 +37,9 @@ def run_full_check(expect: Any = None) -> Any:
     from gpuhealth.config import load_expectations
     from gpuhealth.host import LocalHost
 
+    expect = load_expectations(None) if expect is None else expect
     # No PyTorch probe: computing on every GPU every few minutes would disturb running jobs.
-    return run_checks(collect(LocalHost(), frameworks=False), load_expectations(None) if expect is None else expect)
+    return run_checks(collect(LocalHost(), frameworks=False, ib_exclude=expect.ib_exclude), expect)
 
 
 class CheckRunner:
