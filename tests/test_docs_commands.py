@@ -42,6 +42,14 @@ NOT_RUNNABLE: dict[str, str] = {
     "gpuhealth": PROSE,
     "gpuhealth analyze": PROSE,
     "gpuhealth ack": PROSE,
+    "gpuhealth inject": PROSE,
+    "gpuhealth gpu: reset_gpu GPU 0 (GH301 gpu_unusable): ...": "a node condition's message (--format npd-gpu), quoted",
+    "gpuhealth gpu: reset_gpu GPU 3 (GH302 gpu_unusable): GPU 3 fell off the bus":
+        "a node condition's message (--format npd-gpu), quoted",
+    "gpuhealth inject KIND [CODE] --gpu N --into TRACE -o OUT": SYNOPSIS,
+    "gpuhealth monitor --source replay:/tmp/gpuhealth-drill.trace --replay-speed 0 --db /tmp/drill.db":
+        "replays the drill trace the `gpuhealth inject` command before it writes (commands here run in parallel); "
+        "tests/monitor/test_monitor_inject.py runs inject and the replay of each kind",
     "gpuhealth check --from": PROSE,
     "gpuhealth diff": PROSE,
     "gpuhealth fleet": PROSE,

@@ -181,6 +181,59 @@ def test_npd_message_is_cut_in_bytes():
     assert len(output.rstrip("\n").encode()) <= 80 and output.rstrip("\n").endswith("...")
 
 
+def test_every_check_code_has_a_class():
+    catalogue.load()
+    table = npd.classes()
+    assert set(table.values()) <= set(npd.CLASSES)
+    assert sorted(code for code in REGISTRY if code not in table) == []
+
+
+# A draining finding of each class: (code, its slug, GPU or None, action, impact)
+CLASS_FINDINGS = {
+    "gpu": ("GH302", "gpu-fallen-off-bus", 3, "reset_gpu", "gpu_unusable"),
+    "driver": ("GH202", "driver-library-mismatch", None, "reboot", "node_unusable"),
+    "fabric": ("GH210", "fabric-manager-failed", None, "fix_host_software", "node_unusable"),
+    "network": ("GH720", "infiniband-port-down", None, "hardware_inspection", "node_unusable"),
+    "host": ("GH814", "disk-space-low", None, "fix_host_software", "node_unusable"),
+}
+
+
+@pytest.mark.parametrize("kind", npd.CLASSES)
+def test_npd_class_condition_is_set_by_its_own_findings_only(kind):
+    code, slug, gpu, action, impact = CLASS_FINDINGS[kind]
+    assert npd.class_of(code) == kind
+    finding = Finding(code, slug, Severity.CRITICAL, "it broke", Subject(gpu), action=action, impact=impact)
+    report = all_checks_run([finding])
+    for other in npd.CLASSES:
+        output, status = render(f"npd-{other}", report)
+        assert output.count("\n") == 1 and len(output.rstrip("\n").encode()) <= npd.MAX_MESSAGE
+        if other == kind:  # set, with the action (and the GPU) first in the message
+            where = f" GPU {gpu}" if gpu is not None else ""
+            assert status == npd.NON_OK
+            assert output.startswith(f"gpuhealth {kind}: {action}{where} ({code} {impact}): it broke"), output
+        else:  # clear: another class's fault is not this condition's
+            assert status == npd.OK and output.startswith(f"gpuhealth {other}: OK"), output
+    healthy = all_checks_run()
+    assert render(f"npd-{kind}", healthy)[1] == npd.OK
+
+
+def test_npd_class_condition_is_unknown_when_gpuhealth_could_not_judge_and_counts_the_rest():
+    assert npd.class_exit_code(Report(Snapshot()), "gpu") == npd.UNKNOWN
+    two = [Finding("GH302", "gpu-fallen-off-bus", Severity.CRITICAL, "gone", Subject(g), action="reset_gpu",
+                   impact="gpu_unusable") for g in (1, 2)]
+    output = npd.render_class(all_checks_run(two), "gpu")
+    assert output.startswith("gpuhealth gpu: reset_gpu GPU 1 (GH302 gpu_unusable, +1)")
+
+
+def test_npd_class_formats_from_the_command_line():
+    result = CliRunner().invoke(main, ["check", "--from", str(REPO / "examples" / "h100x8-xid-ecc.tar.gz"),
+                                       "--format", "npd-gpu"])
+    assert result.exit_code == npd.NON_OK and result.output.startswith("gpuhealth gpu: "), result.output
+    result = CliRunner().invoke(main, ["check", "--from", str(REPO / "examples" / "h100x8-xid-ecc.tar.gz"),
+                                       "--format", "npd-network"])
+    assert result.exit_code == npd.OK and result.output.startswith("gpuhealth network: OK"), result.output
+
+
 # --------------------------------------------------------------------------- prometheus
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
@@ -370,10 +423,13 @@ def test_npd_plugin_config():
     plugin = config["pluginConfig"]
     assert {"invoke_interval", "timeout", "max_output_length", "concurrency"} <= set(plugin)
     assert plugin["max_output_length"] >= npd.MAX_MESSAGE
-    assert [c["type"] for c in config["conditions"]] == ["GPUUnhealthy"]
-    rule = next(r for r in config["rules"] if r["condition"] == "GPUUnhealthy")
-    assert rule["type"] == "permanent" and rule["args"][-2:] == ["--format", "npd"]
-    assert "--no-frameworks" in rule["args"]  # a periodic check never computes on the node's GPUs
+    # one condition per class, each set by its own rule running that class's format
+    assert [c["type"] for c in config["conditions"]] == [npd.CONDITIONS[k] for k in npd.CLASSES]
+    for kind in npd.CLASSES:
+        rule = next(r for r in config["rules"] if r["condition"] == npd.CONDITIONS[kind])
+        assert rule["type"] == "permanent" and rule["args"][-2:] == ["--format", f"npd-{kind}"]
+        assert f"npd-{kind}" in FORMATS
+        assert "--no-frameworks" in rule["args"]  # a periodic check never computes on the node's GPUs
 
 
 def test_daemonset_mounts_host_paths_read_only():

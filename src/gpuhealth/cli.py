@@ -36,6 +36,7 @@ LAZY_COMMANDS = {
     "history": ("gpuhealth.monitor.commands", "history"),
     "watch": ("gpuhealth.monitor.commands", "watch"),
     "ack": ("gpuhealth.monitor.commands", "ack"),
+    "inject": ("gpuhealth.monitor.inject", "inject_command"),
     "serve": ("gpuhealth.web.commands", "serve"),
     "fleet": ("gpuhealth.web.fleet", "fleet"),
     "config": ("gpuhealth.config_command", "config"),

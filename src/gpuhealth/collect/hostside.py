@@ -11,6 +11,7 @@ from gpuhealth.collect.base import Probed, in_parallel, read_text
 from gpuhealth.host import Host
 from gpuhealth.model import EdacController, HostHealth, IbPort, ParseError, StuckProcess
 from gpuhealth.parsers import hostside as parse
+from gpuhealth.parsers.hostside import is_count
 
 IB_CLASS = "/sys/class/infiniband"
 EDAC_MC = "/sys/devices/system/edac/mc"
@@ -103,7 +104,7 @@ def _infiniband(host: Host, excluded: frozenset[str]) -> tuple[tuple[IbPort, ...
             counters = []
             for name in IB_ERROR_COUNTERS:
                 text = _first_line(host, f"{where}/counters/{name}")
-                if text is not None and text.isdigit():
+                if text is not None and is_count(text):
                     counters.append((name, int(text)))
             ports.append(IbPort(device=device, port=port, counters=tuple(counters), **values))
     return tuple(ports), skipped, ""
@@ -115,9 +116,9 @@ def _edac(host: Host) -> tuple[tuple[EdacController, ...] | None, str]:
         reason = "no EDAC driver loaded for this platform" if listing.error == "not present" else listing.error
         return None, f"{EDAC_MC}: {reason}: memory errors cannot be read"
     controllers = []
-    for name in [n for n in listing.names if n.startswith("mc") and n[2:].isdigit()][:MAX_EDAC_CONTROLLERS]:
+    for name in [n for n in listing.names if n.startswith("mc") and n[2:].isdecimal()][:MAX_EDAC_CONTROLLERS]:
         counts = [_first_line(host, f"{EDAC_MC}/{name}/{count}") for count in ("ce_count", "ue_count")]
-        corrected, uncorrected = (int(c) if c is not None and c.isdigit() else None for c in counts)
+        corrected, uncorrected = (int(c) if c is not None and is_count(c) else None for c in counts)
         controllers.append(EdacController(name=name, corrected=corrected, uncorrected=uncorrected))
     if not controllers:
         return None, f"{EDAC_MC}: no memory controller registered: memory errors cannot be read"
@@ -144,7 +145,7 @@ def _stuck_processes(host: Host, timeout: float) -> tuple[tuple[StuckProcess, ..
     names = {}
     for line in run.stdout.splitlines():
         fields = line.split(None, 2)
-        if len(fields) >= 2 and fields[0].isdigit() and fields[1].startswith("D"):
+        if len(fields) >= 2 and is_count(fields[0]) and fields[1].startswith("D"):
             names[int(fields[0])] = fields[2].strip() if len(fields) == 3 else ""
     candidates = list(names)[:MAX_STUCK]
     for _ in range(STUCK_SAMPLES - 1):

@@ -130,6 +130,9 @@ class Monitor:
         self._last_store_error: tuple[str, float] | None = None
         self.steps = 0
         self.latest: dict[int, Event] = {}  # per GPU, for `watch`
+        # GPUs a drill injected a fault into (monitor/inject.py): their alerts say DRILL, and their injected
+        # samples stay out of the history
+        self.drilled: set[int] = set()
 
     def step(self) -> list[Event]:
         events = self.source.poll()
@@ -139,11 +142,21 @@ class Monitor:
             self.latest[event.gpu] = event
         if self.recorder is not None and events:
             self.recorder.write(events)
-        self._store([e for e in events if isinstance(e, Sample)], now)
+        real = events
+        if any(getattr(e, "injected", None) is True for e in events):
+            from .inject import drill_gpus
+
+            self.drilled |= drill_gpus(events)
+            real = [e for e in events if e.injected is not True]
+        self._store([e for e in real if isinstance(e, Sample)], now)
         alerts = self.rules.feed(events)
         if self.correlator is not None:
-            self.correlator.feed(events)
+            self.correlator.feed(real)  # it records its hits in the history: a drill's are not real
             alerts += self.correlator.step()
+        if self.drilled:
+            from .inject import mark
+
+            alerts = mark(alerts, self.drilled)
         if self.checks is not None:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)

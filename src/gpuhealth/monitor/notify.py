@@ -265,9 +265,11 @@ class Dispatcher:
             self._state[alert.identity] = alert.state
             self._message[alert.identity] = alert.message
             quiet: str | None = None
-            if self.memory is not None:
+            # A drill's alert (monitor/inject.py) pages but is never remembered as a fault of this host (no
+            # escalation, no "paged before the restart") nor captured: the host's evidence shows no such fault.
+            if self.memory is not None and not alert.drill:
                 alert, quiet = self.memory.admit(alert)
-            if self.capture is not None and quiet is None:
+            if self.capture is not None and quiet is None and not alert.drill:
                 path = self.capture.on_page(alert)
                 if path is not None:
                     from .capture import with_capture

@@ -62,6 +62,9 @@ class Alert:
     impact: str = ""
     # The snapshot bundle captured for this alert's incident (monitor/capture.py); "" for none.
     capture: str = ""
+    # Raised on a GPU that a drill injected a fault into (monitor/inject.py): its message says "DRILL"; it is
+    # notified but never kept in the fault memory (boots.py) nor captured.
+    drill: bool = False
 
     @property
     def identity(self) -> tuple[str, int | None, str]:

@@ -59,6 +59,8 @@ class Sample:
     # Static, read once per session and repeated so that rules and replayed traces see it.
     temperature_slowdown_c: float | None = None
     name: str | None = None  # the model (NVML's device name), static like the slowdown temperature
+    # True on a record `gpuhealth inject` wrote or changed (monitor/inject.py): a drill, never a real reading.
+    injected: bool | None = None
 
 
 @record
@@ -68,6 +70,7 @@ class GpuLost:
     t: float
     gpu: int
     reason: str
+    injected: bool | None = None  # written by `gpuhealth inject` (a drill)
 
 
 @record
@@ -78,6 +81,7 @@ class XidEvent:
     # The kernel line's text after the code, where the source has it (a replayed trace): the correlation rows
     # decode Xid 74's registers, NVLink5's fields and Xid 154's recovery action from it. NVML gives only the code.
     text: str | None = None
+    injected: bool | None = None  # written by `gpuhealth inject` (a drill)
 
 
 Event = Sample | GpuLost | XidEvent  # a runtime union: Python 3.10 has it
@@ -104,7 +108,7 @@ def sample_holds(sample: Sample, held_mib: float = HELD_MIB) -> bool:
 METRICS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Sample)
     if f.name not in ("t", "gpu", "pci_address", "uuid", "temperature_slowdown_c", "processes", "name",
-                      "retired_pages", "remapped_rows", "pcie_replay_count")
+                      "retired_pages", "remapped_rows", "pcie_replay_count", "injected")
 )
 # Short names accepted on the command line: "temperature" for "temperature_c" and so on.
 METRIC_ALIASES: dict[str, str] = {
@@ -163,7 +167,7 @@ T_MIN, T_MAX = 946_684_800.0, 4_102_444_800.0
 GPU_MIN, GPU_MAX = -1, 1023
 MAX_READING = 1e15  # far above any real reading (PCIe bytes/s ~1e11, energy since driver load ~1e10 J)
 _TEXT_FIELDS = ("pci_address", "uuid", "name")
-_FLAG_FIELDS = ("retired_pages_pending", "remapped_rows_pending")
+_FLAG_FIELDS = ("retired_pages_pending", "remapped_rows_pending", "injected")
 _CHECKED_FIELDS = tuple(f.name for f in dataclasses.fields(Sample) if f.name not in ("t", "gpu"))
 
 

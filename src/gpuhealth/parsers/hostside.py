@@ -7,13 +7,21 @@ from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import InodeUse, ParseError
 
 # drivers/infiniband/core/sysfs.c, rate_show: "%d%s Gb/sec (%dX%s)", e.g. "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)"
-_RATE = lazy_re(r"^\s*(\d{1,5}(?:\.\d{1,3})?)\s*Gb/sec")
+_RATE = lazy_re(r"^\s*([0-9]{1,5}(?:\.[0-9]{1,3})?)\s*Gb/sec")
+
+
+MAX_DIGITS = 20  # a 64-bit count has at most 20 digits; longer "numbers" are not the kernel's
+
+
+def is_count(text: str) -> bool:
+    """Whether ``text`` is a count the kernel could print: decimal digits, at most MAX_DIGITS of them."""
+    return text.isdecimal() and len(text) <= MAX_DIGITS
 
 
 def parse_file_nr(text: str) -> tuple[int, int]:
     """/proc/sys/fs/file-nr: "allocated unused max" (Documentation/admin-guide/sysctl/fs.rst) -> (allocated, max)."""
     fields = text.split()
-    if len(fields) != 3 or not all(f.isdigit() for f in fields):
+    if len(fields) != 3 or not all(is_count(f) for f in fields):
         raise ParseError(f"file-nr: expected three numbers, got {text.strip()[:80]!r}")
     return int(fields[0]), int(fields[2])
 
@@ -25,14 +33,14 @@ def parse_loadavg_tasks(text: str) -> int:
     if len(fields) < 4 or "/" not in fields[3]:
         raise ParseError(f"loadavg: no running/total field in {text.strip()[:80]!r}")
     total = fields[3].split("/", 1)[1]
-    if not total.isdigit():
+    if not is_count(total):
         raise ParseError(f"loadavg: {fields[3]!r} is not running/total")
     return int(total)
 
 
 def parse_int(text: str, what: str) -> int:
     value = text.strip()
-    if not value.isdigit():
+    if not is_count(value):
         raise ParseError(f"{what}: {value[:40]!r} is not a count")
     return int(value)
 
@@ -48,7 +56,7 @@ def parse_df_inodes(text: str) -> tuple[InodeUse, ...]:
         fields = line.split(None, 5)
         if len(fields) < 6:
             continue
-        inodes, free = (int(f) if f.isdigit() else 0 for f in (fields[1], fields[3]))
+        inodes, free = (int(f) if is_count(f) else 0 for f in (fields[1], fields[3]))
         rows.append(InodeUse(filesystem=fields[0], mount_point=fields[5], inodes=inodes, free=free))
     return tuple(rows)
 

@@ -19,6 +19,8 @@ FORMATS: dict[str, str] = {
     "markdown": "markdown",
     "nhc": "nhc",
     "npd": "npd",
+    # one node-problem-detector condition per class of checks (report/npd.py): "module:class"
+    **{f"npd-{kind}": f"npd:{kind}" for kind in ("gpu", "driver", "fabric", "network", "host")},
     "prometheus": "prometheus_text",
     "junit": "junit",
 }
@@ -27,6 +29,9 @@ FORMAT_NAMES = tuple(FORMATS)
 
 def render(name: str, report: Report) -> tuple[str, int]:
     """The report in format ``name``, and the exit code that format calls for."""
-    module = importlib.import_module(f"gpuhealth.report.{FORMATS[name]}")
+    module_name, _, kind = FORMATS[name].partition(":")
+    module = importlib.import_module(f"gpuhealth.report.{module_name}")
+    if kind:  # npd-<class>
+        return module.render_class(report, kind), module.class_exit_code(report, kind)
     exit_code = getattr(module, "exit_code", None)
     return module.render(report), exit_code(report) if exit_code else report.exit_code
