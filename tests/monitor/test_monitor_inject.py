@@ -13,7 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from gpuhealth.monitor.commands import monitor
-from gpuhealth.monitor.inject import Drill, InjectError, inject, inject_command
+from gpuhealth.monitor.inject import Drill, InjectError, inject, inject_command, mark
+from gpuhealth.monitor.notify import to_json
+from gpuhealth.monitor.rules import Alert, Basis
 from gpuhealth.monitor.sample import Sample, to_record
 from gpuhealth.monitor.sources import trace_header
 from gpuhealth.monitor.store import Store
@@ -132,3 +134,14 @@ def test_the_drill_is_never_written_over_the_trace_it_reads(trace):
     result = CliRunner().invoke(inject_command, ["ecc", "--gpu", "1", "--into", str(trace), "-o", str(trace)])
     assert result.exit_code == 3 and "never over the trace it reads" in result.output
     assert trace.read_bytes() == before
+
+
+def test_alerts_on_a_drilled_gpu_and_host_alerts_standing_on_one_are_marked_and_say_so_in_json():
+    on_drill = Alert("xid", 1, "critical", "firing", "GPU 1 Xid 79", T0, "79")
+    elsewhere = Alert("xid", 0, "critical", "firing", "GPU 0 Xid 79", T0, "79")
+    host = Alert("gpu_count", None, "critical", "firing", "7 GPU(s) answering", T0, about=(Basis(1),))
+    marked = mark([on_drill, elsewhere, host], {1})
+    assert [a.drill for a in marked] == [True, False, True]
+    assert [to_json(a)["drill"] for a in marked] == [True, False, True]
+    assert marked[0].message == "DRILL: GPU 1 Xid 79" and marked[1].message == "GPU 0 Xid 79"
+    assert mark(marked, {1})[0].message == "DRILL: GPU 1 Xid 79"  # never twice

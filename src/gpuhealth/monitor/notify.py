@@ -40,7 +40,9 @@ def to_json(alert: Alert) -> dict[str, object]:
     return {"rule": alert.rule, "key": alert.key, "gpu": alert.gpu, "severity": alert.severity,
             "state": alert.state, "message": alert.message, "t": alert.t,
             "time": datetime.fromtimestamp(alert.t, timezone.utc).isoformat(), "action": action, "impact": impact,
-            "capture": alert.capture or None}
+            "capture": alert.capture or None,
+            # a drill (monitor/inject.py): its message says DRILL; a receiver may route on this instead
+            "drill": alert.drill or alert.message.startswith("DRILL: ")}
 
 
 def actions_of(alert: Alert) -> tuple[str, str]:
