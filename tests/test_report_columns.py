@@ -129,10 +129,15 @@ def test_a_long_clause_is_cut_at_its_last_clause_end_within_100_characters():
     assert rest.startswith("the kernel refuses modules") and facts == []
 
 
-def test_the_command_line_wraps_at_columns_and_not_when_piped():
+@pytest.mark.parametrize("folder", ["", "a-folder-deep-enough/that-the-bundle-path/alone-is/longer-than-80-columns"])
+def test_the_command_line_wraps_at_columns_and_not_when_piped(tmp_path, folder):
     """`check --from` of the shipped bundle: at COLUMNS=80 the same rules hold; piped (no COLUMNS, not a terminal)
-    nothing is wrapped, so each clause of a finding stays on one line for grep."""
-    bundle = str(Path(__file__).parent.parent / "examples" / "h100x8-xid-ecc.tar.gz")
+    nothing is wrapped, so each clause of a finding stays on one line for grep. The closing line's
+    `gpuhealth fix --from BUNDLE` is a command: whole on one line however long the bundle's path."""
+    shipped = Path(__file__).parent.parent / "examples" / "h100x8-xid-ecc.tar.gz"
+    (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+    bundle = str(tmp_path / folder / shipped.name)
+    Path(bundle).write_bytes(shipped.read_bytes())
     runner = CliRunner()
     narrow = runner.invoke(main, ["check", "--from", bundle], env={"COLUMNS": "80"})
     piped = runner.invoke(main, ["check", "--from", bundle], env={"COLUMNS": ""})
@@ -140,8 +145,14 @@ def test_the_command_line_wraps_at_columns_and_not_when_piped():
     assert all(len(line) <= WIDTH or line.startswith(" " * 6) for line in narrow.output.splitlines())
     assert "  driver 535.161.08" in narrow.output  # the host line, wrapped at its " · "
     assert any(line.startswith("gpu-node") and line.endswith("8 GPUs") for line in piped.output.splitlines())
-    # the same words, only laid out anew (a comment continued on the next line is a comment again: one more "#")
-    assert sorted(w for w in narrow.output.split() if w != "#") == sorted(w for w in piped.output.split() if w != "#")
+    for output in (narrow.output, piped.output):
+        assert any(f"gpuhealth fix --from {bundle}" in line for line in output.splitlines()), output
+    # the same words, only laid out anew (a comment continued on the next line is a comment again: one more "#");
+    # the closing paragraph names the same command in two forms ("; run `CMD` for a script", or CMD on its own line)
+    def body(output: str) -> list[str]:
+        return sorted(w for w in output.rstrip().rpartition("\n\n")[0].split() if w != "#")
+
+    assert body(narrow.output) == body(piped.output)
 
 
 # --------------------------------------------------------------------------- the other tables

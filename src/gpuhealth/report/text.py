@@ -88,9 +88,18 @@ def render(report: Report, console: Console, verbose: bool = False, fix_command:
         for command in commands:
             out(Text(f"  {command}", style="green"))
     out()
-    for line in wrap(Text(closing_line(report, fix_command), style=STYLE.get(_worst(report), "bold green")),
-                     width, "  "):
+    for line in _closing(closing_line(report, fix_command), STYLE.get(_worst(report), "bold green"), width):
         out(line)
+
+
+def _closing(line: str, style: str, width: int) -> list[Text]:
+    """The closing line, wrapped; when it does not fit, its `gpuhealth fix ...` command (a long bundle path) goes on
+    a line of its own at the commands' indent, whole: a command is never cut."""
+    head, found, command = line.rpartition("; run `")
+    if len(line) <= width or not found or not command.endswith("` for a script"):
+        return wrap(Text(line, style=style), width, "  ")
+    return [*wrap(Text(f"{head}; for a script, run:", style=style), width, "  "),
+            Text(I2 + command.removesuffix("` for a script"), style="green")]
 
 
 def _worst(report: Report) -> Severity | None:
