@@ -366,7 +366,10 @@ def show(settings: Settings) -> str:
         if section == "check":
             unset = sorted(KNOWN_KEYS - set(table) - {"models", "driver_params"})
             if unset:
-                lines += ["# not set (nothing expected beyond the per-model defaults):", f"#   {', '.join(unset)}"]
+                import textwrap  # only here: `config show`
+
+                lines += ["# not set (nothing expected beyond the platform's and the per-model defaults):",
+                          *textwrap.wrap(", ".join(unset), 100, initial_indent="#   ", subsequent_indent="#   ")]
     return "\n".join(lines) + "\n"
 
 
