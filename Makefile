@@ -80,6 +80,11 @@ CHECKOUT ?= tools/mine/checkouts/open-gpu-kernel-modules
 mine:
 	nice -n 10 $(PYTHON) tools/mine/mine_nvrm.py --checkout $(CHECKOUT)
 
+MINED = tools/mine/checkouts
+mine-api:
+	nice -n 10 $(PYTHON) tools/mine/mine_api.py --cuda-include $(MINED)/cuda-include --nvml $(MINED)/go-nvml \
+		--nccl $(MINED)/nccl --dcgm $(MINED)/DCGM
+
 install:
 	@echo "Installing gpuhealth into $(INSTALL_VENV) (its own venv), linked from $(INSTALL_BIN)/gpuhealth"
 	[ -x $(INSTALL_VENV)/bin/python ] || $(PYTHON) -m venv $(INSTALL_VENV)

@@ -75,7 +75,7 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     Errors of unrelated programs in the same paste. Lines that say nothing failed ("0 errors") are not
     counted.
     """
-    unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None]
+    unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None and not m.mined]
     if not unknown:
         return
     yield Draft(Severity.WARNING, f"{len(unknown)} error line(s) gpuhealth does not know: "
@@ -103,7 +103,7 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     """
     if snapshot.origin != "evidence" or snapshot.sources:
         return
-    if any(m.signature or m.symptom for m in snapshot.messages or ()):
+    if any(m.signature or m.symptom or m.mined for m in snapshot.messages or ()):
         return
     unread = snapshot.unrecognized_files or ("(no text)",)
     yield Draft(Severity.INFO, "NO DIAGNOSIS: gpuhealth could not read " + ", ".join(unread[:3])
