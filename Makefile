@@ -85,6 +85,10 @@ mine:
 CHECKOUTS ?= tools/mine/checkouts
 mine-tools:
 	nice -n 10 $(PYTHON) tools/mine/mine_tools.py --checkouts $(CHECKOUTS)
+MINED = tools/mine/checkouts
+mine-api:
+	nice -n 10 $(PYTHON) tools/mine/mine_api.py --cuda-include $(MINED)/cuda-include --nvml $(MINED)/go-nvml \
+		--nccl $(MINED)/nccl --dcgm $(MINED)/DCGM
 
 install:
 	@echo "Installing gpuhealth into $(INSTALL_VENV) (its own venv), linked from $(INSTALL_BIN)/gpuhealth"

@@ -12,6 +12,7 @@ from gpuhealth.checks.topology import expected_value
 from gpuhealth.collect import collect
 from gpuhealth.config import load_expectations
 from gpuhealth.knowledge import gpu_expectations
+from gpuhealth.model import OsInfo, Snapshot
 from hostcases import FakeHost, load_spec
 
 
@@ -71,12 +72,19 @@ def test_model_defaults_are_sourced_and_specific():
 
 
 def test_expectation_precedence():
-    name = "NVIDIA H100 80GB HBM3"
-    assert expected_value(Expectations(), name, "nvlink_count")[0] == 18
-    assert expected_value(Expectations(nvlink_count=4), name, "nvlink_count") == (4, "config [check] nvlink_count")
+    name, host = "NVIDIA H100 80GB HBM3", Snapshot()
+    assert expected_value(host, Expectations(), name, "nvlink_count")[0] == 18
+    assert expected_value(host, Expectations(nvlink_count=4), name, "nvlink_count") == (
+        4, "config [check] nvlink_count")
     per_model = Expectations(nvlink_count=4, models={"nvidia h100 80gb hbm3": {"nvlink_count": 16}})
-    assert expected_value(per_model, name, "nvlink_count")[0] == 16
-    assert expected_value(Expectations(), "NVIDIA GeForce RTX 4090", "nvlink_count") == (None, "")
+    assert expected_value(host, per_model, name, "nvlink_count")[0] == 16
+    assert expected_value(host, Expectations(), "NVIDIA GeForce RTX 4090", "nvlink_count") == (None, "")
+    # the platform (knowledge/platforms.csv) comes after the configuration and before the model's default
+    dgx = Snapshot(os=OsInfo(machine_vendor="NVIDIA", machine_product="NVIDIA DGX A100"))
+    assert expected_value(dgx, Expectations(), "NVIDIA GeForce RTX 4090", "nvlink_count") == (
+        12, "NVIDIA DGX A100 (NVIDIA DGX A100 User Guide)")
+    assert expected_value(dgx, Expectations(nvlink_count=4), name, "nvlink_count")[0] == 4
+    assert expected_value(dgx, Expectations(), name, "pcie_width")[0] == 16  # no platform value: the model's
 
 
 def _report(name: str, expect: Expectations, codes: list[str]):

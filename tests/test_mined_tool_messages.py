@@ -105,14 +105,14 @@ def test_a_mined_line_says_what_printed_it_what_it_means_its_cause_and_its_sourc
     row = mined_tools.match(line)
     assert row is not None and row.family == "installer-dkms"
     result = report(line + "\n")
-    (finding,) = [f for f in result.findings if f.code == "GH309"]
+    (finding,) = [f for f in result.findings if f.code == "GH310"]
     assert finding.severity is Severity.CRITICAL
     assert finding.message.startswith(f"nvidia-installer ({os.path.basename(row.file)}) reported an error: ")
     assert "(see GH507)" in finding.message
     document = json.loads(json_report.render(result))
-    (gh309,) = [f for f in document["findings"] if f["code"] == "GH309"]
-    assert gh309["labels"]["mined"] == row.id and gh309["labels"]["cause"] == "module-not-built"
-    assert gh309["labels"]["source"] == f"{INSTALLER} {row.tags} {row.file_line}"
+    (gh310,) = [f for f in document["findings"] if f["code"] == "GH310"]
+    assert gh310["labels"]["mined"] == row.id and gh310["labels"]["cause"] == "module-not-built"
+    assert gh310["labels"]["source"] == f"{INSTALLER} {row.tags} {row.file_line}"
 
 
 def test_analyze_without_error_lines_never_reads_the_table():

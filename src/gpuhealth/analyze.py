@@ -341,7 +341,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
-                                            read_into=read_into if _in_parsed_part(kind, line) else ()))
+                                            read_into=read_into if _in_parsed_part(kind, line) else (),
+                                            mined=_mined_behind(sig.id, line)))
     if kind not in (None, "app-log", "smi-table") or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}  # the application-log parser reads catalogue lines only (GH806)
@@ -351,11 +352,42 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         if kind == "smi-table" and _in_parsed_part(kind, line):
             continue  # the table's rows: its parser and the checks judge them
         text = line.strip()
+        if text and line not in explained and text not in reading.unknown_seen and _api_error(reading, piece, text):
+            continue
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
     return len(matched)
+
+
+def _api_error(reading: _Reading, piece: Piece, text: str) -> bool:
+    """A CUDA, NVML, NCCL or DCGM error that no signature explains but the mined table names (GH309): kept with its
+    row and the row's symptom, never as an unknown line. The table is read only for a line that names such an API."""
+    from gpuhealth.knowledge import mined_api
+
+    if not mined_api.mentions_api(text):
+        return False
+    row = mined_api.lookup(text[:500])
+    if row is None:
+        return False
+    reading.unknown_seen.add(text)
+    reading.messages.append(MessageLine(text[:500], piece.name, None, row.symptom or None, mined=row.id))
+    return True
+
+
+# Catalogue rows that say only which library printed a line ("NCCL printed a warning"): the mined table says which
+# warning it is, where NCCL prints it, and the check it points to (GH309, as information beside the row's finding).
+_GENERIC_SIGNATURES = frozenset({"nccl-warn"})
+
+
+def _mined_behind(signature_id: str, line: str) -> str:
+    if signature_id not in _GENERIC_SIGNATURES:
+        return ""
+    from gpuhealth.knowledge.mined_api import lookup
+
+    row = lookup(line.strip()[:500])
+    return row.id if row is not None else ""
 
 
 def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:

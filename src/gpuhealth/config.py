@@ -37,7 +37,7 @@ SYSTEM_PATH = Path("/etc/gpuhealth/config.toml")
 OLD_SYSTEM_PATH = Path("/etc/gpuhealth.toml")  # the expectations file before the one schema: still read
 DEFAULT_PATH = OLD_SYSTEM_PATH  # the name this module gave it before
 KNOWN_KEYS = {"gpu_count", "nvlink_count", "pcie_width", "xid_rate_per_hour", "models", "driver_params",
-              "temperature_margin_c", "ib_exclude", "ib_port_count", "ib_rate_gbps"}
+              "temperature_margin_c", "ib_exclude", "ib_port_count", "ib_rate_gbps", "instance_type"}
 # what a [check.models."<product name>"] table may set
 MODEL_KEYS = {"nvlink_count", "pcie_width", "temperature_slowdown_c", "temperature_shutdown_c"}
 # [serve]: what `serve`'s flags of the same names default to
@@ -276,12 +276,13 @@ def expectations_from(data: dict[str, Any], where: str) -> Expectations:
         raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
                          f"known: {', '.join(sorted(KNOWN_KEYS))}")
     values = {key: _count(where, key, data.get(key))
-              for key in sorted(KNOWN_KEYS - {"models", "driver_params", "ib_exclude"})}
+              for key in sorted(KNOWN_KEYS - {"models", "driver_params", "ib_exclude", "instance_type"})}
     if values["xid_rate_per_hour"] == 0:
         raise ValueError(f"{where}: xid_rate_per_hour must be a positive integer")
     return Expectations(**values, models=_models(where, data.get("models", {})),
                         driver_params=_driver_params(where, data.get("driver_params")),
-                        ib_exclude=_names(where, "ib_exclude", data.get("ib_exclude", [])))
+                        ib_exclude=_names(where, "ib_exclude", data.get("ib_exclude", [])),
+                        instance_type=_instance_type(where, data.get("instance_type", "")))
 
 
 def load_expectations(path: Path | None) -> Expectations:
@@ -291,6 +292,13 @@ def load_expectations(path: Path | None) -> Expectations:
         return load().expectations()
     data = _normalise(read_toml(path), path, "--config", lambda _text: None)
     return expectations_from(data.get("check", {}), str(path))
+
+
+def _instance_type(where: str, value: object) -> str:
+    """``instance_type = "Standard_ND96isr_H100_v5"``: the cloud's name for this VM (knowledge/platforms.csv)."""
+    if not isinstance(value, str) or len(value) > 100 or not all(c.isalnum() or c in "._-" for c in value):
+        raise ValueError(f"{where}: instance_type must be a cloud instance type such as p5.48xlarge")
+    return value
 
 
 def _count(where: str, key: str, value: object) -> int | None:
@@ -358,7 +366,10 @@ def show(settings: Settings) -> str:
         if section == "check":
             unset = sorted(KNOWN_KEYS - set(table) - {"models", "driver_params"})
             if unset:
-                lines += ["# not set (nothing expected beyond the per-model defaults):", f"#   {', '.join(unset)}"]
+                import textwrap  # only here: `config show`
+
+                lines += ["# not set (nothing expected beyond the platform's and the per-model defaults):",
+                          *textwrap.wrap(", ".join(unset), 100, initial_indent="#   ", subsequent_indent="#   ")]
     return "\n".join(lines) + "\n"
 
 

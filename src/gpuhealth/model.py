@@ -632,6 +632,8 @@ class MessageLine:
     # the snapshot fields the line's piece was parsed into (a kernel log: "kernel_log"); checks that require
     # or read one of them saw the line too
     read_into: tuple[str, ...] = ()
+    # the knowledge/mined/api_errors.csv row id of a CUDA, NVML, NCCL or DCGM error the line names (GH309 reads it)
+    mined: str = ""
 
 
 def grep_would_show(pattern: str, name: str) -> bool:

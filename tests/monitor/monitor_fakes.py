@@ -24,6 +24,21 @@ GENERATED_BY = "tests/monitor/monitor_fakes.py"
 NOTE = "GENERATED for tests: synthetic values, not recorded from a real GPU"
 
 
+class CapturingNotifier:
+    """A notifier that keeps what it is sent (pages only, unless ``every_alert``), for tests to read."""
+
+    every_alert = False
+
+    def __init__(self) -> None:
+        self.got: list[Alert] = []
+
+    def send(self, alert: Alert) -> None:
+        self.got.append(alert)
+
+    def close(self) -> None:
+        pass
+
+
 class FakeNVMLError(Exception):
     def __init__(self, value: int, text: str) -> None:
         super().__init__(text)

@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
-from monitor_fakes import samples
+from monitor_fakes import CapturingNotifier, samples
 
 from gpuhealth.monitor.boots import FaultMemory, faults_of, read_boot_id, threshold, valid_boot_id
 from gpuhealth.monitor.commands import monitor
@@ -108,25 +108,12 @@ def test_a_trace_without_a_boot_id_pages_as_before(tmp_path):
     assert len(_pages(_run(tmp_path, trace))) == 1  # no boot id: nothing remembered, as gpuhealth did before
 
 
-class _Capture:
-    every_alert = False
-
-    def __init__(self) -> None:
-        self.got: list[Alert] = []
-
-    def send(self, alert: Alert) -> None:
-        self.got.append(alert)
-
-    def close(self) -> None:
-        pass
-
-
-class _Live(_Capture):
+class _Live(CapturingNotifier):
     every_alert = True
 
 
-def _dispatcher(store: Store, boot: str) -> tuple[Dispatcher, _Capture, _Live]:
-    page, live = _Capture(), _Live()
+def _dispatcher(store: Store, boot: str) -> tuple[Dispatcher, CapturingNotifier, _Live]:
+    page, live = CapturingNotifier(), _Live()
     dispatcher = Dispatcher([page, live])
     dispatcher.memory = FaultMemory(store, boot, log=lambda text: None)
     return dispatcher, page, live

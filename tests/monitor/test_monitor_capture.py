@@ -10,7 +10,7 @@ import json
 import tarfile
 
 from click.testing import CliRunner
-from monitor_fakes import samples
+from monitor_fakes import CapturingNotifier, samples
 
 from conftest import REPO
 from gpuhealth.cli import main
@@ -32,19 +32,6 @@ def _example_host():
     return BundleHost(EXAMPLE)
 
 
-class _Capture:
-    every_alert = False
-
-    def __init__(self) -> None:
-        self.got: list[Alert] = []
-
-    def send(self, alert: Alert) -> None:
-        self.got.append(alert)
-
-    def close(self) -> None:
-        pass
-
-
 def _findings(source) -> set[tuple[str, str]]:
     result = CliRunner().invoke(main, ["check", "--from", str(source), "--format", "json"])
     return {(f["code"], f["severity"]) for f in json.loads(result.output)["findings"]}
@@ -55,7 +42,7 @@ def test_a_critical_fault_in_a_replay_writes_one_bundle_that_check_from_reads_ba
     events = [e for gpu in (0, 1) for e in samples(gpu, 20, t0=T0, temperature_c=50.0)]
     events += [XidEvent(T0 + 3, 0, 79), XidEvent(T0 + 5, 1, 79), XidEvent(T0 + 6, 1, 31)]  # 2 critical, 1 warning
     write_trace(trace, sorted(events, key=lambda e: e.t), "tests/monitor/test_monitor_capture.py", "GENERATED")
-    page = _Capture()
+    page = CapturingNotifier()
     dispatcher = Dispatcher([page])
     dispatcher.capture = capture = Capture(tmp_path / "captures", host=_example_host)
     monitor = Monitor(ReplaySource(trace, speed=0), RuleSet.from_config(load_config()["rules"]), dispatcher,

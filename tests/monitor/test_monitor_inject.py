@@ -116,6 +116,18 @@ def test_a_fault_that_cannot_hold_long_enough_is_refused_with_the_reason(trace):
         inject(text, Drill("ecc", 5), {})
     with pytest.raises(InjectError, match=r"not a gpuhealth trace"):
         inject("hello\n", Drill("ecc", 1), {})
+    with pytest.raises(InjectError, match=r":3: a record is a JSON object"):
+        inject(text.split("\n", 1)[0] + "\n{}\n[1]\n", Drill("ecc", 1), {})
+
+
+def test_records_without_a_usable_time_are_passed_through_not_a_crash(trace):
+    lines = trace.read_text().splitlines()
+    odd = ['{"kind":"sample","gpu":1,"t":"soon"}', '{"kind":"sample","gpu":1}']
+    out = inject("\n".join([lines[0], *odd, *lines[1:]]) + "\n", Drill("gpu-lost", 1), {})
+    written = out.splitlines()
+    assert written[1:3] == odd  # kept as they were (the monitor's reader refuses them, with its reason)
+    assert sum('"kind":"lost"' in line for line in written) == sum(
+        json.loads(line)["t"] >= T0 + 30 for line in lines[1:] if json.loads(line)["gpu"] == 1)
 
 
 @pytest.mark.parametrize("args", [

@@ -75,8 +75,8 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     Errors of unrelated programs in the same paste. Lines that say nothing failed ("0 errors") are not
     counted.
     """
-    unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None]
-    if unknown:  # lines the container toolkit's or the installer's source names are GH309's
+    unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None and not m.mined]
+    if unknown:  # lines the container toolkit's or the installer's source names are GH310's
         from gpuhealth.checks.tool_messages import explained
 
         known = explained(snapshot)
@@ -108,11 +108,11 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     """
     if snapshot.origin != "evidence" or snapshot.sources:
         return
-    if any(m.signature or m.symptom for m in snapshot.messages or ()):
+    if any(m.signature or m.symptom or m.mined for m in snapshot.messages or ()):
         return
     from gpuhealth.checks.tool_messages import explained
 
-    if explained(snapshot):  # lines the container toolkit's or the installer's source names (GH309)
+    if explained(snapshot):  # lines the container toolkit's or the installer's source names (GH310)
         return
     unread = snapshot.unrecognized_files or ("(no text)",)
     yield Draft(Severity.INFO, "NO DIAGNOSIS: gpuhealth could not read " + ", ".join(unread[:3])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuhealth.checks.expected import expected
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
 from gpuhealth.model import EventGroup, Evidence, HostHealth, IbPort, Severity, Snapshot
 from gpuhealth.parsers.hostside import ib_rate_gbps, ib_state_name
@@ -67,7 +68,10 @@ def infiniband_port_state(snapshot: Snapshot, expect: Expectations) -> Iterator[
     (drivers/infiniband/core/sysfs.c). A port whose cable trained (`LinkUp`) but that is not ACTIVE
     is a warning: on InfiniBand no subnet manager has brought it up. A port in `LinkErrorRecovery`
     is a warning. With `[check] ib_port_count` set, fewer ACTIVE ports than that is a warning; with
-    `[check] ib_rate_gbps`, an ACTIVE port below that rate is a warning. Other ports that are down
+    `[check] ib_rate_gbps`, an ACTIVE port below that rate is a warning. Unset, both come from the platform
+    the machine is, where `knowledge/platforms.csv` lists its InfiniBand ports from the vendor's document
+    (NVIDIA DGX A100/H100/H200/B200: 8 compute ports at 200 or 400 Gb/s; Azure ND A100 v4 and ND H100 v5:
+    8 at 200 or 400 Gb/s), counting only ports whose link layer is InfiniBand. Other ports that are down
     are listed at information level: gpuhealth does not know without configuration which ports
     are cabled.
 
@@ -86,8 +90,10 @@ def infiniband_port_state(snapshot: Snapshot, expect: Expectations) -> Iterator[
     Exceptions:
     Devices named in `[check] ib_exclude` (in /etc/gpuhealth/config.toml) are never read. Unused
     ports of a dual-port card are down on purpose: they are listed, not judged, unless
-    `ib_port_count` says how many should be up. No rate is expected without `ib_rate_gbps`: the
-    rate a node should have depends on its fabric. `check` sees the ports as they are now; a port
+    `ib_port_count` says how many should be up. No rate is expected without `ib_rate_gbps` or a listed
+    platform: the rate a node should have depends on its fabric. A listed platform with no InfiniBand port
+    ACTIVE (a DGX used alone, its ports run as RoCE) is said at information level, not judged. AWS's EFA is
+    not InfiniBand: the P4 and P5 rows carry no port expectation. `check` sees the ports as they are now; a port
     that flaps is the monitor's to see.
     """
     ports = _health(snapshot).infiniband
@@ -113,24 +119,44 @@ def infiniband_port_state(snapshot: Snapshot, expect: Expectations) -> Iterator[
         yield Draft(Severity.WARNING, f"{_port_name(port)}: the link is in error recovery",
                     evidence=(Evidence(source, (_port_line(port),)),), fixes=fixes,
                     labels={"device": port.device, "port": port.port})
-    if expect.ib_port_count is not None and len(active) < expect.ib_port_count:
-        yield Draft(Severity.WARNING, f"{len(active)} of {expect.ib_port_count} expected InfiniBand/RoCE ports "
-                                      "are ACTIVE ([check] ib_port_count)",
-                    evidence=(Evidence(source, tuple(_port_line(p) for p in ports[:16])),), fixes=fixes)
-    if expect.ib_rate_gbps is not None:
-        slow = [p for p in active if (rate := ib_rate_gbps(p.rate)) is not None and rate < expect.ib_rate_gbps]
-        for port in slow:
-            yield Draft(Severity.WARNING, f"{_port_name(port)} runs at {port.rate}, below the "
-                                          f"{expect.ib_rate_gbps} Gb/sec expected ([check] ib_rate_gbps)",
-                        evidence=(Evidence(source, (_port_line(port),)),), fixes=fixes,
-                        labels={"device": port.device, "port": port.port})
+    count, _ = expected(snapshot, expect, "ib_port_count")
+    yield from _against_expected(snapshot, expect, ports, active)
     judged = {id(p) for p in (*stuck, *recovering)}
     down = [p for p in ports if ib_state_name(p.state) != "ACTIVE" and id(p) not in judged]
-    if down and expect.ib_port_count is None:
+    if down and count is None:
         yield Draft(Severity.INFO, f"{len(down)} InfiniBand/RoCE port(s) not active (unused ports are down on "
                                    "purpose; set [check] ib_port_count to judge): "
                                    + ", ".join(_port_name(p) for p in down[:8]),
                     evidence=(Evidence(source, tuple(_port_line(p) for p in down[:16])),))
+
+
+def _against_expected(snapshot: Snapshot, expect: Expectations, ports: list[IbPort],
+                      active: list[IbPort]) -> Iterator[Draft]:
+    """GH720's count and rate against what this node should have: configured, else its platform's (a DGX, an
+    Azure ND VM: knowledge/platforms.csv). The platform's numbers are of its InfiniBand ports, so only ports whose
+    link layer is InfiniBand count against them (an Azure VM's Ethernet VF, RoCE ports are not those), and a
+    node with none active is not on that fabric (a DGX used alone, a fabric run as RoCE): said at info level."""
+    source, fixes = "/sys/class/infiniband", table_fixes("GH720")
+    count, count_from = expected(snapshot, expect, "ib_port_count")
+    rate, rate_from = expected(snapshot, expect, "ib_rate_gbps")
+    if expect.ib_port_count is None and expect.ib_rate_gbps is None and (count is not None or rate is not None):
+        active = [p for p in active if (p.link_layer or "InfiniBand") == "InfiniBand"]
+        if not active:
+            yield Draft(Severity.INFO, f"no InfiniBand port is ACTIVE, where {count_from or rate_from} has "
+                                       f"{count or 'some'}: not judged (a node off its InfiniBand fabric, or on "
+                                       "RoCE; set [check] ib_port_count to judge)",
+                        evidence=(Evidence(source, tuple(_port_line(p) for p in ports[:16])),))
+            return
+    if count is not None and len(active) < count:
+        yield Draft(Severity.WARNING, f"{len(active)} of {count} expected InfiniBand/RoCE ports are ACTIVE "
+                                      f"({count_from})",
+                    evidence=(Evidence(source, tuple(_port_line(p) for p in ports[:16])),), fixes=fixes)
+    if rate is not None:
+        for port in [p for p in active if (speed := ib_rate_gbps(p.rate)) is not None and speed < rate]:
+            yield Draft(Severity.WARNING, f"{_port_name(port)} runs at {port.rate}, below the {rate} Gb/sec "
+                                          f"expected ({rate_from})",
+                        evidence=(Evidence(source, (_port_line(port),)),), fixes=fixes,
+                        labels={"device": port.device, "port": port.port})
 
 
 # --------------------------------------------------------------------------- GH721

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuhealth.checks.expected import expected, platform_of
 from gpuhealth.checks.kernel_log import Tally, faulty_gpu_refusals, samples
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
 from gpuhealth.model import Evidence, Fix, PciDevice, Severity, Snapshot, Subject
@@ -56,7 +57,8 @@ def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
 
     On a host known to have had GPUs, it is critical and makes the node unusable (a scheduler drains it): the
     configuration expects GPUs (`gpu_count`), or the count gpuhealth last saw on this host's bus says it had
-    some (`check --gpu-state FILE`, which the Slurm wrapper passes), or the machine's firmware (DMI) names a
+    some (`check --gpu-state FILE`, which the Slurm wrapper passes), or the machine is a platform built with
+    GPUs (`knowledge/platforms.csv`: a DGX model, a cloud GPU instance type), or its firmware (DMI) names a
     model built with NVIDIA GPUs (an NVIDIA DGX). Otherwise it is a warning that drains nothing: on a CPU-only
     machine it is the truth.
 
@@ -86,13 +88,17 @@ def no_nvidia_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
 
 def _gpus_it_had(snapshot: Snapshot, expect: Expectations) -> str | None:
     """What says this host had GPUs, in words, or None: the configured count, else the count last seen, else a
-    firmware name of a machine built with NVIDIA GPUs (knowledge/gpu_servers.csv)."""
+    platform the machine is (knowledge/platforms.csv), else a firmware name of a machine built with NVIDIA GPUs
+    (knowledge/gpu_servers.csv)."""
     if expect.gpu_count:
         return f"the configuration expects {expect.gpu_count} (gpu_count)"
     if expect.gpus_last_seen:
         when = f" at {expect.gpus_last_seen_at}" if expect.gpus_last_seen_at else ""
         where = f" ({expect.gpus_last_seen_in})" if expect.gpus_last_seen_in else ""
         return f"{expect.gpus_last_seen} were seen{when}{where}"
+    platform = platform_of(snapshot, expect)
+    if platform is not None and platform.gpu_count:
+        return f"this machine, {platform.name}, is built with {platform.gpu_count} ({platform.document})"
     machine = snapshot.os
     if machine is not None and machine.machine_vendor:
         from gpuhealth.knowledge.gpu_servers import gpu_server
@@ -210,7 +216,10 @@ def _missing_on_bus(snapshot: Snapshot, refused: dict[str, tuple[Tally, str]]) -
 def gpu_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
-    Compares the number of NVIDIA GPUs on the PCI bus with `gpu_count` from the configuration file.
+    Compares the number of NVIDIA GPUs on the PCI bus with `gpu_count` from the configuration file, else
+    with the GPU count of the platform the machine is (`knowledge/platforms.csv`: an NVIDIA DGX by its
+    firmware's product name, a cloud GPU instance type by the firmware's product name on AWS or by
+    `[check] instance_type`), each row from the vendor's document. The finding says which applied.
 
     Why it matters:
     A GPU that vanished from the bus entirely (dead, unpowered, link never trained) leaves no other
@@ -221,13 +230,16 @@ def gpu_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Iterat
     cables and the BMC event log (`ipmitool sel list`). If the GPU stays missing, it needs service.
 
     Exceptions:
-    Skipped when no `gpu_count` is configured.
+    Skipped when no `gpu_count` is configured and the machine is no platform the table lists (an unknown
+    product name changes nothing).
     """
-    if expect.gpu_count is None:
-        yield Skip("no expected GPU count configured (gpu_count in the config file)")
+    count, origin = expected(snapshot, expect, "gpu_count")
+    if count is None:
+        yield Skip("no expected GPU count configured (gpu_count in the config file), and the machine is no "
+                   "platform knowledge/platforms.csv lists")
         return
     found = len(snapshot.nvidia_pci_gpus)
-    if found < expect.gpu_count:
-        yield Draft(Severity.CRITICAL, f"{found} NVIDIA GPU(s) on the PCI bus, {expect.gpu_count} expected",
+    if found < count:
+        yield Draft(Severity.CRITICAL, f"{found} NVIDIA GPU(s) on the PCI bus, {count} expected: {origin}",
                     evidence=(Evidence(snapshot.sources.get("pci_devices", SYSFS),
                                        tuple(describe(d, binding_known(snapshot)) for d in snapshot.nvidia_pci_gpus)),))

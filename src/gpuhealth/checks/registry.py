@@ -74,6 +74,9 @@ class Expectations:
     ib_exclude: tuple[str, ...] = ()  # InfiniBand devices never read (/sys/class/infiniband names)
     ib_port_count: int | None = None  # GH720: InfiniBand/RoCE ports that should be ACTIVE
     ib_rate_gbps: int | None = None  # GH720: the rate each active port should have, in Gb/s
+    # the cloud's instance type ([check] instance_type), for a VM whose firmware does not name it (Google Cloud,
+    # Azure): looked up in knowledge/platforms.csv with the firmware's product name (checks/expected.py)
+    instance_type: str = ""
     # GH101: the NVIDIA GPUs this host had on its PCI bus when last checked, and when (check --gpu-state FILE): a
     # host that had GPUs and now has none is a node whose GPUs vanished, not a CPU-only machine
     gpus_last_seen: int | None = None

@@ -1,4 +1,4 @@
-"""GH309: pasted error lines of the NVIDIA container toolkit and driver installer, known from their source."""
+"""GH310: pasted error lines of the NVIDIA container toolkit and driver installer, known from their source."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def explained(snapshot: Snapshot) -> dict[str, object]:
     return found
 
 
-@check("GH309", "tool-messages", "Container toolkit and installer messages known from their source",
+@check("GH310", "tool-messages", "Container toolkit and installer messages known from their source",
        requires=("messages",))
 def tool_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     """

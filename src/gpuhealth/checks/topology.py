@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from gpuhealth.checks.expected import expected as host_expected
 from gpuhealth.checks.gpu_state import REBOOT, seen_gpus
 from gpuhealth.checks.kernel_log import Tally, last_seen, samples, tallies
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check
@@ -48,15 +49,16 @@ ACTIVE_SOURCE = "python3 -c <gpuhealth active tests>"
 # --------------------------------------------------------------------------- expectations
 
 
-def expected_value(expect: Expectations, name: str | None, key: str) -> tuple[int | None, str]:
-    """(value, where it comes from): the config's [check.models."<name>"], its [check] key, the model default."""
+def expected_value(snapshot: Snapshot, expect: Expectations, name: str | None, key: str) -> tuple[int | None, str]:
+    """(value, where it comes from): the config's [check.models."<name>"], its [check] key, the platform the
+    machine is (knowledge/platforms.csv), the model default."""
     wanted = (name or "").strip().lower()
     for model, values in expect.models.items():
         if wanted and model.strip().lower() == wanted and values.get(key) is not None:
             return values[key], f'config [check.models."{model}"] {key}'
-    value = getattr(expect, key, None)
+    value, origin = host_expected(snapshot, expect, key)
     if value is not None:
-        return value, f"config [check] {key}"
+        return value, origin
     defaults = gpu_expectations.lookup(name)
     if defaults is not None and defaults.get(key) is not None:
         return defaults.get(key), f"default for {name} (knowledge/gpu_expectations.csv)"
@@ -76,9 +78,10 @@ def nvlink_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Ite
     """
     What:
     Per GPU, the links `nvidia-smi nvlink -s` shows with a speed (active), compared with the expected
-    count: `[check.models."<name>"] nvlink_count` or `nvlink_count` in the config file, else the model's
-    default in `knowledge/gpu_expectations.csv` (H100 SXM 18, A100 SXM4 12, V100 SXM2 6). Fewer active
-    links than expected is a warning.
+    count: `[check.models."<name>"] nvlink_count` or `nvlink_count` in the config file, else the NVLinks per
+    GPU of the platform the machine is (`knowledge/platforms.csv`: a DGX model by its firmware's product name,
+    from NVIDIA's user guide), else the model's default in `knowledge/gpu_expectations.csv` (H100 SXM 18, A100
+    SXM4 12, V100 SXM2 6). Fewer active links than expected is a warning.
 
     Why it matters:
     Every missing link takes its share of GPU-to-GPU bandwidth away: NCCL all-reduce and tensor
@@ -98,9 +101,10 @@ def nvlink_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Ite
     source = snapshot.sources.get("nvlink") or "nvidia-smi nvlink -s"
     judged = False
     if not states:
-        if expect.nvlink_count:
-            yield Draft(Severity.WARNING, f"nvidia-smi reports no NVLink, {expect.nvlink_count} active links per "
-                                          "GPU expected (config [check] nvlink_count)",
+        count, origin = host_expected(snapshot, expect, "nvlink_count")
+        if count:
+            yield Draft(Severity.WARNING, f"nvidia-smi reports no NVLink, {count} active links per GPU expected "
+                                          f"({origin})",
                         evidence=(Evidence(source, ("(no GPU with NVLink listed)",)),),
                         fixes=tuple(filled(f, index=0) for f in NVLINK_FIXES))
             return
@@ -109,7 +113,7 @@ def nvlink_count_below_expected(snapshot: Snapshot, expect: Expectations) -> Ite
     for state in states:
         gpu = _gpu_for(snapshot, state)
         name = state.gpu_name or (gpu.name if gpu else None)
-        expected, origin = expected_value(expect, name, "nvlink_count")
+        expected, origin = expected_value(snapshot, expect, name, "nvlink_count")
         if not expected or state.error == "not supported in MIG mode":
             continue
         judged = True
@@ -373,7 +377,7 @@ def pcie_width_below_expected(snapshot: Snapshot, expect: Expectations) -> Itera
     judged = False
     for seen in gpus:
         gpu = seen.gpu
-        expected, origin = expected_value(expect, gpu.name, "pcie_width")
+        expected, origin = expected_value(snapshot, expect, gpu.name, "pcie_width")
         device = pci.get(gpu.pci_address or "")
         width = gpu.pcie_width_current or (device.link_width_current if device else None)
         if not expected or not width:

@@ -5,7 +5,7 @@ messages) and NVIDIA/nvidia-installer (its ``ui_error``/``ui_warn`` formats) at 
 in the columns of the driver's table (``mined.py``). ``mined_tool_families.csv`` (hand-written, each row cited)
 says what a family means and which check and cause it points to. docs/mined-messages.md says how to regenerate.
 
-Read only when a pasted line looks like an error and no row of the signature catalogue explains it (check GH309):
+Read only when a pasted line looks like an error and no row of the signature catalogue explains it (check GH310):
 ``lookup`` is the entry point; its first call indexes the table by each row's rarest fixed word, and a line is tried
 against the rows under its own words only.
 """

@@ -14,6 +14,7 @@ trace; the full check reads the real kernel log, which a drill must not touch).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +61,11 @@ def inject(text: str, drill: Drill, rules: dict[str, dict[str, Any]], where: str
     """The trace ``text`` with ``drill`` written in; ``rules`` is the monitor's [rules] configuration (the
     thresholds and durations the fault must meet). InjectError when the trace cannot carry it."""
     header, records = _parse(text, where)
-    times = [r["t"] for r in records if isinstance(r.get("t"), (int, float))]
+    times = [r["t"] for r in records if _timed(r)]
     if not times:
         raise InjectError(f"{where}: the trace has no records")
     at = min(times) + drill.at_s
-    mine = [r for r in records if r.get("kind") == "sample" and r.get("gpu") == drill.gpu]
+    mine = [r for r in records if r.get("kind") == "sample" and r.get("gpu") == drill.gpu and _timed(r)]
     if not mine:
         raise InjectError(f"{where}: no samples of GPU {drill.gpu} (GPUs in it: {_gpus(records)})")
     after = [r for r in mine if r["t"] >= at]
@@ -109,6 +110,11 @@ def _parse(text: str, where: str) -> tuple[dict[str, Any], list[dict[str, Any]]]
     return header, records
 
 
+def _timed(record: dict[str, Any]) -> bool:
+    t = record.get("t")
+    return isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+
+
 def _gpus(records: list[dict[str, Any]]) -> str:
     return ", ".join(str(g) for g in sorted({r.get("gpu") for r in records if isinstance(r.get("gpu"), int)}))
 
@@ -132,7 +138,12 @@ Writer = Callable[[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, An
 def _xid(records: list[dict[str, Any]], after: list[dict[str, Any]], mine: list[dict[str, Any]], at: float,
          drill: Drill, options: dict[str, Any], where: str) -> None:
     event = {"kind": "xid", "t": after[0]["t"], "gpu": drill.gpu, "xid": drill.xid, "injected": True}
-    records.insert(records.index(after[0]), event)  # just before the sample it stands beside
+    records.insert(_position(records, after[0]), event)  # just before the sample it stands beside
+
+
+def _position(records: list[dict[str, Any]], record: dict[str, Any]) -> int:
+    """Where ``record`` itself stands (not a record equal to it: a trace may repeat a line)."""
+    return next(i for i, r in enumerate(records) if r is record)
 
 
 def _temperature(records: list[dict[str, Any]], after: list[dict[str, Any]], mine: list[dict[str, Any]], at: float,
@@ -150,9 +161,11 @@ def _ecc(records: list[dict[str, Any]], after: list[dict[str, Any]], mine: list[
 
 def _gpu_lost(records: list[dict[str, Any]], after: list[dict[str, Any]], mine: list[dict[str, Any]], at: float,
               drill: Drill, options: dict[str, Any], where: str) -> None:
-    for record in after:  # from --at on the GPU answers no more: each poll says so, as the NVML source does
-        index = records.index(record)
-        records[index] = {"kind": "lost", "t": record["t"], "gpu": drill.gpu, "reason": LOST_REASON, "injected": True}
+    replaced = {id(r) for r in after}
+    for index, record in enumerate(records):  # from --at on the GPU answers no more: each poll says so, as NVML does
+        if id(record) in replaced:
+            records[index] = {"kind": "lost", "t": record["t"], "gpu": drill.gpu, "reason": LOST_REASON,
+                              "injected": True}
 
 
 def _stuck_sensor(records: list[dict[str, Any]], after: list[dict[str, Any]], mine: list[dict[str, Any]], at: float,

@@ -1,0 +1,187 @@
+"""Error codes of the CUDA and NVML APIs and error lines of NCCL and DCGM, mined from their sources
+(knowledge/mined/api_errors.csv, tools/mine/mine_api.py): every row is sound and finds itself, a line naming one pasted
+alone is never HEALTHY nor only "unknown", the JSON carries the source, a row's cause leads where it should, and the
+table is read only for a line that names such an API."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks import catalogue
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.checks.registry import REGISTRY
+from gpuhealth.knowledge import mined_api, read_table
+from gpuhealth.knowledge.causes import symptoms
+from gpuhealth.model import Report, Severity
+from gpuhealth.report import json_report
+from repo_paths import REPO
+
+MINER = REPO / "tools" / "mine" / "mine_api.py"
+ROWS = mined_api.errors()
+# A printf conversion, filled the way NCCL would (independently of the miner's pattern builder).
+SPEC = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|I64)?([diouxXeEfgGcspm%])")
+FILL = {"d": "1", "i": "1", "u": "7", "o": "7", "x": "1f", "X": "1F", "c": "c", "s": "x", "p": "0x1f", "%": "%",
+        "m": "Operation not permitted"}
+
+
+def example(row: mined_api.ApiError) -> str:
+    """A log line naming the row's error, as the library's users see it."""
+    if row.api == "nccl":
+        fmt = SPEC.sub(lambda m: FILL.get(m.group(1), "1.5"), row.text)
+        return f"node7:2201:2290 [3] {row.file.removeprefix('src/')}:{row.line} NCCL WARN {fmt}"
+    if row.api.startswith("cuda"):
+        return f"RuntimeError: CUDA error: {row.name}"
+    if row.api == "nvml":
+        return f"pynvml.nvml.{row.name}: {row.text}"
+    return f"Error: {row.name}"
+
+
+def report(text: str, name: str = "train.log") -> Report:
+    snapshot, _ = analyze_texts([(name, text)])
+    return run_checks(snapshot)
+
+
+# ---------------------------------------------------------------- the table
+
+def test_the_table_holds_every_source():
+    counts = {api: sum(r.api == api for r in ROWS) for api in mined_api.REPORTERS}
+    assert counts["cuda-driver"] > 80 and counts["cuda-runtime"] > 100 and counts["nvml"] > 25
+    assert counts["nccl"] > 300 and counts["dcgm"] > 100
+
+
+def test_every_row_compiles_finds_its_example_and_has_complete_provenance():
+    ids = set()
+    for row in ROWS:
+        re.compile(row.pattern)
+        line = example(row)
+        assert re.search(row.pattern, line), (row.id, line)
+        found = mined_api.lookup(line)
+        assert found is not None and re.search(found.pattern, line), (row.id, line)
+        assert row.source and row.file and row.line > 0 and row.first_tag and row.last_tag, row.id
+        assert row.text, row.id
+        assert row.id not in ids
+        ids.add(row.id)
+    assert all(r.number for r in ROWS if r.api != "nccl")
+
+
+def test_the_causes_name_real_checks_and_symptoms():
+    catalogue.load()
+    codes = set(REGISTRY)
+    known = set(symptoms())
+    pointed = [r for r in ROWS if r.code]
+    assert len(pointed) > 30
+    for row in pointed:
+        assert row.code in codes, row.id
+        assert not row.symptom or row.symptom in known, row.id
+    with open(REPO / "tools" / "mine" / "api_causes.csv", encoding="utf-8", newline="") as handle:
+        for cause in csv.DictReader(handle):
+            assert cause["source_title"] and cause["source_url"].startswith("https://"), cause
+
+
+# ---------------------------------------------------------------- analyze
+
+def test_thirty_random_error_lines_pasted_alone_are_never_healthy_nor_only_unknown():
+    picked = random.Random(21).sample(ROWS, 30)
+    for row in picked:
+        line = example(row) + "\n"
+        result = report(line)
+        assert result.verdict != "HEALTHY" or any(f.code == "GH309" for f in result.findings), line
+        said = {f.code for f in result.findings}
+        assert said - {"GH003", "GH004"}, (line, said)
+        assert "GH003" not in said, (line, said)
+
+
+def test_a_mined_code_says_who_reported_it_what_it_means_and_where_that_is_written():
+    result = report("Error: DCGM_FR_NVLINK_DOWN\n")
+    (finding,) = [f for f in result.findings if f.code == "GH309"]
+    assert finding.severity is Severity.WARNING
+    assert finding.message.startswith("DCGM reported DCGM_FR_NVLINK_DOWN (14) (see GH408): NVLink is down")
+    assert "DCGM suggests:" in finding.message and finding.fixes
+    document = json.loads(json_report.render(result))
+    (gh309,) = [f for f in document["findings"] if f["code"] == "GH309"]
+    row = mined_api.lookup("DCGM_FR_NVLINK_DOWN")
+    assert gh309["labels"]["mined"] == row.id and gh309["labels"]["api"] == "dcgm"
+    assert gh309["labels"]["source"] == f"NVIDIA/DCGM {row.tags} dcgmlib/dcgm_errors.h:{row.line}"
+    assert not any(f.code == "GH003" for f in result.findings)
+
+
+def test_a_cuda_enum_the_catalogue_lacks_is_explained_from_its_header():
+    result = report("RuntimeError: CUDA error: CUDA_ERROR_CONTEXT_ALREADY_IN_USE\n")
+    (finding,) = [f for f in result.findings if f.code == "GH309"]
+    assert finding.message.startswith("the CUDA driver API reported CUDA_ERROR_CONTEXT_ALREADY_IN_USE (216)")
+    assert "CUDA Toolkit" in finding.labels["source"] and "include/cuda.h" in finding.labels["source"]
+
+
+def test_an_nccl_warning_the_catalogue_names_generically_gets_its_source_and_pointer():
+    line = ("node7:2201:2290 [3] transport/net_ib/connect.cc:372 NCCL WARN NET/IB: mlx5dv_create_qp failed to "
+            "create QP: Operation not permitted\n")
+    result = report(line)
+    (finding,) = [f for f in result.findings if f.code == "GH309"]
+    assert finding.severity is Severity.INFO  # the catalogue's own NCCL finding leads; this one says which warning
+    assert "(see GH720)" in finding.message and "NVIDIA/nccl" in finding.labels["source"]
+    assert any(f.code == "GH806" for f in result.findings)
+
+
+def test_error_802_leads_to_fabric_manager_and_a_mismatch_to_gh202():
+    for line, code in (("CUDA error: CUDA_ERROR_SYSTEM_NOT_READY\n", "GH210"),
+                       ("cudaErrorSystemNotReady: system not yet initialized\n", "GH210"),
+                       ("pynvml.NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch.\n",
+                        "GH202")):
+        result = report(line)
+        top = max(f.severity for f in result.findings)
+        assert code in {f.code for f in result.findings if f.severity == top}, (line, [f.code for f in result.findings])
+    rows = {r.name: r for r in ROWS}
+    assert rows["CUDA_ERROR_SYSTEM_NOT_READY"].code == rows["cudaErrorSystemNotReady"].code == "GH210"
+    assert rows["cudaErrorInsufficientDriver"].number == "35" and rows["cudaErrorInsufficientDriver"].code == "GH601"
+    assert rows["NVML_ERROR_GPU_IS_LOST"].code == "GH302"
+
+
+def test_analyze_without_api_lines_never_reads_the_table():
+    code = ("import sys; from gpuhealth.cli import main\n"
+            "sys.argv = ['gpuhealth', 'analyze', '-']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "from gpuhealth.knowledge import mined_api\n"
+            "print('READ' if mined_api._index.cache_info().currsize else 'NOT-READ', file=sys.stderr)")
+    plain = subprocess.run([sys.executable, "-c", code], input="Failed to initialize NVML: Unknown Error\n",
+                           capture_output=True, text=True, timeout=120)
+    assert "NOT-READ" in plain.stderr, plain.stderr[-500:]
+    api = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         input="Error: DCGM_FR_NVLINK_DOWN\n")
+    assert "READ" in api.stderr and "NOT-READ" not in api.stderr, api.stderr[-500:]
+
+
+# ---------------------------------------------------------------- regenerate and compare
+
+CHECKOUTS = REPO / "tools" / "mine" / "checkouts"
+SOURCES = {"--cuda-include": os.environ.get("GPUHEALTH_MINE_CUDA_INCLUDE", str(CHECKOUTS / "cuda-include")),
+           "--nvml": os.environ.get("GPUHEALTH_MINE_NVML", str(CHECKOUTS / "go-nvml")),
+           "--nccl": os.environ.get("GPUHEALTH_MINE_NCCL", str(CHECKOUTS / "nccl")),
+           "--dcgm": os.environ.get("GPUHEALTH_MINE_DCGM", str(CHECKOUTS / "DCGM"))}
+
+
+@pytest.mark.skipif(not all(path and os.path.exists(path) for path in SOURCES.values()),
+                    reason="no CUDA Toolkit include directory and NVIDIA/go-nvml, NVIDIA/nccl and NVIDIA/DCGM "
+                           "checkouts (tools/mine/checkouts/{cuda-include,go-nvml,nccl,DCGM} or "
+                           "GPUHEALTH_MINE_CUDA_INCLUDE, _NVML, _NCCL, _DCGM; "
+                           "CI has no network): the mined API table is not regenerated and compared")
+def test_the_miner_regenerates_the_committed_table(tmp_path):
+    out = tmp_path / "api_errors.csv"
+    args = [a for option, path in SOURCES.items() for a in (option, path)]
+    done = subprocess.run([sys.executable, str(MINER), *args, "--out", str(out)], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.read_text(encoding="utf-8") == read_table(mined_api.TABLE)
+    assert "WARN formats read" in done.stderr and "failure codes" in done.stderr and "return codes" in done.stderr
+
+
+def test_the_check_is_registered():
+    assert "gpuhealth.checks.api_messages" in catalogue.CHECK_MODULES

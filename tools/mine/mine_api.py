@@ -1,0 +1,266 @@
+"""Mine the documented error codes of the CUDA and NVML APIs and the error lines of NCCL and DCGM.
+
+    nice -n 10 python3 tools/mine/mine_api.py --cuda-include DIR --nvml GIT --nccl GIT --dcgm GIT \
+        [--out src/gpuhealth/knowledge/mined/api_errors.csv]
+
+Sources (each optional: a source not given keeps the committed table's rows for it):
+- ``--cuda-include``: a CUDA Toolkit's ``include/`` directory. ``cuda.h``'s ``CUresult`` enum (the driver API) and
+  ``driver_types.h``'s ``cudaError`` enum (the runtime API): each value's name, number and documentation comment
+  (the text NVIDIA's CUDA API reference is generated from).
+- ``--nvml``: a clone of https://github.com/NVIDIA/go-nvml, which vendors NVIDIA's ``nvml.h``: its ``nvmlReturn_t``
+  codes (``NVML_ERROR_*``) with their numbers and documentation comments, at ``NVML_TAGS``; a row also matches the
+  exception name nvidia-ml-py's pynvml raises for the code (``NVMLError_LibRmVersionMismatch``).
+- ``--nccl``: a clone (or bare git directory) of https://github.com/NVIDIA/nccl: every ``WARN("...")`` format string
+  under ``src/`` at the pinned tags ``NCCL_TAGS`` (NCCL prints them as ``... NCCL WARN <message>``).
+- ``--dcgm``: a clone of https://github.com/NVIDIA/DCGM: ``dcgmlib/dcgm_errors.h``'s ``DCGM_FR_*`` failure codes,
+  their ``_MSG`` message and ``_NEXT`` suggested action at ``DCGM_TAGS``.
+
+Each row: the API or library that reports it, the name (enum or NCCL's source file), its number, its documented
+description or message, the pattern that recognises it in a log line, the check and cause it points to (from
+``api_causes.csv``, hand-written and cited), and where it comes from (source, first and last tag, file:line at the
+newest). The strings are facts the software prints or documents, each cited to its file; no code is copied.
+Coverage goes to stderr. Standard library and ``git`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mine_nvrm import Git, call_arguments, format_literal, pattern_of, why_dropped  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+OUT = os.path.join(ROOT, "src", "gpuhealth", "knowledge", "mined", "api_errors.csv")
+CAUSES = os.path.join(HERE, "api_causes.csv")
+NCCL_TAGS = ("v2.18.6-1", "v2.21.5-1", "v2.24.3-1", "v2.27.7-1", "v2.30.7-1")
+DCGM_TAGS = ("v3.3.9", "v4.6.0")
+NVML_TAGS = ("v0.11.0-0", "v0.12.0-1", "v0.13.3-0")
+COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "action", "source", "file",
+           "line", "first_tag", "last_tag")
+APIS = {"cuda-driver": "the CUDA driver API", "cuda-runtime": "the CUDA runtime API", "nvml": "NVML",
+        "nccl": "NCCL", "dcgm": "DCGM"}
+
+
+# --------------------------------------------------------------------------- CUDA (documented enums)
+
+_ENUM_VALUE = re.compile(r"/\*\*(?P<doc>(?:(?!\*/).)*)\*/\s*(?P<name>(?:CUDA_ERROR|cudaError)\w*)\s*=\s*(?P<num>\d+)",
+                         re.S)
+
+
+def _doc_text(doc: str) -> str:
+    text = " ".join(line.strip().lstrip("*").strip() for line in doc.splitlines())
+    text = re.sub(r"\\(?:deprecated|note|p|ref|c)\b\s*", "", text).replace("::", "")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def mine_cuda(include: str) -> list[dict]:
+    rows = []
+    version = re.search(r"#define CUDA_VERSION (\d+)", _read(os.path.join(include, "cuda.h")))
+    tag = f"CUDA {int(version[1]) // 1000}.{int(version[1]) % 1000 // 10}" if version else "CUDA ?"
+    for api, header in (("cuda-driver", "cuda.h"), ("cuda-runtime", "driver_types.h")):
+        text = _read(os.path.join(include, header))
+        for m in _ENUM_VALUE.finditer(text):
+            name = m["name"]
+            if name in ("CUDA_SUCCESS", "cudaSuccess") or name.endswith(("StartupFailure", "ApiFailureBase")):
+                continue
+            line = text.count("\n", 0, m.start("name")) + 1
+            rows.append(_row(api, name, m["num"], _doc_text(m["doc"]), rf"\b{name}\b", "CUDA Toolkit",
+                             f"include/{header}", line, tag, tag))
+    return rows
+
+
+# --------------------------------------------------------------------------- NVML (nvml.h)
+
+_NVML_VALUE = re.compile(r"^\s*(NVML_ERROR_\w+)\s*=\s*(\d+),?\s*//!<\s*(.*)$", re.M)
+
+
+def mine_nvml(git: Git, log: io.TextIOBase) -> list[dict]:
+    """``nvmlReturn_t`` in nvml.h (NVIDIA's header, vendored by NVIDIA/go-nvml): each code's name, number and
+    documentation comment, at ``NVML_TAGS``."""
+    seen: dict[str, dict] = {}
+    for tag in NVML_TAGS:
+        path = next(p for p in ("gen/nvml/nvml.h", "pkg/nvml/nvml.h")
+                    if git.run("ls-tree", "--name-only", tag, "--", p).strip())
+        text = git.run("show", f"{tag}:{path}")
+        count = 0
+        for m in _NVML_VALUE.finditer(text):
+            name, number, doc = m[1], m[2], m[3].strip()
+            line = text.count("\n", 0, m.start(1)) + 1
+            # pynvml (nvidia-ml-py) raises NVMLError_<the name in CamelCase> (its _extractNVMLErrorsAsClasses)
+            camel = "NVMLError_" + "".join(part.capitalize() for part in name.removeprefix("NVML_ERROR_").split("_"))
+            if name in seen:
+                seen[name].update(text=doc, file=path, line=line, last_tag=tag)
+            else:
+                seen[name] = _row("nvml", name, number, doc, rf"\b{name}\b|\b{camel}\b", "NVIDIA/go-nvml", path,
+                                  line, tag, tag)
+            count += 1
+        print(f"nvml {tag}: {count} return codes", file=log)
+    return list(seen.values())
+
+
+# --------------------------------------------------------------------------- NCCL (WARN format strings)
+
+_WARN = re.compile(r"(?<![\w.>])WARN\s*\(")
+
+
+def mine_nccl(git: Git, log: io.TextIOBase) -> list[dict]:
+    seen: dict[str, dict] = {}
+    for tag in NCCL_TAGS:
+        listed = git.run("grep", "-l", "-E", r"\bWARN\s*\(", tag, "--", "src/*.cc", "src/*.h", "src/*.cu")
+        paths = [line.split(":", 1)[1] for line in listed.splitlines() if ":" in line]
+        made = dropped = 0
+        for path in paths:
+            text = git.run("show", f"{tag}:{path}")
+            for m in _WARN.finditer(text):
+                if text[text.rfind("\n", 0, m.start()) + 1:m.start()].lstrip().startswith("#"):
+                    continue  # the macro's definition
+                args = call_arguments(text, m.end() - 1)
+                fmt, _ = format_literal(args[0]) if args else (None, "")
+                if fmt is None:
+                    dropped += 1
+                    continue
+                fmt = fmt.split("\n")[0].strip().replace("%m", "%s")  # %m: glibc's strerror(errno), a text
+                pattern, literal = pattern_of(fmt)
+                if why_dropped(fmt, literal):
+                    dropped += 1
+                    continue
+                made += 1
+                line = text.count("\n", 0, m.start()) + 1
+                key = pattern
+                if key in seen:
+                    seen[key].update(file=path, line=line, last_tag=tag)
+                else:
+                    seen[key] = _row("nccl", os.path.basename(path), "", fmt, r"NCCL WARN\s+" + pattern, "NVIDIA/nccl",
+                                     path, line, tag, tag)
+        print(f"nccl {tag}: {made} WARN formats read, {dropped} dropped (not a literal or too little fixed text)",
+              file=log)
+    return list(seen.values())
+
+
+# --------------------------------------------------------------------------- DCGM (failure codes)
+
+def mine_dcgm(git: Git, log: io.TextIOBase) -> list[dict]:
+    seen: dict[str, dict] = {}
+    path = "dcgmlib/dcgm_errors.h"
+    for tag in DCGM_TAGS:
+        text = git.run("show", f"{tag}:{path}")
+        joined = re.sub(r"\\\n", " ", text)
+        defines = {m[1]: m[2] for m in re.finditer(r"^#define\s+(\w+)\s+(.*)$", joined, re.M)}
+
+        def string(name: str, depth: int = 0, defines: dict[str, str] = defines) -> str:
+            """A macro's string, through macros that name other macros (``..._NEXT SYSTEM_TRIAGE_MSG``)."""
+            value = defines.get(name, "").split("/*")[0].strip()
+            if re.fullmatch(r"\w+", value) and depth < 4:
+                return string(value, depth + 1)
+            return "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', value))
+
+        count = 0
+        for m in re.finditer(r"^\s*(DCGM_FR_\w+)\s*=\s*(\d+)\s*,?\s*(?://!<\s*\d*\s*(.*))?$", text, re.M):
+            name, number, brief = m[1], m[2], (m[3] or "").strip()
+            if name in ("DCGM_FR_OK", "DCGM_FR_ERROR_SENTINEL") or "NOT USED" in brief:
+                continue
+            message, action = string(name + "_MSG"), string(name + "_NEXT")
+            pattern = rf"\b{name}\b"
+            msg_pattern, literal = pattern_of(message)
+            if message and not why_dropped(message, literal):
+                pattern += "|" + msg_pattern.removesuffix(r"\s*$")
+            line = text.count("\n", 0, m.start(1)) + 1
+            described = f"{brief}: {message}" if message else brief
+            if name in seen:
+                seen[name].update(text=described, pattern=pattern, action=action, line=line, last_tag=tag)
+            else:
+                seen[name] = _row("dcgm", name, number, described, pattern, "NVIDIA/DCGM", path, line, tag, tag,
+                                  action=action)
+            count += 1
+        print(f"dcgm {tag}: {count} failure codes", file=log)
+    return list(seen.values())
+
+
+# --------------------------------------------------------------------------- rows
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def _row(api: str, name: str, number: str, text: str, pattern: str, source: str, path: str, line: int,
+         first: str, last: str, action: str = "") -> dict:
+    return {"api": api, "name": name, "number": number, "text": text, "pattern": pattern, "action": action,
+            "source": source, "file": path, "line": line, "first_tag": first, "last_tag": last}
+
+
+def _causes() -> list[tuple[str, re.Pattern[str], str, str]]:
+    with open(CAUSES, encoding="utf-8", newline="") as handle:
+        return [(row["api"], re.compile(row["match"]), row["code"], row["symptom"]) for row in csv.DictReader(handle)]
+
+
+_KEY_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
+
+
+def finish(rows: list[dict]) -> list[dict]:
+    """Ids, index keys and causes. The key is the enum name (lower case) or, for NCCL, the format's longest word."""
+    causes = _causes()
+    for row in rows:
+        row["id"] = hashlib.sha1(f"{row['api']}|{row['pattern']}".encode()).hexdigest()[:10]
+        if row["api"] == "nccl":
+            words = _KEY_WORD.findall(re.sub(r"%\S", " ", row["text"]))
+            row["key"] = max(words, key=len).lower() if words else "warn"
+        else:
+            row["key"] = row["name"].lower()
+        row["code"] = row["symptom"] = ""
+        for api, match, code, symptom in causes:
+            if api == row["api"] and match.search(row["name"] if api != "nccl" else row["text"]):
+                row["code"], row["symptom"] = code, symptom
+                break
+    return sorted(rows, key=lambda r: (list(APIS).index(r["api"]), int(r["number"] or 0), r["name"], r["text"]))
+
+
+def write(rows: list[dict], out: str) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: row[k] for k in COLUMNS} for row in rows)
+    with open(out, "w", encoding="utf-8", newline="") as handle:
+        handle.write(buffer.getvalue())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cuda-include")
+    parser.add_argument("--nvml")
+    parser.add_argument("--nccl")
+    parser.add_argument("--dcgm")
+    parser.add_argument("--out", default=OUT)
+    args = parser.parse_args(argv)
+    kept: list[dict] = []
+    if os.path.exists(args.out):  # a source not given keeps its committed rows
+        given = {api for api, on in (("cuda-driver", args.cuda_include), ("cuda-runtime", args.cuda_include),
+                                     ("nvml", args.nvml), ("nccl", args.nccl), ("dcgm", args.dcgm)) if on}
+        with open(args.out, encoding="utf-8", newline="") as handle:
+            kept = [row for row in csv.DictReader(handle) if row["api"] not in given]
+    rows = list(kept)
+    if args.cuda_include:
+        rows += mine_cuda(args.cuda_include)
+    if args.nvml:
+        rows += mine_nvml(Git(args.nvml), sys.stderr)
+    if args.nccl:
+        rows += mine_nccl(Git(args.nccl), sys.stderr)
+    if args.dcgm:
+        rows += mine_dcgm(Git(args.dcgm), sys.stderr)
+    rows = finish(rows)
+    for api in APIS:
+        print(f"{api}: {sum(r['api'] == api for r in rows)} rows, "
+              f"{sum(r['api'] == api and bool(r['code']) for r in rows)} pointing to a check", file=sys.stderr)
+    write(rows, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
