@@ -22,7 +22,7 @@ endif
 INSTALL_FROM ?= .
 INSTALL_PIP_FLAGS ?=
 
-.PHONY: run test lint bench docs demo eval tables mine mine-tools clean install uninstall dist
+.PHONY: run test lint bench docs demo eval tables mine mine-tools mine-api clean install uninstall dist
 
 $(RUNTIME): pyproject.toml
 	@echo "Setting up $(VENV): a Python venv in this clone with gpuhealth (editable) and its runtime dependencies"
@@ -85,6 +85,7 @@ mine:
 CHECKOUTS ?= tools/mine/checkouts
 mine-tools:
 	nice -n 10 $(PYTHON) tools/mine/mine_tools.py --checkouts $(CHECKOUTS)
+
 MINED = tools/mine/checkouts
 mine-api:
 	nice -n 10 $(PYTHON) tools/mine/mine_api.py --cuda-include $(MINED)/cuda-include --nvml $(MINED)/go-nvml \
