@@ -129,6 +129,9 @@ def test_an_nccl_warning_the_catalogue_names_generically_gets_its_source_and_poi
     assert finding.severity is Severity.INFO  # the catalogue's own NCCL finding leads; this one says which warning
     assert "(see GH720)" in finding.message and "NVIDIA/nccl" in finding.labels["source"]
     assert any(f.code == "GH806" for f in result.findings)
+    # a verbs call NCCL wraps (src/misc/ibvwrap.cc's "Call to %s failed") points to the fabric too
+    row = mined_api.lookup("h:1:1 [0] NCCL WARN Call to ibv_create_qp failed")
+    assert row is not None and row.file == "src/misc/ibvwrap.cc" and row.code == "GH720"
 
 
 def test_error_802_leads_to_fabric_manager_and_a_mismatch_to_gh202():

@@ -171,6 +171,17 @@ def test_an_azure_nd_h100_v5_with_eight_is_quiet_and_without_the_instance_type_n
     assert "set [check] ib_port_count to judge" in unknown[0].message
 
 
+def test_a_port_below_the_platforms_rate_and_the_configured_rate_over_it():
+    spec = _ib_host(8, ethernet_vf=True)
+    spec["files"]["/sys/class/infiniband/mlx5_1/ports/1/rate"] = "200 Gb/sec (4X HDR)\n"
+    findings = _codes(_report(spec, AZURE, select=["GH720"]), "GH720")
+    assert [f.message for f in findings] == ["mlx5_1 port 1 runs at 200 Gb/sec (4X HDR), below the 400 Gb/sec "
+                                             "expected (Azure Standard_ND96isr_H100_v5 (Azure ND H100 v5 series))"]
+    # a configured rate judges every ACTIVE port, as before: the Ethernet VF at 100 Gb/s too
+    configured = Expectations(instance_type="Standard_ND96isr_H100_v5", ib_rate_gbps=200)
+    assert [f.labels["device"] for f in _codes(_report(spec, configured, select=["GH720"]), "GH720")] == ["mlx5_an0"]
+
+
 def test_the_configured_port_count_overrides_the_table():
     findings = _codes(_report(_ib_host(7), Expectations(instance_type="Standard_ND96isr_H100_v5", ib_port_count=7),
                               select=["GH720"]), "GH720")
@@ -180,7 +191,8 @@ def test_the_configured_port_count_overrides_the_table():
 def test_a_listed_platform_off_its_fabric_is_said_not_judged():
     findings = _codes(_report(_ib_host(0), AZURE, select=["GH720"]), "GH720")
     assert [f.severity for f in findings] == [Severity.INFO]
-    assert findings[0].message.startswith("no InfiniBand port is ACTIVE, where Azure Standard_ND96isr_H100_v5")
+    assert findings[0].message.startswith("No InfiniBand port is ACTIVE, not judged against the platform's")
+    assert "(Azure Standard_ND96isr_H100_v5 (Azure ND H100 v5 series): 8 ports;" in findings[0].message
 
 
 def test_efa_instances_carry_no_infiniband_expectation():

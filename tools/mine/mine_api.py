@@ -216,7 +216,8 @@ def finish(rows: list[dict]) -> list[dict]:
             row["key"] = row["name"].lower()
         row["code"] = row["symptom"] = ""
         for api, match, code, symptom in causes:
-            if api == row["api"] and match.search(row["name"] if api != "nccl" else row["text"]):
+            # an NCCL row by its file and format (src/misc/ibvwrap.cc's "Call to %s failed" is a verbs call)
+            if api == row["api"] and match.search(row["name"] if api != "nccl" else f"{row['file']} {row['text']}"):
                 row["code"], row["symptom"] = code, symptom
                 break
     return sorted(rows, key=lambda r: (list(APIS).index(r["api"]), int(r["number"] or 0), r["name"], r["text"]))
