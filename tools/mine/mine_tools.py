@@ -51,6 +51,10 @@ from mine_nvrm import (  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL_FAMILIES = os.path.join(HERE, "..", "..", "src", "gpuhealth", "knowledge", "mined_tool_families.csv")
+# A message is a row only with this much fixed text: shorter ones ("not supported", "invalid mode") are said by many
+# programs, and a pasted line that holds them is no sign of the toolkit or installer.
+MIN_FIXED, MIN_WORDS = 16, 3
+_FIXED_WORDS = re.compile(r"[A-Za-z]{2,}")
 WRAP = 60  # characters of an installer format a pattern covers: its first printed line (80 columns less "ERROR: ")
 
 
@@ -181,7 +185,10 @@ def mine(name: str, source: Source, git: Git, log: io.TextIOBase) -> list[Row]:
                 calls += 1
                 shown = shown_format(source, fmt)
                 pattern, literal = pattern_of(shown)
-                reason = why_dropped(shown, literal)
+                reason = why_dropped(shown, literal) or (
+                    "fewer than 3 words or 16 letters of fixed text"
+                    if sum(c.isalnum() for c in literal) < MIN_FIXED or len(_FIXED_WORDS.findall(literal)) < MIN_WORDS
+                    else None)
                 if reason:
                     dropped[reason] += 1
                     continue
