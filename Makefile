@@ -22,7 +22,7 @@ endif
 INSTALL_FROM ?= .
 INSTALL_PIP_FLAGS ?=
 
-.PHONY: run test lint bench docs demo eval tables mine clean install uninstall dist
+.PHONY: run test lint bench docs demo eval tables mine mine-tools mine-api clean install uninstall dist
 
 $(RUNTIME): pyproject.toml
 	@echo "Setting up $(VENV): a Python venv in this clone with gpuhealth (editable) and its runtime dependencies"
@@ -79,6 +79,12 @@ tables: $(RUNTIME)
 CHECKOUT ?= tools/mine/checkouts/open-gpu-kernel-modules
 mine:
 	nice -n 10 $(PYTHON) tools/mine/mine_nvrm.py --checkout $(CHECKOUT)
+
+# The container toolkit's and nvidia-installer's messages (docs/mined-messages.md): CHECKOUTS holds a clone (or bare git
+# directory) of each, named nvidia-container-toolkit and nvidia-installer, with their tags.
+CHECKOUTS ?= tools/mine/checkouts
+mine-tools:
+	nice -n 10 $(PYTHON) tools/mine/mine_tools.py --checkouts $(CHECKOUTS)
 
 MINED = tools/mine/checkouts
 mine-api:

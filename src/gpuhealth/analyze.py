@@ -285,10 +285,11 @@ def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:
     return bool(found)
 
 
-# Lines that look like an error in any tool's words (the catalogue decides what they mean).
-_ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\b(?:failed|failure|fatal|cannot|can't|couldn't|unable|refused|"
-                         r"denied|not found|no such|invalid|timed out|segmentation fault|panic|abort(?:ed)?|"
-                         r"unknown symbol|not supported|mismatch)\b", re.I)
+# Lines that look like an error in any tool's words (the catalogue decides what they mean); logrus's error level
+# ("ERRO[0000]", "level=error": the container toolkit's and docker's logs) marks one whatever its words.
+_ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\bERRO\[|\b(?:failed|failure|fatal|cannot|can't|couldn't|"
+                         r"unable|refused|denied|not found|no such|invalid|timed out|segmentation fault|panic|"
+                         r"abort(?:ed)?|unknown symbol|not supported|mismatch)\b", re.I)
 _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"
                            r"\b(?:error|fail)[\w ]{0,30}:\s*(?:0|none|n/a|no|disabled)\s*$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.

@@ -737,12 +737,14 @@ class Snapshot:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums, tuples and dicts to plain JSON types. None-valued fields are dropped."""
+    """Dataclasses, enums, tuples and dicts to plain JSON types. None-valued fields are dropped, and so are empty
+    ones, except where the field's default is None: there ``()`` says "read, and nothing there" (a host without
+    InfiniBand devices) and ``None`` "could not be read", and the two must read back apart."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
-            if item is None or item == () or item == {}:
+            if item is None or ((item == () or item == {}) and f.default is not None):
                 continue
             out[f.name] = to_jsonable(item)
         return out

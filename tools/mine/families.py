@@ -14,14 +14,15 @@ FAMILIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 
 
 @functools.lru_cache(maxsize=1)
-def _rules() -> tuple[tuple[str, frozenset[str], re.Pattern[str] | None], ...]:
-    with open(FAMILIES, encoding="utf-8", newline="") as handle:
+def _rules(table: str) -> tuple[tuple[str, frozenset[str], re.Pattern[str] | None], ...]:
+    with open(table, encoding="utf-8", newline="") as handle:
         return tuple((row["family"], frozenset(filter(None, row["components"].split("|"))),
                       re.compile(row["words"]) if row["words"] else None) for row in csv.DictReader(handle))
 
 
-def family_of(component: str, path: str, fmt: str) -> str:
-    for family, components, words in _rules():
+def family_of(component: str, path: str, fmt: str, table: str = FAMILIES) -> str:
+    """``table``: the families' CSV (the driver's by default; the container stack and installer have their own)."""
+    for family, components, words in _rules(table):
         if (not components or component in components) and (words is None or words.search(fmt)):
             return family
-    raise ValueError(f"no family for {component} {path}: the last row of {FAMILIES} must take every message")
+    raise ValueError(f"no family for {component} {path}: the last row of {table} must take every message")

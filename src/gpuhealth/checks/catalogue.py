@@ -11,6 +11,7 @@ CHECK_MODULES = (
     "gpuhealth.checks.kernel_log",
     "gpuhealth.checks.driver_messages",
     "gpuhealth.checks.api_messages",
+    "gpuhealth.checks.tool_messages",
     "gpuhealth.checks.gpu_state",
     "gpuhealth.checks.install",
     "gpuhealth.checks.cuda",

@@ -76,6 +76,11 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     counted.
     """
     unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None and not m.mined]
+    if unknown:  # lines the container toolkit's or the installer's source names are GH310's
+        from gpuhealth.checks.tool_messages import explained
+
+        known = explained(snapshot)
+        unknown = [m for m in unknown if m.line not in known]
     if not unknown:
         return
     yield Draft(Severity.WARNING, f"{len(unknown)} error line(s) gpuhealth does not know: "
@@ -104,6 +109,10 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     if snapshot.origin != "evidence" or snapshot.sources:
         return
     if any(m.signature or m.symptom or m.mined for m in snapshot.messages or ()):
+        return
+    from gpuhealth.checks.tool_messages import explained
+
+    if explained(snapshot):  # lines the container toolkit's or the installer's source names (GH310)
         return
     unread = snapshot.unrecognized_files or ("(no text)",)
     yield Draft(Severity.INFO, "NO DIAGNOSIS: gpuhealth could not read " + ", ".join(unread[:3])

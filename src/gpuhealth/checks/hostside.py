@@ -412,7 +412,8 @@ def disk_space_low(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft |
 
     How to fix:
     `sudo du -xh --max-depth=2 <mount point> | sort -h | tail` finds what fills it;
-    `docker system prune` frees unused images; move data sets or grow the file system.
+    `docker system df` shows the images, containers and volumes that pruning would free; move data sets or
+    grow the file system.
 
     Exceptions:
     Network file systems are not measured (`df -l`: a dead server would hang it); /boot, snaps and
@@ -474,8 +475,8 @@ def file_or_pid_exhaustion(snapshot: Snapshot, expect: Expectations) -> Iterator
     NCCL's threads and checkpoint writers fail with errors that look like the job's own bugs.
 
     How to fix:
-    Find the holder (`sudo lsof -n | awk '{print $2}' | sort | uniq -c | sort -n | tail`,
-    `ps -eLf | wc -l`); stop leaking processes; raise the limit with `sysctl -w fs.file-max=<n>` or
+    `cat /proc/sys/fs/file-nr /proc/sys/kernel/pid_max` shows the use and the limits; find the process that
+    holds the handles or threads (lsof, ps) and stop it; raise the limit with `sysctl -w fs.file-max=<n>` or
     `sysctl -w kernel.pid_max=4194304` and persist it in /etc/sysctl.d/.
 
     Exceptions:

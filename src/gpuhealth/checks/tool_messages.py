@@ -1,0 +1,95 @@
+"""GH310: pasted error lines of the NVIDIA container toolkit and driver installer, known from their source."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+
+from gpuhealth.checks.registry import Draft, Expectations, check, line_evidence, table_fixes
+from gpuhealth.model import Evidence, MessageLine, Severity, Snapshot
+
+MAX_ROWS = 8  # rows named in one finding's labels and source evidence
+
+
+def unknown_lines(snapshot: Snapshot) -> list[MessageLine]:
+    """Pasted lines that look like an error and that no signature row or parser explains (GH003's lines)."""
+    return [m for m in snapshot.messages or () if m.signature is None and m.symptom is None]
+
+
+def explained(snapshot: Snapshot) -> dict[str, object]:
+    """line -> its mined row (a MinedMessage), for the unknown error lines a mined row names. The table is imported
+    only when such lines exist."""
+    lines = unknown_lines(snapshot)
+    if not lines:
+        return {}
+    from gpuhealth.knowledge.mined_tools import match
+
+    found = {}
+    for message in lines:
+        row = match(message.line)
+        if row is not None:
+            found[message.line] = row
+    return found
+
+
+@check("GH310", "tool-messages", "Container toolkit and installer messages known from their source",
+       requires=("messages",))
+def tool_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    Pasted lines that look like an error, that no row of the signature catalogue names, but that the NVIDIA
+    container toolkit (`nvidia-ctk`, `nvidia-container-runtime`, `nvidia-cdi-hook` ...) or `nvidia-installer`
+    prints: every error and warning string of their source at pinned release tags is a row of
+    `knowledge/mined/tools.csv` (docs/mined-messages.md). One finding per family of messages (CDI devices,
+    runtime configuration, the host driver not found, kernel module build, kernel source, DKMS, Secure Boot ...),
+    naming the program and file that printed each line, what the family means, and where the source is
+    (repository, tag range, file:line, also in the finding's labels).
+
+    Why it matters:
+    An error these programs print is evidence even when nobody wrote a rule for its wording: a family that points
+    to a known cause says so (a toolkit that cannot resolve the GPUs asked for is GH802's; an installer that finds
+    no kernel headers is GH503's), and the check it names has the fix.
+
+    How to fix:
+    Follow the family's pointer (the check named in the finding); otherwise read the line in its source file
+    (the address in the evidence).
+
+    Exceptions:
+    Warning-level messages are shown as information. A toolkit line is read only with a sign of the container
+    stack on it (a logrus `ERRO[`/`level=error` prefix, "nvidia", "OCI runtime", "CDI", "hook"); an installer line
+    only with its `ERROR:`/`WARNING:` prefix or the program's name.
+    """
+    rows = explained(snapshot)
+    if not rows:
+        return
+    from gpuhealth.knowledge.mined_tools import families, program
+
+    known = families()
+    by_family: dict[str, list[tuple[MessageLine, object]]] = {}
+    for message in unknown_lines(snapshot):
+        row = rows.get(message.line)
+        if row is not None:
+            by_family.setdefault(row.family, []).append((message, row))
+    for family_id, found in sorted(by_family.items()):
+        family = known[family_id]
+        matched = list(dict.fromkeys(row for _, row in found))[:MAX_ROWS]
+        errors = [row for row in matched if row.level == "error"]
+        severity = (Severity.INFO if not errors or family.severity == "info" else
+                    Severity.CRITICAL if family.severity == "critical" else Severity.WARNING)
+        first = (errors or matched)[0]
+        files = ", ".join(dict.fromkeys(posixpath.basename(row.file) for row in matched))
+        points = f" (see {family.code})" if family.code else ""
+        line = next(m.line for m, row in found if row is first)
+        yield Draft(
+            severity,
+            f"{program(first)} ({files}) reported {'an error' if errors else 'a warning'}: {line[:160]}"
+            f"{' ...' if len(found) > 1 else ''}; it means {family.title}{points}: {family.meaning}",
+            evidence=(*line_evidence([m for m, _ in found]),
+                      Evidence("source", tuple(f"{row.repository} {row.file_line} [{row.tags}] {row.level}: "
+                                               f"{row.format}  {row.url}" for row in matched))),
+            fixes=table_fixes(family.code) if family.code and severity is not Severity.INFO else (),
+            explains=family.explains if severity is Severity.CRITICAL else (),
+            labels={"mined": " ".join(row.id for row in matched), "family": family.id,
+                    **({"cause": family.cause} if family.cause else {}),
+                    "source": "; ".join(f"{row.repository} {row.tags} {row.file_line}" for row in matched)},
+        )

@@ -1,0 +1,91 @@
+"""The error and warning messages of NVIDIA's container toolkit and driver installer, mined from their source.
+
+``tools/mine/mine_tools.py`` reads NVIDIA/nvidia-container-toolkit (its ``fmt.Errorf``/``errors.New``/logger
+messages) and NVIDIA/nvidia-installer (its ``ui_error``/``ui_warn`` formats) at pinned tags into ``mined/tools.csv``,
+in the columns of the driver's table (``mined.py``). ``mined_tool_families.csv`` (hand-written, each row cited)
+says what a family means and which check and cause it points to. docs/mined-messages.md says how to regenerate.
+
+Read only when a pasted line looks like an error and no row of the signature catalogue explains it (check GH310):
+``lookup`` is the entry point; its first call indexes the table by each row's rarest fixed word, and a line is tried
+against the rows under its own words only.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from gpuhealth.knowledge import read_table, table_rows
+from gpuhealth.knowledge.mined import _FIXED_WORD, _SPEC, _WORD, COLUMNS, Family, MinedMessage, _compiled, _message
+from gpuhealth.lazyre import lazy_re
+
+TABLE = "mined/tools.csv"
+FAMILIES = "mined_tool_families.csv"
+# A toolkit message is read only on a line that shows it came from the container stack: its logrus prefix
+# ("ERRO[0000]", level=error), a name of its programs, docker's/containerd's "OCI runtime" wrapper, a CDI device or
+# its hook. nvidia-installer prints "ERROR: "/"WARNING: " before its messages (its ui_error/ui_warn). Without the
+# sign, a toolkit's generic "failed to create directory" would claim any program's line.
+_TOOLKIT_SIGN = lazy_re(r"(?i)nvidia|OCI runtime|\bcdi\b|\bhook\b|\bERRO\[|\bWARN\[|level=(?:error|warning)")
+_INSTALLER_SIGN = lazy_re(r"^\s*(?:ERROR|WARNING):|nvidia-installer")
+PROGRAMS = {"NVIDIA/nvidia-installer": "nvidia-installer",
+            "NVIDIA/nvidia-container-toolkit": "the NVIDIA container toolkit"}
+
+
+@functools.lru_cache(maxsize=1)
+def families() -> dict[str, Family]:
+    return {row["family"]: Family(row["family"], row["severity"], row["title"], row["meaning"], row["code"],
+                                  row["cause"], tuple(row["explains"].split()), row["source_title"],
+                                  row["source_url"])
+            for row in table_rows(FAMILIES)}
+
+
+@functools.lru_cache(maxsize=1)
+def _index() -> dict[str, tuple[str, ...]]:
+    """The table's lines by index word (the fifth cell, never quoted: the miner writes it so)."""
+    lines = read_table(TABLE).splitlines()
+    if tuple(lines[0].split(",")) != COLUMNS:
+        raise ValueError(f"knowledge/{TABLE}: the columns are not {', '.join(COLUMNS)}: regenerate it")
+    index: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        index.setdefault(line.split(",", 5)[4], []).append(line)
+    return {word: tuple(found) for word, found in index.items()}
+
+
+def messages() -> tuple[MinedMessage, ...]:
+    """Every row, in the table's order (tests and docs read them all)."""
+    return tuple(_message(line) for line in read_table(TABLE).splitlines()[1:])
+
+
+@functools.lru_cache(maxsize=512)
+def _candidates(word: str) -> tuple[tuple[MinedMessage, tuple[str, ...]], ...]:
+    rows = sorted(map(_message, _index().get(word, ())), key=lambda r: -r.fixed_chars)
+    return tuple((row, tuple({w.lower() for w in _FIXED_WORD.findall(_SPEC.sub(" ", row.format))})) for row in rows)
+
+
+@functools.lru_cache(maxsize=2048)
+def lookup(line: str) -> MinedMessage | None:
+    """The mined row whose pattern is found in the pasted line (a toolkit message may sit inside docker's "OCI
+    runtime create failed" line, wrapped in its callers' words): the most specific (most fixed text) when several
+    are; None when none is."""
+    lowered = line.lower()
+    found = [c for word in {w.lower() for w in _WORD.findall(line)} for c in _candidates(word)]
+    for row, words in sorted(found, key=lambda c: -c[0].fixed_chars):
+        if all(w in lowered for w in words) and _compiled(row.pattern).search(line):
+            return row
+    return None
+
+
+def match(line: str) -> MinedMessage | None:
+    """``lookup``, for a pasted line that shows the sign of the program the row belongs to."""
+    row = lookup(line)
+    if row is None:
+        return None
+    sign = _INSTALLER_SIGN if row.repository == "NVIDIA/nvidia-installer" else _TOOLKIT_SIGN
+    return row if sign.search(line) else None
+
+
+def program(row: MinedMessage) -> str:
+    """Who printed the row's message, in words: "nvidia-installer", "the NVIDIA container toolkit's nvidia-ctk"."""
+    name = PROGRAMS.get(row.repository, row.repository)
+    if row.repository == "NVIDIA/nvidia-installer" or row.component.startswith("toolkit-"):
+        return name
+    return f"{name}'s {row.component}"

@@ -1,0 +1,142 @@
+"""The container toolkit's and the driver installer's messages mined from their source (knowledge/mined/tools.csv,
+tools/mine/mine_tools.py): every row is sound and finds itself, an error line pasted alone is never HEALTHY nor only
+"unknown", the JSON carries the source, a family's cause is named, and the table is read only when needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks import catalogue
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.checks.registry import REGISTRY
+from gpuhealth.knowledge import mined_tools, read_table
+from gpuhealth.knowledge.causes import causes
+from gpuhealth.model import Report, Severity
+from gpuhealth.report import json_report
+from repo_paths import REPO
+
+MINER = REPO / "tools" / "mine" / "mine_tools.py"
+sys.path.insert(0, str(MINER.parent))
+import mine_tools  # noqa: E402  (the miner: its sources and pinned tags)
+
+ROWS = mined_tools.messages()
+# A conversion (C printf, or Go's verbs as the miner reads them), filled the way a program would fill it.
+SPEC = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|I64)?([diouxXeEfgGcsp%vwqT])")
+FILL = {"d": "1", "i": "1", "u": "7", "o": "7", "x": "1f", "X": "1F", "c": "c", "p": "0x1f", "%": "%"}
+INSTALLER = "NVIDIA/nvidia-installer"
+
+
+def render(row) -> str:
+    """The row's message as a pasted line: the installer's "ERROR: " prefix, the toolkit's logrus prefix."""
+    text = SPEC.sub(lambda m: FILL.get(m.group(1), "x"), row.format)
+    return ("ERROR: " if row.repository == INSTALLER else "ERRO[0000] ") + text
+
+
+def report(text: str, name: str = "paste.txt") -> Report:
+    snapshot, _ = analyze_texts([(name, text)])
+    return run_checks(snapshot)
+
+
+# ---------------------------------------------------------------- the table
+
+def test_the_table_covers_both_sources_and_levels():
+    for repository in (INSTALLER, "NVIDIA/nvidia-container-toolkit"):
+        levels = {row.level for row in ROWS if row.repository == repository}
+        assert levels == {"error", "warning"}, repository
+    assert len(ROWS) > 500
+
+
+def test_every_row_compiles_finds_itself_and_has_complete_provenance():
+    ids = set()
+    for row in ROWS:
+        re.compile(row.pattern)
+        source = next(s for s in mine_tools.SOURCES.values() if s.repository == row.repository)
+        order = {tag: i for i, tag in enumerate(source.tags)}
+        assert row.first_tag in order and row.last_tag in order and order[row.first_tag] <= order[row.last_tag]
+        assert row.file and row.line > 0 and row.id not in ids and row.family in mined_tools.families()
+        ids.add(row.id)
+        line = render(row)
+        found = mined_tools.match(line)
+        assert found is not None, (row.id, line)
+        # the most specific row wins: another row may hold this one's text and more
+        assert found.id == row.id or found.fixed_chars >= row.fixed_chars, (row.id, found.id, line)
+
+
+def test_families_point_to_real_checks_and_causes_and_the_last_takes_the_rest():
+    catalogue.load()
+    codes, known = set(REGISTRY), set(causes())
+    for family in mined_tools.families().values():
+        assert not family.code or family.code in codes, family.id
+        assert not family.cause or family.cause in known, family.id
+        assert set(family.explains) <= codes and family.meaning and family.source_url.startswith(
+            "https://github.com/NVIDIA/"), family.id
+
+
+def test_a_toolkit_row_needs_the_container_stack_on_the_line():
+    """A generic toolkit message ("failed to create output file") on a line of another program is not claimed."""
+    assert mined_tools.match("ERRO[0000] failed to create output file") is not None
+    assert mined_tools.match("backup: failed to create output file") is None
+    assert mined_tools.match("Unable to find the kernel source tree for the currently running kernel.  x") is None
+
+
+# ---------------------------------------------------------------- analyze
+
+def test_thirty_random_error_lines_pasted_alone_are_never_healthy_nor_only_unknown():
+    errors = [row for row in ROWS if row.level == "error"]
+    for row in random.Random(21).sample(errors, 30):
+        line = render(row)
+        result = report(line + "\n")
+        assert result.verdict not in ("HEALTHY", "NO DIAGNOSIS"), line
+        said = {f.code for f in result.findings if f.code not in ("GH002", "GH003", "GH004")}
+        assert said, (line, [f.code for f in result.findings])
+        assert not any(f.code == "GH003" for f in result.findings), line
+
+
+def test_a_mined_line_says_what_printed_it_what_it_means_its_cause_and_its_source():
+    line = "ERROR: Failed to install the kernel module through DKMS. No kernel module was installed;"
+    row = mined_tools.match(line)
+    assert row is not None and row.family == "installer-dkms"
+    result = report(line + "\n")
+    (finding,) = [f for f in result.findings if f.code == "GH310"]
+    assert finding.severity is Severity.CRITICAL
+    assert finding.message.startswith(f"nvidia-installer ({os.path.basename(row.file)}) reported an error: ")
+    assert "(see GH507)" in finding.message
+    document = json.loads(json_report.render(result))
+    (gh310,) = [f for f in document["findings"] if f["code"] == "GH310"]
+    assert gh310["labels"]["mined"] == row.id and gh310["labels"]["cause"] == "module-not-built"
+    assert gh310["labels"]["source"] == f"{INSTALLER} {row.tags} {row.file_line}"
+
+
+def test_analyze_without_error_lines_never_reads_the_table():
+    code = ("import sys; from gpuhealth.cli import main\n"
+            "sys.argv = ['gpuhealth', 'analyze', '-']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('MINED' if 'gpuhealth.knowledge.mined_tools' in sys.modules else 'NOT-MINED', file=sys.stderr)")
+    plain = subprocess.run([sys.executable, "-c", code], input="Tue Dec  1 10:00:00 2026\nall good here\n",
+                           capture_output=True, text=True, timeout=120)
+    assert "NOT-MINED" in plain.stderr, plain.stderr[-500:]
+
+
+# ---------------------------------------------------------------- regenerate and compare
+
+CHECKOUTS = os.environ.get("GPUHEALTH_MINE_TOOLS_CHECKOUTS", str(REPO / "tools" / "mine" / "checkouts"))
+PRESENT = all(os.path.exists(os.path.join(CHECKOUTS, name)) for name in mine_tools.SOURCES)
+
+
+@pytest.mark.skipif(not PRESENT, reason=f"no checkouts of {', '.join(mine_tools.SOURCES)} under {CHECKOUTS} (set "
+                                        "GPUHEALTH_MINE_TOOLS_CHECKOUTS; CI has no network): tools.csv is not "
+                                        "regenerated and compared")
+def test_the_miner_regenerates_the_committed_table():
+    done = subprocess.run([sys.executable, str(MINER), "--checkouts", CHECKOUTS, "--out", "-"], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == read_table(mined_tools.TABLE)
+    assert "distinct patterns" in done.stderr  # the coverage per source
