@@ -82,7 +82,7 @@ def test_expectation_precedence():
     # the platform (knowledge/platforms.csv) comes after the configuration and before the model's default
     dgx = Snapshot(os=OsInfo(machine_vendor="NVIDIA", machine_product="NVIDIA DGX A100"))
     assert expected_value(dgx, Expectations(), "NVIDIA GeForce RTX 4090", "nvlink_count") == (
-        12, "NVIDIA DGX A100 (NVIDIA DGX A100 User Guide)")
+        12, "NVIDIA DGX A100 (NVIDIA blog: Introducing NVIDIA HGX A100)")
     assert expected_value(dgx, Expectations(nvlink_count=4), name, "nvlink_count")[0] == 4
     assert expected_value(dgx, Expectations(), name, "pcie_width")[0] == 16  # no platform value: the model's
 

@@ -53,6 +53,11 @@ def test_every_row_cites_its_document_and_efa_is_not_infiniband():
     ("DGXH100", "NVIDIA DGX H100", 8, 18, 8, 400),
     ("DGX H200", "NVIDIA DGX H200", 8, 18, 8, 400),
     ("NVIDIA DGX A100", "NVIDIA DGX A100", 8, 12, 8, 200),
+    # a DGX A100's firmware as a public `dmidecode -t 1` shows it: model, no space, then the part number
+    ("DGXA100 920-23687-2531-001", "NVIDIA DGX A100", 8, 12, 8, 200),
+    ("a3-highgpu-8g", "GCP a3-highgpu-8g", 8, None, None, None),
+    ("a2-ultragpu-2g", "GCP a2-ultragpu-2g", 2, None, None, None),
+    ("Standard_ND96asr_v4", "Azure Standard_ND96asr_v4", 8, None, 8, 200),
     ("DGX B200", "NVIDIA DGX B200", 8, None, 8, 400),  # the guide gives no link count: none invented
     ("p4d.24xlarge", "AWS p4d.24xlarge", 8, None, None, None),
     ("Standard_ND96amsr_A100_v4", "Azure Standard_ND96amsr_A100_v4", 8, None, 8, 200),
@@ -67,8 +72,8 @@ def test_lookup(name, platform, gpus, nvlinks, ports, rate):
                                                                                              rate)
 
 
-@pytest.mark.parametrize("name", ["NVIDIA DGX-2", "Virtual Machine", "Google Compute Engine", "PowerEdge XE9680",
-                                  "p4d.24xlarge.extra", "a2-highgpu-8", "DGX H1000", ""])
+@pytest.mark.parametrize("name", ["NVIDIA DGX-2", "DGX-1 with V100", "Virtual Machine", "Google Compute Engine",
+                                  "PowerEdge XE9680", "p4d.24xlarge.extra", "a2-highgpu-8", "DGX H1000", ""])
 def test_names_not_listed(name):
     assert platforms.lookup(name) is None
 
@@ -81,7 +86,8 @@ def test_configured_instance_type_comes_before_the_firmware_and_config_values_be
     dgx = Snapshot(os=OsInfo(machine_vendor="NVIDIA", machine_product="DGXH100"))
     assert expected(dgx, azure, "ib_rate_gbps")[0] == 200  # the configured type names the VM exactly
     assert expected(dgx, Expectations(ib_rate_gbps=100), "ib_rate_gbps") == (100, "config [check] ib_rate_gbps")
-    assert expected(dgx, Expectations(), "nvlink_count") == (18, "NVIDIA DGX H100 (NVIDIA DGX H100/H200 User Guide)")
+    assert expected(dgx, Expectations(), "nvlink_count") == (
+        18, "NVIDIA DGX H100 (NVIDIA DGX BasePOD Reference Architecture)")
 
 
 def test_instance_type_in_the_config(tmp_path):
@@ -102,7 +108,7 @@ def test_a_dgx_h100_with_seven_gpus_and_no_config_fires_gh103():
     findings = _codes(_report(spec, select=["GH103"]), "GH103")
     assert [f.severity for f in findings] == [Severity.CRITICAL]
     assert findings[0].message == ("7 NVIDIA GPU(s) on the PCI bus, 8 expected: NVIDIA DGX H100 "
-                                   "(NVIDIA DGX H100/H200 User Guide)")
+                                   "(NVIDIA DGX BasePOD Reference Architecture)")
 
 
 def test_a_dgx_h100_with_its_eight_gpus_is_judged_and_quiet():
@@ -215,4 +221,4 @@ def test_an_instance_whose_gpus_left_the_bus_stays_drained(tmp_path, monkeypatch
     result = CliRunner().invoke(main, ["check", "--from", str(tmp_path / "bundle"), "--format", "nhc"])
     code, line = result.exit_code, result.output
     assert code == 2 and line.startswith("gpuhealth: GH101 no-nvidia-gpu impact=node_unusable"), line
-    assert "AWS p5.48xlarge, is built with 8 (Amazon EC2 P5 instances)" in line, line
+    assert "AWS p5.48xlarge, is built with 8 (secondary EC2 instance listings)" in line, line

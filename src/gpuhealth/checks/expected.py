@@ -2,8 +2,8 @@
 the machine is (knowledge/platforms.csv: a DGX model by its firmware's product name, a cloud instance type by the
 firmware's product name on AWS or by ``[check] instance_type``).
 
-Checks quote the origin in their findings ("8 expected: NVIDIA DGX H100 (NVIDIA DGX H100/H200 User Guide)"), so a
-reader can tell a configured number from one taken from a vendor's document.
+Checks quote the origin in their findings ("8 expected: NVIDIA DGX H100 (NVIDIA DGX BasePOD Reference
+Architecture)"), so a reader can tell a configured number from one taken from a document.
 """
 
 from __future__ import annotations

@@ -5,14 +5,16 @@ has: GPUs, NVLinks per GPU, InfiniBand ports for the compute fabric and their ra
 
 - ``platform``: its name in findings ("NVIDIA DGX H100", "Azure Standard_ND96isr_H100_v5").
 - ``match``: a regular expression searched (any case) in the firmware's product name
-  (``/sys/class/dmi/id/product_name``: "DGXH100" or "NVIDIA DGX H100" on a DGX, the instance type itself on an
-  AWS Nitro instance) or in the instance type the configuration names (``[check] instance_type``: Google Cloud
-  and Azure VMs' firmware says only "Google Compute Engine" or "Virtual Machine", and their machine type is
-  known only to the metadata server, which gpuhealth does not ask).
+  (``/sys/class/dmi/id/product_name``: "DGXA100 920-23687-2531-001" on a DGX A100, the instance type itself,
+  "m5.large", on an AWS Nitro instance; the DGX patterns allow "DGX H100", "DGX-H100" and "DGXH100" alike)
+  or in the instance type the configuration names (``[check] instance_type``: Google Cloud and Azure VMs'
+  firmware says only "Google Compute Engine" or "Virtual Machine", and their machine type is known only to the
+  metadata server, which gpuhealth does not ask).
 - ``gpu_count``, ``nvlink_count``, ``ib_port_count``, ``ib_rate_gbps``: empty where the document gives no number.
 - ``network``: ``InfiniBand`` where ``ib_*`` apply; ``EFA`` (AWS's Elastic Fabric Adapter is not InfiniBand, and
   its ports are not judged against an IB count); empty where the document names no fabric.
-- ``document``: the document's short title, quoted in findings; ``source``: its full title and address.
+- ``document``: the short title, quoted in findings, of what confirmed the values; ``source``: the pages checked
+  against, titles and addresses (docs/configuration.md says what each number was checked against).
 
 The configuration's own values override every value here (checks/expected.py).
 """
