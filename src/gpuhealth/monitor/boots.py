@@ -184,7 +184,7 @@ class FaultMemory:
                 if alert.state == "firing":
                     if not alert.renotify:
                         before = self.store.paged_state(boot, alert.rule, alert.gpu, alert.key)
-                        if before is not None and _continues(alert, before):
+                        if before is not None and _continues(alert, before) or self._paged_as_xid(alert, boot):
                             quiet = "paged already in this boot, before gpuhealth restarted: not paged again"
                     alert = self._escalate(alert, boot)
                 self.store.note_paged(boot, alert.rule, alert.gpu, alert.key, alert.state, alert.t)
@@ -196,6 +196,20 @@ class FaultMemory:
             quiet = quiet or (f"acknowledged {shown_time(ack.until)}: {ack.reason} - not paged until then; "
                               "`gpuhealth ack --clear` ends it")
         return alert, quiet
+
+    def _paged_as_xid(self, alert: Alert, boot: str) -> bool:
+        """A full check's Xid finding every Xid of which NVML's ``xid`` rule paged on that GPU earlier in this boot,
+        the finding standing on no newer log line. Before a restart the dispatcher folds such a finding into the open
+        xid alert (fold.py); after one there is no xid alert to fold into, yet it is the same fault."""
+        codes = [fault.removeprefix("xid:") for fault in faults_of(alert) if fault.startswith("xid:")]
+        if not alert.rule.startswith("check:") or not codes:
+            return False
+        for code in codes:
+            before = self.store.paged_state(boot, "xid", alert.gpu, code)
+            seen = [basis.seen for basis in alert.about if basis.key == code and basis.seen is not None]
+            if before is None or before[0] != "firing" and seen and max(seen) > before[1]:
+                return False
+        return True
 
     def _escalate(self, alert: Alert, boot: str) -> Alert:
         from .notify import actions_of

@@ -120,9 +120,11 @@ class CheckRunner:
 class Monitor:
     def __init__(self, source: Any, rules: RuleSet, dispatcher: Dispatcher, store: Store | None = None,
                  recorder: TraceWriter | None = None, interval: float = 1.0, checks: CheckRunner | None = None,
-                 clock: Callable[[], float] = time.time, log: Log = _stderr, correlator: Any = None) -> None:
+                 clock: Callable[[], float] = time.time, log: Log = _stderr, correlator: Any = None,
+                 ports: Any = None) -> None:
         self.source, self.rules, self.dispatcher = source, rules, dispatcher
         self.correlator = correlator  # monitor/correlate.py: the correlation table, run over the events
+        self.ports = ports  # monitor/ports.py: the InfiniBand ports, read once a minute for the table
         self.store, self.recorder, self.checks = store, recorder, checks
         self.interval = interval
         self.clock = clock
@@ -152,6 +154,9 @@ class Monitor:
         alerts = self.rules.feed(events)
         if self.correlator is not None:
             self.correlator.feed(real)  # it records its hits in the history: a drill's are not real
+            read = self.ports.poll(now) if self.ports is not None else None
+            if read:
+                self.correlator.feed_ports(now, read)
             alerts += self.correlator.step()
         if self.drilled:
             from .inject import mark
