@@ -53,6 +53,25 @@ def test_a_node_never_rebooted_says_nothing_of_reboots(tmp_path):
     assert "reboot" not in state.status()["summary"]
 
 
+def test_gpu_resets_reach_metrics_per_gpu_and_the_status_beside_the_reboots(tmp_path):
+    from gpuhealth.monitor.sample import Sample
+
+    store = Store(tmp_path / "h.db", clock=lambda: T0)
+    state = LiveState(clock=lambda: T0)
+    memory = FaultMemory(store, "a", log=lambda text: None)
+    memory.listeners.append(state.set_remediations)
+    memory.reset_listeners.append(state.set_gpu_resets)
+    assert not [s for s in _samples(state) if s.name == "gpuhealth_gpu_resets"]  # none: no series
+    memory.note_resets([Sample(T0, 1, energy_j=900.0)])
+    memory.note_resets([Sample(T0 + 1, 1, energy_j=3.0)])  # GPU 1's energy since the driver loaded started over
+    samples = _samples(state)
+    assert [(s.labels["gpu"], s.value) for s in samples if s.name == "gpuhealth_gpu_resets"] == [("1", 1.0)]
+    assert [s.value for s in samples if s.name == "gpuhealth_remediations"] == [1.0]
+    status = state.status()
+    assert status["remediations"] == {"reboots": 0, "window_days": 7, "gpu_resets": {"1": 1}}
+    assert "0 reboot(s) and 1 GPU reset(s) in the last 7 days" in status["summary"]
+
+
 TOKEN = "s3cret-token-0123456789"
 
 

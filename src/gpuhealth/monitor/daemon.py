@@ -151,6 +151,8 @@ class Monitor:
             self.drilled |= drill_gpus(events)
             real = [e for e in events if e.injected is not True]
         self._store([e for e in real if isinstance(e, Sample)], now)
+        if self.dispatcher.memory is not None:
+            self.dispatcher.memory.note_resets(real)  # before the alerts: a fault back after a reset escalates
         alerts = self.rules.feed(events)
         if self.correlator is not None:
             self.correlator.feed(real)  # it records its hits in the history: a drill's are not real

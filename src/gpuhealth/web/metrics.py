@@ -141,9 +141,17 @@ class StateCollector(Collector):
                     acknowledged.add_metric([alert.rule, alert.key, severity, *labels, xid_code], 1.0)
         yield acknowledged
         if view["remediations"] is not None:
-            yield GaugeMetricFamily("gpuhealth_remediations", "Reboots of this host that gpuhealth saw in the last 7 "
-                                    "days (a new boot id in its history): a node that keeps being rebooted is "
-                                    "not being fixed by it.", value=float(view["remediations"]))
+            yield GaugeMetricFamily("gpuhealth_remediations", "Reboots of this host and GPU resets that gpuhealth saw "
+                                    "in the last 7 days (a new boot id in its history; a GPU's counters since the "
+                                    "driver loaded starting over): a node that keeps being remediated is not being "
+                                    "fixed by it.", value=float(view["remediations"]))
+        if view["gpu_resets"]:
+            resets = GaugeMetricFamily("gpuhealth_gpu_resets", "Resets of this GPU (or reloads of the driver) that "
+                                       "gpuhealth saw in the last 7 days; part of gpuhealth_remediations. Absent for "
+                                       "a GPU without any.", labels=GPU_LABELS)
+            for gpu, count in sorted(view["gpu_resets"].items()):
+                resets.add_metric(_gpu_labels(gpu, identity), float(count))
+            yield resets
 
         status = GaugeMetricFamily("gpuhealth_check_status", "Findings of the last full check by check code and "
                                    "severity (1; more when several share the labels), as `gpuhealth check "
