@@ -79,12 +79,13 @@ class Source:
     min_fixed: int = 16  # letters and digits of fixed text a message needs (MIN_FIXED)
     min_words: int = 3
     anchored_cause: bool = False  # True: a trailing ": %s" (the wrapped error) is cut, as for Go
+    partial: tuple[tuple[str, int], ...] = ()  # pinned files read only in part: (path, how many first lines)
 
 
 # NVIDIA/libnvidia-container could not be brought here whole (its snapshot with history is 3 GB); its files were read
 # one by one, each at the commit the index held it at (no release tag: a tag range is not known for these rows).
 # A clone holding these commits is read with git; a folder laid out as the repository is read as plain files.
-# driver.c was read in part: its first 130 lines (the NVML call macro and its initialisation), not its queries.
+# driver.c was read in part: its first 154 lines (the NVML call macro and its initialisation), not its queries.
 LIBNVIDIA_CONTAINER_PINS = (
     ("src/cli/dsl.c", "61bfaf38ca40edbe91bf20f52623f78e729e87d5"),
     ("src/cli/info.c", "5decca393a6635d9d599167b27a6072d8de9fc2f"),
@@ -116,7 +117,7 @@ SOURCES = {
         1, (), (), LIBNVIDIA_CONTAINER_PINS,
         (("error_set_rpc", 2), ("error_set_nvml", 3), ("log_err", 0), ("log_errf", 0), ("log_warn", 0),
          ("log_warnf", 0), ("warnx", 0), ("warn", 0)),
-        min_fixed=8, min_words=2, anchored_cause=True),
+        min_fixed=8, min_words=2, anchored_cause=True, partial=(("src/driver.c", 154),)),
 }
 
 _GO_CALL = re.compile(r"\b(?P<call>fmt\.Errorf|errors\.New)\s*\(|\.(?P<method>Errorf|Warningf|Warnf)\s*\(")
@@ -242,20 +243,25 @@ def _versions(source: Source, git: Git | None, checkout: str, log: io.TextIOBase
                     files.append((path, meta.split()[2], None))
             yield tag, files
         return
+    partial = dict(source.partial)
     for path, commit in source.pins:
-        yield commit, [(path, None, read_pinned(checkout, path, commit, log))]
+        yield commit, [(path, None, read_pinned(checkout, path, commit, log, partial.get(path, 0)))]
 
 
-def read_pinned(checkout: str, path: str, commit: str, log: io.TextIOBase) -> str:
-    """A pinned file's text: from a clone holding its commit, else the file in a folder laid out as the repository
-    (what was saved from the commit when no clone could be made)."""
+def read_pinned(checkout: str, path: str, commit: str, log: io.TextIOBase, lines: int = 0) -> str:
+    """A pinned file's text (its first ``lines`` lines when not 0: the part that was read): from a clone holding its
+    commit, else the file in a folder laid out as the repository (what was saved from the commit when no clone could
+    be made)."""
+    text = None
     if os.path.exists(os.path.join(checkout, ".git")) or os.path.exists(os.path.join(checkout, "HEAD")):
         try:
-            return Git(checkout).run("cat-file", "blob", f"{commit}:{path}")
+            text = Git(checkout).run("cat-file", "blob", f"{commit}:{path}")
         except subprocess.CalledProcessError:
             print(f"{path}: commit {commit[:12]} not in the clone: reading the work tree's file", file=log)
-    with open(os.path.join(checkout, path), encoding="utf-8", errors="replace") as handle:
-        return handle.read()
+    if text is None:
+        with open(os.path.join(checkout, path), encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    return "".join(text.splitlines(keepends=True)[:lines]) if lines else text
 
 
 def mine(name: str, source: Source, git: Git | None, log: io.TextIOBase, checkout: str = "") -> list[Row]:
