@@ -173,6 +173,19 @@ class FaultMemory:
             self.set_boot(boot, store.clock())
         self.poll(store.clock())  # the acknowledgements hold from the first alert on
 
+    def xids_paged(self) -> set[tuple[int, int]]:
+        """(GPU, Xid code) of every Xid that NVML's ``xid`` rule paged in this boot, before this gpuhealth started
+        too: serve's /metrics gives them (gpuhealth_xid_paged), so that Prometheus does not page the full check's
+        finding of the same Xid after a restart (deploy/prometheus/gpuhealth.rules.yml, GpuhealthCheckFinding)."""
+        if self.boot is None:
+            return set()
+        try:
+            keys = self.store.paged_keys(self.boot, "xid")
+        except StoreError as exc:
+            self._failed(exc)
+            return set()
+        return {(gpu, int(key)) for gpu, key in keys if gpu is not None and key.isdecimal()}
+
     def _failed(self, exc: StoreError) -> None:
         if str(exc) not in self._said:
             self._said.add(str(exc))

@@ -403,6 +403,12 @@ class Store:
             (boot, rule, -1 if gpu is None else gpu, key)).fetchone())
         return None if row is None else (str(row[0]), float(row[1]))
 
+    def paged_keys(self, boot: str, rule: str) -> list[tuple[int | None, str]]:
+        """(GPU, key) of every alert of ``rule`` the monitor notified in ``boot``, firing or resolved since."""
+        rows = self._boots(lambda conn: conn.execute(
+            "SELECT gpu, key FROM paged WHERE boot = ? AND rule = ? ORDER BY gpu, key", (boot, rule)).fetchall())
+        return [(None if gpu == -1 else int(gpu), str(key)) for gpu, key in rows]
+
     def note_paged(self, boot: str, rule: str, gpu: int | None, key: str, state: str, t: float) -> None:
         self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO paged VALUES (?, ?, ?, ?, ?, ?)",
                                               (boot, rule, -1 if gpu is None else gpu, key, state, t)))

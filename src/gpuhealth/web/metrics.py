@@ -97,6 +97,13 @@ class StateCollector(Collector):
             labels = _identity(identity[gpu]) if gpu in identity else [str(gpu), "", "", ""]
             xid.add_metric([*labels, str(code)], float(count))
         yield xid
+        paged = GaugeMetricFamily("gpuhealth_xid_paged", "Xids that gpuhealth's Xid alert (NVML events) paged in "
+                                  "this boot before this gpuhealth started (its history): the full check's finding of "
+                                  "one is no new fault.", labels=[*GPU_LABELS, "xid"])
+        for gpu, code in view["xids_paged"]:
+            labels = _identity(identity[gpu]) if gpu in identity else [str(gpu), "", "", ""]
+            paged.add_metric([*labels, str(code)], 1.0)
+        yield paged
 
         # Labels without the model name, which the first full check may fill in later: these counters keep
         # one series per GPU from the first scrape on.

@@ -130,6 +130,8 @@ class LiveState:
         self._gpus: dict[int, GpuView] = {}
         self._window: dict[int, deque[tuple[float, ...]]] = {}
         self._xids: Counter[tuple[int, int]] = Counter()
+        # (GPU, Xid) that NVML's xid rule paged in this boot before this gpuhealth started (monitor/boots.py)
+        self.xids_paged: set[tuple[int, int]] = set()
         self._active: dict[tuple[str, int | None, str], Alert] = {}
         self._feed: deque[Alert] = deque(maxlen=feed_size)
         self._names: dict[str, str] = {}  # uuid or PCI address -> model name, from the full check
@@ -265,6 +267,10 @@ class LiveState:
 
         return next((ack for ack in self.acks if ack.active(now) and covers(ack, alert)), None)
 
+    def set_xids_paged(self, xids: set[tuple[int, int]]) -> None:
+        with self._lock:
+            self.xids_paged = set(xids)
+
     def set_remediations(self, count: int | None) -> None:
         with self._lock:
             self.remediations = count
@@ -367,6 +373,7 @@ class LiveState:
                 "present": [(v, v.sample) for v in views if self._present(v, now)],
                 "identity": {v.gpu: v for v in views},
                 "xids": dict(self._xids),
+                "xids_paged": sorted(self.xids_paged),
                 # only GPUs that ever gave a utilisation reading: no 0 standing in for "unknown"
                 "usage": {v.gpu: dict(v.usage_s) for v in views if v.usage_known},
                 "active": list(self._active.values()),
