@@ -43,7 +43,8 @@ NOT_RUNNABLE: dict[str, str] = {
     "gpuhealth analyze": PROSE,
     "gpuhealth ack": PROSE,
     "gpuhealth inject": PROSE,
-    "gpuhealth gpu: reset_gpu GPU 0 (GH301 gpu_unusable): ...": "a node condition's message (--format npd-gpu), quoted",
+    "gpuhealth gpu: drain_then_reset GPU 0 (GH301 gpu_unusable): ...":
+        "a node condition's message (--format npd-gpu), quoted",
     "gpuhealth gpu: reset_gpu GPU 3 (GH302 gpu_unusable): GPU 3 fell off the bus":
         "a node condition's message (--format npd-gpu), quoted",
     "gpuhealth inject KIND [CODE] --gpu N --into TRACE -o OUT": SYNOPSIS,

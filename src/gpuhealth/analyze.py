@@ -335,8 +335,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)
-    if unknown_lines and kind is None:  # a script or prose that sets CUDA_VISIBLE_DEVICES (GH608 judges it)
-        reading.overlay(env_lines(lines), piece.name)
+    if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
+        reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
+    if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
     matched = scan_lines(lines)
     for sig, line in matched:

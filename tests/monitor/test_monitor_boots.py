@@ -341,3 +341,39 @@ def test_a_per_xid_row_overrides_the_default_and_every_row_names_its_source(monk
             boots.thresholds()
     finally:
         boots.thresholds.cache_clear()
+
+
+def test_after_a_restart_the_full_check_finding_of_an_xid_that_paged_from_nvml_is_not_paged_again(tmp_path):
+    """NVML's Xid paged (rule xid); gpuhealth restarts; its first full check finds the same Xid in this boot's kernel
+    log (check:GH301). Before the restart the dispatcher folded the finding into the open xid alert; after it there
+    is no xid alert to fold into, and the finding is the same fault: not paged again."""
+    store = Store(tmp_path / "h.db")
+    first, page, _ = _dispatcher(store, "boot-a")
+    first.dispatch([Alert("xid", 0, "critical", "firing", "GPU 0 Xid 48", T0 - 50, "48")])
+    assert [a.severity for a in page.got] == ["critical"]
+    again, page, live = _dispatcher(store, "boot-a")  # restarted while the Xid alert was open
+    again.dispatch([_check_alert(T0 + 100, T0 - 50)])
+    assert [a.severity for a in page.got] == ["info"] and [a.severity for a in live.got] == ["critical"]
+    assert "paged already in this boot" in page.got[0].message
+    # the Xid alert had resolved before the restart: the same line is still the same fault; a newer line is not
+    store2 = Store(tmp_path / "h2.db")
+    first, page, _ = _dispatcher(store2, "boot-a")
+    first.dispatch([Alert("xid", 0, "critical", "firing", "GPU 0 Xid 48", T0 - 50, "48")])
+    first.dispatch([Alert("xid", 0, "critical", "resolved", "quiet", T0, "48")])
+    again, page, _ = _dispatcher(store2, "boot-a")
+    again.dispatch([_check_alert(T0 + 100, T0 - 50)])
+    assert [a.severity for a in page.got] == ["info"]
+    again.dispatch([Alert("check:GH301", 0, "critical", "resolved", "gone", T0 + 120, "GH301@gpu0")])
+    newer, page, _ = _dispatcher(store2, "boot-a")  # a line logged after both resolutions: a new occurrence
+    newer.dispatch([_check_alert(T0 + 200, T0 + 150)])
+    assert [a.severity for a in page.got] == ["critical"]
+
+
+def test_a_full_check_finding_of_another_xid_or_gpu_still_pages_after_a_restart(tmp_path):
+    store = Store(tmp_path / "h.db")
+    first, _page, _ = _dispatcher(store, "boot-a")
+    first.dispatch([Alert("xid", 0, "critical", "firing", "GPU 0 Xid 79", T0 - 50, "79"),
+                    Alert("xid", 1, "critical", "firing", "GPU 1 Xid 48", T0 - 50, "48")])
+    again, page, _ = _dispatcher(store, "boot-a")
+    again.dispatch([_check_alert(T0 + 100, T0 - 50)])  # Xid 48 on GPU 0: NVML paged 79 there, and 48 on GPU 1
+    assert [a.severity for a in page.got] == ["critical"]

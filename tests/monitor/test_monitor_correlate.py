@@ -15,6 +15,7 @@ from monitor_fakes import GENERATED_BY, NOTE, T0
 
 from gpuhealth.monitor.config import check_duration, load_config
 from gpuhealth.monitor.correlate import (
+    PORT_COUNTERS,
     SLOWDOWN,
     Correlator,
     Occurrence,
@@ -56,7 +57,9 @@ def _text(row: Row, link: int, matching: bool = True) -> str:
 
 def _one(row: Row, t: float, gpu: int = 0, link: int = 3, matching: bool = True, amount: float = 1.0) -> Occurrence:
     if row.match.startswith("metric:"):
-        return Occurrence(t, gpu, row.match.removeprefix("metric:"), amount=amount)
+        counter = row.match.removeprefix("metric:")
+        port = f"mlx5_{gpu}/1" if counter in PORT_COUNTERS else ""  # a port's counter: the port, not a GPU
+        return Occurrence(t, -1 if port else gpu, counter, amount=amount, text=port)
     span = row.xids()
     xid = 79 if span is None else span[0]  # class:fatal: Xid 79, a critical one in the catalogue
     return Occurrence(t, gpu, "xid", xid, 1.0, _text(row, link, matching))
@@ -140,6 +143,10 @@ def test_the_table_has_at_least_twenty_sourced_rules_of_every_kind():
     assert {"reg0", "reg2", "nvl5", "recovery"} <= details
     assert {"metric:ecc_volatile_corrected", "metric:pcie_replay_count", f"metric:{SLOWDOWN}"} <= \
         {row.match for row in ROWS}
+    # InfiniBand (issue 23 item 7): a link flap pages; the other counters have no sourced threshold: shadow
+    flap = next(row for row in ROWS if row.match == "metric:link_downed")
+    assert (flap.scope, flap.count, flap.severity, flap.shadow) == ("same_port", 1, "warning", False)
+    assert all(row.shadow for row in ROWS if row.scope == "same_port" and row is not flap)
 
 
 def test_spread_means_the_application_and_repeating_on_one_gpu_means_diagnostics():
@@ -166,6 +173,7 @@ def test_spread_means_the_application_and_repeating_on_one_gpu_means_diagnostics
     ("window", "soon", "is not a duration"),
     ("count", "0", "count must be >= 1"),
     ("shadow", "maybe", "shadow must be yes or no"),
+    ("scope", "same_port", "a port counter is counted per port"),
 ])
 def test_a_bad_row_is_refused_naming_the_table_and_the_row(field, value, why):
     from gpuhealth.knowledge import table_rows
@@ -194,6 +202,8 @@ def test_each_row_fires_on_its_trace(row):
     assert len(keys) == 1 and keys[0].startswith(row.id)
     if row.scope == "same_link":
         assert keys[0] == f"{row.id}/link3"
+    if row.scope == "same_port":
+        assert keys[0] == f"{row.id}/mlx5_0/1"
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])

@@ -176,7 +176,8 @@ def test_a_version_1_file_migrates_to_the_current_format(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {"meta", "recent", "raw_block", "rollup_block", "boot", "paged", "fault", "ack", "correlation"}
+    assert tables == {"meta", "recent", "raw_block", "rollup_block", "boot", "paged", "fault", "ack", "correlation",
+                      "reset"}
     assert conn.execute("SELECT count(*) FROM raw_block").fetchone()[0] == 2 * 2  # 15 minutes: two blocks
 
 
@@ -241,4 +242,4 @@ def test_reserved_memory_and_pcie_throughput_are_stored_processes_only_as_count_
     store.raw_query_max_s = 1
     assert store.series(0, "memory_reserved_mib", T0, T0 + 60).points[0][1:] == (613, 613, 613)
     (blob,) = sqlite3.connect(tmp_path / "h.db").execute("SELECT data FROM raw_block").fetchone()
-    assert "processes" not in codec.decode(blob)[1] and SCHEMA_VERSION == 5  # 3-5: boots, acks, correlations
+    assert "processes" not in codec.decode(blob)[1] and SCHEMA_VERSION == 6  # 3-6: boots, acks, correlations, resets

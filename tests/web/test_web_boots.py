@@ -53,6 +53,25 @@ def test_a_node_never_rebooted_says_nothing_of_reboots(tmp_path):
     assert "reboot" not in state.status()["summary"]
 
 
+def test_gpu_resets_reach_metrics_per_gpu_and_the_status_beside_the_reboots(tmp_path):
+    from gpuhealth.monitor.sample import Sample
+
+    store = Store(tmp_path / "h.db", clock=lambda: T0)
+    state = LiveState(clock=lambda: T0)
+    memory = FaultMemory(store, "a", log=lambda text: None)
+    memory.listeners.append(state.set_remediations)
+    memory.reset_listeners.append(state.set_gpu_resets)
+    assert not [s for s in _samples(state) if s.name == "gpuhealth_gpu_resets"]  # none: no series
+    memory.note_resets([Sample(T0, 1, energy_j=900.0)])
+    memory.note_resets([Sample(T0 + 1, 1, energy_j=3.0)])  # GPU 1's energy since the driver loaded started over
+    samples = _samples(state)
+    assert [(s.labels["gpu"], s.value) for s in samples if s.name == "gpuhealth_gpu_resets"] == [("1", 1.0)]
+    assert [s.value for s in samples if s.name == "gpuhealth_remediations"] == [1.0]
+    status = state.status()
+    assert status["remediations"] == {"reboots": 0, "window_days": 7, "gpu_resets": {"1": 1}}
+    assert "0 reboot(s) and 1 GPU reset(s) in the last 7 days" in status["summary"]
+
+
 TOKEN = "s3cret-token-0123456789"
 
 
@@ -127,11 +146,16 @@ def test_a_restart_of_serve_in_the_middle_of_a_trace_pages_nothing_twice(tmp_pat
     for name, t0 in (("first", T0), ("second", T0 + 20)):  # the same boot: the Xid 79 still open at the restart
         lines = [json.dumps(trace_header("tests/web/test_web_boots.py", "GENERATED: synthetic", "boot-a"))]
         (tmp_path / f"{name}.trace").write_text("\n".join(lines + [json.dumps(to_record(e)) for e in part(t0)]) + "\n")
-    first, _ = _serve_once(tmp_path, tmp_path / "first.trace")
+    first, state = _serve_once(tmp_path, tmp_path / "first.trace")
     assert [line for line in first if " FIRING critical xid[79] gpu=0:" in line]
+    assert not [s for s in _samples(state) if s.name == "gpuhealth_xid_paged"]  # nothing paged before it started
     second, state = _serve_once(tmp_path, tmp_path / "second.trace")
     assert not [line for line in second if " FIRING critical " in line or " FIRING warning " in line], second
     assert [line for line in second if " FIRING info xid[79] " in line and "paged already in this boot" in line]
     # /metrics still shows the fault as it is: Alertmanager keeps one alert for it, which it notified already
     active = [s for s in _samples(state) if s.name == "gpuhealth_alert_active"]
     assert [(s.labels["rule"], s.labels["severity"]) for s in active] == [("xid", "critical")]
+    # ... and names the Xid paged before the restart, which Prometheus's GpuhealthCheckFinding then leaves out
+    # when the first full check finds its line in the kernel log (deploy/prometheus/gpuhealth.rules.test.yml)
+    paged = [s for s in _samples(state) if s.name == "gpuhealth_xid_paged"]
+    assert [(s.labels["gpu"], s.labels["xid"], s.value) for s in paged] == [("0", "79", 1.0)]

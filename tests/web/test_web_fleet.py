@@ -86,7 +86,7 @@ def test_fleet_lists_worst_first_and_exits_like_check(prometheus):
                     ("warning", "node1:9835", "", "check"), ("warning", "node1:9835", "0", "alert"),
                     ("info", "node1:9835", "5", "idle"), ("info", "node2:9835", "", "reboots")]
     assert "xid (79) GPU-3" in report["rows"][0]["what"]
-    assert report["rows"][-1]["what"] == "3 reboot(s) in the last 7 days (remediations)"
+    assert report["rows"][-1]["what"] == "3 reboot(s) or GPU reset(s) in the last 7 days (remediations)"
     assert [r["what"].endswith("(acknowledged)") for r in report["rows"]] == [False, False, False, True, False, False]
     # each row's action and impact: an alert's own labels (the escalated Xid 79), else its rule's row (temperature),
     # a finding its labels, the idle rule's row

@@ -19,7 +19,18 @@ from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, versio
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
-from gpuhealth.model import CudaState, DeviceRequest, Evidence, Fix, FrameworkEnv, Gpu, Severity, Snapshot, TorchEnv
+from gpuhealth.model import (
+    CudaState,
+    DeviceRequest,
+    Evidence,
+    Fix,
+    FrameworkEnv,
+    Gpu,
+    MessageLine,
+    Severity,
+    Snapshot,
+    TorchEnv,
+)
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 TORCH_SOURCE = "python3 -c <gpuhealth torch probe>"
@@ -975,7 +986,13 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     asks for a GPU index it cannot see (`cuda:3`, `torch.cuda.set_device(3)`, `--device 3`, TensorFlow's
     `/gpu:3`, in its command line, code or traceback) when the evidence shows how many it sees: the
     host's GPUs (`nvidia-smi -L`), or the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0.
-    CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice).
+    CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
+    count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
+    or `CUDA_VISIBLE_DEVICES` keeping fewer). And: the program sees no GPU at all ("no CUDA-capable
+    device is detected", PyTorch's "No CUDA GPUs are available") while `CUDA_VISIBLE_DEVICES` begins
+    with an index N > 0, the GPU count unknown: CUDA stops at the first listed index that does not
+    exist, and GPU 0 exists whenever any GPU does, so the list hides every GPU exactly when the host
+    has N GPUs or fewer; `nvidia-smi -L` decides.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
@@ -1024,12 +1041,48 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
         yield _asked_beyond_draft(snapshot, *beyond)
     elif mig:
         yield _mig_draft(snapshot, mig_said, mig_lines)
+    elif not count and (first := _first_entry_hides_all(snapshot)):
+        yield _first_entry_draft(snapshot, *first)
     elif not count and any(snapshot.env.get(n, "").strip() for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")):
         # an index list cannot be judged without the GPU count: not checked, so not ruled out either
         shown = ", ".join(f"{n}={snapshot.env[n]}" for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
                           if n in snapshot.env)
         yield Skip(f"{shown} names GPUs, but the evidence does not show how many GPUs the host has "
                    "(paste nvidia-smi -L)")
+    elif not count and snapshot.devices_requested:
+        # the same: an index asked for is judged only against a GPU count, so without one it is not ruled out
+        asked = snapshot.devices_requested[0]
+        yield Skip(f"the program asks for GPU {asked.index} ({asked.text}), but the evidence does not show how many "
+                   "GPUs it sees (paste nvidia-smi -L)")
+
+
+# Catalogue lines (knowledge/signatures.csv) whose documented meaning is that the process sees no GPU at all:
+# cudaErrorNoDevice / CUDA_ERROR_NO_DEVICE ("no CUDA-capable device is detected", CUDA Runtime API, enum cudaError)
+# and PyTorch's "No CUDA GPUs are available" (torch/cuda/__init__.py, raised when the device count is 0).
+_SEES_NO_GPU = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available"})
+
+
+def _first_entry_hides_all(snapshot: Snapshot) -> tuple[int, str, MessageLine] | None:
+    """CUDA_VISIBLE_DEVICES begins with GPU index N > 0 while the program says it sees no GPU at all, the host's GPU
+    count unknown. CUDA keeps only the listed indices and stops at the first that does not exist (CUDA C++
+    Programming Guide, "CUDA Environment Variables"), so it sees none exactly when the host has N GPUs or fewer;
+    index 0 exists whenever any GPU does, so a list that begins with 0 cannot hide them all."""
+    value = snapshot.env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    first = value.split(",")[0].strip()
+    if not first.isdigit() or int(first) == 0:
+        return None
+    line = next((m for m in snapshot.messages or () if m.signature in _SEES_NO_GPU), None)
+    return (int(first), value, line) if line is not None else None
+
+
+def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: MessageLine) -> Draft:
+    return Draft(
+        Severity.WARNING, f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and the program sees no GPU: on a "
+        f"host with {first} GPU(s) or fewer that index does not exist, and CUDA hides it and every entry after it",
+        evidence=(Evidence("environment", (f"CUDA_VISIBLE_DEVICES={value}",)),
+                  Evidence(line.source or "the program", (line.line,)),
+                  Evidence("GPUs", ("the GPU count is not in the evidence: nvidia-smi -L lists the valid indices",))),
+        fixes=table_fixes("GH608"), explains=("GH605", "GH610"))
 
 
 def _visible_count(snapshot: Snapshot, count: int) -> tuple[int, str | None]:

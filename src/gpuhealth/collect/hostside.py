@@ -85,6 +85,11 @@ def _probe(host: Host, timeout: float, excluded: frozenset[str]) -> Probed:
     return found
 
 
+def infiniband_ports(host: Host, excluded: frozenset[str]) -> tuple[tuple[IbPort, ...] | None, tuple[str, ...], str]:
+    """The ports as ``check`` reads them, for the monitor's periodic read (monitor/ports.py)."""
+    return _infiniband(host, excluded)
+
+
 def _infiniband(host: Host, excluded: frozenset[str]) -> tuple[tuple[IbPort, ...] | None, tuple[str, ...], str]:
     """(the ports read, the devices left out by configuration, why none could be read)."""
     listing = host.listdir(IB_CLASS)

@@ -1,4 +1,4 @@
-"""The NVIDIA driver's own error and warning messages, mined from its source (``mined_nvrm.csv``).
+"""The NVIDIA driver's own error and warning messages, mined from its source (``mined/nvrm.csv``).
 
 ``tools/mine/mine_nvrm.py`` reads NVIDIA/open-gpu-kernel-modules at pinned release tags and writes one row per
 distinct message: its format string, the pattern that recognises it, its level (error or warning), the component

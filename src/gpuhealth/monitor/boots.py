@@ -12,7 +12,12 @@ records, per boot:
   and whose fault was seen in at least N earlier boots (knowledge/escalation.csv: 2 by default, rows per Xid)
   escalates to ``hardware_inspection``: the reboot did not clear it;
 - each boot (``boot``): the reboots observed in the last week are the node's remediation count (``fleet``,
-  /metrics ``gpuhealth_remediations``, the dashboard).
+  /metrics ``gpuhealth_remediations``, the dashboard);
+- each GPU reset (``reset``), which the monitor infers from its samples (``ResetWatch``): the driver logs a reset
+  only at its debug level, and NVML has no reset counter, but a reset re-initialises what NVML counts "since the
+  driver loaded" and carries out a pending page retirement or row remap. Resets count as remediations too (per
+  node and per GPU: /metrics ``gpuhealth_gpu_resets``), and a fault whose action is a GPU reset that comes back
+  after resets escalates like one that comes back after reboots.
 
 Without a boot id (an old trace) none of that applies, and alerts page as before. The acknowledgements (acks.py)
 need only the database: an acknowledged alert does not page until its acknowledgement ends.
@@ -27,6 +32,7 @@ from typing import Any
 from gpuhealth.lazyre import lazy_re
 
 from .rules import Alert
+from .sample import Event, Sample
 from .store import StoreError
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
@@ -85,6 +91,60 @@ def faults_of(alert: Alert) -> tuple[str, ...]:
     return (f"{alert.rule}:{alert.key}" if alert.key else alert.rule,)
 
 
+# What NVML counts since the driver loaded (NVML API reference: nvmlDeviceGetTotalEnergyConsumption "since the
+# driver was last reloaded", nvmlDeviceGetPcieReplayCounter, and the volatile ECC counts, "reset each time the driver
+# loads"). The monitor keeps the driver loaded (it holds NVML, or nvidia-smi's loop does), so one of them going back
+# within a boot means the GPU was reset (`nvidia-smi -r`, a recovery) or the driver reloaded: the GPU started over.
+_SINCE_LOAD = ("energy_j", "pcie_replay_count", "ecc_volatile_corrected", "ecc_volatile_uncorrected")
+_SLACK = {"energy_j": 1.0}  # the energy counter comes in mJ and is stored rounded: a joule back is rounding
+# A pending retirement or row remap takes effect at the GPU's next reset (NVIDIA, GPU Memory Error Management):
+# pending going away within a boot is a reset.
+_PENDING = ("retired_pages_pending", "remapped_rows_pending")
+RESET_DEBOUNCE_S = 60.0  # the signs of one reset show over a few samples (readings missing while it runs)
+
+
+class ResetWatch:
+    """Infers GPU resets from consecutive samples of one GPU within one boot; ``feed`` returns (gpu, t, why)."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, dict[str, Any]] = {}  # per GPU, the last reading of each counter and flag
+        self._reset_at: dict[int, float] = {}
+
+    def reboot(self) -> None:
+        """A new boot: the counters started over with it, which is no reset."""
+        self._last.clear()
+        self._reset_at.clear()
+
+    def feed(self, events: list[Event]) -> list[tuple[int, float, str]]:
+        out: list[tuple[int, float, str]] = []
+        for event in events:
+            if isinstance(event, Sample) and (why := self._sign(event)) is not None:
+                if event.t - self._reset_at.get(event.gpu, -1e18) >= RESET_DEBOUNCE_S:
+                    out.append((event.gpu, event.t, why))
+                self._reset_at[event.gpu] = event.t
+        return out
+
+    def _sign(self, sample: Sample) -> str | None:
+        last = self._last.setdefault(sample.gpu, {})
+        signs: list[str] = []
+        for name in _SINCE_LOAD:
+            value = getattr(sample, name)
+            if value is None:
+                continue  # a reading missing keeps the last one
+            before = last.get(name)
+            if before is not None and value < before - _SLACK.get(name, 0):
+                signs.append(f"{name} went back from {before:g} to {value:g}")
+            last[name] = value
+        for name in _PENDING:
+            value = getattr(sample, name)
+            if value is None:
+                continue
+            if last.get(name) is True and value is False:
+                signs.append(f"{name.replace('_', ' ')} cleared")
+            last[name] = value
+        return "; ".join(signs) or None
+
+
 def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
@@ -98,8 +158,11 @@ class FaultMemory:
         self.boot: str | None = None
         self._log = log
         self._said: set[str] = set()
-        self.remediations: int | None = None
+        self.remediations: int | None = None  # reboots and GPU resets in the window
         self.listeners: list[Callable[[int | None], None]] = []  # serve's live state: the count when it changes
+        self.resets: dict[int, int] = {}  # per GPU, its resets in the window
+        self.reset_listeners: list[Callable[[dict[int, int]], None]] = []
+        self.watch = ResetWatch()
         self._counted_at = -1e18
         # acknowledgements (acks.py): read again once a minute, or at the next step once ``acks_changed`` is set
         self.acks: list[Any] = []
@@ -110,6 +173,19 @@ class FaultMemory:
             self.set_boot(boot, store.clock())
         self.poll(store.clock())  # the acknowledgements hold from the first alert on
 
+    def xids_paged(self) -> set[tuple[int, int]]:
+        """(GPU, Xid code) of every Xid that NVML's ``xid`` rule paged in this boot, before this gpuhealth started
+        too: serve's /metrics gives them (gpuhealth_xid_paged), so that Prometheus does not page the full check's
+        finding of the same Xid after a restart (deploy/prometheus/gpuhealth.rules.yml, GpuhealthCheckFinding)."""
+        if self.boot is None:
+            return set()
+        try:
+            keys = self.store.paged_keys(self.boot, "xid")
+        except StoreError as exc:
+            self._failed(exc)
+            return set()
+        return {(gpu, int(key)) for gpu, key in keys if gpu is not None and key.isdecimal()}
+
     def _failed(self, exc: StoreError) -> None:
         if str(exc) not in self._said:
             self._said.add(str(exc))
@@ -118,6 +194,8 @@ class FaultMemory:
     def set_boot(self, boot: str, now: float) -> bool:
         """Now in ``boot``; True when it differs from the boot before (a reboot, in a replay)."""
         changed = boot != self.boot
+        if changed:
+            self.watch.reboot()
         self.boot = boot
         try:
             self.store.note_boot(boot, now)
@@ -126,20 +204,39 @@ class FaultMemory:
         self.count(now, force=True)
         return changed
 
+    def note_resets(self, events: list[Event]) -> None:
+        """Once per monitor step, before the alerts: record the GPU resets the samples show (in a boot only)."""
+        found = self.watch.feed(events)
+        if not found or self.boot is None:
+            return
+        for gpu, t, why in found:
+            self._log(f"GPU {gpu} was reset or its driver reloaded ({why}): counted as a remediation")
+            try:
+                self.store.note_reset(self.boot, gpu, t, why)
+            except StoreError as exc:
+                self._failed(exc)
+        self.count(found[-1][1], force=True)
+
     def count(self, now: float, force: bool = False) -> int | None:
-        """The reboots gpuhealth saw in the last week (refreshed at most once a minute), told to the listeners;
-        None without a boot id."""
+        """The reboots and GPU resets gpuhealth saw in the last week (refreshed at most once a minute), told to the
+        listeners; None without a boot id."""
         if not force and now - self._counted_at < 60:
             return self.remediations
         self._counted_at = now
         self.acks_changed = True
         value: int | None = None
+        resets: dict[int, int] = {}
         try:
             if self.boot is not None:
                 self.store.note_boot(self.boot, now)  # the boot is still running: kept by the retention
-                value = self.store.reboots_since(now - REMEDIATION_WINDOW_S)
+                resets = self.store.resets_since(now - REMEDIATION_WINDOW_S)
+                value = self.store.reboots_since(now - REMEDIATION_WINDOW_S) + sum(resets.values())
         except StoreError as exc:
             self._failed(exc)
+        if resets != self.resets:
+            self.resets = resets
+            for reset_listener in self.reset_listeners:
+                reset_listener(dict(resets))
         if value != self.remediations:
             self.remediations = value
             for listener in self.listeners:
@@ -184,7 +281,7 @@ class FaultMemory:
                 if alert.state == "firing":
                     if not alert.renotify:
                         before = self.store.paged_state(boot, alert.rule, alert.gpu, alert.key)
-                        if before is not None and _continues(alert, before):
+                        if before is not None and _continues(alert, before) or self._paged_as_xid(alert, boot):
                             quiet = "paged already in this boot, before gpuhealth restarted: not paged again"
                     alert = self._escalate(alert, boot)
                 self.store.note_paged(boot, alert.rule, alert.gpu, alert.key, alert.state, alert.t)
@@ -197,21 +294,45 @@ class FaultMemory:
                               "`gpuhealth ack --clear` ends it")
         return alert, quiet
 
+    def _paged_as_xid(self, alert: Alert, boot: str) -> bool:
+        """A full check's Xid finding every Xid of which NVML's ``xid`` rule paged on that GPU earlier in this boot,
+        the finding standing on no newer log line. Before a restart the dispatcher folds such a finding into the open
+        xid alert (fold.py); after one there is no xid alert to fold into, yet it is the same fault."""
+        codes = [fault.removeprefix("xid:") for fault in faults_of(alert) if fault.startswith("xid:")]
+        if not alert.rule.startswith("check:") or not codes:
+            return False
+        for code in codes:
+            before = self.store.paged_state(boot, "xid", alert.gpu, code)
+            seen = [basis.seen for basis in alert.about if basis.key == code and basis.seen is not None]
+            if before is None or before[0] != "firing" and seen and max(seen) > before[1]:
+                return False
+        return True
+
     def _escalate(self, alert: Alert, boot: str) -> Alert:
         from .notify import actions_of
 
         action, impact = actions_of(alert)
-        worst: tuple[int, int] | None = None  # (earlier boots with the fault, its threshold)
+        # (earlier boots with the fault, the resets it came back after, its threshold)
+        worst: tuple[int, int, int] | None = None
         for fault in faults_of(alert):
             self.store.note_fault(boot, alert.gpu, fault, alert.t)
-            earlier = [b for b in dict.fromkeys(self.store.fault_boots(alert.gpu, fault)) if b != boot]
-            if action in ESCALATING and len(earlier) >= threshold(fault) and (worst is None or len(earlier) > worst[0]):
-                worst = (len(earlier), threshold(fault))
+            earlier = len([b for b in dict.fromkeys(self.store.fault_boots(alert.gpu, fault)) if b != boot])
+            # a GPU reset is the remediation only of a fault whose action is one; a reboot is any fault's
+            resets = (self.store.resets_after_fault(alert.gpu, fault)
+                      if action == "reset_gpu" and alert.gpu is not None else 0)
+            if (action in ESCALATING and earlier + resets >= threshold(fault)
+                    and (worst is None or earlier + resets > worst[0] + worst[1])):
+                worst = (earlier, resets, threshold(fault))
         if worst is None:
             return alert
-        message = (f"{alert.message} - the {_ordinal(worst[0] + 1)} boot with this fault on "
-                   f"{'the host' if alert.gpu is None else f'GPU {alert.gpu}'}: {action} did not clear it (escalates "
-                   f"after {worst[1]} earlier boot(s)); inspect the hardware")
+        where = "the host" if alert.gpu is None else f"GPU {alert.gpu}"
+        if worst[1] == 0:
+            message = (f"{alert.message} - the {_ordinal(worst[0] + 1)} boot with this fault on {where}: {action} did "
+                       f"not clear it (escalates after {worst[2]} earlier boot(s)); inspect the hardware")
+        else:
+            message = (f"{alert.message} - this fault came back on {where} after {worst[0]} reboot(s) and {worst[1]} "
+                       f"GPU reset(s): {action} did not clear it (escalates after {worst[2]} reboot(s) or reset(s)); "
+                       "inspect the hardware")
         return Alert(alert.rule, alert.gpu, alert.severity, alert.state, message, alert.t, alert.key, alert.renotify,
                      alert.about, ESCALATED, impact)
 

@@ -180,7 +180,16 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
                                                                          err=True))
     except ValueError as exc:
         raise CannotRun(str(exc)) from exc
-    return Monitor(source, rules, dispatcher, store, recorder, seconds, checks, correlator=correlator)
+    ports = None
+    ports_every = _duration(options["ports_every"], "ports_every", "monitor.ports_every")
+    if correlator.rows and ports_every > 0 and not replaying:  # this host's ports say nothing about a trace
+        from gpuhealth.host import LocalHost
+
+        from .ports import PortWatch
+
+        ports = PortWatch(LocalHost(), expect.ib_exclude, ports_every,
+                          log=lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"), err=True))
+    return Monitor(source, rules, dispatcher, store, recorder, seconds, checks, correlator=correlator, ports=ports)
 
 
 def _boot_id(source: Any, replaying: bool) -> str | None:

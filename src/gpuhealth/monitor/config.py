@@ -25,6 +25,7 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "monitor.rollup_keep": (3600.0, 3660 * DAY),
     "monitor.capture_every": (60.0, 30 * DAY),
     "monitor.correlate_every": (1.0, 3600.0),
+    "monitor.ports_every": (10.0, DAY),
     "notify.webhook_timeout": (0.1, 60.0),
     "rules.*.for": (0.0, 30 * DAY),
     "rules.*.clear_for": (0.0, 30 * DAY),
@@ -36,7 +37,8 @@ DURATIONS: dict[str, tuple[float, float]] = {
     "serve.request_timeout": (0.5, 300.0),
     "serve.write_timeout": (1.0, 300.0),
 }
-ZERO_OFF = frozenset({"monitor.check_every", "monitor.capture_every", "monitor.correlate_every"})
+ZERO_OFF = frozenset({"monitor.check_every", "monitor.capture_every", "monitor.correlate_every",
+                      "monitor.ports_every"})
 # (lowest, highest, whole numbers only)
 NUMBERS: dict[str, tuple[float, float, bool]] = {
     "monitor.held_mib": (0, 10_000_000, False),

@@ -29,10 +29,15 @@ from .sample import Event, Sample, XidEvent
 
 TABLE = "correlations.csv"
 KINDS = ("burst", "spread", "decode", "rate")
-SCOPES = ("same_gpu", "same_link", "different_gpus", "node")
+SCOPES = ("same_gpu", "same_link", "different_gpus", "node", "same_port")
 # The counters a rate row may name: a counter's rises, and the starts of a hardware slowdown.
 COUNTERS = ("ecc_volatile_corrected", "pcie_replay_count")
 SLOWDOWN = "slowdown_events"
+# An InfiniBand/RoCE port's error counters (counters/ of /sys/class/infiniband/<device>/ports/<n>, read by
+# monitor/ports.py once a minute): a rate row of one of these counts per port (scope same_port), and only those do.
+PORT_COUNTERS = {"link_downed": "InfiniBand link downs (flaps)", "symbol_error": "InfiniBand symbol errors",
+                 "port_rcv_errors": "InfiniBand receive errors",
+                 "link_error_recovery": "InfiniBand link error recoveries"}
 # NVML clock event reasons that are hardware slowdowns (gpuhealth.nvml.CLOCK_EVENT_BITS): hw_slowdown,
 # hw_thermal_slowdown, hw_power_brake_slowdown, the ones GPUd's hw-slowdown component counts.
 SLOWDOWN_MASK = 0x8 | 0x40 | 0x80
@@ -93,7 +98,7 @@ class Row:
             what = f"Xid {self.match.removeprefix('xid:')}"
         else:
             what = {"ecc_volatile_corrected": "corrected ECC errors", "pcie_replay_count": "PCIe replays",
-                    SLOWDOWN: "hardware slowdowns"}[self.match.removeprefix("metric:")]
+                    SLOWDOWN: "hardware slowdowns", **PORT_COUNTERS}[self.match.removeprefix("metric:")]
         if self.detail:
             name, _, want = self.detail.partition(":")
             what += {"nvl5": f" marked {want}", "recovery": f" asking for {want!r}"}.get(
@@ -123,9 +128,12 @@ def _row(raw: dict[str, str]) -> Row:
         if not ok:
             raise bad(why)
     match, detail = raw["match"], raw["detail"]
+    metrics = (*COUNTERS, SLOWDOWN, *PORT_COUNTERS)
     if not (_MATCH.fullmatch(match) or match == "class:fatal"
-            or match.removeprefix("metric:") in (*COUNTERS, SLOWDOWN) and match.startswith("metric:")):
-        raise bad(f"match {match!r}: xid:N, xid:N-M, class:fatal or metric:{'|'.join((*COUNTERS, SLOWDOWN))}")
+            or match.removeprefix("metric:") in metrics and match.startswith("metric:")):
+        raise bad(f"match {match!r}: xid:N, xid:N-M, class:fatal or metric:{'|'.join(metrics)}")
+    if (match.removeprefix("metric:") in PORT_COUNTERS) != (raw["scope"] == "same_port"):
+        raise bad("a port counter is counted per port (scope same_port), and only a port counter is")
     if detail and (detail.partition(":")[0] not in DETAILS or not detail.partition(":")[2].strip()):
         raise bad(f"detail {detail!r}: one of {', '.join(DETAILS)}, a colon and what it must be")
     if detail.startswith("reg") and not all(b.isdecimal() and int(b) < 32 for b in detail.partition(":")[2].split()):
@@ -169,7 +177,7 @@ class Occurrence:
     what: str
     xid: int = 0
     amount: float = 1.0
-    text: str = ""
+    text: str = ""  # an Xid's kernel text; a port counter's port ("mlx5_0/1")
 
 
 def decode(xid: int, text: str) -> dict[str, Any]:
@@ -234,7 +242,7 @@ def evaluate(rows: Sequence[Row], occurrences: Iterable[Occurrence], now: float)
     occurrences = list(occurrences)
     hits: list[Hit] = []
     for row in rows:
-        groups: dict[tuple[int | None, int | None], list[Occurrence]] = {}
+        groups: dict[tuple[int | None, int | str | None], list[Occurrence]] = {}
         for occurrence in occurrences:
             if not now - row.window < occurrence.t <= now:
                 continue
@@ -244,15 +252,17 @@ def evaluate(rows: Sequence[Row], occurrences: Iterable[Occurrence], now: float)
             if row.scope == "same_link":
                 if "link" not in fields:
                     continue
-                group: tuple[int | None, int | None] = (occurrence.gpu, fields["link"])
+                group: tuple[int | None, int | str | None] = (occurrence.gpu, fields["link"])
+            elif row.scope == "same_port":
+                group = (None, occurrence.text)
             else:
                 group = (occurrence.gpu, None) if row.scope == "same_gpu" else (None, None)
             groups.setdefault(group, []).append(occurrence)
         for (gpu, link), items in groups.items():
-            gpus = tuple(sorted({o.gpu for o in items}))
+            gpus = () if row.scope == "same_port" else tuple(sorted({o.gpu for o in items}))
             score = float(len(gpus)) if row.scope == "different_gpus" else _score(items, row.burst)
             if score >= row.count:
-                key = row.id if link is None else f"{row.id}/link{link}"
+                key = row.id if link is None else f"{row.id}/{'' if row.scope == 'same_port' else 'link'}{link}"
                 hits.append(Hit(row, gpu, key, score, gpus))
     return hits
 
@@ -263,6 +273,8 @@ def message(hit: Hit) -> str:
         where = f"GPUs {', '.join(map(str, hit.gpus))}"
     elif row.scope == "node":
         where = "the node"
+    elif row.scope == "same_port":
+        where = f"port {hit.key.partition('/')[2]}"
     else:
         where = f"GPU {hit.gpu}" + (f" NVLink {hit.key.rpartition('/link')[2]}" if "/link" in hit.key else "")
     if row.scope == "different_gpus":
@@ -292,6 +304,7 @@ class Correlator:
         self._occurrences: deque[Occurrence] = deque(maxlen=MAX_OCCURRENCES)
         self._last: dict[tuple[int, str], float] = {}  # (GPU, counter) -> its last value
         self._slowed: dict[int, bool] = {}
+        self._port_last: dict[tuple[str, str], int] = {}  # (port, counter) -> its last value
         self._latest = 0.0
         self._evaluated_at: float | None = None
         self._open: dict[tuple[int | None, str], Alert] = {}  # firing, notified
@@ -324,11 +337,26 @@ class Correlator:
                 self._occurrences.append(Occurrence(sample.t, sample.gpu, SLOWDOWN))
             self._slowed[sample.gpu] = slowed
 
+    def feed_ports(self, t: float, ports: Iterable[tuple[str, dict[str, int]]]) -> None:
+        """One read of the InfiniBand/RoCE ports (monitor/ports.py): (port, {counter: value}); a counter's rise
+        since the port's last read is an occurrence. The first read of a port is its baseline: the counters count
+        since the driver loaded, which is `check`'s (GH721), not a rise."""
+        self._latest = max(self._latest, t)
+        for port, counters in ports:
+            for counter, value in counters.items():
+                if counter not in PORT_COUNTERS:
+                    continue
+                before = self._port_last.get((port, counter))
+                self._port_last[(port, counter)] = value
+                if before is not None and value > before:  # a fall: the counters were reset (perfquery -R)
+                    self._occurrences.append(Occurrence(t, -1, counter, amount=float(value - before), text=port))
+
     def reboot(self) -> None:
         """The host rebooted: counters start again from 0 (their baselines go); what happened stays counted, as
         a fault that outlives a reboot is what several of the rows are about."""
         self._last.clear()
         self._slowed.clear()
+        self._port_last.clear()
 
     def step(self, now: float | None = None) -> list[Alert]:
         now = self._latest if now is None else now
@@ -398,7 +426,8 @@ def markdown(rows: Sequence[Row]) -> str:
              "paging as every other alert. A **shadow** rule, or every rule with `[monitor] correlation_shadow = "
              "true`, is recorded in the history's `correlation` table and never notified.", "",
              "Scopes: `same_gpu` counts per GPU; `same_link` per NVLink of one GPU (from the Xid's kernel line); "
-             "`different_gpus` counts the GPUs it happened on; `node` counts everything. A `burst` collapses "
+             "`different_gpus` counts the GPUs it happened on; `node` counts everything; `same_port` counts per "
+             "InfiniBand/RoCE port (its counters read once a minute on a live host). A `burst` collapses "
              "occurrences that close to the first of their burst into one. Decoded fields (Xid 74's registers, "
              "NVLink5's Fatal/Nonfatal and link, Xid 154's recovery action) come from the Xid's kernel text, "
              "which a replayed trace carries; NVML's Xid events carry only the code, so the decode rows match "

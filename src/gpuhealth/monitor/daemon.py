@@ -120,9 +120,11 @@ class CheckRunner:
 class Monitor:
     def __init__(self, source: Any, rules: RuleSet, dispatcher: Dispatcher, store: Store | None = None,
                  recorder: TraceWriter | None = None, interval: float = 1.0, checks: CheckRunner | None = None,
-                 clock: Callable[[], float] = time.time, log: Log = _stderr, correlator: Any = None) -> None:
+                 clock: Callable[[], float] = time.time, log: Log = _stderr, correlator: Any = None,
+                 ports: Any = None) -> None:
         self.source, self.rules, self.dispatcher = source, rules, dispatcher
         self.correlator = correlator  # monitor/correlate.py: the correlation table, run over the events
+        self.ports = ports  # monitor/ports.py: the InfiniBand ports, read once a minute for the table
         self.store, self.recorder, self.checks = store, recorder, checks
         self.interval = interval
         self.clock = clock
@@ -149,9 +151,14 @@ class Monitor:
             self.drilled |= drill_gpus(events)
             real = [e for e in events if e.injected is not True]
         self._store([e for e in real if isinstance(e, Sample)], now)
+        if self.dispatcher.memory is not None:
+            self.dispatcher.memory.note_resets(real)  # before the alerts: a fault back after a reset escalates
         alerts = self.rules.feed(events)
         if self.correlator is not None:
             self.correlator.feed(real)  # it records its hits in the history: a drill's are not real
+            read = self.ports.poll(now) if self.ports is not None else None
+            if read:
+                self.correlator.feed_ports(now, read)
             alerts += self.correlator.step()
         if self.drilled:
             from .inject import mark

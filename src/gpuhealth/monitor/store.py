@@ -17,6 +17,9 @@ Layout (schema version 2), chosen so a GPU-day stays well under 2 MB at 1 Hz eve
 - ``ack`` (version 4, monitor/acks.py): what the operator acknowledged (`gpuhealth ack`, serve's API).
 - ``correlation`` (version 5, monitor/correlate.py): each time a correlation rule started to hold, shadow rules
   (recorded, never notified) included. Kept as long as the rollups.
+- ``reset`` (version 6, monitor/boots.py): each GPU reset (or driver reload) the monitor inferred from its samples,
+  per boot: a remediation like a reboot, and what a fault whose action is a GPU reset must survive to escalate.
+  Kept as long as the rollups.
 """
 
 from __future__ import annotations
@@ -133,6 +136,11 @@ _V5_TABLES = ("CREATE TABLE correlation (t REAL NOT NULL, rule TEXT NOT NULL, gp
               "CREATE INDEX correlation_t ON correlation (t)")
 
 
+# why: what showed it (a counter since the driver loaded went back, a pending retirement cleared)
+_V6_TABLES = ("CREATE TABLE reset (boot TEXT NOT NULL, gpu INTEGER NOT NULL, t REAL NOT NULL, why TEXT NOT NULL, "
+              "PRIMARY KEY (boot, gpu, t))",)
+
+
 def _migrate_3(conn: sqlite3.Connection) -> None:
     for statement in _V3_TABLES:
         conn.execute(statement)
@@ -148,8 +156,13 @@ def _migrate_5(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_6(conn: sqlite3.Connection) -> None:
+    for statement in _V6_TABLES:
+        conn.execute(statement)
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3,
-                                                               4: _migrate_4, 5: _migrate_5}
+                                                               4: _migrate_4, 5: _migrate_5, 6: _migrate_6}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -162,7 +175,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         raise StoreError(f"history schema {version} is newer than this gpuhealth ({SCHEMA_VERSION}); upgrade it")
     if version == 0:  # a new file: the current tables at once
         with conn:
-            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES + _V4_TABLES + _V5_TABLES:
+            for statement in _V1_TABLES[1:3] + _V2_BLOCK_TABLES + _V3_TABLES + _V4_TABLES + _V5_TABLES + _V6_TABLES:
                 conn.execute(statement)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return SCHEMA_VERSION
@@ -260,6 +273,7 @@ class Store:
                     self._conn.execute("DELETE FROM paged WHERE t < ?", (now - self.rollup_keep_s,))
                     self._conn.execute("DELETE FROM fault WHERE t < ?", (now - self.rollup_keep_s,))
                     self._conn.execute("DELETE FROM correlation WHERE t < ?", (now - self.rollup_keep_s,))
+                    self._conn.execute("DELETE FROM reset WHERE t < ?", (now - self.rollup_keep_s,))
         except sqlite3.Error as exc:
             raise StoreError(explain(exc, self.path)) from exc
 
@@ -389,6 +403,12 @@ class Store:
             (boot, rule, -1 if gpu is None else gpu, key)).fetchone())
         return None if row is None else (str(row[0]), float(row[1]))
 
+    def paged_keys(self, boot: str, rule: str) -> list[tuple[int | None, str]]:
+        """(GPU, key) of every alert of ``rule`` the monitor notified in ``boot``, firing or resolved since."""
+        rows = self._boots(lambda conn: conn.execute(
+            "SELECT gpu, key FROM paged WHERE boot = ? AND rule = ? ORDER BY gpu, key", (boot, rule)).fetchall())
+        return [(None if gpu == -1 else int(gpu), str(key)) for gpu, key in rows]
+
     def note_paged(self, boot: str, rule: str, gpu: int | None, key: str, state: str, t: float) -> None:
         self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO paged VALUES (?, ?, ?, ?, ?, ?)",
                                               (boot, rule, -1 if gpu is None else gpu, key, state, t)))
@@ -403,6 +423,23 @@ class Store:
             "SELECT boot FROM fault WHERE gpu = ? AND fault = ? ORDER BY t", (-1 if gpu is None else gpu, fault)
         ).fetchall())
         return [str(row[0]) for row in rows]
+
+    def note_reset(self, boot: str, gpu: int, t: float, why: str) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR IGNORE INTO reset VALUES (?, ?, ?, ?)", (boot, gpu, t, why)))
+
+    def resets_since(self, since: float) -> dict[int, int]:
+        """GPU -> the resets recorded at ``since`` or later (GPUs without any left out)."""
+        rows = self._boots(lambda conn: conn.execute(
+            "SELECT gpu, COUNT(*) FROM reset WHERE t >= ? GROUP BY gpu ORDER BY gpu", (since,)).fetchall())
+        return {int(gpu): int(count) for gpu, count in rows}
+
+    def resets_after_fault(self, gpu: int, fault: str) -> int:
+        """The resets of ``gpu``, in each boot with ``fault`` on it, after the fault was first seen in that boot: the
+        resets the fault came back after (or, in an earlier boot, that a reboot followed)."""
+        row = self._boots(lambda conn: conn.execute(
+            "SELECT COUNT(*) FROM reset JOIN fault ON reset.boot = fault.boot AND reset.gpu = fault.gpu "
+            "WHERE fault.gpu = ? AND fault.fault = ? AND reset.t > fault.t", (gpu, fault)).fetchone())
+        return int(row[0])
 
     # ---- acknowledgements (monitor/acks.py)
 

@@ -109,7 +109,8 @@ def collect(ask: Any, job: str) -> tuple[list[Row], int]:
                             str(m.get("action", "")), str(m.get("impact", ""))))
     for r in ask(f"gpuhealth_remediations{{{sel}}} > 0"):
         m, count = r["metric"], _value(r)
-        rows.append(Row("info", m.get("instance", "?"), "", f"{count:.0f} reboot(s) in the last 7 days (remediations)",
+        rows.append(Row("info", m.get("instance", "?"), "", f"{count:.0f} reboot(s) or GPU reset(s) in the last 7 days "
+                        "(remediations)",
                         "reboots"))
     for r in ask(f"gpuhealth_gpu_utilization_ratio{{{sel}}} == 0"):
         m = r["metric"]

@@ -97,6 +97,13 @@ class StateCollector(Collector):
             labels = _identity(identity[gpu]) if gpu in identity else [str(gpu), "", "", ""]
             xid.add_metric([*labels, str(code)], float(count))
         yield xid
+        paged = GaugeMetricFamily("gpuhealth_xid_paged", "Xids that gpuhealth's Xid alert (NVML events) paged in "
+                                  "this boot before this gpuhealth started (its history): the full check's finding of "
+                                  "one is no new fault.", labels=[*GPU_LABELS, "xid"])
+        for gpu, code in view["xids_paged"]:
+            labels = _identity(identity[gpu]) if gpu in identity else [str(gpu), "", "", ""]
+            paged.add_metric([*labels, str(code)], 1.0)
+        yield paged
 
         # Labels without the model name, which the first full check may fill in later: these counters keep
         # one series per GPU from the first scrape on.
@@ -134,9 +141,17 @@ class StateCollector(Collector):
                     acknowledged.add_metric([alert.rule, alert.key, severity, *labels, xid_code], 1.0)
         yield acknowledged
         if view["remediations"] is not None:
-            yield GaugeMetricFamily("gpuhealth_remediations", "Reboots of this host that gpuhealth saw in the last 7 "
-                                    "days (a new boot id in its history): a node that keeps being rebooted is "
-                                    "not being fixed by it.", value=float(view["remediations"]))
+            yield GaugeMetricFamily("gpuhealth_remediations", "Reboots of this host and GPU resets that gpuhealth saw "
+                                    "in the last 7 days (a new boot id in its history; a GPU's counters since the "
+                                    "driver loaded starting over): a node that keeps being remediated is not being "
+                                    "fixed by it.", value=float(view["remediations"]))
+        if view["gpu_resets"]:
+            resets = GaugeMetricFamily("gpuhealth_gpu_resets", "Resets of this GPU (or reloads of the driver) that "
+                                       "gpuhealth saw in the last 7 days; part of gpuhealth_remediations. Absent for "
+                                       "a GPU without any.", labels=GPU_LABELS)
+            for gpu, count in sorted(view["gpu_resets"].items()):
+                resets.add_metric(_gpu_labels(gpu, identity), float(count))
+            yield resets
 
         status = GaugeMetricFamily("gpuhealth_check_status", "Findings of the last full check by check code and "
                                    "severity (1; more when several share the labels), as `gpuhealth check "

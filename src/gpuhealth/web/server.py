@@ -106,6 +106,9 @@ def wrap_monitor(mon: Any, source_spec: str, check: Callable[[], Any]) -> tuple[
     if memory is not None:
         memory.listeners.append(state.set_remediations)
         state.set_remediations(memory.remediations)
+        state.set_xids_paged(memory.xids_paged())  # paged before a restart: GpuhealthCheckFinding leaves them out
+        memory.reset_listeners.append(state.set_gpu_resets)
+        state.set_gpu_resets(memory.resets)
         memory.ack_listeners.append(state.set_acks)  # read by the monitor thread; the API asks it to read again
         state.acks_changed = lambda: setattr(memory, "acks_changed", True)
     every = mon.checks.every_s if mon.checks is not None else 0.0  # replay: on request only

@@ -130,12 +130,15 @@ class LiveState:
         self._gpus: dict[int, GpuView] = {}
         self._window: dict[int, deque[tuple[float, ...]]] = {}
         self._xids: Counter[tuple[int, int]] = Counter()
+        # (GPU, Xid) that NVML's xid rule paged in this boot before this gpuhealth started (monitor/boots.py)
+        self.xids_paged: set[tuple[int, int]] = set()
         self._active: dict[tuple[str, int | None, str], Alert] = {}
         self._feed: deque[Alert] = deque(maxlen=feed_size)
         self._names: dict[str, str] = {}  # uuid or PCI address -> model name, from the full check
         self.last_sample_t: float | None = None
         # reboots of the host gpuhealth saw in the last week (monitor/boots.py); None without a history or boot id
         self.remediations: int | None = None
+        self.gpu_resets: dict[int, int] = {}  # per GPU, the resets in the remediation window (monitor/boots.py)
         # acknowledgements (monitor/acks.py) as the monitor last read them; ``acks_changed`` tells it to read again
         self.acks: list[Any] = []
         self.acks_changed: Callable[[], None] = lambda: None
@@ -264,9 +267,17 @@ class LiveState:
 
         return next((ack for ack in self.acks if ack.active(now) and covers(ack, alert)), None)
 
+    def set_xids_paged(self, xids: set[tuple[int, int]]) -> None:
+        with self._lock:
+            self.xids_paged = set(xids)
+
     def set_remediations(self, count: int | None) -> None:
         with self._lock:
             self.remediations = count
+
+    def set_gpu_resets(self, resets: dict[int, int]) -> None:
+        with self._lock:
+            self.gpu_resets = dict(resets)
 
     def set_monitor(self, running: bool, note: str, replay_finished: bool = False) -> None:
         with self._lock:
@@ -362,6 +373,7 @@ class LiveState:
                 "present": [(v, v.sample) for v in views if self._present(v, now)],
                 "identity": {v.gpu: v for v in views},
                 "xids": dict(self._xids),
+                "xids_paged": sorted(self.xids_paged),
                 # only GPUs that ever gave a utilisation reading: no 0 standing in for "unknown"
                 "usage": {v.gpu: dict(v.usage_s) for v in views if v.usage_known},
                 "active": list(self._active.values()),
@@ -369,6 +381,7 @@ class LiveState:
                 "report": self.report,
                 "report_at": self.report_at,
                 "remediations": self.remediations,
+                "gpu_resets": dict(self.gpu_resets),
                 "acknowledged": [a for a in self._active.values() if self._ack_of(a, now) is not None],
             }
 
@@ -431,7 +444,8 @@ class LiveState:
             report, at = self.report, self.report_at
             running, error = self.check_running, self.check_error
             monitor_running, note, last = self.monitor_running, self.monitor_note, self.last_sample_t
-            reboots = self.remediations
+            resets = dict(self.gpu_resets)
+            reboots = None if self.remediations is None else self.remediations - sum(resets.values())
             acknowledged = sum(1 for a in active if self._ack_of(a, now) is not None)
             finished = self.replay_finished
         rank = max((SEVERITY_RANK.get(a.severity, 0) for a in active), default=0)
@@ -461,8 +475,9 @@ class LiveState:
             parts.append(error)
         else:
             parts.append("full check running" if running else "no full check yet")
-        if reboots:
-            parts.append(f"{reboots} reboot(s) in the last 7 days")
+        if reboots or resets:
+            parts.append(f"{reboots} reboot(s)" + (f" and {sum(resets.values())} GPU reset(s)" if resets else "")
+                         + " in the last 7 days")
         return {
             "verdict": verdict, "summary": "; ".join(parts), "time": now,
             "gpus": {"seen": len(views), "answering": present, "lost": lost},
@@ -472,8 +487,10 @@ class LiveState:
                       "running": running, "error": error},
             "monitor": {"running": monitor_running, "note": note, "replay_finished": finished,
                         "source": self.source, "last_sample_t": last, "interval_s": self.interval},
-            # reboots of the host in the last 7 days (monitor/boots.py); null without a history or boot id
-            "remediations": {"reboots": reboots, "window_days": 7},
+            # reboots of the host and GPU resets (per GPU) in the last 7 days (monitor/boots.py); reboots null
+            # without a history or boot id
+            "remediations": {"reboots": reboots, "window_days": 7,
+                             **({"gpu_resets": {str(gpu): n for gpu, n in sorted(resets.items())}} if resets else {})},
         }
 
     # ------------------------------------------------------------------ event streams
