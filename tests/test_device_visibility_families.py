@@ -101,3 +101,20 @@ def test_stub_library_is_a_cause_of_the_framework_symptom():
 
     listed = [c.id for c in symptoms()["framework-no-gpu"].causes]
     assert "stub-libcuda" in listed
+
+
+# --------------------------------------------------------------------------- torch.load without CUDA
+
+def test_a_checkpoint_loaded_where_torch_cannot_use_cuda_is_the_torch_symptom():
+    # torch/serialization.py (validate_cuda_device): the wording when torch.cuda.is_available() is False
+    top = lead(report_of(*case_files("cpu-only-pytorch-deserialize-deforum-132")))
+    assert top.code == "GH605" and top.severity is Severity.CRITICAL
+    assert top.differential[0].cause == "torch-cpu-build"
+
+
+def test_a_checkpoint_device_against_a_count_of_zero_is_the_torch_symptom_not_an_index():
+    line = ("RuntimeError: Attempting to deserialize object on CUDA device 0 but torch.cuda.device_count() is 0. "
+            "Please use torch.load with map_location to map your storages to an existing device.\n")
+    report = report_of(("traceback.txt", line))
+    assert lead(report).code == "GH605"
+    assert not any(f.code == "GH608" for f in report.findings)

@@ -32,12 +32,17 @@ ROWS = mined_tools.messages()
 SPEC = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|I64)?([diouxXeEfgGcsp%vwqT])")
 FILL = {"d": "1", "i": "1", "u": "7", "o": "7", "x": "1f", "X": "1F", "c": "c", "p": "0x1f", "%": "%"}
 INSTALLER = "NVIDIA/nvidia-installer"
+LIBNVC = "NVIDIA/libnvidia-container"
+PREFIX = {INSTALLER: "ERROR: ", LIBNVC: "nvidia-container-cli: "}
 
 
 def render(row) -> str:
-    """The row's message as a pasted line: the installer's "ERROR: " prefix, the toolkit's logrus prefix."""
+    """The row's message as a pasted line: the installer's "ERROR: " prefix, the toolkit's logrus prefix,
+    libnvidia-container's program name (nvidia-container-cli prints every message after it)."""
     text = SPEC.sub(lambda m: FILL.get(m.group(1), "x"), row.format)
-    return ("ERROR: " if row.repository == INSTALLER else "ERRO[0000] ") + text
+    if row.repository == LIBNVC and not row.format.endswith(" error"):
+        text = "initialization error: " + text  # the stage nvidia-container-cli names before the library's message
+    return PREFIX.get(row.repository, "ERRO[0000] ") + text
 
 
 def report(text: str, name: str = "paste.txt") -> Report:
@@ -47,8 +52,8 @@ def report(text: str, name: str = "paste.txt") -> Report:
 
 # ---------------------------------------------------------------- the table
 
-def test_the_table_covers_both_sources_and_levels():
-    for repository in (INSTALLER, "NVIDIA/nvidia-container-toolkit"):
+def test_the_table_covers_every_source_and_both_levels():
+    for repository in (INSTALLER, "NVIDIA/nvidia-container-toolkit", LIBNVC):
         levels = {row.level for row in ROWS if row.repository == repository}
         assert levels == {"error", "warning"}, repository
     assert len(ROWS) > 500
@@ -59,8 +64,10 @@ def test_every_row_compiles_finds_itself_and_has_complete_provenance():
     for row in ROWS:
         re.compile(row.pattern)
         source = next(s for s in mine_tools.SOURCES.values() if s.repository == row.repository)
-        order = {tag: i for i, tag in enumerate(source.tags)}
+        order = {tag: i for i, tag in enumerate(source.tags or [commit for _, commit in source.pins])}
         assert row.first_tag in order and row.last_tag in order and order[row.first_tag] <= order[row.last_tag]
+        if source.pins:  # read file by file: the row's place is its file at that file's pinned commit
+            assert (row.file, row.last_tag) in source.pins and re.fullmatch(r"[0-9a-f]{40}", row.last_tag), row.id
         assert row.file and row.line > 0 and row.id not in ids and row.family in mined_tools.families()
         ids.add(row.id)
         line = render(row)
@@ -85,6 +92,50 @@ def test_a_toolkit_row_needs_the_container_stack_on_the_line():
     assert mined_tools.match("ERRO[0000] failed to create output file") is not None
     assert mined_tools.match("backup: failed to create output file") is None
     assert mined_tools.match("Unable to find the kernel source tree for the currently running kernel.  x") is None
+
+
+def test_libnvidia_container_rows_need_its_name_and_its_stage_ranks_after_the_message_inside():
+    """Its messages are short ("open failed"): a row is read only on a line naming nvidia-container-cli, and the
+    library's message inside a stage ("initialization error: nvml error: ...") is the row found, not the stage."""
+    assert mined_tools.match("backup: open failed: /etc/x: permission denied") is None
+    row = mined_tools.match("nvidia-container-cli: mount error: open failed: /proc/1/ns/mnt: permission denied")
+    assert row is not None and row.repository == LIBNVC and row.file == "src/xfuncs.h"
+    inner = mined_tools.match("nvidia-container-cli: initialization error: nvml error: insufficient permissions")
+    assert inner.family == "nvc-nvml" and inner.file == "src/driver.c"
+    stage = mined_tools.match("nvidia-container-cli: detection error: something new")
+    assert stage is not None and stage.format == "detection error" and stage.fixed_chars < inner.fixed_chars
+    assert mined_tools.program(inner) == "libnvidia-container"
+    # its debug log (--debug, NVC_DEBUG_FILE) names the source file instead of the program
+    debug = mined_tools.match("E0114 04:33:38.293546 1234 nvc.c:280] could not load kernel module nvidia")
+    assert debug is not None and debug.family == "nvc-kernel-module"
+    assert mined_tools.program(stage) == "libnvidia-container's nvidia-container-cli"
+
+
+def test_every_libnvidia_container_error_pasted_alone_is_never_healthy_nor_only_unknown():
+    """A line starting with "nvidia-container-cli:" is also the shape `nvidia-container-cli info` fails with: its
+    reader reads NVML's failures, and any other error it prints is still an error line (GH310)."""
+    rows = [row for row in ROWS if row.repository == LIBNVC and row.level == "error"]
+    assert len(rows) >= 30
+    for row in rows:
+        line = render(row)
+        result = report(line + "\n")
+        assert result.verdict not in ("HEALTHY", "NO DIAGNOSIS"), line
+        said = {f.code for f in result.findings if f.code not in ("GH002", "GH003", "GH004")}
+        assert said, (line, [f.code for f in result.findings])
+
+
+def test_a_libnvidia_container_line_in_dockers_error_leads_to_its_cause():
+    line = ("docker: Error response from daemon: OCI runtime create failed: error running hook #0: error running "
+            "hook: exit status 1, stdout: , stderr: nvidia-container-cli: requirement error: unsatisfied condition: "
+            "brand = tesla: unknown.")
+    result = report(line + "\n")
+    (finding,) = [f for f in result.findings if f.code == "GH310"]
+    assert finding.message.startswith("libnvidia-container's nvidia-container-cli (dsl.c) reported an error: ")
+    assert "(see GH601)" in finding.message
+    document = json.loads(json_report.render(result))
+    (gh310,) = [f for f in document["findings"] if f["code"] == "GH310"]
+    assert gh310["labels"]["cause"] == "cuda-newer-than-driver" and gh310["labels"]["family"] == "nvc-requirement"
+    assert gh310["labels"]["source"].startswith(f"{LIBNVC} 61bfaf38ca40edbe91bf20f52623f78e729e87d5 src/cli/dsl.c:")
 
 
 # ---------------------------------------------------------------- analyze

@@ -344,7 +344,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
                                             mined=_mined_behind(sig.id, line)))
-    if kind not in (None, "app-log", "smi-table") or not unknown_lines:
+    # nvidia-container-cli's own error line: its reader reads NVML's failures; any other is an error line (GH310)
+    cli_error = kind == "container-cli-info" and "nvml" not in read_into
+    if (kind not in (None, "app-log", "smi-table") and not cli_error) or not unknown_lines:
         return len(matched)
     explained = {line for _, line in matched}  # the application-log parser reads catalogue lines only (GH806)
     for line in lines:

@@ -3,8 +3,9 @@
     nice -n 10 python3 tools/mine/mine_tools.py --checkouts DIR [--out src/gpuhealth/knowledge/mined/tools.csv]
 
 DIR holds one clone (or bare git directory) per source, named as the repository (``DIR/nvidia-container-toolkit``,
-``DIR/nvidia-installer``), each with its release tags. The miner reads the pinned tags (``SOURCES``) with
-``git grep``/``git cat-file``, never a work tree, and writes one CSV row per distinct message pattern:
+``DIR/nvidia-installer``, ``DIR/libnvidia-container``), each with its release tags. The miner reads the pinned tags
+(``SOURCES``) with ``git grep``/``git cat-file``, never a work tree, and writes one CSV row per distinct message
+pattern:
 
 - NVIDIA/nvidia-container-toolkit (Go, ``cmd/``, ``internal/``, ``pkg/``; no ``vendor/``, no tests): the string
   literal given to ``fmt.Errorf``, ``errors.New`` and a logger's ``Errorf``/``Warningf``/``Warnf``. These are the
@@ -19,8 +20,13 @@ Each row: its format, the pattern, level, component (the program: ``nvidia-ctk``
 it comes from (repository, first and last pinned tag holding it, file:line at the newest). The strings are facts the
 software prints, each cited to its file; no code is copied. Coverage per source and tag goes to stderr.
 
-NVIDIA/libnvidia-container (``nvidia-container-cli: ...``) is a source to add: ``SOURCES`` has no entry for it yet
-(docs/mined-messages.md). Standard library only: run it by hand or with ``make mine-tools CHECKOUTS=DIR``.
+- NVIDIA/libnvidia-container (C): the ``error_set*`` formats (the message after ``nvidia-container-cli: <stage>
+  error: ``), the debug log's ``log_err``/``log_warn`` and the command's ``warn``/``warnx``/``errx``. Its repository
+  could not be cloned where the table was made: its files are pinned one by one to the commit they were read at
+  (``LIBNVIDIA_CONTAINER_PINS``), read from a clone holding those commits or from a folder laid out as the
+  repository (``DIR/libnvidia-container/src/...``). A row's tag range is then its file's commit.
+
+Standard library only: run it by hand or with ``make mine-tools CHECKOUTS=DIR``.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import hashlib
 import io
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass, field
 
@@ -66,6 +73,27 @@ class Source:
     format_at: int  # index of the format argument
     paths: tuple[str, ...]  # pathspecs read
     tags: tuple[str, ...]  # pinned tags, oldest first
+    # A source read file by file: (path, commit) each, instead of tags (see LIBNVIDIA_CONTAINER_PINS).
+    pins: tuple[tuple[str, str], ...] = ()
+    format_index: tuple[tuple[str, int], ...] = ()  # calls whose format is not at ``format_at``
+    min_fixed: int = 16  # letters and digits of fixed text a message needs (MIN_FIXED)
+    min_words: int = 3
+    anchored_cause: bool = False  # True: a trailing ": %s" (the wrapped error) is cut, as for Go
+
+
+# NVIDIA/libnvidia-container could not be brought here whole (its snapshot with history is 3 GB); its files were read
+# one by one, each at the commit the index held it at (no release tag: a tag range is not known for these rows).
+# A clone holding these commits is read with git; a folder laid out as the repository is read as plain files.
+# driver.c was read in part: its first 130 lines (the NVML call macro and its initialisation), not its queries.
+LIBNVIDIA_CONTAINER_PINS = (
+    ("src/cli/dsl.c", "61bfaf38ca40edbe91bf20f52623f78e729e87d5"),
+    ("src/cli/info.c", "5decca393a6635d9d599167b27a6072d8de9fc2f"),
+    ("src/driver.c", "947344949f269687466e11e9a80f766ffffcb488"),
+    ("src/nvc.c", "f35f091c6261496cef48f408dffa84c68e49e199"),
+    ("src/rpc.c", "ebd35677ac897ffe1cded5aed31c283c4e796391"),
+    ("src/rpc.h", "f81d6a58e0aab0772ff697ee26b5a56bf24fdc4b"),
+    ("src/xfuncs.h", "ad1f8c8ac4a31bef69c82958f3a87456ceaa39c8"),
+)
 
 
 SOURCES = {
@@ -77,10 +105,27 @@ SOURCES = {
     "nvidia-installer": Source(
         "NVIDIA/nvidia-installer", "c", {"ui_error": "error", "ui_warn": "warning"}, 1, (),
         ("470.256.02", "525.147.05", "535.216.01", "550.144.03", "570.207", "580.119.02", "590.48.01")),
+    # The library's error_set* formats (the text nvc_error() returns, after "nvidia-container-cli: <stage> error: "),
+    # its debug log's log_err/log_warn, and the command's own warn/warnx/errx. Its messages are short ("nvml error",
+    # "open failed"), so less fixed text is needed; a row is read only on a line naming nvidia-container-cli.
+    "libnvidia-container": Source(
+        "NVIDIA/libnvidia-container", "c",
+        {"error_set": "error", "error_setx": "error", "error_set_dl": "error", "error_set_elf": "error",
+         "error_set_rpc": "error", "error_set_nvml": "error", "log_err": "error", "log_errf": "error",
+         "log_warn": "warning", "log_warnf": "warning", "warnx": "error", "warn": "error", "errx": "error"},
+        1, (), (), LIBNVIDIA_CONTAINER_PINS,
+        (("error_set_rpc", 2), ("error_set_nvml", 3), ("log_err", 0), ("log_errf", 0), ("log_warn", 0),
+         ("log_warnf", 0), ("warnx", 0), ("warn", 0)),
+        min_fixed=8, min_words=2, anchored_cause=True),
 }
 
 _GO_CALL = re.compile(r"\b(?P<call>fmt\.Errorf|errors\.New)\s*\(|\.(?P<method>Errorf|Warningf|Warnf)\s*\(")
-_C_CALL = re.compile(r"\b(?P<call>ui_error|ui_warn)\s*\(")
+_PRI_MACRO = re.compile(r'"\s*PRI([diouxX])(?:8|16|32|64|MAX|PTR)\b\s*("?)')  # "...%"PRId32"..." -> "...%d..."
+
+
+def _c_call(source: Source) -> re.Pattern[str]:
+    names = "|".join(sorted(map(re.escape, source.calls), key=len, reverse=True))
+    return re.compile(rf"\b(?P<call>{names})\s*\(")
 _GO_VERB = re.compile(r"%[-+# 0]*\d*(?:\.\d+)?[vwqT]")  # Go's verbs C has not: matched as %s is
 _GO_STRING = re.compile(r'\s*(?:"((?:[^"\\\n]|\\.)*)"|`([^`]*)`)\s*(?:\+|$)', re.S)
 _C_STRING = re.compile(r'\s*"((?:[^"\\]|\\.)*)"', re.S)
@@ -124,18 +169,21 @@ def _c_literal(arg: str) -> str | None:
 def calls_in(source: Source, text: str) -> tuple[list[tuple[int, str, str]], collections.Counter[str]]:
     """(line, level, format) of each error/warning call of one file, and why others were left out."""
     found, dropped = [], collections.Counter()
-    finder = _GO_CALL if source.language == "go" else _C_CALL
+    finder = _GO_CALL if source.language == "go" else _c_call(source)
+    at = dict(source.format_index)
     for m in finder.finditer(text):
+        name = m.group("call") or m.group("method")
+        index = at.get(name, source.format_at)
         args = call_arguments(text, m.end() - 1)
-        if not args or len(args) <= source.format_at:
+        if not args or len(args) <= index:
             dropped["call could not be read"] += 1
             continue
         read = _go_literal if source.language == "go" else _c_literal
-        fmt = read(args[source.format_at])
+        fmt = read(_PRI_MACRO.sub(lambda p: p.group(1) + ("" if p.group(2) else '"'), args[index]))
         if fmt is None:
             dropped["format is not a string literal"] += 1
             continue
-        level = source.calls[m.group("call") or m.group("method")]
+        level = source.calls[name]
         found.append((text.count("\n", 0, m.start()) + 1, level, fmt))
     return found, dropped
 
@@ -144,7 +192,7 @@ def shown_format(source: Source, fmt: str) -> str:
     """The part of a format a pasted line shows on its own: its first line; for Go, without the wrapped cause at
     its end; for the installer, its first ``WRAP`` characters to a word's end."""
     fmt = fmt.strip().split("\n")[0].strip()
-    if source.language == "go":
+    if source.language == "go" or source.anchored_cause:
         fmt = _TRAILING_CAUSE.sub("", _GO_VERB.sub("%s", fmt)).rstrip(" :")
     elif len(fmt) > WRAP:
         cut = fmt.rfind(" ", 0, WRAP)
@@ -159,36 +207,73 @@ def component_of(name: str, path: str) -> str:
     """The program a file belongs to: the toolkit's command directory, or the library part it is in."""
     if name == "nvidia-installer":
         return "nvidia-installer"
+    if name == "libnvidia-container":
+        return "nvidia-container-cli" if path.startswith("src/cli/") else "libnvidia-container"
     parts = path.split("/")
     if parts[0] == "cmd" and len(parts) > 2:
         return parts[1]
     return "toolkit-" + (parts[1] if len(parts) > 2 else parts[0])
 
 
-def mine(name: str, source: Source, git: Git, log: io.TextIOBase) -> list[Row]:
+def _reason(source: Source, shown: str, literal: str) -> str | None:
+    """Why a format is not a row (None: it is one). A source that sets its own minimum (libnvidia-container's
+    messages are short, and its rows need the program's name on the line) is not held to the driver's."""
+    if source.min_fixed == MIN_FIXED:
+        reason = why_dropped(shown, literal)
+    else:
+        reason = ("empty line" if not shown.strip() else
+                  "no whole word to index it by" if not _WHOLE_WORD.search(literal) else None)
+    if reason is None and (sum(c.isalnum() for c in literal) < source.min_fixed
+                           or len(_FIXED_WORDS.findall(literal)) < source.min_words):
+        reason = f"fewer than {source.min_words} words or {source.min_fixed} letters of fixed text"
+    return reason
+
+
+def _versions(source: Source, git: Git | None, checkout: str, log: io.TextIOBase):
+    """(version, [(path, blob id or None, text or None)]) per pinned tag, or one entry per pinned file."""
+    if not source.pins:
+        for tag in source.tags:
+            listed = git.run("ls-tree", "-r", tag, "--", *[p for p in source.paths if not p.startswith(":")])
+            files = []
+            for entry in listed.splitlines():
+                meta, path = entry.split("\t", 1)
+                if path.endswith(".go" if source.language == "go" else ".c") and "vendor/" not in path and \
+                        not path.endswith("_test.go"):
+                    files.append((path, meta.split()[2], None))
+            yield tag, files
+        return
+    for path, commit in source.pins:
+        yield commit, [(path, None, read_pinned(checkout, path, commit, log))]
+
+
+def read_pinned(checkout: str, path: str, commit: str, log: io.TextIOBase) -> str:
+    """A pinned file's text: from a clone holding its commit, else the file in a folder laid out as the repository
+    (what was saved from the commit when no clone could be made)."""
+    if os.path.exists(os.path.join(checkout, ".git")) or os.path.exists(os.path.join(checkout, "HEAD")):
+        try:
+            return Git(checkout).run("cat-file", "blob", f"{commit}:{path}")
+        except subprocess.CalledProcessError:
+            print(f"{path}: commit {commit[:12]} not in the clone: reading the work tree's file", file=log)
+    with open(os.path.join(checkout, path), encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def mine(name: str, source: Source, git: Git | None, log: io.TextIOBase, checkout: str = "") -> list[Row]:
     rows: dict[str, Row] = {}
     parsed: dict[str, tuple[list, collections.Counter]] = {}
-    for tag in source.tags:
-        listed = git.run("ls-tree", "-r", tag, "--", *[p for p in source.paths if not p.startswith(":")])
+    for version, files in _versions(source, git, checkout, log):
         dropped, calls, kept = collections.Counter(), 0, 0
-        for entry in listed.splitlines():
-            meta, path = entry.split("\t", 1)
-            if not path.endswith(".go" if source.language == "go" else ".c") or "vendor/" in path or \
-                    path.endswith("_test.go"):
-                continue
-            blob = meta.split()[2]
-            if blob not in parsed:
-                parsed[blob] = calls_in(source, git.blob(blob))
-            found, why = parsed[blob]
+        for path, blob, text in files:
+            key = blob or f"{version}:{path}"
+            if key not in parsed:
+                parsed[key] = calls_in(source, text if text is not None else git.blob(blob))
+            found, why = parsed[key]
             dropped.update(why)
             for line, level, fmt in found:
                 calls += 1
                 shown = shown_format(source, fmt)
                 pattern, literal = pattern_of(shown)
-                reason = why_dropped(shown, literal) or (
-                    "fewer than 3 words or 16 letters of fixed text"
-                    if sum(c.isalnum() for c in literal) < MIN_FIXED or len(_FIXED_WORDS.findall(literal)) < MIN_WORDS
-                    else None)
+                reason = _reason(source, shown, literal)
                 if reason:
                     dropped[reason] += 1
                     continue
@@ -196,14 +281,19 @@ def mine(name: str, source: Source, git: Git, log: io.TextIOBase) -> list[Row]:
                 pattern = pattern.removesuffix(r"\s*$")
                 row = rows.setdefault(pattern, Row(pattern, shown, level, name, path, line,
                                                   " ".join(fmt.split())))
-                if tag not in row.tags:
-                    row.tags.append(tag)
+                if version not in row.tags:
+                    row.tags.append(version)
                 row.path, row.line = path, line  # the newest tag's place
-        print(f"{name} {tag}: {calls} calls read, {kept} kept"
+        where = f"{files[0][0]} at {version[:12]}" if source.pins else version
+        print(f"{name} {where}: {calls} calls read, {kept} kept"
               + "".join(f", {n} {why}" for why, n in dropped.most_common()), file=log)
     return list(rows.values())
 
 
+# nvidia-container-cli's stage messages ("mount error: %s") hold the library's message (nvc_error()): a line shows
+# both, and the inner message's row says more, so a stage row is written with the least fixed text (it ranks last).
+_STAGE = re.compile(r"^[\w-]+ error: %s$")
+ID_PREFIX = {"nvidia-container-toolkit": "ctk-", "nvidia-installer": "inst-", "libnvidia-container": "nvc-"}
 COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format", "pattern", "repository", "file",
            "line", "first_tag", "last_tag", "tags")
 
@@ -218,14 +308,24 @@ def table(rows: list[Row]) -> str:
         source = SOURCES[row.source]
         literal = pattern_of(row.fmt)[1]
         component = component_of(row.source, row.path)
-        order = {tag: i for i, tag in enumerate(source.tags)}
+        order = {tag: i for i, tag in enumerate(source.tags or [c for _, c in source.pins])}
         first, last = min(row.tags, key=order.get), max(row.tags, key=order.get)
-        ident = ("ctk-" if row.source != "nvidia-installer" else "inst-") + \
-            hashlib.sha1(row.pattern.encode()).hexdigest()[:10]
+        ident = ID_PREFIX[row.source] + hashlib.sha1(row.pattern.encode()).hexdigest()[:10]
+        fixed = sum(c.isalnum() for c in literal.replace(_JOIN, ""))
+        if row.source == "libnvidia-container" and _STAGE.match(row.whole):
+            fixed = 1  # "initialization error: %s" wraps the library's message: the message's own row ranks first
         writer.writerow((ident, row.level, component, family_of(component, row.path, row.whole, TOOL_FAMILIES),
-                         rarest_word(literal, counts), sum(c.isalnum() for c in literal.replace(_JOIN, "")),
+                         rarest_word(literal, counts), fixed,
                          row.fmt, row.pattern, source.repository, row.path, row.line, first, last, len(row.tags)))
     return out.getvalue()
+
+
+def _in_clone(checkout: str, path: str, commit: str) -> bool:
+    try:
+        Git(checkout).run("cat-file", "-e", f"{commit}:{path}")
+        return True
+    except (subprocess.CalledProcessError, OSError):
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,15 +340,17 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isdir(path):
             print(f"mine_tools: {path}: no checkout of {source.repository}", file=sys.stderr)
             return 2
-        git = Git(path)
-        missing = [t for t in source.tags if not git.run("tag", "-l", t).strip()]
+        git = None if source.pins else Git(path)
+        missing = [t for t in source.tags if not git.run("tag", "-l", t).strip()] if git else \
+            [p for p, c in source.pins if not os.path.exists(os.path.join(path, p)) and not _in_clone(path, p, c)]
         if missing:
-            print(f"mine_tools: {path}: tags missing: {', '.join(missing)}", file=sys.stderr)
+            print(f"mine_tools: {path}: {'tags' if git else 'files'} missing: {', '.join(missing)}", file=sys.stderr)
             return 2
-        mined = mine(name, source, git, sys.stderr)
+        mined = mine(name, source, git, sys.stderr, path)
         levels = collections.Counter(r.level for r in mined)
+        read = f"{len(source.tags)} tags" if git else f"{len(source.pins)} files at their pinned commits"
         print(f"{source.repository}: {len(mined)} distinct patterns ({levels['error']} error, "
-              f"{levels['warning']} warning) from {len(source.tags)} tags", file=sys.stderr)
+              f"{levels['warning']} warning) from {read}", file=sys.stderr)
         rows += mined
     text = table(rows)
     if args.out == "-":

@@ -38,8 +38,9 @@ def tool_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     """
     What:
     Pasted lines that look like an error, that no row of the signature catalogue names, but that the NVIDIA
-    container toolkit (`nvidia-ctk`, `nvidia-container-runtime`, `nvidia-cdi-hook` ...) or `nvidia-installer`
-    prints: every error and warning string of their source at pinned release tags is a row of
+    container toolkit (`nvidia-ctk`, `nvidia-container-runtime`, `nvidia-cdi-hook` ...), libnvidia-container
+    (`nvidia-container-cli: ...`) or `nvidia-installer` prints: every error and warning string of their source at
+    pinned release tags (libnvidia-container: files at pinned commits) is a row of
     `knowledge/mined/tools.csv` (docs/mined-messages.md). One finding per family of messages (CDI devices,
     runtime configuration, the host driver not found, kernel module build, kernel source, DKMS, Secure Boot ...),
     naming the program and file that printed each line, what the family means, and where the source is
@@ -56,8 +57,9 @@ def tool_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
 
     Exceptions:
     Warning-level messages are shown as information. A toolkit line is read only with a sign of the container
-    stack on it (a logrus `ERRO[`/`level=error` prefix, "nvidia", "OCI runtime", "CDI", "hook"); an installer line
-    only with its `ERROR:`/`WARNING:` prefix or the program's name.
+    stack on it (a logrus `ERRO[`/`level=error` prefix, "nvidia", "OCI runtime", "CDI", "hook"); a libnvidia-container
+    line only with `nvidia-container-cli` on it (or its debug log's `nvc.c:280]`); an installer line only with its
+    `ERROR:`/`WARNING:` prefix or the program's name.
     """
     rows = explained(snapshot)
     if not rows:

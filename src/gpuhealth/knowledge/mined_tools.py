@@ -26,8 +26,15 @@ FAMILIES = "mined_tool_families.csv"
 # sign, a toolkit's generic "failed to create directory" would claim any program's line.
 _TOOLKIT_SIGN = lazy_re(r"(?i)nvidia|OCI runtime|\bcdi\b|\bhook\b|\bERRO\[|\bWARN\[|level=(?:error|warning)")
 _INSTALLER_SIGN = lazy_re(r"^\s*(?:ERROR|WARNING):|nvidia-installer")
+# libnvidia-container's messages are short ("open failed", "nvml error"): read only on a line naming its program, as
+# every line it prints does ("nvidia-container-cli: mount error: ...", inside docker's "OCI runtime create failed"), or
+# its debug log's "E0114 04:33:38.293546 1234 nvc.c:280] ..." (glog's layout, naming the library's source file).
+_LIBNVC_SIGN = lazy_re(r"(?i)nvidia-container-cli|libnvidia-container|^[IWE]\d{4} [\d:.]+ +\d+ "
+                       r"(?:nvc\w*|driver|rpc|dxcore|ldcache|utils|cgroup\w*|jetson_\w+)\.[ch]:\d+\]")
 PROGRAMS = {"NVIDIA/nvidia-installer": "nvidia-installer",
-            "NVIDIA/nvidia-container-toolkit": "the NVIDIA container toolkit"}
+            "NVIDIA/nvidia-container-toolkit": "the NVIDIA container toolkit",
+            "NVIDIA/libnvidia-container": "libnvidia-container"}
+_SIGNS = {"NVIDIA/nvidia-installer": _INSTALLER_SIGN, "NVIDIA/libnvidia-container": _LIBNVC_SIGN}
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,13 +86,12 @@ def match(line: str) -> MinedMessage | None:
     row = lookup(line)
     if row is None:
         return None
-    sign = _INSTALLER_SIGN if row.repository == "NVIDIA/nvidia-installer" else _TOOLKIT_SIGN
-    return row if sign.search(line) else None
+    return row if _SIGNS.get(row.repository, _TOOLKIT_SIGN).search(line) else None
 
 
 def program(row: MinedMessage) -> str:
     """Who printed the row's message, in words: "nvidia-installer", "the NVIDIA container toolkit's nvidia-ctk"."""
     name = PROGRAMS.get(row.repository, row.repository)
-    if row.repository == "NVIDIA/nvidia-installer" or row.component.startswith("toolkit-"):
+    if row.component in (name, "nvidia-installer") or row.component.startswith("toolkit-"):
         return name
     return f"{name}'s {row.component}"
