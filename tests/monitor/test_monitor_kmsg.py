@@ -213,3 +213,23 @@ def test_the_start_line_says_the_kernel_log_is_followed_and_a_bad_setting_is_ref
     config.write_text('[monitor]\nkernel_log = "yes"\n')
     with pytest.raises(CannotRun, match="monitor.kernel_log must be true or false"):
         _build(config, "1s", "0", None, "replay:/nonexistent", None, 0.0, use_store=False)
+
+
+def test_records_overwritten_before_they_were_read_are_said_once(tmp_path):
+    kmsg = FakeKmsg(tmp_path / "root")
+    host = LocalHost(str(tmp_path / "root"))
+    store = Store(tmp_path / "h.db")
+    said: list[str] = []
+    first = KmsgFollower(host.kmsg(), "boot-1", store, said.append)
+    kmsg.add(XID154)
+    first.poll()
+    first.close()
+    kmsg.seq += 7  # seven records the ring buffer dropped while the monitor was down
+    kmsg.add(XID74_BIT20)
+    again = KmsgFollower(host.kmsg(), "boot-1", store, said.append)
+    assert [e.xid for e in again.poll()] == [74]
+    assert len(said) == 1 and said[0].startswith("7 kernel log record(s) were overwritten")
+    kmsg.add(XID74_BIT20)
+    again.poll()
+    assert len(said) == 1  # no gap, nothing more said
+    again.close()

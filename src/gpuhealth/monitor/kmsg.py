@@ -56,7 +56,8 @@ class KmsgFollower:
             reader.seek_end()
         self._saved_seq = self.after
         self._saved_at = clock()
-        self._lost_said = 0
+        self._missed = 0  # records skipped by the kernel's sequence numbers, not said yet
+        self._missed_said_at = -float("inf")
         self.lines = 0  # records read, for tests and the bench
 
     def _saved(self) -> int | None:
@@ -84,6 +85,8 @@ class KmsgFollower:
             seq = int(fields[1])
             if self.after is not None and seq <= self.after:
                 continue  # read before the monitor restarted
+            if self.after is not None and seq > self.after + 1:  # overwritten before read (EPIPE, or while down)
+                self._missed += seq - self.after - 1
             self.after = seq
             self.lines += 1
             if b"NVRM: Xid (" in line:
@@ -92,16 +95,17 @@ class KmsgFollower:
 
                 if (event := parse_xid_line(line.decode("utf-8", "replace"))) is not None:
                     found.append(event)
-        self._say_lost()
+        self._say_missed()
         self._save(bool(found))
         return found
 
-    def _say_lost(self) -> None:
-        lost = self.reader.lost
-        if lost != self._lost_said:
-            self._log("kernel log records were overwritten before the monitor read them (the ring buffer wrapped): "
-                      "an Xid among them has NVML's code only")
-            self._lost_said = lost
+    def _say_missed(self) -> None:
+        """Records the ring buffer overwrote before they were read, said at most once a minute."""
+        now = self.clock()
+        if self._missed and now - self._missed_said_at >= 60.0:
+            self._log(f"{self._missed} kernel log record(s) were overwritten before the monitor read them (the ring "
+                      "buffer wrapped): an Xid among them has NVML's code only")
+            self._missed, self._missed_said_at = 0, now
 
     def _save(self, now_please: bool = False) -> None:
         if self.store is None or self.boot is None or self.after is None or self.after == self._saved_seq:
