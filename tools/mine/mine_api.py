@@ -42,8 +42,8 @@ CAUSES = os.path.join(HERE, "api_causes.csv")
 NCCL_TAGS = ("v2.18.6-1", "v2.21.5-1", "v2.24.3-1", "v2.27.7-1", "v2.30.7-1")
 DCGM_TAGS = ("v3.3.9", "v4.6.0")
 NVML_TAGS = ("v0.11.0-0", "v0.12.0-1", "v0.13.3-0")
-COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "action", "source", "file",
-           "line", "first_tag", "last_tag")
+COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "cause", "decides", "action",
+           "source", "file", "line", "first_tag", "last_tag")
 APIS = {"cuda-driver": "the CUDA driver API", "cuda-runtime": "the CUDA runtime API", "nvml": "NVML",
         "nccl": "NCCL", "dcgm": "DCGM"}
 
@@ -196,9 +196,15 @@ def _row(api: str, name: str, number: str, text: str, pattern: str, source: str,
             "source": source, "file": path, "line": line, "first_tag": first, "last_tag": last}
 
 
-def _causes() -> list[tuple[str, re.Pattern[str], str, str]]:
+POINTERS = ("code", "symptom", "cause", "decides")  # the columns api_causes.csv gives a row it matches
+
+
+def _causes() -> list[tuple[str, re.Pattern[str], dict[str, str]]]:
+    """Each row of api_causes.csv: its API, its match, and what a row it matches points to (the check, the symptom,
+    the cause, and whether the error confirms that cause or only suggests it)."""
     with open(CAUSES, encoding="utf-8", newline="") as handle:
-        return [(row["api"], re.compile(row["match"]), row["code"], row["symptom"]) for row in csv.DictReader(handle)]
+        return [(row["api"], re.compile(row["match"]), {k: row[k] for k in POINTERS})
+                for row in csv.DictReader(handle)]
 
 
 _KEY_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
@@ -214,11 +220,11 @@ def finish(rows: list[dict]) -> list[dict]:
             row["key"] = max(words, key=len).lower() if words else "warn"
         else:
             row["key"] = row["name"].lower()
-        row["code"] = row["symptom"] = ""
-        for api, match, code, symptom in causes:
+        row.update(dict.fromkeys(POINTERS, ""))
+        for api, match, pointer in causes:
             # an NCCL row by its file and format (src/misc/ibvwrap.cc's "Call to %s failed" is a verbs call)
             if api == row["api"] and match.search(row["name"] if api != "nccl" else f"{row['file']} {row['text']}"):
-                row["code"], row["symptom"] = code, symptom
+                row.update(pointer)
                 break
     return sorted(rows, key=lambda r: (list(APIS).index(r["api"]), int(r["number"] or 0), r["name"], r["text"]))
 

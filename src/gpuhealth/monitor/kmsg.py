@@ -7,9 +7,10 @@ a bounded amount per monitor step, and keeps only the ``NVRM: Xid`` lines, read 
 Xid fields (parsers/kernel_log.parse_xid_line). The driver prints an Xid as one line: "NVRM: Xid (PCI:<address>):
 <code>, <text>" (NVIDIA, "Xid Errors" <https://docs.nvidia.com/deploy/xid-errors/index.html>; the Xid 74 form
 "NVLink: fatal error detected on link N(0x..., six more)", the Xid 154 form "GPU recovery action changed from 0x0
-(None) to 0x2 (Node Reboot Required)" and the NVLink5 144-150 form all sit on the Xid line itself: NVIDIA,
-"Analyzing Xid Errors with the Xid Catalog" <https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>),
-so no following line is joined.
+(None) to 0x2 (Node Reboot Required)" (the names from the driver's gpu.c, _gpuRecoveryActionName, NVIDIA open GPU
+kernel modules <https://github.com/NVIDIA/open-gpu-kernel-modules/blob/main/src/nvidia/src/kernel/gpu/gpu.c>) and
+the NVLink5 144-150 form all sit on the Xid line itself: NVIDIA, "Analyzing Xid Errors with the Xid Catalog"
+<https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>), so no following line is joined.
 
 ``KmsgSource`` wraps the monitor's source. An NVML Xid event waits up to ``match_s`` for the kernel line of the
 same GPU (by PCI address) and code, and goes on with its text; without one it goes on as it came. A kernel line that
