@@ -57,12 +57,18 @@ def cpu_per_poll(polls: int) -> float:
     return used
 
 
-def child(seconds: float) -> None:
-    """The monitor loop at 1 Hz on 8 fake GPUs with history and every rule; prints CPU share and RSS."""
+def child(seconds: float, kmsg: bool = False) -> None:
+    """The monitor loop at 1 Hz on 8 fake GPUs with history and every rule; prints CPU share and RSS. With
+    ``kmsg``, the kernel log follower (monitor/kmsg.py) reads a fake /dev/kmsg under the temporary directory
+    that gets KMSG_LINES_S records a second, one of them an Xid 74 line (with its NVML event) every 10 s."""
     with tempfile.TemporaryDirectory() as tmp:
-        mon = Monitor(NvmlSource(FakeNvml(GPUS)), RuleSet.from_config(load_config()["rules"]), Dispatcher([]),
-                      Store(Path(tmp) / "h.db"), interval=1.0)
+        nvml = FakeNvml(GPUS)
+        source = NvmlSource(nvml)
         stop = threading.Event()
+        if kmsg:
+            source = _follow_fake_kmsg(source, nvml, Path(tmp), stop)
+        mon = Monitor(source, RuleSet.from_config(load_config()["rules"]), Dispatcher([]),
+                      Store(Path(tmp) / "h.db"), interval=1.0)
         threading.Timer(seconds, stop.set).start()
         cpu0, wall0 = time.process_time(), time.monotonic()
         mon.run(stop)
@@ -70,6 +76,35 @@ def child(seconds: float) -> None:
         mon.close()
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{cpu / wall * 100:.3f} {rss_mib:.1f} {mon.steps}")
+
+
+KMSG_LINES_S = 20  # a busy host's kernel log: far more than an idle one writes
+
+
+def _follow_fake_kmsg(source: NvmlSource, nvml: FakeNvml, tmp: Path, stop: threading.Event) -> object:
+    from gpuhealth.host import LocalHost
+    from gpuhealth.monitor.kmsg import follow
+
+    (tmp / "dev").mkdir()
+    path = tmp / "dev" / "kmsg"
+    path.write_bytes(b"")
+    xid74 = ("NVRM: Xid (PCI:0000:19:00): 74, pid=2311, name=python, NVLink: fatal error detected on link "
+             "5(0x10, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)")
+
+    def write() -> None:
+        seq = 0
+        while not stop.wait(1.0):
+            with path.open("ab") as handle:
+                for i in range(KMSG_LINES_S):
+                    seq += 1
+                    xid = i == 0 and seq % (10 * KMSG_LINES_S) == 1
+                    text = xid74 if xid else "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready"
+                    handle.write(f"6,{seq},{seq * 1000},-;{text}\n".encode())
+            if seq % (10 * KMSG_LINES_S) == KMSG_LINES_S:
+                nvml.xids.append((0, 74))
+
+    threading.Thread(target=write, daemon=True).start()
+    return follow(source, None, host=LocalHost(str(tmp)))
 
 
 def bytes_per_gpu_day() -> tuple[float, float, float]:
@@ -203,9 +238,10 @@ def main() -> None:
     parser.add_argument("--cli-seconds", type=float, default=60.0,
                         help="how long `gpuhealth monitor` is measured through the command line (0: not at all)")
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--kmsg", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.kmsg)
         return
     if args.cli_seconds > 0:
         cli_table(args.cli_seconds)
@@ -213,12 +249,17 @@ def main() -> None:
     out = subprocess.run([sys.executable, __file__, "--child", str(args.seconds)], capture_output=True, text=True,
                          check=True, timeout=args.seconds + 60).stdout.split()
     share, rss, steps = float(out[0]), float(out[1]), int(out[2])
+    out = subprocess.run([sys.executable, __file__, "--child", str(args.seconds), "--kmsg"], capture_output=True,
+                         text=True, check=True, timeout=args.seconds + 60).stdout.split()
+    kmsg_share, kmsg_rss = float(out[0]), float(out[1])
     raw, rollup, size = bytes_per_gpu_day()
     rows = [
         ("CPU per poll, 8 GPUs (fake NVML)", f"{per_poll * 1e3:.2f} ms ({per_poll * 1e3 / GPUS:.3f} ms per GPU)",
          "(for reference)"),
         (f"whole process at 1 Hz, {steps} polls", f"{share:.2f} % of a core", _goal(share <= 1.0, "<= 1 %")),
         ("whole process peak RSS", f"{rss:.1f} MiB", _goal(rss <= 50, "<= 50 MiB")),
+        (f"  the same, following the kernel log ({KMSG_LINES_S} lines/s)", f"{kmsg_share:.2f} % of a core, "
+         f"{kmsg_rss:.1f} MiB", _goal(kmsg_share <= 1.0 and kmsg_rss <= 50, "<= 1 %, <= 50 MiB")),
         ("history per GPU-day: raw blocks", f"{raw / 1e6:.2f} MB", "(part of the total)"),
         ("history per GPU-day: minute rollups", f"{rollup / 1e6:.2f} MB", "(kept 30 days)"),
         ("history per GPU-day: database file", f"{size / 1e6:.2f} MB", _goal(size <= 2e6, "<= 2 MB")),

@@ -118,3 +118,22 @@ def test_a_checkpoint_device_against_a_count_of_zero_is_the_torch_symptom_not_an
     report = report_of(("traceback.txt", line))
     assert lead(report).code == "GH605"
     assert not any(f.code == "GH608" for f in report.findings)
+
+
+# --------------------------------------------------------------------------- nvidia-smi not found by a program
+
+def test_python_not_finding_nvidia_smi_is_the_missing_utilities():
+    # Python's subprocess raises FileNotFoundError (errno 2) when the program to run does not exist
+    top = lead(report_of(*case_files("nvidia-smi-missing-nouveau-9300gs-proxmox-nvidia-htop-23")))
+    assert top.code == "GH208"
+
+
+def test_go_not_finding_nvidia_smi_is_the_missing_utilities():
+    # os/exec's ErrNotFound, as a Go exporter logs it
+    line = 'error: failed to run nvidia-smi: exec: "nvidia-smi": executable file not found in $PATH\n'
+    assert lead(report_of(("exporter.log", line))).code == "GH208"
+
+
+def test_another_file_not_found_is_not_nvidia_smi():
+    line = "FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi.log'\n"
+    assert not any(f.code == "GH208" for f in report_of(("traceback.txt", line)).findings)

@@ -129,6 +129,16 @@ class LocalHost:
         whole); the CommandRun that says why when it cannot be started."""
         return CommandOutput.start(argv, timeout, max_bytes)
 
+    def kmsg(self, path: str | None = None) -> KmsgReader | str:
+        """A non-blocking reader of the kernel's log records (``/dev/kmsg``), or why not (one line): the
+        monitor follows it for the text of each Xid (monitor/kmsg.py)."""
+        path = path or KMSG_PATH
+        try:
+            fd = os.open(self._real(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            return f"{path}: {explain_os_error(path, exc)}"
+        return KmsgReader(path, fd)
+
     def nvml(self) -> dict[str, Any]:
         # Imported here so that importing the host module never loads NVML.
         from gpuhealth import nvml
@@ -446,3 +456,65 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         if process.returncode is None:
             with contextlib.suppress(OSError):
                 process.kill()
+
+
+KMSG_PATH = "/dev/kmsg"
+KMSG_READ = 16 * 1024  # /dev/kmsg hands out one record per read and refuses (EINVAL) a buffer shorter than it
+
+
+class KmsgReader:
+    """The kernel's log records, read without blocking from ``/dev/kmsg`` (or, in tests, a file or FIFO under a
+    fake root), one complete line at a time.
+
+    /dev/kmsg answers each read with exactly one record, "prio,seq,usec,flags;text\\n" and then its dictionary
+    lines (" KEY=value"), EAGAIN when none is left and EPIPE once when records were overwritten before they were
+    read (Linux, Documentation/ABI/testing/dev-kmsg <https://www.kernel.org/doc/Documentation/ABI/testing/dev-kmsg>).
+    A file hands out any number of bytes: a line cut at the end of a read waits in ``partial`` for the next one.
+    Each ``read_lines`` is bounded in bytes and lines; what is left is read on the next call.
+    """
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+        self._partial = b""
+        self._ready: list[bytes] = []  # complete lines read but beyond the last call's line limit
+        self.lost = 0  # times the kernel said records were overwritten before they were read (EPIPE)
+        self.cut = 0  # lines longer than a read, dropped
+
+    def seek_end(self) -> None:
+        """Start after the last record there now (nothing already in the log is read)."""
+        with contextlib.suppress(OSError):
+            os.lseek(self._fd, 0, os.SEEK_END)
+
+    def read_lines(self, max_bytes: int, max_lines: int) -> list[bytes]:
+        """Up to ``max_lines`` complete lines (without their newline), reading at most ``max_bytes`` this call."""
+        lines, self._ready = self._ready[:max_lines], self._ready[max_lines:]
+        read = 0
+        while len(lines) < max_lines and read < max_bytes and self._fd >= 0:
+            try:
+                chunk = os.read(self._fd, KMSG_READ)
+            except BlockingIOError:
+                break
+            except BrokenPipeError:  # records lost to the ring buffer: the next read goes on after them
+                self.lost += 1
+                continue
+            except OSError:
+                break
+            if not chunk:  # a file's end (a FIFO with no writer): more may come later
+                break
+            read += len(chunk)
+            whole = self._partial + chunk
+            *complete, self._partial = whole.split(b"\n")
+            if len(self._partial) > KMSG_READ:  # no record is this long: drop it rather than grow
+                self._partial = b""
+                self.cut += 1
+            room = max_lines - len(lines)
+            lines += complete[:room]
+            self._ready += complete[room:]
+        return lines
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1

@@ -55,8 +55,8 @@ PYTORCH_PINS = (
     ("torch/cuda/__init__.py", "17e3b6a97af175f377f42b52cf20d4c758a432a9", 333),
     ("c10/cuda/CUDAFunctions.cpp", "68e217b9e71fcecbd34d831dd3e3e5a4ea9028fd", 125),
 )
-COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "action", "source", "file",
-           "line", "first_tag", "last_tag")
+COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "cause", "decides", "action",
+           "source", "file", "line", "first_tag", "last_tag")
 APIS = {"cuda-driver": "the CUDA driver API", "cuda-runtime": "the CUDA runtime API", "nvml": "NVML",
         "nccl": "NCCL", "dcgm": "DCGM", "pytorch": "PyTorch"}
 
@@ -308,9 +308,15 @@ def _row(api: str, name: str, number: str, text: str, pattern: str, source: str,
             "source": source, "file": path, "line": line, "first_tag": first, "last_tag": last}
 
 
-def _causes() -> list[tuple[str, re.Pattern[str], str, str]]:
+POINTERS = ("code", "symptom", "cause", "decides")  # the columns api_causes.csv gives a row it matches
+
+
+def _causes() -> list[tuple[str, re.Pattern[str], dict[str, str]]]:
+    """Each row of api_causes.csv: its API, its match, and what a row it matches points to (the check, the symptom,
+    the cause, and whether the error confirms that cause or only suggests it)."""
     with open(CAUSES, encoding="utf-8", newline="") as handle:
-        return [(row["api"], re.compile(row["match"]), row["code"], row["symptom"]) for row in csv.DictReader(handle)]
+        return [(row["api"], re.compile(row["match"]), {k: row[k] for k in POINTERS})
+                for row in csv.DictReader(handle)]
 
 
 _KEY_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
@@ -326,12 +332,12 @@ def finish(rows: list[dict]) -> list[dict]:
             row["key"] = max(words, key=len).lower() if words else "warn"
         else:
             row["key"] = row["name"].lower()
-        row["code"] = row["symptom"] = ""
-        for api, match, code, symptom in causes:
+        row.update(dict.fromkeys(POINTERS, ""))
+        for api, match, pointer in causes:
             # an NCCL row by its file and format (src/misc/ibvwrap.cc's "Call to %s failed" is a verbs call)
-            by_text = api in ("nccl", "pytorch")
+            by_text = api in ("nccl", "pytorch")  # PyTorch's rows too: their name is only an exception class
             if api == row["api"] and match.search(f"{row['file']} {row['text']}" if by_text else row["name"]):
-                row["code"], row["symptom"] = code, symptom
+                row.update(pointer)
                 break
     return sorted(rows, key=lambda r: (list(APIS).index(r["api"]), int(r["number"] or 0), r["name"], r["text"]))
 

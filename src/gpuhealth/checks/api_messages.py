@@ -37,14 +37,14 @@ def api_error_codes(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
     Many CUDA errors are a program's own bug (an invalid argument, an out-of-range launch): no host check fixes
     them. NCCL warnings can precede a fallback that then works.
     """
-    from gpuhealth.knowledge.mined_api import errors
+    from gpuhealth.knowledge.mined_api import by_id
 
     # a line the catalogue names only generically ("NCCL printed a warning") is reported by the catalogue's check;
     # this finding then adds which warning it is, as information
     found = [m for m in snapshot.messages or () if m.mined]
     if not found:
         return
-    rows = {row.id: row for row in errors()}
+    rows = by_id()
     groups: dict[tuple[str, str], list] = {}
     for message in found:
         row = rows.get(message.mined)

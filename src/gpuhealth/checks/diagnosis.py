@@ -28,7 +28,8 @@ from gpuhealth.checks.registry import (
     line_evidence,
 )
 from gpuhealth.knowledge.causes import Cause, Exclusion, Symptom, exclusions, symptoms
-from gpuhealth.knowledge.signatures import Signature, signature
+from gpuhealth.knowledge.signatures import Signature
+from gpuhealth.knowledge.signatures import signature as catalogue_row
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     Candidate,
@@ -45,6 +46,7 @@ SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Seve
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
 DECIDED_BY = "decided by the evidence: "  # a finding's "decided" label names this cause (a +cpu torch version)
 EXPLAINED_BY = "follows from "  # the cause's check did not fire, but a finding that explains its code did
+SUGGESTED_BY = "suggested by the line: "  # a mined line whose family only suggests the cause (mined_causes.py)
 RULED_OUT_BY = " (ruled out by the line: "  # a line's exclusion: "<the rule's reason> (ruled out by the line: <line>)"
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
@@ -147,6 +149,14 @@ def symptom_undiagnosed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
 
 # --------------------------------------------------------------------------- the step after the checks
 
+def signature(signature_id: str) -> Signature:
+    """The catalogue row of a line, or the stand-in row of a mined line whose family confirms its cause
+    (checks/mined_causes.py): the diagnosis reads both alike."""
+    from gpuhealth.checks.mined_causes import is_mined, signature_of
+
+    return signature_of(signature_id) if is_mined(signature_id) else catalogue_row(signature_id)
+
+
 def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[str],
              snapshot: Snapshot) -> list[Finding]:
     """Findings with catalogue lines turned into findings and every symptom resolved; re-ordered so a
@@ -157,18 +167,84 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     messages = [m for m in snapshot.messages or () if (m.signature or m.symptom) and not (
         m.signature and judges_lines(code := signature(m.signature).code) and code in ran and code not in fired
         and code not in {s.code for s in skipped})]
+    from gpuhealth.checks.mined_causes import CONFIRMS, mined_lines
+
+    mined = mined_lines(snapshot)
+    # a mined line whose family confirms its cause is read as the catalogue line naming it; no check read it (the
+    # checks see snapshot.messages), so none overrules it. One whose family only suggests its cause ranks it.
+    confirming = [line for line in mined if line.decides == CONFIRMS]
+    messages += [line.as_message() for line in confirming]
+    suggested = {line.cause: line for line in mined if line.decides != CONFIRMS}
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
     result = _signature_findings(result, messages, ran, skipped_reason)
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
+    result = _mined_explains(result, confirming)
     table = symptoms()
     shown = {m.symptom for m in messages if shows_symptom(m)}
     for symptom_id in _present_symptoms(result, messages, table):
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
             continue  # a check already named the cause of this symptom's finding
-        result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown)
-    return _ordered(result)
+        result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown, suggested)
+    return _ordered(_fold_mined(result, confirming))
+
+
+def _mined_lead(findings: Sequence[Finding], line) -> int | None:
+    """The index of the finding a confirming mined line's cause leads with: its check's, unless only informational."""
+    return next((i for i, f in enumerate(findings) if f.code == line.code and f.severity is not Severity.INFO), None)
+
+
+def _mined_explains(findings: list[Finding], confirming: Sequence) -> list[Finding]:
+    """A confirming mined line's cause finding explains what its family explains (the installer's nouveau line explains
+    GH201's module not loaded), as the mined check's own finding would have: the symptoms fold under the cause."""
+    for line in confirming:
+        index = _mined_lead(findings, line)
+        if index is not None:
+            lead = findings[index]
+            extra = tuple(c for c in line.explains if c not in lead.explains and c != lead.code)
+            findings[index] = replace(lead, explains=lead.explains + extra)
+    return findings
+
+
+def _fold_mined(findings: list[Finding], confirming: Sequence) -> list[Finding]:
+    """The cause a confirming mined line named leads: its finding carries the mined rows and their source in its
+    labels (and, with no differential of its own, the cause as confirmed by the line), and the mined check's finding
+    for the same lines folds under it as information, so one fault is not two criticals."""
+    from gpuhealth.knowledge.causes import causes
+
+    known = causes()
+    by_lead: dict[int, list] = {}
+    for line in confirming:
+        index = _mined_lead(findings, line)
+        if index is not None:
+            by_lead.setdefault(index, []).append(line)
+    for index, lines in by_lead.items():
+        rows = {line.row for line in lines}
+        checks = {line.check for line in lines}
+        folded = [i for i, f in enumerate(findings) if i != index and f.code in checks
+                  and rows & set(f.labels.get("mined", "").split())]
+        lead = findings[index]
+        worst = max([lead.severity, *(findings[i].severity for i in folded)], key=lambda s: s.rank)
+        for i in folded:
+            findings[i] = replace(_at_severity(findings[i], Severity.INFO), explains=(), fixes=())
+        # the lead explains a mined check's code only when every finding under that code is one it folds
+        whole = tuple(c for c in sorted(checks) if c not in lead.explains and all(
+            i in folded or f.severity is Severity.INFO for i, f in enumerate(findings) if f.code == c))
+        first = lines[0]
+        labels = {**lead.labels, "mined": " ".join(dict.fromkeys(line.row for line in lines)),
+                  "mined_by": " ".join(sorted(checks)),
+                  "mined_source": "; ".join(dict.fromkeys(line.source for line in lines)),
+                  **({"mined_family": first.family} if first.family else {})}
+        differential = lead.differential
+        cause = known.get(first.cause)
+        if not differential and cause is not None:
+            differential = (Candidate(cause.id, cause.title, cause.code, CONFIRMED,
+                                      f"the line: {first.message.line[:140]} ({first.reporter}, {first.source})",
+                                      cause.decide),)
+        findings[index] = replace(_at_severity(lead, worst), explains=lead.explains + whole, labels=labels,
+                                  differential=differential)
+    return findings
 
 
 def judges_lines(code: str) -> bool:
@@ -268,10 +344,10 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
 
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
-             skipped: dict[str, str], made: set[str], shown: bool) -> list[Finding]:
+             skipped: dict[str, str], made: set[str], shown: bool, suggested: dict | None = None) -> list[Finding]:
     """``shown``: a line or command showed the symptom itself (:func:`shows_symptom`); otherwise a check's
     finding under the symptom's code did, or a line naming one of its causes let the table infer it."""
-    ranked = rank(symptom, findings, messages, ran, skipped)
+    ranked = rank(symptom, findings, messages, ran, skipped, suggested)
     severity = observed_severity(symptom, findings, shown)
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed and confirmed[0].why.startswith(DECIDED_BY):
@@ -511,8 +587,13 @@ def cause_severity(own: Severity, symptom: Symptom, findings: Sequence[Finding],
 
 
 def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[MessageLine], ran: set[str],
-         skipped: dict[str, str]) -> list[Candidate]:
-    """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior."""
+         skipped: dict[str, str], suggested: dict | None = None) -> list[Candidate]:
+    """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior.
+
+    ``suggested``: cause id -> a mined line whose family only suggests that cause (checks/mined_causes.py). An open
+    cause it names ranks first among the open ones, saying so; a cause the symptom does not list joins the
+    differential, open, when the line's family explains the symptom's check."""
+    suggested = suggested or {}
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
              and (not _judged(m) or signature(m.signature).code in skipped)}
@@ -533,13 +614,26 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
             rule, line = excluded[cause.id]
             status, why = RULED_OUT, f"{rule.why}{RULED_OUT_BY}{line.line.strip()[:100]})"
             source = f"{rule.source_title} <{rule.source_url}>"
+        if status == OPEN and cause.id in suggested:
+            status, why = OPEN, f"{SUGGESTED_BY}{suggested[cause.id].message.line.strip()[:140]}"
         order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]
-        # among confirmed causes, a line naming it beats a critical finding, which beats a warning
+        # among confirmed causes, a line naming it beats a critical finding, which beats a warning; among open ones a
+        # mined line suggesting it puts it first
         strength = (10 if cause.id in decided else 9 if cause.id in named else
                     fired[cause.code].severity.rank if status == CONFIRMED and cause.code in fired else
-                    1 if status == CONFIRMED else 0)
+                    1 if status == CONFIRMED or cause.id in suggested else 0)
         out.append((order, -strength, cause.prior,
                     Candidate(cause.id, cause.title, cause.code, status, why, _decide(cause, shown_by), source)))
+    listed = {cause.id for cause in symptom.causes}
+    if any(line.cause not in listed and symptom.code in line.explains for line in suggested.values()):
+        from gpuhealth.knowledge.causes import causes
+
+        known = causes()
+        for cause_id, line in suggested.items():
+            if cause_id not in listed and symptom.code in line.explains and cause_id in known:
+                extra = known[cause_id]
+                out.append((1, -1, 0, Candidate(extra.id, extra.title, extra.code, OPEN,
+                                                f"{SUGGESTED_BY}{line.message.line.strip()[:140]}", extra.decide)))
     out.sort(key=lambda item: item[:3])
     return [item[3] for item in out]
 

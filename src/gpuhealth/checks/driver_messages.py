@@ -117,7 +117,8 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
                       Evidence("driver source", tuple(f"{row.repository} {row.file_line} [{row.tags}] {row.level}: "
                                                       f"{row.format}  {row.url}" for row in matched))),
             fixes=table_fixes(family.code) if family.code and severity is not Severity.INFO else (),
-            explains=family.explains if severity is Severity.CRITICAL else (),
+            # a family that only suggests its cause explains no symptom: the symptom's differential ranks that cause
+            explains=family.explains if severity is Severity.CRITICAL and family.decides != "suggests" else (),
             labels={"mined": " ".join(row.id for row in matched), "family": family.id,
                     "source": "; ".join(f"{row.repository} {row.tags} {row.file_line}" for row in matched)},
             last_seen=last_seen(tally),

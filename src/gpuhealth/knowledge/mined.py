@@ -32,6 +32,9 @@ class Family:
     meaning: str
     code: str  # the check the family points to ("" when none)
     cause: str  # knowledge/causes.csv id ("" when none)
+    # "confirms": a message of the family decides its cause (the diagnosis confirms it, as a signature row's would);
+    # "suggests": its messages are too generic for that, the cause only moves up a symptom's differential; "": no cause
+    decides: str
     explains: tuple[str, ...]  # check codes whose findings a message of this family explains
     source_title: str
     source_url: str
@@ -71,8 +74,8 @@ class MinedMessage:
 @functools.lru_cache(maxsize=1)
 def families() -> dict[str, Family]:
     return {row["family"]: Family(row["family"], row["severity"], row["title"], row["meaning"], row["code"],
-                                  row["cause"], tuple(row["explains"].split()), row["source_title"],
-                                  row["source_url"])
+                                  row["cause"], row["decides"], tuple(row["explains"].split()),
+                                  row["source_title"], row["source_url"])
             for row in table_rows("mined_families.csv")}
 
 

@@ -21,8 +21,8 @@ from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 TABLE = "mined/api_errors.csv"
-COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "action", "source", "file",
-           "line", "first_tag", "last_tag")
+COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "cause", "decides", "action",
+           "source", "file", "line", "first_tag", "last_tag")
 REPORTERS = {"cuda-driver": "the CUDA driver API", "cuda-runtime": "the CUDA runtime API", "nvml": "NVML",
              "nccl": "NCCL", "dcgm": "DCGM", "pytorch": "PyTorch"}
 DOCS = {"cuda-driver": "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html",
@@ -50,6 +50,8 @@ class ApiError:
     pattern: str
     code: str  # the check it points to ("" when none)
     symptom: str  # knowledge/symptoms.csv id ("" when none)
+    cause: str  # knowledge/causes.csv id ("" when none)
+    decides: str  # "confirms" (the error alone decides the cause), "suggests", or "" (no cause)
     action: str  # DCGM's suggested next step
     source: str  # repository or document
     file: str
@@ -79,7 +81,8 @@ class ApiError:
 def _row(cells: list[str]) -> ApiError:
     r = dict(zip(COLUMNS, cells, strict=True))
     return ApiError(r["id"], r["api"], r["name"], r["number"], r["text"], r["pattern"], r["code"], r["symptom"],
-                    r["action"], r["source"], r["file"], int(r["line"]), r["first_tag"], r["last_tag"])
+                    r["cause"], r["decides"], r["action"], r["source"], r["file"], int(r["line"]), r["first_tag"],
+                    r["last_tag"])
 
 
 def errors() -> tuple[ApiError, ...]:
@@ -113,6 +116,11 @@ def _index() -> dict[str, tuple[ApiError, ...]]:
         for word in index_words(row):
             index.setdefault(word, []).append(row)
     return {word: tuple(rows) for word, rows in index.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def by_id() -> dict[str, ApiError]:
+    return {row.id: row for row in errors()}
 
 
 @functools.lru_cache(maxsize=4096)

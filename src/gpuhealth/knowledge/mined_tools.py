@@ -40,8 +40,8 @@ _SIGNS = {"NVIDIA/nvidia-installer": _INSTALLER_SIGN, "NVIDIA/libnvidia-containe
 @functools.lru_cache(maxsize=1)
 def families() -> dict[str, Family]:
     return {row["family"]: Family(row["family"], row["severity"], row["title"], row["meaning"], row["code"],
-                                  row["cause"], tuple(row["explains"].split()), row["source_title"],
-                                  row["source_url"])
+                                  row["cause"], row["decides"], tuple(row["explains"].split()),
+                                  row["source_title"], row["source_url"])
             for row in table_rows(FAMILIES)}
 
 

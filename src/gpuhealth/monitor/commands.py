@@ -136,6 +136,8 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
     options = settings["monitor"]
     seconds = _duration(interval or options["interval"], "--interval", "monitor.interval")
     every = _duration(check_every or options["check_every"], "--check-every", "monitor.check_every")
+    if not isinstance(options["kernel_log"], bool):
+        raise CannotRun(f"monitor.kernel_log must be true or false, not {options['kernel_log']!r}")
     try:
         rules = RuleSet.from_config(settings.rules(), _held_mib(settings["monitor"]))
         expect = settings.expectations()
@@ -164,6 +166,11 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
         dispatcher.capture = Capture(Path(store.path).parent / "captures", _duration(options["capture_every"],
                                      "capture_every", "monitor.capture_every"), int(options["capture_keep"]),
                                      log=lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"), err=True))
+    if options["kernel_log"] and not replaying:  # each Xid's kernel line, for the rules that decode it
+        from .kmsg import follow
+
+        source = follow(source, boot, store, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"),
+                                                                     err=True))
     recorder = None
     if record is not None:
         try:
@@ -209,7 +216,10 @@ def describe(mon: Any) -> str:
     from .notify import LogFileNotifier, StreamNotifier, WebhookNotifier, writes_to_journal
     from .sources import NvmlSource, ReplaySource, SmiSource
 
-    source = getattr(mon.source, "inner", mon.source)  # serve's TeeSource wraps the real one
+    source, follows = mon.source, ""
+    while hasattr(source, "inner"):  # serve's TeeSource and the kernel log follower wrap the real one
+        follows = follows or (" and the kernel log" if hasattr(source, "follower") else "")
+        source = source.inner
     sampled = ("NVML" if isinstance(source, NvmlSource) else "nvidia-smi" if isinstance(source, SmiSource)
                else f"replay of {source.path}" if isinstance(source, ReplaySource) else type(source).__name__)
     targets = []
@@ -225,7 +235,7 @@ def describe(mon: Any) -> str:
             targets.append("the dashboard and /metrics")
     history = mon.store.path if mon.store is not None else "off"
     rules = len(mon.rules.rules)
-    return (f"source {sampled}, history {history}, {rules} rule{'s' if rules != 1 else ''}, alerts to "
+    return (f"source {sampled}{follows}, history {history}, {rules} rule{'s' if rules != 1 else ''}, alerts to "
             f"{', '.join(targets) if targets else 'nowhere (no notifier: see [notify] in docs/monitor.md)'}")
 
 

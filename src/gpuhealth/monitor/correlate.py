@@ -430,8 +430,9 @@ def markdown(rows: Sequence[Row]) -> str:
              "InfiniBand/RoCE port (its counters read once a minute on a live host). A `burst` collapses "
              "occurrences that close to the first of their burst into one. Decoded fields (Xid 74's registers, "
              "NVLink5's Fatal/Nonfatal and link, Xid 154's recovery action) come from the Xid's kernel text, "
-             "which a replayed trace carries; NVML's Xid events carry only the code, so the decode rows match "
-             "only where the text is known.", "",
+             "which the monitor's kernel log follower (`[monitor] kernel_log`, reading /dev/kmsg as root) and a "
+             "replayed trace give; NVML's Xid events alone carry only the code, so the decode rows match only "
+             "where the text is known.", "",
              f"{len(rows)} rules.", "",
              "| id | kind | counts | scope | at least | within | burst | action | impact | severity | shadow |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

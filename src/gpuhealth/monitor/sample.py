@@ -78,8 +78,9 @@ class XidEvent:
     t: float
     gpu: int
     xid: int
-    # The kernel line's text after the code, where the source has it (a replayed trace): the correlation rows
-    # decode Xid 74's registers, NVLink5's fields and Xid 154's recovery action from it. NVML gives only the code.
+    # The kernel line's text after the code, where the source has it (the kernel log follower, monitor/kmsg.py; a
+    # replayed trace): the correlation rows decode Xid 74's registers, NVLink5's fields and Xid 154's recovery
+    # action from it. NVML gives only the code.
     text: str | None = None
     injected: bool | None = None  # written by `gpuhealth inject` (a drill)
 

@@ -8,7 +8,8 @@ Layout (schema version 2), chosen so a GPU-day stays well under 2 MB at 1 Hz eve
   per GPU in ``codec``'s format (bit-packed integer columns at the stored precision, zlib level 9),
   and its ``rollup_block`` (per minute: n, min, avg, max of each metric, the same format) is written
   in the same transaction that deletes the rows from ``recent``.
-- ``meta``: ``schema_version``; ``migrate`` brings an older file forward and refuses a newer one.
+- ``meta``: ``schema_version``; ``migrate`` brings an older file forward and refuses a newer one. Also ``kmsg_position``
+  (monitor/kmsg.py): the boot and the last kernel log record the monitor read.
   Version 1 stored one zlib-compressed JSON block per minute; migration 2 re-encodes it.
 - ``boot``, ``paged``, ``fault`` (version 3, monitor/boots.py): each boot of the host gpuhealth saw
   (``/proc/sys/kernel/random/boot_id``), each alert's last state per boot (a restart of gpuhealth does not
@@ -472,6 +473,15 @@ class Store:
             "SELECT t, rule, gpu, shadow, action, message FROM correlation WHERE t >= ? ORDER BY t", (since,)
         ).fetchall())
         return [(float(t), str(r), None if g == -1 else int(g), bool(s), str(a), str(m)) for t, r, g, s, a, m in rows]
+
+    # ---- small settings the monitor keeps between runs (the kernel log follower's position: monitor/kmsg.py)
+
+    def meta(self, key: str) -> str | None:
+        row = self._boots(lambda conn: conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone())
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._boots(lambda conn: conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value)))
 
     def _check_pages(self, path: Path | str) -> None:
         """``PRAGMA quick_check`` before anything is written: a damaged file is said so (and left alone)

@@ -96,6 +96,7 @@ __all__ = [
     "parse_kernel_log",
     "parse_kernel_log_file",
     "parse_kernel_log_stream",
+    "parse_xid_line",
     "timestamp_seconds",
 ]
 
@@ -1628,6 +1629,14 @@ def _xid(line: _Line, match: re.Match[str]) -> KernelEvent:
     return KernelEvent(kind="xid", message=rest, line=line.raw, line_number=line.number,
                        timestamp=line.timestamp, pci_address=address, xid=int(match["code"]), pid=pid,
                        process=process, detail="; ".join(parts) or None)
+
+
+def parse_xid_line(raw: str) -> KernelEvent | None:
+    """One kernel log line (any supported prefix, a /dev/kmsg record included) as an ``xid`` event, or None
+    when it is no Xid line: the fields exactly as the full scan reads them (the monitor's live follower)."""
+    _timestamp, message = _split_prefix(raw)
+    match = _XID.search(message) if "Xid (" in message else None
+    return None if match is None else _xid(_Line(0, raw, _timestamp, message), match)
 
 
 def _aer_severity(text: str) -> str:
