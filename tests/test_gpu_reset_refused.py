@@ -51,3 +51,17 @@ def test_the_mig_session_keeps_the_pending_change_in_the_lead_and_names_the_rese
     report = report_of((CASE / "session.txt").read_text())
     assert [f.code for f in report.findings] == ["GH409", "GH901"]
     assert "refused to reset" in report.findings[1].message
+
+
+def test_the_multi_gpu_wording_of_a_refused_reset_is_the_same_symptom_not_a_runtime_error():
+    # nvidia-smi's reset of several GPUs lists each with NVML_ERROR_IN_USE's string ("In use by another client"),
+    # the catalogue's real examples (NVIDIA/NVSentinel#1690): a refused reset (GH901), not a failed GPU job (GH806)
+    for row in ("smi-reset-in-use", "nvml-in-use"):
+        found = match_line(signature(row).example)
+        assert found is not None and found.id == row and found.symptom == "gpu-reset-refused"
+    text = "The following GPUs could not be reset:\n  GPU 00000000:1A:00.0: In use by another client\n"
+    report = report_of(text)
+    codes = [f.code for f in report.findings if f.severity is not Severity.INFO]
+    assert codes == ["GH901"]
+    (gh901,) = [f for f in report.findings if f.code == "GH901"]
+    assert any("nvidia_drm" in c.title for c in gh901.differential)
