@@ -25,6 +25,7 @@ from gpuhealth.evidence.facts import (
     signing_key_lines,
 )
 from gpuhealth.evidence.listings import embedded_rpm_packages
+from gpuhealth.evidence.toolchain import kbuild_compiler_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
@@ -333,6 +334,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if kind != "mokutil":  # the Secure Boot state in the words of the tools that print it (GH506)
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
+    reading.overlay(kbuild_compiler_lines(lines, piece.name), piece.name)  # the kernel build's two compilers (GH505)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
