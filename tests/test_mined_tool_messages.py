@@ -112,6 +112,11 @@ def test_libnvidia_container_rows_need_its_name_and_its_stage_ranks_after_the_me
     debug = mined_tools.match("E0114 04:33:38.293546 1234 nvc.c:280] could not load kernel module nvidia")
     assert debug is not None and debug.family == "nvc-kernel-module"
     assert mined_tools.program(stage) == "libnvidia-container's nvidia-container-cli"
+    # a GPU the container asks for that the host lacks (NVIDIA_VISIBLE_DEVICES=1 on a one-GPU host)
+    device = mined_tools.match("nvidia-container-cli: device error: 1: unknown device: unknown.")
+    assert device.family == "nvc-device" and device.file == "src/cli/common.c"
+    family = mined_tools.families()["nvc-device"]
+    assert family.code == "GH608" and family.cause == "device-index-beyond-count"
 
 
 def test_every_libnvidia_container_error_pasted_alone_is_never_healthy_nor_only_unknown():

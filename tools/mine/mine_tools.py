@@ -89,6 +89,7 @@ class Source:
 # A clone holding these commits is read with git; a folder laid out as the repository is read as plain files.
 # driver.c was read in part: its first 154 lines (the NVML call macro and its initialisation), not its queries.
 LIBNVIDIA_CONTAINER_PINS = (
+    ("src/cli/common.c", "2e347c194079961526befcfb9d77d4aed7410afc"),
     ("src/cli/dsl.c", "61bfaf38ca40edbe91bf20f52623f78e729e87d5"),
     ("src/cli/info.c", "5decca393a6635d9d599167b27a6072d8de9fc2f"),
     ("src/driver.c", "947344949f269687466e11e9a80f766ffffcb488"),
