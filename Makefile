@@ -89,7 +89,7 @@ mine-tools:
 MINED = tools/mine/checkouts
 mine-api:
 	nice -n 10 $(PYTHON) tools/mine/mine_api.py --cuda-include $(MINED)/cuda-include --nvml $(MINED)/go-nvml \
-		--nccl $(MINED)/nccl --dcgm $(MINED)/DCGM
+		--nccl $(MINED)/nccl --dcgm $(MINED)/DCGM --pytorch $(MINED)/pytorch
 
 install:
 	@echo "Installing gpuhealth into $(INSTALL_VENV) (its own venv), linked from $(INSTALL_BIN)/gpuhealth"

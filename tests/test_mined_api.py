@@ -26,6 +26,9 @@ from gpuhealth.report import json_report
 from repo_paths import REPO
 
 MINER = REPO / "tools" / "mine" / "mine_api.py"
+sys.path.insert(0, str(MINER.parent))
+import mine_api  # noqa: E402  (the miner: its pinned PyTorch files)
+
 ROWS = mined_api.errors()
 # A printf conversion, filled the way NCCL would (independently of the miner's pattern builder).
 SPEC = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|I64)?([diouxXeEfgGcspm%])")
@@ -42,6 +45,8 @@ def example(row: mined_api.ApiError) -> str:
         return f"RuntimeError: CUDA error: {row.name}"
     if row.api == "nvml":
         return f"pynvml.nvml.{row.name}: {row.text}"
+    if row.api == "pytorch":  # raised (RuntimeError, AssertionError) or warned (UserWarning) with its values
+        return f"{row.name}: " + SPEC.sub(lambda m: FILL.get(m.group(1), "x"), row.text)
     return f"Error: {row.name}"
 
 
@@ -55,7 +60,7 @@ def report(text: str, name: str = "train.log") -> Report:
 def test_the_table_holds_every_source():
     counts = {api: sum(r.api == api for r in ROWS) for api in mined_api.REPORTERS}
     assert counts["cuda-driver"] > 80 and counts["cuda-runtime"] > 100 and counts["nvml"] > 25
-    assert counts["nccl"] > 300 and counts["dcgm"] > 100
+    assert counts["nccl"] > 300 and counts["dcgm"] > 100 and counts["pytorch"] > 15
 
 
 def test_every_row_compiles_finds_its_example_and_has_complete_provenance():
@@ -70,7 +75,10 @@ def test_every_row_compiles_finds_its_example_and_has_complete_provenance():
         assert row.text, row.id
         assert row.id not in ids
         ids.add(row.id)
-    assert all(r.number for r in ROWS if r.api != "nccl")
+    assert all(r.number for r in ROWS if r.api not in ("nccl", "pytorch"))
+    for row in ROWS:  # PyTorch: read file by file, each pinned to the commit it was read at (no release tag)
+        if row.api == "pytorch":
+            assert (row.file, row.last_tag) in {(path, commit) for path, commit, _ in mine_api.PYTORCH_PINS}, row.id
 
 
 def test_the_causes_name_real_checks_and_symptoms():
@@ -135,6 +143,28 @@ def test_an_nccl_warning_the_catalogue_names_generically_gets_its_source_and_poi
     assert row is not None and row.file == "src/misc/ibvwrap.cc" and row.code == "GH720"
 
 
+def test_a_pytorch_message_the_catalogue_lacks_is_explained_from_its_source():
+    """PyTorch's CUDA initialisation messages (torch/cuda/__init__.py, c10/cuda/CUDAFunctions.cpp): a line no
+    signature names gets the row's check and the source line; the catalogue's rows keep precedence."""
+    result = report("AssertionError: libcudart functions unavailable. It looks like you have a broken build?\n")
+    (finding,) = [f for f in result.findings if f.code == "GH309"]
+    assert finding.message.startswith("PyTorch reported an error (__init__.py) (see GH605): ")
+    assert finding.labels["api"] == "pytorch"
+    assert finding.labels["source"].startswith("pytorch/pytorch 17e3b6a97af175f377f42b52cf20d4c758a432a9 "
+                                               "torch/cuda/__init__.py:")
+    warned = report("UserWarning: The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70.\n")
+    assert any(f.code == "GH309" and "(see GH606)" in f.message for f in warned.findings)
+    # a line the catalogue knows is its row's: PyTorch's "driver too old" leads with GH601, not with GH309
+    old = report("UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version "
+                 "10010). Please update your GPU driver\n")
+    top = max(f.severity for f in old.findings)
+    assert "GH601" in {f.code for f in old.findings if f.severity == top}
+    rows = {r.text: r for r in ROWS if r.api == "pytorch"}
+    assert rows["Torch not compiled with CUDA enabled"].code == "GH605"
+    assert rows["The NVIDIA driver on your system is too old (found version %s)."].code == "GH601"
+    assert rows["Found GPU%d %s which is of cuda capability %d.%d."].code == "GH606"
+
+
 def test_error_802_leads_to_fabric_manager_and_a_mismatch_to_gh202():
     for line, code in (("CUDA error: CUDA_ERROR_SYSTEM_NOT_READY\n", "GH210"),
                        ("cudaErrorSystemNotReady: system not yet initialized\n", "GH210"),
@@ -169,13 +199,14 @@ CHECKOUTS = REPO / "tools" / "mine" / "checkouts"
 SOURCES = {"--cuda-include": os.environ.get("GPUHEALTH_MINE_CUDA_INCLUDE", str(CHECKOUTS / "cuda-include")),
            "--nvml": os.environ.get("GPUHEALTH_MINE_NVML", str(CHECKOUTS / "go-nvml")),
            "--nccl": os.environ.get("GPUHEALTH_MINE_NCCL", str(CHECKOUTS / "nccl")),
-           "--dcgm": os.environ.get("GPUHEALTH_MINE_DCGM", str(CHECKOUTS / "DCGM"))}
+           "--dcgm": os.environ.get("GPUHEALTH_MINE_DCGM", str(CHECKOUTS / "DCGM")),
+           "--pytorch": os.environ.get("GPUHEALTH_MINE_PYTORCH", str(CHECKOUTS / "pytorch"))}
 
 
 @pytest.mark.skipif(not all(path and os.path.exists(path) for path in SOURCES.values()),
-                    reason="no CUDA Toolkit include directory and NVIDIA/go-nvml, NVIDIA/nccl and NVIDIA/DCGM "
-                           "checkouts (tools/mine/checkouts/{cuda-include,go-nvml,nccl,DCGM} or "
-                           "GPUHEALTH_MINE_CUDA_INCLUDE, _NVML, _NCCL, _DCGM; "
+                    reason="no CUDA Toolkit include directory and NVIDIA/go-nvml, NVIDIA/nccl, NVIDIA/DCGM and "
+                           "pytorch/pytorch checkouts (tools/mine/checkouts/{cuda-include,go-nvml,nccl,DCGM,pytorch} "
+                           "or GPUHEALTH_MINE_CUDA_INCLUDE, _NVML, _NCCL, _DCGM, _PYTORCH; "
                            "CI has no network): the mined API table is not regenerated and compared")
 def test_the_miner_regenerates_the_committed_table(tmp_path):
     out = tmp_path / "api_errors.csv"

@@ -287,8 +287,10 @@ def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:
 
 
 # Lines that look like an error in any tool's words (the catalogue decides what they mean); logrus's error level
-# ("ERRO[0000]", "level=error": the container toolkit's and docker's logs) marks one whatever its words.
-_ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\bERRO\[|\b(?:failed|failure|fatal|cannot|can't|couldn't|"
+# ("ERRO[0000]", "level=error": the container toolkit's and docker's logs) and klog's ("E0819 07:02:54.757556  1
+# rm.go:109]": the Kubernetes device plugin's) mark one whatever its words.
+_ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\bERRO\[|^\s*E\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\]|"
+                         r"\b(?:failed|failure|fatal|cannot|can't|couldn't|"
                          r"unable|refused|denied|not found|no such|invalid|timed out|segmentation fault|panic|"
                          r"abort(?:ed)?|unknown symbol|not supported|mismatch)\b", re.I)
 _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"

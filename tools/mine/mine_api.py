@@ -14,6 +14,12 @@ Sources (each optional: a source not given keeps the committed table's rows for 
   under ``src/`` at the pinned tags ``NCCL_TAGS`` (NCCL prints them as ``... NCCL WARN <message>``).
 - ``--dcgm``: a clone of https://github.com/NVIDIA/DCGM: ``dcgmlib/dcgm_errors.h``'s ``DCGM_FR_*`` failure codes,
   their ``_MSG`` message and ``_NEXT`` suggested action at ``DCGM_TAGS``.
+- ``--pytorch``: a clone of https://github.com/pytorch/pytorch holding the commits of ``PYTORCH_PINS``, or a folder
+  laid out as the repository holding those files: the messages PyTorch raises and warns while it initialises CUDA
+  (``torch/cuda/__init__.py``: ``raise X("...")``, ``warnings.warn`` and the ``*_warn`` templates it formats;
+  ``c10/cuda/CUDAFunctions.cpp``: ``TORCH_CHECK``/``TORCH_WARN`` messages, a non-literal piece read as ``%s``).
+  The repository is too large to clone here: each file is pinned to the commit it was read at, and only its first
+  lines that were read (no release tag is known for these rows).
 
 Each row: the API or library that reports it, the name (enum or NCCL's source file), its number, its documented
 description or message, the pattern that recognises it in a log line, the check and cause it points to (from
@@ -34,6 +40,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mine_nvrm import Git, call_arguments, format_literal, pattern_of, why_dropped  # noqa: E402
+from mine_tools import read_pinned  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -42,10 +49,16 @@ CAUSES = os.path.join(HERE, "api_causes.csv")
 NCCL_TAGS = ("v2.18.6-1", "v2.21.5-1", "v2.24.3-1", "v2.27.7-1", "v2.30.7-1")
 DCGM_TAGS = ("v3.3.9", "v4.6.0")
 NVML_TAGS = ("v0.11.0-0", "v0.12.0-1", "v0.13.3-0")
+# pytorch/pytorch, read file by file from an index of GitHub (path, the commit it held, how many first lines were read:
+# the CUDA initialisation code; the rest of __init__.py is device queries and streams).
+PYTORCH_PINS = (
+    ("torch/cuda/__init__.py", "17e3b6a97af175f377f42b52cf20d4c758a432a9", 333),
+    ("c10/cuda/CUDAFunctions.cpp", "68e217b9e71fcecbd34d831dd3e3e5a4ea9028fd", 125),
+)
 COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "cause", "decides", "action",
            "source", "file", "line", "first_tag", "last_tag")
 APIS = {"cuda-driver": "the CUDA driver API", "cuda-runtime": "the CUDA runtime API", "nvml": "NVML",
-        "nccl": "NCCL", "dcgm": "DCGM"}
+        "nccl": "NCCL", "dcgm": "DCGM", "pytorch": "PyTorch"}
 
 
 # --------------------------------------------------------------------------- CUDA (documented enums)
@@ -183,6 +196,105 @@ def mine_dcgm(git: Git, log: io.TextIOBase) -> list[dict]:
     return list(seen.values())
 
 
+# --------------------------------------------------------------------------- PyTorch (CUDA initialisation)
+
+_TORCH_CALL = re.compile(r"\b(TORCH_CHECK|TORCH_WARN(?:_ONCE)?)\s*\(")
+_CXX_PIECE = re.compile(r'\s*"((?:[^"\\]|\\.)*)"\s*')
+_SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)[.?!](?=\s)")
+MIN_TORCH_FIXED = 16  # letters and digits a message needs: "CUDA initialization: %s" alone is a wrapper, not a row
+
+
+def _cxx_message(args: list[str]) -> str:
+    """TORCH_CHECK's message: its pieces streamed one after the other; a piece that is not a literal prints a value."""
+    out = []
+    for arg in args:
+        pieces, i = [], 0
+        while i < len(arg):
+            m = _CXX_PIECE.match(arg, i)
+            if m is None:
+                break
+            pieces.append(m.group(1).encode().decode("unicode_escape"))
+            i = m.end()
+        out.append("".join(pieces) if pieces and i >= len(arg.rstrip()) else "%s")
+    return "".join(out)
+
+
+def _python_text(node) -> str | None:
+    """A message's text: a string, or an f-string with each value as %s; None for anything else."""
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "%s" for v in node.values)
+    return None
+
+
+def _python_messages(text: str) -> list[tuple[int, str, str]]:
+    """(line, level, message) of torch/cuda/__init__.py: what it raises, what it warns, and the lines of each
+    ``*_warn`` template a ``warnings.warn`` call formats (printed as lines of their own)."""
+    import ast
+
+    tree = ast.parse(text)
+    warned = {n.id for call in ast.walk(tree) if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "warn"
+              for n in ast.walk(call) if isinstance(n, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            message = _python_text(node.exc.args[0])
+            if message is not None:
+                found.append((node.exc.args[0].lineno, "error", message))
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id in warned and _python_text(node.value) is not None):
+            for offset, line in enumerate(_python_text(node.value).split("\n")):
+                if line.strip():
+                    found.append((node.value.lineno + offset, "warning", line.strip().replace("{}", "%s")))
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "warn" and node.args
+              and _python_text(node.args[0]) is not None):
+            found.append((node.args[0].lineno, "warning", _python_text(node.args[0])))
+    return sorted(found)
+
+
+def _cxx_messages(text: str) -> list[tuple[int, str, str]]:
+    found = []
+    for m in _TORCH_CALL.finditer(text):
+        args = call_arguments(text, m.end() - 1)
+        pieces = args[1:] if m.group(1) == "TORCH_CHECK" else args
+        if not pieces:
+            continue
+        found.append((text.count("\n", 0, m.start()) + 1, "error" if m.group(1) == "TORCH_CHECK" else "warning",
+                      _cxx_message(pieces)))
+    return found
+
+
+def _first_sentence(message: str) -> str:
+    """What a pasted line surely holds: a long message's first sentence (users cut the advice that follows)."""
+    message = message.strip().split("\n")[0].strip()
+    end = _SENTENCE_END.search(message)
+    return message[:end.end()] if end and len(message) > 80 else message
+
+
+def mine_pytorch(checkout: str, log: io.TextIOBase) -> list[dict]:
+    rows: dict[str, dict] = {}
+    for path, commit, lines in PYTORCH_PINS:
+        text = read_pinned(checkout, path, commit, log, lines)
+        found = _python_messages(text) if path.endswith(".py") else _cxx_messages(text)
+        made = dropped = 0
+        for line, level, message in found:
+            shown = re.sub(r"(?::\s*|\s+)%s\s*$", "", _first_sentence(message)).rstrip(" :")
+            pattern, literal = pattern_of(shown)
+            if why_dropped(shown, literal) or sum(c.isalnum() for c in literal) < MIN_TORCH_FIXED:
+                dropped += 1
+                continue
+            made += 1
+            kind = "UserWarning" if level == "warning" else "RuntimeError"
+            rows.setdefault(pattern, _row("pytorch", kind, "", shown, pattern.removesuffix(r"\s*$"), "pytorch/pytorch",
+                                          path, line, commit, commit))
+        print(f"pytorch {path} at {commit[:12]} (first {lines} lines): {made} messages read, {dropped} dropped "
+              "(too little fixed text)", file=log)
+    return list(rows.values())
+
+
 # --------------------------------------------------------------------------- rows
 
 def _read(path: str) -> str:
@@ -215,7 +327,7 @@ def finish(rows: list[dict]) -> list[dict]:
     causes = _causes()
     for row in rows:
         row["id"] = hashlib.sha1(f"{row['api']}|{row['pattern']}".encode()).hexdigest()[:10]
-        if row["api"] == "nccl":
+        if row["api"] in ("nccl", "pytorch"):
             words = _KEY_WORD.findall(re.sub(r"%\S", " ", row["text"]))
             row["key"] = max(words, key=len).lower() if words else "warn"
         else:
@@ -223,7 +335,8 @@ def finish(rows: list[dict]) -> list[dict]:
         row.update(dict.fromkeys(POINTERS, ""))
         for api, match, pointer in causes:
             # an NCCL row by its file and format (src/misc/ibvwrap.cc's "Call to %s failed" is a verbs call)
-            if api == row["api"] and match.search(row["name"] if api != "nccl" else f"{row['file']} {row['text']}"):
+            by_text = api in ("nccl", "pytorch")  # PyTorch's rows too: their name is only an exception class
+            if api == row["api"] and match.search(f"{row['file']} {row['text']}" if by_text else row["name"]):
                 row.update(pointer)
                 break
     return sorted(rows, key=lambda r: (list(APIS).index(r["api"]), int(r["number"] or 0), r["name"], r["text"]))
@@ -244,12 +357,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nvml")
     parser.add_argument("--nccl")
     parser.add_argument("--dcgm")
+    parser.add_argument("--pytorch")
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args(argv)
     kept: list[dict] = []
     if os.path.exists(args.out):  # a source not given keeps its committed rows
         given = {api for api, on in (("cuda-driver", args.cuda_include), ("cuda-runtime", args.cuda_include),
-                                     ("nvml", args.nvml), ("nccl", args.nccl), ("dcgm", args.dcgm)) if on}
+                                     ("nvml", args.nvml), ("nccl", args.nccl), ("dcgm", args.dcgm),
+                                     ("pytorch", args.pytorch)) if on}
         with open(args.out, encoding="utf-8", newline="") as handle:
             kept = [row for row in csv.DictReader(handle) if row["api"] not in given]
     rows = list(kept)
@@ -261,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += mine_nccl(Git(args.nccl), sys.stderr)
     if args.dcgm:
         rows += mine_dcgm(Git(args.dcgm), sys.stderr)
+    if args.pytorch:
+        rows += mine_pytorch(args.pytorch, sys.stderr)
     rows = finish(rows)
     for api in APIS:
         print(f"{api}: {sum(r['api'] == api for r in rows)} rows, "

@@ -24,13 +24,16 @@ TABLE = "mined/api_errors.csv"
 COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "cause", "decides", "action",
            "source", "file", "line", "first_tag", "last_tag")
 REPORTERS = {"cuda-driver": "the CUDA driver API", "cuda-runtime": "the CUDA runtime API", "nvml": "NVML",
-             "nccl": "NCCL", "dcgm": "DCGM"}
+             "nccl": "NCCL", "dcgm": "DCGM", "pytorch": "PyTorch"}
 DOCS = {"cuda-driver": "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html",
         "cuda-runtime": "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
         "nvml": "https://pypi.org/project/nvidia-ml-py/"}
 
-# A line worth looking up: it names a CUDA, NVML or DCGM error code, or is an NCCL warning.
-_MENTIONS = lazy_re(r"NCCL WARN|CUDA_ERROR_[A-Z]|cudaError[A-Z]|NVML_ERROR_[A-Z]|NVMLError_[A-Z]|DCGM_FR_[A-Z]")
+# A line worth looking up: it names a CUDA, NVML or DCGM error code, is an NCCL warning, or may be one of PyTorch's
+# CUDA initialisation messages (each names cuda, libcudart, torch or the NVIDIA driver; the table is read once, then
+# indexed).
+_MENTIONS = lazy_re(r"NCCL WARN|CUDA_ERROR_[A-Z]|cudaError[A-Z]|NVML_ERROR_[A-Z]|NVMLError_[A-Z]|DCGM_FR_[A-Z]"
+                    r"|(?i:cuda)|[Tt]orch|NVIDIA driver")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
 _WHOLE = re.compile(r"(?<![\w\x01])[A-Za-z][A-Za-z0-9_]{3,}(?![\w\x01])")
 
@@ -70,7 +73,7 @@ class ApiError:
 
     @property
     def url(self) -> str:
-        if self.source.startswith("NVIDIA/"):
+        if self.source.startswith(("NVIDIA/", "pytorch/")):
             return f"https://github.com/{self.source}/blob/{self.last_tag}/{self.file}#L{self.line}"
         return DOCS.get(self.api, "")
 
@@ -96,9 +99,9 @@ def errors() -> tuple[ApiError, ...]:
 def index_words(row: ApiError) -> set[str]:
     """The words a line must hold for the row to be tried: the enum name (and pynvml's exception name), or the
     longest fixed word of a message."""
-    words = {row.name.lower()} if row.api != "nccl" else set()
+    words = {row.name.lower()} if row.api not in ("nccl", "pytorch") else set()
     words |= {w.lower() for w in re.findall(r"\\b(\w+)\\b", row.pattern)}
-    if row.api in ("nccl", "dcgm"):
+    if row.api in ("nccl", "dcgm", "pytorch"):
         message = row.text.split(": ", 1)[-1] if row.api == "dcgm" else row.text  # DCGM's: "brief: message"
         # whole words only: "nvmlDeviceGetCount%s()" prints a longer word than its fixed part
         fixed = _WHOLE.findall(re.sub(r"%[-+ #0-9.*]*[a-zA-Z]+", "\x01", message))
