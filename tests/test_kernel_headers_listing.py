@@ -122,6 +122,8 @@ def test_prose_with_a_listing_that_shows_a_fault_gives_the_fault():
 def test_prose_lines_are_sentences_not_the_tools_own_lines():
     assert prose_lines(PROSE + YUM) == [PROSE.strip()]
     assert prose_lines(DPKG) == []
+    assert prose_lines("xorg:nvidia_current - NVIDIA accelerated graphics driver (Proprietary, Disabled, Not in use)\n"
+                       "ii linux-headers-5.15.0-91-generic 5.15.0-91.101 amd64 Linux kernel headers\n") == []
     assert prose_lines("WARNING: apt does not have a stable CLI interface. Use with caution in scripts.\n"
                        "Listing... Done\nlinux-headers-5.15.0-91-generic/jammy-updates,now 5.15.0-91.101 amd64 "
                        "[installed,automatic]\n") == []
