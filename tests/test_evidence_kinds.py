@@ -37,6 +37,11 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
     "mokutil": ("mokutil --sb-state on a Secure Boot host", "SecureBoot enabled\n"),
     "kernel-cmdline": ("a Rocky 9 /proc/cmdline", "BOOT_IMAGE=(hd0,gpt2)/vmlinuz-5.14.0-362.8.1.el9_3.x86_64 "
                        "root=/dev/mapper/rl-root ro rd.driver.blacklist=nouveau nouveau.modeset=0\n"),
+    "kernel-version": ("cat /proc/version of Ubuntu 16.04 (the form askubuntu.com threads on gcc mismatches quote)",
+                       "Linux version 4.4.0-31-generic (buildd@lgw01-16) (gcc version 5.3.1 20160413 (Ubuntu "
+                       "5.3.1-14ubuntu2.1) ) #50-Ubuntu SMP Wed Jul 13 00:07:12 UTC 2016\n"),
+    "gcc-version": ("gcc --version of Ubuntu 16.04", "gcc (Ubuntu 5.4.0-6ubuntu1~16.04.4) 5.4.0 20160609\n"
+                    "Copyright (C) 2015 Free Software Foundation, Inc.\n"),
     "dkms-status": ("dkms status on Ubuntu 22.04", "nvidia/535.161.08, 5.15.0-105-generic, x86_64: installed\n"),
     "rig-report": ("club-3090 rig report of noonghunna/club-3090#353",
                    "## GPU hardware\n\n- **GPU 0:** NVIDIA GeForce RTX 3090 Ti | 24564 MiB | driver 580.159.03 | "

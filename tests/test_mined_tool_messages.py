@@ -33,7 +33,10 @@ SPEC = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|
 FILL = {"d": "1", "i": "1", "u": "7", "o": "7", "x": "1f", "X": "1F", "c": "c", "p": "0x1f", "%": "%"}
 INSTALLER = "NVIDIA/nvidia-installer"
 LIBNVC = "NVIDIA/libnvidia-container"
-PREFIX = {INSTALLER: "ERROR: ", LIBNVC: "nvidia-container-cli: "}
+PLUGIN, OPERATOR = "NVIDIA/k8s-device-plugin", "NVIDIA/gpu-operator"
+KLOG = "E0101 00:00:00.000000       1 main.go:1] "  # the device plugin's klog prefix
+PREFIX = {INSTALLER: "ERROR: ", LIBNVC: "nvidia-container-cli: ", PLUGIN: KLOG,
+          OPERATOR: 'time="2026-01-01T00:00:00Z" level=error msg="'}
 
 
 def render(row) -> str:
@@ -53,7 +56,7 @@ def report(text: str, name: str = "paste.txt") -> Report:
 # ---------------------------------------------------------------- the table
 
 def test_the_table_covers_every_source_and_both_levels():
-    for repository in (INSTALLER, "NVIDIA/nvidia-container-toolkit", LIBNVC):
+    for repository in (INSTALLER, "NVIDIA/nvidia-container-toolkit", LIBNVC, PLUGIN, OPERATOR):
         levels = {row.level for row in ROWS if row.repository == repository}
         assert levels == {"error", "warning"}, repository
     assert len(ROWS) > 500
@@ -109,6 +112,11 @@ def test_libnvidia_container_rows_need_its_name_and_its_stage_ranks_after_the_me
     debug = mined_tools.match("E0114 04:33:38.293546 1234 nvc.c:280] could not load kernel module nvidia")
     assert debug is not None and debug.family == "nvc-kernel-module"
     assert mined_tools.program(stage) == "libnvidia-container's nvidia-container-cli"
+    # a GPU the container asks for that the host lacks (NVIDIA_VISIBLE_DEVICES=1 on a one-GPU host)
+    device = mined_tools.match("nvidia-container-cli: device error: 1: unknown device: unknown.")
+    assert device.family == "nvc-device" and device.file == "src/cli/common.c"
+    family = mined_tools.families()["nvc-device"]
+    assert family.code == "GH608" and family.cause == "device-index-beyond-count"
 
 
 def test_every_libnvidia_container_error_pasted_alone_is_never_healthy_nor_only_unknown():
@@ -136,6 +144,29 @@ def test_a_libnvidia_container_line_in_dockers_error_leads_to_its_cause():
     (gh310,) = [f for f in document["findings"] if f["code"] == "GH310"]
     assert gh310["labels"]["cause"] == "cuda-newer-than-driver" and gh310["labels"]["family"] == "nvc-requirement"
     assert gh310["labels"]["source"].startswith(f"{LIBNVC} 61bfaf38ca40edbe91bf20f52623f78e729e87d5 src/cli/dsl.c:")
+
+
+def test_a_wrapped_go_error_is_read_for_its_innermost_message():
+    """Go wraps an error in its callers' messages: the last one found in the line says what failed."""
+    line = (KLOG + "error starting plugins: error creating plugin manager: unable to create plugin manager: failed "
+            "to initialize NVML: ERROR_LIBRARY_NOT_FOUND")
+    row = mined_tools.match(line)
+    assert row.repository == PLUGIN and row.format == "failed to initialize NVML" and row.family == "k8s-nvml"
+    assert mined_tools.program(row) == "the NVIDIA device plugin"
+    result = report(line + "\n")
+    (finding,) = [f for f in result.findings if f.code == "GH310"]
+    assert "(see GH802)" in finding.message and finding.labels["cause"] == "container-toolkit-missing"
+    assert finding.labels["source"].startswith(f"{PLUGIN} v0.")
+    # without klog's prefix or a name of the programs, a device plugin row does not claim a line
+    assert mined_tools.match("backup.go: unable to create plugin manager") is None
+
+
+def test_the_gpu_operators_validator_names_the_driver_not_ready():
+    line = 'time="2026-01-01T00:00:00Z" level=info msg="Error: error validating driver installation: exit status 1"'
+    row = mined_tools.match(line)
+    assert row.repository == OPERATOR and row.family == "validator-driver" and row.component == "nvidia-validator"
+    result = report(line + "\n")
+    assert any(f.code == "GH310" and "(see GH203)" in f.message for f in result.findings)
 
 
 # ---------------------------------------------------------------- analyze

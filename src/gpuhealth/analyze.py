@@ -25,6 +25,7 @@ from gpuhealth.evidence.facts import (
     signing_key_lines,
 )
 from gpuhealth.evidence.listings import embedded_rpm_packages
+from gpuhealth.evidence.toolchain import kbuild_compiler_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
@@ -286,8 +287,10 @@ def _read_facts(reading: _Reading, piece: Piece, block: Block) -> bool:
 
 
 # Lines that look like an error in any tool's words (the catalogue decides what they mean); logrus's error level
-# ("ERRO[0000]", "level=error": the container toolkit's and docker's logs) marks one whatever its words.
-_ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\bERRO\[|\b(?:failed|failure|fatal|cannot|can't|couldn't|"
+# ("ERRO[0000]", "level=error": the container toolkit's and docker's logs) and klog's ("E0819 07:02:54.757556  1
+# rm.go:109]": the Kubernetes device plugin's) mark one whatever its words.
+_ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\bERRO\[|^\s*E\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\]|"
+                         r"\b(?:failed|failure|fatal|cannot|can't|couldn't|"
                          r"unable|refused|denied|not found|no such|invalid|timed out|segmentation fault|panic|"
                          r"abort(?:ed)?|unknown symbol|not supported|mismatch)\b", re.I)
 _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"
@@ -333,6 +336,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if kind != "mokutil":  # the Secure Boot state in the words of the tools that print it (GH506)
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
+    reading.overlay(kbuild_compiler_lines(lines, piece.name), piece.name)  # the kernel build's two compilers (GH505)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets

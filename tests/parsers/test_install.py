@@ -21,6 +21,7 @@ from gpuhealth.parsers.install import (
     parse_modinfo,
     parse_mokutil_sb_state,
     parse_mokutil_test_key,
+    parse_proc_version,
     secure_boot_from_efivar,
 )
 
@@ -122,6 +123,25 @@ def test_kernel_compiler_garbage(text):
         parse_kernel_compiler(text)
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Linux version 4.4.0-31-generic (buildd@lgw01-16) (gcc version 5.3.1 20160413 (Ubuntu 5.3.1-14ubuntu2.1) ) "
+     "#50-Ubuntu SMP Wed Jul 13 00:07:12 UTC 2016\n", ("4.4.0-31-generic", "gcc 5.3.1")),
+    ("\nLinux version 6.5.0-35-generic (b@x) (x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0, "
+     "GNU ld) #35\n", ("6.5.0-35-generic", "gcc 12.3.0")),
+    # a kernel line naming neither gcc nor clang: the release is still read, the compiler is unknown
+    ("Linux version 6.1.0 (me@host) #1 SMP", ("6.1.0", None)),
+])
+def test_proc_version(text, expected):
+    assert parse_proc_version(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "Linux gpubox 5.15.0-105-generic #115-Ubuntu SMP x86_64 GNU/Linux",
+                                  "Linux version 6.1.0 (a) #1\nLinux version 6.1.0 (a) #1\n"])
+def test_proc_version_garbage(text):
+    with pytest.raises(ParseError):
+        parse_proc_version(text)
+
+
 # --------------------------------------------------------------------------- modinfo, cmdline, initramfs
 
 
@@ -188,8 +208,11 @@ SAMPLES = [
     "BOOT_IMAGE=/vmlinuz modprobe.blacklist=nouveau nouveau.modeset=0\n",
     "usr/lib/modules/x/kernel/drivers/gpu/drm/nouveau/nouveau.ko\netc/modprobe.d/blacklist-nouveau.conf\n",
     "/var/lib/dkms/mok.pub is not enrolled\n",
+    "Linux version 4.4.0-31-generic (buildd@lgw01-16) (gcc version 5.3.1 20160413 (Ubuntu 5.3.1-14ubuntu2.1) ) #50",
+    "gcc (Ubuntu 5.4.0-6ubuntu1~16.04.4) 5.4.0 20160609\nCopyright (C) 2015 Free Software Foundation, Inc.\n",
 ]
-PARSERS = (parse_mokutil_sb_state, parse_dkms_status, parse_gcc_version, parse_kernel_compiler, parse_modinfo,
+PARSERS = (parse_mokutil_sb_state, parse_dkms_status, parse_gcc_version, parse_kernel_compiler, parse_proc_version,
+           parse_modinfo,
            parse_kernel_cmdline_modules, parse_initramfs_listing)
 
 

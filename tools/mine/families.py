@@ -20,9 +20,15 @@ def _rules(table: str) -> tuple[tuple[str, frozenset[str], re.Pattern[str] | Non
                       re.compile(row["words"]) if row["words"] else None) for row in csv.DictReader(handle))
 
 
+def _prefixed(component: str, components: frozenset[str]) -> bool:
+    """A component written "device-plugin-*" takes every component that starts so (a program's library packages)."""
+    return any(c.endswith("*") and component.startswith(c[:-1]) for c in components)
+
+
 def family_of(component: str, path: str, fmt: str, table: str = FAMILIES) -> str:
     """``table``: the families' CSV (the driver's by default; the container stack and installer have their own)."""
     for family, components, words in _rules(table):
-        if (not components or component in components) and (words is None or words.search(fmt)):
+        if (not components or component in components or _prefixed(component, components)) and (
+                words is None or words.search(fmt)):
             return family
     raise ValueError(f"no family for {component} {path}: the last row of {table} must take every message")

@@ -20,6 +20,8 @@ Each row: its format, the pattern, level, component (the program: ``nvidia-ctk``
 it comes from (repository, first and last pinned tag holding it, file:line at the newest). The strings are facts the
 software prints, each cited to its file; no code is copied. Coverage per source and tag goes to stderr.
 
+- NVIDIA/k8s-device-plugin and the GPU operator's validator (NVIDIA/gpu-operator ``validator/``,
+  ``cmd/nvidia-validator/``, ``internal/validator/``), Go: as the toolkit, and klog's ``Error``/``ErrorS``/``Warning``.
 - NVIDIA/libnvidia-container (C): the ``error_set*`` formats (the message after ``nvidia-container-cli: <stage>
   error: ``), the debug log's ``log_err``/``log_warn`` and the command's ``warn``/``warnx``/``errx``. Its repository
   could not be cloned where the table was made: its files are pinned one by one to the commit they were read at
@@ -87,6 +89,7 @@ class Source:
 # A clone holding these commits is read with git; a folder laid out as the repository is read as plain files.
 # driver.c was read in part: its first 154 lines (the NVML call macro and its initialisation), not its queries.
 LIBNVIDIA_CONTAINER_PINS = (
+    ("src/cli/common.c", "2e347c194079961526befcfb9d77d4aed7410afc"),
     ("src/cli/dsl.c", "61bfaf38ca40edbe91bf20f52623f78e729e87d5"),
     ("src/cli/info.c", "5decca393a6635d9d599167b27a6072d8de9fc2f"),
     ("src/driver.c", "947344949f269687466e11e9a80f766ffffcb488"),
@@ -97,6 +100,8 @@ LIBNVIDIA_CONTAINER_PINS = (
 )
 
 
+KLOG_CALLS = {"fmt.Errorf": "error", "errors.New": "error", "Errorf": "error", "Error": "error", "ErrorS": "error",
+              "Fatalf": "error", "Warningf": "warning", "Warning": "warning", "Warnf": "warning"}
 SOURCES = {
     "nvidia-container-toolkit": Source(
         "NVIDIA/nvidia-container-toolkit", "go",
@@ -118,9 +123,27 @@ SOURCES = {
         (("error_set_rpc", 2), ("error_set_nvml", 3), ("log_err", 0), ("log_errf", 0), ("log_warn", 0),
          ("log_warnf", 0), ("warnx", 0), ("warn", 0)),
         min_fixed=8, min_words=2, anchored_cause=True, partial=(("src/driver.c", 154),)),
+    # Kubernetes: the device plugin (and gpu-feature-discovery, the MPS daemon ... in its cmd/) and the GPU operator's
+    # validator, Go: fmt.Errorf/errors.New as the toolkit, and klog's Error/Warning calls (ErrorS: its message is the
+    # second argument). Their lines are read only with klog's prefix or a name of the programs on them.
+    "k8s-device-plugin": Source(
+        "NVIDIA/k8s-device-plugin", "go", KLOG_CALLS,
+        0, ("cmd", "internal", "api", ":!*vendor/*", ":!*_test.go"),
+        ("v0.14.5", "v0.15.1", "v0.16.2", "v0.17.4", "v0.18.2", "v0.19.3", "v0.20.0"), format_index=(("ErrorS", 1),)),
+    "gpu-operator": Source(
+        "NVIDIA/gpu-operator", "go", KLOG_CALLS,
+        0, ("validator", "cmd/nvidia-validator", "internal/validator", ":!*vendor/*", ":!*_test.go"),
+        ("v23.9.2", "v24.9.2", "v25.3.4", "v25.10.1", "v26.3.3", "v26.7.0"), format_index=(("ErrorS", 1),)),
 }
 
-_GO_CALL = re.compile(r"\b(?P<call>fmt\.Errorf|errors\.New)\s*\(|\.(?P<method>Errorf|Warningf|Warnf)\s*\(")
+_GO_METHODS_WITHOUT_ARGS = frozenset({"Error", "Warning"})  # err.Error() is a method call, not a logger's
+
+
+def _go_call(source: Source) -> re.Pattern[str]:
+    """A package function (``fmt.Errorf``) or a method of any receiver (a logger's ``.Errorf``)."""
+    qualified = "|".join(map(re.escape, sorted((n for n in source.calls if "." in n), key=len, reverse=True)))
+    methods = "|".join(sorted((n for n in source.calls if "." not in n), key=len, reverse=True))
+    return re.compile(rf"\b(?P<call>{qualified})\s*\(|\.(?P<method>{methods})\s*\(")
 _PRI_MACRO = re.compile(r'"\s*PRI([diouxX])(?:8|16|32|64|MAX|PTR)\b\s*("?)')  # "...%"PRId32"..." -> "...%d..."
 
 
@@ -170,12 +193,14 @@ def _c_literal(arg: str) -> str | None:
 def calls_in(source: Source, text: str) -> tuple[list[tuple[int, str, str]], collections.Counter[str]]:
     """(line, level, format) of each error/warning call of one file, and why others were left out."""
     found, dropped = [], collections.Counter()
-    finder = _GO_CALL if source.language == "go" else _c_call(source)
+    finder = _go_call(source) if source.language == "go" else _c_call(source)
     at = dict(source.format_index)
     for m in finder.finditer(text):
         name = m.group("call") or m.group("method")
         index = at.get(name, source.format_at)
         args = call_arguments(text, m.end() - 1)
+        if name in _GO_METHODS_WITHOUT_ARGS and not any(a.strip() for a in args or ()):
+            continue
         if not args or len(args) <= index:
             dropped["call could not be read"] += 1
             continue
@@ -210,6 +235,12 @@ def component_of(name: str, path: str) -> str:
         return "nvidia-installer"
     if name == "libnvidia-container":
         return "nvidia-container-cli" if path.startswith("src/cli/") else "libnvidia-container"
+    if name == "gpu-operator":
+        return "nvidia-validator"
+    if name == "k8s-device-plugin":
+        parts = path.split("/")
+        return parts[1] if parts[0] == "cmd" and len(parts) > 2 else "device-plugin-" + (
+            parts[1] if len(parts) > 2 else parts[0])
     parts = path.split("/")
     if parts[0] == "cmd" and len(parts) > 2:
         return parts[1]
@@ -299,7 +330,8 @@ def mine(name: str, source: Source, git: Git | None, log: io.TextIOBase, checkou
 # nvidia-container-cli's stage messages ("mount error: %s") hold the library's message (nvc_error()): a line shows
 # both, and the inner message's row says more, so a stage row is written with the least fixed text (it ranks last).
 _STAGE = re.compile(r"^[\w-]+ error: %s$")
-ID_PREFIX = {"nvidia-container-toolkit": "ctk-", "nvidia-installer": "inst-", "libnvidia-container": "nvc-"}
+ID_PREFIX = {"nvidia-container-toolkit": "ctk-", "nvidia-installer": "inst-", "libnvidia-container": "nvc-",
+             "k8s-device-plugin": "k8s-", "gpu-operator": "gpuop-"}
 COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format", "pattern", "repository", "file",
            "line", "first_tag", "last_tag", "tags")
 

@@ -320,34 +320,44 @@ def build_tools_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
 
 
 @check("GH505", "gcc-mismatch", "gcc differs from the compiler that built the kernel",
-       requires=("install", "pci_devices"))
+       requires=("install",))
 def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
-    The major version of `gcc` (`gcc --version`) differs from the gcc that built the running kernel
-    (`/proc/version`), while a kernel module has to be built.
+    `gcc` (`gcc --version`) is another major.minor version than the gcc that built the running kernel
+    (`/proc/version`), while a kernel module has to be built (the nvidia module is not loaded, DKMS
+    manages it, or the evidence does not say). Judged the way the driver's own build judges it: NVIDIA's
+    `conftest.sh` (`cc_version_check`, run before every module build) compares the major and minor
+    numbers and ignores the patch level.
 
     Why it matters:
-    The NVIDIA installer names "a version of gcc that differs from the one used to build the target
-    kernel" as a cause of "Unable to load the kernel module 'nvidia.ko'", and recent kernels refuse
-    or warn about modules built with another compiler. Typical: an Ubuntu HWE kernel built with
-    gcc-12 on a release whose default gcc is 11.
+    A different **major** version is a warning: the kernel's build configuration (`include/config/auto.conf`
+    in the headers) holds flags chosen for the kernel's compiler, and another major gcc typically fails
+    the module build with unknown options (`gcc: error: unrecognized command-line option`), or builds a
+    module the kernel warns about. Typical: an Ubuntu HWE kernel built with gcc-12 on a release whose
+    default gcc is 11.
+    A different **minor** version (same major) is information: the driver's build prints "Warning:
+    Compiler version check failed" (conftest.sh) and goes on; the kernel prints "warning: the compiler
+    differs from the one used to build the kernel" and goes on. NVIDIA's text warns that mixing versions
+    "can result in subtle bugs"; installers before the 2.6-era check was relaxed refused instead ("does
+    not exactly match the current compiler", overridable with `IGNORE_CC_MISMATCH=1`).
 
     How to fix:
-    Install the kernel's gcc major version (`gcc-<major>` on Debian/Ubuntu; on RHEL/Rocky the
-    distribution gcc matches its kernels, so a mismatch means a third-party kernel or a gcc-toolset
-    on PATH) and rebuild with it (DKMS's `autoinstall`, or `CC=gcc-<major>` for a `.run` install).
+    Install the kernel's gcc version (`gcc-<major>` on Debian/Ubuntu; on RHEL/Rocky the distribution
+    gcc matches its kernels, so a mismatch means a third-party kernel or a gcc-toolset on PATH) and
+    rebuild with it (DKMS's `autoinstall`, or `CC=gcc-<major>` for a `.run` install).
 
     Exceptions:
-    Minor versions may differ. Kernels built with clang are not compared. Hosts whose driver is
-    loaded from precompiled modules (no DKMS) are not judged.
+    Patch levels may differ. Kernels built with clang are not compared. Hosts whose driver is loaded
+    from precompiled modules (no DKMS) are not judged. No GPU evidence is needed: the toolchain is
+    judged from `/proc/version` and `gcc --version` alone, unless the PCI listing shows no NVIDIA GPU.
     """
-    skip = _target(snapshot)
+    skip = _target(snapshot) if snapshot.pci_devices is not None else None
     if skip:
         yield skip
         return
     install = _install(snapshot)
-    if _build_expected(snapshot) is not True:
+    if _build_expected(snapshot) is False:
         return
     if install.gcc_present is False:
         yield Skip("gcc is not installed (see GH504)")
@@ -358,20 +368,29 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
             return
         yield Skip("the gcc version or the kernel's compiler is unknown")
         return
-    kernel_major, gcc_major = _major(compiler.split()[1]), _major(install.gcc_version)
-    if kernel_major is None or kernel_major == gcc_major:
+    kernel, current = _major_minor(compiler.split()[1]), _major_minor(install.gcc_version)
+    if kernel is None or current is None or kernel == current:
         return
+    major_differs = kernel[0] != current[0]
+    consequence = ("the nvidia module build typically fails (unknown compiler options)" if major_differs
+                   else "the driver's build warns (major.minor differ) and goes on")
     yield Draft(
-        Severity.WARNING,
-        f"gcc {install.gcc_version} differs from the kernel's compiler ({compiler}): the nvidia module "
-        f"may fail to build or load",
+        Severity.WARNING if major_differs else Severity.INFO,
+        f"gcc {install.gcc_version} differs from the kernel's compiler ({compiler}): {consequence}",
         evidence=(Evidence("gcc --version", (install.gcc_banner or install.gcc_version,)),
                   Evidence("/proc/version", (f"built with {compiler}",))),
+        # a minor difference within one major has no package to install (Debian/Ubuntu ship one gcc-<major>)
         fixes=fixes_for(debian=["sudo apt-get install gcc-{major:number}"],
                         rhel=["sudo dnf install gcc"],
                         anywhere=["export CC=gcc-{major:number}  # before a .run install or dkms autoinstall"],
-                        major=kernel_major),
+                        major=kernel[0]) if major_differs else (),
     )
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    """``"5.3.1"`` -> (5, 3): what conftest.sh compares (``__GNUC__``, ``__GNUC_MINOR__``); ``"12"`` -> (12, 0)."""
+    match = re.match(r"(\d+)(?:\.(\d+))?", version)
+    return (int(match[1]), int(match[2] or 0)) if match else None
 
 
 # --------------------------------------------------------------------------- GH506

@@ -31,10 +31,18 @@ _INSTALLER_SIGN = lazy_re(r"^\s*(?:ERROR|WARNING):|nvidia-installer")
 # its debug log's "E0114 04:33:38.293546 1234 nvc.c:280] ..." (glog's layout, naming the library's source file).
 _LIBNVC_SIGN = lazy_re(r"(?i)nvidia-container-cli|libnvidia-container|^[IWE]\d{4} [\d:.]+ +\d+ "
                        r"(?:nvc\w*|driver|rpc|dxcore|ldcache|utils|cgroup\w*|jetson_\w+)\.[ch]:\d+\]")
+# The device plugin logs with klog ("E0819 07:02:54.757556       1 rm.go:109] ..."), the GPU operator's validator with
+# logrus (level=error, or its "Error: ..." at exit); or a line names the programs or the resource they serve.
+_K8S_SIGN = lazy_re(r"\b[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+\.go:\d+\]|\bERRO\[|\bWARN\[|"
+                    r"level=(?:error|warning|fatal)|msg=\"Error:|"
+                    r"(?i:device.plugin|gpu-feature-discovery|nvidia\.com/gpu|validator|gpu-operator)")
 PROGRAMS = {"NVIDIA/nvidia-installer": "nvidia-installer",
             "NVIDIA/nvidia-container-toolkit": "the NVIDIA container toolkit",
-            "NVIDIA/libnvidia-container": "libnvidia-container"}
-_SIGNS = {"NVIDIA/nvidia-installer": _INSTALLER_SIGN, "NVIDIA/libnvidia-container": _LIBNVC_SIGN}
+            "NVIDIA/libnvidia-container": "libnvidia-container",
+            "NVIDIA/k8s-device-plugin": "the NVIDIA device plugin",
+            "NVIDIA/gpu-operator": "the GPU operator"}
+_SIGNS = {"NVIDIA/nvidia-installer": _INSTALLER_SIGN, "NVIDIA/libnvidia-container": _LIBNVC_SIGN,
+          "NVIDIA/k8s-device-plugin": _K8S_SIGN, "NVIDIA/gpu-operator": _K8S_SIGN}
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,14 +79,22 @@ def _candidates(word: str) -> tuple[tuple[MinedMessage, tuple[str, ...]], ...]:
 @functools.lru_cache(maxsize=2048)
 def lookup(line: str) -> MinedMessage | None:
     """The mined row whose pattern is found in the pasted line (a toolkit message may sit inside docker's "OCI
-    runtime create failed" line, wrapped in its callers' words): the most specific (most fixed text) when several
-    are; None when none is."""
+    runtime create failed" line, wrapped in its callers' words). When several are found: Go and libnvidia-container
+    wrap an error in their callers' messages ("error starting plugins: ...: failed to initialize NVML: ..."), so the
+    innermost (the one found last in the line) says what failed; a row found inside another's text is the same
+    message said with less, so the one around it is kept; among rows found at the same place, the most specific (most
+    fixed text). None when none is found."""
     lowered = line.lower()
     found = [c for word in {w.lower() for w in _WORD.findall(line)} for c in _candidates(word)]
+    spans = []
     for row, words in sorted(found, key=lambda c: -c[0].fixed_chars):
-        if all(w in lowered for w in words) and _compiled(row.pattern).search(line):
-            return row
-    return None
+        if all(w in lowered for w in words):
+            m = _compiled(row.pattern).search(line)
+            if m is not None:
+                spans.append((m.start(), m.end(), row))
+    outer = [(start, end, row) for start, end, row in spans
+             if not any(s <= start and end <= e and e - s > end - start for s, e, _ in spans)]
+    return max(outer, key=lambda x: (x[0], x[2].fixed_chars))[2] if outer else None
 
 
 def match(line: str) -> MinedMessage | None:
@@ -92,6 +108,6 @@ def match(line: str) -> MinedMessage | None:
 def program(row: MinedMessage) -> str:
     """Who printed the row's message, in words: "nvidia-installer", "the NVIDIA container toolkit's nvidia-ctk"."""
     name = PROGRAMS.get(row.repository, row.repository)
-    if row.component in (name, "nvidia-installer") or row.component.startswith("toolkit-"):
+    if row.component in (name, "nvidia-installer") or row.component.startswith(("toolkit-", "device-plugin-")):
         return name
     return f"{name}'s {row.component}"

@@ -170,6 +170,28 @@ def parse_kernel_compiler(proc_version: str) -> str:
     raise ParseError("/proc/version names no gcc or clang version")
 
 
+_PROC_VERSION_RELEASE = lazy_re(r"Linux version (\S{1,200})")
+
+
+def parse_proc_version(text: str) -> tuple[str, str | None]:
+    """``cat /proc/version``: (kernel release, its compiler as :func:`parse_kernel_compiler` names it, or None
+    when the line names neither gcc nor clang). ``Linux version 4.4.0-31-generic (buildd@lgw01-16) (gcc
+    version 5.3.1 20160413 ...) #50-Ubuntu SMP ...`` -> ``("4.4.0-31-generic", "gcc 5.3.1")``."""
+    if not isinstance(text, str):
+        raise ParseError("/proc/version must be text")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ParseError("/proc/version is one line ('Linux version <release> (...) (<compiler>) #...')")
+    match = _PROC_VERSION_RELEASE.match(lines[0])
+    if match is None:
+        raise ParseError("not a /proc/version line ('Linux version <release> ...')")
+    try:
+        compiler: str | None = parse_kernel_compiler(lines[0])
+    except ParseError:
+        compiler = None
+    return match[1], compiler
+
+
 # --------------------------------------------------------------------------- modinfo
 
 _MODINFO_FIELD = lazy_re(r"^(?P<key>[a-z_]+):\s*(?P<value>.*)$")  # value stripped in code (no lazy `.*?\s*$`)
