@@ -213,3 +213,21 @@ def test_a_full_checks_lines_sort_in_among_the_delivered_ones_so_old_ones_still_
     correlator.step(T0)
     assert T0 - 90_000 not in [o.t for o in correlator._occurrences]  # older than every window: dropped
 
+
+
+def test_the_monitor_command_gives_its_full_check_the_feed(tmp_path, monkeypatch):
+    """`gpuhealth monitor` (commands._build) on a live source with the full check on: the check's Xids are fed; with
+    the follower off nothing limits them to before it."""
+    from gpuhealth.monitor import commands, daemon
+
+    monkeypatch.setattr(daemon, "open_source", lambda *args, **kwargs: NvmlSource(FakeNvml(2)))
+    monkeypatch.setattr(commands, "_boot_id", lambda source, replaying: "boot-9")
+    config = tmp_path / "config.toml"
+    config.write_text("[monitor]\nkernel_log = false\n")
+    monitor = commands._build(config, "1s", "10m", tmp_path / "h.db", "nvml", None, 1.0)
+    try:
+        feed = monitor.checks.xidlog
+        assert isinstance(feed, XidLogFeed) and feed.boot == "boot-9" and feed.until is None
+        assert feed.store is monitor.store
+    finally:
+        monitor.close()
