@@ -185,6 +185,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
             understood = parsed = True
+            _prose_beside(reading, piece.name, kind.name, text)
         except ParseError as exc:
             reading.log.append(Recognised(piece.name, kind.name, f"could not parse {kind.name}: {exc}"))
             if not container:
@@ -206,6 +207,20 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
     return understood or matched > 0
+
+
+def _prose_beside(reading: _Reading, name: str, kind: str, text: str) -> None:
+    """A person's sentences pasted with a package listing are not read (its parser skips them): the piece is named
+    as not read in part, unless the catalogue knows one of those lines (then it was read)."""
+    from gpuhealth.evidence.listings import PACKAGE_LISTINGS, prose_lines
+
+    if kind not in PACKAGE_LISTINGS:
+        return
+    prose = prose_lines(text)
+    if not prose or scan_lines(prose):
+        return
+    reading.unrecognized.append(f"{name}: {len(prose)} line(s) of prose beside the {kind} listing, "
+                                f"not read ({prose[0][:60]!r}{' ...' if len(prose) > 1 else ''})")
 
 
 _QUERY_FIELDS = guarded_re(r"--query-gpu[= ](?P<fields>[\w.,]{1,2000})", may=has("--query-gpu"))
@@ -472,7 +487,7 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
                    partial=whole.partial and piece.partial)
 
 
-_ACCUMULATED = frozenset({"library_files", "ld_so_conf"})  # what each piece names adds up
+_ACCUMULATED = frozenset({"library_files", "ld_so_conf", "kernel_packages", "headers_packages"})  # each piece adds
 
 
 def _overlay(current: Any, value: Any) -> Any:

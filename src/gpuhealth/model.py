@@ -957,6 +957,12 @@ class InstallState:
     headers_path: str | None = None  # /lib/modules/<release>/build (or /usr/src/kernels/<release>)
     headers_target: str | None = None  # where the build link points
     headers_present: bool | None = None
+    # A pasted package listing (dpkg -l, apt list, rpm -qa, dnf list): the kernel releases that have an image package
+    # (linux-image-R, kernel/kernel-core) and those that have a headers package (linux-headers-R, kernel-devel), for
+    # GH503 where /lib/modules/<release>/build was not looked at. RPM releases carry no architecture ("3.10.0-957.el7").
+    kernel_packages: tuple[str, ...] = ()
+    headers_packages: tuple[str, ...] = ()
+    kernel_packages_source: str | None = None
     gcc_present: bool | None = None
     gcc_version: str | None = None  # "11.4.0"
     gcc_banner: str | None = None  # first line of gcc --version

@@ -228,7 +228,7 @@ def initramfs_stale(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
 
 
 @check("GH503", "kernel-headers-missing", "No kernel headers for the running kernel",
-       requires=("install", "pci_devices"))
+       requires=("install",))
 def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -236,11 +236,19 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     `/usr/src/kernels/<release>`), while a kernel module has to be built: the nvidia module is not
     loaded, or DKMS manages it and will rebuild it for the next kernel.
 
+    A pasted package listing (`dpkg -l`, `apt list --installed`, `rpm -qa`, `yum`/`dnf list installed`)
+    is judged too, without the PCI listing: it shows headers (`linux-headers-<release>`,
+    `kernel-devel-<version>`) for some kernel but none for the running one (`uname -r` in the paste,
+    else the only kernel image the listing holds).
+
     Why it matters:
-    The driver's kernel module is compiled against the running kernel's headers. Without them the
+    The driver's kernel module is compiled against the running kernel's headers: NVIDIA's installation
+    guide asks for "the kernel headers and development packages for the currently running kernel"
+    before the install, and DKMS builds against `/lib/modules/$(uname -r)/build`. Without them the
     `.run` installer stops with "Unable to find the kernel source tree for the currently running
     kernel" and DKMS silently builds nothing. `kernel-headers` on RHEL is not enough: the build needs
-    `kernel-devel` of exactly `uname -r` (a plain `dnf install kernel-devel` fetches the newest one).
+    `kernel-devel` of exactly `uname -r` (a plain `dnf install kernel-devel` fetches the newest one,
+    which is for another kernel when the host has not been updated and rebooted).
 
     How to fix:
     Install the headers of exactly the running kernel: `sudo apt-get install linux-headers-$(uname -r)`
@@ -249,13 +257,22 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
 
     Exceptions:
     Hosts whose driver is loaded from precompiled modules (no DKMS) do not need headers: not reported.
-    Critical when the driver is not loaded, a warning when only a future DKMS rebuild needs them.
+    Critical when the driver is not loaded, a warning when only a future DKMS rebuild needs them (or,
+    from a package listing alone, when whether the module is loaded is unknown). A listing with several
+    kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
+    headers package at all (it may have been filtered).
     """
+    install = _install(snapshot)
+    if install.headers_present is None and install.kernel_packages_source:
+        yield from _headers_per_listing(snapshot, install)
+        return
+    if snapshot.pci_devices is None:
+        yield Skip(_unavailable(snapshot, "pci_devices"))
+        return
     skip = _target(snapshot)
     if skip:
         yield skip
         return
-    install = _install(snapshot)
     if _build_expected(snapshot) is not True:
         return
     if install.headers_present is None:
@@ -273,6 +290,54 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
         + ("built" if loaded is False else "rebuilt by DKMS"),
         evidence=(Evidence(install.headers_path or f"/lib/modules/{release}/build", (link,)),
                   Evidence(f"/usr/src/kernels/{release}", ("not present",))),
+        fixes=table_fixes("GH503"),
+    )
+
+
+_ARCH_SUFFIXES = (".x86_64", ".aarch64", ".ppc64le", ".s390x", ".i686", ".noarch")
+
+
+def _without_arch(release: str) -> str:
+    """``3.10.0-957.el7.x86_64`` (uname -r on RHEL) -> ``3.10.0-957.el7`` (the kernel package's version-release)."""
+    for suffix in _ARCH_SUFFIXES:
+        if release.endswith(suffix):
+            return release[: -len(suffix)]
+    return release
+
+
+def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[Draft | Skip]:
+    """GH503 from a pasted package listing: the running kernel has no headers package while another kernel has."""
+    source = install.kernel_packages_source or "the package listing"
+    if snapshot.pci_devices is not None and (skip := _target(snapshot)) is not None:
+        yield skip
+        return
+    loaded = module_loaded(snapshot)
+    if loaded and not _dkms_nvidia(install):
+        return  # a loaded driver without DKMS: nothing has to be built (precompiled modules)
+    if not install.headers_packages:
+        yield Skip(f"{source} shows no kernel headers package for any kernel (it may have been filtered)")
+        return
+    running, how = install.kernel_release, "uname -r"
+    if running is None:
+        images = install.kernel_packages
+        if len(images) != 1:
+            yield Skip(f"{source} holds {len(images)} kernel image packages and the running kernel is unknown "
+                       "(uname -r)")
+            return
+        running, how = images[0], "the only kernel image package listed"
+    if "debug" in running:
+        yield Skip(f"the running kernel {running} is a debug kernel: its headers package is not read")
+        return
+    if _without_arch(running) in {_without_arch(h) for h in install.headers_packages}:
+        return
+    headers = ", ".join(install.headers_packages[:6])
+    yield Draft(
+        Severity.CRITICAL if loaded is False else Severity.WARNING,
+        f"No kernel headers for the running kernel {running} (headers are installed for {headers}): the nvidia "
+        "module cannot be built for it",
+        evidence=(Evidence(source, (f"running kernel: {running} ({how})",
+                                    f"kernel headers packages for: {headers}",
+                                    f"none for {running}")),),
         fixes=table_fixes("GH503"),
     )
 

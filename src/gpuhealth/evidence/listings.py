@@ -103,6 +103,52 @@ def _packages(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
                                         nvidia_ctk_version=toolkit.split(":")[-1].split("-")[0] if toolkit else None)}
 
 
+# Kernel packages (GH503): the image and the headers of each installed kernel. Debian and Ubuntu name the release in
+# the package (linux-image-6.8.0-40-generic, linux-headers-6.8.0-40-generic: /lib/modules/<release>/build comes from
+# the latter; linux-headers-6.8.0-40 alone is the flavour-less common part); Proxmox the same with pve-/proxmox-.
+# RHEL-family packages carry it as their version: kernel (kernel-core from EL8) and kernel-devel, which fills
+# /usr/src/kernels/<release> (kernel-headers is the C library's /usr/include, not the module build tree).
+_DEB_KERNEL_IMAGE = lazy_re(r"^(?:linux-image-(?:unsigned-)?|(?:pve|proxmox)-kernel-)(?P<release>\d+\.\d+[\w.+~-]*?)"
+                            r"(?:-signed|-unsigned)?$")
+_DEB_KERNEL_HEADERS = lazy_re(r"^(?:linux-headers-|(?:pve|proxmox)-headers-)(?P<release>\d+\.\d+[\w.+~-]*)$")
+_RPM_KERNEL_IMAGES = frozenset({"kernel", "kernel-core", "kernel-uek", "kernel-uek-core", "kernel-rt", "kernel-rt-core",
+                                "kernel-ml", "kernel-lt"})
+_RPM_KERNEL_DEVEL = frozenset({"kernel-devel", "kernel-uek-devel", "kernel-rt-devel", "kernel-ml-devel",
+                               "kernel-lt-devel"})
+
+
+def kernel_packages(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
+    """The install overlay of a package listing's kernels: which releases have an image and which have headers.
+    Empty when the listing shows no kernel package (a ``grep nvidia`` of it says nothing about kernels)."""
+    images: list[str] = []
+    headers: list[str] = []
+    for package in found[:20000]:
+        name = package.name
+        if name.endswith(("-dbg", "-dbgsym")):
+            continue  # debug symbols, not a kernel
+        if package.manager == "rpm":
+            if package.version and name in _RPM_KERNEL_IMAGES:
+                images.append(package.version)
+            elif package.version and name in _RPM_KERNEL_DEVEL:
+                headers.append(package.version)
+            continue
+        image = _DEB_KERNEL_IMAGE.match(name)
+        if image:
+            images.append(image["release"])
+        elif (header := _DEB_KERNEL_HEADERS.match(name)) is not None:
+            headers.append(header["release"])
+    if not images and not headers:
+        return {}
+    return {"install": InstallState(kernel_packages=tuple(dict.fromkeys(images))[:64],
+                                    headers_packages=tuple(dict.fromkeys(headers))[:64],
+                                    kernel_packages_source=source)}
+
+
+def _listing(found: tuple[NvidiaPackage, ...], source: str) -> dict[str, Any]:
+    """A system package listing's overlays: the driver packages (host_env) and the kernels (install)."""
+    return {**_packages(found, source), **kernel_packages(found, source)}
+
+
 # Output that is not a package listing may still name installed packages, one full rpm name per line (an installer
 # or a helper script listing "existing driver packages"). A transaction's removals name packages that are going
 # away: a piece that speaks of removing, erasing, upgrading or replacing proves nothing about what stays installed.
@@ -148,7 +194,7 @@ _DPKG_HEADER = guarded_re(r"^\|\|/ Name", may=starts("||/ Name"))
 @evidence_kind("dpkg-list", commands=(r"dpkg\s+(?:-l|--list)\b", r"dpkg-query\s+-l\b"), priority=460,
                recognise=lambda t: _opens(t, _DPKG_HEADER) or _share(_lines(t), _DPKG_ROW))
 def _dpkg(text: str, source: str) -> dict[str, Any]:
-    return _packages(parse_dpkg_list(text), source)
+    return _listing(parse_dpkg_list(text), source)
 
 
 _APT_NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+._-")
@@ -167,7 +213,7 @@ _APT_ROW = guarded_re(r"^[a-z0-9][a-z0-9+._-]*/\S*\s+\S+\s+\S+(?:\s+\[[^\]]*\])?
                recognise=lambda t: _share([x for x in _lines(t) if not x.startswith(("Listing", "WARNING"))],
                                           _APT_ROW))
 def _apt(text: str, source: str) -> dict[str, Any]:
-    return _packages(parse_apt_list(text), source)
+    return _listing(parse_apt_list(text), source)
 
 
 def _looks_like_rpm_qa(text: str) -> bool:
@@ -179,7 +225,7 @@ def _looks_like_rpm_qa(text: str) -> bool:
 
 @evidence_kind("rpm-qa", commands=(r"rpm\s+-q",), priority=450, recognise=_looks_like_rpm_qa)
 def _rpm(text: str, source: str) -> dict[str, Any]:
-    return _packages(parse_rpm_qa(text), source)
+    return _listing(parse_rpm_qa(text), source)
 
 
 _DNF_ROW = guarded_re(r"^[A-Za-z0-9_+.-]+\.(?:x86_64|aarch64|noarch|i686)\s+\S+\s+@?\S+$",
@@ -190,7 +236,47 @@ _DNF_HEADER = guarded_re(r"^Installed [Pp]ackages", may=starts("Installed "))
 @evidence_kind("dnf-list", commands=(r"(?:dnf|yum)\s+list\b",), priority=445,
                recognise=lambda t: _opens(t, _DNF_HEADER) or _share(_lines(t), _DNF_ROW))
 def _dnf(text: str, source: str) -> dict[str, Any]:
-    return _packages(parse_dnf_list(text), source)
+    return _listing(parse_dnf_list(text), source)
+
+
+# --------------------------------------------------------------------------- prose around a listing
+
+# The package listings: tables of rows whose parsers skip every other line. A person's words pasted with one ("I ended
+# up with a non working driver and this:") are skipped too, so the piece must not count as read in full: analyze names
+# them as not read (GH002), and a clean listing beside them is then NO DIAGNOSIS, never HEALTHY.
+PACKAGE_LISTINGS = frozenset({"dpkg-list", "apt-list", "rpm-qa", "dnf-list", "jockey-list", "pip-list", "pip-freeze",
+                              "conda-list"})
+# the package managers' own lines around their rows (notices, headers, plugin banners): output, not a person's words
+_TOOL_LINE_STARTS = ("WARNING:", "DEPRECATION:", "[notice]", "Loaded plugins", "Last metadata", "Loading mirror",
+                     "Listing...", "Repository ", "Updating Subscription", "This system is", "Desired=", "#", "|",
+                     "+++", "Installed Packages", "Available Packages", "Installed packages", " * ")
+_WORD_PUNCTUATION = ".,:;!?()\"'"
+# English words that carry a sentence, not a value: two of them in a line of words make it a sentence
+_FUNCTION_WORDS = frozenset((
+    "i", "i'm", "i've", "my", "we", "our", "you", "it", "it's", "this", "that", "these", "there", "the", "a", "an",
+    "and", "but", "or", "so", "if", "not", "no", "to", "of", "for", "with", "on", "in", "at", "by", "from", "is",
+    "was", "are", "were", "be", "been", "have", "has", "had", "after", "before", "when", "then", "do", "does",
+    "did", "don't", "doesn't", "didn't", "can", "can't", "cannot", "could", "would", "should", "any", "what", "how",
+    "why", "still", "also", "up"))
+MAX_PROSE_SCAN = 4000  # lines of one listing looked at
+
+
+def prose_lines(text: str) -> list[str]:
+    """The lines of a pasted listing that are a person's sentences: at least five words, most of them plain words,
+    two of them words that only a sentence has ("the", "I", "not", "with" ...), and not a line of the tool's own."""
+    found = []
+    for raw in text.splitlines()[:MAX_PROSE_SCAN]:
+        line = raw.strip()[:1000]
+        if not line or line.startswith(_TOOL_LINE_STARTS) or "  " in line:  # two blanks: a row's columns
+            continue
+        words = [w.strip(_WORD_PUNCTUATION).lower() for w in line.split()]
+        if len(words) < 5:
+            continue
+        plain = sum(1 for w in words if w and w.replace("'", "").replace("-", "").replace("/", "").isalpha())
+        function = sum(1 for w in words if w in _FUNCTION_WORDS)
+        if plain >= 0.6 * len(words) and function >= 2:
+            found.append(line)
+    return found
 
 
 # --------------------------------------------------------------------------- Python packages
