@@ -439,7 +439,7 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
                               lines_scanned=current.lines_scanned + value.lines_scanned,
                               events=current.events + value.events,
                               module_banners=current.module_banners + value.module_banners,
-                              groups=current.groups + value.groups,
+                              groups=current.groups + value.groups, xids=current.xids + value.xids,
                               bytes_scanned=current.bytes_scanned + value.bytes_scanned)
         return True
     if key == "pci_devices" and isinstance(current, tuple) and isinstance(value, tuple):

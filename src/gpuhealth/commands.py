@@ -23,20 +23,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuhealth.lazyre import LazyPattern, lazy_re
 from gpuhealth.model import Fix
 
 
 @dataclass(frozen=True)
 class Shape:
     what: str  # the value in words, for the placeholder and the note: "kernel release"
-    pattern: re.Pattern[str]
+    pattern: LazyPattern  # compiled on first use: a command fills few of the shapes (start-up)
 
     def fits(self, value: str) -> bool:
         return self.pattern.fullmatch(value) is not None
 
 
 def _shape(what: str, pattern: str) -> Shape:
-    return Shape(what, re.compile(pattern, re.ASCII))
+    return Shape(what, lazy_re(pattern, re.ASCII))
 
 
 # Every shape starts with a letter, a digit or "/": a value can never be read as an option ("-rf").
@@ -63,11 +64,11 @@ SHAPES: dict[str, Shape] = {
 }
 
 # A slot: {name} or {name:shape}; "${VAR}" is shell, "{,.bak}" is brace expansion, neither is a slot.
-SLOT = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z_]+))?\}")
+SLOT = lazy_re(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z_]+))?\}")
 
 
 # shlex.quote's own test for a word that needs no quotes
-_NEEDS_NO_QUOTES = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+_NEEDS_NO_QUOTES = lazy_re(r"[\w@%+=:,./-]+", re.ASCII)
 
 
 class Implausible(ValueError):

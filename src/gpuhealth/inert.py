@@ -16,14 +16,16 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from gpuhealth.lazyre import lazy_re
+
 if TYPE_CHECKING:
     from rich.console import Console
 
 # C0 controls except TAB and LF, DEL, the C1 controls (U+0080..U+009F: CSI, OSC and ST have 8-bit forms),
 # and the Unicode format characters that reorder or hide text (bidi overrides and isolates, zero-width
 # joiners are left alone as they occur in names; the bidi controls never do in tool output).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_OR_NEWLINE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL = lazy_re("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_NEWLINE = lazy_re("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(match: re.Match[str]) -> str:

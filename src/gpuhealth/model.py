@@ -518,6 +518,9 @@ class KernelLog:
     module_banners: tuple[str, ...] = ()  # "NVRM: loading NVIDIA UNIX ... Kernel Module  <ver> ..."
     groups: tuple[EventGroup, ...] = ()
     bytes_scanned: int = 0
+    # Xid occurrences each with its own time and text: the last few per GPU and Xid (parsers/kernel_log.XID_RECENT),
+    # in log order. The groups mask numbers and keep a sample; the monitor's correlation rules count occurrences.
+    xids: tuple[KernelEvent, ...] = ()
 
     def tallies(self, kinds: Collection[str]) -> list[EventGroup]:
         """The groups of these kinds; for a hand-built log without groups, one group per event."""

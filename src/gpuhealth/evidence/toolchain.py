@@ -12,7 +12,7 @@ from gpuhealth.evidence.registry import evidence_kind
 from gpuhealth.lazyre import guarded_re, has, starts
 from gpuhealth.model import InstallState, OsInfo
 
-_PROC_VERSION = guarded_re(r"Linux version \S+ \(.*\) #\d", may=starts("Linux version "))
+_PROC_VERSION = guarded_re(r"Linux version \S+ \(.*\) #\d", may=starts("Linux version "), at_start=True)
 # "gcc (Ubuntu 5.4.0-6ubuntu1~16.04.4) 5.4.0 20160609", "x86_64-linux-gnu-gcc-12 (Debian 12.2.0-14) 12.2.0",
 # "cc (GCC) 11.4.1 20230605 (Red Hat 11.4.1-2)": a compiler name, its package in parentheses, a version.
 _GCC_BANNER = guarded_re(r"\S*(?:gcc|cc)(?:-\d+(?:\.\d+)*)? \(.{0,200}\) \d+\.\d+", may=has("cc"))

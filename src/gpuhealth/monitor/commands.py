@@ -123,6 +123,7 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
            source_spec: str, record: Path | None, replay_speed: float, use_store: bool = True,
            settings: Any = None) -> Any:
     import functools
+    import time
 
     from gpuhealth import __version__
 
@@ -178,8 +179,16 @@ def _build(config: Path | None, interval: str | None, check_every: str | None, d
                                    f"recorded live from source {source_spec!r}", None if replaying else boot)
         except OSError as exc:
             raise CannotRun(f"{record}: {exc.strerror or exc}") from exc
-    checks = (CheckRunner(every, run=functools.partial(run_full_check, expect)) if every > 0 and not replaying
-              else None)
+    checks = None
+    if every > 0 and not replaying:
+        from .kmsg import KmsgSource
+        from .xidlog import XidLogFeed
+
+        # the kernel log's Xids for the correlation rules: the follower reads those from its start on itself
+        since = time.time() if isinstance(source, KmsgSource) else None
+        xidlog = XidLogFeed(boot, store, lambda text: click.echo(one_line(f"gpuhealth monitor: {text}"), err=True),
+                            since)
+        checks = CheckRunner(every, run=functools.partial(run_full_check, expect), xidlog=xidlog)
     try:
         from .correlate import from_config
 

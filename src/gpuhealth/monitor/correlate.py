@@ -322,6 +322,27 @@ class Correlator:
             elif isinstance(event, Sample):
                 self._sample(event)
 
+    def feed_log(self, xids: Iterable[tuple[float, int, int, str]], tolerance: float = 5.0) -> int:
+        """Xid occurrences read from the full check's kernel log (monitor/xidlog.py): (t, GPU, Xid, text). One that
+        NVML or the kernel-log follower already delivered (the same GPU and Xid within ``tolerance`` seconds) is not
+        counted twice; a delivered one without its text takes the line's. Returns how many were added."""
+        delivered: dict[tuple[int, int], list[int]] = {}
+        occurrences = self._occurrences
+        for index, occurrence in enumerate(occurrences):
+            if occurrence.what == "xid":
+                delivered.setdefault((occurrence.gpu, occurrence.xid), []).append(index)
+        new = []
+        for t, gpu, xid, text in xids:
+            twin = next((i for i in delivered.get((gpu, xid), ()) if abs(occurrences[i].t - t) <= tolerance), None)
+            if twin is not None:
+                if text and not occurrences[twin].text:
+                    occurrences[twin] = Occurrence(occurrences[twin].t, gpu, "xid", xid, 1.0, text)
+                continue
+            new.append(Occurrence(t, gpu, "xid", xid, 1.0, text))
+        if new:  # in time order, as ``step`` drops the oldest from the left; the newest kept when over the bound
+            self._occurrences = deque(sorted([*occurrences, *new], key=lambda o: o.t), maxlen=MAX_OCCURRENCES)
+        return len(new)
+
     def _sample(self, sample: Sample) -> None:
         for counter in COUNTERS:
             value = getattr(sample, counter)

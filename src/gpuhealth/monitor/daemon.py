@@ -46,8 +46,11 @@ class CheckRunner:
     """Runs the full check every ``every_s`` in a daemon thread; findings of warning or worse become
     alerts named ``check:<code>`` that resolve when a later run no longer finds them."""
 
-    def __init__(self, every_s: float, run: Callable[[], Any] = run_full_check, log: Log = _stderr) -> None:
+    def __init__(self, every_s: float, run: Callable[[], Any] = run_full_check, log: Log = _stderr,
+                 xidlog: Any = None) -> None:
         self.every_s = every_s
+        self.xidlog = xidlog  # monitor/xidlog.py: the kernel log's new Xids, for the correlation rules
+        self.xids: list[tuple[float, int, int, str]] = []  # the last check's, until the monitor takes them
         self._run = run
         self._log = log
         self._due = 0.0  # the first check runs at start: the operator sees the host's state at once
@@ -88,7 +91,13 @@ class CheckRunner:
             return []
         report, self._result = self._result, None
         self.runs += 1
+        if self.xidlog is not None:
+            self.xids += self.xidlog.take(report.snapshot)
         return self._alerts(report, now)
+
+    def take_xids(self) -> list[tuple[float, int, int, str]]:
+        xids, self.xids = self.xids, []
+        return xids
 
     def _alerts(self, report: Any, now: float) -> list[Alert]:
         found: dict[tuple[str, int | None, str], Alert] = {}
@@ -167,6 +176,10 @@ class Monitor:
         if self.checks is not None:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)
+            if self.correlator is not None and self.checks.xids:
+                from .xidlog import TOLERANCE_S
+
+                self.correlator.feed_log(self.checks.take_xids(), TOLERANCE_S)  # evaluated at its next step
         self.dispatcher.dispatch(alerts)
         self.dispatcher.recheck(now)
         self.steps += 1

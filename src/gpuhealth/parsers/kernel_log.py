@@ -151,6 +151,9 @@ _QUIET_MAX = 65536  # exact NVRM messages known to be no event (the fast path)
 _QUIET_NORM_MAX = 4096
 _MAX_BANNERS = 64
 _MAX_RATES = 1024  # (GPU, Xid) series followed for the hourly peak
+# Xid occurrences kept each with its own time and text, the last ones per (GPU, Xid): what the monitor's
+# correlation rules count (a repeat on one GPU, Xid 154's recovery action). Bounded: an Xid flood keeps these.
+XID_RECENT = 16
 _RATE_WINDOW_S = 3600.0
 _RATE_MAX = 65536  # lines held in one hour's window; a peak this high is reported as this
 _RESCAN_MAX_HITS = 10000  # second-pass hits kept (signature refusals, BAR lines)
@@ -1210,6 +1213,7 @@ class _Collector:
         self.previous_group: _Group | None = None
         self.fallen: set[str | None] = set()
         self.rates: dict[tuple[str | None, int], _Rate] = {}
+        self.recent: dict[tuple[str | None, int], collections.deque[KernelEvent]] = {}  # see XID_RECENT
         self.signature: list[KernelEvent] = []
 
     # ---------------------------------------------------------------- feeding
@@ -1388,7 +1392,17 @@ class _Collector:
         group = self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
         if event.kind == "xid" and event.xid is not None:
             self._rate(event)
+            self._recent(event)
         self.previous, self.previous_group = event, group
+
+    def _recent(self, event: KernelEvent) -> None:
+        key = (event.pci_address, event.xid or 0)
+        recent = self.recent.get(key)
+        if recent is None:
+            if len(self.recent) >= _MAX_RATES:
+                return
+            recent = self.recent[key] = collections.deque(maxlen=XID_RECENT)
+        recent.append(event)
 
     def _other(self, line: _Line) -> _Group:
         event = KernelEvent(kind="other", message=_clean(line.message), line=line.raw, line_number=line.number,
@@ -1459,6 +1473,13 @@ class _Collector:
                 self.rates[key].absorb(rate)
             elif len(self.rates) < _MAX_RATES:
                 self.rates[key] = rate
+        for key, recent in later.recent.items():
+            mine_recent = self.recent.get(key)
+            if mine_recent is None:
+                if len(self.recent) >= _MAX_RATES:
+                    continue
+                mine_recent = self.recent[key] = collections.deque(maxlen=XID_RECENT)
+            mine_recent.extend(_shift(e, lines) for e in recent)
         self.signature.extend(_shift(e, lines) for e in later.signature[:_RESCAN_MAX_HITS - len(self.signature)])
         self.quiet, self.quiet_norm, self.dropped = later.quiet, later.quiet_norm, later.dropped
         self.saturated = later.saturated
@@ -1482,8 +1503,9 @@ class _Collector:
                         key=lambda g: (g.first.line_number or 0, g.kind, g.template))
         events = sorted((e for g in groups if g.kind != "other" for e in g.samples),
                         key=lambda e: e.line_number or 0)
+        xids = sorted((e for recent in self.recent.values() for e in recent), key=lambda e: e.line_number or 0)
         return KernelLog(source=source, format=fmt, lines_scanned=lines_scanned, events=tuple(events),
-                         module_banners=tuple(self.banners), groups=tuple(groups))
+                         module_banners=tuple(self.banners), groups=tuple(groups), xids=tuple(xids))
 
 
 def _template(message: str) -> str:
