@@ -61,7 +61,7 @@ def test_uname_names_the_running_kernel_among_several():
     report = _report(("session.txt", "$ uname -r\n3.10.0-957.el7.x86_64\n"),
                      ("rpm -qa | grep kernel", RPM_TWO_KERNELS))
     [finding] = _gh503(report)
-    assert "3.10.0-957.el7.x86_64" in finding.message and "(uname -r)" in str(finding.evidence)
+    assert "3.10.0-957.el7.x86_64" in finding.message and "(uname -r or /proc/version" in str(finding.evidence)
     # running the newer kernel, whose kernel-devel is installed: quiet
     report = _report(("session.txt", "$ uname -r\n3.10.0-1127.18.2.el7.x86_64\n"), ("rpm -qa", RPM_TWO_KERNELS))
     assert not _gh503(report) and not _skip(report, "GH503")
@@ -122,6 +122,8 @@ def test_prose_with_a_listing_that_shows_a_fault_gives_the_fault():
 def test_prose_lines_are_sentences_not_the_tools_own_lines():
     assert prose_lines(PROSE + YUM) == [PROSE.strip()]
     assert prose_lines(DPKG) == []
+    assert prose_lines("xorg:nvidia_current - NVIDIA accelerated graphics driver (Proprietary, Disabled, Not in use)\n"
+                       "ii linux-headers-5.15.0-91-generic 5.15.0-91.101 amd64 Linux kernel headers\n") == []
     assert prose_lines("WARNING: apt does not have a stable CLI interface. Use with caution in scripts.\n"
                        "Listing... Done\nlinux-headers-5.15.0-91-generic/jammy-updates,now 5.15.0-91.101 amd64 "
                        "[installed,automatic]\n") == []

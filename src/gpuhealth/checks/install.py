@@ -317,7 +317,7 @@ def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[
     if not install.headers_packages:
         yield Skip(f"{source} shows no kernel headers package for any kernel (it may have been filtered)")
         return
-    running, how = install.kernel_release, "uname -r"
+    running, how = install.kernel_release, "uname -r or /proc/version in the evidence"
     if running is None:
         images = install.kernel_packages
         if len(images) != 1:

@@ -269,6 +269,8 @@ def prose_lines(text: str) -> list[str]:
         line = raw.strip()[:1000]
         if not line or line.startswith(_TOOL_LINE_STARTS) or "  " in line:  # two blanks: a row's columns
             continue
+        if jockey_row(line) or _DPKG_ROW.match(line) or _APT_ROW.match(line) or _DNF_ROW.match(line):
+            continue  # a package row, however sentence-like ("... (Proprietary, Enabled, Not in use)")
         words = [w.strip(_WORD_PUNCTUATION).lower() for w in line.split()]
         if len(words) < 5:
             continue
