@@ -176,10 +176,11 @@ class Monitor:
         if self.checks is not None:
             self.checks.maybe_start(now)
             alerts += self.checks.poll(now)
-            if self.correlator is not None and self.checks.xids:
+            xids = self.checks.take_xids()  # taken even without a correlator: they must not pile up
+            if self.correlator is not None and xids:
                 from .xidlog import TOLERANCE_S
 
-                self.correlator.feed_log(self.checks.take_xids(), TOLERANCE_S)  # evaluated at its next step
+                self.correlator.feed_log(xids, TOLERANCE_S)  # evaluated at its next step
         self.dispatcher.dispatch(alerts)
         self.dispatcher.recheck(now)
         self.steps += 1
