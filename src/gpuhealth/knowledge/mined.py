@@ -84,18 +84,23 @@ COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format",
            "line", "first_tag", "last_tag", "tags")
 
 
-@functools.lru_cache(maxsize=1)
-def _index() -> dict[str, tuple[str, ...]]:
-    """The table's lines by index word. A row is one line whose first five cells are never quoted (the miner
-    writes it so): the key is found by splitting at five commas, and only the rows tried are parsed as CSV.
-    That keeps the first lookup at a few milliseconds (parsing all 3,700 rows costs ~40)."""
-    lines = read_table(TABLE).splitlines()
+def lines_by_word(table: str) -> dict[str, tuple[str, ...]]:
+    """A mined table's lines by index word (nvrm.csv here, tools.csv in mined_tools). A row is one line whose
+    first five cells are never quoted (the miners write it so): the key is found by splitting at five commas,
+    and only the rows tried are parsed as CSV. That keeps the first lookup at a few milliseconds (parsing all
+    3,700 rows of nvrm.csv costs ~40)."""
+    lines = read_table(table).splitlines()
     if tuple(lines[0].split(",")) != COLUMNS:
-        raise ValueError(f"knowledge/{TABLE}: the columns are not {', '.join(COLUMNS)}: regenerate it")
+        raise ValueError(f"knowledge/{table}: the columns are not {', '.join(COLUMNS)}: regenerate it")
     index: dict[str, list[str]] = {}
     for line in lines[1:]:
         index.setdefault(line.split(",", 5)[4], []).append(line)
     return {word: tuple(found) for word, found in index.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def _index() -> dict[str, tuple[str, ...]]:
+    return lines_by_word(TABLE)
 
 
 def _message(line: str) -> MinedMessage:

@@ -15,7 +15,16 @@ from __future__ import annotations
 import functools
 
 from gpuhealth.knowledge import read_table, table_rows
-from gpuhealth.knowledge.mined import _FIXED_WORD, _SPEC, _WORD, COLUMNS, Family, MinedMessage, _compiled, _message
+from gpuhealth.knowledge.mined import (
+    _FIXED_WORD,
+    _SPEC,
+    _WORD,
+    Family,
+    MinedMessage,
+    _compiled,
+    _message,
+    lines_by_word,
+)
 from gpuhealth.lazyre import lazy_re
 
 TABLE = "mined/tools.csv"
@@ -55,14 +64,7 @@ def families() -> dict[str, Family]:
 
 @functools.lru_cache(maxsize=1)
 def _index() -> dict[str, tuple[str, ...]]:
-    """The table's lines by index word (the fifth cell, never quoted: the miner writes it so)."""
-    lines = read_table(TABLE).splitlines()
-    if tuple(lines[0].split(",")) != COLUMNS:
-        raise ValueError(f"knowledge/{TABLE}: the columns are not {', '.join(COLUMNS)}: regenerate it")
-    index: dict[str, list[str]] = {}
-    for line in lines[1:]:
-        index.setdefault(line.split(",", 5)[4], []).append(line)
-    return {word: tuple(found) for word, found in index.items()}
+    return lines_by_word(TABLE)
 
 
 def messages() -> tuple[MinedMessage, ...]:
