@@ -84,7 +84,7 @@ COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format",
            "line", "first_tag", "last_tag", "tags")
 
 
-def lines_by_word(table: str) -> dict[str, tuple[str, ...]]:
+def _lines_by_word(table: str) -> dict[str, tuple[str, ...]]:
     """A mined table's lines by index word (nvrm.csv here, tools.csv in mined_tools). A row is one line whose
     first five cells are never quoted (the miners write it so): the key is found by splitting at five commas,
     and only the rows tried are parsed as CSV. That keeps the first lookup at a few milliseconds (parsing all
@@ -100,7 +100,7 @@ def lines_by_word(table: str) -> dict[str, tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=1)
 def _index() -> dict[str, tuple[str, ...]]:
-    return lines_by_word(TABLE)
+    return _lines_by_word(TABLE)
 
 
 def _message(line: str) -> MinedMessage:

@@ -22,8 +22,8 @@ from gpuhealth.knowledge.mined import (
     Family,
     MinedMessage,
     _compiled,
+    _lines_by_word,
     _message,
-    lines_by_word,
 )
 from gpuhealth.lazyre import lazy_re
 
@@ -64,7 +64,7 @@ def families() -> dict[str, Family]:
 
 @functools.lru_cache(maxsize=1)
 def _index() -> dict[str, tuple[str, ...]]:
-    return lines_by_word(TABLE)
+    return _lines_by_word(TABLE)
 
 
 def messages() -> tuple[MinedMessage, ...]:
