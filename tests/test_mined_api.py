@@ -15,9 +15,8 @@ import sys
 
 import pytest
 
-from gpuhealth.analyze import analyze_texts
+import mined_helpers
 from gpuhealth.checks import catalogue
-from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.knowledge import mined_api, read_table
 from gpuhealth.knowledge.causes import symptoms
@@ -51,8 +50,7 @@ def example(row: mined_api.ApiError) -> str:
 
 
 def report(text: str, name: str = "train.log") -> Report:
-    snapshot, _ = analyze_texts([(name, text)])
-    return run_checks(snapshot)
+    return mined_helpers.report(text, name)
 
 
 # ---------------------------------------------------------------- the table
@@ -188,17 +186,12 @@ def test_error_802_leads_to_fabric_manager_and_a_mismatch_to_gh202():
 
 
 def test_analyze_without_api_lines_never_reads_the_table():
-    code = ("import sys; from gpuhealth.cli import main\n"
-            "sys.argv = ['gpuhealth', 'analyze', '-']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "from gpuhealth.knowledge import mined_api\n"
-            "print('READ' if mined_api._index.cache_info().currsize else 'NOT-READ', file=sys.stderr)")
-    plain = subprocess.run([sys.executable, "-c", code], input="Failed to initialize NVML: Unknown Error\n",
-                           capture_output=True, text=True, timeout=120)
-    assert "NOT-READ" in plain.stderr, plain.stderr[-500:]
-    api = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         input="Error: DCGM_FR_NVLINK_DOWN\n")
-    assert "READ" in api.stderr and "NOT-READ" not in api.stderr, api.stderr[-500:]
+    probe = ("from gpuhealth.knowledge import mined_api\n"
+             "print('READ' if mined_api._index.cache_info().currsize else 'NOT-READ', file=sys.stderr)")
+    plain = mined_helpers.analyze_in_child("Failed to initialize NVML: Unknown Error\n", probe)
+    assert "NOT-READ" in plain, plain[-500:]
+    api = mined_helpers.analyze_in_child("Error: DCGM_FR_NVLINK_DOWN\n", probe)
+    assert "READ" in api and "NOT-READ" not in api, api[-500:]
 
 
 # ---------------------------------------------------------------- regenerate and compare
