@@ -157,6 +157,14 @@ def test_a_pytorch_message_the_catalogue_lacks_is_explained_from_its_source():
                  "10010). Please update your GPU driver\n")
     top = max(f.severity for f in old.findings)
     assert "GH601" in {f.code for f in old.findings if f.severity == top}
+    assert not any(f.code == "GH309" for f in old.findings)  # quiet: the catalogue's row says it, with its cause
+
+
+def test_gh309_stays_quiet_on_a_training_log_without_errors():
+    """Hand-written ordinary progress lines (no API's error text): GH309 does not fire."""
+    quiet = report("Epoch 1/10: loss=0.4321 acc=0.91\nUsing device: cuda:0 (NVIDIA H100 80GB HBM3)\n"
+                   "Saved checkpoint to ckpt/epoch1.pt\n")
+    assert not any(f.code == "GH309" for f in quiet.findings)
     rows = {r.text: r for r in ROWS if r.api == "pytorch"}
     assert rows["Torch not compiled with CUDA enabled"].code == "GH605"
     assert rows["The NVIDIA driver on your system is too old (found version %s)."].code == "GH601"
