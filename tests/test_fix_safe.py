@@ -17,8 +17,10 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
 
 from fixture_scripts import all_scripts
+from fuzzing import FUZZ, mutated
 from gpuhealth.advice_commands import _os_info
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
@@ -150,6 +152,15 @@ def test_apt_output_and_a_version_suffix_set_the_family():
     assert inferred_family(Snapshot(), texts=["gcc version 11.4.0 (Ubuntu 11.4.0-1ubuntu1~22.04)"])[0] == "debian"
     assert inferred_family(Snapshot(), commands=["sudo dnf install -y kernel-devel"])[0] == "rhel"
     assert inferred_family(Snapshot(), texts=["kernel-5.14.0-362.8.1.el9_3.x86_64"])[0] == "rhel"
+
+
+@FUZZ
+@given(mutated([DPKG, RPM, "Reading package lists... Done\n$ sudo dnf install -y kernel-devel\n"
+                "kernel-5.14.0-362.8.1.el9_3.x86_64\ngcc version 11.4.0 (Ubuntu 11.4.0-1ubuntu1~22.04)\n"]))
+def test_fuzz_family_inference_takes_any_text(text):
+    """Any pasted text or command: a family and how, or None; never an exception."""
+    found = inferred_family(Snapshot(), commands=text.splitlines()[:50], texts=[text])
+    assert found is None or (found[0] in ("debian", "rhel") and found[1])
 
 
 def test_evidence_of_both_families_decides_nothing():

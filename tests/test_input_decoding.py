@@ -15,10 +15,13 @@ import random
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import CORPUS, corpus_files, corpus_id
+from fuzzing import FUZZ, mutated
 from gpuhealth.cli import main
-from gpuhealth.decoding import Conversion, Transcoder, convert, sniff
+from gpuhealth.decoding import SNIFF_BYTES, Conversion, Transcoder, convert, sniff
 from gpuhealth.evidence_input import STREAM_FROM_BYTES
 from gpuhealth.parsers import kernel_log
 from gpuhealth.parsers.kernel_log import parse_kernel_log, parse_kernel_log_file, parse_kernel_log_stream
@@ -144,3 +147,28 @@ def test_plain_utf8_needs_no_conversion():
 def test_the_corpus_logs_keep_the_fast_path(path):
     """Real logs are UTF-8 with LF: none is converted, so the file scanner still reads them in place."""
     assert sniff(path.read_bytes()[:65536]) is None
+
+
+def _sniffed_and_converted(data: bytes) -> None:
+    """``sniff`` and ``convert`` take any bytes: a conversion or None, and a decoded input comes out as UTF-8."""
+    conversion = sniff(data[:SNIFF_BYTES])
+    if conversion is None:
+        return
+    out = convert(data, conversion)
+    if conversion.codec != "utf-8":
+        out.decode("utf-8")  # raises if the conversion let bytes through that are not UTF-8
+    if conversion.cr_line_ends:
+        assert b"\r" not in out
+
+
+@FUZZ
+@given(st.binary(max_size=4096))
+def test_fuzz_any_bytes_are_sniffed_and_converted(data):
+    _sniffed_and_converted(data)
+
+
+@FUZZ
+@given(mutated([LOG[:20000]]), st.sampled_from(sorted(ENCODINGS)))
+def test_fuzz_mutated_real_log_in_every_encoding(text, encoding):
+    """The real kernel log (gpud), mutated, in each encoding a paste arrives in."""
+    _sniffed_and_converted(ENCODINGS[encoding](text.encode("utf-8", "replace").decode("utf-8")))

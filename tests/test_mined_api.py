@@ -15,9 +15,8 @@ import sys
 
 import pytest
 
-from gpuhealth.analyze import analyze_texts
+import mined_helpers
 from gpuhealth.checks import catalogue
-from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.knowledge import mined_api, read_table
 from gpuhealth.knowledge.causes import symptoms
@@ -51,8 +50,7 @@ def example(row: mined_api.ApiError) -> str:
 
 
 def report(text: str, name: str = "train.log") -> Report:
-    snapshot, _ = analyze_texts([(name, text)])
-    return run_checks(snapshot)
+    return mined_helpers.report(text, name)
 
 
 # ---------------------------------------------------------------- the table
@@ -159,6 +157,14 @@ def test_a_pytorch_message_the_catalogue_lacks_is_explained_from_its_source():
                  "10010). Please update your GPU driver\n")
     top = max(f.severity for f in old.findings)
     assert "GH601" in {f.code for f in old.findings if f.severity == top}
+    assert not any(f.code == "GH309" for f in old.findings)  # quiet: the catalogue's row says it, with its cause
+
+
+def test_gh309_stays_quiet_on_a_training_log_without_errors():
+    """Hand-written ordinary progress lines (no API's error text): GH309 does not fire."""
+    quiet = report("Epoch 1/10: loss=0.4321 acc=0.91\nUsing device: cuda:0 (NVIDIA H100 80GB HBM3)\n"
+                   "Saved checkpoint to ckpt/epoch1.pt\n")
+    assert not any(f.code == "GH309" for f in quiet.findings)
     rows = {r.text: r for r in ROWS if r.api == "pytorch"}
     assert rows["Torch not compiled with CUDA enabled"].code == "GH605"
     assert rows["The NVIDIA driver on your system is too old (found version %s)."].code == "GH601"
@@ -180,17 +186,12 @@ def test_error_802_leads_to_fabric_manager_and_a_mismatch_to_gh202():
 
 
 def test_analyze_without_api_lines_never_reads_the_table():
-    code = ("import sys; from gpuhealth.cli import main\n"
-            "sys.argv = ['gpuhealth', 'analyze', '-']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "from gpuhealth.knowledge import mined_api\n"
-            "print('READ' if mined_api._index.cache_info().currsize else 'NOT-READ', file=sys.stderr)")
-    plain = subprocess.run([sys.executable, "-c", code], input="Failed to initialize NVML: Unknown Error\n",
-                           capture_output=True, text=True, timeout=120)
-    assert "NOT-READ" in plain.stderr, plain.stderr[-500:]
-    api = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         input="Error: DCGM_FR_NVLINK_DOWN\n")
-    assert "READ" in api.stderr and "NOT-READ" not in api.stderr, api.stderr[-500:]
+    probe = ("from gpuhealth.knowledge import mined_api\n"
+             "print('READ' if mined_api._index.cache_info().currsize else 'NOT-READ', file=sys.stderr)")
+    plain = mined_helpers.analyze_in_child("Failed to initialize NVML: Unknown Error\n", probe)
+    assert "NOT-READ" in plain, plain[-500:]
+    api = mined_helpers.analyze_in_child("Error: DCGM_FR_NVLINK_DOWN\n", probe)
+    assert "READ" in api and "NOT-READ" not in api, api[-500:]
 
 
 # ---------------------------------------------------------------- regenerate and compare

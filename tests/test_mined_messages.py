@@ -16,9 +16,8 @@ import sys
 
 import pytest
 
-from gpuhealth.analyze import analyze_texts
+import mined_helpers
 from gpuhealth.checks import catalogue
-from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.knowledge import mined, read_table
 from gpuhealth.knowledge.causes import causes
@@ -42,8 +41,7 @@ def render(fmt: str) -> str:
 
 
 def report(text: str, name: str = "dmesg.log") -> Report:
-    snapshot, _ = analyze_texts([(name, text)])
-    return run_checks(snapshot)
+    return mined_helpers.report(text, name)
 
 
 # ---------------------------------------------------------------- the table
@@ -162,16 +160,11 @@ def test_a_warning_level_message_is_information_and_a_known_signature_keeps_its_
 
 
 def test_analyze_without_driver_lines_never_reads_the_table():
-    code = ("import sys; from gpuhealth.cli import main\n"
-            "sys.argv = ['gpuhealth', 'analyze', '-']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('MINED' if 'gpuhealth.knowledge.mined' in sys.modules else 'NOT-MINED', file=sys.stderr)")
-    plain = subprocess.run([sys.executable, "-c", code], input="Failed to initialize NVML: Unknown Error\n",
-                           capture_output=True, text=True, timeout=120)
-    assert "NOT-MINED" in plain.stderr, plain.stderr[-500:]
-    nvrm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          input="[ 5.2] NVRM: osInitNvMapping: *** Cannot attach gpu\n")
-    assert "MINED" in nvrm.stderr and "NOT-MINED" not in nvrm.stderr
+    probe = mined_helpers.imported("gpuhealth.knowledge.mined")
+    plain = mined_helpers.analyze_in_child("Failed to initialize NVML: Unknown Error\n", probe)
+    assert "NOT-MINED" in plain, plain[-500:]
+    nvrm = mined_helpers.analyze_in_child("[ 5.2] NVRM: osInitNvMapping: *** Cannot attach gpu\n", probe)
+    assert "MINED" in nvrm and "NOT-MINED" not in nvrm
 
 
 # ---------------------------------------------------------------- regenerate and compare

@@ -13,9 +13,8 @@ import sys
 
 import pytest
 
-from gpuhealth.analyze import analyze_texts
+import mined_helpers
 from gpuhealth.checks import catalogue
-from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.knowledge import mined_tools, read_table
 from gpuhealth.knowledge.causes import causes
@@ -49,8 +48,7 @@ def render(row) -> str:
 
 
 def report(text: str, name: str = "paste.txt") -> Report:
-    snapshot, _ = analyze_texts([(name, text)])
-    return run_checks(snapshot)
+    return mined_helpers.report(text, name)
 
 
 # ---------------------------------------------------------------- the table
@@ -198,13 +196,9 @@ def test_a_mined_line_says_what_printed_it_what_it_means_its_cause_and_its_sourc
 
 
 def test_analyze_without_error_lines_never_reads_the_table():
-    code = ("import sys; from gpuhealth.cli import main\n"
-            "sys.argv = ['gpuhealth', 'analyze', '-']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('MINED' if 'gpuhealth.knowledge.mined_tools' in sys.modules else 'NOT-MINED', file=sys.stderr)")
-    plain = subprocess.run([sys.executable, "-c", code], input="Tue Dec  1 10:00:00 2026\nall good here\n",
-                           capture_output=True, text=True, timeout=120)
-    assert "NOT-MINED" in plain.stderr, plain.stderr[-500:]
+    probe = mined_helpers.imported("gpuhealth.knowledge.mined_tools")
+    plain = mined_helpers.analyze_in_child("Tue Dec  1 10:00:00 2026\nall good here\n", probe)
+    assert "NOT-MINED" in plain, plain[-500:]
 
 
 # ---------------------------------------------------------------- regenerate and compare

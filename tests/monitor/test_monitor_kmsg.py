@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from monitor_fakes import T0, Clock, FakeNvml
+from monitor_fakes import T0, CapturingNotifier, Clock, FakeNvml
 
 from gpuhealth.host import LocalHost
 from gpuhealth.monitor.correlate import Correlator, load_rows
@@ -32,17 +32,6 @@ XID154 = ("NVRM: Xid (PCI:0000:1a:00): 154, GPU recovery action changed from 0x0
           "(Node Reboot Required)")
 XID74_BIT20 = ("NVRM: Xid (PCI:0000:19:00): 74, pid=2311, name=python, NVLink: fatal error detected on link "
                "5(0x100000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)")
-
-
-class _Got:
-    def __init__(self) -> None:
-        self.got = []
-
-    def send(self, alert) -> None:
-        self.got.append(alert)
-
-    def close(self) -> None:
-        pass
 
 
 class FakeKmsg:
@@ -73,7 +62,7 @@ def _monitor(tmp_path: Path, clock: Clock, store: Store, boot: str = "boot-1", r
     host = LocalHost(str(tmp_path / "root"))
     follower = KmsgFollower(host.kmsg(), boot, store, clock=clock)
     source = KmsgSource(NvmlSource(nvml, clock=clock), follower, clock=clock)
-    got = _Got()
+    got = CapturingNotifier()
     recorder = TraceWriter(record, "test", "kmsg test", boot) if record is not None else None
     monitor = Monitor(source, RuleSet([]), Dispatcher([got]), store, recorder=recorder, clock=clock,
                       correlator=Correlator(load_rows(), every_s=1.0, store=store))

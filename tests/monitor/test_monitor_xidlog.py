@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import time
 
-from monitor_fakes import T0, Clock, FakeNvml
+from monitor_fakes import T0, CapturingNotifier, Clock, FakeNvml
 
 from gpuhealth.model import Gpu, NvmlReport, Report, Snapshot
 from gpuhealth.monitor.correlate import Correlator, load_rows
@@ -42,17 +42,6 @@ def _report(lines: list[str]) -> Report:
     return Report(snapshot=Snapshot(nvml=NvmlReport(ok=True, gpus=gpus), kernel_log=log))
 
 
-class _Got:
-    def __init__(self) -> None:
-        self.got = []
-
-    def send(self, alert) -> None:
-        self.got.append(alert)
-
-    def close(self) -> None:
-        pass
-
-
 class _Log:
     """The kernel log the full check reads, as the test leaves it."""
 
@@ -66,7 +55,7 @@ class _Log:
 def _monitor(clock: Clock, store: Store | None, log: _Log, boot: str = "boot-1", nvml: FakeNvml | None = None):
     """A monitor on the fake NVML with the follower off (no KmsgSource), its full check reading ``log``."""
     nvml = nvml or FakeNvml(2)
-    got = _Got()
+    got = CapturingNotifier()
     checks = CheckRunner(600, run=log, log=lambda _: None, xidlog=XidLogFeed(boot, store))
     correlator = Correlator(load_rows(), every_s=1.0, store=store)
     monitor = Monitor(NvmlSource(nvml, clock=clock), RuleSet([]), Dispatcher([got]), store, clock=clock,

@@ -426,6 +426,15 @@ def table(rows: list[Row], tags: tuple[str, ...]) -> str:
     return out.getvalue()
 
 
+def write_out(text: str, out: str) -> None:
+    """Write a mined table to ``out`` ('-': standard output), as is (the CSV writer already chose the newlines)."""
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        with open(out, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     default_out = os.path.join(here, "..", "..", "src", "gpuhealth", "knowledge", "mined", "nvrm.csv")
@@ -445,11 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     levels = collections.Counter(r.level for r in rows)
     print(f"{len(rows)} distinct patterns ({levels['error']} error, {levels['warning']} warning) "
           f"from {len(tags)} tags of {REPOSITORY}", file=sys.stderr)
-    if args.out == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.out, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+    write_out(text, args.out)
     return 0
 
 

@@ -56,6 +56,7 @@ from mine_nvrm import (  # noqa: E402
     pattern_of,
     rarest_word,
     why_dropped,
+    write_out,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -391,11 +392,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{levels['warning']} warning) from {read}", file=sys.stderr)
         rows += mined
     text = table(rows)
-    if args.out == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.out, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+    write_out(text, args.out)
     return 0
 
 

@@ -98,31 +98,48 @@ def driver_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
         tally = Tally()
         for group, _ in found:
             tally.add(group)
-        matched = list(dict.fromkeys(row for _, row in found))[:MAX_ROWS]
-        errors = [row for row in matched if row.level == "error"]
-        # a warning-level message, or a notice family's (a deprecation printed at error level), is information
-        severity = (Severity.INFO if not errors or family.severity == "info" else
-                    Severity.CRITICAL if family.severity == "critical" else Severity.WARNING)
-        files = ", ".join(dict.fromkeys(posixpath.basename(row.file) for row in matched))
-        (errors or matched)[0]
         where = f"GPU {address}: " if address else ""
-        points = f" (see {family.code})" if family.code else ""
-        yield Draft(
-            severity,
-            f"{where}the NVIDIA driver ({files}) reported {'an error' if errors else 'a warning'}: "
-            f"{found[0][0].first.message[:160]}{' ...' if len(found) > 1 else ''}; it means {family.title}{points}: "
-            f"{family.meaning}",
-            subject=snapshot.gpu_subject(address),
-            evidence=(Evidence(source, samples(tally)),
-                      Evidence("driver source", tuple(f"{row.repository} {row.file_line} [{row.tags}] {row.level}: "
-                                                      f"{row.format}  {row.url}" for row in matched))),
-            fixes=table_fixes(family.code) if family.code and severity is not Severity.INFO else (),
-            # a family that only suggests its cause explains no symptom: the symptom's differential ranks that cause
-            explains=family.explains if severity is Severity.CRITICAL and family.decides != "suggests" else (),
-            labels={"mined": " ".join(row.id for row in matched), "family": family.id,
-                    "source": "; ".join(f"{row.repository} {row.tags} {row.file_line}" for row in matched)},
-            last_seen=last_seen(tally),
-        )
+        yield family_draft(family, found, f"{where}the NVIDIA driver", found[0][0].first.message,
+                           (Evidence(source, samples(tally)),), "driver source",
+                           subject=snapshot.gpu_subject(address), last_seen=last_seen(tally))
+
+
+def _rows(found: list[tuple[object, object]]) -> tuple[list, list]:
+    """The distinct rows of a family's lines (at most MAX_ROWS), and those of them at error level."""
+    matched = list(dict.fromkeys(row for _, row in found))[:MAX_ROWS]
+    return matched, [row for row in matched if row.level == "error"]
+
+
+def lead_row(found: list[tuple[object, object]]) -> object:
+    """The row a family's finding quotes: its first error-level row, else its first row."""
+    matched, errors = _rows(found)
+    return (errors or matched)[0]
+
+
+def family_draft(family, found: list[tuple[object, object]], who: str, line: str, evidence: tuple[Evidence, ...],
+                 source_name: str, labels: dict[str, str] | None = None, **draft: object) -> Draft:
+    """The finding of one family of mined messages (GH308 here, GH310 in tool_messages): ``found`` pairs each line
+    with its row; ``who`` (the program) printed ``line``, the line quoted; ``evidence`` (the lines) comes before the
+    rows' source, ``labels`` between the rows' ids and their source."""
+    matched, errors = _rows(found)
+    # a warning-level message, or a notice family's (a deprecation printed at error level), is information
+    severity = (Severity.INFO if not errors or family.severity == "info" else
+                Severity.CRITICAL if family.severity == "critical" else Severity.WARNING)
+    files = ", ".join(dict.fromkeys(posixpath.basename(row.file) for row in matched))
+    points = f" (see {family.code})" if family.code else ""
+    return Draft(
+        severity,
+        f"{who} ({files}) reported {'an error' if errors else 'a warning'}: {line[:160]}"
+        f"{' ...' if len(found) > 1 else ''}; it means {family.title}{points}: {family.meaning}",
+        evidence=(*evidence, Evidence(source_name, tuple(f"{row.repository} {row.file_line} [{row.tags}] "
+                                                         f"{row.level}: {row.format}  {row.url}" for row in matched))),
+        fixes=table_fixes(family.code) if family.code and severity is not Severity.INFO else (),
+        # a family that only suggests its cause explains no symptom: the symptom's differential ranks that cause
+        explains=family.explains if severity is Severity.CRITICAL and family.decides != "suggests" else (),
+        labels={"mined": " ".join(row.id for row in matched), "family": family.id, **(labels or {}),
+                "source": "; ".join(f"{row.repository} {row.tags} {row.file_line}" for row in matched)},
+        **draft,
+    )
 
 
 def _address_of(group: EventGroup) -> str | None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, check, line_evidence, table_fixes
-from gpuhealth.model import Evidence, MessageLine, Severity, Snapshot
-
-MAX_ROWS = 8  # rows named in one finding's labels and source evidence
+from gpuhealth.checks.driver_messages import family_draft, lead_row
+from gpuhealth.checks.registry import Draft, Expectations, check, line_evidence
+from gpuhealth.model import MessageLine, Snapshot
 
 
 def unknown_lines(snapshot: Snapshot) -> list[MessageLine]:
@@ -77,25 +75,7 @@ def tool_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
             by_family.setdefault(row.family, []).append((message, row))
     for family_id, found in sorted(by_family.items()):
         family = known[family_id]
-        matched = list(dict.fromkeys(row for _, row in found))[:MAX_ROWS]
-        errors = [row for row in matched if row.level == "error"]
-        severity = (Severity.INFO if not errors or family.severity == "info" else
-                    Severity.CRITICAL if family.severity == "critical" else Severity.WARNING)
-        first = (errors or matched)[0]
-        files = ", ".join(dict.fromkeys(posixpath.basename(row.file) for row in matched))
-        points = f" (see {family.code})" if family.code else ""
-        line = next(m.line for m, row in found if row is first)
-        yield Draft(
-            severity,
-            f"{program(first)} ({files}) reported {'an error' if errors else 'a warning'}: {line[:160]}"
-            f"{' ...' if len(found) > 1 else ''}; it means {family.title}{points}: {family.meaning}",
-            evidence=(*line_evidence([m for m, _ in found]),
-                      Evidence("source", tuple(f"{row.repository} {row.file_line} [{row.tags}] {row.level}: "
-                                               f"{row.format}  {row.url}" for row in matched))),
-            fixes=table_fixes(family.code) if family.code and severity is not Severity.INFO else (),
-            # a family that only suggests its cause explains no symptom: the symptom's differential ranks that cause
-            explains=family.explains if severity is Severity.CRITICAL and family.decides != "suggests" else (),
-            labels={"mined": " ".join(row.id for row in matched), "family": family.id,
-                    **({"cause": family.cause} if family.cause else {}),
-                    "source": "; ".join(f"{row.repository} {row.tags} {row.file_line}" for row in matched)},
-        )
+        first = lead_row(found)
+        yield family_draft(family, found, program(first), next(m.line for m, row in found if row is first),
+                           line_evidence([m for m, _ in found]), "source",
+                           labels={"cause": family.cause} if family.cause else None)
