@@ -357,3 +357,16 @@ def test_the_utilities_package_matches_the_installed_driver_build():
     assert "sudo apt-get install nvidia-utils-535" in desktop and not any("-server" in c for c in desktop)
     unknown = _gh208_fixes()  # no package listing: which build is installed is not known
     assert "sudo apt-get install nvidia-utils-<branch>" in unknown
+
+
+def test_distribution_tokens_are_linear_on_long_runs():
+    """The version tokens' runs are bounded: a pasted line of "1.1.1..." cost quadratic time (0.45 s per 20 KB)."""
+    import time
+
+    from gpuhealth.distro_infer import inferred_family
+    from gpuhealth.model import Snapshot
+
+    for text in ("1." * 10_000, "1-" + "a." * 10_000, "0:" * 10_000):
+        start = time.process_time()
+        assert inferred_family(Snapshot(), (), [text]) is None
+        assert time.process_time() - start < 0.1

@@ -39,10 +39,12 @@ _DEBIAN_OUTPUT = lazy_re(r"^(?:Reading package lists\.\.\.|Building dependency t
                          r"Selecting previously unselected package |Unpacking \S+ \(|Setting up \S+ \()", re.M)
 _RHEL_OUTPUT = lazy_re(r"^(?:Last metadata expiration check:|Dependencies resolved\.|"
                        r"Updating Subscription Management repositories\.|Loaded plugins: )", re.M)
-# a version with a distribution's suffix anywhere in a text (a gcc banner "11.4.0-1ubuntu1~22.04", an rpm name)
-_DEBIAN_TOKEN = lazy_re(r"\b[0-9][0-9.:]*-[0-9.]*[0-9]ubuntu[0-9][\w.~+]*"
-                        r"|\b[0-9][0-9.:]*-[\w.]*~deb[0-9]{1,2}u[0-9]+\b")
-_RHEL_TOKEN = lazy_re(r"\b[0-9][0-9.]*-[\w.]*\.(?:el[0-9]{1,2}(?:_[0-9]+)?|fc[0-9]{2})\.(?:x86_64|aarch64|noarch)\b")
+# a version with a distribution's suffix anywhere in a text (a gcc banner "11.4.0-1ubuntu1~22.04", an rpm name);
+# every run is bounded (a version is short): unbounded, a line of "1.1.1..." cost quadratic time
+_DEBIAN_TOKEN = lazy_re(r"\b[0-9][0-9.:]{0,40}-[0-9.]{0,40}[0-9]ubuntu[0-9][\w.~+]{0,40}"
+                        r"|\b[0-9][0-9.:]{0,40}-[\w.]{0,80}~deb[0-9]{1,2}u[0-9]+\b")
+_RHEL_TOKEN = lazy_re(r"\b[0-9][0-9.]{0,40}-[\w.]{0,80}\.(?:el[0-9]{1,2}(?:_[0-9]+)?|fc[0-9]{2})"
+                      r"\.(?:x86_64|aarch64|noarch)\b")
 # a package manager's command line in a pasted terminal text ("$ sudo apt-get install ...")
 _COMMAND_LINE = lazy_re(r"^\s*(?:[\w@.:~/-]*[$#]\s*)?(?:sudo\s+)?(apt-get|apt|dnf|yum)\s+(?:-\S+\s+)*"
                         r"(?:install|update|upgrade|remove|purge|reinstall)\b", re.M)
