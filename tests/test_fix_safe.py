@@ -370,3 +370,15 @@ def test_distribution_tokens_are_linear_on_long_runs():
         start = time.process_time()
         assert inferred_family(Snapshot(), (), [text]) is None
         assert time.process_time() - start < 0.1
+
+
+def test_dnf_is_a_comment_on_an_el7_host():
+    """RHEL/CentOS 7 and Amazon Linux 2 have yum, not dnf: GH202's versionlock hold is written as a comment there."""
+    hold = "sudo dnf install python3-dnf-plugin-versionlock && sudo dnf versionlock add '*nvidia*'"
+    finding = _finding("GH202", Fix(hold, "rhel"))
+    for os_id, like, version in (("centos", ("rhel", "fedora"), "7"), ("amzn", ("centos", "rhel", "fedora"), "2")):
+        script = fix_script(Report(Snapshot(os=OsInfo(id=os_id, id_like=like, version_id=version)), (finding,)))
+        assert hold not in live_lines(script) and "(RHEL/CentOS 7 have yum)" in script
+    for os_id, like, version in (("rocky", ("rhel", "centos", "fedora"), "9.3"), ("amzn", ("fedora",), "2023")):
+        script = fix_script(Report(Snapshot(os=OsInfo(id=os_id, id_like=like, version_id=version)), (finding,)))
+        assert hold in live_lines(script)
