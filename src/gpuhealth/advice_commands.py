@@ -146,7 +146,7 @@ def _os_info(text: str):  # -> OsInfo
     like = {"ubuntu": ("debian",), "rocky": ("rhel", "centos", "fedora"), "almalinux": ("rhel", "centos", "fedora"),
             "centos": ("rhel", "fedora"), "rhel": ("fedora",), "ol": ("fedora",)}.get(os_id, ())
     names = {"ubuntu": "Ubuntu", "debian": "Debian", "rhel": "Red Hat Enterprise Linux", "rocky": "Rocky Linux",
-             "almalinux": "AlmaLinux", "centos": "CentOS Linux", "ol": "Oracle Linux"}
+             "almalinux": "AlmaLinux", "centos": "CentOS Linux", "ol": "Oracle Linux", "fedora": "Fedora Linux"}
     pretty = " ".join(x for x in (names.get(os_id, os_id), version) if x)
     return OsInfo(id=os_id, id_like=like, version_id=version, pretty_name=pretty, architecture="x86_64")
 
