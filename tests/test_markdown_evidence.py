@@ -54,7 +54,7 @@ def test_a_fenced_session_gives_the_same_findings_as_the_bare_session(tag):
 
 
 def test_the_prose_after_a_fence_is_not_the_last_commands_output():
-    issue = f"```\n$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n```\nIt used to show 8 GPUs.\n"
+    issue = "```\n$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n```\nIt used to show 8 GPUs.\n"
     parts = split_markdown(issue)
     assert parts == [Part("fenced at line 1", "$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)", True),
                      Part("line 5", "It used to show 8 GPUs.")]
