@@ -124,3 +124,9 @@ def test_markdown_splitting_is_linear():
         for part in split_markdown(text) or []:
             with_prompts(part.text, printed_by)
     assert time.process_time() - start < 3.0
+
+
+def test_an_xml_summary_element_is_not_a_fold():
+    xml = "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n\t<gpu id=\"00000000:01:00.0\">\n\t\t<summary>N/A</summary>\n" \
+          "\t</gpu>\n</nvidia_smi_log>\n"
+    assert split_markdown(xml) is None

@@ -26,8 +26,10 @@ __all__ = ["MAX_MARKDOWN_CHARS", "Part", "split_markdown"]
 MAX_MARKDOWN_CHARS = 4 * 1024 * 1024  # larger texts are files, not posts
 MAX_QUOTE_DEPTH = 4  # "> > > text": nested quotes lose this many markers at most
 _FENCE = lazy_re(r"(?P<indent>[ \t]{0,16})(?P<fence>`{3,64}|~{3,64})[ \t]*(?P<info>[^`\n]{0,200}?)[ \t]*$")
-# Lines that are only HTML folding tags (GitHub's <details>, <summary>...</summary>) or a <pre> wrapper.
-_FOLD_TAG = lazy_re(r"[ \t]{0,16}(?:</?(?:details|summary|pre|code|p|br)\b[^<>\n]{0,200}>[^<>\n]{0,300}){1,6}$", re.I)
+# Lines that are only GitHub's folding tags: <details>, </details>, and <summary>...</summary> inside a fold (an
+# nvidia-smi -x report has a <summary> element of its own, outside any <details>).
+_FOLD_TAG = lazy_re(r"[ \t]{0,16}(?:</?(?:details|summary)\b[^<>\n]{0,200}>[^<>\n]{0,300}){1,6}$", re.I)
+_DETAILS = lazy_re(r"[ \t]{0,16}<details\b", re.I)
 _QUOTE = lazy_re(r"[ \t]{0,3}>(?!>)[ \t]?")
 
 
@@ -43,7 +45,7 @@ class Part:
 
 def split_markdown(text: str) -> list[Part] | None:
     """The parts of a markdown text, or None when it has no fence, folding tag or quoted line (read it as it is)."""
-    if len(text) > MAX_MARKDOWN_CHARS or not any(mark in text for mark in ("```", "~~~", "<", ">")):
+    if len(text) > MAX_MARKDOWN_CHARS or not any(mark in text for mark in ("```", "~~~", "<details", "<DETAILS", ">")):
         return None
     original = text.splitlines()
     lines = _dequoted(original)
@@ -53,6 +55,7 @@ def split_markdown(text: str) -> list[Part] | None:
     prose_start = 1
     fence: tuple[str, str, int, str] | None = None  # the open fence: (marker, indentation, line number, tag)
     content: list[str] = []
+    folds = 0  # <details> tags seen: a <summary> line is a fold's only after one
     for number, line in enumerate(lines, 1):
         if fence is not None:
             stripped = line.strip()
@@ -69,7 +72,8 @@ def split_markdown(text: str) -> list[Part] | None:
             fence = (m["fence"], m["indent"], number, m["info"].strip().lower())
             content, prose, structured = [], [], True
             continue
-        if _FOLD_TAG.match(line):  # a folding tag ends the text before it; its summary is prose of its own
+        folds += 1 if _DETAILS.match(line) else 0
+        if folds and _FOLD_TAG.match(line):  # a folding tag ends the text before it; its summary is prose of its own
             _flush(parts, prose, prose_start)
             parts.append(Part(f"line {number}", line.strip()))
             prose, prose_start, structured = [], number + 1, True
