@@ -37,7 +37,8 @@ def test_a_mail_wrapped_smi_table_is_read(width):
 
 def test_a_wrapped_table_joins_back_to_its_rows():
     wrapped = _mail_wrap(TABLE, 72)
-    assert [line.split() for line in unwrap_lines(wrapped).splitlines()] == [line.split() for line in TABLE.splitlines()]
+    joined = unwrap_lines(wrapped).splitlines()
+    assert [line.split() for line in joined] == [line.split() for line in TABLE.splitlines()]
 
 
 JOURNAL_XID = ("Dec 01 10:00:00 gpu-node-017.cluster.example.com kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, "
