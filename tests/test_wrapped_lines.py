@@ -75,3 +75,14 @@ def test_unwrapping_is_linear():
     for text in hostile:
         unwrap_lines(text)
     assert time.process_time() - start < 3.0
+
+
+def test_a_dpkg_listing_header_is_not_a_table():
+    # dpkg -l's header (dpkg's own text): rows starting with "|" and a "+++-====" rule, then the packages
+    listing = ("Desired=Unknown/Install/Remove/Purge/Hold\n"
+               "| Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend\n"
+               "|/ Err?=(none)/Reinst-required (Status,Err: uppercase=bad)\n"
+               "||/ Name           Version      Architecture Description\n"
+               "+++-==============-============-============-==================================\n"
+               "ii  nvidia-smi     525.85.12-1  amd64        NVIDIA System Management Interface\n")
+    assert unwrap_lines(listing) == listing

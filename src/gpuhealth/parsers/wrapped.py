@@ -4,9 +4,10 @@ A paste that went through a mail client is wrapped at 72-80 columns; a terminal 
 too. Most wrapped lines cannot be told from two lines, so only two formats, whose records say where they end, are
 joined:
 
-- an ``nvidia-smi`` table: every row starts and ends with ``|`` (rules with ``+``), so a row that starts with one
-  and does not end with one, followed by a line that starts with neither, was broken (the table's parser refuses
-  such a box, and the GPU it shows is lost);
+- an ``nvidia-smi`` table: its rule lines (``+----+----+``) give its width and every row starts and ends with
+  ``|``, so inside such a table a row that does not end with ``|`` (or falls short of the width), followed by a
+  line that starts with neither ``|`` nor ``+``, was broken (the table's parser refuses such a box, and the GPU it
+  shows is lost); a rule line cut in its run of dashes is joined to the rest of the run;
 - the driver's Xid line, ``NVRM: Xid (PCI:<address>): <n>, ...`` (NVIDIA's Xid catalogue; open-gpu-kernel-modules
   prints it from ``nvErrorLog_va``): a line that holds ``NVRM: Xid`` without the full head, followed by a line that
   completes it, was broken before the Xid's number (a long journald prefix pushes the head past column 72), and the
@@ -27,6 +28,8 @@ MAX_SEGMENTS = 4  # a line wrapped into more pieces than this is not a wrapped l
 MAX_JOINED = 4096  # characters of a joined line
 # nvidia-smi's rule lines ("+----+----+", "|====+====|"), not a markdown table's ("|---|---|": its rows vary in width)
 _RULE = lazy_re(r"[ \t]{0,8}(?:\+[-=+]{10,400}\+|\|=[-=+|]{10,400}\|)\s*$")
+_RULE_START = lazy_re(r"[ \t]{0,8}[+|][-=+]{10,400}$")
+_RULE_END = lazy_re(r"[-=+]{1,400}[+|]\s*$")
 _XID_HEAD = lazy_re(r"NVRM: Xid \([^)\n]{1,160}\):?\s{0,8}\d{1,6}\b")
 
 
@@ -51,6 +54,8 @@ def unwrap_lines(text: str) -> str:
             line, i, segments, changed = joined, i + 1, segments + 1, True
         if _RULE.match(line):
             width = len(line.rstrip())
+        elif line.lstrip()[:1] not in ("|", "+"):
+            width = 0  # the table ended
         out.append(line)
     return "\n".join(out) + ("\n" if text.endswith("\n") else "") if changed else text
 
@@ -62,10 +67,12 @@ def _joined(line: str, following: str, width: int) -> str | None:
     if not tail:
         return None
     glued = None
-    if head[:1] in ("|", "+") and tail[:1] not in ("|", "+"):
-        short = width and len(line.rstrip()) + len(tail) < width + 2  # the rest of the row fits its width
-        if line.rstrip()[-1:] not in ("|", "+") or short:
+    if width and head[:1] == "|" and tail[:1] not in ("|", "+"):  # a row of the table
+        short = len(line.rstrip()) + len(tail) < width + 2  # the rest of the row fits its width
+        if line.rstrip()[-1:] != "|" or short:
             glued = _glue(line, following, width)
+    elif _RULE_START.match(line) and _RULE_END.match(following):  # a rule line cut in its run of "-" or "="
+        glued = line.rstrip() + tail
     elif "NVRM: Xid" in line and _XID_HEAD.search(line) is None:
         glued = _glue(line, following, 0)
         glued = glued if _XID_HEAD.match(glued, line.rfind("NVRM: Xid")) else None
