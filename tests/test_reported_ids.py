@@ -1,5 +1,5 @@
 """Identifiers named in a person's words or in any line that is no kernel log: Xids and SXids named in prose,
-markdown and titles (evidence/reported.py), and CUDA errors in the spellings other than their C enum name
+markdown and titles (parsers/reported_xids.py), and CUDA errors in the spellings other than their C enum name
 (knowledge/mined_api.by_spelling). Every example line here is hand-written in the shapes the docstrings cite."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from gpuhealth.cli import main
-from gpuhealth.evidence.reported import reported_xids
 from gpuhealth.knowledge import mined_api
+from gpuhealth.parsers.reported_xids import reported_xids
 
 
 def named(line: str) -> list[tuple[str, int]]:
@@ -88,7 +88,8 @@ def test_prose_xid_48_leads_with_its_catalogue_meaning_below_critical(tmp_path):
     assert lead(document) == "GH301"
     xid = finding(document, "GH301")
     assert xid["severity"] == "warning"  # a logged Xid 48 is critical; said in words it is not
-    assert "Double-bit (uncorrectable) ECC error" in xid["message"] and "reported in words, not logged" in xid["message"]
+    assert "Double-bit (uncorrectable) ECC error" in xid["message"]
+    assert "reported in words, not logged" in xid["message"]
     assert "the reporter's words" in xid["evidence"][0]["source"]
     assert not any(f["severity"] == "critical" for f in document["findings"])
     assert not any(f["code"] in ("GH002", "GH003", "GH004") for f in document["findings"])

@@ -389,11 +389,11 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
 
 def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
-    reported kernel log (evidence/reported.py), which a real one in the evidence replaces (``_merge``). The lines that
-    named them are returned."""
+    reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
+    lines that named them are returned."""
     if kind == "kernel-log":  # the log's own lines are its parser's
         return []
-    from gpuhealth.evidence.reported import reported_xids  # only for a piece that is no kernel log
+    from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
     # an nvidia-smi table's boxed rows are its parser's too
     found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))],

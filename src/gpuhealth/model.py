@@ -516,7 +516,7 @@ class KernelLog:
 
     source: str
     format: str  # "dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "pstore", "plain"; REPORTED:
-    # no log, only the Xids a person named in words (evidence/reported.py): the checks keep them below critical
+    # no log, only the Xids a person named in words (parsers/reported_xids.py): the checks keep them below critical
     lines_scanned: int = 0
     events: tuple[KernelEvent, ...] = ()
     module_banners: tuple[str, ...] = ()  # "NVRM: loading NVIDIA UNIX ... Kernel Module  <ver> ..."
