@@ -140,7 +140,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             for piece in pieces:  # a bug report has many sections we do not read; that is fine
                 _read_piece(reading, piece, None, container=True, unknown_lines=False)
             continue
-        blocks = split_session(text)
+        blocks = split_session(text, printed_by)
         if len(blocks) == 1 and blocks[0].command is None:
             if not _read_piece(reading, Piece(name, text), None, container=False):
                 reading.unrecognized.append(name)
@@ -161,6 +161,26 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     from gpuhealth.distro_infer import with_inferred_family
 
     return with_inferred_family(snapshot, snapshot.commands_given, heads), reading.log
+
+
+# Facts whose reading of an output is strict enough to prove that a flattened line holds that command's output
+# (the kernel release alone, a variable's value alone); the others read any text.
+_FLAT_FACTS = frozenset({"uname", "echo-variable"})
+
+
+def printed_by(command: str, output: str) -> bool:
+    """Whether ``output`` is what ``command`` prints, as far as the evidence registry can tell: a kind that reads
+    the command's output recognises it, or a strict fact of the command reads it. A flattened session is split
+    only where this holds (parsers/session.py)."""
+    from gpuhealth.evidence.registry import normalise_command, ordered, sniff
+
+    if not output.strip() or len(command) > 2000:
+        return False
+    normal = normalise_command(command)
+    claimed = [k for k in ordered() if k.produced_by(normal)]
+    if claimed and sniff(output, claimed) is not None:
+        return True
+    return any(name in _FLAT_FACTS for name, _ in facts_for(command, output))
 
 
 def _block_name(name: str, block: Block) -> str:
