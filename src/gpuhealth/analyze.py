@@ -24,7 +24,7 @@ from gpuhealth.evidence.facts import (
     secure_boot_lines,
     signing_key_lines,
 )
-from gpuhealth.evidence.listings import embedded_rpm_packages
+from gpuhealth.evidence.listings import PACKAGE_LISTINGS, embedded_rpm_packages
 from gpuhealth.evidence.toolchain import kbuild_compiler_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
@@ -154,6 +154,11 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
         fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
     extra_unavailable = fields.pop("unavailable", {})
+    inventory = _setup_inventory_only(reading.log)
+    if inventory:
+        from gpuhealth.model import SETUP_INVENTORY_ONLY
+
+        extra_unavailable = {**extra_unavailable, SETUP_INVENTORY_ONLY: inventory}
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
                         unavailable={**_unavailable(fields), **extra_unavailable},
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
@@ -229,6 +234,20 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
     return understood or matched > 0
+
+
+# Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
+# what to compare, and can show a mismatch, but nothing in them shows the GPUs working. Evidence of these alone
+# never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
+SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version"}
+
+
+def _setup_inventory_only(log: list[Recognised]) -> str:
+    """The setup inventories read ("a dpkg-list listing") when they are all that was understood; else empty."""
+    kinds = [r.kind for r in log if r.kind]
+    if not kinds or not set(kinds) <= SETUP_KINDS:
+        return ""
+    return ", ".join(dict.fromkeys(kinds))
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str) -> None:
