@@ -30,7 +30,9 @@ from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
-from gpuhealth.parsers.session import Block, split_session
+from gpuhealth.parsers.markdown import Part as MarkdownPart
+from gpuhealth.parsers.markdown import split_markdown
+from gpuhealth.parsers.session import Block, split_session, with_prompts
 from gpuhealth.records import record
 
 __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_bytes", "identify", "split_pieces"]
@@ -140,16 +142,12 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             for piece in pieces:  # a bug report has many sections we do not read; that is fine
                 _read_piece(reading, piece, None, container=True, unknown_lines=False)
             continue
-        blocks = split_session(text, printed_by)
-        if len(blocks) == 1 and blocks[0].command is None:
-            if not _read_piece(reading, Piece(name, text), None, container=False):
-                reading.unrecognized.append(name)
-            continue
-        reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
-        understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
-                      for block in blocks]
-        if not any(understood):
-            reading.unrecognized.append(f"{name} (a terminal session: none of its {len(blocks)} commands' output)")
+        parts = split_markdown(text)  # an issue body: its fenced blocks are evidence, the prose around them prose
+        if parts is None or len(parts) == 1:
+            missed = _read_text(reading, name, text if parts is None else _fenced_text(parts[0]))
+            reading.unrecognized.extend(missed[:1])
+        elif all([_read_text(reading, f"{name}: {part.label}", _fenced_text(part)) for part in parts]):
+            reading.unrecognized.append(f"{name} (markdown: none of its {len(parts)} parts)")
     fields = reading.fields
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
         fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
@@ -186,6 +184,23 @@ def printed_by(command: str, output: str) -> bool:
     if claimed and sniff(output, claimed) is not None:
         return True
     return any(name in _FLAT_FACTS for name, _ in facts_for(command, output))
+
+
+def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
+    """Read one text (a pasted session is split into its blocks); what to name as not recognised if nothing was."""
+    blocks = split_session(text, printed_by)
+    if len(blocks) == 1 and blocks[0].command is None:
+        return [] if _read_piece(reading, Piece(name, text), None, container=False) else [name]
+    reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
+    understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
+                  for block in blocks]
+    return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+
+
+def _fenced_text(part: MarkdownPart) -> str:
+    """A fenced block's text, with a prompt put before each command line the registry proves by its output (a
+    fence holds ``nvidia-smi`` and its table without the ``$``)."""
+    return with_prompts(part.text, printed_by) if part.fenced else part.text
 
 
 def _block_name(name: str, block: Block) -> str:

@@ -283,3 +283,43 @@ def _without_prompt(text: str) -> str:
     tail_from = max(0, len(text) - 300)
     m = _PROMPT_TAIL.search(text, tail_from)
     return text[:m.start()] if m else text
+
+
+MAX_PROMPTLESS_LINES = 20_000  # lines of a prompt-less text searched for command lines
+MAX_PROMPTLESS_COMMANDS = 64  # command lines judged per text
+
+
+def with_prompts(text: str, accepts: Accepts) -> str:
+    """A text of commands and their output pasted without prompts (a fenced block in an issue: ``nvidia-smi`` then
+    its table), with ``$ `` put before each line that is a known program's whole command line and whose following
+    lines, up to the next such command, ``accepts`` takes for its output. A text that has prompts, or in which no
+    command is proven, comes back unchanged. Right to left, as in a flattened line: an unproven command line stays
+    in the output of the one before it."""
+    if len(text) > MAX_SESSION_CHARS or looks_like_session(text):
+        return text
+    lines = text.splitlines()
+    heads = [i for i, line in enumerate(lines[:MAX_PROMPTLESS_LINES]) if _whole_command(line)]
+    proven: list[int] = []
+    limit = len(lines)
+    for i in reversed(heads[:MAX_PROMPTLESS_COMMANDS]):
+        output = "\n".join(lines[i + 1:min(limit, i + 1 + 200)])
+        if output.strip() and accepts(lines[i].strip(), output[:_OUTPUT_HEAD]):
+            proven.append(i)
+            limit = i
+    if not proven:
+        return text
+    for i in proven:
+        lines[i] = "$ " + lines[i].strip()
+    return "\n".join(lines)
+
+
+def _whole_command(line: str) -> bool:
+    """Whether ``line`` is a known program's command line and nothing else (its words can all be arguments)."""
+    stripped = line.strip()
+    if not stripped or len(stripped) > 600:
+        return False
+    m = _FLAT_CANDIDATE.match(stripped + " ")
+    if m is None:
+        return False
+    words = _command_words(stripped, m.end("word"), len(stripped))
+    return (words[-1].end() if words else m.end("word")) == len(stripped)
