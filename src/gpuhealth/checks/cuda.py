@@ -20,6 +20,7 @@ from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import (
+    REPORTED_WORDS,
     CudaState,
     DeviceRequest,
     Evidence,
@@ -72,7 +73,7 @@ def _torch(snapshot: Snapshot) -> TorchEnv:
 def driver_version(snapshot: Snapshot) -> tuple[str | None, str]:
     """The driver version (the kernel module's when known) and where it came from."""
     if snapshot.driver is not None and snapshot.driver.version:
-        return snapshot.driver.version, PROC_VERSION
+        return snapshot.driver.version, REPORTED_WORDS if snapshot.reported_fact("driver", "version") else PROC_VERSION
     version, source = user_space_version(snapshot)
     if version:
         return version, source
@@ -288,7 +289,11 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
 def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evidence]]:
     """(label, CUDA version, evidence) of each toolkit on the host: nvcc, /usr/local/cuda, conda's cudatoolkit."""
     toolkits: list[tuple[str, str, Evidence]] = []
-    if state.nvcc_release:
+    stated = snapshot.reported_fact("cuda", "nvcc_release")
+    if state.nvcc_release and stated is not None:  # a person's words: "my CUDA version is 12.9"
+        toolkits.append(("the CUDA the reporter names", state.nvcc_version or state.nvcc_release,
+                         Evidence(REPORTED_WORDS, (stated.words,))))
+    elif state.nvcc_release:
         toolkits.append(("nvcc on PATH", state.nvcc_version or state.nvcc_release, Evidence(
             "nvcc --version", (f"Cuda compilation tools, release {state.nvcc_release}"
                                + (f", V{state.nvcc_version}" if state.nvcc_version else ""),))))

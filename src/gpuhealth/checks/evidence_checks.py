@@ -23,7 +23,7 @@ from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Evidence, Fix, MessageLine, Severity, Snapshot
+from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, MessageLine, Severity, Snapshot
 
 MAX_LINES = MAX_LINE_EVIDENCE
 
@@ -269,7 +269,8 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     evidence: list[Evidence] = []
     if state and state.split()[0] in _NOT_RUNNING and switch:
         missing = cuda is not None and cuda.fabricmanager_enabled == "not-found"
-        evidence.append(Evidence("systemctl status nvidia-fabricmanager",
+        stated = snapshot.reported_fact("cuda", "fabricmanager_active")
+        evidence.append(Evidence(REPORTED_WORDS if stated else "systemctl status nvidia-fabricmanager",
                                  ("nvidia-fabricmanager.service: not found (not installed)" if missing
                                   else f"Active: {state}",)))
     if errors and switch is not False:
