@@ -272,6 +272,9 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     data-center GPUs run a newer CUDA on an older driver; GH603 reports that libcuda. Toolkit versions
     the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
+    Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
+    570.133.20") are judged the same way where no program's output gives them; a finding that rests on
+    the words alone is at most a warning, and its evidence quotes them.
     """
     state = snapshot.cuda
     torch_cuda = snapshot.torch.torch_cuda_version if snapshot.torch is not None else None

@@ -254,7 +254,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     A pasted status of the nvidia-fabricmanager unit alone ("Unit nvidia-fabricmanager.service could
     not be found", inactive or failed) with nothing that says which GPUs the host has: a warning that
     names the condition (Fabric Manager is needed on NVSwitch systems); with NVSwitches on the bus or
-    SXM GPUs it is critical, with PCIe GPUs shown it is quiet.
+    SXM GPUs it is critical, with PCIe GPUs shown it is quiet. The reporter's words ("nvidia-fabricmanager
+    is not installed", "the fabric manager isn't running") give the same unit state where no listing of
+    the unit does; a finding that rests on the words alone is at most a warning, and quotes them.
 
     Exceptions:
     PCIe GPUs and NVLink bridges between pairs of GPUs need no Fabric Manager.
