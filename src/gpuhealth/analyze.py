@@ -494,7 +494,7 @@ def _api_error(reading: _Reading, piece: Piece, text: str) -> bool:
         return False
     reading.unknown_seen.add(text)
     # named in another spelling: the catalogue's row for the C name, if it has one, judges it as it judges that name
-    spelled = scan_lines([row.name]) if row.api.startswith("cuda") and row.name not in text else []
+    spelled = scan_lines([row.name]) if row.api.startswith(("cuda", "nvml")) and row.name not in text else []
     signature, symptom = (spelled[0][0].id, spelled[0][0].symptom or None) if spelled else (None, row.symptom or None)
     reading.messages.append(MessageLine(text[:500], piece.name, signature, symptom, mined=row.id))
     return True
