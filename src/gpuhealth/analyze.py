@@ -118,8 +118,13 @@ class _Reading:
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
             if _merge(self.fields, key, value):
-                combined = key in ("host_env", "install") and key in self.sources
-                self.sources[key] = f"{self.sources[key]}, {source}" if combined else source
+                # a record every piece lays its fields over (torch from `pip list` and from a python session) came
+                # from all of them: its evidence header names each, not only the last (a richer nvidia-smi replaces)
+                combined = key in self.sources and dataclasses.is_dataclass(value) and not isinstance(value, SmiReport)
+                if not combined:
+                    self.sources[key] = source
+                elif source not in self.sources[key].split(", "):
+                    self.sources[key] = f"{self.sources[key]}, {source}"
 
 
 def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
