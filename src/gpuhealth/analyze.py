@@ -114,12 +114,18 @@ class _Reading:
     messages: list[MessageLine] = field(default_factory=list)
     unknown_seen: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
+    stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
             if _merge(self.fields, key, value):
-                combined = key in ("host_env", "install") and key in self.sources
-                self.sources[key] = f"{self.sources[key]}, {source}" if combined else source
+                # a record every piece lays its fields over (torch from `pip list` and from a python session) came
+                # from all of them: its evidence header names each, not only the last (a richer nvidia-smi replaces)
+                combined = key in self.sources and dataclasses.is_dataclass(value) and not isinstance(value, SmiReport)
+                if not combined:
+                    self.sources[key] = source
+                elif source not in self.sources[key].split(", "):
+                    self.sources[key] = f"{self.sources[key]}, {source}"
 
 
 def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
@@ -150,6 +156,11 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
         elif all([_read_text(reading, f"{name}: {part.label}", _fenced_text(part)) for part in parts]):
             reading.unrecognized.append(f"{name} (markdown: none of its {len(parts)} parts)")
     fields = reading.fields
+    from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
+
+    reported = fill_reported(fields, reading.stated) if reading.stated else ()
+    for fact in reported:
+        reading.sources.setdefault(fact.field, f"{fact.source} (the reporter's words)")
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
         fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
     extra_unavailable = fields.pop("unavailable", {})
@@ -161,7 +172,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
                         unavailable={**_unavailable(fields), **extra_unavailable},
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
-                        **fields)
+                        reported=reported, **fields)
     from gpuhealth.distro_infer import with_inferred_family
 
     return with_inferred_family(snapshot, snapshot.commands_given, heads), reading.log
@@ -237,7 +248,9 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         understood = _read_facts(reading, piece, block) or understood
     # a piece that did not parse as the listing it looked like is scanned like any other text
     scanned_as = kind.name if kind is not None and parsed else None
+    before = len(reading.log)
     matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
+    understood = understood or any(r.kind == "reported-xids" for r in reading.log[before:])  # an Xid named in words
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
@@ -246,16 +259,30 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             reading.log.append(Recognised(piece.name, "cuda-library-files",
                                           f"{len(libraries['cuda'].library_files)} CUDA library file(s)"))
             understood = True
+    if kind is None and (block is None or not block.command) and unknown_lines:  # a person's sentences
+        understood = _read_words(reading, piece) or understood
     if kind is None and not understood:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
     return understood or matched > 0
 
 
+def _read_words(reading: _Reading, piece: Piece) -> bool:
+    """Versions, unit states and PCIe links a person's sentences state (reported facts, applied at the end)."""
+    from gpuhealth.evidence.prose import statements
+
+    found = statements(piece.text[:2_000_000], piece.name)
+    if found:
+        reading.stated.extend(found)
+        reading.log.append(Recognised(piece.name, "reported", f"{len(found)} fact(s) stated in words"))
+    return bool(found)
+
+
 # Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
 # what to compare, and can show a mismatch, but nothing in them shows the GPUs working. Evidence of these alone
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
-SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version"}
+# A person's sentences ("reported": versions, unit states in words) show no GPU working either.
+SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version", "reported"}
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:
@@ -415,6 +442,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
+    reported = _reported_xids(reading, piece, kind, lines)
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
@@ -424,7 +452,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
     if (kind not in (None, "app-log", "smi-table") and not cli_error) or not unknown_lines:
         return len(matched)
-    explained = {line for _, line in matched}  # the application-log parser reads catalogue lines only (GH806)
+    # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event
+    explained = {line for _, line in matched} | set(reported)
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
@@ -440,18 +469,42 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     return len(matched)
 
 
+def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:
+    """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
+    reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
+    lines that named them are returned."""
+    if kind == "kernel-log":  # the log's own lines are its parser's
+        return []
+    from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
+
+    # an nvidia-smi table's boxed rows are its parser's too
+    found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))],
+                                 piece.name)
+    if found:
+        reading.overlay(found, piece.name)
+        events = found["kernel_log"].events
+        codes = ", ".join(dict.fromkeys(f"{'SXid' if e.kind == 'sxid' else 'Xid'} {e.xid}" for e in events))
+        reading.log.append(Recognised(piece.name, "reported-xids", f"{codes} named in words (reported, not logged)"))
+    return named
+
+
 def _api_error(reading: _Reading, piece: Piece, text: str) -> bool:
     """A CUDA, NVML, NCCL or DCGM error that no signature explains but the mined table names (GH309): kept with its
-    row and the row's symptom, never as an unknown line. The table is read only for a line that names such an API."""
+    row and the row's symptom, never as an unknown line. The table is read only for a line that names such an API.
+    A CUDA error named by its number or its name's stem ("CUDA error 35", "CUDAError InsufficientDriver") is the same
+    row (``mined_api.named_error``), and the catalogue's row for its C name, where there is one."""
     from gpuhealth.knowledge import mined_api
 
     if not mined_api.mentions_api(text):
         return False
-    row = mined_api.lookup(text[:500])
+    row = mined_api.named_error(text[:500])
     if row is None:
         return False
     reading.unknown_seen.add(text)
-    reading.messages.append(MessageLine(text[:500], piece.name, None, row.symptom or None, mined=row.id))
+    # named in another spelling: the catalogue's row for the C name, if it has one, judges it as it judges that name
+    spelled = scan_lines([row.name]) if row.api.startswith(("cuda", "nvml")) and row.name not in text else []
+    signature, symptom = (spelled[0][0].id, spelled[0][0].symptom or None) if spelled else (None, row.symptom or None)
+    reading.messages.append(MessageLine(text[:500], piece.name, signature, symptom, mined=row.id))
     return True
 
 
@@ -489,6 +542,12 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         return fields[key] != current
     if key == "smi" and isinstance(value, SmiReport) and SMI_RANK.get(value.format, 0) > SMI_RANK.get(
             current.format, 0):
+        fields[key] = value
+        return True
+    if key == "kernel_log" and isinstance(value, KernelLog) and current.reported != value.reported:
+        # Xids a person named against a log the machine wrote: the log wins, whichever came first
+        if value.reported:
+            return False
         fields[key] = value
         return True
     if key == "kernel_log" and isinstance(value, KernelLog):

@@ -298,7 +298,8 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         index = next((i for i, f in enumerate(findings) if f.code == code), None)
         if index is not None:
             current = findings[index]
-            known = {line.strip() for e in current.evidence for line in e.lines}
+            # the check may have numbered the same lines ("12: <line>", GH806): one line is shown once
+            known = {_unnumbered(line).strip() for e in current.evidence for line in e.lines}
             fresh = line_evidence(m for _, m in matched if m.line.strip() not in known)
             findings[index] = replace(current, evidence=current.evidence + fresh)
             continue
@@ -306,9 +307,20 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
         # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
         # Boot off) have nothing to fix; the check's fixes would read as if they had
-        fixes = fits_evidence(made.fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
+        fixes = made.fixes
+        if code == "GH606":  # the lines name the GPU's compute capability: the wheel whose arch list has it
+            from gpuhealth.checks.cuda import arch_wheel_fixes, capabilities_named
+
+            fixes = arch_wheel_fixes(capabilities_named(m.line for _, m in matched))
+        fixes = fits_evidence(fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
         findings.append(replace(made, fixes=fixes))
     return findings
+
+
+def _unnumbered(line: str) -> str:
+    """An evidence line without the line number a check put before it (``12: text`` -> ``text``)."""
+    number, colon, rest = line.partition(": ")
+    return rest if colon and number.strip().isdigit() else line
 
 
 def _finding(spec: CheckSpec, severity: Severity, message: str, evidence: tuple[Evidence, ...]) -> Finding:
