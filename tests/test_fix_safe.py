@@ -315,14 +315,14 @@ def test_every_fixture_host_gets_only_commands_valid_for_its_release():
 
 def test_every_range_row_is_sourced_and_matches_a_command_gpuhealth_prints():
     printed = [f.command for fixes in check_fixes().values() for f in fixes]
-    recommended = [c for distro in ("ubuntu-22.04", "rhel-9") for c in _recommended(distro, "H100")]
+    recommended = [c for distro in ("ubuntu-22.04", "rhel-9", "fedora-42") for c in _recommended(distro, "H100")]
     for row in ranges():
         assert re.search(r"<https://[^>]+>", row.source), row.source
         assert any(row.pattern.search(c) for c in printed + recommended), row.pattern.pattern
 
 
 DISTROS = ["ubuntu-20.04", "ubuntu-22.04", "ubuntu-24.04", "debian-11", "debian-12", "rhel-8", "rhel-9", "rocky-9",
-           "rocky-10", "almalinux-9", "ol-9", "centos-7"]
+           "rocky-10", "almalinux-9", "ol-9", "centos-7", "fedora-40", "fedora-41", "fedora-44"]
 GPUS = ["H100", "Tesla K80", "NVIDIA RTX A6000", "Tesla V100-SXM2-16GB"]
 
 

@@ -32,10 +32,10 @@ SPEC = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|
 FILL = {"d": "1", "i": "1", "u": "7", "o": "7", "x": "1f", "X": "1F", "c": "c", "p": "0x1f", "%": "%"}
 INSTALLER = "NVIDIA/nvidia-installer"
 LIBNVC = "NVIDIA/libnvidia-container"
-PLUGIN, OPERATOR = "NVIDIA/k8s-device-plugin", "NVIDIA/gpu-operator"
+PLUGIN, OPERATOR, MIG = "NVIDIA/k8s-device-plugin", "NVIDIA/gpu-operator", "NVIDIA/mig-parted"
 KLOG = "E0101 00:00:00.000000       1 main.go:1] "  # the device plugin's klog prefix
 PREFIX = {INSTALLER: "ERROR: ", LIBNVC: "nvidia-container-cli: ", PLUGIN: KLOG,
-          OPERATOR: 'time="2026-01-01T00:00:00Z" level=error msg="'}
+          OPERATOR: 'time="2026-01-01T00:00:00Z" level=error msg="', MIG: "FATA[0000] "}
 
 
 def render(row) -> str:
@@ -54,7 +54,7 @@ def report(text: str, name: str = "paste.txt") -> Report:
 # ---------------------------------------------------------------- the table
 
 def test_the_table_covers_every_source_and_both_levels():
-    for repository in (INSTALLER, "NVIDIA/nvidia-container-toolkit", LIBNVC, PLUGIN, OPERATOR):
+    for repository in (INSTALLER, "NVIDIA/nvidia-container-toolkit", LIBNVC, PLUGIN, OPERATOR, MIG):
         levels = {row.level for row in ROWS if row.repository == repository}
         assert levels == {"error", "warning"}, repository
     assert len(ROWS) > 500
@@ -165,6 +165,29 @@ def test_the_gpu_operators_validator_names_the_driver_not_ready():
     assert row.repository == OPERATOR and row.family == "validator-driver" and row.component == "nvidia-validator"
     result = report(line + "\n")
     assert any(f.code == "GH310" and "(see GH203)" in f.message for f in result.findings)
+
+
+def test_mig_parted_reset_failure_confirms_the_pending_mig_mode_change():
+    """nvidia-mig-parted resets the GPUs only when a MIG mode change it set is pending (apply/mode.go): its failed
+    reset, wrapped in its callers' messages and printed once through logrus' Fatal, leads with GH409; nvidia-smi's
+    refusal printed above it is the symptom it explains (a hand-written paste in the shape the source prints)."""
+    line = ("FATA[0002] Error applying MIG configuration with hooks: error setting MIG mode: error resetting all GPUs: "
+            "exit status 255")
+    row = mined_tools.match(line)
+    assert row.repository == MIG and row.family == "mig-reset" and row.file == "cmd/nvidia-mig-parted/apply/mode.go"
+    assert mined_tools.program(row) == "nvidia-mig-parted" and mined_tools.families()["mig-reset"].decides == "confirms"
+    text = "The following GPUs could not be reset:\n  GPU 00000000:07:00.0: In use by another client\n\n" + line + "\n"
+    result = report(text)
+    lead = result.findings[0]
+    assert lead.code == "GH409" and lead.severity is Severity.WARNING, [(f.code, f.message) for f in result.findings]
+    # without logrus' prefix or the program's name, its generic messages claim no other program's line
+    assert mined_tools.match("backup: error resetting all GPUs: exit status 1") is None
+    # a client the MIG manager could not stop points to what holds the GPU, and only suggests it
+    held = mined_tools.match('time="2026-01-01T00:00:00Z" level=error msg="dcgm-exporter pod did not shutdown"')
+    assert held.family == "mig-clients" and mined_tools.families()["mig-clients"].cause == "gpu-service-holds-gpu"
+    gone = mined_tools.match("FATA[0000] Error enumerating GPUs: error checking if nvidia module loaded: nvidia module "
+                             "not loaded")
+    assert gone.family == "mig-module-not-loaded"
 
 
 # ---------------------------------------------------------------- analyze

@@ -502,3 +502,81 @@ def test_every_gpu_name_in_the_corpus_resolves(corpus):
     assert len(names) > 25
     vgpu = re.compile(r"^(?:GRID|NVIDIA) \S+-\d+[ABCQ]$")
     assert sorted(n for n in names if gpus.device_id_for(n)[0] is None and not vgpu.match(n)) == []
+
+
+# --------------------------------------------------------------------------- NVIDIA's CUDA repository paths
+
+REPO_URL = re.compile(r"https://developer\.download\.nvidia\.com/compute/cuda/repos/([^/\s]+)/([^/\s]+)/cuda-([^/\s]+)\.repo")
+
+
+def _repo_paths(os_info: OsInfo) -> list[tuple[str, str, str]]:
+    route = recommend(snapshot(os_info, "2330")).install
+    return [m.groups() for c in route.commands for m in REPO_URL.finditer(c.text)]
+
+
+def _listed(directory: str, machine: str) -> bool:
+    from gpuhealth.recommend import cuda_repositories
+
+    return any(r.directory == directory and machine in r.machines for r in cuda_repositories())
+
+
+# one release per distribution family the recommender maps to a dnf route, x86_64 and aarch64 (sbsa)
+FAMILIES = [
+    (OsInfo(id="rhel", id_like=("fedora",), version_id="8.10"), "rhel8"),
+    (OsInfo(id="rhel", id_like=("fedora",), version_id="9.4", architecture="aarch64"), "rhel9"),
+    (OsInfo(id="rhel", id_like=("fedora",), version_id="10.0"), "rhel10"),
+    (ROCKY, "rhel9"),
+    (OsInfo(id="almalinux", id_like=("rhel", "centos", "fedora"), version_id="8.9"), "rhel8"),
+    (OsInfo(id="ol", id_like=("fedora",), version_id="9.3"), "rhel9"),
+    (OsInfo(id="centos", id_like=("rhel", "fedora"), version_id="9"), "rhel9"),
+    (OsInfo(id="fedora", version_id="40"), "fedora40"),
+    (OsInfo(id="fedora", version_id="41"), "fedora41"),
+    (OsInfo(id="fedora", version_id="44", architecture="aarch64"), "fedora44"),
+]
+
+
+@pytest.mark.parametrize("os_info, directory", FAMILIES, ids=[f"{o.id}-{o.version_id}" for o, _ in FAMILIES])
+def test_every_cuda_repository_path_is_a_listed_directory(os_info, directory):
+    """The repository a dnf route adds is one NVIDIA publishes (knowledge/cuda_repos.csv, each row citing its
+    directory listing): Fedora 40 is fedora40, never rhel40."""
+    paths = _repo_paths(os_info)
+    assert len(paths) == 1, paths
+    (found, machine, name), = paths
+    assert (found, name) == (directory, directory)
+    assert machine == ("sbsa" if os_info.architecture == "aarch64" else "x86_64")
+    assert _listed(found, machine)
+
+
+def test_fedora_uses_its_own_repository_and_dnf5_syntax():
+    texts = [c.text for c in recommend(snapshot(OsInfo(id="fedora", version_id="40"), "2330")).install.commands]
+    assert not any("rhel" in t for t in texts)
+    assert "sudo dnf install -y kernel-devel-matched kernel-headers" in texts
+    assert any("config-manager --add-repo" in t for t in texts)
+    dnf5 = [c.text for c in recommend(snapshot(OsInfo(id="fedora", version_id="42"), "2330")).install.commands]
+    assert any("config-manager addrepo --from-repofile=https://" in t for t in dnf5)
+    assert not any("--add-repo" in t for t in dnf5)
+
+
+@pytest.mark.parametrize("os_info", [OsInfo(id="fedora", version_id="38"), OsInfo(id="rhel", version_id="11.0"),
+                                     OsInfo(id="fedora", version_id="41", architecture="aarch64")],
+                         ids=["fedora-38", "rhel-11", "fedora-41-aarch64"])
+def test_a_release_without_a_repository_gets_the_runfile_saying_why(os_info):
+    route = recommend(snapshot(os_info, "2330")).install
+    assert not _repo_paths(os_info)
+    assert ".run" in route.commands[0].text and "has no" in route.commands[0].note
+
+
+def test_debian_family_routes_name_no_cuda_repository():
+    for os_info in (UBUNTU, OsInfo(id="debian", version_id="12")):
+        assert not _repo_paths(os_info)
+
+
+def test_cuda_repository_rows_cite_nvidia():
+    from gpuhealth.recommend import cuda_repositories
+
+    rows = cuda_repositories()
+    assert {r.directory for r in rows} >= {"rhel8", "rhel9", "rhel10", "fedora40"}
+    for row in rows:
+        assert re.fullmatch(r"(rhel|fedora)[0-9]+", row.directory) and row.directory.endswith(str(row.release))
+        assert "<https://developer.download.nvidia.com/compute/cuda/repos/" in row.source, row.directory
+        assert set(row.machines) <= {"x86_64", "sbsa"}

@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
 SNAPSHOT_SCHEMA_VERSION = 1
 UNRECOGNIZED = "GH002"  # a piece of evidence analyze could not read: the report may not say HEALTHY
 NO_DIAGNOSIS = "GH004"  # the finding that makes a report's verdict NO DIAGNOSIS (analyze understood nothing)
+SETUP_ONLY = "GH005"  # the evidence only inventoried the setup (a package listing): the report may not say HEALTHY
 
 
 class ParseError(ValueError):
@@ -302,6 +303,9 @@ class OsInfo:
 # analyze's mark in ``Snapshot.unavailable`` for a listing of /dev that named its files (`ls -l /dev/nvidia0
 # /dev/nvidiactl`): a node it did not name is not known to be missing (GH207)
 DEVICE_NODES_NAMED = "device_nodes_named"
+# analyze's mark in ``Snapshot.unavailable`` when every piece it read only inventories the setup (package listings,
+# os-release, tool versions): its value names them; GH005 then keeps the report from saying HEALTHY
+SETUP_INVENTORY_ONLY = "setup_inventory_only"
 
 
 @record
@@ -893,7 +897,8 @@ class Report:
             return "BROKEN"
         if self.count(Severity.WARNING):
             return "DEGRADED"
-        if any(f.code == UNRECOGNIZED for f in self.findings):  # nothing wrong in what was read, but not all was
+        # nothing wrong in what was read, but not all was read, or what was read says nothing of the GPUs' health
+        if any(f.code in (UNRECOGNIZED, SETUP_ONLY) for f in self.findings):
             return "NO DIAGNOSIS"
         return "HEALTHY"
 

@@ -46,6 +46,7 @@ OPEN_DEFAULT_FROM = 560  # NVIDIA Driver Installation Guide, kernel modules: ope
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 RHEL_LIKE = ("rhel", "rocky", "almalinux", "centos", "ol")
 EPEL_DISTROS = ("rocky", "almalinux", "centos")
+DNF5_FEDORA_FROM = 41  # Fedora 41 switched to dnf5 (knowledge/command_ranges.csv)
 
 UBUNTU_SOURCE = ("not confirmed: package names from the Ubuntu archive <https://packages.ubuntu.com> (source package "
                  "nvidia-graphics-drivers-<branch>-server builds nvidia-driver-<branch>-server and the "
@@ -54,6 +55,11 @@ RHEL_SOURCE = ("not confirmed: NVIDIA, Driver Installation Guide <https://docs.n
                "driver-installation-guide/> (620 edition: module streams nvidia-driver:<branch>-open on RHEL 8/9, "
                "versionlock on RHEL 10); NVIDIA yum-packaging-dkms-nvidia README <https://github.com/NVIDIA/"
                "yum-packaging-dkms-nvidia> (streams <branch>-dkms, and <branch>-open from 515)")
+FEDORA_SOURCE = ("NVIDIA CUDA Installation Guide for Linux, Fedora: kernel-devel-matched kernel-headers "
+                 "<https://docs.nvidia.com/cuda/cuda-installation-guide-linux/>; Fedora 41 ChangeSet, Switch to dnf5 "
+                 "<https://fedoraproject.org/wiki/Releases/41/ChangeSet#Switch_to_dnf5>; dnf5-config-manager(8), "
+                 "addrepo --from-repofile <https://github.com/rpm-software-management/dnf5/blob/main/doc/dnf5_plugins/"
+                 "config-manager.8.rst>")
 DEBIAN_SOURCE = ("not confirmed: Debian's nvidia-detect <https://packages.debian.org/nvidia-detect> names the "
                  "package; its data was not read")
 RUNFILE_SOURCE = ("NVIDIA, Driver Installation Guide: kernel modules <https://docs.nvidia.com/datacenter/tesla/"
@@ -459,13 +465,22 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = 
     if (family == "rhel" or ids & set(RHEL_LIKE)) and (_major(os_info.version_id if os_info else None) or 9) >= 8:
         major = _major(os_info.version_id if os_info else None) or 9
         machine = "sbsa" if (os_info and os_info.architecture in ("aarch64", "arm64")) else "x86_64"
+        repository = cuda_repository(os_info, major, machine)
+        if isinstance(repository, str):  # NVIDIA publishes no repository for this release: the .run installer
+            return _runfile_route(distro, family, branch, flavour, fabric, note=repository)
+        fedora = repository.directory.startswith("fedora")
         commands = []
         if os_id in EPEL_DISTROS:
             commands.append(Command("sudo dnf install -y epel-release", note="DKMS comes from EPEL"))
-        commands += [Command("sudo dnf install -y kernel-devel-$(uname -r) kernel-headers-$(uname -r)"),
-                     _command("sudo dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/"
-                              "repos/rhel{major:number}/{machine:file}/cuda-rhel{major:number}.repo",
-                              note="NVIDIA's CUDA repository", major=major, machine=machine)]
+        # Fedora's kernel-headers do not follow the kernel's release: NVIDIA's guide installs kernel-devel-matched
+        commands.append(Command("sudo dnf install -y kernel-devel-matched kernel-headers" if fedora
+                                else "sudo dnf install -y kernel-devel-$(uname -r) kernel-headers-$(uname -r)"))
+        # dnf5 (Fedora 41 on) has no --add-repo but `config-manager addrepo --from-repofile=` (command_ranges.csv)
+        add = ("sudo dnf config-manager addrepo --from-repofile=" if fedora and major >= DNF5_FEDORA_FROM
+               else "sudo dnf config-manager --add-repo ")
+        commands.append(_command(add + "https://developer.download.nvidia.com/compute/cuda/repos/{repo:file}/"
+                                 "{machine:file}/cuda-{repo:file}.repo", note="NVIDIA's CUDA repository",
+                                 repo=repository.directory, machine=machine))
         if major >= 10:
             commands += [_command("sudo dnf versionlock add '*nvidia*'{branch}'*'", branch=branch,
                                   note="keeps updates on this branch (python3-dnf-plugin-versionlock); undo it before"
@@ -491,8 +506,15 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = 
         if fabric:
             commands.append(Command("sudo systemctl enable nvidia-fabricmanager", note="starts it at the next boot"))
         commands += _reboot_and_verify(fabric)
-        return InstallRoute(distro, "rhel", branch, flavour, tuple(commands), RHEL_SOURCE)
-    commands = [_runfile_command(branch, flavour)]
+        source = "; ".join((RHEL_SOURCE, repository.source, *((FEDORA_SOURCE,) if fedora else ())))
+        return InstallRoute(distro, "rhel", branch, flavour, tuple(commands), source)
+    return _runfile_route(distro, family, branch, flavour, fabric)
+
+
+def _runfile_route(distro: str, family: str, branch: int, flavour: str, fabric: bool, note: str = "") -> InstallRoute:
+    """The .run installer: for a distribution without a package route, or whose release NVIDIA's CUDA repository
+    does not serve (``note`` says so)."""
+    commands = [_runfile_command(branch, flavour, note)]
     source = RUNFILE_SOURCE + "; " + "; ".join(r.source for r in _installer_rows())
     if fabric:
         redist = drivers.fact("fabric", "manager", "redist")
@@ -503,13 +525,52 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = 
     return InstallRoute(distro, family, branch, flavour, tuple(commands), source)
 
 
+@record
+class CudaRepository:
+    directory: str  # "rhel9", "fedora40": the directory under developer.download.nvidia.com/compute/cuda/repos/
+    os_ids: tuple[str, ...]
+    release: int
+    machines: tuple[str, ...]  # "x86_64", "sbsa"
+    source: str
+
+
+@functools.cache
+def cuda_repositories() -> tuple[CudaRepository, ...]:
+    """NVIDIA's CUDA repository directories that a dnf route may name (knowledge/cuda_repos.csv, each row cited)."""
+    from gpuhealth.knowledge import table_rows
+
+    return tuple(CudaRepository(row["directory"], tuple(row["os_ids"].split(";")), int(row["release"]),
+                                tuple(row["machines"].split(";")), row["source"])
+                 for row in table_rows("cuda_repos.csv"))
+
+
+def cuda_repository(os_info: Any, major: int, machine: str) -> CudaRepository | str:
+    """The CUDA repository directory for this distribution's release and machine, looked up by its os-release ID
+    first, then by the IDs it is like (a Fedora remix numbers its releases as Fedora does); else why there is none,
+    in words. A directory is never built from a release number alone: rhel40 or fedora38 does not exist."""
+    names = [os_info.id or "", *os_info.id_like] if os_info else []
+    for name in names:
+        rows = [r for r in cuda_repositories() if name in r.os_ids]
+        if not rows:
+            continue
+        row = next((r for r in rows if r.release == major), None)
+        if row is None:
+            listed = ", ".join(r.directory for r in rows)
+            return (f"NVIDIA's CUDA repository has no directory for {name} {major} (it serves {listed}: "
+                    "knowledge/cuda_repos.csv)")
+        if machine not in row.machines:
+            return f"NVIDIA's CUDA repository has no {row.directory}/{machine} directory (knowledge/cuda_repos.csv)"
+        return row
+    return "NVIDIA's CUDA repository serves no directory for this distribution (knowledge/cuda_repos.csv)"
+
+
 def _installer_rows() -> list[drivers.Row]:
     keys = (("kernel-module-type", "first_version"), ("kernel-module-build-directory", "first_version"),
             ("kernel-open", "first_branch"))
     return [row for row in (drivers.fact("installer", k, f) for k, f in keys) if row is not None]
 
 
-def _runfile_command(branch: int, flavour: str) -> Command:
+def _runfile_command(branch: int, flavour: str, why: str = "") -> Command:
     """The .run installer line with only the options an installer of ``branch`` has: --kernel-module-type from
     555, -m=kernel-open (the open modules' directory) from 515 to 554, no flavour option before (proprietary
     only) or for the proprietary flavour before 555, where it is the default."""
@@ -521,8 +582,8 @@ def _runfile_command(branch: int, flavour: str) -> Command:
         template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run --kernel-module-type={flavour:file}"
     elif flavour == "open" and branch >= int(open_from.value if open_from else 515):
         template = "sudo sh NVIDIA-Linux-$(uname -m)-<{branch}.x version>.run -m=kernel-open"
-    note = (f"the .run installer of a {branch} release from nvidia.com; no package route is known for this "
-            "distribution")
+    note = (f"the .run installer of a {branch} release from nvidia.com; "
+            + (why or "no package route is known for this distribution"))
     return _command(template, branch=branch, flavour=flavour, note=note)
 
 

@@ -22,6 +22,8 @@ software prints, each cited to its file; no code is copied. Coverage per source 
 
 - NVIDIA/k8s-device-plugin and the GPU operator's validator (NVIDIA/gpu-operator ``validator/``,
   ``cmd/nvidia-validator/``, ``internal/validator/``), Go: as the toolkit, and klog's ``Error``/``ErrorS``/``Warning``.
+- NVIDIA/mig-parted (``nvidia-mig-parted`` and the GPU operator's ``nvidia-mig-manager``), Go with logrus: as the
+  device plugin.
 - NVIDIA/libnvidia-container (C): the ``error_set*`` formats (the message after ``nvidia-container-cli: <stage>
   error: ``), the debug log's ``log_err``/``log_warn`` and the command's ``warn``/``warnx``/``errx``. Its repository
   could not be cloned where the table was made: its files are pinned one by one to the commit they were read at
@@ -135,6 +137,14 @@ SOURCES = {
         "NVIDIA/gpu-operator", "go", KLOG_CALLS,
         0, ("validator", "cmd/nvidia-validator", "internal/validator", ":!*vendor/*", ":!*_test.go"),
         ("v23.9.2", "v24.9.2", "v25.3.4", "v25.10.1", "v26.3.3", "v26.7.0"), format_index=(("ErrorS", 1),)),
+    # nvidia-mig-parted (the MIG partition editor) and nvidia-mig-manager (the GPU operator's MIG manager, which runs
+    # it), Go with logrus: fmt.Errorf/errors.New and the logger's calls. Its command prints the wrapped chain once,
+    # capitalised, through logrus' Fatal ("FATA[0000] Error applying MIG configuration with hooks: error resetting all
+    # GPUs: exit status 255"), after the output of the nvidia-smi it ran (the GPU reset's refusal).
+    "mig-parted": Source(
+        "NVIDIA/mig-parted", "go", KLOG_CALLS,
+        0, ("cmd", "internal", "pkg", "api", ":!*vendor/*", ":!*_test.go"),
+        ("v0.5.5", "v0.6.0", "v0.8.0", "v0.10.0", "v0.12.3", "v0.13.1", "v0.14.5", "v0.15.0")),
 }
 
 _GO_METHODS_WITHOUT_ARGS = frozenset({"Error", "Warning"})  # err.Error() is a method call, not a logger's
@@ -238,6 +248,10 @@ def component_of(name: str, path: str) -> str:
         return "nvidia-container-cli" if path.startswith("src/cli/") else "libnvidia-container"
     if name == "gpu-operator":
         return "nvidia-validator"
+    if name == "mig-parted":
+        parts = path.split("/")
+        return parts[1] if parts[0] == "cmd" and len(parts) > 2 else "mig-parted-" + (
+            parts[-2] if len(parts) > 2 else parts[0])
     if name == "k8s-device-plugin":
         parts = path.split("/")
         return parts[1] if parts[0] == "cmd" and len(parts) > 2 else "device-plugin-" + (
@@ -332,7 +346,7 @@ def mine(name: str, source: Source, git: Git | None, log: io.TextIOBase, checkou
 # both, and the inner message's row says more, so a stage row is written with the least fixed text (it ranks last).
 _STAGE = re.compile(r"^[\w-]+ error: %s$")
 ID_PREFIX = {"nvidia-container-toolkit": "ctk-", "nvidia-installer": "inst-", "libnvidia-container": "nvc-",
-             "k8s-device-plugin": "k8s-", "gpu-operator": "gpuop-"}
+             "k8s-device-plugin": "k8s-", "gpu-operator": "gpuop-", "mig-parted": "mig-"}
 COLUMNS = ("id", "level", "component", "family", "key", "fixed_chars", "format", "pattern", "repository", "file",
            "line", "first_tag", "last_tag", "tags")
 

@@ -37,9 +37,9 @@ def tool_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     What:
     Pasted lines that look like an error, that no row of the signature catalogue names, but that the NVIDIA
     container toolkit (`nvidia-ctk`, `nvidia-container-runtime`, `nvidia-cdi-hook` ...), libnvidia-container
-    (`nvidia-container-cli: ...`), `nvidia-installer`, the Kubernetes device plugin (and gpu-feature-discovery) or the
-    GPU operator's validator prints: every error and warning string of their source at
-    pinned release tags (libnvidia-container: files at pinned commits) is a row of
+    (`nvidia-container-cli: ...`), `nvidia-installer`, the Kubernetes device plugin (and gpu-feature-discovery), the
+    GPU operator's validator or `nvidia-mig-parted` (and the MIG manager) prints: every error and warning string of
+    their source at pinned release tags (libnvidia-container: files at pinned commits) is a row of
     `knowledge/mined/tools.csv` (docs/mined-messages.md). One finding per family of messages (CDI devices,
     runtime configuration, the host driver not found, kernel module build, kernel source, DKMS, Secure Boot ...),
     naming the program and file that printed each line, what the family means, and where the source is
@@ -59,7 +59,8 @@ def tool_messages(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     stack on it (a logrus `ERRO[`/`level=error` prefix, "nvidia", "OCI runtime", "CDI", "hook"); a libnvidia-container
     line only with `nvidia-container-cli` on it (or its debug log's `nvc.c:280]`); an installer line only with its
     `ERROR:`/`WARNING:` prefix or the program's name; a device plugin or validator line only with klog's prefix
-    (`E0819 07:02:54.757556 1 rm.go:109]`), logrus's error level, or a name of the programs. A Go error wraps its
+    (`E0819 07:02:54.757556 1 rm.go:109]`), logrus's error level, or a name of the programs; a mig-parted line only
+    with logrus' prefix (`FATA[`, `ERRO[`, `level=`) or its name. A Go error wraps its
     callers' messages: the innermost message found on the line is the one reported.
     """
     rows = explained(snapshot)

@@ -45,13 +45,17 @@ _LIBNVC_SIGN = lazy_re(r"(?i)nvidia-container-cli|libnvidia-container|^[IWE]\d{4
 _K8S_SIGN = lazy_re(r"\b[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+\.go:\d+\]|\bERRO\[|\bWARN\[|"
                     r"level=(?:error|warning|fatal)|msg=\"Error:|"
                     r"(?i:device.plugin|gpu-feature-discovery|nvidia\.com/gpu|validator|gpu-operator)")
+# nvidia-mig-parted logs with logrus ("FATA[0000] ...", or time=... level=fatal msg=... without a terminal); the GPU
+# operator's MIG manager runs it and logs the same way; or the line names the programs.
+_MIG_SIGN = lazy_re(r"\b(?:FATA|ERRO|WARN)\[|level=(?:error|warning|fatal)|(?i:mig-parted|mig-manager)")
 PROGRAMS = {"NVIDIA/nvidia-installer": "nvidia-installer",
             "NVIDIA/nvidia-container-toolkit": "the NVIDIA container toolkit",
             "NVIDIA/libnvidia-container": "libnvidia-container",
             "NVIDIA/k8s-device-plugin": "the NVIDIA device plugin",
-            "NVIDIA/gpu-operator": "the GPU operator"}
+            "NVIDIA/gpu-operator": "the GPU operator",
+            "NVIDIA/mig-parted": "nvidia-mig-parted"}
 _SIGNS = {"NVIDIA/nvidia-installer": _INSTALLER_SIGN, "NVIDIA/libnvidia-container": _LIBNVC_SIGN,
-          "NVIDIA/k8s-device-plugin": _K8S_SIGN, "NVIDIA/gpu-operator": _K8S_SIGN}
+          "NVIDIA/k8s-device-plugin": _K8S_SIGN, "NVIDIA/gpu-operator": _K8S_SIGN, "NVIDIA/mig-parted": _MIG_SIGN}
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,12 +108,17 @@ def match(line: str) -> MinedMessage | None:
     row = lookup(line)
     if row is None:
         return None
-    return row if _SIGNS.get(row.repository, _TOOLKIT_SIGN).search(line) else None
+    # several programs print the same message ("error resolving link '%s'"): the one whose sign the line shows
+    for same in (row, *(c for c, _ in _candidates(row.key) if c.pattern == row.pattern and c.id != row.id)):
+        if _SIGNS.get(same.repository, _TOOLKIT_SIGN).search(line):
+            return same
+    return None
 
 
 def program(row: MinedMessage) -> str:
     """Who printed the row's message, in words: "nvidia-installer", "the NVIDIA container toolkit's nvidia-ctk"."""
     name = PROGRAMS.get(row.repository, row.repository)
-    if row.component in (name, "nvidia-installer") or row.component.startswith(("toolkit-", "device-plugin-")):
+    if row.component in (name, "nvidia-installer") or row.component.startswith(
+            ("toolkit-", "device-plugin-", "mig-parted-")):
         return name
     return f"{name}'s {row.component}"
