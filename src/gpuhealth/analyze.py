@@ -113,6 +113,7 @@ class _Reading:
     messages: list[MessageLine] = field(default_factory=list)
     unknown_seen: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
+    stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
@@ -149,6 +150,11 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
         elif all([_read_text(reading, f"{name}: {part.label}", _fenced_text(part)) for part in parts]):
             reading.unrecognized.append(f"{name} (markdown: none of its {len(parts)} parts)")
     fields = reading.fields
+    from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
+
+    reported = fill_reported(fields, reading.stated) if reading.stated else ()
+    for fact in reported:
+        reading.sources.setdefault(fact.field, f"{fact.source} (the reporter's words)")
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
         fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
     extra_unavailable = fields.pop("unavailable", {})
@@ -160,7 +166,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
                         unavailable={**_unavailable(fields), **extra_unavailable},
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
-                        **fields)
+                        reported=reported, **fields)
     from gpuhealth.distro_infer import with_inferred_family
 
     return with_inferred_family(snapshot, snapshot.commands_given, heads), reading.log
@@ -243,16 +249,30 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             reading.log.append(Recognised(piece.name, "cuda-library-files",
                                           f"{len(libraries['cuda'].library_files)} CUDA library file(s)"))
             understood = True
+    if kind is None and (block is None or not block.command) and unknown_lines:  # a person's sentences
+        understood = _read_words(reading, piece) or understood
     if kind is None and not understood:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
     return understood or matched > 0
 
 
+def _read_words(reading: _Reading, piece: Piece) -> bool:
+    """Versions, unit states and PCIe links a person's sentences state (reported facts, applied at the end)."""
+    from gpuhealth.evidence.prose import statements
+
+    found = statements(piece.text[:2_000_000], piece.name)
+    if found:
+        reading.stated.extend(found)
+        reading.log.append(Recognised(piece.name, "reported", f"{len(found)} fact(s) stated in words"))
+    return bool(found)
+
+
 # Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
 # what to compare, and can show a mismatch, but nothing in them shows the GPUs working. Evidence of these alone
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
-SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version"}
+# A person's sentences ("reported": versions, unit states in words) show no GPU working either.
+SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version", "reported"}
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:
