@@ -52,7 +52,7 @@ def test_a_told_symptom_leads_with_its_likeliest_cause_below_critical(paragraph:
     assert all(f.severity is not Severity.CRITICAL for f in findings)
     assert lead.differential and lead.differential[0].cause == (cause or lead.differential[0].cause)
     assert lead.evidence and all(e.source.endswith(TOLD) for e in lead.evidence)
-    assert TOLD.strip(" ()") in lead.message
+    assert TOLD.strip(" ()") in lead.message and lead.labels.get("reported") == "words"
     assert lead.fixes, "the commands that tell the causes apart"
     assert not any(f.code in ("GH003", "GH004") for f in findings)  # the paragraph was read, not unknown
 

@@ -242,7 +242,7 @@ def _lead_by_report(findings: list[Finding], symptom: Symptom, top: Candidate, r
         return None
     head = f"{symptom.title}{TOLD}; most likely {top.title} (not confirmed)"
     findings.append(replace(_finding(spec, severity, head, evidence_of(lines)), differential=tuple(ranked),
-                            fixes=fixes))
+                            fixes=fixes, labels={"reported": "words"}))
     return findings
 
 
@@ -440,7 +440,7 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
         spec = REGISTRY[code]
         head = f"{symptom.title}{TOLD}; most likely {top.title}" if told and top else head
         findings.append(replace(_finding(spec, severity, head, evidence_of(lines)), differential=tuple(ranked),
-                                fixes=fixes))
+                                fixes=fixes, labels={"reported": "words"} if told else {}))
         return findings
     current = findings[index]
     # a finding only the lines raised takes the likeliest cause's fixes; a check's own finding keeps the fixes it chose
