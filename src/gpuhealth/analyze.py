@@ -118,8 +118,13 @@ class _Reading:
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
             if _merge(self.fields, key, value):
-                combined = key in ("host_env", "install") and key in self.sources
-                self.sources[key] = f"{self.sources[key]}, {source}" if combined else source
+                # a record every piece lays its fields over (torch from `pip list` and from a python session) came
+                # from all of them: its evidence header names each, not only the last (a richer nvidia-smi replaces)
+                combined = key in self.sources and dataclasses.is_dataclass(value) and not isinstance(value, SmiReport)
+                if not combined:
+                    self.sources[key] = source
+                elif source not in self.sources[key].split(", "):
+                    self.sources[key] = f"{self.sources[key]}, {source}"
 
 
 def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[Snapshot, list[Recognised]]:
@@ -511,7 +516,7 @@ def _api_error(reading: _Reading, piece: Piece, text: str) -> bool:
         return False
     reading.unknown_seen.add(text)
     # named in another spelling: the catalogue's row for the C name, if it has one, judges it as it judges that name
-    spelled = scan_lines([row.name]) if row.api.startswith("cuda") and row.name not in text else []
+    spelled = scan_lines([row.name]) if row.api.startswith(("cuda", "nvml")) and row.name not in text else []
     signature, symptom = (spelled[0][0].id, spelled[0][0].symptom or None) if spelled else (None, row.symptom or None)
     reading.messages.append(MessageLine(text[:500], piece.name, signature, symptom, mined=row.id))
     return True
