@@ -198,3 +198,29 @@ def test_long_hostile_lines_cost_linear_time(line):
     reported_xids([line] * 3, "notes.txt")
     mined_api.by_spelling(line)
     assert time.perf_counter() - started < 1.0
+
+
+# ---------------------------------------------------------------- NVML's names as go-nvml prints them
+
+@pytest.mark.parametrize(("line", "name"), [
+    ("Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_LIBRARY_NOT_FOUND"),
+    ("error getting device handle for index 0: ERROR_GPU_IS_LOST", "NVML_ERROR_GPU_IS_LOST"),
+    ("nvml.Init() returned ERROR_TIMEOUT", "NVML_ERROR_TIMEOUT"),  # a generic name beside the word NVML
+])
+def test_go_nvml_names_are_nvml_rows(line, name):
+    row = mined_api.named_error(line)
+    assert row is not None and row.name == name
+
+
+@pytest.mark.parametrize("line", [
+    "WaitForSingleObject failed: ERROR_TIMEOUT",  # a generic name, no NVML on the line
+    "cuCtxCreate: CUDA says ERROR_NOT_SUPPORTED",  # CUDA's, maybe: not NVML's
+    "MY_ERROR_GPU_IS_LOST",  # inside a word
+])
+def test_other_error_names_are_not_nvml(line):
+    assert mined_api.by_spelling(line) is None or not mined_api.by_spelling(line).name.startswith("NVML")
+
+
+def test_a_go_nvml_name_leads_as_the_c_name(tmp_path):
+    document = analyze(tmp_path, plugin_log="E0101 00:00:00.000000 1 main.go:1] error: ERROR_GPU_IS_LOST\n")
+    assert lead(document) == "GH302"
