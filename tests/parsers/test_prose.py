@@ -79,6 +79,8 @@ def test_cuda_driver_is_the_driver_not_cuda() -> None:
     ("After the update the nvidia-fabricmanager.service failed to start.", "nvidia-fabricmanager", "failed", None),
     ("There is no fabric manager on these nodes.", "nvidia-fabricmanager", "inactive", "not-found"),
     ("docker is not running on the host.", "docker", "inactive", None),
+    ("Turns out nvidia-container-toolkit is not installed.", "nvidia-container-toolkit", "inactive", "not-found"),
+    ("We found that nvidia-docker2 is missing on the worker.", "nvidia-container-toolkit", "inactive", "not-found"),
 ])
 def test_unit_states_a_person_states(text: str, unit: str, active: str | None, enabled: str | None) -> None:
     (stated,) = unit_statements(text)
@@ -97,6 +99,13 @@ def test_unit_states_a_person_states(text: str, unit: str, active: str | None, e
 ])
 def test_no_unit_state_is_invented(text: str) -> None:
     assert unit_statements(text) == ()
+
+
+def test_the_toolkit_statement_names_the_engine_the_words_use() -> None:
+    (toolkit,) = unit_statements("docker run --gpus all fails here. The NVIDIA Container Toolkit is not installed.")
+    assert toolkit.engines == ("docker",)
+    stated = {s.unit: s for s in unit_statements("docker is not installed and nvidia-container-toolkit is missing.")}
+    assert stated["nvidia-container-toolkit"].engines == ()  # docker is said to be absent: no engine in use
 
 
 # ----------------------------------------------------------------------------------------------- PCIe

@@ -213,13 +213,15 @@ class UnitStatement:
     """What a sentence says of an NVIDIA unit: ``active`` and ``enabled`` as ``systemctl status`` would say them
     ("inactive" and "not-found" for a unit that is not installed; "failed"; "disabled")."""
 
-    unit: str  # "nvidia-fabricmanager", "nvidia-persistenced", "docker"
+    unit: str  # "nvidia-fabricmanager", "nvidia-persistenced", "docker", "nvidia-container-toolkit"
     active: str | None
     enabled: str | None
     words: str
+    engines: tuple[str, ...] = ()  # the container engines the words use ("docker", "podman"), for the toolkit
 
 
-_UNIT = lazy_re(r"(?<![\w/.-])(?:(?P<fm>nvidia[- ]?fabric[- ]?manager|nv-fabricmanager|fabric[- ]?manager)|"
+_UNIT = lazy_re(r"(?<![\w/.-])(?:(?P<ctk>nvidia[- ]container[- ]toolkit|nvidia-container-runtime|nvidia-docker2?|"
+                r"nvidia-ctk)|(?P<fm>nvidia[- ]?fabric[- ]?manager|nv-fabricmanager|fabric[- ]?manager)|"
                 r"(?P<pd>nvidia-persistenced|persistenced|persistence daemon)|(?P<docker>docker(?:d| daemon| engine)?))"
                 r"(?:\.service)?(?:\s(?:service|package|daemon|unit))?(?![\w-])", re.I)
 # the state after the unit's name: "is not installed", "isn't running" (spelt out), "seems to be missing"
@@ -238,22 +240,35 @@ _UNIT_STATES = {"installed": ("inactive", "not-found"), "present": ("inactive", 
                 "disabled": (None, "disabled"), "failed": ("failed", None), "failing": ("failed", None)}
 _UNIT_CONDITION = lazy_re(r"\b(?:if|when|whether|unless|once|until|make sure|ensure|check|verify|in case|"
                           r"otherwise|without|need|needs|must|should)\b")
+_PODMAN = lazy_re(r"(?<![\w-])podman(?![\w-])", re.I)
 _PAST_BE = lazy_re(r"\b(?:was|were|had)\s")
 _THERE_IS_NO = lazy_re(r"\bthere\s+is\s+no\s+(?:\S+\s+)?$")
 
 
 def unit_statements(text: str) -> tuple[UnitStatement, ...]:
-    """What the sentences of ``text`` state of the NVIDIA Fabric Manager, nvidia-persistenced and docker
-    units now: not installed (missing, not found), not running (inactive, stopped), disabled, failed. The past
-    ("was not running"), a question, a condition ("if fabric manager is not running") and a statement that
-    it runs ("even though it is installed") state nothing. The last statement per unit wins."""
+    """What the sentences of ``text`` state of the NVIDIA Fabric Manager, nvidia-persistenced, docker and the NVIDIA
+    Container Toolkit now: not installed (missing, not found), not running (inactive, stopped), disabled, failed.
+    The past ("was not running"), a question, a condition ("if fabric manager is not running") and a statement
+    that it runs ("even though it is installed") state nothing. The last statement per unit wins. The toolkit's
+    statement carries the container engines the words use ("docker run ... fails": docker)."""
     found: dict[str, UnitStatement] = {}
+    engines: set[str] = set()  # a container engine the words use ("docker run ... fails"): the toolkit's host
     for sentence in prose_sentences(text):
         for match in _UNIT.finditer(sentence):
-            unit = ("nvidia-fabricmanager" if match["fm"] else "nvidia-persistenced" if match["pd"] else "docker")
+            unit = ("nvidia-container-toolkit" if match["ctk"] else "nvidia-fabricmanager" if match["fm"]
+                    else "nvidia-persistenced" if match["pd"] else "docker")
             state = _unit_state(sentence, match)
             if state is not None:
                 found[unit] = UnitStatement(unit, state[0], state[1], sentence[:300])
+            elif match["docker"]:
+                engines.add("docker")
+        engines.update(m.group(0).lower() for m in _PODMAN.finditer(sentence))
+    toolkit = found.get("nvidia-container-toolkit")
+    if toolkit is not None and "docker" in found:
+        engines.discard("docker")  # the words say docker is not there
+    if toolkit is not None:
+        found["nvidia-container-toolkit"] = UnitStatement(toolkit.unit, toolkit.active, toolkit.enabled, toolkit.words,
+                                                          tuple(sorted(engines)))
     return tuple(found.values())
 
 
