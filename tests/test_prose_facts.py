@@ -135,6 +135,16 @@ def test_a_narrow_link_in_words_is_judged_against_the_boards_own():
     assert report.verdict != "HEALTHY"
 
 
+def test_a_low_generation_in_words_is_judged_only_with_the_load_they_state():
+    """GH407 judges a generation below the board's only while the GPU is busy: "100 % utilization" in the sentence
+    says so; without it the generation is read but not judged (an idle GPU lowers its link)."""
+    _, report = _analyze("Our GeForce RTX 4090 stays at Gen1 x16 while training at 100% GPU utilization.")
+    finding = _finding(report, "GH407")
+    assert finding is not None and finding.severity is Severity.WARNING and "Gen1 of Gen4" in finding.message
+    snapshot, report = _analyze("Our GeForce RTX 4090 stays at Gen1 x16.")
+    assert snapshot.smi.gpus[0].pcie_gen_current == 1 and _finding(report, "GH407") is None
+
+
 def test_a_link_without_a_model_named_fills_nothing():
     snapshot, report = _analyze("The GPU only links at x8 instead of x16.")
     assert snapshot.smi is None and _finding(report, "GH407") is None

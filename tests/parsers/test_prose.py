@@ -122,6 +122,13 @@ def test_pcie_links_a_person_states(text: str, gen: int | None, width: int | Non
     assert (stated.gen, stated.width, stated.expected_width) == (gen, width, expected)
 
 
+def test_a_utilisation_in_the_same_sentence_comes_with_the_link() -> None:
+    (stated,) = pcie_statements("It stays at Gen1 x16 while training, GPU util at 98% the whole time.")
+    assert (stated.gen, stated.busy_pct) == (1, 98.0)
+    (stated,) = pcie_statements("It stays at Gen1 x16. Utilization was 98 % before.")
+    assert stated.busy_pct is None  # another sentence: not tied to the link
+
+
 @pytest.mark.parametrize("text", [
     "Does it run at Gen4 x16?",  # a question
     "The board supports PCIe Gen5 x16.",  # the board's capability, no present state

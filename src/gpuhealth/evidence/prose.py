@@ -201,7 +201,8 @@ def fill_pcie(fields: dict[str, Any], stated: BoardPcie, source: str) -> list[Re
     link, board = stated.pcie, stated.board
     width_max = max(board.pcie_width, link.expected_width or 0)
     values = {"pcie_gen_current": link.gen, "pcie_gen_max": board.pcie_gen if link.gen else None,
-              "pcie_width_current": link.width, "pcie_width_max": width_max if link.width else None}
+              "pcie_width_current": link.width, "pcie_width_max": width_max if link.width else None,
+              "utilization_gpu_pct": link.busy_pct}
     values = {k: v for k, v in values.items() if v is not None}
     what = (f"{board.name}: PCIe" + (f" Gen{link.gen}" if link.gen else "") + (f" x{link.width}" if link.width else "")
             + f" (the board: Gen{board.pcie_gen} x{board.pcie_width}, {board.source})")

@@ -297,6 +297,7 @@ class PcieStatement:
     width: int | None
     expected_width: int | None
     words: str
+    busy_pct: float | None = None  # the GPU's utilisation the same sentence states ("at 100 % utilisation")
 
 
 _GEN = lazy_re(r"(?<![\w.])(?:gen\s?(?P<gen>[1-6])|pcie?\s?(?:gen\s?)?(?P<pcie>[1-6])(?:\.0)?|"
@@ -308,6 +309,9 @@ _EXPECTED = lazy_re(r"\b(?:instead of|rather than|should be|expected|supposed to
                     r"\W{0,3}(?:\S+\s+){0,2}$")
 # a link that changes ("cycling 32 -> 5 -> 2.5 GT/s", "flapping between Gen1 and Gen4") has no one present state
 _CHANGING = lazy_re(r"->|→|=>|\b(?:cycl|flap|toggl|bounc|fluctuat|alternat|oscillat|between)\w{0,6}", re.I)
+# "100 % utilisation", "GPU util at 98%", "utilization of 95 %": the GPU's load, in the sentence that states the link
+_UTILISATION = lazy_re(r"(?<![\w.])(?P<pct>\d{1,3})\s?%\s(?:gpu[- ]?)?util|"
+                       r"\butil(?:i[sz]ation)?\s(?:is\s|of\s|at\s|was\s){0,2}(?P<pct2>\d{1,3})\s?%", re.I)
 _LINK_CONTEXT = lazy_re(r"pcie|pci-e|pci express|\blink\b|lnksta|gt/s|\bgen\s?\d|\blanes?\b", re.I)
 
 
@@ -315,7 +319,8 @@ def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
     """The PCIe links the sentences of ``text`` state as a GPU's present one ("stuck at Gen2 x16", "only
     2.5 GT/s x8", "x4 instead of x16"). A value the words make a maximum, an expectation or a negation
     ("should be x16", "capable of Gen4", "not x16") is no present state; it may be the expected width. A
-    sentence naming two present generations or widths states none of them."""
+    sentence naming two present generations or widths states none of them. A utilisation the same sentence states
+    comes with it (GH407 judges a generation below the board's only while the GPU is busy)."""
     found: list[PcieStatement] = []
     for sentence in prose_sentences(text):
         if not _LINK_CONTEXT.search(sentence) or _CHANGING.search(sentence):
@@ -329,7 +334,9 @@ def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
         width = widths.pop() if len(widths) == 1 else None
         wanted = max(expected) if expected and width is not None and max(expected) > width else None
         if gen or width:
-            found.append(PcieStatement(gen, width, wanted, sentence[:300]))
+            busy = {float(m["pct"] or m["pct2"]) for m in _UTILISATION.finditer(sentence)}
+            found.append(PcieStatement(gen, width, wanted, sentence[:300],
+                                       busy.pop() if len(busy) == 1 and max(busy) <= 100 else None))
     return tuple(found[:64])
 
 
