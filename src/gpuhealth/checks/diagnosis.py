@@ -307,7 +307,12 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
         # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
         # Boot off) have nothing to fix; the check's fixes would read as if they had
-        fixes = fits_evidence(made.fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
+        fixes = made.fixes
+        if code == "GH606":  # the lines name the GPU's compute capability: the wheel whose arch list has it
+            from gpuhealth.checks.cuda import arch_wheel_fixes, capabilities_named
+
+            fixes = arch_wheel_fixes(capabilities_named(m.line for _, m in matched))
+        fixes = fits_evidence(fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
         findings.append(replace(made, fixes=fixes))
     return findings
 
