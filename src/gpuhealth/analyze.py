@@ -440,6 +440,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
     reported = _reported_xids(reading, piece, kind, lines)
+    # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes
+    told = _told_symptoms(reading, piece, lines) if unknown_lines and kind in (None, "app-log") else set()
     matched = scan_lines(lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
@@ -449,8 +451,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
     if (kind not in (None, "app-log", "smi-table") and not cli_error) or not unknown_lines:
         return len(matched)
-    # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event
-    explained = {line for _, line in matched} | set(reported)
+    # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
+    # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)
+    explained = {line for _, line in matched} | set(reported) | told
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
@@ -463,7 +466,21 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
-    return len(matched)
+    return len(matched) + len(told)
+
+
+def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
+    """The lines whose sentences tell a symptom in words (parsers/prose_symptoms.py), each kept as a reported line of
+    that symptom; the lines, so that none of them also counts as an error line nobody knows."""
+    from gpuhealth.parsers.prose_symptoms import told_symptoms  # read only for text nobody parsed
+
+    told = set()
+    for found in told_symptoms("\n".join(lines)):
+        reading.messages.append(MessageLine(found.sentence[:500], piece.name, None, found.symptom, reported=True))
+        told.add(lines[found.line])
+    if told:
+        reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
+    return told
 
 
 _NAMES_XID = lazy_re(r"(?i)xid")  # the reader is imported only for a piece that holds the word

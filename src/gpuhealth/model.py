@@ -650,6 +650,9 @@ class MessageLine:
     read_into: tuple[str, ...] = ()
     # the knowledge/mined/api_errors.csv row id of a CUDA, NVML, NCCL or DCGM error the line names (GH309 reads it)
     mined: str = ""
+    # the reporter's own words, not a program's output ("nvidia-smi takes forever": parsers/prose_symptoms.py): a
+    # finding that rests only on such lines stays below critical
+    reported: bool = False
 
 
 def grep_would_show(pattern: str, name: str) -> bool:
