@@ -163,7 +163,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
         fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
     extra_unavailable = fields.pop("unavailable", {})
-    inventory = _setup_inventory_only(reading.log)
+    inventory = "" if reading.messages else _setup_inventory_only(reading.log)  # a line read is more than setup
     if inventory:
         from gpuhealth.model import SETUP_INVENTORY_ONLY
 

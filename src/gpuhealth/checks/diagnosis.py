@@ -337,7 +337,9 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
                         skipped: dict[str, str]) -> list[Finding]:
     """One finding per check code the catalogue's lines point at, unless that check judged the same lines.
 
-    A check that produced a finding keeps its severity and message; the lines are added as evidence.
+    A check that produced a finding keeps its message; the lines are added as evidence. A check that does not read
+    the lines judged without them, so the finding takes their severity when it is graver (GH601's "runs through
+    minor version compatibility" is information, until a program's "driver version is insufficient" shows it fail).
     Lines of a parsed piece (a kernel log, an installer log) were read by the checks, which judged them
     (an application Xid is not a hardware fault): they raise nothing here. Lines the checks never read
     (a pasted error, a terminal session) raise a finding under their code.
@@ -357,7 +359,11 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             # the check may have numbered the same lines ("12: <line>", GH806): one line is shown once
             known = {_unnumbered(line).strip() for e in current.evidence for line in e.lines}
             fresh = line_evidence(m for _, m in matched if m.line.strip() not in known)
-            findings[index] = replace(current, evidence=current.evidence + fresh)
+            updated = replace(current, evidence=current.evidence + fresh)
+            if not judges_lines(code):  # the check judged without these lines: a failure they show is not info
+                lines_severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
+                updated = _at_severity(updated, max(current.severity, lines_severity, key=lambda s: s.rank))
+            findings[index] = updated
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
         made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
