@@ -490,11 +490,14 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     return told
 
 
+_NAMES_XID = lazy_re(r"(?i)xid")  # the reader is imported only for a piece that holds the word
+
+
 def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
     reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
     lines that named them are returned."""
-    if kind == "kernel-log":  # the log's own lines are its parser's
+    if kind == "kernel-log" or not _NAMES_XID.search(piece.text):  # the log's own lines are its parser's
         return []
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
