@@ -224,3 +224,12 @@ def test_other_error_names_are_not_nvml(line):
 def test_a_go_nvml_name_leads_as_the_c_name(tmp_path):
     document = analyze(tmp_path, plugin_log="E0101 00:00:00.000000 1 main.go:1] error: ERROR_GPU_IS_LOST\n")
     assert lead(document) == "GH302"
+
+
+def test_the_xid_reader_is_imported_only_for_a_paste_naming_an_xid():
+    import mined_helpers
+
+    probe = mined_helpers.imported("gpuhealth.parsers.reported_xids")
+    assert "NOT-MINED" in mined_helpers.analyze_in_child("RuntimeError: CUDA error: out of memory\n", probe)
+    said = mined_helpers.analyze_in_child("the log shows Xid 79\n", probe)
+    assert "MINED" in said and "NOT-MINED" not in said

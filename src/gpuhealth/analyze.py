@@ -170,7 +170,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
 
         extra_unavailable = {**extra_unavailable, SETUP_INVENTORY_ONLY: inventory}
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
-                        unavailable={**_unavailable(fields), **extra_unavailable},
+                        unavailable=_answered({**_unavailable(fields), **extra_unavailable}, reported),
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
                         reported=reported, **fields)
     from gpuhealth.distro_infer import with_inferred_family
@@ -215,6 +215,12 @@ def _fenced_text(part: MarkdownPart) -> str:
     """A fenced block's text, with a prompt put before each command line the registry proves by its output (a
     fence holds ``nvidia-smi`` and its table without the ``$``)."""
     return with_prompts(part.text, printed_by) if part.fenced else part.text
+
+
+def _answered(unavailable: dict[str, str], reported: tuple[Any, ...]) -> dict[str, str]:
+    """``unavailable`` without the parts a person's words answered ("the container toolkit is not installed")."""
+    answered = {key for fact in reported if fact.field == "unavailable" for key in fact.attributes}
+    return {key: why for key, why in unavailable.items() if key not in answered}
 
 
 def _block_name(name: str, block: Block) -> str:
@@ -274,15 +280,16 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
     found = statements(piece.text[:2_000_000], piece.name)
     if found:
         reading.stated.extend(found)
-        reading.log.append(Recognised(piece.name, "reported", f"{len(found)} fact(s) stated in words"))
+        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(found)} fact(s) stated in words"))
     return bool(found)
 
 
 # Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
 # what to compare, and can show a mismatch, but nothing in them shows the GPUs working. Evidence of these alone
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
-# A person's sentences ("reported": versions, unit states in words) show no GPU working either.
-SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version", "reported"}
+# A person's sentences (versions, unit states in words: evidence/prose.py) show no GPU working either.
+SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
+                                  "reporter's words"}
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:
@@ -486,11 +493,14 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     return told
 
 
+_NAMES_XID = lazy_re(r"(?i)xid")  # the reader is imported only for a piece that holds the word
+
+
 def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
     reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
     lines that named them are returned."""
-    if kind == "kernel-log":  # the log's own lines are its parser's
+    if kind == "kernel-log" or not _NAMES_XID.search(piece.text):  # the log's own lines are its parser's
         return []
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
