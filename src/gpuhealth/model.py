@@ -295,7 +295,7 @@ class OsInfo:
         names = {self.id or "", *self.id_like}
         if names & {"debian", "ubuntu"}:
             return "debian"
-        if names & {"rhel", "centos", "fedora", "rocky", "almalinux", "ol"}:
+        if names & {"rhel", "centos", "fedora", "rocky", "almalinux", "ol", "amzn"}:  # Amazon Linux: rpm, yum/dnf
             return "rhel"
         return "other"
 
