@@ -85,7 +85,8 @@ def told_symptoms(text: str) -> list[Told]:
     original_lines = text.splitlines()
     for number, line in enumerate(lowered.splitlines()):
         line = line[:MAX_LINE]
-        candidates = [row for row in rows if any(literal in line for literal in row.literals)]
+        candidates = [row for row in rows if counts.get(row.symptom, 0) < MAX_PER_SYMPTOM
+                      and any(literal in line for literal in row.literals)]
         if not candidates or _MACHINE.match(line) or _MACHINE_ANYWHERE.search(line) or not _prose(line):
             continue
         original = original_lines[number][:MAX_LINE] if number < len(original_lines) else line
@@ -169,7 +170,9 @@ def _places(row, sentence: str):
         if not near:
             continue
         s, e = min(near, key=lambda span: max(0, span[0] - p_end, p_start - span[1]))
-        if max(0, s - p_end, p_start - e) <= row.window:
+        # an ordered family's subject is the predicate's own: no clause between them ("at 5 it/s, loss goes down")
+        if max(0, s - p_end, p_start - e) <= row.window and not (row.ordered and _CLAUSE_BREAK.search(
+                sentence, e, p_start)):
             yield p_start, p_end, s, e
 
 
