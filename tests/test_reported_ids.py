@@ -54,6 +54,7 @@ def finding(document: dict, code: str) -> dict:
     ("## [BUG] node crashes with `Xid 119`", [("xid", 119)]),
     ("xid=48 in the exporter alert", [("xid", 48)]),
     ("the switch logged SXid 12028 twice", [("sxid", 12028)]),
+    ("got xid79 and Xid-48 again", [("xid", 79), ("xid", 48)]),
     ("We don't know why, the log shows Xid 79", [("xid", 79)]),
 ])
 def test_an_xid_named_in_words_is_read(line, expected):
@@ -62,6 +63,8 @@ def test_an_xid_named_in_words_is_read(line, expected):
 
 @pytest.mark.parametrize("line", [
     "pxid 79 and xidle 48",  # inside words
+    "the xid-related counter is 79",  # a compound word
+    "XID0x1f",
     "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\"} 79",  # a metric's name
     "XID 0x1f of the window",  # hexadecimal: an X11 resource id
     "xid 2.5 was released",  # a version
