@@ -41,6 +41,8 @@ PARAGRAPHS = [
     ("On our 8-GPU node the first CUDA call takes about 40 seconds in every job.", "GH609", "persistence-off"),
     ("After the kernel update last night nvidia-smi stopped working.", "GH203", "module-not-built"),
     ("The NVIDIA driver installation fails on a fresh Ubuntu 24.04 server.", "GH507", "kernel-headers-missing"),
+    ("After the reboot the NVIDIA kernel module did not load and the desktop fell back to a low resolution.", "GH201",
+     "secure-boot-refused"),
     # the hang's own reader (evidence/facts.p2p_lines) reads this sentence too, and GH706 judges it: the order of the
     # causes is theirs
     ("DDP training with 4 GPUs hangs at the first all_reduce, a single GPU works.", "GH806", None),

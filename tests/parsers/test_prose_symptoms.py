@@ -84,6 +84,10 @@ FAMILIES = [
      ["The NVIDIA driver install errors out while building the kernel module.",
       "I could not install the nvidia driver with the run file."],
      ["The driver installation finished without errors.", "pip install of the CUDA wheel failed"]),
+    ("module-refuses-to-load",
+     ["The nvidia-dkms module won't load on kernel 6.8.",
+      "Since the update the NVIDIA kernel module is not loaded at boot."],
+     ["The nvidia kernel module loads fine now.", "Before I disabled Secure Boot, the nvidia module did not load."]),
     ("job-hang",
      ["torchrun with 4 GPUs freezes at the first barrier.", "NCCL all_reduce is stuck forever on two nodes.",
       "Multi-GPU training hangs after init_process_group."],
@@ -103,7 +107,17 @@ def test_every_symptom_the_table_reads_has_a_family_here():
     assert {row.symptom for row in symptom_phrases.phrases()} == {f[0] for f in FAMILIES}
 
 
+@pytest.mark.parametrize(("sentence", "symptom"), [
+    ("the GPU memory doesnt get released after the job", "gpu-memory-held"),
+    ("PyTorch doesnt see my GPU", "torch-no-gpu"),
+    ("my nvidia driver cant load because of secure boot", "module-refuses-to-load"),
+])
+def test_contractions_typed_without_the_apostrophe(sentence: str, symptom: str):
+    assert told(sentence) == [symptom]
+
+
 @pytest.mark.parametrize("sentence", [
+    "nvidia-smi isnt slow.", "nvidia-smi doesnt hang.",
     "nvidia-smi is not slow.", "nvidia-smi is no longer slow since the upgrade.", "nvidia-smi doesn't take long.",
     "The GPU memory is not occupied.", "显存没有被占用",
 ])

@@ -44,7 +44,9 @@ _MACHINE = lazy_re(r"^\s{0,20}(?:[\[<|+#]|\$ |>>>|\d{2,4}[-/:.]\d|[ewif]\d{4} |n
                    r"(?:info|warn|warning|error|debug|fatal)\b[:\]]?|[a-z_.]{0,80}(?:error|exception|warning):)")
 # a program's line anywhere: a syslog or journal line of the kernel, the driver's NVRM prefix
 _MACHINE_ANYWHERE = lazy_re(r"\bkernel: |\bnvrm: ")
-_NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bnor|\bneither)\b")
+# contractions also as people type them without the apostrophe ("doesnt", "cant")
+_NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bnor|\bneither|"
+                    r"\b(?:do|does|did|is|was|are|were|ca|wo|could|would|should|has|have|had)nt)\b")
 _NEGATION_CJK = lazy_re(r"[不没未]")
 _FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|mine|we|we're|we've|our|ours|us|me)\b|我")
 # words that make a sentence a hypothetical or a general statement, unless the writer speaks of their own machine
