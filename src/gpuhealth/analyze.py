@@ -33,6 +33,7 @@ from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.markdown import Part as MarkdownPart
 from gpuhealth.parsers.markdown import split_markdown
 from gpuhealth.parsers.session import Block, split_session, with_prompts
+from gpuhealth.parsers.wrapped import unwrap_lines
 from gpuhealth.records import record
 
 __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_bytes", "identify", "split_pieces"]
@@ -198,7 +199,9 @@ def printed_by(command: str, output: str) -> bool:
 
 
 def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
-    """Read one text (a pasted session is split into its blocks); what to name as not recognised if nothing was."""
+    """Read one text (a pasted session is split into its blocks); what to name as not recognised if nothing was.
+    Table rows and Xid lines a mail client or terminal wrapped are joined first (parsers/wrapped.py)."""
+    text = unwrap_lines(text)
     blocks = split_session(text, printed_by)
     if len(blocks) == 1 and blocks[0].command is None:
         return [] if _read_piece(reading, Piece(name, text), None, container=False) else [name]
