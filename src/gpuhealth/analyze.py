@@ -464,6 +464,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
     # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)
     explained = {line for _, line in matched} | set(reported) | told
+    named = 0  # lines the mined table names (GH309): read, so the piece was understood
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
@@ -471,12 +472,13 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
             continue  # the table's rows: its parser and the checks judge them
         text = line.strip()
         if text and line not in explained and text not in reading.unknown_seen and _api_error(reading, piece, text):
+            named += 1
             continue
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
-    return len(matched) + len(told)
+    return len(matched) + len(told) + named
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
