@@ -37,7 +37,7 @@ _DRIVER_CALL_FAILED = (r"\bcu[A-Z][a-z][A-Za-z0-9_]{1,60}(?:\([^()\n]{0,60}\))?:
 # CUDA initialisation messages (each names cuda, libcudart, torch or the NVIDIA driver; the table is read once, then
 # indexed).
 _MENTIONS = lazy_re(r"NCCL WARN|CUDA_ERROR_[A-Z]|cudaError[A-Z]|NVML_ERROR_[A-Z]|NVMLError_[A-Z]|DCGM_FR_[A-Z]"
-                    r"|(?i:cuda)|[Tt]orch|NVIDIA driver|" + _DRIVER_CALL_FAILED)
+                    r"|(?i:cuda)|[Tt]orch|NVIDIA driver|(?<![\w])ERROR_[A-Z]|" + _DRIVER_CALL_FAILED)
 _WORD = lazy_re(r"[A-Za-z][A-Za-z0-9_]{3,}")
 _WHOLE = lazy_re(r"(?<![\w\x01])[A-Za-z][A-Za-z0-9_]{3,}(?![\w\x01])")
 
@@ -164,6 +164,13 @@ def lookup(line: str) -> ApiError | None:
 #   failure 35:", "CUDA_ERROR 999", a CUDA call's "cudaGetDeviceCount returned 35" / "cuInit returned 802", or a line
 #   naming CUDA whose number stands beside an error word and a word of the enum's own name ("802 system error").
 #   A bare number is never read.
+# NVML's enum name without its NVML_ prefix, as go-nvml prints a Return when it cannot ask the library for the text
+# ("failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND": NVIDIA/go-nvml pkg/nvml/return.go, fallbackErrorStringFunc),
+# which the Kubernetes device plugin, DCGM exporter and GPU operator log. A line that names CUDA and not NVML may mean
+# a CUDA_ERROR_ name shortened the same way, and a generic name (ERROR_TIMEOUT) another program's: read only beside
+# the word NVML.
+_GO_NVML = lazy_re(r"(?<![\w])(?P<name>ERROR_[A-Z][A-Z0-9_]{1,60})(?![\w])")
+_NVML_WORD = lazy_re(r"(?i:nvml)")
 _CUDA_WORD = lazy_re(r"(?i:cuda)|" + _DRIVER_CALL_FAILED)
 _STEM = lazy_re(r"(?<![\w.])(?i:cuda)[ _]?(?:[Rr]untime|[Dd]river)?[ _]?(?:Error|Exception|ERROR|error)"
                 r"(?:::|\.|:? {1,3})(?P<stem>[A-Z][a-z][A-Za-z0-9]{1,60})(?![\w])")
@@ -181,16 +188,31 @@ NEAR = 40  # characters each side of a number in which its enum's words are look
 
 
 @functools.lru_cache(maxsize=1)
-def _by_spelling() -> tuple[dict[str, ApiError], dict[str, dict[str, ApiError]]]:
-    """The CUDA rows by lower-cased runtime stem ("insufficientdriver") and by number per API."""
+def _by_spelling() -> tuple[dict[str, ApiError], dict[str, dict[str, ApiError]], dict[str, ApiError]]:
+    """The CUDA rows by lower-cased runtime stem ("insufficientdriver") and by number per API; NVML's by name."""
     stems: dict[str, ApiError] = {}
     numbers: dict[str, dict[str, ApiError]] = {"cuda-driver": {}, "cuda-runtime": {}}
+    nvml = {row.name: row for row in errors() if row.api == "nvml"}
     for row in errors():
         if row.api == "cuda-runtime" and row.name.startswith("cudaError"):
             stems[row.name.removeprefix("cudaError").lower()] = row
         if row.api in numbers and row.number.isdigit():
             numbers[row.api].setdefault(row.number, row)
-    return stems, numbers
+    return stems, numbers, nvml
+
+
+# go-nvml names that other software uses too (Windows' ERROR_NOT_FOUND, ERROR_TIMEOUT): NVML's only on a line naming it
+_GENERIC_GO_NAMES = frozenset(f"ERROR_{n}" for n in (
+    "UNINITIALIZED", "INVALID_ARGUMENT", "NOT_SUPPORTED", "NO_PERMISSION", "ALREADY_INITIALIZED", "NOT_FOUND",
+    "INSUFFICIENT_SIZE", "TIMEOUT", "OPERATING_SYSTEM", "IN_USE", "MEMORY", "NO_DATA", "UNKNOWN", "DEPRECATED",
+    "INSUFFICIENT_RESOURCES"))
+
+
+def _go_nvml(name: str, line: str) -> ApiError | None:
+    names_nvml = _NVML_WORD.search(line) is not None
+    if (_CUDA_WORD.search(line) or name in _GENERIC_GO_NAMES) and not names_nvml:
+        return None
+    return _by_spelling()[2].get(f"NVML_{name}")
 
 
 def enum_words(row: ApiError) -> set[str]:
@@ -220,8 +242,12 @@ def named_error(line: str) -> ApiError | None:
 
 
 def by_spelling(line: str) -> ApiError | None:
-    """The CUDA row a line names in a spelling other than the C enum name (see above); None when it names none."""
+    """The CUDA or NVML row a line names in a spelling other than the C enum name (see above); None when it names
+    none."""
     line = line[:1000]
+    go = _GO_NVML.search(line) if "ERROR_" in line else None
+    if go is not None and (row := _go_nvml(go["name"], line)) is not None:
+        return row
     if not _CUDA_WORD.search(line):
         return None
     stem = _STEM.search(line)
