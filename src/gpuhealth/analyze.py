@@ -256,7 +256,8 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     scanned_as = kind.name if kind is not None and parsed else None
     before = len(reading.log)
     matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
-    understood = understood or any(r.kind == "reported-xids" for r in reading.log[before:])  # an Xid named in words
+    # an Xid or a symptom named in words
+    understood = understood or any(r.kind in ("reported-xids", "reported symptom") for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
@@ -478,7 +479,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
-    return len(matched) + len(told) + named
+    return len(matched) + named
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
