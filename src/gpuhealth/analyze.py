@@ -534,6 +534,11 @@ def _api_error(reading: _Reading, piece: Piece, text: str) -> bool:
     row = mined_api.named_error(text[:500])
     if row is None:
         return False
+    if not row.name or row.name not in text:  # another spelling: a program's own message around it says more
+        from gpuhealth.knowledge import mined_tools  # (the device plugin's "failed to initialize NVML: ERROR_...")
+
+        if mined_tools.match(text[:500]) is not None:
+            return False
     reading.unknown_seen.add(text)
     # named in another spelling: the catalogue's row for the C name, if it has one, judges it as it judges that name
     spelled = scan_lines([row.name]) if row.api.startswith(("cuda", "nvml")) and row.name not in text else []
