@@ -451,9 +451,13 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
     reported = _reported_xids(reading, piece, kind, lines)
-    # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes
-    told = _told_symptoms(reading, piece, lines) if unknown_lines and kind in (None, "app-log") else set()
     matched = scan_lines(lines)
+    # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes. A line
+    # the catalogue knows is a program's message ("NVIDIA-SMI has failed ..."), not the reporter's words
+    told: set[str] = set()
+    if unknown_lines and kind in (None, "app-log"):
+        known = {line for _, line in matched}
+        told = _told_symptoms(reading, piece, [line for line in lines if line not in known])
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
