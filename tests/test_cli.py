@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import CORPUS
@@ -68,6 +70,29 @@ def test_analyze_reads_files_and_stdin():
     assert any(f["message"].startswith("Xid 48") for f in json.loads(result.output)["findings"])
     missing = run("analyze", "/nonexistent/file.log")
     assert missing.exit_code == 3 and "No such file" in missing.output
+
+
+@pytest.mark.parametrize("command", ["fix", "recommend", "analyze"])
+def test_unreadable_evidence_is_exit_3_with_one_line_naming_it(command, tmp_path, monkeypatch):
+    """fix and recommend read evidence as analyze does: a missing file, a directory, a device or a file they may
+    not read is exit 3 with one line naming it and why, never an empty reading (fix exited 0 on /dev/null)."""
+    locked = tmp_path / "locked.log"
+    locked.write_text("NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus.\n")
+    real_open = os.open
+
+    def refused(path, *args, **kwargs):  # as root, chmod 000 does not stop a read: refuse it here
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refused)
+    cases = {str(tmp_path / "missing.log"): "No such file", str(tmp_path): "a directory",
+             "/dev/null": "a character device", str(locked): "Permission denied"}
+    for path, why in cases.items():
+        result = run(command, path)
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 3, (path, result.output)
+        assert len(lines) == 1 and path in lines[0] and why in lines[0], result.output
 
 
 def test_checks_and_explain():

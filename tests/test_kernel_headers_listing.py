@@ -110,8 +110,9 @@ def test_prose_with_a_clean_listing_is_no_diagnosis_not_healthy():
     report = _report(("notes.txt", PROSE + YUM_MATCHING))
     assert report.verdict == "NO DIAGNOSIS"
     assert any(f.code == "GH002" and "prose beside the dnf-list listing" in f.message for f in report.findings)
-    # the same listing alone stays healthy
-    assert _report(("yum.txt", YUM_MATCHING)).verdict == "HEALTHY"
+    # the same listing alone is read, but a package listing says nothing of the GPUs' state: GH005, not HEALTHY
+    alone = _report(("yum.txt", YUM_MATCHING))
+    assert alone.verdict == "NO DIAGNOSIS" and [f.code for f in alone.findings] == ["GH005"]
 
 
 def test_prose_with_a_listing_that_shows_a_fault_gives_the_fault():

@@ -86,20 +86,19 @@ def not_a_bundle(path: Path) -> str:
 
 
 def _evidence(files: tuple[str, ...]) -> Snapshot:
-    """The snapshot ``analyze`` builds from the same files."""
-    import sys
-
-    from gpuhealth.analyze import EvidenceError, analyze_texts, decode_bytes
+    """The snapshot ``analyze`` builds from the same files, read by the reader ``analyze`` uses (its limits: a
+    device, a directory or a socket is refused, a FIFO must deliver, a large kernel log is streamed), so an input
+    ``analyze`` cannot read is exit 3 here too, with the same line naming it and why."""
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.evidence_input import InputError, read_evidence
 
     texts = []
     for name in files:
         try:
-            data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-            texts.append(("<stdin>" if name == "-" else name, decode_bytes(name, data)))
-        except OSError as exc:
-            raise CannotRun(f"{name}: {exc.strerror or exc}") from exc
-        except EvidenceError as exc:
+            evidence = read_evidence(name)
+        except InputError as exc:
             raise CannotRun(str(exc)) from exc
+        texts.append((evidence.name, evidence.content))
     return analyze_texts(texts)[0]
 
 

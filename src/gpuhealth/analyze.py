@@ -24,13 +24,15 @@ from gpuhealth.evidence.facts import (
     secure_boot_lines,
     signing_key_lines,
 )
-from gpuhealth.evidence.listings import embedded_rpm_packages
+from gpuhealth.evidence.listings import PACKAGE_LISTINGS, embedded_rpm_packages
 from gpuhealth.evidence.toolchain import kbuild_compiler_lines
 from gpuhealth.knowledge.signatures import scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
-from gpuhealth.parsers.session import Block, split_session
+from gpuhealth.parsers.markdown import Part as MarkdownPart
+from gpuhealth.parsers.markdown import split_markdown
+from gpuhealth.parsers.session import Block, split_session, with_prompts
 from gpuhealth.records import record
 
 __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_bytes", "identify", "split_pieces"]
@@ -111,6 +113,7 @@ class _Reading:
     messages: list[MessageLine] = field(default_factory=list)
     unknown_seen: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
+    stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
@@ -140,27 +143,70 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             for piece in pieces:  # a bug report has many sections we do not read; that is fine
                 _read_piece(reading, piece, None, container=True, unknown_lines=False)
             continue
-        blocks = split_session(text)
-        if len(blocks) == 1 and blocks[0].command is None:
-            if not _read_piece(reading, Piece(name, text), None, container=False):
-                reading.unrecognized.append(name)
-            continue
-        reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
-        understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
-                      for block in blocks]
-        if not any(understood):
-            reading.unrecognized.append(f"{name} (a terminal session: none of its {len(blocks)} commands' output)")
+        parts = split_markdown(text)  # an issue body: its fenced blocks are evidence, the prose around them prose
+        if parts is None or len(parts) == 1:
+            missed = _read_text(reading, name, text if parts is None else _fenced_text(parts[0]))
+            reading.unrecognized.extend(missed[:1])
+        elif all([_read_text(reading, f"{name}: {part.label}", _fenced_text(part)) for part in parts]):
+            reading.unrecognized.append(f"{name} (markdown: none of its {len(parts)} parts)")
     fields = reading.fields
+    from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
+
+    reported = fill_reported(fields, reading.stated) if reading.stated else ()
+    for fact in reported:
+        reading.sources.setdefault(fact.field, f"{fact.source} (the reporter's words)")
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
         fields.pop("kernel_module_filters", None)  # a whole module list was given: it says what is not loaded
     extra_unavailable = fields.pop("unavailable", {})
+    inventory = _setup_inventory_only(reading.log)
+    if inventory:
+        from gpuhealth.model import SETUP_INVENTORY_ONLY
+
+        extra_unavailable = {**extra_unavailable, SETUP_INVENTORY_ONLY: inventory}
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
                         unavailable={**_unavailable(fields), **extra_unavailable},
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
-                        **fields)
+                        reported=reported, **fields)
     from gpuhealth.distro_infer import with_inferred_family
 
     return with_inferred_family(snapshot, snapshot.commands_given, heads), reading.log
+
+
+# Facts whose reading of an output is strict enough to prove that a flattened line holds that command's output
+# (the kernel release alone, a variable's value alone); the others read any text.
+_FLAT_FACTS = frozenset({"uname", "echo-variable"})
+
+
+def printed_by(command: str, output: str) -> bool:
+    """Whether ``output`` is what ``command`` prints, as far as the evidence registry can tell: a kind that reads
+    the command's output recognises it, or a strict fact of the command reads it. A flattened session is split
+    only where this holds (parsers/session.py)."""
+    from gpuhealth.evidence.registry import normalise_command, ordered, sniff
+
+    if not output.strip() or len(command) > 2000:
+        return False
+    normal = normalise_command(command)
+    claimed = [k for k in ordered() if k.produced_by(normal)]
+    if claimed and sniff(output, claimed) is not None:
+        return True
+    return any(name in _FLAT_FACTS for name, _ in facts_for(command, output))
+
+
+def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
+    """Read one text (a pasted session is split into its blocks); what to name as not recognised if nothing was."""
+    blocks = split_session(text, printed_by)
+    if len(blocks) == 1 and blocks[0].command is None:
+        return [] if _read_piece(reading, Piece(name, text), None, container=False) else [name]
+    reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
+    understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
+                  for block in blocks]
+    return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+
+
+def _fenced_text(part: MarkdownPart) -> str:
+    """A fenced block's text, with a prompt put before each command line the registry proves by its output (a
+    fence holds ``nvidia-smi`` and its table without the ``$``)."""
+    return with_prompts(part.text, printed_by) if part.fenced else part.text
 
 
 def _block_name(name: str, block: Block) -> str:
@@ -203,10 +249,38 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             reading.log.append(Recognised(piece.name, "cuda-library-files",
                                           f"{len(libraries['cuda'].library_files)} CUDA library file(s)"))
             understood = True
+    if kind is None and (block is None or not block.command) and unknown_lines:  # a person's sentences
+        understood = _read_words(reading, piece) or understood
     if kind is None and not understood:
         reading.log.append(Recognised(piece.name, "catalogued lines" if matched else None,
                                       f"{matched} line(s) in the signature catalogue" if matched else ""))
     return understood or matched > 0
+
+
+def _read_words(reading: _Reading, piece: Piece) -> bool:
+    """Versions, unit states and PCIe links a person's sentences state (reported facts, applied at the end)."""
+    from gpuhealth.evidence.prose import statements
+
+    found = statements(piece.text[:2_000_000], piece.name)
+    if found:
+        reading.stated.extend(found)
+        reading.log.append(Recognised(piece.name, "reported", f"{len(found)} fact(s) stated in words"))
+    return bool(found)
+
+
+# Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
+# what to compare, and can show a mismatch, but nothing in them shows the GPUs working. Evidence of these alone
+# never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
+# A person's sentences ("reported": versions, unit states in words) show no GPU working either.
+SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version", "reported"}
+
+
+def _setup_inventory_only(log: list[Recognised]) -> str:
+    """The setup inventories read ("a dpkg-list listing") when they are all that was understood; else empty."""
+    kinds = [r.kind for r in log if r.kind]
+    if not kinds or not set(kinds) <= SETUP_KINDS:
+        return ""
+    return ", ".join(dict.fromkeys(kinds))
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str) -> None:

@@ -161,7 +161,7 @@ def _has_fd(stream: Any) -> bool:
     return True
 
 
-def _open(name: str, display: str, timeout: float, reads: str = "analyze reads files, FIFOs and standard input",
+def _open(name: str, display: str, timeout: float, reads: str = "evidence is read from files, FIFOs and standard input",
           timeout_hint: str = " (--open-timeout)") -> tuple[int, bool, int]:
     """(fd, is a regular file, size) for a path or standard input, refusing what cannot be read safely.
     ``reads`` and ``timeout_hint`` end the refusals: what the caller reads, the option that sets the wait."""

@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
 SNAPSHOT_SCHEMA_VERSION = 1
 UNRECOGNIZED = "GH002"  # a piece of evidence analyze could not read: the report may not say HEALTHY
 NO_DIAGNOSIS = "GH004"  # the finding that makes a report's verdict NO DIAGNOSIS (analyze understood nothing)
+SETUP_ONLY = "GH005"  # the evidence only inventoried the setup (a package listing): the report may not say HEALTHY
 
 
 class ParseError(ValueError):
@@ -131,7 +132,7 @@ cp mv rm ln sed update-initramfs update-grub dracut lsinitramfs lsinitrd mokutil
 ipmitool dcgmi export unset for test uname ubuntu-drivers nvidia-detect wget curl sh bash reboot shutdown
 python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount findmnt env which ldd
 leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
-gpg tr cut head tail sort fuser lsof setpci gcc make find kill pkill nvcc id groups
+gpg tr cut head tail sort fuser lsof setpci gcc make find kill pkill nvcc id groups ulimit
 """.split())
 # Guarded (lazyre.guarded_re): most fixes are plain commands, read without compiling these.
 _PLACEHOLDER = guarded_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.",
@@ -213,7 +214,7 @@ IMPACTS = ("node_unusable", "gpu_unusable", "degraded", "user_environment", "non
 DRAINING_IMPACTS = ("node_unusable", "gpu_unusable")
 
 # The keys a finding's ``labels`` may hold (docs/report-json.md): a test keeps every check to these.
-FINDING_LABELS = ("xid", "check", "mined", "family", "source", "decided")
+FINDING_LABELS = ("xid", "check", "mined", "family", "source", "decided", "reported")
 
 
 @record
@@ -232,8 +233,8 @@ class Finding:
     # code of GH301, GH302 from an Xid 79 line, GH704), "check" (the check that raised, for GH001); for GH308 "mined"
     # (knowledge/mined/nvrm.csv row ids), "family" (its family) and "source" (repository, tag range, file:line of
     # each row, "; "-separated); "decided" (the causes.csv id of a cause a fact in the evidence decides: a +cpu
-    # torch version is "torch-cpu-build"). Never text meant for people: values are codes. FINDING_LABELS names every
-    # key.
+    # torch version is "torch-cpu-build"); "reported" ("words": the finding rests on facts read from a person's
+    # sentences, Snapshot.reported). Never text meant for people: values are codes. FINDING_LABELS names every key.
     labels: dict[str, str] = field(default_factory=dict)
     # When the newest line it stands on was logged, in seconds since the epoch: only from a log with wall-clock
     # timestamps that carry their UTC offset (the live check's dmesg/journalctl); None when unknown.
@@ -302,6 +303,9 @@ class OsInfo:
 # analyze's mark in ``Snapshot.unavailable`` for a listing of /dev that named its files (`ls -l /dev/nvidia0
 # /dev/nvidiactl`): a node it did not name is not known to be missing (GH207)
 DEVICE_NODES_NAMED = "device_nodes_named"
+# analyze's mark in ``Snapshot.unavailable`` when every piece it read only inventories the setup (package listings,
+# os-release, tool versions): its value names them; GH005 then keeps the report from saying HEALTHY
+SETUP_INVENTORY_ONLY = "setup_inventory_only"
 
 
 @record
@@ -649,6 +653,24 @@ def grep_would_show(pattern: str, name: str) -> bool:
     return any(w and re.fullmatch(r"[\w-]+", w) and (w == name if whole else w in name) for w in words)
 
 
+# the source a finding's evidence names for facts read from a person's sentences (ReportedFact)
+REPORTED_WORDS = "the reporter's words (not a program's output)"
+
+
+@record
+class ReportedFact:
+    """A fact analyze read from a person's sentences ("my driver is 570.133.20", "fabric manager is not installed"),
+    not from a program's output: it fills the snapshot field a program's output would, only where no program's output
+    gave it, and a finding that rests on it is the reporter's words (checks/engine.py keeps it below critical)."""
+
+    field: str  # the Snapshot field it filled: "driver", "cuda", "os", "install", "host_env", "smi"
+    # the attributes it set there ("gpu:0:pcie_width_current" for one GPU of smi); () when it made the whole field
+    attributes: tuple[str, ...]
+    what: str  # "NVIDIA driver 570.133.20"
+    words: str  # the sentence that states it, one line
+    source: str  # the piece of evidence it was read from
+
+
 @record
 class Snapshot:
     """Everything observed about one host at one time. Built by ``collect`` or by ``analyze``."""
@@ -689,6 +711,32 @@ class Snapshot:
     host_env: HostEnvironment | None = None  # display, install routes, containers, params, storage (GH8xx)
     host_health: HostHealth | None = None  # InfiniBand, EDAC, inodes, file and PID limits (GH72x, GH81x)
     dcgm: DcgmReport | None = None  # a pasted dcgmi diag / dcgmi health table (GH711)
+    # analyze: facts read from a person's sentences, and the fields they filled (ReportedFact)
+    reported: tuple[ReportedFact, ...] = ()
+
+    def reported_fact(self, field_name: str, attribute: str | None = None) -> ReportedFact | None:
+        """The reported fact that filled ``field_name`` (made it whole, or set ``attribute`` of it), or None when
+        a program's output gave it."""
+        for fact in self.reported:
+            if fact.field == field_name and (not fact.attributes or attribute is None or attribute in fact.attributes
+                                             or any(a.endswith(f":{attribute}") for a in fact.attributes)):
+                return fact
+        return None
+
+    @property
+    def words_only(self) -> bool:
+        """Whether every field analyze filled came from a person's sentences (no program's output was read)."""
+        reported = {fact.field for fact in self.reported}
+        return bool(reported) and set(self.sources) <= reported and not any(
+            m.signature or m.mined for m in self.messages or ())
+
+    def machine_only(self) -> Snapshot:
+        """This snapshot without what the reported facts filled: what the programs' output alone shows."""
+        changes: dict[str, Any] = {"reported": ()}
+        for fact in self.reported:
+            current = changes.get(fact.field, getattr(self, fact.field))
+            changes[fact.field] = _without(current, fact.attributes)
+        return dataclasses.replace(self, **changes)
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:
@@ -734,6 +782,26 @@ class Snapshot:
             if pci_address and gpu.pci_address == pci_address:
                 return Subject(gpu.index, pci_address)
         return Subject(None, pci_address)
+
+
+def _without(value: Any, attributes: tuple[str, ...]) -> Any:
+    """``value`` with ``attributes`` back at their defaults (None for a value a reported fact made whole); an
+    attribute ``gpu:I:NAME`` is NAME of the I-th GPU of an SmiReport."""
+    if value is None or not attributes:
+        return None
+    changes: dict[str, Any] = {}
+    gpus = list(getattr(value, "gpus", ()))
+    for attribute in attributes:
+        if attribute.startswith("gpu:"):
+            _, index, name = attribute.split(":", 2)
+            at = int(index)
+            if at < len(gpus):
+                gpus[at] = dataclasses.replace(gpus[at], **{name: None})
+            changes["gpus"] = tuple(gpus)
+            continue
+        spec = next(f for f in dataclasses.fields(value) if f.name == attribute)
+        changes[attribute] = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()  # type: ignore[misc]
+    return dataclasses.replace(value, **changes)
 
 
 # --------------------------------------------------------------------------- JSON both ways
@@ -890,7 +958,10 @@ class Report:
             return "BROKEN"
         if self.count(Severity.WARNING):
             return "DEGRADED"
-        if any(f.code == UNRECOGNIZED for f in self.findings):  # nothing wrong in what was read, but not all was
+        # nothing wrong in what was read, but not all was read, or what was read says nothing of the GPUs' health
+        if any(f.code in (UNRECOGNIZED, SETUP_ONLY) for f in self.findings):
+            return "NO DIAGNOSIS"
+        if self.snapshot.words_only:  # a person's sentences alone show no machine to call healthy
             return "NO DIAGNOSIS"
         return "HEALTHY"
 

@@ -20,6 +20,7 @@ from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import (
+    REPORTED_WORDS,
     CudaState,
     DeviceRequest,
     Evidence,
@@ -72,7 +73,7 @@ def _torch(snapshot: Snapshot) -> TorchEnv:
 def driver_version(snapshot: Snapshot) -> tuple[str | None, str]:
     """The driver version (the kernel module's when known) and where it came from."""
     if snapshot.driver is not None and snapshot.driver.version:
-        return snapshot.driver.version, PROC_VERSION
+        return snapshot.driver.version, REPORTED_WORDS if snapshot.reported_fact("driver", "version") else PROC_VERSION
     version, source = user_space_version(snapshot)
     if version:
         return version, source
@@ -271,6 +272,9 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     data-center GPUs run a newer CUDA on an older driver; GH603 reports that libcuda. Toolkit versions
     the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
+    Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
+    570.133.20") are judged the same way where no program's output gives them; a finding that rests on
+    the words alone is at most a warning, and its evidence quotes them.
     """
     state = snapshot.cuda
     torch_cuda = snapshot.torch.torch_cuda_version if snapshot.torch is not None else None
@@ -288,7 +292,11 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
 def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evidence]]:
     """(label, CUDA version, evidence) of each toolkit on the host: nvcc, /usr/local/cuda, conda's cudatoolkit."""
     toolkits: list[tuple[str, str, Evidence]] = []
-    if state.nvcc_release:
+    stated = snapshot.reported_fact("cuda", "nvcc_release")
+    if state.nvcc_release and stated is not None:  # a person's words: "my CUDA version is 12.9"
+        toolkits.append(("the CUDA the reporter names", state.nvcc_version or state.nvcc_release,
+                         Evidence(REPORTED_WORDS, (stated.words,))))
+    elif state.nvcc_release:
         toolkits.append(("nvcc on PATH", state.nvcc_version or state.nvcc_release, Evidence(
             "nvcc --version", (f"Cuda compilation tools, release {state.nvcc_release}"
                                + (f", V{state.nvcc_version}" if state.nvcc_version else ""),))))

@@ -298,7 +298,8 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         index = next((i for i, f in enumerate(findings) if f.code == code), None)
         if index is not None:
             current = findings[index]
-            known = {line.strip() for e in current.evidence for line in e.lines}
+            # the check may have numbered the same lines ("12: <line>", GH806): one line is shown once
+            known = {_unnumbered(line).strip() for e in current.evidence for line in e.lines}
             fresh = line_evidence(m for _, m in matched if m.line.strip() not in known)
             findings[index] = replace(current, evidence=current.evidence + fresh)
             continue
@@ -309,6 +310,12 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         fixes = fits_evidence(made.fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
         findings.append(replace(made, fixes=fixes))
     return findings
+
+
+def _unnumbered(line: str) -> str:
+    """An evidence line without the line number a check put before it (``12: text`` -> ``text``)."""
+    number, colon, rest = line.partition(": ")
+    return rest if colon and number.strip().isdigit() else line
 
 
 def _finding(spec: CheckSpec, severity: Severity, message: str, evidence: tuple[Evidence, ...]) -> Finding:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from gpuhealth.checks import catalogue
 from gpuhealth.checks.diagnosis import diagnose
 from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip
 from gpuhealth.knowledge.actions import of_check
-from gpuhealth.model import Evidence, Finding, Report, Severity, Skipped, Snapshot
+from gpuhealth.model import REPORTED_WORDS, Evidence, Finding, Report, Severity, Skipped, Snapshot
 
 INTERNAL_ERROR = "GH001"
 
@@ -18,6 +19,17 @@ def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
     catalogue.load()
     expectations = expectations or Expectations()
     chosen = [s for s in REGISTRY.values() if select is None or s.code in set(select)]
+    findings, skipped = _run(snapshot, chosen, expectations)
+    if snapshot.reported:  # facts from a person's words: what rests on them stays below critical
+        findings = _on_reported(snapshot, findings, _run(snapshot.machine_only(), chosen, expectations)[0])
+    findings.sort(key=lambda f: (-f.severity.rank, f.code, str(f.subject)))
+    # catalogue lines become findings; each symptom is folded under its confirmed cause or gets a differential
+    findings = diagnose(findings, skipped, {s.code for s in chosen}, snapshot)
+    return Report(snapshot, tuple(findings), tuple(skipped), len(chosen))
+
+
+def _run(snapshot: Snapshot, chosen: list[CheckSpec],
+         expectations: Expectations) -> tuple[list[Finding], list[Skipped]]:
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for spec in sorted(chosen, key=lambda s: s.code):
@@ -35,10 +47,24 @@ def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
                 skipped.append(Skipped(spec.code, spec.slug, result.reason))
             else:
                 findings.append(_stamp(spec, result))
-    findings.sort(key=lambda f: (-f.severity.rank, f.code, str(f.subject)))
-    # catalogue lines become findings; each symptom is folded under its confirmed cause or gets a differential
-    findings = diagnose(findings, skipped, {s.code for s in chosen}, snapshot)
-    return Report(snapshot, tuple(findings), tuple(skipped), len(chosen))
+    return findings, skipped
+
+
+def _on_reported(snapshot: Snapshot, findings: list[Finding], machine: list[Finding]) -> list[Finding]:
+    """Findings the programs' output alone does not raise (or raises lower) rest on the reporter's words: nobody saw
+    the machine say it, so such a finding is at most a warning, and its evidence quotes the words."""
+    seen = {(f.code, str(f.subject)): f.severity.rank for f in machine}
+    words = tuple(dict.fromkeys(fact.words for fact in snapshot.reported))[:4]
+    out = []
+    for finding in findings:
+        if seen.get((finding.code, str(finding.subject)), -1) >= finding.severity.rank:
+            out.append(finding)
+            continue
+        severity = Severity.WARNING if finding.severity is Severity.CRITICAL else finding.severity
+        out.append(replace(finding, severity=severity, evidence=(*finding.evidence, Evidence(REPORTED_WORDS, words)),
+                           labels={**finding.labels, "reported": "words"},
+                           **(_actions(finding.code, severity) if severity is not finding.severity else {})))
+    return out
 
 
 def _missing(snapshot: Snapshot, name: str) -> str | None:

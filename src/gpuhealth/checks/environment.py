@@ -444,6 +444,33 @@ def training_data_mounts(snapshot: Snapshot, expect: Expectations) -> Iterator[D
 
 # --------------------------------------------------------------------------- GH806
 
+SEVERITY_OF = {"critical": Severity.CRITICAL, "warning": Severity.WARNING, "info": Severity.INFO}
+
+
+def _decided_cause(found: list[AppError]):  # -> tuple[str, Cause] | None
+    """(the row's summary, its cause) when every line of a kind's group matches one catalogue row that decides a cause
+    of GH806's own (NCCL's "Call to ibv_reg_mr failed": RDMA memory registration, not the kind's list of candidates);
+    None otherwise. A cause another check owns is that check's to report."""
+    from gpuhealth.knowledge.causes import causes
+    from gpuhealth.knowledge.signatures import match_line
+
+    rows = {row.id: row for row in (match_line(e.message) for e in found) if row is not None}
+    if len(rows) != 1:
+        return None
+    (row,) = rows.values()
+    cause = causes().get(row.cause) if row.cause else None
+    if cause is None or cause.code != "GH806":
+        return None
+    return row.summary, cause
+
+
+def _row_severity(found: list[AppError]) -> str:
+    from gpuhealth.knowledge.signatures import match_line
+
+    row = match_line(found[0].message)
+    return row.severity if row is not None and row.severity in SEVERITY_OF else "warning"
+
+
 
 def meaning_of(error: AppError) -> tuple[str, ErrorMeaning | None]:
     """The error's kind and what it means (``knowledge/app_errors.csv``)."""
@@ -508,6 +535,14 @@ def application_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             lines += (f"... {len(found) - 4} more like these ...",)
         if meaning is None:
             yield Draft(Severity.WARNING, f"{kind} error in the application log", evidence=(Evidence(source, lines),))
+            continue
+        decided = _decided_cause(found)
+        if decided is not None:  # the line's own catalogue row names the cause: say it, not the kind's candidates
+            summary, cause = decided
+            message = f"{kind} in the application log ({len(found)}x): {summary}"
+            fixes = tuple(Fix(command.strip(), "any", note="tells which") for command in cause.decide.split(";")
+                          if command.strip())
+            yield Draft(SEVERITY_OF[_row_severity(found)], message, evidence=(Evidence(source, lines),), fixes=fixes)
             continue
         missing = [name for name in meaning.needs if getattr(snapshot, name, None) is None]
         related = ", ".join(meaning.related)

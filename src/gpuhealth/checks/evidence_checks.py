@@ -23,7 +23,7 @@ from gpuhealth.knowledge.drivers import architecture, branch_of, supports
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Evidence, Fix, MessageLine, Severity, Snapshot
+from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, MessageLine, Severity, Snapshot
 
 MAX_LINES = MAX_LINE_EVIDENCE
 
@@ -254,7 +254,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     A pasted status of the nvidia-fabricmanager unit alone ("Unit nvidia-fabricmanager.service could
     not be found", inactive or failed) with nothing that says which GPUs the host has: a warning that
     names the condition (Fabric Manager is needed on NVSwitch systems); with NVSwitches on the bus or
-    SXM GPUs it is critical, with PCIe GPUs shown it is quiet.
+    SXM GPUs it is critical, with PCIe GPUs shown it is quiet. The reporter's words ("nvidia-fabricmanager
+    is not installed", "the fabric manager isn't running") give the same unit state where no listing of
+    the unit does; a finding that rests on the words alone is at most a warning, and quotes them.
 
     Exceptions:
     PCIe GPUs and NVLink bridges between pairs of GPUs need no Fabric Manager.
@@ -269,7 +271,8 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     evidence: list[Evidence] = []
     if state and state.split()[0] in _NOT_RUNNING and switch:
         missing = cuda is not None and cuda.fabricmanager_enabled == "not-found"
-        evidence.append(Evidence("systemctl status nvidia-fabricmanager",
+        stated = snapshot.reported_fact("cuda", "fabricmanager_active")
+        evidence.append(Evidence(REPORTED_WORDS if stated else "systemctl status nvidia-fabricmanager",
                                  ("nvidia-fabricmanager.service: not found (not installed)" if missing
                                   else f"Active: {state}",)))
     if errors and switch is not False:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuhealth.checks.registry import Draft, Expectations, check
-from gpuhealth.model import Evidence, Severity, Snapshot
+from gpuhealth.model import SETUP_INVENTORY_ONLY, Evidence, Fix, Severity, Snapshot
 
 
 @check("GH001", "internal-error", "A check failed inside gpuhealth")
@@ -50,3 +50,37 @@ def unrecognized_evidence(snapshot: Snapshot, expect: Expectations) -> Iterator[
     for name in snapshot.unrecognized_files:
         yield Draft(Severity.INFO, f"{name}: format not recognised; nothing in it was analysed",
                     evidence=(Evidence(name),))
+
+
+@check("GH005", "setup-inventory-only", "The evidence given only lists the setup, not the GPUs' state")
+def setup_inventory_only(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+    """
+    What:
+    Everything `gpuhealth analyze` read only inventories the setup: a package listing (`dpkg -l`,
+    `rpm -qa`, `dnf list installed`, `pip list`, `conda list`), `/etc/os-release`, `uname`, or a
+    tool's version (`gcc --version`, `nvcc --version`). It was read, and the checks that compare
+    versions used it, but nothing in it shows a GPU, the driver loaded or a program running.
+
+    Why it matters:
+    A clean package listing says which driver is installed, not that it loads or that the GPUs work,
+    so a report with nothing else wrong says NO DIAGNOSIS (exit 3), never HEALTHY.
+
+    How to fix:
+    Add evidence of the GPUs' state: `nvidia-smi`, `dmesg -T | grep -i nvrm`, `lspci -nnk -d 10de:`,
+    or the failing program's output; or run `gpuhealth check` on the host itself.
+
+    Exceptions:
+    None. When the inventory shows a problem (two driver versions, headers for another kernel), that
+    finding decides the verdict and this one only says what else to paste.
+    """
+    inventory = snapshot.unavailable.get(SETUP_INVENTORY_ONLY)
+    if snapshot.origin != "evidence" or not inventory:
+        return
+    yield Draft(Severity.INFO, f"the evidence only lists the setup ({inventory}): it says what is installed, not "
+                "whether the GPUs work; paste the output of the commands below for a verdict",
+                evidence=(Evidence("read", tuple(sorted(snapshot.sources.values()))),),
+                fixes=tuple(Fix(c, "any", note="paste its output") for c in STATE_COMMANDS))
+
+
+# what shows the GPUs' state where only the setup was given (GH005)
+STATE_COMMANDS = ("nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:")

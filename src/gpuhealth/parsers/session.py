@@ -15,11 +15,25 @@ starts a block; the output runs until the next prompt. Recognised prompts:
 
 Kernel-log lines (``[    5.123] ...``), nvidia-smi tables (``|``, ``+---``) and log lines never look like
 prompts, so whole files that are not sessions stay one block.
+
+Flattened sessions. A paste that went through a mail archive, a forum or a chat often lost its newlines: a
+whole session on one line (``cat /proc/version Linux version 4.4.0-34-generic (buildd@lgw01) ... #53-Ubuntu
+SMP ... gcc --version gcc (Ubuntu 5.4.0-6ubuntu1~16.04.1) 5.4.0 20160609``). Given ``accepts(command,
+output)`` (the caller's judge of whether ``output`` is what ``command`` prints: the evidence registry's), such
+a line is split back into its blocks. A command is a known program's name at a word boundary, then up to
+eight words that can be arguments (no parentheses, no trailing colon); its output runs to the next such
+name. A split is made only where ``accepts`` takes the output for that command's (the longest such
+command wins, and the output may not start with an option or a pipe, which would belong to the command).
+Once a line holds one such proven block, a known program followed by options or paths (``lsb_release -rd``)
+also starts one. Prose that names commands ("run nvidia-smi and lspci") is never split: "and lspci" is
+not what nvidia-smi prints. Bounded: lines up to ``MAX_FLAT_LINE`` characters, ``MAX_FLAT_CANDIDATES``
+names a line, ``MAX_FLAT_CHECKS`` judgements a text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
@@ -57,6 +71,37 @@ printenv ps python python3 reboot rmmod rpm sh bash service sudo systemctl tail 
 dracut which whoami yum zypper ubuntu-drivers lsb_release hostnamectl sysctl strace gdb cuda-gdb conda mamba
 torchrun nproc numactl ibstat ibv_devinfo
 """.split())
+
+# ------------------------------------------------------------------------------------------ flattened sessions
+Accepts = Callable[[str, str], bool]
+MAX_FLAT_LINE = 256 * 1024  # longer lines are data, not a paste: never searched for commands
+MAX_FLAT_CANDIDATES = 64  # program names tried per line
+MAX_FLAT_CHECKS = 2000  # accepts() calls per text
+_MAX_COMMAND_WORDS = 8  # words after the program's name a flattened command may have
+_OUTPUT_HEAD = 4096  # characters of an output given to accepts(): the registry's sniffs read the head
+# Programs whose command lines the registry reads, beyond the root-prompt list.
+_FLAT_PROGRAMS = ROOT_COMMANDS | frozenset("""
+dpkg-query zcat more locate bat printenv declare jockey-text uv micromamba collect_env cc g++ clang
+""".split())
+# Programs whose name is a common word or is used in prose ("make sure", "find the", "free memory") or that
+# print what the registry does not read: they split a flattened line only when their output is recognised.
+_PROSE_PROGRAMS = frozenset("""
+cd echo export make find head tail less more free top env sh bash service reboot sudo which whoami ln cp mount
+git curl du df chmod chown grep cat ps time
+""".split())
+# A program's name where a command can start: at a word boundary, not inside a pipeline ("| grep"), with
+# sudo and a directory allowed before it; a compiler under its target's name (x86_64-linux-gnu-gcc-12).
+_FLAT_CANDIDATE = lazy_re(
+    r"(?<!\S)(?<![|&;]\s)(?:sudo\s{1,4}(?:-\S{1,20}\s{1,4}){0,3})?(?:/[\w.-]{1,64}){0,6}/?"
+    r"(?P<word>(?:[\w.]{1,40}-){0,4}g?cc(?:-\d{1,3}(?:\.\d{1,3}){0,2})?|"
+    + "|".join(re.escape(w) for w in sorted(_FLAT_PROGRAMS, key=len, reverse=True)) + r")(?=[ \t])")
+_TOKEN = lazy_re(r"\S{1,400}")
+_ARGUMENT = lazy_re(r"[^\s()]{0,199}[^\s(),:]$")  # a word a command may hold (one ending in ":" or "," is output's)
+_OPTION_OR_PATH = lazy_re(r"(?:-{1,2}[\w][\w.=,:/-]{0,100}|[~.]?/[\w./*{},+-]{0,200})$")
+_JOINER = frozenset({"|", "||", "&&", ";", ">", ">>", "2>&1", "2>", "&>", "|&", "<"})
+# A prompt just before a command in a flattened line: "$", "#", "user@host:~$", "[root@host ~]#", "(venv) $".
+_PROMPT_TAIL = lazy_re(r"(?:^|\s)(?:(?:\([^()\s]{1,64}\)\s{0,4})?(?:[\w.-]{1,64}@[\w.-]{1,64}(?::\S{0,100})?\s?"
+                       r"[$#%]|\[[\w.-]{1,64}@[^\]\n]{1,100}\][$#])|[$#])\s{0,8}$")
 
 
 @record
@@ -105,9 +150,14 @@ def looks_like_session(text: str) -> bool:
     return False
 
 
-def split_session(text: str) -> list[Block]:
-    """The blocks of a pasted session; a text without prompts is one block with no command."""
-    if not looks_like_session(text):
+def split_session(text: str, accepts: Accepts | None = None) -> list[Block]:
+    """The blocks of a pasted session; a text without prompts is one block with no command.
+
+    With ``accepts`` (see the module docstring), a line that holds a flattened session becomes its blocks too;
+    the lines after it start a block of their own."""
+    session = looks_like_session(text)
+    flat = accepts is not None and len(text) <= MAX_SESSION_CHARS and _FLAT_CANDIDATE.search(text) is not None
+    if not session and not flat:
         return [Block(None, text)]
     blocks: list[Block] = []
     command: str | None = None
@@ -115,6 +165,8 @@ def split_session(text: str) -> list[Block]:
     start = 1
     output: list[str] = []
     continuing = False  # inside a Python statement's "... " lines
+    checks = [MAX_FLAT_CHECKS]
+    split_flat = False
     for number, line in enumerate(text.splitlines(), 1):
         if continuing and language == "python":
             more = _PY_MORE.match(line.rstrip()) or _IPY_MORE.match(line.rstrip())
@@ -122,7 +174,14 @@ def split_session(text: str) -> list[Block]:
                 command = f"{command}\n{(more['code'] or '').strip()}".strip()
                 continue
         continuing = False
-        found = prompt_command(line) or _bare_command(line)
+        parts = _flattened(line, accepts, checks) if flat and accepts is not None else None
+        if parts:
+            if command is not None or any(o.strip() for o in output):
+                blocks.append(Block(command, "\n".join(output), start, language))
+            blocks.extend(Block(c, o, number) for c, o in parts)
+            command, language, start, output, split_flat = None, "shell", number + 1, [], True
+            continue
+        found = prompt_command(line) or (_bare_command(line) if session else None)
         if found is None:
             output.append(_IPY_OUT.sub("", line, count=1) if line.startswith("Out[") else line)
             continue
@@ -130,6 +189,137 @@ def split_session(text: str) -> list[Block]:
             blocks.append(Block(command, "\n".join(output), start, language))
         language, command = found
         start, output, continuing = number, [], True
+    if not session and not split_flat:
+        return [Block(None, text)]
     if command is not None or any(o.strip() for o in output):
         blocks.append(Block(command, "\n".join(output), start, language))
     return blocks or [Block(None, text)]
+
+
+def _flattened(line: str, accepts: Accepts, checks: list[int]) -> list[tuple[str | None, str]] | None:
+    """The (command, output) blocks of a line that holds a flattened session, or None (see the module docstring).
+    ``checks``: the accepts() calls left for the whole text."""
+    if len(line) > MAX_FLAT_LINE or checks[0] <= 0:
+        return None
+    names = []
+    for m in _FLAT_CANDIDATE.finditer(line):
+        names.append(m)
+        if len(names) >= MAX_FLAT_CANDIDATES:
+            break
+    # Right to left: a name is a boundary when its command is proven (or plain: options and paths); the output of
+    # the name before it runs to that boundary, never to a name that begins no command ("gcc (Ubuntu ...").
+    proven: dict[int, int] = {}  # a name's start -> the end of its command, where its output is recognised
+    plain: dict[int, int] = {}  # the same for a known program followed by options or paths only
+    limit = len(line)
+    for m in reversed(names):
+        end = _proven_command(line, m.start(), m.end("word"), limit, accepts, checks)
+        if end is not None:
+            proven[m.start()] = end
+        elif m["word"] not in _PROSE_PROGRAMS:
+            end = _plain_command(line, m.end("word"), limit)
+            if end is not None:
+                plain[m.start()] = end
+        if end is not None:
+            limit = m.start()
+    if not proven:
+        return None
+    kept: list[tuple[int, int]] = []
+    for at, end in sorted({**plain, **proven}.items()):
+        if kept and at < kept[-1][1]:
+            continue  # a name inside the previous command's words
+        kept.append((at, end))
+    parts: list[tuple[str | None, str]] = []
+    before = _without_prompt(line[:kept[0][0]]).strip()
+    if before:
+        parts.append((None, before))
+    for i, (at, end) in enumerate(kept):
+        output = line[end:kept[i + 1][0]] if i + 1 < len(kept) else line[end:]
+        parts.append((line[at:end].strip(), (_without_prompt(output) if i + 1 < len(kept) else output).strip()))
+    return parts
+
+
+def _command_words(line: str, name_end: int, limit: int) -> list[re.Match[str]]:
+    """The words after a program's name that may still belong to its command line."""
+    words: list[re.Match[str]] = []
+    for m in _TOKEN.finditer(line, name_end, limit):
+        if len(words) >= _MAX_COMMAND_WORDS or not _ARGUMENT.match(m[0]):
+            break
+        words.append(m)
+    return words
+
+
+def _output_may_start(line: str, end: int, limit: int) -> bool:
+    """Whether the text after a command can be its output: something, and not an option or a pipe, which would
+    still be the command's."""
+    m = _TOKEN.search(line, end, limit)
+    return m is not None and not m[0].startswith("-") and m[0] not in _JOINER
+
+
+def _proven_command(line: str, at: int, name_end: int, limit: int, accepts: Accepts, checks: list[int]
+                    ) -> int | None:
+    """The end of the longest command starting at ``at`` whose output (to ``limit``) ``accepts`` takes, or None."""
+    for end in [w.end() for w in reversed(_command_words(line, name_end, limit))] + [name_end]:
+        if not _output_may_start(line, end, limit) or checks[0] <= 0:
+            continue
+        checks[0] -= 1
+        output = line[end:min(limit, end + _OUTPUT_HEAD)].strip()
+        if accepts(line[at:end].strip(), output):
+            return end
+    return None
+
+
+def _plain_command(line: str, name_end: int, limit: int) -> int | None:
+    """The end of a known program's name followed by options or paths only (``lsb_release -rd``), or None."""
+    end = None
+    for word in _command_words(line, name_end, limit):
+        if not _OPTION_OR_PATH.match(word[0]):
+            break
+        end = word.end()
+    return end if end is not None and _output_may_start(line, end, limit) else None
+
+
+def _without_prompt(text: str) -> str:
+    """``text`` without a shell prompt at its end (the prompt of the next flattened command)."""
+    tail_from = max(0, len(text) - 300)
+    m = _PROMPT_TAIL.search(text, tail_from)
+    return text[:m.start()] if m else text
+
+
+MAX_PROMPTLESS_LINES = 20_000  # lines of a prompt-less text searched for command lines
+MAX_PROMPTLESS_COMMANDS = 64  # command lines judged per text
+
+
+def with_prompts(text: str, accepts: Accepts) -> str:
+    """A text of commands and their output pasted without prompts (a fenced block in an issue: ``nvidia-smi`` then
+    its table), with ``$ `` put before each line that is a known program's whole command line and whose following
+    lines, up to the next such command, ``accepts`` takes for its output. A text that has prompts, or in which no
+    command is proven, comes back unchanged. Right to left, as in a flattened line: an unproven command line stays
+    in the output of the one before it."""
+    if len(text) > MAX_SESSION_CHARS or looks_like_session(text):
+        return text
+    lines = text.splitlines()
+    heads = [i for i, line in enumerate(lines[:MAX_PROMPTLESS_LINES]) if _whole_command(line)]
+    proven: list[int] = []
+    limit = len(lines)
+    for i in reversed(heads[:MAX_PROMPTLESS_COMMANDS]):
+        output = "\n".join(lines[i + 1:min(limit, i + 1 + 200)])
+        if output.strip() and accepts(lines[i].strip(), output[:_OUTPUT_HEAD]):
+            proven.append(i)
+            limit = i
+    if not proven:
+        return text
+    for i in proven:
+        lines[i] = "$ " + lines[i].strip()
+    return "\n".join(lines)
+
+
+def _whole_command(line: str) -> bool:
+    """Whether ``line`` is a known program's command line and nothing else (its words can all be arguments)."""
+    stripped = line.strip()
+    if not stripped or len(stripped) > 600:
+        return False
+    m = _FLAT_CANDIDATE.match(stripped + " ")
+    if m is None:
+        return False
+    words = _command_words(stripped, m.end("word"), len(stripped))
+    return (words[-1].end() if words else m.end("word")) == len(stripped)

@@ -1,0 +1,208 @@
+"""A person's sentences as evidence: the versions, unit states and PCIe links they state fill the snapshot fields a
+program's output would fill (``parsers/prose.py`` reads them), each marked as a ``ReportedFact``.
+
+Machine output wins: a fact fills a field only where no program's output in the same evidence gave it, and it is
+applied after every piece is read, so the order of the pieces does not matter. The checks judge the filled fields
+as they judge a program's output; checks/engine.py keeps what rests on the words alone below critical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuhealth.model import (
+    CudaState,
+    DriverInfo,
+    Gpu,
+    HostEnvironment,
+    InstallState,
+    OsInfo,
+    ReportedFact,
+    SmiReport,
+)
+from gpuhealth.records import record
+
+
+@record
+class Statement:
+    """One thing a piece's sentences state (a ``parsers.prose`` record) and the piece it was read from."""
+
+    stated: Any  # Stated, UnitStatement or PcieStatement
+    source: str
+
+
+def statements(text: str, source: str) -> list[Statement]:
+    """What the sentences of one piece state: versions, NVIDIA units, PCIe links."""
+    from gpuhealth.parsers.prose import pcie_statements, unit_statements, version_statements
+
+    found = [*version_statements(text), *unit_statements(text)]
+    pcie = pcie_statements(text)
+    if pcie:
+        found += with_model(text, pcie)
+    return [Statement(s, source) for s in found]
+
+
+def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[ReportedFact, ...]:
+    """Lay what the words state over ``fields`` (the snapshot fields the pieces' parsers filled) where no program's
+    output gave it; the facts say which fields they filled. Of two pieces stating one thing, the later wins."""
+    from gpuhealth.parsers.prose import Stated, UnitStatement
+
+    latest: dict[str, Statement] = {}
+    for statement in given:
+        stated = statement.stated
+        key = (stated.thing if isinstance(stated, Stated) else f"unit:{stated.unit}"
+               if isinstance(stated, UnitStatement) else "pcie")  # a link (evidence/prose_pcie.py)
+        latest[key] = statement
+    facts: list[ReportedFact] = []
+    for statement in latest.values():
+        stated = statement.stated
+        if isinstance(stated, Stated):
+            facts += _version(fields, stated, statement.source)
+        elif isinstance(stated, UnitStatement):
+            facts += _unit(fields, stated, statement.source)
+        else:
+            facts += fill_pcie(fields, stated, statement.source)
+    return tuple(facts)
+
+
+def _set(fields: dict[str, Any], key: str, kind: type, values: dict[str, Any], what: str, words: str,
+         source: str) -> ReportedFact:
+    """Set ``values`` in ``fields[key]`` (made as ``kind`` when absent); the fact that says so."""
+    current = fields.get(key)
+    if current is None:
+        fields[key] = kind(**values)
+        return ReportedFact(key, (), what, words, source)
+    fields[key] = replace(current, **values)
+    return ReportedFact(key, tuple(values), what, words, source)
+
+
+def _machine_driver(fields: dict[str, Any]) -> bool:
+    """Whether a program's output in the evidence names the driver's version."""
+    smi, nvml, torch, install = (fields.get(k) for k in ("smi", "nvml", "torch", "install"))
+    driver = fields.get("driver")
+    return bool((driver and driver.version) or (smi and smi.driver_version) or (nvml and getattr(nvml, "driver_version",
+                None)) or (torch and torch.driver_version) or (install and install.module_version)
+                or any(g.driver_version for g in (smi.gpus if smi else ())))
+
+
+def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    words, value = stated.words, stated.value
+    if stated.thing == "driver" and not _machine_driver(fields):
+        return [_set(fields, "driver", DriverInfo, {"version": value}, f"NVIDIA driver {value}", words, source)]
+    cuda = fields.get("cuda")
+    if stated.thing == "cuda" and not (cuda and (cuda.nvcc_release or cuda.toolkits or cuda.conda_cudatoolkit
+                                                 or cuda.base_image_cuda)):
+        release = ".".join(value.split(".")[:2])
+        values = {"nvcc_release": release, **({"nvcc_version": value} if value.count(".") == 2 else {})}
+        return [_set(fields, "cuda", CudaState, values, f"CUDA {value}", words, source)]
+    smi = fields.get("smi")
+    if stated.thing == "driver-cuda" and isinstance(smi, SmiReport) and not smi.cuda_version:
+        return [_set(fields, "smi", SmiReport, {"cuda_version": value}, f"the driver's CUDA Version {value}", words,
+                     source)]
+    os_info = fields.get("os")
+    if stated.thing == "distro" and stated.name and not (os_info and os_info.id):
+        from gpuhealth.parsers.prose import distro_like
+
+        values = {"id": stated.name, "id_like": distro_like(stated.name), "version_id": value}
+        return [_set(fields, "os", OsInfo, values, f"{stated.name} {value}", words, source)]
+    if stated.thing == "kernel" and not (os_info and os_info.kernel_release):
+        facts = [_set(fields, "os", OsInfo, {"kernel_release": value}, f"kernel {value}", words, source)]
+        install = fields.get("install")
+        if not (install and install.kernel_release):
+            facts.append(_set(fields, "install", InstallState, {"kernel_release": value}, f"kernel {value}", words,
+                              source))
+        return facts
+    return []
+
+
+_UNIT_FIELDS = {"nvidia-fabricmanager": ("fabricmanager_active", "fabricmanager_enabled"),
+                "nvidia-persistenced": ("persistenced_active", "persistenced_enabled")}
+
+
+def _unit(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """A unit's state as ``systemctl status`` would give it (parsers/services.py): "could not be found" is
+    inactive and not-found; none is set where a listing of that unit gave its state."""
+    what = f"{stated.unit}: {' '.join(s for s in (stated.active, stated.enabled) if s)}"
+    if stated.unit in _UNIT_FIELDS:
+        active, enabled = _UNIT_FIELDS[stated.unit]
+        cuda = fields.get("cuda")
+        if cuda is not None and (getattr(cuda, active) or getattr(cuda, enabled)):
+            return []
+        values = {k: v for k, v in ((active, stated.active), (enabled, stated.enabled)) if v}
+        return [_set(fields, "cuda", CudaState, values, what, stated.words, source)]
+    env = fields.get("host_env")
+    if stated.unit != "docker" or stated.active is None or (env is not None and env.docker_active):
+        return []
+    values = {"docker_active": stated.active, **({"docker": False} if stated.enabled == "not-found" else {})}
+    return [_set(fields, "host_env", HostEnvironment, values, what, stated.words, source)]
+
+
+# --------------------------------------------------------------------------- PCIe links
+
+
+@record
+class BoardPcie:
+    """A stated link and the one GPU model the words name."""
+
+    pcie: Any  # parsers.prose.PcieStatement
+    board: Any  # knowledge.gpu_pcie.BoardLink
+
+
+def with_model(text: str, found: tuple[Any, ...]) -> list[BoardPcie]:
+    """The link the words state (``PcieStatement``), with the model they name: nothing when they name no model of
+    the table or several, or state different links."""
+    from gpuhealth.knowledge.gpu_pcie import boards_named
+
+    boards = boards_named(text)
+    links = {(s.gen, s.width, s.expected_width) for s in found}
+    if len(boards) != 1 or len(links) != 1:
+        return []
+    return [BoardPcie(found[-1], boards[0])]
+
+
+def _machine_link(fields: dict[str, Any]) -> bool:
+    """Whether a program's output in the evidence gives a GPU's link (nvidia-smi -q, NVML, lspci -vv, sysfs)."""
+    smi, nvml = fields.get("smi"), fields.get("nvml")
+    gpus = (*(smi.gpus if smi else ()), *(getattr(nvml, "gpus", ()) or ()))
+    return (any(g.pcie_width_current or g.pcie_gen_current for g in gpus)
+            or any(d.is_nvidia_gpu and d.link_width_current for d in fields.get("pci_devices") or ()))
+
+
+def fill_pcie(fields: dict[str, Any], stated: BoardPcie, source: str) -> list[ReportedFact]:
+    """The GPU's link as the words state it: into the one GPU of that model nvidia-smi lists, else a GPU of its own
+    in an excerpt of the driver's list (``partial``: it counts no GPUs). Nothing where a program's output gives a
+    link, or where nvidia-smi lists several GPUs of the model (which one is meant is unknown)."""
+    if _machine_link(fields):
+        return []
+    link, board = stated.pcie, stated.board
+    width_max = max(board.pcie_width, link.expected_width or 0)
+    values = {"pcie_gen_current": link.gen, "pcie_gen_max": board.pcie_gen if link.gen else None,
+              "pcie_width_current": link.width, "pcie_width_max": width_max if link.width else None}
+    values = {k: v for k, v in values.items() if v is not None}
+    what = (f"{board.name}: PCIe" + (f" Gen{link.gen}" if link.gen else "") + (f" x{link.width}" if link.width else "")
+            + f" (the board: Gen{board.pcie_gen} x{board.pcie_width}, {board.source})")
+    smi = fields.get("smi")
+    if smi is None:
+        gpu = Gpu(name=board.name, source=source, **values)
+        fields["smi"] = SmiReport(gpus=(gpu,), format="reported", partial=True)
+        return [ReportedFact("smi", (), what, link.words, source)]
+    named = [i for i, g in enumerate(smi.gpus) if _named(board.pattern, g.name or "")]
+    if len(named) != 1:
+        return []
+    at = named[0]
+    gpu = smi.gpus[at]
+    values = {k: v for k, v in values.items() if getattr(gpu, k) is None}
+    if not values:
+        return []
+    gpus = list(smi.gpus)
+    gpus[at] = replace(gpu, **values)
+    fields["smi"] = replace(smi, gpus=tuple(gpus))
+    return [ReportedFact("smi", tuple(f"gpu:{at}:{k}" for k in values), what, link.words, source)]
+
+
+def _named(pattern: str, name: str) -> bool:
+    """Whether nvidia-smi's name of a GPU is the board a gpu_pcie.csv row names."""
+    import re
+
+    return re.search(pattern, name, re.IGNORECASE) is not None

@@ -1,0 +1,324 @@
+"""State stated in a person's words: versions, NVIDIA units, PCIe links, as people write them in a report.
+
+"My CUDA version is 12.9.41 and my CUDA driver is 570.133.20", "ubuntu20.04+nvidia530.30+cuda12.1",
+"nvidia-persistenced isn't running", "the GPU is stuck at Gen2 x16". No program printed these: they are
+the reporter's words, and the caller marks what it fills from them as *reported*.
+
+Each reader takes a text and returns what its sentences *state about the present*: a question ("is it
+installed?"), a condition ("if the fabric manager is not running"), a requirement ("needs driver 525 or
+newer"), a negation ("not driver 535") and the past ("was using 470", "upgraded from 470") state nothing.
+Where the words name two values for one thing and do not say which is current, nothing is stated.
+
+Pure functions, text in, values out; never raises on any text. Lines are cut at ``MAX_LINE`` characters
+and at most ``MAX_LINES`` are read; every pattern is bounded, so each reader is linear in its input.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.records import record
+
+__all__ = ["PcieStatement", "Stated", "UnitStatement", "pcie_statements", "prose_sentences", "unit_statements",
+           "version_statements"]
+
+MAX_LINES = 2000
+MAX_LINE = 2000
+MAX_SENTENCES = 4000
+
+# a sentence ends at . ! ? ; followed by a blank (not inside "12.9.41"), or at the end of its line
+_SENTENCE_END = lazy_re(r"(?<=[.!?;])\s+")
+# markdown's emphasis and code marks: "`nvidia-fabricmanage`r is not installed", "**Gen2 x16**", "__x__" (an
+# underscore inside a word, x86_64, stays)
+_MARKUP = lazy_re(r"`{1,3}|\*{1,3}(?=\S)|(?<=\S)\*{1,3}|(?<!\w)_{1,3}(?=\S)|(?<=\S)_{1,3}(?!\w)")
+# a person's sentence, not a program's line: it has a pronoun or a verb people write ("my CUDA version is 12.9",
+# "I'm on driver 580", "CUDA 12.4 with driver 535"), or is an item of a list or form people fill ("- Driver: 535",
+# "OS: Ubuntu 22.04"), or versions joined by "+" ("ubuntu20.04+nvidia530.30+cuda12.1"). "DKMS make.log for
+# nvidia-535.98 for kernel 6.4.6" (a program's header line) is none of these.
+_PERSON = lazy_re(r"\b(?:i|i'm|im|my|we|our|me|us|you|your|it|its|this|these|there|here|is|are|am|was|were|be|been|"
+                  r"have|has|had|using|use|uses|running|run|runs|installed|install|upgraded|updated|downgraded|"
+                  r"show|shows|say|says|report|reports|stuck|only|currently|now|still|seems?|got|get|gets|tried|"
+                  r"but|so|also|after|since|while|because|with|on)\b", re.I)
+_FORM_ITEM = lazy_re(r"^(?:[-*•]\s|\d{1,2}[.)]\s|[A-Za-z][\w /()-]{0,30}:\s)")
+_JOINED = lazy_re(r"^[\w.-]{1,40}(?:\+[\w.-]{1,40}){1,8}$")
+# "isn't" -> "is not": one spelling of the negation for the patterns below
+_CONTRACTION = lazy_re(r"\b(is|are|was|were|does|do|did|has|have|had|could|can|wo)n[’']?t\b", re.I)
+_QUESTION_START = lazy_re(r"^\W{0,4}(?:is|are|does|do|did|should|shall|can|could|would|will|which|what|how|why|"
+                          r"where|has|have|any(?:one|body)|may i|am i)\b(?!\s+not\b)", re.I)
+
+
+def prose_sentences(text: str) -> list[str]:
+    """The sentences a person wrote in ``text``, markdown emphasis and code marks removed, contractions spelt out,
+    each one line; questions (ending in ``?`` or opening with "is", "does", "should" ...) and a program's lines
+    (no word a person writes, see ``_PERSON``) are left out."""
+    if not isinstance(text, str):
+        return []
+    sentences: list[str] = []
+    for raw in text.splitlines()[:MAX_LINES]:
+        line = _CONTRACTION.sub(r"\1 not", _MARKUP.sub("", raw[:MAX_LINE].replace("×", "x")))
+        for sentence in _SENTENCE_END.split(line):
+            sentence = " ".join(sentence.split())
+            if sentence and not sentence.endswith("?") and not _QUESTION_START.match(sentence) and (
+                    _PERSON.search(sentence) or _FORM_ITEM.match(sentence) or _JOINED.match(sentence)):
+                sentences.append(sentence)
+        if len(sentences) >= MAX_SENTENCES:
+            break
+    return sentences[:MAX_SENTENCES]
+
+
+def _before(sentence: str, start: int, width: int = 48) -> str:
+    return sentence[max(0, start - width):start].lower()
+
+
+# --------------------------------------------------------------------------- versions
+
+
+@record
+class Stated:
+    """One version a person's words state: ``thing`` is "driver" (the NVIDIA driver), "cuda" (a CUDA toolkit or
+    runtime), "driver-cuda" (the CUDA Version nvidia-smi prints: the newest the driver supports), "distro"
+    (``name`` is os-release's ID) or "kernel"."""
+
+    thing: str
+    value: str
+    words: str  # the sentence that states it
+    name: str = ""
+
+
+# the words tie the number to the thing: "driver 535", "NVIDIA driver version is 570.133.20", "nvidia530.30",
+# "NVRM version: 550.54.14"; a major of three digits (NVIDIA's driver branches), so "NVIDIA 4090" is no driver
+_DRIVER = lazy_re(r"(?<![\w/.-])(?:nvidia[- ]?driver|driver|nvrm|nvidia)(?:[- ]?(?:version|ver\.?|branch|series))?"
+                  r"(?:\s{1,3}(?:is|was|of|at|now|currently|installed|=|:)){0,3}"
+                  r"(?P<change>\s{1,3}from\s{1,3}v?\d{3}[\d.]{0,8}\s{1,3}to)?\s{0,3}[:=]?[ -]{0,3}v?"
+                  r"(?P<v>[2-9]\d\d(?:\.\d{1,3}){0,2})(?![\w.]{0,3}\d)", re.I)
+# "CUDA 12.4", "cuda12.1", "CUDA toolkit 11.8", "nvcc 12.1", "CUDA Version: 12.2" (then "driver-cuda" by context);
+# not "CUDA driver 570" (the driver), not a path (/usr/local/cuda-12.1: another reader's)
+_CUDA = lazy_re(r"(?<![\w/.-])(?P<what>cuda[- ]?toolkit|cudatoolkit|cuda[- ]runtime|nvcc|cuda)"
+                r"(?P<label>[- ]?version)?(?:\s{1,3}(?:is|was|of|at|now|currently|installed|release|=|:)){0,3}"
+                r"(?P<change>\s{1,3}from\s{1,3}v?\d{1,2}\.[\d.]{1,8}\s{1,3}to)?\s{0,3}[:=]?[ _-]{0,3}v?"
+                r"(?P<v>(?:[7-9]|1[0-3])\.\d{1,2}(?:\.\d{1,3})?)(?![\w.]{0,3}\d)", re.I)
+_DISTRO = lazy_re(r"(?<![\w/.-])(?P<name>ubuntu|debian|rhel|red hat enterprise linux|centos(?: stream)?|"
+                  r"rocky(?: linux)?|alma ?linux|fedora|sles|suse linux enterprise server|opensuse leap|"
+                  r"amazon linux|oracle linux)"
+                  r"[ -]{0,3}(?:(?:server|release|version|linux)\s{1,3}){0,2}"
+                  r"(?P<v>\d{1,2}(?:\.\d{1,2})?)(?:\.\d{1,2})?(?![\w.]{0,3}\d)", re.I)
+_DISTRO_IDS = {"ubuntu": "ubuntu", "debian": "debian", "rhel": "rhel", "red hat enterprise linux": "rhel",
+               "centos": "centos", "centos stream": "centos", "rocky": "rocky", "rocky linux": "rocky",
+               "almalinux": "almalinux", "alma linux": "almalinux", "fedora": "fedora", "sles": "sles",
+               "suse linux enterprise server": "sles", "opensuse leap": "opensuse-leap", "amazon linux": "amzn",
+               "oracle linux": "ol"}
+_DISTRO_LIKE = {"ubuntu": ("debian",), "centos": ("rhel", "fedora"), "rocky": ("rhel", "centos", "fedora"),
+                "almalinux": ("rhel", "centos", "fedora"), "ol": ("fedora",), "amzn": ("centos", "rhel", "fedora")}
+# "kernel 6.8.0-45-generic", "linux-image-5.15.0-105-generic", "kernel version 5.14.0-427.el9.x86_64"
+_KERNEL = lazy_re(r"(?<![\w/.-])(?:kernel|linux-image|linux)(?:[- ]?(?:version|release))?"
+                  r"(?:\s{1,3}(?:is|was|of|at|now|=|:)){0,3}[\s:=-]{0,3}"
+                  r"(?P<v>[2-7]\.\d{1,2}\.\d{1,3}(?:-[\w.+~]{1,60}){0,4})", re.I)
+# what makes a version in a sentence not the present state of this host
+_NEGATED = lazy_re(r"\b(?:not|no|without|instead of|rather than|except|than|unlike|vs\.?|versus)\s+(?:\S+\s+){0,2}$")
+_REQUIRED = lazy_re(r"\b(?:requires?|required|needs?|needed|minimum|at least|recommends?|recommended|supports?|"
+                    r"supported|compatible|works? with|built for|compiled for|download|>=|≥)\b[^,]{0,40}$")
+_FROM = lazy_re(r"\bfrom\s+(?:\S+\s+){0,2}$")
+_CURRENT = lazy_re(r"\b(?:to|now|currently|current|now on|running)\s+(?:\S+\s+){0,2}$")
+_PAST = lazy_re(r"\b(?:previously|formerly|used to|originally|earlier|old|older|before|was using|had|tried)\b", re.I)
+_OR_NEWER = lazy_re(r"^\s{0,2}(?:\+(?!\w)|(?:or|and)\s+(?:newer|later|above|higher|up|greater))", re.I)
+_CONDITION = lazy_re(r"\b(?:if|when|whether|unless|once|until|should|would|could)\b")
+
+
+def version_statements(text: str) -> tuple[Stated, ...]:
+    """The NVIDIA driver, CUDA, distribution and kernel versions the sentences of ``text`` state as this host's
+    present ones: at most one per thing. Where several values of one thing are named, the one the words make
+    current ("upgraded to 550", "now on 550") is taken; otherwise two different values state nothing."""
+    found: dict[str, list[tuple[Stated, bool]]] = {}
+    for sentence in prose_sentences(text):
+        for stated, current in _sentence_versions(sentence):
+            found.setdefault(stated.thing, []).append((stated, current))
+    return tuple(chosen for entries in found.values() if (chosen := _decide(entries)) is not None)
+
+
+def _sentence_versions(sentence: str) -> list[tuple[Stated, bool]]:
+    out: list[tuple[Stated, bool]] = []
+    past = bool(_PAST.search(sentence))
+    spans: list[tuple[int, int]] = []
+    for match in _DRIVER.finditer(sentence):
+        spans.append(match.span("v"))
+        out += _judged(sentence, match, "driver", match["v"], past)
+    for match in _CUDA.finditer(sentence):
+        if any(a <= match.start("v") < b for a, b in spans):
+            continue
+        thing = "driver-cuda" if _driver_cuda(sentence, match) else "cuda"
+        out += _judged(sentence, match, thing, match["v"], past)
+    for match in _DISTRO.finditer(sentence):
+        name = _DISTRO_IDS.get(" ".join(match["name"].lower().split()), "")
+        out += _judged(sentence, match, "distro", match["v"], past, name=name)
+    for match in _KERNEL.finditer(sentence):
+        out += _judged(sentence, match, "kernel", match["v"].rstrip(".-"), past)
+    return out
+
+
+_SUPPORTS = lazy_re(r"\b(?:supports?|supported|up to|max(?:imum)?)\b")
+
+
+def _driver_cuda(sentence: str, match: re.Match[str]) -> bool:
+    """Whether "CUDA Version 12.2" is the one nvidia-smi prints (the newest CUDA the driver supports)."""
+    lowered = sentence.lower()
+    return ("nvidia-smi" in lowered or "smi " in lowered or "driver version:" in lowered
+            or bool(_SUPPORTS.search(_before(sentence, match.start(), 30))))
+
+
+def _judged(sentence: str, match: re.Match[str], thing: str, value: str, past: bool,
+            name: str = "") -> list[tuple[Stated, bool]]:
+    """``[(stated, current)]``, or ``[]`` when the words around it make it no present state."""
+    before = _before(sentence, match.start())
+    after = sentence[match.end():match.end() + 24]
+    if _NEGATED.search(before) or _REQUIRED.search(before) or _OR_NEWER.match(after) or _FROM.search(before):
+        return []
+    if _CONDITION.search(before[-24:]):
+        return []
+    current = bool(_CURRENT.search(before)) or bool(match.groupdict().get("change"))
+    if past and not current:
+        return []
+    return [(Stated(thing, value, sentence[:300], name), current)]
+
+
+def _decide(entries: list[tuple[Stated, bool]]) -> Stated | None:
+    """The one value the words state: the last one made current, else the only one named (a short form such as
+    "535" beside "535.104.05" is the same one); two different values state nothing."""
+    current = [s for s, is_current in entries if is_current]
+    if current:
+        return current[-1]
+    longest: Stated | None = None
+    for stated, _ in entries:
+        if longest is None or len(stated.value) > len(longest.value):
+            longest = stated
+    assert longest is not None
+    same = all(_same_version(s.value, longest.value) and s.name == longest.name for s, _ in entries)
+    return longest if same else None
+
+
+def _same_version(short: str, full: str) -> bool:
+    return full == short or full.startswith(short + ".") or full.startswith(short + "-")
+
+
+def distro_like(os_id: str) -> tuple[str, ...]:
+    """The ID_LIKE os-release gives for a distribution ID (the family its package commands follow)."""
+    return _DISTRO_LIKE.get(os_id, ())
+
+
+# --------------------------------------------------------------------------- units
+
+
+@record
+class UnitStatement:
+    """What a sentence says of an NVIDIA unit: ``active`` and ``enabled`` as ``systemctl status`` would say them
+    ("inactive" and "not-found" for a unit that is not installed; "failed"; "disabled")."""
+
+    unit: str  # "nvidia-fabricmanager", "nvidia-persistenced", "docker"
+    active: str | None
+    enabled: str | None
+    words: str
+
+
+_UNIT = lazy_re(r"(?<![\w/.-])(?:(?P<fm>nvidia[- ]?fabric[- ]?manager|nv-fabricmanager|fabric[- ]?manager)|"
+                r"(?P<pd>nvidia-persistenced|persistenced|persistence daemon)|(?P<docker>docker(?:d| daemon| engine)?))"
+                r"(?:\.service)?(?:\s(?:service|package|daemon|unit))?(?![\w-])", re.I)
+# the state after the unit's name: "is not installed", "isn't running" (spelt out), "seems to be missing"
+_UNIT_STATE = lazy_re(r"^\s{0,2}(?:\([^()]{0,40}\)\s{0,2})?(?:(?:is|are|seems|appears|looks|has been|got|gets|keeps)"
+                      r"\s{1,3}){0,2}(?:(?:to be|also|still|currently|actually|just|simply)\s{1,3}){0,2}"
+                      r"(?P<state>not\s{1,3}(?:installed|present|found|available|running|started|active|enabled|"
+                      r"loaded)|does\s{1,3}not\s{1,3}exist|missing|absent|uninstalled|inactive|stopped|dead|"
+                      r"down|disabled|failed|failing|crash(?:es|ed|ing)?)\b", re.I)
+_UNIT_STATES = {"installed": ("inactive", "not-found"), "present": ("inactive", "not-found"),
+                "found": ("inactive", "not-found"), "available": ("inactive", "not-found"),
+                "exist": ("inactive", "not-found"), "missing": ("inactive", "not-found"),
+                "absent": ("inactive", "not-found"), "uninstalled": ("inactive", "not-found"),
+                "running": ("inactive", None), "started": ("inactive", None), "active": ("inactive", None),
+                "loaded": ("inactive", None), "inactive": ("inactive", None), "stopped": ("inactive", None),
+                "dead": ("inactive", None), "down": ("inactive", None), "enabled": (None, "disabled"),
+                "disabled": (None, "disabled"), "failed": ("failed", None), "failing": ("failed", None)}
+_UNIT_CONDITION = lazy_re(r"\b(?:if|when|whether|unless|once|until|make sure|ensure|check|verify|in case|"
+                          r"otherwise|without|need|needs|must|should)\b")
+_PAST_BE = lazy_re(r"\b(?:was|were|had)\s")
+_THERE_IS_NO = lazy_re(r"\bthere\s+is\s+no\s+(?:\S+\s+)?$")
+
+
+def unit_statements(text: str) -> tuple[UnitStatement, ...]:
+    """What the sentences of ``text`` state of the NVIDIA Fabric Manager, nvidia-persistenced and docker
+    units now: not installed (missing, not found), not running (inactive, stopped), disabled, failed. The past
+    ("was not running"), a question, a condition ("if fabric manager is not running") and a statement that
+    it runs ("even though it is installed") state nothing. The last statement per unit wins."""
+    found: dict[str, UnitStatement] = {}
+    for sentence in prose_sentences(text):
+        for match in _UNIT.finditer(sentence):
+            unit = ("nvidia-fabricmanager" if match["fm"] else "nvidia-persistenced" if match["pd"] else "docker")
+            state = _unit_state(sentence, match)
+            if state is not None:
+                found[unit] = UnitStatement(unit, state[0], state[1], sentence[:300])
+    return tuple(found.values())
+
+
+def _unit_state(sentence: str, match: re.Match[str]) -> tuple[str | None, str | None] | None:
+    before = _before(sentence, match.start(), 60)
+    if _UNIT_CONDITION.search(before):
+        return None
+    if _THERE_IS_NO.search(before):
+        return _UNIT_STATES["installed"]
+    state = _UNIT_STATE.match(sentence[match.end():match.end() + 120])
+    if state is None or _PAST_BE.search(state.group(0).lower()):
+        return None
+    word = state["state"].lower().split()[-1]
+    return _UNIT_STATES.get(word) or (_UNIT_STATES["failed"] if word.startswith("crash") else None)
+
+
+# --------------------------------------------------------------------------- PCIe links
+
+
+@record
+class PcieStatement:
+    """The PCIe link a person's words state for a GPU now: generation and width (None: not stated), and the width
+    the words say it should have ("x4 instead of x16")."""
+
+    gen: int | None
+    width: int | None
+    expected_width: int | None
+    words: str
+
+
+_GEN = lazy_re(r"(?<![\w.])(?:gen\s?(?P<gen>[1-6])|pcie?\s?(?:gen\s?)?(?P<pcie>[1-6])(?:\.0)?|"
+               r"(?P<speed>2\.5|5(?:\.0)?|8(?:\.0)?|16(?:\.0)?|32(?:\.0)?|64(?:\.0)?)\s?gt/s)(?!\w|\.\d)", re.I)
+_SPEED_GEN = {"2.5": 1, "5": 2, "8": 3, "16": 4, "32": 5, "64": 6}
+_WIDTH = lazy_re(r"(?<![\w.])x\s?(?P<width>1|2|4|8|16|32)(?!\w|\.\d)", re.I)
+_EXPECTED = lazy_re(r"\b(?:instead of|rather than|should be|expected|supposed to be|not|of|out of|vs\.?|versus|"
+                    r"max(?:imum)?|capable of|supports?|rated|spec(?:ified)?|up to|cap(?:ability)?|lnkcap)"
+                    r"\W{0,3}(?:\S+\s+){0,2}$")
+# a link that changes ("cycling 32 -> 5 -> 2.5 GT/s", "flapping between Gen1 and Gen4") has no one present state
+_CHANGING = lazy_re(r"->|→|=>|\b(?:cycl|flap|toggl|bounc|fluctuat|alternat|oscillat|between)\w{0,6}", re.I)
+_LINK_CONTEXT = lazy_re(r"pcie|pci-e|pci express|\blink\b|lnksta|gt/s|\bgen\s?\d|\blanes?\b", re.I)
+
+
+def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
+    """The PCIe links the sentences of ``text`` state as a GPU's present one ("stuck at Gen2 x16", "only
+    2.5 GT/s x8", "x4 instead of x16"). A value the words make a maximum, an expectation or a negation
+    ("should be x16", "capable of Gen4", "not x16") is no present state; it may be the expected width. A
+    sentence naming two present generations or widths states none of them."""
+    found: list[PcieStatement] = []
+    for sentence in prose_sentences(text):
+        if not _LINK_CONTEXT.search(sentence) or _CHANGING.search(sentence):
+            continue
+        gens = {_gen_of(m) for m in _GEN.finditer(sentence) if not _EXPECTED.search(_before(sentence, m.start(), 40))}
+        widths, expected = set(), set()
+        for m in _WIDTH.finditer(sentence):
+            (expected if _EXPECTED.search(_before(sentence, m.start(), 40)) else widths).add(int(m["width"]))
+        gens.discard(None)
+        gen = gens.pop() if len(gens) == 1 else None
+        width = widths.pop() if len(widths) == 1 else None
+        wanted = max(expected) if expected and width is not None and max(expected) > width else None
+        if gen or width:
+            found.append(PcieStatement(gen, width, wanted, sentence[:300]))
+    return tuple(found[:64])
+
+
+def _gen_of(match: re.Match[str]) -> int | None:
+    if match["gen"] or match["pcie"]:
+        return int(match["gen"] or match["pcie"])
+    return _SPEED_GEN.get(match["speed"].removesuffix(".0"))

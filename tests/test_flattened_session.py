@@ -1,0 +1,112 @@
+"""Flattened pastes (issue 21): a terminal session whose newlines a mail archive, a forum or a chat lost is split
+back into its (command, output) blocks where the evidence registry recognises each output as its command's.
+
+The examples are written here in the shapes such pastes take (a Launchpad bug report mirrored on a mail archive
+runs `cat /proc/version`, `gcc --version` and `lsb_release -rd` into one line); the versions and host names are
+made up for the tests. The negatives are prose that names commands, which must stay prose.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts, printed_by
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.parsers.session import MAX_FLAT_CHECKS, split_session
+
+# Written for this test in the shape of a mail archive's copy of a Launchpad report (newlines lost).
+XENIAL = ("cat /proc/version Linux version 4.4.0-36-generic (buildd@lcy01-07) (gcc version 5.3.1 20160413 (Ubuntu "
+          "5.3.1-14ubuntu2.1) ) #55-Ubuntu SMP Thu Aug 11 18:01:55 UTC 2016 gcc --version gcc (Ubuntu "
+          "5.4.0-6ubuntu1~16.04.2) 5.4.0 20160609 lsb_release -rd Description: Ubuntu 16.04.1 LTS Release: 16.04")
+
+
+def _pairs(text: str) -> list[tuple[str | None, str]]:
+    return [(b.command, b.output) for b in split_session(text, printed_by)]
+
+
+def test_a_flattened_session_becomes_its_blocks():
+    assert _pairs(XENIAL) == [
+        ("cat /proc/version", "Linux version 4.4.0-36-generic (buildd@lcy01-07) (gcc version 5.3.1 20160413 (Ubuntu "
+                              "5.3.1-14ubuntu2.1) ) #55-Ubuntu SMP Thu Aug 11 18:01:55 UTC 2016"),
+        ("gcc --version", "gcc (Ubuntu 5.4.0-6ubuntu1~16.04.2) 5.4.0 20160609"),
+        ("lsb_release -rd", "Description: Ubuntu 16.04.1 LTS Release: 16.04"),  # a plain command once one is proven
+    ]
+
+
+def test_prompts_and_a_sentence_before_the_commands_are_taken_off():
+    text = ("Here is what I see: user@gpu1:~$ uname -r 5.15.0-91-generic user@gpu1:~$ nvidia-smi -L GPU 0: NVIDIA "
+            "A100-SXM4-80GB (UUID: GPU-5c1d2e3f-0a1b-2c3d-4e5f-60718293a4b5) user@gpu1:~$ sudo dkms status "
+            "nvidia/535.104.05, 5.15.0-91-generic, x86_64: installed")
+    assert _pairs(text) == [
+        (None, "Here is what I see:"),
+        ("uname -r", "5.15.0-91-generic"),
+        ("nvidia-smi -L", "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5c1d2e3f-0a1b-2c3d-4e5f-60718293a4b5)"),
+        ("sudo dkms status", "nvidia/535.104.05, 5.15.0-91-generic, x86_64: installed"),  # the module is output
+    ]
+
+
+def test_lines_around_a_flattened_line_stay_their_own_blocks():
+    text = f"My driver build fails after the update.\n{XENIAL}\nAny idea?\n"
+    pairs = _pairs(text)
+    assert pairs[0] == (None, "My driver build fails after the update.")
+    assert [c for c, _ in pairs[1:4]] == ["cat /proc/version", "gcc --version", "lsb_release -rd"]
+    assert pairs[4] == (None, "Any idea?")  # not the output of lsb_release
+
+
+@pytest.mark.parametrize("text", [
+    "Please run nvidia-smi and lspci and send the output",
+    "make sure gcc --version matches; cat /proc/version says Linux version 5.4 on that box",
+    "I tried nvidia-smi -L to list GPUs but it printed nothing, and dkms status is empty",
+    "uname -r shows the new kernel, lsmod | grep nvidia shows nothing",
+    "[   12.345678] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.104.05; modprobe nvidia failed",
+    "The gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0 compiler is the default",
+])
+def test_prose_that_names_commands_is_not_split(text):
+    assert _pairs(text) == [(None, text)]
+
+
+def test_a_session_with_its_newlines_splits_as_before():
+    text = ("user@box:~$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5c1d2e3f-0a1b-2c3d-4e5f-60718293a4b5)\n"
+            "user@box:~$ uname -r\n5.15.0-91-generic\nuser@box:~$ lsmod | grep nvidia\nnvidia  56442880  0\n")
+    assert split_session(text, printed_by) == split_session(text)
+
+
+def test_a_flattened_gcc_mismatch_paste_gives_gh505():
+    snapshot, log = analyze_texts([("session.txt", XENIAL)])
+    kinds = {r.kind for r in log}
+    assert {"kernel-version", "gcc-version"} <= kinds
+    assert snapshot.install is not None
+    assert snapshot.install.kernel_compiler == "gcc 5.3.1" and snapshot.install.gcc_version == "5.4.0"
+    assert "GH505" in {f.code for f in run_checks(snapshot).findings}
+
+
+def test_the_same_paste_with_its_newlines_gives_the_same_facts():
+    with_newlines = XENIAL.replace(" gcc --version ", "\n$ gcc --version\n").replace(
+        "cat /proc/version ", "$ cat /proc/version\n").replace(" lsb_release -rd ", "\n$ lsb_release -rd\n")
+    flat, _ = analyze_texts([("a", XENIAL)])
+    lines, _ = analyze_texts([("b", with_newlines)])
+    assert flat.install == lines.install and flat.os == lines.os
+
+
+def test_adversarial_flattened_lines_stay_fast():
+    lines = ["gcc --version " * 20_000, "cat /proc/version Linux version " * 8000,
+             "nvidia-smi -L GPU 0: " * 10_000, "sudo " * 40_000 + "dkms status", "$ " * 50_000 + "uname -r 5.4",
+             ("lspci -k " + "-v " * 300) * 200]
+    start = time.process_time()
+    for line in lines:
+        split_session(line, printed_by)
+    split_session("\n".join(lines), printed_by)
+    assert time.process_time() - start < 3.0
+
+
+def test_the_judgements_per_text_are_bounded():
+    calls = []
+
+    def counting(command: str, output: str) -> bool:
+        calls.append(command)
+        return False
+
+    split_session("\n".join(["nvidia-smi -q x lspci -k y dkms status z"] * 5000), counting)
+    assert len(calls) <= MAX_FLAT_CHECKS

@@ -1,0 +1,132 @@
+"""Evidence pasted into markdown (issue 21): fenced code blocks, <details> folds and "> " quotes in an issue body
+are read as the evidence they hold, and the prose around them stays prose.
+
+The issue bodies here are written for these tests in the shapes GitHub issues take (a template's prose, a
+```console fence, a fence indented under a list item, a folded nvidia-smi table); the driver versions, addresses
+and host names are made up.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts, printed_by
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.parsers.markdown import Part, split_markdown
+from gpuhealth.parsers.session import with_prompts
+
+SMI_FAILED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+              "NVIDIA driver is installed and running.")
+SESSION = (f"$ nvidia-smi\n{SMI_FAILED}\n$ dkms status\nnvidia/535.104.05: added\n$ uname -r\n5.15.0-91-generic\n"
+           "$ lsmod | grep nvidia\n")
+TABLE = """\
++---------------------------------------------------------------------------------------+
+| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |
+|-----------------------------------------+----------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
+|                                         |                      |               MIG M. |
+|=========================================+======================+======================|
+|   0  NVIDIA A100-SXM4-80GB          On  | 00000000:3B:00.0 Off |                    0 |
+| N/A   34C    P0              62W / 400W |      4MiB / 81920MiB |      0%      Default |
+|                                         |                      |             Disabled |
++-----------------------------------------+----------------------+----------------------+"""
+XID_79 = "[ 8123.456789] NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, name=python, GPU has fallen off the bus."
+
+
+def _codes(text: str, name: str = "notes.txt") -> set[str]:
+    snapshot, _ = analyze_texts([(name, text)])
+    return {f.code for f in run_checks(snapshot).findings}
+
+
+def _kinds(text: str) -> list[str | None]:
+    return [r.kind for r in analyze_texts([("notes.txt", text)])[1]]
+
+
+@pytest.mark.parametrize("tag", ["", "console", "shell", "bash", "shell-session"])
+def test_a_fenced_session_gives_the_same_findings_as_the_bare_session(tag):
+    issue = (f"### Describe the bug\nAfter the kernel update the GPU is gone.\n\n```{tag}\n{SESSION}```\n\n"
+             "### Environment\nUbuntu 22.04, one A100. Thanks for any help.\n")
+    assert _codes(issue) == _codes(SESSION)
+    assert "GH203" in _codes(issue)  # nvidia-smi's failure is read, not lost in prose
+
+
+def test_the_prose_after_a_fence_is_not_the_last_commands_output():
+    issue = "```\n$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n```\nIt used to show 8 GPUs.\n"
+    parts = split_markdown(issue)
+    assert parts == [Part("fenced at line 1", "$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)", True),
+                     Part("line 5", "It used to show 8 GPUs.")]
+
+
+def test_two_fences_in_one_file_are_each_read():
+    issue = (f"dmesg shows:\n```\n{XID_79}\n```\nand nvidia-smi before it broke:\n~~~text\n{TABLE}\n~~~\n")
+    kinds = _kinds(issue)
+    assert "kernel-log" in kinds and "smi-table" in kinds
+    assert "GH302" in _codes(issue)
+
+
+def test_a_fence_indented_under_a_list_item_is_dedented():
+    indented = "\n".join("   " + line for line in TABLE.splitlines())
+    issue = f"1. I ran nvidia-smi:\n   ```\n{indented}\n   ```\n2. Then I rebooted.\n"
+    parts = split_markdown(issue)
+    assert parts is not None and parts[1].text == TABLE
+    assert "smi-table" in _kinds(issue)
+
+
+def test_a_fenced_command_without_its_prompt_is_a_command():
+    issue = f"```shell\nnvidia-smi\n{TABLE}\n```\n"
+    snapshot, log = analyze_texts([("notes.txt", issue)])
+    assert "nvidia-smi" in snapshot.commands_given
+    assert any(r.kind == "smi-table" and "$ nvidia-smi" in r.piece for r in log)
+
+
+def test_a_details_fold_is_read():
+    issue = (f"<details>\n<summary>nvidia-smi output</summary>\n\n```\n{TABLE}\n```\n</details>\n\n"
+             f"<details><summary>dmesg</summary>\n\n{XID_79}\n\n</details>\n")
+    assert {"smi-table", "kernel-log"} <= set(_kinds(issue))
+
+
+def test_a_quoted_log_is_read():
+    issue = f"The log says\n\n> {XID_79}\n> [ 8123.456800] NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n"
+    assert "GH302" in _codes(issue)
+
+
+@pytest.mark.parametrize("text", [
+    "$ cat <<EOF > /etc/modprobe.d/blacklist-nouveau.conf\n> blacklist nouveau\n> options nouveau modeset=0\n> EOF\n",
+    "$ python -c 'import torch; \\\n> print(torch.cuda.is_available())'\nFalse\n",
+])
+def test_shell_continuation_prompts_are_not_quotes(text):
+    assert split_markdown(text) is None
+
+
+def test_inline_code_stays_prose():
+    text = "I ran `nvidia-smi` and ```nvidia-smi -L``` and got nothing.\n"
+    assert split_markdown(text) is None
+
+
+def test_a_fenced_script_gets_no_prompts():
+    script = "python train.py --epochs 3\nimport torch\nprint(torch.cuda.is_available())\n"
+    assert with_prompts(script, printed_by) == script
+
+
+def test_a_fence_left_open_runs_to_the_end():
+    parts = split_markdown(f"see\n```\n{XID_79}\n")
+    assert parts is not None and parts[-1] == Part("fenced at line 2", XID_79, True)
+
+
+def test_markdown_splitting_is_linear():
+    hostile = ["```" * 50_000, "> " * 100_000, "<details>" * 20_000, ("```\n" + "> x\n" * 10) * 5000,
+               ("~~~~\n" + "nvidia-smi\n") * 10_000]
+    start = time.process_time()
+    for text in hostile:
+        for part in split_markdown(text) or []:
+            with_prompts(part.text, printed_by)
+    assert time.process_time() - start < 3.0
+
+
+def test_an_xml_summary_element_is_not_a_fold():
+    xml = "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n\t<gpu id=\"00000000:01:00.0\">\n\t\t<summary>N/A</summary>\n" \
+          "\t</gpu>\n</nvidia_smi_log>\n"
+    assert split_markdown(xml) is None
