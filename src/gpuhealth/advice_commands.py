@@ -209,7 +209,9 @@ def fix(files: tuple[str, ...], source: Path | None, output: Path | None) -> Non
     from gpuhealth.checks.engine import run_checks
     from gpuhealth.fixscript import fix_script
 
-    script = fix_script(run_checks(_snapshot(source, files)))
+    evidence = (", ".join("standard input" if f == "-" else f for f in files) if files
+                else f"the bundle {source}" if source is not None else "this host, checked live")
+    script = fix_script(run_checks(_snapshot(source, files)), evidence)
     if output is None:
         click.echo(script, nl=False)
         return

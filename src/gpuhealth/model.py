@@ -507,6 +507,9 @@ class EventGroup:
         return self.first.xid
 
 
+REPORTED = "reported"  # KernelLog.format of the Xids a person named in words
+
+
 @record
 class KernelLog:
     """The NVIDIA-relevant part of a kernel log. ``events`` is bounded: the sample events of every group.
@@ -516,7 +519,8 @@ class KernelLog:
     """
 
     source: str
-    format: str  # "dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "pstore", "plain"
+    format: str  # "dmesg", "dmesg-iso", "dmesg-ctime", "journal", "syslog", "kmsg", "pstore", "plain"; REPORTED:
+    # no log, only the Xids a person named in words (parsers/reported_xids.py): the checks keep them below critical
     lines_scanned: int = 0
     events: tuple[KernelEvent, ...] = ()
     module_banners: tuple[str, ...] = ()  # "NVRM: loading NVIDIA UNIX ... Kernel Module  <ver> ..."
@@ -525,6 +529,11 @@ class KernelLog:
     # Xid occurrences each with its own time and text: the last few per GPU and Xid (parsers/kernel_log.XID_RECENT),
     # in log order. The groups mask numbers and keep a sample; the monitor's correlation rules count occurrences.
     xids: tuple[KernelEvent, ...] = ()
+
+    @property
+    def reported(self) -> bool:
+        """Whether the events are only what a person said (Xids named in words), not lines the machine logged."""
+        return self.format == REPORTED
 
     def tallies(self, kinds: Collection[str]) -> list[EventGroup]:
         """The groups of these kinds; for a hand-built log without groups, one group per event."""
@@ -641,6 +650,9 @@ class MessageLine:
     read_into: tuple[str, ...] = ()
     # the knowledge/mined/api_errors.csv row id of a CUDA, NVML, NCCL or DCGM error the line names (GH309 reads it)
     mined: str = ""
+    # the reporter's own words, not a program's output ("nvidia-smi takes forever": parsers/prose_symptoms.py): a
+    # finding that rests only on such lines stays below critical
+    reported: bool = False
 
 
 def grep_would_show(pattern: str, name: str) -> bool:

@@ -385,8 +385,49 @@ def test_the_occurrences_kept_are_bounded():
     from gpuhealth.monitor import correlate
 
     correlator = Correlator(ROWS, every_s=3600.0)
-    correlator.feed(XidEvent(T0 + i * 0.001, 0, 13) for i in range(correlate.MAX_OCCURRENCES + 500))
+    # seconds apart: identical Xids closer than COALESCE_S are one occurrence (the next test)
+    correlator.feed(XidEvent(T0 + i * 1.5, 0, 13) for i in range(correlate.MAX_OCCURRENCES + 500))
     assert len(correlator._occurrences) == correlate.MAX_OCCURRENCES
+
+
+@pytest.mark.parametrize(("line", "fields"), _lines())
+def test_an_occurrence_keeps_only_the_decoded_part_of_a_long_kernel_text(line, fields):
+    from gpuhealth.monitor import correlate
+
+    code, _, text = line.partition("): ")[2].partition(", ")
+    long_text = "x" * 4000 + " " + text + " " + "y" * 4000  # a kernel record may be 8 KiB
+    correlator = Correlator(ROWS)
+    correlator.feed([XidEvent(T0, 0, int(code), long_text)])
+    (kept,) = correlator._occurrences
+    assert len(kept.text) <= correlate.MAX_DECODED and decode(int(code), kept.text) == fields
+
+
+def test_a_code_only_xid_takes_the_decoded_part_of_its_logged_line():
+    line = next(text for text, _ in _lines() if "link 5(0x10," in text)
+    text = line.partition("): ")[2].partition(", ")[2]
+    correlator = Correlator(ROWS)
+    correlator.feed([XidEvent(T0, 0, 74)])  # NVML: the code only
+    assert correlator.feed_log([(T0 + 2, 0, 74, "z" * 5000 + text)]) == 0  # the same Xid, not counted twice
+    (kept,) = correlator._occurrences
+    assert kept.text == "link 5(0x10, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)" and decode(74, kept.text)["reg0"] == 0x10
+
+
+def test_an_xid_storm_is_one_occurrence_a_second_that_counts_every_xid():
+    by_id = {row.id: row for row in ROWS}
+    link5 = next(text for text, _ in _lines() if "link 5(0x10," in text).partition("): ")[2].partition(", ")[2]
+    correlator = Correlator(ROWS, every_s=0.0)
+    # three identical Xid 74 within one second (a count row, no burst): one occurrence standing for three
+    correlator.feed([XidEvent(NOW - 0.5 + i * 0.1, 0, 74, link5) for i in range(3)])
+    assert [o.amount for o in correlator._occurrences] == [3.0]
+    assert _hits(by_id["xid74_reg0_ecc_parity"], list(correlator._occurrences)) == ["xid74_reg0_ecc_parity/link5"]
+    # a thousand Xid 13 in one second are one burst (count 2 needs two bursts 15 s apart) ...
+    storm = Correlator(ROWS, every_s=0.0)
+    storm.feed([XidEvent(NOW - 30 + i * 0.001, 0, 13) for i in range(1000)])
+    assert len(storm._occurrences) == 1 and _hits(by_id["xid13_same_gpu"], list(storm._occurrences)) == []
+    # ... and another burst 20 s later makes two; another GPU's Xid is its own occurrence
+    storm.feed([XidEvent(NOW - 10 + i * 0.001, 0, 13) for i in range(1000)] + [XidEvent(NOW - 10, 1, 13)])
+    assert len(storm._occurrences) == 3 and _hits(by_id["xid13_same_gpu"], list(storm._occurrences)) == \
+        ["xid13_same_gpu"]
 
 
 def test_the_config_keys_and_their_bounds():

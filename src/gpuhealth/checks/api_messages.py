@@ -15,8 +15,9 @@ MAX_ROWS = 8  # rows named in one finding's labels and source evidence
 def api_error_codes(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     """
     What:
-    Pasted lines that name an error of the CUDA driver or runtime API (`CUDA_ERROR_*`, `cudaError*`), of NVML
-    (`NVML_ERROR_*`, pynvml's `NVMLError_*`), an `NCCL WARN` line, a DCGM failure code (`DCGM_FR_*`), or a message
+    Pasted lines that name an error of the CUDA driver or runtime API (`CUDA_ERROR_*`, `cudaError*`, or by number
+    where words tie it to CUDA: "CUDA error 35", "cuInit returned 802"), of NVML (`NVML_ERROR_*`, pynvml's
+    `NVMLError_*`, go-nvml's `ERROR_*`), an `NCCL WARN` line, a DCGM failure code (`DCGM_FR_*`), or a message
     PyTorch raises or warns while it initialises CUDA, that no row of the signature catalogue names. Each of these
     is a row of `knowledge/mined/api_errors.csv`, mined from the CUDA Toolkit's headers, nvidia-ml-py, NVIDIA/nccl,
     NVIDIA/DCGM and pytorch/pytorch (docs/mined-messages.md). One finding per

@@ -863,10 +863,11 @@ def torch_arch_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     kernel image is available for execution on the device"; PyTorch only prints a warning at start.
 
     How to fix:
-    Install a wheel built for this architecture: for sm_100/sm_120, a CUDA 12.8 or newer build
-    (`pip install --force-reinstall torch torchvision torchaudio --index-url
-    https://download.pytorch.org/whl/cu128`: torch with its companions, as PyTorch's install commands do), which
-    also needs driver 570 or newer. For old GPUs, the last wheel that still lists their sm_XY.
+    Install a wheel whose architecture list has the GPU's sm_XY: the finding names the newest variant of
+    PyTorch's index that has it (PyTorch's TORCH_CUDA_ARCH_LIST per CUDA variant, `knowledge/drivers.csv`) and
+    that the driver runs, e.g. `pip install --force-reinstall torch torchvision torchaudio --index-url
+    https://download.pytorch.org/whl/cu128` for sm_120 (torch with its companions, as PyTorch's install commands
+    do), cu126 for sm_50, and `'torch<2.6'` from cu118 for sm_37. When no variant has it, build from source.
 
     Exceptions:
     A GPU covered only by PTX works, after a slow first call (GH609); it is not reported here.
@@ -893,8 +894,63 @@ def torch_arch_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
             f"torch.cuda.get_arch_list() = {' '.join(torch.arch_list)}",
             *(f"cuda:{d.index} {d.name}: capability {d.capability}" + (f", {d.error}" if d.error else "")
               for d in bad))),),
-        fixes=table_fixes("GH606"),
+        fixes=arch_wheel_fixes([d.capability for d in bad if d.capability], driver_version(snapshot)[0]),
     )
+
+
+WHEEL_INDEX = "https://download.pytorch.org/whl"
+# "sm_120", "capability sm_86", "cuda capability 5.0", "compute capability 3.0": the GPU's compute capability as
+# PyTorch's warnings and TensorFlow's log write it (linear: fixed words, bounded digit runs)
+_CAPABILITY = lazy_re(r"\bcapability (?:sm_(\d{1,2}?)(\d)\b|(\d{1,2})\.(\d))")
+
+
+def capabilities_named(lines: Iterator[str] | list[str]) -> list[str]:
+    """The compute capabilities ("8.6") a GPU is named with in these lines ("... with CUDA capability sm_86 is not
+    compatible ...", "Found GPU0 ... which is of cuda capability 5.0"), each once, in order."""
+    found: list[str] = []
+    for line in lines:
+        for m in _CAPABILITY.finditer(line[:2000]):
+            cc = f"{m[1]}.{m[2]}" if m[1] is not None else f"{m[3]}.{m[4]}"
+            if cc not in found:
+                found.append(cc)
+    return found
+
+
+def arch_wheel_fixes(capabilities: list[str], driver: str | None = None) -> tuple[Fix, ...]:
+    """The PyTorch wheel to install for GPUs of these compute capabilities: the newest variant of PyTorch's index
+    whose TORCH_CUDA_ARCH_LIST (knowledge/drivers.csv ``wheel`` rows, from PyTorch's build scripts) has kernels for
+    each, and whose CUDA the driver runs when its version is known; bounded to the releases whose list is confirmed
+    (``torch<2.6`` for cu118's sm_37). No capability known: the table's step. None fits: a step saying so."""
+    from gpuhealth.knowledge import drivers
+
+    caps = list(dict.fromkeys(c for c in capabilities if c))
+    if not caps:
+        return table_fixes("GH606")
+    branch = drivers.branch_of(driver)
+    runs = None
+    if branch is not None:
+        support = drivers.cuda_support(branch)
+        runs = set(support.native) | set(support.minor_compat)
+    wheels = drivers.wheels()
+    fitting = [w for w in wheels if w.archs and all(w.runs_on(c) for c in caps) and (runs is None or w.cuda in runs)]
+    sms = " ".join(f"sm_{c.replace('.', '')}" for c in caps)
+    if not fitting:
+        return (Fix(f"no PyTorch wheel variant has kernels for {sms}"
+                    + (f" and runs with driver {driver}" if runs is not None else "")
+                    + f": build PyTorch from source with TORCH_CUDA_ARCH_LIST={';'.join(caps)}, or use another GPU",
+                    "any"),)
+    wheel = fitting[-1]
+    later = [w for w in wheels if w.archs and w.torch_below is None]
+    bounded = wheel.torch_below and any(not any(w.runs_on(c) for w in later) for c in caps)
+    spec = f"'torch<{wheel.torch_below}'" if bounded else "torch"
+    need = next((t for t in drivers.toolkits() if t.version == wheel.cuda), None)
+    note = (f"the newest PyTorch wheel variant whose arch list has kernels for {sms}"
+            + (f" (releases before {wheel.torch_below})" if bounded else "")
+            + (f"; CUDA {wheel.cuda} runs on driver {need.min_driver} or newer" if need and runs is None else "")
+            + (f" ({family} or newer through minor-version compatibility)"
+               if need and runs is None and (family := drivers.family_minimum(need.major)) else ""))
+    command = f"pip install --force-reinstall {spec} torchvision torchaudio --index-url {WHEEL_INDEX}/{wheel.variant}"
+    return (Fix(command, "any", note=note),)
 
 
 # --------------------------------------------------------------------------- GH607

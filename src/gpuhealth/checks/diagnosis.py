@@ -134,6 +134,13 @@ def symptom_undiagnosed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
     apart. Symptoms with their own check (driver unreachable GH203, module refuses to load GH201,
     PyTorch sees no GPU GH605 ...) carry the same differential under their own code.
 
+    A symptom told only in the reporter's own words ("nvidia-smi takes forever", "the GPU memory stays
+    occupied after the program ends": `knowledge/symptom_phrases.csv`) is at most a warning, and its
+    evidence says it is the reporter's words. Without a check of its own it is reported under the check
+    of its likeliest cause, marked "not confirmed", with the commands that tell the causes apart. Where
+    the symptom is a state the machine output given shows (memory held, nouveau loaded) and its own
+    check read that output and found nothing, the machine output wins and the words raise nothing.
+
     Why it matters:
     The symptom is real; guessing its cause wastes a reinstall. The command that decides is cheaper.
 
@@ -181,13 +188,62 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     result = _mined_explains(result, confirming)
     table = symptoms()
-    shown = {m.symptom for m in messages if shows_symptom(m)}
+    shown = {m.symptom for m in messages if shows_symptom(m) and not m.reported}
+    told = {m.symptom for m in messages if m.reported} - shown  # shown only in the reporter's own words
     for symptom_id in _present_symptoms(result, messages, table):
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
             continue  # a check already named the cause of this symptom's finding
+        if symptom_id in told:
+            if _machine_says_otherwise(symptom, result, ran, skipped_reason):
+                continue
+            result = _resolve(result, as_told(symptom), messages, ran, skipped_reason, made, True, suggested,
+                              told=True)
+            continue
         result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown, suggested)
     return _ordered(_fold_mined(result, confirming))
+
+
+# --------------------------------------------------------------------------- symptoms in the reporter's words
+
+TOLD = " (the reporter's words)"  # added to the source of a reported line in a finding's evidence
+
+
+def as_told(symptom: Symptom) -> Symptom:
+    """The symptom as the reporter's words show it: at most a warning. Nobody saw the machine say it, and a critical
+    finding may drain a node (SESSION rule: a finding resting only on reported facts stays below critical)."""
+    return replace(symptom, severity="warning") if symptom.severity == "critical" else symptom
+
+
+def _machine_says_otherwise(symptom: Symptom, findings: Sequence[Finding], ran: set[str],
+                            skipped: dict[str, str]) -> bool:
+    """The symptom is a state a snapshot shows (memory held, nouveau loaded: knowledge/symptom_phrases.csv
+    ``machine_wins``), its own check read the machine output given and found nothing: the machine output wins over
+    the reporter's words."""
+    from gpuhealth.knowledge.symptom_phrases import state_symptoms
+
+    return (symptom.id in state_symptoms() and symptom.code in ran and symptom.code not in skipped
+            and not any(f.code == symptom.code for f in findings))
+
+
+def evidence_of(lines: Sequence[MessageLine]) -> tuple[Evidence, ...]:
+    """``line_evidence``, with the source of each reported line saying that it is the reporter's words."""
+    return line_evidence(replace(m, source=m.source + TOLD) if m.reported else m for m in lines)
+
+
+def _lead_by_report(findings: list[Finding], symptom: Symptom, top: Candidate, ranked: Sequence[Candidate],
+                    lines: Sequence[MessageLine], ran: set[str], severity: Severity,
+                    fixes: tuple[Fix, ...]) -> list[Finding] | None:
+    """A symptom without a check of its own (GH901), told only in the reporter's words, leads under the check of its
+    likeliest cause, unconfirmed: "nvidia-smi takes seconds; most likely persistence mode is off" is GH604's page and
+    fixes, with the commands that tell the causes apart. None when that check did not run or already has a finding."""
+    spec = REGISTRY.get(top.code)
+    if spec is None or top.code not in ran or any(f.code == top.code for f in findings):
+        return None
+    head = f"{symptom.title}{TOLD}; most likely {top.title} (not confirmed)"
+    findings.append(replace(_finding(spec, severity, head, evidence_of(lines)), differential=tuple(ranked),
+                            fixes=fixes, labels={"reported": "words"}))
+    return findings
 
 
 def _mined_lead(findings: Sequence[Finding], line) -> int | None:
@@ -281,7 +337,9 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
                         skipped: dict[str, str]) -> list[Finding]:
     """One finding per check code the catalogue's lines point at, unless that check judged the same lines.
 
-    A check that produced a finding keeps its severity and message; the lines are added as evidence.
+    A check that produced a finding keeps its message; the lines are added as evidence. A check that does not read
+    the lines judged without them, so the finding takes their severity when it is graver (GH601's "runs through
+    minor version compatibility" is information, until a program's "driver version is insufficient" shows it fail).
     Lines of a parsed piece (a kernel log, an installer log) were read by the checks, which judged them
     (an application Xid is not a hardware fault): they raise nothing here. Lines the checks never read
     (a pasted error, a terminal session) raise a finding under their code.
@@ -301,13 +359,22 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             # the check may have numbered the same lines ("12: <line>", GH806): one line is shown once
             known = {_unnumbered(line).strip() for e in current.evidence for line in e.lines}
             fresh = line_evidence(m for _, m in matched if m.line.strip() not in known)
-            findings[index] = replace(current, evidence=current.evidence + fresh)
+            updated = replace(current, evidence=current.evidence + fresh)
+            if not judges_lines(code):  # the check judged without these lines: a failure they show is not info
+                lines_severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
+                updated = _at_severity(updated, max(current.severity, lines_severity, key=lambda s: s.rank))
+            findings[index] = updated
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
         made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
         # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
         # Boot off) have nothing to fix; the check's fixes would read as if they had
-        fixes = fits_evidence(made.fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
+        fixes = made.fixes
+        if code == "GH606":  # the lines name the GPU's compute capability: the wheel whose arch list has it
+            from gpuhealth.checks.cuda import arch_wheel_fixes, capabilities_named
+
+            fixes = arch_wheel_fixes(capabilities_named(m.line for _, m in matched))
+        fixes = fits_evidence(fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
         findings.append(replace(made, fixes=fixes))
     return findings
 
@@ -351,9 +418,11 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
 
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
-             skipped: dict[str, str], made: set[str], shown: bool, suggested: dict | None = None) -> list[Finding]:
+             skipped: dict[str, str], made: set[str], shown: bool, suggested: dict | None = None,
+             told: bool = False) -> list[Finding]:
     """``shown``: a line or command showed the symptom itself (:func:`shows_symptom`); otherwise a check's
-    finding under the symptom's code did, or a line naming one of its causes let the table infer it."""
+    finding under the symptom's code did, or a line naming one of its causes let the table infer it. ``told``: only
+    the reporter's words show it (``symptom`` is then :func:`as_told`'s)."""
     ranked = rank(symptom, findings, messages, ran, skipped, suggested)
     severity = observed_severity(symptom, findings, shown)
     confirmed = [c for c in ranked if c.status == CONFIRMED]
@@ -373,11 +442,16 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     fixes = _leading_fixes(symptom, ranked, lines)
     if index is None:
         code = symptom.code if symptom.code in REGISTRY else "GH901"
+        if told and code == "GH901" and top is not None:
+            led = _lead_by_report(findings, symptom, top, ranked, lines, ran, severity, fixes)
+            if led is not None:
+                return led
         if code not in ran:
             return findings
         spec = REGISTRY[code]
-        findings.append(replace(_finding(spec, severity, head, line_evidence(lines)), differential=tuple(ranked),
-                                fixes=fixes))
+        head = f"{symptom.title}{TOLD}; most likely {top.title}" if told and top else head
+        findings.append(replace(_finding(spec, severity, head, evidence_of(lines)), differential=tuple(ranked),
+                                fixes=fixes, labels={"reported": "words"} if told else {}))
         return findings
     current = findings[index]
     # a finding only the lines raised takes the likeliest cause's fixes; a check's own finding keeps the fixes it chose

@@ -33,7 +33,7 @@ def _run(snapshot: Snapshot, chosen: list[CheckSpec],
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for spec in sorted(chosen, key=lambda s: s.code):
-        missing = [reason for name in spec.requires if (reason := _missing(snapshot, name))]
+        missing = [reason for name in spec.requires if (reason := _missing(snapshot, name, spec.code))]
         if missing:
             skipped.append(Skipped(spec.code, spec.slug, "; ".join(missing)))
             continue
@@ -67,12 +67,20 @@ def _on_reported(snapshot: Snapshot, findings: list[Finding], machine: list[Find
     return out
 
 
-def _missing(snapshot: Snapshot, name: str) -> str | None:
+# The checks that judge Xids a person named in words (a kernel log of format REPORTED): for every other check that
+# needs a kernel log there is none, so it is skipped, never passed.
+READS_REPORTED_XIDS = frozenset({"GH301", "GH302", "GH307"})
+
+
+def _missing(snapshot: Snapshot, name: str, code: str = "") -> str | None:
     """Why the evidence ``name`` is missing, or None when it is there.
 
     ``gpus`` is derived (NVML's view, else nvidia-smi's), so it is missing when empty and the reason is
     why neither tool answered; every other name is a snapshot field, missing when None.
     """
+    if name == "kernel_log" and snapshot.kernel_log is not None and snapshot.kernel_log.reported \
+            and code not in READS_REPORTED_XIDS:
+        return "no kernel log: only Xids named in words (reported, not logged)"
     if name == "gpus":
         if snapshot.gpus:
             return None

@@ -100,6 +100,23 @@ def _span(tally: Tally) -> str:
     return f" x{tally.count}" + (f", first {first}, last {last}" if first and last else "")
 
 
+REPORTED_WORDS = "reported in words, not logged"
+
+
+def as_reported(snapshot: Snapshot, severity: Severity) -> Severity:
+    """Xids a person named (a kernel log of format REPORTED) are judged as logged ones but stay below critical:
+    nobody saw the machine say it, and a finding may drain a node."""
+    if snapshot.kernel_log is not None and snapshot.kernel_log.reported and severity is Severity.CRITICAL:
+        return Severity.WARNING
+    return severity
+
+
+def _when(snapshot: Snapshot, tally: Tally) -> str:
+    """A logged tally's count and span; for a reported one, that it was only said."""
+    reported = snapshot.kernel_log is not None and snapshot.kernel_log.reported
+    return f" ({REPORTED_WORDS})" if reported else _span(tally)
+
+
 @check("GH301", "xid-errors", "Xid errors in the kernel log", requires=("kernel_log",))
 def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     """
@@ -119,9 +136,13 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     collect `nvidia-bug-report.sh` for the vendor. Repeated hardware-class Xids on one GPU mean it
     should be drained.
 
+    An Xid a person names in words ("the kernel log shows Xid 48 / 171", in a note or an issue title) and
+    no kernel log in the evidence shows is judged by the same catalogue, said to be reported, not logged,
+    and kept below critical.
+
     Exceptions:
     Xids from before the last GPU reset or driver reload may already be resolved; the live check
-    reads only the current boot.
+    reads only the current boot. A kernel log given with the words wins over them.
     """
     from gpuhealth.knowledge.actions import of_xid
 
@@ -144,8 +165,8 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         action = info.immediate_action if info else "CONTACT_SUPPORT"
         fixes = tuple(filled(f, index=subject.gpu_index) for f in ACTION_FIXES.get(action, ()))
         yield Draft(
-            severity,
-            f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_span(events)}"
+            as_reported(snapshot, severity),
+            f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_when(snapshot, events)}"
             f" - next: {xid_catalogue.action_in_words(action)}",
             subject=subject, evidence=(Evidence(snapshot.kernel_log.source, samples(events)),),
             fixes=fixes, labels={"xid": str(code)}, last_seen=last_seen(events), action=repair, impact=impact,
@@ -157,7 +178,8 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     """
     What:
     Xid 79, or the driver's "has fallen off the bus" message (printed without an Xid by some drivers),
-    for a GPU.
+    for a GPU. An Xid 79 a person names in words, with no kernel log to show it, is a warning that says
+    it was reported, not logged.
 
     Why it matters:
     The driver can no longer reach the GPU over PCIe. Every job on it has failed, nvidia-smi hangs or
@@ -176,7 +198,8 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
                      keep=lambda g: g.kind == "fallen_off_bus" or g.xid == 79)
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
         yield Draft(
-            Severity.CRITICAL, f"GPU {address or '(address not logged)'} has fallen off the bus{_span(found)}",
+            as_reported(snapshot, Severity.CRITICAL),
+            f"GPU {address or '(address not logged)'} has fallen off the bus{_when(snapshot, found)}",
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes("GH302"),
@@ -199,9 +222,9 @@ def _event_check(snapshot: Snapshot, kinds: set[str], severity: Severity, messag
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
         details = sorted({e.detail for e in found.samples if e.detail})
         yield Draft(
-            severity,
+            as_reported(snapshot, severity),
             message.format(address=address or "(address not logged)", detail=", ".join(details) or "-")
-            + _span(found),
+            + _when(snapshot, found),
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes(fixes) if isinstance(fixes, str) else fixes, explains=explains,
@@ -428,7 +451,8 @@ def nvswitch_sxid(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     and switches (usually a reboot) and, if they recur, vendor service.
 
     Exceptions:
-    Non-fatal SXids that do not recur.
+    Non-fatal SXids that do not recur. An SXid a person names in words, with no kernel log to show it, is
+    said to be reported, not logged.
     """
     yield from _event_check(snapshot, {"sxid"}, Severity.WARNING,
                             "NVSwitch {address}: SXid errors", (Fix("nvidia-smi nvlink -s", "any"),))

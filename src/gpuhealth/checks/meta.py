@@ -78,7 +78,7 @@ def setup_inventory_only(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         return
     yield Draft(Severity.INFO, f"the evidence only lists the setup ({inventory}): it says what is installed, not "
                 "whether the GPUs work; paste the output of the commands below for a verdict",
-                evidence=(Evidence("read", tuple(sorted(snapshot.sources.values()))),),
+                evidence=(Evidence("read", tuple(sorted(set(snapshot.sources.values())))),),
                 fixes=tuple(Fix(c, "any", note="paste its output") for c in STATE_COMMANDS))
 
 

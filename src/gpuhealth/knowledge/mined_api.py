@@ -29,11 +29,15 @@ DOCS = {"cuda-driver": "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA
         "cuda-runtime": "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
         "nvml": "https://pypi.org/project/nvidia-ml-py/"}
 
+# a CUDA driver API call's failure with its number ("cuInit returned 802"): the line need not say "CUDA" (a call is
+# cuXxx; the libraries, cuDNN, cuBLAS, cuFFT, are not calls)
+_DRIVER_CALL_FAILED = (r"\bcu[A-Z][a-z][A-Za-z0-9_]{1,60}(?:\([^()\n]{0,60}\))?:? "
+                       r"(?i:returned|returns|failed|fails|results?) ")
 # A line worth looking up: it names a CUDA, NVML or DCGM error code, is an NCCL warning, or may be one of PyTorch's
 # CUDA initialisation messages (each names cuda, libcudart, torch or the NVIDIA driver; the table is read once, then
 # indexed).
 _MENTIONS = lazy_re(r"NCCL WARN|CUDA_ERROR_[A-Z]|cudaError[A-Z]|NVML_ERROR_[A-Z]|NVMLError_[A-Z]|DCGM_FR_[A-Z]"
-                    r"|(?i:cuda)|[Tt]orch|NVIDIA driver")
+                    r"|(?i:cuda)|[Tt]orch|NVIDIA driver|(?<![\w])ERROR_[A-Z]|" + _DRIVER_CALL_FAILED)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
 _WHOLE = re.compile(r"(?<![\w\x01])[A-Za-z][A-Za-z0-9_]{3,}(?![\w\x01])")
 
@@ -144,4 +148,128 @@ def lookup(line: str) -> ApiError | None:
     for row in sorted(found.values(), key=lambda r: (r.api == "nccl", -len(r.text))):
         if _compiled(row.pattern).search(line):
             return row
+    return None
+
+
+# ------------------------------------------------------------------ other spellings of the same enums
+# The CUDA enums are printed in more spellings than their C names, and people name them in words. Each spelling below
+# maps to the same row (its enum name or number, looked up in a dict), so the row's check and cause lead as they do
+# for the C name. cuda-python prints the enum's repr, ``cudaError_t.cudaErrorInsufficientDriver`` or
+# ``<CUresult.CUDA_ERROR_SYSTEM_NOT_READY: 802>``, and cuda.core's CUDAError the name from cuGetErrorName/
+# cudaGetErrorName (NVIDIA/cuda-python cuda_core/cuda/core/experimental/_utils/cuda_utils.pyx: ``f"{name}: {expl}"``):
+# the C names, which the index above already finds. Not found by it:
+# - the runtime enum's name without its ``cudaError`` prefix after a CUDA error word ("CUDAError InsufficientDriver",
+#   "CUDA error: SystemNotReady");
+# - the number, only where the words next to it tie it to CUDA: "CUDA error 35", "cuda runtime error (35)", "CUDA
+#   failure 35:", "CUDA_ERROR 999", a CUDA call's "cudaGetDeviceCount returned 35" / "cuInit returned 802", or a line
+#   naming CUDA whose number stands beside an error word and a word of the enum's own name ("802 system error").
+#   A bare number is never read.
+# NVML's enum name without its NVML_ prefix, as go-nvml prints a Return when it cannot ask the library for the text
+# ("failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND": NVIDIA/go-nvml pkg/nvml/return.go, fallbackErrorStringFunc),
+# which the Kubernetes device plugin, DCGM exporter and GPU operator log. A line that names CUDA and not NVML may mean
+# a CUDA_ERROR_ name shortened the same way, and a generic name (ERROR_TIMEOUT) another program's: read only beside
+# the word NVML.
+_GO_NVML = lazy_re(r"(?<![\w])(?P<name>ERROR_[A-Z][A-Z0-9_]{1,60})(?![\w])")
+_NVML_WORD = lazy_re(r"(?i:nvml)")
+_CUDA_WORD = lazy_re(r"(?i:cuda)|" + _DRIVER_CALL_FAILED)
+_STEM = lazy_re(r"(?<![\w.])(?i:cuda)[ _]?(?:[Rr]untime|[Dd]river)?[ _]?(?:Error|Exception|ERROR|error)"
+                r"(?:::|\.|:? {1,3})(?P<stem>[A-Z][a-z][A-Za-z0-9]{1,60})(?![\w])")
+_NUMBER_AFTER_WORD = lazy_re(r"(?<![\w.])(?i:cuda)[ _-]?(?i:(?:runtime|driver)[ _-]?)?(?i:error|failure|err)(?i:s)?"
+                             r"[ :=#(]{0,4}(?i:(?:code|number|no\.?)[ :=#(]{0,3})?(?P<n>\d{1,3})(?![\w.]|\.\d)")
+_NUMBER_FROM_CALL = lazy_re(r"(?<![\w.])(?P<call>cu(?:da)?[A-Z][a-z][A-Za-z0-9_]{1,60})(?:\([^()\n]{0,60}\))?:? "
+                            r"(?i:returned|returns|failed with|fails with|results? in)(?i: error)?(?i: code)?:? ?"
+                            r"(?P<n>\d{1,3})(?![\w.]|\.\d)")
+_NUMBER = lazy_re(r"(?<![\w.])(?P<n>\d{1,3})(?![\w.]|\.\d)")
+_ERROR_NEAR = lazy_re(r"(?i:\b(?:error|err|code|fail\w{0,4}|returned)\b)")
+_DRIVER_HINT = lazy_re(r"CUDA_ERROR|CUresult|\bcu[A-Z]\w|(?i:driver api)")
+_ENUM_WORD = lazy_re(r"[A-Z][a-z]+|[A-Z]{2,}(?![a-z])")
+_GENERIC_WORDS = frozenset({"error", "cuda", "code", "failed"})
+NEAR = 40  # characters each side of a number in which its enum's words are looked for
+
+
+@functools.lru_cache(maxsize=1)
+def _by_spelling() -> tuple[dict[str, ApiError], dict[str, dict[str, ApiError]], dict[str, ApiError]]:
+    """The CUDA rows by lower-cased runtime stem ("insufficientdriver") and by number per API; NVML's by name."""
+    stems: dict[str, ApiError] = {}
+    numbers: dict[str, dict[str, ApiError]] = {"cuda-driver": {}, "cuda-runtime": {}}
+    nvml = {row.name: row for row in errors() if row.api == "nvml"}
+    for row in errors():
+        if row.api == "cuda-runtime" and row.name.startswith("cudaError"):
+            stems[row.name.removeprefix("cudaError").lower()] = row
+        if row.api in numbers and row.number.isdigit():
+            numbers[row.api].setdefault(row.number, row)
+    return stems, numbers, nvml
+
+
+# go-nvml names that other software uses too (Windows' ERROR_NOT_FOUND, ERROR_TIMEOUT): NVML's only on a line naming it
+_GENERIC_GO_NAMES = frozenset(f"ERROR_{n}" for n in (
+    "UNINITIALIZED", "INVALID_ARGUMENT", "NOT_SUPPORTED", "NO_PERMISSION", "ALREADY_INITIALIZED", "NOT_FOUND",
+    "INSUFFICIENT_SIZE", "TIMEOUT", "OPERATING_SYSTEM", "IN_USE", "MEMORY", "NO_DATA", "UNKNOWN", "DEPRECATED",
+    "INSUFFICIENT_RESOURCES"))
+
+
+def _go_nvml(name: str, line: str) -> ApiError | None:
+    names_nvml = _NVML_WORD.search(line) is not None
+    if (_CUDA_WORD.search(line) or name in _GENERIC_GO_NAMES) and not names_nvml:
+        return None
+    return _by_spelling()[2].get(f"NVML_{name}")
+
+
+def enum_words(row: ApiError) -> set[str]:
+    """The words of an enum's own name, lower-cased: CUDA_ERROR_SYSTEM_NOT_READY -> {system, ready}."""
+    name = row.name.removeprefix("cudaError").removeprefix("CUDA_ERROR_").replace("_", " ")
+    return {w.lower() for w in _ENUM_WORD.findall(name.title() if name.isupper() else name)
+            if len(w) >= 4 and w.lower() not in _GENERIC_WORDS}
+
+
+def _numbered(number: str, line: str) -> ApiError | None:
+    """The row of CUDA error ``number``: the driver API's where the line names the driver API (or only it has the
+    number), else the runtime's (what "CUDA error N" prints: cudaGetErrorString's callers)."""
+    numbers = _by_spelling()[1]
+    driver, runtime = numbers["cuda-driver"].get(number), numbers["cuda-runtime"].get(number)
+    if driver is not None and (runtime is None or _DRIVER_HINT.search(line)):
+        return driver
+    return runtime
+
+
+def named_error(line: str) -> ApiError | None:
+    """``lookup``'s row, except that an enum named in another spelling is more specific than a PyTorch message
+    ("CUDA initialization fails with 802 system error" is error 802, not PyTorch's "CUDA initialization" warning)."""
+    row = lookup(line)
+    if row is None or row.api == "pytorch":
+        return by_spelling(line) or row
+    return row
+
+
+def by_spelling(line: str) -> ApiError | None:
+    """The CUDA or NVML row a line names in a spelling other than the C enum name (see above); None when it names
+    none."""
+    line = line[:1000]
+    go = _GO_NVML.search(line) if "ERROR_" in line else None
+    if go is not None and (row := _go_nvml(go["name"], line)) is not None:
+        return row
+    if not _CUDA_WORD.search(line):
+        return None
+    stem = _STEM.search(line)
+    if stem is not None and (row := _by_spelling()[0].get(stem["stem"].lower())) is not None:
+        return row
+    for pattern in (_NUMBER_AFTER_WORD, _NUMBER_FROM_CALL):
+        found = pattern.search(line)
+        if found is not None and (row := _numbered(found["n"], line)) is not None:
+            return row
+    return _number_beside_its_words(line)
+
+
+def _number_beside_its_words(line: str) -> ApiError | None:
+    """"CUDA initialization fails with 802 system error": a number with an error word and a word of its enum's own
+    name within NEAR characters."""
+    lowered = line.lower()
+    for found in _NUMBER.finditer(line):
+        near = lowered[max(0, found.start() - NEAR):found.end() + NEAR]
+        if not _ERROR_NEAR.search(near):
+            continue
+        for api in ("cuda-runtime", "cuda-driver"):
+            row = _by_spelling()[1][api].get(found["n"])
+            if row is not None and any(re.search(rf"\b{word}", near) for word in enum_words(row)):
+                return row
     return None

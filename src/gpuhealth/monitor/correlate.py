@@ -14,6 +14,7 @@ records each new hit and hands the alerts of the rows that are not shadow to the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -42,6 +43,14 @@ PORT_COUNTERS = {"link_downed": "InfiniBand link downs (flaps)", "symbol_error":
 # hw_thermal_slowdown, hw_power_brake_slowdown, the ones GPUd's hw-slowdown component counts.
 SLOWDOWN_MASK = 0x8 | 0x40 | 0x80
 MAX_OCCURRENCES = 20_000  # an Xid storm must not grow the monitor's memory without bound
+# Of an Xid's kernel text an occurrence keeps only the part ``decode`` reads (at most this many characters; the
+# documented forms are under 100): a record may be 8 KiB, and 20,000 whole lines held for a day were 80-160 MiB.
+MAX_DECODED = 256
+# Identical Xids (the same GPU, code and decoded text) this close after the first are one occurrence that counts
+# them all (``amount``): a storm of thousands a second is one occurrence a second per GPU and Xid, not thousands.
+# A burst row (bursts of at least 15 s) counts the burst once either way; a count row counts each Xid.
+COALESCE_S = 1.0
+COALESCE_LOOKBACK = 64  # occurrences looked back through for the one to add to (the newest: time order)
 DETAILS = ("reg0", "reg1", "reg2", "reg3", "reg4", "reg5", "reg6", "nvl5", "recovery")
 
 # Xid 74: "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)" (NVIDIA, "Xid
@@ -176,8 +185,8 @@ class Occurrence:
     gpu: int
     what: str
     xid: int = 0
-    amount: float = 1.0
-    text: str = ""  # an Xid's kernel text; a port counter's port ("mlx5_0/1")
+    amount: float = 1.0  # a counter's rise; for an Xid, how many identical Xids it stands for (Correlator._xid)
+    text: str = ""  # the part of an Xid's kernel text that ``decode`` reads; a port counter's port ("mlx5_0/1")
 
 
 def decode(xid: int, text: str) -> dict[str, Any]:
@@ -193,6 +202,16 @@ def decode(xid: int, text: str) -> dict[str, Any]:
     if xid == 154 and (m := _RECOVERY.search(text)):
         return {"recovery": m[2].strip()}
     return {}
+
+
+def decodable(xid: int, text: str) -> str:
+    """The part of an Xid's kernel text that ``decode`` reads (it decodes the same from it), "" when it reads
+    none: what the correlator keeps, so that an occurrence's size does not follow the line's."""
+    if not text:
+        return ""
+    pattern = _XID74 if xid == 74 else _NVL5 if 144 <= xid <= 150 else _RECOVERY if xid == 154 else None
+    match = pattern.search(text) if pattern is not None else None
+    return match[0] if match is not None and len(match[0]) <= MAX_DECODED else ""
 
 
 def _fatal(xid: int) -> bool:
@@ -233,7 +252,8 @@ def _score(items: list[Occurrence], burst: float) -> float:
         if burst and start is not None and item.t - start <= burst:
             continue
         start = item.t
-        total += item.amount
+        # an Xid's amount is how many identical Xids it stands for (Correlator._xid): its burst counts once
+        total += 1.0 if burst and item.what == "xid" else item.amount
     return total
 
 
@@ -318,9 +338,21 @@ class Correlator:
         for event in events:
             self._latest = max(self._latest, event.t)
             if isinstance(event, XidEvent):
-                self._occurrences.append(Occurrence(event.t, event.gpu, "xid", event.xid, 1.0, event.text or ""))
+                self._xid(event.t, event.gpu, event.xid, decodable(event.xid, event.text or ""))
             elif isinstance(event, Sample):
                 self._sample(event)
+
+    def _xid(self, t: float, gpu: int, xid: int, text: str) -> None:
+        """An Xid occurrence, or one more Xid on its identical twin of the last ``COALESCE_S`` seconds."""
+        occurrences = self._occurrences
+        for back in range(1, min(len(occurrences), COALESCE_LOOKBACK) + 1):
+            last = occurrences[-back]
+            if last.t < t - COALESCE_S:
+                break
+            if last.what == "xid" and last.xid == xid and last.gpu == gpu and last.text == text and last.t <= t:
+                occurrences[-back] = Occurrence(last.t, gpu, "xid", xid, last.amount + 1.0, text)
+                return
+        occurrences.append(Occurrence(t, gpu, "xid", xid, 1.0, text))
 
     def feed_log(self, xids: Iterable[tuple[float, int, int, str]], tolerance: float = 5.0) -> int:
         """Xid occurrences read from the full check's kernel log (monitor/xidlog.py): (t, GPU, Xid, text). One that
@@ -332,11 +364,12 @@ class Correlator:
             if occurrence.what == "xid":
                 delivered.setdefault((occurrence.gpu, occurrence.xid), []).append(index)
         new = []
-        for t, gpu, xid, text in xids:
+        for t, gpu, xid, line_text in xids:
+            text = decodable(xid, line_text)
             twin = next((i for i in delivered.get((gpu, xid), ()) if abs(occurrences[i].t - t) <= tolerance), None)
             if twin is not None:
                 if text and not occurrences[twin].text:
-                    occurrences[twin] = Occurrence(occurrences[twin].t, gpu, "xid", xid, 1.0, text)
+                    occurrences[twin] = dataclasses.replace(occurrences[twin], text=text)
                 continue
             new.append(Occurrence(t, gpu, "xid", xid, 1.0, text))
         if new:  # in time order, as ``step`` drops the oldest from the left; the newest kept when over the bound

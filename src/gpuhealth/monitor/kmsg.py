@@ -135,7 +135,9 @@ class KmsgSource:
                  clock: Callable[[], float] = time.time) -> None:
         self.inner, self.follower, self.match_s, self.clock = inner, follower, match_s, clock
         self._waiting: list[XidEvent] = []  # NVML Xid events without their line yet
-        self._lines: list[tuple[float, Any]] = []  # (when read, kernel-log event) without their NVML event yet
+        # (when read, PCI address, Xid, text) of the kernel lines without their NVML event yet: the fields, not the
+        # parser's whole event (it holds the line a second time, up to 16 KiB): at most MAX_PENDING of them
+        self._lines: list[tuple[float, str, int, str]] = []
         self._gpus: dict[str, int] = {}  # PCI address -> the driver's index, from the samples
 
     def __getattr__(self, name: str) -> Any:  # exhausted, paced, boot_id, ...: the inner source's
@@ -154,24 +156,21 @@ class KmsgSource:
                 self._waiting.append(event)
             else:
                 out.append(event)
-        self._lines += [(now, line) for line in self.follower.poll()]
+        self._lines += [(now, line.pci_address or "", line.xid, line.message) for line in self.follower.poll()]
         return out + self._match(now)
-
-    def _gpu(self, line: Any) -> int:
-        return self._gpus.get(line.pci_address or "", -1)
 
     def _match(self, now: float) -> list[Event]:
         released: list[Event] = []
         unclaimed = []
-        for read_at, line in self._lines:
-            gpu = self._gpu(line)
-            twin = next((e for e in self._waiting if e.xid == line.xid and e.gpu == gpu and gpu >= 0
+        for read_at, address, xid, text in self._lines:
+            gpu = self._gpus.get(address, -1)
+            twin = next((e for e in self._waiting if e.xid == xid and e.gpu == gpu and gpu >= 0
                          and abs(e.t - read_at) <= self.match_s), None)
             if twin is not None:
                 self._waiting.remove(twin)
-                released.append(dataclasses.replace(twin, text=line.message))
+                released.append(dataclasses.replace(twin, text=text))
             else:
-                unclaimed.append((read_at, line))
+                unclaimed.append((read_at, address, xid, text))
         # Waited long enough, or too many waiting (a storm): on without a match.
         late = len(self._waiting) - MAX_PENDING
         keep = []
@@ -183,11 +182,12 @@ class KmsgSource:
         self._waiting = keep
         late = len(unclaimed) - MAX_PENDING
         self._lines = []
-        for index, (read_at, line) in enumerate(unclaimed):
+        for index, line in enumerate(unclaimed):
+            read_at, address, xid, text = line
             if index < late or now - read_at >= self.match_s:
-                released.append(XidEvent(read_at, self._gpu(line), line.xid, line.message))
+                released.append(XidEvent(read_at, self._gpus.get(address, -1), xid, text))
             else:
-                self._lines.append((read_at, line))
+                self._lines.append(line)
         released.sort(key=lambda e: e.t)
         return released
 

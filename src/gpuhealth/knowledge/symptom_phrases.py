@@ -1,0 +1,123 @@
+"""How people describe a symptom in their own words: the table behind the prose reader (parsers/prose_symptoms.py).
+
+A user who writes "nvidia-smi takes forever" or "the GPU memory stays occupied after the program ends" shows a
+symptom of ``symptoms.csv`` as surely as a program's error line does, but in words no program prints. Each row of
+``symptom_phrases.csv`` is one *family* of such wordings, not one sentence:
+
+- ``subject`` and ``predicate``: two regular expressions (over lower-cased text) that must both match in one sentence,
+  in either order, at most ``window`` characters apart ("nvidia-smi ... slow", "slow nvidia-smi"); a row may have
+  only one of them ("login loop"). Synonyms are alternatives inside each.
+- ``literals``: words (";"-separated, lower case) one of which every match contains: the index that lets a paste
+  without any of them cost one substring test per literal.
+- ``context``: optional, a pattern the whole line must also contain (memory wordings need a GPU in sight);
+  ``unless``: optional, a pattern that drops the sentence (memory kept by PyTorch's own caching allocator is not
+  memory held after the program ended); ``yields_to``: symptom ids whose match in the same sentence takes precedence
+  ("nvidia-smi hangs for 5 seconds" is the slow family's, not the hang family's).
+- ``ordered``: "yes" when the subject must come before the predicate ("the GPU disappears"; in "the message
+  disappeared after the GPU update" something else disappeared).
+- ``machine_wins``: "yes" when the symptom is a state a snapshot shows (memory held, nouveau loaded): where its own
+  check read the machine output given and found nothing, the machine output wins over the words (checks/diagnosis.py).
+  "no" for what happens at other times (overheating under load, a slowdown, a hang).
+- ``examples`` and ``counterexamples`` (" ¦ "-separated): sentences the family must and must not read as the
+  symptom (tests/knowledge/test_symptom_phrases.py); ``source_title`` and ``source_url``: the document that describes
+  the symptom and its causes.
+
+Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The table is read
+and its patterns compiled once, on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from gpuhealth.knowledge import table_rows
+from gpuhealth.records import record
+
+__all__ = ["SEPARATOR", "Phrase", "literals", "phrases", "state_symptoms"]
+
+SEPARATOR = " ¦ "  # between the examples of one cell
+_REQUIRED = ("id", "symptom", "literals", "examples", "source_title", "source_url")
+
+
+@record
+class Phrase:
+    id: str  # "smi-slow"
+    symptom: str  # a symptoms.csv id
+    literals: tuple[str, ...]  # one of them is in every line the row matches
+    subject: re.Pattern[str] | None
+    predicate: re.Pattern[str] | None
+    window: int  # the most characters between the subject's and the predicate's matches
+    ordered: bool  # the subject comes first
+    context: re.Pattern[str] | None  # the line must also match it
+    unless: re.Pattern[str] | None  # a sentence matching it is not this symptom
+    yields_to: tuple[str, ...]  # symptom ids that take the sentence when they match it too
+    examples: tuple[str, ...]
+    counterexamples: tuple[str, ...]
+    source_title: str
+    source_url: str
+
+
+def phrases() -> tuple[Phrase, ...]:
+    """Every row, in file order."""
+    return _table()[0]
+
+
+def literals() -> tuple[str, ...]:
+    """The literals of every row (lower case, each once): a line that holds none of them matches no row."""
+    return _table()[1]
+
+
+def state_symptoms() -> frozenset[str]:
+    """The symptom ids a snapshot shows as a state (``machine_wins``)."""
+    return _table()[2]
+
+
+def _compiled(pattern: str, where: str) -> re.Pattern[str] | None:
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"symptom_phrases.csv {where}: bad pattern ({exc})") from exc
+
+
+def _split(cell: str, separator: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in cell.split(separator) if part.strip())
+
+
+@functools.cache
+def _table() -> tuple[tuple[Phrase, ...], tuple[str, ...], frozenset[str]]:
+    from gpuhealth.knowledge.causes import symptoms
+
+    known = symptoms()
+    rows: list[Phrase] = []
+    states: set[str] = set()
+    for number, row in enumerate(table_rows("symptom_phrases.csv"), start=2):
+        row = {k: (v or "").strip() for k, v in row.items() if k is not None}
+        where = f"line {number}"
+        for column in _REQUIRED:
+            if not row.get(column):
+                raise ValueError(f"symptom_phrases.csv {where}: {column} is empty")
+        if row["symptom"] not in known:
+            raise ValueError(f"symptom_phrases.csv {where}: unknown symptom {row['symptom']!r}")
+        if not (row.get("subject") or row.get("predicate")):
+            raise ValueError(f"symptom_phrases.csv {where}: a row needs a subject or a predicate")
+        if any(r.id == row["id"] for r in rows):
+            raise ValueError(f"symptom_phrases.csv {where}: id {row['id']!r} appears twice")
+        for flag in ("ordered", "machine_wins"):
+            if row.get(flag) not in ("yes", "no"):
+                raise ValueError(f"symptom_phrases.csv {where}: {flag} must be yes or no")
+        if row["machine_wins"] == "yes":
+            states.add(row["symptom"])
+        yields = _split(row.get("yields_to", ""), ";")
+        if any(y not in known for y in yields):
+            raise ValueError(f"symptom_phrases.csv {where}: yields_to names an unknown symptom")
+        rows.append(Phrase(row["id"], row["symptom"], _split(row["literals"].lower(), ";"),
+                           _compiled(row.get("subject", ""), where), _compiled(row.get("predicate", ""), where),
+                           int(row.get("window") or 0), row.get("ordered") == "yes",
+                           _compiled(row.get("context", ""), where),
+                           _compiled(row.get("unless", ""), where), yields, _split(row["examples"], SEPARATOR.strip()),
+                           _split(row.get("counterexamples", ""), SEPARATOR.strip()), row["source_title"],
+                           row["source_url"]))
+    return tuple(rows), tuple(dict.fromkeys(lit for r in rows for lit in r.literals)), frozenset(states)

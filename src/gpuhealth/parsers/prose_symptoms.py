@@ -1,0 +1,215 @@
+"""A symptom told in words: "nvidia-smi takes forever", "the GPU memory stays occupied after the program ends".
+
+People mostly describe what they see, in sentences no program prints. This reader reads such sentences with the
+families of wordings in ``knowledge/symptom_phrases.csv`` and says which symptom (``symptoms.csv``) each shows, so the
+differential of that symptom can rank its causes. What it reads is the reporter's words, not machine output: analyze
+marks the lines it gives as reported (``MessageLine.reported``), and a finding that rests on them stays below critical.
+
+A sentence shows a symptom only when it says so. It does not when:
+
+- the words are negated just before the predicate ("nvidia-smi is no longer slow", "memory is not occupied");
+- it is a question that only asks ("Is nvidia-smi slow without persistence mode?"); one that presupposes the
+  symptom ("why is nvidia-smi so slow?", "how do I fix ...") or speaks of the asker's own machine ("my", "we") does;
+- it is a hypothetical or general statement ("if persistence is off, nvidia-smi can be slow", "to avoid a login
+  loop ..."), unless the writer speaks of their own machine ("if I run nvidia-smi it takes 10 s");
+- it tells history ("it was slow before I enabled persistence mode", "the login loop is gone").
+
+Cost: the text is lower-cased once and searched for the table's literals; a paste holding none of them costs that and
+nothing more (the table is read on the first paste that does). Each pattern runs once per sentence that holds one of
+its literals, with bounded gaps, and at most ``MAX_TRIES`` candidate places per row and sentence are weighed: linear.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.records import record
+
+__all__ = ["MAX_PER_SYMPTOM", "Told", "told_symptoms"]
+
+MAX_LINE = 4096  # characters of one line that are read
+MAX_SENTENCE = 600  # characters of one sentence kept as the evidence line
+MAX_PER_SYMPTOM = 3  # sentences kept per symptom
+MAX_TRIES = 20  # candidate (subject, predicate) places weighed per row and sentence
+
+# a sentence ends at . ! ? ; followed by a blank or the end (an ellipsis "..." does not end one: "--query-gpu=... took
+# 10 s"), or at a CJK full stop, question or exclamation mark
+_SENTENCE_END = lazy_re(r"(?<![.])[.!?;][!?]{0,9}(?=\s|$)|[!?;]{2,10}(?=\s|$)|[。！？；]{1,10}")
+_CLAUSE_BREAK = lazy_re(r"[,:，：]|\bbut\b|\bhowever\b")
+_WORDY = lazy_re(r"[a-z]{2,}|[\u4e00-\u9fff]")
+# lines a program printed, not a person (matched lower-cased): log prefixes, tables, prompts, timestamps, glog/klog
+# levels ("e0819 07:02:54"), NVRM lines
+_MACHINE = lazy_re(r"^\s{0,20}(?:[\[<|+#]|\$ |>>>|\d{2,4}[-/:.]\d|[ewif]\d{4} |nvrm:|"
+                   r"(?:info|warn|warning|error|debug|fatal)\b[:\]]?)")
+# a program's line anywhere: a syslog or journal line of the kernel, the driver's NVRM prefix
+_MACHINE_ANYWHERE = lazy_re(r"\bkernel: |\bnvrm: ")
+_NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bnor|\bneither)\b")
+_NEGATION_CJK = lazy_re(r"[不没未]")
+_FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|mine|we|we're|we've|our|ours|us|me)\b|我")
+# words that make a sentence a hypothetical or a general statement, unless the writer speaks of their own machine
+_MODAL = lazy_re(r"\b(?:if|unless|whether|in case|can(?!')|could|may|might)\b|如果|可能")
+# words that say the symptom is to be avoided, or what would follow otherwise: never a report, even in the first
+# person ("how do I avoid ...", "disable Secure Boot first (my board ...), otherwise you may get a login loop")
+_PREVENT = lazy_re(r"\b(?:to avoid|to prevent|avoids?|prevents?|avoiding|preventing|otherwise|or else)\b|"
+                   r"以免|避免|否则")
+# only words that say the symptom ENDED: "previously" or "in the past" date an observation ("previously I ran a job and
+# the memory stayed occupied"), they do not say it is over
+_HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back to normal|"
+                   r"(?:is|was|are|were) gone|(?:is|was|got|been|now|are|were) (?:fixed|solved|resolved)|"
+                   r"(?:fixed|solved|resolved) (?:it|this|that|the))\b")
+# a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..."
+_ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why|how come|how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
+                          r"debug|troubleshoot|speed up|stop|get rid of|free|release))\b|为什么|为何|怎么办")
+
+
+@record
+class Told:
+    symptom: str  # a symptoms.csv id
+    phrase: str  # the symptom_phrases.csv row that read it
+    sentence: str  # the sentence, as written (at most MAX_SENTENCE characters)
+    line: int = 0  # the index of its line in the text (str.splitlines)
+
+
+def told_symptoms(text: str) -> list[Told]:
+    """The symptoms the sentences of ``text`` tell, each at most ``MAX_PER_SYMPTOM`` times, in text order."""
+    lowered = _folded(text)
+    from gpuhealth.knowledge.symptom_phrases import literals, phrases
+
+    if not any(literal in lowered for literal in literals()):
+        return []
+    rows = phrases()
+    found: list[Told] = []
+    counts: dict[str, int] = {}
+    original_lines = text.splitlines()
+    for number, line in enumerate(lowered.splitlines()):
+        line = line[:MAX_LINE]
+        candidates = [row for row in rows if any(literal in line for literal in row.literals)]
+        if not candidates or _MACHINE.match(line) or _MACHINE_ANYWHERE.search(line) or not _prose(line):
+            continue
+        original = original_lines[number][:MAX_LINE] if number < len(original_lines) else line
+        for start, end, asks in _sentences(line):
+            for row in _read_sentence(candidates, line, start, end, asks):
+                if counts.get(row.symptom, 0) < MAX_PER_SYMPTOM:
+                    counts[row.symptom] = counts.get(row.symptom, 0) + 1
+                    found.append(Told(row.symptom, row.id, original[start:end].strip()[:MAX_SENTENCE], number))
+    return found
+
+
+def _folded(text: str) -> str:
+    """Lower case with typographic apostrophes made plain, the same length as ``text`` (offsets carry over)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a letter whose lower case is longer ("İ"): letter by letter, keeping the offsets
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return lowered.replace("\u2019", "'").replace("\u2018", "'")
+
+
+def _prose(line: str) -> bool:
+    """At least four words of letters (or CJK characters): a sentence, not a value."""
+    count = 0
+    for _ in _WORDY.finditer(line):
+        count += 1
+        if count >= 4:
+            return True
+    return False
+
+
+def _sentences(line: str) -> list[tuple[int, int, bool]]:
+    """(start, end, whether it ends with a question mark) of each sentence of one line."""
+    out = []
+    start = 0
+    for m in _SENTENCE_END.finditer(line):
+        out.append((start, m.end(), "?" in m.group() or "？" in m.group()))
+        start = m.end()
+    if line[start:].strip():
+        out.append((start, len(line), False))
+    return out
+
+
+def _read_sentence(rows, line: str, start: int, end: int, asks: bool) -> list:
+    """The rows whose family tells its symptom in ``line[start:end]``, after ``yields_to``."""
+    sentence = line[start:end]
+    matched = [row for row in rows if _tells(row, line, sentence, asks)]
+    shown = {row.symptom for row in matched}
+    kept = [row for row in matched if not (shown - {row.symptom}).intersection(row.yields_to)]
+    return list({row.symptom: row for row in reversed(kept)}.values())[::-1]  # one row per symptom, the first
+
+
+def _tells(row, line: str, sentence: str, asks: bool) -> bool:
+    if not any(literal in sentence for literal in row.literals):
+        return False
+    if row.context is not None and not row.context.search(line):
+        return False
+    if row.unless is not None and row.unless.search(sentence):
+        return False
+    return any(_reported(sentence, place, asks) for place in _places(row, sentence))
+
+
+def _places(row, sentence: str):
+    """(predicate start, predicate end, subject start, subject end) of each place where the row's subject and predicate
+    meet, at most ``MAX_TRIES`` of them (a row of one pattern: its match, twice)."""
+    if row.subject is None or row.predicate is None:
+        pattern = row.subject or row.predicate
+        for count, m in enumerate(pattern.finditer(sentence)):
+            if count >= MAX_TRIES:
+                return
+            yield m.start(), m.end(), m.start(), m.end()
+        return
+    subjects = [m.span() for m in row.subject.finditer(sentence)]
+    if not subjects:
+        return
+    starts = [s for s, _ in subjects]
+    for tries, m in enumerate(row.predicate.finditer(sentence)):
+        if tries >= MAX_TRIES:
+            return
+        p_start, p_end = m.span()
+        i = bisect_left(starts, p_start)
+        near = [subjects[j] for j in ((i - 1,) if row.ordered else (i - 1, i)) if 0 <= j < len(subjects)]
+        if not near:
+            continue
+        s, e = min(near, key=lambda span: max(0, span[0] - p_end, p_start - span[1]))
+        if max(0, s - p_end, p_start - e) <= row.window:
+            yield p_start, p_end, s, e
+
+
+def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool) -> bool:
+    """Whether the words at ``place`` (the predicate's span, then the subject's) report the symptom, rather than
+    negate it, ask about it, suppose it or tell that it is over."""
+    p_start, p_end, s_start, s_end = place
+    clause = _clause_before(sentence, p_start)
+    if _NEGATION.search(" ".join(clause.split()[-3:])) or _NEGATION_CJK.search(clause[-3:]):
+        return False
+    first, second = sorted(((p_start, p_end), (s_start, s_end)))
+    outside = " ".join((sentence[:first[0]], sentence[first[1]:second[0]], sentence[second[1]:]))
+    if _PREVENT.search(outside) or _HISTORY.search(outside):
+        return False
+    own = _FIRST_PERSON.search(sentence) is not None
+    if not own and (_MODAL.search(sentence[:p_start]) or _MODAL.search(_clause_after(sentence, p_end))):
+        return False
+    if asks and _in_question(sentence, p_start):
+        return own or _ASKS_ABOUT_OWN.search(sentence) is not None
+    return True
+
+
+def _clause_after(sentence: str, position: int) -> str:
+    """The rest of the clause from ``position`` (up to the next comma, colon or "but")."""
+    m = _CLAUSE_BREAK.search(sentence, position)
+    return sentence[position:m.start() if m else len(sentence)]
+
+
+def _clause_before(sentence: str, position: int) -> str:
+    """The words of the clause before ``position`` (from the last comma, colon or "but"), at most 40 characters."""
+    window = sentence[max(0, position - 40):position]
+    cut = 0
+    for m in _CLAUSE_BREAK.finditer(window):
+        cut = m.end()
+    return window[cut:]
+
+
+def _in_question(sentence: str, position: int) -> bool:
+    """Whether ``position`` lies in the sentence's last clause, the one its question mark closes ("nvidia-smi is slow,
+    is that persistence?" reports, then asks)."""
+    last = 0
+    for m in _CLAUSE_BREAK.finditer(sentence):
+        last = m.end()
+    return position >= last

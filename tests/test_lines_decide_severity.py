@@ -1,0 +1,50 @@
+"""A failure a program printed is never outweighed by a check that judged without it (issue 21 review).
+
+Hand-written evidence (the nvcc banner, /proc/driver/nvidia/version and CUDA's runtime message are the texts those
+programs print; the versions are chosen to sit inside CUDA 12's minor-version compatibility).
+"""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from gpuhealth.cli import main
+
+NVCC_12_9 = """$ nvcc --version
+nvcc: NVIDIA (R) Cuda compiler driver
+Cuda compilation tools, release 12.9, V12.9.86
+$ cat /proc/driver/nvidia/version
+NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.20  Fri Mar 14 11:27:47 UTC 2025
+"""
+FAILED = "$ ./app\nCUDA error: CUDA driver version is insufficient for CUDA runtime version\n"
+
+
+def _report(tmp_path, text: str) -> dict:
+    path = tmp_path / "session.txt"
+    path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, ["analyze", "--format", "json", str(path)])
+    return json.loads(result.stdout)
+
+
+def _severity(report: dict, code: str) -> str:
+    return next(f["severity"] for f in report["findings"] if f["code"] == code)
+
+
+def test_minor_version_compatibility_alone_is_information(tmp_path):
+    assert _severity(_report(tmp_path, NVCC_12_9), "GH601") == "info"
+
+
+def test_a_program_that_failed_makes_the_same_finding_grave(tmp_path):
+    report = _report(tmp_path, NVCC_12_9 + FAILED)
+    assert _severity(report, "GH601") in ("warning", "critical")
+    assert report["verdict"] != "HEALTHY"
+
+
+def test_an_error_line_beside_stated_versions_is_more_than_the_setup(tmp_path):
+    """Versions in words alone only list the setup (GH005); an error named in the same sentence is evidence of state."""
+    words = "I have NVIDIA driver 550.54.14 with CUDA 12.4 installed.\n"
+    assert any(f["code"] == "GH005" for f in _report(tmp_path, words)["findings"])
+    report = _report(tmp_path, words.replace(".\n", ", and my job fails with CUDAError InsufficientDriver.\n"))
+    assert not any(f["code"] == "GH005" for f in report["findings"])

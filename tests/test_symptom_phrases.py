@@ -1,0 +1,51 @@
+"""The table of symptom wordings (knowledge/symptom_phrases.csv): every row cites its source, names a known symptom,
+reads its own examples as that symptom and none of its counterexamples, and its literals index every example."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhealth.knowledge import causes, symptom_phrases
+from gpuhealth.knowledge.symptom_phrases import phrases
+from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+ROWS = phrases()
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_every_row_cites_a_source_and_names_a_symptom(row):
+    assert row.source_title.strip() and row.source_url.startswith("https://")
+    assert row.symptom in causes.symptoms()
+    assert row.examples and row.counterexamples, "a family is tested both ways"
+    assert row.subject is not None or row.predicate is not None
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_every_row_reads_its_examples_and_not_its_counterexamples(row):
+    for example in row.examples:
+        found = told_symptoms(example)
+        assert row.symptom in [t.symptom for t in found], example
+        assert any(literal in example.lower() for literal in row.literals), f"no literal indexes {example!r}"
+    for counter in row.counterexamples:
+        assert row.symptom not in [t.symptom for t in told_symptoms(counter)], counter
+
+
+def test_the_states_a_snapshot_shows_are_named():
+    assert symptom_phrases.state_symptoms() == {"gpu-memory-held", "nouveau-despite-blacklist"}
+
+
+def test_a_bad_row_is_refused(monkeypatch: pytest.MonkeyPatch):
+    real = symptom_phrases.table_rows
+
+    def rows(name: str) -> list[dict[str, str]]:
+        found = real(name)
+        found[0] = {**found[0], "symptom": "gremlins"}
+        return found
+
+    monkeypatch.setattr(symptom_phrases, "table_rows", rows)
+    symptom_phrases._table.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="unknown symptom 'gremlins'"):
+            symptom_phrases.phrases()
+    finally:
+        symptom_phrases._table.cache_clear()

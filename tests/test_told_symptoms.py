@@ -1,0 +1,99 @@
+"""A symptom told in words, end to end through analyze: a short paragraph per family (hand-written) leads with the
+documented likeliest cause and the commands that tell the causes apart, below critical, its evidence marked as the
+reporter's words; the machine output given wins where it shows the opposite; words that only ask, negate or tell
+history raise nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.diagnosis import TOLD
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.model import Severity
+
+CORPUS = Path(__file__).parent / "data" / "corpus"
+SMI_IDLE = CORPUS / "gpud" / "accelerator_nvidia_query__nvidia-smi.550.90.07.out.0.valid"  # 8 idle H100s
+
+# (paragraph, the code that leads, the cause the differential ranks first)
+PARAGRAPHS = [
+    ("We run an exporter on an 8-GPU server. Since last week nvidia-smi takes forever, about 10 seconds per call, and "
+     "the exporter times out.", "GH604", "persistence-off"),
+    ("On one node nvidia-smi hangs and never returns; even kill -9 does not stop it.", "GH204", "gpu-fallen-off-bus"),
+    ("I killed my training with Ctrl-C. The GPU memory is still occupied on all four GPUs, but nvidia-smi shows no "
+     "process.", "GH414", "memory-held-idle"),
+    ("The Tesla card in my workstation overheats after ten minutes of training and then the machine shuts down.",
+     "GH406", "thermal-slowdown"),
+    ("Training gets slower and slower: 900 images/s at the start, 400 after an hour.", "GH406", "thermal-slowdown"),
+    ("After two days of training the GPU disappears and nvidia-smi lists only three GPUs.", "GH302",
+     "gpu-fallen-off-bus"),
+    ("I put nouveau on the blacklist in /etc/modprobe.d, yet it keeps coming back after every reboot.", "GH206",
+     "initramfs-stale"),
+    ("After installing the NVIDIA driver from the run file I get a black screen at boot.", "GH206", "nouveau-bound"),
+    # the hang's own reader (evidence/facts.p2p_lines) reads this sentence too, and GH706 judges it: the order of the
+    # causes is theirs
+    ("DDP training with 4 GPUs hangs at the first all_reduce, a single GPU works.", "GH806", None),
+]
+
+
+def lead_of(*texts: tuple[str, str]):
+    snapshot, _ = analyze_texts(list(texts))
+    return run_checks(snapshot).findings
+
+
+@pytest.mark.parametrize(("paragraph", "code", "cause"), PARAGRAPHS, ids=[f"{p[1]}-{p[2]}" for p in PARAGRAPHS])
+def test_a_told_symptom_leads_with_its_likeliest_cause_below_critical(paragraph: str, code: str, cause: str | None):
+    findings = lead_of(("notes.txt", paragraph))
+    lead = findings[0]
+    assert lead.code == code, [(f.code, f.message) for f in findings]
+    assert lead.severity is Severity.WARNING  # the reporter's words alone: never critical, never healthy
+    assert all(f.severity is not Severity.CRITICAL for f in findings)
+    assert lead.differential and lead.differential[0].cause == (cause or lead.differential[0].cause)
+    assert lead.evidence and all(e.source.endswith(TOLD) for e in lead.evidence)
+    assert TOLD.strip(" ()") in lead.message and lead.labels.get("reported") == "words"
+    assert lead.fixes, "the commands that tell the causes apart"
+    assert not any(f.code in ("GH003", "GH004") for f in findings)  # the paragraph was read, not unknown
+
+
+def test_a_cause_that_only_leads_by_its_prior_says_it_is_not_confirmed():
+    lead = lead_of(("notes.txt", "nvidia-smi takes forever on our server."))[0]
+    assert lead.code == "GH604" and "not confirmed" in lead.message
+    assert all(c.status == "open" for c in lead.differential)
+    assert all(not f.disruptive for f in lead.fixes)  # deciding commands, not a guessed repair
+
+
+def test_the_machine_output_wins_over_the_words():
+    # nvidia-smi shows every GPU's memory free (1 MiB used): GH414 read it and found nothing held
+    findings = lead_of(("nvidia-smi.txt", SMI_IDLE.read_text()),
+                       ("notes.txt", "The GPU memory is not released after my job ends."))
+    assert not any(f.code == "GH414" for f in findings)
+
+
+def test_persistence_shown_on_rules_out_the_likeliest_cause():
+    findings = lead_of(("nvidia-smi.txt", SMI_IDLE.read_text()), ("notes.txt", "nvidia-smi takes forever here."))
+    lead = findings[0]
+    assert lead.code != "GH604" and lead.severity is Severity.WARNING
+    statuses = {c.cause: c.status for c in lead.differential}
+    assert statuses["persistence-off"] == "ruled out"
+
+
+def test_a_machine_fault_still_leads_over_the_words():
+    text = ("nvidia-smi hangs since this morning.\nNVIDIA-SMI has failed because it couldn't communicate with the "
+            "NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n")
+    findings = lead_of(("session.txt", text))
+    assert findings[0].code == "GH203" and findings[0].severity is Severity.CRITICAL
+    assert any(f.code == "GH204" and f.severity is Severity.WARNING for f in findings)
+
+
+@pytest.mark.parametrize("paragraph", [
+    "Is nvidia-smi slow when persistence mode is off? Just curious before we buy the servers.",
+    "nvidia-smi is not slow and the GPU memory is not occupied.",
+    "nvidia-smi was slow before I enabled persistence mode. Thanks for the help!",
+    "To avoid a login loop, stop the display manager before installing the driver.",
+])
+def test_words_that_do_not_report_a_symptom_raise_nothing_from_it(paragraph: str):
+    findings = lead_of(("notes.txt", paragraph))
+    # nothing understood: no diagnosis (GH004) and the file not read (GH002), never healthy
+    assert sorted(f.code for f in findings) == ["GH002", "GH004"]
