@@ -22,9 +22,16 @@ def _gpuhealth(args: list[str], cwd, stdin: str | None = None) -> subprocess.Com
                           cwd=cwd, input=stdin)
 
 
+# a closing line too long for the terminal puts the command whole on a line of its own, after "for a script, run:"
+OWN_LINE = re.compile(r"for a script, run:$")
+
+
 def _hint(output: str) -> str:
-    match = HINT.search(output.rstrip("\n").splitlines()[-1])
-    assert match, output.splitlines()[-1]
+    *_, before, last = output.rstrip("\n").splitlines()
+    match = HINT.search(last)
+    if match is None and OWN_LINE.search(before) and last.strip().startswith("gpuhealth fix"):
+        return last.strip()
+    assert match, last
     return match.group(1)
 
 

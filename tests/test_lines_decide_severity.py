@@ -48,3 +48,10 @@ def test_an_error_line_beside_stated_versions_is_more_than_the_setup(tmp_path):
     assert any(f["code"] == "GH005" for f in _report(tmp_path, words)["findings"])
     report = _report(tmp_path, words.replace(".\n", ", and my job fails with CUDAError InsufficientDriver.\n"))
     assert not any(f["code"] == "GH005" for f in report["findings"])
+
+
+def test_a_piece_read_through_the_mined_table_is_not_called_unrecognised(tmp_path):
+    """A line only the mined table names (a CUDA error by its number, tied to a cu* call) was read: no GH002 saying
+    "nothing in it was analysed" beside the finding it raised."""
+    codes = {f["code"] for f in _report(tmp_path, "cuInit returned 802\n")["findings"]}
+    assert "GH210" in codes and "GH002" not in codes

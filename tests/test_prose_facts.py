@@ -93,6 +93,32 @@ def test_the_unit_listing_wins_over_the_words():
     assert _finding(report, "GH210") is None
 
 
+LSPCI_L40S = ("$ lspci -nn | grep -i nvidia\n"
+              "65:00.0 3D controller [0302]: NVIDIA Corporation AD102GL [L40S] [10de:26b9] (rev a1)\n")
+
+
+def test_container_toolkit_not_installed_in_words_is_judged_by_gh802():
+    """live `check` concludes "not installed" from nvidia-ctk and the runtime's files; here the words say it, and the
+    GPU is on the bus: GH802 warns and quotes the words, never "nvidia-ctk: command not found"."""
+    snapshot, report = _analyze("docker run --gpus all fails on this box. The nvidia-container-toolkit is not "
+                                "installed yet.", LSPCI_L40S)
+    assert "env_nvidia_ctk" not in snapshot.unavailable and snapshot.host_env.docker is True
+    finding = _finding(report, "GH802")
+    assert finding is not None and finding.labels.get("reported") == "words"
+    assert [e.source for e in finding.evidence].count(REPORTED_WORDS) == 1
+    assert "nvidia-ctk --version" not in [e.source for e in finding.evidence]
+    assert "env_nvidia_ctk" in snapshot.machine_only().unavailable  # without the words the question is open
+
+
+def test_the_toolkits_version_wins_over_the_words():
+    snapshot, report = _analyze("The nvidia-container-toolkit is not installed, docker run fails.", LSPCI_L40S,
+                                "$ dpkg -l | grep nvidia-container\n"
+                                "ii  nvidia-container-toolkit      1.17.3-1     amd64  NVIDIA Container toolkit\n"
+                                "ii  nvidia-container-toolkit-base 1.17.3-1     amd64  NVIDIA Container Toolkit Base\n")
+    assert snapshot.host_env.nvidia_ctk_version == "1.17.3"
+    assert not any(f.field == "unavailable" for f in snapshot.reported)
+
+
 # ----------------------------------------------------------------------------------------------- PCIe
 
 
@@ -107,6 +133,16 @@ def test_a_narrow_link_in_words_is_judged_against_the_boards_own():
     assert finding is not None and finding.severity is not Severity.CRITICAL
     assert finding.labels.get("reported") == "words"
     assert report.verdict != "HEALTHY"
+
+
+def test_a_low_generation_in_words_is_judged_only_with_the_load_they_state():
+    """GH407 judges a generation below the board's only while the GPU is busy: "100 % utilization" in the sentence
+    says so; without it the generation is read but not judged (an idle GPU lowers its link)."""
+    _, report = _analyze("Our GeForce RTX 4090 stays at Gen1 x16 while training at 100% GPU utilization.")
+    finding = _finding(report, "GH407")
+    assert finding is not None and finding.severity is Severity.WARNING and "Gen1 of Gen4" in finding.message
+    snapshot, report = _analyze("Our GeForce RTX 4090 stays at Gen1 x16.")
+    assert snapshot.smi.gpus[0].pcie_gen_current == 1 and _finding(report, "GH407") is None
 
 
 def test_a_link_without_a_model_named_fills_nothing():

@@ -54,6 +54,7 @@ def finding(document: dict, code: str) -> dict:
     ("## [BUG] node crashes with `Xid 119`", [("xid", 119)]),
     ("xid=48 in the exporter alert", [("xid", 48)]),
     ("the switch logged SXid 12028 twice", [("sxid", 12028)]),
+    ("got xid79 and Xid-48 again", [("xid", 79), ("xid", 48)]),
     ("We don't know why, the log shows Xid 79", [("xid", 79)]),
 ])
 def test_an_xid_named_in_words_is_read(line, expected):
@@ -62,6 +63,8 @@ def test_an_xid_named_in_words_is_read(line, expected):
 
 @pytest.mark.parametrize("line", [
     "pxid 79 and xidle 48",  # inside words
+    "the xid-related counter is 79",  # a compound word
+    "XID0x1f",
     "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\"} 79",  # a metric's name
     "XID 0x1f of the window",  # hexadecimal: an X11 resource id
     "xid 2.5 was released",  # a version
@@ -224,3 +227,12 @@ def test_other_error_names_are_not_nvml(line):
 def test_a_go_nvml_name_leads_as_the_c_name(tmp_path):
     document = analyze(tmp_path, plugin_log="E0101 00:00:00.000000 1 main.go:1] error: ERROR_GPU_IS_LOST\n")
     assert lead(document) == "GH302"
+
+
+def test_the_xid_reader_is_imported_only_for_a_paste_naming_an_xid():
+    import mined_helpers
+
+    probe = mined_helpers.imported("gpuhealth.parsers.reported_xids")
+    assert "NOT-MINED" in mined_helpers.analyze_in_child("RuntimeError: CUDA error: out of memory\n", probe)
+    said = mined_helpers.analyze_in_child("the log shows Xid 79\n", probe)
+    assert "MINED" in said and "NOT-MINED" not in said

@@ -32,6 +32,17 @@ PARAGRAPHS = [
     ("I put nouveau on the blacklist in /etc/modprobe.d, yet it keeps coming back after every reboot.", "GH206",
      "initramfs-stale"),
     ("After installing the NVIDIA driver from the run file I get a black screen at boot.", "GH206", "nouveau-bound"),
+    ("After reinstalling conda, torch.cuda.is_available() returns False although nvidia-smi works.", "GH605",
+     "torch-cpu-build"),
+    ("TensorFlow 2.16 does not detect the GPU on my workstation.", "GH610", "cuda-newer-than-driver"),
+    ("The GPU works on the host, but inside the docker container the GPU is not visible: the container can't see "
+     "the GPU.", "GH802", "container-toolkit-missing"),
+    ("Since yesterday nvidia-smi only shows 7 of 8 GPUs.", "GH102", "rminit-failed"),
+    ("On our 8-GPU node the first CUDA call takes about 40 seconds in every job.", "GH609", "persistence-off"),
+    ("After the kernel update last night nvidia-smi stopped working.", "GH203", "module-not-built"),
+    ("The NVIDIA driver installation fails on a fresh Ubuntu 24.04 server.", "GH507", "kernel-headers-missing"),
+    ("After the reboot the NVIDIA kernel module did not load and the desktop fell back to a low resolution.", "GH201",
+     "secure-boot-refused"),
     # the hang's own reader (evidence/facts.p2p_lines) reads this sentence too, and GH706 judges it: the order of the
     # causes is theirs
     ("DDP training with 4 GPUs hangs at the first all_reduce, a single GPU works.", "GH806", None),

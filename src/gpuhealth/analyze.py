@@ -33,6 +33,7 @@ from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.markdown import Part as MarkdownPart
 from gpuhealth.parsers.markdown import split_markdown
 from gpuhealth.parsers.session import Block, split_session, with_prompts
+from gpuhealth.parsers.wrapped import unwrap_lines
 from gpuhealth.records import record
 
 __all__ = ["EvidenceError", "Piece", "Recognised", "analyze_texts", "decode_bytes", "identify", "split_pieces"]
@@ -169,7 +170,7 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
 
         extra_unavailable = {**extra_unavailable, SETUP_INVENTORY_ONLY: inventory}
     snapshot = Snapshot(origin="evidence", sources=reading.sources, unrecognized_files=tuple(reading.unrecognized),
-                        unavailable={**_unavailable(fields), **extra_unavailable},
+                        unavailable=_answered({**_unavailable(fields), **extra_unavailable}, reported),
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
                         reported=reported, **fields)
     from gpuhealth.distro_infer import with_inferred_family
@@ -198,7 +199,9 @@ def printed_by(command: str, output: str) -> bool:
 
 
 def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
-    """Read one text (a pasted session is split into its blocks); what to name as not recognised if nothing was."""
+    """Read one text (a pasted session is split into its blocks); what to name as not recognised if nothing was.
+    Table rows and Xid lines a mail client or terminal wrapped are joined first (parsers/wrapped.py)."""
+    text = unwrap_lines(text)
     blocks = split_session(text, printed_by)
     if len(blocks) == 1 and blocks[0].command is None:
         return [] if _read_piece(reading, Piece(name, text), None, container=False) else [name]
@@ -212,6 +215,12 @@ def _fenced_text(part: MarkdownPart) -> str:
     """A fenced block's text, with a prompt put before each command line the registry proves by its output (a
     fence holds ``nvidia-smi`` and its table without the ``$``)."""
     return with_prompts(part.text, printed_by) if part.fenced else part.text
+
+
+def _answered(unavailable: dict[str, str], reported: tuple[Any, ...]) -> dict[str, str]:
+    """``unavailable`` without the parts a person's words answered ("the container toolkit is not installed")."""
+    answered = {key for fact in reported if fact.field == "unavailable" for key in fact.attributes}
+    return {key: why for key, why in unavailable.items() if key not in answered}
 
 
 def _block_name(name: str, block: Block) -> str:
@@ -271,15 +280,16 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
     found = statements(piece.text[:2_000_000], piece.name)
     if found:
         reading.stated.extend(found)
-        reading.log.append(Recognised(piece.name, "reported", f"{len(found)} fact(s) stated in words"))
+        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(found)} fact(s) stated in words"))
     return bool(found)
 
 
 # Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
 # what to compare, and can show a mismatch, but nothing in them shows the GPUs working. Evidence of these alone
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
-# A person's sentences ("reported": versions, unit states in words) show no GPU working either.
-SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version", "reported"}
+# A person's sentences (versions, unit states in words: evidence/prose.py) show no GPU working either.
+SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
+                                  "reporter's words"}
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:
@@ -454,6 +464,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
     # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)
     explained = {line for _, line in matched} | set(reported) | told
+    named = 0  # lines the mined table names (GH309): read, so the piece was understood
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
@@ -461,12 +472,13 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
             continue  # the table's rows: its parser and the checks judge them
         text = line.strip()
         if text and line not in explained and text not in reading.unknown_seen and _api_error(reading, piece, text):
+            named += 1
             continue
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
-    return len(matched) + len(told)
+    return len(matched) + len(told) + named
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
@@ -483,11 +495,14 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     return told
 
 
+_NAMES_XID = lazy_re(r"(?i)xid")  # the reader is imported only for a piece that holds the word
+
+
 def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
     reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
     lines that named them are returned."""
-    if kind == "kernel-log":  # the log's own lines are its parser's
+    if kind == "kernel-log" or not _NAMES_XID.search(piece.text):  # the log's own lines are its parser's
         return []
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 

@@ -58,10 +58,11 @@ def out_of_range(command: str, os_info: OsInfo | None) -> str:
     """Why ``command`` is not valid on ``os_info``'s distribution and release ("for Ubuntu's ubuntu-drivers tool
     ...: this host is debian 12"); empty when it is, when no row covers it, or when the host's distribution is not
     known (os-release absent: an inferred family names no distribution)."""
-    if os_info is None or not os_info.id:
+    # a family inferred from a package listing names no distribution, unless an rpm tag gave its release (.el7)
+    if os_info is None or not (os_info.id or (os_info.family_from and os_info.version_id and os_info.id_like)):
         return ""
     rows = [r for r in ranges() if r.pattern.search(command)]
     if not rows or any(r.holds(os_info) for r in rows):
         return ""
-    host = " ".join(x for x in (os_info.id, os_info.version_id) if x)
+    host = " ".join(x for x in (os_info.id or os_info.id_like[0], os_info.version_id) if x)
     return f"valid only for {rows[0].what}: this host is {host}"

@@ -23,11 +23,14 @@ from dataclasses import replace
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import OsInfo, Snapshot
 
-# a version's distribution suffix: Ubuntu's "0ubuntu1", Debian's "~deb12u1"/"+deb11u2", RHEL's ".el9", Fedora's ".fc39"
+# a version's distribution suffix: Ubuntu's "0ubuntu1", Debian's "~deb12u1"/"+deb11u2"
 _DEBIAN_VERSION = lazy_re(r"[0-9]ubuntu[0-9]|[~+]deb[0-9]{1,2}u?[0-9]*|[~+]ubuntu[0-9]{2}\.[0-9]{2}")
-_RHEL_VERSION = lazy_re(r"\.el[0-9]{1,2}(?:_[0-9]+)?(?:\.|$)|\.fc[0-9]{2}(?:\.|$)|\.amzn[0-9](?:\.|$)")
-# the kernel's own release: "5.14.0-362.8.1.el9_3.x86_64", "6.5.0-1017-aws" says nothing
-_RHEL_KERNEL = lazy_re(r"\.el[0-9]{1,2}(?:_[0-9]+)?\.(?:x86_64|aarch64|ppc64le)$|\.fc[0-9]{2}\.(?:x86_64|aarch64)$")
+# an rpm release's distribution tag (Fedora's packaging guidelines, %{?dist}): RHEL and its rebuilds ".el7", ".el9_3",
+# Fedora ".fc39", Amazon Linux ".amzn2", ".amzn2023"; in a package version ("1160.71.1.el7"), a kernel release
+# ("5.14.0-362.8.1.el9_3.x86_64") or an rpm name. "6.5.0-1017-aws" says nothing.
+_RPM_TAG = lazy_re(r"\.(el|fc|amzn)([0-9]{1,4})(?:_[0-9]{1,3})?(?=[.+~]|$)")
+# the os-release IDs a tag stands for: "el" is RHEL or a rebuild of it (CentOS, Rocky, Alma, Oracle), all RHEL-like
+TAG_IDS = {"el": ("rhel",), "fc": ("fedora",), "amzn": ("amzn",)}
 _PROC_VERSION = lazy_re(r"\((?:Ubuntu|Debian)\b|\bUbuntu\b|\(Red Hat\b|\bRed Hat [0-9]")
 # the program a command runs, after sudo and env assignments
 _COMMAND = lazy_re(r"^(?:sudo\s+(?:-\S+\s+)*)?(?:\w+=\S*\s+)*(\S+)")
@@ -43,7 +46,7 @@ _RHEL_OUTPUT = lazy_re(r"^(?:Last metadata expiration check:|Dependencies resolv
 # every run is bounded (a version is short): unbounded, a line of "1.1.1..." cost quadratic time
 _DEBIAN_TOKEN = lazy_re(r"\b[0-9][0-9.:]{0,40}-[0-9.]{0,40}[0-9]ubuntu[0-9][\w.~+]{0,40}"
                         r"|\b[0-9][0-9.:]{0,40}-[\w.]{0,80}~deb[0-9]{1,2}u[0-9]+\b")
-_RHEL_TOKEN = lazy_re(r"\b[0-9][0-9.]{0,40}-[\w.]{0,80}\.(?:el[0-9]{1,2}(?:_[0-9]+)?|fc[0-9]{2})"
+_RHEL_TOKEN = lazy_re(r"\b[0-9][0-9.]{0,40}-[\w.]{0,80}\.(?:el[0-9]{1,2}(?:_[0-9]+)?|fc[0-9]{2}|amzn[0-9]{1,4})"
                       r"\.(?:x86_64|aarch64|noarch)\b")
 # a package manager's command line in a pasted terminal text ("$ sudo apt-get install ...")
 _COMMAND_LINE = lazy_re(r"^\s*(?:[\w@.:~/-]*[$#]\s*)?(?:sudo\s+)?(apt-get|apt|dnf|yum)\s+(?:-\S+\s+)*"
@@ -56,7 +59,7 @@ def inferred_family(snapshot: Snapshot, commands: Iterable[str] = (),
     """``(family, how)``: ``("debian", "the dpkg package listing")``; None when the evidence shows neither family,
     or both. ``commands``: the shell commands the evidence shows were run; ``texts``: the evidence's raw texts."""
     seen: dict[str, list[str]] = {"debian": [], "rhel": []}
-    for family, how in _signals(snapshot, commands, texts):
+    for family, how in _signals(snapshot, commands, list(texts)):
         if how not in seen[family]:
             seen[family].append(how)
     found = [family for family, hows in seen.items() if hows]
@@ -65,7 +68,7 @@ def inferred_family(snapshot: Snapshot, commands: Iterable[str] = (),
     return found[0], ", ".join(seen[found[0]][:2])
 
 
-def _signals(snapshot: Snapshot, commands: Iterable[str], texts: Iterable[str]) -> Iterable[tuple[str, str]]:
+def _signals(snapshot: Snapshot, commands: Iterable[str], texts: list[str]) -> Iterable[tuple[str, str]]:
     env = snapshot.host_env
     for package in env.packages if env else ():
         if package.manager == "dpkg":
@@ -77,11 +80,9 @@ def _signals(snapshot: Snapshot, commands: Iterable[str], texts: Iterable[str]) 
         version = package.version or ""
         if _DEBIAN_VERSION.search(version):
             yield "debian", f"the package version {version}"
-        elif _RHEL_VERSION.search(version):
-            yield "rhel", f"the package version {version}"
+    for _, how in _rpm_tags(snapshot, texts):
+        yield "rhel", how
     os_info = snapshot.os
-    if os_info and os_info.kernel_release and _RHEL_KERNEL.search(os_info.kernel_release):
-        yield "rhel", f"the kernel release {os_info.kernel_release}"
     if os_info and os_info.kernel_version:
         match = _PROC_VERSION.search(os_info.kernel_version)
         if match:
@@ -102,24 +103,60 @@ def _signals(snapshot: Snapshot, commands: Iterable[str], texts: Iterable[str]) 
         token = _DEBIAN_TOKEN.search(head)
         if token:
             yield "debian", f"the version {token[0]}"
-        token = _RHEL_TOKEN.search(head)
-        if token:
-            yield "rhel", f"the package {token[0]}"
         line = _COMMAND_LINE.search(head)
         if line:
             yield ("debian" if line[1].startswith("apt") else "rhel"), f"the {line[1]} command in the evidence"
 
 
+def _rpm_tags(snapshot: Snapshot, texts: Iterable[str]) -> Iterable[tuple[tuple[str, str], str]]:
+    """((tag, release), how) for every rpm distribution tag the evidence shows: (("el", "7"), "the kernel package
+    3.10.0-1160.el7"). Read from package versions, the kernel packages a listing shows, the kernel release, and
+    rpm names in the texts."""
+    env, install, os_info = snapshot.host_env, snapshot.install, snapshot.os
+    named: list[tuple[str, str]] = [(p.version or "", f"the package version {p.version}") for p in
+                                    (env.packages if env else ()) if p.manager != "dpkg"]
+    if install is not None:
+        named += [(v, f"the kernel package {v}") for v in (*install.kernel_packages, *install.headers_packages)]
+    if os_info and os_info.kernel_release:
+        named.append((os_info.kernel_release, f"the kernel release {os_info.kernel_release}"))
+    for text in texts:
+        token = _RHEL_TOKEN.search(text[:_HEAD])
+        if token:
+            named.append((token[0], f"the package {token[0]}"))
+    for version, how in named:
+        match = _RPM_TAG.search(version[:200])
+        if match:
+            yield (match[1], match[2]), how
+
+
+def inferred_release(snapshot: Snapshot, texts: Iterable[str] = ()) -> tuple[tuple[str, ...], str] | None:
+    """``(os-release IDs, release)`` the rpm distribution tags show: ``(("rhel",), "7")`` for ``.el7``,
+    ``(("fedora",), "39")`` for ``.fc39``, ``(("amzn",), "2023")``; None when there is none, or tags disagree."""
+    tags = {tag for tag, _ in _rpm_tags(snapshot, texts)}
+    if len(tags) != 1:
+        return None
+    ((tag, release),) = tags
+    return TAG_IDS[tag], release
+
+
 def with_inferred_family(snapshot: Snapshot, commands: Iterable[str] = (), texts: Iterable[str] = ()) -> Snapshot:
     """``snapshot`` with ``os`` naming the family the evidence shows, when os-release did not say it (kept as it is
-    when it did, or when the evidence shows no single family)."""
+    when it did, or when the evidence shows no single family). An rpm distribution tag (``.el7``) also gives the
+    distribution's kind and release (``id_like`` rhel, ``version_id`` 7), so a command that release lacks (dnf on
+    EL7) is judged as on a host whose os-release said so."""
     if snapshot.os is not None and (snapshot.os.id or snapshot.os.id_like):
         return snapshot
+    texts = list(texts)
     found = inferred_family(snapshot, commands, texts)
     if found is None:
         return snapshot
     family, how = found
-    return replace(snapshot, os=replace(snapshot.os or OsInfo(), id_like=(family,), family_from=how))
+    os_info = replace(snapshot.os or OsInfo(), id_like=(family,), family_from=how)
+    release = inferred_release(snapshot, texts) if family == "rhel" else None
+    if release is not None and not (snapshot.os and snapshot.os.version_id):
+        ids, version = release
+        os_info = replace(os_info, id_like=ids, version_id=version)
+    return replace(snapshot, os=os_info)
 
 
 def family_note(os_info: OsInfo | None) -> str:
@@ -130,4 +167,4 @@ def family_note(os_info: OsInfo | None) -> str:
     return f"distribution inferred from {os_info.family_from} ({os_info.family} family)"
 
 
-__all__ = ["family_note", "inferred_family", "with_inferred_family"]
+__all__ = ["family_note", "inferred_family", "inferred_release", "with_inferred_family"]

@@ -295,7 +295,7 @@ class OsInfo:
         names = {self.id or "", *self.id_like}
         if names & {"debian", "ubuntu"}:
             return "debian"
-        if names & {"rhel", "centos", "fedora", "rocky", "almalinux", "ol"}:
+        if names & {"rhel", "centos", "fedora", "rocky", "almalinux", "ol", "amzn"}:  # Amazon Linux: rpm, yum/dnf
             return "rhel"
         return "other"
 
@@ -675,7 +675,9 @@ class ReportedFact:
     not from a program's output: it fills the snapshot field a program's output would, only where no program's output
     gave it, and a finding that rests on it is the reporter's words (checks/engine.py keeps it below critical)."""
 
-    field: str  # the Snapshot field it filled: "driver", "cuda", "os", "install", "host_env", "smi"
+    # the Snapshot field it filled: "driver", "cuda", "os", "install", "host_env", "smi"; "unavailable": the words
+    # answered the parts of the evidence that ``attributes`` name (keys of Snapshot.unavailable)
+    field: str
     # the attributes it set there ("gpu:0:pcie_width_current" for one GPU of smi); () when it made the whole field
     attributes: tuple[str, ...]
     what: str  # "NVIDIA driver 570.133.20"
@@ -747,6 +749,9 @@ class Snapshot:
         changes: dict[str, Any] = {"reported": ()}
         for fact in self.reported:
             current = changes.get(fact.field, getattr(self, fact.field))
+            if fact.field == "unavailable":  # the words answered what pasted evidence leaves open: open again
+                changes[fact.field] = {**current, **dict.fromkeys(fact.attributes, "not in the evidence given")}
+                continue
             changes[fact.field] = _without(current, fact.attributes)
         return dataclasses.replace(self, **changes)
 

@@ -79,6 +79,8 @@ def test_cuda_driver_is_the_driver_not_cuda() -> None:
     ("After the update the nvidia-fabricmanager.service failed to start.", "nvidia-fabricmanager", "failed", None),
     ("There is no fabric manager on these nodes.", "nvidia-fabricmanager", "inactive", "not-found"),
     ("docker is not running on the host.", "docker", "inactive", None),
+    ("Turns out nvidia-container-toolkit is not installed.", "nvidia-container-toolkit", "inactive", "not-found"),
+    ("We found that nvidia-docker2 is missing on the worker.", "nvidia-container-toolkit", "inactive", "not-found"),
 ])
 def test_unit_states_a_person_states(text: str, unit: str, active: str | None, enabled: str | None) -> None:
     (stated,) = unit_statements(text)
@@ -99,6 +101,13 @@ def test_no_unit_state_is_invented(text: str) -> None:
     assert unit_statements(text) == ()
 
 
+def test_the_toolkit_statement_names_the_engine_the_words_use() -> None:
+    (toolkit,) = unit_statements("docker run --gpus all fails here. The NVIDIA Container Toolkit is not installed.")
+    assert toolkit.engines == ("docker",)
+    stated = {s.unit: s for s in unit_statements("docker is not installed and nvidia-container-toolkit is missing.")}
+    assert stated["nvidia-container-toolkit"].engines == ()  # docker is said to be absent: no engine in use
+
+
 # ----------------------------------------------------------------------------------------------- PCIe
 
 
@@ -111,6 +120,13 @@ def test_no_unit_state_is_invented(text: str) -> None:
 def test_pcie_links_a_person_states(text: str, gen: int | None, width: int | None, expected: int | None) -> None:
     (stated,) = pcie_statements(text)
     assert (stated.gen, stated.width, stated.expected_width) == (gen, width, expected)
+
+
+def test_a_utilisation_in_the_same_sentence_comes_with_the_link() -> None:
+    (stated,) = pcie_statements("It stays at Gen1 x16 while training, GPU util at 98% the whole time.")
+    assert (stated.gen, stated.busy_pct) == (1, 98.0)
+    (stated,) = pcie_statements("It stays at Gen1 x16. Utilization was 98 % before.")
+    assert stated.busy_pct is None  # another sentence: not tied to the link
 
 
 @pytest.mark.parametrize("text", [

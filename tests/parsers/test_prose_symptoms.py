@@ -58,6 +58,36 @@ FAMILIES = [
       "The desktop won't start after the nvidia install."],
      ["To avoid a login loop, stop the display manager before installing the driver.",
       "The black screen went away after I reinstalled the NVIDIA driver."]),
+    ("torch-no-gpu",
+     ["On the new box PyTorch can't find the GPU.", "torch.cuda.is_available() always gives False for me",
+      "torch.cuda.device_count() returns 0 on our cluster node"],
+     ["PyTorch uses the GPU fine.", "Why would torch.cuda.is_available() return False in general?",
+      "torch.cuda.is_available() is True"]),
+    ("framework-no-gpu",
+     ["Keras is not able to use the GPU on Ubuntu 22.04.", "cupy cannot access the GPU after the driver update"],
+     ["TensorFlow does not fail to find the GPU any more, it works", "Can TensorFlow use the GPU without cuDNN?"]),
+    ("container-no-gpu",
+     ["Our Kubernetes pods cannot see any GPUs after the upgrade.",
+      "With podman the container is unable to use the GPU."],
+     ["The container can use the GPU now.", "Before I installed the toolkit, the container didn't see the GPU."]),
+    ("gpu-missing",
+     ["nvidia-smi lists only two GPUs out of eight.", "After the reboot nvidia-smi can't see the second GPU."],
+     ["nvidia-smi lists all eight GPUs.", "Why would nvidia-smi show only one of two GPUs in general?"]),
+    ("cuda-init-slow",
+     ["Creating the CUDA context takes over a minute.",
+      "Our first CUDA operation hangs for 20 seconds on the A100 node."],
+     ["The CUDA context is created at once.", "Is CUDA initialization slow without persistence mode?"]),
+    ("driver-unreachable",
+     ["Since the kernel upgrade nvidia-smi no longer works.", "nvidia-smi gives an error after I rebooted the server."],
+     ["nvidia-smi works fine after the update.", "nvidia-smi fails? Rebuild the module after a kernel update."]),
+    ("install-failed",
+     ["The NVIDIA driver install errors out while building the kernel module.",
+      "I could not install the nvidia driver with the run file."],
+     ["The driver installation finished without errors.", "pip install of the CUDA wheel failed"]),
+    ("module-refuses-to-load",
+     ["The nvidia-dkms module won't load on kernel 6.8.",
+      "Since the update the NVIDIA kernel module is not loaded at boot."],
+     ["The nvidia kernel module loads fine now.", "Before I disabled Secure Boot, the nvidia module did not load."]),
     ("job-hang",
      ["torchrun with 4 GPUs freezes at the first barrier.", "NCCL all_reduce is stuck forever on two nodes.",
       "Multi-GPU training hangs after init_process_group."],
@@ -77,7 +107,17 @@ def test_every_symptom_the_table_reads_has_a_family_here():
     assert {row.symptom for row in symptom_phrases.phrases()} == {f[0] for f in FAMILIES}
 
 
+@pytest.mark.parametrize(("sentence", "symptom"), [
+    ("the GPU memory doesnt get released after the job", "gpu-memory-held"),
+    ("PyTorch doesnt see my GPU", "torch-no-gpu"),
+    ("my nvidia driver cant load because of secure boot", "module-refuses-to-load"),
+])
+def test_contractions_typed_without_the_apostrophe(sentence: str, symptom: str):
+    assert told(sentence) == [symptom]
+
+
 @pytest.mark.parametrize("sentence", [
+    "nvidia-smi isnt slow.", "nvidia-smi doesnt hang.",
     "nvidia-smi is not slow.", "nvidia-smi is no longer slow since the upgrade.", "nvidia-smi doesn't take long.",
     "The GPU memory is not occupied.", "显存没有被占用",
 ])
@@ -126,6 +166,7 @@ def test_history_is_not_a_report(sentence: str, reports: bool):
     "E0819 07:02:54.757556       1 rm.go:109] NCCL training hangs in all_reduce",
     "| 0  Tesla T4   Off | memory is not released on the other GPUs |",
     "2024-05-01 12:00:00 WARNING nvidia-smi took 12 seconds",
+    "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False.",
 ])
 def test_machine_lines_are_not_the_reporters_words(line: str):
     assert told(line) == []

@@ -61,7 +61,9 @@ def _on_reported(snapshot: Snapshot, findings: list[Finding], machine: list[Find
             out.append(finding)
             continue
         severity = Severity.WARNING if finding.severity is Severity.CRITICAL else finding.severity
-        out.append(replace(finding, severity=severity, evidence=(*finding.evidence, Evidence(REPORTED_WORDS, words)),
+        quoted = any(e.source == REPORTED_WORDS for e in finding.evidence)  # the check quoted the words itself
+        evidence = finding.evidence if quoted else (*finding.evidence, Evidence(REPORTED_WORDS, words))
+        out.append(replace(finding, severity=severity, evidence=evidence,
                            labels={**finding.labels, "reported": "words"},
                            **(_actions(finding.code, severity) if severity is not finding.severity else {})))
     return out

@@ -16,7 +16,7 @@ from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_fo
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge import table_rows
 from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
-from gpuhealth.model import AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
+from gpuhealth.model import REPORTED_WORDS, AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
 from gpuhealth.records import record
 
 EOL_SOON_DAYS = 90
@@ -190,6 +190,8 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     Hosts where containers are not meant to use GPUs. gpuhealth running inside a container does not
     judge the host's toolkit. With a recent Docker, `--gpus` works through the toolkit's hook without
     the `nvidia` runtime in daemon.json; the runtime is still what NVIDIA's install guide configures.
+    The reporter's words ("nvidia-container-toolkit is not installed", with docker or podman in use) answer
+    the toolkit's absence where no program's output shows the toolkit; the finding then quotes them.
     """
     env = _env(snapshot)
     if not _has_gpu(snapshot) or env.container or not (env.docker or env.podman):
@@ -200,13 +202,15 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
         if "env_nvidia_ctk" in snapshot.unavailable:
             yield Skip(_unavailable(snapshot, "env_nvidia_ctk"))
             return
+        stated = snapshot.reported_fact("unavailable", "env_nvidia_ctk")
+        absent = ((Evidence(REPORTED_WORDS, (stated.words,)),) if stated is not None else
+                  (Evidence("nvidia-ctk --version", ("command not found",)),
+                   Evidence(", ".join(("/usr/bin/nvidia-container-runtime",
+                                       "/usr/bin/nvidia-container-runtime-hook")), ("not present",))))
         yield Draft(
             Severity.WARNING, f"{engines} is installed but the NVIDIA Container Toolkit is not: containers "
                               "cannot use the GPUs",
-            evidence=(Evidence("nvidia-ctk --version", ("command not found",)),
-                      Evidence(", ".join(("/usr/bin/nvidia-container-runtime",
-                                          "/usr/bin/nvidia-container-runtime-hook")), ("not present",)),
-                      *_docker_evidence(env)),
+            evidence=(*absent, *(() if snapshot.reported_fact("host_env", "docker") else _docker_evidence(env))),
             fixes=_toolkit_fixes(install=True, docker=env.docker, podman=env.podman),
         )
         return

@@ -516,7 +516,8 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     them apart: the port's LnkCap (`sudo lspci -vv -s <port above> | grep -E 'LnkCap|LnkSta'`).
     A link stated in the reporter's words for a GPU model they name ("our L40S links at Gen4 x8") is
     compared with that board's own PCIe generation and width (`knowledge/gpu_pcie.csv`, from NVIDIA's
-    product pages) where no program's output gives the link; such a finding is at most a warning.
+    product pages) where no program's output gives the link, with the utilisation the same sentence states
+    ("at 100 % utilization"), if any; such a finding is at most a warning.
     """
     gpus = seen_gpus(snapshot)
     if not gpus and not _pci_links(snapshot, gpus):

@@ -132,10 +132,33 @@ def _unit(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact
         values = {k: v for k, v in ((active, stated.active), (enabled, stated.enabled)) if v}
         return [_set(fields, "cuda", CudaState, values, what, stated.words, source)]
     env = fields.get("host_env")
+    if stated.unit == "nvidia-container-toolkit":
+        return _toolkit(fields, stated, source, what)
     if stated.unit != "docker" or stated.active is None or (env is not None and env.docker_active):
         return []
     values = {"docker_active": stated.active, **({"docker": False} if stated.enabled == "not-found" else {})}
     return [_set(fields, "host_env", HostEnvironment, values, what, stated.words, source)]
+
+
+# what the words answer that pasted evidence otherwise leaves open (Snapshot.unavailable's key): the toolkit's
+# absence, which live `check` reads from `nvidia-ctk --version` and the runtime's files
+TOOLKIT_UNAVAILABLE = "env_nvidia_ctk"
+
+
+def _toolkit(fields: dict[str, Any], stated: Any, source: str, what: str) -> list[ReportedFact]:
+    """"The NVIDIA Container Toolkit is not installed": what live `check` concludes when `nvidia-ctk` and the
+    runtime's files are absent (GH802), with the container engine the words use. Nothing where a program's output
+    shows the toolkit, or where the words do not say it is missing."""
+    env = fields.get("host_env")
+    if stated.enabled != "not-found" or (env is not None and (env.nvidia_ctk_version or env.container_toolkit_files)):
+        return []
+    facts = [ReportedFact("unavailable", (TOOLKIT_UNAVAILABLE,), f"{stated.unit}: not installed", stated.words,
+                          source)]
+    engines = {e: True for e in stated.engines if env is None or getattr(env, e) is None}
+    if engines:
+        facts.append(_set(fields, "host_env", HostEnvironment, engines, f"{', '.join(engines)} in use", stated.words,
+                          source))
+    return facts
 
 
 # --------------------------------------------------------------------------- PCIe links
@@ -178,7 +201,8 @@ def fill_pcie(fields: dict[str, Any], stated: BoardPcie, source: str) -> list[Re
     link, board = stated.pcie, stated.board
     width_max = max(board.pcie_width, link.expected_width or 0)
     values = {"pcie_gen_current": link.gen, "pcie_gen_max": board.pcie_gen if link.gen else None,
-              "pcie_width_current": link.width, "pcie_width_max": width_max if link.width else None}
+              "pcie_width_current": link.width, "pcie_width_max": width_max if link.width else None,
+              "utilization_gpu_pct": link.busy_pct}
     values = {k: v for k, v in values.items() if v is not None}
     what = (f"{board.name}: PCIe" + (f" Gen{link.gen}" if link.gen else "") + (f" x{link.width}" if link.width else "")
             + f" (the board: Gen{board.pcie_gen} x{board.pcie_width}, {board.source})")

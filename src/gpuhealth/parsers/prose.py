@@ -213,13 +213,15 @@ class UnitStatement:
     """What a sentence says of an NVIDIA unit: ``active`` and ``enabled`` as ``systemctl status`` would say them
     ("inactive" and "not-found" for a unit that is not installed; "failed"; "disabled")."""
 
-    unit: str  # "nvidia-fabricmanager", "nvidia-persistenced", "docker"
+    unit: str  # "nvidia-fabricmanager", "nvidia-persistenced", "docker", "nvidia-container-toolkit"
     active: str | None
     enabled: str | None
     words: str
+    engines: tuple[str, ...] = ()  # the container engines the words use ("docker", "podman"), for the toolkit
 
 
-_UNIT = lazy_re(r"(?<![\w/.-])(?:(?P<fm>nvidia[- ]?fabric[- ]?manager|nv-fabricmanager|fabric[- ]?manager)|"
+_UNIT = lazy_re(r"(?<![\w/.-])(?:(?P<ctk>nvidia[- ]container[- ]toolkit|nvidia-container-runtime|nvidia-docker2?|"
+                r"nvidia-ctk)|(?P<fm>nvidia[- ]?fabric[- ]?manager|nv-fabricmanager|fabric[- ]?manager)|"
                 r"(?P<pd>nvidia-persistenced|persistenced|persistence daemon)|(?P<docker>docker(?:d| daemon| engine)?))"
                 r"(?:\.service)?(?:\s(?:service|package|daemon|unit))?(?![\w-])", re.I)
 # the state after the unit's name: "is not installed", "isn't running" (spelt out), "seems to be missing"
@@ -238,22 +240,35 @@ _UNIT_STATES = {"installed": ("inactive", "not-found"), "present": ("inactive", 
                 "disabled": (None, "disabled"), "failed": ("failed", None), "failing": ("failed", None)}
 _UNIT_CONDITION = lazy_re(r"\b(?:if|when|whether|unless|once|until|make sure|ensure|check|verify|in case|"
                           r"otherwise|without|need|needs|must|should)\b")
+_PODMAN = lazy_re(r"(?<![\w-])podman(?![\w-])", re.I)
 _PAST_BE = lazy_re(r"\b(?:was|were|had)\s")
 _THERE_IS_NO = lazy_re(r"\bthere\s+is\s+no\s+(?:\S+\s+)?$")
 
 
 def unit_statements(text: str) -> tuple[UnitStatement, ...]:
-    """What the sentences of ``text`` state of the NVIDIA Fabric Manager, nvidia-persistenced and docker
-    units now: not installed (missing, not found), not running (inactive, stopped), disabled, failed. The past
-    ("was not running"), a question, a condition ("if fabric manager is not running") and a statement that
-    it runs ("even though it is installed") state nothing. The last statement per unit wins."""
+    """What the sentences of ``text`` state of the NVIDIA Fabric Manager, nvidia-persistenced, docker and the NVIDIA
+    Container Toolkit now: not installed (missing, not found), not running (inactive, stopped), disabled, failed.
+    The past ("was not running"), a question, a condition ("if fabric manager is not running") and a statement
+    that it runs ("even though it is installed") state nothing. The last statement per unit wins. The toolkit's
+    statement carries the container engines the words use ("docker run ... fails": docker)."""
     found: dict[str, UnitStatement] = {}
+    engines: set[str] = set()  # a container engine the words use ("docker run ... fails"): the toolkit's host
     for sentence in prose_sentences(text):
         for match in _UNIT.finditer(sentence):
-            unit = ("nvidia-fabricmanager" if match["fm"] else "nvidia-persistenced" if match["pd"] else "docker")
+            unit = ("nvidia-container-toolkit" if match["ctk"] else "nvidia-fabricmanager" if match["fm"]
+                    else "nvidia-persistenced" if match["pd"] else "docker")
             state = _unit_state(sentence, match)
             if state is not None:
                 found[unit] = UnitStatement(unit, state[0], state[1], sentence[:300])
+            elif match["docker"]:
+                engines.add("docker")
+        engines.update(m.group(0).lower() for m in _PODMAN.finditer(sentence))
+    toolkit = found.get("nvidia-container-toolkit")
+    if toolkit is not None and "docker" in found:
+        engines.discard("docker")  # the words say docker is not there
+    if toolkit is not None:
+        found["nvidia-container-toolkit"] = UnitStatement(toolkit.unit, toolkit.active, toolkit.enabled, toolkit.words,
+                                                          tuple(sorted(engines)))
     return tuple(found.values())
 
 
@@ -282,6 +297,7 @@ class PcieStatement:
     width: int | None
     expected_width: int | None
     words: str
+    busy_pct: float | None = None  # the GPU's utilisation the same sentence states ("at 100 % utilisation")
 
 
 _GEN = lazy_re(r"(?<![\w.])(?:gen\s?(?P<gen>[1-6])|pcie?\s?(?:gen\s?)?(?P<pcie>[1-6])(?:\.0)?|"
@@ -293,6 +309,9 @@ _EXPECTED = lazy_re(r"\b(?:instead of|rather than|should be|expected|supposed to
                     r"\W{0,3}(?:\S+\s+){0,2}$")
 # a link that changes ("cycling 32 -> 5 -> 2.5 GT/s", "flapping between Gen1 and Gen4") has no one present state
 _CHANGING = lazy_re(r"->|→|=>|\b(?:cycl|flap|toggl|bounc|fluctuat|alternat|oscillat|between)\w{0,6}", re.I)
+# "100 % utilisation", "GPU util at 98%", "utilization of 95 %": the GPU's load, in the sentence that states the link
+_UTILISATION = lazy_re(r"(?<![\w.])(?P<pct>\d{1,3})\s?%\s(?:gpu[- ]?)?util|"
+                       r"\butil(?:i[sz]ation)?\s(?:is\s|of\s|at\s|was\s){0,2}(?P<pct2>\d{1,3})\s?%", re.I)
 _LINK_CONTEXT = lazy_re(r"pcie|pci-e|pci express|\blink\b|lnksta|gt/s|\bgen\s?\d|\blanes?\b", re.I)
 
 
@@ -300,7 +319,8 @@ def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
     """The PCIe links the sentences of ``text`` state as a GPU's present one ("stuck at Gen2 x16", "only
     2.5 GT/s x8", "x4 instead of x16"). A value the words make a maximum, an expectation or a negation
     ("should be x16", "capable of Gen4", "not x16") is no present state; it may be the expected width. A
-    sentence naming two present generations or widths states none of them."""
+    sentence naming two present generations or widths states none of them. A utilisation the same sentence states
+    comes with it (GH407 judges a generation below the board's only while the GPU is busy)."""
     found: list[PcieStatement] = []
     for sentence in prose_sentences(text):
         if not _LINK_CONTEXT.search(sentence) or _CHANGING.search(sentence):
@@ -314,7 +334,9 @@ def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
         width = widths.pop() if len(widths) == 1 else None
         wanted = max(expected) if expected and width is not None and max(expected) > width else None
         if gen or width:
-            found.append(PcieStatement(gen, width, wanted, sentence[:300]))
+            busy = {float(m["pct"] or m["pct2"]) for m in _UTILISATION.finditer(sentence)}
+            found.append(PcieStatement(gen, width, wanted, sentence[:300],
+                                       busy.pop() if len(busy) == 1 and max(busy) <= 100 else None))
     return tuple(found[:64])
 
 

@@ -39,12 +39,14 @@ _SENTENCE_END = lazy_re(r"(?<![.])[.!?;][!?]{0,9}(?=\s|$)|[!?;]{2,10}(?=\s|$)|[�
 _CLAUSE_BREAK = lazy_re(r"[,:，：]|\bbut\b|\bhowever\b")
 _WORDY = lazy_re(r"[a-z]{2,}|[\u4e00-\u9fff]")
 # lines a program printed, not a person (matched lower-cased): log prefixes, tables, prompts, timestamps, glog/klog
-# levels ("e0819 07:02:54"), NVRM lines
+# levels ("e0819 07:02:54"), NVRM lines, an exception's line ("RuntimeError: ...", "torch.cuda.OutOfMemoryError: ...")
 _MACHINE = lazy_re(r"^\s{0,20}(?:[\[<|+#]|\$ |>>>|\d{2,4}[-/:.]\d|[ewif]\d{4} |nvrm:|"
-                   r"(?:info|warn|warning|error|debug|fatal)\b[:\]]?)")
+                   r"(?:info|warn|warning|error|debug|fatal)\b[:\]]?|[a-z_.]{0,80}(?:error|exception|warning):)")
 # a program's line anywhere: a syslog or journal line of the kernel, the driver's NVRM prefix
 _MACHINE_ANYWHERE = lazy_re(r"\bkernel: |\bnvrm: ")
-_NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bnor|\bneither)\b")
+# contractions also as people type them without the apostrophe ("doesnt", "cant")
+_NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bnor|\bneither|"
+                    r"\b(?:do|does|did|is|was|are|were|ca|wo|could|would|should|has|have|had)nt)\b")
 _NEGATION_CJK = lazy_re(r"[不没未]")
 _FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|mine|we|we're|we've|our|ours|us|me)\b|我")
 # words that make a sentence a hypothetical or a general statement, unless the writer speaks of their own machine
@@ -58,8 +60,9 @@ _PREVENT = lazy_re(r"\b(?:to avoid|to prevent|avoids?|prevents?|avoiding|prevent
 _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back to normal|"
                    r"(?:is|was|are|were) gone|(?:is|was|got|been|now|are|were) (?:fixed|solved|resolved)|"
                    r"(?:fixed|solved|resolved) (?:it|this|that|the))\b")
-# a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..."
-_ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why|how come|how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
+# a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..." ("why would ..." supposes)
+_ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why(?! (?:would|could|might|may|can|should)\b)|how come|"
+                          r"how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
                           r"debug|troubleshoot|speed up|stop|get rid of|free|release))\b|为什么|为何|怎么办")
 
 
@@ -84,7 +87,8 @@ def told_symptoms(text: str) -> list[Told]:
     original_lines = text.splitlines()
     for number, line in enumerate(lowered.splitlines()):
         line = line[:MAX_LINE]
-        candidates = [row for row in rows if any(literal in line for literal in row.literals)]
+        candidates = [row for row in rows if counts.get(row.symptom, 0) < MAX_PER_SYMPTOM
+                      and any(literal in line for literal in row.literals)]
         if not candidates or _MACHINE.match(line) or _MACHINE_ANYWHERE.search(line) or not _prose(line):
             continue
         original = original_lines[number][:MAX_LINE] if number < len(original_lines) else line
@@ -168,7 +172,9 @@ def _places(row, sentence: str):
         if not near:
             continue
         s, e = min(near, key=lambda span: max(0, span[0] - p_end, p_start - span[1]))
-        if max(0, s - p_end, p_start - e) <= row.window:
+        # an ordered family's subject is the predicate's own: no clause between them ("at 5 it/s, loss goes down")
+        if max(0, s - p_end, p_start - e) <= row.window and not (row.ordered and _CLAUSE_BREAK.search(
+                sentence, e, p_start)):
             yield p_start, p_end, s, e
 
 

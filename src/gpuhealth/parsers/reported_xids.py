@@ -7,10 +7,11 @@ person names after the word Xid is a *reported* one: it becomes an event of a Ke
 keep it below critical and say it was reported, not logged. Nobody saw the machine say it, and a finding may drain a
 node. A real kernel log in the same evidence wins (analyze drops the reported one).
 
-False friends are not read: "xid" inside a word (``pxid``, ``DCGM_FI_DEV_XID_ERRORS``), a hexadecimal or dotted
-number after it (``XID 0x1f``, ``xid 2.5``), an Xid number over 999 (an X11 or PostgreSQL XID), zero ("Xid errors:
-0"), the driver's own ``Xid (`` line and its ``caused by previous Xid``, and a name the sentence denies or asks about
-("no Xid 79", "check whether Xid 48 appears").
+The number may follow the word at once ("xid79", "Xid-48"). False friends are not read: "xid" inside a word
+(``pxid``, ``DCGM_FI_DEV_XID_ERRORS``, ``xid-related``), a hexadecimal or dotted number after it (``XID 0x1f``,
+``xid 2.5``), an Xid number over 999 (an X11 or PostgreSQL XID), zero ("Xid errors: 0"), the driver's own ``Xid (``
+line and its ``caused by previous Xid``, and a name the sentence denies or asks about ("no Xid 79", "check whether
+Xid 48 appears").
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ _SEP = r"\s{0,3}(?:/|,|&|\+|\band\b|\bor\b)\s{0,3}(?:s?xids?\s{0,3})?"
 # the word, what may stand between it and its number ("Xid error 79", "XID: 79", "Xid #79", "Xid code 48"), then one
 # number or a list of them; each number ends where no digit, word character or ".digit" follows
 _NAMED = guarded_re(
-    r"(?<![\w-])(?P<s>s)?xids?(?![\w-])"
-    r"(?:\s{0,3}(?:[:#=(]|\berrors?\b|\bevents?\b|\bcodes?\b|\bnumbers?\b|\bof\b)){0,3}\s{0,3}"
+    r"(?<![\w-])(?P<s>s)?xids?(?![A-Za-z_])"
+    r"(?:\s{0,3}(?:[-:#=(]|\berrors?\b|\bevents?\b|\bcodes?\b|\bnumbers?\b|\bof\b)){0,3}\s{0,3}"
     r"(?P<list>\d{1,5}(?![\w]|\.\d)(?:" + _SEP + r"\d{1,5}(?![\w]|\.\d)){0,12})",
     re.I, may=has_folded("xid"))
 _NUMBER = lazy_re(r"\d{1,5}")

@@ -1,0 +1,93 @@
+"""Lines a mail client or a terminal wrapped, joined back where their own format shows the break.
+
+A paste that went through a mail client is wrapped at 72-80 columns; a terminal narrower than the output wraps it
+too. Most wrapped lines cannot be told from two lines, so only two formats, whose records say where they end, are
+joined:
+
+- an ``nvidia-smi`` table: its rule lines (``+----+----+``) give its width and every row starts and ends with
+  ``|``, so inside such a table a row that does not end with ``|`` (or falls short of the width), followed by a
+  line that starts with neither ``|`` nor ``+``, was broken (the table's parser refuses such a box, and the GPU it
+  shows is lost); a rule line cut in its run of dashes is joined to the rest of the run;
+- the driver's Xid line, ``NVRM: Xid (PCI:<address>): <n>, ...`` (NVIDIA's Xid catalogue; open-gpu-kernel-modules
+  prints it from ``nvErrorLog_va``): a line that holds ``NVRM: Xid`` without the full head, followed by a line that
+  completes it, was broken before the Xid's number (a long journald prefix pushes the head past column 72), and the
+  kernel-log parser loses the event.
+
+A break at a blank (a mail client wraps between words and drops the blank) is joined with one blank; a break in a run
+of ``-``/``=`` (a rule cut by a terminal) is joined with none. Linear, one pass; at most ``MAX_SEGMENTS`` lines join.
+"""
+
+from __future__ import annotations
+
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.parsers.session import prompt_command
+
+__all__ = ["MAX_SEGMENTS", "unwrap_lines"]
+
+MAX_SEGMENTS = 4  # a line wrapped into more pieces than this is not a wrapped line
+MAX_JOINED = 4096  # characters of a joined line
+# nvidia-smi's rule lines ("+----+----+", "|====+====|"), not a markdown table's ("|---|---|": its rows vary in width)
+_RULE = lazy_re(r"[ \t]{0,8}(?:\+[-=+]{10,400}\+|\|=[-=+|]{10,400}\|)\s*$")
+_RULE_START = lazy_re(r"[ \t]{0,8}[+|][-=+]{10,400}$")
+_RULE_END = lazy_re(r"[-=+]{1,400}[+|]\s*$")
+_XID_HEAD = lazy_re(r"NVRM: Xid \([^)\n]{1,160}\):?\s{0,8}\d{1,6}\b")
+
+
+def unwrap_lines(text: str) -> str:
+    """``text`` with wrapped nvidia-smi table rows and Xid lines joined (see the module docstring); the text itself
+    when it has none."""
+    if "|" not in text and "Xid" not in text:
+        return text
+    lines = text.splitlines()
+    out: list[str] = []
+    changed = False
+    width = 0  # the width of the table being read: its last whole rule line's
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        segments = 1
+        while i < len(lines) and segments < MAX_SEGMENTS and len(line) < MAX_JOINED:
+            joined = _joined(line, lines[i], width)
+            if joined is None:
+                break
+            line, i, segments, changed = joined, i + 1, segments + 1, True
+        if _RULE.match(line):
+            width = len(line.rstrip())
+        elif line.lstrip()[:1] not in ("|", "+"):
+            width = 0  # the table ended
+        out.append(line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "") if changed else text
+
+
+def _joined(line: str, following: str, width: int) -> str | None:
+    """``line`` and ``following`` as the one line they were, or None when ``following`` is a line of its own.
+    ``width``: the table's width (0 outside a table)."""
+    head, tail = line.lstrip(), following.strip()
+    if not tail:
+        return None
+    glued = None
+    if width and head[:1] == "|" and tail[:1] not in ("|", "+"):  # a row of the table
+        short = len(line.rstrip()) + len(tail) < width + 2  # the rest of the row fits its width
+        if line.rstrip()[-1:] != "|" or short:
+            glued = _glue(line, following, width)
+    elif _RULE_START.match(line) and _RULE_END.match(following):  # a rule line cut in its run of "-" or "="
+        glued = line.rstrip() + tail
+    elif "NVRM: Xid" in line and _XID_HEAD.search(line) is None:
+        glued = _glue(line, following, 0)
+        glued = glued if _XID_HEAD.match(glued, line.rfind("NVRM: Xid")) else None
+    if glued is None or prompt_command(following) is not None:  # a command typed after a cut-off paste
+        return None
+    return glued
+
+
+def _glue(line: str, following: str, width: int) -> str:
+    """The two pieces of a wrapped line: a rule cut mid-run joins as it was; words join with the blank the wrap ate,
+    or in a table, with the blanks that bring the row to the table's width (the wrap broke in a column's padding)."""
+    end, start = line.rstrip()[-1:], following.lstrip()[:1]
+    rest = following.strip()
+    if end in "-=" and start == end:
+        return line.rstrip() + rest
+    if line.endswith((" ", "\t")):  # format=flowed mail keeps the blank at the end of the wrapped line
+        return line + following.lstrip()
+    return line + " " * max(1, width - len(line) - len(rest)) + rest
