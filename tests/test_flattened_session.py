@@ -110,3 +110,24 @@ def test_the_judgements_per_text_are_bounded():
 
     split_session("\n".join(["nvidia-smi -q x lspci -k y dkms status z"] * 5000), counting)
     assert len(calls) <= MAX_FLAT_CHECKS
+
+
+@pytest.mark.parametrize("text", [
+    "root@plex:~# dmesg | grep NVRM\n[    6.252567] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06\n",
+    "$ dmesg | grep -i xid\n[ 8123.456789] NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, name=python, GPU has fallen "
+    "off the bus.\n",
+    "$ journalctl -k | grep NVRM\n",
+])
+def test_a_prompt_line_with_one_command_is_a_command_line(text):
+    # a pipeline's last program takes its argument ("grep NVRM" is not "grep" printing "NVRM"), and a prompt line
+    # holds a flattened session only when two or more commands are on it
+    assert split_session(text, printed_by) == split_session(text)
+
+
+def test_a_comment_after_a_command_holds_its_output():
+    # a write-up's "cmd # what it printed" (the annotation is the command's output, transcribed)
+    text = "# versions\nuname -r # 5.15.0-94-generic\ndkms status nvidia # nvidia/570.133.07, 5.15.0-94-generic, " \
+           "x86_64: installed\n"
+    assert [(c, o) for c, o in _pairs(text) if c] == [
+        ("uname -r", "5.15.0-94-generic"),
+        ("dkms status nvidia", "nvidia/570.133.07, 5.15.0-94-generic, x86_64: installed")]

@@ -86,3 +86,26 @@ def test_the_command_path_compiles_nothing_at_import():
     registering = {"", "gpuhealth.checks.registry _CODE", "gpuhealth.checks.registry _SLUG",
                    "gpuhealth.evidence.registry _SLUG"}
     assert set(out.stdout.split("\n")) - registering == set()
+
+
+def test_no_module_compiles_a_pattern_at_import():
+    """A module-level ``re.compile`` (or ``re.search(...)`` with a string pattern) runs at every start-up of every
+    command that imports its module, used or not: ``lazy_re`` instead. Registering a check or an evidence kind
+    compiles its lazy code and slug patterns, which is through ``lazyre``, not module code, and allowed."""
+    code = ("import importlib, pkgutil, re, sys\n"
+            "import gpuhealth\n"
+            "found = set()\n"
+            "original = re._compile\n"
+            "def spy(pattern, flags):\n"
+            "    caller = sys._getframe(2)  # re._compile <- re.compile (or re.search ...) <- its caller\n"
+            "    name = caller.f_globals.get('__name__', '')\n"
+            "    if caller.f_code.co_name == '<module>' and name.startswith('gpuhealth'):\n"
+            "        found.add(f'{name}:{caller.f_lineno}')\n"
+            "    return original(pattern, flags)\n"
+            "re._compile = spy\n"
+            "for m in pkgutil.walk_packages(gpuhealth.__path__, 'gpuhealth.'):\n"
+            "    if not m.name.endswith('__main__'):\n"
+            "        importlib.import_module(m.name)\n"
+            "print('\\n'.join(sorted(found)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split() == [], out.stdout

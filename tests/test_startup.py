@@ -92,6 +92,25 @@ def test_analyze_of_files_imports_only_what_it_uses(bundle_dir: Path, framework:
     assert not extra, sorted(extra)
 
 
+# `gpuhealth --help` imports every lazy command's module for its one line of help: those modules must stay light.
+# Before: `inject` brought the trace sources (signal, tempfile, random, the model), the monitor's config brought
+# importlib.resources, `fleet` the model and the action table: 306 M instructions against 233 M before them.
+NOT_NEEDED_BY_HELP = {"gpuhealth.model", "gpuhealth.monitor.sources", "gpuhealth.monitor.sample",
+                      "gpuhealth.knowledge.actions", "gpuhealth.checks.engine", "gpuhealth.collect", "string"}
+
+
+def test_help_imports_none_of_the_commands_machinery(framework: set[str]):
+    loaded = _modules_after(["--help"])
+    assert "gpuhealth.monitor.inject" in loaded and "gpuhealth.web.fleet" in loaded  # it listed the lazy commands
+    extra = (NOT_NEEDED_BY_HELP & loaded) - framework
+    assert not extra, sorted(extra)
+
+
+def test_check_from_a_bundle_imports_no_string_module(bundle_dir: Path, framework: set[str]):
+    """`string` builds string.Template (a regex compiled at import): redaction needs only two constants of it."""
+    assert "string" not in _modules_after(["check", "--from", str(bundle_dir), "--format", "json"]) - framework
+
+
 def record_bundle(out: Path) -> None:
     """A bundle of the healthy 8x H100 test host, written to ``out``."""
     recorder = RecordingHost(FakeHost(load_spec("h100x8-healthy")), out)
@@ -431,6 +450,32 @@ def test_a_capped_read_gives_what_one_read_of_the_limit_gives(tmp_path: Path, si
 
     with open(path, "rb") as one:
         assert read_file_capped(str(path), limit) == one.read(limit)
+
+
+@pytest.mark.parametrize("size", [0, 10, 65536, 1_000_000])
+def test_a_capped_read_asks_for_no_more_than_it_has_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int):
+    """``os.read(fd, n)`` allocates n bytes first: a small file read under the 64 MiB cap must not ask for 64 MiB
+    to find its end (a replay reads ~140 files: that was 6 ms of `check --from`)."""
+    import os
+
+    from gpuhealth import bundle
+
+    asked: list[int] = []
+    real_read = os.read
+
+    def read(fd: int, n: int) -> bytes:
+        asked.append(n)
+        return real_read(fd, n)
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * size)
+    monkeypatch.setattr(bundle.os, "read", read)
+    assert bundle.read_file_capped(str(path), 64 * 1024 * 1024) == b"x" * size
+    read_so_far = [0]
+    for n in asked:
+        assert n <= max(65536, read_so_far[-1]), asked
+        read_so_far.append(min(size, read_so_far[-1] + n))
+    assert len(asked) <= 2 + size.bit_length()  # a large file in few reads: each asks for as much as it has
 
 
 def _pathlib_safe_relative(path: str) -> str:

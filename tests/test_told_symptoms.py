@@ -90,6 +90,23 @@ def test_persistence_shown_on_rules_out_the_likeliest_cause():
     assert statuses["persistence-off"] == "ruled out"
 
 
+def test_the_machine_output_confirms_the_cause_the_words_point_to():
+    # an L40S server's nvidia-smi with persistence off (GH604 raises it): the cause leads and explains the symptom
+    bundle = CORPUS / "nvidia-gpu-exporter" / "linux-x86_64__nvidia-l40s__595.80.txt"
+    findings = lead_of(("capture.txt", bundle.read_text()), ("notes.txt", "nvidia-smi takes forever on this server."))
+    assert findings[0].code == "GH604" and "GH901" in findings[0].explains
+    assert not any(f.code == "GH901" for f in findings)
+
+
+def test_a_symptom_whose_causes_the_machine_output_rules_out_stays_open():
+    # 8 healthy H100s with persistence on, a clean kernel log: every documented cause of a slow nvidia-smi is ruled
+    # out, so the words stay a warning of their own (GH901), not a guessed cause
+    bundle = CORPUS / "nvidia-gpu-exporter" / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt"
+    findings = lead_of(("capture.txt", bundle.read_text()), ("notes.txt", "nvidia-smi takes forever on this server."))
+    assert [f.code for f in findings] == ["GH901"] and findings[0].severity is Severity.WARNING
+    assert all(c.status == "ruled out" for c in findings[0].differential)
+
+
 def test_a_machine_fault_still_leads_over_the_words():
     text = ("nvidia-smi hangs since this morning.\nNVIDIA-SMI has failed because it couldn't communicate with the "
             "NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n")

@@ -21,13 +21,13 @@ walks the source and every fix row for that).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gpuhealth.lazyre import LazyPattern, lazy_re
 from gpuhealth.model import Fix
+from gpuhealth.records import record
 
 
-@dataclass(frozen=True)
+@record  # a frozen dataclass that compiles nothing at import (records.py)
 class Shape:
     what: str  # the value in words, for the placeholder and the note: "kernel release"
     pattern: LazyPattern  # compiled on first use: a command fills few of the shapes (start-up)

@@ -27,11 +27,12 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from gpuhealth.checks.registry import Expectations
+from gpuhealth.records import record
 
 SYSTEM_PATH = Path("/etc/gpuhealth/config.toml")
 OLD_SYSTEM_PATH = Path("/etc/gpuhealth.toml")  # the expectations file before the one schema: still read
@@ -68,7 +69,7 @@ def _stderr(text: str) -> None:
     print(f"gpuhealth: {one_line(text)}", file=sys.stderr, flush=True)
 
 
-@dataclass
+@record  # not @dataclass: it compiles each method with exec, a third of this module's import (every command)
 class Settings:
     """The merged configuration: ``values`` (section -> table, as TOML reads it), ``sources`` (a dotted key
     such as ``check.gpu_count`` -> the layer that set it: "default", "system file /etc/...", ...) and the

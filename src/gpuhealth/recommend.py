@@ -38,6 +38,7 @@ from typing import Any
 
 from gpuhealth.commands import fill
 from gpuhealth.knowledge import drivers, gpus
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Snapshot, to_jsonable
 from gpuhealth.records import record
 
@@ -238,8 +239,8 @@ def _verdict(installed: str | None, branch: int | None, supports_all: bool | Non
     return "nothing-to-change", f"the installed driver {installed} (branch {branch}) supports every GPU here"
 
 
-_SXM = re.compile(r"SXM|HGX|HBM3|\b[BH]200\b|\bGB?[23]00\b|\bB300\b")
-_NOT_SXM = re.compile(r"PCIe|NVL\b", re.IGNORECASE)
+_SXM = lazy_re(r"SXM|HGX|HBM3|\b[BH]200\b|\bGB?[23]00\b|\bB300\b")
+_NOT_SXM = lazy_re(r"PCIe|NVL\b", re.IGNORECASE)
 HGX_GPUS = 8  # an HGX/DGX baseboard with NVSwitches carries 8 GPUs (4-GPU boards link GPUs directly)
 
 

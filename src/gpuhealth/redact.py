@@ -20,7 +20,6 @@ Host identifiers (hostname, UUIDs, serials, IP and MAC addresses, user names) go
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Callable
 
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
@@ -151,7 +150,7 @@ def _redact_line(line: str, lowered: str) -> str:
     return line
 
 
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")  # not `string`: an import
 
 
 def _lowered(text: str) -> str:

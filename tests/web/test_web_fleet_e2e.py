@@ -30,8 +30,6 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -46,11 +44,11 @@ from web_fakes import (
     H100_MODEL,
     REPO,
     Relay,
+    alertmanager_tool,
     prom_query,
-    ready_on,
     serve_process,
-    start_on_a_free_port,
-    stop_process,
+    start_alertmanager,
+    start_prometheus,
     tool,
     wait_for,
 )
@@ -198,15 +196,6 @@ def receiver() -> Iterator[_Receiver]:
         server.server_close()
 
 
-def _daemon(stack: contextlib.ExitStack, command: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    """A program stopped (then killed if need be) when ``stack`` closes, whatever happened."""
-    handle = stack.enter_context(open(log, "w"))
-    proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd)
-
-    stack.callback(stop_process, proc)
-    return proc
-
-
 def _fleet(url: str) -> tuple[int, list[tuple[str, str, str, str]], list[dict[str, str]]]:
     result = CliRunner().invoke(main, ["fleet", "--prometheus", url, "--format", "json"])
     assert result.exit_code in (0, 1, 2), result.output
@@ -223,8 +212,7 @@ def _start_node(stack: contextlib.ExitStack, node_dir: Path) -> str:
 
 def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) -> None:
     prometheus = tool("prometheus")
-    # Debian's name for it (.ci/run installs the package), else upstream's
-    alertmanager = shutil.which("alertmanager") or tool("prometheus-alertmanager")
+    alertmanager = alertmanager_tool()
     began = time.monotonic()
     (tmp_path / "node.toml").write_text(NODE_CONFIG)
     for n in (1, 2, 3):
@@ -250,16 +238,9 @@ def test_fleet_end_to_end_with_real_prometheus_and_alertmanager(tmp_path: Path) 
         node = {n: {"instance": target} for n, target in targets.items()}
         (tmp_path / "alertmanager.yml").write_text(alertmanager_config(f"http://127.0.0.1:{hook.server_port}"))
         (tmp_path / "gpuhealth.rules.yml").write_text(rules_copy())
-        am_log, prom_log = tmp_path / "alertmanager.log", tmp_path / "prometheus.log"
-        am_port, _ = start_on_a_free_port(lambda port: _daemon(stack, [
-            alertmanager, f"--config.file={tmp_path / 'alertmanager.yml'}", f"--storage.path={tmp_path / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], am_log, tmp_path),
-            am_log, ready_on, "Alertmanager")
+        am_port = start_alertmanager(stack, alertmanager, tmp_path / "alertmanager.yml", tmp_path)
         (tmp_path / "prometheus.yml").write_text(prometheus_config(targets, f"127.0.0.1:{am_port}"))
-        prom_port, _ = start_on_a_free_port(lambda port: _daemon(stack, [
-            prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}"], prom_log, tmp_path), prom_log, ready_on, "Prometheus")
-        url = f"http://127.0.0.1:{prom_port}"
+        url = f"http://127.0.0.1:{start_prometheus(stack, prometheus, tmp_path / 'prometheus.yml', tmp_path)}"
         client = stack.enter_context(httpx2.Client(base_url=url, timeout=5))
 
         # all three nodes scraped with their own token
@@ -368,7 +349,7 @@ def _own_pages(hook: _Receiver) -> list[dict[str, Any]]:
 
 def test_a_restart_of_serve_pages_nothing_twice_through_prometheus_and_alertmanager(tmp_path: Path) -> None:
     prometheus = tool("prometheus")
-    alertmanager = shutil.which("alertmanager") or tool("prometheus-alertmanager")
+    alertmanager = alertmanager_tool()
     began = time.monotonic()
     node_dir = tmp_path / "node"
     node_dir.mkdir()
@@ -395,15 +376,9 @@ def test_a_restart_of_serve_pages_nothing_twice_through_prometheus_and_alertmana
 
         (tmp_path / "alertmanager.yml").write_text(alertmanager_config(hook_url))
         (tmp_path / "gpuhealth.rules.yml").write_text(rules_copy())
-        am_log, prom_log = tmp_path / "alertmanager.log", tmp_path / "prometheus.log"
-        am_port, _ = start_on_a_free_port(lambda port: _daemon(stack, [
-            alertmanager, f"--config.file={tmp_path / 'alertmanager.yml'}", f"--storage.path={tmp_path / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], am_log, tmp_path),
-            am_log, ready_on, "Alertmanager")
+        am_port = start_alertmanager(stack, alertmanager, tmp_path / "alertmanager.yml", tmp_path)
         (tmp_path / "prometheus.yml").write_text(prometheus_config({9: relay.address}, f"127.0.0.1:{am_port}"))
-        prom_port, _ = start_on_a_free_port(lambda port: _daemon(stack, [
-            prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}"], prom_log, tmp_path), prom_log, ready_on, "Prometheus")
+        prom_port = start_prometheus(stack, prometheus, tmp_path / "prometheus.yml", tmp_path)
         client = stack.enter_context(httpx2.Client(base_url=f"http://127.0.0.1:{prom_port}", timeout=5))
         instance = {"instance": relay.address}
 

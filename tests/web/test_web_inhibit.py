@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
 import time
 
 import httpx2
-from web_fakes import REPO, ready_on, start_on_a_free_port, stop_process, tool
+from web_fakes import REPO, alertmanager_tool, start_alertmanager
 
 from gpuhealth.checks import catalogue
 from gpuhealth.checks.registry import REGISTRY
@@ -137,20 +136,9 @@ POSTED = [
 
 
 def test_a_real_alertmanager_inhibits_the_derived_alert_of_the_same_gpu_only(tmp_path):
-    import shutil
-
-    alertmanager = shutil.which("alertmanager") or tool("prometheus-alertmanager")
-    log = tmp_path / "alertmanager.log"
+    alertmanager = alertmanager_tool()
     with contextlib.ExitStack() as stack:
-        def start(port: int) -> subprocess.Popen:
-            out = stack.enter_context(open(log, "w"))
-            proc = subprocess.Popen([alertmanager, f"--config.file={ALERTMANAGER_YML}",
-                                     f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
-                                     "--cluster.listen-address="], stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
-            stack.callback(stop_process, proc)
-            return proc
-
-        port, _ = start_on_a_free_port(start, log, ready_on, "Alertmanager")
+        port = start_alertmanager(stack, alertmanager, ALERTMANAGER_YML, tmp_path)
         client = stack.enter_context(httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5))
         response = client.post("/api/v2/alerts", json=[a for a, _ in POSTED])
         assert response.status_code == 200, response.text

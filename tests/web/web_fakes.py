@@ -127,6 +127,40 @@ def start_on_a_free_port(start: Any, log: Path, ready: Any, what: str, timeout: 
     raise AssertionError(f"{what}: {tries} free ports were each taken before it could bind them")
 
 
+def daemon(stack: contextlib.ExitStack, command: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    """A program logging to ``log``, stopped (then killed if need be) when ``stack`` closes, whatever happened."""
+    handle = stack.enter_context(open(log, "w"))
+    proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd)
+    stack.callback(stop_process, proc)
+    return proc
+
+
+def alertmanager_tool() -> str:
+    """Alertmanager's path (Debian's name for it, which .ci/run installs, else upstream's), or skip (fail under CI)."""
+    return shutil.which("alertmanager") or tool("prometheus-alertmanager")
+
+
+def start_alertmanager(stack: contextlib.ExitStack, binary: str, config: Path, workdir: Path) -> int:
+    """A real Alertmanager running ``config`` on a free loopback port, its data and log
+    (alertmanager.log) in ``workdir``, no cluster; stopped when ``stack`` closes. Its port, once ready."""
+    log = workdir / "alertmanager.log"
+    port, _ = start_on_a_free_port(lambda port: daemon(stack, [
+        binary, f"--config.file={config}", f"--storage.path={workdir / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="], log, workdir),
+        log, ready_on, "Alertmanager")
+    return port
+
+
+def start_prometheus(stack: contextlib.ExitStack, binary: str, config: Path, workdir: Path) -> int:
+    """A real Prometheus running ``config`` on a free loopback port, its TSDB and log (prometheus.log) in
+    ``workdir``; stopped when ``stack`` closes. Its port, once ready."""
+    log = workdir / "prometheus.log"
+    port, _ = start_on_a_free_port(lambda port: daemon(stack, [
+        binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}"], log, workdir), log, ready_on, "Prometheus")
+    return port
+
+
 def ready_on(port: int) -> bool:
     """Prometheus or Alertmanager on this loopback port answers /-/ready."""
     import httpx2

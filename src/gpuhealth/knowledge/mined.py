@@ -17,9 +17,10 @@ import functools
 import re
 
 from gpuhealth.knowledge import read_table, table_rows
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")  # the miner's index words (tools/mine/mine_nvrm.py: _WORD)
+_WORD = lazy_re(r"[A-Za-z][A-Za-z0-9_]{3,}")  # the miner's index words (tools/mine/mine_nvrm.py: _WORD)
 
 
 @record
@@ -120,8 +121,8 @@ def messages() -> tuple[MinedMessage, ...]:
 
 # A conversion of a format, and the fixed words left around conversions: a row is tried (its pattern compiled and
 # run) only on a line holding every one of its fixed words, a substring test per word.
-_SPEC = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|I64)?[diouxXeEfgGcsp%]")
-_FIXED_WORD = re.compile(r"[A-Za-z]{4,}")
+_SPEC = lazy_re(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q|I64)?[diouxXeEfgGcsp%]")
+_FIXED_WORD = lazy_re(r"[A-Za-z]{4,}")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -38,8 +38,8 @@ _DRIVER_CALL_FAILED = (r"\bcu[A-Z][a-z][A-Za-z0-9_]{1,60}(?:\([^()\n]{0,60}\))?:
 # indexed).
 _MENTIONS = lazy_re(r"NCCL WARN|CUDA_ERROR_[A-Z]|cudaError[A-Z]|NVML_ERROR_[A-Z]|NVMLError_[A-Z]|DCGM_FR_[A-Z]"
                     r"|(?i:cuda)|[Tt]orch|NVIDIA driver|(?<![\w])ERROR_[A-Z]|" + _DRIVER_CALL_FAILED)
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
-_WHOLE = re.compile(r"(?<![\w\x01])[A-Za-z][A-Za-z0-9_]{3,}(?![\w\x01])")
+_WORD = lazy_re(r"[A-Za-z][A-Za-z0-9_]{3,}")
+_WHOLE = lazy_re(r"(?<![\w\x01])[A-Za-z][A-Za-z0-9_]{3,}(?![\w\x01])")
 
 
 @record

@@ -25,7 +25,6 @@ import click
 from gpuhealth.exits import CannotRun
 
 from .config import parse_duration, show_seconds
-from .sources import TRACE_FORMAT, TRACE_VERSION
 
 # What each kind does to the GPU's records from --at on, the rule it must fire, and the rule option that says how
 # long the fault must hold before that rule fires (None: at once).
@@ -87,6 +86,8 @@ def inject(text: str, drill: Drill, rules: dict[str, dict[str, Any]], where: str
 
 
 def _parse(text: str, where: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from .sources import TRACE_FORMAT, TRACE_VERSION  # here: `gpuhealth --help` imports this module for its line
+
     lines = text.splitlines()
     try:
         header = json.loads(lines[0]) if lines else None

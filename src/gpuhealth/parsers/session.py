@@ -174,7 +174,7 @@ def split_session(text: str, accepts: Accepts | None = None) -> list[Block]:
                 command = f"{command}\n{(more['code'] or '').strip()}".strip()
                 continue
         continuing = False
-        parts = _flattened(line, accepts, checks) if flat and accepts is not None else None
+        parts = _flattened(line, accepts, checks, prompt_command(line) is not None) if flat and accepts else None
         if parts:
             if command is not None or any(o.strip() for o in output):
                 blocks.append(Block(command, "\n".join(output), start, language))
@@ -196,9 +196,10 @@ def split_session(text: str, accepts: Accepts | None = None) -> list[Block]:
     return blocks or [Block(None, text)]
 
 
-def _flattened(line: str, accepts: Accepts, checks: list[int]) -> list[tuple[str | None, str]] | None:
+def _flattened(line: str, accepts: Accepts, checks: list[int], prompted: bool = False
+               ) -> list[tuple[str | None, str]] | None:
     """The (command, output) blocks of a line that holds a flattened session, or None (see the module docstring).
-    ``checks``: the accepts() calls left for the whole text."""
+    ``checks``: the accepts() calls left for the whole text; ``prompted``: the line starts with a prompt."""
     if len(line) > MAX_FLAT_LINE or checks[0] <= 0:
         return None
     names = []
@@ -234,15 +235,17 @@ def _flattened(line: str, accepts: Accepts, checks: list[int]) -> list[tuple[str
         parts.append((None, before))
     for i, (at, end) in enumerate(kept):
         output = line[end:kept[i + 1][0]] if i + 1 < len(kept) else line[end:]
-        parts.append((line[at:end].strip(), (_without_prompt(output) if i + 1 < len(kept) else output).strip()))
+        parts.append((line[at:end].strip(), _output(_without_prompt(output) if i + 1 < len(kept) else output)))
+    if prompted and len(kept) < 2:
+        return None  # "$ dmesg | grep NVRM" is a command line: a prompt line holds a flattened session of two or more
     return parts
 
 
 def _command_words(line: str, name_end: int, limit: int) -> list[re.Match[str]]:
-    """The words after a program's name that may still belong to its command line."""
+    """The words after a program's name that may still belong to its command line (a ``#`` starts a comment)."""
     words: list[re.Match[str]] = []
     for m in _TOKEN.finditer(line, name_end, limit):
-        if len(words) >= _MAX_COMMAND_WORDS or not _ARGUMENT.match(m[0]):
+        if len(words) >= _MAX_COMMAND_WORDS or m[0].startswith("#") or not _ARGUMENT.match(m[0]):
             break
         words.append(m)
     return words
@@ -255,15 +258,25 @@ def _output_may_start(line: str, end: int, limit: int) -> bool:
     return m is not None and not m[0].startswith("-") and m[0] not in _JOINER
 
 
+def _output(text: str) -> str:
+    """A flattened command's output; ``cmd # output`` (a write-up's comment holding what the command printed) gives
+    the comment's text."""
+    text = text.strip()
+    return text[1:].lstrip() if text.startswith("# ") else text
+
+
 def _proven_command(line: str, at: int, name_end: int, limit: int, accepts: Accepts, checks: list[int]
                     ) -> int | None:
-    """The end of the longest command starting at ``at`` whose output (to ``limit``) ``accepts`` takes, or None."""
-    for end in [w.end() for w in reversed(_command_words(line, name_end, limit))] + [name_end]:
+    """The end of the longest command starting at ``at`` whose output (to ``limit``) ``accepts`` takes, or None.
+    A command never ends at a pipe or at the program right after one (``dmesg | grep`` still needs its pattern)."""
+    words = _command_words(line, name_end, limit)
+    ends = [w.end() for k, w in enumerate(words)
+            if w[0] not in _JOINER and not (k and words[k - 1][0] in _JOINER)]
+    for end in [*reversed(ends), name_end]:
         if not _output_may_start(line, end, limit) or checks[0] <= 0:
             continue
         checks[0] -= 1
-        output = line[end:min(limit, end + _OUTPUT_HEAD)].strip()
-        if accepts(line[at:end].strip(), output):
+        if accepts(line[at:end].strip(), _output(line[end:min(limit, end + _OUTPUT_HEAD)])):
             return end
     return None
 

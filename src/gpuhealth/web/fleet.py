@@ -18,8 +18,6 @@ from typing import Any
 import click
 
 from gpuhealth.exits import CannotRun
-from gpuhealth.knowledge.actions import of_rule
-from gpuhealth.model import DRAINING_IMPACTS
 from gpuhealth.records import record
 
 RANK = {"critical": 2, "warning": 1, "info": 0}
@@ -78,6 +76,8 @@ def _value(result: dict[str, Any]) -> float:
 
 def collect(ask: Any, job: str) -> tuple[list[Row], int]:
     """Rows worst first and the number of nodes; ``ask(expr)`` runs one query."""
+    from gpuhealth.knowledge.actions import of_rule  # here, not at import: `gpuhealth --help` imports this module
+
     sel = 'job="{}"'.format(job.replace("\\", "\\\\").replace('"', '\\"'))  # a PromQL string literal
     rows: list[Row] = []
     nodes = ask(f"up{{{sel}}}")
@@ -186,6 +186,7 @@ def _table(rows: list[Row], nodes: int, base: str) -> None:
     from rich.text import Text
 
     from gpuhealth import inert
+    from gpuhealth.model import DRAINING_IMPACTS
 
     console = inert.console(highlight=False)  # node names and findings come from the fleet: shown, never interpreted
     if nodes == 0:
