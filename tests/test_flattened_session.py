@@ -31,7 +31,8 @@ def test_a_flattened_session_becomes_its_blocks():
         ("cat /proc/version", "Linux version 4.4.0-36-generic (buildd@lcy01-07) (gcc version 5.3.1 20160413 (Ubuntu "
                               "5.3.1-14ubuntu2.1) ) #55-Ubuntu SMP Thu Aug 11 18:01:55 UTC 2016"),
         ("gcc --version", "gcc (Ubuntu 5.4.0-6ubuntu1~16.04.2) 5.4.0 20160609"),
-        ("lsb_release -rd", "Description: Ubuntu 16.04.1 LTS Release: 16.04"),  # a plain command once one is proven
+        # a plain command (options only) ends the output before it once one is proven; its own output is not read
+        (None, "lsb_release -rd Description: Ubuntu 16.04.1 LTS Release: 16.04"),
     ]
 
 
@@ -51,7 +52,7 @@ def test_lines_around_a_flattened_line_stay_their_own_blocks():
     text = f"My driver build fails after the update.\n{XENIAL}\nAny idea?\n"
     pairs = _pairs(text)
     assert pairs[0] == (None, "My driver build fails after the update.")
-    assert [c for c, _ in pairs[1:4]] == ["cat /proc/version", "gcc --version", "lsb_release -rd"]
+    assert [c for c, _ in pairs[1:4]] == ["cat /proc/version", "gcc --version", None]
     assert pairs[4] == (None, "Any idea?")  # not the output of lsb_release
 
 
@@ -87,7 +88,8 @@ def test_the_same_paste_with_its_newlines_gives_the_same_facts():
         "cat /proc/version ", "$ cat /proc/version\n").replace(" lsb_release -rd ", "\n$ lsb_release -rd\n")
     flat, _ = analyze_texts([("a", XENIAL)])
     lines, _ = analyze_texts([("b", with_newlines)])
-    assert flat.install == lines.install and flat.os == lines.os
+    assert flat.install == lines.install
+    assert flat.os is not None and lines.os is not None and flat.os.kernel_release == lines.os.kernel_release
 
 
 def test_adversarial_flattened_lines_stay_fast():
@@ -131,3 +133,21 @@ def test_a_comment_after_a_command_holds_its_output():
     assert [(c, o) for c, o in _pairs(text) if c] == [
         ("uname -r", "5.15.0-94-generic"),
         ("dkms status nvidia", "nvidia/570.133.07, 5.15.0-94-generic, x86_64: installed")]
+
+
+def test_an_unproven_command_after_a_prompt_only_ends_the_output_before_it():
+    # `lsmod | grep nvidia` flattened runs three module lines together: the lsmod reader would take the first for
+    # the whole list and call the others not loaded, so that block is not read as lsmod's; it still ends the
+    # /proc/driver/nvidia/version output before it
+    text = ("$ cat /proc/driver/nvidia/version NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 "
+            "01:15:15 UTC 2023 $ lsmod | grep nvidia nvidia_uvm 1437696 0 nvidia_drm 77824 0 nvidia 56442880 2 "
+            "nvidia_uvm $ nvidia-smi -L GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5c1d2e3f-0a1b-2c3d-4e5f-60718293a4b5)")
+    pairs = _pairs(text)
+    assert pairs[0] == ("cat /proc/driver/nvidia/version",
+                        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023")
+    assert pairs[1] == (None, "lsmod | grep nvidia nvidia_uvm 1437696 0 nvidia_drm 77824 0 nvidia 56442880 2 "
+                              "nvidia_uvm")
+    assert pairs[2][0] == "nvidia-smi -L"
+    snapshot, _ = analyze_texts([("flat.txt", text)])
+    assert snapshot.driver is not None and snapshot.driver.version == "535.104.05"
+    assert "GH201" not in {f.code for f in run_checks(snapshot).findings}  # no module called unloaded

@@ -256,7 +256,8 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     scanned_as = kind.name if kind is not None and parsed else None
     before = len(reading.log)
     matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
-    understood = understood or any(r.kind == "reported-xids" for r in reading.log[before:])  # an Xid named in words
+    # an Xid or a symptom named in words
+    understood = understood or any(r.kind in ("reported-xids", "reported symptom") for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
@@ -450,9 +451,13 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
     reported = _reported_xids(reading, piece, kind, lines)
-    # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes
-    told = _told_symptoms(reading, piece, lines) if unknown_lines and kind in (None, "app-log") else set()
     matched = scan_lines(lines)
+    # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes. A line
+    # the catalogue knows is a program's message ("NVIDIA-SMI has failed ..."), not the reporter's words
+    told: set[str] = set()
+    if unknown_lines and kind in (None, "app-log"):
+        known = {line for _, line in matched}
+        told = _told_symptoms(reading, piece, [line for line in lines if line not in known])
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
@@ -478,7 +483,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
-    return len(matched) + len(told) + named
+    return len(matched) + named
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
@@ -529,6 +534,11 @@ def _api_error(reading: _Reading, piece: Piece, text: str) -> bool:
     row = mined_api.named_error(text[:500])
     if row is None:
         return False
+    if not row.name or row.name not in text:  # another spelling: a program's own message around it says more
+        from gpuhealth.knowledge import mined_tools  # (the device plugin's "failed to initialize NVML: ERROR_...")
+
+        if mined_tools.match(text[:500]) is not None:
+            return False
     reading.unknown_seen.add(text)
     # named in another spelling: the catalogue's row for the C name, if it has one, judges it as it judges that name
     spelled = scan_lines([row.name]) if row.api.startswith(("cuda", "nvml")) and row.name not in text else []

@@ -21,12 +21,14 @@ whole session on one line (``cat /proc/version Linux version 4.4.0-34-generic (b
 SMP ... gcc --version gcc (Ubuntu 5.4.0-6ubuntu1~16.04.1) 5.4.0 20160609``). Given ``accepts(command,
 output)`` (the caller's judge of whether ``output`` is what ``command`` prints: the evidence registry's), such
 a line is split back into its blocks. A command is a known program's name at a word boundary, then up to
-eight words that can be arguments (no parentheses, no trailing colon); its output runs to the next such
-name. A split is made only where ``accepts`` takes the output for that command's (the longest such
+eight words that can be arguments (no parentheses, no trailing colon); its output runs to the next
+command. A split is made only where ``accepts`` takes the output for that command's (the longest such
 command wins, and the output may not start with an option or a pipe, which would belong to the command).
-Once a line holds one such proven block, a known program followed by options or paths (``lsb_release -rd``)
-also starts one. Prose that names commands ("run nvidia-smi and lspci") is never split: "and lspci" is
-not what nvidia-smi prints. Bounded: lines up to ``MAX_FLAT_LINE`` characters, ``MAX_FLAT_CANDIDATES``
+Once a line holds one such proven block, a known program followed by options or paths (``lsb_release -rd``), or
+any known program after a prompt, ends the output before it; what follows such a plain command is a block without
+a command (its output, unproven, may be several lines run together, which its command's reader would misread).
+Prose that names commands ("run nvidia-smi and lspci") is never split: "and lspci" is not what nvidia-smi
+prints. Bounded: lines up to ``MAX_FLAT_LINE`` characters, ``MAX_FLAT_CANDIDATES``
 names a line, ``MAX_FLAT_CHECKS`` judgements a text.
 """
 
@@ -216,10 +218,13 @@ def _flattened(line: str, accepts: Accepts, checks: list[int], prompted: bool = 
         end = _proven_command(line, m.start(), m.end("word"), limit, accepts, checks)
         if end is not None:
             proven[m.start()] = end
-        elif m["word"] not in _PROSE_PROGRAMS:
-            end = _plain_command(line, m.end("word"), limit)
-            if end is not None:
-                plain[m.start()] = end
+        else:
+            # after a prompt ("... $ lsmod | grep nvidia nvidia_uvm 1437696 0 ..."), any known program starts one
+            typed = _PROMPT_TAIL.search(line, max(0, m.start() - 300), m.start()) is not None
+            if typed or m["word"] not in _PROSE_PROGRAMS:
+                end = _plain_command(line, m.end("word"), limit, bare=typed)
+                if end is not None:
+                    plain[m.start()] = end
         if end is not None:
             limit = m.start()
     if not proven:
@@ -234,8 +239,11 @@ def _flattened(line: str, accepts: Accepts, checks: list[int], prompted: bool = 
     if before:
         parts.append((None, before))
     for i, (at, end) in enumerate(kept):
-        output = line[end:kept[i + 1][0]] if i + 1 < len(kept) else line[end:]
-        parts.append((line[at:end].strip(), _output(_without_prompt(output) if i + 1 < len(kept) else output)))
+        output = _output(_without_prompt(line[end:kept[i + 1][0]]) if i + 1 < len(kept) else line[end:])
+        if at in proven:
+            parts.append((line[at:end].strip(), output))
+        else:  # a plain command only ends the output before it: what follows it, unproven, is not read as its output
+            parts.append((None, f"{line[at:end].strip()} {output}".strip()))
     if prompted and len(kept) < 2:
         return None  # "$ dmesg | grep NVRM" is a command line: a prompt line holds a flattened session of two or more
     return parts
@@ -276,16 +284,30 @@ def _proven_command(line: str, at: int, name_end: int, limit: int, accepts: Acce
         if not _output_may_start(line, end, limit) or checks[0] <= 0:
             continue
         checks[0] -= 1
-        if accepts(line[at:end].strip(), _output(line[end:min(limit, end + _OUTPUT_HEAD)])):
+        head = line[end:limit] if limit - end <= _OUTPUT_HEAD else line[end:end + _OUTPUT_HEAD]
+        if accepts(line[at:end].strip(), _output(_without_prompt(head) if limit - end <= _OUTPUT_HEAD else head)):
             return end
     return None
 
 
-def _plain_command(line: str, name_end: int, limit: int) -> int | None:
-    """The end of a known program's name followed by options or paths only (``lsb_release -rd``), or None."""
-    end = None
+def _plain_command(line: str, name_end: int, limit: int, bare: bool = False) -> int | None:
+    """The end of a known program's command line of options and paths (``lsb_release -rd``), with pipes to other
+    programs and one word each of those may take (``lsmod | grep nvidia``), or None. ``bare``: the program's name
+    alone is a command too (after a prompt)."""
+    end = name_end if bare else None
+    expect = "args"  # options and paths; after a pipe: the "program", then its "pattern" (one bare word), then args
     for word in _command_words(line, name_end, limit):
-        if not _OPTION_OR_PATH.match(word[0]):
+        token = word[0]
+        if token in _JOINER:
+            expect = "program"
+            continue
+        if expect == "program":
+            expect = "pattern"
+        elif _OPTION_OR_PATH.match(token):
+            pass
+        elif expect == "pattern" and not token[:1].isdigit():
+            expect = "args"
+        else:
             break
         end = word.end()
     return end if end is not None and _output_may_start(line, end, limit) else None
