@@ -107,6 +107,14 @@ def test_a_symptom_whose_causes_the_machine_output_rules_out_stays_open():
     assert all(c.status == "ruled out" for c in findings[0].differential)
 
 
+def test_a_programs_message_is_not_the_reporters_words():
+    # nvidia-smi's own message names nvidia-smi, a failure and an install: the catalogue reads it, the reader does not
+    snapshot, _ = analyze_texts([("session.txt", "$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate "
+                                  "with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and "
+                                  "running.\n")])
+    assert snapshot.messages and not any(m.reported for m in snapshot.messages)
+
+
 def test_a_machine_fault_still_leads_over_the_words():
     text = ("nvidia-smi hangs since this morning.\nNVIDIA-SMI has failed because it couldn't communicate with the "
             "NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n")

@@ -451,9 +451,13 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
     reported = _reported_xids(reading, piece, kind, lines)
-    # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes
-    told = _told_symptoms(reading, piece, lines) if unknown_lines and kind in (None, "app-log") else set()
     matched = scan_lines(lines)
+    # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes. A line
+    # the catalogue knows is a program's message ("NVIDIA-SMI has failed ..."), not the reporter's words
+    told: set[str] = set()
+    if unknown_lines and kind in (None, "app-log"):
+        known = {line for _, line in matched}
+        told = _told_symptoms(reading, piece, [line for line in lines if line not in known])
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
@@ -530,6 +534,11 @@ def _api_error(reading: _Reading, piece: Piece, text: str) -> bool:
     row = mined_api.named_error(text[:500])
     if row is None:
         return False
+    if not row.name or row.name not in text:  # another spelling: a program's own message around it says more
+        from gpuhealth.knowledge import mined_tools  # (the device plugin's "failed to initialize NVML: ERROR_...")
+
+        if mined_tools.match(text[:500]) is not None:
+            return False
     reading.unknown_seen.add(text)
     # named in another spelling: the catalogue's row for the C name, if it has one, judges it as it judges that name
     spelled = scan_lines([row.name]) if row.api.startswith(("cuda", "nvml")) and row.name not in text else []

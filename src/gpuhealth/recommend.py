@@ -48,6 +48,9 @@ WHEEL_INDEX = "https://download.pytorch.org/whl"
 RHEL_LIKE = ("rhel", "rocky", "almalinux", "centos", "ol")
 EPEL_DISTROS = ("rocky", "almalinux", "centos")
 DNF5_FEDORA_FROM = 41  # Fedora 41 switched to dnf5 (knowledge/command_ranges.csv)
+_REPO_FILE = "https://developer.download.nvidia.com/compute/cuda/repos/{repo:file}/{machine:file}/cuda-{repo:file}.repo"
+DNF_ADD_REPO = "sudo dnf config-manager --add-repo " + _REPO_FILE
+DNF5_ADD_REPO = "sudo dnf config-manager addrepo --from-repofile=" + _REPO_FILE  # dnf5 has no --add-repo
 
 UBUNTU_SOURCE = ("not confirmed: package names from the Ubuntu archive <https://packages.ubuntu.com> (source package "
                  "nvidia-graphics-drivers-<branch>-server builds nvidia-driver-<branch>-server and the "
@@ -477,11 +480,8 @@ def install_route(snapshot: Snapshot, branch: int, flavour: str, fabric: bool = 
         commands.append(Command("sudo dnf install -y kernel-devel-matched kernel-headers" if fedora
                                 else "sudo dnf install -y kernel-devel-$(uname -r) kernel-headers-$(uname -r)"))
         # dnf5 (Fedora 41 on) has no --add-repo but `config-manager addrepo --from-repofile=` (command_ranges.csv)
-        add = ("sudo dnf config-manager addrepo --from-repofile=" if fedora and major >= DNF5_FEDORA_FROM
-               else "sudo dnf config-manager --add-repo ")
-        commands.append(_command(add + "https://developer.download.nvidia.com/compute/cuda/repos/{repo:file}/"
-                                 "{machine:file}/cuda-{repo:file}.repo", note="NVIDIA's CUDA repository",
-                                 repo=repository.directory, machine=machine))
+        add = DNF5_ADD_REPO if fedora and major >= DNF5_FEDORA_FROM else DNF_ADD_REPO
+        commands.append(_command(add, note="NVIDIA's CUDA repository", repo=repository.directory, machine=machine))
         if major >= 10:
             commands += [_command("sudo dnf versionlock add '*nvidia*'{branch}'*'", branch=branch,
                                   note="keeps updates on this branch (python3-dnf-plugin-versionlock); undo it before"

@@ -41,7 +41,8 @@ FAMILIES = [
       "GPU temps go up to 95 degrees during training"],
      ["The GPU is not overheating.", "How hot can a GPU get before it throttles?", "the GPU idles at 35 C"]),
     ("gpu-slower",
-     ["Training slowed down a lot after the first hour.", "After a while the GPU gets much slower.",
+     ["Training slowed down a lot after the first hour.", "training got slower",
+      "After a while the GPU gets much slower.",
       "Throughput on the GPU decreases from 300 to 150 images/sec after ten minutes."],
      ["Training does not slow down.", "Training is slower than on the CPU, is that normal?",
       "the loss decreases slowly during training"]),
@@ -167,6 +168,7 @@ def test_history_is_not_a_report(sentence: str, reports: bool):
     "| 0  Tesla T4   Off | memory is not released on the other GPUs |",
     "2024-05-01 12:00:00 WARNING nvidia-smi took 12 seconds",
     "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False.",
+    "Mar 06 15:12:17 gpubox nvidia-settings-autostart.desktop[2777]: ERROR: NVIDIA driver is not loaded",
 ])
 def test_machine_lines_are_not_the_reporters_words(line: str):
     assert told(line) == []

@@ -865,9 +865,10 @@ def torch_arch_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     How to fix:
     Install a wheel whose architecture list has the GPU's sm_XY: the finding names the newest variant of
     PyTorch's index that has it (PyTorch's TORCH_CUDA_ARCH_LIST per CUDA variant, `knowledge/drivers.csv`) and
-    that the driver runs, e.g. `pip install --force-reinstall torch torchvision torchaudio --index-url
-    https://download.pytorch.org/whl/cu128` for sm_120 (torch with its companions, as PyTorch's install commands
-    do), cu126 for sm_50, and `'torch<2.6'` from cu118 for sm_37. When no variant has it, build from source.
+    that the driver runs: `pip install --force-reinstall torch torchvision torchaudio --index-url
+    https://download.pytorch.org/whl/cu<XY>` (torch with its companions, as PyTorch's install commands do), with
+    cu128 for sm_120, cu126 for sm_50, and `'torch<2.6'` from cu118 for sm_37. When no variant has it, build from
+    source.
 
     Exceptions:
     A GPU covered only by PTX works, after a slow first call (GH609); it is not reported here.
@@ -935,10 +936,11 @@ def arch_wheel_fixes(capabilities: list[str], driver: str | None = None) -> tupl
     fitting = [w for w in wheels if w.archs and all(w.runs_on(c) for c in caps) and (runs is None or w.cuda in runs)]
     sms = " ".join(f"sm_{c.replace('.', '')}" for c in caps)
     if not fitting:
-        return (Fix(f"no PyTorch wheel variant has kernels for {sms}"
-                    + (f" and runs with driver {driver}" if runs is not None else "")
-                    + f": build PyTorch from source with TORCH_CUDA_ARCH_LIST={';'.join(caps)}, or use another GPU",
-                    "any"),)
+        # a step in words: the evidence's values go in its note, never into the text a person may paste
+        return (Fix("no PyTorch wheel variant has kernels for this GPU's compute capability: build PyTorch from "
+                    "source with TORCH_CUDA_ARCH_LIST set to it, or use another GPU", "any",
+                    note=f"compute capability {sms} (TORCH_CUDA_ARCH_LIST={';'.join(caps)})"
+                         + (f"; no variant for it runs with driver {driver}" if runs is not None else "")),)
     wheel = fitting[-1]
     later = [w for w in wheels if w.archs and w.torch_below is None]
     bounded = wheel.torch_below and any(not any(w.runs_on(c) for w in later) for c in caps)

@@ -42,8 +42,10 @@ _WORDY = lazy_re(r"[a-z]{2,}|[\u4e00-\u9fff]")
 # levels ("e0819 07:02:54"), NVRM lines, an exception's line ("RuntimeError: ...", "torch.cuda.OutOfMemoryError: ...")
 _MACHINE = lazy_re(r"^\s{0,20}(?:[\[<|+#]|\$ |>>>|\d{2,4}[-/:.]\d|[ewif]\d{4} |nvrm:|"
                    r"(?:info|warn|warning|error|debug|fatal)\b[:\]]?|[a-z_.]{0,80}(?:error|exception|warning):)")
-# a program's line anywhere: a syslog or journal line of the kernel, the driver's NVRM prefix
-_MACHINE_ANYWHERE = lazy_re(r"\bkernel: |\bnvrm: ")
+# a program's line anywhere: a syslog or journal line ("mar 06 15:12:17 host prog[2777]: ..."), the driver's NVRM prefix
+_MACHINE_ANYWHERE = lazy_re(r"\bkernel: |\bnvrm: |\S\[\d{1,10}\]: |"
+                            r"^\s{0,20}(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w{0,6} {1,2}\d{1,2} "
+                            r"\d\d:\d\d")
 # contractions also as people type them without the apostrophe ("doesnt", "cant")
 _NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bnor|\bneither|"
                     r"\b(?:do|does|did|is|was|are|were|ca|wo|could|would|should|has|have|had)nt)\b")
@@ -109,11 +111,11 @@ def _folded(text: str) -> str:
 
 
 def _prose(line: str) -> bool:
-    """At least four words of letters (or CJK characters): a sentence, not a value."""
+    """At least three words of letters (or CJK characters): a sentence ("training got slower"), not a value."""
     count = 0
     for _ in _WORDY.finditer(line):
         count += 1
-        if count >= 4:
+        if count >= 3:
             return True
     return False
 
