@@ -150,6 +150,21 @@ def test_the_reason_printed_above_rminitadapter_failed_leads_its_finding():
     assert "said why" not in next(f for f in report(far).findings if f.code == "GH303").message
 
 
+def test_families_split_from_the_kernel_interface_catch_all_name_their_cause():
+    """osapi.c's client version check proves a driver/library mismatch (it prints both versions); osinit.c's GSP
+    firmware checks point to a firmware of another driver version; rm_init_*() failures are GPU initialisation."""
+    mismatch = mined.lookup("NVRM: API mismatch: the client has the version 535.129.03, but")
+    assert mismatch.family == "api-mismatch" and mismatch.file.endswith("osapi.c")
+    # the message's later lines, logged as lines of their own, belong to it too
+    assert mined.lookup("NVRM: this kernel module has the version 550.54.15.  Please").family == "api-mismatch"
+    family = mined.families()["api-mismatch"]
+    assert (family.code, family.cause, family.decides) == ("GH202", "driver-library-mismatch", "confirms")
+    firmware = mined.lookup("NVRM: The GSP firmware version must exactly match the RM (nv-kernel.o) build.")
+    assert firmware.family == "gsp-firmware-version"
+    assert mined.families()["gsp-firmware-version"].cause == "gsp-firmware-missing"
+    assert mined.lookup("NVRM: GPU 0000:65:00.0: rm_init_private_state() failed!").family == "gpu-init"
+
+
 def test_a_warning_level_message_is_information_and_a_known_signature_keeps_its_row():
     warning = next(row for row in ROWS if row.level == "warning" and row.family == "memory")
     result = report(f"[ 9.1] NVRM: fn: {render(warning.format)}\n")

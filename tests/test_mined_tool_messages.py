@@ -190,6 +190,47 @@ def test_mig_parted_reset_failure_confirms_the_pending_mig_mode_change():
     assert gone.family == "mig-module-not-loaded"
 
 
+@pytest.mark.parametrize(("line", "family", "cause"), [
+    # nvidia-installer's misc.c: a driver installed by another route (distribution packages) stopped the run
+    ("ERROR: The installation was canceled due to the availability or presence of an alternate driver installation.",
+     "installer-alternate-install", "install-routes-mixed"),
+    ("WARNING: This system requires the open GPU kernel modules, but contains GPUs which are not supported by the open",
+     "installer-gpu-unsupported", "driver-gpu-unsupported"),
+    # the device plugin's hint after it found no GPU library in its pod
+    (KLOG + "If this is a GPU node, did you configure the NVIDIA Container Toolkit?", "k8s-runtime",
+     "container-toolkit-missing"),
+    # the toolkit: an image requirement not met, CDI devices no specification names, no kernel module
+    ("ERRO[0000] failed to construct modifier: requirements not met: cuda>=12.4",
+     "container-requirement", "cuda-newer-than-driver"),
+    ("ERRO[0000] could not resolve CDI devices: unresolvable CDI devices nvidia.com/gpu=all",
+     "container-cdi-unresolved", "cdi-spec-missing"),
+    ("ERRO[0000] failed to load module nvidia: exit status 1", "container-kernel-module", "driver-not-loaded"),
+    # libnvidia-container: the file it mounts a driver file onto exists in the image
+    ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/0/merged/usr/lib/x/libnvcuvid"
+     ".so.1: file exists", "nvc-file-creation", "image-ships-driver-libs"),
+])
+def test_finer_families_name_the_cause_their_source_context_gives(line, family, cause):
+    """Catch-all families split by the cause the printing code's context gives (hand-written lines in the shape the
+    source prints); each only suggests it: the message alone does not prove it."""
+    row = mined_tools.match(line)
+    assert row is not None and row.family == family, (line, row)
+    found = mined_tools.families()[family]
+    assert found.cause == cause and found.decides == "suggests" and found.code
+
+
+def test_libnvidia_container_ldcache_and_cgroup_messages_are_rows_of_their_files():
+    """utils.c, nvc_ldcache.c and cgroup.c were read at pinned commits: ldconfig run in the container and the device
+    cgroup each have a family; a message two pinned files print stays the first file's row."""
+    ldcache = mined_tools.match("nvidia-container-cli: ldcache error: process /sbin/ldconfig.real failed with error "
+                                "code: 1")
+    assert ldcache.family == "nvc-ldcache" and ldcache.file == "src/nvc_ldcache.c" and ldcache.line > 0
+    cgroup = mined_tools.match("nvidia-container-cli: container error: failed to get device cgroup mount path: "
+                               "relative path in mount prefix")
+    assert cgroup.family == "nvc-cgroup" and cgroup.file == "src/cgroup.c"
+    opened = mined_tools.match("nvidia-container-cli: mount error: open failed: /sys/fs/cgroup/devices/x: no such file")
+    assert opened.file == "src/xfuncs.h" and opened.first_tag == opened.last_tag
+
+
 # ---------------------------------------------------------------- analyze
 
 def test_thirty_random_error_lines_pasted_alone_are_never_healthy_nor_only_unknown():

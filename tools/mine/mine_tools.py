@@ -100,6 +100,9 @@ LIBNVIDIA_CONTAINER_PINS = (
     ("src/rpc.c", "ebd35677ac897ffe1cded5aed31c283c4e796391"),
     ("src/rpc.h", "f81d6a58e0aab0772ff697ee26b5a56bf24fdc4b"),
     ("src/xfuncs.h", "ad1f8c8ac4a31bef69c82958f3a87456ceaa39c8"),
+    ("src/utils.c", "077f498c209832bc545e2ece46c3a2b7d1ed1e4c"),
+    ("src/nvc_ldcache.c", "0f8e13d6627d3ccb45f49cf5d4b9c4103b3a8d01"),
+    ("src/cgroup.c", "02c1d95f0777a758356126b60a9c7e0954028e0d"),
 )
 
 
@@ -333,6 +336,8 @@ def mine(name: str, source: Source, git: Git | None, log: io.TextIOBase, checkou
                 pattern = pattern.removesuffix(r"\s*$")
                 row = rows.setdefault(pattern, Row(pattern, shown, level, name, path, line,
                                                   " ".join(fmt.split())))
+                if source.pins and row.path != path:
+                    continue  # files read one by one: a message two files print is the first file's row
                 if version not in row.tags:
                     row.tags.append(version)
                 row.path, row.line = path, line  # the newest tag's place

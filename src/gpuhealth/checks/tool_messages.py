@@ -10,8 +10,10 @@ from gpuhealth.model import MessageLine, Snapshot
 
 
 def unknown_lines(snapshot: Snapshot) -> list[MessageLine]:
-    """Pasted lines that look like an error and that no signature row or parser explains (GH003's lines)."""
-    return [m for m in snapshot.messages or () if m.signature is None and m.symptom is None]
+    """Pasted lines that look like an error and that no signature row or parser explains (GH003's lines), and lines
+    explained only by an API error code they name (GH309's: "failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND"):
+    the program's own message around the code says which program failed and why, which the bare code cannot."""
+    return [m for m in snapshot.messages or () if m.signature is None and (m.symptom is None or m.mined)]
 
 
 def explained(snapshot: Snapshot) -> dict[str, object]:
