@@ -172,3 +172,113 @@ def test_a_critical_finding_from_the_machine_stays_critical_beside_words():
     assert snapshot.reported  # the words filled the CUDA version and the distribution
     finding = _finding(report, "GH210")
     assert finding is not None and finding.severity is Severity.CRITICAL and "reported" not in finding.labels
+
+
+# ----------------------------------------------------------------------------------------------- install-time states
+
+MODINFO_SIGNED = ("$ modinfo nvidia\n"
+                  "filename:       /lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst\n"
+                  "version:        550.120\n"
+                  "vermagic:       6.8.0-45-generic SMP preempt mod_unload modversions\n"
+                  "signer:         DKMS module signing key\n")
+
+
+def test_headers_missing_in_words_are_judged_by_gh503_below_critical():
+    """With the nvidia module not loaded a module must be built: no headers is critical from /lib/modules; from the
+    words a warning that quotes them and names no path nobody looked at."""
+    snapshot, report = _analyze("The nvidia module is not loaded and there are no kernel headers installed.",
+                                LSPCI_L40S)
+    assert snapshot.install.headers_present is False and snapshot.module_listed("nvidia") is False
+    finding = _finding(report, "GH503")
+    assert finding is not None and finding.severity is Severity.WARNING and finding.labels.get("reported") == "words"
+    assert not any(e.source.startswith("/") for e in finding.evidence)
+    assert snapshot.machine_only().install is None
+
+
+def test_the_headers_the_machine_shows_win_over_the_words():
+    listing = ("$ uname -r\n6.8.0-45-generic\n$ dpkg -l | grep linux-headers\n"
+               "ii  linux-headers-6.8.0-45-generic  6.8.0-45.45  amd64  Linux kernel headers for version 6.8.0\n")
+    snapshot, report = _analyze("I think no kernel headers are installed.", listing)
+    assert snapshot.install.headers_present is None and "6.8.0-45-generic" in snapshot.install.headers_packages
+    assert _finding(report, "GH503") is None
+
+
+def test_headers_of_another_release_in_words_fill_nothing():
+    snapshot, _ = _analyze("$ uname -r\n6.8.0-49-generic\n",
+                           "The linux-headers-6.8.0-45-generic package is not installed.")
+    assert snapshot.install.headers_present is None
+
+
+def test_secure_boot_and_an_unenrolled_key_in_words_are_judged_by_gh506_below_critical():
+    snapshot, report = _analyze("Secure Boot is enabled and the nvidia module is not loaded. I never enrolled the "
+                                "MOK key.", LSPCI_L40S)
+    assert (snapshot.install.secure_boot, snapshot.install.signing_key_state) == ("enabled", "not-enrolled")
+    finding = _finding(report, "GH506")
+    assert finding is not None and finding.severity is Severity.WARNING and finding.labels.get("reported") == "words"
+    assert "mokutil --test-key" not in finding.message and "reporter" in finding.message
+    assert "mokutil --sb-state" not in [e.source for e in finding.evidence]
+    assert _finding(run_checks(snapshot.machine_only()), "GH506") is None
+
+
+def test_an_unsigned_module_under_secure_boot_in_words_is_critical_only_from_the_machine():
+    """An unsigned module under Secure Boot is refused (GH506 critical from modinfo); from the words, a warning."""
+    snapshot, report = _analyze("Secure Boot is on. The nvidia module is not signed and nvidia is not loaded.",
+                                LSPCI_L40S)
+    assert snapshot.install.module_signer == ""
+    finding = _finding(report, "GH506")
+    assert finding is not None and finding.severity is Severity.WARNING and "unsigned" in finding.message
+
+
+def test_the_signer_modinfo_shows_wins_over_the_words():
+    snapshot, _ = _analyze("The nvidia module is not signed.", MODINFO_SIGNED, LSPCI_L40S)
+    assert snapshot.install.module_signer == "DKMS module signing key"
+    assert not any(f.field == "install" and "module_signer" in f.attributes for f in snapshot.reported)
+
+
+def test_secure_boot_disabled_in_words_raises_nothing():
+    _, report = _analyze("Secure Boot is disabled and the nvidia module is not loaded.", LSPCI_L40S)
+    assert _finding(report, "GH506") is None
+
+
+def test_modules_in_words_speak_only_for_the_names_they_name():
+    """"nouveau is loaded" says nothing of nvidia; "nvidia is not loaded" nothing of nouveau (as lsmod | grep)."""
+    snapshot, report = _analyze("On the new box nouveau is loaded.", LSPCI_L40S)
+    assert snapshot.module_listed("nouveau") is True and snapshot.module_listed("nvidia") is None
+    finding = _finding(report, "GH206")
+    assert finding is not None and finding.severity is not Severity.CRITICAL
+    assert finding.labels.get("reported") == "words"
+    snapshot, _ = _analyze("The nvidia module is not loaded.", LSPCI_L40S)
+    assert snapshot.module_listed("nvidia") is False and snapshot.module_listed("nouveau") is None
+    assert snapshot.machine_only().kernel_modules is None and snapshot.machine_only().kernel_module_filters == ()
+
+
+def test_lsmod_wins_over_the_words():
+    lsmod = ("$ lsmod | grep nvidia\n"
+             "nvidia_uvm           4644864  0\n"
+             "nvidia              54001664  1 nvidia_uvm\n")
+    snapshot, report = _analyze("lsmod shows no nvidia.", lsmod, LSPCI_L40S)
+    assert snapshot.module_listed("nvidia") is True and not snapshot.reported
+    assert _finding(report, "GH201") is None
+
+
+def test_no_nvidia_runtime_in_words_is_judged_by_gh802():
+    dpkg = ("$ dpkg -l | grep nvidia-container\n"
+            "ii  nvidia-container-toolkit      1.17.3-1     amd64  NVIDIA Container toolkit\n")
+    snapshot, report = _analyze("The toolkit is installed, but docker info shows no nvidia runtime.", dpkg, LSPCI_L40S)
+    assert snapshot.host_env.docker_runtimes == () and snapshot.host_env.docker is True
+    finding = _finding(report, "GH802")
+    assert finding is not None and "no nvidia runtime" in finding.message
+    assert finding.severity is not Severity.CRITICAL and finding.labels.get("reported") == "words"
+    assert "docker info" not in [e.source for e in finding.evidence]
+
+
+def test_docker_info_wins_over_the_words():
+    """analyze reads no pasted `docker info` yet: the runtimes a program gave (as live `check` collects them) are
+    laid under the words here, and the words leave them as they are."""
+    from gpuhealth.evidence.prose import fill_reported, statements
+    from gpuhealth.model import HostEnvironment
+
+    env = HostEnvironment(docker=True, docker_runtimes=("nvidia", "runc"), docker_runtimes_source="docker info")
+    fields = {"host_env": env}
+    assert fill_reported(fields, statements("docker info shows no nvidia runtime.", "notes.txt")) == ()
+    assert fields["host_env"] is env

@@ -756,7 +756,7 @@ class Snapshot:
             if fact.field == "unavailable":  # the words answered what pasted evidence leaves open: open again
                 changes[fact.field] = {**current, **dict.fromkeys(fact.attributes, "not in the evidence given")}
                 continue
-            changes[fact.field] = _without(current, fact.attributes)
+            changes[fact.field] = _without(current, fact.attributes) if fact.attributes else _field_default(fact.field)
         return dataclasses.replace(self, **changes)
 
     @property
@@ -808,6 +808,12 @@ class Snapshot:
             if pci_address and gpu.pci_address == pci_address:
                 return Subject(gpu.index, pci_address)
         return Subject(None, pci_address)
+
+
+def _field_default(name: str) -> Any:
+    """A Snapshot field's value when nothing filled it (None, or () for ``kernel_module_filters``)."""
+    spec = next(f for f in dataclasses.fields(Snapshot) if f.name == name)
+    return spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()  # type: ignore[misc]
 
 
 def _without(value: Any, attributes: tuple[str, ...]) -> Any:

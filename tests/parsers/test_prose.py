@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from gpuhealth.knowledge.gpu_pcie import boards_named
-from gpuhealth.parsers.prose import pcie_statements, prose_sentences, unit_statements, version_statements
+from gpuhealth.parsers.prose import (
+    install_statements,
+    pcie_statements,
+    prose_sentences,
+    unit_statements,
+    version_statements,
+)
 
 
 def _versions(text: str) -> dict[str, str]:
@@ -149,3 +155,74 @@ def test_boards_are_named_most_specific_first() -> None:
 def test_markdown_marks_and_contractions_are_read_through() -> None:
     assert prose_sentences("**Note**: `nvidia-persistenced` isn't running.") == ["Note: nvidia-persistenced is not "
                                                                                  "running."]
+
+
+# ----------------------------------------------------------------------------------------------- install-time states
+
+
+def _install(text: str) -> set[tuple[str, str, str, str]]:
+    return {(s.fact, s.value, s.subject, s.covers) for s in install_statements(text)}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # kernel headers (GH503)
+    ("There are no kernel headers installed on the node.", ("headers", "missing", "", "")),
+    ("It turns out linux-headers-$(uname -r) is missing.", ("headers", "missing", "$(uname -r)", "")),
+    ("kernel-devel is not installed on this Rocky box.", ("headers", "missing", "", "")),
+    ("DKMS is installed but no headers, so nothing was built.", ("headers", "missing", "", "")),
+    ("The linux-headers-6.8.0-45-generic package is not installed.",
+     ("headers", "missing", "6.8.0-45-generic", "")),
+    # Secure Boot and the MOK (GH506)
+    ("Secure Boot is enabled in the BIOS.", ("secure-boot", "enabled", "", "")),
+    ("I have UEFI Secure Boot on.", ("secure-boot", "enabled", "", "")),
+    ("I disabled Secure Boot in the firmware.", ("secure-boot", "disabled", "", "")),
+    ("SecureBoot is off, so signing is not the problem.", ("secure-boot", "disabled", "", "")),
+    ("The nvidia driver cannot load because of Secure Boot.", ("secure-boot", "enabled", "", "")),
+    ("It looks like Secure Boot is blocking the module.", ("secure-boot", "enabled", "", "")),
+    ("The MOK key is not enrolled yet.", ("mok-key", "not-enrolled", "", "")),
+    ("I never enrolled the key that DKMS generated.", ("mok-key", "not-enrolled", "", "")),
+    ("The nvidia module is not signed.", ("module-signed", "unsigned", "", "")),
+    ("It seems the kernel modules are unsigned.", ("module-signed", "unsigned", "", "")),
+    # the module list (GH201, GH206)
+    ("The nvidia kernel module is not loaded.", ("module", "not-loaded", "nvidia", "=nvidia")),
+    ("lsmod shows no nvidia at all.", ("module", "not-loaded", "nvidia", "nvidia")),
+    ("lsmod | grep nvidia returns nothing.", ("module", "not-loaded", "nvidia", "nvidia")),
+    ("The nouveau driver is still loaded.", ("module", "loaded", "nouveau", "=nouveau")),
+    ("It says nvidia_uvm is not loaded.", ("module", "not-loaded", "nvidia_uvm", "=nvidia_uvm")),
+    # Docker's runtime (GH802)
+    ("docker info shows no nvidia runtime.", ("docker-runtime", "no-nvidia", "", "")),
+    ("The nvidia runtime is in daemon.json but docker was not restarted.", ("docker-runtime", "no-nvidia", "", "")),
+])
+def test_install_states_a_person_states(text: str, expected: tuple[str, str, str, str]) -> None:
+    assert _install(text) == {expected}
+
+
+@pytest.mark.parametrize("text", [
+    "Is Secure Boot enabled on this machine?",  # a question
+    "If Secure Boot is enabled, the module must be signed.",  # a condition
+    "Secure Boot was enabled when I installed it.",  # the past
+    "I have not disabled Secure Boot yet, should I.",  # the action denied: the state unknown
+    "Secure Boot on my laptop is a mystery to me.",  # "on" that is no state
+    "Make sure nouveau is not loaded before the install.",  # an instruction
+    "Check whether the nvidia module is loaded.",  # an instruction
+    "nouveau was loaded before I blacklisted it.",  # the past
+    "lsmod shows nothing unusual.",  # names no module
+    "nvidia-smi is loaded with options.",  # a program, not a module
+    "I installed the headers for 6.8.0-45.",  # headers present, no missing state
+    "You need the kernel headers for the running kernel.",  # a requirement
+    "With the precompiled modules there are no headers needed.",  # no state
+    "If Secure Boot is blocking the module, sign it.",  # a condition
+    "The headers were missing, I installed them.",  # the past
+    "The zfs module is not signed either.",  # another module
+    "containerd has no nvidia runtime configured.",  # another engine
+    "When the MOK key is not enrolled the module is refused.",  # a condition
+])
+def test_no_install_state_is_invented(text: str) -> None:
+    assert install_statements(text) == (), install_statements(text)
+
+
+def test_the_last_install_statement_wins_and_modules_are_kept_apart() -> None:
+    stated = _install("Secure Boot is enabled. Update: I disabled Secure Boot. nvidia is not loaded and nouveau is "
+                      "loaded.")
+    assert stated == {("secure-boot", "disabled", "", ""), ("module", "not-loaded", "nvidia", "=nvidia"),
+                      ("module", "loaded", "nouveau", "=nouveau")}

@@ -146,7 +146,7 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
         Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable",
         evidence=(
             Evidence(PROC_VERSION, (snapshot.unavailable.get("driver", "not present"),)),
-            Evidence("/proc/modules", ("no 'nvidia' module loaded",)),
+            Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("no 'nvidia' module loaded",)),
             Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
                                                    for d in snapshot.nvidia_pci_gpus)),
         ),
@@ -209,7 +209,8 @@ def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
                    "a driver that should be loaded")
         return
     filters = snapshot.kernel_module_filters
-    listing = f"lsmod | grep {' / '.join(filters)}" if filters else snapshot.sources.get("kernel_modules", "lsmod")
+    listing = (f"lsmod | grep {' / '.join(filters)}" if filters and not snapshot.reported_fact("kernel_modules")
+               else snapshot.sources.get("kernel_modules", "lsmod"))
     yield Draft(
         Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so nvidia-smi cannot reach the driver",
         evidence=(Evidence(listing, (f"loaded: {', '.join(snapshot.kernel_modules or ()) or 'no nvidia module'}",)),

@@ -62,7 +62,8 @@ def _on_reported(snapshot: Snapshot, findings: list[Finding], machine: list[Find
             continue
         severity = Severity.WARNING if finding.severity is Severity.CRITICAL else finding.severity
         # the check quoted the words itself (or shows the lines of a person's words it read): no second quote
-        quoted = not words or any(e.source == REPORTED_WORDS for e in finding.evidence)
+        shown = {line for e in finding.evidence for line in e.lines}
+        quoted = not words or any(e.source == REPORTED_WORDS for e in finding.evidence) or set(words) <= shown
         evidence = _told_sources(snapshot, finding.evidence if quoted else (*finding.evidence,
                                                                              Evidence(REPORTED_WORDS, words)))
         out.append(replace(finding, severity=severity, evidence=evidence,
@@ -74,8 +75,8 @@ def _on_reported(snapshot: Snapshot, findings: list[Finding], machine: list[Find
 def _told_sources(snapshot: Snapshot, evidence: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
     """Evidence showing a line of a person's words says so in its source ("notes.txt (the reporter's words)")."""
     told = {m.line for m in snapshot.messages or () if m.reported}
-    return tuple(replace(e, source=e.source + TOLD) if not e.source.endswith(TOLD) and any(
-        line.strip() in told for line in e.lines) else e for e in evidence)
+    return tuple(replace(e, source=e.source + TOLD) if not e.source.endswith(TOLD) and e.source != REPORTED_WORDS
+                 and any(line.strip() in told for line in e.lines) else e for e in evidence)
 
 
 # The checks that judge Xids a person named in words (a kernel log of format REPORTED): for every other check that

@@ -191,7 +191,9 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     judge the host's toolkit. With a recent Docker, `--gpus` works through the toolkit's hook without
     the `nvidia` runtime in daemon.json; the runtime is still what NVIDIA's install guide configures.
     The reporter's words ("nvidia-container-toolkit is not installed", with docker or podman in use) answer
-    the toolkit's absence where no program's output shows the toolkit; the finding then quotes them.
+    the toolkit's absence where no program's output shows the toolkit; the finding then quotes them. So do
+    words saying Docker's daemon has no nvidia runtime ("docker info shows no nvidia runtime", "added to
+    daemon.json but docker was not restarted": the running daemon reads daemon.json only when it starts).
     """
     env = _env(snapshot)
     if not _has_gpu(snapshot) or env.container or not (env.docker or env.podman):

@@ -260,7 +260,9 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     Critical when the driver is not loaded, a warning when only a future DKMS rebuild needs them (or,
     from a package listing alone, when whether the module is loaded is unknown). A listing with several
     kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
-    headers package at all (it may have been filtered).
+    headers package at all (it may have been filtered). The reporter's words ("no kernel headers installed",
+    "linux-headers-$(uname -r) is missing") answer the headers' absence where no program's output looked at them;
+    the finding then quotes them and stays a warning.
     """
     install = _install(snapshot)
     if install.headers_present is None and install.kernel_packages_source:
@@ -284,12 +286,15 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     release = install.kernel_release or "$(uname -r)"
     link = (f"-> {install.headers_target} (does not exist)" if install.headers_target
             else "missing")
+    # a path looked at, or (analyze) the words that say the headers are missing: then no path was looked at
+    looked = install.headers_path is None or install.headers_path.startswith("/")
     yield Draft(
         Severity.CRITICAL if loaded is False else Severity.WARNING,
         f"No kernel headers for the running kernel {release}: the nvidia module cannot be "
         + ("built" if loaded is False else "rebuilt by DKMS"),
         evidence=(Evidence(install.headers_path or f"/lib/modules/{release}/build", (link,)),
-                  Evidence(f"/usr/src/kernels/{release}", ("not present",))),
+                  Evidence(f"/usr/src/kernels/{release}", ("not present",))) if looked else (
+                      Evidence(install.headers_path or "", ("no kernel headers for the running kernel",)),),
         fixes=table_fixes("GH503"),
     )
 
@@ -505,6 +510,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     (mokutil --test-key); a warning otherwise (an enrolled key: the module loads if signed with it). Secure Boot
     disabled: PKCS#7 lines are harmless (the module loads and taints the kernel); with nvidia loaded, or NVRM
     lines in the same log (the nvidia module ran, so its signature was accepted), they concern another module.
+    The reporter's words ("Secure Boot is enabled", "cannot load because of Secure Boot", "the MOK is not
+    enrolled", "the module is not signed") count where no program's output gives the state; the finding then
+    quotes them and stays a warning.
     """
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
@@ -568,6 +576,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    "(Secure Boot or lockdown enforces module signatures)")
     elif enabled and key_refused:
         message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
+        if install.signing_key_source and install.signing_key_source.endswith("(the reporter's words)"):
+            message = message.replace("(mokutil --test-key)", "(in the reporter's words)")
     elif enabled and eperm:
         message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
                    "locked-down kernel refuses modules not signed by an enrolled key")

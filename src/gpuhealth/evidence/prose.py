@@ -33,10 +33,10 @@ class Statement:
 
 
 def statements(text: str, source: str) -> list[Statement]:
-    """What the sentences of one piece state: versions, NVIDIA units, PCIe links."""
-    from gpuhealth.parsers.prose import pcie_statements, unit_statements, version_statements
+    """What the sentences of one piece state: versions, NVIDIA units, install-time states, PCIe links."""
+    from gpuhealth.parsers.prose import install_statements, pcie_statements, unit_statements, version_statements
 
-    found = [*version_statements(text), *unit_statements(text)]
+    found = [*version_statements(text), *unit_statements(text), *install_statements(text)]
     pcie = pcie_statements(text)
     if pcie:
         found += with_model(text, pcie)
@@ -46,21 +46,25 @@ def statements(text: str, source: str) -> list[Statement]:
 def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[ReportedFact, ...]:
     """Lay what the words state over ``fields`` (the snapshot fields the pieces' parsers filled) where no program's
     output gave it; the facts say which fields they filled. Of two pieces stating one thing, the later wins."""
-    from gpuhealth.parsers.prose import Stated, UnitStatement
+    from gpuhealth.parsers.prose import InstallStatement, Stated, UnitStatement
 
     latest: dict[str, Statement] = {}
     for statement in given:
         stated = statement.stated
         key = (stated.thing if isinstance(stated, Stated) else f"unit:{stated.unit}"
-               if isinstance(stated, UnitStatement) else "pcie")  # a link (evidence/prose_pcie.py)
+               if isinstance(stated, UnitStatement) else f"install:{stated.fact}:{stated.subject}"
+               if isinstance(stated, InstallStatement) else "pcie")  # a link (evidence/prose_pcie.py)
         latest[key] = statement
-    facts: list[ReportedFact] = []
+    modules = [s for s in latest.values() if isinstance(s.stated, InstallStatement) and s.stated.fact == "module"]
+    facts: list[ReportedFact] = _modules(fields, modules)
     for statement in latest.values():
         stated = statement.stated
         if isinstance(stated, Stated):
             facts += _version(fields, stated, statement.source)
         elif isinstance(stated, UnitStatement):
             facts += _unit(fields, stated, statement.source)
+        elif isinstance(stated, InstallStatement):
+            facts += fill_install(fields, stated, statement.source)
         else:
             facts += fill_pcie(fields, stated, statement.source)
     return tuple(facts)
@@ -159,6 +163,99 @@ def _toolkit(fields: dict[str, Any], stated: Any, source: str, what: str) -> lis
         facts.append(_set(fields, "host_env", HostEnvironment, engines, f"{', '.join(engines)} in use", stated.words,
                           source))
     return facts
+
+
+# --------------------------------------------------------------------------- install-time states
+
+
+def told(source: str) -> str:
+    """The source a check's evidence names for a state the words gave: the piece, marked as the reporter's words."""
+    return f"{source} (the reporter's words)"
+
+
+def fill_install(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """An install-time state the words give (``parsers.prose.InstallStatement``) into the field its program's output
+    fills; nothing where that output is in the evidence."""
+    filler = _INSTALL_FILLERS.get(stated.fact)
+    return filler(fields, stated, source) if filler else []
+
+
+def _install_values(fields: dict[str, Any], stated: Any, source: str, values: dict[str, Any],
+                    what: str) -> list[ReportedFact]:
+    return [_set(fields, "install", InstallState, values, what, stated.words, source)]
+
+
+def _headers(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """"No kernel headers installed", "linux-headers-$(uname -r) is missing": /lib/modules/<release>/build missing
+    (GH503). Not where a program's output looked at the headers or listed the headers packages, nor where the words
+    name another release than the running kernel's."""
+    install = fields.get("install")
+    if install is not None and (install.headers_present is not None or install.kernel_packages_source):
+        return []
+    running = install.kernel_release if install is not None else None
+    named = stated.subject
+    if named and named[0].isdigit() and not (running and (running == named or running.startswith(named + "-")
+                                                          or named.startswith(running))):
+        return []  # the words name a release, and it is not known to be the running kernel's
+    return _install_values(fields, stated, source, {"headers_present": False, "headers_path": told(source)},
+                           "no kernel headers for the running kernel")
+
+
+def _secure_boot(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """"Secure Boot is enabled": what ``mokutil --sb-state`` says (GH506)."""
+    install = fields.get("install")
+    if install is not None and install.secure_boot is not None:
+        return []
+    return _install_values(fields, stated, source, {"secure_boot": stated.value, "secure_boot_source": told(source)},
+                           f"Secure Boot {stated.value}")
+
+
+def _mok_key(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """"The MOK is not enrolled": what ``mokutil --test-key`` says of the signing key (GH506)."""
+    install = fields.get("install")
+    if install is not None and install.signing_key_state is not None:
+        return []
+    values = {"signing_key_state": "not-enrolled", "signing_key_line": stated.words[:200],
+              "signing_key_source": told(source)}
+    return _install_values(fields, stated, source, values, "the signing key is not enrolled")
+
+
+def _unsigned(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """"The nvidia module is not signed": ``modinfo -F signer nvidia`` printing nothing (GH506)."""
+    install = fields.get("install")
+    if install is not None and install.module_signer is not None:
+        return []
+    return _install_values(fields, stated, source, {"module_signer": ""}, "the nvidia module is unsigned")
+
+
+def _modules(fields: dict[str, Any], given: list[Statement]) -> list[ReportedFact]:
+    """"nvidia is not loaded", "lsmod shows no nvidia", "nouveau is loaded": a module list that speaks only for the
+    names the words cover (``Snapshot.kernel_module_filters``, as for ``lsmod | grep``). Nothing where a program's
+    output gave a module list."""
+    if not given or fields.get("kernel_modules") is not None:
+        return []
+    loaded = tuple(s.stated.subject for s in given if s.stated.value == "loaded")
+    covers = tuple(dict.fromkeys(s.stated.covers for s in given))
+    fields.update(kernel_modules=loaded, kernel_module_filters=covers)
+    what = ", ".join(f"{s.stated.subject}: {s.stated.value}" for s in given)
+    words, source = given[-1].stated.words, given[-1].source
+    return [ReportedFact("kernel_modules", (), what, words, source),
+            ReportedFact("kernel_module_filters", (), f"the words speak for {', '.join(covers)}", words, source)]
+
+
+def _docker_runtime(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """"docker info shows no nvidia runtime", "the runtime is in daemon.json but docker was not restarted": the running
+    daemon's runtimes lack nvidia (GH802). Nothing where ``docker info`` or daemon.json is in the evidence."""
+    env = fields.get("host_env")
+    if env is not None and env.docker_runtimes_source is not None:
+        return []
+    values = {"docker_runtimes": (), "docker_runtimes_source": told(source),
+              **({"docker": True} if env is None or env.docker is None else {})}
+    return [_set(fields, "host_env", HostEnvironment, values, "Docker: no nvidia runtime", stated.words, source)]
+
+
+_INSTALL_FILLERS = {"headers": _headers, "secure-boot": _secure_boot, "mok-key": _mok_key,
+                    "module-signed": _unsigned, "docker-runtime": _docker_runtime}
 
 
 # --------------------------------------------------------------------------- PCIe links

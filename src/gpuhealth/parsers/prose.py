@@ -1,4 +1,5 @@
-"""State stated in a person's words: versions, NVIDIA units, PCIe links, as people write them in a report.
+"""State stated in a person's words: versions, NVIDIA units, PCIe links, install-time states (kernel headers, Secure
+Boot and the MOK, the module list, Docker's runtime), as people write them in a report.
 
 "My CUDA version is 12.9.41 and my CUDA driver is 570.133.20", "ubuntu20.04+nvidia530.30+cuda12.1",
 "nvidia-persistenced isn't running", "the GPU is stuck at Gen2 x16". No program printed these: they are
@@ -20,7 +21,8 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["PcieStatement", "Stated", "UnitStatement", "pcie_statements", "prose_sentences", "unit_statements",
+__all__ = ["INSTALL_PATTERNS", "InstallStatement", "PcieStatement", "Stated", "UnitStatement", "install_statements",
+           "pcie_statements", "prose_sentences", "unit_statements",
            "version_statements"]
 
 MAX_LINES = 2000
@@ -38,7 +40,7 @@ _MARKUP = lazy_re(r"`{1,3}|\*{1,3}(?=\S)|(?<=\S)\*{1,3}|(?<!\w)_{1,3}(?=\S)|(?<=
 # nvidia-535.98 for kernel 6.4.6" (a program's header line) is none of these.
 _PERSON = lazy_re(r"\b(?:i|i'm|im|my|we|our|me|us|you|your|it|its|this|these|there|here|is|are|am|was|were|be|been|"
                   r"have|has|had|using|use|uses|running|run|runs|installed|install|upgraded|updated|downgraded|"
-                  r"show|shows|say|says|report|reports|stuck|only|currently|now|still|seems?|got|get|gets|tried|"
+                  r"show|shows|say|says|report|reports|returns|prints|nothing|stuck|only|currently|now|still|seems?|got|get|gets|tried|"
                   r"but|so|also|after|since|while|because|with|on)\b", re.I)
 _FORM_ITEM = lazy_re(r"^(?:[-*•]\s|\d{1,2}[.)]\s|[A-Za-z][\w /()-]{0,30}:\s)")
 _JOINED = lazy_re(r"^[\w.-]{1,40}(?:\+[\w.-]{1,40}){1,8}$")
@@ -344,3 +346,148 @@ def _gen_of(match: re.Match[str]) -> int | None:
     if match["gen"] or match["pcie"]:
         return int(match["gen"] or match["pcie"])
     return _SPEED_GEN.get(match["speed"].removesuffix(".0"))
+
+
+# --------------------------------------------------------------------------- install-time states
+
+
+@record
+class InstallStatement:
+    """An install-time state a sentence states now (what a program's output would show):
+
+    - ``headers`` "missing": no kernel headers for the running kernel (``subject``: the release the words name)
+    - ``secure-boot`` "enabled" / "disabled" (``mokutil --sb-state``)
+    - ``mok-key`` "not-enrolled": shim does not trust the signing key (``mokutil --test-key``)
+    - ``module-signed`` "unsigned": the nvidia module carries no signature (``modinfo -F signer nvidia``)
+    - ``module`` "loaded" / "not-loaded" (``lsmod``): ``subject`` is the module, ``covers`` the grep-like pattern of
+      the names the words speak for ("=nvidia": that name only; "nvidia": every name holding it, ``lsmod | grep``)
+    - ``docker-runtime`` "no-nvidia": the running Docker daemon has no nvidia runtime (``docker info``)
+    """
+
+    fact: str
+    value: str
+    words: str
+    subject: str = ""
+    covers: str = ""
+
+
+# One family per fact: (fact, value or "" to read it from the group "state", pattern). A pattern names the group
+# "subject" where the words name a module or a kernel, "grep" where they name lsmod's filter. Other languages'
+# patterns are added to INSTALL_PATTERNS the same way.
+# The kernel headers' package names: linux-headers-$(uname -r) (Debian, Ubuntu) and kernel-devel-$(uname -r) (RHEL
+# and its rebuilds), as NVIDIA's Driver Installation Guide names them ("Pre-installation Actions", install the kernel
+# headers and development packages for the running kernel, https://docs.nvidia.com/datacenter/tesla/
+# driver-installation-guide/); "kernel-headers" on RHEL is the userspace one, but people write it for both.
+# the release a package name ends in: "6.8.0-45-generic", "$(uname -r)", "`uname -r`"
+_RELEASE = r"\$\(uname\s{1,2}-r\)|`uname\s{1,2}-r`|[\w.+~-]{1,60}"
+_HEADERS = (r"(?:(?:the|my|our)\s{1,3})?(?:(?:linux[- ])?kernel[- ]headers|linux-headers(?:-(?P<subject>"
+            + _RELEASE + r"))?|kernel-devel(?:-(?P<subject2>" + _RELEASE + r"))?|headers|kernel[- ]sources?)")
+_HEADERS_MISSING = lazy_re(
+    r"(?<![\w/.-])" + _HEADERS + r"(?:\s{1,3}packages?)?(?:\s{1,3}for\s{1,3}(?:the\s{1,3}|my\s{1,3})?"
+    r"(?:running|current)\s{1,3}kernel)?\s{1,3}(?:(?:is|are|seems?|appears?)\s{1,3}(?:to\s{1,3}be\s{1,3})?)?(?:still\s{1,3})?"
+    r"(?:not\s{1,3}(?:installed|present|found|available)|missing|absent)\b", re.I)
+# "no headers installed", "dkms is installed but no headers": not "no headers needed"
+_NO_HEADERS = lazy_re(r"\bno\s{1,3}(?:kernel[- ])?(?:headers|linux-headers|kernel-devel)\b"
+                      r"(?!\s{1,3}(?:packages?\s{1,3})?(?:(?:is|are)\s{1,3})?(?:needed|required|necessary)\b)", re.I)
+_SECURE_BOOT = r"(?:uefi\s{1,3})?secure\s{0,2}boot"
+# "on"/"off" only where the phrase ends there: "Secure Boot on my laptop" states nothing
+_SB_STATE_AFTER = lazy_re(
+    r"\b" + _SECURE_BOOT + r"(?:\s{1,3}(?:mode|state))?\s{1,3}(?:(?:is|seems|appears)\s{1,3})?"
+    r"(?:(?:still|currently|also|definitely|actually)\s{1,3})?(?P<state>not\s{1,3}enabled|enabled|active|disabled|turned\s{1,3}(?:on|off)|"
+    r"(?:on|off)(?=\s{0,2}(?:$|[,.;!)]|(?:and|but|so|in)\b)))", re.I)
+_SB_STATE_BEFORE = lazy_re(r"\b(?P<state>enabled|disabled|turned\s{1,3}(?:on|off)|switched\s{1,3}(?:on|off))\s{1,3}"
+                           r"(?:the\s{1,3})?" + _SECURE_BOOT + r"\b", re.I)
+# Secure Boot named as what stops the module ("cannot load because of Secure Boot", "Secure Boot blocks the module"):
+# only an enforcing Secure Boot refuses a module (the kernel's module signing documentation, "Kernel module signing
+# facility", https://docs.kernel.org/admin-guide/module-signing.html; mokutil --sb-state prints "SecureBoot enabled")
+_SB_BLAMED = lazy_re(r"\b(?:because\s{1,3}of|due\s{1,3}to|blocked\s{1,3}by|rejected\s{1,3}by|refused\s{1,3}by)\s{1,3}"
+                     r"(?:the\s{1,3})?" + _SECURE_BOOT + r"\b|\b" + _SECURE_BOOT + r"\s{1,3}(?:is\s{1,3})?(?:blocks|"
+                     r"blocking|prevents|preventing|rejects|rejecting|refuses|refusing)\b", re.I)
+_KEY = (r"(?:mok|machine\s{1,3}owner\s{1,3}key|(?:(?:the|my|our|dkms)\s{1,3})?"
+        r"(?:mok\s{1,3}|signing\s{1,3}|dkms\s{1,3})?key)")
+_KEY_NOT_ENROLLED = lazy_re(
+    r"\b" + _KEY + r"\s{1,3}(?:(?:is|has)\s{1,3})?(?:still\s{1,3})?not\s{1,3}(?:been\s{1,3})?(?:yet\s{1,3})?enrolled\b|"
+    r"\b(?:never|not|forgot\s{1,3}to)\s{1,3}(?:\w{1,12}\s{1,3})?enroll(?:ed)?\s{1,3}(?:the\s{1,3}|my\s{1,3}|a\s{1,3}|"
+    r"any\s{1,3})?(?:mok\b|machine\s{1,3}owner\s{1,3}key|(?:mok\s{1,3}|signing\s{1,3}|dkms\s{1,3})?key)", re.I)
+_UNSIGNED = lazy_re(
+    r"\b(?:(?:the|my|our)\s{1,3}(?:nvidia\s{1,3})?(?:kernel\s{1,3})?(?:modules?|driver)|nvidia\.ko|nvidia\s{1,3}"
+    r"(?:kernel\s{1,3})?modules?)\s{1,3}(?:is|are)\s{1,3}(?:still\s{1,3})?(?:not\s{1,3}signed|unsigned)\b", re.I)
+_MODULE_NAME = r"(?P<subject>nvidia(?:[_-](?:uvm|drm|modeset|peermem))?|nouveau)"
+_MODULE_STATE = lazy_re(
+    r"(?<![\w/.-])" + _MODULE_NAME + r"(?:\s{1,3}(?:kernel\s{1,3})?(?:module|driver|kmod))?\s{1,3}(?:is|are)\s{1,3}"
+    r"(?:(?:still|currently|also|definitely)\s{1,3})?(?P<state>not\s{1,3}loaded|loaded|in\s{1,3}use)\b", re.I)
+_LSMOD_NONE = lazy_re(
+    r"\blsmod\b(?:\s{0,3}\|\s{0,3}grep\s{1,3}(?:-\w{1,3}\s{1,3})?['\"]?(?P<grep>[\w-]{1,20})['\"]?)?\s{1,3}"
+    r"(?:shows|returns|prints|gives|lists|outputs)\s{1,3}(?:nothing|no\s{1,3}output|(?:an\s{1,3})?empty|no\s{1,3}"
+    + _MODULE_NAME + r"\b)", re.I)
+# Docker's daemon knows the nvidia runtime once `nvidia-ctk runtime configure --runtime=docker` wrote it into
+# /etc/docker/daemon.json and the daemon was restarted (NVIDIA Container Toolkit, "Installing the NVIDIA Container
+# Toolkit", Configuring Docker, https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/
+# install-guide.html): daemon.json edited without the restart leaves the running daemon without it.
+_NO_RUNTIME = lazy_re(
+    r"\bno\s{1,3}nvidia\s{1,3}runtime\b|\bnvidia\s{1,3}runtime\s{1,3}(?:is\s{1,3})?(?:not\s{1,3}(?:registered|"
+    r"configured|listed|shown|there)|missing)\b|\bdocker\s{1,3}(?:daemon\s{1,3})?(?:was|has)\s{1,3}not\s{1,3}(?:been\s{1,3})?"
+    r"restarted\b|\bnot\s{1,3}(?:yet\s{1,3})?restart(?:ed)?\s{1,3}(?:the\s{1,3})?docker\b", re.I)
+_DOCKER_INFO = lazy_re(r"\bdocker\s{1,3}info\b|daemon\.json|\bdocker\b", re.I)
+
+INSTALL_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
+    ("headers", "missing", _HEADERS_MISSING),
+    ("headers", "missing", _NO_HEADERS),
+    ("secure-boot", "", _SB_STATE_AFTER),
+    ("secure-boot", "", _SB_STATE_BEFORE),
+    ("secure-boot", "enabled", _SB_BLAMED),
+    ("mok-key", "not-enrolled", _KEY_NOT_ENROLLED),
+    ("module-signed", "unsigned", _UNSIGNED),
+    ("module", "", _MODULE_STATE),
+    ("module", "not-loaded", _LSMOD_NONE),
+    ("docker-runtime", "no-nvidia", _NO_RUNTIME),
+]
+_SB_STATES = {"enabled": "enabled", "active": "enabled", "on": "enabled", "turned on": "enabled",
+              "switched on": "enabled", "not enabled": "disabled", "disabled": "disabled", "off": "disabled",
+              "turned off": "disabled", "switched off": "disabled"}
+_MODULE_STATES = {"loaded": "loaded", "in use": "loaded", "not loaded": "not-loaded"}
+# before the match: a condition, an instruction or a doubt ("if Secure Boot is enabled", "make sure nouveau is not
+# loaded", "not sure whether"), or a negation of the action ("I have not disabled Secure Boot")
+_INSTALL_CONDITION = lazy_re(r"\b(?:if|when|whether|unless|once|until|make\s+sure|ensure|check|verify|in\s+case|"
+                             r"otherwise|need|needs|must|should|wonder|maybe|might|not\s+sure)\b|\b(?:not|never)\s+$")
+
+
+def install_statements(text: str) -> tuple[InstallStatement, ...]:
+    """The install-time states the sentences of ``text`` state now: kernel headers missing, Secure Boot on or off,
+    the MOK not enrolled, the nvidia module unsigned, a module loaded or not, Docker without the nvidia runtime. The
+    past ("Secure Boot was enabled"), a question, a condition or an instruction ("make sure nouveau is not loaded")
+    state nothing. The last statement per fact (and module) wins."""
+    found: dict[tuple[str, str], InstallStatement] = {}
+    for sentence in prose_sentences(text):
+        for fact, value, pattern in INSTALL_PATTERNS:
+            for match in pattern.finditer(sentence):
+                stated = _install_stated(sentence, fact, value, match)
+                if stated is not None:
+                    found[(stated.fact, stated.subject if fact == "module" else "")] = stated
+    return tuple(found.values())
+
+
+def _install_stated(sentence: str, fact: str, value: str, match: re.Match[str]) -> InstallStatement | None:
+    if _INSTALL_CONDITION.search(_before(sentence, match.start(), 40)):
+        return None
+    if fact != "docker-runtime" and _PAST_BE.search(match.group(0).lower()):  # "docker was not restarted": still so
+        return None
+    groups = match.groupdict()
+    state = " ".join((groups.get("state") or "").lower().split())
+    subject = (groups.get("subject") or groups.get("subject2") or "").lower()
+    words = sentence[:300]
+    if fact == "secure-boot":
+        value = value or _SB_STATES.get(state, "")
+        return InstallStatement(fact, value, words) if value else None
+    if fact == "docker-runtime" and not _DOCKER_INFO.search(sentence):
+        return None  # "no nvidia runtime" of another engine (containerd, CRI-O): not Docker's state
+    if fact == "module":
+        subject = subject.replace("-", "_") or (groups.get("grep") or "").lower()
+        if not subject.startswith(("nvidia", "nouveau")):
+            return None  # "lsmod shows nothing" names no module: it states nothing about one
+        value = value or _MODULE_STATES[state]
+        # "lsmod | grep nvidia" printing nothing speaks for every name holding "nvidia"; words naming a module, for it
+        listed = groups.get("grep") or (match.group(0).lower().startswith("lsmod") and subject)
+        covers = listed.lower() if value == "not-loaded" and listed else f"={subject}"
+        return InstallStatement(fact, value, words, subject, covers)
+    return InstallStatement(fact, value, words, subject.strip("`"))
