@@ -282,3 +282,35 @@ def test_docker_info_wins_over_the_words():
     fields = {"host_env": env}
     assert fill_reported(fields, statements("docker info shows no nvidia runtime.", "notes.txt")) == ()
     assert fields["host_env"] is env
+
+
+def test_a_module_built_for_another_kernel_in_words_is_judged_by_gh507_below_critical():
+    """"Built for 5.13 but I boot 5.14": the running kernel has no nvidia module while another has; GH507 judges it as
+    from `find /lib/modules` and `uname -r`, a warning that names the words, not /lib/modules."""
+    snapshot, report = _analyze("After a kernel update the nvidia module was built for 5.13 but I boot 5.14 now.")
+    assert snapshot.install.kernel_release == "5.14"
+    assert [(k.release, bool(k.nvidia_module)) for k in snapshot.install.kernels] == [("5.13", True), ("5.14", False)]
+    finding = _finding(report, "GH507")
+    assert finding is not None and finding.severity is Severity.WARNING and finding.labels.get("reported") == "words"
+    assert "/lib/modules" not in [e.source for e in finding.evidence]
+    assert _finding(run_checks(snapshot.machine_only()), "GH507") is None
+
+
+def test_the_running_kernel_from_uname_joins_the_words():
+    snapshot, report = _analyze("$ uname -r\n5.14.0-1-generic\n", "The driver was built for 5.13.0-52-generic. dkms "
+                                "did not build the module for the new kernel 5.14.")
+    assert [k.release for k in snapshot.install.kernels if not k.nvidia_module] == ["5.14.0-1-generic"]
+    assert _finding(report, "GH507").severity is Severity.WARNING
+
+
+def test_no_kernel_module_state_is_made_up():
+    """The new kernel is not said to run; the words name another running kernel than uname; dkms status is given."""
+    snapshot, _ = _analyze("The driver was built for 5.13.0-52-generic. dkms did not build the module for the new "
+                           "kernel 5.14.")
+    assert snapshot.install is None or not snapshot.install.kernels
+    snapshot, _ = _analyze("$ uname -r\n5.13.0-52-generic\n", "The module was built for 5.13 but I boot 5.14.")
+    assert not snapshot.install.kernels
+    snapshot, _ = _analyze("$ uname -r\n5.14.0-1-generic\n$ dkms status\n"
+                           "nvidia/470.82.01, 5.13.0-52-generic, x86_64: installed\n",
+                           "The module was built for 5.13 but I boot 5.14.")
+    assert not snapshot.install.kernels and not snapshot.reported

@@ -192,6 +192,12 @@ def _install(text: str) -> set[tuple[str, str, str, str]]:
     # Docker's runtime (GH802)
     ("docker info shows no nvidia runtime.", ("docker-runtime", "no-nvidia", "", "")),
     ("The nvidia runtime is in daemon.json but docker was not restarted.", ("docker-runtime", "no-nvidia", "", "")),
+    # the kernels with and without the nvidia module (GH507)
+    ("The nvidia module was built for 5.13 but I boot 5.14.", ("kernel-module", "built", "5.13", "5.14")),
+    ("It is only built for 5.15.0-91-generic, and I am running 5.15.0-94-generic.",
+     ("kernel-module", "built", "5.15.0-91-generic", "5.15.0-94-generic")),
+    ("dkms did not build the module for the new kernel 5.14.", ("kernel-module", "not-built", "5.14", "")),
+    ("There is no nvidia module for kernel 6.8.0-49-generic.", ("kernel-module", "not-built", "6.8.0-49-generic", "")),
 ])
 def test_install_states_a_person_states(text: str, expected: tuple[str, str, str, str]) -> None:
     assert _install(text) == {expected}
@@ -216,6 +222,9 @@ def test_install_states_a_person_states(text: str, expected: tuple[str, str, str
     "The zfs module is not signed either.",  # another module
     "containerd has no nvidia runtime configured.",  # another engine
     "When the MOK key is not enrolled the module is refused.",  # a condition
+    "After a kernel update nothing works any more.",  # no kernel, no module state
+    "The driver is built for 5.13 and I run 5.13.",  # built for the running kernel: nothing missing
+    "If dkms did not build the module for kernel 5.14, run dkms autoinstall.",  # a condition
 ])
 def test_no_install_state_is_invented(text: str) -> None:
     assert install_statements(text) == (), install_statements(text)

@@ -16,7 +16,17 @@ from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_fo
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.lazyre import guarded_re, has, lazy_re
-from gpuhealth.model import Evidence, Fix, InstalledKernel, InstallState, MessageLine, NvidiaPackage, Severity, Snapshot
+from gpuhealth.model import (
+    Evidence,
+    Fix,
+    InstalledKernel,
+    InstallState,
+    MessageLine,
+    NvidiaPackage,
+    ReportedFact,
+    Severity,
+    Snapshot,
+)
 
 BLACKLIST_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
 # Refusals only: "module verification failed ... tainting kernel" means the unsigned module DID load
@@ -709,7 +719,10 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
 
     Exceptions:
     Leftover `/lib/modules` folders of removed kernels (no `/boot/vmlinuz-<k>`) are ignored. When the
-    running kernel's module cannot be found on disk the newer kernels are not judged.
+    running kernel's module cannot be found on disk the newer kernels are not judged. The reporter's words
+    ("the module was built for 5.13 but I boot 5.14", "dkms did not build the module for 5.14" beside the running
+    kernel) are judged as such a listing where no program's output lists the modules; the finding then quotes them
+    and stays a warning.
     """
     install = _install(snapshot)
     loaded = module_loaded(snapshot)
@@ -735,7 +748,7 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
         return
     if pasted_kernels:
         if not loaded:  # pasted listings: `find /lib/modules -name '*nvidia*'` and `uname -r`
-            yield from _no_module_per_listing(install)
+            yield from _no_module_per_listing(install, snapshot.reported_fact("install", "kernels"))
         return
     if "install_kernels" in snapshot.unavailable or install.kernel_release is None:
         yield Skip(_unavailable(snapshot, "install_kernels", "install_kernel"))
@@ -838,11 +851,12 @@ def _driver_down_lines(snapshot: Snapshot) -> list[MessageLine]:
             or signature(m.signature).cause in ("module-not-built", "driver-not-loaded")]
 
 
-def _no_module_per_listing(install: InstallState) -> Iterator[Draft]:
+def _no_module_per_listing(install: InstallState, told: ReportedFact | None = None) -> Iterator[Draft]:
     """GH507 from pasted listings: the running kernel (``uname``) has no nvidia.ko among the module files
     listed (``find /lib/modules -name '*nvidia*'``) while another kernel has one. Critical when the listing
     shows the running kernel's own nvidia files without nvidia.ko; a warning when it does not name the
-    running kernel at all (the search may have been narrower)."""
+    running kernel at all (the search may have been narrower). ``told``: the reporter's words gave the kernels (then
+    no listing was pasted: the evidence names the words)."""
     release = install.kernel_release
     running = next((k for k in install.kernels if k.release == release), None)
     built = [k for k in install.kernels if k.nvidia_module and k.release != release]
@@ -854,7 +868,10 @@ def _no_module_per_listing(install: InstallState) -> Iterator[Draft]:
                   f"{', '.join(k.release for k in built)}): the driver cannot load",
         evidence=(Evidence("uname -r", (release or "",)),
                   Evidence("/lib/modules", tuple(f"{k.release}: {k.nvidia_module or 'no nvidia.ko'}"
-                                                 for k in install.kernels)[:8])),
+                                                 for k in install.kernels)[:8])) if told is None else (
+            Evidence(f"{told.source} (the reporter's words)", (f"running kernel: {release}", *[
+                f"{k.release}: {'nvidia module' if k.nvidia_module else 'no nvidia module'}"
+                for k in install.kernels][:8])),),
         fixes=table_fixes("GH507"),
     )
 

@@ -16,6 +16,7 @@ from gpuhealth.model import (
     DriverInfo,
     Gpu,
     HostEnvironment,
+    InstalledKernel,
     InstallState,
     OsInfo,
     ReportedFact,
@@ -56,7 +57,9 @@ def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[Repor
                if isinstance(stated, InstallStatement) else "pcie")  # a link (evidence/prose_pcie.py)
         latest[key] = statement
     modules = [s for s in latest.values() if isinstance(s.stated, InstallStatement) and s.stated.fact == "module"]
-    facts: list[ReportedFact] = _modules(fields, modules)
+    kernels = [s for s in latest.values() if isinstance(s.stated, InstallStatement)
+               and s.stated.fact == "kernel-module"]
+    facts: list[ReportedFact] = [*_modules(fields, modules), *_kernel_modules(fields, kernels)]
     for statement in latest.values():
         stated = statement.stated
         if isinstance(stated, Stated):
@@ -252,6 +255,43 @@ def _docker_runtime(fields: dict[str, Any], stated: Any, source: str) -> list[Re
     values = {"docker_runtimes": (), "docker_runtimes_source": told(source),
               **({"docker": True} if env is None or env.docker is None else {})}
     return [_set(fields, "host_env", HostEnvironment, values, "Docker: no nvidia runtime", stated.words, source)]
+
+
+def _same_kernel(one: str, other: str) -> bool:
+    """"5.14" and "5.14.0-284.el9.x86_64" name one kernel as people write it."""
+    from gpuhealth.parsers.prose import _same_version
+
+    return _same_version(one, other) or _same_version(other, one)
+
+
+def _kernel_modules(fields: dict[str, Any], given: list[Statement]) -> list[ReportedFact]:
+    """"The module was built for 5.13 but I boot 5.14", "dkms did not build the module for 5.14" with a kernel the
+    words say has it: the kernels' module files as ``find /lib/modules -name 'nvidia*'`` and ``uname -r`` would show
+    them (GH507). Only where the words name both a kernel with the module and the running kernel without it (or the
+    running kernel comes from a program's output); no version is made up. Nothing where a program's output lists
+    the kernels' modules, DKMS's state or modinfo's answer, or names another running kernel."""
+    install, os_info = fields.get("install"), fields.get("os")
+    if not given or (install is not None and (install.kernels or install.dkms or install.module_found is not None)):
+        return []
+    stated = [s.stated for s in given]
+    running = (install.kernel_release if install else None) or (os_info.kernel_release if os_info else None)
+    told_running = {s.covers for s in stated if s.covers}
+    if running is None and len(told_running) == 1:
+        running = told_running.pop()
+    elif running is None or not all(_same_kernel(r, running) for r in told_running):
+        return []  # the running kernel unknown, or the words name another one than the machine's
+    built = [s.subject for s in stated if s.value == "built" and not _same_kernel(s.subject, running)]
+    lacks = any(_same_kernel(s.covers if s.value == "built" else s.subject, running) for s in stated
+                if s.covers or s.value == "not-built")
+    if not built or not lacks:
+        return []
+    source = given[-1].source
+    kernels = (*(InstalledKernel(k, told(source)) for k in dict.fromkeys(built)), InstalledKernel(running, None))
+    values = {"kernels": kernels, **({"kernel_release": running} if install is None or not install.kernel_release
+                                     else {})}
+    what = f"nvidia module for {', '.join(built)}, none for the running kernel {running}"
+    words = " ".join(dict.fromkeys(s.words for s in stated))[:300]
+    return [_set(fields, "install", InstallState, values, what, words, source)]
 
 
 _INSTALL_FILLERS = {"headers": _headers, "secure-boot": _secure_boot, "mok-key": _mok_key,

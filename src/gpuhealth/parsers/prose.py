@@ -39,7 +39,7 @@ _MARKUP = lazy_re(r"`{1,3}|\*{1,3}(?=\S)|(?<=\S)\*{1,3}|(?<!\w)_{1,3}(?=\S)|(?<=
 # "OS: Ubuntu 22.04"), or versions joined by "+" ("ubuntu20.04+nvidia530.30+cuda12.1"). "DKMS make.log for
 # nvidia-535.98 for kernel 6.4.6" (a program's header line) is none of these.
 _PERSON = lazy_re(r"\b(?:i|i'm|im|my|we|our|me|us|you|your|it|its|this|these|there|here|is|are|am|was|were|be|been|"
-                  r"have|has|had|using|use|uses|running|run|runs|installed|install|upgraded|updated|downgraded|"
+                  r"have|has|had|did|using|use|uses|running|run|runs|installed|install|upgraded|updated|downgraded|"
                   r"show|shows|say|says|report|reports|returns|prints|nothing|stuck|only|currently|now|still|seems?|got|get|gets|tried|"
                   r"but|so|also|after|since|while|because|with|on)\b", re.I)
 _FORM_ITEM = lazy_re(r"^(?:[-*•]\s|\d{1,2}[.)]\s|[A-Za-z][\w /()-]{0,30}:\s)")
@@ -362,6 +362,8 @@ class InstallStatement:
     - ``module`` "loaded" / "not-loaded" (``lsmod``): ``subject`` is the module, ``covers`` the grep-like pattern of
       the names the words speak for ("=nvidia": that name only; "nvidia": every name holding it, ``lsmod | grep``)
     - ``docker-runtime`` "no-nvidia": the running Docker daemon has no nvidia runtime (``docker info``)
+    - ``kernel-module`` "built" / "not-built": ``subject`` has the nvidia module or not (``find /lib/modules``,
+      ``dkms status``); for "built", ``covers`` is the running kernel the same sentence names (it lacks the module)
     """
 
     fact: str
@@ -430,6 +432,25 @@ _NO_RUNTIME = lazy_re(
     r"restarted\b|\bnot\s{1,3}(?:yet\s{1,3})?restart(?:ed)?\s{1,3}(?:the\s{1,3})?docker\b", re.I)
 _DOCKER_INFO = lazy_re(r"\bdocker\s{1,3}info\b|daemon\.json|\bdocker\b", re.I)
 
+# A kernel release as people write it: "5.14", "6.8.0-45-generic", "5.14.0-427.el9.x86_64"
+_KREL = (r"(?P<kernel>[2-7]\.\d{1,2}(?:\.\d{1,3})?(?:-[\w+~]{1,30}(?:\.[\w+~]{1,30}){0,6}){0,3})"
+         r"(?![\w.]{0,2}\d)")
+# "the module was built for 5.13 but I boot 5.14": the kernel it has a module for, and the running one (then without)
+_BUILT_FOR = lazy_re(
+    r"\b(?:module|driver|nvidia(?:\.ko)?|it)\s{1,3}(?:is|was|got|has\s{1,3}been)\s{1,3}(?:only\s{1,3})?(?:built|compiled|"
+    r"installed)\s{1,3}(?:only\s{1,3})?for\s{1,3}(?:the\s{1,3}(?:old|older|previous)\s{1,3})?(?:kernel\s{1,3})?"
+    + _KREL, re.I)
+_RUNNING = lazy_re(
+    r"\b(?:i\s{1,3}(?:boot|booted|run|am\s{1,3}(?:running|on|booting))|(?:the\s{1,3})?running\s{1,3}kernel\s{1,3}is|"
+    r"uname\s{1,3}-r\s{1,3}(?:shows|says|gives|is)|booted\s{1,3}into|now\s{1,3}(?:on|running))\s{1,3}(?:the\s{1,3})?"
+    r"(?:new\s{1,3})?(?:kernel\s{1,3}|linux\s{1,3})?" + _KREL.replace("?P<kernel>", "?P<running>"), re.I)
+# "dkms did not build the module for the new kernel 5.14", "there is no nvidia module for kernel 5.14"
+_NOT_BUILT = lazy_re(
+    r"(?:\bdkms\s{1,3}(?:did\s{1,3}not|failed\s{1,3}to|could\s{1,3}not|does\s{1,3}not)\s{1,3}(?:build|install|compile)"
+    r"\s{1,3}(?:the\s{1,3})?(?:nvidia\s{1,3})?(?:module\s{1,3}|driver\s{1,3})?|\bno\s{1,3}nvidia\s{1,3}(?:kernel\s{1,3})?"
+    r"module\s{1,3})for\s{1,3}(?:the\s{1,3})?(?:new|newer|latest|current|running)?\s{0,3}(?:kernel\s{1,3})?" + _KREL,
+    re.I)
+
 INSTALL_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
     ("headers", "missing", _HEADERS_MISSING),
     ("headers", "missing", _NO_HEADERS),
@@ -441,6 +462,8 @@ INSTALL_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
     ("module", "", _MODULE_STATE),
     ("module", "not-loaded", _LSMOD_NONE),
     ("docker-runtime", "no-nvidia", _NO_RUNTIME),
+    ("kernel-module", "built", _BUILT_FOR),
+    ("kernel-module", "not-built", _NOT_BUILT),
 ]
 _SB_STATES = {"enabled": "enabled", "active": "enabled", "on": "enabled", "turned on": "enabled",
               "switched on": "enabled", "not enabled": "disabled", "disabled": "disabled", "off": "disabled",
@@ -456,21 +479,22 @@ def install_statements(text: str) -> tuple[InstallStatement, ...]:
     """The install-time states the sentences of ``text`` state now: kernel headers missing, Secure Boot on or off,
     the MOK not enrolled, the nvidia module unsigned, a module loaded or not, Docker without the nvidia runtime. The
     past ("Secure Boot was enabled"), a question, a condition or an instruction ("make sure nouveau is not loaded")
-    state nothing. The last statement per fact (and module) wins."""
+    state nothing. The last statement per fact (and module or kernel) wins."""
     found: dict[tuple[str, str], InstallStatement] = {}
     for sentence in prose_sentences(text):
         for fact, value, pattern in INSTALL_PATTERNS:
             for match in pattern.finditer(sentence):
                 stated = _install_stated(sentence, fact, value, match)
                 if stated is not None:
-                    found[(stated.fact, stated.subject if fact == "module" else "")] = stated
+                    found[(stated.fact, stated.subject if fact in ("module", "kernel-module") else "")] = stated
     return tuple(found.values())
 
 
 def _install_stated(sentence: str, fact: str, value: str, match: re.Match[str]) -> InstallStatement | None:
     if _INSTALL_CONDITION.search(_before(sentence, match.start(), 40)):
         return None
-    if fact != "docker-runtime" and _PAST_BE.search(match.group(0).lower()):  # "docker was not restarted": still so
+    # "docker was not restarted", "the module was built for 5.13": still so
+    if fact not in ("docker-runtime", "kernel-module") and _PAST_BE.search(match.group(0).lower()):
         return None
     groups = match.groupdict()
     state = " ".join((groups.get("state") or "").lower().split())
@@ -481,6 +505,8 @@ def _install_stated(sentence: str, fact: str, value: str, match: re.Match[str]) 
         return InstallStatement(fact, value, words) if value else None
     if fact == "docker-runtime" and not _DOCKER_INFO.search(sentence):
         return None  # "no nvidia runtime" of another engine (containerd, CRI-O): not Docker's state
+    if fact == "kernel-module":
+        return _kernel_module(sentence, value, match)
     if fact == "module":
         subject = subject.replace("-", "_") or (groups.get("grep") or "").lower()
         if not subject.startswith(("nvidia", "nouveau")):
@@ -491,3 +517,16 @@ def _install_stated(sentence: str, fact: str, value: str, match: re.Match[str]) 
         covers = listed.lower() if value == "not-loaded" and listed else f"={subject}"
         return InstallStatement(fact, value, words, subject, covers)
     return InstallStatement(fact, value, words, subject.strip("`"))
+
+
+def _kernel_module(sentence: str, value: str, match: re.Match[str]) -> InstallStatement | None:
+    """A kernel the words say has the nvidia module ("built") or lacks it ("not-built"). "Built for 5.13 but I boot
+    5.14" also says the running 5.14 lacks it: ``covers`` carries that running kernel."""
+    kernel = match["kernel"].rstrip(".-")
+    running = ""
+    if value == "built":
+        after = _RUNNING.search(sentence, match.end())
+        running = after["running"].rstrip(".-") if after else ""
+        if running == kernel:
+            return None  # built for the kernel it runs: nothing is missing
+    return InstallStatement("kernel-module", value, sentence[:300], kernel, running)
