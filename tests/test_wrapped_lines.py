@@ -86,3 +86,33 @@ def test_a_dpkg_listing_header_is_not_a_table():
                "+++-==============-============-============-==================================\n"
                "ii  nvidia-smi     525.85.12-1  amd64        NVIDIA System Management Interface\n")
     assert unwrap_lines(listing) == listing
+
+
+RMINIT = ("[   14.851311] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x22:0x56:667)\n"
+          "[   14.851402] NVRM: GPU 0000:3b:00.0: rm_init_adapter failed, device minor number 0\n")
+
+
+def test_a_wrapped_kernel_log_line_is_joined_between_two_records():
+    wrapped = _mail_wrap(RMINIT, 72) + "[   15.000001] nvidia-uvm: Loaded the UVM driver, major device number 508.\n"
+    assert len(wrapped.splitlines()) == 5  # the test's log really is wrapped
+    assert unwrap_lines(wrapped).splitlines()[:2] == RMINIT.splitlines()
+
+
+@pytest.mark.parametrize("text", [
+    # the reporter's sentence after the last line of a pasted log is not the log's
+    "[   14.851311] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x22:0x56:66\nThis started after the update.\n",
+    # a long line (over 80 characters) was not wrapped at a mail client's width
+    "[   14.851402] NVRM: GPU 0000:3b:00.0: rm_init_adapter failed, device minor number 0 (and more text)\n"
+    "extra\n[   15.000001] NVRM: loading\n",
+    # an indented line is a stack trace's or a listing's, not a wrapped piece
+    "[   14.851311] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x22:0x56:667) xxx\n  indented\n"
+    "[   15.000001] NVRM: loading\n",
+])
+def test_kernel_log_lines_that_were_not_wrapped_stay_apart(text):
+    assert unwrap_lines(text) == text
+
+
+def test_a_record_without_its_prefix_is_not_a_wrapped_piece():
+    text = "[    5.200000] NVRM: The NVIDIA probe routine failed for 1 device(s).\n" \
+           "NVRM: None of the NVIDIA devices were initialized.\n"
+    assert unwrap_lines(text) == text

@@ -1,7 +1,7 @@
 """Lines a mail client or a terminal wrapped, joined back where their own format shows the break.
 
 A paste that went through a mail client is wrapped at 72-80 columns; a terminal narrower than the output wraps it
-too. Most wrapped lines cannot be told from two lines, so only two formats, whose records say where they end, are
+too. Most wrapped lines cannot be told from two lines, so only formats whose records show where they end are
 joined:
 
 - an ``nvidia-smi`` table: its rule lines (``+----+----+``) give its width and every row starts and ends with
@@ -11,7 +11,12 @@ joined:
 - the driver's Xid line, ``NVRM: Xid (PCI:<address>): <n>, ...`` (NVIDIA's Xid catalogue; open-gpu-kernel-modules
   prints it from ``nvErrorLog_va``): a line that holds ``NVRM: Xid`` without the full head, followed by a line that
   completes it, was broken before the Xid's number (a long journald prefix pushes the head past column 72), and the
-  kernel-log parser loses the event.
+  kernel-log parser loses the event;
+- a kernel-log line of the GPU stack (``NVRM``, ``nvidia``, ``Xid``, AER...): every record starts with its prefix
+  (``[   12.345678]``, ``Dec  1 10:00:00 host``), so a line of 60 to 80 characters (the width it was wrapped at)
+  followed by up to three unprefixed, unindented lines (none a record of its own: ``NVRM: ...``, ``modprobe: ...``)
+  and then the next record was broken; at the end of the log
+  the pieces are joined only when they do not start like a sentence (the reporter's words after the paste).
 
 A break at a blank (a mail client wraps between words and drops the blank) is joined with one blank; a break in a run
 of ``-``/``=`` (a rule cut by a terminal) is joined with none. Linear, one pass; at most ``MAX_SEGMENTS`` lines join.
@@ -22,21 +27,31 @@ from __future__ import annotations
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.parsers.session import prompt_command
 
-__all__ = ["MAX_SEGMENTS", "unwrap_lines"]
+__all__ = ["MAX_SEGMENTS", "MAX_WRAPPED", "MIN_WRAPPED", "unwrap_lines"]
 
 MAX_SEGMENTS = 4  # a line wrapped into more pieces than this is not a wrapped line
 MAX_JOINED = 4096  # characters of a joined line
 # nvidia-smi's rule lines ("+----+----+", "|====+====|"), not a markdown table's ("|---|---|": its rows vary in width)
 _RULE = lazy_re(r"[ \t]{0,8}(?:\+[-=+]{10,400}\+|\|=[-=+|]{10,400}\|)\s*$")
+# A kernel log's line prefix: dmesg's "[   12.345678]", dmesg -T's "[Mon Dec  1 10:00:00 2026]", syslog's and
+# journald's "Dec  1 10:00:00 host", an ISO time.
+_LOG_PREFIX = lazy_re(r"\s{0,4}(?:\[\s{0,12}\d{1,10}\.\d{1,9}\]|"
+                      r"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]|"
+                      r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)")
+_RECORD_HEAD = lazy_re(r"[\w.-]{1,40}(?:\[\d{1,10}\])?: ")  # "NVRM: ", "modprobe: ": a record without its prefix
+_SENTENCE = lazy_re(r"[A-Z][a-z]")  # a capitalised word: a sentence of the reporter's, unless a log line follows
+_LOG_WORDS = ("NVRM", "nvidia", "Xid", "AER", "pcieport", "nouveau")  # lines of the GPU stack: the others are not read
+MIN_WRAPPED, MAX_WRAPPED = 60, 80  # a wrapped piece filled the width: a mail client wraps at 72-80 columns, a
+# terminal at 80 (a longer line was not wrapped at those widths)
 _RULE_START = lazy_re(r"[ \t]{0,8}[+|][-=+]{10,400}$")
 _RULE_END = lazy_re(r"[-=+]{1,400}[+|]\s*$")
 _XID_HEAD = lazy_re(r"NVRM: Xid \([^)\n]{1,160}\):?\s{0,8}\d{1,6}\b")
 
 
 def unwrap_lines(text: str) -> str:
-    """``text`` with wrapped nvidia-smi table rows and Xid lines joined (see the module docstring); the text itself
-    when it has none."""
-    if "|" not in text and "Xid" not in text:
+    """``text`` with wrapped nvidia-smi table rows, Xid lines and GPU kernel-log lines joined (see the module
+    docstring); the text itself when it has none."""
+    if "|" not in text and "Xid" not in text and "NVRM" not in text and "nvidia" not in text:
         return text
     lines = text.splitlines()
     out: list[str] = []
@@ -52,12 +67,42 @@ def unwrap_lines(text: str) -> str:
             if joined is None:
                 break
             line, i, segments, changed = joined, i + 1, segments + 1, True
+        if segments == 1 and i < len(lines):
+            run = _log_continuation(line, lines, i)
+            if run:
+                for piece in lines[i:i + run]:
+                    line = _glue(line, piece, 0)
+                i, changed = i + run, True
         if _RULE.match(line):
             width = len(line.rstrip())
         elif line.lstrip()[:1] not in ("|", "+"):
             width = 0  # the table ended
         out.append(line)
     return "\n".join(out) + ("\n" if text.endswith("\n") else "") if changed else text
+
+
+def _log_continuation(line: str, lines: list[str], at: int) -> int:
+    """How many lines from ``at`` continue the kernel-log ``line`` a mail client or terminal wrapped: the record
+    starts with a log prefix and names the GPU stack; each wrapped piece filled the width (``MIN_WRAPPED`` to
+    ``MAX_WRAPPED`` characters); the pieces (at most ``MAX_SEGMENTS - 1``) have no prefix, indentation or prompt and
+    are followed by the next prefixed line, or, when they do not start like a sentence, by a blank line or the end."""
+    if not MIN_WRAPPED <= len(line) <= MAX_WRAPPED or not _LOG_PREFIX.match(line) or not any(
+            w in line for w in _LOG_WORDS):
+        return 0
+    run = 0
+    previous = line
+    while at + run < len(lines):
+        piece = lines[at + run]
+        if not piece.strip() or _LOG_PREFIX.match(piece):
+            break
+        own_line = (piece[:1] in (" ", "\t", "|", "+") or _RECORD_HEAD.match(piece) is not None
+                    or prompt_command(piece) is not None)
+        if run == MAX_SEGMENTS - 1 or not MIN_WRAPPED <= len(previous) <= MAX_WRAPPED or own_line:
+            return 0
+        previous = piece
+        run += 1
+    sandwiched = at + run < len(lines) and lines[at + run].strip() != ""
+    return run if run and (sandwiched or not _SENTENCE.match(lines[at])) else 0
 
 
 def _joined(line: str, following: str, width: int) -> str | None:
