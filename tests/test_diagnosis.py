@@ -343,8 +343,11 @@ def test_gh206_weighs_a_pasted_nouveau_line_the_module_list_contradicts():
     (finding,) = [f for f in report.findings if f.code == "GH206"]
     assert "shows it not loaded now" in finding.message and finding.severity is not Severity.INFO
     assert [line for e in finding.evidence for line in e.lines] == [words.strip()]
-    alone = report_of(("note.txt", words))  # no module list: the line is all there is, as before
-    assert [f.severity for f in alone.findings if f.code == "GH206"] == [Severity.CRITICAL]
+    # no module list: the line is all there is, and it is a person's words (a words-* row): reported, below critical
+    alone = report_of(("note.txt", words))
+    (told,) = [f for f in alone.findings if f.code == "GH206"]
+    assert told.severity is Severity.WARNING and told.labels.get("reported") == "words"
+    assert any(e.source.endswith("(the reporter's words)") for e in told.evidence)
 
 
 def test_pasted_lines_become_evidence_one_way():

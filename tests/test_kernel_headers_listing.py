@@ -101,9 +101,13 @@ def test_a_listing_without_kernels_leaves_gh503_to_the_pci_evidence():
 # --------------------------------------------------------------------------- prose beside a listing
 
 
-def test_prose_alone_is_no_diagnosis():
+def test_prose_alone_is_never_healthy_and_stays_reported():
+    """A person's sentence is read now (a symptom told in words), but it is never HEALTHY and never critical: what it
+    raises is labelled as the reporter's words."""
     report = _report(("notes.txt", "The driver does not work after the reboot, nvidia-smi fails every time.\n"))
-    assert report.verdict == "NO DIAGNOSIS"
+    assert report.verdict in ("NO DIAGNOSIS", "DEGRADED")
+    raised = [f for f in report.findings if f.severity.value != "info"]
+    assert raised and all(f.labels.get("reported") == "words" for f in raised)
 
 
 def test_prose_with_a_clean_listing_is_no_diagnosis_not_healthy():

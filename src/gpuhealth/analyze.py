@@ -26,7 +26,7 @@ from gpuhealth.evidence.facts import (
 )
 from gpuhealth.evidence.listings import PACKAGE_LISTINGS, embedded_rpm_packages
 from gpuhealth.evidence.toolchain import kbuild_compiler_lines
-from gpuhealth.knowledge.signatures import scan_lines
+from gpuhealth.knowledge.signatures import is_words_row, scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
@@ -436,6 +436,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     """Signature matches of a piece; error lines no signature explains when the piece was not parsed.
     ``read_into``: the snapshot fields the piece was parsed into (checks reading them saw its lines)."""
     if kind in _STRUCTURED_UNSCANNED:  # tables of values: their parsers and the checks judge them
+        if kind == "lspci":  # lspci -vvv's ACSCtl lines: the bridges' ACS setting (GH706)
+            reading.overlay(p2p_lines(piece.text.splitlines()[:MAX_SCANNED_LINES]), piece.name)
         return _scan_pasted_errors(reading, piece)
     lines = piece.text.splitlines()
     if kind == "kernel-log" or len(lines) > MAX_SCANNED_LINES:
@@ -464,7 +466,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
-                                            mined=_mined_behind(sig.id, line)))
+                                            mined=_mined_behind(sig.id, line), reported=is_words_row(sig.id)))
     # nvidia-container-cli's own error line: its reader reads NVML's failures; any other is an error line (GH310)
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
     if (kind not in (None, "app-log", "smi-table") and not cli_error) or not unknown_lines:

@@ -635,6 +635,7 @@ class P2pEvidence:
     failures: tuple[str, ...] = ()  # "NCCL WARN ...", "all_reduce_perf hangs", "works with NCCL_P2P_DISABLE=1"
     acs_redirect: tuple[str, ...] = ()  # "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ ..."
     iommu: tuple[str, ...] = ()  # "DMAR: IOMMU enabled", "intel_iommu=on"
+    acs_read: bool = False  # an ACSCtl line was in the evidence (redirecting or not): the ACS setting is known
 
 
 @record
@@ -745,8 +746,11 @@ class Snapshot:
             m.signature or m.mined for m in self.messages or ())
 
     def machine_only(self) -> Snapshot:
-        """This snapshot without what the reported facts filled: what the programs' output alone shows."""
+        """This snapshot without what the reported facts filled and without the lines of a person's words: what the
+        programs' output alone shows."""
         changes: dict[str, Any] = {"reported": ()}
+        if any(m.reported for m in self.messages or ()):  # lines of a person's words (words-* rows, told symptoms)
+            changes["messages"] = tuple(m for m in self.messages or () if not m.reported)
         for fact in self.reported:
             current = changes.get(fact.field, getattr(self, fact.field))
             if fact.field == "unavailable":  # the words answered what pasted evidence leaves open: open again
@@ -754,6 +758,11 @@ class Snapshot:
                 continue
             changes[fact.field] = _without(current, fact.attributes)
         return dataclasses.replace(self, **changes)
+
+    @property
+    def has_reported(self) -> bool:
+        """Whether anything in the snapshot comes from a person's words (facts, or lines the checks read)."""
+        return bool(self.reported) or any(m.reported for m in self.messages or ())
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:

@@ -366,7 +366,12 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             findings[index] = updated
             continue
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
-        made = _finding(spec, severity, matched[0][0].summary, line_evidence(m for _, m in matched))
+        told = all(m.reported for _, m in matched)  # only rows that read a person's words: reported, below critical
+        if told and severity is Severity.CRITICAL:
+            severity = Severity.WARNING
+        made = _finding(spec, severity, matched[0][0].summary, evidence_of(m for _, m in matched))
+        if told:
+            made = replace(made, labels={**made.labels, "reported": "words"})
         # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
         # Boot off) have nothing to fix; the check's fixes would read as if they had
         fixes = made.fixes

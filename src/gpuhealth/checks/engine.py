@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gpuhealth.checks import catalogue
-from gpuhealth.checks.diagnosis import diagnose
+from gpuhealth.checks.diagnosis import TOLD, diagnose
 from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip
 from gpuhealth.knowledge.actions import of_check
 from gpuhealth.model import REPORTED_WORDS, Evidence, Finding, Report, Severity, Skipped, Snapshot
@@ -20,7 +20,7 @@ def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
     expectations = expectations or Expectations()
     chosen = [s for s in REGISTRY.values() if select is None or s.code in set(select)]
     findings, skipped = _run(snapshot, chosen, expectations)
-    if snapshot.reported:  # facts from a person's words: what rests on them stays below critical
+    if snapshot.has_reported:  # facts or lines from a person's words: what rests on them stays below critical
         findings = _on_reported(snapshot, findings, _run(snapshot.machine_only(), chosen, expectations)[0])
     findings.sort(key=lambda f: (-f.severity.rank, f.code, str(f.subject)))
     # catalogue lines become findings; each symptom is folded under its confirmed cause or gets a differential
@@ -61,12 +61,21 @@ def _on_reported(snapshot: Snapshot, findings: list[Finding], machine: list[Find
             out.append(finding)
             continue
         severity = Severity.WARNING if finding.severity is Severity.CRITICAL else finding.severity
-        quoted = any(e.source == REPORTED_WORDS for e in finding.evidence)  # the check quoted the words itself
-        evidence = finding.evidence if quoted else (*finding.evidence, Evidence(REPORTED_WORDS, words))
+        # the check quoted the words itself (or shows the lines of a person's words it read): no second quote
+        quoted = not words or any(e.source == REPORTED_WORDS for e in finding.evidence)
+        evidence = _told_sources(snapshot, finding.evidence if quoted else (*finding.evidence,
+                                                                             Evidence(REPORTED_WORDS, words)))
         out.append(replace(finding, severity=severity, evidence=evidence,
                            labels={**finding.labels, "reported": "words"},
                            **(_actions(finding.code, severity) if severity is not finding.severity else {})))
     return out
+
+
+def _told_sources(snapshot: Snapshot, evidence: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+    """Evidence showing a line of a person's words says so in its source ("notes.txt (the reporter's words)")."""
+    told = {m.line for m in snapshot.messages or () if m.reported}
+    return tuple(replace(e, source=e.source + TOLD) if not e.source.endswith(TOLD) and any(
+        line.strip() in told for line in e.lines) else e for e in evidence)
 
 
 # The checks that judge Xids a person named in words (a kernel log of format REPORTED): for every other check that

@@ -351,17 +351,19 @@ def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
     acs: list[str] = []
     iommu: list[str] = []
     failures: list[str] = []
+    acs_read = False
     for line in lines:
         text = line.strip()[:300]
+        acs_read = acs_read or "ACSCtl:" in text
         if len(acs) < MAX_LINE_FACTS and _ACS.search(text):
             acs.append(text)
         if len(iommu) < MAX_LINE_FACTS and _IOMMU.search(text):
             iommu.append(text)
         if len(failures) < MAX_LINE_FACTS and _P2P_FAIL.search(text):
             failures.append(text)
-    if not (acs or iommu or failures):
+    if not (acs or iommu or failures or acs_read):
         return {}
-    return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu))}
+    return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu), acs_read)}
 
 
 # An absolute path to a shared library inside a CUDA toolkit tree (/usr/local/cuda-10.1/lib64/libcufft.so) or a pip

@@ -77,6 +77,16 @@ def signature(signature_id: str) -> Signature:
     return _by_id()[signature_id]
 
 
+# Rows whose id starts with this read a person's sentence ("the nouveau module is still loaded after blacklisting"),
+# not a program's message: a finding that rests on them alone is reported, at most a warning (checks/diagnosis.py).
+WORDS_PREFIX = "words-"
+
+
+def is_words_row(signature_id: str) -> bool:
+    """Whether the catalogue row ``signature_id`` reads a person's words (its id starts with ``words-``)."""
+    return signature_id.startswith(WORDS_PREFIX)
+
+
 def match_line(line: str) -> Signature | None:
     """The most specific row matching ``line``: a decided cause before a symptom, then the higher
     priority, then the longer pattern (a longer pattern says more), then file order."""

@@ -1,0 +1,46 @@
+"""What rests on a person's words stays reported (issue 21, SESSION rule "words are not machine output").
+
+Sentences here are written for the test; the ACSCtl line has the shape `lspci -vvv` prints for a bridge.
+"""
+
+from __future__ import annotations
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.model import Severity
+
+HANG = "Our DDP job hangs at the first all_reduce across the 8 GPUs.\n"
+ACS_OFF = ("00:01.0 PCI bridge: Intel Corporation Device 1234\n"
+           "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n")
+
+
+def _report(*named: tuple[str, str]):
+    snapshot, _ = analyze_texts(list(named))
+    return run_checks(snapshot)
+
+
+def test_a_catalogue_row_for_words_alone_is_a_reported_warning():
+    report = _report(("note.txt", "the nouveau module is still loaded after a reboot\n"))
+    (finding,) = [f for f in report.findings if f.code == "GH206"]
+    assert finding.severity is Severity.WARNING and finding.labels.get("reported") == "words"
+    assert any(e.source == "note.txt (the reporter's words)" for e in finding.evidence)
+
+
+def test_a_hang_told_in_words_does_not_rule_out_acs():
+    """GH706 needs the ACS or IOMMU setting to judge: a failure alone leaves it open (skipped, never clean)."""
+    report = _report(("note.txt", HANG))
+    assert "GH706" in {s.code for s in report.skipped}
+    ruled_out = [c for f in report.findings for c in f.differential if c.code == "GH706" and c.status == "ruled out"]
+    assert ruled_out == []
+
+
+def test_the_acs_setting_shown_lets_gh706_judge():
+    report = _report(("note.txt", HANG), ("lspci-vvv.txt", ACS_OFF))
+    assert "GH706" not in {s.code for s in report.skipped}
+
+
+def test_a_whole_lspci_vvv_gives_the_acs_redirection():
+    """The bridges' ACSCtl lines of a full `lspci -vvv` (a listing the lspci parser reads) reach GH706."""
+    redirecting = ACS_OFF.replace("ReqRedir- CmpltRedir-", "ReqRedir+ CmpltRedir+")
+    report = _report(("note.txt", HANG), ("lspci-vvv.txt", redirecting))
+    assert [f.severity for f in report.findings if f.code == "GH706"] == [Severity.CRITICAL]
