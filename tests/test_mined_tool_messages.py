@@ -180,6 +180,8 @@ def test_mig_parted_reset_failure_confirms_the_pending_mig_mode_change():
     result = report(text)
     lead = result.findings[0]
     assert lead.code == "GH409" and lead.severity is Severity.WARNING, [(f.code, f.message) for f in result.findings]
+    # the logrus prefix alone on the line above nvidia-smi's output is no unknown error line
+    assert not any(f.code == "GH003" for f in report("ERRO[0002] \n" + text).findings)
     # without logrus' prefix or the program's name, its generic messages claim no other program's line
     assert mined_tools.match("backup: error resetting all GPUs: exit status 1") is None
     # a client the MIG manager could not stop points to what holds the GPU, and only suggests it
