@@ -55,3 +55,23 @@ def test_a_piece_read_through_the_mined_table_is_not_called_unrecognised(tmp_pat
     "nothing in it was analysed" beside the finding it raised."""
     codes = {f["code"] for f in _report(tmp_path, "cuInit returned 802\n")["findings"]}
     assert "GH210" in codes and "GH002" not in codes
+
+
+def test_an_error_beside_a_quoted_kernel_line_is_not_dropped(tmp_path):
+    """An issue body quoting one NVRM line is taken for the driver's version file (or an untimed kernel log); its other
+    lines are still read, so the error beside it is reported and the report is not HEALTHY."""
+    body = ("Building the miner fails at start with:\n"
+            "FATAL: the GPU runtime refused to start, error 12\n"
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  396.54  Tue Aug 14 22:37:35 PDT 2018\n"
+            "Thanks for any help.\n")
+    report = _report(tmp_path, body)
+    assert report["verdict"] != "HEALTHY"
+    assert any("refused to start" in line for f in report["findings"] for e in f["evidence"] for line in e["lines"])
+
+
+def test_an_error_in_an_untimed_kernel_log_paste_is_not_dropped(tmp_path):
+    body = ("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+            "my trainer then stops with: FATAL: the GPU runtime refused to start, error 12\n")
+    report = _report(tmp_path, body)
+    assert report["verdict"] != "HEALTHY"
+    assert any("refused to start" in line for f in report["findings"] for e in f["evidence"] for line in e["lines"])

@@ -238,6 +238,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     kind = route(command, text) if piece.text.strip() else None
     understood = parsed = False
     read_into: tuple[str, ...] = ()
+    found: dict[str, Any] = {}
     if kind is not None:
         try:
             found = _nodes_named(command, _one_gpu_selected(command, kind.parse(text, piece.name)))
@@ -256,6 +257,15 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     scanned_as = kind.name if kind is not None and parsed else None
     before = len(reading.log)
     matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
+    if scanned_as == "kernel-log" and unknown_lines and _untimed(found):
+        # text that only holds a kernel line or two (an issue body quoting an NVRM line beside an error and prose): the
+        # lines the kernel log does not read are read like any pasted text, so their error is never dropped
+        rest = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if not _KERNEL_RECORD.search(line)]
+        if any(line.strip() for line in rest):
+            beside = Piece(piece.name, "\n".join(rest))
+            matched += _scan_messages(reading, beside, None, (), unknown_lines)
+            if block is None or not block.command:
+                understood = _read_words(reading, beside) or understood
     # an Xid or a symptom named in words
     understood = understood or any(r.kind in ("reported-xids", "reported symptom") for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
@@ -299,6 +309,16 @@ def _setup_inventory_only(log: list[Recognised]) -> str:
     if not kinds or not set(kinds) <= SETUP_KINDS:
         return ""
     return ", ".join(dict.fromkeys(kinds))
+
+
+# A line a kernel log holds for the GPU checks (what its parser reads); the rest of an untimed "log" is pasted text
+_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d", re.I)
+
+
+def _untimed(found: dict[str, Any]) -> bool:
+    """Whether a parsed kernel log had no timestamps (format "plain"): pasted text, not a whole machine log."""
+    log = found.get("kernel_log") if isinstance(found, dict) else None
+    return isinstance(log, KernelLog) and log.format == "plain"
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str) -> None:
@@ -410,6 +430,8 @@ _KERNEL_RELEVANT = lazy_re(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|
                               r"AER|pcieport|cuda|nccl|PKCS#7|lockdown", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
+# Outputs of a few fixed lines (a version banner): any other line pasted with them, an error above all, is read too
+_FEW_LINE_KINDS = ("proc-version", "kernel-version", "gcc-version", "nvcc-version", "uname")
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
@@ -469,7 +491,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
                                             mined=_mined_behind(sig.id, line), reported=is_words_row(sig.id)))
     # nvidia-container-cli's own error line: its reader reads NVML's failures; any other is an error line (GH310)
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
-    if (kind not in (None, "app-log", "smi-table") and not cli_error) or not unknown_lines:
+    if (kind not in (None, "app-log", "smi-table", *_FEW_LINE_KINDS) and not cli_error) or not unknown_lines:
         return len(matched)
     # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
     # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)

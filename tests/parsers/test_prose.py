@@ -139,11 +139,14 @@ def test_no_pcie_link_is_invented(text: str) -> None:
     assert pcie_statements(text) == ()
 
 
-def test_boards_are_named_most_specific_first() -> None:
+def test_boards_are_named_by_the_cited_table_only() -> None:
     assert [b.name for b in boards_named("two RTX PRO 6000 Blackwell cards")] == ["NVIDIA RTX PRO 6000 Blackwell"]
-    assert [b.name for b in boards_named("an RTX 6000 Ada")] == ["NVIDIA RTX 6000 Ada Generation"]
-    assert [b.name for b in boards_named("4x A100-80GB PCIe")] == ["NVIDIA A100 PCIe"]
-    assert boards_named("an A100 SXM4 board") == ()  # its own host link is not in the table
+    assert boards_named("an RTX 6000 Ada") == ()  # not the RTX PRO 6000, and no checked row of its own
+    assert [b.name for b in boards_named("4x H100 80GB PCIe")] == ["NVIDIA H100 PCIe"]
+    assert [b.name for b in boards_named("a Tesla T4 and an H100-PCIe")] == ["NVIDIA H100 PCIe", "Tesla T4"]
+    assert boards_named("an H100 SXM5 board") == ()  # its own host link is not in the table
+    assert boards_named("two H100 NVL cards") == ()  # no NVIDIA document for it could be checked
+    assert boards_named("an L40S") == ()  # likewise: no row rather than an unchecked one
 
 
 def test_markdown_marks_and_contractions_are_read_through() -> None:
