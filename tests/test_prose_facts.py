@@ -172,3 +172,27 @@ def test_a_critical_finding_from_the_machine_stays_critical_beside_words():
     assert snapshot.reported  # the words filled the CUDA version and the distribution
     finding = _finding(report, "GH210")
     assert finding is not None and finding.severity is Severity.CRITICAL and "reported" not in finding.labels
+
+
+# ----------------------------------------------------------------------------------------------- Chinese
+
+
+def test_versions_stated_in_chinese_are_judged_and_stay_below_critical():
+    snapshot, report = _analyze("我们的集群节点上 CUDA 版本是 12.4，驱动版本是 470.82.01，训练脚本一启动就退出。")
+    assert snapshot.driver.version == "470.82.01" and snapshot.cuda.nvcc_release == "12.4"
+    finding = _finding(report, "GH601")
+    assert finding is not None and finding.severity is Severity.WARNING
+    assert finding.labels.get("reported") == "words"
+
+
+def test_fabric_manager_not_installed_in_chinese_on_an_nvswitch_system():
+    snapshot, report = _analyze("这台节点上没有安装 nvidia-fabricmanager。", LSPCI_HGX)
+    assert (snapshot.cuda.fabricmanager_active, snapshot.cuda.fabricmanager_enabled) == ("inactive", "not-found")
+    finding = _finding(report, "GH210")
+    assert finding is not None and finding.severity is Severity.WARNING
+
+
+def test_a_chinese_question_fills_nothing():
+    snapshot, report = _analyze("驱动版本是 470 吗？是否安装了 nvidia-fabricmanager？", LSPCI_HGX)
+    assert snapshot.driver is None or snapshot.driver.version != "470"
+    assert _finding(report, "GH210") is None
