@@ -293,3 +293,35 @@ def test_unit_states_stated_in_chinese(text: str, unit: str, active: str | None,
 ])
 def test_no_unit_state_is_invented_from_chinese(text: str) -> None:
     assert unit_statements(text) == ()
+
+
+@pytest.mark.parametrize(("text", "gen", "width", "expected"), [
+    ("GPU 的 PCIe 链路只跑在 Gen2 x16", 2, 16, None),
+    ("lspci 显示链路宽度是 x4，本来应该是 x16", None, 4, 16),
+    ("PCIe链路是gen3 x8", 3, 8, None),  # no blanks around the Latin words
+    ("显卡插在 PCIe 3.0 x4 的槽位上", 3, 4, None),
+])
+def test_pcie_links_stated_in_chinese(text: str, gen: int | None, width: int | None, expected: int | None) -> None:
+    (stated,) = pcie_statements(text)
+    assert (stated.gen, stated.width, stated.expected_width) == (gen, width, expected)
+
+
+@pytest.mark.parametrize("text", [
+    "这张卡最高支持 Gen4 x16",  # a maximum
+    "如果链路是 x8 就要检查插槽",  # a supposition
+    "链路宽度是 x8 吗？",  # a question
+    "PCIe 链路时而 x16 时而 x8",  # changing
+])
+def test_no_pcie_link_is_invented_from_chinese(text: str) -> None:
+    assert pcie_statements(text) == ()
+
+
+def test_chinese_readers_stay_linear() -> None:
+    import time
+
+    for unit in ("驱动版本是 535 ", "没有安装 nvidia-fabricmanager\n", "链路是 x8 gen3。", "驱动从 470 升级到 ", "，",
+                 "驱动是 535，CUDA 版本是 12.1。\n"):
+        text = unit * (200_000 // len(unit))
+        start = time.process_time()
+        version_statements(text), unit_statements(text), pcie_statements(text)
+        assert time.process_time() - start < 2.0, unit

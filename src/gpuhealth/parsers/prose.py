@@ -393,10 +393,11 @@ class PcieStatement:
     busy_pct: float | None = None  # the GPU's utilisation the same sentence states ("at 100 % utilisation")
 
 
-_GEN = lazy_re(r"(?<![\w.])(?:gen\s?(?P<gen>[1-6])|pcie?\s?(?:gen\s?)?(?P<pcie>[1-6])(?:\.0)?|"
+# bounded by Latin letters and digits, not \w: Chinese writes "链路是gen3" without a blank
+_GEN = lazy_re(r"(?<![a-zA-Z0-9_.])(?:gen\s?(?P<gen>[1-6])|pcie?\s?(?:gen\s?)?(?P<pcie>[1-6])(?:\.0)?|"
                r"(?P<speed>2\.5|5(?:\.0)?|8(?:\.0)?|16(?:\.0)?|32(?:\.0)?|64(?:\.0)?)\s?gt/s)(?!\w|\.\d)", re.I)
 _SPEED_GEN = {"2.5": 1, "5": 2, "8": 3, "16": 4, "32": 5, "64": 6}
-_WIDTH = lazy_re(r"(?<![\w.])x\s?(?P<width>1|2|4|8|16|32)(?!\w|\.\d)", re.I)
+_WIDTH = lazy_re(r"(?<![a-zA-Z0-9_.])x\s?(?P<width>1|2|4|8|16|32)(?![a-zA-Z0-9_]|\.\d)", re.I)
 _EXPECTED = lazy_re(r"\b(?:instead of|rather than|should be|expected|supposed to be|not|of|out of|vs\.?|versus|"
                     r"max(?:imum)?|capable of|supports?|rated|spec(?:ified)?|up to|cap(?:ability)?|lnkcap)"
                     r"\W{0,3}(?:\S+\s+){0,2}$")
@@ -405,7 +406,21 @@ _CHANGING = lazy_re(r"->|→|=>|\b(?:cycl|flap|toggl|bounc|fluctuat|alternat|osc
 # "100 % utilisation", "GPU util at 98%", "utilization of 95 %": the GPU's load, in the sentence that states the link
 _UTILISATION = lazy_re(r"(?<![\w.])(?P<pct>\d{1,3})\s?%\s(?:gpu[- ]?)?util|"
                        r"\butil(?:i[sz]ation)?\s(?:is\s|of\s|at\s|was\s){0,2}(?P<pct2>\d{1,3})\s?%", re.I)
-_LINK_CONTEXT = lazy_re(r"pcie|pci-e|pci express|\blink\b|lnksta|gt/s|\bgen\s?\d|\blanes?\b", re.I)
+_LINK_CONTEXT = lazy_re(r"pcie|pci-e|pci express|\blink\b|lnksta|gt/s|\bgen\s?\d|\blanes?\b|链路|鏈路|通道|插槽|槽位",
+                        re.I)
+# the same as _EXPECTED in Chinese: "本来应该是 x16", "而不是 x16", "最高支持 Gen4 x16", "理论上 x16"
+_EXPECTED_ZH = lazy_re(r"(?:应该是|應該是|本来是|本來是|本应|本應|而不是|不是|最高|最大|支持|理论上?|理論上?|额定|額定|"
+                       r"规格|規格|满速|滿速|标称|標稱)(?:是|为|為|的|应该是|應該是)?\s{0,3}(?:pcie\s?)?"
+                       r"(?:(?:gen\s?)?\d(?:\.0)?\s{0,3})?$")
+
+
+# a Chinese sentence that supposes a link ("如果链路是 x8") or tells it changing ("时而 x16 时而 x8") states none
+_NO_LINK_ZH = lazy_re(r"如果|假如|要是|是否|时而|時而|来回|來回|忽高忽低|跳来跳去|跳來跳去")
+
+
+def _expected(before: str) -> bool:
+    """Whether the words before a value make it a maximum, an expectation or a negation (English or Chinese)."""
+    return _EXPECTED.search(before) is not None or _EXPECTED_ZH.search(before) is not None
 
 
 def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
@@ -416,12 +431,12 @@ def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
     comes with it (GH407 judges a generation below the board's only while the GPU is busy)."""
     found: list[PcieStatement] = []
     for sentence in prose_sentences(text):
-        if not _LINK_CONTEXT.search(sentence) or _CHANGING.search(sentence):
+        if not _LINK_CONTEXT.search(sentence) or _CHANGING.search(sentence) or _NO_LINK_ZH.search(sentence):
             continue
-        gens = {_gen_of(m) for m in _GEN.finditer(sentence) if not _EXPECTED.search(_before(sentence, m.start(), 40))}
+        gens = {_gen_of(m) for m in _GEN.finditer(sentence) if not _expected(_before(sentence, m.start(), 40))}
         widths, expected = set(), set()
         for m in _WIDTH.finditer(sentence):
-            (expected if _EXPECTED.search(_before(sentence, m.start(), 40)) else widths).add(int(m["width"]))
+            (expected if _expected(_before(sentence, m.start(), 40)) else widths).add(int(m["width"]))
         gens.discard(None)
         gen = gens.pop() if len(gens) == 1 else None
         width = widths.pop() if len(widths) == 1 else None
