@@ -62,7 +62,8 @@ def test_an_issue_body_quoting_nvcc_and_the_driver_gets_the_version_judgement(tm
 def test_the_banners_fill_the_fields_the_whole_output_readers_fill():
     snapshot, log = analyze_texts([("issue.md", ISSUE_BODY)])
     assert snapshot.driver is not None and snapshot.driver.version == "396.54"
-    assert snapshot.cuda is not None and (snapshot.cuda.nvcc_release, snapshot.cuda.nvcc_version) == ("10.0", "10.0.130")
+    cuda = snapshot.cuda
+    assert cuda is not None and (cuda.nvcc_release, cuda.nvcc_version) == ("10.0", "10.0.130")
     assert snapshot.reported == ()  # machine lines, not the reporter's words
     assert _banners_read(log) == ["nvcc --version, /proc/driver/nvidia/version"]
 
@@ -109,7 +110,7 @@ def test_a_banner_pasted_above_an_smi_table_is_read_and_the_table_is_not():
 
 
 def test_a_field_an_earlier_piece_filled_wins():
-    """The whole nvidia-smi table given first keeps its driver and GPUs; a later excerpt's banner does not replace it."""
+    """The whole nvidia-smi table given first keeps its driver and GPUs; a later quoted header does not replace it."""
     header = "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |\nit fails\n"
     snapshot, _ = analyze_texts([("smi.txt", SMI_TABLE), ("note.txt", "We see:\n" + header)])
     assert snapshot.smi is not None and snapshot.smi.driver_version == "535.104.05" and len(snapshot.smi.gpus) == 1

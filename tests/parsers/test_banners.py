@@ -56,7 +56,6 @@ def _one(line: str) -> tuple[str, dict[str, str]]:
     ("torch                    2.1.0+cu121", "pip list", {"version": "2.1.0+cu121"}),
     ("torch 2.1.0+cu121", "pip list", {"version": "2.1.0+cu121"}),
     ("torch  2.2.0.dev20231010+cu121  /home/me/src/pytorch", "pip list", {"version": "2.2.0.dev20231010+cu121"}),
-    ("torch==2.1.0+cpu", "pip freeze", {"version": "2.1.0+cpu"}),
     ("[pip3] torch==1.13.1", "pip freeze", {"version": "1.13.1"}),
     ("PyTorch version: 2.1.0+cu121", "collect_env", {"torch": "2.1.0+cu121"}),
     ("Is CUDA available: False", "collect_env", {"available": "false"}),
@@ -86,6 +85,8 @@ def test_each_program_line_is_read(line, program, values):
     "torch 2.1.0 broke my build",
     "torchvision              0.16.0+cu121",
     "- torch 2.1.0",
+    "torch 2.1.0",  # one space and no wheel tag: a person's list as likely as pip's row
+    "torch==2.1.0+cu121",  # a requirements file's pin as likely as pip freeze's line
     "PyTorch version: Could not collect",
     "CUDA used to build PyTorch: None",
     "Is CUDA available: maybe",

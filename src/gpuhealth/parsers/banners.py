@@ -29,9 +29,9 @@ Each program, the line it prints, and where that line's form is defined:
 - ``gcc --version``: "gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0". gcc/gcc.cc, print_version: ``"%s %s%s\\n"``
   of the program's name, "(PKGVERSION)" and the version (https://gcc.gnu.org/onlinedocs/gcc/Overall-Options.html,
   --version).
-- ``pip list`` / ``pip freeze``: "torch                    2.1.0+cu121", "torch==2.1.0+cu121". pip list's
-  "Package Version [Location]" columns and pip freeze's requirement lines
-  (https://pip.pypa.io/en/stable/cli/pip_list/, https://pip.pypa.io/en/stable/cli/pip_freeze/).
+- ``pip list``: "torch                    2.1.0+cu121", its "Package Version [Location]" columns
+  (https://pip.pypa.io/en/stable/cli/pip_list/); pip freeze's "torch==1.13.1" as collect_env lists it after
+  "[pip3] " (torch/utils/collect_env.py, get_pip_packages).
 - PyTorch's ``collect_env``: "PyTorch version: 2.1.0+cu121", "Is CUDA available: False", "CUDA used to build
   PyTorch: 12.1". pytorch/pytorch, torch/utils/collect_env.py, ``env_info_fmt``.
 
@@ -71,11 +71,13 @@ _UNAME = lazy_re(r"Linux \S{1,100} (?P<release>\d+\.\d+[\w.+~-]{0,100}) #\S.{0,3
 # "cc (GCC) 11.4.1 20230605 (Red Hat 11.4.1-2)": the name, its package in parentheses, the version, a date, a note
 _GCC = lazy_re(r"(?:[\w.]{1,40}-){0,6}(?:gcc|cc)(?:-\d{1,3}(?:\.\d{1,3}){0,2})? \((?P<package>[^()]{1,200})\) "
                r"(?P<version>\d{1,3}\.\d{1,3}(?:\.\d{1,3})?)(?: \d{8})?(?: \([^()]{1,200}\))?(?: \(prerelease\))?")
-# pip list's row (the location column of an editable or `-v` listing; conda list's row for a pip package), pip
-# freeze's line (collect_env prefixes it with "[pip3] ")
-_TORCH_ROW = lazy_re(r"(?:\[pip3?\] )?torch(?:==| {1,80})(?P<version>\d{1,3}\.\d{1,3}(?:\.\d{1,3})?"
-                     r"(?:(?:a|b|rc|\.dev|\.post)\d{1,12})*(?:\+[\w.]{1,40})?)"
-                     r"(?: {1,80}/\S{1,300}(?: {1,80}\w{1,20})?| {1,80}pypi_0 {1,80}pypi)?")
+# pip list's row (the location column of an editable or `-v` listing; conda list's row for a pip package), and pip
+# freeze's line as collect_env prints it ("[pip3] torch==1.13.1"; a bare "torch==..." may be a requirements file's pin)
+_TORCH_VERSION_FORM = (r"(?P<version>\d{1,3}\.\d{1,3}(?:\.\d{1,3})?(?:(?:a|b|rc|\.dev|\.post)\d{1,12})*"
+                       r"(?:\+[\w.]{1,40})?)")
+_TORCH_ROW = lazy_re(r"torch(?P<gap> {1,80})" + _TORCH_VERSION_FORM
+                     + r"(?: {1,80}/\S{1,300}(?: {1,80}\w{1,20})?| {1,80}pypi_0 {1,80}pypi)?")
+_TORCH_FREEZE = lazy_re(r"\[pip3?\] torch==" + _TORCH_VERSION_FORM)
 _COLLECT_ENV = lazy_re(r"(?P<key>PyTorch version|Is CUDA available|CUDA used to build PyTorch): (?P<value>\S{1,60})")
 _TORCH_VERSION = lazy_re(r"\d{1,3}\.\d{1,3}")  # "2.1.0+cu121"
 _COLLECT_ENV_KEYS = {"PyTorch version": "torch", "Is CUDA available": "available",
@@ -137,8 +139,10 @@ def _banner(line: str, index: int, lines: list[str]) -> Banner | None:
         return _linux(line, index)
     if first in "PIC" and line.startswith(tuple(_COLLECT_ENV_KEYS)):
         return _collect_env(line, index)
-    if line.startswith(("torch", "[pip")):
-        return _match("pip list", _TORCH_ROW, line, index, ("version",))
+    if line.startswith("torch"):
+        return _pip_row(line, index)
+    if line.startswith("[pip"):
+        return _match("pip freeze", _TORCH_FREEZE, line, index, ("version",))
     if "cc" in line[:60] and "(" in line:
         return _match("gcc --version", _GCC, line, index, ("version", "package"), banner=True)
     return None
@@ -150,9 +154,17 @@ def _match(program: str, pattern: Pattern[str], line: str, index: int, keys: tup
     if match is None:
         return None
     values = tuple((key, match[key]) for key in keys if match[key] and match[key] not in _UNKNOWN)
-    if program == "pip list" and "==" in line:
-        program = "pip freeze"
     return Banner(program, line, index, values + ((("banner", line),) if banner else ()))
+
+
+def _pip_row(line: str, index: int) -> Banner | None:
+    """pip list pads its name column to the longest name, so a real row has a wide gap; one space ("torch 2.1.0",
+    as a rendered page shows it) is read only with a wheel's local version (+cu121, +cpu), which people copy, not
+    type."""
+    match = _TORCH_ROW.fullmatch(line)
+    if match is None or (match["gap"] == " " and "+" not in match["version"]):
+        return None
+    return Banner("pip list", line, index, (("version", match["version"]),))
 
 
 def _nvrm(line: str, index: int, lines: list[str]) -> Banner | None:
