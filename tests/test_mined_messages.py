@@ -163,6 +163,9 @@ def test_families_split_from_the_kernel_interface_catch_all_name_their_cause():
     assert firmware.family == "gsp-firmware-version"
     assert mined.families()["gsp-firmware-version"].cause == "gsp-firmware-missing"
     assert mined.lookup("NVRM: GPU 0000:65:00.0: rm_init_private_state() failed!").family == "gpu-init"
+    # kern_bus_gh100.c: the static BAR1 mapping between two GPUs through the IOMMU failed (peer-to-peer)
+    peer = mined.lookup("NVRM: _kbusCreateStaticBar1IOMMUMappingForGpuPair: IOMMU mapping failed from GPU0 to GPU1")
+    assert peer.family == "p2p-iommu" and mined.families()["p2p-iommu"].cause == "p2p-blocked-iommu-acs"
 
 
 def test_a_warning_level_message_is_information_and_a_known_signature_keeps_its_row():

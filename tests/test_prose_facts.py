@@ -123,11 +123,11 @@ def test_the_toolkits_version_wins_over_the_words():
 
 
 def test_a_narrow_link_in_words_is_judged_against_the_boards_own():
-    """The L40S's host interface is PCIe Gen4 x16 (knowledge/gpu_pcie.csv, NVIDIA's product page): the words' x8
-    is below it, GH407 judges the link as from nvidia-smi -q, quoting the words."""
-    snapshot, report = _analyze("Our NVIDIA L40S only links at PCIe Gen4 x8 during training, not x16.")
+    """The H100 PCIe's host interface is PCIe Gen5 x16 (knowledge/gpu_pcie.csv, NVIDIA's product brief): the
+    words' x8 is below it, GH407 judges the link as from nvidia-smi -q, quoting the words."""
+    snapshot, report = _analyze("Our NVIDIA H100 PCIe only links at PCIe Gen5 x8 during training, not x16.")
     (gpu,) = snapshot.smi.gpus
-    assert (gpu.pcie_width_current, gpu.pcie_width_max, gpu.pcie_gen_current, gpu.pcie_gen_max) == (8, 16, 4, 4)
+    assert (gpu.pcie_width_current, gpu.pcie_width_max, gpu.pcie_gen_current, gpu.pcie_gen_max) == (8, 16, 5, 5)
     assert snapshot.smi.partial and snapshot.smi.format == "reported"
     finding = _finding(report, "GH407")
     assert finding is not None and finding.severity is not Severity.CRITICAL
@@ -138,10 +138,10 @@ def test_a_narrow_link_in_words_is_judged_against_the_boards_own():
 def test_a_low_generation_in_words_is_judged_only_with_the_load_they_state():
     """GH407 judges a generation below the board's only while the GPU is busy: "100 % utilization" in the sentence
     says so; without it the generation is read but not judged (an idle GPU lowers its link)."""
-    _, report = _analyze("Our GeForce RTX 4090 stays at Gen1 x16 while training at 100% GPU utilization.")
+    _, report = _analyze("Our Tesla T4 stays at Gen1 x16 while training at 100% GPU utilization.")
     finding = _finding(report, "GH407")
-    assert finding is not None and finding.severity is Severity.WARNING and "Gen1 of Gen4" in finding.message
-    snapshot, report = _analyze("Our GeForce RTX 4090 stays at Gen1 x16.")
+    assert finding is not None and finding.severity is Severity.WARNING and "Gen1 of Gen3" in finding.message
+    snapshot, report = _analyze("Our Tesla T4 stays at Gen1 x16.")
     assert snapshot.smi.gpus[0].pcie_gen_current == 1 and _finding(report, "GH407") is None
 
 
@@ -172,3 +172,27 @@ def test_a_critical_finding_from_the_machine_stays_critical_beside_words():
     assert snapshot.reported  # the words filled the CUDA version and the distribution
     finding = _finding(report, "GH210")
     assert finding is not None and finding.severity is Severity.CRITICAL and "reported" not in finding.labels
+
+
+# ----------------------------------------------------------------------------------------------- Chinese
+
+
+def test_versions_stated_in_chinese_are_judged_and_stay_below_critical():
+    snapshot, report = _analyze("我们的集群节点上 CUDA 版本是 12.4，驱动版本是 470.82.01，训练脚本一启动就退出。")
+    assert snapshot.driver.version == "470.82.01" and snapshot.cuda.nvcc_release == "12.4"
+    finding = _finding(report, "GH601")
+    assert finding is not None and finding.severity is Severity.WARNING
+    assert finding.labels.get("reported") == "words"
+
+
+def test_fabric_manager_not_installed_in_chinese_on_an_nvswitch_system():
+    snapshot, report = _analyze("这台节点上没有安装 nvidia-fabricmanager。", LSPCI_HGX)
+    assert (snapshot.cuda.fabricmanager_active, snapshot.cuda.fabricmanager_enabled) == ("inactive", "not-found")
+    finding = _finding(report, "GH210")
+    assert finding is not None and finding.severity is Severity.WARNING
+
+
+def test_a_chinese_question_fills_nothing():
+    snapshot, report = _analyze("驱动版本是 470 吗？是否安装了 nvidia-fabricmanager？", LSPCI_HGX)
+    assert snapshot.driver is None or snapshot.driver.version != "470"
+    assert _finding(report, "GH210") is None

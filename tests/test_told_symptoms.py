@@ -49,12 +49,39 @@ PARAGRAPHS = [
 ]
 
 
+# the same families told in Chinese (hand-written; the last in traditional characters): the same lead and cause
+ZH_PARAGRAPHS = [
+    ("我们在一台 8 卡服务器上跑 exporter。上周开始 nvidia-smi 非常慢，每次要等 10 秒左右，exporter 经常超时。", "GH604",
+     "persistence-off"),
+    ("有一个节点上 nvidia-smi 卡住了，一直不返回，kill -9 也杀不掉。", "GH204", "gpu-fallen-off-bus"),
+    ("我用 Ctrl-C 结束了训练，四张卡的显存还是一直被占用，但是 nvidia-smi 里看不到任何进程。", "GH414",
+     "memory-held-idle"),
+    ("工作站里的 Tesla 卡训练十分钟就过热，然后机器直接关机。", "GH406", "thermal-slowdown"),
+    ("训练越来越慢：刚开始每秒 900 张图，一个小时后只有 400 张。", "GH406", "thermal-slowdown"),
+    ("训练两天之后掉卡了，nvidia-smi 只显示三张卡。", "GH302", "gpu-fallen-off-bus"),
+    ("我已经在 /etc/modprobe.d 里把 nouveau 加进黑名单，可是每次重启之后 nouveau 还是被加载。", "GH206",
+     "initramfs-stale"),
+    ("用 run 包装完 NVIDIA 驱动以后，开机就黑屏。", "GH206", "nouveau-bound"),
+    ("重装 conda 之后 torch.cuda.is_available() 返回 False，nvidia-smi 是正常的。", "GH605", "torch-cpu-build"),
+    ("TensorFlow 2.16 在我的工作站上识别不到 GPU。", "GH610", "cuda-newer-than-driver"),
+    ("宿主机上 GPU 正常，但是 docker 容器里识别不到 GPU。", "GH802", "container-toolkit-missing"),
+    ("从昨天开始 nvidia-smi 只显示 7 张卡，本来有 8 张。", "GH102", "rminit-failed"),
+    ("我们的 8 卡节点上每个任务第一次 CUDA 调用都要花 40 秒左右。", "GH609", "persistence-off"),
+    ("昨晚内核更新之后 nvidia-smi 用不了了。", "GH203", "module-not-built"),
+    ("在新装的 Ubuntu 24.04 服务器上安装 NVIDIA 驱动一直失败。", "GH507", "kernel-headers-missing"),
+    ("重启之后 nvidia 内核模块加载不上，桌面分辨率也变低了。", "GH201", "secure-boot-refused"),
+    ("四卡 DDP 训练卡在第一个 all_reduce，单卡是正常的。", "GH806", None),
+    ("顯卡驅動更新以後 nvidia-smi 跑一次要 15 秒。", "GH604", "persistence-off"),
+]
+
+
 def lead_of(*texts: tuple[str, str]):
     snapshot, _ = analyze_texts(list(texts))
     return run_checks(snapshot).findings
 
 
-@pytest.mark.parametrize(("paragraph", "code", "cause"), PARAGRAPHS, ids=[f"{p[1]}-{p[2]}" for p in PARAGRAPHS])
+@pytest.mark.parametrize(("paragraph", "code", "cause"), PARAGRAPHS + ZH_PARAGRAPHS,
+                         ids=[f"{p[1]}-{p[2]}" for p in PARAGRAPHS] + [f"zh-{p[1]}-{p[2]}" for p in ZH_PARAGRAPHS])
 def test_a_told_symptom_leads_with_its_likeliest_cause_below_critical(paragraph: str, code: str, cause: str | None):
     findings = lead_of(("notes.txt", paragraph))
     lead = findings[0]
@@ -128,6 +155,10 @@ def test_a_machine_fault_still_leads_over_the_words():
     "nvidia-smi is not slow and the GPU memory is not occupied.",
     "nvidia-smi was slow before I enabled persistence mode. Thanks for the help!",
     "To avoid a login loop, stop the display manager before installing the driver.",
+    "没开持久模式的时候 nvidia-smi 会不会很慢？买服务器之前想先了解一下。",
+    "nvidia-smi 并不慢，显存也没有被占用。",
+    "开启持久模式之前 nvidia-smi 很慢，谢谢大家的帮助！",
+    "为了避免循环登录，安装驱动之前先停掉图形界面。",
 ])
 def test_words_that_do_not_report_a_symptom_raise_nothing_from_it(paragraph: str):
     findings = lead_of(("notes.txt", paragraph))

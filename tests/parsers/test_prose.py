@@ -139,13 +139,103 @@ def test_no_pcie_link_is_invented(text: str) -> None:
     assert pcie_statements(text) == ()
 
 
-def test_boards_are_named_most_specific_first() -> None:
+def test_boards_are_named_by_the_cited_table_only() -> None:
     assert [b.name for b in boards_named("two RTX PRO 6000 Blackwell cards")] == ["NVIDIA RTX PRO 6000 Blackwell"]
-    assert [b.name for b in boards_named("an RTX 6000 Ada")] == ["NVIDIA RTX 6000 Ada Generation"]
-    assert [b.name for b in boards_named("4x A100-80GB PCIe")] == ["NVIDIA A100 PCIe"]
-    assert boards_named("an A100 SXM4 board") == ()  # its own host link is not in the table
+    assert boards_named("an RTX 6000 Ada") == ()  # not the RTX PRO 6000, and no checked row of its own
+    assert [b.name for b in boards_named("4x H100 80GB PCIe")] == ["NVIDIA H100 PCIe"]
+    assert [b.name for b in boards_named("a Tesla T4 and an H100-PCIe")] == ["NVIDIA H100 PCIe", "Tesla T4"]
+    assert boards_named("an H100 SXM5 board") == ()  # its own host link is not in the table
+    assert boards_named("two H100 NVL cards") == ()  # no NVIDIA document for it could be checked
+    assert boards_named("an L40S") == ()  # likewise: no row rather than an unchecked one
 
 
 def test_markdown_marks_and_contractions_are_read_through() -> None:
     assert prose_sentences("**Note**: `nvidia-persistenced` isn't running.") == ["Note: nvidia-persistenced is not "
                                                                                  "running."]
+
+
+# ----------------------------------------------------------------------------------------------- Chinese
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("驱动版本 535.104.05", {"driver": "535.104.05"}),
+    ("我的驱动版本是 535.104.05，CUDA 版本是 12.1。", {"driver": "535.104.05", "cuda": "12.1"}),
+    ("NVIDIA 驱动 550.54.14，CUDA 用的是 11.8", {"driver": "550.54.14", "cuda": "11.8"}),
+    ("驅動版本：550.90.07", {"driver": "550.90.07"}),
+    ("驱动从 470 升级到 535 以后还是报错", {"driver": "535"}),
+    ("之前驱动是 470，现在驱动是 535", {"driver": "535"}),
+    ("nvidia-smi 显示 CUDA 版本是 12.4，驱动版本是 550.54.14", {"driver-cuda": "12.4", "driver": "550.54.14"}),
+    ("我的CUDA版本是12.2", {"cuda": "12.2"}),  # no blanks around the Latin word
+])
+def test_versions_stated_in_chinese(text: str, expected: dict[str, str]) -> None:
+    assert _versions(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "驱动版本是 535 吗",  # a question without its mark
+    "是否需要把驱动升级到 550？",
+    "需要驱动 525 以上",  # a requirement
+    "最低要求驱动版本 450.80.02",
+    "之前用的是 470 驱动",  # the past
+    "驱动不是 535",  # a negation
+    "如果驱动版本是 470，就要先升级",  # a condition
+])
+def test_no_version_is_invented_from_chinese(text: str) -> None:
+    assert "driver" not in _versions(text) and "cuda" not in _versions(text), version_statements(text)
+
+
+@pytest.mark.parametrize(("text", "unit", "active", "enabled"), [
+    ("没有安装 nvidia-fabricmanager", "nvidia-fabricmanager", "inactive", "not-found"),
+    ("没有安装nvidia-fabricmanager，多卡训练起不来", "nvidia-fabricmanager", "inactive", "not-found"),
+    ("nvidia-fabricmanager 没有安装", "nvidia-fabricmanager", "inactive", "not-found"),
+    ("系统里没有 nvidia-persistenced", "nvidia-persistenced", "inactive", "not-found"),
+    ("nvidia-fabricmanager服务起不来", "nvidia-fabricmanager", "inactive", None),
+    ("nvidia-persistenced 啟動失敗", "nvidia-persistenced", "failed", None),
+    ("nvidia-persistenced 被禁用了", "nvidia-persistenced", None, "disabled"),
+])
+def test_unit_states_stated_in_chinese(text: str, unit: str, active: str | None, enabled: str | None) -> None:
+    (stated,) = unit_statements(text)
+    assert (stated.unit, stated.active, stated.enabled) == (unit, active, enabled)
+
+
+@pytest.mark.parametrize("text", [
+    "如果 nvidia-fabricmanager 没有运行，需要启动它",  # a condition
+    "是否安装了 nvidia-fabricmanager？",  # a question
+    "检查 nvidia-persistenced 有没有启动",
+    "nvidia-fabricmanager 之前没有安装，现在装好了",  # the past
+    "nvidia-fabricmanager 已经安装并且在运行",
+])
+def test_no_unit_state_is_invented_from_chinese(text: str) -> None:
+    assert unit_statements(text) == ()
+
+
+@pytest.mark.parametrize(("text", "gen", "width", "expected"), [
+    ("GPU 的 PCIe 链路只跑在 Gen2 x16", 2, 16, None),
+    ("lspci 显示链路宽度是 x4，本来应该是 x16", None, 4, 16),
+    ("PCIe链路是gen3 x8", 3, 8, None),  # no blanks around the Latin words
+    ("显卡插在 PCIe 3.0 x4 的槽位上", 3, 4, None),
+])
+def test_pcie_links_stated_in_chinese(text: str, gen: int | None, width: int | None, expected: int | None) -> None:
+    (stated,) = pcie_statements(text)
+    assert (stated.gen, stated.width, stated.expected_width) == (gen, width, expected)
+
+
+@pytest.mark.parametrize("text", [
+    "这张卡最高支持 Gen4 x16",  # a maximum
+    "如果链路是 x8 就要检查插槽",  # a supposition
+    "链路宽度是 x8 吗？",  # a question
+    "PCIe 链路时而 x16 时而 x8",  # changing
+])
+def test_no_pcie_link_is_invented_from_chinese(text: str) -> None:
+    assert pcie_statements(text) == ()
+
+
+def test_chinese_readers_stay_linear() -> None:
+    import time
+
+    for unit in ("驱动版本是 535 ", "没有安装 nvidia-fabricmanager\n", "链路是 x8 gen3。", "驱动从 470 升级到 ", "，",
+                 "驱动是 535，CUDA 版本是 12.1。\n"):
+        text = unit * (200_000 // len(unit))
+        start = time.process_time()
+        version_statements(text), unit_statements(text), pcie_statements(text)
+        assert time.process_time() - start < 2.0, unit

@@ -202,3 +202,141 @@ def test_long_adversarial_lines_stay_linear():
         start = time.process_time()
         told_symptoms(text)
         assert time.process_time() - start < 1.0, unit
+
+
+# the same families in Chinese, as engineers write them (simplified and traditional, mixed with English terms); all
+# sentences hand-written here, none taken from the table's examples
+ZH_FAMILIES = [
+    ("nvidia-smi-slow",
+     ["新装的节点上 nvidia-smi 跑一次要 20 多秒", "nvidia-smi 十几秒才出来，监控脚本经常超时",
+      "這台機器的 nvidia-smi 反應很慢"],
+     ["nvidia-smi 並不慢", "nvidia-smi 是否很慢", "nvidia-smi 1 秒就出来"]),
+    ("nvidia-smi-hangs",
+     ["nvidia-smi 卡住不动，只能重启", "nvidia-smi 命令敲下去就卡在那里", "nvidia-smi 無響應"],
+     ["nvidia-smi 不会卡住", "nvidia-smi 会不会卡住"]),
+    ("gpu-memory-held",
+     ["训练进程结束后显存没释放", "训练进程结束后顯存沒釋放", "显存一直占着，nvidia-smi 看不到进程"],
+     ["显存已经释放了", "之前显存一直被占用，重启后已经解决", "显存占用很高"]),
+    ("gpu-overheats",
+     ["GPU 温度超过 90 度，然后就降频了", "A100 过热，机器自动重启了"],
+     ["显卡温度一直在 40 度左右", "显卡没有过热"]),
+    ("gpu-slower",
+     ["训练一段时间后速度不断下降", "训练过程中 GPU 频率降低了", "訓練越來越慢"],
+     ["训练速度没有下降", "loss 下降得很慢，学习率是不是太小"]),
+    ("gpu-lost",
+     ["隔三差五不定时掉卡", "动不动就掉卡", "训练中途有一张显卡突然掉了"],
+     ["服务器没有掉卡", "显卡会不会掉卡？"]),
+    ("nouveau-despite-blacklist",
+     ["nouveau 禁用后还在加载", "nouveau 拉黑以后每次开机又被加载"],
+     ["nouveau 禁用后没有再加载", "重建 initramfs 后 nouveau 已经不再加载"]),
+    ("login-loop",
+     ["安装驱动后循环登录", "装完驱动就黑屏!重启也没用"],
+     ["驱动装上之后一切正常", "装驱动前要先关掉图形界面，以免循环登录"]),
+    ("torch-no-gpu",
+     ["torch.cuda.is_available()返回False", "新机器上 PyTorch 检测不到 GPU"],
+     ["PyTorch 现在可以识别 GPU 了", "torch 能不能识别不到 GPU？"]),
+    ("framework-no-gpu",
+     ["tensorflow 检测不到 GPU", "cupy 无法使用显卡"],
+     ["tensorflow 已经能用 GPU 了"]),
+    ("container-no-gpu",
+     ["容器里面看不到 GPU", "docker 容器識別不到顯卡"],
+     ["容器里能看到 GPU"]),
+    ("gpu-missing",
+     ["nvidia-smi 只能看到两张卡", "lspci 能看到四张卡，nvidia-smi 只显示两张"],
+     ["nvidia-smi 能看到全部四张卡"]),
+    ("cuda-init-slow",
+     ["第一次 CUDA 调用要花将近一分钟", "model.cuda() 要等 30 秒"],
+     ["CUDA 初始化很快"]),
+    ("driver-unreachable",
+     ["升级内核后 nvidia-smi 报错", "重启之后 nvidia-smi 不能用了"],
+     ["升级内核后 nvidia-smi 正常"]),
+    ("install-failed",
+     ["驱动安装的时候报错了", "NVIDIA 驱动在 CentOS 7 上一直装不上"],
+     ["驱动安装成功了", "驱动安装没有报错"]),
+    ("module-refuses-to-load",
+     ["重启后 nvidia 驱动模块没有加载", "nvidia 内核模块加载失败，dmesg 里提示签名不对"],
+     ["nvidia 驱动模块已经加载"]),
+    ("job-hang",
+     ["多机训练 NCCL 一直卡在初始化", "DDP 训练跑到一半死锁了"],
+     ["多卡训练没有卡住"]),
+]
+
+
+@pytest.mark.parametrize(("symptom", "positives", "negatives"), ZH_FAMILIES, ids=[f[0] for f in ZH_FAMILIES])
+def test_each_family_reads_its_chinese_wordings_and_only_them(symptom: str, positives: list[str],
+                                                              negatives: list[str]):
+    for sentence in positives:
+        assert symptom in told(sentence), sentence
+    for sentence in negatives:
+        assert symptom not in told(sentence), sentence
+
+
+def test_every_symptom_has_a_chinese_family():
+    symptoms = {row.symptom for row in symptom_phrases.phrases()}
+    assert {row.symptom for row in symptom_phrases.phrases() if row.id.endswith("-zh")} == symptoms
+    assert {f[0] for f in ZH_FAMILIES} == symptoms
+
+
+@pytest.mark.parametrize("sentence", [
+    "nvidia-smi 不慢", "nvidia-smi 已经不慢了", "显存并没有被占用", "nvidia-smi 没有卡住", "顯存沒有被佔用",
+    "显卡没有过热", "服务器并没有出现掉卡", "nouveau 没有被加载", "训练没有变慢",
+])
+def test_chinese_negation_tells_nothing(sentence: str):
+    assert told(sentence) == [], sentence
+
+
+@pytest.mark.parametrize("sentence", [
+    "训练速度不断下降", "动不动就掉卡", "没多久就掉卡", "不到一小时就掉卡", "无缘无故掉卡", "显卡不停掉卡",
+])
+def test_words_that_only_begin_with_a_negation_do_not_negate(sentence: str):
+    assert told(sentence), sentence
+
+
+@pytest.mark.parametrize(("sentence", "reports"), [
+    ("nvidia-smi 很慢吗", False),  # 吗 asks, without a question mark
+    ("nvidia-smi 是否很慢？", False),
+    ("nvidia-smi 慢不慢?", False),
+    ("显卡会不会掉卡", False),
+    ("为什么 nvidia-smi 这么慢", True),  # presupposes it
+    ("nvidia-smi 很慢，怎么解决？", True),
+    ("nvidia-smi 很慢，是不是持久模式没开？", True),  # reports, then asks
+    ("我的 nvidia-smi 是不是很慢？", True),  # the asker's own machine
+])
+def test_chinese_questions_report_only_when_they_presuppose_the_symptom(sentence: str, reports: bool):
+    assert bool(told(sentence)) is reports, sentence
+
+
+@pytest.mark.parametrize(("sentence", "reports"), [
+    ("如果没开持久模式，nvidia-smi 会很慢", False),
+    ("虚拟化环境下容易掉卡", False),
+    ("装驱动前先禁用 nouveau，否则会黑屏", False),
+    ("开启持久模式之前 nvidia-smi 很慢", False),  # before something was done: history
+    ("掉卡的问题已经解决了", False),
+    ("重启就好了，显存不再被占用", False),
+    ("我之前跑完训练显存一直被占用", True),  # 我之前 only dates it
+    ("三天之前 nvidia-smi 开始变得很慢", True),
+])
+def test_chinese_hypotheticals_and_history(sentence: str, reports: bool):
+    assert bool(told(sentence)) is reports, sentence
+
+
+def test_chinese_sentences_split_without_blanks():
+    # full-width and Latin marks without a blank after them end a sentence; each sentence is judged alone
+    text = "训练速度一直正常。nvidia-smi 很慢!显存没有被占用；显卡温度到了 95 度"
+    found = told_symptoms(text)
+    assert [t.symptom for t in found] == ["nvidia-smi-slow", "gpu-overheats"]
+    assert [t.sentence for t in found] == ["nvidia-smi 很慢!", "显卡温度到了 95 度"]
+
+
+def test_a_negation_in_one_clause_does_not_reach_the_next():
+    assert told("没有报错，但是 nvidia-smi 很慢") == ["nvidia-smi-slow"]
+    assert told("驱动装好了，可是 nvidia-smi 卡住了") == ["nvidia-smi-hangs"]
+
+
+def test_long_chinese_lines_stay_linear():
+    for unit in ("nvidia-smi 很慢", "显存没释放显卡", "不没未无", "掉卡", "nouveau 还在加载黑名单", "之前之前",
+                 "训练越来越慢", "温度到了 9", "安装" + "驱" * 20, "，"):
+        text = unit * (200_000 // len(unit))
+        start = time.process_time()
+        told_symptoms(text)
+        assert time.process_time() - start < 1.0, unit

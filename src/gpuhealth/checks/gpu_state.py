@@ -514,9 +514,9 @@ def pcie_link_degraded(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     LnkCap, whatever the port above can do, so a x16 card in a x8 slot is "downgraded" too. When
     neither a twin nor the port decides, the finding lists both causes and the command that tells
     them apart: the port's LnkCap (`sudo lspci -vv -s <port above> | grep -E 'LnkCap|LnkSta'`).
-    A link stated in the reporter's words for a GPU model they name ("our L40S links at Gen4 x8") is
-    compared with that board's own PCIe generation and width (`knowledge/gpu_pcie.csv`, from NVIDIA's
-    product pages) where no program's output gives the link, with the utilisation the same sentence states
+    A link stated in the reporter's words for a GPU model they name ("our H100 PCIe links at Gen5 x8") is
+    compared with that board's own PCIe generation and width (`knowledge/gpu_pcie.csv`, each row checked
+    against an NVIDIA document) where no program's output gives the link, with the utilisation the same sentence states
     ("at 100 % utilization"), if any; such a finding is at most a warning.
     """
     gpus = seen_gpus(snapshot)

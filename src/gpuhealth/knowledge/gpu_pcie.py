@@ -1,13 +1,14 @@
-"""Each GPU model's own PCIe link: the generation and width it can train at, from NVIDIA's product pages.
+"""Each GPU model's own PCIe link: the generation and width it can train at, from NVIDIA's documents.
 
 ``gpu_pcie.csv`` columns:
 
 - ``pattern``: a regular expression searched (case-insensitively) in a person's words naming the model
-  ("RTX PRO 6000 Blackwell", "4x A100-80GB PCIe", "an L40S"); rows are tried in order, so specific
-  patterns come first.
+  ("4x H100 80GB PCIe", "a Tesla T4"); rows are tried in order, so specific patterns come first.
 - ``name``: the model's name as NVIDIA writes it.
 - ``pcie_gen``, ``pcie_width``: the generation and width of the board's host interface.
-- ``source``: the vendor's product page (its title and address) that gives them.
+- ``source``: the NVIDIA document (its title and address) that gives them, and what it says. A board whose
+  generation and width no NVIDIA document could be shown to state has no row: a wrong value here turns a
+  healthy link stated in words into a finding.
 
 Read once, lazily. A PCIe link stated in words ("stuck at Gen2 x16") is judged against these (evidence/prose.py).
 """
@@ -42,7 +43,7 @@ def table() -> tuple[tuple[re.Pattern[str], BoardLink], ...]:
 
 def boards_named(text: str) -> tuple[BoardLink, ...]:
     """The models of the table that ``text`` names, each once, in the table's order; a name matched by an earlier
-    (more specific) row is not counted again ("RTX PRO 6000 Blackwell" is no RTX 6000 Ada)."""
+    (more specific) row is not counted again."""
     if not isinstance(text, str):
         return ()
     rest = text[:MAX_TEXT]

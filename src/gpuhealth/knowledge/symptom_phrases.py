@@ -22,6 +22,10 @@ symptom of ``symptoms.csv`` as surely as a program's error line does, but in wor
   symptom (tests/knowledge/test_symptom_phrases.py); ``source_title`` and ``source_url``: the document that describes
   the symptom and its causes.
 
+A family in Chinese is a row of its own (id ending in "-zh", the same symptom and source as the English row whose
+wordings it translates), so each language's patterns stay readable; its Latin words use ``(?<![a-z])``/``(?![a-z])``
+rather than ``\b``, which sees no boundary between a Latin and a CJK character.
+
 Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The table is read
 and its patterns compiled once, on first use.
 """

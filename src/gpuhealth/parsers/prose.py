@@ -28,7 +28,7 @@ MAX_LINE = 2000
 MAX_SENTENCES = 4000
 
 # a sentence ends at . ! ? ; followed by a blank (not inside "12.9.41"), or at the end of its line
-_SENTENCE_END = lazy_re(r"(?<=[.!?;])\s+")
+_SENTENCE_END = lazy_re(r"(?<=[.!?;])\s+|(?<=[。！？；])\s*")
 # markdown's emphasis and code marks: "`nvidia-fabricmanage`r is not installed", "**Gen2 x16**", "__x__" (an
 # underscore inside a word, x86_64, stays)
 _MARKUP = lazy_re(r"`{1,3}|\*{1,3}(?=\S)|(?<=\S)\*{1,3}|(?<!\w)_{1,3}(?=\S)|(?<=\S)_{1,3}(?!\w)")
@@ -40,6 +40,8 @@ _PERSON = lazy_re(r"\b(?:i|i'm|im|my|we|our|me|us|you|your|it|its|this|these|the
                   r"have|has|had|using|use|uses|running|run|runs|installed|install|upgraded|updated|downgraded|"
                   r"show|shows|say|says|report|reports|stuck|only|currently|now|still|seems?|got|get|gets|tried|"
                   r"but|so|also|after|since|while|because|with|on)\b", re.I)
+# a Chinese question without a question mark: 吗, 是否, 是不是, 会不会, 有没有
+_QUESTION_ZH = lazy_re(r"[吗嗎]|是否|是不是|[会會]不[会會]|有[没沒]有|能不能|[?？]$")
 _FORM_ITEM = lazy_re(r"^(?:[-*•]\s|\d{1,2}[.)]\s|[A-Za-z][\w /()-]{0,30}:\s)")
 _JOINED = lazy_re(r"^[\w.-]{1,40}(?:\+[\w.-]{1,40}){1,8}$")
 # "isn't" -> "is not": one spelling of the negation for the patterns below
@@ -60,11 +62,21 @@ def prose_sentences(text: str) -> list[str]:
         for sentence in _SENTENCE_END.split(line):
             sentence = " ".join(sentence.split())
             if sentence and not sentence.endswith("?") and not _QUESTION_START.match(sentence) and (
-                    _PERSON.search(sentence) or _FORM_ITEM.match(sentence) or _JOINED.match(sentence)):
+                    _PERSON.search(sentence) or _FORM_ITEM.match(sentence) or _JOINED.match(sentence)
+                    or _chinese_statement(sentence)):
                 sentences.append(sentence)
         if len(sentences) >= MAX_SENTENCES:
             break
     return sentences[:MAX_SENTENCES]
+
+
+def _chinese_statement(sentence: str) -> bool:
+    """Whether a sentence is a person's statement in Chinese: the tools gpuhealth reads print English, so a sentence
+    with CJK characters is a person's words; a question ("驱动版本是 535 吗") states nothing."""
+    return _CJK.search(sentence) is not None and _QUESTION_ZH.search(sentence) is None
+
+
+_CJK = lazy_re(r"[\u3400-\u9fff]")
 
 
 def _before(sentence: str, start: int, width: int = 48) -> str:
@@ -153,6 +165,47 @@ def _sentence_versions(sentence: str) -> list[tuple[Stated, bool]]:
         out += _judged(sentence, match, "distro", match["v"], past, name=name)
     for match in _KERNEL.finditer(sentence):
         out += _judged(sentence, match, "kernel", match["v"].rstrip(".-"), past)
+    return out + _chinese_versions(sentence, spans)
+
+
+# the same in Chinese, where the words between the thing and its number differ: "驱动版本 535.104.05",
+# "NVIDIA 驱动是 550", "CUDA 版本是 12.1", "驱动从 470 升级到 535"; no blank is needed around a CJK character
+_CHANGE_ZH = r"(?P<change>从\s{0,3}v?\d{1,3}[\d.]{0,8}\s{0,3}(?:升级到|升級到|更新到|降级到|降級到|换成|換成|改成|到))?"
+_DRIVER_ZH = lazy_re(r"(?<![a-z0-9/.-])(?:nvidia\s?)?(?:显卡|顯卡)?(?:驱动|驅動)(?:程序|程式)?\s{0,3}的?\s{0,3}"
+                     r"(?:版本号|版本號|版本)?\s{0,3}(?:是|为|為|用的是|：|:|=)?\s{0,3}" + _CHANGE_ZH +
+                     r"\s{0,3}(?:nvidia[- ]?)?v?(?P<v>[2-9]\d\d(?:\.\d{1,3}){0,2})(?![\w.]{0,3}\d)", re.I)
+# "CUDA 12.1" alone is the English pattern's; this one needs the Chinese words ("CUDA 版本是 12.1", "CUDA 用的是 11.8")
+_CUDA_ZH = lazy_re(r"(?<![a-z0-9/.-])(?P<what>cuda[- ]?toolkit|cudatoolkit|nvcc|cuda)\s{0,3}的?\s{0,3}"
+                   r"(?:(?:版本号|版本號|版本)\s{0,3}(?:是|为|為|：|:|=)?|是|为|為|用的是)\s{0,3}" + _CHANGE_ZH +
+                   r"\s{0,3}v?(?P<v>(?:[7-9]|1[0-3])\.\d{1,2}(?:\.\d{1,3})?)(?![\w.]{0,3}\d)", re.I)
+# what makes a version no present state, in Chinese: a requirement or support ("需要 525 以上", "最低", "支持"), a
+# negation ("不是 535"), a condition ("如果"), the past ("之前用的是 470") unless made current ("现在", "升级到")
+_NOT_STATE_ZH = lazy_re(r"需要|要求|至少|最低|最高|以上|支持|兼容|适配|適配|对应|對應|不是|而非|如果|假如|是否|"
+                        r"下载|下載")
+_NOT_STATE_AFTER_ZH = lazy_re(r"\s{0,2}(?:及|或)?(?:以上|或更高|或更新)")  # "525 以上": 525 or newer
+_PAST_ZH = lazy_re(r"之前|以前|原来|原來|曾经|曾經|旧的|舊的|本来|本來")
+_CURRENT_ZH = lazy_re(r"现在|現在|目前|当前|當前|升级到|升級到|更新到|换成|換成|改成")
+
+
+def _chinese_versions(sentence: str, spans: list[tuple[int, int]]) -> list[tuple[Stated, bool]]:
+    """The driver and CUDA versions a Chinese sentence states, as ``_sentence_versions`` gives them."""
+    if _CJK.search(sentence) is None:
+        return []
+    out: list[tuple[Stated, bool]] = []
+    past = _PAST_ZH.search(sentence) is not None
+    for pattern, thing in ((_DRIVER_ZH, "driver"), (_CUDA_ZH, "cuda")):
+        for match in pattern.finditer(sentence):
+            if any(a <= match.start("v") < b for a, b in spans):
+                continue
+            before = sentence[max(0, match.start() - 24):match.start()]
+            if _NOT_STATE_ZH.search(before + match.group(0)) or _NOT_STATE_AFTER_ZH.match(sentence, match.end()):
+                continue
+            current = _CURRENT_ZH.search(before + match.group(0)) is not None
+            if past and not current:
+                continue
+            spans.append(match.span("v"))
+            kind = "driver-cuda" if thing == "cuda" and _driver_cuda(sentence, match) else thing
+            out.append((Stated(kind, match["v"], sentence[:300]), current))
     return out
 
 
@@ -220,10 +273,12 @@ class UnitStatement:
     engines: tuple[str, ...] = ()  # the container engines the words use ("docker", "podman"), for the toolkit
 
 
-_UNIT = lazy_re(r"(?<![\w/.-])(?:(?P<ctk>nvidia[- ]container[- ]toolkit|nvidia-container-runtime|nvidia-docker2?|"
+# bounded by Latin letters, not \w: Chinese writes the unit against its words ("没有安装nvidia-fabricmanager")
+_UNIT = lazy_re(r"(?<![a-zA-Z0-9_/.-])"
+                r"(?:(?P<ctk>nvidia[- ]container[- ]toolkit|nvidia-container-runtime|nvidia-docker2?|"
                 r"nvidia-ctk)|(?P<fm>nvidia[- ]?fabric[- ]?manager|nv-fabricmanager|fabric[- ]?manager)|"
                 r"(?P<pd>nvidia-persistenced|persistenced|persistence daemon)|(?P<docker>docker(?:d| daemon| engine)?))"
-                r"(?:\.service)?(?:\s(?:service|package|daemon|unit))?(?![\w-])", re.I)
+                r"(?:\.service)?(?:\s(?:service|package|daemon|unit))?(?![a-zA-Z0-9_-])", re.I)
 # the state after the unit's name: "is not installed", "isn't running" (spelt out), "seems to be missing"
 _UNIT_STATE = lazy_re(r"^\s{0,2}(?:\([^()]{0,40}\)\s{0,2})?(?:(?:is|are|seems|appears|looks|has been|got|gets|keeps)"
                       r"\s{1,3}){0,2}(?:(?:to be|also|still|currently|actually|just|simply)\s{1,3}){0,2}"
@@ -258,6 +313,8 @@ def unit_statements(text: str) -> tuple[UnitStatement, ...]:
             unit = ("nvidia-container-toolkit" if match["ctk"] else "nvidia-fabricmanager" if match["fm"]
                     else "nvidia-persistenced" if match["pd"] else "docker")
             state = _unit_state(sentence, match)
+            if state is None and _CJK.search(sentence):
+                state = _unit_state_zh(sentence, match)
             if state is not None:
                 found[unit] = UnitStatement(unit, state[0], state[1], sentence[:300])
             elif match["docker"]:
@@ -285,6 +342,40 @@ def _unit_state(sentence: str, match: re.Match[str]) -> tuple[str | None, str | 
     return _UNIT_STATES.get(word) or (_UNIT_STATES["failed"] if word.startswith("crash") else None)
 
 
+# (matched at the unit's end: no "^", which matches only at the start of the string)
+# the state in Chinese: after the unit ("nvidia-fabricmanager 没有安装", "服务起不来", "启动失败", "被禁用了") or,
+# for one not installed, before it ("没有安装 nvidia-fabricmanager", "系统里没有 nvidia-persistenced")
+_UNIT_STATE_ZH = lazy_re(r"\s{0,2}(?:服务|服務|包|守护进程|守護進程)?\s{0,2}"
+                         r"(?:也|还|還|都|一直|根本|好像|似乎){0,2}\s{0,2}"
+                         r"(?:(?P<missing>(?:没有?|沒有?|未)被?(?:安装|安裝|装|裝)|不存在|找不到)|"
+                         r"(?P<stopped>(?:没有?|沒有?|未)在?(?:运行|運行|启动|啟動|开启|開啟|跑起来|跑起來)|"
+                         r"不在(?:运行|運行)|起不来|起不來|停了|停止了)|"
+                         r"(?P<failed>(?:启动|啟動|运行|運行)(?:失败|失敗|报错|報錯)|挂了|掛了|崩溃|崩潰)|"
+                         r"(?P<disabled>被?禁用))")
+_UNIT_MISSING_BEFORE_ZH = lazy_re(r"(?:(?:没有?|沒有?|未)(?:安装|安裝|装|裝)了?|没有|沒有|缺少|没找到|沒找到)\s{0,3}$")
+_UNIT_CONDITION_ZH = lazy_re(r"如果|假如|要是|是否|检查|檢查|确认|確認|确保|確保|需要|必须|必須|记得|記得|否则|否則|"
+                             r"之前|以前|原来|原來|曾经|曾經")
+
+
+def _unit_state_zh(sentence: str, match: re.Match[str]) -> tuple[str | None, str | None] | None:
+    """What a Chinese sentence says of the unit ``match`` names, as ``_unit_state`` gives it."""
+    before = sentence[max(0, match.start() - 30):match.start()]
+    if _UNIT_CONDITION_ZH.search(before):
+        return None
+    if _UNIT_MISSING_BEFORE_ZH.search(before):
+        return _UNIT_STATES["installed"]
+    state = _UNIT_STATE_ZH.match(sentence, match.end())
+    if state is None or _UNIT_CONDITION_ZH.search(sentence[match.end():state.end()]):
+        return None
+    if state["missing"]:
+        return _UNIT_STATES["installed"]
+    if state["stopped"]:
+        return _UNIT_STATES["running"]
+    if state["failed"]:
+        return _UNIT_STATES["failed"]
+    return _UNIT_STATES["disabled"]
+
+
 # --------------------------------------------------------------------------- PCIe links
 
 
@@ -300,10 +391,11 @@ class PcieStatement:
     busy_pct: float | None = None  # the GPU's utilisation the same sentence states ("at 100 % utilisation")
 
 
-_GEN = lazy_re(r"(?<![\w.])(?:gen\s?(?P<gen>[1-6])|pcie?\s?(?:gen\s?)?(?P<pcie>[1-6])(?:\.0)?|"
+# bounded by Latin letters and digits, not \w: Chinese writes "链路是gen3" without a blank
+_GEN = lazy_re(r"(?<![a-zA-Z0-9_.])(?:gen\s?(?P<gen>[1-6])|pcie?\s?(?:gen\s?)?(?P<pcie>[1-6])(?:\.0)?|"
                r"(?P<speed>2\.5|5(?:\.0)?|8(?:\.0)?|16(?:\.0)?|32(?:\.0)?|64(?:\.0)?)\s?gt/s)(?!\w|\.\d)", re.I)
 _SPEED_GEN = {"2.5": 1, "5": 2, "8": 3, "16": 4, "32": 5, "64": 6}
-_WIDTH = lazy_re(r"(?<![\w.])x\s?(?P<width>1|2|4|8|16|32)(?!\w|\.\d)", re.I)
+_WIDTH = lazy_re(r"(?<![a-zA-Z0-9_.])x\s?(?P<width>1|2|4|8|16|32)(?![a-zA-Z0-9_]|\.\d)", re.I)
 _EXPECTED = lazy_re(r"\b(?:instead of|rather than|should be|expected|supposed to be|not|of|out of|vs\.?|versus|"
                     r"max(?:imum)?|capable of|supports?|rated|spec(?:ified)?|up to|cap(?:ability)?|lnkcap)"
                     r"\W{0,3}(?:\S+\s+){0,2}$")
@@ -312,7 +404,21 @@ _CHANGING = lazy_re(r"->|→|=>|\b(?:cycl|flap|toggl|bounc|fluctuat|alternat|osc
 # "100 % utilisation", "GPU util at 98%", "utilization of 95 %": the GPU's load, in the sentence that states the link
 _UTILISATION = lazy_re(r"(?<![\w.])(?P<pct>\d{1,3})\s?%\s(?:gpu[- ]?)?util|"
                        r"\butil(?:i[sz]ation)?\s(?:is\s|of\s|at\s|was\s){0,2}(?P<pct2>\d{1,3})\s?%", re.I)
-_LINK_CONTEXT = lazy_re(r"pcie|pci-e|pci express|\blink\b|lnksta|gt/s|\bgen\s?\d|\blanes?\b", re.I)
+_LINK_CONTEXT = lazy_re(r"pcie|pci-e|pci express|\blink\b|lnksta|gt/s|\bgen\s?\d|\blanes?\b|链路|鏈路|通道|插槽|槽位",
+                        re.I)
+# the same as _EXPECTED in Chinese: "本来应该是 x16", "而不是 x16", "最高支持 Gen4 x16", "理论上 x16"
+_EXPECTED_ZH = lazy_re(r"(?:应该是|應該是|本来是|本來是|本应|本應|而不是|不是|最高|最大|支持|理论上?|理論上?|额定|額定|"
+                       r"规格|規格|满速|滿速|标称|標稱)(?:是|为|為|的|应该是|應該是)?\s{0,3}(?:pcie\s?)?"
+                       r"(?:(?:gen\s?)?\d(?:\.0)?\s{0,3})?$")
+
+
+# a Chinese sentence that supposes a link ("如果链路是 x8") or tells it changing ("时而 x16 时而 x8") states none
+_NO_LINK_ZH = lazy_re(r"如果|假如|要是|是否|时而|時而|来回|來回|忽高忽低|跳来跳去|跳來跳去")
+
+
+def _expected(before: str) -> bool:
+    """Whether the words before a value make it a maximum, an expectation or a negation (English or Chinese)."""
+    return _EXPECTED.search(before) is not None or _EXPECTED_ZH.search(before) is not None
 
 
 def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
@@ -323,12 +429,12 @@ def pcie_statements(text: str) -> tuple[PcieStatement, ...]:
     comes with it (GH407 judges a generation below the board's only while the GPU is busy)."""
     found: list[PcieStatement] = []
     for sentence in prose_sentences(text):
-        if not _LINK_CONTEXT.search(sentence) or _CHANGING.search(sentence):
+        if not _LINK_CONTEXT.search(sentence) or _CHANGING.search(sentence) or _NO_LINK_ZH.search(sentence):
             continue
-        gens = {_gen_of(m) for m in _GEN.finditer(sentence) if not _EXPECTED.search(_before(sentence, m.start(), 40))}
+        gens = {_gen_of(m) for m in _GEN.finditer(sentence) if not _expected(_before(sentence, m.start(), 40))}
         widths, expected = set(), set()
         for m in _WIDTH.finditer(sentence):
-            (expected if _EXPECTED.search(_before(sentence, m.start(), 40)) else widths).add(int(m["width"]))
+            (expected if _expected(_before(sentence, m.start(), 40)) else widths).add(int(m["width"]))
         gens.discard(None)
         gen = gens.pop() if len(gens) == 1 else None
         width = widths.pop() if len(widths) == 1 else None

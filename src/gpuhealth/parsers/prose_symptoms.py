@@ -14,6 +14,14 @@ A sentence shows a symptom only when it says so. It does not when:
   loop ..."), unless the writer speaks of their own machine ("if I run nvidia-smi it takes 10 s");
 - it tells history ("it was slow before I enabled persistence mode", "the login loop is gone").
 
+Chinese (simplified and traditional, often mixed with English terms) is read the same way, by the table's "-zh"
+families: its negation (不/没/沒/未/无 within the few characters before the predicate:
+"显存没有被占用", "已经不慢了"), its questions (a question mark, or 吗/是否/会不会/是不是 without one), its
+hypotheticals (如果, 容易, 否则, 以免) and its history ("已经解决", "开启持久模式之前"). Chinese has no blanks: a
+sentence also ends at 。！？； or at a Latin mark followed at once by a CJK character, a clause at ，： or
+但是/可是/不过, and the families' Latin words are bounded by lookarounds on letters (``\b`` sees no boundary between
+"GPU" and "温度").
+
 Cost: the text is lower-cased once and searched for the table's literals; a paste holding none of them costs that and
 nothing more (the table is read on the first paste that does). Each pattern runs once per sentence that holds one of
 its literals, with bounded gaps, and at most ``MAX_TRIES`` candidate places per row and sentence are weighed: linear.
@@ -34,9 +42,11 @@ MAX_PER_SYMPTOM = 3  # sentences kept per symptom
 MAX_TRIES = 20  # candidate (subject, predicate) places weighed per row and sentence
 
 # a sentence ends at . ! ? ; followed by a blank or the end (an ellipsis "..." does not end one: "--query-gpu=... took
-# 10 s"), or at a CJK full stop, question or exclamation mark
-_SENTENCE_END = lazy_re(r"(?<![.])[.!?;][!?]{0,9}(?=\s|$)|[!?;]{2,10}(?=\s|$)|[。！？；]{1,10}")
-_CLAUSE_BREAK = lazy_re(r"[,:，：]|\bbut\b|\bhowever\b")
+# 10 s"), or at a CJK full stop, question or exclamation mark; Chinese text has no blank after a sentence, so a Latin
+# mark followed at once by a CJK character ends one too ("装完驱动就黑屏!重启也没用")
+_SENTENCE_END = lazy_re(r"(?<![.])[.!?;][!?]{0,9}(?=\s|$|[\u3400-\u9fff])|[!?;]{2,10}(?=\s|$)|[。！？；]{1,10}")
+# a clause ends at a comma or colon (Latin or full-width) or a word that turns it ("but", 但是/可是/不过/然而)
+_CLAUSE_BREAK = lazy_re(r"[,:，：]|\bbut\b|\bhowever\b|但是?|可是|不过|不過|然而")
 _WORDY = lazy_re(r"[a-z]{2,}|[\u4e00-\u9fff]")
 # lines a program printed, not a person (matched lower-cased): log prefixes, tables, prompts, timestamps, glog/klog
 # levels ("e0819 07:02:54"), NVRM lines, an exception's line ("RuntimeError: ...", "torch.cuda.OutOfMemoryError: ...")
@@ -49,23 +59,41 @@ _MACHINE_ANYWHERE = lazy_re(r"\bkernel: |\bnvrm: |\S\[\d{1,10}\]: |"
 # contractions also as people type them without the apostrophe ("doesnt", "cant")
 _NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bnor|\bneither|"
                     r"\b(?:do|does|did|is|was|are|were|ca|wo|could|would|should|has|have|had)nt)\b")
-_NEGATION_CJK = lazy_re(r"[不没未]")
-_FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|mine|we|we're|we've|our|ours|us|me)\b|我")
+# Chinese negation (simplified and traditional) within the last characters before the predicate: 不/没/沒/未/无/無/别,
+# but not the words that only start with one ("不断" goes on, "不停", "不少", "不久", "不定时" now and then, "没多久"
+# soon, "不到一小时" in less than an hour, "无缘无故" for no reason, "动不动" all the time), nor the middle of a
+# question that asks "A or not A" ("是不是", "会不会", "有没有")
+_NEGATION_CJK = lazy_re(r"(?<![是会會能要有])[不没沒未无無别別]"
+                        r"(?![断斷停少久稳穩知止时時论論管仅僅光定动動得到多缘緣故一])")
+CJK_NEGATION_REACH = 4  # characters before the predicate ("显存并没有被占用", "已经不慢了")
+_FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|mine|we|we're|we've|our|ours|us|me)\b|我|咱|本人")
 # words that make a sentence a hypothetical or a general statement, unless the writer speaks of their own machine
-_MODAL = lazy_re(r"\b(?:if|unless|whether|in case|can(?!')|could|may|might)\b|如果|可能")
+_MODAL = lazy_re(r"\b(?:if|unless|whether|in case|can(?!')|could|may|might)\b|如果|可能|假如|假设|假設|要是|万一|萬一|"
+                 r"的话|的話|容易|通常|一般(?:会|會|来说|來說)")
 # words that say the symptom is to be avoided, or what would follow otherwise: never a report, even in the first
 # person ("how do I avoid ...", "disable Secure Boot first (my board ...), otherwise you may get a login loop")
 _PREVENT = lazy_re(r"\b(?:to avoid|to prevent|avoids?|prevents?|avoiding|preventing|otherwise|or else)\b|"
-                   r"以免|避免|否则")
+                   r"以免|避免|否则|否則|防止|以防|不然")
 # only words that say the symptom ENDED: "previously" or "in the past" date an observation ("previously I ran a job and
 # the memory stayed occupied"), they do not say it is over
 _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back to normal|"
                    r"(?:is|was|are|were) gone|(?:is|was|got|been|now|are|were) (?:fixed|solved|resolved)|"
-                   r"(?:fixed|solved|resolved) (?:it|this|that|the))\b")
+                   r"(?:fixed|solved|resolved) (?:it|this|that|the))\b|"
+                   # Chinese: solved ("已经解决", "修好了", "恢复正常"), fine again ("重启就好了"), gone ("消失了"), not
+                   # again ("没再出现"), and "X之前" before something was done ("开启持久模式之前"; "我之前" and
+                   # "三天之前" only date it)
+                   r"(?:已经|已經|已|终于|終於|总算|總算)(?:解决|解決|修复|修復|修好|搞定)|"
+                   r"(?:解决|解決|修复|修復|修好|搞定)了|恢复正常|恢復正常|(?:就|又|都|已经|已經|现在|現在)好了|"
+                   r"消失了|(?:没|沒)再(?:出现|出現)?|不再出(?:现|現)|"
+                   r"(?<=[\u3400-\u9fffa-z0-9\])])(?<![我们們他她你天月年周週时時钟鐘久])\s?之前")
 # a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..." ("why would ..." supposes)
 _ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why(?! (?:would|could|might|may|can|should)\b)|how come|"
                           r"how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
-                          r"debug|troubleshoot|speed up|stop|get rid of|free|release))\b|为什么|为何|怎么办")
+                          r"debug|troubleshoot|speed up|stop|get rid of|free|release))\b|为什么|为何|怎么办|為什麼|"
+                          r"為何|怎麼辦|(?:怎么|怎麼|如何)(?:解决|解決|处理|處理|修复|修復)|怎么回事|怎麼回事|"
+                          r"什么原因|什麼原因|咋办|咋辦")
+# a Chinese question need not end with a question mark: 吗, 是否, 会不会, 是不是, 有没有 ask
+_ASKS_CJK = lazy_re(r"[吗嗎]|是否|[会會]不[会會]|是不是|有[没沒]有|能不能")
 
 
 @record
@@ -125,10 +153,11 @@ def _sentences(line: str) -> list[tuple[int, int, bool]]:
     out = []
     start = 0
     for m in _SENTENCE_END.finditer(line):
-        out.append((start, m.end(), "?" in m.group() or "？" in m.group()))
+        out.append((start, m.end(), "?" in m.group() or "？" in m.group()
+                    or _ASKS_CJK.search(line, start, m.end()) is not None))
         start = m.end()
     if line[start:].strip():
-        out.append((start, len(line), False))
+        out.append((start, len(line), _ASKS_CJK.search(line, start) is not None))
     return out
 
 
@@ -185,7 +214,7 @@ def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool) -> bo
     negate it, ask about it, suppose it or tell that it is over."""
     p_start, p_end, s_start, s_end = place
     clause = _clause_before(sentence, p_start)
-    if _NEGATION.search(" ".join(clause.split()[-3:])) or _NEGATION_CJK.search(clause[-3:]):
+    if _NEGATION.search(" ".join(clause.split()[-3:])) or _NEGATION_CJK.search(clause[-CJK_NEGATION_REACH:]):
         return False
     first, second = sorted(((p_start, p_end), (s_start, s_end)))
     outside = " ".join((sentence[:first[0]], sentence[first[1]:second[0]], sentence[second[1]:]))
