@@ -131,3 +131,13 @@ def test_banners_in_prose_alone_only_list_the_setup(tmp_path):
     report = _report(tmp_path, text)
     assert report["verdict"] != "HEALTHY"
     assert any(f["code"] == "GH005" for f in report["findings"])
+
+
+def test_a_few_line_version_output_with_another_programs_banner():
+    """Four lines taken whole for /proc/driver/nvidia/version: its parser reads the driver, the banner reader nvcc's
+    line beside it (and not the driver's line a second time)."""
+    text = f"{NVRM}\n{NVCC}\nCUDA error: CUDA driver version is insufficient for CUDA runtime version\n"
+    snapshot, log = analyze_texts([("paste.txt", text)])
+    assert [(r.kind, r.note) for r in log][:2] == [("proc-version", ""), (VERSION_BANNERS, "nvcc --version")]
+    assert snapshot.driver is not None and snapshot.driver.version == "396.54"
+    assert snapshot.cuda is not None and snapshot.cuda.nvcc_release == "10.0"
