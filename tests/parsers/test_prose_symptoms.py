@@ -313,6 +313,8 @@ def test_chinese_questions_report_only_when_they_presuppose_the_symptom(sentence
     ("开启持久模式之前 nvidia-smi 很慢", False),  # before something was done: history
     ("掉卡的问题已经解决了", False),
     ("重启就好了，显存不再被占用", False),
+    ("我原以为是 NCCL 超时，结果是数据加载的问题", False),  # what the writer thought, not what they saw
+    ("我怀疑 nvidia-smi 卡住是因为驱动的问题", True),  # sees the hang, suspects its cause
     ("我之前跑完训练显存一直被占用", True),  # 我之前 only dates it
     ("三天之前 nvidia-smi 开始变得很慢", True),
 ])

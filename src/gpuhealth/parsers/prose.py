@@ -9,6 +9,12 @@ installed?"), a condition ("if the fabric manager is not running"), a requiremen
 newer"), a negation ("not driver 535") and the past ("was using 470", "upgraded from 470") state nothing.
 Where the words name two values for one thing and do not say which is current, nothing is stated.
 
+Chinese is read too ("驱动版本 535.104.05", "CUDA 版本是 12.1", "没有安装 nvidia-fabricmanager", "链路宽度是 x4，
+本来应该是 x16"): a sentence ends at 。！？； as well, one with CJK characters is a person's (the tools gpuhealth reads
+print English) unless it asks (吗, 是否, 是不是), and requirements (需要, 以上), conditions (如果) and the past (之前)
+state nothing, as in English. Latin words are bounded by Latin letters, not ``\b``, which sees none before a CJK
+character.
+
 Pure functions, text in, values out; never raises on any text. Lines are cut at ``MAX_LINE`` characters
 and at most ``MAX_LINES`` are read; every pattern is bounded, so each reader is linear in its input.
 """

@@ -73,7 +73,10 @@ _MODAL = lazy_re(r"\b(?:if|unless|whether|in case|can(?!')|could|may|might)\b|�
 # words that say the symptom is to be avoided, or what would follow otherwise: never a report, even in the first
 # person ("how do I avoid ...", "disable Secure Boot first (my board ...), otherwise you may get a login loop")
 _PREVENT = lazy_re(r"\b(?:to avoid|to prevent|avoids?|prevents?|avoiding|preventing|otherwise|or else)\b|"
-                   r"以免|避免|否则|否則|防止|以防|不然")
+                   r"以免|避免|否则|否則|防止|以防|不然|"
+                   # what the writer (wrongly) thought, not what they saw: "我原以为是 NCCL 超时" ("怀疑", suspect, is
+                   # left out: "我怀疑 nvidia-smi 卡住是因为..." sees the hang and suspects its cause)
+                   r"以为|以為")
 # only words that say the symptom ENDED: "previously" or "in the past" date an observation ("previously I ran a job and
 # the memory stayed occupied"), they do not say it is over
 _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back to normal|"
