@@ -260,14 +260,17 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     if scanned_as == "kernel-log" and unknown_lines and _untimed(found):
         # text that only holds a kernel line or two (an issue body quoting an NVRM line beside an error and prose): the
         # lines the kernel log does not read are read like any pasted text, so their error is never dropped
-        rest = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if not _KERNEL_RECORD.search(line)]
+        # (/proc/driver/nvidia/version's "NVRM version:" line is that file's, not the kernel log's: read as a banner)
+        rest = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES]
+                if not _KERNEL_RECORD.search(line) or line.lstrip().startswith("NVRM version:")]
         if any(line.strip() for line in rest):
             beside = Piece(piece.name, "\n".join(rest))
             matched += _scan_messages(reading, beside, None, (), unknown_lines)
             if block is None or not block.command:
                 understood = _read_words(reading, beside) or understood
     # an Xid or a symptom named in words
-    understood = understood or any(r.kind in ("reported-xids", "reported symptom") for r in reading.log[before:])
+    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS)
+                                    for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
@@ -300,7 +303,7 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
 # A person's sentences (versions, unit states in words: evidence/prose.py) show no GPU working either.
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
-                                  "reporter's words"}
+                                  "reporter's words", "version banners"}
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:
@@ -496,6 +499,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
     # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)
     explained = {line for _, line in matched} | set(reported) | told
+    explained |= _read_banners(reading, piece, kind, read_into, lines)  # nvcc's, nvidia-smi's ... version lines
     named = 0  # lines the mined table names (GH309): read, so the piece was understood
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
@@ -511,6 +515,27 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
     return len(matched) + named
+
+
+VERSION_BANNERS = "version banners"
+
+
+def _read_banners(reading: _Reading, piece: Piece, kind: str | None, read_into: tuple[str, ...],
+                  lines: list[str]) -> set[str]:
+    """A program's version line pasted among other text (parsers/banners.py: nvcc's, /proc/driver/nvidia/version's,
+    nvidia-smi's header, /proc/version's, gcc's, torch's) fills its field where the piece's own kind did not fill
+    it (an nvidia-smi table's boxed rows are its parser's); the lines read."""
+    if kind not in (None, "app-log", "smi-table", *_FEW_LINE_KINDS):
+        return set()
+    from gpuhealth.evidence.banners import banner_fields
+
+    lines = [line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))]
+    found, banners = banner_fields("\n".join(lines), read_into)
+    if not found:
+        return set()
+    reading.overlay(found, piece.name)
+    reading.log.append(Recognised(piece.name, VERSION_BANNERS, ", ".join(dict.fromkeys(b.program for b in banners))))
+    return {lines[b.index] for b in banners}
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
