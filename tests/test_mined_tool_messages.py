@@ -190,6 +190,11 @@ def test_mig_parted_reset_failure_confirms_the_pending_mig_mode_change():
     gone = mined_tools.match("FATA[0000] Error enumerating GPUs: error checking if nvidia module loaded: nvidia module "
                              "not loaded")
     assert gone.family == "mig-module-not-loaded"
+    # the MIG layout steps and the configuration steps are families of their own, with no cause they could decide
+    layout = mined_tools.match("FATA[0000] Error applying MIG configuration with hooks: error setting MIGConfig: error "
+                               "attempting multiple config orderings: all orderings failed")
+    assert layout.family == "mig-instances" and not mined_tools.families()["mig-instances"].cause
+    assert mined_tools.match("FATA[0000] Error parsing config file: unmarshal error: x").family == "mig-config"
 
 
 @pytest.mark.parametrize(("line", "family", "cause"), [

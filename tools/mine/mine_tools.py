@@ -85,6 +85,9 @@ class Source:
     min_words: int = 3
     anchored_cause: bool = False  # True: a trailing ": %s" (the wrapped error) is cut, as for Go
     partial: tuple[tuple[str, int], ...] = ()  # pinned files read only in part: (path, how many first lines)
+    # True: the program prints its error capitalised (nvidia-mig-parted's main: logrus Fatal of the error with its first
+    # letter upper-cased), so a pattern's first letter matches either case
+    capitalised: bool = False
 
 
 # NVIDIA/libnvidia-container could not be brought here whole (its snapshot with history is 3 GB); its files were read
@@ -147,7 +150,7 @@ SOURCES = {
     "mig-parted": Source(
         "NVIDIA/mig-parted", "go", KLOG_CALLS,
         0, ("cmd", "internal", "pkg", "api", ":!*vendor/*", ":!*_test.go"),
-        ("v0.5.5", "v0.6.0", "v0.8.0", "v0.10.0", "v0.12.3", "v0.13.1", "v0.14.5", "v0.15.0")),
+        ("v0.5.5", "v0.6.0", "v0.8.0", "v0.10.0", "v0.12.3", "v0.13.1", "v0.14.5", "v0.15.0"), capitalised=True),
 }
 
 _GO_METHODS_WITHOUT_ARGS = frozenset({"Error", "Warning"})  # err.Error() is a method call, not a logger's
@@ -334,6 +337,8 @@ def mine(name: str, source: Source, git: Git | None, log: io.TextIOBase, checkou
                     continue
                 kept += 1
                 pattern = pattern.removesuffix(r"\s*$")
+                if source.capitalised and pattern[:1].islower():
+                    pattern = f"[{pattern[0].upper()}{pattern[0]}]{pattern[1:]}"
                 row = rows.setdefault(pattern, Row(pattern, shown, level, name, path, line,
                                                   " ".join(fmt.split())))
                 if source.pins and row.path != path:

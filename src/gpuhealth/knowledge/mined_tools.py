@@ -109,7 +109,7 @@ def match(line: str) -> MinedMessage | None:
     if row is None:
         return None
     # several programs print the same message ("error resolving link '%s'"): the one whose sign the line shows
-    for same in (row, *(c for c, _ in _candidates(row.key) if c.pattern == row.pattern and c.id != row.id)):
+    for same in (row, *(c for c, _ in _candidates(row.key) if c.format == row.format and c.id != row.id)):
         if _SIGNS.get(same.repository, _TOOLKIT_SIGN).search(line):
             return same
     return None
