@@ -75,3 +75,10 @@ def test_an_error_in_an_untimed_kernel_log_paste_is_not_dropped(tmp_path):
     report = _report(tmp_path, body)
     assert report["verdict"] != "HEALTHY"
     assert any("refused to start" in line for f in report["findings"] for e in f["evidence"] for line in e["lines"])
+
+
+def test_the_drivers_version_file_alone_is_not_healthy(tmp_path):
+    """/proc/driver/nvidia/version shows the module loaded, not a GPU working: only the setup (GH005), NO DIAGNOSIS."""
+    report = _report(tmp_path, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC "
+                               "2023\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+    assert report["verdict"] == "NO DIAGNOSIS" and any(f["code"] == "GH005" for f in report["findings"])

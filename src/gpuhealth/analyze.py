@@ -301,9 +301,10 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
 # Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
 # what to compare, and can show a mismatch, but nothing in them shows the GPUs working. Evidence of these alone
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
-# A person's sentences (versions, unit states in words: evidence/prose.py) show no GPU working either.
+# A person's sentences (versions, unit states in words: evidence/prose.py) show no GPU working either, nor does the
+# driver's version file (the module is loaded; whether it drives a GPU is not in it).
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
-                                  "reporter's words", "version banners"}
+                                  "proc-version", "reporter's words", "version banners"}
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:

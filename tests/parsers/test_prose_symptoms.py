@@ -342,3 +342,28 @@ def test_long_chinese_lines_stay_linear():
         start = time.process_time()
         told_symptoms(text)
         assert time.process_time() - start < 1.0, unit
+
+
+def test_every_chinese_word_of_the_table_stays_linear_when_repeated():
+    # the adversarial sweep (tests/parsers/test_adversarial_lines.py) repeats the Latin words of a module's patterns;
+    # this repeats each CJK word of the table's patterns, after the seeds its families need, within one line and as
+    # many short sentences
+    import re
+
+    words: set[str] = set()
+    for row in symptom_phrases.phrases():
+        for pattern in (row.subject, row.predicate, row.context, row.unless):
+            if pattern is not None:
+                words.update(re.findall(r"[\u3400-\u9fff]{1,8}", pattern.pattern))
+    assert len(words) > 100
+    slow = []
+    shapes = (("nvidia-smi ", ""), ("显存", "不"), ("nouveau 黑名单", "。"), ("训练", "，"))
+    for number, word in enumerate(sorted(words)):  # each word after one seed, in turn (the whole sweep stays short)
+        seed, tail = shapes[number % len(shapes)]
+        unit = word + tail
+        text = seed + unit * (5_000 // len(unit))  # a line is read up to MAX_LINE (4096) characters
+        start = time.process_time()
+        told_symptoms(text)
+        if time.process_time() - start > 0.3:
+            slow.append((seed, word))
+    assert not slow, slow[:5]

@@ -125,8 +125,9 @@ def told_symptoms(text: str) -> list[Told]:
         if not candidates or _MACHINE.match(line) or _MACHINE_ANYWHERE.search(line) or not _prose(line):
             continue
         original = original_lines[number][:MAX_LINE] if number < len(original_lines) else line
+        contexts: dict[str, bool] = {}  # a row's context is the line's: searched once per line, not per sentence
         for start, end, asks in _sentences(line):
-            for row in _read_sentence(candidates, line, start, end, asks):
+            for row in _read_sentence(candidates, line, start, end, asks, contexts):
                 if counts.get(row.symptom, 0) < MAX_PER_SYMPTOM:
                     counts[row.symptom] = counts.get(row.symptom, 0) + 1
                     found.append(Told(row.symptom, row.id, original[start:end].strip()[:MAX_SENTENCE], number))
@@ -164,20 +165,23 @@ def _sentences(line: str) -> list[tuple[int, int, bool]]:
     return out
 
 
-def _read_sentence(rows, line: str, start: int, end: int, asks: bool) -> list:
+def _read_sentence(rows, line: str, start: int, end: int, asks: bool, contexts: dict[str, bool]) -> list:
     """The rows whose family tells its symptom in ``line[start:end]``, after ``yields_to``."""
     sentence = line[start:end]
-    matched = [row for row in rows if _tells(row, line, sentence, asks)]
+    matched = [row for row in rows if _tells(row, line, sentence, asks, contexts)]
     shown = {row.symptom for row in matched}
     kept = [row for row in matched if not (shown - {row.symptom}).intersection(row.yields_to)]
     return list({row.symptom: row for row in reversed(kept)}.values())[::-1]  # one row per symptom, the first
 
 
-def _tells(row, line: str, sentence: str, asks: bool) -> bool:
+def _tells(row, line: str, sentence: str, asks: bool, contexts: dict[str, bool]) -> bool:
     if not any(literal in sentence for literal in row.literals):
         return False
-    if row.context is not None and not row.context.search(line):
-        return False
+    if row.context is not None:
+        if row.id not in contexts:
+            contexts[row.id] = row.context.search(line) is not None
+        if not contexts[row.id]:
+            return False
     if row.unless is not None and row.unless.search(sentence):
         return False
     return any(_reported(sentence, place, asks) for place in _places(row, sentence))
