@@ -35,7 +35,9 @@ def gpu_expected(snapshot: Snapshot) -> bool | None:
 
 
 def module_loaded(snapshot: Snapshot) -> bool | None:
-    if snapshot.driver is not None:
+    """Is the nvidia module loaded: the driver's own version file says so, else the module list. A driver version
+    only a person's words give ("I installed driver 535") is the installed one, not a loaded module."""
+    if snapshot.driver is not None and snapshot.reported_fact("driver") is None:
         return True
     return snapshot.module_listed("nvidia")
 
@@ -145,7 +147,9 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     yield Draft(
         Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable",
         evidence=(
-            Evidence(PROC_VERSION, (snapshot.unavailable.get("driver", "not present"),)),
+            # a driver version only words gave: the file was not looked at
+            Evidence(PROC_VERSION, (snapshot.unavailable.get("driver", "not present" if snapshot.driver is None
+                                                             else "not in the evidence given"),)),
             Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("no 'nvidia' module loaded",)),
             Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
                                                    for d in snapshot.nvidia_pci_gpus)),
