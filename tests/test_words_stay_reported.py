@@ -44,3 +44,14 @@ def test_a_whole_lspci_vvv_gives_the_acs_redirection():
     redirecting = ACS_OFF.replace("ReqRedir- CmpltRedir-", "ReqRedir+ CmpltRedir+")
     report = _report(("note.txt", HANG), ("lspci-vvv.txt", redirecting))
     assert [f.severity for f in report.findings if f.code == "GH706"] == [Severity.CRITICAL]
+
+
+def test_a_sentence_after_a_programs_output_is_read_not_dropped():
+    """A person's sentence pasted below lspci's rows is not lspci's: it is read as words (here an error line nobody
+    knows), so the report is not HEALTHY on the rows alone."""
+    paste = ("$ lspci -nn | grep -i nvidia\n"
+             "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 [GeForce RTX 3090] [10de:2204] (rev a1)\n"
+             "Since the upgrade my training script cannot find the GPU at all and I do not know why.\n")
+    report = _report(("session.txt", paste))
+    assert report.verdict != "HEALTHY"
+    assert any("training script" in line for f in report.findings for e in f.evidence for line in e.lines)

@@ -246,7 +246,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, kind.name))
             understood = parsed = True
-            _prose_beside(reading, piece.name, kind.name, text)
+            _prose_beside(reading, piece.name, kind.name, text, unknown_lines)
         except ParseError as exc:
             reading.log.append(Recognised(piece.name, kind.name, f"could not parse {kind.name}: {exc}"))
             if not container:
@@ -325,17 +325,35 @@ def _untimed(found: dict[str, Any]) -> bool:
     return isinstance(log, KernelLog) and log.format == "plain"
 
 
-def _prose_beside(reading: _Reading, name: str, kind: str, text: str) -> None:
-    """A person's sentences pasted with a package listing are not read (its parser skips them): the piece is named
-    as not read in part, unless the catalogue knows one of those lines (then it was read)."""
+# Kinds whose pieces are read line by line anyway (logs): a sentence in them is read where it stands
+_READ_WHOLE = frozenset({"kernel-log", "app-log", "smi-xml"})
+
+
+def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
+    """A person's sentences pasted with a program's output (a listing, a table, lspci) are not read by its parser: they
+    are read as the words they are (the catalogue, symptoms and facts told in words, error lines), and when nothing in
+    them is understood the piece is named as not read in part, so the report is never HEALTHY on them. A section of a
+    bug report or a capture (``pasted`` false) holds the machine's files, not a person's sentences: only a package
+    listing's are looked at there."""
     from gpuhealth.evidence.listings import PACKAGE_LISTINGS, prose_lines
 
-    if kind not in PACKAGE_LISTINGS:
+    if kind in _READ_WHOLE or (not pasted and kind not in PACKAGE_LISTINGS):
         return
     prose = prose_lines(text)
-    if not prose or scan_lines(prose):
+    known = {line for _, line in scan_lines(prose)}  # the catalogue's lines: the kind's own scan reads them
+    if known and kind in PACKAGE_LISTINGS:
+        return  # (as before: a listing beside a line the catalogue knows was read)
+    prose = [line for line in prose if line not in known]
+    if not prose:
         return
-    reading.unrecognized.append(f"{name}: {len(prose)} line(s) of prose beside the {kind} listing, "
+    words = Piece(name, "\n".join(prose))
+    before = len(reading.messages)
+    read = _scan_messages(reading, words, None, (), True) > 0 or len(reading.messages) > before
+    read = _read_words(reading, words) or read
+    if read:
+        return
+    what = "listing" if kind in PACKAGE_LISTINGS else "output"
+    reading.unrecognized.append(f"{name}: {len(prose)} line(s) of prose beside the {kind} {what}, "
                                 f"not read ({prose[0][:60]!r}{' ...' if len(prose) > 1 else ''})")
 
 
