@@ -50,7 +50,8 @@ def test_a_sentence_after_a_programs_output_is_read_not_dropped():
     """A person's sentence pasted below lspci's rows is not lspci's: it is read as words (here an error line nobody
     knows), so the report is not HEALTHY on the rows alone."""
     paste = ("$ lspci -nn | grep -i nvidia\n"
-             "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 [GeForce RTX 3090] [10de:2204] (rev a1)\n"
+             "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 [GeForce RTX 3090] [10de:2204] "
+             "(rev a1)\n"
              "Since the upgrade my training script cannot find the GPU at all and I do not know why.\n")
     report = _report(("session.txt", paste))
     assert report.verdict != "HEALTHY"
