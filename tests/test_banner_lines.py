@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from gpuhealth.analyze import VERSION_BANNERS, analyze_texts
 from gpuhealth.cli import main
+from smi_tables import a100_table
 
 NVCC = "Cuda compilation tools, release 10.0, V10.0.130"
 NVRM = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  396.54  Tue Aug 14 22:29:16 PDT 2018"
@@ -24,19 +25,7 @@ ISSUE_BODY = f"""Training fails at start on our lab server.
 The program prints:
 CUDA error: CUDA driver version is insufficient for CUDA runtime version
 """
-SMI_TABLE = """Mon Dec  7 06:00:00 2026
-+---------------------------------------------------------------------------------------+
-| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |
-|-----------------------------------------+----------------------+----------------------+
-| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
-| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
-|                                         |                      |               MIG M. |
-|=========================================+======================+======================|
-|   0  NVIDIA A100-SXM4-40GB          On  | 00000000:07:00.0 Off |                    0 |
-| N/A   31C    P0              43W / 400W |      4MiB / 40960MiB |      0%      Default |
-|                                         |                      |             Disabled |
-+-----------------------------------------+----------------------+----------------------+
-"""
+SMI_TABLE = "Mon Dec  7 06:00:00 2026\n" + a100_table(bus="07", size=40, temp=31, watts=43) + "\n"
 
 
 def _report(tmp_path, text: str) -> dict:

@@ -16,23 +16,13 @@ from gpuhealth.analyze import analyze_texts, printed_by
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.parsers.markdown import Part, split_markdown
 from gpuhealth.parsers.session import with_prompts
+from smi_tables import a100_table
 
 SMI_FAILED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
               "NVIDIA driver is installed and running.")
 SESSION = (f"$ nvidia-smi\n{SMI_FAILED}\n$ dkms status\nnvidia/535.104.05: added\n$ uname -r\n5.15.0-91-generic\n"
            "$ lsmod | grep nvidia\n")
-TABLE = """\
-+---------------------------------------------------------------------------------------+
-| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |
-|-----------------------------------------+----------------------+----------------------+
-| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
-| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
-|                                         |                      |               MIG M. |
-|=========================================+======================+======================|
-|   0  NVIDIA A100-SXM4-80GB          On  | 00000000:3B:00.0 Off |                    0 |
-| N/A   34C    P0              62W / 400W |      4MiB / 81920MiB |      0%      Default |
-|                                         |                      |             Disabled |
-+-----------------------------------------+----------------------+----------------------+"""
+TABLE = a100_table()
 XID_79 = "[ 8123.456789] NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, name=python, GPU has fallen off the bus."
 
 
