@@ -151,3 +151,18 @@ def test_an_unproven_command_after_a_prompt_only_ends_the_output_before_it():
     snapshot, _ = analyze_texts([("flat.txt", text)])
     assert snapshot.driver is not None and snapshot.driver.version == "535.104.05"
     assert "GH201" not in {f.code for f in run_checks(snapshot).findings}  # no module called unloaded
+
+
+def test_the_cheap_first_look_never_misses_what_the_pattern_finds():
+    """_names_a_program runs before the costly _FLAT_CANDIDATE search: over the repository's real outputs and the
+    flattened lines here, wherever the pattern finds a candidate the first look says yes (it may say yes more often)."""
+    from conftest import DATA
+
+    from gpuhealth.parsers.session import _FLAT_CANDIDATE, _names_a_program
+
+    texts = [p.read_text(encoding="utf-8", errors="replace")[:200_000] for p in sorted(DATA.rglob("*.txt"))[:400]]
+    texts += ["cat /proc/version Linux version 5.15.0 (gcc version 11.4.0) gcc --version gcc (Ubuntu) 11.4.0",
+              "$ sudo -E /usr/bin/x86_64-linux-gnu-gcc-12 --version x86_64-linux-gnu-gcc-12 (Debian 12.2.0) 12.2.0"]
+    found = [t for t in texts if _FLAT_CANDIDATE.search(t)]
+    assert found and all(_names_a_program(t) for t in found)
+    assert not _names_a_program("Product Name : NVIDIA H100 80GB HBM3\nAccounting Mode : Disabled\n")
