@@ -157,7 +157,6 @@ def test_the_cheap_first_look_never_misses_what_the_pattern_finds():
     """_names_a_program runs before the costly _FLAT_CANDIDATE search: over the repository's real outputs and the
     flattened lines here, wherever the pattern finds a candidate the first look says yes (it may say yes more often)."""
     from conftest import DATA
-
     from gpuhealth.parsers.session import _FLAT_CANDIDATE, _names_a_program
 
     texts = [p.read_text(encoding="utf-8", errors="replace")[:200_000] for p in sorted(DATA.rglob("*.txt"))[:400]]
