@@ -5,9 +5,15 @@ Sentences here are written for the test; the ACSCtl line has the shape `lspci -v
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.model import Severity
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HANG = "Our DDP job hangs at the first all_reduce across the 8 GPUs.\n"
 ACS_OFF = ("00:01.0 PCI bridge: Intel Corporation Device 1234\n"
@@ -56,3 +62,22 @@ def test_a_sentence_after_a_programs_output_is_read_not_dropped():
     report = _report(("session.txt", paste))
     assert report.verdict != "HEALTHY"
     assert any("training script" in line for f in report.findings for e in f.evidence for line in e.lines)
+
+
+@pytest.mark.parametrize("path", [
+    "tests/data/corpus/pytorch-collect-env/pytorch-issue-84365_could-not-collect.txt",  # "Clang version: Could not ..."
+    "tests/cases/dev/cpu-only-pytorch-oobabooga-installer-80/collect_env.txt",  # a report that ends on such a field
+    "tests/data/corpus/gpud/accelerator_nvidia_query_pci__lspci-vvv",  # "Interrupt: pin A routed to IRQ 140"
+    "tests/cases/dev/not-a-fault-persistenced-registered-started/syslog.log",  # a journal's own timestamped lines
+])
+def test_a_programs_own_sentence_like_lines_are_not_a_persons(path):
+    """Real outputs whose own lines read like sentences: none is taken for a person's words left unread (GH002)."""
+    text = (ROOT / path).read_text()
+    snapshot, _ = analyze_texts([(path, text)])
+    assert not [u for u in snapshot.unrecognized_files if "prose beside" in u]
+
+
+def test_a_sentence_below_a_collect_env_report_is_still_a_persons():
+    text = (ROOT / "tests/cases/dev/cpu-only-pytorch-oobabooga-installer-80/collect_env.txt").read_text()
+    snapshot, _ = analyze_texts([("issue.txt", text + "I tried this with the latest driver and it did not help.\n")])
+    assert any("prose beside" in u for u in snapshot.unrecognized_files)

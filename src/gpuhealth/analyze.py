@@ -329,6 +329,16 @@ def _untimed(found: dict[str, Any]) -> bool:
 _READ_WHOLE = frozenset({"kernel-log", "app-log", "smi-xml"})
 
 
+def _collect_env_line(line: str) -> bool:
+    from gpuhealth.parsers.torch_env import report_line
+
+    return report_line(line)
+
+
+# Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect")
+_OWN_LINES = {"collect-env": _collect_env_line}
+
+
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
     """A person's sentences pasted with a program's output (a listing, a table, lspci) are not read by its parser: they
     are read as the words they are (the catalogue, symptoms and facts told in words, error lines), and when nothing in
@@ -339,7 +349,7 @@ def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bo
 
     if kind in _READ_WHOLE or (not pasted and kind not in PACKAGE_LISTINGS):
         return
-    prose = prose_lines(text)
+    prose = prose_lines(text, edges_only=kind not in PACKAGE_LISTINGS, own=_OWN_LINES.get(kind))
     known = {line for _, line in scan_lines(prose)}  # the catalogue's lines: the kind's own scan reads them
     if known and kind in PACKAGE_LISTINGS:
         return  # (as before: a listing beside a line the catalogue knows was read)

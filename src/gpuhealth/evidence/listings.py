@@ -20,6 +20,7 @@ Recognisers look at the head of the text only and never raise.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -261,24 +262,43 @@ _FUNCTION_WORDS = frozenset((
 MAX_PROSE_SCAN = 4000  # lines of one listing looked at
 
 
-def prose_lines(text: str) -> list[str]:
-    """The lines of a pasted listing that are a person's sentences: at least five words, most of them plain words,
-    two of them words that only a sentence has ("the", "I", "not", "with" ...), and not a line of the tool's own."""
-    found = []
-    for raw in text.splitlines()[:MAX_PROSE_SCAN]:
-        line = raw.strip()[:1000]
-        if not line or line.startswith(_TOOL_LINE_STARTS) or "  " in line:  # two blanks: a row's columns
-            continue
-        if jockey_row(line) or _DPKG_ROW.match(line) or _APT_ROW.match(line) or _DNF_ROW.match(line):
-            continue  # a package row, however sentence-like ("... (Proprietary, Enabled, Not in use)")
-        words = [w.strip(_WORD_PUNCTUATION).lower() for w in line.split()]
-        if len(words) < 5:
-            continue
-        plain = sum(1 for w in words if w and w.replace("'", "").replace("-", "").replace("/", "").isalpha())
-        function = sum(1 for w in words if w in _FUNCTION_WORDS)
-        if plain >= 0.6 * len(words) and function >= 2:
-            found.append(line)
-    return found
+# a log record's own start (syslog's "Apr 26 20:40:08", ISO "2024-04-26T20:40:08", dmesg's "[  12.3]"): a machine's line
+_RECORD_START = lazy_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:|\[\s*\d+\.\d+\])")
+
+
+def _is_prose(raw: str) -> bool:
+    """Whether one line is a person's sentence: at least five words, most of them plain words, two of them words that
+    only a sentence has ("the", "I", "not", "with" ...), and not a line of a tool's own."""
+    line = raw.strip()[:1000]
+    if not line or line.startswith(_TOOL_LINE_STARTS) or "  " in line:  # two blanks: a row's columns
+        return False
+    if jockey_row(line) or _DPKG_ROW.match(line) or _APT_ROW.match(line) or _DNF_ROW.match(line):
+        return False  # a package row, however sentence-like ("... (Proprietary, Enabled, Not in use)")
+    if _RECORD_START.match(line):
+        return False
+    words = [w.strip(_WORD_PUNCTUATION).lower() for w in line.split()]
+    if len(words) < 5:
+        return False
+    plain = sum(1 for w in words if w and w.replace("'", "").replace("-", "").replace("/", "").isalpha())
+    function = sum(1 for w in words if w in _FUNCTION_WORDS)
+    return plain >= 0.6 * len(words) and function >= 2
+
+
+def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] | None = None) -> list[str]:
+    """The lines of a pasted output that are a person's sentences. A package listing's parser skips every line that is
+    not a row, so a sentence anywhere in it counts. Other programs' outputs have sentence-like lines of their own in
+    the middle ("Interrupt: pin A routed to IRQ 29" in lspci -vv, "Clang version: Could not collect" in collect_env),
+    so with ``edges_only`` only the sentences above the output's first line and below its last are a person's; ``own``
+    tells the output's own lines where its grammar knows them (a collect_env report ends on one of its fields)."""
+    lines = [raw.strip()[:1000] for raw in text.splitlines()[:MAX_PROSE_SCAN]]
+    prose = [_is_prose(line) and not (own and own(line)) for line in lines]
+    if not edges_only:
+        return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
+    output = [i for i, line in enumerate(lines) if line and not prose[i]]
+    if not output:
+        return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
+    first, last = output[0], output[-1]
+    return [line for i, line in enumerate(lines) if prose[i] and (i < first or i > last)]
 
 
 # --------------------------------------------------------------------------- Python packages

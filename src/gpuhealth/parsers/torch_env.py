@@ -21,6 +21,20 @@ _TRUE = {"true", "yes"}
 _FALSE = {"false", "no"}
 
 
+# words of a person's sentence, never of a report field's name ("I tried this: nothing changed")
+_PERSON = frozenset({"i", "i'm", "i've", "my", "we", "our", "you", "it", "this", "that", "tried", "but"})
+
+
+def report_line(line: str) -> bool:
+    """Whether a line is one of the report's own ``Key: value`` fields (``Clang version: Could not collect``), however
+    sentence-like its value: a key of at most six words, none of them a person's."""
+    match = _KEY_LINE.match(line.strip())
+    if match is None:
+        return False
+    key = match["key"].lower().split()
+    return 0 < len(key) <= 6 and not _PERSON.intersection(key)
+
+
 def _known(value: str | None) -> str | None:
     if value is None:
         return None
