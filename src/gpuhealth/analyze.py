@@ -244,7 +244,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             found = _nodes_named(command, _one_gpu_selected(command, kind.parse(text, piece.name)))
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
-            reading.log.append(Recognised(piece.name, kind.name))
+            reading.log.append(Recognised(piece.name, _setup_label(kind.name, found)))
             understood = parsed = True
             _prose_beside(reading, piece.name, kind.name, text, unknown_lines)
         except ParseError as exc:
@@ -341,8 +341,16 @@ def _unknown_line(message: MessageLine, line: str, source: str) -> bool:
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
 # A person's sentences (versions, unit states in words: evidence/prose.py) show no GPU working either, nor does the
 # driver's version file (the module is loaded; whether it drives a GPU is not in it).
+# An nvidia-smi table cut after its header row (`nvidia-smi | head -3`, a screenshot's first line) names the driver and
+# the newest CUDA it supports, and no GPU: only the setup, like a version banner.
+SMI_HEADER_ONLY = "smi-table header"
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
-                                  "proc-version", "reporter's words", "version banners"}
+                                  "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY}
+
+
+def _setup_label(kind: str, found: dict[str, Any]) -> str:
+    smi = found.get("smi") if kind == "smi-table" else None
+    return SMI_HEADER_ONLY if smi is not None and smi.partial and not smi.gpus else kind
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:
