@@ -120,3 +120,24 @@ def test_toolkit_known_absent_still_asks_for_its_install():
     found = _gh802(run_checks(known))
     assert len(found) == 1 and "Toolkit is not" in found[0].message
     assert any("install" in f.command and "nvidia-container-toolkit" in f.command for f in found[0].fixes)
+
+
+# docker's own error, as moby prints it (daemon: "unknown or invalid runtime name: %s"), written here
+UNKNOWN_RUNTIME = ("docker run --rm --runtime=nvidia ubuntu nvidia-smi",
+                   "docker: Error response from daemon: unknown or invalid runtime name: nvidia.\n"
+                   "See 'docker run --help'.\n")
+
+
+def test_error_beside_docker_info_and_daemon_json_leads_with_the_restart():
+    """No GPU listing in the paste: docker info's Runtimes still decide, and the machine output picks the fix (the
+    runtime is configured, the daemon was not restarted) over the line's generic install-and-configure."""
+    report = _report(UNKNOWN_RUNTIME, ("docker info", listing(GREP_RUNC_ONLY)),
+                     ("cat /etc/docker/daemon.json", listing(DAEMON_NVIDIA)))
+    found = _gh802(report)
+    assert found and "not restarted" in found[0].message
+    assert [f.command for f in found[0].fixes] == ["sudo systemctl restart docker"]
+
+
+def test_a_bus_without_nvidia_gpu_keeps_docker_quiet():
+    intel = ("lspci -nn", "00:02.0 VGA compatible controller [0300]: Intel Corporation UHD Graphics 630 [8086:3e92]\n")
+    assert not _gh802(_report(("docker info", listing(GREP_RUNC_ONLY)), intel))

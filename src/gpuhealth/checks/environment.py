@@ -206,17 +206,19 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
         return
     if env.docker and env.daemon_json_error:
         yield _daemon_json_invalid(env)
-    if not _has_gpu(snapshot) or not (env.docker or env.podman):
-        return
-    engines = " and ".join(name for name, present in (("docker", env.docker), ("podman", env.podman)) if present)
     toolkit = bool(env.nvidia_ctk_version or env.container_toolkit_files)
     registered = _nvidia_registered(snapshot)
     if not toolkit and registered is not None and "env_nvidia_ctk" in snapshot.unavailable:
+        if not (_has_gpu(snapshot) or "pci_devices" in snapshot.unavailable):
+            return  # the PCI bus was read and holds no NVIDIA GPU; a paste that shows no bus may come from a GPU host
         # nvidia-ctk's state unknown (a paste without it): the running daemon's runtimes (docker info) decide Docker's
         # part. Registered, the toolkit is configured for Docker; not registered, containers asking for it fail
         if not registered:
             yield _runtime_not_registered(env, "")
         return
+    if not _has_gpu(snapshot) or not (env.docker or env.podman):
+        return
+    engines = " and ".join(name for name, present in (("docker", env.docker), ("podman", env.podman)) if present)
     if not toolkit:
         if "env_nvidia_ctk" in snapshot.unavailable:
             yield Skip(_unavailable(snapshot, "env_nvidia_ctk"))
