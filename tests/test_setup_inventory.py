@@ -65,3 +65,14 @@ def test_a_problem_in_the_inventory_decides_the_verdict():
     codes = {f.code for f in report.findings}
     assert "GH509" in codes and "GH005" in codes
     assert report.verdict == "DEGRADED"
+
+
+@pytest.mark.parametrize("lines", [3, 4])
+def test_an_nvidia_smi_table_cut_after_its_header_is_only_the_setup(lines):
+    """`nvidia-smi | head -3` (the real table above, cut): the driver and its CUDA, no GPU, so never HEALTHY."""
+    smi = (CORPUS / SMI_TABLE).read_text()
+    head = "\n".join(line for line in smi.splitlines() if line.strip()[:1] in "+|")
+    cut = "\n".join(head.splitlines()[:lines]) + "\n"
+    report, log = _report(("nvidia-smi.txt", cut))
+    assert report.verdict == "NO DIAGNOSIS" and "GH005" in {f.code for f in report.findings}
+    assert [r.kind for r in log] == ["smi-table header"]

@@ -244,7 +244,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             found = _nodes_named(command, _one_gpu_selected(command, kind.parse(text, piece.name)))
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
-            reading.log.append(Recognised(piece.name, kind.name))
+            reading.log.append(Recognised(piece.name, _setup_label(kind.name, found)))
             understood = parsed = True
             _prose_beside(reading, piece.name, kind.name, text, unknown_lines)
         except ParseError as exc:
@@ -269,7 +269,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             if block is None or not block.command:
                 understood = _read_words(reading, beside) or understood
     # an Xid or a symptom named in words
-    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS)
+    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS, LINKED_TITLES)
                                     for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
@@ -295,7 +295,45 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
     if found:
         reading.stated.extend(found)
         reading.log.append(Recognised(piece.name, "reporter's words", f"{len(found)} fact(s) stated in words"))
-    return bool(found)
+    return _read_misspelt(reading, piece) or bool(found)
+
+
+def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
+    """A person's line that matched nothing as typed, read again with its misspelt words corrected (parsers/
+    spelling.py: "unknow runtime specified", "the kernal module"): the catalogue, the symptoms told in words and the
+    facts stated in words. What it yields is the reporter's words (below critical), its evidence the line as typed;
+    the line is then no error line nobody knows."""
+    from gpuhealth.evidence.prose import statements
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+    from gpuhealth.parsers.spelling import corrected
+
+    typed = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if line.strip()]
+    fixes = [(line, fixed) for line in typed if (fixed := corrected(line)) != line]
+    read: list[str] = []
+    for line, fixed in fixes:
+        if scan_lines([line]) or told_symptoms(line) or statements(line, piece.name):
+            continue  # the line as typed was read: its spelling is not in question
+        shown = line.strip()[:500]
+        messages = [MessageLine(shown, piece.name, sig.id, sig.symptom or None, mined=_mined_behind(sig.id, fixed),
+                                reported=True) for sig, _ in scan_lines([fixed])]
+        messages += [MessageLine(shown, piece.name, None, told.symptom, reported=True) for told in told_symptoms(fixed)]
+        stated = [replace(s, stated=replace(s.stated, words=shown)) for s in statements(fixed, piece.name)]
+        if not messages and not stated:
+            continue
+        reading.messages[:] = [m for m in reading.messages if not _unknown_line(m, shown, piece.name)]
+        reading.messages.extend(messages)
+        reading.stated.extend(stated)
+        read.append(shown)
+    if read:
+        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(read)} line(s) read with a misspelt word "
+                                      f"corrected ({read[0][:60]!r}{' ...' if len(read) > 1 else ''})"))
+    return bool(read)
+
+
+def _unknown_line(message: MessageLine, line: str, source: str) -> bool:
+    """Whether ``message`` is ``line`` kept as an error line nobody knows."""
+    return message.line == line and message.source == source and message.signature is None \
+        and message.symptom is None and not message.mined
 
 
 # Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks
@@ -303,8 +341,16 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
 # never makes a report HEALTHY (GH005); a package listing with prose beside it is such a piece too (_prose_beside).
 # A person's sentences (versions, unit states in words: evidence/prose.py) show no GPU working either, nor does the
 # driver's version file (the module is loaded; whether it drives a GPU is not in it).
+# An nvidia-smi table cut after its header row (`nvidia-smi | head -3`, a screenshot's first line) names the driver and
+# the newest CUDA it supports, and no GPU: only the setup, like a version banner.
+SMI_HEADER_ONLY = "smi-table header"
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
-                                  "proc-version", "reporter's words", "version banners"}
+                                  "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY}
+
+
+def _setup_label(kind: str, found: dict[str, Any]) -> str:
+    smi = found.get("smi") if kind == "smi-table" else None
+    return SMI_HEADER_ONLY if smi is not None and smi.partial and not smi.gpus else kind
 
 
 def _setup_inventory_only(log: list[Recognised]) -> str:
@@ -517,6 +563,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if unknown_lines and kind in (None, "app-log"):
         known = {line for _, line in matched}
         told = _told_symptoms(reading, piece, [line for line in lines if line not in known])
+        told |= _linked_titles(reading, piece, lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
@@ -565,6 +612,38 @@ def _read_banners(reading: _Reading, piece: Piece, kind: str | None, read_into: 
     reading.overlay(found, piece.name)
     reading.log.append(Recognised(piece.name, VERSION_BANNERS, ", ".join(dict.fromkeys(b.program for b in banners))))
     return {lines[b.index] for b in banners}
+
+
+LINKED_TITLES = "linked thread titles"
+
+
+def _linked_titles(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
+    """The lines linking a thread whose address holds its title (parsers/linked_titles.py: Stack Exchange, Discourse,
+    Reddit): the title's words are read like the reporter's own (the catalogue with punctuation made optional,
+    knowledge/title_words.py, else the symptom phrases), each kept as a reported line showing the address; the lines
+    whose title was read, so that none of them also counts as an error line nobody knows."""
+    linking = [line for line in lines if "://" in line]
+    if not linking:
+        return set()
+    from gpuhealth.knowledge.title_words import match_title
+    from gpuhealth.parsers.linked_titles import linked_titles
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+    read: set[str] = set()
+    for title in linked_titles("\n".join(linking)):
+        evidence = f"{title.address} (the title of a thread the reporter linked: {title.words!r})"
+        sig = match_title(title.words)
+        if sig is not None:
+            reading.messages.append(MessageLine(evidence, piece.name, sig.id, sig.symptom or None, reported=True))
+        else:
+            told = told_symptoms(title.words)
+            if not told:
+                continue
+            reading.messages.append(MessageLine(evidence, piece.name, None, told[0].symptom, reported=True))
+        read.update(line for line in linking if title.address in line)
+    if read:
+        reading.log.append(Recognised(piece.name, LINKED_TITLES, f"{len(read)} line(s) linking a thread by its title"))
+    return read
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
