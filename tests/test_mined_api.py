@@ -192,6 +192,24 @@ def test_a_message_of_one_release_only_keeps_that_release_as_its_range():
     assert any(f.code == "GH309" and "(see GH606)" in f.message for f in report(line).findings)
 
 
+def test_the_miner_reads_only_the_named_functions_messages_and_the_templates_they_format():
+    """Hand-written module (no PyTorch text): a raise of a template's .format, a warn of a local template's % and of
+    an f-string are read, each template line as its own message; a function not named is not read."""
+    source = (
+        'MISMATCH = """\nThe toolkit version ({0}) differs from\nthe build ({1}).\n"""\n'  # lines 1-4
+        "def _check(a, b):\n"
+        "    raise RuntimeError(MISMATCH.format(a, b))\n"
+        "def _warn(x):\n"
+        '    old = """\n    GPU%d is too old.\n    """\n'  # lines 8-10
+        "    warnings.warn(old % (1,))\n"
+        '    warnings.warn(f"device {x} is odd")\n'
+        "def other():\n"
+        '    raise ValueError("never read")\n')
+    assert mine_api._python_messages(source, ("_check", "_warn")) == [
+        (2, "error", "The toolkit version (%s) differs from"), (3, "error", "the build (%s)."),
+        (9, "warning", "GPU%d is too old."), (12, "warning", "device %s is odd")]
+
+
 def test_gh309_stays_quiet_on_a_training_log_without_errors():
     """Hand-written ordinary progress lines (no API's error text): GH309 does not fire."""
     quiet = report("Epoch 1/10: loss=0.4321 acc=0.91\nUsing device: cuda:0 (NVIDIA H100 80GB HBM3)\n"
