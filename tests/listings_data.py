@@ -43,6 +43,8 @@ REAL_EXAMPLES: dict[str, str] = {
     "jockey-list": "jockey-list/steam-for-linux-640_304-and-310.txt",
     "ps-listing": "ps-listing/forum-light-locker-xubuntu-1610_ps-auxf.txt",
     "ld-so-conf": "ld-so-conf/conda-forge-docker-images-135_ld.so.conf.txt",
+    "docker-info": "docker-info/docker-for-linux-1531_grep-runtime.txt",
+    "daemon-json": "daemon-json/docker-for-linux-1531_nvidia-default.json",
     # no public paste in reach had these with the fact under test: hand-written (see README.md there)
     "dnf-list": "dnf-list/handwritten_cuda-repo.txt",
     "pip-list": "pip-list/handwritten_torch-cpu.txt",

@@ -295,7 +295,45 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
     if found:
         reading.stated.extend(found)
         reading.log.append(Recognised(piece.name, "reporter's words", f"{len(found)} fact(s) stated in words"))
-    return bool(found)
+    return _read_misspelt(reading, piece) or bool(found)
+
+
+def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
+    """A person's line that matched nothing as typed, read again with its misspelt words corrected (parsers/
+    spelling.py: "unknow runtime specified", "the kernal module"): the catalogue, the symptoms told in words and the
+    facts stated in words. What it yields is the reporter's words (below critical), its evidence the line as typed;
+    the line is then no error line nobody knows."""
+    from gpuhealth.evidence.prose import statements
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+    from gpuhealth.parsers.spelling import corrected
+
+    typed = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if line.strip()]
+    fixes = [(line, fixed) for line in typed if (fixed := corrected(line)) != line]
+    read: list[str] = []
+    for line, fixed in fixes:
+        if scan_lines([line]) or told_symptoms(line) or statements(line, piece.name):
+            continue  # the line as typed was read: its spelling is not in question
+        shown = line.strip()[:500]
+        messages = [MessageLine(shown, piece.name, sig.id, sig.symptom or None, mined=_mined_behind(sig.id, fixed),
+                                reported=True) for sig, _ in scan_lines([fixed])]
+        messages += [MessageLine(shown, piece.name, None, told.symptom, reported=True) for told in told_symptoms(fixed)]
+        stated = [replace(s, stated=replace(s.stated, words=shown)) for s in statements(fixed, piece.name)]
+        if not messages and not stated:
+            continue
+        reading.messages[:] = [m for m in reading.messages if not _unknown_line(m, shown, piece.name)]
+        reading.messages.extend(messages)
+        reading.stated.extend(stated)
+        read.append(shown)
+    if read:
+        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(read)} line(s) read with a misspelt word "
+                                      f"corrected ({read[0][:60]!r}{' ...' if len(read) > 1 else ''})"))
+    return bool(read)
+
+
+def _unknown_line(message: MessageLine, line: str, source: str) -> bool:
+    """Whether ``message`` is ``line`` kept as an error line nobody knows."""
+    return message.line == line and message.source == source and message.signature is None \
+        and message.symptom is None and not message.mined
 
 
 # Kinds that only inventory the setup (what is installed, which release, which tool versions): they tell the checks

@@ -1336,6 +1336,14 @@ class HostEnvironment:
     disk_space: tuple[DiskSpace, ...] = ()
     driver_registry: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/registry
     docker_active: str | None = None  # systemctl status docker: "active", "failed", "inactive" ...
+    # `docker info` beyond its runtimes (docs.docker.com/reference/cli/docker/system/info/)
+    docker_server_version: str | None = None  # "Server Version: 24.0.7"
+    docker_cgroup_driver: str | None = None  # "Cgroup Driver: systemd"
+    docker_cgroup_version: str | None = None  # "Cgroup Version: 2"
+    docker_warnings: tuple[str, ...] = ()  # its "WARNING: ..." lines
+    # /etc/docker/daemon.json: the runtimes it names (None: not read) and why dockerd cannot load it
+    daemon_json_runtimes: tuple[str, ...] | None = None
+    daemon_json_error: str | None = None  # invalid JSON: dockerd refuses to start (dockerd's configuration file docs)
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

@@ -194,12 +194,31 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     the toolkit's absence where no program's output shows the toolkit; the finding then quotes them. So do
     words saying Docker's daemon has no nvidia runtime ("docker info shows no nvidia runtime", "added to
     daemon.json but docker was not restarted": the running daemon reads daemon.json only when it starts).
+    A pasted `docker info` (its `Runtimes:` line, https://docs.docker.com/reference/cli/docker/system/info/) decides
+    Docker's part whatever the toolkit's state: without `nvidia` the runtime is not registered (when
+    `/etc/docker/daemon.json` names it, the daemon was not restarted since: restart it; else run
+    `nvidia-ctk runtime configure --runtime=docker` and restart), with it this cause is ruled out. A daemon.json that
+    is not valid JSON is reported on its own: dockerd refuses to start on it
+    (https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file).
     """
     env = _env(snapshot)
-    if not _has_gpu(snapshot) or env.container or not (env.docker or env.podman):
+    if env.container:
+        return
+    if env.docker and env.daemon_json_error:
+        yield _daemon_json_invalid(env)
+    toolkit = bool(env.nvidia_ctk_version or env.container_toolkit_files)
+    registered = _nvidia_registered(snapshot)
+    if not toolkit and registered is not None and "env_nvidia_ctk" in snapshot.unavailable:
+        if not (_has_gpu(snapshot) or "pci_devices" in snapshot.unavailable):
+            return  # the PCI bus was read and holds no NVIDIA GPU; a paste that shows no bus may come from a GPU host
+        # nvidia-ctk's state unknown (a paste without it): the running daemon's runtimes (docker info) decide Docker's
+        # part. Registered, the toolkit is configured for Docker; not registered, containers asking for it fail
+        if not registered:
+            yield _runtime_not_registered(env, "")
+        return
+    if not _has_gpu(snapshot) or not (env.docker or env.podman):
         return
     engines = " and ".join(name for name, present in (("docker", env.docker), ("podman", env.podman)) if present)
-    toolkit = bool(env.nvidia_ctk_version or env.container_toolkit_files)
     if not toolkit:
         if "env_nvidia_ctk" in snapshot.unavailable:
             yield Skip(_unavailable(snapshot, "env_nvidia_ctk"))
@@ -219,12 +238,7 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     version = f"nvidia-ctk {env.nvidia_ctk_version}" if env.nvidia_ctk_version else ", ".join(
         env.container_toolkit_files)
     if env.docker and env.docker_runtimes_source and "nvidia" not in env.docker_runtimes:
-        yield Draft(
-            Severity.WARNING, f"The NVIDIA Container Toolkit is installed ({version}) but Docker has no nvidia "
-                              "runtime configured",
-            evidence=tuple(_docker_evidence(env)),
-            fixes=_toolkit_fixes(docker=True),
-        )
+        yield _runtime_not_registered(env, version)
     if env.podman and not env.cdi_specs:
         yield Draft(
             Severity.WARNING, f"podman is installed with the NVIDIA Container Toolkit ({version}) but no CDI "
@@ -232,6 +246,44 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
             evidence=(Evidence(", ".join(("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml")), ("not present",)),),
             fixes=_toolkit_fixes(podman=True),
         )
+
+
+def _nvidia_registered(snapshot: Snapshot) -> bool | None:
+    """Whether the running Docker daemon lists the nvidia runtime, as ``docker info`` (machine output) shows it; None
+    when no program's output gave the daemon's runtimes (unknown, or only the reporter's words)."""
+    env = _env(snapshot)
+    if not env.docker or env.docker_runtimes_source is None or snapshot.reported_fact("host_env", "docker_runtimes"):
+        return None
+    return "nvidia" in env.docker_runtimes
+
+
+def _runtime_not_registered(env: HostEnvironment, version: str) -> Draft:
+    """Docker's daemon has no nvidia runtime. When daemon.json names it, the daemon was not restarted since (it reads
+    the file only when it starts): restart it; else register the runtime first (NVIDIA Container Toolkit install
+    guide: ``nvidia-ctk runtime configure --runtime=docker``, then restart Docker)."""
+    lead = (f"The NVIDIA Container Toolkit is installed ({version}) but Docker" if version else "Docker")
+    evidence = tuple(_docker_evidence(env))
+    if env.daemon_json_runtimes is not None and "nvidia" in env.daemon_json_runtimes:
+        return Draft(Severity.WARNING, f"{lead} has no nvidia runtime running although /etc/docker/daemon.json names "
+                                       "it: the daemon was not restarted since",
+                     evidence=evidence, fixes=tuple(f for f in _toolkit_fixes(docker=True) if "restart" in f.command))
+    message = (f"{lead} has no nvidia runtime configured" if version else
+               f"{lead} has no nvidia runtime registered: containers asking for it (--runtime=nvidia, compose's "
+               "runtime: nvidia) fail")
+    return Draft(Severity.WARNING, message, evidence=evidence, fixes=_toolkit_fixes(docker=True))
+
+
+def _daemon_json_invalid(env: HostEnvironment) -> Draft:
+    """dockerd reads daemon.json when it starts and refuses to start when it cannot parse it (dockerd reference,
+    Daemon configuration file: https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file)."""
+    return Draft(
+        Severity.WARNING, "/etc/docker/daemon.json is not valid JSON: dockerd refuses to start with it",
+        evidence=(Evidence("/etc/docker/daemon.json", (env.daemon_json_error or "not valid JSON",)),),
+        fixes=(Fix("python3 -m json.tool /etc/docker/daemon.json", note="names the line and column of the error"),
+               Fix("Correct that line of /etc/docker/daemon.json (quotes, commas, braces)"),
+               Fix("sudo systemctl restart docker", disruptive=True, note="running containers stop unless "
+                                                                            "live-restore is on")),
+    )
 
 
 def _toolkit_fixes(install: bool = False, docker: bool = False, podman: bool = False) -> tuple[Fix, ...]:
@@ -254,7 +306,13 @@ def _docker_evidence(env: HostEnvironment) -> list[Evidence]:
     lines = [f"runtimes: {', '.join(env.docker_runtimes) or 'none'}"]
     if env.docker_default_runtime:
         lines.append(f"default-runtime: {env.docker_default_runtime}")
-    return [Evidence(env.docker_runtimes_source, tuple(lines))]
+    if env.docker_server_version:
+        lines.append(f"server version: {env.docker_server_version}")
+    shown = [Evidence(env.docker_runtimes_source, tuple(lines))]
+    if env.daemon_json_runtimes is not None:
+        shown.append(Evidence("/etc/docker/daemon.json",
+                              (f"runtimes: {', '.join(env.daemon_json_runtimes) or 'none'}",)))
+    return shown
 
 
 # --------------------------------------------------------------------------- GH803

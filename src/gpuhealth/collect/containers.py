@@ -58,11 +58,13 @@ def probe_host_environment(host: Host, timeout: float) -> Probed:
         try:
             runtimes, default = parse.parse_daemon_json(daemon_json[0])
             state["docker_default_runtime"] = default
+            state["daemon_json_runtimes"] = runtimes
             if "docker_runtimes_source" not in state:
                 state["docker_runtimes"] = tuple(sorted({*runtimes, "runc"}))  # runc is built in
                 state["docker_runtimes_source"] = DAEMON_JSON
-        except ParseError as exc:
+        except ParseError as exc:  # dockerd will not start on it: GH802 says so
             found.unavailable["env_daemon_json"] = f"{DAEMON_JSON}: {exc}"
+            state["daemon_json_error"] = str(exc)[:200]
     elif daemon_json[1] != "not present":
         found.unavailable["env_daemon_json"] = f"{DAEMON_JSON}: {daemon_json[1]}"
     ctk = runs["ctk"]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from gpuhealth.lazyre import guarded_re, has, lazy_re
-from gpuhealth.model import DiskSpace, MountEntry, NvidiaPackage, ParseError
+from gpuhealth.model import DiskSpace, HostEnvironment, MountEntry, NvidiaPackage, ParseError
 from gpuhealth.parsers.packages import DPKG_STATUS, dpkg_installed, dpkg_package_name
 
 MAX_LINES = 5000  # package lists, mounts and df output are cut here (a host with thousands of mounts)
@@ -139,6 +140,42 @@ def parse_daemon_json(text: str) -> tuple[tuple[str, ...], str | None]:
         raise ParseError("daemon.json: runtimes is not an object")
     default = data.get("default-runtime")
     return tuple(sorted(str(name) for name in runtimes)), (default if isinstance(default, str) else None)
+
+
+# `docker info`'s text form (https://docs.docker.com/reference/cli/docker/system/info/): "Key: value" lines under
+# "Server:", indented by one blank since Docker 17.06 and flush before it; "WARNING: ..." lines on their own.
+_DOCKER_INFO_KEYS = {"Runtimes": "docker_runtimes", "Default Runtime": "docker_default_runtime",
+                     "Server Version": "docker_server_version", "Cgroup Driver": "docker_cgroup_driver",
+                     "Cgroup Version": "docker_cgroup_version"}
+MAX_DOCKER_WARNINGS = 20
+
+
+def parse_docker_info(text: str) -> HostEnvironment:
+    """``docker info`` (the whole report or ``| grep -i runtime``): the daemon's runtimes, default runtime, server
+    version, cgroup driver and version, and its WARNING lines. The JSON of ``--format '{{json .Runtimes}}'`` too."""
+    if not isinstance(text, str):
+        raise ParseError("docker info output must be text")
+    if text.lstrip().startswith("{"):
+        return HostEnvironment(docker=True, docker_runtimes=parse_docker_runtimes(text),
+                               docker_runtimes_source="docker info")
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("WARNING:"):
+            if len(warnings) < MAX_DOCKER_WARNINGS:
+                warnings.append(line)
+            continue
+        key, colon, value = line.partition(":")
+        name = _DOCKER_INFO_KEYS.get(key.strip()) if colon else None
+        if name is None or name in values:
+            continue  # the first value wins: a client section or a second paste does not overwrite the server's
+        values[name] = tuple(sorted(set(value.split()))) if name == "docker_runtimes" else (value.strip() or None)
+    if not values:
+        raise ParseError("no Runtimes, Default Runtime or Server Version line")
+    if "docker_runtimes" in values:
+        values["docker_runtimes_source"] = "docker info"
+    return HostEnvironment(docker=True, docker_warnings=tuple(warnings), **values)
 
 
 _CTK_VERSION = lazy_re(r"NVIDIA Container (?:Toolkit|Runtime)(?: CLI| Hook)? version\s+v?(\d+(?:\.\d+)+\S*)",

@@ -1,0 +1,63 @@
+"""Evidence kinds for the container runtime (GH802): ``docker info`` and ``/etc/docker/daemon.json``.
+
+They fill the ``host_env`` fields live ``check`` fills from the same two sources (``collect/containers.py``):
+
+- ``docker info`` (https://docs.docker.com/reference/cli/docker/system/info/) is the *running* daemon: its
+  ``Runtimes:`` line says whether ``nvidia`` is registered now, and ``Default Runtime:``, ``Server Version:``,
+  ``Cgroup Driver``/``Cgroup Version`` and its ``WARNING`` lines are kept beside it;
+- ``daemon.json`` (https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file) is what the daemon
+  reads when it starts: ``"runtimes": {"nvidia": {"path": ...}}`` is what ``nvidia-ctk runtime configure
+  --runtime=docker`` writes (NVIDIA Container Toolkit install guide,
+  https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html). A file that is not
+  valid JSON is a fact of its own (dockerd refuses to start on it), never a parse failure.
+
+Recognisers look at the head of the text only and never raise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuhealth.evidence.registry import evidence_kind
+from gpuhealth.model import HostEnvironment, ParseError
+
+_HEAD = 8192
+# keys of `docker info`'s text form; two of them on their own lines make a docker info report (or its grep)
+_INFO_KEYS = ("Runtimes:", "Default Runtime:", "Server Version:", "Cgroup Driver:", "Cgroup Version:",
+              "Storage Driver:", "Docker Root Dir:", "Containers:", "Logging Driver:")
+# keys only a dockerd configuration file has (dockerd's daemon configuration file reference)
+_DAEMON_KEYS = ('"runtimes"', '"default-runtime"', '"exec-opts"', '"data-root"', '"log-driver"', '"storage-driver"',
+                '"registry-mirrors"', '"insecure-registries"', '"live-restore"', '"cgroup-parent"', '"features"')
+
+
+def _looks_like_docker_info(text: str) -> bool:
+    head = text[:_HEAD]
+    if head.lstrip().startswith("{"):
+        return '"runc"' in head and '"path"' in head  # {{json .Runtimes}}: {"runc": {"path": "runc"}, ...}
+    seen = {key for line in head.splitlines()[:120] for key in _INFO_KEYS if line.strip().startswith(key)}
+    return len(seen) >= 2 and ("Runtimes:" in seen or "Default Runtime:" in seen or "Server Version:" in seen)
+
+
+@evidence_kind("docker-info", commands=(r"docker\s+(?:system\s+)?info\b",), priority=372,
+               recognise=_looks_like_docker_info)
+def _docker_info(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.host_env import parse_docker_info
+
+    return {"host_env": parse_docker_info(text)}
+
+
+def _looks_like_daemon_json(text: str) -> bool:
+    head = text[:_HEAD].lstrip()
+    return head.startswith("{") and any(key in head for key in _DAEMON_KEYS) and '"Runtimes"' not in head
+
+
+@evidence_kind("daemon-json", commands=(r"(?:cat|less|more|head|tail|vi|vim|nano)\s+\S*daemon\.json\b",),
+               priority=371, recognise=_looks_like_daemon_json)
+def _daemon_json(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.host_env import parse_daemon_json
+
+    try:
+        runtimes, _default = parse_daemon_json(text)  # the running daemon's default is docker info's to say
+    except ParseError as exc:  # dockerd will not start on it: a finding (GH802), not an unread piece
+        return {"host_env": HostEnvironment(docker=True, daemon_json_error=str(exc)[:200])}
+    return {"host_env": HostEnvironment(docker=True, daemon_json_runtimes=runtimes)}

@@ -1,0 +1,106 @@
+"""Spelling tolerance for a person's words (parsers/spelling.py, analyze.py ``_read_misspelt``).
+
+Every line here is written for the test; the catalogue rows they reach are NVIDIA's messages as the catalogue cites
+them (docker's "Unknown runtime specified nvidia", NVML's "Driver/library version mismatch").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.model import Severity
+from gpuhealth.parsers.spelling import _ENGLISH, _one_edit, corrected, vocabulary
+
+RUNTIME_TYPO = "docker: Error response from daemon: Unknow runtime specified nvidia."
+
+
+def test_the_vocabulary_comes_from_the_readers_tables():
+    known, _ = vocabulary()
+    assert {"nvidia", "runtime", "driver", "module", "unknown", "failed", "mismatch"} <= known
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("Unknow runtime specified", "Unknown runtime specified"),  # a letter left out
+    ("the kernal module", "the kernel module"),  # a letter replaced
+    ("version missmatch", "version mismatch"),  # a letter doubled
+    ("the nvidia drvier", "the nvidia driver"),  # two neighbours swapped (Damerau: one edit)
+    ("RUNTIEM", "RUNTIME"),  # the case as typed is kept
+])
+def test_a_word_one_edit_from_one_known_word_is_corrected(typed, meant):
+    assert corrected(typed) == meant
+
+
+def test_a_word_two_edits_away_is_left_alone():
+    assert not _one_edit("rnutiem", "runtime")
+    assert corrected("the rnutiem is gone") == "the rnutiem is gone"
+
+
+def test_a_word_one_edit_from_two_known_words_is_left_alone():
+    known, _ = vocabulary()
+    assert {"failed", "fails"} <= known  # "faild" is one edit from both: which one was meant is not known
+    assert corrected("nvidia-smi has faild") == "nvidia-smi has faild"
+
+
+@pytest.mark.parametrize("line", [
+    "driver 535.104.O5 installed",  # a version, even with a letter in it
+    "cuda12.1 and cudnn9.1",  # identifiers with digits
+    "/usr/lib/nvidai/libcuda.so",  # a path
+    "nvidai_uvm was not loaded",  # an identifier with an underscore
+    "cudaMaloc returned an error",  # a mixed-case name
+    "libcuda.so.1 libnvidai.so",  # file names
+    "at 0xdeadbef",  # hex
+])
+def test_numbers_paths_and_identifiers_are_never_corrected(line):
+    fixed = corrected(line)
+    for chunk in line.split():
+        if any(c.isdigit() or c in "/_." for c in chunk) or not (chunk.islower() or chunk.istitle()):
+            assert chunk in fixed.split()
+
+
+def test_short_and_common_english_words_are_never_corrected():
+    known, _ = vocabulary()
+    english = sorted(_ENGLISH - known)
+    # some of them are one edit from a word the readers know ("doing" from "going"): kept as typed all the same
+    assert any(_one_edit(word, other) for word in english for other in known if len(other) >= 4)
+    assert [corrected(word) for word in english] == english
+    assert "dkms" in known
+    assert corrected("the dkmz build") == "the dkmz build"  # 4 letters: too short to be sure
+
+
+def test_a_misspelt_catalogue_line_is_read_as_the_reporters_words():
+    snapshot, log = analyze_texts([("note.txt", RUNTIME_TYPO + "\n")])
+    (message,) = snapshot.messages
+    assert message.signature == "docker-unknown-runtime-specified"
+    assert message.reported and message.line == RUNTIME_TYPO  # the evidence is the line as typed
+    assert any("misspelt word corrected" in r.note for r in log)
+    report = run_checks(snapshot)
+    (finding,) = [f for f in report.findings if f.code == "GH802"]
+    assert finding.severity is Severity.WARNING and finding.labels.get("reported") == "words"
+    assert any(e.source == "note.txt (the reporter's words)" for e in finding.evidence)
+
+
+def test_a_symptom_told_with_a_typo_is_read():
+    snapshot, _ = analyze_texts([("note.txt", "nvidia-smi takes forver to show anything\n")])
+    assert [(m.symptom, m.reported) for m in snapshot.messages] == [("nvidia-smi-slow", True)]
+
+
+def test_a_line_read_as_typed_is_not_read_again():
+    line = "Failed to initialize NVML: Driver/library version mismatch, the kernal was updated"
+    snapshot, log = analyze_texts([("note.txt", line + "\n")])
+    assert [m.signature for m in snapshot.messages] == ["nvml-driver-library-mismatch"]
+    assert not any("misspelt" in r.note for r in log)
+
+
+def test_a_programs_output_is_never_corrected():
+    session = f"$ docker run --rm --gpus all ubuntu nvidia-smi\n{RUNTIME_TYPO}\n"
+    snapshot, log = analyze_texts([("session.txt", session)])
+    assert all(m.signature is None and not m.reported for m in snapshot.messages)
+    assert not any("misspelt" in r.note for r in log)
+
+
+def test_correcting_is_linear_in_the_line():
+    line = "kernal " * 500  # a long line of one typo: each word is looked up once
+    assert corrected(line) == "kernel " * 500
+    assert corrected("kernal " * 1000) == "kernal " * 1000  # a line no person typed is left as it is
