@@ -82,10 +82,13 @@ _NEGATION_CJK = lazy_re(r"(?<![是会會能要有])[不没沒未无無别別]"
 CJK_NEGATION_REACH = 4  # characters before the predicate ("显存并没有被占用", "已经不慢了")
 # Korean and Japanese negate after the verb, so a sentence in either is negated by the words just after the predicate:
 # Korean -지 않/-지 못/없/아니 ("느리지 않습니다", "과열은 없습니다"), Japanese ない/ません/なかった/なく/ず
-# ("遅くない", "過熱していません", "消えることはありません"); a family whose symptom is itself a negation ("인식되지
-# 않습니다", "認識されない") holds the negation in its predicate
+# ("遅くない", "過熱していません", "消えることはありません"), also after a particle and a verb of its own
+# ("과열은 발생하지 않았습니다", "ログインループは起きていない"); a family whose symptom is itself a negation
+# ("인식되지 않습니다", "認識されない") holds the negation in its predicate
 _NEGATION_AFTER = lazy_re(r"\s?(?:[\uac00-\ud7af]{0,3}?\s?(?:지\s?(?:않|못|마)|없|아니|아닙)|"
-                          r"[\u3040-\u309f]{0,6}?(?:ない|ません|なかった|なく|ず(?![\u3040-\u309f])))")
+                          r"[은는이가도]\s[\uac00-\ud7af]{1,4}?지\s?(?:않|못)|"
+                          r"(?:[はがも]|では)?[\u4e00-\u9fff]{0,2}[\u3040-\u309f]{0,8}?"
+                          r"(?:ない|ません|なかった|なく|ず(?![\u3040-\u309f])))")
 # Korean also negates with 안/못 just before the verb ("안 느려요", "못 찾았")
 _NEGATION_KO_BEFORE = lazy_re(r"(?<![\uac00-\ud7af])(?:안|못)\s?$")
 _HANGUL = lazy_re(r"[\uac00-\ud7af]")
@@ -128,7 +131,7 @@ _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back 
                    # Korean and Japanese: formerly ("예전에는", "以前は"), solved ("해결되었습니다", "解決しました"),
                    # back to normal ("정상으로 돌아왔", "正常に戻")
                    r"예전에(?:는|엔)?|이전에는|以前は|昔は|(?:해결|수정|복구)(?:되었|됐|했|완료)|정상으로\s?(?:돌아|복구)|"
-                   r"(?:解決|修正|復旧)(?:しました|した|済|できました)|直りました|直った|治りました|正常に戻")
+                   r"(?:解決|解消|修正|復旧)(?:しました|した|済|できました)|直りました|直った|治りました|正常に戻")
 # a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..." ("why would ..." supposes)
 _ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why(?! (?:would|could|might|may|can|should)\b)|how come|"
                           r"how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
