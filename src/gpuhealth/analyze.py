@@ -269,7 +269,7 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
             if block is None or not block.command:
                 understood = _read_words(reading, beside) or understood
     # an Xid or a symptom named in words
-    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS)
+    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS, LINKED_TITLES)
                                     for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
@@ -573,6 +573,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if unknown_lines and kind in (None, "app-log"):
         known = {line for _, line in matched}
         told = _told_symptoms(reading, piece, [line for line in lines if line not in known])
+        told |= _linked_titles(reading, piece, lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
@@ -621,6 +622,38 @@ def _read_banners(reading: _Reading, piece: Piece, kind: str | None, read_into: 
     reading.overlay(found, piece.name)
     reading.log.append(Recognised(piece.name, VERSION_BANNERS, ", ".join(dict.fromkeys(b.program for b in banners))))
     return {lines[b.index] for b in banners}
+
+
+LINKED_TITLES = "linked thread titles"
+
+
+def _linked_titles(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
+    """The lines linking a thread whose address holds its title (parsers/linked_titles.py: Stack Exchange, Discourse,
+    Reddit): the title's words are read like the reporter's own (the catalogue with punctuation made optional,
+    knowledge/title_words.py, else the symptom phrases), each kept as a reported line showing the address; the lines
+    whose title was read, so that none of them also counts as an error line nobody knows."""
+    linking = [line for line in lines if "://" in line]
+    if not linking:
+        return set()
+    from gpuhealth.knowledge.title_words import match_title
+    from gpuhealth.parsers.linked_titles import linked_titles
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+    read: set[str] = set()
+    for title in linked_titles("\n".join(linking)):
+        evidence = f"{title.address} (the title of a thread the reporter linked: {title.words!r})"
+        sig = match_title(title.words)
+        if sig is not None:
+            reading.messages.append(MessageLine(evidence, piece.name, sig.id, sig.symptom or None, reported=True))
+        else:
+            told = told_symptoms(title.words)
+            if not told:
+                continue
+            reading.messages.append(MessageLine(evidence, piece.name, None, told[0].symptom, reported=True))
+        read.update(line for line in linking if title.address in line)
+    if read:
+        reading.log.append(Recognised(piece.name, LINKED_TITLES, f"{len(read)} line(s) linking a thread by its title"))
+    return read
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:

@@ -746,6 +746,8 @@ def _excluded(messages: Sequence[MessageLine]) -> dict[str, tuple[Exclusion, Mes
     table = exclusions()
     out: dict[str, tuple[Exclusion, MessageLine]] = {}
     for message in messages:
+        if message.reported:  # the rules reason from a program having printed the line ("nvidia-smi printed it");
+            continue  # the reporter's words, or a linked thread's title, show no program printing anything
         for rule in table.get(message.signature or "", ()):
             out.setdefault(rule.cause, (rule, message))
     return out
