@@ -74,8 +74,14 @@ def test_every_row_compiles_finds_its_example_and_has_complete_provenance():
         assert row.id not in ids
         ids.add(row.id)
     assert all(r.number for r in ROWS if r.api not in ("nccl", "pytorch"))
-    for row in ROWS:  # PyTorch: read file by file, each pinned to the commit it was read at (no release tag)
-        if row.api == "pytorch":
+    tags = mine_api.PYTORCH_TAGS
+    for row in ROWS:  # PyTorch: its Python files at release tags; its C++ files pinned to the commit they were read at
+        if row.api != "pytorch":
+            continue
+        if row.file in mine_api.PYTORCH_FUNCTIONS:
+            assert row.first_tag in tags and row.last_tag in tags, row.id
+            assert tags.index(row.first_tag) <= tags.index(row.last_tag), row.id
+        else:
             assert (row.file, row.last_tag) in {(path, commit) for path, commit, _ in mine_api.PYTORCH_PINS}, row.id
 
 
@@ -148,8 +154,7 @@ def test_a_pytorch_message_the_catalogue_lacks_is_explained_from_its_source():
     (finding,) = [f for f in result.findings if f.code == "GH309"]
     assert finding.message.startswith("PyTorch reported an error (__init__.py) (see GH605): ")
     assert finding.labels["api"] == "pytorch"
-    assert finding.labels["source"].startswith("pytorch/pytorch 17e3b6a97af175f377f42b52cf20d4c758a432a9 "
-                                               "torch/cuda/__init__.py:")
+    assert finding.labels["source"].startswith("pytorch/pytorch v1.13.0..v2.5.1 torch/cuda/__init__.py:")
     warned = report("UserWarning: The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70.\n")
     assert any(f.code == "GH309" and "(see GH606)" in f.message for f in warned.findings)
     # a line the catalogue knows is its row's: PyTorch's "driver too old" leads with GH601, not with GH309
@@ -158,6 +163,51 @@ def test_a_pytorch_message_the_catalogue_lacks_is_explained_from_its_source():
     top = max(f.severity for f in old.findings)
     assert "GH601" in {f.code for f in old.findings if f.severity == top}
     assert not any(f.code == "GH309" for f in old.findings)  # quiet: the catalogue's row says it, with its cause
+
+
+def test_a_cuda_extension_built_with_another_major_cuda_points_to_the_extension_check():
+    """torch/utils/cpp_extension.py's CUDA_MISMATCH_MESSAGE, rendered from its format as RuntimeError prints it (its
+    lines as lines), read at every pinned tag; the minor-version warning is only a warning, and points nowhere."""
+    rows = {r.text: r for r in ROWS if r.api == "pytorch"}
+    first = rows["The detected CUDA version (%s) mismatches the version that was used to compile"]
+    assert (first.file, first.first_tag, first.last_tag) == ("torch/utils/cpp_extension.py", "v1.13.0", "v2.5.1")
+    assert first.code == rows["PyTorch (%s). Please make sure to use the same CUDA versions."].code == "GH627"
+    result = report("RuntimeError:\nThe detected CUDA version (11.8) mismatches the version that was used to compile\n"
+                    "PyTorch (12.1). Please make sure to use the same CUDA versions.\n")
+    mined = [f for f in result.findings if f.code == "GH309"]
+    assert mined and all("(see GH627)" in f.message for f in mined), [f.message for f in result.findings]
+    assert any(f.labels["source"].startswith("pytorch/pytorch v1.13.0..v2.5.1 torch/utils/cpp_extension.py:")
+               for f in mined)
+    minor = rows["The detected CUDA version (%s) has a minor version mismatch with the version that was used to "
+                 "compile PyTorch (%s)."]
+    assert minor.name == "UserWarning" and not minor.code
+
+
+def test_a_message_of_one_release_only_keeps_that_release_as_its_range():
+    """v1.13.0's _check_capability warned that a GPU needs a newer CUDA than the wheel's; later tags dropped it."""
+    rows = {r.text: r for r in ROWS if r.api == "pytorch"}
+    gone = rows["Found GPU%d %s which requires CUDA_VERSION >= %d to"]
+    assert (gone.first_tag, gone.last_tag, gone.code) == ("v1.13.0", "v1.13.0", "GH606")
+    line = "UserWarning: Found GPU0 Tesla K80 which requires CUDA_VERSION >= 11000 to\n"
+    assert any(f.code == "GH309" and "(see GH606)" in f.message for f in report(line).findings)
+
+
+def test_the_miner_reads_only_the_named_functions_messages_and_the_templates_they_format():
+    """Hand-written module (no PyTorch text): a raise of a template's .format, a warn of a local template's % and of
+    an f-string are read, each template line as its own message; a function not named is not read."""
+    source = (
+        'MISMATCH = """\nThe toolkit version ({0}) differs from\nthe build ({1}).\n"""\n'  # lines 1-4
+        "def _check(a, b):\n"
+        "    raise RuntimeError(MISMATCH.format(a, b))\n"
+        "def _warn(x):\n"
+        '    old = """\n    GPU%d is too old.\n    """\n'  # lines 8-10
+        "    warnings.warn(old % (1,))\n"
+        '    warnings.warn(f"device {x} is odd")\n'
+        "def other():\n"
+        '    raise ValueError("never read")\n')
+    assert mine_api._python_messages(source, ("_check", "_warn")) == [
+        (2, "error", "The toolkit version (%s) differs from"), (3, "error", "the build (%s)."),
+        (9, "warning", "GPU%d is too old."), (12, "warning", "device %s is odd")]
 
 
 def test_gh309_stays_quiet_on_a_training_log_without_errors():

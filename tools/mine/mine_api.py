@@ -14,12 +14,19 @@ Sources (each optional: a source not given keeps the committed table's rows for 
   under ``src/`` at the pinned tags ``NCCL_TAGS`` (NCCL prints them as ``... NCCL WARN <message>``).
 - ``--dcgm``: a clone of https://github.com/NVIDIA/DCGM: ``dcgmlib/dcgm_errors.h``'s ``DCGM_FR_*`` failure codes,
   their ``_MSG`` message and ``_NEXT`` suggested action at ``DCGM_TAGS``.
-- ``--pytorch``: a clone of https://github.com/pytorch/pytorch holding the commits of ``PYTORCH_PINS``, or a folder
-  laid out as the repository holding those files: the messages PyTorch raises and warns while it initialises CUDA
-  (``torch/cuda/__init__.py``: ``raise X("...")``, ``warnings.warn`` and the ``*_warn`` templates it formats;
-  ``c10/cuda/CUDAFunctions.cpp``: ``TORCH_CHECK``/``TORCH_WARN`` messages, a non-literal piece read as ``%s``).
-  The repository is too large to clone here: each file is pinned to the commit it was read at, and only its first
-  lines that were read (no release tag is known for these rows).
+- ``--pytorch``: the messages PyTorch raises and warns when CUDA does not work for it.
+  Its Python files are read at the release tags ``PYTORCH_TAGS``, in the functions ``PYTORCH_FUNCTIONS`` names
+  (``torch/cuda/__init__.py``: CUDA initialisation and the GPU's architecture; ``torch/utils/cpp_extension.py``:
+  the CUDA toolkit an extension is built with): what they raise, what they ``warnings.warn``, and each line of a
+  message template they raise or warn (``CUDA_MISMATCH_MESSAGE.format(...)``, ``old_gpu_warn % (...)``), its
+  ``{}``/``%d`` fields read as values. They come from a clone of https://github.com/pytorch/pytorch with those tags,
+  or from the torch wheels of those versions in ``DIR/wheels/`` (a wheel holds these files as the tag has them;
+  ``pip download --no-deps --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.10 torch==2.5.1``,
+  64 MB, is the smallest), or from ``DIR/<tag>/<path>``.
+  Its C++ files are not in a wheel and the repository is too large to clone here: ``c10/cuda/CUDAFunctions.cpp``
+  (``TORCH_CHECK``/``TORCH_WARN`` messages, a non-literal piece read as ``%s``) is pinned to the commit it was read
+  at (``PYTORCH_PINS``), only its first lines that were read, from the clone or ``DIR/<path>`` (a row's tag range is
+  then that commit).
 
 Each row: the API or library that reports it, the name (enum or NCCL's source file), its number, its documented
 description or message, the pattern that recognises it in a log line, the check and cause it points to (from
@@ -32,11 +39,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import glob
 import hashlib
 import io
 import os
 import re
 import sys
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mine_nvrm import Git, call_arguments, format_literal, pattern_of, why_dropped  # noqa: E402
@@ -49,10 +58,17 @@ CAUSES = os.path.join(HERE, "api_causes.csv")
 NCCL_TAGS = ("v2.18.6-1", "v2.21.5-1", "v2.24.3-1", "v2.27.7-1", "v2.30.7-1")
 DCGM_TAGS = ("v3.3.9", "v4.6.0")
 NVML_TAGS = ("v0.11.0-0", "v0.12.0-1", "v0.13.3-0")
-# pytorch/pytorch, read file by file from an index of GitHub (path, the commit it held, how many first lines were read:
-# the CUDA initialisation code; the rest of __init__.py is device queries and streams).
+# pytorch/pytorch's Python files at release tags, and in them the functions whose messages a user sees when CUDA does
+# not work (the rest of torch/cuda/__init__.py is device queries, streams and storage: programming errors).
+PYTORCH_TAGS = ("v1.13.0", "v2.0.0", "v2.2.0", "v2.4.0", "v2.5.1")
+PYTORCH_FUNCTIONS = {
+    "torch/cuda/__init__.py": ("_lazy_init", "_check_capability", "_check_cubins", "_raw_device_count_nvml",
+                               "_get_pynvml_handler", "_exchange_device", "_maybe_exchange_device"),
+    "torch/utils/cpp_extension.py": ("_check_cuda_version", "_join_cuda_home"),
+}
+# Its C++ files, read one by one from an index of GitHub (path, the commit it held, how many first lines were read: the
+# CUDA initialisation code).
 PYTORCH_PINS = (
-    ("torch/cuda/__init__.py", "17e3b6a97af175f377f42b52cf20d4c758a432a9", 333),
     ("c10/cuda/CUDAFunctions.cpp", "68e217b9e71fcecbd34d831dd3e3e5a4ea9028fd", 125),
 )
 COLUMNS = ("id", "api", "name", "number", "key", "text", "pattern", "code", "symptom", "cause", "decides", "action",
@@ -202,6 +218,10 @@ _TORCH_CALL = re.compile(r"\b(TORCH_CHECK|TORCH_WARN(?:_ONCE)?)\s*\(")
 _CXX_PIECE = re.compile(r'\s*"((?:[^"\\]|\\.)*)"\s*')
 _SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)[.?!](?=\s)")
 MIN_TORCH_FIXED = 16  # letters and digits a message needs: "CUDA initialization: %s" alone is a wrapper, not a row
+# analyze looks a line up in the PyTorch rows only when it names CUDA, torch or the NVIDIA driver (mined_api's
+# _MENTIONS): a message line that names none ("Can't initialize NVML", a template's second line "environment variable
+# or add NVCC to your system PATH.") would be a row nothing finds
+_TORCH_MENTION = re.compile(r"(?i:cuda)|[Tt]orch|NVIDIA driver")
 
 
 def _cxx_message(args: list[str]) -> str:
@@ -220,38 +240,61 @@ def _cxx_message(args: list[str]) -> str:
 
 
 def _python_text(node) -> str | None:
-    """A message's text: a string, or an f-string with each value as %s; None for anything else."""
+    """A message's text: a string, an f-string or ``"...".format(...)`` with each value as %s; None for anything
+    else."""
     import ast
 
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
         return "".join(v.value if isinstance(v, ast.Constant) else "%s" for v in node.values)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+        return _FORMAT_FIELD.sub("%s", node.func.value.value)
     return None
 
 
-def _python_messages(text: str) -> list[tuple[int, str, str]]:
-    """(line, level, message) of torch/cuda/__init__.py: what it raises, what it warns, and the lines of each
-    ``*_warn`` template a ``warnings.warn`` call formats (printed as lines of their own)."""
+_FORMAT_FIELD = re.compile(r"\{[^{}]*\}")  # str.format's fields ("{}", "{0}", "{user_compiler}"): values
+
+
+def _template_name(node) -> str | None:
+    """The variable a message is formatted from: ``NAME``, ``NAME.format(...)`` or ``NAME % (...)``."""
+    import ast
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        node = node.func.value
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        node = node.left
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _python_messages(text: str, functions: tuple[str, ...]) -> list[tuple[int, str, str]]:
+    """(line, level, message) of the named functions of a module: what they raise, what they warn, and each line of
+    a template they raise or warn (a template is assigned in the module or in the function; its lines are printed as
+    lines of their own)."""
     import ast
 
     tree = ast.parse(text)
-    warned = {n.id for call in ast.walk(tree) if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "warn"
-              for n in ast.walk(call) if isinstance(n, ast.Name)}
-    found = []
+    found, templates = [], {}
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in functions):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                message, level = node.exc.args[0], "error"
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "warn" and node.args:
+                message, level = node.args[0], "warning"
+            else:
+                continue
+            if _python_text(message) is not None:
+                found.append((message.lineno, level, _python_text(message)))
+            elif _template_name(message):
+                templates.setdefault(_template_name(message), level)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
-            message = _python_text(node.exc.args[0])
-            if message is not None:
-                found.append((node.exc.args[0].lineno, "error", message))
-        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-              and node.targets[0].id in warned and _python_text(node.value) is not None):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in templates and _python_text(node.value) is not None):
             for offset, line in enumerate(_python_text(node.value).split("\n")):
                 if line.strip():
-                    found.append((node.value.lineno + offset, "warning", line.strip().replace("{}", "%s")))
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "warn" and node.args
-              and _python_text(node.args[0]) is not None):
-            found.append((node.args[0].lineno, "warning", _python_text(node.args[0])))
+                    found.append((node.value.lineno + offset, templates[node.targets[0].id],
+                                  _FORMAT_FIELD.sub("%s", line.strip())))
     return sorted(found)
 
 
@@ -274,24 +317,48 @@ def _first_sentence(message: str) -> str:
     return message[:end.end()] if end and len(message) > 80 else message
 
 
+def read_tagged(checkout: str, tag: str, path: str) -> str:
+    """A file of pytorch/pytorch at a release tag: from a clone, else from the torch wheel of that version in
+    ``checkout/wheels/``, else from ``checkout/<tag>/<path>``."""
+    if os.path.exists(os.path.join(checkout, ".git")) or os.path.exists(os.path.join(checkout, "HEAD")):
+        return Git(checkout).run("show", f"{tag}:{path}")
+    wheels = sorted(glob.glob(os.path.join(checkout, "wheels", f"torch-{tag.removeprefix('v')}-*.whl")))
+    if wheels:
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            return wheel.read(path).decode("utf-8")
+    return _read(os.path.join(checkout, tag, path))
+
+
+def _torch_row(rows: dict[str, dict], path: str, line: int, level: str, message: str, tag: str) -> bool:
+    """Add (or carry to a newer tag) one message's row; False when it is too short to be one."""
+    shown = re.sub(r"(?::\s*|\s+)%s\s*$", "", _first_sentence(message)).rstrip(" :")
+    pattern, literal = pattern_of(shown)
+    if (why_dropped(shown, literal) or sum(c.isalnum() for c in literal) < MIN_TORCH_FIXED
+            or not _TORCH_MENTION.search(literal)):
+        return False
+    if pattern in rows:
+        if rows[pattern]["file"] == path:  # a message two files print is the first file's row
+            rows[pattern].update(line=line, last_tag=tag)
+    else:
+        kind = "UserWarning" if level == "warning" else "RuntimeError"
+        rows[pattern] = _row("pytorch", kind, "", shown, pattern.removesuffix(r"\s*$"), "pytorch/pytorch", path,
+                             line, tag, tag)
+    return True
+
+
 def mine_pytorch(checkout: str, log: io.TextIOBase) -> list[dict]:
     rows: dict[str, dict] = {}
+    for tag in PYTORCH_TAGS:
+        for path, functions in PYTORCH_FUNCTIONS.items():
+            found = _python_messages(read_tagged(checkout, tag, path), functions)
+            made = sum(_torch_row(rows, path, line, level, message, tag) for line, level, message in found)
+            print(f"pytorch {path} at {tag}: {made} messages read, {len(found) - made} dropped "
+                  "(too little fixed text, or naming neither CUDA nor torch)", file=log)
     for path, commit, lines in PYTORCH_PINS:
-        text = read_pinned(checkout, path, commit, log, lines)
-        found = _python_messages(text) if path.endswith(".py") else _cxx_messages(text)
-        made = dropped = 0
-        for line, level, message in found:
-            shown = re.sub(r"(?::\s*|\s+)%s\s*$", "", _first_sentence(message)).rstrip(" :")
-            pattern, literal = pattern_of(shown)
-            if why_dropped(shown, literal) or sum(c.isalnum() for c in literal) < MIN_TORCH_FIXED:
-                dropped += 1
-                continue
-            made += 1
-            kind = "UserWarning" if level == "warning" else "RuntimeError"
-            rows.setdefault(pattern, _row("pytorch", kind, "", shown, pattern.removesuffix(r"\s*$"), "pytorch/pytorch",
-                                          path, line, commit, commit))
-        print(f"pytorch {path} at {commit[:12]} (first {lines} lines): {made} messages read, {dropped} dropped "
-              "(too little fixed text)", file=log)
+        found = _cxx_messages(read_pinned(checkout, path, commit, log, lines))
+        made = sum(_torch_row(rows, path, line, level, message, commit) for line, level, message in found)
+        print(f"pytorch {path} at {commit[:12]} (first {lines} lines): {made} messages read, {len(found) - made} "
+              "dropped (too little fixed text, or naming neither CUDA nor torch)", file=log)
     return list(rows.values())
 
 
