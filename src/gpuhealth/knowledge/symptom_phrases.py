@@ -24,7 +24,9 @@ symptom of ``symptoms.csv`` as surely as a program's error line does, but in wor
 
 A family in Chinese is a row of its own (id ending in "-zh", the same symptom and source as the English row whose
 wordings it translates), so each language's patterns stay readable; its Latin words use ``(?<![a-z])``/``(?![a-z])``
-rather than ``\b``, which sees no boundary between a Latin and a CJK character.
+rather than ``\b``, which sees no boundary between a Latin and a CJK character. Korean ("-ko") and Japanese ("-ja")
+families are rows the same way. The English rows' ``\b`` is compiled as a boundary of Latin words
+(``latin_bounded``), so "我的GPU overheats" and "GPU가 overheats" are read as the English sentence would be.
 
 Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The table is read
 and its patterns compiled once, on first use.
@@ -77,11 +79,45 @@ def state_symptoms() -> frozenset[str]:
     return _table()[2]
 
 
+# a letter or digit of a Latin word: a CJK character, kana or Hangul is a word character to Python's \w but no part of
+# an English word, so "我的GPU overheats" and "GPU가 overheats" have a boundary where \b sees none
+_LATIN_WORD = r"[^\W\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
+LATIN_BOUNDARY = f"(?:(?<={_LATIN_WORD})(?!{_LATIN_WORD})|(?<!{_LATIN_WORD})(?={_LATIN_WORD}))"
+
+
+def latin_bounded(pattern: str) -> str:
+    """``pattern`` with each ``\b`` (outside a character class) made a boundary of Latin words that CJK text beside a
+    word does not hide; still one character looked at on each side, so the pattern's cost is unchanged."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            pair = pattern[i:i + 2]
+            out.append(LATIN_BOUNDARY if pair == "\\b" and not in_class else pair)
+            i += 2
+            continue
+        if char == "[" and not in_class:
+            in_class = True
+            start = i + 1 + (pattern[i + 1:i + 2] == "^")
+            if pattern[start:start + 1] == "]":  # a "]" first in a class is one of its members
+                start += 1
+            out.append(pattern[i:start])
+            i = start
+            continue
+        if char == "]":
+            in_class = False
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
 def _compiled(pattern: str, where: str) -> re.Pattern[str] | None:
     if not pattern:
         return None
     try:
-        return re.compile(pattern)
+        return re.compile(latin_bounded(pattern))
     except re.error as exc:
         raise ValueError(f"symptom_phrases.csv {where}: bad pattern ({exc})") from exc
 

@@ -22,6 +22,17 @@ sentence also ends at 。！？； or at a Latin mark followed at once by a CJK 
 但是/可是/不过, and the families' Latin words are bounded by lookarounds on letters (``\b`` sees no boundary between
 "GPU" and "温度").
 
+Korean and Japanese are read by the "-ko" and "-ja" families. Both negate after the verb, so in a
+sentence holding Hangul or kana the words just after the predicate negate it (Korean -지 않/-지 못/
+없/아니, or 안/못 just before the verb: "느리지 않습니다", "안 느려요"; Japanese ない/ません/
+なかった/なく: "遅くない", "過熱していません"), and a family whose symptom is itself a negation holds
+it in its predicate ("인식되지 않습니다", "認識されない"). A question may end without a mark
+(-까요/-나요/-ㄴ가요, ですか/のか) and presupposes the symptom with 왜/어떻게 해결, なぜ/どうすれば;
+a conditional (-면, 경우, 수 있; ば/たら/なら, 場合, かもしれ) is a hypothetical unless the writer
+speaks of their own machine (제/저희/우리, 私/弊社) or the sentence ends in the past tense
+("実行したらエラーが出ました" tells what happened); history is "예전에는"/"以前は" or a solved
+("해결되었습니다", "解決しました").
+
 Cost: the text is lower-cased once and searched for the table's literals; a paste holding none of them costs that and
 nothing more (the table is read on the first paste that does). Each pattern runs once per sentence that holds one of
 its literals, with bounded gaps, and at most ``MAX_TRIES`` candidate places per row and sentence are weighed: linear.
@@ -44,10 +55,13 @@ MAX_TRIES = 20  # candidate (subject, predicate) places weighed per row and sent
 # a sentence ends at . ! ? ; followed by a blank or the end (an ellipsis "..." does not end one: "--query-gpu=... took
 # 10 s"), or at a CJK full stop, question or exclamation mark; Chinese text has no blank after a sentence, so a Latin
 # mark followed at once by a CJK character ends one too ("装完驱动就黑屏!重启也没用")
-_SENTENCE_END = lazy_re(r"(?<![.])[.!?;][!?]{0,9}(?=\s|$|[\u3400-\u9fff])|[!?;]{2,10}(?=\s|$)|[。！？；]{1,10}")
-# a clause ends at a comma or colon (Latin or full-width) or a word that turns it ("but", 但是/可是/不过/然而)
-_CLAUSE_BREAK = lazy_re(r"[,:，：]|\bbut\b|\bhowever\b|但是?|可是|不过|不過|然而")
-_WORDY = lazy_re(r"[a-z]{2,}|[\u4e00-\u9fff]")
+_SENTENCE_END = lazy_re(r"(?<![.])[.!?;][!?]{0,9}(?=\s|$|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])|"
+                        r"[!?;]{2,10}(?=\s|$)|[。！？；]{1,10}")
+# a clause ends at a comma or colon (Latin, full-width or the Japanese 、) or a word that turns it ("but", 但是/可是/
+# 不过/然而, Korean 하지만/그런데/-지만/-는데, Japanese しかし/けど/けれど)
+_CLAUSE_BREAK = lazy_re(r"[,:，：、]|\bbut\b|\bhowever\b|但是?|可是|不过|不過|然而|"
+                        r"하지만|그런데|지만|는데|しかし|けれど|けど")
+_WORDY = lazy_re(r"[a-z]{2,}|[\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7af]")
 # lines a program printed, not a person (matched lower-cased): log prefixes, tables, prompts, timestamps, glog/klog
 # levels ("e0819 07:02:54"), NVRM lines, an exception's line ("RuntimeError: ...", "torch.cuda.OutOfMemoryError: ...")
 _MACHINE = lazy_re(r"^\s{0,20}(?:[\[<|+#]|\$ |>>>|\d{2,4}[-/:.]\d|[ewif]\d{4} |nvrm:|"
@@ -66,14 +80,36 @@ _NEGATION = lazy_re(r"(?:\bnot|n't|\bno|\bnever|\bwithout|\bhardly|\bbarely|\bno
 _NEGATION_CJK = lazy_re(r"(?<![是会會能要有])[不没沒未无無别別]"
                         r"(?![断斷停少久稳穩知止时時论論管仅僅光定动動得到多缘緣故一])")
 CJK_NEGATION_REACH = 4  # characters before the predicate ("显存并没有被占用", "已经不慢了")
-_FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|mine|we|we're|we've|our|ours|us|me)\b|我|咱|本人")
+# Korean and Japanese negate after the verb, so a sentence in either is negated by the words just after the predicate:
+# Korean -지 않/-지 못/없/아니 ("느리지 않습니다", "과열은 없습니다"), Japanese ない/ません/なかった/なく/ず
+# ("遅くない", "過熱していません", "消えることはありません"); a family whose symptom is itself a negation ("인식되지
+# 않습니다", "認識されない") holds the negation in its predicate
+_NEGATION_AFTER = lazy_re(r"\s?(?:[\uac00-\ud7af]{0,3}?\s?(?:지\s?(?:않|못|마)|없|아니|아닙)|"
+                          r"[\u3040-\u309f]{0,6}?(?:ない|ません|なかった|なく|ず(?![\u3040-\u309f])))")
+# Korean also negates with 안/못 just before the verb ("안 느려요", "못 찾았")
+_NEGATION_KO_BEFORE = lazy_re(r"(?<![\uac00-\ud7af])(?:안|못)\s?$")
+_HANGUL = lazy_re(r"[\uac00-\ud7af]")
+_KANA = lazy_re(r"[\u3040-\u30ff]")
+_FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|mine|we|we're|we've|our|ours|us|me)\b|我|咱|本人|"
+                        r"(?<![\uac00-\ud7af])(?:저희|우리|저|제|내|나)(?:는|가|의|도)?(?=\s)|私|僕|俺|弊社|当方|"
+                        r"うちの|自分の")
+# Korean and Japanese conditionals and general statements: -면 (not in 화면 screen, 측면, ...; "어떻게 하면" asks how),
+# 경우 (in case), 수 있 (can), ば/たら/なら (not "どうすれば", "どうしたら" how, "ならない" must), 場合, かもしれ,
+# 可能性, ことがある; a sentence that ends in the past tense told what happened ("実行したらエラーが出ました")
+_MODAL_KOJA = lazy_re(r"(?<![화측표전방단양장정평수지])(?<!어떻게 하)(?<!어떻게하)면(?![\uac00-\ud7af])|경우|"
+                      r"수\s?(?:도\s?)?있|(?<!どうす)れば|[けせてめえべげねへ]ば(?![\u3040-\u309f])|"
+                      r"(?<!どうし)たら(?![\u3040-\u309f])|(?<!な)なら(?![なず])|場合|かもしれ|可能性|ことがあ")
+# a Hangul syllable whose final consonant is ㅆ (했, 됐, 졌, 났, ...): the Korean past tense, but for 있 (is) and 겠
+# (will, may)
+_KO_PAST = "".join(chr(0xAC00 + 28 * n + 20) for n in range(19 * 21)).replace("있", "").replace("겠", "")
+_PAST_END = lazy_re(r"(?:た|かった|[" + _KO_PAST + r"])[\u3040-\u309f\uac00-\ud7af]{0,4}[\s.。!！~]{0,5}$")
 # words that make a sentence a hypothetical or a general statement, unless the writer speaks of their own machine
 _MODAL = lazy_re(r"\b(?:if|unless|whether|in case|can(?!')|could|may|might)\b|如果|可能|假如|假设|假設|要是|万一|萬一|"
                  r"的话|的話|容易|通常|一般(?:会|會|来说|來說)")
 # words that say the symptom is to be avoided, or what would follow otherwise: never a report, even in the first
 # person ("how do I avoid ...", "disable Secure Boot first (my board ...), otherwise you may get a login loop")
 _PREVENT = lazy_re(r"\b(?:to avoid|to prevent|avoids?|prevents?|avoiding|preventing|otherwise|or else)\b|"
-                   r"以免|避免|否则|否則|防止|以防|不然|"
+                   r"以免|避免|否则|否則|防止|以防|不然|방지|피하려|予防|防ぐ|避ける|"
                    # what the writer (wrongly) thought, not what they saw: "我原以为是 NCCL 超时" ("怀疑", suspect, is
                    # left out: "我怀疑 nvidia-smi 卡住是因为..." sees the hang and suspects its cause)
                    r"以为|以為")
@@ -88,13 +124,23 @@ _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back 
                    r"(?:已经|已經|已|终于|終於|总算|總算)(?:解决|解決|修复|修復|修好|搞定)|"
                    r"(?:解决|解決|修复|修復|修好|搞定)了|恢复正常|恢復正常|(?:就|又|都|已经|已經|现在|現在)好了|"
                    r"消失了|(?:没|沒)再(?:出现|出現)?|不再出(?:现|現)|"
-                   r"(?<=[\u3400-\u9fffa-z0-9\])])(?<![我们們他她你天月年周週时時钟鐘久])\s?之前")
+                   r"(?<=[\u3400-\u9fffa-z0-9\])])(?<![我们們他她你天月年周週时時钟鐘久])\s?之前|"
+                   # Korean and Japanese: formerly ("예전에는", "以前は"), solved ("해결되었습니다", "解決しました"),
+                   # back to normal ("정상으로 돌아왔", "正常に戻")
+                   r"예전에(?:는|엔)?|이전에는|以前は|昔は|(?:해결|수정|복구)(?:되었|됐|했|완료)|정상으로\s?(?:돌아|복구)|"
+                   r"(?:解決|修正|復旧)(?:しました|した|済|できました)|直りました|直った|治りました|正常に戻")
 # a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..." ("why would ..." supposes)
 _ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why(?! (?:would|could|might|may|can|should)\b)|how come|"
                           r"how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
                           r"debug|troubleshoot|speed up|stop|get rid of|free|release))\b|为什么|为何|怎么办|為什麼|"
                           r"為何|怎麼辦|(?:怎么|怎麼|如何)(?:解决|解決|处理|處理|修复|修復)|怎么回事|怎麼回事|"
-                          r"什么原因|什麼原因|咋办|咋辦")
+                          r"什么原因|什麼原因|咋办|咋辦|왜|어떻게\s?(?:해결|고치|고쳐|해야|하면)|해결\s?방법|"
+                          r"なぜ|どうして|どうすれば|どうしたら|解決方法|対処法|原因は")
+# a Korean or Japanese question need not end with a question mark: -까/-까요/-나요/-ㄴ가요 (after a syllable ending
+# in ㄴ: "느린가요", not "올라가요" goes up), ですか/ますか/のか
+_KO_N_FINAL = "".join(chr(0xAC00 + 28 * n + 4) for n in range(19 * 21))
+_ASKS_FINAL = lazy_re(r"(?:까요?|나요|(?<=[" + _KO_N_FINAL + r"])가요?|(?<=[\u3040-\u309f])か(?:な|ね)?)"
+                      r"[\s.。!！~]{0,5}$")
 # a Chinese question need not end with a question mark: 吗, 是否, 会不会, 是不是, 有没有 ask
 _ASKS_CJK = lazy_re(r"[吗嗎]|是否|[会會]不[会會]|是不是|有[没沒]有|能不能")
 
@@ -158,10 +204,12 @@ def _sentences(line: str) -> list[tuple[int, int, bool]]:
     start = 0
     for m in _SENTENCE_END.finditer(line):
         out.append((start, m.end(), "?" in m.group() or "？" in m.group()
-                    or _ASKS_CJK.search(line, start, m.end()) is not None))
+                    or _ASKS_CJK.search(line, start, m.end()) is not None
+                    or _ASKS_FINAL.search(line, start, m.end()) is not None))
         start = m.end()
     if line[start:].strip():
-        out.append((start, len(line), _ASKS_CJK.search(line, start) is not None))
+        out.append((start, len(line), _ASKS_CJK.search(line, start) is not None
+                    or _ASKS_FINAL.search(line, start) is not None))
     return out
 
 
@@ -221,7 +269,13 @@ def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool) -> bo
     negate it, ask about it, suppose it or tell that it is over."""
     p_start, p_end, s_start, s_end = place
     clause = _clause_before(sentence, p_start)
-    if _NEGATION.search(" ".join(clause.split()[-3:])) or _NEGATION_CJK.search(clause[-CJK_NEGATION_REACH:]):
+    korean_or_japanese = _HANGUL.search(sentence) is not None or _KANA.search(sentence) is not None
+    if _NEGATION.search(" ".join(clause.split()[-3:])):
+        return False
+    if korean_or_japanese:  # 不/未/無 in a Japanese sentence start words ("未だに" still, "不具合" fault)
+        if _NEGATION_AFTER.match(sentence, p_end) or _NEGATION_KO_BEFORE.search(clause[-CJK_NEGATION_REACH:]):
+            return False
+    elif _NEGATION_CJK.search(clause[-CJK_NEGATION_REACH:]):
         return False
     first, second = sorted(((p_start, p_end), (s_start, s_end)))
     outside = " ".join((sentence[:first[0]], sentence[first[1]:second[0]], sentence[second[1]:]))
@@ -229,6 +283,8 @@ def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool) -> bo
         return False
     own = _FIRST_PERSON.search(sentence) is not None
     if not own and (_MODAL.search(sentence[:p_start]) or _MODAL.search(_clause_after(sentence, p_end))):
+        return False
+    if not own and korean_or_japanese and _MODAL_KOJA.search(sentence) and not _PAST_END.search(sentence):
         return False
     if asks and _in_question(sentence, p_start):
         return own or _ASKS_ABOUT_OWN.search(sentence) is not None
