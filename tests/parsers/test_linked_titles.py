@@ -34,6 +34,9 @@ def words(text: str) -> list[str]:
      "cuda error out of memory on startup"),
     ("https://www.reddit.com/r/linux/comments/abc12d/nvidia_smi_takes_forever_to_answer/",
      "nvidia smi takes forever to answer"),
+    ("https://devtalk.nvidia.com/default/topic/1111/linux/nvidia-smi-no-devices-were-found/",
+     "nvidia smi no devices were found"),  # the old forum: a board, then the slug
+    ("https://devtalk.nvidia.com/default/topic/2222/gpu-has-fallen-off-the-bus-/", "gpu has fallen off the bus"),
 ])
 def test_the_slug_of_each_sites_scheme_is_read_as_words(text: str, expected: str):
     assert words(text) == [expected]
@@ -44,6 +47,7 @@ def test_the_slug_of_each_sites_scheme_is_read_as_words(text: str, expected: str
     "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1234",  # an issue: a number, no slug
     "https://stackoverflow.com/questions/111",  # a question without its slug
     "https://forums.developer.nvidia.com/t/topic/123",  # one word: Discourse's slug for a title it cannot spell
+    "https://devtalk.nvidia.com/default/topic/3333/linux/",  # a board, no slug
     "https://example.com/questions/111/failed-to-initialize-nvml-unknown-error",  # not a Stack Exchange site
     "no address at all: failed to initialize nvml",
 ])
