@@ -306,33 +306,37 @@ def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
     yields is the reporter's words (below critical), its evidence the line as typed; the line is then no error line
     nobody knows."""
     from gpuhealth.evidence.prose import statements
-    from gpuhealth.knowledge.signatures import match_line, match_retyped
+    from gpuhealth.knowledge.signatures import Signature, match_line, match_retyped
     from gpuhealth.parsers.prose_symptoms import told_symptoms
     from gpuhealth.parsers.spelling import corrected
 
-    read: list[str] = []
+    changed: list[tuple[str, str, Signature | None]] = []  # (typed, corrected, the row the corrected line matches)
     for line in piece.text.splitlines()[:MAX_SCANNED_LINES]:
-        if not line.strip():
-            continue
-        fixed = corrected(line)
-        sig = match_retyped(fixed)
-        if fixed == line and sig is None:
+        fixed = corrected(line) if line.strip() else line
+        sig = match_retyped(fixed) if line.strip() else None
+        if fixed != line or sig is not None:
+            changed.append((line, fixed, sig))
+    # the words readers run once over all corrected lines, and per line only where they read something
+    respelt = [fixed for line, fixed, _ in changed if fixed != line]
+    told: dict[str, list[str]] = {}
+    for found in told_symptoms("\n".join(respelt)):
+        told.setdefault(respelt[found.line], []).append(found.symptom)
+    stating = bool(respelt) and bool(statements("\n".join(respelt), piece.name))
+    read: list[str] = []
+    for line, fixed, sig in changed:
+        stated = statements(fixed, piece.name) if stating and fixed != line else []
+        symptoms = told.get(fixed, []) if fixed != line else []
+        if sig is None and not stated and not symptoms:
             continue
         if match_line(line) or told_symptoms(line) or statements(line, piece.name):
             continue  # the line as typed was read: neither its spelling nor its case is in question
         shown = line.strip()[:500]
         messages = [] if sig is None else [MessageLine(shown, piece.name, sig.id, sig.symptom or None,
                                                        mined=_mined_behind(sig.id, fixed), reported=True)]
-        stated = []
-        if fixed != line:
-            messages += [MessageLine(shown, piece.name, None, told.symptom, reported=True)
-                         for told in told_symptoms(fixed)]
-            stated = [replace(s, stated=replace(s.stated, words=shown)) for s in statements(fixed, piece.name)]
-        if not messages and not stated:
-            continue
+        messages += [MessageLine(shown, piece.name, None, symptom, reported=True) for symptom in symptoms]
         reading.messages[:] = [m for m in reading.messages if not _unknown_line(m, shown, piece.name)]
         reading.messages.extend(messages)
-        reading.stated.extend(stated)
+        reading.stated.extend(replace(s, stated=replace(s.stated, words=shown)) for s in stated)
         read.append(shown)
     if read:
         reading.log.append(Recognised(piece.name, "reporter's words", f"{len(read)} line(s) read as the message they "
