@@ -299,25 +299,35 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
 
 
 def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
-    """A person's line that matched nothing as typed, read again with its misspelt words corrected (parsers/
-    spelling.py: "unknow runtime specified", "the kernal module"): the catalogue, the symptoms told in words and the
-    facts stated in words. What it yields is the reporter's words (below critical), its evidence the line as typed;
-    the line is then no error line nobody knows."""
+    """A person's line that matched nothing as typed, read again as the message it retypes: its misspelt words
+    corrected (parsers/spelling.py: "unknow runtime specified", "the kernal module") and the catalogue's capitals not
+    required (signatures.match_retyped: "nvidia-smi has failed because it couldn't communicate with the nvidia
+    driver"); the catalogue, and for a corrected line the symptoms told and the facts stated in words too. What it
+    yields is the reporter's words (below critical), its evidence the line as typed; the line is then no error line
+    nobody knows."""
     from gpuhealth.evidence.prose import statements
+    from gpuhealth.knowledge.signatures import match_line, match_retyped
     from gpuhealth.parsers.prose_symptoms import told_symptoms
     from gpuhealth.parsers.spelling import corrected
 
-    typed = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if line.strip()]
-    fixes = [(line, fixed) for line in typed if (fixed := corrected(line)) != line]
     read: list[str] = []
-    for line, fixed in fixes:
-        if scan_lines([line]) or told_symptoms(line) or statements(line, piece.name):
-            continue  # the line as typed was read: its spelling is not in question
+    for line in piece.text.splitlines()[:MAX_SCANNED_LINES]:
+        if not line.strip():
+            continue
+        fixed = corrected(line)
+        sig = match_retyped(fixed)
+        if fixed == line and sig is None:
+            continue
+        if match_line(line) or told_symptoms(line) or statements(line, piece.name):
+            continue  # the line as typed was read: neither its spelling nor its case is in question
         shown = line.strip()[:500]
-        messages = [MessageLine(shown, piece.name, sig.id, sig.symptom or None, mined=_mined_behind(sig.id, fixed),
-                                reported=True) for sig, _ in scan_lines([fixed])]
-        messages += [MessageLine(shown, piece.name, None, told.symptom, reported=True) for told in told_symptoms(fixed)]
-        stated = [replace(s, stated=replace(s.stated, words=shown)) for s in statements(fixed, piece.name)]
+        messages = [] if sig is None else [MessageLine(shown, piece.name, sig.id, sig.symptom or None,
+                                                       mined=_mined_behind(sig.id, fixed), reported=True)]
+        stated = []
+        if fixed != line:
+            messages += [MessageLine(shown, piece.name, None, told.symptom, reported=True)
+                         for told in told_symptoms(fixed)]
+            stated = [replace(s, stated=replace(s.stated, words=shown)) for s in statements(fixed, piece.name)]
         if not messages and not stated:
             continue
         reading.messages[:] = [m for m in reading.messages if not _unknown_line(m, shown, piece.name)]
@@ -325,8 +335,8 @@ def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
         reading.stated.extend(stated)
         read.append(shown)
     if read:
-        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(read)} line(s) read with a misspelt word "
-                                      f"corrected ({read[0][:60]!r}{' ...' if len(read) > 1 else ''})"))
+        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(read)} line(s) read as the message they "
+                                      f"retype ({read[0][:60]!r}{' ...' if len(read) > 1 else ''})"))
     return bool(read)
 
 
