@@ -128,3 +128,19 @@ def test_a_programs_output_keeps_its_case():
     session = "$ nvidia-smi\nnvidia-smi has failed because it couldn't communicate with the nvidia driver\n"
     snapshot, _ = analyze_texts([("session.txt", session)])
     assert not any(m.reported for m in snapshot.messages)
+
+
+def test_words_raise_a_checks_own_finding_no_higher_than_a_warning():
+    """A check that does not read the lines keeps its finding; a critical row's line in the reporter's words raises it
+    to a warning at most (a program's line of that row raises it to critical)."""
+    from gpuhealth.checks.diagnosis import _signature_findings, judges_lines
+    from gpuhealth.model import Finding, MessageLine
+
+    assert not judges_lines("GH802")
+    own = Finding("GH802", "container-toolkit-missing", Severity.INFO, "the check's own words",
+                  action="fix_host_software", impact="degraded")
+    for reported, severity in ((True, Severity.WARNING), (False, Severity.CRITICAL)):
+        line = MessageLine("docker: Unknown runtime specified nvidia.", "note.txt", "docker-unknown-runtime-specified",
+                           "container-no-gpu", reported=reported)
+        (finding,) = _signature_findings([own], [line], {"GH802"}, {})
+        assert finding.severity is severity and finding.message == "the check's own words"
