@@ -647,17 +647,29 @@ def _linked_titles(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     for title in linked_titles("\n".join(linking)):
         evidence = f"{title.address} (the title of a thread the reporter linked: {title.words!r})"
         sig = match_title(title.words)
+        told = told_symptoms(title.words) if sig is None else []
         if sig is not None:
             reading.messages.append(MessageLine(evidence, piece.name, sig.id, sig.symptom or None, reported=True))
-        else:
-            told = told_symptoms(title.words)
-            if not told:
-                continue
+        elif told:
             reading.messages.append(MessageLine(evidence, piece.name, None, told[0].symptom, reported=True))
-        read.update(line for line in linking if title.address in line)
+        stated = _title_facts(title.words, evidence, piece.name)
+        reading.stated.extend(stated)
+        if sig is not None or told or stated:
+            read.update(line for line in linking if title.address in line)
     if read:
         reading.log.append(Recognised(piece.name, LINKED_TITLES, f"{len(read)} line(s) linking a thread by its title"))
     return read
+
+
+def _title_facts(words: str, evidence: str, source: str) -> list[Any]:
+    """The unit and install states a linked title states in words ("nvidia-fabricmanager-is-not-running"), each
+    showing the address. Not its versions nor its PCIe links: a slug drops the dots and slashes of their numbers
+    ("cuda-12-2" may be 12.2 or 12 and 2)."""
+    from gpuhealth.evidence.prose import Statement
+    from gpuhealth.parsers.prose import install_statements, unit_statements
+
+    return [Statement(replace(fact, words=evidence), source)
+            for fact in (*unit_statements(words), *install_statements(words))]
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:

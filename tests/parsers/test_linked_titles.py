@@ -146,3 +146,19 @@ def test_links_without_a_message_title_give_no_finding_and_never_healthy():
                      "https://github.com/NVIDIA/nvidia-docker/issues/1234\n")
     assert {f.code for f in report.findings} <= {"GH002", "GH004"}
     assert report.verdict != "HEALTHY"
+
+
+def test_a_unit_state_in_a_title_is_a_reported_fact_showing_the_address():
+    report = _report("same problem as https://forums.developer.nvidia.com/t/nvidia-fabricmanager-is-not-running/777\n")
+    found = next(f for f in report.findings if f.code == "GH210")
+    assert found.severity is Severity.WARNING
+    assert any("forums.developer.nvidia.com/t/nvidia-fabricmanager-is-not-running/777" in line
+               for e in found.evidence for line in e.lines)
+
+
+def test_a_titles_numbers_state_no_version():
+    # "535-104" may be 535.104 or 535 and 104: a slug's numbers lost their dots
+    snapshot, _ = analyze_texts([("issue.md", "see https://askubuntu.com/questions/8/driver-version-535-104-with-"
+                                              "cuda-12-2-on-ubuntu\n")])
+    assert snapshot.reported_fact("driver", "version") is None
+    assert snapshot.reported_fact("cuda") is None
