@@ -299,34 +299,48 @@ def _read_words(reading: _Reading, piece: Piece) -> bool:
 
 
 def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
-    """A person's line that matched nothing as typed, read again with its misspelt words corrected (parsers/
-    spelling.py: "unknow runtime specified", "the kernal module"): the catalogue, the symptoms told in words and the
-    facts stated in words. What it yields is the reporter's words (below critical), its evidence the line as typed;
-    the line is then no error line nobody knows."""
+    """A person's line that matched nothing as typed, read again as the message it retypes: its misspelt words
+    corrected (parsers/spelling.py: "unknow runtime specified", "the kernal module") and the catalogue's capitals not
+    required (signatures.match_retyped: "nvidia-smi has failed because it couldn't communicate with the nvidia
+    driver"); the catalogue, and for a corrected line the symptoms told and the facts stated in words too. What it
+    yields is the reporter's words (below critical), its evidence the line as typed; the line is then no error line
+    nobody knows."""
     from gpuhealth.evidence.prose import statements
+    from gpuhealth.knowledge.signatures import Signature, match_line, match_retyped
     from gpuhealth.parsers.prose_symptoms import told_symptoms
     from gpuhealth.parsers.spelling import corrected
 
-    typed = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if line.strip()]
-    fixes = [(line, fixed) for line in typed if (fixed := corrected(line)) != line]
+    changed: list[tuple[str, str, Signature | None]] = []  # (typed, corrected, the row the corrected line matches)
+    for line in piece.text.splitlines()[:MAX_SCANNED_LINES]:
+        fixed = corrected(line) if line.strip() else line
+        sig = match_retyped(fixed) if line.strip() else None
+        if fixed != line or sig is not None:
+            changed.append((line, fixed, sig))
+    # the words readers run once over all corrected lines, and per line only where they read something
+    respelt = [fixed for line, fixed, _ in changed if fixed != line]
+    told: dict[str, list[str]] = {}
+    for found in told_symptoms("\n".join(respelt)):
+        told.setdefault(respelt[found.line], []).append(found.symptom)
+    stating = bool(respelt) and bool(statements("\n".join(respelt), piece.name))
     read: list[str] = []
-    for line, fixed in fixes:
-        if scan_lines([line]) or told_symptoms(line) or statements(line, piece.name):
-            continue  # the line as typed was read: its spelling is not in question
-        shown = line.strip()[:500]
-        messages = [MessageLine(shown, piece.name, sig.id, sig.symptom or None, mined=_mined_behind(sig.id, fixed),
-                                reported=True) for sig, _ in scan_lines([fixed])]
-        messages += [MessageLine(shown, piece.name, None, told.symptom, reported=True) for told in told_symptoms(fixed)]
-        stated = [replace(s, stated=replace(s.stated, words=shown)) for s in statements(fixed, piece.name)]
-        if not messages and not stated:
+    for line, fixed, sig in changed:
+        stated = statements(fixed, piece.name) if stating and fixed != line else []
+        symptoms = told.get(fixed, []) if fixed != line else []
+        if sig is None and not stated and not symptoms:
             continue
+        if match_line(line) or told_symptoms(line) or statements(line, piece.name):
+            continue  # the line as typed was read: neither its spelling nor its case is in question
+        shown = line.strip()[:500]
+        messages = [] if sig is None else [MessageLine(shown, piece.name, sig.id, sig.symptom or None,
+                                                       mined=_mined_behind(sig.id, fixed), reported=True)]
+        messages += [MessageLine(shown, piece.name, None, symptom, reported=True) for symptom in symptoms]
         reading.messages[:] = [m for m in reading.messages if not _unknown_line(m, shown, piece.name)]
         reading.messages.extend(messages)
-        reading.stated.extend(stated)
+        reading.stated.extend(replace(s, stated=replace(s.stated, words=shown)) for s in stated)
         read.append(shown)
     if read:
-        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(read)} line(s) read with a misspelt word "
-                                      f"corrected ({read[0][:60]!r}{' ...' if len(read) > 1 else ''})"))
+        reading.log.append(Recognised(piece.name, "reporter's words", f"{len(read)} line(s) read as the message they "
+                                      f"retype ({read[0][:60]!r}{' ...' if len(read) > 1 else ''})"))
     return bool(read)
 
 
@@ -633,17 +647,29 @@ def _linked_titles(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     for title in linked_titles("\n".join(linking)):
         evidence = f"{title.address} (the title of a thread the reporter linked: {title.words!r})"
         sig = match_title(title.words)
+        told = told_symptoms(title.words) if sig is None else []
         if sig is not None:
             reading.messages.append(MessageLine(evidence, piece.name, sig.id, sig.symptom or None, reported=True))
-        else:
-            told = told_symptoms(title.words)
-            if not told:
-                continue
+        elif told:
             reading.messages.append(MessageLine(evidence, piece.name, None, told[0].symptom, reported=True))
-        read.update(line for line in linking if title.address in line)
+        stated = _title_facts(title.words, evidence, piece.name)
+        reading.stated.extend(stated)
+        if sig is not None or told or stated:
+            read.update(line for line in linking if title.address in line)
     if read:
         reading.log.append(Recognised(piece.name, LINKED_TITLES, f"{len(read)} line(s) linking a thread by its title"))
     return read
+
+
+def _title_facts(words: str, evidence: str, source: str) -> list[Any]:
+    """The unit and install states a linked title states in words ("nvidia-fabricmanager-is-not-running"), each
+    showing the address. Not its versions nor its PCIe links: a slug drops the dots and slashes of their numbers
+    ("cuda-12-2" may be 12.2 or 12 and 2)."""
+    from gpuhealth.evidence.prose import Statement
+    from gpuhealth.parsers.prose import install_statements, unit_statements
+
+    return [Statement(replace(fact, words=evidence), source)
+            for fact in (*unit_statements(words), *install_statements(words))]
 
 
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:

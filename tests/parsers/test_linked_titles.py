@@ -34,6 +34,9 @@ def words(text: str) -> list[str]:
      "cuda error out of memory on startup"),
     ("https://www.reddit.com/r/linux/comments/abc12d/nvidia_smi_takes_forever_to_answer/",
      "nvidia smi takes forever to answer"),
+    ("https://devtalk.nvidia.com/default/topic/1111/linux/nvidia-smi-no-devices-were-found/",
+     "nvidia smi no devices were found"),  # the old forum: a board, then the slug
+    ("https://devtalk.nvidia.com/default/topic/2222/gpu-has-fallen-off-the-bus-/", "gpu has fallen off the bus"),
 ])
 def test_the_slug_of_each_sites_scheme_is_read_as_words(text: str, expected: str):
     assert words(text) == [expected]
@@ -44,6 +47,7 @@ def test_the_slug_of_each_sites_scheme_is_read_as_words(text: str, expected: str
     "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1234",  # an issue: a number, no slug
     "https://stackoverflow.com/questions/111",  # a question without its slug
     "https://forums.developer.nvidia.com/t/topic/123",  # one word: Discourse's slug for a title it cannot spell
+    "https://devtalk.nvidia.com/default/topic/3333/linux/",  # a board, no slug
     "https://example.com/questions/111/failed-to-initialize-nvml-unknown-error",  # not a Stack Exchange site
     "no address at all: failed to initialize nvml",
 ])
@@ -142,3 +146,19 @@ def test_links_without_a_message_title_give_no_finding_and_never_healthy():
                      "https://github.com/NVIDIA/nvidia-docker/issues/1234\n")
     assert {f.code for f in report.findings} <= {"GH002", "GH004"}
     assert report.verdict != "HEALTHY"
+
+
+def test_a_unit_state_in_a_title_is_a_reported_fact_showing_the_address():
+    report = _report("same problem as https://forums.developer.nvidia.com/t/nvidia-fabricmanager-is-not-running/777\n")
+    found = next(f for f in report.findings if f.code == "GH210")
+    assert found.severity is Severity.WARNING
+    assert any("forums.developer.nvidia.com/t/nvidia-fabricmanager-is-not-running/777" in line
+               for e in found.evidence for line in e.lines)
+
+
+def test_a_titles_numbers_state_no_version():
+    # "535-104" may be 535.104 or 535 and 104: a slug's numbers lost their dots
+    snapshot, _ = analyze_texts([("issue.md", "see https://askubuntu.com/questions/8/driver-version-535-104-with-"
+                                              "cuda-12-2-on-ubuntu\n")])
+    assert snapshot.reported_fact("driver", "version") is None
+    assert snapshot.reported_fact("cuda") is None

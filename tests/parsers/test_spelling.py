@@ -74,7 +74,7 @@ def test_a_misspelt_catalogue_line_is_read_as_the_reporters_words():
     (message,) = snapshot.messages
     assert message.signature == "docker-unknown-runtime-specified"
     assert message.reported and message.line == RUNTIME_TYPO  # the evidence is the line as typed
-    assert any("misspelt word corrected" in r.note for r in log)
+    assert any("the message they retype" in r.note for r in log)
     report = run_checks(snapshot)
     (finding,) = [f for f in report.findings if f.code == "GH802"]
     assert finding.severity is Severity.WARNING and finding.labels.get("reported") == "words"
@@ -90,17 +90,57 @@ def test_a_line_read_as_typed_is_not_read_again():
     line = "Failed to initialize NVML: Driver/library version mismatch, the kernal was updated"
     snapshot, log = analyze_texts([("note.txt", line + "\n")])
     assert [m.signature for m in snapshot.messages] == ["nvml-driver-library-mismatch"]
-    assert not any("misspelt" in r.note for r in log)
+    assert not any("retype" in r.note for r in log)
 
 
 def test_a_programs_output_is_never_corrected():
     session = f"$ docker run --rm --gpus all ubuntu nvidia-smi\n{RUNTIME_TYPO}\n"
     snapshot, log = analyze_texts([("session.txt", session)])
     assert all(m.signature is None and not m.reported for m in snapshot.messages)
-    assert not any("misspelt" in r.note for r in log)
+    assert not any("retype" in r.note for r in log)
 
 
 def test_correcting_is_linear_in_the_line():
     line = "kernal " * 500  # a long line of one typo: each word is looked up once
     assert corrected(line) == "kernel " * 500
     assert corrected("kernal " * 1000) == "kernal " * 1000  # a line no person typed is left as it is
+
+
+def test_a_retyped_message_need_not_keep_the_programs_capitals():
+    from gpuhealth.knowledge.signatures import match_line, match_retyped
+
+    line = "since the update docker says unknown runtime specified nvidia"
+    assert match_line(line) is None  # the row reads the program's "Unknown runtime"
+    assert match_retyped(line).id == "docker-unknown-runtime-specified"
+    assert match_retyped(line.replace("since", "sínce")) is None  # only ASCII lines are folded
+    snapshot, _ = analyze_texts([("note.txt", line + "\n")])
+    read = [(m.signature, m.reported, m.line) for m in snapshot.messages]
+    assert read == [("docker-unknown-runtime-specified", True, line)]
+
+
+def test_a_typo_and_lost_capitals_together():
+    line = "docker run stops with: unknow runtime specified nvidia, any idea?"
+    snapshot, _ = analyze_texts([("note.txt", line + "\n")])
+    assert [(m.signature, m.reported) for m in snapshot.messages] == [("docker-unknown-runtime-specified", True)]
+
+
+def test_a_programs_output_keeps_its_case():
+    session = "$ nvidia-smi\nnvidia-smi has failed because it couldn't communicate with the nvidia driver\n"
+    snapshot, _ = analyze_texts([("session.txt", session)])
+    assert not any(m.reported for m in snapshot.messages)
+
+
+def test_words_raise_a_checks_own_finding_no_higher_than_a_warning():
+    """A check that does not read the lines keeps its finding; a critical row's line in the reporter's words raises it
+    to a warning at most (a program's line of that row raises it to critical)."""
+    from gpuhealth.checks.diagnosis import _signature_findings, judges_lines
+    from gpuhealth.model import Finding, MessageLine
+
+    assert not judges_lines("GH802")
+    own = Finding("GH802", "container-toolkit-missing", Severity.INFO, "the check's own words",
+                  action="fix_host_software", impact="degraded")
+    for reported, severity in ((True, Severity.WARNING), (False, Severity.CRITICAL)):
+        line = MessageLine("docker: Unknown runtime specified nvidia.", "note.txt", "docker-unknown-runtime-specified",
+                           "container-no-gpu", reported=reported)
+        (finding,) = _signature_findings([own], [line], {"GH802"}, {})
+        assert finding.severity is severity and finding.message == "the check's own words"

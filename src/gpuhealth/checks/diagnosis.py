@@ -362,6 +362,8 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             updated = replace(current, evidence=current.evidence + fresh)
             if not judges_lines(code):  # the check judged without these lines: a failure they show is not info
                 lines_severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
+                if lines_severity is Severity.CRITICAL and all(m.reported for _, m in matched):
+                    lines_severity = Severity.WARNING  # the reporter's words raise a finding no higher than a warning
                 updated = _at_severity(updated, max(current.severity, lines_severity, key=lambda s: s.rank))
             findings[index] = updated
             continue

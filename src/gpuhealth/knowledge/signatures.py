@@ -32,7 +32,7 @@ from gpuhealth.knowledge import read_table, table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "rank",
+__all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature", "match_line", "match_retyped", "rank",
            "scan_lines", "signature", "signatures"]
 
 DOMAINS = frozenset({
@@ -99,6 +99,41 @@ def match_line(line: str) -> Signature | None:
         if best is None or key > best[0]:
             best = (key, sig)
     return best[1] if best else None
+
+
+def match_retyped(line: str) -> Signature | None:
+    """The row ``match_line`` would pick for ``line`` had its capitals been kept: a person retyping a message ("i get
+    unknown runtime specified nvidia") does not keep the case the program printed. Every row is tried without regard
+    to case, picked by its literals as ``match_line`` picks them. Only for a person's words (analyze.py); a line with
+    letters outside ASCII is not tried (case folding there is Unicode's, not the literals')."""
+    line = line[:MAX_LINE]
+    if not line.isascii():
+        return None
+    rows = _catalogue()
+    table = _prefilter()
+    lowered = line.lower()
+    picked = set(table.always)
+    for key in {lowered[i:i + ANCHOR] for i in range(len(lowered) - ANCHOR + 1)} & table.by_anchor.keys():
+        picked.update(table.by_anchor[key])
+    best: tuple[tuple[int, int, int, int], Signature] | None = None
+    for index in sorted(picked):
+        literals, _ = table.literals[index]
+        if literals is not None and not any(literal.lower() in lowered for literal in literals):
+            continue
+        sig = rows[index]
+        if _folded_regex(sig.pattern).search(line) is None:
+            continue
+        key = rank(sig)
+        if best is None or key > best[0]:
+            best = (key, sig)
+    return best[1] if best else None
+
+
+@functools.cache
+def _folded_regex(pattern: str) -> re.Pattern[str]:
+    """One row's pattern compiled without regard to case (``match_retyped``), on first use."""
+    _regex(pattern)  # a bad pattern says so as the case-sensitive one does
+    return re.compile(pattern, re.IGNORECASE)
 
 
 def rank(sig: Signature) -> tuple[int, int, int, int]:

@@ -16,7 +16,10 @@ The address schemes read (each site's own URL scheme):
   community.): ``/t/<slug>/<topic id>[/<post number>]``, Discourse's topic route
   (https://github.com/discourse/discourse/blob/main/config/routes.rb, ``get "t/:slug/:topic_id"``);
 - Reddit: ``/r/<subreddit>/comments/<id>/<slug>/``, Reddit's permalink
-  (https://www.reddit.com/dev/api/, a thing's ``permalink``).
+  (https://www.reddit.com/dev/api/, a thing's ``permalink``);
+- NVIDIA's former forum, devtalk.nvidia.com (old links remain in answers, issues and code comments):
+  ``/default/topic/<id>/[<board>/]<slug>/``, as its addresses read (e.g. https://devtalk.nvidia.com/default/topic/
+  925605/linux/nvidia-364-12-release-vulkan-glvnd-drm-kms-and-eglstreams/; some have no board).
 
 A GitHub issue's address (``/owner/repo/issues/123``) and a documentation page's hold no title: nothing is read from
 them. A slug of fewer than ``MIN_WORDS`` words says too little ("topic" is Discourse's slug for a title it cannot
@@ -47,6 +50,7 @@ _DISCOURSE_PREFIXES = ("forum.", "forums.", "discuss.", "discourse.", "community
 _ADDRESS = lazy_re(r"https?://(?P<host>[a-z0-9][a-z0-9.-]{0,100})(?P<path>/[^\s<>()\[\]\"'`]{0,600})", re.I)
 _SE_PATH = lazy_re(r"^/q(?:uestions)?/\d{1,12}/(?P<slug>[a-z0-9][a-z0-9-]{0,300})", re.I)
 _DISCOURSE_PATH = lazy_re(r"^/t/(?P<slug>[a-z0-9][a-z0-9-]{0,300})/\d{1,12}(?:/|$|[?#])", re.I)
+_DEVTALK_PATH = lazy_re(r"^/default/topic/\d{1,12}/(?:[a-z0-9-]{1,80}/)?(?P<slug>[a-z][a-z0-9-]{0,300})", re.I)
 _REDDIT_PATH = lazy_re(r"^/r/\w{1,50}/comments/[a-z0-9]{1,12}/(?P<slug>[a-z0-9][a-z0-9_-]{0,300})", re.I)
 
 
@@ -82,6 +86,8 @@ def _slug(host: str, path: str) -> str:
         m = _SE_PATH.match(path)
     elif host in _DISCOURSE or host.startswith(_DISCOURSE_PREFIXES):
         m = _DISCOURSE_PATH.match(path)
+    elif host == "devtalk.nvidia.com":
+        m = _DEVTALK_PATH.match(path)
     elif host == "reddit.com" or host.endswith(".reddit.com"):
         m = _REDDIT_PATH.match(path)
     else:
