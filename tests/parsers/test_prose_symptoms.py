@@ -513,6 +513,8 @@ def test_a_latin_boundary_is_still_a_boundary_inside_latin_words():
     assert gpu.search("我的gpu") and gpu.search("gpu가") and gpu.search("the gpu is")
     assert not gpu.search("mygpu") and not gpu.search("gpu2") and not gpu.search("gpu_x")
     assert latin_bounded(r"[\b]\\b") == r"[\b]\\b"  # a backspace in a class and an escaped backslash stay
+    optional = re.compile(latin_bounded(r"x \bs?(?:-|$)"))  # the letter after the boundary may be absent
+    assert optional.search("x s-") and not optional.search("x -")
 
 
 def test_korean_and_japanese_sentences_split_without_blanks():
