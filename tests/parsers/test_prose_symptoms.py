@@ -419,6 +419,15 @@ KO_JA_FAMILIES = [
     ("job-hang",
      ["torchrun으로 돌린 학습이 중간에 멈췄어요", "deepspeedの学習がタイムアウトで止まる"],
      ["NCCL 통신은 문제없이 진행됩니다", "DDPの学習は最後まで進んだ"]),
+    ("cuda-init-slow",
+     ["처음 CUDA 쓸 때 초기화가 너무 느려요", "CUDAの初期化に数十秒かかる"],
+     ["CUDA 초기화는 금방 끝나요", "CUDAの初期化はすぐ終わる"]),
+    ("gpu-slower",
+     ["추론 속도가 점점 떨어져요", "推論がどんどん遅くなる"],
+     ["추론 속도는 일정합니다", "推論の速度は安定している"]),
+    ("login-loop",
+     ["cuda 설치하고 재부팅하니 까만 화면만 떠요", "ドライバを更新したらgdmが起動しなくなって、画面が真っ暗になった"],
+     ["cuda 설치 후에도 바탕화면이 잘 뜹니다"]),
 ]
 
 
@@ -431,10 +440,11 @@ def test_each_family_reads_its_korean_and_japanese_wordings_and_only_them(sympto
         assert symptom not in told(sentence), sentence
 
 
-def test_every_korean_and_japanese_family_names_a_family_of_the_table():
+def test_every_symptom_has_a_korean_and_a_japanese_family():
+    symptoms = {row.symptom for row in symptom_phrases.phrases()}
     ko = {row.symptom for row in symptom_phrases.phrases() if row.id.endswith("-ko")}
     ja = {row.symptom for row in symptom_phrases.phrases() if row.id.endswith("-ja")}
-    assert ko == ja == {f[0] for f in KO_JA_FAMILIES}
+    assert ko == ja == {f[0] for f in KO_JA_FAMILIES} == symptoms
 
 
 @pytest.mark.parametrize("sentence", [
@@ -503,6 +513,8 @@ def test_a_latin_boundary_is_still_a_boundary_inside_latin_words():
     assert gpu.search("我的gpu") and gpu.search("gpu가") and gpu.search("the gpu is")
     assert not gpu.search("mygpu") and not gpu.search("gpu2") and not gpu.search("gpu_x")
     assert latin_bounded(r"[\b]\\b") == r"[\b]\\b"  # a backspace in a class and an escaped backslash stay
+    optional = re.compile(latin_bounded(r"x \bs?(?:-|$)"))  # the letter after the boundary may be absent
+    assert optional.search("x s-") and not optional.search("x -")
 
 
 def test_korean_and_japanese_sentences_split_without_blanks():

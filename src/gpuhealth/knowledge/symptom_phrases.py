@@ -95,7 +95,12 @@ def latin_bounded(pattern: str) -> str:
         char = pattern[i]
         if char == "\\":
             pair = pattern[i:i + 2]
-            out.append(LATIN_BOUNDARY if pair == "\\b" and not in_class else pair)
+            if pair == "\\b" and not in_class:
+                before = pattern[i - 1:i] if i and pattern[i - 2:i - 1] != "\\" else ""
+                # the literal after it counts only when it cannot be absent ("\bs?" may stand before anything)
+                after = pattern[i + 2:i + 3] if pattern[i + 3:i + 4] not in ("?", "*", "{") else ""
+                pair = _boundary(before, after)
+            out.append(pair)
             i += 2
             continue
         if char == "[" and not in_class:
@@ -111,6 +116,16 @@ def latin_bounded(pattern: str) -> str:
         out.append(char)
         i += 1
     return "".join(out)
+
+
+def _boundary(before: str, after: str) -> str:
+    """The Latin boundary for a ``\\b`` between the literal characters ``before`` and ``after`` ("" when not a literal
+    letter or digit): beside a literal letter only the other side needs looking at (cheaper than both)."""
+    if after.isascii() and after.isalnum():
+        return f"(?<!{_LATIN_WORD})"
+    if before.isascii() and before.isalnum():
+        return f"(?!{_LATIN_WORD})"
+    return LATIN_BOUNDARY
 
 
 def _compiled(pattern: str, where: str) -> re.Pattern[str] | None:

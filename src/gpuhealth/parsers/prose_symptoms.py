@@ -164,12 +164,17 @@ def told_symptoms(text: str) -> list[Told]:
     if not any(literal in lowered for literal in literals()):
         return []
     rows = phrases()
+    row_scripts = [row.id[-3:] if row.id.endswith(("-ko", "-ja")) else "" for row in rows]
     found: list[Told] = []
     counts: dict[str, int] = {}
     original_lines = text.splitlines()
     for number, line in enumerate(lowered.splitlines()):
         line = line[:MAX_LINE]
-        candidates = [row for row in rows if counts.get(row.symptom, 0) < MAX_PER_SYMPTOM
+        # the Korean ("-ko") and Japanese ("-ja") families' wordings are in their script: a line without Hangul or
+        # kana need not run them (an English line that names a GPU holds the literal "gpu" of most of them)
+        scripts = {"": True, "-ko": _HANGUL.search(line) is not None, "-ja": _KANA.search(line) is not None}
+        candidates = [row for row, script in zip(rows, row_scripts, strict=True) if scripts[script]
+                      and counts.get(row.symptom, 0) < MAX_PER_SYMPTOM
                       and any(literal in line for literal in row.literals)]
         if not candidates or _MACHINE.match(line) or _MACHINE_ANYWHERE.search(line) or not _prose(line):
             continue
