@@ -11,7 +11,7 @@ import pytest
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.model import Severity
-from gpuhealth.parsers.spelling import _ENGLISH, _one_edit, corrected, vocabulary
+from gpuhealth.parsers.spelling import _ENGLISH, _one_edit, _pattern_words, corrected, vocabulary
 
 RUNTIME_TYPO = "docker: Error response from daemon: Unknow runtime specified nvidia."
 
@@ -144,3 +144,11 @@ def test_words_raise_a_checks_own_finding_no_higher_than_a_warning():
                            "container-no-gpu", reported=reported)
         (finding,) = _signature_findings([own], [line], {"GH802"}, {})
         assert finding.severity is severity and finding.message == "the check's own words"
+
+
+def test_a_patterns_stems_are_no_words():
+    """A group of stems glued to a wildcard ("(?:cycl|toggl|bounc)\\w{0,6}", parsers/prose.py) spells no word: the
+    real word "toggle" was once 'corrected' to the stem "toggl"."""
+    assert _pattern_words(r"->|\b(?:cycl|flap|toggl|bounc)\w{0,6}") == set()
+    assert "toggl" not in vocabulary()[0]
+    assert corrected("the GPU toggle option disappeared") == "the GPU toggle option disappeared"

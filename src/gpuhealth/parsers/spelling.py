@@ -44,6 +44,8 @@ _REGEX_NOISE = lazy_re(r"\(\?P<\w{1,40}>|\(\?P=\w{1,40}\)|\(\?[a-zA-Z]{1,6}\)|\\
 # a letter run in a pattern's source, with what stands on either side: a run glued to a class or a wildcard is a
 # fragment ("initiali[sz]ation", "couldn.t"), not a word
 _REGEX_WORD = lazy_re(r"(?<![A-Za-z])([A-Za-z]{3,})(?![A-Za-z])")
+# a group of alternatives glued to a wildcard or class holds stems, not words ("(?:cycl|toggl|bounc)\w{0,6}")
+_STEM_GROUP = lazy_re(r"\((?:\?:)?[^()]{0,2000}\)(?=\\[wS]|\[|\.)")
 
 
 def corrected(line: str) -> str:
@@ -196,7 +198,9 @@ def _patterns() -> list[str]:
 def _pattern_words(pattern: str) -> set[str]:
     """The whole words a pattern's source spells out: "(?i)unknown runtime" -> unknown, runtime; "modules?" ->
     modules, module; not the fragments glued to a class or wildcard ("initiali[sz]ation")."""
-    source = _REGEX_NOISE.sub(" ", pattern)
+    # a run glued to \w or \S is a stem too ("disappear\w*" still spells "disappear" elsewhere, "cycl\w" does not)
+    source = _STEM_GROUP.sub(" ", pattern).replace("\\w", ".").replace("\\S", ".")
+    source = _REGEX_NOISE.sub(" ", source)
     found: set[str] = set()
     for match in _REGEX_WORD.finditer(source):
         before = source[match.start() - 1] if match.start() else " "
