@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from gpuhealth.knowledge import read_table, table_rows
 from gpuhealth.lazyre import lazy_re
@@ -91,9 +91,14 @@ def match_line(line: str) -> Signature | None:
     """The most specific row matching ``line``: a decided cause before a symptom, then the higher
     priority, then the longer pattern (a longer pattern says more), then file order."""
     line = line[:MAX_LINE]
+    return most_specific((sig for _, sig in _candidates(line)), lambda sig: _regex(sig.pattern).search(line))
+
+
+def most_specific(rows: Iterable[Signature], matches: Callable[[Signature], object]) -> Signature | None:
+    """Of ``rows``, the one of highest ``rank`` that ``matches`` (the first such in file order); None when none does."""
     best: tuple[tuple[int, int, int, int], Signature] | None = None
-    for _, sig in _candidates(line):
-        if _regex(sig.pattern).search(line) is None:
+    for sig in rows:
+        if not matches(sig):
             continue
         key = rank(sig)
         if best is None or key > best[0]:
@@ -115,18 +120,9 @@ def match_retyped(line: str) -> Signature | None:
     picked = set(table.always)
     for key in {lowered[i:i + ANCHOR] for i in range(len(lowered) - ANCHOR + 1)} & table.by_anchor.keys():
         picked.update(table.by_anchor[key])
-    best: tuple[tuple[int, int, int, int], Signature] | None = None
-    for index in sorted(picked):
-        literals, _ = table.literals[index]
-        if literals is not None and not any(literal.lower() in lowered for literal in literals):
-            continue
-        sig = rows[index]
-        if _folded_regex(sig.pattern).search(line) is None:
-            continue
-        key = rank(sig)
-        if best is None or key > best[0]:
-            best = (key, sig)
-    return best[1] if best else None
+    kept = (rows[index] for index in sorted(picked) if (literals := table.literals[index][0]) is None
+            or any(literal.lower() in lowered for literal in literals))
+    return most_specific(kept, lambda sig: _folded_regex(sig.pattern).search(line))
 
 
 @functools.cache

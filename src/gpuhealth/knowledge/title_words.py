@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 
-from gpuhealth.knowledge.signatures import Signature, rank, signatures
+from gpuhealth.knowledge.signatures import Signature, most_specific, signatures
 
 __all__ = ["MAX_WORDS", "loose_pattern", "match_title", "title_words"]
 
@@ -43,15 +43,7 @@ def match_title(words: str) -> Signature | None:
     words = title_words(words)
     if not words:
         return None
-    best: tuple[tuple[int, int, int, int], Signature] | None = None
-    for sig in signatures():
-        regex = _loose_regex(sig.pattern)
-        if regex is None or regex.search(words) is None:
-            continue
-        key = rank(sig)
-        if best is None or key > best[0]:
-            best = (key, sig)
-    return best[1] if best else None
+    return most_specific(signatures(), lambda sig: (regex := _loose_regex(sig.pattern)) and regex.search(words))
 
 
 @functools.cache
