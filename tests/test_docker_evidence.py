@@ -106,6 +106,15 @@ def test_invalid_daemon_json_is_a_finding_not_a_crash():
     assert "sudo systemctl restart docker" in [f.command for f in found[0].fixes]
 
 
+def test_invalid_daemon_json_beside_docker_info_is_the_one_finding():
+    """The daemon has no nvidia runtime because its daemon.json does not parse: that is the finding, and no second one
+    asks for `nvidia-ctk runtime configure`, which would fail on the same file."""
+    found = _gh802(_report(("docker info", listing(GREP_RUNC_ONLY)),
+                           ("cat /etc/docker/daemon.json", listing(DAEMON_INVALID)), SMI_L))
+    assert len(found) == 1 and "not valid JSON" in found[0].message
+    assert all("nvidia-ctk" not in f.command for f in found[0].fixes)
+
+
 def test_other_json_is_not_daemon_json():
     assert identify('{"name": "x", "version": "1.0"}') != "daemon-json"
 

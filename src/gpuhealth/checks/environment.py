@@ -213,7 +213,9 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
             return  # the PCI bus was read and holds no NVIDIA GPU; a paste that shows no bus may come from a GPU host
         # nvidia-ctk's state unknown (a paste without it): the running daemon's runtimes (docker info) decide Docker's
         # part. Registered, the toolkit is configured for Docker; not registered, containers asking for it fail
-        if not registered:
+        # a daemon.json dockerd cannot parse is why its nvidia runtime is not running (said above, with its own fixes):
+        # `nvidia-ctk runtime configure` would fail on that file too
+        if not registered and not env.daemon_json_error:
             yield _runtime_not_registered(env, "")
         return
     if not _has_gpu(snapshot) or not (env.docker or env.podman):

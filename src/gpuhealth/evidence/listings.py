@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuhealth.evidence.registry import evidence_kind
-from gpuhealth.lazyre import guarded_re, has, lazy_re, starts
+from gpuhealth.lazyre import LazyPattern, guarded_re, has, lazy_re, starts
 from gpuhealth.model import (
     CudaState,
     CudaToolkit,
@@ -262,11 +262,7 @@ _FUNCTION_WORDS = frozenset((
 MAX_PROSE_SCAN = 4000  # lines of one listing looked at
 
 
-# a log record's own start (syslog's "Apr 26 20:40:08", ISO "2024-04-26T20:40:08", dmesg's "[  12.3]"): a machine's line
-_RECORD_START = lazy_re(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:|\[\s*\d+\.\d+\])")
-
-
-def _is_prose(raw: str) -> bool:
+def _is_prose(raw: str, log_prefix: LazyPattern) -> bool:
     """Whether one line is a person's sentence: at least five words, most of them plain words, two of them words that
     only a sentence has ("the", "I", "not", "with" ...), and not a line of a tool's own."""
     line = raw.strip()[:1000]
@@ -274,8 +270,8 @@ def _is_prose(raw: str) -> bool:
         return False
     if jockey_row(line) or _DPKG_ROW.match(line) or _APT_ROW.match(line) or _DNF_ROW.match(line):
         return False  # a package row, however sentence-like ("... (Proprietary, Enabled, Not in use)")
-    if _RECORD_START.match(line):
-        return False
+    if log_prefix.match(line):
+        return False  # a log record's own line (dmesg's "[  12.3]", syslog's "Apr 26 20:40:08 host", an ISO time)
     words = [w.strip(_WORD_PUNCTUATION).lower() for w in line.split()]
     if len(words) < 5:
         return False
@@ -290,8 +286,10 @@ def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] 
     the middle ("Interrupt: pin A routed to IRQ 29" in lspci -vv, "Clang version: Could not collect" in collect_env),
     so with ``edges_only`` only the sentences above the output's first line and below its last are a person's; ``own``
     tells the output's own lines where its grammar knows them (a collect_env report ends on one of its fields)."""
+    from gpuhealth.parsers.wrapped import LOG_PREFIX
+
     lines = [raw.strip()[:1000] for raw in text.splitlines()[:MAX_PROSE_SCAN]]
-    prose = [_is_prose(line) and not (own and own(line)) for line in lines]
+    prose = [_is_prose(line, LOG_PREFIX) and not (own and own(line)) for line in lines]
     if not edges_only:
         return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
     output = [i for i, line in enumerate(lines) if line and not prose[i]]

@@ -35,7 +35,7 @@ MAX_JOINED = 4096  # characters of a joined line
 _RULE = lazy_re(r"[ \t]{0,8}(?:\+[-=+]{10,400}\+|\|=[-=+|]{10,400}\|)\s*$")
 # A kernel log's line prefix: dmesg's "[   12.345678]", dmesg -T's "[Mon Dec  1 10:00:00 2026]", syslog's and
 # journald's "Dec  1 10:00:00 host", an ISO time.
-_LOG_PREFIX = lazy_re(r"\s{0,4}(?:\[\s{0,12}\d{1,10}\.\d{1,9}\]|"
+LOG_PREFIX = lazy_re(r"\s{0,4}(?:\[\s{0,12}\d{1,10}\.\d{1,9}\]|"
                       r"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]|"
                       r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)")
 _RECORD_HEAD = lazy_re(r"[\w.-]{1,40}(?:\[\d{1,10}\])?: ")  # "NVRM: ", "modprobe: ": a record without its prefix
@@ -86,14 +86,14 @@ def _log_continuation(line: str, lines: list[str], at: int) -> int:
     starts with a log prefix and names the GPU stack; each wrapped piece filled the width (``MIN_WRAPPED`` to
     ``MAX_WRAPPED`` characters); the pieces (at most ``MAX_SEGMENTS - 1``) have no prefix, indentation or prompt and
     are followed by the next prefixed line, or, when they do not start like a sentence, by a blank line or the end."""
-    if not MIN_WRAPPED <= len(line) <= MAX_WRAPPED or not _LOG_PREFIX.match(line) or not any(
+    if not MIN_WRAPPED <= len(line) <= MAX_WRAPPED or not LOG_PREFIX.match(line) or not any(
             w in line for w in _LOG_WORDS):
         return 0
     run = 0
     previous = line
     while at + run < len(lines):
         piece = lines[at + run]
-        if not piece.strip() or _LOG_PREFIX.match(piece):
+        if not piece.strip() or LOG_PREFIX.match(piece):
             break
         own_line = (piece[:1] in (" ", "\t", "|", "+") or _RECORD_HEAD.match(piece) is not None
                     or prompt_command(piece) is not None)
