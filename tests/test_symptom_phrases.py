@@ -1,5 +1,6 @@
-"""The table of symptom wordings (knowledge/symptom_phrases.csv): every row cites its source, names a known symptom,
-reads its own examples as that symptom and none of its counterexamples, and its literals index every example."""
+"""The tables of symptom and cause wordings (knowledge/symptom_phrases.csv, cause_phrases.csv): every row cites its
+source, names a known symptom (or cause), reads its own examples as that symptom (or cause) and none of its
+counterexamples, and its literals index every example."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ ROWS = phrases()
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_every_row_cites_a_source_and_names_a_symptom(row):
     assert row.source_title.strip() and row.source_url.startswith("https://")
-    assert row.symptom in causes.symptoms()
+    assert row.cause in causes.causes() if row.cause else row.symptom in causes.symptoms()
     assert row.examples and row.counterexamples, "a family is tested both ways"
     assert row.subject is not None or row.predicate is not None
 
@@ -24,10 +25,10 @@ def test_every_row_cites_a_source_and_names_a_symptom(row):
 def test_every_row_reads_its_examples_and_not_its_counterexamples(row):
     for example in row.examples:
         found = told_symptoms(example)
-        assert row.symptom in [t.symptom for t in found], example
+        assert row.key in [t.cause or t.symptom for t in found], example
         assert any(literal in example.lower() for literal in row.literals), f"no literal indexes {example!r}"
     for counter in row.counterexamples:
-        assert row.symptom not in [t.symptom for t in told_symptoms(counter)], counter
+        assert row.key not in [t.cause or t.symptom for t in told_symptoms(counter)], counter
 
 
 def test_the_states_a_snapshot_shows_are_named():

@@ -307,7 +307,7 @@ def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
     nobody knows."""
     from gpuhealth.evidence.prose import statements
     from gpuhealth.knowledge.signatures import Signature, match_line, match_retyped
-    from gpuhealth.parsers.prose_symptoms import told_symptoms
+    from gpuhealth.parsers.prose_symptoms import Told, told_symptoms
     from gpuhealth.parsers.spelling import corrected
 
     changed: list[tuple[str, str, Signature | None]] = []  # (typed, corrected, the row the corrected line matches)
@@ -318,9 +318,9 @@ def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
             changed.append((line, fixed, sig))
     # the words readers run once over all corrected lines, and per line only where they read something
     respelt = [fixed for line, fixed, _ in changed if fixed != line]
-    told: dict[str, list[str]] = {}
+    told: dict[str, list[Told]] = {}
     for found in told_symptoms("\n".join(respelt)):
-        told.setdefault(respelt[found.line], []).append(found.symptom)
+        told.setdefault(respelt[found.line], []).append(found)
     stating = bool(respelt) and bool(statements("\n".join(respelt), piece.name))
     read: list[str] = []
     for line, fixed, sig in changed:
@@ -333,7 +333,7 @@ def _read_misspelt(reading: _Reading, piece: Piece) -> bool:
         shown = line.strip()[:500]
         messages = [] if sig is None else [MessageLine(shown, piece.name, sig.id, sig.symptom or None,
                                                        mined=_mined_behind(sig.id, fixed), reported=True)]
-        messages += [MessageLine(shown, piece.name, None, symptom, reported=True) for symptom in symptoms]
+        messages += [told_message(found, shown, piece.name) for found in symptoms]
         reading.messages[:] = [m for m in reading.messages if not _unknown_line(m, shown, piece.name)]
         reading.messages.extend(messages)
         reading.stated.extend(replace(s, stated=replace(s.stated, words=shown)) for s in stated)
@@ -651,7 +651,7 @@ def _linked_titles(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
         if sig is not None:
             reading.messages.append(MessageLine(evidence, piece.name, sig.id, sig.symptom or None, reported=True))
         elif told:
-            reading.messages.append(MessageLine(evidence, piece.name, None, told[0].symptom, reported=True))
+            reading.messages.append(told_message(told[0], evidence, piece.name))
         stated = _title_facts(title.words, evidence, piece.name)
         reading.stated.extend(stated)
         if sig is not None or told or stated:
@@ -679,11 +679,22 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
 
     told = set()
     for found in told_symptoms("\n".join(lines)):
-        reading.messages.append(MessageLine(found.sentence[:500], piece.name, None, found.symptom, reported=True))
+        reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
     return told
+
+
+def told_message(found: Any, shown: str, source: str) -> MessageLine:
+    """The reported line of a sentence the words readers read (parsers/prose_symptoms.Told): a symptom it tells, or a
+    cause it names, filed under that cause's stand-in catalogue row (``told:<row>``), so the checks and the diagnosis
+    read it as a line naming the cause, the reporter's words (below critical)."""
+    if found.cause:
+        from gpuhealth.knowledge.symptom_phrases import TOLD_PREFIX
+
+        return MessageLine(shown, source, f"{TOLD_PREFIX}{found.phrase}", None, reported=True)
+    return MessageLine(shown, source, None, found.symptom, reported=True)
 
 
 _NAMES_XID = lazy_re(r"(?i)xid")  # the reader is imported only for a piece that holds the word

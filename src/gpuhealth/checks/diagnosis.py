@@ -367,6 +367,8 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
                 updated = _at_severity(updated, max(current.severity, lines_severity, key=lambda s: s.rank))
             findings[index] = updated
             continue
+        if code not in skipped and _machine_overrules(matched):
+            continue  # the cause's check read the machine output given and found nothing: it wins over the words
         severity = max((SEVERITY[s.severity] for s, _ in matched), key=lambda s: s.rank)
         told = all(m.reported for _, m in matched)  # only rows that read a person's words: reported, below critical
         if told and severity is Severity.CRITICAL:
@@ -384,6 +386,16 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
         fixes = fits_evidence(fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
         findings.append(replace(made, fixes=fixes))
     return findings
+
+
+def _machine_overrules(matched: Sequence[tuple[Signature, MessageLine]]) -> bool:
+    """Whether every line is a cause named in the reporter's words (knowledge/cause_phrases.csv) whose family lets the
+    cause's check overrule the words (``machine_wins``: the gcc versions compared, the headers looked for). The caller
+    asks only when that check ran, was not skipped and found nothing."""
+    from gpuhealth.knowledge.symptom_phrases import TOLD_PREFIX, state_causes
+
+    return all(m.reported and (m.signature or "").startswith(TOLD_PREFIX) for _, m in matched) and all(
+        sig.cause in state_causes() for sig, _ in matched)
 
 
 def _unnumbered(line: str) -> str:

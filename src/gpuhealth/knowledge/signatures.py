@@ -73,7 +73,12 @@ def signatures() -> tuple[Signature, ...]:
 
 
 def signature(signature_id: str) -> Signature:
-    """The row with this id (KeyError when there is none)."""
+    """The row with this id (KeyError when there is none); for ``told:<id>``, the stand-in row of a sentence naming a
+    cause in words (knowledge/symptom_phrases.told_signature), so the checks read it as a line naming that cause."""
+    if signature_id.startswith("told:"):
+        from gpuhealth.knowledge.symptom_phrases import told_signature  # only for a paste that named a cause
+
+        return told_signature(signature_id)
     return _by_id()[signature_id]
 
 
@@ -83,8 +88,9 @@ WORDS_PREFIX = "words-"
 
 
 def is_words_row(signature_id: str) -> bool:
-    """Whether the catalogue row ``signature_id`` reads a person's words (its id starts with ``words-``)."""
-    return signature_id.startswith(WORDS_PREFIX)
+    """Whether the catalogue row ``signature_id`` reads a person's words (its id starts with ``words-``, or it is a told
+    cause's stand-in row, ``told:``)."""
+    return signature_id.startswith((WORDS_PREFIX, "told:"))
 
 
 def match_line(line: str) -> Signature | None:

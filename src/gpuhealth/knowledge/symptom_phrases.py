@@ -28,8 +28,19 @@ rather than ``\b``, which sees no boundary between a Latin and a CJK character. 
 families are rows the same way. The English rows' ``\b`` is compiled as a boundary of Latin words
 (``latin_bounded``), so "我的GPU overheats" and "GPU가 overheats" are read as the English sentence would be.
 
-Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The table is read
-and its patterns compiled once, on first use.
+A person also names the CAUSE itself: "the module was not built for the new kernel", "there are no headers for this
+kernel", "DKMS refuses to build because the compiler differs from the kernel's", "nouveau is still bound to the card".
+Those families are rows of the sibling table ``cause_phrases.csv``, read by the same reader with the same columns,
+except that a row names a ``cause`` (a ``causes.csv`` id) instead of a symptom, and ``machine_wins`` says whether the
+cause's own check, having read the machine output given and found nothing, overrules the words. Each cites how the
+cause is named in its source (NVIDIA's installation guide, the installer's, DKMS's or the kernel's own messages, the
+cause's page). A told cause is the reporter's words: analyze files its sentence under a stand-in catalogue row
+(:func:`told_signature`, id ``told:<row id>``) of the cause's check, at most a warning (checks/diagnosis.py).
+``yields_to`` names symptom or cause ids ("the module was not built because the headers are missing" is the headers'
+family's).
+
+Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The tables are read
+and their patterns compiled once, on first use.
 """
 
 from __future__ import annotations
@@ -40,10 +51,11 @@ import re
 from gpuhealth.knowledge import table_rows
 from gpuhealth.records import record
 
-__all__ = ["SEPARATOR", "Phrase", "literals", "phrases", "state_symptoms"]
+__all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literals", "phrases", "state_causes", "state_symptoms", "told_signature"]
 
 SEPARATOR = " ¦ "  # between the examples of one cell
-_REQUIRED = ("id", "symptom", "literals", "examples", "source_title", "source_url")
+TOLD_PREFIX = "told:"  # the id of a told cause's stand-in catalogue row: "told:told-module-not-built"
+_REQUIRED = ("id", "literals", "examples", "source_title", "source_url")
 
 
 @record
@@ -62,6 +74,13 @@ class Phrase:
     counterexamples: tuple[str, ...]
     source_title: str
     source_url: str
+    cause: str = ""  # cause_phrases.csv: the causes.csv id the family names ("" for a symptom's family)
+    machine_wins: bool = False
+
+    @property
+    def key(self) -> str:
+        """What the family tells: its cause, else its symptom (one sentence tells each at most once)."""
+        return self.cause or self.symptom
 
 
 def phrases() -> tuple[Phrase, ...]:
@@ -77,6 +96,29 @@ def literals() -> tuple[str, ...]:
 def state_symptoms() -> frozenset[str]:
     """The symptom ids a snapshot shows as a state (``machine_wins``)."""
     return _table()[2]
+
+
+def state_causes() -> frozenset[str]:
+    """The told causes whose check, having read the machine output and found nothing, overrules the words."""
+    return frozenset(row.cause for row in phrases() if row.cause and row.machine_wins)
+
+
+def told_signature(signature_id: str):
+    """The stand-in catalogue row (``signatures.Signature``) of a sentence a cause family read: the cause's check,
+    at most a warning (the reporter's words), the family's source. KeyError for an id no family has."""
+    return _told_rows()[signature_id]
+
+
+@functools.cache
+def _told_rows() -> dict:
+    from gpuhealth.knowledge.causes import causes
+    from gpuhealth.knowledge.signatures import Signature
+
+    known = causes()
+    return {f"{TOLD_PREFIX}{row.id}": Signature(
+        f"{TOLD_PREFIX}{row.id}", "words", "", "", row.cause, known[row.cause].code, "warning",
+        f"The reporter names the cause: {known[row.cause].title}", row.examples[0], row.source_title, row.source_url)
+        for row in phrases() if row.cause}
 
 
 # a letter or digit of a Latin word (ASCII, Latin-1 and Latin Extended-A/B letters): a CJK character, kana or Hangul is
@@ -136,7 +178,7 @@ def _compiled(pattern: str, where: str) -> re.Pattern[str] | None:
     try:
         return re.compile(latin_bounded(pattern))
     except re.error as exc:
-        raise ValueError(f"symptom_phrases.csv {where}: bad pattern ({exc})") from exc
+        raise ValueError(f"{where}: bad pattern ({exc})") from exc
 
 
 def _split(cell: str, separator: str) -> tuple[str, ...]:
@@ -145,36 +187,44 @@ def _split(cell: str, separator: str) -> tuple[str, ...]:
 
 @functools.cache
 def _table() -> tuple[tuple[Phrase, ...], tuple[str, ...], frozenset[str]]:
-    from gpuhealth.knowledge.causes import symptoms
+    from gpuhealth.knowledge.causes import causes, symptoms
 
     known = symptoms()
+    known_causes = causes()
     rows: list[Phrase] = []
     states: set[str] = set()
-    for number, row in enumerate(table_rows("symptom_phrases.csv"), start=2):
-        row = {k: (v or "").strip() for k, v in row.items() if k is not None}
-        where = f"line {number}"
-        for column in _REQUIRED:
-            if not row.get(column):
-                raise ValueError(f"symptom_phrases.csv {where}: {column} is empty")
-        if row["symptom"] not in known:
-            raise ValueError(f"symptom_phrases.csv {where}: unknown symptom {row['symptom']!r}")
-        if not (row.get("subject") or row.get("predicate")):
-            raise ValueError(f"symptom_phrases.csv {where}: a row needs a subject or a predicate")
-        if any(r.id == row["id"] for r in rows):
-            raise ValueError(f"symptom_phrases.csv {where}: id {row['id']!r} appears twice")
-        for flag in ("ordered", "machine_wins"):
-            if row.get(flag) not in ("yes", "no"):
-                raise ValueError(f"symptom_phrases.csv {where}: {flag} must be yes or no")
-        if row["machine_wins"] == "yes":
-            states.add(row["symptom"])
-        yields = _split(row.get("yields_to", ""), ";")
-        if any(y not in known for y in yields):
-            raise ValueError(f"symptom_phrases.csv {where}: yields_to names an unknown symptom")
-        rows.append(Phrase(row["id"], row["symptom"], _split(row["literals"].lower(), ";"),
-                           _compiled(row.get("subject", ""), where), _compiled(row.get("predicate", ""), where),
-                           int(row.get("window") or 0), row.get("ordered") == "yes",
-                           _compiled(row.get("context", ""), where),
-                           _compiled(row.get("unless", ""), where), yields, _split(row["examples"], SEPARATOR.strip()),
-                           _split(row.get("counterexamples", ""), SEPARATOR.strip()), row["source_title"],
-                           row["source_url"]))
+    for name in ("symptom_phrases.csv", "cause_phrases.csv"):
+        for number, row in enumerate(table_rows(name), start=2):
+            row = {k: (v or "").strip() for k, v in row.items() if k is not None}
+            rows.append(_phrase(row, f"{name} line {number}", known, known_causes, rows))
+            if rows[-1].machine_wins and not rows[-1].cause:
+                states.add(rows[-1].symptom)
     return tuple(rows), tuple(dict.fromkeys(lit for r in rows for lit in r.literals)), frozenset(states)
+
+
+def _phrase(row: dict[str, str], where: str, known: dict, known_causes: dict, rows: list[Phrase]) -> Phrase:
+    """One row of either table, checked: a symptom's family names a known symptom, a cause's family a known cause."""
+    for column in _REQUIRED:
+        if not row.get(column):
+            raise ValueError(f"{where}: {column} is empty")
+    cause = row.get("cause", "")
+    if "cause" in row and cause not in known_causes:
+        raise ValueError(f"{where}: unknown cause {cause!r}")
+    if "cause" not in row and row.get("symptom", "") not in known:
+        raise ValueError(f"{where}: unknown symptom {row.get('symptom', '')!r}")
+    if not (row.get("subject") or row.get("predicate")):
+        raise ValueError(f"{where}: a row needs a subject or a predicate")
+    if any(r.id == row["id"] for r in rows):
+        raise ValueError(f"{where}: id {row['id']!r} appears twice")
+    for flag in ("ordered", "machine_wins"):
+        if row.get(flag) not in ("yes", "no"):
+            raise ValueError(f"{where}: {flag} must be yes or no")
+    yields = _split(row.get("yields_to", ""), ";")
+    if any(y not in known and y not in known_causes for y in yields):
+        raise ValueError(f"{where}: yields_to names an unknown symptom or cause")
+    return Phrase(row["id"], row.get("symptom", ""), _split(row["literals"].lower(), ";"),
+                  _compiled(row.get("subject", ""), where), _compiled(row.get("predicate", ""), where),
+                  int(row.get("window") or 0), row.get("ordered") == "yes", _compiled(row.get("context", ""), where),
+                  _compiled(row.get("unless", ""), where), yields, _split(row["examples"], SEPARATOR.strip()),
+                  _split(row.get("counterexamples", ""), SEPARATOR.strip()), row["source_title"], row["source_url"],
+                  cause, row["machine_wins"] == "yes")

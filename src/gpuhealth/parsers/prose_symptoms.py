@@ -1,9 +1,12 @@
-"""A symptom told in words: "nvidia-smi takes forever", "the GPU memory stays occupied after the program ends".
+"""A symptom told in words: "nvidia-smi takes forever", "the GPU memory stays occupied after the program ends"; and a
+cause named in words: "the module was not built for the new kernel", "there are no headers for this kernel".
 
 People mostly describe what they see, in sentences no program prints. This reader reads such sentences with the
 families of wordings in ``knowledge/symptom_phrases.csv`` and says which symptom (``symptoms.csv``) each shows, so the
-differential of that symptom can rank its causes. What it reads is the reporter's words, not machine output: analyze
-marks the lines it gives as reported (``MessageLine.reported``), and a finding that rests on them stays below critical.
+differential of that symptom can rank its causes; the families of ``knowledge/cause_phrases.csv`` say which cause
+(``causes.csv``) a sentence names, read the same way (one engine, one literals index, the same negation, questions,
+hypotheticals and history). What it reads is the reporter's words, not machine output: analyze marks the lines it gives
+as reported (``MessageLine.reported``), and a finding that rests on them stays below critical.
 
 A sentence shows a symptom only when it says so. It does not when:
 
@@ -150,14 +153,16 @@ _ASKS_CJK = lazy_re(r"[吗嗎]|是否|[会會]不[会會]|是不是|有[没沒]�
 
 @record
 class Told:
-    symptom: str  # a symptoms.csv id
-    phrase: str  # the symptom_phrases.csv row that read it
+    symptom: str  # a symptoms.csv id ("" where the sentence names a cause)
+    phrase: str  # the symptom_phrases.csv (or cause_phrases.csv) row that read it
     sentence: str  # the sentence, as written (at most MAX_SENTENCE characters)
     line: int = 0  # the index of its line in the text (str.splitlines)
+    cause: str = ""  # a causes.csv id: the sentence names the cause itself (cause_phrases.csv)
 
 
 def told_symptoms(text: str) -> list[Told]:
-    """The symptoms the sentences of ``text`` tell, each at most ``MAX_PER_SYMPTOM`` times, in text order."""
+    """The symptoms the sentences of ``text`` tell, and the causes they name (``Told.cause``), each at most
+    ``MAX_PER_SYMPTOM`` times, in text order."""
     lowered = _folded(text)
     from gpuhealth.knowledge.symptom_phrases import literals, phrases
 
@@ -174,7 +179,7 @@ def told_symptoms(text: str) -> list[Told]:
         # kana need not run them (an English line that names a GPU holds the literal "gpu" of most of them)
         scripts = {"": True, "-ko": _HANGUL.search(line) is not None, "-ja": _KANA.search(line) is not None}
         candidates = [row for row, script in zip(rows, row_scripts, strict=True) if scripts[script]
-                      and counts.get(row.symptom, 0) < MAX_PER_SYMPTOM
+                      and counts.get(row.key, 0) < MAX_PER_SYMPTOM
                       and any(literal in line for literal in row.literals)]
         if not candidates or _MACHINE.match(line) or _MACHINE_ANYWHERE.search(line) or not _prose(line):
             continue
@@ -182,9 +187,10 @@ def told_symptoms(text: str) -> list[Told]:
         contexts: dict[str, bool] = {}  # a row's context is the line's: searched once per line, not per sentence
         for start, end, asks in _sentences(line):
             for row in _read_sentence(candidates, line, start, end, asks, contexts):
-                if counts.get(row.symptom, 0) < MAX_PER_SYMPTOM:
-                    counts[row.symptom] = counts.get(row.symptom, 0) + 1
-                    found.append(Told(row.symptom, row.id, original[start:end].strip()[:MAX_SENTENCE], number))
+                if counts.get(row.key, 0) < MAX_PER_SYMPTOM:
+                    counts[row.key] = counts.get(row.key, 0) + 1
+                    found.append(Told(row.symptom, row.id, original[start:end].strip()[:MAX_SENTENCE], number,
+                                      row.cause))
     return found
 
 
@@ -222,12 +228,12 @@ def _sentences(line: str) -> list[tuple[int, int, bool]]:
 
 
 def _read_sentence(rows, line: str, start: int, end: int, asks: bool, contexts: dict[str, bool]) -> list:
-    """The rows whose family tells its symptom in ``line[start:end]``, after ``yields_to``."""
+    """The rows whose family tells its symptom (or names its cause) in ``line[start:end]``, after ``yields_to``."""
     sentence = line[start:end]
     matched = [row for row in rows if _tells(row, line, sentence, asks, contexts)]
-    shown = {row.symptom for row in matched}
-    kept = [row for row in matched if not (shown - {row.symptom}).intersection(row.yields_to)]
-    return list({row.symptom: row for row in reversed(kept)}.values())[::-1]  # one row per symptom, the first
+    shown = {row.key for row in matched}
+    kept = [row for row in matched if not (shown - {row.key}).intersection(row.yields_to)]
+    return list({row.key: row for row in reversed(kept)}.values())[::-1]  # one row per symptom or cause, the first
 
 
 def _tells(row, line: str, sentence: str, asks: bool, contexts: dict[str, bool]) -> bool:
