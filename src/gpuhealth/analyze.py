@@ -31,7 +31,7 @@ from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.markdown import Part as MarkdownPart
-from gpuhealth.parsers.markdown import split_markdown
+from gpuhealth.parsers.markdown import is_fold_tag, split_markdown
 from gpuhealth.parsers.session import Block, split_session, with_prompts
 from gpuhealth.parsers.wrapped import unwrap_lines
 from gpuhealth.records import record
@@ -153,8 +153,8 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
         if parts is None or len(parts) == 1:
             missed = _read_text(reading, name, text if parts is None else _fenced_text(parts[0]))
             reading.unrecognized.extend(missed[:1])
-        elif all([_read_text(reading, f"{name}: {part.label}", _fenced_text(part)) for part in parts]):
-            reading.unrecognized.append(f"{name} (markdown: none of its {len(parts)} parts)")
+        else:
+            reading.unrecognized.extend(_read_markdown(reading, name, parts))
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
@@ -209,6 +209,24 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
     return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+
+
+def _read_markdown(reading: _Reading, name: str, parts: list[MarkdownPart]) -> list[str]:
+    """Read each part of a markdown text on its own; what to name as not read. A part in which nothing was understood
+    is named even when other parts were: the evidence was then only partly understood, and what was not read may
+    hold the fault, so the report is never HEALTHY on it (GH002). A folding tag's summary is a label, not evidence."""
+    missed = [part for part in parts if _read_text(reading, f"{name}: {part.label}", _fenced_text(part))]
+    if len(missed) == len(parts):
+        return [f"{name} (markdown: none of its {len(parts)} parts)"]
+    unread = []
+    for part in missed:
+        if is_fold_tag(part.text):
+            continue
+        lines = [line.strip() for line in part.text.splitlines() if line.strip()]
+        what = "fenced block" if part.fenced else "prose"
+        unread.append(f"{name}: {part.label} ({what}, {len(lines)} line(s), not read: {lines[0][:60]!r}"
+                      f"{' ...' if len(lines) > 1 else ''})")
+    return unread
 
 
 def _fenced_text(part: MarkdownPart) -> str:
