@@ -591,6 +591,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     explained = {line for _, line in matched} | set(reported) | told
     explained |= _read_banners(reading, piece, kind, read_into, lines)  # nvcc's, nvidia-smi's ... version lines
     named = 0  # lines the mined table names (GH309): read, so the piece was understood
+    lines = _join_bare_exceptions(lines, explained)
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
@@ -605,6 +606,32 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
     return len(matched) + named
+
+
+# An exception's name alone on its line ("RuntimeError:"), its message on the next: Python prints a message that
+# starts with a newline that way (raise RuntimeError("\\n" + text)), and people's pastes wrap it there too
+_BARE_EXCEPTION = lazy_re(r"^\s{0,8}[A-Za-z_][\w.]{0,80}(?:Error|Exception|Warning):\s*$")
+
+
+def _join_bare_exceptions(lines: list[str], explained: set[str]) -> list[str]:
+    """``lines`` with each bare exception name joined to the message on the line below it: one error line, not two.
+    Where the message is a line already explained (the catalogue knows it), the name alone says nothing more."""
+    out: list[str] = []
+    skip = False
+    for number, line in enumerate(lines):
+        if skip:
+            skip = False
+            continue
+        below = lines[number + 1] if number + 1 < len(lines) else ""
+        if not _BARE_EXCEPTION.match(line) or not below.strip():
+            out.append(line)
+        elif below in explained:
+            out.append(below)
+            skip = True
+        else:
+            out.append(f"{line.strip()} {below.strip()}")
+            skip = True
+    return out
 
 
 VERSION_BANNERS = "version banners"
