@@ -667,14 +667,14 @@ def _linked_titles(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     if not linking:
         return set()
     from gpuhealth.knowledge.title_words import match_title
-    from gpuhealth.parsers.linked_titles import linked_titles
+    from gpuhealth.parsers.linked_titles import as_sentence, linked_titles
     from gpuhealth.parsers.prose_symptoms import told_symptoms
 
     read: set[str] = set()
     for title in linked_titles("\n".join(linking)):
         evidence = f"{title.address} (the title of a thread the reporter linked: {title.words!r})"
         sig = match_title(title.words)
-        told = told_symptoms(title.words) if sig is None else []
+        told = told_symptoms(as_sentence(title.words)) if sig is None else []
         if sig is not None:
             reading.messages.append(MessageLine(evidence, piece.name, sig.id, sig.symptom or None, reported=True))
         elif told:
@@ -702,10 +702,11 @@ def _title_facts(words: str, evidence: str, source: str) -> list[Any]:
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
     """The lines whose sentences tell a symptom in words (parsers/prose_symptoms.py), each kept as a reported line of
     that symptom; the lines, so that none of them also counts as an error line nobody knows."""
+    from gpuhealth.parsers.linked_titles import without_addresses
     from gpuhealth.parsers.prose_symptoms import told_symptoms  # read only for text nobody parsed
 
     told = set()
-    for found in told_symptoms("\n".join(lines)):
+    for found in told_symptoms("\n".join(without_addresses(line) for line in lines)):
         reading.messages.append(MessageLine(found.sentence[:500], piece.name, None, found.symptom, reported=True))
         told.add(lines[found.line])
     if told:
