@@ -39,8 +39,8 @@ cause's page). A told cause is the reporter's words: analyze files its sentence 
 ``yields_to`` names symptom or cause ids ("the module was not built because the headers are missing" is the headers'
 family's).
 
-Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The tables are read
-and their patterns compiled once, on first use.
+Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The table is read
+once, on first use, and each pattern is compiled on its own first use.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ import functools
 import re
 
 from gpuhealth.knowledge import table_rows
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 __all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literals", "phrases", "state_causes", "state_symptoms", "told_signature"]
@@ -173,12 +174,10 @@ def _boundary(before: str, after: str) -> str:
 
 
 def _compiled(pattern: str, where: str) -> re.Pattern[str] | None:
-    if not pattern:
-        return None
-    try:
-        return re.compile(latin_bounded(pattern))
-    except re.error as exc:
-        raise ValueError(f"{where}: bad pattern ({exc})") from exc
+    """The row's pattern, compiled on its first use: a line reaches a row's patterns only when it holds one of the
+    row's literals, so a paste compiles the few rows it could match, not all 300 (about 90 ms). A bad pattern is a
+    test failure (tests/test_symptom_phrases.py matches every row's examples), not a user's."""
+    return lazy_re(latin_bounded(pattern)) if pattern else None
 
 
 def _split(cell: str, separator: str) -> tuple[str, ...]:
