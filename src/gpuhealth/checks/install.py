@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from gpuhealth.checks.driver import REBOOT, driver_package_versions, module_loaded
-from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, line_evidence, table_fixes
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.signatures import Signature, signature
 from gpuhealth.lazyre import guarded_re, has, lazy_re
@@ -400,7 +400,7 @@ def build_tools_missing(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
 
 
 @check("GH505", "gcc-mismatch", "gcc differs from the compiler that built the kernel",
-       requires=("install",))
+       requires=("install",), reads=("messages",))
 def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -431,13 +431,19 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     Patch levels may differ. Kernels built with clang are not compared. Hosts whose driver is loaded
     from precompiled modules (no DKMS) are not judged. No GPU evidence is needed: the toolchain is
     judged from `/proc/version` and `gcc --version` alone, unless the PCI listing shows no NVIDIA GPU.
+    A minor difference is a warning when the evidence also says the build refused it: an older installer's
+    "does not exactly match the current compiler", or the reporter's words ("DKMS refuses to build because the
+    compiler differs"); the installers' override is then `IGNORE_CC_MISMATCH=1`. Where the versions agree, the
+    words do not make a mismatch: the versions win.
     """
     skip = _target(snapshot) if snapshot.pci_devices is not None else None
     if skip:
         yield skip
         return
     install = _install(snapshot)
+    lines = _compiler_lines(snapshot)
     if _build_expected(snapshot) is False:
+        yield from _lines_alone(lines)
         return
     if install.gcc_present is False:
         yield Skip("gcc is not installed (see GH504)")
@@ -445,26 +451,59 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     compiler = install.kernel_compiler or ""
     if not compiler.startswith("gcc ") or install.gcc_version is None:
         if compiler.startswith("clang "):
+            yield from _lines_alone(lines)
             return
         yield Skip("the gcc version or the kernel's compiler is unknown")
         return
     kernel, current = _major_minor(compiler.split()[1]), _major_minor(install.gcc_version)
     if kernel is None or current is None or kernel == current:
+        yield from _lines_alone(lines)  # the versions agree: the words that say otherwise are overruled
         return
     major_differs = kernel[0] != current[0]
+    # lines that say the build refused the compiler: an installer's "does not exactly match the current compiler", the
+    # build's "Failed CC version check", a person's "DKMS refuses to build because the compiler differs"
+    refused = [m for m in lines if signature(m.signature).severity != "info"]
     consequence = ("the nvidia module build typically fails (unknown compiler options)" if major_differs
+                   else "the build refused it (the lines given say so)" if refused
                    else "the driver's build warns (major.minor differ) and goes on")
+    # a minor difference within one major has no package to install (Debian/Ubuntu ship one gcc-<major>); a build that
+    # refuses it takes the installers' own override (conftest.sh, the installer's cc_version_check message)
+    fixes = (fixes_for(debian=["sudo apt-get install gcc-{major:number}"], rhel=["sudo dnf install gcc"],
+                       anywhere=["export CC=gcc-{major:number}  # before a .run install or dkms autoinstall"],
+                       major=kernel[0]) if major_differs
+             else (Fix("export IGNORE_CC_MISMATCH=1  # before a .run install or dkms autoinstall", "any"),) if refused
+             else ())
     yield Draft(
-        Severity.WARNING if major_differs else Severity.INFO,
+        max(Severity.WARNING if major_differs or refused else Severity.INFO, _worst(lines), key=lambda s: s.rank),
         f"gcc {install.gcc_version} differs from the kernel's compiler ({compiler}): {consequence}",
         evidence=(Evidence("gcc --version", (install.gcc_banner or install.gcc_version,)),
-                  Evidence("/proc/version", (f"built with {compiler}",))),
-        # a minor difference within one major has no package to install (Debian/Ubuntu ship one gcc-<major>)
-        fixes=fixes_for(debian=["sudo apt-get install gcc-{major:number}"],
-                        rhel=["sudo dnf install gcc"],
-                        anywhere=["export CC=gcc-{major:number}  # before a .run install or dkms autoinstall"],
-                        major=kernel[0]) if major_differs else (),
+                  Evidence("/proc/version", (f"built with {compiler}",)), *line_evidence(lines)),
+        fixes=fixes,
     )
+
+
+def _compiler_lines(snapshot: Snapshot) -> list[MessageLine]:
+    """Lines the catalogue files under the compiler mismatch (the build's, the installer's), or that name it in a
+    person's words (knowledge/cause_phrases.csv): GH505 judges them with the two versions."""
+    return [m for m in snapshot.messages or () if m.signature and signature(m.signature).cause == "gcc-mismatch"][:6]
+
+
+def _worst(lines: list[MessageLine]) -> Severity:
+    return max((Severity(signature(m.signature).severity) for m in lines), default=Severity.INFO,
+               key=lambda s: s.rank)
+
+
+def _lines_alone(lines: list[MessageLine]) -> Iterator[Draft]:
+    """Where the versions do not decide (a module that needs no build, a clang kernel) or agree, the build's own lines
+    are reported as the catalogue reports them, at their row's severity with its summary; a person's words alone are
+    not (the versions, or the loaded module, overrule them)."""
+    machine = [m for m in lines if not m.reported]
+    if not machine:
+        return
+    worst = max(machine, key=lambda m: Severity(signature(m.signature).severity).rank)
+    severity = Severity(signature(worst.signature).severity)
+    yield Draft(severity, signature(worst.signature).summary, evidence=line_evidence(machine),
+                fixes=table_fixes("GH505") if severity is not Severity.INFO else ())
 
 
 def _major_minor(version: str) -> tuple[int, int] | None:

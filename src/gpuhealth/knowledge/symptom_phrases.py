@@ -52,7 +52,8 @@ from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literals", "phrases", "state_causes", "state_symptoms", "told_signature"]
+__all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literals", "phrases", "state_causes", "state_symptoms",
+           "told_signature"]
 
 SEPARATOR = " ¦ "  # between the examples of one cell
 TOLD_PREFIX = "told:"  # the id of a told cause's stand-in catalogue row: "told:told-module-not-built"

@@ -1,0 +1,117 @@
+"""A cause named in a person's words (knowledge/cause_phrases.csv, read by parsers/prose_symptoms.py): the cause's
+check leads, as the reporter's words (at most a warning, the evidence says so), ahead of "an error line gpuhealth does
+not know" (GH003), "only the setup" (GH005) and NO DIAGNOSIS (GH004); a check with machine evidence of its own (GH505's
+two gcc versions) is strengthened by the words rather than joined by a second finding, and where that evidence says
+otherwise it wins. The sentences are written for these tests (hand-written, no case's text)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.knowledge.signatures import signature
+from gpuhealth.knowledge.symptom_phrases import TOLD_PREFIX, state_causes, told_signature
+from gpuhealth.model import Severity
+from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+PROC_VERSION = ("Linux version 5.15.0-91-generic (buildd@lcy02-amd64-045) (gcc (Ubuntu 11.3.0-1ubuntu1~22.04) 11.3.0, "
+                "GNU ld (GNU Binutils for Ubuntu) 2.38) #101-Ubuntu SMP Tue Nov 14 13:30:08 UTC 2023")
+GCC_MINOR = "gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0"  # same major, another minor: the build warns and goes on
+GCC_SAME = "gcc (Ubuntu 11.3.0-1ubuntu1~22.04) 11.3.0"
+
+
+def report_of(*texts: tuple[str, str]):
+    snapshot, _ = analyze_texts(list(texts))
+    return run_checks(snapshot)
+
+
+def lead(report):
+    return report.findings[0]
+
+
+@pytest.mark.parametrize(("words", "code"), [
+    ("After the kernel update the nvidia module was not built for the new kernel.", "GH507"),
+    ("It seems to be a DKMS error, the driver is not there after the kernel upgrade.", "GH507"),
+    ("There are no kernel headers for the running kernel on this box.", "GH503"),
+    ("The nvidia kernel module is blacklisted by the laptop's power tool.", "GH201"),
+    ("nouveau is still bound to the card after the driver install.", "GH206"),
+    ("Secure Boot rejects the nvidia module because I never enrolled the MOK.", "GH506"),
+    ("The installer refused to build the nvidia module because of a gcc version mismatch with the kernel.", "GH505"),
+    ("Our 4-GPU node came up one GPU short after the reboot.", "GH102"),
+])
+def test_a_told_cause_leads_as_the_reporters_words(words, code):
+    report = report_of(("notes.txt", words + "\n"))
+    first = lead(report)
+    assert first.code == code, [(f.code, f.message) for f in report.findings]
+    assert first.severity is Severity.WARNING and first.labels.get("reported") == "words"
+    assert any(words in line for e in first.evidence for line in e.lines)
+    assert not {"GH003", "GH004", "GH005"} & {f.code for f in report.findings if f.severity is not Severity.INFO}
+
+
+@pytest.mark.parametrize("words", [
+    "The nvidia module was not built for the new kernel at first, but dkms autoinstall fixed it.",
+    "If there are no kernel headers for the running kernel, install them first.",
+    "Is nouveau still bound to the card?",
+    "The nvidia module is not blacklisted.",
+])
+def test_a_cause_negated_asked_supposed_or_over_is_not_told(words):
+    found = told_symptoms(words)
+    assert not [t for t in found if t.cause], found
+
+
+def test_the_words_strengthen_gcc_mismatchs_own_finding():
+    """A minor gcc difference alone is information (the build warns and goes on); the reporter saying the build refused
+    it makes the same finding a warning that leads, quoting the words, with the installers' override, not a second
+    GH505."""
+    machine = [("proc-version.txt", PROC_VERSION + "\n"), ("gcc.txt", GCC_MINOR + "\n")]
+    alone = report_of(*machine)
+    assert [f.severity for f in alone.findings if f.code == "GH505"] == [Severity.INFO]
+    words = "DKMS refuses to build the nvidia module because the compiler differs from the one that built the kernel."
+    told = report_of(*machine, ("notes.txt", words + "\n"))
+    gh505 = [f for f in told.findings if f.code == "GH505"]
+    assert len(gh505) == 1 and gh505[0] is lead(told)
+    assert gh505[0].severity is Severity.WARNING and "refused" in gh505[0].message
+    shown = [line for e in gh505[0].evidence for line in e.lines]
+    assert words in shown and any("11.4.0" in line for line in shown)
+    assert any("IGNORE_CC_MISMATCH=1" in f.command for f in gh505[0].fixes)
+
+
+def test_gcc_versions_that_agree_win_over_the_words():
+    words = "DKMS refuses to build the nvidia module because the compiler differs from the kernel's."
+    report = report_of(("proc-version.txt", PROC_VERSION + "\n"), ("gcc.txt", GCC_SAME + "\n"),
+                       ("notes.txt", words + "\n"))
+    assert "GH505" not in {f.code for f in report.findings}
+
+
+def test_a_told_cause_is_filed_under_its_stand_in_row():
+    (found,) = [t for t in told_symptoms("There are no headers for this kernel.") if t.cause]
+    sig = signature(f"{TOLD_PREFIX}{found.phrase}")
+    assert (sig.cause, sig.code, sig.severity) == ("kernel-headers-missing", "GH503", "warning")
+    assert sig.source_url.startswith("https://")
+    with pytest.raises(KeyError):
+        told_signature(f"{TOLD_PREFIX}no-such-family")
+
+
+def test_the_causes_whose_check_overrules_the_words_are_named():
+    assert state_causes() == {"module-not-built", "kernel-headers-missing", "gcc-mismatch", "nouveau-bound",
+                              "secure-boot-refused"}
+
+
+def test_the_words_a_told_cause_needs_are_in_the_spelling_vocabulary():
+    from gpuhealth.parsers.spelling import corrected, vocabulary
+
+    known, _ = vocabulary()
+    assert {"compiled", "headers", "blacklisted", "enrolled", "nvidia"} <= known
+    assert corrected("the kernal headres are missing") == "the kernel headers are missing"
+    # a retyped told cause is read from its corrected line, as the reporter's words
+    report = report_of(("notes.txt", "The nvidia module is blaclisted on this laptop.\n"))
+    assert lead(report).code == "GH201" and lead(report).labels.get("reported") == "words"
+
+
+def test_long_words_are_not_corrected_two_edits_away():
+    """Counterexamples to correcting at distance 2: real words the vocabulary lacks stay as typed."""
+    from gpuhealth.parsers.spelling import corrected
+
+    for line in ("the difference is the headless package", "its presence was noted", "listening on port 9400"):
+        assert corrected(line) == line
