@@ -190,7 +190,7 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     table = symptoms()
     shown = {m.symptom for m in messages if shows_symptom(m) and not m.reported}
     told = {m.symptom for m in messages if m.reported} - shown  # shown only in the reporter's own words
-    for symptom_id in _present_symptoms(result, messages, table):
+    for symptom_id in _present_symptoms(result, messages, table, _raised_by_causes(made, messages)):
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
             continue  # a check already named the cause of this symptom's finding
@@ -420,9 +420,22 @@ def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
     return fixes_of(spec.code)
 
 
-def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom]) -> list[str]:
+def _raised_by_causes(made: set[str], messages: Sequence[MessageLine]) -> set[str]:
+    """The codes whose finding only lines naming a cause raised ("Module nvidia not found", a person's "the module was
+    not built for this kernel"): that finding is the cause's, and shows no symptom that shares its code (GH507's
+    "the driver could not be built or installed" is not what such a line says)."""
+    lines: dict[str, list[bool]] = {}
+    for m in messages:
+        if m.signature:
+            sig = signature(m.signature)
+            lines.setdefault(sig.code, []).append(bool(sig.cause))
+    return {code for code in made if lines.get(code) and all(lines[code])}
+
+
+def _present_symptoms(findings: list[Finding], messages: list[MessageLine], table: dict[str, Symptom],
+                      caused: set[str] = frozenset()) -> list[str]:
     """Symptom ids shown by a line or a command, or by a check whose code only one symptom uses (and whose finding
-    alone shows it: ``check_shows``)."""
+    alone shows it: ``check_shows``), unless only lines naming a cause raised that finding (``caused``)."""
     # a line the catalogue calls informational ("nothing to do") shows no symptom
     present = [m.symptom for m in messages if m.symptom in table
                and not (m.signature and signature(m.signature).severity == "info")]
@@ -431,7 +444,8 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
         by_code.setdefault(symptom.code, []).append(symptom)
     for finding in findings:
         ids = by_code.get(finding.code, [])
-        if len(ids) == 1 and ids[0].check_shows and finding.severity is not Severity.INFO:
+        if (len(ids) == 1 and ids[0].check_shows and finding.severity is not Severity.INFO
+                and finding.code not in caused):
             present.append(ids[0].id)
     return list(dict.fromkeys(p for p in present if p))
 

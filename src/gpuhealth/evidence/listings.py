@@ -280,6 +280,9 @@ def _is_prose(raw: str, log_prefix: LazyPattern) -> bool:
     return plain >= 0.6 * len(words) and function >= 2
 
 
+_MARKDOWN_LABEL = lazy_re(r"#{1,6}\s.{0,200}$|(?:\*\*|__)[^*_]{1,200}(?:\*\*|__):?$|(?:-{3,}|\*{3,}|_{3,})$")
+
+
 def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] | None = None) -> list[str]:
     """The lines of a pasted output that are a person's sentences. A package listing's parser skips every line that is
     not a row, so a sentence anywhere in it counts. Other programs' outputs have sentence-like lines of their own in
@@ -292,7 +295,9 @@ def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] 
     prose = [_is_prose(line, LOG_PREFIX) and not (own and own(line)) for line in lines]
     if not edges_only:
         return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
-    output = [i for i, line in enumerate(lines) if line and not prose[i]]
+    # a markdown heading, bold label or rule ("**Description**", "### Root cause", "---") frames a post's sections: it
+    # is no line of the output, so the sentences above it stay above the output
+    output = [i for i, line in enumerate(lines) if line and not prose[i] and not _MARKDOWN_LABEL.match(line)]
     if not output:
         return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
     first, last = output[0], output[-1]
