@@ -115,3 +115,24 @@ def test_long_words_are_not_corrected_two_edits_away():
 
     for line in ("the difference is the headless package", "its presence was noted", "listening on port 9400"):
         assert corrected(line) == line
+
+
+def test_a_cause_told_above_a_listing_in_a_markdown_post_is_read():
+    """A post's bold section labels ("**Description**") frame its sections: the sentences above a pasted os-release
+    are the reporter's, read as such, not hidden behind the label as if it were the output's first line."""
+    post = ("**Description**\n\nAfter the update the laptop boots to a black screen.\n\n"
+            "Root cause: the NVIDIA DKMS module was not built for the new kernel after the update.\n\n"
+            "**System info**\n\nNAME=\"Ubuntu\"\nVERSION=\"24.04.3 LTS (Noble Numbat)\"\nID=ubuntu\nID_LIKE=debian\n"
+            "PRETTY_NAME=\"Ubuntu 24.04.3 LTS\"\nVERSION_ID=\"24.04\"\n")
+    report = report_of(("post.md", post))
+    assert lead(report).code == "GH507" and lead(report).labels.get("reported") == "words"
+
+
+def test_a_finding_only_cause_lines_raised_keeps_the_causes_message():
+    """GH507 is both the module-not-built cause's check and the install-failed symptom's code: a finding raised only by
+    lines naming the cause is that cause's, not "the driver could not be built or installed; most likely no headers"."""
+    report = report_of(("notes.txt", "The nvidia module was not built for the running kernel after the update.\n"))
+    assert "most likely" not in lead(report).message and "not built" in lead(report).message
+    machine = report_of(("modprobe.txt", "modprobe: FATAL: Module nvidia not found in directory "
+                                         "/lib/modules/6.8.0-45-generic\n"))
+    assert lead(machine).code == "GH507" and "could not be built or installed" not in lead(machine).message
