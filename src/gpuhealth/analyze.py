@@ -827,7 +827,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
                               events=current.events + value.events,
                               module_banners=current.module_banners + value.module_banners,
                               groups=current.groups + value.groups, xids=current.xids + value.xids,
-                              bytes_scanned=current.bytes_scanned + value.bytes_scanned)
+                              bytes_scanned=current.bytes_scanned + value.bytes_scanned,
+                              # each file numbers its own lines: a driver load in one cannot be placed among
+                              # the other's Xids, so the merged log claims none (GH403 sees no reset between)
+                              driver_loads=())
         return True
     if key == "pci_devices" and isinstance(current, tuple) and isinstance(value, tuple):
         from gpuhealth.parsers.lspci import merge_devices  # here: analyze of files imports only what it reads
