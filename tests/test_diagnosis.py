@@ -68,6 +68,17 @@ def test_an_unknown_error_line_is_never_healthy():
     assert unknown.severity is Severity.WARNING and "frobnicator" in unknown.evidence[0].lines[0]
 
 
+def test_an_exception_name_alone_on_its_line_is_one_error_with_the_message_below():
+    # Python prints `raise RuntimeError("\\n" + text)` as the name, then the message on the next line (written here)
+    head = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+    known = report_of(("paste", head + "RuntimeError:\n  CUDA error: no kernel image is available for execution on "
+                                       "the device\n"))
+    assert "GH606" in codes(known) and "GH003" not in codes(known)  # the name adds nothing to a known message
+    unknown = report_of(("paste", head + "RuntimeError:\n  the frobnicator refused to start\n"))
+    (finding,) = [f for f in unknown.findings if f.code == "GH003"]
+    assert finding.evidence[0].lines == ("RuntimeError: the frobnicator refused to start",)
+
+
 def test_lines_that_say_nothing_failed_are_not_errors():
     report = report_of(("paste", "$ make\n0 errors, 0 warnings\nbuild finished without errors\n"))
     assert "GH003" not in codes(report)

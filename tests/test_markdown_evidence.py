@@ -39,7 +39,8 @@ def _kinds(text: str) -> list[str | None]:
 def test_a_fenced_session_gives_the_same_findings_as_the_bare_session(tag):
     issue = (f"### Describe the bug\nAfter the kernel update the GPU is gone.\n\n```{tag}\n{SESSION}```\n\n"
              "### Environment\nUbuntu 22.04, one A100. Thanks for any help.\n")
-    assert _codes(issue) == _codes(SESSION)
+    # the same findings, and the prose that nothing reads is named as not read (GH002: only partly understood)
+    assert _codes(issue) - {"GH002"} == _codes(SESSION) and "GH002" not in _codes(SESSION)
     assert "GH203" in _codes(issue)  # nvidia-smi's failure is read, not lost in prose
 
 
@@ -120,3 +121,27 @@ def test_an_xml_summary_element_is_not_a_fold():
     xml = "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n\t<gpu id=\"00000000:01:00.0\">\n\t\t<summary>N/A</summary>\n" \
           "\t</gpu>\n</nvidia_smi_log>\n"
     assert split_markdown(xml) is None
+
+
+# A post whose fenced block is read and whose prose is not: the hardware list and the quoted nvidia-smi answer are
+# words nothing here reads ("No supported GPUs found" is no NVIDIA tool's message), the block is a modprobe.d file
+# that leaves the NVIDIA driver alone. Written for this test.
+PARTLY_READ = ("# Server\n\nHardware:\n- CPU: AMD EPYC 7543\n- GPU: 2x NVIDIA RTX A6000\n\n"
+               "nvidia-smi -> No supported GPUs found\n\nMy modprobe config:\n\n"
+               "```\nblacklist nouveau\noptions nouveau modeset=0\n```\n\nAny ideas?\n")
+
+
+def test_a_post_only_partly_understood_is_never_healthy():
+    snapshot, log = analyze_texts([("notes.md", PARTLY_READ)])
+    assert any(r.kind == "modprobe-d" for r in log)  # the fenced block was read ...
+    report = run_checks(snapshot)
+    assert report.verdict == "NO DIAGNOSIS"  # ... but the prose was not: no all-clear on it
+    unread = [f.message for f in report.findings if f.code == "GH002"]
+    assert any("line 1 (prose" in m and "'# Server'" in m for m in unread)
+    assert not any("fenced" in m for m in unread)
+
+
+def test_a_fold_summary_is_a_label_not_evidence_left_unread():
+    issue = f"<details>\n<summary>nvidia-smi output</summary>\n\n```\n{TABLE}\n```\n</details>\n"
+    report = run_checks(analyze_texts([("notes.md", issue)])[0])
+    assert not any(f.code == "GH002" for f in report.findings)

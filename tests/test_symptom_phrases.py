@@ -21,6 +21,14 @@ def test_every_row_cites_a_source_and_names_a_symptom(row):
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_every_rows_patterns_compile(row):
+    # they compile on first use (a paste compiles only the rows its literals reach): a bad one must fail here
+    for pattern in (row.subject, row.predicate, row.context, row.unless):
+        if pattern is not None:
+            pattern.search("")  # compiles it: re.error fails the test
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_every_row_reads_its_examples_and_not_its_counterexamples(row):
     for example in row.examples:
         found = told_symptoms(example)

@@ -31,7 +31,7 @@ from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.markdown import Part as MarkdownPart
-from gpuhealth.parsers.markdown import split_markdown
+from gpuhealth.parsers.markdown import is_fold_tag, split_markdown
 from gpuhealth.parsers.session import Block, split_session, with_prompts
 from gpuhealth.parsers.wrapped import unwrap_lines
 from gpuhealth.records import record
@@ -153,8 +153,8 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
         if parts is None or len(parts) == 1:
             missed = _read_text(reading, name, text if parts is None else _fenced_text(parts[0]))
             reading.unrecognized.extend(missed[:1])
-        elif all([_read_text(reading, f"{name}: {part.label}", _fenced_text(part)) for part in parts]):
-            reading.unrecognized.append(f"{name} (markdown: none of its {len(parts)} parts)")
+        else:
+            reading.unrecognized.extend(_read_markdown(reading, name, parts))
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
@@ -209,6 +209,24 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
     return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+
+
+def _read_markdown(reading: _Reading, name: str, parts: list[MarkdownPart]) -> list[str]:
+    """Read each part of a markdown text on its own; what to name as not read. A part in which nothing was understood
+    is named even when other parts were: the evidence was then only partly understood, and what was not read may
+    hold the fault, so the report is never HEALTHY on it (GH002). A folding tag's summary is a label, not evidence."""
+    missed = [part for part in parts if _read_text(reading, f"{name}: {part.label}", _fenced_text(part))]
+    if len(missed) == len(parts):
+        return [f"{name} (markdown: none of its {len(parts)} parts)"]
+    unread = []
+    for part in missed:
+        if is_fold_tag(part.text):
+            continue
+        lines = [line.strip() for line in part.text.splitlines() if line.strip()]
+        what = "fenced block" if part.fenced else "prose"
+        unread.append(f"{name}: {part.label} ({what}, {len(lines)} line(s), not read: {lines[0][:60]!r}"
+                      f"{' ...' if len(lines) > 1 else ''})")
+    return unread
 
 
 def _fenced_text(part: MarkdownPart) -> str:
@@ -594,6 +612,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     explained = {line for _, line in matched} | set(reported) | told
     explained |= _read_banners(reading, piece, kind, read_into, lines)  # nvcc's, nvidia-smi's ... version lines
     named = 0  # lines the mined table names (GH309): read, so the piece was understood
+    lines = _join_bare_exceptions(lines, explained)
     for line in lines:
         if len(reading.unknown_seen) >= MAX_UNKNOWN_LINES:
             break
@@ -608,6 +627,32 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
     return len(matched) + named
+
+
+# An exception's name alone on its line ("RuntimeError:"), its message on the next: Python prints a message that
+# starts with a newline that way (raise RuntimeError("\\n" + text)), and people's pastes wrap it there too
+_BARE_EXCEPTION = lazy_re(r"^\s{0,8}[A-Za-z_][\w.]{0,80}(?:Error|Exception|Warning):\s*$")
+
+
+def _join_bare_exceptions(lines: list[str], explained: set[str]) -> list[str]:
+    """``lines`` with each bare exception name joined to the message on the line below it: one error line, not two.
+    Where the message is a line already explained (the catalogue knows it), the name alone says nothing more."""
+    out: list[str] = []
+    skip = False
+    for number, line in enumerate(lines):
+        if skip:
+            skip = False
+            continue
+        below = lines[number + 1] if number + 1 < len(lines) else ""
+        if not _BARE_EXCEPTION.match(line) or not below.strip():
+            out.append(line)
+        elif below in explained:
+            out.append(below)
+            skip = True
+        else:
+            out.append(f"{line.strip()} {below.strip()}")
+            skip = True
+    return out
 
 
 VERSION_BANNERS = "version banners"
@@ -643,14 +688,14 @@ def _linked_titles(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     if not linking:
         return set()
     from gpuhealth.knowledge.title_words import match_title
-    from gpuhealth.parsers.linked_titles import linked_titles
+    from gpuhealth.parsers.linked_titles import as_sentence, linked_titles
     from gpuhealth.parsers.prose_symptoms import told_symptoms
 
     read: set[str] = set()
     for title in linked_titles("\n".join(linking)):
         evidence = f"{title.address} (the title of a thread the reporter linked: {title.words!r})"
         sig = match_title(title.words)
-        told = told_symptoms(title.words) if sig is None else []
+        told = told_symptoms(as_sentence(title.words)) if sig is None else []
         if sig is not None:
             reading.messages.append(MessageLine(evidence, piece.name, sig.id, sig.symptom or None, reported=True))
         elif told:
@@ -678,10 +723,11 @@ def _title_facts(words: str, evidence: str, source: str) -> list[Any]:
 def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
     """The lines whose sentences tell a symptom in words (parsers/prose_symptoms.py), each kept as a reported line of
     that symptom; the lines, so that none of them also counts as an error line nobody knows."""
+    from gpuhealth.parsers.linked_titles import without_addresses
     from gpuhealth.parsers.prose_symptoms import told_symptoms  # read only for text nobody parsed
 
     told = set()
-    for found in told_symptoms("\n".join(lines)):
+    for found in told_symptoms("\n".join(without_addresses(line) for line in lines)):
         reading.messages.append(MessageLine(found.sentence[:500], piece.name, None, found.symptom, reported=True))
         told.add(lines[found.line])
     if told:
@@ -784,7 +830,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
                               events=current.events + value.events,
                               module_banners=current.module_banners + value.module_banners,
                               groups=current.groups + value.groups, xids=current.xids + value.xids,
-                              bytes_scanned=current.bytes_scanned + value.bytes_scanned)
+                              bytes_scanned=current.bytes_scanned + value.bytes_scanned,
+                              # each file numbers its own lines: a driver load in one cannot be placed among
+                              # the other's Xids, so the merged log claims none (GH403 sees no reset between)
+                              driver_loads=())
         return True
     if key == "pci_devices" and isinstance(current, tuple) and isinstance(value, tuple):
         from gpuhealth.parsers.lspci import merge_devices  # here: analyze of files imports only what it reads

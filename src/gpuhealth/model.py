@@ -524,6 +524,9 @@ class KernelLog:
     lines_scanned: int = 0
     events: tuple[KernelEvent, ...] = ()
     module_banners: tuple[str, ...] = ()  # "NVRM: loading NVIDIA UNIX ... Kernel Module  <ver> ..."
+    # the line numbers of those banners: each is a driver load (a boot or a reload), which resets the GPUs and
+    # applies a pending page retirement or row remap (GH403 tells an error that recurs after one)
+    driver_loads: tuple[int, ...] = ()
     groups: tuple[EventGroup, ...] = ()
     bytes_scanned: int = 0
     # Xid occurrences each with its own time and text: the last few per GPU and Xid (parsers/kernel_log.XID_RECENT),

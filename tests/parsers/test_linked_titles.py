@@ -13,7 +13,7 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.knowledge.signatures import signatures
 from gpuhealth.knowledge.title_words import loose_pattern, match_title, title_words
 from gpuhealth.model import Severity
-from gpuhealth.parsers.linked_titles import MAX_ADDRESSES, linked_titles
+from gpuhealth.parsers.linked_titles import MAX_ADDRESSES, as_sentence, linked_titles
 
 
 def words(text: str) -> list[str]:
@@ -132,6 +132,16 @@ def test_a_symptom_title_is_read_by_the_symptom_phrases():
     report = _report("see https://discuss.pytorch.org/t/nvidia-smi-takes-forever-on-a-new-node/5555\n")
     found = next(f for f in report.findings if f.code == "GH604")
     assert found.severity is Severity.WARNING
+
+
+def test_a_title_asking_by_inversion_is_a_question_not_a_told_symptom():
+    # the slug dropped the "?": "is nvidia-smi slow without persistence mode" asks, "nvidia-smi is slow" tells
+    assert as_sentence("is nvidia smi slow without persistence mode") == "is nvidia smi slow without persistence mode?"
+    assert as_sentence("nvidia smi is slow on a new node") == "nvidia smi is slow on a new node"
+    asking = _report("see https://discuss.pytorch.org/t/is-nvidia-smi-slow-without-persistence-mode/5555\n")
+    assert "GH604" not in {f.code for f in asking.findings} and asking.verdict != "HEALTHY"
+    telling = _report("see https://discuss.pytorch.org/t/nvidia-smi-is-slow-on-a-new-node/5555\n")
+    assert "GH604" in {f.code for f in telling.findings}
 
 
 def test_machine_output_beside_the_link_still_decides():

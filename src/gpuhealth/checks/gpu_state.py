@@ -187,13 +187,24 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         )
 
 
-@check("GH403", "ecc-uncorrectable", "Uncorrectable ECC memory errors", requires=("gpus",))
+@check("GH403", "ecc-uncorrectable", "Uncorrectable ECC memory errors", reads=("gpus", "kernel_log"))
 def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     Uncorrectable (double-bit) ECC errors: the volatile count (since the driver loaded), the
     aggregate count (lifetime, kept in the infoROM), SRAM uncorrectable errors, pages retired after
     double-bit errors, and rows remapped after uncorrectable errors.
+
+    Also, from the kernel log, a GPU whose memory is failing (`knowledge/memory_faults.csv`, each row citing
+    NVIDIA's document): an Xid 64 (the page retirement or row remap failed: "unable to retire page"; a
+    row-remapping failure is NVIDIA's RMA criterion once its field diagnostic validates it), an Xid 140 (an
+    uncorrectable error escaped page offlining and row remapping), or uncorrectable memory Xids (48, 94, 95) on the
+    same GPU both before and after a driver load in the log (a reboot or driver reload resets the GPU and applies
+    the pending retirement or remap, so an error after it is memory the repair did not cure). The GPU's Xids
+    (GH301) fold under this finding. Per GPU: errors on two GPUs are two one-offs, not a recurrence. A single
+    double-bit error with its recorded repair (Xid 48 then 63, "reboot to activate") is a one-off: GH301 reports
+    it with the reset. Xids a person names in words give at most a warning, and only the failure Xids count
+    there (words show no driver load between two errors).
 
     Why it matters:
     An uncorrectable error in this boot (volatile count above 0) means data on the GPU was lost: the
@@ -205,11 +216,23 @@ def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     For errors in this boot: drain the GPU and reset it (`sudo nvidia-smi --gpu-reset -i <index>`),
     which also applies a pending row remap. If errors come back, run `dcgmi diag -r 3` and contact
     the vendor. For history only: compare the counts over time; a growing aggregate count, SRAM
-    errors that recur, or a remapping failure (GH402) mean the GPU should be serviced.
+    errors that recur, or a remapping failure (GH402) mean the GPU should be serviced. For failing
+    memory in the kernel log, NVIDIA's procedure: drain the GPU, reset it, read its
+    `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT`, run the field diagnostic (`dcgmi diag -r 3` where
+    DCGM is installed) and replace the GPU (RMA, with `nvidia-bug-report.sh`) when it confirms.
 
     Exceptions:
     GPUs without ECC (most GeForce boards) report no counts, and the check says nothing for them.
+    A GPU reset with `nvidia-smi --gpu-reset` leaves no line in the kernel log, so only a driver load
+    there marks a reset; of several kernel logs given as files none is placed after another.
     """
+    from gpuhealth.checks.kernel_log import memory_faults  # the kernel log's failing memory (Xid 64/140, recurrence)
+
+    yield from memory_faults(snapshot)
+    if not snapshot.gpus:
+        yield Skip(snapshot.unavailable.get("smi") or snapshot.unavailable.get("nvml")
+                   or "no GPU data: neither nvidia-smi nor NVML reported a GPU, so no ECC counters were read")
+        return
     gpus = seen_gpus(snapshot)
     for seen in gpus:
         gpu = seen.gpu

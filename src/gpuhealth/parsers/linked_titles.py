@@ -34,7 +34,7 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["MAX_ADDRESSES", "LinkedTitle", "linked_titles"]
+__all__ = ["MAX_ADDRESSES", "LinkedTitle", "as_sentence", "linked_titles", "without_addresses"]
 
 MAX_ADDRESSES = 8  # addresses read per text
 MAX_SLUG = 200  # characters of a slug read (Stack Exchange cuts its slugs at about 80)
@@ -78,6 +78,24 @@ def linked_titles(text: str) -> list[LinkedTitle]:
         if len(found) >= MAX_ADDRESSES:
             break
     return found
+
+
+# A title that opens with an auxiliary verb before its subject is a question ("is nvidia-smi slow without persistence
+# mode"): English asks by inversion, and the slug has dropped the question mark that said so
+_INVERTED = lazy_re(r"^(?:is|are|was|were|am|does|do|did|can|could|should|shall|will|would|may|might|must|has|have|"
+                    r"had)(?:n t)? (?!not\b)\S")
+
+
+def without_addresses(line: str) -> str:
+    """``line`` with each web address blanked: an address is no sentence of the person who wrote the line, and a
+    title in it is read as a title (``linked_titles``), asking or telling, not as words of the line around it."""
+    return _ADDRESS.sub(" ", line[:MAX_TEXT]) if "://" in line else line
+
+
+def as_sentence(words: str) -> str:
+    """A title's words as the sentence its author wrote: an inverted question gets back the question mark the slug
+    dropped, so that the readers of a person's words take it as asking, not telling."""
+    return f"{words}?" if _INVERTED.match(words) else words
 
 
 def _slug(host: str, path: str) -> str:

@@ -21,7 +21,7 @@ from gpuhealth.lazyre import lazy_re
 from gpuhealth.parsers.session import prompt_command
 from gpuhealth.records import record
 
-__all__ = ["MAX_MARKDOWN_CHARS", "Part", "split_markdown"]
+__all__ = ["MAX_MARKDOWN_CHARS", "Part", "is_fold_tag", "split_markdown"]
 
 MAX_MARKDOWN_CHARS = 4 * 1024 * 1024  # larger texts are files, not posts
 MAX_QUOTE_DEPTH = 4  # "> > > text": nested quotes lose this many markers at most
@@ -87,6 +87,11 @@ def split_markdown(text: str) -> list[Part] | None:
     if not structured:
         return None
     return [p for p in parts if p.text.strip()] or None
+
+
+def is_fold_tag(text: str) -> bool:
+    """Whether a part is only a folding tag line (``<details>``, ``<summary>nvidia-smi</summary>``): a label."""
+    return "\n" not in text.strip() and bool(_FOLD_TAG.match(text.strip()))
 
 
 def _flush(parts: list[Part], prose: list[str], start: int) -> None:
