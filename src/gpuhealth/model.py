@@ -406,6 +406,8 @@ class Gpu:
     remapped_rows_uncorrectable: int | None = None
     remapped_rows_pending: bool | None = None
     remapped_rows_failure: bool | None = None
+    # banks with no spare row left: the row remapper histogram's "None" (nvmlRowRemapperHistogramValues_t)
+    remapped_rows_banks_none: int | None = None
     reset_required: bool | None = None
     recovery_action: str | None = None  # 590+: "None", "GPU Reset", "Node Reboot" ...
     # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
