@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import CORPUS
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.cli import main
@@ -111,3 +112,30 @@ def test_without_gpus_or_a_fault_gh403_is_skipped_not_passed():
     report = run_checks(snapshot)
     assert not [f for f in report.findings if f.code == "GH403"]
     assert [s for s in report.skipped if s.code == "GH403"]
+
+
+SMI_Q = CORPUS / "ml-engineering" / "nvidia-smi-q_excerpt_A100_510.73.08_remapped_rows_pending.txt"
+NO_SPARE = "            None                          : 0 bank(s)"
+
+
+def test_the_row_remapper_histogram_none_is_read_from_text_and_xml():
+    from gpuhealth.parsers.smi_query import parse_smi_query
+    from gpuhealth.parsers.smi_xml import parse_smi_xml
+
+    text = SMI_Q.read_text()
+    assert NO_SPARE in text
+    assert parse_smi_query(text).gpus[0].remapped_rows_banks_none == 0
+    assert parse_smi_query(text.replace(NO_SPARE, NO_SPARE.replace(": 0", ": 3"))).gpus[0].remapped_rows_banks_none == 3
+    xml = (CORPUS / "telegraf-nvidia-smi" / "a10g.xml").read_text()
+    assert "<row_remapper_histogram_none>0 bank(s)" in xml
+    assert parse_smi_xml(xml).gpus[0].remapped_rows_banks_none == 0
+
+
+def test_banks_without_spare_rows_warn_before_the_failure():
+    """The real excerpt (no bank without spares) says nothing of it; the same with 3 such banks (our edit) warns."""
+    text = SMI_Q.read_text()
+    quiet, _ = analyze_texts([("nvidia-smi-q.txt", text)])
+    assert not [f for f in run_checks(quiet).findings if f.code == "GH402"]
+    worn, _ = analyze_texts([("nvidia-smi-q.txt", text.replace(NO_SPARE, NO_SPARE.replace(": 0", ": 3")))])
+    (finding,) = [f for f in run_checks(worn).findings if f.code == "GH402"]
+    assert finding.severity is Severity.WARNING and "3 memory bank(s) have no spare row left" in finding.message

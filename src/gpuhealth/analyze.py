@@ -587,6 +587,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
+        from gpuhealth.parsers.gpu_mentions import mention_overlay  # GPUs and driver versions named (GH209)
+
+        reading.overlay(mention_overlay(lines, piece.name), piece.name)
     reported = _reported_xids(reading, piece, kind, lines)
     matched = scan_lines(lines)
     # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes. A line

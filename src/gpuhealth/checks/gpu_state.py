@@ -161,9 +161,15 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     The bad memory stays in use, so uncorrectable errors will recur and kill jobs on this GPU. A
     remapping failure is NVIDIA's criterion for returning the GPU for service.
 
+    Also, as a warning: memory banks with no spare row left (the row remapper's `Bank Remap Availability
+    Histogram`, its `None` count; NVML: "None means that there are no reserved rows available"). Nothing has
+    failed yet, but NVIDIA's RMA policy sets the row-remapping failure flag at the next uncorrectable error
+    that needs a remap in such a bank (a bank that already has eight uncorrectable rows remapped).
+
     How to fix:
     Drain the node (or take the GPU out of service), collect `sudo nvidia-bug-report.sh`, run
-    `dcgmi diag -r 3` if DCGM is installed, and open an RMA with the GPU or server vendor.
+    `dcgmi diag -r 3` if DCGM is installed, and open an RMA with the GPU or server vendor. For banks
+    without spare rows: watch the GPU's uncorrectable errors and plan its replacement.
 
     Exceptions:
     None.
@@ -172,6 +178,8 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     for seen in gpus:
         gpu = seen.gpu
         if not gpu.remapped_rows_failure:
+            if gpu.remapped_rows_banks_none:
+                yield _no_spare_rows(seen)
             continue
         yield Draft(
             Severity.CRITICAL, "Memory row remapping failed: drain the GPU and send it for service",
@@ -185,6 +193,26 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
                    Fix("dcgmi diag -r 3", "any", note="when DCGM is installed")),
             explains=("GH401",),
         )
+
+
+def _no_spare_rows(seen: Seen) -> Draft:
+    """Banks whose reserved rows are all used: the next uncorrectable error there fails its remap (NVIDIA's RMA
+    Policy: "a remapping attempt for an uncorrectable memory error on a bank that already has eight uncorrectable
+    error rows remapped")."""
+    gpu = seen.gpu
+    return Draft(
+        Severity.WARNING,
+        f"{gpu.remapped_rows_banks_none} memory bank(s) have no spare row left: the next uncorrectable error in one "
+        "cannot be remapped (a remapping failure, NVIDIA's RMA criterion)",
+        subject=seen.subject,
+        evidence=(Evidence(seen.source("remapped_rows_banks_none"), (
+            f"Remapped Rows Bank Remap Availability Histogram None: {gpu.remapped_rows_banks_none} bank(s)",
+            f"Remapped Rows Uncorrectable Error: {gpu.remapped_rows_uncorrectable}")),),
+        fixes=(slotted("nvidia-smi -q -d ROW_REMAPPER -i {index}", index=gpu.index,
+                       note="compare over time: a growing Uncorrectable Error count means the failure is near"),
+               Fix("dcgmi diag -r 3", "any", note="when DCGM is installed")),
+        action="run_diagnostics", impact="degraded",
+    )
 
 
 @check("GH403", "ecc-uncorrectable", "Uncorrectable ECC memory errors", reads=("gpus", "kernel_log"))
