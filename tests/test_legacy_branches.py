@@ -196,3 +196,20 @@ def test_the_drivers_own_refusal_leads_with_its_branch():
     assert result.findings[0].code == "GH209" and result.findings[0].severity is Severity.CRITICAL
     assert "340.xx" in result.findings[0].message
     assert "sudo apt-get install nvidia-legacy-340xx-driver" in [f.command for f in result.findings[0].fixes]
+
+
+# --------------------------------------------------------------------------- recommend
+
+
+def test_recommend_names_the_legacy_branch_of_a_gpu_older_than_the_gpu_table():
+    from gpuhealth.model import DriverInfo, PciDevice, Snapshot
+    from gpuhealth.recommend import recommend
+
+    def notes(device: str, name: str) -> str:
+        gpu = PciDevice("0000:01:00.0", "10de", device, "0300", name=name)
+        return " ".join(recommend(Snapshot(pci_devices=(gpu,), driver=DriverInfo(version="535.183.01"))).notes)
+
+    assert "only up to the 340.xx legacy driver branch" in notes("0612", "G92 [GeForce 9800 GTX / 9800 GTX+]")
+    assert "not in the GPU table" not in notes("0612", "G92 [GeForce 9800 GTX / 9800 GTX+]")
+    assert "only up to the 367.xx" in notes("0ff2", "GK107GL [GRID K1]")  # below Kepler's 470: said
+    assert "legacy driver branch" not in notes("102d", "GK210GL [Tesla K80]")  # Kepler's 470 already holds it
