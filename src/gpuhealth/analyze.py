@@ -587,6 +587,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
+        from gpuhealth.parsers.gpu_mentions import mention_overlay  # GPUs and driver versions named (GH209)
+
+        reading.overlay(mention_overlay(lines, piece.name), piece.name)
     reported = _reported_xids(reading, piece, kind, lines)
     matched = scan_lines(lines)
     # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes. A line
@@ -827,7 +830,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
                               events=current.events + value.events,
                               module_banners=current.module_banners + value.module_banners,
                               groups=current.groups + value.groups, xids=current.xids + value.xids,
-                              bytes_scanned=current.bytes_scanned + value.bytes_scanned)
+                              bytes_scanned=current.bytes_scanned + value.bytes_scanned,
+                              # each file numbers its own lines: a driver load in one cannot be placed among
+                              # the other's Xids, so the merged log claims none (GH403 sees no reset between)
+                              driver_loads=())
         return True
     if key == "pci_devices" and isinstance(current, tuple) and isinstance(value, tuple):
         from gpuhealth.parsers.lspci import merge_devices  # here: analyze of files imports only what it reads
