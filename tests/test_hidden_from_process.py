@@ -157,3 +157,50 @@ def test_a_cpu_only_build_is_its_own_cause_whatever_the_variable():
     session = ("$ export CUDA_VISIBLE_DEVICES=1\n$ python train.py\n"
                "AssertionError: Torch not compiled with CUDA enabled\n")
     assert lead(report_of(("session.txt", session))).code == "GH605"
+
+
+# --------------------------------------------------------------------------- the value the failing command saw
+
+def test_a_later_working_run_does_not_clear_the_prefix_the_failure_ran_under():
+    session = (SMI_ONE + "$ CUDA_VISIBLE_DEVICES=1 python train.py\n" + NO_GPUS
+               + "$ CUDA_VISIBLE_DEVICES=0 python train.py\nepoch 1 loss 0.25\n")
+    top = lead(report_of(("session.txt", session)))
+    assert top.code == "GH608" and "CUDA_VISIBLE_DEVICES=1" in top.message
+
+
+def test_a_prefix_holds_for_its_own_command_only():
+    # `VAR=2 cmd` set it for eval.py alone; train.py failed under the exported 0, which cannot hide every GPU
+    session = ("$ export CUDA_VISIBLE_DEVICES=0\n$ CUDA_VISIBLE_DEVICES=2 python eval.py\nepoch 1 loss 0.25\n"
+               "$ python train.py\n" + NO_GPUS)
+    report = report_of(("session.txt", session))
+    assert report.snapshot.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert lead(report).code == "GH605" and not gh608(report)
+
+
+def test_an_unset_before_the_failure_leaves_the_variable_unknown():
+    session = ("$ export CUDA_VISIBLE_DEVICES=3\n$ echo $CUDA_VISIBLE_DEVICES\n3\n$ unset CUDA_VISIBLE_DEVICES\n"
+               "$ python train.py\n" + NO_GPUS)
+    assert "CUDA_VISIBLE_DEVICES" not in report_of(("session.txt", session)).snapshot.env
+
+
+@pytest.mark.parametrize(("blocks", "expected"), [
+    ([("export CUDA_VISIBLE_DEVICES=1", ""), ("python x.py", "")], {"CUDA_VISIBLE_DEVICES": "1"}),
+    ([("CUDA_VISIBLE_DEVICES=1", ""), ("python x.py", "")], {"CUDA_VISIBLE_DEVICES": "1"}),
+    ([("CUDA_VISIBLE_DEVICES=1 python a.py", ""), ("python x.py", "")], {}),
+    ([("export CUDA_VISIBLE_DEVICES=1 && python x.py", "")], {"CUDA_VISIBLE_DEVICES": "1"}),
+    ([("cat run.sh", "export CUDA_VISIBLE_DEVICES=4\npython x.py\n"), ("bash run.sh", "")],
+     {"CUDA_VISIBLE_DEVICES": "4"}),
+    ([("cat run.sh", "export CUDA_VISIBLE_DEVICES=4\n"), ("bash run.sh", ""), ("python x.py", "")], {}),
+    ([("cat env.sh", "export CUDA_VISIBLE_DEVICES=4\n"), ("source env.sh", ""), ("python x.py", "")],
+     {"CUDA_VISIBLE_DEVICES": "4"}),
+    ([("export CUDA_VISIBLE_DEVICES=4", ""), ("unset CUDA_VISIBLE_DEVICES", ""), ("python x.py", "")],
+     {"CUDA_VISIBLE_DEVICES": None}),
+    ([("env", "PATH=/usr/bin\nCUDA_VISIBLE_DEVICES=5\n"), ("python x.py", "")], {"CUDA_VISIBLE_DEVICES": "5"}),
+    ([("export CUDA_VISIBLE_DEVICES=0", ""), ("python x.py", '    os.environ["CUDA_VISIBLE_DEVICES"] = "6"\n')],
+     {"CUDA_VISIBLE_DEVICES": "6"}),
+    ([("export CUDA_VISIBLE_DEVICES=$GPU", ""), ("python x.py", "")], {}),
+])
+def test_the_shell_scoping_of_the_variable(blocks, expected):
+    from gpuhealth.evidence.facts import visible_in_effect
+
+    assert visible_in_effect(blocks, len(blocks) - 1) == expected

@@ -213,3 +213,15 @@ def test_recommend_names_the_legacy_branch_of_a_gpu_older_than_the_gpu_table():
     assert "not in the GPU table" not in notes("0612", "G92 [GeForce 9800 GTX / 9800 GTX+]")
     assert "only up to the 367.xx" in notes("0ff2", "GK107GL [GRID K1]")  # below Kepler's 470: said
     assert "legacy driver branch" not in notes("102d", "GK210GL [Tesla K80]")  # Kepler's 470 already holds it
+
+
+def test_a_refusal_naming_only_the_pci_id_gets_the_ids_legacy_branch():
+    """nv.c's message for a GPU the release does not support names the PCI ID, not the branch (example lines in its
+    format, kernel-open/nvidia/nv.c)."""
+    log = ("[    5.2] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1004)\n"
+           "[    5.2] NVRM: installed in this system is not supported by the\n"
+           "[    5.2] NVRM: NVIDIA 535.183.01 driver release.\n")
+    result = report(("dmesg.log", log))
+    lead = result.findings[0]
+    assert lead.code == "GH209" and "470.xx" in lead.message  # GK110 [GeForce GTX 780]: Kepler, 470.xx
+    assert "sudo apt-get install nvidia-driver-470" in [f.command for f in lead.fixes]

@@ -1059,13 +1059,16 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     with an index N > 0, the GPU count unknown: CUDA stops at the first listed index that does not
     exist, and GPU 0 exists whenever any GPU does, so the list hides every GPU exactly when the host
     has N GPUs or fewer; `nvidia-smi -L` decides. The same for "invalid device ordinal" under such a
-    list: every ordinal is invalid when it hides them all. The variable's value is the last assignment
-    the evidence shows (`export`, a `VAR=value command` prefix, `os.environ[...]`, a sourced script
-    shown with `cat`). And: a program sees no GPU while the same evidence shows the driver serving
-    them (`nvidia-smi -L` lists GPUs, or PyTorch printed `torch.cuda.is_available(): True` in another
-    run) and the variable is not shown: PyTorch's "No CUDA GPUs are available" is a CUDA build
-    counting zero devices, and what keeps a working driver's GPUs from one process is its
-    environment, most often `CUDA_VISIBLE_DEVICES` set in the script that starts it.
+    list: every ordinal is invalid when it hides them all. In a terminal session the value judged is
+    the one the failing command ran under, scoped as the shell scopes it: an `export` or `unset`
+    holds for later commands, a `VAR=value command` prefix and a script the command runs (shown with
+    `cat`) for that command only, a `source`d script for later ones, the program's own
+    `os.environ[...]` last; a later run under another value does not change it. And: a program sees
+    no GPU while the same evidence shows the driver serving them (`nvidia-smi -L` lists GPUs, or
+    PyTorch printed `torch.cuda.is_available(): True` in another run) and the variable is not shown:
+    PyTorch's "No CUDA GPUs are available" is a CUDA build counting zero devices, and what keeps a
+    working driver's GPUs from one process is its environment, most often `CUDA_VISIBLE_DEVICES` set
+    in the script that starts it.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
