@@ -225,3 +225,12 @@ def test_a_refusal_naming_only_the_pci_id_gets_the_ids_legacy_branch():
     lead = result.findings[0]
     assert lead.code == "GH209" and "470.xx" in lead.message  # GK110 [GeForce GTX 780]: Kepler, 470.xx
     assert "sudo apt-get install nvidia-driver-470" in [f.command for f in lead.fixes]
+
+
+def test_each_gpu_once_and_a_programs_line_over_the_words():
+    from gpuhealth.parsers.gpu_mentions import mention_overlay
+
+    lines = ["Our GTX 770 is not detected.", "| 0  GeForce GTX 770 |  Off  |",
+             "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GK104 [GeForce GTX 770] [10de:1184]"]
+    (only,) = mention_overlay(lines, "x")["mentioned"]
+    assert (only.value, only.named, only.reported) == ("1184", "10de:1184", False)
