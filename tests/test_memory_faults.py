@@ -139,3 +139,16 @@ def test_banks_without_spare_rows_warn_before_the_failure():
     worn, _ = analyze_texts([("nvidia-smi-q.txt", text.replace(NO_SPARE, NO_SPARE.replace(": 0", ": 3")))])
     (finding,) = [f for f in run_checks(worn).findings if f.code == "GH402"]
     assert finding.severity is Severity.WARNING and "3 memory bank(s) have no spare row left" in finding.message
+
+
+def test_the_failing_gpu_folds_only_its_own_xids(tmp_path):
+    """Xid 64 on one GPU and a DBE on another: the other GPU's Xid 48 stays a root of its own."""
+    log = (DATA / "dbe-retirement-failed.log").read_text() + (
+        "[ 9001.100200] NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit error (DBE) has been detected on "
+        "GPU in the framebuffer at partition 2, subpartition 0.\n")
+    (tmp_path / "dmesg.log").write_text(log)
+    document = analyze_json(tmp_path / "dmesg.log")
+    assert lead(document) == "GH403"
+    (root,) = [r for r in document["root_causes"] if r["key"].startswith("GH403")]
+    assert root["explains"] and all("0000:8a:00" in key for key in root["explains"])
+    assert any(r["key"].startswith("GH301") and "0000:3b:00" in r["key"] for r in document["root_causes"])

@@ -117,6 +117,8 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     problems: list[str] = []
     evidence: list[Evidence] = []
     legacy = _legacy_branch(lines)  # "supported through the NVIDIA 580.xx Legacy drivers": that branch
+    if lines and not legacy:  # "... (PCI ID: 10de:1004) ... is not supported by the ...": the ID's last branch
+        legacy = _refused_legacy(snapshot, lines, drivers)
     words = False  # a problem rests on a person's words (a GPU named in a sentence): at most a warning
     if drivers and gpus:
         version, where, told, said = drivers[0]
@@ -273,6 +275,28 @@ def _refused_with_gsp(snapshot: Snapshot) -> str | None:
         arch = architecture(model.architecture) if model else None
         if arch is not None and arch.open_modules != "unsupported":
             return f"the GPU at {event.pci_address or 'an unnamed address'} [10de:{m[1].lower()}, {model.architecture}]"
+    return None
+
+
+_RELEASE = lazy_re(r"NVIDIA (\d{2,3}(?:\.\d+){0,2})(?:\.xx)? (?:NVIDIA )?driver release")
+
+
+def _refused_legacy(snapshot: Snapshot, lines: list[MessageLine], drivers: list[tuple[str, str, bool, str]]
+                    ) -> str | None:
+    """The legacy branch of a GPU the driver refused without naming one ("is not supported by the NVIDIA 535.183.01
+    driver release"), from the PCI ID its message gives, when the refusing release is past that branch."""
+    texts = [m.line for m in lines if m.signature == "nvrm-gpu-not-supported"]
+    if not texts:
+        return None
+    events = snapshot.kernel_log.events if snapshot.kernel_log else ()
+    texts += [e.message for e in events if "PCI ID" in e.message and "not supported" in e.message][:MAX_LINES]
+    release = next((m[1] for m in map(_RELEASE.search, texts) if m), None) or (drivers[0][0] if drivers else None)
+    number = branch_of(release)
+    for text in texts:
+        found = _PCI_ID.search(text)
+        last = last_branch(found[1]) if found else None
+        if last is not None and number is not None and number > last.number:
+            return last.label
     return None
 
 
