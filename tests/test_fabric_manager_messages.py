@@ -105,3 +105,24 @@ def test_no_nvswitch_stays_quiet():
             f"{JOURNAL}nv-fabricmanager[3194]: request to query NVSwitch device information from NVSwitch driver "
             "failed with error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]\n" + FAILED)
     assert "GH210" not in {f.code for f in report(text).findings}
+
+
+def test_any_other_error_of_fabric_managers_log_is_its_word_not_an_unknown_line():
+    text = (FM_LOG.replace("ERROR", "INFO") + "Fabric Manager version 570.86.15 is running with the following "
+            "configuration options\n"
+            + FM_LOG + "failed to open NVSwitch device index 3 with error NV_ERR_OPERATING_SYSTEM\n")
+    result = report(text)
+    codes = [f.code for f in result.findings]
+    assert "GH003" not in codes, codes
+    (finding,) = [f for f in result.findings if f.code == "GH210"]
+    assert finding.severity.value == "warning"
+    assert "failed to open NVSwitch device index 3" in finding.message
+    assert "systemctl status nvidia-fabricmanager" in commands(finding)
+
+
+def test_fabric_managers_error_beside_its_failed_unit_is_evidence_of_the_failure():
+    text = FM_LOG + "failed to open NVSwitch device index 3 with error NV_ERR_OPERATING_SYSTEM\n" + FAILED
+    finding = gh210(text)
+    assert finding.severity.value == "critical"
+    shown = [line for e in finding.evidence for line in e.lines]
+    assert any("failed to open NVSwitch device" in line for line in shown)

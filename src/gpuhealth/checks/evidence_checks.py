@@ -19,6 +19,7 @@ from gpuhealth.checks.registry import (
     table_fixes,
 )
 from gpuhealth.commands import fix as slotted
+from gpuhealth.inert import one_line
 from gpuhealth.knowledge.drivers import architecture, branch_of, branches
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.legacy import last_branch
@@ -409,7 +410,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     GB200) the ib_umad kernel module not loaded, or the NVLink Subnet Manager (the nvlsm package) not
     installed, which the Fabric Manager User Guide makes a prerequisite there; a Fabric Manager of another
     version than the driver's; fewer NVSwitches than the baseboard has ("detected number of NVSwitches don't
-    match with any supported system topology").
+    match with any supported system topology"). Any other [ERROR] line of its log is Fabric Manager's word
+    too: with nothing saying it is down, a warning that quotes it (is it still running, did the GPUs join the
+    fabric?), never an unknown line.
 
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
@@ -433,6 +436,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     PCIe GPUs and NVLink bridges between pairs of GPUs need no Fabric Manager.
     """
     lines = lines_for(snapshot, "GH210")
+    # Fabric Manager's own [ERROR] lines that name no known cause (a symptom row, GH806's): a fault of the fabric
+    # only with other evidence
+    logged = [m for m in snapshot.messages or () if m.signature == FM_LOG_ERROR]
     cuda = snapshot.cuda
     state = cuda.fabricmanager_active if cuda else None
     errors = cuda.fabricmanager_errors if cuda else ()
@@ -449,7 +455,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     if errors and switch is not False:
         evidence.append(Evidence("journalctl -u nvidia-fabricmanager", errors[:MAX_LINES]))
     if not evidence and not lines:
-        if state is None and not lines:
+        if logged and (state is None or state.split()[0] not in _NOT_RUNNING):
+            yield _fabric_manager_logged_errors(logged)
+        elif state is None:
             yield Skip("needs `systemctl status nvidia-fabricmanager`, or a program's error 802")
         elif state.split()[0] in _NOT_RUNNING and snapshot.pci_devices is None and not snapshot.gpus:
             yield _fabric_manager_down_unknown_system(snapshot, state, cuda.fabricmanager_enabled if cuda else None)
@@ -464,7 +472,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         fixes = table_fixes("GH210")
     shown = {line for e in evidence for line in e.lines}
     yield Draft(Severity.CRITICAL, message,
-                evidence=tuple(evidence) + line_evidence([m for m in lines if m.line not in shown]),
+                evidence=tuple(evidence) + line_evidence([m for m in lines + logged if m.line not in shown]),
                 fixes=fixes, explains=("GH610", "GH605", "GH408", "GH806"))
 
 
@@ -478,6 +486,18 @@ def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | 
     rows = [signature(m.signature) for m in lines if m.signature]
     rows += [row for row in map(match_line, errors) if row is not None]
     return next((row.id for row in rows if row.code == "GH210" and fixes_of(f"GH210:{row.id}")), None)
+
+
+FM_LOG_ERROR = "fm-log-error"  # signatures.csv: any [ERROR] line of Fabric Manager's own log
+
+
+def _fabric_manager_logged_errors(logged: list[MessageLine]) -> Draft:
+    """Fabric Manager's log holds [ERROR] lines no catalogue row explains, and nothing says it is down: it is
+    Fabric Manager's word (not an unknown line), worth a warning; whether it still runs decides what it means."""
+    first = one_line(logged[0].line.split("] ", 3)[-1])[:200]
+    return Draft(Severity.WARNING, f"Fabric Manager logged {len(logged)} error line(s) that name no known cause: "
+                 f"{first}", evidence=line_evidence(logged), fixes=table_fixes("GH210", kind=FM_LOG_ERROR),
+                 explains=("GH806",))
 
 
 def _fabric_manager_down_unknown_system(snapshot: Snapshot, state: str, enabled: str | None) -> Draft:
