@@ -225,3 +225,32 @@ def test_a_refusal_naming_only_the_pci_id_gets_the_ids_legacy_branch():
     lead = result.findings[0]
     assert lead.code == "GH209" and "470.xx" in lead.message  # GK110 [GeForce GTX 780]: Kepler, 470.xx
     assert "sudo apt-get install nvidia-driver-470" in [f.command for f in lead.fixes]
+
+
+def test_each_gpu_once_and_a_programs_line_over_the_words():
+    from gpuhealth.parsers.gpu_mentions import mention_overlay
+
+    lines = ["Our GTX 770 is not detected.", "| 0  GeForce GTX 770 |  Off  |",
+             "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GK104 [GeForce GTX 770] [10de:1184]"]
+    (only,) = mention_overlay(lines, "x")["mentioned"]
+    assert (only.value, only.named, only.reported) == ("1184", "10de:1184", False)
+
+
+def test_the_miner_keeps_device_rows_with_a_legacy_branch_and_refuses_a_board_of_another_branch():
+    """tools/mine/mine_legacy_gpus.py on entries written in supported-gpus.json's form (examples, not NVIDIA's file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mine_legacy_gpus", REPO / "tools/mine/mine_legacy_gpus.py")
+    miner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(miner)
+    chips = [{"devid": "0x0612", "name": "GeForce 9800 GTX/9800 GTX+", "legacybranch": "340.xx", "features": []},
+             {"devid": "0x1184", "name": "GeForce GTX 770", "legacybranch": "470.xx", "features": []},
+             {"devid": "0x1184", "subdevid": "0x0001", "subvendorid": "0x10DE", "name": "GeForce GTX 770",
+              "legacybranch": "470.xx", "features": []},
+             {"devid": "0x2330", "name": "NVIDIA H100 80GB HBM3", "features": ["kernelopen"]}]
+    assert miner.legacy_rows(chips, "SGJ525") == [("0612", "GeForce 9800 GTX/9800 GTX+", "340.xx", "SGJ525"),
+                                                 ("1184", "GeForce GTX 770", "470.xx", "SGJ525")]
+    chips.append({"devid": "0x1184", "subdevid": "0x0002", "subvendorid": "0x10DE", "name": "GeForce GTX 770",
+                  "features": []})  # a board of the same ID that the current branch supports: the table cannot say
+    with pytest.raises(SystemExit, match="1184"):
+        miner.legacy_rows(chips, "SGJ525")

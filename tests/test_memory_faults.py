@@ -79,7 +79,7 @@ def test_an_uncorrectable_error_after_a_driver_load_on_the_same_gpu_recurs():
     document = analyze_json(DATA / "dbe-again-after-reboot.log")
     assert lead(document) == "GH403"
     (finding,) = findings(document, "GH403")
-    assert "came back after the driver loaded again (line 4" in finding["message"]
+    assert "came back after the driver loaded again at line 4 " in finding["message"]
     shown = [line for e in finding["evidence"] for line in e["lines"]]
     assert any(line.startswith("2: ") for line in shown) and any(line.startswith("5: ") for line in shown)
 
@@ -152,3 +152,24 @@ def test_the_failing_gpu_folds_only_its_own_xids(tmp_path):
     (root,) = [r for r in document["root_causes"] if r["key"].startswith("GH403")]
     assert root["explains"] and all("0000:8a:00" in key for key in root["explains"])
     assert any(r["key"].startswith("GH301") and "0000:3b:00" in r["key"] for r in document["root_causes"])
+
+
+def test_a_gpu_at_the_page_retirement_limit_warns():
+    """64 retired pages, the documented maximum, warn (hand-written excerpt in nvidia-smi -q's layout); 63 do not."""
+    def excerpt(sbe: int, dbe: int) -> str:
+        return ("==============NVSMI LOG==============\n\nDriver Version                            : 470.82.01\n"
+                "Attached GPUs                             : 1\nGPU 00000000:00:04.0\n"
+                "    Product Name                          : Tesla V100-SXM2-16GB\n"
+                "    Retired Pages\n"
+                f"        Single Bit ECC                    : {sbe}\n"
+                f"        Double Bit ECC                    : {dbe}\n"
+                "        Pending Page Blacklist            : No\n")
+
+    def gh402(text: str) -> list:
+        snapshot, _ = analyze_texts([("nvidia-smi-q.txt", text)])
+        assert snapshot.gpus and snapshot.gpus[0].retired_pages_dbe is not None
+        return [f for f in run_checks(snapshot).findings if f.code == "GH402"]
+
+    assert gh402(excerpt(40, 23)) == []
+    (finding,) = gh402(excerpt(40, 24))
+    assert finding.severity is Severity.WARNING and "64 pages retired" in finding.message

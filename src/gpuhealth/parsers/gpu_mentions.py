@@ -44,7 +44,7 @@ _BRANCH_IN_NAME = lazy_re(
     r"|(?:akmod-|kmod-|xorg-x11-drv-)?nvidia-(?P<xx>\d{3})xx)", re.IGNORECASE)
 _PCI_ID = lazy_re(r"(?<![\w:])10de:(?P<device>[0-9a-f]{4})(?![0-9a-f])", re.IGNORECASE)
 _FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|we|we've|our|me)\b", re.IGNORECASE)
-_WORD = lazy_re(r"[^\s,;()\[\]\"'`]+")
+_WORD = lazy_re(r"[^\s,;()\[\]\"'`|]+")
 
 
 def mentions(line: str, source: str) -> list[Mention]:
@@ -87,7 +87,8 @@ def _gpu_names(text: str) -> list[tuple[str, tuple[str, ...]]]:
     once; a run of words is named by the keys joined (what the whole run's key is)."""
     from gpuhealth.knowledge.legacy import devices_keyed, name_starts, word_key
 
-    words = [m[0] for m in _WORD.finditer(text)][:MAX_WORDS]
+    # words with a letter or digit: a table's "|" or a sentence's "." between words is no part of a name
+    words = [m[0].rstrip(".:!?") for m in _WORD.finditer(text) if any(c.isalnum() for c in m[0])][:MAX_WORDS]
     keys = [word_key(w) for w in words]
     digits = [any(c.isdigit() for c in w) for w in words]
     starts = name_starts()
@@ -128,9 +129,12 @@ MAX_MENTIONS = 40
 
 def mention_overlay(lines: list[str], source: str) -> dict[str, tuple[Mention, ...]]:
     """The snapshot overlay (``mentioned``) for the lines of a text no parser read; empty when none names anything."""
-    found: list[Mention] = []
+    found: dict[tuple[str, str], Mention] = {}  # each GPU and each driver once, where it is first named
     for line in lines:
-        found += mentions(line, source)
+        for mention in mentions(line, source):
+            seen = found.get((mention.what, mention.value))
+            if seen is None or (seen.reported and not mention.reported):  # a program's line over a person's words
+                found[(mention.what, mention.value)] = mention
         if len(found) >= MAX_MENTIONS:
             break
-    return {"mentioned": tuple(found[:MAX_MENTIONS])} if found else {}
+    return {"mentioned": tuple(found.values())[:MAX_MENTIONS]} if found else {}
