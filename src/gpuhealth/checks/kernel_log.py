@@ -456,3 +456,91 @@ def nvswitch_sxid(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     """
     yield from _event_check(snapshot, {"sxid"}, Severity.WARNING,
                             "NVSwitch {address}: SXid errors", (Fix("nvidia-smi nvlink -s", "any"),))
+
+
+# --------------------------------------------------------------------------- GH403's reading of the kernel log
+
+MEMORY_FIXES = (  # NVIDIA's procedure for failing GPU memory: drain, reset, field diagnostic, then the RMA
+    Fix("drain the node in the scheduler so no new job lands on this GPU", "any", disruptive=True),
+    Fix("sudo nvidia-smi --gpu-reset -i {index}", "any", disruptive=True,
+        note="applies a pending page retirement or row remap; reboot if the reset is refused"),
+    Fix("nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT -i {index}", "any",
+        note="Remapping Failure Occurred, Pending and the retired pages: what the RMA request asks for"),
+    Fix("dcgmi diag -r 3", "any", note="when DCGM is installed; NVIDIA's field diagnostic decides the RMA"),
+    Fix("sudo nvidia-bug-report.sh", "any", note="attach it to the RMA request to the GPU or server vendor"),
+)
+
+
+def memory_faults(snapshot: Snapshot) -> Iterator[Draft]:
+    """Per GPU (PCI address), a memory fault the kernel log shows to persist (``knowledge/memory_faults.csv``): an Xid
+    of role "failure" (64: the retirement or remap failed; 140: an error escaped them), or an uncorrectable error
+    (48, 94, 95) logged both before and after a driver load (a boot or a reload, which resets the GPU and applies
+    the pending retirement or remap). A DBE with its recorded repair (48 then 63) in one boot is neither: a
+    one-off, GH301's. Faults on different GPUs are each their own GPU's, never one GPU's recurrence."""
+    from gpuhealth.knowledge.xid import memory_roles  # lazily: only a kernel log with Xids asks
+
+    log = snapshot.kernel_log
+    if log is None:
+        return
+    roles = memory_roles()
+
+    def of_role(wanted: str) -> dict[Any, Tally]:
+        return tallies(snapshot, {"xid"}, key=lambda g: g.pci_address,
+                       keep=lambda g: g.xid in roles and roles[g.xid].role == wanted)
+
+    failed, uncorrectable = of_role("failure"), of_role("uncorrectable")
+    for address in sorted(failed.keys() | uncorrectable.keys(), key=lambda a: a or ""):
+        failure = failed.get(address)
+        # words show no driver load between two errors: only a failure Xid counts there
+        recurred = None if log.reported else _after_reload(log, address, uncorrectable.get(address), roles)
+        if failure is None and recurred is None:
+            continue
+        codes = sorted({e.xid for e in failure.samples if e.xid is not None}) if failure else []
+        reasons = [f"Xid {code}: {roles[code].why.split(':')[0]}" for code in codes]
+        lines = list(samples(failure)) if failure else []
+        if recurred is not None:
+            before, load, after = recurred
+            codes.append(after.xid)
+            reasons.append(f"uncorrectable errors came back after the driver loaded again at line {load} (a reboot "
+                           "or driver reload resets the GPU and applies its memory repair)")
+            lines += [shown for e in (before, after) if (shown := f"{e.line_number}: {e.line}") not in lines]
+        found = (failure, uncorrectable.get(address))
+        yield _memory_draft(snapshot, address, codes, reasons, lines, found, roles)
+
+
+def _memory_draft(snapshot: Snapshot, address: str | None, codes: list[int], reasons: list[str], lines: list[str],
+                  found: tuple[Tally | None, ...], roles: dict) -> Draft:
+    """GH403's finding for one GPU whose memory is failing: the documented procedure, its Xids folded under it."""
+    tally = Tally()
+    for part in found:
+        if part is not None:
+            tally.merge(part)
+    subject = snapshot.gpu_subject(address)
+    sources = sorted({roles[c].source_url for c in codes if c in roles})
+    return Draft(
+        as_reported(snapshot, Severity.CRITICAL),
+        f"GPU {address or '(address not logged)'}: its memory is failing: {'; '.join(reasons)}"
+        f"{_when(snapshot, tally) if snapshot.kernel_log.reported else ''} - next: drain it, reset it, run the"
+        " field diagnostic and replace it (RMA) when the diagnostic confirms",
+        subject=subject,
+        evidence=(Evidence(snapshot.kernel_log.source, tuple(lines)), Evidence("NVIDIA", tuple(sources))),
+        fixes=tuple(filled(f, index=subject.gpu_index) for f in MEMORY_FIXES),
+        explains=("GH301",),  # the Xids of that GPU are its symptoms: one cause, not a list of Xids
+        labels={"xid": str(codes[0])}, last_seen=last_seen(tally),
+        action="contact_support", impact="gpu_unusable",
+    )
+
+
+def _after_reload(log: Any, address: str | None, found: Tally | None,
+                  roles: dict) -> tuple[KernelEvent, int, KernelEvent] | None:
+    """An uncorrectable memory Xid of this GPU before a driver load and one after it (the first after), or None."""
+    if found is None or found.first is None or found.last is None or not log.driver_loads:
+        return None
+    first, last = found.first.line_number or 0, found.last.line_number or 0
+    load = next((n for n in log.driver_loads if first < n < last), None)
+    if load is None:
+        return None
+    candidates = [e for e in (*found.samples, found.last, *log.xids)
+                  if e is not None and e.pci_address == address and e.xid in roles
+                  and roles[e.xid].role == "uncorrectable" and (e.line_number or 0) > load]
+    return found.first, load, min(candidates, key=lambda e: e.line_number or 0)

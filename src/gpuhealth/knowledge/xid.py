@@ -41,7 +41,8 @@ from gpuhealth.knowledge import table_rows
 from gpuhealth.model import Severity
 from gpuhealth.records import record
 
-__all__ = ["ACTION_WORDS", "XidInfo", "action_in_words", "all_xids", "lookup"]
+__all__ = ["ACTION_WORDS", "MEMORY_ROLES", "MemoryRole", "XidInfo", "action_in_words", "all_xids", "lookup",
+           "memory_roles"]
 
 # NVIDIA's resolution buckets (XIDCAT "Guidance Class"), said in words for the report.
 ACTION_WORDS: dict[str, str] = {
@@ -149,3 +150,37 @@ def _info(code: int) -> XidInfo:
         in_use=_flag(row["in_use"], code, "in_use"),
         source=row["source"],
     )
+
+
+# What a memory-family Xid says of the GPU's memory (memory_faults.csv): "failure", the GPU's own repair failed or
+# was escaped (its memory is failing whatever else the log shows); "uncorrectable", an uncorrectable error, a fault
+# of the memory when it comes back on the same GPU after a reset; "detail", the same memory's other Xids (a
+# recorded repair, the DRAM/SRAM detail of an Xid 48), symptoms folded under the fault.
+MEMORY_ROLES = ("failure", "uncorrectable", "detail")
+
+
+@record
+class MemoryRole:
+    xid: int
+    role: str  # one of MEMORY_ROLES
+    why: str
+    source_title: str
+    source_url: str
+
+
+@functools.cache
+def memory_roles() -> dict[int, MemoryRole]:
+    """Xid code -> its role in a GPU memory fault (``memory_faults.csv``): every code there is a memory-family Xid
+    of the catalogue (cause class "memory / ECC")."""
+    roles: dict[int, MemoryRole] = {}
+    for row in table_rows("memory_faults.csv"):
+        code = int(row["xid"])
+        if code in roles or row["role"] not in MEMORY_ROLES:
+            raise ValueError(f"memory_faults.csv: Xid {code} appears twice or has an unknown role {row['role']!r}")
+        info = lookup(code)
+        if info is None or not info.cause_class.startswith("memory / ECC"):
+            raise ValueError(f"memory_faults.csv: Xid {code} is not a memory / ECC Xid of xid.csv")
+        if not row["source_title"] or not row["source_url"].startswith("https://"):
+            raise ValueError(f"memory_faults.csv: Xid {code} names no source")
+        roles[code] = MemoryRole(code, row["role"], row["why"], row["source_title"], row["source_url"])
+    return roles

@@ -1204,6 +1204,7 @@ class _Collector:
     def __init__(self) -> None:
         self.groups: dict[tuple[str, str | None, int | None, str], _Group] = {}
         self.banners: list[str] = []
+        self.loads: list[int] = []  # the banners' line numbers (KernelLog.driver_loads)
         self.quiet: dict[bytes, _Group] = {}  # exact NVRM message -> its group
         self.quiet_norm: dict[bytes, _Group] = {}  # the same with numbers replaced
         self.dropped: set[bytes] = set()  # exact NVRM messages that are folded repeats
@@ -1321,8 +1322,10 @@ class _Collector:
         elif banner := _BANNER.search(message):
             if len(self.banners) < _MAX_BANNERS:
                 self.banners.append(banner.group(0).rstrip())
+                self.loads.append(line.number)
             else:
                 self.banners[-1] = banner.group(0).rstrip()  # the latest load is the one that counts
+                self.loads[-1] = line.number
         elif _JOINABLE.search(message) and not (_SENTENCE_END.search(message) and not _wants_more(message)):
             self.pending = [line]
         else:
@@ -1463,11 +1466,13 @@ class _Collector:
             mine.samples.extend(group.samples[:max(0, _SAMPLES - 1 - len(mine.samples))])
             mine.last, mine.last_raw = group.last, None
         self.fallen |= later.fallen
-        for banner in later.banners:
+        for banner, load in zip(later.banners, later.loads, strict=True):
             if len(self.banners) < _MAX_BANNERS:
                 self.banners.append(banner)
+                self.loads.append(load + lines)
             else:
                 self.banners[-1] = banner
+                self.loads[-1] = load + lines
         for key, rate in later.rates.items():
             if key in self.rates:
                 self.rates[key].absorb(rate)
@@ -1505,7 +1510,8 @@ class _Collector:
                         key=lambda e: e.line_number or 0)
         xids = sorted((e for recent in self.recent.values() for e in recent), key=lambda e: e.line_number or 0)
         return KernelLog(source=source, format=fmt, lines_scanned=lines_scanned, events=tuple(events),
-                         module_banners=tuple(self.banners), groups=tuple(groups), xids=tuple(xids))
+                         module_banners=tuple(self.banners), groups=tuple(groups), xids=tuple(xids),
+                         driver_loads=tuple(self.loads))
 
 
 def _template(message: str) -> str:
