@@ -136,3 +136,16 @@ def test_a_finding_only_cause_lines_raised_keeps_the_causes_message():
     machine = report_of(("modprobe.txt", "modprobe: FATAL: Module nvidia not found in directory "
                                          "/lib/modules/6.8.0-45-generic\n"))
     assert lead(machine).code == "GH507" and "could not be built or installed" not in lead(machine).message
+
+
+def test_a_cause_named_beside_a_pasted_message_on_one_line_is_read():
+    """A person pastes a program's message inside their own sentences: the catalogue reads the message, and the cause
+    the next sentence names is read too (only a cause, in a sentence the catalogue does not match); it leads and
+    explains the message's symptom."""
+    line = ("When I run nvidia-smi I get: `NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+            "driver. Make sure that the latest NVIDIA driver is installed and running.` I think the cause is my "
+            "failure to complete the MOK enrollment at the reboot.\n")
+    report = report_of(("notes.txt", line))
+    assert lead(report).code == "GH506" and "GH203" in lead(report).explains
+    alone = report_of(("notes.txt", line.split(" I think")[0] + "\n"))
+    assert "GH506" not in {f.code for f in alone.findings}

@@ -627,7 +627,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     told: set[str] = set()
     if unknown_lines and kind in (None, "app-log"):
         known = {line for _, line in matched}
-        told = _told_symptoms(reading, piece, [line for line in lines if line not in known])
+        told = _told_symptoms(reading, piece, [line for line in lines if line not in known],
+                              [line for line in lines if line in known])
         told |= _linked_titles(reading, piece, lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
@@ -750,9 +751,13 @@ def _title_facts(words: str, evidence: str, source: str) -> list[Any]:
             for fact in (*unit_statements(words), *install_statements(words))]
 
 
-def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str]:
+def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: list[str] = ()) -> set[str]:
     """The lines whose sentences tell a symptom in words (parsers/prose_symptoms.py), each kept as a reported line of
-    that symptom; the lines, so that none of them also counts as an error line nobody knows."""
+    that symptom; the lines, so that none of them also counts as an error line nobody knows. A line the catalogue
+    knows (``known``) is a program's message, but a person may paste it inside their own sentences ("nvidia-smi says
+    `NVIDIA-SMI has failed ...`; I think the MOK enrollment never finished"): there only a cause named in a sentence
+    the catalogue does not match is read."""
+    from gpuhealth.knowledge.signatures import match_line
     from gpuhealth.parsers.linked_titles import without_addresses
     from gpuhealth.parsers.prose_symptoms import told_symptoms  # read only for text nobody parsed
 
@@ -760,6 +765,9 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str]) -> set[str
     for found in told_symptoms("\n".join(without_addresses(line) for line in lines)):
         reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
+    for found in told_symptoms("\n".join(without_addresses(line) for line in known)) if known else ():
+        if found.cause and match_line(found.sentence) is None:
+            reading.messages.append(told_message(found, found.sentence[:500], piece.name))
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
     return told
