@@ -108,7 +108,9 @@ def test_dispatch_and_own_lines():
     assert not sample_line("P2P is much slower than without it, any idea?")
 
 
-@pytest.mark.parametrize("text", ["", "hello\n", "P2P Connectivity Matrix\n", "> Peer access from x : Maybe\n"])
+@pytest.mark.parametrize("text", ["", "hello\n", "P2P Connectivity Matrix\n", "> Peer access from x : Maybe\n",
+                                  "Device=\u00b2 CAN Access Peer Device=1\n",  # a digit int() refuses
+                                  "> Peer access from a (GPU\u00b2) -> b (GPU1) : Yes\n"])
 def test_nothing_read_is_a_parse_error(text):
     with pytest.raises(ParseError):
         parse_p2p_test(text)

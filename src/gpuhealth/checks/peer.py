@@ -24,14 +24,14 @@ MAX_SHOWN = 8
 
 
 def _gpu_number(name: str) -> int | None:
-    return int(name[3:]) if name.startswith("GPU") and name[3:].isdigit() else None
+    return int(name[3:]) if name.startswith("GPU") and name[3:].isdecimal() else None
 
 
 def _nvlink_pairs(snapshot: Snapshot) -> set[frozenset[int]]:
     """nvidia-smi's GPU numbers of the pairs joined by NVLink: ``topo -m`` NV#, ``topo -p2p n`` OK."""
     found: set[frozenset[int]] = set()
     links = [(link.a, link.b) for link in (snapshot.topology.links if snapshot.topology else ())
-             if link.kind.startswith("NV") and link.kind[2:].isdigit()]
+             if link.kind.startswith("NV") and link.kind[2:].isdecimal()]
     p2p = snapshot.p2p
     if p2p is not None and p2p.topo_p2p_capability == "nvlink":
         links += [(link.a, link.b) for link in p2p.topo_p2p if link.kind == "OK"]

@@ -159,7 +159,7 @@ _P2P_CAPABILITIES = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "
 # CUDA samples that test GPU peer-to-peer (NVIDIA/cuda-samples): p2pBandwidthLatencyTest's matrices, simpleP2P's
 # peer access lines and data check (parsers/cuda_p2p.py)
 _P2P_TEST_WORDS = ("P2P Connectivity Matrix", "P2P=Disabled Bandwidth Matrix", "(Peer-to-Peer) GPU Bandwidth Latency",
-                   "> Peer access from ", "support of peer to peer memory access")
+                   "Access Peer Device=", "> Peer access from ", "support of peer to peer memory access")
 
 
 @evidence_kind("cuda-p2p-test", commands=(r"\S*(?:p2pBandwidthLatencyTest|simpleP2P)\b",), priority=905,

@@ -84,7 +84,7 @@ def _lines(text: str) -> list[str]:
 
 def _int(token: str) -> int | None:
     token = token.strip()
-    return int(token) if token.isdigit() and len(token) <= 6 else None
+    return int(token) if token.isdecimal() and len(token) <= 6 else None
 
 
 def _float(token: str) -> float | None:
