@@ -22,7 +22,7 @@ endif
 INSTALL_FROM ?= .
 INSTALL_PIP_FLAGS ?=
 
-.PHONY: run test lint bench docs demo eval tables mine mine-tools mine-api clean install uninstall dist
+.PHONY: run test lint bench docs demo eval tables mine mine-tools mine-api mine-legacy clean install uninstall dist
 
 $(RUNTIME): pyproject.toml
 	@echo "Setting up $(VENV): a Python venv in this clone with gpuhealth (editable) and its runtime dependencies"
@@ -90,6 +90,13 @@ MINED = tools/mine/checkouts
 mine-api:
 	nice -n 10 $(PYTHON) tools/mine/mine_api.py --cuda-include $(MINED)/cuda-include --nvml $(MINED)/go-nvml \
 		--nccl $(MINED)/nccl --dcgm $(MINED)/DCGM --pytorch $(MINED)/pytorch
+
+# Each GPU's last driver branch (knowledge/legacy_gpus.csv, GH209): SUPPORTED_GPUS is the supported-gpus.json of a driver
+# package (sh NVIDIA-Linux-x86_64-<version>.run -x); LEGACY_SOURCE its source keys (knowledge/sources.py).
+SUPPORTED_GPUS ?= tools/mine/checkouts/supported-gpus.json
+LEGACY_SOURCE ?= SGJ525 (legacybranch); LEGACYGPU
+mine-legacy:
+	nice -n 10 $(PYTHON) tools/mine/mine_legacy_gpus.py --json $(SUPPORTED_GPUS) --source "$(LEGACY_SOURCE)"
 
 install:
 	@echo "Installing gpuhealth into $(INSTALL_VENV) (its own venv), linked from $(INSTALL_BIN)/gpuhealth"

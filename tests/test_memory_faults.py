@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import CORPUS
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.cli import main
@@ -111,3 +112,64 @@ def test_without_gpus_or_a_fault_gh403_is_skipped_not_passed():
     report = run_checks(snapshot)
     assert not [f for f in report.findings if f.code == "GH403"]
     assert [s for s in report.skipped if s.code == "GH403"]
+
+
+SMI_Q = CORPUS / "ml-engineering" / "nvidia-smi-q_excerpt_A100_510.73.08_remapped_rows_pending.txt"
+NO_SPARE = "            None                          : 0 bank(s)"
+
+
+def test_the_row_remapper_histogram_none_is_read_from_text_and_xml():
+    from gpuhealth.parsers.smi_query import parse_smi_query
+    from gpuhealth.parsers.smi_xml import parse_smi_xml
+
+    text = SMI_Q.read_text()
+    assert NO_SPARE in text
+    assert parse_smi_query(text).gpus[0].remapped_rows_banks_none == 0
+    assert parse_smi_query(text.replace(NO_SPARE, NO_SPARE.replace(": 0", ": 3"))).gpus[0].remapped_rows_banks_none == 3
+    xml = (CORPUS / "telegraf-nvidia-smi" / "a10g.xml").read_text()
+    assert "<row_remapper_histogram_none>0 bank(s)" in xml
+    assert parse_smi_xml(xml).gpus[0].remapped_rows_banks_none == 0
+
+
+def test_banks_without_spare_rows_warn_before_the_failure():
+    """The real excerpt (no bank without spares) says nothing of it; the same with 3 such banks (our edit) warns."""
+    text = SMI_Q.read_text()
+    quiet, _ = analyze_texts([("nvidia-smi-q.txt", text)])
+    assert not [f for f in run_checks(quiet).findings if f.code == "GH402"]
+    worn, _ = analyze_texts([("nvidia-smi-q.txt", text.replace(NO_SPARE, NO_SPARE.replace(": 0", ": 3")))])
+    (finding,) = [f for f in run_checks(worn).findings if f.code == "GH402"]
+    assert finding.severity is Severity.WARNING and "3 memory bank(s) have no spare row left" in finding.message
+
+
+def test_the_failing_gpu_folds_only_its_own_xids(tmp_path):
+    """Xid 64 on one GPU and a DBE on another: the other GPU's Xid 48 stays a root of its own."""
+    log = (DATA / "dbe-retirement-failed.log").read_text() + (
+        "[ 9001.100200] NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit error (DBE) has been detected on "
+        "GPU in the framebuffer at partition 2, subpartition 0.\n")
+    (tmp_path / "dmesg.log").write_text(log)
+    document = analyze_json(tmp_path / "dmesg.log")
+    assert lead(document) == "GH403"
+    (root,) = [r for r in document["root_causes"] if r["key"].startswith("GH403")]
+    assert root["explains"] and all("0000:8a:00" in key for key in root["explains"])
+    assert any(r["key"].startswith("GH301") and "0000:3b:00" in r["key"] for r in document["root_causes"])
+
+
+def test_a_gpu_at_the_page_retirement_limit_warns():
+    """64 retired pages, the documented maximum, warn (hand-written excerpt in nvidia-smi -q's layout); 63 do not."""
+    def excerpt(sbe: int, dbe: int) -> str:
+        return ("==============NVSMI LOG==============\n\nDriver Version                            : 470.82.01\n"
+                "Attached GPUs                             : 1\nGPU 00000000:00:04.0\n"
+                "    Product Name                          : Tesla V100-SXM2-16GB\n"
+                "    Retired Pages\n"
+                f"        Single Bit ECC                    : {sbe}\n"
+                f"        Double Bit ECC                    : {dbe}\n"
+                "        Pending Page Blacklist            : No\n")
+
+    def gh402(text: str) -> list:
+        snapshot, _ = analyze_texts([("nvidia-smi-q.txt", text)])
+        assert snapshot.gpus and snapshot.gpus[0].retired_pages_dbe is not None
+        return [f for f in run_checks(snapshot).findings if f.code == "GH402"]
+
+    assert gh402(excerpt(40, 23)) == []
+    (finding,) = gh402(excerpt(40, 24))
+    assert finding.severity is Severity.WARNING and "64 pages retired" in finding.message

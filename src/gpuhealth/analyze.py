@@ -16,6 +16,8 @@ from typing import Any
 
 from gpuhealth.evidence import identify, route
 from gpuhealth.evidence.facts import (
+    VISIBILITY_FAILURES,
+    VISIBILITY_VARIABLES,
     cuda_library_lines,
     device_request_lines,
     env_lines,
@@ -23,6 +25,7 @@ from gpuhealth.evidence.facts import (
     p2p_lines,
     secure_boot_lines,
     signing_key_lines,
+    visible_in_effect,
 )
 from gpuhealth.evidence.listings import PACKAGE_LISTINGS, embedded_rpm_packages
 from gpuhealth.evidence.toolchain import kbuild_compiler_lines
@@ -206,9 +209,34 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     if len(blocks) == 1 and blocks[0].command is None:
         return [] if _read_piece(reading, Piece(name, text), None, container=False) else [name]
     reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
+    env_before = dict(reading.fields.get("env") or {})
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
+    _visibility_at_failure(reading, name, blocks, env_before)
     return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+
+
+def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], before: dict[str, str]) -> None:
+    """CUDA_VISIBLE_DEVICES as the session's failing command saw it (the first whose output says the process sees no
+    GPU, or not the one it asks for), not as the session's last command set it (GH608 judges the value): a later
+    ``CUDA_VISIBLE_DEVICES=0 python x.py`` that works does not clear the ``=1`` the failure ran under."""
+    failed = {m.source for m in reading.messages if m.signature in VISIBILITY_FAILURES}
+    failing = next((i for i, block in enumerate(blocks) if _block_name(name, block) in failed), None)
+    if failing is None or "env" not in reading.fields:
+        return
+    effect = visible_in_effect([(b.command, b.output) for b in blocks], failing)
+    env = dict(reading.fields["env"])
+    for variable in VISIBILITY_VARIABLES:
+        if variable in effect:
+            value = effect[variable]
+        elif env.get(variable) != before.get(variable):  # set by this session only after the failure
+            value = before.get(variable)
+        else:
+            continue
+        env.pop(variable, None)
+        if value is not None:
+            env[variable] = value
+    reading.fields["env"] = env
 
 
 def _read_markdown(reading: _Reading, name: str, parts: list[MarkdownPart]) -> list[str]:
@@ -593,6 +621,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
+        from gpuhealth.parsers.gpu_mentions import mention_overlay  # GPUs and driver versions named (GH209)
+
+        reading.overlay(mention_overlay(lines, piece.name), piece.name)
     reported = _reported_xids(reading, piece, kind, lines)
     matched = scan_lines(lines)
     # a symptom in the reporter's own words ("nvidia-smi takes forever"): its differential ranks the causes. A line

@@ -406,6 +406,8 @@ class Gpu:
     remapped_rows_uncorrectable: int | None = None
     remapped_rows_pending: bool | None = None
     remapped_rows_failure: bool | None = None
+    # banks with no spare row left: the row remapper histogram's "None" (nvmlRowRemapperHistogramValues_t)
+    remapped_rows_banks_none: int | None = None
     reset_required: bool | None = None
     recovery_action: str | None = None  # 590+: "None", "GPU Reset", "Node Reboot" ...
     # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
@@ -632,6 +634,21 @@ class DeviceRequest:
 
 
 @record
+class Mention:
+    """A GPU or an NVIDIA driver version named in text analyze could not read as one program's output (a package file
+    name in an installer's log, a PCI ID in a log line, a GPU model in a person's sentence): GH209 holds them together
+    (parsers/gpu_mentions.py)."""
+
+    what: str  # "gpu" or "driver"
+    value: str  # a gpu: its PCI device IDs, space-separated ("0612 0613": a name several boards share); a driver:
+    # its version ("343.22") or branch ("470")
+    named: str  # the words that name it: "9800GTX+", "10de:0612", "libgl1-nvidia-glx_343.22-2"
+    line: str  # the line they are in (at most 300 characters)
+    source: str
+    reported: bool = False  # a person's words, not a program's output
+
+
+@record
 class P2pPair:
     """One ordered pair of GPUs in a CUDA sample's peer-to-peer test; the samples number GPUs as CUDA does."""
 
@@ -762,6 +779,8 @@ class Snapshot:
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
     devices_requested: tuple[DeviceRequest, ...] = ()
+    # analyze: GPUs and driver versions named in text no parser read (GH209): package names, PCI IDs, models in words
+    mentioned: tuple[Mention, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from
@@ -796,6 +815,8 @@ class Snapshot:
         changes: dict[str, Any] = {"reported": ()}
         if any(m.reported for m in self.messages or ()):  # lines of a person's words (words-* rows, told symptoms)
             changes["messages"] = tuple(m for m in self.messages or () if not m.reported)
+        if any(m.reported for m in self.mentioned):  # GPUs and drivers named in a person's sentences
+            changes["mentioned"] = tuple(m for m in self.mentioned if not m.reported)
         for fact in self.reported:
             current = changes.get(fact.field, getattr(self, fact.field))
             if fact.field == "unavailable":  # the words answered what pasted evidence leaves open: open again
@@ -807,7 +828,8 @@ class Snapshot:
     @property
     def has_reported(self) -> bool:
         """Whether anything in the snapshot comes from a person's words (facts, or lines the checks read)."""
-        return bool(self.reported) or any(m.reported for m in self.messages or ())
+        return (bool(self.reported) or any(m.reported for m in self.messages or ())
+                or any(m.reported for m in self.mentioned))
 
     @property
     def gpus(self) -> tuple[Gpu, ...]:

@@ -123,6 +123,7 @@ def _gpu(nvml: Any, fn: Callable[[str], Any], index: int) -> Gpu:
     if reasons is None:
         reasons = _call(fn("nvmlDeviceGetCurrentClocksThrottleReasons"), handle)
     remapped = _call(fn("nvmlDeviceGetRemappedRows"), handle)
+    histogram = _call(fn("nvmlDeviceGetRowRemapperHistogram"), handle) if remapped is not None else None
     mig = _call(fn("nvmlDeviceGetMigMode"), handle)
     ecc_mode = _call(fn("nvmlDeviceGetEccMode"), handle)
     bus_id = getattr(pci, "busId", None)
@@ -179,12 +180,17 @@ def _gpu(nvml: Any, fn: Callable[[str], Any], index: int) -> Gpu:
         remapped_rows_uncorrectable=remapped[1] if isinstance(remapped, (tuple, list)) else None,
         remapped_rows_pending=_bool(remapped[2]) if isinstance(remapped, (tuple, list)) else None,
         remapped_rows_failure=_bool(remapped[3]) if isinstance(remapped, (tuple, list)) else None,
+        remapped_rows_banks_none=_count(getattr(histogram, "none", None)),
         source="NVML",
     )
 
 
 def _bool(value: Any) -> bool | None:
     return bool(value) if isinstance(value, int) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _enabled(value: Any) -> str | None:

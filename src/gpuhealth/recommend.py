@@ -12,6 +12,9 @@ Rules (docs/recommend-and-fix.md):
 - Preferred branch: the architecture's legacy branch when it has one (470 for Kepler, 580 for Maxwell,
   Pascal and Volta); otherwise the Long Term Support branch with the latest end of life that is not past
   it and whose CUDA version is confirmed; then a production branch; then the newest that supports it.
+- A GPU whose own last branch (NVIDIA's list per device ID, ``knowledge/legacy.py``) ends before its
+  architecture's (GRID K1: 367.xx), or that is older than every architecture of the table (a GeForce 9800: 340.xx),
+  is named in a note with that branch.
 - One driver serves every GPU of a host: the host's branch is chosen among the branches that support all
   of its models. Open kernel modules when every GPU supports them and the branch is 560 or newer (the open
   flavour is the default from R560); required when any GPU is Blackwell.
@@ -175,7 +178,10 @@ def recommend(snapshot: Snapshot) -> Recommendation:
     advice = tuple(_advise(device_id, entries, month) for device_id, entries in models.items())
     known = [a for a in advice if a.architecture]
     for item in advice:
-        if item.architecture is None:
+        legacy = _legacy_note(item)
+        if legacy:
+            notes.append(legacy)
+        elif item.architecture is None:
             notes.append(f"PCI device 10de:{item.device_id} is not in the GPU table (gpus.csv): "
                          "its architecture is unknown, so it is left out of the choice")
     if not advice:
@@ -224,6 +230,25 @@ def recommend(snapshot: Snapshot) -> Recommendation:
         cuda_max=cuda.native[-1] if cuda and cuda.native else None,
         wheel_index=f"{WHEEL_INDEX}/{cuda.pytorch_wheel}" if cuda and cuda.pytorch_wheel else None,
         verdict=verdict, verdict_reason=reason, fabric_manager=fabric)
+
+
+def _legacy_note(item: GpuAdvice) -> str | None:
+    """A GPU whose own last branch (NVIDIA's list per device ID, knowledge/legacy.py) ends before its architecture's,
+    or that has no architecture here (older than Fermi): that branch is the most its driver can be."""
+    from gpuhealth.knowledge.legacy import last_branch
+    from gpuhealth.knowledge.sources import cite
+
+    last = last_branch(item.device_id)
+    if last is None or last.basis != "device":
+        return None
+    arch = drivers.architecture(item.architecture) if item.architecture else None
+    if arch is not None and (arch.last_branch is None or arch.last_branch <= last.number):
+        return None  # the architecture's own legacy branch says the same: the choice above already holds it
+    name = item.name or last.name or f"10de:{item.device_id}"
+    left = ("; a newer branch, chosen here for its architecture, does not drive it" if arch is not None
+            else "; it is left out of the choice")
+    return (f"{name} (PCI device 10de:{item.device_id}) is supported only up to the {last.label} legacy driver "
+            f"branch ({cite(last.source, addresses=False)}){left}")
 
 
 def _verdict(installed: str | None, branch: int | None, supports_all: bool | None, month: str | None,

@@ -1058,7 +1058,17 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     device is detected", PyTorch's "No CUDA GPUs are available") while `CUDA_VISIBLE_DEVICES` begins
     with an index N > 0, the GPU count unknown: CUDA stops at the first listed index that does not
     exist, and GPU 0 exists whenever any GPU does, so the list hides every GPU exactly when the host
-    has N GPUs or fewer; `nvidia-smi -L` decides.
+    has N GPUs or fewer; `nvidia-smi -L` decides. The same for "invalid device ordinal" under such a
+    list: every ordinal is invalid when it hides them all. In a terminal session the value judged is
+    the one the failing command ran under, scoped as the shell scopes it: an `export` or `unset`
+    holds for later commands, a `VAR=value command` prefix and a script the command runs (shown with
+    `cat`) for that command only, a `source`d script for later ones, the program's own
+    `os.environ[...]` last; a later run under another value does not change it. And: a program sees
+    no GPU while the same evidence shows the driver serving them (`nvidia-smi -L` lists GPUs, or
+    PyTorch printed `torch.cuda.is_available(): True` in another run) and the variable is not shown:
+    PyTorch's "No CUDA GPUs are available" is a CUDA build counting zero devices, and what keeps a
+    working driver's GPUs from one process is its environment, most often `CUDA_VISIBLE_DEVICES` set
+    in the script that starts it.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
@@ -1081,11 +1091,15 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     A valid subset (`CUDA_VISIBLE_DEVICES=0,1` on an 8-GPU host) is a deliberate choice and not
     reported; schedulers (Slurm, Kubernetes) set it per job. An index in pasted evidence is not judged
     when the evidence does not show how many GPUs the host has. MIG without a failing program is
-    reported as information only (one MIG device per process is how MIG is used).
+    reported as information only (one MIG device per process is how MIG is used). Where a program's
+    output shows the driver down (nvidia-smi cannot reach it, the module does not load), that cause
+    leads (GH203, GH201): a list that may hide GPUs is then information, named for after the fix.
     """
     mig_said, mig_lines = _mig_shown(snapshot)
     mig = bool(mig_said or mig_lines) and not _one_mig_selected(snapshot)
-    if snapshot.origin == "evidence" and not snapshot.env and not mig and not snapshot.devices_requested:
+    hidden = _hidden_from_process(snapshot)
+    if snapshot.origin == "evidence" and not snapshot.env and not mig and not snapshot.devices_requested \
+            and not hidden:
         yield Skip("the environment was not collected")
         return
     count = gpu_count(snapshot)
@@ -1109,6 +1123,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
         yield _mig_draft(snapshot, mig_said, mig_lines)
     elif not count and (first := _first_entry_hides_all(snapshot)):
         yield _first_entry_draft(snapshot, *first)
+    elif hidden:
+        yield _hidden_from_process_draft(*hidden)
     elif not count and any(snapshot.env.get(n, "").strip() for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")):
         # an index list cannot be judged without the GPU count: not checked, so not ruled out either
         shown = ", ".join(f"{n}={snapshot.env[n]}" for n in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
@@ -1126,29 +1142,105 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
 # cudaErrorNoDevice / CUDA_ERROR_NO_DEVICE ("no CUDA-capable device is detected", CUDA Runtime API, enum cudaError)
 # and PyTorch's "No CUDA GPUs are available" (torch/cuda/__init__.py, raised when the device count is 0).
 _SEES_NO_GPU = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available"})
+# cudaErrorInvalidDevice, "invalid device ordinal": the ordinal is none of the devices the process sees, which is
+# every ordinal when CUDA_VISIBLE_DEVICES hides them all (CUDA Runtime API, enum cudaError)
+_ORDINAL_INVALID = frozenset({"cuda-invalid-device"})
+# the symptoms of lines that show the NVIDIA driver down (knowledge/symptoms.csv): then no process sees a GPU
+_DRIVER_DOWN = frozenset({"driver-unreachable", "module-refuses-to-load"})
+
+
+def _driver_shown_down(snapshot: Snapshot) -> bool:
+    """A program's line (not the reporter's words) shows the driver down: nvidia-smi cannot reach it, or the
+    module does not load. That cause, not a variable, then keeps the GPUs from every process."""
+    return any(m.symptom in _DRIVER_DOWN and not m.reported for m in snapshot.messages or ())
 
 
 def _first_entry_hides_all(snapshot: Snapshot) -> tuple[int, str, MessageLine] | None:
-    """CUDA_VISIBLE_DEVICES begins with GPU index N > 0 while the program says it sees no GPU at all, the host's GPU
-    count unknown. CUDA keeps only the listed indices and stops at the first that does not exist (CUDA C++
-    Programming Guide, "CUDA Environment Variables"), so it sees none exactly when the host has N GPUs or fewer;
-    index 0 exists whenever any GPU does, so a list that begins with 0 cannot hide them all."""
+    """CUDA_VISIBLE_DEVICES begins with GPU index N > 0 while the program says it sees no GPU at all, or that the
+    device ordinal it asks for is invalid, the host's GPU count unknown. CUDA keeps only the listed indices and stops
+    at the first that does not exist (CUDA C++ Programming Guide, "CUDA Environment Variables"), so it sees none
+    exactly when the host has N GPUs or fewer; index 0 exists whenever any GPU does, so a list that begins with 0
+    cannot hide them all."""
     value = snapshot.env.get("CUDA_VISIBLE_DEVICES", "").strip()
     first = value.split(",")[0].strip()
     if not first.isdigit() or int(first) == 0:
         return None
     line = next((m for m in snapshot.messages or () if m.signature in _SEES_NO_GPU), None)
+    line = line or next((m for m in snapshot.messages or () if m.signature in _ORDINAL_INVALID), None)
     return (int(first), value, line) if line is not None else None
 
 
 def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: MessageLine) -> Draft:
+    fails = ("the device ordinal it asks for is invalid" if line.signature in _ORDINAL_INVALID
+             else "the program sees no GPU")
+    message = (f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and {fails}: on a host with {first} GPU(s) or "
+               "fewer that index does not exist, and CUDA hides it and every entry after it")
+    down = _driver_shown_down(snapshot)
+    if down:  # the driver is down for every process: that cause leads (GH203, GH201); the variable is checked after
+        message = ("The driver is down in this evidence, which alone keeps every GPU from the program; once it is "
+                   f"up, check CUDA_VISIBLE_DEVICES={value}: it begins with GPU {first}, which a host with {first} "
+                   "GPU(s) or fewer does not have")
     return Draft(
-        Severity.WARNING, f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and the program sees no GPU: on a "
-        f"host with {first} GPU(s) or fewer that index does not exist, and CUDA hides it and every entry after it",
+        Severity.INFO if down else Severity.WARNING, message,
         evidence=(Evidence("environment", (f"CUDA_VISIBLE_DEVICES={value}",)),
                   Evidence(line.source or "the program", (line.line,)),
                   Evidence("GPUs", ("the GPU count is not in the evidence: nvidia-smi -L lists the valid indices",))),
-        fixes=table_fixes("GH608"), explains=("GH605", "GH610"))
+        fixes=table_fixes("GH608"), explains=() if down else ("GH605", "GH610"))
+
+
+# `bash run.sh`, `sh scripts/train.sh`, `./run.sh`, `source env.sh` as a session's prompt shows the command: the
+# script that starts the program, where CUDA_VISIBLE_DEVICES is most often set. Only a plain path is taken (it is
+# printed in a command a person may paste).
+_LAUNCHER = lazy_re(r"(?:^|[$#>]\s)(?:\w{1,40}=\S{0,80}\s{1,4}){0,4}(?:(?:ba|z|da)?sh\s{1,4}|source\s{1,4}|\.\s{1,4})?"
+                    r"(?P<path>(?:\.{0,2}/)?[\w.-]{1,80}(?:/[\w.-]{1,80}){0,8}\.sh)(?:\s|$)")
+
+
+def _hidden_from_process(snapshot: Snapshot) -> tuple[Evidence, MessageLine] | None:
+    """A program sees no GPU while the same evidence shows the driver working: the driver lists GPUs (nvidia-smi,
+    NVML), or PyTorch saw a GPU in another run (``torch.cuda.is_available()`` True), and CUDA_VISIBLE_DEVICES is not
+    shown. PyTorch raises "No CUDA GPUs are available" for a CUDA build that counts zero devices (a CPU build, a
+    driver too old or a missing driver library print other messages), and the CUDA runtime's cudaErrorNoDevice
+    says the installed driver detected none; what keeps the devices of a working driver from one process is its
+    environment, CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"). Not when the
+    variable is shown (it is judged as shown), the driver is shown down, or MIG leaves a GPU without instances."""
+    if "CUDA_VISIBLE_DEVICES" in snapshot.env or _driver_shown_down(snapshot):
+        return None
+    line = next((m for m in snapshot.messages or () if m.signature in _SEES_NO_GPU), None)
+    if line is None or any((g.mig_mode_current or "").lower() == "enabled" and not g.mig_devices
+                           for g in snapshot.gpus):
+        return None
+    works = _driver_works(snapshot)
+    return (works, line) if works is not None else None
+
+
+def _driver_works(snapshot: Snapshot) -> Evidence | None:
+    """The evidence that the driver serves GPUs to a process: the driver's GPU list, or a PyTorch that saw one."""
+    if snapshot.gpus and snapshot.reported_fact("smi") is None and snapshot.reported_fact("gpus") is None:
+        source = snapshot.sources.get("smi") or snapshot.sources.get("nvml") or "nvidia-smi"
+        return Evidence(source, (f"the driver lists {len(snapshot.gpus)} GPU(s)",))
+    torch = snapshot.torch
+    if torch is not None and (torch.cuda_available or (torch.device_count or 0) > 0) \
+            and snapshot.reported_fact("torch") is None:
+        return Evidence(snapshot.sources.get("torch", TORCH_SOURCE),
+                        ("torch.cuda.is_available() = True in another run",))
+    return None
+
+
+def _hidden_from_process_draft(works: Evidence, line: MessageLine) -> Draft:
+    fixes = table_fixes("GH608")
+    launcher = _LAUNCHER.search((line.source or "").partition(": ")[2][:400])
+    if launcher:
+        fixes = (Fix(f"grep -n CUDA_VISIBLE_DEVICES {launcher['path']}", "any",
+                     note="the script that starts the program"), *fixes)
+    seen = (works.lines[0] + " (nvidia-smi does not read CUDA_VISIBLE_DEVICES)"
+            if works.lines[0].startswith("the driver") else "PyTorch saw a GPU in another run")
+    return Draft(
+        Severity.WARNING,
+        f"The program sees no GPU while {seen}: the GPUs are hidden from that process; most likely "
+        "CUDA_VISIBLE_DEVICES, set for it (in the script that starts it, in its code or in the shell) and not shown "
+        "here, names no GPU the host has",
+        evidence=(works, Evidence(line.source or "the program", (line.line,))),
+        fixes=fixes, explains=("GH605", "GH610"))
 
 
 def _visible_count(snapshot: Snapshot, count: int) -> tuple[int, str | None]:

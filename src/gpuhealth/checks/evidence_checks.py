@@ -19,11 +19,13 @@ from gpuhealth.checks.registry import (
     table_fixes,
 )
 from gpuhealth.commands import fix as slotted
-from gpuhealth.knowledge.drivers import architecture, branch_of, supports
+from gpuhealth.knowledge.drivers import architecture, branch_of, branches
 from gpuhealth.knowledge.gpus import lookup
+from gpuhealth.knowledge.legacy import last_branch
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, MessageLine, Severity, Snapshot
+from gpuhealth.model import Mention as MentionT
 
 MAX_LINES = MAX_LINE_EVIDENCE
 
@@ -72,9 +74,16 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     the GPU's architecture (a Blackwell GPU needs 570 or newer, Hopper and Ada 520, Ampere 455), or newer
     than the architecture's last legacy branch (Kepler ends with 470, Maxwell, Pascal and Volta with
     580), or a Blackwell GPU runs the proprietary kernel module, which does not support it. The PCI
-    device ID gives the architecture (`knowledge/gpus.csv`); the branch tables are in
-    `knowledge/drivers.csv`. The driver's own message ("NVRM: The NVIDIA GPU ... installed in this system
-    is not supported by the ... NVIDIA driver release") also raises it.
+    device ID gives the GPU's last branch: NVIDIA's own list per device ID (`knowledge/legacy_gpus.csv`, from
+    the driver package's supported-gpus.json: the 71.86.xx, 96.43.xx, 173.14.xx, 304.xx, 340.xx, 367.xx,
+    390.xx and 470.xx legacy branches), else its architecture's (`knowledge/gpus.csv`, `knowledge/drivers.csv`).
+    The driver's own message ("NVRM: The NVIDIA GPU ... installed in this system is not supported by the ...
+    NVIDIA driver release", "... supported through the NVIDIA 340.xx Legacy drivers") also raises it, and leads.
+
+    Where no lspci list was given, the GPUs named elsewhere count: a PCI ID in a log line (10de:0612), or a
+    model a person names ("NVIDIA 9800GTX+", "Tesla K80"); the driver may come from package names
+    (nvidia-driver-470, libnvidia-gl-535, libgl1-nvidia-glx_343.22 in dpkg or apt output). A GPU or a driver
+    named only in a person's sentences is the reporter's words: the finding stays a warning.
 
     Why it matters:
     The module loads but probes no GPU, or refuses to load; nvidia-smi says "No devices were found" or
@@ -83,7 +92,10 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     How to fix:
     Install a branch that supports the GPU: for a new GPU the current production branch (for
     Blackwell with the open kernel modules, `nvidia-driver-570-open` or newer); for a legacy GPU its
-    last legacy branch (`nvidia-driver-470` for Kepler). Then reboot and check that nvidia-smi lists it. When the
+    last legacy branch (`nvidia-driver-470` for Kepler), from the distribution's package where one exists
+    (Debian keeps `nvidia-legacy-340xx-driver` and `nvidia-legacy-390xx-driver` patched for newer kernels).
+    The 304.xx and older branches have no package in any current distribution and do not build on current
+    kernels: such a GPU runs with nouveau or is replaced. Then reboot and check that nvidia-smi lists it. When the
     open module itself refuses the GPU ("is not supported by open nvidia.ko", a GPU without GSP:
     Maxwell, Pascal, Volta; or R515-R525's "Open nvidia.ko is only ready for use on Data Center GPUs"),
     install the proprietary flavour of the branch (`nvidia-driver-<branch>`, no `-open`); on those
@@ -100,30 +112,40 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
         # the driver took the refused GPU's siblings and its own table supports the model: the refusal is the faulty
         # GPU's (GH102), whether the log tags the message's continuation lines with NVRM or not (NVIDIA/aicr#1858)
         lines = [m for m in lines if m.signature != "nvrm-gpu-not-supported"]
-    versions = driver_versions(snapshot)
+    drivers = _driver_claims(snapshot)
     gpus = [d for d in snapshot.nvidia_pci_gpus if d.kernel_driver not in ("vfio-pci", "pci-stub")]
     problems: list[str] = []
     evidence: list[Evidence] = []
     legacy = _legacy_branch(lines)  # "supported through the NVIDIA 580.xx Legacy drivers": that branch
-    if versions and gpus:
-        version, where = versions[0]
+    if lines and not legacy:  # "... (PCI ID: 10de:1004) ... is not supported by the ...": the ID's last branch
+        legacy = _refused_legacy(snapshot, lines, drivers)
+    words = False  # a problem rests on a person's words (a GPU named in a sentence): at most a warning
+    if drivers and gpus:
+        version, where, told, said = drivers[0]
         number = branch_of(version)
         for device in gpus:
+            name = device.name or f"[10de:{device.device_id}]"
+            last = last_branch(device.device_id)
+            if number is not None and last is not None and number > last.number:
+                problems.append(f"{name} is supported only up to the {last.label} legacy driver branch; "
+                                f"driver {version} is branch {number}{_architecture(device.device_id)}")
+                legacy = legacy or last.label
+                words = words or told
+                evidence.append(Evidence(REPORTED_WORDS if told else where, (said,)))
+                evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"),
+                                         (f"{device.address} {name} [10de:{device.device_id}]",)))
+                continue
             model = lookup(device.device_id)
             if number is None or model is None:
                 continue
             arch = architecture(model.architecture)
             if arch is None:
                 continue
-            name = device.name or f"[10de:{device.device_id}]"
-            if not supports(number, model.architecture):
-                if arch.first_branch is not None and number < arch.first_branch:
-                    need = f"{model.architecture} needs branch {arch.first_branch} or newer"
-                else:
-                    need = f"{model.architecture}'s last branch is {arch.last_branch}"
-                    legacy = legacy or arch.last_branch
-                problems.append(f"{name} ({model.architecture}) is not supported by driver {version}: {need}")
-                evidence.append(Evidence(where, (f"driver {version}",)))
+            if arch.first_branch is not None and number < arch.first_branch:
+                problems.append(f"{name} ({model.architecture}) is not supported by driver {version}: "
+                                f"{model.architecture} needs branch {arch.first_branch} or newer")
+                words = words or told
+                evidence.append(Evidence(REPORTED_WORDS if told else where, (said,)))
                 evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"),
                                          (f"{device.address} {name} [10de:{device.device_id}]",)))
             elif (arch.open_modules == "required" and snapshot.driver is not None
@@ -131,8 +153,16 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                 problems.append(f"{name} ({model.architecture}) needs the open kernel modules; the proprietary "
                                 f"module {version} is loaded")
                 evidence.append(Evidence("/proc/driver/nvidia/version", (snapshot.driver.banner or version,)))
+    elif drivers and not snapshot.nvidia_pci_gpus:
+        found = _named_gpus_too_new_a_driver(snapshot, drivers[0])  # no PCI list: the GPUs the text names
+        if found is not None:
+            problem, last, told, shown = found
+            problems.append(problem)
+            legacy = legacy or last
+            words = words or told
+            evidence += shown
     if not problems and not lines:
-        if (not versions or not gpus) and not faulty:  # a refusal read as a faulty GPU was judged here: not a skip
+        if (not drivers or not (gpus or _gpu_mentions(snapshot))) and not faulty:  # a refusal read as faulty: judged
             yield Skip("needs the driver version and the GPUs' PCI IDs (lspci -nn), or the driver's message")
         return
     open_refused = not problems and bool(lines) and all(m.signature in _OPEN_FLAVOUR_REFUSED for m in lines)
@@ -146,7 +176,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     elif problems:
         message = problems[0]
     elif legacy:
-        message = f"The GPU is supported only by the {legacy}.xx legacy driver branch; this driver ignores it"
+        message = f"The GPU is supported only by the {legacy} legacy driver branch; this driver ignores it"
     else:
         message = "The driver says it does not support a GPU in this system"
     if len(problems) > 1:
@@ -157,9 +187,77 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
         fixes = _legacy_fixes(legacy)
     else:
         fixes = table_fixes("GH209")
-    yield Draft(Severity.CRITICAL, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
+    # the driver's own refusal is the machine saying it; a GPU or a driver named only in words is the reporter's
+    severity = Severity.WARNING if words and not lines else Severity.CRITICAL
+    yield Draft(severity, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
                 fixes=fixes,
                 explains=("GH201", "GH203", "GH102", "GH305", "GH303"))
+
+
+def _architecture(device_id: str) -> str:
+    model = lookup(device_id)
+    return f" ({model.architecture})" if model is not None else ""
+
+
+def _driver_claims(snapshot: Snapshot) -> list[tuple[str, str, bool, str]]:
+    """(version or branch, where it was seen, whether only a person's words say it, the line that says it), the
+    programs' first: the loaded module, nvidia-smi, the installer, DKMS, the load banner, the installed packages,
+    package names in logs."""
+    told = snapshot.reported_fact("driver", "version") is not None
+    found = [(version, where, told and where == "/proc/driver/nvidia/version", f"driver {version}")
+             for version, where in driver_versions(snapshot)]
+    for package in snapshot.host_env.packages if snapshot.host_env else ():
+        version = _package_driver(package.name, package.version)
+        if version:
+            found.append((version, snapshot.host_env.package_source or package.manager or "packages", False,
+                          f"{package.name} {package.version or ''}".strip()))
+    for mention in snapshot.mentioned:
+        if mention.what == "driver":
+            found.append((mention.value, mention.source, mention.reported, mention.line))
+    # a branch past every branch NVIDIA has announced is no driver ("a GeForce 840M driver": a model number)
+    newest = max((b.number for b in branches()), default=0) + _BRANCH_SLACK
+    found = [claim for claim in found if (branch_of(claim[0]) or 0) <= newest]
+    return sorted(found, key=lambda claim: claim[2])  # a program's output before a person's words
+
+
+_BRANCH_SLACK = 30  # branches come about 5 to 10 apart: a few newer than the table are still drivers
+
+
+def _package_driver(name: str, version: str | None) -> str | None:
+    """The driver version or branch an installed package stands for (``nvidia-driver-470`` 470.256.02 -> 470.256.02,
+    ``libgl1-nvidia-glx`` 343.22-2 -> 343.22); None for a package that is not the driver (the container toolkit)."""
+    from gpuhealth.parsers.gpu_mentions import mentions
+
+    named = mentions(f"{name} {version or ''}".strip(), "packages")
+    return next((m.value for m in named if m.what == "driver"), None)
+
+
+def _gpu_mentions(snapshot: Snapshot) -> list[MentionT]:
+    return [m for m in snapshot.mentioned if m.what == "gpu"]
+
+
+def _named_gpus_too_new_a_driver(snapshot: Snapshot, driver: tuple[str, str, bool, str]
+                                 ) -> tuple[str, str, bool, list[Evidence]] | None:
+    """The first GPU the text names (a PCI ID in a log line, a model in words) that the driver's branch no longer
+    supports: (problem, its last branch, whether it rests on words, evidence); None when none is."""
+    version, where, told, said = driver
+    number = branch_of(version)
+    if number is None:
+        return None
+    for mention in _gpu_mentions(snapshot):
+        lasts = [b for b in (last_branch(d) for d in mention.value.split()) if b is not None]
+        if not lasts or len(lasts) < len(mention.value.split()):
+            continue  # a name some of whose boards a current branch supports: nothing to say
+        last = max(lasts, key=lambda b: b.number)  # boards sharing a name: the most recent branch any of them has
+        if number <= last.number:
+            continue
+        name = f" ({last.name})" if last.name and last.name != mention.named else ""
+        problem = (f"{mention.named}{name} is supported only up to the {last.label} legacy driver branch; "
+                   f"the driver here is {version} (branch {number})")
+        shown = [Evidence(REPORTED_WORDS if told else where, (said,)),
+                 Evidence(REPORTED_WORDS if mention.reported else mention.source, (mention.line,))]
+        return problem, last.label, told or mention.reported, shown
+    return None
 
 
 # The open kernel module's own refusals: the GPU is supported by the driver, not by this flavour of it.
@@ -180,24 +278,87 @@ def _refused_with_gsp(snapshot: Snapshot) -> str | None:
     return None
 
 
-_LEGACY_BRANCH = lazy_re(r"NVIDIA (\d{3})\.xx Legacy")
+_RELEASE = lazy_re(r"NVIDIA (\d{2,3}(?:\.\d+){0,2})(?:\.xx)? (?:NVIDIA )?driver release")
 
 
-def _legacy_branch(lines: list[MessageLine]) -> int | None:
-    for message in lines:
-        m = _LEGACY_BRANCH.search(message.line)
-        if m:
-            return int(m[1])
+def _refused_legacy(snapshot: Snapshot, lines: list[MessageLine], drivers: list[tuple[str, str, bool, str]]
+                    ) -> str | None:
+    """The legacy branch of a GPU the driver refused without naming one ("is not supported by the NVIDIA 535.183.01
+    driver release"), from the PCI ID its message gives, when the refusing release is past that branch."""
+    texts = [m.line for m in lines if m.signature == "nvrm-gpu-not-supported"]
+    if not texts:
+        return None
+    events = snapshot.kernel_log.events if snapshot.kernel_log else ()
+    texts += [e.message for e in events if "PCI ID" in e.message and "not supported" in e.message][:MAX_LINES]
+    release = next((m[1] for m in map(_RELEASE.search, texts) if m), None) or (drivers[0][0] if drivers else None)
+    number = branch_of(release)
+    for text in texts:
+        found = _PCI_ID.search(text)
+        last = last_branch(found[1]) if found else None
+        if last is not None and number is not None and number > last.number:
+            return last.label
     return None
 
 
-def _legacy_fixes(branch: int) -> tuple[Fix, ...]:
-    """A GPU past its last branch: that legacy branch, proprietary (the open modules never ran pre-Turing GPUs)."""
-    return (*_gh209_looks(),
-            slotted("sudo apt-get install nvidia-driver-{branch}", "debian", disruptive=True,
-                    note=f"the {branch} legacy branch (proprietary; no -open), then reboot", branch=branch),
-            slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                    note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{branch}xx", branch=branch))
+_LEGACY_BRANCH = lazy_re(r"NVIDIA (\d{2,3}(?:\.\d{2})?)\.xx Legacy")
+
+
+def _legacy_branch(lines: list[MessageLine]) -> str | None:
+    """The legacy branch the driver's refusal names ("340.xx"), as NVIDIA writes it."""
+    for message in lines:
+        m = _LEGACY_BRANCH.search(message.line)
+        if m:
+            return f"{m[1]}.xx"
+    return None
+
+
+# The distributions' packages of each legacy branch, as their package archives list them (packages.ubuntu.com,
+# packages.debian.org; RPM Fusion's howto/NVIDIA page): (package, where). A branch without a row has no package in
+# a supported distribution release.
+_LEGACY_PACKAGES: dict[int, tuple[tuple[str, str, str], ...]] = {
+    580: (("debian", "nvidia-driver-580", "Ubuntu"),),
+    470: (("debian", "nvidia-driver-470", "Ubuntu 20.04 and 22.04"),
+          ("debian", "nvidia-tesla-470-driver", "Debian 12")),
+    390: (("debian", "nvidia-driver-390", "Ubuntu 22.04 and older <https://packages.ubuntu.com/jammy/nvidia-driver-390>"),
+          ("debian", "nvidia-legacy-390xx-driver",
+           "Debian <https://packages.debian.org/sid/nvidia-legacy-390xx-driver>")),
+    340: (("debian", "nvidia-legacy-340xx-driver",
+           "Debian, patched to build on newer kernels <https://packages.debian.org/sid/nvidia-legacy-340xx-driver>"),),
+}
+# When NVIDIA's support of a legacy branch ended (its Unix legacy GPU page, "support timeframes"): after it, no
+# release follows for newer kernels and X servers.
+_LEGACY_ENDED = {71: "2011", 96: "2012", 173: "2013", 304: "2017", 340: "2019", 390: "2022", 470: "2024"}
+
+
+def _legacy_fixes(label: str) -> tuple[Fix, ...]:
+    """A GPU past its last branch: that legacy branch, proprietary (the open modules never ran pre-Turing GPUs), from a
+    distribution package where one exists; said plainly where none does."""
+    number = int(label.split(".")[0])
+    packages = _LEGACY_PACKAGES.get(number, ())
+    fixes = list(_gh209_looks())
+    if packages:
+        names = " ".join(name for _, name, _ in packages)
+        fixes.append(Fix(f"apt list {names}", "debian",
+                         note="which of these packages this release has (nvidia-detect on Debian names the one "
+                              "the GPU needs)"))
+        for family, name, where in packages:
+            fixes.append(slotted("sudo apt-get install {package}", family, disruptive=True,
+                                 note=f"the {label} legacy branch, proprietary (no -open): {where}; then reboot",
+                                 package=name))
+        if number in (470, 580):
+            fixes.append(slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
+                                 note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
+                                 branch=number))
+        if number <= 390:
+            fixes.append(Fix(f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
+                             "it builds only on the kernels its packages were patched for; with a newer kernel, "
+                             "stay on the distribution release that packages it", "any"))
+    else:
+        ended = f" (support ended {_LEGACY_ENDED[number]})" if number in _LEGACY_ENDED else ""
+        fixes.append(Fix(f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
+                         "current kernels: run the GPU with nouveau, or an OS release of its time, or replace it "
+                         "(no CUDA release that deep learning frameworks use supports it)", "any"))
+    return tuple(fixes)
 
 
 def _gh209_looks() -> tuple[Fix, ...]:

@@ -157,13 +157,23 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     `Remapped Rows / Remapping Failure Occurred: Yes`: the GPU needed to replace a memory row after
     an ECC error and had no spare row left in that bank (Xid 64).
 
+    Also, as a warning: memory banks with no spare row left (the row remapper's `Bank Remap Availability
+    Histogram`, its `None` count; NVML: "None means that there are no reserved rows available"). Nothing has
+    failed yet, but NVIDIA's RMA policy sets the row-remapping failure flag at the next uncorrectable error
+    that needs a remap in such a bank (a bank that already has eight uncorrectable rows remapped). Likewise
+    on GPUs before Ampere, 64 retired pages (single- plus double-bit), the most page retirement supports
+    (NVIDIA GPU Memory Error Management: "a maximum of 64 retirements for the frame buffer"): the next
+    double-bit error's page cannot be retired.
+
     Why it matters:
     The bad memory stays in use, so uncorrectable errors will recur and kill jobs on this GPU. A
     remapping failure is NVIDIA's criterion for returning the GPU for service.
 
     How to fix:
     Drain the node (or take the GPU out of service), collect `sudo nvidia-bug-report.sh`, run
-    `dcgmi diag -r 3` if DCGM is installed, and open an RMA with the GPU or server vendor.
+    `dcgmi diag -r 3` if DCGM is installed, and open an RMA with the GPU or server vendor. For banks
+    without spare rows, or 64 retired pages: run the field diagnostic, watch the GPU's uncorrectable errors and
+    plan its replacement with the vendor.
 
     Exceptions:
     None.
@@ -172,6 +182,11 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     for seen in gpus:
         gpu = seen.gpu
         if not gpu.remapped_rows_failure:
+            if gpu.remapped_rows_banks_none:
+                yield _no_spare_rows(seen)
+            retired = (gpu.retired_pages_sbe or 0) + (gpu.retired_pages_dbe or 0)
+            if retired >= MAX_RETIRED_PAGES:
+                yield _no_pages_left(seen, retired)
             continue
         yield Draft(
             Severity.CRITICAL, "Memory row remapping failed: drain the GPU and send it for service",
@@ -185,6 +200,48 @@ def memory_repair_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
                    Fix("dcgmi diag -r 3", "any", note="when DCGM is installed")),
             explains=("GH401",),
         )
+
+
+# "Page Retirement for Legacy GPUs: Supported a maximum of 64 retirements for the frame buffer" (NVIDIA GPU Memory
+# Error Management, Row Remapping); past it a page with a new DBE cannot be retired (Xid 64)
+MAX_RETIRED_PAGES = 64
+
+
+def _no_pages_left(seen: Seen, retired: int) -> Draft:
+    """A GPU that retired as many pages as the driver can: the next double-bit error's page stays in use."""
+    gpu = seen.gpu
+    return Draft(
+        Severity.WARNING,
+        f"{retired} pages retired, the most the driver can retire ({MAX_RETIRED_PAGES}): the page of the next "
+        "double-bit error cannot be retired (NVIDIA: a threshold of retirements leads to the RMA investigation)",
+        subject=seen.subject,
+        evidence=(Evidence(seen.source("retired_pages_sbe", "retired_pages_dbe"), (
+            f"Retired Pages Single Bit ECC: {gpu.retired_pages_sbe}",
+            f"Retired Pages Double Bit ECC: {gpu.retired_pages_dbe}")),),
+        fixes=(slotted("nvidia-smi -q -d PAGE_RETIREMENT -i {index}", index=gpu.index),
+               Fix("dcgmi diag -r 3", "any", note="when DCGM is installed; then ask the vendor about an RMA")),
+        action="run_diagnostics", impact="degraded",
+    )
+
+
+def _no_spare_rows(seen: Seen) -> Draft:
+    """Banks whose reserved rows are all used: the next uncorrectable error there fails its remap (NVIDIA's RMA
+    Policy: "a remapping attempt for an uncorrectable memory error on a bank that already has eight uncorrectable
+    error rows remapped")."""
+    gpu = seen.gpu
+    return Draft(
+        Severity.WARNING,
+        f"{gpu.remapped_rows_banks_none} memory bank(s) have no spare row left: the next uncorrectable error in one "
+        "cannot be remapped (a remapping failure, NVIDIA's RMA criterion)",
+        subject=seen.subject,
+        evidence=(Evidence(seen.source("remapped_rows_banks_none"), (
+            f"Remapped Rows Bank Remap Availability Histogram None: {gpu.remapped_rows_banks_none} bank(s)",
+            f"Remapped Rows Uncorrectable Error: {gpu.remapped_rows_uncorrectable}")),),
+        fixes=(slotted("nvidia-smi -q -d ROW_REMAPPER -i {index}", index=gpu.index,
+                       note="compare over time: a growing Uncorrectable Error count means the failure is near"),
+               Fix("dcgmi diag -r 3", "any", note="when DCGM is installed")),
+        action="run_diagnostics", impact="degraded",
+    )
 
 
 @check("GH403", "ecc-uncorrectable", "Uncorrectable ECC memory errors", reads=("gpus", "kernel_log"))

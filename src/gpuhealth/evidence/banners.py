@@ -1,8 +1,9 @@
 """The snapshot fields a program's version banner fills (parsers/banners.py reads the lines), as that program's
 whole-output reader fills them: ``nvcc --version`` the CUDA toolkit, ``/proc/driver/nvidia/version`` the driver,
 nvidia-smi's header row or ``-q`` version lines an nvidia-smi excerpt, ``/proc/version`` and ``uname -a`` the
-kernel release (and the compiler that built it), ``gcc --version`` the compiler, pip's torch row and collect_env's
-lines PyTorch. These are a program's lines, not a person's words: the checks judge them at full severity.
+kernel release (and the compiler that built it), ``gcc --version`` the compiler, pip's torch row, collect_env's
+lines and a printed ``torch.cuda.is_available()`` PyTorch. These are a program's lines, not a person's words: the
+checks judge them at full severity.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def _fields(banner: Banner) -> dict[str, Any]:
         return {"torch": torch_from_version(value("version") or "")}
     if program == "collect_env":
         return {"torch": _collect_env(banner)}
+    if program == "torch.cuda.is_available()":  # what that process saw, not which torch it is
+        return {"torch": TorchEnv(cuda_available=value("value") == "True")}
     return {}
 
 

@@ -250,6 +250,66 @@ def visible_devices_set(text: str) -> dict[str, str]:
     return found
 
 
+# The lines whose meaning is that a process sees no GPU, or not the one it asks for (knowledge/signatures.csv):
+# cudaErrorNoDevice, PyTorch's "No CUDA GPUs are available" (a CUDA build counting zero devices) and
+# cudaErrorInvalidDevice ("invalid device ordinal"). The command whose output holds one is the failing command whose
+# environment decides (``visible_in_effect``).
+VISIBILITY_FAILURES = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available", "cuda-invalid-device"})
+VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+_UNSET = lazy_re(r"(?:^|[;&|]\s{0,4})unset\s{1,4}(?P<names>[A-Z_]{1,40}(?:\s{1,4}[A-Z_]{1,40}){0,8})")
+_SHOWN_FILE = lazy_re(r"^(?:cat|less|more|head|bat)\s{1,4}(?P<path>[^\s;&|<>]{1,300})\s*$")
+_SOURCED = lazy_re(r"^(?:source|\.)\s{1,4}(?P<path>[^\s;&|<>]{1,300})\s*$")
+_SCRIPT_RUN = lazy_re(r"^(?:(?:ba|z|da)?sh\s{1,4})?(?P<path>[^\s;&|<>=]{0,300}\.sh)(?:\s|$)")
+_ENV_SHOWN = lazy_re(r"^(?:env|printenv|export -p|declare -x)\b")  # commands that print the shell's environment
+
+
+def _script_name(path: str) -> str:
+    return posixpath.basename(path.strip("'\""))
+
+
+def visible_in_effect(blocks: list[tuple[str | None, str]], failing: int) -> dict[str, str | None]:
+    """The visibility variables in effect for the command of ``blocks[failing]`` in a terminal session, as the shell
+    gives them: an ``export`` (or an assignment standing alone) and ``unset`` hold for every later command, a
+    ``VAR=value command`` prefix and the assignments of a script the command runs (``bash run.sh``) only for that
+    command, a ``source``d script's for every later command. A script's assignments are known when the session shows
+    its text (``cat run.sh``), and what the shell holds where a command prints it (``env``, ``echo
+    $CUDA_VISIBLE_DEVICES``). The failing command's own output may show the program setting it (``os.environ[...]``
+    in its traceback): that is the innermost. A variable maps to None when unset, and is absent when the session does
+    not say."""
+    persistent: dict[str, str | None] = {}
+    scripts: dict[str, dict[str, str]] = {}
+    effect: dict[str, str | None] = {}
+    for index, (command, output) in enumerate(blocks[:failing + 1]):
+        text = (command or "").strip()[:MAX_LINE_TEXT]
+        if not text:
+            continue
+        lines = output.splitlines()[:5000]
+        if shown := _SHOWN_FILE.match(text):
+            scripts[_script_name(shown["path"])] = env_lines(lines).get("env", {})
+        if _ENV_SHOWN.match(text):
+            persistent.update(env_lines(lines).get("env", {}))
+        elif (echoed := _echo_variable(text, output)) is not None:
+            persistent.update({k: v for k, v in echoed.overlays["env"].items() if k in VISIBILITY_VARIABLES})
+        own: dict[str, str | None] = {}
+        for m in _VISIBLE_SET.finditer(text):
+            value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
+            if "$" in value:
+                continue
+            rest = text[m.end():].lstrip()
+            lasting = m.group().startswith("export") or not rest or rest.startswith((";", "&&", "||"))
+            (persistent if lasting else own)[m["name"]] = value.strip()
+        for unset in _UNSET.finditer(text):
+            persistent.update({name: None for name in unset["names"].split() if name in VISIBILITY_VARIABLES})
+        if sourced := _SOURCED.match(text):
+            persistent.update(scripts.get(_script_name(sourced["path"]), {}))
+        elif run := _SCRIPT_RUN.match(text):
+            own = {**scripts.get(_script_name(run["path"]), {}), **own}
+        if index == failing:  # the program's own setting, shown in its output, comes last
+            own.update(env_lines(lines).get("env", {}))
+        effect = {**persistent, **own}
+    return {name: effect[name] for name in VISIBILITY_VARIABLES if name in effect}
+
+
 # A GPU index a program asks for: PyTorch's "cuda:3" (quoted, or a command-line value; not an image tag such as
 # nvidia/cuda:12.1 or a version), torch.cuda.set_device(3), .cuda(3), TensorFlow's "/gpu:3" and "/device:GPU:3", and
 # the usual command-line options (--gpu 3, --gpu_id 3, --device 3, --device cuda:3). `--gpus N` is a count: not read.

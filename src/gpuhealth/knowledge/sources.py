@@ -34,6 +34,14 @@ DOCUMENTS: dict[str, tuple[str, str]] = {
     "LINUX": ("Linux kernel, drivers/pci (probe.c, pci-sysfs.c)",
               "https://github.com/torvalds/linux/tree/master/drivers/pci"),
     "LEGACY": ("NVIDIA, Unix drivers (current and legacy branches)", "https://www.nvidia.com/en-us/drivers/unix/"),
+    "SGJ525": ("NVIDIA Linux driver 525 package, supported-gpus/supported-gpus.json (the README's \"Appendix A."
+               " Supported NVIDIA GPU Products\" as data), from Ubuntu's nvidia-graphics-drivers-525",
+               "https://github.com/alex-tu-cc/get-nvidia-supported-gpus-json/blob/gh-pages/"
+               "focal-nvidia-driver-525-supported-gpus.json"),
+    "LEGACYGPU": ("NVIDIA, Unix Legacy GPU drivers (the GPUs each legacy branch supports)",
+                  "https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/"),
+    "DEPRECATION": ("NVIDIA developer forum, Unix Graphics Feature Deprecation Schedule",
+                    "https://forums.developer.nvidia.com/t/unix-graphics-feature-deprecation-schedule/60588"),
 }
 # Where DCDRV is cited for the supported drivers and CUDA versions rather than the kernel modules.
 DCDRV_SUPPORT = ("NVIDIA, Supported Drivers and CUDA Toolkit Versions",

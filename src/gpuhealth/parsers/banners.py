@@ -34,6 +34,9 @@ Each program, the line it prints, and where that line's form is defined:
   "[pip3] " (torch/utils/collect_env.py, get_pip_packages).
 - PyTorch's ``collect_env``: "PyTorch version: 2.1.0+cu121", "Is CUDA available: False", "CUDA used to build
   PyTorch: 12.1". pytorch/pytorch, torch/utils/collect_env.py, ``env_info_fmt``.
+- A check script's ``print("torch.cuda.is_available():", torch.cuda.is_available())``: the expression, a ":", "="
+  or "->", and the bool Python prints ("torch.cuda.is_available(): True"). torch/cuda/__init__.py, is_available():
+  True when PyTorch's CUDA build counts at least one device in that process.
 
 ``lspci -k``'s "Kernel driver in use: nvidia" is not read here: without the device line above it, it names no
 device (the lspci reader takes it with that line).
@@ -83,6 +86,7 @@ _TORCH_VERSION = lazy_re(r"\d{1,3}\.\d{1,3}")  # "2.1.0+cu121"
 _COLLECT_ENV_KEYS = {"PyTorch version": "torch", "Is CUDA available": "available",
                      "CUDA used to build PyTorch": "torch_cuda"}
 _UNKNOWN = ("N/A", "None", "none")
+_IS_AVAILABLE = lazy_re(r"torch\.cuda\.is_available\(\)\s{0,4}(?::|=|->)\s{0,4}(?P<value>True|False)")
 
 
 @record
@@ -139,6 +143,8 @@ def _banner(line: str, index: int, lines: list[str]) -> Banner | None:
         return _linux(line, index)
     if first in "PIC" and line.startswith(tuple(_COLLECT_ENV_KEYS)):
         return _collect_env(line, index)
+    if line.startswith("torch.cuda.is_available()"):
+        return _match("torch.cuda.is_available()", _IS_AVAILABLE, line, index, ("value",))
     if line.startswith("torch"):
         return _pip_row(line, index)
     if line.startswith("[pip"):

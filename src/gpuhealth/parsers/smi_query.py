@@ -310,6 +310,7 @@ def _reliability(block: _Block) -> dict:
         "remapped_rows_uncorrectable": to_int(get("remapped rows/uncorrectable error")),
         "remapped_rows_pending": flag(get("remapped rows/pending")),
         "remapped_rows_failure": flag(get("remapped rows/remapping failure occurred")),
+        "remapped_rows_banks_none": to_int(get("remapped rows/bank remap availability histogram/none")),
         "reset_required": reset_required(get("gpu reset status/reset required"), recovery),
         "recovery_action": recovery,
         "fabric_state": (get("fabric/state") or "").strip() or None,  # "N/A" kept: outside an NVSwitch fabric

@@ -244,6 +244,7 @@ def _reliability(node: ET.Element) -> dict:
         "remapped_rows_uncorrectable": to_int(_text(remapped, "remapped_row_unc")),
         "remapped_rows_pending": flag(_text(remapped, "remapped_row_pending")),
         "remapped_rows_failure": flag(_text(remapped, "remapped_row_failure")),
+        "remapped_rows_banks_none": to_int(_text(remapped, "row_remapper_histogram/row_remapper_histogram_none")),
         "reset_required": reset_required(_text(node, "gpu_reset_status/reset_required"), recovery),
         "recovery_action": recovery,
     }

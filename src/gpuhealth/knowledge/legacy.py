@@ -1,0 +1,155 @@
+"""The last driver branch that supports each NVIDIA GPU, by PCI device ID: ``legacy_gpus.csv``, then the architecture.
+
+``legacy_gpus.csv`` (made by ``tools/mine/mine_legacy_gpus.py``) lists every device ID whose last branch NVIDIA
+names in its driver package (``supported-gpus.json``, the README's "Appendix A. Supported NVIDIA GPU Products"):
+the 71.86.xx, 96.43.xx, 173.14.xx, 304.xx, 340.xx, 367.xx (GRID K1, K2, K340), 390.xx and 470.xx legacy branches.
+A device ID not in it takes its architecture's last branch (``drivers.csv`` ``last_branch``, from
+``gpus.csv``'s ranges): 580 for Maxwell, Pascal and Volta (NVIDIA's deprecation schedule: "the release 580 series
+will be the last to support GPUs based on the Maxwell, Pascal, and Volta architectures"). No answer: a GPU that
+today's branches support, or a device ID nobody here knows.
+
+GPU names (:func:`devices_named`): NVIDIA's product names of ``legacy_gpus.csv`` ("GeForce 9800 GTX/9800 GTX+" is
+two names) and the names of ``gpu_names.csv`` (pci.ids and nvidia-smi names), each to the device IDs it names;
+only device IDs that have a last branch are indexed, since only those can be too old for a driver.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from gpuhealth.knowledge import table_rows
+from gpuhealth.records import record
+
+__all__ = ["LastBranch", "branch_number", "devices_keyed", "devices_named", "last_branch", "name_key", "name_keys",
+           "name_starts", "word_key"]
+
+
+@record
+class LastBranch:
+    device_id: str  # 4 lower-case hex digits
+    label: str  # as NVIDIA writes the branch: "340.xx", "71.86.xx"
+    number: int  # the branch's major version: 340, 71
+    name: str | None  # NVIDIA's product name for the device ID, when the table gives one
+    basis: str  # "device": the device ID's own row; "architecture": its architecture's last branch
+    source: str  # the table's source column (document keys: knowledge.sources.cite)
+
+
+def branch_number(label: str) -> int | None:
+    """``340.xx`` -> 340, ``71.86.xx`` -> 71; None when the label is not a branch."""
+    head = label.strip().split(".")[0]
+    return int(head) if head.isdigit() and len(head) <= 3 else None
+
+
+def last_branch(device_id: str | None) -> LastBranch | None:
+    """The last driver branch that supports an NVIDIA PCI device ID; None when a current branch does (or unknown)."""
+    from gpuhealth.knowledge.gpus import lookup, normalize_device_id
+
+    key = normalize_device_id(device_id)
+    if key is None:
+        return None
+    row = _table().get(key)
+    if row is not None:
+        return row
+    model = lookup(key)
+    if model is None:
+        return None
+    from gpuhealth.knowledge.drivers import architecture
+
+    arch = architecture(model.architecture)
+    if arch is None or arch.last_branch is None:
+        return None
+    return LastBranch(key, f"{arch.last_branch}.xx", arch.last_branch, None, "architecture",
+                      arch.sources.get("last_branch", ""))
+
+
+@functools.cache
+def _table() -> dict[str, LastBranch]:
+    rows: dict[str, LastBranch] = {}
+    for number, row in enumerate(table_rows("legacy_gpus.csv"), start=2):
+        branch = branch_number(row["last_branch"])
+        if branch is None or not row["last_branch"].endswith(".xx") or len(row["device_id"]) != 4:
+            raise ValueError(f"legacy_gpus.csv line {number}: bad row {row!r}")
+        if row["device_id"] in rows:
+            raise ValueError(f"legacy_gpus.csv line {number}: device ID {row['device_id']} appears twice")
+        if not row["source"].strip():
+            raise ValueError(f"legacy_gpus.csv line {number}: no source")
+        rows[row["device_id"]] = LastBranch(row["device_id"], row["last_branch"], branch, row["name"] or None,
+                                            "device", row["source"])
+    return rows
+
+
+def name_keys(name: str) -> list[str]:
+    """The name keys of one table name: NVIDIA writes boards that share a device ID as one name with slashes
+    ("GeForce 9800 GTX/9800 GTX+", "Quadro FX 330/GeForce PCX 5300"); each part is a name, and a part that is only
+    a model number takes the family words of the first ("GeForce 6600 LE/6600" -> "GeForce 6600")."""
+    parts = [p.split() for p in name.split("/") if p.strip()]
+    if not parts:
+        return []
+    family = [w for w in parts[0][:-1] if not w[:1].isdigit()] if len(parts[0]) > 1 else []
+    keys = []
+    for words in parts:
+        if family and words[0][:1].isdigit():
+            words = family + words
+        key = name_key(" ".join(words))
+        if key and key not in keys:
+            keys.append(key)
+    return keys
+
+
+def name_key(text: str) -> str:
+    """A name's key: its words' keys joined (case, spaces, punctuation and NVIDIA/GeForce/Tesla ignored)."""
+    return "".join(word_key(w) for w in text.split())
+
+
+@functools.cache
+def _names() -> dict[str, tuple[str, ...]]:
+    """Name key -> the device IDs (that have a last branch) it names."""
+    index: dict[str, list[str]] = {}
+    for device, row in _table().items():
+        for key in name_keys(row.name or ""):
+            index.setdefault(key, []).append(device)
+    for row in table_rows("gpu_names.csv"):
+        if last_branch(row["device_id"]) is None:
+            continue
+        for key in name_keys(row["name"]):
+            if row["device_id"] not in index.setdefault(key, []):
+                index[key].append(row["device_id"])
+    return {key: tuple(devices) for key, devices in index.items()}
+
+
+@functools.cache
+def name_starts() -> frozenset[str]:
+    """The keys of the words a name can start with (after NVIDIA, GeForce, Tesla): "9800", "gtx", "quadro", "k80"."""
+    starts = set()
+    for row in (*_table().values(),):
+        for part in (row.name or "").split("/"):
+            starts.update(word_key(w) for w in part.split()[:2])
+    for row in table_rows("gpu_names.csv"):
+        starts.update(word_key(w) for w in row["name"].split()[:3])
+    return frozenset(starts - {""})
+
+
+def devices_named(text: str) -> tuple[str, ...]:
+    """The device IDs (with a last branch) whose name is ``text`` (ignoring case, spaces, punctuation and the words
+    NVIDIA, GeForce, Tesla): ``9800GTX+`` -> the 9800 GTX and GTX+ boards; () when no such GPU has that name."""
+    from gpuhealth.knowledge.gpus import MAX_NAME
+
+    if len(text) > MAX_NAME:
+        return ()
+    return _names().get(name_key(text), ())
+
+
+_NOISE_WORDS = frozenset({"nvidia", "tesla", "geforce"})
+
+
+def word_key(word: str) -> str:
+    """One word's part of a name key (gpus._name_key applied to a single word, without a regular expression)."""
+    lowered = word.lower()
+    if lowered in _NOISE_WORDS:
+        return ""
+    return "".join(c for c in lowered if c.isascii() and c.isalnum())
+
+
+def devices_keyed(key: str) -> tuple[str, ...]:
+    """The device IDs (with a last branch) a name key names (``9800gtx``)."""
+    return _names().get(key, ()) if key else ()

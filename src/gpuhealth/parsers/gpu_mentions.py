@@ -1,0 +1,140 @@
+"""GPUs and NVIDIA driver versions named in a line of text no parser read (GH209 holds one against the other).
+
+- A driver, from the names the package managers print: a Debian package file or ``dpkg`` line with its version
+  (``libgl1-nvidia-glx_343.22-2_amd64.deb``, ``version 343.22-2 of libnvidia-eglcore already installed``), or a
+  package whose name carries the branch (Ubuntu ``nvidia-driver-470``, ``libnvidia-gl-535``; Debian
+  ``nvidia-legacy-340xx-driver``, ``nvidia-tesla-470-driver``; Arch ``nvidia-470xx-dkms``; RPM Fusion
+  ``akmod-nvidia-390xx``).
+- A GPU, from its PCI ID (``10de:0612``, as lspci -nn and the driver's messages write it), or from a model name in
+  a person's words ("NVIDIA 9800GTX+", "a Tesla K80"), through the names of ``knowledge/legacy.py`` (only GPUs that
+  have a last branch are named there).
+
+A version or package named in a sentence ("I installed nvidia-driver-470") and every GPU named by its model are the
+reporter's words (``Mention.reported``): nobody saw the machine print them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuhealth.lazyre import lazy_re
+from gpuhealth.model import Mention
+
+__all__ = ["mentions"]
+
+MAX_LINE = 300  # a line is read up to here: names sit near the start of installer and package lines
+MAX_WORDS = 60
+MAX_NGRAM = 4  # the longest model name a person types: "GeForce GTX 750 Ti", "Quadro FX 4600 SDI"
+
+# a package file or dpkg/apt line: the package name, then its version after "_" (file) or " " (dpkg -l, apt list)
+_PACKAGE_VERSION = lazy_re(
+    r"(?<![\w.+-])(?P<package>(?:lib)?[\w.+-]*nvidia[\w.+-]*?)(?:_|:\w+\s+|\s+|/\S+\s+)"
+    r"(?P<version>\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)(?=[-_+~.:\s]|$)", re.IGNORECASE)
+_DPKG_VERSION_OF = lazy_re(r"\bversion (?P<version>\d{2,3}\.\d{1,3}(?:\.\d{1,3})?)\S* of (?P<package>\S*nvidia\S*)",
+                           re.IGNORECASE)
+# packages that are not the driver, though their names say nvidia (their versions are theirs: 1.17, 12.4, 2.21)
+_NOT_THE_DRIVER = lazy_re(r"cuda|container|docker|toolkit|ctk|nsight|cudnn|nccl|tensorrt|dali|jetpack|l4t|"
+                          r"prime|bumblebee|primus|detect|installer-|firmware-\d|system-monitor|vaapi|egl-wayland|"
+                          r"egl-gbm|egl-x11|nvtop|gpustat|pynvml|ml-py|smi-\w", re.IGNORECASE)
+_BRANCH_IN_NAME = lazy_re(
+    r"(?<![\w.-])(?:(?:nvidia-(?:driver|utils|dkms|kernel-source|kernel-common|compute-utils|headless(?:-no-dkms)?)"
+    r"|libnvidia-(?:gl|compute|decode|encode|extra|fbc1|cfg1|common|ifr1)|xserver-xorg-video-nvidia"
+    r"|linux-(?:modules|objects|signatures)-nvidia)-(?P<ubuntu>\d{3})(?![\d.])"
+    r"|nvidia-legacy-(?P<legacy>\d{3})xx|nvidia-tesla-(?P<tesla>\d{3})(?![\d.])"
+    r"|(?:akmod-|kmod-|xorg-x11-drv-)?nvidia-(?P<xx>\d{3})xx)", re.IGNORECASE)
+_PCI_ID = lazy_re(r"(?<![\w:])10de:(?P<device>[0-9a-f]{4})(?![0-9a-f])", re.IGNORECASE)
+_FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|we|we've|our|me)\b", re.IGNORECASE)
+_WORD = lazy_re(r"[^\s,;()\[\]\"'`|]+")
+
+
+def mentions(line: str, source: str) -> list[Mention]:
+    """The drivers and GPUs one line names (empty for most lines)."""
+    text = line.strip()[:MAX_LINE]
+    if not text or not any(c.isdigit() for c in text):  # every version, PCI ID and model name has a digit
+        return []
+    lowered = text.lower()
+    found: list[Mention] = []
+    if "nvidia" in lowered:
+        words = _sentence(text)
+        found += [Mention("driver", version, named, text, source, reported=words) for named, version in _drivers(text)]
+    if "10de:" in lowered:
+        found += [Mention("gpu", m["device"].lower(), m[0], text, source) for m in _PCI_ID.finditer(text)]
+    if not any(m.what == "gpu" for m in found):
+        found += [Mention("gpu", " ".join(devices), named, text, source, reported=True)
+                  for named, devices in _gpu_names(text)]
+    return found
+
+
+def _sentence(text: str) -> bool:
+    """Whether the line reads as a person's sentence rather than a program's output."""
+    return bool(_FIRST_PERSON.search(text)) or (text[-1:] in ".?!" and len(text.split()) >= 6)
+
+
+def _drivers(text: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for match in (*_PACKAGE_VERSION.finditer(text), *_DPKG_VERSION_OF.finditer(text)):
+        if not _NOT_THE_DRIVER.search(match["package"]) and int(match["version"].split(".")[0]) >= 60:
+            found.append((match[0].strip(), match["version"]))
+    if not found:
+        for match in _BRANCH_IN_NAME.finditer(text):
+            branch = match["ubuntu"] or match["legacy"] or match["tesla"] or match["xx"]
+            found.append((match[0], branch))
+    return list(dict.fromkeys(found))[:4]
+
+
+def _gpu_names(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(words, device IDs) for each GPU model named, longest name first at each word. Each word's name key is made
+    once; a run of words is named by the keys joined (what the whole run's key is)."""
+    from gpuhealth.knowledge.legacy import devices_keyed, name_starts, word_key
+
+    # words with a letter or digit: a table's "|" or a sentence's "." between words is no part of a name
+    words = [m[0].rstrip(".:!?") for m in _WORD.finditer(text) if any(c.isalnum() for c in m[0])][:MAX_WORDS]
+    keys = [word_key(w) for w in words]
+    digits = [any(c.isdigit() for c in w) for w in words]
+    starts = name_starts()
+    found: list[tuple[str, tuple[str, ...]]] = []
+    at = 0
+    while at < len(words):
+        if keys[at] not in starts and words[at].lower() not in _FAMILY:
+            at += 1
+            continue
+        for size in range(min(MAX_NGRAM, len(words) - at), 0, -1):
+            if not any(digits[at:at + size]) or not _model_like(words[at:at + size]):
+                continue
+            devices = devices_keyed("".join(keys[at:at + size]))
+            if devices:
+                found.append((" ".join(words[at:at + size]), devices))
+                at += size - 1
+                break
+        at += 1
+    return found[:4]
+
+
+_FAMILY = frozenset({"geforce", "quadro", "tesla", "nvidia", "titan", "nvs", "grid", "riva"})
+
+
+def _model_like(words: list[str]) -> bool:
+    """A model name has a model number with letters beside it ("9800GTX+", "GTX 770", "K80"), or starts with a family
+    word ("GeForce 210"): a bare number ("210", "770") names nothing."""
+    if not any(any(c.isdigit() for c in w) for w in words):
+        return False
+    if words[0].lower() in _FAMILY:
+        return True
+    joined = "".join(words)
+    return any(c.isalpha() for c in joined) and len(joined) >= 3
+
+
+MAX_MENTIONS = 40
+
+
+def mention_overlay(lines: list[str], source: str) -> dict[str, tuple[Mention, ...]]:
+    """The snapshot overlay (``mentioned``) for the lines of a text no parser read; empty when none names anything."""
+    found: dict[tuple[str, str], Mention] = {}  # each GPU and each driver once, where it is first named
+    for line in lines:
+        for mention in mentions(line, source):
+            seen = found.get((mention.what, mention.value))
+            if seen is None or (seen.reported and not mention.reported):  # a program's line over a person's words
+                found[(mention.what, mention.value)] = mention
+        if len(found) >= MAX_MENTIONS:
+            break
+    return {"mentioned": tuple(found.values())[:MAX_MENTIONS]} if found else {}

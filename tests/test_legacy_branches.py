@@ -1,0 +1,256 @@
+"""The last driver branch of every NVIDIA GPU (knowledge/legacy.py, legacy_gpus.csv) and GH209 judged from any
+evidence that names the GPU and the driver (parsers/gpu_mentions.py).
+
+Device IDs and names are real: pci.ids (tests/data/corpus/pciids) and NVIDIA's supported-gpus.json rows mined into
+legacy_gpus.csv. The log, package and sentence lines below are examples written for these tests, in the formats
+dpkg, apt, lspci and the driver print (and a person types)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from tests.repo_paths import REPO
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.knowledge import table_rows
+from gpuhealth.knowledge.drivers import architecture
+from gpuhealth.knowledge.gpus import lookup
+from gpuhealth.knowledge.legacy import branch_number, devices_named, last_branch, name_keys
+from gpuhealth.knowledge.sources import DOCUMENTS, keys_in
+from gpuhealth.model import Severity
+from gpuhealth.parsers.gpu_mentions import mentions
+
+PCIIDS = REPO / "tests/data/corpus/pciids/pci.ids.nvidia-10de-excerpt"
+
+
+def report(*texts: tuple[str, str]):
+    snapshot, _ = analyze_texts(list(texts))
+    return run_checks(snapshot)
+
+
+def gh209(result):
+    return [f for f in result.findings if f.code == "GH209"]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def test_every_row_is_well_formed_and_cites_its_documents():
+    rows = table_rows("legacy_gpus.csv")
+    assert len(rows) > 700
+    labels = {r["last_branch"] for r in rows}
+    assert labels == {"71.86.xx", "96.43.xx", "173.14.xx", "304.xx", "340.xx", "367.xx", "390.xx", "470.xx"}
+    for row in rows:
+        assert re.fullmatch(r"[0-9a-f]{4}", row["device_id"]), row
+        assert branch_number(row["last_branch"]) is not None, row
+        assert keys_in(row["source"]) and set(keys_in(row["source"])) <= set(DOCUMENTS), row
+
+
+def test_a_device_row_never_outlives_its_architecture():
+    """Mined rows agree with the architecture rule where both speak: a Kepler board ends at 470 or before, Fermi 390."""
+    for row in table_rows("legacy_gpus.csv"):
+        model = lookup(row["device_id"])
+        arch = architecture(model.architecture) if model else None
+        if arch is not None and arch.last_branch is not None:
+            assert branch_number(row["last_branch"]) <= arch.last_branch, row
+
+
+def test_the_table_names_the_gpus_pci_ids_names():
+    """The device IDs of the table are NVIDIA GPUs pci.ids knows by the same model (spot checks of real rows)."""
+    text = PCIIDS.read_text(encoding="utf-8")
+    for device, model in [("0612", "9800 GTX"), ("102d", "Tesla K80"), ("1184", "GTX 770"), ("0ffe", "Quadro K2000"),
+                          ("06c0", "GTX 480")]:
+        assert re.search(rf"^\t{device}  .*{re.escape(model)}", text, re.M), device
+        assert last_branch(device).basis == "device"
+
+
+@pytest.mark.parametrize(("device", "label", "basis"), [
+    ("0612", "340.xx", "device"),  # G92 [GeForce 9800 GTX / 9800 GTX+]
+    ("0020", "71.86.xx", "device"),  # NV4 [Riva TNT]
+    ("0110", "96.43.xx", "device"),  # NV11 [GeForce2 MX/MX 400]
+    ("0322", "173.14.xx", "device"),  # NV34 [GeForce FX 5200]
+    ("0091", "304.xx", "device"),  # G70 [GeForce 7800 GTX]
+    ("06c0", "390.xx", "device"),  # GF100 [GeForce GTX 480]
+    ("0ff2", "367.xx", "device"),  # GK107GL [GRID K1]: before Kepler's 470
+    ("102d", "470.xx", "device"),  # GK210GL [Tesla K80]
+    ("1b80", "580.xx", "architecture"),  # GP104 [GeForce GTX 1080]: Pascal
+    ("13c2", "580.xx", "architecture"),  # GM204 [GeForce GTX 970]: Maxwell
+    ("1db4", "580.xx", "architecture"),  # GV100GL [Tesla V100 PCIe 16GB]: Volta
+])
+def test_last_branch_of_real_device_ids(device, label, basis):
+    found = last_branch(device)
+    assert (found.label, found.basis) == (label, basis)
+    assert found.source
+
+
+@pytest.mark.parametrize("device", ["2330", "1eb8", "2684", "zzzz", ""])  # H100, T4, RTX 4090: current; no ID
+def test_a_current_or_unknown_gpu_has_no_last_branch(device):
+    assert last_branch(device) is None
+
+
+def test_slashed_names_are_each_a_name():
+    assert name_keys("GeForce 9800 GTX/9800 GTX+") == ["9800gtx"]  # "+" is punctuation to the key
+    assert name_keys("GeForce 6600 LE/6600") == ["6600le", "6600"]
+    assert name_keys("Quadro FX 330/GeForce PCX 5300") == ["quadrofx330", "pcx5300"]
+
+
+@pytest.mark.parametrize(("words", "label"), [
+    ("9800GTX+", "340.xx"), ("NVIDIA 9800 GTX+", "340.xx"), ("GTX 770", "470.xx"), ("Quadro K2000", "470.xx"),
+    ("Tesla K80", "470.xx"), ("GeForce GTX 1080", "580.xx"), ("GeForce 210", "340.xx"),
+])
+def test_model_names_resolve_to_device_ids(words, label):
+    devices = devices_named(words)
+    assert devices and {last_branch(d).label for d in devices} == {label}
+
+
+def test_a_current_gpu_or_a_number_names_nothing():
+    assert devices_named("RTX 4090") == () and devices_named("H100") == () and devices_named("x" * 500) == ()
+
+
+# --------------------------------------------------------------------------- the reader (example lines)
+
+
+@pytest.mark.parametrize(("line", "version", "reported"), [
+    ("dpkg: error processing /var/cache/apt/archives/libgl1-nvidia-glx_343.22-2_amd64.deb (--unpack):", "343.22",
+     False),
+    ("dpkg: version 343.22-2 of libnvidia-eglcore:amd64 already installed, skipping", "343.22", False),
+    ("ii  nvidia-driver-470   470.256.02-0ubuntu0.22.04.1 amd64  NVIDIA driver metapackage", "470.256.02", False),
+    ("Setting up libnvidia-gl-535:amd64 (535.183.01-0ubuntu1) ...", "535", False),
+    ("Unpacking nvidia-legacy-340xx-driver (340.108-25) ...", "340", False),
+    ("I installed nvidia-driver-590 yesterday.", "590", True),
+])
+def test_driver_versions_from_package_names(line, version, reported):
+    found = [m for m in mentions(line, "x") if m.what == "driver"]
+    assert [(m.value, m.reported) for m in found][:1] == [(version, reported)]
+
+
+@pytest.mark.parametrize("line", [
+    "ii  nvidia-container-toolkit 1.14.3-1 amd64", "libnvidia-container1_1.17.0-1_amd64.deb",
+    "ii  nvidia-cuda-toolkit 11.5.1-1ubuntu1 amd64", "The 210 results took 770 seconds", "cuda 12.4, python 3.10",
+])
+def test_lines_that_name_no_driver_and_no_gpu(line):
+    assert mentions(line, "x") == []
+
+
+def test_gpus_from_pci_ids_and_from_words():
+    lspci = ("01:00.0 VGA compatible controller [0300]: NVIDIA Corporation G92 [GeForce 9800 GTX / 9800 GTX+] "
+             "[10de:0612]")
+    assert [(m.value, m.reported) for m in mentions(lspci, "x") if m.what == "gpu"] == [("0612", False)]
+    said = mentions("My box has a Tesla K80 and a GTX 770", "x")
+    assert [(m.value, m.named, m.reported) for m in said] == [("102d", "Tesla K80", True), ("1184", "GTX 770", True)]
+
+
+# --------------------------------------------------------------------------- GH209 (example evidence)
+
+DEBOOTSTRAP = """\
+debootstrap: dpkg: error processing /var/cache/apt/archives/libgl1-nvidia-glx_343.22-2_amd64.deb (--unpack):
+debootstrap:  subprocess new pre-installation script returned error exit status 1
+"""
+
+
+def test_a_gpu_named_in_words_and_a_package_version_is_a_warning_naming_the_legacy_branch():
+    found = gh209(report(("notes.txt", "Installation fails on my machine.\nGPU: NVIDIA 9800GTX+\n"),
+                         ("install.log", DEBOOTSTRAP)))
+    assert len(found) == 1 and found[0].severity is Severity.WARNING
+    assert "340.xx" in found[0].message and "343.22" in found[0].message
+    assert any(e.source.startswith("the reporter's words") for e in found[0].evidence)
+    commands = [f.command for f in found[0].fixes]
+    assert "sudo apt-get install nvidia-legacy-340xx-driver" in commands
+    assert any("support ended 2019" in c for c in commands)  # said honestly: it does not build on any kernel
+
+
+def test_lspci_and_the_loaded_driver_are_critical_for_a_pre_fermi_gpu():
+    lspci = ("01:00.0 VGA compatible controller [0300]: NVIDIA Corporation G92 [GeForce 9800 GTX / 9800 GTX+] "
+             "[10de:0612] (rev a2)\n")
+    version = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
+               "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+    found = gh209(report(("lspci.txt", lspci), ("version.txt", version)))
+    assert len(found) == 1 and found[0].severity is Severity.CRITICAL
+    assert "340.xx" in found[0].message
+
+
+def test_a_gpu_its_driver_supports_raises_nothing():
+    said = "We run a GTX 770 here."
+    apt = "ii  nvidia-driver-470   470.256.02-0ubuntu0.22.04.1 amd64  NVIDIA driver metapackage\n"
+    assert gh209(report(("notes.txt", said), ("dpkg.txt", apt))) == []
+
+
+def test_a_branch_no_distribution_packages_gets_no_install_command():
+    said = "The card is a GeForce 7800 GTX."  # 304.xx
+    apt = "ii  nvidia-driver-470   470.256.02-0ubuntu0.22.04.1 amd64  NVIDIA driver metapackage\n"
+    found = gh209(report(("notes.txt", said), ("dpkg.txt", apt)))
+    assert found and "304.xx" in found[0].message
+    assert not any("apt-get install" in f.command for f in found[0].fixes)
+    assert any("No current distribution packages the 304.xx" in f.command for f in found[0].fixes)
+
+
+def test_the_drivers_own_refusal_leads_with_its_branch():
+    log = ("[   12.1] NVRM: The NVIDIA GeForce 9800 GTX GPU installed in this system is\n"
+           "[   12.1] NVRM:  supported through the NVIDIA 340.xx Legacy drivers. Please\n"
+           "[   12.1] NVRM:  visit http://www.nvidia.com/object/unix.html for more\n"
+           "[   12.1] NVRM:  information.  The 343.22 NVIDIA driver will ignore\n"
+           "[   12.1] NVRM:  this GPU.  Continuing probe...\n")
+    result = report(("dmesg.log", log))
+    assert result.findings[0].code == "GH209" and result.findings[0].severity is Severity.CRITICAL
+    assert "340.xx" in result.findings[0].message
+    assert "sudo apt-get install nvidia-legacy-340xx-driver" in [f.command for f in result.findings[0].fixes]
+
+
+# --------------------------------------------------------------------------- recommend
+
+
+def test_recommend_names_the_legacy_branch_of_a_gpu_older_than_the_gpu_table():
+    from gpuhealth.model import DriverInfo, PciDevice, Snapshot
+    from gpuhealth.recommend import recommend
+
+    def notes(device: str, name: str) -> str:
+        gpu = PciDevice("0000:01:00.0", "10de", device, "0300", name=name)
+        return " ".join(recommend(Snapshot(pci_devices=(gpu,), driver=DriverInfo(version="535.183.01"))).notes)
+
+    assert "only up to the 340.xx legacy driver branch" in notes("0612", "G92 [GeForce 9800 GTX / 9800 GTX+]")
+    assert "not in the GPU table" not in notes("0612", "G92 [GeForce 9800 GTX / 9800 GTX+]")
+    assert "only up to the 367.xx" in notes("0ff2", "GK107GL [GRID K1]")  # below Kepler's 470: said
+    assert "legacy driver branch" not in notes("102d", "GK210GL [Tesla K80]")  # Kepler's 470 already holds it
+
+
+def test_a_refusal_naming_only_the_pci_id_gets_the_ids_legacy_branch():
+    """nv.c's message for a GPU the release does not support names the PCI ID, not the branch (example lines in its
+    format, kernel-open/nvidia/nv.c)."""
+    log = ("[    5.2] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1004)\n"
+           "[    5.2] NVRM: installed in this system is not supported by the\n"
+           "[    5.2] NVRM: NVIDIA 535.183.01 driver release.\n")
+    result = report(("dmesg.log", log))
+    lead = result.findings[0]
+    assert lead.code == "GH209" and "470.xx" in lead.message  # GK110 [GeForce GTX 780]: Kepler, 470.xx
+    assert "sudo apt-get install nvidia-driver-470" in [f.command for f in lead.fixes]
+
+
+def test_each_gpu_once_and_a_programs_line_over_the_words():
+    from gpuhealth.parsers.gpu_mentions import mention_overlay
+
+    lines = ["Our GTX 770 is not detected.", "| 0  GeForce GTX 770 |  Off  |",
+             "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GK104 [GeForce GTX 770] [10de:1184]"]
+    (only,) = mention_overlay(lines, "x")["mentioned"]
+    assert (only.value, only.named, only.reported) == ("1184", "10de:1184", False)
+
+
+def test_the_miner_keeps_device_rows_with_a_legacy_branch_and_refuses_a_board_of_another_branch():
+    """tools/mine/mine_legacy_gpus.py on entries written in supported-gpus.json's form (examples, not NVIDIA's file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mine_legacy_gpus", REPO / "tools/mine/mine_legacy_gpus.py")
+    miner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(miner)
+    chips = [{"devid": "0x0612", "name": "GeForce 9800 GTX/9800 GTX+", "legacybranch": "340.xx", "features": []},
+             {"devid": "0x1184", "name": "GeForce GTX 770", "legacybranch": "470.xx", "features": []},
+             {"devid": "0x1184", "subdevid": "0x0001", "subvendorid": "0x10DE", "name": "GeForce GTX 770",
+              "legacybranch": "470.xx", "features": []},
+             {"devid": "0x2330", "name": "NVIDIA H100 80GB HBM3", "features": ["kernelopen"]}]
+    assert miner.legacy_rows(chips, "SGJ525") == [("0612", "GeForce 9800 GTX/9800 GTX+", "340.xx", "SGJ525"),
+                                                 ("1184", "GeForce GTX 770", "470.xx", "SGJ525")]
+    chips.append({"devid": "0x1184", "subdevid": "0x0002", "subvendorid": "0x10DE", "name": "GeForce GTX 770",
+                  "features": []})  # a board of the same ID that the current branch supports: the table cannot say
+    with pytest.raises(SystemExit, match="1184"):
+        miner.legacy_rows(chips, "SGJ525")
