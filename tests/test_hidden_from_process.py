@@ -204,3 +204,33 @@ def test_the_shell_scoping_of_the_variable(blocks, expected):
     from gpuhealth.evidence.facts import visible_in_effect
 
     assert visible_in_effect(blocks, len(blocks) - 1) == expected
+
+
+# --------------------------------------------------------------------------- PyTorch Lightning's refusal
+# rendered from lightning/fabric/utilities/device_parser.py (_sanitize_gpu_ids):
+# f"You requested gpu: {gpus}\n But your machine only has: {all_available_gpus}", with Python's list reprs
+
+LIGHTNING = ("lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: {asked}\n"
+             " But your machine only has: {has}\n")
+
+
+def test_lightning_asked_for_more_gpu_ids_than_the_process_sees_is_gh608():
+    session = SMI_ONE + "$ python train.py --devices 0,1\n" + LIGHTNING.format(asked="[0, 1]", has="[0]")
+    report = report_of(("session.txt", session))
+    top = lead(report)
+    assert top.code == "GH608" and top.severity is Severity.WARNING
+    assert "asks for GPU 1 (GPU ids [0, 1])" in top.message and "can see 1 GPU(s)" in top.message
+    assert "map_location" not in top.message  # the checkpoint remedy is for torch.load's line only
+    assert not any(f.code == "GH003" for f in report.findings)  # both lines are known
+
+
+def test_lightning_seeing_no_gpu_at_all_is_the_pytorch_symptom():
+    report = report_of(("log.txt", LIGHTNING.format(asked="[0]", has="[]")))
+    assert lead(report).code == "GH605"
+    assert all(f.severity is Severity.INFO for f in gh608(report))
+
+
+def test_lightning_ids_kept_by_the_variable_are_judged_against_it():
+    session = "$ CUDA_VISIBLE_DEVICES=2 python train.py\n" + LIGHTNING.format(asked="[0, 1, 2, 3]", has="[0]")
+    top = lead(report_of(("session.txt", session)))
+    assert top.code == "GH608" and "asks for GPU 3" in top.message

@@ -914,7 +914,8 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
                    partial=whole.partial and piece.partial)
 
 
-_ACCUMULATED = frozenset({"library_files", "ld_so_conf", "kernel_packages", "headers_packages"})  # each piece adds
+_ACCUMULATED = frozenset({"library_files", "ld_so_conf", "kernel_packages", "headers_packages",  # each piece adds
+                          "modprobe_files"})
 
 
 def _overlay(current: Any, value: Any) -> Any:

@@ -1276,7 +1276,7 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
         evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
     valid = f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU"
     remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
-              if asked.visible is not None else "")
+              if asked.text.startswith("a checkpoint") else "")
     return Draft(
         Severity.WARNING, f"The program asks for GPU {asked.index} ({asked.text}), but it can see {visible} GPU(s): "
         f"{valid}{remedy}", evidence=tuple(evidence),

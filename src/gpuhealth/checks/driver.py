@@ -21,6 +21,7 @@ from gpuhealth.model import (
     Severity,
     Snapshot,
 )
+from gpuhealth.records import record
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 REBOOT = Fix("sudo reboot", "any", disruptive=True)
@@ -95,7 +96,7 @@ def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
-       reads=("pci_devices", "kernel_modules", "smi_run", "nvml", "messages"))
+       reads=("pci_devices", "kernel_modules", "smi_run", "nvml", "messages", "install", "host_env"))
 def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -123,6 +124,17 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     log say why). When the modules lspci names as able to drive the GPU include no nvidia module, none
     is installed for the running kernel. Plain lspci prints neither line and says nothing of this.
 
+    The configuration that keeps it out: a modprobe.d file (`blacklist nvidia`, `install nvidia
+    /bin/false`, `alias nvidia off`, modprobe.d(5)) or the kernel command line (`module_blacklist=`,
+    `modprobe.blacklist=`, the kernel's parameters) that blacklists the nvidia module is named as the
+    cause, with the file. The fix is to take those lines out, rebuild the initramfs, which packs
+    modprobe.d (update-initramfs, dracut or mkinitcpio, as GH502 does it), and reboot. A graphics
+    switcher that writes the file (supergfxd, system76-power: knowledge/modprobe_writers.csv) writes
+    it again: it is stopped or switched first. A file read with the module state unknown (a pasted
+    modprobe.d file alone) is a warning: the module stays out at boot, nobody saw it missing. One that
+    blacklists only nvidia-drm, nvidia-modeset or nvidia-uvm is no cause here (a compute-only setup:
+    nvidia itself loads), and a blacklist while the module is shown loaded is none either.
+
     Exceptions:
     A GPU passed through to a VM (bound to vfio-pci) is not meant to have the driver on the host.
     """
@@ -135,8 +147,11 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     loaded = module_loaded(snapshot)
     if loaded is None:
         unbound = _no_driver_bound(snapshot)
+        blacklists = nvidia_blacklists(snapshot)
         if unbound:
-            yield _unbound_draft(snapshot, unbound)
+            yield _unbound_draft(snapshot, unbound, blacklists)
+        elif blacklists:
+            yield _blacklisted_draft(snapshot, blacklists, _driver_failures(snapshot))
         else:
             yield Skip(snapshot.unavailable.get("kernel_modules", "loaded modules unknown"))
         return
@@ -144,8 +159,9 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
         return
     if all(d.kernel_driver in ("vfio-pci", "pci-stub") for d in snapshot.nvidia_pci_gpus):
         return
+    blacklists = nvidia_blacklists(snapshot)
     yield Draft(
-        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable",
+        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable" + _because(blacklists),
         evidence=(
             # a driver version only words gave: the file was not looked at
             Evidence(PROC_VERSION, (snapshot.unavailable.get("driver", "not present" if snapshot.driver is None
@@ -153,8 +169,9 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             Evidence(snapshot.sources.get("kernel_modules", "/proc/modules"), ("no 'nvidia' module loaded",)),
             Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
                                                    for d in snapshot.nvidia_pci_gpus)),
+            *_blacklist_evidence(blacklists),
         ),
-        fixes=table_fixes("GH201"),
+        fixes=blacklist_fixes(blacklists) or table_fixes("GH201"), labels=_decided(blacklists),
         explains=("GH102", "GH203", "GH205", "GH207"),
     )
 
@@ -171,7 +188,7 @@ def _no_driver_bound(snapshot: Snapshot) -> list[PciDevice]:
     return gpus
 
 
-def _unbound_draft(snapshot: Snapshot, gpus: list[PciDevice]) -> Draft:
+def _unbound_draft(snapshot: Snapshot, gpus: list[PciDevice], blacklists: list[Blacklist]) -> Draft:
     """GH201 from the bus alone: the GPUs are there and no driver took them. The nvidia module binds every GPU
     it supports when it loads, so it is not loaded, or it refused them (its NVRM lines in the kernel log say why).
     When ``lspci -k`` names the modules able to drive the GPU and none is NVIDIA's, none is installed for the
@@ -185,11 +202,16 @@ def _unbound_draft(snapshot: Snapshot, gpus: list[PciDevice]) -> Draft:
                and not any(m.startswith("nvidia") and m != "nvidiafb" for m in d.kernel_modules)]
     if missing and len(missing) == len(gpus):
         lines.append("no nvidia module is installed for the running kernel (lspci -k lists none able to drive it)")
+    if blacklists:
+        message = "No driver is bound to the NVIDIA GPU: the nvidia kernel module is not loaded" + _because(blacklists)
+    else:
+        message = ("No driver is bound to the NVIDIA GPU: the nvidia kernel module is not loaded (or it refused the "
+                   "GPU), so no GPU is usable")
     return Draft(
-        Severity.CRITICAL, "No driver is bound to the NVIDIA GPU: the nvidia kernel module is not loaded (or it "
-        "refused the GPU), so no GPU is usable",
-        evidence=(Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"), tuple(lines)),),
-        fixes=table_fixes("GH201"),
+        Severity.CRITICAL, message,
+        evidence=(Evidence(snapshot.sources.get("pci_devices", "/sys/bus/pci/devices"), tuple(lines)),
+                  *_blacklist_evidence(blacklists)),
+        fixes=blacklist_fixes(blacklists) or table_fixes("GH201"), labels=_decided(blacklists),
         explains=("GH102", "GH203", "GH205", "GH207"),
     )
 
@@ -198,16 +220,28 @@ def _unbound_draft(snapshot: Snapshot, gpus: list[PciDevice]) -> Draft:
 DRIVER_EXPECTED_SYMPTOMS = frozenset({"driver-unreachable"})
 
 
-def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
-    """GH201 from pasted evidence without lspci: the nvidia module is not in the module list, and nvidia-smi or
-    NVML failed to reach the driver (a line of the catalogue, or the tool's own failure)."""
-    if module_loaded(snapshot) is not False:
-        yield Skip(snapshot.unavailable.get("pci_devices", "the PCI bus is not known"))
-        return
+def _driver_failures(snapshot: Snapshot) -> list[MessageLine]:
+    """nvidia-smi or NVML failing to reach the driver: a line of the catalogue, or the tool's own failure."""
     failures = [m for m in snapshot.messages or () if m.symptom in DRIVER_EXPECTED_SYMPTOMS]
     run = snapshot.smi_run
     if run is not None and not run.ok and run.error != "not installed" and run.text.strip() and not run.timed_out:
         failures.append(MessageLine(run.text.strip().splitlines()[0], " ".join(run.argv) or "nvidia-smi"))
+    return failures
+
+
+def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
+    """GH201 from pasted evidence without lspci: the nvidia module is not in the module list, and nvidia-smi or
+    NVML failed to reach the driver (a line of the catalogue, or the tool's own failure). With the module list
+    unknown, a configuration that blacklists the module is the cause of such a failure, and a warning alone."""
+    loaded = module_loaded(snapshot)
+    failures = _driver_failures(snapshot)
+    blacklists = nvidia_blacklists(snapshot) if loaded is not True else []  # shown loaded: no blacklist is a cause
+    if blacklists and (loaded is None or not failures):
+        yield _blacklisted_draft(snapshot, blacklists, failures)
+        return
+    if loaded is not False:
+        yield Skip(snapshot.unavailable.get("pci_devices", "the PCI bus is not known"))
+        return
     if not failures:
         yield Skip("the nvidia module is not loaded, but nothing in the evidence given shows an NVIDIA GPU or "
                    "a driver that should be loaded")
@@ -216,12 +250,153 @@ def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
     listing = (f"lsmod | grep {' / '.join(filters)}" if filters and not snapshot.reported_fact("kernel_modules")
                else snapshot.sources.get("kernel_modules", "lsmod"))
     yield Draft(
-        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so nvidia-smi cannot reach the driver",
+        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so nvidia-smi cannot reach the driver"
+        + _because(blacklists),
         evidence=(Evidence(listing, (f"loaded: {', '.join(snapshot.kernel_modules or ()) or 'no nvidia module'}",)),
-                  *(Evidence(m.source, (m.line,)) for m in failures[:2])),
-        fixes=table_fixes("GH201"),
+                  *(Evidence(m.source, (m.line,)) for m in failures[:2]), *_blacklist_evidence(blacklists)),
+        fixes=blacklist_fixes(blacklists) or table_fixes("GH201"), labels=_decided(blacklists),
         explains=("GH102", "GH203", "GH205", "GH207"),
     )
+
+
+# --------------------------------------------------------------------------- the configuration that keeps it out
+
+# The NVIDIA driver's modules. Only ``nvidia`` binds the GPU: a configuration that keeps out nvidia-drm and
+# nvidia-modeset alone is a compute-only setup (system76-power's compute mode writes exactly that), CUDA works there.
+NVIDIA_MODULES = ("nvidia", "nvidia_drm", "nvidia_modeset", "nvidia_uvm")
+MODPROBE_FOLDERS = "/etc/modprobe.d /usr/lib/modprobe.d /lib/modprobe.d /run/modprobe.d"
+# A path a fix may name: a .conf file in a modprobe.d folder (what live collection reads, or a pasted listing names)
+_CONF_PATH = lazy_re(r"/(?:etc|lib|usr/lib|usr/local/lib|run)/modprobe\.d/[\w.@+-]{1,200}\.conf")
+# The lines that keep an NVIDIA module from loading, as modprobe.d(5) writes them (parsers/system.py reads the same):
+# "blacklist M", "alias M off", "install M /bin/false" (or true, exit N). Deleted by the fix, the file kept as .bak
+# (modprobe reads only files ending in .conf).
+_S = "[[:space:]]"
+_M = "nvidia([-_](drm|modeset|uvm))?"
+_DISABLING = (f"^{_S}*(blacklist{_S}+{_M}|alias{_S}+{_M}{_S}+off|install{_S}+{_M}{_S}+"
+              f"((/usr)?(/s?bin/)?(false|true){_S}*;?|exit({_S}+[0-9]+)?)){_S}*$")
+
+
+@record
+class Blacklist:
+    """Where the nvidia module is kept from loading: a modprobe.d file or the kernel command line."""
+
+    where: str  # the file's path (or how the paste was named), or "/proc/cmdline"
+    lines: tuple[str, ...]  # what it says, for the evidence
+    path: str | None = None  # a file a fix may edit
+    tool: dict[str, str] | None = None  # the row of knowledge/modprobe_writers.csv whose tool writes the file
+    cmdline: bool = False
+
+
+def nvidia_blacklists(snapshot: Snapshot) -> list[Blacklist]:
+    """The modprobe.d files and kernel parameters that blacklist the nvidia module itself, as live collection and a
+    pasted modprobe.d listing or /proc/cmdline fill them (``install.modprobe_files``, ``host_env.kernel_cmdline``).
+    None while a program's output shows the driver at work (the module list, the driver's version file, nvidia-smi
+    or NVML listing a GPU): the machine wins over the configuration (loaded by hand, or the file written since)."""
+    if _driver_shown_working(snapshot):
+        return []
+    found = []
+    for f in snapshot.install.modprobe_files if snapshot.install else ():
+        if "nvidia" in f.blacklisted:
+            modules = [m for m in NVIDIA_MODULES if m in f.blacklisted]
+            path = f.path if _CONF_PATH.fullmatch(f.path) else None
+            found.append(Blacklist(f.path, (f"blacklists {', '.join(modules)}",), path, _writer(f.path)))
+    cmdline = snapshot.host_env.kernel_cmdline if snapshot.host_env else None
+    if cmdline:
+        from gpuhealth.parsers.install import kernel_cmdline_blacklist
+
+        keys = kernel_cmdline_blacklist(cmdline)
+        if "nvidia" in keys:
+            found.append(Blacklist(snapshot.sources.get("host_env", "/proc/cmdline"),
+                                   tuple(f"{keys[m]}={m}" for m in NVIDIA_MODULES if m in keys), cmdline=True))
+    return found
+
+
+def _driver_shown_working(snapshot: Snapshot) -> bool:
+    if module_loaded(snapshot):
+        return True
+    smi = snapshot.smi is not None and bool(snapshot.smi.gpus) and snapshot.reported_fact("smi") is None
+    nvml = snapshot.nvml is not None and snapshot.nvml.ok and bool(snapshot.nvml.gpus) \
+        and snapshot.reported_fact("nvml") is None
+    return smi or nvml
+
+
+def _writer(path: str) -> dict[str, str] | None:
+    """The graphics switcher that writes a modprobe.d file of this name (knowledge/modprobe_writers.csv)."""
+    from gpuhealth.knowledge import table_rows
+
+    name = path.split(" ", 1)[0].rsplit("/", 1)[-1]
+    return next((row for row in table_rows("modprobe_writers.csv") if row["file"] == name), None)
+
+
+def _because(blacklists: list[Blacklist]) -> str:
+    if not blacklists:
+        return ""
+    named = ", ".join(b.where for b in blacklists[:2])
+    tools = [b.tool["tool"] for b in blacklists if b.tool]
+    wrote = f" ({tools[0]} wrote it and writes it again)" if tools else ""
+    return f": the configuration blacklists it ({named}){wrote}"
+
+
+def _decided(blacklists: list[Blacklist]) -> dict[str, str]:
+    """The cause the configuration decides (causes.csv): the differential of "module not loaded" is closed."""
+    return {"decided": "driver-blacklisted"} if blacklists else {}
+
+
+def _blacklist_evidence(blacklists: list[Blacklist]) -> tuple[Evidence, ...]:
+    return tuple(Evidence(b.where, b.lines + ((f"written by {b.tool['tool']}",) if b.tool else ()))
+                 for b in blacklists[:3])
+
+
+def _blacklisted_draft(snapshot: Snapshot, blacklists: list[Blacklist], failures: list[MessageLine]) -> Draft:
+    """GH201 where the module list is unknown but the configuration keeps nvidia out. With nvidia-smi or NVML failing
+    to reach the driver, that failure is the module missing and the configuration why (critical); alone, the module
+    stays out at boot but nobody saw it missing (a warning)."""
+    if failures:
+        severity = Severity.CRITICAL
+        message = "The NVIDIA kernel module is kept from loading, so nvidia-smi cannot reach the driver"
+    else:
+        severity = Severity.WARNING
+        message = "The NVIDIA kernel module is kept from loading at boot, so no GPU will be usable"
+    listed = (Evidence(snapshot.sources.get("kernel_modules", "lsmod"), ("no 'nvidia' module loaded",)),) \
+        if snapshot.module_listed("nvidia") is False else ()
+    return Draft(
+        severity, message + _because(blacklists),
+        evidence=(*_blacklist_evidence(blacklists), *listed, *(Evidence(m.source, (m.line,)) for m in failures[:2])),
+        fixes=blacklist_fixes(blacklists), labels=_decided(blacklists),
+        explains=("GH102", "GH203", "GH205", "GH207"),
+    )
+
+
+def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
+    """Stop the tool that writes the file, take the lines out (or find the file that holds them), rebuild the
+    initramfs (it packs modprobe.d), reboot."""
+    if not blacklists:
+        return ()
+    import shlex
+
+    fixes: list[Fix] = []
+    for b in blacklists:
+        if b.tool:
+            fixes.append(Fix(b.tool["stop"], "any", note=f"{b.tool['tool']} writes {b.where} again: "
+                             f"{b.tool['note']}"))
+    for b in blacklists:
+        if b.cmdline:
+            fixes.append(Fix(f"take {' '.join(b.lines)} out of the kernel command line (GRUB_CMDLINE_LINUX in "
+                             "/etc/default/grub, then regenerate the GRUB configuration)", "any"))
+        elif b.path:
+            fixes.append(Fix(f"sudo sed -i.bak -E '\\,{_DISABLING},d' {shlex.quote(b.path)}", "any",
+                             note="delete the lines that keep the NVIDIA modules out (the file is kept as .bak, "
+                                  "which modprobe does not read)"))
+    if not any(b.path or b.cmdline for b in blacklists):
+        fixes.append(Fix(f"grep -rsnE '{_DISABLING}' {MODPROBE_FOLDERS}", "any",
+                         note="the files that keep the NVIDIA modules out: delete those lines (or comment them out "
+                              "with #)"))
+    # the initramfs packs modprobe.d: rebuilt as GH502 rebuilds it (knowledge/fixes.csv), then the reboot
+    rebuild = table_fixes("GH502")
+    fixes += [f for f in rebuild if not f.disruptive]
+    fixes.append(Fix("on Arch Linux (mkinitcpio) rebuild the initramfs with: sudo mkinitcpio -P", "any"))
+    fixes += [f for f in rebuild if f.disruptive]
+    return tuple(fixes)
 
 
 @check("GH202", "driver-library-mismatch", "Kernel module and user-space library versions differ",

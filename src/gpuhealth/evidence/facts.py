@@ -324,12 +324,38 @@ _CHECKPOINT_DEVICE = guarded_re(r"Attempting to deserialize object on CUDA devic
                                 r"torch\.cuda\.device_count\(\) is (?P<count>\d{1,3})",
                                 may=has("Attempting to deserialize object on CUDA device"))
 
+# PyTorch Lightning's refusal of GPU ids the process does not see, over two lines (lightning/fabric/utilities/
+# device_parser.py, _sanitize_gpu_ids: f"You requested gpu: {gpus}\n But your machine only has: {all_available_gpus}";
+# older releases wrote "GPUs"). The ids available are the devices this process sees (CUDA_VISIBLE_DEVICES applied).
+_LIGHTNING_ASKED = guarded_re(r"You requested (?:gpu|GPUs): \[(?P<ids>\d[\d, ]{0,300})\]",
+                              may=has("You requested"))
+_LIGHTNING_HAS = lazy_re(r"But your machine only has: \[(?P<ids>\d[\d, ]{0,300})?\]")
+
+
+def _lightning_request(text: str, following: str) -> DeviceRequest | None:
+    """The highest GPU id Lightning was asked for, with how many the process sees, from its two-line refusal."""
+    asked = _LIGHTNING_ASKED.search(text)
+    if asked is None:
+        return None
+    has = _LIGHTNING_HAS.search(text[asked.end():]) or _LIGHTNING_HAS.search(following[:MAX_LINE_TEXT])
+    if has is None:
+        return None
+    ids = [int(x) for x in asked["ids"].replace(" ", "").split(",") if x.isdigit()]
+    seen = len([x for x in (has["ids"] or "").replace(" ", "").split(",") if x.isdigit()])
+    if not ids:
+        return None
+    return DeviceRequest(max(ids), f"GPU ids [{asked['ids']}]", text[:300], seen)
+
 
 def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
     """The GPU indices these lines ask for (one per wording), in the order first seen."""
     found: dict[str, DeviceRequest] = {}
-    for line in lines:
+    for position, line in enumerate(lines):
         text = line.strip()[:MAX_LINE_TEXT]
+        lightning = _lightning_request(text, lines[position + 1] if position + 1 < len(lines) else "")
+        if lightning is not None and len(found) < MAX_DEVICE_REQUESTS:
+            found.setdefault(lightning.text, lightning)
+            continue
         saved = _CHECKPOINT_DEVICE.search(text)
         if saved and len(found) < MAX_DEVICE_REQUESTS:
             asked = f"a checkpoint saved on CUDA device {saved['index']}"

@@ -9,7 +9,8 @@ mapped onto the same snapshot fields live collection fills, so the existing chec
 - ``env``/``printenv``, ``echo $LD_LIBRARY_PATH``, ``ldconfig -p``, ``ls -l /usr/local/cuda*``, ``nvcc
   --version`` -> ``env`` and ``cuda`` (GH601-GH603, GH608);
 - ``ls -l /dev/nvidia*`` -> ``device_nodes`` (GH207); ``modinfo nvidia`` -> ``install`` (GH506, GH507);
-  ``cat /etc/modprobe.d/*`` -> ``install.modprobe_files`` (GH501);
+  ``cat /etc/modprobe.d/*``, ``grep -r ... /etc/modprobe.d``, ``modprobe -c`` -> ``install.modprobe_files`` (GH501,
+  GH201: a file that blacklists nvidia);
 - ``systemctl status`` / ``systemctl show`` / ``journalctl -u`` -> ``cuda.persistenced_*`` (GH604),
   ``cuda.fabricmanager_*`` (GH210), ``host_env.docker_active``; ``nvidia-container-cli info`` -> ``driver`` / ``nvml``;
   ``dcgmi diag``/``health`` -> ``dcgm`` (GH711).
@@ -55,7 +56,7 @@ from gpuhealth.parsers.packages import (
     parse_rpm_qa,
     split_rpm_name,
 )
-from gpuhealth.parsers.system import logical_lines, parse_modprobe_blacklist
+from gpuhealth.parsers.system import logical_lines, modprobe_text_by_file, parse_modprobe_blacklist
 
 # The parsers of environ, services and cuda are imported by the functions that use them: sniffing a piece
 # of another kind (a kernel log) needs none of them.
@@ -613,12 +614,32 @@ def _modprobe_rows(text: str) -> list[str]:
     return [row for row in rows if row and not row.startswith("#")]
 
 
-@evidence_kind("modprobe-d", commands=(_CAT + r"/(?:etc|lib|usr/lib)/modprobe\.d", r"grep\b.*modprobe\.d"),
+# A modprobe.d file a command names ("cat /etc/modprobe.d/supergfxd.conf"): the file a listing without names shows
+_NAMED_CONF = lazy_re(r"(?<![\w.-])/(?:etc|lib|usr/lib|usr/local/lib|run)/modprobe\.d/[\w.@+-]{1,200}\.conf\b")
+
+
+@evidence_kind("modprobe-d", commands=(_CAT + r"/(?:etc|lib|usr/lib|usr/local/lib|run)/modprobe\.d",
+                                       r"grep\b.*modprobe\.d", r"modprobe\s+(?:-\S+\s+)*(?:-c|--showconfig)\b"),
                priority=385, recognise=lambda t: _share(_modprobe_rows(t), _MODPROBE_ROW, 0.7))
 def _modprobe(text: str, source: str) -> dict[str, Any]:
-    blacklisted, options = parse_modprobe_blacklist(text)
-    entry = ModprobeFile(path=f"{source} (pasted)", blacklisted=blacklisted, nouveau_options=options.get("nouveau"))
-    return {"install": InstallState(modprobe_files=(entry,)), "modprobe_blacklisted": blacklisted}
+    """modprobe.d text (a file's content, ``grep -r`` over the folders, ``modprobe -c``): one ``ModprobeFile`` per file
+    the text names (grep's prefixes, head's banners), else the file the command names, else the paste itself. A file's
+    quoted content is read as the machine's (its grammar is modprobe.d(5)'s, not a person's sentence)."""
+    named = dict.fromkeys(_NAMED_CONF.findall(source[:2000]))
+    files: list[ModprobeFile] = []
+    error: ParseError | None = None
+    for path, part in modprobe_text_by_file(text).items():
+        try:
+            blacklisted, options = parse_modprobe_blacklist(part)
+        except ParseError as exc:
+            error = error or exc
+            continue
+        where = path or (next(iter(named)) if len(named) == 1 else f"{source} (pasted)")
+        files.append(ModprobeFile(path=where, blacklisted=blacklisted, nouveau_options=options.get("nouveau")))
+    if not files:
+        raise error or ParseError("no modprobe.d directives (blacklist, install, options, alias ...)")
+    blacklisted = tuple(dict.fromkeys(module for f in files for module in f.blacklisted))
+    return {"install": InstallState(modprobe_files=tuple(files)), "modprobe_blacklisted": blacklisted}
 
 
 # --------------------------------------------------------------------------- services

@@ -219,6 +219,23 @@ def parse_modinfo(text: str) -> dict[str, str]:
 _CMDLINE_BLACKLIST_KEYS = ("modprobe.blacklist", "module_blacklist", "rd.driver.blacklist")
 
 
+def kernel_cmdline_blacklist(text: str) -> dict[str, str]:
+    """Module -> the parameter that keeps it from loading on the booted system: ``module_blacklist=`` (the kernel
+    refuses to load it at all) and ``modprobe.blacklist=`` (modprobe treats it as a ``blacklist`` line). dracut's
+    ``rd.driver.blacklist=`` is left out: it applies inside the initramfs only, and the booted system loads the module.
+    Names use ``_`` for ``-``; any text is a command line (ParseError only for non-text or a NUL byte)."""
+    if not isinstance(text, str) or "\x00" in text:
+        raise ParseError("kernel command line must be text")
+    found: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key in ("module_blacklist", "modprobe.blacklist"):
+            for module in value.split(","):
+                if module.strip():
+                    found.setdefault(module.strip().replace("-", "_"), key)
+    return found
+
+
 def parse_kernel_cmdline_modules(text: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """Modules the kernel command line blacklists and module options it sets (``nouveau.modeset=0``).
 

@@ -138,6 +138,32 @@ def logical_lines(text: str) -> list[str]:
     return lines
 
 
+_HEAD_BANNER = lazy_re(r"^==> (?P<path>\S+) <==$")  # head/tail of several files: "==> /etc/modprobe.d/x.conf <=="
+_GREP_FILE = lazy_re(r"^(?P<path>[^\s:]+\.conf):(?:\d+:)?")
+
+
+def modprobe_text_by_file(text: str) -> dict[str, str]:
+    """modprobe.d content split by the file each line came from, as ``grep -r`` (``/etc/modprobe.d/x.conf:blacklist
+    nvidia``, with ``-n`` a line number after it) and ``head``/``tail`` of several files (``==> x.conf <==``) name
+    it; lines no file names are under "" (one file pasted as it is, or ``modprobe -c``). Lines keep their order."""
+    if not isinstance(text, str):
+        raise ParseError("modprobe.d content must be text")
+    files: dict[str, list[str]] = {}
+    current = ""
+    for raw in text.replace("\r\n", "\n").split("\n"):
+        line = raw.strip()
+        banner = _HEAD_BANNER.match(line)
+        if banner:
+            current = banner["path"]
+            continue
+        named = _GREP_FILE.match(line)
+        if named:
+            files.setdefault(named["path"], []).append(line[named.end():])
+        else:
+            files.setdefault(current, []).append(raw)
+    return {path: "\n".join(lines) for path, lines in files.items() if any(line.strip() for line in lines)}
+
+
 def parse_modprobe_blacklist(text: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """Blacklisted modules and ``options`` per module from modprobe.d content.
 

@@ -1,0 +1,13 @@
+"""Written by gpuhealth.knowledge.write_tables(): modprobe_writers.csv pre-parsed (see knowledge.table_rows).
+Do not edit: `make tables` rewrites it; tests/test_knowledge.py checks that it is current."""
+# ruff: noqa
+# fmt: off
+
+TEXT = 'file,tool,stop,note,source_title,source_url\nsupergfxd.conf,supergfxd (supergfxctl),sudo systemctl disable --now supergfxd.service,"supergfxd writes /etc/modprobe.d/supergfxd.conf for its graphics mode each time it starts; its Integrated mode blacklists nvidia, nvidia-drm and nvidia-modeset. Keep it and switch it instead: supergfxctl --mode Hybrid","asus-linux supergfxctl, src/lib.rs (MODPROBE_PATH, MODPROBE_INTEGRATED) and data/supergfxd.service (GitHub mirror of gitlab.com/asus-linux/supergfxctl)",https://github.com/Dreamail/supergfxctl/blob/0cd7bebf93c0a346003e90c39edfd7265b0a0154/src/lib.rs\nsystem76-power.conf,system76-power,sudo system76-power graphics nvidia,"system76-power rewrites /etc/modprobe.d/system76-power.conf and the initramfs on each graphics switch; its integrated mode blacklists nvidia and aliases it off. Switching mode rewrites the file (hybrid or compute where the release has them; compute blacklists only nvidia-drm and nvidia-modeset, and CUDA works)","pop-os/system76-power, src/graphics.rs (MODPROBE_PATH, MODPROBE_INTEGRATED, MODPROBE_COMPUTE, set_vendor)",https://github.com/pop-os/system76-power/blob/16d45ba780cc9ea098665bb092df619456decf65/src/graphics.rs\n'
+
+HEADER = ('file', 'tool', 'stop', 'note', 'source_title', 'source_url')
+
+ROWS = (
+    ('supergfxd.conf', 'supergfxd (supergfxctl)', 'sudo systemctl disable --now supergfxd.service', 'supergfxd writes /etc/modprobe.d/supergfxd.conf for its graphics mode each time it starts; its Integrated mode blacklists nvidia, nvidia-drm and nvidia-modeset. Keep it and switch it instead: supergfxctl --mode Hybrid', 'asus-linux supergfxctl, src/lib.rs (MODPROBE_PATH, MODPROBE_INTEGRATED) and data/supergfxd.service (GitHub mirror of gitlab.com/asus-linux/supergfxctl)', 'https://github.com/Dreamail/supergfxctl/blob/0cd7bebf93c0a346003e90c39edfd7265b0a0154/src/lib.rs'),
+    ('system76-power.conf', 'system76-power', 'sudo system76-power graphics nvidia', 'system76-power rewrites /etc/modprobe.d/system76-power.conf and the initramfs on each graphics switch; its integrated mode blacklists nvidia and aliases it off. Switching mode rewrites the file (hybrid or compute where the release has them; compute blacklists only nvidia-drm and nvidia-modeset, and CUDA works)', 'pop-os/system76-power, src/graphics.rs (MODPROBE_PATH, MODPROBE_INTEGRATED, MODPROBE_COMPUTE, set_vendor)', 'https://github.com/pop-os/system76-power/blob/16d45ba780cc9ea098665bb092df619456decf65/src/graphics.rs'),
+)
