@@ -234,3 +234,10 @@ def test_lightning_ids_kept_by_the_variable_are_judged_against_it():
     session = "$ CUDA_VISIBLE_DEVICES=2 python train.py\n" + LIGHTNING.format(asked="[0, 1, 2, 3]", has="[0]")
     top = lead(report_of(("session.txt", session)))
     assert top.code == "GH608" and "asks for GPU 3" in top.message
+
+
+def test_the_failing_run_of_a_command_run_twice_is_the_one_judged():
+    session = ("$ export CUDA_VISIBLE_DEVICES=0\n$ python train.py\nepoch 1 loss 0.25\n"
+               "$ export CUDA_VISIBLE_DEVICES=2\n$ python train.py\n" + NO_GPUS)
+    top = lead(report_of(("session.txt", session)))
+    assert top.code == "GH608" and "CUDA_VISIBLE_DEVICES=2" in top.message

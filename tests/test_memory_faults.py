@@ -79,7 +79,7 @@ def test_an_uncorrectable_error_after_a_driver_load_on_the_same_gpu_recurs():
     document = analyze_json(DATA / "dbe-again-after-reboot.log")
     assert lead(document) == "GH403"
     (finding,) = findings(document, "GH403")
-    assert "came back after the driver loaded again (line 4" in finding["message"]
+    assert "came back after the driver loaded again at line 4 " in finding["message"]
     shown = [line for e in finding["evidence"] for line in e["lines"]]
     assert any(line.startswith("2: ") for line in shown) and any(line.startswith("5: ") for line in shown)
 

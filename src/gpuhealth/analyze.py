@@ -220,8 +220,10 @@ def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], be
     """CUDA_VISIBLE_DEVICES as the session's failing command saw it (the first whose output says the process sees no
     GPU, or not the one it asks for), not as the session's last command set it (GH608 judges the value): a later
     ``CUDA_VISIBLE_DEVICES=0 python x.py`` that works does not clear the ``=1`` the failure ran under."""
-    failed = {m.source for m in reading.messages if m.signature in VISIBILITY_FAILURES}
-    failing = next((i for i, block in enumerate(blocks) if _block_name(name, block) in failed), None)
+    failed = [m for m in reading.messages if m.signature in VISIBILITY_FAILURES]
+    # two blocks may run the same command (one name): the failing one is the one whose output holds the line
+    failing = next((i for i, block in enumerate(blocks) if any(
+        m.source == _block_name(name, block) and m.line[:200] in block.output for m in failed)), None)
     if failing is None or "env" not in reading.fields:
         return
     effect = visible_in_effect([(b.command, b.output) for b in blocks], failing)

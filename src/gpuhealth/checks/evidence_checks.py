@@ -19,6 +19,7 @@ from gpuhealth.checks.registry import (
     table_fixes,
 )
 from gpuhealth.commands import fix as slotted
+from gpuhealth.inert import one_line
 from gpuhealth.knowledge.drivers import architecture, branch_of, branches
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.legacy import last_branch
@@ -403,6 +404,16 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     error 802 "system not yet initialized" (`cudaErrorSystemNotReady`), which is what CUDA says until
     Fabric Manager has set the fabric up.
 
+    Where Fabric Manager's own lines (its log, /var/log/fabricmanager.log, or the unit's journal, with its
+    start script nvidia-fabricmanager-start.sh) say why it did not start, that reason leads, with its own fix
+    (knowledge/signatures.csv rows `fm-*` and their `GH210:<row>` fixes): on NVLink 5 systems (HGX/DGX B200,
+    GB200) the ib_umad kernel module not loaded, or the NVLink Subnet Manager (the nvlsm package) not
+    installed, which the Fabric Manager User Guide makes a prerequisite there; a Fabric Manager of another
+    version than the driver's; fewer NVSwitches than the baseboard has ("detected number of NVSwitches don't
+    match with any supported system topology"). Any other [ERROR] line of its log is Fabric Manager's word
+    too: with nothing saying it is down, a warning that quotes it (is it still running, did the GPUs join the
+    fabric?), never an unknown line.
+
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
     although nvidia-smi lists the GPUs.
@@ -411,6 +422,8 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     Install the Fabric Manager package of exactly the driver's version (`nvidia-fabricmanager-<branch>`,
     the same full version as `cat /sys/module/nvidia/version`), then
     `sudo systemctl enable --now nvidia-fabricmanager` and read `journalctl -u nvidia-fabricmanager`.
+    On NVLink 5 systems: `sudo modprobe ib_umad` (and list it in /etc/modules-load.d), install nvlsm, then
+    start the service again.
 
     A pasted status of the nvidia-fabricmanager unit alone ("Unit nvidia-fabricmanager.service could
     not be found", inactive or failed) with nothing that says which GPUs the host has: a warning that
@@ -423,6 +436,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     PCIe GPUs and NVLink bridges between pairs of GPUs need no Fabric Manager.
     """
     lines = lines_for(snapshot, "GH210")
+    # Fabric Manager's own [ERROR] lines that name no known cause (a symptom row, GH806's): a fault of the fabric
+    # only with other evidence
+    logged = [m for m in snapshot.messages or () if m.signature == FM_LOG_ERROR]
     cuda = snapshot.cuda
     state = cuda.fabricmanager_active if cuda else None
     errors = cuda.fabricmanager_errors if cuda else ()
@@ -439,16 +455,49 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     if errors and switch is not False:
         evidence.append(Evidence("journalctl -u nvidia-fabricmanager", errors[:MAX_LINES]))
     if not evidence and not lines:
-        if state is None and not lines:
+        if logged and (state is None or state.split()[0] not in _NOT_RUNNING):
+            yield _fabric_manager_logged_errors(logged)
+        elif state is None:
             yield Skip("needs `systemctl status nvidia-fabricmanager`, or a program's error 802")
         elif state.split()[0] in _NOT_RUNNING and snapshot.pci_devices is None and not snapshot.gpus:
             yield _fabric_manager_down_unknown_system(snapshot, state, cuda.fabricmanager_enabled if cuda else None)
         return
-    message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
-               if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
-    yield Draft(Severity.CRITICAL, message, evidence=tuple(evidence) + line_evidence(lines),
-                fixes=table_fixes("GH210"),
-                explains=("GH610", "GH605", "GH408", "GH806"))
+    reason = why_not_started(lines, errors)
+    if reason is not None:
+        # Fabric Manager's own words (or its start script's) say why it did not start: that reason leads, with its fix
+        message, fixes = signature(reason).summary, table_fixes("GH210", kind=reason)
+    else:
+        message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
+                   if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
+        fixes = table_fixes("GH210")
+    shown = {line for e in evidence for line in e.lines}
+    yield Draft(Severity.CRITICAL, message,
+                evidence=tuple(evidence) + line_evidence([m for m in lines + logged if m.line not in shown]),
+                fixes=fixes, explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | None:
+    """The catalogue row (signatures.csv) of the first line that says why Fabric Manager did not start (a missing
+    prerequisite, an NVSwitch missing from the topology): a GH210 row with fixes of its own (``GH210:<row id>`` in
+    knowledge/fixes.csv). The unit's journal lines count too, where the catalogue did not see them as lines."""
+    from gpuhealth.knowledge.fixes import fixes_of  # read on first use: only a GH210 finding asks
+    from gpuhealth.knowledge.signatures import match_line
+
+    rows = [signature(m.signature) for m in lines if m.signature]
+    rows += [row for row in map(match_line, errors) if row is not None]
+    return next((row.id for row in rows if row.code == "GH210" and fixes_of(f"GH210:{row.id}")), None)
+
+
+FM_LOG_ERROR = "fm-log-error"  # signatures.csv: any [ERROR] line of Fabric Manager's own log
+
+
+def _fabric_manager_logged_errors(logged: list[MessageLine]) -> Draft:
+    """Fabric Manager's log holds [ERROR] lines no catalogue row explains, and nothing says it is down: it is
+    Fabric Manager's word (not an unknown line), worth a warning; whether it still runs decides what it means."""
+    first = one_line(logged[0].line.split("] ", 3)[-1])[:200]
+    return Draft(Severity.WARNING, f"Fabric Manager logged {len(logged)} error line(s) that name no known cause: "
+                 f"{first}", evidence=line_evidence(logged), fixes=table_fixes("GH210", kind=FM_LOG_ERROR),
+                 explains=("GH806",))
 
 
 def _fabric_manager_down_unknown_system(snapshot: Snapshot, state: str, enabled: str | None) -> Draft:

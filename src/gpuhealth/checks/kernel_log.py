@@ -501,8 +501,8 @@ def memory_faults(snapshot: Snapshot) -> Iterator[Draft]:
         if recurred is not None:
             before, load, after = recurred
             codes.append(after.xid)
-            reasons.append(f"uncorrectable errors came back after the driver loaded again (line {load}: a reboot "
-                           "or driver reload, which resets the GPU and applies its memory repair)")
+            reasons.append(f"uncorrectable errors came back after the driver loaded again at line {load} (a reboot "
+                           "or driver reload resets the GPU and applies its memory repair)")
             lines += [shown for e in (before, after) if (shown := f"{e.line_number}: {e.line}") not in lines]
         found = (failure, uncorrectable.get(address))
         yield _memory_draft(snapshot, address, codes, reasons, lines, found, roles)
@@ -519,7 +519,7 @@ def _memory_draft(snapshot: Snapshot, address: str | None, codes: list[int], rea
     sources = sorted({roles[c].source_url for c in codes if c in roles})
     return Draft(
         as_reported(snapshot, Severity.CRITICAL),
-        f"GPU {address or '(address not logged)'}: its memory is failing ({'; '.join(reasons)})"
+        f"GPU {address or '(address not logged)'}: its memory is failing: {'; '.join(reasons)}"
         f"{_when(snapshot, tally) if snapshot.kernel_log.reported else ''} - next: drain it, reset it, run the"
         " field diagnostic and replace it (RMA) when the diagnostic confirms",
         subject=subject,
