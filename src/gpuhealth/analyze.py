@@ -213,7 +213,13 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
     _visibility_at_failure(reading, name, blocks, env_before)
-    return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+    if not any(understood):
+        return [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+    # the session was only partly understood: a command's output nothing read may hold the fault (never HEALTHY on it)
+    reading.unrecognized.extend(f"{_block_name(name, block)} (its output was not read)"
+                                for block, read in zip(blocks, understood, strict=True)
+                                if not read and block.output.strip())
+    return []
 
 
 def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], before: dict[str, str]) -> None:

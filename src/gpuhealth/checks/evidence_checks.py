@@ -245,7 +245,10 @@ def _named_gpus_too_new_a_driver(snapshot: Snapshot, driver: tuple[str, str, boo
     number = branch_of(version)
     if number is None:
         return None
+    listed = bool(snapshot.gpus)  # the driver lists GPUs: a model named only in words is not shown to be here
     for mention in _gpu_mentions(snapshot):
+        if listed and mention.reported:
+            continue
         lasts = [b for b in (last_branch(d) for d in mention.value.split()) if b is not None]
         if not lasts or len(lasts) < len(mention.value.split()):
             continue  # a name some of whose boards a current branch supports: nothing to say
