@@ -254,3 +254,12 @@ def test_the_miner_keeps_device_rows_with_a_legacy_branch_and_refuses_a_board_of
                   "features": []})  # a board of the same ID that the current branch supports: the table cannot say
     with pytest.raises(SystemExit, match="1184"):
         miner.legacy_rows(chips, "SGJ525")
+
+
+def test_words_naming_an_old_gpu_beside_the_drivers_own_list_raise_nothing():
+    """nvidia-smi -L lists what the driver drives; a model named in a sentence ("my old GTX 770") is history then."""
+    said = "I replaced my old GTX 770 with this card."
+    smi = "GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
+    apt = "ii  nvidia-driver-535   535.183.01-0ubuntu0.22.04.1 amd64  NVIDIA driver metapackage\n"
+    assert gh209(report(("notes.txt", said), ("nvidia-smi-L.txt", smi), ("dpkg.txt", apt))) == []
+    assert gh209(report(("notes.txt", said), ("dpkg.txt", apt)))  # without the driver's list: said, as a warning

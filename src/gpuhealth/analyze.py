@@ -449,8 +449,14 @@ def _collect_env_line(line: str) -> bool:
     return report_line(line)
 
 
+def _cuda_p2p_line(line: str) -> bool:
+    from gpuhealth.parsers.cuda_p2p import sample_line
+
+    return sample_line(line)
+
+
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect")
-_OWN_LINES = {"collect-env": _collect_env_line}
+_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
