@@ -213,7 +213,13 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
     _visibility_at_failure(reading, name, blocks, env_before)
-    return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+    if not any(understood):
+        return [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+    # the session was only partly understood: a command's output nothing read may hold the fault (never HEALTHY on it)
+    reading.unrecognized.extend(f"{_block_name(name, block)} (its output was not read)"
+                                for block, read in zip(blocks, understood, strict=True)
+                                if not read and block.output.strip())
+    return []
 
 
 def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], before: dict[str, str]) -> None:
@@ -443,8 +449,14 @@ def _collect_env_line(line: str) -> bool:
     return report_line(line)
 
 
+def _cuda_p2p_line(line: str) -> bool:
+    from gpuhealth.parsers.cuda_p2p import sample_line
+
+    return sample_line(line)
+
+
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect")
-_OWN_LINES = {"collect-env": _collect_env_line}
+_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:

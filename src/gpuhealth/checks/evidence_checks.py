@@ -245,7 +245,10 @@ def _named_gpus_too_new_a_driver(snapshot: Snapshot, driver: tuple[str, str, boo
     number = branch_of(version)
     if number is None:
         return None
+    listed = bool(snapshot.gpus)  # the driver lists GPUs: a model named only in words is not shown to be here
     for mention in _gpu_mentions(snapshot):
+        if listed and mention.reported:
+            continue
         lasts = [b for b in (last_branch(d) for d in mention.value.split()) if b is not None]
         if not lasts or len(lasts) < len(mention.value.split()):
             continue  # a name some of whose boards a current branch supports: nothing to say
@@ -702,6 +705,13 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     finishes, a hang that `NCCL_P2P_DISABLE=1` works around) on a host where PCIe ACS redirects
     peer traffic (`ACSCtl: ... ReqRedir+ CmpltRedir+` on the bridges above the GPUs) or the IOMMU
     is on (`intel_iommu=on`, `amd_iommu=on`, "DMAR: IOMMU enabled").
+    What CUDA's peer-to-peer samples measured decides first (checks/peer.py): a PCIe GPU pair whose
+    `p2pBandwidthLatencyTest` "P2P=Enabled" bandwidth is below half of its "P2P=Disabled" bandwidth
+    (the copy staged through host memory, which a working direct path never trails; NCCL's maintainers
+    read "very low" P2P-enabled bandwidth as ACS, NVIDIA/nccl#199) is a warning, critical with ACS
+    redirection or the IOMMU shown beside it; `simpleP2P` reading data back wrong after a peer copy is
+    critical. Pairs joined by NVLink (`topo -m` NV#, `topo -p2p n` OK) and pairs without peer access
+    are not judged.
 
     Why it matters:
     With ACS redirection or the IOMMU translating, GPU peer-to-peer writes are sent up to the root
@@ -711,8 +721,10 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     How to fix:
     On bare metal, disable ACS on the PCIe switches/bridges above the GPUs (`setpci` on each bridge,
     or a BIOS option such as "ACS Control: Disabled"), and boot with `iommu=pt` or the IOMMU off
-    (VT-d / AMD-Vi disabled) unless a VM needs it. Check with `nvidia-smi topo -p2p r` and NCCL's
-    `all_reduce_perf`. `NCCL_P2P_DISABLE=1` is a slow workaround.
+    (VT-d / AMD-Vi disabled) unless a VM needs it. The guide's command,
+    `sudo setpci -s <bridge> ECAP_ACS+0x6.w=0000`, does not persist across reboots. Check with
+    `nvidia-smi topo -p2p r`, `p2pBandwidthLatencyTest` and NCCL's `all_reduce_perf`.
+    `NCCL_P2P_DISABLE=1` is a slow workaround.
 
     Exceptions:
     Virtual machines with GPU passthrough need the IOMMU on the hypervisor; inside the VM,
@@ -726,6 +738,11 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     cmdline = snapshot.host_env.kernel_cmdline if snapshot.host_env else None
     iommu = p2p.iommu + tuple(w for w in (cmdline or "").split() if w in ("intel_iommu=on", "amd_iommu=on"))
     blockers = p2p.acs_redirect + iommu
+    if p2p.tests:  # what CUDA's P2P samples measured decides before any setting does (checks/peer.py)
+        measured = _measured_p2p(snapshot, failures, blockers)
+        if measured is not None:
+            yield measured
+            return
     if not blockers and not p2p.acs_read and cmdline is None:
         # a failure alone (a hang told in words, an NCCL WARN) says nothing of the setting: the cause stays open
         yield Skip("the evidence shows no PCIe ACS setting (lspci -vvv's ACSCtl) and no kernel command line")
@@ -744,3 +761,29 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
                 fixes=table_fixes("GH706"),
                 explains=("GH806", "GH702"))
+
+
+def _measured_p2p(snapshot: Snapshot, failures: tuple[str, ...], blockers: tuple[str, ...]) -> Draft | None:
+    """GH706's finding from p2pBandwidthLatencyTest or simpleP2P: P2P-enabled copies far slower than staged ones on
+    PCIe pairs (warning; critical with ACS redirection or the IOMMU shown), or wrong data after a peer copy
+    (critical). None when the samples measured nothing wrong."""
+    from gpuhealth.checks.peer import P2P_SLOW_FRACTION, slow_pairs, tests_source, wrong_data
+
+    found, wrong = slow_pairs(snapshot), wrong_data(snapshot)
+    slow = [line for _, line in found]
+    if not slow and not wrong:
+        return None
+    what = "PCIe ACS redirects peer traffic" if snapshot.p2p and snapshot.p2p.acs_redirect else "the IOMMU is on"
+    if wrong:
+        message = "GPU peer-to-peer copies return wrong data (simpleP2P's check failed)"
+    else:
+        message = (f"P2P-enabled copies are below {P2P_SLOW_FRACTION:.0%} of the bandwidth staged through the host "
+                   f"between {len({pair for pair, _ in found})} GPU pair(s) (p2pBandwidthLatencyTest): {slow[0]}")
+    message += (f", and {what}: peer traffic goes through the root complex" if blockers else
+                "; the documented cause is PCIe ACS or the IOMMU sending peer traffic through the root complex")
+    severity = Severity.CRITICAL if wrong or blockers else Severity.WARNING
+    return Draft(severity, message,
+                 evidence=tuple(e for e in (Evidence(tests_source(snapshot), tuple(wrong + slow)[:MAX_LINES]),
+                                            Evidence("NCCL / P2P", failures[:4]),
+                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
+                 fixes=table_fixes("GH706"), explains=("GH806", "GH702"))

@@ -101,32 +101,66 @@ def name_key(text: str) -> str:
     return "".join(word_key(w) for w in text.split())
 
 
-@functools.cache
 def _names() -> dict[str, tuple[str, ...]]:
     """Name key -> the device IDs (that have a last branch) it names."""
-    index: dict[str, list[str]] = {}
-    for device, row in _table().items():
-        for key in name_keys(row.name or ""):
-            index.setdefault(key, []).append(device)
-    for row in table_rows("gpu_names.csv"):
-        if last_branch(row["device_id"]) is None:
-            continue
-        for key in name_keys(row["name"]):
-            if row["device_id"] not in index.setdefault(key, []):
-                index[key].append(row["device_id"])
-    return {key: tuple(devices) for key, devices in index.items()}
+    return _index()[0]
+
+
+def name_starts() -> frozenset[str]:
+    """The keys of the words a name can start with (after NVIDIA, GeForce, Tesla): "9800", "gtx", "quadro", "k80"."""
+    return _index()[1]
 
 
 @functools.cache
-def name_starts() -> frozenset[str]:
-    """The keys of the words a name can start with (after NVIDIA, GeForce, Tesla): "9800", "gtx", "quadro", "k80"."""
-    starts = set()
-    for row in (*_table().values(),):
-        for part in (row.name or "").split("/"):
-            starts.update(word_key(w) for w in part.split()[:2])
+def _index() -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """The name index and the keys of the words names start with, built once, from both name tables."""
+    from gpuhealth.knowledge.gpus import all_rows
+
+    index: dict[str, list[str]] = {}
+    starts: set[str] = set()
+
+    def add(name: str, device: str) -> None:
+        for key in name_keys(name):
+            for each in (key, *_aliases(key)):
+                if device not in index.setdefault(each, []):
+                    index[each].append(device)
+        for part in name.split("/"):
+            starts.update(word_key(w) for w in part.split()[:3])
+
+    for device, row in _table().items():
+        add(row.name or "", device)
+    # gpus.csv ranges of an architecture that has a last branch (Fermi to Volta): their names count too
+    ended = [(r.first, r.last) for r in all_rows() if _architecture_ends(r.architecture)]
     for row in table_rows("gpu_names.csv"):
-        starts.update(word_key(w) for w in row["name"].split()[:3])
-    return frozenset(starts - {""})
+        device = row["device_id"]
+        if device in _table() or (len(device) == 4 and _in_ranges(int(device, 16), ended)):
+            add(row["name"], device)
+    starts.discard("")
+    return {key: tuple(devices) for key, devices in index.items()}, frozenset(starts)
+
+
+# The series words people leave out ("a 1080 Ti", "my K2000"): a key without them still names the board when what is
+# left has letters and digits (a bare number, "770", names nothing).
+_SERIES = ("gtx", "gts", "gt", "quadro", "nvs")
+
+
+def _aliases(key: str) -> tuple[str, ...]:
+    for series in _SERIES:
+        rest = key.removeprefix(series)
+        if rest != key and any(c.isdigit() for c in rest) and any(c.isalpha() for c in rest):
+            return (rest,)
+    return ()
+
+
+def _architecture_ends(name: str) -> bool:
+    from gpuhealth.knowledge.drivers import architecture
+
+    arch = architecture(name)
+    return arch is not None and arch.last_branch is not None
+
+
+def _in_ranges(value: int, ranges: list[tuple[int, int]]) -> bool:
+    return any(first <= value <= last for first, last in ranges)
 
 
 def devices_named(text: str) -> tuple[str, ...]:
@@ -142,12 +176,14 @@ def devices_named(text: str) -> tuple[str, ...]:
 _NOISE_WORDS = frozenset({"nvidia", "tesla", "geforce"})
 
 
+# ASCII punctuation and blanks dropped from a key (str.translate: a table lookup per character, no per-character Python)
+_DROP = str.maketrans("", "", "".join(chr(c) for c in range(128) if not chr(c).isalnum()))
+
+
 def word_key(word: str) -> str:
     """One word's part of a name key (gpus._name_key applied to a single word, without a regular expression)."""
     lowered = word.lower()
-    if lowered in _NOISE_WORDS:
-        return ""
-    return "".join(c for c in lowered if c.isascii() and c.isalnum())
+    return "" if lowered in _NOISE_WORDS else lowered.translate(_DROP)
 
 
 def devices_keyed(key: str) -> tuple[str, ...]:
