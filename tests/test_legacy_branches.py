@@ -99,6 +99,7 @@ def test_slashed_names_are_each_a_name():
 @pytest.mark.parametrize(("words", "label"), [
     ("9800GTX+", "340.xx"), ("NVIDIA 9800 GTX+", "340.xx"), ("GTX 770", "470.xx"), ("Quadro K2000", "470.xx"),
     ("Tesla K80", "470.xx"), ("GeForce GTX 1080", "580.xx"), ("GeForce 210", "340.xx"),
+    ("1080 Ti", "580.xx"), ("K2000", "470.xx"), ("GTX1080Ti", "580.xx"),  # the series word left out or run in
 ])
 def test_model_names_resolve_to_device_ids(words, label):
     devices = devices_named(words)
@@ -107,6 +108,7 @@ def test_model_names_resolve_to_device_ids(words, label):
 
 def test_a_current_gpu_or_a_number_names_nothing():
     assert devices_named("RTX 4090") == () and devices_named("H100") == () and devices_named("x" * 500) == ()
+    assert devices_named("770") == () and devices_named("1080") == ()  # a bare number is no model
 
 
 # --------------------------------------------------------------------------- the reader (example lines)

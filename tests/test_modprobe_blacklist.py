@@ -168,14 +168,16 @@ def test_the_kernel_command_line_is_named_and_its_fix_is_a_step():
     [finding] = gh201(report)
     assert finding.severity is Severity.WARNING and "module_blacklist=nvidia" in str(finding.evidence)
     step = next(f for f in finding.fixes if "kernel command line" in f.command)
-    assert step.kind == "step"
+    assert step.kind == "step" and finding.evidence[0].source == "/proc/cmdline"
+    assert not any("initramfs" in f.command or "dracut" in f.command for f in finding.fixes)  # only the reboot
+    assert finding.fixes[-1].command == "sudo reboot"
     _, initramfs_only = report_of("$ cat /proc/cmdline\nBOOT_IMAGE=/vmlinuz root=UUID=1 rd.driver.blacklist=nvidia\n")
     assert not gh201(initramfs_only)
 
 
 # --------------------------------------------------------------------------- the live host, through the same fields
 
-def live_host(conf: str, text: str) -> FakeHost:
+def live_host(conf: str, text: str, cmdline: str = "") -> FakeHost:
     """The Debian 12 test host with its module built for the running kernel too (so only the configuration keeps it
     out) and one more modprobe.d file."""
     spec = load_spec("debian-kernel-update-lost-driver")
@@ -185,6 +187,8 @@ def live_host(conf: str, text: str) -> FakeHost:
     spec["commands"]["modinfo nvidia"] = {"stdout": f"filename:       {module}\nversion:        535.161.08\n"}
     spec["listings"]["/lib/modules/6.1.0-21-amd64/updates/dkms"] = ["nvidia.ko"]
     spec["files"][conf] = text
+    if cmdline:
+        spec["files"]["/proc/cmdline"] = cmdline
     spec["listings"]["/etc/modprobe.d"].append(conf.rsplit("/", 1)[-1])
     return FakeHost(spec)
 
@@ -209,3 +213,12 @@ def test_the_live_fix_script_is_valid_bash_and_passes_shellcheck(tmp_path):
         pytest.skip("shellcheck is not installed (tests never install it): only bash -n was checked")
     result = subprocess.run([shellcheck, "-s", "bash", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_live_check_reads_the_kernel_command_line():
+    cmdline = "BOOT_IMAGE=/vmlinuz-6.1.0-21-amd64 root=UUID=0b1c2d3e ro quiet module_blacklist=nvidia\n"
+    report = run_checks(collect(live_host("/etc/modprobe.d/nvidia-options.conf", "options nvidia NVreg_X=1\n",
+                                          cmdline)))
+    [finding] = gh201(report)
+    assert finding.severity is Severity.CRITICAL and "(/proc/cmdline)" in finding.message
+    assert commands(finding)[-1] == "sudo reboot"

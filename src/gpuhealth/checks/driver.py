@@ -306,8 +306,8 @@ def nvidia_blacklists(snapshot: Snapshot) -> list[Blacklist]:
 
         keys = kernel_cmdline_blacklist(cmdline)
         if "nvidia" in keys:
-            found.append(Blacklist(snapshot.sources.get("host_env", "/proc/cmdline"),
-                                   tuple(f"{keys[m]}={m}" for m in NVIDIA_MODULES if m in keys), cmdline=True))
+            found.append(Blacklist("/proc/cmdline", tuple(f"{keys[m]}={m}" for m in NVIDIA_MODULES if m in keys),
+                                   cmdline=True))
     return found
 
 
@@ -391,10 +391,12 @@ def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
         fixes.append(Fix(f"grep -rsnE '{_DISABLING}' {MODPROBE_FOLDERS}", "any",
                          note="the files that keep the NVIDIA modules out: delete those lines (or comment them out "
                               "with #)"))
-    # the initramfs packs modprobe.d: rebuilt as GH502 rebuilds it (knowledge/fixes.csv), then the reboot
+    # the initramfs packs modprobe.d: rebuilt as GH502 rebuilds it (knowledge/fixes.csv), then the reboot (a kernel
+    # command line alone needs only the reboot)
     rebuild = table_fixes("GH502")
-    fixes += [f for f in rebuild if not f.disruptive]
-    fixes.append(Fix("on Arch Linux (mkinitcpio) rebuild the initramfs with: sudo mkinitcpio -P", "any"))
+    if not all(b.cmdline for b in blacklists):
+        fixes += [f for f in rebuild if not f.disruptive]
+        fixes.append(Fix("on Arch Linux (mkinitcpio) rebuild the initramfs with: sudo mkinitcpio -P", "any"))
     fixes += [f for f in rebuild if f.disruptive]
     return tuple(fixes)
 
