@@ -25,7 +25,7 @@ from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.legacy import last_branch
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, MessageLine, Severity, Snapshot
+from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, Gpu, MessageLine, Severity, Snapshot
 from gpuhealth.model import Mention as MentionT
 
 MAX_LINES = MAX_LINE_EVIDENCE
@@ -415,7 +415,11 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     version than the driver's; fewer NVSwitches than the baseboard has ("detected number of NVSwitches don't
     match with any supported system topology"). Any other [ERROR] line of its log is Fabric Manager's word
     too: with nothing saying it is down, a warning that quotes it (is it still running, did the GPUs join the
-    fabric?), never an unknown line.
+    fabric?), never an unknown line. GPUs that nvidia-smi -q shows outside the fabric (Fabric State "In
+    Progress" or "Not Started") are the same condition seen from the GPU: alone a warning (Fabric Manager may
+    still be starting), beside a failure its evidence. NV_WARN_NOTHING_TO_DO (Fabric Manager found no
+    NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200), or beside GPUs waiting to
+    join the fabric, it means the NVLink Subnet Manager did not run.
 
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
@@ -446,6 +450,14 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     state = cuda.fabricmanager_active if cuda else None
     errors = cuda.fabricmanager_errors if cuda else ()
     switch = nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus) or None
+    unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED]
+    nothing_to_do = [e for e in errors if "NOTHING_TO_DO" in e] + [m.line for m in snapshot.messages or ()
+                                                                    if "NOTHING_TO_DO" in m.line]
+    if nothing_to_do and (unjoined or any(_NVLINK5.search(g.name or "") for g in snapshot.gpus)):
+        # On NVLink 5 GPUs the NVSwitches are reached through the NVLink Subnet Manager: without it Fabric Manager
+        # finds no NVSwitch and stops, and the GPUs wait for a fabric that never comes
+        yield _nvlink5_without_subnet_manager(nothing_to_do, unjoined)
+        return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
     evidence: list[Evidence] = []
@@ -457,8 +469,12 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
                                   else f"Active: {state}",)))
     if errors and switch is not False:
         evidence.append(Evidence("journalctl -u nvidia-fabricmanager", errors[:MAX_LINES]))
+    if unjoined and (evidence or lines):
+        evidence.append(_fabric_states(unjoined))
     if not evidence and not lines:
-        if logged and (state is None or state.split()[0] not in _NOT_RUNNING):
+        if unjoined:
+            yield _gpus_not_in_fabric(unjoined, logged)
+        elif logged and (state is None or state.split()[0] not in _NOT_RUNNING):
             yield _fabric_manager_logged_errors(logged)
         elif state is None:
             yield Skip("needs `systemctl status nvidia-fabricmanager`, or a program's error 802")
@@ -492,6 +508,40 @@ def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | 
 
 
 FM_LOG_ERROR = "fm-log-error"  # signatures.csv: any [ERROR] line of Fabric Manager's own log
+# nvidia-smi -q "Fabric / State" of a GPU that has not (yet) registered with the NVLink fabric ("Completed" has; "N/A":
+# no NVSwitch fabric)
+_UNJOINED = ("in progress", "not started")
+# NVLink 5 GPUs (HGX/DGX B200 and B300, GB200/GB300 NVL): Fabric Manager needs the NVLink Subnet Manager there
+_NVLINK5 = lazy_re(r"\bG?B[23]00\b")
+
+
+def _fabric_states(unjoined: list[Gpu]) -> Evidence:
+    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index} ({g.name}): State: {g.fabric_state}"
+                                                    for g in unjoined[:MAX_LINES]))
+
+
+def _gpus_not_in_fabric(unjoined: list[Gpu], logged: list[MessageLine]) -> Draft:
+    """nvidia-smi shows GPUs that have not registered with the NVLink fabric and nothing else says why: Fabric Manager
+    has not set the fabric up (yet). Right after boot it may still be starting, so a warning."""
+    states = sorted({g.fabric_state for g in unjoined})
+    return Draft(Severity.WARNING, f"{len(unjoined)} GPU(s) have not joined the NVLink fabric (nvidia-smi -q Fabric "
+                 f"State: {', '.join(states)}): Fabric Manager has not set it up (not running, still starting, or on "
+                 "an NVLink 5 system without its NVLink Subnet Manager), and CUDA reports 'system not yet initialized' "
+                 "(802) on them until it has",
+                 evidence=(_fabric_states(unjoined),) + line_evidence(logged), fixes=table_fixes("GH210"),
+                 explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+def _nvlink5_without_subnet_manager(nothing_to_do: list[str], unjoined: list[Gpu]) -> Draft:
+    """NV_WARN_NOTHING_TO_DO (no NVSwitch found) on NVLink 5 GPUs, or beside GPUs waiting to join the fabric: there the
+    NVSwitches are managed through the NVLink Subnet Manager, which is not running."""
+    evidence = (Evidence("Fabric Manager", tuple(nothing_to_do[:MAX_LINES])),)
+    return Draft(Severity.CRITICAL, "Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) on an NVLink 5 system: "
+                 "there it reaches the NVSwitches through the NVLink Subnet Manager (nvlsm, which needs ib_umad), so "
+                 "nvlsm is not installed or not running; the GPUs stay out of the fabric and CUDA reports 'system not "
+                 "yet initialized' (802)",
+                 evidence=evidence + ((_fabric_states(unjoined),) if unjoined else ()),
+                 fixes=table_fixes("GH210", kind="fm-nvlsm-missing"), explains=("GH610", "GH605", "GH408", "GH806"))
 
 
 def _fabric_manager_logged_errors(logged: list[MessageLine]) -> Draft:
@@ -709,8 +759,14 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     yield Draft(severity, message,
                 evidence=tuple(e for e in (Evidence("NCCL / P2P", failures[:4]),
                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
-                fixes=table_fixes("GH706"),
+                fixes=_acs_fixes(snapshot),
                 explains=("GH806", "GH702"))
+
+
+def _acs_fixes(snapshot: Snapshot) -> tuple[Fix, ...]:
+    from gpuhealth.checks.peer import acs_fixes  # the bridges lspci -vvv shows redirecting, each its setpci
+
+    return acs_fixes(snapshot, table_fixes("GH706"))
 
 
 def _measured_p2p(snapshot: Snapshot, failures: tuple[str, ...], blockers: tuple[str, ...]) -> Draft | None:
@@ -729,11 +785,11 @@ def _measured_p2p(snapshot: Snapshot, failures: tuple[str, ...], blockers: tuple
     else:
         message = (f"P2P-enabled copies are below {P2P_SLOW_FRACTION:.0%} of the bandwidth staged through the host "
                    f"between {len({pair for pair, _ in found})} GPU pair(s) (p2pBandwidthLatencyTest): {slow[0]}")
-    message += (f", and {what}: peer traffic goes through the root complex" if blockers else
+    message += (f"; {what}, so GPU peer-to-peer goes through the root complex" if blockers else
                 "; the documented cause is PCIe ACS or the IOMMU sending peer traffic through the root complex")
     severity = Severity.CRITICAL if wrong or blockers else Severity.WARNING
     return Draft(severity, message,
                  evidence=tuple(e for e in (Evidence(tests_source(snapshot), tuple(wrong + slow)[:MAX_LINES]),
                                             Evidence("NCCL / P2P", failures[:4]),
                                             Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
-                 fixes=table_fixes("GH706"), explains=("GH806", "GH702"))
+                 fixes=_acs_fixes(snapshot), explains=("GH806", "GH702"))
