@@ -265,3 +265,18 @@ def test_words_naming_an_old_gpu_beside_the_drivers_own_list_raise_nothing():
     apt = "ii  nvidia-driver-535   535.183.01-0ubuntu0.22.04.1 amd64  NVIDIA driver metapackage\n"
     assert gh209(report(("notes.txt", said), ("nvidia-smi-L.txt", smi), ("dpkg.txt", apt))) == []
     assert gh209(report(("notes.txt", said), ("dpkg.txt", apt)))  # without the driver's list: said, as a warning
+
+
+def test_lspci_and_an_installed_driver_package_are_critical_for_a_pascal_gpu_on_590():
+    lspci = ("01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GP104 [GeForce GTX 1080] [10de:1b80] "
+             "(rev a1)\n")
+    dpkg = ("Desired=Unknown/Install/Remove/Purge/Hold\n"
+            "| Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend\n"
+            "|/ Err?=(none)/Reinst-required (Status,Err: uppercase=bad)\n"
+            "||/ Name                 Version                      Architecture Description\n"
+            "+++-====================-============================-============-=================================\n"
+            "ii  nvidia-driver-590    590.48.01-0ubuntu0.24.04.1   amd64        NVIDIA driver metapackage\n")
+    found = gh209(report(("lspci.txt", lspci), ("dpkg-l.txt", dpkg)))
+    assert len(found) == 1 and found[0].severity is Severity.CRITICAL
+    assert "580.xx" in found[0].message and "(Pascal)" in found[0].message
+    assert "sudo apt-get install nvidia-driver-580" in [f.command for f in found[0].fixes]

@@ -71,6 +71,16 @@ def test_the_file_a_cat_command_names_is_the_files_path():
     assert [f.path for f in snapshot.install.modprobe_files] == ["/etc/modprobe.d/system76-power.conf"]
 
 
+def test_a_fence_holds_the_file_the_line_above_it_names():
+    post = "Contents of `/etc/modprobe.d/supergfxd.conf`:\n\n```\nblacklist nvidia\n```\n"
+    snapshot, _ = report_of(post)
+    assert [f.path for f in snapshot.install.modprobe_files] == ["/etc/modprobe.d/supergfxd.conf"]
+    # two files named above it: which one the fence holds is not known
+    two = "I have `/etc/modprobe.d/a.conf` and `/etc/modprobe.d/b.conf`:\n\n```\nblacklist nvidia\n```\n"
+    snapshot, _ = report_of(two)
+    assert snapshot.install.modprobe_files[0].path.endswith("(pasted)")
+
+
 def test_modprobe_showconfig_is_modprobe_d_text():
     text = ("$ modprobe -c | grep nvidia\nblacklist nvidia\noptions nvidia NVreg_OpenRmEnableUnsupportedGpus=1\n"
             "alias pci:v000010DEd*sv*sd*bc03sc02i00* nvidia\n")

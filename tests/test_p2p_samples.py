@@ -45,6 +45,19 @@ def test_acs_redirection_beside_the_measurement_is_critical():
     (finding,) = _gh706(report)
     assert finding.severity is Severity.CRITICAL and "PCIe ACS redirects peer traffic" in finding.message
     assert any("ReqRedir+" in line for e in finding.evidence for line in e.lines)
+    # the NCCL guide's setpci, written out for the bridge lspci -vvv shows redirecting
+    (setpci,) = [f for f in finding.fixes if "setpci" in f.command]
+    assert setpci.command == "sudo setpci -s 00:01.1 ECAP_ACS+0x6.w=0000" and setpci.kind == "command"
+    assert setpci.disruptive and "does not persist across reboots" in setpci.note
+
+
+def test_only_redirecting_bridges_get_a_setpci():
+    """A bridge whose ACSCtl does not redirect, and a redirecting device that is not a PCI bridge, get none."""
+    clean = ACS_ON.replace("00:01.1", "00:03.1").replace("ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+",
+                                                        "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir-")
+    endpoint = ACS_ON.replace("00:01.1 PCI bridge", "41:00.0 3D controller")
+    snapshot, _ = analyze_texts([("lspci-vvv.txt", ACS_ON + clean + endpoint)])
+    assert snapshot.p2p.acs_bridges == ("00:01.1",)
 
 
 def test_the_setpci_fix_is_the_guides_and_says_it_does_not_persist():
@@ -102,3 +115,29 @@ def test_topo_p2p_is_kept_apart_from_topo_m():
     assert {link.kind for link in snapshot.topology.links} == {"NV4"}
     assert snapshot.p2p.topo_p2p_capability == "read"
     assert {link.kind for link in snapshot.p2p.topo_p2p} == {"OK"}
+
+
+def _matrix(title: str, values: dict[tuple[int, int], float], n: int) -> str:
+    """A bandwidth matrix as the sample's printf calls lay it out ("%6d ", "%6.02f ")."""
+    rows = [title, "   D\\D" + "".join(f"{j:6d} " for j in range(n))]
+    rows += [f"{i:6d} " + "".join(f"{values.get((i, j), 500.0 if i == j else 20.0):6.2f} " for j in range(n))
+             for i in range(n)]
+    return "\n".join(rows) + "\n"
+
+
+def test_cuda_numbers_are_matched_to_nvidia_smi_by_pci_bus():
+    """CUDA may number GPUs otherwise than nvidia-smi (fastest first): the sample's pciBusID says which is which, so
+    the NVLink pair of topo -m (nvidia-smi's numbers) is found whatever CUDA calls it."""
+    smi = ("index, name, pci.bus_id\n0, NVIDIA RTX A6000, 00000000:01:00.0\n1, NVIDIA RTX A6000, 00000000:41:00.0\n"
+           "2, NVIDIA RTX A6000, 00000000:81:00.0\n")
+    topo = ("\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tNV4\tSYS\t0-31\t0\nGPU1\tNV4\t X \tSYS\t0-31\t0\nGPU2\tSYS\tSYS\t X \t32-63\t1\n")
+    devices = "".join(f"Device: {i}, NVIDIA RTX A6000, pciBusID: {bus}, pciDeviceID: 0, pciDomainID:0\n"
+                      for i, bus in enumerate(("81", "41", "1")))  # CUDA 0 is nvidia-smi's GPU2, CUDA 2 its GPU0
+    slow = {(0, 1): 2.0, (1, 0): 2.0, (1, 2): 2.0, (2, 1): 2.0}  # CUDA 0-1 is PCIe, CUDA 1-2 the NVLink pair
+    sample = (devices + _matrix("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)", {}, 3)
+              + _matrix("Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", slow, 3))
+    snapshot, _ = analyze_texts([("smi.csv", smi), ("topo.txt", topo), ("p2p.txt", sample)])
+    (finding,) = _gh706(run_checks(snapshot))
+    (evidence,) = finding.evidence
+    assert {line.split(":")[0] for line in evidence.lines} == {"GPU0 -> GPU1", "GPU1 -> GPU0"}

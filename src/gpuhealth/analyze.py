@@ -251,7 +251,8 @@ def _read_markdown(reading: _Reading, name: str, parts: list[MarkdownPart]) -> l
     """Read each part of a markdown text on its own; what to name as not read. A part in which nothing was understood
     is named even when other parts were: the evidence was then only partly understood, and what was not read may
     hold the fault, so the report is never HEALTHY on it (GH002). A folding tag's summary is a label, not evidence."""
-    missed = [part for part in parts if _read_text(reading, f"{name}: {part.label}", _fenced_text(part))]
+    missed = [part for i, part in enumerate(parts)
+              if _read_text(reading, _part_name(name, parts, i), _fenced_text(part))]
     if len(missed) == len(parts):
         return [f"{name} (markdown: none of its {len(parts)} parts)"]
     unread = []
@@ -263,6 +264,22 @@ def _read_markdown(reading: _Reading, name: str, parts: list[MarkdownPart]) -> l
         unread.append(f"{name}: {part.label} ({what}, {len(lines)} line(s), not read: {lines[0][:60]!r}"
                       f"{' ...' if len(lines) > 1 else ''})")
     return unread
+
+
+# A file a post names on the line just above a fence ("contents of /etc/modprobe.d/blacklist.conf:"): the fence holds
+# that file, and a reader that keeps file names (modprobe.d: evidence/listings.py) takes it from the fence's name.
+_FILE_ABOVE = lazy_re(r"(?<![\w.~-])/(?:etc|usr|lib|lib64|run|var|opt|boot)(?:/[\w.@+-]{1,200}){1,12}")
+
+
+def _part_name(name: str, parts: list[MarkdownPart], index: int) -> str:
+    """A part's name; a fence's names the one file the last line of the prose right above it names."""
+    part = parts[index]
+    label = f"{name}: {part.label}"
+    if not part.fenced or index == 0 or parts[index - 1].fenced:
+        return label
+    above = [line for line in parts[index - 1].text.splitlines()[-50:] if line.strip()]
+    files = dict.fromkeys(_FILE_ABOVE.findall(above[-1][:1000])) if above else {}
+    return f"{label} (the post names {next(iter(files))} above it)" if len(files) == 1 else label
 
 
 def _fenced_text(part: MarkdownPart) -> str:

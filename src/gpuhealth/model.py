@@ -694,6 +694,7 @@ class P2pEvidence:
     acs_redirect: tuple[str, ...] = ()  # "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ ..."
     iommu: tuple[str, ...] = ()  # "DMAR: IOMMU enabled", "intel_iommu=on"
     acs_read: bool = False  # an ACSCtl line was in the evidence (redirecting or not): the ACS setting is known
+    acs_bridges: tuple[str, ...] = ()  # lspci -vvv: the PCI bridges ("03:00.0") whose ACSCtl redirects
     tests: tuple[P2pTest, ...] = ()  # CUDA samples' P2P tests (parsers/cuda_p2p.py)
     # `nvidia-smi topo -p2p <r|w|n|a|p>`: per GPU pair the driver's answer (OK, CNS, GNS, TNS, NS, U)
     topo_p2p: tuple[TopologyLink, ...] = ()

@@ -759,8 +759,14 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     yield Draft(severity, message,
                 evidence=tuple(e for e in (Evidence("NCCL / P2P", failures[:4]),
                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
-                fixes=table_fixes("GH706"),
+                fixes=_acs_fixes(snapshot),
                 explains=("GH806", "GH702"))
+
+
+def _acs_fixes(snapshot: Snapshot) -> tuple[Fix, ...]:
+    from gpuhealth.checks.peer import acs_fixes  # the bridges lspci -vvv shows redirecting, each its setpci
+
+    return acs_fixes(snapshot, table_fixes("GH706"))
 
 
 def _measured_p2p(snapshot: Snapshot, failures: tuple[str, ...], blockers: tuple[str, ...]) -> Draft | None:
@@ -779,11 +785,11 @@ def _measured_p2p(snapshot: Snapshot, failures: tuple[str, ...], blockers: tuple
     else:
         message = (f"P2P-enabled copies are below {P2P_SLOW_FRACTION:.0%} of the bandwidth staged through the host "
                    f"between {len({pair for pair, _ in found})} GPU pair(s) (p2pBandwidthLatencyTest): {slow[0]}")
-    message += (f", and {what}: peer traffic goes through the root complex" if blockers else
+    message += (f"; {what}, so GPU peer-to-peer goes through the root complex" if blockers else
                 "; the documented cause is PCIe ACS or the IOMMU sending peer traffic through the root complex")
     severity = Severity.CRITICAL if wrong or blockers else Severity.WARNING
     return Draft(severity, message,
                  evidence=tuple(e for e in (Evidence(tests_source(snapshot), tuple(wrong + slow)[:MAX_LINES]),
                                             Evidence("NCCL / P2P", failures[:4]),
                                             Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
-                 fixes=table_fixes("GH706"), explains=("GH806", "GH702"))
+                 fixes=_acs_fixes(snapshot), explains=("GH806", "GH702"))

@@ -17,7 +17,8 @@ pairs whose connectivity says P2P is not possible (their "enabled" copies are th
 
 from __future__ import annotations
 
-from gpuhealth.model import P2pPair, P2pTest, Snapshot
+from gpuhealth.commands import fix as slotted
+from gpuhealth.model import Fix, P2pPair, P2pTest, Snapshot
 
 P2P_SLOW_FRACTION = 0.5  # P2P-enabled below this share of P2P-disabled bandwidth on a PCIe pair: redirected
 MAX_SHOWN = 8
@@ -110,3 +111,22 @@ def tests_source(snapshot: Snapshot) -> str:
     p2p = snapshot.p2p
     programs = sorted({t.program for t in p2p.tests}) if p2p else []
     return snapshot.sources.get("p2p") or ", ".join(programs) or "CUDA samples"
+
+
+def acs_fixes(snapshot: Snapshot, fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
+    """GH706's fixes with the table's ``setpci -s <bridge>`` step written out for each bridge that lspci -vvv shows
+    redirecting (the NCCL guide's command, nothing else changed); the step stays as it is when none is known."""
+    bridges = snapshot.p2p.acs_bridges[:MAX_SHOWN] if snapshot.p2p else ()
+    if not bridges:
+        return fixes
+    out: list[Fix] = []
+    for row in fixes:
+        if "setpci" not in row.command or "<bridge>" not in row.command:
+            out.append(row)
+            continue
+        template = row.command.replace("<bridge>", "{pci}")
+        out += [slotted(template, disruptive=True, pci=bridge,
+                        note=f"bridge {bridge}: its ACSCtl redirects (lspci -vvv); bare metal, as root, with no GPU "
+                             "job running; it does not persist across reboots (repeat it at each boot, or disable "
+                             "ACS in the BIOS)") for bridge in bridges]
+    return tuple(out)
