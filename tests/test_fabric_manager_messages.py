@@ -185,3 +185,22 @@ def test_nothing_to_do_on_nvlink5_or_beside_waiting_gpus_is_the_subnet_manager_m
 def test_nothing_to_do_beside_pcie_gpus_stays_quiet():
     result = reports(smi_q("NVIDIA A40", "N/A"), NOTHING)
     assert "GH210" not in {f.code for f in result.findings}
+
+
+@pytest.mark.parametrize("said", ["Job for nvidia-fabricmanager.service failed because the control process exited "
+                                  "with error code.", "Job for nvidia-fabricmanager.service failed because a timeout "
+                                  "was exceeded.", "A dependency job for nvidia-fabricmanager.service failed. See "
+                                  "'journalctl -xe' for details."])
+def test_systemctls_failed_start_job_is_fabric_manager_not_running(said: str):
+    """systemd's own words after `systemctl start` (src/shared/bus-wait-for-jobs.c), not an unknown line."""
+    text = ("$ sudo systemctl start nvidia-fabricmanager\n" + said + "\n"
+            'See "systemctl status nvidia-fabricmanager.service" and "journalctl -xeu nvidia-fabricmanager.service" '
+            "for details.\n")
+    result = report(text)
+    assert [f.code for f in result.findings][:1] == ["GH210"], [(f.code, f.message) for f in result.findings]
+    assert "GH003" not in {f.code for f in result.findings}
+
+
+def test_another_units_failed_job_is_not_fabric_managers():
+    said = "Job for docker.service failed because the control process exited with error code.\n"
+    assert "GH210" not in {f.code for f in report(said).findings}
