@@ -141,3 +141,11 @@ def test_cuda_numbers_are_matched_to_nvidia_smi_by_pci_bus():
     (finding,) = _gh706(run_checks(snapshot))
     (evidence,) = finding.evidence
     assert {line.split(":")[0] for line in evidence.lines} == {"GPU0 -> GPU1", "GPU1 -> GPU0"}
+
+
+def test_two_samples_pasted_together_are_both_read():
+    snapshot, report = _report(SLOWER, "simpleP2P_2x_verification_failed.txt")
+    assert [t.program for t in snapshot.p2p.tests] == ["p2pBandwidthLatencyTest", "simpleP2P"]
+    (finding,) = _gh706(report)
+    assert finding.severity is Severity.CRITICAL and "wrong data" in finding.message
+    assert any(line.startswith("GPU0 -> GPU1: P2P=Enabled") for e in finding.evidence for line in e.lines)

@@ -940,7 +940,7 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
 
 
 _ACCUMULATED = frozenset({"library_files", "ld_so_conf", "kernel_packages", "headers_packages",  # each piece adds
-                          "modprobe_files"})
+                          "modprobe_files", "tests", "acs_bridges"})  # (p2p: each sample's run, each lspci's bridges)
 
 
 def _overlay(current: Any, value: Any) -> Any:

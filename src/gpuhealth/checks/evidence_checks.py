@@ -789,7 +789,8 @@ def _measured_p2p(snapshot: Snapshot, failures: tuple[str, ...], blockers: tuple
                 "; the documented cause is PCIe ACS or the IOMMU sending peer traffic through the root complex")
     severity = Severity.CRITICAL if wrong or blockers else Severity.WARNING
     return Draft(severity, message,
-                 evidence=tuple(e for e in (Evidence(tests_source(snapshot), tuple(wrong + slow)[:MAX_LINES]),
+                 evidence=tuple(e for e in (Evidence(tests_source(snapshot), tuple(wrong[:MAX_LINES])),
+                                            Evidence(tests_source(snapshot), tuple(slow[:MAX_LINES])),
                                             Evidence("NCCL / P2P", failures[:4]),
                                             Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
                  fixes=_acs_fixes(snapshot), explains=("GH806", "GH702"))
