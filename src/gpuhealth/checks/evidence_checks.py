@@ -341,10 +341,10 @@ def _legacy_fixes(label: str) -> tuple[Fix, ...]:
     packages = _LEGACY_PACKAGES.get(number, ())
     fixes = list(_gh209_looks())
     if packages:
-        names = " ".join(name for _, name, _ in packages)
-        fixes.append(Fix(f"apt list {names}", "debian",
-                         note="which of these packages this release has (nvidia-detect on Debian names the one "
-                              "the GPU needs)"))
+        for _, name, _ in packages:
+            fixes.append(slotted("apt list {package}", "debian", package=name,
+                                 note="whether this release has the package (nvidia-detect on Debian names the one "
+                                      "the GPU needs)"))
         for family, name, where in packages:
             fixes.append(slotted("sudo apt-get install {package}", family, disruptive=True,
                                  note=f"the {label} legacy branch, proprietary (no -open): {where}; then reboot",
@@ -354,14 +354,16 @@ def _legacy_fixes(label: str) -> tuple[Fix, ...]:
                                  note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
                                  branch=number))
         if number <= 390:
-            fixes.append(Fix(f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
-                             "it builds only on the kernels its packages were patched for; with a newer kernel, "
-                             "stay on the distribution release that packages it", "any"))
+            step = (f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
+                    "it builds only on the kernels its packages were patched for; with a newer kernel, "
+                    "stay on the distribution release that packages it")
+            fixes.append(Fix(step, "any", kind="step"))
     else:
         ended = f" (support ended {_LEGACY_ENDED[number]})" if number in _LEGACY_ENDED else ""
-        fixes.append(Fix(f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
-                         "current kernels: run the GPU with nouveau, or an OS release of its time, or replace it "
-                         "(no CUDA release that deep learning frameworks use supports it)", "any"))
+        step = (f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
+                "current kernels: run the GPU with nouveau, or an OS release of its time, or replace it "
+                "(no CUDA release that deep learning frameworks use supports it)")
+        fixes.append(Fix(step, "any", kind="step"))
     return tuple(fixes)
 
 
