@@ -53,6 +53,12 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
                        "Id=nvidia-fabricmanager.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"),
     "program-text": ("hand-written: a Dockerfile on NVIDIA's nvidia/cuda base image (its Docker Hub tag form)",
                      "FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\nRUN apt-get update\n"),
+    "cuda-p2p-test": ("hand-written in the form NVIDIA/cuda-samples' p2pBandwidthLatencyTest.cu prints",
+                      "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\n"
+                      "Device: 0, NVIDIA RTX A6000, pciBusID: 1, pciDeviceID: 0, pciDomainID:0\n"
+                      "Device: 1, NVIDIA RTX A6000, pciBusID: 41, pciDeviceID: 0, pciDomainID:0\n"
+                      "Device=0 CAN Access Peer Device=1\nDevice=1 CAN Access Peer Device=0\n"
+                      "P2P Connectivity Matrix\n     D\\D     0     1\n     0\t     1     1\n     1\t     1     1\n"),
     "app-log": ("hand-written in the form PyTorch prints", "Traceback (most recent call last):\n"
                 "  File \"t.py\", line 1, in <module>\nRuntimeError: CUDA error: out of memory\n"),
 }
@@ -105,7 +111,9 @@ def test_env_through_grep_routes_to_the_environment_listing():
     ("nvidia-smi -L", "smi-list"), ("nvidia-smi topo -m", "smi-topo"), ("sudo dkms status", "dkms-status"),
     ("dmesg | grep -i nvrm", "kernel-log"), ("sudo journalctl -k -b", "kernel-log"), ("lspci -k", "lspci"),
     ("cat /proc/driver/nvidia/version", "proc-version"), ("mokutil --sb-state", "mokutil"),
-    ("nvidia-smi --query-gpu=index,name --format=csv", "smi-csv"),
+    ("nvidia-smi --query-gpu=index,name --format=csv", "smi-csv"), ("nvidia-smi topo -p2p r", "smi-topo-p2p"),
+    ("./p2pBandwidthLatencyTest", "cuda-p2p-test"), ("sudo ./simpleP2P", "cuda-p2p-test"),
+    ("/usr/local/cuda/samples/bin/x86_64/linux/release/p2pBandwidthLatencyTest --p2p_read", "cuda-p2p-test"),
 ])
 def test_commands_claim_their_kind(command, kind):
     assert kinds_for_command(command)[0] == kind

@@ -126,3 +126,89 @@ def test_fabric_managers_error_beside_its_failed_unit_is_evidence_of_the_failure
     assert finding.severity.value == "critical"
     shown = [line for e in finding.evidence for line in e.lines]
     assert any("failed to open NVSwitch device" in line for line in shown)
+
+
+def smi_q(name: str, state: str, count: int = 2) -> str:
+    """nvidia-smi -q's header and, per GPU, its name and Fabric section."""
+    gpus = "".join(f"GPU 00000000:{0x18 + 0x12 * i:02X}:00.0\n    Product Name                          : {name}\n"
+                   f"    Persistence Mode                      : Enabled\n    Fabric\n"
+                   f"        State                             : {state}\n"
+                   f"        Status                            : N/A\n" for i in range(count))
+    return ("==============NVSMI LOG==============\n\nTimestamp                                 : Mon Mar  3 10:00:00 "
+            "2025\nDriver Version                            : 570.86.15\nCUDA Version                              "
+            f": 12.8\n\nAttached GPUs                             : {count}\n" + gpus)
+
+
+def reports(*texts: str) -> Report:
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
+    snapshot, _ = analyze_texts([(f"paste{i}.txt", text) for i, text in enumerate(texts)])
+    return run_checks(snapshot)
+
+
+def test_gpus_outside_the_fabric_are_not_healthy():
+    result = report(smi_q("NVIDIA H100 80GB HBM3", "In Progress"))
+    assert result.verdict != "HEALTHY"
+    (finding,) = [f for f in result.findings if f.code == "GH210"]
+    assert finding.severity.value == "warning" and "have not joined the NVLink fabric" in finding.message
+    assert [e.lines for e in finding.evidence] == [("GPU 0 (NVIDIA H100 80GB HBM3): State: In Progress",
+                                                    "GPU 1 (NVIDIA H100 80GB HBM3): State: In Progress")]
+
+
+@pytest.mark.parametrize("state", ["Completed", "N/A"])
+def test_gpus_in_the_fabric_or_without_one_raise_nothing(state: str):
+    assert "GH210" not in {f.code for f in report(smi_q("NVIDIA H100 80GB HBM3", state)).findings}
+
+
+def test_gpus_outside_the_fabric_beside_a_failed_unit_are_its_evidence():
+    result = reports(smi_q("NVIDIA H100 80GB HBM3", "In Progress"), FAILED)
+    (finding,) = [f for f in result.findings if f.code == "GH210"]
+    assert finding.severity.value == "critical"
+    assert any(e.source == "nvidia-smi -q (Fabric)" for e in finding.evidence)
+
+
+NOTHING = (f"{JOURNAL}nv-fabricmanager[3194]: request to query NVSwitch device information from NVSwitch driver failed "
+           "with error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]\n" + FAILED)
+
+
+@pytest.mark.parametrize("state", ["N/A", "In Progress"])
+def test_nothing_to_do_on_nvlink5_gpus_is_the_subnet_manager_missing(state: str):
+    result = reports(smi_q("NVIDIA B200", state), NOTHING)
+    finding = result.findings[0]
+    assert finding.code == "GH210" and finding.severity.value == "critical", [(f.code, f.message) for f in
+                                                                               result.findings]
+    assert "NVLink Subnet Manager" in finding.message
+    assert ("debian", "sudo apt-get install nvlsm") in {(f.family, f.command) for f in finding.fixes}
+
+
+def test_nothing_to_do_beside_gpus_waiting_for_the_fabric_is_nvswitches_not_seen():
+    result = reports(smi_q("NVIDIA H100 80GB HBM3", "In Progress"), NOTHING)
+    finding = result.findings[0]
+    assert finding.code == "GH210" and finding.severity.value == "critical"
+    assert "wait to join the NVLink fabric" in finding.message
+    assert any(c.startswith("lspci -nn -d 10de:") for c in commands(finding))
+
+
+def test_nothing_to_do_beside_pcie_gpus_stays_quiet():
+    result = reports(smi_q("NVIDIA A40", "N/A"), NOTHING)
+    assert "GH210" not in {f.code for f in result.findings}
+
+
+@pytest.mark.parametrize("said", ["Job for nvidia-fabricmanager.service failed because the control process exited "
+                                  "with error code.", "Job for nvidia-fabricmanager.service failed because a timeout "
+                                  "was exceeded.", "A dependency job for nvidia-fabricmanager.service failed. See "
+                                  "'journalctl -xe' for details."])
+def test_systemctls_failed_start_job_is_fabric_manager_not_running(said: str):
+    """systemd's own words after `systemctl start` (src/shared/bus-wait-for-jobs.c), not an unknown line."""
+    text = ("$ sudo systemctl start nvidia-fabricmanager\n" + said + "\n"
+            'See "systemctl status nvidia-fabricmanager.service" and "journalctl -xeu nvidia-fabricmanager.service" '
+            "for details.\n")
+    result = report(text)
+    assert [f.code for f in result.findings][:1] == ["GH210"], [(f.code, f.message) for f in result.findings]
+    assert "GH003" not in {f.code for f in result.findings}
+
+
+def test_another_units_failed_job_is_not_fabric_managers():
+    said = "Job for docker.service failed because the control process exited with error code.\n"
+    assert "GH210" not in {f.code for f in report(said).findings}

@@ -69,7 +69,7 @@ def test_pytorch_seeing_a_gpu_in_another_run_leads_with_the_variable():
     report = report_of(("session.txt", session))
     top = lead(report)
     assert top.code == "GH608" and top.severity is Severity.WARNING
-    assert "PyTorch saw a GPU in another run" in top.message and "GH605" in top.explains
+    assert "PyTorch saw a GPU elsewhere in the evidence" in top.message and "GH605" in top.explains
     assert top.fixes[0].command == "grep -n CUDA_VISIBLE_DEVICES scripts/train.sh"
 
 

@@ -99,6 +99,7 @@ def test_slashed_names_are_each_a_name():
 @pytest.mark.parametrize(("words", "label"), [
     ("9800GTX+", "340.xx"), ("NVIDIA 9800 GTX+", "340.xx"), ("GTX 770", "470.xx"), ("Quadro K2000", "470.xx"),
     ("Tesla K80", "470.xx"), ("GeForce GTX 1080", "580.xx"), ("GeForce 210", "340.xx"),
+    ("1080 Ti", "580.xx"), ("K2000", "470.xx"), ("GTX1080Ti", "580.xx"),  # the series word left out or run in
 ])
 def test_model_names_resolve_to_device_ids(words, label):
     devices = devices_named(words)
@@ -107,6 +108,7 @@ def test_model_names_resolve_to_device_ids(words, label):
 
 def test_a_current_gpu_or_a_number_names_nothing():
     assert devices_named("RTX 4090") == () and devices_named("H100") == () and devices_named("x" * 500) == ()
+    assert devices_named("770") == () and devices_named("1080") == ()  # a bare number is no model
 
 
 # --------------------------------------------------------------------------- the reader (example lines)
@@ -254,3 +256,27 @@ def test_the_miner_keeps_device_rows_with_a_legacy_branch_and_refuses_a_board_of
                   "features": []})  # a board of the same ID that the current branch supports: the table cannot say
     with pytest.raises(SystemExit, match="1184"):
         miner.legacy_rows(chips, "SGJ525")
+
+
+def test_words_naming_an_old_gpu_beside_the_drivers_own_list_raise_nothing():
+    """nvidia-smi -L lists what the driver drives; a model named in a sentence ("my old GTX 770") is history then."""
+    said = "I replaced my old GTX 770 with this card."
+    smi = "GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
+    apt = "ii  nvidia-driver-535   535.183.01-0ubuntu0.22.04.1 amd64  NVIDIA driver metapackage\n"
+    assert gh209(report(("notes.txt", said), ("nvidia-smi-L.txt", smi), ("dpkg.txt", apt))) == []
+    assert gh209(report(("notes.txt", said), ("dpkg.txt", apt)))  # without the driver's list: said, as a warning
+
+
+def test_lspci_and_an_installed_driver_package_are_critical_for_a_pascal_gpu_on_590():
+    lspci = ("01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GP104 [GeForce GTX 1080] [10de:1b80] "
+             "(rev a1)\n")
+    dpkg = ("Desired=Unknown/Install/Remove/Purge/Hold\n"
+            "| Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend\n"
+            "|/ Err?=(none)/Reinst-required (Status,Err: uppercase=bad)\n"
+            "||/ Name                 Version                      Architecture Description\n"
+            "+++-====================-============================-============-=================================\n"
+            "ii  nvidia-driver-590    590.48.01-0ubuntu0.24.04.1   amd64        NVIDIA driver metapackage\n")
+    found = gh209(report(("lspci.txt", lspci), ("dpkg-l.txt", dpkg)))
+    assert len(found) == 1 and found[0].severity is Severity.CRITICAL
+    assert "580.xx" in found[0].message and "(Pascal)" in found[0].message
+    assert "sudo apt-get install nvidia-driver-580" in [f.command for f in found[0].fixes]

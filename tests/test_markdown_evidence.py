@@ -145,3 +145,14 @@ def test_a_fold_summary_is_a_label_not_evidence_left_unread():
     issue = f"<details>\n<summary>nvidia-smi output</summary>\n\n```\n{TABLE}\n```\n</details>\n"
     report = run_checks(analyze_texts([("notes.md", issue)])[0])
     assert not any(f.code == "GH002" for f in report.findings)
+
+
+def test_a_session_only_partly_understood_is_never_healthy():
+    session = (f"$ cd /srv/train\n$ nvidia-smi\n{TABLE}\n$ ./check_gpus.sh\nnode ok? see table\nchecked 8 of 8\n")
+    report = run_checks(analyze_texts([("session.txt", session)])[0])
+    assert report.verdict == "NO DIAGNOSIS"
+    assert [f.message for f in report.findings if f.code == "GH002"] == [
+        "session.txt: $ ./check_gpus.sh (its output was not read): format not recognised; nothing in it was analysed"]
+    # every command's output read (a command that prints nothing has nothing left unread): the all-clear stands
+    read_whole = run_checks(analyze_texts([("session.txt", f"$ cd /srv/train\n$ nvidia-smi\n{TABLE}\n")])[0])
+    assert read_whole.verdict == "HEALTHY"

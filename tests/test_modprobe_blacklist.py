@@ -71,6 +71,16 @@ def test_the_file_a_cat_command_names_is_the_files_path():
     assert [f.path for f in snapshot.install.modprobe_files] == ["/etc/modprobe.d/system76-power.conf"]
 
 
+def test_a_fence_holds_the_file_the_line_above_it_names():
+    post = "Contents of `/etc/modprobe.d/supergfxd.conf`:\n\n```\nblacklist nvidia\n```\n"
+    snapshot, _ = report_of(post)
+    assert [f.path for f in snapshot.install.modprobe_files] == ["/etc/modprobe.d/supergfxd.conf"]
+    # two files named above it: which one the fence holds is not known
+    two = "I have `/etc/modprobe.d/a.conf` and `/etc/modprobe.d/b.conf`:\n\n```\nblacklist nvidia\n```\n"
+    snapshot, _ = report_of(two)
+    assert snapshot.install.modprobe_files[0].path.endswith("(pasted)")
+
+
 def test_modprobe_showconfig_is_modprobe_d_text():
     text = ("$ modprobe -c | grep nvidia\nblacklist nvidia\noptions nvidia NVreg_OpenRmEnableUnsupportedGpus=1\n"
             "alias pci:v000010DEd*sv*sd*bc03sc02i00* nvidia\n")
@@ -168,14 +178,16 @@ def test_the_kernel_command_line_is_named_and_its_fix_is_a_step():
     [finding] = gh201(report)
     assert finding.severity is Severity.WARNING and "module_blacklist=nvidia" in str(finding.evidence)
     step = next(f for f in finding.fixes if "kernel command line" in f.command)
-    assert step.kind == "step"
+    assert step.kind == "step" and finding.evidence[0].source == "/proc/cmdline"
+    assert not any("initramfs" in f.command or "dracut" in f.command for f in finding.fixes)  # only the reboot
+    assert finding.fixes[-1].command == "sudo reboot"
     _, initramfs_only = report_of("$ cat /proc/cmdline\nBOOT_IMAGE=/vmlinuz root=UUID=1 rd.driver.blacklist=nvidia\n")
     assert not gh201(initramfs_only)
 
 
 # --------------------------------------------------------------------------- the live host, through the same fields
 
-def live_host(conf: str, text: str) -> FakeHost:
+def live_host(conf: str, text: str, cmdline: str = "") -> FakeHost:
     """The Debian 12 test host with its module built for the running kernel too (so only the configuration keeps it
     out) and one more modprobe.d file."""
     spec = load_spec("debian-kernel-update-lost-driver")
@@ -185,6 +197,8 @@ def live_host(conf: str, text: str) -> FakeHost:
     spec["commands"]["modinfo nvidia"] = {"stdout": f"filename:       {module}\nversion:        535.161.08\n"}
     spec["listings"]["/lib/modules/6.1.0-21-amd64/updates/dkms"] = ["nvidia.ko"]
     spec["files"][conf] = text
+    if cmdline:
+        spec["files"]["/proc/cmdline"] = cmdline
     spec["listings"]["/etc/modprobe.d"].append(conf.rsplit("/", 1)[-1])
     return FakeHost(spec)
 
@@ -209,3 +223,12 @@ def test_the_live_fix_script_is_valid_bash_and_passes_shellcheck(tmp_path):
         pytest.skip("shellcheck is not installed (tests never install it): only bash -n was checked")
     result = subprocess.run([shellcheck, "-s", "bash", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_live_check_reads_the_kernel_command_line():
+    cmdline = "BOOT_IMAGE=/vmlinuz-6.1.0-21-amd64 root=UUID=0b1c2d3e ro quiet module_blacklist=nvidia\n"
+    report = run_checks(collect(live_host("/etc/modprobe.d/nvidia-options.conf", "options nvidia NVreg_X=1\n",
+                                          cmdline)))
+    [finding] = gh201(report)
+    assert finding.severity is Severity.CRITICAL and "(/proc/cmdline)" in finding.message
+    assert commands(finding)[-1] == "sudo reboot"

@@ -213,7 +213,13 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
     _visibility_at_failure(reading, name, blocks, env_before)
-    return [] if any(understood) else [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+    if not any(understood):
+        return [f"{name} (a terminal session: none of its {len(blocks)} commands' output)"]
+    # the session was only partly understood: a command's output nothing read may hold the fault (never HEALTHY on it)
+    reading.unrecognized.extend(f"{_block_name(name, block)} (its output was not read)"
+                                for block, read in zip(blocks, understood, strict=True)
+                                if not read and block.output.strip())
+    return []
 
 
 def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], before: dict[str, str]) -> None:
@@ -245,7 +251,8 @@ def _read_markdown(reading: _Reading, name: str, parts: list[MarkdownPart]) -> l
     """Read each part of a markdown text on its own; what to name as not read. A part in which nothing was understood
     is named even when other parts were: the evidence was then only partly understood, and what was not read may
     hold the fault, so the report is never HEALTHY on it (GH002). A folding tag's summary is a label, not evidence."""
-    missed = [part for part in parts if _read_text(reading, f"{name}: {part.label}", _fenced_text(part))]
+    missed = [part for i, part in enumerate(parts)
+              if _read_text(reading, _part_name(name, parts, i), _fenced_text(part))]
     if len(missed) == len(parts):
         return [f"{name} (markdown: none of its {len(parts)} parts)"]
     unread = []
@@ -257,6 +264,22 @@ def _read_markdown(reading: _Reading, name: str, parts: list[MarkdownPart]) -> l
         unread.append(f"{name}: {part.label} ({what}, {len(lines)} line(s), not read: {lines[0][:60]!r}"
                       f"{' ...' if len(lines) > 1 else ''})")
     return unread
+
+
+# A file a post names on the line just above a fence ("contents of /etc/modprobe.d/blacklist.conf:"): the fence holds
+# that file, and a reader that keeps file names (modprobe.d: evidence/listings.py) takes it from the fence's name.
+_FILE_ABOVE = lazy_re(r"(?<![\w.~-])/(?:etc|usr|lib|lib64|run|var|opt|boot)(?:/[\w.@+-]{1,200}){1,12}")
+
+
+def _part_name(name: str, parts: list[MarkdownPart], index: int) -> str:
+    """A part's name; a fence's names the one file the last line of the prose right above it names."""
+    part = parts[index]
+    label = f"{name}: {part.label}"
+    if not part.fenced or index == 0 or parts[index - 1].fenced:
+        return label
+    above = [line for line in parts[index - 1].text.splitlines()[-50:] if line.strip()]
+    files = dict.fromkeys(_FILE_ABOVE.findall(above[-1][:1000])) if above else {}
+    return f"{label} (the post names {next(iter(files))} above it)" if len(files) == 1 else label
 
 
 def _fenced_text(part: MarkdownPart) -> str:
@@ -443,8 +466,14 @@ def _collect_env_line(line: str) -> bool:
     return report_line(line)
 
 
+def _cuda_p2p_line(line: str) -> bool:
+    from gpuhealth.parsers.cuda_p2p import sample_line
+
+    return sample_line(line)
+
+
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect")
-_OWN_LINES = {"collect-env": _collect_env_line}
+_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
@@ -587,9 +616,17 @@ def _scan_pasted_errors(reading: _Reading, piece: Piece) -> int:
     return len(matched)
 
 
+# CUDA's P2P samples stop on a failed call with their own line (cudaCheckError's "Cuda failure <file>:<line>: '<error
+# string>'", helper_cuda.h's "CUDA error at"): the sample's parser reads its matrices, not that line
+_SAMPLE_FAILURE = ("Cuda failure ", "CUDA error at ")
+
+
 def _in_parsed_part(kind: str | None, line: str) -> bool:
     """Whether the parser of ``kind`` read ``line``: an nvidia-smi table's parser reads its boxed rows, not a
-    pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks)."""
+    pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks);
+    a P2P sample's parser does not read the failure the sample stopped on (a crashed sample is no healthy one)."""
+    if kind == "cuda-p2p-test":
+        return not line.lstrip().startswith(_SAMPLE_FAILURE)
     return kind != "smi-table" or line.lstrip().startswith(("|", "+"))
 
 
@@ -930,7 +967,7 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
 
 
 _ACCUMULATED = frozenset({"library_files", "ld_so_conf", "kernel_packages", "headers_packages",  # each piece adds
-                          "modprobe_files"})
+                          "modprobe_files", "tests", "acs_bridges"})  # (p2p: each sample's run, each lspci's bridges)
 
 
 def _overlay(current: Any, value: Any) -> Any:

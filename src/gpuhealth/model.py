@@ -649,6 +649,44 @@ class Mention:
 
 
 @record
+class P2pPair:
+    """One ordered pair of GPUs in a CUDA sample's peer-to-peer test; the samples number GPUs as CUDA does."""
+
+    src: int
+    dst: int
+    access: bool | None = None  # cudaDeviceCanAccessPeer: the connectivity matrix, "CAN/CANNOT Access", "Yes/No"
+    # p2pBandwidthLatencyTest's GB/s: copies staged through the host (P2P=Disabled) and direct ones (Enabled,
+    # P2P writes), one way (uni) and both ways at once (bi)
+    uni_disabled: float | None = None
+    uni_enabled: float | None = None
+    bi_disabled: float | None = None
+    bi_enabled: float | None = None
+
+
+@record
+class P2pDevice:
+    """A GPU as a CUDA sample lists it ("Device: 0, NVIDIA RTX A6000, pciBusID: 1, pciDeviceID: 0, pciDomainID:0")."""
+
+    index: int  # the CUDA device number
+    name: str = ""
+    pci_bus: int | None = None
+    pci_device: int | None = None
+    pci_domain: int | None = None
+
+
+@record
+class P2pTest:
+    """The output of a CUDA sample that tests GPU peer-to-peer: p2pBandwidthLatencyTest or simpleP2P."""
+
+    program: str  # "p2pBandwidthLatencyTest", "simpleP2P"
+    devices: tuple[P2pDevice, ...] = ()
+    pairs: tuple[P2pPair, ...] = ()
+    verification_errors: tuple[str, ...] = ()  # simpleP2P: data read back wrong after a peer copy
+    result: str | None = None  # simpleP2P: "passed", "failed", "waived"
+    lines: tuple[str, ...] = ()  # a few lines that show what was read (titles, the device list)
+
+
+@record
 class P2pEvidence:
     """Pasted lines about GPU peer-to-peer: NCCL/P2P failures, PCIe ACS redirection, the IOMMU (GH706)."""
 
@@ -656,6 +694,11 @@ class P2pEvidence:
     acs_redirect: tuple[str, ...] = ()  # "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ ..."
     iommu: tuple[str, ...] = ()  # "DMAR: IOMMU enabled", "intel_iommu=on"
     acs_read: bool = False  # an ACSCtl line was in the evidence (redirecting or not): the ACS setting is known
+    acs_bridges: tuple[str, ...] = ()  # lspci -vvv: the PCI bridges ("03:00.0") whose ACSCtl redirects
+    tests: tuple[P2pTest, ...] = ()  # CUDA samples' P2P tests (parsers/cuda_p2p.py)
+    # `nvidia-smi topo -p2p <r|w|n|a|p>`: per GPU pair the driver's answer (OK, CNS, GNS, TNS, NS, U)
+    topo_p2p: tuple[TopologyLink, ...] = ()
+    topo_p2p_capability: str = ""  # "read", "write", "nvlink", "atomics", "prop" ("" when the command is unknown)
 
 
 @record

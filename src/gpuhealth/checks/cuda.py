@@ -1221,8 +1221,7 @@ def _driver_works(snapshot: Snapshot) -> Evidence | None:
     torch = snapshot.torch
     if torch is not None and (torch.cuda_available or (torch.device_count or 0) > 0) \
             and snapshot.reported_fact("torch") is None:
-        return Evidence(snapshot.sources.get("torch", TORCH_SOURCE),
-                        ("torch.cuda.is_available() = True in another run",))
+        return Evidence(snapshot.sources.get("torch", TORCH_SOURCE), ("torch.cuda.is_available() = True",))
     return None
 
 
@@ -1230,15 +1229,15 @@ def _hidden_from_process_draft(works: Evidence, line: MessageLine) -> Draft:
     fixes = table_fixes("GH608")
     launcher = _LAUNCHER.search((line.source or "").partition(": ")[2][:400])
     if launcher:
-        fixes = (Fix(f"grep -n CUDA_VISIBLE_DEVICES {launcher['path']}", "any",
-                     note="the script that starts the program"), *fixes)
+        fixes = (slotted("grep -n CUDA_VISIBLE_DEVICES {script:keyfile}", "any", script=launcher["path"],
+                         note="the script that starts the program"), *fixes)
     seen = (works.lines[0] + " (nvidia-smi does not read CUDA_VISIBLE_DEVICES)"
-            if works.lines[0].startswith("the driver") else "PyTorch saw a GPU in another run")
+            if works.lines[0].startswith("the driver") else "PyTorch saw a GPU elsewhere in the evidence")
     return Draft(
         Severity.WARNING,
         f"The program sees no GPU while {seen}: the GPUs are hidden from that process; most likely "
         "CUDA_VISIBLE_DEVICES, set for it (in the script that starts it, in its code or in the shell) and not shown "
-        "here, names no GPU the host has",
+        "here, hides them (an index the host does not have, or an empty value)",
         evidence=(works, Evidence(line.source or "the program", (line.line,))),
         fixes=fixes, explains=("GH605", "GH610"))
 

@@ -25,7 +25,7 @@ from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.legacy import last_branch
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, MessageLine, Severity, Snapshot
+from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, Gpu, MessageLine, Severity, Snapshot
 from gpuhealth.model import Mention as MentionT
 
 MAX_LINES = MAX_LINE_EVIDENCE
@@ -245,7 +245,10 @@ def _named_gpus_too_new_a_driver(snapshot: Snapshot, driver: tuple[str, str, boo
     number = branch_of(version)
     if number is None:
         return None
+    listed = bool(snapshot.gpus)  # the driver lists GPUs: a model named only in words is not shown to be here
     for mention in _gpu_mentions(snapshot):
+        if listed and mention.reported:
+            continue
         lasts = [b for b in (last_branch(d) for d in mention.value.split()) if b is not None]
         if not lasts or len(lasts) < len(mention.value.split()):
             continue  # a name some of whose boards a current branch supports: nothing to say
@@ -338,10 +341,10 @@ def _legacy_fixes(label: str) -> tuple[Fix, ...]:
     packages = _LEGACY_PACKAGES.get(number, ())
     fixes = list(_gh209_looks())
     if packages:
-        names = " ".join(name for _, name, _ in packages)
-        fixes.append(Fix(f"apt list {names}", "debian",
-                         note="which of these packages this release has (nvidia-detect on Debian names the one "
-                              "the GPU needs)"))
+        for _, name, _ in packages:
+            fixes.append(slotted("apt list {package}", "debian", package=name,
+                                 note="whether this release has the package (nvidia-detect on Debian names the one "
+                                      "the GPU needs)"))
         for family, name, where in packages:
             fixes.append(slotted("sudo apt-get install {package}", family, disruptive=True,
                                  note=f"the {label} legacy branch, proprietary (no -open): {where}; then reboot",
@@ -351,14 +354,16 @@ def _legacy_fixes(label: str) -> tuple[Fix, ...]:
                                  note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
                                  branch=number))
         if number <= 390:
-            fixes.append(Fix(f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
-                             "it builds only on the kernels its packages were patched for; with a newer kernel, "
-                             "stay on the distribution release that packages it", "any"))
+            step = (f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
+                    "it builds only on the kernels its packages were patched for; with a newer kernel, "
+                    "stay on the distribution release that packages it")
+            fixes.append(Fix(step, "any", kind="step"))
     else:
         ended = f" (support ended {_LEGACY_ENDED[number]})" if number in _LEGACY_ENDED else ""
-        fixes.append(Fix(f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
-                         "current kernels: run the GPU with nouveau, or an OS release of its time, or replace it "
-                         "(no CUDA release that deep learning frameworks use supports it)", "any"))
+        step = (f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
+                "current kernels: run the GPU with nouveau, or an OS release of its time, or replace it "
+                "(no CUDA release that deep learning frameworks use supports it)")
+        fixes.append(Fix(step, "any", kind="step"))
     return tuple(fixes)
 
 
@@ -412,7 +417,11 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     version than the driver's; fewer NVSwitches than the baseboard has ("detected number of NVSwitches don't
     match with any supported system topology"). Any other [ERROR] line of its log is Fabric Manager's word
     too: with nothing saying it is down, a warning that quotes it (is it still running, did the GPUs join the
-    fabric?), never an unknown line.
+    fabric?), never an unknown line. GPUs that nvidia-smi -q shows outside the fabric (Fabric State "In
+    Progress" or "Not Started") are the same condition seen from the GPU: alone a warning (Fabric Manager may
+    still be starting), beside a failure its evidence. NV_WARN_NOTHING_TO_DO (Fabric Manager found no
+    NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200) it means the NVLink Subnet
+    Manager did not run, and beside GPUs waiting to join the fabric, NVSwitches Fabric Manager cannot see.
 
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
@@ -443,6 +452,14 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     state = cuda.fabricmanager_active if cuda else None
     errors = cuda.fabricmanager_errors if cuda else ()
     switch = nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus) or None
+    unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED]
+    nothing_to_do = list(dict.fromkeys([e for e in errors if "NOTHING_TO_DO" in e]
+                                       + [m.line for m in snapshot.messages or () if "NOTHING_TO_DO" in m.line]))
+    if nothing_to_do and (unjoined or any(_NVLINK5.search(g.name or "") for g in snapshot.gpus)):
+        # Fabric Manager found no NVSwitch, yet the GPUs are NVLink 5 ones (reached through the NVLink Subnet Manager)
+        # or wait to join a fabric: not a system without NVSwitch, but NVSwitches Fabric Manager cannot see
+        yield _no_nvswitch_seen(snapshot, nothing_to_do, unjoined)
+        return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
     evidence: list[Evidence] = []
@@ -454,8 +471,12 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
                                   else f"Active: {state}",)))
     if errors and switch is not False:
         evidence.append(Evidence("journalctl -u nvidia-fabricmanager", errors[:MAX_LINES]))
+    if unjoined and (evidence or lines):
+        evidence.append(_fabric_states(unjoined))
     if not evidence and not lines:
-        if logged and (state is None or state.split()[0] not in _NOT_RUNNING):
+        if unjoined:
+            yield _gpus_not_in_fabric(unjoined, logged)
+        elif logged and (state is None or state.split()[0] not in _NOT_RUNNING):
             yield _fabric_manager_logged_errors(logged)
         elif state is None:
             yield Skip("needs `systemctl status nvidia-fabricmanager`, or a program's error 802")
@@ -489,6 +510,49 @@ def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | 
 
 
 FM_LOG_ERROR = "fm-log-error"  # signatures.csv: any [ERROR] line of Fabric Manager's own log
+# nvidia-smi -q "Fabric / State" of a GPU that has not (yet) registered with the NVLink fabric ("Completed" has; "N/A":
+# no NVSwitch fabric)
+_UNJOINED = ("in progress", "not started")
+# NVLink 5 GPUs (HGX/DGX B200 and B300, GB200/GB300 NVL): Fabric Manager needs the NVLink Subnet Manager there
+_NVLINK5 = lazy_re(r"\bG?B[23]00\b")
+
+
+def _fabric_states(unjoined: list[Gpu]) -> Evidence:
+    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index} ({g.name}): State: {g.fabric_state}"
+                                                    for g in unjoined[:MAX_LINES]))
+
+
+def _gpus_not_in_fabric(unjoined: list[Gpu], logged: list[MessageLine]) -> Draft:
+    """nvidia-smi shows GPUs that have not registered with the NVLink fabric and nothing else says why: Fabric Manager
+    has not set the fabric up (yet). Right after boot it may still be starting, so a warning."""
+    states = sorted({g.fabric_state for g in unjoined})
+    return Draft(Severity.WARNING, f"{len(unjoined)} GPU(s) have not joined the NVLink fabric (nvidia-smi -q Fabric "
+                 f"State: {', '.join(states)}): Fabric Manager has not set it up (not running, still starting, or on "
+                 "an NVLink 5 system without its NVLink Subnet Manager), and CUDA reports 'system not yet initialized' "
+                 "(802) on them until it has",
+                 evidence=(_fabric_states(unjoined),) + line_evidence(logged), fixes=table_fixes("GH210"),
+                 explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: list[Gpu]) -> Draft:
+    """NV_WARN_NOTHING_TO_DO (Fabric Manager found no NVSwitch) on NVLink 5 GPUs, or beside GPUs waiting to join the
+    fabric. On NVLink 5 systems the NVSwitches are reached through the NVLink Subnet Manager, which then is not
+    running; elsewhere the NVSwitches are missing from the PCI bus or their driver did not take them."""
+    evidence = (Evidence("Fabric Manager", tuple(nothing_to_do[:MAX_LINES])),)
+    evidence += (_fabric_states(unjoined),) if unjoined else ()
+    explains = ("GH610", "GH605", "GH408", "GH806")
+    if any(_NVLINK5.search(g.name or "") for g in snapshot.gpus):
+        return Draft(Severity.CRITICAL, "Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) on an NVLink 5 "
+                     "system: there it reaches the NVSwitches through the NVLink Subnet Manager (nvlsm, which needs "
+                     "ib_umad), so nvlsm is not installed or not running; the GPUs stay out of the fabric and CUDA "
+                     "reports 'system not yet initialized' (802)",
+                     evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvlsm-missing"), explains=explains)
+    return Draft(Severity.CRITICAL, f"Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) while {len(unjoined)} "
+                 "GPU(s) wait to join the NVLink fabric: the NVSwitches are missing from the PCI bus or their driver "
+                 "did not take them (on NVLink 5 systems: the NVLink Subnet Manager is not running), and CUDA reports "
+                 "'system not yet initialized' (802) until they are set up",
+                 evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvswitch-topology-mismatch"),
+                 explains=explains)
 
 
 def _fabric_manager_logged_errors(logged: list[MessageLine]) -> Draft:
@@ -652,6 +716,13 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     finishes, a hang that `NCCL_P2P_DISABLE=1` works around) on a host where PCIe ACS redirects
     peer traffic (`ACSCtl: ... ReqRedir+ CmpltRedir+` on the bridges above the GPUs) or the IOMMU
     is on (`intel_iommu=on`, `amd_iommu=on`, "DMAR: IOMMU enabled").
+    What CUDA's peer-to-peer samples measured decides first (checks/peer.py): a PCIe GPU pair whose
+    `p2pBandwidthLatencyTest` "P2P=Enabled" bandwidth is below half of its "P2P=Disabled" bandwidth
+    (the copy staged through host memory, which a working direct path never trails; NCCL's maintainers
+    read "very low" P2P-enabled bandwidth as ACS, NVIDIA/nccl#199) is a warning, critical with ACS
+    redirection or the IOMMU shown beside it; `simpleP2P` reading data back wrong after a peer copy is
+    critical. Pairs joined by NVLink (`topo -m` NV#, `topo -p2p n` OK) and pairs without peer access
+    are not judged.
 
     Why it matters:
     With ACS redirection or the IOMMU translating, GPU peer-to-peer writes are sent up to the root
@@ -661,8 +732,10 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     How to fix:
     On bare metal, disable ACS on the PCIe switches/bridges above the GPUs (`setpci` on each bridge,
     or a BIOS option such as "ACS Control: Disabled"), and boot with `iommu=pt` or the IOMMU off
-    (VT-d / AMD-Vi disabled) unless a VM needs it. Check with `nvidia-smi topo -p2p r` and NCCL's
-    `all_reduce_perf`. `NCCL_P2P_DISABLE=1` is a slow workaround.
+    (VT-d / AMD-Vi disabled) unless a VM needs it. The guide's command,
+    `sudo setpci -s <bridge> ECAP_ACS+0x6.w=0000`, does not persist across reboots. Check with
+    `nvidia-smi topo -p2p r`, `p2pBandwidthLatencyTest` and NCCL's `all_reduce_perf`.
+    `NCCL_P2P_DISABLE=1` is a slow workaround.
 
     Exceptions:
     Virtual machines with GPU passthrough need the IOMMU on the hypervisor; inside the VM,
@@ -676,6 +749,11 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     cmdline = snapshot.host_env.kernel_cmdline if snapshot.host_env else None
     iommu = p2p.iommu + tuple(w for w in (cmdline or "").split() if w in ("intel_iommu=on", "amd_iommu=on"))
     blockers = p2p.acs_redirect + iommu
+    if p2p.tests:  # what CUDA's P2P samples measured decides before any setting does (checks/peer.py)
+        measured = _measured_p2p(snapshot, failures, blockers)
+        if measured is not None:
+            yield measured
+            return
     if not blockers and not p2p.acs_read and cmdline is None:
         # a failure alone (a hang told in words, an NCCL WARN) says nothing of the setting: the cause stays open
         yield Skip("the evidence shows no PCIe ACS setting (lspci -vvv's ACSCtl) and no kernel command line")
@@ -692,5 +770,38 @@ def p2p_blocked_iommu_acs(snapshot: Snapshot, expect: Expectations) -> Iterator[
     yield Draft(severity, message,
                 evidence=tuple(e for e in (Evidence("NCCL / P2P", failures[:4]),
                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
-                fixes=table_fixes("GH706"),
+                fixes=_acs_fixes(snapshot),
                 explains=("GH806", "GH702"))
+
+
+def _acs_fixes(snapshot: Snapshot) -> tuple[Fix, ...]:
+    from gpuhealth.checks.peer import acs_fixes  # the bridges lspci -vvv shows redirecting, each its setpci
+
+    return acs_fixes(snapshot, table_fixes("GH706"))
+
+
+def _measured_p2p(snapshot: Snapshot, failures: tuple[str, ...], blockers: tuple[str, ...]) -> Draft | None:
+    """GH706's finding from p2pBandwidthLatencyTest or simpleP2P: P2P-enabled copies far slower than staged ones on
+    PCIe pairs (warning; critical with ACS redirection or the IOMMU shown), or wrong data after a peer copy
+    (critical). None when the samples measured nothing wrong."""
+    from gpuhealth.checks.peer import P2P_SLOW_FRACTION, slow_pairs, tests_source, wrong_data
+
+    found, wrong = slow_pairs(snapshot), wrong_data(snapshot)
+    slow = [line for _, line in found]
+    if not slow and not wrong:
+        return None
+    what = "PCIe ACS redirects peer traffic" if snapshot.p2p and snapshot.p2p.acs_redirect else "the IOMMU is on"
+    if wrong:
+        message = "GPU peer-to-peer copies return wrong data (simpleP2P's check failed)"
+    else:
+        message = (f"P2P-enabled copies are below {P2P_SLOW_FRACTION:.0%} of the bandwidth staged through the host "
+                   f"between {len({pair for pair, _ in found})} GPU pair(s) (p2pBandwidthLatencyTest): {slow[0]}")
+    message += (f"; {what}, so GPU peer-to-peer goes through the root complex" if blockers else
+                "; the documented cause is PCIe ACS or the IOMMU sending peer traffic through the root complex")
+    severity = Severity.CRITICAL if wrong or blockers else Severity.WARNING
+    return Draft(severity, message,
+                 evidence=tuple(e for e in (Evidence(tests_source(snapshot), tuple(wrong[:MAX_LINES])),
+                                            Evidence(tests_source(snapshot), tuple(slow[:MAX_LINES])),
+                                            Evidence("NCCL / P2P", failures[:4]),
+                                            Evidence("lspci -vvv / kernel", blockers[:MAX_LINES])) if e.lines),
+                 fixes=_acs_fixes(snapshot), explains=("GH806", "GH702"))

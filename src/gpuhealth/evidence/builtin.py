@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuhealth.evidence.registry import evidence_kind
 from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
-from gpuhealth.model import HostEnvironment, InstallState, ParseError
+from gpuhealth.model import HostEnvironment, InstallState, P2pEvidence, ParseError
 from gpuhealth.parsers.kernel_log import detect_log_format, parse_kernel_log
 from gpuhealth.parsers.smi_query import parse_smi_query
 
@@ -128,11 +128,45 @@ def _smi_topo(text: str, source: str) -> dict[str, Any]:
     return {"topology": parse_smi_topo(text)}
 
 
-@evidence_kind("smi-topo-p2p", commands=(_SMI + r"\s+topo\s+-p2p\b",), priority=910,
-               recognise=lambda t: "GPU0" in _head(t) and bool(re.search(r"\bCNS\b|X\s*=\s*Self", t[:65536])))
+_TOPO_P2P_CELLS = frozenset({"X", "OK", "CNS", "GNS", "TNS", "NS", "U"})  # nvidia-smi topo -p2p's legend
+
+
+def _looks_like_topo_p2p(text: str) -> bool:
+    """A legend (CNS, "X = Self"), or a matrix whose first row holds only topo -p2p's cells (all OK, no legend)."""
+    head = _head(text)
+    if "GPU0" not in head:
+        return False
+    if re.search(r"\bCNS\b|X\s*=\s*Self", text[:65536]):
+        return True
+    rows = [line.split() for line in head.splitlines()[:4] if line.strip()]
+    return len(rows) >= 2 and rows[1][:1] == ["GPU0"] and len(rows[1]) > 2 and set(rows[1][1:]) <= _TOPO_P2P_CELLS
+
+
+@evidence_kind("smi-topo-p2p", commands=(_SMI + r"\s+topo\s+-p2p\b",), priority=910, recognise=_looks_like_topo_p2p)
 def _smi_topo_p2p(text: str, source: str) -> dict[str, Any]:
+    """The driver's P2P answer per GPU pair (OK, CNS ...): GH706 reads it; it is not how the GPUs connect (topo -m's
+    topology, which GH702 judges), so it is kept apart from it."""
     from gpuhealth.parsers.smi_topo import parse_smi_topo_p2p
-    return {"topology": parse_smi_topo_p2p(text)}
+    links = parse_smi_topo_p2p(text).links
+    m = _TOPO_P2P_CAPABILITY.search(source)
+    return {"p2p": P2pEvidence(topo_p2p=links, topo_p2p_capability=_P2P_CAPABILITIES.get(m[1], "") if m else "")}
+
+
+_TOPO_P2P_CAPABILITY = lazy_re(r"topo\s+-p2p\s+([rwnap])\b")
+_P2P_CAPABILITIES = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "prop"}  # nvidia-smi topo -h
+
+
+# CUDA samples that test GPU peer-to-peer (NVIDIA/cuda-samples): p2pBandwidthLatencyTest's matrices, simpleP2P's
+# peer access lines and data check (parsers/cuda_p2p.py)
+_P2P_TEST_WORDS = ("P2P Connectivity Matrix", "P2P=Disabled Bandwidth Matrix", "(Peer-to-Peer) GPU Bandwidth Latency",
+                   "Access Peer Device=", "> Peer access from ", "support of peer to peer memory access")
+
+
+@evidence_kind("cuda-p2p-test", commands=(r"\S*(?:p2pBandwidthLatencyTest|simpleP2P)\b",), priority=905,
+               recognise=lambda t: any(w in _head(t) for w in _P2P_TEST_WORDS))
+def _cuda_p2p_test(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.cuda_p2p import parse_p2p_test
+    return {"p2p": P2pEvidence(tests=(parse_p2p_test(text),))}
 
 
 def _looks_like_smi_csv(text: str) -> bool:

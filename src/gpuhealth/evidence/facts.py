@@ -421,6 +421,8 @@ _P2P_FAIL = guarded_re(r"NCCL WARN|NCCL_P2P_DISABLE=1|\bnccl\w*.{0,60}\b(?:hangs
                        r"all_reduce_perf.{0,60}\b(?:hangs?|stuck)\b", re.I,
                        may=has_folded("nccl", "allreduce", "all_reduce", "p2p", "peer access", "peeraccess"))
 MAX_LINE_FACTS = 8
+_LSPCI_BRIDGE = guarded_re(r"((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) PCI bridge\b",
+                           may=has("PCI bridge"))  # lspci's device line of a bridge: "03:00.0 PCI bridge: PLX ..."
 
 
 def env_lines(lines: list[str]) -> dict[str, dict[str, str]]:
@@ -438,18 +440,25 @@ def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
     iommu: list[str] = []
     failures: list[str] = []
     acs_read = False
+    bridges: list[str] = []
+    bridge = None  # lspci -vvv: the PCI bridge whose detail lines these are (its ACSCtl names no address)
     for line in lines:
         text = line.strip()[:300]
+        if line[:1] not in (" ", "\t"):
+            m = _LSPCI_BRIDGE.match(text)
+            bridge = m[1] if m else None
         acs_read = acs_read or "ACSCtl:" in text
         if len(acs) < MAX_LINE_FACTS and _ACS.search(text):
             acs.append(text)
+            if bridge and bridge not in bridges:
+                bridges.append(bridge)
         if len(iommu) < MAX_LINE_FACTS and _IOMMU.search(text):
             iommu.append(text)
         if len(failures) < MAX_LINE_FACTS and _P2P_FAIL.search(text):
             failures.append(text)
     if not (acs or iommu or failures or acs_read):
         return {}
-    return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu), acs_read)}
+    return {"p2p": P2pEvidence(tuple(failures), tuple(acs), tuple(iommu), acs_read, tuple(bridges))}
 
 
 # An absolute path to a shared library inside a CUDA toolkit tree (/usr/local/cuda-10.1/lib64/libcufft.so) or a pip

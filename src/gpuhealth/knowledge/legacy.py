@@ -121,8 +121,9 @@ def _index() -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
 
     def add(name: str, device: str) -> None:
         for key in name_keys(name):
-            if device not in index.setdefault(key, []):
-                index[key].append(device)
+            for each in (key, *_aliases(key)):
+                if device not in index.setdefault(each, []):
+                    index[each].append(device)
         for part in name.split("/"):
             starts.update(word_key(w) for w in part.split()[:3])
 
@@ -136,6 +137,19 @@ def _index() -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
             add(row["name"], device)
     starts.discard("")
     return {key: tuple(devices) for key, devices in index.items()}, frozenset(starts)
+
+
+# The series words people leave out ("a 1080 Ti", "my K2000"): a key without them still names the board when what is
+# left has letters and digits (a bare number, "770", names nothing).
+_SERIES = ("gtx", "gts", "gt", "quadro", "nvs")
+
+
+def _aliases(key: str) -> tuple[str, ...]:
+    for series in _SERIES:
+        rest = key.removeprefix(series)
+        if rest != key and any(c.isdigit() for c in rest) and any(c.isalpha() for c in rest):
+            return (rest,)
+    return ()
 
 
 def _architecture_ends(name: str) -> bool:
