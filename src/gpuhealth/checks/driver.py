@@ -287,6 +287,10 @@ _S = "[[:space:]]"
 _M = "nvidia([-_](drm|modeset|uvm))?"
 _DISABLING = (f"^{_S}*(blacklist{_S}+{_M}|alias{_S}+{_M}{_S}+off|install{_S}+{_M}{_S}+"
               f"((/usr)?(/s?bin/)?(false|true){_S}*;?|exit({_S}+[0-9]+)?)){_S}*$")
+# The two commands, written from constants only: the one value from the evidence (a file's path) enters through its
+# slot (gpuhealth.commands: checked as an absolute path, then quoted)
+_DELETE_DISABLING = "sudo sed -i.bak -E '\\," + _DISABLING + ",d' {conf:path}"
+_FIND_DISABLING = "grep -rsnE '" + _DISABLING + "' " + MODPROBE_FOLDERS
 
 
 @record
@@ -385,7 +389,7 @@ def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
     initramfs (it packs modprobe.d), reboot."""
     if not blacklists:
         return ()
-    import shlex
+    from gpuhealth import commands
 
     fixes: list[Fix] = []
     for b in blacklists:
@@ -394,14 +398,15 @@ def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
                              f"{b.tool['note']}"))
     for b in blacklists:
         if b.cmdline:
-            fixes.append(Fix(f"take {' '.join(b.lines)} out of the kernel command line (GRUB_CMDLINE_LINUX in "
-                             "/etc/default/grub, then regenerate the GRUB configuration)", "any"))
+            step = (f"take {' '.join(b.lines)} out of the kernel command line (GRUB_CMDLINE_LINUX in "
+                    "/etc/default/grub, then regenerate the GRUB configuration)")
+            fixes.append(Fix(step, "any", kind="step"))
         elif b.path:
-            fixes.append(Fix(f"sudo sed -i.bak -E '\\,{_DISABLING},d' {shlex.quote(b.path)}", "any",
-                             note="delete the lines that keep the NVIDIA modules out (the file is kept as .bak, "
-                                  "which modprobe does not read)"))
+            fixes.append(commands.fix(_DELETE_DISABLING, "any", conf=b.path,
+                                      note="delete the lines that keep the NVIDIA modules out (the file is kept as "
+                                           ".bak, which modprobe does not read)"))
     if not any(b.path or b.cmdline for b in blacklists):
-        fixes.append(Fix(f"grep -rsnE '{_DISABLING}' {MODPROBE_FOLDERS}", "any",
+        fixes.append(Fix(_FIND_DISABLING, "any",
                          note="the files that keep the NVIDIA modules out: delete those lines (or comment them out "
                               "with #)"))
     # the initramfs packs modprobe.d: rebuilt as GH502 rebuilds it (knowledge/fixes.csv), then the reboot (a kernel
