@@ -152,16 +152,26 @@ def test_words_that_the_module_is_not_loaded_yield_to_its_version_file():
     assert any(f.code == "GH201" and f.severity is Severity.WARNING for f in told.findings)
     both = report_of(WORDS_NOT_LOADED, PROC_VERSION)
     assert not any(f.code == "GH201" for f in both.findings)
-    assert "GH201" not in {s.code for s in both.skipped}
+    assert not any(f.code == "GH201" for f in report_of(WORDS_NOT_LOADED, LSMOD).findings)
 
 
-def test_gh201_reads_the_driver_version_file_without_the_pci_bus():
-    """The module's own version file answers GH201: it ran and found the module loaded, so "the module is not loaded"
-    is ruled out by GH201 itself, not left "not checked"."""
-    alone = report_of(PROC_VERSION)
-    assert "GH201" not in {s.code for s in alone.skipped}
-    assert not any(f.code == "GH201" for f in alone.findings)
-    assert candidates(TORCH_FALSE, PROC_VERSION)["driver-not-loaded"].status == RULED_OUT
+def test_the_driver_version_file_rules_out_the_module_not_loaded():
+    """Without the PCI bus GH201 does not run, yet the module's own version file shows it loaded: "the module is not
+    loaded" is ruled out by that file, not left "not checked"."""
+    ruled = candidates(TORCH_FALSE, PROC_VERSION)["driver-not-loaded"]
+    assert ruled.status == RULED_OUT
+    assert "/proc/driver/nvidia/version" in ruled.why and "nv-procfs.c" in ruled.source
+    assert candidates(TORCH_FALSE)["driver-not-loaded"].status == OPEN
+
+
+def test_another_module_failing_to_load_beside_a_loaded_nvidia_is_not_healthy():
+    """modprobe failing for nvidia_uvm while lsmod lists nvidia: the failure is machine output and stays a finding."""
+    fails = "$ sudo modprobe nvidia-uvm\nmodprobe: ERROR: could not insert 'nvidia_uvm': Unknown symbol in module, " \
+            "or unknown parameter (see dmesg)\n"
+    lsmod = "$ lsmod | grep nvidia\nnvidia_modeset       1302528  0\nnvidia              56004608  1 nvidia_modeset\n"
+    report = report_of(fails + lsmod)
+    assert report.verdict != "HEALTHY"
+    assert any(f.severity is Severity.CRITICAL for f in report.findings)
 
 
 # --------------------------------------------------------------------------- elimination names the one left

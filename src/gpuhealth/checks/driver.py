@@ -118,8 +118,10 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     nvidia module while nvidia-smi or NVML says it cannot reach the driver. That failure shows a
     driver was installed for a GPU; the module not being loaded is why it fails. A program's output that
     shows the module loaded (a pasted `/proc/driver/nvidia/version`, which the module creates when it
-    loads, or `lsmod` listing nvidia) answers the check without the PCI bus: the module is loaded, and a
-    "the nvidia module is not loaded" told only in the reporter's words yields to it.
+    loads, or `lsmod` listing nvidia) rules "the module is not loaded" out of a symptom's causes
+    (knowledge/states_rule_out.csv), and a "the nvidia module is not loaded" told only in the reporter's
+    words yields to it. Without the PCI bus the check itself is still not run: a line of another module
+    failing to load (`modprobe nvidia-uvm`) is not judged by it.
 
     Without the module list: a pasted lspci -k listing (or -nnk, -vk) prints "Kernel modules:" for the
     GPU and no "Kernel driver in use:" line, so no driver is bound to it. The nvidia module binds every
@@ -219,14 +221,6 @@ def _unbound_draft(snapshot: Snapshot, gpus: list[PciDevice], blacklists: list[B
     )
 
 
-def _loaded_by_machine(snapshot: Snapshot) -> bool:
-    """Whether a program's output, not a person's words, shows the nvidia module loaded: /proc/driver/nvidia/version
-    (the module creates it when it loads) or the module list."""
-    if snapshot.driver is not None and snapshot.reported_fact("driver") is None:
-        return True
-    return bool(snapshot.module_listed("nvidia")) and snapshot.reported_fact("kernel_modules") is None
-
-
 # Symptoms (knowledge/symptoms.csv) whose lines say the driver was expected to answer and did not.
 DRIVER_EXPECTED_SYMPTOMS = frozenset({"driver-unreachable"})
 
@@ -250,8 +244,6 @@ def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
     if blacklists and (loaded is None or not failures):
         yield _blacklisted_draft(snapshot, blacklists, failures)
         return
-    if loaded and _loaded_by_machine(snapshot):
-        return  # the module's own version file, or the module list, shows it loaded: nothing is wrong here
     if loaded is not False:
         yield Skip(snapshot.unavailable.get("pci_devices", "the PCI bus is not known"))
         return
