@@ -121,7 +121,7 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     loads, or `lsmod` listing nvidia) rules "the module is not loaded" out of a symptom's causes
     (knowledge/states_rule_out.csv), and a "the nvidia module is not loaded" told only in the reporter's
     words yields to it. Without the PCI bus the check itself is still not run: a line of another module
-    failing to load (`modprobe nvidia-uvm`) is not judged by it.
+    failing to load (modprobe refusing nvidia-uvm) is not judged by it.
 
     Without the module list: a pasted lspci -k listing (or -nnk, -vk) prints "Kernel modules:" for the
     GPU and no "Kernel driver in use:" line, so no driver is bound to it. The nvidia module binds every
