@@ -172,14 +172,22 @@ NOTHING = (f"{JOURNAL}nv-fabricmanager[3194]: request to query NVSwitch device i
            "with error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]\n" + FAILED)
 
 
-@pytest.mark.parametrize("name,state", [("NVIDIA B200", "N/A"), ("NVIDIA H100 80GB HBM3", "In Progress")])
-def test_nothing_to_do_on_nvlink5_or_beside_waiting_gpus_is_the_subnet_manager_missing(name: str, state: str):
-    result = reports(smi_q(name, state), NOTHING)
+@pytest.mark.parametrize("state", ["N/A", "In Progress"])
+def test_nothing_to_do_on_nvlink5_gpus_is_the_subnet_manager_missing(state: str):
+    result = reports(smi_q("NVIDIA B200", state), NOTHING)
     finding = result.findings[0]
     assert finding.code == "GH210" and finding.severity.value == "critical", [(f.code, f.message) for f in
                                                                                result.findings]
     assert "NVLink Subnet Manager" in finding.message
     assert ("debian", "sudo apt-get install nvlsm") in {(f.family, f.command) for f in finding.fixes}
+
+
+def test_nothing_to_do_beside_gpus_waiting_for_the_fabric_is_nvswitches_not_seen():
+    result = reports(smi_q("NVIDIA H100 80GB HBM3", "In Progress"), NOTHING)
+    finding = result.findings[0]
+    assert finding.code == "GH210" and finding.severity.value == "critical"
+    assert "wait to join the NVLink fabric" in finding.message
+    assert any(c.startswith("lspci -nn -d 10de:") for c in commands(finding))
 
 
 def test_nothing_to_do_beside_pcie_gpus_stays_quiet():

@@ -147,3 +147,27 @@ def test_a_hanging_nvml_is_cut_off_by_the_timeout():
 def test_without_a_gpu_the_real_library_fails_cleanly():
     answer = nvml.probe()  # this machine has no NVIDIA driver
     assert answer["ok"] is False and answer["error"]
+
+
+def test_the_fabric_state_is_read_as_nvidia_smi_prints_it():
+    """nvmlDeviceGetGpuFabricInfo fills the structure passed by reference; its state is nvidia-smi -q's Fabric State
+    (what GH210 judges in a pasted nvidia-smi -q, so live check and analyze read the same field)."""
+    import ctypes
+
+    class Info(ctypes.Structure):  # the fields nvidia-ml-py's c_nvmlGpuFabricInfo_t has
+        _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint),
+                    ("state", ctypes.c_uint)]
+
+    class Fabric(FakeNvml):
+        c_nvmlGpuFabricInfo_t = Info
+
+        def nvmlDeviceGetGpuFabricInfo(self, handle, reference):  # noqa: N802
+            if handle == 1:
+                raise FakeNVMLError(3, "Not Supported")
+            reference._obj.state = 2  # NVML_GPU_FABRIC_STATE_IN_PROGRESS
+            return 0
+
+    first, second = nvml.probe(Fabric())["gpus"]
+    assert first["fabric_state"] == "In Progress"
+    assert "fabric_state" not in second  # refused: unknown, not a state
+    assert "fabric_state" not in nvml.probe(FakeNvml())["gpus"][0]  # a library without the call

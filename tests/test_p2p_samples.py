@@ -149,3 +149,18 @@ def test_two_samples_pasted_together_are_both_read():
     (finding,) = _gh706(report)
     assert finding.severity is Severity.CRITICAL and "wrong data" in finding.message
     assert any(line.startswith("GPU0 -> GPU1: P2P=Enabled") for e in finding.evidence for line in e.lines)
+
+
+def test_a_sample_that_stopped_on_a_failed_call_is_never_healthy():
+    # written from p2pBandwidthLatencyTest's cudaCheckError() format ("Cuda failure %s:%d: '%s'"): the sample read
+    # the devices and the CAN lines, then a peer call failed; its parser reads no failure, so the line is not judged
+    text = ("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\n"
+            "Device: 0, NVIDIA GeForce RTX 3090, pciBusID: 1, pciDeviceID: 0, pciDomainID:0\n"
+            "Device: 1, NVIDIA GeForce RTX 3090, pciBusID: 21, pciDeviceID: 0, pciDomainID:0\n"
+            "Device=0 CAN Access Peer Device=1\nDevice=1 CAN Access Peer Device=0\n"
+            "Cuda failure p2pBandwidthLatencyTest.cu:178: 'peer access is not supported between these two devices'\n")
+    snapshot, _ = analyze_texts([("p2p.txt", text)])
+    report = run_checks(snapshot)
+    assert report.verdict != "HEALTHY"
+    assert any("Cuda failure" in line for f in report.findings if f.severity is not Severity.INFO
+               for e in f.evidence for line in e.lines)

@@ -618,9 +618,17 @@ def _scan_pasted_errors(reading: _Reading, piece: Piece) -> int:
     return len(matched)
 
 
+# CUDA's P2P samples stop on a failed call with their own line (cudaCheckError's "Cuda failure <file>:<line>: '<error
+# string>'", helper_cuda.h's "CUDA error at"): the sample's parser reads its matrices, not that line
+_SAMPLE_FAILURE = ("Cuda failure ", "CUDA error at ")
+
+
 def _in_parsed_part(kind: str | None, line: str) -> bool:
     """Whether the parser of ``kind`` read ``line``: an nvidia-smi table's parser reads its boxed rows, not a
-    pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks)."""
+    pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks);
+    a P2P sample's parser does not read the failure the sample stopped on (a crashed sample is no healthy one)."""
+    if kind == "cuda-p2p-test":
+        return not line.lstrip().startswith(_SAMPLE_FAILURE)
     return kind != "smi-table" or line.lstrip().startswith(("|", "+"))
 
 

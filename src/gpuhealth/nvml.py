@@ -181,8 +181,32 @@ def _gpu(nvml: Any, fn: Callable[[str], Any], index: int) -> Gpu:
         remapped_rows_pending=_bool(remapped[2]) if isinstance(remapped, (tuple, list)) else None,
         remapped_rows_failure=_bool(remapped[3]) if isinstance(remapped, (tuple, list)) else None,
         remapped_rows_banks_none=_count(getattr(histogram, "none", None)),
+        fabric_state=_fabric_state(fn, handle),
         source="NVML",
     )
+
+
+# nvmlGpuFabricState_t as nvidia-smi -q prints it ("Fabric / State"): NVML_GPU_FABRIC_STATE_NOT_SUPPORTED (0, a GPU
+# outside an NVSwitch fabric) .. NVML_GPU_FABRIC_STATE_COMPLETED (3, registered with the fabric)
+_FABRIC_STATES = {0: "N/A", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+
+
+def _fabric_state(fn: Callable[[str], Any], handle: Any) -> str | None:
+    """The GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfo, R525 and newer), as nvidia-smi -q shows it;
+    None where the library lacks the call or the driver refuses it."""
+    struct, call = fn("c_nvmlGpuFabricInfo_t"), fn("nvmlDeviceGetGpuFabricInfo")
+    if struct is None or call is None:
+        return None
+    import ctypes  # only here: the call fills a structure the caller passes by reference
+
+    try:
+        info = struct()
+        reference = ctypes.byref(info)
+    except Exception:
+        return None
+    if _call(call, handle, reference) is None:
+        return None
+    return _FABRIC_STATES.get(getattr(info, "state", None))
 
 
 def _bool(value: Any) -> bool | None:

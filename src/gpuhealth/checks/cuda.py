@@ -1468,8 +1468,8 @@ def _hidden_from_process_draft(works: Evidence, line: MessageLine) -> Draft:
     fixes = table_fixes("GH608")
     launcher = _LAUNCHER.search((line.source or "").partition(": ")[2][:400])
     if launcher:
-        fixes = (Fix(f"grep -n CUDA_VISIBLE_DEVICES {launcher['path']}", "any",
-                     note="the script that starts the program"), *fixes)
+        fixes = (slotted("grep -n CUDA_VISIBLE_DEVICES {script:keyfile}", "any", script=launcher["path"],
+                         note="the script that starts the program"), *fixes)
     seen = (works.lines[0] + " (nvidia-smi does not read CUDA_VISIBLE_DEVICES)"
             if works.lines[0].startswith("the driver") else "PyTorch saw a GPU elsewhere in the evidence")
     return Draft(

@@ -96,7 +96,7 @@ def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
-       reads=("pci_devices", "kernel_modules", "smi_run", "nvml", "messages", "install", "host_env"))
+       reads=("pci_devices", "driver", "kernel_modules", "smi_run", "nvml", "messages", "install", "host_env"))
 def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -116,7 +116,12 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 
     Without the PCI bus (pasted evidence): the module list (`lsmod`, with no nvidia line) shows no
     nvidia module while nvidia-smi or NVML says it cannot reach the driver. That failure shows a
-    driver was installed for a GPU; the module not being loaded is why it fails.
+    driver was installed for a GPU; the module not being loaded is why it fails. A program's output that
+    shows the module loaded (a pasted `/proc/driver/nvidia/version`, which the module creates when it
+    loads, or `lsmod` listing nvidia) rules "the module is not loaded" out of a symptom's causes
+    (knowledge/states_rule_out.csv), and a "the nvidia module is not loaded" told only in the reporter's
+    words yields to it. Without the PCI bus the check itself is still not run: a line of another module
+    failing to load (modprobe refusing nvidia-uvm) is not judged by it.
 
     Without the module list: a pasted lspci -k listing (or -nnk, -vk) prints "Kernel modules:" for the
     GPU and no "Kernel driver in use:" line, so no driver is bound to it. The nvidia module binds every
@@ -274,6 +279,10 @@ _S = "[[:space:]]"
 _M = "nvidia([-_](drm|modeset|uvm))?"
 _DISABLING = (f"^{_S}*(blacklist{_S}+{_M}|alias{_S}+{_M}{_S}+off|install{_S}+{_M}{_S}+"
               f"((/usr)?(/s?bin/)?(false|true){_S}*;?|exit({_S}+[0-9]+)?)){_S}*$")
+# The two commands, written from constants only: the one value from the evidence (a file's path) enters through its
+# slot (gpuhealth.commands: checked as an absolute path, then quoted)
+_DELETE_DISABLING = "sudo sed -i.bak -E '\\," + _DISABLING + ",d' {conf:path}"
+_FIND_DISABLING = "grep -rsnE '" + _DISABLING + "' " + MODPROBE_FOLDERS
 
 
 @record
@@ -372,7 +381,7 @@ def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
     initramfs (it packs modprobe.d), reboot."""
     if not blacklists:
         return ()
-    import shlex
+    from gpuhealth import commands
 
     fixes: list[Fix] = []
     for b in blacklists:
@@ -381,14 +390,15 @@ def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
                              f"{b.tool['note']}"))
     for b in blacklists:
         if b.cmdline:
-            fixes.append(Fix(f"take {' '.join(b.lines)} out of the kernel command line (GRUB_CMDLINE_LINUX in "
-                             "/etc/default/grub, then regenerate the GRUB configuration)", "any"))
+            step = (f"take {' '.join(b.lines)} out of the kernel command line (GRUB_CMDLINE_LINUX in "
+                    "/etc/default/grub, then regenerate the GRUB configuration)")
+            fixes.append(Fix(step, "any", kind="step"))
         elif b.path:
-            fixes.append(Fix(f"sudo sed -i.bak -E '\\,{_DISABLING},d' {shlex.quote(b.path)}", "any",
-                             note="delete the lines that keep the NVIDIA modules out (the file is kept as .bak, "
-                                  "which modprobe does not read)"))
+            fixes.append(commands.fix(_DELETE_DISABLING, "any", conf=b.path,
+                                      note="delete the lines that keep the NVIDIA modules out (the file is kept as "
+                                           ".bak, which modprobe does not read)"))
     if not any(b.path or b.cmdline for b in blacklists):
-        fixes.append(Fix(f"grep -rsnE '{_DISABLING}' {MODPROBE_FOLDERS}", "any",
+        fixes.append(Fix(_FIND_DISABLING, "any",
                          note="the files that keep the NVIDIA modules out: delete those lines (or comment them out "
                               "with #)"))
     # the initramfs packs modprobe.d: rebuilt as GH502 rebuilds it (knowledge/fixes.csv), then the reboot (a kernel

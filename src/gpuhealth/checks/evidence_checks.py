@@ -341,10 +341,10 @@ def _legacy_fixes(label: str) -> tuple[Fix, ...]:
     packages = _LEGACY_PACKAGES.get(number, ())
     fixes = list(_gh209_looks())
     if packages:
-        names = " ".join(name for _, name, _ in packages)
-        fixes.append(Fix(f"apt list {names}", "debian",
-                         note="which of these packages this release has (nvidia-detect on Debian names the one "
-                              "the GPU needs)"))
+        for _, name, _ in packages:
+            fixes.append(slotted("apt list {package}", "debian", package=name,
+                                 note="whether this release has the package (nvidia-detect on Debian names the one "
+                                      "the GPU needs)"))
         for family, name, where in packages:
             fixes.append(slotted("sudo apt-get install {package}", family, disruptive=True,
                                  note=f"the {label} legacy branch, proprietary (no -open): {where}; then reboot",
@@ -354,14 +354,16 @@ def _legacy_fixes(label: str) -> tuple[Fix, ...]:
                                  note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
                                  branch=number))
         if number <= 390:
-            fixes.append(Fix(f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
-                             "it builds only on the kernels its packages were patched for; with a newer kernel, "
-                             "stay on the distribution release that packages it", "any"))
+            step = (f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
+                    "it builds only on the kernels its packages were patched for; with a newer kernel, "
+                    "stay on the distribution release that packages it")
+            fixes.append(Fix(step, "any", kind="step"))
     else:
         ended = f" (support ended {_LEGACY_ENDED[number]})" if number in _LEGACY_ENDED else ""
-        fixes.append(Fix(f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
-                         "current kernels: run the GPU with nouveau, or an OS release of its time, or replace it "
-                         "(no CUDA release that deep learning frameworks use supports it)", "any"))
+        step = (f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
+                "current kernels: run the GPU with nouveau, or an OS release of its time, or replace it "
+                "(no CUDA release that deep learning frameworks use supports it)")
+        fixes.append(Fix(step, "any", kind="step"))
     return tuple(fixes)
 
 
@@ -418,8 +420,8 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     fabric?), never an unknown line. GPUs that nvidia-smi -q shows outside the fabric (Fabric State "In
     Progress" or "Not Started") are the same condition seen from the GPU: alone a warning (Fabric Manager may
     still be starting), beside a failure its evidence. NV_WARN_NOTHING_TO_DO (Fabric Manager found no
-    NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200), or beside GPUs waiting to
-    join the fabric, it means the NVLink Subnet Manager did not run.
+    NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200) it means the NVLink Subnet
+    Manager did not run, and beside GPUs waiting to join the fabric, NVSwitches Fabric Manager cannot see.
 
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
@@ -451,12 +453,12 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     errors = cuda.fabricmanager_errors if cuda else ()
     switch = nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus) or None
     unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED]
-    nothing_to_do = [e for e in errors if "NOTHING_TO_DO" in e] + [m.line for m in snapshot.messages or ()
-                                                                    if "NOTHING_TO_DO" in m.line]
+    nothing_to_do = list(dict.fromkeys([e for e in errors if "NOTHING_TO_DO" in e]
+                                       + [m.line for m in snapshot.messages or () if "NOTHING_TO_DO" in m.line]))
     if nothing_to_do and (unjoined or any(_NVLINK5.search(g.name or "") for g in snapshot.gpus)):
-        # On NVLink 5 GPUs the NVSwitches are reached through the NVLink Subnet Manager: without it Fabric Manager
-        # finds no NVSwitch and stops, and the GPUs wait for a fabric that never comes
-        yield _nvlink5_without_subnet_manager(nothing_to_do, unjoined)
+        # Fabric Manager found no NVSwitch, yet the GPUs are NVLink 5 ones (reached through the NVLink Subnet Manager)
+        # or wait to join a fabric: not a system without NVSwitch, but NVSwitches Fabric Manager cannot see
+        yield _no_nvswitch_seen(snapshot, nothing_to_do, unjoined)
         return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
@@ -532,16 +534,25 @@ def _gpus_not_in_fabric(unjoined: list[Gpu], logged: list[MessageLine]) -> Draft
                  explains=("GH610", "GH605", "GH408", "GH806"))
 
 
-def _nvlink5_without_subnet_manager(nothing_to_do: list[str], unjoined: list[Gpu]) -> Draft:
-    """NV_WARN_NOTHING_TO_DO (no NVSwitch found) on NVLink 5 GPUs, or beside GPUs waiting to join the fabric: there the
-    NVSwitches are managed through the NVLink Subnet Manager, which is not running."""
+def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: list[Gpu]) -> Draft:
+    """NV_WARN_NOTHING_TO_DO (Fabric Manager found no NVSwitch) on NVLink 5 GPUs, or beside GPUs waiting to join the
+    fabric. On NVLink 5 systems the NVSwitches are reached through the NVLink Subnet Manager, which then is not
+    running; elsewhere the NVSwitches are missing from the PCI bus or their driver did not take them."""
     evidence = (Evidence("Fabric Manager", tuple(nothing_to_do[:MAX_LINES])),)
-    return Draft(Severity.CRITICAL, "Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) on an NVLink 5 system: "
-                 "there it reaches the NVSwitches through the NVLink Subnet Manager (nvlsm, which needs ib_umad), so "
-                 "nvlsm is not installed or not running; the GPUs stay out of the fabric and CUDA reports 'system not "
-                 "yet initialized' (802)",
-                 evidence=evidence + ((_fabric_states(unjoined),) if unjoined else ()),
-                 fixes=table_fixes("GH210", kind="fm-nvlsm-missing"), explains=("GH610", "GH605", "GH408", "GH806"))
+    evidence += (_fabric_states(unjoined),) if unjoined else ()
+    explains = ("GH610", "GH605", "GH408", "GH806")
+    if any(_NVLINK5.search(g.name or "") for g in snapshot.gpus):
+        return Draft(Severity.CRITICAL, "Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) on an NVLink 5 "
+                     "system: there it reaches the NVSwitches through the NVLink Subnet Manager (nvlsm, which needs "
+                     "ib_umad), so nvlsm is not installed or not running; the GPUs stay out of the fabric and CUDA "
+                     "reports 'system not yet initialized' (802)",
+                     evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvlsm-missing"), explains=explains)
+    return Draft(Severity.CRITICAL, f"Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) while {len(unjoined)} "
+                 "GPU(s) wait to join the NVLink fabric: the NVSwitches are missing from the PCI bus or their driver "
+                 "did not take them (on NVLink 5 systems: the NVLink Subnet Manager is not running), and CUDA reports "
+                 "'system not yet initialized' (802) until they are set up",
+                 evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvswitch-topology-mismatch"),
+                 explains=explains)
 
 
 def _fabric_manager_logged_errors(logged: list[MessageLine]) -> Draft:
