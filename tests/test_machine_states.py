@@ -135,6 +135,26 @@ def test_not_for_keeps_a_loaded_module_from_ruling_out_nouveau_on_a_missing_gpu(
     assert ruled_out("driver-unreachable", held) == {}
 
 
+LSPCI_K = """$ lspci -nnk -d 10de:
+07:00.0 3D controller [0302]: NVIDIA Corporation GA100 [A100 SXM4 40GB] [10de:20b0] (rev a1)
+\tSubsystem: NVIDIA Corporation Device [10de:134f]
+\tKernel driver in use: nvidia
+\tKernel modules: nvidiafb, nouveau, nvidia_drm, nvidia
+"""
+WORDS_FEWER = "nvidia-smi only shows one GPU but the server has two.\n"
+
+
+def test_nvidia_smi_listing_every_gpu_on_the_bus_leaves_only_a_gpu_gone_from_the_bus():
+    """Told that a GPU is missing, with nvidia-smi listing as many GPUs as lspci shows: every GPU on the bus was taken
+    and initialised, so what is left is a GPU that is not on the bus at all (fallen off, or its link failed)."""
+    assert "nvidia-smi-lists-every-pci-gpu" in held_states(analyze_texts([("p.txt", SMI_TABLE + LSPCI_K)])[0])
+    shown = candidates(WORDS_FEWER, SMI_TABLE, LSPCI_K)
+    for cause in ("rminit-failed", "pci-bar-failure", "nouveau-bound", "gpu-bound-to-vfio", "driver-gpu-unsupported"):
+        assert shown[cause].status == RULED_OUT, cause
+    assert shown["gpu-fallen-off-bus"].status == OPEN
+    assert candidates(WORDS_FEWER)["rminit-failed"].status == OPEN
+
+
 # --------------------------------------------------------------------------- words never rule out; they yield
 
 

@@ -44,7 +44,7 @@ def _proc_driver_version(snapshot: Snapshot) -> str | None:
     source = snapshot.sources.get("driver", "")
     if driver is None or (PROC_VERSION not in source and snapshot.origin == "evidence" and not driver.banner):
         return None
-    return f"{PROC_VERSION}: {driver.banner or driver.version}"
+    return f"{source or PROC_VERSION}: {driver.banner or driver.version}"
 
 
 def _lsmod_lists_nvidia(snapshot: Snapshot) -> str | None:
