@@ -356,8 +356,10 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
         reading.overlay(libraries, piece.name)
         if libraries and not understood and not matched:
+            found = libraries["cuda"]
             reading.log.append(Recognised(piece.name, "cuda-library-files",
-                                          f"{len(libraries['cuda'].library_files)} CUDA library file(s)"))
+                                          f"{len(found.library_files)} CUDA library file(s)" if found.library_files
+                                          else f"LD_LIBRARY_PATH: {len(found.ld_library_path)} directories"))
             understood = True
     if kind is None and (block is None or not block.command) and unknown_lines:  # a person's sentences
         understood = _read_words(reading, piece) or understood
