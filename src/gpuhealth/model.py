@@ -1226,6 +1226,7 @@ class CudaState:
     # a pasted Dockerfile's base image ("nvidia/cuda:12.4.1-runtime-ubuntu22.04") and the CUDA it brings ("12.4.1")
     base_image: str | None = None
     base_image_cuda: str | None = None
+    image_command: str | None = None  # the container run command naming that image (`docker run ... nvidia/cuda:...`)
     fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")

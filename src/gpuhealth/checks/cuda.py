@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
@@ -269,8 +269,14 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
 
     Exceptions:
     A toolkit used only to compile for other machines. Forward compatibility (`cuda-compat`) lets
-    data-center GPUs run a newer CUDA on an older driver; GH603 reports that libcuda. Toolkit versions
-    the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
+    data-center GPUs run a newer CUDA on an older driver; GH603 reports that libcuda. On a GeForce or TITAN it cannot
+    (NVIDIA's CUDA Compatibility guide): where the program's CUDA comes with a compat libcuda newer than the driver
+    (on the loader path, or in an NVIDIA CUDA image, whose cuda-compat the NVIDIA Container Toolkit enables whenever
+    it is newer than the host's driver: NVIDIA/nvidia-container-toolkit#1426), CUDA fails with error 803 or 804, so
+    a CUDA newer than the driver's bundled one is critical even within its major family, the driver upgrade comes
+    first among the fixes, and the finding explains GH603's. A container run from an NVIDIA CUDA image
+    (`docker run ... nvidia/cuda:12.9.0-base-...`) counts as that image's CUDA, like a Dockerfile's FROM.
+    Toolkit versions the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
     Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
     570.133.20") are judged the same way where no program's output gives them; a finding that rests on
@@ -308,9 +314,14 @@ def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evid
     if state.conda_cudatoolkit:
         shown = Evidence(snapshot.sources.get("cuda", "conda list"), (f"cudatoolkit {state.conda_cudatoolkit}",))
         toolkits.append(("conda cudatoolkit", state.conda_cudatoolkit, shown))
-    if state.base_image_cuda:  # a container built on it runs that CUDA on the host's driver
-        shown = Evidence(snapshot.sources.get("cuda", "Dockerfile"), (f"FROM {state.base_image}",))
-        toolkits.append((f"the base image {state.base_image}", state.base_image_cuda, shown))
+    if state.base_image_cuda:  # a container built on it, or run from it, runs that CUDA on the host's driver
+        source = snapshot.sources.get("cuda", "Dockerfile")
+        if state.image_command:
+            toolkits.append((f"the container image {state.base_image}", state.base_image_cuda,
+                             Evidence(source, (state.image_command[:200],))))
+        else:
+            toolkits.append((f"the base image {state.base_image}", state.base_image_cuda,
+                             Evidence(source, (f"FROM {state.base_image}",))))
     return toolkits
 
 
@@ -329,6 +340,7 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     evidence: list[Evidence] = []
     branches: set[str] = set()
     flagged: set[str] = set()
+    blocked = _forward_compat_blocked(snapshot, driver)
     for label, version, shown in toolkits:
         family, bundled = family_minimum(version), requirement(version)
         minimum = family or bundled
@@ -337,6 +349,11 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
         if version_key(driver) < version_key(minimum.driver_min):
             severity = Severity.CRITICAL
             lines.append((0, f"CUDA {version} ({label}) needs driver >= {minimum.driver_min}, the driver is {driver}"))
+        elif family and bundled and version_key(driver) < version_key(bundled.driver_min) and blocked:
+            # minor version compatibility would run it, but the forward-compat libcuda that was tried cannot: upgrade
+            severity = Severity.CRITICAL
+            lines.append((0, f"CUDA {version} ({label}) is newer than driver {driver} supports (it bundles "
+                             f"{bundled.driver_min}), and {blocked}: upgrade the driver"))
         elif family and bundled and version_key(driver) < version_key(bundled.driver_min) and label != "PyTorch's CUDA":
             severity = Severity.INFO
             lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}; driver {driver} runs "
@@ -363,15 +380,39 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
                               major=major, minor=minor, cuda=max_cuda)
     torch_fixes = (Fix(TORCH_REINSTALL,
                        "any", note=f"cu<XY> no newer than the CUDA Version nvidia-smi prints ({max_cuda or '?'})"),)
+    driver_fixes = (*fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
+                               rhel=["sudo dnf install cuda-drivers-{branch}"], disruptive=True, branch=branch),
+                    REBOOT)
+    other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} else ()),
+                   *(torch_fixes if "PyTorch's CUDA" in flagged else ()))
     yield Draft(
         worst, "; ".join(line for _, line in sorted(lines)),
         evidence=(*evidence, Evidence(driver_source, (f"driver {driver}",)), *reminder),
-        fixes=(*(toolkit_fixes if flagged - {"PyTorch's CUDA"} else ()),
-               *(torch_fixes if "PyTorch's CUDA" in flagged else ()),
-               *fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
-                          rhel=["sudo dnf install cuda-drivers-{branch}"], disruptive=True, branch=branch),
-               REBOOT),
+        # a GPU that cannot use forward compatibility: the driver upgrade is the fix, a CUDA it supports the other way
+        fixes=(*driver_fixes, *other_fixes) if blocked else (*other_fixes, *driver_fixes),
+        # the forward-compat error (GH603's line, 803/804) and the GPU that cannot use it are this finding's symptoms
+        explains=COMPAT_SYMPTOMS if blocked and worst is Severity.CRITICAL else (),
     )
+
+
+def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
+    """Why forward compatibility cannot bridge a CUDA newer than the driver here, or None: the GPU is a GeForce (the
+    CUDA Compatibility guide supports it on data-center GPUs and select NGC-ready RTX parts only) and the program's
+    CUDA comes with a compat libcuda newer than the driver: on the loader path, or in an NVIDIA CUDA image (its
+    cuda-compat, under /usr/local/cuda/compat, which the NVIDIA Container Toolkit enables whenever it is newer than
+    the host's driver, whatever the GPU: NVIDIA/nvidia-container-toolkit#1426), so CUDA fails with 803 or 804."""
+    if forward_compat_gpu(snapshot) != "consumer":
+        return None
+    compat = forward_compat_libcuda(snapshot)
+    state = snapshot.cuda
+    if compat is not None and _compat_newer(compat, driver, _driver_max_cuda(snapshot)):
+        tried = f"the compat libcuda {compat.path} on the loader path"
+    elif state is not None and state.base_image and "nvidia/cuda:" in state.base_image and state.base_image_cuda:
+        tried = f"the image's cuda-compat (CUDA {state.base_image_cuda})"
+    else:
+        return None
+    name = next(g.name for g in snapshot.gpus if g.name and _CONSUMER.search(g.name))
+    return f"forward compatibility ({tried}) is not supported on {name}"
 
 
 # --------------------------------------------------------------------------- GH602
@@ -475,7 +516,8 @@ def _copies(versions: list[str]) -> str:
 # --------------------------------------------------------------------------- GH603
 
 
-@check("GH603", "stale-libcuda", "The loader's libcuda is not the loaded driver's version", requires=("cuda",))
+@check("GH603", "stale-libcuda", "The loader's libcuda is not the loaded driver's version", requires=("cuda",),
+       reads=("messages",))
 def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -484,10 +526,24 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     (`/proc/driver/nvidia/version`, or the driver version NVML and nvidia-smi report), while the rest of user
     space matches the module (otherwise GH202 reports the driver/library mismatch).
 
-    When the module's version is not in the evidence but the loader resolves libcuda.so.1 to a
-    forward-compatibility copy (a path containing `/compat/`), that is a warning: NVIDIA supports such a copy only on
-    data-center GPUs and only with a driver older than it (CUDA Compatibility guide, Forward Compatibility). Beside a
-    CUDA error 803 it is the cause of that error (NVIDIA/nvidia-container-toolkit#1679), and the finding leads.
+    A forward-compatibility libcuda (the cuda-compat package's, under `/usr/local/cuda-X.Y/compat`, an image's
+    `/usr/local/cuda/compat`, a conda `cuda-compat` directory) that the loader takes first is judged by NVIDIA's CUDA
+    Compatibility guide (Forward Compatibility): it is found on `LD_LIBRARY_PATH` (a live process's, `echo
+    $LD_LIBRARY_PATH`, an `export` or `env` line, a Dockerfile's `ENV`), as the `libcuda.so.1` that `ldconfig -p`
+    resolves, in an ld.so.conf directory, or in `ldd` output. Its CUDA release comes from the directory
+    (`cuda-12.9` -> 12.9) and its version from the file (`libcuda.so.575.51.03`) or that release's bundled driver.
+    - No newer than the kernel driver (nvidia-smi's CUDA Version already covers its release): the guide says it must
+      not be used; critical, with the exact path and how to take it off `LD_LIBRARY_PATH` or out of ld.so.conf.d.
+    - Newer than the driver on a GeForce or TITAN (forward compatibility is for data-center GPUs and select NGC-ready
+      RTX parts only): warning, critical beside a CUDA error 803 or 804; the fix is a driver that supports the CUDA
+      the program needs (GH601 leads where the evidence names the program's CUDA), or removing the compat libcuda.
+    - Newer than the driver on data-center GPUs: the intended use, not reported; beside an 803 or 804 it is
+      critical, with the guide's rule (the cuda-compat package of the CUDA the program needs, on a driver branch the
+      guide lists for it; a kernel driver upgraded within its branch may need a newer cuda-compat).
+    - GPUs not named, or a professional RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
+      decide (`nvidia-smi`, `ldconfig -p | grep libcuda`, `echo "${LD_LIBRARY_PATH-}"`), never a guess.
+    - The driver's version not in the evidence: a warning saying when such a copy is right. Beside a CUDA error 803 it
+      is the cause of that error (NVIDIA/nvidia-container-toolkit#1679), and the finding leads.
 
     Why it matters:
     libcuda must match the kernel module exactly. A stale copy, left by an earlier `.run` install in
@@ -502,20 +558,32 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     right one back), and run `sudo ldconfig`.
 
     Exceptions:
-    A forward-compatibility libcuda (`cuda-compat-*`, a path containing `/compat/`) newer than the
-    module is intended on data-center GPUs and is not reported. Without the module's version, or without where
+    A forward-compatibility libcuda newer than the module is intended on data-center GPUs and is not reported unless
+    CUDA fails beside it. Without the module's version, or without where
     libcuda.so.1 points, nothing can be compared: the check is skipped, so a CUDA error 803 keeps a stale libcuda
     among its open causes.
     """
+    judged = list(_stale_or_compat(snapshot))
+    yield from judged
+    lines = [m for m in snapshot.messages or () if m.signature and not m.reported
+             and signature(m.signature).code == "GH603"]
+    if lines and not judged:
+        # a line names a compat or stub libcuda the loader evidence given does not show: not ruled out, the line stands
+        yield Skip("a line names the libcuda the program loaded, which the loader evidence given does not show: "
+                   + lines[0].line[:120])
+
+
+def _stale_or_compat(snapshot: Snapshot) -> Iterator[Draft | Skip]:
     state = _cuda(snapshot)
+    compat = forward_compat_libcuda(snapshot)
+    if compat is not None:
+        yield from _judge_compat(snapshot, compat)
+        return
     if state.libcuda_path is None:
         if "cuda_ldconfig" in snapshot.unavailable:
             yield Skip(snapshot.unavailable["cuda_ldconfig"])
         return
     module = module_version(snapshot)
-    if module is None and _is_compat(state.libcuda_path, state.libcuda_target):
-        yield _compat_first(state)
-        return
     if module is None or state.libcuda_version is None:
         # nothing to compare: "found nothing" here would rule a stale libcuda out of a differential it never judged
         yield Skip("the loaded kernel module's version (cat /proc/driver/nvidia/version) or the version of the "
@@ -547,23 +615,194 @@ def _is_compat(path: str | None, target: str | None) -> bool:
     return "/compat/" in (path or "") or "/compat/" in (target or "")
 
 
-def _compat_first(state: CudaState) -> Draft:
-    """The loader resolves libcuda.so.1 to a forward-compat copy and the module's version is unknown: a warning, since
-    that copy is right only on a data-center GPU whose driver is older than it (NVIDIA's CUDA Compatibility guide); with
-    a CUDA error 803 beside it, it is the cause the differential looks for (NVIDIA/nvidia-container-toolkit#1679)."""
+# --------------------------------------------------------------------------- forward compatibility (GH603, GH601)
+#
+# NVIDIA's CUDA Compatibility guide, "Forward Compatibility"
+# <https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html>: the cuda-compat-<major>-<minor>
+# package installs the libcuda of the driver that CUDA release bundles under /usr/local/cuda-X.Y/compat (NVIDIA's
+# CUDA images carry it under /usr/local/cuda/compat). It is for running a CUDA newer than the installed driver, and
+# only on data-center GPUs, select NGC Server Ready RTX SKUs and Jetson: on other GPUs CUDA fails with
+# CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804), and a compat libcuda that does not pair with the kernel driver fails
+# with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803) (CUDA Driver API, enum CUresult). A compat libcuda no newer than the
+# driver has nothing to add and is not to be used.
+
+_COMPAT_DIR = lazy_re(r"/(?:cuda-)?compat(?:/|$)")
+# the catalogue rows of the two errors forward compatibility raises (knowledge/signatures.csv)
+COMPAT_ERRORS = ("cuda-system-driver-mismatch", "cuda-compat-not-supported")
+# names of GPUs the guide excludes from forward compatibility: consumer parts
+_CONSUMER = guarded_re(r"GeForce|TITAN", re.IGNORECASE, may=has_folded("geforce", "titan"))
+LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
+# what a driver too old for the program's CUDA explains once forward compatibility was tried on a GPU without it: the
+# compat libcuda's finding (GH603), the 803 left undiagnosed (GH901), the framework that cannot use the GPU (GH610)
+COMPAT_SYMPTOMS = ("GH603", "GH901", "GH610")
+
+
+@dataclass(frozen=True)
+class CompatLibcuda:
+    """A forward-compatibility libcuda the loader takes before the driver's own, and where the evidence shows it."""
+
+    path: str  # the directory (LD_LIBRARY_PATH, ld.so.conf) or the library file (ldconfig -p, ldd)
+    where: str  # "LD_LIBRARY_PATH", "/etc/ld.so.conf.d/00-cuda-compat.conf", "ldconfig -p", "ldd"
+    cuda: str | None  # the CUDA release it comes from: cuda-12.9/compat -> "12.9"
+    version: str | None  # its driver version: libcuda.so.575.51.03, else the driver that CUDA release bundles
+    ld_path: tuple[str, ...] = ()  # LD_LIBRARY_PATH's entries, when that is where it is
+
+
+def is_compat_dir(path: str) -> bool:
+    """A cuda-compat directory or a file in one: ``/usr/local/cuda-12.9/compat``, ``/usr/local/cuda/compat/lib``."""
+    return bool(_COMPAT_DIR.search(path)) and "cuda" in path.lower()
+
+
+def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
+    """The forward-compatibility libcuda the evidence shows the loader taking first, else None: LD_LIBRARY_PATH
+    (searched before the loader's cache), the libcuda.so.1 ``ldconfig -p`` resolves, an ld.so.conf directory, a file
+    ldd names."""
+    state = snapshot.cuda
+    if state is None:
+        return None
+    env_path = state.ld_library_path or tuple(p for p in snapshot.env.get(LD_LIBRARY_PATH, "").split(":") if p)
+    found: tuple[str, str] | None = None
+    for path in env_path:
+        if is_compat_dir(path):
+            found = (path, LD_LIBRARY_PATH)
+            break
+    if found is None and state.libcuda_path and _is_compat(state.libcuda_path, state.libcuda_target):
+        found = (state.libcuda_path, "ldconfig -p")
+    if found is None:
+        entry = next((e for e in state.ld_so_conf if is_compat_dir(e.directory)), None)
+        if entry is not None:
+            found = (entry.directory, LD_LIBRARY_PATH if entry.directory in env_path else entry.file)
+    if found is None:
+        used = next((f for f in state.library_files if "libcuda.so" in f and is_compat_dir(f)), None)
+        found = (used, "ldd") if used else None
+    if found is None:
+        return None
+    path, where = found
+    cuda = _cuda_dir_version(path, state) or (state.base_image_cuda if path.startswith("/usr/local/cuda/") else None)
+    version = state.libcuda_version if path == state.libcuda_path else None
+    if version is None and cuda and (bundled := requirement(cuda)) is not None:
+        version = bundled.driver_min
+    return CompatLibcuda(path, where, cuda, version, env_path if where == LD_LIBRARY_PATH else ())
+
+
+def compat_errors(snapshot: Snapshot) -> list[MessageLine]:
+    """The lines of CUDA error 803 or 804 a program printed (not the reporter's words)."""
+    return [m for m in snapshot.messages or () if m.signature in COMPAT_ERRORS and not m.reported]
+
+
+def forward_compat_gpu(snapshot: Snapshot) -> str | None:
+    """Whether the guide lets these GPUs use forward compatibility: "datacenter" (every GPU named is one), "consumer"
+    (a GeForce or TITAN is named: never), None when no GPU is named or a professional RTX/Quadro part is (select
+    NGC Server Ready SKUs are supported, others not: the name alone does not decide)."""
+    names = [g.name for g in snapshot.gpus if g.name]
+    if not names:
+        return None
+    if any(_CONSUMER.search(n) for n in names):
+        return "consumer"
+    return "datacenter" if all(is_datacenter(n) for n in names) else None
+
+
+def _compat_newer(compat: CompatLibcuda, driver: str, max_cuda: str | None) -> bool | None:
+    """Whether the compat libcuda is newer than the kernel driver (the only way the guide uses it); None: unknown."""
+    if compat.cuda and max_cuda:
+        return version_key(compat.cuda)[:2] > version_key(max_cuda)[:2]
+    if compat.version:
+        return version_key(compat.version) > version_key(driver)
+    return None
+
+
+def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
+    """GH603 for a forward-compat libcuda first on the loader path, judged by the guide: a copy no newer than the
+    driver must go (critical); a newer one on a GeForce cannot work (the driver must be upgraded: GH601 names the
+    program's CUDA when the evidence gives it); on data-center GPUs it is the intended use unless CUDA fails."""
+    driver = module_version(snapshot) or driver_version(snapshot)[0]
+    failed = compat_errors(snapshot)
+    shown = _compat_evidence(snapshot, compat) + tuple(Evidence(m.source, (m.line[:300],)) for m in failed[:2])
+    origin = f"the forward-compatibility libcuda {compat.path} ({compat.where}"
+    origin += f", from CUDA {compat.cuda}" if compat.cuda else ""
+    origin += f", driver {compat.version})" if compat.version else ")"
+    if driver is None:
+        yield Draft(Severity.WARNING, f"The loader takes {origin} ahead of the driver's own: the CUDA Compatibility "
+                    "guide supports it only on data-center GPUs and only with a kernel driver older than it; otherwise "
+                    "CUDA fails with error 803 or 804", evidence=shown, fixes=_compat_fixes(compat, deciding=True),
+                    explains=("GH605",))
+        return
+    max_cuda = _driver_max_cuda(snapshot)
+    newer = _compat_newer(compat, driver, max_cuda)
+    gpu = forward_compat_gpu(snapshot)
+    driver_shown = Evidence("driver", (f"kernel driver {driver}" + (f" (CUDA {max_cuda})" if max_cuda else ""),))
+    if newer is False:
+        yield Draft(Severity.CRITICAL, f"The loader takes {origin} ahead of the driver's own, but kernel driver "
+                    f"{driver} already supports {('CUDA ' + compat.cuda) if compat.cuda else 'it'}: a compat libcuda "
+                    "no newer than the driver must not be used (CUDA Compatibility guide); CUDA fails with error 803",
+                    evidence=(*shown, driver_shown), fixes=_compat_fixes(compat), explains=("GH605",))
+        return
+    if gpu == "consumer" and (newer or failed):
+        names = sorted({g.name for g in snapshot.gpus if g.name and _CONSUMER.search(g.name)})
+        needs = f" to {compat.version} or newer" if newer and compat.version else ""
+        yield Draft(Severity.CRITICAL if failed else Severity.WARNING,
+                    f"The loader takes {origin}, but forward compatibility is not supported on {names[0]} (only "
+                    f"data-center GPUs and select NGC-ready RTX parts): upgrade the driver{needs} instead, or remove "
+                    "the compat libcuda and run a CUDA the driver supports",
+                    evidence=(*shown, driver_shown), fixes=_compat_fixes(compat, upgrade=compat.version),
+                    explains=("GH605",))
+        return
+    if not failed:
+        return  # newer than the driver, on GPUs that may use it: the guide's intended use
+    where = "on data-center GPUs" if gpu == "datacenter" else "if these GPUs support forward compatibility"
+    yield Draft(Severity.CRITICAL if gpu == "datacenter" else Severity.WARNING,
+                f"CUDA fails with {origin} on kernel driver {driver}: {where}, the CUDA Compatibility guide requires "
+                "the cuda-compat package of the CUDA the program needs, newer than the kernel driver, on a driver "
+                "branch the guide lists for forward compatibility (a kernel driver upgraded within its branch may need "
+                "a newer cuda-compat); 804 means a visible GPU does not support it",
+                evidence=(*shown, driver_shown), fixes=_compat_fixes(compat, deciding=gpu != "datacenter",
+                                                                     upgrade=compat.version, pairing=True),
+                explains=("GH605",))
+
+
+def _compat_evidence(snapshot: Snapshot, compat: CompatLibcuda) -> tuple[Evidence, ...]:
+    state = _cuda(snapshot)
     listed = [f"{e.name} ({e.flags}) => {e.path}" for e in state.libraries if e.name.startswith("libcuda.so")]
-    own = [e.path for e in state.libraries if e.name == "libcuda.so.1" and not _is_compat(e.path, None)]
-    ahead = f" ahead of the driver's own ({own[0]})" if own else ""
-    return Draft(
-        Severity.WARNING,
-        f"The loader resolves libcuda.so.1 to a CUDA forward-compatibility copy ({state.libcuda_path}){ahead}: it is "
-        "right only on a data-center GPU whose driver is older than it; on a newer driver CUDA fails with error 803",
-        evidence=(Evidence("ldconfig -p", tuple(listed[:6])),),
-        fixes=(*(f for f in table_fixes("GH603") if f.is_command),
-               Fix("Remove the compat directory from the loader path (its /etc/ld.so.conf.d entry, or "
-                   "LD_LIBRARY_PATH), then run sudo ldconfig", "any", kind="step")),
-        explains=("GH605",),
-    )
+    shown = [Evidence(compat.where, (compat.path,))] if compat.where != "ldconfig -p" else []
+    if listed:
+        shown.append(Evidence("ldconfig -p", tuple(listed[:6])))
+    return tuple(shown)
+
+
+def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | None = None,
+                  pairing: bool = False) -> tuple[Fix, ...]:
+    """The looks that decide (the driver, every libcuda, the path), then the removal of that compat libcuda where the
+    evidence shows it set: LD_LIBRARY_PATH without it, its ld.so.conf.d file, else a step; a driver upgrade first
+    when the GPU cannot use forward compatibility. ``pairing``: forward compatibility is the intent (a data-center
+    GPU), so instead of the removal, the guide's rule for the package to install."""
+    looks = (Fix("nvidia-smi", "any", note="the driver and the GPUs"), *table_fixes("GH603")[:1],
+             Fix('echo "${LD_LIBRARY_PATH-}"', "any", note="a compat directory there is searched first"))
+    if deciding:
+        return looks
+    branch = (upgrade or "").split(".")[0]
+    upgrades = fixes_for(debian=["sudo apt-get install cuda-drivers-{branch:number}"],
+                         rhel=["sudo dnf install cuda-drivers-{branch:number}"], disruptive=True,
+                         branch=branch) + (REBOOT,) if branch else ()
+    if pairing:
+        package = f"cuda-compat-{compat.cuda.replace('.', '-')}" if compat.cuda else "cuda-compat-<major>-<minor>"
+        return (*looks, Fix("Install the cuda-compat package of the CUDA the program needs, from NVIDIA's repository, "
+                            "and check that the kernel driver's branch is one the CUDA Compatibility guide supports "
+                            "for it; else upgrade the driver to one that supports that CUDA itself", "any",
+                            kind="step", note=f"the one on the loader path: {package}"), *upgrades)
+    if compat.where == LD_LIBRARY_PATH:
+        # the shell's own value without that one directory, whatever else it holds (the evidence may show only part)
+        removal = (slotted("export LD_LIBRARY_PATH=\"$(printf '%s' \"$LD_LIBRARY_PATH\" | tr ':' '\\n' | "
+                           "grep -vxF {directory:path} | paste -sd: -)\"", directory=compat.path,
+                           note="in the shell that runs the program; then remove it where it is set (shell profile, "
+                                "service unit, the image's ENV LD_LIBRARY_PATH)"),)
+    elif compat.where.startswith("/etc/ld.so.conf"):
+        removal = (slotted("sudo rm {conf_file:path} && sudo ldconfig", note=f"it adds {compat.path}",
+                           conf_file=compat.where),)
+    else:
+        removal = (Fix("Remove the compat libcuda from the loader path (the /etc/ld.so.conf.d entry that names its "
+                       "directory, or LD_LIBRARY_PATH; in a container, the image's compat directory), then run sudo "
+                       "ldconfig", "any", kind="step", note=f"the copy: {compat.path}"),)
+    return (*looks, *upgrades, *removal)
 
 
 # --------------------------------------------------------------------------- GH604

@@ -6,7 +6,9 @@ The checks stay the one place that judges snapshot fields. This step runs after 
 signature catalogue matched (``snapshot.messages``, from ``analyze``), and the symptom -> causes table
 (``knowledge/causes.py``). A cause is CONFIRMED when its check produced a finding or a line names it,
 RULED OUT when its check ran clean or a line excludes it (``knowledge/rules_out.csv``: "Found no NVIDIA driver"
-is only printed by a CUDA build of PyTorch), OPEN when its check was skipped for lack of evidence. A cause that
+is only printed by a CUDA build of PyTorch) or a state another program's output shows rules it out
+(``knowledge/states_rule_out.csv``, ``checks/machine_state.py``: lsmod listing nvidia rules out a module that was not
+built), OPEN when its check was skipped for lack of evidence. A cause that
 the evidence confirms stays confirmed even when another line would exclude it: the line that names it is the
 stronger evidence. A confirmed cause's severity follows one rule, :func:`cause_severity`: its own, raised to its
 symptom's only when the evidence observes the symptom (docs/architecture.md).
@@ -48,6 +50,7 @@ DECIDED_BY = "decided by the evidence: "  # a finding's "decided" label names th
 EXPLAINED_BY = "follows from "  # the cause's check did not fire, but a finding that explains its code did
 SUGGESTED_BY = "suggested by the line: "  # a mined line whose family only suggests the cause (mined_causes.py)
 RULED_OUT_BY = " (ruled out by the line: "  # a line's exclusion: "<the rule's reason> (ruled out by the line: <line>)"
+SHOWN_BY = " (ruled out by "  # a state's exclusion: "<the row's reason> (ruled out by <tool>: <what it showed>)"
 PASTE_INSTEAD = (
     "nvidia-smi", "sudo dmesg -T | grep -iE 'nvrm|xid|nvidia'", "lspci -nnk -d 10de:",
     "lsmod | grep -E 'nvidia|nouveau'", "dkms status", "mokutil --sb-state", "uname -r",
@@ -182,6 +185,10 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     confirming = [line for line in mined if line.decides == CONFIRMS]
     messages += [line.as_message() for line in confirming]
     suggested = {line.cause: line for line in mined if line.decides != CONFIRMS}
+    from gpuhealth.checks.machine_state import held_states
+
+    held = held_states(snapshot)  # what the programs' output shows the machine to be (checks/machine_state.py)
+    messages = _words_yield(messages, held)
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
     result = _signature_findings(result, messages, ran, skipped_reason)
@@ -198,9 +205,10 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
             if _machine_says_otherwise(symptom, result, ran, skipped_reason):
                 continue
             result = _resolve(result, as_told(symptom), messages, ran, skipped_reason, made, True, suggested,
-                              told=True)
+                              told=True, held=held)
             continue
-        result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown, suggested)
+        result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown, suggested,
+                          held=held)
     return _ordered(_fold_mined(result, confirming))
 
 
@@ -213,6 +221,17 @@ def as_told(symptom: Symptom) -> Symptom:
     """The symptom as the reporter's words show it: at most a warning. Nobody saw the machine say it, and a critical
     finding may drain a node (SESSION rule: a finding resting only on reported facts stays below critical)."""
     return replace(symptom, severity="warning") if symptom.severity == "critical" else symptom
+
+
+def _words_yield(messages: list[MessageLine], held: dict[str, str]) -> list[MessageLine]:
+    """The lines without those of a person's words whose symptom a program's output in the same evidence contradicts
+    ("the nvidia module is not loaded" beside a pasted /proc/driver/nvidia/version: knowledge/states_rule_out.csv
+    ``contradicts``): the machine output wins, and words alone raise nothing against it."""
+    from gpuhealth.checks.machine_state import contradicted
+
+    if not held:
+        return messages
+    return [m for m in messages if not (m.reported and m.symptom and contradicted(m.symptom, held))]
 
 
 def _machine_says_otherwise(symptom: Symptom, findings: Sequence[Finding], ran: set[str],
@@ -452,11 +471,14 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
              skipped: dict[str, str], made: set[str], shown: bool, suggested: dict | None = None,
-             told: bool = False) -> list[Finding]:
+             told: bool = False, held: dict[str, str] | None = None) -> list[Finding]:
     """``shown``: a line or command showed the symptom itself (:func:`shows_symptom`); otherwise a check's
     finding under the symptom's code did, or a line naming one of its causes let the table infer it. ``told``: only
-    the reporter's words show it (``symptom`` is then :func:`as_told`'s)."""
-    ranked = rank(symptom, findings, messages, ran, skipped, suggested)
+    the reporter's words show it (``symptom`` is then :func:`as_told`'s). ``held``: the states the programs' output
+    shows (checks/machine_state.py), which rule causes out."""
+    from gpuhealth.checks.machine_state import ruled_out
+
+    ranked = rank(symptom, findings, messages, ran, skipped, suggested, ruled_out(symptom.id, held or {}))
     severity = observed_severity(symptom, findings, shown)
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed and confirmed[0].why.startswith(DECIDED_BY):
@@ -701,13 +723,18 @@ def cause_severity(own: Severity, symptom: Symptom, findings: Sequence[Finding],
 
 
 def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[MessageLine], ran: set[str],
-         skipped: dict[str, str], suggested: dict | None = None) -> list[Candidate]:
+         skipped: dict[str, str], suggested: dict | None = None, states: dict | None = None) -> list[Candidate]:
     """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior.
+
+    ``states``: cause id -> (the row of knowledge/states_rule_out.csv, what showed its state): a cause the evidence
+    does not confirm, that a state a program's output shows rules out (the nvidia module loaded, for "the module was
+    not built"), is ruled out with the row's reason and source, as a line's exclusion is.
 
     ``suggested``: cause id -> a mined line whose family only suggests that cause (checks/mined_causes.py). An open
     cause it names ranks first among the open ones, saying so; a cause the symptom does not list joins the
     differential, open, when the line's family explains the symptom's check."""
     suggested = suggested or {}
+    states = states or {}
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
              and (not _judged(m) or signature(m.signature).code in skipped)}
@@ -728,6 +755,10 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
             rule, line = excluded[cause.id]
             status, why = RULED_OUT, f"{rule.why}{RULED_OUT_BY}{line.line.strip()[:100]})"
             source = f"{rule.source_title} <{rule.source_url}>"
+        elif status == OPEN and cause.id in states:
+            row, shown = states[cause.id]
+            status, why = RULED_OUT, f"{row.why}{SHOWN_BY}{shown[:140]})"
+            source = f"{row.source_title} <{row.source_url}>"
         if status == OPEN and cause.id in suggested:
             status, why = OPEN, f"{SUGGESTED_BY}{suggested[cause.id].message.line.strip()[:140]}"
         order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]

@@ -96,7 +96,7 @@ def library_package_versions(packages: tuple[NvidiaPackage, ...]) -> dict[str, l
 
 
 @check("GH201", "driver-not-loaded", "NVIDIA GPU present but the kernel module is not loaded",
-       reads=("pci_devices", "kernel_modules", "smi_run", "nvml", "messages", "install", "host_env"))
+       reads=("pci_devices", "driver", "kernel_modules", "smi_run", "nvml", "messages", "install", "host_env"))
 def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -116,7 +116,12 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 
     Without the PCI bus (pasted evidence): the module list (`lsmod`, with no nvidia line) shows no
     nvidia module while nvidia-smi or NVML says it cannot reach the driver. That failure shows a
-    driver was installed for a GPU; the module not being loaded is why it fails.
+    driver was installed for a GPU; the module not being loaded is why it fails. A program's output that
+    shows the module loaded (a pasted `/proc/driver/nvidia/version`, which the module creates when it
+    loads, or `lsmod` listing nvidia) rules "the module is not loaded" out of a symptom's causes
+    (knowledge/states_rule_out.csv), and a "the nvidia module is not loaded" told only in the reporter's
+    words yields to it. Without the PCI bus the check itself is still not run: a line of another module
+    failing to load (modprobe refusing nvidia-uvm) is not judged by it.
 
     Without the module list: a pasted lspci -k listing (or -nnk, -vk) prints "Kernel modules:" for the
     GPU and no "Kernel driver in use:" line, so no driver is bound to it. The nvidia module binds every

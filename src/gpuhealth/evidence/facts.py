@@ -469,9 +469,64 @@ _CUDA_TREE = lazy_re(r"/cuda-\d+(?:\.\d+)?/|/(?:site|dist)-packages/nvidia/[\w-]
 MAX_LIBRARY_FILES = 32
 
 
+# LD_LIBRARY_PATH as a session, a script, an `env` listing or a Dockerfile sets it, at the start of a line:
+# `export LD_LIBRARY_PATH=/usr/local/cuda-12.9/compat:$LD_LIBRARY_PATH`, `LD_LIBRARY_PATH=/opt/x ./prog`,
+# `ENV LD_LIBRARY_PATH /usr/local/cuda/compat`, `os.environ["LD_LIBRARY_PATH"] = "..."`. The loader searches these
+# directories before its cache (ld.so(8)), so a cuda-compat directory there is the libcuda programs load (GH603) and
+# two toolkits there compete (GH602). A line of prose that names the variable mid-sentence is not read.
+_LD_PATH_SET = lazy_re(
+    r"^\s{0,8}(?:export\s{1,4}|ENV\s{1,4}|(?:os\.)?environ\[[\"'])?LD_LIBRARY_PATH(?:[\"']\])?(?:\s{0,2}=\s{0,2}|\s{1,4})"
+    r"(?:\"(?P<dq>[^\"\n]{0,2000})\"|'(?P<sq>[^'\n]{0,2000})'|(?P<bare>[^\s\"'`;&|)]{0,2000}))")
+MAX_LD_PATH_ENTRIES = 32
+
+
+def library_path_set(text: str) -> tuple[str, ...]:
+    """The directories a line assigns to LD_LIBRARY_PATH, in order: absolute paths only (``$LD_LIBRARY_PATH`` and
+    other references are not shown values); () when the line sets none."""
+    m = _LD_PATH_SET.match(text[:MAX_LINE_TEXT])
+    if not m:
+        return ()
+    value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
+    entries = [e.strip() for e in value.split(":")[:MAX_LD_PATH_ENTRIES]]
+    return tuple(dict.fromkeys(e for e in entries if e.startswith("/") and "$" not in e))
+
+
+def library_path_lines(lines: list[str]) -> tuple[str, ...]:
+    """The directories the last of these lines that assigns LD_LIBRARY_PATH gives it."""
+    found: tuple[str, ...] = ()
+    for line in lines:
+        if "LD_LIBRARY_PATH" in line:
+            found = library_path_set(line) or found
+    return found
+
+
+@command_fact("container-image", r"^(?:sudo\s+)?(?:docker|podman|nerdctl)\s+(?:container\s+)?(?:run|create)\s")
+def _container_image(command: str, output: str) -> Fact | None:
+    """The NVIDIA CUDA image a container is run from (``docker run --gpus all nvidia/cuda:12.9.0-base ...``): it brings
+    that CUDA (and its cuda-compat libcuda) to the host's driver, as a Dockerfile's FROM does (GH601)."""
+    from gpuhealth.parsers.program import image_cuda  # here: few sessions run a container
+
+    for token in command[:2000].split():
+        cuda = image_cuda(token)
+        if cuda:
+            return Fact({"cuda": CudaState(base_image=token, base_image_cuda=cuda, image_command=command.strip())},
+                        None, f"container image {token}")
+    return None
+
+
+@command_fact("library-path-set", r"LD_LIBRARY_PATH\s{0,2}=")
+def _library_path(command: str, output: str) -> Fact | None:
+    found = library_path_set(command)
+    if not found:
+        return None
+    return Fact({"cuda": CudaState(ld_library_path=found)}, None, "LD_LIBRARY_PATH: " + ":".join(found))
+
+
 def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
-    """The CUDA overlay for these lines: the library files of CUDA trees or CUDA wheels they name; empty when none."""
+    """The CUDA overlay for these lines: the library files of CUDA trees or CUDA wheels they name, and the directories
+    a line assigns to LD_LIBRARY_PATH; empty when none."""
     files: list[str] = []
+    search = library_path_lines(lines)
     for line in lines:
         if "/lib" not in line or ".so" not in line:
             continue  # cheap prefilter: most lines name no library file
@@ -481,7 +536,9 @@ def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
                 files.append(path)
         if len(files) >= MAX_LIBRARY_FILES:
             break
-    return {"cuda": CudaState(library_files=tuple(files[:MAX_LIBRARY_FILES]))} if files else {}
+    if not (files or search):
+        return {}
+    return {"cuda": CudaState(library_files=tuple(files[:MAX_LIBRARY_FILES]), ld_library_path=search)}
 
 
 # The Secure Boot state in the words of the tools that print it, wherever the line appears (a session, a log, an

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuhealth.evidence.facts import device_request_lines, env_lines
+from gpuhealth.evidence.facts import device_request_lines, env_lines, library_path_lines
 from gpuhealth.evidence.registry import evidence_kind
 from gpuhealth.model import CudaState, ParseError, TorchEnv
 
@@ -41,12 +41,14 @@ def _program(text: str, source: str) -> dict[str, Any]:
     torch = _torch(program)
     if torch is not None:
         found["torch"] = torch
-    if program.image_cuda and not program.image_torch:
-        found["cuda"] = CudaState(base_image=program.base_images[0] if program.base_images else None,
-                                  base_image_cuda=program.image_cuda)
+    search = library_path_lines(lines)  # LD_LIBRARY_PATH it sets (a cuda-compat directory there: GH603)
+    if (program.image_cuda and not program.image_torch) or search:
+        image = program.image_cuda and not program.image_torch
+        found["cuda"] = CudaState(base_image=program.base_images[0] if image and program.base_images else None,
+                                  base_image_cuda=program.image_cuda if image else None, ld_library_path=search)
     if not found:
-        raise ParseError(f"a {program.language} program that sets no GPU variable, asks for no GPU index, pins no "
-                         "torch wheel and builds on no CUDA image")
+        raise ParseError(f"a {program.language} program that sets no GPU variable or library path, asks for no GPU "
+                         "index, pins no torch wheel and builds on no CUDA image")
     return found
 
 

@@ -19,6 +19,14 @@ is printed only by a CUDA build of PyTorch, so it rules out a CPU-only build). A
 one cause (its ``cause`` column); this table lets it also exclude others, so the ranking follows what the
 message itself says rather than how common each cause is.
 
+``states_rule_out.csv`` says what a STATE that a program's output shows rules out, whatever line it holds: the nvidia
+kernel module shown loaded (nvidia-smi or NVML answering, ``lsmod``, ``/proc/driver/nvidia/version``), ``docker info``
+listing the nvidia runtime, ``ls -l /dev/nvidia*`` listing ``nvidia-uvm``. A row names the state
+(``checks/machine_state.py`` reads it from the snapshot), the causes it rules out, why, the symptoms for which it does
+not hold (``not_for``: the cause would concern another GPU there, or another moment), the symptoms it contradicts (a
+paste that shows both holds two moments: the row rules nothing out for them, and a symptom only a person's words tell
+yields to it), and the tool's document that says what its output means.
+
 The files are read once, lazily, on first use.
 """
 
@@ -29,7 +37,8 @@ import functools
 from gpuhealth.knowledge import table_rows
 from gpuhealth.records import record
 
-__all__ = ["RESERVED_CODES", "Cause", "Exclusion", "Symptom", "cause", "causes", "exclusions", "symptoms"]
+__all__ = ["RESERVED_CODES", "Cause", "Exclusion", "StateExclusion", "Symptom", "cause", "causes", "exclusions",
+           "state_exclusions", "symptoms"]
 
 # Codes that checks do not register (yet) but findings may carry: reserved in the project's code list
 # for helper `analyze` (symptom and cause findings that no check raises on its own).
@@ -75,6 +84,17 @@ class Exclusion:
     source_url: str
 
 
+@record
+class StateExclusion:
+    state: str  # the state a program's output shows (checks/machine_state.py): "lsmod-lists-nvidia"
+    causes: tuple[str, ...]  # the causes it rules out
+    why: str  # why, in words
+    not_for: frozenset[str]  # symptoms for which it rules none of them out (another GPU, another moment)
+    contradicts: frozenset[str]  # symptoms the state says are not so (a paste showing both holds two moments)
+    source_title: str
+    source_url: str
+
+
 def symptoms() -> dict[str, Symptom]:
     """Every symptom by id, in file order."""
     return _tables()[0]
@@ -93,6 +113,11 @@ def causes() -> dict[str, Cause]:
 def exclusions() -> dict[str, tuple[Exclusion, ...]]:
     """The causes each signature's line rules out, by signature id."""
     return _exclusions()
+
+
+def state_exclusions() -> tuple[StateExclusion, ...]:
+    """The rows of ``states_rule_out.csv``, in file order."""
+    return _state_exclusions()
 
 
 def _read(name: str) -> list[dict[str, str]]:
@@ -175,3 +200,25 @@ def _exclusions() -> dict[str, tuple[Exclusion, ...]]:
             raise ValueError(f"rules_out.csv line {number}: {sig.id} rules out {row['cause']!r} twice")
         listed.append(Exclusion(sig.id, row["cause"], row["why"], row["source_title"], row["source_url"]))
     return {key: tuple(value) for key, value in found.items()}
+
+
+@functools.cache
+def _state_exclusions() -> tuple[StateExclusion, ...]:
+    table, described = _tables()
+    found: list[StateExclusion] = []
+    for number, row in enumerate(_read("states_rule_out.csv"), start=2):
+        for column in ("state", "causes", "why", "source_title", "source_url"):
+            if not row.get(column):
+                raise ValueError(f"states_rule_out.csv line {number}: {column} is empty")
+        listed = tuple(c.strip() for c in row["causes"].split(";") if c.strip())
+        not_for = frozenset(s.strip() for s in row.get("not_for", "").split(";") if s.strip())
+        contradicts = frozenset(s.strip() for s in row.get("contradicts", "").split(";") if s.strip())
+        for cause_id in listed:
+            if cause_id not in described:
+                raise ValueError(f"states_rule_out.csv line {number}: unknown cause {cause_id!r}")
+        for symptom_id in not_for | contradicts:
+            if symptom_id not in table:
+                raise ValueError(f"states_rule_out.csv line {number}: unknown symptom {symptom_id!r}")
+        found.append(StateExclusion(row["state"], listed, row["why"], not_for, contradicts, row["source_title"],
+                                    row["source_url"]))
+    return tuple(found)

@@ -34,6 +34,13 @@ _CUDA_IMAGE = lazy_re(r"(?:^|/)nvidia/cuda:(?P<version>\d{1,2}\.\d{1,2}(?:\.\d{1
 _PYTORCH_IMAGE = lazy_re(r"(?:^|/)pytorch/pytorch:(?P<torch>\d+\.\d+(?:\.\d+)?)-cuda(?P<cuda>\d{1,2}\.\d{1,2})\b")
 
 
+def image_cuda(image: str) -> str | None:
+    """The CUDA version an NVIDIA CUDA image reference brings (``nvidia/cuda:12.4.1-runtime-ubuntu22.04`` -> "12.4.1"),
+    else None."""
+    found = _CUDA_IMAGE.search(image[:MAX_LINE])
+    return found["version"] if found else None
+
+
 @record
 class ProgramText:
     """What a pasted program says about the GPU stack."""
