@@ -168,3 +168,21 @@ def test_compat_directories_and_gpu_classes():
     assert forward_compat_gpu(snapshot) is None  # select NGC-ready RTX parts may: the name does not decide
     snapshot, _ = analyze_texts([("a.txt", smi("570.133.07", "12.8", "Tesla V100-SXM2-32GB"))])
     assert forward_compat_gpu(snapshot) == "datacenter"
+
+
+def test_nvidia_smi_reporting_another_cuda_than_its_driver_shows_the_libcuda_it_loaded():
+    # NVML reads "CUDA Version" from the libcuda it loads (nvmlSystemGetCudaDriverVersion, cuDriverGetVersion): a
+    # 580 driver's own is 13.0, so 12.9 there is an older libcuda (compat or stale) on the loader path
+    top = lead(report(smi("580.65.06", "12.9", "NVIDIA GeForce RTX 4090"), f"$ ./app\n{ERROR_803}\n"))
+    assert top.code == "GH603" and top.severity is Severity.CRITICAL and "libcuda of CUDA 12.9" in top.message
+    assert any("kernel driver 580.65.06 (CUDA 13.0)" in line for e in top.evidence for line in e.lines)
+    # 12.9 on a 570 driver is a forward-compat libcuda, which a GeForce cannot use
+    top = lead(report(smi("570.133.07", "12.9", "NVIDIA GeForce RTX 4090"), f"$ ./app\n{ERROR_804}\n"))
+    assert top.code == "GH603" and "not supported on" in top.message
+
+
+def test_a_driver_reporting_its_own_cuda_is_not_read_as_a_compat_libcuda():
+    for driver, cuda in (("580.95.05", "13.0"), ("575.57.08", "12.9"), ("535.183.01", "12.2"),
+                         ("565.57.01", "12.7")):  # 12.7 is not in the table: it decides nothing
+        result = report(smi(driver, cuda, "NVIDIA GeForce RTX 4090"))
+        assert not [f for f in result.findings if f.code == "GH603"], driver
