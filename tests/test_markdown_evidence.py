@@ -156,3 +156,17 @@ def test_a_session_only_partly_understood_is_never_healthy():
     # every command's output read (a command that prints nothing has nothing left unread): the all-clear stands
     read_whole = run_checks(analyze_texts([("session.txt", f"$ cd /srv/train\n$ nvidia-smi\n{TABLE}\n")])[0])
     assert read_whole.verdict == "HEALTHY"
+
+
+def test_a_command_the_shell_says_is_not_installed_was_understood():
+    # the shells' and command-not-found handlers' answers (bash, dash, zsh, Ubuntu old and new; written here): the
+    # command is not there, nothing else ran, so nothing is left unread
+    for answer in ("bash: dkms: command not found", "sh: 1: dkms: not found", "zsh: command not found: dkms",
+                   "The program 'dkms' is currently not installed. To run 'dkms' please ask your administrator to "
+                   "install the package 'dkms'", "Command 'dkms' not found, but can be installed with:\n\n"
+                   "sudo apt install dkms"):
+        session = f"$ nvidia-smi\n{TABLE}\n$ dkms status\n{answer}\n"
+        report = run_checks(analyze_texts([("session.txt", session)])[0])
+        assert "GH002" not in {f.code for f in report.findings}, answer
+    other = run_checks(analyze_texts([("session.txt", f"$ nvidia-smi\n{TABLE}\n$ dkms status\nnvidia/1.0: odd\n")])[0])
+    assert "GH002" in {f.code for f in other.findings}

@@ -218,8 +218,17 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     # the session was only partly understood: a command's output nothing read may hold the fault (never HEALTHY on it)
     reading.unrecognized.extend(f"{_block_name(name, block)} (its output was not read)"
                                 for block, read in zip(blocks, understood, strict=True)
-                                if not read and block.output.strip())
+                                if not read and block.output.strip() and not _NOT_INSTALLED.match(block.output))
     return []
+
+
+# The shell's answer for a command that is not installed (bash's and dash's "not found", zsh's, Ubuntu's and Fedora's
+# command-not-found handlers): the whole output, and understood: the command is not there, nothing else ran
+_NOT_INSTALLED = lazy_re(r"\s{0,8}(?:(?:\S{1,200}: )?(?:line \d{1,9}: |\d{1,9}: )?[\w.+-]{1,100}: "
+                         r"(?:command )?not found|"
+                         r"zsh: command not found: [\w.+-]{1,100}|"
+                         r"The program '[\w.+-]{1,100}' is currently not installed|"
+                         r"Command '[\w.+-]{1,100}' not found, (?:but|did you mean))")
 
 
 def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], before: dict[str, str]) -> None:
