@@ -116,11 +116,23 @@ def test_a_newer_compat_on_a_data_center_gpu_without_an_error_is_the_intended_us
 
 
 def test_a_newer_compat_on_a_geforce_is_not_supported():
+    # within CUDA 12 the program runs on driver 570 by minor version compatibility: removing the compat comes first
     session = (smi("570.133.07", "12.8", "NVIDIA GeForce RTX 4090")
                + "$ echo $LD_LIBRARY_PATH\n/usr/local/cuda-12.9/compat\n" + f"$ ./app\n{ERROR_804}\n")
     top = lead(report(session))
     assert top.code == "GH603" and top.severity is Severity.CRITICAL and "not supported on" in top.message
-    assert "sudo apt-get install cuda-drivers-575" in commands(top)
+    assert "minor version compatibility" in top.message
+    fixes = commands(top)
+    removal = next(i for i, c in enumerate(fixes) if c.startswith("export LD_LIBRARY_PATH="))
+    assert removal < fixes.index("sudo apt-get install cuda-drivers-575")
+    # a CUDA 13 compat on that driver is another family: the driver upgrade comes first
+    session = (smi("570.133.07", "12.8", "NVIDIA GeForce RTX 4090")
+               + "$ echo $LD_LIBRARY_PATH\n/usr/local/cuda-13.0/compat\n" + f"$ ./app\n{ERROR_804}\n")
+    top = lead(report(session))
+    fixes = commands(top)
+    assert "upgrade the driver to 580.65.06 or newer" in top.message
+    assert fixes.index("sudo apt-get install cuda-drivers-580") < next(
+        i for i, c in enumerate(fixes) if c.startswith("export LD_LIBRARY_PATH="))
 
 
 def test_a_newer_nvidia_cuda_image_on_a_geforce_is_critical_before_it_fails():

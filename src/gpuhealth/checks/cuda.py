@@ -536,8 +536,10 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     - No newer than the kernel driver (nvidia-smi's CUDA Version already covers its release): the guide says it must
       not be used; critical, with the exact path and how to take it off `LD_LIBRARY_PATH` or out of ld.so.conf.d.
     - Newer than the driver on a GeForce or TITAN (forward compatibility is for data-center GPUs and select NGC-ready
-      RTX parts only): warning, critical beside a CUDA error 803 or 804; the fix is a driver that supports the CUDA
-      the program needs (GH601 leads where the evidence names the program's CUDA), or removing the compat libcuda.
+      RTX parts only): warning, critical beside a CUDA error 803 or 804. Within the driver's major family (a 12.9
+      compat on a 570 driver) the first fix is removing the compat libcuda, since minor version compatibility runs
+      the program without it; across families, a driver that supports the CUDA the program needs (GH601 leads where
+      the evidence names the program's CUDA).
     - Newer than the driver on data-center GPUs: the intended use, not reported; beside an 803 or 804 it is
       critical, with the guide's rule (the cuda-compat package of the CUDA the program needs, on a driver branch the
       guide lists for it; a kernel driver upgraded within its branch may need a newer cuda-compat).
@@ -813,11 +815,20 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
     if gpu == "consumer" and (newer or failed):
         names = sorted({g.name for g in snapshot.gpus if g.name and _CONSUMER.search(g.name)})
         needs = f" to {compat.version} or newer" if newer and compat.version else ""
+        family = family_minimum(compat.cuda)
+        if family and version_key(driver) >= version_key(family.driver_min):
+            # the guide's minor version compatibility: any CUDA of that major family runs on this driver without it
+            advice = (f"remove the compat libcuda: driver {driver} runs CUDA {compat.cuda} through minor version "
+                      f"compatibility (CUDA {family.cuda}.x on drivers >= {family.driver_min}), or upgrade the "
+                      f"driver{needs}")
+        else:
+            advice = (f"upgrade the driver{needs} instead, or remove the compat libcuda and run a CUDA the driver "
+                      "supports")
         yield Draft(Severity.CRITICAL if failed else Severity.WARNING,
                     f"The loader takes {origin}, but forward compatibility is not supported on {names[0]} (only "
-                    f"data-center GPUs and select NGC-ready RTX parts): upgrade the driver{needs} instead, or remove "
-                    "the compat libcuda and run a CUDA the driver supports",
-                    evidence=(*shown, driver_shown), fixes=_compat_fixes(compat, upgrade=compat.version),
+                    f"data-center GPUs and select NGC-ready RTX parts): {advice}",
+                    evidence=(*shown, driver_shown),
+                    fixes=_compat_fixes(compat, upgrade=compat.version, removal_first=advice.startswith("remove")),
                     explains=("GH605",))
         return
     if not failed:
@@ -849,11 +860,12 @@ def _compat_evidence(snapshot: Snapshot, compat: CompatLibcuda) -> tuple[Evidenc
 
 
 def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | None = None,
-                  pairing: bool = False) -> tuple[Fix, ...]:
+                  pairing: bool = False, removal_first: bool = False) -> tuple[Fix, ...]:
     """The looks that decide (the driver, every libcuda, the path), then the removal of that compat libcuda where the
     evidence shows it set: LD_LIBRARY_PATH without it, its ld.so.conf.d file, else a step; a driver upgrade first
-    when the GPU cannot use forward compatibility. ``pairing``: forward compatibility is the intent (a data-center
-    GPU), so instead of the removal, the guide's rule for the package to install."""
+    when the GPU cannot use forward compatibility, unless ``removal_first`` (minor version compatibility runs the
+    program without the compat libcuda). ``pairing``: forward compatibility is the intent (a data-center GPU), so
+    instead of the removal, the guide's rule for the package to install."""
     looks = (Fix("nvidia-smi", "any", note="the driver and the GPUs"), *table_fixes("GH603")[:1],
              Fix('echo "${LD_LIBRARY_PATH-}"', "any", note="a compat directory there is searched first"))
     if deciding:
@@ -881,7 +893,7 @@ def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | 
         removal = (Fix("Remove the compat libcuda from the loader path (the /etc/ld.so.conf.d entry that names its "
                        "directory, or LD_LIBRARY_PATH; in a container, the image's compat directory), then run sudo "
                        "ldconfig", "any", kind="step", note=f"the copy: {compat.path}"),)
-    return (*looks, *upgrades, *removal)
+    return (*looks, *removal, *upgrades) if removal_first else (*looks, *upgrades, *removal)
 
 
 # --------------------------------------------------------------------------- GH604
