@@ -198,3 +198,16 @@ def test_a_driver_reporting_its_own_cuda_is_not_read_as_a_compat_libcuda():
                          ("565.57.01", "12.7")):  # 12.7 is not in the table: it decides nothing
         result = report(smi(driver, cuda, "NVIDIA GeForce RTX 4090"))
         assert not [f for f in result.findings if f.code == "GH603"], driver
+
+
+def test_the_gpu_class_comes_from_lspci_when_nvidia_smi_is_not_given():
+    session = ("$ lspci -nn | grep -i nvidia\n"
+               "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 [GeForce RTX 3090] [10de:2204] "
+               "(rev a1)\n"
+               "$ cat /proc/driver/nvidia/version\n"
+               "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.07  Fri Mar 14 21:40:38 UTC 2025\n"
+               "$ echo $LD_LIBRARY_PATH\n/usr/local/cuda-12.9/compat\n" + f"$ ./app\n{ERROR_804}\n")
+    snapshot, _ = analyze_texts([("a.txt", session)])
+    assert forward_compat_gpu(snapshot) == "consumer"
+    top = lead(run_checks(snapshot))
+    assert top.code == "GH603" and "not supported on" in top.message and "GeForce RTX 3090" in top.message

@@ -412,8 +412,13 @@ def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
         tried = f"the image's cuda-compat (CUDA {state.base_image_cuda})"
     else:
         return None
-    name = next(g.name for g in snapshot.gpus if g.name and _CONSUMER.search(g.name))
-    return f"forward compatibility ({tried}) is not supported on {name}"
+    return f"forward compatibility ({tried}) is not supported on {_consumer_name(snapshot)}"
+
+
+def _consumer_name(snapshot: Snapshot) -> str:
+    """The first GeForce or TITAN the evidence names (nvidia-smi, NVML, else lspci)."""
+    names = [g.name for g in snapshot.gpus if g.name] + [d.name for d in snapshot.pci_devices or () if d.name]
+    return next((n for n in names if _CONSUMER.search(n)), "this GPU")
 
 
 # --------------------------------------------------------------------------- GH602
@@ -543,7 +548,8 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     - Newer than the driver on data-center GPUs: the intended use, not reported; beside an 803 or 804 it is
       critical, with the guide's rule (the cuda-compat package of the CUDA the program needs, on a driver branch the
       guide lists for it; a kernel driver upgraded within its branch may need a newer cuda-compat).
-    - GPUs not named, or a professional RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
+    - The GPU's class comes from its name (nvidia-smi, NVML, else lspci). GPUs not named, or a professional
+      RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
       decide (`nvidia-smi`, `ldconfig -p | grep libcuda`, `echo "${LD_LIBRARY_PATH-}"`), never a guess.
     - Without a path: nvidia-smi's CUDA Version is that of the libcuda it loaded (NVML's
       nvmlSystemGetCudaDriverVersion reads it from the library), so a release whose bundled driver branch is above
@@ -760,8 +766,10 @@ def compat_errors(snapshot: Snapshot) -> list[MessageLine]:
 def forward_compat_gpu(snapshot: Snapshot) -> str | None:
     """Whether the guide lets these GPUs use forward compatibility: "datacenter" (every GPU named is one), "consumer"
     (a GeForce or TITAN is named: never), None when no GPU is named or a professional RTX/Quadro part is (select
-    NGC Server Ready SKUs are supported, others not: the name alone does not decide)."""
-    names = [g.name for g in snapshot.gpus if g.name]
+    NGC Server Ready SKUs are supported, others not: the name alone does not decide). The names are nvidia-smi's or
+    NVML's, else lspci's ("GA102 [GeForce RTX 3090]")."""
+    names = [g.name for g in snapshot.gpus if g.name] or [
+        d.name for d in snapshot.pci_devices or () if d.is_nvidia_gpu and d.name]  # lspci's "GA102 [GeForce RTX 3090]"
     if not names:
         return None
     if any(_CONSUMER.search(n) for n in names):
@@ -813,7 +821,7 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                     evidence=(*shown, driver_shown), fixes=_compat_fixes(compat), explains=("GH605",))
         return
     if gpu == "consumer" and (newer or failed):
-        names = sorted({g.name for g in snapshot.gpus if g.name and _CONSUMER.search(g.name)})
+        names = [_consumer_name(snapshot)]
         needs = f" to {compat.version} or newer" if newer and compat.version else ""
         family = family_minimum(compat.cuda)
         if family and version_key(driver) >= version_key(family.driver_min):
