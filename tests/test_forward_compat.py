@@ -116,11 +116,23 @@ def test_a_newer_compat_on_a_data_center_gpu_without_an_error_is_the_intended_us
 
 
 def test_a_newer_compat_on_a_geforce_is_not_supported():
+    # within CUDA 12 the program runs on driver 570 by minor version compatibility: removing the compat comes first
     session = (smi("570.133.07", "12.8", "NVIDIA GeForce RTX 4090")
                + "$ echo $LD_LIBRARY_PATH\n/usr/local/cuda-12.9/compat\n" + f"$ ./app\n{ERROR_804}\n")
     top = lead(report(session))
     assert top.code == "GH603" and top.severity is Severity.CRITICAL and "not supported on" in top.message
-    assert "sudo apt-get install cuda-drivers-575" in commands(top)
+    assert "minor version compatibility" in top.message
+    fixes = commands(top)
+    removal = next(i for i, c in enumerate(fixes) if c.startswith("export LD_LIBRARY_PATH="))
+    assert removal < fixes.index("sudo apt-get install cuda-drivers-575")
+    # a CUDA 13 compat on that driver is another family: the driver upgrade comes first
+    session = (smi("570.133.07", "12.8", "NVIDIA GeForce RTX 4090")
+               + "$ echo $LD_LIBRARY_PATH\n/usr/local/cuda-13.0/compat\n" + f"$ ./app\n{ERROR_804}\n")
+    top = lead(report(session))
+    fixes = commands(top)
+    assert "upgrade the driver to 580.65.06 or newer" in top.message
+    assert fixes.index("sudo apt-get install cuda-drivers-580") < next(
+        i for i, c in enumerate(fixes) if c.startswith("export LD_LIBRARY_PATH="))
 
 
 def test_a_newer_nvidia_cuda_image_on_a_geforce_is_critical_before_it_fails():
@@ -168,3 +180,34 @@ def test_compat_directories_and_gpu_classes():
     assert forward_compat_gpu(snapshot) is None  # select NGC-ready RTX parts may: the name does not decide
     snapshot, _ = analyze_texts([("a.txt", smi("570.133.07", "12.8", "Tesla V100-SXM2-32GB"))])
     assert forward_compat_gpu(snapshot) == "datacenter"
+
+
+def test_nvidia_smi_reporting_another_cuda_than_its_driver_shows_the_libcuda_it_loaded():
+    # NVML reads "CUDA Version" from the libcuda it loads (nvmlSystemGetCudaDriverVersion, cuDriverGetVersion): a
+    # 580 driver's own is 13.0, so 12.9 there is an older libcuda (compat or stale) on the loader path
+    top = lead(report(smi("580.65.06", "12.9", "NVIDIA GeForce RTX 4090"), f"$ ./app\n{ERROR_803}\n"))
+    assert top.code == "GH603" and top.severity is Severity.CRITICAL and "libcuda of CUDA 12.9" in top.message
+    assert any("kernel driver 580.65.06 (CUDA 13.0)" in line for e in top.evidence for line in e.lines)
+    # 12.9 on a 570 driver is a forward-compat libcuda, which a GeForce cannot use
+    top = lead(report(smi("570.133.07", "12.9", "NVIDIA GeForce RTX 4090"), f"$ ./app\n{ERROR_804}\n"))
+    assert top.code == "GH603" and "not supported on" in top.message
+
+
+def test_a_driver_reporting_its_own_cuda_is_not_read_as_a_compat_libcuda():
+    for driver, cuda in (("580.95.05", "13.0"), ("575.57.08", "12.9"), ("535.183.01", "12.2"),
+                         ("565.57.01", "12.7")):  # 12.7 is not in the table: it decides nothing
+        result = report(smi(driver, cuda, "NVIDIA GeForce RTX 4090"))
+        assert not [f for f in result.findings if f.code == "GH603"], driver
+
+
+def test_the_gpu_class_comes_from_lspci_when_nvidia_smi_is_not_given():
+    session = ("$ lspci -nn | grep -i nvidia\n"
+               "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 [GeForce RTX 3090] [10de:2204] "
+               "(rev a1)\n"
+               "$ cat /proc/driver/nvidia/version\n"
+               "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.07  Fri Mar 14 21:40:38 UTC 2025\n"
+               "$ echo $LD_LIBRARY_PATH\n/usr/local/cuda-12.9/compat\n" + f"$ ./app\n{ERROR_804}\n")
+    snapshot, _ = analyze_texts([("a.txt", session)])
+    assert forward_compat_gpu(snapshot) == "consumer"
+    top = lead(run_checks(snapshot))
+    assert top.code == "GH603" and "not supported on" in top.message and "GeForce RTX 3090" in top.message

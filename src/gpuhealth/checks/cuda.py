@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.commands import fix as slotted
-from gpuhealth.knowledge.cuda_drivers import family_minimum, requirement, version_key
+from gpuhealth.knowledge.cuda_drivers import family_minimum, minor_releases, requirement, version_key
 from gpuhealth.knowledge.signatures import signature
 from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
@@ -332,7 +332,8 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     if not driver:
         yield Skip("the driver version is unknown: " + snapshot.unavailable.get("driver", "no driver evidence"))
         return
-    max_cuda = _driver_max_cuda(snapshot)
+    # nvidia-smi's CUDA Version is that of the libcuda it loaded: not the driver's own when that is another release
+    max_cuda = _driver_max_cuda(snapshot) if nvml_libcuda_release(snapshot) is None else None
     reminder = (Evidence("nvidia-smi", (f"CUDA Version: {max_cuda} is the newest CUDA driver {driver} supports, "
                                         "not the installed toolkit",)),) if max_cuda else ()
     worst: Severity | None = None
@@ -411,8 +412,13 @@ def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
         tried = f"the image's cuda-compat (CUDA {state.base_image_cuda})"
     else:
         return None
-    name = next(g.name for g in snapshot.gpus if g.name and _CONSUMER.search(g.name))
-    return f"forward compatibility ({tried}) is not supported on {name}"
+    return f"forward compatibility ({tried}) is not supported on {_consumer_name(snapshot)}"
+
+
+def _consumer_name(snapshot: Snapshot) -> str:
+    """The first GeForce or TITAN the evidence names (nvidia-smi, NVML, else lspci)."""
+    names = [g.name for g in snapshot.gpus if g.name] + [d.name for d in snapshot.pci_devices or () if d.name]
+    return next((n for n in names if _CONSUMER.search(n)), "this GPU")
 
 
 # --------------------------------------------------------------------------- GH602
@@ -516,8 +522,8 @@ def _copies(versions: list[str]) -> str:
 # --------------------------------------------------------------------------- GH603
 
 
-@check("GH603", "stale-libcuda", "The loader's libcuda is not the loaded driver's version", requires=("cuda",),
-       reads=("messages",))
+@check("GH603", "stale-libcuda", "The loader's libcuda is not the loaded driver's version",
+       reads=("cuda", "messages"))
 def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -535,13 +541,21 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     - No newer than the kernel driver (nvidia-smi's CUDA Version already covers its release): the guide says it must
       not be used; critical, with the exact path and how to take it off `LD_LIBRARY_PATH` or out of ld.so.conf.d.
     - Newer than the driver on a GeForce or TITAN (forward compatibility is for data-center GPUs and select NGC-ready
-      RTX parts only): warning, critical beside a CUDA error 803 or 804; the fix is a driver that supports the CUDA
-      the program needs (GH601 leads where the evidence names the program's CUDA), or removing the compat libcuda.
+      RTX parts only): warning, critical beside a CUDA error 803 or 804. Within the driver's major family (a 12.9
+      compat on a 570 driver) the first fix is removing the compat libcuda, since minor version compatibility runs
+      the program without it; across families, a driver that supports the CUDA the program needs (GH601 leads where
+      the evidence names the program's CUDA).
     - Newer than the driver on data-center GPUs: the intended use, not reported; beside an 803 or 804 it is
       critical, with the guide's rule (the cuda-compat package of the CUDA the program needs, on a driver branch the
       guide lists for it; a kernel driver upgraded within its branch may need a newer cuda-compat).
-    - GPUs not named, or a professional RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
+    - The GPU's class comes from its name (nvidia-smi, NVML, else lspci). GPUs not named, or a professional
+      RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
       decide (`nvidia-smi`, `ldconfig -p | grep libcuda`, `echo "${LD_LIBRARY_PATH-}"`), never a guess.
+    - Without a path: nvidia-smi's CUDA Version is that of the libcuda it loaded (NVML's
+      nvmlSystemGetCudaDriverVersion reads it from the library), so a release whose bundled driver branch is above
+      the module's (12.9 on a 570 driver) is a forward-compat libcuda, and one below the newest release the module's
+      branch bundles (12.9 on a 580 driver, whose own is 13.0) an older compat or stale libcuda; judged as above,
+      with the commands that find the file. Branches are compared, and a release the table lacks decides nothing.
     - The driver's version not in the evidence: a warning saying when such a copy is right. Beside a CUDA error 803 it
       is the cause of that error (NVIDIA/nvidia-container-toolkit#1679), and the finding leads.
 
@@ -563,6 +577,9 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     libcuda.so.1 points, nothing can be compared: the check is skipped, so a CUDA error 803 keeps a stale libcuda
     among its open causes.
     """
+    if snapshot.cuda is None and forward_compat_libcuda(snapshot) is None:
+        yield Skip(snapshot.unavailable.get("cuda") or "no cuda evidence")
+        return
     judged = list(_stale_or_compat(snapshot))
     yield from judged
     lines = [m for m in snapshot.messages or () if m.signature and not m.reported
@@ -574,11 +591,11 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
 
 
 def _stale_or_compat(snapshot: Snapshot) -> Iterator[Draft | Skip]:
-    state = _cuda(snapshot)
     compat = forward_compat_libcuda(snapshot)
     if compat is not None:
         yield from _judge_compat(snapshot, compat)
         return
+    state = _cuda(snapshot)
     if state.libcuda_path is None:
         if "cuda_ldconfig" in snapshot.unavailable:
             yield Skip(snapshot.unavailable["cuda_ldconfig"])
@@ -646,6 +663,7 @@ class CompatLibcuda:
     cuda: str | None  # the CUDA release it comes from: cuda-12.9/compat -> "12.9"
     version: str | None  # its driver version: libcuda.so.575.51.03, else the driver that CUDA release bundles
     ld_path: tuple[str, ...] = ()  # LD_LIBRARY_PATH's entries, when that is where it is
+    exact: bool = False  # ``version`` is the file's own (libcuda.so.<version>), not the release's bundled driver
 
 
 def is_compat_dir(path: str) -> bool:
@@ -659,7 +677,7 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
     ldd names."""
     state = snapshot.cuda
     if state is None:
-        return None
+        return _reported_by_nvml(snapshot)
     env_path = state.ld_library_path or tuple(p for p in snapshot.env.get(LD_LIBRARY_PATH, "").split(":") if p)
     found: tuple[str, str] | None = None
     for path in env_path:
@@ -676,13 +694,68 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
         used = next((f for f in state.library_files if "libcuda.so" in f and is_compat_dir(f)), None)
         found = (used, "ldd") if used else None
     if found is None:
-        return None
+        return _reported_by_nvml(snapshot)
     path, where = found
     cuda = _cuda_dir_version(path, state) or (state.base_image_cuda if path.startswith("/usr/local/cuda/") else None)
     version = state.libcuda_version if path == state.libcuda_path else None
+    exact = version is not None
     if version is None and cuda and (bundled := requirement(cuda)) is not None:
         version = bundled.driver_min
-    return CompatLibcuda(path, where, cuda, version, env_path if where == LD_LIBRARY_PATH else ())
+    return CompatLibcuda(path, where, cuda, version, env_path if where == LD_LIBRARY_PATH else (), exact)
+
+
+NVML_CUDA = "nvidia-smi's CUDA Version"
+
+
+def _branch(version: str | None) -> int | None:
+    key = version_key(version)
+    return key[0] if key else None
+
+
+def nvml_libcuda_release(snapshot: Snapshot) -> str | None:
+    """"newer" or "older" when the CUDA Version nvidia-smi (NVML) reports is not the kernel driver's own release, else
+    None. NVML reads it from the libcuda it loads (nvmlSystemGetCudaDriverVersion: "retrieved from the currently
+    installed version of CUDA", cuDriverGetVersion), so a release whose bundled driver branch is above the module's
+    is a forward-compat libcuda, and one below the newest release the module's branch bundles is an older libcuda
+    (compat or stale). Branches, not releases, are compared; a CUDA release the table lacks decides nothing."""
+    driver, reported = module_version(snapshot), _driver_max_cuda(snapshot)
+    branch = _branch(driver)
+    ga = requirement(reported)
+    if branch is None or ga is None or _branch(ga.driver_min) is None:
+        return None
+    if _branch(ga.driver_min) > branch:
+        return "newer"
+    newest = max(minor_releases(), key=lambda r: version_key(r.driver_min))
+    if branch > (_branch(newest.driver_min) or 0):
+        return None  # a branch newer than the table: its own release is not known
+    reported_key = version_key(reported)[:2]
+    if any(version_key(r.cuda)[:2] > reported_key and (_branch(r.driver_min) or 0) <= branch
+           for r in minor_releases()):
+        return "older"
+    return None
+
+
+def _native_cuda(driver: str | None) -> str | None:
+    """The newest CUDA release whose bundled driver's branch the kernel driver's branch reaches (580.x -> 13.0), or
+    None for a branch the table does not reach."""
+    branch = _branch(driver)
+    rows = [r for r in minor_releases() if (_branch(r.driver_min) or 0) <= (branch or 0)]
+    newest = max(minor_releases(), key=lambda r: version_key(r.driver_min))
+    if branch is None or not rows or branch > (_branch(newest.driver_min) or 0):
+        return None
+    return max(rows, key=lambda r: version_key(r.cuda)).cuda
+
+
+def _reported_by_nvml(snapshot: Snapshot) -> CompatLibcuda | None:
+    """The libcuda nvidia-smi loaded, when its CUDA Version shows it is another release than the driver's own: newer is
+    a forward-compat libcuda; older a compat (or stale) one. Its path is not in the evidence."""
+    relation = nvml_libcuda_release(snapshot)
+    reported = _driver_max_cuda(snapshot)
+    if relation is None or reported is None:
+        return None
+    bundled = requirement(reported)
+    return CompatLibcuda(f"the libcuda of CUDA {reported} that nvidia-smi loaded", NVML_CUDA, reported,
+                         bundled.driver_min if bundled else None)
 
 
 def compat_errors(snapshot: Snapshot) -> list[MessageLine]:
@@ -693,8 +766,10 @@ def compat_errors(snapshot: Snapshot) -> list[MessageLine]:
 def forward_compat_gpu(snapshot: Snapshot) -> str | None:
     """Whether the guide lets these GPUs use forward compatibility: "datacenter" (every GPU named is one), "consumer"
     (a GeForce or TITAN is named: never), None when no GPU is named or a professional RTX/Quadro part is (select
-    NGC Server Ready SKUs are supported, others not: the name alone does not decide)."""
-    names = [g.name for g in snapshot.gpus if g.name]
+    NGC Server Ready SKUs are supported, others not: the name alone does not decide). The names are nvidia-smi's or
+    NVML's, else lspci's ("GA102 [GeForce RTX 3090]")."""
+    names = [g.name for g in snapshot.gpus if g.name] or [
+        d.name for d in snapshot.pci_devices or () if d.is_nvidia_gpu and d.name]  # lspci's "GA102 [GeForce RTX 3090]"
     if not names:
         return None
     if any(_CONSUMER.search(n) for n in names):
@@ -703,11 +778,15 @@ def forward_compat_gpu(snapshot: Snapshot) -> str | None:
 
 
 def _compat_newer(compat: CompatLibcuda, driver: str, max_cuda: str | None) -> bool | None:
-    """Whether the compat libcuda is newer than the kernel driver (the only way the guide uses it); None: unknown."""
-    if compat.cuda and max_cuda:
-        return version_key(compat.cuda)[:2] > version_key(max_cuda)[:2]
-    if compat.version:
+    """Whether the compat libcuda is newer than the kernel driver (the only way the guide uses it); None: unknown.
+    Its own version against the module's; a release's bundled driver by branch (any 580 driver runs CUDA 13.0);
+    else its release against the driver's CUDA Version, unless that Version is the compat libcuda's own."""
+    if compat.version and compat.exact:
         return version_key(compat.version) > version_key(driver)
+    if compat.version and _branch(compat.version) is not None and _branch(driver) is not None:
+        return (_branch(compat.version) or 0) > (_branch(driver) or 0)
+    if compat.cuda and max_cuda and compat.where != NVML_CUDA:
+        return version_key(compat.cuda)[:2] > version_key(max_cuda)[:2]
     return None
 
 
@@ -718,16 +797,20 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
     driver = module_version(snapshot) or driver_version(snapshot)[0]
     failed = compat_errors(snapshot)
     shown = _compat_evidence(snapshot, compat) + tuple(Evidence(m.source, (m.line[:300],)) for m in failed[:2])
-    origin = f"the forward-compatibility libcuda {compat.path} ({compat.where}"
-    origin += f", from CUDA {compat.cuda}" if compat.cuda else ""
-    origin += f", driver {compat.version})" if compat.version else ")"
+    if compat.where == NVML_CUDA:  # only nvidia-smi's CUDA Version shows it: which file is not known
+        origin = (f"a libcuda of CUDA {compat.cuda} (driver branch {_branch(compat.version)}; {NVML_CUDA}: "
+                  "a cuda-compat copy, or a stale one)")
+    else:
+        origin = f"the forward-compatibility libcuda {compat.path} ({compat.where}"
+        origin += f", from CUDA {compat.cuda}" if compat.cuda else ""
+        origin += f", driver {compat.version})" if compat.version else ")"
     if driver is None:
         yield Draft(Severity.WARNING, f"The loader takes {origin} ahead of the driver's own: the CUDA Compatibility "
                     "guide supports it only on data-center GPUs and only with a kernel driver older than it; otherwise "
                     "CUDA fails with error 803 or 804", evidence=shown, fixes=_compat_fixes(compat, deciding=True),
                     explains=("GH605",))
         return
-    max_cuda = _driver_max_cuda(snapshot)
+    max_cuda = _driver_max_cuda(snapshot) if nvml_libcuda_release(snapshot) is None else _native_cuda(driver)
     newer = _compat_newer(compat, driver, max_cuda)
     gpu = forward_compat_gpu(snapshot)
     driver_shown = Evidence("driver", (f"kernel driver {driver}" + (f" (CUDA {max_cuda})" if max_cuda else ""),))
@@ -738,13 +821,22 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                     evidence=(*shown, driver_shown), fixes=_compat_fixes(compat), explains=("GH605",))
         return
     if gpu == "consumer" and (newer or failed):
-        names = sorted({g.name for g in snapshot.gpus if g.name and _CONSUMER.search(g.name)})
+        names = [_consumer_name(snapshot)]
         needs = f" to {compat.version} or newer" if newer and compat.version else ""
+        family = family_minimum(compat.cuda)
+        if family and version_key(driver) >= version_key(family.driver_min):
+            # the guide's minor version compatibility: any CUDA of that major family runs on this driver without it
+            advice = (f"remove the compat libcuda: driver {driver} runs CUDA {compat.cuda} through minor version "
+                      f"compatibility (CUDA {family.cuda}.x on drivers >= {family.driver_min}), or upgrade the "
+                      f"driver{needs}")
+        else:
+            advice = (f"upgrade the driver{needs} instead, or remove the compat libcuda and run a CUDA the driver "
+                      "supports")
         yield Draft(Severity.CRITICAL if failed else Severity.WARNING,
                     f"The loader takes {origin}, but forward compatibility is not supported on {names[0]} (only "
-                    f"data-center GPUs and select NGC-ready RTX parts): upgrade the driver{needs} instead, or remove "
-                    "the compat libcuda and run a CUDA the driver supports",
-                    evidence=(*shown, driver_shown), fixes=_compat_fixes(compat, upgrade=compat.version),
+                    f"data-center GPUs and select NGC-ready RTX parts): {advice}",
+                    evidence=(*shown, driver_shown),
+                    fixes=_compat_fixes(compat, upgrade=compat.version, removal_first=advice.startswith("remove")),
                     explains=("GH605",))
         return
     if not failed:
@@ -761,20 +853,27 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
 
 
 def _compat_evidence(snapshot: Snapshot, compat: CompatLibcuda) -> tuple[Evidence, ...]:
-    state = _cuda(snapshot)
+    state = snapshot.cuda or CudaState()
     listed = [f"{e.name} ({e.flags}) => {e.path}" for e in state.libraries if e.name.startswith("libcuda.so")]
-    shown = [Evidence(compat.where, (compat.path,))] if compat.where != "ldconfig -p" else []
+    if compat.where == NVML_CUDA:
+        driver = module_version(snapshot)
+        shown = [Evidence(snapshot.sources.get("smi", "nvidia-smi"),
+                          (f"Driver Version: {driver}  CUDA Version: {compat.cuda} (the CUDA of the libcuda it "
+                           f"loaded; driver {driver}'s own is another release)",))]
+    else:
+        shown = [Evidence(compat.where, (compat.path,))] if compat.where != "ldconfig -p" else []
     if listed:
         shown.append(Evidence("ldconfig -p", tuple(listed[:6])))
     return tuple(shown)
 
 
 def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | None = None,
-                  pairing: bool = False) -> tuple[Fix, ...]:
+                  pairing: bool = False, removal_first: bool = False) -> tuple[Fix, ...]:
     """The looks that decide (the driver, every libcuda, the path), then the removal of that compat libcuda where the
     evidence shows it set: LD_LIBRARY_PATH without it, its ld.so.conf.d file, else a step; a driver upgrade first
-    when the GPU cannot use forward compatibility. ``pairing``: forward compatibility is the intent (a data-center
-    GPU), so instead of the removal, the guide's rule for the package to install."""
+    when the GPU cannot use forward compatibility, unless ``removal_first`` (minor version compatibility runs the
+    program without the compat libcuda). ``pairing``: forward compatibility is the intent (a data-center GPU), so
+    instead of the removal, the guide's rule for the package to install."""
     looks = (Fix("nvidia-smi", "any", note="the driver and the GPUs"), *table_fixes("GH603")[:1],
              Fix('echo "${LD_LIBRARY_PATH-}"', "any", note="a compat directory there is searched first"))
     if deciding:
@@ -802,7 +901,7 @@ def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | 
         removal = (Fix("Remove the compat libcuda from the loader path (the /etc/ld.so.conf.d entry that names its "
                        "directory, or LD_LIBRARY_PATH; in a container, the image's compat directory), then run sudo "
                        "ldconfig", "any", kind="step", note=f"the copy: {compat.path}"),)
-    return (*looks, *upgrades, *removal)
+    return (*looks, *removal, *upgrades) if removal_first else (*looks, *upgrades, *removal)
 
 
 # --------------------------------------------------------------------------- GH604
