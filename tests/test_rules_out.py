@@ -49,6 +49,9 @@ def leading(*lines: str):
 OTHER_REAL_LINE = {
     # NVIDIA/open-gpu-kernel-modules#259
     "smi-device-handle": "Unable to determine the device handle for GPU 0000:D8:00.0: Not Found",
+    # Zeleni9/pytorch-wgan#36 (an error number no more specific row names)
+    "torch-cuda-init-unexpected-device-count": "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run "
+    "some cuda functions before calling NumCudaDevices() that might have already set an error? Error 2: out of memory",
 }
 RULES = [(rule.signature, rule.cause) for rules in exclusions().values() for rule in rules]
 
@@ -200,3 +203,12 @@ def test_several_ruled_out_causes_are_listed_one_per_line():
     assert len(causes) == 3 and max(len(line) for line in block) <= 80
     joined = " ".join(" ".join(block).split())
     assert "(nvidia-smi names only GPUs the nvidia module attached" in joined  # every reason is kept
+
+
+def test_pytorchs_device_count_warning_rules_out_a_cpu_only_build():
+    # only a CUDA build calls cudaGetDeviceCount (c10/cuda/CUDAFunctions.cpp); the line is PyTorch's format
+    line = ("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error?\n")
+    report = run_checks(analyze_texts([("log.txt", line)])[0])
+    gh605 = next(f for f in report.findings if f.code == "GH605")
+    assert ("torch-cpu-build", "ruled out") in {(c.cause, c.status) for c in gh605.differential}

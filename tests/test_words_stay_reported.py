@@ -81,3 +81,16 @@ def test_a_sentence_below_a_collect_env_report_is_still_a_persons():
     text = (ROOT / "tests/cases/dev/cpu-only-pytorch-oobabooga-installer-80/collect_env.txt").read_text()
     snapshot, _ = analyze_texts([("issue.txt", text + "I tried this with the latest driver and it did not help.\n")])
     assert any("prose beside" in u for u in snapshot.unrecognized_files)
+
+
+def test_a_message_quoted_in_a_question_is_the_reporters_words():
+    # a thread title that asks about PyTorch's warning (written here): the message stops at the person's "?"
+    asked = _report(("notes.txt", "Error running my trainer, Unexpected error from cudaGetDeviceCount()?\n"))
+    found = next(f for f in asked.findings if f.code == "GH605")
+    assert found.severity is Severity.WARNING
+    assert any("the reporter's words" in e.source for e in found.evidence)
+    # PyTorch's own line (c10/cuda/CUDAFunctions.cpp's format) goes on after the message, even where it ends in "?"
+    printed = _report(("log.txt", "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did "
+                                  "you run some cuda functions before calling NumCudaDevices() that might have already "
+                                  "set an error?\n"))
+    assert next(f for f in printed.findings if f.code == "GH605").severity is Severity.CRITICAL

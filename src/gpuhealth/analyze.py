@@ -632,6 +632,17 @@ def _scan_pasted_errors(reading: _Reading, piece: Piece) -> int:
 _SAMPLE_FAILURE = ("Cuda failure ", "CUDA error at ")
 
 
+def _asked_about(sig: Any, line: str) -> bool:
+    """Whether ``line`` asks about the message it quotes ("Unexpected error from cudaGetDeviceCount()?", a thread's
+    title): the message stops at a question mark that ends the line. No program ends its message with the person's
+    question; the line is the reporter's words, not the program's output (PyTorch's own line goes on after it)."""
+    text = line.rstrip()
+    if not text.endswith("?"):
+        return False
+    found = sig.regex.search(text)
+    return found is not None and text[found.end():].strip() in ("?", ")?", "'?", '"?', "`?")
+
+
 def _in_parsed_part(kind: str | None, line: str) -> bool:
     """Whether the parser of ``kind`` read ``line``: an nvidia-smi table's parser reads its boxed rows, not a
     pasted error above it (a podman CDI error pasted with the table must not pass for judged by the GPU checks);
@@ -681,7 +692,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
                                             read_into=read_into if _in_parsed_part(kind, line) else (),
-                                            mined=_mined_behind(sig.id, line), reported=is_words_row(sig.id)))
+                                            mined=_mined_behind(sig.id, line),
+                                            reported=is_words_row(sig.id) or _asked_about(sig, line)))
     # nvidia-container-cli's own error line: its reader reads NVML's failures; any other is an error line (GH310)
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
     if (kind not in (None, "app-log", "smi-table", *_FEW_LINE_KINDS) and not cli_error) or not unknown_lines:
