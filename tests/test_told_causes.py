@@ -149,3 +149,15 @@ def test_a_cause_named_beside_a_pasted_message_on_one_line_is_read():
     assert lead(report).code == "GH506" and "GH203" in lead(report).explains
     alone = report_of(("notes.txt", line.split(" I think")[0] + "\n"))
     assert "GH506" not in {f.code for f in alone.findings}
+
+
+@pytest.mark.parametrize(("words", "code"), [
+    ("升级内核以后，nvidia 模块没有为新内核编译。", "GH507"),
+    ("服务器上没有安装内核头文件，所以驱动编译失败。", "GH503"),
+    ("装完驱动之后 nouveau 仍然占用着显卡。", "GH206"),
+    ("MOK 没有注册，所以 nvidia 驱动模块被拒绝。", "GH506"),
+])
+def test_a_cause_told_in_chinese_leads_as_the_reporters_words(words, code):
+    report = report_of(("notes.txt", words + "\n"))
+    assert lead(report).code == code, [(f.code, f.message) for f in report.findings]
+    assert lead(report).severity is Severity.WARNING and lead(report).labels.get("reported") == "words"
