@@ -1,0 +1,73 @@
+"""The NVSwitch platform the evidence names (knowledge/nvswitch_platforms.csv): ``Snapshot.platform``.
+
+Read from three kinds of program output and from a person's words:
+
+- nvidia-smi's GPU list: eight (or more) SXM GPUs of one HGX board's kind (``snapshot.gpus``);
+- a system's firmware name: dmidecode's ``Product Name:``/``Family:`` lines, ``/sys/class/dmi/id/product_name``
+  (a line that is the name alone), or the live host's DMI product name (``os.machine_product``);
+- a cloud's answer about the instance: EC2's ``instance-type`` (the name alone), its identity document's
+  ``"instanceType"``, Azure's ``vmSize``, Google Cloud's ``machineType``.
+
+Any other place a name stands (a sentence: "on our p4d.24xlarge CUDA fails") is the reporter's words: the platform
+is marked ``reported``. It only ranks a cause of a symptom (checks/diagnosis.py), it never makes a finding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from gpuhealth.lazyre import guarded_re, has_folded
+from gpuhealth.model import NvswitchPlatform, Snapshot
+
+# a line of a program that names the system or the instance: dmidecode's fields, the metadata services' keys
+_MACHINE_FIELD = guarded_re(
+    r"""^\s*(?:Product Name|Family|SKU Number|Version)\s*:"""
+    r"""|["']?(?:instance[-_]?type|vmSize|machine[-_]?type|shape)["']?\s*[:=]""", re.IGNORECASE,
+    may=has_folded("product name", "family", "sku number", "version", "type", "vmsize", "shape"))
+
+
+def platform_in_texts(texts: Iterable[tuple[str, str]]) -> NvswitchPlatform | None:
+    """The first NVSwitch system or instance named in ``texts`` (name, text) in a program's output; else the first
+    named in words, marked reported; None when no text names one."""
+    from gpuhealth.knowledge.nvswitch import named_nvswitch_platform
+
+    worded: NvswitchPlatform | None = None
+    for source, text in texts:
+        found = named_nvswitch_platform(text)
+        if found is None:
+            continue
+        for line in text.splitlines():  # the lines that name one: a program's or a person's?
+            named = named_nvswitch_platform(line)
+            if named is None:
+                continue
+            row, name = named
+            if _printed(line, name):
+                return NvswitchPlatform(row.platform, name, source)
+            worded = worded or NvswitchPlatform(row.platform, name, source, reported=True)
+    return worded
+
+
+def _printed(line: str, name: str) -> bool:
+    """Whether the line holding ``name`` is a program's: the name alone (a DMI file, a metadata answer; a DGX's
+    product name carries a part number after it) or a field of dmidecode or of a metadata document."""
+    rest = line.strip().removeprefix(name).split()
+    return (line.strip().startswith(name) and len(rest) <= 1) or bool(_MACHINE_FIELD.search(line[:500]))
+
+
+def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
+    """The snapshot's NVSwitch platform: the one analyze read (``snapshot.platform``), else the one its nvidia-smi GPU
+    list or its DMI product name (a live host's) shows. The GPU list and a product name win over words."""
+    from gpuhealth.knowledge.nvswitch import gpus_on_nvswitch, named_nvswitch_platform
+
+    read = snapshot.platform
+    if read is not None and not read.reported:
+        return read
+    board = gpus_on_nvswitch([g.name or "" for g in snapshot.gpus])
+    if board is not None:
+        return NvswitchPlatform(board[0].platform, board[1], snapshot.sources.get("smi", "nvidia-smi"))
+    product = snapshot.os.machine_product if snapshot.os is not None else None
+    named = named_nvswitch_platform(product) if product else None
+    if named is not None:
+        return NvswitchPlatform(named[0].platform, named[1], "/sys/class/dmi/id/product_name")
+    return read
