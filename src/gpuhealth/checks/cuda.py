@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from gpuhealth.checks.driver import REBOOT, module_loaded, user_space_version
+from gpuhealth.checks.driver import REBOOT, driver_version_of, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import family_minimum, minor_releases, requirement, version_key
@@ -536,7 +536,9 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     `/usr/local/cuda/compat`, a conda `cuda-compat` directory) that the loader takes first is judged by NVIDIA's CUDA
     Compatibility guide (Forward Compatibility): it is found on `LD_LIBRARY_PATH` (a live process's, `echo
     $LD_LIBRARY_PATH`, an `export` or `env` line, a Dockerfile's `ENV`), as the `libcuda.so.1` that `ldconfig -p`
-    resolves, in an ld.so.conf directory, or in `ldd` output. Its CUDA release comes from the directory
+    resolves, in an ld.so.conf directory, or in `ldd` output; beside a CUDA error 803 or 804, the `cuda-compat-X-Y`
+    package a listing (or the reporter's words: "I installed cuda-compat-12.9") shows installed, whose libcuda under
+    `/usr/local/cuda-X.Y/compat` those errors say CUDA took. Its CUDA release comes from the directory
     (`cuda-12.9` -> 12.9) and its version from the file (`libcuda.so.575.51.03`) or that release's bundled driver.
     - No newer than the kernel driver (nvidia-smi's CUDA Version already covers its release): the guide says it must
       not be used; critical, with the exact path and how to take it off `LD_LIBRARY_PATH` or out of ld.so.conf.d.
@@ -677,7 +679,7 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
     ldd names."""
     state = snapshot.cuda
     if state is None:
-        return _reported_by_nvml(snapshot)
+        return _compat_package(snapshot) or _reported_by_nvml(snapshot)
     env_path = state.ld_library_path or tuple(p for p in snapshot.env.get(LD_LIBRARY_PATH, "").split(":") if p)
     found: tuple[str, str] | None = None
     for path in env_path:
@@ -694,7 +696,7 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
         used = next((f for f in state.library_files if "libcuda.so" in f and is_compat_dir(f)), None)
         found = (used, "ldd") if used else None
     if found is None:
-        return _reported_by_nvml(snapshot)
+        return _compat_package(snapshot) or _reported_by_nvml(snapshot)
     path, where = found
     cuda = _cuda_dir_version(path, state) or (state.base_image_cuda if path.startswith("/usr/local/cuda/") else None)
     version = state.libcuda_version if path == state.libcuda_path else None
@@ -705,6 +707,30 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
 
 
 NVML_CUDA = "nvidia-smi's CUDA Version"
+# the CUDA repository's forward-compatibility package, one per CUDA release: cuda-compat-12-9 installs the libcuda
+# of the driver CUDA 12.9 bundles under /usr/local/cuda-12.9/compat (CUDA Compatibility guide, Forward Compatibility;
+# the package list of https://developer.download.nvidia.com/compute/cuda/repos/)
+_COMPAT_PACKAGE = lazy_re(r"^cuda-compat-(?P<major>\d{1,2})-(?P<minor>\d{1,2})$")
+
+
+def _compat_package(snapshot: Snapshot) -> CompatLibcuda | None:
+    """The cuda-compat-X-Y package a listing (or the reporter's words) shows installed, beside a CUDA error 803 or 804:
+    installed, the package is on the loader path only where LD_LIBRARY_PATH (or an ld.so.conf file) names its
+    directory, but those errors say CUDA took a forward-compatibility libcuda, and the package is where it comes from.
+    Its version is the package's (575.57.08-0ubuntu1: that libcuda's), else the driver its CUDA release bundles."""
+    if snapshot.host_env is None or not compat_errors(snapshot):
+        return None
+    named = [(p, m) for p in snapshot.host_env.packages if (m := _COMPAT_PACKAGE.match(p.name)) is not None]
+    if not named:
+        return None
+    package, match = max(named, key=lambda item: (int(item[1]["major"]), int(item[1]["minor"])))
+    cuda = f"{match['major']}.{match['minor']}"
+    version = driver_version_of(package.version)
+    if version is None and (bundled := requirement(cuda)) is not None:
+        version = bundled.driver_min
+    where = f"the {package.name} package ({snapshot.host_env.package_source or 'installed packages'})"
+    return CompatLibcuda(f"/usr/local/cuda-{cuda}/compat", where, cuda, version,
+                         exact=driver_version_of(package.version) is not None)
 
 
 def _branch(version: str | None) -> int | None:

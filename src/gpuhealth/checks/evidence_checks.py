@@ -207,10 +207,13 @@ def _driver_claims(snapshot: Snapshot) -> list[tuple[str, str, bool, str]]:
     told = snapshot.reported_fact("driver", "version") is not None
     found = [(version, where, told and where == "/proc/driver/nvidia/version", f"driver {version}")
              for version, where in driver_versions(snapshot)]
+    told_packages = snapshot.reported_fact("host_env", "packages") is not None  # "I have nvidia-driver-535 installed"
     for package in snapshot.host_env.packages if snapshot.host_env else ():
+        if package.name.startswith("cuda-compat"):
+            continue  # its version is the forward-compatibility libcuda's, not the installed driver's (GH603)
         version = _package_driver(package.name, package.version)
         if version:
-            found.append((version, snapshot.host_env.package_source or package.manager or "packages", False,
+            found.append((version, snapshot.host_env.package_source or package.manager or "packages", told_packages,
                           f"{package.name} {package.version or ''}".strip()))
     for mention in snapshot.mentioned:
         if mention.what == "driver":

@@ -1090,7 +1090,9 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     two driver versions (`libnvidia-common-495 495.29.05` left next to the 510 packages; transitional
     packages, which ship no files, are not counted), from any package listing (`dpkg -l`, `rpm -qa`,
     `apt list --installed`, `dnf list installed`), or driver packages of two branches enabled at once in
-    a listing without versions (`jockey-text --list`: nvidia-experimental-304 next to -310).
+    a listing without versions (`jockey-text --list`: nvidia-experimental-304 next to -310). Packages and a
+    run-file install the reporter's words name ("I have nvidia-driver-535 installed", "I installed the 550.54.15
+    runfile") are judged the same way, where no listing is given, and at most as a warning.
 
     Why it matters:
     Each route owns the same files (libcuda, libnvidia-ml, nvidia.ko, nvidia-smi) without knowing
@@ -1111,8 +1113,11 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     env = snapshot.host_env
     assert env is not None
     routes: dict[str, list[str]] = {}
+    told = snapshot.reported_fact("host_env", "runfile_result")  # "I installed the 550.54.15 runfile"
     if env.runfile_uninstaller or env.runfile_result == "installed":
         lines = [f"{env.runfile_uninstaller} present"] if env.runfile_uninstaller else []
+        if told is not None:
+            lines.append(f"run-file installer {env.runfile_version or ''}: installed".replace("  ", " "))
         if env.runfile_log:
             lines.append(f"{env.runfile_log}: installer {env.runfile_version or '?'}, {env.runfile_result}")
             lines.extend(env.runfile_lines[-1:])
@@ -1143,7 +1148,8 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         return
     evidence = []
     for route, lines in routes.items():
-        source = "/usr/bin/nvidia-uninstall" if route == "run-file installer" else (env.package_source or "packages")
+        source = (("the reporter's words" if told is not None else "/usr/bin/nvidia-uninstall")
+                  if route == "run-file installer" else (env.package_source or "packages"))
         evidence.append(Evidence(f"{route}: {source}", tuple(lines[:6]) + (
             (f"... {len(lines) - 6} more packages",) if len(lines) > 6 else ())))
     yield Draft(

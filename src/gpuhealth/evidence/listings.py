@@ -87,8 +87,9 @@ def _share(lines: list[str], pattern: re.Pattern[str], at_least: float = 0.6) ->
 # --------------------------------------------------------------------------- packages
 
 # Packages the host_env and the GH5xx/GH202 checks care about: the driver's, CUDA's and the toolkit's.
-_RELEVANT_PACKAGE = lazy_re(r"nvidia|^cuda-drivers|^libcuda|^kmod-nvidia|^akmod-nvidia|^xorg-x11-drv-nvidia",
-                               re.IGNORECASE)
+# cuda-compat-X-Y: the forward-compatibility libcuda's package (GH603)
+_RELEVANT_PACKAGE = lazy_re(r"nvidia|^cuda-drivers|^cuda-compat-|^libcuda|^kmod-nvidia|^akmod-nvidia|"
+                            r"^xorg-x11-drv-nvidia", re.IGNORECASE)
 MAX_PACKAGES = 400
 
 

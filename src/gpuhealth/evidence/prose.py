@@ -1,5 +1,5 @@
-"""A person's sentences as evidence: the versions, unit states and PCIe links they state fill the snapshot fields a
-program's output would fill (``parsers/prose.py`` reads them), each marked as a ``ReportedFact``.
+"""A person's sentences as evidence: the versions, unit states, PCIe links and packages they state fill the snapshot
+fields a program's output would fill (``parsers/prose.py`` reads them), each marked as a ``ReportedFact``.
 
 Machine output wins: a fact fills a field only where no program's output in the same evidence gave it, and it is
 applied after every piece is read, so the order of the pieces does not matter. The checks judge the filled fields
@@ -18,9 +18,11 @@ from gpuhealth.model import (
     HostEnvironment,
     InstalledKernel,
     InstallState,
+    NvidiaPackage,
     OsInfo,
     ReportedFact,
     SmiReport,
+    TorchEnv,
 )
 from gpuhealth.records import record
 
@@ -35,9 +37,15 @@ class Statement:
 
 def statements(text: str, source: str) -> list[Statement]:
     """What the sentences of one piece state: versions, NVIDIA units, install-time states, PCIe links."""
-    from gpuhealth.parsers.prose import install_statements, pcie_statements, unit_statements, version_statements
+    from gpuhealth.parsers.prose import (
+        install_statements,
+        package_statements,
+        pcie_statements,
+        unit_statements,
+        version_statements,
+    )
 
-    found = [*version_statements(text), *unit_statements(text), *install_statements(text)]
+    found = [*version_statements(text), *unit_statements(text), *install_statements(text), *package_statements(text)]
     pcie = pcie_statements(text)
     if pcie:
         found += with_model(text, pcie)
@@ -47,21 +55,26 @@ def statements(text: str, source: str) -> list[Statement]:
 def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[ReportedFact, ...]:
     """Lay what the words state over ``fields`` (the snapshot fields the pieces' parsers filled) where no program's
     output gave it; the facts say which fields they filled. Of two pieces stating one thing, the later wins."""
-    from gpuhealth.parsers.prose import InstallStatement, Stated, UnitStatement
+    from gpuhealth.parsers.prose import InstallStatement, PackageStatement, Stated, UnitStatement
 
     latest: dict[str, Statement] = {}
     for statement in given:
         stated = statement.stated
-        key = (stated.thing if isinstance(stated, Stated) else f"unit:{stated.unit}"
+        key = (stated.thing if isinstance(stated, Stated) else f"package:{stated.name}"
+               if isinstance(stated, PackageStatement) else f"unit:{stated.unit}"
                if isinstance(stated, UnitStatement) else f"install:{stated.fact}:{stated.subject}"
                if isinstance(stated, InstallStatement) else "pcie")  # a link (evidence/prose_pcie.py)
         latest[key] = statement
     modules = [s for s in latest.values() if isinstance(s.stated, InstallStatement) and s.stated.fact == "module"]
     kernels = [s for s in latest.values() if isinstance(s.stated, InstallStatement)
                and s.stated.fact == "kernel-module"]
-    facts: list[ReportedFact] = [*_modules(fields, modules), *_kernel_modules(fields, kernels)]
+    packages = [s for s in latest.values() if isinstance(s.stated, PackageStatement)]
+    facts: list[ReportedFact] = [*_modules(fields, modules), *_kernel_modules(fields, kernels),
+                                 *fill_packages(fields, packages)]
     for statement in latest.values():
         stated = statement.stated
+        if isinstance(stated, PackageStatement):
+            continue
         if isinstance(stated, Stated):
             facts += _version(fields, stated, statement.source)
         elif isinstance(stated, UnitStatement):
@@ -292,6 +305,48 @@ def _kernel_modules(fields: dict[str, Any], given: list[Statement]) -> list[Repo
     what = f"nvidia module for {', '.join(built)}, none for the running kernel {running}"
     words = " ".join(dict.fromkeys(s.words for s in stated))[:300]
     return [_set(fields, "install", InstallState, values, what, words, source)]
+
+
+# --------------------------------------------------------------------------- packages
+
+
+_TORCH_FIELDS = ("torch_version", "installed", "torch_cuda_version", "cuda_available")
+
+
+def fill_packages(fields: dict[str, Any], given: list[Statement]) -> list[ReportedFact]:
+    """The packages the words say are installed (``parsers.prose.PackageStatement``) into the fields a pasted package
+    listing fills (evidence/listings.py): the system packages into ``host_env.packages`` (GH509, GH603, GH209), pip's
+    torch wheel into ``torch`` (GH605, GH601), the run-file installer into ``host_env.runfile_*`` (GH509). Each only
+    where no program's output gave that field. A package the words say was removed later ("I removed cuda-compat",
+    which names every cuda-compat-X-Y) is not there."""
+    removed = [s.stated.name for s in given if not s.stated.present]
+    present = [s for s in given if s.stated.present and not any(
+        s.stated.name == gone or s.stated.name.startswith(gone + "-") for gone in removed)]
+    facts: list[ReportedFact] = []
+    system = [s for s in present if not s.stated.manager]
+    env = fields.get("host_env")
+    if system and not (env is not None and (env.packages or env.package_source)):
+        source = system[-1].source
+        packages = tuple(NvidiaPackage(s.stated.name, None, "reported") for s in system)
+        sentences = list(dict.fromkeys(s.stated.words for s in system))
+        what = f"installed: {', '.join(p.name for p in packages)}"
+        facts.append(_set(fields, "host_env", HostEnvironment, {"packages": packages, "package_source": told(source)},
+                          what, sentences[0], source))
+        facts += [ReportedFact("host_env", ("packages",), what, words, source) for words in sentences[1:4]]
+    for statement in present:
+        stated, env = statement.stated, fields.get("host_env")
+        if stated.manager == "runfile" and not (env is not None and (env.runfile_result or env.runfile_uninstaller)):
+            facts.append(_set(fields, "host_env", HostEnvironment, {"runfile_result": "installed",
+                                                                   "runfile_version": stated.version},
+                              f"the run-file installer {stated.version}", stated.words, statement.source))
+        elif stated.manager == "pip" and stated.version and fields.get("torch") is None:
+            from gpuhealth.evidence.listings import torch_from_version
+
+            torch = torch_from_version(stated.version)
+            values = {k: getattr(torch, k) for k in _TORCH_FIELDS if getattr(torch, k) is not None}
+            facts.append(_set(fields, "torch", TorchEnv, values, f"torch {stated.version}", stated.words,
+                              statement.source))
+    return facts
 
 
 _INSTALL_FILLERS = {"headers": _headers, "secure-boot": _secure_boot, "mok-key": _mok_key,

@@ -1,5 +1,6 @@
 """State stated in a person's words: versions, NVIDIA units, PCIe links, install-time states (kernel headers, Secure
-Boot and the MOK, the module list, Docker's runtime), as people write them in a report.
+Boot and the MOK, the module list, Docker's runtime), packages installed or removed, as people write them in a
+report.
 
 "My CUDA version is 12.9.41 and my CUDA driver is 570.133.20", "ubuntu20.04+nvidia530.30+cuda12.1",
 "nvidia-persistenced isn't running", "the GPU is stuck at Gen2 x16". No program printed these: they are
@@ -27,8 +28,8 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["INSTALL_PATTERNS", "InstallStatement", "PcieStatement", "Stated", "UnitStatement", "install_statements",
-           "pcie_statements", "prose_sentences", "unit_statements",
+__all__ = ["INSTALL_PATTERNS", "InstallStatement", "PackageStatement", "PcieStatement", "Stated", "UnitStatement",
+           "install_statements", "package_statements", "pcie_statements", "prose_sentences", "unit_statements",
            "version_statements"]
 
 MAX_LINES = 2000
@@ -642,3 +643,137 @@ def _kernel_module(sentence: str, value: str, match: re.Match[str]) -> InstallSt
         if running == kernel:
             return None  # built for the kernel it runs: nothing is missing
     return InstallStatement("kernel-module", value, sentence[:300], kernel, running)
+
+
+# --------------------------------------------------------------------------- packages
+
+
+@record
+class PackageStatement:
+    """A package a sentence says is on the host now (``present``) or was taken off it (not ``present``): "I installed
+    cuda-compat-12.9", "I have nvidia-driver-535 installed", "after apt install nvidia-container-toolkit", "I removed
+    cuda-compat", "pip installed torch==2.3.0+cu121", "installed the 550.54.15 runfile".
+
+    ``name`` is spelt as the package manager lists it (a release written with dots, cuda-compat-12.9, is the package
+    cuda-compat-12-9); "torch" is pip's wheel and "nvidia-runfile" the .run installer (``version`` its driver)."""
+
+    name: str
+    present: bool
+    words: str
+    version: str | None = None
+    manager: str = ""  # "pip", "runfile", else "" (dpkg or rpm: the words do not say)
+
+
+# The package names of the driver's, CUDA's and the container toolkit's packages, as the distributions spell them:
+# Ubuntu's and Debian's nvidia-driver-<branch>[-server|-open], nvidia-dkms-<branch>, libnvidia-compute-<branch>,
+# nvidia-utils-<branch> (Ubuntu, "NVIDIA drivers installation", https://documentation.ubuntu.com/server/how-to/
+# graphics/install-nvidia-drivers/); the CUDA repository's cuda-drivers[-<branch>], cuda-toolkit-<X>-<Y> and
+# cuda-compat-<X>-<Y> (https://developer.download.nvidia.com/compute/cuda/repos/, and NVIDIA's CUDA Installation Guide
+# for Linux, "Package Manager Installation"); RHEL's and Fedora's kmod-nvidia (ELRepo), akmod-nvidia (RPM Fusion),
+# nvidia-driver[-cuda]; the NVIDIA Container Toolkit's nvidia-container-toolkit; pip's torch==<version>+cu<XY>.
+_PACKAGE = lazy_re(
+    r"(?<![\w/.=-])(?:(?P<deb>nvidia-(?:driver|dkms|utils|compute-utils|kernel-common|kernel-source|headless(?:-no-dkms)?)"
+    r"-\d{3}(?:-server)?(?:-open)?|libnvidia-(?:compute|gl|common|decode|encode|extra|cfg1|fbc1)-\d{3}(?:-server)?|"
+    r"linux-modules-nvidia-\d{3}(?:-server)?(?:-open)?-[\w.-]{1,40}|cuda-drivers(?:-\d{3})?|"
+    r"nvidia-driver(?:-cuda|-libs)?|(?:a)?kmod-nvidia(?:-(?:open|latest)-dkms)?|xorg-x11-drv-nvidia(?:-cuda)?|"
+    r"nvidia-container-toolkit|nvidia-docker2)|(?P<cuda>cuda-(?:toolkit|compat|runtime|libraries|cudart))"
+    r"(?:-(?P<major>\d{1,2})[-.](?P<minor>\d{1,2}))?|torch==(?P<torch>\d{1,2}\.\d{1,2}(?:\.\d{1,3})?(?:\+(?:cu\d{2,3}|cpu))?)|"
+    r"(?:NVIDIA-Linux-(?:x86_64|aarch64)-(?P<run>\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?:-no-compat32)?\.run|"
+    r"(?:the\s)?(?P<run2>\d{3}\.\d{1,3}(?:\.\d{1,3})?)\s(?:\.run|run-?file|\.run\sfile)))(?![\w+]|[.-]\w)", re.I)
+# the verb that says what happened to the package: the last one before its name in the sentence
+_PACKAGE_VERB = lazy_re(
+    r"\b(?:(?P<present>installed|reinstalled|have(?!\s+to\b)|has(?!\s+to\b)|got|added|using|running)|"
+    r"(?P<absent>removed|uninstalled|purged|deleted|erased|got\s+rid\s+of)|"
+    r"(?P<change>upgraded|updated|switched|moved|downgraded|changed|went)|"
+    r"(?P<command>(?:apt(?:-get)?|aptitude|dnf|yum|zypper|pip3?|conda)\s+(?:-\S{1,20}\s+){0,3}"
+    r"(?P<cverb>install|reinstall|remove|purge|autoremove|erase|uninstall))|"
+    r"(?P<tried>tried|trying|try|attempted|attempting|wanted|want|planning|plan|going\s+to|need(?:s|ed)?|must|"
+    r"should|could|would|might|may|suggest\w{0,4}|recommend\w{0,4}))\b", re.I)
+# after the name: "nvidia-driver-535 is installed", "cuda-compat was removed", "nvidia-dkms-535 installed"
+_PACKAGE_AFTER = lazy_re(
+    r"\s{0,2}(?:(?:package|packages)\s{1,3})?(?:(?:is|are|was|were|got|has\s+been|have\s+been)\s{1,3})?"
+    r"(?:(?:still|also|now|already|definitely)\s{1,3})?(?P<state>not\s{1,3}installed|installed|present|removed|"
+    r"uninstalled|purged|missing|gone)\b", re.I)
+_PACKAGE_NOT = lazy_re(r"\b(?:not|never|no\s+longer|did\s+not|without)\s+(?:\S+\s+){0,1}$")
+_PACKAGE_PAST = lazy_re(r"\b(?:previously|formerly|used\s+to|originally|earlier|before|had(?!\s+to\b)|old|older)\b"
+                        r"|\bfrom\s+(?:\S+\s+)?$", re.I)
+_PACKAGE_CONDITION = lazy_re(r"\b(?:if|when|whether|unless|until|in\s+case|otherwise|maybe|wonder|not\s+sure|"
+                             r"instead\s+of|rather\s+than|make\s+sure|ensure)\b", re.I)
+_COMMAND_LINE = lazy_re(r"^\W{0,3}(?:sudo\s+)?(?:apt|apt-get|aptitude|dnf|yum|zypper|pip3?|conda|rpm|dpkg)\s+"
+                        r"(?:-\S{1,20}\s+){0,3}(?:install|reinstall|remove|purge|autoremove|erase|uninstall|-i|-e)\b",
+                        re.I)
+
+
+def package_statements(text: str) -> tuple[PackageStatement, ...]:
+    """The packages the sentences of ``text`` say are installed now or were removed, the last statement per package
+    winning. A question, a condition, an intention or an attempt ("should I install cuda-compat", "I tried
+    installing nvidia-driver-535", "if nvidia-dkms-535 is installed"), a negation ("I did not install cuda-compat")
+    and the past ("before, I had nvidia-driver-470", "upgraded from nvidia-driver-470") state nothing. A command line
+    alone ("sudo apt install ...") is what was typed, not what it did: nothing."""
+    found: dict[str, PackageStatement] = {}
+    for sentence in prose_sentences(text):
+        if _COMMAND_LINE.match(sentence):
+            continue
+        for match in _PACKAGE.finditer(sentence):
+            stated = _package_stated(sentence, match)
+            if stated is not None:
+                found.pop(stated.name, None)
+                found[stated.name] = stated
+    return tuple(found.values())
+
+
+def _package_name(match: re.Match[str]) -> tuple[str, str | None, str]:
+    """(name as the package manager lists it, version, manager)."""
+    if match["torch"]:
+        return "torch", match["torch"], "pip"
+    run = match["run"] or match["run2"]
+    if run:
+        return "nvidia-runfile", run, "runfile"
+    if match["cuda"]:
+        name = match["cuda"].lower()
+        return (f"{name}-{match['major']}-{match['minor']}" if match["major"] else name), None, ""
+    return match["deb"].lower(), None, ""
+
+
+def _package_stated(sentence: str, match: re.Match[str]) -> PackageStatement | None:
+    """What the words around one package name say happened to it, or None where they state nothing now."""
+    name, version, manager = _package_name(match)
+    before = sentence[max(0, match.start() - 90):match.start()]
+    after = _PACKAGE_AFTER.match(sentence, match.end())
+    verbs = list(_PACKAGE_VERB.finditer(before))
+    verb = verbs[-1] if verbs else None
+    if any(v["tried"] for v in verbs[-2:]):
+        return None  # "I tried to install", "I need to install", "should I have installed"
+    if after is not None:
+        state = " ".join(after["state"].lower().split())
+        if state in ("installed", "present") and _WAS.match(sentence, match.end()):
+            return None  # "X was installed" (then): not said to be there now
+        present, lead = state in ("installed", "present"), before
+    elif verb is not None:
+        present = _verb_present(verb, before[verb.end():])
+        lead = before[:verb.start()]
+    else:
+        return None
+    if present is None or _PACKAGE_CONDITION.search(lead[-60:]) or _PACKAGE_NOT.search(lead) \
+            or _PACKAGE_PAST.search(before[-60:]):
+        return None
+    return PackageStatement(name, present, sentence[:300], version, manager)
+
+
+_WAS = lazy_re(r"\s{0,2}(?:was|were)\b", re.I)
+_TO = lazy_re(r"\bto\s+(?:the\s+)?$")
+
+
+def _verb_present(verb: re.Match[str], between: str) -> bool | None:
+    """True: the verb puts the package there ("installed", "upgraded to"); False: takes it off ("removed", "apt
+    purge"); None: says neither ("upgraded" without "to" before the name). A package manager's command inside a
+    sentence ("after apt install X") says it was run."""
+    if verb["present"]:
+        return True
+    if verb["absent"]:
+        return False
+    if verb["change"]:
+        return True if _TO.search(between) else None
+    if verb["command"]:
+        return verb["cverb"].lower() in ("install", "reinstall")
+    return None

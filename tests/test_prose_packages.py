@@ -1,0 +1,116 @@
+"""Packages a person says they installed or removed: reported package facts the checks judge (GH509, GH603, GH605).
+
+Every sentence here is written for this test (hand-made, no case of tests/cases), in the distributions' package
+names: Ubuntu's nvidia-driver-<branch> and nvidia-dkms-<branch>, the CUDA repository's cuda-toolkit-X-Y and
+cuda-compat-X-Y, ELRepo's kmod-nvidia, pip's torch==<version>+cu<XY>, the .run installer.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.model import Severity
+from gpuhealth.parsers.prose import package_statements
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_forward_compat import ERROR_804, smi  # noqa: E402
+
+
+def stated(text: str) -> list[tuple[str, bool]]:
+    return [(s.name, s.present) for s in package_statements(text)]
+
+
+def snapshot_of(*texts: str):
+    snapshot, _ = analyze_texts([(f"paste{i}.txt", t) for i, t in enumerate(texts)])
+    return snapshot
+
+
+def test_installed_had_and_removed_packages_are_read_with_what_happened():
+    assert stated("I installed cuda-toolkit-12.5 and cuda-compat-12.9.") == [("cuda-toolkit-12-5", True),
+                                                                            ("cuda-compat-12-9", True)]
+    assert stated("I have nvidia-driver-535 and nvidia-dkms-535 installed.") == [("nvidia-driver-535", True),
+                                                                                ("nvidia-dkms-535", True)]
+    assert stated("It fails after apt install nvidia-container-toolkit.") == [("nvidia-container-toolkit", True)]
+    assert stated("I removed cuda-compat and it works.") == [("cuda-compat", False)]
+    assert stated("I removed nvidia-driver-470 and installed nvidia-driver-550-server-open.") == [
+        ("nvidia-driver-470", False), ("nvidia-driver-550-server-open", True)]
+    assert stated("I upgraded from nvidia-driver-470 to nvidia-driver-535.") == [("nvidia-driver-535", True)]
+    assert stated("cuda-compat-12-9 is not installed on it.") == [("cuda-compat-12-9", False)]
+    pip = package_statements("I pip installed torch==2.3.0+cu121 yesterday.")
+    assert [(s.name, s.version, s.manager) for s in pip] == [("torch", "2.3.0+cu121", "pip")]
+    run = package_statements("I installed the 550.54.15 runfile.")
+    assert [(s.name, s.version, s.manager) for s in run] == [("nvidia-runfile", "550.54.15", "runfile")]
+
+
+def test_a_release_with_dots_or_dashes_is_one_package_and_the_last_statement_wins():
+    assert stated("I installed cuda-compat-12-9. Then I removed cuda-compat-12.9 and it works.") == [
+        ("cuda-compat-12-9", False)]
+
+
+def test_questions_conditions_attempts_negations_and_the_past_state_nothing():
+    for words in ("should I install cuda-compat?", "Should I install cuda-compat-12-9 on it.",
+                  "I did not install cuda-compat.", "I have not installed nvidia-dkms-535.",
+                  "before, I had nvidia-driver-470.", "I tried installing nvidia-driver-535.",
+                  "I wonder if I should install cuda-compat-12-9.", "If nvidia-dkms-535 is installed, remove it.",
+                  "I need to install nvidia-container-toolkit.", "I have to install cuda-drivers on this box.",
+                  "nvidia-driver-535 was installed when I got the box.", "sudo apt install cuda-compat-12-9"):
+        assert stated(words) == [], words
+
+
+def test_reported_packages_fill_the_listing_field_marked_as_the_reporters_words():
+    snapshot = snapshot_of("I have nvidia-driver-535 and nvidia-dkms-535 installed on this server.")
+    assert [p.name for p in snapshot.host_env.packages] == ["nvidia-driver-535", "nvidia-dkms-535"]
+    assert snapshot.reported_fact("host_env", "packages") is not None
+    assert "reporter's words" in snapshot.host_env.package_source
+
+
+def test_a_packages_listing_wins_over_the_words():
+    listing = ("ii  nvidia-driver-550  550.54.15-0ubuntu1  amd64  NVIDIA driver metapackage\n"
+               "ii  libnvidia-compute-550:amd64  550.54.15-0ubuntu1  amd64  NVIDIA libcompute package\n")
+    snapshot = snapshot_of(listing, "I have nvidia-driver-470 installed on this server.")
+    assert "nvidia-driver-470" not in [p.name for p in snapshot.host_env.packages]
+    assert snapshot.reported_fact("host_env", "packages") is None
+
+
+def test_gh509_judges_a_reported_runfile_beside_reported_packages_at_most_a_warning():
+    result = run_checks(snapshot_of("I have nvidia-driver-535 installed, and I also installed the 550.54.15 runfile."))
+    found = [f for f in result.findings if f.code == "GH509"]
+    assert found and found[0].severity is Severity.WARNING
+    assert "run-file installer" in found[0].message
+    assert not any("nvidia-uninstall" in e.source for e in found[0].evidence)  # nobody saw that file
+    # two branches the words say are installed now; "before, I had" is not one of them
+    two = run_checks(snapshot_of("I have nvidia-driver-535 and nvidia-driver-550 installed on it."))
+    assert [f.severity for f in two.findings if f.code == "GH509"] == [Severity.WARNING]
+    one = run_checks(snapshot_of("Before, I had nvidia-driver-470. Now I have nvidia-driver-550 installed."))
+    assert not [f for f in one.findings if f.code == "GH509"]
+
+
+def test_gh603_judges_a_reported_cuda_compat_beside_error_804_at_most_a_warning():
+    session = smi("550.54.15", "12.4", "NVIDIA GeForce RTX 3090") + f"$ python train.py\n{ERROR_804}\n"
+    result = run_checks(snapshot_of(session, "I installed cuda-compat-12-9 on this server last week."))
+    judged = [f for f in result.findings if f.code == "GH603" and "cuda-compat-12-9 package" in f.message]
+    assert judged and judged[0].severity is Severity.WARNING
+    assert "/usr/local/cuda-12.9/compat" in judged[0].message and "not supported on" in judged[0].message
+    # the words say it is gone, or never say it was installed: no package is judged
+    for words in ("I installed cuda-compat-12-9, then I removed cuda-compat and it still fails.",
+                  "I did not install cuda-compat-12-9 on this server."):
+        result = run_checks(snapshot_of(session, words))
+        assert not [f for f in result.findings if "cuda-compat-12-9 package" in f.message], words
+
+
+def test_a_listed_cuda_compat_package_is_judged_beside_error_804_too():
+    listing = ("ii  cuda-compat-12-9  575.51.03-0ubuntu1  amd64  CUDA Compatibility Platform\n"
+               "ii  nvidia-driver-550  550.54.15-0ubuntu1  amd64  NVIDIA driver metapackage\n")
+    session = smi("550.54.15", "12.4", "NVIDIA GeForce RTX 3090") + f"$ python train.py\n{ERROR_804}\n"
+    result = run_checks(snapshot_of(session, listing))
+    judged = [f for f in result.findings if f.code == "GH603" and "cuda-compat-12-9 package" in f.message]
+    assert judged and judged[0].severity is Severity.CRITICAL  # a program's listing and a program's error
+    assert "575.51.03" in judged[0].message
+
+
+def test_a_reported_torch_wheel_fills_torch():
+    snapshot = snapshot_of("I pip installed torch==2.3.0+cpu in my venv.")
+    assert snapshot.torch.cuda_available is False and snapshot.reported_fact("torch") is not None
