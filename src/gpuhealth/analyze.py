@@ -825,8 +825,8 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
     for found in told_symptoms("\n".join(without_addresses(line) for line in lines)):
         reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
-    for found in told_symptoms("\n".join(without_addresses(line) for line in known)) if known else ():
-        if found.cause and match_line(found.sentence) is None:
+    for found in told_symptoms("\n".join(without_addresses(line) for line in known), causes_only=True) if known else ():
+        if match_line(found.sentence) is None:
             reading.messages.append(told_message(found, found.sentence[:500], piece.name))
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))

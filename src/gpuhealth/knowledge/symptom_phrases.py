@@ -52,8 +52,8 @@ from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literals", "phrases", "state_causes", "state_symptoms",
-           "told_signature"]
+__all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literal_rows", "literals", "phrases", "state_causes",
+           "state_symptoms", "told_signature"]
 
 SEPARATOR = " ¦ "  # between the examples of one cell
 TOLD_PREFIX = "told:"  # the id of a told cause's stand-in catalogue row: "told:told-module-not-built"
@@ -93,6 +93,17 @@ def phrases() -> tuple[Phrase, ...]:
 def literals() -> tuple[str, ...]:
     """The literals of every row (lower case, each once): a line that holds none of them matches no row."""
     return _table()[1]
+
+
+@functools.cache
+def literal_rows() -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Each literal with the positions (in :func:`phrases`) of the rows it indexes: a line is tested once per literal,
+    not once per row and literal."""
+    index: dict[str, list[int]] = {}
+    for position, row in enumerate(phrases()):
+        for literal in row.literals:
+            index.setdefault(literal, []).append(position)
+    return tuple((literal, tuple(positions)) for literal, positions in index.items())
 
 
 def state_symptoms() -> frozenset[str]:

@@ -37,8 +37,10 @@ speaks of their own machine (제/저희/우리, 私/弊社) or the sentence ends
 ("해결되었습니다", "解決しました").
 
 Cost: the text is lower-cased once and searched for the table's literals; a paste holding none of them costs that and
-nothing more (the table is read on the first paste that does). Each pattern runs once per sentence that holds one of
-its literals, with bounded gaps, and at most ``MAX_TRIES`` candidate places per row and sentence are weighed: linear.
+nothing more (the table is read on the first paste that does). A line is tested once per distinct literal
+(``literal_rows``: 186 literals index the 85 rows of both tables), not once per row and literal. Each pattern runs once
+per sentence that holds one of its literals, with bounded gaps, and at most ``MAX_TRIES`` candidate places per row and
+sentence are weighed: linear.
 """
 
 from __future__ import annotations
@@ -160,27 +162,30 @@ class Told:
     cause: str = ""  # a causes.csv id: the sentence names the cause itself (cause_phrases.csv)
 
 
-def told_symptoms(text: str) -> list[Told]:
+def told_symptoms(text: str, causes_only: bool = False) -> list[Told]:
     """The symptoms the sentences of ``text`` tell, and the causes they name (``Told.cause``), each at most
-    ``MAX_PER_SYMPTOM`` times, in text order."""
+    ``MAX_PER_SYMPTOM`` times, in text order; with ``causes_only``, only the causes."""
     lowered = _folded(text)
-    from gpuhealth.knowledge.symptom_phrases import literals, phrases
+    from gpuhealth.knowledge.symptom_phrases import literal_rows, literals, phrases
 
     if not any(literal in lowered for literal in literals()):
         return []
     rows = phrases()
     row_scripts = [row.id[-3:] if row.id.endswith(("-ko", "-ja")) else "" for row in rows]
+    index = literal_rows()
     found: list[Told] = []
     counts: dict[str, int] = {}
     original_lines = text.splitlines()
     for number, line in enumerate(lowered.splitlines()):
         line = line[:MAX_LINE]
+        hits = [positions for literal, positions in index if literal in line]
+        if not hits:
+            continue
         # the Korean ("-ko") and Japanese ("-ja") families' wordings are in their script: a line without Hangul or
         # kana need not run them (an English line that names a GPU holds the literal "gpu" of most of them)
         scripts = {"": True, "-ko": _HANGUL.search(line) is not None, "-ja": _KANA.search(line) is not None}
-        candidates = [row for row, script in zip(rows, row_scripts, strict=True) if scripts[script]
-                      and counts.get(row.key, 0) < MAX_PER_SYMPTOM
-                      and any(literal in line for literal in row.literals)]
+        candidates = [rows[i] for i in sorted(set().union(*hits)) if scripts[row_scripts[i]]
+                      and counts.get(rows[i].key, 0) < MAX_PER_SYMPTOM and (rows[i].cause or not causes_only)]
         if not candidates or _MACHINE.match(line) or _MACHINE_ANYWHERE.search(line) or not _prose(line):
             continue
         original = original_lines[number][:MAX_LINE] if number < len(original_lines) else line
