@@ -404,7 +404,7 @@ def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
     the host's driver, whatever the GPU: NVIDIA/nvidia-container-toolkit#1426), so CUDA fails with 803 or 804."""
     if forward_compat_gpu(snapshot) != "consumer":
         return None
-    compat = forward_compat_libcuda(snapshot)
+    compat = _loaded_compat_libcuda(snapshot) or _reported_by_nvml(snapshot)
     state = snapshot.cuda
     if compat is not None and _compat_newer(compat, driver, _driver_max_cuda(snapshot)):
         tried = f"the compat libcuda {compat.path} on the loader path"
@@ -676,10 +676,17 @@ def is_compat_dir(path: str) -> bool:
 def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
     """The forward-compatibility libcuda the evidence shows the loader taking first, else None: LD_LIBRARY_PATH
     (searched before the loader's cache), the libcuda.so.1 ``ldconfig -p`` resolves, an ld.so.conf directory, a file
-    ldd names."""
+    ldd names; else a cuda-compat package shown installed beside a CUDA error 803 or 804 (``_compat_package``, which
+    reads the program's lines: GH603 declares them), else the libcuda nvidia-smi reports loading."""
+    return _loaded_compat_libcuda(snapshot) or _compat_package(snapshot) or _reported_by_nvml(snapshot)
+
+
+def _loaded_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
+    """The forward-compatibility libcuda the loader's own evidence shows (paths, the cache, ldd), never a program's
+    error lines: GH601 asks this, and it judges without them (checks/diagnosis.py raises its lines' severity)."""
     state = snapshot.cuda
     if state is None:
-        return _compat_package(snapshot) or _reported_by_nvml(snapshot)
+        return None
     env_path = state.ld_library_path or tuple(p for p in snapshot.env.get(LD_LIBRARY_PATH, "").split(":") if p)
     found: tuple[str, str] | None = None
     for path in env_path:
@@ -696,7 +703,7 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
         used = next((f for f in state.library_files if "libcuda.so" in f and is_compat_dir(f)), None)
         found = (used, "ldd") if used else None
     if found is None:
-        return _compat_package(snapshot) or _reported_by_nvml(snapshot)
+        return None
     path, where = found
     cuda = _cuda_dir_version(path, state) or (state.base_image_cuda if path.startswith("/usr/local/cuda/") else None)
     version = state.libcuda_version if path == state.libcuda_path else None
