@@ -384,6 +384,13 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
                 if lines_severity is Severity.CRITICAL and all(m.reported for _, m in matched):
                     lines_severity = Severity.WARNING  # the reporter's words raise a finding no higher than a warning
                 updated = _at_severity(updated, max(current.severity, lines_severity, key=lambda s: s.rank))
+            elif current.labels.get("reported") == "words" and current.severity is Severity.WARNING:
+                # the check's finding rests on the reporter's words (held at a warning), but a program's own lines
+                # under its code are critical (GH603 on a cuda-compat the words name, beside CUDA's error 804): the
+                # machine output wins, as it would without the words
+                machine = [s for s, m in matched if not m.reported]
+                if any(SEVERITY[s.severity] is Severity.CRITICAL for s in machine):
+                    updated = _at_severity(updated, Severity.CRITICAL)
             findings[index] = updated
             continue
         if code not in skipped and _machine_overrules(matched):
