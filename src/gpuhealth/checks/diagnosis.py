@@ -411,7 +411,7 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             made = replace(made, labels={**made.labels, "reported": "words"})
         # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
         # Boot off) have nothing to fix; the check's fixes would read as if they had
-        fixes = made.fixes
+        fixes = _row_fixes(matched) or made.fixes  # a row that decodes one error has its own fixes (GH802:<row>)
         if code == "GH606":  # the lines name the GPU's compute capability: the wheel whose arch list has it
             from gpuhealth.checks.cuda import arch_wheel_fixes, capabilities_named
 
@@ -429,6 +429,15 @@ def _machine_overrules(matched: Sequence[tuple[Signature, MessageLine]]) -> bool
 
     return all(m.reported and (m.signature or "").startswith(TOLD_PREFIX) for _, m in matched) and all(
         sig.cause in state_causes() for sig, _ in matched)
+
+
+def _row_fixes(matched: Sequence[tuple[Signature, MessageLine]]) -> tuple[Fix, ...]:
+    """The fixes knowledge/fixes.csv keys to one of the matched catalogue rows (``<code>:<row id>``): the fixes of
+    the one error the row decodes (containerd's missing nvidia runtime is fixed in containerd's configuration, not
+    Docker's), in place of the check's general ones; empty when no row has its own."""
+    from gpuhealth.knowledge.fixes import fixes_of
+
+    return next((found for sig, _ in matched if (found := fixes_of(f"{sig.code}:{sig.id}"))), ())
 
 
 def _unnumbered(line: str) -> str:
