@@ -141,3 +141,19 @@ def test_nvswitches_on_the_bus_or_a_gpus_fabric_state_name_an_nvswitch_system():
     assert "Fabric State: In Progress" in nvswitch_platform(Snapshot(smi=SmiReport(gpus=joined))).shown
     outside = (Gpu(index=0, name="NVIDIA A100-PCIE-40GB", fabric_state="N/A"),)
     assert nvswitch_platform(Snapshot(smi=SmiReport(gpus=outside))) is None
+
+
+def test_gpus_of_no_nvswitch_board_rule_fabric_manager_out_of_the_framework_differential():
+    from gpuhealth.model import Gpu, SmiReport, Snapshot
+    from gpuhealth.parsers.platform import off_nvswitch
+
+    symptom = symptoms()["framework-no-gpu"]
+    shown = "nvidia-smi lists NVIDIA GeForce RTX 4090"
+    ranked = rank(symptom, [], [], set(), {}, off_fabric=shown)
+    fabric = next(c for c in ranked if c.cause == FABRIC_CAUSE)
+    assert fabric.status == "ruled out" and shown in fabric.why and "Fabric Manager User Guide" in fabric.source
+    pcie = tuple(Gpu(index=i, name="NVIDIA A100-PCIE-40GB") for i in range(8))
+    assert "A100-PCIE-40GB" in off_nvswitch(Snapshot(smi=SmiReport(gpus=pcie)))
+    half_board = tuple(Gpu(index=i, name="NVIDIA A100-SXM4-40GB") for i in range(4))
+    assert off_nvswitch(Snapshot(smi=SmiReport(gpus=half_board))) is None  # a 4-GPU board, or part of an 8-GPU one
+    assert off_nvswitch(Snapshot()) is None  # no GPU list: not known

@@ -199,11 +199,12 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     shown = {m.symptom for m in messages if shows_symptom(m) and not m.reported}
     told = {m.symptom for m in messages if m.reported} - shown  # shown only in the reporter's own words
     present = _present_symptoms(result, messages, table, _raised_by_causes(made, messages))
-    platform = None
+    platform, off_fabric = None, None
     if CUDA_INIT_SYMPTOMS.intersection(present):
-        from gpuhealth.parsers.platform import nvswitch_platform
+        from gpuhealth.parsers.platform import nvswitch_platform, off_nvswitch
 
         platform = nvswitch_platform(snapshot)  # an NVSwitch system puts Fabric Manager first (rank)
+        off_fabric = off_nvswitch(snapshot) if platform is None else None  # GPUs of no NVSwitch board rule it out
     for symptom_id in present:
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
@@ -212,10 +213,10 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
             if _machine_says_otherwise(symptom, result, ran, skipped_reason):
                 continue
             result = _resolve(result, as_told(symptom), messages, ran, skipped_reason, made, True, suggested,
-                              told=True, held=held, platform=platform)
+                              told=True, held=held, platform=platform, off_fabric=off_fabric)
             continue
         result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown, suggested,
-                          held=held, platform=platform)
+                          held=held, platform=platform, off_fabric=off_fabric)
     return _ordered(_fold_mined(result, confirming))
 
 
@@ -495,14 +496,15 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
              skipped: dict[str, str], made: set[str], shown: bool, suggested: dict | None = None,
              told: bool = False, held: dict[str, str] | None = None,
-             platform: NvswitchPlatform | None = None) -> list[Finding]:
+             platform: NvswitchPlatform | None = None, off_fabric: str | None = None) -> list[Finding]:
     """``shown``: a line or command showed the symptom itself (:func:`shows_symptom`); otherwise a check's
     finding under the symptom's code did, or a line naming one of its causes let the table infer it. ``told``: only
     the reporter's words show it (``symptom`` is then :func:`as_told`'s). ``held``: the states the programs' output
     shows (checks/machine_state.py), which rule causes out. ``platform``: the NVSwitch system the evidence names."""
     from gpuhealth.checks.machine_state import ruled_out
 
-    ranked = rank(symptom, findings, messages, ran, skipped, suggested, ruled_out(symptom.id, held or {}), platform)
+    ranked = rank(symptom, findings, messages, ran, skipped, suggested, ruled_out(symptom.id, held or {}), platform,
+                  off_fabric)
     severity = observed_severity(symptom, findings, shown)
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed and confirmed[0].why.startswith(DECIDED_BY):
@@ -748,7 +750,7 @@ def cause_severity(own: Severity, symptom: Symptom, findings: Sequence[Finding],
 
 def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[MessageLine], ran: set[str],
          skipped: dict[str, str], suggested: dict | None = None, states: dict | None = None,
-         platform: NvswitchPlatform | None = None) -> list[Candidate]:
+         platform: NvswitchPlatform | None = None, off_fabric: str | None = None) -> list[Candidate]:
     """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior.
 
     ``states``: cause id -> (the row of knowledge/states_rule_out.csv, what showed its state): a cause the evidence
@@ -762,7 +764,8 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     ``platform``: the NVSwitch system the evidence names (parsers/platform.py). CUDA does not start there until
     Fabric Manager has set the NVSwitches up, so for a symptom of CUDA failing to initialise (CUDA_INIT_SYMPTOMS)
     Fabric Manager not running joins the differential if the symptom does not list it, and ranks first among the
-    open causes that nothing else puts first. It stays a candidate: the platform decides nothing."""
+    open causes that nothing else puts first. It stays a candidate: the platform decides nothing. ``off_fabric``: what
+    shows the GPUs are no NVSwitch board's (parsers/platform.py, off_nvswitch): the cause is ruled out there."""
     suggested = suggested or {}
     states = states or {}
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
@@ -800,6 +803,10 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
         prior = cause.prior
         if status == OPEN and platform is not None and cause.id == FABRIC_CAUSE and symptom.id in CUDA_INIT_SYMPTOMS:
             prior, why = 0, _on_platform(platform, why)
+        elif status == OPEN and off_fabric and cause.id == FABRIC_CAUSE and symptom.id in CUDA_INIT_SYMPTOMS:
+            status, why = RULED_OUT, f"Fabric Manager is needed only on NVSwitch systems{SHOWN_BY}{off_fabric})"
+            source = f"{cause.source_title} <{cause.source_url}>"
+        order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]  # the platform may have ruled it out
         out.append((order, -strength, prior,
                     Candidate(cause.id, cause.title, cause.code, status, why, _decide(cause, shown_by), source)))
     listed = {cause.id for cause in symptom.causes}

@@ -81,3 +81,20 @@ def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
     if named is not None:
         return NvswitchPlatform(named[0].platform, named[1], "/sys/class/dmi/id/product_name")
     return read
+
+
+def off_nvswitch(snapshot: Snapshot) -> str | None:
+    """What shows the GPUs are not on an NVSwitch board, in words ("nvidia-smi lists NVIDIA GeForce RTX 4090"): the
+    GPUs listed are none of an NVSwitch board's SXM parts (a PCIe card, a GeForce, a DGX-1's SXM2), with no NVSwitch on
+    the bus and no Fabric State. None when that is not known (no GPU list, or an SXM part of such a board, however
+    many: a VM may be given part of the board). Fabric Manager is needed only on NVSwitch systems."""
+    from gpuhealth.knowledge.nvswitch import rows
+
+    names = [g.name or "" for g in snapshot.gpus]
+    if not names or not all(names) or nvswitch_platform(snapshot) is not None:
+        return None
+    boards = [row for row in rows() if row.kind == "gpu"]
+    if any(row.pattern.search(name[:200]) for row in boards for name in names):  # type: ignore[attr-defined]
+        return None
+    shown = ", ".join(dict.fromkeys(name.strip() for name in names))
+    return f"{snapshot.sources.get('smi', 'nvidia-smi')} lists {shown[:120]}"
