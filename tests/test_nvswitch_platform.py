@@ -128,3 +128,16 @@ def test_a_live_hosts_gpu_list_or_product_name_names_the_platform():
     assert nvswitch_platform(Snapshot(os=OsInfo(machine_product="DGXH100"))).name == "NVIDIA DGX H100/H200"
     assert nvswitch_platform(Snapshot(os=OsInfo(machine_product="PowerEdge R750xa"))) is None
     assert Severity.CRITICAL  # the model's severities are unchanged by the field
+
+
+def test_nvswitches_on_the_bus_or_a_gpus_fabric_state_name_an_nvswitch_system():
+    from gpuhealth.model import Gpu, PciDevice, SmiReport, Snapshot
+
+    switch = PciDevice("0000:07:00.0", "10de", "1af1", class_code="0680", name="NVIDIA Corporation Device 1af1")
+    gpu = PciDevice("0000:07:00.0", "10de", "20b2", class_code="0302")
+    assert "NVSwitch" in nvswitch_platform(Snapshot(pci_devices=(switch,) * 6)).name
+    assert nvswitch_platform(Snapshot(pci_devices=(gpu,))) is None
+    joined = (Gpu(index=0, name="NVIDIA A100-SXM4-80GB", fabric_state="In Progress"),)
+    assert "Fabric State: In Progress" in nvswitch_platform(Snapshot(smi=SmiReport(gpus=joined))).shown
+    outside = (Gpu(index=0, name="NVIDIA A100-PCIE-40GB", fabric_state="N/A"),)
+    assert nvswitch_platform(Snapshot(smi=SmiReport(gpus=outside))) is None

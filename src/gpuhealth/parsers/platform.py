@@ -57,7 +57,8 @@ def _printed(line: str, name: str) -> bool:
 
 def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
     """The snapshot's NVSwitch platform: the one analyze read (``snapshot.platform``), else the one its nvidia-smi GPU
-    list or its DMI product name (a live host's) shows. The GPU list and a product name win over words."""
+    list, NVSwitches on its PCI bus, a GPU's Fabric State (nvidia-smi -q) or its DMI product name (a live host's)
+    shows. Each of those is a program's output and wins over words."""
     from gpuhealth.knowledge.nvswitch import gpus_on_nvswitch, named_nvswitch_platform
 
     read = snapshot.platform
@@ -66,6 +67,15 @@ def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
     board = gpus_on_nvswitch([g.name or "" for g in snapshot.gpus])
     if board is not None:
         return NvswitchPlatform(board[0].platform, board[1], snapshot.sources.get("smi", "nvidia-smi"))
+    switches = [d for d in snapshot.pci_devices or () if d.vendor_id == "10de"
+                and ("NVSwitch" in (d.name or "") or (d.class_code or "").startswith("0680"))]
+    if switches:  # the NVSwitches themselves on the bus (lspci: NVIDIA's "Bridge" devices, class 0680)
+        return NvswitchPlatform("an NVSwitch system (NVSwitches on the PCI bus)", f"{len(switches)} NVSwitch device(s)",
+                                snapshot.sources.get("pci_devices", "lspci"))
+    joined = [g for g in snapshot.gpus if (g.fabric_state or "N/A").strip().lower() not in ("n/a", "")]
+    if joined:  # nvidia-smi -q shows a Fabric State only for GPUs of an NVSwitch fabric ("N/A" elsewhere)
+        return NvswitchPlatform("an NVSwitch system (its GPUs have a fabric state)",
+                                f"Fabric State: {joined[0].fabric_state}", snapshot.sources.get("smi", "nvidia-smi -q"))
     product = snapshot.os.machine_product if snapshot.os is not None else None
     named = named_nvswitch_platform(product) if product else None
     if named is not None:
