@@ -463,15 +463,22 @@ def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
     return fixes_of(spec.code)
 
 
+# Causes that restate a symptom rather than explain one: "the NVIDIA kernel module is not loaded" (a line such as
+# "Failed to open /dev/nvidiactl: No such device") is GH201's symptom itself, whose differential asks why (Secure Boot,
+# no module built, nouveau ...); its lines show that symptom like any symptom line
+_RESTATES_SYMPTOM = frozenset({"driver-not-loaded"})
+
+
 def _raised_by_causes(made: set[str], messages: Sequence[MessageLine]) -> set[str]:
     """The codes whose finding only lines naming a cause raised ("Module nvidia not found", a person's "the module was
     not built for this kernel"): that finding is the cause's, and shows no symptom that shares its code (GH507's
-    "the driver could not be built or installed" is not what such a line says)."""
+    "the driver could not be built or installed" is not what such a line says). A cause that restates a symptom
+    (``_RESTATES_SYMPTOM``) names no explanation: its lines leave the symptom standing."""
     lines: dict[str, list[bool]] = {}
     for m in messages:
         if m.signature:
             sig = signature(m.signature)
-            lines.setdefault(sig.code, []).append(bool(sig.cause))
+            lines.setdefault(sig.code, []).append(bool(sig.cause) and sig.cause not in _RESTATES_SYMPTOM)
     return {code for code in made if lines.get(code) and all(lines[code])}
 
 
