@@ -374,3 +374,20 @@ def test_pasted_lines_become_evidence_one_way():
     snapshot, _ = analyze_texts([("app.log", text * 3)])
     (finding,) = [f for f in run_checks(snapshot).findings if f.code == "GH003"]
     assert [len(e.lines) for e in finding.evidence] == [1]
+
+
+def test_a_row_that_decodes_one_error_brings_its_own_fixes():
+    # containerd's CRI error (pkg/cri/server/helpers.go, getSandboxRuntime's format; the kubelet event around it is
+    # written here): the fix is in containerd's configuration, not Docker's daemon.json
+    line = ('Warning  FailedCreatePodSandBox  kubelet  Failed to create pod sandbox: rpc error: code = Unknown desc = '
+            'failed to get sandbox runtime: no runtime for "nvidia" is configured\n')
+    report = report_of(("events.txt", line))
+    (found,) = [f for f in report.findings if f.code == "GH802"]
+    commands = [f.command for f in found.fixes]
+    assert "sudo nvidia-ctk runtime configure --runtime=containerd" in commands
+    assert not any("docker" in c for c in commands)
+    # a row without keyed fixes keeps the check's own
+    docker = report_of(("run.txt", "docker: Error response from daemon: unknown or invalid runtime name: nvidia.\n"))
+    assert "sudo nvidia-ctk runtime configure --runtime=docker" in [f.command for f in
+                                                                    next(x for x in docker.findings
+                                                                         if x.code == "GH802").fixes]

@@ -140,9 +140,11 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     """
     reading = _Reading()
     heads: list[str] = []  # each text's head: apt's or dnf's output there says the distribution (distro_infer)
+    texts: list[tuple[str, str]] = []  # each text whole: the NVSwitch platform it names (parsers/platform.py)
     for name, text in named_texts:
         if isinstance(text, str):
             heads.append(text[:20_000])
+            texts.append((name, text))
         if isinstance(text, KernelLog):  # a large input, already scanned as a stream (evidence_input.py)
             reading.overlay({"kernel_log": text}, name)
             reading.log.append(Recognised(name, "kernel-log", "scanned as a stream"))
@@ -176,6 +178,11 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
                         unavailable=_answered({**_unavailable(fields), **extra_unavailable}, reported),
                         messages=tuple(reading.messages), commands_given=tuple(dict.fromkeys(reading.commands)),
                         reported=reported, **fields)
+    from gpuhealth.parsers.platform import platform_in_texts
+
+    platform = platform_in_texts(texts)  # a system or instance type named anywhere, in a program's output or words
+    if platform is not None:
+        snapshot = dataclasses.replace(snapshot, platform=platform)
     from gpuhealth.distro_infer import with_inferred_family
 
     return with_inferred_family(snapshot, snapshot.commands_given, heads), reading.log

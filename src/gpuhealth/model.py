@@ -634,6 +634,19 @@ class DeviceRequest:
 
 
 @record
+class NvswitchPlatform:
+    """A platform whose GPUs talk through NVSwitch (knowledge/nvswitch_platforms.csv), as the evidence names it: eight
+    SXM GPUs in nvidia-smi's list, a DMI product name, a cloud instance type, or a person's words. On it CUDA waits
+    for Fabric Manager, which ranks that cause first among a CUDA-initialisation failure's open causes
+    (checks/diagnosis.py)."""
+
+    name: str  # the table's platform: "NVIDIA HGX A100 8-GPU (eight A100 SXM4)"
+    shown: str  # what named it: "8 x NVIDIA A100-SXM4-80GB", "p4d.24xlarge"
+    source: str  # the piece of evidence it was read from
+    reported: bool = False  # named in a person's sentences, not in a program's output
+
+
+@record
 class Mention:
     """A GPU or an NVIDIA driver version named in text analyze could not read as one program's output (a package file
     name in an installer's log, a PCI ID in a log line, a GPU model in a person's sentence): GH209 holds them together
@@ -782,6 +795,8 @@ class Snapshot:
     devices_requested: tuple[DeviceRequest, ...] = ()
     # analyze: GPUs and driver versions named in text no parser read (GH209): package names, PCI IDs, models in words
     mentioned: tuple[Mention, ...] = ()
+    # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
+    platform: NvswitchPlatform | None = None
     env: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # evidence name -> why it is missing
     sources: dict[str, str] = field(default_factory=dict)  # evidence name -> file or command it came from

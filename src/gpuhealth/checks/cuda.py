@@ -579,7 +579,7 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     libcuda.so.1 points, nothing can be compared: the check is skipped, so a CUDA error 803 keeps a stale libcuda
     among its open causes.
     """
-    if snapshot.cuda is None and forward_compat_libcuda(snapshot) is None:
+    if snapshot.cuda is None and forward_compat_libcuda(snapshot) is None and compat_package(snapshot) is None:
         yield Skip(snapshot.unavailable.get("cuda") or "no cuda evidence")
         return
     judged = list(_stale_or_compat(snapshot))
@@ -593,7 +593,7 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
 
 
 def _stale_or_compat(snapshot: Snapshot) -> Iterator[Draft | Skip]:
-    compat = forward_compat_libcuda(snapshot)
+    compat = forward_compat_libcuda(snapshot) or compat_package(snapshot)
     if compat is not None:
         yield from _judge_compat(snapshot, compat)
         return
@@ -679,7 +679,7 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
     ldd names."""
     state = snapshot.cuda
     if state is None:
-        return _compat_package(snapshot) or _reported_by_nvml(snapshot)
+        return _reported_by_nvml(snapshot)
     env_path = state.ld_library_path or tuple(p for p in snapshot.env.get(LD_LIBRARY_PATH, "").split(":") if p)
     found: tuple[str, str] | None = None
     for path in env_path:
@@ -696,7 +696,7 @@ def forward_compat_libcuda(snapshot: Snapshot) -> CompatLibcuda | None:
         used = next((f for f in state.library_files if "libcuda.so" in f and is_compat_dir(f)), None)
         found = (used, "ldd") if used else None
     if found is None:
-        return _compat_package(snapshot) or _reported_by_nvml(snapshot)
+        return _reported_by_nvml(snapshot)
     path, where = found
     cuda = _cuda_dir_version(path, state) or (state.base_image_cuda if path.startswith("/usr/local/cuda/") else None)
     version = state.libcuda_version if path == state.libcuda_path else None
@@ -713,7 +713,7 @@ NVML_CUDA = "nvidia-smi's CUDA Version"
 _COMPAT_PACKAGE = lazy_re(r"^cuda-compat-(?P<major>\d{1,2})-(?P<minor>\d{1,2})$")
 
 
-def _compat_package(snapshot: Snapshot) -> CompatLibcuda | None:
+def compat_package(snapshot: Snapshot) -> CompatLibcuda | None:
     """The cuda-compat-X-Y package a listing (or the reporter's words) shows installed, beside a CUDA error 803 or 804:
     installed, the package is on the loader path only where LD_LIBRARY_PATH (or an ld.so.conf file) names its
     directory, but those errors say CUDA took a forward-compatibility libcuda, and the package is where it comes from.

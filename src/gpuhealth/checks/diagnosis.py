@@ -39,6 +39,7 @@ from gpuhealth.model import (
     Finding,
     Fix,
     MessageLine,
+    NvswitchPlatform,
     Severity,
     Skipped,
     Snapshot,
@@ -197,7 +198,14 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     table = symptoms()
     shown = {m.symptom for m in messages if shows_symptom(m) and not m.reported}
     told = {m.symptom for m in messages if m.reported} - shown  # shown only in the reporter's own words
-    for symptom_id in _present_symptoms(result, messages, table, _raised_by_causes(made, messages)):
+    present = _present_symptoms(result, messages, table, _raised_by_causes(made, messages))
+    platform, off_fabric = None, None
+    if CUDA_INIT_SYMPTOMS.intersection(present):
+        from gpuhealth.parsers.platform import nvswitch_platform, off_nvswitch
+
+        platform = nvswitch_platform(snapshot)  # an NVSwitch system puts Fabric Manager first (rank)
+        off_fabric = off_nvswitch(snapshot) if platform is None else None  # GPUs of no NVSwitch board rule it out
+    for symptom_id in present:
         symptom = table[symptom_id]
         if any(symptom.code in f.explains for f in result):
             continue  # a check already named the cause of this symptom's finding
@@ -205,10 +213,10 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
             if _machine_says_otherwise(symptom, result, ran, skipped_reason):
                 continue
             result = _resolve(result, as_told(symptom), messages, ran, skipped_reason, made, True, suggested,
-                              told=True, held=held)
+                              told=True, held=held, platform=platform, off_fabric=off_fabric)
             continue
         result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown, suggested,
-                          held=held)
+                          held=held, platform=platform, off_fabric=off_fabric)
     return _ordered(_fold_mined(result, confirming))
 
 
@@ -384,6 +392,13 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
                 if lines_severity is Severity.CRITICAL and all(m.reported for _, m in matched):
                     lines_severity = Severity.WARNING  # the reporter's words raise a finding no higher than a warning
                 updated = _at_severity(updated, max(current.severity, lines_severity, key=lambda s: s.rank))
+            elif current.labels.get("reported") == "words" and current.severity is Severity.WARNING:
+                # the check's finding rests on the reporter's words (held at a warning), but a program's own lines
+                # under its code are critical (GH603 on a cuda-compat the words name, beside CUDA's error 804): the
+                # machine output wins, as it would without the words
+                machine = [s for s, m in matched if not m.reported]
+                if any(SEVERITY[s.severity] is Severity.CRITICAL for s in machine):
+                    updated = _at_severity(updated, Severity.CRITICAL)
             findings[index] = updated
             continue
         if code not in skipped and _machine_overrules(matched):
@@ -397,7 +412,7 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             made = replace(made, labels={**made.labels, "reported": "words"})
         # lines the catalogue calls informational ("not a fault": a kernel tainted by an unsigned module with Secure
         # Boot off) have nothing to fix; the check's fixes would read as if they had
-        fixes = made.fixes
+        fixes = _row_fixes(matched) or made.fixes  # a row that decodes one error has its own fixes (GH802:<row>)
         if code == "GH606":  # the lines name the GPU's compute capability: the wheel whose arch list has it
             from gpuhealth.checks.cuda import arch_wheel_fixes, capabilities_named
 
@@ -415,6 +430,15 @@ def _machine_overrules(matched: Sequence[tuple[Signature, MessageLine]]) -> bool
 
     return all(m.reported and (m.signature or "").startswith(TOLD_PREFIX) for _, m in matched) and all(
         sig.cause in state_causes() for sig, _ in matched)
+
+
+def _row_fixes(matched: Sequence[tuple[Signature, MessageLine]]) -> tuple[Fix, ...]:
+    """The fixes knowledge/fixes.csv keys to one of the matched catalogue rows (``<code>:<row id>``): the fixes of
+    the one error the row decodes (containerd's missing nvidia runtime is fixed in containerd's configuration, not
+    Docker's), in place of the check's general ones; empty when no row has its own."""
+    from gpuhealth.knowledge.fixes import fixes_of
+
+    return next((found for sig, _ in matched if (found := fixes_of(f"{sig.code}:{sig.id}"))), ())
 
 
 def _unnumbered(line: str) -> str:
@@ -439,15 +463,22 @@ def documented_fixes(spec: CheckSpec) -> tuple[Fix, ...]:
     return fixes_of(spec.code)
 
 
+# Causes that restate a symptom rather than explain one: "the NVIDIA kernel module is not loaded" (a line such as
+# "Failed to open /dev/nvidiactl: No such device") is GH201's symptom itself, whose differential asks why (Secure Boot,
+# no module built, nouveau ...); its lines show that symptom like any symptom line
+_RESTATES_SYMPTOM = frozenset({"driver-not-loaded"})
+
+
 def _raised_by_causes(made: set[str], messages: Sequence[MessageLine]) -> set[str]:
     """The codes whose finding only lines naming a cause raised ("Module nvidia not found", a person's "the module was
     not built for this kernel"): that finding is the cause's, and shows no symptom that shares its code (GH507's
-    "the driver could not be built or installed" is not what such a line says)."""
+    "the driver could not be built or installed" is not what such a line says). A cause that restates a symptom
+    (``_RESTATES_SYMPTOM``) names no explanation: its lines leave the symptom standing."""
     lines: dict[str, list[bool]] = {}
     for m in messages:
         if m.signature:
             sig = signature(m.signature)
-            lines.setdefault(sig.code, []).append(bool(sig.cause))
+            lines.setdefault(sig.code, []).append(bool(sig.cause) and sig.cause not in _RESTATES_SYMPTOM)
     return {code for code in made if lines.get(code) and all(lines[code])}
 
 
@@ -471,14 +502,16 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
              skipped: dict[str, str], made: set[str], shown: bool, suggested: dict | None = None,
-             told: bool = False, held: dict[str, str] | None = None) -> list[Finding]:
+             told: bool = False, held: dict[str, str] | None = None,
+             platform: NvswitchPlatform | None = None, off_fabric: str | None = None) -> list[Finding]:
     """``shown``: a line or command showed the symptom itself (:func:`shows_symptom`); otherwise a check's
     finding under the symptom's code did, or a line naming one of its causes let the table infer it. ``told``: only
     the reporter's words show it (``symptom`` is then :func:`as_told`'s). ``held``: the states the programs' output
-    shows (checks/machine_state.py), which rule causes out."""
+    shows (checks/machine_state.py), which rule causes out. ``platform``: the NVSwitch system the evidence names."""
     from gpuhealth.checks.machine_state import ruled_out
 
-    ranked = rank(symptom, findings, messages, ran, skipped, suggested, ruled_out(symptom.id, held or {}))
+    ranked = rank(symptom, findings, messages, ran, skipped, suggested, ruled_out(symptom.id, held or {}), platform,
+                  off_fabric)
     severity = observed_severity(symptom, findings, shown)
     confirmed = [c for c in ranked if c.status == CONFIRMED]
     if confirmed and confirmed[0].why.startswith(DECIDED_BY):
@@ -723,7 +756,8 @@ def cause_severity(own: Severity, symptom: Symptom, findings: Sequence[Finding],
 
 
 def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[MessageLine], ran: set[str],
-         skipped: dict[str, str], suggested: dict | None = None, states: dict | None = None) -> list[Candidate]:
+         skipped: dict[str, str], suggested: dict | None = None, states: dict | None = None,
+         platform: NvswitchPlatform | None = None, off_fabric: str | None = None) -> list[Candidate]:
     """The symptom's causes, each confirmed / open / ruled out, confirmed first, then open by prior.
 
     ``states``: cause id -> (the row of knowledge/states_rule_out.csv, what showed its state): a cause the evidence
@@ -732,7 +766,13 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
 
     ``suggested``: cause id -> a mined line whose family only suggests that cause (checks/mined_causes.py). An open
     cause it names ranks first among the open ones, saying so; a cause the symptom does not list joins the
-    differential, open, when the line's family explains the symptom's check."""
+    differential, open, when the line's family explains the symptom's check.
+
+    ``platform``: the NVSwitch system the evidence names (parsers/platform.py). CUDA does not start there until
+    Fabric Manager has set the NVSwitches up, so for a symptom of CUDA failing to initialise (CUDA_INIT_SYMPTOMS)
+    Fabric Manager not running joins the differential if the symptom does not list it, and ranks first among the
+    open causes that nothing else puts first. It stays a candidate: the platform decides nothing. ``off_fabric``: what
+    shows the GPUs are no NVSwitch board's (parsers/platform.py, off_nvswitch): the cause is ruled out there."""
     suggested = suggested or {}
     states = states or {}
     fired = {f.code: f for f in findings if f.severity is not Severity.INFO}
@@ -767,9 +807,18 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
         strength = (10 if cause.id in decided else 9 if cause.id in named else
                     fired[cause.code].severity.rank if status == CONFIRMED and cause.code in fired else
                     1 if status == CONFIRMED or cause.id in suggested else 0)
-        out.append((order, -strength, cause.prior,
+        prior = cause.prior
+        if status == OPEN and platform is not None and cause.id == FABRIC_CAUSE and symptom.id in CUDA_INIT_SYMPTOMS:
+            prior, why = 0, _on_platform(platform, why)
+        elif status == OPEN and off_fabric and cause.id == FABRIC_CAUSE and symptom.id in CUDA_INIT_SYMPTOMS:
+            status, why = RULED_OUT, f"Fabric Manager is needed only on NVSwitch systems{SHOWN_BY}{off_fabric})"
+            source = f"{cause.source_title} <{cause.source_url}>"
+        order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]  # the platform may have ruled it out
+        out.append((order, -strength, prior,
                     Candidate(cause.id, cause.title, cause.code, status, why, _decide(cause, shown_by), source)))
     listed = {cause.id for cause in symptom.causes}
+    if platform is not None and symptom.id in CUDA_INIT_SYMPTOMS and FABRIC_CAUSE not in listed:
+        out.append(_fabric_candidate(platform, fired, ran, skipped))
     if any(line.cause not in listed and symptom.code in line.explains for line in suggested.values()):
         from gpuhealth.knowledge.causes import causes
 
@@ -781,6 +830,39 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
                                                 f"{SUGGESTED_BY}{line.message.line.strip()[:140]}", extra.decide)))
     out.sort(key=lambda item: item[:3])
     return [item[3] for item in out]
+
+
+# --------------------------------------------------------------------------- the platform ranks Fabric Manager
+
+FABRIC_CAUSE = "fabric-manager-failed"
+# symptoms of CUDA failing to initialise or count GPUs (cudaGetDeviceCount, torch.cuda.is_available() False)
+CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu"})
+
+
+def _on_platform(platform: NvswitchPlatform, why: str) -> str:
+    """A candidate's reason, said of the NVSwitch platform that ranks it first."""
+    said = "the reporter's words" if platform.reported else platform.source
+    return (f"{platform.shown} ({said}) names {platform.name}, an NVSwitch system: CUDA does not start there until "
+            f"Fabric Manager has set the NVSwitches up; {why.split('; ', 1)[-1]}")
+
+
+def _fabric_candidate(platform: NvswitchPlatform, fired: dict[str, Finding], ran: set[str],
+                      skipped: dict[str, str]) -> tuple:
+    """Fabric Manager not running, added to a CUDA-initialisation symptom whose causes do not list it: open, first
+    among the open causes (prior 0); confirmed when its check (GH210) fired, ruled out when it ran and found nothing."""
+    from gpuhealth.knowledge.causes import causes
+
+    cause = causes()[FABRIC_CAUSE]
+    if cause.code in fired:
+        return (0, -fired[cause.code].severity.rank, 0, Candidate(
+            cause.id, cause.title, cause.code, CONFIRMED, f"{cause.code}: {fired[cause.code].message[:140]}",
+            cause.decide))
+    if cause.code in ran and cause.code not in skipped:
+        why = f"{cause.code} found nothing wrong in the evidence given"
+        return (2, 0, 0, Candidate(cause.id, cause.title, cause.code, RULED_OUT, why, cause.decide))
+    why = _on_platform(platform, f"not checked: {skipped[cause.code][:120]}" if cause.code in skipped
+                       else "nothing in the evidence decides it")
+    return (1, 0, 0, Candidate(cause.id, cause.title, cause.code, OPEN, why, cause.decide))
 
 
 def _fact(finding: Finding) -> str:

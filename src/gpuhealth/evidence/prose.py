@@ -327,7 +327,7 @@ def fill_packages(fields: dict[str, Any], given: list[Statement]) -> list[Report
     env = fields.get("host_env")
     if system and not (env is not None and (env.packages or env.package_source)):
         source = system[-1].source
-        packages = tuple(NvidiaPackage(s.stated.name, None, "reported") for s in system)
+        packages = tuple(NvidiaPackage(s.stated.name, s.stated.version, "reported") for s in system)
         sentences = list(dict.fromkeys(s.stated.words for s in system))
         what = f"installed: {', '.join(p.name for p in packages)}"
         facts.append(_set(fields, "host_env", HostEnvironment, {"packages": packages, "package_source": told(source)},

@@ -672,14 +672,17 @@ class PackageStatement:
 # for Linux, "Package Manager Installation"); RHEL's and Fedora's kmod-nvidia (ELRepo), akmod-nvidia (RPM Fusion),
 # nvidia-driver[-cuda]; the NVIDIA Container Toolkit's nvidia-container-toolkit; pip's torch==<version>+cu<XY>.
 _PACKAGE = lazy_re(
-    r"(?<![\w/.=-])(?:(?P<deb>nvidia-(?:driver|dkms|utils|compute-utils|kernel-common|kernel-source|headless(?:-no-dkms)?)"
+    r"(?<![a-zA-Z0-9_/.=-])(?:(?P<deb>nvidia-(?:driver|dkms|utils|compute-utils|kernel-common|kernel-source|headless(?:-no-dkms)?)"
     r"-\d{3}(?:-server)?(?:-open)?|libnvidia-(?:compute|gl|common|decode|encode|extra|cfg1|fbc1)-\d{3}(?:-server)?|"
     r"linux-modules-nvidia-\d{3}(?:-server)?(?:-open)?-[\w.-]{1,40}|cuda-drivers(?:-\d{3})?|"
     r"nvidia-driver(?:-cuda|-libs)?|(?:a)?kmod-nvidia(?:-(?:open|latest)-dkms)?|xorg-x11-drv-nvidia(?:-cuda)?|"
-    r"nvidia-container-toolkit|nvidia-docker2)|(?P<cuda>cuda-(?:toolkit|compat|runtime|libraries|cudart))"
+    r"nvidia-container-toolkit|nvidia-docker2)(?:(?:=|\s\(|\s(?:version\s)?)(?P<pver>\d{1,3}\.\d{1,3}(?:\.\d{1,3})?"
+    r"(?:-[\w.~+]{1,40})?)\)?)?|"
+    r"(?P<cuda>cuda-(?:toolkit|compat|runtime|libraries|cudart))"
     r"(?:-(?P<major>\d{1,2})[-.](?P<minor>\d{1,2}))?|torch==(?P<torch>\d{1,2}\.\d{1,2}(?:\.\d{1,3})?(?:\+(?:cu\d{2,3}|cpu))?)|"
     r"(?:NVIDIA-Linux-(?:x86_64|aarch64)-(?P<run>\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?:-no-compat32)?\.run|"
-    r"(?:the\s)?(?P<run2>\d{3}\.\d{1,3}(?:\.\d{1,3})?)\s(?:\.run|run-?file|\.run\sfile)))(?![\w+]|[.-]\w)", re.I)
+    r"(?:the\s)?(?P<run2>\d{3}\.\d{1,3}(?:\.\d{1,3})?)\s(?:\.run|run-?file|\.run\sfile)))"
+    r"(?![a-zA-Z0-9_+]|[.-][a-zA-Z0-9_])", re.I)
 # the verb that says what happened to the package: the last one before its name in the sentence
 _PACKAGE_VERB = lazy_re(
     r"\b(?:(?P<present>installed|reinstalled|have(?!\s+to\b)|has(?!\s+to\b)|got|added|using|running)|"
@@ -688,13 +691,18 @@ _PACKAGE_VERB = lazy_re(
     r"(?P<command>(?:apt(?:-get)?|aptitude|dnf|yum|zypper|pip3?|conda)\s+(?:-\S{1,20}\s+){0,3}"
     r"(?P<cverb>install|reinstall|remove|purge|autoremove|erase|uninstall))|"
     r"(?P<tried>tried|trying|try|attempted|attempting|wanted|want|planning|plan|going\s+to|need(?:s|ed)?|must|"
-    r"should|could|would|might|may|suggest\w{0,4}|recommend\w{0,4}))\b", re.I)
+    r"should|could|would|might|may|suggest\w{0,4}|recommend\w{0,4}))\b|"
+    # Chinese, written against the name ("我安装了cuda-compat-12-9", "卸载了 cuda-compat"): no \b there
+    r"(?P<present_zh>安装了|安裝了|装了|裝了|已经?安装|已經?安裝|升级到|升級到|更新到|换成|換成)|"
+    r"(?P<absent_zh>卸载了|卸載了|删除了|刪除了|移除了|已经?卸载|已經?卸載)|"
+    r"(?P<tried_zh>尝试|嘗試|试着|試著|打算|准备|準備|想要?|需要|应该|應該|要不要|是否|如果|假如|要是)", re.I)
 # after the name: "nvidia-driver-535 is installed", "cuda-compat was removed", "nvidia-dkms-535 installed"
 _PACKAGE_AFTER = lazy_re(
     r"\s{0,2}(?:(?:package|packages)\s{1,3})?(?:(?:is|are|was|were|got|has\s+been|have\s+been)\s{1,3})?"
     r"(?:(?:still|also|now|already|definitely)\s{1,3})?(?P<state>not\s{1,3}installed|installed|present|removed|"
     r"uninstalled|purged|missing|gone)\b", re.I)
-_PACKAGE_NOT = lazy_re(r"\b(?:not|never|no\s+longer|did\s+not|without)\s+(?:\S+\s+){0,1}$")
+_PACKAGE_NOT = lazy_re(r"\b(?:not|never|no\s+longer|did\s+not|without)\s+(?:\S+\s+){0,1}$|"
+                       r"(?:没有?|沒有?|未|不)\s{0,2}$", re.I)
 _PACKAGE_PAST = lazy_re(r"\b(?:previously|formerly|used\s+to|originally|earlier|before|had(?!\s+to\b)|old|older)\b"
                         r"|\bfrom\s+(?:\S+\s+)?$", re.I)
 _PACKAGE_CONDITION = lazy_re(r"\b(?:if|when|whether|unless|until|in\s+case|otherwise|maybe|wonder|not\s+sure|"
@@ -709,7 +717,8 @@ def package_statements(text: str) -> tuple[PackageStatement, ...]:
     winning. A question, a condition, an intention or an attempt ("should I install cuda-compat", "I tried
     installing nvidia-driver-535", "if nvidia-dkms-535 is installed"), a negation ("I did not install cuda-compat")
     and the past ("before, I had nvidia-driver-470", "upgraded from nvidia-driver-470") state nothing. A command line
-    alone ("sudo apt install ...") is what was typed, not what it did: nothing."""
+    alone ("sudo apt install ...") is what was typed, not what it did: nothing. Chinese is read the same way
+    ("我安装了 cuda-compat-12-9", "卸载了 cuda-compat"; 打算, 需要, 如果 and 没有 state nothing)."""
     found: dict[str, PackageStatement] = {}
     for sentence in prose_sentences(text):
         if _COMMAND_LINE.match(sentence):
@@ -732,7 +741,7 @@ def _package_name(match: re.Match[str]) -> tuple[str, str | None, str]:
     if match["cuda"]:
         name = match["cuda"].lower()
         return (f"{name}-{match['major']}-{match['minor']}" if match["major"] else name), None, ""
-    return match["deb"].lower(), None, ""
+    return match["deb"].lower(), match["pver"], ""
 
 
 def _package_stated(sentence: str, match: re.Match[str]) -> PackageStatement | None:
@@ -742,7 +751,7 @@ def _package_stated(sentence: str, match: re.Match[str]) -> PackageStatement | N
     after = _PACKAGE_AFTER.match(sentence, match.end())
     verbs = list(_PACKAGE_VERB.finditer(before))
     verb = verbs[-1] if verbs else None
-    if any(v["tried"] for v in verbs[-2:]):
+    if any(v["tried"] or v["tried_zh"] for v in verbs[-2:]):
         return None  # "I tried to install", "I need to install", "should I have installed"
     if after is not None:
         state = " ".join(after["state"].lower().split())
@@ -768,9 +777,9 @@ def _verb_present(verb: re.Match[str], between: str) -> bool | None:
     """True: the verb puts the package there ("installed", "upgraded to"); False: takes it off ("removed", "apt
     purge"); None: says neither ("upgraded" without "to" before the name). A package manager's command inside a
     sentence ("after apt install X") says it was run."""
-    if verb["present"]:
+    if verb["present"] or verb["present_zh"]:
         return True
-    if verb["absent"]:
+    if verb["absent"] or verb["absent_zh"]:
         return False
     if verb["change"]:
         return True if _TO.search(between) else None

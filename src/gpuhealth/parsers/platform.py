@@ -1,0 +1,100 @@
+"""The NVSwitch platform the evidence names (knowledge/nvswitch_platforms.csv): ``Snapshot.platform``.
+
+Read from three kinds of program output and from a person's words:
+
+- nvidia-smi's GPU list: eight (or more) SXM GPUs of one HGX board's kind (``snapshot.gpus``);
+- a system's firmware name: dmidecode's ``Product Name:``/``Family:`` lines, ``/sys/class/dmi/id/product_name``
+  (a line that is the name alone), or the live host's DMI product name (``os.machine_product``);
+- a cloud's answer about the instance: EC2's ``instance-type`` (the name alone), its identity document's
+  ``"instanceType"``, Azure's ``vmSize``, Google Cloud's ``machineType``.
+
+Any other place a name stands (a sentence: "on our p4d.24xlarge CUDA fails") is the reporter's words: the platform
+is marked ``reported``. It only ranks a cause of a symptom (checks/diagnosis.py), it never makes a finding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from gpuhealth.lazyre import guarded_re, has_folded
+from gpuhealth.model import NvswitchPlatform, Snapshot
+
+# a line of a program that names the system or the instance: dmidecode's fields, the metadata services' keys
+_MACHINE_FIELD = guarded_re(
+    r"""^\s*(?:Product Name|Family|SKU Number|Version)\s*:"""
+    r"""|["']?(?:instance[-_]?type|vmSize|machine[-_]?type|shape)["']?\s*[:=]""", re.IGNORECASE,
+    may=has_folded("product name", "family", "sku number", "version", "type", "vmsize", "shape"))
+
+
+def platform_in_texts(texts: Iterable[tuple[str, str]]) -> NvswitchPlatform | None:
+    """The first NVSwitch system or instance named in ``texts`` (name, text) in a program's output; else the first
+    named in words, marked reported; None when no text names one."""
+    from gpuhealth.knowledge.nvswitch import named_nvswitch_platform
+
+    worded: NvswitchPlatform | None = None
+    for source, text in texts:
+        found = named_nvswitch_platform(text)
+        if found is None:
+            continue
+        for line in text.splitlines():  # the lines that name one: a program's or a person's?
+            named = named_nvswitch_platform(line)
+            if named is None:
+                continue
+            row, name = named
+            if _printed(line, name):
+                return NvswitchPlatform(row.platform, name, source)
+            worded = worded or NvswitchPlatform(row.platform, name, source, reported=True)
+    return worded
+
+
+def _printed(line: str, name: str) -> bool:
+    """Whether the line holding ``name`` is a program's: the name alone (a DMI file, a metadata answer; a DGX's
+    product name carries a part number after it) or a field of dmidecode or of a metadata document."""
+    rest = line.strip().removeprefix(name).split()
+    return (line.strip().startswith(name) and len(rest) <= 1) or bool(_MACHINE_FIELD.search(line[:500]))
+
+
+def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
+    """The snapshot's NVSwitch platform: the one analyze read (``snapshot.platform``), else the one its nvidia-smi GPU
+    list, NVSwitches on its PCI bus, a GPU's Fabric State (nvidia-smi -q) or its DMI product name (a live host's)
+    shows. Each of those is a program's output and wins over words."""
+    from gpuhealth.knowledge.nvswitch import gpus_on_nvswitch, named_nvswitch_platform
+
+    read = snapshot.platform
+    if read is not None and not read.reported:
+        return read
+    board = gpus_on_nvswitch([g.name or "" for g in snapshot.gpus])
+    if board is not None:
+        return NvswitchPlatform(board[0].platform, board[1], snapshot.sources.get("smi", "nvidia-smi"))
+    switches = [d for d in snapshot.pci_devices or () if d.vendor_id == "10de"
+                and ("NVSwitch" in (d.name or "") or (d.class_code or "").startswith("0680"))]
+    if switches:  # the NVSwitches themselves on the bus (lspci: NVIDIA's "Bridge" devices, class 0680)
+        return NvswitchPlatform("an NVSwitch system (NVSwitches on the PCI bus)", f"{len(switches)} NVSwitch device(s)",
+                                snapshot.sources.get("pci_devices", "lspci"))
+    joined = [g for g in snapshot.gpus if (g.fabric_state or "N/A").strip().lower() not in ("n/a", "")]
+    if joined:  # nvidia-smi -q shows a Fabric State only for GPUs of an NVSwitch fabric ("N/A" elsewhere)
+        return NvswitchPlatform("an NVSwitch system (its GPUs have a fabric state)",
+                                f"Fabric State: {joined[0].fabric_state}", snapshot.sources.get("smi", "nvidia-smi -q"))
+    product = snapshot.os.machine_product if snapshot.os is not None else None
+    named = named_nvswitch_platform(product) if product else None
+    if named is not None:
+        return NvswitchPlatform(named[0].platform, named[1], "/sys/class/dmi/id/product_name")
+    return read
+
+
+def off_nvswitch(snapshot: Snapshot) -> str | None:
+    """What shows the GPUs are not on an NVSwitch board, in words ("nvidia-smi lists NVIDIA GeForce RTX 4090"): the
+    GPUs listed are none of an NVSwitch board's SXM parts (a PCIe card, a GeForce, a DGX-1's SXM2), with no NVSwitch on
+    the bus and no Fabric State. None when that is not known (no GPU list, or an SXM part of such a board, however
+    many: a VM may be given part of the board). Fabric Manager is needed only on NVSwitch systems."""
+    from gpuhealth.knowledge.nvswitch import rows
+
+    names = [g.name or "" for g in snapshot.gpus]
+    if not names or not all(names) or nvswitch_platform(snapshot) is not None:
+        return None
+    boards = [row for row in rows() if row.kind == "gpu"]
+    if any(row.pattern.search(name[:200]) for row in boards for name in names):  # type: ignore[attr-defined]
+        return None
+    shown = ", ".join(dict.fromkeys(name.strip() for name in names))
+    return f"{snapshot.sources.get('smi', 'nvidia-smi')} lists {shown[:120]}"
