@@ -157,3 +157,27 @@ def test_gpus_of_no_nvswitch_board_rule_fabric_manager_out_of_the_framework_diff
     half_board = tuple(Gpu(index=i, name="NVIDIA A100-SXM4-40GB") for i in range(4))
     assert off_nvswitch(Snapshot(smi=SmiReport(gpus=half_board))) is None  # a 4-GPU board, or part of an 8-GPU one
     assert off_nvswitch(Snapshot()) is None  # no GPU list: not known
+
+
+def test_every_system_and_instance_name_holds_a_hint_and_a_row_without_one_is_refused(monkeypatch):
+    # the hints let a paste that names no platform skip every row's search (written here)
+    from gpuhealth.knowledge import nvswitch
+
+    for row in nvswitch.rows():
+        if row.kind != "gpu":
+            assert any(hint in row.pattern.pattern.lower().replace("\\", "") for hint in nvswitch.HINTS), row
+    assert nvswitch.named_nvswitch_platform("GPU 0: NVIDIA A100-SXM4-80GB\n" * 1000) is None
+    real = nvswitch.table_rows
+
+    def rows(name):
+        found = real(name)
+        return [*found, {**found[-1], "kind": "instance", "match": r"\bx9\.huge\b"}]
+
+    nvswitch.rows.cache_clear()
+    monkeypatch.setattr(nvswitch, "table_rows", rows)
+    try:
+        with pytest.raises(ValueError, match="HINTS"):
+            nvswitch.rows()
+    finally:
+        monkeypatch.undo()
+        nvswitch.rows.cache_clear()
