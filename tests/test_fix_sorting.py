@@ -50,7 +50,8 @@ def _stage_reads_only(stage: str) -> bool:
         "systemctl": first in ("status", "is-active", "is-enabled"),
         "mokutil": first == "--sb-state",
         "ipmitool": first == "sdr" or args[:2] == ["sel", "list"],
-        "dcgmi": first == "diag",
+        # DCGM's levels 3 and 4 are stress tests that hold every GPU for tens of minutes: after the drain
+        "dcgmi": first == "diag" and not re.search(r"(?:-r|--run)\s*[34]\b", stage),
         "nvidia-smi": first == "nvlink" or not (set(args) & SMI_WRITES),
         "nvcc": args == ["--version"],
         "gcc": args == ["--version"],

@@ -116,14 +116,17 @@ class Fix:
 FIX_KINDS = ("command", "step", "edit")
 # What stops GPU work or takes the host down: a reboot or shutdown, unloading a module (rmmod, modprobe -r), a GPU
 # reset (nvidia-smi -r / --gpu-reset, a PCI remove or reset in sysfs), removing the driver (nvidia-uninstall, a
-# package removal or purge), stopping or restarting a service (systemctl), killing processes.
+# package removal or purge), stopping or restarting a service (systemctl), killing processes; DCGM's long diagnostic
+# levels (`dcgmi diag -r 3` or 4: stress tests that hold every GPU for tens of minutes; DCGM User Guide, run levels),
+# which belong after the node is drained, never among the read-only looks.
 DISRUPTIVE_COMMAND = guarded_re(
     r"\b(?:reboot|shutdown|poweroff|rmmod|nvidia-uninstall|purge|pkill|killall)\b|\bkill\s+\S"
+    r"|\bdcgmi\s+diag\s+(?:-\S+\s+)*(?:-r|--run)\s*[34]\b"
     r"|\bmodprobe\s+(?:-\w+\s+)*(?:-r|--remove)\b|\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b"
     r"|\b(?:apt-get|apt|dnf|yum|zypper)\s+(?:-\S+\s+)*(?:remove|autoremove|erase)\b"
     r"|\bsystemctl\s+(?:-\S+\s+)*(?:restart|stop|isolate|reboot|poweroff|kexec)\b|/sys/\S*/(?:remove|reset)\b",
     may=has("reboot", "shutdown", "poweroff", "rmmod", "uninstall", "purge", "kill", "modprobe", "nvidia-smi", "remove",
-            "erase", "systemctl", "/sys/"))
+            "erase", "systemctl", "/sys/", "dcgmi"))
 # Programs a fix command may start with (after ``sudo`` and VAR=value assignments). Anything else is prose.
 SHELL_PROGRAMS = frozenset("""
 sudo nvidia-smi nvidia-modprobe nvidia-ctk nvidia-bug-report.sh nvidia-uninstall modprobe rmmod lsmod modinfo

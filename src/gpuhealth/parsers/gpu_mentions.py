@@ -47,8 +47,8 @@ _FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|we|we've|our|me)\b", re.IGNOREC
 _WORD = lazy_re(r"[^\s,;()\[\]\"'`|]+")
 
 
-def mentions(line: str, source: str) -> list[Mention]:
-    """The drivers and GPUs one line names (empty for most lines)."""
+def mentions(line: str, source: str = "") -> list[Mention]:
+    """The drivers and GPUs one line names (empty for most lines); ``source`` names where the line stands."""
     text = line.strip()[:MAX_LINE]
     if not text or not any(c.isdigit() for c in text):  # every version, PCI ID and model name has a digit
         return []
