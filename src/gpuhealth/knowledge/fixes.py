@@ -78,7 +78,8 @@ def _fix(row: dict[str, str], where: str) -> Fix:
         raise ParseError(f"{where}: a {kind} must say what to do in words, not {command!r}")
     disruptive = row["disruptive"] == "yes"
     if DISRUPTIVE_COMMAND.search(command) and not disruptive:
-        raise ParseError(f"{where}: {command!r} reboots, unloads, resets, removes, restarts or holds every GPU: disruptive=yes")
+        raise ParseError(f"{where}: {command!r} reboots, unloads, resets, removes, restarts or holds every GPU: "
+                         "disruptive=yes")
     return Fix(command, family, disruptive, row["note"], kind)
 
 
