@@ -170,3 +170,47 @@ def test_lockdown_refusal_with_modprobe_eperm_leads_gh506_over_gh201(line: str):
             f"$ sudo dmesg | tail -1\n{line}\n")
     result = report(text)
     assert (result.findings[0].code, result.findings[0].severity) == ("GH506", Severity.CRITICAL)
+
+
+# ------------------------------------------------------------- lockdown without Secure Boot (lockdown.c's state)
+
+EPERM = "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Operation not permitted\n"
+
+
+@pytest.mark.parametrize("where", ["command line", "Kernel configuration", "securityfs"])
+def test_locked_down_kernel_makes_modprobe_eperm_a_refusal(where: str):
+    """lock_kernel_down's boot line, from each place lockdown.c names: modprobe's EPERM is its refusal (GH506 leads,
+    critical), not a blacklist (GH201)."""
+    text = f"[    0.000000] Kernel is locked down from {where}; see man kernel_lockdown.7\n" + EPERM
+    result = report(text)
+    first = result.findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+    assert "locked down" in first.message
+    assert "sudo modprobe nvidia" not in {fix.command for fix in first.fixes}  # it was run: EPERM is its answer
+
+
+@pytest.mark.parametrize(("levels", "code"), [
+    ("none [integrity] confidentiality", "GH506"),
+    ("none integrity [confidentiality]", "GH506"),
+    ("[none] integrity confidentiality", "GH201"),  # not locked down: EPERM says nothing of signatures
+])
+def test_sysfs_lockdown_level_decides(levels: str, code: str):
+    text = f"$ cat /sys/kernel/security/lockdown\n{levels}\n" + EPERM
+    assert lead(text)[0] == code
+
+
+def test_lockdown_alone_is_no_fault():
+    """A locked-down kernel whose nvidia module loads (signed) is fine: nothing critical without a failed load."""
+    result = report("[    0.000000] Kernel is locked down from command line; see man kernel_lockdown.7\n", "dmesg.log")
+    assert not any(f.severity == Severity.CRITICAL for f in result.findings)
+
+
+def test_lockdown_lines_reads_the_level():
+    from gpuhealth.evidence.facts import lockdown_lines
+
+    assert lockdown_lines(["none integrity [confidentiality]"], "s")["install"].lockdown == "confidentiality"
+    assert lockdown_lines(["[none] integrity confidentiality"], "s")["install"].lockdown == "none"
+    booted = lockdown_lines(["[    0.0] Kernel is locked down from EFI Secure Boot mode; see man kernel_lockdown.7"],
+                            "dmesg")["install"]
+    assert booted.lockdown == "integrity" and "EFI Secure Boot mode" in (booted.lockdown_source or "")
+    assert lockdown_lines(["lockdown is a word in a sentence"], "s") == {}
