@@ -63,9 +63,9 @@ def test_tensorflow_refusals_say_the_index_and_how_many_gpus_the_process_has():
         (2, "XLA device ordinal 2", 2)]
     assert _asked(TF_ERROR + "'visible_device_list' listed an invalid GPU id '1' but visible device count is 1") == [
         (1, "visible_device_list entry 1", 1)]
-    explicit = (TF_ERROR + "Cannot assign a device for operation MatMul: Could not satisfy explicit device specification "
-                f"'/device:GPU:1' because no devices matching that specification are registered in this process; "
-                f"available devices: {CPU0}, {GPU0}")
+    explicit = (TF_ERROR + "Cannot assign a device for operation MatMul: Could not satisfy explicit device "
+                "specification '/device:GPU:1' because no devices matching that specification are registered in "
+                f"this process; available devices: {CPU0}, {GPU0}")
     assert _asked(explicit) == [(1, "device:GPU:1", 1)]
     # the placer's other refusal is about a kernel, not a device that is missing: only the index is read
     kernel = (TF_ERROR + "Cannot assign a device for operation Assign: Could not satisfy explicit device specification "
