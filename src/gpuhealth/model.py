@@ -1159,6 +1159,10 @@ class InstallState:
     kernel_compiler: str | None = None  # "gcc 11.4.0" (from /proc/version), "clang 17.0.6"
     secure_boot: str | None = None  # "enabled", "disabled", "unsupported" (legacy BIOS boot)
     secure_boot_source: str | None = None
+    # kernel lockdown (security/lockdown/lockdown.c): "none", "integrity" or "confidentiality"; either of the last two
+    # refuses modules without a trusted signature, with Secure Boot or without it (lockdown= on the command line)
+    lockdown: str | None = None
+    lockdown_source: str | None = None
     module_signer: str | None = None  # modinfo -F signer nvidia: "" when the module is unsigned
     module_file: str | None = None  # modinfo -n nvidia: the nvidia.ko modprobe would load
     # `mokutil --test-key KEY`: the key a module is signed with (DKMS's /var/lib/dkms/mok.pub, a MOK.der) and

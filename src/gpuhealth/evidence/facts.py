@@ -571,6 +571,36 @@ def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     return {"install": InstallState(secure_boot=state, secure_boot_source=f"{source}: {quote[:120]}")}
 
 
+# Kernel lockdown (security/lockdown/lockdown.c): at boot, lock_kernel_down's "Kernel is locked down from %s; see man
+# kernel_lockdown.7" (from "command line" for lockdown=, "Kernel configuration" for CONFIG_LOCK_DOWN_KERNEL_FORCE_*,
+# "securityfs", or the distributions' "EFI Secure Boot mode"); and /sys/kernel/security/lockdown, whose reader lists
+# the levels with the one in force in brackets ("none [integrity] confidentiality"). Both levels refuse a module
+# without a trusted signature (module_sig_check asks security_locked_down(LOCKDOWN_MODULE_SIGNATURE): EPERM).
+_LOCKED_DOWN_FROM = guarded_re(r"Kernel is locked down from ([\w ]{1,40}?); see man kernel_lockdown",
+                               may=has("locked down from"))
+_LOCKDOWN_LEVELS = guarded_re(r"^\s*\[?none\]? \[?integrity\]? \[?confidentiality\]?\s*$",
+                              may=has("integrity"))
+
+
+def lockdown_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+    """The install overlay for the kernel's lockdown as these lines state it; empty when none does. The sysfs file's
+    bracketed level wins (it says the level now); the boot line says only that the kernel was locked down, which is at
+    least "integrity"."""
+    state = quote = None
+    for line in lines:
+        text = line.strip()[:300]
+        if _LOCKDOWN_LEVELS.search(text):
+            level = text[text.index("[") + 1:text.index("]")] if "[" in text and "]" in text else None
+            if level in ("none", "integrity", "confidentiality"):
+                return {"install": InstallState(lockdown=level, lockdown_source=f"{source}: {text}")}
+        found = _LOCKED_DOWN_FROM.search(text)
+        if found and state is None:
+            state, quote = "integrity", text[found.start():found.end() + 20]
+    if state is None:
+        return {}
+    return {"install": InstallState(lockdown=state, lockdown_source=f"{source}: {quote[:120]}")}
+
+
 _TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked in ")  # every answer of mokutil --test-key
 
 
