@@ -492,8 +492,16 @@ def _cuda_p2p_line(line: str) -> bool:
     return sample_line(line)
 
 
-# Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect")
-_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line}
+def _fabricmanager_line(line: str) -> bool:
+    from gpuhealth.parsers.fabricmanager_log import fabricmanager_line
+
+    return fabricmanager_line(line) is not None
+
+
+# Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
+# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
+_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
+              "fabricmanager-log": _fabricmanager_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
