@@ -426,6 +426,18 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200) it means the NVLink Subnet
     Manager did not run, and beside GPUs waiting to join the fabric, NVSwitches Fabric Manager cannot see.
 
+    Fabric Manager's log is read as its own (the `[date] [LEVEL] [tid N] message` lines, with or without the time
+    stamp): a start-up whose last word is "Successfully configured all the available NVSwitches" says the service set
+    the fabric up, and this check passes on it.
+
+    A program's error 802 with nothing about the service itself (CUDA's runtime API: the system is not yet ready, a
+    driver daemon it needs is not running) is named by the platform the evidence shows: on an NVSwitch system
+    (eight SXM GPUs in nvidia-smi's list, NVSwitches on the bus, an HGX/DGX name or a cloud instance type) Fabric
+    Manager is the cause; where nothing shows the platform it is the usual cause, and the two looks that decide it
+    (`systemctl status nvidia-fabricmanager`, `nvidia-smi -q | grep -A2 -i fabric`) come first; where the GPUs shown
+    are no NVSwitch board's (a GeForce or PCIe card) it is only the hypothesis, with those two looks and nothing to
+    install. With the unit shown active, the GPUs did not join the fabric it set up: reset them and restart it.
+
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
     although nvidia-smi lists the GPUs.
@@ -490,14 +502,62 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     if reason is not None:
         # Fabric Manager's own words (or its start script's) say why it did not start: that reason leads, with its fix
         message, fixes = signature(reason).summary, table_fixes("GH210", kind=reason)
+    elif evidence:
+        message, fixes = "Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs", \
+            table_fixes("GH210")
     else:
-        message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
-                   if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
-        fixes = table_fixes("GH210")
+        message, fixes = _not_ready_802(snapshot, running=bool(state) and state.split()[0] == "active")
     shown = {line for e in evidence for line in e.lines}
     yield Draft(Severity.CRITICAL, message,
                 evidence=tuple(evidence) + line_evidence([m for m in lines + logged if m.line not in shown]),
                 fixes=fixes, explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+# The two looks that decide whether error 802 is Fabric Manager's (the NVIDIA Fabric Manager User Guide: the service,
+# and the GPUs' fabric registration that CUDA waits for)
+_DECIDE_802 = (Fix("systemctl status nvidia-fabricmanager", "any",
+                   note="decides: active (running) on an NVSwitch system; 'could not be found': not installed"),
+               Fix("nvidia-smi -q | grep -A2 -i fabric", "any",
+                   note="State: Completed on every GPU; In Progress or Not Started: waiting for Fabric Manager; "
+                        "N/A: no NVSwitch fabric"))
+
+
+def _not_ready_802(snapshot: Snapshot, running: bool = False) -> tuple[str, tuple[Fix, ...]]:
+    """The message and fixes of a program's error 802 (cudaErrorSystemNotReady) with nothing about the service itself.
+    CUDA's runtime API says what 802 means: the system is not yet ready, verify that all required driver daemons are
+    running. On an NVSwitch system that daemon is Fabric Manager (its user guide), so the platform the evidence shows
+    decides how firmly the cause is named: an NVSwitch system names it; GPUs of no NVSwitch board leave it the
+    hypothesis, with the looks that decide it and no install; a platform not shown names it as the usual cause there,
+    with the same looks first. With the service shown running, the GPUs did not join the fabric it set up: reset them
+    and restart it (DigitalOcean's guide to error 802 on its eight-H100 Droplets)."""
+    from gpuhealth.parsers.platform import nvswitch_platform, off_nvswitch
+
+    what = "CUDA reports the system not yet initialised (error 802, cudaErrorSystemNotReady)"
+    if running:
+        return (f"{what} while nvidia-fabricmanager is active: the GPUs have not joined the fabric it set up (a GPU "
+                "reset or a Fabric Manager restart left them out, or its version differs from the driver's)",
+                (_DECIDE_802[1], Fix("sudo nvidia-smi -r", "any", disruptive=True,
+                                     note="resets the GPUs (and NVSwitches); no process may hold them"),
+                 Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),
+                 Fix("sudo tail -n 50 /var/log/fabricmanager.log", "any",
+                     note="a version line ('driver interface version ... don't match') says to align the versions")))
+    platform = nvswitch_platform(snapshot)
+    if platform is not None:
+        told = " (the reporter's words)" if platform.reported else ""
+        return (f"{what} on {platform.name} ({one_line(platform.shown)[:80]}{told}): Fabric Manager is not running "
+                "or not of the driver's version, and CUDA does not start on an NVSwitch system until it has set the "
+                "fabric up", _DECIDE_802 + table_fixes("GH210"))
+    off = off_nvswitch(snapshot)
+    if off is not None:
+        return (f"{what}: CUDA waits for a driver daemon that is not running. On an NVSwitch system (HGX/DGX) that is "
+                f"Fabric Manager, but {one_line(off)}, GPUs of no NVSwitch board, so Fabric Manager is only the "
+                "hypothesis (a VM given part of an HGX board would show its SXM GPUs): the two looks below decide it",
+                _DECIDE_802)
+    return (f"{what}: CUDA waits for a driver daemon that is not running; on an NVSwitch system (HGX/DGX: eight "
+            "SXM GPUs, cloud instances such as p4d/p5, ND A100 v4/ND H100 v5, a2/a3) that is Fabric Manager, not "
+            "running or not of the driver's version. Which GPUs this host has is not in the evidence: the two looks "
+            "below decide it",
+            _DECIDE_802 + table_fixes("GH210"))
 
 
 def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | None:

@@ -571,6 +571,70 @@ def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     return {"install": InstallState(secure_boot=state, secure_boot_source=f"{source}: {quote[:120]}")}
 
 
+# Kernel lockdown (security/lockdown/lockdown.c): at boot, lock_kernel_down's "Kernel is locked down from %s; see man
+# kernel_lockdown.7" (from "command line" for lockdown=, "Kernel configuration" for CONFIG_LOCK_DOWN_KERNEL_FORCE_*,
+# "securityfs", or the distributions' "EFI Secure Boot mode"); and /sys/kernel/security/lockdown, whose reader lists
+# the levels with the one in force in brackets ("none [integrity] confidentiality"). Both levels refuse a module
+# without a trusted signature (module_sig_check asks security_locked_down(LOCKDOWN_MODULE_SIGNATURE): EPERM).
+_LOCKED_DOWN_FROM = guarded_re(r"Kernel is locked down from ([\w ]{1,40}?); see man kernel_lockdown",
+                               may=has("locked down from"))
+_LOCKDOWN_LEVELS = guarded_re(r"^\s*\[?none\]? \[?integrity\]? \[?confidentiality\]?\s*$",
+                              may=has("integrity"))
+
+
+def lockdown_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+    """The install overlay for the kernel's lockdown as these lines state it; empty when none does. The sysfs file's
+    bracketed level wins (it says the level now); the boot line says only that the kernel was locked down, which is at
+    least "integrity"."""
+    state = quote = None
+    for line in lines:
+        text = line.strip()[:300]
+        if _LOCKDOWN_LEVELS.search(text):
+            level = text[text.index("[") + 1:text.index("]")] if "[" in text and "]" in text else None
+            if level in ("none", "integrity", "confidentiality"):
+                return {"install": InstallState(lockdown=level, lockdown_source=f"{source}: {text}")}
+        found = _LOCKED_DOWN_FROM.search(text)
+        if found and state is None:
+            state, quote = "integrity", text[found.start():found.end() + 20]
+    if state is None:
+        return {}
+    return {"install": InstallState(lockdown=state, lockdown_source=f"{source}: {quote[:120]}")}
+
+
+# Which key signed the module against which keys shim holds: modinfo's "signer:" field (the signing certificate's
+# name, as kmod reads it from the module's signature) and `mokutil --list-enrolled`, which prints each MOK as
+# "[key N]", "SHA1 Fingerprint: ..." and OpenSSL's text of the certificate ("Issuer: ... CN = ...", "Subject: ...";
+# mokutil's src/efi_x509.c print_x509). A module signed by none of them is refused under Secure Boot: it was signed
+# with another key than the one enrolled (built before that key was made, or by another tool's key).
+_MODINFO_SIGNER = guarded_re(r"^\s{0,8}signer:\s+(\S[^\n]{0,200})$", may=has("signer:"))
+_CERT_NAME = guarded_re(r"^\s{0,16}(?:Subject|Issuer):[^\n]{0,300}?\bCN ?= ?([^,/\n]{1,120})", may=has("CN"))
+_LISTS_ENROLLED = ("mokutil --list-enrolled", "mokutil -l ", "SHA1 Fingerprint:")
+
+
+def module_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+    """The install overlay for the nvidia module's signer (a modinfo of nvidia) and the names of the enrolled MOKs (the
+    certificates' subject and issuer names of a `mokutil --list-enrolled`); empty when the lines hold neither."""
+    found: dict[str, Any] = {}
+    listing = any(word in source for word in _LISTS_ENROLLED[:2]) or any(
+        line.lstrip().startswith(_LISTS_ENROLLED[2]) for line in lines[:2000])
+    names: list[str] = []
+    # a modinfo cut to its signer ("modinfo nvidia | grep signer"): whole, modinfo's own reader takes it
+    modinfo = "modinfo" in source and "nvidia" in source
+    for line in lines[:2000]:
+        text = line[:400]
+        signer = _MODINFO_SIGNER.search(text) if modinfo else None
+        if signer and "module_signer" not in found:
+            found["module_signer"] = signer[1].strip()
+        if listing:
+            name = _CERT_NAME.search(text)
+            if name and name[1].strip() not in names:
+                names.append(name[1].strip())
+    if names:
+        found["enrolled_keys"] = tuple(names[:20])
+        found["enrolled_keys_source"] = source
+    return {"install": InstallState(**found)} if found else {}
+
+
 _TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked in ")  # every answer of mokutil --test-key
 
 
