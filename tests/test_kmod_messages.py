@@ -214,3 +214,65 @@ def test_lockdown_lines_reads_the_level():
                             "dmesg")["install"]
     assert booted.lockdown == "integrity" and "EFI Secure Boot mode" in (booted.lockdown_source or "")
     assert lockdown_lines(["lockdown is a word in a sentence"], "s") == {}
+
+
+# ----------------------------------------------- a key enrolled, the module signed by another (modinfo vs mokutil)
+
+# mokutil --list-enrolled prints each key as "[key N]", "SHA1 Fingerprint: ..." and OpenSSL's text of the
+# certificate (mokutil src/efi_x509.c); modinfo prints the module's "signer:". Our own rendering of both.
+LIST_ENROLLED = """$ mokutil --list-enrolled
+[key 1]
+SHA1 Fingerprint: 3a:0f:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22
+Certificate:
+    Data:
+        Version: 3 (0x2)
+        Serial Number:
+            5d:0c:aa:bb
+        Signature Algorithm: sha256WithRSAEncryption
+        Issuer: O = gpubox, CN = akmods local signing key
+        Validity
+            Not Before: Jan  1 00:00:00 2026 GMT
+            Not After : Dec 31 00:00:00 2125 GMT
+        Subject: O = gpubox, CN = akmods local signing key
+"""
+SB_ON = "$ mokutil --sb-state\nSecureBoot enabled\n"
+REJECTED = "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+
+
+def signer(name: str) -> str:
+    return f"$ modinfo nvidia | grep signer\nsigner:         {name}\n"
+
+
+def test_module_signed_by_a_key_that_is_not_enrolled_says_so():
+    result = report(SB_ON + signer("DKMS module signing key") + LIST_ENROLLED + REJECTED)
+    first = result.findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+    assert "'DKMS module signing key', which is none of the enrolled keys" in first.message
+    lines = [line for evidence in first.evidence for line in evidence.lines]
+    assert "enrolled: akmods local signing key" in lines
+
+
+def test_mismatch_without_a_refusal_line_is_still_critical_under_secure_boot():
+    """Secure Boot on, the module not loaded (lsmod has no nvidia), its signer none of the enrolled keys."""
+    text = SB_ON + signer("DKMS module signing key") + LIST_ENROLLED + "$ lsmod | grep nvidia\n$ nvidia-smi\n" \
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest " \
+        "NVIDIA driver is installed and running.\n"
+    first = report(text).findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+    assert "none of the enrolled keys" in first.message
+
+
+def test_module_signed_by_the_enrolled_key_and_refused_points_at_the_enrolment():
+    first = report(SB_ON + signer("akmods local signing key") + LIST_ENROLLED + REJECTED).findings[0]
+    assert first.code == "GH506"
+    assert "an enrolled key, and is still refused" in first.message
+
+
+def test_enrolled_names_are_read_only_from_a_mokutil_listing():
+    from gpuhealth.evidence.facts import module_key_lines
+
+    subject = ["        Subject: O = gpubox, CN = some web server"]
+    assert module_key_lines(subject, "openssl.txt") == {}  # a certificate, not the MOK list
+    listed = module_key_lines(subject, "paste.txt: $ mokutil --list-enrolled")["install"]
+    assert listed.enrolled_keys == ("some web server",)
+    assert module_key_lines(["signer:         X"], "paste.txt: $ modinfo vboxdrv") == {}  # another module's

@@ -23,6 +23,7 @@ from gpuhealth.evidence.facts import (
     env_lines,
     facts_for,
     lockdown_lines,
+    module_key_lines,
     p2p_lines,
     secure_boot_lines,
     signing_key_lines,
@@ -686,6 +687,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
     reading.overlay(lockdown_lines(lines, piece.name), piece.name)  # kernel lockdown refuses unsigned modules (GH506)
+    reading.overlay(module_key_lines(lines, piece.name), piece.name)  # the module's signer, the enrolled MOKs (GH506)
     reading.overlay(kbuild_compiler_lines(lines, piece.name), piece.name)  # the kernel build's two compilers (GH505)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)

@@ -1165,6 +1165,9 @@ class InstallState:
     lockdown_source: str | None = None
     module_signer: str | None = None  # modinfo -F signer nvidia: "" when the module is unsigned
     module_file: str | None = None  # modinfo -n nvidia: the nvidia.ko modprobe would load
+    # mokutil --list-enrolled: the names (CN) of the enrolled MOKs' certificates, subject and issuer; None: not shown
+    enrolled_keys: tuple[str, ...] | None = None
+    enrolled_keys_source: str | None = None
     # `mokutil --test-key KEY`: the key a module is signed with (DKMS's /var/lib/dkms/mok.pub, a MOK.der) and
     # what shim says of it: "enrolled", "not-enrolled", "pending" (in the enrollment request: confirm it in the
     # MOK manager at the next boot) or "blocked" (dbx, MokListX)

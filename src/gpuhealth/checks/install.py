@@ -552,6 +552,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
     Secure Boot in the firmware also works where that is allowed.
 
+    A module signed by a key that is not among the enrolled ones (its `modinfo` signer against the names
+    `mokutil --list-enrolled` shows) is refused however many keys are enrolled: it was built before the key was made,
+    or signed by another tool's key; it must be rebuilt or signed again with the enrolled key.
     Kernel lockdown refuses such a module as Secure Boot does, with or without it (`lockdown=integrity` on the
     command line, a kernel configured to lock down): "Kernel is locked down from ..." at boot, or
     /sys/kernel/security/lockdown with its level in brackets, makes modprobe's "Operation not permitted" for nvidia
@@ -626,9 +629,26 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             f"filename: {install.module_file}",
             f"signer: {install.module_signer}" if install.module_signer else "no signature")))
     unsigned = install.module_signer == ""
+    # the module's signer against the enrolled MOKs (modinfo's signer, mokutil --list-enrolled): signed by none of
+    # them, it is refused under Secure Boot (signed with another key than the one enrolled)
+    enrolled = install.enrolled_keys
+    foreign = bool(install.module_signer and enrolled is not None
+                   and install.module_signer.casefold() not in {name.casefold() for name in enrolled})
+    if install.module_signer and enrolled is not None:
+        evidence.append(Evidence(install.enrolled_keys_source or "mokutil --list-enrolled", (
+            f"signer: {install.module_signer}", *(f"enrolled: {name}" for name in enrolled[:4]))))
     refused = bool(log_lines or refusals or unsigned or (locked and eperm)
-                   or (enabled and (eperm or untrusted or (key_refused and not_loaded))))
-    if log_lines:
+                   or (enabled and (eperm or untrusted or (key_refused and not_loaded) or (foreign and not_loaded))))
+    if foreign and (refusals or log_lines or (enabled and not_loaded)):
+        message = (f"The nvidia module is signed by '{install.module_signer}', which is none of the enrolled keys "
+                   "(mokutil --list-enrolled): Secure Boot refuses it. It was signed with another key than the one "
+                   "enrolled (built before that key was made, or signed by another tool's key): rebuild or sign it "
+                   "again with the enrolled key")
+    elif enrolled and install.module_signer and (refusals or log_lines):
+        message = (f"The nvidia module is signed by '{install.module_signer}', an enrolled key, and is still refused: "
+                   "the kernel has not taken that key in (enrolment not confirmed at boot, or another certificate of "
+                   "the same name); mokutil --test-key on the key's certificate tells")
+    elif log_lines:
         message = "The kernel rejected an unsigned or untrusted module signature"
     elif refusals and unknown_state:
         message = ("The kernel refused to load the nvidia module: it is not signed with a key the kernel trusts "
