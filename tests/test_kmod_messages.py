@@ -276,3 +276,31 @@ def test_enrolled_names_are_read_only_from_a_mokutil_listing():
     listed = module_key_lines(subject, "paste.txt: $ mokutil --list-enrolled")["install"]
     assert listed.enrolled_keys == ("some web server",)
     assert module_key_lines(["signer:         X"], "paste.txt: $ modinfo vboxdrv") == {}  # another module's
+
+
+# ------------------------------------------------ DKMS named its signing certificate: enrolling it is the fix
+
+DKMS_SIGNED = ("$ sudo dkms install nvidia/550.120\n"  # dkms.in prepare_mok/prepare_signing's own lines
+               "Sign command: /usr/bin/kmodsign\n"
+               "Signing key: /var/lib/shim-signed/mok/MOK.priv\n"
+               "Public certificate (MOK): /var/lib/shim-signed/mok/MOK.der\n"
+               "Signing module /var/lib/dkms/nvidia/550.120/build/nvidia.ko\n")
+
+
+def test_refused_module_dkms_signed_gets_its_certificate_enrolled():
+    first = report(DKMS_SIGNED + SB_ON + REJECTED).findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+    assert "/var/lib/shim-signed/mok/MOK.der" in first.message
+    commands = [fix.command for fix in first.fixes]
+    assert commands == ["mokutil --test-key /var/lib/shim-signed/mok/MOK.der",
+                        "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der", "sudo reboot"]
+    notes = " ".join(fix.note or "" for fix in first.fixes)
+    assert "console" in notes  # the MOK manager's step is a person's, at the next boot: the script says so
+
+
+def test_dkms_certificate_does_not_apply_when_dkms_could_not_sign():
+    text = DKMS_SIGNED + "Warning: Failed to sign module '/var/lib/dkms/nvidia/550.120/build/nvidia.ko'!\n" + SB_ON \
+        + REJECTED
+    commands = [fix.command for fix in report(text).findings[0].fixes]
+    assert "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" not in commands
+    assert any(c.startswith("openssl req") for c in commands)  # an unsigned module: the generic route
