@@ -22,6 +22,8 @@ from gpuhealth.evidence.facts import (
     device_request_lines,
     env_lines,
     facts_for,
+    lockdown_lines,
+    module_key_lines,
     p2p_lines,
     secure_boot_lines,
     signing_key_lines,
@@ -490,8 +492,16 @@ def _cuda_p2p_line(line: str) -> bool:
     return sample_line(line)
 
 
-# Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect")
-_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line}
+def _fabricmanager_line(line: str) -> bool:
+    from gpuhealth.parsers.fabricmanager_log import fabricmanager_line
+
+    return fabricmanager_line(line) is not None
+
+
+# Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
+# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
+_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
+              "fabricmanager-log": _fabricmanager_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
@@ -676,6 +686,8 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if kind != "mokutil":  # the Secure Boot state in the words of the tools that print it (GH506)
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
+    reading.overlay(lockdown_lines(lines, piece.name), piece.name)  # kernel lockdown refuses unsigned modules (GH506)
+    reading.overlay(module_key_lines(lines, piece.name), piece.name)  # the module's signer, the enrolled MOKs (GH506)
     reading.overlay(kbuild_compiler_lines(lines, piece.name), piece.name)  # the kernel build's two compilers (GH505)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)

@@ -1159,8 +1159,19 @@ class InstallState:
     kernel_compiler: str | None = None  # "gcc 11.4.0" (from /proc/version), "clang 17.0.6"
     secure_boot: str | None = None  # "enabled", "disabled", "unsupported" (legacy BIOS boot)
     secure_boot_source: str | None = None
+    # kernel lockdown (security/lockdown/lockdown.c): "none", "integrity" or "confidentiality"; either of the last two
+    # refuses modules without a trusted signature, with Secure Boot or without it (lockdown= on the command line)
+    lockdown: str | None = None
+    lockdown_source: str | None = None
     module_signer: str | None = None  # modinfo -F signer nvidia: "" when the module is unsigned
     module_file: str | None = None  # modinfo -n nvidia: the nvidia.ko modprobe would load
+    # the certificate DKMS signs the modules it builds with, as its build printed it ("Public certificate (MOK): ...",
+    # dell/dkms dkms.in prepare_mok: Ubuntu's /var/lib/shim-signed/mok/MOK.der, else /var/lib/dkms/mok.pub)
+    signing_certificate: str | None = None
+    signing_certificate_source: str | None = None
+    # mokutil --list-enrolled: the names (CN) of the enrolled MOKs' certificates, subject and issuer; None: not shown
+    enrolled_keys: tuple[str, ...] | None = None
+    enrolled_keys_source: str | None = None
     # `mokutil --test-key KEY`: the key a module is signed with (DKMS's /var/lib/dkms/mok.pub, a MOK.der) and
     # what shim says of it: "enrolled", "not-enrolled", "pending" (in the enrollment request: confirm it in the
     # MOK manager at the next boot) or "blocked" (dbx, MokListX)

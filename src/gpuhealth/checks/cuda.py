@@ -1413,9 +1413,12 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
-    asks for a GPU index it cannot see (`cuda:3`, `torch.cuda.set_device(3)`, `--device 3`, TensorFlow's
-    `/gpu:3`, in its command line, code or traceback) when the evidence shows how many it sees: the
-    host's GPUs (`nvidia-smi -L`), or the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0.
+    asks for a GPU index it cannot see (`cuda:3`, `torch.cuda.set_device(3)`, `.cuda(3)`, `--device 3`,
+    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
+    traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`), the entries of
+    `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, or the framework's own refusal (XLA's "Invalid device
+    ordinal value (1). Valid range is [0, 0]", TensorFlow's "'visible_device_list' listed an invalid GPU id"
+    and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has).
     CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
     count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
     or `CUDA_VISIBLE_DEVICES` keeping fewer). And: the program sees no GPU at all ("no CUDA-capable
@@ -1433,6 +1436,9 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     PyTorch's "No CUDA GPUs are available" is a CUDA build counting zero devices, and what keeps a
     working driver's GPUs from one process is its environment, most often `CUDA_VISIBLE_DEVICES` set
     in the script that starts it.
+
+    Severity: a device choice is about the job, not the node: this check is never critical and never
+    drains a node (WARNING at most; INFO where a driver failure in the same evidence leads).
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
@@ -1632,12 +1638,15 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     """A program asks for a GPU index it cannot see: CUDA answers "invalid device ordinal" (cudaErrorInvalidDevice),
     PyTorch "invalid device ordinal" or "Attempting to deserialize object on CUDA device N but ... device_count() is
     M". With CUDA_VISIBLE_DEVICES set, the program sees only the GPUs it keeps, numbered from 0."""
-    seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), numbered 0-{visible - 1} inside the program"
-            if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
+    seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), which CUDA renumbers from 0 inside the program "
+            f"(0-{visible - 1})" if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
     evidence = [Evidence("the program", (asked.line or asked.text,))]
     if asked.visible is None or value is not None:
         evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
-    valid = f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU"
+    valid = ("the only valid index is 0 (a single GPU is device 0)" if visible == 1
+             else f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU")
+    if value is not None and visible:
+        valid += f" (CUDA_VISIBLE_DEVICES={value} renumbers the GPUs it keeps from 0)"
     remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
               if asked.text.startswith("a checkpoint") else "")
     return Draft(

@@ -730,6 +730,25 @@ def _journal(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_service_journal(text), source)
 
 
+def _looks_like_fabricmanager_log(text: str) -> bool:
+    if "] [tid " not in text[:HEAD]:
+        return False
+    from gpuhealth.parsers.fabricmanager_log import looks_like_fabricmanager_log
+
+    return looks_like_fabricmanager_log(_lines(text, 40))
+
+
+@evidence_kind("fabricmanager-log", commands=(_CAT + r"\S*fabricmanager\S*\.log",), priority=376,
+               recognise=_looks_like_fabricmanager_log)
+def _fabricmanager_log(text: str, source: str) -> dict[str, Any]:
+    """Fabric Manager's own log: a start-up whose last word is that it set the fabric up says the service ran (GH210
+    passes); its error lines are read by the catalogue (the ``fm-*`` rows), so they are not the unit's errors here."""
+    from gpuhealth.parsers.fabricmanager_log import parse_fabricmanager_log
+
+    log = parse_fabricmanager_log(text)
+    return {"cuda": CudaState(fabricmanager_active="active")} if log.configured else {}
+
+
 # `ps aux` / `ps -ef` (or a grep of one): the nvidia-persistenced process and its command line (GH604).
 _PS_HEADER = guarded_re(r"^(?:USER\s+PID\s+%CPU\s+%MEM\s|UID\s+PID\s+PPID\s+C\s+STIME\s)", may=starts("USER", "UID"))
 _PS_ROW_START = lazy_re(r"^\S{1,32}\s+\d{1,10}\s+\d")
