@@ -213,3 +213,23 @@ def test_nothing_to_do_on_one_sxm_gpu_stays_quiet():
 def test_802_on_eight_h20_names_the_board():
     finding = gh210(report(_smi_list("NVIDIA H20", 8) + "$ python train.py\n" + PYTORCH_802))
     assert "HGX H20" in finding.message
+
+
+# --------------------------------------------------------------------------- the platform from nvidia-smi topo -m
+
+@pytest.mark.parametrize("matrix", ["ml-engineering/topo-m_8xA100_NV12.txt", "ml-engineering/topo-m_8xH100_NV18.txt"])
+def test_802_beside_an_nvswitch_topology_names_the_fabric(matrix: str, corpus):
+    """Real nvidia-smi topo -m outputs (the corpus, with their source notes): every GPU pair bonded by 12 or 18
+    NVLinks is an NVSwitch system."""
+    text = "$ nvidia-smi topo -m\n" + (corpus / matrix).read_text() + "$ python train.py\n" + PYTORCH_802
+    finding = gh210(report(text))
+    assert "every GPU pair joined by NVLink" in finding.message, finding.message
+    assert "sudo systemctl enable --now nvidia-fabricmanager" in commands(finding)
+
+
+def test_two_gpus_on_a_bridge_are_no_nvswitch_topology():
+    """A pair joined by an NVLink bridge (H100 NVL: NV12) is no NVSwitch system: two GPUs decide nothing."""
+    matrix = ("        GPU0    GPU1    CPU Affinity    NUMA Affinity\nGPU0     X      NV12    0-31    0\n"
+              "GPU1    NV12     X      0-31    0\n")
+    finding = gh210(report("$ nvidia-smi topo -m\n" + matrix + "$ python train.py\n" + PYTORCH_802))
+    assert "every GPU pair joined by NVLink" not in finding.message
