@@ -187,3 +187,49 @@ def test_802_while_the_service_runs_resets_the_gpus_and_restarts_it():
     fixes = commands(finding)
     assert "sudo nvidia-smi -r" in fixes and "sudo systemctl restart nvidia-fabricmanager" in fixes
     assert not any("apt-get install" in c for c in fixes)
+
+
+# --------------------------------------------------------------------------- NVSwitch boards Fabric Manager cannot see
+
+NOTHING_TO_DO = ("Jun 03 08:14:02 node-3 nv-fabricmanager[3194]: request to query NVSwitch device information from "
+                 "NVSwitch driver failed with error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]\n")
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H20", "NVIDIA A800-SXM4-80GB", "NVIDIA H800 80GB HBM3"])
+def test_nothing_to_do_on_an_nvswitch_board_is_nvswitches_not_seen(name: str):
+    """Eight SXM GPUs of an HGX board (H20, A800 and H800 boards too) carry NVSwitches: Fabric Manager finding none
+    there is not the harmless answer of a PCIe host."""
+    finding = gh210(report(_smi_list(name, 8) + "$ journalctl -u nvidia-fabricmanager\n" + NOTHING_TO_DO))
+    assert finding.severity is Severity.CRITICAL
+    assert "found no NVSwitch" in finding.message and "8 x " in finding.message
+
+
+def test_nothing_to_do_on_one_sxm_gpu_stays_quiet():
+    """One GPU of a board (a VM given part of it) makes no platform: Fabric Manager's answer is left as it is."""
+    result = report(_smi_list("NVIDIA H20", 1) + "$ journalctl -u nvidia-fabricmanager\n" + NOTHING_TO_DO)
+    assert "GH210" not in {f.code for f in result.findings if f.severity is Severity.CRITICAL}
+
+
+def test_802_on_eight_h20_names_the_board():
+    finding = gh210(report(_smi_list("NVIDIA H20", 8) + "$ python train.py\n" + PYTORCH_802))
+    assert "HGX H20" in finding.message
+
+
+# --------------------------------------------------------------------------- the platform from nvidia-smi topo -m
+
+@pytest.mark.parametrize("matrix", ["ml-engineering/topo-m_8xA100_NV12.txt", "ml-engineering/topo-m_8xH100_NV18.txt"])
+def test_802_beside_an_nvswitch_topology_names_the_fabric(matrix: str, corpus):
+    """Real nvidia-smi topo -m outputs (the corpus, with their source notes): every GPU pair bonded by 12 or 18
+    NVLinks is an NVSwitch system."""
+    text = "$ nvidia-smi topo -m\n" + (corpus / matrix).read_text() + "$ python train.py\n" + PYTORCH_802
+    finding = gh210(report(text))
+    assert "every GPU pair joined by NVLink" in finding.message, finding.message
+    assert "sudo systemctl enable --now nvidia-fabricmanager" in commands(finding)
+
+
+def test_two_gpus_on_a_bridge_are_no_nvswitch_topology():
+    """A pair joined by an NVLink bridge (H100 NVL: NV12) is no NVSwitch system: two GPUs decide nothing."""
+    matrix = ("        GPU0    GPU1    CPU Affinity    NUMA Affinity\nGPU0     X      NV12    0-31    0\n"
+              "GPU1    NV12     X      0-31    0\n")
+    finding = gh210(report("$ nvidia-smi topo -m\n" + matrix + "$ python train.py\n" + PYTORCH_802))
+    assert "every GPU pair joined by NVLink" not in finding.message

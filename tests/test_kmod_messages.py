@@ -276,3 +276,60 @@ def test_enrolled_names_are_read_only_from_a_mokutil_listing():
     listed = module_key_lines(subject, "paste.txt: $ mokutil --list-enrolled")["install"]
     assert listed.enrolled_keys == ("some web server",)
     assert module_key_lines(["signer:         X"], "paste.txt: $ modinfo vboxdrv") == {}  # another module's
+
+
+# ------------------------------------------------ DKMS named its signing certificate: enrolling it is the fix
+
+DKMS_SIGNED = ("$ sudo dkms install nvidia/550.120\n"  # dkms.in prepare_mok/prepare_signing's own lines
+               "Sign command: /usr/bin/kmodsign\n"
+               "Signing key: /var/lib/shim-signed/mok/MOK.priv\n"
+               "Public certificate (MOK): /var/lib/shim-signed/mok/MOK.der\n"
+               "Signing module /var/lib/dkms/nvidia/550.120/build/nvidia.ko\n")
+
+
+def test_refused_module_dkms_signed_gets_its_certificate_enrolled():
+    first = report(DKMS_SIGNED + SB_ON + REJECTED).findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+    assert "/var/lib/shim-signed/mok/MOK.der" in first.message
+    commands = [fix.command for fix in first.fixes]
+    assert commands == ["mokutil --test-key /var/lib/shim-signed/mok/MOK.der",
+                        "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der", "sudo reboot"]
+    notes = " ".join(fix.note or "" for fix in first.fixes)
+    assert "console" in notes  # the MOK manager's step is a person's, at the next boot: the script says so
+
+
+def test_dkms_certificate_does_not_apply_when_dkms_could_not_sign():
+    text = DKMS_SIGNED + "Warning: Failed to sign module '/var/lib/dkms/nvidia/550.120/build/nvidia.ko'!\n" + SB_ON \
+        + REJECTED
+    commands = [fix.command for fix in report(text).findings[0].fixes]
+    assert "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" not in commands
+    assert any(c.startswith("openssl req") for c in commands)  # an unsigned module: the generic route
+
+
+@pytest.mark.parametrize("text", [
+    # the kernel Makefile's check before an external module build, before and after 6.12's rewording
+    "  ERROR: Kernel configuration is invalid.\n"
+    "         include/generated/autoconf.h or include/config/auto.conf are missing.\n"
+    "         Run 'make oldconfig && make prepare' on kernel src to fix it.\n",
+    "***\n***  ERROR: Kernel configuration is invalid. The following files are missing:\n"
+    "***    - include/generated/autoconf.h\n",
+])
+def test_unprepared_kernel_tree_is_headers_missing(text: str):
+    assert lead(text) == ("GH503", Severity.CRITICAL)
+
+
+def test_signer_and_enrolled_pieces_count_as_read():
+    """The grep'd modinfo and mokutil pieces gave their facts: not "format not recognised" (GH002)."""
+    result = report(SB_ON + signer("DKMS module signing key")
+                    + "$ mokutil --list-enrolled | grep Subject:\n"
+                    + "        Subject: O = gpubox, CN = akmods local signing key\n"
+                    + REJECTED)
+    assert result.findings[0].code == "GH506" and "none of the enrolled keys" in result.findings[0].message
+    assert "GH002" not in {f.code for f in result.findings}
+
+
+def test_a_whole_enrolled_listing_alone_is_recognised():
+    from gpuhealth.evidence import identify
+
+    assert identify(LIST_ENROLLED.split("\n", 1)[1]) == "mokutil"
+    assert identify("signer:         DKMS module signing key\nsig_key:        5D:0C:AA:BB\n") == "modinfo-nvidia"

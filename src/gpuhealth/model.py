@@ -1168,6 +1168,10 @@ class InstallState:
     lockdown_source: str | None = None
     module_signer: str | None = None  # modinfo -F signer nvidia: "" when the module is unsigned
     module_file: str | None = None  # modinfo -n nvidia: the nvidia.ko modprobe would load
+    # the certificate DKMS signs the modules it builds with, as its build printed it ("Public certificate (MOK): ...",
+    # dell/dkms dkms.in prepare_mok: Ubuntu's /var/lib/shim-signed/mok/MOK.der, else /var/lib/dkms/mok.pub)
+    signing_certificate: str | None = None
+    signing_certificate_source: str | None = None
     # mokutil --list-enrolled: the names (CN) of the enrolled MOKs' certificates, subject and issuer; None: not shown
     enrolled_keys: tuple[str, ...] | None = None
     enrolled_keys_source: str | None = None

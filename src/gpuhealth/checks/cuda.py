@@ -290,6 +290,14 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     a CUDA newer than the driver's bundled one is critical even within its major family, the driver upgrade comes
     first among the fixes, and the finding explains GH603's. A container run from an NVIDIA CUDA image
     (`docker run ... nvidia/cuda:12.9.0-base-...`) counts as that image's CUDA, like a Dockerfile's FROM.
+    A program's CUDA error 804 ("forward compatibility was attempted on non supported HW") is this check's line: forward
+    compatibility is reached for when the driver is older than the program's CUDA (an NVIDIA image's entrypoint, the
+    toolkit's compat hook), and the GPU does not support it, so a driver new enough for that CUDA is the fix (or an
+    image built for the CUDA the driver supports), unless the evidence shows a compat directory put on the host's
+    loader path by hand (LD_LIBRARY_PATH, ld.so.conf, `ldconfig -p`, `ldd`, a cuda-compat-X-Y package): then GH603's
+    removal leads. An NGC container's start-up check ("This container was built for NVIDIA Driver Release X or later,
+    but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding; its "CUDA Minor Version
+    Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode ENABLED" is not a fault.
     Toolkit versions the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
     Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
@@ -371,8 +379,16 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
                              f"{bundled.driver_min}), and {blocked}: upgrade the driver"))
         elif family and bundled and version_key(driver) < version_key(bundled.driver_min) and label != "PyTorch's CUDA":
             severity = Severity.INFO
-            lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}; driver {driver} runs "
-                             "it only through minor version compatibility (newer PTX cannot be JIT-compiled)"))
+            if label.startswith(IMAGE_LABELS) and forward_compat_gpu(snapshot) != "datacenter":
+                # the image's cuda-compat is enabled on an older driver: where the GPU lacks forward compatibility,
+                # CUDA fails with 804 (a program's line then makes this critical)
+                lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}: on driver {driver} "
+                                 "the image's cuda-compat libcuda (forward compatibility) is enabled, which only "
+                                 "data-center GPUs support; elsewhere CUDA fails with error 804 until the driver is "
+                                 "upgraded"))
+            else:
+                lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}; driver {driver} runs "
+                                 "it only through minor version compatibility (newer PTX cannot be JIT-compiled)"))
         else:
             continue
         worst = severity if worst is None or severity.rank > worst.rank else worst
@@ -398,7 +414,13 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     driver_fixes = (*fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
                                rhel=["sudo dnf install cuda-drivers-{branch}"], disruptive=True, branch=branch),
                     REBOOT)
-    other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} else ()),
+    images = {label for label in flagged if label.startswith(IMAGE_LABELS)}
+    # an image brings its own CUDA: the other way is an image of the CUDA the driver supports, not a host toolkit
+    image_fixes = (Fix("Run an image built for the CUDA Version nvidia-smi prints or an older one (an nvidia/cuda tag "
+                       "of that release, or the framework's image built on it)", "any", kind="step",
+                       note=f"CUDA {max_cuda or '?'} or older"),)
+    other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} - images else ()),
+                   *(image_fixes if images else ()),
                    *(torch_fixes if "PyTorch's CUDA" in flagged else ()))
     yield Draft(
         worst, "; ".join(line for _, line in sorted(lines)),
@@ -410,6 +432,9 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     )
 
 
+IMAGE_LABELS = ("the container image ", "the base image ")  # _toolkits' labels of a container's CUDA
+
+
 def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
     """Why forward compatibility cannot bridge a CUDA newer than the driver here, or None: the GPU is a GeForce (the
     CUDA Compatibility guide supports it on data-center GPUs and select NGC-ready RTX parts only) and the program's
@@ -419,6 +444,8 @@ def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
     if forward_compat_gpu(snapshot) != "consumer":
         return None
     compat = forward_compat_libcuda(snapshot)
+    if compat is not None and set_by_hand(compat):
+        return None  # a compat directory put on the host's loader path: taking it off is GH603's finding, which leads
     state = snapshot.cuda
     if compat is not None and _compat_newer(compat, driver, _driver_max_cuda(snapshot)):
         tried = f"the compat libcuda {compat.path} on the loader path"
@@ -567,6 +594,10 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     - The GPU's class comes from its name (nvidia-smi, NVML, else lspci). GPUs not named, or a professional
       RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
       decide (`nvidia-smi`, `ldconfig -p | grep libcuda`, `echo "${LD_LIBRARY_PATH-}"`), never a guess.
+    - A program's error 804 says itself that a GPU CUDA sees does not support forward compatibility: with a compat
+      directory the evidence shows set on the host (anything but an image's `/usr/local/cuda/compat`), this finding
+      is critical and leads over GH601's reading of the 804 (a driver too old for the program's CUDA): the compat
+      directory is taken off the loader path first.
     - Without a path: nvidia-smi's CUDA Version is that of the libcuda it loaded (NVML's
       nvmlSystemGetCudaDriverVersion reads it from the library), so a release whose bundled driver branch is above
       the module's (12.9 on a 570 driver) is a forward-compat libcuda, and one below the newest release the module's
@@ -727,6 +758,9 @@ NVML_CUDA = "nvidia-smi's CUDA Version"
 _COMPAT_PACKAGE = lazy_re(r"^cuda-compat-(?P<major>\d{1,2})-(?P<minor>\d{1,2})$")
 
 
+COMPAT_PACKAGE_WHERE = "the cuda-compat-"  # CompatLibcuda.where of a package: "the cuda-compat-12-9 package (dpkg -l)"
+
+
 def compat_package(snapshot: Snapshot) -> CompatLibcuda | None:
     """The cuda-compat-X-Y package a listing (or the reporter's words) shows installed, beside a CUDA error 803 or 804:
     installed, the package is on the loader path only where LD_LIBRARY_PATH (or an ld.so.conf file) names its
@@ -803,6 +837,27 @@ def compat_errors(snapshot: Snapshot) -> list[MessageLine]:
     return [m for m in snapshot.messages or () if m.signature in COMPAT_ERRORS and not m.reported]
 
 
+# NVIDIA's CUDA images keep their cuda-compat under /usr/local/cuda/compat (the NGC entrypoint puts
+# /usr/local/cuda/compat/lib.real on LD_LIBRARY_PATH when the host's driver is older than the image's CUDA and the
+# compat libcuda initialises); the cuda-compat-X-Y package a person installs on a host lands in
+# /usr/local/cuda-X.Y/compat
+IMAGE_COMPAT = "/usr/local/cuda/compat"
+
+
+def set_by_hand(compat: CompatLibcuda) -> bool:
+    """Whether the evidence shows this compat libcuda put on the loader path on the host rather than by a CUDA image:
+    a cuda-compat-X-Y directory on LD_LIBRARY_PATH, in ld.so.conf, ldconfig -p or ldd, the package installed, or the
+    libcuda nvidia-smi loaded. Beside error 804 its removal leads (GH603) over the driver upgrade the 804 otherwise
+    asks for (GH601): the program ran on that driver's own libcuda before the compat directory was added."""
+    return not compat.path.startswith(IMAGE_COMPAT)
+
+
+def unsupported_reported(failed: list[MessageLine]) -> bool:
+    """Whether a program's error 804 is among the lines: CUDA itself then says a visible GPU does not support forward
+    compatibility (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE), whatever its name shows."""
+    return any(m.signature == COMPAT_ERRORS[1] for m in failed)
+
+
 def forward_compat_gpu(snapshot: Snapshot) -> str | None:
     """Whether the guide lets these GPUs use forward compatibility: "datacenter" (every GPU named is one), "consumer"
     (a GeForce or TITAN is named: never), None when no GPU is named or a professional RTX/Quadro part is (select
@@ -844,6 +899,17 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
         origin = f"the forward-compatibility libcuda {compat.path} ({compat.where}"
         origin += f", from CUDA {compat.cuda}" if compat.cuda else ""
         origin += f", driver {compat.version})" if compat.version else ")"
+    # 804 says a visible GPU does not support forward compatibility; a compat set on the host then leads over GH601
+    refused = unsupported_reported(failed)
+    leads = ("GH605", "GH601") if refused and set_by_hand(compat) else ("GH605",)
+    if driver is None and refused:
+        yield Draft(Severity.CRITICAL, f"The loader takes {origin} ahead of the driver's own, and CUDA error 804 "
+                    "says a GPU it sees does not support forward compatibility (only data-center GPUs, select NGC "
+                    "Server Ready RTX parts and Jetson do): take it off the loader path, so the driver's own libcuda "
+                    "runs the program (any CUDA of the driver's major family, by minor version compatibility); a "
+                    "program that needs a newer CUDA than the driver supports needs a driver upgrade", evidence=shown,
+                    fixes=_compat_fixes(compat, removal_first=True), explains=leads)
+        return
     if driver is None:
         yield Draft(Severity.WARNING, f"The loader takes {origin} ahead of the driver's own: the CUDA Compatibility "
                     "guide supports it only on data-center GPUs and only with a kernel driver older than it; otherwise "
@@ -860,8 +926,8 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                     "no newer than the driver must not be used (CUDA Compatibility guide); CUDA fails with error 803",
                     evidence=(*shown, driver_shown), fixes=_compat_fixes(compat), explains=("GH605",))
         return
-    if gpu == "consumer" and (newer or failed):
-        names = [_consumer_name(snapshot)]
+    if (gpu == "consumer" and (newer or failed)) or (gpu is None and refused):
+        names = [_consumer_name(snapshot) if gpu == "consumer" else "a GPU CUDA sees (error 804)"]
         needs = f" to {compat.version} or newer" if newer and compat.version else ""
         family = family_minimum(compat.cuda)
         if family and version_key(driver) >= version_key(family.driver_min):
@@ -877,7 +943,7 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                     f"data-center GPUs and select NGC-ready RTX parts): {advice}",
                     evidence=(*shown, driver_shown),
                     fixes=_compat_fixes(compat, upgrade=compat.version, removal_first=advice.startswith("remove")),
-                    explains=("GH605",))
+                    explains=leads)
         return
     if not failed:
         return  # newer than the driver, on GPUs that may use it: the guide's intended use
@@ -889,7 +955,7 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                 "a newer cuda-compat); 804 means a visible GPU does not support it",
                 evidence=(*shown, driver_shown), fixes=_compat_fixes(compat, deciding=gpu != "datacenter",
                                                                      upgrade=compat.version, pairing=True),
-                explains=("GH605",))
+                explains=leads)
 
 
 def _compat_evidence(snapshot: Snapshot, compat: CompatLibcuda) -> tuple[Evidence, ...]:
@@ -941,6 +1007,12 @@ def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | 
         removal = (Fix("Remove the compat libcuda from the loader path (the /etc/ld.so.conf.d entry that names its "
                        "directory, or LD_LIBRARY_PATH; in a container, the image's compat directory), then run sudo "
                        "ldconfig", "any", kind="step", note=f"the copy: {compat.path}"),)
+    if compat.where.startswith(COMPAT_PACKAGE_WHERE) and compat.cuda:
+        # the package itself: removed, its libcuda leaves the host, and the container toolkit no longer injects it into
+        # containers (NVIDIA/nvidia-docker#1515, the maintainer's fix); cuda-compat-X-Y as the CUDA repository names it
+        package = f"cuda-compat-{compat.cuda.replace('.', '-')}"
+        removal = (*fixes_for(debian=["sudo apt-get remove {package:package}"],
+                              rhel=["sudo dnf remove {package:package}"], package=package), *removal)
     return (*looks, *removal, *upgrades) if removal_first else (*looks, *upgrades, *removal)
 
 

@@ -419,7 +419,19 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             fixes = arch_wheel_fixes(capabilities_named(m.line for _, m in matched))
         fixes = fits_evidence(fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
         findings.append(replace(made, fixes=fixes))
-    return findings
+    return _explainers_of_machine_lines(findings, groups)
+
+
+def _explainers_of_machine_lines(findings: list[Finding],
+                                 groups: dict[str, list[tuple[Signature, MessageLine]]]) -> list[Finding]:
+    """A finding held at a warning because it rests on the reporter's words, which explains a finding that a
+    program's own critical line raised (GH603 on a cuda-compat package the words name, explaining GH601's CUDA error
+    804): the machine output shows the failure and the words only say which cause, so it is as grave as that line,
+    as it is when the line sits under its own code."""
+    critical = {code for code, matched in groups.items()
+                if any(SEVERITY[s.severity] is Severity.CRITICAL and not m.reported for s, m in matched)}
+    return [_at_severity(f, Severity.CRITICAL) if f.labels.get("reported") == "words"
+            and f.severity is Severity.WARNING and critical.intersection(f.explains) else f for f in findings]
 
 
 def _machine_overrules(matched: Sequence[tuple[Signature, MessageLine]]) -> bool:

@@ -424,7 +424,8 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     Progress" or "Not Started") are the same condition seen from the GPU: alone a warning (Fabric Manager may
     still be starting), beside a failure its evidence. NV_WARN_NOTHING_TO_DO (Fabric Manager found no
     NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200) it means the NVLink Subnet
-    Manager did not run, and beside GPUs waiting to join the fabric, NVSwitches Fabric Manager cannot see.
+    Manager did not run, and beside GPUs waiting to join the fabric, or on a system shown to be an NVSwitch board
+    (eight SXM GPUs of one HGX board, H20 and H800 boards included), NVSwitches Fabric Manager cannot see.
 
     Fabric Manager's log is read as its own (the `[date] [LEVEL] [tid N] message` lines, with or without the time
     stamp): a start-up whose last word is "Successfully configured all the available NVSwitches" says the service set
@@ -470,10 +471,12 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED]
     nothing_to_do = list(dict.fromkeys([e for e in errors if "NOTHING_TO_DO" in e]
                                        + [m.line for m in snapshot.messages or () if "NOTHING_TO_DO" in m.line]))
-    if nothing_to_do and (unjoined or any(_NVLINK5.search(g.name or "") for g in snapshot.gpus)):
-        # Fabric Manager found no NVSwitch, yet the GPUs are NVLink 5 ones (reached through the NVLink Subnet Manager)
-        # or wait to join a fabric: not a system without NVSwitch, but NVSwitches Fabric Manager cannot see
-        yield _no_nvswitch_seen(snapshot, nothing_to_do, unjoined)
+    board = _shown_nvswitch_board(snapshot) if nothing_to_do else None
+    if nothing_to_do and (unjoined or board or any(_NVLINK5.search(g.name or "") for g in snapshot.gpus)):
+        # Fabric Manager found no NVSwitch, yet the GPUs are NVLink 5 ones (reached through the NVLink Subnet Manager),
+        # wait to join a fabric, or make an NVSwitch board: not a system without NVSwitch, but NVSwitches Fabric
+        # Manager cannot see
+        yield _no_nvswitch_seen(snapshot, nothing_to_do, unjoined, board)
         return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
@@ -597,10 +600,23 @@ def _gpus_not_in_fabric(unjoined: list[Gpu], logged: list[MessageLine]) -> Draft
                  explains=("GH610", "GH605", "GH408", "GH806"))
 
 
-def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: list[Gpu]) -> Draft:
-    """NV_WARN_NOTHING_TO_DO (Fabric Manager found no NVSwitch) on NVLink 5 GPUs, or beside GPUs waiting to join the
-    fabric. On NVLink 5 systems the NVSwitches are reached through the NVLink Subnet Manager, which then is not
-    running; elsewhere the NVSwitches are missing from the PCI bus or their driver did not take them."""
+def _shown_nvswitch_board(snapshot: Snapshot) -> str | None:
+    """The NVSwitch system a program's output shows (eight SXM GPUs of one board, NVSwitches on the bus, a system or
+    instance name printed), in words; None when none is shown or only a person's words name one."""
+    from gpuhealth.parsers.platform import nvswitch_platform
+
+    platform = nvswitch_platform(snapshot)
+    if platform is None or platform.reported:
+        return None
+    return f"{platform.name} ({one_line(platform.shown)[:80]})"
+
+
+def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: list[Gpu],
+                      board: str | None = None) -> Draft:
+    """NV_WARN_NOTHING_TO_DO (Fabric Manager found no NVSwitch) on NVLink 5 GPUs, beside GPUs waiting to join the
+    fabric, or on a system the evidence shows to be an NVSwitch board. On NVLink 5 systems the NVSwitches are reached
+    through the NVLink Subnet Manager, which then is not running; elsewhere the NVSwitches are missing from the PCI bus
+    or their driver did not take them (or Fabric Manager runs where they are not: a VM given the GPUs only)."""
     evidence = (Evidence("Fabric Manager", tuple(nothing_to_do[:MAX_LINES])),)
     evidence += (_fabric_states(unjoined),) if unjoined else ()
     explains = ("GH610", "GH605", "GH408", "GH806")
@@ -610,10 +626,12 @@ def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: li
                      "ib_umad), so nvlsm is not installed or not running; the GPUs stay out of the fabric and CUDA "
                      "reports 'system not yet initialized' (802)",
                      evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvlsm-missing"), explains=explains)
-    return Draft(Severity.CRITICAL, f"Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) while {len(unjoined)} "
-                 "GPU(s) wait to join the NVLink fabric: the NVSwitches are missing from the PCI bus or their driver "
-                 "did not take them (on NVLink 5 systems: the NVLink Subnet Manager is not running), and CUDA reports "
-                 "'system not yet initialized' (802) until they are set up",
+    where = (f"while {len(unjoined)} GPU(s) wait to join the NVLink fabric" if unjoined
+             else f"on {board}, whose GPUs talk through NVSwitches")
+    return Draft(Severity.CRITICAL, f"Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) {where}: the NVSwitches "
+                 "are missing from the PCI bus or their driver did not take them (on NVLink 5 systems: the NVLink "
+                 "Subnet Manager is not running; in a VM given the GPUs only, Fabric Manager belongs on the host), "
+                 "and CUDA reports 'system not yet initialized' (802) until they are set up",
                  evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvswitch-topology-mismatch"),
                  explains=explains)
 

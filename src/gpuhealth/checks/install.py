@@ -678,9 +678,17 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    "so the module loads only if it is signed with that key (modinfo -F signer nvidia)")
     else:
         message = "Secure Boot is enabled and the nvidia module is not loaded: the module must be signed"
+    enrol = _certificate_fixes(snapshot, install) if refused and not foreign else ()
+    if enrol:
+        message = (f"Secure Boot refuses the nvidia module, which DKMS signed with {install.signing_certificate}: "
+                   "the kernel does not trust that key yet; it must be enrolled as a MOK (mokutil --import, confirmed "
+                   "in the MOK manager at the next boot, on the console)")
+    if enrol and install.signing_certificate_source:
+        evidence.append(Evidence(install.signing_certificate_source,
+                                 (f"Public certificate (MOK): {install.signing_certificate}",)))
     yield Draft(
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
-        fixes=(
+        fixes=enrol or (
             *_key_fixes(install),
             # the modprobe that would confirm it, unless its refusal is already in the evidence
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
@@ -694,11 +702,35 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     )
 
 
+# shim's MOK manager asks for the import's password on the machine's console at the next boot (no keyboard there, a
+# remote server: its BMC's remote console); a fix script cannot do that step, so every enrolment says so
+CONSOLE = "at the next boot, on the machine's console (a remote server: its BMC's remote console)"
+_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated"})
+
+
+def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, ...]:
+    """DKMS's build named the certificate it signs modules with ("Public certificate (MOK): PATH") and mokutil was not
+    asked about it: the refused module is signed with that key, so enrolling it is the fix (no new key, no signing by
+    hand). Not when DKMS said it could not sign: then the module is unsigned and the generic route stands."""
+    if install.signing_certificate is None or install.signing_key_state is not None:
+        return ()
+    if any(m.signature in _UNSIGNED_BUILD for m in snapshot.messages or ()):
+        return ()
+    return (
+        slotted("mokutil --test-key {keyfile}", note="says whether the key DKMS signs with is enrolled",
+                keyfile=install.signing_certificate),
+        slotted("sudo mokutil --import {keyfile}", keyfile=install.signing_certificate,
+                note=f"DKMS signs the modules it builds with this key; set a one-time password, then {CONSOLE} "
+                     "choose 'Enroll MOK' and type it (mokutil says so if the key is already enrolled)"),
+        replace(REBOOT, note=f"enroll the key in the MOK manager {CONSOLE}; the modules DKMS signed load after it"),
+    )
+
+
 def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
         return ()
-    confirm = "choose 'Enroll MOK' in the blue MOK manager at the next boot and type the password set at import"
+    confirm = f"choose 'Enroll MOK' in the blue MOK manager {CONSOLE} and type the password set at import"
     if install.signing_key_state == "pending":
         return (replace(REBOOT, note=confirm),)
     return (slotted("sudo mokutil --import {keyfile}", note=f"set a one-time password; {confirm}",

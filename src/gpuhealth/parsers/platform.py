@@ -3,6 +3,7 @@
 Read from three kinds of program output and from a person's words:
 
 - nvidia-smi's GPU list: eight (or more) SXM GPUs of one HGX board's kind (``snapshot.gpus``);
+- ``nvidia-smi topo -m``: every pair of three or more GPUs bonded by NV12 or NV18 (``snapshot.topology``);
 - a system's firmware name: dmidecode's ``Product Name:``/``Family:`` lines, ``/sys/class/dmi/id/product_name``
   (a line that is the name alone), or the live host's DMI product name (``os.machine_product``);
 - a cloud's answer about the instance: EC2's ``instance-type`` (the name alone), its identity document's
@@ -72,6 +73,10 @@ def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
     if switches:  # the NVSwitches themselves on the bus (lspci: NVIDIA's "Bridge" devices, class 0680)
         return NvswitchPlatform("an NVSwitch system (NVSwitches on the PCI bus)", f"{len(switches)} NVSwitch device(s)",
                                 snapshot.sources.get("pci_devices", "lspci"))
+    meshed = _switched_topology(snapshot)
+    if meshed is not None:  # nvidia-smi topo -m: every pair of three or more GPUs bonded by 12 or 18 NVLinks
+        return NvswitchPlatform("an NVSwitch system (every GPU pair joined by NVLink in nvidia-smi topo -m)", meshed,
+                                snapshot.sources.get("topology", "nvidia-smi topo -m"))
     joined = [g for g in snapshot.gpus if (g.fabric_state or "N/A").strip().lower() not in ("n/a", "")]
     if joined:  # nvidia-smi -q shows a Fabric State only for GPUs of an NVSwitch fabric ("N/A" elsewhere)
         return NvswitchPlatform("an NVSwitch system (its GPUs have a fabric state)",
@@ -81,6 +86,29 @@ def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
     if named is not None:
         return NvswitchPlatform(named[0].platform, named[1], "/sys/class/dmi/id/product_name")
     return read
+
+
+# nvidia-smi topo -m's "NV#": a bonded set of # NVLinks. An A100 has 12 NVLinks, an H100/H200/H800/H20 18 (NVIDIA Fabric
+# Manager User Guide, GPU Baseboard Topologies: each A100 has two links to each of six NVSwitches, each H100 its 18 to
+# four), so NV12 or NV18 between every pair of three or more GPUs is more links than any GPU has without a switch
+# (direct NVLink bridges join pairs: an H100 NVL pair shows NV12, and no third GPU)
+_SWITCHED_BONDS = ("NV12", "NV18")
+
+
+def _switched_topology(snapshot: Snapshot) -> str | None:
+    """``"GPU0-GPU1 NV18 (8 GPUs)"`` when nvidia-smi topo -m shows every pair of its three or more GPUs joined by NV12
+    or NV18; else None."""
+    topology = snapshot.topology
+    if topology is None:
+        return None
+    gpus = [d for d in topology.devices if d.startswith("GPU")]
+    links = {(link.a, link.b): link.kind for link in topology.links
+             if link.a.startswith("GPU") and link.b.startswith("GPU")}
+    if len(gpus) < 3 or len(links) < len(gpus) * (len(gpus) - 1):
+        return None
+    if not all(kind in _SWITCHED_BONDS for kind in links.values()):
+        return None
+    return f"{gpus[0]}-{gpus[1]} {links.get((gpus[0], gpus[1]))} ({len(gpus)} GPUs)"
 
 
 def off_nvswitch(snapshot: Snapshot) -> str | None:

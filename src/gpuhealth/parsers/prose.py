@@ -798,8 +798,12 @@ def _package_stated(sentence: str, match: re.Match[str]) -> PackageStatement | N
             return None  # "X was installed" (then): not said to be there now
         present, lead = state in ("installed", "present"), before
     elif verb is not None:
+        if _OTHER_OBJECT.search(before[verb.end():]):
+            return None  # "removed the environment variable for cuda-compat-12.9": not the package
         present = _verb_present(verb, before[verb.end():])
         lead = before[:verb.start()]
+        if _past(verb[0]) and (narrative := _NARRATIVE_WHEN.search(lead)) is not None:
+            lead = lead[:narrative.start()]  # "when I installed X": what happened then, not a condition
     else:
         return None
     if present is None or _PACKAGE_CONDITION.search(lead[-60:]) or _PACKAGE_NOT.search(lead) \
@@ -810,6 +814,20 @@ def _package_stated(sentence: str, match: re.Match[str]) -> PackageStatement | N
 
 _WAS = lazy_re(r"\s{0,2}(?:was|were)\b", re.I)
 _TO = lazy_re(r"\bto\s+(?:the\s+)?$")
+# "when I installed X, it failed": "when" or "once" before a person and a verb in the past tells what happened then,
+# a time, not a condition ("when I install X" and "if I installed X" stay conditions)
+_NARRATIVE_WHEN = lazy_re(r"\b(?:when|once|after)\s+(?:i|we|they|he|she)\s+(?:\w+\s+)?$", re.I)
+# the verb acts on something else that only belongs to the package: "removed the environment variable for
+# cuda-compat-12.9", "deleted the symlink of cuda-toolkit-12-4" say nothing of the package itself
+_OTHER_OBJECT = lazy_re(r"\b(?:variables?|vars?|paths?|entr(?:y|ies)|lines?|director(?:y|ies)|folders?|dirs?|"
+                        r"(?:sym)?links?|files?|librar(?:y|ies)|libs?|settings?|config(?:uration)?s?|exports?)\s+"
+                        r"(?:for|of|from|to|pointing\s+to|that\s+points?\s+to)\s+(?:the\s+)?$", re.I)
+
+
+def _past(verb: str) -> bool:
+    """A verb in the past tense: "installed", "removed", "got rid of"."""
+    word = verb.split()[0].lower()
+    return word.endswith("ed") or word in ("got", "had", "went")
 
 
 def _verb_present(verb: re.Match[str], between: str) -> bool | None:
