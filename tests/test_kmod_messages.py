@@ -304,3 +304,32 @@ def test_dkms_certificate_does_not_apply_when_dkms_could_not_sign():
     commands = [fix.command for fix in report(text).findings[0].fixes]
     assert "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" not in commands
     assert any(c.startswith("openssl req") for c in commands)  # an unsigned module: the generic route
+
+
+@pytest.mark.parametrize("text", [
+    # the kernel Makefile's check before an external module build, before and after 6.12's rewording
+    "  ERROR: Kernel configuration is invalid.\n"
+    "         include/generated/autoconf.h or include/config/auto.conf are missing.\n"
+    "         Run 'make oldconfig && make prepare' on kernel src to fix it.\n",
+    "***\n***  ERROR: Kernel configuration is invalid. The following files are missing:\n"
+    "***    - include/generated/autoconf.h\n",
+])
+def test_unprepared_kernel_tree_is_headers_missing(text: str):
+    assert lead(text) == ("GH503", Severity.CRITICAL)
+
+
+def test_signer_and_enrolled_pieces_count_as_read():
+    """The grep'd modinfo and mokutil pieces gave their facts: not "format not recognised" (GH002)."""
+    result = report(SB_ON + signer("DKMS module signing key")
+                    + "$ mokutil --list-enrolled | grep Subject:\n"
+                    + "        Subject: O = gpubox, CN = akmods local signing key\n"
+                    + REJECTED)
+    assert result.findings[0].code == "GH506" and "none of the enrolled keys" in result.findings[0].message
+    assert "GH002" not in {f.code for f in result.findings}
+
+
+def test_a_whole_enrolled_listing_alone_is_recognised():
+    from gpuhealth.evidence import identify
+
+    assert identify(LIST_ENROLLED.split("\n", 1)[1]) == "mokutil"
+    assert identify("signer:         DKMS module signing key\nsig_key:        5D:0C:AA:BB\n") == "modinfo-nvidia"

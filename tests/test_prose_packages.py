@@ -122,6 +122,10 @@ def test_a_listed_cuda_compat_package_is_judged_beside_error_804_too():
     judged = [f for f in result.findings if f.code == "GH603" and "cuda-compat-12-9 package" in f.message]
     assert judged and judged[0].severity is Severity.CRITICAL  # a program's listing and a program's error
     assert "575.51.03" in judged[0].message
+    # the package on the host leads over the 804's driver upgrade: removed, its libcuda leaves the host (and the
+    # container toolkit stops injecting it: NVIDIA/nvidia-docker#1515)
+    assert fold(result.findings)[0].finding is judged[0] and "GH601" in judged[0].explains
+    assert "sudo apt-get remove cuda-compat-12-9" in [f.command for f in judged[0].fixes]
 
 
 def test_a_reported_torch_wheel_fills_torch():

@@ -845,11 +845,26 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
         reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
     for found in told_symptoms("\n".join(without_addresses(line) for line in known), causes_only=True) if known else ():
-        if match_line(found.sentence) is None:
+        if _named_beside_message(found, match_line(found.sentence)):
             reading.messages.append(told_message(found, found.sentence[:500], piece.name))
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
     return told
+
+
+def _named_beside_message(found: Any, sig: Any) -> bool:
+    """Whether the cause ``found`` names is read in its sentence without the catalogue message it holds (``sig``'s
+    match): "cuInit keeps returning CUDA_ERROR_UNKNOWN until I run nvidia-modprobe -u" names the cause in the
+    reporter's own words beside the message; a message whose own text reads as a cause names none."""
+    if sig is None:
+        return True
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+    shown = sig.regex.search(found.sentence)
+    if shown is None:
+        return False
+    rest = found.sentence[:shown.start()] + " " * (shown.end() - shown.start()) + found.sentence[shown.end():]
+    return any(t.cause == found.cause for t in told_symptoms(rest, causes_only=True))
 
 
 def told_message(found: Any, shown: str, source: str) -> MessageLine:

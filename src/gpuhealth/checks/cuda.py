@@ -402,9 +402,9 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
                     REBOOT)
     images = {label for label in flagged if label.startswith(IMAGE_LABELS)}
     # an image brings its own CUDA: the other way is an image of the CUDA the driver supports, not a host toolkit
-    image_fixes = (Fix(f"Run an image built for CUDA {max_cuda or '<the CUDA Version nvidia-smi prints>'} or older "
-                       "(an nvidia/cuda tag of that release, or the framework's image built on it)", "any",
-                       kind="step"),)
+    image_fixes = (Fix("Run an image built for the CUDA Version nvidia-smi prints or an older one (an nvidia/cuda tag "
+                       "of that release, or the framework's image built on it)", "any", kind="step",
+                       note=f"CUDA {max_cuda or '?'} or older"),)
     other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} - images else ()),
                    *(image_fixes if images else ()),
                    *(torch_fixes if "PyTorch's CUDA" in flagged else ()))
@@ -744,6 +744,9 @@ NVML_CUDA = "nvidia-smi's CUDA Version"
 _COMPAT_PACKAGE = lazy_re(r"^cuda-compat-(?P<major>\d{1,2})-(?P<minor>\d{1,2})$")
 
 
+COMPAT_PACKAGE_WHERE = "the cuda-compat-"  # CompatLibcuda.where of a package: "the cuda-compat-12-9 package (dpkg -l)"
+
+
 def compat_package(snapshot: Snapshot) -> CompatLibcuda | None:
     """The cuda-compat-X-Y package a listing (or the reporter's words) shows installed, beside a CUDA error 803 or 804:
     installed, the package is on the loader path only where LD_LIBRARY_PATH (or an ld.so.conf file) names its
@@ -990,6 +993,12 @@ def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | 
         removal = (Fix("Remove the compat libcuda from the loader path (the /etc/ld.so.conf.d entry that names its "
                        "directory, or LD_LIBRARY_PATH; in a container, the image's compat directory), then run sudo "
                        "ldconfig", "any", kind="step", note=f"the copy: {compat.path}"),)
+    if compat.where.startswith(COMPAT_PACKAGE_WHERE) and compat.cuda:
+        # the package itself: removed, its libcuda leaves the host, and the container toolkit no longer injects it into
+        # containers (NVIDIA/nvidia-docker#1515, the maintainer's fix); cuda-compat-X-Y as the CUDA repository names it
+        package = f"cuda-compat-{compat.cuda.replace('.', '-')}"
+        removal = (*fixes_for(debian=["sudo apt-get remove {package:package}"],
+                              rhel=["sudo dnf remove {package:package}"], package=package), *removal)
     return (*looks, *removal, *upgrades) if removal_first else (*looks, *upgrades, *removal)
 
 

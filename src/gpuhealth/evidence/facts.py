@@ -668,16 +668,18 @@ _DKMS_CERTIFICATE = guarded_re(r"^\s{0,8}Public certificate \(MOK\): (/\S{1,300}
 _LISTS_ENROLLED = ("mokutil --list-enrolled", "mokutil -l ", "SHA1 Fingerprint:")
 
 
-def module_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[str, InstallState]:
     """The install overlay for the nvidia module's signer (a modinfo of nvidia), the certificate DKMS signs with and the
     names of the enrolled MOKs (the
-    certificates' subject and issuer names of a `mokutil --list-enrolled`); empty when the lines hold neither."""
+    certificates' subject and issuer names of a `mokutil --list-enrolled`); empty when the lines hold neither.
+    ``command``: the command the lines are the output of, where the caller knows it (else the source names it)."""
     found: dict[str, Any] = {}
-    listing = any(word in source for word in _LISTS_ENROLLED[:2]) or any(
+    source_and_command = f"{source} {command}"
+    listing = any(word in source_and_command for word in _LISTS_ENROLLED[:2]) or any(
         line.lstrip().startswith(_LISTS_ENROLLED[2]) for line in lines[:2000])
     names: list[str] = []
     # a modinfo cut to its signer ("modinfo nvidia | grep signer"): whole, modinfo's own reader takes it
-    modinfo = "modinfo" in source and "nvidia" in source
+    modinfo = "modinfo" in source_and_command and "nvidia" in source_and_command
     for line in lines[:2000]:
         text = line[:400]
         signer = _MODINFO_SIGNER.search(text) if modinfo else None

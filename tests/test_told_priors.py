@@ -1,0 +1,137 @@
+"""Symptoms in the reporter's words whose cause NVIDIA's documents name (knowledge/cause_phrases.csv, read by
+parsers/prose_symptoms.py): the cause's check leads as the reporter's words, at most a warning, and machine output
+that says otherwise wins. The sentences are written for these tests from the documents each row cites (hand-written,
+no case's text)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.model import Severity
+from smi_tables import a100_table
+
+
+def report_of(*texts: tuple[str, str]):
+    snapshot, _ = analyze_texts(list(texts))
+    return run_checks(snapshot)
+
+
+def codes(report) -> list[str]:
+    return [f.code for f in report.findings if f.severity is not Severity.INFO]
+
+
+def lead_of(words: str):
+    report = report_of(("notes.txt", words + "\n"))
+    return report.findings[0], report
+
+
+# --------------------------------------------------------------------------- 1. a slow start: persistence or JIT
+
+@pytest.mark.parametrize("words", [
+    # the Driver Persistence document: without a client the driver tears the GPU state down, so EVERY CUDA process
+    # (each test of a suite, each nvidia-smi call) pays the initialisation again
+    "On our headless server with 4 GPUs every test takes about 10 seconds, even the trivial ones.",
+    "cudaFree(0) takes 5 seconds at the start of every process on this machine.",
+    "Each CUDA program spends several seconds before it starts; it is the same for every process on the GPU node.",
+    "Enabling persistence mode fixed it: CUDA programs start at once now.",
+    "sudo nvidia-smi -pm 1 solved the slow start on the GPU box.",
+])
+def test_a_slow_start_of_every_process_is_persistence_off(words):
+    first, report = lead_of(words)
+    assert first.code == "GH604", [(f.code, f.message) for f in report.findings]
+    assert first.severity is Severity.WARNING and first.labels.get("reported") == "words"
+    assert not {"GH003", "GH004"} & set(codes(report))
+
+
+@pytest.mark.parametrize("words", [
+    # the JIT cache (CUDA Pro Tip: Fat Binaries and JIT Caching): PTX compiled at start, once, then kept
+    "The first run takes 20 minutes because the driver JIT-compiles the PTX for the new GPU.",
+    "Every CUDA test takes 10 seconds only the first time after the install, then it is fast: the PTX is JIT "
+    "compiled and takes a while.",
+    "The JIT takes 40 seconds at each start since our ComputeCache is on a read-only NFS home.",
+])
+def test_a_slow_start_from_jit_compilation_is_gh609s(words):
+    first, report = lead_of(words)
+    assert first.code == "GH609", [(f.code, f.message) for f in report.findings]
+    assert first.severity is Severity.WARNING and "GH604" not in codes(report)
+
+
+def test_a_first_call_told_slow_ranks_persistence_then_jit():
+    first, _ = lead_of("The first CUDA call takes about 30 seconds on our 8-GPU server.")
+    assert first.code == "GH609"
+    assert [c.cause for c in first.differential][:2] == ["persistence-off", "ptx-jit-compile"]
+
+
+@pytest.mark.parametrize("words", [
+    "Each epoch takes 30 seconds on the GPU.",
+    "Every test takes 1 second on the GPU.",
+    "If persistence mode is off, every CUDA process can take a few seconds to start.",
+    "Every test used to take 10 seconds on the GPU server before I enabled persistence mode.",
+    "Each test takes 10 seconds on my laptop's CPU.",
+    "Enabling persistence mode did not help at all with the GPU.",
+])
+def test_words_that_do_not_tell_a_slow_start_raise_no_gh604(words):
+    _, report = lead_of(words)
+    assert "GH604" not in codes(report), [(f.code, f.message) for f in report.findings]
+
+
+def test_persistence_mode_on_in_nvidia_smi_wins_over_the_words():
+    report = report_of(("nvidia-smi.txt", a100_table() + "\n"),
+                       ("notes.txt", "On our GPU server every test takes about 10 seconds.\n"))
+    assert "GH604" not in codes(report), [(f.code, f.message) for f in report.findings]
+
+
+# --------------------------------------------------------------------------- 2. CUDA's unknown error and nvidia-uvm
+
+TORCH_UNKNOWN = ("UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up "
+                 "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the "
+                 "available devices to be zero.")
+
+
+@pytest.mark.parametrize("words", [
+    # the CUDA Installation Guide's Device Node Verification: nvidia-uvm and /dev/nvidia-uvm are made on demand or by
+    # a start-up script; nvidia-modprobe -u loads the Unified Memory module
+    "After running sudo nvidia-modprobe -u it works again until the next reboot.",
+    # running a program as root (nvidia-smi, X) first fixes CUDA's unknown error (999): error 999 is UVM's, the root
+    # program's nvidia-modprobe made what was missing; without the error in sight the same words are the device nodes
+    "CUDA gives the unknown error and it only works after I run nvidia-smi once as root.",
+    "sudo modprobe nvidia-uvm fixed it.",
+    "The /dev/nvidia-uvm node is missing after boot.",
+])
+def test_cudas_unknown_error_with_uvm_loaded_by_hand_is_gh205(words):
+    report = report_of(("traceback.txt", TORCH_UNKNOWN + "\n"), ("notes.txt", words + "\n"))
+    assert report.findings[0].code == "GH205", [(f.code, f.message) for f in report.findings]
+    assert not {"GH003", "GH004"} & set(codes(report))
+
+
+def test_the_cause_told_in_the_sentence_of_the_message_is_read():
+    first, report = lead_of("cuInit keeps returning CUDA_ERROR_UNKNOWN until I run sudo nvidia-modprobe -u by hand.")
+    assert first.code == "GH205", [(f.code, f.message) for f in report.findings]
+    assert any("reporter" in e.source for e in first.evidence)
+
+
+def test_the_words_alone_name_uvm_as_a_warning():
+    first, _ = lead_of("nvidia_uvm is not loaded on the headless GPU box, lsmod only shows nvidia.")
+    assert first.code == "GH205" and first.severity is Severity.WARNING and first.labels.get("reported") == "words"
+
+
+@pytest.mark.parametrize("words", [
+    "Installing the nvidia-modprobe package fixed the CUDA error for normal users.",
+    "The CUDA samples fail on the headless node until I run nvidia-smi as root once after boot.",
+])
+def test_device_nodes_made_by_a_privileged_program_are_gh207(words):
+    first, _ = lead_of(words)
+    assert first.code == "GH207" and first.severity is Severity.WARNING
+
+
+@pytest.mark.parametrize("words", [
+    "If CUDA fails with an unknown error, try sudo modprobe nvidia-uvm.",
+    "sudo modprobe nvidia-uvm did not help, CUDA still fails.",
+    "The CUDA unknown error stays even after I run nvidia-smi as root.",
+    "/dev/nvidia-uvm exists and nvidia_uvm is loaded.",
+])
+def test_words_that_do_not_name_uvm_raise_no_gh205(words):
+    _, report = lead_of(words)
+    assert "GH205" not in codes(report), [(f.code, f.message) for f in report.findings]
