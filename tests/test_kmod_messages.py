@@ -355,3 +355,17 @@ def test_lockdown_asked_for_at_boot_makes_eperm_a_refusal(asked: str):
 
 def test_lockdown_none_asked_for_leaves_eperm_to_gh201():
     assert lead('{"settings":{"kernel":{"lockdown":"none"}}}\n' + INSMOD_EPERM)[0] == "GH201"
+
+
+@pytest.mark.parametrize("text", [
+    # dkms 3.1+: diewarn's arguments, one a line
+    "Warning: The /var/lib/dkms/nvidia/470.256.02/6.14.0-15-generic/x86_64/dkms.conf\n"
+    "for module nvidia/470.256.02 includes a BUILD_EXCLUSIVE directive\n"
+    "which does not match this kernel/arch/config.\n"
+    "This indicates that it should not be built.\n",
+    # dkms 3.0: one line
+    "Error! The /var/lib/dkms/nvidia/470.256.02/6.14.0-15-generic/x86_64/dkms.conf for module nvidia includes a "
+    "BUILD_EXCLUSIVE directive which does not match this kernel/arch/config.\n",
+])
+def test_build_exclusive_nvidia_is_not_built_for_this_kernel(text: str):
+    assert lead(text) == ("GH507", Severity.CRITICAL)
