@@ -1262,6 +1262,7 @@ class CudaState:
     fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")
+    fabricmanager_version: str | None = None  # the version its own log names ("Fabric Manager version 550.127.05 ...")
     persistenced_errors: tuple[str, ...] = ()  # nvidia-persistenced's error lines from systemctl status / journalctl
     # its command line (systemctl status: the CGroup tree, else ExecStart); --no-persistence-mode forces it off
     persistenced_command: str | None = None
