@@ -796,6 +796,9 @@ class Snapshot:
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
     devices_requested: tuple[DeviceRequest, ...] = ()
+    # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists
+    # them: always a reported fact (GH608 holds a device index to it, at most a warning)
+    gpus_stated: int | None = None
     # analyze: GPUs and driver versions named in text no parser read (GH209): package names, PCI IDs, models in words
     mentioned: tuple[Mention, ...] = ()
     # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
