@@ -759,11 +759,13 @@ def _looks_like_fabricmanager_log(text: str) -> bool:
                recognise=_looks_like_fabricmanager_log)
 def _fabricmanager_log(text: str, source: str) -> dict[str, Any]:
     """Fabric Manager's own log: a start-up whose last word is that it set the fabric up says the service ran (GH210
-    passes); its error lines are read by the catalogue (the ``fm-*`` rows), so they are not the unit's errors here."""
+    passes), and the version it names is compared with the driver's (GH210); its error lines are read by the catalogue
+    (the ``fm-*`` rows), so they are not the unit's errors here."""
     from gpuhealth.parsers.fabricmanager_log import parse_fabricmanager_log
 
     log = parse_fabricmanager_log(text)
-    return {"cuda": CudaState(fabricmanager_active="active")} if log.configured else {}
+    state = CudaState(fabricmanager_active="active" if log.configured else None, fabricmanager_version=log.version)
+    return {"cuda": state} if log.configured or log.version else {}
 
 
 # `ps aux` / `ps -ef` (or a grep of one): the nvidia-persistenced process and its command line (GH604).

@@ -38,6 +38,7 @@ class Statement:
 def statements(text: str, source: str) -> list[Statement]:
     """What the sentences of one piece state: versions, NVIDIA units, install-time states, PCIe links."""
     from gpuhealth.parsers.prose import (
+        gpu_count_statements,
         install_statements,
         library_path_statements,
         package_statements,
@@ -47,7 +48,7 @@ def statements(text: str, source: str) -> list[Statement]:
     )
 
     found = [*version_statements(text), *unit_statements(text), *install_statements(text), *package_statements(text),
-             *library_path_statements(text)]
+             *library_path_statements(text), *gpu_count_statements(text)]
     pcie = pcie_statements(text)
     if pcie:
         found += with_model(text, pcie)
@@ -113,6 +114,8 @@ def _machine_driver(fields: dict[str, Any]) -> bool:
 
 def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
     words, value = stated.words, stated.value
+    if stated.thing == "gpu-count":
+        return _gpu_count(fields, int(value), words, source)
     if stated.thing == "driver" and not _machine_driver(fields):
         return [_set(fields, "driver", DriverInfo, {"version": value}, f"NVIDIA driver {value}", words, source)]
     cuda = fields.get("cuda")
@@ -153,6 +156,17 @@ def _library_path(fields: dict[str, Any], stated: Any, source: str) -> list[Repo
 
 _UNIT_FIELDS = {"nvidia-fabricmanager": ("fabricmanager_active", "fabricmanager_enabled"),
                 "nvidia-persistenced": ("persistenced_active", "persistenced_enabled")}
+
+
+def _gpu_count(fields: dict[str, Any], count: int, words: str, source: str) -> list[ReportedFact]:
+    """The GPU count the words state, where no program's output lists the GPUs (nvidia-smi, NVML, lspci)."""
+    smi, nvml = fields.get("smi"), fields.get("nvml")
+    listed = ((smi is not None and smi.gpus and not smi.partial) or (nvml is not None and getattr(nvml, "gpus", ()))
+              or any(d.is_nvidia_gpu for d in fields.get("pci_devices") or ()))
+    if listed:
+        return []
+    fields["gpus_stated"] = count
+    return [ReportedFact("gpus_stated", (), f"{count} GPU(s) on this host", words, source)]
 
 
 def _unit(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
