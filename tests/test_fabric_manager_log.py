@@ -281,3 +281,31 @@ def test_a_unit_shown_running_is_not_contradicted_by_a_package_version():
               "     Loaded: loaded (/lib/systemd/system/nvidia-fabricmanager.service; enabled)\n"
               "     Active: active (running) since Tue 2025-06-03 08:14:06 UTC; 2h ago\n")
     assert not _mismatch(report(PROC_VERSION + DPKG.format(fm="550.127.05") + status))
+
+
+# --------------------------------------------------------------------------- the look that decides, pasted back
+
+def _grep_fabric(state: str, status: str, count: int = 8) -> str:
+    """`nvidia-smi -q | grep -A2 -i fabric` as grep prints it: each GPU's Fabric section, "--" between them."""
+    block = (f"    Fabric\n        State                             : {state}\n"
+             f"        Status                            : {status}\n")
+    return "$ nvidia-smi -q | grep -A2 -i fabric\n" + "--\n".join([block] * count)
+
+
+def test_the_fabric_excerpt_gpuhealth_asks_for_is_read():
+    result = report(_grep_fabric("In Progress", "N/A"))
+    finding = gh210(result)
+    assert "8 GPU(s) have not joined the NVLink fabric" in finding.message
+    assert "(None)" not in " ".join(line for e in finding.evidence for line in e.lines)
+    assert not [f for f in result.findings if f.code in ("GH002", "GH004")]
+
+
+def test_every_gpu_in_the_fabric_raises_nothing():
+    result = report(_grep_fabric("Completed", "Success"))
+    assert result.verdict == "HEALTHY", [(f.code, f.message) for f in result.findings]
+
+
+def test_802_beside_gpus_waiting_for_the_fabric_is_critical_with_their_states():
+    finding = gh210(report(_grep_fabric("In Progress", "N/A") + "$ python train.py\n" + PYTORCH_802))
+    assert finding.severity is Severity.CRITICAL
+    assert any("State: In Progress" in line for e in finding.evidence for line in e.lines)

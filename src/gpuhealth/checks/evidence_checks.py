@@ -594,7 +594,8 @@ _NVLINK5 = lazy_re(r"\bG?B[23]00\b")
 
 
 def _fabric_states(unjoined: list[Gpu]) -> Evidence:
-    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index} ({g.name}): State: {g.fabric_state}"
+    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index}{f' ({g.name})' if g.name else ''}: State: "
+                                                    f"{g.fabric_state}"
                                                     for g in unjoined[:MAX_LINES]))
 
 

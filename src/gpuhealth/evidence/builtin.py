@@ -91,11 +91,12 @@ def _smi_table(text: str, source: str) -> dict[str, Any]:
 
 
 # Some bug reports hold only the page-retirement / row-remapping sections of `nvidia-smi -q`; people paste the
-# link block alone (`nvidia-smi -q | grep -A8 "GPU Link Info"`, or `-q -d PCI` from below its GPU header line).
+# link block alone (`nvidia-smi -q | grep -A8 "GPU Link Info"`, or `-q -d PCI` from below its GPU header line), or
+# the GPUs' fabric registration (`nvidia-smi -q | grep -A2 -i fabric`: "Fabric", then "State : Completed").
 _SMI_QUERY_SECTION = guarded_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable|"
-                                r"GPU Link Info\s*$)",
+                                r"GPU Link Info\s*$|Fabric\s*\n\s+State\s+: )",
                                 re.M, may=has("Pending Page Blacklist", "Remapped Rows", "Retired Pages",
-                                              "SRAM Uncorrectable", "GPU Link Info"))
+                                              "SRAM Uncorrectable", "GPU Link Info", "Fabric"))
 
 
 # `nvidia-smi -q | grep -i version`: the host's lines in column 0, padded to the key column before " : "
