@@ -150,3 +150,58 @@ def test_a_device_choice_is_never_critical():
     for evidence in pieces:
         found = _gh608(_report(*evidence))
         assert found and all(f.severity <= Severity.WARNING for f in found), evidence
+
+
+# --------------------------------------------------------------------------- the GPU count in the reporter's words
+
+def _count(text: str) -> list[str]:
+    from gpuhealth.parsers.prose import gpu_count_statements
+
+    return [s.value for s in gpu_count_statements(text)]
+
+
+def test_the_gpu_count_a_person_states_is_read():
+    assert _count("I have only one GPU (RTX 3090) in my machine.") == ["1"]
+    assert _count("My server has 2 GPUs.") == ["2"]
+    assert _count("We have two NVIDIA GeForce RTX 3090 GPUs.") == ["2"]
+    assert _count("The machine has 8x A100 GPUs.") == ["8"]
+    assert _count("I am on a single-GPU machine.") == ["1"]
+    assert _count("On systems with 1 GPU the script trains on the CPU.") == ["1"]
+    # no count of this host: another subject, a condition, a requirement, the past, a question, two numbers
+    for text in ("I have two questions about the GPU.", "If you have only one GPU, set it to 0.",
+                 "This code needs 2 GPUs.", "I used to have two GPUs.", "I trained with 2 GPUs.",
+                 "Do I have only one GPU?", "I have one GPU at home. My server has 4 GPUs."):
+        assert _count(text) == [], text
+
+
+def test_an_index_beyond_the_count_the_reporter_states_is_gh608_on_their_words():
+    words = "My training script has\n\nexport CUDA_VISIBLE_DEVICES=2\n\nand my PC has only one GPU.\n"
+    [gh608] = _gh608(_report(("notes.txt", words)))
+    assert gh608.severity == Severity.WARNING and "index 2 is not a GPU on this host" in gh608.message
+    assert gh608.labels.get("reported") == "words"
+    assert any("my PC has only one GPU" in line for e in gh608.evidence for line in e.lines)
+    # the negative: the count stated keeps the index (two GPUs, index 1)
+    assert not _gh608(_report(("notes.txt", words.replace("=2", "=1").replace("only one GPU", "two GPUs"))))
+
+
+def test_a_program_listing_the_gpus_wins_over_the_count_in_words():
+    words = ("I have only one GPU.\n$ python train.py --device cuda:1\n"
+             "RuntimeError: CUDA error: invalid device ordinal\n")
+    report = _report(("notes.txt", words))
+    assert _lead(report).code == "GH608" and "can see 1 GPU(s)" in _lead(report).message
+    # nvidia-smi -L lists two GPUs: GPU 1 exists, whatever the words say
+    listed = _report(("nvidia-smi -L", TWO_GPUS), ("notes.txt", words))
+    assert not any("can see 1 GPU(s)" in f.message for f in _gh608(listed))
+
+
+# --------------------------------------------------------------------------- the count not in the evidence
+
+def test_an_ordinal_error_without_the_count_says_so_with_the_commands_that_decide_it():
+    log = "$ python train.py --device cuda:1\nRuntimeError: CUDA error: invalid device ordinal\n"
+    report = _report(("log", log))
+    [gh608] = _gh608(report)
+    assert "can see" not in gh608.message and all(c.status == "open" for c in gh608.differential)
+    assert any(s.code == "GH608" and "how many GPUs it sees (paste nvidia-smi -L)" in s.reason for s in report.skipped)
+    assert "nvidia-smi -L" in [f.command for f in gh608.fixes]
+    deciding = [c.command for c in gh608.differential if c.cause == "device-index-beyond-count"]
+    assert deciding and "python -c 'import torch; print(torch.cuda.device_count())'" in deciding[0]

@@ -233,3 +233,79 @@ def test_two_gpus_on_a_bridge_are_no_nvswitch_topology():
               "GPU1    NV12     X      0-31    0\n")
     finding = gh210(report("$ nvidia-smi topo -m\n" + matrix + "$ python train.py\n" + PYTORCH_802))
     assert "every GPU pair joined by NVLink" not in finding.message
+
+
+# --------------------------------------------------------------------------- Fabric Manager of another version
+
+PROC_VERSION = ("$ cat /proc/driver/nvidia/version\nNVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07  "
+                "Fri May 31 09:35:42 UTC 2024\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+DPKG = ("$ dpkg -l | grep -i nvidia\n"
+        "ii  nvidia-driver-550-server  550.90.07-0ubuntu0.22.04.1  amd64  NVIDIA Server Driver metapackage\n"
+        "ii  nvidia-fabricmanager-550  {fm}-1  amd64  Fabric Manager for NVSwitch based systems.\n")
+
+
+def _mismatch(result: Report) -> list[Finding]:
+    return [f for f in result.findings if f.code == "GH210" and "is not the loaded driver's version" in f.message]
+
+
+def test_a_fabric_manager_package_of_another_version_than_the_module():
+    (finding,) = _mismatch(report(PROC_VERSION + DPKG.format(fm="550.127.05")))
+    assert finding.severity is Severity.WARNING  # no platform shown: the condition, named
+    assert "550.127.05" in finding.message and "550.90.07" in finding.message
+    assert any("apt-cache madison" in c for c in commands(finding))
+
+
+def test_the_same_mismatch_on_an_hgx_board_is_critical_and_on_a_geforce_is_not():
+    (board,) = _mismatch(report(_smi_list("NVIDIA H100 80GB HBM3", 8) + PROC_VERSION + DPKG.format(fm="550.127.05")))
+    assert board.severity is Severity.CRITICAL
+    (card,) = _mismatch(report(_smi_list("NVIDIA GeForce RTX 4090", 1) + PROC_VERSION + DPKG.format(fm="550.127.05")))
+    assert card.severity is Severity.INFO
+
+
+def test_a_fabric_manager_of_the_drivers_version_raises_nothing():
+    assert not _mismatch(report(PROC_VERSION + DPKG.format(fm="550.90.07")))
+
+
+def test_the_rpm_package_and_the_logs_version_line_are_read_too():
+    rpm = ("$ rpm -qa | grep -i nvidia\nnvidia-fabric-manager-550.127.05-1.x86_64\n"
+           "nvidia-driver-550.90.07-1.el9.x86_64\n")
+    assert _mismatch(report(PROC_VERSION + rpm))
+    log = "$ sudo cat /var/log/fabricmanager.log\n" + STARTED + ERROR + "fabric manager exiting on an error\n"
+    (finding,) = _mismatch(report(PROC_VERSION + log))  # its log names 550.127.05
+    assert finding.severity is Severity.CRITICAL  # beside its own error line
+
+
+def test_a_unit_shown_running_is_not_contradicted_by_a_package_version():
+    status = ("$ systemctl status nvidia-fabricmanager\n"
+              "● nvidia-fabricmanager.service - NVIDIA fabric manager service\n"
+              "     Loaded: loaded (/lib/systemd/system/nvidia-fabricmanager.service; enabled)\n"
+              "     Active: active (running) since Tue 2025-06-03 08:14:06 UTC; 2h ago\n")
+    assert not _mismatch(report(PROC_VERSION + DPKG.format(fm="550.127.05") + status))
+
+
+# --------------------------------------------------------------------------- the look that decides, pasted back
+
+def _grep_fabric(state: str, status: str, count: int = 8) -> str:
+    """`nvidia-smi -q | grep -A2 -i fabric` as grep prints it: each GPU's Fabric section, "--" between them."""
+    block = (f"    Fabric\n        State                             : {state}\n"
+             f"        Status                            : {status}\n")
+    return "$ nvidia-smi -q | grep -A2 -i fabric\n" + "--\n".join([block] * count)
+
+
+def test_the_fabric_excerpt_gpuhealth_asks_for_is_read():
+    result = report(_grep_fabric("In Progress", "N/A"))
+    finding = gh210(result)
+    assert "8 GPU(s) have not joined the NVLink fabric" in finding.message
+    assert "(None)" not in " ".join(line for e in finding.evidence for line in e.lines)
+    assert not [f for f in result.findings if f.code in ("GH002", "GH004")]
+
+
+def test_every_gpu_in_the_fabric_raises_nothing():
+    result = report(_grep_fabric("Completed", "Success"))
+    assert result.verdict == "HEALTHY", [(f.code, f.message) for f in result.findings]
+
+
+def test_802_beside_gpus_waiting_for_the_fabric_is_critical_with_their_states():
+    finding = gh210(report(_grep_fabric("In Progress", "N/A") + "$ python train.py\n" + PYTORCH_802))
+    assert finding.severity is Severity.CRITICAL
+    assert any("State: In Progress" in line for e in finding.evidence for line in e.lines)

@@ -304,3 +304,68 @@ def test_dkms_certificate_does_not_apply_when_dkms_could_not_sign():
     commands = [fix.command for fix in report(text).findings[0].fixes]
     assert "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" not in commands
     assert any(c.startswith("openssl req") for c in commands)  # an unsigned module: the generic route
+
+
+@pytest.mark.parametrize("text", [
+    # the kernel Makefile's check before an external module build, before and after 6.12's rewording
+    "  ERROR: Kernel configuration is invalid.\n"
+    "         include/generated/autoconf.h or include/config/auto.conf are missing.\n"
+    "         Run 'make oldconfig && make prepare' on kernel src to fix it.\n",
+    "***\n***  ERROR: Kernel configuration is invalid. The following files are missing:\n"
+    "***    - include/generated/autoconf.h\n",
+])
+def test_unprepared_kernel_tree_is_headers_missing(text: str):
+    assert lead(text) == ("GH503", Severity.CRITICAL)
+
+
+def test_signer_and_enrolled_pieces_count_as_read():
+    """The grep'd modinfo and mokutil pieces gave their facts: not "format not recognised" (GH002)."""
+    result = report(SB_ON + signer("DKMS module signing key")
+                    + "$ mokutil --list-enrolled | grep Subject:\n"
+                    + "        Subject: O = gpubox, CN = akmods local signing key\n"
+                    + REJECTED)
+    assert result.findings[0].code == "GH506" and "none of the enrolled keys" in result.findings[0].message
+    assert "GH002" not in {f.code for f in result.findings}
+
+
+def test_a_whole_enrolled_listing_alone_is_recognised():
+    from gpuhealth.evidence import identify
+
+    assert identify(LIST_ENROLLED.split("\n", 1)[1]) == "mokutil"
+    assert identify("signer:         DKMS module signing key\nsig_key:        5D:0C:AA:BB\n") == "modinfo-nvidia"
+
+
+INSMOD_EPERM = "insmod: ERROR: could not insert module /lib/modules/6.1.90/extra/nvidia.ko: Operation not permitted\n"
+
+
+def test_insmod_refusal_of_nvidia_is_read():
+    """kmod's insmod ("could not insert module %s: %s"): a failed load, never HEALTHY."""
+    assert lead(INSMOD_EPERM) == ("GH201", Severity.CRITICAL)
+
+
+@pytest.mark.parametrize("asked", [
+    "$ cat /proc/cmdline\nBOOT_IMAGE=/boot/vmlinuz-6.1.90 root=/dev/nvme0n1p1 ro lockdown=integrity\n",  # early_param
+    '$ apiclient get settings.kernel.lockdown\n{"settings":{"kernel":{"lockdown":"integrity"}}}\n',  # Bottlerocket
+    '[settings.kernel]\nlockdown = "confidentiality"\n',  # Bottlerocket's user data (TOML)
+])
+def test_lockdown_asked_for_at_boot_makes_eperm_a_refusal(asked: str):
+    first = report(asked + INSMOD_EPERM).findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+
+
+def test_lockdown_none_asked_for_leaves_eperm_to_gh201():
+    assert lead('{"settings":{"kernel":{"lockdown":"none"}}}\n' + INSMOD_EPERM)[0] == "GH201"
+
+
+@pytest.mark.parametrize("text", [
+    # dkms 3.1+: diewarn's arguments, one a line
+    "Warning: The /var/lib/dkms/nvidia/470.256.02/6.14.0-15-generic/x86_64/dkms.conf\n"
+    "for module nvidia/470.256.02 includes a BUILD_EXCLUSIVE directive\n"
+    "which does not match this kernel/arch/config.\n"
+    "This indicates that it should not be built.\n",
+    # dkms 3.0: one line
+    "Error! The /var/lib/dkms/nvidia/470.256.02/6.14.0-15-generic/x86_64/dkms.conf for module nvidia includes a "
+    "BUILD_EXCLUSIVE directive which does not match this kernel/arch/config.\n",
+])
+def test_build_exclusive_nvidia_is_not_built_for_this_kernel(text: str):
+    assert lead(text) == ("GH507", Severity.CRITICAL)

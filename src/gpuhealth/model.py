@@ -796,6 +796,9 @@ class Snapshot:
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
     devices_requested: tuple[DeviceRequest, ...] = ()
+    # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists
+    # them: always a reported fact (GH608 holds a device index to it, at most a warning)
+    gpus_stated: int | None = None
     # analyze: GPUs and driver versions named in text no parser read (GH209): package names, PCI IDs, models in words
     mentioned: tuple[Mention, ...] = ()
     # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
@@ -1259,6 +1262,7 @@ class CudaState:
     fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")
+    fabricmanager_version: str | None = None  # the version its own log names ("Fabric Manager version 550.127.05 ...")
     persistenced_errors: tuple[str, ...] = ()  # nvidia-persistenced's error lines from systemctl status / journalctl
     # its command line (systemctl status: the CGroup tree, else ExecStart); --no-persistence-mode forces it off
     persistenced_command: str | None = None

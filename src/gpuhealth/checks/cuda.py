@@ -131,8 +131,22 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
     return None
 
 
+def counted_gpus(snapshot: Snapshot) -> int:
+    """GPUs on this host as the evidence counts them: a program's list (``gpu_count``), else the number a person's
+    words state ("I have only one GPU"; a reported fact, so what rests on it stays below critical); 0 when unknown."""
+    return gpu_count(snapshot) or (snapshot.gpus_stated or 0)
+
+
+def stated_count_evidence(snapshot: Snapshot) -> Evidence | None:
+    """The reporter's sentence that gave the GPU count, where no program's output counts the GPUs."""
+    fact = snapshot.reported_fact("gpus_stated")
+    if gpu_count(snapshot) or not snapshot.gpus_stated or fact is None:
+        return None
+    return Evidence(REPORTED_WORDS, (fact.words,))
+
+
 def _visibility_problems(snapshot: Snapshot) -> list[tuple[str, str]]:
-    count = gpu_count(snapshot)
+    count = counted_gpus(snapshot)
     uuids = tuple(g.uuid for g in snapshot.gpus if g.uuid)
     problems = []
     for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
@@ -402,9 +416,9 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
                     REBOOT)
     images = {label for label in flagged if label.startswith(IMAGE_LABELS)}
     # an image brings its own CUDA: the other way is an image of the CUDA the driver supports, not a host toolkit
-    image_fixes = (Fix(f"Run an image built for CUDA {max_cuda or '<the CUDA Version nvidia-smi prints>'} or older "
-                       "(an nvidia/cuda tag of that release, or the framework's image built on it)", "any",
-                       kind="step"),)
+    image_fixes = (Fix("Run an image built for the CUDA Version nvidia-smi prints or an older one (an nvidia/cuda tag "
+                       "of that release, or the framework's image built on it)", "any", kind="step",
+                       note=f"CUDA {max_cuda or '?'} or older"),)
     other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} - images else ()),
                    *(image_fixes if images else ()),
                    *(torch_fixes if "PyTorch's CUDA" in flagged else ()))
@@ -744,6 +758,9 @@ NVML_CUDA = "nvidia-smi's CUDA Version"
 _COMPAT_PACKAGE = lazy_re(r"^cuda-compat-(?P<major>\d{1,2})-(?P<minor>\d{1,2})$")
 
 
+COMPAT_PACKAGE_WHERE = "the cuda-compat-"  # CompatLibcuda.where of a package: "the cuda-compat-12-9 package (dpkg -l)"
+
+
 def compat_package(snapshot: Snapshot) -> CompatLibcuda | None:
     """The cuda-compat-X-Y package a listing (or the reporter's words) shows installed, beside a CUDA error 803 or 804:
     installed, the package is on the loader path only where LD_LIBRARY_PATH (or an ld.so.conf file) names its
@@ -990,6 +1007,12 @@ def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | 
         removal = (Fix("Remove the compat libcuda from the loader path (the /etc/ld.so.conf.d entry that names its "
                        "directory, or LD_LIBRARY_PATH; in a container, the image's compat directory), then run sudo "
                        "ldconfig", "any", kind="step", note=f"the copy: {compat.path}"),)
+    if compat.where.startswith(COMPAT_PACKAGE_WHERE) and compat.cuda:
+        # the package itself: removed, its libcuda leaves the host, and the container toolkit no longer injects it into
+        # containers (NVIDIA/nvidia-docker#1515, the maintainer's fix); cuda-compat-X-Y as the CUDA repository names it
+        package = f"cuda-compat-{compat.cuda.replace('.', '-')}"
+        removal = (*fixes_for(debian=["sudo apt-get remove {package:package}"],
+                              rhel=["sudo dnf remove {package:package}"], package=package), *removal)
     return (*looks, *removal, *upgrades) if removal_first else (*looks, *upgrades, *removal)
 
 
@@ -1478,7 +1501,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
     asks for a GPU index it cannot see (`cuda:3`, `torch.cuda.set_device(3)`, `.cuda(3)`, `--device 3`,
     `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
-    traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`), the entries of
+    traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`; where no program's
+    output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
     `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, or the framework's own refusal (XLA's "Invalid device
     ordinal value (1). Valid range is [0, 0]", TensorFlow's "'visible_device_list' listed an invalid GPU id"
     and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has).
@@ -1535,7 +1559,7 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
             and not hidden:
         yield Skip("the environment was not collected")
         return
-    count = gpu_count(snapshot)
+    count = counted_gpus(snapshot)
     if not count and snapshot.origin != "evidence" and not mig:
         yield Skip("no NVIDIA GPU on this host")
         return
@@ -1544,8 +1568,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
         yield Draft(
             Severity.WARNING, "; ".join(why for _, why in problems),
             evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
-                      Evidence("GPUs", (f"{count} GPU(s) on this host" if count else
-                                        "the GPU count is not in the evidence",))),
+                      stated_count_evidence(snapshot) or Evidence("GPUs", (
+                          f"{count} GPU(s) on this host" if count else "the GPU count is not in the evidence",))),
             fixes=tuple(slotted("unset {variable}", note="or list valid GPU indices or UUIDs (nvidia-smi -L)",
                                 variable=n) for n, _ in problems),
             explains=("GH605", "GH610"),
@@ -1706,6 +1730,8 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     evidence = [Evidence("the program", (asked.line or asked.text,))]
     if asked.visible is None or value is not None:
         evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+        if asked.visible is None and (told := stated_count_evidence(snapshot)) is not None:
+            evidence.append(told)
     valid = ("the only valid index is 0 (a single GPU is device 0)" if visible == 1
              else f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU")
     if value is not None and visible:

@@ -431,6 +431,12 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     stamp): a start-up whose last word is "Successfully configured all the available NVSwitches" says the service set
     the fabric up, and this check passes on it.
 
+    Fabric Manager of another version than the loaded kernel module (its installed package, `nvidia-fabricmanager-
+    <branch>` or `nvidia-fabric-manager`, or the version its own log names, against /proc/driver/nvidia/version or
+    nvidia-smi) does not start: critical wherever it is needed (SXM GPUs or an NVSwitch board shown, its unit down,
+    its error lines, CUDA's 802), a warning where nothing shows the platform, information beside GPUs of no NVSwitch
+    board; a unit shown running is the machine's word that it started.
+
     A program's error 802 with nothing about the service itself (CUDA's runtime API: the system is not yet ready, a
     driver daemon it needs is not running) is named by the platform the evidence shows: on an NVSwitch system
     (eight SXM GPUs in nvidia-smi's list, NVSwitches on the bus, an HGX/DGX name or a cloud instance type) Fabric
@@ -480,6 +486,10 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
+    mismatch = _version_mismatch(snapshot) if not state or state.split()[0] != "active" else None
+    if mismatch is not None:  # (a unit shown running is the machine's word that it started)
+        yield _versions_differ(snapshot, mismatch, lines + logged, state, errors, switch)
+        return
     evidence: list[Evidence] = []
     if state and state.split()[0] in _NOT_RUNNING and switch:
         missing = cuda is not None and cuda.fabricmanager_enabled == "not-found"
@@ -584,7 +594,8 @@ _NVLINK5 = lazy_re(r"\bG?B[23]00\b")
 
 
 def _fabric_states(unjoined: list[Gpu]) -> Evidence:
-    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index} ({g.name}): State: {g.fabric_state}"
+    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index}{f' ({g.name})' if g.name else ''}: State: "
+                                                    f"{g.fabric_state}"
                                                     for g in unjoined[:MAX_LINES]))
 
 
@@ -597,6 +608,61 @@ def _gpus_not_in_fabric(unjoined: list[Gpu], logged: list[MessageLine]) -> Draft
                  "an NVLink 5 system without its NVLink Subnet Manager), and CUDA reports 'system not yet initialized' "
                  "(802) on them until it has",
                  evidence=(_fabric_states(unjoined),) + line_evidence(logged), fixes=table_fixes("GH210"),
+                 explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+# Fabric Manager's package: Debian's and the CUDA repository's nvidia-fabricmanager-<branch> (nvidia-fabricmanager from
+# R580), RHEL's nvidia-fabric-manager (NVIDIA Fabric Manager User Guide, Installation)
+_FM_PACKAGE = lazy_re(r"^nvidia-fabric-?manager(?:-\d{3})?$")
+
+
+def _version_mismatch(snapshot: Snapshot) -> tuple[str, str, str, str] | None:
+    """(Fabric Manager's version, where it was read, the loaded driver's, where) when a program's output shows both
+    and they differ: Fabric Manager checks the driver's version at start and exits on any other (its user guide).
+    Its own log's version line first, then its installed package."""
+    from gpuhealth.checks.cuda import module_version
+    from gpuhealth.checks.driver import driver_version_of
+
+    driver = module_version(snapshot)
+    if not driver:
+        return None
+    found: tuple[str, str] | None = None
+    if snapshot.cuda and snapshot.cuda.fabricmanager_version:
+        found = (snapshot.cuda.fabricmanager_version, "Fabric Manager's log")
+    for package in snapshot.host_env.packages if snapshot.host_env and not found else ():
+        version = driver_version_of(package.version)
+        if version and _FM_PACKAGE.match(package.name):
+            found = (version, f"{package.name} {package.version}")
+            break
+    if found is None or found[0] == driver:
+        return None
+    where = ("/proc/driver/nvidia/version" if snapshot.driver and snapshot.driver.version
+             else snapshot.sources.get("smi", "nvidia-smi"))
+    return found[0], found[1], driver, where
+
+
+def _versions_differ(snapshot: Snapshot, mismatch: tuple[str, str, str, str], lines: list[MessageLine],
+                     state: str | None, errors: tuple[str, ...], switch: bool | None) -> Draft:
+    """Fabric Manager of another version than the loaded driver: it does not start. A fault wherever Fabric Manager is
+    needed (an NVSwitch board shown, its unit down, its errors, CUDA's 802); with no platform shown, a warning that
+    names the condition; with GPUs of no NVSwitch board, information (it is not needed there)."""
+    from gpuhealth.parsers.platform import off_nvswitch
+
+    fm, fm_where, driver, driver_where = mismatch
+    down = bool(state) and state.split()[0] in _NOT_RUNNING
+    off = off_nvswitch(snapshot)
+    if switch or lines or errors or down:
+        severity = Severity.CRITICAL
+    else:
+        severity = Severity.INFO if off else Severity.WARNING
+    message = (f"Fabric Manager {fm} is not the loaded driver's version ({driver}): it checks the driver's version at "
+               "start and exits on any other, and on an NVSwitch system CUDA reports 'system not yet initialized' "
+               "(802) until it runs")
+    if off:
+        message += f"; {one_line(off)}, GPUs of no NVSwitch board, which need no Fabric Manager"
+    evidence = (Evidence(fm_where, (f"Fabric Manager {fm}",)), Evidence(driver_where, (f"driver {driver}",)))
+    return Draft(severity, message, evidence=evidence + line_evidence(lines),
+                 fixes=table_fixes("GH210", kind="fm-driver-interface-mismatch"),
                  explains=("GH610", "GH605", "GH408", "GH806"))
 
 

@@ -634,6 +634,11 @@ def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
 # without a trusted signature (module_sig_check asks security_locked_down(LOCKDOWN_MODULE_SIGNATURE): EPERM).
 _LOCKED_DOWN_FROM = guarded_re(r"Kernel is locked down from ([\w ]{1,40}?); see man kernel_lockdown",
                                may=has("locked down from"))
+# The level asked for at boot: lockdown.c's early_param "lockdown=" on a kernel command line (/proc/cmdline), and
+# Bottlerocket's documented setting settings.kernel.lockdown (its API's JSON, its user data's TOML).
+_LOCKDOWN_PARAM = guarded_re(r"(?:^|\s)lockdown=(integrity|confidentiality)(?:\s|$)", may=has("lockdown="))
+_LOCKDOWN_SETTING = guarded_re(r"\"?lockdown\"?\s{0,4}[=:]\s{0,4}\"(integrity|confidentiality|none)\"",
+                               may=has("lockdown"))
 _LOCKDOWN_LEVELS = guarded_re(r"^\s*\[?none\]? \[?integrity\]? \[?confidentiality\]?\s*$",
                               may=has("integrity"))
 
@@ -641,7 +646,7 @@ _LOCKDOWN_LEVELS = guarded_re(r"^\s*\[?none\]? \[?integrity\]? \[?confidentialit
 def lockdown_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     """The install overlay for the kernel's lockdown as these lines state it; empty when none does. The sysfs file's
     bracketed level wins (it says the level now); the boot line says only that the kernel was locked down, which is at
-    least "integrity"."""
+    least "integrity"; a command line's lockdown= or Bottlerocket's settings.kernel.lockdown say the level asked for."""
     state = quote = None
     for line in lines:
         text = line.strip()[:300]
@@ -652,6 +657,9 @@ def lockdown_lines(lines: list[str], source: str) -> dict[str, InstallState]:
         found = _LOCKED_DOWN_FROM.search(text)
         if found and state is None:
             state, quote = "integrity", text[found.start():found.end() + 20]
+        asked = _LOCKDOWN_PARAM.search(text) or _LOCKDOWN_SETTING.search(text)
+        if asked and state is None:
+            state, quote = asked[1], text
     if state is None:
         return {}
     return {"install": InstallState(lockdown=state, lockdown_source=f"{source}: {quote[:120]}")}
@@ -668,16 +676,18 @@ _DKMS_CERTIFICATE = guarded_re(r"^\s{0,8}Public certificate \(MOK\): (/\S{1,300}
 _LISTS_ENROLLED = ("mokutil --list-enrolled", "mokutil -l ", "SHA1 Fingerprint:")
 
 
-def module_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[str, InstallState]:
     """The install overlay for the nvidia module's signer (a modinfo of nvidia), the certificate DKMS signs with and the
     names of the enrolled MOKs (the
-    certificates' subject and issuer names of a `mokutil --list-enrolled`); empty when the lines hold neither."""
+    certificates' subject and issuer names of a `mokutil --list-enrolled`); empty when the lines hold neither.
+    ``command``: the command the lines are the output of, where the caller knows it (else the source names it)."""
     found: dict[str, Any] = {}
-    listing = any(word in source for word in _LISTS_ENROLLED[:2]) or any(
+    source_and_command = f"{source} {command}"
+    listing = any(word in source_and_command for word in _LISTS_ENROLLED[:2]) or any(
         line.lstrip().startswith(_LISTS_ENROLLED[2]) for line in lines[:2000])
     names: list[str] = []
     # a modinfo cut to its signer ("modinfo nvidia | grep signer"): whole, modinfo's own reader takes it
-    modinfo = "modinfo" in source and "nvidia" in source
+    modinfo = "modinfo" in source_and_command and "nvidia" in source_and_command
     for line in lines[:2000]:
         text = line[:400]
         signer = _MODINFO_SIGNER.search(text) if modinfo else None

@@ -38,14 +38,17 @@ class Statement:
 def statements(text: str, source: str) -> list[Statement]:
     """What the sentences of one piece state: versions, NVIDIA units, install-time states, PCIe links."""
     from gpuhealth.parsers.prose import (
+        gpu_count_statements,
         install_statements,
+        library_path_statements,
         package_statements,
         pcie_statements,
         unit_statements,
         version_statements,
     )
 
-    found = [*version_statements(text), *unit_statements(text), *install_statements(text), *package_statements(text)]
+    found = [*version_statements(text), *unit_statements(text), *install_statements(text), *package_statements(text),
+             *library_path_statements(text), *gpu_count_statements(text)]
     pcie = pcie_statements(text)
     if pcie:
         found += with_model(text, pcie)
@@ -55,7 +58,7 @@ def statements(text: str, source: str) -> list[Statement]:
 def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[ReportedFact, ...]:
     """Lay what the words state over ``fields`` (the snapshot fields the pieces' parsers filled) where no program's
     output gave it; the facts say which fields they filled. Of two pieces stating one thing, the later wins."""
-    from gpuhealth.parsers.prose import InstallStatement, PackageStatement, Stated, UnitStatement
+    from gpuhealth.parsers.prose import InstallStatement, LibraryPathStatement, PackageStatement, Stated, UnitStatement
 
     latest: dict[str, Statement] = {}
     for statement in given:
@@ -63,7 +66,8 @@ def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[Repor
         key = (stated.thing if isinstance(stated, Stated) else f"package:{stated.name}"
                if isinstance(stated, PackageStatement) else f"unit:{stated.unit}"
                if isinstance(stated, UnitStatement) else f"install:{stated.fact}:{stated.subject}"
-               if isinstance(stated, InstallStatement) else "pcie")  # a link (evidence/prose_pcie.py)
+               if isinstance(stated, InstallStatement) else "ld_library_path"
+               if isinstance(stated, LibraryPathStatement) else "pcie")  # a link (evidence/prose_pcie.py)
         latest[key] = statement
     modules = [s for s in latest.values() if isinstance(s.stated, InstallStatement) and s.stated.fact == "module"]
     kernels = [s for s in latest.values() if isinstance(s.stated, InstallStatement)
@@ -81,6 +85,8 @@ def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[Repor
             facts += _unit(fields, stated, statement.source)
         elif isinstance(stated, InstallStatement):
             facts += fill_install(fields, stated, statement.source)
+        elif isinstance(stated, LibraryPathStatement):
+            facts += _library_path(fields, stated, statement.source)
         else:
             facts += fill_pcie(fields, stated, statement.source)
     return tuple(facts)
@@ -108,6 +114,8 @@ def _machine_driver(fields: dict[str, Any]) -> bool:
 
 def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
     words, value = stated.words, stated.value
+    if stated.thing == "gpu-count":
+        return _gpu_count(fields, int(value), words, source)
     if stated.thing == "driver" and not _machine_driver(fields):
         return [_set(fields, "driver", DriverInfo, {"version": value}, f"NVIDIA driver {value}", words, source)]
     cuda = fields.get("cuda")
@@ -136,8 +144,29 @@ def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedF
     return []
 
 
+def _library_path(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """A cuda-compat directory the words put on LD_LIBRARY_PATH, as an `echo $LD_LIBRARY_PATH` would show it (GH603
+    judges it); none where a program's output gave LD_LIBRARY_PATH."""
+    cuda = fields.get("cuda")
+    if cuda is not None and cuda.ld_library_path:
+        return []
+    what = "LD_LIBRARY_PATH holds " + ":".join(stated.directories)
+    return [_set(fields, "cuda", CudaState, {"ld_library_path": stated.directories}, what, stated.words, source)]
+
+
 _UNIT_FIELDS = {"nvidia-fabricmanager": ("fabricmanager_active", "fabricmanager_enabled"),
                 "nvidia-persistenced": ("persistenced_active", "persistenced_enabled")}
+
+
+def _gpu_count(fields: dict[str, Any], count: int, words: str, source: str) -> list[ReportedFact]:
+    """The GPU count the words state, where no program's output lists the GPUs (nvidia-smi, NVML, lspci)."""
+    smi, nvml = fields.get("smi"), fields.get("nvml")
+    listed = ((smi is not None and smi.gpus and not smi.partial) or (nvml is not None and getattr(nvml, "gpus", ()))
+              or any(d.is_nvidia_gpu for d in fields.get("pci_devices") or ()))
+    if listed:
+        return []
+    fields["gpus_stated"] = count
+    return [ReportedFact("gpus_stated", (), f"{count} GPU(s) on this host", words, source)]
 
 
 def _unit(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:

@@ -28,9 +28,9 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["INSTALL_PATTERNS", "InstallStatement", "PackageStatement", "PcieStatement", "Stated", "UnitStatement",
-           "install_statements", "package_statements", "pcie_statements", "prose_sentences", "unit_statements",
-           "version_statements"]
+__all__ = ["INSTALL_PATTERNS", "InstallStatement", "LibraryPathStatement", "PackageStatement", "PcieStatement",
+           "Stated", "UnitStatement", "gpu_count_statements", "install_statements", "library_path_statements",
+           "package_statements", "pcie_statements", "prose_sentences", "unit_statements", "version_statements"]
 
 MAX_LINES = 2000
 MAX_LINE = 2000
@@ -265,6 +265,45 @@ def _same_version(short: str, full: str) -> bool:
 def distro_like(os_id: str) -> tuple[str, ...]:
     """The ID_LIKE os-release gives for a distribution ID (the family its package commands follow)."""
     return _DISTRO_LIKE.get(os_id, ())
+
+
+# --------------------------------------------------------------------------- GPU count
+
+# How many GPUs the host has, as a person states it (GH608 holds a device index to it where no program's output lists
+# the GPUs): "I have only one GPU", "my machine has 2 GPUs", "we've got two RTX 3090 GPUs", "on a single-GPU
+# machine", "a server with 4 GPUs", "there is only one GPU". Between the number and "GPU" only words of a model name
+# ("NVIDIA GeForce RTX 3090"): "two questions about the GPU" states no count.
+_COUNT_WORDS = {"one": 1, "single": 1, "a single": 1, "only one": 1, "two": 2, "dual": 2, "three": 3, "four": 4,
+                "five": 5, "six": 6, "seven": 7, "eight": 8, "sixteen": 16}
+_NUMBER = r"(?P<n>a single|single|one|two|dual|three|four|five|six|seven|eight|sixteen|[1-9]|1[0-6])"
+_MODEL_WORDS = (r"(?:(?:nvidia|geforce|quadro|tesla|titan|rtx|gtx|ti|super|max-q|laptop|mobile|pcie|sxm\d?|"
+                r"[a-z]{0,2}\d{2,4}[a-z]{0,3}(?:\s?\d{1,3}\s?gb)?|\d{1,3}\s?gb)[\s-]{1,3}){0,5}")
+_HOST = r"(?:machine|system|server|computer|pc|box|node|laptop|workstation|host|desktop|rig|setup|instance|vm)s?"
+_GPU_COUNT = lazy_re(
+    r"(?:\b(?:i|we|this|that|my|our|the|which)\s(?:\w{1,12}\s){0,2}?(?:only\s)?"
+    r"(?:have|has|had|got|contains?|comes with|ships with)\s(?:got\s)?(?:only\s|just\s)?"
+    r"|\b" + _HOST + r"\s(?:that\s)?(?:only\s)?(?:has|have|with)\s(?:only\s|just\s)?"
+    r"|\bthere\s(?:is|are)\s(?:only\s|just\s)?)"
+    + _NUMBER + r"(?:\s?x\s?|[\s-])[\s-]{0,2}" + _MODEL_WORDS + r"(?:nvidia\s)?gpus?\b"
+    r"|\b" + _NUMBER.replace("?P<n>", "?P<m>") + r"[\s-]{1,2}gpu\s" + _HOST + r"\b", re.I)
+
+
+def gpu_count_statements(text: str) -> tuple[Stated, ...]:
+    """The number of GPUs the sentences of ``text`` state this host has ("gpu-count"): at most one; two different
+    numbers state nothing. A condition ("if you have one GPU"), a negation, a requirement ("needs 2 GPUs") or the
+    past states no present count."""
+    entries: list[tuple[Stated, bool]] = []
+    for sentence in prose_sentences(text):
+        if "gpu" not in sentence.lower():
+            continue
+        past = bool(_PAST.search(sentence))
+        for match in _GPU_COUNT.finditer(sentence):
+            number = " ".join((match["n"] or match["m"]).lower().split())
+            value = _COUNT_WORDS.get(number) or (int(number) if number.isdigit() else 0)
+            if value:
+                entries += _judged(sentence, match, "gpu-count", str(value), past)
+    values = {stated.value for stated, _ in entries}
+    return (entries[0][0],) if len(values) == 1 else ()
 
 
 # --------------------------------------------------------------------------- units
@@ -804,3 +843,41 @@ def _verb_present(verb: re.Match[str], between: str) -> bool | None:
     if verb["command"]:
         return verb["cverb"].lower() in ("install", "reinstall")
     return None
+
+
+# --------------------------------------------------------------------------- a compat directory on the library path
+
+
+@record
+class LibraryPathStatement:
+    """A CUDA forward-compatibility directory a sentence says is on LD_LIBRARY_PATH now: "I added
+    /usr/local/cuda-12.8/compat to my LD_LIBRARY_PATH", "I set LD_LIBRARY_PATH=/usr/local/cuda-12.8/compat:...".
+    The cuda-compat-X-Y package installs there (NVIDIA's CUDA Compatibility guide, Forward Compatibility), and the
+    guide's own step is to put that directory on LD_LIBRARY_PATH."""
+
+    directories: tuple[str, ...]
+    words: str
+
+
+_LD_PATH_NAMED = lazy_re(r"\bLD_LIBRARY_PATH\b")
+# an absolute path holding a cuda-compat directory: /usr/local/cuda-12.8/compat, /usr/local/cuda/compat/lib.real
+_COMPAT_PATH = lazy_re(r"(?<![\w/.$-])/(?:[\w.+-]{1,64}/){0,8}(?:cuda-)?compat(?:/[\w.+-]{1,64}){0,2}(?![\w/])")
+# what puts it there now; what took it off, or what only tried, says nothing is there
+_PATH_ADDED = lazy_re(r"\b(?:added|add|set|put|prepended|prepend|appended|exported|export|configured|included|"
+                      r"contains|includes|has|is|points?|pointed)\b", re.I)
+_PATH_NOT_NOW = lazy_re(r"\b(?:removed|remove|deleted|unset|took|taken|without|not|never|no\s+longer|tried|trying|"
+                        r"try|should|could|would|might|if|whether|unless|before|previously|instead)\b", re.I)
+
+
+def library_path_statements(text: str) -> tuple[LibraryPathStatement, ...]:
+    """The cuda-compat directories the sentences of ``text`` say LD_LIBRARY_PATH holds now. A sentence that takes one
+    off, denies it, only tries, asks or sets a condition states nothing (prose_sentences leaves questions out)."""
+    found: list[LibraryPathStatement] = []
+    for sentence in prose_sentences(text):
+        if not _LD_PATH_NAMED.search(sentence) or "compat" not in sentence:
+            continue
+        paths = tuple(dict.fromkeys(m[0].rstrip(".,:;") for m in _COMPAT_PATH.finditer(sentence)
+                                    if "cuda" in m[0].lower()))
+        if paths and _PATH_ADDED.search(sentence) and not _PATH_NOT_NOW.search(sentence):
+            found.append(LibraryPathStatement(paths, sentence[:300]))
+    return tuple(found)
