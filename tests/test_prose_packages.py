@@ -170,3 +170,26 @@ def test_a_compat_package_told_beside_error_803_leads():
     result = run_checks(snapshot_of(words))
     top = fold(result.findings)[0].finding
     assert top.code == "GH603" and "cuda-compat-12-8 package" in top.message and "GH901" in top.explains
+
+
+def test_a_compat_directory_put_on_ld_library_path_in_words():
+    # the CUDA Compatibility guide's own step (the package's directory on LD_LIBRARY_PATH), told rather than shown
+    from gpuhealth.parsers.prose import library_path_statements
+
+    told = library_path_statements("I added /usr/local/cuda-12.8/compat to my LD_LIBRARY_PATH for the new CUDA.")
+    assert [s.directories for s in told] == [("/usr/local/cuda-12.8/compat",)]
+    for words in ("I removed /usr/local/cuda-12.8/compat from LD_LIBRARY_PATH and it works.",
+                  "If I add /usr/local/cuda-12.8/compat to LD_LIBRARY_PATH it fails.",
+                  "I tried adding /usr/local/cuda-12.8/compat to LD_LIBRARY_PATH.",
+                  "I added /usr/local/cuda-12.8/lib64 to my LD_LIBRARY_PATH."):
+        assert library_path_statements(words) == (), words
+    words = "I set LD_LIBRARY_PATH=/usr/local/cuda-12.8/compat:$LD_LIBRARY_PATH in my .bashrc."
+    session = smi("550.54.15", "12.4", "NVIDIA GeForce RTX 3090") + f"$ python train.py\n{ERROR_804}\n"
+    result = run_checks(snapshot_of(session, words))
+    top = fold(result.findings)[0].finding
+    assert top.code == "GH603" and "/usr/local/cuda-12.8/compat" in top.message and "GH601" in top.explains
+    # critical: the program's 804 shows the failure, the words only say which directory
+    assert top.severity is Severity.CRITICAL and top.labels.get("reported") == "words"
+    # told on a data-center GPU with nothing failing: the guide's intended use, nothing to report
+    quiet = run_checks(snapshot_of(smi("535.183.01", "12.2", "NVIDIA H100 80GB HBM3"), words))
+    assert not [f for f in quiet.findings if f.code == "GH603"]

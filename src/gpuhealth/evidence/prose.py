@@ -40,6 +40,7 @@ def statements(text: str, source: str) -> list[Statement]:
     from gpuhealth.parsers.prose import (
         gpu_count_statements,
         install_statements,
+        library_path_statements,
         package_statements,
         pcie_statements,
         unit_statements,
@@ -47,7 +48,7 @@ def statements(text: str, source: str) -> list[Statement]:
     )
 
     found = [*version_statements(text), *unit_statements(text), *install_statements(text), *package_statements(text),
-             *gpu_count_statements(text)]
+             *library_path_statements(text), *gpu_count_statements(text)]
     pcie = pcie_statements(text)
     if pcie:
         found += with_model(text, pcie)
@@ -57,7 +58,7 @@ def statements(text: str, source: str) -> list[Statement]:
 def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[ReportedFact, ...]:
     """Lay what the words state over ``fields`` (the snapshot fields the pieces' parsers filled) where no program's
     output gave it; the facts say which fields they filled. Of two pieces stating one thing, the later wins."""
-    from gpuhealth.parsers.prose import InstallStatement, PackageStatement, Stated, UnitStatement
+    from gpuhealth.parsers.prose import InstallStatement, LibraryPathStatement, PackageStatement, Stated, UnitStatement
 
     latest: dict[str, Statement] = {}
     for statement in given:
@@ -65,7 +66,8 @@ def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[Repor
         key = (stated.thing if isinstance(stated, Stated) else f"package:{stated.name}"
                if isinstance(stated, PackageStatement) else f"unit:{stated.unit}"
                if isinstance(stated, UnitStatement) else f"install:{stated.fact}:{stated.subject}"
-               if isinstance(stated, InstallStatement) else "pcie")  # a link (evidence/prose_pcie.py)
+               if isinstance(stated, InstallStatement) else "ld_library_path"
+               if isinstance(stated, LibraryPathStatement) else "pcie")  # a link (evidence/prose_pcie.py)
         latest[key] = statement
     modules = [s for s in latest.values() if isinstance(s.stated, InstallStatement) and s.stated.fact == "module"]
     kernels = [s for s in latest.values() if isinstance(s.stated, InstallStatement)
@@ -83,6 +85,8 @@ def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[Repor
             facts += _unit(fields, stated, statement.source)
         elif isinstance(stated, InstallStatement):
             facts += fill_install(fields, stated, statement.source)
+        elif isinstance(stated, LibraryPathStatement):
+            facts += _library_path(fields, stated, statement.source)
         else:
             facts += fill_pcie(fields, stated, statement.source)
     return tuple(facts)
@@ -138,6 +142,16 @@ def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedF
                               source))
         return facts
     return []
+
+
+def _library_path(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """A cuda-compat directory the words put on LD_LIBRARY_PATH, as an `echo $LD_LIBRARY_PATH` would show it (GH603
+    judges it); none where a program's output gave LD_LIBRARY_PATH."""
+    cuda = fields.get("cuda")
+    if cuda is not None and cuda.ld_library_path:
+        return []
+    what = "LD_LIBRARY_PATH holds " + ":".join(stated.directories)
+    return [_set(fields, "cuda", CudaState, {"ld_library_path": stated.directories}, what, stated.words, source)]
 
 
 _UNIT_FIELDS = {"nvidia-fabricmanager": ("fabricmanager_active", "fabricmanager_enabled"),

@@ -28,9 +28,9 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["INSTALL_PATTERNS", "InstallStatement", "PackageStatement", "PcieStatement", "Stated", "UnitStatement",
-           "gpu_count_statements", "install_statements", "package_statements", "pcie_statements", "prose_sentences",
-           "unit_statements", "version_statements"]
+__all__ = ["INSTALL_PATTERNS", "InstallStatement", "LibraryPathStatement", "PackageStatement", "PcieStatement",
+           "Stated", "UnitStatement", "gpu_count_statements", "install_statements", "library_path_statements",
+           "package_statements", "pcie_statements", "prose_sentences", "unit_statements", "version_statements"]
 
 MAX_LINES = 2000
 MAX_LINE = 2000
@@ -843,3 +843,41 @@ def _verb_present(verb: re.Match[str], between: str) -> bool | None:
     if verb["command"]:
         return verb["cverb"].lower() in ("install", "reinstall")
     return None
+
+
+# --------------------------------------------------------------------------- a compat directory on the library path
+
+
+@record
+class LibraryPathStatement:
+    """A CUDA forward-compatibility directory a sentence says is on LD_LIBRARY_PATH now: "I added
+    /usr/local/cuda-12.8/compat to my LD_LIBRARY_PATH", "I set LD_LIBRARY_PATH=/usr/local/cuda-12.8/compat:...".
+    The cuda-compat-X-Y package installs there (NVIDIA's CUDA Compatibility guide, Forward Compatibility), and the
+    guide's own step is to put that directory on LD_LIBRARY_PATH."""
+
+    directories: tuple[str, ...]
+    words: str
+
+
+_LD_PATH_NAMED = lazy_re(r"\bLD_LIBRARY_PATH\b")
+# an absolute path holding a cuda-compat directory: /usr/local/cuda-12.8/compat, /usr/local/cuda/compat/lib.real
+_COMPAT_PATH = lazy_re(r"(?<![\w/.$-])/(?:[\w.+-]{1,64}/){0,8}(?:cuda-)?compat(?:/[\w.+-]{1,64}){0,2}(?![\w/])")
+# what puts it there now; what took it off, or what only tried, says nothing is there
+_PATH_ADDED = lazy_re(r"\b(?:added|add|set|put|prepended|prepend|appended|exported|export|configured|included|"
+                      r"contains|includes|has|is|points?|pointed)\b", re.I)
+_PATH_NOT_NOW = lazy_re(r"\b(?:removed|remove|deleted|unset|took|taken|without|not|never|no\s+longer|tried|trying|"
+                        r"try|should|could|would|might|if|whether|unless|before|previously|instead)\b", re.I)
+
+
+def library_path_statements(text: str) -> tuple[LibraryPathStatement, ...]:
+    """The cuda-compat directories the sentences of ``text`` say LD_LIBRARY_PATH holds now. A sentence that takes one
+    off, denies it, only tries, asks or sets a condition states nothing (prose_sentences leaves questions out)."""
+    found: list[LibraryPathStatement] = []
+    for sentence in prose_sentences(text):
+        if not _LD_PATH_NAMED.search(sentence) or "compat" not in sentence:
+            continue
+        paths = tuple(dict.fromkeys(m[0].rstrip(".,:;") for m in _COMPAT_PATH.finditer(sentence)
+                                    if "cuda" in m[0].lower()))
+        if paths and _PATH_ADDED.search(sentence) and not _PATH_NOT_NOW.search(sentence):
+            found.append(LibraryPathStatement(paths, sentence[:300]))
+    return tuple(found)
