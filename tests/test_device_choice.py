@@ -234,3 +234,12 @@ def test_tensorflow_seeing_no_device_under_a_nonzero_first_index_leads_with_the_
     assert lead.code == "GH608" and "a single-GPU host has only GPU 0" in lead.message
     # set to 0, the variable hides nothing whenever a GPU exists: not the cause
     assert _lead(_report(("session.txt", session.replace("=1", "=0")))).code != "GH608"
+
+
+def test_a_lone_script_choosing_a_gpu_is_no_healthy_host():
+    # the program's text says how the job is set up, not that any GPU works: NO DIAGNOSIS, never HEALTHY
+    script = 'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\nimport torch\nmodel = Net().to("cuda")\n'
+    report = _report(("train.py", script))
+    assert report.verdict == "NO DIAGNOSIS" and [f.code for f in report.findings] == ["GH005"]
+    # with the error it raised, the same script is a diagnosis
+    assert _lead(_report(("train.py", script), ("traceback.txt", NO_GPUS))).code == "GH608"
