@@ -322,3 +322,14 @@ def test_802_beside_the_nvswitch_drivers_probe_lines_names_the_fabric():
     finding = gh210(report(dmesg + "$ python train.py\n" + PYTORCH_802))
     assert "NVSwitch driver probed" in finding.message and "2 NVSwitch device(s)" in finding.message
     assert "not in the evidence" not in finding.message
+
+
+def test_a_failed_unit_on_eight_h20s_is_critical():
+    """An H20's name holds no SXM word: the board is known from the eight GPUs (nvswitch_platforms.csv), so the failed
+    unit is the fault it is on any HGX board, not a quiet (HEALTHY) report."""
+    status = ("$ systemctl status nvidia-fabricmanager\n"
+              "× nvidia-fabricmanager.service - NVIDIA fabric manager service\n"
+              "     Loaded: loaded (/lib/systemd/system/nvidia-fabricmanager.service; enabled)\n"
+              "     Active: failed (Result: exit-code) since Wed 2025-06-04 10:15:55 UTC; 1min ago\n")
+    finding = gh210(report(_smi_list("NVIDIA H20", 8) + status))
+    assert finding.severity is Severity.CRITICAL
