@@ -1755,6 +1755,14 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
         explains=("GH605", "GH610"), labels={"decided": decided} if decided else {})
 
 
+def _gpu_lost(snapshot: Snapshot) -> bool:
+    """The kernel log shows a GPU fallen off the bus (Xid 79, GH302): the driver's list then lacks it, so the count
+    it gives is not the host's."""
+    log = snapshot.kernel_log
+    return log is not None and any(g.kind == "fallen_off_bus" or (g.kind == "xid" and g.xid == 79)
+                                   for g in log.tallies({"fallen_off_bus", "xid"}))
+
+
 # the causes of "the program asked for a GPU it cannot see" (knowledge/causes.csv) that the GPU count decides
 INDEX_BEYOND_HOST = "device-index-beyond-count"
 VISIBLE_KEEPS_FEWER = "cuda-visible-devices-hides"
@@ -1766,7 +1774,7 @@ def _index_cause(snapshot: Snapshot, asked: DeviceRequest, value: str | None) ->
     host has, under a CUDA_VISIBLE_DEVICES that keeps fewer, is the variable's renumbering. None without a program's
     list of the GPUs (a count from a framework's refusal or a person's words decides neither)."""
     host = gpu_count(snapshot)
-    if not host or snapshot.reported_fact("smi") is not None:
+    if not host or snapshot.reported_fact("smi") is not None or _gpu_lost(snapshot):
         return None
     if asked.index >= host:
         return INDEX_BEYOND_HOST
