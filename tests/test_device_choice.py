@@ -56,6 +56,8 @@ def test_gpu_id_lists_are_read_as_their_highest_id():
     # a count is no index: `--gpus 2`, `gpus=2`, Lightning's devices=2
     assert _asked("python main.py --gpus 2") == [] and _asked("trainer = pl.Trainer(gpus=2)") == []
     assert _asked("use `cuda:1` here") == [(1, "cuda:1", None)]  # program text quoted in markdown
+    assert _asked('dev = torch.device("cuda", 1)') == [(1, 'device("cuda", 1)', None)]
+    assert _asked("with torch.cuda.device(2):") == [(2, "cuda.device(2)", None)]
 
 
 def test_tensorflow_refusals_say_the_index_and_how_many_gpus_the_process_has():
@@ -205,3 +207,39 @@ def test_an_ordinal_error_without_the_count_says_so_with_the_commands_that_decid
     assert "nvidia-smi -L" in [f.command for f in gh608.fixes]
     deciding = [c.command for c in gh608.differential if c.cause == "device-index-beyond-count"]
     assert deciding and "python -c 'import torch; print(torch.cuda.device_count())'" in deciding[0]
+
+
+# --------------------------------------------------------------------------- a stronger cause leads
+
+def test_a_driver_nvidia_smi_cannot_reach_leads_over_the_ordinal():
+    log = ("$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
+           "the latest NVIDIA driver is installed and running.\n"
+           "$ python train.py --device cuda:1\nRuntimeError: CUDA error: invalid device ordinal\n")
+    report = _report(("session.txt", log))
+    assert _lead(report).code == "GH203"
+    assert all(f.severity <= Severity.WARNING for f in _gh608(report))
+
+
+def test_a_cpu_only_wheel_leads_over_the_variable_the_script_sets():
+    session = _session("1").replace("RuntimeError: No CUDA GPUs are available",
+                                    "AssertionError: Torch not compiled with CUDA enabled")
+    assert _lead(_report(("session.txt", session))).code == "GH605"
+
+
+def test_tensorflow_seeing_no_device_under_a_nonzero_first_index_leads_with_the_variable():
+    session = ("$ export CUDA_VISIBLE_DEVICES=1\n$ python train.py\n"
+               "2023-05-01 10:00:00.123456: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:268] failed "
+               "call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected\n")
+    lead = _lead(_report(("session.txt", session)))
+    assert lead.code == "GH608" and "a single-GPU host has only GPU 0" in lead.message
+    # set to 0, the variable hides nothing whenever a GPU exists: not the cause
+    assert _lead(_report(("session.txt", session.replace("=1", "=0")))).code != "GH608"
+
+
+def test_a_lone_script_choosing_a_gpu_is_no_healthy_host():
+    # the program's text says how the job is set up, not that any GPU works: NO DIAGNOSIS, never HEALTHY
+    script = 'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\nimport torch\nmodel = Net().to("cuda")\n'
+    report = _report(("train.py", script))
+    assert report.verdict == "NO DIAGNOSIS" and [f.code for f in report.findings] == ["GH005"]
+    # with the error it raised, the same script is a diagnosis
+    assert _lead(_report(("train.py", script), ("traceback.txt", NO_GPUS))).code == "GH608"

@@ -309,3 +309,27 @@ def test_802_beside_gpus_waiting_for_the_fabric_is_critical_with_their_states():
     finding = gh210(report(_grep_fabric("In Progress", "N/A") + "$ python train.py\n" + PYTORCH_802))
     assert finding.severity is Severity.CRITICAL
     assert any("State: In Progress" in line for e in finding.evidence for line in e.lines)
+
+
+def test_802_beside_the_nvswitch_drivers_probe_lines_names_the_fabric():
+    """The kernel's NVSwitch driver prints a probe line per NVSwitch (open-gpu-kernel-modules linux_nvswitch.c,
+    nvswitch_probe): machine output that the host has NVSwitches."""
+    dmesg = ("$ sudo dmesg | grep -i nvswitch\n"
+             "[    6.412398] nvidia-nvswitch: Probing device 0000:05:00.0, Vendor Id = 0x10de, Device Id = 0x22a3, "
+             "Class = 0x68000\n[    6.431100] nvidia-nvswitch0: using MSI\n"
+             "[    6.512398] nvidia-nvswitch: Probing device 0000:06:00.0, Vendor Id = 0x10de, Device Id = 0x22a3, "
+             "Class = 0x68000\n")
+    finding = gh210(report(dmesg + "$ python train.py\n" + PYTORCH_802))
+    assert "NVSwitch driver probed" in finding.message and "2 NVSwitch device(s)" in finding.message
+    assert "not in the evidence" not in finding.message
+
+
+def test_a_failed_unit_on_eight_h20s_is_critical():
+    """An H20's name holds no SXM word: the board is known from the eight GPUs (nvswitch_platforms.csv), so the failed
+    unit is the fault it is on any HGX board, not a quiet (HEALTHY) report."""
+    status = ("$ systemctl status nvidia-fabricmanager\n"
+              "× nvidia-fabricmanager.service - NVIDIA fabric manager service\n"
+              "     Loaded: loaded (/lib/systemd/system/nvidia-fabricmanager.service; enabled)\n"
+              "     Active: failed (Result: exit-code) since Wed 2025-06-04 10:15:55 UTC; 1min ago\n")
+    finding = gh210(report(_smi_list("NVIDIA H20", 8) + status))
+    assert finding.severity is Severity.CRITICAL

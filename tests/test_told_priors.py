@@ -135,3 +135,90 @@ def test_device_nodes_made_by_a_privileged_program_are_gh207(words):
 def test_words_that_do_not_name_uvm_raise_no_gh205(words):
     _, report = lead_of(words)
     assert "GH205" not in codes(report), [(f.code, f.message) for f in report.findings]
+
+
+# --------------------------------------------------------------------------- 3. GPU memory a leftover process holds
+
+@pytest.mark.parametrize("words", [
+    "There is a zombie process holding 20GB on GPU 2.",
+    "The killed job left defunct python processes that still hold the GPU memory.",
+    "I killed the training job but the GPU memory is never freed.",
+])
+def test_memory_a_leftover_process_holds_is_gh414(words):
+    first, report = lead_of(words)
+    assert first.code == "GH414", [(f.code, f.message) for f in report.findings]
+    assert first.severity is Severity.WARNING
+    # the kernel's answer to a zombie: its parent (ps shows the PPID), and who holds /dev/nvidia*
+    shown = [f.command for f in first.fixes]
+    assert "sudo fuser -v /dev/nvidia*" in shown and any("ppid" in c for c in shown)
+
+
+def test_a_zombie_said_to_hold_nothing_raises_no_gh414():
+    _, report = lead_of("The zombie process holds no GPU memory.")
+    assert "GH414" not in codes(report)
+
+
+# ----------------------------------------------------------------------- 4. a passive data-center card, no airflow
+
+SMI_P40 = a100_table(temp=89, watts=180).replace("NVIDIA A100-SXM4-80GB          On ",
+                                                  "Tesla P40                      Off")
+
+
+@pytest.mark.parametrize("words", [
+    "I put a Tesla P40 in my workstation and it reaches 90C under load.",
+    "The NVIDIA T4 has no fan of its own, in our desktop tower it throttles after a minute.",
+])
+def test_a_passive_card_without_airflow_is_gh406(words):
+    first, report = lead_of(words)
+    assert first.code == "GH406", [(f.code, f.message) for f in report.findings]
+    assert first.severity is Severity.WARNING and first.labels.get("reported") == "words"
+
+
+def test_fan_na_on_a_passive_card_alone_is_no_fan_error():
+    report = report_of(("nvidia-smi.txt", SMI_P40 + "\n"))
+    assert "Tesla P40" in SMI_P40 and "GH410" not in codes(report)
+
+
+@pytest.mark.parametrize("words", [
+    "The Tesla P40 in our Supermicro GPU server runs at 45C.",
+    "My RTX 3090 gets hot in my desktop case.",
+])
+def test_no_passive_card_or_a_server_is_not_told_as_no_airflow(words):
+    _, report = lead_of(words)
+    assert not any(f.code == "GH406" and "passively" in f.message for f in report.findings)
+
+
+# --------------------------------------------------------------------------- 5. GPUs on risers or narrow slots
+
+LSPCI_X1 = """\
+03:00.0 VGA compatible controller: NVIDIA Corporation GA102 [GeForce RTX 3090] (rev a1) (prog-if 00 [VGA controller])
+\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM L0s L1, Exit Latency L0s <1us, L1 <4us
+\tLnkSta:\tSpeed 2.5GT/s (downgraded), Width x1 (downgraded)
+\tKernel driver in use: nvidia
+"""
+
+
+@pytest.mark.parametrize("words", [
+    "I have 6 GPUs on PCIe x1 risers in a mining rig and multi-GPU training hangs in all-reduce.",
+    "Two of the cards sit in x4 slots and NCCL is very slow between them.",
+])
+def test_gpus_on_risers_or_narrow_slots_are_gh407(words):
+    first, report = lead_of(words)
+    assert first.code == "GH407", [(f.code, f.message) for f in report.findings]
+    assert first.severity is Severity.WARNING
+
+
+def test_a_hang_told_beside_a_link_trained_to_x1_leads_with_the_link():
+    report = report_of(("lspci-vv.txt", LSPCI_X1),
+                       ("notes.txt", "Training on the GPUs hangs in all-reduce, they are on USB risers.\n"))
+    assert report.findings[0].code == "GH407", [(f.code, f.message) for f in report.findings]
+    assert "GH806" in report.findings[0].explains or "GH806" not in codes(report)
+
+
+@pytest.mark.parametrize("words", [
+    "All four GPUs sit in x16 slots, no risers.",
+    "The GPU is on a x16 riser cable in a vertical mount.",
+])
+def test_full_width_slots_are_not_told_narrow(words):
+    _, report = lead_of(words)
+    assert "GH407" not in codes(report)

@@ -449,8 +449,11 @@ def _unknown_line(message: MessageLine, line: str, source: str) -> bool:
 # An nvidia-smi table cut after its header row (`nvidia-smi | head -3`, a screenshot's first line) names the driver and
 # the newest CUDA it supports, and no GPU: only the setup, like a version banner.
 SMI_HEADER_ONLY = "smi-table header"
+# (a program's text, "program-text", says how the job is set up: the GPUs it chooses, the wheel it pins, the image
+# it builds on; nothing in it shows a GPU or the driver, so alone it is no healthy host either)
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
-                                  "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY}
+                                  "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
+                                  "program-text"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:

@@ -1502,7 +1502,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
-    asks for a GPU index it cannot see (`cuda:3`, `torch.cuda.set_device(3)`, `.cuda(3)`, `--device 3`,
+    asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
+    `.cuda(3)`, `--device 3`,
     `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
     traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`; where no program's
     output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
@@ -1633,8 +1634,11 @@ def _first_entry_hides_all(snapshot: Snapshot) -> tuple[int, str, MessageLine] |
 def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: MessageLine) -> Draft:
     fails = ("the device ordinal it asks for is invalid" if line.signature in _ORDINAL_INVALID
              else "the program sees no GPU")
-    message = (f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and {fails}: on a host with {first} GPU(s) or "
-               "fewer that index does not exist, and CUDA hides it and every entry after it")
+    host = ("a single-GPU host has only GPU 0" if first == 1
+            else f"a host with {first} GPUs or fewer has no GPU {first} (indices start at 0)")
+    message = (f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and {fails}: {host}, and CUDA hides an index "
+               "that does not exist and every entry after it; choose an index below the count nvidia-smi -L lists, "
+               "or unset the variable")
     down = _driver_shown_down(snapshot)
     if down:  # the driver is down for every process: that cause leads (GH203, GH201); the variable is checked after
         message = ("The driver is down in this evidence, which alone keeps every GPU from the program; once it is "

@@ -473,7 +473,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     cuda = snapshot.cuda
     state = cuda.fabricmanager_active if cuda else None
     errors = cuda.fabricmanager_errors if cuda else ()
-    switch = nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus) or None
+    # NVSwitches on the bus, SXM GPUs, or a board a program's output shows (eight H20s print no SXM word)
+    switch = (nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus)
+              or _shown_nvswitch_board(snapshot) is not None or None)
     unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED]
     nothing_to_do = list(dict.fromkeys([e for e in errors if "NOTHING_TO_DO" in e]
                                        + [m.line for m in snapshot.messages or () if "NOTHING_TO_DO" in m.line]))

@@ -313,13 +313,16 @@ def visible_in_effect(blocks: list[tuple[str | None, str]], failing: int) -> dic
 
 
 # A GPU index a program asks for: PyTorch's "cuda:3" (quoted, or a command-line value; not an image tag such as
-# nvidia/cuda:12.1 or a version), torch.cuda.set_device(3), .cuda(3), TensorFlow's "/gpu:3" and "/device:GPU:3", and
-# the usual command-line options (--gpu 3, --gpu_id 3, --device 3, --device cuda:3). `--gpus N` is a count: not read.
+# nvidia/cuda:12.1 or a version), torch.device("cuda", 3), torch.cuda.device(3), torch.cuda.set_device(3), .cuda(3),
+# TensorFlow's "/gpu:3" and "/device:GPU:3", and the usual command-line options (--gpu 3, --gpu_id 3, --device 3,
+# --device cuda:3). `--gpus N` is a count: not read.
 _DEVICE_ASKED = guarded_re(
     r"""(?:(?<=["'`\s=(])|^)cuda:(?P<a>\d{1,3})(?![\d.])|\bset_device\(\s*(?P<b>\d{1,3})\s*\)|"""
     r"""\.cuda\(\s*(?P<c>\d{1,3})\s*\)|/(?:device:)?[Gg][Pp][Uu]:(?P<d>\d{1,3})\b|"""
-    r"""(?<![\w-])--(?:gpu|gpu[_-]ids?|device)[= ](?:cuda:)?(?P<e>\d{1,3})(?![\d.,])""",
-    may=has_folded("cuda:", "set_device(", ".cuda(", "gpu:", "--gpu", "--device"))
+    r"""(?<![\w-])--(?:gpu|gpu[_-]ids?|device)[= ](?:cuda:)?(?P<e>\d{1,3})(?![\d.,])|"""
+    r"""\bdevice\(\s{0,4}["']cuda["']\s{0,4},\s{0,4}(?:index\s{0,2}=\s{0,2})?(?P<f>\d{1,3})\s{0,4}\)|"""
+    r"""\bcuda\.device\(\s{0,4}(?P<g>\d{1,3})\s{0,4}\)""",
+    may=has_folded("cuda:", "set_device(", ".cuda(", "gpu:", "--gpu", "--device", "device("))
 MAX_DEVICE_REQUESTS = 8
 # A list of GPU ids a program asks for, the highest of which must exist: PyTorch's DataParallel(device_ids=[0, 1])
 # (torch/nn/parallel/data_parallel.py checks each with torch.cuda.get_device_properties, which raises "Invalid device

@@ -4,6 +4,7 @@ Read from three kinds of program output and from a person's words:
 
 - nvidia-smi's GPU list: eight (or more) SXM GPUs of one HGX board's kind (``snapshot.gpus``);
 - ``nvidia-smi topo -m``: every pair of three or more GPUs bonded by NV12 or NV18 (``snapshot.topology``);
+- the kernel log: the NVSwitch driver's probe of each NVSwitch ("nvidia-nvswitch: Probing device ...");
 - a system's firmware name: dmidecode's ``Product Name:``/``Family:`` lines, ``/sys/class/dmi/id/product_name``
   (a line that is the name alone), or the live host's DMI product name (``os.machine_product``);
 - a cloud's answer about the instance: EC2's ``instance-type`` (the name alone), its identity document's
@@ -28,13 +29,33 @@ _MACHINE_FIELD = guarded_re(
     may=has_folded("product name", "family", "sku number", "version", "type", "vmsize", "shape"))
 
 
+# The NVSwitch driver's probe of each NVSwitch, in the kernel log (open-gpu-kernel-modules kernel-open/nvidia/
+# linux_nvswitch.c, nvswitch_probe: it prints the line once the device id is an NVSwitch's)
+_NVSWITCH_PROBE = guarded_re(r"nvidia-nvswitch: Probing device ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)",
+                             may=lambda line: "nvidia-nvswitch: Probing" in line)
+
+
+def _probed_nvswitches(source: str, text: str) -> NvswitchPlatform | None:
+    """The NVSwitches the kernel log shows the NVSwitch driver probing, if any: the system has them."""
+    if "nvidia-nvswitch: Probing" not in text:
+        return None
+    found = {m[1].lower() for m in _NVSWITCH_PROBE.finditer(text[:2_000_000])}
+    if not found:
+        return None
+    return NvswitchPlatform("an NVSwitch system (the kernel's NVSwitch driver probed its NVSwitches)",
+                            f"{len(found)} NVSwitch device(s) probed by nvidia-nvswitch", source)
+
+
 def platform_in_texts(texts: Iterable[tuple[str, str]]) -> NvswitchPlatform | None:
-    """The first NVSwitch system or instance named in ``texts`` (name, text) in a program's output; else the first
-    named in words, marked reported; None when no text names one."""
+    """The first NVSwitch system or instance named in ``texts`` (name, text) in a program's output, or NVSwitches the
+    kernel log shows probed; else the first named in words, marked reported; None when no text names one."""
     from gpuhealth.knowledge.nvswitch import named_nvswitch_platform
 
     worded: NvswitchPlatform | None = None
     for source, text in texts:
+        probed = _probed_nvswitches(source, text)
+        if probed is not None:
+            return probed
         found = named_nvswitch_platform(text)
         if found is None:
             continue
