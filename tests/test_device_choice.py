@@ -243,3 +243,21 @@ def test_a_lone_script_choosing_a_gpu_is_no_healthy_host():
     assert report.verdict == "NO DIAGNOSIS" and [f.code for f in report.findings] == ["GH005"]
     # with the error it raised, the same script is a diagnosis
     assert _lead(_report(("train.py", script), ("traceback.txt", NO_GPUS))).code == "GH608"
+
+
+def _decided(finding) -> list[str]:
+    return [c.cause for c in finding.differential if c.status == "confirmed"]
+
+
+def test_the_driver_list_decides_which_cause_keeps_the_index_from_the_program():
+    error = "RuntimeError: CUDA error: invalid device ordinal\n"
+    # beyond the host's GPUs: the index, whatever CUDA_VISIBLE_DEVICES does
+    beyond = _lead(_report(("nvidia-smi -L", ONE_GPU), ("session.txt", f"$ python train.py --device cuda:1\n{error}")))
+    assert beyond.code == "GH608" and _decided(beyond) == ["device-index-beyond-count"]
+    # a GPU the host has, renumbered away by CUDA_VISIBLE_DEVICES: the variable
+    session = f"$ CUDA_VISIBLE_DEVICES=1 python train.py --device cuda:1\n{error}"
+    renumbered = _lead(_report(("nvidia-smi -L", TWO_GPUS), ("session.txt", session)))
+    assert renumbered.code == "GH608" and _decided(renumbered) == ["cuda-visible-devices-hides"]
+    # a count only the framework's refusal gives decides neither
+    log = f"{TF_ERROR}Invalid device ordinal value (1). Valid range is [0, 0].\n"
+    assert _decided(_lead(_report(("train.log", log)))) == []

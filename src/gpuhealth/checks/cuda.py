@@ -1509,7 +1509,10 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
     `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, or the framework's own refusal (XLA's "Invalid device
     ordinal value (1). Valid range is [0, 0]", TensorFlow's "'visible_device_list' listed an invalid GPU id"
-    and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has).
+    and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has). Where
+    the driver's list gives the host's count, the finding names the cause it decides: an index at or
+    beyond it is beyond the host (whatever `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
+    `CUDA_VISIBLE_DEVICES` that keeps fewer, is the variable's renumbering.
     CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
     count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
     or `CUDA_VISIBLE_DEVICES` keeping fewer). And: the program sees no GPU at all ("no CUDA-capable
@@ -1745,11 +1748,32 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
         valid += f" (CUDA_VISIBLE_DEVICES={value} renumbers the GPUs it keeps from 0)"
     remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
               if asked.text.startswith("a checkpoint") else "")
+    decided = _index_cause(snapshot, asked, value)
+    if decided and len(evidence) > 1:  # the count decides: it comes first (the differential quotes the first line)
+        evidence[:2] = evidence[1::-1]
     return Draft(
         Severity.WARNING, f"The program asks for GPU {asked.index} ({asked.text}), but it can see {visible} GPU(s): "
         f"{valid}{remedy}", evidence=tuple(evidence),
         fixes=table_fixes("GH608", without=() if value is not None else ("unset CUDA_VISIBLE_DEVICES",)),
-        explains=("GH605", "GH610"))
+        explains=("GH605", "GH610"), labels={"decided": decided} if decided else {})
+
+
+# the causes of "the program asked for a GPU it cannot see" (knowledge/causes.csv) that the GPU count decides
+INDEX_BEYOND_HOST = "device-index-beyond-count"
+VISIBLE_KEEPS_FEWER = "cuda-visible-devices-hides"
+
+
+def _index_cause(snapshot: Snapshot, asked: DeviceRequest, value: str | None) -> str | None:
+    """Which cause the driver's own GPU list decides for an index the program cannot see: an index at or beyond the
+    host's GPU count is beyond the host whatever CUDA_VISIBLE_DEVICES keeps (it can only keep fewer); an index the
+    host has, under a CUDA_VISIBLE_DEVICES that keeps fewer, is the variable's renumbering. None without a program's
+    list of the GPUs (a count from a framework's refusal or a person's words decides neither)."""
+    host = gpu_count(snapshot)
+    if not host or snapshot.reported_fact("smi") is not None:
+        return None
+    if asked.index >= host:
+        return INDEX_BEYOND_HOST
+    return VISIBLE_KEEPS_FEWER if value is not None else None
 
 
 def _mig_draft(snapshot: Snapshot, said: list[str], lines: list[str]) -> Draft:
