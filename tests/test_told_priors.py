@@ -37,6 +37,8 @@ def lead_of(words: str):
     "Each CUDA program spends several seconds before it starts; it is the same for every process on the GPU node.",
     "Enabling persistence mode fixed it: CUDA programs start at once now.",
     "sudo nvidia-smi -pm 1 solved the slow start on the GPU box.",
+    "The tests take 10 seconds each on our 4-GPU server.",
+    "Every CUDA application has a startup overhead of about 8 seconds on this headless machine.",
 ])
 def test_a_slow_start_of_every_process_is_persistence_off(words):
     first, report = lead_of(words)
@@ -99,6 +101,8 @@ TORCH_UNKNOWN = ("UserWarning: CUDA initialization: CUDA unknown error - this ma
     "CUDA gives the unknown error and it only works after I run nvidia-smi once as root.",
     "sudo modprobe nvidia-uvm fixed it.",
     "The /dev/nvidia-uvm node is missing after boot.",
+    "The workaround is to run sudo nvidia-modprobe -u -c=0 after boot.",
+    "Fixed by adding nvidia-uvm to /etc/modules.",
 ])
 def test_cudas_unknown_error_with_uvm_loaded_by_hand_is_gh205(words):
     report = report_of(("traceback.txt", TORCH_UNKNOWN + "\n"), ("notes.txt", words + "\n"))
@@ -143,6 +147,7 @@ def test_words_that_do_not_name_uvm_raise_no_gh205(words):
     "There is a zombie process holding 20GB on GPU 2.",
     "The killed job left defunct python processes that still hold the GPU memory.",
     "I killed the training job but the GPU memory is never freed.",
+    "nvidia-smi shows 10GB used on GPU 0 but no process is listed.",
 ])
 def test_memory_a_leftover_process_holds_is_gh414(words):
     first, report = lead_of(words)
@@ -201,6 +206,7 @@ LSPCI_X1 = """\
 @pytest.mark.parametrize("words", [
     "I have 6 GPUs on PCIe x1 risers in a mining rig and multi-GPU training hangs in all-reduce.",
     "Two of the cards sit in x4 slots and NCCL is very slow between them.",
+    "The GPUs are on risers and training hangs.",
 ])
 def test_gpus_on_risers_or_narrow_slots_are_gh407(words):
     first, report = lead_of(words)
@@ -218,7 +224,23 @@ def test_a_hang_told_beside_a_link_trained_to_x1_leads_with_the_link():
 @pytest.mark.parametrize("words", [
     "All four GPUs sit in x16 slots, no risers.",
     "The GPU is on a x16 riser cable in a vertical mount.",
+    "The GPUs are on risers.",
 ])
 def test_full_width_slots_are_not_told_narrow(words):
     _, report = lead_of(words)
     assert "GH407" not in codes(report)
+
+
+# ----------------------------------------------------------------------- a test runner's summary is no error line
+
+@pytest.mark.parametrize("line", [
+    "100% tests passed, 0 tests failed out of 3", "12 passed, 0 failed", "no tests failed",
+])
+def test_a_count_of_none_failed_is_no_unknown_error_line(line):
+    report = report_of(("ctest.txt", line + "\n"))
+    assert "GH003" not in codes(report)
+
+
+def test_a_count_of_some_failed_still_is():
+    report = report_of(("ctest.txt", "67% tests passed, 1 tests failed out of 3\n"))
+    assert "GH003" in codes(report)

@@ -620,9 +620,11 @@ _ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\bERRO\[|^\s*E\d{4} \d\d:\d
                          r"\b(?:failed|failure|fatal|cannot|can't|couldn't|"
                          r"unable|refused|denied|not found|no such|invalid|timed out|segmentation fault|panic|"
                          r"abort(?:ed)?|unknown symbol|not supported|mismatch)\b", re.I)
-# A logrus level prefix alone ("ERRO[0002]": a message that starts with a newline, such as nvidia-mig-parted's
-# logging of the nvidia-smi output it ran) says nothing: its text follows on the next lines.
+# Lines that say nothing failed: no errors, a test runner's count of none failed ("100% tests passed, 0 tests failed
+# out of 3": CTest; "0 failed"). A logrus level prefix alone ("ERRO[0002]": a message that starts with a newline, such
+# as nvidia-mig-parted's logging of the nvidia-smi output it ran) says nothing: its text follows on the next lines.
 _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"
+                           r"\b(?:no|0|zero) (?:[\w-]{1,20} ){0,2}(?:failed|failing)\b|"
                            r"\b(?:error|fail)[\w ]{0,30}:\s*(?:0|none|n/a|no|disabled)\s*$|"
                            r"^(?:ERRO|WARN|FATA|PANI)\[\d{1,10}\]$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
