@@ -296,8 +296,10 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     image built for the CUDA the driver supports), unless the evidence shows a compat directory put on the host's
     loader path by hand (LD_LIBRARY_PATH, ld.so.conf, `ldconfig -p`, `ldd`, a cuda-compat-X-Y package): then GH603's
     removal leads. An NGC container's start-up check ("This container was built for NVIDIA Driver Release X or later,
-    but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding; its "CUDA Minor Version
-    Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode ENABLED" is not a fault.
+    but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding: X is read as the container's
+    CUDA (the release that driver is bundled with) and Y as the host's driver, so it names the driver branch to
+    install; its "CUDA Minor Version Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode
+    ENABLED" is not a fault.
     Toolkit versions the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
     Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
@@ -417,8 +419,9 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     images = {label for label in flagged if label.startswith(IMAGE_LABELS)}
     # an image brings its own CUDA: the other way is an image of the CUDA the driver supports, not a host toolkit
     image_fixes = (Fix("Run an image built for the CUDA Version nvidia-smi prints or an older one (an nvidia/cuda tag "
-                       "of that release, or the framework's image built on it)", "any", kind="step",
-                       note=f"CUDA {max_cuda or '?'} or older"),)
+                       "of that release, or the framework's image built on it; of an NGC container, a release whose "
+                       "Driver Requirements the driver meets)", "any", kind="step",
+                       note=f"CUDA {max_cuda} or older" if max_cuda else "nvidia-smi prints the CUDA Version"),)
     other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} - images else ()),
                    *(image_fixes if images else ()),
                    *(torch_fixes if "PyTorch's CUDA" in flagged else ()))
