@@ -138,8 +138,12 @@ def test_an_ordinal_error_with_a_gpu_fallen_off_the_bus_leads_with_the_bus_failu
            "$ python train.py --device cuda:1\n"
            "RuntimeError: CUDA error: invalid device ordinal\n")
     report = _report(("evidence.txt", log))
-    assert _lead(report).code == "GH302"
+    assert _lead(report).code == "GH302" and "GH608" in _lead(report).explains
     assert all(f.severity <= Severity.WARNING for f in _gh608(report))
+    # nvidia-smi -L then lists the GPUs left: its count is not the host's, so it decides no cause of the index
+    listed = _report(("evidence.txt", log.replace("$ python", f"$ nvidia-smi -L\n{ONE_GPU}$ python")))
+    assert _lead(listed).code == "GH302"
+    assert all(not _decided(f) for f in _gh608(listed))
 
 
 def test_a_device_choice_is_never_critical():

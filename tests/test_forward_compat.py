@@ -244,7 +244,13 @@ def test_an_ngc_container_refusing_the_host_driver_is_the_driver_to_upgrade():
     top = lead(result)
     assert top.code == "GH601" and top.severity is Severity.CRITICAL and "NGC" in top.message
     assert not [f for f in result.findings if f.code in ("GH003", "GH603")]  # the 804 status is this finding's
-    assert any("release the message names" in f.command for f in top.fixes)
+    # the two versions it names: driver 560.35 is CUDA 12.6's (Update 1 bundles 560.35.03), the host has 535.183.01
+    assert "CUDA 12.6" in top.message and "535.183.01" in top.message
+    assert "sudo apt-get install cuda-drivers-560" in commands(top)
+    assert any("NGC container" in f.command for f in top.fixes if f.kind == "step")
+    # the first line alone (the second cut off): the catalogue's finding, with its fixes in words
+    alone = lead(report(NGC_REFUSED.splitlines()[0] + "\n"))
+    assert alone.code == "GH601" and any("release the message names" in f.command for f in alone.fixes)
 
 
 def test_an_ngc_container_in_a_compatibility_mode_that_works_is_not_a_fault():
@@ -278,3 +284,16 @@ def test_an_nvidia_image_newer_than_the_host_driver_on_a_geforce_leads_with_the_
     run = "docker run --rm --gpus all nvidia/cuda:12.8.1-runtime-ubuntu24.04 ./app"
     top = lead(report(smi("550.54.15", "12.4", "NVIDIA GeForce RTX 4070"), f"$ {run}\n{ERROR_804}\n"))
     assert top.code == "GH601" and top.severity is Severity.CRITICAL and "GH603" in top.explains
+
+
+def test_the_ngc_check_names_the_containers_cuda_and_the_host_driver():
+    from gpuhealth.knowledge.cuda_drivers import cuda_of_driver
+    from gpuhealth.parsers.ngc import ngc_driver_lines
+
+    assert cuda_of_driver("560.35") == "12.6" and cuda_of_driver("550.54") == "12.4"
+    assert cuda_of_driver("555.99") == "12.5"  # no release bundles it: the newest whose GA driver it reaches
+    assert cuda_of_driver("300.1") is None and cuda_of_driver("") is None
+    fields = ngc_driver_lines(NGC_REFUSED.splitlines())
+    assert fields["smi"].driver_version == "535.183.01" and fields["cuda"].base_image_cuda == "12.6"
+    assert ngc_driver_lines(NGC_REFUSED.splitlines()[:1]) == {}  # the host's driver cut off: nothing to compare
+    assert ngc_driver_lines(NGC_MINOR.splitlines()) == {}

@@ -694,6 +694,10 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     reading.overlay(lockdown_lines(lines, piece.name), piece.name)  # kernel lockdown refuses unsigned modules (GH506)
     reading.overlay(module_key_lines(lines, piece.name), piece.name)  # the module's signer, the enrolled MOKs (GH506)
     reading.overlay(kbuild_compiler_lines(lines, piece.name), piece.name)  # the kernel build's two compilers (GH505)
+    if unknown_lines and any("compatibility mode is UNAVAILABLE" in line for line in lines):
+        from gpuhealth.parsers.ngc import ngc_driver_lines  # an NGC container's refusal: its CUDA, the driver (GH601)
+
+        reading.overlay(ngc_driver_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets

@@ -296,8 +296,10 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     image built for the CUDA the driver supports), unless the evidence shows a compat directory put on the host's
     loader path by hand (LD_LIBRARY_PATH, ld.so.conf, `ldconfig -p`, `ldd`, a cuda-compat-X-Y package): then GH603's
     removal leads. An NGC container's start-up check ("This container was built for NVIDIA Driver Release X or later,
-    but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding; its "CUDA Minor Version
-    Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode ENABLED" is not a fault.
+    but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding: X is read as the container's
+    CUDA (the release that driver is bundled with) and Y as the host's driver, so it names the driver branch to
+    install; its "CUDA Minor Version Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode
+    ENABLED" is not a fault.
     Toolkit versions the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
     Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
@@ -417,8 +419,9 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     images = {label for label in flagged if label.startswith(IMAGE_LABELS)}
     # an image brings its own CUDA: the other way is an image of the CUDA the driver supports, not a host toolkit
     image_fixes = (Fix("Run an image built for the CUDA Version nvidia-smi prints or an older one (an nvidia/cuda tag "
-                       "of that release, or the framework's image built on it)", "any", kind="step",
-                       note=f"CUDA {max_cuda or '?'} or older"),)
+                       "of that release, or the framework's image built on it; of an NGC container, a release whose "
+                       "Driver Requirements the driver meets)", "any", kind="step",
+                       note=f"CUDA {max_cuda} or older" if max_cuda else "nvidia-smi prints the CUDA Version"),)
     other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} - images else ()),
                    *(image_fixes if images else ()),
                    *(torch_fixes if "PyTorch's CUDA" in flagged else ()))
@@ -1755,6 +1758,14 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
         explains=("GH605", "GH610"), labels={"decided": decided} if decided else {})
 
 
+def _gpu_lost(snapshot: Snapshot) -> bool:
+    """The kernel log shows a GPU fallen off the bus (Xid 79, GH302): the driver's list then lacks it, so the count
+    it gives is not the host's."""
+    log = snapshot.kernel_log
+    return log is not None and any(g.kind == "fallen_off_bus" or (g.kind == "xid" and g.xid == 79)
+                                   for g in log.tallies({"fallen_off_bus", "xid"}))
+
+
 # the causes of "the program asked for a GPU it cannot see" (knowledge/causes.csv) that the GPU count decides
 INDEX_BEYOND_HOST = "device-index-beyond-count"
 VISIBLE_KEEPS_FEWER = "cuda-visible-devices-hides"
@@ -1766,7 +1777,7 @@ def _index_cause(snapshot: Snapshot, asked: DeviceRequest, value: str | None) ->
     host has, under a CUDA_VISIBLE_DEVICES that keeps fewer, is the variable's renumbering. None without a program's
     list of the GPUs (a count from a framework's refusal or a person's words decides neither)."""
     host = gpu_count(snapshot)
-    if not host or snapshot.reported_fact("smi") is not None:
+    if not host or snapshot.reported_fact("smi") is not None or _gpu_lost(snapshot):
         return None
     if asked.index >= host:
         return INDEX_BEYOND_HOST

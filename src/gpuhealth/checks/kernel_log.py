@@ -204,7 +204,8 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes("GH302"),
             # GH308: the driver's own errors after a GPU is lost (RC all channels, sanity checks failed) follow from it
-            explains=("GH102", "GH203", "GH204", "GH301", "GH305", "GH308"),
+            # GH608: a program's GPU index that is gone because the GPU is (invalid device ordinal)
+            explains=("GH102", "GH203", "GH204", "GH301", "GH305", "GH308", "GH608"),
             # the Xid it stands on when the driver logged one (some drivers print only "fallen off the bus"); each
             # group of the tally gives at least its first line to the samples
             labels={"xid": "79"} if any(e.xid == 79 for e in found.samples) else {},

@@ -873,6 +873,8 @@ def library_path_statements(text: str) -> tuple[LibraryPathStatement, ...]:
     """The cuda-compat directories the sentences of ``text`` say LD_LIBRARY_PATH holds now. A sentence that takes one
     off, denies it, only tries, asks or sets a condition states nothing (prose_sentences leaves questions out)."""
     found: list[LibraryPathStatement] = []
+    if not isinstance(text, str) or "LD_LIBRARY_PATH" not in text or "compat" not in text:
+        return ()  # the usual paste: no sentence to read
     for sentence in prose_sentences(text):
         if not _LD_PATH_NAMED.search(sentence) or "compat" not in sentence:
             continue
