@@ -39,6 +39,7 @@ def lead_of(words: str):
     "sudo nvidia-smi -pm 1 solved the slow start on the GPU box.",
     "The tests take 10 seconds each on our 4-GPU server.",
     "Every CUDA application has a startup overhead of about 8 seconds on this headless machine.",
+    "On our 8-GPU node the first CUDA call takes about 40 seconds in every job.",
 ])
 def test_a_slow_start_of_every_process_is_persistence_off(words):
     first, report = lead_of(words)
@@ -244,3 +245,13 @@ def test_a_count_of_none_failed_is_no_unknown_error_line(line):
 def test_a_count_of_some_failed_still_is():
     report = report_of(("ctest.txt", "67% tests passed, 1 tests failed out of 3\n"))
     assert "GH003" in codes(report)
+
+
+def test_a_gpu_gone_from_nvidia_smi_on_a_passive_card_without_airflow_leads_with_the_airflow():
+    # the GPU turns itself off at its shutdown temperature (GH406): a passive board without airflow explains a GPU
+    # nvidia-smi can no longer reach
+    lost = "Unable to determine the device handle for GPU 0000:01:00.0: Unknown Error\n"
+    report = report_of(("nvidia-smi.txt", lost),
+                       ("notes.txt", "The Tesla P4 has no fan of its own and gets very hot in this small case.\n"))
+    first = report.findings[0]
+    assert first.code == "GH406" and "GH102" in first.explains, [(f.code, f.message) for f in report.findings]
