@@ -121,7 +121,8 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
         rest = "" if position == 0 else " (entries before it stay visible)"
         if re.fullmatch(r"-?\d+", token):
             if count and not 0 <= int(token) < count:
-                return (f"{name}={text}: index {token} is not a GPU on this host ({count} GPUs: 0-{count - 1}); "
+                has = "1 GPU: a single GPU is device 0" if count == 1 else f"{count} GPUs: 0-{count - 1}"
+                return (f"{name}={text}: index {token} is not a GPU on this host ({has}); "
                         f"it and every entry after it are ignored{rest}")
         elif token.startswith("GPU-"):
             if uuids and not any(u.startswith(token) for u in uuids):
