@@ -1493,7 +1493,7 @@ def _one_mig_selected(snapshot: Snapshot) -> bool:
 
 
 @check("GH608", "cuda-visible-devices-hides-gpus", "CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES or MIG hides GPUs",
-       reads=("env", "smi", "messages"))
+       reads=("env", "smi", "messages", "kernel_log"))
 def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
