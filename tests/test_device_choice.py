@@ -265,3 +265,26 @@ def test_the_driver_list_decides_which_cause_keeps_the_index_from_the_program():
     # a count only the framework's refusal gives decides neither
     log = f"{TF_ERROR}Invalid device ordinal value (1). Valid range is [0, 0].\n"
     assert _decided(_lead(_report(("train.log", log)))) == []
+
+
+# --------------------------------------------------------------------------- a launcher's ranks
+
+RANK_FAILS = ("[rank1]: Traceback (most recent call last):\n"
+              '[rank1]:   File "train.py", line 10, in <module>\n'
+              "[rank1]:     torch.cuda.set_device(local_rank)\n"
+              "[rank1]: RuntimeError: CUDA error: invalid device ordinal\n")
+
+
+def test_more_ranks_per_node_than_gpus_is_decided_where_a_rank_finds_no_device():
+    assert _asked("torchrun --nproc_per_node=4 train.py") == [
+        (3, "--nproc_per_node=4: ranks 0-3, each on GPU LOCAL_RANK", None)]
+    assert _asked("python -m torch.distributed.launch --nproc-per-node 2 train.py")[0][0] == 1
+    assert _asked("torchrun --nproc_per_node=gpu train.py") == []  # the launcher counts the GPUs itself
+    session = f"$ torchrun --nproc_per_node=2 train.py\n{RANK_FAILS}"
+    lead = _lead(_report(("nvidia-smi -L", ONE_GPU), ("session.txt", session)))
+    assert lead.code == "GH608" and "start at most 1 process(es) per node" in lead.message
+    assert _decided(lead) == ["more-ranks-than-gpus"]
+    # as many ranks as GPUs: no finding about the ranks
+    assert not _gh608(_report(("nvidia-smi -L", TWO_GPUS), ("session.txt", session)))
+    # without a failing rank the script may not use LOCAL_RANK: not judged
+    assert not _gh608(_report(("nvidia-smi -L", ONE_GPU), ("session.txt", "$ torchrun --nproc_per_node=2 train.py\n")))

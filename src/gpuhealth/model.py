@@ -634,6 +634,9 @@ class DeviceRequest:
     # how many GPUs the program saw, where the same line says it (PyTorch's "... on CUDA device 1 but
     # torch.cuda.device_count() is 1"): a checkpoint saved on a GPU the loading program does not have
     visible: int | None = None
+    # the index is a launcher's last rank (torchrun --nproc_per_node=N: each of N processes takes GPU LOCAL_RANK),
+    # judged only where the program failed for want of a device (a script may not use LOCAL_RANK)
+    ranks: bool = False
 
 
 @record

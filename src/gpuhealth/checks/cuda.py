@@ -121,7 +121,8 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
         rest = "" if position == 0 else " (entries before it stay visible)"
         if re.fullmatch(r"-?\d+", token):
             if count and not 0 <= int(token) < count:
-                return (f"{name}={text}: index {token} is not a GPU on this host ({count} GPUs: 0-{count - 1}); "
+                has = "1 GPU: a single GPU is device 0" if count == 1 else f"{count} GPUs: 0-{count - 1}"
+                return (f"{name}={text}: index {token} is not a GPU on this host ({has}); "
                         f"it and every entry after it are ignored{rest}")
         elif token.startswith("GPU-"):
             if uuids and not any(u.startswith(token) for u in uuids):
@@ -1503,7 +1504,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
     asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
-    `.cuda(3)`, `--device 3`,
+    `.cuda(3)`, `--device 3`, a launcher's last rank (`torchrun --nproc_per_node=4`: ranks take GPU
+    LOCAL_RANK; judged only where a device was not found, since a script may not use it),
     `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
     traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`; where no program's
     output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
@@ -1727,7 +1729,9 @@ def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, s
     visible, value = _visible_count(snapshot, count)
     if not visible:
         return None  # how many GPUs the program sees is not in the evidence: not judged
-    beyond = next((r for r in snapshot.devices_requested if r.index >= visible), None)
+    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it: judged where a device was not found
+    failed = any(m.symptom == DEVICE_NOT_VISIBLE for m in snapshot.messages or ())
+    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (failed or not r.ranks)), None)
     return (beyond, visible, value) if beyond else None
 
 
@@ -1747,7 +1751,9 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     if value is not None and visible:
         valid += f" (CUDA_VISIBLE_DEVICES={value} renumbers the GPUs it keeps from 0)"
     remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
-              if asked.text.startswith("a checkpoint") else "")
+              if asked.text.startswith("a checkpoint") else
+              f"; start at most {visible} process(es) per node (--nproc_per_node={visible})"
+              if asked.ranks and visible else "")
     decided = _index_cause(snapshot, asked, value)
     if decided and len(evidence) > 1:  # the count decides: it comes first (the differential quotes the first line)
         evidence[:2] = evidence[1::-1]
@@ -1769,6 +1775,8 @@ def _gpu_lost(snapshot: Snapshot) -> bool:
 # the causes of "the program asked for a GPU it cannot see" (knowledge/causes.csv) that the GPU count decides
 INDEX_BEYOND_HOST = "device-index-beyond-count"
 VISIBLE_KEEPS_FEWER = "cuda-visible-devices-hides"
+MORE_RANKS = "more-ranks-than-gpus"
+DEVICE_NOT_VISIBLE = "device-not-visible"  # the symptom (knowledge/symptoms.csv) of an invalid device ordinal
 
 
 def _index_cause(snapshot: Snapshot, asked: DeviceRequest, value: str | None) -> str | None:
@@ -1780,7 +1788,7 @@ def _index_cause(snapshot: Snapshot, asked: DeviceRequest, value: str | None) ->
     if not host or snapshot.reported_fact("smi") is not None or _gpu_lost(snapshot):
         return None
     if asked.index >= host:
-        return INDEX_BEYOND_HOST
+        return MORE_RANKS if asked.ranks else INDEX_BEYOND_HOST
     return VISIBLE_KEEPS_FEWER if value is not None else None
 
 

@@ -350,6 +350,23 @@ _TF_EXPLICIT = guarded_re(r"Could not satisfy explicit device specification '(?P
 _TF_GPU_DEVICE = lazy_re(r"/device:GPU:(\d{1,3})\b")
 
 
+# A launcher that starts N processes per node, each of which takes GPU LOCAL_RANK (0 to N-1) by the usual
+# torch.cuda.set_device(local_rank): torchrun and python -m torch.distributed.launch/run --nproc_per_node=N (PyTorch
+# documentation, torchrun (Elastic Launch)); "gpu" or "auto" as the value counts the GPUs itself: not read.
+_RANKS_ASKED = guarded_re(r"\b(?:torchrun|torch\.distributed\.(?:launch|run))\b[^|;&]{0,400}?"
+                          r"--nproc[_-]per[_-]node(?:=|\s{1,4})(?P<n>\d{1,3})\b", may=has("nproc"))
+
+
+def _ranks_request(text: str) -> DeviceRequest | None:
+    """The last rank's GPU a launcher's command line asks for, or None."""
+    m = _RANKS_ASKED.search(text)
+    if m is None or int(m["n"]) < 2:
+        return None
+    count = int(m["n"])
+    return DeviceRequest(count - 1, f"--nproc_per_node={count}: ranks 0-{count - 1}, each on GPU LOCAL_RANK",
+                         text[:300], ranks=True)
+
+
 def _framework_request(text: str) -> DeviceRequest | None:
     """The GPU a TensorFlow or XLA refusal names, with how many GPUs the process has (its own words)."""
     if (m := _TF_ORDINAL.search(text)) is not None:
@@ -425,6 +442,9 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
         for listed in _listed_ids(text):
             if listed.text not in found and len(found) < MAX_DEVICE_REQUESTS:
                 found[listed.text] = listed
+        ranks = _ranks_request(text)
+        if ranks is not None and len(found) < MAX_DEVICE_REQUESTS:
+            found.setdefault(ranks.text, ranks)
     return tuple(found.values())
 
 
@@ -434,7 +454,7 @@ def device_request_lines(lines: list[str]) -> dict[str, tuple[DeviceRequest, ...
     return {"devices_requested": requests} if requests else {}
 
 
-@command_fact("device-requested", r"cuda:\d|set_device|\.cuda\(|[Gg][Pp][Uu]:\d|--gpu|--device|_ids\s{0,2}=")
+@command_fact("device-requested", r"cuda:\d|set_device|\.cuda\(|[Gg][Pp][Uu]:\d|--gpu|--device|_ids\s{0,2}=|nproc")
 def _device_requested(command: str, output: str) -> Fact | None:
     found = device_requests([command])
     if not found:

@@ -288,12 +288,22 @@ _GPU_COUNT = lazy_re(
     r"|\b" + _NUMBER.replace("?P<n>", "?P<m>") + r"[\s-]{1,2}gpu\s" + _HOST + r"\b", re.I)
 
 
+# a number a few words before "GPU": what every count statement holds (the lines without one are not read further)
+_COUNT_HINT = lazy_re(r"\b(?:one|single|two|dual|three|four|five|six|seven|eight|sixteen|\d{1,2})(?:\s?x\s?|[\s-])"
+                      r"(?:[\w.()]{1,16}[\s-]{1,3}){0,5}gpu", re.I)
+
+
 def gpu_count_statements(text: str) -> tuple[Stated, ...]:
     """The number of GPUs the sentences of ``text`` state this host has ("gpu-count"): at most one; two different
     numbers state nothing. A condition ("if you have one GPU"), a negation, a requirement ("needs 2 GPUs") or the
     past states no present count."""
+    if not isinstance(text, str):
+        return ()
+    # only lines that say "GPU" and a number can state a count: the others are not split into sentences
+    lines = [line for line in text.splitlines()[:MAX_LINES]
+             if "gpu" in line.lower() and _COUNT_HINT.search(line[:MAX_LINE])]
     entries: list[tuple[Stated, bool]] = []
-    for sentence in prose_sentences(text):
+    for sentence in prose_sentences("\n".join(lines)):
         if "gpu" not in sentence.lower():
             continue
         past = bool(_PAST.search(sentence))
