@@ -149,6 +149,8 @@ def test_words_that_do_not_name_uvm_raise_no_gh205(words):
     "The killed job left defunct python processes that still hold the GPU memory.",
     "I killed the training job but the GPU memory is never freed.",
     "nvidia-smi shows 10GB used on GPU 0 but no process is listed.",
+    # a program gone is the symptom's setting, not the symptom over
+    "The process is gone but the GPU memory usage does not go down.",
 ])
 def test_memory_a_leftover_process_holds_is_gh414(words):
     first, report = lead_of(words)
