@@ -149,6 +149,8 @@ def test_words_that_do_not_name_uvm_raise_no_gh205(words):
     "The killed job left defunct python processes that still hold the GPU memory.",
     "I killed the training job but the GPU memory is never freed.",
     "nvidia-smi shows 10GB used on GPU 0 but no process is listed.",
+    # a program gone is the symptom's setting, not the symptom over
+    "The process is gone but the GPU memory usage does not go down.",
 ])
 def test_memory_a_leftover_process_holds_is_gh414(words):
     first, report = lead_of(words)
@@ -255,3 +257,28 @@ def test_a_gpu_gone_from_nvidia_smi_on_a_passive_card_without_airflow_leads_with
                        ("notes.txt", "The Tesla P4 has no fan of its own and gets very hot in this small case.\n"))
     first = report.findings[0]
     assert first.code == "GH406" and "GH102" in first.explains, [(f.code, f.message) for f in report.findings]
+
+
+# --------------------------------------------------------------- a listing without /dev/nvidia-uvm beside CUDA's error
+
+LS_NO_UVM = """\
+$ ls -l /dev/nvidia*
+crw-rw-rw- 1 root root 195,   0 Dec  7 10:00 /dev/nvidia0
+crw-rw-rw- 1 root root 195, 255 Dec  7 10:00 /dev/nvidiactl
+crw-rw-rw- 1 root root 195, 254 Dec  7 10:00 /dev/nvidia-modeset
+"""
+
+
+def test_a_listing_without_the_uvm_node_confirms_uvm_missing_beside_cudas_unknown_error():
+    # the CUDA Installation Guide's Device Node Verification: CUDA needs /dev/nvidia-uvm, which exists once the
+    # nvidia-uvm module loaded and its node was made; the driver's own nodes show the nvidia module itself is loaded
+    report = report_of(("ls.txt", LS_NO_UVM), ("traceback.txt", TORCH_UNKNOWN + "\n"))
+    first = report.findings[0]
+    assert first.code == "GH205" and "GH605" in first.explains, [(f.code, f.message) for f in report.findings]
+    assert any("absent: nvidia-uvm" in line for e in first.evidence for line in e.lines)
+
+
+def test_the_listing_alone_stays_gh207s_warning():
+    report = report_of(("ls.txt", LS_NO_UVM))
+    assert [f.code for f in report.findings if f.severity is not Severity.INFO] == ["GH207"]
+    assert report.findings[0].severity is Severity.WARNING
