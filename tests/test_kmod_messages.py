@@ -369,3 +369,69 @@ def test_lockdown_none_asked_for_leaves_eperm_to_gh201():
 ])
 def test_build_exclusive_nvidia_is_not_built_for_this_kernel(text: str):
     assert lead(text) == ("GH507", Severity.CRITICAL)
+
+
+# ------------------------------------------------------------------------------ lockdown in the reporter's words
+
+# Our own sentences, in the words of man kernel_lockdown.7 and kernel-parameters.txt ("lockdown= [SECURITY]
+# { integrity | confidentiality }"): a reported fact, quoted, which modprobe's or insmod's "Operation not permitted"
+# for nvidia (a program's line) makes the refusal that explains the module not being loaded.
+MODPROBE_EPERM = "modprobe: ERROR: could not insert 'nvidia': Operation not permitted\n"
+
+
+@pytest.mark.parametrize("words", [
+    "We run these nodes with kernel lockdown set to integrity.",
+    "Lockdown mode is enabled on the host.",
+    "As far as I know the kernel is locked down.",
+    "We set lockdown=confidentiality in our AMI.",
+])
+@pytest.mark.parametrize("failure", [MODPROBE_EPERM, INSMOD_EPERM])
+def test_lockdown_in_words_explains_the_programs_refusal(words: str, failure: str):
+    result = report(words + "\n\n" + failure)
+    first = result.findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+    assert first.labels.get("reported") == "words"
+    assert "GH201" in first.explains  # one fault: the module not loaded folds under its refusal
+    assert any(e.source.endswith("(the reporter's words)") for e in first.evidence)
+    assert "reporter's words" in first.message
+
+
+@pytest.mark.parametrize("words", [
+    "Is lockdown enabled?",
+    "If lockdown is enabled, does the module still load",
+    "On this host lockdown is none.",
+    "I disabled lockdown and it works.",
+    "Lockdown was enabled before the upgrade.",
+])
+def test_lockdown_not_stated_leaves_eperm_to_gh201(words: str):
+    """Questions, conditions, a level that locks nothing and the past fix state no lockdown in force."""
+    result = report(words + "\n\n" + MODPROBE_EPERM)
+    assert result.findings[0].code == "GH201"
+    assert "GH506" not in {f.code for f in result.findings}
+
+
+def test_lockdown_in_words_without_a_refusal_stays_a_guess():
+    """No program's refusal shown: nothing says the module was refused, so GH506 raises nothing critical and
+    the module not loaded leads."""
+    text = ("The kernel is locked down on this node.\n\n$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't "
+            "communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n")
+    result = report(text)
+    assert result.findings[0].code != "GH506"
+    assert not any(f.code == "GH506" and f.severity is Severity.CRITICAL for f in result.findings)
+
+
+def test_a_command_line_is_machine_output_and_a_sentence_is_not():
+    from gpuhealth.evidence.facts import lockdown_lines
+
+    cmdline = lockdown_lines(["BOOT_IMAGE=/boot/vmlinuz-6.1.90 root=/dev/nvme0n1p1 ro lockdown=integrity"], "cmdline")
+    assert cmdline["install"].lockdown == "integrity"
+    assert lockdown_lines(["lockdown=confidentiality"], "grub")["install"].lockdown == "confidentiality"
+    assert lockdown_lines(["We set lockdown=confidentiality in our AMI."], "notes") == {}
+
+
+def test_machine_lockdown_wins_over_words():
+    text = ("$ cat /sys/kernel/security/lockdown\n[none] integrity confidentiality\n\n"
+            "I think the kernel is locked down.\n\n" + MODPROBE_EPERM)
+    result = report(text)
+    assert result.findings[0].code == "GH201"
+    assert "GH506" not in {f.code for f in result.findings}

@@ -261,7 +261,12 @@ def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     (GH301) fold under this finding. Per GPU: errors on two GPUs are two one-offs, not a recurrence. A single
     double-bit error with its recorded repair (Xid 48 then 63, "reboot to activate") is a one-off: GH301 reports
     it with the reset. Xids a person names in words give at most a warning, and only the failure Xids count
-    there (words show no driver load between two errors).
+    there (words show no driver load between two errors). A memory fault the reporter tells in words is failing
+    memory too: the error back after the reset or reboot that applies the repair ("a new row failed again after a
+    reboot"), remapped rows or retired pages that keep growing ("grew from 11 to 12"), a row remapping failure
+    ("Remapping Failure Occurred: Yes" in a sentence). With only words it is a warning that leads the Xids named
+    beside it; beside a kernel log showing one GPU's memory Xids it is that GPU's, machine-shown. A question, a
+    supposition ("if it comes back after a reset") or a denial is not read, nor a recurrence of another Xid.
 
     Why it matters:
     An uncorrectable error in this boot (volatile count above 0) means data on the GPU was lost: the

@@ -569,7 +569,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     lines in the same log (the nvidia module ran, so its signature was accepted), they concern another module.
     The reporter's words ("Secure Boot is enabled", "cannot load because of Secure Boot", "the MOK is not
     enrolled", "the module is not signed") count where no program's output gives the state; the finding then
-    quotes them and stays a warning.
+    quotes them and stays a warning. So does lockdown in words ("with kernel lockdown set to integrity", "the kernel
+    is locked down", "lockdown=confidentiality in our AMI"; "lockdown is none" and the past "disabled lockdown and it
+    works" lock nothing): beside a program's "Operation not permitted" for nvidia, which is what it explains, it is
+    as grave as that line.
     """
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
@@ -661,8 +664,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
                    "locked-down kernel refuses modules not signed by an enrolled key")
     elif locked and eperm:
-        message = (f"The kernel is locked down ({install.lockdown}) and loading the module failed with 'Operation not "
-                   "permitted': lockdown refuses modules without a signature the kernel trusts")
+        told = ", in the reporter's words" if (install.lockdown_source or "").endswith("(the reporter's words)") else ""
+        message = (f"The kernel is locked down ({install.lockdown}{told}) "
+                   "and loading the module failed with 'Operation not permitted': lockdown refuses modules without a "
+                   "signature the kernel trusts")
     elif enabled and untrusted:
         message = "Secure Boot is enabled and the kernel does not trust the module's signer: it refuses to load it"
     elif untrusted:

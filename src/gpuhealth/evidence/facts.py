@@ -660,6 +660,10 @@ _LOCKED_DOWN_FROM = guarded_re(r"Kernel is locked down from ([\w ]{1,40}?); see 
 # The level asked for at boot: lockdown.c's early_param "lockdown=" on a kernel command line (/proc/cmdline), and
 # Bottlerocket's documented setting settings.kernel.lockdown (its API's JSON, its user data's TOML).
 _LOCKDOWN_PARAM = guarded_re(r"(?:^|\s)lockdown=(integrity|confidentiality)(?:\s|$)", may=has("lockdown="))
+# a command line holds other parameters (BOOT_IMAGE=, root=, ro) or the parameter alone; "lockdown=confidentiality in
+# our AMI" is a person's sentence (evidence/prose.py reads it as the reporter's words)
+_CMDLINE_PARAM = lazy_re(r"^\s*[\"']?lockdown=\w+[\"']?\s*$|(?:^|[\s\"'])(?!lockdown=)[\w.-]{1,40}=\S|"
+                         r"(?:^|\s)(?:ro|rw|quiet|splash)(?:\s|$)")
 _LOCKDOWN_SETTING = guarded_re(r"\"?lockdown\"?\s{0,4}[=:]\s{0,4}\"(integrity|confidentiality|none)\"",
                                may=has("lockdown"))
 _LOCKDOWN_LEVELS = guarded_re(r"^\s*\[?none\]? \[?integrity\]? \[?confidentiality\]?\s*$",
@@ -680,7 +684,8 @@ def lockdown_lines(lines: list[str], source: str) -> dict[str, InstallState]:
         found = _LOCKED_DOWN_FROM.search(text)
         if found and state is None:
             state, quote = "integrity", text[found.start():found.end() + 20]
-        asked = _LOCKDOWN_PARAM.search(text) or _LOCKDOWN_SETTING.search(text)
+        param = _LOCKDOWN_PARAM.search(text)
+        asked = (param if param and _CMDLINE_PARAM.search(text) else None) or _LOCKDOWN_SETTING.search(text)
         if asked and state is None:
             state, quote = asked[1], text
     if state is None:

@@ -273,6 +273,16 @@ def _unsigned(fields: dict[str, Any], stated: Any, source: str) -> list[Reported
     return _install_values(fields, stated, source, {"module_signer": ""}, "the nvidia module is unsigned")
 
 
+def _lockdown(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """"With kernel lockdown set to integrity", "the kernel is locked down": what /sys/kernel/security/lockdown says
+    (GH506). Nothing where a program's output (the sysfs file, the boot line, a command line) gave the level."""
+    install = fields.get("install")
+    if install is not None and install.lockdown is not None:
+        return []
+    return _install_values(fields, stated, source, {"lockdown": stated.value, "lockdown_source": told(source)},
+                           f"kernel lockdown {stated.value}")
+
+
 def _modules(fields: dict[str, Any], given: list[Statement]) -> list[ReportedFact]:
     """"nvidia is not loaded", "lsmod shows no nvidia", "nouveau is loaded": a module list that speaks only for the
     names the words cover (``Snapshot.kernel_module_filters``, as for ``lsmod | grep``). Nothing where a program's
@@ -379,7 +389,7 @@ def fill_packages(fields: dict[str, Any], given: list[Statement]) -> list[Report
 
 
 _INSTALL_FILLERS = {"headers": _headers, "secure-boot": _secure_boot, "mok-key": _mok_key,
-                    "module-signed": _unsigned, "docker-runtime": _docker_runtime}
+                    "module-signed": _unsigned, "docker-runtime": _docker_runtime, "lockdown": _lockdown}
 
 
 # --------------------------------------------------------------------------- PCIe links

@@ -535,6 +535,7 @@ class InstallStatement:
     - ``secure-boot`` "enabled" / "disabled" (``mokutil --sb-state``)
     - ``mok-key`` "not-enrolled": shim does not trust the signing key (``mokutil --test-key``)
     - ``module-signed`` "unsigned": the nvidia module carries no signature (``modinfo -F signer nvidia``)
+    - ``lockdown`` "none" / "integrity" / "confidentiality": the kernel's lockdown (/sys/kernel/security/lockdown)
     - ``module`` "loaded" / "not-loaded" (``lsmod``): ``subject`` is the module, ``covers`` the grep-like pattern of
       the names the words speak for ("=nvidia": that name only; "nvidia": every name holding it, ``lsmod | grep``)
     - ``docker-runtime`` "no-nvidia": the running Docker daemon has no nvidia runtime (``docker info``)
@@ -590,6 +591,18 @@ _KEY_NOT_ENROLLED = lazy_re(
 _UNSIGNED = lazy_re(
     r"\b(?:(?:the|my|our)\s{1,3}(?:nvidia\s{1,3})?(?:kernel\s{1,3})?(?:modules?|driver)|nvidia\.ko|nvidia\s{1,3}"
     r"(?:kernel\s{1,3})?modules?)\s{1,3}(?:is|are)\s{1,3}(?:still\s{1,3})?(?:not\s{1,3}signed|unsigned)\b", re.I)
+# Kernel lockdown in words (man kernel_lockdown.7; Documentation/admin-guide/kernel-parameters.txt, "lockdown=
+# [SECURITY] { integrity | confidentiality }"; /sys/kernel/security/lockdown's levels none, integrity,
+# confidentiality): "with kernel lockdown set to integrity", "lockdown mode is enabled", "lockdown=confidentiality in
+# our AMI", "the kernel is locked down". A lockdown said to be on without a level is at least "integrity" (the boot
+# line "Kernel is locked down from ..." says no more). "Disabled lockdown and it works" (the past fix) states nothing.
+_LOCKDOWN_STATE = lazy_re(
+    r"\b(?:kernel\s{1,3})?lockdown(?:\s{1,3}(?:mode|level|lsm|setting))?(?:\s{0,2}[=:]\s{0,2}|\s{1,3}(?:(?:is|was)\s{1,3})?"
+    r"(?:(?:currently|still|now|also|already)\s{1,3})?(?:(?:set|configured|forced)\s{1,3}(?:to|as)\s{1,3}|in\s{1,3})?)"
+    r"[\"'\[]?(?P<state>integrity|confidentiality|none|enabled|active|enforced|enforcing|disabled)\b", re.I)
+_LOCKED_DOWN = lazy_re(
+    r"\b(?:kernel|system|machine|host|node|os)\s{1,3}(?:is|runs)\s{1,3}(?:(?:currently|still|now|also|already)\s{1,3})?"
+    r"(?:locked\s{1,3}down|in\s{1,3}(?:kernel\s{1,3})?lockdown(?:\s{1,3}mode)?)\b(?!\s{1,3}from\b)", re.I)
 _MODULE_NAME = r"(?P<subject>nvidia(?:[_-](?:uvm|drm|modeset|peermem))?|nouveau)"
 _MODULE_STATE = lazy_re(
     r"(?<![\w/.-])" + _MODULE_NAME + r"(?:\s{1,3}(?:kernel\s{1,3})?(?:module|driver|kmod))?\s{1,3}(?:is|are)\s{1,3}"
@@ -635,6 +648,8 @@ INSTALL_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
     ("secure-boot", "enabled", _SB_BLAMED),
     ("mok-key", "not-enrolled", _KEY_NOT_ENROLLED),
     ("module-signed", "unsigned", _UNSIGNED),
+    ("lockdown", "", _LOCKDOWN_STATE),
+    ("lockdown", "integrity", _LOCKED_DOWN),
     ("module", "", _MODULE_STATE),
     ("module", "not-loaded", _LSMOD_NONE),
     ("docker-runtime", "no-nvidia", _NO_RUNTIME),
@@ -644,6 +659,9 @@ INSTALL_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
 _SB_STATES = {"enabled": "enabled", "active": "enabled", "on": "enabled", "turned on": "enabled",
               "switched on": "enabled", "not enabled": "disabled", "disabled": "disabled", "off": "disabled",
               "turned off": "disabled", "switched off": "disabled"}
+_LOCKDOWN_STATES = {"integrity": "integrity", "confidentiality": "confidentiality", "none": "none",
+                    "enabled": "integrity", "active": "integrity", "enforced": "integrity", "enforcing": "integrity",
+                    "disabled": "none"}
 _MODULE_STATES = {"loaded": "loaded", "in use": "loaded", "not loaded": "not-loaded"}
 # before the match: a condition, an instruction or a doubt ("if Secure Boot is enabled", "make sure nouveau is not
 # loaded", "not sure whether"), or a negation of the action ("I have not disabled Secure Boot")
@@ -678,6 +696,9 @@ def _install_stated(sentence: str, fact: str, value: str, match: re.Match[str]) 
     words = sentence[:300]
     if fact == "secure-boot":
         value = value or _SB_STATES.get(state, "")
+        return InstallStatement(fact, value, words) if value else None
+    if fact == "lockdown":
+        value = value or _LOCKDOWN_STATES.get(state, "")
         return InstallStatement(fact, value, words) if value else None
     if fact == "docker-runtime" and not _DOCKER_INFO.search(sentence):
         return None  # "no nvidia runtime" of another engine (containerd, CRI-O): not Docker's state
