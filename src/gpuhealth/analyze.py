@@ -166,6 +166,9 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
     reported = fill_reported(fields, reading.stated) if reading.stated else ()
+    from gpuhealth.evidence.prose import fill_named_gpus  # GPU models and counts named in words (product lines)
+
+    reported = (*reported, *fill_named_gpus(fields, texts))
     for fact in reported:
         reading.sources.setdefault(fact.field, f"{fact.source} (the reporter's words)")
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
@@ -183,6 +186,10 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     from gpuhealth.parsers.platform import platform_in_texts
 
     platform = platform_in_texts(texts)  # a system or instance type named anywhere, in a program's output or words
+    if platform is None:
+        from gpuhealth.parsers.platform import platform_of_named
+
+        platform = platform_of_named(snapshot.gpus_named)  # "8x H100 SXM" in words: an HGX board (reported)
     if platform is not None:
         snapshot = dataclasses.replace(snapshot, platform=platform)
     from gpuhealth.distro_infer import with_inferred_family

@@ -827,13 +827,21 @@ def fan_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip
     or the board. On servers, compare with the BMC's fan sensors (`sudo ipmitool sdr type Fan`).
 
     Exceptions:
-    Passively cooled data-centre GPUs report `N/A`, not `ERR!`, and are not reported.
+    Passively cooled data-centre boards (Tesla P4/P40/T4, A2/A10/A16/A30/A40, L4/L40, the PCIe A100/H100:
+    knowledge/gpu_models.csv, from their product briefs) have no fan of their own: the Fan column of such a GPU,
+    `N/A` or `ERR!`, reads no fan that could fail, and is not reported. The board is known by the name nvidia-smi
+    prints, never from words alone.
     """
+    from gpuhealth.knowledge.gpu_models import model_named
+
     gpus = seen_gpus(snapshot)
     for seen in gpus:
         gpu = seen.gpu
         if not gpu.fan_error:
             continue
+        board = model_named(gpu.name) if gpu.name else None
+        if board is not None and board.passive:
+            continue  # no fan of its own: ERR! reads none
         temp = f"GPU Current Temp: {gpu.temperature_c:g} C" if gpu.temperature_c is not None else None
         yield Draft(Severity.WARNING, "The GPU's fan reports an error (ERR!)", subject=seen.subject,
                     evidence=(Evidence(seen.source("fan_error"), tuple(x for x in ("Fan: ERR!", temp) if x)),),
