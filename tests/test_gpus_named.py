@@ -111,3 +111,11 @@ def test_a_passive_boards_fan_column_is_no_fan_error():
     assert not [f for f in run_checks(fan_err("Tesla T4"), select=["GH410"]).findings if f.code == "GH410"]
     assert [f for f in run_checks(fan_err("NVIDIA GeForce RTX 3090"), select=["GH410"]).findings
             if f.code == "GH410"]
+
+
+def test_a_device_index_beyond_the_gpus_named_with_their_count_is_gh608():
+    snapshot, _ = analyze_texts([("issue.txt", 'I train on 2x RTX 3090 with device = torch.device("cuda:2").\n'
+                                               "RuntimeError: CUDA error: invalid device ordinal\n")])
+    assert snapshot.gpus_stated == 2
+    (found,) = [f for f in run_checks(snapshot).findings if f.code == "GH608"]
+    assert found.severity.value == "warning" and "valid indices are 0-1" in found.message
