@@ -166,6 +166,9 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
     reported = fill_reported(fields, reading.stated) if reading.stated else ()
+    from gpuhealth.evidence.prose import fill_named_gpus  # GPU models and counts named in words (product lines)
+
+    reported = (*reported, *fill_named_gpus(fields, texts))
     for fact in reported:
         reading.sources.setdefault(fact.field, f"{fact.source} (the reporter's words)")
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
@@ -183,6 +186,10 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     from gpuhealth.parsers.platform import platform_in_texts
 
     platform = platform_in_texts(texts)  # a system or instance type named anywhere, in a program's output or words
+    if platform is None:
+        from gpuhealth.parsers.platform import platform_of_named
+
+        platform = platform_of_named(snapshot.gpus_named)  # "8x H100 SXM" in words: an HGX board (reported)
     if platform is not None:
         snapshot = dataclasses.replace(snapshot, platform=platform)
     from gpuhealth.distro_infer import with_inferred_family
@@ -895,15 +902,24 @@ def told_message(found: Any, shown: str, source: str) -> MessageLine:
     return MessageLine(shown, source, None, found.symptom, reported=True)
 
 
-_NAMES_XID = lazy_re(r"(?i)xid")  # the reader is imported only for a piece that holds the word
+# the reader is imported only for a piece that holds the word, or a word of a memory fault told (GH403)
+_NAMES_XID = lazy_re(r"(?i)xid|remap|retire|\becc\b|uncorrectable|double.bit|again|came back|comes back|recur|reappear"
+                     r"|persist")
 
 
 def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
     reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
     lines that named them are returned."""
-    if kind == "kernel-log" or not _NAMES_XID.search(piece.text):  # the log's own lines are its parser's
+    if not _NAMES_XID.search(piece.text):
         return []
+    if kind == "kernel-log":  # the log's own lines are its parser's; a memory fault told beside them is GH403's
+        from gpuhealth.parsers.reported_xids import told_beside_log
+
+        found, named = told_beside_log(piece.text.splitlines()[:MAX_SCANNED_LINES], piece.name)  # all its lines
+        if found:
+            reading.overlay(found, piece.name)
+        return named
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
     # an nvidia-smi table's boxed rows are its parser's too
@@ -912,8 +928,11 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
     if found:
         reading.overlay(found, piece.name)
         events = found["kernel_log"].events
-        codes = ", ".join(dict.fromkeys(f"{'SXid' if e.kind == 'sxid' else 'Xid'} {e.xid}" for e in events))
-        reading.log.append(Recognised(piece.name, "reported-xids", f"{codes} named in words (reported, not logged)"))
+        codes = ", ".join(dict.fromkeys(f"{'SXid' if e.kind == 'sxid' else 'Xid'} {e.xid}" for e in events
+                                        if e.xid is not None))
+        told = ", ".join(dict.fromkeys(f"memory {e.detail}" for e in events if e.xid is None))
+        reading.log.append(Recognised(piece.name, "reported-xids", f"{', '.join(filter(None, (codes, told)))} named "
+                                      "in words (reported, not logged)"))
     return named
 
 
@@ -979,11 +998,15 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         fields[key] = value
         return True
     if key == "kernel_log" and isinstance(value, KernelLog) and current.reported != value.reported:
-        # Xids a person named against a log the machine wrote: the log wins, whichever came first
-        if value.reported:
-            return False
-        fields[key] = value
-        return True
+        # Xids a person named against a log the machine wrote: the log wins, whichever came first. A memory fault the
+        # person tells (a recurrence after a reboot, a growing count, a remap failure) is kept beside it: no log line
+        # says it, and GH403 holds it to the GPU whose memory Xids the log shows
+        logged, words = (current, value) if value.reported else (value, current)
+        from gpuhealth.parsers.reported_xids import MEMORY_TOLD  # a reported log was read: the module is loaded
+
+        told = tuple(e for e in words.events if e.kind == MEMORY_TOLD)
+        fields[key] = replace(logged, events=logged.events + told) if told else logged
+        return not value.reported or bool(told)
     if key == "kernel_log" and isinstance(value, KernelLog):
         fields[key] = replace(current, source=f"{current.source}, {value.source}",
                               lines_scanned=current.lines_scanned + value.lines_scanned,

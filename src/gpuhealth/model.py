@@ -653,6 +653,23 @@ class NvswitchPlatform:
 
 
 @record
+class NamedGpu:
+    """A GPU model, and how many of it, named in text other than nvidia-smi's table ("on 8x H20", "2x RTX 3090", "my
+    GTX 1080 Ti"), with its product line from knowledge/gpu_models.csv (parsers/gpu_mentions.named_gpus). What a
+    person names is the reporter's words: the checks use it only where no program lists the GPUs."""
+
+    model: str  # the table's model or family: "GeForce RTX", "H100 SXM5", "Tesla T4"
+    named: str  # as written: "RTX 3090", "H100 SXM"
+    line: str  # "geforce", "workstation" or "datacenter"
+    form: str  # "sxm", "pcie" or "" (the name is both)
+    passive: bool  # a data-center card with no fan of its own
+    board: str  # the NVSwitch baseboard eight of them make, if any
+    count: int | None  # how many the words say ("8x", "two"); None when they do not
+    words: str  # the sentence that names it (at most 300 characters)
+    source: str
+
+
+@record
 class Mention:
     """A GPU or an NVIDIA driver version named in text analyze could not read as one program's output (a package file
     name in an installer's log, a PCI ID in a log line, a GPU model in a person's sentence): GH209 holds them together
@@ -804,6 +821,9 @@ class Snapshot:
     gpus_stated: int | None = None
     # analyze: GPUs and driver versions named in text no parser read (GH209): package names, PCI IDs, models in words
     mentioned: tuple[Mention, ...] = ()
+    # analyze: GPU models (and counts) named in words or in program output other than nvidia-smi's GPU list, each with
+    # its product line: always reported facts (the checks use them where no program lists the GPUs)
+    gpus_named: tuple[NamedGpu, ...] = ()
     # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
     platform: NvswitchPlatform | None = None
     env: dict[str, str] = field(default_factory=dict)

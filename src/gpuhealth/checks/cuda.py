@@ -463,7 +463,11 @@ def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
 def _consumer_name(snapshot: Snapshot) -> str:
     """The first GeForce or TITAN the evidence names (nvidia-smi, NVML, else lspci)."""
     names = [g.name for g in snapshot.gpus if g.name] + [d.name for d in snapshot.pci_devices or () if d.name]
-    return next((n for n in names if _CONSUMER.search(n)), "this GPU")
+    named = next((n for n in names if _CONSUMER.search(n)), None)
+    if named is None:  # a GeForce the reporter's words name ("my GTX 1080 Ti")
+        named = next((f"{g.named} (a GeForce, in the reporter's words)" for g in snapshot.gpus_named
+                      if g.line == "geforce"), None)
+    return named or "this GPU"
 
 
 # --------------------------------------------------------------------------- GH602
@@ -595,7 +599,9 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     - Newer than the driver on data-center GPUs: the intended use, not reported; beside an 803 or 804 it is
       critical, with the guide's rule (the cuda-compat package of the CUDA the program needs, on a driver branch the
       guide lists for it; a kernel driver upgraded within its branch may need a newer cuda-compat).
-    - The GPU's class comes from its name (nvidia-smi, NVML, else lspci). GPUs not named, or a professional
+    - The GPU's class comes from its name (nvidia-smi, NVML, else lspci), else from the product line of the models the
+      reporter's words name (a GeForce named in words: "my GTX 1080 Ti"; at most a warning). GPUs not named, or a
+      professional
       RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
       decide (`nvidia-smi`, `ldconfig -p | grep libcuda`, `echo "${LD_LIBRARY_PATH-}"`), never a guess.
     - A program's error 804 says itself that a GPU CUDA sees does not support forward compatibility: with a compat
@@ -869,8 +875,11 @@ def forward_compat_gpu(snapshot: Snapshot) -> str | None:
     NVML's, else lspci's ("GA102 [GeForce RTX 3090]")."""
     names = [g.name for g in snapshot.gpus if g.name] or [
         d.name for d in snapshot.pci_devices or () if d.is_nvidia_gpu and d.name]  # lspci's "GA102 [GeForce RTX 3090]"
-    if not names:
-        return None
+    if not names:  # no program lists the GPUs: the product lines of the models the words name (reported)
+        lines = {g.line for g in snapshot.gpus_named}
+        if "geforce" in lines:
+            return "consumer"
+        return "datacenter" if lines == {"datacenter"} else None
     if any(_CONSUMER.search(n) for n in names):
         return "consumer"
     return "datacenter" if all(is_datacenter(n) for n in names) else None

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 
 from gpuhealth.lazyre import guarded_re, has_folded
-from gpuhealth.model import NvswitchPlatform, Snapshot
+from gpuhealth.model import NamedGpu, NvswitchPlatform, Snapshot
 
 # a line of a program that names the system or the instance: dmidecode's fields, the metadata services' keys
 _MACHINE_FIELD = guarded_re(
@@ -68,6 +68,16 @@ def platform_in_texts(texts: Iterable[tuple[str, str]]) -> NvswitchPlatform | No
                 return NvswitchPlatform(row.platform, name, source)
             worded = worded or NvswitchPlatform(row.platform, name, source, reported=True)
     return worded
+
+
+def platform_of_named(named: Iterable[NamedGpu]) -> NvswitchPlatform | None:
+    """The NVSwitch baseboard that GPUs named in words make (parsers/gpu_mentions.named_gpus): eight or more SXM
+    data-center GPUs of a model whose 8-GPU baseboard has NVSwitches ("8x H100 SXM", "8 H20s"); a PCIe card, a
+    GeForce or a bare "8x A100" (SXM or PCIe) makes none. Reported: the reporter's words."""
+    for gpu in named:
+        if gpu.board and gpu.form == "sxm" and (gpu.count or 0) >= 8:
+            return NvswitchPlatform(gpu.board, f"{gpu.count} x {gpu.named}", gpu.source, reported=True)
+    return None
 
 
 def _printed(line: str, name: str) -> bool:

@@ -361,7 +361,21 @@ def gpu_count_statements(text: str) -> tuple[Stated, ...]:
             if value:
                 entries += _judged(sentence, match, "gpu-count", str(value), past)
     values = {stated.value for stated, _ in entries}
-    return (entries[0][0],) if len(values) == 1 else ()
+    if entries:
+        return (entries[0][0],) if len(values) == 1 else ()
+    return _count_of_named(text)
+
+
+def _count_of_named(text: str) -> tuple[Stated, ...]:
+    """The count the GPU models named with their numbers make ("2x RTX 3090" = two GPUs; "2x RTX 3090 and 2x RTX
+    4090" = four), by the one reader of GPUs named (parsers/gpu_mentions.named_gpus); nothing where a model is named
+    without a number (how many of it is unknown)."""
+    from gpuhealth.parsers.gpu_mentions import named_gpus
+
+    named = named_gpus(text)
+    if not named or not all(g.count for g in named):
+        return ()
+    return (Stated("gpu-count", str(sum(g.count or 0 for g in named)), named[0].words),)
 
 
 # --------------------------------------------------------------------------- units
