@@ -435,3 +435,17 @@ def test_machine_lockdown_wins_over_words():
     result = report(text)
     assert result.findings[0].code == "GH201"
     assert "GH506" not in {f.code for f in result.findings}
+
+
+def test_a_shown_refusal_is_named_and_explains_the_module_not_loaded():
+    """Secure Boot's state known and modprobe's refusal shown: GH506 names the refusal (not the guess that the
+    module must be signed) and the module not loaded (GH201) folds under it: one fault."""
+    text = ("$ mokutil --sb-state\nSecureBoot enabled\n$ sudo modprobe nvidia\n"
+            "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n$ lsmod | grep nvidia\n"
+            "$ nvidia-smi\n"
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+            "NVIDIA driver is installed and running.\n")
+    first = report(text).findings[0]
+    assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
+    assert "refused to load the nvidia module" in first.message
+    assert {"GH201", "GH203"} <= set(first.explains)

@@ -656,6 +656,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     elif refusals and unknown_state:
         message = ("The kernel refused to load the nvidia module: it is not signed with a key the kernel trusts "
                    "(Secure Boot or lockdown enforces module signatures)")
+    elif refusals and not key_refused:  # the refusal is shown: it is named, not the guess that the module needs a key
+        message = (f"Secure Boot is {install.secure_boot} and the kernel refused to load the nvidia module: it is not "
+                   "signed with a key the kernel trusts" + ("" if enabled else " (lockdown or the kernel's "
+                                                            "configuration enforces module signatures)"))
     elif enabled and key_refused:
         message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
         if install.signing_key_source and install.signing_key_source.endswith("(the reporter's words)"):
