@@ -140,3 +140,31 @@ def test_a_recurrence_that_names_no_memory_and_no_xid_is_not_read():
     snapshot, result = report(("notes.txt", "Training crashed again after a reboot of the node.\n"))
     assert snapshot.kernel_log is None
     assert gh403(result.findings) == []
+
+
+def test_the_gpu_the_words_name_by_address_is_the_finding_s():
+    notes = "GPU 3 (0000:b3:00.0) shows Xid 48 and Xid 64; its remapped rows went up from 3 to 5.\n"
+    snapshot, result = report(("notes.txt", notes))
+    (finding,) = gh403(result.findings)
+    assert finding.subject.pci_address == "0000:b3:00.0"
+    assert "Xid 64: the driver could not retire the page or remap the row" in finding.message
+    assert all(f.subject.pci_address == "0000:b3:00.0" for f in result.findings if f.code == "GH301")
+
+
+def test_words_about_two_gpus_decide_no_gpu():
+    notes = ("GPU 0000:3b:00.0 had Xid 48.\nGPU 0000:b3:00.0 had Xid 95.\n"
+             "After a reboot the uncorrectable errors came back.\n")
+    _, result = report(("notes.txt", notes))
+    assert gh403(result.findings) == []
+
+
+def test_the_gpus_own_row_remapper_wins_over_a_remap_failure_told():
+    smi = ("==============NVSMI LOG==============\n\nDriver Version                            : 535.104.05\n"
+           "Attached GPUs                             : 1\nGPU 00000000:3B:00.0\n"
+           "    Product Name                          : NVIDIA A100-SXM4-80GB\n"
+           "    Remapped Rows\n        Correctable Error                 : 0\n"
+           "        Uncorrectable Error               : 0\n        Pending                           : No\n"
+           "        Remapping Failure Occurred        : No\n")
+    snapshot, result = report(("nvidia-smi-q.txt", smi), ("notes.txt", "I think the row remapping failed.\n"))
+    assert snapshot.gpus and snapshot.gpus[0].remapped_rows_failure is False
+    assert gh403(result.findings) == [] and not [f for f in result.findings if f.code == "GH402"]

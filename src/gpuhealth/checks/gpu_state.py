@@ -266,7 +266,9 @@ def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     reboot"), remapped rows or retired pages that keep growing ("grew from 11 to 12"), a row remapping failure
     ("Remapping Failure Occurred: Yes" in a sentence). With only words it is a warning that leads the Xids named
     beside it; beside a kernel log showing one GPU's memory Xids it is that GPU's, machine-shown. A question, a
-    supposition ("if it comes back after a reset") or a denial is not read, nor a recurrence of another Xid.
+    supposition ("if it comes back after a reset") or a denial is not read, nor a recurrence of another Xid. Words
+    that name memory Xids of two GPUs decide neither; a line naming a GPU's PCI address makes its Xids that GPU's; the
+    GPUs' own "Remapping Failure Occurred: No" wins over a failure told.
 
     Why it matters:
     An uncorrectable error in this boot (volatile count above 0) means data on the GPU was lost: the

@@ -490,7 +490,7 @@ def memory_faults(snapshot: Snapshot) -> Iterator[Draft]:
                        keep=lambda g: g.xid in roles and roles[g.xid].role == wanted)
 
     failed, uncorrectable = of_role("failure"), of_role("uncorrectable")
-    told = _told_memory(log, failed, uncorrectable)
+    told = _told_memory(log, failed, uncorrectable, _remap_failure_shown(snapshot))
     for address in sorted(failed.keys() | uncorrectable.keys() | told.keys(), key=lambda a: a or ""):
         failure = failed.get(address)
         # words show no driver load between two errors: only a failure Xid, or the fault told in words, counts there
@@ -545,17 +545,26 @@ _TOLD_WHY = {  # what each told fact means, after NVIDIA's documents (knowledge/
 _TOLD_SOURCE = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 
 
-def _told_memory(log: Any, failed: dict[Any, Tally], uncorrectable: dict[Any, Tally]) -> dict[Any, list[KernelEvent]]:
+def _remap_failure_shown(snapshot: Snapshot) -> bool | None:
+    """Whether the GPUs' own row remapper (nvidia-smi -q, NVML) shows a remapping failure; None where none says."""
+    known = [g.remapped_rows_failure for g in snapshot.gpus if g.remapped_rows_failure is not None]
+    return any(known) if known else None
+
+
+def _told_memory(log: Any, failed: dict[Any, Tally], uncorrectable: dict[Any, Tally],
+                 remap_failure: bool | None) -> dict[Any, list[KernelEvent]]:
     """The memory faults the reporter tells in words (parsers/reported_xids.memory_told), per GPU address: with Xids
     named in words, of the GPU they name (reported Xids name none); beside a machine's log, of the one GPU whose
     memory Xids it shows (none where it shows none, or several: the words then decide nothing). A recurrence after a
     reset counts where its sentence names memory or a memory Xid is in the evidence, and names no other Xid."""
-    from gpuhealth.parsers.reported_xids import MEMORY_TOLD, RECURRED, names_memory
+    from gpuhealth.parsers.reported_xids import MEMORY_TOLD, RECURRED, REMAP_FAILED, names_memory
 
-    events = [e for e in log.events if e.kind == MEMORY_TOLD]
+    # the GPUs' own "Remapping Failure Occurred: No" wins over a failure told in words
+    events = [e for e in log.events if e.kind == MEMORY_TOLD and not (e.detail == REMAP_FAILED
+                                                                      and remap_failure is False)]
     shown = failed.keys() | uncorrectable.keys()
-    if not events or (not log.reported and len(shown) != 1):
-        return {}
+    if not events or len(shown) > 1 or (not log.reported and not shown):
+        return {}  # words that tell no GPU decide nothing between two, nor against a log of no memory Xid
     memory = {e.xid for tally in (*failed.values(), *uncorrectable.values()) for e in tally.samples}
     others = {e.line_number for e in log.events if e.kind == "xid" and e.xid not in memory}  # "Xid 79 came back"
 
@@ -583,7 +592,9 @@ def _told_draft(snapshot: Snapshot, address: str | None, told: list[KernelEvent]
     codes = sorted({e.xid for e in xids if e.xid is not None})
     details = list(dict.fromkeys(e.detail for e in told if e.detail in _TOLD_WHY))
     said = "named" if snapshot.kernel_log.reported else "logged"
-    reasons = ([f"Xid {', '.join(map(str, codes))} {said}"] if codes else []) + [_TOLD_WHY[d] for d in details]
+    failures = [f"Xid {c}: {roles[c].why.split(':')[0]}" for c in codes if roles[c].role == "failure"]
+    reasons = ([f"Xid {', '.join(map(str, codes))} {said}"] if codes else []) + failures + [_TOLD_WHY[d]
+                                                                                           for d in details]
     lines = list(dict.fromkeys([f"{e.line_number}: {e.line}" if e.line_number else e.line
                                 for e in sorted((*told, *xids), key=lambda e: e.line_number or 0)]))[:6]
     subject = snapshot.gpu_subject(address)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
-from gpuhealth.model import REPORTED, KernelEvent, KernelLog
+from gpuhealth.model import REPORTED, KernelEvent, KernelLog, normalize_pci_address
 
 __all__ = ["MAX_REPORTED", "MEMORY_TOLD", "memory_told", "names_memory", "reported_xids",
            "told_beside_log"]
@@ -89,9 +89,21 @@ def told_beside_log(lines: list[str], source: str) -> tuple[dict[str, KernelLog]
 _LOG_RECORD = lazy_re(r"^\s{0,8}(?:\[|<\d|\d|[A-Z][a-z]{2}\s{1,2}\d)|NVRM|\bkernel:|nvidia\S{0,10}:", re.I)
 
 
+# the GPU a line names by its full PCI address ("GPU 3 (0000:b3:00.0)", "PCI:0000:3b:00"): its Xids are that GPU's
+_ADDRESS = guarded_re(r"(?<![\w:.])(?:PCI:)?[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?(?![\w:])",
+                      may=lambda text: ":" in text)
+
+
+def _line_address(text: str) -> str | None:
+    """The one PCI address a line names, normalised; None for none or several."""
+    found = {normalize_pci_address(m[0].removeprefix("PCI:")) for m in _ADDRESS.finditer(text)}
+    return found.pop() if len(found) == 1 else None
+
+
 def _line_events(text: str, number: int) -> list[KernelEvent]:
     events: list[KernelEvent] = []
     seen: set[tuple[str, int]] = set()
+    address = _line_address(text)
     for match in _NAMED.finditer(text):
         if _DENIED.search(text[max(0, match.start() - _CLAUSE_BACK):match.start()]):
             continue
@@ -101,7 +113,7 @@ def _line_events(text: str, number: int) -> list[KernelEvent]:
                 continue
             seen.add((kind, code))
             events.append(KernelEvent(kind=kind, message=text, line=text, line_number=number, xid=code,
-                                      detail="reported in words"))
+                                      pci_address=address, detail="reported in words"))
     return events
 
 
