@@ -119,3 +119,17 @@ def test_a_device_index_beyond_the_gpus_named_with_their_count_is_gh608():
     assert snapshot.gpus_stated == 2
     (found,) = [f for f in run_checks(snapshot).findings if f.code == "GH608"]
     assert found.severity.value == "warning" and "valid indices are 0-1" in found.message
+
+
+def test_a_geforce_named_in_words_is_said_to_have_no_forward_compatibility():
+    # the module's version and a compat directory, no GPU listed by any program: the words name a GeForce
+    session = ("$ cat /proc/driver/nvidia/version\n"
+               "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.07  Fri Mar 14 21:40:38 UTC 2025\n"
+               "$ echo $LD_LIBRARY_PATH\n/usr/local/cuda-12.9/compat\n$ ./app\n"
+               "RuntimeError: CUDA error: system has unsupported display driver / cuda driver combination\n")
+    words = "This is my home box with a GeForce RTX 3060 in it.\n"
+    snapshot, _ = analyze_texts([("session.txt", session), ("issue.txt", words)])
+    gh603 = next(f for f in run_checks(snapshot).findings if f.code == "GH603")
+    assert "RTX 3060 (a GeForce, in the reporter's words)" in gh603.message
+    assert "if these GPUs support forward compatibility" not in gh603.message
+    assert gh603.labels.get("reported") == "words"  # the words changed it (the 803 beside it keeps it critical)

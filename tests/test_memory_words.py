@@ -46,6 +46,10 @@ def gh403(findings) -> list:
     ("The retired pages keep growing.", {GREW}),
     ("nvidia-smi -q shows Remapping Failure Occurred: Yes", {REMAP_FAILED}),
     ("The row remapping failed on bank 3.", {REMAP_FAILED}),
+    ("Still getting Xid 48 after rebooting.", {RECURRED}),
+    ("We rebooted; the error is back.", {RECURRED}),
+    ("ECC errors again after the driver was reloaded.", {RECURRED}),
+    ("A remap failure on that GPU.", {REMAP_FAILED}),
 ])
 def test_a_memory_fault_told_in_words_is_read(line, expected):
     assert told(line) == expected
@@ -57,6 +61,9 @@ def test_a_memory_fault_told_in_words_is_read(line, expected):
     "The error did not come back after the reboot.",  # denied
     "Xid 48 once, a reset cleared it.",  # a one-off repaired by its reset
     "Remapping Failure Occurred: No",
+    "Row Remapping Failure Occurred : No",
+    "We rebooted and it has not been back.",
+    "It still works after the reboot.",
     "Remapped rows went from 12 to 12.",  # no growth
     "Volatile correctable ECC errors: 12",
     "We restarted the job again.",  # no reset of the GPU, no memory

@@ -903,8 +903,8 @@ def told_message(found: Any, shown: str, source: str) -> MessageLine:
 
 
 # the reader is imported only for a piece that holds the word, or a word of a memory fault told (GH403)
-_NAMES_XID = lazy_re(r"(?i)xid|remap|retire|\becc\b|uncorrectable|double.bit|again|came back|comes back|recur|reappear"
-                     r"|persist")
+_NAMES_XID = lazy_re(r"(?i)xid|remap|retire|\becc\b|uncorrectable|double.bit|again|\bback\b|recur|reappear|persist"
+                     r"|\bstill\b|\breturn")
 
 
 def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:

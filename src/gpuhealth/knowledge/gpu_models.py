@@ -67,7 +67,9 @@ def pattern() -> re.Pattern[str]:
     "a2-highgpu" and "H200" hold no P4, A2 or H20); a plural "s" ("8 H20s", "A100's") is part of the name."""
     rows = [row["match"].strip() for row in table_rows("gpu_models.csv")]
     alternatives = "|".join(f"(?P<r{i}>{match})" for i, match in enumerate(rows))
-    return lazy_re(r"(?<![\w.-])(?:" + alternatives + r")(?:'?s)?(?![\w-])", re.IGNORECASE)  # type: ignore[return-value]
+    # every name starts with one of these letters: a position at any other is passed over before the alternatives
+    return lazy_re(r"(?<![\w.-])(?=[abghklmnpqrtv])(?:" + alternatives + r")(?:'?s)?(?![\w-])",  # type: ignore[return-value]
+                   re.IGNORECASE)
 
 
 def model_named(name: str) -> GpuModel | None:

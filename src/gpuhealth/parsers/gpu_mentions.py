@@ -19,6 +19,8 @@ reporter's words (``Mention.reported``): nobody saw the machine print them.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 
 from gpuhealth.lazyre import lazy_re
@@ -178,7 +180,16 @@ def named_gpus(text: str, source: str = "") -> tuple[NamedGpu, ...]:
     names no GPU of this host."""
     if not isinstance(text, str):
         return ()
+    found = _named_in(text)
+    return tuple(dataclasses.replace(g, source=source) for g in found) if source else found
+
+
+@functools.lru_cache(maxsize=32)
+def _named_in(text: str) -> tuple[NamedGpu, ...]:
+    """``named_gpus`` without a source: a piece is read for the GPUs it names and for the GPU count (prose.py) once."""
     from gpuhealth.knowledge.gpu_models import HINTS, models, pattern
+
+    source = ""
 
     rows = models()
     found: dict[str, NamedGpu] = {}
@@ -206,7 +217,9 @@ def named_gpus(text: str, source: str = "") -> tuple[NamedGpu, ...]:
 def _in_sentence(sentence: str, rows: tuple, names: re.Pattern[str], source: str) -> list[NamedGpu]:
     found: list[NamedGpu] = []
     elsewhere = None
-    for match in names.finditer(sentence):
+    for tried, match in enumerate(names.finditer(sentence)):
+        if tried >= MAX_NAMED:  # a sentence naming more models than this is a list or a hostile line, not a host
+            break
         row = rows[int(match.lastgroup[1:])] if match.lastgroup else None
         if row is None:
             continue

@@ -125,12 +125,13 @@ def _line_events(text: str, number: int) -> list[KernelEvent]:
 # Occurred: Yes", NVIDIA's RMA criterion). Each is a KernelEvent of kind MEMORY_TOLD whose detail says which.
 MEMORY_TOLD = "memory-told"
 RECURRED, GREW, REMAP_FAILED = "recurred", "grew", "remap-failed"
-_MEMORY_WORD = lazy_re(r"remap|retire|\becc\b|\bdbe|double[- ]bit|uncorrectable|again|came back|comes back|recur"
-                       r"|reappear|persist", re.I)
+_MEMORY_WORD = lazy_re(r"remap|retire|\becc\b|\bdbe|double[- ]bit|uncorrectable|again|\bback\b|recur|reappear"
+                       r"|persist|\bstill\b|\breturn", re.I)
 _REMAP_FAILED = lazy_re(
     r"remapping failure occurred\W{0,5}yes\b"
-    r"|\brow[- ]?remap(?:ping|per)?\s{0,3}(?:has\s{1,3}|had\s{1,3})?fail(?:ure|ed|s)\b"
+    r"|\brow[- ]?remap(?:ping|per)?\s{0,3}(?:has\s{1,3}|had\s{1,3})?fail(?:ure|ed|s)\b(?!\s{0,3}occurred)"
     r"|\bremap(?:ping)?\s{1,3}(?:has\s{1,3}|had\s{1,3})?failed\b|\bfail(?:ed|s)?\s{1,3}to\s{1,3}remap\b"
+    r"|\bremap(?:ping)?\s{1,3}failures?\b(?!\s{0,3}occurred)"
     r"|\b(?:unable|failed)\s{1,3}to\s{1,3}retire\b", re.I)
 # a count of repaired memory (rows remapped, pages retired, uncorrectable errors) and that it grows, in either order
 _REPAIRED = (r"(?:remapped\s{1,3}rows?|row\s{1,3}remap(?:s|pings?)?|retired\s{1,3}pages?|page\s{1,3}retirements?"
@@ -141,9 +142,11 @@ _GREW = lazy_re(r"\b" + _REPAIRED + r"\b[^.;!?]{0,50}?\b" + _GROWS + r"\b|\b" + 
                 + _REPAIRED + r"\b", re.I)
 _FROM_TO = lazy_re(r"\bfrom\s{1,3}(\d{1,6})\s{1,3}to\s{1,3}(\d{1,6})\b", re.I)
 # the reset that applies a repair (a GPU reset, a reboot, a power cycle, a driver reload), and the fault after it
-_RESET = lazy_re(r"\b(?:re-?boot\w*|reset\w*|power[- ]?cycl\w*|cold[- ]boot\w*|(?:driver|module)\s{1,3}reload\w*"
+_RESET = lazy_re(r"\b(?:re-?boot\w*|reset\w*|power[- ]?cycl\w*|cold[- ]boot\w*"
+                 r"|(?:driver|module)\s{1,3}(?:(?:was|is|got)\s{1,3})?reload\w*"
                  r"|reload\w*\s{1,3}(?:the\s{1,3})?(?:driver|module))", re.I)
-_AGAIN = lazy_re(r"\b(?:again|came\s{1,3}back|comes?\s{1,3}back|coming\s{1,3}back|recur\w*|reappear\w*"
+_AGAIN = lazy_re(r"\b(?:again|came\s{1,3}back|comes?\s{1,3}back|coming\s{1,3}back|(?:is|are|was|were)\s{1,3}back\b"
+                 r"|recur\w*|reappear\w*"
                  r"|return(?:ed|s)\b|persist\w*|still\s{1,3}(?:there|present|happen\w*|occur\w*|show\w*"
                  r"|appear\w*|get(?:ting)?|see(?:ing)?|fail\w*))", re.I)
 # the fault did not come back, or the sentence supposes or asks ("if it comes back after a reboot, replace it")
