@@ -84,7 +84,9 @@ def test_xids_and_a_recurrence_in_words_are_one_warning_that_leads():
     assert "came back after the reset or reboot" in finding.message
     (cause, *_) = fold(result.findings)
     assert cause.finding is finding  # it leads, and the GPU's Xids fold under it: one finding, not one per Xid
-    assert {s.labels.get("xid") for s in cause.symptoms if s.code == "GH301"} >= {"48", "63", "171"}
+    folded = {s.labels.get("xid"): s for s in cause.symptoms if s.code == "GH301"}
+    assert folded.keys() == {"48", "63"}  # Xid 171 ("see Xid 48" in NVIDIA's catalogue) is told in Xid 48's finding
+    assert "with Xid 171: the uncorrectable error is in DRAM" in folded["48"].message
     assert not [f for f in result.findings if f.code == "GH003"]  # the recurrence line is read, not unknown
 
 
@@ -175,3 +177,15 @@ def test_the_gpus_own_row_remapper_wins_over_a_remap_failure_told():
     snapshot, result = report(("nvidia-smi-q.txt", smi), ("notes.txt", "I think the row remapping failed.\n"))
     assert snapshot.gpus and snapshot.gpus[0].remapped_rows_failure is False
     assert gh403(result.findings) == [] and not [f for f in result.findings if f.code == "GH402"]
+
+
+def test_a_logged_detail_xid_is_told_in_its_xid_s_finding():
+    """Xid 171 (NVIDIA's catalogue: "see Xid 48") on the GPU of an Xid 48 is one GH301 finding with both lines."""
+    log = DBE_LOG.splitlines()[0] + "\n" + (
+        "[ 812.000150] NVRM: Xid (PCI:0000:3b:00): 171, pid=4410, name=python, Ch 00000008, Uncorrectable DRAM "
+        "error.\n")
+    _, result = report(("dmesg.txt", log))
+    (finding,) = [f for f in result.findings if f.code == "GH301"]
+    assert finding.labels["xid"] == "48" and "with Xid 171" in finding.message
+    assert any(": 171," in line for line in finding.evidence[0].lines)
+    assert gh403(result.findings) == []  # one DBE is a one-off, no replacement

@@ -123,7 +123,8 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     What:
     `NVRM: Xid` lines in the kernel log, grouped per GPU (by PCI address) and Xid code, with count,
     first and last time, and NVIDIA's meaning and recommended action from the Xid catalogue.
-    Xid 79 (fallen off the bus) is reported by GH302.
+    Xid 79 (fallen off the bus) is reported by GH302. A detail Xid, whose catalogue row gives no action but
+    "see Xid N" (171 and 172: the DRAM or SRAM of an Xid 48), is told in Xid N's finding on the same GPU.
 
     Why it matters:
     An Xid is the driver reporting a GPU error. Some are the application's fault (13, 31, 43, 45), some
@@ -152,9 +153,12 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         if code is not None:
             codes_by_gpu[address] |= {code}
     for (address, code), events in sorted(found.items(), key=lambda item: (item[0][0] or "", item[0][1] or 0)):
-        if code == 79 or code is None:
-            continue
+        if code == 79 or code is None or _detail_of(code) in codes_by_gpu[address] - {code}:
+            continue  # a detail Xid ("see Xid 48") is told in its Xid's finding on the same GPU: one fault, one finding
         info = xid_catalogue.lookup(code)
+        details = sorted(c for c in codes_by_gpu[address] if c != code and _detail_of(c) == code)
+        shown = list(samples(events))
+        shown += [line for detail in details for line in samples(found[(address, detail)]) if line not in shown]
         # what to do and what it does to the node: the Xid's row (xid_actions.csv), told the other Xids of this GPU
         repair, impact = of_xid(info, codes_by_gpu[address] - {code})
         subject = snapshot.gpu_subject(address)
@@ -166,11 +170,32 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         fixes = tuple(filled(f, index=subject.gpu_index) for f in ACTION_FIXES.get(action, ()))
         yield Draft(
             as_reported(snapshot, severity),
-            f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_when(snapshot, events)}"
-            f" - next: {xid_catalogue.action_in_words(action)}",
-            subject=subject, evidence=(Evidence(snapshot.kernel_log.source, samples(events)),),
+            f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_detail_words(details)}"
+            f"{_when(snapshot, events)} - next: {xid_catalogue.action_in_words(action)}",
+            subject=subject, evidence=(Evidence(snapshot.kernel_log.source, tuple(shown)),),
             fixes=fixes, labels={"xid": str(code)}, last_seen=last_seen(events), action=repair, impact=impact,
         )
+
+
+# NVIDIA's Xid catalogue gives a detail Xid no action of its own, only "see Xid N" (171 and 172: the DRAM or SRAM of an
+# Xid 48's uncorrectable error)
+_SEE_XID = lazy_re(r"(?i)^see Xid (\d{1,3})$")
+
+
+def _detail_of(code: int) -> int | None:
+    """The Xid whose detail Xid ``code`` is (its catalogue row's investigation says "see Xid N"), or None."""
+    info = xid_catalogue.lookup(code)
+    found = _SEE_XID.match(info.investigatory_action.strip()) if info else None
+    return int(found[1]) if found else None
+
+
+def _detail_words(details: list[int]) -> str:
+    """The detail Xids told in their Xid's finding: ' (with Xid 171: the uncorrectable error is in DRAM)'."""
+    said = []
+    for code in details:
+        info = xid_catalogue.lookup(code)
+        said.append(f"Xid {code}: {info.meaning.split(': ', 1)[-1]}" if info else f"Xid {code}")
+    return f" (with {'; '.join(said)})" if said else ""
 
 
 @check("GH302", "gpu-fallen-off-bus", "A GPU has fallen off the bus", requires=("kernel_log",))
