@@ -749,18 +749,10 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
             named += 1
             continue
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
-                and not _NOT_AN_ERROR.search(text) and not _persons_line(text)):
+                and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
             reading.messages.append(MessageLine(text[:500], piece.name))
     return len(matched) + named
-
-
-def _persons_line(text: str) -> bool:
-    """A person's sentence about an error (parsers/prose.persons_line), not a program's error line: it is no line
-    gpuhealth does not know (GH003); the catalogue and the words readers have read it already."""
-    from gpuhealth.parsers.prose import persons_line
-
-    return persons_line(text)
 
 
 # An exception's name alone on its line ("RuntimeError:"), its message on the next: Python prints a message that

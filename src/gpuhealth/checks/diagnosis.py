@@ -80,11 +80,7 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
 
     Exceptions:
     Errors of unrelated programs in the same paste. Lines that say nothing failed ("0 errors") are not
-    counted, nor are a person's sentences about an error: one that introduces a paste ("errors like the
-    following are produced:", "Evidence:"), a list item of the reporter's ("- Operating system: Ubuntu 24.04
-    (same error on 22.04)") or one in which the person speaks ("we traced the failure to the hardware"). A
-    line that opens as a program's does (a level, a program's name and its level, a timestamp, an exception's
-    name, the driver's prefix) counts whatever it says. A paste of such sentences alone is NO DIAGNOSIS (GH004).
+    counted.
     """
     unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None and not m.mined]
     if unknown:  # lines the container toolkit's or the installer's source names are GH310's
