@@ -137,3 +137,13 @@ def test_go_not_finding_nvidia_smi_is_the_missing_utilities():
 def test_another_file_not_found_is_not_nvidia_smi():
     line = "FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi.log'\n"
     assert not any(f.code == "GH208" for f in report_of(("traceback.txt", line)).findings)
+
+
+def test_a_shell_not_finding_nvidia_smi_is_a_warning_not_a_drain():
+    """The shell's "nvidia-smi: command not found" says the utilities are not on PATH: an incomplete driver install, or
+    a container started without the NVIDIA runtime that mounts them, or a host without a GPU. It says nothing about
+    the GPUs' health, so it never drains a node (GH208's own check is a warning too). Written for this test."""
+    report = report_of(("session.txt", "$ nvidia-smi\nbash: nvidia-smi: command not found\n"))
+    found = [f for f in report.findings if f.code == "GH208"]
+    assert found and all(f.severity is Severity.WARNING for f in found)
+    assert report.verdict != "HEALTHY"
