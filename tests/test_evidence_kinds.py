@@ -49,6 +49,11 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
                    "max=480.00 W) | current_draw=27.94 W\n  - **PCIe:** x4 lanes negotiated (GPU max x16, Gen up to 4) "
                    "| bus 00000000:C5:00.0 \u26a0 slot is narrower than GPU capability \u2014 affects load + "
                    "all-reduce bandwidth\n"),
+    "fabricmanager-log": ("hand-written in the layout of /var/log/fabricmanager.log (NVIDIA Fabric Manager User Guide; "
+                          "DigitalOcean's guide to error 802 quotes such lines)",
+                          "[Jun 03 2025 08:14:02] [INFO] [tid 2210] Fabric Manager version 550.127.05 is running with "
+                          "the following configuration options\n[Jun 03 2025 08:14:06] [INFO] [tid 2210] Successfully "
+                          "configured all the available NVSwitches to route GPU NVLink traffic.\n"),
     "systemctl-show": ("hand-written in the form `systemctl show` prints for a unit that is not installed",
                        "Id=nvidia-fabricmanager.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"),
     "program-text": ("hand-written: a Dockerfile on NVIDIA's nvidia/cuda base image (its Docker Hub tag form)",

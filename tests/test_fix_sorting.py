@@ -48,7 +48,7 @@ def _stage_reads_only(stage: str) -> bool:
         "dpkg": first in ("-S", "-l", "-L"),
         "dpkg-query": True,
         "systemctl": first in ("status", "is-active", "is-enabled"),
-        "mokutil": first == "--sb-state",
+        "mokutil": first in ("--sb-state", "--list-enrolled", "--test-key"),
         "ipmitool": first == "sdr" or args[:2] == ["sel", "list"],
         # DCGM's levels 3 and 4 are stress tests that hold every GPU for tens of minutes: after the drain
         "dcgmi": first == "diag" and not re.search(r"(?:-r|--run)\s*[34]\b", stage),

@@ -211,3 +211,89 @@ def test_the_gpu_class_comes_from_lspci_when_nvidia_smi_is_not_given():
     assert forward_compat_gpu(snapshot) == "consumer"
     top = lead(run_checks(snapshot))
     assert top.code == "GH603" and "not supported on" in top.message and "GeForce RTX 3090" in top.message
+
+
+# NVIDIA's NGC containers check the host's driver at start (/opt/nvidia/entrypoint.d, the GPU driver version check):
+# these lines follow its echo statements, with versions of our own choosing
+NGC_REFUSED = ("ERROR: This container was built for NVIDIA Driver Release 560.35 or later, but\n"
+               "       version 535.183.01 was detected and compatibility mode is UNAVAILABLE.\n\n"
+               "       [[Forward compatibility was attempted on non supported HW "
+               "(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE) cuInit()=804]]\n")
+NGC_MINOR = """WARNING: CUDA Minor Version Compatibility mode ENABLED.
+  Using driver version 550.54.15 which has support for CUDA 12.4.  This container
+  was built with CUDA 12.6 and will be run in Minor Version Compatibility mode.
+"""
+NGC_FORWARD = """NOTE: CUDA Forward Compatibility mode ENABLED.
+  Using CUDA 12.6 driver version 560.35.03 with kernel driver version 535.183.01.
+  See https://docs.nvidia.com/deploy/cuda-compatibility/ for details.
+"""
+
+
+def test_error_804_alone_is_a_driver_too_old_for_the_programs_cuda():
+    # forward compatibility is reached for when the driver is older than the program's CUDA (an NVIDIA image's
+    # entrypoint, the toolkit's compat hook); nothing here shows a compat directory set by hand on the host
+    top = lead(report(f"$ python train.py\n{ERROR_804}\n"))
+    assert top.code == "GH601" and top.severity is Severity.CRITICAL and "804" in top.message
+    assert "nvidia-smi" in commands(top)
+    assert any("Upgrade the host's driver" in f.command and f.disruptive for f in top.fixes)
+    assert not [f for f in report(f"$ python train.py\n{ERROR_804}\n").findings if f.code == "GH603"]
+
+
+def test_an_ngc_container_refusing_the_host_driver_is_the_driver_to_upgrade():
+    result = report(NGC_REFUSED)
+    top = lead(result)
+    assert top.code == "GH601" and top.severity is Severity.CRITICAL and "NGC" in top.message
+    assert not [f for f in result.findings if f.code in ("GH003", "GH603")]  # the 804 status is this finding's
+    # the two versions it names: driver 560.35 is CUDA 12.6's (Update 1 bundles 560.35.03), the host has 535.183.01
+    assert "CUDA 12.6" in top.message and "535.183.01" in top.message
+    assert "sudo apt-get install cuda-drivers-560" in commands(top)
+    assert any("NGC container" in f.command for f in top.fixes if f.kind == "step")
+    # the first line alone (the second cut off): the catalogue's finding, with its fixes in words
+    alone = lead(report(NGC_REFUSED.splitlines()[0] + "\n"))
+    assert alone.code == "GH601" and any("release the message names" in f.command for f in alone.fixes)
+
+
+def test_an_ngc_container_in_a_compatibility_mode_that_works_is_not_a_fault():
+    for text in (NGC_MINOR, smi("535.183.01", "12.2", "NVIDIA A100-SXM4-80GB") + NGC_FORWARD):
+        result = report(text)
+        assert not [f for f in result.findings if f.severity is Severity.CRITICAL], text
+        assert not [f for f in result.findings if f.code in ("GH003", "GH004")], text
+    minor = [f for f in report(NGC_MINOR).findings if f.code == "GH601"]
+    assert minor and minor[0].severity is Severity.INFO
+
+
+def test_error_804_beside_a_compat_directory_set_on_the_host_is_that_directory_to_remove():
+    # the GPU is not named, but the 804 says a GPU CUDA sees does not support forward compatibility
+    session = ("$ export LD_LIBRARY_PATH=/usr/local/cuda-12.8/compat:$LD_LIBRARY_PATH\n"
+               f"$ python train.py\n{ERROR_804}\n")
+    top = lead(report(session))
+    assert top.code == "GH603" and top.severity is Severity.CRITICAL and "GH601" in top.explains
+    assert any(c.startswith("export LD_LIBRARY_PATH=") and "/usr/local/cuda-12.8/compat" in c for c in commands(top))
+    assert not any(f.disruptive for f in top.fixes)  # a path to clean, no driver change
+    # the same directory in ldconfig -p, with a GeForce named: still the host's compat to remove
+    session = (smi("550.54.15", "12.4", "NVIDIA GeForce RTX 4080")
+               + "$ ldconfig -p | grep libcuda.so.1\n"
+               + "\tlibcuda.so.1 (libc6,x86-64) => /usr/local/cuda-12.8/compat/libcuda.so.1\n"
+               + "\tlibcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1\n"
+               + f"$ ./app\n{ERROR_804}\n")
+    top = lead(report(session))
+    assert top.code == "GH603" and top.severity is Severity.CRITICAL and "GH601" in top.explains
+
+
+def test_an_nvidia_image_newer_than_the_host_driver_on_a_geforce_leads_with_the_driver_even_with_804():
+    run = "docker run --rm --gpus all nvidia/cuda:12.8.1-runtime-ubuntu24.04 ./app"
+    top = lead(report(smi("550.54.15", "12.4", "NVIDIA GeForce RTX 4070"), f"$ {run}\n{ERROR_804}\n"))
+    assert top.code == "GH601" and top.severity is Severity.CRITICAL and "GH603" in top.explains
+
+
+def test_the_ngc_check_names_the_containers_cuda_and_the_host_driver():
+    from gpuhealth.knowledge.cuda_drivers import cuda_of_driver
+    from gpuhealth.parsers.ngc import ngc_driver_lines
+
+    assert cuda_of_driver("560.35") == "12.6" and cuda_of_driver("550.54") == "12.4"
+    assert cuda_of_driver("555.99") == "12.5"  # no release bundles it: the newest whose GA driver it reaches
+    assert cuda_of_driver("300.1") is None and cuda_of_driver("") is None
+    fields = ngc_driver_lines(NGC_REFUSED.splitlines())
+    assert fields["smi"].driver_version == "535.183.01" and fields["cuda"].base_image_cuda == "12.6"
+    assert ngc_driver_lines(NGC_REFUSED.splitlines()[:1]) == {}  # the host's driver cut off: nothing to compare
+    assert ngc_driver_lines(NGC_MINOR.splitlines()) == {}

@@ -339,7 +339,8 @@ def test_an_index_is_counted_among_the_gpus_cuda_visible_devices_keeps():
     session = ("$ nvidia-smi -L\n" + TWO_GPUS + "$ CUDA_VISIBLE_DEVICES=1 python train.py --device cuda:1\n"
                "RuntimeError: CUDA error: invalid device ordinal\n")
     [gh608] = _codes(_report(("session.txt", session)))["GH608"]
-    assert "it can see 1 GPU(s): valid indices are 0-0" in gh608.message
+    assert "it can see 1 GPU(s): the only valid index is 0 (a single GPU is device 0)" in gh608.message
+    assert "CUDA_VISIBLE_DEVICES=1 renumbers the GPUs it keeps from 0" in gh608.message
     assert any("CUDA_VISIBLE_DEVICES=1 keeps 1 GPU(s)" in line for e in gh608.evidence for line in e.lines)
     fine = session.replace("--device cuda:1", "--device cuda:0")
     assert "GH608" not in _codes(_report(("session.txt", fine)))

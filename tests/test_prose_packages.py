@@ -14,6 +14,7 @@ from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.model import Severity
 from gpuhealth.parsers.prose import package_statements
+from gpuhealth.report.common import fold
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_forward_compat import ERROR_804, smi  # noqa: E402
@@ -91,7 +92,9 @@ def test_gh509_judges_a_reported_runfile_beside_reported_packages_at_most_a_warn
 def test_gh603_judges_a_reported_cuda_compat_beside_error_804():
     session = smi("550.54.15", "12.4", "NVIDIA GeForce RTX 3090") + f"$ python train.py\n{ERROR_804}\n"
     alone = run_checks(snapshot_of(session))
-    assert [f.severity for f in alone.findings if f.code == "GH603"] == [Severity.CRITICAL]  # the 804 line alone
+    # the 804 line alone: the driver older than the program's CUDA (GH601); nothing shows a compat set by hand
+    assert [f.severity for f in alone.findings if f.code == "GH601"] == [Severity.CRITICAL]
+    assert not [f for f in alone.findings if f.code == "GH603"]
     result = run_checks(snapshot_of(session, "I installed cuda-compat-12-9 on this server last week."))
     judged = [f for f in result.findings if f.code == "GH603"]
     assert len(judged) == 1 and "cuda-compat-12-9 package" in judged[0].message
@@ -99,6 +102,7 @@ def test_gh603_judges_a_reported_cuda_compat_beside_error_804():
     # the check's judgement rests on the words (held at a warning), the program's 804 line is critical: the words
     # add the package to the finding and never lower what the machine output showed
     assert judged[0].severity is Severity.CRITICAL and judged[0].labels.get("reported") == "words"
+    assert "GH601" in judged[0].explains  # a compat package on the host: its removal leads over the driver upgrade
     # without a CUDA error the package alone is not judged: installed, it is on the loader path only when named there
     quiet = run_checks(snapshot_of(smi("550.54.15", "12.4", "NVIDIA GeForce RTX 3090"),
                                    "I installed cuda-compat-12-9 on this server last week."))
@@ -118,6 +122,10 @@ def test_a_listed_cuda_compat_package_is_judged_beside_error_804_too():
     judged = [f for f in result.findings if f.code == "GH603" and "cuda-compat-12-9 package" in f.message]
     assert judged and judged[0].severity is Severity.CRITICAL  # a program's listing and a program's error
     assert "575.51.03" in judged[0].message
+    # the package on the host leads over the 804's driver upgrade: removed, its libcuda leaves the host (and the
+    # container toolkit stops injecting it: NVIDIA/nvidia-docker#1515)
+    assert fold(result.findings)[0].finding is judged[0] and "GH601" in judged[0].explains
+    assert "sudo apt-get remove cuda-compat-12-9" in [f.command for f in judged[0].fixes]
 
 
 def test_a_reported_torch_wheel_fills_torch():
@@ -144,3 +152,44 @@ def test_chinese_sentences_are_read_by_the_same_rules():
     assert stated("我卸载了 cuda-compat 之后就好了。") == [("cuda-compat", False)]
     for words in ("我没有安装cuda-compat-12-9。", "是否需要安装 cuda-compat-12-9", "我打算安装nvidia-driver-535。"):
         assert stated(words) == [], words
+
+
+def test_when_with_a_past_verb_tells_what_happened():
+    # "when I installed X, ..." is a time, not a condition; the verb acting on another object says nothing of X
+    assert stated("When I installed both cuda-toolkit-12.5 and cuda-compat-12.9, the build worked but running "
+                  "failed.") == [("cuda-toolkit-12-5", True), ("cuda-compat-12-9", True)]
+    for words in ("When I install cuda-compat-12-9 it fails.", "If I installed cuda-compat-12-9, would it work?",
+                  "When I removed the environment variable for cuda-compat-12.9, the error went away.",
+                  "I deleted the symlink of cuda-toolkit-12-4."):
+        assert stated(words) == [], words
+
+
+def test_a_compat_package_told_beside_error_803_leads():
+    words = ("When I installed cuda-compat-12.8 and set LD_LIBRARY_PATH, the build worked but running it failed:\n"
+             "CUDA error: system has unsupported display driver / cuda driver combination\n")
+    result = run_checks(snapshot_of(words))
+    top = fold(result.findings)[0].finding
+    assert top.code == "GH603" and "cuda-compat-12-8 package" in top.message and "GH901" in top.explains
+
+
+def test_a_compat_directory_put_on_ld_library_path_in_words():
+    # the CUDA Compatibility guide's own step (the package's directory on LD_LIBRARY_PATH), told rather than shown
+    from gpuhealth.parsers.prose import library_path_statements
+
+    told = library_path_statements("I added /usr/local/cuda-12.8/compat to my LD_LIBRARY_PATH for the new CUDA.")
+    assert [s.directories for s in told] == [("/usr/local/cuda-12.8/compat",)]
+    for words in ("I removed /usr/local/cuda-12.8/compat from LD_LIBRARY_PATH and it works.",
+                  "If I add /usr/local/cuda-12.8/compat to LD_LIBRARY_PATH it fails.",
+                  "I tried adding /usr/local/cuda-12.8/compat to LD_LIBRARY_PATH.",
+                  "I added /usr/local/cuda-12.8/lib64 to my LD_LIBRARY_PATH."):
+        assert library_path_statements(words) == (), words
+    words = "I set LD_LIBRARY_PATH=/usr/local/cuda-12.8/compat:$LD_LIBRARY_PATH in my .bashrc."
+    session = smi("550.54.15", "12.4", "NVIDIA GeForce RTX 3090") + f"$ python train.py\n{ERROR_804}\n"
+    result = run_checks(snapshot_of(session, words))
+    top = fold(result.findings)[0].finding
+    assert top.code == "GH603" and "/usr/local/cuda-12.8/compat" in top.message and "GH601" in top.explains
+    # critical: the program's 804 shows the failure, the words only say which directory
+    assert top.severity is Severity.CRITICAL and top.labels.get("reported") == "words"
+    # told on a data-center GPU with nothing failing: the guide's intended use, nothing to report
+    quiet = run_checks(snapshot_of(smi("535.183.01", "12.2", "NVIDIA H100 80GB HBM3"), words))
+    assert not [f for f in quiet.findings if f.code == "GH603"]

@@ -38,7 +38,7 @@ PARAGRAPHS = [
     ("The GPU works on the host, but inside the docker container the GPU is not visible: the container can't see "
      "the GPU.", "GH802", "container-toolkit-missing"),
     ("Since yesterday nvidia-smi only shows 7 of 8 GPUs.", "GH102", "rminit-failed"),
-    ("On our 8-GPU node the first CUDA call takes about 40 seconds in every job.", "GH609", "persistence-off"),
+    ("On our 8-GPU node the first CUDA call takes about 40 seconds.", "GH609", "persistence-off"),
     ("After the kernel update last night nvidia-smi stopped working.", "GH203", "module-not-built"),
     ("The NVIDIA driver installation fails on a fresh Ubuntu 24.04 server.", "GH507", "kernel-headers-missing"),
     ("After the reboot the NVIDIA kernel module did not load and the desktop fell back to a low resolution.", "GH201",

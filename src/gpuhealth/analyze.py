@@ -22,6 +22,8 @@ from gpuhealth.evidence.facts import (
     device_request_lines,
     env_lines,
     facts_for,
+    lockdown_lines,
+    module_key_lines,
     p2p_lines,
     secure_boot_lines,
     signing_key_lines,
@@ -164,6 +166,9 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
     reported = fill_reported(fields, reading.stated) if reading.stated else ()
+    from gpuhealth.evidence.prose import fill_named_gpus  # GPU models and counts named in words (product lines)
+
+    reported = (*reported, *fill_named_gpus(fields, texts))
     for fact in reported:
         reading.sources.setdefault(fact.field, f"{fact.source} (the reporter's words)")
     if any(r.kind == "lsmod" and not r.note for r in reading.log):
@@ -181,6 +186,10 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
     from gpuhealth.parsers.platform import platform_in_texts
 
     platform = platform_in_texts(texts)  # a system or instance type named anywhere, in a program's output or words
+    if platform is None:
+        from gpuhealth.parsers.platform import platform_of_named
+
+        platform = platform_of_named(snapshot.gpus_named)  # "8x H100 SXM" in words: an HGX board (reported)
     if platform is not None:
         snapshot = dataclasses.replace(snapshot, platform=platform)
     from gpuhealth.distro_infer import with_inferred_family
@@ -447,8 +456,11 @@ def _unknown_line(message: MessageLine, line: str, source: str) -> bool:
 # An nvidia-smi table cut after its header row (`nvidia-smi | head -3`, a screenshot's first line) names the driver and
 # the newest CUDA it supports, and no GPU: only the setup, like a version banner.
 SMI_HEADER_ONLY = "smi-table header"
+# (a program's text, "program-text", says how the job is set up: the GPUs it chooses, the wheel it pins, the image
+# it builds on; nothing in it shows a GPU or the driver, so alone it is no healthy host either)
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
-                                  "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY}
+                                  "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
+                                  "program-text"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
@@ -490,8 +502,16 @@ def _cuda_p2p_line(line: str) -> bool:
     return sample_line(line)
 
 
-# Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect")
-_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line}
+def _fabricmanager_line(line: str) -> bool:
+    from gpuhealth.parsers.fabricmanager_log import fabricmanager_line
+
+    return fabricmanager_line(line) is not None
+
+
+# Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
+# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
+_OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
+              "fabricmanager-log": _fabricmanager_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
@@ -607,9 +627,11 @@ _ERROR_WORD = lazy_re(r"(?:error|errors|exception)\b|\bERRO\[|^\s*E\d{4} \d\d:\d
                          r"\b(?:failed|failure|fatal|cannot|can't|couldn't|"
                          r"unable|refused|denied|not found|no such|invalid|timed out|segmentation fault|panic|"
                          r"abort(?:ed)?|unknown symbol|not supported|mismatch)\b", re.I)
-# A logrus level prefix alone ("ERRO[0002]": a message that starts with a newline, such as nvidia-mig-parted's
-# logging of the nvidia-smi output it ran) says nothing: its text follows on the next lines.
+# Lines that say nothing failed: no errors, a test runner's count of none failed ("100% tests passed, 0 tests failed
+# out of 3": CTest; "0 failed"). A logrus level prefix alone ("ERRO[0002]": a message that starts with a newline, such
+# as nvidia-mig-parted's logging of the nvidia-smi output it ran) says nothing: its text follows on the next lines.
 _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berrors?\s*[:=]\s*0\b|"
+                           r"\b(?:no|0|zero) (?:[\w-]{1,20} ){0,2}(?:failed|failing)\b|"
                            r"\b(?:error|fail)[\w ]{0,30}:\s*(?:0|none|n/a|no|disabled)\s*$|"
                            r"^(?:ERRO|WARN|FATA|PANI)\[\d{1,10}\]$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
@@ -676,7 +698,13 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
     if kind != "mokutil":  # the Secure Boot state in the words of the tools that print it (GH506)
         reading.overlay(secure_boot_lines(lines, piece.name), piece.name)
     reading.overlay(signing_key_lines(lines, piece.name), piece.name)  # mokutil --test-key's answer (GH506)
+    reading.overlay(lockdown_lines(lines, piece.name), piece.name)  # kernel lockdown refuses unsigned modules (GH506)
+    reading.overlay(module_key_lines(lines, piece.name), piece.name)  # the module's signer, the enrolled MOKs (GH506)
     reading.overlay(kbuild_compiler_lines(lines, piece.name), piece.name)  # the kernel build's two compilers (GH505)
+    if unknown_lines and any("compatibility mode is UNAVAILABLE" in line for line in lines):
+        from gpuhealth.parsers.ngc import ngc_driver_lines  # an NGC container's refusal: its CUDA, the driver (GH601)
+
+        reading.overlay(ngc_driver_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
@@ -833,11 +861,26 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
         reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
     for found in told_symptoms("\n".join(without_addresses(line) for line in known), causes_only=True) if known else ():
-        if match_line(found.sentence) is None:
+        if _named_beside_message(found, match_line(found.sentence)):
             reading.messages.append(told_message(found, found.sentence[:500], piece.name))
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
     return told
+
+
+def _named_beside_message(found: Any, sig: Any) -> bool:
+    """Whether the cause ``found`` names is read in its sentence without the catalogue message it holds (``sig``'s
+    match): "cuInit keeps returning CUDA_ERROR_UNKNOWN until I run nvidia-modprobe -u" names the cause in the
+    reporter's own words beside the message; a message whose own text reads as a cause names none."""
+    if sig is None:
+        return True
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+    shown = sig.regex.search(found.sentence)
+    if shown is None:
+        return False
+    rest = found.sentence[:shown.start()] + " " * (shown.end() - shown.start()) + found.sentence[shown.end():]
+    return any(t.cause == found.cause for t in told_symptoms(rest, causes_only=True))
 
 
 def told_message(found: Any, shown: str, source: str) -> MessageLine:
@@ -851,15 +894,24 @@ def told_message(found: Any, shown: str, source: str) -> MessageLine:
     return MessageLine(shown, source, None, found.symptom, reported=True)
 
 
-_NAMES_XID = lazy_re(r"(?i)xid")  # the reader is imported only for a piece that holds the word
+# the reader is imported only for a piece that holds the word, or a word of a memory fault told (GH403)
+_NAMES_XID = lazy_re(r"(?i)xid|remap|retire|\becc\b|uncorrectable|double.bit|again|\bback\b|recur|reappear|persist"
+                     r"|\bstill\b|\breturn")
 
 
 def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: list[str]) -> list[str]:
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
     reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
     lines that named them are returned."""
-    if kind == "kernel-log" or not _NAMES_XID.search(piece.text):  # the log's own lines are its parser's
+    if not _NAMES_XID.search(piece.text):
         return []
+    if kind == "kernel-log":  # the log's own lines are its parser's; a memory fault told beside them is GH403's
+        from gpuhealth.parsers.reported_xids import told_beside_log
+
+        found, named = told_beside_log(piece.text.splitlines()[:MAX_SCANNED_LINES], piece.name)  # all its lines
+        if found:
+            reading.overlay(found, piece.name)
+        return named
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
     # an nvidia-smi table's boxed rows are its parser's too
@@ -868,8 +920,11 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
     if found:
         reading.overlay(found, piece.name)
         events = found["kernel_log"].events
-        codes = ", ".join(dict.fromkeys(f"{'SXid' if e.kind == 'sxid' else 'Xid'} {e.xid}" for e in events))
-        reading.log.append(Recognised(piece.name, "reported-xids", f"{codes} named in words (reported, not logged)"))
+        codes = ", ".join(dict.fromkeys(f"{'SXid' if e.kind == 'sxid' else 'Xid'} {e.xid}" for e in events
+                                        if e.xid is not None))
+        told = ", ".join(dict.fromkeys(f"memory {e.detail}" for e in events if e.xid is None))
+        reading.log.append(Recognised(piece.name, "reported-xids", f"{', '.join(filter(None, (codes, told)))} named "
+                                      "in words (reported, not logged)"))
     return named
 
 
@@ -935,11 +990,15 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         fields[key] = value
         return True
     if key == "kernel_log" and isinstance(value, KernelLog) and current.reported != value.reported:
-        # Xids a person named against a log the machine wrote: the log wins, whichever came first
-        if value.reported:
-            return False
-        fields[key] = value
-        return True
+        # Xids a person named against a log the machine wrote: the log wins, whichever came first. A memory fault the
+        # person tells (a recurrence after a reboot, a growing count, a remap failure) is kept beside it: no log line
+        # says it, and GH403 holds it to the GPU whose memory Xids the log shows
+        logged, words = (current, value) if value.reported else (value, current)
+        from gpuhealth.parsers.reported_xids import MEMORY_TOLD  # a reported log was read: the module is loaded
+
+        told = tuple(e for e in words.events if e.kind == MEMORY_TOLD)
+        fields[key] = replace(logged, events=logged.events + told) if told else logged
+        return not value.reported or bool(told)
     if key == "kernel_log" and isinstance(value, KernelLog):
         fields[key] = replace(current, source=f"{current.source}, {value.source}",
                               lines_scanned=current.lines_scanned + value.lines_scanned,

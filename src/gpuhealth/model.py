@@ -634,6 +634,9 @@ class DeviceRequest:
     # how many GPUs the program saw, where the same line says it (PyTorch's "... on CUDA device 1 but
     # torch.cuda.device_count() is 1"): a checkpoint saved on a GPU the loading program does not have
     visible: int | None = None
+    # the index is a launcher's last rank (torchrun --nproc_per_node=N: each of N processes takes GPU LOCAL_RANK),
+    # judged only where the program failed for want of a device (a script may not use LOCAL_RANK)
+    ranks: bool = False
 
 
 @record
@@ -647,6 +650,23 @@ class NvswitchPlatform:
     shown: str  # what named it: "8 x NVIDIA A100-SXM4-80GB", "p4d.24xlarge"
     source: str  # the piece of evidence it was read from
     reported: bool = False  # named in a person's sentences, not in a program's output
+
+
+@record
+class NamedGpu:
+    """A GPU model, and how many of it, named in text other than nvidia-smi's table ("on 8x H20", "2x RTX 3090", "my
+    GTX 1080 Ti"), with its product line from knowledge/gpu_models.csv (parsers/gpu_mentions.named_gpus). What a
+    person names is the reporter's words: the checks use it only where no program lists the GPUs."""
+
+    model: str  # the table's model or family: "GeForce RTX", "H100 SXM5", "Tesla T4"
+    named: str  # as written: "RTX 3090", "H100 SXM"
+    line: str  # "geforce", "workstation" or "datacenter"
+    form: str  # "sxm", "pcie" or "" (the name is both)
+    passive: bool  # a data-center card with no fan of its own
+    board: str  # the NVSwitch baseboard eight of them make, if any
+    count: int | None  # how many the words say ("8x", "two"); None when they do not
+    words: str  # the sentence that names it (at most 300 characters)
+    source: str
 
 
 @record
@@ -796,8 +816,14 @@ class Snapshot:
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
     devices_requested: tuple[DeviceRequest, ...] = ()
+    # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists
+    # them: always a reported fact (GH608 holds a device index to it, at most a warning)
+    gpus_stated: int | None = None
     # analyze: GPUs and driver versions named in text no parser read (GH209): package names, PCI IDs, models in words
     mentioned: tuple[Mention, ...] = ()
+    # analyze: GPU models (and counts) named in words or in program output other than nvidia-smi's GPU list, each with
+    # its product line: always reported facts (the checks use them where no program lists the GPUs)
+    gpus_named: tuple[NamedGpu, ...] = ()
     # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
     platform: NvswitchPlatform | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -1159,8 +1185,19 @@ class InstallState:
     kernel_compiler: str | None = None  # "gcc 11.4.0" (from /proc/version), "clang 17.0.6"
     secure_boot: str | None = None  # "enabled", "disabled", "unsupported" (legacy BIOS boot)
     secure_boot_source: str | None = None
+    # kernel lockdown (security/lockdown/lockdown.c): "none", "integrity" or "confidentiality"; either of the last two
+    # refuses modules without a trusted signature, with Secure Boot or without it (lockdown= on the command line)
+    lockdown: str | None = None
+    lockdown_source: str | None = None
     module_signer: str | None = None  # modinfo -F signer nvidia: "" when the module is unsigned
     module_file: str | None = None  # modinfo -n nvidia: the nvidia.ko modprobe would load
+    # the certificate DKMS signs the modules it builds with, as its build printed it ("Public certificate (MOK): ...",
+    # dell/dkms dkms.in prepare_mok: Ubuntu's /var/lib/shim-signed/mok/MOK.der, else /var/lib/dkms/mok.pub)
+    signing_certificate: str | None = None
+    signing_certificate_source: str | None = None
+    # mokutil --list-enrolled: the names (CN) of the enrolled MOKs' certificates, subject and issuer; None: not shown
+    enrolled_keys: tuple[str, ...] | None = None
+    enrolled_keys_source: str | None = None
     # `mokutil --test-key KEY`: the key a module is signed with (DKMS's /var/lib/dkms/mok.pub, a MOK.der) and
     # what shim says of it: "enrolled", "not-enrolled", "pending" (in the enrollment request: confirm it in the
     # MOK manager at the next boot) or "blocked" (dbx, MokListX)
@@ -1248,6 +1285,7 @@ class CudaState:
     fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")
+    fabricmanager_version: str | None = None  # the version its own log names ("Fabric Manager version 550.127.05 ...")
     persistenced_errors: tuple[str, ...] = ()  # nvidia-persistenced's error lines from systemctl status / journalctl
     # its command line (systemctl status: the CGroup tree, else ExecStart); --no-persistence-mode forces it off
     persistenced_command: str | None = None

@@ -121,7 +121,8 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
         rest = "" if position == 0 else " (entries before it stay visible)"
         if re.fullmatch(r"-?\d+", token):
             if count and not 0 <= int(token) < count:
-                return (f"{name}={text}: index {token} is not a GPU on this host ({count} GPUs: 0-{count - 1}); "
+                has = "1 GPU: a single GPU is device 0" if count == 1 else f"{count} GPUs: 0-{count - 1}"
+                return (f"{name}={text}: index {token} is not a GPU on this host ({has}); "
                         f"it and every entry after it are ignored{rest}")
         elif token.startswith("GPU-"):
             if uuids and not any(u.startswith(token) for u in uuids):
@@ -131,8 +132,22 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
     return None
 
 
+def counted_gpus(snapshot: Snapshot) -> int:
+    """GPUs on this host as the evidence counts them: a program's list (``gpu_count``), else the number a person's
+    words state ("I have only one GPU"; a reported fact, so what rests on it stays below critical); 0 when unknown."""
+    return gpu_count(snapshot) or (snapshot.gpus_stated or 0)
+
+
+def stated_count_evidence(snapshot: Snapshot) -> Evidence | None:
+    """The reporter's sentence that gave the GPU count, where no program's output counts the GPUs."""
+    fact = snapshot.reported_fact("gpus_stated")
+    if gpu_count(snapshot) or not snapshot.gpus_stated or fact is None:
+        return None
+    return Evidence(REPORTED_WORDS, (fact.words,))
+
+
 def _visibility_problems(snapshot: Snapshot) -> list[tuple[str, str]]:
-    count = gpu_count(snapshot)
+    count = counted_gpus(snapshot)
     uuids = tuple(g.uuid for g in snapshot.gpus if g.uuid)
     problems = []
     for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
@@ -276,6 +291,16 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     a CUDA newer than the driver's bundled one is critical even within its major family, the driver upgrade comes
     first among the fixes, and the finding explains GH603's. A container run from an NVIDIA CUDA image
     (`docker run ... nvidia/cuda:12.9.0-base-...`) counts as that image's CUDA, like a Dockerfile's FROM.
+    A program's CUDA error 804 ("forward compatibility was attempted on non supported HW") is this check's line: forward
+    compatibility is reached for when the driver is older than the program's CUDA (an NVIDIA image's entrypoint, the
+    toolkit's compat hook), and the GPU does not support it, so a driver new enough for that CUDA is the fix (or an
+    image built for the CUDA the driver supports), unless the evidence shows a compat directory put on the host's
+    loader path by hand (LD_LIBRARY_PATH, ld.so.conf, `ldconfig -p`, `ldd`, a cuda-compat-X-Y package): then GH603's
+    removal leads. An NGC container's start-up check ("This container was built for NVIDIA Driver Release X or later,
+    but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding: X is read as the container's
+    CUDA (the release that driver is bundled with) and Y as the host's driver, so it names the driver branch to
+    install; its "CUDA Minor Version Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode
+    ENABLED" is not a fault.
     Toolkit versions the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
     Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
@@ -357,8 +382,16 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
                              f"{bundled.driver_min}), and {blocked}: upgrade the driver"))
         elif family and bundled and version_key(driver) < version_key(bundled.driver_min) and label != "PyTorch's CUDA":
             severity = Severity.INFO
-            lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}; driver {driver} runs "
-                             "it only through minor version compatibility (newer PTX cannot be JIT-compiled)"))
+            if label.startswith(IMAGE_LABELS) and forward_compat_gpu(snapshot) != "datacenter":
+                # the image's cuda-compat is enabled on an older driver: where the GPU lacks forward compatibility,
+                # CUDA fails with 804 (a program's line then makes this critical)
+                lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}: on driver {driver} "
+                                 "the image's cuda-compat libcuda (forward compatibility) is enabled, which only "
+                                 "data-center GPUs support; elsewhere CUDA fails with error 804 until the driver is "
+                                 "upgraded"))
+            else:
+                lines.append((1, f"CUDA {version} ({label}) bundles driver {bundled.driver_min}; driver {driver} runs "
+                                 "it only through minor version compatibility (newer PTX cannot be JIT-compiled)"))
         else:
             continue
         worst = severity if worst is None or severity.rank > worst.rank else worst
@@ -384,7 +417,14 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     driver_fixes = (*fixes_for(debian=["sudo apt-get install cuda-drivers-{branch}"],
                                rhel=["sudo dnf install cuda-drivers-{branch}"], disruptive=True, branch=branch),
                     REBOOT)
-    other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} else ()),
+    images = {label for label in flagged if label.startswith(IMAGE_LABELS)}
+    # an image brings its own CUDA: the other way is an image of the CUDA the driver supports, not a host toolkit
+    image_fixes = (Fix("Run an image built for the CUDA Version nvidia-smi prints or an older one (an nvidia/cuda tag "
+                       "of that release, or the framework's image built on it; of an NGC container, a release whose "
+                       "Driver Requirements the driver meets)", "any", kind="step",
+                       note=f"CUDA {max_cuda} or older" if max_cuda else "nvidia-smi prints the CUDA Version"),)
+    other_fixes = (*(toolkit_fixes if flagged - {"PyTorch's CUDA"} - images else ()),
+                   *(image_fixes if images else ()),
                    *(torch_fixes if "PyTorch's CUDA" in flagged else ()))
     yield Draft(
         worst, "; ".join(line for _, line in sorted(lines)),
@@ -396,6 +436,9 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
     )
 
 
+IMAGE_LABELS = ("the container image ", "the base image ")  # _toolkits' labels of a container's CUDA
+
+
 def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
     """Why forward compatibility cannot bridge a CUDA newer than the driver here, or None: the GPU is a GeForce (the
     CUDA Compatibility guide supports it on data-center GPUs and select NGC-ready RTX parts only) and the program's
@@ -405,6 +448,8 @@ def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
     if forward_compat_gpu(snapshot) != "consumer":
         return None
     compat = forward_compat_libcuda(snapshot)
+    if compat is not None and set_by_hand(compat):
+        return None  # a compat directory put on the host's loader path: taking it off is GH603's finding, which leads
     state = snapshot.cuda
     if compat is not None and _compat_newer(compat, driver, _driver_max_cuda(snapshot)):
         tried = f"the compat libcuda {compat.path} on the loader path"
@@ -418,7 +463,11 @@ def _forward_compat_blocked(snapshot: Snapshot, driver: str) -> str | None:
 def _consumer_name(snapshot: Snapshot) -> str:
     """The first GeForce or TITAN the evidence names (nvidia-smi, NVML, else lspci)."""
     names = [g.name for g in snapshot.gpus if g.name] + [d.name for d in snapshot.pci_devices or () if d.name]
-    return next((n for n in names if _CONSUMER.search(n)), "this GPU")
+    named = next((n for n in names if _CONSUMER.search(n)), None)
+    if named is None:  # a GeForce the reporter's words name ("my GTX 1080 Ti")
+        named = next((f"{g.named} (a GeForce, in the reporter's words)" for g in snapshot.gpus_named
+                      if g.line == "geforce"), None)
+    return named or "this GPU"
 
 
 # --------------------------------------------------------------------------- GH602
@@ -550,9 +599,15 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     - Newer than the driver on data-center GPUs: the intended use, not reported; beside an 803 or 804 it is
       critical, with the guide's rule (the cuda-compat package of the CUDA the program needs, on a driver branch the
       guide lists for it; a kernel driver upgraded within its branch may need a newer cuda-compat).
-    - The GPU's class comes from its name (nvidia-smi, NVML, else lspci). GPUs not named, or a professional
+    - The GPU's class comes from its name (nvidia-smi, NVML, else lspci), else from the product line of the models the
+      reporter's words name (a GeForce named in words: "my GTX 1080 Ti"; at most a warning). GPUs not named, or a
+      professional
       RTX/Quadro part: beside an 803 or 804, a warning that gives the commands that
       decide (`nvidia-smi`, `ldconfig -p | grep libcuda`, `echo "${LD_LIBRARY_PATH-}"`), never a guess.
+    - A program's error 804 says itself that a GPU CUDA sees does not support forward compatibility: with a compat
+      directory the evidence shows set on the host (anything but an image's `/usr/local/cuda/compat`), this finding
+      is critical and leads over GH601's reading of the 804 (a driver too old for the program's CUDA): the compat
+      directory is taken off the loader path first.
     - Without a path: nvidia-smi's CUDA Version is that of the libcuda it loaded (NVML's
       nvmlSystemGetCudaDriverVersion reads it from the library), so a release whose bundled driver branch is above
       the module's (12.9 on a 570 driver) is a forward-compat libcuda, and one below the newest release the module's
@@ -713,6 +768,9 @@ NVML_CUDA = "nvidia-smi's CUDA Version"
 _COMPAT_PACKAGE = lazy_re(r"^cuda-compat-(?P<major>\d{1,2})-(?P<minor>\d{1,2})$")
 
 
+COMPAT_PACKAGE_WHERE = "the cuda-compat-"  # CompatLibcuda.where of a package: "the cuda-compat-12-9 package (dpkg -l)"
+
+
 def compat_package(snapshot: Snapshot) -> CompatLibcuda | None:
     """The cuda-compat-X-Y package a listing (or the reporter's words) shows installed, beside a CUDA error 803 or 804:
     installed, the package is on the loader path only where LD_LIBRARY_PATH (or an ld.so.conf file) names its
@@ -789,6 +847,27 @@ def compat_errors(snapshot: Snapshot) -> list[MessageLine]:
     return [m for m in snapshot.messages or () if m.signature in COMPAT_ERRORS and not m.reported]
 
 
+# NVIDIA's CUDA images keep their cuda-compat under /usr/local/cuda/compat (the NGC entrypoint puts
+# /usr/local/cuda/compat/lib.real on LD_LIBRARY_PATH when the host's driver is older than the image's CUDA and the
+# compat libcuda initialises); the cuda-compat-X-Y package a person installs on a host lands in
+# /usr/local/cuda-X.Y/compat
+IMAGE_COMPAT = "/usr/local/cuda/compat"
+
+
+def set_by_hand(compat: CompatLibcuda) -> bool:
+    """Whether the evidence shows this compat libcuda put on the loader path on the host rather than by a CUDA image:
+    a cuda-compat-X-Y directory on LD_LIBRARY_PATH, in ld.so.conf, ldconfig -p or ldd, the package installed, or the
+    libcuda nvidia-smi loaded. Beside error 804 its removal leads (GH603) over the driver upgrade the 804 otherwise
+    asks for (GH601): the program ran on that driver's own libcuda before the compat directory was added."""
+    return not compat.path.startswith(IMAGE_COMPAT)
+
+
+def unsupported_reported(failed: list[MessageLine]) -> bool:
+    """Whether a program's error 804 is among the lines: CUDA itself then says a visible GPU does not support forward
+    compatibility (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE), whatever its name shows."""
+    return any(m.signature == COMPAT_ERRORS[1] for m in failed)
+
+
 def forward_compat_gpu(snapshot: Snapshot) -> str | None:
     """Whether the guide lets these GPUs use forward compatibility: "datacenter" (every GPU named is one), "consumer"
     (a GeForce or TITAN is named: never), None when no GPU is named or a professional RTX/Quadro part is (select
@@ -796,8 +875,11 @@ def forward_compat_gpu(snapshot: Snapshot) -> str | None:
     NVML's, else lspci's ("GA102 [GeForce RTX 3090]")."""
     names = [g.name for g in snapshot.gpus if g.name] or [
         d.name for d in snapshot.pci_devices or () if d.is_nvidia_gpu and d.name]  # lspci's "GA102 [GeForce RTX 3090]"
-    if not names:
-        return None
+    if not names:  # no program lists the GPUs: the product lines of the models the words name (reported)
+        lines = {g.line for g in snapshot.gpus_named}
+        if "geforce" in lines:
+            return "consumer"
+        return "datacenter" if lines == {"datacenter"} else None
     if any(_CONSUMER.search(n) for n in names):
         return "consumer"
     return "datacenter" if all(is_datacenter(n) for n in names) else None
@@ -830,6 +912,17 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
         origin = f"the forward-compatibility libcuda {compat.path} ({compat.where}"
         origin += f", from CUDA {compat.cuda}" if compat.cuda else ""
         origin += f", driver {compat.version})" if compat.version else ")"
+    # 804 says a visible GPU does not support forward compatibility; a compat set on the host then leads over GH601
+    refused = unsupported_reported(failed)
+    leads = ("GH605", "GH601") if refused and set_by_hand(compat) else ("GH605",)
+    if driver is None and refused:
+        yield Draft(Severity.CRITICAL, f"The loader takes {origin} ahead of the driver's own, and CUDA error 804 "
+                    "says a GPU it sees does not support forward compatibility (only data-center GPUs, select NGC "
+                    "Server Ready RTX parts and Jetson do): take it off the loader path, so the driver's own libcuda "
+                    "runs the program (any CUDA of the driver's major family, by minor version compatibility); a "
+                    "program that needs a newer CUDA than the driver supports needs a driver upgrade", evidence=shown,
+                    fixes=_compat_fixes(compat, removal_first=True), explains=leads)
+        return
     if driver is None:
         yield Draft(Severity.WARNING, f"The loader takes {origin} ahead of the driver's own: the CUDA Compatibility "
                     "guide supports it only on data-center GPUs and only with a kernel driver older than it; otherwise "
@@ -846,8 +939,8 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                     "no newer than the driver must not be used (CUDA Compatibility guide); CUDA fails with error 803",
                     evidence=(*shown, driver_shown), fixes=_compat_fixes(compat), explains=("GH605",))
         return
-    if gpu == "consumer" and (newer or failed):
-        names = [_consumer_name(snapshot)]
+    if (gpu == "consumer" and (newer or failed)) or (gpu is None and refused):
+        names = [_consumer_name(snapshot) if gpu == "consumer" else "a GPU CUDA sees (error 804)"]
         needs = f" to {compat.version} or newer" if newer and compat.version else ""
         family = family_minimum(compat.cuda)
         if family and version_key(driver) >= version_key(family.driver_min):
@@ -863,7 +956,7 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                     f"data-center GPUs and select NGC-ready RTX parts): {advice}",
                     evidence=(*shown, driver_shown),
                     fixes=_compat_fixes(compat, upgrade=compat.version, removal_first=advice.startswith("remove")),
-                    explains=("GH605",))
+                    explains=leads)
         return
     if not failed:
         return  # newer than the driver, on GPUs that may use it: the guide's intended use
@@ -875,7 +968,7 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                 "a newer cuda-compat); 804 means a visible GPU does not support it",
                 evidence=(*shown, driver_shown), fixes=_compat_fixes(compat, deciding=gpu != "datacenter",
                                                                      upgrade=compat.version, pairing=True),
-                explains=("GH605",))
+                explains=leads)
 
 
 def _compat_evidence(snapshot: Snapshot, compat: CompatLibcuda) -> tuple[Evidence, ...]:
@@ -927,6 +1020,12 @@ def _compat_fixes(compat: CompatLibcuda, deciding: bool = False, upgrade: str | 
         removal = (Fix("Remove the compat libcuda from the loader path (the /etc/ld.so.conf.d entry that names its "
                        "directory, or LD_LIBRARY_PATH; in a container, the image's compat directory), then run sudo "
                        "ldconfig", "any", kind="step", note=f"the copy: {compat.path}"),)
+    if compat.where.startswith(COMPAT_PACKAGE_WHERE) and compat.cuda:
+        # the package itself: removed, its libcuda leaves the host, and the container toolkit no longer injects it into
+        # containers (NVIDIA/nvidia-docker#1515, the maintainer's fix); cuda-compat-X-Y as the CUDA repository names it
+        package = f"cuda-compat-{compat.cuda.replace('.', '-')}"
+        removal = (*fixes_for(debian=["sudo apt-get remove {package:package}"],
+                              rhel=["sudo dnf remove {package:package}"], package=package), *removal)
     return (*looks, *removal, *upgrades) if removal_first else (*looks, *upgrades, *removal)
 
 
@@ -1403,7 +1502,7 @@ def _one_mig_selected(snapshot: Snapshot) -> bool:
 
 
 @check("GH608", "cuda-visible-devices-hides-gpus", "CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES or MIG hides GPUs",
-       reads=("env", "smi", "messages"))
+       reads=("env", "smi", "messages", "kernel_log"))
 def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
@@ -1413,9 +1512,18 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
-    asks for a GPU index it cannot see (`cuda:3`, `torch.cuda.set_device(3)`, `--device 3`, TensorFlow's
-    `/gpu:3`, in its command line, code or traceback) when the evidence shows how many it sees: the
-    host's GPUs (`nvidia-smi -L`), or the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0.
+    asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
+    `.cuda(3)`, `--device 3`, a launcher's last rank (`torchrun --nproc_per_node=4`: ranks take GPU
+    LOCAL_RANK; judged only where a device was not found, since a script may not use it),
+    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
+    traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`; where no program's
+    output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
+    `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, or the framework's own refusal (XLA's "Invalid device
+    ordinal value (1). Valid range is [0, 0]", TensorFlow's "'visible_device_list' listed an invalid GPU id"
+    and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has). Where
+    the driver's list gives the host's count, the finding names the cause it decides: an index at or
+    beyond it is beyond the host (whatever `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
+    `CUDA_VISIBLE_DEVICES` that keeps fewer, is the variable's renumbering.
     CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
     count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
     or `CUDA_VISIBLE_DEVICES` keeping fewer). And: the program sees no GPU at all ("no CUDA-capable
@@ -1433,6 +1541,9 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     PyTorch's "No CUDA GPUs are available" is a CUDA build counting zero devices, and what keeps a
     working driver's GPUs from one process is its environment, most often `CUDA_VISIBLE_DEVICES` set
     in the script that starts it.
+
+    Severity: a device choice is about the job, not the node: this check is never critical and never
+    drains a node (WARNING at most; INFO where a driver failure in the same evidence leads).
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
@@ -1466,7 +1577,7 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
             and not hidden:
         yield Skip("the environment was not collected")
         return
-    count = gpu_count(snapshot)
+    count = counted_gpus(snapshot)
     if not count and snapshot.origin != "evidence" and not mig:
         yield Skip("no NVIDIA GPU on this host")
         return
@@ -1475,8 +1586,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
         yield Draft(
             Severity.WARNING, "; ".join(why for _, why in problems),
             evidence=(Evidence("environment", tuple(f"{n}={snapshot.env[n]}" for n, _ in problems)),
-                      Evidence("GPUs", (f"{count} GPU(s) on this host" if count else
-                                        "the GPU count is not in the evidence",))),
+                      stated_count_evidence(snapshot) or Evidence("GPUs", (
+                          f"{count} GPU(s) on this host" if count else "the GPU count is not in the evidence",))),
             fixes=tuple(slotted("unset {variable}", note="or list valid GPU indices or UUIDs (nvidia-smi -L)",
                                 variable=n) for n, _ in problems),
             explains=("GH605", "GH610"),
@@ -1537,8 +1648,11 @@ def _first_entry_hides_all(snapshot: Snapshot) -> tuple[int, str, MessageLine] |
 def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: MessageLine) -> Draft:
     fails = ("the device ordinal it asks for is invalid" if line.signature in _ORDINAL_INVALID
              else "the program sees no GPU")
-    message = (f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and {fails}: on a host with {first} GPU(s) or "
-               "fewer that index does not exist, and CUDA hides it and every entry after it")
+    host = ("a single-GPU host has only GPU 0" if first == 1
+            else f"a host with {first} GPUs or fewer has no GPU {first} (indices start at 0)")
+    message = (f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and {fails}: {host}, and CUDA hides an index "
+               "that does not exist and every entry after it; choose an index below the count nvidia-smi -L lists, "
+               "or unset the variable")
     down = _driver_shown_down(snapshot)
     if down:  # the driver is down for every process: that cause leads (GH203, GH201); the variable is checked after
         message = ("The driver is down in this evidence, which alone keeps every GPU from the program; once it is "
@@ -1624,7 +1738,9 @@ def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, s
     visible, value = _visible_count(snapshot, count)
     if not visible:
         return None  # how many GPUs the program sees is not in the evidence: not judged
-    beyond = next((r for r in snapshot.devices_requested if r.index >= visible), None)
+    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it: judged where a device was not found
+    failed = any(m.symptom == DEVICE_NOT_VISIBLE for m in snapshot.messages or ())
+    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (failed or not r.ranks)), None)
     return (beyond, visible, value) if beyond else None
 
 
@@ -1632,19 +1748,57 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     """A program asks for a GPU index it cannot see: CUDA answers "invalid device ordinal" (cudaErrorInvalidDevice),
     PyTorch "invalid device ordinal" or "Attempting to deserialize object on CUDA device N but ... device_count() is
     M". With CUDA_VISIBLE_DEVICES set, the program sees only the GPUs it keeps, numbered from 0."""
-    seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), numbered 0-{visible - 1} inside the program"
-            if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
+    seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), which CUDA renumbers from 0 inside the program "
+            f"(0-{visible - 1})" if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
     evidence = [Evidence("the program", (asked.line or asked.text,))]
     if asked.visible is None or value is not None:
         evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
-    valid = f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU"
+        if asked.visible is None and (told := stated_count_evidence(snapshot)) is not None:
+            evidence.append(told)
+    valid = ("the only valid index is 0 (a single GPU is device 0)" if visible == 1
+             else f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU")
+    if value is not None and visible:
+        valid += f" (CUDA_VISIBLE_DEVICES={value} renumbers the GPUs it keeps from 0)"
     remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
-              if asked.text.startswith("a checkpoint") else "")
+              if asked.text.startswith("a checkpoint") else
+              f"; start at most {visible} process(es) per node (--nproc_per_node={visible})"
+              if asked.ranks and visible else "")
+    decided = _index_cause(snapshot, asked, value)
+    if decided and len(evidence) > 1:  # the count decides: it comes first (the differential quotes the first line)
+        evidence[:2] = evidence[1::-1]
     return Draft(
         Severity.WARNING, f"The program asks for GPU {asked.index} ({asked.text}), but it can see {visible} GPU(s): "
         f"{valid}{remedy}", evidence=tuple(evidence),
         fixes=table_fixes("GH608", without=() if value is not None else ("unset CUDA_VISIBLE_DEVICES",)),
-        explains=("GH605", "GH610"))
+        explains=("GH605", "GH610"), labels={"decided": decided} if decided else {})
+
+
+def _gpu_lost(snapshot: Snapshot) -> bool:
+    """The kernel log shows a GPU fallen off the bus (Xid 79, GH302): the driver's list then lacks it, so the count
+    it gives is not the host's."""
+    log = snapshot.kernel_log
+    return log is not None and any(g.kind == "fallen_off_bus" or (g.kind == "xid" and g.xid == 79)
+                                   for g in log.tallies({"fallen_off_bus", "xid"}))
+
+
+# the causes of "the program asked for a GPU it cannot see" (knowledge/causes.csv) that the GPU count decides
+INDEX_BEYOND_HOST = "device-index-beyond-count"
+VISIBLE_KEEPS_FEWER = "cuda-visible-devices-hides"
+MORE_RANKS = "more-ranks-than-gpus"
+DEVICE_NOT_VISIBLE = "device-not-visible"  # the symptom (knowledge/symptoms.csv) of an invalid device ordinal
+
+
+def _index_cause(snapshot: Snapshot, asked: DeviceRequest, value: str | None) -> str | None:
+    """Which cause the driver's own GPU list decides for an index the program cannot see: an index at or beyond the
+    host's GPU count is beyond the host whatever CUDA_VISIBLE_DEVICES keeps (it can only keep fewer); an index the
+    host has, under a CUDA_VISIBLE_DEVICES that keeps fewer, is the variable's renumbering. None without a program's
+    list of the GPUs (a count from a framework's refusal or a person's words decides neither)."""
+    host = gpu_count(snapshot)
+    if not host or snapshot.reported_fact("smi") is not None or _gpu_lost(snapshot):
+        return None
+    if asked.index >= host:
+        return MORE_RANKS if asked.ranks else INDEX_BEYOND_HOST
+    return VISIBLE_KEEPS_FEWER if value is not None else None
 
 
 def _mig_draft(snapshot: Snapshot, said: list[str], lines: list[str]) -> Draft:

@@ -47,6 +47,7 @@ from gpuhealth.model import (
 
 SEVERITY = {"info": Severity.INFO, "warning": Severity.WARNING, "critical": Severity.CRITICAL}
 CONFIRMED, OPEN, RULED_OUT = "confirmed", "open", "ruled out"
+CONFIRMS_LABEL = "confirms"  # a finding's label naming the cause (a causes.csv id) its evidence shows
 DECIDED_BY = "decided by the evidence: "  # a finding's "decided" label names this cause (a +cpu torch version)
 EXPLAINED_BY = "follows from "  # the cause's check did not fire, but a finding that explains its code did
 SUGGESTED_BY = "suggested by the line: "  # a mined line whose family only suggests the cause (mined_causes.py)
@@ -419,7 +420,19 @@ def _signature_findings(findings: list[Finding], messages: list[MessageLine], ra
             fixes = arch_wheel_fixes(capabilities_named(m.line for _, m in matched))
         fixes = fits_evidence(fixes, [m for _, m in matched]) if severity is not Severity.INFO else ()
         findings.append(replace(made, fixes=fixes))
-    return findings
+    return _explainers_of_machine_lines(findings, groups)
+
+
+def _explainers_of_machine_lines(findings: list[Finding],
+                                 groups: dict[str, list[tuple[Signature, MessageLine]]]) -> list[Finding]:
+    """A finding held at a warning because it rests on the reporter's words, which explains a finding that a
+    program's own critical line raised (GH603 on a cuda-compat package the words name, explaining GH601's CUDA error
+    804): the machine output shows the failure and the words only say which cause, so it is as grave as that line,
+    as it is when the line sits under its own code."""
+    critical = {code for code, matched in groups.items()
+                if any(SEVERITY[s.severity] is Severity.CRITICAL and not m.reported for s, m in matched)}
+    return [_at_severity(f, Severity.CRITICAL) if f.labels.get("reported") == "words"
+            and f.severity is Severity.WARNING and critical.intersection(f.explains) else f for f in findings]
 
 
 def _machine_overrules(matched: Sequence[tuple[Signature, MessageLine]]) -> bool:
@@ -696,7 +709,9 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         lines = [m for m in messages if m.signature and signature(m.signature).cause == cause.cause]
         own = max((SEVERITY[signature(m.signature).severity] for m in lines if m.signature), default=Severity.INFO,
                   key=lambda s: s.rank)
-        findings.append(_finding(spec, own, cause.title, line_evidence(lines)))
+        # no line names it: the finding whose evidence shows the cause's state (CONFIRMS_LABEL) is the evidence
+        shown = () if lines else next((f.evidence for f in findings if f.labels.get(CONFIRMS_LABEL) == cause.cause), ())
+        findings.append(_finding(spec, own, cause.title, line_evidence(lines) or shown))
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
@@ -779,6 +794,10 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
              and (not _judged(m) or signature(m.signature).code in skipped)}
     decided = {f.labels["decided"]: f for f in findings if f.labels.get("decided")}
+    # a finding whose evidence shows a cause's state (GH207's listing without /dev/nvidia-uvm: CUDA's unified-memory
+    # node is absent) confirms that cause of a symptom beside it, as a line naming it does
+    shows = {f.labels[CONFIRMS_LABEL]: f for f in findings if f.labels.get(CONFIRMS_LABEL)
+             and f.severity is not Severity.INFO}
     explainers = {code: f for f in fired.values() for code in f.explains if code not in fired}
     excluded = _excluded(messages)
     shown_by = [m for m in messages if m.symptom == symptom.id]
@@ -787,6 +806,8 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
         status, why = _status(cause, symptom, fired, named, ran, skipped)
         if cause.id in decided:
             status, why = CONFIRMED, f"{DECIDED_BY}{_fact(decided[cause.id])}"
+        elif status != CONFIRMED and cause.id in shows:
+            status, why = CONFIRMED, f"{shows[cause.id].code}: {shows[cause.id].message[:140]}"
         elif status != CONFIRMED and cause.code != symptom.code and cause.code in explainers:
             root = explainers[cause.code]
             status, why = CONFIRMED, f"{EXPLAINED_BY}{root.code}: {root.message[:140]}"
@@ -804,7 +825,7 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
         order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]
         # among confirmed causes, a line naming it beats a critical finding, which beats a warning; among open ones a
         # mined line suggesting it puts it first
-        strength = (10 if cause.id in decided else 9 if cause.id in named else
+        strength = (10 if cause.id in decided else 9 if cause.id in named or cause.id in shows else
                     fired[cause.code].severity.rank if status == CONFIRMED and cause.code in fired else
                     1 if status == CONFIRMED or cause.id in suggested else 0)
         prior = cause.prior

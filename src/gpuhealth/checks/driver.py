@@ -895,6 +895,8 @@ def _uvm_node_draft(snapshot: Snapshot) -> Draft:
         evidence=(Evidence(snapshot.sources.get("device_nodes", "/dev"), (f"present: {', '.join(nodes)}",
                                                                          "absent: nvidia-uvm")),),
         fixes=table_fixes("GH207", without=("lsmod | grep nvidia",)),
+        # the listing shows the cause of a CUDA start that fails beside it (checks/diagnosis.py, CONFIRMS_LABEL)
+        labels={"confirms": "uvm-missing"},
     )
 
 

@@ -53,7 +53,10 @@ def _run(snapshot: Snapshot, chosen: list[CheckSpec],
 def _on_reported(snapshot: Snapshot, findings: list[Finding], machine: list[Finding]) -> list[Finding]:
     """Findings the programs' output alone does not raise (or raises lower) rest on the reporter's words: nobody saw
     the machine say it, so such a finding is at most a warning, and its evidence quotes the words."""
-    seen = {(f.code, str(f.subject)): f.severity.rank for f in machine}
+    seen: dict[tuple[str, str], int] = {}  # the highest each code raised per subject (a check may raise several)
+    for f in machine:
+        key = (f.code, str(f.subject))
+        seen[key] = max(seen.get(key, -1), f.severity.rank)
     words = tuple(dict.fromkeys(fact.words for fact in snapshot.reported))[:4]
     out = []
     for finding in findings:

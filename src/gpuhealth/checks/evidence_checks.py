@@ -424,7 +424,26 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     Progress" or "Not Started") are the same condition seen from the GPU: alone a warning (Fabric Manager may
     still be starting), beside a failure its evidence. NV_WARN_NOTHING_TO_DO (Fabric Manager found no
     NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200) it means the NVLink Subnet
-    Manager did not run, and beside GPUs waiting to join the fabric, NVSwitches Fabric Manager cannot see.
+    Manager did not run, and beside GPUs waiting to join the fabric, or on a system shown to be an NVSwitch board
+    (eight SXM GPUs of one HGX board, H20 and H800 boards included), NVSwitches Fabric Manager cannot see.
+
+    Fabric Manager's log is read as its own (the `[date] [LEVEL] [tid N] message` lines, with or without the time
+    stamp): a start-up whose last word is "Successfully configured all the available NVSwitches" says the service set
+    the fabric up, and this check passes on it.
+
+    Fabric Manager of another version than the loaded kernel module (its installed package, `nvidia-fabricmanager-
+    <branch>` or `nvidia-fabric-manager`, or the version its own log names, against /proc/driver/nvidia/version or
+    nvidia-smi) does not start: critical wherever it is needed (SXM GPUs or an NVSwitch board shown, its unit down,
+    its error lines, CUDA's 802), a warning where nothing shows the platform, information beside GPUs of no NVSwitch
+    board; a unit shown running is the machine's word that it started.
+
+    A program's error 802 with nothing about the service itself (CUDA's runtime API: the system is not yet ready, a
+    driver daemon it needs is not running) is named by the platform the evidence shows: on an NVSwitch system
+    (eight SXM GPUs in nvidia-smi's list, NVSwitches on the bus, an HGX/DGX name or a cloud instance type) Fabric
+    Manager is the cause; where nothing shows the platform it is the usual cause, and the two looks that decide it
+    (`systemctl status nvidia-fabricmanager`, `nvidia-smi -q | grep -A2 -i fabric`) come first; where the GPUs shown
+    are no NVSwitch board's (a GeForce or PCIe card) it is only the hypothesis, with those two looks and nothing to
+    install. With the unit shown active, the GPUs did not join the fabric it set up: reset them and restart it.
 
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
@@ -454,17 +473,25 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     cuda = snapshot.cuda
     state = cuda.fabricmanager_active if cuda else None
     errors = cuda.fabricmanager_errors if cuda else ()
-    switch = nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus) or None
+    # NVSwitches on the bus, SXM GPUs, or a board a program's output shows (eight H20s print no SXM word)
+    switch = (nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus)
+              or _shown_nvswitch_board(snapshot) is not None or None)
     unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED]
     nothing_to_do = list(dict.fromkeys([e for e in errors if "NOTHING_TO_DO" in e]
                                        + [m.line for m in snapshot.messages or () if "NOTHING_TO_DO" in m.line]))
-    if nothing_to_do and (unjoined or any(_NVLINK5.search(g.name or "") for g in snapshot.gpus)):
-        # Fabric Manager found no NVSwitch, yet the GPUs are NVLink 5 ones (reached through the NVLink Subnet Manager)
-        # or wait to join a fabric: not a system without NVSwitch, but NVSwitches Fabric Manager cannot see
-        yield _no_nvswitch_seen(snapshot, nothing_to_do, unjoined)
+    board = _shown_nvswitch_board(snapshot) if nothing_to_do else None
+    if nothing_to_do and (unjoined or board or any(_NVLINK5.search(g.name or "") for g in snapshot.gpus)):
+        # Fabric Manager found no NVSwitch, yet the GPUs are NVLink 5 ones (reached through the NVLink Subnet Manager),
+        # wait to join a fabric, or make an NVSwitch board: not a system without NVSwitch, but NVSwitches Fabric
+        # Manager cannot see
+        yield _no_nvswitch_seen(snapshot, nothing_to_do, unjoined, board)
         return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
+    mismatch = _version_mismatch(snapshot) if not state or state.split()[0] != "active" else None
+    if mismatch is not None:  # (a unit shown running is the machine's word that it started)
+        yield _versions_differ(snapshot, mismatch, lines + logged, state, errors, switch)
+        return
     evidence: list[Evidence] = []
     if state and state.split()[0] in _NOT_RUNNING and switch:
         missing = cuda is not None and cuda.fabricmanager_enabled == "not-found"
@@ -490,14 +517,62 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     if reason is not None:
         # Fabric Manager's own words (or its start script's) say why it did not start: that reason leads, with its fix
         message, fixes = signature(reason).summary, table_fixes("GH210", kind=reason)
+    elif evidence:
+        message, fixes = "Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs", \
+            table_fixes("GH210")
     else:
-        message = ("Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs"
-                   if state else "CUDA reports the system not initialised (error 802): Fabric Manager is not running")
-        fixes = table_fixes("GH210")
+        message, fixes = _not_ready_802(snapshot, running=bool(state) and state.split()[0] == "active")
     shown = {line for e in evidence for line in e.lines}
     yield Draft(Severity.CRITICAL, message,
                 evidence=tuple(evidence) + line_evidence([m for m in lines + logged if m.line not in shown]),
                 fixes=fixes, explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+# The two looks that decide whether error 802 is Fabric Manager's (the NVIDIA Fabric Manager User Guide: the service,
+# and the GPUs' fabric registration that CUDA waits for)
+_DECIDE_802 = (Fix("systemctl status nvidia-fabricmanager", "any",
+                   note="decides: active (running) on an NVSwitch system; 'could not be found': not installed"),
+               Fix("nvidia-smi -q | grep -A2 -i fabric", "any",
+                   note="State: Completed on every GPU; In Progress or Not Started: waiting for Fabric Manager; "
+                        "N/A: no NVSwitch fabric"))
+
+
+def _not_ready_802(snapshot: Snapshot, running: bool = False) -> tuple[str, tuple[Fix, ...]]:
+    """The message and fixes of a program's error 802 (cudaErrorSystemNotReady) with nothing about the service itself.
+    CUDA's runtime API says what 802 means: the system is not yet ready, verify that all required driver daemons are
+    running. On an NVSwitch system that daemon is Fabric Manager (its user guide), so the platform the evidence shows
+    decides how firmly the cause is named: an NVSwitch system names it; GPUs of no NVSwitch board leave it the
+    hypothesis, with the looks that decide it and no install; a platform not shown names it as the usual cause there,
+    with the same looks first. With the service shown running, the GPUs did not join the fabric it set up: reset them
+    and restart it (DigitalOcean's guide to error 802 on its eight-H100 Droplets)."""
+    from gpuhealth.parsers.platform import nvswitch_platform, off_nvswitch
+
+    what = "CUDA reports the system not yet initialised (error 802, cudaErrorSystemNotReady)"
+    if running:
+        return (f"{what} while nvidia-fabricmanager is active: the GPUs have not joined the fabric it set up (a GPU "
+                "reset or a Fabric Manager restart left them out, or its version differs from the driver's)",
+                (_DECIDE_802[1], Fix("sudo nvidia-smi -r", "any", disruptive=True,
+                                     note="resets the GPUs (and NVSwitches); no process may hold them"),
+                 Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),
+                 Fix("sudo tail -n 50 /var/log/fabricmanager.log", "any",
+                     note="a version line ('driver interface version ... don't match') says to align the versions")))
+    platform = nvswitch_platform(snapshot)
+    if platform is not None:
+        told = " (the reporter's words)" if platform.reported else ""
+        return (f"{what} on {platform.name} ({one_line(platform.shown)[:80]}{told}): Fabric Manager is not running "
+                "or not of the driver's version, and CUDA does not start on an NVSwitch system until it has set the "
+                "fabric up", _DECIDE_802 + table_fixes("GH210"))
+    off = off_nvswitch(snapshot)
+    if off is not None:
+        return (f"{what}: CUDA waits for a driver daemon that is not running. On an NVSwitch system (HGX/DGX) that is "
+                f"Fabric Manager, but {one_line(off)}, GPUs of no NVSwitch board, so Fabric Manager is only the "
+                "hypothesis (a VM given part of an HGX board would show its SXM GPUs): the two looks below decide it",
+                _DECIDE_802)
+    return (f"{what}: CUDA waits for a driver daemon that is not running; on an NVSwitch system (HGX/DGX: eight "
+            "SXM GPUs, cloud instances such as p4d/p5, ND A100 v4/ND H100 v5, a2/a3) that is Fabric Manager, not "
+            "running or not of the driver's version. Which GPUs this host has is not in the evidence: the two looks "
+            "below decide it",
+            _DECIDE_802 + table_fixes("GH210"))
 
 
 def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | None:
@@ -521,7 +596,8 @@ _NVLINK5 = lazy_re(r"\bG?B[23]00\b")
 
 
 def _fabric_states(unjoined: list[Gpu]) -> Evidence:
-    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index} ({g.name}): State: {g.fabric_state}"
+    return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index}{f' ({g.name})' if g.name else ''}: State: "
+                                                    f"{g.fabric_state}"
                                                     for g in unjoined[:MAX_LINES]))
 
 
@@ -537,10 +613,78 @@ def _gpus_not_in_fabric(unjoined: list[Gpu], logged: list[MessageLine]) -> Draft
                  explains=("GH610", "GH605", "GH408", "GH806"))
 
 
-def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: list[Gpu]) -> Draft:
-    """NV_WARN_NOTHING_TO_DO (Fabric Manager found no NVSwitch) on NVLink 5 GPUs, or beside GPUs waiting to join the
-    fabric. On NVLink 5 systems the NVSwitches are reached through the NVLink Subnet Manager, which then is not
-    running; elsewhere the NVSwitches are missing from the PCI bus or their driver did not take them."""
+# Fabric Manager's package: Debian's and the CUDA repository's nvidia-fabricmanager-<branch> (nvidia-fabricmanager from
+# R580), RHEL's nvidia-fabric-manager (NVIDIA Fabric Manager User Guide, Installation)
+_FM_PACKAGE = lazy_re(r"^nvidia-fabric-?manager(?:-\d{3})?$")
+
+
+def _version_mismatch(snapshot: Snapshot) -> tuple[str, str, str, str] | None:
+    """(Fabric Manager's version, where it was read, the loaded driver's, where) when a program's output shows both
+    and they differ: Fabric Manager checks the driver's version at start and exits on any other (its user guide).
+    Its own log's version line first, then its installed package."""
+    from gpuhealth.checks.cuda import module_version
+    from gpuhealth.checks.driver import driver_version_of
+
+    driver = module_version(snapshot)
+    if not driver:
+        return None
+    found: tuple[str, str] | None = None
+    if snapshot.cuda and snapshot.cuda.fabricmanager_version:
+        found = (snapshot.cuda.fabricmanager_version, "Fabric Manager's log")
+    for package in snapshot.host_env.packages if snapshot.host_env and not found else ():
+        version = driver_version_of(package.version)
+        if version and _FM_PACKAGE.match(package.name):
+            found = (version, f"{package.name} {package.version}")
+            break
+    if found is None or found[0] == driver:
+        return None
+    where = ("/proc/driver/nvidia/version" if snapshot.driver and snapshot.driver.version
+             else snapshot.sources.get("smi", "nvidia-smi"))
+    return found[0], found[1], driver, where
+
+
+def _versions_differ(snapshot: Snapshot, mismatch: tuple[str, str, str, str], lines: list[MessageLine],
+                     state: str | None, errors: tuple[str, ...], switch: bool | None) -> Draft:
+    """Fabric Manager of another version than the loaded driver: it does not start. A fault wherever Fabric Manager is
+    needed (an NVSwitch board shown, its unit down, its errors, CUDA's 802); with no platform shown, a warning that
+    names the condition; with GPUs of no NVSwitch board, information (it is not needed there)."""
+    from gpuhealth.parsers.platform import off_nvswitch
+
+    fm, fm_where, driver, driver_where = mismatch
+    down = bool(state) and state.split()[0] in _NOT_RUNNING
+    off = off_nvswitch(snapshot)
+    if switch or lines or errors or down:
+        severity = Severity.CRITICAL
+    else:
+        severity = Severity.INFO if off else Severity.WARNING
+    message = (f"Fabric Manager {fm} is not the loaded driver's version ({driver}): it checks the driver's version at "
+               "start and exits on any other, and on an NVSwitch system CUDA reports 'system not yet initialized' "
+               "(802) until it runs")
+    if off:
+        message += f"; {one_line(off)}, GPUs of no NVSwitch board, which need no Fabric Manager"
+    evidence = (Evidence(fm_where, (f"Fabric Manager {fm}",)), Evidence(driver_where, (f"driver {driver}",)))
+    return Draft(severity, message, evidence=evidence + line_evidence(lines),
+                 fixes=table_fixes("GH210", kind="fm-driver-interface-mismatch"),
+                 explains=("GH610", "GH605", "GH408", "GH806"))
+
+
+def _shown_nvswitch_board(snapshot: Snapshot) -> str | None:
+    """The NVSwitch system a program's output shows (eight SXM GPUs of one board, NVSwitches on the bus, a system or
+    instance name printed), in words; None when none is shown or only a person's words name one."""
+    from gpuhealth.parsers.platform import nvswitch_platform
+
+    platform = nvswitch_platform(snapshot)
+    if platform is None or platform.reported:
+        return None
+    return f"{platform.name} ({one_line(platform.shown)[:80]})"
+
+
+def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: list[Gpu],
+                      board: str | None = None) -> Draft:
+    """NV_WARN_NOTHING_TO_DO (Fabric Manager found no NVSwitch) on NVLink 5 GPUs, beside GPUs waiting to join the
+    fabric, or on a system the evidence shows to be an NVSwitch board. On NVLink 5 systems the NVSwitches are reached
+    through the NVLink Subnet Manager, which then is not running; elsewhere the NVSwitches are missing from the PCI bus
+    or their driver did not take them (or Fabric Manager runs where they are not: a VM given the GPUs only)."""
     evidence = (Evidence("Fabric Manager", tuple(nothing_to_do[:MAX_LINES])),)
     evidence += (_fabric_states(unjoined),) if unjoined else ()
     explains = ("GH610", "GH605", "GH408", "GH806")
@@ -550,10 +694,12 @@ def _no_nvswitch_seen(snapshot: Snapshot, nothing_to_do: list[str], unjoined: li
                      "ib_umad), so nvlsm is not installed or not running; the GPUs stay out of the fabric and CUDA "
                      "reports 'system not yet initialized' (802)",
                      evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvlsm-missing"), explains=explains)
-    return Draft(Severity.CRITICAL, f"Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) while {len(unjoined)} "
-                 "GPU(s) wait to join the NVLink fabric: the NVSwitches are missing from the PCI bus or their driver "
-                 "did not take them (on NVLink 5 systems: the NVLink Subnet Manager is not running), and CUDA reports "
-                 "'system not yet initialized' (802) until they are set up",
+    where = (f"while {len(unjoined)} GPU(s) wait to join the NVLink fabric" if unjoined
+             else f"on {board}, whose GPUs talk through NVSwitches")
+    return Draft(Severity.CRITICAL, f"Fabric Manager found no NVSwitch (NV_WARN_NOTHING_TO_DO) {where}: the NVSwitches "
+                 "are missing from the PCI bus or their driver did not take them (on NVLink 5 systems: the NVLink "
+                 "Subnet Manager is not running; in a VM given the GPUs only, Fabric Manager belongs on the host), "
+                 "and CUDA reports 'system not yet initialized' (802) until they are set up",
                  evidence=evidence, fixes=table_fixes("GH210", kind="fm-nvswitch-topology-mismatch"),
                  explains=explains)
 

@@ -261,7 +261,14 @@ def ecc_uncorrectable(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     (GH301) fold under this finding. Per GPU: errors on two GPUs are two one-offs, not a recurrence. A single
     double-bit error with its recorded repair (Xid 48 then 63, "reboot to activate") is a one-off: GH301 reports
     it with the reset. Xids a person names in words give at most a warning, and only the failure Xids count
-    there (words show no driver load between two errors).
+    there (words show no driver load between two errors). A memory fault the reporter tells in words is failing
+    memory too: the error back after the reset or reboot that applies the repair ("a new row failed again after a
+    reboot"), remapped rows or retired pages that keep growing ("grew from 11 to 12"), a row remapping failure
+    ("Remapping Failure Occurred: Yes" in a sentence). With only words it is a warning that leads the Xids named
+    beside it; beside a kernel log showing one GPU's memory Xids it is that GPU's, machine-shown. A question, a
+    supposition ("if it comes back after a reset") or a denial is not read, nor a recurrence of another Xid. Words
+    that name memory Xids of two GPUs decide neither; a line naming a GPU's PCI address makes its Xids that GPU's; the
+    GPUs' own "Remapping Failure Occurred: No" wins over a failure told.
 
     Why it matters:
     An uncorrectable error in this boot (volatile count above 0) means data on the GPU was lost: the
@@ -820,13 +827,21 @@ def fan_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip
     or the board. On servers, compare with the BMC's fan sensors (`sudo ipmitool sdr type Fan`).
 
     Exceptions:
-    Passively cooled data-centre GPUs report `N/A`, not `ERR!`, and are not reported.
+    Passively cooled data-centre boards (Tesla P4/P40/T4, A2/A10/A16/A30/A40, L4/L40, the PCIe A100/H100:
+    knowledge/gpu_models.csv, from their product briefs) have no fan of their own: the Fan column of such a GPU,
+    `N/A` or `ERR!`, reads no fan that could fail, and is not reported. The board is known by the name nvidia-smi
+    prints, never from words alone.
     """
+    from gpuhealth.knowledge.gpu_models import model_named
+
     gpus = seen_gpus(snapshot)
     for seen in gpus:
         gpu = seen.gpu
         if not gpu.fan_error:
             continue
+        board = model_named(gpu.name) if gpu.name else None
+        if board is not None and board.passive:
+            continue  # no fan of its own: ERR! reads none
         temp = f"GPU Current Temp: {gpu.temperature_c:g} C" if gpu.temperature_c is not None else None
         yield Draft(Severity.WARNING, "The GPU's fan reports an error (ERR!)", subject=seen.subject,
                     evidence=(Evidence(seen.source("fan_error"), tuple(x for x in ("Fan: ERR!", temp) if x)),),

@@ -552,6 +552,14 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
     Secure Boot in the firmware also works where that is allowed.
 
+    A module signed by a key that is not among the enrolled ones (its `modinfo` signer against the names
+    `mokutil --list-enrolled` shows) is refused however many keys are enrolled: it was built before the key was made,
+    or signed by another tool's key; it must be rebuilt or signed again with the enrolled key.
+    Kernel lockdown refuses such a module as Secure Boot does, with or without it (`lockdown=integrity` on the
+    command line, a kernel configured to lock down): "Kernel is locked down from ..." at boot, or
+    /sys/kernel/security/lockdown with its level in brackets, makes modprobe's "Operation not permitted" for nvidia
+    the refusal (security/lockdown/lockdown.c; kernel/module/signing.c asks it for LOCKDOWN_MODULE_SIGNATURE).
+
     Exceptions:
     Secure Boot with the nvidia module loaded is fine (it is signed by a trusted key). Critical when
     the module on disk is unsigned, the kernel log shows a rejection, or Secure Boot is enabled and the
@@ -561,7 +569,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     lines in the same log (the nvidia module ran, so its signature was accepted), they concern another module.
     The reporter's words ("Secure Boot is enabled", "cannot load because of Secure Boot", "the MOK is not
     enrolled", "the module is not signed") count where no program's output gives the state; the finding then
-    quotes them and stays a warning.
+    quotes them and stays a warning. So does lockdown in words ("with kernel lockdown set to integrity", "the kernel
+    is locked down", "lockdown=confidentiality in our AMI"; "lockdown is none" and the past "disabled lockdown and it
+    works" lock nothing): beside a program's "Operation not permitted" for nvidia, which is what it explains, it is
+    as grave as that line.
     """
     if snapshot.pci_devices is not None:
         skip = _target(snapshot)
@@ -586,7 +597,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     # enforced signatures, so the state need not be known for the finding (and its signing fixes)
     refusals = [m for m in failures if m.signature and signature(m.signature).cause == "secure-boot-refused"
                 and "nvidia" in m.line.lower()]
-    if install.secure_boot is None and not log_lines and not untrusted and not refusals:
+    # lockdown (lockdown= on the command line, the kernel's configuration, or Secure Boot) refuses a module without a
+    # trusted signature as Secure Boot does: modprobe's "Operation not permitted"
+    locked = install.lockdown in ("integrity", "confidentiality")
+    if install.secure_boot is None and not locked and not log_lines and not untrusted and not refusals:
         if _logged(snapshot, lambda sig: sig.cause == "secure-boot-refused", other_modules=True):
             return  # the log's refusals were judged: another module's, or nvidia is loaded
         yield Skip(_unavailable(snapshot, "install_secure_boot") if snapshot.install is not None
@@ -597,13 +611,16 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     unknown_state = install.secure_boot is None
     # mokutil --test-key: shim does not trust the signing key (yet): modules signed with it are refused
     key_refused = install.signing_key_state in ("not-enrolled", "pending", "blocked") and loaded is not True
+    eperm = [m for m in failures if "Operation not permitted" in m.line]
     if not log_lines and not refusals and not (enabled and (not_loaded or untrusted or key_refused)) and not (
-            untrusted and unknown_state):
+            untrusted and unknown_state) and not (locked and eperm):
         return
     evidence = []
     if install.secure_boot:
         evidence.append(Evidence(install.secure_boot_source or "mokutil --sb-state",
                                  (f"SecureBoot {install.secure_boot}",)))
+    if locked and install.lockdown_source:
+        evidence.append(Evidence(install.lockdown_source, (f"lockdown: {install.lockdown}",)))
     if log_lines or untrusted:
         evidence.append(Evidence(snapshot.kernel_log.source if snapshot.kernel_log else "kernel log",
                                  tuple(dict.fromkeys(log_lines + untrusted))[:3]))
@@ -615,14 +632,34 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             f"filename: {install.module_file}",
             f"signer: {install.module_signer}" if install.module_signer else "no signature")))
     unsigned = install.module_signer == ""
-    eperm = [m for m in failures if "Operation not permitted" in m.line]
-    refused = bool(log_lines or refusals or unsigned
-                   or (enabled and (eperm or untrusted or (key_refused and not_loaded))))
-    if log_lines:
+    # the module's signer against the enrolled MOKs (modinfo's signer, mokutil --list-enrolled): signed by none of
+    # them, it is refused under Secure Boot (signed with another key than the one enrolled)
+    enrolled = install.enrolled_keys
+    foreign = bool(install.module_signer and enrolled is not None
+                   and install.module_signer.casefold() not in {name.casefold() for name in enrolled})
+    if install.module_signer and enrolled is not None:
+        evidence.append(Evidence(install.enrolled_keys_source or "mokutil --list-enrolled", (
+            f"signer: {install.module_signer}", *(f"enrolled: {name}" for name in enrolled[:4]))))
+    refused = bool(log_lines or refusals or unsigned or (locked and eperm)
+                   or (enabled and (eperm or untrusted or (key_refused and not_loaded) or (foreign and not_loaded))))
+    if foreign and (refusals or log_lines or (enabled and not_loaded)):
+        message = (f"The nvidia module is signed by '{install.module_signer}', which is none of the enrolled keys "
+                   "(mokutil --list-enrolled): Secure Boot refuses it. It was signed with another key than the one "
+                   "enrolled (built before that key was made, or signed by another tool's key): rebuild or sign it "
+                   "again with the enrolled key")
+    elif enrolled and install.module_signer and (refusals or log_lines):
+        message = (f"The nvidia module is signed by '{install.module_signer}', an enrolled key, and is still refused: "
+                   "the kernel has not taken that key in (enrolment not confirmed at boot, or another certificate of "
+                   "the same name); mokutil --test-key on the key's certificate tells")
+    elif log_lines:
         message = "The kernel rejected an unsigned or untrusted module signature"
     elif refusals and unknown_state:
         message = ("The kernel refused to load the nvidia module: it is not signed with a key the kernel trusts "
                    "(Secure Boot or lockdown enforces module signatures)")
+    elif refusals and not key_refused:  # the refusal is shown: it is named, not the guess that the module needs a key
+        message = (f"Secure Boot is {install.secure_boot} and the kernel refused to load the nvidia module: it is not "
+                   "signed with a key the kernel trusts" + ("" if enabled else " (lockdown or the kernel's "
+                                                            "configuration enforces module signatures)"))
     elif enabled and key_refused:
         message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
         if install.signing_key_source and install.signing_key_source.endswith("(the reporter's words)"):
@@ -630,6 +667,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     elif enabled and eperm:
         message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
                    "locked-down kernel refuses modules not signed by an enrolled key")
+    elif locked and eperm:
+        told = ", in the reporter's words" if (install.lockdown_source or "").endswith("(the reporter's words)") else ""
+        message = (f"The kernel is locked down ({install.lockdown}{told}) "
+                   "and loading the module failed with 'Operation not permitted': lockdown refuses modules without a "
+                   "signature the kernel trusts")
     elif enabled and untrusted:
         message = "Secure Boot is enabled and the kernel does not trust the module's signer: it refuses to load it"
     elif untrusted:
@@ -645,12 +687,20 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    "so the module loads only if it is signed with that key (modinfo -F signer nvidia)")
     else:
         message = "Secure Boot is enabled and the nvidia module is not loaded: the module must be signed"
+    enrol = _certificate_fixes(snapshot, install) if refused and not foreign else ()
+    if enrol:
+        message = (f"Secure Boot refuses the nvidia module, which DKMS signed with {install.signing_certificate}: "
+                   "the kernel does not trust that key yet; it must be enrolled as a MOK (mokutil --import, confirmed "
+                   "in the MOK manager at the next boot, on the console)")
+    if enrol and install.signing_certificate_source:
+        evidence.append(Evidence(install.signing_certificate_source,
+                                 (f"Public certificate (MOK): {install.signing_certificate}",)))
     yield Draft(
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
-        fixes=(
+        fixes=enrol or (
             *_key_fixes(install),
             # the modprobe that would confirm it, unless its refusal is already in the evidence
-            *(() if refusals else (Fix("sudo modprobe nvidia", "any",
+            *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
             # a new key, its enrollment, the signing loop, the load (knowledge/fixes.csv); the Secure Boot state is
             # not asked for when the evidence already shows it enforced
@@ -661,11 +711,35 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     )
 
 
+# shim's MOK manager asks for the import's password on the machine's console at the next boot (no keyboard there, a
+# remote server: its BMC's remote console); a fix script cannot do that step, so every enrolment says so
+CONSOLE = "at the next boot, on the machine's console (a remote server: its BMC's remote console)"
+_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated"})
+
+
+def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, ...]:
+    """DKMS's build named the certificate it signs modules with ("Public certificate (MOK): PATH") and mokutil was not
+    asked about it: the refused module is signed with that key, so enrolling it is the fix (no new key, no signing by
+    hand). Not when DKMS said it could not sign: then the module is unsigned and the generic route stands."""
+    if install.signing_certificate is None or install.signing_key_state is not None:
+        return ()
+    if any(m.signature in _UNSIGNED_BUILD for m in snapshot.messages or ()):
+        return ()
+    return (
+        slotted("mokutil --test-key {keyfile}", note="says whether the key DKMS signs with is enrolled",
+                keyfile=install.signing_certificate),
+        slotted("sudo mokutil --import {keyfile}", keyfile=install.signing_certificate,
+                note=f"DKMS signs the modules it builds with this key; set a one-time password, then {CONSOLE} "
+                     "choose 'Enroll MOK' and type it (mokutil says so if the key is already enrolled)"),
+        replace(REBOOT, note=f"enroll the key in the MOK manager {CONSOLE}; the modules DKMS signed load after it"),
+    )
+
+
 def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
         return ()
-    confirm = "choose 'Enroll MOK' in the blue MOK manager at the next boot and type the password set at import"
+    confirm = f"choose 'Enroll MOK' in the blue MOK manager {CONSOLE} and type the password set at import"
     if install.signing_key_state == "pending":
         return (replace(REBOOT, note=confirm),)
     return (slotted("sudo mokutil --import {keyfile}", note=f"set a one-time password; {confirm}",

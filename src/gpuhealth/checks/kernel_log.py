@@ -123,7 +123,8 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     What:
     `NVRM: Xid` lines in the kernel log, grouped per GPU (by PCI address) and Xid code, with count,
     first and last time, and NVIDIA's meaning and recommended action from the Xid catalogue.
-    Xid 79 (fallen off the bus) is reported by GH302.
+    Xid 79 (fallen off the bus) is reported by GH302. A detail Xid, whose catalogue row gives no action but
+    "see Xid N" (171 and 172: the DRAM or SRAM of an Xid 48), is told in Xid N's finding on the same GPU.
 
     Why it matters:
     An Xid is the driver reporting a GPU error. Some are the application's fault (13, 31, 43, 45), some
@@ -152,9 +153,12 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         if code is not None:
             codes_by_gpu[address] |= {code}
     for (address, code), events in sorted(found.items(), key=lambda item: (item[0][0] or "", item[0][1] or 0)):
-        if code == 79 or code is None:
-            continue
+        if code == 79 or code is None or _detail_of(code) in codes_by_gpu[address] - {code}:
+            continue  # a detail Xid ("see Xid 48") is told in its Xid's finding on the same GPU: one fault, one finding
         info = xid_catalogue.lookup(code)
+        details = sorted(c for c in codes_by_gpu[address] if c != code and _detail_of(c) == code)
+        shown = list(samples(events))
+        shown += [line for detail in details for line in samples(found[(address, detail)]) if line not in shown]
         # what to do and what it does to the node: the Xid's row (xid_actions.csv), told the other Xids of this GPU
         repair, impact = of_xid(info, codes_by_gpu[address] - {code})
         subject = snapshot.gpu_subject(address)
@@ -166,11 +170,32 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         fixes = tuple(filled(f, index=subject.gpu_index) for f in ACTION_FIXES.get(action, ()))
         yield Draft(
             as_reported(snapshot, severity),
-            f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_when(snapshot, events)}"
-            f" - next: {xid_catalogue.action_in_words(action)}",
-            subject=subject, evidence=(Evidence(snapshot.kernel_log.source, samples(events)),),
+            f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_detail_words(details)}"
+            f"{_when(snapshot, events)} - next: {xid_catalogue.action_in_words(action)}",
+            subject=subject, evidence=(Evidence(snapshot.kernel_log.source, tuple(shown)),),
             fixes=fixes, labels={"xid": str(code)}, last_seen=last_seen(events), action=repair, impact=impact,
         )
+
+
+# NVIDIA's Xid catalogue gives a detail Xid no action of its own, only "see Xid N" (171 and 172: the DRAM or SRAM of an
+# Xid 48's uncorrectable error)
+_SEE_XID = lazy_re(r"(?i)^see Xid (\d{1,3})$")
+
+
+def _detail_of(code: int) -> int | None:
+    """The Xid whose detail Xid ``code`` is (its catalogue row's investigation says "see Xid N"), or None."""
+    info = xid_catalogue.lookup(code)
+    found = _SEE_XID.match(info.investigatory_action.strip()) if info else None
+    return int(found[1]) if found else None
+
+
+def _detail_words(details: list[int]) -> str:
+    """The detail Xids told in their Xid's finding: ' (with Xid 171: the uncorrectable error is in DRAM)'."""
+    said = []
+    for code in details:
+        info = xid_catalogue.lookup(code)
+        said.append(f"Xid {code}: {info.meaning.split(': ', 1)[-1]}" if info else f"Xid {code}")
+    return f" (with {'; '.join(said)})" if said else ""
 
 
 @check("GH302", "gpu-fallen-off-bus", "A GPU has fallen off the bus", requires=("kernel_log",))
@@ -204,7 +229,8 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes("GH302"),
             # GH308: the driver's own errors after a GPU is lost (RC all channels, sanity checks failed) follow from it
-            explains=("GH102", "GH203", "GH204", "GH301", "GH305", "GH308"),
+            # GH608: a program's GPU index that is gone because the GPU is (invalid device ordinal)
+            explains=("GH102", "GH203", "GH204", "GH301", "GH305", "GH308", "GH608"),
             # the Xid it stands on when the driver logged one (some drivers print only "fallen off the bus"); each
             # group of the tally gives at least its first line to the samples
             labels={"xid": "79"} if any(e.xid == 79 for e in found.samples) else {},
@@ -489,10 +515,14 @@ def memory_faults(snapshot: Snapshot) -> Iterator[Draft]:
                        keep=lambda g: g.xid in roles and roles[g.xid].role == wanted)
 
     failed, uncorrectable = of_role("failure"), of_role("uncorrectable")
-    for address in sorted(failed.keys() | uncorrectable.keys(), key=lambda a: a or ""):
+    told = _told_memory(log, failed, uncorrectable, _remap_failure_shown(snapshot))
+    for address in sorted(failed.keys() | uncorrectable.keys() | told.keys(), key=lambda a: a or ""):
         failure = failed.get(address)
-        # words show no driver load between two errors: only a failure Xid counts there
+        # words show no driver load between two errors: only a failure Xid, or the fault told in words, counts there
         recurred = None if log.reported else _after_reload(log, address, uncorrectable.get(address), roles)
+        if address in told:
+            yield _told_draft(snapshot, address, told[address], roles, (failure, uncorrectable.get(address)))
+            continue
         if failure is None and recurred is None:
             continue
         codes = sorted({e.xid for e in failure.samples if e.xid is not None}) if failure else []
@@ -527,6 +557,85 @@ def _memory_draft(snapshot: Snapshot, address: str | None, codes: list[int], rea
         fixes=tuple(filled(f, index=subject.gpu_index) for f in MEMORY_FIXES),
         explains=("GH301",),  # the Xids of that GPU are its symptoms: one cause, not a list of Xids
         labels={"xid": str(codes[0])}, last_seen=last_seen(tally),
+        action="contact_support", impact="gpu_unusable",
+    )
+
+
+_TOLD_WHY = {  # what each told fact means, after NVIDIA's documents (knowledge/memory_faults.csv's sources)
+    "remap-failed": "a row remapping failure (no spare row left for the failed memory): NVIDIA's RMA criterion",
+    "grew": "its remapped rows or retired pages keep growing: each one is another uncorrectable error in its memory",
+    "recurred": "the memory error came back after the reset or reboot that applies the GPU's memory repair: memory "
+                "the repair did not cure",
+}
+_TOLD_SOURCE = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
+
+
+def _remap_failure_shown(snapshot: Snapshot) -> bool | None:
+    """Whether the GPUs' own row remapper (nvidia-smi -q, NVML) shows a remapping failure; None where none says."""
+    known = [g.remapped_rows_failure for g in snapshot.gpus if g.remapped_rows_failure is not None]
+    return any(known) if known else None
+
+
+def _told_memory(log: Any, failed: dict[Any, Tally], uncorrectable: dict[Any, Tally],
+                 remap_failure: bool | None) -> dict[Any, list[KernelEvent]]:
+    """The memory faults the reporter tells in words (parsers/reported_xids.memory_told), per GPU address: with Xids
+    named in words, of the GPU they name (reported Xids name none); beside a machine's log, of the one GPU whose
+    memory Xids it shows (none where it shows none, or several: the words then decide nothing). A recurrence after a
+    reset counts where its sentence names memory or a memory Xid is in the evidence, and names no other Xid."""
+    from gpuhealth.parsers.reported_xids import MEMORY_TOLD, RECURRED, REMAP_FAILED, names_memory
+
+    # the GPUs' own "Remapping Failure Occurred: No" wins over a failure told in words
+    events = [e for e in log.events if e.kind == MEMORY_TOLD and not (e.detail == REMAP_FAILED
+                                                                      and remap_failure is False)]
+    shown = failed.keys() | uncorrectable.keys()
+    if not events or len(shown) > 1 or (not log.reported and not shown):
+        return {}  # words that tell no GPU decide nothing between two, nor against a log of no memory Xid
+    memory = {e.xid for tally in (*failed.values(), *uncorrectable.values()) for e in tally.samples}
+    others = {e.line_number for e in log.events if e.kind == "xid" and e.xid not in memory}  # "Xid 79 came back"
+
+    def memory_recurred(event: KernelEvent) -> bool:
+        return names_memory(event.message) or (bool(memory) and event.line_number not in others)
+
+    kept = [e for e in events if e.detail != RECURRED or memory_recurred(e)]
+    if not kept:
+        return {}
+    address = next(iter(shown)) if shown else None
+    return {address: kept}
+
+
+def _told_draft(snapshot: Snapshot, address: str | None, told: list[KernelEvent], roles: dict,
+                found: tuple[Tally | None, ...]) -> Draft:
+    """GH403's finding for a GPU whose failing memory the reporter tells (a recurrence after a reset, a growing count
+    of remapped rows or retired pages, a remap failure): the documented consequence, the GPU's Xids folded under it.
+    Words alone stay a warning (as_reported); beside a log that shows the GPU's memory Xids it is machine-shown."""
+    tally = Tally()
+    for part in found:
+        if part is not None:
+            tally.merge(part)
+    xids = [e for e in snapshot.kernel_log.events if e.kind == "xid" and e.xid in roles
+            and (e.pci_address == address or snapshot.kernel_log.reported)]
+    codes = sorted({e.xid for e in xids if e.xid is not None})
+    details = list(dict.fromkeys(e.detail for e in told if e.detail in _TOLD_WHY))
+    said = "named" if snapshot.kernel_log.reported else "logged"
+    failures = [f"Xid {c}: {roles[c].why.split(':')[0]}" for c in codes if roles[c].role == "failure"]
+    reasons = ([f"Xid {', '.join(map(str, codes))} {said}"] if codes else []) + failures + [_TOLD_WHY[d]
+                                                                                           for d in details]
+    lines = list(dict.fromkeys([f"{e.line_number}: {e.line}" if e.line_number else e.line
+                                for e in sorted((*told, *xids), key=lambda e: e.line_number or 0)]))[:6]
+    subject = snapshot.gpu_subject(address)
+    sources = sorted({*(roles[c].source_url for c in codes), _TOLD_SOURCE})
+    return Draft(
+        as_reported(snapshot, Severity.CRITICAL),
+        f"GPU {address or '(address not named)'}: its memory is failing: {'; '.join(reasons)}"
+        f" ({REPORTED_WORDS if snapshot.kernel_log.reported else 'told in words beside the logged Xids'})"
+        " - next: drain it, reset it, run the field diagnostic and replace the board (RMA) when it confirms",
+        subject=subject,
+        evidence=(Evidence(snapshot.kernel_log.source if snapshot.kernel_log.reported
+                           else f"{snapshot.kernel_log.source} and the reporter's words", tuple(lines)),
+                  Evidence("NVIDIA", tuple(sources))),
+        fixes=tuple(filled(f, index=subject.gpu_index) for f in MEMORY_FIXES),
+        explains=("GH301",),
+        labels={"xid": str(codes[0])} if codes else {}, last_seen=last_seen(tally),
         action="contact_support", impact="gpu_unusable",
     )
 

@@ -59,9 +59,10 @@ def setup_inventory_only(snapshot: Snapshot, expect: Expectations) -> Iterator[D
     """
     What:
     Everything `gpuhealth analyze` read only inventories the setup: a package listing (`dpkg -l`,
-    `rpm -qa`, `dnf list installed`, `pip list`, `conda list`), `/etc/os-release`, `uname`, or a
-    tool's version (`gcc --version`, `nvcc --version`). It was read, and the checks that compare
-    versions used it, but nothing in it shows a GPU, the driver loaded or a program running.
+    `rpm -qa`, `dnf list installed`, `pip list`, `conda list`), `/etc/os-release`, `uname`, a
+    tool's version (`gcc --version`, `nvcc --version`), or a program's text (a script or Dockerfile:
+    the GPUs it chooses, the wheel it pins, the image it builds on). It was read, and the checks that
+    compare versions used it, but nothing in it shows a GPU, the driver loaded or a program running.
 
     Why it matters:
     A clean package listing says which driver is installed, not that it loads or that the GPUs work,

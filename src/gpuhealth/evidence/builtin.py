@@ -47,6 +47,16 @@ _DKMS_WORDS = ("added", "built", "installed", "broken")  # a status line holds o
 _MOKUTIL = lazy_re(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
                       r"EFI variables are not supported on this system|"
                       r"^\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment request)\s*$", re.M)
+# mokutil --list-enrolled: each key opens with "[key N]" then its "SHA1 Fingerprint:" (lcp/mokutil src/efi_x509.c)
+_MOK_LIST = guarded_re(r"^\[key 1\]\s*\n\s*SHA1 Fingerprint: ", re.M, may=has("SHA1 Fingerprint: "))
+_CERT_NAME_LINE = guarded_re(r"^(?:Subject|Issuer):.{0,300}\bCN ?=", may=has("CN"))
+
+
+def _cert_names_only(text: str) -> bool:
+    """A listing cut to its certificates' names ("mokutil --list-enrolled | grep Subject"); read as mokutil's only
+    where the piece's command says so (module_key_lines), else it stays unread."""
+    lines = content_lines(text[:4096])
+    return 0 < len(lines) <= 20 and all(_CERT_NAME_LINE.search(line.strip()) for line in lines)
 _CMDLINE_KEYS = ("BOOT_IMAGE=", "root=", "initrd=")
 
 
@@ -81,11 +91,12 @@ def _smi_table(text: str, source: str) -> dict[str, Any]:
 
 
 # Some bug reports hold only the page-retirement / row-remapping sections of `nvidia-smi -q`; people paste the
-# link block alone (`nvidia-smi -q | grep -A8 "GPU Link Info"`, or `-q -d PCI` from below its GPU header line).
+# link block alone (`nvidia-smi -q | grep -A8 "GPU Link Info"`, or `-q -d PCI` from below its GPU header line), or
+# the GPUs' fabric registration (`nvidia-smi -q | grep -A2 -i fabric`: "Fabric", then "State : Completed").
 _SMI_QUERY_SECTION = guarded_re(r"^\s*(?:Pending Page Blacklist|Remapped Rows|Retired Pages|SRAM Uncorrectable|"
-                                r"GPU Link Info\s*$)",
+                                r"GPU Link Info\s*$|Fabric\s*\n\s+State\s+: )",
                                 re.M, may=has("Pending Page Blacklist", "Remapped Rows", "Retired Pages",
-                                              "SRAM Uncorrectable", "GPU Link Info"))
+                                              "SRAM Uncorrectable", "GPU Link Info", "Fabric"))
 
 
 # `nvidia-smi -q | grep -i version`: the host's lines in column 0, padded to the key column before " : "
@@ -248,11 +259,13 @@ def _lspci(text: str, source: str) -> dict[str, Any]:
 
 
 @evidence_kind("mokutil", commands=(r"mokutil\b",), priority=500,
-               recognise=lambda t: len(t) < 4096 and bool(_MOKUTIL.search(t)) and len(content_lines(t)) <= 4)
+               recognise=lambda t: (len(t) < 4096 and bool(_MOKUTIL.search(t)) and len(content_lines(t)) <= 4)
+               or bool(_MOK_LIST.search(t[:4096])) or _cert_names_only(t))
 def _mokutil(text: str, source: str) -> dict[str, Any]:
-    """``mokutil --sb-state`` (the Secure Boot state) or ``mokutil --test-key KEY`` (whether shim trusts the key:
-    analyze reads that line from every piece, so here it only makes the output count as read)."""
-    from gpuhealth.evidence.facts import signing_key_lines
+    """``mokutil --sb-state`` (the Secure Boot state), ``mokutil --test-key KEY`` (whether shim trusts the key) or
+    ``mokutil --list-enrolled`` (the enrolled keys' names): analyze reads the last two from every piece, so here they
+    only make the output count as read."""
+    from gpuhealth.evidence.facts import module_key_lines, signing_key_lines
     from gpuhealth.parsers.install import parse_mokutil_sb_state
 
     text = body(text)
@@ -262,6 +275,9 @@ def _mokutil(text: str, source: str) -> dict[str, Any]:
         key = signing_key_lines(text.splitlines(), source)
         if key:
             return key
+        enrolled = module_key_lines(text.splitlines(), source)  # the listing, or a grep of it its command names
+        if enrolled and enrolled["install"].enrolled_keys:
+            return enrolled
         raise
     return {"install": InstallState(secure_boot=state, secure_boot_source="mokutil --sb-state")}
 

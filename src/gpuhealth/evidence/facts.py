@@ -259,7 +259,9 @@ VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 _UNSET = lazy_re(r"(?:^|[;&|]\s{0,4})unset\s{1,4}(?P<names>[A-Z_]{1,40}(?:\s{1,4}[A-Z_]{1,40}){0,8})")
 _SHOWN_FILE = lazy_re(r"^(?:cat|less|more|head|bat)\s{1,4}(?P<path>[^\s;&|<>]{1,300})\s*$")
 _SOURCED = lazy_re(r"^(?:source|\.)\s{1,4}(?P<path>[^\s;&|<>]{1,300})\s*$")
-_SCRIPT_RUN = lazy_re(r"^(?:(?:ba|z|da)?sh\s{1,4})?(?P<path>[^\s;&|<>=]{0,300}\.sh)(?:\s|$)")
+_SCRIPT_RUN = lazy_re(r"^(?:(?:ba|z|da)?sh\s{1,4})?(?P<path>[^\s;&|<>=]{0,300}\.sh)(?:\s|$)|"
+                      r"^python(?:\d(?:\.\d{1,2})?)?(?:\s{1,4}-[uBOSEs]{1,4})*\s{1,4}(?P<py>[^\s;&|<>=-][^\s;&|<>=]{0,300}\.py)"
+                      r"(?:\s|$)")
 _ENV_SHOWN = lazy_re(r"^(?:env|printenv|export -p|declare -x)\b")  # commands that print the shell's environment
 
 
@@ -270,12 +272,12 @@ def _script_name(path: str) -> str:
 def visible_in_effect(blocks: list[tuple[str | None, str]], failing: int) -> dict[str, str | None]:
     """The visibility variables in effect for the command of ``blocks[failing]`` in a terminal session, as the shell
     gives them: an ``export`` (or an assignment standing alone) and ``unset`` hold for every later command, a
-    ``VAR=value command`` prefix and the assignments of a script the command runs (``bash run.sh``) only for that
-    command, a ``source``d script's for every later command. A script's assignments are known when the session shows
-    its text (``cat run.sh``), and what the shell holds where a command prints it (``env``, ``echo
-    $CUDA_VISIBLE_DEVICES``). The failing command's own output may show the program setting it (``os.environ[...]``
-    in its traceback): that is the innermost. A variable maps to None when unset, and is absent when the session does
-    not say."""
+    ``VAR=value command`` prefix and the assignments of a script the command runs (``bash run.sh``, or the
+    ``os.environ[...]`` of ``python train.py``) only for that command, a ``source``d script's for every later
+    command. A script's assignments are known when the session shows its text (``cat run.sh``), and what the shell
+    holds where a command prints it (``env``, ``echo $CUDA_VISIBLE_DEVICES``). The failing command's own output may
+    show the program setting it (``os.environ[...]`` in its traceback): that is the innermost. A variable maps to
+    None when unset, and is absent when the session does not say."""
     persistent: dict[str, str | None] = {}
     scripts: dict[str, dict[str, str]] = {}
     effect: dict[str, str | None] = {}
@@ -302,8 +304,8 @@ def visible_in_effect(blocks: list[tuple[str | None, str]], failing: int) -> dic
             persistent.update({name: None for name in unset["names"].split() if name in VISIBILITY_VARIABLES})
         if sourced := _SOURCED.match(text):
             persistent.update(scripts.get(_script_name(sourced["path"]), {}))
-        elif run := _SCRIPT_RUN.match(text):
-            own = {**scripts.get(_script_name(run["path"]), {}), **own}
+        elif run := _SCRIPT_RUN.match(text):  # a shell script's assignments, or a Python script's os.environ[...]
+            own = {**scripts.get(_script_name(run["path"] or run["py"]), {}), **own}
         if index == failing:  # the program's own setting, shown in its output, comes last
             own.update(env_lines(lines).get("env", {}))
         effect = {**persistent, **own}
@@ -311,14 +313,81 @@ def visible_in_effect(blocks: list[tuple[str | None, str]], failing: int) -> dic
 
 
 # A GPU index a program asks for: PyTorch's "cuda:3" (quoted, or a command-line value; not an image tag such as
-# nvidia/cuda:12.1 or a version), torch.cuda.set_device(3), .cuda(3), TensorFlow's "/gpu:3" and "/device:GPU:3", and
-# the usual command-line options (--gpu 3, --gpu_id 3, --device 3, --device cuda:3). `--gpus N` is a count: not read.
+# nvidia/cuda:12.1 or a version), torch.device("cuda", 3), torch.cuda.device(3), torch.cuda.set_device(3), .cuda(3),
+# TensorFlow's "/gpu:3" and "/device:GPU:3", and the usual command-line options (--gpu 3, --gpu_id 3, --device 3,
+# --device cuda:3). `--gpus N` is a count: not read.
 _DEVICE_ASKED = guarded_re(
-    r"""(?:(?<=["'\s=(])|^)cuda:(?P<a>\d{1,3})(?![\d.])|\bset_device\(\s*(?P<b>\d{1,3})\s*\)|"""
+    r"""(?:(?<=["'`\s=(])|^)cuda:(?P<a>\d{1,3})(?![\d.])|\bset_device\(\s*(?P<b>\d{1,3})\s*\)|"""
     r"""\.cuda\(\s*(?P<c>\d{1,3})\s*\)|/(?:device:)?[Gg][Pp][Uu]:(?P<d>\d{1,3})\b|"""
-    r"""(?<![\w-])--(?:gpu|gpu[_-]ids?|device)[= ](?:cuda:)?(?P<e>\d{1,3})(?![\d.,])""",
-    may=has_folded("cuda:", "set_device(", ".cuda(", "gpu:", "--gpu", "--device"))
+    r"""(?<![\w-])--(?:gpu|gpu[_-]ids?|device)[= ](?:cuda:)?(?P<e>\d{1,3})(?![\d.,])|"""
+    r"""\bdevice\(\s{0,4}["']cuda["']\s{0,4},\s{0,4}(?:index\s{0,2}=\s{0,2})?(?P<f>\d{1,3})\s{0,4}\)|"""
+    r"""\bcuda\.device\(\s{0,4}(?P<g>\d{1,3})\s{0,4}\)""",
+    may=has_folded("cuda:", "set_device(", ".cuda(", "gpu:", "--gpu", "--device", "device("))
 MAX_DEVICE_REQUESTS = 8
+# A list of GPU ids a program asks for, the highest of which must exist: PyTorch's DataParallel(device_ids=[0, 1])
+# (torch/nn/parallel/data_parallel.py checks each with torch.cuda.get_device_properties, which raises "Invalid device
+# id" for an id >= device_count()), Lightning's Trainer(gpus=[0, 1]) and the gpu_ids of many training scripts, in code
+# or on the command line (--gpu_ids 0,1, --gpus 0,1). A bare `--gpus 2` or `gpus=2` is a count in most programs: a
+# command-line list is read only with two entries or more.
+_ID_LIST_ASKED = guarded_re(
+    r"""\b(?:device_ids|gpu_ids|gpus)\s{0,2}=\s{0,2}[\[(]\s{0,2}(?P<code>\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,15})\s{0,2},?\s{0,2}[\])]|"""
+    r"""(?<![\w-])--(?:gpus|gpu[_-]ids|device[_-]ids)[= ]["']?(?P<cli>\d{1,3}(?:,\d{1,3}){1,15})(?![\d.])""",
+    may=has_folded("device_ids", "gpu_ids", "gpus", "gpu-ids", "device-ids"))
+# TensorFlow's refusals of a GPU it does not have, each with how many it has: XLA's Backend::stream_executor
+# ("Invalid device ordinal value (1). Valid range is [0, 0]."), the GPU device factory's check of
+# gpu_options.visible_device_list ("'visible_device_list' listed an invalid GPU id '2' but visible device count is
+# 1"; "Device id" in newer releases), and the placer's "Could not satisfy explicit device specification
+# '/device:GPU:1' because no devices matching that specification are registered in this process; available devices:
+# ..." (the devices it lists are those the process has; "because no supported kernel ..." is another failure: not read)
+_TF_ORDINAL = guarded_re(r"Invalid device ordinal value \((?P<index>\d{1,3})\)\. "
+                         r"Valid range is \[0, (?P<last>\d{1,3})\]", may=has("Invalid device ordinal value"))
+_TF_VISIBLE_LIST = guarded_re(r"'visible_device_list' listed an invalid (?:GPU|Device) id '(?P<index>\d{1,3})' but "
+                              r"visible device count is (?P<count>\d{1,3})", may=has("'visible_device_list' listed"))
+_TF_EXPLICIT = guarded_re(r"Could not satisfy explicit device specification '(?P<spec>[^'\s]{0,200}?"
+                          r"(?:device:)?GPU:(?P<index>\d{1,3}))' because no devices matching that specification are "
+                          r"registered in this process; available devices: (?P<devices>.{0,3000})",
+                          may=has("Could not satisfy explicit device specification"))
+_TF_GPU_DEVICE = lazy_re(r"/device:GPU:(\d{1,3})\b")
+
+
+# A launcher that starts N processes per node, each of which takes GPU LOCAL_RANK (0 to N-1) by the usual
+# torch.cuda.set_device(local_rank): torchrun and python -m torch.distributed.launch/run --nproc_per_node=N (PyTorch
+# documentation, torchrun (Elastic Launch)); "gpu" or "auto" as the value counts the GPUs itself: not read.
+_RANKS_ASKED = guarded_re(r"\b(?:torchrun|torch\.distributed\.(?:launch|run))\b[^|;&]{0,400}?"
+                          r"--nproc[_-]per[_-]node(?:=|\s{1,4})(?P<n>\d{1,3})\b", may=has("nproc"))
+
+
+def _ranks_request(text: str) -> DeviceRequest | None:
+    """The last rank's GPU a launcher's command line asks for, or None."""
+    m = _RANKS_ASKED.search(text)
+    if m is None or int(m["n"]) < 2:
+        return None
+    count = int(m["n"])
+    return DeviceRequest(count - 1, f"--nproc_per_node={count}: ranks 0-{count - 1}, each on GPU LOCAL_RANK",
+                         text[:300], ranks=True)
+
+
+def _framework_request(text: str) -> DeviceRequest | None:
+    """The GPU a TensorFlow or XLA refusal names, with how many GPUs the process has (its own words)."""
+    if (m := _TF_ORDINAL.search(text)) is not None:
+        return DeviceRequest(int(m["index"]), f"XLA device ordinal {m['index']}", text[:300], int(m["last"]) + 1)
+    if (m := _TF_VISIBLE_LIST.search(text)) is not None:
+        return DeviceRequest(int(m["index"]), f"visible_device_list entry {m['index']}", text[:300],
+                             int(m["count"]) or None)
+    if (m := _TF_EXPLICIT.search(text)) is not None:
+        seen = len(set(_TF_GPU_DEVICE.findall(m["devices"])))
+        return DeviceRequest(int(m["index"]), m["spec"].lstrip("/"), text[:300], seen or None)
+    return None
+
+
+def _listed_ids(text: str) -> list[DeviceRequest]:
+    """The highest id of each GPU id list ``text`` asks for (``device_ids=[0, 1]``, ``--gpu_ids 0,1``)."""
+    found = []
+    for m in _ID_LIST_ASKED.finditer(text):
+        ids = [int(x) for x in (m["code"] or m["cli"]).replace(" ", "").split(",") if x.isdigit()]
+        if ids:
+            found.append(DeviceRequest(max(ids), " ".join(m.group().split()), text[:300]))
+    return found
 # torch.load of a checkpoint saved on a GPU this program does not see (torch/serialization.py, validate_cuda_device)
 _CHECKPOINT_DEVICE = guarded_re(r"Attempting to deserialize object on CUDA device (?P<index>\d{1,3}) but "
                                 r"torch\.cuda\.device_count\(\) is (?P<count>\d{1,3})",
@@ -356,6 +425,10 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
         if lightning is not None and len(found) < MAX_DEVICE_REQUESTS:
             found.setdefault(lightning.text, lightning)
             continue
+        framework = _framework_request(text)
+        if framework is not None and len(found) < MAX_DEVICE_REQUESTS:
+            found.setdefault(framework.text, framework)
+            continue
         saved = _CHECKPOINT_DEVICE.search(text)
         if saved and len(found) < MAX_DEVICE_REQUESTS:
             asked = f"a checkpoint saved on CUDA device {saved['index']}"
@@ -366,6 +439,12 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
             asked = m.group().lstrip("./")
             if asked not in found and len(found) < MAX_DEVICE_REQUESTS:
                 found[asked] = DeviceRequest(int(digits), asked, text[:300])
+        for listed in _listed_ids(text):
+            if listed.text not in found and len(found) < MAX_DEVICE_REQUESTS:
+                found[listed.text] = listed
+        ranks = _ranks_request(text)
+        if ranks is not None and len(found) < MAX_DEVICE_REQUESTS:
+            found.setdefault(ranks.text, ranks)
     return tuple(found.values())
 
 
@@ -375,7 +454,7 @@ def device_request_lines(lines: list[str]) -> dict[str, tuple[DeviceRequest, ...
     return {"devices_requested": requests} if requests else {}
 
 
-@command_fact("device-requested", r"cuda:\d|set_device|\.cuda\(|[Gg][Pp][Uu]:\d|--gpu|--device")
+@command_fact("device-requested", r"cuda:\d|set_device|\.cuda\(|[Gg][Pp][Uu]:\d|--gpu|--device|_ids\s{0,2}=|nproc")
 def _device_requested(command: str, output: str) -> Fact | None:
     found = device_requests([command])
     if not found:
@@ -569,6 +648,90 @@ def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     if state is None:
         return {}
     return {"install": InstallState(secure_boot=state, secure_boot_source=f"{source}: {quote[:120]}")}
+
+
+# Kernel lockdown (security/lockdown/lockdown.c): at boot, lock_kernel_down's "Kernel is locked down from %s; see man
+# kernel_lockdown.7" (from "command line" for lockdown=, "Kernel configuration" for CONFIG_LOCK_DOWN_KERNEL_FORCE_*,
+# "securityfs", or the distributions' "EFI Secure Boot mode"); and /sys/kernel/security/lockdown, whose reader lists
+# the levels with the one in force in brackets ("none [integrity] confidentiality"). Both levels refuse a module
+# without a trusted signature (module_sig_check asks security_locked_down(LOCKDOWN_MODULE_SIGNATURE): EPERM).
+_LOCKED_DOWN_FROM = guarded_re(r"Kernel is locked down from ([\w ]{1,40}?); see man kernel_lockdown",
+                               may=has("locked down from"))
+# The level asked for at boot: lockdown.c's early_param "lockdown=" on a kernel command line (/proc/cmdline), and
+# Bottlerocket's documented setting settings.kernel.lockdown (its API's JSON, its user data's TOML).
+_LOCKDOWN_PARAM = guarded_re(r"(?:^|\s)lockdown=(integrity|confidentiality)(?:\s|$)", may=has("lockdown="))
+# a command line holds other parameters (BOOT_IMAGE=, root=, ro) or the parameter alone; "lockdown=confidentiality in
+# our AMI" is a person's sentence (evidence/prose.py reads it as the reporter's words)
+_CMDLINE_PARAM = lazy_re(r"^\s*[\"']?lockdown=\w+[\"']?\s*$|(?:^|[\s\"'])(?!lockdown=)[\w.-]{1,40}=\S|"
+                         r"(?:^|\s)(?:ro|rw|quiet|splash)(?:\s|$)")
+_LOCKDOWN_SETTING = guarded_re(r"\"?lockdown\"?\s{0,4}[=:]\s{0,4}\"(integrity|confidentiality|none)\"",
+                               may=has("lockdown"))
+_LOCKDOWN_LEVELS = guarded_re(r"^\s*\[?none\]? \[?integrity\]? \[?confidentiality\]?\s*$",
+                              may=has("integrity"))
+
+
+def lockdown_lines(lines: list[str], source: str) -> dict[str, InstallState]:
+    """The install overlay for the kernel's lockdown as these lines state it; empty when none does. The sysfs file's
+    bracketed level wins (it says the level now); the boot line says only that the kernel was locked down, which is at
+    least "integrity"; a command line's lockdown= or Bottlerocket's settings.kernel.lockdown say the level asked for."""
+    state = quote = None
+    for line in lines:
+        text = line.strip()[:300]
+        if _LOCKDOWN_LEVELS.search(text):
+            level = text[text.index("[") + 1:text.index("]")] if "[" in text and "]" in text else None
+            if level in ("none", "integrity", "confidentiality"):
+                return {"install": InstallState(lockdown=level, lockdown_source=f"{source}: {text}")}
+        found = _LOCKED_DOWN_FROM.search(text)
+        if found and state is None:
+            state, quote = "integrity", text[found.start():found.end() + 20]
+        param = _LOCKDOWN_PARAM.search(text)
+        asked = (param if param and _CMDLINE_PARAM.search(text) else None) or _LOCKDOWN_SETTING.search(text)
+        if asked and state is None:
+            state, quote = asked[1], text
+    if state is None:
+        return {}
+    return {"install": InstallState(lockdown=state, lockdown_source=f"{source}: {quote[:120]}")}
+
+
+# Which key signed the module against which keys shim holds: modinfo's "signer:" field (the signing certificate's
+# name, as kmod reads it from the module's signature) and `mokutil --list-enrolled`, which prints each MOK as
+# "[key N]", "SHA1 Fingerprint: ..." and OpenSSL's text of the certificate ("Issuer: ... CN = ...", "Subject: ...";
+# mokutil's src/efi_x509.c print_x509). A module signed by none of them is refused under Secure Boot: it was signed
+# with another key than the one enrolled (built before that key was made, or by another tool's key).
+_MODINFO_SIGNER = guarded_re(r"^\s{0,8}signer:\s+(\S[^\n]{0,200})$", may=has("signer:"))
+_CERT_NAME = guarded_re(r"^\s{0,16}(?:Subject|Issuer):[^\n]{0,300}?\bCN ?= ?([^,/\n]{1,120})", may=has("CN"))
+_DKMS_CERTIFICATE = guarded_re(r"^\s{0,8}Public certificate \(MOK\): (/\S{1,300})\s*$", may=has("Public certificate"))
+_LISTS_ENROLLED = ("mokutil --list-enrolled", "mokutil -l ", "SHA1 Fingerprint:")
+
+
+def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[str, InstallState]:
+    """The install overlay for the nvidia module's signer (a modinfo of nvidia), the certificate DKMS signs with and the
+    names of the enrolled MOKs (the
+    certificates' subject and issuer names of a `mokutil --list-enrolled`); empty when the lines hold neither.
+    ``command``: the command the lines are the output of, where the caller knows it (else the source names it)."""
+    found: dict[str, Any] = {}
+    source_and_command = f"{source} {command}"
+    listing = any(word in source_and_command for word in _LISTS_ENROLLED[:2]) or any(
+        line.lstrip().startswith(_LISTS_ENROLLED[2]) for line in lines[:2000])
+    names: list[str] = []
+    # a modinfo cut to its signer ("modinfo nvidia | grep signer"): whole, modinfo's own reader takes it
+    modinfo = "modinfo" in source_and_command and "nvidia" in source_and_command
+    for line in lines[:2000]:
+        text = line[:400]
+        signer = _MODINFO_SIGNER.search(text) if modinfo else None
+        if signer and "module_signer" not in found:
+            found["module_signer"] = signer[1].strip()
+        certificate = _DKMS_CERTIFICATE.search(text)
+        if certificate and "signing_certificate" not in found:
+            found["signing_certificate"], found["signing_certificate_source"] = certificate[1], source
+        if listing:
+            name = _CERT_NAME.search(text)
+            if name and name[1].strip() not in names:
+                names.append(name[1].strip())
+    if names:
+        found["enrolled_keys"] = tuple(names[:20])
+        found["enrolled_keys_source"] = source
+    return {"install": InstallState(**found)} if found else {}
 
 
 _TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked in ")  # every answer of mokutil --test-key

@@ -565,13 +565,30 @@ def _nvcc(text: str, source: str) -> dict[str, Any]:
     return {"cuda": CudaState(nvcc_release=release, nvcc_version=version)}
 
 
+# modinfo cut to its signature fields ("modinfo nvidia | grep sig"): kmod's names, every line one of them
+_MODINFO_SIG_FIELD = guarded_re(r"^(?:signer|sig_key|sig_hashalgo|sig_id):\s", may=starts("sig"))
+
+
+def _signature_fields(text: str) -> bool:
+    lines = _lines(text, 6)
+    return 0 < len(lines) <= 4 and any(line.startswith("signer:") for line in lines) and all(
+        _MODINFO_SIG_FIELD.match(line) for line in lines)
+
+
 @evidence_kind("modinfo-nvidia", commands=(r"modinfo\s+(?:-\S+\s+)*nvidia\b",), priority=390,
                recognise=lambda t: _opens(t, _MODINFO_ERROR, 2)
-               or ("vermagic:" in t[:HEAD] and bool(_MODINFO_FILENAME.search(t[:HEAD]))))
+               or ("vermagic:" in t[:HEAD] and bool(_MODINFO_FILENAME.search(t[:HEAD]))) or _signature_fields(t))
 def _modinfo(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.evidence.facts import module_key_lines
     from gpuhealth.parsers.environ import parse_modinfo_listing
 
-    info = parse_modinfo_listing(text)
+    try:
+        info = parse_modinfo_listing(text)
+    except ParseError:
+        signer = module_key_lines(text.splitlines(), source, "modinfo nvidia")  # cut to its signer: "| grep signer"
+        if signer and signer["install"].module_signer is not None:
+            return signer
+        raise
     if not info.found:
         return {"install": InstallState(module_found=False)}
     found: dict[str, Any] = {"install": InstallState(
@@ -728,6 +745,27 @@ def _journal(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.services import parse_service_journal
 
     return _service_overlay(parse_service_journal(text), source)
+
+
+def _looks_like_fabricmanager_log(text: str) -> bool:
+    if "] [tid " not in text[:HEAD]:
+        return False
+    from gpuhealth.parsers.fabricmanager_log import looks_like_fabricmanager_log
+
+    return looks_like_fabricmanager_log(_lines(text, 40))
+
+
+@evidence_kind("fabricmanager-log", commands=(_CAT + r"\S*fabricmanager\S*\.log",), priority=376,
+               recognise=_looks_like_fabricmanager_log)
+def _fabricmanager_log(text: str, source: str) -> dict[str, Any]:
+    """Fabric Manager's own log: a start-up whose last word is that it set the fabric up says the service ran (GH210
+    passes), and the version it names is compared with the driver's (GH210); its error lines are read by the catalogue
+    (the ``fm-*`` rows), so they are not the unit's errors here."""
+    from gpuhealth.parsers.fabricmanager_log import parse_fabricmanager_log
+
+    log = parse_fabricmanager_log(text)
+    state = CudaState(fabricmanager_active="active" if log.configured else None, fabricmanager_version=log.version)
+    return {"cuda": state} if log.configured or log.version else {}
 
 
 # `ps aux` / `ps -ef` (or a grep of one): the nvidia-persistenced process and its command line (GH604).

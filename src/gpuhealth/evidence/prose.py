@@ -38,14 +38,17 @@ class Statement:
 def statements(text: str, source: str) -> list[Statement]:
     """What the sentences of one piece state: versions, NVIDIA units, install-time states, PCIe links."""
     from gpuhealth.parsers.prose import (
+        gpu_count_statements,
         install_statements,
+        library_path_statements,
         package_statements,
         pcie_statements,
         unit_statements,
         version_statements,
     )
 
-    found = [*version_statements(text), *unit_statements(text), *install_statements(text), *package_statements(text)]
+    found = [*version_statements(text), *unit_statements(text), *install_statements(text), *package_statements(text),
+             *library_path_statements(text), *gpu_count_statements(text)]
     pcie = pcie_statements(text)
     if pcie:
         found += with_model(text, pcie)
@@ -55,7 +58,7 @@ def statements(text: str, source: str) -> list[Statement]:
 def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[ReportedFact, ...]:
     """Lay what the words state over ``fields`` (the snapshot fields the pieces' parsers filled) where no program's
     output gave it; the facts say which fields they filled. Of two pieces stating one thing, the later wins."""
-    from gpuhealth.parsers.prose import InstallStatement, PackageStatement, Stated, UnitStatement
+    from gpuhealth.parsers.prose import InstallStatement, LibraryPathStatement, PackageStatement, Stated, UnitStatement
 
     latest: dict[str, Statement] = {}
     for statement in given:
@@ -63,7 +66,8 @@ def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[Repor
         key = (stated.thing if isinstance(stated, Stated) else f"package:{stated.name}"
                if isinstance(stated, PackageStatement) else f"unit:{stated.unit}"
                if isinstance(stated, UnitStatement) else f"install:{stated.fact}:{stated.subject}"
-               if isinstance(stated, InstallStatement) else "pcie")  # a link (evidence/prose_pcie.py)
+               if isinstance(stated, InstallStatement) else "ld_library_path"
+               if isinstance(stated, LibraryPathStatement) else "pcie")  # a link (evidence/prose_pcie.py)
         latest[key] = statement
     modules = [s for s in latest.values() if isinstance(s.stated, InstallStatement) and s.stated.fact == "module"]
     kernels = [s for s in latest.values() if isinstance(s.stated, InstallStatement)
@@ -81,6 +85,8 @@ def fill_reported(fields: dict[str, Any], given: list[Statement]) -> tuple[Repor
             facts += _unit(fields, stated, statement.source)
         elif isinstance(stated, InstallStatement):
             facts += fill_install(fields, stated, statement.source)
+        elif isinstance(stated, LibraryPathStatement):
+            facts += _library_path(fields, stated, statement.source)
         else:
             facts += fill_pcie(fields, stated, statement.source)
     return tuple(facts)
@@ -108,6 +114,8 @@ def _machine_driver(fields: dict[str, Any]) -> bool:
 
 def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
     words, value = stated.words, stated.value
+    if stated.thing == "gpu-count":
+        return _gpu_count(fields, int(value), words, source)
     if stated.thing == "driver" and not _machine_driver(fields):
         return [_set(fields, "driver", DriverInfo, {"version": value}, f"NVIDIA driver {value}", words, source)]
     cuda = fields.get("cuda")
@@ -136,8 +144,29 @@ def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedF
     return []
 
 
+def _library_path(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """A cuda-compat directory the words put on LD_LIBRARY_PATH, as an `echo $LD_LIBRARY_PATH` would show it (GH603
+    judges it); none where a program's output gave LD_LIBRARY_PATH."""
+    cuda = fields.get("cuda")
+    if cuda is not None and cuda.ld_library_path:
+        return []
+    what = "LD_LIBRARY_PATH holds " + ":".join(stated.directories)
+    return [_set(fields, "cuda", CudaState, {"ld_library_path": stated.directories}, what, stated.words, source)]
+
+
 _UNIT_FIELDS = {"nvidia-fabricmanager": ("fabricmanager_active", "fabricmanager_enabled"),
                 "nvidia-persistenced": ("persistenced_active", "persistenced_enabled")}
+
+
+def _gpu_count(fields: dict[str, Any], count: int, words: str, source: str) -> list[ReportedFact]:
+    """The GPU count the words state, where no program's output lists the GPUs (nvidia-smi, NVML, lspci)."""
+    smi, nvml = fields.get("smi"), fields.get("nvml")
+    listed = ((smi is not None and smi.gpus and not smi.partial) or (nvml is not None and getattr(nvml, "gpus", ()))
+              or any(d.is_nvidia_gpu for d in fields.get("pci_devices") or ()))
+    if listed:
+        return []
+    fields["gpus_stated"] = count
+    return [ReportedFact("gpus_stated", (), f"{count} GPU(s) on this host", words, source)]
 
 
 def _unit(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
@@ -242,6 +271,16 @@ def _unsigned(fields: dict[str, Any], stated: Any, source: str) -> list[Reported
     if install is not None and install.module_signer is not None:
         return []
     return _install_values(fields, stated, source, {"module_signer": ""}, "the nvidia module is unsigned")
+
+
+def _lockdown(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedFact]:
+    """"With kernel lockdown set to integrity", "the kernel is locked down": what /sys/kernel/security/lockdown says
+    (GH506). Nothing where a program's output (the sysfs file, the boot line, a command line) gave the level."""
+    install = fields.get("install")
+    if install is not None and install.lockdown is not None:
+        return []
+    return _install_values(fields, stated, source, {"lockdown": stated.value, "lockdown_source": told(source)},
+                           f"kernel lockdown {stated.value}")
 
 
 def _modules(fields: dict[str, Any], given: list[Statement]) -> list[ReportedFact]:
@@ -350,7 +389,7 @@ def fill_packages(fields: dict[str, Any], given: list[Statement]) -> list[Report
 
 
 _INSTALL_FILLERS = {"headers": _headers, "secure-boot": _secure_boot, "mok-key": _mok_key,
-                    "module-signed": _unsigned, "docker-runtime": _docker_runtime}
+                    "module-signed": _unsigned, "docker-runtime": _docker_runtime, "lockdown": _lockdown}
 
 
 # --------------------------------------------------------------------------- PCIe links
@@ -422,3 +461,24 @@ def _named(pattern: str, name: str) -> bool:
     import re
 
     return re.search(pattern, name, re.IGNORECASE) is not None
+
+
+def fill_named_gpus(fields: dict[str, Any], texts: list[tuple[str, str]]) -> tuple[ReportedFact, ...]:
+    """The GPU models (and counts) the texts name outside nvidia-smi's GPU list (parsers/gpu_mentions.named_gpus), in
+    ``fields["gpus_named"]``: reported facts, so that what rests on them stays below critical and their words are
+    quoted. The checks prefer a program's list of the GPUs wherever there is one."""
+    from gpuhealth.parsers.gpu_mentions import MAX_NAMED, named_gpus
+
+    smi, nvml = fields.get("smi"), fields.get("nvml")
+    if ((smi is not None and smi.gpus and not smi.partial) or (nvml is not None and getattr(nvml, "gpus", ()))
+            or any(d.is_nvidia_gpu for d in fields.get("pci_devices") or ())):
+        return ()  # a program lists the GPUs: its names decide, and its lines are no one's words
+    found = []
+    for source, text in texts:
+        found += [g for g in named_gpus(text[:2_000_000], source)
+                  if all(g.named.lower() != seen.named.lower() for seen in found)]
+    if not found:
+        return ()
+    fields["gpus_named"] = tuple(found[:MAX_NAMED])
+    return tuple(ReportedFact("gpus_named", (), f"{g.count or 'a'} x {g.named} ({g.line})", g.words, g.source)
+                 for g in found[:MAX_NAMED])

@@ -79,3 +79,16 @@ def minor_releases() -> tuple[DriverRequirement, ...]:
     """One row per toolkit minor version, the one :func:`requirement` judges by (its GA), oldest first."""
     minors = dict.fromkeys(r.cuda for r in sorted(_rows(), key=lambda r: version_key(r.cuda)) if r.release)
     return tuple(row for minor in minors if (row := requirement(minor)) is not None)
+
+
+def cuda_of_driver(driver: str | None) -> str | None:
+    """The CUDA release a driver is bundled with (560.35 -> 12.6: 12.6 Update 1 bundles 560.35.03), else the newest
+    release whose GA driver it reaches; None below every release the table lists."""
+    key = version_key(driver)
+    if not key:
+        return None
+    exact = [r for r in _rows() if r.release and version_key(r.driver_min)[:len(key)] == key]
+    if exact:
+        return max(exact, key=lambda r: version_key(r.cuda)).cuda
+    reached = [r for r in _rows() if r.release == "GA" and version_key(r.driver_min) <= key]
+    return max(reached, key=lambda r: version_key(r.cuda)).cuda if reached else None

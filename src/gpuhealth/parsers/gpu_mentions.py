@@ -9,18 +9,24 @@
   a person's words ("NVIDIA 9800GTX+", "a Tesla K80"), through the names of ``knowledge/legacy.py`` (only GPUs that
   have a last branch are named there).
 
+``named_gpus`` reads the GPU models a text names with their counts ("on 8x H20", "2x RTX 3090", "a Tesla P4 in a
+desktop", "my GTX 1080 Ti") and each one's product line (knowledge/gpu_models.csv): the one reader of "model (and
+count) named" that GH608's count, the NVSwitch platform, forward compatibility and the fan checks use.
+
 A version or package named in a sentence ("I installed nvidia-driver-470") and every GPU named by its model are the
 reporter's words (``Mention.reported``): nobody saw the machine print them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import Mention
+from gpuhealth.model import Mention, NamedGpu
 
-__all__ = ["mentions"]
+__all__ = ["mentions", "named_gpus"]
 
 MAX_LINE = 300  # a line is read up to here: names sit near the start of installer and package lines
 MAX_WORDS = 60
@@ -138,3 +144,103 @@ def mention_overlay(lines: list[str], source: str) -> dict[str, tuple[Mention, .
         if len(found) >= MAX_MENTIONS:
             break
     return {"mentioned": tuple(found.values())[:MAX_MENTIONS]} if found else {}
+
+
+# --------------------------------------------------------------------------- models and counts named
+
+MAX_NAMED_LINES = 400
+MAX_NAMED = 8
+_COUNT_WORDS = {"one": 1, "single": 1, "a single": 1, "two": 2, "dual": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+                "seven": 7, "eight": 8, "sixteen": 16}
+# the count before a name: "8x H20", "8 x H100", "8xH100", "two RTX 3090", "4 NVIDIA A100"; after it: "RTX 3090 x2"
+_COUNT_BEFORE = lazy_re(r"(?:(?<![\w.])(?P<n>\d{1,2})\s?[x×*]\s?|(?<![\w.])(?P<w>\d{1,2}|one|two|three|four|five|six|"
+                        r"seven|eight|sixteen|dual|a single|single)[\s-])(?:(?:nvidia|tesla|geforce)\s)?$", re.I)
+_COUNT_AFTER = lazy_re(r"^\s?[x×*]\s?(?P<n>\d{1,2})(?![\w.])", re.I)
+# a short name ("T4", "A10", "H20") names a GPU beside NVIDIA/Tesla before it, or GPU/card after it
+_FAMILY_BEFORE = lazy_re(r"\b(?:nvidia|tesla)\s$", re.I)
+_GPU_AFTER = lazy_re(r"^(?:'?s)?\s(?:tensor\score\s)?(?:gpus?|cards?|boards?|accelerators?)\b", re.I)
+# what makes a model no GPU of this host: a purchase or a wish, a condition, a past one, another machine's
+_NOT_THIS_HOST = lazy_re(r"\b(?:buy|buying|purchas\w*|order(?:ing)?|upgrad\w* to|plan(?:ning)? to|planned|"
+                         r"considering|thinking (?:of|about)|want(?:s|ed)? to (?:get|buy|use|try|rent)|wish|should i|"
+                         r"recommend\w*|rent(?:ing)?|quote|if (?:i|you|we|they)|would|used to|previously|formerly|"
+                         r"replaced|swapped out|sold|another (?:machine|server|box|node|host|pc|computer)|"
+                         r"(?:other|second|different|old) (?:machine|server|box|node|host|pc|computer|laptop)|"
+                         r"on (?:my|our|a|the) laptop|colleague|friend)\b", re.I)
+# a comparison beside the name: "faster than an A100", "A100 vs H100", "like an A100"
+_COMPARED_BEFORE = lazy_re(r"\b(?:than|vs\.?|versus|compared (?:to|with)|like|unlike|similar to|or)\s(?:an?\s|the\s|"
+                           r"my\s|our\s)?(?:\d{1,2}\s?x\s?)?$", re.I)
+_COMPARED_AFTER = lazy_re(r"^(?:'?s)?\s(?:vs\.?|versus|or)\b", re.I)
+_SENTENCE_SPLIT = lazy_re(r"(?<=[.!?;])\s+")
+
+
+def named_gpus(text: str, source: str = "") -> tuple[NamedGpu, ...]:
+    """The GPU models ``text`` names in sentences and lines other than nvidia-smi's GPU list, each once (the first
+    naming with a count, else the first), with the count the words give. A question, a purchase or wish, a
+    condition, a comparison ("faster than an A100"), a past GPU or another machine's ("on my laptop it works")
+    names no GPU of this host."""
+    if not isinstance(text, str):
+        return ()
+    found = _named_in(text)
+    return tuple(dataclasses.replace(g, source=source) for g in found) if source else found
+
+
+@functools.lru_cache(maxsize=32)
+def _named_in(text: str) -> tuple[NamedGpu, ...]:
+    """``named_gpus`` without a source: a piece is read for the GPUs it names and for the GPU count (prose.py) once."""
+    from gpuhealth.knowledge.gpu_models import HINTS, models, pattern
+
+    source = ""
+
+    rows = models()
+    found: dict[str, NamedGpu] = {}
+    for line in text.splitlines()[:MAX_NAMED_LINES]:
+        line = line[:MAX_LINE]
+        lowered = line.lower()
+        if not any(h in lowered for h in HINTS) or not any(c.isdigit() for c in line):
+            continue
+        stripped = line.strip()
+        if stripped.startswith(("|", "GPU ")) or "(UUID:" in line:  # nvidia-smi's table and -L list: the driver's
+            continue
+        for sentence in _SENTENCE_SPLIT.split(stripped):
+            if sentence.endswith("?") or not any(h in sentence.lower() for h in HINTS):
+                continue
+            for named in _in_sentence(sentence, rows, pattern(), source):
+                key = named.named.lower().removesuffix("s").removesuffix("'")  # "H20s" is "H20"
+                seen = found.get(key)
+                if seen is None or (seen.count is None and named.count is not None):
+                    found[key] = named
+            if len(found) >= MAX_NAMED:
+                break
+    return tuple(found.values())[:MAX_NAMED]
+
+
+def _in_sentence(sentence: str, rows: tuple, names: re.Pattern[str], source: str) -> list[NamedGpu]:
+    found: list[NamedGpu] = []
+    elsewhere = None
+    for tried, match in enumerate(names.finditer(sentence)):
+        if tried >= MAX_NAMED:  # a sentence naming more models than this is a list or a hostile line, not a host
+            break
+        row = rows[int(match.lastgroup[1:])] if match.lastgroup else None
+        if row is None:
+            continue
+        before, after = sentence[max(0, match.start() - 30):match.start()], sentence[match.end():match.end() + 30]
+        counted = _COUNT_BEFORE.search(before)
+        counted_after = None if counted else _COUNT_AFTER.search(after)
+        if not row.alone and not (counted or counted_after or _FAMILY_BEFORE.search(before)
+                                  or match.group(0).lower().startswith("tesla") or _GPU_AFTER.search(after)):
+            continue
+        if _COMPARED_BEFORE.search(before) or _COMPARED_AFTER.search(after):
+            continue
+        if elsewhere is None:
+            elsewhere = bool(_NOT_THIS_HOST.search(sentence))
+        if elsewhere:
+            return []
+        count = None
+        if counted is not None:
+            word = (counted["n"] or counted["w"]).lower()
+            count = int(word) if word.isdigit() else _COUNT_WORDS.get(" ".join(word.split()))
+        elif counted_after is not None:
+            count = int(counted_after["n"])
+        found.append(NamedGpu(row.model, match.group(0).strip(), row.line, row.form, row.passive, row.board,
+                              count or None, sentence[:300], source))
+    return found

@@ -28,9 +28,9 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["INSTALL_PATTERNS", "InstallStatement", "PackageStatement", "PcieStatement", "Stated", "UnitStatement",
-           "install_statements", "package_statements", "pcie_statements", "prose_sentences", "unit_statements",
-           "version_statements"]
+__all__ = ["INSTALL_PATTERNS", "InstallStatement", "LibraryPathStatement", "PackageStatement", "PcieStatement",
+           "Stated", "UnitStatement", "gpu_count_statements", "install_statements", "library_path_statements",
+           "package_statements", "pcie_statements", "prose_sentences", "unit_statements", "version_statements"]
 
 MAX_LINES = 2000
 MAX_LINE = 2000
@@ -267,6 +267,69 @@ def distro_like(os_id: str) -> tuple[str, ...]:
     return _DISTRO_LIKE.get(os_id, ())
 
 
+# --------------------------------------------------------------------------- GPU count
+
+# How many GPUs the host has, as a person states it (GH608 holds a device index to it where no program's output lists
+# the GPUs): "I have only one GPU", "my machine has 2 GPUs", "we've got two RTX 3090 GPUs", "on a single-GPU
+# machine", "a server with 4 GPUs", "there is only one GPU". Between the number and "GPU" only words of a model name
+# ("NVIDIA GeForce RTX 3090"): "two questions about the GPU" states no count.
+_COUNT_WORDS = {"one": 1, "single": 1, "a single": 1, "only one": 1, "two": 2, "dual": 2, "three": 3, "four": 4,
+                "five": 5, "six": 6, "seven": 7, "eight": 8, "sixteen": 16}
+_NUMBER = r"(?P<n>a single|single|one|two|dual|three|four|five|six|seven|eight|sixteen|[1-9]|1[0-6])"
+_MODEL_WORDS = (r"(?:(?:nvidia|geforce|quadro|tesla|titan|rtx|gtx|ti|super|max-q|laptop|mobile|pcie|sxm\d?|"
+                r"[a-z]{0,2}\d{2,4}[a-z]{0,3}(?:\s?\d{1,3}\s?gb)?|\d{1,3}\s?gb)[\s-]{1,3}){0,5}")
+_HOST = r"(?:machine|system|server|computer|pc|box|node|laptop|workstation|host|desktop|rig|setup|instance|vm)s?"
+_GPU_COUNT = lazy_re(
+    r"(?:\b(?:i|we|this|that|my|our|the|which)\s(?:\w{1,12}\s){0,2}?(?:only\s)?"
+    r"(?:have|has|had|got|contains?|comes with|ships with)\s(?:got\s)?(?:only\s|just\s)?"
+    r"|\b" + _HOST + r"\s(?:that\s)?(?:only\s)?(?:has|have|with)\s(?:only\s|just\s)?"
+    r"|\bthere\s(?:is|are)\s(?:only\s|just\s)?)"
+    + _NUMBER + r"(?:\s?x\s?|[\s-])[\s-]{0,2}" + _MODEL_WORDS + r"(?:nvidia\s)?gpus?\b"
+    r"|\b" + _NUMBER.replace("?P<n>", "?P<m>") + r"[\s-]{1,2}gpu\s" + _HOST + r"\b", re.I)
+
+
+# a number a few words before "GPU": what every count statement holds (the lines without one are not read further)
+_COUNT_HINT = lazy_re(r"\b(?:one|single|two|dual|three|four|five|six|seven|eight|sixteen|\d{1,2})(?:\s?x\s?|[\s-])"
+                      r"(?:[\w.()]{1,16}[\s-]{1,3}){0,5}gpu", re.I)
+
+
+def gpu_count_statements(text: str) -> tuple[Stated, ...]:
+    """The number of GPUs the sentences of ``text`` state this host has ("gpu-count"): at most one; two different
+    numbers state nothing. A condition ("if you have one GPU"), a negation, a requirement ("needs 2 GPUs") or the
+    past states no present count."""
+    if not isinstance(text, str):
+        return ()
+    # only lines that say "GPU" and a number can state a count: the others are not split into sentences
+    lines = [line for line in text.splitlines()[:MAX_LINES]
+             if "gpu" in line.lower() and _COUNT_HINT.search(line[:MAX_LINE])]
+    entries: list[tuple[Stated, bool]] = []
+    for sentence in prose_sentences("\n".join(lines)):
+        if "gpu" not in sentence.lower():
+            continue
+        past = bool(_PAST.search(sentence))
+        for match in _GPU_COUNT.finditer(sentence):
+            number = " ".join((match["n"] or match["m"]).lower().split())
+            value = _COUNT_WORDS.get(number) or (int(number) if number.isdigit() else 0)
+            if value:
+                entries += _judged(sentence, match, "gpu-count", str(value), past)
+    values = {stated.value for stated, _ in entries}
+    if entries:
+        return (entries[0][0],) if len(values) == 1 else ()
+    return _count_of_named(text)
+
+
+def _count_of_named(text: str) -> tuple[Stated, ...]:
+    """The count the GPU models named with their numbers make ("2x RTX 3090" = two GPUs; "2x RTX 3090 and 2x RTX
+    4090" = four), by the one reader of GPUs named (parsers/gpu_mentions.named_gpus); nothing where a model is named
+    without a number (how many of it is unknown)."""
+    from gpuhealth.parsers.gpu_mentions import named_gpus
+
+    named = named_gpus(text)
+    if not named or not all(g.count for g in named):
+        return ()
+    return (Stated("gpu-count", str(sum(g.count or 0 for g in named)), named[0].words),)
+
+
 # --------------------------------------------------------------------------- units
 
 
@@ -472,6 +535,7 @@ class InstallStatement:
     - ``secure-boot`` "enabled" / "disabled" (``mokutil --sb-state``)
     - ``mok-key`` "not-enrolled": shim does not trust the signing key (``mokutil --test-key``)
     - ``module-signed`` "unsigned": the nvidia module carries no signature (``modinfo -F signer nvidia``)
+    - ``lockdown`` "none" / "integrity" / "confidentiality": the kernel's lockdown (/sys/kernel/security/lockdown)
     - ``module`` "loaded" / "not-loaded" (``lsmod``): ``subject`` is the module, ``covers`` the grep-like pattern of
       the names the words speak for ("=nvidia": that name only; "nvidia": every name holding it, ``lsmod | grep``)
     - ``docker-runtime`` "no-nvidia": the running Docker daemon has no nvidia runtime (``docker info``)
@@ -527,6 +591,18 @@ _KEY_NOT_ENROLLED = lazy_re(
 _UNSIGNED = lazy_re(
     r"\b(?:(?:the|my|our)\s{1,3}(?:nvidia\s{1,3})?(?:kernel\s{1,3})?(?:modules?|driver)|nvidia\.ko|nvidia\s{1,3}"
     r"(?:kernel\s{1,3})?modules?)\s{1,3}(?:is|are)\s{1,3}(?:still\s{1,3})?(?:not\s{1,3}signed|unsigned)\b", re.I)
+# Kernel lockdown in words (man kernel_lockdown.7; Documentation/admin-guide/kernel-parameters.txt, "lockdown=
+# [SECURITY] { integrity | confidentiality }"; /sys/kernel/security/lockdown's levels none, integrity,
+# confidentiality): "with kernel lockdown set to integrity", "lockdown mode is enabled", "lockdown=confidentiality in
+# our AMI", "the kernel is locked down". A lockdown said to be on without a level is at least "integrity" (the boot
+# line "Kernel is locked down from ..." says no more). "Disabled lockdown and it works" (the past fix) states nothing.
+_LOCKDOWN_STATE = lazy_re(
+    r"\b(?:kernel\s{1,3})?lockdown(?:\s{1,3}(?:mode|level|lsm|setting))?(?:\s{0,2}[=:]\s{0,2}|\s{1,3}(?:(?:is|was)\s{1,3})?"
+    r"(?:(?:currently|still|now|also|already)\s{1,3})?(?:(?:set|configured|forced)\s{1,3}(?:to|as)\s{1,3}|in\s{1,3})?)"
+    r"[\"'\[]?(?P<state>integrity|confidentiality|none|enabled|active|enforced|enforcing|disabled)\b", re.I)
+_LOCKED_DOWN = lazy_re(
+    r"\b(?:kernel|system|machine|host|node|os)\s{1,3}(?:is|runs)\s{1,3}(?:(?:currently|still|now|also|already)\s{1,3})?"
+    r"(?:locked\s{1,3}down|in\s{1,3}(?:kernel\s{1,3})?lockdown(?:\s{1,3}mode)?)\b(?!\s{1,3}from\b)", re.I)
 _MODULE_NAME = r"(?P<subject>nvidia(?:[_-](?:uvm|drm|modeset|peermem))?|nouveau)"
 _MODULE_STATE = lazy_re(
     r"(?<![\w/.-])" + _MODULE_NAME + r"(?:\s{1,3}(?:kernel\s{1,3})?(?:module|driver|kmod))?\s{1,3}(?:is|are)\s{1,3}"
@@ -572,6 +648,8 @@ INSTALL_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
     ("secure-boot", "enabled", _SB_BLAMED),
     ("mok-key", "not-enrolled", _KEY_NOT_ENROLLED),
     ("module-signed", "unsigned", _UNSIGNED),
+    ("lockdown", "", _LOCKDOWN_STATE),
+    ("lockdown", "integrity", _LOCKED_DOWN),
     ("module", "", _MODULE_STATE),
     ("module", "not-loaded", _LSMOD_NONE),
     ("docker-runtime", "no-nvidia", _NO_RUNTIME),
@@ -581,6 +659,9 @@ INSTALL_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
 _SB_STATES = {"enabled": "enabled", "active": "enabled", "on": "enabled", "turned on": "enabled",
               "switched on": "enabled", "not enabled": "disabled", "disabled": "disabled", "off": "disabled",
               "turned off": "disabled", "switched off": "disabled"}
+_LOCKDOWN_STATES = {"integrity": "integrity", "confidentiality": "confidentiality", "none": "none",
+                    "enabled": "integrity", "active": "integrity", "enforced": "integrity", "enforcing": "integrity",
+                    "disabled": "none"}
 _MODULE_STATES = {"loaded": "loaded", "in use": "loaded", "not loaded": "not-loaded"}
 # before the match: a condition, an instruction or a doubt ("if Secure Boot is enabled", "make sure nouveau is not
 # loaded", "not sure whether"), or a negation of the action ("I have not disabled Secure Boot")
@@ -615,6 +696,9 @@ def _install_stated(sentence: str, fact: str, value: str, match: re.Match[str]) 
     words = sentence[:300]
     if fact == "secure-boot":
         value = value or _SB_STATES.get(state, "")
+        return InstallStatement(fact, value, words) if value else None
+    if fact == "lockdown":
+        value = value or _LOCKDOWN_STATES.get(state, "")
         return InstallStatement(fact, value, words) if value else None
     if fact == "docker-runtime" and not _DOCKER_INFO.search(sentence):
         return None  # "no nvidia runtime" of another engine (containerd, CRI-O): not Docker's state
@@ -759,8 +843,12 @@ def _package_stated(sentence: str, match: re.Match[str]) -> PackageStatement | N
             return None  # "X was installed" (then): not said to be there now
         present, lead = state in ("installed", "present"), before
     elif verb is not None:
+        if _OTHER_OBJECT.search(before[verb.end():]):
+            return None  # "removed the environment variable for cuda-compat-12.9": not the package
         present = _verb_present(verb, before[verb.end():])
         lead = before[:verb.start()]
+        if _past(verb[0]) and (narrative := _NARRATIVE_WHEN.search(lead)) is not None:
+            lead = lead[:narrative.start()]  # "when I installed X": what happened then, not a condition
     else:
         return None
     if present is None or _PACKAGE_CONDITION.search(lead[-60:]) or _PACKAGE_NOT.search(lead) \
@@ -771,6 +859,20 @@ def _package_stated(sentence: str, match: re.Match[str]) -> PackageStatement | N
 
 _WAS = lazy_re(r"\s{0,2}(?:was|were)\b", re.I)
 _TO = lazy_re(r"\bto\s+(?:the\s+)?$")
+# "when I installed X, it failed": "when" or "once" before a person and a verb in the past tells what happened then,
+# a time, not a condition ("when I install X" and "if I installed X" stay conditions)
+_NARRATIVE_WHEN = lazy_re(r"\b(?:when|once|after)\s+(?:i|we|they|he|she)\s+(?:\w+\s+)?$", re.I)
+# the verb acts on something else that only belongs to the package: "removed the environment variable for
+# cuda-compat-12.9", "deleted the symlink of cuda-toolkit-12-4" say nothing of the package itself
+_OTHER_OBJECT = lazy_re(r"\b(?:variables?|vars?|paths?|entr(?:y|ies)|lines?|director(?:y|ies)|folders?|dirs?|"
+                        r"(?:sym)?links?|files?|librar(?:y|ies)|libs?|settings?|config(?:uration)?s?|exports?)\s+"
+                        r"(?:for|of|from|to|pointing\s+to|that\s+points?\s+to)\s+(?:the\s+)?$", re.I)
+
+
+def _past(verb: str) -> bool:
+    """A verb in the past tense: "installed", "removed", "got rid of"."""
+    word = verb.split()[0].lower()
+    return word.endswith("ed") or word in ("got", "had", "went")
 
 
 def _verb_present(verb: re.Match[str], between: str) -> bool | None:
@@ -786,3 +888,43 @@ def _verb_present(verb: re.Match[str], between: str) -> bool | None:
     if verb["command"]:
         return verb["cverb"].lower() in ("install", "reinstall")
     return None
+
+
+# --------------------------------------------------------------------------- a compat directory on the library path
+
+
+@record
+class LibraryPathStatement:
+    """A CUDA forward-compatibility directory a sentence says is on LD_LIBRARY_PATH now: "I added
+    /usr/local/cuda-12.8/compat to my LD_LIBRARY_PATH", "I set LD_LIBRARY_PATH=/usr/local/cuda-12.8/compat:...".
+    The cuda-compat-X-Y package installs there (NVIDIA's CUDA Compatibility guide, Forward Compatibility), and the
+    guide's own step is to put that directory on LD_LIBRARY_PATH."""
+
+    directories: tuple[str, ...]
+    words: str
+
+
+_LD_PATH_NAMED = lazy_re(r"\bLD_LIBRARY_PATH\b")
+# an absolute path holding a cuda-compat directory: /usr/local/cuda-12.8/compat, /usr/local/cuda/compat/lib.real
+_COMPAT_PATH = lazy_re(r"(?<![\w/.$-])/(?:[\w.+-]{1,64}/){0,8}(?:cuda-)?compat(?:/[\w.+-]{1,64}){0,2}(?![\w/])")
+# what puts it there now; what took it off, or what only tried, says nothing is there
+_PATH_ADDED = lazy_re(r"\b(?:added|add|set|put|prepended|prepend|appended|exported|export|configured|included|"
+                      r"contains|includes|has|is|points?|pointed)\b", re.I)
+_PATH_NOT_NOW = lazy_re(r"\b(?:removed|remove|deleted|unset|took|taken|without|not|never|no\s+longer|tried|trying|"
+                        r"try|should|could|would|might|if|whether|unless|before|previously|instead)\b", re.I)
+
+
+def library_path_statements(text: str) -> tuple[LibraryPathStatement, ...]:
+    """The cuda-compat directories the sentences of ``text`` say LD_LIBRARY_PATH holds now. A sentence that takes one
+    off, denies it, only tries, asks or sets a condition states nothing (prose_sentences leaves questions out)."""
+    found: list[LibraryPathStatement] = []
+    if not isinstance(text, str) or "LD_LIBRARY_PATH" not in text or "compat" not in text:
+        return ()  # the usual paste: no sentence to read
+    for sentence in prose_sentences(text):
+        if not _LD_PATH_NAMED.search(sentence) or "compat" not in sentence:
+            continue
+        paths = tuple(dict.fromkeys(m[0].rstrip(".,:;") for m in _COMPAT_PATH.finditer(sentence)
+                                    if "cuda" in m[0].lower()))
+        if paths and _PATH_ADDED.search(sentence) and not _PATH_NOT_NOW.search(sentence):
+            found.append(LibraryPathStatement(paths, sentence[:300]))
+    return tuple(found)

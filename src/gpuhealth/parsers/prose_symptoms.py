@@ -122,9 +122,11 @@ _PREVENT = lazy_re(r"\b(?:to avoid|to prevent|avoids?|prevents?|avoiding|prevent
                    # left out: "我怀疑 nvidia-smi 卡住是因为..." sees the hang and suspects its cause)
                    r"以为|以為")
 # only words that say the symptom ENDED: "previously" or "in the past" date an observation ("previously I ran a job and
-# the memory stayed occupied"), they do not say it is over
+# the memory stayed occupied"), they do not say it is over; nor does a program being gone ("the process is gone but the
+# GPU memory stays used": that is the symptom)
 _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back to normal|"
-                   r"(?:is|was|are|were) gone|(?:is|was|got|been|now|are|were) (?:fixed|solved|resolved)|"
+                   r"(?<!process )(?<!processes )(?<!program )(?<!job )(?<!jobs )(?<!pid )(?:is|was|are|were) gone|"
+                   r"(?:is|was|got|been|now|are|were) (?:fixed|solved|resolved)|"
                    r"(?:fixed|solved|resolved) (?:it|this|that|the))\b|"
                    # Chinese: solved ("已经解决", "修好了", "恢复正常"), fine again ("重启就好了"), gone ("消失了"), not
                    # again ("没再出现"), and "X之前" before something was done ("开启持久模式之前"; "我之前" and

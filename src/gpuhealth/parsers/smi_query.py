@@ -199,6 +199,7 @@ _KNOWN_KEYS = {
     "fan speed", "clocks event reasons", "clocks throttle reasons", "fb memory usage", "utilization",
     "ecc mode", "ecc errors", "retired pages", "remapped rows", "temperature", "power readings",
     "gpu power readings", "gpu reset status", "gpu recovery action", "processes", "gpu link info",
+    "fabric",  # `nvidia-smi -q | grep -A2 -i fabric`: each GPU's NVLink fabric registration, the excerpt alone
 }
 
 
