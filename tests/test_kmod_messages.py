@@ -449,3 +449,26 @@ def test_a_shown_refusal_is_named_and_explains_the_module_not_loaded():
     assert (first.code, first.severity) == ("GH506", Severity.CRITICAL)
     assert "refused to load the nvidia module" in first.message
     assert {"GH201", "GH203"} <= set(first.explains)
+
+
+# ------------------------------------------------- the module loader's "Unknown symbol" (kernel/module/main.c)
+# simplify_symbols() prints "%s: Unknown symbol %s (err %d)" for each symbol the running kernel does not export, and
+# the load fails. Lines rendered from that format string for this test.
+
+def test_nvidia_uvm_with_an_unknown_symbol_is_uvm_missing_with_a_rebuild():
+    text = "[  312.123456] nvidia_uvm: Unknown symbol radix_tree_preloads (err -2)\n"
+    found = report(text, "dmesg.log")
+    assert found.verdict != "HEALTHY"
+    top = next(f for f in found.findings if f.code == "GH205")
+    assert top.severity is Severity.CRITICAL
+    commands = [f.command for f in top.fixes]
+    assert "modinfo -F vermagic nvidia_uvm" in commands and commands[-1] == "sudo modprobe nvidia_uvm"
+
+
+def test_nvidia_with_an_unknown_symbol_is_a_refused_load():
+    assert lead("[    5.1] nvidia: Unknown symbol drm_gem_object_free (err -22)\n", "dmesg.log")[0] == "GH201"
+    assert match_line("nvidia_drm: Unknown symbol drm_fb_helper_fini (err -2)") is not None
+
+
+def test_another_modules_unknown_symbol_is_not_nvidias():
+    assert match_line("[  3.2] zfs: Unknown symbol spl_panic (err -2)") is None
