@@ -53,6 +53,12 @@ JULIA_OLD = ("┌ Warning: CUDA 11.0.0 is not supported by\n"
     ("2025-01-07 10:11:12.131415: W external/xla/xla/service/gpu/nvptx_compiler.cc:765] The NVIDIA driver's CUDA "
      "version is 12.2 which is older than the ptxas CUDA version (12.6.20). Because the driver is older than the ptxas "
      "version, XLA is disabling parallel compilation, which may slow down compilation.", "xla-driver-older-than-ptxas"),
+    ("[11/05/2024-16:18:50] [W] [TRT] CUDA initialization failure with error: 35. Please check your CUDA "
+     "installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html",
+     "tensorrt-cuda-init-insufficient-driver"),
+    ("[E] [TRT] Cuda initialization failure with error 35. Please check cuda installation:  http://docs.nvidia.com/cuda/",
+     "tensorrt-cuda-init-insufficient-driver"),  # TensorRT 5-7's wording
+    ("cudaGetDeviceCount returned 35", "cuda-samples-device-count-insufficient-driver"),
 ])
 def test_each_message_is_its_row(line, row):
     sig = match_line(line)
@@ -66,6 +72,8 @@ def test_each_message_is_its_row(line, row):
     "CUDA toolchain: - runtime 12.6, artifact installation - driver 560.35.3 for 12.6",  # CUDA.versioninfo()'s banner
     "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |",
     "CUDA 12.4 is supported by your driver (which supports up to 12.4)",
+    "[E] [TRT] CUDA initialization failure with error 100. Please check your CUDA installation",  # no device, not 35
+    "cudaGetDeviceCount returned 350",
 ])
 def test_a_driver_new_enough_or_a_banner_is_no_row(line):
     sig = match_line(line)
