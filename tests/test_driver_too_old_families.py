@@ -59,6 +59,8 @@ JULIA_OLD = ("┌ Warning: CUDA 11.0.0 is not supported by\n"
     ("[E] [TRT] Cuda initialization failure with error 35. Please check cuda installation:  http://docs.nvidia.com/cuda/",
      "tensorrt-cuda-init-insufficient-driver"),  # TensorRT 5-7's wording
     ("cudaGetDeviceCount returned 35", "cuda-samples-device-count-insufficient-driver"),
+    ("numba.cuda.cudadrv.driver.CudaDriverError: Driver missing function: cuCtxCreate_v3",
+     "numba-driver-missing-function"),
 ])
 def test_each_message_is_its_row(line, row):
     sig = match_line(line)
@@ -74,6 +76,7 @@ def test_each_message_is_its_row(line, row):
     "CUDA 12.4 is supported by your driver (which supports up to 12.4)",
     "[E] [TRT] CUDA initialization failure with error 100. Please check your CUDA installation",  # no device, not 35
     "cudaGetDeviceCount returned 350",
+    "Driver missing function: ",  # no function named
 ])
 def test_a_driver_new_enough_or_a_banner_is_no_row(line):
     sig = match_line(line)
