@@ -751,8 +751,17 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
-            reading.messages.append(MessageLine(text[:500], piece.name))
+            # a person's sentence about an error is kept as their words (GH002 names it as not read), not as an error
+            # line nobody knows (GH003)
+            reading.messages.append(MessageLine(text[:500], piece.name, reported=_persons_line(text)))
     return len(matched) + named
+
+
+def _persons_line(text: str) -> bool:
+    """A person's sentence about an error (parsers/prose.persons_line), not a program's error line."""
+    from gpuhealth.parsers.prose import persons_line
+
+    return persons_line(text)
 
 
 # An exception's name alone on its line ("RuntimeError:"), its message on the next: Python prints a message that
