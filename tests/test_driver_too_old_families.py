@@ -120,3 +120,38 @@ def test_the_join_is_linear():
     started = time.perf_counter()
     unwrap_lines(text)
     assert time.perf_counter() - started < 5
+
+
+SMI_HEADER = "| NVIDIA-SMI 440.100      Driver Version: 440.100      CUDA Version: 10.2     |\n"
+
+
+def test_the_cuda_a_program_names_is_held_to_the_driver():
+    # CUDA.jl's two-line warning and nvidia-smi's header: GH601 names the CUDA CUDA.jl uses and the branch it needs
+    result = report(JULIA_OLD + "\n" + SMI_HEADER)
+    finding = result.findings[0]
+    assert finding.code == "GH601" and finding.severity == Severity.CRITICAL
+    assert "CUDA 11.0.0 (the CUDA CUDA.jl uses) needs driver >= 450" in finding.message
+    assert any("cuda-drivers-450" in fix.command for fix in finding.fixes)
+
+
+@pytest.mark.parametrize(("text", "cuda", "program"), [
+    (JULIA_OLD, "11.0.0", "CUDA.jl"),
+    ("┌ Warning: You are using CUDA toolkit 11.1.0 with a driver that only supports up to 10.2.\n", "11.1.0",
+     "CUDA.jl"),
+    ("W external/xla/xla/service/gpu/nvptx_compiler.cc:765] The NVIDIA driver's CUDA version is 12.2 which is older "
+     "than the ptxas CUDA version (12.6.20). Because the driver is older\n", "12.6.20", "XLA's ptxas"),
+])
+def test_the_program_cuda_is_read_from_its_message(text, cuda, program):
+    snapshot, _ = analyze_texts([("paste.txt", text)])
+    assert snapshot.cuda is not None
+    assert (snapshot.cuda.program_cuda, snapshot.cuda.program_name) == (cuda, program)
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA toolchain:\n- runtime 12.6, artifact installation\n- driver 560.35.3 for 12.6\n",  # CUDA.versioninfo()
+    "CUDA 12.4 is supported by your driver (which supports up to 12.4)\n",
+    SMI_HEADER,
+])
+def test_a_banner_or_a_driver_new_enough_names_no_program_cuda(text):
+    snapshot, _ = analyze_texts([("paste.txt", text)])
+    assert snapshot.cuda is None or snapshot.cuda.program_cuda is None

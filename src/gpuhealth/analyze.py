@@ -705,6 +705,10 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         from gpuhealth.parsers.ngc import ngc_driver_lines  # an NGC container's refusal: its CUDA, the driver (GH601)
 
         reading.overlay(ngc_driver_lines(lines), piece.name)
+    if unknown_lines and any(" CUDA " in line and "driver" in line for line in lines):
+        from gpuhealth.parsers.driver_too_old import program_cuda_lines  # the CUDA a program needs (GH601)
+
+        reading.overlay(program_cuda_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
