@@ -69,3 +69,46 @@ def test_secure_boot_shown_refusing_the_key_still_leads():
 ])
 def test_a_question_a_fixed_past_or_a_working_driver_names_no_cause(words):
     assert not [t for t in told_symptoms(words) if t.cause == "module-not-built"]
+
+
+@pytest.mark.parametrize(("words", "cause"), [
+    ("After the update to 3.0.0-25-generic the nvidia driver isn't working anymore.", "module-not-built"),
+    ("There is no kmod-nvidia for the new kernel.", "module-not-built"),
+    ("kmod-nvidia-open is not available for kernel 5.14.0-611 yet, so the driver does not load.", "module-not-built"),
+    ("The nvidia driver 470 does not build against kernel 6.8.", "driver-too-old-for-kernel"),
+    ("Rebuilding the module with dkms did nothing, only the newer driver 550 works with this kernel.",
+     "driver-too-old-for-kernel"),
+])
+def test_a_release_a_missing_kmod_or_a_driver_too_old_is_named(words, cause):
+    assert cause in [t.cause for t in told_symptoms(words)]
+
+
+@pytest.mark.parametrize("words", [
+    "After upgrading to 3.10 the nvidia driver is not working.",  # Python's 3.10 is no kernel release
+    "If there is no kmod for the new kernel, dnf keeps the old one.",
+    "The driver builds against kernel 6.8 without problems.",
+])
+def test_no_kernel_release_no_missing_kmod_no_failed_build_is_named(words):
+    assert not [t for t in told_symptoms(words) if t.cause in {"module-not-built", "driver-too-old-for-kernel"}]
+
+
+VERSION_PAIR = ("After the kernel went from 3.0.0-24 to 3.0.0-25 my driver 295.59 broke. Rebuilding it did nothing. "
+                "I installed driver 304.43 and it worked.\n")
+
+
+def test_a_version_pair_story_names_the_driver_too_old_for_the_kernel():
+    # the later sentence names the narrower cause: the rebuilt module still fails, so the source is too old
+    told = [t.cause for t in told_symptoms(VERSION_PAIR) if t.cause]
+    assert told == ["driver-too-old-for-kernel"], told
+    first = findings_of(VERSION_PAIR)[0]
+    assert first.code == "GH507" and "does not build against this newer kernel" in first.message
+    assert first.severity is Severity.WARNING
+
+
+def test_the_driver_the_words_replaced_is_not_the_installed_one():
+    from gpuhealth.parsers.prose import version_statements
+
+    drivers = [s.value for s in version_statements(VERSION_PAIR) if s.thing == "driver"]
+    assert drivers == ["304.43"]  # not 295.59: the kernel's "to 3.0.0-25" does not make the broken driver current
+    assert [s.value for s in version_statements("I had installed driver 470 before. Now I run driver 535.")
+            if s.thing == "driver"] == ["535"]

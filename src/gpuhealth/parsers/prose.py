@@ -227,7 +227,12 @@ _NEGATED = lazy_re(r"\b(?:not|no|without|instead of|rather than|except|than|unli
 _REQUIRED = lazy_re(r"\b(?:requires?|required|needs?|needed|minimum|at least|recommends?|recommended|supports?|"
                     r"supported|compatible|works? with|built for|compiled for|download|>=|≥)\b[^,]{0,40}$")
 _FROM = lazy_re(r"\bfrom\s+(?:\S+\s+){0,2}$")
-_CURRENT = lazy_re(r"\b(?:to|now|currently|current|now on|running)\s+(?:\S+\s+){0,2}$")
+# the words between "to" and the match hold no number: in "the kernel went from 3.0.0-24 to 3.0.0-25 my driver 295.59
+# broke" the "to" is the kernel's, not the driver's
+_CURRENT = lazy_re(r"\b(?:to|now|currently|current|now on|running)\s+(?:[^\s\d]\S*\s+){0,2}$")
+# "I installed driver 304.43 (and it worked)": the person put it there, so it is the present one, unless the sentence
+# is about the past ("I had installed driver 470 before")
+_INSTALLED = lazy_re(r"\b(?:i|we)\s+(?:then\s+|finally\s+|just\s+)?(?:re)?installed\s+(?:[^\s\d]\S*\s+){0,2}$", re.I)
 _PAST = lazy_re(r"\b(?:previously|formerly|used to|originally|earlier|old|older|before|was using|had|tried)\b", re.I)
 _OR_NEWER = lazy_re(r"^\s{0,2}(?:\+(?!\w)|(?:or|and)\s+(?:newer|later|above|higher|up|greater))", re.I)
 _CONDITION = lazy_re(r"\b(?:if|when|whether|unless|once|until|should|would|could)\b")
@@ -324,7 +329,8 @@ def _judged(sentence: str, match: re.Match[str], thing: str, value: str, past: b
         return []
     if _CONDITION.search(before[-24:]):
         return []
-    current = bool(_CURRENT.search(before)) or bool(match.groupdict().get("change"))
+    current = (bool(_CURRENT.search(before)) or bool(match.groupdict().get("change"))
+               or (not past and bool(_INSTALLED.search(before))))
     if past and not current:
         return []
     return [(Stated(thing, value, sentence[:300], name), current)]
