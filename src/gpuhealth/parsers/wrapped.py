@@ -28,6 +28,9 @@ of ``-``/``=`` (a rule cut by a terminal) is joined with none. Linear, one pass;
 
 from __future__ import annotations
 
+import functools
+import re
+
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.parsers.session import prompt_command
 
@@ -150,18 +153,32 @@ def _too_old_joined(line: str, following: str) -> str | None:
     """``line`` and ``following`` joined when a "driver too old for this CUDA" message (a GH601 row of the catalogue)
     starts in ``line`` and ends in ``following``: with the blank the break ate, or with none (a terminal breaks inside
     a word). None when no such message crosses the break."""
-    from gpuhealth.knowledge.signatures import signatures
-
     mark = _CONTINUATION.match(following)
     rest = following[mark.end():] if mark else following.lstrip()
     head = line.rstrip()
-    rows = [sig for sig in signatures() if sig.code == "GH601"]
     for glue in (" ", ""):
         glued = head + glue + rest
         start = max(0, len(head) - _TOO_OLD_WINDOW)
         window = glued[start:len(head) + len(glue) + _TOO_OLD_WINDOW]
-        for sig in rows:
-            found = sig.regex.search(window)
+        folded = window.lower()
+        for regex, literals in _too_old_rows():
+            if literals is not None and not any(text in folded for text in literals):
+                continue  # none of the words every match holds: the regex cannot match
+            found = regex.search(window)
             if found and found.start() < len(head) - start < found.end():
                 return glued
     return None
+
+
+@functools.cache
+def _too_old_rows() -> tuple[tuple[re.Pattern[str], tuple[str, ...] | None], ...]:
+    """The catalogue's GH601 rows: each regex, and the literals (lower-cased) one of which every match holds (None:
+    none known, the regex always runs)."""
+    from gpuhealth.knowledge.signatures import required_literals, signatures
+
+    rows = []
+    for sig in signatures():
+        if sig.code == "GH601":
+            found = required_literals(sig.pattern)
+            rows.append((sig.regex, tuple(text.lower() for text in found[0]) if found else None))
+    return tuple(rows)
