@@ -158,3 +158,16 @@ def test_the_program_cuda_is_read_from_its_message(text, cuda, program):
 def test_a_banner_or_a_driver_new_enough_names_no_program_cuda(text):
     snapshot, _ = analyze_texts([("paste.txt", text)])
     assert snapshot.cuda is None or snapshot.cuda.program_cuda is None
+
+
+@pytest.mark.parametrize("line", [
+    "CUDA backend failed to initialize: Found CUDA version 12010, but JAX was built against version 12020, which is "
+    "newer. The copy of CUDA that is installed must be at least as new as the version against which JAX was built.",
+    "RuntimeError: Outdated cuDNN installation found.",
+])
+def test_jax_s_own_library_check_is_a_library_not_the_driver(line):
+    # jax's _version_check compares the CUDA libraries it loads (cudaRuntimeGetVersion, cudnnGetVersion ...) with
+    # its build: an old library, not an old driver (GH612, not GH601)
+    sig = match_line(line)
+    assert sig is not None and sig.id == "jax-outdated-cuda-library" and sig.code == "GH612"
+    assert lead(line + "\n")[0] == "GH612"
