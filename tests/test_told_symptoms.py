@@ -39,7 +39,6 @@ PARAGRAPHS = [
      "the GPU.", "GH802", "container-toolkit-missing"),
     ("Since yesterday nvidia-smi only shows 7 of 8 GPUs.", "GH102", "rminit-failed"),
     ("On our 8-GPU node the first CUDA call takes about 40 seconds.", "GH609", "persistence-off"),
-    ("After the kernel update last night nvidia-smi stopped working.", "GH203", "module-not-built"),
     ("The NVIDIA driver installation fails on a fresh Ubuntu 24.04 server.", "GH507", "kernel-headers-missing"),
     ("After the reboot the NVIDIA kernel module did not load and the desktop fell back to a low resolution.", "GH201",
      "secure-boot-refused"),
@@ -164,3 +163,15 @@ def test_words_that_do_not_report_a_symptom_raise_nothing_from_it(paragraph: str
     findings = lead_of(("notes.txt", paragraph))
     # nothing understood: no diagnosis (GH004) and the file not read (GH002), never healthy
     assert sorted(f.code for f in findings) == ["GH002", "GH004"]
+
+
+def test_a_kernel_update_told_with_the_failure_is_the_cause_not_only_a_symptom():
+    """A kernel update told with the failure tells the cause with the symptom (knowledge/cause_phrases.csv
+    told-kernel-update-broke-module: NVIDIA's installation guide, a module not rebuilt for the new kernel): GH507
+    leads, the reporter's words, a warning, with the symptom's GH203 under it. It was the symptom GH203 with the
+    cause only ranked first."""
+    findings = lead_of(("notes.txt", "After the kernel update last night nvidia-smi stopped working."))
+    lead = findings[0]
+    assert lead.code == "GH507" and lead.severity is Severity.WARNING
+    assert lead.labels.get("reported") == "words" and "GH203" in lead.explains
+    assert all(f.severity is not Severity.CRITICAL for f in findings)

@@ -705,6 +705,10 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         from gpuhealth.parsers.ngc import ngc_driver_lines  # an NGC container's refusal: its CUDA, the driver (GH601)
 
         reading.overlay(ngc_driver_lines(lines), piece.name)
+    if unknown_lines and any(" CUDA " in line and "driver" in line for line in lines):
+        from gpuhealth.parsers.driver_too_old import program_cuda_lines  # the CUDA a program needs (GH601)
+
+        reading.overlay(program_cuda_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # the GPU index a program's code or traceback asks for (GH608)
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
@@ -751,8 +755,17 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
                 and not _NOT_AN_ERROR.search(text)):
             reading.unknown_seen.add(text)
-            reading.messages.append(MessageLine(text[:500], piece.name))
+            # a person's sentence about an error is kept as their words (GH002 names it as not read), not as an error
+            # line nobody knows (GH003)
+            reading.messages.append(MessageLine(text[:500], piece.name, reported=_persons_line(text)))
     return len(matched) + named
+
+
+def _persons_line(text: str) -> bool:
+    """A person's sentence about an error (parsers/prose.persons_line), not a program's error line."""
+    from gpuhealth.parsers.prose import persons_line
+
+    return persons_line(text)
 
 
 # An exception's name alone on its line ("RuntimeError:"), its message on the next: Python prints a message that

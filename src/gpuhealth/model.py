@@ -1282,6 +1282,11 @@ class CudaState:
     base_image: str | None = None
     base_image_cuda: str | None = None
     image_command: str | None = None  # the container run command naming that image (`docker run ... nvidia/cuda:...`)
+    # the CUDA a program's own "driver too old" message says it uses (CUDA.jl's "CUDA 11.0.0 is not supported by your
+    # driver"), the program ("CUDA.jl") and that message (parsers/driver_too_old.py)
+    program_cuda: str | None = None
+    program_name: str | None = None
+    program_line: str | None = None
     fabricmanager_active: str | None = None  # systemctl status / journalctl -u nvidia-fabricmanager: "failed" ...
     fabricmanager_enabled: str | None = None
     fabricmanager_errors: tuple[str, ...] = ()  # its error lines ("... failed with error: ... NV_WARN_NOTHING_TO_DO")

@@ -300,7 +300,9 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding: X is read as the container's
     CUDA (the release that driver is bundled with) and Y as the host's driver, so it names the driver branch to
     install; its "CUDA Minor Version Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode
-    ENABLED" is not a fault.
+    ENABLED" is not a fault. A program's own message naming the CUDA it uses against the driver (CUDA.jl's "CUDA X is
+    not supported by your driver (which supports up to Y)" or "You are using CUDA X with a driver that only supports up
+    to Y", XLA's "older than the ptxas CUDA version (X)") counts as that program's CUDA.
     Toolkit versions the table does not list (newer than 13.3) are not judged. PyTorch brings its own CUDA runtime, so
     its CUDA is held only to the family minimum (critical), never to the toolkit's bundled driver.
     Versions stated in the reporter's words ("my CUDA version is 12.9.41 and my CUDA driver is
@@ -347,6 +349,9 @@ def _toolkits(snapshot: Snapshot, state: CudaState) -> list[tuple[str, str, Evid
         else:
             toolkits.append((f"the base image {state.base_image}", state.base_image_cuda,
                              Evidence(source, (f"FROM {state.base_image}",))))
+    if state.program_cuda and state.program_line:  # a program's own message: "CUDA 11.0.0 is not supported by ..."
+        toolkits.append((f"the CUDA {state.program_name or 'the program'} uses", state.program_cuda,
+                         Evidence(snapshot.sources.get("cuda", "the program's output"), (state.program_line[:200],))))
     return toolkits
 
 

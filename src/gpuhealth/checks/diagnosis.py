@@ -80,9 +80,17 @@ def unknown_error_lines(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
 
     Exceptions:
     Errors of unrelated programs in the same paste. Lines that say nothing failed ("0 errors") are not
-    counted.
+    counted, nor are a person's sentences about an error (parsers/prose.persons_line): one that introduces
+    a paste ("errors like the following are produced:", "Evidence:"), a list item of the reporter's ("-
+    Operating system: Ubuntu 24.04 (same error on 22.04)") or one in which the person speaks ("we traced
+    the failure to the hardware"). They are named as words not read (GH002), so a paste of them alone is
+    NO DIAGNOSIS, never HEALTHY. A line that opens as a program's does (a level, a program's name and its
+    level, a timestamp, an exception's name, the driver's prefix) counts whatever it says, and so does a
+    sentence that carries a program's message: after a colon ("my trainer stops with: FATAL: ..."), in
+    quotes or backticks, an error code ("error 12"), a constant (CUDA_ERROR_UNKNOWN) or an exception's name.
     """
-    unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None and not m.mined]
+    unknown = [m for m in snapshot.messages or () if m.signature is None and m.symptom is None and not m.mined
+               and not m.reported]  # a person's sentence about an error is words not read (GH002), not a line
     if unknown:  # lines the container toolkit's or the installer's source names are GH310's
         from gpuhealth.checks.tool_messages import explained
 

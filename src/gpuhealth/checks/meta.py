@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuhealth.checks.registry import Draft, Expectations, check
-from gpuhealth.model import SETUP_INVENTORY_ONLY, Evidence, Fix, Severity, Snapshot
+from gpuhealth.checks.registry import MAX_LINE_EVIDENCE, Draft, Expectations, check
+from gpuhealth.model import SETUP_INVENTORY_ONLY, Evidence, Fix, MessageLine, Severity, Snapshot
 
 
 @check("GH001", "internal-error", "A check failed inside gpuhealth")
@@ -29,7 +29,7 @@ def internal_error(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     return iter(())
 
 
-@check("GH002", "unrecognized-evidence", "A file given to analyze was not recognised")
+@check("GH002", "unrecognized-evidence", "A file given to analyze was not recognised", reads=("messages",))
 def unrecognized_evidence(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     """
     What:
@@ -46,12 +46,33 @@ def unrecognized_evidence(snapshot: Snapshot, expect: Expectations) -> Iterator[
     `nvidia-bug-report.sh`) rather than a screenshot or an edited excerpt, or run `gpuhealth check`
     on the host itself.
 
+    A person's sentences about an error ("errors like the following are produced:", "we traced the
+    failure to the hardware") that nothing read are named here too, with their lines, where the part that
+    holds them is not already named: they are no error line of a program's (GH003), and nothing the
+    person wrote is dropped unseen.
+
     Exceptions:
     Files that hold nothing gpuhealth reads (an Xorg log, a shell history) are expected here.
     """
     for name in snapshot.unrecognized_files:
         yield Draft(Severity.INFO, f"{name}: format not recognised; nothing in it was analysed",
                     evidence=(Evidence(name),))
+    yield from _words_not_read(snapshot)
+
+
+def _words_not_read(snapshot: Snapshot) -> Iterator[Draft]:
+    """A person's sentences about an error that nothing read (error-looking lines analyze kept as the reporter's
+    words: parsers/prose.persons_line), grouped by the part that holds them, unless that part is named above."""
+    named = snapshot.unrecognized_files
+    by_source: dict[str, list[MessageLine]] = {}
+    for m in snapshot.messages or ():
+        if m.reported and m.signature is None and m.symptom is None and not m.mined and not any(
+                name == m.source or name.startswith(m.source + " (") for name in named):
+            by_source.setdefault(m.source, []).append(m)
+    for source, lines in by_source.items():
+        yield Draft(Severity.INFO, f"{source}: {len(lines)} line(s) of the reporter's words about an error, not read "
+                    f"({lines[0].line[:60]!r}{' ...' if len(lines) > 1 else ''})",
+                    evidence=(Evidence(source, tuple(m.line for m in lines[:MAX_LINE_EVIDENCE])),))
 
 
 @check("GH005", "setup-inventory-only", "The evidence given only lists the setup, not the GPUs' state")

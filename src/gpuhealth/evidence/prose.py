@@ -120,7 +120,7 @@ def _version(fields: dict[str, Any], stated: Any, source: str) -> list[ReportedF
         return [_set(fields, "driver", DriverInfo, {"version": value}, f"NVIDIA driver {value}", words, source)]
     cuda = fields.get("cuda")
     if stated.thing == "cuda" and not (cuda and (cuda.nvcc_release or cuda.toolkits or cuda.conda_cudatoolkit
-                                                 or cuda.base_image_cuda)):
+                                                 or cuda.base_image_cuda or cuda.program_cuda)):
         release = ".".join(value.split(".")[:2])
         values = {"nvcc_release": release, **({"nvcc_version": value} if value.count(".") == 2 else {})}
         return [_set(fields, "cuda", CudaState, values, f"CUDA {value}", words, source)]

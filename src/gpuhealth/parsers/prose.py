@@ -30,7 +30,8 @@ from gpuhealth.records import record
 
 __all__ = ["INSTALL_PATTERNS", "InstallStatement", "LibraryPathStatement", "PackageStatement", "PcieStatement",
            "Stated", "UnitStatement", "gpu_count_statements", "install_statements", "library_path_statements",
-           "package_statements", "pcie_statements", "prose_sentences", "unit_statements", "version_statements"]
+           "package_statements", "pcie_statements", "persons_line", "prose_sentences", "unit_statements",
+           "version_statements"]
 
 MAX_LINES = 2000
 MAX_LINE = 2000
@@ -77,6 +78,92 @@ def prose_sentences(text: str) -> list[str]:
         if len(sentences) >= MAX_SENTENCES:
             break
     return sentences[:MAX_SENTENCES]
+
+
+# --------------------------------------------------------------------------- a person's line about an error
+
+# What a program prints at the start of its error line: a level ("ERROR:", "E:", "[ERROR]", "Error!", "FATAL"), a
+# program's name before its level ("modprobe: ERROR:", "nvidia-installer: error:"), a timestamp or a kernel record, a
+# Python exception's name ("RuntimeError: ..."), NVRM, NCCL, logrus and klog prefixes. A line with one is a program's,
+# whatever words follow.
+_PROGRAM_MARK = lazy_re(
+    r"^\W{0,4}(?:(?:error|err|fatal|warning|warn|critical|panic|e|w|f)\s{0,2}[\]:!]|"
+    r"[\w.\-/\[\]]{1,60}:\s{0,2}(?:error|fatal|warning|critical)\b|\[?\s{0,4}\d{1,10}\.\d{3,9}\]|\d{4}-\d\d-\d\d|"
+    r"\d\d:\d\d:\d\d|[\w.]{0,80}(?:Error|Exception|Warning)\b|NVRM|NCCL|ERRO\[|[EWF]\d{4} |Traceback\b|"
+    r"[IWEF]\d{0,4}\s{1,2}[\w./-]{1,200}:\d{1,6}\])", re.I)
+# a program's marks anywhere on the line: the driver's prefix, syslog's "host kernel:" and "program[pid]:", the
+# journal's "Dec 07 10:00:01" (the driver's own lines say "we": "after we tried to train it to Gen2")
+_PROGRAM_ANYWHERE = lazy_re(r"\bNVRM:|\bkernel:\s|\b[\w.-]{1,60}\[\d{1,8}\]:\s|^[A-Z][a-z]{2}\s{1,2}\d{1,2}\s"
+                            r"\d\d:\d\d:\d\d\b")
+# a program's message carried inside a person's sentence: an exception's name ("... raises RuntimeError"), an error
+# code ("error 12", "exit code 139", "status=0x2", "(err -22)"), a program's constant (CUDA_ERROR_UNKNOWN,
+# NCCL_SYSTEM_ERROR) or errno's name (ENODEV), a hexadecimal code, a quoted span ("...", '...', “...”)
+_CARRIED = lazy_re(
+    r"\b[A-Z]\w{0,80}(?:Error|Exception|Fault)\b|"
+    r"\b(?i:error|err|errno|code|status|rc|exit\s{1,3}code|return\s{1,3}code)\s{0,3}[=:#(]?\s{0,3}-?(?:0x[0-9a-fA-F]{1,16}|"
+    r"\d{1,6})\b|"
+    r"\b[A-Z][A-Z0-9]{0,20}_[A-Z0-9_]{2,60}\b|\bE(?:PERM|NOENT|NODEV|NXIO|IO|ACCES|BUSY|INVAL|NOMEM|AGAIN|NOSPC|"
+    r"NOEXEC|NOSYS|NOTSUP|OPNOTSUPP|TIMEDOUT|FAULT|BADF|XIST)\b|\b0x[0-9a-fA-F]{4,16}\b|"
+    r"\"[^\"]{3,500}\"|“[^”]{3,500}”|(?:^|(?<=[\s(\[:=]))'[^']{3,500}'(?=$|[\s).,:;!?\]])")
+# after a colon inside the line ("my trainer then stops with: FATAL: ..."), the words a program printed: they hold an
+# error word of their own (a label's value in a list item is the reporter's: "- Operating system: Ubuntu (same error)")
+_ERROR_WORDS = lazy_re(r"\b(?:error|errors|exception|fail\w{0,4}|fatal|cannot|can't|couldn't|unable|refused|denied|"
+                       r"not\s{1,3}found|no\s{1,3}such|invalid|timed\s{1,3}out|abort\w{0,2}|panic)\b", re.I)
+# a markdown list item of the reporter's: a label of words, then its value ("- Operating system: Ubuntu 24.04 (same
+# error on 22.04)", "* GPU: 2x A100"); a label that is itself an error word ("- Error: ...") quotes a program
+_BULLET_ITEM = lazy_re(r"^\s{0,3}(?:[-*+•]|\d{1,2}[.)])\s{1,3}(?P<label>[A-Za-z][\w /()-]{0,40}?)\s{0,2}:\s{1,3}"
+                       r"(?P<value>\S.{0,2000})")
+_ERROR_LABEL = lazy_re(r"\b(?:error|errors|exception|fail\w{0,4}|fatal|message|output|log|traceback)\b", re.I)
+# the person speaking: "I", "we", "my", "our" (programs speak of "you" and "your": nvidia-installer's "your kernel")
+_FIRST_PERSON = lazy_re(r"(?:(?<![\w'-])I(?=\s|['’])|\b(?:[Mm]y|[Ww]e|[Ww]e're|[Ww]e've|[Oo]ur)\b)")
+# a sentence that introduces the paste below it ("errors like the following are produced:", "Evidence:", "the log
+# shows this:"); Python's own "The above exception was the direct cause of the following exception:" is none
+_INTRODUCES = lazy_re(r"\b(?:like\s{1,3}(?:the\s{1,3}following|this|these|below)|as\s{1,3}follows|such\s{1,3}as|"
+                      r"similar\s{1,3}to|below|evidence|e\.g\.|for\s{1,3}example|for\s{1,3}instance|"
+                      r"here\s{1,3}is|here\s{1,3}are|attached)\b", re.I)
+
+
+def persons_line(line: str) -> bool:
+    """Whether ``line`` is a person's sentence about an error, not a program's error line: a list item of the
+    reporter's ("- Operating system: Ubuntu 24.04 (same error on 22.04)"), a sentence that introduces a paste ("When
+    loading the module, errors like the following are produced:", "Evidence:"), or one in which the person speaks
+    ("we traced the failure to the hardware"). A line that opens as a program's does (a level, a program's name and
+    its level, a timestamp, an exception's name) is a program's, whatever it says, and so is a sentence that carries a
+    program's message: after a colon ("my trainer stops with: FATAL: ..."), in quotes or backticks, an error code
+    ("error 12"), a program's constant (CUDA_ERROR_UNKNOWN) or an exception's name inside."""
+    if not isinstance(line, str):
+        return False
+    text = line.strip()[:MAX_LINE]
+    if not text or "`" in text or _PROGRAM_MARK.match(text) or _PROGRAM_ANYWHERE.search(text):
+        return False
+    item = _BULLET_ITEM.match(text)
+    if item:
+        return not _ERROR_LABEL.search(item["label"]) and not _carries_message(item["value"])
+    if _carries_message(text) or _after_colon_error(text):
+        return False
+    if text.endswith((":", "：")) and (_FIRST_PERSON.search(text) or _INTRODUCES.search(text)):
+        return True
+    return _FIRST_PERSON.search(text) is not None and len(text.split()) >= 4
+
+
+def _carries_message(text: str) -> bool:
+    """Whether ``text`` holds a program's message: one opening after a colon as a program's line does, or a mark of
+    one anywhere (an exception's name, an error code, a constant, a quoted span)."""
+    rest = _after_colon(text)
+    return _CARRIED.search(text) is not None or (bool(rest) and _PROGRAM_MARK.match(rest) is not None)
+
+
+def _after_colon_error(text: str) -> bool:
+    """Whether words after a colon inside ``text`` hold an error word: "it stops with: the runtime refused to
+    start" quotes what the program printed."""
+    rest = _after_colon(text)
+    return bool(rest) and _ERROR_WORDS.search(rest) is not None
+
+
+def _after_colon(text: str) -> str:
+    """The words after the first colon and space inside ``text`` (empty when the colon ends it)."""
+    at = text.find(": ")
+    return text[at + 2:].strip() if at >= 0 else ""
 
 
 def _chinese_statement(sentence: str) -> bool:
@@ -140,7 +227,12 @@ _NEGATED = lazy_re(r"\b(?:not|no|without|instead of|rather than|except|than|unli
 _REQUIRED = lazy_re(r"\b(?:requires?|required|needs?|needed|minimum|at least|recommends?|recommended|supports?|"
                     r"supported|compatible|works? with|built for|compiled for|download|>=|≥)\b[^,]{0,40}$")
 _FROM = lazy_re(r"\bfrom\s+(?:\S+\s+){0,2}$")
-_CURRENT = lazy_re(r"\b(?:to|now|currently|current|now on|running)\s+(?:\S+\s+){0,2}$")
+# the words between "to" and the match hold no number: in "the kernel went from 3.0.0-24 to 3.0.0-25 my driver 295.59
+# broke" the "to" is the kernel's, not the driver's
+_CURRENT = lazy_re(r"\b(?:to|now|currently|current|now on|running)\s+(?:[^\s\d]\S*\s+){0,2}$")
+# "I installed driver 304.43 (and it worked)": the person put it there, so it is the present one, unless the sentence
+# is about the past ("I had installed driver 470 before")
+_INSTALLED = lazy_re(r"\b(?:i|we)\s+(?:then\s+|finally\s+|just\s+)?(?:re)?installed\s+(?:[^\s\d]\S*\s+){0,2}$", re.I)
 _PAST = lazy_re(r"\b(?:previously|formerly|used to|originally|earlier|old|older|before|was using|had|tried)\b", re.I)
 _OR_NEWER = lazy_re(r"^\s{0,2}(?:\+(?!\w)|(?:or|and)\s+(?:newer|later|above|higher|up|greater))", re.I)
 _CONDITION = lazy_re(r"\b(?:if|when|whether|unless|once|until|should|would|could)\b")
@@ -237,7 +329,8 @@ def _judged(sentence: str, match: re.Match[str], thing: str, value: str, past: b
         return []
     if _CONDITION.search(before[-24:]):
         return []
-    current = bool(_CURRENT.search(before)) or bool(match.groupdict().get("change"))
+    current = (bool(_CURRENT.search(before)) or bool(match.groupdict().get("change"))
+               or (not past and bool(_INSTALLED.search(before))))
     if past and not current:
         return []
     return [(Stated(thing, value, sentence[:300], name), current)]

@@ -192,13 +192,24 @@ def told_symptoms(text: str, causes_only: bool = False) -> list[Told]:
             continue
         original = original_lines[number][:MAX_LINE] if number < len(original_lines) else line
         contexts: dict[str, bool] = {}  # a row's context is the line's: searched once per line, not per sentence
-        for start, end, asks in _sentences(line):
-            for row in _read_sentence(candidates, line, start, end, asks, contexts):
-                if counts.get(row.key, 0) < MAX_PER_SYMPTOM:
-                    counts[row.key] = counts.get(row.key, 0) + 1
-                    found.append(Told(row.symptom, row.id, original[start:end].strip()[:MAX_SENTENCE], number,
-                                      row.cause))
+        read = [(row, start, end) for start, end, asks in _sentences(line)
+                for row in _read_sentence(candidates, line, start, end, asks, contexts)]
+        for row, start, end in _line_yields(read):
+            if counts.get(row.key, 0) < MAX_PER_SYMPTOM:
+                counts[row.key] = counts.get(row.key, 0) + 1
+                found.append(Told(row.symptom, row.id, original[start:end].strip()[:MAX_SENTENCE], number,
+                                  row.cause))
     return found
+
+
+def _line_yields(read: list) -> list:
+    """The sentences' rows, less a named cause that yields to another cause named in the same line: a story told over
+    sentences ("the kernel went from -24 to -25 and the driver broke. Rebuilding it did nothing.") names the narrower
+    cause in its later sentence (the driver's source does not build against the kernel), as one sentence would."""
+    named = {row.cause for row, _, _ in read if row.cause}
+    if len(named) < 2:
+        return read
+    return [item for item in read if not (item[0].cause and (named - {item[0].cause}).intersection(item[0].yields_to))]
 
 
 def _folded(text: str) -> str:

@@ -127,13 +127,19 @@ def _known(word: str, known: frozenset[str]) -> bool:
 
 
 def _unique_neighbour(word: str) -> str | None:
-    """The one vocabulary word within Damerau-Levenshtein distance 1 of ``word``; None for none or several."""
+    """The one vocabulary word within Damerau-Levenshtein distance 1 of ``word`` (of several, the only one ``word`` is
+    a deletion of); None for none or several."""
     _, index = vocabulary()
     candidates: set[str] = set(index.get(word, ()))
     for position in range(len(word)):
         candidates.update(index.get(word[:position] + word[position + 1:], ()))
     close = [c for c in candidates if c != word and _one_edit(word, c)]
-    return close[0] if len(close) == 1 else None
+    if len(close) == 1:
+        return close[0]
+    # several: a letter left out is the commonest slip of typing ("forver" is "forever", not "former"), so the one
+    # word that ``word`` is a deletion of wins; otherwise it stays ambiguous
+    longer = [c for c in close if len(c) == len(word) + 1]
+    return longer[0] if len(longer) == 1 else None
 
 
 def _one_edit(a: str, b: str) -> bool:

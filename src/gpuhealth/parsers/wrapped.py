@@ -16,13 +16,20 @@ joined:
   (``[   12.345678]``, ``Dec  1 10:00:00 host``), so a line of 60 to 80 characters (the width it was wrapped at)
   followed by up to three unprefixed, unindented lines (none a record of its own: ``NVRM: ...``, ``modprobe: ...``)
   and then the next record was broken; at the end of the log
-  the pieces are joined only when they do not start like a sentence (the reporter's words after the paste).
+  the pieces are joined only when they do not start like a sentence (the reporter's words after the paste);
+- a program's "your driver is too old for this CUDA" message (the catalogue's GH601 rows: CUDA.jl's "CUDA X is not
+  supported by / your driver (which supports up to Y)", which CUDA.jl's own format string breaks, XLA's, the CUDA
+  runtime's "insufficient" text): a line followed by one whose rest completes such a message across the break (a
+  logger's continuation mark, Julia's ``│``, dropped) was one line; the message decides, so nothing else is joined.
 
 A break at a blank (a mail client wraps between words and drops the blank) is joined with one blank; a break in a run
 of ``-``/``=`` (a rule cut by a terminal) is joined with none. Linear, one pass; at most ``MAX_SEGMENTS`` lines join.
 """
 
 from __future__ import annotations
+
+import functools
+import re
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.parsers.session import prompt_command
@@ -46,12 +53,14 @@ MIN_WRAPPED, MAX_WRAPPED = 60, 80  # a wrapped piece filled the width: a mail cl
 _RULE_START = lazy_re(r"[ \t]{0,8}[+|][-=+]{10,400}$")
 _RULE_END = lazy_re(r"[-=+]{1,400}[+|]\s*$")
 _XID_HEAD = lazy_re(r"NVRM: Xid \([^)\n]{1,160}\):?\s{0,8}\d{1,6}\b")
+_CONTINUATION = lazy_re(r"[ \t]{0,8}[│┃][ \t]?")  # Julia's logger marks a message's later lines with "│ "
+_TOO_OLD_WINDOW = 400  # characters either side of the break a driver-too-old message is looked for in
 
 
 def unwrap_lines(text: str) -> str:
     """``text`` with wrapped nvidia-smi table rows, Xid lines and GPU kernel-log lines joined (see the module
     docstring); the text itself when it has none."""
-    if "|" not in text and "Xid" not in text and "NVRM" not in text and "nvidia" not in text:
+    if "|" not in text and "Xid" not in text and "NVRM" not in text and "nvidia" not in text and "CUDA" not in text:
         return text
     lines = text.splitlines()
     out: list[str] = []
@@ -121,6 +130,8 @@ def _joined(line: str, following: str, width: int) -> str | None:
     elif "NVRM: Xid" in line and _XID_HEAD.search(line) is None:
         glued = _glue(line, following, 0)
         glued = glued if _XID_HEAD.match(glued, line.rfind("NVRM: Xid")) else None
+    elif "CUDA" in line or "CUDA" in following:
+        glued = _too_old_joined(line, following)
     if glued is None or prompt_command(following) is not None:  # a command typed after a cut-off paste
         return None
     return glued
@@ -136,3 +147,38 @@ def _glue(line: str, following: str, width: int) -> str:
     if line.endswith((" ", "\t")):  # format=flowed mail keeps the blank at the end of the wrapped line
         return line + following.lstrip()
     return line + " " * max(1, width - len(line) - len(rest)) + rest
+
+
+def _too_old_joined(line: str, following: str) -> str | None:
+    """``line`` and ``following`` joined when a "driver too old for this CUDA" message (a GH601 row of the catalogue)
+    starts in ``line`` and ends in ``following``: with the blank the break ate, or with none (a terminal breaks inside
+    a word). None when no such message crosses the break."""
+    mark = _CONTINUATION.match(following)
+    rest = following[mark.end():] if mark else following.lstrip()
+    head = line.rstrip()
+    for glue in (" ", ""):
+        glued = head + glue + rest
+        start = max(0, len(head) - _TOO_OLD_WINDOW)
+        window = glued[start:len(head) + len(glue) + _TOO_OLD_WINDOW]
+        folded = window.lower()
+        for regex, literals in _too_old_rows():
+            if literals is not None and not any(text in folded for text in literals):
+                continue  # none of the words every match holds: the regex cannot match
+            found = regex.search(window)
+            if found and found.start() < len(head) - start < found.end():
+                return glued
+    return None
+
+
+@functools.cache
+def _too_old_rows() -> tuple[tuple[re.Pattern[str], tuple[str, ...] | None], ...]:
+    """The catalogue's GH601 rows: each regex, and the literals (lower-cased) one of which every match holds (None:
+    none known, the regex always runs)."""
+    from gpuhealth.knowledge.signatures import required_literals, signatures
+
+    rows = []
+    for sig in signatures():
+        if sig.code == "GH601":
+            found = required_literals(sig.pattern)
+            rows.append((sig.regex, tuple(text.lower() for text in found[0]) if found else None))
+    return tuple(rows)
