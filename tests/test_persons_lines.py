@@ -27,9 +27,9 @@ def unknown_lines(result) -> list[str]:
 
 
 @pytest.mark.parametrize("line", [
-    "When attempting to start the service on the new host, errors like the following are produced:",
+    "Whenever we start the frob service on a fresh host, we get errors like these:",
     "Later failures on the same node; we traced the error to a bad riser. Evidence:",
-    "- Operating system: Rocky Linux 9.3 (same error on 9.2)",
+    "- Distribution: Rocky Linux 9.3 (the same failure on 9.2)",
     "* Kernel: 5.14.0-362 (the build failed on the older one too)",
     "I keep getting the same error after every reboot",
     "Our nodes all fail the same way, the log shows this:",
@@ -69,18 +69,18 @@ def test_a_programs_error_line(line: str):
 
 
 def test_the_sentences_around_a_paste_are_not_unknown_lines():
-    text = ("When attempting to start the service on the new host, errors like the following are produced:\n\n"
+    text = ("Whenever we start the frob service on a fresh host, we get errors like these:\n\n"
             "```\nfrobd: error: cannot open /dev/frob0: Permission denied\n```\n\n"
             "Later failures on the same node; we traced the error to a bad riser. Evidence:\n\n"
-            "- Operating system: Rocky Linux 9.3 (same error on 9.2)\n")
+            "- Distribution: Rocky Linux 9.3 (the same failure on 9.2)\n")
     result = report(text)
     assert unknown_lines(result) == ["frobd: error: cannot open /dev/frob0: Permission denied"]
     assert result.verdict != "HEALTHY"
 
 
 def test_sentences_alone_are_no_diagnosis_not_healthy():
-    text = ("When attempting to start the service on the new host, errors like the following are produced:\n\n"
-            "- Operating system: Rocky Linux 9.3 (same error on 9.2)\n")
+    text = ("Whenever we start the frob service on a fresh host, we get errors like these:\n\n"
+            "- Distribution: Rocky Linux 9.3 (the same failure on 9.2)\n")
     result = report(text)
     assert "GH003" not in {f.code for f in result.findings}
     assert result.verdict == "NO DIAGNOSIS"
@@ -100,10 +100,10 @@ def test_a_sentence_left_out_of_gh003_is_named_as_words_not_read():
     """A person's sentence about an error in a part of the post that something else was read in (a version stated in
     words) is not dropped: GH002 names it with its lines, and the report is NO DIAGNOSIS, not HEALTHY."""
     text = ("We traced the failure on our nodes to the frob riser after several weeks of tests.\n"
-            "- Operating system: Rocky Linux 9.3 (same error on 9.2)\n")
+            "- Distribution: Rocky Linux 9.3 (the same failure on 9.2)\n")
     result = report(text)
     assert "GH003" not in {f.code for f in result.findings}
-    assert "- Operating system: Rocky Linux 9.3 (same error on 9.2)" in words_not_read(result)
+    assert "- Distribution: Rocky Linux 9.3 (the same failure on 9.2)" in words_not_read(result)
     assert any("riser" in line for line in words_not_read(result))
     assert result.verdict == "NO DIAGNOSIS"
 
