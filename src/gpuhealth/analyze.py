@@ -162,6 +162,10 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             reading.unrecognized.extend(missed[:1])
         else:
             reading.unrecognized.extend(_read_markdown(reading, name, parts))
+    if reading.commands:  # a driver or GPU a command names: sh NVIDIA-Linux-x86_64-510.47.03.run (GH209)
+        from gpuhealth.parsers.gpu_mentions import COMMANDS_TYPED, command_mentions
+
+        reading.overlay(command_mentions(reading.commands), COMMANDS_TYPED)
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
