@@ -267,10 +267,14 @@ def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], be
         return
     effect = visible_in_effect([(b.command, b.output) for b in blocks], failing)
     env = dict(reading.fields["env"])
+    # what text that no command printed sets before the failure (a Dockerfile's ENV pasted above `docker run` of its
+    # image, an env file): it holds; a script a command showed (`cat train.py`) holds only where that script runs
+    loose = {name for b in blocks[:failing + 1] if not (b.command or "").strip()
+             for name in env_lines(b.output.splitlines()[:5000]).get("env", {})}
     for variable in VISIBILITY_VARIABLES:
         if variable in effect:
             value = effect[variable]
-        elif env.get(variable) != before.get(variable):  # set by this session only after the failure
+        elif env.get(variable) != before.get(variable) and variable not in loose:  # not in effect at the failure
             value = before.get(variable)
         else:
             continue

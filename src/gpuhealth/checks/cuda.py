@@ -117,7 +117,10 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
         return f"{name}={text}: no GPU is visible"
     if name == "NVIDIA_VISIBLE_DEVICES" and text.lower() == "all":
         return None
-    for position, token in enumerate(t.strip() for t in text.split(",")):
+    tokens = [t.strip() for t in text.split(",")]
+    if len(tokens) > 1 and not tokens[-1]:
+        tokens.pop()  # "0,1,": a trailing comma ends the list; it hides nothing after it
+    for position, token in enumerate(tokens):
         rest = "" if position == 0 else " (entries before it stay visible)"
         if re.fullmatch(r"-?\d+", token):
             if count and not 0 <= int(token) < count:

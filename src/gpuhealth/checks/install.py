@@ -550,7 +550,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     key with openssl, enroll it with `mokutil --import MOK.der` (set a one-time password, confirm it in
     the MOK manager at the next boot), sign every module with the kernel's `scripts/sign-file`, and
     keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
-    Secure Boot in the firmware also works where that is allowed.
+    Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
+    not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is
+    shown (modprobe's "Key was rejected by service", the kernel log's line, an unsigned module), the
+    finding gives only the steps that decide it, never a new key, its enrolment and a reboot.
 
     A module signed by a key that is not among the enrolled ones (its `modinfo` signer against the names
     `mokutil --list-enrolled` shows) is refused however many keys are enrolled: it was built before the key was made,
@@ -686,7 +689,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         message = (f"Secure Boot is enabled and the nvidia module is not loaded; {install.signing_key} is enrolled, "
                    "so the module loads only if it is signed with that key (modinfo -F signer nvidia)")
     else:
-        message = "Secure Boot is enabled and the nvidia module is not loaded: the module must be signed"
+        message = ("Secure Boot is enabled and the nvidia module is not loaded: Secure Boot refuses a module not "
+                   "signed with an enrolled key (not confirmed: `sudo modprobe nvidia` says 'Key was rejected by "
+                   "service' if so)")
     enrol = _certificate_fixes(snapshot, install) if refused and not foreign else ()
     if enrol:
         message = (f"Secure Boot refuses the nvidia module, which DKMS signed with {install.signing_certificate}: "
@@ -703,12 +708,22 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
             # a new key, its enrollment, the signing loop, the load (knowledge/fixes.csv); the Secure Boot state is
-            # not asked for when the evidence already shows it enforced
-            *table_fixes("GH506", without=("mokutil --sb-state",) if enabled or refused else ()),
+            # not asked for when the evidence already shows it enforced. Until a refusal is shown (Secure Boot on and
+            # the module not loaded: it may as well be missing for this kernel), only the steps that decide it: a
+            # new key, its enrolment and a reboot are a procedure for a refusal, not for a guess.
+            *(fix for fix in table_fixes("GH506", without=("mokutil --sb-state",) if enabled or refused else ())
+              if refused or fix.command.startswith(_DECIDES)),
+            *(() if refused or install.module_signer is not None else (_SIGNER,)),
         ),
         # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
         explains=DRIVER_DOWN if refused else (),
     )
+
+
+# GH506's read-only steps, the ones shown before a refusal is: the Secure Boot state, the keys enrolled, the signer
+_DECIDES = ("mokutil --sb-state", "mokutil --list-enrolled")
+_SIGNER = Fix("modinfo -F signer nvidia", "any",
+              note="empty: the module is unsigned, and Secure Boot refuses it; a name: it must be an enrolled key's")
 
 
 # shim's MOK manager asks for the import's password on the machine's console at the next boot (no keyboard there, a

@@ -231,23 +231,73 @@ def _echo_variable(command: str, output: str) -> Fact | None:
 
 
 # A variable that decides which GPUs CUDA (or the container runtime) shows, set where the user shows it:
-# `export CUDA_VISIBLE_DEVICES=1` in a script or a session, `CUDA_VISIBLE_DEVICES="" python x.py`, or
+# `export CUDA_VISIBLE_DEVICES=1` in a script or a session, `CUDA_VISIBLE_DEVICES="" python x.py`, `%env ...` in a
+# notebook, `-e NVIDIA_VISIBLE_DEVICES=none` or a compose file's `- NVIDIA_VISIBLE_DEVICES=void`, or
 # `os.environ["CUDA_VISIBLE_DEVICES"] = "2"` in Python. GH608 judges the value (CUDA programming guide, "CUDA
 # Environment Variables": an empty value or an index that is no GPU hides devices).
 MAX_LINE_TEXT = 4096  # characters of one line searched for an assignment
 _VISIBLE_SET = lazy_re(
     r"(?:\bexport\s+|(?<![\w\[\"'])|\benviron\[[\"'])(?P<name>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)"
     r"(?:[\"']\])?\s?=\s?(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{0,200}))")
+# The same variables set in the other ways programs and files write them, each with a literal value: Python's
+# os.environ.setdefault("CUDA_VISIBLE_DEVICES", "1") and os.putenv(...), a dict or JSON entry ("CUDA_VISIBLE_DEVICES":
+# "1", e.g. an editor's launch configuration), a compose file's map (`NVIDIA_VISIBLE_DEVICES: none`) and a
+# Dockerfile's old `ENV NVIDIA_VISIBLE_DEVICES none` form.
+_VISIBLE_OTHER = lazy_re(
+    r"(?:\b(?:environ\.setdefault|putenv)\(\s{0,4}[\"'](?P<cname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)[\"']"
+    r"\s{0,4},\s{0,4}|[\"'](?P<kname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)[\"']\s{0,4}:\s{0,4}(?=[\"'])|"
+    r"^\s{0,12}(?:ENV\s{1,4}(?P<ename>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)\s{1,4}|"
+    r"(?P<yname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES):\s{1,4}))"
+    r"(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{1,200}))")
+# what a value is not when a program computes it or a page leaves a slot for it: a shell expansion ($GPU, $(...)),
+# a format or template slot ({gpu}, %s, %GPU%, <gpu_id>), a call or an index
+_NOT_LITERAL = lazy_re(r"[$%{}<>()\[\]]")
+# what may follow a literal value in Python (the value is then the whole right-hand side): the line's end, a comment,
+# `;`, the call's closing bracket, or the backtick that ends the code in a person's sentence
+_PYTHON_REST = lazy_re(r"\s{0,8}(?:[)}\],]\s{0,8}){0,4}(?:[#;`].*)?$")
+# a file's `NAME value` or `NAME: value` line holds the value alone (prose that begins with the name does not)
+_LINE_REST = lazy_re(r"\s{0,8}(?:#.*)?$")
+
+
+def _value(m: re.Match[str]) -> str | None:
+    return m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"]
+
+
+def visible_assignments(text: str) -> list[tuple[str, str, re.Match[str]]]:
+    """The visibility variables ``text`` (one line: a command, a line of a script or file, prose) assigns a value it
+    shows, in order: (name, value, match). A value the line computes is not shown, so not read: a shell expansion
+    (``=$GPU``), a template slot (``={gpu}``, ``<gpu_id>``), and in Python anything but a plain string literal
+    (``= args.gpu``, ``= str(gpu)``, ``= f"{gpu}"``, ``= "%d" % gpu``, ``= "0" if a else "1"``). An unquoted value
+    must end where the shell ends a word (``=1"`` is not read)."""
+    line = text[:MAX_LINE_TEXT]
+    found: list[tuple[str, str, re.Match[str]]] = []
+    for m in (*_VISIBLE_SET.finditer(line), *_VISIBLE_OTHER.finditer(line)):
+        value = _value(m)
+        groups = m.groupdict()
+        name = groups.get("name") or groups.get("cname") or groups.get("kname") or groups.get("ename") or m["yname"]
+        python = "environ" in m.group() or "putenv" in m.group() or bool(groups.get("kname"))
+        rest = line[m.end():]
+        if python and m["bare"] is not None:
+            continue  # os.environ[...] = <an expression>: the value is not in the text
+        if (groups.get("ename") or groups.get("yname")) and not _LINE_REST.match(rest):
+            continue
+        value = value or ""
+        if _NOT_LITERAL.search(value):
+            continue
+        if python and not _PYTHON_REST.match(rest):
+            continue  # "0" if x else "1", "{}".format(gpu), "1" + extra: computed from the literal
+        if m["bare"] is not None and rest[:1] in ("\"", "'", "`"):
+            continue  # the word goes on in quotes the pattern did not take: not the whole value
+        if m["bare"] is not None:
+            value = value.rstrip(".,")  # "I set CUDA_VISIBLE_DEVICES=1, but": the sentence's comma, not an entry
+        found.append((name, value.strip(), m))
+    found.sort(key=lambda item: item[2].start())
+    return found
 
 
 def visible_devices_set(text: str) -> dict[str, str]:
     """The visibility variables ``text`` (a command line, a script or prose) assigns, the last value each."""
-    found: dict[str, str] = {}
-    for m in _VISIBLE_SET.finditer(text[:MAX_LINE_TEXT]):
-        value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
-        if "$" not in value:  # `=$GPU` or `=${IDS}`: the value is not shown
-            found[m["name"]] = value.strip()
-    return found
+    return {name: value for name, value, _ in visible_assignments(text)}
 
 
 # The lines whose meaning is that a process sees no GPU, or not the one it asks for (knowledge/signatures.csv):
@@ -293,13 +343,10 @@ def visible_in_effect(blocks: list[tuple[str | None, str]], failing: int) -> dic
         elif (echoed := _echo_variable(text, output)) is not None:
             persistent.update({k: v for k, v in echoed.overlays["env"].items() if k in VISIBILITY_VARIABLES})
         own: dict[str, str | None] = {}
-        for m in _VISIBLE_SET.finditer(text):
-            value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
-            if "$" in value:
-                continue
+        for name, value, m in visible_assignments(text):
             rest = text[m.end():].lstrip()
             lasting = m.group().startswith("export") or not rest or rest.startswith((";", "&&", "||"))
-            (persistent if lasting else own)[m["name"]] = value.strip()
+            (persistent if lasting else own)[name] = value
         for unset in _UNSET.finditer(text):
             persistent.update({name: None for name in unset["names"].split() if name in VISIBILITY_VARIABLES})
         if sourced := _SOURCED.match(text):

@@ -1,0 +1,93 @@
+"""GH608: the value a visibility variable is set to, read only where the text shows it (CUDA C++ Programming Guide,
+"CUDA Environment Variables": the list is read up to its first invalid entry; NVIDIA Container Toolkit, "GPU
+Enumeration": NVIDIA_VISIBLE_DEVICES all / none / void). Every example here is written for this test; each reading
+has a near miss that must stay quiet: a value a program computes is not a value shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.evidence.facts import visible_devices_set
+from gpuhealth.model import Report, Severity
+from gpuhealth.report.common import fold
+
+
+def _report(*pieces: tuple[str, str]) -> Report:
+    snapshot, _ = analyze_texts(list(pieces))
+    return run_checks(snapshot)
+
+
+def _lead(report: Report) -> str:
+    return fold(report.findings)[0].finding.code
+
+
+def _gh608(report: Report) -> list:
+    return [f for f in report.findings if f.code == "GH608"]
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    # the ways programs and files set it, each with a literal value
+    ('os.environ.setdefault("CUDA_VISIBLE_DEVICES", "3")', {"CUDA_VISIBLE_DEVICES": "3"}),
+    ("os.putenv('CUDA_VISIBLE_DEVICES', '')", {"CUDA_VISIBLE_DEVICES": ""}),
+    ('    "env": {"CUDA_VISIBLE_DEVICES": "2"},', {"CUDA_VISIBLE_DEVICES": "2"}),
+    ("      NVIDIA_VISIBLE_DEVICES: none", {"NVIDIA_VISIBLE_DEVICES": "none"}),
+    ("      - NVIDIA_VISIBLE_DEVICES=void", {"NVIDIA_VISIBLE_DEVICES": "void"}),
+    ("ENV NVIDIA_VISIBLE_DEVICES all", {"NVIDIA_VISIBLE_DEVICES": "all"}),
+    ("%env CUDA_VISIBLE_DEVICES=1", {"CUDA_VISIBLE_DEVICES": "1"}),
+    ("os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'  # two GPUs", {"CUDA_VISIBLE_DEVICES": "0,1"}),
+    ("I put `os.environ['CUDA_VISIBLE_DEVICES']='2'` at the top", {"CUDA_VISIBLE_DEVICES": "2"}),
+    ("I ran CUDA_VISIBLE_DEVICES=1, then it failed", {"CUDA_VISIBLE_DEVICES": "1"}),  # the sentence's comma
+    # a value the program computes, or a slot a page leaves for it: not shown, so not read
+    ("os.environ['CUDA_VISIBLE_DEVICES'] = args.gpu", {}),
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = str(opt.device)', {}),
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = f"{rank}"', {}),
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = "{}".format(rank)', {}),
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = "%d" % rank', {}),
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = "0" if single else "0,1"', {}),
+    ("CUDA_VISIBLE_DEVICES=<gpu id> python main.py", {}),
+    ("CUDA_VISIBLE_DEVICES={gpus} python main.py", {}),
+    ("set CUDA_VISIBLE_DEVICES=%GPU%", {}),
+    # prose that begins with the name is no `NAME: value` line
+    ("CUDA_VISIBLE_DEVICES: I tried both 0 and 1", {}),
+    ("CUDA_VISIBLE_DEVICES is set to 1 in my job script", {}),
+])
+def test_a_value_is_read_only_where_the_text_shows_it(line, found):
+    assert visible_devices_set(line) == found
+
+
+def test_a_computed_value_is_never_judged_as_a_word():
+    script = ("import argparse, os\nimport torch\n"
+              "os.environ['CUDA_VISIBLE_DEVICES'] = args.gpu\nmodel = Net().cuda()\n")
+    report = _report(("train.py", script))
+    assert not _gh608(report)
+
+
+def test_a_trailing_comma_hides_nothing():
+    session = ("$ nvidia-smi -L\n"
+               "GPU 0: NVIDIA RTX A5000 (UUID: GPU-5a6b7c8d-0000-1111-2222-333344445555)\n"
+               "GPU 1: NVIDIA RTX A5000 (UUID: GPU-9e8d7c6b-0000-1111-2222-333344445555)\n"
+               "$ export CUDA_VISIBLE_DEVICES=0,1,\n$ python train.py\nepoch 1 loss 0.52\n")
+    assert not [f for f in _gh608(_report(("session.txt", session))) if f.severity >= Severity.WARNING]
+
+
+def test_a_dockerfile_env_above_the_run_of_its_image_is_what_the_container_ran_under():
+    pasted = ("FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
+              "ENV NVIDIA_VISIBLE_DEVICES=none\n"
+              "RUN pip install torch\n"
+              'CMD ["python3", "serve.py"]\n\n'
+              "$ docker build -t serve . && docker run --rm serve\n"
+              "RuntimeError: No CUDA GPUs are available\n")
+    report = _report(("pasted.txt", pasted))
+    assert _lead(report) == "GH608"
+    assert "NVIDIA_VISIBLE_DEVICES=none" in _gh608(report)[0].message
+
+
+def test_a_compose_file_that_gives_the_container_no_gpu_leads_with_gh608():
+    compose = ("services:\n  worker:\n    image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime\n"
+               "    runtime: nvidia\n    environment:\n      NVIDIA_VISIBLE_DEVICES: void\n\n"
+               "worker-1  | RuntimeError: No CUDA GPUs are available\n")
+    report = _report(("compose.txt", compose))
+    assert _lead(report) == "GH608"
+    assert all(f.severity <= Severity.WARNING for f in _gh608(report))
