@@ -120,6 +120,8 @@ class _Reading:
     unknown_seen: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
     stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
+    # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
+    upgrades: list[MessageLine] = field(default_factory=list)
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
@@ -162,6 +164,16 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             reading.unrecognized.extend(missed[:1])
         else:
             reading.unrecognized.extend(_read_markdown(reading, name, parts))
+    if reading.commands:  # a driver or GPU a command names: sh NVIDIA-Linux-x86_64-510.47.03.run (GH209)
+        from gpuhealth.parsers.gpu_mentions import COMMANDS_TYPED, command_mentions
+
+        reading.overlay(command_mentions(reading.commands), COMMANDS_TYPED)
+    if reading.upgrades:  # an upgrade told names the module not built only beside a failure it explains
+        from gpuhealth.parsers.os_upgrade import with_upgrade_cause
+
+        reading.messages = with_upgrade_cause(reading.messages, reading.upgrades)
+        kept = {m.source for m in reading.messages if m in reading.upgrades}  # their pieces were read after all
+        reading.unrecognized = [name for name in reading.unrecognized if name not in kept]
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
@@ -483,7 +495,8 @@ def _setup_inventory_only(log: list[Recognised]) -> str:
 
 
 # A line a kernel log holds for the GPU checks (what its parser reads); the rest of an untimed "log" is pasted text
-_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d", re.I)
+_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d"
+                         r"|^\s*pci(?:_bus)? [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", re.I)  # the PCI core's own lines (GH304)
 
 
 def _untimed(found: dict[str, Any]) -> bool:
@@ -924,15 +937,25 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
     from gpuhealth.parsers.prose_symptoms import told_symptoms  # read only for text nobody parsed
 
     told = set()
-    for found in told_symptoms("\n".join(without_addresses(line) for line in lines)):
+    words = "\n".join(without_addresses(line) for line in lines)
+    for found in told_symptoms(words):
         reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
+    if _UPGRADE_WORDS.search(words):  # an OS upgrade told: kept aside until the whole evidence is read
+        from gpuhealth.parsers.os_upgrade import upgrade_events
+
+        reading.upgrades.extend(upgrade_events(words.splitlines(), piece.name))
     for found in told_symptoms("\n".join(without_addresses(line) for line in known), causes_only=True) if known else ():
         if _named_beside_message(found, match_line(found.sentence)):
             reading.messages.append(told_message(found, found.sentence[:500], piece.name))
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
     return told
+
+
+# the reader of OS upgrades told (parsers/os_upgrade.py) is imported only for words that could tell one
+_UPGRADE_WORDS = lazy_re(r"(?i)upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|ubuntu|debian|"
+                         r"rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")
 
 
 def _named_beside_message(found: Any, sig: Any) -> bool:
