@@ -495,7 +495,8 @@ def _setup_inventory_only(log: list[Recognised]) -> str:
 
 
 # A line a kernel log holds for the GPU checks (what its parser reads); the rest of an untimed "log" is pasted text
-_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d", re.I)
+_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d"
+                         r"|^\s*pci(?:_bus)? [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", re.I)  # the PCI core's own lines (GH304)
 
 
 def _untimed(found: dict[str, Any]) -> bool:
