@@ -91,7 +91,7 @@ class Fix:
     command: str  # the command line, or the instruction's text
     family: str = "any"  # "debian", "rhel" or "any"
     disruptive: bool = False  # reboots, reloads modules, or kills jobs
-    note: str = ""  # a comment, shown on its own line above the command
+    note: str = ""  # a comment, shown on its own line above the command; "only if ..." makes it a choice (fixscript)
     kind: str = ""  # "command", "step" or "edit"; "" = decided by fix_kind(command)
 
     def __post_init__(self) -> None:

@@ -428,6 +428,56 @@ def module_banner_version(banner: str) -> tuple[str | None, str | None]:
     return match["version"], "open" if match["open"] else "proprietary"
 
 
+# --------------------------------------------------------------------------- lines that are no log line
+
+# A line after a newline that cannot start a log line of any format: not blank, not indented (dmesg and journalctl
+# indent a record's second line), and not opening as one of the prefixes above (a bracketed timestamp, a pstore
+# level, a kmsg record, an ISO or syslog date, dmesg --decode's facility, a journal marker or journalctl -x's "-- "
+# catalogue lines). Each alternative is bounded, so the scan is one linear pass that sre runs from newline to
+# newline; the few lines it yields are then classified exactly (_classify).
+_UNLOGGED = lazy_re(r"\n(?![ \t\r\n]|\[[ \t]{0,12}[+-]?\d|\[[A-Z][a-z]{2} [A-Z]|<\d|\d{1,4},\d|\d{4}-\d\d-\d\dT"
+                    r"|[A-Z][a-z]{2} [ \d]\d \d\d:|[a-z][a-z0-9]{1,7}[ \t]{0,8}:[ \t]{0,8}[a-z]{3,6}[ \t]{0,8}:"
+                    r"|--(?: |\r?$))([^\n]*)", re.M)
+_NON_BLANK = lazy_re(r"\S")
+_LETTER = lazy_re(r"[^\W\d_]")
+# journalctl's own notice to a user outside the adm/systemd-journal groups (systemd's journalctl.c): no one's words
+_JOURNALCTL_HINT = "Hint: "
+MAX_UNLOGGED_LINES = 2000  # a "log" with more lines than this outside its records is read no further
+
+
+def unlogged_runs(text: str) -> list[list[str]]:
+    """The lines of a timestamped kernel log that are no log line, in runs: the lines between two log lines (blank
+    lines do not part a run). A person's comments between the records of a pasted ``dmesg`` are such lines; so is
+    a line of another program's. Not counted: blank and indented lines (a record's continuation), journal markers,
+    journalctl's notice, and lines without a letter ("...", "[...]", "-----": marks of a cut, not words). At most
+    ``MAX_UNLOGGED_LINES`` lines."""
+    runs: list[list[str]] = []
+    last_end = -1  # where the last line taken ended
+    taken = 0
+    for start, stop, raw in _candidates(text):
+        line = raw.rstrip("\r")[:_MAX_LINE]
+        if _classify(line) is not None or _LETTER.search(line) is None or line.startswith(_JOURNALCTL_HINT):
+            continue
+        if runs and _NON_BLANK.search(text, last_end, start) is None:
+            runs[-1].append(line)  # only blank lines since the last one: the same comment goes on
+        else:
+            runs.append([line])
+        last_end, taken = stop, taken + 1
+        if taken >= MAX_UNLOGGED_LINES:
+            break
+    return runs
+
+
+def _candidates(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, line) of each line _UNLOGGED lets through, the first line included (no newline before it)."""
+    head_end = text.find("\n")
+    head_end = len(text) if head_end < 0 else head_end
+    if _UNLOGGED.fullmatch("\n" + text[:min(head_end, _MAX_LINE)]):
+        yield 0, head_end, text[:head_end]
+    for match in _UNLOGGED.finditer(text):
+        yield match.start(1), match.end(1), match[1]
+
+
 # --------------------------------------------------------------------------- input checks
 
 
