@@ -532,8 +532,6 @@ def _words_between_records(reading: _Reading, piece: Piece, block: Block | None,
     the kernel log's own scan matched in the catalogue (read already)."""
     from gpuhealth.parsers.kernel_log import unlogged_runs
 
-    if not _MAY_HOLD_WORDS.search(piece.text):
-        return
     known = {m.line for m in logged}
     runs = [[line for line in run if line.strip()[:500] not in known and not _RECORD_WITHOUT_PREFIX.search(line)]
             for run in unlogged_runs(piece.text)]
@@ -550,11 +548,6 @@ def _not_read(name: str, lines: list[str], where: str) -> str:
     """How GH002 names a person's lines in a log that nothing read."""
     more = " ..." if len(lines) > 1 else ""
     return f"{name}: {len(lines)} line(s) {where}, not read ({lines[0].strip()[:60]!r}{more})"
-
-
-# Whether a log may hold a line that is no record: a newline before something other than a blank, a bracket or a digit
-# (the test before the scan of parsers/kernel_log.unlogged_runs; a dmesg holds none)
-_MAY_HOLD_WORDS = lazy_re(r"(?:^|\n)[^\s\[\d<]")
 
 
 def _read_run(reading: _Reading, words: Piece, block: Block | None) -> bool:
