@@ -164,6 +164,10 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             reading.unrecognized.extend(missed[:1])
         else:
             reading.unrecognized.extend(_read_markdown(reading, name, parts))
+    if reading.commands:  # a driver or GPU a command names: sh NVIDIA-Linux-x86_64-510.47.03.run (GH209)
+        from gpuhealth.parsers.gpu_mentions import COMMANDS_TYPED, command_mentions
+
+        reading.overlay(command_mentions(reading.commands), COMMANDS_TYPED)
     if reading.upgrades or any(_MAY_SHOW_UPGRADE(text) for _, text in texts):
         # an upgrade told, or a package tool's line showing one install a kernel, names the module not built only
         # beside a failure it explains (parsers/os_upgrade.py)
@@ -497,7 +501,8 @@ def _setup_inventory_only(log: list[Recognised]) -> str:
 
 
 # A line a kernel log holds for the GPU checks (what its parser reads); the rest of an untimed "log" is pasted text
-_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d", re.I)
+_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d"
+                         r"|^\s*pci(?:_bus)? [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", re.I)  # the PCI core's own lines (GH304)
 
 
 def _untimed(found: dict[str, Any]) -> bool:
