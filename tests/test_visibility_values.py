@@ -91,3 +91,50 @@ def test_a_compose_file_that_gives_the_container_no_gpu_leads_with_gh608():
     report = _report(("compose.txt", compose))
     assert _lead(report) == "GH608"
     assert all(f.severity <= Severity.WARNING for f in _gh608(report))
+
+
+# --------------------------------------------------------------------------- set after CUDA started
+
+_LATE = ("import os\nimport torch\n\n"
+         "print('GPUs usable:', torch.cuda.is_available())\n"
+         'os.environ["CUDA_VISIBLE_DEVICES"] = "3"\n'
+         "net = Net().cuda()\n")
+_OOM = ("Traceback (most recent call last):\n  File \"fit.py\", line 6, in <module>\n    net = Net().cuda()\n"
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 10.75 GiB total "
+        "capacity; 10.52 GiB already allocated; 9.50 MiB free; 10.60 GiB reserved in total by PyTorch)\n")
+
+
+def test_an_assignment_after_cuda_started_is_not_the_value_the_program_ran_under():
+    snapshot, _ = analyze_texts([("fit.py", _LATE)])
+    assert "CUDA_VISIBLE_DEVICES" not in snapshot.env
+    (late,) = snapshot.visible_set_late
+    assert (late.value, late.after) == ("3", "print('GPUs usable:', torch.cuda.is_available())")
+
+
+def test_an_assignment_after_cuda_started_leads_where_the_program_then_ran_out_of_memory():
+    report = _report(("fit.py", _LATE), ("traceback.txt", _OOM))
+    assert _lead(report) == "GH608"
+    (gh608,) = _gh608(report)
+    assert gh608.severity is Severity.WARNING
+    assert "does not change the GPUs the program sees" in gh608.message
+
+
+def test_an_assignment_after_cuda_started_without_a_failure_is_information():
+    # a launcher may set the variable for the processes it starts next: nothing failed, nothing to warn of
+    assert all(f.severity is Severity.INFO for f in _gh608(_report(("fit.py", _LATE))))
+
+
+@pytest.mark.parametrize("program", [
+    # set first, then CUDA starts: the usual, working order
+    "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\nimport torch\nnet = Net().cuda()\n",
+    # the line that starts CUDA is in a function called after the assignment: it runs later
+    "import os\nimport torch\n\ndef main():\n    net = Net().cuda()\n\nif __name__ == '__main__':\n"
+    "    os.environ['CUDA_VISIBLE_DEVICES'] = '1'\n    main()\n",
+    # device_count() may count through NVML without starting CUDA (PyTorch 2)
+    "import os\nimport torch\nn = torch.cuda.device_count()\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+    "net = Net().cuda()\n",
+])
+def test_an_assignment_before_cuda_starts_is_not_late(program):
+    snapshot, _ = analyze_texts([("fit.py", program)])
+    assert snapshot.visible_set_late == ()
+    assert snapshot.env.get("CUDA_VISIBLE_DEVICES") == "1"

@@ -120,6 +120,8 @@ class _Reading:
     unknown_seen: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
     stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
+    # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
+    upgrades: list[MessageLine] = field(default_factory=list)
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
@@ -162,6 +164,22 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             reading.unrecognized.extend(missed[:1])
         else:
             reading.unrecognized.extend(_read_markdown(reading, name, parts))
+    if reading.commands:  # a driver or GPU a command names: sh NVIDIA-Linux-x86_64-510.47.03.run (GH209)
+        from gpuhealth.parsers.gpu_mentions import COMMANDS_TYPED, command_mentions
+
+        reading.overlay(command_mentions(reading.commands), COMMANDS_TYPED)
+    if reading.upgrades or any(_MAY_SHOW_UPGRADE(text) for _, text in texts):
+        # an upgrade told, or a package tool's line showing one install a kernel, names the module not built only
+        # beside a failure it explains (parsers/os_upgrade.py)
+        from gpuhealth.parsers.os_upgrade import kernel_install_lines, mentions_kernel_package, with_upgrade_cause
+
+        for name, text in texts:
+            if mentions_kernel_package(text):
+                reading.upgrades.extend(kernel_install_lines(text.splitlines(), name))
+        reading.messages = with_upgrade_cause(reading.messages, reading.upgrades, reading.fields.get("install"))
+        kept = {m.source for m in reading.messages if m in reading.upgrades}  # their pieces were read after all
+        reading.unrecognized = [name for name in reading.unrecognized  # "notes.txt", "notes.txt (a terminal session..."
+                                if not any(name == k or name.startswith(f"{k} (") for k in kept)]
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
@@ -355,8 +373,10 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         understood = _read_facts(reading, piece, block) or understood
     # a piece that did not parse as the listing it looked like is scanned like any other text
     scanned_as = kind.name if kind is not None and parsed else None
-    before = len(reading.log)
+    before, messages_before = len(reading.log), len(reading.messages)
     matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
+    if scanned_as == "kernel-log" and unknown_lines and not _untimed(found):
+        _words_between_records(reading, piece, block, reading.messages[messages_before:])
     if scanned_as == "kernel-log" and unknown_lines and _untimed(found):
         # text that only holds a kernel line or two (an issue body quoting an NVRM line beside an error and prose): the
         # lines the kernel log does not read are read like any pasted text, so their error is never dropped
@@ -481,13 +501,62 @@ def _setup_inventory_only(log: list[Recognised]) -> str:
 
 
 # A line a kernel log holds for the GPU checks (what its parser reads); the rest of an untimed "log" is pasted text
-_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d", re.I)
+_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d"
+                         r"|^\s*pci(?:_bus)? [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", re.I)  # the PCI core's own lines (GH304)
 
 
 def _untimed(found: dict[str, Any]) -> bool:
     """Whether a parsed kernel log had no timestamps (format "plain"): pasted text, not a whole machine log."""
     log = found.get("kernel_log") if isinstance(found, dict) else None
     return isinstance(log, KernelLog) and log.format == "plain"
+
+
+# A line the kernel log's parser reads as a record even without its timestamp (parsers/kernel_log._NEEDLES: the
+# driver's tag, the NVSwitch driver's, an AER report): a record pasted without its prefix, not a person's words
+_RECORD_WITHOUT_PREFIX = lazy_re(r"NVRM:|nvidia-nvswitch|: AER: ")
+MAX_RUNS_READ = 40  # runs of words in one log read each on their own; the rest are read as one
+
+
+def _words_between_records(reading: _Reading, piece: Piece, block: Block | None, logged: list[MessageLine]) -> None:
+    """A person's sentences between the records of a timestamped kernel log (a pasted ``dmesg`` with the user's
+    comments, a note at the end of a journal) are read as a notes file's are: the catalogue, the symptoms and causes
+    told in words and the facts stated, all of it the reporter's words. Each run of them (the lines between two
+    records) is read on its own; the lines of a run that nothing reads, and that no check names as a line kept, are
+    named as not read (GH002), so that the report is never HEALTHY on words nobody understood. ``logged``: the lines
+    the kernel log's own scan matched in the catalogue (read already)."""
+    from gpuhealth.parsers.kernel_log import unlogged_runs
+
+    if not _MAY_HOLD_WORDS.search(piece.text):
+        return
+    known = {m.line for m in logged}
+    runs = [[line for line in run if line.strip()[:500] not in known and not _RECORD_WITHOUT_PREFIX.search(line)]
+            for run in unlogged_runs(piece.text)]
+    runs = [run for run in runs if run]
+    if len(runs) > MAX_RUNS_READ:
+        runs[MAX_RUNS_READ - 1:] = [[line for run in runs[MAX_RUNS_READ - 1:] for line in run]]
+    unread = [line for run in runs if not _read_run(reading, Piece(piece.name, "\n".join(run)), block)
+              for line in run]
+    if unread:
+        reading.unrecognized.append(f"{piece.name}: {len(unread)} line(s) between the kernel log's records, not read "
+                                    f"({unread[0].strip()[:60]!r}{' ...' if len(unread) > 1 else ''})")
+
+
+# Whether a log may hold a line that is no record: a newline before something other than a blank, a bracket or a digit
+# (the test before the scan of parsers/kernel_log.unlogged_runs; a dmesg holds none)
+_MAY_HOLD_WORDS = lazy_re(r"(?:^|\n)[^\s\[\d<]")
+
+
+def _read_run(reading: _Reading, words: Piece, block: Block | None) -> bool:
+    """Read one run of a person's lines as pasted text is read; whether anything came of it: a line in the catalogue,
+    a symptom or cause told, a fact stated, an error line kept (GH003 or GH002 name those), a field filled."""
+    fields = dict(reading.fields)
+    counts = (len(reading.messages), len(reading.stated), len(reading.log))
+    _scan_messages(reading, words, None, (), True)
+    if block is None or not block.command:  # a command's output is a program's text, not a person's statements
+        _read_words(reading, words)
+    after = (len(reading.messages), len(reading.stated), len(reading.log))
+    return (counts != after or fields.keys() != reading.fields.keys()
+            or any(reading.fields[k] is not v and reading.fields[k] != v for k, v in fields.items()))
 
 
 # Kinds whose pieces are read line by line anyway (logs): a sentence in them is read where it stands
@@ -874,15 +943,27 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
     from gpuhealth.parsers.prose_symptoms import told_symptoms  # read only for text nobody parsed
 
     told = set()
-    for found in told_symptoms("\n".join(without_addresses(line) for line in lines)):
+    words = "\n".join(without_addresses(line) for line in lines)
+    for found in told_symptoms(words):
         reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
+    if _UPGRADE_WORDS.search(words):  # an OS upgrade told: kept aside until the whole evidence is read
+        from gpuhealth.parsers.os_upgrade import upgrade_events
+
+        reading.upgrades.extend(upgrade_events(words.splitlines(), piece.name))
     for found in told_symptoms("\n".join(without_addresses(line) for line in known), causes_only=True) if known else ():
         if _named_beside_message(found, match_line(found.sentence)):
             reading.messages.append(told_message(found, found.sentence[:500], piece.name))
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
     return told
+
+
+# the reader of package tools' kernel installs (parsers/os_upgrade.py) is imported only for a text that could hold one
+_MAY_SHOW_UPGRADE = has("kernel-", "linux-", "update", "upgrade")
+# the reader of OS upgrades told (parsers/os_upgrade.py) is imported only for words that could tell one
+_UPGRADE_WORDS = lazy_re(r"(?i)upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|ubuntu|debian|"
+                         r"rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")
 
 
 def _named_beside_message(found: Any, sig: Any) -> bool:

@@ -329,6 +329,9 @@ class PciDevice:
     # the modules that could drive it, from `lspci -k`'s "Kernel modules:" line (None when not shown): a pasted
     # listing that shows them was made with -k, so a device without "Kernel driver in use" has no driver bound
     kernel_modules: tuple[str, ...] | None = None
+    # `lspci -v`'s memory BAR lines as printed ("Region 1: Memory at <unassigned> (64-bit, prefetchable) [size=32G]");
+    # None when the listing printed none (no -v): then nothing is known of the BARs
+    memory_regions: tuple[str, ...] | None = None
 
     @property
     def is_nvidia_gpu(self) -> bool:
@@ -640,6 +643,17 @@ class DeviceRequest:
 
 
 @record
+class LateVisibility:
+    """A program line that sets a visibility variable after a line of the same program initialised CUDA: CUDA read the
+    variable when it initialised, so the assignment does not change which GPUs this process sees (GH608)."""
+
+    name: str  # CUDA_VISIBLE_DEVICES
+    value: str  # the value the line sets
+    line: str  # the assignment, as written
+    after: str  # the line that initialised CUDA before it
+
+
+@record
 class NvswitchPlatform:
     """A platform whose GPUs talk through NVSwitch (knowledge/nvswitch_platforms.csv), as the evidence names it: eight
     SXM GPUs in nvidia-smi's list, a DMI product name, a cloud instance type, or a person's words. On it CUDA waits
@@ -816,6 +830,8 @@ class Snapshot:
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
     devices_requested: tuple[DeviceRequest, ...] = ()
+    # analyze: a program's assignments of CUDA_VISIBLE_DEVICES made after it initialised CUDA: no effect (GH608)
+    visible_set_late: tuple[LateVisibility, ...] = ()
     # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists
     # them: always a reported fact (GH608 holds a device index to it, at most a warning)
     gpus_stated: int | None = None

@@ -27,6 +27,7 @@ from gpuhealth.model import (
     Fix,
     FrameworkEnv,
     Gpu,
+    LateVisibility,
     MessageLine,
     Severity,
     Snapshot,
@@ -1515,7 +1516,9 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     """
     What:
     `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in (or set in
-    the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `os.environ[...]`) is empty,
+    the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `VAR=value command`, `os.environ[...]`,
+    `os.environ.setdefault`/`os.putenv`, a Dockerfile's `ENV`, a compose file's `environment:`, a
+    notebook's `%env`; a value the program computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty,
     `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
@@ -1548,7 +1551,13 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     PyTorch printed `torch.cuda.is_available(): True` in another run) and the variable is not shown:
     PyTorch's "No CUDA GPUs are available" is a CUDA build counting zero devices, and what keeps a
     working driver's GPUs from one process is its environment, most often `CUDA_VISIBLE_DEVICES` set
-    in the script that starts it.
+    in the script that starts it. And: a program's Python line sets the variable after a line of the same
+    program that initialised CUDA (`torch.cuda.is_available()`, `.cuda()`, `.to("cuda")`,
+    `tf.config.list_physical_devices`, `jax.devices()`): the driver read the variable when CUDA started
+    and PyTorch counts the devices once (c10/cuda/CUDAFunctions.cpp), so the assignment changes nothing
+    for that process, which sees every GPU (or the value set before); a warning where the program then
+    failed for want of a device or ran out of GPU memory, information otherwise (a launcher may set it
+    for the processes it starts next).
 
     Severity: a device choice is about the job, not the node: this check is never critical and never
     drains a node (WARNING at most; INFO where a driver failure in the same evidence leads).
@@ -1581,8 +1590,12 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     mig_said, mig_lines = _mig_shown(snapshot)
     mig = bool(mig_said or mig_lines) and not _one_mig_selected(snapshot)
     hidden = _hidden_from_process(snapshot)
+    if snapshot.visible_set_late:
+        yield _late_draft(snapshot, snapshot.visible_set_late[0])
     if snapshot.origin == "evidence" and not snapshot.env and not mig and not snapshot.devices_requested \
             and not hidden:
+        if snapshot.visible_set_late:
+            return
         yield Skip("the environment was not collected")
         return
     count = counted_gpus(snapshot)
@@ -1619,6 +1632,37 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
         asked = snapshot.devices_requested[0]
         yield Skip(f"the program asks for GPU {asked.index} ({asked.text}), but the evidence does not show how many "
                    "GPUs it sees (paste nvidia-smi -L)")
+
+
+# the catalogue's lines of a program out of GPU memory (knowledge/signatures.csv): on a shared host, what a program
+# meets when it runs on a GPU it meant to leave to others
+_OUT_OF_MEMORY = frozenset({"torch-cuda-out-of-memory", "cuda-memory-allocation"})
+
+
+def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
+    """A program sets a visibility variable after it initialised CUDA (evidence/facts.env_lines): the driver read the
+    variable when CUDA started, so the assignment changes nothing for this process. A warning where the program then
+    failed for want of a device or ran out of memory (it ran on GPUs it meant to leave), else information: a launcher
+    may set the variable for the processes it starts next."""
+    failed = [m for m in snapshot.messages or () if m.symptom in _FEWER_VISIBLE or m.symptom == DEVICE_NOT_VISIBLE
+              or m.signature in _OUT_OF_MEMORY]
+    earlier = snapshot.env.get(late.name)
+    sees = (f"the value set before it ({late.name}={earlier})" if earlier is not None
+            else "every GPU the host has, numbered as nvidia-smi numbers them")
+    evidence = [Evidence("the program", (late.after, late.line))]
+    if failed:
+        evidence.append(Evidence(failed[0].source or "the program", (failed[0].line,)))
+    return Draft(
+        Severity.WARNING if failed else Severity.INFO,
+        f"The program sets {late.name}={late.value} after a line that initialised CUDA ({late.after[:80]}): CUDA reads "
+        f"the variable once, when it starts, so this assignment does not change the GPUs the program sees ({sees}); "
+        "set it before CUDA starts (before importing torch is safest) or in the shell that starts the program",
+        evidence=tuple(evidence),
+        fixes=(Fix(f"{late.name}=<indices> python3 <script.py>", "any",
+                   note="set in the environment the program starts with, it holds from the first CUDA call; or move "
+                        "the assignment above the line that initialised CUDA"),),
+        explains=(("GH605", "GH610") + (("GH806",) if any(m.signature in _OUT_OF_MEMORY for m in failed) else ()))
+        if failed else ())
 
 
 # Catalogue lines (knowledge/signatures.csv) whose documented meaning is that the process sees no GPU at all:

@@ -752,9 +752,13 @@ def _lead_by_elimination(findings: list[Finding], symptom: Symptom, left: Candid
         return findings
     current = findings[index]
     others = [c.title for c in ranked if c.status == OPEN and c is not left]
-    message = current.message if had else (f"{symptom.title}; most likely {left.title}"
+    # a symptom only the reporter's words tell: the finding made here quotes them and says whose words they are
+    lines = [m for m in messages if m.symptom == symptom.id]
+    told = not had and bool(lines) and all(m.reported for m in lines)
+    message = current.message if had else (f"{symptom.title}{TOLD if told else ''}; most likely {left.title}"
                                            + (f"; else {others[0]}" if others else ""))
-    findings[index] = replace(current, message=message, differential=tuple(ranked))
+    extra = {"evidence": current.evidence or evidence_of(lines), "labels": {**current.labels, "reported": "words"}}
+    findings[index] = replace(current, message=message, differential=tuple(ranked), **(extra if told else {}))
     return findings
 
 

@@ -837,7 +837,10 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     A kernel update installs a new kernel; unless DKMS (or a precompiled module package) provides an
     nvidia module for it, the host boots into a kernel without the driver, and every GPU job fails
     with "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver". This check
-    says so before the reboot, while the fix is still cheap.
+    says so before the reboot, while the fix is still cheap. OS upgrades install a new kernel too: each
+    RHEL (Alma, Rocky) minor release, `dnf update`/`yum update` (kernels are install-only packages,
+    installed beside the old one), Ubuntu's `do-release-upgrade` and HWE kernel series, Debian point
+    releases, unattended-upgrades and cloud images that update themselves on boot.
 
     How to fix:
     Install the headers for that kernel and let DKMS build the module
@@ -850,7 +853,13 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     running kernel's module cannot be found on disk the newer kernels are not judged. The reporter's words
     ("the module was built for 5.13 but I boot 5.14", "dkms did not build the module for 5.14" beside the running
     kernel) are judged as such a listing where no program's output lists the modules; the finding then quotes them
-    and stays a warning.
+    and stays a warning. An OS upgrade or automatic update the reporter tells ("we moved the nodes from Rocky 9.4 to
+    9.5", "unattended-upgrades ran overnight") names this cause only beside a failure it explains (nvidia-smi cannot
+    reach the driver, the module does not load) and where nothing names the kernel headers missing (then GH503), Secure
+    Boot or a library mismatch; told with no failure it names nothing, and `dkms status` showing the module installed
+    for the running kernel overrules the words. A package tool's own output showing an update that installed a kernel
+    (apt's history.log or terminal lines, unattended-upgrades' log, `dnf history`/`yum history`, their rpm logs) is
+    read the same way, as machine output.
     """
     install = _install(snapshot)
     loaded = module_loaded(snapshot)

@@ -35,7 +35,9 @@ def unrecognized_evidence(snapshot: Snapshot, expect: Expectations) -> Iterator[
     What:
     `gpuhealth analyze` was given a file whose format it does not know, so nothing in it was read; or
     a part of a post (markdown: the prose around a fenced block, a fence) or a command's output in a
-    pasted session in which nothing was read while other parts were.
+    pasted session in which nothing was read while other parts were; or lines between a kernel log's
+    timestamped records that no log prints (a person's comments in a pasted dmesg) and that nothing
+    read as words.
 
     Why it matters:
     Whatever that file shows is missing from the report, so a report with nothing else wrong says

@@ -17,7 +17,16 @@ from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
 from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
-from gpuhealth.model import CommandRun, CudaState, DeviceRequest, InstallState, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.model import (
+    CommandRun,
+    CudaState,
+    DeviceRequest,
+    InstallState,
+    LateVisibility,
+    OsInfo,
+    P2pEvidence,
+    TorchEnv,
+)
 from gpuhealth.records import record
 
 
@@ -275,7 +284,7 @@ def visible_assignments(text: str) -> list[tuple[str, str, re.Match[str]]]:
         value = _value(m)
         groups = m.groupdict()
         name = groups.get("name") or groups.get("cname") or groups.get("kname") or groups.get("ename") or m["yname"]
-        python = "environ" in m.group() or "putenv" in m.group() or bool(groups.get("kname"))
+        python = _in_python(m)
         rest = line[m.end():]
         if python and m["bare"] is not None:
             continue  # os.environ[...] = <an expression>: the value is not in the text
@@ -293,6 +302,11 @@ def visible_assignments(text: str) -> list[tuple[str, str, re.Match[str]]]:
         found.append((name, value.strip(), m))
     found.sort(key=lambda item: item[2].start())
     return found
+
+
+def _in_python(m: re.Match[str]) -> bool:
+    """The assignment is Python's (os.environ, putenv, a dict entry): it changes the running program's environment."""
+    return "environ" in m.group() or "putenv" in m.group() or bool(m.groupdict().get("kname"))
 
 
 def visible_devices_set(text: str) -> dict[str, str]:
@@ -551,13 +565,54 @@ _LSPCI_BRIDGE = guarded_re(r"((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2
                            may=has("PCI bridge"))  # lspci's device line of a bridge: "03:00.0 PCI bridge: PLX ..."
 
 
-def env_lines(lines: list[str]) -> dict[str, dict[str, str]]:
-    """The env overlay for the visibility variables these lines set (``visible_devices_set``); empty if none."""
+# A Python line that initialises CUDA in its process: the driver reads CUDA_VISIBLE_DEVICES then (cuInit), and a later
+# change to os.environ does not change the devices that process sees. PyTorch: is_available() counts the devices
+# through the CUDA runtime (torch/cuda/__init__.py; c10/cuda/CUDAFunctions.cpp keeps that count), and the calls that
+# choose or query a device, or move a tensor or module onto one, start CUDA. device_count() is left out: since 2.0 it
+# may count through NVML without starting CUDA ("Do not cache the device count prior to CUDA initialization, because
+# the number of devices can change due to changes to CUDA_VISIBLE_DEVICES"). TensorFlow and JAX start CUDA when they
+# list their devices.
+_CUDA_INIT = guarded_re(
+    r"\btorch\.cuda\.(?:is_available|set_device|current_device|get_device_name|get_device_properties|"
+    r"get_device_capability|init|synchronize|mem_get_info)\s{0,4}\(|\.cuda\(|"
+    r"\.to\(\s{0,4}(?:device\s{0,2}=\s{0,2})?[\"']cuda\b|"
+    r"\b(?:tf\.config\.(?:experimental\.)?list_physical_devices|tf\.test\.(?:is_gpu_available|gpu_device_name)|"
+    r"device_lib\.list_local_devices|jax\.(?:local_)?devices|jax\.device_count)\s{0,4}\(",
+    may=has("cuda", "devices", "gpu_", "device_"))
+MAX_LATE = 4
+
+
+def env_lines(lines: list[str]) -> dict[str, Any]:
+    """The env overlay for the visibility variables these lines set (``visible_devices_set``); empty if none.
+
+    Read as one program's lines in order: a Python assignment that follows a line initialising CUDA (``_CUDA_INIT``)
+    in the same block (at its indentation or deeper, with no line less indented between them, so it runs after it)
+    does not change the GPUs the program sees. It is not taken as the variable's value, and is kept apart
+    (``visible_set_late``) for GH608 to say so."""
     found: dict[str, str] = {}
-    for line in lines:
-        if "VISIBLE_DEVICES" in line:
-            found.update(visible_devices_set(line))
-    return {"env": found} if found else {}
+    late: list[LateVisibility] = []
+    init: tuple[int, str] | None = None  # the indentation and text of the line that initialised CUDA
+    for raw in lines:
+        text = raw.rstrip()[:MAX_LINE_TEXT]
+        stripped = text.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(text) - len(stripped)
+        if init is not None and indent < init[0]:
+            init = None  # the block that initialised CUDA ended: what follows may run before it (a def, a branch)
+        if "VISIBLE_DEVICES" in stripped:
+            for name, value, m in visible_assignments(stripped):
+                if init is not None and _in_python(m):
+                    if len(late) < MAX_LATE:
+                        late.append(LateVisibility(name, value, stripped[:300], init[1]))
+                else:
+                    found[name] = value
+        if init is None and _CUDA_INIT.search(stripped):
+            init = (indent, stripped[:300])
+    overlay: dict[str, Any] = {"env": found} if found else {}
+    if late:
+        overlay["visible_set_late"] = tuple(late)
+    return overlay
 
 
 def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:

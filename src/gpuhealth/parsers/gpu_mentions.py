@@ -26,7 +26,7 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Mention, NamedGpu
 
-__all__ = ["mentions", "named_gpus"]
+__all__ = ["command_mentions", "mentions", "named_gpus"]
 
 MAX_LINE = 300  # a line is read up to here: names sit near the start of installer and package lines
 MAX_WORDS = 60
@@ -48,6 +48,25 @@ _BRANCH_IN_NAME = lazy_re(
     r"|linux-(?:modules|objects|signatures)-nvidia)-(?P<ubuntu>\d{3})(?![\d.])"
     r"|nvidia-legacy-(?P<legacy>\d{3})xx|nvidia-tesla-(?P<tesla>\d{3})(?![\d.])"
     r"|(?:akmod-|kmod-|xorg-x11-drv-)?nvidia-(?P<xx>\d{3})xx)", re.IGNORECASE)
+# the forms other than a package manager's: NVIDIA's installer file (``NVIDIA-Linux-x86_64-510.47.03.run``, as its
+# download page names it), an RPM's name-version-release (``kmod-nvidia-latest-dkms-550.54.15-1.el8.x86_64``,
+# ``nvidia-driver-3:550.54.15-1.el9``, NVIDIA's CUDA repository for RHEL), the CUDA repository's driver metapackage
+# (``cuda-drivers-510``, ``cuda-drivers 510.47.03-1``, ``cuda-drivers=510.47.03-1``), NVIDIA's driver container
+# image (``nvcr.io/nvidia/driver:535.104.05-ubuntu22.04``) and the GPU Operator's ``driver.version=535.104.05``
+_RUNFILE = lazy_re(r"NVIDIA-Linux-(?:x86_64|aarch64|x86|ppc64le|armv7l-gnueabihf)-"
+                   r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)(?![\d])", re.IGNORECASE)
+_RPM_VERSION = lazy_re(r"(?<![\w.+-])(?P<package>(?:lib)?[\w+-]{0,40}?nvidia[\w+-]{0,40}?)-(?:\d{1,2}:)?"
+                       r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)-\d", re.IGNORECASE)
+_CUDA_DRIVERS = lazy_re(r"(?<![\w.-])cuda-drivers(?:-(?P<branch>\d{3}))?(?:(?:_|=|:\w+\s+|\s+)"
+                        r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?))?(?![\w.]*\d)", re.IGNORECASE)
+_DRIVER_IMAGE = lazy_re(r"(?:\bnvidia/driver:|\bdriver\.version=)(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)(?![\d])",
+                        re.IGNORECASE)
+# a machine image (AMI, cloud image, container tag) whose name carries the driver: ``ubuntu-2004-nvidia-510``,
+# ``dl-base-nvidia-driver-535-20240101``, ``nvidia_535.104.05``: "nvidia" then a three-digit branch inside one name
+_IMAGE_NAME = lazy_re(r"(?<![\w.])[\w.]{0,40}?(?<![a-z])nvidia[-_](?:driver[-_])?[rv]?(?P<branch>\d{3})"
+                      r"(?P<rest>(?:[._]\d{2,3}){0,2})(?=[-_/:\s\"',)]|$)", re.IGNORECASE)
+# Google Cloud's accelerator types name the GPU model (cloud.google.com/compute/docs/gpus: nvidia-tesla-k80, -p100)
+_ACCELERATOR = lazy_re(r"(?<![\w.])nvidia-tesla-(?P<model>[a-z]\d{1,3}[a-z]?)(?![\w.])", re.IGNORECASE)
 _PCI_ID = lazy_re(r"(?<![\w:])10de:(?P<device>[0-9a-f]{4})(?![0-9a-f])", re.IGNORECASE)
 _FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|we|we've|our|me)\b", re.IGNORECASE)
 _WORD = lazy_re(r"[^\s,;()\[\]\"'`|]+")
@@ -60,15 +79,24 @@ def mentions(line: str, source: str = "") -> list[Mention]:
         return []
     lowered = text.lower()
     found: list[Mention] = []
-    if "nvidia" in lowered:
+    if "nvidia" in lowered or "cuda-drivers" in lowered or "driver.version" in lowered:
         words = _sentence(text)
         found += [Mention("driver", version, named, text, source, reported=words) for named, version in _drivers(text)]
     if "10de:" in lowered:
         found += [Mention("gpu", m["device"].lower(), m[0], text, source) for m in _PCI_ID.finditer(text)]
+    if "nvidia-tesla-" in lowered:  # a cloud's accelerator type (GCP: --accelerator=type=nvidia-tesla-k80)
+        found += [Mention("gpu", " ".join(devices), m[0], text, source, reported=_sentence(text))
+                  for m in _ACCELERATOR.finditer(text) if (devices := _devices_named(f"Tesla {m['model']}"))]
     if not any(m.what == "gpu" for m in found):
         found += [Mention("gpu", " ".join(devices), named, text, source, reported=True)
                   for named, devices in _gpu_names(text)]
     return found
+
+
+def _devices_named(name: str) -> tuple[str, ...]:
+    from gpuhealth.knowledge.legacy import devices_named
+
+    return devices_named(name)
 
 
 def _sentence(text: str) -> bool:
@@ -77,7 +105,9 @@ def _sentence(text: str) -> bool:
 
 
 def _drivers(text: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+    found = _named_forms(text)
+    if found:
+        return found[:4]
     for match in (*_PACKAGE_VERSION.finditer(text), *_DPKG_VERSION_OF.finditer(text)):
         if not _NOT_THE_DRIVER.search(match["package"]) and int(match["version"].split(".")[0]) >= 60:
             found.append((match[0].strip(), match["version"]))
@@ -85,7 +115,23 @@ def _drivers(text: str) -> list[tuple[str, str]]:
         for match in _BRANCH_IN_NAME.finditer(text):
             branch = match["ubuntu"] or match["legacy"] or match["tesla"] or match["xx"]
             found.append((match[0], branch))
+    if not found:
+        found = [(m[0], m["branch"] + m["rest"].replace("_", ".")) for m in _IMAGE_NAME.finditer(text)
+                 if not _NOT_THE_DRIVER.search(m[0])]
     return list(dict.fromkeys(found))[:4]
+
+
+def _named_forms(text: str) -> list[tuple[str, str]]:
+    """(words, version or branch) from an installer file, an RPM, the CUDA repository's driver metapackage, the driver
+    container's image: each names the driver by itself, so no other form is read beside it."""
+    found = [(m[0], m["version"]) for m in _RUNFILE.finditer(text)]
+    found += [(m[0], m["version"]) for m in _DRIVER_IMAGE.finditer(text)]
+    found += [(m[0].strip(), m["version"] or m["branch"]) for m in _CUDA_DRIVERS.finditer(text)
+              if m["version"] or m["branch"]]
+    if "-" in text:
+        found += [(m[0], m["version"]) for m in _RPM_VERSION.finditer(text)
+                  if not _NOT_THE_DRIVER.search(m["package"])]
+    return list(dict.fromkeys(found))
 
 
 def _gpu_names(text: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -144,6 +190,21 @@ def mention_overlay(lines: list[str], source: str) -> dict[str, tuple[Mention, .
         if len(found) >= MAX_MENTIONS:
             break
     return {"mentioned": tuple(found.values())[:MAX_MENTIONS]} if found else {}
+
+
+COMMANDS_TYPED = "the commands typed"
+
+
+def command_mentions(commands: list[str] | tuple[str, ...]) -> dict[str, tuple[Mention, ...]]:
+    """The overlay for the commands of a pasted session: the driver an install command names (``sh
+    NVIDIA-Linux-x86_64-510.47.03.run``, ``apt-get install cuda-drivers-510``, ``dnf install kmod-nvidia-latest-dkms``)
+    and the GPUs a command names (``--accelerator=type=nvidia-tesla-k80``). Of several drivers installed one after
+    another, the last is the one in place."""
+    found = [m for command in commands[:MAX_MENTIONS] for m in mentions(command, COMMANDS_TYPED)]
+    drivers = [m for m in found if m.what == "driver"]
+    gpus = list({m.value: m for m in found if m.what == "gpu"}.values())
+    chosen = (*drivers[-1:], *gpus)
+    return {"mentioned": chosen} if chosen else {}
 
 
 # --------------------------------------------------------------------------- models and counts named

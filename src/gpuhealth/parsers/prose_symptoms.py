@@ -50,7 +50,7 @@ from bisect import bisect_left
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["MAX_PER_SYMPTOM", "Told", "told_symptoms"]
+__all__ = ["MAX_PER_SYMPTOM", "Told", "told_alone", "told_symptoms"]
 
 MAX_LINE = 4096  # characters of one line that are read
 MAX_SENTENCE = 600  # characters of one sentence kept as the evidence line
@@ -172,9 +172,33 @@ def told_symptoms(text: str, causes_only: bool = False) -> list[Told]:
 
     if not any(literal in lowered for literal in literals()):
         return []
-    rows = phrases()
+    return _read_lines(text, lowered, phrases(), literal_rows(), causes_only)
+
+
+def told_alone(text: str, row_id: str) -> list[Told]:
+    """The sentences of ``text`` that tell the subject of the cause family ``row_id`` on its own, without its
+    predicate: "we upgraded the servers from Ubuntu 22.04 to 24.04" is the event of the family "an OS upgrade broke
+    the driver" whose failure may be shown elsewhere in the evidence (nvidia-smi's own message). The same negation,
+    questions, hypotheticals, history and ``unless`` apply; what the event means is the caller's to decide
+    (analyze keeps it only beside a failure). KeyError for an id no family has."""
+    from dataclasses import replace
+
+    from gpuhealth.knowledge.symptom_phrases import phrases
+
+    row = next((r for r in phrases() if r.id == row_id), None)
+    if row is None or row.subject is None:
+        raise KeyError(row_id)
+    lowered = _folded(text)
+    if not any(literal in lowered for literal in row.literals):
+        return []
+    alone = replace(row, predicate=None, window=0)
+    return _read_lines(text, lowered, (alone,), tuple((lit, (0,)) for lit in alone.literals), True)
+
+
+def _read_lines(text: str, lowered: str, rows, index, causes_only: bool) -> list[Told]:
+    """:func:`told_symptoms`' reading of ``text`` (``lowered`` is its :func:`_folded` form) with the families ``rows``,
+    indexed by ``index`` (each literal with the positions of its rows)."""
     row_scripts = [row.id[-3:] if row.id.endswith(("-ko", "-ja")) else "" for row in rows]
-    index = literal_rows()
     found: list[Told] = []
     counts: dict[str, int] = {}
     original_lines = text.splitlines()
