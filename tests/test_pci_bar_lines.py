@@ -175,3 +175,18 @@ def test_without_the_kernel_log_or_the_gpus_bars_gh304_is_skipped_not_passed():
     lspci = "41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 PCIe] [10de:2331] (rev a1)\n"
     report = report_of(("lspci.txt", lspci))
     assert "GH304" in {s.code for s in report.skipped}
+
+
+def test_the_fixes_say_which_hosts_pci_realloc_helps_and_never_offer_a_command_for_fixed_windows():
+    """pci=realloc lets Linux redo the firmware's assignment inside the host bridge's windows: it cannot enlarge a
+    window an SoC fixes in hardware or a VM's MMIO; those are said in words (steps), not given a command."""
+    first = report_of(("dmesg.txt", H100 + NEW_NO_SPACE)).findings[0]
+    commands = [f for f in first.fixes if f.kind == "command"]
+    assert {f.family for f in commands} == {"debian", "rhel"}
+    assert all("pci=realloc" in f.command and "helps only where" in f.note for f in commands)
+    (rhel,) = [f for f in commands if f.family == "rhel"]
+    # grubby edits the BLS entries that grub2-mkconfig leaves alone on RHEL 9.3 and later
+    assert rhel.command == "sudo grubby --update-kernel=ALL --args=pci=realloc"
+    steps = [f.command for f in first.fixes if f.kind == "step"]
+    assert any("Above 4G decoding" in s for s in steps) and any("64-bit MMIO" in s for s in steps)
+    assert any("fixed by its hardware" in s and "no BIOS or kernel setting" in s for s in steps)
