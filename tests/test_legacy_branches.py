@@ -402,3 +402,24 @@ def test_a_new_gpu_on_an_old_branch_still_says_too_old():
     version = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.256.02  Thu May  2 14:37:44 UTC 2024\n"
     found = gh209(report(("lspci.txt", lspci), ("version.txt", version)))
     assert found and "needs branch" in found[0].message and "Ada" in found[0].message
+
+
+@pytest.mark.parametrize(("words", "devices", "label"), [
+    ("K40", {"1023", "1024"}, "470.xx"),  # Tesla K40m, K40c (and the K40s, K40t boards)
+    ("Tesla K40", {"1023", "1024"}, "470.xx"),
+    ("Tesla P100", {"15f7", "15f8", "15f9"}, "580.xx"),  # P100-PCIE-12GB, -PCIE-16GB, -SXM2-16GB
+    ("V100", {"1db1", "1db4"}, "580.xx"),  # V100-SXM2-16GB, V100-PCIE-16GB
+])
+def test_a_model_named_without_its_board_names_every_board(words, devices, label):
+    found = devices_named(words)
+    assert devices <= set(found) and {last_branch(d).label for d in found} == {label}
+
+
+@pytest.mark.parametrize("words", ["K4", "GTX 88", "Titan", "40m"])
+def test_a_prefix_that_is_no_model_names_nothing(words):
+    assert devices_named(words) == ()
+
+
+def test_a_k40_named_in_words_with_a_510_driver():
+    found = gh209(report(("notes.txt", "The node has a K40 and driver version 510.47.03, I think.\n")))
+    assert found and "470.xx" in found[0].message and found[0].severity is Severity.WARNING

@@ -168,12 +168,18 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
         from gpuhealth.parsers.gpu_mentions import COMMANDS_TYPED, command_mentions
 
         reading.overlay(command_mentions(reading.commands), COMMANDS_TYPED)
-    if reading.upgrades:  # an upgrade told names the module not built only beside a failure it explains
-        from gpuhealth.parsers.os_upgrade import with_upgrade_cause
+    if reading.upgrades or any(_MAY_SHOW_UPGRADE(text) for _, text in texts):
+        # an upgrade told, or a package tool's line showing one install a kernel, names the module not built only
+        # beside a failure it explains (parsers/os_upgrade.py)
+        from gpuhealth.parsers.os_upgrade import kernel_install_lines, mentions_kernel_package, with_upgrade_cause
 
-        reading.messages = with_upgrade_cause(reading.messages, reading.upgrades)
+        for name, text in texts:
+            if mentions_kernel_package(text):
+                reading.upgrades.extend(kernel_install_lines(text.splitlines(), name))
+        reading.messages = with_upgrade_cause(reading.messages, reading.upgrades, reading.fields.get("install"))
         kept = {m.source for m in reading.messages if m in reading.upgrades}  # their pieces were read after all
-        reading.unrecognized = [name for name in reading.unrecognized if name not in kept]
+        reading.unrecognized = [name for name in reading.unrecognized  # "notes.txt", "notes.txt (a terminal session..."
+                                if not any(name == k or name.startswith(f"{k} (") for k in kept)]
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
@@ -953,6 +959,8 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
     return told
 
 
+# the reader of package tools' kernel installs (parsers/os_upgrade.py) is imported only for a text that could hold one
+_MAY_SHOW_UPGRADE = has("kernel-", "linux-", "update", "upgrade")
 # the reader of OS upgrades told (parsers/os_upgrade.py) is imported only for words that could tell one
 _UPGRADE_WORDS = lazy_re(r"(?i)upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|ubuntu|debian|"
                          r"rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")

@@ -857,7 +857,9 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     9.5", "unattended-upgrades ran overnight") names this cause only beside a failure it explains (nvidia-smi cannot
     reach the driver, the module does not load) and where nothing names the kernel headers missing (then GH503), Secure
     Boot or a library mismatch; told with no failure it names nothing, and `dkms status` showing the module installed
-    for the running kernel overrules the words.
+    for the running kernel overrules the words. A package tool's own output showing an update that installed a kernel
+    (apt's history.log or terminal lines, unattended-upgrades' log, `dnf history`/`yum history`, their rpm logs) is
+    read the same way, as machine output.
     """
     install = _install(snapshot)
     loaded = module_loaded(snapshot)
