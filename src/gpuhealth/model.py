@@ -329,6 +329,9 @@ class PciDevice:
     # the modules that could drive it, from `lspci -k`'s "Kernel modules:" line (None when not shown): a pasted
     # listing that shows them was made with -k, so a device without "Kernel driver in use" has no driver bound
     kernel_modules: tuple[str, ...] | None = None
+    # `lspci -v`'s memory BAR lines as printed ("Region 1: Memory at <unassigned> (64-bit, prefetchable) [size=32G]");
+    # None when the listing printed none (no -v): then nothing is known of the BARs
+    memory_regions: tuple[str, ...] | None = None
 
     @property
     def is_nvidia_gpu(self) -> bool:
