@@ -138,3 +138,55 @@ def test_the_bar_failure_explains_the_drivers_failure_after_it():
             "[    9.000100] NVRM: The NVIDIA probe routine failed for 1 device(s).\n")
     first = lead(report_of(("dmesg.txt", text)))
     assert first.code == "GH304"
+
+
+# lspci -vv as pciutils' lspci.c show_bases() prints a BAR: "Memory at <address>", or "<unassigned>" / "<ignored>"
+# without one; "[disabled]" when memory decoding is off (no driver enabled the device). Hand-written.
+LSPCI_VV = """41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 PCIe] [10de:2331] (rev a1)
+\tSubsystem: NVIDIA Corporation Device [10de:1626]
+\tControl: I/O- Mem- BusMaster- SpecCycle- MemWINV- VGASnoop- ParErr+ Stepping- SERR+ FastB2B- DisINTx-
+\tRegion 0: Memory at e2000000 (64-bit, prefetchable) [disabled] [size=16M]
+\tRegion 2: Memory at {bar2} (64-bit, prefetchable) [disabled] [size=128G]
+\tCapabilities: <access denied>
+\tKernel modules: nvidiafb, nouveau, nvidia_drm, nvidia
+
+05:00.0 Ethernet controller [0200]: Intel Corporation Ethernet Controller X710 for 10GbE SFP+ [8086:1572] (rev 02)
+\tRegion 0: Memory at <unassigned> (64-bit, prefetchable) [disabled] [size=8M]
+"""
+
+
+@pytest.mark.parametrize("shown", ["<unassigned>", "<ignored>"])
+def test_lspci_showing_a_gpus_bar_without_an_address_leads_with_gh304(shown):
+    report = report_of(("lspci.txt", LSPCI_VV.format(bar2=shown)))
+    first = report.findings[0]
+    assert (first.code, first.severity, first.subject.pci_address) == ("GH304", Severity.CRITICAL, "0000:41:00.0")
+    shown_lines = [line for e in first.evidence for line in e.lines]
+    assert shown_lines == [f"Region 2: Memory at {shown} (64-bit, prefetchable) [disabled] [size=128G]"]
+
+
+def test_lspci_with_every_gpu_bar_assigned_is_not_gh304_whatever_the_nics_say():
+    """"[disabled]" alone (no driver enabled the GPU) is no BAR failure; the NIC's unassigned BAR is not a GPU's."""
+    report = report_of(("lspci.txt", LSPCI_VV.format(bar2="38000000000")))
+    assert "GH304" not in {f.code for f in report.findings}
+    assert "GH304" not in {s.code for s in report.skipped}  # it read the GPU's BARs: judged, not skipped
+
+
+def test_without_the_kernel_log_or_the_gpus_bars_gh304_is_skipped_not_passed():
+    lspci = "41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 PCIe] [10de:2331] (rev a1)\n"
+    report = report_of(("lspci.txt", lspci))
+    assert "GH304" in {s.code for s in report.skipped}
+
+
+def test_the_fixes_say_which_hosts_pci_realloc_helps_and_never_offer_a_command_for_fixed_windows():
+    """pci=realloc lets Linux redo the firmware's assignment inside the host bridge's windows: it cannot enlarge a
+    window an SoC fixes in hardware or a VM's MMIO; those are said in words (steps), not given a command."""
+    first = report_of(("dmesg.txt", H100 + NEW_NO_SPACE)).findings[0]
+    commands = [f for f in first.fixes if f.kind == "command"]
+    assert {f.family for f in commands} == {"debian", "rhel"}
+    assert all("pci=realloc" in f.command and "helps only where" in f.note for f in commands)
+    (rhel,) = [f for f in commands if f.family == "rhel"]
+    # grubby edits the BLS entries that grub2-mkconfig leaves alone on RHEL 9.3 and later
+    assert rhel.command == "sudo grubby --update-kernel=ALL --args=pci=realloc"
+    steps = [f.command for f in first.fixes if f.kind == "step"]
+    assert any("Above 4G decoding" in s for s in steps) and any("64-bit MMIO" in s for s in steps)
+    assert any("fixed by its hardware" in s and "no BIOS or kernel setting" in s for s in steps)
