@@ -423,3 +423,13 @@ def test_a_prefix_that_is_no_model_names_nothing(words):
 def test_a_k40_named_in_words_with_a_510_driver():
     found = gh209(report(("notes.txt", "The node has a K40 and driver version 510.47.03, I think.\n")))
     assert found and "470.xx" in found[0].message and found[0].severity is Severity.WARNING
+
+
+def test_an_install_that_failed_installed_nothing():
+    """apt's answer for a package this release lacks: the driver it names is not the one in place."""
+    session = ("$ sudo apt-get install -y nvidia-driver-510\nReading package lists... Done\n"
+               "E: Unable to locate package nvidia-driver-510\n" + SMI_FAILS + LSPCI_K80)
+    assert gh209(report(("session.txt", session))) == []
+    later = ("$ sudo apt-get install -y nvidia-driver-470\nReading package lists... Done\n"
+             "$ sudo apt-get install -y nvidia-driver-510\nReading package lists... Done\n" + SMI_FAILS + LSPCI_K80)
+    assert "branch 510" in gh209(report(("session.txt", later)))[0].message  # the last one installed

@@ -138,3 +138,56 @@ def test_an_assignment_before_cuda_starts_is_not_late(program):
     snapshot, _ = analyze_texts([("fit.py", program)])
     assert snapshot.visible_set_late == ()
     assert snapshot.env.get("CUDA_VISIBLE_DEVICES") == "1"
+
+
+# --------------------------------------------------------------------------- launchers that set the variable
+
+_JOB = ("#!/bin/bash\n#SBATCH --job-name=fit\n#SBATCH --partition=gpu\n#SBATCH --gres=gpu:1\n#SBATCH --time=04:00:00\n"
+        "module load cuda\npython fit.py --device cuda:1\n")
+_ORDINAL = ("Traceback (most recent call last):\n  File \"fit.py\", line 31, in <module>\n"
+            "    net = net.to(args.device)\nRuntimeError: CUDA error: invalid device ordinal\n")
+
+
+@pytest.mark.parametrize(("line", "count"), [
+    ("#SBATCH --gres=gpu:2", 2), ("#SBATCH --gres=gpu:v100:1", 1), ("#SBATCH --gpus=4", 4),
+    ("srun --gpus-per-node=a100:2 python fit.py", 2), ("sbatch --gres gpu:1 job.sh", 1), ("#SBATCH -G 3", 3),
+    ("#SBATCH --gres=gpu:1,mps:50", 1),
+    # per task, or no scheduler at all: not a count for the job
+    ("#SBATCH --gpus-per-task=1", None), ("python fit.py --gpus 2", None), ("# we asked for --gres=gpu:2", None),
+])
+def test_the_gpus_a_slurm_job_asks_for_are_what_its_processes_see(line, count):
+    from gpuhealth.evidence.facts import device_request_lines
+
+    allocated = device_request_lines([line]).get("gpus_allocated")
+    assert (allocated.count if allocated else None) == count
+
+
+def test_an_index_beyond_the_gpus_a_slurm_job_was_given_leads_with_gh608_naming_the_request():
+    report = _report(("job.sh", _JOB), ("slurm-1234.out", _ORDINAL))
+    assert _lead(report) == "GH608"
+    (gh608,) = _gh608(report)
+    assert "GPU 1" in gh608.message and "#SBATCH --gres=gpu:1" in gh608.message
+    assert any("#SBATCH --gres=gpu:1" in line for e in gh608.evidence for line in e.lines)
+
+
+def test_a_slurm_job_using_the_gpus_it_was_given_raises_nothing():
+    job = _JOB.replace("--gres=gpu:1", "--gres=gpu:2")
+    assert not [f for f in _gh608(_report(("job.sh", job))) if f.severity >= Severity.WARNING]
+
+
+@pytest.mark.parametrize(("command", "value"), [
+    ("deepspeed --include localhost:2,3 fit.py --deepspeed ds.json", "2,3"),
+    ("deepspeed --num_gpus=2 fit.py", "0,1"),
+    ("deepspeed --include 'node1:0,1@node2:0,1' fit.py", None),  # several hosts: no one list for this one
+    ("deepspeed fit.py --deepspeed ds.json", None),
+])
+def test_deepspeeds_launcher_sets_the_variable_it_is_given(command, value):
+    assert visible_devices_set(command).get("CUDA_VISIBLE_DEVICES") == value
+
+
+def test_a_deepspeed_include_list_with_an_invalid_ordinal_leads_with_gh608():
+    session = ("$ deepspeed --include localhost:1 fit.py --deepspeed ds.json\n"
+               "[INFO] [launch.py:145:main] WORLD INFO DICT: {'localhost': [1]}\n" + _ORDINAL)
+    report = _report(("session.txt", session))
+    assert _lead(report) == "GH608"
+    assert "CUDA_VISIBLE_DEVICES=1" in _gh608(report)[0].message

@@ -643,6 +643,15 @@ class DeviceRequest:
 
 
 @record
+class GpuAllocation:
+    """The GPUs a batch scheduler gives a job, as its job script or command line asks for them (Slurm's
+    ``--gres=gpu:2``, ``--gpus=2``): the job's processes see that many, CUDA_VISIBLE_DEVICES set by the scheduler."""
+
+    count: int
+    line: str  # the line that asks for them, as written
+
+
+@record
 class LateVisibility:
     """A program line that sets a visibility variable after a line of the same program initialised CUDA: CUDA read the
     variable when it initialised, so the assignment does not change which GPUs this process sees (GH608)."""
@@ -832,6 +841,8 @@ class Snapshot:
     devices_requested: tuple[DeviceRequest, ...] = ()
     # analyze: a program's assignments of CUDA_VISIBLE_DEVICES made after it initialised CUDA: no effect (GH608)
     visible_set_late: tuple[LateVisibility, ...] = ()
+    # analyze: the GPUs a scheduler's job script or command line asks for (Slurm --gres=gpu:N): what the job sees
+    gpus_allocated: GpuAllocation | None = None
     # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists
     # them: always a reported fact (GH608 holds a device index to it, at most a warning)
     gpus_stated: int | None = None

@@ -21,6 +21,7 @@ from gpuhealth.model import (
     CommandRun,
     CudaState,
     DeviceRequest,
+    GpuAllocation,
     InstallState,
     LateVisibility,
     OsInfo,
@@ -258,6 +259,12 @@ _VISIBLE_OTHER = lazy_re(
     r"^\s{0,12}(?:ENV\s{1,4}(?P<ename>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)\s{1,4}|"
     r"(?P<yname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES):\s{1,4}))"
     r"(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{1,200}))")
+# DeepSpeed's launcher sets CUDA_VISIBLE_DEVICES for the processes it starts on a host: to the ids `--include
+# host:2,3` lists, or to 0..N-1 for `--num_gpus N` (deepspeed/launcher/launch.py: current_env["CUDA_VISIBLE_DEVICES"] =
+# ",".join(map(str, local_gpu_ids))). Only a single host's list is read (`a:0,1@b:2` names several hosts).
+_DEEPSPEED = guarded_re(
+    r"\bdeepspeed\b[^|;&]{0,300}?\s--(?:include(?:=|\s{1,4})[\"']?[\w.-]{1,100}:(?P<ids>\d{1,3}(?:,\d{1,3}){0,15})"
+    r"(?![\w@:,])|num_gpus(?:=|\s{1,4})(?P<n>\d{1,3})\b)", may=has("deepspeed"))
 # what a value is not when a program computes it or a page leaves a slot for it: a shell expansion ($GPU, $(...)),
 # a format or template slot ({gpu}, %s, %GPU%, <gpu_id>), a call or an index
 _NOT_LITERAL = lazy_re(r"[$%{}<>()\[\]]")
@@ -300,6 +307,9 @@ def visible_assignments(text: str) -> list[tuple[str, str, re.Match[str]]]:
         if m["bare"] is not None:
             value = value.rstrip(".,")  # "I set CUDA_VISIBLE_DEVICES=1, but": the sentence's comma, not an entry
         found.append((name, value.strip(), m))
+    for m in _DEEPSPEED.finditer(line):
+        value = m["ids"] if m["ids"] is not None else ",".join(str(i) for i in range(min(int(m["n"]), 64)))
+        found.append(("CUDA_VISIBLE_DEVICES", value, m))
     found.sort(key=lambda item: item[2].start())
     return found
 
@@ -509,10 +519,28 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
     return tuple(found.values())
 
 
-def device_request_lines(lines: list[str]) -> dict[str, tuple[DeviceRequest, ...]]:
-    """The overlay for the GPU indices these lines ask for; empty when none does."""
+# Slurm's request for GPUs, in a job script (`#SBATCH --gres=gpu:2`, `--gres=gpu:a100:2`, `--gpus=2`,
+# `--gpus-per-node=a100:2`, `-G 2`) or on sbatch/srun/salloc's command line: Slurm gives the job that many GPUs and
+# sets CUDA_VISIBLE_DEVICES to them, so its processes see that many, numbered from 0 (Slurm documentation, "Generic
+# Resource (GRES) Scheduling": GPU management). A request per task or per socket multiplies: not read.
+_SLURM_GPUS = guarded_re(
+    r"(?:^#SBATCH\b|\b(?:sbatch|srun|salloc)\b)[^|;&#]{0,300}?(?:--gres(?:=|\s{1,4})gpu(?::[\w.-]{1,40})?:(?P<g>\d{1,3})"
+    r"|--gpus(?:-per-node)?(?:=|\s{1,4})(?:[\w.-]{1,40}:)?(?P<n>\d{1,3})|-G\s{0,4}(?P<s>\d{1,3}))(?![\w:.])",
+    may=has("--gres", "--gpus", "-G"))
+
+
+def device_request_lines(lines: list[str]) -> dict[str, Any]:
+    """The overlay for the GPU indices these lines ask for, and the GPUs a Slurm job script or command asks Slurm for
+    (``gpus_allocated``, the last one); empty when none does."""
     requests = device_requests(lines)
-    return {"devices_requested": requests} if requests else {}
+    found: dict[str, Any] = {"devices_requested": requests} if requests else {}
+    for line in lines:
+        text = line.strip()[:MAX_LINE_TEXT]
+        if (m := _SLURM_GPUS.search(text)) is not None:
+            count = int(m["g"] or m["n"] or m["s"])
+            if count:
+                found["gpus_allocated"] = GpuAllocation(count, text[:300])
+    return found
 
 
 @command_fact("device-requested", r"cuda:\d|set_device|\.cuda\(|[Gg][Pp][Uu]:\d|--gpu|--device|_ids\s{0,2}=|nproc")
@@ -523,7 +551,7 @@ def _device_requested(command: str, output: str) -> Fact | None:
     return Fact({"devices_requested": found}, None, ", ".join(r.text for r in found))
 
 
-@command_fact("visible-devices-set", r"VISIBLE_DEVICES")
+@command_fact("visible-devices-set", r"VISIBLE_DEVICES|\bdeepspeed\b")  # DeepSpeed's launcher sets the variable too
 def _visible_devices(command: str, output: str) -> Fact | None:
     found = visible_devices_set(command)
     if not found:
