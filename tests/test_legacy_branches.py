@@ -433,3 +433,14 @@ def test_an_install_that_failed_installed_nothing():
     later = ("$ sudo apt-get install -y nvidia-driver-470\nReading package lists... Done\n"
              "$ sudo apt-get install -y nvidia-driver-510\nReading package lists... Done\n" + SMI_FAILS + LSPCI_K80)
     assert "branch 510" in gh209(report(("session.txt", later)))[0].message  # the last one installed
+
+
+def test_a_new_gpu_named_in_words_on_an_old_branch():
+    """The too-old half from words: Ada needs 520 or newer (drivers.csv first_branch)."""
+    notes = "I have an RTX 4090 and installed nvidia-driver-470.\n" + SMI_FAILS
+    found = gh209(report(("notes.txt", notes)))
+    assert found and "RTX 4090 (Ada)" in found[0].message and "needs branch" in found[0].message
+    assert not any("470" in f.command for f in found[0].fixes)  # the old branch is no fix
+    assert gh209(report(("notes.txt", "I have an RTX 3090 and installed nvidia-driver-535.\n" + SMI_FAILS))) == []
+    alone = gh209(report(("notes.txt", "I have an RTX 4090 and installed nvidia-driver-470.\n")))
+    assert alone and alone[0].severity is Severity.WARNING  # words alone, no failure shown: reported
