@@ -308,6 +308,8 @@ def test_driver_from_installer_repository_container_and_image_names(line, versio
 @pytest.mark.parametrize("line", [
     "sudo dnf install nvidia-container-toolkit-1.14.3-1.x86_64", "libnvidia-container1-1.17.0-1",
     "pip install nvidia-cudnn-cu12==9.1.0.70", "docker run nvcr.io/nvidia/pytorch:24.01-py3",
+    "Package nvidia-driver-510 is not available, but is referred to by another package.",
+    "E: Unable to locate package nvidia-driver-510",
 ])
 def test_names_that_are_not_the_driver(line):
     assert [m for m in mentions(line, "x") if m.what == "driver"] == []
