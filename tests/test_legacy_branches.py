@@ -308,6 +308,8 @@ def test_driver_from_installer_repository_container_and_image_names(line, versio
 @pytest.mark.parametrize("line", [
     "sudo dnf install nvidia-container-toolkit-1.14.3-1.x86_64", "libnvidia-container1-1.17.0-1",
     "pip install nvidia-cudnn-cu12==9.1.0.70", "docker run nvcr.io/nvidia/pytorch:24.01-py3",
+    "Package nvidia-driver-510 is not available, but is referred to by another package.",
+    "E: Unable to locate package nvidia-driver-510",
 ])
 def test_names_that_are_not_the_driver(line):
     assert [m for m in mentions(line, "x") if m.what == "driver"] == []
@@ -351,7 +353,10 @@ def test_an_rpm_from_nvidias_repository_gets_the_rhel_command_of_the_last_branch
                "$ lspci | grep -i nvidia\n3b:00.0 3D controller: NVIDIA Corporation GK110BGL [Tesla K40m] (rev a1)\n")
     lead = report(("session.txt", session)).findings[0]
     assert lead.code == "GH209" and "550.54.15" in lead.message
-    assert "sudo dnf module install nvidia-driver:470-dkms" in [f.command for f in lead.fixes]
+    commands = [f.command for f in lead.fixes]
+    assert "sudo dnf module install nvidia-driver:470-dkms" in commands
+    assert commands.index("dnf module list nvidia-driver") < commands.index("sudo dnf module install "
+                                                                             "nvidia-driver:470-dkms")
 
 
 def test_the_cuda_repositorys_driver_metapackage_counts():

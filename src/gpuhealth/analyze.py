@@ -964,8 +964,8 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
 # the reader of package tools' kernel installs (parsers/os_upgrade.py) is imported only for a text that could hold one
 _MAY_SHOW_UPGRADE = has("kernel-", "linux-", "update", "upgrade")
 # the reader of OS upgrades told (parsers/os_upgrade.py) is imported only for words that could tell one
-_UPGRADE_WORDS = lazy_re(r"(?i)upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|ubuntu|debian|"
-                         r"rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")
+_UPGRADE_WORDS = lazy_re(r"(?i)kernel|upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|"
+                         r"ubuntu|debian|rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")
 
 
 def _named_beside_message(found: Any, sig: Any) -> bool:

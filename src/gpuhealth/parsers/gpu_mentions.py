@@ -198,7 +198,8 @@ COMMANDS_TYPED = "the commands typed"
 
 # a package manager's answer that the package named is not there: "E: Unable to locate package nvidia-driver-510"
 _NO_SUCH_PACKAGE = lazy_re(r"Unable to locate package|has no installation candidate|No match for argument|"
-                           r"Unable to find a match|No package \S+ available|is not installed|not found")
+                           r"Unable to find a match|No package \S+ available|is not available|is not installed|"
+                           r"not found")
 # what apt, dnf/yum and NVIDIA's installer print when the install named did not happen
 _INSTALL_FAILED = lazy_re(r"Unable to locate package|has no installation candidate|No match for argument|"
                           r"Unable to find a match|No package \S+ available|^E: |^ERROR: |^Error: |"
