@@ -190,3 +190,20 @@ def test_the_fixes_say_which_hosts_pci_realloc_helps_and_never_offer_a_command_f
     steps = [f.command for f in first.fixes if f.kind == "step"]
     assert any("Above 4G decoding" in s for s in steps) and any("64-bit MMIO" in s for s in steps)
     assert any("fixed by its hardware" in s and "no BIOS or kernel setting" in s for s in steps)
+
+
+def test_a_quoted_pci_core_line_outside_a_kernel_log_is_read_by_the_catalogue():
+    """knowledge/signatures.csv pci-bar-*: the same lines quoted in an issue body, a warning (which device it is is not
+    known there)."""
+    body = ("The server boots, but the GPU is not usable. dmesg says:\n\n```\n"
+            "[    0.620010] pci 0000:41:00.0: BAR 2 [mem size 0x2000000000 64bit pref]: failed to assign\n```\n")
+    found = [f for f in report_of(("issue.md", body)).findings if f.code == "GH304"]
+    assert found and found[0].severity is Severity.WARNING
+
+
+def test_a_nics_bar_line_beside_a_healthy_gpu_list_raises_nothing():
+    session = ("$ sudo dmesg | grep -i bar\n" + NIC
+               + "[    0.620000] pci 0000:05:00.0: BAR 0 [mem size 0x00800000 64bit pref]: failed to assign\n"
+               "$ nvidia-smi -L\nGPU 0: NVIDIA H100 PCIe (UUID: GPU-0f4c8c3b-1111-2222-3333-444455556666)\n")
+    report = report_of(("session.txt", session))
+    assert "GH304" not in {f.code for f in report.findings}

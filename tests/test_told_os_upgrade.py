@@ -38,6 +38,9 @@ def codes(findings) -> list[tuple[str, str]]:
     "Our cloud image updated itself when the instance booted.",
     "We went from AlmaLinux 8.9 to 8.10 this morning.",
     "The servers got the HWE kernel with the latest point release.",
+    "The VM was updated automatically overnight.",
+    "cloud-init ran package_upgrade on the first boot of the instance.",
+    "After that reboot the kernel version changed.",
 ])
 @pytest.mark.parametrize("failure", [SMI_FAILS, MODPROBE_FAILS])
 def test_an_upgrade_told_before_a_driver_failure_names_the_module_not_built(story, failure):
@@ -62,6 +65,8 @@ def test_an_upgrade_and_a_failure_in_one_sentence_alone_stay_a_warning(story):
 @pytest.mark.parametrize("story", [
     "We upgraded the servers from Ubuntu 22.04 to 24.04 and the kernel headers for the new kernel are missing.",
     "After dnf update there is no kernel-devel for the new kernel in the repository.",
+    "We patched the servers on Sunday. The kernel was upgraded but kernel-devel was not.",
+    "After the unattended upgrade our linux-headers are older than the running kernel.",
 ])
 def test_an_upgrade_with_the_headers_missing_for_the_new_kernel_names_the_headers(story):
     findings = findings_of(("notes.txt", story + "\n"), ("session.txt", SMI_FAILS))
@@ -114,6 +119,7 @@ def test_an_upgrade_without_a_failure_raises_nothing(story):
     "Should we run dnf update on the GPU nodes?",
     "We are planning to upgrade Ubuntu 22.04 to 24.04 next month.",
     "I did not upgrade the system.",
+    "The docker image was updated to the new CUDA tag.",  # a container image, not the host's kernel
 ])
 def test_no_upgrade_of_the_system_is_read_beside_a_failure(story):
     assert not told_alone(story, FAMILY)

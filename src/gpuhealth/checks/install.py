@@ -272,7 +272,11 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
     headers package at all (it may have been filtered). The reporter's words ("no kernel headers installed",
     "linux-headers-$(uname -r) is missing") answer the headers' absence where no program's output looked at them;
-    the finding then quotes them and stays a warning.
+    the finding then quotes them and stays a warning. So do words saying the headers lag behind the kernel an update
+    installed ("kernel-devel is still for the old kernel", "the headers do not match the running kernel"), and a package
+    tool saying it has no headers package for this kernel ("No package kernel-devel-<release> available.", apt's
+    "Unable to locate package linux-headers-<release>"); beside nvidia-smi's failure to reach the driver, this cause
+    leads and the failure folds under it.
     """
     install = _install(snapshot)
     if install.headers_present is None and install.kernel_packages_source:
