@@ -1535,9 +1535,10 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     have only one GPU"), the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, the GPUs a
     Slurm job asks for (`#SBATCH --gres=gpu:1`, `--gpus=2`: Slurm sets the variable to them), or the
     framework's own refusal (XLA's "Invalid device ordinal value (1). Valid range is [0, 0]",
-    TensorFlow's "'visible_device_list' listed an invalid GPU id" and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has). Where
-    the driver's list gives the host's count, the finding names the cause it decides: an index at or
-    beyond it is beyond the host (whatever `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
+    TensorFlow's "'visible_device_list' listed an invalid GPU id" and "Could not satisfy explicit device
+    specification '/device:GPU:1'" with the devices it has). Where the driver's list gives the host's
+    count, the finding names the cause it decides: an index at or beyond it is beyond the host (whatever
+    `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
     `CUDA_VISIBLE_DEVICES` that keeps fewer, is the variable's renumbering.
     CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
     count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
