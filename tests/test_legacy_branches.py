@@ -353,7 +353,10 @@ def test_an_rpm_from_nvidias_repository_gets_the_rhel_command_of_the_last_branch
                "$ lspci | grep -i nvidia\n3b:00.0 3D controller: NVIDIA Corporation GK110BGL [Tesla K40m] (rev a1)\n")
     lead = report(("session.txt", session)).findings[0]
     assert lead.code == "GH209" and "550.54.15" in lead.message
-    assert "sudo dnf module install nvidia-driver:470-dkms" in [f.command for f in lead.fixes]
+    commands = [f.command for f in lead.fixes]
+    assert "sudo dnf module install nvidia-driver:470-dkms" in commands
+    assert commands.index("dnf module list nvidia-driver") < commands.index("sudo dnf module install "
+                                                                             "nvidia-driver:470-dkms")
 
 
 def test_the_cuda_repositorys_driver_metapackage_counts():

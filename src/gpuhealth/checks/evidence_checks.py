@@ -437,9 +437,7 @@ def _legacy_fixes(label: str, distro: str | None = None) -> tuple[Fix, ...]:
                                  note=f"the {label} legacy branch, proprietary (no -open): {where}; then reboot",
                                  package=name))
         if number in (470, 580):
-            fixes.append(slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                                 note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
-                                 branch=number))
+            fixes += _rhel_stream(number)
         if number <= 390:
             step = (f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
                     "it builds only on the kernels its packages were patched for; with a newer kernel, "
@@ -451,9 +449,7 @@ def _legacy_fixes(label: str, distro: str | None = None) -> tuple[Fix, ...]:
                 "run the GPU on that, or with nouveau, or replace it")
         fixes.append(Fix(step, "any", kind="step"))
         if number in (470, 580):
-            fixes.append(slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                                 note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
-                                 branch=number))
+            fixes += _rhel_stream(number)
     else:
         ended = f" (support ended {_LEGACY_ENDED[number]})" if number in _LEGACY_ENDED else ""
         step = (f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
@@ -461,6 +457,15 @@ def _legacy_fixes(label: str, distro: str | None = None) -> tuple[Fix, ...]:
                 "(no CUDA release that deep learning frameworks use supports it)")
         fixes.append(Fix(step, "any", kind="step"))
     return tuple(fixes)
+
+
+def _rhel_stream(number: int) -> list[Fix]:
+    """The branch's module stream in NVIDIA's CUDA repository for RHEL, after the look that says whether this release's
+    repository has it (a stream exists only for the branches built for that release)."""
+    return [Fix("dnf module list nvidia-driver", "rhel",
+                note=f"whether this release's NVIDIA repository has the {number}-dkms stream"),
+            slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
+                    note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx", branch=number)]
 
 
 def _gh209_looks() -> tuple[Fix, ...]:
