@@ -308,6 +308,8 @@ def test_driver_from_installer_repository_container_and_image_names(line, versio
 @pytest.mark.parametrize("line", [
     "sudo dnf install nvidia-container-toolkit-1.14.3-1.x86_64", "libnvidia-container1-1.17.0-1",
     "pip install nvidia-cudnn-cu12==9.1.0.70", "docker run nvcr.io/nvidia/pytorch:24.01-py3",
+    "Package nvidia-driver-510 is not available, but is referred to by another package.",
+    "E: Unable to locate package nvidia-driver-510",
 ])
 def test_names_that_are_not_the_driver(line):
     assert [m for m in mentions(line, "x") if m.what == "driver"] == []
@@ -351,7 +353,10 @@ def test_an_rpm_from_nvidias_repository_gets_the_rhel_command_of_the_last_branch
                "$ lspci | grep -i nvidia\n3b:00.0 3D controller: NVIDIA Corporation GK110BGL [Tesla K40m] (rev a1)\n")
     lead = report(("session.txt", session)).findings[0]
     assert lead.code == "GH209" and "550.54.15" in lead.message
-    assert "sudo dnf module install nvidia-driver:470-dkms" in [f.command for f in lead.fixes]
+    commands = [f.command for f in lead.fixes]
+    assert "sudo dnf module install nvidia-driver:470-dkms" in commands
+    assert commands.index("dnf module list nvidia-driver") < commands.index("sudo dnf module install "
+                                                                             "nvidia-driver:470-dkms")
 
 
 def test_the_cuda_repositorys_driver_metapackage_counts():
@@ -423,3 +428,24 @@ def test_a_prefix_that_is_no_model_names_nothing(words):
 def test_a_k40_named_in_words_with_a_510_driver():
     found = gh209(report(("notes.txt", "The node has a K40 and driver version 510.47.03, I think.\n")))
     assert found and "470.xx" in found[0].message and found[0].severity is Severity.WARNING
+
+
+def test_an_install_that_failed_installed_nothing():
+    """apt's answer for a package this release lacks: the driver it names is not the one in place."""
+    session = ("$ sudo apt-get install -y nvidia-driver-510\nReading package lists... Done\n"
+               "E: Unable to locate package nvidia-driver-510\n" + SMI_FAILS + LSPCI_K80)
+    assert gh209(report(("session.txt", session))) == []
+    later = ("$ sudo apt-get install -y nvidia-driver-470\nReading package lists... Done\n"
+             "$ sudo apt-get install -y nvidia-driver-510\nReading package lists... Done\n" + SMI_FAILS + LSPCI_K80)
+    assert "branch 510" in gh209(report(("session.txt", later)))[0].message  # the last one installed
+
+
+def test_a_new_gpu_named_in_words_on_an_old_branch():
+    """The too-old half from words: Ada needs 520 or newer (drivers.csv first_branch)."""
+    notes = "I have an RTX 4090 and installed nvidia-driver-470.\n" + SMI_FAILS
+    found = gh209(report(("notes.txt", notes)))
+    assert found and "RTX 4090 (Ada)" in found[0].message and "needs branch" in found[0].message
+    assert not any("470" in f.command for f in found[0].fixes)  # the old branch is no fix
+    assert gh209(report(("notes.txt", "I have an RTX 3090 and installed nvidia-driver-535.\n" + SMI_FAILS))) == []
+    alone = gh209(report(("notes.txt", "I have an RTX 4090 and installed nvidia-driver-470.\n")))
+    assert alone and alone[0].severity is Severity.WARNING  # words alone, no failure shown: reported

@@ -11,7 +11,7 @@ import pytest
 
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
-from gpuhealth.model import Severity
+from gpuhealth.model import Severity, Snapshot
 from gpuhealth.parsers.kernel_log import parse_kernel_log
 
 H100 = "[    0.410000] pci 0000:41:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint\n"
@@ -138,3 +138,95 @@ def test_the_bar_failure_explains_the_drivers_failure_after_it():
             "[    9.000100] NVRM: The NVIDIA probe routine failed for 1 device(s).\n")
     first = lead(report_of(("dmesg.txt", text)))
     assert first.code == "GH304"
+
+
+# lspci -vv as pciutils' lspci.c show_bases() prints a BAR: "Memory at <address>", or "<unassigned>" / "<ignored>"
+# without one; "[disabled]" when memory decoding is off (no driver enabled the device). Hand-written.
+LSPCI_VV = """41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 PCIe] [10de:2331] (rev a1)
+\tSubsystem: NVIDIA Corporation Device [10de:1626]
+\tControl: I/O- Mem- BusMaster- SpecCycle- MemWINV- VGASnoop- ParErr+ Stepping- SERR+ FastB2B- DisINTx-
+\tRegion 0: Memory at e2000000 (64-bit, prefetchable) [disabled] [size=16M]
+\tRegion 2: Memory at {bar2} (64-bit, prefetchable) [disabled] [size=128G]
+\tCapabilities: <access denied>
+\tKernel modules: nvidiafb, nouveau, nvidia_drm, nvidia
+
+05:00.0 Ethernet controller [0200]: Intel Corporation Ethernet Controller X710 for 10GbE SFP+ [8086:1572] (rev 02)
+\tRegion 0: Memory at <unassigned> (64-bit, prefetchable) [disabled] [size=8M]
+"""
+
+
+@pytest.mark.parametrize("shown", ["<unassigned>", "<ignored>"])
+def test_lspci_showing_a_gpus_bar_without_an_address_leads_with_gh304(shown):
+    report = report_of(("lspci.txt", LSPCI_VV.format(bar2=shown)))
+    first = report.findings[0]
+    assert (first.code, first.severity, first.subject.pci_address) == ("GH304", Severity.CRITICAL, "0000:41:00.0")
+    shown_lines = [line for e in first.evidence for line in e.lines]
+    assert shown_lines == [f"Region 2: Memory at {shown} (64-bit, prefetchable) [disabled] [size=128G]"]
+
+
+def test_lspci_with_every_gpu_bar_assigned_is_not_gh304_whatever_the_nics_say():
+    """"[disabled]" alone (no driver enabled the GPU) is no BAR failure; the NIC's unassigned BAR is not a GPU's."""
+    report = report_of(("lspci.txt", LSPCI_VV.format(bar2="38000000000")))
+    assert "GH304" not in {f.code for f in report.findings}
+    assert "GH304" not in {s.code for s in report.skipped}  # it read the GPU's BARs: judged, not skipped
+
+
+def test_without_the_kernel_log_or_the_gpus_bars_gh304_is_skipped_not_passed():
+    lspci = "41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 PCIe] [10de:2331] (rev a1)\n"
+    report = report_of(("lspci.txt", lspci))
+    assert "GH304" in {s.code for s in report.skipped}
+
+
+def test_the_fixes_say_which_hosts_pci_realloc_helps_and_never_offer_a_command_for_fixed_windows():
+    """pci=realloc lets Linux redo the firmware's assignment inside the host bridge's windows: it cannot enlarge a
+    window an SoC fixes in hardware or a VM's MMIO; those are said in words (steps), not given a command."""
+    first = report_of(("dmesg.txt", H100 + NEW_NO_SPACE)).findings[0]
+    commands = [f for f in first.fixes if f.kind == "command"]
+    assert {f.family for f in commands} == {"debian", "rhel"}
+    assert all("pci=realloc" in f.command and "helps only where" in f.note for f in commands)
+    (rhel,) = [f for f in commands if f.family == "rhel"]
+    # grubby edits the BLS entries that grub2-mkconfig leaves alone on RHEL 9.3 and later
+    assert rhel.command == "sudo grubby --update-kernel=ALL --args=pci=realloc"
+    steps = [f.command for f in first.fixes if f.kind == "step"]
+    assert any("Above 4G decoding" in s for s in steps) and any("64-bit MMIO" in s for s in steps)
+    assert any("fixed by its hardware" in s and "no BIOS or kernel setting" in s for s in steps)
+
+
+def test_a_quoted_pci_core_line_outside_a_kernel_log_is_read_by_the_catalogue():
+    """knowledge/signatures.csv pci-bar-*: the same lines quoted in an issue body, a warning (which device it is is not
+    known there)."""
+    body = ("The server boots, but the GPU is not usable. dmesg says:\n\n```\n"
+            "[    0.620010] pci 0000:41:00.0: BAR 2 [mem size 0x2000000000 64bit pref]: failed to assign\n```\n")
+    found = [f for f in report_of(("issue.md", body)).findings if f.code == "GH304"]
+    assert found and found[0].severity is Severity.WARNING
+
+
+def test_a_nics_bar_line_beside_a_healthy_gpu_list_raises_nothing():
+    session = ("$ sudo dmesg | grep -i bar\n" + NIC
+               + "[    0.620000] pci 0000:05:00.0: BAR 0 [mem size 0x00800000 64bit pref]: failed to assign\n"
+               "$ nvidia-smi -L\nGPU 0: NVIDIA H100 PCIe (UUID: GPU-0f4c8c3b-1111-2222-3333-444455556666)\n")
+    report = report_of(("session.txt", session))
+    assert "GH304" not in {f.code for f in report.findings}
+
+
+def test_the_live_check_reads_the_bars_from_sysfs():
+    """/sys/bus/pci/devices/<address>/resource (pci-sysfs.c resource_show: "start end flags" per resource): BAR 0
+    assigned, BAR 2 (64-bit, its upper half "0 0 0") without an address (IORESOURCE_UNSET), BAR 5 an I/O BAR."""
+    from gpuhealth.collect.gpu import probe_pci
+    from hostcases import FakeHost
+
+    host = FakeHost({"pci": [{"address": "0000:41:00.0", "device": "2331", "class": "0302"}]})
+    resource = ["0x00000000e2000000 0x00000000e2ffffff 0x000000000014220c",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+                "0x0000000000000000 0x0000001fffffffff 0x000000002014220c",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+                "0x000000000000f000 0x000000000000f07f 0x0000000000040101",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000"]
+    host.files["/sys/bus/pci/devices/0000:41:00.0/resource"] = "\n".join(resource) + "\n"
+    (gpu,) = probe_pci(host, 5).fields["pci_devices"]
+    assert gpu.memory_regions == ("Region 0: Memory at e2000000 [size=16M] (sysfs)",
+                                  "Region 2: Memory at <unassigned> [size=128G] (sysfs)")
+    report = run_checks(Snapshot(origin="live", pci_devices=(gpu,)))
+    (found,) = [f for f in report.findings if f.code == "GH304"]
+    assert found.severity is Severity.CRITICAL and "1 memory BAR(s) without an address" in found.message

@@ -38,6 +38,10 @@ def codes(findings) -> list[tuple[str, str]]:
     "Our cloud image updated itself when the instance booted.",
     "We went from AlmaLinux 8.9 to 8.10 this morning.",
     "The servers got the HWE kernel with the latest point release.",
+    "The VM was updated automatically overnight.",
+    "cloud-init ran package_upgrade on the first boot of the instance.",
+    "After that reboot the kernel version changed.",
+    "The latest kernel was installed automatically.",
 ])
 @pytest.mark.parametrize("failure", [SMI_FAILS, MODPROBE_FAILS])
 def test_an_upgrade_told_before_a_driver_failure_names_the_module_not_built(story, failure):
@@ -62,6 +66,8 @@ def test_an_upgrade_and_a_failure_in_one_sentence_alone_stay_a_warning(story):
 @pytest.mark.parametrize("story", [
     "We upgraded the servers from Ubuntu 22.04 to 24.04 and the kernel headers for the new kernel are missing.",
     "After dnf update there is no kernel-devel for the new kernel in the repository.",
+    "We patched the servers on Sunday. The kernel was upgraded but kernel-devel was not.",
+    "After the unattended upgrade our linux-headers are older than the running kernel.",
 ])
 def test_an_upgrade_with_the_headers_missing_for_the_new_kernel_names_the_headers(story):
     findings = findings_of(("notes.txt", story + "\n"), ("session.txt", SMI_FAILS))
@@ -114,6 +120,7 @@ def test_an_upgrade_without_a_failure_raises_nothing(story):
     "Should we run dnf update on the GPU nodes?",
     "We are planning to upgrade Ubuntu 22.04 to 24.04 next month.",
     "I did not upgrade the system.",
+    "The docker image was updated to the new CUDA tag.",  # a container image, not the host's kernel
 ])
 def test_no_upgrade_of_the_system_is_read_beside_a_failure(story):
     assert not told_alone(story, FAMILY)
@@ -134,3 +141,83 @@ def test_the_one_sentence_family(words, named):
 def test_an_unknown_family_is_a_key_error():
     with pytest.raises(KeyError):
         told_alone("we upgraded", "no-such-family")
+
+
+# A package tool's own lines showing an update that installed a kernel (hand-written in the formats of apt's
+# history.log, dnf's "history info" and "history" list, dpkg's terminal output and yum's rpm log): machine output
+APT_HISTORY_KERNEL = (
+    "Start-Date: 2025-03-04  06:12:40\nCommandline: /usr/bin/unattended-upgrade\n"
+    "Install: linux-image-6.8.0-57-generic:amd64 (6.8.0-57.59, automatic), "
+    "linux-modules-6.8.0-57-generic:amd64 (6.8.0-57.59, automatic)\n"
+    "Upgrade: linux-image-generic:amd64 (6.8.0-55.57, 6.8.0-57.59)\nEnd-Date: 2025-03-04  06:14:02\n")
+APT_HISTORY_OTHER = (
+    "Start-Date: 2025-03-04  06:12:40\nCommandline: /usr/bin/unattended-upgrade\n"
+    "Upgrade: openssl:amd64 (3.0.13-0ubuntu3.4, 3.0.13-0ubuntu3.5), libssl3t64:amd64 (3.0.13-0ubuntu3.4, "
+    "3.0.13-0ubuntu3.5)\nEnd-Date: 2025-03-04  06:14:02\n")
+DNF_HISTORY_INFO = (
+    "$ sudo dnf history info 22\nTransaction ID : 22\nCommand Line   : upgrade -y\nPackages Altered:\n"
+    "    Install  kernel-5.14.0-570.12.1.el9_6.x86_64        @baseos\n"
+    "    Install  kernel-core-5.14.0-570.12.1.el9_6.x86_64   @baseos\n"
+    "    Upgrade  openssh-8.7p1-45.el9.x86_64                 @baseos\n")
+DNF_HISTORY_LIST = (
+    "$ sudo dnf history\nID     | Command line             | Date and time    | Action(s)      | Altered\n"
+    "-------------------------------------------------------------------------------\n"
+    "    22 | upgrade -y               | 2025-06-02 04:10 | I, U           |  212 EE\n"
+    "    21 | install tmux             | 2025-05-20 11:31 | Install        |    1\n")
+
+
+@pytest.mark.parametrize("history", [APT_HISTORY_KERNEL, DNF_HISTORY_INFO, DNF_HISTORY_LIST])
+@pytest.mark.parametrize("failure", [SMI_FAILS, MODPROBE_FAILS])
+def test_a_package_tool_showing_an_update_install_a_kernel_names_the_module_not_built(history, failure):
+    findings = findings_of(("history.txt", history), ("session.txt", failure))
+    first = findings[0]
+    assert first.code == "GH507", codes(findings)
+    assert first.labels.get("reported") != "words"  # the package tool's output, not the reporter's words
+    assert "package tool" in first.message
+
+
+@pytest.mark.parametrize("history", [APT_HISTORY_KERNEL, DNF_HISTORY_INFO, DNF_HISTORY_LIST])
+def test_a_kernel_installed_with_a_working_gpu_raises_nothing(history):
+    for findings in (findings_of(("history.txt", history)),
+                     findings_of(("history.txt", history), ("session.txt", SMI_WORKS))):
+        assert not any(f.code == "GH507" for f in findings), codes(findings)
+        assert not any(f.severity is Severity.CRITICAL for f in findings), codes(findings)
+
+
+def test_an_update_of_other_packages_names_nothing():
+    findings = findings_of(("history.txt", APT_HISTORY_OTHER), ("session.txt", SMI_FAILS))
+    assert not any(f.code == "GH507" for f in findings), codes(findings)
+
+
+def test_dkms_built_for_the_running_kernel_outweighs_the_history():
+    session = (SMI_FAILS + "$ uname -r\n6.8.0-57-generic\n$ dkms status\n"
+               "nvidia/570.133.07, 6.8.0-57-generic, x86_64: installed\n")
+    findings = findings_of(("history.txt", APT_HISTORY_KERNEL), ("session.txt", session))
+    assert not any(f.code == "GH507" for f in findings), codes(findings)
+
+
+@pytest.mark.parametrize("missing", [
+    "$ sudo yum install kernel-devel-$(uname -r)\nNo package kernel-devel-3.10.0-1160.119.1.el7.x86_64 available.\n",
+    "$ sudo apt install linux-headers-$(uname -r)\nE: Unable to locate package linux-headers-6.8.0-1021-gcp\n",
+    "$ sudo apt install linux-headers-6.8.0-1021-gcp\nE: Package 'linux-headers-6.8.0-1021-gcp' has no installation "
+    "candidate\n",
+])
+def test_the_package_tool_without_headers_for_the_new_kernel_names_the_headers(missing):
+    findings = findings_of(("history.txt", APT_HISTORY_KERNEL), ("session.txt", SMI_FAILS + missing))
+    assert findings[0].code == "GH503", codes(findings)
+
+
+@pytest.mark.parametrize(("line", "shows"), [
+    ("Setting up linux-image-6.8.0-57-generic (6.8.0-57.59) ...", True),
+    ("2025-03-04 06:13:01 install linux-image-6.1.0-32-amd64:amd64 <none> 6.1.129-1", True),
+    ("2025-06-02T04:11:17+0000 SUBDEBUG Installed: kernel-core-5.14.0-570.12.1.el9_6.x86_64", True),
+    ("2025-03-04 06:12:40,511 INFO Packages that will be upgraded: linux-generic linux-image-generic openssl", True),
+    ("ii  linux-image-6.8.0-57-generic  6.8.0-57.59  amd64  Signed kernel image generic", False),  # a listing
+    ("Upgrade: openssl:amd64 (3.0.13-0ubuntu3.4, 3.0.13-0ubuntu3.5)", False),
+    ("    21 | install tmux             | 2025-05-20 11:31 | Install        |    1", False),
+    ("    23 | update nvidia-driver     | 2025-06-09 09:00 | Upgrade        |    9", False),
+])
+def test_which_package_tool_lines_show_a_kernel_installed(line, shows):
+    from gpuhealth.parsers.os_upgrade import kernel_install_lines
+
+    assert bool(kernel_install_lines([line], "history.txt")) is shows

@@ -138,3 +138,111 @@ def test_an_assignment_before_cuda_starts_is_not_late(program):
     snapshot, _ = analyze_texts([("fit.py", program)])
     assert snapshot.visible_set_late == ()
     assert snapshot.env.get("CUDA_VISIBLE_DEVICES") == "1"
+
+
+# --------------------------------------------------------------------------- launchers that set the variable
+
+_JOB = ("#!/bin/bash\n#SBATCH --job-name=fit\n#SBATCH --partition=gpu\n#SBATCH --gres=gpu:1\n#SBATCH --time=04:00:00\n"
+        "module load cuda\npython fit.py --device cuda:1\n")
+_ORDINAL = ("Traceback (most recent call last):\n  File \"fit.py\", line 31, in <module>\n"
+            "    net = net.to(args.device)\nRuntimeError: CUDA error: invalid device ordinal\n")
+
+
+@pytest.mark.parametrize(("line", "count"), [
+    ("#SBATCH --gres=gpu:2", 2), ("#SBATCH --gres=gpu:v100:1", 1), ("#SBATCH --gpus=4", 4),
+    ("srun --gpus-per-node=a100:2 python fit.py", 2), ("sbatch --gres gpu:1 job.sh", 1), ("#SBATCH -G 3", 3),
+    ("#SBATCH --gres=gpu:1,mps:50", 1),
+    # per task, or no scheduler at all: not a count for the job
+    ("#SBATCH --gpus-per-task=1", None), ("python fit.py --gpus 2", None), ("# we asked for --gres=gpu:2", None),
+])
+def test_the_gpus_a_slurm_job_asks_for_are_what_its_processes_see(line, count):
+    from gpuhealth.evidence.facts import device_request_lines
+
+    allocated = device_request_lines([line]).get("gpus_allocated")
+    assert (allocated.count if allocated else None) == count
+
+
+def test_an_index_beyond_the_gpus_a_slurm_job_was_given_leads_with_gh608_naming_the_request():
+    report = _report(("job.sh", _JOB), ("slurm-1234.out", _ORDINAL))
+    assert _lead(report) == "GH608"
+    (gh608,) = _gh608(report)
+    assert "GPU 1" in gh608.message and "#SBATCH --gres=gpu:1" in gh608.message
+    assert any("#SBATCH --gres=gpu:1" in line for e in gh608.evidence for line in e.lines)
+
+
+def test_a_slurm_job_using_the_gpus_it_was_given_raises_nothing():
+    job = _JOB.replace("--gres=gpu:1", "--gres=gpu:2")
+    assert not [f for f in _gh608(_report(("job.sh", job))) if f.severity >= Severity.WARNING]
+
+
+@pytest.mark.parametrize(("command", "value"), [
+    ("deepspeed --include localhost:2,3 fit.py --deepspeed ds.json", "2,3"),
+    ("deepspeed --num_gpus=2 fit.py", "0,1"),
+    ("deepspeed --include 'node1:0,1@node2:0,1' fit.py", None),  # several hosts: no one list for this one
+    ("deepspeed fit.py --deepspeed ds.json", None),
+])
+def test_deepspeeds_launcher_sets_the_variable_it_is_given(command, value):
+    assert visible_devices_set(command).get("CUDA_VISIBLE_DEVICES") == value
+
+
+def test_a_deepspeed_include_list_with_an_invalid_ordinal_leads_with_gh608():
+    session = ("$ deepspeed --include localhost:1 fit.py --deepspeed ds.json\n"
+               "[INFO] [launch.py:145:main] WORLD INFO DICT: {'localhost': [1]}\n" + _ORDINAL)
+    report = _report(("session.txt", session))
+    assert _lead(report) == "GH608"
+    assert "CUDA_VISIBLE_DEVICES=1" in _gh608(report)[0].message
+
+
+@pytest.mark.parametrize(("line", "highest"), [
+    ("gpu_ids: [0, 1]", 1), ('  "device_ids": [0, 1, 2],', 2), ("trainer = pl.Trainer(devices=[1])", 1),
+    # a count, not ids; a word that only ends in "devices"
+    ("trainer = pl.Trainer(devices=2)", None), ("num_devices: [4]", None),
+])
+def test_gpu_id_lists_in_configurations_are_read(line, highest):
+    from gpuhealth.evidence.facts import device_requests
+
+    found = device_requests([line])
+    assert (max(r.index for r in found) if found else None) == highest
+
+
+def test_a_configuration_listing_more_gpus_than_the_host_has_leads_with_gh608():
+    session = ("$ nvidia-smi -L\nGPU 0: NVIDIA GeForce RTX 3060 (UUID: GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9)\n"
+               "$ cat configs/fit.yaml\nmodel: resnet50\ngpu_ids: [0, 1]\nbatch_size: 64\n"
+               "$ python fit.py -c configs/fit.yaml\n" + _ORDINAL)
+    report = _report(("session.txt", session))
+    assert _lead(report) == "GH608"
+    assert "GPU 1" in _gh608(report)[0].message
+
+
+# --------------------------------------------------------------------------- an option's default GPU
+
+_ARGS = ("import argparse, os\nimport torch\n\nparser = argparse.ArgumentParser()\n"
+         "parser.add_argument('--gpu', type=int, default=1, help='which GPU')\nargs = parser.parse_args()\n"
+         "torch.cuda.set_device(args.gpu)\n")
+_ONE_GPU = "$ nvidia-smi -L\nGPU 0: NVIDIA GeForce RTX 4070 (UUID: GPU-1c2d3e4f-5a6b-7c8d-9e0f-a1b2c3d4e5f6)\n"
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("parser.add_argument('--gpu', type=int, default=1, help='gpu id')", (1, "the default of --gpu (1)")),
+    ("parser.add_argument('-g', '--gpu_ids', type=str, default='0,1')", (1, "the default of --gpu_ids (0,1)")),
+    ("parser.add_argument('--gpus', type=int, default=2)", None),  # a count
+    ("parser.add_argument('--device', default='cpu')", None),
+    ("parser.add_argument('--gpu', action='store_true', default=False)", None),
+])
+def test_an_options_default_gpu_is_read(line, found):
+    from gpuhealth.evidence.facts import device_requests
+
+    defaults = [(r.index, r.text) for r in device_requests([line]) if r.default]
+    assert (defaults[0] if defaults else None) == found
+
+
+def test_an_options_default_beyond_the_gpus_leads_where_the_ordinal_was_refused():
+    report = _report(("train.py", _ARGS), ("session.txt", _ONE_GPU), ("traceback.txt", _ORDINAL))
+    assert _lead(report) == "GH608"
+    assert "the default of --gpu" in _gh608(report)[0].message
+
+
+def test_an_options_default_is_not_judged_without_a_failure():
+    # the command line may pass --gpu 0: a default alone is no fault
+    report = _report(("train.py", _ARGS), ("session.txt", _ONE_GPU))
+    assert not [f for f in _gh608(report) if f.severity >= Severity.WARNING]

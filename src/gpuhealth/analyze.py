@@ -119,6 +119,7 @@ class _Reading:
     messages: list[MessageLine] = field(default_factory=list)
     unknown_seen: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
+    typed: list[tuple[str, str]] = field(default_factory=list)  # (command, the head of its output) of each session
     stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
     # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
     upgrades: list[MessageLine] = field(default_factory=list)
@@ -164,16 +165,22 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             reading.unrecognized.extend(missed[:1])
         else:
             reading.unrecognized.extend(_read_markdown(reading, name, parts))
-    if reading.commands:  # a driver or GPU a command names: sh NVIDIA-Linux-x86_64-510.47.03.run (GH209)
+    if reading.typed:  # a driver or GPU a command names: sh NVIDIA-Linux-x86_64-510.47.03.run (GH209)
         from gpuhealth.parsers.gpu_mentions import COMMANDS_TYPED, command_mentions
 
-        reading.overlay(command_mentions(reading.commands), COMMANDS_TYPED)
-    if reading.upgrades:  # an upgrade told names the module not built only beside a failure it explains
-        from gpuhealth.parsers.os_upgrade import with_upgrade_cause
+        reading.overlay(command_mentions(reading.typed), COMMANDS_TYPED)
+    if reading.upgrades or any(_MAY_SHOW_UPGRADE(text) for _, text in texts):
+        # an upgrade told, or a package tool's line showing one install a kernel, names the module not built only
+        # beside a failure it explains (parsers/os_upgrade.py)
+        from gpuhealth.parsers.os_upgrade import kernel_install_lines, mentions_kernel_package, with_upgrade_cause
 
-        reading.messages = with_upgrade_cause(reading.messages, reading.upgrades)
+        for name, text in texts:
+            if mentions_kernel_package(text):
+                reading.upgrades.extend(kernel_install_lines(text.splitlines(), name))
+        reading.messages = with_upgrade_cause(reading.messages, reading.upgrades, reading.fields.get("install"))
         kept = {m.source for m in reading.messages if m in reading.upgrades}  # their pieces were read after all
-        reading.unrecognized = [name for name in reading.unrecognized if name not in kept]
+        reading.unrecognized = [name for name in reading.unrecognized  # "notes.txt", "notes.txt (a terminal session..."
+                                if not any(name == k or name.startswith(f"{k} (") for k in kept)]
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
@@ -237,6 +244,7 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     if len(blocks) == 1 and blocks[0].command is None:
         return [] if _read_piece(reading, Piece(name, text), None, container=False) else [name]
     reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
+    reading.typed.extend((b.command, b.output[:2000]) for b in blocks if b.command and b.language == "shell")
     env_before = dict(reading.fields.get("env") or {})
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
@@ -963,9 +971,11 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
     return told
 
 
+# the reader of package tools' kernel installs (parsers/os_upgrade.py) is imported only for a text that could hold one
+_MAY_SHOW_UPGRADE = has("kernel-", "linux-", "update", "upgrade")
 # the reader of OS upgrades told (parsers/os_upgrade.py) is imported only for words that could tell one
-_UPGRADE_WORDS = lazy_re(r"(?i)upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|ubuntu|debian|"
-                         r"rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")
+_UPGRADE_WORDS = lazy_re(r"(?i)kernel|upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|"
+                         r"ubuntu|debian|rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")
 
 
 def _named_beside_message(found: Any, sig: Any) -> bool:

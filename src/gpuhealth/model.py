@@ -329,6 +329,9 @@ class PciDevice:
     # the modules that could drive it, from `lspci -k`'s "Kernel modules:" line (None when not shown): a pasted
     # listing that shows them was made with -k, so a device without "Kernel driver in use" has no driver bound
     kernel_modules: tuple[str, ...] | None = None
+    # `lspci -v`'s memory BAR lines as printed ("Region 1: Memory at <unassigned> (64-bit, prefetchable) [size=32G]");
+    # None when the listing printed none (no -v): then nothing is known of the BARs
+    memory_regions: tuple[str, ...] | None = None
 
     @property
     def is_nvidia_gpu(self) -> bool:
@@ -637,6 +640,18 @@ class DeviceRequest:
     # the index is a launcher's last rank (torchrun --nproc_per_node=N: each of N processes takes GPU LOCAL_RANK),
     # judged only where the program failed for want of a device (a script may not use LOCAL_RANK)
     ranks: bool = False
+    # the index is an option's default in the program's own argparse definition (`--gpu`, default 1): a command line
+    # may pass another, so it is judged only where the program failed for want of a device
+    default: bool = False
+
+
+@record
+class GpuAllocation:
+    """The GPUs a batch scheduler gives a job, as its job script or command line asks for them (Slurm's
+    ``--gres=gpu:2``, ``--gpus=2``): the job's processes see that many, CUDA_VISIBLE_DEVICES set by the scheduler."""
+
+    count: int
+    line: str  # the line that asks for them, as written
 
 
 @record
@@ -829,6 +844,8 @@ class Snapshot:
     devices_requested: tuple[DeviceRequest, ...] = ()
     # analyze: a program's assignments of CUDA_VISIBLE_DEVICES made after it initialised CUDA: no effect (GH608)
     visible_set_late: tuple[LateVisibility, ...] = ()
+    # analyze: the GPUs a scheduler's job script or command line asks for (Slurm --gres=gpu:N): what the job sees
+    gpus_allocated: GpuAllocation | None = None
     # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists
     # them: always a reported fact (GH608 holds a device index to it, at most a warning)
     gpus_stated: int | None = None

@@ -1518,7 +1518,8 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in (or set in
     the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `VAR=value command`, `os.environ[...]`,
     `os.environ.setdefault`/`os.putenv`, a Dockerfile's `ENV`, a compose file's `environment:`, a
-    notebook's `%env`; a value the program computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty,
+    notebook's `%env`, DeepSpeed's `--include host:2,3` or `--num_gpus N`, which its launcher turns into
+    the variable; a value the program computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty,
     `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
     that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
@@ -1526,14 +1527,18 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
     `.cuda(3)`, `--device 3`, a launcher's last rank (`torchrun --nproc_per_node=4`: ranks take GPU
     LOCAL_RANK; judged only where a device was not found, since a script may not use it),
-    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
-    traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`; where no program's
-    output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
-    `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, or the framework's own refusal (XLA's "Invalid device
-    ordinal value (1). Valid range is [0, 0]", TensorFlow's "'visible_device_list' listed an invalid GPU id"
-    and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has). Where
-    the driver's list gives the host's count, the finding names the cause it decides: an index at or
-    beyond it is beyond the host (whatever `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
+    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, a configuration's `gpu_ids: [0, 1]`, Lightning's
+    `devices=[1]`, TensorFlow's `/gpu:3`, in its command line, code, configuration or traceback; the default
+    of its own `--gpu`/`--gpu_ids`/`--device` option, judged only where a device was not found, since a
+    command line may pass another) when the evidence shows how many it sees: the host's GPUs
+    (`nvidia-smi -L`; where no program's output lists them, the count the reporter's words state, "I
+    have only one GPU"), the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, the GPUs a
+    Slurm job asks for (`#SBATCH --gres=gpu:1`, `--gpus=2`: Slurm sets the variable to them), or the
+    framework's own refusal (XLA's "Invalid device ordinal value (1). Valid range is [0, 0]",
+    TensorFlow's "'visible_device_list' listed an invalid GPU id" and "Could not satisfy explicit device
+    specification '/device:GPU:1'" with the devices it has). Where the driver's list gives the host's
+    count, the finding names the cause it decides: an index at or beyond it is beyond the host (whatever
+    `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
     `CUDA_VISIBLE_DEVICES` that keeps fewer, is the variable's renumbering.
     CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
     count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
@@ -1705,6 +1710,10 @@ def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: Message
     message = (f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and {fails}: {host}, and CUDA hides an index "
                "that does not exist and every entry after it; choose an index below the count nvidia-smi -L lists, "
                "or unset the variable")
+    if line.signature in _ORDINAL_INVALID:  # the other way to an invalid ordinal under a list that hides nothing
+        kept = len([e for e in value.split(",") if e.strip()])
+        message += (f"; or the program asks for an index at or beyond the {kept} it keeps, which CUDA renumbers from 0 "
+                    f"(GPU {first} is cuda:0 inside it)")
     down = _driver_shown_down(snapshot)
     if down:  # the driver is down for every process: that cause leads (GH203, GH201); the variable is checked after
         message = ("The driver is down in this evidence, which alone keeps every GPU from the program; once it is "
@@ -1788,11 +1797,16 @@ def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, s
     if said is not None:  # the program's own message says how many GPUs it saw
         return said, said.visible or 0, snapshot.env.get("CUDA_VISIBLE_DEVICES")
     visible, value = _visible_count(snapshot, count)
+    if value is None and snapshot.gpus_allocated is not None:
+        visible = snapshot.gpus_allocated.count  # the scheduler gives the job these, whatever the host has
     if not visible:
         return None  # how many GPUs the program sees is not in the evidence: not judged
-    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it: judged where a device was not found
+    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it, and an option's default only if the command
+    # line passes no other: judged where a device was not found (an ordinal refused, or no GPU seen for a default)
     failed = any(m.symptom == DEVICE_NOT_VISIBLE for m in snapshot.messages or ())
-    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (failed or not r.ranks)), None)
+    unseen = failed or any(m.symptom in _FEWER_VISIBLE for m in snapshot.messages or ())
+    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (
+        failed or not r.ranks) and (unseen or not r.default)), None)
     return (beyond, visible, value) if beyond else None
 
 
@@ -1800,22 +1814,30 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     """A program asks for a GPU index it cannot see: CUDA answers "invalid device ordinal" (cudaErrorInvalidDevice),
     PyTorch "invalid device ordinal" or "Attempting to deserialize object on CUDA device N but ... device_count() is
     M". With CUDA_VISIBLE_DEVICES set, the program sees only the GPUs it keeps, numbered from 0."""
+    allocated = snapshot.gpus_allocated if value is None and asked.visible is None else None
     seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), which CUDA renumbers from 0 inside the program "
-            f"(0-{visible - 1})" if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
+            f"(0-{visible - 1})" if value is not None else
+            f"{allocated.line}: the scheduler gives the job {visible} GPU(s) and sets CUDA_VISIBLE_DEVICES to them, "
+            f"numbered 0-{visible - 1} inside it" if allocated is not None
+            else f"{visible} GPU(s) on this host (0-{visible - 1})")
     evidence = [Evidence("the program", (asked.line or asked.text,))]
     if asked.visible is None or value is not None:
-        evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+        source = ("environment" if value is not None else snapshot.sources.get("gpus_allocated", "job script")
+                  if allocated is not None else snapshot.sources.get("smi", "GPUs"))
+        evidence.append(Evidence(source, (seen,)))
         if asked.visible is None and (told := stated_count_evidence(snapshot)) is not None:
             evidence.append(told)
     valid = ("the only valid index is 0 (a single GPU is device 0)" if visible == 1
              else f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU")
     if value is not None and visible:
         valid += f" (CUDA_VISIBLE_DEVICES={value} renumbers the GPUs it keeps from 0)"
+    elif allocated is not None and visible:
+        valid += f" (the job asks the scheduler for {visible}: {allocated.line[:80]})"
     remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
               if asked.text.startswith("a checkpoint") else
               f"; start at most {visible} process(es) per node (--nproc_per_node={visible})"
               if asked.ranks and visible else "")
-    decided = _index_cause(snapshot, asked, value)
+    decided = _index_cause(snapshot, asked, value if allocated is None else allocated.line)
     if decided and len(evidence) > 1:  # the count decides: it comes first (the differential quotes the first line)
         evidence[:2] = evidence[1::-1]
     return Draft(

@@ -91,7 +91,8 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     of a pasted session, or words ("driver 510", "the R470 branch", "the 470.xx legacy driver"). A GPU and a driver
     named only in a person's sentences are the reporter's words: the finding stays a warning unless a program's
     output shows the driver failing (nvidia-smi, the kernel log), which it then explains. A model named in words
-    beside another model the branch supports ("RTX 3090, GTX 770") is not held against the driver.
+    beside another model the branch supports ("RTX 3090, GTX 770") is not held against the driver. A current model
+    named in words ("an RTX 4090") on a branch older than its architecture's first is the too-old half, from words.
 
     Why it matters:
     The module loads but probes no GPU, or refuses to load; nvidia-smi says "No devices were found" or
@@ -165,6 +166,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                 evidence.append(Evidence("/proc/driver/nvidia/version", (snapshot.driver.banner or version,)))
     elif drivers and not snapshot.nvidia_pci_gpus:
         found = _named_gpus_too_new_a_driver(snapshot, drivers[0])  # no PCI list: the GPUs the text names
+        found = found or _named_gpu_too_old_a_driver(snapshot, drivers[0])
         if found is not None:
             problem, last, told, shown = found
             problems.append(problem)
@@ -305,6 +307,30 @@ def _named_gpus_too_new_a_driver(snapshot: Snapshot, driver: tuple[str, str, boo
     return None
 
 
+def _named_gpu_too_old_a_driver(snapshot: Snapshot, driver: tuple[str, str, bool, str]
+                                ) -> tuple[str, str, bool, list[Evidence]] | None:
+    """The first GPU model the words name ("an RTX 4090") whose architecture needs a newer branch than the driver's
+    (the other half of GH209: a new GPU on an old driver): (problem, "" (no legacy branch), True, evidence). None
+    where the driver lists GPUs (it drives them) or no named model is newer than the branch."""
+    from gpuhealth.knowledge.gpus import device_id_for
+
+    version, where, told, said = driver
+    number = branch_of(version)
+    if number is None or snapshot.gpus:
+        return None
+    for gpu in snapshot.gpus_named:
+        device, _ = device_id_for(gpu.named)
+        model = lookup(device) if device else None
+        arch = architecture(model.architecture) if model else None
+        if arch is None or arch.first_branch is None or number >= arch.first_branch:
+            continue
+        problem = (f"{gpu.named} ({model.architecture}) is not supported by driver {version}: "
+                   f"{model.architecture} needs branch {arch.first_branch} or newer")
+        shown = [Evidence(REPORTED_WORDS if told else where, (said,)), Evidence(REPORTED_WORDS, (gpu.words,))]
+        return problem, "", True, shown
+    return None
+
+
 def _named_gpu_it_drives(snapshot: Snapshot, number: int) -> bool:
     """Whether the words name a GPU that driver branch ``number`` supports (a current model, or a legacy one whose
     last branch is this one or later)."""
@@ -411,9 +437,7 @@ def _legacy_fixes(label: str, distro: str | None = None) -> tuple[Fix, ...]:
                                  note=f"the {label} legacy branch, proprietary (no -open): {where}; then reboot",
                                  package=name))
         if number in (470, 580):
-            fixes.append(slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                                 note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
-                                 branch=number))
+            fixes += _rhel_stream(number)
         if number <= 390:
             step = (f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
                     "it builds only on the kernels its packages were patched for; with a newer kernel, "
@@ -425,9 +449,7 @@ def _legacy_fixes(label: str, distro: str | None = None) -> tuple[Fix, ...]:
                 "run the GPU on that, or with nouveau, or replace it")
         fixes.append(Fix(step, "any", kind="step"))
         if number in (470, 580):
-            fixes.append(slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                                 note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
-                                 branch=number))
+            fixes += _rhel_stream(number)
     else:
         ended = f" (support ended {_LEGACY_ENDED[number]})" if number in _LEGACY_ENDED else ""
         step = (f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
@@ -435,6 +457,15 @@ def _legacy_fixes(label: str, distro: str | None = None) -> tuple[Fix, ...]:
                 "(no CUDA release that deep learning frameworks use supports it)")
         fixes.append(Fix(step, "any", kind="step"))
     return tuple(fixes)
+
+
+def _rhel_stream(number: int) -> list[Fix]:
+    """The branch's module stream in NVIDIA's CUDA repository for RHEL, after the look that says whether this release's
+    repository has it (a stream exists only for the branches built for that release)."""
+    return [Fix("dnf module list nvidia-driver", "rhel",
+                note=f"whether this release's NVIDIA repository has the {number}-dkms stream"),
+            slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
+                    note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx", branch=number)]
 
 
 def _gh209_looks() -> tuple[Fix, ...]:

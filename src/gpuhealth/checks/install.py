@@ -272,7 +272,11 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
     headers package at all (it may have been filtered). The reporter's words ("no kernel headers installed",
     "linux-headers-$(uname -r) is missing") answer the headers' absence where no program's output looked at them;
-    the finding then quotes them and stays a warning.
+    the finding then quotes them and stays a warning. So do words saying the headers lag behind the kernel an update
+    installed ("kernel-devel is still for the old kernel", "the headers do not match the running kernel"), and a package
+    tool saying it has no headers package for this kernel ("No package kernel-devel-<release> available.", apt's
+    "Unable to locate package linux-headers-<release>"); beside nvidia-smi's failure to reach the driver, this cause
+    leads and the failure folds under it.
     """
     install = _install(snapshot)
     if install.headers_present is None and install.kernel_packages_source:
@@ -857,7 +861,9 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     9.5", "unattended-upgrades ran overnight") names this cause only beside a failure it explains (nvidia-smi cannot
     reach the driver, the module does not load) and where nothing names the kernel headers missing (then GH503), Secure
     Boot or a library mismatch; told with no failure it names nothing, and `dkms status` showing the module installed
-    for the running kernel overrules the words.
+    for the running kernel overrules the words. A package tool's own output showing an update that installed a kernel
+    (apt's history.log or terminal lines, unattended-upgrades' log, `dnf history`/`yum history`, their rpm logs) is
+    read the same way, as machine output.
     """
     install = _install(snapshot)
     loaded = module_loaded(snapshot)

@@ -7,13 +7,13 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuhealth.checks.registry import Draft, Expectations, check, table_fixes
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
 from gpuhealth.commands import filled
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.knowledge.drivers import branch_of, supports
 from gpuhealth.knowledge.gpus import lookup as gpu_lookup
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, Severity, Snapshot
+from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, PciDevice, Severity, Snapshot
 from gpuhealth.parsers.kernel_log import wall_clock_seconds
 
 SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
@@ -296,8 +296,9 @@ def rminit_adapter_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         yield replace(draft, message=f"{draft.message}; the driver said why just before: {why}") if why else draft
 
 
-@check("GH304", "pci-bar-failure", "A GPU's PCI memory (BAR) could not be assigned", requires=("kernel_log",))
-def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+@check("GH304", "pci-bar-failure", "A GPU's PCI memory (BAR) could not be assigned",
+       reads=("kernel_log", "pci_devices"))
+def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
     The NVIDIA driver's "This PCI I/O region assigned to your NVIDIA device is invalid" (a BAR of 0M),
@@ -332,6 +333,11 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
     Exceptions:
     A display controller of another vendor (a server's BMC graphics) is only a warning.
     """
+    listed = [d for d in snapshot.nvidia_pci_gpus if d.memory_regions is not None]
+    if snapshot.kernel_log is None and not listed:
+        yield Skip("the kernel log (sudo dmesg) and lspci -vv of the GPUs: not in the evidence given")
+        return
+    yield from _unassigned_regions(snapshot, listed)
     gpus = {d.address for d in snapshot.nvidia_pci_gpus} | {g.pci_address for g in snapshot.gpus or () if g.pci_address}
     for kind in ("bar", "pci_resource"):
         for draft in _event_check(
@@ -348,6 +354,21 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]
             said = _bar_words(tallies(snapshot, {kind}, key=lambda g: g.pci_address).get(address))
             head, _, tail = draft.message.partition(" assigned")
             yield replace(draft, message=f"{head} assigned ({said}){tail}" if said else draft.message)
+
+
+def _unassigned_regions(snapshot: Snapshot, listed: list[PciDevice]) -> Iterator[Draft]:
+    """An NVIDIA GPU whose memory BAR lspci prints without an address: "Memory at <unassigned>" (the BAR and the
+    kernel's resource are both zero) or "<ignored>" (the BAR holds an address the kernel did not take), pciutils
+    lspci.c show_bases(). "[disabled]" alone only says memory decoding is off (no driver enabled the device)."""
+    logged = {g.pci_address for g in snapshot.kernel_log.tallies({"bar"})} if snapshot.kernel_log else set()
+    for device in listed:
+        empty = [line for line in device.memory_regions or () if "<unassigned>" in line or "<ignored>" in line]
+        if not empty or device.address in logged:
+            continue  # the kernel log's finding names the same GPU, with the kernel's own words
+        yield Draft(Severity.CRITICAL, f"GPU {device.address}: {len(empty)} memory BAR(s) without an address (lspci)",
+                    subject=snapshot.gpu_subject(device.address),
+                    evidence=(Evidence(snapshot.sources.get("pci_devices", "lspci"), tuple(empty)),),
+                    fixes=table_fixes("GH304"), explains=("GH102", "GH303", "GH305"))
 
 
 # the driver's own lines say which BAR (size, address) and the PCI core's which outcome ("BAR 1 (32 GiB): no space")

@@ -21,6 +21,7 @@ from gpuhealth.model import (
     CommandRun,
     CudaState,
     DeviceRequest,
+    GpuAllocation,
     InstallState,
     LateVisibility,
     OsInfo,
@@ -258,6 +259,12 @@ _VISIBLE_OTHER = lazy_re(
     r"^\s{0,12}(?:ENV\s{1,4}(?P<ename>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)\s{1,4}|"
     r"(?P<yname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES):\s{1,4}))"
     r"(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{1,200}))")
+# DeepSpeed's launcher sets CUDA_VISIBLE_DEVICES for the processes it starts on a host: to the ids `--include
+# host:2,3` lists, or to 0..N-1 for `--num_gpus N` (deepspeed/launcher/launch.py: current_env["CUDA_VISIBLE_DEVICES"] =
+# ",".join(map(str, local_gpu_ids))). Only a single host's list is read (`a:0,1@b:2` names several hosts).
+_DEEPSPEED = guarded_re(
+    r"\bdeepspeed\b[^|;&]{0,300}?\s--(?:include(?:=|\s{1,4})[\"']?[\w.-]{1,100}:(?P<ids>\d{1,3}(?:,\d{1,3}){0,15})"
+    r"(?![\w@:,])|num_gpus(?:=|\s{1,4})(?P<n>\d{1,3})\b)", may=has("deepspeed"))
 # what a value is not when a program computes it or a page leaves a slot for it: a shell expansion ($GPU, $(...)),
 # a format or template slot ({gpu}, %s, %GPU%, <gpu_id>), a call or an index
 _NOT_LITERAL = lazy_re(r"[$%{}<>()\[\]]")
@@ -300,6 +307,9 @@ def visible_assignments(text: str) -> list[tuple[str, str, re.Match[str]]]:
         if m["bare"] is not None:
             value = value.rstrip(".,")  # "I set CUDA_VISIBLE_DEVICES=1, but": the sentence's comma, not an entry
         found.append((name, value.strip(), m))
+    for m in _DEEPSPEED.finditer(line):
+        value = m["ids"] if m["ids"] is not None else ",".join(str(i) for i in range(min(int(m["n"]), 64)))
+        found.append(("CUDA_VISIBLE_DEVICES", value, m))
     found.sort(key=lambda item: item[2].start())
     return found
 
@@ -388,12 +398,13 @@ MAX_DEVICE_REQUESTS = 8
 # A list of GPU ids a program asks for, the highest of which must exist: PyTorch's DataParallel(device_ids=[0, 1])
 # (torch/nn/parallel/data_parallel.py checks each with torch.cuda.get_device_properties, which raises "Invalid device
 # id" for an id >= device_count()), Lightning's Trainer(gpus=[0, 1]) and the gpu_ids of many training scripts, in code
-# or on the command line (--gpu_ids 0,1, --gpus 0,1). A bare `--gpus 2` or `gpus=2` is a count in most programs: a
-# command-line list is read only with two entries or more.
+# or on the command line (--gpu_ids 0,1, --gpus 0,1), and in a YAML or JSON configuration (`gpu_ids: [0, 1]`,
+# `"device_ids": [0, 1]`); Lightning's `devices=[1]` is a list of ids too. A bare `--gpus 2`, `gpus=2` or `devices=2`
+# is a count in most programs: a command-line list is read only with two entries or more.
 _ID_LIST_ASKED = guarded_re(
-    r"""\b(?:device_ids|gpu_ids|gpus)\s{0,2}=\s{0,2}[\[(]\s{0,2}(?P<code>\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,15})\s{0,2},?\s{0,2}[\])]|"""
+    r"""\b(?:device_ids|gpu_ids|gpus|devices)["']?\s{0,2}[=:]\s{0,2}[\[(]\s{0,2}(?P<code>\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,15})\s{0,2},?\s{0,2}[\])]|"""
     r"""(?<![\w-])--(?:gpus|gpu[_-]ids|device[_-]ids)[= ]["']?(?P<cli>\d{1,3}(?:,\d{1,3}){1,15})(?![\d.])""",
-    may=has_folded("device_ids", "gpu_ids", "gpus", "gpu-ids", "device-ids"))
+    may=has_folded("device_ids", "gpu_ids", "gpus", "gpu-ids", "device-ids", "devices"))
 # TensorFlow's refusals of a GPU it does not have, each with how many it has: XLA's Backend::stream_executor
 # ("Invalid device ordinal value (1). Valid range is [0, 0]."), the GPU device factory's check of
 # gpu_options.visible_device_list ("'visible_device_list' listed an invalid GPU id '2' but visible device count is
@@ -426,6 +437,23 @@ def _ranks_request(text: str) -> DeviceRequest | None:
     count = int(m["n"])
     return DeviceRequest(count - 1, f"--nproc_per_node={count}: ranks 0-{count - 1}, each on GPU LOCAL_RANK",
                          text[:300], ranks=True)
+
+
+# A GPU index a program's own option gives unless the command line says otherwise: argparse's
+# add_argument("--gpu", type=int, default=1) (also --gpu_id, --gpu-ids, --device, --cuda; "cuda:1" and "0,1" forms).
+# `--gpus` with a bare number is a count: only its quoted list is read.
+_ARG_DEFAULT = guarded_re(
+    r"""add_argument\(\s{0,4}(?:["']-\w{1,4}["']\s{0,4},\s{0,4})?["']--(?P<opt>gpus|gpu|gpu[_-]ids?|device|cuda)["']"""
+    r"""[^)\n]{0,300}?\bdefault\s{0,2}=\s{0,2}(?:["'](?:cuda:)?(?P<q>\d{1,3}(?:,\d{1,3}){0,15})["']|(?P<n>\d{1,3})\b)""",
+    may=has("add_argument"))
+
+
+def _default_request(text: str) -> DeviceRequest | None:
+    m = _ARG_DEFAULT.search(text)
+    if m is None or (m["opt"] == "gpus" and m["q"] is None):
+        return None
+    ids = [int(x) for x in (m["q"] or m["n"]).split(",")]
+    return DeviceRequest(max(ids), f"the default of --{m['opt']} ({m['q'] or m['n']})", text[:300], default=True)
 
 
 def _framework_request(text: str) -> DeviceRequest | None:
@@ -506,13 +534,34 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
         ranks = _ranks_request(text)
         if ranks is not None and len(found) < MAX_DEVICE_REQUESTS:
             found.setdefault(ranks.text, ranks)
+        default = _default_request(text)
+        if default is not None and len(found) < MAX_DEVICE_REQUESTS:
+            found.setdefault(default.text, default)
     return tuple(found.values())
 
 
-def device_request_lines(lines: list[str]) -> dict[str, tuple[DeviceRequest, ...]]:
-    """The overlay for the GPU indices these lines ask for; empty when none does."""
+# Slurm's request for GPUs, in a job script (`#SBATCH --gres=gpu:2`, `--gres=gpu:a100:2`, `--gpus=2`,
+# `--gpus-per-node=a100:2`, `-G 2`) or on sbatch/srun/salloc's command line: Slurm gives the job that many GPUs and
+# sets CUDA_VISIBLE_DEVICES to them, so its processes see that many, numbered from 0 (Slurm documentation, "Generic
+# Resource (GRES) Scheduling": GPU management). A request per task or per socket multiplies: not read.
+_SLURM_GPUS = guarded_re(
+    r"(?:^#SBATCH\b|\b(?:sbatch|srun|salloc)\b)[^|;&#]{0,300}?(?:--gres(?:=|\s{1,4})gpu(?::[\w.-]{1,40})?:(?P<g>\d{1,3})"
+    r"|--gpus(?:-per-node)?(?:=|\s{1,4})(?:[\w.-]{1,40}:)?(?P<n>\d{1,3})|-G\s{0,4}(?P<s>\d{1,3}))(?![\w:.])",
+    may=has("--gres", "--gpus", "-G"))
+
+
+def device_request_lines(lines: list[str]) -> dict[str, Any]:
+    """The overlay for the GPU indices these lines ask for, and the GPUs a Slurm job script or command asks Slurm for
+    (``gpus_allocated``, the last one); empty when none does."""
     requests = device_requests(lines)
-    return {"devices_requested": requests} if requests else {}
+    found: dict[str, Any] = {"devices_requested": requests} if requests else {}
+    for line in lines:
+        text = line.strip()[:MAX_LINE_TEXT]
+        if (m := _SLURM_GPUS.search(text)) is not None:
+            count = int(m["g"] or m["n"] or m["s"])
+            if count:
+                found["gpus_allocated"] = GpuAllocation(count, text[:300])
+    return found
 
 
 @command_fact("device-requested", r"cuda:\d|set_device|\.cuda\(|[Gg][Pp][Uu]:\d|--gpu|--device|_ids\s{0,2}=|nproc")
@@ -523,7 +572,7 @@ def _device_requested(command: str, output: str) -> Fact | None:
     return Fact({"devices_requested": found}, None, ", ".join(r.text for r in found))
 
 
-@command_fact("visible-devices-set", r"VISIBLE_DEVICES")
+@command_fact("visible-devices-set", r"VISIBLE_DEVICES|\bdeepspeed\b")  # DeepSpeed's launcher sets the variable too
 def _visible_devices(command: str, output: str) -> Fact | None:
     found = visible_devices_set(command)
     if not found:

@@ -37,7 +37,8 @@ def _program(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.program import parse_program_text
 
     program = parse_program_text(text)
-    lines = [line for line in program.lines if not line.startswith("#") or line.startswith("#!")]
+    # comments are not read, but a job script's #SBATCH lines are its scheduler's options (the GPUs it asks for)
+    lines = [line for line in program.lines if not line.startswith("#") or line.startswith(("#!", "#SBATCH"))]
     # the variables it sets, read in its own lines with their indentation (which says what runs after what)
     raw = [line for line in text.splitlines()[:MAX_PROGRAM_LINES] if not line.lstrip().startswith("#")]
     found: dict[str, Any] = {**env_lines(raw), **device_request_lines(lines)}

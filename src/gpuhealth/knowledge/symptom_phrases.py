@@ -52,11 +52,14 @@ from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literal_rows", "literals", "phrases", "state_causes",
-           "state_symptoms", "told_signature"]
+__all__ = ["SEPARATOR", "SHOWN_PREFIX", "TOLD_PREFIX", "Phrase", "literal_rows", "literals", "phrases",
+           "shown_signature", "state_causes", "state_symptoms", "told_signature"]
 
 SEPARATOR = " ¦ "  # between the examples of one cell
 TOLD_PREFIX = "told:"  # the id of a told cause's stand-in catalogue row: "told:told-module-not-built"
+# the id of the stand-in row of a program's line showing a family's event (a package tool's log of a kernel installed
+# by an update: parsers/os_upgrade.py): machine output, not the reporter's words
+SHOWN_PREFIX = "shown:"
 _REQUIRED = ("id", "literals", "examples", "source_title", "source_url")
 
 
@@ -131,6 +134,27 @@ def _told_rows() -> dict:
     return {f"{TOLD_PREFIX}{row.id}": Signature(
         f"{TOLD_PREFIX}{row.id}", "words", "", "", row.cause, known[row.cause].code, "warning",
         f"The reporter names the cause: {known[row.cause].title}", row.examples[0], row.source_title, row.source_url)
+        for row in phrases() if row.cause}
+
+
+def shown_signature(signature_id: str):
+    """The stand-in catalogue row of a program's line showing the event a cause family tells ("Setting up
+    linux-image-6.8.0-45-generic", dnf's "Install kernel-5.14.0-503...": an update installed a new kernel): the cause's
+    check, a warning (the event is not the failure; beside one it names the cause), the family's source. KeyError for
+    an id no family has."""
+    return _shown_rows()[signature_id]
+
+
+@functools.cache
+def _shown_rows() -> dict:
+    from gpuhealth.knowledge.causes import causes
+    from gpuhealth.knowledge.signatures import Signature
+
+    known = causes()
+    return {f"{SHOWN_PREFIX}{row.id}": Signature(
+        f"{SHOWN_PREFIX}{row.id}", "package", "", "", row.cause, known[row.cause].code, "warning",
+        f"A package tool's output shows an update that installed a new kernel: {known[row.cause].title}",
+        row.examples[0], row.source_title, row.source_url)
         for row in phrases() if row.cause}
 
 

@@ -79,7 +79,8 @@ def mentions(line: str, source: str = "") -> list[Mention]:
         return []
     lowered = text.lower()
     found: list[Mention] = []
-    if "nvidia" in lowered or "cuda-drivers" in lowered or "driver.version" in lowered:
+    if ("nvidia" in lowered or "cuda-drivers" in lowered or "driver.version" in lowered) \
+            and not _NO_SUCH_PACKAGE.search(text):
         words = _sentence(text)
         found += [Mention("driver", version, named, text, source, reported=words) for named, version in _drivers(text)]
     if "10de:" in lowered:
@@ -195,12 +196,29 @@ def mention_overlay(lines: list[str], source: str) -> dict[str, tuple[Mention, .
 COMMANDS_TYPED = "the commands typed"
 
 
-def command_mentions(commands: list[str] | tuple[str, ...]) -> dict[str, tuple[Mention, ...]]:
-    """The overlay for the commands of a pasted session: the driver an install command names (``sh
-    NVIDIA-Linux-x86_64-510.47.03.run``, ``apt-get install cuda-drivers-510``, ``dnf install kmod-nvidia-latest-dkms``)
-    and the GPUs a command names (``--accelerator=type=nvidia-tesla-k80``). Of several drivers installed one after
-    another, the last is the one in place."""
-    found = [m for command in commands[:MAX_MENTIONS] for m in mentions(command, COMMANDS_TYPED)]
+# a package manager's answer that the package named is not there: "E: Unable to locate package nvidia-driver-510"
+_NO_SUCH_PACKAGE = lazy_re(r"Unable to locate package|has no installation candidate|No match for argument|"
+                           r"Unable to find a match|No package \S+ available|is not available|is not installed|"
+                           r"not found")
+# what apt, dnf/yum and NVIDIA's installer print when the install named did not happen
+_INSTALL_FAILED = lazy_re(r"Unable to locate package|has no installation candidate|No match for argument|"
+                          r"Unable to find a match|No package \S+ available|^E: |^ERROR: |^Error: |"
+                          r"installation (?:has )?failed|Installation failed", re.MULTILINE)
+
+
+def command_mentions(typed: list[tuple[str, str]]) -> dict[str, tuple[Mention, ...]]:
+    """The overlay for the commands of a pasted session, each with the head of its output: the driver an install
+    command names (``sh NVIDIA-Linux-x86_64-510.47.03.run``, ``apt-get install cuda-drivers-510``, ``dnf install
+    kmod-nvidia-latest-dkms-...``) unless its output says the install failed ("Unable to locate package", "No match
+    for argument", "ERROR: Installation has failed"), and the GPUs a command names
+    (``--accelerator=type=nvidia-tesla-k80``). Of several drivers installed one after another, the last is the one in
+    place."""
+    found: list[Mention] = []
+    for command, output in typed[:MAX_MENTIONS]:
+        named = mentions(command, COMMANDS_TYPED)
+        if any(m.what == "driver" for m in named) and _INSTALL_FAILED.search(output[:2000]):
+            named = [m for m in named if m.what != "driver"]
+        found += named
     drivers = [m for m in found if m.what == "driver"]
     gpus = list({m.value: m for m in found if m.what == "gpu"}.values())
     chosen = (*drivers[-1:], *gpus)
