@@ -299,6 +299,9 @@ def test_lspci_and_an_installed_driver_package_are_critical_for_a_pascal_gpu_on_
     ("helm install --set driver.version=535.104.05 nvidia/gpu-operator", "535.104.05"),
     ("gcloud compute instances create vm1 --image-family=ubuntu-2004-nvidia-510", "510"),
     ("ii  nvidia-driver-535-server  535.183.01-0ubuntu0.22.04.1 amd64", "535.183.01"),
+    ("[setup] Installing NVIDIA driver 510.47.03", "510.47.03"),
+    ("export NVIDIA_DRIVER_VERSION=470.82.01", "470.82.01"),
+    ("DRIVER_VERSION=510.47.03", "510.47.03"),
 ])
 def test_driver_from_installer_repository_container_and_image_names(line, version):
     found = [m for m in mentions(line, "x") if m.what == "driver"]
@@ -310,6 +313,7 @@ def test_driver_from_installer_repository_container_and_image_names(line, versio
     "pip install nvidia-cudnn-cu12==9.1.0.70", "docker run nvcr.io/nvidia/pytorch:24.01-py3",
     "Package nvidia-driver-510 is not available, but is referred to by another package.",
     "E: Unable to locate package nvidia-driver-510",
+    "This program requires NVIDIA driver 525.60.13 or newer", "Minimum DRIVER_VERSION: 470.82.01",
 ])
 def test_names_that_are_not_the_driver(line):
     assert [m for m in mentions(line, "x") if m.what == "driver"] == []
