@@ -11,7 +11,7 @@ import pytest
 
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
-from gpuhealth.model import Severity
+from gpuhealth.model import Severity, Snapshot
 from gpuhealth.parsers.kernel_log import parse_kernel_log
 
 H100 = "[    0.410000] pci 0000:41:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint\n"
@@ -207,3 +207,26 @@ def test_a_nics_bar_line_beside_a_healthy_gpu_list_raises_nothing():
                "$ nvidia-smi -L\nGPU 0: NVIDIA H100 PCIe (UUID: GPU-0f4c8c3b-1111-2222-3333-444455556666)\n")
     report = report_of(("session.txt", session))
     assert "GH304" not in {f.code for f in report.findings}
+
+
+def test_the_live_check_reads_the_bars_from_sysfs():
+    """/sys/bus/pci/devices/<address>/resource (pci-sysfs.c resource_show: "start end flags" per resource): BAR 0
+    assigned, BAR 2 (64-bit, its upper half "0 0 0") without an address (IORESOURCE_UNSET), BAR 5 an I/O BAR."""
+    from gpuhealth.collect.gpu import probe_pci
+    from hostcases import FakeHost
+
+    host = FakeHost({"pci": [{"address": "0000:41:00.0", "device": "2331", "class": "0302"}]})
+    resource = ["0x00000000e2000000 0x00000000e2ffffff 0x000000000014220c",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+                "0x0000000000000000 0x0000001fffffffff 0x000000002014220c",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+                "0x000000000000f000 0x000000000000f07f 0x0000000000040101",
+                "0x0000000000000000 0x0000000000000000 0x0000000000000000"]
+    host.files["/sys/bus/pci/devices/0000:41:00.0/resource"] = "\n".join(resource) + "\n"
+    (gpu,) = probe_pci(host, 5).fields["pci_devices"]
+    assert gpu.memory_regions == ("Region 0: Memory at e2000000 [size=16M] (sysfs)",
+                                  "Region 2: Memory at <unassigned> [size=128G] (sysfs)")
+    report = run_checks(Snapshot(origin="live", pci_devices=(gpu,)))
+    (found,) = [f for f in report.findings if f.code == "GH304"]
+    assert found.severity is Severity.CRITICAL and "1 memory BAR(s) without an address" in found.message
