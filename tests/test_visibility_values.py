@@ -191,3 +191,58 @@ def test_a_deepspeed_include_list_with_an_invalid_ordinal_leads_with_gh608():
     report = _report(("session.txt", session))
     assert _lead(report) == "GH608"
     assert "CUDA_VISIBLE_DEVICES=1" in _gh608(report)[0].message
+
+
+@pytest.mark.parametrize(("line", "highest"), [
+    ("gpu_ids: [0, 1]", 1), ('  "device_ids": [0, 1, 2],', 2), ("trainer = pl.Trainer(devices=[1])", 1),
+    # a count, not ids; a word that only ends in "devices"
+    ("trainer = pl.Trainer(devices=2)", None), ("num_devices: [4]", None),
+])
+def test_gpu_id_lists_in_configurations_are_read(line, highest):
+    from gpuhealth.evidence.facts import device_requests
+
+    found = device_requests([line])
+    assert (max(r.index for r in found) if found else None) == highest
+
+
+def test_a_configuration_listing_more_gpus_than_the_host_has_leads_with_gh608():
+    session = ("$ nvidia-smi -L\nGPU 0: NVIDIA GeForce RTX 3060 (UUID: GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9)\n"
+               "$ cat configs/fit.yaml\nmodel: resnet50\ngpu_ids: [0, 1]\nbatch_size: 64\n"
+               "$ python fit.py -c configs/fit.yaml\n" + _ORDINAL)
+    report = _report(("session.txt", session))
+    assert _lead(report) == "GH608"
+    assert "GPU 1" in _gh608(report)[0].message
+
+
+# --------------------------------------------------------------------------- an option's default GPU
+
+_ARGS = ("import argparse, os\nimport torch\n\nparser = argparse.ArgumentParser()\n"
+         "parser.add_argument('--gpu', type=int, default=1, help='which GPU')\nargs = parser.parse_args()\n"
+         "torch.cuda.set_device(args.gpu)\n")
+_ONE_GPU = "$ nvidia-smi -L\nGPU 0: NVIDIA GeForce RTX 4070 (UUID: GPU-1c2d3e4f-5a6b-7c8d-9e0f-a1b2c3d4e5f6)\n"
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("parser.add_argument('--gpu', type=int, default=1, help='gpu id')", (1, "the default of --gpu (1)")),
+    ("parser.add_argument('-g', '--gpu_ids', type=str, default='0,1')", (1, "the default of --gpu_ids (0,1)")),
+    ("parser.add_argument('--gpus', type=int, default=2)", None),  # a count
+    ("parser.add_argument('--device', default='cpu')", None),
+    ("parser.add_argument('--gpu', action='store_true', default=False)", None),
+])
+def test_an_options_default_gpu_is_read(line, found):
+    from gpuhealth.evidence.facts import device_requests
+
+    defaults = [(r.index, r.text) for r in device_requests([line]) if r.default]
+    assert (defaults[0] if defaults else None) == found
+
+
+def test_an_options_default_beyond_the_gpus_leads_where_the_ordinal_was_refused():
+    report = _report(("train.py", _ARGS), ("session.txt", _ONE_GPU), ("traceback.txt", _ORDINAL))
+    assert _lead(report) == "GH608"
+    assert "the default of --gpu" in _gh608(report)[0].message
+
+
+def test_an_options_default_is_not_judged_without_a_failure():
+    # the command line may pass --gpu 0: a default alone is no fault
+    report = _report(("train.py", _ARGS), ("session.txt", _ONE_GPU))
+    assert not [f for f in _gh608(report) if f.severity >= Severity.WARNING]

@@ -640,6 +640,9 @@ class DeviceRequest:
     # the index is a launcher's last rank (torchrun --nproc_per_node=N: each of N processes takes GPU LOCAL_RANK),
     # judged only where the program failed for want of a device (a script may not use LOCAL_RANK)
     ranks: bool = False
+    # the index is an option's default in the program's own argparse definition (`--gpu`, default 1): a command line
+    # may pass another, so it is judged only where the program failed for want of a device
+    default: bool = False
 
 
 @record

@@ -1527,15 +1527,18 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
     `.cuda(3)`, `--device 3`, a launcher's last rank (`torchrun --nproc_per_node=4`: ranks take GPU
     LOCAL_RANK; judged only where a device was not found, since a script may not use it),
-    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
-    traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`; where no program's
-    output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
-    `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, the GPUs a Slurm job asks for (`#SBATCH
-    --gres=gpu:1`, `--gpus=2`: Slurm sets the variable to them), or the framework's own refusal (XLA's "Invalid device
-    ordinal value (1). Valid range is [0, 0]", TensorFlow's "'visible_device_list' listed an invalid GPU id"
-    and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has). Where
-    the driver's list gives the host's count, the finding names the cause it decides: an index at or
-    beyond it is beyond the host (whatever `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
+    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, a configuration's `gpu_ids: [0, 1]`, Lightning's
+    `devices=[1]`, TensorFlow's `/gpu:3`, in its command line, code, configuration or traceback; the default
+    of its own `--gpu`/`--gpu_ids`/`--device` option, judged only where a device was not found, since a
+    command line may pass another) when the evidence shows how many it sees: the host's GPUs
+    (`nvidia-smi -L`; where no program's output lists them, the count the reporter's words state, "I
+    have only one GPU"), the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, the GPUs a
+    Slurm job asks for (`#SBATCH --gres=gpu:1`, `--gpus=2`: Slurm sets the variable to them), or the
+    framework's own refusal (XLA's "Invalid device ordinal value (1). Valid range is [0, 0]",
+    TensorFlow's "'visible_device_list' listed an invalid GPU id" and "Could not satisfy explicit device
+    specification '/device:GPU:1'" with the devices it has). Where the driver's list gives the host's
+    count, the finding names the cause it decides: an index at or beyond it is beyond the host (whatever
+    `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
     `CUDA_VISIBLE_DEVICES` that keeps fewer, is the variable's renumbering.
     CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
     count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
@@ -1798,9 +1801,12 @@ def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, s
         visible = snapshot.gpus_allocated.count  # the scheduler gives the job these, whatever the host has
     if not visible:
         return None  # how many GPUs the program sees is not in the evidence: not judged
-    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it: judged where a device was not found
+    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it, and an option's default only if the command
+    # line passes no other: judged where a device was not found (an ordinal refused, or no GPU seen for a default)
     failed = any(m.symptom == DEVICE_NOT_VISIBLE for m in snapshot.messages or ())
-    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (failed or not r.ranks)), None)
+    unseen = failed or any(m.symptom in _FEWER_VISIBLE for m in snapshot.messages or ())
+    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (
+        failed or not r.ranks) and (unseen or not r.default)), None)
     return (beyond, visible, value) if beyond else None
 
 

@@ -398,12 +398,13 @@ MAX_DEVICE_REQUESTS = 8
 # A list of GPU ids a program asks for, the highest of which must exist: PyTorch's DataParallel(device_ids=[0, 1])
 # (torch/nn/parallel/data_parallel.py checks each with torch.cuda.get_device_properties, which raises "Invalid device
 # id" for an id >= device_count()), Lightning's Trainer(gpus=[0, 1]) and the gpu_ids of many training scripts, in code
-# or on the command line (--gpu_ids 0,1, --gpus 0,1). A bare `--gpus 2` or `gpus=2` is a count in most programs: a
-# command-line list is read only with two entries or more.
+# or on the command line (--gpu_ids 0,1, --gpus 0,1), and in a YAML or JSON configuration (`gpu_ids: [0, 1]`,
+# `"device_ids": [0, 1]`); Lightning's `devices=[1]` is a list of ids too. A bare `--gpus 2`, `gpus=2` or `devices=2`
+# is a count in most programs: a command-line list is read only with two entries or more.
 _ID_LIST_ASKED = guarded_re(
-    r"""\b(?:device_ids|gpu_ids|gpus)\s{0,2}=\s{0,2}[\[(]\s{0,2}(?P<code>\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,15})\s{0,2},?\s{0,2}[\])]|"""
+    r"""\b(?:device_ids|gpu_ids|gpus|devices)["']?\s{0,2}[=:]\s{0,2}[\[(]\s{0,2}(?P<code>\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,15})\s{0,2},?\s{0,2}[\])]|"""
     r"""(?<![\w-])--(?:gpus|gpu[_-]ids|device[_-]ids)[= ]["']?(?P<cli>\d{1,3}(?:,\d{1,3}){1,15})(?![\d.])""",
-    may=has_folded("device_ids", "gpu_ids", "gpus", "gpu-ids", "device-ids"))
+    may=has_folded("device_ids", "gpu_ids", "gpus", "gpu-ids", "device-ids", "devices"))
 # TensorFlow's refusals of a GPU it does not have, each with how many it has: XLA's Backend::stream_executor
 # ("Invalid device ordinal value (1). Valid range is [0, 0]."), the GPU device factory's check of
 # gpu_options.visible_device_list ("'visible_device_list' listed an invalid GPU id '2' but visible device count is
@@ -436,6 +437,23 @@ def _ranks_request(text: str) -> DeviceRequest | None:
     count = int(m["n"])
     return DeviceRequest(count - 1, f"--nproc_per_node={count}: ranks 0-{count - 1}, each on GPU LOCAL_RANK",
                          text[:300], ranks=True)
+
+
+# A GPU index a program's own option gives unless the command line says otherwise: argparse's
+# add_argument("--gpu", type=int, default=1) (also --gpu_id, --gpu-ids, --device, --cuda; "cuda:1" and "0,1" forms).
+# `--gpus` with a bare number is a count: only its quoted list is read.
+_ARG_DEFAULT = guarded_re(
+    r"""add_argument\(\s{0,4}(?:["']-\w{1,4}["']\s{0,4},\s{0,4})?["']--(?P<opt>gpus|gpu|gpu[_-]ids?|device|cuda)["']"""
+    r"""[^)\n]{0,300}?\bdefault\s{0,2}=\s{0,2}(?:["'](?:cuda:)?(?P<q>\d{1,3}(?:,\d{1,3}){0,15})["']|(?P<n>\d{1,3})\b)""",
+    may=has("add_argument"))
+
+
+def _default_request(text: str) -> DeviceRequest | None:
+    m = _ARG_DEFAULT.search(text)
+    if m is None or (m["opt"] == "gpus" and m["q"] is None):
+        return None
+    ids = [int(x) for x in (m["q"] or m["n"]).split(",")]
+    return DeviceRequest(max(ids), f"the default of --{m['opt']} ({m['q'] or m['n']})", text[:300], default=True)
 
 
 def _framework_request(text: str) -> DeviceRequest | None:
@@ -516,6 +534,9 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
         ranks = _ranks_request(text)
         if ranks is not None and len(found) < MAX_DEVICE_REQUESTS:
             found.setdefault(ranks.text, ranks)
+        default = _default_request(text)
+        if default is not None and len(found) < MAX_DEVICE_REQUESTS:
+            found.setdefault(default.text, default)
     return tuple(found.values())
 
 
