@@ -453,3 +453,14 @@ def test_a_new_gpu_named_in_words_on_an_old_branch():
     assert gh209(report(("notes.txt", "I have an RTX 3090 and installed nvidia-driver-535.\n" + SMI_FAILS))) == []
     alone = gh209(report(("notes.txt", "I have an RTX 4090 and installed nvidia-driver-470.\n")))
     assert alone and alone[0].severity is Severity.WARNING  # words alone, no failure shown: reported
+
+
+@pytest.mark.parametrize(("device", "name"), [
+    ("0191", "GeForce 8800 GTX"), ("0410", "GeForce GT 330"), ("042f", "Quadro NVS 290"), ("05e0", "GeForce GTX 295"),
+    ("05e7", "Tesla C1060"), ("05ea", "GeForce GTX 260"),
+])
+def test_rows_agree_with_nvidias_legacy_gpu_page(device, name):
+    """Rows of NVIDIA's Unix legacy GPU page (www.nvidia.com/object/IO_32667.html, "The 340.xx driver supports the
+    following set of GPUs": product, device PCI ID), checked against the table mined from supported-gpus.json."""
+    row = last_branch(device)
+    assert (row.label, row.name, row.basis) == ("340.xx", name, "device")
