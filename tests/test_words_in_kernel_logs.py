@@ -97,6 +97,7 @@ def test_words_nothing_reads_are_named_and_the_report_is_not_healthy():
     assert named.startswith("dmesg.txt: 1 line(s) between the kernel log's records, not read") and UNREAD[:40] in named
     assert report.verdict == "NO DIAGNOSIS"
     assert [f.code for f in report.findings] == ["GH002"]
+    assert report.findings[0].message == named  # the log was analysed: not "nothing in it was analysed"
 
 
 def test_only_the_lines_nothing_reads_are_counted():
