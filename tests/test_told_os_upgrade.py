@@ -41,6 +41,7 @@ def codes(findings) -> list[tuple[str, str]]:
     "The VM was updated automatically overnight.",
     "cloud-init ran package_upgrade on the first boot of the instance.",
     "After that reboot the kernel version changed.",
+    "The latest kernel was installed automatically.",
 ])
 @pytest.mark.parametrize("failure", [SMI_FAILS, MODPROBE_FAILS])
 def test_an_upgrade_told_before_a_driver_failure_names_the_module_not_built(story, failure):
