@@ -299,6 +299,9 @@ def test_lspci_and_an_installed_driver_package_are_critical_for_a_pascal_gpu_on_
     ("helm install --set driver.version=535.104.05 nvidia/gpu-operator", "535.104.05"),
     ("gcloud compute instances create vm1 --image-family=ubuntu-2004-nvidia-510", "510"),
     ("ii  nvidia-driver-535-server  535.183.01-0ubuntu0.22.04.1 amd64", "535.183.01"),
+    ("[setup] Installing NVIDIA driver 510.47.03", "510.47.03"),
+    ("export NVIDIA_DRIVER_VERSION=470.82.01", "470.82.01"),
+    ("DRIVER_VERSION=510.47.03", "510.47.03"),
 ])
 def test_driver_from_installer_repository_container_and_image_names(line, version):
     found = [m for m in mentions(line, "x") if m.what == "driver"]
@@ -310,6 +313,7 @@ def test_driver_from_installer_repository_container_and_image_names(line, versio
     "pip install nvidia-cudnn-cu12==9.1.0.70", "docker run nvcr.io/nvidia/pytorch:24.01-py3",
     "Package nvidia-driver-510 is not available, but is referred to by another package.",
     "E: Unable to locate package nvidia-driver-510",
+    "This program requires NVIDIA driver 525.60.13 or newer", "Minimum DRIVER_VERSION: 470.82.01",
 ])
 def test_names_that_are_not_the_driver(line):
     assert [m for m in mentions(line, "x") if m.what == "driver"] == []
@@ -449,3 +453,14 @@ def test_a_new_gpu_named_in_words_on_an_old_branch():
     assert gh209(report(("notes.txt", "I have an RTX 3090 and installed nvidia-driver-535.\n" + SMI_FAILS))) == []
     alone = gh209(report(("notes.txt", "I have an RTX 4090 and installed nvidia-driver-470.\n")))
     assert alone and alone[0].severity is Severity.WARNING  # words alone, no failure shown: reported
+
+
+@pytest.mark.parametrize(("device", "name"), [
+    ("0191", "GeForce 8800 GTX"), ("0410", "GeForce GT 330"), ("042f", "Quadro NVS 290"), ("05e0", "GeForce GTX 295"),
+    ("05e7", "Tesla C1060"), ("05ea", "GeForce GTX 260"),
+])
+def test_rows_agree_with_nvidias_legacy_gpu_page(device, name):
+    """Rows of NVIDIA's Unix legacy GPU page (www.nvidia.com/object/IO_32667.html, "The 340.xx driver supports the
+    following set of GPUs": product, device PCI ID), checked against the table mined from supported-gpus.json."""
+    row = last_branch(device)
+    assert (row.label, row.name, row.basis) == ("340.xx", name, "device")

@@ -230,3 +230,10 @@ def test_the_live_check_reads_the_bars_from_sysfs():
     report = run_checks(Snapshot(origin="live", pci_devices=(gpu,)))
     (found,) = [f for f in report.findings if f.code == "GH304"]
     assert found.severity is Severity.CRITICAL and "1 memory BAR(s) without an address" in found.message
+
+
+def test_lspci_showing_another_vendors_display_controllers_bar_without_an_address_is_a_warning():
+    lspci = ("02:00.0 VGA compatible controller [0300]: ASPEED Technology, Inc. ASPEED Graphics Family [1a03:2000] "
+             "(rev 52)\n\tRegion 0: Memory at <unassigned> (32-bit, non-prefetchable) [disabled] [size=16M]\n")
+    (found,) = [f for f in report_of(("lspci.txt", lspci)).findings if f.code == "GH304"]
+    assert found.severity is Severity.WARNING and "1a03:2000" in found.message

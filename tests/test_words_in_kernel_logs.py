@@ -157,3 +157,21 @@ def test_a_cause_left_by_elimination_quotes_the_words_that_told_the_symptom():
         lead = run_checks(snapshot).findings[0]
         assert lead.code == "GH604" and TOLD in lead.message and lead.labels.get("reported") == "words"
         assert any(e.source.endswith(TOLD) and sentence[:30] in " ".join(e.lines) for e in lead.evidence)
+
+
+PLAIN = ("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.120  Fri Sep 13 10:10:01 UTC 2024\n"
+         "nvidia: loading out-of-tree module taints kernel.\n")
+
+
+def test_words_beside_an_untimed_logs_lines_that_nothing_reads_are_named():
+    # a paste of kernel lines without their timestamps: its other lines were already read as words; when nothing in
+    # them is read they are named too, as in a timestamped log
+    snapshot, report = _report("paste.txt", PLAIN + UNREAD + "\n...\n")
+    assert snapshot.kernel_log is not None and snapshot.kernel_log.format == "plain"
+    assert len(snapshot.unrecognized_files) == 1
+    assert snapshot.unrecognized_files[0].startswith("paste.txt: 1 line(s) beside the kernel log's lines, not read")
+    assert report.verdict == "NO DIAGNOSIS"
+    snapshot, report = _report("paste.txt", PLAIN + HANGS + "\n")
+    assert snapshot.unrecognized_files == () and report.findings[0].code == "GH204"
+    snapshot, report = _report("paste.txt", PLAIN)
+    assert snapshot.unrecognized_files == () and report.verdict == "HEALTHY"

@@ -384,12 +384,11 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         # lines the kernel log does not read are read like any pasted text, so their error is never dropped
         # (/proc/driver/nvidia/version's "NVRM version:" line is that file's, not the kernel log's: read as a banner)
         rest = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES]
-                if not _KERNEL_RECORD.search(line) or line.lstrip().startswith("NVRM version:")]
-        if any(line.strip() for line in rest):
-            beside = Piece(piece.name, "\n".join(rest))
-            matched += _scan_messages(reading, beside, None, (), unknown_lines)
-            if block is None or not block.command:
-                understood = _read_words(reading, beside) or understood
+                if not _kernel_record(line) or line.lstrip().startswith("NVRM version:")]
+        words = [line for line in rest if any(char.isalpha() for char in line)]
+        if words and not _read_run(reading, Piece(piece.name, "\n".join(rest)), block):
+            # nothing in them was read: named, so that the report is never HEALTHY on them (GH002)
+            reading.unrecognized.append(_not_read(piece.name, words, "beside the kernel log's lines"))
     # an Xid or a symptom named in words
     understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS, LINKED_TITLES)
                                     for r in reading.log[before:])
@@ -506,6 +505,19 @@ def _setup_inventory_only(log: list[Recognised]) -> str:
 _KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d"
                          r"|^\s*pci(?:_bus)? [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", re.I)  # the PCI core's own lines (GH304)
 
+# A record's form, as the kernel prints one: a bracketed timestamp, level or subsystem ("[drm] "), a subsystem's or
+# driver's tag before a colon ("nvidia: ", "nvidia-modeset: ", "nvidia 0000:3b:00.0: ", "pcieport 0000:00:01.0: AER: ",
+# "DMAR: "), the driver's NVRM tag, a stack frame's module ("[nvidia]"), or an indent (a record's second line: the
+# driver breaks "The NVIDIA GPU ... installed in this system\n is not supported by ..."). A sentence that names
+# nvidia-smi or the IOMMU has none: it is read as words.
+_RECORD_FORM = lazy_re(r"^[ \t]|^(?:[\[<]\s{0,8}\d|\[[\w-]{1,20}\]\s|[\w.@-]{1,40}(?: [\w:.-]{1,40})?:(?:\s|$))|NVRM"
+                       r"|\[(?:nvidia|nouveau)\w{0,12}\]")
+
+
+def _kernel_record(line: str) -> bool:
+    """Whether a line of an untimed log is the kernel's: it names what the GPU checks read, in a record's form."""
+    return _KERNEL_RECORD.search(line) is not None and _RECORD_FORM.search(line) is not None
+
 
 def _untimed(found: dict[str, Any]) -> bool:
     """Whether a parsed kernel log had no timestamps (format "plain"): pasted text, not a whole machine log."""
@@ -528,8 +540,6 @@ def _words_between_records(reading: _Reading, piece: Piece, block: Block | None,
     the kernel log's own scan matched in the catalogue (read already)."""
     from gpuhealth.parsers.kernel_log import unlogged_runs
 
-    if not _MAY_HOLD_WORDS.search(piece.text):
-        return
     known = {m.line for m in logged}
     runs = [[line for line in run if line.strip()[:500] not in known and not _RECORD_WITHOUT_PREFIX.search(line)]
             for run in unlogged_runs(piece.text)]
@@ -539,13 +549,13 @@ def _words_between_records(reading: _Reading, piece: Piece, block: Block | None,
     unread = [line for run in runs if not _read_run(reading, Piece(piece.name, "\n".join(run)), block)
               for line in run]
     if unread:
-        reading.unrecognized.append(f"{piece.name}: {len(unread)} line(s) between the kernel log's records, not read "
-                                    f"({unread[0].strip()[:60]!r}{' ...' if len(unread) > 1 else ''})")
+        reading.unrecognized.append(_not_read(piece.name, unread, "between the kernel log's records"))
 
 
-# Whether a log may hold a line that is no record: a newline before something other than a blank, a bracket or a digit
-# (the test before the scan of parsers/kernel_log.unlogged_runs; a dmesg holds none)
-_MAY_HOLD_WORDS = lazy_re(r"(?:^|\n)[^\s\[\d<]")
+def _not_read(name: str, lines: list[str], where: str) -> str:
+    """How GH002 names a person's lines in a log that nothing read."""
+    more = " ..." if len(lines) > 1 else ""
+    return f"{name}: {len(lines)} line(s) {where}, not read ({lines[0].strip()[:60]!r}{more})"
 
 
 def _read_run(reading: _Reading, words: Piece, block: Block | None) -> bool:

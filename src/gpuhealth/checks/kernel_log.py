@@ -312,7 +312,10 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     gets its address later in the log (a second pass, the firmware's own address) is no failure. The
     same lines for another vendor's display controller, or for a device the evidence does not
     identify, are a warning; for any other device (a NIC, a disk) they are not this check's. An I/O
-    BAR, an expansion ROM or a bridge window alone is not judged here.
+    BAR, an expansion ROM or a bridge window alone is not judged here. `lspci -v`'s "Memory at
+    <unassigned>" or "<ignored>" for a display controller's memory BAR (pciutils lspci.c) is the
+    same finding, and so, on the live host, is such a BAR in sysfs (`/sys/bus/pci/devices/*/resource`).
+    Skipped when the evidence holds neither a kernel log nor a display controller's BAR lines.
 
     Why it matters:
     The firmware (or hypervisor) left the GPU no window in the host's PCI address space for its
@@ -333,7 +336,8 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     Exceptions:
     A display controller of another vendor (a server's BMC graphics) is only a warning.
     """
-    listed = [d for d in snapshot.nvidia_pci_gpus if d.memory_regions is not None]
+    listed = [d for d in snapshot.pci_devices or () if (d.class_code or "").startswith("03")
+              and d.memory_regions is not None]
     if snapshot.kernel_log is None and not listed:
         yield Skip("the kernel log (sudo dmesg) and lspci -vv of the GPUs: not in the evidence given")
         return
@@ -357,15 +361,21 @@ def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
 
 
 def _unassigned_regions(snapshot: Snapshot, listed: list[PciDevice]) -> Iterator[Draft]:
-    """An NVIDIA GPU whose memory BAR lspci prints without an address: "Memory at <unassigned>" (the BAR and the
-    kernel's resource are both zero) or "<ignored>" (the BAR holds an address the kernel did not take), pciutils
-    lspci.c show_bases(). "[disabled]" alone only says memory decoding is off (no driver enabled the device)."""
-    logged = {g.pci_address for g in snapshot.kernel_log.tallies({"bar"})} if snapshot.kernel_log else set()
+    """A display controller whose memory BAR lspci prints without an address: "Memory at <unassigned>" (the BAR and
+    the kernel's resource are both zero) or "<ignored>" (the BAR holds an address the kernel did not take), pciutils
+    lspci.c show_bases(). An NVIDIA GPU's is critical, another vendor's a warning (as in the kernel log). "[disabled]"
+    alone only says memory decoding is off (no driver enabled the device)."""
+    logged = ({g.pci_address for g in snapshot.kernel_log.tallies({"bar", "pci_resource"})} if snapshot.kernel_log
+              else set())
     for device in listed:
         empty = [line for line in device.memory_regions or () if "<unassigned>" in line or "<ignored>" in line]
         if not empty or device.address in logged:
-            continue  # the kernel log's finding names the same GPU, with the kernel's own words
-        yield Draft(Severity.CRITICAL, f"GPU {device.address}: {len(empty)} memory BAR(s) without an address (lspci)",
+            continue  # the kernel log's finding names the same device, with the kernel's own words
+        nvidia = device.is_nvidia_gpu
+        who = (f"GPU {device.address}" if nvidia else
+               f"display controller {device.address} ({device.vendor_id or '?'}:{device.device_id or '?'})")
+        yield Draft(Severity.CRITICAL if nvidia else Severity.WARNING,
+                    f"{who}: {len(empty)} memory BAR(s) without an address (lspci)",
                     subject=snapshot.gpu_subject(device.address),
                     evidence=(Evidence(snapshot.sources.get("pci_devices", "lspci"), tuple(empty)),),
                     fixes=table_fixes("GH304"), explains=("GH102", "GH303", "GH305"))

@@ -59,6 +59,10 @@ _RPM_VERSION = lazy_re(r"(?<![\w.+-])(?P<package>(?:lib)?[\w+-]{0,40}?nvidia[\w+
                        r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)-\d", re.IGNORECASE)
 _CUDA_DRIVERS = lazy_re(r"(?<![\w.-])cuda-drivers(?:-(?P<branch>\d{3}))?(?:(?:_|=|:\w+\s+|\s+)"
                         r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?))?(?![\w.]*\d)", re.IGNORECASE)
+# a program's or a script's own line naming it: "Installing NVIDIA driver 510.47.03", "NVIDIA driver version:
+# 535.104.05", and the variable installers and driver containers take (DRIVER_VERSION=, NVIDIA_DRIVER_VERSION=)
+_DRIVER_NAMED = lazy_re(r"(?:\bnvidia[ -]driver(?:[ -]version)?:?\s{1,3}v?|(?<![A-Za-z])(?:NVIDIA_)?DRIVER_VERSION"
+                        r"\s?[=:]\s?[\"']?)(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)(?![\d.]*\d)", re.IGNORECASE)
 _DRIVER_IMAGE = lazy_re(r"(?:\bnvidia/driver:|\bdriver\.version=)(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)(?![\d])",
                         re.IGNORECASE)
 # a machine image (AMI, cloud image, container tag) whose name carries the driver: ``ubuntu-2004-nvidia-510``,
@@ -79,7 +83,8 @@ def mentions(line: str, source: str = "") -> list[Mention]:
         return []
     lowered = text.lower()
     found: list[Mention] = []
-    if ("nvidia" in lowered or "cuda-drivers" in lowered or "driver.version" in lowered) \
+    if ("nvidia" in lowered or "cuda-drivers" in lowered or "driver.version" in lowered
+            or "driver_version" in lowered) \
             and not _NO_SUCH_PACKAGE.search(text):
         words = _sentence(text)
         found += [Mention("driver", version, named, text, source, reported=words) for named, version in _drivers(text)]
@@ -122,11 +127,24 @@ def _drivers(text: str) -> list[tuple[str, str]]:
     return list(dict.fromkeys(found))[:4]
 
 
+# a version a line asks for rather than has: "requires NVIDIA driver 525.60.13 or newer", "minimum driver_version"
+_ASKS_BEFORE = lazy_re(r"(?:requir|need|minimum|at least|built for|support|compatib|recommend|upgrade to|download)",
+                       re.IGNORECASE)
+_ASKS_AFTER = lazy_re(r"^\S*\s{0,3}(?:\+|or (?:newer|later|higher|above)|and (?:newer|later|above)|is required)",
+                      re.IGNORECASE)
+
+
+def _required(text: str, match: re.Match[str]) -> bool:
+    return bool(_ASKS_BEFORE.search(text[max(0, match.start() - 40):match.start()])
+                or _ASKS_AFTER.match(text[match.end():match.end() + 24]))
+
+
 def _named_forms(text: str) -> list[tuple[str, str]]:
     """(words, version or branch) from an installer file, an RPM, the CUDA repository's driver metapackage, the driver
     container's image: each names the driver by itself, so no other form is read beside it."""
     found = [(m[0], m["version"]) for m in _RUNFILE.finditer(text)]
     found += [(m[0], m["version"]) for m in _DRIVER_IMAGE.finditer(text)]
+    found += [(m[0].strip(), m["version"]) for m in _DRIVER_NAMED.finditer(text) if not _required(text, m)]
     found += [(m[0].strip(), m["version"] or m["branch"]) for m in _CUDA_DRIVERS.finditer(text)
               if m["version"] or m["branch"]]
     if "-" in text:
