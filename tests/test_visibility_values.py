@@ -246,3 +246,14 @@ def test_an_options_default_is_not_judged_without_a_failure():
     # the command line may pass --gpu 0: a default alone is no fault
     report = _report(("train.py", _ARGS), ("session.txt", _ONE_GPU))
     assert not [f for f in _gh608(report) if f.severity >= Severity.WARNING]
+
+
+def test_tensorflow_finding_no_gpu_under_a_list_that_begins_above_zero_names_the_list():
+    session = ("$ CUDA_VISIBLE_DEVICES=2 python fit.py\n"
+               "tensorflow.python.framework.errors_impl.InvalidArgumentError: Cannot assign a device for operation "
+               "fc/MatMul: Could not satisfy explicit device specification '/device:GPU:0' because no devices "
+               "matching that specification are registered in this process; available devices: "
+               "/job:localhost/replica:0/task:0/device:CPU:0\n")
+    report = _report(("session.txt", session))
+    assert _lead(report) == "GH608"
+    assert "CUDA_VISIBLE_DEVICES=2 begins with GPU 2" in _gh608(report)[0].message

@@ -1676,7 +1676,11 @@ def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
 _SEES_NO_GPU = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available"})
 # cudaErrorInvalidDevice, "invalid device ordinal": the ordinal is none of the devices the process sees, which is
 # every ordinal when CUDA_VISIBLE_DEVICES hides them all (CUDA Runtime API, enum cudaError)
-_ORDINAL_INVALID = frozenset({"cuda-invalid-device"})
+_ORDINAL_INVALID = frozenset({"cuda-invalid-device",
+                              # TensorFlow's and XLA's refusals of a device the process does not have: the same
+                              # question (knowledge/signatures.csv, symptom device-not-visible)
+                              "tf-explicit-gpu-not-registered", "xla-invalid-device-ordinal-value",
+                              "tf-visible-device-list-invalid-id"})
 # the symptoms of lines that show the NVIDIA driver down (knowledge/symptoms.csv): then no process sees a GPU
 _DRIVER_DOWN = frozenset({"driver-unreachable", "module-refuses-to-load"})
 

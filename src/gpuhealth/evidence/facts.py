@@ -328,7 +328,9 @@ def visible_devices_set(text: str) -> dict[str, str]:
 # cudaErrorNoDevice, PyTorch's "No CUDA GPUs are available" (a CUDA build counting zero devices) and
 # cudaErrorInvalidDevice ("invalid device ordinal"). The command whose output holds one is the failing command whose
 # environment decides (``visible_in_effect``).
-VISIBILITY_FAILURES = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available", "cuda-invalid-device"})
+VISIBILITY_FAILURES = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available", "cuda-invalid-device",
+                                 "tf-explicit-gpu-not-registered", "xla-invalid-device-ordinal-value",
+                                 "tf-visible-device-list-invalid-id"})
 VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 _UNSET = lazy_re(r"(?:^|[;&|]\s{0,4})unset\s{1,4}(?P<names>[A-Z_]{1,40}(?:\s{1,4}[A-Z_]{1,40}){0,8})")
 _SHOWN_FILE = lazy_re(r"^(?:cat|less|more|head|bat)\s{1,4}(?P<path>[^\s;&|<>]{1,300})\s*$")
