@@ -373,6 +373,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
     /proc/driver/nvidia/version, PyTorch collect_env and training logs. Large kernel logs are
     scanned as a stream, in bounded memory (docs/limits.md).
     """
+    from gpuhealth import termwidth
     from gpuhealth.evidence_input import InputError, parse_max_bytes, read_evidence
 
     try:
@@ -386,7 +387,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
         except InputError as exc:
             raise CannotRun(str(exc)) from exc
         if verbose and evidence.note:
-            click.echo(one_line(f"{evidence.name}: {evidence.note}"), err=True)
+            click.echo(termwidth.fitted(one_line(f"{evidence.name}: {evidence.note}")), err=True)
         texts.append((evidence.name, evidence.content))
     from gpuhealth.analyze import analyze_texts
     from gpuhealth.checks.engine import run_checks
@@ -395,7 +396,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
     if verbose and output_format == "text":
         for item in recognised:
             note = f"  {item.note}" if item.note else ""
-            click.echo(one_line(f"{item.piece}: {item.kind or 'not recognised'}{note}"), err=True)
+            click.echo(termwidth.fitted(one_line(f"{item.piece}: {item.kind or 'not recognised'}{note}")), err=True)
     _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose, files)
 
 
