@@ -302,6 +302,7 @@ def test_lspci_and_an_installed_driver_package_are_critical_for_a_pascal_gpu_on_
     ("[setup] Installing NVIDIA driver 510.47.03", "510.47.03"),
     ("export NVIDIA_DRIVER_VERSION=470.82.01", "470.82.01"),
     ("DRIVER_VERSION=510.47.03", "510.47.03"),
+    ("sudo apt install nvidia-driver-pinning-580", "580"),  # NVIDIA's branch pinning package (590 renames)
 ])
 def test_driver_from_installer_repository_container_and_image_names(line, version):
     found = [m for m in mentions(line, "x") if m.what == "driver"]

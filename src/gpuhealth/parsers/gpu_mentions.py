@@ -3,7 +3,9 @@
 - A driver, from the names the package managers print: a Debian package file or ``dpkg`` line with its version
   (``libgl1-nvidia-glx_343.22-2_amd64.deb``, ``version 343.22-2 of libnvidia-eglcore already installed``), or a
   package whose name carries the branch (Ubuntu ``nvidia-driver-470``, ``libnvidia-gl-535``; Debian
-  ``nvidia-legacy-340xx-driver``, ``nvidia-tesla-470-driver``; Arch ``nvidia-470xx-dkms``; RPM Fusion
+  ``nvidia-legacy-340xx-driver``, ``nvidia-tesla-470-driver``; NVIDIA's branch pinning package
+  ``nvidia-driver-pinning-580``, which its repositories use from the 590 renames on (NVIDIA Driver Installation
+  Guide, "Recent Updates: Version locking packages"); Arch ``nvidia-470xx-dkms``; RPM Fusion
   ``akmod-nvidia-390xx``).
 - A GPU, from its PCI ID (``10de:0612``, as lspci -nn and the driver's messages write it), or from a model name in
   a person's words ("NVIDIA 9800GTX+", "a Tesla K80"), through the names of ``knowledge/legacy.py`` (only GPUs that
@@ -47,6 +49,7 @@ _BRANCH_IN_NAME = lazy_re(
     r"|libnvidia-(?:gl|compute|decode|encode|extra|fbc1|cfg1|common|ifr1)|xserver-xorg-video-nvidia"
     r"|linux-(?:modules|objects|signatures)-nvidia)-(?P<ubuntu>\d{3})(?![\d.])"
     r"|nvidia-legacy-(?P<legacy>\d{3})xx|nvidia-tesla-(?P<tesla>\d{3})(?![\d.])"
+    r"|nvidia-driver-pinning-(?P<pin>\d{3})"
     r"|(?:akmod-|kmod-|xorg-x11-drv-)?nvidia-(?P<xx>\d{3})xx)", re.IGNORECASE)
 # the forms other than a package manager's: NVIDIA's installer file (``NVIDIA-Linux-x86_64-510.47.03.run``, as its
 # download page names it), an RPM's name-version-release (``kmod-nvidia-latest-dkms-550.54.15-1.el8.x86_64``,
@@ -119,7 +122,7 @@ def _drivers(text: str) -> list[tuple[str, str]]:
             found.append((match[0].strip(), match["version"]))
     if not found:
         for match in _BRANCH_IN_NAME.finditer(text):
-            branch = match["ubuntu"] or match["legacy"] or match["tesla"] or match["xx"]
+            branch = match["ubuntu"] or match["legacy"] or match["tesla"] or match["xx"] or match["pin"]
             found.append((match[0], branch))
     if not found:
         found = [(m[0], m["branch"] + m["rest"].replace("_", ".")) for m in _IMAGE_NAME.finditer(text)
