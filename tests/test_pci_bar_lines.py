@@ -237,3 +237,32 @@ def test_lspci_showing_another_vendors_display_controllers_bar_without_an_addres
              "(rev 52)\n\tRegion 0: Memory at <unassigned> (32-bit, non-prefetchable) [disabled] [size=16M]\n")
     (found,) = [f for f in report_of(("lspci.txt", lspci)).findings if f.code == "GH304"]
     assert found.severity is Severity.WARNING and "1a03:2000" in found.message
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    # probe.c __pci_read_base before 6.8 names the register: 0x18 is BAR 2
+    ("pci 0000:41:00.0: reg 0x18: can't handle BAR larger than 4GB (size 0x2000000000)", "BAR 2: larger than 4 GB"),
+    ("pci 0000:41:00.0: BAR 2: can't handle BAR larger than 4GB (size 0x2000000000)", "BAR 2: larger than 4 GB"),
+    ("pci 0000:41:00.0: [Firmware Bug]: reg 0x10: invalid BAR (can't size)", "BAR 0: cannot be sized"),
+])
+def test_the_sizing_lines_of_an_nvidia_gpu_are_gh304(line, said):
+    first = report_of(("dmesg.txt", H100 + f"[    0.415000] {line}\n")).findings[0]
+    assert (first.code, first.severity) == ("GH304", Severity.CRITICAL) and said in first.message
+
+
+def test_a_bar_above_4gb_the_kernel_then_reassigns_is_no_failure():
+    """"can't handle BAR above 4GB" (a 32-bit bus address type) is followed by a reassignment: not a failure itself."""
+    text = (H100 + "[    0.415000] pci 0000:41:00.0: reg 0x18: can't handle BAR above 4GB (bus address 0x38000000000)\n"
+            "[    0.600000] pci 0000:41:00.0: BAR 2: assigned [mem 0xc0000000-0xcfffffff 64bit pref]\n")
+    assert "GH304" not in {f.code for f in report_of(("dmesg.txt", text)).findings}
+
+
+def test_a_real_healthy_servers_rom_bar_lines_raise_nothing(corpus):
+    """GPUd's sample dmesg (corpus gpud/dmesg__dmesg.decode.iso.log.1, a healthy 8-GPU server) holds the PCI core's
+    "can't claim BAR 6 ...: no compatible bridge window" and "BAR 6: no space for / failed to assign" for the
+    devices' expansion ROMs, as most servers' logs do: no BAR a driver needs, so nothing."""
+    path = corpus / "gpud" / "dmesg__dmesg.decode.iso.log.1"
+    text = path.read_text()
+    assert "can't claim BAR 6" in text and "BAR 6: failed to assign" in text
+    assert not [e for e in parse_kernel_log(text).events if e.kind in ("bar", "pci_resource")]
+    assert "GH304" not in {f.code for f in report_of(("dmesg.log", text)).findings}

@@ -221,3 +221,37 @@ def test_which_package_tool_lines_show_a_kernel_installed(line, shows):
     from gpuhealth.parsers.os_upgrade import kernel_install_lines
 
     assert bool(kernel_install_lines([line], "history.txt")) is shows
+
+
+DNF_TRANSACTION = (
+    "$ sudo dnf upgrade -y\nDependencies resolved.\n"
+    " Package              Arch     Version                     Repository    Size\n"
+    "Installing:\n"
+    " kernel               x86_64   5.14.0-570.12.1.el9_6       baseos       1.8 M\n"
+    "Upgrading:\n"
+    " bash                 x86_64   5.1.8-10.el9                baseos       1.7 M\n"
+    "Removing:\n"
+    " kernel               x86_64   5.14.0-427.13.1.el9_4       @baseos        0\n")
+APT_NEW_PACKAGES = (
+    "$ sudo apt full-upgrade\nThe following NEW packages will be installed:\n"
+    "  linux-headers-6.8.0-57-generic linux-image-6.8.0-57-generic linux-modules-6.8.0-57-generic\n"
+    "The following packages will be upgraded:\n  openssl\n")
+
+
+@pytest.mark.parametrize(("output", "rows"), [
+    (DNF_TRANSACTION, 1),  # the kernel installed, not the one removed
+    (APT_NEW_PACKAGES, 1),
+    ("Removing:\n kernel               x86_64   5.14.0-427.13.1.el9_4       @baseos        0\n"
+     "Removed:\n  kernel-5.14.0-427.13.1.el9_4.x86_64\n", 0),
+    ("The following packages will be REMOVED:\n  linux-image-6.8.0-40-generic\n", 0),
+    ("Installing:\n kernel-devel         x86_64   5.14.0-570.12.1.el9_6       appstream     20 M\n", 0),
+])
+def test_a_transaction_shows_the_kernels_it_installs_not_those_it_removes(output, rows):
+    from gpuhealth.parsers.os_upgrade import kernel_install_lines
+
+    assert len(kernel_install_lines(output.splitlines(), "session.txt")) == rows
+
+
+def test_an_upgrade_transaction_before_a_failure_names_the_module_not_built():
+    findings = findings_of(("upgrade.txt", DNF_TRANSACTION), ("session.txt", SMI_FAILS))
+    assert findings[0].code == "GH507", codes(findings)

@@ -97,6 +97,7 @@ def test_words_nothing_reads_are_named_and_the_report_is_not_healthy():
     assert named.startswith("dmesg.txt: 1 line(s) between the kernel log's records, not read") and UNREAD[:40] in named
     assert report.verdict == "NO DIAGNOSIS"
     assert [f.code for f in report.findings] == ["GH002"]
+    assert report.findings[0].message == named  # the log was analysed: not "nothing in it was analysed"
 
 
 def test_only_the_lines_nothing_reads_are_counted():
@@ -150,13 +151,18 @@ def test_a_bug_reports_dmesg_section_is_the_machines(sentence: str):
 
 def test_a_cause_left_by_elimination_quotes_the_words_that_told_the_symptom():
     # the clean log rules out the Xid causes of a slow nvidia-smi, so persistence (GH604) is left: the finding made
-    # for it shows the sentence, as the reporter's words
+    # for it shows the sentence, as the reporter's words, and is as grave as the symptom told (a warning, as with the
+    # words alone): the cause's severity is the symptom's as observed (checks/diagnosis.cause_severity)
     sentence = "on this server nvidia-smi takes forever to show anything, about 12 seconds per call"
+    alone = run_checks(analyze_texts([("notes.txt", sentence)])[0]).findings[0]
+    assert alone.code == "GH604" and alone.severity is Severity.WARNING
     for texts in ([("dmesg.txt", _dmesg(sentence))], [("dmesg.txt", _dmesg()), ("notes.txt", sentence)]):
         snapshot, _ = analyze_texts(texts)
-        lead = run_checks(snapshot).findings[0]
+        report = run_checks(snapshot)
+        lead = report.findings[0]
         assert lead.code == "GH604" and TOLD in lead.message and lead.labels.get("reported") == "words"
         assert any(e.source.endswith(TOLD) and sentence[:30] in " ".join(e.lines) for e in lead.evidence)
+        assert lead.severity is Severity.WARNING and report.verdict == "DEGRADED"
 
 
 PLAIN = ("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.120  Fri Sep 13 10:10:01 UTC 2024\n"

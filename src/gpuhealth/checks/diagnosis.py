@@ -718,8 +718,8 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         own = max((SEVERITY[signature(m.signature).severity] for m in lines if m.signature), default=Severity.INFO,
                   key=lambda s: s.rank)
         # no line names it: the finding whose evidence shows the cause's state (CONFIRMS_LABEL) is the evidence
-        shown = () if lines else next((f.evidence for f in findings if f.labels.get(CONFIRMS_LABEL) == cause.cause), ())
-        findings.append(_finding(spec, own, cause.title, line_evidence(lines) or shown))
+        state = () if lines else next((f.evidence for f in findings if f.labels.get(CONFIRMS_LABEL) == cause.cause), ())
+        findings.append(_finding(spec, own, cause.title, line_evidence(lines) or state))
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())

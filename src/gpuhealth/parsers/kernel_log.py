@@ -132,11 +132,12 @@ _HOST_NEEDLES = (b"soft lockup", b"hard LOCKUP", b"blocked for more than", b"out
 # "bridge window"), pci_claim_resource ("can't claim BAR %d %pR: no compatible bridge window" / "address conflict
 # with ..."; since 6.8 "%s %pR: can't claim; ..."), pci_enable_resources ("can't enable device: BAR %d %pR not
 # assigned"; since 6.8 "%s %pR: not assigned; can't enable device"), probe.c __pci_read_base ("can't handle BAR larger
-# than 4GB", "can't handle BAR above 4GB"), iov.c sriov_enable ("not enough MMIO resources for SR-IOV"); probe.c's
+# than 4GB", "[Firmware Bug]: reg 0x10: invalid BAR (can't size)"; "can't handle BAR above 4GB" is only followed by a
+# reassignment, no failure), iov.c sriov_enable ("not enough MMIO resources for SR-IOV"); probe.c's
 # enumeration line "[%04x:%04x] type %02x class %#08x" says which device an address is, and the "assigned" and
 # "trying firmware assignment" lines say a failure was overcome (a second pass, pci=realloc, the firmware's address).
 _PCI_RESOURCE_NEEDLES = (b"] type 0", b"assign", b"no space for", b"can't claim", b"not claimed", b"can't handle BAR",
-                         b"not enough MMIO")
+                         b"not enough MMIO", b"can't size")
 _SECOND_PASS_NEEDLES = _SIGNATURE_NEEDLES + _CORE_PROBE_NEEDLES + _HOST_NEEDLES + _PCI_RESOURCE_NEEDLES
 _SIGNATURE_SCAN_MAX_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024  # format detection and binary check look at this much text
@@ -1705,7 +1706,7 @@ _PCI_ENUMERATION = lazy_re(_PCI_DEVICE + r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<devi
 # "<res> [range]: <what>" (6.8 on), "BAR <n>: <what> [range]" and "can't claim BAR <n> [range]: ..." (before), or a
 # resource-less line of the device ("not enough MMIO resources for SR-IOV")
 _PCI_RESOURCE_LINE = lazy_re(
-    _PCI_DEVICE + r"(?P<pre>can't claim |can't enable device: |reg 0x[0-9a-fA-F]{1,3}: )?"
+    _PCI_DEVICE + r"(?:\[Firmware Bug\]: )?(?P<pre>can't claim |can't enable device: |reg 0x[0-9a-fA-F]{1,3}: )?"
     r"(?P<res>(?:VF )?BAR ?\d{1,2}|ROM|bridge window)?(?P<rest>[^\n]{0,240})")
 _PCI_RANGE = lazy_re(r"\[(?P<type>mem|io) {1,2}(?:size (?P<size>0x[0-9a-fA-F]{1,16})|(?P<start>0x[0-9a-fA-F]{1,16})-"
                      r"(?P<end>0x[0-9a-fA-F]{1,16}))")
@@ -1717,7 +1718,7 @@ _PCI_OUTCOMES = (
     ("not claimed", "not claimed, the device cannot be enabled"), ("failed to expand", "could not be enlarged"),
     ("bogus alignment", "bogus alignment"), ("failed to assign", "failed to assign"), ("no space", "no space"),
     ("can't assign", "no space"), ("larger than 4GB", "larger than 4 GB, which this kernel cannot place"),
-    ("above 4GB", "above 4 GB, which this kernel cannot place"),
+    ("can't size", "cannot be sized (the firmware's bug)"),
     ("not enough MMIO resources", "not enough MMIO space for the SR-IOV virtual functions"),
     ("unassigned", "no address assigned"), ("trying firmware assignment", "ok"), ("assigned", "ok"),
 )
@@ -1736,7 +1737,7 @@ def _pci_resource_line(raw: str, timestamp: str | None, message: str, number: in
     found = _PCI_RESOURCE_LINE.search(text)
     if found is None or "unassigned, try booting" in text:
         return None
-    res, rest = found["res"] or "", found["rest"]
+    res, rest = found["res"] or _register_bar(found["pre"]), found["rest"]
     outcome = next((said for words, said in _PCI_OUTCOMES if words in rest or words in (found["pre"] or "")), None)
     if outcome is None or res in ("ROM", "bridge window", "BAR 6", "BAR6"):
         return None
@@ -1745,10 +1746,10 @@ def _pci_resource_line(raw: str, timestamp: str | None, message: str, number: in
     span = _PCI_RANGE.search(rest)
     if span is not None and span["type"] == "io" or span is None and res and " io" in rest:
         return None
-    if not res and "MMIO" not in rest and "4 GB" not in outcome:
+    if not res and "MMIO" not in rest:
         return None  # a line of the device that names no BAR (an enable message, say)
     size = _pci_size(span)
-    name = res or ("SR-IOV BARs" if "SR-IOV" in rest else "a BAR")
+    name = res or "SR-IOV BARs"
     # the text before the address is who printed it: "pci", or the driver bound to the device ("nvidia")
     return event(kind="pci_bar_ok" if outcome == "ok" else "pci_bar", pci_address=_normalize(found["addr"]),
                  process=text[:found.start()].split()[-1] if text[:found.start()].split() else None,
@@ -1758,6 +1759,14 @@ def _pci_resource_line(raw: str, timestamp: str | None, message: str, number: in
 def _pci_resource_name(event: KernelEvent) -> tuple[str | None, str]:
     """Which device and resource a ``pci_bar`` / ``pci_bar_ok`` event is about: (address, "BAR 1")."""
     return event.pci_address, (event.detail or "").split(":", 1)[0].split(" (", 1)[0]
+
+
+def _register_bar(pre: str | None) -> str:
+    """The BAR a config-space register names in the kernel's older lines ("reg 0x14:" is BAR 1); "" for none."""
+    if not pre or not pre.startswith("reg 0x"):
+        return ""
+    register = int(pre[6:].rstrip(": "), 16)
+    return f"BAR {(register - 0x10) // 4}" if 0x10 <= register <= 0x24 and register % 4 == 0 else ""
 
 
 def _pci_size(span: re.Match[str] | None) -> str:

@@ -58,13 +58,27 @@ _KERNEL_INSTALLED = lazy_re(
 # system's update (no package named) and whose actions include I (installed: kernels are install-only packages)
 _HISTORY_ROW = lazy_re(r"^\s{0,8}\d{1,7}\s{0,4}\|\s{0,4}(?:-y\s{1,4})?(?:update|upgrade|distro-sync|up)(?:\s{1,4}-y)?"
                        r"\s{0,40}\|[^|]{0,60}\|[^|]{0,40}\bI\b[^|]{0,40}\|")
+# the heading of a section of dnf's or yum's transaction ("Installing:", "Upgrading:", "Installed:", "Removing:",
+# "Installing dependencies:") or of apt's ("The following NEW packages will be installed:", "... will be upgraded:",
+# "... will be REMOVED:"); the sections that install: a kernel row in them is a kernel the update installs
+_SECTION = lazy_re(r"^(?:(?:Installing|Upgrading|Updating|Installed|Upgraded|Updated|Removing|Removed|Erasing|"
+                   r"Downgrading|Reinstalling|Skipping)(?: [a-z ]{1,40})?:\s*$|"
+                   r"The following (?:[A-Za-z ]{1,40} )?packages? (?:will|have been) [A-Za-z ]{1,40}:\s*$)")
+_INSTALL_SECTION = lazy_re(r"^(?:(?:Installing|Upgrading|Updating|Installed|Upgraded|Updated)(?: [a-z ]{1,40})?:|"
+                           r"The following (?:NEW |additional )?packages? (?:will be|have been) "
+                           r"(?:installed|upgraded))")
+# a kernel in such a section: dnf's row ("kernel   x86_64   5.14.0-570.12.1.el9_6   baseos   1.8 M"), dnf's
+# "Installed:" list ("kernel-core-5.14.0-570.12.1.el9_6.x86_64"), apt's list ("linux-image-6.8.0-57-generic")
+_SECTION_KERNEL = lazy_re(r"^\s{1,12}kernel(?:-core|-modules|-uek)?\s{1,40}(?:x86_64|aarch64|ppc64le|s390x|noarch)\s"
+                          rf"|{_RPM_KERNEL}|{_DEB_KERNEL}")
 # a field of a package tool's history ("Commandline: /usr/bin/unattended-upgrade", "Command Line   : update"): the
 # tool's, not the reporter's words; what it installed is judged by the lines above
 _TOOL_FIELD = lazy_re(r"^\s{0,8}(?:Commandline|Command Line|Start-Date|End-Date|Requested-By|Install|Upgrade|Remove|"
                       r"Purge|Transaction ID|Begin time|End time|User|Return-Code|Releasever)\s{0,8}:")
 # the texts worth reading for those lines: one search of each whole text
 _KERNEL_PACKAGE = lazy_re(r"linux-image-|linux-generic|linux-modules|kernel-\d|kernel-core-\d|kernel-modules-\d|"
-                          r"kernel-uek-\d|\|\s{0,4}(?:-y\s{1,4})?(?:update|upgrade|distro-sync)\b")
+                          r"kernel-uek-\d|\|\s{0,4}(?:-y\s{1,4})?(?:update|upgrade|distro-sync)\b|"
+                          r"\n {1,12}kernel(?:-core|-modules|-uek)? ")
 
 FAMILY = "told-os-upgrade-broke-module"  # the cause_phrases.csv row whose subject is an OS upgrade told
 MAX_EVENTS = 2  # sentences kept as the evidence of one upgrade story
@@ -92,11 +106,18 @@ def kernel_install_lines(lines: Iterable[str], source: str) -> list[MessageLine]
     from gpuhealth.knowledge.symptom_phrases import SHOWN_PREFIX
 
     found: list[MessageLine] = []
+    installing = False  # inside a section of packages installed or upgraded (dnf's "Installing:", apt's "NEW ...")
     for number, line in enumerate(lines):
         if number >= MAX_LINES or len(found) >= MAX_EVENTS:
             break
         line = line[:_MAX_LINE]
-        if _KERNEL_INSTALLED.search(line) or _HISTORY_ROW.search(line):
+        if _SECTION.match(line):
+            installing = _INSTALL_SECTION.match(line) is not None
+            continue
+        if installing and not line[:1].isspace():  # a section's rows are indented: an unindented line ends it
+            installing = False
+        if (_KERNEL_INSTALLED.search(line) or _HISTORY_ROW.search(line)
+                or (installing and _SECTION_KERNEL.search(line))):
             found.append(MessageLine(line.strip()[:500], source, f"{SHOWN_PREFIX}{FAMILY}", None))
     return found
 
