@@ -255,3 +255,14 @@ def test_a_bar_above_4gb_the_kernel_then_reassigns_is_no_failure():
     text = (H100 + "[    0.415000] pci 0000:41:00.0: reg 0x18: can't handle BAR above 4GB (bus address 0x38000000000)\n"
             "[    0.600000] pci 0000:41:00.0: BAR 2: assigned [mem 0xc0000000-0xcfffffff 64bit pref]\n")
     assert "GH304" not in {f.code for f in report_of(("dmesg.txt", text)).findings}
+
+
+def test_a_real_healthy_servers_rom_bar_lines_raise_nothing(corpus):
+    """GPUd's sample dmesg (corpus gpud/dmesg__dmesg.decode.iso.log.1, a healthy 8-GPU server) holds the PCI core's
+    "can't claim BAR 6 ...: no compatible bridge window" and "BAR 6: no space for / failed to assign" for the
+    devices' expansion ROMs, as most servers' logs do: no BAR a driver needs, so nothing."""
+    path = corpus / "gpud" / "dmesg__dmesg.decode.iso.log.1"
+    text = path.read_text()
+    assert "can't claim BAR 6" in text and "BAR 6: failed to assign" in text
+    assert not [e for e in parse_kernel_log(text).events if e.kind in ("bar", "pci_resource")]
+    assert "GH304" not in {f.code for f in report_of(("dmesg.log", text)).findings}

@@ -257,3 +257,35 @@ def test_tensorflow_finding_no_gpu_under_a_list_that_begins_above_zero_names_the
     report = _report(("session.txt", session))
     assert _lead(report) == "GH608"
     assert "CUDA_VISIBLE_DEVICES=2 begins with GPU 2" in _gh608(report)[0].message
+
+
+# --------------------------------------------------------------------------- Ray tasks that ask for no GPU
+
+_RAY = ("import ray\nimport torch\n\nray.init()\n\n@ray.remote{args}\ndef score(batch):\n"
+        "    net = Scorer().cuda()\n    return net(batch)\n\nprint(ray.get(score.remote(rows)))\n")
+_NO_GPU = ("Traceback (most recent call last):\n  File \"score.py\", line 11, in <module>\n"
+           "ray.exceptions.RayTaskError(RuntimeError): ray::score() (pid=811, ip=10.1.2.3)\n"
+           "  File \"/usr/lib/python3/dist-packages/torch/cuda/__init__.py\", line 298, in _lazy_init\n"
+           "    torch._C._cuda_init()\nRuntimeError: No CUDA GPUs are available\n")
+
+
+@pytest.mark.parametrize("args", ["", "()", "(num_cpus=2)", "(num_gpus=0)"])
+def test_a_ray_task_that_asks_for_no_gpu_and_sees_none_leads_with_gh608(args):
+    report = _report(("score.py", _RAY.format(args=args)), ("traceback.txt", _NO_GPU))
+    assert _lead(report) == "GH608"
+    assert "Ray" in _gh608(report)[0].message
+
+
+@pytest.mark.parametrize("program", [
+    _RAY.format(args="(num_gpus=1)"),
+    _RAY.format(args="(num_gpus=0.5)"),
+    _RAY.format(args="") + "score.options(num_gpus=1).remote(rows)\n",  # given a GPU where it is called
+])
+def test_a_ray_task_given_a_gpu_is_not_the_cause(program):
+    report = _report(("score.py", program), ("traceback.txt", _NO_GPU))
+    assert not any("Ray" in f.message for f in _gh608(report))
+
+
+def test_a_ray_task_without_a_gpu_and_without_a_failure_raises_nothing():
+    # a CPU task is how Ray is often used
+    assert not [f for f in _gh608(_report(("score.py", _RAY.format(args="")))) if f.severity >= Severity.WARNING]

@@ -844,6 +844,9 @@ class Snapshot:
     devices_requested: tuple[DeviceRequest, ...] = ()
     # analyze: a program's assignments of CUDA_VISIBLE_DEVICES made after it initialised CUDA: no effect (GH608)
     visible_set_late: tuple[LateVisibility, ...] = ()
+    # analyze: a program's Ray tasks or actors that ask for no GPU (`@ray.remote` without num_gpus): Ray runs them with
+    # CUDA_VISIBLE_DEVICES empty, so they see none (GH608)
+    ray_without_gpus: tuple[str, ...] = ()
     # analyze: the GPUs a scheduler's job script or command line asks for (Slurm --gres=gpu:N): what the job sees
     gpus_allocated: GpuAllocation | None = None
     # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists

@@ -1562,7 +1562,9 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     and PyTorch counts the devices once (c10/cuda/CUDAFunctions.cpp), so the assignment changes nothing
     for that process, which sees every GPU (or the value set before); a warning where the program then
     failed for want of a device or ran out of GPU memory, information otherwise (a launcher may set it
-    for the processes it starts next).
+    for the processes it starts next). And: a Ray task or actor declared without a GPU request
+    (`@ray.remote`, `num_gpus` unset or 0) while a program saw no GPU: Ray sets the variable for each
+    task from its `num_gpus`, empty for one that asks for none.
 
     Severity: a device choice is about the job, not the node: this check is never critical and never
     drains a node (WARNING at most; INFO where a driver failure in the same evidence leads).
@@ -1597,9 +1599,12 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     hidden = _hidden_from_process(snapshot)
     if snapshot.visible_set_late:
         yield _late_draft(snapshot, snapshot.visible_set_late[0])
+    ray = _ray_draft(snapshot)
+    if ray is not None:
+        yield ray
     if snapshot.origin == "evidence" and not snapshot.env and not mig and not snapshot.devices_requested \
             and not hidden:
-        if snapshot.visible_set_late:
+        if snapshot.visible_set_late or ray is not None:
             return
         yield Skip("the environment was not collected")
         return
@@ -1668,6 +1673,25 @@ def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
                         "the assignment above the line that initialised CUDA"),),
         explains=(("GH605", "GH610") + (("GH806",) if any(m.signature in _OUT_OF_MEMORY for m in failed) else ()))
         if failed else ())
+
+
+def _ray_draft(snapshot: Snapshot) -> Draft | None:
+    """A program's Ray task or actor asks for no GPU and a program then saw none: Ray runs such a task with
+    CUDA_VISIBLE_DEVICES empty (evidence/facts._RAY_REMOTE). A CPU task is how Ray is often used: nothing without the
+    failure."""
+    failed = next((m for m in snapshot.messages or () if m.symptom in _FEWER_VISIBLE), None)
+    if not snapshot.ray_without_gpus or failed is None or _driver_shown_down(snapshot):
+        return None
+    return Draft(
+        Severity.WARNING,
+        f"A Ray task or actor asks for no GPU ({snapshot.ray_without_gpus[0][:80]}) and the program sees none: "
+        "Ray sets CUDA_VISIBLE_DEVICES for each task from its num_gpus, to an empty value when it asks for none, "
+        "so CUDA code in it sees no GPU; declare it with @ray.remote(num_gpus=1) (or .options(num_gpus=1))",
+        evidence=(Evidence("the program", snapshot.ray_without_gpus),
+                  Evidence(failed.source or "the program", (failed.line,))),
+        fixes=(Fix("python3 -c 'import ray; ray.init(); print(ray.cluster_resources().get(\"GPU\"))'", "any",
+                   note="the GPUs Ray counts on this node; a task gets one only with num_gpus"),),
+        explains=("GH605", "GH610"))
 
 
 # Catalogue lines (knowledge/signatures.csv) whose documented meaning is that the process sees no GPU at all:

@@ -631,6 +631,12 @@ _CUDA_INIT = guarded_re(
     r"device_lib\.list_local_devices|jax\.(?:local_)?devices|jax\.device_count)\s{0,4}\(",
     may=has("cuda", "devices", "gpu_", "device_"))
 MAX_LATE = 4
+# A Ray task or actor declared without a GPU request: Ray assigns GPUs to a task or actor by setting
+# CUDA_VISIBLE_DEVICES before its code runs, from its num_gpus (Ray documentation, "GPU Support"), so one that asks
+# for none (num_gpus unset or 0) runs with the variable empty and sees no GPU (vllm-project/vllm#3198). A program that
+# gives num_gpus elsewhere (`.options(num_gpus=1)`, `ray.remote(num_gpus=1)(f)`) is not read.
+_RAY_REMOTE = guarded_re(r"^@ray\.remote\b(?:\((?P<args>[^)\n]{0,300})\))?\s*(?:#.*)?$", may=has("@ray.remote"))
+_RAY_GPUS = lazy_re(r"\bnum_gpus\s{0,2}=\s{0,2}(?P<n>[\d.]{1,8})")
 
 
 def env_lines(lines: list[str]) -> dict[str, Any]:
@@ -663,7 +669,34 @@ def env_lines(lines: list[str]) -> dict[str, Any]:
     overlay: dict[str, Any] = {"env": found} if found else {}
     if late:
         overlay["visible_set_late"] = tuple(late)
+    if ray := _ray_without_gpus(lines):
+        overlay["ray_without_gpus"] = ray
     return overlay
+
+
+def _ray_without_gpus(lines: list[str]) -> tuple[str, ...]:
+    """The `@ray.remote` decorators of these lines that ask for no GPU; none when any line asks Ray for a GPU in another
+    way (a task may be given one with .options(num_gpus=1) where it is called)."""
+    found: list[str] = []
+    for raw in lines:
+        text = raw.strip()[:MAX_LINE_TEXT]
+        if "num_gpus" in text and not text.startswith("@ray.remote"):
+            m = _RAY_GPUS.search(text)
+            if m is None or _nonzero(m["n"]):
+                return ()
+        if (m := _RAY_REMOTE.match(text)) is None:
+            continue
+        asked = _RAY_GPUS.search(m["args"] or "")
+        if asked is None or not _nonzero(asked["n"]):
+            found.append(text[:300])
+    return tuple(found[:MAX_LATE])
+
+
+def _nonzero(number: str) -> bool:
+    try:
+        return float(number) > 0
+    except ValueError:
+        return True  # not a number Ray would take: read as a request, so nothing is reported
 
 
 def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:
