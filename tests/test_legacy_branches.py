@@ -315,6 +315,7 @@ def test_driver_from_installer_repository_container_and_image_names(line, versio
     "Package nvidia-driver-510 is not available, but is referred to by another package.",
     "E: Unable to locate package nvidia-driver-510",
     "This program requires NVIDIA driver 525.60.13 or newer", "Minimum DRIVER_VERSION: 470.82.01",
+    "Removing NVIDIA driver 510.47.03 ...",
 ])
 def test_names_that_are_not_the_driver(line):
     assert [m for m in mentions(line, "x") if m.what == "driver"] == []

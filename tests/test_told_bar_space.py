@@ -25,6 +25,8 @@ def report_of(*texts: tuple[str, str]):
     "The GPU is seen, but BAR 2 can't get an address on this ARM board.",
     "Above 4G decoding is turned off in the BIOS and the GPU does not come up.",
     "The workstation needs Resizable BAR and Above 4G decoding for the RTX card, and both were disabled.",
+    "新装的显卡在 lspci 里能看到，但是 BAR 空间不够，驱动起不来。",
+    "服务器 BIOS 的 Above 4G Decoding 被禁用了，GPU 用不了。",
 ])
 def test_the_bar_fault_told_in_words_leads_as_a_warning(words):
     report = report_of(("notes.txt", words + "\n"))

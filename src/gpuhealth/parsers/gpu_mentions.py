@@ -130,9 +130,10 @@ def _drivers(text: str) -> list[tuple[str, str]]:
     return list(dict.fromkeys(found))[:4]
 
 
-# a version a line asks for rather than has: "requires NVIDIA driver 525.60.13 or newer", "minimum driver_version"
-_ASKS_BEFORE = lazy_re(r"(?:requir|need|minimum|at least|built for|support|compatib|recommend|upgrade to|download)",
-                       re.IGNORECASE)
+# a version a line asks for, or one it leaves, rather than has: "requires NVIDIA driver 525.60.13 or newer", "minimum
+# driver_version", "downgraded from NVIDIA driver 535.183.01", "removing NVIDIA driver 510.47.03"
+_ASKS_BEFORE = lazy_re(r"(?:requir|need|minimum|at least|built for|support|compatib|recommend|upgrade to|download|"
+                       r"\bfrom\b|instead of|uninstall|remov|purg|replac)", re.IGNORECASE)
 _ASKS_AFTER = lazy_re(r"^\S*\s{0,3}(?:\+|or (?:newer|later|higher|above)|and (?:newer|later|above)|is required)",
                       re.IGNORECASE)
 
