@@ -289,3 +289,23 @@ def test_a_ray_task_given_a_gpu_is_not_the_cause(program):
 def test_a_ray_task_without_a_gpu_and_without_a_failure_raises_nothing():
     # a CPU task is how Ray is often used
     assert not [f for f in _gh608(_report(("score.py", _RAY.format(args="")))) if f.severity >= Severity.WARNING]
+
+
+def test_a_cuda_build_seeing_no_gpu_under_a_list_that_begins_above_zero_names_the_list():
+    session = ('$ python3 -c "import torch; print(torch.__version__)"\n2.4.0+cu121\n'
+               "$ export CUDA_VISIBLE_DEVICES=1\n"
+               '$ python3 -c "import torch; print(torch.cuda.is_available())"\nFalse\n')
+    report = _report(("session.txt", session))
+    assert _lead(report) == "GH608"
+    assert "CUDA_VISIBLE_DEVICES=1 begins with GPU 1" in _gh608(report)[0].message
+    # the same answer from a build whose CUDA is not shown may be a CPU-only wheel: the variable does not lead
+    unknown = session.split("$ export", 1)[1]
+    assert _lead(_report(("session.txt", "$ export" + unknown))) != "GH608"
+
+
+@pytest.mark.parametrize(("printed", "cuda"), [("2.4.0+cu121", "12.1"), ("2.4.0+cpu", None), ("2.4.0", None)])
+def test_a_printed_torch_version_says_its_build(printed, cuda):
+    command = '$ python3 -c "import torch; print(torch.__version__)"'
+    snapshot, _ = analyze_texts([("session.txt", f"{command}\n{printed}\n")])
+    assert snapshot.torch.torch_version == printed
+    assert snapshot.torch.torch_cuda_version == cuda

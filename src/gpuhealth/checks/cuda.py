@@ -1556,7 +1556,9 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     PyTorch printed `torch.cuda.is_available(): True` in another run) and the variable is not shown:
     PyTorch's "No CUDA GPUs are available" is a CUDA build counting zero devices, and what keeps a
     working driver's GPUs from one process is its environment, most often `CUDA_VISIBLE_DEVICES` set
-    in the script that starts it. And: a program's Python line sets the variable after a line of the same
+    in the script that starts it. A CUDA build of PyTorch (`torch.version.cuda`, a `+cuXYZ` version)
+    answering `torch.cuda.is_available()` False or `device_count()` 0 under a list that begins above
+    GPU 0 is judged the same way. And: a program's Python line sets the variable after a line of the same
     program that initialised CUDA (`torch.cuda.is_available()`, `.cuda()`, `.to("cuda")`,
     `tf.config.list_physical_devices`, `jax.devices()`): the driver read the variable when CUDA started
     and PyTorch counts the devices once (c10/cuda/CUDAFunctions.cpp), so the assignment changes nothing
@@ -1727,7 +1729,17 @@ def _first_entry_hides_all(snapshot: Snapshot) -> tuple[int, str, MessageLine] |
         return None
     line = next((m for m in snapshot.messages or () if m.signature in _SEES_NO_GPU), None)
     line = line or next((m for m in snapshot.messages or () if m.signature in _ORDINAL_INVALID), None)
+    if line is None and _cuda_build(snapshot):  # a CUDA build answering is_available() False or device_count() 0
+        line = next((m for m in snapshot.messages or () if m.signature is None and m.symptom == "torch-no-gpu"
+                     and not m.reported), None)
     return (int(first), value, line) if line is not None else None
+
+
+def _cuda_build(snapshot: Snapshot) -> bool:
+    """The evidence shows PyTorch to be a CUDA build (torch.version.cuda, or a +cuXYZ version): it sees no GPU for
+    another reason than being built without CUDA."""
+    torch = snapshot.torch
+    return torch is not None and bool(torch.torch_cuda_version) and not (torch.torch_version or "").endswith("+cpu")
 
 
 def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: MessageLine) -> Draft:

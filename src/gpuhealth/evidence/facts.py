@@ -113,6 +113,23 @@ def _torch_version_cuda(command: str, output: str) -> Fact | None:
                 f"PyTorch built with CUDA {words[-1]}")
 
 
+_TORCH_RELEASE = lazy_re(r"\d{1,2}\.\d{1,3}(?:\.\d{1,3})?(?:[a-z]{1,5}\d{0,12})?(?:\+[\w.]{1,40})?")
+
+
+@command_fact("torch-version", r"torch\.__version__")
+def _torch_version(command: str, output: str) -> Fact | None:
+    """``print(torch.__version__)`` -> ``2.3.1+cu121``: the wheel's version, whose local part says its build (a CUDA
+    12.1 wheel; ``+cpu`` a CPU-only one). Printed with other values, the other facts read the line."""
+    if _NO_TORCH in output:
+        return None
+    words = _last_line(output).split()
+    if len(words) != 1 or not _TORCH_RELEASE.fullmatch(words[0]):
+        return None
+    from gpuhealth.evidence.listings import torch_from_version
+
+    return Fact({"torch": torch_from_version(words[0])}, None, f"PyTorch {words[0]}")
+
+
 _SMI_FORMS = ("NVIDIA-SMI", "<nvidia_smi_log", "NVSMI LOG", "GPU 0:", "Product Name", "index", "GPU0")
 
 
