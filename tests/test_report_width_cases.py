@@ -126,3 +126,26 @@ def test_json_and_markdown_do_not_depend_on_the_width(monkeypatch):
         monkeypatch.setenv("COLUMNS", columns)
         outputs.append([render(name, report)[0] for name in ("json", "markdown")])
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_analyze_v_through_the_command_line_fits_80_columns_outside_commands():
+    """`gpuhealth analyze -v` as a user runs it, at COLUMNS=80: the report and the lines -v adds on stderr (what each
+    piece was taken for, with a case's long path) fit, commands aside; piped, each of those is one line."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuhealth.cli import main
+
+    runner = CliRunner()
+    for folder in FOLDERS[:12]:
+        files = [str(p) for p in load_case(folder).evidence]
+        narrow = runner.invoke(main, ["analyze", "-v", *files], env={"COLUMNS": "80"})
+        document = json.loads(runner.invoke(main, ["analyze", "--format", "json", *files]).stdout)
+        commands = set(document.get("next_commands", [])) | {f"{FIX} {' '.join(files)}"}
+        commands |= {" ".join(fix["command"].split()) for f in document["findings"] for fix in f.get("fixes", [])}
+        wide = [line for line in narrow.output.splitlines() if len(line) > WIDTH and _body(line) not in commands]
+        assert wide == [], folder.name
+        assert narrow.stderr.strip(), folder.name  # -v said what each piece was taken for
+        piped = runner.invoke(main, ["analyze", "-v", *files], env={"COLUMNS": ""})
+        assert all(line.startswith(tuple(files)) for line in piped.stderr.splitlines()), folder.name
