@@ -1671,9 +1671,9 @@ def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
         f"the variable once, when it starts, so this assignment does not change the GPUs the program sees ({sees}); "
         "set it before CUDA starts (before importing torch is safest) or in the shell that starts the program",
         evidence=tuple(evidence),
-        fixes=(Fix(f"{late.name}=<indices> python3 <script.py>", "any",
-                   note="set in the environment the program starts with, it holds from the first CUDA call; or move "
-                        "the assignment above the line that initialised CUDA"),),
+        fixes=(slotted("{variable}=<indices> python3 <script.py>", "any", variable=late.name,
+                       note="set in the environment the program starts with, it holds from the first CUDA call; or "
+                            "move the assignment above the line that initialised CUDA"),),
         explains=(("GH605", "GH610") + (("GH806",) if any(m.signature in _OUT_OF_MEMORY for m in failed) else ()))
         if failed else ())
 
