@@ -1518,10 +1518,11 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in (or set in
     the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `VAR=value command`, `os.environ[...]`,
     `os.environ.setdefault`/`os.putenv`, a Dockerfile's `ENV`, a compose file's `environment:`, a
-    notebook's `%env`, DeepSpeed's `--include host:2,3` or `--num_gpus N`, which its launcher turns into
-    the variable; a value the program computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty,
-    `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
-    that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
+    notebook's `%env`, a Kubernetes env entry, DeepSpeed's `--include host:2,3` or `--num_gpus N` and
+    Accelerate's `--gpu_ids 1`, which their launchers turn into the variable; a value the program
+    computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty, `none`/`void`/`-1`, or lists an index
+    beyond the host's GPU count, a UUID no GPU has, or a word that is neither: CUDA stops reading at
+    that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
     asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
