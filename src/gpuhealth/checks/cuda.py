@@ -1652,6 +1652,12 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
 _OUT_OF_MEMORY = frozenset({"torch-cuda-out-of-memory", "cuda-memory-allocation"})
 
 
+# the command that sets a visibility variable before the program starts, written whole: a command is never formatted
+# from a value the evidence gave (tests/test_command_slots.py), and the variable's name is one of two
+_SET_AT_START = {"CUDA_VISIBLE_DEVICES": "CUDA_VISIBLE_DEVICES=<indices> python3 <script.py>",
+                 "NVIDIA_VISIBLE_DEVICES": "NVIDIA_VISIBLE_DEVICES=<indices> python3 <script.py>"}
+
+
 def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
     """A program sets a visibility variable after it initialised CUDA (evidence/facts.env_lines): the driver read the
     variable when CUDA started, so the assignment changes nothing for this process. A warning where the program then
@@ -1671,9 +1677,9 @@ def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
         f"the variable once, when it starts, so this assignment does not change the GPUs the program sees ({sees}); "
         "set it before CUDA starts (before importing torch is safest) or in the shell that starts the program",
         evidence=tuple(evidence),
-        fixes=(slotted("{variable}=<indices> python3 <script.py>", "any", variable=late.name,
-                       note="set in the environment the program starts with, it holds from the first CUDA call; or "
-                            "move the assignment above the line that initialised CUDA"),),
+        fixes=(Fix(_SET_AT_START.get(late.name, _SET_AT_START["CUDA_VISIBLE_DEVICES"]), "any",
+                   note="set in the environment the program starts with, it holds from the first CUDA call; or move "
+                        "the assignment above the line that initialised CUDA"),),
         explains=(("GH605", "GH610") + (("GH806",) if any(m.signature in _OUT_OF_MEMORY for m in failed) else ()))
         if failed else ())
 
