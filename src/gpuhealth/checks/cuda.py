@@ -1569,8 +1569,11 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     (`@ray.remote`, `num_gpus` unset or 0) while a program saw no GPU: Ray sets the variable for each
     task from its `num_gpus`, empty for one that asks for none.
 
-    Severity: a device choice is about the job, not the node: this check is never critical and never
-    drains a node (WARNING at most; INFO where a driver failure in the same evidence leads).
+    Severity: a device choice is about the job, not the node: its impact is the user's environment,
+    so it never drains a node. On its own it is a WARNING at most, INFO where a driver failure in the
+    same evidence leads; where it explains a critical symptom a program showed ("No devices were found"
+    under NVIDIA_VISIBLE_DEVICES=none), it takes that symptom's severity (the severity rule,
+    docs/architecture.md), and still drains nothing.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
