@@ -309,3 +309,32 @@ def test_a_printed_torch_version_says_its_build(printed, cuda):
     snapshot, _ = analyze_texts([("session.txt", f"{command}\n{printed}\n")])
     assert snapshot.torch.torch_version == printed
     assert snapshot.torch.torch_cuda_version == cuda
+
+
+@pytest.mark.parametrize(("command", "value"), [
+    ("accelerate launch --gpu_ids 1 --num_processes 1 fit.py", "1"),
+    ("accelerate launch --multi_gpu --gpu_ids=2,3 fit.py", "2,3"),
+    ("accelerate launch --gpu_ids all fit.py", None),  # leaves the variable alone
+])
+def test_accelerates_launcher_sets_the_variable_it_is_given(command, value):
+    from gpuhealth.evidence.facts import device_requests
+
+    assert visible_devices_set(command).get("CUDA_VISIBLE_DEVICES") == value
+    assert not device_requests([command])  # the launcher's list is what the program sees, not an index it asks for
+
+
+def test_an_accelerate_list_that_hides_every_gpu_leads_with_gh608():
+    session = ("$ accelerate launch --gpu_ids 1 --num_processes 1 fit.py\n"
+               "Traceback (most recent call last):\n  File \"fit.py\", line 9, in <module>\n"
+               "RuntimeError: No CUDA GPUs are available\n")
+    report = _report(("session.txt", session))
+    assert _lead(report) == "GH608"
+    assert "CUDA_VISIBLE_DEVICES=1" in _gh608(report)[0].message
+
+
+def test_a_kubernetes_env_entry_that_gives_the_container_no_gpu_is_read():
+    manifest = ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: fit\n    image: fit:latest\n"
+                "    env:\n    - name: NVIDIA_VISIBLE_DEVICES\n      value: \"none\"\n    - name: LOG_LEVEL\n"
+                "      value: debug\n")
+    snapshot, _ = analyze_texts([("pod.yaml", manifest + "\nfit  RuntimeError: No CUDA GPUs are available\n")])
+    assert snapshot.env == {"NVIDIA_VISIBLE_DEVICES": "none"}

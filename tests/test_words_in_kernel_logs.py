@@ -11,7 +11,7 @@ from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.diagnosis import TOLD
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.model import Severity
-from gpuhealth.parsers.kernel_log import unlogged_runs
+from gpuhealth.parsers.kernel_log import annotations, unlogged_runs
 
 HEAD = ("[    0.000000] Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) (x86_64-linux-gnu-gcc-13 (Ubuntu "
         "13.2.0-23ubuntu4) 13.2.0) #45-Ubuntu SMP PREEMPT_DYNAMIC\n"
@@ -181,3 +181,15 @@ def test_words_beside_an_untimed_logs_lines_that_nothing_reads_are_named():
     assert snapshot.unrecognized_files == () and report.findings[0].code == "GH204"
     snapshot, report = _report("paste.txt", PLAIN)
     assert snapshot.unrecognized_files == () and report.verdict == "HEALTHY"
+
+
+def test_a_note_after_an_arrow_at_a_records_end_is_read():
+    record = "[    9.117265] nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for UNIX platforms  550.120"
+    snapshot, report = _report("dmesg.txt", _dmesg(f"{record}   <-- {HANGS}"))
+    assert report.findings[0].code == "GH204" and report.findings[0].severity is Severity.WARNING
+    assert any(m.reported and m.line in HANGS for m in snapshot.messages)
+    snapshot, _ = _report("dmesg.txt", _dmesg(f"{record}  <== {UNREAD}", f"{record} <-- ...", "[...] <--"))
+    assert [name.split(" not read")[0] for name in snapshot.unrecognized_files] == [
+        "dmesg.txt: 1 line(s) between the kernel log's records,"]
+    assert annotations("[ 1.0] a <-- see here\n[ 2.0] b <==== and here\n[ 3.0] c \u2190 also\n[ 4.0] d <- not one\n") \
+        == ["see here", "and here", "also"]

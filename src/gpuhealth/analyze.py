@@ -533,16 +533,17 @@ MAX_RUNS_READ = 40  # runs of words in one log read each on their own; the rest 
 
 def _words_between_records(reading: _Reading, piece: Piece, block: Block | None, logged: list[MessageLine]) -> None:
     """A person's sentences between the records of a timestamped kernel log (a pasted ``dmesg`` with the user's
-    comments, a note at the end of a journal) are read as a notes file's are: the catalogue, the symptoms and causes
-    told in words and the facts stated, all of it the reporter's words. Each run of them (the lines between two
-    records) is read on its own; the lines of a run that nothing reads, and that no check names as a line kept, are
-    named as not read (GH002), so that the report is never HEALTHY on words nobody understood. ``logged``: the lines
-    the kernel log's own scan matched in the catalogue (read already)."""
-    from gpuhealth.parsers.kernel_log import unlogged_runs
+    comments, a note at the end of a journal, a note after an arrow at a record's end) are read as a notes file's
+    are: the catalogue, the symptoms and causes told in words and the facts stated, all of it the reporter's words.
+    Each run of them (the lines between two records, a note) is read on its own; the lines of a run that nothing
+    reads, and that no check names as a line kept, are named as not read (GH002), so that the report is never HEALTHY
+    on words nobody understood. ``logged``: the lines the kernel log's own scan matched in the catalogue (read)."""
+    from gpuhealth.parsers.kernel_log import annotations, unlogged_runs
 
     known = {m.line for m in logged}
     runs = [[line for line in run if line.strip()[:500] not in known and not _RECORD_WITHOUT_PREFIX.search(line)]
             for run in unlogged_runs(piece.text)]
+    runs += [[note] for note in annotations(piece.text)]  # a note after an arrow at a record's end: read on its own
     runs = [run for run in runs if run]
     if len(runs) > MAX_RUNS_READ:
         runs[MAX_RUNS_READ - 1:] = [[line for run in runs[MAX_RUNS_READ - 1:] for line in run]]

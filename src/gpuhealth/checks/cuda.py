@@ -1518,10 +1518,11 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in (or set in
     the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `VAR=value command`, `os.environ[...]`,
     `os.environ.setdefault`/`os.putenv`, a Dockerfile's `ENV`, a compose file's `environment:`, a
-    notebook's `%env`, DeepSpeed's `--include host:2,3` or `--num_gpus N`, which its launcher turns into
-    the variable; a value the program computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty,
-    `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
-    that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
+    notebook's `%env`, a Kubernetes env entry, DeepSpeed's `--include host:2,3` or `--num_gpus N` and
+    Accelerate's `--gpu_ids 1`, which their launchers turn into the variable; a value the program
+    computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty, `none`/`void`/`-1`, or lists an index
+    beyond the host's GPU count, a UUID no GPU has, or a word that is neither: CUDA stops reading at
+    that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
     asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
@@ -1568,8 +1569,11 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     (`@ray.remote`, `num_gpus` unset or 0) while a program saw no GPU: Ray sets the variable for each
     task from its `num_gpus`, empty for one that asks for none.
 
-    Severity: a device choice is about the job, not the node: this check is never critical and never
-    drains a node (WARNING at most; INFO where a driver failure in the same evidence leads).
+    Severity: a device choice is about the job, not the node: its impact is the user's environment,
+    so it never drains a node. On its own it is a WARNING at most, INFO where a driver failure in the
+    same evidence leads; where it explains a critical symptom a program showed ("No devices were found"
+    under NVIDIA_VISIBLE_DEVICES=none), it takes that symptom's severity (the severity rule,
+    docs/architecture.md), and still drains nothing.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
@@ -1651,6 +1655,12 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
 _OUT_OF_MEMORY = frozenset({"torch-cuda-out-of-memory", "cuda-memory-allocation"})
 
 
+# the command that sets a visibility variable before the program starts, written whole: a command is never formatted
+# from a value the evidence gave (tests/test_command_slots.py), and the variable's name is one of two
+_SET_AT_START = {"CUDA_VISIBLE_DEVICES": "CUDA_VISIBLE_DEVICES=<indices> python3 <script.py>",
+                 "NVIDIA_VISIBLE_DEVICES": "NVIDIA_VISIBLE_DEVICES=<indices> python3 <script.py>"}
+
+
 def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
     """A program sets a visibility variable after it initialised CUDA (evidence/facts.env_lines): the driver read the
     variable when CUDA started, so the assignment changes nothing for this process. A warning where the program then
@@ -1670,7 +1680,7 @@ def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
         f"the variable once, when it starts, so this assignment does not change the GPUs the program sees ({sees}); "
         "set it before CUDA starts (before importing torch is safest) or in the shell that starts the program",
         evidence=tuple(evidence),
-        fixes=(Fix(f"{late.name}=<indices> python3 <script.py>", "any",
+        fixes=(Fix(_SET_AT_START.get(late.name, _SET_AT_START["CUDA_VISIBLE_DEVICES"]), "any",
                    note="set in the environment the program starts with, it holds from the first CUDA call; or move "
                         "the assignment above the line that initialised CUDA"),),
         explains=(("GH605", "GH610") + (("GH806",) if any(m.signature in _OUT_OF_MEMORY for m in failed) else ()))

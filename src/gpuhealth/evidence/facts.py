@@ -282,6 +282,15 @@ _VISIBLE_OTHER = lazy_re(
 _DEEPSPEED = guarded_re(
     r"\bdeepspeed\b[^|;&]{0,300}?\s--(?:include(?:=|\s{1,4})[\"']?[\w.-]{1,100}:(?P<ids>\d{1,3}(?:,\d{1,3}){0,15})"
     r"(?![\w@:,])|num_gpus(?:=|\s{1,4})(?P<n>\d{1,3})\b)", may=has("deepspeed"))
+# Accelerate's launcher does the same with `--gpu_ids 1,2` ("all" leaves the variable alone): accelerate's
+# utils/launch.py sets current_env["CUDA_VISIBLE_DEVICES"] = args.gpu_ids for the processes it starts.
+_ACCELERATE = guarded_re(r"\baccelerate\s{1,4}launch\b[^|;&]{0,300}?\s--gpu[_-]ids(?:=|\s{1,4})[\"']?"
+                         r"(?P<ids>\d{1,3}(?:,\d{1,3}){0,15})(?![\w:,])", may=has("accelerate"))
+# a Kubernetes container's env entry: `- name: NVIDIA_VISIBLE_DEVICES` with its `value: "none"` on the next line
+_K8S_NAME = lazy_re(r"^\s{0,40}-\s{1,4}name:\s{1,4}[\"']?(?P<name>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)"
+                    r"[\"']?\s*$")
+_K8S_VALUE = lazy_re(r"^\s{0,40}value:\s{1,4}(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|"
+                     r"(?P<bare>[\w,.:-]{1,200}))\s*(?:#.*)?$")
 # what a value is not when a program computes it or a page leaves a slot for it: a shell expansion ($GPU, $(...)),
 # a format or template slot ({gpu}, %s, %GPU%, <gpu_id>), a call or an index
 _NOT_LITERAL = lazy_re(r"[$%{}<>()\[\]]")
@@ -327,6 +336,8 @@ def visible_assignments(text: str) -> list[tuple[str, str, re.Match[str]]]:
     for m in _DEEPSPEED.finditer(line):
         value = m["ids"] if m["ids"] is not None else ",".join(str(i) for i in range(min(int(m["n"]), 64)))
         found.append(("CUDA_VISIBLE_DEVICES", value, m))
+    for m in _ACCELERATE.finditer(line):
+        found.append(("CUDA_VISIBLE_DEVICES", m["ids"], m))
     found.sort(key=lambda item: item[2].start())
     return found
 
@@ -542,12 +553,14 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
             asked = f"a checkpoint saved on CUDA device {saved['index']}"
             found.setdefault(asked, DeviceRequest(int(saved["index"]), asked, text[:300], int(saved["count"])))
             continue
-        for m in _DEVICE_ASKED.finditer(text):
+        launcher = _ACCELERATE.search(text)  # its --gpu_ids become CUDA_VISIBLE_DEVICES: not an index asked for
+        scan = text if launcher is None else f"{text[:launcher.start()]} {text[launcher.end():]}"
+        for m in _DEVICE_ASKED.finditer(scan):
             digits = next(g for g in m.groups() if g is not None)
             asked = m.group().lstrip("./")
             if asked not in found and len(found) < MAX_DEVICE_REQUESTS:
                 found[asked] = DeviceRequest(int(digits), asked, text[:300])
-        for listed in _listed_ids(text):
+        for listed in _listed_ids(scan):
             if listed.text not in found and len(found) < MAX_DEVICE_REQUESTS:
                 found[listed.text] = listed
         ranks = _ranks_request(text)
@@ -591,7 +604,7 @@ def _device_requested(command: str, output: str) -> Fact | None:
     return Fact({"devices_requested": found}, None, ", ".join(r.text for r in found))
 
 
-@command_fact("visible-devices-set", r"VISIBLE_DEVICES|\bdeepspeed\b")  # DeepSpeed's launcher sets the variable too
+@command_fact("visible-devices-set", r"VISIBLE_DEVICES|\bdeepspeed\b|\baccelerate\s+launch\b")  # launchers set it too
 def _visible_devices(command: str, output: str) -> Fact | None:
     found = visible_devices_set(command)
     if not found:
@@ -666,11 +679,15 @@ def env_lines(lines: list[str]) -> dict[str, Any]:
     found: dict[str, str] = {}
     late: list[LateVisibility] = []
     init: tuple[int, str] | None = None  # the indentation and text of the line that initialised CUDA
+    k8s: str | None = None  # the variable a Kubernetes env entry named on the line before
     for raw in lines:
         text = raw.rstrip()[:MAX_LINE_TEXT]
         stripped = text.lstrip()
         if not stripped or stripped.startswith("#"):
             continue
+        if k8s is not None and (value := _K8S_VALUE.match(text)) is not None:
+            found[k8s] = _value(value) or ""
+        k8s = named["name"] if "VISIBLE_DEVICES" in text and (named := _K8S_NAME.match(text)) else None
         indent = len(text) - len(stripped)
         if init is not None and indent < init[0]:
             init = None  # the block that initialised CUDA ended: what follows may run before it (a def, a branch)

@@ -133,7 +133,10 @@ def _told_rows() -> dict:
     known = causes()
     return {f"{TOLD_PREFIX}{row.id}": Signature(
         f"{TOLD_PREFIX}{row.id}", "words", "", "", row.cause, known[row.cause].code, "warning",
-        f"The reporter names the cause: {known[row.cause].title}", row.examples[0], row.source_title, row.source_url)
+        # "point to", not "name": a row reads the cause stated ("the module was not built") and the event that
+        # produces it ("after the dnf update nvidia-smi fails") alike
+        f"The reporter's words point to the cause: {known[row.cause].title}", row.examples[0], row.source_title,
+        row.source_url)
         for row in phrases() if row.cause}
 
 

@@ -480,6 +480,27 @@ def unlogged_runs(text: str) -> list[list[str]]:
     return runs
 
 
+# A person's note on a log line, after an arrow pointing back at it ("... Xid 79 ...  <-- here the job died"): no
+# kernel message writes one
+_ARROWS = ("<--", "<==", "\u2190")
+_ANNOTATION = lazy_re(r"(?:<-{2,}|<={2,}|\u2190)[ \t]*(?P<words>[^\n]{1,2000})")
+
+
+def annotations(text: str) -> list[str]:
+    """The notes a person wrote at the end of log lines after an arrow ("<-- this is when it froze"), with a letter in
+    them, at most ``MAX_UNLOGGED_LINES``."""
+    if not any(arrow in text for arrow in _ARROWS):
+        return []
+    found = []
+    for match in _ANNOTATION.finditer(text):
+        words = match["words"].strip()
+        if _LETTER.search(words):
+            found.append(words)
+            if len(found) >= MAX_UNLOGGED_LINES:
+                break
+    return found
+
+
 def _candidates(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, line) of each line _UNLOGGED lets through, the first line included (no newline before it)."""
     head_end = text.find("\n")
