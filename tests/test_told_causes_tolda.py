@@ -104,3 +104,34 @@ def test_an_event_cause_is_not_overruled_by_a_healthy_table():
         report = report_of(("nvidia-smi.txt", a100_table()), notes(words))
         assert report.findings and report.findings[0].code == code
         assert report.findings[0].severity is Severity.WARNING
+
+
+@pytest.mark.parametrize(("words", "cause"), [
+    ("The driver got updated by apt this morning but the server was not rebooted.", "driver-library-mismatch"),
+    ("apt upgraded libnvidia-compute and nvidia-utils but the machine has not been rebooted since.",
+     "driver-library-mismatch"),
+    ("The old nvidia module is still loaded after the upgrade.", "driver-library-mismatch"),
+    ("Every few days a GPU goes off the bus and we have to power cycle the node.", "gpu-fallen-off-bus"),
+    ("I previously installed the driver with the .run file and later with apt.", "install-routes-mixed"),
+    ("We forgot to install the fabric manager on the H100 HGX.", "fabric-manager-failed"),
+    ("The GPU downclocks due to temperature.", "thermal-slowdown"),
+    ("Memory of the GPU is still held by a dead process after training crashed.", "memory-held-idle"),
+    ("I can't switch MIG mode because a process still holds the GPU.", "compute-process-holds-gpu"),
+    ("The GSP firmware isn't installed for the nvidia driver.", "gsp-firmware-missing"),
+    ("The initramfs was built before I blacklisted nouveau.", "initramfs-stale"),
+    ("nvidia-smi shows fan ERR! on GPU 2.", "fan-failed"),
+])
+def test_other_wordings_of_each_family_are_read(words, cause):
+    assert cause in {t.cause for t in told_symptoms(words)}, told_symptoms(words)
+
+
+@pytest.mark.parametrize("words", [
+    "I updated pytorch and did not reboot.",
+    "I downloaded the CUDA runfile and also installed python packages with pip.",
+    "Fabric manager is running, but the training job failed with an OOM.",
+    "My training process is using 20 GB of GPU memory, as expected.",
+    "The power supply shut the server down when the GPUs started training, the PSU is too small.",
+    "The fan is not running at idle, which is the zero-rpm mode of my GPU.",
+])
+def test_a_neighbouring_statement_is_not_one_of_these_causes(words):
+    assert not [t for t in told_symptoms(words) if t.cause], told_symptoms(words)
