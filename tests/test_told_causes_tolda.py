@@ -42,6 +42,8 @@ def notes(words: str) -> tuple[str, str]:
     ("The GSP firmware files are missing for the installed nvidia driver.", "GH611"),
     ("I blacklisted nouveau, but the initramfs was never rebuilt.", "GH502"),
     ("The fan of the GPU has died.", "GH410"),
+    ("昨天升级了 nvidia 驱动，服务器还没有重启。", "GH202"),
+    ("服务器里一张显卡的风扇坏了。", "GH410"),
 ])
 def test_a_story_alone_leads_with_its_cause_as_a_warning(words, code):
     report = report_of(notes(words))
@@ -81,6 +83,8 @@ def test_a_story_beside_the_machine_symptom_leads_and_explains_it(machine, words
     "I rebuilt the initramfs after blacklisting nouveau and it is gone.",
     "The GPU fan spins fine under load.",
     "The case fan is dead but the GPU is cool.",
+    "驱动更新后已经重启了，nvidia-smi 正常。",
+    "机箱风扇坏了，但是显卡温度正常。",
 ])
 def test_a_control_story_raises_nothing(words):
     assert not [t for t in told_symptoms(words) if t.cause], told_symptoms(words)
