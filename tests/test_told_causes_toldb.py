@@ -98,3 +98,40 @@ def test_the_told_rows_of_this_share_cite_their_sources():
     for row in rows:
         assert row.source_url.startswith("https://") and row.source_title
         assert len(row.examples) >= 5 and len(row.counterexamples) >= 5
+
+
+@pytest.mark.parametrize(("words", "cause"), [
+    ("I didn't configure docker for the nvidia runtime.", "container-toolkit-missing"),
+    ("The default runtime is not nvidia in daemon.json.", "container-toolkit-missing"),
+    ("The Docker image already contains the NVIDIA driver.", "image-ships-driver-libs"),
+    ("Someone exported CUDA_VISIBLE_DEVICES=\"\" in /etc/environment.", "cuda-visible-devices-hides"),
+    ("The notebook sets CUDA_VISIBLE_DEVICES to a GPU that does not exist.", "cuda-visible-devices-hides"),
+    ("torch was installed without CUDA support.", "torch-cpu-build"),
+    ("The system libcudart shadows the conda one.", "several-cuda-libraries"),
+    ("The old CUDA 9 libraries are still found first.", "several-cuda-libraries"),
+    ("libcudnn.so.8 can't be found.", "cuda-library-missing"),
+    ("PyTorch does not support my GTX 760 anymore.", "torch-arch-unsupported"),
+    ("Torch has no kernel image for my card's architecture.", "torch-arch-unsupported"),
+    ("We don't run the GPU operator.", "device-plugin-missing"),
+    ("No nvidia.com/gpu shows up on the node.", "device-plugin-missing"),
+])
+def test_wordings_beyond_the_rows_examples_are_read(words, cause):
+    assert cause in [t.cause for t in told_symptoms(words)]
+
+
+@pytest.mark.parametrize("words", [
+    "The toolkit installed CUDA 12.4 under /usr/local.",
+    "Docker's default runtime is nvidia.",
+    "The image contains the CUDA toolkit and cuDNN.",
+    "My job script sets CUDA_VISIBLE_DEVICES to 0 and it trains.",
+    "The CPU version is slower than the GPU one, as expected.",
+    "The driver supports CUDA 12.4, newer than torch needs.",
+    "The driver does not support my GTX 760 anymore.",
+    "torch 2.5 no longer supports my GPU after the kernel update.",
+    "nvidia.com/gpu: 8 shows up on the node.",
+])
+def test_neighbouring_wordings_name_none_of_these_causes(words):
+    share = {"container-toolkit-missing", "image-ships-driver-libs", "cuda-visible-devices-hides", "torch-cpu-build",
+             "cuda-newer-than-driver", "several-cuda-libraries", "cuda-library-missing", "torch-extension-mismatch",
+             "torch-arch-unsupported", "device-plugin-missing"}
+    assert not share & {t.cause for t in told_symptoms(words)}
