@@ -24,6 +24,7 @@ from gpuhealth.knowledge.drivers import architecture, branch_of, branches
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.legacy import last_branch
 from gpuhealth.knowledge.signatures import signature
+from gpuhealth.knowledge.symptom_phrases import TOLD_PREFIX
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, Gpu, MessageLine, PciDevice, Severity, Snapshot
 from gpuhealth.model import Mention as MentionT
@@ -586,6 +587,11 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
+    # the reporter's words that Fabric Manager is down (knowledge/cause_phrases.csv): a unit shown running overrules
+    # them, and alone they are no program's error 802
+    told = [m for m in lines if m.reported and (m.signature or "").startswith(TOLD_PREFIX)]
+    if told and state and state.split()[0] == "active" and not snapshot.reported_fact("cuda", "fabricmanager_active"):
+        lines = [m for m in lines if m not in told]
     mismatch = _version_mismatch(snapshot) if not state or state.split()[0] != "active" else None
     if mismatch is not None:  # (a unit shown running is the machine's word that it started)
         yield _versions_differ(snapshot, mismatch, lines + logged, state, errors, switch)
@@ -618,6 +624,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     elif evidence:
         message, fixes = "Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs", \
             table_fixes("GH210")
+    elif lines and all(m in told for m in lines):
+        message, fixes = ("In the reporter's words, Fabric Manager is not running (or does not start): on an NVSwitch "
+                          "system CUDA cannot start on its GPUs without it"), _DECIDE_802 + table_fixes("GH210")
     else:
         message, fixes = _not_ready_802(snapshot, running=bool(state) and state.split()[0] == "active")
     shown = {line for e in evidence for line in e.lines}

@@ -139,6 +139,8 @@ _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back 
                    # back to normal ("정상으로 돌아왔", "正常に戻")
                    r"예전에(?:는|엔)?|이전에는|以前は|昔は|(?:해결|수정|복구)(?:되었|됐|했|완료)|정상으로\s?(?:돌아|복구)|"
                    r"(?:解決|解消|修正|復旧)(?:しました|した|済|できました)|直りました|直った|治りました|正常に戻")
+# in a question, "if"/"whether" before the words: it asks whether they hold ("how do I tell if my GPU throttles?")
+_ASKS_WHETHER = lazy_re(r"\b(?:if|whether)\b")
 # a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..." ("why would ..." supposes)
 _ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why(?! (?:would|could|might|may|can|should)\b)|how come|"
                           r"how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
@@ -343,6 +345,8 @@ def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool) -> bo
     if not own and korean_or_japanese and _MODAL_KOJA.search(sentence) and not _PAST_END.search(sentence):
         return False
     if asks and _in_question(sentence, p_start):
+        if _ASKS_WHETHER.search(_clause_before(sentence, p_start)):
+            return False  # "how do I know if my torch is a CPU build?" asks whether, whoever's it is
         return own or _ASKS_ABOUT_OWN.search(sentence) is not None
     return True
 
