@@ -134,6 +134,22 @@ def test_placeholders_unknown_family_and_dedup(tmp_path):
                                   "not loaded\" >&2; exit 1; }", 'echo "gpuhealth fix script: all steps done"']
 
 
+def test_a_step_only_a_person_can_decide_is_a_comment(tmp_path):
+    # "only if the lower limit is not intended": a deliberate power cap is a valid choice, and a script run unread
+    # must not undo it (nor delete a library file a package may own)
+    report = _report(OsInfo(id="ubuntu", id_like=("debian",)),
+                     Fix("sudo nvidia-smi -i 0 -pl 350", "any", note="only if the lower limit is not intended"),
+                     Fix("sudo rm /usr/lib/libcuda.so.1 && sudo ldconfig", "any",
+                         note="only if that file belongs to no installed driver package"),
+                     Fix("nvidia-smi -q -d POWER", "any"))
+    script = fix_script(report)
+    bash_syntax_ok(script, tmp_path)
+    assert "# sudo nvidia-smi -i 0 -pl 350" in script and "# sudo rm /usr/lib/libcuda.so.1 && sudo ldconfig" in script
+    assert script.count("a choice the script cannot make") == 2
+    assert not [line for line in live_lines(script) if "-pl" in line or "rm " in line]
+    assert "nvidia-smi -q -d POWER || true" in live_lines(script)
+
+
 def test_nothing_to_fix(tmp_path):
     script = fix_script(Report(Snapshot(os=OsInfo(id="ubuntu"))))
     bash_syntax_ok(script, tmp_path)

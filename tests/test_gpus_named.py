@@ -30,14 +30,14 @@ def test_every_row_has_a_line_and_a_source():
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("We train on 8x H20 and NCCL hangs.", [("H20", "datacenter", "sxm", 8)]),
+    ("Per node: 8x H20, and all-reduce is slow.", [("H20", "datacenter", "sxm", 8)]),
     ("I have 2x RTX 3090 in one box.", [("RTX 3090", "geforce", "pcie", 2)]),
     ("A Tesla P4 in a desktop gets very hot.", [("Tesla P4", "datacenter", "pcie", None)]),
     ("The server has 4x A100-80GB PCIe.", [("A100-80GB PCIe", "datacenter", "pcie", 4)]),
     ("AWS g5 with an A10G, driver 535.", [("A10G", "datacenter", "pcie", None)]),
     ("My GTX 1080 Ti says error 804.", [("GTX 1080 Ti", "geforce", "pcie", None)]),
     ("Our node: eight H100 SXM GPUs.", [("H100 SXM", "datacenter", "sxm", 8)]),
-    ("We got 8 H20s last week.", [("H20s", "datacenter", "sxm", 8)]),
+    ("The lab ordered 8 H20s for serving.", [("H20s", "datacenter", "sxm", 8)]),
     ("The RTX A6000 runs at 80C.", [("RTX A6000", "workstation", "pcie", None)]),
     ("Quadro RTX 8000 on CentOS 7.", [("Quadro RTX 8000", "workstation", "pcie", None)]),
     ("Training on RTX 4090 x2 fails.", [("RTX 4090", "geforce", "pcie", 2)]),
@@ -77,7 +77,7 @@ def test_a_count_of_named_models_is_the_gpu_count():
 def test_eight_sxm_gpus_named_in_words_make_a_reported_board():
     board = platform_of_named(named_gpus("We have 8x H100 SXM in one node."))
     assert board is not None and board.reported and "HGX H100" in board.name
-    assert platform_of_named(named_gpus("We have 8 H20s.")) is not None
+    assert platform_of_named(named_gpus("Two nodes, each with 8 H20s.")) is not None
     assert platform_of_named(named_gpus("We have 8x A100 PCIe.")) is None  # cards, no baseboard
     assert platform_of_named(named_gpus("We have 8x A100.")) is None  # SXM or PCIe: not said
     assert platform_of_named(named_gpus("We have 8x RTX 4090.")) is None

@@ -202,3 +202,26 @@ def test_a_prior_led_finding_shows_its_deciding_commands_once(tmp_path):
     pasted.write_text(FOUND_NO_DRIVER + "\n", encoding="utf-8")
     evidence_led = _text_report(pasted)
     assert "to tell: lsmod | grep nvidia" in evidence_led
+
+
+SMI_DOWN = ("$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+            "that the latest NVIDIA driver is installed and running.\n")
+
+
+def test_secure_boot_on_and_a_module_not_loaded_gets_the_deciding_steps_not_a_new_key():
+    # Secure Boot enabled and nvidia not loaded does not show a refusal: the module may be missing for this kernel.
+    # A new key, its enrolment and a reboot follow from a refusal, not from the guess.
+    found = finding(SMI_DOWN + "$ mokutil --sb-state\nSecureBoot enabled\n", "GH506")
+    assert "not confirmed" in found.message
+    steps = commands(found)
+    assert "sudo modprobe nvidia" in steps and "modinfo -F signer nvidia" in steps
+    assert not [c for c in steps if "openssl" in c or "mokutil --import" in c or "sign-file" in c or "reboot" in c]
+
+
+def test_a_shown_refusal_gets_the_whole_signing_procedure():
+    refused = "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+    found = finding(SMI_DOWN + "$ mokutil --sb-state\nSecureBoot enabled\n" + refused, "GH506")
+    assert "not confirmed" not in found.message
+    steps = commands(found)
+    assert any("openssl req" in c for c in steps) and "sudo mokutil --import MOK.der" in steps
+    assert any("sign-file" in c for c in steps) and "sudo modprobe nvidia" not in steps  # its refusal is shown

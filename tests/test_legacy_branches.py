@@ -280,3 +280,189 @@ def test_lspci_and_an_installed_driver_package_are_critical_for_a_pascal_gpu_on_
     assert len(found) == 1 and found[0].severity is Severity.CRITICAL
     assert "580.xx" in found[0].message and "(Pascal)" in found[0].message
     assert "sudo apt-get install nvidia-driver-580" in [f.command for f in found[0].fixes]
+
+
+# --------------------------------------------------------------------------- the driver in its other forms (GH209)
+# Example lines written for these tests in the forms NVIDIA's installer, its CUDA repositories (apt and dnf), its driver
+# container, the GPU Operator's chart, a cloud's image and accelerator names and a person's words give the driver.
+
+
+@pytest.mark.parametrize(("line", "version"), [
+    ("$ sudo sh NVIDIA-Linux-x86_64-510.47.03.run --silent", "510.47.03"),
+    ("chmod +x NVIDIA-Linux-aarch64-535.183.01.run", "535.183.01"),
+    ("sudo apt-get install -y cuda-drivers-510", "510"),
+    ("ii  cuda-drivers  510.47.03-1  amd64  CUDA Driver native Metapackage", "510.47.03"),
+    ("apt-get install cuda-drivers=510.47.03-1", "510.47.03"),
+    ("sudo dnf install kmod-nvidia-latest-dkms-550.54.15-1.el8.x86_64", "550.54.15"),
+    ("  nvidia-driver-3:550.54.15-1.el9.x86_64", "550.54.15"),
+    ("image: nvcr.io/nvidia/driver:535.104.05-ubuntu22.04", "535.104.05"),
+    ("helm install --set driver.version=535.104.05 nvidia/gpu-operator", "535.104.05"),
+    ("gcloud compute instances create vm1 --image-family=ubuntu-2004-nvidia-510", "510"),
+    ("ii  nvidia-driver-535-server  535.183.01-0ubuntu0.22.04.1 amd64", "535.183.01"),
+    ("[setup] Installing NVIDIA driver 510.47.03", "510.47.03"),
+    ("export NVIDIA_DRIVER_VERSION=470.82.01", "470.82.01"),
+    ("DRIVER_VERSION=510.47.03", "510.47.03"),
+    ("sudo apt install nvidia-driver-pinning-580", "580"),  # NVIDIA's branch pinning package (590 renames)
+])
+def test_driver_from_installer_repository_container_and_image_names(line, version):
+    found = [m for m in mentions(line, "x") if m.what == "driver"]
+    assert [m.value for m in found][:1] == [version]
+
+
+@pytest.mark.parametrize("line", [
+    "sudo dnf install nvidia-container-toolkit-1.14.3-1.x86_64", "libnvidia-container1-1.17.0-1",
+    "pip install nvidia-cudnn-cu12==9.1.0.70", "docker run nvcr.io/nvidia/pytorch:24.01-py3",
+    "Package nvidia-driver-510 is not available, but is referred to by another package.",
+    "E: Unable to locate package nvidia-driver-510",
+    "This program requires NVIDIA driver 525.60.13 or newer", "Minimum DRIVER_VERSION: 470.82.01",
+    "Removing NVIDIA driver 510.47.03 ...",
+])
+def test_names_that_are_not_the_driver(line):
+    assert [m for m in mentions(line, "x") if m.what == "driver"] == []
+
+
+def test_a_clouds_accelerator_type_names_the_gpu():
+    line = "gcloud compute instances create vm1 --accelerator=type=nvidia-tesla-k80,count=1"
+    assert [(m.what, m.value) for m in mentions(line, "x")] == [("gpu", "102d")]
+
+
+@pytest.mark.parametrize(("sentence", "branch"), [
+    ("We use the R470 branch on this box.", "470"), ("I'm on R535 drivers now.", "535"),
+    ("I run the 470.xx legacy driver.", "470"), ("Then I installed the R550 production branch.", "550"),
+    ("I installed the 510 driver yesterday.", "510"),
+    ("Our Dell R740 server is new.", None), ("The GTX 770 driver crashed.", None),
+    ("It needs the 470.xx legacy driver.", None),  # a requirement, not the driver in place
+])
+def test_a_branch_in_words(sentence, branch):
+    from gpuhealth.parsers.prose import version_statements
+
+    found = [s.value for s in version_statements(sentence) if s.thing == "driver"]
+    assert found == ([branch] if branch else [])
+
+
+SMI_FAILS = "$ nvidia-smi\nNo devices were found\n"
+LSPCI_K80 = "$ lspci | grep -i nvidia\n00:04.0 3D controller: NVIDIA Corporation GK210GL [Tesla K80] (rev a1)\n"
+
+
+def test_a_runfile_installed_on_a_kepler_gpu_that_lspci_names_leads_with_gh209():
+    """lspci without -nn prints the model pci.ids gives, no device ID: the name finds it."""
+    session = "$ sudo sh NVIDIA-Linux-x86_64-510.47.03.run --silent\n" + SMI_FAILS + LSPCI_K80
+    result = report(("session.txt", session))
+    lead = result.findings[0]
+    assert lead.code == "GH209" and lead.severity is Severity.CRITICAL
+    assert "470.xx" in lead.message and "510.47.03" in lead.message and "Tesla K80" in lead.message
+    assert "sudo apt-get install nvidia-driver-470" in [f.command for f in lead.fixes]
+
+
+def test_an_rpm_from_nvidias_repository_gets_the_rhel_command_of_the_last_branch():
+    session = ("$ sudo dnf install kmod-nvidia-latest-dkms-550.54.15-1.el8.x86_64\n" + SMI_FAILS +
+               "$ lspci | grep -i nvidia\n3b:00.0 3D controller: NVIDIA Corporation GK110BGL [Tesla K40m] (rev a1)\n")
+    lead = report(("session.txt", session)).findings[0]
+    assert lead.code == "GH209" and "550.54.15" in lead.message
+    commands = [f.command for f in lead.fixes]
+    assert "sudo dnf module install nvidia-driver:470-dkms" in commands
+    assert commands.index("dnf module list nvidia-driver") < commands.index("sudo dnf module install "
+                                                                             "nvidia-driver:470-dkms")
+
+
+def test_the_cuda_repositorys_driver_metapackage_counts():
+    session = ("$ sudo apt-get install -y cuda-drivers-510\n$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't "
+               "communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n"
+               + LSPCI_K80)
+    lead = report(("session.txt", session)).findings[0]
+    assert lead.code == "GH209" and "branch 510" in lead.message
+
+
+def test_a_legacy_gpu_on_its_own_last_branch_raises_nothing():
+    session = "$ sudo sh NVIDIA-Linux-x86_64-470.256.02.run --silent\n" + SMI_FAILS + LSPCI_K80
+    assert gh209(report(("session.txt", session))) == []
+
+
+def test_gpu_and_branch_only_in_words_are_a_warning():
+    found = gh209(report(("notes.txt", "My Tesla K80 box runs the R510 branch, I think.\n")))
+    assert len(found) == 1 and found[0].severity is Severity.WARNING and "470.xx" in found[0].message
+    assert all(e.source.startswith("the reporter's words") for e in found[0].evidence)
+
+
+def test_a_supported_pair_in_words_raises_nothing():
+    assert gh209(report(("notes.txt", "My GTX 1080 runs the R470 branch.\n" + SMI_FAILS))) == []
+
+
+def test_an_old_gpu_in_a_hardware_list_beside_the_gpu_the_driver_is_for_raises_nothing():
+    notes = "Hardware: i9-9900K, 64 GB RAM, RTX 3090, GTX 770.\nI installed nvidia-driver-535.\n" + SMI_FAILS
+    assert gh209(report(("notes.txt", notes))) == []
+    alone = "Hardware: i9-9900K, 64 GB RAM, GTX 770.\nI installed nvidia-driver-535.\n" + SMI_FAILS
+    assert gh209(report(("notes.txt", alone)))  # the old GPU alone: the driver meets a GPU it cannot drive
+
+
+def test_the_distributions_own_package_only():
+    """Ubuntu has nvidia-driver-470 but not Debian's nvidia-tesla-470-driver; Debian alone packages 340.xx."""
+    ubuntu = "Ubuntu 22.04 here; my card is a Tesla K80 and I installed nvidia-driver-535.\n" + SMI_FAILS
+    commands = [f.command for f in gh209(report(("notes.txt", ubuntu)))[0].fixes]
+    assert "sudo apt-get install nvidia-driver-470" in commands
+    assert not any("nvidia-tesla-470-driver" in c for c in commands)
+    old = "Ubuntu 22.04 here; my card is a GeForce 9800 GT and I installed nvidia-driver-535.\n" + SMI_FAILS
+    commands = [f.command for f in gh209(report(("notes.txt", old)))[0].fixes]
+    assert not any("apt-get install" in c for c in commands)
+    assert any(c.startswith("Ubuntu has no package of the 340.xx legacy driver") for c in commands)
+
+
+def test_a_new_gpu_on_an_old_branch_still_says_too_old():
+    """The other half of GH209 (a branch older than the architecture), with lspci naming the GPU without its ID."""
+    lspci = "01:00.0 VGA compatible controller: NVIDIA Corporation AD102 [GeForce RTX 4090] (rev a1)\n"
+    version = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.256.02  Thu May  2 14:37:44 UTC 2024\n"
+    found = gh209(report(("lspci.txt", lspci), ("version.txt", version)))
+    assert found and "needs branch" in found[0].message and "Ada" in found[0].message
+
+
+@pytest.mark.parametrize(("words", "devices", "label"), [
+    ("K40", {"1023", "1024"}, "470.xx"),  # Tesla K40m, K40c (and the K40s, K40t boards)
+    ("Tesla K40", {"1023", "1024"}, "470.xx"),
+    ("Tesla P100", {"15f7", "15f8", "15f9"}, "580.xx"),  # P100-PCIE-12GB, -PCIE-16GB, -SXM2-16GB
+    ("V100", {"1db1", "1db4"}, "580.xx"),  # V100-SXM2-16GB, V100-PCIE-16GB
+])
+def test_a_model_named_without_its_board_names_every_board(words, devices, label):
+    found = devices_named(words)
+    assert devices <= set(found) and {last_branch(d).label for d in found} == {label}
+
+
+@pytest.mark.parametrize("words", ["K4", "GTX 88", "Titan", "40m"])
+def test_a_prefix_that_is_no_model_names_nothing(words):
+    assert devices_named(words) == ()
+
+
+def test_a_k40_named_in_words_with_a_510_driver():
+    found = gh209(report(("notes.txt", "The node has a K40 and driver version 510.47.03, I think.\n")))
+    assert found and "470.xx" in found[0].message and found[0].severity is Severity.WARNING
+
+
+def test_an_install_that_failed_installed_nothing():
+    """apt's answer for a package this release lacks: the driver it names is not the one in place."""
+    session = ("$ sudo apt-get install -y nvidia-driver-510\nReading package lists... Done\n"
+               "E: Unable to locate package nvidia-driver-510\n" + SMI_FAILS + LSPCI_K80)
+    assert gh209(report(("session.txt", session))) == []
+    later = ("$ sudo apt-get install -y nvidia-driver-470\nReading package lists... Done\n"
+             "$ sudo apt-get install -y nvidia-driver-510\nReading package lists... Done\n" + SMI_FAILS + LSPCI_K80)
+    assert "branch 510" in gh209(report(("session.txt", later)))[0].message  # the last one installed
+
+
+def test_a_new_gpu_named_in_words_on_an_old_branch():
+    """The too-old half from words: Ada needs 520 or newer (drivers.csv first_branch)."""
+    notes = "I have an RTX 4090 and installed nvidia-driver-470.\n" + SMI_FAILS
+    found = gh209(report(("notes.txt", notes)))
+    assert found and "RTX 4090 (Ada)" in found[0].message and "needs branch" in found[0].message
+    assert not any("470" in f.command for f in found[0].fixes)  # the old branch is no fix
+    assert gh209(report(("notes.txt", "I have an RTX 3090 and installed nvidia-driver-535.\n" + SMI_FAILS))) == []
+    alone = gh209(report(("notes.txt", "I have an RTX 4090 and installed nvidia-driver-470.\n")))
+    assert alone and alone[0].severity is Severity.WARNING  # words alone, no failure shown: reported
+
+
+@pytest.mark.parametrize(("device", "name"), [
+    ("0191", "GeForce 8800 GTX"), ("0410", "GeForce GT 330"), ("042f", "Quadro NVS 290"), ("05e0", "GeForce GTX 295"),
+    ("05e7", "Tesla C1060"), ("05ea", "GeForce GTX 260"),
+])
+def test_rows_agree_with_nvidias_legacy_gpu_page(device, name):
+    """Rows of NVIDIA's Unix legacy GPU page (www.nvidia.com/object/IO_32667.html, "The 340.xx driver supports the
+    following set of GPUs": product, device PCI ID), checked against the table mined from supported-gpus.json."""
+    row = last_branch(device)
+    assert (row.label, row.name, row.basis) == ("340.xx", name, "device")

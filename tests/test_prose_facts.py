@@ -354,3 +354,11 @@ def test_a_driver_version_in_words_is_no_loaded_module():
     assert module_loaded(snapshot) is not True
     snapshot, _ = _analyze("The nvidia module is not loaded, I believe.", PROC_VERSION_550, LSPCI_L40S)
     assert module_loaded(snapshot) is True  # the driver's own version file: the module is loaded
+
+
+def test_fabric_manager_down_in_words_is_no_error_802():
+    # a story that Fabric Manager does not start is the reporter's words about the service, not a program's 802
+    _, report = _analyze("On our HGX node the fabric manager service fails to start after the update.", LSPCI_HGX)
+    finding = _finding(report, "GH210")
+    assert finding is not None and finding.severity is Severity.WARNING
+    assert "802" not in finding.message and "reporter's words" in finding.message

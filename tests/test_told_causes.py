@@ -96,7 +96,9 @@ def test_a_told_cause_is_filed_under_its_stand_in_row():
 def test_the_causes_whose_check_overrules_the_words_are_named():
     assert state_causes() == {"module-not-built", "kernel-headers-missing", "gcc-mismatch", "nouveau-bound",
                               "secure-boot-refused", "persistence-off", "uvm-missing",
-                              "pcie-link-degraded"}
+                              "pcie-link-degraded", "driver-library-mismatch", "fabric-manager-failed",
+                              "memory-held-idle", "gsp-firmware-missing", "initramfs-stale",
+                              "cuda-visible-devices-hides"}
 
 
 def test_the_words_a_told_cause_needs_are_in_the_spelling_vocabulary():

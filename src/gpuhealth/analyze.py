@@ -119,7 +119,10 @@ class _Reading:
     messages: list[MessageLine] = field(default_factory=list)
     unknown_seen: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
+    typed: list[tuple[str, str]] = field(default_factory=list)  # (command, the head of its output) of each session
     stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
+    # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
+    upgrades: list[MessageLine] = field(default_factory=list)
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
@@ -162,6 +165,22 @@ def analyze_texts(named_texts: Iterable[tuple[str, str | KernelLog]]) -> tuple[S
             reading.unrecognized.extend(missed[:1])
         else:
             reading.unrecognized.extend(_read_markdown(reading, name, parts))
+    if reading.typed:  # a driver or GPU a command names: sh NVIDIA-Linux-x86_64-510.47.03.run (GH209)
+        from gpuhealth.parsers.gpu_mentions import COMMANDS_TYPED, command_mentions
+
+        reading.overlay(command_mentions(reading.typed), COMMANDS_TYPED)
+    if reading.upgrades or any(_MAY_SHOW_UPGRADE(text) for _, text in texts):
+        # an upgrade told, or a package tool's line showing one install a kernel, names the module not built only
+        # beside a failure it explains (parsers/os_upgrade.py)
+        from gpuhealth.parsers.os_upgrade import kernel_install_lines, mentions_kernel_package, with_upgrade_cause
+
+        for name, text in texts:
+            if mentions_kernel_package(text):
+                reading.upgrades.extend(kernel_install_lines(text.splitlines(), name))
+        reading.messages = with_upgrade_cause(reading.messages, reading.upgrades, reading.fields.get("install"))
+        kept = {m.source for m in reading.messages if m in reading.upgrades}  # their pieces were read after all
+        reading.unrecognized = [name for name in reading.unrecognized  # "notes.txt", "notes.txt (a terminal session..."
+                                if not any(name == k or name.startswith(f"{k} (") for k in kept)]
     fields = reading.fields
     from gpuhealth.evidence.prose import fill_reported  # the words fill only what no program's output gave
 
@@ -225,6 +244,7 @@ def _read_text(reading: _Reading, name: str, text: str) -> list[str]:
     if len(blocks) == 1 and blocks[0].command is None:
         return [] if _read_piece(reading, Piece(name, text), None, container=False) else [name]
     reading.commands.extend(b.command for b in blocks if b.command and b.language == "shell")
+    reading.typed.extend((b.command, b.output[:2000]) for b in blocks if b.command and b.language == "shell")
     env_before = dict(reading.fields.get("env") or {})
     understood = [_read_piece(reading, Piece(_block_name(name, block), block.output), block, container=True)
                   for block in blocks]
@@ -259,10 +279,14 @@ def _visibility_at_failure(reading: _Reading, name: str, blocks: list[Block], be
         return
     effect = visible_in_effect([(b.command, b.output) for b in blocks], failing)
     env = dict(reading.fields["env"])
+    # what text that no command printed sets before the failure (a Dockerfile's ENV pasted above `docker run` of its
+    # image, an env file): it holds; a script a command showed (`cat train.py`) holds only where that script runs
+    loose = {name for b in blocks[:failing + 1] if not (b.command or "").strip()
+             for name in env_lines(b.output.splitlines()[:5000]).get("env", {})}
     for variable in VISIBILITY_VARIABLES:
         if variable in effect:
             value = effect[variable]
-        elif env.get(variable) != before.get(variable):  # set by this session only after the failure
+        elif env.get(variable) != before.get(variable) and variable not in loose:  # not in effect at the failure
             value = before.get(variable)
         else:
             continue
@@ -351,19 +375,20 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         understood = _read_facts(reading, piece, block) or understood
     # a piece that did not parse as the listing it looked like is scanned like any other text
     scanned_as = kind.name if kind is not None and parsed else None
-    before = len(reading.log)
+    before, messages_before = len(reading.log), len(reading.messages)
     matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
+    if scanned_as == "kernel-log" and unknown_lines and not _untimed(found):
+        _words_between_records(reading, piece, block, reading.messages[messages_before:])
     if scanned_as == "kernel-log" and unknown_lines and _untimed(found):
         # text that only holds a kernel line or two (an issue body quoting an NVRM line beside an error and prose): the
         # lines the kernel log does not read are read like any pasted text, so their error is never dropped
         # (/proc/driver/nvidia/version's "NVRM version:" line is that file's, not the kernel log's: read as a banner)
         rest = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES]
-                if not _KERNEL_RECORD.search(line) or line.lstrip().startswith("NVRM version:")]
-        if any(line.strip() for line in rest):
-            beside = Piece(piece.name, "\n".join(rest))
-            matched += _scan_messages(reading, beside, None, (), unknown_lines)
-            if block is None or not block.command:
-                understood = _read_words(reading, beside) or understood
+                if not _kernel_record(line) or line.lstrip().startswith("NVRM version:")]
+        words = [line for line in rest if any(char.isalpha() for char in line)]
+        if words and not _read_run(reading, Piece(piece.name, "\n".join(rest)), block):
+            # nothing in them was read: named, so that the report is never HEALTHY on them (GH002)
+            reading.unrecognized.append(_not_read(piece.name, words, "beside the kernel log's lines"))
     # an Xid or a symptom named in words
     understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS, LINKED_TITLES)
                                     for r in reading.log[before:])
@@ -477,13 +502,74 @@ def _setup_inventory_only(log: list[Recognised]) -> str:
 
 
 # A line a kernel log holds for the GPU checks (what its parser reads); the rest of an untimed "log" is pasted text
-_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d", re.I)
+_KERNEL_RECORD = lazy_re(r"NVRM|nvidia|nouveau|\bxid\b|nvswitch|pcieport|\bAER\b|DMAR|iommu|^\s*[\[<]\s*\d"
+                         r"|^\s*pci(?:_bus)? [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", re.I)  # the PCI core's own lines (GH304)
+
+# A record's form, as the kernel prints one: a bracketed timestamp, level or subsystem ("[drm] "), a subsystem's or
+# driver's tag before a colon ("nvidia: ", "nvidia-modeset: ", "nvidia 0000:3b:00.0: ", "pcieport 0000:00:01.0: AER: ",
+# "DMAR: "), the driver's NVRM tag, a stack frame's module ("[nvidia]"), or an indent (a record's second line: the
+# driver breaks "The NVIDIA GPU ... installed in this system\n is not supported by ..."). A sentence that names
+# nvidia-smi or the IOMMU has none: it is read as words.
+_RECORD_FORM = lazy_re(r"^[ \t]|^(?:[\[<]\s{0,8}\d|\[[\w-]{1,20}\]\s|[\w.@-]{1,40}(?: [\w:.-]{1,40})?:(?:\s|$))|NVRM"
+                       r"|\[(?:nvidia|nouveau)\w{0,12}\]")
+
+
+def _kernel_record(line: str) -> bool:
+    """Whether a line of an untimed log is the kernel's: it names what the GPU checks read, in a record's form."""
+    return _KERNEL_RECORD.search(line) is not None and _RECORD_FORM.search(line) is not None
 
 
 def _untimed(found: dict[str, Any]) -> bool:
     """Whether a parsed kernel log had no timestamps (format "plain"): pasted text, not a whole machine log."""
     log = found.get("kernel_log") if isinstance(found, dict) else None
     return isinstance(log, KernelLog) and log.format == "plain"
+
+
+# A line the kernel log's parser reads as a record even without its timestamp (parsers/kernel_log._NEEDLES: the
+# driver's tag, the NVSwitch driver's, an AER report): a record pasted without its prefix, not a person's words
+_RECORD_WITHOUT_PREFIX = lazy_re(r"NVRM:|nvidia-nvswitch|: AER: ")
+MAX_RUNS_READ = 40  # runs of words in one log read each on their own; the rest are read as one
+
+
+def _words_between_records(reading: _Reading, piece: Piece, block: Block | None, logged: list[MessageLine]) -> None:
+    """A person's sentences between the records of a timestamped kernel log (a pasted ``dmesg`` with the user's
+    comments, a note at the end of a journal, a note after an arrow at a record's end) are read as a notes file's
+    are: the catalogue, the symptoms and causes told in words and the facts stated, all of it the reporter's words.
+    Each run of them (the lines between two records, a note) is read on its own; the lines of a run that nothing
+    reads, and that no check names as a line kept, are named as not read (GH002), so that the report is never HEALTHY
+    on words nobody understood. ``logged``: the lines the kernel log's own scan matched in the catalogue (read)."""
+    from gpuhealth.parsers.kernel_log import annotations, unlogged_runs
+
+    known = {m.line for m in logged}
+    runs = [[line for line in run if line.strip()[:500] not in known and not _RECORD_WITHOUT_PREFIX.search(line)]
+            for run in unlogged_runs(piece.text)]
+    runs += [[note] for note in annotations(piece.text)]  # a note after an arrow at a record's end: read on its own
+    runs = [run for run in runs if run]
+    if len(runs) > MAX_RUNS_READ:
+        runs[MAX_RUNS_READ - 1:] = [[line for run in runs[MAX_RUNS_READ - 1:] for line in run]]
+    unread = [line for run in runs if not _read_run(reading, Piece(piece.name, "\n".join(run)), block)
+              for line in run]
+    if unread:
+        reading.unrecognized.append(_not_read(piece.name, unread, "between the kernel log's records"))
+
+
+def _not_read(name: str, lines: list[str], where: str) -> str:
+    """How GH002 names a person's lines in a log that nothing read."""
+    more = " ..." if len(lines) > 1 else ""
+    return f"{name}: {len(lines)} line(s) {where}, not read ({lines[0].strip()[:60]!r}{more})"
+
+
+def _read_run(reading: _Reading, words: Piece, block: Block | None) -> bool:
+    """Read one run of a person's lines as pasted text is read; whether anything came of it: a line in the catalogue,
+    a symptom or cause told, a fact stated, an error line kept (GH003 or GH002 name those), a field filled."""
+    fields = dict(reading.fields)
+    counts = (len(reading.messages), len(reading.stated), len(reading.log))
+    _scan_messages(reading, words, None, (), True)
+    if block is None or not block.command:  # a command's output is a program's text, not a person's statements
+        _read_words(reading, words)
+    after = (len(reading.messages), len(reading.stated), len(reading.log))
+    return (counts != after or fields.keys() != reading.fields.keys()
+            or any(reading.fields[k] is not v and reading.fields[k] != v for k, v in fields.items()))
 
 
 # Kinds whose pieces are read line by line anyway (logs): a sentence in them is read where it stands
@@ -870,15 +956,27 @@ def _told_symptoms(reading: _Reading, piece: Piece, lines: list[str], known: lis
     from gpuhealth.parsers.prose_symptoms import told_symptoms  # read only for text nobody parsed
 
     told = set()
-    for found in told_symptoms("\n".join(without_addresses(line) for line in lines)):
+    words = "\n".join(without_addresses(line) for line in lines)
+    for found in told_symptoms(words):
         reading.messages.append(told_message(found, found.sentence[:500], piece.name))
         told.add(lines[found.line])
+    if _UPGRADE_WORDS.search(words):  # an OS upgrade told: kept aside until the whole evidence is read
+        from gpuhealth.parsers.os_upgrade import upgrade_events
+
+        reading.upgrades.extend(upgrade_events(words.splitlines(), piece.name))
     for found in told_symptoms("\n".join(without_addresses(line) for line in known), causes_only=True) if known else ():
         if _named_beside_message(found, match_line(found.sentence)):
             reading.messages.append(told_message(found, found.sentence[:500], piece.name))
     if told:
         reading.log.append(Recognised(piece.name, "reported symptom", f"{len(told)} line(s) in the reporter's words"))
     return told
+
+
+# the reader of package tools' kernel installs (parsers/os_upgrade.py) is imported only for a text that could hold one
+_MAY_SHOW_UPGRADE = has("kernel-", "linux-", "update", "upgrade")
+# the reader of OS upgrades told (parsers/os_upgrade.py) is imported only for words that could tell one
+_UPGRADE_WORDS = lazy_re(r"(?i)kernel|upgrad|updat|unattended|release|patch|\bhwe\b|hardware enablement|-syu\b|"
+                         r"ubuntu|debian|rhel|red hat|rocky|alma|centos|fedora|oracle linux|sles|suse|mint|pop")
 
 
 def _named_beside_message(found: Any, sig: Any) -> bool:

@@ -386,7 +386,7 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
         except InputError as exc:
             raise CannotRun(str(exc)) from exc
         if verbose and evidence.note:
-            click.echo(one_line(f"{evidence.name}: {evidence.note}"), err=True)
+            _note(f"{evidence.name}: {evidence.note}")
         texts.append((evidence.name, evidence.content))
     from gpuhealth.analyze import analyze_texts
     from gpuhealth.checks.engine import run_checks
@@ -395,8 +395,15 @@ def analyze(files: tuple[str, ...], output_format: str, config: Path | None, ver
     if verbose and output_format == "text":
         for item in recognised:
             note = f"  {item.note}" if item.note else ""
-            click.echo(one_line(f"{item.piece}: {item.kind or 'not recognised'}{note}"), err=True)
+            _note(f"{item.piece}: {item.kind or 'not recognised'}{note}")
     _emit(run_checks(snapshot, _expectations(config, None)), output_format, verbose, files)
+
+
+def _note(line: str) -> None:
+    """One line -v says on stderr, wrapped to the terminal (termwidth imported only here: its shutil brings zlib)."""
+    from gpuhealth import termwidth
+
+    click.echo(termwidth.fitted(one_line(line)), err=True)
 
 
 @main.command(name="diff")

@@ -49,6 +49,9 @@ ENABLE_SERVICE = lazy_re(r"^sudo\s+systemctl\s+enable\s+--now\s+([\w.-]+)\s*$")
 DONE_BY_REBOOT = lazy_re(r"\brmmod\b|\bmodprobe\s+(?:-\w+\s+)*(?:-r|--remove)\b"
                          r"|\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b")
 DONE = 'echo "gpuhealth fix script: all steps done"'
+# a fix whose note makes it conditional on what only a person can judge ("only if the lower limit is not intended",
+# "only if that file belongs to no installed driver package"): the report shows it; the script writes it as a comment
+CHOICE = lazy_re(r"only\s+if\b", re.I)
 GPU_RESET = lazy_re(r"\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b")
 RESET_INDEX = lazy_re(r"\s-i\s+'?([0-9]{1,4})'?(?:\s|$)")
 DRAIN_FIRST = "drain the node first"
@@ -174,6 +177,8 @@ def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family:
         live, why = False, "fill in the placeholder, then uncomment"
     elif one_line(text) != text:  # never from gpuhealth.commands; refused all the same
         live, why = False, "holds a control character: type it by hand"
+    elif CHOICE.match(fix.note):  # "only if that file belongs to no package": the reader decides, not the script
+        live, why = False, "a choice the script cannot make: run it yourself if so"
     elif fix.family != "any" and family not in ("debian", "rhel"):
         live, why = False, f"for {fix.family} hosts: the distribution is unknown, uncomment the line for yours"
     elif out_of_range(text, os_info):  # knowledge/command_ranges.csv: ubuntu-drivers on Debian, dnf module on RHEL 10

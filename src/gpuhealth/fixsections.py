@@ -14,9 +14,10 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import DISRUPTIVE_COMMAND, Fix
 
-# Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...).
+# Read-only commands: they show state and change nothing (a stage of a pipeline may be grep, tail ...). A
+# `python3 -c` of the checks prints what a library sees (torch, ray); a plain `python` may be any interpreter.
 DIAGNOSTIC = lazy_re(
-    r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|tail\b|head\b|lspci|lsmod|"
+    r"^(?:sudo\s+)?(?:time\s+python3?\s+-c\b|python3\s+-c\b|dkms\s+status|ldconfig\s+-p|dmesg|ls\b|cat\b|grep\b|tail\b|head\b|lspci|lsmod|"
     r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--(?:sb-state|list-enrolled|test-key)\b|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
     r"fuser\b|lsof\b|id\s*$|(?:nvcc|gcc|make)\s+--version\s*$|echo\s+(?:\$\w+|\"\$\{\w+:?-\}\")\s*$|"
     r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"

@@ -91,7 +91,7 @@ class Fix:
     command: str  # the command line, or the instruction's text
     family: str = "any"  # "debian", "rhel" or "any"
     disruptive: bool = False  # reboots, reloads modules, or kills jobs
-    note: str = ""  # a comment, shown on its own line above the command
+    note: str = ""  # a comment, shown on its own line above the command; "only if ..." makes it a choice (fixscript)
     kind: str = ""  # "command", "step" or "edit"; "" = decided by fix_kind(command)
 
     def __post_init__(self) -> None:
@@ -329,6 +329,9 @@ class PciDevice:
     # the modules that could drive it, from `lspci -k`'s "Kernel modules:" line (None when not shown): a pasted
     # listing that shows them was made with -k, so a device without "Kernel driver in use" has no driver bound
     kernel_modules: tuple[str, ...] | None = None
+    # `lspci -v`'s memory BAR lines as printed ("Region 1: Memory at <unassigned> (64-bit, prefetchable) [size=32G]");
+    # None when the listing printed none (no -v): then nothing is known of the BARs
+    memory_regions: tuple[str, ...] | None = None
 
     @property
     def is_nvidia_gpu(self) -> bool:
@@ -637,6 +640,29 @@ class DeviceRequest:
     # the index is a launcher's last rank (torchrun --nproc_per_node=N: each of N processes takes GPU LOCAL_RANK),
     # judged only where the program failed for want of a device (a script may not use LOCAL_RANK)
     ranks: bool = False
+    # the index is an option's default in the program's own argparse definition (`--gpu`, default 1): a command line
+    # may pass another, so it is judged only where the program failed for want of a device
+    default: bool = False
+
+
+@record
+class GpuAllocation:
+    """The GPUs a batch scheduler gives a job, as its job script or command line asks for them (Slurm's
+    ``--gres=gpu:2``, ``--gpus=2``): the job's processes see that many, CUDA_VISIBLE_DEVICES set by the scheduler."""
+
+    count: int
+    line: str  # the line that asks for them, as written
+
+
+@record
+class LateVisibility:
+    """A program line that sets a visibility variable after a line of the same program initialised CUDA: CUDA read the
+    variable when it initialised, so the assignment does not change which GPUs this process sees (GH608)."""
+
+    name: str  # CUDA_VISIBLE_DEVICES
+    value: str  # the value the line sets
+    line: str  # the assignment, as written
+    after: str  # the line that initialised CUDA before it
 
 
 @record
@@ -816,6 +842,13 @@ class Snapshot:
     p2p: P2pEvidence | None = None  # analyze: NCCL/P2P failures, ACS and IOMMU lines (GH706)
     # analyze: the GPU indices a program asks for, in its command line, code or traceback (GH608)
     devices_requested: tuple[DeviceRequest, ...] = ()
+    # analyze: a program's assignments of CUDA_VISIBLE_DEVICES made after it initialised CUDA: no effect (GH608)
+    visible_set_late: tuple[LateVisibility, ...] = ()
+    # analyze: a program's Ray tasks or actors that ask for no GPU (`@ray.remote` without num_gpus): Ray runs them with
+    # CUDA_VISIBLE_DEVICES empty, so they see none (GH608)
+    ray_without_gpus: tuple[str, ...] = ()
+    # analyze: the GPUs a scheduler's job script or command line asks for (Slurm --gres=gpu:N): what the job sees
+    gpus_allocated: GpuAllocation | None = None
     # analyze: how many GPUs a person's words say the host has ("I have only one GPU"), where no program's output lists
     # them: always a reported fact (GH608 holds a device index to it, at most a warning)
     gpus_stated: int | None = None

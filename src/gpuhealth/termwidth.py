@@ -30,3 +30,14 @@ def columns() -> int | None:
 def console_width() -> int:
     """The width to give a rich Console: the terminal's, or ``UNWRAPPED`` when piped."""
     return columns() or UNWRAPPED
+
+
+def fitted(line: str, hang: str = "    ") -> str:
+    """``line`` wrapped to the terminal's width, each continuation under ``hang`` (a long path is broken where the
+    line ends); piped, the line as it is."""
+    width = columns()
+    if width is None or len(line) <= width:
+        return line
+    import textwrap  # only for a line too long for the terminal
+
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=hang, break_on_hyphens=False)) or line

@@ -319,7 +319,7 @@ def test_bar_invalid_with_pci_core_lines():
     assert [(e.line_number, e.pci_address) for e in bars] == [
         (2, "0000:01:00.0"), (3, "0000:01:00.0"), (5, "0000:01:00.0")]  # not the non-GPU 0000:05:00.0
     assert bars[2].detail == "BAR1 is 0M @ 0x0"
-    assert bars[0].detail == "BAR 1: assignment failed"
+    assert [bars[0].detail, bars[1].detail] == ["BAR 1 (256 MiB): no space", "BAR 1 (256 MiB): failed to assign"]
 
 
 def test_request_mem_region_and_probe_failures():

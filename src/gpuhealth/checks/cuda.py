@@ -27,6 +27,7 @@ from gpuhealth.model import (
     Fix,
     FrameworkEnv,
     Gpu,
+    LateVisibility,
     MessageLine,
     Severity,
     Snapshot,
@@ -117,7 +118,10 @@ def hidden_by(name: str, value: str, count: int, uuids: tuple[str, ...]) -> str 
         return f"{name}={text}: no GPU is visible"
     if name == "NVIDIA_VISIBLE_DEVICES" and text.lower() == "all":
         return None
-    for position, token in enumerate(t.strip() for t in text.split(",")):
+    tokens = [t.strip() for t in text.split(",")]
+    if len(tokens) > 1 and not tokens[-1]:
+        tokens.pop()  # "0,1,": a trailing comma ends the list; it hides nothing after it
+    for position, token in enumerate(tokens):
         rest = "" if position == 0 else " (entries before it stay visible)"
         if re.fullmatch(r"-?\d+", token):
             if count and not 0 <= int(token) < count:
@@ -1512,22 +1516,30 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     """
     What:
     `CUDA_VISIBLE_DEVICES` or `NVIDIA_VISIBLE_DEVICES` in the environment gpuhealth ran in (or set in
-    the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `os.environ[...]`) is empty,
-    `none`/`void`/`-1`, or lists an index beyond the host's GPU count, a UUID no GPU has, or a word
-    that is neither: CUDA stops reading at that entry, so it and everything after it are hidden.
+    the evidence given: `export CUDA_VISIBLE_DEVICES=...`, `VAR=value command`, `os.environ[...]`,
+    `os.environ.setdefault`/`os.putenv`, a Dockerfile's `ENV`, a compose file's `environment:`, a
+    notebook's `%env`, a Kubernetes env entry, DeepSpeed's `--include host:2,3` or `--num_gpus N` and
+    Accelerate's `--gpu_ids 1`, which their launchers turn into the variable; a value the program
+    computes, `= args.gpu` or `f"{gpu}"`, is not read) is empty, `none`/`void`/`-1`, or lists an index
+    beyond the host's GPU count, a UUID no GPU has, or a word that is neither: CUDA stops reading at
+    that entry, so it and everything after it are hidden.
     Also: MIG splits the GPUs (MIG mode Enabled on several GPUs or with several MIG devices, or a
     MIG device named in an error), and a CUDA process enumerates only one MIG device. And: a program
     asks for a GPU index it cannot see (`cuda:3`, `torch.device("cuda", 3)`, `torch.cuda.set_device(3)`,
     `.cuda(3)`, `--device 3`, a launcher's last rank (`torchrun --nproc_per_node=4`: ranks take GPU
     LOCAL_RANK; judged only where a device was not found, since a script may not use it),
-    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, TensorFlow's `/gpu:3`, in its command line, code or
-    traceback) when the evidence shows how many it sees: the host's GPUs (`nvidia-smi -L`; where no program's
-    output lists them, the count the reporter's words state, "I have only one GPU"), the entries of
-    `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, or the framework's own refusal (XLA's "Invalid device
-    ordinal value (1). Valid range is [0, 0]", TensorFlow's "'visible_device_list' listed an invalid GPU id"
-    and "Could not satisfy explicit device specification '/device:GPU:1'" with the devices it has). Where
-    the driver's list gives the host's count, the finding names the cause it decides: an index at or
-    beyond it is beyond the host (whatever `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
+    `DataParallel(device_ids=[0, 1])`, `--gpu_ids 0,1`, a configuration's `gpu_ids: [0, 1]`, Lightning's
+    `devices=[1]`, TensorFlow's `/gpu:3`, in its command line, code, configuration or traceback; the default
+    of its own `--gpu`/`--gpu_ids`/`--device` option, judged only where a device was not found, since a
+    command line may pass another) when the evidence shows how many it sees: the host's GPUs
+    (`nvidia-smi -L`; where no program's output lists them, the count the reporter's words state, "I
+    have only one GPU"), the entries of `CUDA_VISIBLE_DEVICES`, which CUDA renumbers from 0, the GPUs a
+    Slurm job asks for (`#SBATCH --gres=gpu:1`, `--gpus=2`: Slurm sets the variable to them), or the
+    framework's own refusal (XLA's "Invalid device ordinal value (1). Valid range is [0, 0]",
+    TensorFlow's "'visible_device_list' listed an invalid GPU id" and "Could not satisfy explicit device
+    specification '/device:GPU:1'" with the devices it has). Where the driver's list gives the host's
+    count, the finding names the cause it decides: an index at or beyond it is beyond the host (whatever
+    `CUDA_VISIBLE_DEVICES` keeps); an index the host has, under a
     `CUDA_VISIBLE_DEVICES` that keeps fewer, is the variable's renumbering.
     CUDA then fails with "invalid device ordinal" (cudaErrorInvalidDevice); that line alone, the GPU
     count unknown, is reported under this code with both causes open (an index beyond the GPUs present,
@@ -1545,10 +1557,23 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     PyTorch printed `torch.cuda.is_available(): True` in another run) and the variable is not shown:
     PyTorch's "No CUDA GPUs are available" is a CUDA build counting zero devices, and what keeps a
     working driver's GPUs from one process is its environment, most often `CUDA_VISIBLE_DEVICES` set
-    in the script that starts it.
+    in the script that starts it. A CUDA build of PyTorch (`torch.version.cuda`, a `+cuXYZ` version)
+    answering `torch.cuda.is_available()` False or `device_count()` 0 under a list that begins above
+    GPU 0 is judged the same way. And: a program's Python line sets the variable after a line of the same
+    program that initialised CUDA (`torch.cuda.is_available()`, `.cuda()`, `.to("cuda")`,
+    `tf.config.list_physical_devices`, `jax.devices()`): the driver read the variable when CUDA started
+    and PyTorch counts the devices once (c10/cuda/CUDAFunctions.cpp), so the assignment changes nothing
+    for that process, which sees every GPU (or the value set before); a warning where the program then
+    failed for want of a device or ran out of GPU memory, information otherwise (a launcher may set it
+    for the processes it starts next). And: a Ray task or actor declared without a GPU request
+    (`@ray.remote`, `num_gpus` unset or 0) while a program saw no GPU: Ray sets the variable for each
+    task from its `num_gpus`, empty for one that asks for none.
 
-    Severity: a device choice is about the job, not the node: this check is never critical and never
-    drains a node (WARNING at most; INFO where a driver failure in the same evidence leads).
+    Severity: a device choice is about the job, not the node: its impact is the user's environment,
+    so it never drains a node. On its own it is a WARNING at most, INFO where a driver failure in the
+    same evidence leads; where it explains a critical symptom a program showed ("No devices were found"
+    under NVIDIA_VISIBLE_DEVICES=none), it takes that symptom's severity (the severity rule,
+    docs/architecture.md), and still drains nothing.
 
     Why it matters:
     Programs see fewer GPUs than the host has, or none ("no CUDA-capable device is detected",
@@ -1578,8 +1603,15 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
     mig_said, mig_lines = _mig_shown(snapshot)
     mig = bool(mig_said or mig_lines) and not _one_mig_selected(snapshot)
     hidden = _hidden_from_process(snapshot)
+    if snapshot.visible_set_late:
+        yield _late_draft(snapshot, snapshot.visible_set_late[0])
+    ray = _ray_draft(snapshot)
+    if ray is not None:
+        yield ray
     if snapshot.origin == "evidence" and not snapshot.env and not mig and not snapshot.devices_requested \
             and not hidden:
+        if snapshot.visible_set_late or ray is not None:
+            return
         yield Skip("the environment was not collected")
         return
     count = counted_gpus(snapshot)
@@ -1618,13 +1650,73 @@ def cuda_visible_devices_hides_gpus(snapshot: Snapshot, expect: Expectations) ->
                    "GPUs it sees (paste nvidia-smi -L)")
 
 
+# the catalogue's lines of a program out of GPU memory (knowledge/signatures.csv): on a shared host, what a program
+# meets when it runs on a GPU it meant to leave to others
+_OUT_OF_MEMORY = frozenset({"torch-cuda-out-of-memory", "cuda-memory-allocation"})
+
+
+# the command that sets a visibility variable before the program starts, written whole: a command is never formatted
+# from a value the evidence gave (tests/test_command_slots.py), and the variable's name is one of two
+_SET_AT_START = {"CUDA_VISIBLE_DEVICES": "CUDA_VISIBLE_DEVICES=<indices> python3 <script.py>",
+                 "NVIDIA_VISIBLE_DEVICES": "NVIDIA_VISIBLE_DEVICES=<indices> python3 <script.py>"}
+
+
+def _late_draft(snapshot: Snapshot, late: LateVisibility) -> Draft:
+    """A program sets a visibility variable after it initialised CUDA (evidence/facts.env_lines): the driver read the
+    variable when CUDA started, so the assignment changes nothing for this process. A warning where the program then
+    failed for want of a device or ran out of memory (it ran on GPUs it meant to leave), else information: a launcher
+    may set the variable for the processes it starts next."""
+    failed = [m for m in snapshot.messages or () if m.symptom in _FEWER_VISIBLE or m.symptom == DEVICE_NOT_VISIBLE
+              or m.signature in _OUT_OF_MEMORY]
+    earlier = snapshot.env.get(late.name)
+    sees = (f"the value set before it ({late.name}={earlier})" if earlier is not None
+            else "every GPU the host has, numbered as nvidia-smi numbers them")
+    evidence = [Evidence("the program", (late.after, late.line))]
+    if failed:
+        evidence.append(Evidence(failed[0].source or "the program", (failed[0].line,)))
+    return Draft(
+        Severity.WARNING if failed else Severity.INFO,
+        f"The program sets {late.name}={late.value} after a line that initialised CUDA ({late.after[:80]}): CUDA reads "
+        f"the variable once, when it starts, so this assignment does not change the GPUs the program sees ({sees}); "
+        "set it before CUDA starts (before importing torch is safest) or in the shell that starts the program",
+        evidence=tuple(evidence),
+        fixes=(Fix(_SET_AT_START.get(late.name, _SET_AT_START["CUDA_VISIBLE_DEVICES"]), "any",
+                   note="set in the environment the program starts with, it holds from the first CUDA call; or move "
+                        "the assignment above the line that initialised CUDA"),),
+        explains=(("GH605", "GH610") + (("GH806",) if any(m.signature in _OUT_OF_MEMORY for m in failed) else ()))
+        if failed else ())
+
+
+def _ray_draft(snapshot: Snapshot) -> Draft | None:
+    """A program's Ray task or actor asks for no GPU and a program then saw none: Ray runs such a task with
+    CUDA_VISIBLE_DEVICES empty (evidence/facts._RAY_REMOTE). A CPU task is how Ray is often used: nothing without the
+    failure."""
+    failed = next((m for m in snapshot.messages or () if m.symptom in _FEWER_VISIBLE), None)
+    if not snapshot.ray_without_gpus or failed is None or _driver_shown_down(snapshot):
+        return None
+    return Draft(
+        Severity.WARNING,
+        f"A Ray task or actor asks for no GPU ({snapshot.ray_without_gpus[0][:80]}) and the program sees none: "
+        "Ray sets CUDA_VISIBLE_DEVICES for each task from its num_gpus, to an empty value when it asks for none, "
+        "so CUDA code in it sees no GPU; declare it with @ray.remote(num_gpus=1) (or .options(num_gpus=1))",
+        evidence=(Evidence("the program", snapshot.ray_without_gpus),
+                  Evidence(failed.source or "the program", (failed.line,))),
+        fixes=(Fix("python3 -c 'import ray; ray.init(); print(ray.cluster_resources().get(\"GPU\"))'", "any",
+                   note="the GPUs Ray counts on this node; a task gets one only with num_gpus"),),
+        explains=("GH605", "GH610"))
+
+
 # Catalogue lines (knowledge/signatures.csv) whose documented meaning is that the process sees no GPU at all:
 # cudaErrorNoDevice / CUDA_ERROR_NO_DEVICE ("no CUDA-capable device is detected", CUDA Runtime API, enum cudaError)
 # and PyTorch's "No CUDA GPUs are available" (torch/cuda/__init__.py, raised when the device count is 0).
 _SEES_NO_GPU = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available"})
 # cudaErrorInvalidDevice, "invalid device ordinal": the ordinal is none of the devices the process sees, which is
 # every ordinal when CUDA_VISIBLE_DEVICES hides them all (CUDA Runtime API, enum cudaError)
-_ORDINAL_INVALID = frozenset({"cuda-invalid-device"})
+_ORDINAL_INVALID = frozenset({"cuda-invalid-device",
+                              # TensorFlow's and XLA's refusals of a device the process does not have: the same
+                              # question (knowledge/signatures.csv, symptom device-not-visible)
+                              "tf-explicit-gpu-not-registered", "xla-invalid-device-ordinal-value",
+                              "tf-visible-device-list-invalid-id"})
 # the symptoms of lines that show the NVIDIA driver down (knowledge/symptoms.csv): then no process sees a GPU
 _DRIVER_DOWN = frozenset({"driver-unreachable", "module-refuses-to-load"})
 
@@ -1647,7 +1739,17 @@ def _first_entry_hides_all(snapshot: Snapshot) -> tuple[int, str, MessageLine] |
         return None
     line = next((m for m in snapshot.messages or () if m.signature in _SEES_NO_GPU), None)
     line = line or next((m for m in snapshot.messages or () if m.signature in _ORDINAL_INVALID), None)
+    if line is None and _cuda_build(snapshot):  # a CUDA build answering is_available() False or device_count() 0
+        line = next((m for m in snapshot.messages or () if m.signature is None and m.symptom == "torch-no-gpu"
+                     and not m.reported), None)
     return (int(first), value, line) if line is not None else None
+
+
+def _cuda_build(snapshot: Snapshot) -> bool:
+    """The evidence shows PyTorch to be a CUDA build (torch.version.cuda, or a +cuXYZ version): it sees no GPU for
+    another reason than being built without CUDA."""
+    torch = snapshot.torch
+    return torch is not None and bool(torch.torch_cuda_version) and not (torch.torch_version or "").endswith("+cpu")
 
 
 def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: MessageLine) -> Draft:
@@ -1658,6 +1760,10 @@ def _first_entry_draft(snapshot: Snapshot, first: int, value: str, line: Message
     message = (f"CUDA_VISIBLE_DEVICES={value} begins with GPU {first} and {fails}: {host}, and CUDA hides an index "
                "that does not exist and every entry after it; choose an index below the count nvidia-smi -L lists, "
                "or unset the variable")
+    if line.signature in _ORDINAL_INVALID:  # the other way to an invalid ordinal under a list that hides nothing
+        kept = len([e for e in value.split(",") if e.strip()])
+        message += (f"; or the program asks for an index at or beyond the {kept} it keeps, which CUDA renumbers from 0 "
+                    f"(GPU {first} is cuda:0 inside it)")
     down = _driver_shown_down(snapshot)
     if down:  # the driver is down for every process: that cause leads (GH203, GH201); the variable is checked after
         message = ("The driver is down in this evidence, which alone keeps every GPU from the program; once it is "
@@ -1741,11 +1847,16 @@ def _asked_beyond(snapshot: Snapshot, count: int) -> tuple[DeviceRequest, int, s
     if said is not None:  # the program's own message says how many GPUs it saw
         return said, said.visible or 0, snapshot.env.get("CUDA_VISIBLE_DEVICES")
     visible, value = _visible_count(snapshot, count)
+    if value is None and snapshot.gpus_allocated is not None:
+        visible = snapshot.gpus_allocated.count  # the scheduler gives the job these, whatever the host has
     if not visible:
         return None  # how many GPUs the program sees is not in the evidence: not judged
-    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it: judged where a device was not found
+    # a launcher's ranks ask for GPU LOCAL_RANK only if the script uses it, and an option's default only if the command
+    # line passes no other: judged where a device was not found (an ordinal refused, or no GPU seen for a default)
     failed = any(m.symptom == DEVICE_NOT_VISIBLE for m in snapshot.messages or ())
-    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (failed or not r.ranks)), None)
+    unseen = failed or any(m.symptom in _FEWER_VISIBLE for m in snapshot.messages or ())
+    beyond = next((r for r in snapshot.devices_requested if r.index >= visible and (
+        failed or not r.ranks) and (unseen or not r.default)), None)
     return (beyond, visible, value) if beyond else None
 
 
@@ -1753,22 +1864,30 @@ def _asked_beyond_draft(snapshot: Snapshot, asked: DeviceRequest, visible: int, 
     """A program asks for a GPU index it cannot see: CUDA answers "invalid device ordinal" (cudaErrorInvalidDevice),
     PyTorch "invalid device ordinal" or "Attempting to deserialize object on CUDA device N but ... device_count() is
     M". With CUDA_VISIBLE_DEVICES set, the program sees only the GPUs it keeps, numbered from 0."""
+    allocated = snapshot.gpus_allocated if value is None and asked.visible is None else None
     seen = (f"CUDA_VISIBLE_DEVICES={value} keeps {visible} GPU(s), which CUDA renumbers from 0 inside the program "
-            f"(0-{visible - 1})" if value is not None else f"{visible} GPU(s) on this host (0-{visible - 1})")
+            f"(0-{visible - 1})" if value is not None else
+            f"{allocated.line}: the scheduler gives the job {visible} GPU(s) and sets CUDA_VISIBLE_DEVICES to them, "
+            f"numbered 0-{visible - 1} inside it" if allocated is not None
+            else f"{visible} GPU(s) on this host (0-{visible - 1})")
     evidence = [Evidence("the program", (asked.line or asked.text,))]
     if asked.visible is None or value is not None:
-        evidence.append(Evidence("environment" if value is not None else snapshot.sources.get("smi", "GPUs"), (seen,)))
+        source = ("environment" if value is not None else snapshot.sources.get("gpus_allocated", "job script")
+                  if allocated is not None else snapshot.sources.get("smi", "GPUs"))
+        evidence.append(Evidence(source, (seen,)))
         if asked.visible is None and (told := stated_count_evidence(snapshot)) is not None:
             evidence.append(told)
     valid = ("the only valid index is 0 (a single GPU is device 0)" if visible == 1
              else f"valid indices are 0-{visible - 1}" if visible else "it sees no GPU")
     if value is not None and visible:
         valid += f" (CUDA_VISIBLE_DEVICES={value} renumbers the GPUs it keeps from 0)"
+    elif allocated is not None and visible:
+        valid += f" (the job asks the scheduler for {visible}: {allocated.line[:80]})"
     remedy = ("; load it with torch.load(..., map_location=...) onto a GPU that exists"
               if asked.text.startswith("a checkpoint") else
               f"; start at most {visible} process(es) per node (--nproc_per_node={visible})"
               if asked.ranks and visible else "")
-    decided = _index_cause(snapshot, asked, value)
+    decided = _index_cause(snapshot, asked, value if allocated is None else allocated.line)
     if decided and len(evidence) > 1:  # the count decides: it comes first (the differential quotes the first line)
         evidence[:2] = evidence[1::-1]
     return Draft(

@@ -718,8 +718,8 @@ def _lead_with_cause(findings: list[Finding], symptom: Symptom, cause: Candidate
         own = max((SEVERITY[signature(m.signature).severity] for m in lines if m.signature), default=Severity.INFO,
                   key=lambda s: s.rank)
         # no line names it: the finding whose evidence shows the cause's state (CONFIRMS_LABEL) is the evidence
-        shown = () if lines else next((f.evidence for f in findings if f.labels.get(CONFIRMS_LABEL) == cause.cause), ())
-        findings.append(_finding(spec, own, cause.title, line_evidence(lines) or shown))
+        state = () if lines else next((f.evidence for f in findings if f.labels.get(CONFIRMS_LABEL) == cause.cause), ())
+        findings.append(_finding(spec, own, cause.title, line_evidence(lines) or state))
         index = len(findings) - 1
     current = findings[index]
     explains = current.explains + ((symptom.code,) if symptom.code not in current.explains else ())
@@ -752,9 +752,13 @@ def _lead_by_elimination(findings: list[Finding], symptom: Symptom, left: Candid
         return findings
     current = findings[index]
     others = [c.title for c in ranked if c.status == OPEN and c is not left]
-    message = current.message if had else (f"{symptom.title}; most likely {left.title}"
+    # a symptom only the reporter's words tell: the finding made here quotes them and says whose words they are
+    lines = [m for m in messages if m.symptom == symptom.id]
+    told = not had and bool(lines) and all(m.reported for m in lines)
+    message = current.message if had else (f"{symptom.title}{TOLD if told else ''}; most likely {left.title}"
                                            + (f"; else {others[0]}" if others else ""))
-    findings[index] = replace(current, message=message, differential=tuple(ranked))
+    extra = {"evidence": current.evidence or evidence_of(lines), "labels": {**current.labels, "reported": "words"}}
+    findings[index] = replace(current, message=message, differential=tuple(ranked), **(extra if told else {}))
     return findings
 
 

@@ -24,8 +24,9 @@ from gpuhealth.knowledge.drivers import architecture, branch_of, branches
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.legacy import last_branch
 from gpuhealth.knowledge.signatures import signature
+from gpuhealth.knowledge.symptom_phrases import TOLD_PREFIX
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, Gpu, MessageLine, Severity, Snapshot
+from gpuhealth.model import REPORTED_WORDS, Evidence, Fix, Gpu, MessageLine, PciDevice, Severity, Snapshot
 from gpuhealth.model import Mention as MentionT
 
 MAX_LINES = MAX_LINE_EVIDENCE
@@ -81,10 +82,18 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     The driver's own message ("NVRM: The NVIDIA GPU ... installed in this system is not supported by the ...
     NVIDIA driver release", "... supported through the NVIDIA 340.xx Legacy drivers") also raises it, and leads.
 
-    Where no lspci list was given, the GPUs named elsewhere count: a PCI ID in a log line (10de:0612), or a
-    model a person names ("NVIDIA 9800GTX+", "Tesla K80"); the driver may come from package names
-    (nvidia-driver-470, libnvidia-gl-535, libgl1-nvidia-glx_343.22 in dpkg or apt output). A GPU or a driver
-    named only in a person's sentences is the reporter's words: the finding stays a warning.
+    An lspci list without device IDs (no -nn) names the GPU by its pci.ids model ("GK210GL [Tesla K80]"). Where no
+    lspci list was given, the GPUs named elsewhere count: a PCI ID in a log line (10de:0612), a cloud's accelerator
+    type (nvidia-tesla-k80), or a model a person names ("NVIDIA 9800GTX+", "Tesla K80"). The driver may come from
+    package names (nvidia-driver-470, nvidia-driver-535-server, libnvidia-gl-535, libgl1-nvidia-glx_343.22 in dpkg
+    or apt output; cuda-drivers-510; an RPM such as kmod-nvidia-latest-dkms-550.54.15-1.el8), NVIDIA's installer
+    file (NVIDIA-Linux-x86_64-510.47.03.run), the driver container's image (nvidia/driver:535.104.05-ubuntu22.04) or
+    the GPU Operator's driver.version, a machine image named after it (ubuntu-2004-nvidia-510), also in the commands
+    of a pasted session, or words ("driver 510", "the R470 branch", "the 470.xx legacy driver"). A GPU and a driver
+    named only in a person's sentences are the reporter's words: the finding stays a warning unless a program's
+    output shows the driver failing (nvidia-smi, the kernel log), which it then explains. A model named in words
+    beside another model the branch supports ("RTX 3090, GTX 770") is not held against the driver. A current model
+    named in words ("an RTX 4090") on a branch older than its architecture's first is the too-old half, from words.
 
     Why it matters:
     The module loads but probes no GPU, or refuses to load; nvidia-smi says "No devices were found" or
@@ -94,7 +103,8 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     Install a branch that supports the GPU: for a new GPU the current production branch (for
     Blackwell with the open kernel modules, `nvidia-driver-570-open` or newer); for a legacy GPU its
     last legacy branch (`nvidia-driver-470` for Kepler), from the distribution's package where one exists
-    (Debian keeps `nvidia-legacy-340xx-driver` and `nvidia-legacy-390xx-driver` patched for newer kernels).
+    (Debian keeps `nvidia-legacy-340xx-driver` and `nvidia-legacy-390xx-driver` patched for newer kernels); where
+    the evidence names Ubuntu or Debian, only that distribution's package is offered.
     The 304.xx and older branches have no package in any current distribution and do not build on current
     kernels: such a GPU runs with nouveau or is replaced. Then reboot and check that nvidia-smi lists it. When the
     open module itself refuses the GPU ("is not supported by open nvidia.ko", a GPU without GSP:
@@ -125,18 +135,20 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
         version, where, told, said = drivers[0]
         number = branch_of(version)
         for device in gpus:
-            name = device.name or f"[10de:{device.device_id}]"
-            last = last_branch(device.device_id)
+            device_id = device.device_id or _named_device_id(device.name)
+            if device_id is None:
+                continue
+            name = device.name or f"[10de:{device_id}]"
+            last = last_branch(device_id)
             if number is not None and last is not None and number > last.number:
                 problems.append(f"{name} is supported only up to the {last.label} legacy driver branch; "
-                                f"driver {version} is branch {number}{_architecture(device.device_id)}")
+                                f"driver {version} is branch {number}{_architecture(device_id)}")
                 legacy = legacy or last.label
                 words = words or told
                 evidence.append(Evidence(REPORTED_WORDS if told else where, (said,)))
-                evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"),
-                                         (f"{device.address} {name} [10de:{device.device_id}]",)))
+                evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"), (_pci_line(device),)))
                 continue
-            model = lookup(device.device_id)
+            model = lookup(device_id)
             if number is None or model is None:
                 continue
             arch = architecture(model.architecture)
@@ -147,8 +159,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                                 f"{model.architecture} needs branch {arch.first_branch} or newer")
                 words = words or told
                 evidence.append(Evidence(REPORTED_WORDS if told else where, (said,)))
-                evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"),
-                                         (f"{device.address} {name} [10de:{device.device_id}]",)))
+                evidence.append(Evidence(snapshot.sources.get("pci_devices", "lspci"), (_pci_line(device),)))
             elif (arch.open_modules == "required" and snapshot.driver is not None
                   and snapshot.driver.flavour == "proprietary"):
                 problems.append(f"{name} ({model.architecture}) needs the open kernel modules; the proprietary "
@@ -156,6 +167,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
                 evidence.append(Evidence("/proc/driver/nvidia/version", (snapshot.driver.banner or version,)))
     elif drivers and not snapshot.nvidia_pci_gpus:
         found = _named_gpus_too_new_a_driver(snapshot, drivers[0])  # no PCI list: the GPUs the text names
+        found = found or _named_gpu_too_old_a_driver(snapshot, drivers[0])
         if found is not None:
             problem, last, told, shown = found
             problems.append(problem)
@@ -185,7 +197,7 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     if open_refused:
         fixes = _proprietary_fixes(lines)
     elif legacy:
-        fixes = _legacy_fixes(legacy)
+        fixes = _legacy_fixes(legacy, snapshot.os.id if snapshot.os else None)
     else:
         fixes = table_fixes("GH209")
     # the driver's own refusal is the machine saying it; a GPU or a driver named only in words is the reporter's
@@ -193,6 +205,32 @@ def driver_gpu_unsupported(snapshot: Snapshot, expect: Expectations) -> Iterator
     yield Draft(severity, message, evidence=tuple(dict.fromkeys(evidence)) + line_evidence(lines),
                 fixes=fixes,
                 explains=("GH201", "GH203", "GH102", "GH305", "GH303"))
+
+
+_BRACKETED = lazy_re(r"\[([^\[\]]{2,60})\]")
+
+
+def _named_device_id(name: str | None) -> str | None:
+    """The device ID of a GPU lspci listed without one (no -nn: "NVIDIA Corporation GK210GL [Tesla K80]"), from the
+    model pci.ids puts in brackets ("[GeForce 9800 GTX / 9800 GTX+]": its first board). Boards sharing a name whose
+    last branches differ name the most recent (it holds for all of them); None when no table knows the name."""
+    from gpuhealth.knowledge.gpus import device_id_for
+    from gpuhealth.knowledge.legacy import devices_named
+
+    for model in _BRACKETED.findall(name or "")[:2]:
+        first = model.split("/")[0].strip()
+        devices = devices_named(first)
+        if devices:
+            return max(devices, key=lambda d: last_branch(d).number if last_branch(d) else 0)
+        device, _ = device_id_for(first)
+        if device is not None:
+            return device
+    return None
+
+
+def _pci_line(device: PciDevice) -> str:
+    shown = f" [10de:{device.device_id}]" if device.device_id else ""
+    return f"{device.address} {device.name or ''}{shown}".strip()
 
 
 def _architecture(device_id: str) -> str:
@@ -249,8 +287,11 @@ def _named_gpus_too_new_a_driver(snapshot: Snapshot, driver: tuple[str, str, boo
     if number is None:
         return None
     listed = bool(snapshot.gpus)  # the driver lists GPUs: a model named only in words is not shown to be here
+    # a hardware list in words naming another GPU this branch drives ("RTX 3090, and a GTX 770 in the closet"): the
+    # driver is that GPU's, and an old model beside it is no evidence that this driver meets a GPU it cannot drive
+    other = _named_gpu_it_drives(snapshot, number)
     for mention in _gpu_mentions(snapshot):
-        if listed and mention.reported:
+        if (listed or other) and mention.reported:
             continue
         lasts = [b for b in (last_branch(d) for d in mention.value.split()) if b is not None]
         if not lasts or len(lasts) < len(mention.value.split()):
@@ -265,6 +306,45 @@ def _named_gpus_too_new_a_driver(snapshot: Snapshot, driver: tuple[str, str, boo
                  Evidence(REPORTED_WORDS if mention.reported else mention.source, (mention.line,))]
         return problem, last.label, told or mention.reported, shown
     return None
+
+
+def _named_gpu_too_old_a_driver(snapshot: Snapshot, driver: tuple[str, str, bool, str]
+                                ) -> tuple[str, str, bool, list[Evidence]] | None:
+    """The first GPU model the words name ("an RTX 4090") whose architecture needs a newer branch than the driver's
+    (the other half of GH209: a new GPU on an old driver): (problem, "" (no legacy branch), True, evidence). None
+    where the driver lists GPUs (it drives them) or no named model is newer than the branch."""
+    from gpuhealth.knowledge.gpus import device_id_for
+
+    version, where, told, said = driver
+    number = branch_of(version)
+    if number is None or snapshot.gpus:
+        return None
+    for gpu in snapshot.gpus_named:
+        device, _ = device_id_for(gpu.named)
+        model = lookup(device) if device else None
+        arch = architecture(model.architecture) if model else None
+        if arch is None or arch.first_branch is None or number >= arch.first_branch:
+            continue
+        problem = (f"{gpu.named} ({model.architecture}) is not supported by driver {version}: "
+                   f"{model.architecture} needs branch {arch.first_branch} or newer")
+        shown = [Evidence(REPORTED_WORDS if told else where, (said,)), Evidence(REPORTED_WORDS, (gpu.words,))]
+        return problem, "", True, shown
+    return None
+
+
+def _named_gpu_it_drives(snapshot: Snapshot, number: int) -> bool:
+    """Whether the words name a GPU that driver branch ``number`` supports (a current model, or a legacy one whose
+    last branch is this one or later)."""
+    from gpuhealth.knowledge.legacy import devices_named
+
+    legacy = [m.named.lower() for m in _gpu_mentions(snapshot)]
+    for gpu in snapshot.gpus_named:
+        if any(gpu.named.lower() in named or named in gpu.named.lower() for named in legacy):
+            continue  # the legacy model itself, as the product-line reader names it ("GeForce 9800" of "9800 GT")
+        lasts = [last_branch(d) for d in devices_named(gpu.named)]
+        if not lasts or any(b is None or b.number >= number for b in lasts):
+            return True
+    return False
 
 
 # The open kernel module's own refusals: the GPU is supported by the driver, not by this flavour of it.
@@ -322,11 +402,13 @@ def _legacy_branch(lines: list[MessageLine]) -> str | None:
 # The distributions' packages of each legacy branch, as their package archives list them (packages.ubuntu.com,
 # packages.debian.org; RPM Fusion's howto/NVIDIA page): (package, where). A branch without a row has no package in
 # a supported distribution release.
+# The first field is the distribution that has the package (os-release ID): where the evidence names the distribution,
+# only its own packages are offered (Debian's nvidia-tesla-470-driver is no Ubuntu package).
 _LEGACY_PACKAGES: dict[int, tuple[tuple[str, str, str], ...]] = {
-    580: (("debian", "nvidia-driver-580", "Ubuntu"),),
-    470: (("debian", "nvidia-driver-470", "Ubuntu 20.04 and 22.04"),
+    580: (("ubuntu", "nvidia-driver-580", "Ubuntu"),),
+    470: (("ubuntu", "nvidia-driver-470", "Ubuntu 20.04 and 22.04"),
           ("debian", "nvidia-tesla-470-driver", "Debian 12")),
-    390: (("debian", "nvidia-driver-390", "Ubuntu 22.04 and older <https://packages.ubuntu.com/jammy/nvidia-driver-390>"),
+    390: (("ubuntu", "nvidia-driver-390", "Ubuntu 22.04 and older <https://packages.ubuntu.com/jammy/nvidia-driver-390>"),
           ("debian", "nvidia-legacy-390xx-driver",
            "Debian <https://packages.debian.org/sid/nvidia-legacy-390xx-driver>")),
     340: (("debian", "nvidia-legacy-340xx-driver",
@@ -337,30 +419,38 @@ _LEGACY_PACKAGES: dict[int, tuple[tuple[str, str, str], ...]] = {
 _LEGACY_ENDED = {71: "2011", 96: "2012", 173: "2013", 304: "2017", 340: "2019", 390: "2022", 470: "2024"}
 
 
-def _legacy_fixes(label: str) -> tuple[Fix, ...]:
+def _legacy_fixes(label: str, distro: str | None = None) -> tuple[Fix, ...]:
     """A GPU past its last branch: that legacy branch, proprietary (the open modules never ran pre-Turing GPUs), from a
-    distribution package where one exists; said plainly where none does."""
+    distribution package where one exists; said plainly where none does. ``distro``: the os-release ID the evidence
+    names (Ubuntu or Debian: that distribution's packages only)."""
     number = int(label.split(".")[0])
     packages = _LEGACY_PACKAGES.get(number, ())
+    if distro in ("ubuntu", "debian"):
+        packages = tuple(p for p in packages if p[0] == distro)
     fixes = list(_gh209_looks())
     if packages:
         for _, name, _ in packages:
             fixes.append(slotted("apt list {package}", "debian", package=name,
                                  note="whether this release has the package (nvidia-detect on Debian names the one "
                                       "the GPU needs)"))
-        for family, name, where in packages:
-            fixes.append(slotted("sudo apt-get install {package}", family, disruptive=True,
+        for _, name, where in packages:
+            fixes.append(slotted("sudo apt-get install {package}", "debian", disruptive=True,
                                  note=f"the {label} legacy branch, proprietary (no -open): {where}; then reboot",
                                  package=name))
         if number in (470, 580):
-            fixes.append(slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
-                                 note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx",
-                                 branch=number))
+            fixes += _rhel_stream(number)
         if number <= 390:
             step = (f"NVIDIA no longer updates the {label} branch (support ended {_LEGACY_ENDED[number]}): "
                     "it builds only on the kernels its packages were patched for; with a newer kernel, "
                     "stay on the distribution release that packages it")
             fixes.append(Fix(step, "any", kind="step"))
+    elif _LEGACY_PACKAGES.get(number):  # another distribution packages it, this one does not
+        step = (f"{distro.capitalize() if distro else 'This distribution'} has no package of the {label} legacy driver "
+                f"({' and '.join(p[2].split(' <')[0].split(',')[0] for p in _LEGACY_PACKAGES[number])} has one): "
+                "run the GPU on that, or with nouveau, or replace it")
+        fixes.append(Fix(step, "any", kind="step"))
+        if number in (470, 580):
+            fixes += _rhel_stream(number)
     else:
         ended = f" (support ended {_LEGACY_ENDED[number]})" if number in _LEGACY_ENDED else ""
         step = (f"No current distribution packages the {label} legacy driver{ended} and it does not build on "
@@ -368,6 +458,15 @@ def _legacy_fixes(label: str) -> tuple[Fix, ...]:
                 "(no CUDA release that deep learning frameworks use supports it)")
         fixes.append(Fix(step, "any", kind="step"))
     return tuple(fixes)
+
+
+def _rhel_stream(number: int) -> list[Fix]:
+    """The branch's module stream in NVIDIA's CUDA repository for RHEL, after the look that says whether this release's
+    repository has it (a stream exists only for the branches built for that release)."""
+    return [Fix("dnf module list nvidia-driver", "rhel",
+                note=f"whether this release's NVIDIA repository has the {number}-dkms stream"),
+            slotted("sudo dnf module install nvidia-driver:{branch}-dkms", "rhel", disruptive=True,
+                    note=f"NVIDIA's repository; RPM Fusion names it akmod-nvidia-{number}xx", branch=number)]
 
 
 def _gh209_looks() -> tuple[Fix, ...]:
@@ -488,6 +587,11 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         return
     if any("NOTHING_TO_DO" in e for e in errors) or any("NOTHING_TO_DO" in m.line for m in lines):
         return  # Fabric Manager's own word that this system has no NVSwitch: nothing to manage
+    # the reporter's words that Fabric Manager is down (knowledge/cause_phrases.csv): a unit shown running overrules
+    # them, and alone they are no program's error 802
+    told = [m for m in lines if m.reported and (m.signature or "").startswith(TOLD_PREFIX)]
+    if told and state and state.split()[0] == "active" and not snapshot.reported_fact("cuda", "fabricmanager_active"):
+        lines = [m for m in lines if m not in told]
     mismatch = _version_mismatch(snapshot) if not state or state.split()[0] != "active" else None
     if mismatch is not None:  # (a unit shown running is the machine's word that it started)
         yield _versions_differ(snapshot, mismatch, lines + logged, state, errors, switch)
@@ -520,6 +624,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     elif evidence:
         message, fixes = "Fabric Manager is not running on an NVSwitch system: CUDA cannot start on its GPUs", \
             table_fixes("GH210")
+    elif lines and all(m in told for m in lines):
+        message, fixes = ("In the reporter's words, Fabric Manager is not running (or does not start): on an NVSwitch "
+                          "system CUDA cannot start on its GPUs without it"), _DECIDE_802 + table_fixes("GH210")
     else:
         message, fixes = _not_ready_802(snapshot, running=bool(state) and state.split()[0] == "active")
     shown = {line for e in evidence for line in e.lines}

@@ -53,7 +53,7 @@ def torch_extension_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterat
     disagree = mismatched_torchvision(torch.torch_version if torch else None, listed.get("torchvision"))
     if not lines and not disagree:
         return
-    parts = [f"{', '.join(sorted({extension_of(m.line) for m in lines}))} cannot load: it was built for another "
+    parts = [f"{', '.join(sorted({_named(m) for m in lines}))} cannot load: it was built for another "
              "torch version or C++ ABI than the installed one"] if lines else []
     if disagree:
         parts.append(disagree)
@@ -87,7 +87,17 @@ def extension_of(line: str) -> str:
 
 
 def _pip_names(lines: list[MessageLine]) -> set[str]:
-    return {extension_of(m.line) for m in lines}
+    return {_named(m) for m in lines}
+
+
+def _named(message: MessageLine) -> str:
+    """The extension a line names: a program's line by its compiled file (:func:`extension_of`); a reporter's sentence
+    ("flash-attn was built for another torch") by the first known extension it mentions, since its last word before
+    "undefined symbol" is no file name."""
+    if not message.reported:
+        return extension_of(message.line)
+    lowered = message.line.lower().replace("-", "_")
+    return next((name.replace("_", "-") for name in EXTENSIONS if name in lowered), "a compiled extension")
 
 
 def abi_hint(lines: list[MessageLine]) -> str:

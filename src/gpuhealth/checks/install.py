@@ -272,7 +272,11 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
     headers package at all (it may have been filtered). The reporter's words ("no kernel headers installed",
     "linux-headers-$(uname -r) is missing") answer the headers' absence where no program's output looked at them;
-    the finding then quotes them and stays a warning.
+    the finding then quotes them and stays a warning. So do words saying the headers lag behind the kernel an update
+    installed ("kernel-devel is still for the old kernel", "the headers do not match the running kernel"), and a package
+    tool saying it has no headers package for this kernel ("No package kernel-devel-<release> available.", apt's
+    "Unable to locate package linux-headers-<release>"); beside nvidia-smi's failure to reach the driver, this cause
+    leads and the failure folds under it.
     """
     install = _install(snapshot)
     if install.headers_present is None and install.kernel_packages_source:
@@ -550,7 +554,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     key with openssl, enroll it with `mokutil --import MOK.der` (set a one-time password, confirm it in
     the MOK manager at the next boot), sign every module with the kernel's `scripts/sign-file`, and
     keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
-    Secure Boot in the firmware also works where that is allowed.
+    Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
+    not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is
+    shown (modprobe's "Key was rejected by service", the kernel log's line, an unsigned module), the
+    finding gives only the steps that decide it, never a new key, its enrolment and a reboot.
 
     A module signed by a key that is not among the enrolled ones (its `modinfo` signer against the names
     `mokutil --list-enrolled` shows) is refused however many keys are enrolled: it was built before the key was made,
@@ -686,7 +693,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         message = (f"Secure Boot is enabled and the nvidia module is not loaded; {install.signing_key} is enrolled, "
                    "so the module loads only if it is signed with that key (modinfo -F signer nvidia)")
     else:
-        message = "Secure Boot is enabled and the nvidia module is not loaded: the module must be signed"
+        message = ("Secure Boot is enabled and the nvidia module is not loaded: Secure Boot refuses a module not "
+                   "signed with an enrolled key (not confirmed: `sudo modprobe nvidia` says 'Key was rejected by "
+                   "service' if so)")
     enrol = _certificate_fixes(snapshot, install) if refused and not foreign else ()
     if enrol:
         message = (f"Secure Boot refuses the nvidia module, which DKMS signed with {install.signing_certificate}: "
@@ -703,12 +712,22 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
             # a new key, its enrollment, the signing loop, the load (knowledge/fixes.csv); the Secure Boot state is
-            # not asked for when the evidence already shows it enforced
-            *table_fixes("GH506", without=("mokutil --sb-state",) if enabled or refused else ()),
+            # not asked for when the evidence already shows it enforced. Until a refusal is shown (Secure Boot on and
+            # the module not loaded: it may as well be missing for this kernel), only the steps that decide it: a
+            # new key, its enrolment and a reboot are a procedure for a refusal, not for a guess.
+            *(fix for fix in table_fixes("GH506", without=("mokutil --sb-state",) if enabled or refused else ())
+              if refused or fix.command.startswith(_DECIDES)),
+            *(() if refused or install.module_signer is not None else (_SIGNER,)),
         ),
         # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
         explains=DRIVER_DOWN if refused else (),
     )
+
+
+# GH506's read-only steps, the ones shown before a refusal is: the Secure Boot state, the keys enrolled, the signer
+_DECIDES = ("mokutil --sb-state", "mokutil --list-enrolled")
+_SIGNER = Fix("modinfo -F signer nvidia", "any",
+              note="empty: the module is unsigned, and Secure Boot refuses it; a name: it must be an enrolled key's")
 
 
 # shim's MOK manager asks for the import's password on the machine's console at the next boot (no keyboard there, a
@@ -822,7 +841,10 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     A kernel update installs a new kernel; unless DKMS (or a precompiled module package) provides an
     nvidia module for it, the host boots into a kernel without the driver, and every GPU job fails
     with "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver". This check
-    says so before the reboot, while the fix is still cheap.
+    says so before the reboot, while the fix is still cheap. OS upgrades install a new kernel too: each
+    RHEL (Alma, Rocky) minor release, `dnf update`/`yum update` (kernels are install-only packages,
+    installed beside the old one), Ubuntu's `do-release-upgrade` and HWE kernel series, Debian point
+    releases, unattended-upgrades and cloud images that update themselves on boot.
 
     How to fix:
     Install the headers for that kernel and let DKMS build the module
@@ -835,7 +857,13 @@ def dkms_not_built_for_kernel(snapshot: Snapshot, expect: Expectations) -> Itera
     running kernel's module cannot be found on disk the newer kernels are not judged. The reporter's words
     ("the module was built for 5.13 but I boot 5.14", "dkms did not build the module for 5.14" beside the running
     kernel) are judged as such a listing where no program's output lists the modules; the finding then quotes them
-    and stays a warning.
+    and stays a warning. An OS upgrade or automatic update the reporter tells ("we moved the nodes from Rocky 9.4 to
+    9.5", "unattended-upgrades ran overnight") names this cause only beside a failure it explains (nvidia-smi cannot
+    reach the driver, the module does not load) and where nothing names the kernel headers missing (then GH503), Secure
+    Boot or a library mismatch; told with no failure it names nothing, and `dkms status` showing the module installed
+    for the running kernel overrules the words. A package tool's own output showing an update that installed a kernel
+    (apt's history.log or terminal lines, unattended-upgrades' log, `dnf history`/`yum history`, their rpm logs) is
+    read the same way, as machine output.
     """
     install = _install(snapshot)
     loaded = module_loaded(snapshot)

@@ -7,13 +7,13 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuhealth.checks.registry import Draft, Expectations, check, table_fixes
+from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
 from gpuhealth.commands import filled
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.knowledge.drivers import branch_of, supports
 from gpuhealth.knowledge.gpus import lookup as gpu_lookup
 from gpuhealth.lazyre import lazy_re
-from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, Severity, Snapshot
+from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, PciDevice, Severity, Snapshot
 from gpuhealth.parsers.kernel_log import wall_clock_seconds
 
 SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
@@ -296,31 +296,111 @@ def rminit_adapter_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
         yield replace(draft, message=f"{draft.message}; the driver said why just before: {why}") if why else draft
 
 
-@check("GH304", "pci-bar-failure", "A GPU's PCI memory (BAR) could not be assigned", requires=("kernel_log",))
-def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
+@check("GH304", "pci-bar-failure", "A GPU's PCI memory (BAR) could not be assigned",
+       reads=("kernel_log", "pci_devices"))
+def pci_bar_failure(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | Skip]:
     """
     What:
-    "This PCI I/O region assigned to your NVIDIA device is invalid", "request_mem_region failed" or
-    a BAR reservation failure for an NVIDIA GPU.
+    The NVIDIA driver's "This PCI I/O region assigned to your NVIDIA device is invalid" (a BAR of 0M),
+    "request_mem_region failed" or a BAR reservation failure; or the Linux PCI core's own lines, printed
+    at boot before any driver loads, for a memory BAR of an NVIDIA device: "BAR 1: no space for
+    [mem size ...]", "BAR 1: failed to assign", "can't claim BAR 1 ...: no compatible bridge window"
+    (since Linux 6.8 "BAR 1 [mem size ...]: can't assign; no space", "...: failed to assign",
+    "...: can't claim; ..."), "not assigned; can't enable device", "can't handle BAR larger than 4GB"
+    and "not enough MMIO resources for SR-IOV" (drivers/pci setup-res.c, probe.c, iov.c). The kernel's
+    enumeration line ("[10de:xxxx] type 00 class 0x0302..") says which device an address is; a BAR that
+    gets its address later in the log (a second pass, the firmware's own address) is no failure. The
+    same lines for another vendor's display controller, or for a device the evidence does not
+    identify, are a warning; for any other device (a NIC, a disk) they are not this check's. An I/O
+    BAR, an expansion ROM or a bridge window alone is not judged here. `lspci -v`'s "Memory at
+    <unassigned>" or "<ignored>" for a display controller's memory BAR (pciutils lspci.c) is the
+    same finding, and so, on the live host, is such a BAR in sysfs (`/sys/bus/pci/devices/*/resource`).
+    Skipped when the evidence holds neither a kernel log nor a display controller's BAR lines.
 
     Why it matters:
-    The firmware did not give the GPU its memory window (often BAR1 of many GB), so the driver cannot
-    use it. Typical on boards with "Above 4G decoding" off, too little MMIO space, or risers.
+    The firmware (or hypervisor) left the GPU no window in the host's PCI address space for its
+    memory (BAR1 alone is 16 to 128 GiB on data-centre GPUs), so the driver cannot use it:
+    RmInitAdapter fails, nvidia-smi says "No devices were found". Typical with "Above 4G decoding"
+    off, too little 64-bit MMIO in a virtual machine, Thunderbolt or riser setups, and small boards
+    whose root port has a small fixed window.
 
     How to fix:
-    Enable "Above 4G decoding" (and "Resizable BAR"/"MMIO high" where offered) in the BIOS/UEFI. If
-    the firmware cannot be changed, add `pci=realloc` to the kernel command line. If another driver
-    (nouveau, nvidiafb, vfio-pci) owns the memory region, release it.
+    Enable "Above 4G decoding" (and "Resizable BAR" / "MMIO high" / "MMIO above 4G" where offered)
+    in the BIOS/UEFI. In a virtual machine, give it 64-bit MMIO large enough for every GPU's BAR1
+    (the hypervisor's setting). `pci=realloc` on the kernel command line lets Linux redo the
+    firmware's assignment: it helps only where the host bridge's windows are large enough and the
+    firmware merely split them badly. Where the windows are fixed by the hardware (an SoC's root
+    complex with a small outbound window), no setting helps: the GPU needs a host whose window holds
+    its BARs. If another driver (nouveau, nvidiafb, vfio-pci) owns the memory region, release it.
 
     Exceptions:
-    None.
+    A display controller of another vendor (a server's BMC graphics) is only a warning.
     """
-    yield from _event_check(
-        snapshot, {"bar"}, Severity.CRITICAL, "GPU {address}: PCI BAR could not be assigned",
-        "GH304",  # knowledge/fixes.csv: the firmware setting, else pci=realloc on the kernel command line
-        explains=("GH102", "GH303", "GH305"),  # the driver's probe fails on a GPU without its BAR
-    )
+    listed = [d for d in snapshot.pci_devices or () if (d.class_code or "").startswith("03")
+              and d.memory_regions is not None]
+    if snapshot.kernel_log is None and not listed:
+        yield Skip("the kernel log (sudo dmesg) and lspci -vv of the GPUs: not in the evidence given")
+        return
+    yield from _unassigned_regions(snapshot, listed)
+    gpus = {d.address for d in snapshot.nvidia_pci_gpus} | {g.pci_address for g in snapshot.gpus or () if g.pci_address}
+    for kind in ("bar", "pci_resource"):
+        for draft in _event_check(
+            snapshot, {kind}, Severity.CRITICAL if kind == "bar" else Severity.WARNING,
+            "GPU {address}: PCI BAR could not be assigned" if kind == "bar"
+            else "PCI device {address}: a memory BAR could not be assigned",
+            "GH304",  # knowledge/fixes.csv: the firmware setting, else pci=realloc on the kernel command line
+            explains=("GH102", "GH303", "GH305"),  # the driver's probe fails on a GPU without its BAR
+        ):
+            address = draft.subject.pci_address
+            if kind == "pci_resource" and address in gpus:  # lspci or nvidia-smi beside the log: an NVIDIA GPU
+                draft = replace(draft, severity=as_reported(snapshot, Severity.CRITICAL),
+                                message=draft.message.replace("PCI device", "GPU", 1))
+            said = _bar_words(tallies(snapshot, {kind}, key=lambda g: g.pci_address).get(address))
+            head, _, tail = draft.message.partition(" assigned")
+            yield replace(draft, message=f"{head} assigned ({said}){tail}" if said else draft.message)
 
+
+def _unassigned_regions(snapshot: Snapshot, listed: list[PciDevice]) -> Iterator[Draft]:
+    """A display controller whose memory BAR lspci prints without an address: "Memory at <unassigned>" (the BAR and
+    the kernel's resource are both zero) or "<ignored>" (the BAR holds an address the kernel did not take), pciutils
+    lspci.c show_bases(). An NVIDIA GPU's is critical, another vendor's a warning (as in the kernel log). "[disabled]"
+    alone only says memory decoding is off (no driver enabled the device)."""
+    logged = ({g.pci_address for g in snapshot.kernel_log.tallies({"bar", "pci_resource"})} if snapshot.kernel_log
+              else set())
+    for device in listed:
+        empty = [line for line in device.memory_regions or () if "<unassigned>" in line or "<ignored>" in line]
+        if not empty or device.address in logged:
+            continue  # the kernel log's finding names the same device, with the kernel's own words
+        nvidia = device.is_nvidia_gpu
+        who = (f"GPU {device.address}" if nvidia else
+               f"display controller {device.address} ({device.vendor_id or '?'}:{device.device_id or '?'})")
+        yield Draft(Severity.CRITICAL if nvidia else Severity.WARNING,
+                    f"{who}: {len(empty)} memory BAR(s) without an address (lspci)",
+                    subject=snapshot.gpu_subject(device.address),
+                    evidence=(Evidence(snapshot.sources.get("pci_devices", "lspci"), tuple(empty)),),
+                    fixes=table_fixes("GH304"), explains=("GH102", "GH303", "GH305"))
+
+
+# the driver's own lines say which BAR (size, address) and the PCI core's which outcome ("BAR 1 (32 GiB): no space")
+_DISPLAY_ID = " (display controller "
+
+
+def _bar_words(found: Tally | None) -> str:
+    """What the lines say per BAR, in the order logged: "BAR 1 (32 GiB): no space, failed to assign"; a display
+    controller's vendor:device once at the end."""
+    said: dict[str, list[str]] = {}
+    ids: list[str] = []
+    for event in found.samples if found else ():
+        detail, _, ident = (event.detail or "").partition(_DISPLAY_ID)
+        if ident and ident.rstrip(")") not in ids:
+            ids.append(ident.rstrip(")"))
+        what, _, outcome = detail.rpartition(": ") if ": " in detail else ("", "", detail)
+        outcomes = said.setdefault(what, [])
+        if outcome and outcome not in outcomes:
+            outcomes.append(outcome)
+    words = "; ".join(f"{what}: {', '.join(outcomes)}" if what else ", ".join(outcomes)
+                      for what, outcomes in said.items() if outcomes)
+    return f"{words}; display controller {', '.join(ids)}" if ids else words
 
 
 @check("GH305", "driver-probe-failed", "The driver probed no GPU", requires=("kernel_log",))

@@ -35,7 +35,9 @@ def unrecognized_evidence(snapshot: Snapshot, expect: Expectations) -> Iterator[
     What:
     `gpuhealth analyze` was given a file whose format it does not know, so nothing in it was read; or
     a part of a post (markdown: the prose around a fenced block, a fence) or a command's output in a
-    pasted session in which nothing was read while other parts were.
+    pasted session in which nothing was read while other parts were; or lines between a kernel log's
+    timestamped records that no log prints (a person's comments in a pasted dmesg) and that nothing
+    read as words.
 
     Why it matters:
     Whatever that file shows is missing from the report, so a report with nothing else wrong says
@@ -55,9 +57,17 @@ def unrecognized_evidence(snapshot: Snapshot, expect: Expectations) -> Iterator[
     Files that hold nothing gpuhealth reads (an Xorg log, a shell history) are expected here.
     """
     for name in snapshot.unrecognized_files:
-        yield Draft(Severity.INFO, f"{name}: format not recognised; nothing in it was analysed",
+        # a part of a piece that was read (a person's lines in a log, prose beside a listing) says so itself: the rest
+        # of the piece was analysed
+        part = _PART_NOT_READ in name
+        yield Draft(Severity.INFO, name if part else f"{name}: format not recognised; nothing in it was analysed",
                     evidence=(Evidence(name),))
     yield from _words_not_read(snapshot)
+
+
+# how analyze names the lines of a piece that nothing read while the rest of it was ("dmesg.txt: 2 line(s) between the
+# kernel log's records, not read ('...')")
+_PART_NOT_READ = " line(s) "
 
 
 def _words_not_read(snapshot: Snapshot) -> Iterator[Draft]:

@@ -33,8 +33,11 @@ _LSPCI_WORDS = guarded_re(r"controller|bridge|Device", re.I, may=has_folded("con
 # "host kernel: ..." marks a syslog line; "on kernel: 6.5.0-14-generic" (a DKMS error) names a release.
 # "NVRM" where the kernel prints it (a line's start, after a timestamp, "kernel:", a priority or a JSON quote), not
 # in prose about the log ("dmesg shows no NVRM errors" is not a kernel log that came out clean)
+# The last alternative: a line the kernel printed for a PCI device without the log's timestamp ("pci 0000:01:00.0: BAR 1
+# ...", dev_printk's "<driver> <address>: " prefix, drivers/base/core.c), as a person pastes the PCI core's lines.
 _KERNEL_HINT = lazy_re(r"(?:^\s*|[\]:>\"]\s{0,4})NVRM\b|\bkernel: (?!\d+\.\d+\.\d)|^\[\s*\d+\.\d+\]|^<\d>\[|"
-                       r"^\d,\d+,\d+,", re.M)
+                       r"^\d,\d+,\d+,|^\s{0,8}(?:pci|pci_bus|pcieport|nvidia) [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}[:.]",
+                       re.M)
 # /proc/driver/nvidia/params names every driver carries one of (352.63's file has all of these).
 _PARAM_NAMES = {"EnableMSI", "ModifyDeviceFiles", "DeviceFileUID", "DeviceFileGID", "DeviceFileMode",
                 "RegistryDwords", "ResmanDebugLevel", "RmLogonRC", "InitializeSystemMemoryAllocations",

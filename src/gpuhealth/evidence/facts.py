@@ -17,7 +17,17 @@ from typing import Any
 
 from gpuhealth.evidence.registry import normalise_command
 from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
-from gpuhealth.model import CommandRun, CudaState, DeviceRequest, InstallState, OsInfo, P2pEvidence, TorchEnv
+from gpuhealth.model import (
+    CommandRun,
+    CudaState,
+    DeviceRequest,
+    GpuAllocation,
+    InstallState,
+    LateVisibility,
+    OsInfo,
+    P2pEvidence,
+    TorchEnv,
+)
 from gpuhealth.records import record
 
 
@@ -101,6 +111,23 @@ def _torch_version_cuda(command: str, output: str) -> Fact | None:
     version = words[0] if len(words) > 1 and re.match(r"\d+\.\d+", words[0]) else None
     return Fact({"torch": TorchEnv(installed=True, torch_cuda_version=words[-1], torch_version=version)}, None,
                 f"PyTorch built with CUDA {words[-1]}")
+
+
+_TORCH_RELEASE = lazy_re(r"\d{1,2}\.\d{1,3}(?:\.\d{1,3})?(?:[a-z]{1,5}\d{0,12})?(?:\+[\w.]{1,40})?")
+
+
+@command_fact("torch-version", r"torch\.__version__")
+def _torch_version(command: str, output: str) -> Fact | None:
+    """``print(torch.__version__)`` -> ``2.3.1+cu121``: the wheel's version, whose local part says its build (a CUDA
+    12.1 wheel; ``+cpu`` a CPU-only one). Printed with other values, the other facts read the line."""
+    if _NO_TORCH in output:
+        return None
+    words = _last_line(output).split()
+    if len(words) != 1 or not _TORCH_RELEASE.fullmatch(words[0]):
+        return None
+    from gpuhealth.evidence.listings import torch_from_version
+
+    return Fact({"torch": torch_from_version(words[0])}, None, f"PyTorch {words[0]}")
 
 
 _SMI_FORMS = ("NVIDIA-SMI", "<nvidia_smi_log", "NVSMI LOG", "GPU 0:", "Product Name", "index", "GPU0")
@@ -231,30 +258,107 @@ def _echo_variable(command: str, output: str) -> Fact | None:
 
 
 # A variable that decides which GPUs CUDA (or the container runtime) shows, set where the user shows it:
-# `export CUDA_VISIBLE_DEVICES=1` in a script or a session, `CUDA_VISIBLE_DEVICES="" python x.py`, or
+# `export CUDA_VISIBLE_DEVICES=1` in a script or a session, `CUDA_VISIBLE_DEVICES="" python x.py`, `%env ...` in a
+# notebook, `-e NVIDIA_VISIBLE_DEVICES=none` or a compose file's `- NVIDIA_VISIBLE_DEVICES=void`, or
 # `os.environ["CUDA_VISIBLE_DEVICES"] = "2"` in Python. GH608 judges the value (CUDA programming guide, "CUDA
 # Environment Variables": an empty value or an index that is no GPU hides devices).
 MAX_LINE_TEXT = 4096  # characters of one line searched for an assignment
 _VISIBLE_SET = lazy_re(
     r"(?:\bexport\s+|(?<![\w\[\"'])|\benviron\[[\"'])(?P<name>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)"
     r"(?:[\"']\])?\s?=\s?(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{0,200}))")
+# The same variables set in the other ways programs and files write them, each with a literal value: Python's
+# os.environ.setdefault("CUDA_VISIBLE_DEVICES", "1") and os.putenv(...), a dict or JSON entry ("CUDA_VISIBLE_DEVICES":
+# "1", e.g. an editor's launch configuration), a compose file's map (`NVIDIA_VISIBLE_DEVICES: none`) and a
+# Dockerfile's old `ENV NVIDIA_VISIBLE_DEVICES none` form.
+_VISIBLE_OTHER = lazy_re(
+    r"(?:\b(?:environ\.setdefault|putenv)\(\s{0,4}[\"'](?P<cname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)[\"']"
+    r"\s{0,4},\s{0,4}|[\"'](?P<kname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)[\"']\s{0,4}:\s{0,4}(?=[\"'])|"
+    r"^\s{0,12}(?:ENV\s{1,4}(?P<ename>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)\s{1,4}|"
+    r"(?P<yname>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES):\s{1,4}))"
+    r"(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|(?P<bare>[^\s\"'`;&|)]{1,200}))")
+# DeepSpeed's launcher sets CUDA_VISIBLE_DEVICES for the processes it starts on a host: to the ids `--include
+# host:2,3` lists, or to 0..N-1 for `--num_gpus N` (deepspeed/launcher/launch.py: current_env["CUDA_VISIBLE_DEVICES"] =
+# ",".join(map(str, local_gpu_ids))). Only a single host's list is read (`a:0,1@b:2` names several hosts).
+_DEEPSPEED = guarded_re(
+    r"\bdeepspeed\b[^|;&]{0,300}?\s--(?:include(?:=|\s{1,4})[\"']?[\w.-]{1,100}:(?P<ids>\d{1,3}(?:,\d{1,3}){0,15})"
+    r"(?![\w@:,])|num_gpus(?:=|\s{1,4})(?P<n>\d{1,3})\b)", may=has("deepspeed"))
+# Accelerate's launcher does the same with `--gpu_ids 1,2` ("all" leaves the variable alone): accelerate's
+# utils/launch.py sets current_env["CUDA_VISIBLE_DEVICES"] = args.gpu_ids for the processes it starts.
+_ACCELERATE = guarded_re(r"\baccelerate\s{1,4}launch\b[^|;&]{0,300}?\s--gpu[_-]ids(?:=|\s{1,4})[\"']?"
+                         r"(?P<ids>\d{1,3}(?:,\d{1,3}){0,15})(?![\w:,])", may=has("accelerate"))
+# a Kubernetes container's env entry: `- name: NVIDIA_VISIBLE_DEVICES` with its `value: "none"` on the next line
+_K8S_NAME = lazy_re(r"^\s{0,40}-\s{1,4}name:\s{1,4}[\"']?(?P<name>CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)"
+                    r"[\"']?\s*$")
+_K8S_VALUE = lazy_re(r"^\s{0,40}value:\s{1,4}(?:\"(?P<dq>[^\"\n]{0,200})\"|'(?P<sq>[^'\n]{0,200})'|"
+                     r"(?P<bare>[\w,.:-]{1,200}))\s*(?:#.*)?$")
+# what a value is not when a program computes it or a page leaves a slot for it: a shell expansion ($GPU, $(...)),
+# a format or template slot ({gpu}, %s, %GPU%, <gpu_id>), a call or an index
+_NOT_LITERAL = lazy_re(r"[$%{}<>()\[\]]")
+# what may follow a literal value in Python (the value is then the whole right-hand side): the line's end, a comment,
+# `;`, the call's closing bracket, or the backtick that ends the code in a person's sentence
+_PYTHON_REST = lazy_re(r"\s{0,8}(?:[)}\],]\s{0,8}){0,4}(?:[#;`].*)?$")
+# a file's `NAME value` or `NAME: value` line holds the value alone (prose that begins with the name does not)
+_LINE_REST = lazy_re(r"\s{0,8}(?:#.*)?$")
+
+
+def _value(m: re.Match[str]) -> str | None:
+    return m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"]
+
+
+def visible_assignments(text: str) -> list[tuple[str, str, re.Match[str]]]:
+    """The visibility variables ``text`` (one line: a command, a line of a script or file, prose) assigns a value it
+    shows, in order: (name, value, match). A value the line computes is not shown, so not read: a shell expansion
+    (``=$GPU``), a template slot (``={gpu}``, ``<gpu_id>``), and in Python anything but a plain string literal
+    (``= args.gpu``, ``= str(gpu)``, ``= f"{gpu}"``, ``= "%d" % gpu``, ``= "0" if a else "1"``). An unquoted value
+    must end where the shell ends a word (``=1"`` is not read)."""
+    line = text[:MAX_LINE_TEXT]
+    found: list[tuple[str, str, re.Match[str]]] = []
+    for m in (*_VISIBLE_SET.finditer(line), *_VISIBLE_OTHER.finditer(line)):
+        value = _value(m)
+        groups = m.groupdict()
+        name = groups.get("name") or groups.get("cname") or groups.get("kname") or groups.get("ename") or m["yname"]
+        python = _in_python(m)
+        rest = line[m.end():]
+        if python and m["bare"] is not None:
+            continue  # os.environ[...] = <an expression>: the value is not in the text
+        if (groups.get("ename") or groups.get("yname")) and not _LINE_REST.match(rest):
+            continue
+        value = value or ""
+        if _NOT_LITERAL.search(value):
+            continue
+        if python and not _PYTHON_REST.match(rest):
+            continue  # "0" if x else "1", "{}".format(gpu), "1" + extra: computed from the literal
+        if m["bare"] is not None and rest[:1] in ("\"", "'", "`"):
+            continue  # the word goes on in quotes the pattern did not take: not the whole value
+        if m["bare"] is not None:
+            value = value.rstrip(".,")  # "I set CUDA_VISIBLE_DEVICES=1, but": the sentence's comma, not an entry
+        found.append((name, value.strip(), m))
+    for m in _DEEPSPEED.finditer(line):
+        value = m["ids"] if m["ids"] is not None else ",".join(str(i) for i in range(min(int(m["n"]), 64)))
+        found.append(("CUDA_VISIBLE_DEVICES", value, m))
+    for m in _ACCELERATE.finditer(line):
+        found.append(("CUDA_VISIBLE_DEVICES", m["ids"], m))
+    found.sort(key=lambda item: item[2].start())
+    return found
+
+
+def _in_python(m: re.Match[str]) -> bool:
+    """The assignment is Python's (os.environ, putenv, a dict entry): it changes the running program's environment."""
+    return "environ" in m.group() or "putenv" in m.group() or bool(m.groupdict().get("kname"))
 
 
 def visible_devices_set(text: str) -> dict[str, str]:
     """The visibility variables ``text`` (a command line, a script or prose) assigns, the last value each."""
-    found: dict[str, str] = {}
-    for m in _VISIBLE_SET.finditer(text[:MAX_LINE_TEXT]):
-        value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
-        if "$" not in value:  # `=$GPU` or `=${IDS}`: the value is not shown
-            found[m["name"]] = value.strip()
-    return found
+    return {name: value for name, value, _ in visible_assignments(text)}
 
 
 # The lines whose meaning is that a process sees no GPU, or not the one it asks for (knowledge/signatures.csv):
 # cudaErrorNoDevice, PyTorch's "No CUDA GPUs are available" (a CUDA build counting zero devices) and
 # cudaErrorInvalidDevice ("invalid device ordinal"). The command whose output holds one is the failing command whose
 # environment decides (``visible_in_effect``).
-VISIBILITY_FAILURES = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available", "cuda-invalid-device"})
+VISIBILITY_FAILURES = frozenset({"cuda-no-device", "torch-no-cuda-gpus-available", "cuda-invalid-device",
+                                 "tf-explicit-gpu-not-registered", "xla-invalid-device-ordinal-value",
+                                 "tf-visible-device-list-invalid-id"})
 VISIBILITY_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 _UNSET = lazy_re(r"(?:^|[;&|]\s{0,4})unset\s{1,4}(?P<names>[A-Z_]{1,40}(?:\s{1,4}[A-Z_]{1,40}){0,8})")
 _SHOWN_FILE = lazy_re(r"^(?:cat|less|more|head|bat)\s{1,4}(?P<path>[^\s;&|<>]{1,300})\s*$")
@@ -293,13 +397,10 @@ def visible_in_effect(blocks: list[tuple[str | None, str]], failing: int) -> dic
         elif (echoed := _echo_variable(text, output)) is not None:
             persistent.update({k: v for k, v in echoed.overlays["env"].items() if k in VISIBILITY_VARIABLES})
         own: dict[str, str | None] = {}
-        for m in _VISIBLE_SET.finditer(text):
-            value = m["dq"] if m["dq"] is not None else m["sq"] if m["sq"] is not None else m["bare"] or ""
-            if "$" in value:
-                continue
+        for name, value, m in visible_assignments(text):
             rest = text[m.end():].lstrip()
             lasting = m.group().startswith("export") or not rest or rest.startswith((";", "&&", "||"))
-            (persistent if lasting else own)[m["name"]] = value.strip()
+            (persistent if lasting else own)[name] = value
         for unset in _UNSET.finditer(text):
             persistent.update({name: None for name in unset["names"].split() if name in VISIBILITY_VARIABLES})
         if sourced := _SOURCED.match(text):
@@ -327,12 +428,13 @@ MAX_DEVICE_REQUESTS = 8
 # A list of GPU ids a program asks for, the highest of which must exist: PyTorch's DataParallel(device_ids=[0, 1])
 # (torch/nn/parallel/data_parallel.py checks each with torch.cuda.get_device_properties, which raises "Invalid device
 # id" for an id >= device_count()), Lightning's Trainer(gpus=[0, 1]) and the gpu_ids of many training scripts, in code
-# or on the command line (--gpu_ids 0,1, --gpus 0,1). A bare `--gpus 2` or `gpus=2` is a count in most programs: a
-# command-line list is read only with two entries or more.
+# or on the command line (--gpu_ids 0,1, --gpus 0,1), and in a YAML or JSON configuration (`gpu_ids: [0, 1]`,
+# `"device_ids": [0, 1]`); Lightning's `devices=[1]` is a list of ids too. A bare `--gpus 2`, `gpus=2` or `devices=2`
+# is a count in most programs: a command-line list is read only with two entries or more.
 _ID_LIST_ASKED = guarded_re(
-    r"""\b(?:device_ids|gpu_ids|gpus)\s{0,2}=\s{0,2}[\[(]\s{0,2}(?P<code>\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,15})\s{0,2},?\s{0,2}[\])]|"""
+    r"""\b(?:device_ids|gpu_ids|gpus|devices)["']?\s{0,2}[=:]\s{0,2}[\[(]\s{0,2}(?P<code>\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,15})\s{0,2},?\s{0,2}[\])]|"""
     r"""(?<![\w-])--(?:gpus|gpu[_-]ids|device[_-]ids)[= ]["']?(?P<cli>\d{1,3}(?:,\d{1,3}){1,15})(?![\d.])""",
-    may=has_folded("device_ids", "gpu_ids", "gpus", "gpu-ids", "device-ids"))
+    may=has_folded("device_ids", "gpu_ids", "gpus", "gpu-ids", "device-ids", "devices"))
 # TensorFlow's refusals of a GPU it does not have, each with how many it has: XLA's Backend::stream_executor
 # ("Invalid device ordinal value (1). Valid range is [0, 0]."), the GPU device factory's check of
 # gpu_options.visible_device_list ("'visible_device_list' listed an invalid GPU id '2' but visible device count is
@@ -365,6 +467,23 @@ def _ranks_request(text: str) -> DeviceRequest | None:
     count = int(m["n"])
     return DeviceRequest(count - 1, f"--nproc_per_node={count}: ranks 0-{count - 1}, each on GPU LOCAL_RANK",
                          text[:300], ranks=True)
+
+
+# A GPU index a program's own option gives unless the command line says otherwise: argparse's
+# add_argument("--gpu", type=int, default=1) (also --gpu_id, --gpu-ids, --device, --cuda; "cuda:1" and "0,1" forms).
+# `--gpus` with a bare number is a count: only its quoted list is read.
+_ARG_DEFAULT = guarded_re(
+    r"""add_argument\(\s{0,4}(?:["']-\w{1,4}["']\s{0,4},\s{0,4})?["']--(?P<opt>gpus|gpu|gpu[_-]ids?|device|cuda)["']"""
+    r"""[^)\n]{0,300}?\bdefault\s{0,2}=\s{0,2}(?:["'](?:cuda:)?(?P<q>\d{1,3}(?:,\d{1,3}){0,15})["']|(?P<n>\d{1,3})\b)""",
+    may=has("add_argument"))
+
+
+def _default_request(text: str) -> DeviceRequest | None:
+    m = _ARG_DEFAULT.search(text)
+    if m is None or (m["opt"] == "gpus" and m["q"] is None):
+        return None
+    ids = [int(x) for x in (m["q"] or m["n"]).split(",")]
+    return DeviceRequest(max(ids), f"the default of --{m['opt']} ({m['q'] or m['n']})", text[:300], default=True)
 
 
 def _framework_request(text: str) -> DeviceRequest | None:
@@ -434,24 +553,47 @@ def device_requests(lines: list[str]) -> tuple[DeviceRequest, ...]:
             asked = f"a checkpoint saved on CUDA device {saved['index']}"
             found.setdefault(asked, DeviceRequest(int(saved["index"]), asked, text[:300], int(saved["count"])))
             continue
-        for m in _DEVICE_ASKED.finditer(text):
+        launcher = _ACCELERATE.search(text)  # its --gpu_ids become CUDA_VISIBLE_DEVICES: not an index asked for
+        scan = text if launcher is None else f"{text[:launcher.start()]} {text[launcher.end():]}"
+        for m in _DEVICE_ASKED.finditer(scan):
             digits = next(g for g in m.groups() if g is not None)
             asked = m.group().lstrip("./")
             if asked not in found and len(found) < MAX_DEVICE_REQUESTS:
                 found[asked] = DeviceRequest(int(digits), asked, text[:300])
-        for listed in _listed_ids(text):
+        for listed in _listed_ids(scan):
             if listed.text not in found and len(found) < MAX_DEVICE_REQUESTS:
                 found[listed.text] = listed
         ranks = _ranks_request(text)
         if ranks is not None and len(found) < MAX_DEVICE_REQUESTS:
             found.setdefault(ranks.text, ranks)
+        default = _default_request(text)
+        if default is not None and len(found) < MAX_DEVICE_REQUESTS:
+            found.setdefault(default.text, default)
     return tuple(found.values())
 
 
-def device_request_lines(lines: list[str]) -> dict[str, tuple[DeviceRequest, ...]]:
-    """The overlay for the GPU indices these lines ask for; empty when none does."""
+# Slurm's request for GPUs, in a job script (`#SBATCH --gres=gpu:2`, `--gres=gpu:a100:2`, `--gpus=2`,
+# `--gpus-per-node=a100:2`, `-G 2`) or on sbatch/srun/salloc's command line: Slurm gives the job that many GPUs and
+# sets CUDA_VISIBLE_DEVICES to them, so its processes see that many, numbered from 0 (Slurm documentation, "Generic
+# Resource (GRES) Scheduling": GPU management). A request per task or per socket multiplies: not read.
+_SLURM_GPUS = guarded_re(
+    r"(?:^#SBATCH\b|\b(?:sbatch|srun|salloc)\b)[^|;&#]{0,300}?(?:--gres(?:=|\s{1,4})gpu(?::[\w.-]{1,40})?:(?P<g>\d{1,3})"
+    r"|--gpus(?:-per-node)?(?:=|\s{1,4})(?:[\w.-]{1,40}:)?(?P<n>\d{1,3})|-G\s{0,4}(?P<s>\d{1,3}))(?![\w:.])",
+    may=has("--gres", "--gpus", "-G"))
+
+
+def device_request_lines(lines: list[str]) -> dict[str, Any]:
+    """The overlay for the GPU indices these lines ask for, and the GPUs a Slurm job script or command asks Slurm for
+    (``gpus_allocated``, the last one); empty when none does."""
     requests = device_requests(lines)
-    return {"devices_requested": requests} if requests else {}
+    found: dict[str, Any] = {"devices_requested": requests} if requests else {}
+    for line in lines:
+        text = line.strip()[:MAX_LINE_TEXT]
+        if (m := _SLURM_GPUS.search(text)) is not None:
+            count = int(m["g"] or m["n"] or m["s"])
+            if count:
+                found["gpus_allocated"] = GpuAllocation(count, text[:300])
+    return found
 
 
 @command_fact("device-requested", r"cuda:\d|set_device|\.cuda\(|[Gg][Pp][Uu]:\d|--gpu|--device|_ids\s{0,2}=|nproc")
@@ -462,7 +604,7 @@ def _device_requested(command: str, output: str) -> Fact | None:
     return Fact({"devices_requested": found}, None, ", ".join(r.text for r in found))
 
 
-@command_fact("visible-devices-set", r"VISIBLE_DEVICES")
+@command_fact("visible-devices-set", r"VISIBLE_DEVICES|\bdeepspeed\b|\baccelerate\s+launch\b")  # launchers set it too
 def _visible_devices(command: str, output: str) -> Fact | None:
     found = visible_devices_set(command)
     if not found:
@@ -504,13 +646,91 @@ _LSPCI_BRIDGE = guarded_re(r"((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2
                            may=has("PCI bridge"))  # lspci's device line of a bridge: "03:00.0 PCI bridge: PLX ..."
 
 
-def env_lines(lines: list[str]) -> dict[str, dict[str, str]]:
-    """The env overlay for the visibility variables these lines set (``visible_devices_set``); empty if none."""
+# A Python line that initialises CUDA in its process: the driver reads CUDA_VISIBLE_DEVICES then (cuInit), and a later
+# change to os.environ does not change the devices that process sees. PyTorch: is_available() counts the devices
+# through the CUDA runtime (torch/cuda/__init__.py; c10/cuda/CUDAFunctions.cpp keeps that count), and the calls that
+# choose or query a device, or move a tensor or module onto one, start CUDA. device_count() is left out: since 2.0 it
+# may count through NVML without starting CUDA ("Do not cache the device count prior to CUDA initialization, because
+# the number of devices can change due to changes to CUDA_VISIBLE_DEVICES"). TensorFlow and JAX start CUDA when they
+# list their devices.
+_CUDA_INIT = guarded_re(
+    r"\btorch\.cuda\.(?:is_available|set_device|current_device|get_device_name|get_device_properties|"
+    r"get_device_capability|init|synchronize|mem_get_info)\s{0,4}\(|\.cuda\(|"
+    r"\.to\(\s{0,4}(?:device\s{0,2}=\s{0,2})?[\"']cuda\b|"
+    r"\b(?:tf\.config\.(?:experimental\.)?list_physical_devices|tf\.test\.(?:is_gpu_available|gpu_device_name)|"
+    r"device_lib\.list_local_devices|jax\.(?:local_)?devices|jax\.device_count)\s{0,4}\(",
+    may=has("cuda", "devices", "gpu_", "device_"))
+MAX_LATE = 4
+# A Ray task or actor declared without a GPU request: Ray assigns GPUs to a task or actor by setting
+# CUDA_VISIBLE_DEVICES before its code runs, from its num_gpus (Ray documentation, "GPU Support"), so one that asks
+# for none (num_gpus unset or 0) runs with the variable empty and sees no GPU (vllm-project/vllm#3198). A program that
+# gives num_gpus elsewhere (`.options(num_gpus=1)`, `ray.remote(num_gpus=1)(f)`) is not read.
+_RAY_REMOTE = guarded_re(r"^@ray\.remote\b(?:\((?P<args>[^)\n]{0,300})\))?\s*(?:#.*)?$", may=has("@ray.remote"))
+_RAY_GPUS = lazy_re(r"\bnum_gpus\s{0,2}=\s{0,2}(?P<n>[\d.]{1,8})")
+
+
+def env_lines(lines: list[str]) -> dict[str, Any]:
+    """The env overlay for the visibility variables these lines set (``visible_devices_set``); empty if none.
+
+    Read as one program's lines in order: a Python assignment that follows a line initialising CUDA (``_CUDA_INIT``)
+    in the same block (at its indentation or deeper, with no line less indented between them, so it runs after it)
+    does not change the GPUs the program sees. It is not taken as the variable's value, and is kept apart
+    (``visible_set_late``) for GH608 to say so."""
     found: dict[str, str] = {}
-    for line in lines:
-        if "VISIBLE_DEVICES" in line:
-            found.update(visible_devices_set(line))
-    return {"env": found} if found else {}
+    late: list[LateVisibility] = []
+    init: tuple[int, str] | None = None  # the indentation and text of the line that initialised CUDA
+    k8s: str | None = None  # the variable a Kubernetes env entry named on the line before
+    for raw in lines:
+        text = raw.rstrip()[:MAX_LINE_TEXT]
+        stripped = text.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if k8s is not None and (value := _K8S_VALUE.match(text)) is not None:
+            found[k8s] = _value(value) or ""
+        k8s = named["name"] if "VISIBLE_DEVICES" in text and (named := _K8S_NAME.match(text)) else None
+        indent = len(text) - len(stripped)
+        if init is not None and indent < init[0]:
+            init = None  # the block that initialised CUDA ended: what follows may run before it (a def, a branch)
+        if "VISIBLE_DEVICES" in stripped:
+            for name, value, m in visible_assignments(stripped):
+                if init is not None and _in_python(m):
+                    if len(late) < MAX_LATE:
+                        late.append(LateVisibility(name, value, stripped[:300], init[1]))
+                else:
+                    found[name] = value
+        if init is None and _CUDA_INIT.search(stripped):
+            init = (indent, stripped[:300])
+    overlay: dict[str, Any] = {"env": found} if found else {}
+    if late:
+        overlay["visible_set_late"] = tuple(late)
+    if ray := _ray_without_gpus(lines):
+        overlay["ray_without_gpus"] = ray
+    return overlay
+
+
+def _ray_without_gpus(lines: list[str]) -> tuple[str, ...]:
+    """The `@ray.remote` decorators of these lines that ask for no GPU; none when any line asks Ray for a GPU in another
+    way (a task may be given one with .options(num_gpus=1) where it is called)."""
+    found: list[str] = []
+    for raw in lines:
+        text = raw.strip()[:MAX_LINE_TEXT]
+        if "num_gpus" in text and not text.startswith("@ray.remote"):
+            m = _RAY_GPUS.search(text)
+            if m is None or _nonzero(m["n"]):
+                return ()
+        if (m := _RAY_REMOTE.match(text)) is None:
+            continue
+        asked = _RAY_GPUS.search(m["args"] or "")
+        if asked is None or not _nonzero(asked["n"]):
+            found.append(text[:300])
+    return tuple(found[:MAX_LATE])
+
+
+def _nonzero(number: str) -> bool:
+    try:
+        return float(number) > 0
+    except ValueError:
+        return True  # not a number Ray would take: read as a request, so nothing is reported
 
 
 def p2p_lines(lines: list[str]) -> dict[str, P2pEvidence]:

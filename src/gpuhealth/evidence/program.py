@@ -22,6 +22,7 @@ from gpuhealth.evidence.registry import evidence_kind
 from gpuhealth.model import CudaState, ParseError, TorchEnv
 
 _SHOW = r"(?:cat|less|more|head|tail|bat)\s+"
+MAX_PROGRAM_LINES = 5000
 
 
 def _looks_like_program(text: str) -> bool:
@@ -36,8 +37,11 @@ def _program(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.program import parse_program_text
 
     program = parse_program_text(text)
-    lines = [line for line in program.lines if not line.startswith("#") or line.startswith("#!")]
-    found: dict[str, Any] = {**env_lines(lines), **device_request_lines(lines)}
+    # comments are not read, but a job script's #SBATCH lines are its scheduler's options (the GPUs it asks for)
+    lines = [line for line in program.lines if not line.startswith("#") or line.startswith(("#!", "#SBATCH"))]
+    # the variables it sets, read in its own lines with their indentation (which says what runs after what)
+    raw = [line for line in text.splitlines()[:MAX_PROGRAM_LINES] if not line.lstrip().startswith("#")]
+    found: dict[str, Any] = {**env_lines(raw), **device_request_lines(lines)}
     torch = _torch(program)
     if torch is not None:
         found["torch"] = torch

@@ -10,11 +10,14 @@ today's branches support, or a device ID nobody here knows.
 
 GPU names (:func:`devices_named`): NVIDIA's product names of ``legacy_gpus.csv`` ("GeForce 9800 GTX/9800 GTX+" is
 two names) and the names of ``gpu_names.csv`` (pci.ids and nvidia-smi names), each to the device IDs it names;
-only device IDs that have a last branch are indexed, since only those can be too old for a driver.
+only device IDs that have a last branch are indexed, since only those can be too old for a driver. A model named
+without its board ("K40", "Tesla P100") names every board NVIDIA's names add a letter or a form to (K40c, K40m;
+P100-PCIE-16GB, P100-SXM2-16GB).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 
 from gpuhealth.knowledge import table_rows
@@ -125,7 +128,10 @@ def _index() -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
                 if device not in index.setdefault(each, []):
                     index[each].append(device)
         for part in name.split("/"):
-            starts.update(word_key(w) for w in part.split()[:3])
+            for word in part.split()[:3]:
+                key = word_key(word)
+                starts.add(key)
+                starts.add(_without_board(key))  # "K40m" starts a name; so does "K40", its model without the board
 
     for device, row in _table().items():
         add(row.name or "", device)
@@ -170,7 +176,7 @@ def devices_named(text: str) -> tuple[str, ...]:
 
     if len(text) > MAX_NAME:
         return ()
-    return _names().get(name_key(text), ())
+    return devices_keyed(name_key(text))
 
 
 _NOISE_WORDS = frozenset({"nvidia", "tesla", "geforce"})
@@ -187,5 +193,54 @@ def word_key(word: str) -> str:
 
 
 def devices_keyed(key: str) -> tuple[str, ...]:
-    """The device IDs (with a last branch) a name key names (``9800gtx``)."""
-    return _names().get(key, ()) if key else ()
+    """The device IDs (with a last branch) a name key names (``9800gtx``); a model named without its board letter or
+    form (``k40`` for the K40c, K40m, K40s and K40t; ``p100`` for the P100-PCIE-16GB and P100-SXM2-16GB) names every
+    such board."""
+    if not key:
+        return ()
+    return _names().get(key) or _boards_of(key)
+
+
+# What NVIDIA's names add to a model for its boards: a letter or two (K40c, K40m, K40st, K20Xm), a form and memory
+# (P100-PCIE-16GB, V100-SXM2-32GB, V100-DGXS-32GB, V100-FHHL-16GB) or the memory alone (Tesla M40 24GB)
+_BOARD = ("pcie", "sxm", "dgxs", "fhhl", "smx")
+MAX_BOARDS = 24
+
+
+def _is_board(rest: str) -> bool:
+    if 1 <= len(rest) <= 2 and rest.isalpha():
+        return True
+    return rest.startswith(_BOARD) or (rest.endswith("gb") and rest[:-2].isdigit())
+
+
+def _without_board(key: str) -> str:
+    """``k40m`` -> ``k40``, ``p100pcie16gb`` -> ``p100``: a key without the board part NVIDIA's name adds."""
+    for form in _BOARD:
+        at = key.find(form, 1)
+        if at > 0 and key[at - 1].isdigit():
+            return key[:at]
+    if key[-1:].isalpha() and key[-3:-2].isdigit() and key[-2:-1].isalpha():
+        return key[:-2]
+    if key[-1:].isalpha() and key[-2:-1].isdigit():
+        return key[:-1]
+    return key
+
+
+def _boards_of(key: str) -> tuple[str, ...]:
+    """The device IDs of the boards of the model ``key`` names (its key and a board part): () unless the key is a
+    model number (letters and digits, ending in a digit)."""
+    if len(key) < 3 or not key[-1].isdigit() or not any(c.isalpha() for c in key):
+        return ()
+    keys = _sorted_keys()
+    found: list[str] = []
+    at = bisect.bisect_left(keys, key)
+    while at < len(keys) and keys[at].startswith(key) and len(found) < MAX_BOARDS:
+        if _is_board(keys[at][len(key):]):
+            found += [d for d in _names()[keys[at]] if d not in found]
+        at += 1
+    return tuple(found)
+
+
+@functools.cache
+def _sorted_keys() -> list[str]:
+    return sorted(_names())

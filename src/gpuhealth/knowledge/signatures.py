@@ -79,6 +79,10 @@ def signature(signature_id: str) -> Signature:
         from gpuhealth.knowledge.symptom_phrases import told_signature  # only for a paste that named a cause
 
         return told_signature(signature_id)
+    if signature_id.startswith("shown:"):  # a package tool's line showing an update's new kernel (os_upgrade.py)
+        from gpuhealth.knowledge.symptom_phrases import shown_signature
+
+        return shown_signature(signature_id)
     return _by_id()[signature_id]
 
 

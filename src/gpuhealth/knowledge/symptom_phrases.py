@@ -52,11 +52,14 @@ from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["SEPARATOR", "TOLD_PREFIX", "Phrase", "literal_rows", "literals", "phrases", "state_causes",
-           "state_symptoms", "told_signature"]
+__all__ = ["SEPARATOR", "SHOWN_PREFIX", "TOLD_PREFIX", "Phrase", "literal_rows", "literals", "phrases",
+           "shown_signature", "state_causes", "state_symptoms", "told_signature"]
 
 SEPARATOR = " ¦ "  # between the examples of one cell
 TOLD_PREFIX = "told:"  # the id of a told cause's stand-in catalogue row: "told:told-module-not-built"
+# the id of the stand-in row of a program's line showing a family's event (a package tool's log of a kernel installed
+# by an update: parsers/os_upgrade.py): machine output, not the reporter's words
+SHOWN_PREFIX = "shown:"
 _REQUIRED = ("id", "literals", "examples", "source_title", "source_url")
 
 
@@ -130,20 +133,45 @@ def _told_rows() -> dict:
     known = causes()
     return {f"{TOLD_PREFIX}{row.id}": Signature(
         f"{TOLD_PREFIX}{row.id}", "words", "", "", row.cause, known[row.cause].code, "warning",
-        f"The reporter names the cause: {known[row.cause].title}", row.examples[0], row.source_title, row.source_url)
+        # "point to", not "name": a row reads the cause stated ("the module was not built") and the event that
+        # produces it ("after the dnf update nvidia-smi fails") alike
+        f"The reporter's words point to the cause: {known[row.cause].title}", row.examples[0], row.source_title,
+        row.source_url)
         for row in phrases() if row.cause}
 
 
-# a letter or digit of a Latin word (ASCII, Latin-1 and Latin Extended-A/B letters): a CJK character, kana or Hangul is
-# a word character to Python's \w but no part of an English word, so "我的GPU overheats" and "GPU가 overheats" have a
-# boundary where \b sees none. Spelled as the few Latin ranges, not as \w less the CJK blocks: a class of tens of
-# thousands of characters took re 20-40 ms to compile per pattern, half a second on the first paste
-_LATIN_WORD = r"[0-9A-Za-z_\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]"
-LATIN_BOUNDARY = f"(?:(?<={_LATIN_WORD})(?!{_LATIN_WORD})|(?<!{_LATIN_WORD})(?={_LATIN_WORD}))"
+def shown_signature(signature_id: str):
+    """The stand-in catalogue row of a program's line showing the event a cause family tells ("Setting up
+    linux-image-6.8.0-45-generic", dnf's "Install kernel-5.14.0-503...": an update installed a new kernel): the cause's
+    check, a warning (the event is not the failure; beside one it names the cause), the family's source. KeyError for
+    an id no family has."""
+    return _shown_rows()[signature_id]
+
+
+@functools.cache
+def _shown_rows() -> dict:
+    from gpuhealth.knowledge.causes import causes
+    from gpuhealth.knowledge.signatures import Signature
+
+    known = causes()
+    return {f"{SHOWN_PREFIX}{row.id}": Signature(
+        f"{SHOWN_PREFIX}{row.id}", "package", "", "", row.cause, known[row.cause].code, "warning",
+        f"A package tool's output shows an update that installed a new kernel: {known[row.cause].title}",
+        row.examples[0], row.source_title, row.source_url)
+        for row in phrases() if row.cause}
+
+
+# A boundary of Latin words: a CJK character, kana or Hangul is a word character to Python's \w but no part of an
+# English word, so "我的GPU overheats" and "GPU가 overheats" have a boundary where \b sees none. An ASCII-scoped \b
+# sees it: its word characters are [0-9A-Za-z_]. (A class of the Latin-1 and Latin Extended letters gave accented
+# letters their due, but each \b spelled as two look-arounds with that class took re about 0.3 ms to compile, and a
+# row holds dozens: 0.1-0.2 s of the first paste's time, against 0.02 ms for this one. The English rows' words are
+# ASCII; an accented letter next to one now ends the word.)
+LATIN_BOUNDARY = r"(?a:\b)"
 
 
 def latin_bounded(pattern: str) -> str:
-    """``pattern`` with each ``\b`` (outside a character class) made a boundary of Latin words that CJK text beside a
+    """``pattern`` with each ``\\b`` (outside a character class) made a boundary of Latin words that CJK text beside a
     word does not hide; still one character looked at on each side, so the pattern's cost is unchanged."""
     out: list[str] = []
     in_class = False
@@ -153,10 +181,7 @@ def latin_bounded(pattern: str) -> str:
         if char == "\\":
             pair = pattern[i:i + 2]
             if pair == "\\b" and not in_class:
-                before = pattern[i - 1:i] if i and pattern[i - 2:i - 1] != "\\" else ""
-                # the literal after it counts only when it cannot be absent ("\bs?" may stand before anything)
-                after = pattern[i + 2:i + 3] if pattern[i + 3:i + 4] not in ("?", "*", "{") else ""
-                pair = _boundary(before, after)
+                pair = LATIN_BOUNDARY
             out.append(pair)
             i += 2
             continue
@@ -173,16 +198,6 @@ def latin_bounded(pattern: str) -> str:
         out.append(char)
         i += 1
     return "".join(out)
-
-
-def _boundary(before: str, after: str) -> str:
-    """The Latin boundary for a ``\\b`` between the literal characters ``before`` and ``after`` ("" when not a literal
-    letter or digit): beside a literal letter only the other side needs looking at (cheaper than both)."""
-    if after.isascii() and after.isalnum():
-        return f"(?<!{_LATIN_WORD})"
-    if before.isascii() and before.isalnum():
-        return f"(?!{_LATIN_WORD})"
-    return LATIN_BOUNDARY
 
 
 def _compiled(pattern: str, where: str) -> re.Pattern[str] | None:

@@ -3,7 +3,9 @@
 - A driver, from the names the package managers print: a Debian package file or ``dpkg`` line with its version
   (``libgl1-nvidia-glx_343.22-2_amd64.deb``, ``version 343.22-2 of libnvidia-eglcore already installed``), or a
   package whose name carries the branch (Ubuntu ``nvidia-driver-470``, ``libnvidia-gl-535``; Debian
-  ``nvidia-legacy-340xx-driver``, ``nvidia-tesla-470-driver``; Arch ``nvidia-470xx-dkms``; RPM Fusion
+  ``nvidia-legacy-340xx-driver``, ``nvidia-tesla-470-driver``; NVIDIA's branch pinning package
+  ``nvidia-driver-pinning-580``, which its repositories use from the 590 renames on (NVIDIA Driver Installation
+  Guide, "Recent Updates: Version locking packages"); Arch ``nvidia-470xx-dkms``; RPM Fusion
   ``akmod-nvidia-390xx``).
 - A GPU, from its PCI ID (``10de:0612``, as lspci -nn and the driver's messages write it), or from a model name in
   a person's words ("NVIDIA 9800GTX+", "a Tesla K80"), through the names of ``knowledge/legacy.py`` (only GPUs that
@@ -26,7 +28,7 @@ import re
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Mention, NamedGpu
 
-__all__ = ["mentions", "named_gpus"]
+__all__ = ["command_mentions", "mentions", "named_gpus"]
 
 MAX_LINE = 300  # a line is read up to here: names sit near the start of installer and package lines
 MAX_WORDS = 60
@@ -47,7 +49,31 @@ _BRANCH_IN_NAME = lazy_re(
     r"|libnvidia-(?:gl|compute|decode|encode|extra|fbc1|cfg1|common|ifr1)|xserver-xorg-video-nvidia"
     r"|linux-(?:modules|objects|signatures)-nvidia)-(?P<ubuntu>\d{3})(?![\d.])"
     r"|nvidia-legacy-(?P<legacy>\d{3})xx|nvidia-tesla-(?P<tesla>\d{3})(?![\d.])"
+    r"|nvidia-driver-pinning-(?P<pin>\d{3})"
     r"|(?:akmod-|kmod-|xorg-x11-drv-)?nvidia-(?P<xx>\d{3})xx)", re.IGNORECASE)
+# the forms other than a package manager's: NVIDIA's installer file (``NVIDIA-Linux-x86_64-510.47.03.run``, as its
+# download page names it), an RPM's name-version-release (``kmod-nvidia-latest-dkms-550.54.15-1.el8.x86_64``,
+# ``nvidia-driver-3:550.54.15-1.el9``, NVIDIA's CUDA repository for RHEL), the CUDA repository's driver metapackage
+# (``cuda-drivers-510``, ``cuda-drivers 510.47.03-1``, ``cuda-drivers=510.47.03-1``), NVIDIA's driver container
+# image (``nvcr.io/nvidia/driver:535.104.05-ubuntu22.04``) and the GPU Operator's ``driver.version=535.104.05``
+_RUNFILE = lazy_re(r"NVIDIA-Linux-(?:x86_64|aarch64|x86|ppc64le|armv7l-gnueabihf)-"
+                   r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)(?![\d])", re.IGNORECASE)
+_RPM_VERSION = lazy_re(r"(?<![\w.+-])(?P<package>(?:lib)?[\w+-]{0,40}?nvidia[\w+-]{0,40}?)-(?:\d{1,2}:)?"
+                       r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)-\d", re.IGNORECASE)
+_CUDA_DRIVERS = lazy_re(r"(?<![\w.-])cuda-drivers(?:-(?P<branch>\d{3}))?(?:(?:_|=|:\w+\s+|\s+)"
+                        r"(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?))?(?![\w.]*\d)", re.IGNORECASE)
+# a program's or a script's own line naming it: "Installing NVIDIA driver 510.47.03", "NVIDIA driver version:
+# 535.104.05", and the variable installers and driver containers take (DRIVER_VERSION=, NVIDIA_DRIVER_VERSION=)
+_DRIVER_NAMED = lazy_re(r"(?:\bnvidia[ -]driver(?:[ -]version)?:?\s{1,3}v?|(?<![A-Za-z])(?:NVIDIA_)?DRIVER_VERSION"
+                        r"\s?[=:]\s?[\"']?)(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)(?![\d.]*\d)", re.IGNORECASE)
+_DRIVER_IMAGE = lazy_re(r"(?:\bnvidia/driver:|\bdriver\.version=)(?P<version>\d{3}\.\d{2,3}(?:\.\d{2})?)(?![\d])",
+                        re.IGNORECASE)
+# a machine image (AMI, cloud image, container tag) whose name carries the driver: ``ubuntu-2004-nvidia-510``,
+# ``dl-base-nvidia-driver-535-20240101``, ``nvidia_535.104.05``: "nvidia" then a three-digit branch inside one name
+_IMAGE_NAME = lazy_re(r"(?<![\w.])[\w.]{0,40}?(?<![a-z])nvidia[-_](?:driver[-_])?[rv]?(?P<branch>\d{3})"
+                      r"(?P<rest>(?:[._]\d{2,3}){0,2})(?=[-_/:\s\"',)]|$)", re.IGNORECASE)
+# Google Cloud's accelerator types name the GPU model (cloud.google.com/compute/docs/gpus: nvidia-tesla-k80, -p100)
+_ACCELERATOR = lazy_re(r"(?<![\w.])nvidia-tesla-(?P<model>[a-z]\d{1,3}[a-z]?)(?![\w.])", re.IGNORECASE)
 _PCI_ID = lazy_re(r"(?<![\w:])10de:(?P<device>[0-9a-f]{4})(?![0-9a-f])", re.IGNORECASE)
 _FIRST_PERSON = lazy_re(r"\b(?:i|i'm|i've|i'd|my|we|we've|our|me)\b", re.IGNORECASE)
 _WORD = lazy_re(r"[^\s,;()\[\]\"'`|]+")
@@ -60,15 +86,26 @@ def mentions(line: str, source: str = "") -> list[Mention]:
         return []
     lowered = text.lower()
     found: list[Mention] = []
-    if "nvidia" in lowered:
+    if ("nvidia" in lowered or "cuda-drivers" in lowered or "driver.version" in lowered
+            or "driver_version" in lowered) \
+            and not _NO_SUCH_PACKAGE.search(text):
         words = _sentence(text)
         found += [Mention("driver", version, named, text, source, reported=words) for named, version in _drivers(text)]
     if "10de:" in lowered:
         found += [Mention("gpu", m["device"].lower(), m[0], text, source) for m in _PCI_ID.finditer(text)]
+    if "nvidia-tesla-" in lowered:  # a cloud's accelerator type (GCP: --accelerator=type=nvidia-tesla-k80)
+        found += [Mention("gpu", " ".join(devices), m[0], text, source, reported=_sentence(text))
+                  for m in _ACCELERATOR.finditer(text) if (devices := _devices_named(f"Tesla {m['model']}"))]
     if not any(m.what == "gpu" for m in found):
         found += [Mention("gpu", " ".join(devices), named, text, source, reported=True)
                   for named, devices in _gpu_names(text)]
     return found
+
+
+def _devices_named(name: str) -> tuple[str, ...]:
+    from gpuhealth.knowledge.legacy import devices_named
+
+    return devices_named(name)
 
 
 def _sentence(text: str) -> bool:
@@ -77,15 +114,47 @@ def _sentence(text: str) -> bool:
 
 
 def _drivers(text: str) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+    found = _named_forms(text)
+    if found:
+        return found[:4]
     for match in (*_PACKAGE_VERSION.finditer(text), *_DPKG_VERSION_OF.finditer(text)):
         if not _NOT_THE_DRIVER.search(match["package"]) and int(match["version"].split(".")[0]) >= 60:
             found.append((match[0].strip(), match["version"]))
     if not found:
         for match in _BRANCH_IN_NAME.finditer(text):
-            branch = match["ubuntu"] or match["legacy"] or match["tesla"] or match["xx"]
+            branch = match["ubuntu"] or match["legacy"] or match["tesla"] or match["xx"] or match["pin"]
             found.append((match[0], branch))
+    if not found:
+        found = [(m[0], m["branch"] + m["rest"].replace("_", ".")) for m in _IMAGE_NAME.finditer(text)
+                 if not _NOT_THE_DRIVER.search(m[0])]
     return list(dict.fromkeys(found))[:4]
+
+
+# a version a line asks for, or one it leaves, rather than has: "requires NVIDIA driver 525.60.13 or newer", "minimum
+# driver_version", "downgraded from NVIDIA driver 535.183.01", "removing NVIDIA driver 510.47.03"
+_ASKS_BEFORE = lazy_re(r"(?:requir|need|minimum|at least|built for|support|compatib|recommend|upgrade to|download|"
+                       r"\bfrom\b|instead of|uninstall|remov|purg|replac)", re.IGNORECASE)
+_ASKS_AFTER = lazy_re(r"^\S*\s{0,3}(?:\+|or (?:newer|later|higher|above)|and (?:newer|later|above)|is required)",
+                      re.IGNORECASE)
+
+
+def _required(text: str, match: re.Match[str]) -> bool:
+    return bool(_ASKS_BEFORE.search(text[max(0, match.start() - 40):match.start()])
+                or _ASKS_AFTER.match(text[match.end():match.end() + 24]))
+
+
+def _named_forms(text: str) -> list[tuple[str, str]]:
+    """(words, version or branch) from an installer file, an RPM, the CUDA repository's driver metapackage, the driver
+    container's image: each names the driver by itself, so no other form is read beside it."""
+    found = [(m[0], m["version"]) for m in _RUNFILE.finditer(text)]
+    found += [(m[0], m["version"]) for m in _DRIVER_IMAGE.finditer(text)]
+    found += [(m[0].strip(), m["version"]) for m in _DRIVER_NAMED.finditer(text) if not _required(text, m)]
+    found += [(m[0].strip(), m["version"] or m["branch"]) for m in _CUDA_DRIVERS.finditer(text)
+              if m["version"] or m["branch"]]
+    if "-" in text:
+        found += [(m[0], m["version"]) for m in _RPM_VERSION.finditer(text)
+                  if not _NOT_THE_DRIVER.search(m["package"])]
+    return list(dict.fromkeys(found))
 
 
 def _gpu_names(text: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -144,6 +213,38 @@ def mention_overlay(lines: list[str], source: str) -> dict[str, tuple[Mention, .
         if len(found) >= MAX_MENTIONS:
             break
     return {"mentioned": tuple(found.values())[:MAX_MENTIONS]} if found else {}
+
+
+COMMANDS_TYPED = "the commands typed"
+
+
+# a package manager's answer that the package named is not there: "E: Unable to locate package nvidia-driver-510"
+_NO_SUCH_PACKAGE = lazy_re(r"Unable to locate package|has no installation candidate|No match for argument|"
+                           r"Unable to find a match|No package \S+ available|is not available|is not installed|"
+                           r"not found")
+# what apt, dnf/yum and NVIDIA's installer print when the install named did not happen
+_INSTALL_FAILED = lazy_re(r"Unable to locate package|has no installation candidate|No match for argument|"
+                          r"Unable to find a match|No package \S+ available|^E: |^ERROR: |^Error: |"
+                          r"installation (?:has )?failed|Installation failed", re.MULTILINE)
+
+
+def command_mentions(typed: list[tuple[str, str]]) -> dict[str, tuple[Mention, ...]]:
+    """The overlay for the commands of a pasted session, each with the head of its output: the driver an install
+    command names (``sh NVIDIA-Linux-x86_64-510.47.03.run``, ``apt-get install cuda-drivers-510``, ``dnf install
+    kmod-nvidia-latest-dkms-...``) unless its output says the install failed ("Unable to locate package", "No match
+    for argument", "ERROR: Installation has failed"), and the GPUs a command names
+    (``--accelerator=type=nvidia-tesla-k80``). Of several drivers installed one after another, the last is the one in
+    place."""
+    found: list[Mention] = []
+    for command, output in typed[:MAX_MENTIONS]:
+        named = mentions(command, COMMANDS_TYPED)
+        if any(m.what == "driver" for m in named) and _INSTALL_FAILED.search(output[:2000]):
+            named = [m for m in named if m.what != "driver"]
+        found += named
+    drivers = [m for m in found if m.what == "driver"]
+    gpus = list({m.value: m for m in found if m.what == "gpu"}.values())
+    chosen = (*drivers[-1:], *gpus)
+    return {"mentioned": chosen} if chosen else {}
 
 
 # --------------------------------------------------------------------------- models and counts named

@@ -126,7 +126,19 @@ _CORE_PROBE_NEEDLES = (b"probe of ", b"probe with driver nvidia")
 #                        "Fatal error %u detected" (mlx5_core_err: "mlx5_core <PCI address>: ..." before it)
 _HOST_NEEDLES = (b"soft lockup", b"hard LOCKUP", b"blocked for more than", b"out of memory: Kill",
                  b"Out of memory: Kill", b"health compromised", b"Fatal error")
-_SECOND_PASS_NEEDLES = _SIGNATURE_NEEDLES + _CORE_PROBE_NEEDLES + _HOST_NEEDLES
+# The PCI core's own lines about a device's memory windows (BARs), printed before any driver loads and without an
+# NVRM tag (Linux drivers/pci): setup-res.c pci_assign_resource ("BAR %d: no space for %pR", "BAR %d: failed to assign
+# %pR"; since 6.8 "%s %pR: can't assign; no space", "%s %pR: failed to assign", %s being "BAR 1", "VF BAR 0", "ROM" or
+# "bridge window"), pci_claim_resource ("can't claim BAR %d %pR: no compatible bridge window" / "address conflict
+# with ..."; since 6.8 "%s %pR: can't claim; ..."), pci_enable_resources ("can't enable device: BAR %d %pR not
+# assigned"; since 6.8 "%s %pR: not assigned; can't enable device"), probe.c __pci_read_base ("can't handle BAR larger
+# than 4GB", "[Firmware Bug]: reg 0x10: invalid BAR (can't size)"; "can't handle BAR above 4GB" is only followed by a
+# reassignment, no failure), iov.c sriov_enable ("not enough MMIO resources for SR-IOV"); probe.c's
+# enumeration line "[%04x:%04x] type %02x class %#08x" says which device an address is, and the "assigned" and
+# "trying firmware assignment" lines say a failure was overcome (a second pass, pci=realloc, the firmware's address).
+_PCI_RESOURCE_NEEDLES = (b"] type 0", b"assign", b"no space for", b"can't claim", b"not claimed", b"can't handle BAR",
+                         b"not enough MMIO", b"can't size")
+_SECOND_PASS_NEEDLES = _SIGNATURE_NEEDLES + _CORE_PROBE_NEEDLES + _HOST_NEEDLES + _PCI_RESOURCE_NEEDLES
 _SIGNATURE_SCAN_MAX_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024  # format detection and binary check look at this much text
 _HEAD_LINES = 400
@@ -426,6 +438,77 @@ def module_banner_version(banner: str) -> tuple[str | None, str | None]:
     if not match:
         return None, None
     return match["version"], "open" if match["open"] else "proprietary"
+
+
+# --------------------------------------------------------------------------- lines that are no log line
+
+# A line after a newline that cannot start a log line of any format: not blank, not indented (dmesg and journalctl
+# indent a record's second line), and not opening as one of the prefixes above (a bracketed timestamp, a pstore
+# level, a kmsg record, an ISO or syslog date, dmesg --decode's facility, a journal marker or journalctl -x's "-- "
+# catalogue lines). Each alternative is bounded, so the scan is one linear pass that sre runs from newline to
+# newline; the few lines it yields are then classified exactly (_classify).
+_UNLOGGED = lazy_re(r"\n(?![ \t\r\n]|\[[ \t]{0,12}[+-]?\d|\[[A-Z][a-z]{2} [A-Z]|<\d|\d{1,4},\d|\d{4}-\d\d-\d\dT"
+                    r"|[A-Z][a-z]{2} [ \d]\d \d\d:|[a-z][a-z0-9]{1,7}[ \t]{0,8}:[ \t]{0,8}[a-z]{3,6}[ \t]{0,8}:"
+                    r"|--(?: |\r?$))([^\n]*)", re.M)
+_NON_BLANK = lazy_re(r"\S")
+_LETTER = lazy_re(r"[^\W\d_]")
+# journalctl's own notice to a user outside the adm/systemd-journal groups (systemd's journalctl.c): no one's words
+_JOURNALCTL_HINT = "Hint: "
+MAX_UNLOGGED_LINES = 2000  # a "log" with more lines than this outside its records is read no further
+
+
+def unlogged_runs(text: str) -> list[list[str]]:
+    """The lines of a timestamped kernel log that are no log line, in runs: the lines between two log lines (blank
+    lines do not part a run). A person's comments between the records of a pasted ``dmesg`` are such lines; so is
+    a line of another program's. Not counted: blank and indented lines (a record's continuation), journal markers,
+    journalctl's notice, and lines without a letter ("...", "[...]", "-----": marks of a cut, not words). At most
+    ``MAX_UNLOGGED_LINES`` lines."""
+    runs: list[list[str]] = []
+    last_end = -1  # where the last line taken ended
+    taken = 0
+    for start, stop, raw in _candidates(text):
+        line = raw.rstrip("\r")[:_MAX_LINE]
+        if _classify(line) is not None or _LETTER.search(line) is None or line.startswith(_JOURNALCTL_HINT):
+            continue
+        if runs and _NON_BLANK.search(text, last_end, start) is None:
+            runs[-1].append(line)  # only blank lines since the last one: the same comment goes on
+        else:
+            runs.append([line])
+        last_end, taken = stop, taken + 1
+        if taken >= MAX_UNLOGGED_LINES:
+            break
+    return runs
+
+
+# A person's note on a log line, after an arrow pointing back at it ("... Xid 79 ...  <-- here the job died"): no
+# kernel message writes one
+_ARROWS = ("<--", "<==", "\u2190")
+_ANNOTATION = lazy_re(r"(?:<-{2,}|<={2,}|\u2190)[ \t]*(?P<words>[^\n]{1,2000})")
+
+
+def annotations(text: str) -> list[str]:
+    """The notes a person wrote at the end of log lines after an arrow ("<-- this is when it froze"), with a letter in
+    them, at most ``MAX_UNLOGGED_LINES``."""
+    if not any(arrow in text for arrow in _ARROWS):
+        return []
+    found = []
+    for match in _ANNOTATION.finditer(text):
+        words = match["words"].strip()
+        if _LETTER.search(words):
+            found.append(words)
+            if len(found) >= MAX_UNLOGGED_LINES:
+                break
+    return found
+
+
+def _candidates(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, line) of each line _UNLOGGED lets through, the first line included (no newline before it)."""
+    head_end = text.find("\n")
+    head_end = len(text) if head_end < 0 else head_end
+    if _UNLOGGED.fullmatch("\n" + text[:min(head_end, _MAX_LINE)]):
+        yield 0, head_end, text[:head_end]
+    for match in _UNLOGGED.finditer(text):
+        yield match.start(1), match.end(1), match[1]
 
 
 # --------------------------------------------------------------------------- input checks
@@ -1495,12 +1578,14 @@ class _Collector:
         failing = {g.first.pci_address for g in self.groups.values()
                    if g.kind in ("bar", "rminit_failed", "probe") and g.first.pci_address}
         known = {e.line_number for g in self.groups.values() for e in g.samples}
-        if failing and rescan is not None:
-            for event in _pci_bar_events(rescan, failing, known):
-                self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
         signature = self.signature
         if rescan is not None and size <= _SIGNATURE_SCAN_MAX_BYTES:
             signature = _signature_events(rescan(_SECOND_PASS_NEEDLES))
+        signature = _pci_resources(signature, failing)
+        known |= {e.line_number for e in signature}
+        if failing and rescan is not None:
+            for event in _pci_bar_events(rescan, failing, known):
+                self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
         for event in signature:
             self._group(event.kind, event.pci_address, event.xid, _template(event.message), event)
         groups = sorted((g.freeze(self.rates.get((g.first.pci_address, g.first.xid or 0)) if g.kind == "xid"
@@ -1620,6 +1705,9 @@ def _untagged_event(raw: str, timestamp: str | None, message: str, number: int |
     """An event from a line without an NVRM tag that a second-pass needle found; None for another driver's line."""
     if any(text in message for text in _HOST_TEXTS):
         return _host_event(raw, timestamp, message, number)
+    if any(text in message for text in _PCI_RESOURCE_TEXTS) and (found := _pci_resource_line(raw, timestamp, message,
+                                                                                              number)):
+        return found
     probe = _CORE_PROBE.search(message) if "probe" in message else None
     if probe:
         address = probe["dev"] or probe["of"]
@@ -1630,6 +1718,119 @@ def _untagged_event(raw: str, timestamp: str | None, message: str, number: int |
         return None  # another vendor's module (a Wi-Fi or VirtualBox driver, say), or another driver's probe
     return KernelEvent(kind="module_signature", message=message.strip(), line=raw, line_number=number,
                        timestamp=timestamp)
+
+
+_PCI_RESOURCE_TEXTS = tuple(needle.decode() for needle in _PCI_RESOURCE_NEEDLES)
+_PCI_DEVICE = r"(?P<addr>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):\s{1,4}"
+_PCI_ENUMERATION = lazy_re(_PCI_DEVICE + r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\] "
+                           r"type [0-9a-fA-F]{2} class 0x(?P<cls>[0-9a-fA-F]{6})")
+# "<res> [range]: <what>" (6.8 on), "BAR <n>: <what> [range]" and "can't claim BAR <n> [range]: ..." (before), or a
+# resource-less line of the device ("not enough MMIO resources for SR-IOV")
+_PCI_RESOURCE_LINE = lazy_re(
+    _PCI_DEVICE + r"(?:\[Firmware Bug\]: )?(?P<pre>can't claim |can't enable device: |reg 0x[0-9a-fA-F]{1,3}: )?"
+    r"(?P<res>(?:VF )?BAR ?\d{1,2}|ROM|bridge window)?(?P<rest>[^\n]{0,240})")
+_PCI_RANGE = lazy_re(r"\[(?P<type>mem|io) {1,2}(?:size (?P<size>0x[0-9a-fA-F]{1,16})|(?P<start>0x[0-9a-fA-F]{1,16})-"
+                     r"(?P<end>0x[0-9a-fA-F]{1,16}))")
+# what each line says, first match wins: (words, outcome); "ok" lines say the BAR got an address after all
+_PCI_OUTCOMES = (
+    ("no compatible bridge window", "no compatible bridge window"), ("address conflict", "address conflict"),
+    ("conflicts with", "address conflict"), ("no address assigned", "no address assigned"),
+    ("not assigned", "not assigned, the device cannot be enabled"),
+    ("not claimed", "not claimed, the device cannot be enabled"), ("failed to expand", "could not be enlarged"),
+    ("bogus alignment", "bogus alignment"), ("failed to assign", "failed to assign"), ("no space", "no space"),
+    ("can't assign", "no space"), ("larger than 4GB", "larger than 4 GB, which this kernel cannot place"),
+    ("can't size", "cannot be sized (the firmware's bug)"),
+    ("not enough MMIO resources", "not enough MMIO space for the SR-IOV virtual functions"),
+    ("unassigned", "no address assigned"), ("trying firmware assignment", "ok"), ("assigned", "ok"),
+)
+
+
+def _pci_resource_line(raw: str, timestamp: str | None, message: str, number: int | None) -> KernelEvent | None:
+    """A PCI core line about a device (``_PCI_RESOURCE_NEEDLES``) as a helper event, resolved by ``_pci_resources``:
+    ``pci_id`` (the enumeration line: vendor, device and class), ``pci_bar`` (a memory BAR that got no address) and
+    ``pci_bar_ok`` (one that did). I/O BARs, expansion ROMs and bridge windows are left out: a GPU's legacy I/O ports or
+    ROM without an address do not stop it, and a bridge's window is judged by the BARs of the devices behind it."""
+    text = message.strip()
+    event = functools.partial(KernelEvent, message=text, line=raw, line_number=number, timestamp=timestamp)
+    if "] type 0" in text and (found := _PCI_ENUMERATION.search(text)):
+        return event(kind="pci_id", pci_address=_normalize(found["addr"]),
+                     detail=f"{found['vendor'].lower()}:{found['device'].lower()} {found['cls'].lower()}")
+    found = _PCI_RESOURCE_LINE.search(text)
+    if found is None or "unassigned, try booting" in text:
+        return None
+    res, rest = found["res"] or _register_bar(found["pre"]), found["rest"]
+    outcome = next((said for words, said in _PCI_OUTCOMES if words in rest or words in (found["pre"] or "")), None)
+    if outcome is None or res in ("ROM", "bridge window", "BAR 6", "BAR6"):
+        return None
+    if res and not res.startswith("VF") and int("".join(ch for ch in res if ch.isdigit())) > 5:
+        return None  # before 6.8 resources 6 and up were the ROM, the SR-IOV and the bridge windows, by number
+    span = _PCI_RANGE.search(rest)
+    if span is not None and span["type"] == "io" or span is None and res and " io" in rest:
+        return None
+    if not res and "MMIO" not in rest:
+        return None  # a line of the device that names no BAR (an enable message, say)
+    size = _pci_size(span)
+    name = res or "SR-IOV BARs"
+    # the text before the address is who printed it: "pci", or the driver bound to the device ("nvidia")
+    return event(kind="pci_bar_ok" if outcome == "ok" else "pci_bar", pci_address=_normalize(found["addr"]),
+                 process=text[:found.start()].split()[-1] if text[:found.start()].split() else None,
+                 detail=f"{name} ({size}): {outcome}" if size else f"{name}: {outcome}")
+
+
+def _pci_resource_name(event: KernelEvent) -> tuple[str | None, str]:
+    """Which device and resource a ``pci_bar`` / ``pci_bar_ok`` event is about: (address, "BAR 1")."""
+    return event.pci_address, (event.detail or "").split(":", 1)[0].split(" (", 1)[0]
+
+
+def _register_bar(pre: str | None) -> str:
+    """The BAR a config-space register names in the kernel's older lines ("reg 0x14:" is BAR 1); "" for none."""
+    if not pre or not pre.startswith("reg 0x"):
+        return ""
+    register = int(pre[6:].rstrip(": "), 16)
+    return f"BAR {(register - 0x10) // 4}" if 0x10 <= register <= 0x24 and register % 4 == 0 else ""
+
+
+def _pci_size(span: re.Match[str] | None) -> str:
+    """A PCI range's size in words ("32 GiB"), from "size 0x..." or "start-end"; "" when there is none."""
+    if span is None:
+        return ""
+    size = int(span["size"], 16) if span["size"] else int(span["end"], 16) - int(span["start"], 16) + 1
+    if size <= 1:
+        return ""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} bytes"
+
+
+def _pci_resources(events: list[KernelEvent], failing: set[str]) -> list[KernelEvent]:
+    """The second pass's PCI core lines resolved: a memory BAR that got no address, and no address later in the log
+    (the "assigned" of a second pass, the firmware's own address), is a ``bar`` event of an NVIDIA device (its
+    enumeration line names vendor 10de, or the driver already reported it failing), else a ``pci_resource`` event of a
+    display controller or of a device the log does not identify (the checks weigh those); another device's lines are
+    dropped. Every other event passes through."""
+    ids = {e.pci_address: e.detail or "" for e in events if e.kind == "pci_id"}
+    later_ok: dict[tuple[str | None, str], int] = {}
+    for e in events:
+        if e.kind == "pci_bar_ok":
+            key = _pci_resource_name(e)
+            later_ok[key] = max(later_ok.get(key, 0), e.line_number or 0)
+    out = []
+    for e in events:
+        if e.kind in ("pci_id", "pci_bar_ok"):
+            continue
+        if e.kind != "pci_bar":
+            out.append(e)
+            continue
+        if later_ok.get(_pci_resource_name(e), -1) > (e.line_number or 0):
+            continue  # the BAR got its address after all
+        known = ids.get(e.pci_address)
+        nvidia = known.startswith("10de:") if known else e.pci_address in failing or e.process == "nvidia"
+        if known and not nvidia and not known.split(" ")[-1].startswith("03"):
+            continue  # another vendor's device that is no display controller: a NIC's or a disk's window
+        detail = e.detail if nvidia or not known else f"{e.detail} (display controller {known.split(' ')[0]})"
+        out.append(dataclasses.replace(e, kind="bar" if nvidia else "pci_resource", detail=detail))
+    return out
 
 
 def _wants_more(text: str) -> bool:

@@ -41,6 +41,10 @@ _LNK = lazy_re(r"^\s*(?P<which>LnkCap|LnkSta):\s*(?P<rest>.*)$")
 _SPEED = lazy_re(r"Speed\s+(?P<speed>\d+(?:\.\d+)?)\s*GT/s")
 _WIDTH = lazy_re(r"Width\s+x(?P<width>\d+)")
 _FIELD = lazy_re(r"^\s*(?P<key>Subsystem|Kernel driver in use|Kernel modules):\s*(?P<value>.*?)\s*$")
+# pciutils lspci.c show_bases(): "Memory at <address>" or, with no address, "<unassigned>" (the BAR and the kernel's
+# resource both zero) or "<ignored>" (the BAR holds an address the kernel did not take); -vv prefixes "Region N: "
+_MEMORY_REGION = lazy_re(
+    r"^\s+(?P<line>(?:Region \d: )?(?:\[virtual\] )?Memory at \S{1,24} \([^)\n]{0,40}\)[^\n]{0,60})$")
 _BUS = lazy_re(r"^\s*Bus:\s*primary=[0-9a-fA-F]{2},\s*secondary=(?P<bus>[0-9a-fA-F]{2})\b")
 _VMM_FIELD = lazy_re(r"^(?P<key>[A-Za-z]+):\s*(?P<value>.*?)\s*$")
 
@@ -204,6 +208,7 @@ class _Builder:
     link_width_max: int | None = None
     secondary_bus: str | None = None
     kernel_modules: tuple[str, ...] | None = None
+    memory_regions: list[str] | None = None
     config: dict[int, int] = dataclasses.field(default_factory=dict)
 
     def set_subsystem(self, text: str) -> None:
@@ -269,6 +274,7 @@ class _Builder:
             link_width_max=self.link_width_max,
             secondary_bus=self.secondary_bus,
             kernel_modules=self.kernel_modules,
+            memory_regions=tuple(self.memory_regions) if self.memory_regions is not None else None,
         )
 
 
@@ -452,6 +458,13 @@ def parse_lspci(text: str) -> tuple[PciDevice, ...]:
         link = _LNK.match(line)
         if link:
             current.set_link(link["which"], link["rest"])
+            continue
+        region = _MEMORY_REGION.match(line) if "Memory at " in line else None
+        if region:
+            if current.memory_regions is None:
+                current.memory_regions = []
+            if len(current.memory_regions) < 8:
+                current.memory_regions.append(region["line"].strip())
             continue
         bus = _BUS.match(line)
         if bus and current.secondary_bus is None:  # a bridge: the bus below it, in its own PCI domain

@@ -200,6 +200,12 @@ _DRIVER = lazy_re(r"(?<![\w/.-])(?:nvidia[- ]?driver|driver|nvrm|nvidia)(?:[- ]?
                   r"(?:\s{1,3}(?:is|was|of|at|now|currently|installed|=|:)){0,3}"
                   r"(?P<change>\s{1,3}from\s{1,3}v?\d{3}[\d.]{0,8}\s{1,3}to)?\s{0,3}[:=]?[ -]{0,3}v?"
                   r"(?P<v>[2-9]\d\d(?:\.\d{1,3}){0,2})(?![\w.]{0,3}\d)", re.I)
+# a driver branch as NVIDIA names it: "the R470 branch", "R535 drivers", "the 470.xx legacy driver", "the 510 driver"
+# (a branch word after the number: "R740" alone is a server model, "770 driver" after a GPU series word is a GPU's)
+_BRANCH_WORDS = lazy_re(r"(?<![\w/.-])(?:(?<!gtx )(?<!gts )(?<!gt )(?<!rtx )(?<!quadro )(?<!nvs )(?<!titan )"
+                        r"(?:r(?P<r>[2-9]\d\d)|(?P<xx>[2-9]\d\d)\.xx|(?<=the )(?P<n>[2-9]\d\d)))"
+                        r"(?=(?:\s{1,3}(?:legacy|nvidia|production|proprietary|open))?\s{1,3}"
+                        r"(?:branch|drivers?|series|release)\b)", re.I)
 # "CUDA 12.4", "cuda12.1", "CUDA toolkit 11.8", "nvcc 12.1", "CUDA Version: 12.2" (then "driver-cuda" by context);
 # not "CUDA driver 570" (the driver), not a path (/usr/local/cuda-12.1: another reader's)
 _CUDA = lazy_re(r"(?<![\w/.-])(?P<what>cuda[- ]?toolkit|cudatoolkit|cuda[- ]runtime|nvcc|cuda)"
@@ -256,6 +262,12 @@ def _sentence_versions(sentence: str) -> list[tuple[Stated, bool]]:
     for match in _DRIVER.finditer(sentence):
         spans.append(match.span("v"))
         out += _judged(sentence, match, "driver", match["v"], past)
+    if "r" in sentence.lower() or ".xx" in sentence:
+        for match in _BRANCH_WORDS.finditer(sentence):
+            value = match["r"] or match["xx"] or match["n"]
+            if not any(a <= match.start() < b or match.start() <= a < match.end() for a, b in spans):
+                spans.append(match.span())
+                out += _judged(sentence, match, "driver", value, past)
     for match in _CUDA.finditer(sentence):
         if any(a <= match.start("v") < b for a, b in spans):
             continue

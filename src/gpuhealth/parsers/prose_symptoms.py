@@ -50,7 +50,7 @@ from bisect import bisect_left
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["MAX_PER_SYMPTOM", "Told", "told_symptoms"]
+__all__ = ["MAX_PER_SYMPTOM", "Told", "told_alone", "told_symptoms"]
 
 MAX_LINE = 4096  # characters of one line that are read
 MAX_SENTENCE = 600  # characters of one sentence kept as the evidence line
@@ -139,6 +139,8 @@ _HISTORY = lazy_re(r"\b(?:used to|before (?:i|we)|until (?:i|we)|went away|back 
                    # back to normal ("정상으로 돌아왔", "正常に戻")
                    r"예전에(?:는|엔)?|이전에는|以前は|昔は|(?:해결|수정|복구)(?:되었|됐|했|완료)|정상으로\s?(?:돌아|복구)|"
                    r"(?:解決|解消|修正|復旧)(?:しました|した|済|できました)|直りました|直った|治りました|正常に戻")
+# in a question, "if"/"whether" before the words: it asks whether they hold ("how do I tell if my GPU throttles?")
+_ASKS_WHETHER = lazy_re(r"\b(?:if|whether)\b")
 # a question that presupposes the symptom: "why ...", "how come ...", "how do I fix ..." ("why would ..." supposes)
 _ASKS_ABOUT_OWN = lazy_re(r"^\W{0,5}(?:why(?! (?:would|could|might|may|can|should)\b)|how come|"
                           r"how (?:to|do i|can i|do we|can we|should i) (?:fix|solve|resolve|"
@@ -172,9 +174,33 @@ def told_symptoms(text: str, causes_only: bool = False) -> list[Told]:
 
     if not any(literal in lowered for literal in literals()):
         return []
-    rows = phrases()
+    return _read_lines(text, lowered, phrases(), literal_rows(), causes_only)
+
+
+def told_alone(text: str, row_id: str) -> list[Told]:
+    """The sentences of ``text`` that tell the subject of the cause family ``row_id`` on its own, without its
+    predicate: "we upgraded the servers from Ubuntu 22.04 to 24.04" is the event of the family "an OS upgrade broke
+    the driver" whose failure may be shown elsewhere in the evidence (nvidia-smi's own message). The same negation,
+    questions, hypotheticals, history and ``unless`` apply; what the event means is the caller's to decide
+    (analyze keeps it only beside a failure). KeyError for an id no family has."""
+    from dataclasses import replace
+
+    from gpuhealth.knowledge.symptom_phrases import phrases
+
+    row = next((r for r in phrases() if r.id == row_id), None)
+    if row is None or row.subject is None:
+        raise KeyError(row_id)
+    lowered = _folded(text)
+    if not any(literal in lowered for literal in row.literals):
+        return []
+    alone = replace(row, predicate=None, window=0)
+    return _read_lines(text, lowered, (alone,), tuple((lit, (0,)) for lit in alone.literals), True)
+
+
+def _read_lines(text: str, lowered: str, rows, index, causes_only: bool) -> list[Told]:
+    """:func:`told_symptoms`' reading of ``text`` (``lowered`` is its :func:`_folded` form) with the families ``rows``,
+    indexed by ``index`` (each literal with the positions of its rows)."""
     row_scripts = [row.id[-3:] if row.id.endswith(("-ko", "-ja")) else "" for row in rows]
-    index = literal_rows()
     found: list[Told] = []
     counts: dict[str, int] = {}
     original_lines = text.splitlines()
@@ -319,6 +345,8 @@ def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool) -> bo
     if not own and korean_or_japanese and _MODAL_KOJA.search(sentence) and not _PAST_END.search(sentence):
         return False
     if asks and _in_question(sentence, p_start):
+        if _ASKS_WHETHER.search(_clause_before(sentence, p_start)):
+            return False  # "how do I know if my torch is a CPU build?" asks whether, whoever's it is
         return own or _ASKS_ABOUT_OWN.search(sentence) is not None
     return True
 

@@ -134,10 +134,11 @@ _REMAP_FAILED = lazy_re(
     r"|\bremap(?:ping)?\s{1,3}failures?\b(?!\s{0,3}occurred)"
     r"|\b(?:unable|failed)\s{1,3}to\s{1,3}retire\b", re.I)
 # a count of repaired memory (rows remapped, pages retired, uncorrectable errors) and that it grows, in either order
+# ("went from 2 to 4" grows only where the numbers rise: _FROM_TO decides)
 _REPAIRED = (r"(?:remapped\s{1,3}rows?|row\s{1,3}remap(?:s|pings?)?|retired\s{1,3}pages?|page\s{1,3}retirements?"
              r"|uncorrectable\s{1,3}(?:ecc\s{1,3})?(?:errors?|counts?)|dbe\s{1,3}counts?|dbes)")
-_GROWS = (r"(?:grew|grow(?:s|ing)?|increas(?:e|es|ed|ing)|ris(?:e|es|ing)|rose|went\s{1,3}up|go(?:es|ing)?\s{1,3}up"
-          r"|climb(?:s|ed|ing)?|more\s{1,3}and\s{1,3}more)")
+_GROWS = (r"(?:grew|grow(?:s|ing)?|increas(?:e|es|ed|ing)|ris(?:e|es|ing)|rose|went\s{1,3}(?:up|from)"
+          r"|go(?:es|ing)?\s{1,3}up|climb(?:s|ed|ing)?|more\s{1,3}and\s{1,3}more)")
 _GREW = lazy_re(r"\b" + _REPAIRED + r"\b[^.;!?]{0,50}?\b" + _GROWS + r"\b|\b" + _GROWS + r"\b[^.;!?]{0,30}?\b"
                 + _REPAIRED + r"\b", re.I)
 _FROM_TO = lazy_re(r"\bfrom\s{1,3}(\d{1,6})\s{1,3}to\s{1,3}(\d{1,6})\b", re.I)

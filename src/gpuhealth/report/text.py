@@ -10,10 +10,11 @@ Lines fit the console's width: 80 columns, a terminal's own, or nothing wrapped 
 finding's headline is one short clause (at most ``HEADLINE_CHARS`` after its severity, code and subject); what else
 its message says goes on the lines below it, its count and times (``seen:``, ``first:``, ``last:`` or ``at:``) and
 the next action (``next:``) each on a line of its own. Prose wraps at word boundaries, continued under its label
-(a comment's continuation is a comment too). Two kinds of line are never wrapped and may be wider: commands
-(``soft_wrap``: pasted, a wrapped line would run as two; one command per line, ``to tell:`` included) and evidence
-quoted verbatim (a log line as it was logged). A command's comment goes on its own line above it, and a step (an
-instruction in words) never looks like a command. A finding's fixes come in the order `gpuhealth fix` runs them
+(a comment's continuation is a comment too), and evidence quoted from the paste (a log line) at its blanks, every
+character kept, continued under a deeper indent. One kind of line is never wrapped and may be wider: a command
+(``soft_wrap``: pasted, a wrapped line would run as two; one command per line, ``to tell:`` included, printed whole
+however long). A command's comment goes on its own line above it, and a step (an instruction in words) never looks
+like a command. A finding's fixes come in the order `gpuhealth fix` runs them
 (``report.common.fixes_for_host``): backups, read-only looks, changes, disruptive steps last; a step sits in its
 place among the commands (those after it under ``then:``).
 
@@ -59,6 +60,7 @@ COUNT = lazy_re(r" x(?P<count>\d+)$")
 # where a long message may be cut into its headline and the rest; before " (" the bracket goes with the rest
 CLAUSE_ENDS = ("; ", ": ", " - ", ", ", " (")
 I1, I2, I3 = " " * 4, " " * 6, " " * 8  # the indents: a finding's lines, their continuations and quotes, deeper
+TAB = 8  # rich's tab size (Console.tab_size), as terminals expand a tab
 
 
 def render(report: Report, console: Console, verbose: bool = False, fix_command: str = "gpuhealth fix") -> None:
@@ -109,14 +111,15 @@ def _worst(report: Report) -> Severity | None:
 # --------------------------------------------------------------------------- wrapping
 
 
-def wrap(text: Text, width: int, hang: str = I2, breaks: str = " ") -> list[Text]:
+def wrap(text: Text, width: int, hang: str = I2, breaks: str = " ", quoted: bool = False) -> list[Text]:
     """``text`` cut at word boundaries (or at ``breaks``) into lines of at most ``width`` characters, each line
     after the first starting with ``hang`` (an indent, or an indent and ``# `` for a comment). Text in backquotes
-    (a command in a sentence) is never cut. A word longer than a whole line is cut where the line ends."""
+    (a command in a sentence) is never cut, unless the text is ``quoted`` (a program's line, whose backquotes are
+    its own: "Assertion `0' failed"). A word longer than a whole line is cut where the line ends."""
     plain = text.plain
     if len(plain) <= width:
         return [text]
-    cuts = _break_points(plain, breaks)
+    cuts = _break_points(plain, breaks, spans=not quoted)
     lines: list[Text] = []
     start, limit = 0, width
     while len(plain) - start > limit:
@@ -130,11 +133,11 @@ def wrap(text: Text, width: int, hang: str = I2, breaks: str = " ") -> list[Text
     return [lines[0], *(Text(hang, style=text.style) + line for line in lines[1:])]
 
 
-def _break_points(plain: str, breaks: str) -> list[int]:
-    """Where a line may end: after each ``breaks`` (a space), outside backquotes."""
+def _break_points(plain: str, breaks: str, spans: bool = True) -> list[int]:
+    """Where a line may end: after each ``breaks`` (a space), outside backquotes (with ``spans``)."""
     points, quoted, i = [], False, 0
     while i < len(plain):
-        if plain[i] == "`":
+        if spans and plain[i] == "`":
             quoted = not quoted
         elif not quoted and plain.startswith(breaks, i):
             points.append(i + len(breaks))
@@ -251,8 +254,11 @@ def _evidence(finding: Finding, width: int) -> list[Text]:
     lines = []
     for evidence in finding.evidence:
         lines += prose(f"{I1}evidence: ", evidence.source, width, "dim", I3)
-        # verbatim, never wrapped; a line holding a newline (a message of several lines) keeps the indent on each
-        lines += [Text(f"{I2}{part}", style="dim") for line in evidence.lines for part in line.split("\n")]
+        # every character as quoted, wrapped at its blanks and continued deeper (I3) than the line it continues; a
+        # line holding a newline (a message of several lines) keeps the indent on each. Its tabs are expanded as the
+        # console expands them (to the next multiple of 8 from the line's start), so that what is measured is shown
+        lines += [wrapped for line in evidence.lines for part in line.split("\n")
+                  for wrapped in wrap(Text(f"{I2}{part}".expandtabs(TAB), style="dim"), width, I3, quoted=True)]
     return lines
 
 
