@@ -127,17 +127,9 @@ def told_signature(signature_id: str):
 
 @functools.cache
 def _told_rows() -> dict:
-    from gpuhealth.knowledge.causes import causes
-    from gpuhealth.knowledge.signatures import Signature
-
-    known = causes()
-    return {f"{TOLD_PREFIX}{row.id}": Signature(
-        f"{TOLD_PREFIX}{row.id}", "words", "", "", row.cause, known[row.cause].code, "warning",
-        # "point to", not "name": a row reads the cause stated ("the module was not built") and the event that
-        # produces it ("after the dnf update nvidia-smi fails") alike
-        f"The reporter's words point to the cause: {known[row.cause].title}", row.examples[0], row.source_title,
-        row.source_url)
-        for row in phrases() if row.cause}
+    # "point to", not "name": a row reads the cause stated ("the module was not built") and the event that produces it
+    # ("after the dnf update nvidia-smi fails") alike
+    return _stand_ins(TOLD_PREFIX, "words", "The reporter's words point to the cause: {}")
 
 
 def shown_signature(signature_id: str):
@@ -150,14 +142,20 @@ def shown_signature(signature_id: str):
 
 @functools.cache
 def _shown_rows() -> dict:
+    return _stand_ins(SHOWN_PREFIX, "package",
+                      "A package tool's output shows an update that installed a new kernel: {}")
+
+
+def _stand_ins(prefix: str, source: str, message: str) -> dict:
+    """One stand-in catalogue row per cause family: its cause's check, a warning, ``message`` with the cause's title,
+    the family's first example and source."""
     from gpuhealth.knowledge.causes import causes
     from gpuhealth.knowledge.signatures import Signature
 
     known = causes()
-    return {f"{SHOWN_PREFIX}{row.id}": Signature(
-        f"{SHOWN_PREFIX}{row.id}", "package", "", "", row.cause, known[row.cause].code, "warning",
-        f"A package tool's output shows an update that installed a new kernel: {known[row.cause].title}",
-        row.examples[0], row.source_title, row.source_url)
+    return {f"{prefix}{row.id}": Signature(
+        f"{prefix}{row.id}", source, "", "", row.cause, known[row.cause].code, "warning",
+        message.format(known[row.cause].title), row.examples[0], row.source_title, row.source_url)
         for row in phrases() if row.cause}
 
 
