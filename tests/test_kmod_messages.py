@@ -478,3 +478,13 @@ def test_nvidia_with_an_unknown_symbol_is_a_module_not_built_for_this_kernel():
 
 def test_another_modules_unknown_symbol_is_not_nvidias():
     assert match_line("[  3.2] zfs: Unknown symbol spl_panic (err -2)") is None
+
+
+def test_unknown_symbol_from_modprobe_rules_out_secure_boot():
+    # kmod prints "Unknown symbol in module, or unknown parameter" for init_module's ENOENT; Secure Boot's refusal is
+    # EKEYREJECTED ("Key was rejected by service"), so the usual first guess for a module that will not load is out
+    found = next(f for f in report("modprobe: ERROR: could not insert 'nvidia': Unknown symbol in module, or unknown "
+                                   "parameter (see dmesg)\n").findings if f.code == "GH201")
+    ruled_out = {c.cause for c in found.differential if c.status == "ruled out"}
+    leading = next(c for c in found.differential if c.status != "ruled out")
+    assert "secure-boot-refused" in ruled_out and leading.cause == "module-not-built"
