@@ -486,7 +486,7 @@ SMI_HEADER_ONLY = "smi-table header"
 # it builds on; nothing in it shows a GPU or the driver, so alone it is no healthy host either)
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
-                                  "program-text"}
+                                  "program-text", "package-log"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
@@ -577,6 +577,12 @@ def _read_run(reading: _Reading, words: Piece, block: Block | None) -> bool:
 _READ_WHOLE = frozenset({"kernel-log", "app-log", "smi-xml"})
 
 
+def _package_log_line(line: str) -> bool:
+    from gpuhealth.parsers.package_log import is_log_line
+
+    return is_log_line(line)
+
+
 def _collect_env_line(line: str) -> bool:
     from gpuhealth.parsers.torch_env import report_line
 
@@ -598,7 +604,7 @@ def _fabricmanager_line(line: str) -> bool:
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
 # Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
 _OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
-              "fabricmanager-log": _fabricmanager_line}
+              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
