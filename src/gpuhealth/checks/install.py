@@ -1030,18 +1030,34 @@ _PACKAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|source-\d+\S*|open-\d+\S*)|libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|linux-modules-nvidia-\S+"
         r"|nvidia-headless-\S+|kmod-nvidia-(?:latest|open)-dkms|nvidia-kmod\S*)$")),
 )
+# Removing a route is the person's choice of which route to keep: each removal says so ("only if ..."), so
+# `gpuhealth fix` writes it as a comment. Run live, the script removed every route it found and rebooted into no driver.
+_KEEP_ANOTHER = "only if you keep another route: this removes the {route} route"
+
+
+def _removal(route: str, *fixes: Fix) -> tuple[Fix, ...]:
+    note = _KEEP_ANOTHER.format(route=route)
+    return tuple(replace(fix, note=f"{note}; {fix.note}" if fix.note else note) for fix in fixes)
+
+
+# The change the reboot completes: a person's, with the commands `gpuhealth recommend` prints (without it the script's
+# reboot followed only a read-only step and restarted the host for nothing)
+_REINSTALL = Fix("Reinstall one driver version, by the route you keep, with the commands gpuhealth recommend prints",
+                 "any", kind="step")
+
 _ROUTE_REMOVAL = {
-    "run-file installer": (Fix("sudo /usr/bin/nvidia-uninstall", "any", disruptive=True,
-                               note="or: sudo sh NVIDIA-Linux-*.run --uninstall"),),
-    "CUDA repository (cuda-drivers)": fixes_for(
+    "run-file installer": _removal("run-file installer", Fix(
+        "sudo /usr/bin/nvidia-uninstall", "any", disruptive=True, note="or: sudo sh NVIDIA-Linux-*.run --uninstall")),
+    "CUDA repository (cuda-drivers)": _removal("CUDA repository (cuda-drivers)", *fixes_for(
         debian=["sudo apt-get remove --purge cuda-drivers '^nvidia-.*' '^libnvidia-.*'"],
-        rhel=["sudo dnf remove cuda-drivers 'nvidia-driver*' 'kmod-nvidia-*-dkms'"], disruptive=True),
-    "ELRepo (kmod-nvidia)": (Fix("sudo dnf remove 'kmod-nvidia*' 'nvidia-x11-drv*'", "rhel", disruptive=True),),
-    "RPM Fusion (akmod-nvidia)": (Fix("sudo dnf remove 'akmod-nvidia*' 'xorg-x11-drv-nvidia*'", "rhel",
-                                      disruptive=True),),
-    "driver packages": fixes_for(
+        rhel=["sudo dnf remove cuda-drivers 'nvidia-driver*' 'kmod-nvidia-*-dkms'"], disruptive=True)),
+    "ELRepo (kmod-nvidia)": _removal("ELRepo (kmod-nvidia)",
+                                     Fix("sudo dnf remove 'kmod-nvidia*' 'nvidia-x11-drv*'", "rhel", disruptive=True)),
+    "RPM Fusion (akmod-nvidia)": _removal("RPM Fusion (akmod-nvidia)", Fix(
+        "sudo dnf remove 'akmod-nvidia*' 'xorg-x11-drv-nvidia*'", "rhel", disruptive=True)),
+    "driver packages": _removal("driver packages", *fixes_for(
         debian=["sudo apt-get remove --purge '^nvidia-.*' '^libnvidia-.*' && sudo apt-get autoremove"],
-        rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True),
+        rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True)),
 }
 
 
@@ -1246,7 +1262,7 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             evidence=tuple(Evidence(f"{v}: {env.package_source or 'packages'}", tuple(names[:6]))
                            for v, names in versions.items()),
             fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
-                   Fix("gpuhealth recommend", "any", note="then reinstall one driver version"), REBOOT))
+                   Fix("gpuhealth recommend", "any", note="then reinstall one driver version"), _REINSTALL, REBOOT))
         return
     evidence = []
     for route, lines in routes.items():
@@ -1260,5 +1276,5 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         evidence=tuple(evidence),
         fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
                Fix("gpuhealth recommend", "any", note="then reinstall the driver with one route only"),
-               REBOOT),
+               _REINSTALL, REBOOT),
     )
