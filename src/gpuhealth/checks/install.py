@@ -270,7 +270,10 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     Critical when the driver is not loaded, a warning when only a future DKMS rebuild needs them (or,
     from a package listing alone, when whether the module is loaded is unknown). A listing with several
     kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
-    headers package at all (it may have been filtered). The reporter's words ("no kernel headers installed",
+    headers package at all (it may have been filtered). A package tool's log (apt's history.log, dpkg.log, dnf's, yum's,
+    zypper's or pacman's) is read the same way, for the kernel it installed last (the next boot's) where `uname -r` is
+    not given: a kernel an update installed without the headers of its release, while the log shows headers installed
+    for another. The reporter's words ("no kernel headers installed",
     "linux-headers-$(uname -r) is missing") answer the headers' absence where no program's output looked at them;
     the finding then quotes them and stays a warning. So do words saying the headers lag behind the kernel an update
     installed ("kernel-devel is still for the old kernel", "the headers do not match the running kernel"), and a package
@@ -337,6 +340,11 @@ def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[
         yield Skip(f"{source} shows no kernel headers package for any kernel (it may have been filtered)")
         return
     running, how = install.kernel_release, "uname -r or /proc/version in the evidence"
+    subject = "the running kernel"
+    if running is None and install.kernel_installed_last:
+        # a package log: the kernel it installed last is the one the next boot runs (and DKMS builds for)
+        running, how = install.kernel_installed_last, "the kernel the package log installed last"
+        subject = "the kernel installed last"
     if running is None:
         images = install.kernel_packages
         if len(images) != 1:
@@ -352,9 +360,9 @@ def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[
     headers = ", ".join(install.headers_packages[:6])
     yield Draft(
         Severity.CRITICAL if loaded is False else Severity.WARNING,
-        f"No kernel headers for the running kernel {running} (headers are installed for {headers}): the nvidia "
+        f"No kernel headers for {subject} {running} (headers are installed for {headers}): the nvidia "
         "module cannot be built for it",
-        evidence=(Evidence(source, (f"running kernel: {running} ({how})",
+        evidence=(Evidence(source, (f"{subject.removeprefix('the ')}: {running} ({how})",
                                     f"kernel headers packages for: {headers}",
                                     f"none for {running}")),),
         fixes=table_fixes("GH503"),
@@ -542,6 +550,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     confirmed at boot) or blocked, with Secure Boot on and nvidia not loaded, is a refusal. Live `check`
     runs it itself under Secure Boot, for each signing certificate on disk (DKMS's /var/lib/dkms/mok.pub,
     Ubuntu's /var/lib/shim-signed/mok/MOK.der, akmods' /etc/pki/akmods/certs/public_key.der).
+    The same answers come from `mokutil --import KEY` ("SKIP: KEY is already enrolled", "... is already in the
+    enrollment request"; its "input password:" puts KEY in the request), `mokutil --list-new` (keys imported and
+    waiting for the MOK manager, not enrolled keys; --dbx, --db, --kek, --list-delete list no MOK) and Debian's
+    `update-secureboot-policy` ("E: System's DKMS key is NOT installed in MOK."). DKMS's "Binary ... not found,
+    modules won't be signed" means the module it built is unsigned.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -553,7 +566,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     Use distribution-signed driver packages, or sign the modules with a Machine Owner Key: create the
     key with openssl, enroll it with `mokutil --import MOK.der` (set a one-time password, confirm it in
     the MOK manager at the next boot), sign every module with the kernel's `scripts/sign-file`, and
-    keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
+    keep the key to sign again after each rebuild (DKMS can sign automatically with it). Where mokutil
+    (or update-secureboot-policy) named the key the modules are signed with and shim does not trust it yet, the
+    fix is that key alone: imported with `mokutil --import`, or, waiting in the request, confirmed at the next
+    boot; a new key would leave the modules' own key untrusted. Disabling
     Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
     not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is
     shown (modprobe's "Key was rejected by service", the kernel log's line, an unsigned module), the
@@ -668,9 +684,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    "signed with a key the kernel trusts" + ("" if enabled else " (lockdown or the kernel's "
                                                             "configuration enforces module signatures)"))
     elif enabled and key_refused:
-        message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
-        if install.signing_key_source and install.signing_key_source.endswith("(the reporter's words)"):
-            message = message.replace("(mokutil --test-key)", "(in the reporter's words)")
+        message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "",
+                               _key_teller(install))
     elif enabled and eperm:
         message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
                    "locked-down kernel refuses modules not signed by an enrolled key")
@@ -706,8 +721,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                                  (f"Public certificate (MOK): {install.signing_certificate}",)))
     yield Draft(
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
-        fixes=enrol or (
-            *_key_fixes(install),
+        fixes=enrol or _key_route(install, enabled and key_refused) or (
             # the modprobe that would confirm it, unless its refusal is already in the evidence
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
@@ -733,7 +747,7 @@ _SIGNER = Fix("modinfo -F signer nvidia", "any",
 # shim's MOK manager asks for the import's password on the machine's console at the next boot (no keyboard there, a
 # remote server: its BMC's remote console); a fix script cannot do that step, so every enrolment says so
 CONSOLE = "at the next boot, on the machine's console (a remote server: its BMC's remote console)"
-_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated"})
+_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated", "dkms-signing-tool-missing"})
 
 
 def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, ...]:
@@ -754,6 +768,19 @@ def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, 
     )
 
 
+def _key_route(install: InstallState, decided: bool) -> tuple[Fix, ...]:
+    """Where mokutil (or update-secureboot-policy) named the key the modules are signed with and shim does not trust
+    it yet, the fix is that key's enrolment (imported, or confirmed at the next boot): no new key, no signing by hand,
+    which would leave the modules' own key untrusted and sign them with another."""
+    if not decided or install.signing_key_state not in ("not-enrolled", "pending"):
+        return ()
+    steps = _key_fixes(install)
+    if install.signing_key_state == "pending" or not steps:
+        return steps
+    return (*steps, replace(REBOOT, note=f"enroll the key in the MOK manager {CONSOLE}; the modules signed with it "
+                                         "load after it"))
+
+
 def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
@@ -765,15 +792,29 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
                     keyfile=install.signing_key),)
 
 
-def _key_message(key: str, state: str) -> str:
-    """GH506's message when ``mokutil --test-key`` says shim does not trust the key modules are signed with."""
+def _key_teller(install: InstallState) -> str:
+    """Who said what shim thinks of the signing key: the reporter, or the command whose line it is."""
+    line = install.signing_key_line or ""
+    if (install.signing_key_source or "").endswith("(the reporter's words)"):
+        return "in the reporter's words"
+    if line.startswith("mokutil --list-new"):
+        return "mokutil --list-new"
+    if "System's DKMS key" in line or "System DKMS key" in line:
+        return "update-secureboot-policy"
+    if line.startswith(("SKIP: ", "Already in kernel trusted keyring", "mokutil --import")):
+        return "mokutil --import"
+    return "mokutil --test-key"
+
+
+def _key_message(key: str, state: str, teller: str = "mokutil --test-key") -> str:
+    """GH506's message when ``mokutil`` (or the reporter) says shim does not trust the key modules are signed with."""
     if state == "pending":
-        return (f"Secure Boot is enabled and {key} waits in the enrollment request (mokutil --test-key): until it is "
+        return (f"Secure Boot is enabled and {key} waits in the enrollment request ({teller}): until it is "
                 "confirmed in the MOK manager at the next boot, the kernel refuses modules signed with it")
     if state == "blocked":
-        return (f"Secure Boot is enabled and {key} is blocked (dbx or MokListX, mokutil --test-key): modules signed "
+        return (f"Secure Boot is enabled and {key} is blocked (dbx or MokListX, {teller}): modules signed "
                 "with it never load; sign them with another key")
-    return (f"Secure Boot is enabled and {key} is not enrolled (mokutil --test-key): the kernel refuses modules "
+    return (f"Secure Boot is enabled and {key} is not enrolled ({teller}): the kernel refuses modules "
             "signed with it until it is imported with mokutil and confirmed at the next boot")
 
 
