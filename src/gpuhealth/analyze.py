@@ -11,7 +11,7 @@ import dataclasses
 import io
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
@@ -108,21 +108,22 @@ class Recognised:
     note: str = ""  # why a recognised piece could not be parsed
 
 
-@dataclass
 class _Reading:
-    """What analyze has gathered so far, over every file and piece."""
+    """What analyze has gathered so far, over every file and piece. (A plain class: a dataclass's generated methods are
+    compiled as the module is imported, on every start-up.)"""
 
-    fields: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    log: list[Recognised] = field(default_factory=list)
-    unrecognized: list[str] = field(default_factory=list)
-    messages: list[MessageLine] = field(default_factory=list)
-    unknown_seen: set[str] = field(default_factory=set)
-    commands: list[str] = field(default_factory=list)
-    typed: list[tuple[str, str]] = field(default_factory=list)  # (command, the head of its output) of each session
-    stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
-    # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
-    upgrades: list[MessageLine] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        self.log: list[Recognised] = []
+        self.unrecognized: list[str] = []
+        self.messages: list[MessageLine] = []
+        self.unknown_seen: set[str] = set()
+        self.commands: list[str] = []
+        self.typed: list[tuple[str, str]] = []  # (command, the head of its output) of each session
+        self.stated: list[Any] = []  # what people's sentences state (evidence/prose.py)
+        # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
+        self.upgrades: list[MessageLine] = []
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
