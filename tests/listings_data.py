@@ -51,6 +51,8 @@ REAL_EXAMPLES: dict[str, str] = {
     "env": "env/handwritten_two-cudas.txt",
     "ls-cuda": "ls-cuda/handwritten_usr-local.txt",
     "systemctl-status": "systemctl-status/handwritten_fabricmanager-failed.txt",
+    "containerd-config": "containerd-config/handwritten_v2-nvidia-not-default.toml",
+    "crictl-info": "crictl-info/handwritten_nvidia-not-default.json",
 }
 
 

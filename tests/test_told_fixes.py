@@ -132,8 +132,8 @@ def test_every_fix_row_is_a_known_causes_and_has_a_confirming_stand_in():
 
 
 def test_a_fix_confirmed_cause_leads_over_a_cause_merely_named():
-    """Two causes in the reporter's words, both warnings: the one the reporter's fix confirms leads, whichever code sorts
-    first, its evidence saying so; the one merely named stays, after it."""
+    """Two causes in the reporter's words, both warnings: the one the reporter's fix confirms leads, whichever code
+    sorts first, its evidence saying so; the one merely named stays, after it."""
     for words, lead, other in [
         ("I think nouveau is still bound to the card after the driver install.\n"
          "It only worked after I installed the kernel headers for the running kernel.\n", "GH503", "GH206"),

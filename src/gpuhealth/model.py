@@ -1507,6 +1507,14 @@ class HostEnvironment:
     # /etc/docker/daemon.json: the runtimes it names (None: not read) and why dockerd cannot load it
     daemon_json_runtimes: tuple[str, ...] | None = None
     daemon_json_error: str | None = None  # invalid JSON: dockerd refuses to start (dockerd's configuration file docs)
+    # containerd's CRI runtimes (its config.toml, `containerd config dump` or `crictl info`; parsers/containerd.py):
+    # what runs a Kubernetes pod that names no RuntimeClass, and whether an NVIDIA runtime is configured at all
+    containerd_config_source: str | None = None  # None: not read
+    containerd_runtimes: tuple[str, ...] = ()
+    containerd_nvidia_runtimes: tuple[str, ...] = ()  # those that run nvidia-container-runtime
+    containerd_default_runtime: str | None = None
+    containerd_default_implied: bool = False  # no default_runtime_name in the file: containerd's own default, runc
+    containerd_imports: tuple[str, ...] = ()  # files it also reads (a drop-in may add the nvidia runtime)
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

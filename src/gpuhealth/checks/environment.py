@@ -200,12 +200,26 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     `nvidia-ctk runtime configure --runtime=docker` and restart), with it this cause is ruled out. A daemon.json that
     is not valid JSON is reported on its own: dockerd refuses to start on it
     (https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file).
+
+    Kubernetes on containerd: a pod runs under the runtime its RuntimeClass names (spec.runtimeClassName, whose
+    handler is a runtime of containerd's CRI configuration), else under containerd's default runtime
+    (https://kubernetes.io/docs/concepts/containers/runtime-class/). A pasted containerd config.toml (each layout:
+    plugins.cri, plugins."io.containerd.grpc.v1.cri" of version 2, plugins.'io.containerd.cri.v1.runtime' of
+    version 3) or `crictl info` without any NVIDIA runtime is a warning: pods get no GPU until the runtime is added
+    and containerd restarted. One whose NVIDIA runtime is configured but whose default is still runc is a warning too:
+    only a pod whose RuntimeClass has the nvidia handler gets the GPUs; the fix is that RuntimeClass and
+    runtimeClassName in the pod spec (the GPU operator creates the RuntimeClass where it manages the node), or the
+    nvidia runtime as containerd's default (`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default`,
+    nvidia-ctk 1.14 or later, then a restart of containerd). With the nvidia runtime as the default nothing is
+    raised. A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and later writes its runtime
+    to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows them merged.
     """
     env = _env(snapshot)
     if env.container:
         return
     if env.docker and env.daemon_json_error:
         yield _daemon_json_invalid(env)
+    yield from _containerd_runtime(snapshot, env)
     toolkit = bool(env.nvidia_ctk_version or env.container_toolkit_files)
     registered = _nvidia_registered(snapshot)
     if not toolkit and registered is not None and "env_nvidia_ctk" in snapshot.unavailable:
@@ -248,6 +262,49 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
             evidence=(Evidence(", ".join(("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml")), ("not present",)),),
             fixes=_toolkit_fixes(podman=True),
         )
+
+
+def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Draft]:
+    """containerd's CRI configuration (parsers/containerd.py): a pod that names no RuntimeClass runs under containerd's
+    default runtime, so the NVIDIA runtime gives it the GPUs only when it is configured (``nvidia-ctk runtime configure
+    --runtime=containerd``) and either the default (``--set-as-default``) or the handler of the pod's RuntimeClass
+    (Kubernetes, Runtime Class: https://kubernetes.io/docs/concepts/containers/runtime-class/)."""
+    if env.containerd_config_source is None:
+        return
+    evidence = (Evidence(env.containerd_config_source, _containerd_lines(env)),)
+    nvidia = env.containerd_nvidia_runtimes
+    if not nvidia:
+        if env.containerd_imports:
+            return  # a drop-in it imports (nvidia-ctk 1.17+ writes conf.d/99-nvidia.toml) may add the runtime
+        if not (_has_gpu(snapshot) or "pci_devices" in snapshot.unavailable):
+            return  # the bus was read and holds no NVIDIA GPU: nothing for the runtime to give
+        yield Draft(Severity.WARNING, "containerd has no NVIDIA runtime configured: Kubernetes pods on this node "
+                                      "run without the NVIDIA Container Runtime and get no GPU",
+                    evidence=evidence, fixes=table_fixes("GH802", kind="cri-no-runtime-nvidia"),
+                    labels={"decided": "container-toolkit-missing"})
+        return
+    default = env.containerd_default_runtime
+    if default is None or default in nvidia:
+        return
+    runtime = "nvidia" if "nvidia" in nvidia else nvidia[0]
+    yield Draft(Severity.WARNING,
+                f"containerd's default runtime is still {default}, not the NVIDIA runtime ({runtime} is configured "
+                f"but not the default): a pod gets the GPUs only when its RuntimeClass has handler {runtime} "
+                "(spec.runtimeClassName); any other pod does not use the nvidia runtime",
+                evidence=evidence, fixes=table_fixes("GH802", kind="k8s-runtimeclass-nvidia-not-found"),
+                labels={"decided": "k8s-runtime-not-nvidia"})
+
+
+def _containerd_lines(env: HostEnvironment) -> tuple[str, ...]:
+    default = env.containerd_default_runtime or "not shown"
+    if env.containerd_default_implied:
+        default += " (no default_runtime_name: containerd's own default)"
+    lines = [f"runtimes: {', '.join(env.containerd_runtimes) or 'none'}",
+             f"NVIDIA runtimes: {', '.join(env.containerd_nvidia_runtimes) or 'none'}",
+             f"default runtime: {default}"]
+    if env.containerd_imports:
+        lines.append(f"imports: {', '.join(env.containerd_imports)}")
+    return tuple(lines)
 
 
 def _nvidia_registered(snapshot: Snapshot) -> bool | None:

@@ -1,4 +1,5 @@
-"""Evidence kinds for the container runtime (GH802): ``docker info`` and ``/etc/docker/daemon.json``.
+"""Evidence kinds for the container runtime (GH802): ``docker info``, ``/etc/docker/daemon.json``, containerd's
+``config.toml`` and ``crictl info``.
 
 They fill the ``host_env`` fields live ``check`` fills from the same two sources (``collect/containers.py``):
 
@@ -10,6 +11,10 @@ They fill the ``host_env`` fields live ``check`` fills from the same two sources
   --runtime=docker`` writes (NVIDIA Container Toolkit install guide,
   https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html). A file that is not
   valid JSON is a fact of its own (dockerd refuses to start on it), never a parse failure.
+
+containerd's configuration (``/etc/containerd/config.toml``, ``containerd config dump``) and ``crictl info`` say which
+runtime a Kubernetes pod runs under when it names no RuntimeClass, and whether an NVIDIA runtime is configured at all
+(parsers/containerd.py, with its sources).
 
 Recognisers look at the head of the text only and never raise.
 """
@@ -61,3 +66,37 @@ def _daemon_json(text: str, source: str) -> dict[str, Any]:
     except ParseError as exc:  # dockerd will not start on it: a finding (GH802), not an unread piece
         return {"host_env": HostEnvironment(docker=True, daemon_json_error=str(exc)[:200])}
     return {"host_env": HostEnvironment(docker=True, daemon_json_runtimes=runtimes)}
+
+
+# the CRI plugin's containerd table, in each configuration version's spelling (parsers/containerd.py)
+_CRI_TABLES = ('plugins."io.containerd.grpc.v1.cri".containerd', "plugins.'io.containerd.cri.v1.runtime'.containerd",
+               'plugins."io.containerd.cri.v1.runtime".containerd', "plugins.cri.containerd")
+
+
+def _looks_like_containerd_config(text: str) -> bool:
+    head = text[:_HEAD * 4]
+    return (not head.lstrip().startswith("{") and
+            (any(table in head for table in _CRI_TABLES) or "default_runtime_name" in head))
+
+
+@evidence_kind("containerd-config",
+               commands=(r"(?:cat|less|more|head|tail|vi|vim|nano)\s+\S*containerd\S*\.toml\b",
+                         r"containerd\s+config\s+dump\b"),
+               priority=373, recognise=_looks_like_containerd_config)
+def _containerd_config(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.containerd import parse_containerd_config
+
+    return {"host_env": parse_containerd_config(text, source)}
+
+
+def _looks_like_crictl_info(text: str) -> bool:
+    head = text[:_HEAD * 8]
+    return head.lstrip().startswith("{") and '"defaultRuntimeName"' in head
+
+
+@evidence_kind("crictl-info", commands=(r"crictl\s+(?:--\S+\s+)*info\b",), priority=374,
+               recognise=_looks_like_crictl_info)
+def _crictl_info(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.containerd import parse_crictl_info
+
+    return {"host_env": parse_crictl_info(text)}

@@ -294,16 +294,32 @@ def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] 
     from gpuhealth.parsers.wrapped import LOG_PREFIX
 
     lines = [raw.strip()[:1000] for raw in text.splitlines()[:MAX_PROSE_SCAN]]
-    prose = [_is_prose(line, LOG_PREFIX) and not (own and own(line)) for line in lines]
+
+    def is_prose(line: str) -> bool:
+        return _is_prose(line, LOG_PREFIX) and not (own and own(line))
+
     if not edges_only:
-        return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
+        return [line for line in lines if is_prose(line)]
     # a markdown heading, bold label or rule ("**Description**", "### Root cause", "---") frames a post's sections: it
-    # is no line of the output, so the sentences above it stay above the output
-    output = [i for i, line in enumerate(lines) if line and not prose[i] and not _MARKDOWN_LABEL.match(line)]
-    if not output:
-        return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
-    first, last = output[0], output[-1]
-    return [line for i, line in enumerate(lines) if prose[i] and (i < first or i > last)]
+    # is no line of the output, so the sentences above it stay above the output. Only the edges are read: from the top
+    # down to the output's first line, from the bottom up to its last (the lines between are the output's own).
+    above: list[str] = []
+    first = None  # the output's first line
+    for index, line in enumerate(lines):
+        if is_prose(line):
+            above.append(line)
+        elif line and not _MARKDOWN_LABEL.match(line):
+            first = index
+            break
+    if first is None:
+        return above  # no output line: every sentence counts
+    below: list[str] = []
+    for line in reversed(lines[first + 1:]):
+        if is_prose(line):
+            below.append(line)
+        elif line and not _MARKDOWN_LABEL.match(line):
+            break  # the output's last line
+    return [*above, *reversed(below)]
 
 
 # --------------------------------------------------------------------------- Python packages

@@ -75,8 +75,10 @@ def families() -> tuple[DriverRequirement, ...]:
     return tuple(sorted((r for r in _rows() if not r.release), key=lambda r: version_key(r.cuda)))
 
 
+@functools.cache
 def minor_releases() -> tuple[DriverRequirement, ...]:
-    """One row per toolkit minor version, the one :func:`requirement` judges by (its GA), oldest first."""
+    """One row per toolkit minor version, the one :func:`requirement` judges by (its GA), oldest first (worked out once:
+    the checks ask for it several times a run, and each time it scanned the table once per minor version)."""
     minors = dict.fromkeys(r.cuda for r in sorted(_rows(), key=lambda r: version_key(r.cuda)) if r.release)
     return tuple(row for minor in minors if (row := requirement(minor)) is not None)
 

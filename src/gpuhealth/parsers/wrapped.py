@@ -29,10 +29,13 @@ of ``-``/``=`` (a rule cut by a terminal) is joined with none. Linear, one pass;
 from __future__ import annotations
 
 import functools
-import re
+import typing
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.parsers.session import prompt_command
+
+if typing.TYPE_CHECKING:
+    from gpuhealth.knowledge.signatures import Signature
 
 __all__ = ["MAX_SEGMENTS", "MAX_WRAPPED", "MIN_WRAPPED", "unwrap_lines"]
 
@@ -161,24 +164,25 @@ def _too_old_joined(line: str, following: str) -> str | None:
         start = max(0, len(head) - _TOO_OLD_WINDOW)
         window = glued[start:len(head) + len(glue) + _TOO_OLD_WINDOW]
         folded = window.lower()
-        for regex, literals in _too_old_rows():
+        for sig, literals in _too_old_rows():
             if literals is not None and not any(text in folded for text in literals):
                 continue  # none of the words every match holds: the regex cannot match
-            found = regex.search(window)
+            found = sig.regex.search(window)  # compiled here, on a row's first use
             if found and found.start() < len(head) - start < found.end():
                 return glued
     return None
 
 
 @functools.cache
-def _too_old_rows() -> tuple[tuple[re.Pattern[str], tuple[str, ...] | None], ...]:
-    """The catalogue's GH601 rows: each regex, and the literals (lower-cased) one of which every match holds (None:
-    none known, the regex always runs)."""
-    from gpuhealth.knowledge.signatures import required_literals, signatures
+def _too_old_rows() -> tuple[tuple[Signature, tuple[str, ...] | None], ...]:
+    """The catalogue's GH601 rows: each row, and the literals (lower-cased) one of which every match holds (None:
+    none known, the regex always runs). A row's regex is compiled only when a window holds one of its literals (most
+    pastes with "CUDA" in them hold none: compiling the 16 rows was a tenth of an analysis's start-up)."""
+    from gpuhealth.knowledge.signatures import known_literals, signatures
 
     rows = []
     for sig in signatures():
         if sig.code == "GH601":
-            found = required_literals(sig.pattern)
-            rows.append((sig.regex, tuple(text.lower() for text in found[0]) if found else None))
+            found = known_literals(sig.pattern)
+            rows.append((sig, tuple(text.lower() for text in found[0]) if found else None))
     return tuple(rows)

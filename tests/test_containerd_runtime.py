@@ -1,0 +1,181 @@
+"""A Kubernetes pod that does not run under the NVIDIA runtime (GH802): containerd's CRI configuration (config.toml in
+each version's layout, ``crictl info``) read for whether an NVIDIA runtime is configured and whether it is the default,
+the device plugin's hint that the runtime is not in use, and the API server's refusal of a RuntimeClass that does not
+exist. The configurations are in tests/data/listings (README.md there says how each was written); the log lines are
+the format strings of k8s-device-plugin's internal/plugin/factory.go and of Kubernetes' RuntimeClass admission
+plugin, rendered as klog and kubectl print them."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.checks.engine import run_checks
+from gpuhealth.evidence import identify, load
+from gpuhealth.model import ParseError, Report, Severity
+from gpuhealth.parsers.containerd import parse_containerd_config, parse_crictl_info
+from listings_data import listing
+
+load()
+
+V2_NOT_DEFAULT = "containerd-config/handwritten_v2-nvidia-not-default.toml"
+V2_DEFAULT = "containerd-config/handwritten_v2-nvidia-default.toml"
+V3_NO_NVIDIA = "containerd-config/handwritten_v3-no-nvidia.toml"
+V3_DEFAULT = "containerd-config/handwritten_v3-nvidia-default.toml"
+V1_K3S = "containerd-config/handwritten_v1-k3s-no-default.toml"
+CRICTL = "crictl-info/handwritten_nvidia-not-default.json"
+
+# k8s-device-plugin internal/plugin/factory.go: the errors after neither NVML nor Tegra was detected in its pod
+PLUGIN_LOG = (
+    "E1107 09:12:31.101334       1 factory.go:112] Incompatible strategy detected auto\n"
+    "E1107 09:12:31.101380       1 factory.go:113] If this is a GPU node, did you configure the NVIDIA Container "
+    "Toolkit?\n"
+    "E1107 09:12:31.101389       1 factory.go:114] You can check the prerequisites at: "
+    "https://github.com/NVIDIA/k8s-device-plugin#prerequisites\n"
+    "I1107 09:12:31.101475       1 main.go:346] No devices found. Waiting indefinitely.\n")
+HINT_ONLY = ("E1107 09:12:31.101380       1 factory.go:113] If this is a GPU node, did you configure the NVIDIA "
+             "Container Toolkit?\n")
+# Kubernetes plugin/pkg/admission/runtimeclass/admission.go: "pod rejected: RuntimeClass %q not found", as kubectl
+# prints the API server's Forbidden answer
+RUNTIMECLASS_MISSING = ('Error from server (Forbidden): error when creating "gpu-pod.yaml": pods "gpu-pod" is '
+                        'forbidden: pod rejected: RuntimeClass "nvidia" not found\n')
+
+
+def _report(*pieces: tuple[str, str]) -> Report:
+    snapshot, _ = analyze_texts(pieces)
+    return run_checks(snapshot)
+
+
+def _gh802(report: Report) -> list:
+    return [f for f in report.findings if f.code == "GH802"]
+
+
+def _lead(report: Report):
+    return next(f for f in report.findings if f.severity is not Severity.INFO)
+
+
+# --------------------------------------------------------------------------- the parser, per layout
+
+
+@pytest.mark.parametrize("name, runtimes, nvidia, default, implied", [
+    (V2_NOT_DEFAULT, ("nvidia", "runc"), ("nvidia",), "runc", False),
+    (V2_DEFAULT, ("nvidia", "runc"), ("nvidia",), "nvidia", False),
+    (V3_NO_NVIDIA, ("runc",), (), "runc", False),
+    (V3_DEFAULT, ("nvidia", "runc"), ("nvidia",), "nvidia", False),
+    (V1_K3S, ("nvidia", "runc"), ("nvidia",), "runc", True),  # no default_runtime_name: containerd's own, runc
+])
+def test_each_layout_gives_runtimes_and_default(name, runtimes, nvidia, default, implied):
+    env = parse_containerd_config(listing(name))
+    assert env.containerd_runtimes == runtimes
+    assert env.containerd_nvidia_runtimes == nvidia
+    assert (env.containerd_default_runtime, env.containerd_default_implied) == (default, implied)
+
+
+def test_a_runtime_is_nvidia_by_its_binary_and_the_legacy_default_table_counts():
+    # containerd before 1.4: the default runtime's own table, its options.Runtime the NVIDIA runtime (the layout
+    # nvidia-ctk writes with --set-as-default for a legacy config, config_v1.go)
+    text = ('[plugins.cri.containerd.default_runtime]\n  runtime_type = "io.containerd.runtime.v1.linux"\n'
+            '  [plugins.cri.containerd.default_runtime.options]\n    Runtime = "/usr/bin/nvidia-container-runtime"\n')
+    env = parse_containerd_config(text)
+    assert env.containerd_default_runtime in env.containerd_nvidia_runtimes
+    # a runtime named otherwise that runs the NVIDIA binary, made the default
+    text = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "gpu"\n'
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu.options]\n'
+            '  BinaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime"\n')
+    env = parse_containerd_config(text)
+    assert env.containerd_nvidia_runtimes == ("gpu",) and env.containerd_default_runtime == "gpu"
+
+
+def test_dotted_keys_comments_and_imports():
+    text = ('version = 2\nimports = ["/etc/containerd/conf.d/*.toml",\n  "/etc/containerd/extra.toml"]\n'
+            '[plugins."io.containerd.grpc.v1.cri"]\n'
+            '  containerd.default_runtime_name = "runc"  # the default\n')
+    env = parse_containerd_config(text)
+    assert env.containerd_default_runtime == "runc" and env.containerd_runtimes == ()
+    assert env.containerd_imports == ("/etc/containerd/conf.d/*.toml", "/etc/containerd/extra.toml")
+
+
+@pytest.mark.parametrize("text", ["", "version = 2\n[grpc]\n  address = \"/run/containerd/containerd.sock\"\n",
+                                  "[plugins.\"io.containerd.grpc.v1.cri\n", "not toml at all ]]]["])
+def test_text_without_a_cri_runtime_section_is_a_parse_error(text):
+    with pytest.raises(ParseError):
+        parse_containerd_config(text)
+
+
+def test_crictl_info_gives_the_running_plugins_runtimes():
+    env = parse_crictl_info(listing(CRICTL))
+    assert env.containerd_config_source == "crictl info"
+    assert (env.containerd_runtimes, env.containerd_nvidia_runtimes) == (("nvidia", "runc"), ("nvidia",))
+    assert env.containerd_default_runtime == "runc"
+    with pytest.raises(ParseError):
+        parse_crictl_info('{"status": {}, "config": {"sandboxImage": "x"}}')
+    with pytest.raises(ParseError):
+        parse_crictl_info("{not json")
+
+
+def test_pieces_are_recognised_by_content_and_by_command():
+    assert identify(listing(V3_DEFAULT)) == "containerd-config"
+    assert identify(listing(V1_K3S)) == "containerd-config"
+    assert identify(listing(CRICTL)) == "crictl-info"
+    session = "$ sudo cat /etc/containerd/config.toml\n" + listing(V2_NOT_DEFAULT)
+    assert _gh802(_report(("session.txt", session)))
+
+
+# --------------------------------------------------------------------------- judging (GH802)
+
+
+@pytest.mark.parametrize("name", [V2_NOT_DEFAULT, V1_K3S, CRICTL])
+def test_nvidia_configured_but_not_default_says_the_pod_needs_the_runtimeclass(name):
+    found = _gh802(_report((name, listing(name))))
+    assert len(found) == 1 and found[0].severity is Severity.WARNING
+    assert "default runtime is still runc" in found[0].message
+    commands = [fix.command for fix in found[0].fixes]
+    assert "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default" in commands
+    assert any("runtimeClassName: nvidia" in command for command in commands)
+    assert found[0].labels.get("decided") == "k8s-runtime-not-nvidia"
+
+
+def test_no_nvidia_runtime_at_all_says_configure_it():
+    found = _gh802(_report((V3_NO_NVIDIA, listing(V3_NO_NVIDIA))))
+    assert len(found) == 1 and "no NVIDIA runtime configured" in found[0].message
+    assert "sudo nvidia-ctk runtime configure --runtime=containerd" in [f.command for f in found[0].fixes]
+
+
+@pytest.mark.parametrize("name", [V2_DEFAULT, V3_DEFAULT])
+def test_nvidia_as_default_raises_nothing(name):
+    report = _report((name, listing(name)))
+    assert not _gh802(report)
+    assert not [f for f in report.findings if f.severity is not Severity.INFO]
+
+
+def test_a_config_that_imports_drop_ins_is_not_judged_on_its_own():
+    # nvidia-ctk 1.17+ writes its runtime to /etc/containerd/conf.d/99-nvidia.toml and an imports line
+    text = 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n' + listing(V3_NO_NVIDIA).split("\n", 1)[1]
+    assert not _gh802(_report(("config.toml", text)))
+
+
+def test_the_device_plugins_hint_leads_with_gh802():
+    assert _lead(_report(("plugin.log", HINT_ONLY))).code == "GH802"
+    report = _report(("plugin.log", PLUGIN_LOG), (V2_NOT_DEFAULT, listing(V2_NOT_DEFAULT)))
+    lead = _lead(report)
+    assert lead.code == "GH802" and lead.severity is Severity.CRITICAL  # the pods' symptom beside the config
+
+
+def test_runtimeclass_not_found_names_the_cause_and_its_fix():
+    lead = _lead(_report(("kubectl.txt", RUNTIMECLASS_MISSING)))
+    assert lead.code == "GH802" and lead.severity is Severity.CRITICAL
+    assert "kubectl get runtimeclass" in [fix.command for fix in lead.fixes]
+    # another RuntimeClass's name is no GPU matter
+    other = 'pods "web" is forbidden: pod rejected: RuntimeClass "gvisor" not found\n'
+    assert not _gh802(_report(("kubectl.txt", other)))
+
+
+def test_end_to_end_through_analyze_stdin(tmp_path):
+    from click.testing import CliRunner
+
+    from gpuhealth.cli import main
+
+    result = CliRunner().invoke(main, ["analyze", "--format", "json", "-"], input=listing(V1_K3S))
+    assert '"GH802"' in result.output and "default runtime is still runc" in result.output
+    result = CliRunner().invoke(main, ["analyze", "--format", "json", "-"], input=listing(V3_DEFAULT))
+    assert '"GH802"' not in result.output
