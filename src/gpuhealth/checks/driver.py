@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, line_evidence, table_fixes
 from gpuhealth.commands import fix as slotted
@@ -405,10 +406,16 @@ def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
     # command line alone needs only the reboot)
     rebuild = table_fixes("GH502")
     if not all(b.cmdline for b in blacklists):
-        fixes += [f for f in rebuild if not f.disruptive]
+        by_hand = not any(b.path or b.cmdline for b in blacklists)  # the search finds the lines; a person deletes them
+        fixes += [replace(f, note=_AFTER_BY_HAND) if by_hand else f for f in rebuild if not f.disruptive]
         fixes.append(Fix("on Arch Linux (mkinitcpio) rebuild the initramfs with: sudo mkinitcpio -P", "any"))
     fixes += [f for f in rebuild if f.disruptive]
     return tuple(fixes)
+
+
+# a rebuild before the person deleted the lines packs them again, and the reboot after it completes nothing: a choice
+# (fixscript writes it as a comment, and the reboot with it)
+_AFTER_BY_HAND = "only if you deleted the lines the search above prints: the initramfs packs modprobe.d"
 
 
 @check("GH202", "driver-library-mismatch", "Kernel module and user-space library versions differ",

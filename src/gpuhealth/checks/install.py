@@ -542,6 +542,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     confirmed at boot) or blocked, with Secure Boot on and nvidia not loaded, is a refusal. Live `check`
     runs it itself under Secure Boot, for each signing certificate on disk (DKMS's /var/lib/dkms/mok.pub,
     Ubuntu's /var/lib/shim-signed/mok/MOK.der, akmods' /etc/pki/akmods/certs/public_key.der).
+    The same answers come from `mokutil --import KEY` ("SKIP: KEY is already enrolled", "... is already in the
+    enrollment request"; its "input password:" puts KEY in the request), `mokutil --list-new` (keys imported and
+    waiting for the MOK manager, not enrolled keys; --dbx, --db, --kek, --list-delete list no MOK) and Debian's
+    `update-secureboot-policy` ("E: System's DKMS key is NOT installed in MOK."). DKMS's "Binary ... not found,
+    modules won't be signed" means the module it built is unsigned.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -553,7 +558,10 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     Use distribution-signed driver packages, or sign the modules with a Machine Owner Key: create the
     key with openssl, enroll it with `mokutil --import MOK.der` (set a one-time password, confirm it in
     the MOK manager at the next boot), sign every module with the kernel's `scripts/sign-file`, and
-    keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
+    keep the key to sign again after each rebuild (DKMS can sign automatically with it). Where mokutil
+    (or update-secureboot-policy) named the key the modules are signed with and shim does not trust it yet, the
+    fix is that key alone: imported with `mokutil --import`, or, waiting in the request, confirmed at the next
+    boot; a new key would leave the modules' own key untrusted. Disabling
     Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
     not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is
     shown (modprobe's "Key was rejected by service", the kernel log's line, an unsigned module), the
@@ -668,9 +676,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    "signed with a key the kernel trusts" + ("" if enabled else " (lockdown or the kernel's "
                                                             "configuration enforces module signatures)"))
     elif enabled and key_refused:
-        message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
-        if install.signing_key_source and install.signing_key_source.endswith("(the reporter's words)"):
-            message = message.replace("(mokutil --test-key)", "(in the reporter's words)")
+        message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "",
+                               _key_teller(install))
     elif enabled and eperm:
         message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
                    "locked-down kernel refuses modules not signed by an enrolled key")
@@ -706,8 +713,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                                  (f"Public certificate (MOK): {install.signing_certificate}",)))
     yield Draft(
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
-        fixes=enrol or (
-            *_key_fixes(install),
+        fixes=enrol or _key_route(install, enabled and key_refused) or (
             # the modprobe that would confirm it, unless its refusal is already in the evidence
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
@@ -733,7 +739,7 @@ _SIGNER = Fix("modinfo -F signer nvidia", "any",
 # shim's MOK manager asks for the import's password on the machine's console at the next boot (no keyboard there, a
 # remote server: its BMC's remote console); a fix script cannot do that step, so every enrolment says so
 CONSOLE = "at the next boot, on the machine's console (a remote server: its BMC's remote console)"
-_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated"})
+_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated", "dkms-signing-tool-missing"})
 
 
 def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, ...]:
@@ -754,6 +760,19 @@ def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, 
     )
 
 
+def _key_route(install: InstallState, decided: bool) -> tuple[Fix, ...]:
+    """Where mokutil (or update-secureboot-policy) named the key the modules are signed with and shim does not trust
+    it yet, the fix is that key's enrolment (imported, or confirmed at the next boot): no new key, no signing by hand,
+    which would leave the modules' own key untrusted and sign them with another."""
+    if not decided or install.signing_key_state not in ("not-enrolled", "pending"):
+        return ()
+    steps = _key_fixes(install)
+    if install.signing_key_state == "pending" or not steps:
+        return steps
+    return (*steps, replace(REBOOT, note=f"enroll the key in the MOK manager {CONSOLE}; the modules signed with it "
+                                         "load after it"))
+
+
 def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
@@ -765,15 +784,29 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
                     keyfile=install.signing_key),)
 
 
-def _key_message(key: str, state: str) -> str:
-    """GH506's message when ``mokutil --test-key`` says shim does not trust the key modules are signed with."""
+def _key_teller(install: InstallState) -> str:
+    """Who said what shim thinks of the signing key: the reporter, or the command whose line it is."""
+    line = install.signing_key_line or ""
+    if (install.signing_key_source or "").endswith("(the reporter's words)"):
+        return "in the reporter's words"
+    if line.startswith("mokutil --list-new"):
+        return "mokutil --list-new"
+    if "System's DKMS key" in line or "System DKMS key" in line:
+        return "update-secureboot-policy"
+    if line.startswith(("SKIP: ", "Already in kernel trusted keyring", "mokutil --import")):
+        return "mokutil --import"
+    return "mokutil --test-key"
+
+
+def _key_message(key: str, state: str, teller: str = "mokutil --test-key") -> str:
+    """GH506's message when ``mokutil`` (or the reporter) says shim does not trust the key modules are signed with."""
     if state == "pending":
-        return (f"Secure Boot is enabled and {key} waits in the enrollment request (mokutil --test-key): until it is "
+        return (f"Secure Boot is enabled and {key} waits in the enrollment request ({teller}): until it is "
                 "confirmed in the MOK manager at the next boot, the kernel refuses modules signed with it")
     if state == "blocked":
-        return (f"Secure Boot is enabled and {key} is blocked (dbx or MokListX, mokutil --test-key): modules signed "
+        return (f"Secure Boot is enabled and {key} is blocked (dbx or MokListX, {teller}): modules signed "
                 "with it never load; sign them with another key")
-    return (f"Secure Boot is enabled and {key} is not enrolled (mokutil --test-key): the kernel refuses modules "
+    return (f"Secure Boot is enabled and {key} is not enrolled ({teller}): the kernel refuses modules "
             "signed with it until it is imported with mokutil and confirmed at the next boot")
 
 
@@ -1030,18 +1063,34 @@ _PACKAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|source-\d+\S*|open-\d+\S*)|libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|linux-modules-nvidia-\S+"
         r"|nvidia-headless-\S+|kmod-nvidia-(?:latest|open)-dkms|nvidia-kmod\S*)$")),
 )
+# Removing a route is the person's choice of which route to keep: each removal says so ("only if ..."), so
+# `gpuhealth fix` writes it as a comment. Run live, the script removed every route it found and rebooted into no driver.
+_KEEP_ANOTHER = "only if you keep another route: this removes the {route} route"
+
+
+def _removal(route: str, *fixes: Fix) -> tuple[Fix, ...]:
+    note = _KEEP_ANOTHER.format(route=route)
+    return tuple(replace(fix, note=f"{note}; {fix.note}" if fix.note else note) for fix in fixes)
+
+
+# The change the reboot completes: a person's, with the commands `gpuhealth recommend` prints (without it the script's
+# reboot followed only a read-only step and restarted the host for nothing)
+_REINSTALL = Fix("Reinstall one driver version, by the route you keep, with the commands gpuhealth recommend prints",
+                 "any", kind="step")
+
 _ROUTE_REMOVAL = {
-    "run-file installer": (Fix("sudo /usr/bin/nvidia-uninstall", "any", disruptive=True,
-                               note="or: sudo sh NVIDIA-Linux-*.run --uninstall"),),
-    "CUDA repository (cuda-drivers)": fixes_for(
+    "run-file installer": _removal("run-file installer", Fix(
+        "sudo /usr/bin/nvidia-uninstall", "any", disruptive=True, note="or: sudo sh NVIDIA-Linux-*.run --uninstall")),
+    "CUDA repository (cuda-drivers)": _removal("CUDA repository (cuda-drivers)", *fixes_for(
         debian=["sudo apt-get remove --purge cuda-drivers '^nvidia-.*' '^libnvidia-.*'"],
-        rhel=["sudo dnf remove cuda-drivers 'nvidia-driver*' 'kmod-nvidia-*-dkms'"], disruptive=True),
-    "ELRepo (kmod-nvidia)": (Fix("sudo dnf remove 'kmod-nvidia*' 'nvidia-x11-drv*'", "rhel", disruptive=True),),
-    "RPM Fusion (akmod-nvidia)": (Fix("sudo dnf remove 'akmod-nvidia*' 'xorg-x11-drv-nvidia*'", "rhel",
-                                      disruptive=True),),
-    "driver packages": fixes_for(
+        rhel=["sudo dnf remove cuda-drivers 'nvidia-driver*' 'kmod-nvidia-*-dkms'"], disruptive=True)),
+    "ELRepo (kmod-nvidia)": _removal("ELRepo (kmod-nvidia)",
+                                     Fix("sudo dnf remove 'kmod-nvidia*' 'nvidia-x11-drv*'", "rhel", disruptive=True)),
+    "RPM Fusion (akmod-nvidia)": _removal("RPM Fusion (akmod-nvidia)", Fix(
+        "sudo dnf remove 'akmod-nvidia*' 'xorg-x11-drv-nvidia*'", "rhel", disruptive=True)),
+    "driver packages": _removal("driver packages", *fixes_for(
         debian=["sudo apt-get remove --purge '^nvidia-.*' '^libnvidia-.*' && sudo apt-get autoremove"],
-        rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True),
+        rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True)),
 }
 
 
@@ -1246,7 +1295,7 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             evidence=tuple(Evidence(f"{v}: {env.package_source or 'packages'}", tuple(names[:6]))
                            for v, names in versions.items()),
             fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
-                   Fix("gpuhealth recommend", "any", note="then reinstall one driver version"), REBOOT))
+                   Fix("gpuhealth recommend", "any", note="then reinstall one driver version"), _REINSTALL, REBOOT))
         return
     evidence = []
     for route, lines in routes.items():
@@ -1260,5 +1309,5 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         evidence=tuple(evidence),
         fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
                Fix("gpuhealth recommend", "any", note="then reinstall the driver with one route only"),
-               REBOOT),
+               _REINSTALL, REBOOT),
     )

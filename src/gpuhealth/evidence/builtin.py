@@ -49,7 +49,9 @@ _DKMS_LINE = lazy_re(r"^[\w.+-]+(?:/|,\s*)[\w.+~-]+(?:,[^,:]*)*:\s*(?:added|buil
 _DKMS_WORDS = ("added", "built", "installed", "broken")  # a status line holds one of them, after a ":"
 _MOKUTIL = lazy_re(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
                       r"EFI variables are not supported on this system|"
-                      r"^\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment request)\s*$", re.M)
+                      r"^(?:SKIP: |CA of )?\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment "
+                      r"request|already in db|blocked in dbx|blocked in MokListX|not in MokList)\s*$|"
+                      r"^Already in kernel trusted keyring\. Skip \S|^input password: ?$", re.M)
 # mokutil --list-enrolled: each key opens with "[key N]" then its "SHA1 Fingerprint:" (lcp/mokutil src/efi_x509.c)
 _MOK_LIST = guarded_re(r"^\[key 1\]\s*\n\s*SHA1 Fingerprint: ", re.M, may=has("SHA1 Fingerprint: "))
 _CERT_NAME_LINE = guarded_re(r"^(?:Subject|Issuer):.{0,300}\bCN ?=", may=has("CN"))
@@ -279,8 +281,8 @@ def _mokutil(text: str, source: str) -> dict[str, Any]:
         if key:
             return key
         enrolled = module_key_lines(text.splitlines(), source)  # the listing, or a grep of it its command names
-        if enrolled and enrolled["install"].enrolled_keys:
-            return enrolled
+        if enrolled and (enrolled["install"].enrolled_keys or enrolled["install"].signing_key_state):
+            return enrolled  # the enrolled keys, or those --list-new shows waiting for the MOK manager
         raise
     return {"install": InstallState(secure_boot=state, secure_boot_source="mokutil --sb-state")}
 
