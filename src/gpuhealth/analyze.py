@@ -11,7 +11,7 @@ import dataclasses
 import io
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
@@ -108,21 +108,22 @@ class Recognised:
     note: str = ""  # why a recognised piece could not be parsed
 
 
-@dataclass
 class _Reading:
-    """What analyze has gathered so far, over every file and piece."""
+    """What analyze has gathered so far, over every file and piece. (A plain class: a dataclass's generated methods are
+    compiled as the module is imported, on every start-up.)"""
 
-    fields: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    log: list[Recognised] = field(default_factory=list)
-    unrecognized: list[str] = field(default_factory=list)
-    messages: list[MessageLine] = field(default_factory=list)
-    unknown_seen: set[str] = field(default_factory=set)
-    commands: list[str] = field(default_factory=list)
-    typed: list[tuple[str, str]] = field(default_factory=list)  # (command, the head of its output) of each session
-    stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
-    # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
-    upgrades: list[MessageLine] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        self.log: list[Recognised] = []
+        self.unrecognized: list[str] = []
+        self.messages: list[MessageLine] = []
+        self.unknown_seen: set[str] = set()
+        self.commands: list[str] = []
+        self.typed: list[tuple[str, str]] = []  # (command, the head of its output) of each session
+        self.stated: list[Any] = []  # what people's sentences state (evidence/prose.py)
+        # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
+        self.upgrades: list[MessageLine] = []
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
@@ -485,7 +486,7 @@ SMI_HEADER_ONLY = "smi-table header"
 # it builds on; nothing in it shows a GPU or the driver, so alone it is no healthy host either)
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
-                                  "program-text"}
+                                  "program-text", "package-log"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
@@ -576,6 +577,12 @@ def _read_run(reading: _Reading, words: Piece, block: Block | None) -> bool:
 _READ_WHOLE = frozenset({"kernel-log", "app-log", "smi-xml"})
 
 
+def _package_log_line(line: str) -> bool:
+    from gpuhealth.parsers.package_log import is_log_line
+
+    return is_log_line(line)
+
+
 def _collect_env_line(line: str) -> bool:
     from gpuhealth.parsers.torch_env import report_line
 
@@ -597,7 +604,7 @@ def _fabricmanager_line(line: str) -> bool:
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
 # Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
 _OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
-              "fabricmanager-log": _fabricmanager_line}
+              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:

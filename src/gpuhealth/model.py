@@ -1211,6 +1211,8 @@ class InstallState:
     kernel_packages: tuple[str, ...] = ()
     headers_packages: tuple[str, ...] = ()
     kernel_packages_source: str | None = None
+    # a package tool's log: the kernel release it installed last (the next boot's default), checked for headers too
+    kernel_installed_last: str | None = None
     gcc_present: bool | None = None
     gcc_version: str | None = None  # "11.4.0"
     gcc_banner: str | None = None  # first line of gcc --version
@@ -1382,6 +1384,20 @@ class NvidiaPackage:
 
 
 @record
+class PackageChange:
+    """One package a package tool's log shows installed, upgraded, downgraded or removed (parsers/package_log.py)."""
+
+    tool: str  # "apt", "dpkg", "dnf", "yum", "zypper", "pacman"
+    action: str  # "install", "upgrade", "downgrade", "reinstall", "remove"
+    name: str  # without architecture or epoch
+    version: str | None = None  # the version installed (for a removal: the version removed)
+    old_version: str | None = None  # an upgrade's or downgrade's version before
+    date: str | None = None  # as the log prints it
+    command: str | None = None  # the transaction's command line where the log gives one
+    line: str = ""  # the log's line, cut
+
+
+@record
 class MountEntry:
     """One ``/proc/self/mounts`` line."""
 
@@ -1484,6 +1500,10 @@ class HostEnvironment:
     runfile_uninstaller: str | None = None  # /usr/bin/nvidia-uninstall when present
     packages: tuple[NvidiaPackage, ...] = ()  # installed nvidia packages (dpkg-query / rpm -qa)
     package_source: str | None = None  # the command the list came from
+    # a package tool's log (apt history.log, dpkg.log, dnf/yum/zypper/pacman logs): the driver's, CUDA's, the container
+    # toolkit's and the kernels' packages it changed, oldest first
+    package_changes: tuple[PackageChange, ...] = ()
+    package_log_source: str | None = None
     docker: bool | None = None  # the docker CLI (or /etc/docker/daemon.json) is present
     podman: bool | None = None
     docker_runtimes: tuple[str, ...] = ()  # runtimes the daemon knows (docker info, else daemon.json)

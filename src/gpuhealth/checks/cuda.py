@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gpuhealth.checks.driver import REBOOT, driver_version_of, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
@@ -33,6 +33,7 @@ from gpuhealth.model import (
     Snapshot,
     TorchEnv,
 )
+from gpuhealth.records import record
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 TORCH_SOURCE = "python3 -c <gpuhealth torch probe>"
@@ -720,7 +721,7 @@ LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
 COMPAT_SYMPTOMS = ("GH603", "GH901", "GH610")
 
 
-@dataclass(frozen=True)
+@record
 class CompatLibcuda:
     """A forward-compatibility libcuda the loader takes before the driver's own, and where the evidence shows it."""
 

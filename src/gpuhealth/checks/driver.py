@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -18,6 +19,7 @@ from gpuhealth.model import (
     Fix,
     MessageLine,
     NvidiaPackage,
+    PackageChange,
     PciDevice,
     Severity,
     Snapshot,
@@ -426,7 +428,10 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     The version of the loaded kernel module (`/proc/driver/nvidia/version`) differs from the version
     of the user-space driver libraries (NVML, nvidia-smi; without them, the installed library packages
     of `dpkg -l` / `rpm -qa` when they agree on one version), or a tool or the kernel log says so
-    ("Driver/library version mismatch", "NVRM: API mismatch").
+    ("Driver/library version mismatch", "NVRM: API mismatch"). A package tool's log (apt's history.log,
+    dpkg.log, dnf's, yum's, zypper's or pacman's) that shows the driver packages upgraded from one driver
+    version to another gives the library version, and its lines say when and by what (an automatic
+    update: unattended-upgrades, dnf-automatic).
 
     Why it matters:
     Every CUDA program and nvidia-smi fail until the two agree. It almost always follows a driver
@@ -438,7 +443,9 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     in a maintenance window.
 
     Exceptions:
-    None: the versions must match exactly.
+    None: the versions must match exactly. A driver upgrade in a package log with nothing that says which
+    module is loaded now (no /proc/driver/nvidia/version, nvidia-smi or NVML) is a warning: the host
+    may have rebooted since.
     """
     evidence: list[Evidence] = []
     kernel = snapshot.driver.version if snapshot.driver else None
@@ -469,10 +476,16 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         found = next((m for e in events if (m := _API_VERSIONS.match(e.detail or ""))), None)
         if found:
             user, kernel = user or found["client"], kernel or found["module"]
+    upgrades = driver_upgrades(snapshot)
     if not evidence:
+        if upgrades and not kernel and _no_library_answer(snapshot):
+            yield _upgrade_not_loaded(snapshot, upgrades)
+            return
         if not kernel and not user and snapshot.kernel_log is None:
             yield Skip("neither the kernel module version nor the library version is known")
         return
+    if upgrades:  # the package tool's own line saying when the libraries changed under the loaded module
+        evidence.append(Evidence(_log_source(snapshot), _upgrade_lines(upgrades)))
     yield Draft(
         Severity.CRITICAL,
         f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}" if kernel or user
@@ -484,6 +497,52 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
 
 
 _API_VERSIONS = lazy_re(r"client (?P<client>\S{1,32}), module (?P<module>\S{1,32})$")
+# an automatic updater's command line in a package log: unattended-upgrades (apt history.log's "Commandline:
+# /usr/bin/unattended-upgrade"), dnf-automatic, yum-cron, PackageKit
+_AUTOMATIC = lazy_re(r"unattended-upgrade|dnf-automatic|dnf5? automatic|yum-cron|packagekit", re.I)
+
+
+def driver_upgrades(snapshot: Snapshot) -> list[PackageChange]:
+    """A package log's upgrades (or downgrades) of driver packages from one driver version to another."""
+    from gpuhealth.parsers.package_log import category
+
+    changes = snapshot.host_env.package_changes if snapshot.host_env is not None else ()
+    return [c for c in changes if c.action in ("upgrade", "downgrade") and category(c.name, c.tool) == "driver"
+            and (new := driver_version_of(c.version)) and (old := driver_version_of(c.old_version)) and new != old]
+
+
+def _no_library_answer(snapshot: Snapshot) -> bool:
+    """Neither nvidia-smi nor NVML showed a driver version (either would say which driver runs now)."""
+    return ((snapshot.smi is None or not snapshot.smi.driver_version)
+            and (snapshot.nvml is None or not snapshot.nvml.driver_version))
+
+
+def _log_source(snapshot: Snapshot) -> str:
+    return (snapshot.host_env.package_log_source if snapshot.host_env else None) or "package log"
+
+
+def _upgrade_lines(upgrades: list[PackageChange]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(c.line for c in upgrades))[:3]
+
+
+def _upgrade_not_loaded(snapshot: Snapshot, upgrades: list[PackageChange]) -> Draft:
+    """A driver upgrade a package log shows, with nothing saying which module runs now: until a reboot (or a
+    reload of the modules) the old module stays loaded under the new libraries. A warning: the host may have been
+    rebooted since."""
+    last = upgrades[-1]
+    old, new = driver_version_of(last.old_version), driver_version_of(last.version)
+    automatic = any(c.command and _AUTOMATIC.search(c.command) for c in upgrades)
+    when = f" on {last.date}" if last.date else ""
+    by = " by an automatic update" + (f" ({last.command})" if last.command else "") if automatic else ""
+    return Draft(
+        Severity.WARNING,
+        f"The NVIDIA driver packages were upgraded from {old} to {new}{when}{by}: until the host reboots, the "
+        f"loaded module stays {old} and CUDA programs and nvidia-smi fail with 'Driver/library version mismatch'",
+        evidence=(Evidence(_log_source(snapshot), _upgrade_lines(upgrades)),
+                  Evidence(PROC_VERSION, ("not in the evidence given: whether the host rebooted since is unknown",))),
+        fixes=table_fixes("GH202"),
+        explains=("GH203", "GH204"),
+    )
 
 
 def _pasted_mismatch_lines(snapshot: Snapshot) -> list[MessageLine]:

@@ -270,7 +270,10 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     Critical when the driver is not loaded, a warning when only a future DKMS rebuild needs them (or,
     from a package listing alone, when whether the module is loaded is unknown). A listing with several
     kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
-    headers package at all (it may have been filtered). The reporter's words ("no kernel headers installed",
+    headers package at all (it may have been filtered). A package tool's log (apt's history.log, dpkg.log, dnf's, yum's,
+    zypper's or pacman's) is read the same way, for the kernel it installed last (the next boot's) where `uname -r` is
+    not given: a kernel an update installed without the headers of its release, while the log shows headers installed
+    for another. The reporter's words ("no kernel headers installed",
     "linux-headers-$(uname -r) is missing") answer the headers' absence where no program's output looked at them;
     the finding then quotes them and stays a warning. So do words saying the headers lag behind the kernel an update
     installed ("kernel-devel is still for the old kernel", "the headers do not match the running kernel"), and a package
@@ -337,6 +340,11 @@ def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[
         yield Skip(f"{source} shows no kernel headers package for any kernel (it may have been filtered)")
         return
     running, how = install.kernel_release, "uname -r or /proc/version in the evidence"
+    subject = "the running kernel"
+    if running is None and install.kernel_installed_last:
+        # a package log: the kernel it installed last is the one the next boot runs (and DKMS builds for)
+        running, how = install.kernel_installed_last, "the kernel the package log installed last"
+        subject = "the kernel installed last"
     if running is None:
         images = install.kernel_packages
         if len(images) != 1:
@@ -352,9 +360,9 @@ def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[
     headers = ", ".join(install.headers_packages[:6])
     yield Draft(
         Severity.CRITICAL if loaded is False else Severity.WARNING,
-        f"No kernel headers for the running kernel {running} (headers are installed for {headers}): the nvidia "
+        f"No kernel headers for {subject} {running} (headers are installed for {headers}): the nvidia "
         "module cannot be built for it",
-        evidence=(Evidence(source, (f"running kernel: {running} ({how})",
+        evidence=(Evidence(source, (f"{subject.removeprefix('the ')}: {running} ({how})",
                                     f"kernel headers packages for: {headers}",
                                     f"none for {running}")),),
         fixes=table_fixes("GH503"),

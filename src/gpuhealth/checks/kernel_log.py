@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
@@ -44,14 +44,15 @@ ACTION_FIXES: dict[str, tuple[Fix, ...]] = {
 }
 
 
-@dataclass
 class Tally:
-    """Kernel log lines counted together (one GPU and Xid, say): how many, first, last, and a few samples."""
+    """Kernel log lines counted together (one GPU and Xid, say): how many, first, last, and a few samples. (A plain
+    class: a dataclass's generated methods are compiled as the module is imported, on every start-up.)"""
 
-    count: int = 0
-    first: KernelEvent | None = None
-    last: KernelEvent | None = None
-    samples: list[KernelEvent] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: KernelEvent | None = None
+        self.last: KernelEvent | None = None
+        self.samples: list[KernelEvent] = []
 
     def add(self, group: EventGroup | Tally) -> None:
         if group.first is None or group.last is None:

@@ -104,7 +104,8 @@ _LOADED = False
 # The modules of this package that register kinds, named here rather than found by a scan of the package
 # (pkgutil and its directory listing cost every analysis' start-up); tests/test_evidence_kinds.py checks the
 # list against the package's files.
-KIND_MODULES = ("banners", "builtin", "containers", "facts", "listings", "program", "prose", "toolchain")
+KIND_MODULES = ("banners", "builtin", "containers", "facts", "listings", "package_logs", "program", "prose",
+                "toolchain")
 
 
 def load() -> None:

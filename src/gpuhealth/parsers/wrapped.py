@@ -53,6 +53,7 @@ _SENTENCE = lazy_re(r"[A-Z][a-z]")  # a capitalised word: a sentence of the repo
 _LOG_WORDS = ("NVRM", "nvidia", "Xid", "AER", "pcieport", "nouveau")  # lines of the GPU stack: the others are not read
 MIN_WRAPPED, MAX_WRAPPED = 60, 80  # a wrapped piece filled the width: a mail client wraps at 72-80 columns, a
 # terminal at 80 (a longer line was not wrapped at those widths)
+_RULE_MARKS = ("+-", "+=", "++", "|-", "|=", "|+")  # a rule line holds one ([+|] then [-=+]: _RULE, _RULE_START)
 _RULE_START = lazy_re(r"[ \t]{0,8}[+|][-=+]{10,400}$")
 _RULE_END = lazy_re(r"[-=+]{1,400}[+|]\s*$")
 _XID_HEAD = lazy_re(r"NVRM: Xid \([^)\n]{1,160}\):?\s{0,8}\d{1,6}\b")
@@ -69,23 +70,30 @@ def unwrap_lines(text: str) -> str:
     out: list[str] = []
     changed = False
     width = 0  # the width of the table being read: its last whole rule line's
+    # What the text holds decides which joins can happen at a line of it as given (not glued): a rule or a table row
+    # needs a rule's marks, an Xid line "NVRM: Xid", a log record one of the GPU stack's words; without them only a
+    # driver-too-old message naming CUDA can cross a break (an `nvidia-smi -q`: its lines are not each looked at)
+    joinable = (("+" in text or "|" in text) and any(mark in text for mark in _RULE_MARKS)) or "NVRM: Xid" in text
+    logs = any(word in text for word in _LOG_WORDS)
     i = 0
     while i < len(lines):
-        line = lines[i]
+        line = given = lines[i]
         i += 1
         segments = 1
         while i < len(lines) and segments < MAX_SEGMENTS and len(line) < MAX_JOINED:
+            if segments == 1 and not (joinable or width) and "CUDA" not in line and "CUDA" not in lines[i]:
+                break
             joined = _joined(line, lines[i], width)
             if joined is None:
                 break
             line, i, segments, changed = joined, i + 1, segments + 1, True
-        if segments == 1 and i < len(lines):
+        if segments == 1 and i < len(lines) and logs:
             run = _log_continuation(line, lines, i)
             if run:
                 for piece in lines[i:i + run]:
                     line = _glue(line, piece, 0)
                 i, changed = i + run, True
-        if _RULE.match(line):
+        if (joinable or line is not given) and _RULE.match(line):
             width = len(line.rstrip())
         elif line.lstrip()[:1] not in ("|", "+"):
             width = 0  # the table ended
