@@ -97,7 +97,7 @@ def test_the_causes_whose_check_overrules_the_words_are_named():
                               "secure-boot-refused", "persistence-off", "uvm-missing",
                               "pcie-link-degraded", "driver-library-mismatch", "fabric-manager-failed",
                               "memory-held-idle", "gsp-firmware-missing", "initramfs-stale",
-                              "cuda-visible-devices-hides"}
+                              "cuda-visible-devices-hides", "k8s-runtime-not-nvidia"}
 
 
 def test_the_words_a_told_cause_needs_are_in_the_spelling_vocabulary():
