@@ -168,3 +168,47 @@ def test_tainting_kernel_means_enforcement_is_off_control():
     report = _analyzed(paste)
     assert not [f for f in report["findings"] if f["severity"] == "critical"]
     assert not [f for f in report["findings"] if f["code"] == "GH506"]
+
+
+# --------------------------------------------------------------------------- the reporter's words
+
+@pytest.mark.parametrize(("sentence", "row"), [
+    ("I skipped the Enroll MOK step after installing the nvidia driver.", "told-mok-enrolment-skipped"),
+    ("At the reboot I chose Continue boot instead of Enroll MOK, and nvidia-smi fails.", "told-mok-enrolment-skipped"),
+    ("I never enrolled the key in the blue MOK manager screen.", "told-secure-boot-refused"),
+    ("The MOK key was not enrolled, so the nvidia driver does not work.", "told-secure-boot-refused"),
+    ("After the update I had to re-enroll the key before the nvidia driver worked.", "told-mok-had-to-enroll"),
+    ("The akmods key is enrolled but the nvidia module is still rejected.", "told-enrolled-key-still-refused"),
+])
+def test_words_name_the_enrolment_as_the_cause_at_a_warning(sentence, row):
+    report = _analyzed(sentence + "\n")
+    lead = report["findings"][0]
+    assert lead["code"] == "GH506" and lead["severity"] == "warning"  # words alone: never critical
+    assert any("reporter's words" in e["source"] for e in lead["evidence"])
+
+
+@pytest.mark.parametrize("sentence", [
+    "Do I have to enroll the MOK key for the nvidia driver?",
+    "I never had to enroll the key for the nvidia driver on this laptop.",
+    "The key is enrolled and the nvidia module loads fine.",
+    "If you missed the MOK manager screen, run update-secureboot-policy --enroll-key.",
+    "Should I choose Continue boot in the MOK manager?",
+])
+def test_words_that_do_not_name_the_cause(sentence):
+    assert not [f for f in _analyzed(sentence + "\n")["findings"] if f["code"] == "GH506"]
+
+
+def test_secure_boot_told_on_beside_a_told_enrolment_is_not_overruled_by_words():
+    # GH506 ran on the words' "Secure Boot enabled" alone and found nothing: that is no machine verdict, so the
+    # enrolment the same person names must not be dropped (the report said HEALTHY on it)
+    report = _analyzed("I had to re-enroll the MOK key to use the nvidia driver with secure boot enabled.\n")
+    assert report["verdict"] != "HEALTHY"
+    assert report["findings"][0]["code"] == "GH506"
+
+
+def test_machine_output_wins_over_the_words():
+    # the words say the enrolment was skipped; the machine shows the nvidia module loaded under Secure Boot
+    paste = ("I skipped the Enroll MOK step after installing the nvidia driver.\n"
+             "$ mokutil --sb-state\nSecureBoot enabled\n$ lsmod | grep nvidia\n"
+             "nvidia_uvm           1466368  0\nnvidia              56655872  1 nvidia_uvm\n")
+    assert not [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] != "info"]

@@ -637,6 +637,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     eperm = [m for m in failures if "Operation not permitted" in m.line]
     if not log_lines and not refusals and not (enabled and (not_loaded or untrusted or key_refused)) and not (
             untrusted and unknown_state) and not (locked and eperm):
+        if loaded is None and not failures and _words_only(install):
+            # nothing of the machine's was read, only the reporter's sentences: no verdict of the machine's to set
+            # against their words (a cause they name stays their words, not overruled by them)
+            yield Skip("the Secure Boot state is known only from the reporter's words; the module's state (lsmod, "
+                       "modprobe nvidia) is not in the evidence given")
         return
     evidence = []
     if install.secure_boot:
@@ -736,6 +741,19 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         # a refused module is why the driver is not loaded: it leads GH201 and what GH201 explains
         explains=DRIVER_DOWN if refused else (),
     )
+
+
+_TOLD = "(the reporter's words)"
+
+
+def _words_only(install: InstallState) -> bool:
+    """Whether every Secure Boot fact GH506 holds came from a person's sentences, none from a program's output."""
+    sources = [source for value, source in ((install.secure_boot, install.secure_boot_source),
+                                            (install.lockdown, install.lockdown_source),
+                                            (install.signing_key_state, install.signing_key_source))
+               if value is not None]
+    return bool(sources) and all((source or "").endswith(_TOLD) for source in sources) and (
+        install.module_signer is None and install.enrolled_keys is None and install.signing_certificate is None)
 
 
 # GH506's read-only steps, the ones shown before a refusal is: the Secure Boot state, the keys enrolled, the signer

@@ -100,3 +100,43 @@ def _crictl_info(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.containerd import parse_crictl_info
 
     return {"host_env": parse_crictl_info(text)}
+
+
+# `kubectl describe node`'s sections (flush left), of which a description shows several (parsers/kube.py)
+_NODE_KEYS = ("Name:", "Roles:", "Labels:", "Annotations:", "Taints:", "Conditions:", "Addresses:", "Capacity:",
+              "Allocatable:", "System Info:", "Allocated resources:", "Non-terminated Pods:")
+
+
+def _looks_like_describe_node(text: str) -> bool:
+    lines = text[:_HEAD * 4].splitlines()[:400]
+    seen = {key for line in lines for key in _NODE_KEYS if line.startswith(key)}
+    return ("Capacity:" in seen or "Allocatable:" in seen) and len(seen) >= 3
+
+
+@evidence_kind("kubectl-describe-node", commands=(r"kubectl\s+(?:\S+\s+)*describe\s+(?:nodes?|no)\b",), priority=369,
+               recognise=_looks_like_describe_node)
+def _describe_node(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.kube import parse_describe_node
+
+    return {"host_env": parse_describe_node(text, source)}
+
+
+_WORKLOADS = ("kind: Pod", "kind: Deployment", "kind: Job", "kind: StatefulSet", "kind: DaemonSet", "kind: ReplicaSet",
+              "kind: CronJob")
+
+
+def _looks_like_pod_manifest(text: str) -> bool:
+    lines = [line.strip() for line in text[:_HEAD * 2].splitlines()[:300]]
+    return (any(line.startswith("apiVersion:") for line in lines) and any(line in _WORKLOADS for line in lines)
+            and any(line.lstrip("- ").startswith("containers:") for line in lines))
+
+
+@evidence_kind("pod-manifest",
+               commands=(r"kubectl\s+(?:\S+\s+)*get\s+(?:pods?|po|deploy\S*|jobs?|statefulsets?|daemonsets?)\b.*"
+                         r"-o\s*=?\s*yaml\b",
+                         r"(?:cat|less|more|head|tail|vi|vim|nano)\s+\S+\.ya?ml\b"),
+               priority=368, recognise=_looks_like_pod_manifest)
+def _pod_manifest(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.kube import parse_pod_manifest
+
+    return {"host_env": parse_pod_manifest(text, source)}
