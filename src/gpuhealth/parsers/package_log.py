@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gpuhealth.lazyre import guarded_re, has, lazy_re
+from gpuhealth.lazyre import guarded_re, has, lazy_re, starts
 from gpuhealth.model import PackageChange, ParseError
 from gpuhealth.parsers._text import text_lines
 from gpuhealth.parsers.packages import dpkg_package_name, split_rpm_name
@@ -52,8 +52,10 @@ _APT_FIELD = lazy_re(r"^(Start-Date|End-Date|Commandline|Requested-By|Install|Up
                      r"Purge|Error): ?(.*)$")
 _APT_ENTRY = lazy_re(r"([^\s,()]+) \(([^()]{0,400})\)")
 # a history.log line cut out of its entry (grep nvidia /var/log/apt/history.log): a field with its first package entry
-_APT_ROW = lazy_re(r"^(?:(?:Install|Upgrade|Downgrade|Reinstall|Remove|Purge): [^\s,()]{1,200} \(|"
-                   r"(?:Start-Date|End-Date|Commandline|Requested-By): )")
+_APT_ROW = guarded_re(r"^(?:(?:Install|Upgrade|Downgrade|Reinstall|Remove|Purge): [^\s,()]{1,200} \(|"
+                      r"(?:Start-Date|End-Date|Commandline|Requested-By): )",
+                      may=starts("Install", "Upgrade", "Downgrade", "Reinstall", "Remove", "Purge", "Start-Date",
+                                 "End-Date", "Commandline", "Requested-By"))
 _APT_ACTIONS = {"Install": "install", "Upgrade": "upgrade", "Downgrade": "downgrade", "Reinstall": "reinstall",
                 "Remove": "remove", "Purge": "remove"}
 # apt term.log and dpkg's terminal lines
