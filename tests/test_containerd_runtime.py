@@ -275,3 +275,27 @@ def test_live_check_reads_containerds_configuration_as_analyze_does():
     docker_only = {"files": {"/etc/containerd/config.toml": 'disabled_plugins = ["cri"]\n'}}
     assert _containerd_runtimes(FakeHost(docker_only)) == {}
     assert _containerd_runtimes(FakeHost({})) == {}
+
+
+def test_a_file_mixing_log_lines_and_the_configuration_is_not_taken_whole():
+    """The configuration's reader would swallow the device plugin's lines: a text that is not all TOML is left to the
+    line readers (a session's `cat` and a markdown fence are split off first and read as the file)."""
+    mixed = PLUGIN_LOG + listing(V2_DEFAULT)
+    assert identify(mixed) != "containerd-config"
+    assert _lead(_report(("notes.txt", mixed))).code == "GH802"
+    fenced = "Our config:\n\n```toml\n" + listing(V2_NOT_DEFAULT) + "```\n"
+    assert any("default runtime is still runc" in f.message for f in _gh802(_report(("post.md", fenced))))
+    assert identify("...\n" + listing(V3_DEFAULT) + "...\n") == "containerd-config"  # an elided paste
+
+
+@pytest.mark.parametrize("value, default, implied", [
+    ('"nvidia"  # set by nvidia-ctk', "nvidia", False),
+    ("nvidia", "nvidia", False),  # a hand edit without quotes
+    ('""', "runc", True),  # empty: containerd's own default
+])
+def test_the_default_runtime_line_as_people_write_it(value, default, implied):
+    text = ('[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = ' + value + "\n"
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+            '  BinaryName = "/usr/bin/nvidia-container-runtime"\n')
+    env = parse_containerd_config(text)
+    assert (env.containerd_default_runtime, env.containerd_default_implied) == (default, implied)
