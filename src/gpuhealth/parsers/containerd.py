@@ -109,6 +109,7 @@ class _Reader:
         self.saw_containerd_table = False  # [... .containerd] itself, the table default_runtime_name belongs in
         self.saw_cri = False
         self.imports: list[str] = []
+        self.disabled: list[str] = []  # disabled_plugins: Docker's packaged config.toml disables "cri"
         self.version: int | None = None
 
     def key(self, path: tuple[str, ...], value: str) -> None:
@@ -118,12 +119,16 @@ class _Reader:
         if path == ("imports",):
             self.imports += _strings(value)
             return
+        if path == ("disabled_plugins",):
+            self.disabled += _strings(value)
+            return
         rest = _cri_rest(path)
         if rest is None:
             return
         text = _string_value(value)
         if rest == ("default_runtime_name",):
-            self.default = text
+            bare = value.partition("#")[0].strip()  # a hand edit without quotes still names the runtime it means
+            self.default = text or (bare if bare.replace("-", "").replace("_", "").isalnum() else None)
         elif len(rest) >= 2 and rest[0] == "runtimes":
             binary = self.runtimes.setdefault(rest[1], "")
             if rest[2:] in (("options", "BinaryName"), ("options", "Runtime")) and text and not binary:
@@ -184,6 +189,8 @@ def parse_containerd_config(text: str, source: str = "/etc/containerd/config.tom
         reader.key(table + path, value)
         if table + path == ("imports",) and "]" not in value:
             pending_imports = True
+    if any(name in CRI_PLUGINS for name in reader.disabled):
+        raise ParseError("the CRI plugin is disabled (disabled_plugins): containerd serves no Kubernetes pods")
     if not (reader.runtimes or reader.default or reader.legacy_default or reader.saw_containerd_table):
         raise ParseError("no CRI runtime section (plugins.\"io.containerd.grpc.v1.cri\".containerd, "
                          "plugins.'io.containerd.cri.v1.runtime'.containerd or plugins.cri.containerd)")
