@@ -251,3 +251,38 @@ def test_a_config_with_nvidia_as_default_overrules_the_words():
     words = "containerd's default runtime is still runc on the GPU node.\n"
     assert not _gh802(_report(("notes.txt", words), (V2_DEFAULT, listing(V2_DEFAULT))))
     assert _gh802(_report(("notes.txt", words), (V2_NOT_DEFAULT, listing(V2_NOT_DEFAULT))))
+
+
+# --------------------------------------------------------------------------- the live host reads the same fields
+
+
+def test_a_disabled_cri_plugin_is_no_runtime_configuration():
+    # Docker's packaged /etc/containerd/config.toml: the CRI plugin is off, so no pod runs on this containerd
+    with pytest.raises(ParseError, match="CRI plugin is disabled"):
+        parse_containerd_config('disabled_plugins = ["cri"]\n[plugins.cri.containerd]\n'
+                                '  default_runtime_name = "runc"\n')
+
+
+def test_live_check_reads_containerds_configuration_as_analyze_does():
+    from gpuhealth.collect.containers import _containerd_runtimes
+    from hostcases import FakeHost
+
+    k3s = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
+    live = _containerd_runtimes(FakeHost({"files": {k3s: listing(V1_K3S)}}))
+    pasted = parse_containerd_config(listing(V1_K3S), k3s)
+    assert live["containerd_default_runtime"] == pasted.containerd_default_runtime == "runc"
+    assert live["containerd_nvidia_runtimes"] == ("nvidia",) and live["containerd_config_source"] == k3s
+    docker_only = {"files": {"/etc/containerd/config.toml": 'disabled_plugins = ["cri"]\n'}}
+    assert _containerd_runtimes(FakeHost(docker_only)) == {}
+    assert _containerd_runtimes(FakeHost({})) == {}
+
+
+def test_a_file_mixing_log_lines_and_the_configuration_is_not_taken_whole():
+    """The configuration's reader would swallow the device plugin's lines: a text that is not all TOML is left to the
+    line readers (a session's `cat` and a markdown fence are split off first and read as the file)."""
+    mixed = PLUGIN_LOG + listing(V2_DEFAULT)
+    assert identify(mixed) != "containerd-config"
+    assert _lead(_report(("notes.txt", mixed))).code == "GH802"
+    fenced = "Our config:\n\n```toml\n" + listing(V2_NOT_DEFAULT) + "```\n"
+    assert any("default runtime is still runc" in f.message for f in _gh802(_report(("post.md", fenced))))
+    assert identify("...\n" + listing(V3_DEFAULT) + "...\n") == "containerd-config"  # an elided paste

@@ -212,7 +212,9 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     nvidia runtime as containerd's default (`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default`,
     nvidia-ctk 1.14 or later, then a restart of containerd). With the nvidia runtime as the default nothing is
     raised. A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and later writes its runtime
-    to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows them merged. A pasted
+    to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows them merged. The live
+    check reads /etc/containerd/config.toml (else k3s's or RKE2's generated one) the same way; a configuration whose
+    CRI plugin is disabled (Docker's own containerd) is not judged. A pasted
     pod manifest that names runtimeClassName nvidia selects the runtime (nothing is raised); one that asks for
     nvidia.com/gpu and names none is said to run under the default. A `kubectl describe node` of a GPU node (NVIDIA
     labels, a GPU in the evidence) whose Allocatable holds no nvidia.com/gpu (nor a renamed share or a MIG device)

@@ -73,10 +73,27 @@ _CRI_TABLES = ('plugins."io.containerd.grpc.v1.cri".containerd', "plugins.'io.co
                'plugins."io.containerd.cri.v1.runtime".containerd', "plugins.cri.containerd")
 
 
+def _toml_line(line: str) -> bool:
+    """A line of a TOML file as containerd's configuration holds it: a table header, ``key = value``, a comment, an
+    array's item or end, a k3s template's ``{{ ... }}``."""
+    if line.startswith(("[", "#", "]", "{{", '"', "'")):
+        return True
+    key, equals, _ = line.partition("=")
+    return bool(equals) and bool(key.strip()) and len(key) <= 200 and all(
+        c.isalnum() or c in "._-\"' " for c in key)
+
+
 def _looks_like_containerd_config(text: str) -> bool:
+    """containerd's tables or its default_runtime_name key, in a text that is all TOML (an elision "..." aside): a
+    file that quotes the configuration amid sentences or log lines is left to the readers of those lines, which a
+    configuration reader would swallow (a session's `cat /etc/containerd/config.toml` and a markdown fence are split
+    off before this and read as the file)."""
     head = text[:_HEAD * 4]
-    return (not head.lstrip().startswith("{") and
-            (any(table in head for table in _CRI_TABLES) or "default_runtime_name" in head))
+    if head.lstrip().startswith("{") or not (any(table in head for table in _CRI_TABLES) or
+                                             "default_runtime_name" in head):
+        return False
+    lines = (line.strip() for line in head.splitlines()[:400])
+    return all(_toml_line(line) for line in lines if line and line.strip(".…") and not line.startswith("```"))
 
 
 @evidence_kind("containerd-config",
