@@ -179,3 +179,110 @@ def test_end_to_end_through_analyze_stdin(tmp_path):
     assert '"GH802"' in result.output and "default runtime is still runc" in result.output
     result = CliRunner().invoke(main, ["analyze", "--format", "json", "-"], input=listing(V3_DEFAULT))
     assert '"GH802"' not in result.output
+
+
+# --------------------------------------------------------------------------- the node and the pod (kubectl)
+
+NODE_NO_GPU = "kubectl-describe-node/handwritten_gpu-node-no-gpu.txt"
+NODE_EIGHT = "kubectl-describe-node/handwritten_gpu-node-eight-gpus.txt"
+POD = "pod-manifest/k8s-device-plugin-readme_gpu-pod.yaml"
+POD_NVIDIA = "pod-manifest/handwritten_gpu-pod-runtimeclass-nvidia.yaml"
+
+
+def test_describe_node_gives_the_gpus_it_advertises():
+    from gpuhealth.parsers.kube import parse_describe_node
+
+    none = parse_describe_node(listing(NODE_NO_GPU))
+    assert (none.k8s_node_gpus, none.k8s_node_nvidia_labels) == (0, True)
+    assert none.k8s_node_runtime == "containerd://1.7.22"
+    assert parse_describe_node(listing(NODE_EIGHT)).k8s_node_gpus == 8
+    # the README's block: a renamed share (renameByDefault) and MIG devices are GPUs the node offers too
+    assert parse_describe_node("...\nCapacity:\n  nvidia.com/gpu.shared: 80\n...\n").k8s_node_gpus == 80
+    mig = "Allocatable:\n  cpu: 8\n  nvidia.com/mig-1g.5gb: 7\n  pods: 110\n"
+    assert parse_describe_node(mig).k8s_node_gpus == 7
+    with pytest.raises(ParseError):
+        parse_describe_node("Name: gpu-worker-1\nRoles: <none>\n")
+
+
+def test_the_pod_manifest_gives_its_gpu_request_and_runtimeclass():
+    from gpuhealth.parsers.kube import parse_pod_manifest
+
+    pod = parse_pod_manifest(listing(POD))  # "nvidia.com/gpu: 1 # requesting 1 GPU", a toleration's key beside it
+    assert (pod.k8s_pod_requests_gpu, pod.k8s_pod_runtime_class) == (True, "")
+    assert parse_pod_manifest(listing(POD_NVIDIA)).k8s_pod_runtime_class == "nvidia"
+    with pytest.raises(ParseError):
+        parse_pod_manifest("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: nvidia\n"
+                           "handler: nvidia\n")
+
+
+def test_a_gpu_node_that_advertises_no_gpu_points_to_the_device_plugin():
+    (found,) = _gh802(_report((NODE_NO_GPU, listing(NODE_NO_GPU))))
+    assert found.severity is Severity.WARNING and "advertises no nvidia.com/gpu" in found.message
+    assert found.labels.get("decided") == "device-plugin-missing"
+    assert any("nvidia-device-plugin" in fix.command for fix in found.fixes)
+    assert not _gh802(_report((NODE_EIGHT, listing(NODE_EIGHT))))
+
+
+def test_a_pod_without_runtimeclass_beside_runc_as_default_is_named():
+    session = ("$ cat /etc/containerd/config.toml\n" + listing(V2_NOT_DEFAULT) + "$ cat gpu-pod.yaml\n" + listing(POD))
+    (found,) = _gh802(_report(("session.txt", session)))
+    assert "names no runtimeClassName" in found.message
+    assert any("runtimeClassName: not set" in line for e in found.evidence for line in e.lines)
+    # the same pod naming RuntimeClass nvidia selects the runtime: nothing to say
+    session = ("$ cat /etc/containerd/config.toml\n" + listing(V2_NOT_DEFAULT) + "$ cat gpu-pod.yaml\n"
+               + listing(POD_NVIDIA))
+    assert not _gh802(_report(("session.txt", session)))
+
+
+# --------------------------------------------------------------------------- the reporter's words
+
+
+@pytest.mark.parametrize("words", [
+    "The pod does not use the nvidia runtime, so nvidia-smi is missing inside it.",
+    "containerd's default runtime is still runc on the GPU node.",
+])
+def test_the_runtime_told_in_words_leads_as_a_warning(words):
+    lead = _lead(_report(("notes.txt", words + "\n")))
+    assert lead.code == "GH802" and lead.severity is Severity.WARNING
+    assert lead.labels.get("reported") == "words"
+
+
+def test_a_config_with_nvidia_as_default_overrules_the_words():
+    words = "containerd's default runtime is still runc on the GPU node.\n"
+    assert not _gh802(_report(("notes.txt", words), (V2_DEFAULT, listing(V2_DEFAULT))))
+    assert _gh802(_report(("notes.txt", words), (V2_NOT_DEFAULT, listing(V2_NOT_DEFAULT))))
+
+
+# --------------------------------------------------------------------------- the live host reads the same fields
+
+
+def test_a_disabled_cri_plugin_is_no_runtime_configuration():
+    # Docker's packaged /etc/containerd/config.toml: the CRI plugin is off, so no pod runs on this containerd
+    with pytest.raises(ParseError, match="CRI plugin is disabled"):
+        parse_containerd_config('disabled_plugins = ["cri"]\n[plugins.cri.containerd]\n'
+                                '  default_runtime_name = "runc"\n')
+
+
+def test_live_check_reads_containerds_configuration_as_analyze_does():
+    from gpuhealth.collect.containers import _containerd_runtimes
+    from hostcases import FakeHost
+
+    k3s = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
+    live = _containerd_runtimes(FakeHost({"files": {k3s: listing(V1_K3S)}}))
+    pasted = parse_containerd_config(listing(V1_K3S), k3s)
+    assert live["containerd_default_runtime"] == pasted.containerd_default_runtime == "runc"
+    assert live["containerd_nvidia_runtimes"] == ("nvidia",) and live["containerd_config_source"] == k3s
+    docker_only = {"files": {"/etc/containerd/config.toml": 'disabled_plugins = ["cri"]\n'}}
+    assert _containerd_runtimes(FakeHost(docker_only)) == {}
+    assert _containerd_runtimes(FakeHost({})) == {}
+
+
+def test_a_file_mixing_log_lines_and_the_configuration_is_not_taken_whole():
+    """The configuration's reader would swallow the device plugin's lines: a text that is not all TOML is left to the
+    line readers (a session's `cat` and a markdown fence are split off first and read as the file)."""
+    mixed = PLUGIN_LOG + listing(V2_DEFAULT)
+    assert identify(mixed) != "containerd-config"
+    assert _lead(_report(("notes.txt", mixed))).code == "GH802"
+    fenced = "Our config:\n\n```toml\n" + listing(V2_NOT_DEFAULT) + "```\n"
+    assert any("default runtime is still runc" in f.message for f in _gh802(_report(("post.md", fenced))))
+    assert identify("...\n" + listing(V3_DEFAULT) + "...\n") == "containerd-config"  # an elided paste

@@ -179,3 +179,50 @@ def test_the_kind_reads_its_own_example():
     host_env = overlays["host_env"]
     assert {p.name for p in host_env.packages} >= {"libnvidia-compute-535", "nvidia-utils-535"}
     assert host_env.package_log_source == "history.log"
+
+
+# ------------------------------------------------------------------ the driver removed, a branch switched
+
+NO_SMI = "$ nvidia-smi\nbash: nvidia-smi: command not found\n"
+SMI_NO_DRIVER = ("$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                 "Make sure that the latest NVIDIA driver is installed and running.\n")
+
+
+def history(text: str) -> str:
+    return "$ cat /var/log/apt/history.log\n" + text
+
+
+def test_the_driver_removed_alone_is_a_warning_naming_the_command():
+    found = findings(analyze(log("apt-history-driver-removed.log")))["GH201"]
+    assert found["severity"] == "warning"
+    assert "removed on 2024-07-09 14:02:17 by `apt autoremove --purge`" in found["message"]
+    assert any("sudo apt-get install nvidia-driver-535" in (fix.get("command") or "") for fix in found["fixes"])
+
+
+@pytest.mark.parametrize("failure", [NO_SMI, SMI_NO_DRIVER])
+def test_the_driver_removed_is_why_nvidia_smi_fails(failure):
+    report = analyze(failure, history(log("apt-history-driver-removed.log")))
+    first = report["findings"][0]
+    assert (first["code"], first["severity"]) == ("GH201", "critical"), [f["code"] for f in report["findings"]]
+    assert "driver packages were removed" in first["message"]
+
+
+def test_a_driver_installed_again_after_the_removal_is_no_removal():
+    again = (log("apt-history-driver-removed.log") + "\nStart-Date: 2024-07-10  08:00:00\nCommandline: apt install "
+             "nvidia-driver-535\nInstall: nvidia-driver-535:amd64 (535.183.01-0ubuntu0.22.04.1)\n"
+             "End-Date: 2024-07-10  08:01:00\n")
+    assert "GH201" not in findings(analyze(again))
+
+
+def test_a_branch_switch_is_an_upgrade_not_a_removal():
+    found = findings(analyze(log("apt-history-branch-switch.log")))  # apt switching driver branches
+    assert "GH201" not in found
+    assert "from 535.183.01 to 550.107.02" in found["GH202"]["message"]
+    assert found["GH202"]["severity"] == "warning"
+
+
+def test_lines_grepped_out_of_history_log_are_still_the_log():
+    grepped = "\n".join(line for line in log("apt-history-unattended-driver.log").splitlines()
+                        if line.startswith(("Commandline", "Upgrade")))
+    assert identify(grepped) == "package-log"
+    assert findings(analyze(grepped))["GH202"]["severity"] == "warning"

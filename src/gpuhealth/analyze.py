@@ -1005,10 +1005,11 @@ def told_message(found: Any, shown: str, source: str) -> MessageLine:
     """The reported line of a sentence the words readers read (parsers/prose_symptoms.Told): a symptom it tells, or a
     cause it names, filed under that cause's stand-in catalogue row (``told:<row>``), so the checks and the diagnosis
     read it as a line naming the cause, the reporter's words (below critical)."""
-    if found.cause:
-        from gpuhealth.knowledge.symptom_phrases import TOLD_PREFIX
+    if found.cause:  # a fix the reporter says worked confirms the cause: its own stand-in row (FIXED_SUFFIX)
+        from gpuhealth.knowledge.symptom_phrases import FIXED_SUFFIX, TOLD_PREFIX
 
-        return MessageLine(shown, source, f"{TOLD_PREFIX}{found.phrase}", None, reported=True)
+        return MessageLine(shown, source, f"{TOLD_PREFIX}{found.phrase}{FIXED_SUFFIX if found.confirmed else ''}",
+                           None, reported=True)
     return MessageLine(shown, source, None, found.symptom, reported=True)
 
 

@@ -1536,6 +1536,14 @@ class HostEnvironment:
     containerd_default_runtime: str | None = None
     containerd_default_implied: bool = False  # no default_runtime_name in the file: containerd's own default, runc
     containerd_imports: tuple[str, ...] = ()  # files it also reads (a drop-in may add the nvidia runtime)
+    # Kubernetes as kubectl prints it (parsers/kube.py): a node's nvidia.com/gpu, a pod's GPU request and RuntimeClass
+    k8s_node_source: str | None = None  # None: no node described
+    k8s_node_gpus: int | None = None  # nvidia.com/gpu in Allocatable (else Capacity); 0 when the block lacks it
+    k8s_node_nvidia_labels: bool = False  # the GPU operator's or node feature discovery's NVIDIA labels are on it
+    k8s_node_runtime: str | None = None  # "Container Runtime Version: containerd://1.7.2"
+    k8s_pod_source: str | None = None  # None: no pod manifest read
+    k8s_pod_requests_gpu: bool = False
+    k8s_pod_runtime_class: str | None = None  # spec.runtimeClassName; "" when the manifest names none
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

@@ -73,10 +73,27 @@ _CRI_TABLES = ('plugins."io.containerd.grpc.v1.cri".containerd', "plugins.'io.co
                'plugins."io.containerd.cri.v1.runtime".containerd', "plugins.cri.containerd")
 
 
+def _toml_line(line: str) -> bool:
+    """A line of a TOML file as containerd's configuration holds it: a table header, ``key = value``, a comment, an
+    array's item or end, a k3s template's ``{{ ... }}``."""
+    if line.startswith(("[", "#", "]", "{{", '"', "'")):
+        return True
+    key, equals, _ = line.partition("=")
+    return bool(equals) and bool(key.strip()) and len(key) <= 200 and all(
+        c.isalnum() or c in "._-\"' " for c in key)
+
+
 def _looks_like_containerd_config(text: str) -> bool:
+    """containerd's tables or its default_runtime_name key, in a text that is all TOML (an elision "..." aside): a
+    file that quotes the configuration amid sentences or log lines is left to the readers of those lines, which a
+    configuration reader would swallow (a session's `cat /etc/containerd/config.toml` and a markdown fence are split
+    off before this and read as the file)."""
     head = text[:_HEAD * 4]
-    return (not head.lstrip().startswith("{") and
-            (any(table in head for table in _CRI_TABLES) or "default_runtime_name" in head))
+    if head.lstrip().startswith("{") or not (any(table in head for table in _CRI_TABLES) or
+                                             "default_runtime_name" in head):
+        return False
+    lines = (line.strip() for line in head.splitlines()[:400])
+    return all(_toml_line(line) for line in lines if line and line.strip(".…") and not line.startswith("```"))
 
 
 @evidence_kind("containerd-config",
@@ -100,3 +117,43 @@ def _crictl_info(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.containerd import parse_crictl_info
 
     return {"host_env": parse_crictl_info(text)}
+
+
+# `kubectl describe node`'s sections (flush left), of which a description shows several (parsers/kube.py)
+_NODE_KEYS = ("Name:", "Roles:", "Labels:", "Annotations:", "Taints:", "Conditions:", "Addresses:", "Capacity:",
+              "Allocatable:", "System Info:", "Allocated resources:", "Non-terminated Pods:")
+
+
+def _looks_like_describe_node(text: str) -> bool:
+    lines = text[:_HEAD * 4].splitlines()[:400]
+    seen = {key for line in lines for key in _NODE_KEYS if line.startswith(key)}
+    return ("Capacity:" in seen or "Allocatable:" in seen) and len(seen) >= 3
+
+
+@evidence_kind("kubectl-describe-node", commands=(r"kubectl\s+(?:\S+\s+)*describe\s+(?:nodes?|no)\b",), priority=369,
+               recognise=_looks_like_describe_node)
+def _describe_node(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.kube import parse_describe_node
+
+    return {"host_env": parse_describe_node(text, source)}
+
+
+_WORKLOADS = ("kind: Pod", "kind: Deployment", "kind: Job", "kind: StatefulSet", "kind: DaemonSet", "kind: ReplicaSet",
+              "kind: CronJob")
+
+
+def _looks_like_pod_manifest(text: str) -> bool:
+    lines = [line.strip() for line in text[:_HEAD * 2].splitlines()[:300]]
+    return (any(line.startswith("apiVersion:") for line in lines) and any(line in _WORKLOADS for line in lines)
+            and any(line.lstrip("- ").startswith("containers:") for line in lines))
+
+
+@evidence_kind("pod-manifest",
+               commands=(r"kubectl\s+(?:\S+\s+)*get\s+(?:pods?|po|deploy\S*|jobs?|statefulsets?|daemonsets?)\b.*"
+                         r"-o\s*=?\s*yaml\b",
+                         r"(?:cat|less|more|head|tail|vi|vim|nano)\s+\S+\.ya?ml\b"),
+               priority=368, recognise=_looks_like_pod_manifest)
+def _pod_manifest(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.kube import parse_pod_manifest
+
+    return {"host_env": parse_pod_manifest(text, source)}

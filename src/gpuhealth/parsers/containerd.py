@@ -109,6 +109,7 @@ class _Reader:
         self.saw_containerd_table = False  # [... .containerd] itself, the table default_runtime_name belongs in
         self.saw_cri = False
         self.imports: list[str] = []
+        self.disabled: list[str] = []  # disabled_plugins: Docker's packaged config.toml disables "cri"
         self.version: int | None = None
 
     def key(self, path: tuple[str, ...], value: str) -> None:
@@ -117,6 +118,9 @@ class _Reader:
             return
         if path == ("imports",):
             self.imports += _strings(value)
+            return
+        if path == ("disabled_plugins",):
+            self.disabled += _strings(value)
             return
         rest = _cri_rest(path)
         if rest is None:
@@ -184,6 +188,8 @@ def parse_containerd_config(text: str, source: str = "/etc/containerd/config.tom
         reader.key(table + path, value)
         if table + path == ("imports",) and "]" not in value:
             pending_imports = True
+    if any(name in CRI_PLUGINS for name in reader.disabled):
+        raise ParseError("the CRI plugin is disabled (disabled_plugins): containerd serves no Kubernetes pods")
     if not (reader.runtimes or reader.default or reader.legacy_default or reader.saw_containerd_table):
         raise ParseError("no CRI runtime section (plugins.\"io.containerd.grpc.v1.cri\".containerd, "
                          "plugins.'io.containerd.cri.v1.runtime'.containerd or plugins.cri.containerd)")

@@ -51,6 +51,9 @@ _DATE = r"\d{4}-\d\d-\d\d"
 _APT_FIELD = lazy_re(r"^(Start-Date|End-Date|Commandline|Requested-By|Install|Upgrade|Downgrade|Reinstall|Remove|"
                      r"Purge|Error): ?(.*)$")
 _APT_ENTRY = lazy_re(r"([^\s,()]+) \(([^()]{0,400})\)")
+# a history.log line cut out of its entry (grep nvidia /var/log/apt/history.log): a field with its first package entry
+_APT_ROW = lazy_re(r"^(?:(?:Install|Upgrade|Downgrade|Reinstall|Remove|Purge): [^\s,()]{1,200} \(|"
+                   r"(?:Start-Date|End-Date|Commandline|Requested-By): )")
 _APT_ACTIONS = {"Install": "install", "Upgrade": "upgrade", "Downgrade": "downgrade", "Reinstall": "reinstall",
                 "Remove": "remove", "Purge": "remove"}
 # apt term.log and dpkg's terminal lines
@@ -140,7 +143,7 @@ def looks_like_package_log(text: str) -> bool:
         return True  # apt's history.log, term.log
     if first.startswith("Transaction ID") and any(h.startswith("Begin time") for h in head[:4]):
         return True  # dnf/yum history info
-    for patterns in ((_DPKG_LOG_ANY,), (_PACMAN_ANY,), (_RPM_LOG,), (_YUM_LOG,), (_ZYPP, _ZYPP_COMMAND)):
+    for patterns in ((_APT_ROW,), (_DPKG_LOG_ANY,), (_PACMAN_ANY,), (_RPM_LOG,), (_YUM_LOG,), (_ZYPP, _ZYPP_COMMAND)):
         hits = sum(1 for line in head if any(p.match(line) for p in patterns))
         if hits and hits * 4 >= len(head) * 3:  # three in four lines: a log, not a line quoted in prose
             return True
