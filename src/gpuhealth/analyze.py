@@ -828,7 +828,9 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
                                             reported=is_words_row(sig.id) or _asked_about(sig, line)))
     # nvidia-container-cli's own error line: its reader reads NVML's failures; any other is an error line (GH310)
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
-    if (kind not in (None, "app-log", "smi-table", *_FEW_LINE_KINDS) and not cli_error) or not unknown_lines:
+    # nvidia-installer's log: its parser reads the run's result; the lines the installer warned with are read here
+    scanned = kind in (None, "app-log", "smi-table", "installer-log", *_FEW_LINE_KINDS)
+    if (not scanned and not cli_error) or not unknown_lines:
         return len(matched)
     # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
     # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)
@@ -845,13 +847,25 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         if text and line not in explained and text not in reading.unknown_seen and _api_error(reading, piece, text):
             named += 1
             continue
-        if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
-                and not _NOT_AN_ERROR.search(text)):
+        if (text and line not in explained and text not in reading.unknown_seen
+                and ((_ERROR_WORD.search(text) and not _NOT_AN_ERROR.search(text)) or _installer_warning(text))):
             reading.unknown_seen.add(text)
             # a person's sentence about an error is kept as their words (GH002 names it as not read), not as an error
             # line nobody knows (GH003)
             reading.messages.append(MessageLine(text[:500], piece.name, reported=_persons_line(text)))
     return len(matched) + named
+
+
+def _installer_warning(text: str) -> bool:
+    """nvidia-installer's ``WARNING: `` line (ui_warn's prefix) that a mined installer row names: its warnings hold no
+    error word ("The NVIDIA ... GPU installed in this system is supported through the NVIDIA 470.xx legacy Linux
+    graphics drivers"), yet they say why the driver will not drive a GPU (GH310)."""
+    if not text.startswith("WARNING: "):
+        return False
+    from gpuhealth.knowledge.mined_tools import match  # here: only a line with the installer's prefix needs it
+
+    row = match(text)
+    return row is not None and row.component == "nvidia-installer"
 
 
 def _persons_line(text: str) -> bool:
