@@ -286,3 +286,16 @@ def test_a_file_mixing_log_lines_and_the_configuration_is_not_taken_whole():
     fenced = "Our config:\n\n```toml\n" + listing(V2_NOT_DEFAULT) + "```\n"
     assert any("default runtime is still runc" in f.message for f in _gh802(_report(("post.md", fenced))))
     assert identify("...\n" + listing(V3_DEFAULT) + "...\n") == "containerd-config"  # an elided paste
+
+
+@pytest.mark.parametrize("value, default, implied", [
+    ('"nvidia"  # set by nvidia-ctk', "nvidia", False),
+    ("nvidia", "nvidia", False),  # a hand edit without quotes
+    ('""', "runc", True),  # empty: containerd's own default
+])
+def test_the_default_runtime_line_as_people_write_it(value, default, implied):
+    text = ('[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = ' + value + "\n"
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+            '  BinaryName = "/usr/bin/nvidia-container-runtime"\n')
+    env = parse_containerd_config(text)
+    assert (env.containerd_default_runtime, env.containerd_default_implied) == (default, implied)

@@ -127,7 +127,8 @@ class _Reader:
             return
         text = _string_value(value)
         if rest == ("default_runtime_name",):
-            self.default = text
+            bare = value.partition("#")[0].strip()  # a hand edit without quotes still names the runtime it means
+            self.default = text or (bare if bare.replace("-", "").replace("_", "").isalnum() else None)
         elif len(rest) >= 2 and rest[0] == "runtimes":
             binary = self.runtimes.setdefault(rest[1], "")
             if rest[2:] in (("options", "BinaryName"), ("options", "Runtime")) and text and not binary:
