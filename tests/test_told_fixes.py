@@ -52,6 +52,16 @@ def report_of(*texts: tuple[str, str]):
     ("The desktop always came up on nouveau, which I fixed by blacklisting it.", "nouveau-bound"),
     # a habit told before the fix ("it would ...") is no supposition of the fix
     ("On most boots it would fall back to nouveau, which we only fixed by blacklisting it.", "nouveau-bound"),
+    # "it failed until I X": the fix made it work
+    ("cuInit kept returning CUDA_ERROR_UNKNOWN until we ran sudo modprobe nvidia-uvm.", "uvm-missing"),
+    ("The installer failed every time until I installed the kernel headers.", "kernel-headers-missing"),
+    # the culprit found: "it turned out to be X", "the culprit was X"
+    ("In the end it turned out to be Secure Boot.", "secure-boot-refused"),
+    ("The culprit was the nouveau driver all along.", "nouveau-bound"),
+    ("原来是 nouveau 的问题", "nouveau-bound"),
+    # airflow for a passive card, a full-width slot for a narrow link
+    ("Strapping a blower fan to the passive card did the trick.", "passive-gpu-without-airflow"),
+    ("Removing the USB risers fixed the slow transfers, the cards now link at x16.", "pcie-link-degraded"),
     # Chinese
     ("把 nouveau 屏蔽之后就好了", "nouveau-bound"),
     ("关掉 secure boot 以后问题解决了", "secure-boot-refused"),
@@ -83,6 +93,11 @@ def test_a_fix_that_worked_confirms_its_cause(words, cause):
     "After the driver update I rebooted and nvidia-smi works.",
     # the fix not done
     "Without blacklisting nouveau it works fine.",
+    "Wait until I install the kernel headers, then try again.",
+    # a culprit believed, not found; something too vague to name a cause
+    "I think the problem was nouveau.",
+    "Maybe it turned out to be Secure Boot, not sure.",
+    "It turned out to be the card.",
 ])
 def test_a_fix_that_failed_was_suggested_asked_or_did_not_last_confirms_nothing(words):
     assert not confirmed(words), told_symptoms(words)

@@ -187,6 +187,15 @@ _FIX_WAS = lazy_re(r"(?:\b(?:the |my |our |a |one )?(?:fix|solution|answer|worka
                    r"worked)(?: it| this| that| the (?:problem|issue))?(?: for (?:me|us))? (?:was|is)|"
                    r"\b(?:solved|fixed|resolved|solution|fix)\s?:|解决方法是|解決方法是|解决办法是|解決辦法是)"
                    r"\W{0,3}(?: ?(?:to|simply|just|by|that|i|we|had to))* ?$")
+# "it failed until I <the fix>", "cuInit returns an error until we run <the fix>": the fix made it work
+_UNTIL = lazy_re(r"(?<!wait )(?<!waited )(?<!waiting )\b(?:until|till)(?: after)?"
+                 r"(?: (?:i|we|finally|manually|just|simply|eventually|first|had to|ran|run))* ?$")
+# "it turned out to be <what the fix acts on>", "the culprit was nouveau", "原来是 nouveau": the reporter found it
+_CULPRIT = lazy_re(r"(?:\bturn(?:s|ed)? out to be|\bthe (?:root )?(?:cause|culprit) (?:was|turned out to be)|"
+                   r"\bthe (?:problem|issue) (?:was|turned out to be)|原来是|原來是|罪魁祸首是|罪魁禍首是)"
+                   r"(?: (?:the|a|an|my|our|missing|no|that|just|simply))* ?$")
+_BELIEVED = lazy_re(r"\b(?:think|thought|guess|suspect\w*|believe|assume\w*|probably|likely|seems?|maybe|perhaps|"
+                    r"possibly)\b|可能|也许|也許|怀疑|懷疑|猜")
 # a suggested, hoped or supposed fix, not one that was made: "try blacklisting nouveau", "you should install the
 # headers", "if you disable Secure Boot it works" ("could" stays: "which I could only fix by blacklisting")
 _SUPPOSED_FIX = lazy_re(r"\b(?:try|if|unless|whether|in case|can|may|might|would|will|should|shall|must|need to|"
@@ -372,6 +381,8 @@ def _tells(row, line: str, sentence: str, asks: bool, contexts: dict[str, bool],
             return ""
     if row.unless is not None and row.unless.search(sentence):
         return ""
+    if row.fix and _found_what_it_fixes(row, sentence, asks):
+        return CONFIRMED
     best = ""
     for place in _places(row, sentence):
         status = (_fix_worked(sentence, place, asks, follow) if row.fix
@@ -509,7 +520,8 @@ def _fix_worked(sentence: str, place: tuple[int, int, int, int], asks: bool, fol
         before = _SUCCESS_BEFORE.search(sentence, max(0, cut - 120), cut)
         word = _SUCCESS.match(sentence, before.start()) if before is not None else None
         framed = word is not None and not _negated(sentence, word.start()) and _says_fixed(sentence, *word.span())
-        frame = word if framed else _FIX_WAS.search(sentence, max(0, cut - 120), cut)
+        frame = word if framed else (_FIX_WAS.search(sentence, max(0, cut - 120), cut)
+                                     or _UNTIL.search(sentence, max(0, cut - 60), cut))
         if frame is not None and not _supposed(sentence, frame.start(), cut) and not _NOT_FOR_GOOD.search(text, end):
             return CONFIRMED
     return ""
@@ -521,6 +533,24 @@ def _supposed(sentence: str, start: int, end: int) -> bool:
     to nouveau, which I could only fix by blacklisting" tells a habit, then a fix made."""
     lead = sentence[max(0, start - 60):start].split()[-4:]
     return bool(_SUPPOSED_FIX.search(" ".join(lead)) or _SUPPOSED_FIX.search(sentence, start, end))
+
+
+def _found_what_it_fixes(row, sentence: str, asks: bool) -> bool:
+    """Whether the sentence says the reporter found what the fix row acts on to be the culprit: "it turned out to be
+    Secure Boot", "the culprit was the nouveau driver", "原来是 nouveau"; only a subject that names it by one of the
+    row's literals (not a bare "the card"), not believed or supposed ("I think the problem was nouveau")."""
+    if asks or row.subject is None or _dated(sentence):
+        return False
+    for count, m in enumerate(row.subject.finditer(sentence)):
+        if count >= MAX_TRIES:
+            return False
+        if not any(literal in m.group() for literal in row.literals):
+            continue
+        frame = _CULPRIT.search(sentence, max(0, m.start() - 60), m.start())
+        if frame is not None and not _negated(sentence, frame.start()) and not _BELIEVED.search(
+                sentence, 0, m.start()) and not _supposed(sentence, frame.start(), frame.start()):
+            return True
+    return False
 
 
 def _joined(sentence: str, place: tuple[int, int, int, int]) -> bool:
