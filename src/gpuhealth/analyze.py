@@ -660,7 +660,7 @@ def _with_pip_header(command: str | None, text: str) -> str:
     return "Package Version\n------- -------\n" + text if _PIP_ROW.match(first) else text
 
 # `nvidia-smi -i 0 ...`, `--id=GPU-...`: the output is about the GPUs named, not all the driver sees
-_SMI_SELECTS = lazy_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S")
+_SMI_SELECTS = guarded_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S", may=has("nvidia-smi"))
 
 
 def _one_gpu_selected(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
@@ -685,8 +685,8 @@ def _nodes_named(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
 
 
 # `lspci -vv -s 01:00.0 | grep Lnk` (also `-vvvs 01:00.0`): the first stage of the pipeline names the device
-_LSPCI_ONE = lazy_re(r"^\S*\blspci\b[^|\n]{0,200}?\s-[A-Za-z]{0,12}s\s*(?P<addr>(?:[0-9a-fA-F]{4}:)?"
-                     r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w:.])")
+_LSPCI_ONE = guarded_re(r"^\S*\blspci\b[^|\n]{0,200}?\s-[A-Za-z]{0,12}s\s*(?P<addr>(?:[0-9a-fA-F]{4}:)?"
+                        r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w:.])", may=has("lspci"))
 _LINK_LINE = lazy_re(r"^\s*Lnk(?:Cap|Sta):\s", re.M)
 _LSPCI_DEVICE_LINE = lazy_re(r"^\s*(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s", re.M)
 

@@ -928,9 +928,9 @@ _LISTS_ENROLLED = ("mokutil --list-enrolled", "mokutil -l ", "SHA1 Fingerprint:"
 # mokutil prints every key list the same way ("[key N]", fingerprint, certificate): the command decides whose keys
 # they are. --list-new (-N) lists MokNew, the keys imported and waiting for the MOK manager's confirmation at the next
 # boot (not yet trusted); --list-delete, --pk, --kek, --db, --dbx and --mokx list other databases, no enrolled MOK.
-_LISTS_PENDING = lazy_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--list-new\b|(?<!\S)-N\b)")
-_LISTS_OTHER = lazy_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--list-delete\b|--pk\b|--kek\b|--dbx?\b|--mokx\b|"
-                       r"(?<!\S)-[DX]\b)")
+_LISTS_PENDING = guarded_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--list-new\b|(?<!\S)-N\b)", may=has("mokutil"))
+_LISTS_OTHER = guarded_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--list-delete\b|--pk\b|--kek\b|--dbx?\b|--mokx\b|"
+                          r"(?<!\S)-[DX]\b)", may=has("mokutil"))
 
 
 def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[str, InstallState]:
@@ -972,7 +972,8 @@ def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[s
 # `mokutil --import KEY` asks for the one-time password ("input password:", "input password again:", lcp/mokutil
 # src/mokutil.c get_password) once the key goes into the enrollment request: the key waits for the MOK manager's
 # confirmation at the next boot. The key is the command's argument (a session's block names its command).
-_IMPORT_COMMAND = lazy_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--import|(?<!\S)-i)\s{1,4}(?!-)(\S{1,300})")
+_IMPORT_COMMAND = guarded_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--import|(?<!\S)-i)\s{1,4}(?!-)(\S{1,300})",
+                             may=has("mokutil"))
 
 
 def _import_asked(lines: list[str], source: str) -> dict[str, InstallState]:
