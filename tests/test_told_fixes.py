@@ -89,6 +89,9 @@ def test_a_fix_that_worked_confirms_its_cause(words, cause):
     "Reseating the card fixed it temporarily.",
     # a different, later problem
     "Installing the kernel headers fixed the build, but now nvidia-smi fails with another error.",
+    # ... also told in the next sentence of the same paragraph
+    "Blacklisting nouveau fixed the black screen. Now I get CUDA error 999 in every PyTorch job.",
+    "Reseating the card solved it. Two days later it fell off the bus again.",
     # a routine step followed by a working GPU is no fix of anything
     "After the driver update I rebooted and nvidia-smi works.",
     # the fix not done

@@ -212,6 +212,12 @@ _NOT_FOR_GOOD = lazy_re(r"\b(?:broke|breaks|broken|fail\w*|stopped|crash\w*|happ
                         r"\b(?:another|a new|a different|the next|a second|new) (?:problem|issue|error|failure)s?\b|"
                         r"\bnow (?:i|we|it) (?:get|gets|got|see|have|fail\w*|crash\w*|hang\w*)\b|"
                         r"又出现|又出現|又坏|又壞|复发|復發|但是现在|但是現在")
+# a later sentence of the same paragraph that says the fix was followed by another problem, or did not last:
+# "Blacklisting nouveau fixed the boot. Now I get error 999 in PyTorch."
+_LATER_PROBLEM = lazy_re(r"\b(?:another|a new|a different|the next|a second) (?:problem|issue|error|failure)s?\b|"
+                         r"\bnow (?:i|we) (?:get|got|see|hit|have a)\b|\bbut now\b|"
+                         r"\b(?:broke|breaks|fail\w*|fell|falls|dropped|drops|died|crash\w*|stopped|came back|"
+                         r"comes back|returned|happen\w*) (?:\w+ ){0,3}?again\b|又出现|又出現|又坏|又壞")
 # the reporter found the cause: "it turned out the fabric manager was not running", "the culprit was", "原来是"
 _FOUND_CAUSE = lazy_re(r"\bturn(?:s|ed)? out\b|\b(?:the )?(?:root )?(?:cause|culprit) (?:was|turned out to be)\b|"
                        r"\bit was caused by\b|\bfound (?:out )?that\b|原来是|原來是|结果发现|結果發現")
@@ -296,7 +302,8 @@ def _read_lines(text: str, lowered: str, rows, index, causes_only: bool) -> list
             follow = line[end:sentences[i + 1][1]] if i + 1 < len(sentences) and line[start:end].rstrip().endswith(
                 (";", "；")) else ""
             read += [(row, start, end, confirmed) for row, confirmed
-                     in _read_sentence(candidates, line, start, end, asks, contexts, follow)]
+                     in _read_sentence(candidates, line, start, end, asks, contexts, follow)
+                     if not (confirmed and _LATER_PROBLEM.search(line, end))]  # "... fixed it. Now I get ..."
         for row, start, end, confirmed in _line_yields(read):
             if counts.get(row.key, 0) < MAX_PER_SYMPTOM:
                 counts[row.key] = counts.get(row.key, 0) + 1
