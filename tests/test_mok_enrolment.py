@@ -214,7 +214,7 @@ def test_machine_output_wins_over_the_words():
     assert not [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] != "info"]
 
 
-# --------------------------------------------------------------------------- the fix: the key the module's builder uses
+# ------------------------------------------------------------------- the fix: the key of the module's builder
 
 DKMS_STATUS = "$ dkms status\nnvidia/550.120, 6.8.0-45-generic, x86_64: installed\n"
 AKMOD_RPM = "$ rpm -qa | grep nvidia\nakmod-nvidia-550.120-1.fc40.x86_64\n"
@@ -269,3 +269,45 @@ def test_no_builder_shown_keeps_the_general_route():
     commands = _fixes_of(("session.txt", "SecureBoot enabled\n" + REFUSED))
     assert "sudo mokutil --import MOK.der" in commands  # a key of one's own, signed in with sign-file
     assert not [c for c in commands if "/etc/pki/akmods" in c or "/var/lib/dkms" in c]
+
+
+# ------------------------------------------------------------------- the MOKs the kernel took in
+
+BOOT_CERTS = (
+    "[    0.912345] integrity: Loading X.509 certificate: UEFI:db\n"
+    "[    0.912400] integrity: Loaded X.509 cert 'Microsoft Corporation: Windows UEFI CA 2023: "
+    "aefc5fbbbe055d8f8daa585473499417ab5a5272'\n"
+    "[    0.912500] integrity: Loading X.509 certificate: UEFI:MokListRT (MOKvar table)\n"
+    "[    0.912700] integrity: Loaded X.509 cert 'gpubox Secure Boot Module Signature key: "
+    "2e51c5f5b3dbfe6d3c9c0a7ba2b1e98f1f3a9f10'\n"
+    "[    0.912800] integrity: Loading X.509 certificate: UEFI:MokListXRT (MOKvar table)\n"
+    "[    0.912900] integrity: Loaded X.509 cert 'Revoked Key: 0123456789abcdef0123456789abcdef01234567'\n")
+
+
+def test_the_kernel_names_the_moks_it_loaded_and_only_those():
+    state = module_key_lines(BOOT_CERTS.splitlines(), "dmesg.log")["install"]
+    assert state.enrolled_keys == ("gpubox Secure Boot Module Signature key",)  # not db's, not MokListX's
+    assert module_key_lines(BOOT_CERTS.splitlines()[:2], "dmesg.log") == {}  # db alone: no MOK list shown
+
+
+@pytest.mark.parametrize(("signer", "foreign"), [("DKMS module signing key", True),
+                                                 ("gpubox Secure Boot Module Signature key", False)])
+def test_a_module_signed_by_a_key_the_kernel_did_not_load(signer, foreign):
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
+    paste = "SecureBoot enabled\n$ sudo modprobe nvidia\n" + REFUSED
+    modinfo = f"$ modinfo nvidia\nsigner:         {signer}\n"
+    snapshot, _ = analyze_texts([("dmesg.log", BOOT_CERTS), ("modinfo.txt", modinfo), ("session.txt", paste)])
+    (finding,) = run_checks(snapshot, select=["GH506"]).findings
+    assert ("none of the enrolled keys (the kernel's MOK list at boot)" in finding.message) is foreign
+
+
+@pytest.mark.parametrize(("state", "critical"), [("enabled", True), ("disabled", False)])
+def test_an_untrusted_signer_is_refused_only_where_secure_boot_enforces(state, critical):
+    # kernel/module/signing.c: "PKCS#7 signature not signed with a trusted key" is refused under enforcement; without
+    # it the module loads and the kernel is tainted
+    paste = (f"$ mokutil --sb-state\nSecureBoot {state}\n$ sudo dmesg | tail -1\n"
+             "[  861.501162] PKCS#7 signature not signed with a trusted key\n")
+    found = [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] == "critical"]
+    assert bool(found) is critical

@@ -729,7 +729,7 @@ _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berro
                            r"^(?:ERRO|WARN|FATA|PANI)\[\d{1,10}\]$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
 _KERNEL_RELEVANT = lazy_re(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|secure ?boot|dmar|iommu|"
-                              r"AER|pcieport|cuda|nccl|PKCS#7|lockdown", re.I)
+                              r"AER|pcieport|cuda|nccl|PKCS#7|lockdown|X\.509", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 # Outputs of a few fixed lines (a version banner): any other line pasted with them, an error above all, is read too

@@ -580,7 +580,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     finding gives only the steps that decide it, never a new key, its enrolment and a reboot.
 
     A module signed by a key that is not among the enrolled ones (its `modinfo` signer against the names
-    `mokutil --list-enrolled` shows) is refused however many keys are enrolled: it was built before the key was made,
+    `mokutil --list-enrolled` shows, or those the kernel says it loaded at boot from UEFI:MokListRT, "integrity:
+    Loaded X.509 cert 'NAME: ...'") is refused however many keys are enrolled: it was built before the key was made,
     or signed by another tool's key; it must be rebuilt or signed again with the enrolled key.
     Kernel lockdown refuses such a module as Secure Boot does, with or without it (`lockdown=integrity` on the
     command line, a kernel configured to lock down): "Kernel is locked down from ..." at boot, or
@@ -676,9 +677,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    or (enabled and (eperm or untrusted or (key_refused and not_loaded) or (foreign and not_loaded))))
     if foreign and (refusals or log_lines or (enabled and not_loaded)):
         message = (f"The nvidia module is signed by '{install.module_signer}', which is none of the enrolled keys "
-                   "(mokutil --list-enrolled): Secure Boot refuses it. It was signed with another key than the one "
-                   "enrolled (built before that key was made, or signed by another tool's key): rebuild or sign it "
-                   "again with the enrolled key")
+                   f"({_enrolled_teller(install)}): Secure Boot refuses it. It was signed with another key than "
+                   "the one enrolled (built before that key was made, or signed by another tool's key): rebuild or "
+                   "sign it again with the enrolled key")
     elif enrolled and install.module_signer and (refusals or log_lines):
         message = (f"The nvidia module is signed by '{install.module_signer}', an enrolled key, and is still refused: "
                    "the kernel has not taken that key in (enrolment not confirmed at boot, or another certificate of "
@@ -892,6 +893,12 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
         return (replace(REBOOT, note=confirm),)
     return (slotted("sudo mokutil --import {keyfile}", note=f"set a one-time password; {confirm}",
                     keyfile=install.signing_key),)
+
+
+def _enrolled_teller(install: InstallState) -> str:
+    """What listed the enrolled keys: mokutil, or the kernel's own lines at boot."""
+    return "the kernel's MOK list at boot" if (install.enrolled_keys_source or "").endswith("(UEFI:MokListRT)") \
+        else "mokutil --list-enrolled"
 
 
 def _key_teller(install: InstallState) -> str:
