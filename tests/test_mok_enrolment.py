@@ -301,3 +301,13 @@ def test_a_module_signed_by_a_key_the_kernel_did_not_load(signer, foreign):
     snapshot, _ = analyze_texts([("dmesg.log", BOOT_CERTS), ("modinfo.txt", modinfo), ("session.txt", paste)])
     (finding,) = run_checks(snapshot, select=["GH506"]).findings
     assert ("none of the enrolled keys (the kernel's MOK list at boot)" in finding.message) is foreign
+
+
+@pytest.mark.parametrize(("state", "critical"), [("enabled", True), ("disabled", False)])
+def test_an_untrusted_signer_is_refused_only_where_secure_boot_enforces(state, critical):
+    # kernel/module/signing.c: "PKCS#7 signature not signed with a trusted key" is refused under enforcement; without
+    # it the module loads and the kernel is tainted
+    paste = (f"$ mokutil --sb-state\nSecureBoot {state}\n$ sudo dmesg | tail -1\n"
+             "[  861.501162] PKCS#7 signature not signed with a trusted key\n")
+    found = [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] == "critical"]
+    assert bool(found) is critical

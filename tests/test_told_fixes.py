@@ -129,6 +129,7 @@ def test_a_symptom_over_after_a_semicolon_is_history():
 
 @pytest.mark.parametrize(("words", "cause"), [
     ("I doubt the kernel headers are missing, they were installed with the kernel.", "kernel-headers-missing"),
+    ("Not sure whether the fabric manager is not running on this node.", "fabric-manager-failed"),
     ("The GPU fell off the bus once in 2022.", "gpu-fallen-off-bus"),
     ("Two years ago the fabric manager was not running on this node.", "fabric-manager-failed"),
 ])
@@ -138,6 +139,9 @@ def test_a_doubt_and_an_episode_years_ago_are_not_told(words, cause):
 
 def test_a_dated_episode_that_goes_on_is_still_told():
     assert "gpu-fallen-off-bus" in named("Since we moved the server in 2022 the GPU falls off the bus every week.")
+    assert "gpu-fallen-off-bus" in named("Not sure why, but GPU 2 fell off the bus during training.")
+    # a year that dates the machine, not the episode
+    assert "gpu-fallen-off-bus" in named("We bought the server in 2022 and GPU 3 fell off the bus this morning.")
 
 
 def test_every_fix_row_is_a_known_causes_and_has_a_confirming_stand_in():

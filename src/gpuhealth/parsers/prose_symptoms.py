@@ -221,13 +221,15 @@ _LATER_PROBLEM = lazy_re(r"\b(?:another|a new|a different|the next|a second) (?:
 # the reporter found the cause: "it turned out the fabric manager was not running", "the culprit was", "原来是"
 _FOUND_CAUSE = lazy_re(r"\bturn(?:s|ed)? out\b|\b(?:the )?(?:root )?(?:cause|culprit) (?:was|turned out to be)\b|"
                        r"\bit was caused by\b|\bfound (?:out )?that\b|原来是|原來是|结果发现|結果發現")
-# doubt is a supposition too, in the first person as well: "I doubt the headers are missing"
-_DOUBT = lazy_re(r"\b(?:doubt\w*|unlikely|not sure|unsure)\b|不太可能|不认为|不認為")
+# doubt is a supposition too, in the first person as well: "I doubt the headers are missing", "not sure whether ..."
+# ("not sure why, but the GPU fell off the bus" tells it)
+_DOUBT = lazy_re(r"\b(?:doubt\w*|unlikely|(?:not sure|unsure) (?:if|whether|that))\b|不太可能|不认为|不認為")
 # an episode dated in the past is history, not the problem now ("Xid 79 happened once in 2022", "last year the GPU fell
 # off the bus"), unless the sentence says it goes on or dates from then ("since the update last month")
-# (a week or a month ago is often the update that broke it: "last week we moved the cluster to Rocky 9.5")
+# (a week or a month ago is often the update that broke it: "last week we moved the cluster to Rocky 9.5"; a bare year
+# often dates the machine, not the episode: "we bought the server in 2022 and the GPU overheats")
 _DATED = lazy_re(r"\b(?:(?<!the )last year|(?:a|one|two|three|four|five|several|many|\d{1,2}) years? ago|"
-                 r"(?:once|back) in (?:19|20)\d\d|in (?:19|20)\d\d)\b")
+                 r"(?:once|back|already|sometime|some time) in (?:early |mid-?|late )?(?:19|20)\d\d)\b")
 _STILL_NOW = lazy_re(r"\b(?:since|ever since|again|still|now|currently|today|this (?:week|morning)|keeps?|every)\b")
 
 
