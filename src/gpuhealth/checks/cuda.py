@@ -17,7 +17,6 @@ from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_fo
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import family_minimum, minor_releases, requirement, version_key
 from gpuhealth.knowledge.signatures import signature
-from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import (
     REPORTED_WORDS,
@@ -408,6 +407,8 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
         flagged.add(label)
         evidence.append(shown)
         rows = [r for r in (family, bundled) if r]
+        from gpuhealth.knowledge.sources import cite  # (only for a toolkit the driver is too old for)
+
         evidence.append(Evidence("src/gpuhealth/knowledge/cuda_drivers.csv", tuple(
             f"CUDA {r.cuda}{' ' + r.release if r.release else '.x'}: driver >= {r.driver_min} ({cite(r.source, False)})"
             for r in rows)))

@@ -10,7 +10,6 @@ from gpuhealth.checks.registry import Draft, Expectations, Skip, check, line_evi
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
-from gpuhealth.knowledge.tool_errors import decode
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     DEVICE_NODES_NAMED,
@@ -727,6 +726,8 @@ def driver_query_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
         yield Skip("neither nvidia-smi nor NVML was run")
         return
     merged: dict[str, tuple[list[str], list[Evidence], tuple[Fix, ...]]] = {}
+    from gpuhealth.knowledge.tool_errors import decode  # (only when a tool failed)
+
     for text, source, exit_code, nvml_code in failures:
         if source.startswith("nvidia-smi") and run is not None and run.error == "not installed":
             continue  # GH208

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import datetime
 import functools
+import typing
 from collections.abc import Iterator
 
 from gpuhealth.checks.driver import REBOOT
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge import table_rows
-from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
 from gpuhealth.model import REPORTED_WORDS, AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
 from gpuhealth.records import record
+
+if typing.TYPE_CHECKING:
+    from gpuhealth.knowledge.app_errors import ErrorMeaning
 
 EOL_SOON_DAYS = 90
 ROOT_MOUNTS = ("/", "/boot", "/boot/efi")
@@ -637,7 +640,9 @@ def _row_severity(found: list[AppError]) -> str:
 
 
 def meaning_of(error: AppError) -> tuple[str, ErrorMeaning | None]:
-    """The error's kind and what it means (``knowledge/app_errors.csv``)."""
+    """The error's kind and what it means (``knowledge/app_errors.csv``, imported here: most evidence has none)."""
+    from gpuhealth.knowledge.app_errors import meanings
+
     return error.kind, meanings().get(error.kind)
 
 
