@@ -212,3 +212,102 @@ def test_machine_output_wins_over_the_words():
              "$ mokutil --sb-state\nSecureBoot enabled\n$ lsmod | grep nvidia\n"
              "nvidia_uvm           1466368  0\nnvidia              56655872  1 nvidia_uvm\n")
     assert not [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] != "info"]
+
+
+# ------------------------------------------------------------------- the fix: the key of the module's builder
+
+DKMS_STATUS = "$ dkms status\nnvidia/550.120, 6.8.0-45-generic, x86_64: installed\n"
+AKMOD_RPM = "$ rpm -qa | grep nvidia\nakmod-nvidia-550.120-1.fc40.x86_64\n"
+OS_RELEASE = {"ubuntu": 'NAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\nID_LIKE=debian\n'
+                        'PRETTY_NAME="Ubuntu 24.04.1 LTS"\n',
+              "debian": 'NAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\nPRETTY_NAME="Debian GNU/Linux 12"\n'}
+
+
+def _fixes_of(*pieces: tuple[str, str]) -> list[str]:
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
+    snapshot, _ = analyze_texts(list(pieces))
+    (finding,) = run_checks(snapshot, select=["GH506"]).findings
+    return [fix.command for fix in finding.fixes]
+
+
+def test_akmods_enrolls_its_own_key():
+    commands = _fixes_of(("session.txt", "SecureBoot enabled\n" + REFUSED + AKMOD_RPM))
+    assert commands == ["mokutil --test-key /etc/pki/akmods/certs/public_key.der", "sudo kmodgenca -a",
+                        "sudo mokutil --import /etc/pki/akmods/certs/public_key.der", "sudo reboot"]
+
+
+def test_ubuntu_dkms_enrolls_shim_signed_key():
+    commands = _fixes_of(("os-release", OS_RELEASE["ubuntu"]), ("session.txt", "SecureBoot enabled\n" + REFUSED
+                                                                + DKMS_STATUS))
+    assert "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" in commands
+    assert not [c for c in commands if "/var/lib/dkms/mok.pub" in c or "sign-file" in c or "openssl" in c]
+
+
+def test_dkms_elsewhere_enrolls_dkms_key():
+    commands = _fixes_of(("os-release", OS_RELEASE["debian"]), ("session.txt", "SecureBoot enabled\n" + REFUSED
+                                                                + DKMS_STATUS))
+    assert commands == ["mokutil --test-key /var/lib/dkms/mok.pub", "sudo mokutil --import /var/lib/dkms/mok.pub",
+                        "sudo reboot"]
+
+
+def test_dkms_on_an_unknown_distribution_leaves_the_choice_to_the_reader():
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.fixscript import fix_script
+
+    snapshot, _ = analyze_texts([("session.txt", "SecureBoot enabled\n" + REFUSED + DKMS_STATUS)])
+    script = fix_script(run_checks(snapshot))
+    live = [line for line in script.splitlines() if line.startswith("sudo ")]
+    assert live == []  # each import is a choice between Ubuntu's key and DKMS's, the reboot completes only them
+    assert "# sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" in script
+    assert "# sudo mokutil --import /var/lib/dkms/mok.pub" in script
+
+
+def test_no_builder_shown_keeps_the_general_route():
+    commands = _fixes_of(("session.txt", "SecureBoot enabled\n" + REFUSED))
+    assert "sudo mokutil --import MOK.der" in commands  # a key of one's own, signed in with sign-file
+    assert not [c for c in commands if "/etc/pki/akmods" in c or "/var/lib/dkms" in c]
+
+
+# ------------------------------------------------------------------- the MOKs the kernel took in
+
+BOOT_CERTS = (
+    "[    0.912345] integrity: Loading X.509 certificate: UEFI:db\n"
+    "[    0.912400] integrity: Loaded X.509 cert 'Microsoft Corporation: Windows UEFI CA 2023: "
+    "aefc5fbbbe055d8f8daa585473499417ab5a5272'\n"
+    "[    0.912500] integrity: Loading X.509 certificate: UEFI:MokListRT (MOKvar table)\n"
+    "[    0.912700] integrity: Loaded X.509 cert 'gpubox Secure Boot Module Signature key: "
+    "2e51c5f5b3dbfe6d3c9c0a7ba2b1e98f1f3a9f10'\n"
+    "[    0.912800] integrity: Loading X.509 certificate: UEFI:MokListXRT (MOKvar table)\n"
+    "[    0.912900] integrity: Loaded X.509 cert 'Revoked Key: 0123456789abcdef0123456789abcdef01234567'\n")
+
+
+def test_the_kernel_names_the_moks_it_loaded_and_only_those():
+    state = module_key_lines(BOOT_CERTS.splitlines(), "dmesg.log")["install"]
+    assert state.enrolled_keys == ("gpubox Secure Boot Module Signature key",)  # not db's, not MokListX's
+    assert module_key_lines(BOOT_CERTS.splitlines()[:2], "dmesg.log") == {}  # db alone: no MOK list shown
+
+
+@pytest.mark.parametrize(("signer", "foreign"), [("DKMS module signing key", True),
+                                                 ("gpubox Secure Boot Module Signature key", False)])
+def test_a_module_signed_by_a_key_the_kernel_did_not_load(signer, foreign):
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
+    paste = "SecureBoot enabled\n$ sudo modprobe nvidia\n" + REFUSED
+    modinfo = f"$ modinfo nvidia\nsigner:         {signer}\n"
+    snapshot, _ = analyze_texts([("dmesg.log", BOOT_CERTS), ("modinfo.txt", modinfo), ("session.txt", paste)])
+    (finding,) = run_checks(snapshot, select=["GH506"]).findings
+    assert ("none of the enrolled keys (the kernel's MOK list at boot)" in finding.message) is foreign
+
+
+@pytest.mark.parametrize(("state", "critical"), [("enabled", True), ("disabled", False)])
+def test_an_untrusted_signer_is_refused_only_where_secure_boot_enforces(state, critical):
+    # kernel/module/signing.c: "PKCS#7 signature not signed with a trusted key" is refused under enforcement; without
+    # it the module loads and the kernel is tainted
+    paste = (f"$ mokutil --sb-state\nSecureBoot {state}\n$ sudo dmesg | tail -1\n"
+             "[  861.501162] PKCS#7 signature not signed with a trusted key\n")
+    found = [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] == "critical"]
+    assert bool(found) is critical

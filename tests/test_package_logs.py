@@ -226,3 +226,17 @@ def test_lines_grepped_out_of_history_log_are_still_the_log():
                         if line.startswith(("Commandline", "Upgrade")))
     assert identify(grepped) == "package-log"
     assert findings(analyze(grepped))["GH202"]["severity"] == "warning"
+
+
+BANNER = ("$ sudo dmesg | grep NVRM\n[    5.123456] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {}  "
+          "Sun May 12 19:39:15 UTC 2024\n")  # the driver's load banner (nv.c's "loading NVIDIA UNIX ... Kernel Module")
+
+
+def test_the_kernel_log_loading_the_new_module_means_the_host_rebooted():
+    report = analyze(BANNER.format("535.183.01"), history(log("apt-history-unattended-driver.log")))
+    assert "GH202" not in findings(report)
+
+
+def test_the_kernel_log_loading_only_the_old_module_keeps_the_warning():
+    report = analyze(BANNER.format("535.171.04"), history(log("apt-history-unattended-driver.log")))
+    assert findings(report)["GH202"]["severity"] == "warning"

@@ -52,6 +52,16 @@ def report_of(*texts: tuple[str, str]):
     ("The desktop always came up on nouveau, which I fixed by blacklisting it.", "nouveau-bound"),
     # a habit told before the fix ("it would ...") is no supposition of the fix
     ("On most boots it would fall back to nouveau, which we only fixed by blacklisting it.", "nouveau-bound"),
+    # "it failed until I X": the fix made it work
+    ("cuInit kept returning CUDA_ERROR_UNKNOWN until we ran sudo modprobe nvidia-uvm.", "uvm-missing"),
+    ("The installer failed every time until I installed the kernel headers.", "kernel-headers-missing"),
+    # the culprit found: "it turned out to be X", "the culprit was X"
+    ("In the end it turned out to be Secure Boot.", "secure-boot-refused"),
+    ("The culprit was the nouveau driver all along.", "nouveau-bound"),
+    ("原来是 nouveau 的问题", "nouveau-bound"),
+    # airflow for a passive card, a full-width slot for a narrow link
+    ("Strapping a blower fan to the passive card did the trick.", "passive-gpu-without-airflow"),
+    ("Removing the USB risers fixed the slow transfers, the cards now link at x16.", "pcie-link-degraded"),
     # Chinese
     ("把 nouveau 屏蔽之后就好了", "nouveau-bound"),
     ("关掉 secure boot 以后问题解决了", "secure-boot-refused"),
@@ -79,10 +89,18 @@ def test_a_fix_that_worked_confirms_its_cause(words, cause):
     "Reseating the card fixed it temporarily.",
     # a different, later problem
     "Installing the kernel headers fixed the build, but now nvidia-smi fails with another error.",
+    # ... also told in the next sentence of the same paragraph
+    "Blacklisting nouveau fixed the black screen. Now I get CUDA error 999 in every PyTorch job.",
+    "Reseating the card solved it. Two days later it fell off the bus again.",
     # a routine step followed by a working GPU is no fix of anything
     "After the driver update I rebooted and nvidia-smi works.",
     # the fix not done
     "Without blacklisting nouveau it works fine.",
+    "Wait until I install the kernel headers, then try again.",
+    # a culprit believed, not found; something too vague to name a cause
+    "I think the problem was nouveau.",
+    "Maybe it turned out to be Secure Boot, not sure.",
+    "It turned out to be the card.",
 ])
 def test_a_fix_that_failed_was_suggested_asked_or_did_not_last_confirms_nothing(words):
     assert not confirmed(words), told_symptoms(words)
@@ -111,6 +129,7 @@ def test_a_symptom_over_after_a_semicolon_is_history():
 
 @pytest.mark.parametrize(("words", "cause"), [
     ("I doubt the kernel headers are missing, they were installed with the kernel.", "kernel-headers-missing"),
+    ("Not sure whether the fabric manager is not running on this node.", "fabric-manager-failed"),
     ("The GPU fell off the bus once in 2022.", "gpu-fallen-off-bus"),
     ("Two years ago the fabric manager was not running on this node.", "fabric-manager-failed"),
 ])
@@ -120,6 +139,9 @@ def test_a_doubt_and_an_episode_years_ago_are_not_told(words, cause):
 
 def test_a_dated_episode_that_goes_on_is_still_told():
     assert "gpu-fallen-off-bus" in named("Since we moved the server in 2022 the GPU falls off the bus every week.")
+    assert "gpu-fallen-off-bus" in named("Not sure why, but GPU 2 fell off the bus during training.")
+    # a year that dates the machine, not the episode
+    assert "gpu-fallen-off-bus" in named("We bought the server in 2022 and GPU 3 fell off the bus this morning.")
 
 
 def test_every_fix_row_is_a_known_causes_and_has_a_confirming_stand_in():

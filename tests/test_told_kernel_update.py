@@ -34,6 +34,10 @@ def findings_of(text: str):
     "Upgrading from kernel 5.4.0-99 to -100 broke the 470.82 driver.",
     "Going from kernel 6.8.0-45 to 6.8.0-47 broke a workstation using NVIDIA's driver version 535.",
     "After updating from Linux kernel 5.15.0-20 to 5.15.0-21 the nvidia module won't load.",
+    # the same family in Chinese, Japanese and Korean (cause_phrases.csv told-kernel-update-broke-module-zh/-ja/-ko)
+    "昨晚内核自动升级到 5.14.0-503，今天 nvidia-smi 就报错了。",
+    "カーネルを5.15.0-105にアップグレードしたら、GPUが認識されなくなりました。",
+    "커널을 업그레이드한 뒤로 nvidia 드라이버가 작동하지 않습니다.",
 ])
 def test_a_kernel_update_story_alone_names_the_module_not_built_as_words(story):
     findings = findings_of(story + "\n")
@@ -123,4 +127,13 @@ def test_the_driver_the_words_replaced_is_not_the_installed_one():
     "Upgrading from kernel 5.4.0-99 to -100 broke the 470.82 driver, but a newer driver fixed it.",
 ])
 def test_a_versioned_kernel_step_that_broke_something_else_or_is_asked_is_not_the_cause(words):
+    assert not [t for t in told_symptoms(words) if t.cause == "module-not-built"]
+
+
+@pytest.mark.parametrize("words", [
+    "内核升级以后，nvidia 驱动一切正常。",
+    "カーネルを更新してもnvidiaドライバは問題なく動いています。",
+    "커널을 업데이트하면 드라이버가 작동하지 않나요?",
+])
+def test_a_kernel_update_told_fine_or_asked_in_cjk_is_not_the_cause(words):
     assert not [t for t in told_symptoms(words) if t.cause == "module-not-built"]

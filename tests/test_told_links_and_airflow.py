@@ -24,6 +24,8 @@ def findings_of(words: str):
     ("The job stalls whenever the card on the OCuLink adapter joins the NCCL ring.", "GH407"),
     ("On this board the third x16 slot runs at x4, and the training with that GPU hangs.", "GH407"),
     ("Two of our GPUs are in chipset-connected slots and DDP is very slow between them.", "GH407"),
+    ("四张卡里有两张接在 PCIe 延长线上，DDP 训练跑一会儿就卡死。", "GH407"),
+    ("那张卡插在 1x 的卡槽上，NCCL 带宽很低。", "GH407"),
     ("Our Tesla T4 sits in a home server with no extra fans and overheats within minutes.", "GH406"),
     ("The P40 inside my Unraid box throttles as soon as a job starts.", "GH406"),
 ])
@@ -38,6 +40,8 @@ def test_the_link_or_the_airflow_told_in_words_leads_as_a_warning(words, code):
     ("The GPUs are on x16 extension cables and training hangs.", "pcie-link-degraded"),
     ("Both GPUs are in CPU-attached x16 slots running at x16 and NCCL hangs.", "pcie-link-degraded"),
     ("If a GPU is in a chipset slot, all-reduce may be slow.", "pcie-link-degraded"),
+    ("显卡用的是 x16 的延长线，训练卡住了。", "pcie-link-degraded"),
+    ("如果显卡接在延长线上，多卡训练可能会卡住。", "pcie-link-degraded"),
     ("The Tesla T4 in our Dell rack server runs at 50 C.", "passive-gpu-without-airflow"),
     ("If a Tesla P4 sits in a NAS, it may overheat.", "passive-gpu-without-airflow"),
 ])

@@ -26,6 +26,8 @@ def findings_of(text: str):
     "기본적으로 그래픽 카드 메모리 4기가를 차지하고 있어서 배치 크기를 줄여도 OOM이 납니다.",
     "训练还没开始，显存就已经占用了 9G。",
     "何も動かしていないのに、GPUメモリが7GB使われています。",
+    # a leftover process said to hold it, in Korean (memory-held-by-leftover-process-ko)
+    "중단한 학습 프로세스가 GPU 메모리를 20GB 넘게 붙잡고 있습니다.",
 ])
 def test_memory_held_before_the_job_starts_leads_with_gh414_as_words(words):
     findings = findings_of(words + "\n")

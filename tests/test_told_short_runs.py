@@ -24,7 +24,7 @@ def findings_of(*texts: tuple[str, str]):
 @pytest.mark.parametrize("words", [
     "The same gtest binaries are 15x slower on the CUDA server than on my laptop.",
     "Our pytest suite is ten times faster on a MacBook than on the multi-GPU node.",
-    "Why is ctest 8x faster than node17, when node17 has eight GPUs?",
+    "Our gtest suite finishes 6 times faster than on gpu-node-7 although gpu-node-7 has eight GPUs.",
     "Trivial CUDA programs are an order of magnitude slower on the headless box.",
 ])
 def test_short_runs_slower_on_the_gpu_host_are_persistence_off_as_words(words):

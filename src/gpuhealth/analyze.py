@@ -664,7 +664,7 @@ def _with_pip_header(command: str | None, text: str) -> str:
     return "Package Version\n------- -------\n" + text if _PIP_ROW.match(first) else text
 
 # `nvidia-smi -i 0 ...`, `--id=GPU-...`: the output is about the GPUs named, not all the driver sees
-_SMI_SELECTS = lazy_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S")
+_SMI_SELECTS = guarded_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S", may=has("nvidia-smi"))
 
 
 def _one_gpu_selected(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
@@ -689,8 +689,8 @@ def _nodes_named(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
 
 
 # `lspci -vv -s 01:00.0 | grep Lnk` (also `-vvvs 01:00.0`): the first stage of the pipeline names the device
-_LSPCI_ONE = lazy_re(r"^\S*\blspci\b[^|\n]{0,200}?\s-[A-Za-z]{0,12}s\s*(?P<addr>(?:[0-9a-fA-F]{4}:)?"
-                     r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w:.])")
+_LSPCI_ONE = guarded_re(r"^\S*\blspci\b[^|\n]{0,200}?\s-[A-Za-z]{0,12}s\s*(?P<addr>(?:[0-9a-fA-F]{4}:)?"
+                        r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w:.])", may=has("lspci"))
 _LINK_LINE = lazy_re(r"^\s*Lnk(?:Cap|Sta):\s", re.M)
 _LSPCI_DEVICE_LINE = lazy_re(r"^\s*(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s", re.M)
 
@@ -733,7 +733,7 @@ _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berro
                            r"^(?:ERRO|WARN|FATA|PANI)\[\d{1,10}\]$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
 _KERNEL_RELEVANT = lazy_re(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|secure ?boot|dmar|iommu|"
-                              r"AER|pcieport|cuda|nccl|PKCS#7|lockdown", re.I)
+                              r"AER|pcieport|cuda|nccl|PKCS#7|lockdown|X\.509", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 # Outputs of a few fixed lines (a version banner): any other line pasted with them, an error above all, is read too

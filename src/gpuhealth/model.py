@@ -136,6 +136,7 @@ ipmitool dcgmi export unset for test uname ubuntu-drivers nvidia-detect wget cur
 python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount findmnt env which ldd
 leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
 gpg tr cut head tail sort fuser lsof setpci gcc make find kill pkill nvcc id groups ulimit
+kmodgenca akmods update-secureboot-policy
 """.split())
 # Guarded (lazyre.guarded_re): most fixes are plain commands, read without compiling these.
 _PLACEHOLDER = guarded_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.",

@@ -495,7 +495,8 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     Exceptions:
     None: the versions must match exactly. A driver upgrade in a package log with nothing that says which
     module is loaded now (no /proc/driver/nvidia/version, nvidia-smi or NVML) is a warning: the host
-    may have rebooted since.
+    may have rebooted since. A kernel log that shows the new version's module loading ("NVRM: loading
+    NVIDIA UNIX ... Kernel Module <version>") says it did: nothing is reported.
     """
     evidence: list[Evidence] = []
     kernel = snapshot.driver.version if snapshot.driver else None
@@ -528,7 +529,8 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
             user, kernel = user or found["client"], kernel or found["module"]
     upgrades = driver_upgrades(snapshot)
     if not evidence:
-        if upgrades and not kernel and _no_library_answer(snapshot):
+        rebooted = bool(upgrades) and upgrades[-1].new in _loaded_versions(snapshot)  # the new module was loaded
+        if upgrades and not kernel and _no_library_answer(snapshot) and not rebooted:
             yield _upgrade_not_loaded(snapshot, upgrades)
             return
         if not kernel and not user and snapshot.kernel_log is None:
@@ -634,6 +636,16 @@ def _when_by(changes: list[PackageChange]) -> str:
 
 def removal_evidence(snapshot: Snapshot, removals: list[PackageChange]) -> Evidence:
     return Evidence(_log_source(snapshot), tuple(dict.fromkeys(c.line for c in removals))[:3])
+
+
+_BANNER_VERSION = lazy_re(r"Kernel Module\s{1,8}(\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\b")
+
+
+def _loaded_versions(snapshot: Snapshot) -> set[str]:
+    """The driver versions the kernel log shows loaded ("NVRM: loading NVIDIA UNIX ... Kernel Module 535.183.01"): a
+    load of the upgrade's version means the host rebooted (or reloaded the modules) since."""
+    banners = snapshot.kernel_log.module_banners if snapshot.kernel_log is not None else ()
+    return {m[1] for line in banners[-50:] if (m := _BANNER_VERSION.search(line))}
 
 
 def _no_library_answer(snapshot: Snapshot) -> bool:

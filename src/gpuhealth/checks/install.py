@@ -569,14 +569,19 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     keep the key to sign again after each rebuild (DKMS can sign automatically with it). Where mokutil
     (or update-secureboot-policy) named the key the modules are signed with and shim does not trust it yet, the
     fix is that key alone: imported with `mokutil --import`, or, waiting in the request, confirmed at the next
-    boot; a new key would leave the modules' own key untrusted. Disabling
+    boot; a new key would leave the modules' own key untrusted. Where the evidence shows which tool built the
+    module, the steps enroll that tool's key: akmods' /etc/pki/akmods/certs/public_key.der (made by
+    `kmodgenca -a` where none exists), Ubuntu's DKMS /var/lib/shim-signed/mok/MOK.der (made by
+    `update-secureboot-policy --new-key`), DKMS 3.0.4 and later elsewhere /var/lib/dkms/mok.pub (made at its
+    first signed build); with DKMS on a distribution not known, each import is a choice for the reader. Disabling
     Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
     not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is
     shown (modprobe's "Key was rejected by service", the kernel log's line, an unsigned module), the
     finding gives only the steps that decide it, never a new key, its enrolment and a reboot.
 
     A module signed by a key that is not among the enrolled ones (its `modinfo` signer against the names
-    `mokutil --list-enrolled` shows) is refused however many keys are enrolled: it was built before the key was made,
+    `mokutil --list-enrolled` shows, or those the kernel says it loaded at boot from UEFI:MokListRT, "integrity:
+    Loaded X.509 cert 'NAME: ...'") is refused however many keys are enrolled: it was built before the key was made,
     or signed by another tool's key; it must be rebuilt or signed again with the enrolled key.
     Kernel lockdown refuses such a module as Secure Boot does, with or without it (`lockdown=integrity` on the
     command line, a kernel configured to lock down): "Kernel is locked down from ..." at boot, or
@@ -672,9 +677,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    or (enabled and (eperm or untrusted or (key_refused and not_loaded) or (foreign and not_loaded))))
     if foreign and (refusals or log_lines or (enabled and not_loaded)):
         message = (f"The nvidia module is signed by '{install.module_signer}', which is none of the enrolled keys "
-                   "(mokutil --list-enrolled): Secure Boot refuses it. It was signed with another key than the one "
-                   "enrolled (built before that key was made, or signed by another tool's key): rebuild or sign it "
-                   "again with the enrolled key")
+                   f"({_enrolled_teller(install)}): Secure Boot refuses it. It was signed with another key than "
+                   "the one enrolled (built before that key was made, or signed by another tool's key): rebuild or "
+                   "sign it again with the enrolled key")
     elif enrolled and install.module_signer and (refusals or log_lines):
         message = (f"The nvidia module is signed by '{install.module_signer}', an enrolled key, and is still refused: "
                    "the kernel has not taken that key in (enrolment not confirmed at boot, or another certificate of "
@@ -727,6 +732,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     yield Draft(
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
         fixes=enrol or _key_route(install, enabled and key_refused) or (
+            _builder_route(snapshot) if refused else ()) or (
             # the modprobe that would confirm it, unless its refusal is already in the evidence
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
@@ -799,6 +805,85 @@ def _key_route(install: InstallState, decided: bool) -> tuple[Fix, ...]:
                                          "load after it"))
 
 
+# The key each module-building tool signs with, and how it makes one (each valid for the tool's versions named):
+# - akmods (RPM Fusion's akmod-nvidia): kmodgenca makes /etc/pki/akmods/{private/private_key.priv,certs/public_key.der}
+#   (-a: without asking; an existing pair is kept), and akmods signs the kmods it builds with it (RPM Fusion, Howto:
+#   Secure Boot, https://rpmfusion.org/Howto/Secure%20Boot).
+# - DKMS on Ubuntu and its derivatives: update-secureboot-policy --new-key makes /var/lib/shim-signed/mok/MOK.der (none
+#   is made where it exists); Ubuntu's dkms signs with it (2.8.x's sign_build, and dell/dkms dkms.in >= 3.0.11
+#   prepare_mok for "ubuntu*"; Ubuntu wiki UEFI/SecureBoot).
+# - DKMS 3.0.4 and later elsewhere: /var/lib/dkms/mok.pub (and mok.key), made at its first signed build (3.1.0 adds
+#   `dkms generate_mok`); it prints "Public certificate (MOK): PATH" on each build (dell/dkms dkms.in prepare_mok).
+_AKMODS_KEY = "/etc/pki/akmods/certs/public_key.der"
+_UBUNTU_KEY = "/var/lib/shim-signed/mok/MOK.der"
+_DKMS_KEY = "/var/lib/dkms/mok.pub"
+_AKMODS_WORDS = ("akmod-nvidia", "akmods", "/etc/pki/akmods", "kmodgenca")
+
+
+def _module_builder(snapshot: Snapshot) -> str | None:
+    """Which tool built (and signs) the nvidia module, as the machine's output shows it: "akmods", "dkms", or None
+    (neither, or both)."""
+    install = snapshot.install or InstallState()
+    packages = snapshot.host_env.packages if snapshot.host_env else ()
+    lines = [m.line.lower() for m in snapshot.messages or () if not m.reported]
+    ids = [m.signature or "" for m in snapshot.messages or () if not m.reported]
+    typed = [command.lower() for command in snapshot.commands_given]
+    # RPM Fusion's akmod-nvidia, not ELRepo's prebuilt kmod-nvidia (signed with ELRepo's own key)
+    akmods = (any(p.name.startswith("akmod-nvidia") for p in packages)
+              or any(i.startswith("akmods-") for i in ids)
+              or any(word in text for text in (*lines, *typed) for word in _AKMODS_WORDS))
+    dkms = (bool(install.dkms) or install.signing_certificate is not None
+            or any(p.name.startswith("nvidia-dkms") or p.name == "dkms" for p in packages)
+            or any(i.startswith("dkms-") for i in ids)
+            or any(text.startswith(("dkms ", "sudo dkms ")) for text in typed))
+    if akmods == dkms:
+        return None
+    return "akmods" if akmods else "dkms"
+
+
+def _builder_route(snapshot: Snapshot) -> tuple[Fix, ...]:
+    """GH506's steps for a refused module built by akmods or DKMS, which sign every build with their own key: enroll
+    that key (made first where it does not exist), not a new one signed in by hand, which the next rebuild drops.
+    Empty where the evidence shows neither tool (the general route: a key of one's own and sign-file)."""
+    if any(m.signature in _UNSIGNED_BUILD for m in snapshot.messages or ()):
+        return ()  # DKMS said it did not sign: the module is unsigned whatever key is enrolled (the general route)
+    builder = _module_builder(snapshot)
+    confirm = f"set a one-time password, then {CONSOLE} choose 'Enroll MOK' and type it"
+    unsigned = "a module built before the key existed carries no signature: rebuild it with the key in place"
+    if builder == "akmods":
+        return (
+            slotted("mokutil --test-key {keyfile}", keyfile=_AKMODS_KEY,
+                    note="says whether shim already trusts the key akmods signs the nvidia kmod with"),
+            Fix("sudo kmodgenca -a", "any", note="makes akmods' signing key pair in /etc/pki/akmods where none exists "
+                                                 "(an existing pair is kept)"),
+            slotted("sudo mokutil --import {keyfile}", keyfile=_AKMODS_KEY, note=f"{confirm}; {unsigned} (akmods)"),
+            replace(REBOOT, note=f"enroll akmods' key in the MOK manager {CONSOLE}"),
+        )
+    if builder != "dkms":
+        return ()
+    os_info = snapshot.os
+    names = {os_info.id or "", *os_info.id_like} if os_info else set()
+    ubuntu = "ubuntu" in names
+    known = bool(os_info and os_info.id) and os_info.family_from is None
+    steps = [slotted("mokutil --test-key {keyfile}", keyfile=key, note=f"says whether shim trusts {who}")
+             for key, who in ((_UBUNTU_KEY, "the key Ubuntu's DKMS signs with"),
+                              (_DKMS_KEY, "the key DKMS 3 signs with elsewhere"))
+             if ((ubuntu or not known) if key == _UBUNTU_KEY else not ubuntu)]
+    if ubuntu or not known:
+        steps.append(Fix("sudo update-secureboot-policy --new-key", "any",
+                         note=("" if ubuntu else "only if this is Ubuntu or a derivative: ")
+                         + "makes the MOK Ubuntu's DKMS signs with where none exists"))
+        steps.append(slotted("sudo mokutil --import {keyfile}", keyfile=_UBUNTU_KEY,
+                             note=("" if ubuntu else "only if this is Ubuntu or a derivative: ")
+                             + f"{confirm}; {unsigned} (dkms)"))
+    if not ubuntu:
+        steps.append(slotted("sudo mokutil --import {keyfile}", keyfile=_DKMS_KEY,
+                             note=("" if known else "only if this is not Ubuntu (DKMS 3.0.4 or later): ")
+                             + f"{confirm}; DKMS makes this key at its first signed build; {unsigned} (dkms)"))
+    steps.append(replace(REBOOT, note=f"enroll DKMS's key in the MOK manager {CONSOLE}"))
+    return tuple(steps)
+
+
 def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
@@ -808,6 +893,12 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
         return (replace(REBOOT, note=confirm),)
     return (slotted("sudo mokutil --import {keyfile}", note=f"set a one-time password; {confirm}",
                     keyfile=install.signing_key),)
+
+
+def _enrolled_teller(install: InstallState) -> str:
+    """What listed the enrolled keys: mokutil, or the kernel's own lines at boot."""
+    return "the kernel's MOK list at boot" if (install.enrolled_keys_source or "").endswith("(UEFI:MokListRT)") \
+        else "mokutil --list-enrolled"
 
 
 def _key_teller(install: InstallState) -> str:

@@ -12,7 +12,7 @@ from gpuhealth.commands import filled
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.knowledge.drivers import branch_of, supports
 from gpuhealth.knowledge.gpus import lookup as gpu_lookup
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, PciDevice, Severity, Snapshot
 from gpuhealth.parsers.kernel_log import wall_clock_seconds
 
@@ -180,7 +180,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
 
 # NVIDIA's Xid catalogue gives a detail Xid no action of its own, only "see Xid N" (171 and 172: the DRAM or SRAM of an
 # Xid 48's uncorrectable error)
-_SEE_XID = lazy_re(r"(?i)^see Xid (\d{1,3})$")
+_SEE_XID = guarded_re(r"(?i)^see Xid (\d{1,3})$", may=has_folded("see xid"))
 
 
 def _detail_of(code: int) -> int | None:

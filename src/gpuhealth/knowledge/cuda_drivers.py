@@ -17,9 +17,9 @@ The file is read once, lazily (``knowledge.read_table``).
 from __future__ import annotations
 
 import functools
-import re
 
 from gpuhealth.knowledge import table_rows
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 __all__ = ["DriverRequirement", "families", "family_minimum", "minor_releases", "requirement", "version_key"]
@@ -34,9 +34,12 @@ class DriverRequirement:
     source: str
 
 
+_VERSION = lazy_re(r"\d{1,9}(?:\.\d{1,9})*")
+
+
 def version_key(version: str | None) -> tuple[int, ...]:
     """``535.161.08`` -> (535, 161, 8); ``12.4`` -> (12, 4); anything without a number -> ()."""
-    match = re.match(r"\d{1,9}(?:\.\d{1,9})*", (version or "").strip())
+    match = _VERSION.match((version or "").strip())
     return tuple(int(n) for n in match[0].split(".")) if match else ()
 
 

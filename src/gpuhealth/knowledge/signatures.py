@@ -289,10 +289,15 @@ def _prefilter() -> _Prefilter:
 def known_literals(pattern: str) -> tuple[tuple[str, ...], bool] | None:
     """``required_literals(pattern)``, read from knowledge/_tables when the pattern is a shipped row's (worked out when
     the tables were written: reading the pattern here would compile its tokenizer)."""
+    known = _written_literals()
+    return known[pattern] if pattern in known else required_literals(pattern)
+
+
+@functools.cache
+def _written_literals() -> dict[str, tuple[tuple[str, ...], bool] | None]:
     from gpuhealth.knowledge._tables import signatures as written
 
-    known = getattr(written, "LITERALS", {})
-    return known[pattern] if pattern in known else required_literals(pattern)
+    return getattr(written, "LITERALS", {})
 
 
 _CLASS_ESCAPES = frozenset("dDwWsSbBAZ")  # a class or a zero-width assertion: not literal, but safe to step over

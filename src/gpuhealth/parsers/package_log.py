@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, lazy_re, starts
 from gpuhealth.model import PackageChange, ParseError
 from gpuhealth.parsers._text import text_lines
 from gpuhealth.parsers.packages import dpkg_package_name, split_rpm_name
@@ -52,8 +52,10 @@ _APT_FIELD = lazy_re(r"^(Start-Date|End-Date|Commandline|Requested-By|Install|Up
                      r"Purge|Error): ?(.*)$")
 _APT_ENTRY = lazy_re(r"([^\s,()]+) \(([^()]{0,400})\)")
 # a history.log line cut out of its entry (grep nvidia /var/log/apt/history.log): a field with its first package entry
-_APT_ROW = lazy_re(r"^(?:(?:Install|Upgrade|Downgrade|Reinstall|Remove|Purge): [^\s,()]{1,200} \(|"
-                   r"(?:Start-Date|End-Date|Commandline|Requested-By): )")
+_APT_ROW = guarded_re(r"^(?:(?:Install|Upgrade|Downgrade|Reinstall|Remove|Purge): [^\s,()]{1,200} \(|"
+                      r"(?:Start-Date|End-Date|Commandline|Requested-By): )",
+                      may=starts("Install", "Upgrade", "Downgrade", "Reinstall", "Remove", "Purge", "Start-Date",
+                                 "End-Date", "Commandline", "Requested-By"))
 _APT_ACTIONS = {"Install": "install", "Upgrade": "upgrade", "Downgrade": "downgrade", "Reinstall": "reinstall",
                 "Remove": "remove", "Purge": "remove"}
 # apt term.log and dpkg's terminal lines
@@ -63,8 +65,9 @@ _DPKG_TERMINAL = lazy_re(r"^(?:(Unpacking) (\S{1,200}) \(([^()\s]{1,100})\)(?: o
 # dpkg.log
 _DPKG_LOG = lazy_re(rf"^({_DATE} \d\d:\d\d:\d\d) (install|upgrade|remove|purge) (\S{{1,200}}) (\S{{1,100}}) "
                     r"(\S{1,100})\s*$")
-_DPKG_LOG_ANY = lazy_re(rf"^{_DATE} \d\d:\d\d:\d\d (?:startup|status|configure|trigproc|conffile|install|upgrade|"
-                        r"remove|purge|disappear) ")
+# (the patterns every text is sniffed with are guarded: most evidence is no package log, and is not searched)
+_DPKG_LOG_ANY = guarded_re(rf"^{_DATE} \d\d:\d\d:\d\d (?:startup|status|configure|trigproc|conffile|install|upgrade|"
+                           r"remove|purge|disappear) ", may=lambda line: line[:1].isdigit())
 # dnf / yum history info
 _HISTORY_FIELD = lazy_re(r"^(Transaction ID|Begin time|Command Line|Cmdline)\s{0,20}: ?(.*)$")
 _HISTORY_ROW = lazy_re(r"^\s{1,12}(Install|Dep-Install|Upgrade|Upgraded|Update|Updated|Downgrade|Downgraded|Reinstall|"
@@ -74,21 +77,25 @@ _HISTORY_ACTIONS = {"Install": "install", "Dep-Install": "install", "Upgrade": "
                     "Upgraded": "old", "Updated": "old", "Downgraded": "old", "Reinstalled": "old",
                     "Obsoleted": "remove", "Obsoleting": "install"}
 # dnf.rpm.log and yum.log
-_RPM_LOG = lazy_re(r"^(\S{10,40}) (?:SUBDEBUG|INFO|DEBUG) (Installed|Upgrade|Upgraded|Downgrade|Downgraded|Reinstall|"
-                   r"Reinstalled|Erase|Obsoleted): (\S{1,300})\s*$")
+_RPM_LOG = guarded_re(r"^(\S{10,40}) (?:SUBDEBUG|INFO|DEBUG) (Installed|Upgrade|Upgraded|Downgrade|Downgraded|"
+                      r"Reinstall|Reinstalled|Erase|Obsoleted): (\S{1,300})\s*$",
+                      may=has(" SUBDEBUG ", " INFO ", " DEBUG "))
 _RPM_LOG_ACTIONS = {"Installed": "install", "Upgrade": "upgrade", "Downgrade": "downgrade", "Reinstall": "reinstall",
                     "Erase": "remove", "Obsoleted": "remove", "Upgraded": "old", "Downgraded": "old",
                     "Reinstalled": "old"}
-_YUM_LOG = lazy_re(r"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (Installed|Updated|Erased|Obsoleted): (\S{1,300})\s*$")
+_YUM_LOG = guarded_re(r"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (Installed|Updated|Erased|Obsoleted): (\S{1,300})\s*$",
+                      may=has("Installed: ", "Updated: ", "Erased: ", "Obsoleted: "))
 _YUM_LOG_ACTIONS = {"Installed": "install", "Updated": "upgrade", "Erased": "remove", "Obsoleted": "remove"}
 # zypper's history
-_ZYPP = lazy_re(rf"^({_DATE} \d\d:\d\d:\d\d)\|(install|remove) ?\|([^|]{{0,2000}})\|([^|]{{0,300}})\|")
-_ZYPP_COMMAND = lazy_re(rf"^{_DATE} \d\d:\d\d:\d\d\|command\|[^|]{{0,300}}\|([^|]{{0,2000}})\|")
+_ZYPP = guarded_re(rf"^({_DATE} \d\d:\d\d:\d\d)\|(install|remove) ?\|([^|]{{0,2000}})\|([^|]{{0,300}})\|",
+                   may=has("|install", "|remove"))
+_ZYPP_COMMAND = guarded_re(rf"^{_DATE} \d\d:\d\d:\d\d\|command\|[^|]{{0,300}}\|([^|]{{0,2000}})\|",
+                           may=has("|command|"))
 # pacman.log
 _PACMAN = lazy_re(r"^\[([^\]]{1,40})\] \[ALPM\] (installed|upgraded|downgraded|reinstalled|removed) (\S{1,200}) "
                   r"\(([^()]{0,200})\)\s*$")
 _PACMAN_COMMAND = lazy_re(r"^\[([^\]]{1,40})\] \[PACMAN\] Running '(.{0,2000})'\s*$")
-_PACMAN_ANY = lazy_re(r"^\[[^\]]{1,40}\] \[(?:ALPM|PACMAN|ALPM-SCRIPTLET)\] ")
+_PACMAN_ANY = guarded_re(r"^\[[^\]]{1,40}\] \[(?:ALPM|PACMAN|ALPM-SCRIPTLET)\] ", may=has("] [ALPM", "] [PACMAN"))
 
 # Which packages are kept, and as what. Kernels: Debian's and Ubuntu's linux-image-<release> and
 # linux-headers-<release>, the RHEL family's kernel/kernel-core and kernel-devel, SUSE's kernel-<flavour> and

@@ -187,6 +187,15 @@ _FIX_WAS = lazy_re(r"(?:\b(?:the |my |our |a |one )?(?:fix|solution|answer|worka
                    r"worked)(?: it| this| that| the (?:problem|issue))?(?: for (?:me|us))? (?:was|is)|"
                    r"\b(?:solved|fixed|resolved|solution|fix)\s?:|解决方法是|解決方法是|解决办法是|解決辦法是)"
                    r"\W{0,3}(?: ?(?:to|simply|just|by|that|i|we|had to))* ?$")
+# "it failed until I <the fix>", "cuInit returns an error until we run <the fix>": the fix made it work
+_UNTIL = lazy_re(r"(?<!wait )(?<!waited )(?<!waiting )\b(?:until|till)(?: after)?"
+                 r"(?: (?:i|we|finally|manually|just|simply|eventually|first|had to|ran|run))* ?$")
+# "it turned out to be <what the fix acts on>", "the culprit was nouveau", "原来是 nouveau": the reporter found it
+_CULPRIT = lazy_re(r"(?:\bturn(?:s|ed)? out to be|\bthe (?:root )?(?:cause|culprit) (?:was|turned out to be)|"
+                   r"\bthe (?:problem|issue) (?:was|turned out to be)|原来是|原來是|罪魁祸首是|罪魁禍首是)"
+                   r"(?: (?:the|a|an|my|our|missing|no|that|just|simply))* ?$")
+_BELIEVED = lazy_re(r"\b(?:think|thought|guess|suspect\w*|believe|assume\w*|probably|likely|seems?|maybe|perhaps|"
+                    r"possibly)\b|可能|也许|也許|怀疑|懷疑|猜")
 # a suggested, hoped or supposed fix, not one that was made: "try blacklisting nouveau", "you should install the
 # headers", "if you disable Secure Boot it works" ("could" stays: "which I could only fix by blacklisting")
 _SUPPOSED_FIX = lazy_re(r"\b(?:try|if|unless|whether|in case|can|may|might|would|will|should|shall|must|need to|"
@@ -203,16 +212,24 @@ _NOT_FOR_GOOD = lazy_re(r"\b(?:broke|breaks|broken|fail\w*|stopped|crash\w*|happ
                         r"\b(?:another|a new|a different|the next|a second|new) (?:problem|issue|error|failure)s?\b|"
                         r"\bnow (?:i|we|it) (?:get|gets|got|see|have|fail\w*|crash\w*|hang\w*)\b|"
                         r"又出现|又出現|又坏|又壞|复发|復發|但是现在|但是現在")
+# a later sentence of the same paragraph that says the fix was followed by another problem, or did not last:
+# "Blacklisting nouveau fixed the boot. Now I get error 999 in PyTorch."
+_LATER_PROBLEM = lazy_re(r"\b(?:another|a new|a different|the next|a second) (?:problem|issue|error|failure)s?\b|"
+                         r"\bnow (?:i|we) (?:get|got|see|hit|have a)\b|\bbut now\b|"
+                         r"\b(?:broke|breaks|fail\w*|fell|falls|dropped|drops|died|crash\w*|stopped|came back|"
+                         r"comes back|returned|happen\w*) (?:\w+ ){0,3}?again\b|又出现|又出現|又坏|又壞")
 # the reporter found the cause: "it turned out the fabric manager was not running", "the culprit was", "原来是"
 _FOUND_CAUSE = lazy_re(r"\bturn(?:s|ed)? out\b|\b(?:the )?(?:root )?(?:cause|culprit) (?:was|turned out to be)\b|"
                        r"\bit was caused by\b|\bfound (?:out )?that\b|原来是|原來是|结果发现|結果發現")
-# doubt is a supposition too, in the first person as well: "I doubt the headers are missing"
-_DOUBT = lazy_re(r"\b(?:doubt\w*|unlikely|not sure|unsure)\b|不太可能|不认为|不認為")
+# doubt is a supposition too, in the first person as well: "I doubt the headers are missing", "not sure whether ..."
+# ("not sure why, but the GPU fell off the bus" tells it)
+_DOUBT = lazy_re(r"\b(?:doubt\w*|unlikely|(?:not sure|unsure) (?:if|whether|that))\b|不太可能|不认为|不認為")
 # an episode dated in the past is history, not the problem now ("Xid 79 happened once in 2022", "last year the GPU fell
 # off the bus"), unless the sentence says it goes on or dates from then ("since the update last month")
-# (a week or a month ago is often the update that broke it: "last week we moved the cluster to Rocky 9.5")
+# (a week or a month ago is often the update that broke it: "last week we moved the cluster to Rocky 9.5"; a bare year
+# often dates the machine, not the episode: "we bought the server in 2022 and the GPU overheats")
 _DATED = lazy_re(r"\b(?:(?<!the )last year|(?:a|one|two|three|four|five|several|many|\d{1,2}) years? ago|"
-                 r"(?:once|back) in (?:19|20)\d\d|in (?:19|20)\d\d)\b")
+                 r"(?:once|back|already|sometime|some time) in (?:early |mid-?|late )?(?:19|20)\d\d)\b")
 _STILL_NOW = lazy_re(r"\b(?:since|ever since|again|still|now|currently|today|this (?:week|morning)|keeps?|every)\b")
 
 
@@ -287,7 +304,8 @@ def _read_lines(text: str, lowered: str, rows, index, causes_only: bool) -> list
             follow = line[end:sentences[i + 1][1]] if i + 1 < len(sentences) and line[start:end].rstrip().endswith(
                 (";", "；")) else ""
             read += [(row, start, end, confirmed) for row, confirmed
-                     in _read_sentence(candidates, line, start, end, asks, contexts, follow)]
+                     in _read_sentence(candidates, line, start, end, asks, contexts, follow)
+                     if not (confirmed and _LATER_PROBLEM.search(line, end))]  # "... fixed it. Now I get ..."
         for row, start, end, confirmed in _line_yields(read):
             if counts.get(row.key, 0) < MAX_PER_SYMPTOM:
                 counts[row.key] = counts.get(row.key, 0) + 1
@@ -372,6 +390,8 @@ def _tells(row, line: str, sentence: str, asks: bool, contexts: dict[str, bool],
             return ""
     if row.unless is not None and row.unless.search(sentence):
         return ""
+    if row.fix and _found_what_it_fixes(row, sentence, asks):
+        return CONFIRMED
     best = ""
     for place in _places(row, sentence):
         status = (_fix_worked(sentence, place, asks, follow) if row.fix
@@ -509,7 +529,8 @@ def _fix_worked(sentence: str, place: tuple[int, int, int, int], asks: bool, fol
         before = _SUCCESS_BEFORE.search(sentence, max(0, cut - 120), cut)
         word = _SUCCESS.match(sentence, before.start()) if before is not None else None
         framed = word is not None and not _negated(sentence, word.start()) and _says_fixed(sentence, *word.span())
-        frame = word if framed else _FIX_WAS.search(sentence, max(0, cut - 120), cut)
+        frame = word if framed else (_FIX_WAS.search(sentence, max(0, cut - 120), cut)
+                                     or _UNTIL.search(sentence, max(0, cut - 60), cut))
         if frame is not None and not _supposed(sentence, frame.start(), cut) and not _NOT_FOR_GOOD.search(text, end):
             return CONFIRMED
     return ""
@@ -521,6 +542,24 @@ def _supposed(sentence: str, start: int, end: int) -> bool:
     to nouveau, which I could only fix by blacklisting" tells a habit, then a fix made."""
     lead = sentence[max(0, start - 60):start].split()[-4:]
     return bool(_SUPPOSED_FIX.search(" ".join(lead)) or _SUPPOSED_FIX.search(sentence, start, end))
+
+
+def _found_what_it_fixes(row, sentence: str, asks: bool) -> bool:
+    """Whether the sentence says the reporter found what the fix row acts on to be the culprit: "it turned out to be
+    Secure Boot", "the culprit was the nouveau driver", "原来是 nouveau"; only a subject that names it by one of the
+    row's literals (not a bare "the card"), not believed or supposed ("I think the problem was nouveau")."""
+    if asks or row.subject is None or _dated(sentence):
+        return False
+    for count, m in enumerate(row.subject.finditer(sentence)):
+        if count >= MAX_TRIES:
+            return False
+        if not any(literal in m.group() for literal in row.literals):
+            continue
+        frame = _CULPRIT.search(sentence, max(0, m.start() - 60), m.start())
+        if frame is not None and not _negated(sentence, frame.start()) and not _BELIEVED.search(
+                sentence, 0, m.start()) and not _supposed(sentence, frame.start(), frame.start()):
+            return True
+    return False
 
 
 def _joined(sentence: str, place: tuple[int, int, int, int]) -> bool:
