@@ -40,14 +40,18 @@ def test_the_legacy_lines_are_the_legacy_family_which_confirms_gh209():
 
 def test_a_legacy_gpu_warning_pasted_alone_leads_with_gh209():
     found = findings(("installer.txt", LEGACY_550 + "\n"))
-    assert found[0].code == "GH209", [(f.code, f.message) for f in found]
-    assert "legacy driver branch" in found[0].message
+    lead = found[0]
+    assert (lead.code, lead.severity) == ("GH209", Severity.WARNING), [(f.code, f.message) for f in found]
+    assert "legacy driver branch" in lead.message
     assert not any(f.code == "GH003" for f in found)
+    # the mined finding folds under the cause its family confirms
+    assert not any(f.code == "GH310" and f.severity is not Severity.INFO for f in found)
 
 
-def test_a_legacy_gpu_warning_in_the_installer_log_is_read():
+def test_a_legacy_gpu_warning_in_the_installer_log_is_no_healthy_log():
     found = findings(("nvidia-installer.log", INSTALLER_LOG + LEGACY_550 + "\n"))
-    assert any(f.code == "GH209" for f in found), [(f.code, f.message) for f in found]
+    assert any(f.code == "GH209" and f.severity is Severity.WARNING for f in found), [(f.code, f.message)
+                                                                                       for f in found]
 
 
 def test_the_none_supported_warning_is_read_as_the_installers():

@@ -240,3 +240,17 @@ def test_the_kernel_log_loading_the_new_module_means_the_host_rebooted():
 def test_the_kernel_log_loading_only_the_old_module_keeps_the_warning():
     report = analyze(BANNER.format("535.171.04"), history(log("apt-history-unattended-driver.log")))
     assert findings(report)["GH202"]["severity"] == "warning"
+
+
+def test_other_pastes_do_not_load_the_package_log_reader():
+    """The kind ranks above the logs, so most pieces reach its sniff: a piece without any of the formats' literals is
+    turned away before the parser is imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom gpuhealth.evidence import identify\n"
+            "identify('[ 5.1] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\\n')\n"
+            "identify('my training job dies after an hour with CUDA error: out of memory\\n')\n"
+            "print('gpuhealth.parsers.package_log' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

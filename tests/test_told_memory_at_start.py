@@ -44,6 +44,8 @@ def test_memory_held_before_the_job_starts_leads_with_gh414_as_words(words):
     "기본적으로 시스템 메모리 8기가를 차지하고 있습니다.",
     "Is 6 GB of GPU memory already occupied before the job starts?",
     "No GPU memory is used at idle.",
+    # PyTorch's own out-of-memory report inside a sentence: the process's allocations
+    "Training stops with CUDA out of memory (GPU 0; 11.17 GiB total capacity; 10.2 GiB already allocated; 8 MiB free).",
 ])
 def test_a_display_server_a_small_reservation_own_use_ram_or_a_question_is_not_it(words):
     assert not [t for t in told_symptoms(words) if t.symptom == "gpu-memory-held"]

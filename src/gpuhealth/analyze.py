@@ -651,7 +651,8 @@ def _with_csv_header(command: str | None, text: str) -> str:
 
 
 
-_PIP_LIST_COMMAND = lazy_re(r"^(?:sudo\s+)?(?:\S{0,200}/)?(?:pip3?|python[\d.]*\s+-m\s+pip|uv\s+pip)\s+list\b")
+_PIP_LIST_COMMAND = guarded_re(r"^(?:sudo\s+)?(?:\S{0,200}/)?(?:pip3?|python[\d.]*\s+-m\s+pip|uv\s+pip)\s+list\b",
+                               may=has("list"))
 _PIP_ROW = lazy_re(r"^[A-Za-z0-9][\w.-]{0,100}\s+\d[\w.+!-]{0,60}(?:\s+\S{1,400})?\s*$")
 
 

@@ -293,19 +293,20 @@ def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] 
     tells the output's own lines where its grammar knows them (a collect_env report ends on one of its fields)."""
     from gpuhealth.parsers.wrapped import LOG_PREFIX
 
-    lines = [raw.strip()[:1000] for raw in text.splitlines()[:MAX_PROSE_SCAN]]
+    raw_lines = text.splitlines()[:MAX_PROSE_SCAN]
 
     def is_prose(line: str) -> bool:
         return _is_prose(line, LOG_PREFIX) and not (own and own(line))
 
     if not edges_only:
-        return [line for line in lines if is_prose(line)]
+        return [line for raw in raw_lines if is_prose(line := raw.strip()[:1000])]
     # a markdown heading, bold label or rule ("**Description**", "### Root cause", "---") frames a post's sections: it
     # is no line of the output, so the sentences above it stay above the output. Only the edges are read: from the top
     # down to the output's first line, from the bottom up to its last (the lines between are the output's own).
     above: list[str] = []
     first = None  # the output's first line
-    for index, line in enumerate(lines):
+    for index, raw in enumerate(raw_lines):  # (each line stripped as it is reached: most are never looked at)
+        line = raw.strip()[:1000]
         if is_prose(line):
             above.append(line)
         elif line and not _MARKDOWN_LABEL.match(line):
@@ -314,7 +315,8 @@ def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] 
     if first is None:
         return above  # no output line: every sentence counts
     below: list[str] = []
-    for line in reversed(lines[first + 1:]):
+    for raw in reversed(raw_lines[first + 1:]):
+        line = raw.strip()[:1000]
         if is_prose(line):
             below.append(line)
         elif line and not _MARKDOWN_LABEL.match(line):

@@ -27,7 +27,19 @@ _LOG_FILES = (r"\S*/(?:apt/(?:history|term)\.log|dpkg\.log|dnf\.rpm\.log|dnf\.lo
 _MANAGERS = {"apt": "dpkg", "dpkg": "dpkg", "dnf": "rpm", "yum": "rpm", "zypper": "rpm", "pacman": "pacman"}
 
 
+# a literal every format's lines hold (parsers/package_log.py): a piece with none of them in its head is turned away
+# without importing the parser or compiling its patterns (most pieces reach this sniff: it ranks above the logs)
+_LITERALS = ("Start-Date: ", "End-Date: ", "Log started: ", "Commandline: ", "Requested-By: ", "Install: ",
+             "Upgrade: ", "Downgrade: ", "Reinstall: ", "Remove: ", "Purge: ", "Transaction ID", " startup ",
+             " status ", " install ", " upgrade ", " remove ", " purge ", " configure ", " trigproc ", " conffile ",
+             " disappear ", "[ALPM", "[PACMAN]", "Installed: ", "Upgraded: ", "Downgraded: ", "Reinstalled: ",
+             "Erase: ", "Obsoleted: ", "Updated: ", "Erased: ", "|install|", "|remove |", "|command|")
+
+
 def _looks_like_package_log(text: str) -> bool:
+    head = text[:16384]
+    if not any(literal in head for literal in _LITERALS):
+        return False
     from gpuhealth.parsers.package_log import looks_like_package_log  # here: most pieces are sniffed before
 
     return looks_like_package_log(text)
