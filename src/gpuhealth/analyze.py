@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -360,9 +360,12 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     understood = parsed = False
     read_into: tuple[str, ...] = ()
     found: dict[str, Any] = {}
+    was_read: ReadBy | None = None
     if kind is not None:
         try:
-            found = _nodes_named(command, _one_gpu_selected(command, kind.parse(text, piece.name)))
+            raw = kind.parse(text, piece.name)
+            was_read = _read_by(kind, text, piece.name, raw)
+            found = _nodes_named(command, _one_gpu_selected(command, raw))
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, _setup_label(kind.name, found)))
@@ -377,7 +380,8 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     # a piece that did not parse as the listing it looked like is scanned like any other text
     scanned_as = kind.name if kind is not None and parsed else None
     before, messages_before = len(reading.log), len(reading.messages)
-    matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
+    matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines,
+                             was_read if scanned_as is not None else None)
     if scanned_as == "kernel-log" and unknown_lines and not _untimed(found):
         _words_between_records(reading, piece, block, reading.messages[messages_before:])
     if scanned_as == "kernel-log" and unknown_lines and _untimed(found):
@@ -738,6 +742,34 @@ _FEW_LINE_KINDS = ("proc-version", "kernel-version", "gcc-version", "nvcc-versio
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
 
 
+ReadBy = Callable[[str], bool]
+MAX_READ_PROBES = 32  # per piece: each probe parses the piece again
+
+
+def _read_by(kind: Any, text: str, source: str, whole: dict[str, Any]) -> ReadBy:
+    """Whether the parser of ``kind`` read a line of ``text``: what it makes of the text changes (or it fails) without
+    that line. A piece routed to a kind may hold other programs' lines (a device plugin's log beside a containerd
+    configuration, a Docker error under a listing): only a line its parser read was seen by the checks that judge that
+    kind, so only such a line is left to them; a line the parser passed over is anybody's, read like pasted text.
+    ``whole``: the parser's reading of the whole text. A line the piece does not hold as it is (its text was adjusted
+    before parsing), and any line past the probes' limit, counts as read, as every line of a parsed piece once did."""
+    lines = text.splitlines(keepends=True)
+    held = {line.rstrip("\r\n") for line in lines}
+    seen: dict[str, bool] = {}
+
+    def was_read(line: str) -> bool:
+        if line not in seen:
+            if line not in held or len(seen) >= MAX_READ_PROBES:
+                return True
+            try:
+                seen[line] = kind.parse("".join(x for x in lines if x.rstrip("\r\n") != line), source) != whole
+            except ParseError:  # the piece is not its kind without the line: the parser read it
+                seen[line] = True
+        return seen[line]
+
+    return was_read
+
+
 def _scan_pasted_errors(reading: _Reading, piece: Piece) -> int:
     """A tool's message pasted with a table of values (``lsmod`` with a failed ``modprobe`` below it, ``lspci -k`` with
     nvidia-smi's failure): the table's parser skips the line, so the catalogue reads it here, as a pasted line no
@@ -776,13 +808,20 @@ def _in_parsed_part(kind: str | None, line: str) -> bool:
 
 
 def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into: tuple[str, ...],
-                   unknown_lines: bool) -> int:
-    """Signature matches of a piece; error lines no signature explains when the piece was not parsed.
-    ``read_into``: the snapshot fields the piece was parsed into (checks reading them saw its lines)."""
+                   unknown_lines: bool, was_read: ReadBy | None = None) -> int:
+    """Signature matches of a piece; error lines no signature explains when the piece was not parsed, or that its
+    parser did not read. ``read_into``: the snapshot fields the piece was parsed into (checks reading them saw the
+    lines its parser read); ``was_read``: whether the parser read a line (:func:`_read_by`)."""
     if kind in _STRUCTURED_UNSCANNED:  # tables of values: their parsers and the checks judge them
         if kind == "lspci":  # lspci -vvv's ACSCtl lines: the bridges' ACS setting (GH706)
             reading.overlay(p2p_lines(piece.text.splitlines()[:MAX_SCANNED_LINES]), piece.name)
-        return _scan_pasted_errors(reading, piece)
+        matched = _scan_pasted_errors(reading, piece)
+        if not unknown_lines or was_read is None:
+            return matched
+        # another program's error pasted with the table (a device plugin's NVML failure under lspci): read like text
+        lines = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if line[:1] not in ("", " ", "\t", "<")]
+        explained = {m.line for m in reading.messages if m.source == piece.name}
+        return matched + _error_lines(reading, piece, kind, _unread(lines, explained, was_read), set())
     lines = piece.text.splitlines()
     if kind == "kernel-log" or len(lines) > MAX_SCANNED_LINES:
         lines = [line for line in lines if _KERNEL_RELEVANT.search(line)]
@@ -824,19 +863,51 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         told |= _linked_titles(reading, piece, lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
-                                            read_into=read_into if _in_parsed_part(kind, line) else (),
+                                            read_into=read_into if _in_parsed_part(kind, line)
+                                            and _judged_by_parser(kind, line, was_read) else (),
                                             mined=_mined_behind(sig.id, line),
                                             reported=is_words_row(sig.id) or _asked_about(sig, line)))
     # nvidia-container-cli's own error line: its reader reads NVML's failures; any other is an error line (GH310)
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
     # nvidia-installer's log: its parser reads the run's result; the lines the installer warned with are read here
     scanned = kind in (None, "app-log", "smi-table", "installer-log", *_FEW_LINE_KINDS)
-    if (not scanned and not cli_error) or not unknown_lines:
+    if not unknown_lines:
         return len(matched)
     # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
     # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)
     explained = {line for _, line in matched} | set(reported) | told
+    if not scanned and not cli_error:
+        if kind == "kernel-log" or was_read is None:  # the kernel log's other lines: _words_between_records
+            return len(matched)
+        # another program's error lines in a piece of this kind: those its parser did not read are read as pasted
+        # lines (never taken for judged because the piece was routed to the kind)
+        earlier = {m.line for m in reading.messages if m.source == piece.name and m.signature is None}
+        return len(matched) + _error_lines(reading, piece, kind, _unread(lines, explained | earlier, was_read), set())
     explained |= _read_banners(reading, piece, kind, read_into, lines)  # nvcc's, nvidia-smi's ... version lines
+    return len(matched) + _error_lines(reading, piece, kind, lines, explained)
+
+
+def _judged_by_parser(kind: str | None, line: str, was_read: ReadBy | None) -> bool:
+    """Whether the parser of the piece's kind read ``line`` (a kernel log's lines are judged by :func:`_judged`'s
+    own rule: every program writes to it)."""
+    return kind == "kernel-log" or was_read is None or was_read(line)
+
+
+def _unread(lines: list[str], explained: set[str], was_read: ReadBy) -> list[str]:
+    """The error-looking lines of a parsed piece that its parser did not read (the others are its kind's)."""
+    return [line for line in lines if line.strip() and line not in explained and line.strip()[:500] not in explained
+            and (_ERROR_WORD.search(line) or _mentions_api(line)) and not was_read(line)]
+
+
+def _mentions_api(line: str) -> bool:
+    from gpuhealth.knowledge.mined_api import mentions_api
+
+    return mentions_api(line)
+
+
+def _error_lines(reading: _Reading, piece: Piece, kind: str | None, lines: list[str], explained: set[str]) -> int:
+    """Error lines no signature explains: a CUDA, NVML, NCCL or DCGM error the mined table names, kept with its row
+    (the count returned: read, so the piece was understood), or an error line nobody knows."""
     named = 0  # lines the mined table names (GH309): read, so the piece was understood
     lines = _join_bare_exceptions(lines, explained)
     for line in lines:
@@ -854,7 +925,7 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
             # a person's sentence about an error is kept as their words (GH002 names it as not read), not as an error
             # line nobody knows (GH003)
             reading.messages.append(MessageLine(text[:500], piece.name, reported=_persons_line(text)))
-    return len(matched) + named
+    return named
 
 
 def _installer_warning(text: str) -> bool:

@@ -52,8 +52,12 @@ def _docker_info(text: str, source: str) -> dict[str, Any]:
 
 
 def _looks_like_daemon_json(text: str) -> bool:
+    """A JSON object with dockerd's keys, that ends the text: a file followed by other lines (a device plugin's log
+    pasted under it) is left to the readers of those lines, which the file's reader would swallow as invalid JSON."""
     head = text[:_HEAD].lstrip()
-    return head.startswith("{") and any(key in head for key in _DAEMON_KEYS) and '"Runtimes"' not in head
+    tail = [line.strip() for line in text[-_HEAD:].splitlines() if line.strip().strip(".…`")]
+    return (head.startswith("{") and any(key in head for key in _DAEMON_KEYS) and '"Runtimes"' not in head
+            and bool(tail) and tail[-1].endswith("}"))
 
 
 @evidence_kind("daemon-json", commands=(r"(?:cat|less|more|head|tail|vi|vim|nano)\s+\S*daemon\.json\b",),
