@@ -144,7 +144,7 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
 
     A package tool's log (apt's history.log, dpkg.log, dnf's, yum's, zypper's or pacman's) that shows the
     driver's own packages removed, with no driver package installed after them, is named as the cause, with
-    the command that removed them (an `apt autoremove`, a `dnf remove`), and the fix installs the removed
+    the command that removed them (apt's autoremove, dnf's remove), and the fix installs the removed
     package again. Beside nvidia-smi failing to reach the driver it is critical; from the log alone a
     warning (the module loaded before stays until the next boot, and a driver may have come back by another
     route, a .run install, that the log does not show).

@@ -571,8 +571,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     fix is that key alone: imported with `mokutil --import`, or, waiting in the request, confirmed at the next
     boot; a new key would leave the modules' own key untrusted. Where the evidence shows which tool built the
     module, the steps enroll that tool's key: akmods' /etc/pki/akmods/certs/public_key.der (made by
-    `kmodgenca -a` where none exists), Ubuntu's DKMS /var/lib/shim-signed/mok/MOK.der (made by
-    `update-secureboot-policy --new-key`), DKMS 3.0.4 and later elsewhere /var/lib/dkms/mok.pub (made at its
+    akmods' kmodgenca where none exists), Ubuntu's DKMS /var/lib/shim-signed/mok/MOK.der (made by
+    update-secureboot-policy's --new-key), DKMS 3.0.4 and later elsewhere /var/lib/dkms/mok.pub (made at its
     first signed build); with DKMS on a distribution not known, each import is a choice for the reader. Disabling
     Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
     not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is

@@ -142,6 +142,7 @@ def _describe_node(text: str, source: str) -> dict[str, Any]:
     return {"host_env": parse_describe_node(text, source)}
 
 
+MAX_MANIFEST_LINES = 5000
 _WORKLOADS = ("kind: Pod", "kind: Deployment", "kind: Job", "kind: StatefulSet", "kind: DaemonSet", "kind: ReplicaSet",
               "kind: CronJob")
 
@@ -158,6 +159,9 @@ def _looks_like_pod_manifest(text: str) -> bool:
                          r"(?:cat|less|more|head|tail|vi|vim|nano)\s+\S+\.ya?ml\b"),
                priority=368, recognise=_looks_like_pod_manifest)
 def _pod_manifest(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.evidence.facts import env_lines
     from gpuhealth.parsers.kube import parse_pod_manifest
 
-    return {"host_env": parse_pod_manifest(text, source)}
+    # its containers' env entries are the visibility variables they run with (NVIDIA_VISIBLE_DEVICES: none), as in
+    # any program text that sets them (GH608)
+    return {"host_env": parse_pod_manifest(text, source), **env_lines(text.splitlines()[:MAX_MANIFEST_LINES])}
