@@ -132,6 +132,9 @@ def test_a_symptom_over_after_a_semicolon_is_history():
     ("Not sure whether the fabric manager is not running on this node.", "fabric-manager-failed"),
     ("The GPU fell off the bus once in 2022.", "gpu-fallen-off-bus"),
     ("Two years ago the fabric manager was not running on this node.", "fabric-manager-failed"),
+    ("At first I thought the kernel headers were missing, but installing them changed nothing.",
+     "kernel-headers-missing"),
+    ("We assumed the fabric manager was not running, yet its unit was active.", "fabric-manager-failed"),
 ])
 def test_a_doubt_and_an_episode_years_ago_are_not_told(words, cause):
     assert cause not in {t.cause for t in told_symptoms(words)}, told_symptoms(words)

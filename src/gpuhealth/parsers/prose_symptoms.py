@@ -223,7 +223,9 @@ _FOUND_CAUSE = lazy_re(r"\bturn(?:s|ed)? out\b|\b(?:the )?(?:root )?(?:cause|cul
                        r"\bit was caused by\b|\bfound (?:out )?that\b|原来是|原來是|结果发现|結果發現")
 # doubt is a supposition too, in the first person as well: "I doubt the headers are missing", "not sure whether ..."
 # ("not sure why, but the GPU fell off the bus" tells it)
-_DOUBT = lazy_re(r"\b(?:doubt\w*|unlikely|(?:not sure|unsure) (?:if|whether|that))\b|不太可能|不认为|不認為")
+# and so is what the writer first thought or assumed ("I thought the headers were missing, but ...", as 以为 above)
+_DOUBT = lazy_re(r"\b(?:doubt\w*|unlikely|(?:not sure|unsure) (?:if|whether|that)|"
+                 r"(?:i|we) (?:first |initially |originally )?(?:thought|assumed|presumed))\b|不太可能|不认为|不認為")
 # an episode dated in the past is history, not the problem now ("Xid 79 happened once in 2022", "last year the GPU fell
 # off the bus"), unless the sentence says it goes on or dates from then ("since the update last month")
 # (a week or a month ago is often the update that broke it: "last week we moved the cluster to Rocky 9.5"; a bare year
