@@ -128,6 +128,8 @@ def test_a_driver_upgrade_alone_warns_that_the_loaded_module_is_the_old_one():
     assert found["severity"] == "warning"
     assert "535.171.04 to 535.183.01" in found["message"] and "automatic update" in found["message"]
     assert any("Upgrade: libnvidia-compute-535" in line for e in found["evidence"] for line in e.get("lines", []))
+    # whether the host rebooted since is not in a log: nothing shows a call failing, so nothing drains on it
+    assert found["impact"] == "degraded"
 
 
 @pytest.mark.parametrize("name", ["dnf.rpm.log", "dnf-history-info.txt", "pacman.log", "zypp-history"])
@@ -196,6 +198,7 @@ def test_the_driver_removed_alone_is_a_warning_naming_the_command():
     found = findings(analyze(log("apt-history-driver-removed.log")))["GH201"]
     assert found["severity"] == "warning"
     assert "removed on 2024-07-09 14:02:17 by `apt autoremove --purge`" in found["message"]
+    assert found["impact"] == "degraded"  # the loaded module stays until the next boot: no drain on a log alone
     assert any("sudo apt-get install nvidia-driver-535" in (fix.get("command") or "") for fix in found["fixes"])
 
 
@@ -204,6 +207,7 @@ def test_the_driver_removed_is_why_nvidia_smi_fails(failure):
     report = analyze(failure, history(log("apt-history-driver-removed.log")))
     first = report["findings"][0]
     assert (first["code"], first["severity"]) == ("GH201", "critical"), [f["code"] for f in report["findings"]]
+    assert first["impact"] == "node_unusable"  # nvidia-smi shows the module gone: this one drains
     assert "driver packages were removed" in first["message"]
 
 
