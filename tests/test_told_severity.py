@@ -28,3 +28,17 @@ def test_a_told_cause_explaining_a_programs_critical_line_takes_its_severity_and
     assert cause.severity is Severity.CRITICAL and cause.labels.get("reported") == "words"
     assert "GH605" in cause.explains
     assert any(f.code == "GH605" and f.severity is Severity.CRITICAL for f in findings)
+
+
+def test_words_alone_never_drain_and_a_programs_critical_line_still_does():
+    """A drain follows impact (docs/actions.md). Words that tell a GPU missing, or its BARs unassigned, rest on nobody
+    having seen the machine say it: the finding's impact is at most degraded, whatever its check's row says for the
+    fault seen. Beside a program's own critical line, the told cause keeps the draining impact of what was seen."""
+    told = [("notes.txt", "After the reboot GPU 3 is missing from nvidia-smi, only 7 of our 8 GPUs show up.\n"),
+            ("notes.txt", "The firmware did not assign the GPU's BAR, its PCIe memory window is too small.\n")]
+    for words in told:
+        found = [f for f in findings_of(words) if f.labels.get("reported") == "words"]
+        assert found, words
+        assert all(f.impact not in ("node_unusable", "gpu_unusable") for f in found), [(f.code, f.impact) for f in found]
+    cause = next(f for f in findings_of(WORDS, TORCH) if f.code == "GH608")
+    assert cause.severity is Severity.CRITICAL and cause.labels.get("reported") == "words"
