@@ -759,7 +759,7 @@ def _read_by(kind: Any, text: str, source: str, whole: dict[str, Any]) -> ReadBy
 
     def was_read(line: str) -> bool:
         if line not in seen:
-            if line not in held or len(seen) >= MAX_READ_PROBES:
+            if line not in held or len(seen) >= MAX_READ_PROBES or (kind.owns is not None and kind.owns(line)):
                 return True
             try:
                 seen[line] = kind.parse("".join(x for x in lines if x.rstrip("\r\n") != line), source) != whole

@@ -178,8 +178,13 @@ _P2P_TEST_WORDS = ("P2P Connectivity Matrix", "P2P=Disabled Bandwidth Matrix", "
                    "Access Peer Device=", "> Peer access from ", "support of peer to peer memory access")
 
 
+def _p2p_printed(line: str) -> bool:
+    from gpuhealth.parsers.cuda_p2p import printed_line
+    return printed_line(line)
+
+
 @evidence_kind("cuda-p2p-test", commands=(r"\S*(?:p2pBandwidthLatencyTest|simpleP2P)\b",), priority=905,
-               recognise=lambda t: any(w in _head(t) for w in _P2P_TEST_WORDS))
+               recognise=lambda t: any(w in _head(t) for w in _P2P_TEST_WORDS), owns=_p2p_printed)
 def _cuda_p2p_test(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.cuda_p2p import parse_p2p_test
     return {"p2p": P2pEvidence(tests=(parse_p2p_test(text),))}
