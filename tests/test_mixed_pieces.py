@@ -97,3 +97,19 @@ def test_nvlink_status_takes_a_gpus_reason_only_in_place_of_its_links():
                             )[0].error == "all links are inactive"
     after = parse_smi_nvlink(gpu + "\t Link 0: 25 GB/s\n" + OTHER_LINES["docker"][0] + "\n")[0]
     assert after.error is None and after.link_speeds_gbps == (25.0,)
+
+
+@pytest.mark.parametrize(("kind", "line", "owned"), [
+    # nvidia-smi -q pads its keys to the value column: a row of it, at any depth
+    ("smi-query", "CUDA Version                              : 12.2", True),
+    ("smi-query", "        Pending Page Blacklist            : No", True),
+    # a pasted error line has no such padding: anybody's
+    ("smi-query", "Failed to initialize NVML: Unknown Error", False),
+    ("smi-query", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", False),
+    # p2pBandwidthLatencyTest's access lines, which its connectivity matrix repeats
+    ("cuda-p2p-test", "Device=0 CANNOT Access Peer Device=2", True),
+    ("cuda-p2p-test", "cudaErrorPeerAccessUnsupported: peer access is not supported between these two devices", False),
+])
+def test_a_kind_names_the_lines_its_program_prints(kind, line, owned):
+    load()
+    assert KINDS[kind].owns(line) is owned

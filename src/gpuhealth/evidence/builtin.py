@@ -117,8 +117,17 @@ def _looks_like_smi_query(text: str) -> bool:
     return bool(_SMI_QUERY_SECTION.search(head)) and not _KERNEL_HINT.search(head)
 
 
+# a line nvidia-smi -q prints: its key padded to the value column (" : " after two or more blanks), at any depth;
+# a pasted error line ("Failed to initialize NVML: Unknown Error") has no such padding
+_SMI_QUERY_ROW = lazy_re(r"^\s*[A-Za-z][\w /().+#,-]{0,80}? {2,}: ")
+
+
+def _smi_query_row(line: str) -> bool:
+    return _SMI_QUERY_ROW.match(line) is not None
+
+
 @evidence_kind("smi-query", commands=(_SMI + r".*(?:\s-q\b|--query(?:\s|$)|\s-q[A-Za-z]|\s-a\b)",), priority=950,
-               recognise=_looks_like_smi_query)
+               recognise=_looks_like_smi_query, owns=_smi_query_row)
 def _smi_query(text: str, source: str) -> dict[str, Any]:
     return {"smi": parse_smi_query(text)}
 
