@@ -490,7 +490,9 @@ SMI_HEADER_ONLY = "smi-table header"
 # it builds on; nothing in it shows a GPU or the driver, so alone it is no healthy host either)
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
-                                  "program-text", "package-log"}
+                                  "program-text", "package-log",
+                                  # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
+                                  "mokutil", "containerd-config", "pod-manifest"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
