@@ -45,12 +45,16 @@ REAL_EXAMPLES: dict[str, str] = {
     "ld-so-conf": "ld-so-conf/conda-forge-docker-images-135_ld.so.conf.txt",
     "docker-info": "docker-info/docker-for-linux-1531_grep-runtime.txt",
     "daemon-json": "daemon-json/docker-for-linux-1531_nvidia-default.json",
+    "pod-manifest": "pod-manifest/k8s-device-plugin-readme_gpu-pod.yaml",
     # no public paste in reach had these with the fact under test: hand-written (see README.md there)
     "dnf-list": "dnf-list/handwritten_cuda-repo.txt",
     "pip-list": "pip-list/handwritten_torch-cpu.txt",
     "env": "env/handwritten_two-cudas.txt",
     "ls-cuda": "ls-cuda/handwritten_usr-local.txt",
     "systemctl-status": "systemctl-status/handwritten_fabricmanager-failed.txt",
+    "containerd-config": "containerd-config/handwritten_v2-nvidia-not-default.toml",
+    "crictl-info": "crictl-info/handwritten_nvidia-not-default.json",
+    "kubectl-describe-node": "kubectl-describe-node/handwritten_gpu-node-no-gpu.txt",
 }
 
 

@@ -64,6 +64,11 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
                       "Device: 1, NVIDIA RTX A6000, pciBusID: 41, pciDeviceID: 0, pciDomainID:0\n"
                       "Device=0 CAN Access Peer Device=1\nDevice=1 CAN Access Peer Device=0\n"
                       "P2P Connectivity Matrix\n     D\\D     0     1\n     0\t     1     1\n     1\t     1     1\n"),
+    "package-log": ("hand-written in the form apt-pkg/deb/dpkgpm.cc writes /var/log/apt/history.log "
+                    "(tests/data/package-logs/README.md)",
+                    "Start-Date: 2024-05-14  06:25:11\nCommandline: /usr/bin/unattended-upgrade\n"
+                    "Upgrade: nvidia-utils-535:amd64 (535.171.04-0ubuntu0.22.04.1, 535.183.01-0ubuntu0.22.04.1)\n"
+                    "End-Date: 2024-05-14  06:27:02\n"),
     "app-log": ("hand-written in the form PyTorch prints", "Traceback (most recent call last):\n"
                 "  File \"t.py\", line 1, in <module>\nRuntimeError: CUDA error: out of memory\n"),
 }
@@ -117,6 +122,8 @@ def test_env_through_grep_routes_to_the_environment_listing():
     ("dmesg | grep -i nvrm", "kernel-log"), ("sudo journalctl -k -b", "kernel-log"), ("lspci -k", "lspci"),
     ("cat /proc/driver/nvidia/version", "proc-version"), ("mokutil --sb-state", "mokutil"),
     ("nvidia-smi --query-gpu=index,name --format=csv", "smi-csv"), ("nvidia-smi topo -p2p r", "smi-topo-p2p"),
+    ("cat /var/log/apt/history.log", "package-log"), ("zcat /var/log/apt/history.log.1.gz", "package-log"),
+    ("sudo dnf history info 27", "package-log"), ("tail -n 50 /var/log/pacman.log", "package-log"),
     ("./p2pBandwidthLatencyTest", "cuda-p2p-test"), ("sudo ./simpleP2P", "cuda-p2p-test"),
     ("/usr/local/cuda/samples/bin/x86_64/linux/release/p2pBandwidthLatencyTest --p2p_read", "cuda-p2p-test"),
 ])

@@ -117,6 +117,42 @@ def test_nothing_live_depends_on_a_commented_line():
     assert checked  # some script has a live dependent step whose prerequisite is live: the rule was exercised
 
 
+
+# a step that completes only at boot: it changes no running state, so rebooting without it changes nothing
+_BOOT_CHANGE = re.compile(r"blacklist-nouveau|update-initramfs|dracut|mokutil --import|grubby|update-grub|dnf install|"
+                          r"apt-get install")
+
+
+def test_a_live_reboot_follows_a_live_change_or_is_the_fix_itself():
+    """A reboot whose finding's changes are all comments (an instruction, a choice, another distribution's command)
+    would stop the host's jobs and complete nothing: it is a comment too. Held over every script: where a step that
+    completes at boot precedes a live reboot for the same finding, some such step is live."""
+    checked = 0
+    for name, script in all_scripts().items():
+        found = steps(script)
+        for codes, live, command in found:
+            if not (live and REBOOT.match(command)):
+                continue
+            boot = [other for other in found if _BOOT_CHANGE.search(other[2]) and set(other[0]) & set(codes)
+                    and not any(hold.search(other[2]) for hold, _, _ in UNDO)]  # a hold guards later upgrades
+            checked += bool(boot)
+            assert not boot or any(other[1] for other in boot), f"{name}: the reboot is live, every change a comment"
+    assert checked
+
+
+def test_the_script_never_chooses_which_driver_install_to_remove():
+    """GH509 (several install routes): which route to keep is the person's choice. Every removal is a comment saying
+    so, and no reboot follows live (before, the script removed every route it found, then rebooted into no driver)."""
+    scripts = {name: script for name, script in all_scripts().items()
+               if re.search(r"^# (?:DISRUPTIVE )?GH509\b", script, re.M)}
+    assert scripts
+    for name, script in scripts.items():
+        removals = [(live, command) for codes, live, command in steps(script)
+                    if "GH509" in codes and re.search(r"nvidia-uninstall|\b(?:remove|purge)\b", command)]
+        assert all(not live for live, _ in removals), name
+        # the reinstall is by hand: a live reboot is another finding's
+        assert not [c for codes, live, c in steps(script) if live and REBOOT.match(c) and codes == ["GH509"]], name
+
 # --------------------------------------------------------------------------- the distribution from evidence
 
 DPKG = """Desired=Unknown/Install/Remove/Purge/Hold

@@ -147,3 +147,16 @@ def test_modprobe_nvidia_is_a_change_not_a_diagnostic():
     assert diagnostics < script.index("sudo dmesg | grep -i nvrm || true") < changes
     assert script.index("\nsudo modprobe nvidia\n") > changes
     assert "sudo modprobe nvidia || true" not in script
+
+
+@pytest.mark.parametrize("command, section", [
+    # a word inside grep's pattern is no command: the search changes nothing
+    ("grep -rsnE '^[[:space:]]*install[[:space:]]+nvidia' /etc/modprobe.d", "diagnostic"),
+    ("sudo cat '/etc/modprobe.d/remove me.conf'", "diagnostic"),
+    # what happens outside the quotes still counts
+    ("grep -rs 'nvidia' /etc/modprobe.d > /etc/modprobe.d/list", "change"),
+    ("cat '/tmp/x' | sudo tee /etc/modprobe.d/nvidia.conf", "change"),
+    ("sudo rm '/etc/modprobe.d/blacklist-nvidia.conf'", "change"),
+])
+def test_quoted_patterns_of_read_only_programs(command, section):
+    assert section_of(Fix(command, "any")) == section

@@ -203,9 +203,6 @@ def test_mig_parted_reset_failure_confirms_the_pending_mig_mode_change():
      "installer-alternate-install", "install-routes-mixed"),
     ("WARNING: This system requires the open GPU kernel modules, but contains GPUs which are not supported by the open",
      "installer-gpu-unsupported", "driver-gpu-unsupported"),
-    # the device plugin's hint after it found no GPU library in its pod
-    (KLOG + "If this is a GPU node, did you configure the NVIDIA Container Toolkit?", "k8s-runtime",
-     "container-toolkit-missing"),
     # the toolkit: an image requirement not met, CDI devices no specification names, no kernel module
     ("ERRO[0000] failed to construct modifier: requirements not met: cuda>=12.4",
      "container-requirement", "cuda-newer-than-driver"),
@@ -223,6 +220,17 @@ def test_finer_families_name_the_cause_their_source_context_gives(line, family, 
     assert row is not None and row.family == family, (line, row)
     found = mined_tools.families()[family]
     assert found.cause == cause and found.decides == "suggests" and found.code
+
+
+def test_the_device_plugins_runtime_hint_confirms_the_toolkit_cause():
+    """k8s-device-plugin's factory.go prints the hint after neither NVML nor a Tegra GPU was found in its own pod. Under
+    the NVIDIA runtime its pod (NVIDIA_VISIBLE_DEVICES=all in the image) gets the driver's libraries, or fails to start
+    with the runtime's own error when the host has no driver; a plugin that runs and finds no NVML ran without that
+    runtime. So this family confirms its cause (GH802 leads and the mined finding folds under it)."""
+    row = mined_tools.match(KLOG + "If this is a GPU node, did you configure the NVIDIA Container Toolkit?")
+    assert row is not None and row.family == "k8s-runtime"
+    found = mined_tools.families()["k8s-runtime"]
+    assert (found.code, found.cause, found.decides) == ("GH802", "container-toolkit-missing", "confirms")
 
 
 def test_libnvidia_container_ldcache_and_cgroup_messages_are_rows_of_their_files():

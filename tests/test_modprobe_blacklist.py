@@ -145,6 +145,11 @@ def test_a_fenced_block_in_a_post_is_read_and_its_prose_kept_from_an_all_clear()
     assert any(c.startswith("grep -rsnE") and "/etc/modprobe.d" in c for c in commands(finding))
     assert not any(c.startswith("sudo sed") for c in commands(finding))
     assert report.verdict != "HEALTHY"
+    # the person deletes the lines the search prints: the script rebuilds nothing and reboots for nothing before that
+    script = fix_script(report).splitlines()
+    assert [line for line in script if line.startswith("grep -rsnE")]  # the search runs: it only reads
+    rebuilds = [line for line in script if "update-initramfs" in line or "dracut" in line or line.endswith("reboot")]
+    assert rebuilds and all(line.startswith("#") for line in rebuilds)
 
 
 def test_with_nvidia_smi_failing_the_blacklist_is_the_critical_cause():

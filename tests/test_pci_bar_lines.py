@@ -183,7 +183,7 @@ def test_the_fixes_say_which_hosts_pci_realloc_helps_and_never_offer_a_command_f
     first = report_of(("dmesg.txt", H100 + NEW_NO_SPACE)).findings[0]
     commands = [f for f in first.fixes if f.kind == "command"]
     assert {f.family for f in commands} == {"debian", "rhel"}
-    assert all("pci=realloc" in f.command and "helps only where" in f.note for f in commands)
+    assert all("pci=realloc" in f.command and f.note.startswith("only if ") for f in commands)
     (rhel,) = [f for f in commands if f.family == "rhel"]
     # grubby edits the BLS entries that grub2-mkconfig leaves alone on RHEL 9.3 and later
     assert rhel.command == "sudo grubby --update-kernel=ALL --args=pci=realloc"
@@ -266,3 +266,18 @@ def test_a_real_healthy_servers_rom_bar_lines_raise_nothing(corpus):
     assert "can't claim BAR 6" in text and "BAR 6: failed to assign" in text
     assert not [e for e in parse_kernel_log(text).events if e.kind in ("bar", "pci_resource")]
     assert "GH304" not in {f.code for f in report_of(("dmesg.log", text)).findings}
+
+
+OS_RELEASE = ('NAME="Ubuntu"\nVERSION="22.04.4 LTS (Jammy Jellyfish)"\nID=ubuntu\nID_LIKE=debian\n'
+              'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nVERSION_ID="22.04"\n')
+
+
+def test_the_fix_script_leaves_pci_realloc_to_a_person():
+    """pci=realloc helps only on some hosts (GH304's note says which): a kernel command-line change the script cannot
+    judge, so `gpuhealth fix` writes it as a comment even on a host whose distribution it knows."""
+    from gpuhealth.fixscript import fix_script
+
+    report = report_of(("dmesg.txt", H100 + NEW_NO_SPACE), ("os-release", OS_RELEASE))
+    assert report.snapshot.os is not None and report.snapshot.os.family == "debian"
+    lines = [line for line in fix_script(report).splitlines() if "pci=realloc" in line]
+    assert lines and all(line.startswith("#") for line in lines)

@@ -276,3 +276,12 @@ def test_long_input_costs_linear_time(text):
     services.exec_start_command(text)
     KINDS["ps-listing"].recognise(text)
     assert time.process_time() - start < 2.0
+
+
+def test_the_fix_script_leaves_the_unit_edit_to_a_person():
+    """`systemctl edit --full` opens an editor: a script run unread must not stop in one. It is a comment there."""
+    from gpuhealth.fixscript import fix_script
+
+    lines = fix_script(run_checks(collect(FakeHost(load_spec(HOST))))).splitlines()
+    edits = [line for line in lines if "systemctl edit --full nvidia-persistenced" in line]
+    assert edits and all(line.startswith("#") for line in edits)

@@ -76,3 +76,15 @@ def test_an_nvidia_smi_table_cut_after_its_header_is_only_the_setup(lines):
     report, log = _report(("nvidia-smi.txt", cut))
     assert report.verdict == "NO DIAGNOSIS" and "GH005" in {f.code for f in report.findings}
     assert [r.kind for r in log] == ["smi-table header"]
+
+
+@pytest.mark.parametrize("text", [
+    "SecureBoot enabled\n",  # mokutil --sb-state
+    '[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "nvidia"\n',
+])
+def test_a_hosts_configuration_alone_is_only_the_setup(text):
+    """Secure Boot on, or a container runtime set up for the GPUs, says nothing of whether they work: NO DIAGNOSIS
+    with GH005, never HEALTHY."""
+    report = run_checks(analyze_texts([("paste.txt", text)])[0])
+    assert report.verdict != "HEALTHY"
+    assert any(f.code == "GH005" for f in report.findings)

@@ -25,6 +25,11 @@ def report_of(*texts: tuple[str, str]):
     "The GPU is seen, but BAR 2 can't get an address on this ARM board.",
     "Above 4G decoding is turned off in the BIOS and the GPU does not come up.",
     "The workstation needs Resizable BAR and Above 4G decoding for the RTX card, and both were disabled.",
+    # PCI-E and PCI Express spellings, and a root complex whose outbound window no GPU's BARs fit (an ARM SoC's)
+    "The PCI-E BAR space on this motherboard is too small for the RTX card.",
+    "Our PCI Express windows ran out and the GPU's BAR1 could not be assigned.",
+    "The SoC's PCIe outbound memory window is only 64 MB, so the NVIDIA card cannot get its BARs.",
+    "The board has a 16 MB PCI-E outbound limit, the graphics card never comes up.",
     "新装的显卡在 lspci 里能看到，但是 BAR 空间不够，驱动起不来。",
     "服务器 BIOS 的 Above 4G Decoding 被禁用了，GPU 用不了。",
 ])
@@ -43,6 +48,9 @@ def test_the_bar_fault_told_in_words_leads_as_a_warning(words):
     "If the BAR space is too small, turn on Above 4G decoding.",
     "Is Above 4G decoding required for an H100?",
     "The IP address could not be assigned to the GPU node by DHCP.",
+    "The SoC's PCIe outbound window is 64 GB, the NVIDIA card gets all its BARs.",
+    "The GPU node's outbound network traffic is capped at 100 MB/s.",
+    "If the PCIe outbound window is only 32 MB, the GPU cannot be used there.",
 ])
 def test_a_healthy_setting_a_question_or_another_address_is_not_the_bar_fault(words):
     assert not [t for t in told_symptoms(words) if t.cause == "pci-bar-failure"]

@@ -50,7 +50,6 @@ def test_a_told_cause_leads_as_the_reporters_words(words, code):
 
 
 @pytest.mark.parametrize("words", [
-    "The nvidia module was not built for the new kernel at first, but dkms autoinstall fixed it.",
     "If there are no kernel headers for the running kernel, install them first.",
     "Is nouveau still bound to the card?",
     "The nvidia module is not blacklisted.",
@@ -98,7 +97,7 @@ def test_the_causes_whose_check_overrules_the_words_are_named():
                               "secure-boot-refused", "persistence-off", "uvm-missing",
                               "pcie-link-degraded", "driver-library-mismatch", "fabric-manager-failed",
                               "memory-held-idle", "gsp-firmware-missing", "initramfs-stale",
-                              "cuda-visible-devices-hides"}
+                              "cuda-visible-devices-hides", "k8s-runtime-not-nvidia"}
 
 
 def test_the_words_a_told_cause_needs_are_in_the_spelling_vocabulary():

@@ -30,6 +30,14 @@ def findings_of(text: str):
     "Since the kernel was updated to 5.14.0-503 the driver won't load.",
     "The nvidia module stopped loading after the kernel update, booting the previous kernel works fine.",
     "Selecting the older kernel in grub, nvidia-smi works again.",
+    # the kernel named by the two versions it went between, the driver by its version
+    "Upgrading from kernel 5.4.0-99 to -100 broke the 470.82 driver.",
+    "Going from kernel 6.8.0-45 to 6.8.0-47 broke a workstation using NVIDIA's driver version 535.",
+    "After updating from Linux kernel 5.15.0-20 to 5.15.0-21 the nvidia module won't load.",
+    # the same family in Chinese, Japanese and Korean (cause_phrases.csv told-kernel-update-broke-module-zh/-ja/-ko)
+    "昨晚内核自动升级到 5.14.0-503，今天 nvidia-smi 就报错了。",
+    "カーネルを5.15.0-105にアップグレードしたら、GPUが認識されなくなりました。",
+    "커널을 업그레이드한 뒤로 nvidia 드라이버가 작동하지 않습니다.",
 ])
 def test_a_kernel_update_story_alone_names_the_module_not_built_as_words(story):
     findings = findings_of(story + "\n")
@@ -63,7 +71,6 @@ def test_secure_boot_shown_refusing_the_key_still_leads():
 @pytest.mark.parametrize("words", [
     "Will a kernel update break the nvidia driver?",
     "After reinstalling the driver for the new kernel it works.",
-    "The driver broke after the kernel update, but dkms autoinstall fixed it.",
     "I updated the kernel and the driver loads fine.",
     "Booting the previous kernel does not work either.",
 ])
@@ -112,3 +119,21 @@ def test_the_driver_the_words_replaced_is_not_the_installed_one():
     assert drivers == ["304.43"]  # not 295.59: the kernel's "to 3.0.0-25" does not make the broken driver current
     assert [s.value for s in version_statements("I had installed driver 470 before. Now I run driver 535.")
             if s.thing == "driver"] == ["535"]
+
+
+@pytest.mark.parametrize("words", [
+    "Upgrading from kernel 5.4.0-99 to -100 broke the wifi driver; the 470.82 nvidia driver loads fine.",
+    "Will going from kernel 6.8.0-45 to 6.8.0-47 break the 535 driver?",
+    "Upgrading from kernel 5.4.0-99 to -100 broke the 470.82 driver, but a newer driver fixed it.",
+])
+def test_a_versioned_kernel_step_that_broke_something_else_or_is_asked_is_not_the_cause(words):
+    assert not [t for t in told_symptoms(words) if t.cause == "module-not-built"]
+
+
+@pytest.mark.parametrize("words", [
+    "内核升级以后，nvidia 驱动一切正常。",
+    "カーネルを更新してもnvidiaドライバは問題なく動いています。",
+    "커널을 업데이트하면 드라이버가 작동하지 않나요?",
+])
+def test_a_kernel_update_told_fine_or_asked_in_cjk_is_not_the_cause(words):
+    assert not [t for t in told_symptoms(words) if t.cause == "module-not-built"]

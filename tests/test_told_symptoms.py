@@ -66,7 +66,9 @@ ZH_PARAGRAPHS = [
     ("宿主机上 GPU 正常，但是 docker 容器里识别不到 GPU。", "GH802", "container-toolkit-missing"),
     ("从昨天开始 nvidia-smi 只显示 7 张卡，本来有 8 张。", "GH102", "rminit-failed"),
     ("我们的 8 卡节点上每个任务第一次 CUDA 调用都要花 40 秒左右。", "GH609", "persistence-off"),
-    ("昨晚内核更新之后 nvidia-smi 用不了了。", "GH203", "module-not-built"),
+    # a reboot, not a kernel update: the kernel update names the cause itself (told-kernel-update-broke-module-zh,
+    # GH507, as its English family does; tests/test_told_kernel_update.py)
+    ("昨晚重启之后 nvidia-smi 用不了了。", "GH203", "module-not-built"),
     ("在新装的 Ubuntu 24.04 服务器上安装 NVIDIA 驱动一直失败。", "GH507", "kernel-headers-missing"),
     ("重启之后 nvidia 内核模块加载不上，桌面分辨率也变低了。", "GH201", "secure-boot-refused"),
     ("四卡 DDP 训练卡在第一个 all_reduce，单卡是正常的。", "GH806", None),

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from gpuhealth.evidence import identify, route
@@ -108,21 +108,22 @@ class Recognised:
     note: str = ""  # why a recognised piece could not be parsed
 
 
-@dataclass
 class _Reading:
-    """What analyze has gathered so far, over every file and piece."""
+    """What analyze has gathered so far, over every file and piece. (A plain class: a dataclass's generated methods are
+    compiled as the module is imported, on every start-up.)"""
 
-    fields: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    log: list[Recognised] = field(default_factory=list)
-    unrecognized: list[str] = field(default_factory=list)
-    messages: list[MessageLine] = field(default_factory=list)
-    unknown_seen: set[str] = field(default_factory=set)
-    commands: list[str] = field(default_factory=list)
-    typed: list[tuple[str, str]] = field(default_factory=list)  # (command, the head of its output) of each session
-    stated: list[Any] = field(default_factory=list)  # what people's sentences state (evidence/prose.py)
-    # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
-    upgrades: list[MessageLine] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        self.log: list[Recognised] = []
+        self.unrecognized: list[str] = []
+        self.messages: list[MessageLine] = []
+        self.unknown_seen: set[str] = set()
+        self.commands: list[str] = []
+        self.typed: list[tuple[str, str]] = []  # (command, the head of its output) of each session
+        self.stated: list[Any] = []  # what people's sentences state (evidence/prose.py)
+        # OS upgrades told in words (parsers/os_upgrade.py): evidence of the module not built only beside a failure
+        self.upgrades: list[MessageLine] = []
 
     def overlay(self, found: dict[str, Any], source: str) -> None:
         for key, value in found.items():
@@ -359,9 +360,12 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     understood = parsed = False
     read_into: tuple[str, ...] = ()
     found: dict[str, Any] = {}
+    was_read: ReadBy | None = None
     if kind is not None:
         try:
-            found = _nodes_named(command, _one_gpu_selected(command, kind.parse(text, piece.name)))
+            raw = kind.parse(text, piece.name)
+            was_read = _read_by(kind, text, piece.name, raw)
+            found = _nodes_named(command, _one_gpu_selected(command, raw))
             reading.overlay(found, piece.name)
             read_into = () if kind.name == "app-log" else tuple(found)  # GH806 reads app logs by pattern
             reading.log.append(Recognised(piece.name, _setup_label(kind.name, found)))
@@ -376,7 +380,8 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
     # a piece that did not parse as the listing it looked like is scanned like any other text
     scanned_as = kind.name if kind is not None and parsed else None
     before, messages_before = len(reading.log), len(reading.messages)
-    matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines)
+    matched = _scan_messages(reading, piece, scanned_as, read_into, unknown_lines,
+                             was_read if scanned_as is not None else None)
     if scanned_as == "kernel-log" and unknown_lines and not _untimed(found):
         _words_between_records(reading, piece, block, reading.messages[messages_before:])
     if scanned_as == "kernel-log" and unknown_lines and _untimed(found):
@@ -485,7 +490,9 @@ SMI_HEADER_ONLY = "smi-table header"
 # it builds on; nothing in it shows a GPU or the driver, so alone it is no healthy host either)
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
-                                  "program-text"}
+                                  "program-text", "package-log",
+                                  # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
+                                  "mokutil", "containerd-config", "pod-manifest"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
@@ -576,6 +583,12 @@ def _read_run(reading: _Reading, words: Piece, block: Block | None) -> bool:
 _READ_WHOLE = frozenset({"kernel-log", "app-log", "smi-xml"})
 
 
+def _package_log_line(line: str) -> bool:
+    from gpuhealth.parsers.package_log import is_log_line
+
+    return is_log_line(line)
+
+
 def _collect_env_line(line: str) -> bool:
     from gpuhealth.parsers.torch_env import report_line
 
@@ -597,7 +610,7 @@ def _fabricmanager_line(line: str) -> bool:
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
 # Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
 _OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
-              "fabricmanager-log": _fabricmanager_line}
+              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
@@ -640,7 +653,8 @@ def _with_csv_header(command: str | None, text: str) -> str:
 
 
 
-_PIP_LIST_COMMAND = lazy_re(r"^(?:sudo\s+)?(?:\S{0,200}/)?(?:pip3?|python[\d.]*\s+-m\s+pip|uv\s+pip)\s+list\b")
+_PIP_LIST_COMMAND = guarded_re(r"^(?:sudo\s+)?(?:\S{0,200}/)?(?:pip3?|python[\d.]*\s+-m\s+pip|uv\s+pip)\s+list\b",
+                               may=has("list"))
 _PIP_ROW = lazy_re(r"^[A-Za-z0-9][\w.-]{0,100}\s+\d[\w.+!-]{0,60}(?:\s+\S{1,400})?\s*$")
 
 
@@ -653,7 +667,7 @@ def _with_pip_header(command: str | None, text: str) -> str:
     return "Package Version\n------- -------\n" + text if _PIP_ROW.match(first) else text
 
 # `nvidia-smi -i 0 ...`, `--id=GPU-...`: the output is about the GPUs named, not all the driver sees
-_SMI_SELECTS = lazy_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S")
+_SMI_SELECTS = guarded_re(r"^\S*\bnvidia-smi\b[^|\n]{0,300}?\s(?:-i|--id)(?:=|\s)\S", may=has("nvidia-smi"))
 
 
 def _one_gpu_selected(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
@@ -678,8 +692,8 @@ def _nodes_named(command: str | None, found: dict[str, Any]) -> dict[str, Any]:
 
 
 # `lspci -vv -s 01:00.0 | grep Lnk` (also `-vvvs 01:00.0`): the first stage of the pipeline names the device
-_LSPCI_ONE = lazy_re(r"^\S*\blspci\b[^|\n]{0,200}?\s-[A-Za-z]{0,12}s\s*(?P<addr>(?:[0-9a-fA-F]{4}:)?"
-                     r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w:.])")
+_LSPCI_ONE = guarded_re(r"^\S*\blspci\b[^|\n]{0,200}?\s-[A-Za-z]{0,12}s\s*(?P<addr>(?:[0-9a-fA-F]{4}:)?"
+                        r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?![\w:.])", may=has("lspci"))
 _LINK_LINE = lazy_re(r"^\s*Lnk(?:Cap|Sta):\s", re.M)
 _LSPCI_DEVICE_LINE = lazy_re(r"^\s*(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s", re.M)
 
@@ -722,12 +736,40 @@ _NOT_AN_ERROR = lazy_re(r"\b(?:no|0|zero|without) (?:errors?|failures?)\b|\berro
                            r"^(?:ERRO|WARN|FATA|PANI)\[\d{1,10}\]$", re.I)
 # Kernel logs are long and mostly about other things: only lines that can concern a GPU are matched.
 _KERNEL_RELEVANT = lazy_re(r"nvidia|nvrm|nouveau|xid|nvswitch|fabric|gsp|module|secure ?boot|dmar|iommu|"
-                              r"AER|pcieport|cuda|nccl|PKCS#7|lockdown", re.I)
+                              r"AER|pcieport|cuda|nccl|PKCS#7|lockdown|X\.509", re.I)
 MAX_SCANNED_LINES = 20_000  # per piece: the catalogue's cost is per line
 MAX_UNKNOWN_LINES = 40  # error lines nobody explains, over all the evidence
 # Outputs of a few fixed lines (a version banner): any other line pasted with them, an error above all, is read too
 _FEW_LINE_KINDS = ("proc-version", "kernel-version", "gcc-version", "nvcc-version", "uname")
 _STRUCTURED_UNSCANNED = ("smi-xml", "smi-query", "smi-csv", "lspci", "lsmod", "os-release", "driver-params")
+
+
+ReadBy = Callable[[str], bool]
+MAX_READ_PROBES = 32  # per piece: each probe parses the piece again
+
+
+def _read_by(kind: Any, text: str, source: str, whole: dict[str, Any]) -> ReadBy:
+    """Whether the parser of ``kind`` read a line of ``text``: what it makes of the text changes (or it fails) without
+    that line. A piece routed to a kind may hold other programs' lines (a device plugin's log beside a containerd
+    configuration, a Docker error under a listing): only a line its parser read was seen by the checks that judge that
+    kind, so only such a line is left to them; a line the parser passed over is anybody's, read like pasted text.
+    ``whole``: the parser's reading of the whole text. A line the piece does not hold as it is (its text was adjusted
+    before parsing), and any line past the probes' limit, counts as read, as every line of a parsed piece once did."""
+    lines = text.splitlines(keepends=True)
+    held = {line.rstrip("\r\n") for line in lines}
+    seen: dict[str, bool] = {}
+
+    def was_read(line: str) -> bool:
+        if line not in seen:
+            if line not in held or len(seen) >= MAX_READ_PROBES or (kind.owns is not None and kind.owns(line)):
+                return True
+            try:
+                seen[line] = kind.parse("".join(x for x in lines if x.rstrip("\r\n") != line), source) != whole
+            except ParseError:  # the piece is not its kind without the line: the parser read it
+                seen[line] = True
+        return seen[line]
+
+    return was_read
 
 
 def _scan_pasted_errors(reading: _Reading, piece: Piece) -> int:
@@ -768,13 +810,20 @@ def _in_parsed_part(kind: str | None, line: str) -> bool:
 
 
 def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into: tuple[str, ...],
-                   unknown_lines: bool) -> int:
-    """Signature matches of a piece; error lines no signature explains when the piece was not parsed.
-    ``read_into``: the snapshot fields the piece was parsed into (checks reading them saw its lines)."""
+                   unknown_lines: bool, was_read: ReadBy | None = None) -> int:
+    """Signature matches of a piece; error lines no signature explains when the piece was not parsed, or that its
+    parser did not read. ``read_into``: the snapshot fields the piece was parsed into (checks reading them saw the
+    lines its parser read); ``was_read``: whether the parser read a line (:func:`_read_by`)."""
     if kind in _STRUCTURED_UNSCANNED:  # tables of values: their parsers and the checks judge them
         if kind == "lspci":  # lspci -vvv's ACSCtl lines: the bridges' ACS setting (GH706)
             reading.overlay(p2p_lines(piece.text.splitlines()[:MAX_SCANNED_LINES]), piece.name)
-        return _scan_pasted_errors(reading, piece)
+        matched = _scan_pasted_errors(reading, piece)
+        if not unknown_lines or was_read is None:
+            return matched
+        # another program's error pasted with the table (a device plugin's NVML failure under lspci): read like text
+        lines = [line for line in piece.text.splitlines()[:MAX_SCANNED_LINES] if line[:1] not in ("", " ", "\t", "<")]
+        explained = {m.line for m in reading.messages if m.source == piece.name}
+        return matched + _error_lines(reading, piece, kind, _unread(lines, explained, was_read), set())
     lines = piece.text.splitlines()
     if kind == "kernel-log" or len(lines) > MAX_SCANNED_LINES:
         lines = [line for line in lines if _KERNEL_RELEVANT.search(line)]
@@ -816,17 +865,51 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         told |= _linked_titles(reading, piece, lines)
     for sig, line in matched:
         reading.messages.append(MessageLine(line.strip()[:500], piece.name, sig.id, sig.symptom or None,
-                                            read_into=read_into if _in_parsed_part(kind, line) else (),
+                                            read_into=read_into if _in_parsed_part(kind, line)
+                                            and _judged_by_parser(kind, line, was_read) else (),
                                             mined=_mined_behind(sig.id, line),
                                             reported=is_words_row(sig.id) or _asked_about(sig, line)))
     # nvidia-container-cli's own error line: its reader reads NVML's failures; any other is an error line (GH310)
     cli_error = kind == "container-cli-info" and "nvml" not in read_into
-    if (kind not in (None, "app-log", "smi-table", *_FEW_LINE_KINDS) and not cli_error) or not unknown_lines:
+    # nvidia-installer's log: its parser reads the run's result; the lines the installer warned with are read here
+    scanned = kind in (None, "app-log", "smi-table", "installer-log", *_FEW_LINE_KINDS)
+    if not unknown_lines:
         return len(matched)
     # the application-log parser reads catalogue lines only (GH806); a line naming an Xid is a reported Xid event; a
     # line telling a symptom in words is the reporter's (parsers/prose_symptoms.py)
     explained = {line for _, line in matched} | set(reported) | told
+    if not scanned and not cli_error:
+        if kind == "kernel-log" or was_read is None:  # the kernel log's other lines: _words_between_records
+            return len(matched)
+        # another program's error lines in a piece of this kind: those its parser did not read are read as pasted
+        # lines (never taken for judged because the piece was routed to the kind)
+        earlier = {m.line for m in reading.messages if m.source == piece.name and m.signature is None}
+        return len(matched) + _error_lines(reading, piece, kind, _unread(lines, explained | earlier, was_read), set())
     explained |= _read_banners(reading, piece, kind, read_into, lines)  # nvcc's, nvidia-smi's ... version lines
+    return len(matched) + _error_lines(reading, piece, kind, lines, explained)
+
+
+def _judged_by_parser(kind: str | None, line: str, was_read: ReadBy | None) -> bool:
+    """Whether the parser of the piece's kind read ``line`` (a kernel log's lines are judged by :func:`_judged`'s
+    own rule: every program writes to it)."""
+    return kind == "kernel-log" or was_read is None or was_read(line)
+
+
+def _unread(lines: list[str], explained: set[str], was_read: ReadBy) -> list[str]:
+    """The error-looking lines of a parsed piece that its parser did not read (the others are its kind's)."""
+    return [line for line in lines if line.strip() and line not in explained and line.strip()[:500] not in explained
+            and (_ERROR_WORD.search(line) or _mentions_api(line)) and not was_read(line)]
+
+
+def _mentions_api(line: str) -> bool:
+    from gpuhealth.knowledge.mined_api import mentions_api
+
+    return mentions_api(line)
+
+
+def _error_lines(reading: _Reading, piece: Piece, kind: str | None, lines: list[str], explained: set[str]) -> int:
+    """Error lines no signature explains: a CUDA, NVML, NCCL or DCGM error the mined table names, kept with its row
+    (the count returned: read, so the piece was understood), or an error line nobody knows."""
     named = 0  # lines the mined table names (GH309): read, so the piece was understood
     lines = _join_bare_exceptions(lines, explained)
     for line in lines:
@@ -838,13 +921,25 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         if text and line not in explained and text not in reading.unknown_seen and _api_error(reading, piece, text):
             named += 1
             continue
-        if (text and line not in explained and text not in reading.unknown_seen and _ERROR_WORD.search(text)
-                and not _NOT_AN_ERROR.search(text)):
+        if (text and line not in explained and text not in reading.unknown_seen
+                and ((_ERROR_WORD.search(text) and not _NOT_AN_ERROR.search(text)) or _installer_warning(text))):
             reading.unknown_seen.add(text)
             # a person's sentence about an error is kept as their words (GH002 names it as not read), not as an error
             # line nobody knows (GH003)
             reading.messages.append(MessageLine(text[:500], piece.name, reported=_persons_line(text)))
-    return len(matched) + named
+    return named
+
+
+def _installer_warning(text: str) -> bool:
+    """nvidia-installer's ``WARNING: `` line (ui_warn's prefix) that a mined installer row names: its warnings hold no
+    error word ("The NVIDIA ... GPU installed in this system is supported through the NVIDIA 470.xx legacy Linux
+    graphics drivers"), yet they say why the driver will not drive a GPU (GH310)."""
+    if not text.startswith("WARNING: "):
+        return False
+    from gpuhealth.knowledge.mined_tools import match  # here: only a line with the installer's prefix needs it
+
+    row = match(text)
+    return row is not None and row.component == "nvidia-installer"
 
 
 def _persons_line(text: str) -> bool:
@@ -998,10 +1093,11 @@ def told_message(found: Any, shown: str, source: str) -> MessageLine:
     """The reported line of a sentence the words readers read (parsers/prose_symptoms.Told): a symptom it tells, or a
     cause it names, filed under that cause's stand-in catalogue row (``told:<row>``), so the checks and the diagnosis
     read it as a line naming the cause, the reporter's words (below critical)."""
-    if found.cause:
-        from gpuhealth.knowledge.symptom_phrases import TOLD_PREFIX
+    if found.cause:  # a fix the reporter says worked confirms the cause: its own stand-in row (FIXED_SUFFIX)
+        from gpuhealth.knowledge.symptom_phrases import FIXED_SUFFIX, TOLD_PREFIX
 
-        return MessageLine(shown, source, f"{TOLD_PREFIX}{found.phrase}", None, reported=True)
+        return MessageLine(shown, source, f"{TOLD_PREFIX}{found.phrase}{FIXED_SUFFIX if found.confirmed else ''}",
+                           None, reported=True)
     return MessageLine(shown, source, None, found.symptom, reported=True)
 
 

@@ -22,6 +22,7 @@ Rules (docs/recommend-and-fix.md):
    by pid 1248209 python3: stop it first").
    A command out of its valid range for the host's distribution and release (``command_ranges``: ``ubuntu-drivers``
    on Debian, ``dnf module`` on RHEL 10) is a comment saying where it is valid.
+   A reboot whose findings' changes are all comments is a comment too: it would complete nothing.
    A hold (``apt-mark hold``, ``dnf versionlock add``) has its undo beside it, as a comment saying when to run it.
 7. After a step with an obvious check (modprobe, a written modprobe.d file, a backup copy, a started
    service, created device nodes) a verification line follows that stops the script when it fails.
@@ -85,6 +86,7 @@ def fix_script(report: Report, evidence: str | None = None) -> str:
         return "\n".join(lines) + "\n"
     _unmet_needs(steps)
     drains = _conditions(steps, snapshot)
+    _idle_reboot(steps)
     reboot = _one_alternative(steps)
     if drains:
         lines += ["", f"# BEFORE ANYTHING: {DRAIN_FIRST} ({', '.join(drains)}: the finding's action is",
@@ -100,6 +102,26 @@ def fix_script(report: Report, evidence: str | None = None) -> str:
     if reboot is None:
         return "\n".join([*lines, "", DONE]) + "\n"
     return "\n".join([*lines, "", DONE[:-1] + ', rebooting now"', *_render(reboot)]) + "\n"
+
+
+def _idle_reboot(steps: dict[tuple[str, str], Step]) -> None:
+    """A live reboot that would complete nothing becomes a comment. It is needed by a finding whose own fix it is (no
+    change of that finding but a reload or GPU reset, which the reboot does too, or a package hold, which guards later
+    upgrades) or one with a live change. When every
+    change of its findings is a comment (an instruction, a choice, a placeholder, another distribution's command),
+    rebooting would stop the host's jobs for nothing."""
+    reboot = next((s for s in steps.values() if s.live and REBOOT.match(s.text)), None)
+    if reboot is None:
+        return
+    for code in reboot.codes:
+        changes = [s for s in steps.values()
+                   if s is not reboot and code in s.codes and s.kind in ("change", "disruptive")
+                   and not DONE_BY_REBOOT.search(s.text)  # a reload or GPU reset is the reboot's alternative
+                   and not _undo(s.text)]  # a package hold guards later upgrades; the reboot does not complete it
+        if not changes or any(s.live for s in changes):
+            return
+    reboot.live = False
+    reboot.why = "every change it would complete is a comment above: reboot once you have made them"
 
 
 def _one_alternative(steps: dict[tuple[str, str], Step]) -> Step | None:

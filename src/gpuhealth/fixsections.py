@@ -28,6 +28,9 @@ DIAGNOSTIC = lazy_re(
 CHANGES = lazy_re(r"\b(?:modprobe(?!\.d\b)|rmmod|insmod|tee|rm|mv|cp|install|remove|reinstall|enable|disable|start|"
                      r"restart|stop|set-default|isolate|autoinstall|ldconfig(?!\s+-p)|update-initramfs|dracut|"
                      r"mokutil\s+--import|sed\s+-i)\b|--gpu-reset|(?<![0-9&])>")
+# programs that never run their arguments: their quoted arguments are patterns and paths, not commands
+SEARCH = lazy_re(r"^(?:sudo\s+)?(?:grep|ls|cat)\b")
+QUOTED = lazy_re(r"'[^']*'")
 # one definition of "disruptive" for the fixes and the script (model.DISRUPTIVE_COMMAND)
 DISRUPTIVE = DISRUPTIVE_COMMAND
 # A reboot alone: always the last step, in the script and in every report (issue 22: "reboot last and alone").
@@ -80,6 +83,8 @@ def section_of(fix: Fix) -> str:
     if fix.disruptive or DISRUPTIVE.search(text):
         return "disruptive"
     filled = PLACEHOLDER.sub("0", text)  # "<index>" is no redirection
+    if SEARCH.match(filled):  # a pattern is no command: grep '...install[[:space:]]+nvidia...' changes nothing
+        filled = QUOTED.sub("''", filled)
     if DIAGNOSTIC.search(filled) and not CHANGES.search(filled):
         return "diagnostic"
     return "change"

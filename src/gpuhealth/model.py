@@ -136,6 +136,7 @@ ipmitool dcgmi export unset for test uname ubuntu-drivers nvidia-detect wget cur
 python python3 pip pip3 conda numactl time docker kubectl gpuhealth du df mount findmnt env which ldd
 leapp do-release-upgrade grub2-mkconfig grubby update-alternatives alternatives nvidia-persistenced nvidia-xconfig
 gpg tr cut head tail sort fuser lsof setpci gcc make find kill pkill nvcc id groups ulimit
+kmodgenca akmods update-secureboot-policy
 """.split())
 # Guarded (lazyre.guarded_re): most fixes are plain commands, read without compiling these.
 _PLACEHOLDER = guarded_re(r"<[A-Za-z_][\w .-]*>|(?<!\$)\{[A-Za-z_]\w*\}|\.\.\.",
@@ -1211,6 +1212,8 @@ class InstallState:
     kernel_packages: tuple[str, ...] = ()
     headers_packages: tuple[str, ...] = ()
     kernel_packages_source: str | None = None
+    # a package tool's log: the kernel release it installed last (the next boot's default), checked for headers too
+    kernel_installed_last: str | None = None
     gcc_present: bool | None = None
     gcc_version: str | None = None  # "11.4.0"
     gcc_banner: str | None = None  # first line of gcc --version
@@ -1382,6 +1385,20 @@ class NvidiaPackage:
 
 
 @record
+class PackageChange:
+    """One package a package tool's log shows installed, upgraded, downgraded or removed (parsers/package_log.py)."""
+
+    tool: str  # "apt", "dpkg", "dnf", "yum", "zypper", "pacman"
+    action: str  # "install", "upgrade", "downgrade", "reinstall", "remove"
+    name: str  # without architecture or epoch
+    version: str | None = None  # the version installed (for a removal: the version removed)
+    old_version: str | None = None  # an upgrade's or downgrade's version before
+    date: str | None = None  # as the log prints it
+    command: str | None = None  # the transaction's command line where the log gives one
+    line: str = ""  # the log's line, cut
+
+
+@record
 class MountEntry:
     """One ``/proc/self/mounts`` line."""
 
@@ -1484,6 +1501,10 @@ class HostEnvironment:
     runfile_uninstaller: str | None = None  # /usr/bin/nvidia-uninstall when present
     packages: tuple[NvidiaPackage, ...] = ()  # installed nvidia packages (dpkg-query / rpm -qa)
     package_source: str | None = None  # the command the list came from
+    # a package tool's log (apt history.log, dpkg.log, dnf/yum/zypper/pacman logs): the driver's, CUDA's, the container
+    # toolkit's and the kernels' packages it changed, oldest first
+    package_changes: tuple[PackageChange, ...] = ()
+    package_log_source: str | None = None
     docker: bool | None = None  # the docker CLI (or /etc/docker/daemon.json) is present
     podman: bool | None = None
     docker_runtimes: tuple[str, ...] = ()  # runtimes the daemon knows (docker info, else daemon.json)
@@ -1507,6 +1528,22 @@ class HostEnvironment:
     # /etc/docker/daemon.json: the runtimes it names (None: not read) and why dockerd cannot load it
     daemon_json_runtimes: tuple[str, ...] | None = None
     daemon_json_error: str | None = None  # invalid JSON: dockerd refuses to start (dockerd's configuration file docs)
+    # containerd's CRI runtimes (its config.toml, `containerd config dump` or `crictl info`; parsers/containerd.py):
+    # what runs a Kubernetes pod that names no RuntimeClass, and whether an NVIDIA runtime is configured at all
+    containerd_config_source: str | None = None  # None: not read
+    containerd_runtimes: tuple[str, ...] = ()
+    containerd_nvidia_runtimes: tuple[str, ...] = ()  # those that run nvidia-container-runtime
+    containerd_default_runtime: str | None = None
+    containerd_default_implied: bool = False  # no default_runtime_name in the file: containerd's own default, runc
+    containerd_imports: tuple[str, ...] = ()  # files it also reads (a drop-in may add the nvidia runtime)
+    # Kubernetes as kubectl prints it (parsers/kube.py): a node's nvidia.com/gpu, a pod's GPU request and RuntimeClass
+    k8s_node_source: str | None = None  # None: no node described
+    k8s_node_gpus: int | None = None  # nvidia.com/gpu in Allocatable (else Capacity); 0 when the block lacks it
+    k8s_node_nvidia_labels: bool = False  # the GPU operator's or node feature discovery's NVIDIA labels are on it
+    k8s_node_runtime: str | None = None  # "Container Runtime Version: containerd://1.7.2"
+    k8s_pod_source: str | None = None  # None: no pod manifest read
+    k8s_pod_requests_gpu: bool = False
+    k8s_pod_runtime_class: str | None = None  # spec.runtimeClassName; "" when the manifest names none
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

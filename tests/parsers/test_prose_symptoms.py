@@ -442,8 +442,9 @@ def test_each_family_reads_its_korean_and_japanese_wordings_and_only_them(sympto
 
 def test_every_symptom_has_a_korean_and_a_japanese_family():
     symptoms = {row.symptom for row in symptom_phrases.phrases() if not row.cause}
-    ko = {row.symptom for row in symptom_phrases.phrases() if row.id.endswith("-ko")}
-    ja = {row.symptom for row in symptom_phrases.phrases() if row.id.endswith("-ja")}
+    # the symptom families only: a cause family may have Korean and Japanese rows too (told-kernel-update-broke-module)
+    ko = {row.symptom for row in symptom_phrases.phrases() if row.id.endswith("-ko") and not row.cause}
+    ja = {row.symptom for row in symptom_phrases.phrases() if row.id.endswith("-ja") and not row.cause}
     assert ko == ja == {f[0] for f in KO_JA_FAMILIES} == symptoms
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gpuhealth.checks.driver import REBOOT, driver_version_of, module_loaded, user_space_version
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import family_minimum, minor_releases, requirement, version_key
 from gpuhealth.knowledge.signatures import signature
-from gpuhealth.knowledge.sources import cite
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import (
     REPORTED_WORDS,
@@ -33,6 +32,7 @@ from gpuhealth.model import (
     Snapshot,
     TorchEnv,
 )
+from gpuhealth.records import record
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 TORCH_SOURCE = "python3 -c <gpuhealth torch probe>"
@@ -407,6 +407,8 @@ def _toolkit_mismatch(snapshot: Snapshot, toolkits: list[tuple[str, str, Evidenc
         flagged.add(label)
         evidence.append(shown)
         rows = [r for r in (family, bundled) if r]
+        from gpuhealth.knowledge.sources import cite  # (only for a toolkit the driver is too old for)
+
         evidence.append(Evidence("src/gpuhealth/knowledge/cuda_drivers.csv", tuple(
             f"CUDA {r.cuda}{' ' + r.release if r.release else '.x'}: driver >= {r.driver_min} ({cite(r.source, False)})"
             for r in rows)))
@@ -720,7 +722,7 @@ LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
 COMPAT_SYMPTOMS = ("GH603", "GH901", "GH610")
 
 
-@dataclass(frozen=True)
+@record
 class CompatLibcuda:
     """A forward-compatibility libcuda the loader takes before the driver's own, and where the evidence shows it."""
 

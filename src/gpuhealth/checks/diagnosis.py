@@ -226,12 +226,38 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
             continue
         result = _resolve(result, symptom, messages, ran, skipped_reason, made, symptom_id in shown, suggested,
                           held=held, platform=platform, off_fabric=off_fabric)
-    return _ordered(_fold_mined(result, confirming))
+    return _ordered(_fix_confirmed(_fold_mined(result, confirming), messages))
 
 
 # --------------------------------------------------------------------------- symptoms in the reporter's words
 
 TOLD = " (the reporter's words)"  # added to the source of a reported line in a finding's evidence
+# a finding's label: the reporter says a fix of its cause worked (parsers/prose_symptoms.py, knowledge/fix_phrases.csv)
+FIX_CONFIRMED = "confirmed_by"
+FIX_WORKED = " (a fix of this cause that the reporter says worked)"  # before TOLD in such a line's evidence source
+
+
+def _fix_confirmed(findings: list[Finding], messages: Sequence[MessageLine]) -> list[Finding]:
+    """The findings of a cause a fix the reporter says worked confirms ("blacklisting nouveau fixed it"): labelled
+    (``FIX_CONFIRMED``) so that they lead over causes merely named at the same severity (:func:`_ordered`), their
+    evidence saying whose fix it was. Still the reporter's words, below critical as the rest of them."""
+    from gpuhealth.knowledge.symptom_phrases import fix_confirmed
+
+    fixed = [m for m in messages if m.signature and fix_confirmed(m.signature)]
+    if not fixed:
+        return findings
+    codes = {signature(m.signature).code for m in fixed}
+    lines = {m.line.strip() for m in fixed}
+    out = []
+    for finding in findings:
+        if finding.code not in codes or finding.severity is Severity.INFO:
+            out.append(finding)
+            continue
+        evidence = tuple(replace(e, source=e.source.removesuffix(TOLD) + FIX_WORKED + TOLD)
+                         if any(line.strip() in lines for line in e.lines) and FIX_WORKED not in e.source else e
+                         for e in finding.evidence)
+        out.append(replace(finding, evidence=evidence, labels={**finding.labels, FIX_CONFIRMED: "the reporter's fix"}))
+    return out
 
 
 def as_told(symptom: Symptom) -> Symptom:
@@ -806,6 +832,10 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
     named = {signature(m.signature).cause: m for m in messages if m.signature and signature(m.signature).cause
              and (not _judged(m) or signature(m.signature).code in skipped)}
     decided = {f.labels["decided"]: f for f in findings if f.labels.get("decided")}
+    from gpuhealth.knowledge.symptom_phrases import fix_confirmed
+
+    # a named cause the reporter's fix confirms ranks before one merely named
+    fixed = {signature(m.signature).cause for m in messages if m.signature and fix_confirmed(m.signature)}
     # a finding whose evidence shows a cause's state (GH207's listing without /dev/nvidia-uvm: CUDA's unified-memory
     # node is absent) confirms that cause of a symptom beside it, as a line naming it does
     shows = {f.labels[CONFIRMS_LABEL]: f for f in findings if f.labels.get(CONFIRMS_LABEL)
@@ -835,9 +865,10 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
         if status == OPEN and cause.id in suggested:
             status, why = OPEN, f"{SUGGESTED_BY}{suggested[cause.id].message.line.strip()[:140]}"
         order = {CONFIRMED: 0, OPEN: 1, RULED_OUT: 2}[status]
-        # among confirmed causes, a line naming it beats a critical finding, which beats a warning; among open ones a
-        # mined line suggesting it puts it first
-        strength = (10 if cause.id in decided else 9 if cause.id in named or cause.id in shows else
+        # among confirmed causes, a line naming it beats a critical finding, which beats a warning (a fix the reporter
+        # says worked beats a line naming it); among open ones a mined line suggesting it puts it first
+        strength = (10 if cause.id in decided else 9.5 if cause.id in fixed else
+                    9 if cause.id in named or cause.id in shows else
                     fired[cause.code].severity.rank if status == CONFIRMED and cause.code in fired else
                     1 if status == CONFIRMED or cause.id in suggested else 0)
         prior = cause.prior
@@ -941,15 +972,17 @@ def _status(cause: Cause, symptom: Symptom, fired: dict[str, Finding], named: di
 
 
 def _ordered(findings: list[Finding]) -> list[Finding]:
-    """Most severe first; at equal severity a finding another explains comes after the one explaining it."""
+    """Most severe first; at equal severity a cause the reporter's fix confirms first, and a finding another explains
+    after the one explaining it."""
     explained = {code for f in findings for code in f.explains}
     # lines nobody explains (GH003) and unrecognised files (GH002) never lead over a finding that says something
     catch_all = ("GH003", "GH002")
     # a start-up cost, not a fault (persistence off): another finding of the same severity says more about
     # what the user sees (the MIG devices a process enumerates, GH608)
     advisory = ("GH604",)
-    return sorted(findings, key=lambda f: (-f.severity.rank, f.code in catch_all, f.code in advisory,
-                                           f.code in explained, f.code, str(f.subject)))
+    # a cause the reporter's fix confirms leads over one merely named and over what it explains, at equal severity
+    return sorted(findings, key=lambda f: (-f.severity.rank, FIX_CONFIRMED not in f.labels, f.code in catch_all,
+                                           f.code in advisory, f.code in explained, f.code, str(f.subject)))
 
 
 def next_commands(findings: Sequence[Finding], given: Sequence[str] = (), limit: int = 6) -> list[str]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, line_evidence, table_fixes
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge.cuda_drivers import version_key
 from gpuhealth.knowledge.signatures import signature
-from gpuhealth.knowledge.tool_errors import decode
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     DEVICE_NODES_NAMED,
@@ -17,6 +18,7 @@ from gpuhealth.model import (
     Fix,
     MessageLine,
     NvidiaPackage,
+    PackageChange,
     PciDevice,
     Severity,
     Snapshot,
@@ -140,6 +142,13 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     blacklists only nvidia-drm, nvidia-modeset or nvidia-uvm is no cause here (a compute-only setup:
     nvidia itself loads), and a blacklist while the module is shown loaded is none either.
 
+    A package tool's log (apt's history.log, dpkg.log, dnf's, yum's, zypper's or pacman's) that shows the
+    driver's own packages removed, with no driver package installed after them, is named as the cause, with
+    the command that removed them (apt's autoremove, dnf's remove), and the fix installs the removed
+    package again. Beside nvidia-smi failing to reach the driver it is critical; from the log alone a
+    warning (the module loaded before stays until the next boot, and a driver may have come back by another
+    route, a .run install, that the log does not show).
+
     Exceptions:
     A GPU passed through to a VM (bound to vfio-pci) is not meant to have the driver on the host.
     """
@@ -165,8 +174,10 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
     if all(d.kernel_driver in ("vfio-pci", "pci-stub") for d in snapshot.nvidia_pci_gpus):
         return
     blacklists = nvidia_blacklists(snapshot)
+    removals = driver_removals(snapshot) if not blacklists else []
     yield Draft(
-        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable" + _because(blacklists),
+        Severity.CRITICAL, "The NVIDIA kernel module is not loaded, so no GPU is usable" + _because(blacklists)
+        + (f": the driver packages were removed{_when_by(removals)}" if removals else ""),
         evidence=(
             # a driver version only words gave: the file was not looked at
             Evidence(PROC_VERSION, (snapshot.unavailable.get("driver", "not present" if snapshot.driver is None
@@ -175,8 +186,10 @@ def driver_not_loaded(snapshot: Snapshot, expect: Expectations) -> Iterator[Draf
             Evidence("/sys/bus/pci/devices", tuple(f"{d.address} bound to: {d.kernel_driver or 'no driver'}"
                                                    for d in snapshot.nvidia_pci_gpus)),
             *_blacklist_evidence(blacklists),
+            *((removal_evidence(snapshot, removals),) if removals else ()),
         ),
-        fixes=blacklist_fixes(blacklists) or table_fixes("GH201"), labels=_decided(blacklists),
+        fixes=blacklist_fixes(blacklists) or ((*_reinstall_fix(removals), REBOOT) if removals else ())
+        or table_fixes("GH201"), labels=_decided(blacklists) or ({"decided": DRIVER_REMOVED} if removals else {}),
         explains=("GH102", "GH203", "GH205", "GH207"),
     )
 
@@ -244,8 +257,15 @@ def _not_loaded_without_pci(snapshot: Snapshot) -> Iterator[Draft | Skip]:
     if blacklists and (loaded is None or not failures):
         yield _blacklisted_draft(snapshot, blacklists, failures)
         return
+    removals = driver_removals(snapshot) if not blacklists and loaded is not True else []
+    if removals and (loaded is None or not failures):
+        yield _removed_draft(snapshot, removals, failures)
+        return
     if loaded is not False:
         yield Skip(snapshot.unavailable.get("pci_devices", "the PCI bus is not known"))
+        return
+    if removals:
+        yield _removed_draft(snapshot, removals, failures)
         return
     if not failures:
         yield Skip("the nvidia module is not loaded, but nothing in the evidence given shows an NVIDIA GPU or "
@@ -337,6 +357,38 @@ def _writer(path: str) -> dict[str, str] | None:
     return next((row for row in table_rows("modprobe_writers.csv") if row["file"] == name), None)
 
 
+def _removed_draft(snapshot: Snapshot, removals: list[PackageChange], failures: list[MessageLine]) -> Draft:
+    """The package log shows the driver's packages removed and none installed again: that is why the module does not
+    load (critical beside nvidia-smi failing to reach the driver; a warning from the log alone: the loaded module
+    stays until the next boot, and another route, a .run install, may have put a driver back)."""
+    return Draft(
+        Severity.CRITICAL if failures else Severity.WARNING,
+        f"The NVIDIA driver packages were removed{_when_by(removals)} and none installed again: "
+        + ("the nvidia module is gone, so nvidia-smi cannot reach the driver" if failures
+           else "the host has no NVIDIA driver from its package manager once the loaded module is gone (the next "
+                "boot)"),
+        evidence=(removal_evidence(snapshot, removals), *(Evidence(m.source, (m.line,)) for m in failures[:2])),
+        fixes=(*_reinstall_fix(removals), REBOOT), labels={"decided": DRIVER_REMOVED},
+        explains=("GH102", "GH203", "GH205", "GH207", "GH208"),
+    )
+
+
+DRIVER_REMOVED = "driver-removed"  # knowledge/causes.csv
+_INSTALL_COMMANDS = {"apt": ("sudo apt-get install {package:package}", "debian"),
+                     "dpkg": ("sudo apt-get install {package:package}", "debian"),
+                     "dnf": ("sudo dnf install {package:package}", "rhel"),
+                     "yum": ("sudo yum install {package:package}", "rhel"),
+                     "zypper": ("sudo zypper install {package:package}", "any"),
+                     "pacman": ("sudo pacman -S {package:package}", "any")}
+
+
+def _reinstall_fix(removals: list[PackageChange]) -> tuple[Fix, ...]:
+    """Install again the driver package the log removed (its metapackage when it names one)."""
+    main = next((c for c in removals if c.name.startswith(("nvidia-driver", "cuda-drivers"))), removals[0])
+    template, family = _INSTALL_COMMANDS.get(main.tool, _INSTALL_COMMANDS["apt"])
+    return (slotted(template, family, note="the driver package the log shows removed", package=main.name),)
+
+
 def _because(blacklists: list[Blacklist]) -> str:
     if not blacklists:
         return ""
@@ -405,10 +457,16 @@ def blacklist_fixes(blacklists: list[Blacklist]) -> tuple[Fix, ...]:
     # command line alone needs only the reboot)
     rebuild = table_fixes("GH502")
     if not all(b.cmdline for b in blacklists):
-        fixes += [f for f in rebuild if not f.disruptive]
+        by_hand = not any(b.path or b.cmdline for b in blacklists)  # the search finds the lines; a person deletes them
+        fixes += [replace(f, note=_AFTER_BY_HAND) if by_hand else f for f in rebuild if not f.disruptive]
         fixes.append(Fix("on Arch Linux (mkinitcpio) rebuild the initramfs with: sudo mkinitcpio -P", "any"))
     fixes += [f for f in rebuild if f.disruptive]
     return tuple(fixes)
+
+
+# a rebuild before the person deleted the lines packs them again, and the reboot after it completes nothing: a choice
+# (fixscript writes it as a comment, and the reboot with it)
+_AFTER_BY_HAND = "only if you deleted the lines the search above prints: the initramfs packs modprobe.d"
 
 
 @check("GH202", "driver-library-mismatch", "Kernel module and user-space library versions differ",
@@ -419,7 +477,10 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     The version of the loaded kernel module (`/proc/driver/nvidia/version`) differs from the version
     of the user-space driver libraries (NVML, nvidia-smi; without them, the installed library packages
     of `dpkg -l` / `rpm -qa` when they agree on one version), or a tool or the kernel log says so
-    ("Driver/library version mismatch", "NVRM: API mismatch").
+    ("Driver/library version mismatch", "NVRM: API mismatch"). A package tool's log (apt's history.log,
+    dpkg.log, dnf's, yum's, zypper's or pacman's) that shows the driver packages upgraded from one driver
+    version to another gives the library version, and its lines say when and by what (an automatic
+    update: unattended-upgrades, dnf-automatic).
 
     Why it matters:
     Every CUDA program and nvidia-smi fail until the two agree. It almost always follows a driver
@@ -431,7 +492,10 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     in a maintenance window.
 
     Exceptions:
-    None: the versions must match exactly.
+    None: the versions must match exactly. A driver upgrade in a package log with nothing that says which
+    module is loaded now (no /proc/driver/nvidia/version, nvidia-smi or NVML) is a warning: the host
+    may have rebooted since. A kernel log that shows the new version's module loading ("NVRM: loading
+    NVIDIA UNIX ... Kernel Module <version>") says it did: nothing is reported.
     """
     evidence: list[Evidence] = []
     kernel = snapshot.driver.version if snapshot.driver else None
@@ -462,10 +526,17 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         found = next((m for e in events if (m := _API_VERSIONS.match(e.detail or ""))), None)
         if found:
             user, kernel = user or found["client"], kernel or found["module"]
+    upgrades = driver_upgrades(snapshot)
     if not evidence:
+        rebooted = bool(upgrades) and upgrades[-1].new in _loaded_versions(snapshot)  # the new module was loaded
+        if upgrades and not kernel and _no_library_answer(snapshot) and not rebooted:
+            yield _upgrade_not_loaded(snapshot, upgrades)
+            return
         if not kernel and not user and snapshot.kernel_log is None:
             yield Skip("neither the kernel module version nor the library version is known")
         return
+    if upgrades:  # the package tool's own line saying when the libraries changed under the loaded module
+        evidence.append(Evidence(_log_source(snapshot), _upgrade_lines(upgrades)))
     yield Draft(
         Severity.CRITICAL,
         f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}" if kernel or user
@@ -477,6 +548,134 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
 
 
 _API_VERSIONS = lazy_re(r"client (?P<client>\S{1,32}), module (?P<module>\S{1,32})$")
+# an automatic updater's command line in a package log: unattended-upgrades (apt history.log's "Commandline:
+# /usr/bin/unattended-upgrade"), dnf-automatic, yum-cron, PackageKit
+_AUTOMATIC = lazy_re(r"unattended-upgrade|dnf-automatic|dnf5? automatic|yum-cron|packagekit", re.I)
+
+
+@record
+class DriverChange:
+    """A driver package a package log shows moved from one driver version to another."""
+
+    change: PackageChange
+    old: str  # driver versions ("535.171.04")
+    new: str
+
+
+def _package_changes(snapshot: Snapshot) -> tuple[PackageChange, ...]:
+    return snapshot.host_env.package_changes if snapshot.host_env is not None else ()
+
+
+def _is_driver(change: PackageChange) -> bool:
+    from gpuhealth.parsers.package_log import category
+
+    return category(change.name, change.tool) == "driver"
+
+
+def driver_upgrades(snapshot: Snapshot) -> list[DriverChange]:
+    """A package log's driver packages upgraded (or downgraded) from one driver version to another, or installed at
+    another version than the one removed before them or in the same transaction (a branch switch: apt removes
+    nvidia-utils-535 and installs nvidia-utils-550)."""
+    changes = [c for c in _package_changes(snapshot) if _is_driver(c)]
+    removed_in: dict[tuple[str, str | None, str | None], str] = {}  # (tool, date, command) -> a version removed
+    for c in changes:
+        if c.action == "remove" and (version := driver_version_of(c.version)):
+            removed_in.setdefault((c.tool, c.date, c.command), version)
+    found: list[DriverChange] = []
+    removed: str | None = None  # the driver version the last removal took away
+    for c in changes:
+        new = driver_version_of(c.version)
+        if c.action == "remove":
+            removed = new or removed
+            continue
+        if c.action in ("upgrade", "downgrade"):
+            old = driver_version_of(c.old_version)
+        elif c.action == "install":
+            old = removed_in.get((c.tool, c.date, c.command)) or removed
+        else:
+            continue
+        if new and old and new != old:
+            found.append(DriverChange(c, old, new))
+    return found
+
+
+# the packages whose removal takes the driver away (its kernel module or its libraries): Ubuntu's and Debian's,
+# NVIDIA's CUDA repository's, RPM Fusion's and negativo17's, openSUSE's, Arch's
+_DRIVER_CORE = lazy_re(r"^(?:nvidia-driver(?:-\d+|-latest-dkms|-cuda|-libs)?(?:-open|-server)?|nvidia-dkms(?:-\d+)?\S*|"
+                       r"nvidia-kernel-(?:source|open|common)?-?\d*\S*|nvidia-utils(?:-\d+)?\S*|"
+                       r"libnvidia-compute-\d+\S*|kmod-nvidia\S*|akmod-nvidia\S*|cuda-drivers\S*|nvidia(?:-open)?|"
+                       r"nvidia-(?:compute|driver|gl)-G0\d\S*|xorg-x11-drv-nvidia\S*)$")
+
+
+def driver_removals(snapshot: Snapshot) -> list[PackageChange]:
+    """A package log's removals of the driver's own packages, where the log installs no driver package after them nor
+    in their own transaction (apt switching branches installs 550's packages and removes 535's in one entry): the
+    host is left with no driver from this package tool."""
+    removals: list[PackageChange] = []
+    installed_in: set[tuple[str, str | None, str | None]] = set()  # transactions that installed a driver package
+    for c in _package_changes(snapshot):
+        if not _is_driver(c) or not _DRIVER_CORE.match(c.name):
+            continue
+        if c.action == "remove":
+            removals.append(c)
+        else:
+            installed_in.add((c.tool, c.date, c.command))
+            removals = []  # installed again after the removals (or before them, in their transaction: below)
+    return [c for c in removals if (c.tool, c.date, c.command) not in installed_in]
+
+
+def _when_by(changes: list[PackageChange]) -> str:
+    """" on <date> by <command>" (an automatic update named as such) of the last change, as far as the log says."""
+    last = changes[-1]
+    when = f" on {last.date}" if last.date else ""
+    if any(c.command and _AUTOMATIC.search(c.command) for c in changes):
+        return f"{when} by an automatic update" + (f" ({last.command})" if last.command else "")
+    return f"{when} by `{last.command}`" if last.command else when
+
+
+def removal_evidence(snapshot: Snapshot, removals: list[PackageChange]) -> Evidence:
+    return Evidence(_log_source(snapshot), tuple(dict.fromkeys(c.line for c in removals))[:3])
+
+
+_BANNER_VERSION = lazy_re(r"Kernel Module\s{1,8}(\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\b")
+
+
+def _loaded_versions(snapshot: Snapshot) -> set[str]:
+    """The driver versions the kernel log shows loaded ("NVRM: loading NVIDIA UNIX ... Kernel Module 535.183.01"): a
+    load of the upgrade's version means the host rebooted (or reloaded the modules) since."""
+    banners = snapshot.kernel_log.module_banners if snapshot.kernel_log is not None else ()
+    return {m[1] for line in banners[-50:] if (m := _BANNER_VERSION.search(line))}
+
+
+def _no_library_answer(snapshot: Snapshot) -> bool:
+    """Neither nvidia-smi nor NVML showed a driver version (either would say which driver runs now)."""
+    return ((snapshot.smi is None or not snapshot.smi.driver_version)
+            and (snapshot.nvml is None or not snapshot.nvml.driver_version))
+
+
+def _log_source(snapshot: Snapshot) -> str:
+    return (snapshot.host_env.package_log_source if snapshot.host_env else None) or "package log"
+
+
+def _upgrade_lines(upgrades: list[DriverChange]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(u.change.line for u in upgrades))[:3]
+
+
+def _upgrade_not_loaded(snapshot: Snapshot, upgrades: list[DriverChange]) -> Draft:
+    """A driver upgrade a package log shows, with nothing saying which module runs now: until a reboot (or a
+    reload of the modules) the old module stays loaded under the new libraries. A warning: the host may have been
+    rebooted since."""
+    old, new = upgrades[-1].old, upgrades[-1].new
+    return Draft(
+        Severity.WARNING,
+        f"The NVIDIA driver packages were upgraded from {old} to {new}{_when_by([u.change for u in upgrades])}: "
+        "until the host reboots, the "
+        f"loaded module stays {old} and CUDA programs and nvidia-smi fail with 'Driver/library version mismatch'",
+        evidence=(Evidence(_log_source(snapshot), _upgrade_lines(upgrades)),
+                  Evidence(PROC_VERSION, ("not in the evidence given: whether the host rebooted since is unknown",))),
+        fixes=table_fixes("GH202"),
+        explains=("GH203", "GH204"),
+    )
 
 
 def _pasted_mismatch_lines(snapshot: Snapshot) -> list[MessageLine]:
@@ -527,6 +726,8 @@ def driver_query_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[Dr
         yield Skip("neither nvidia-smi nor NVML was run")
         return
     merged: dict[str, tuple[list[str], list[Evidence], tuple[Fix, ...]]] = {}
+    from gpuhealth.knowledge.tool_errors import decode  # (only when a tool failed)
+
     for text, source, exit_code, nvml_code in failures:
         if source.startswith("nvidia-smi") and run is not None and run.error == "not installed":
             continue  # GH208

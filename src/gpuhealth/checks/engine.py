@@ -9,7 +9,7 @@ from gpuhealth.checks import catalogue
 from gpuhealth.checks.diagnosis import TOLD, diagnose
 from gpuhealth.checks.registry import REGISTRY, CheckSpec, Draft, Expectations, Skip
 from gpuhealth.knowledge.actions import of_check
-from gpuhealth.model import REPORTED_WORDS, Evidence, Finding, Report, Severity, Skipped, Snapshot
+from gpuhealth.model import DRAINING_IMPACTS, REPORTED_WORDS, Evidence, Finding, Report, Severity, Skipped, Snapshot
 
 INTERNAL_ERROR = "GH001"
 
@@ -25,7 +25,15 @@ def run_checks(snapshot: Snapshot, expectations: Expectations | None = None,
     findings.sort(key=lambda f: (-f.severity.rank, f.code, str(f.subject)))
     # catalogue lines become findings; each symptom is folded under its confirmed cause or gets a differential
     findings = diagnose(findings, skipped, {s.code for s in chosen}, snapshot)
-    return Report(snapshot, tuple(findings), tuple(skipped), len(chosen))
+    return Report(snapshot, tuple(_words_never_drain(findings)), tuple(skipped), len(chosen))
+
+
+def _words_never_drain(findings: list[Finding]) -> list[Finding]:
+    """A finding that rests on a person's words and stays below critical (nothing the machine printed made it
+    critical) does not drain: its impact is at most ``degraded``. Its check's row speaks of the fault seen; here
+    nobody saw the machine show it. A told cause made critical by a program's own critical line keeps its impact."""
+    return [replace(f, impact="degraded") if f.labels.get("reported") == "words" and f.severity is not Severity.CRITICAL
+            and f.impact in DRAINING_IMPACTS else f for f in findings]
 
 
 def _run(snapshot: Snapshot, chosen: list[CheckSpec],

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import datetime
 import functools
+import typing
 from collections.abc import Iterator
 
 from gpuhealth.checks.driver import REBOOT
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, fixes_for, table_fixes
 from gpuhealth.commands import fix as slotted
 from gpuhealth.knowledge import table_rows
-from gpuhealth.knowledge.app_errors import ErrorMeaning, meanings
 from gpuhealth.model import REPORTED_WORDS, AppError, Evidence, Fix, HostEnvironment, Severity, Snapshot
 from gpuhealth.records import record
+
+if typing.TYPE_CHECKING:
+    from gpuhealth.knowledge.app_errors import ErrorMeaning
 
 EOL_SOON_DAYS = 90
 ROOT_MOUNTS = ("/", "/boot", "/boot/efi")
@@ -200,12 +203,36 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     `nvidia-ctk runtime configure --runtime=docker` and restart), with it this cause is ruled out. A daemon.json that
     is not valid JSON is reported on its own: dockerd refuses to start on it
     (https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file).
+
+    Kubernetes on containerd: a pod runs under the runtime its RuntimeClass names (spec.runtimeClassName, whose
+    handler is a runtime of containerd's CRI configuration), else under containerd's default runtime
+    (https://kubernetes.io/docs/concepts/containers/runtime-class/). A pasted containerd config.toml (each layout:
+    plugins.cri, plugins."io.containerd.grpc.v1.cri" of version 2, plugins.'io.containerd.cri.v1.runtime' of
+    version 3) or `crictl info` without any NVIDIA runtime is a warning: pods get no GPU until the runtime is added
+    and containerd restarted. One whose NVIDIA runtime is configured but whose default is still runc is a warning too:
+    only a pod whose RuntimeClass has the nvidia handler gets the GPUs; the fix is that RuntimeClass and
+    runtimeClassName in the pod spec (the GPU operator creates the RuntimeClass where it manages the node), or the
+    nvidia runtime as containerd's default (`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default`,
+    nvidia-ctk 1.14 or later, then a restart of containerd). With the nvidia runtime as the default nothing is
+    raised. A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and later writes its runtime
+    to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows them merged. The live
+    check reads /etc/containerd/config.toml (else k3s's or RKE2's generated one) the same way; a configuration whose
+    CRI plugin is disabled (Docker's own containerd) is not judged. A pasted
+    pod manifest that names runtimeClassName nvidia selects the runtime (nothing is raised); one that asks for
+    nvidia.com/gpu and names none is said to run under the default. A `kubectl describe node` of a GPU node (NVIDIA
+    labels, a GPU in the evidence) whose Allocatable holds no nvidia.com/gpu (nor a renamed share or a MIG device)
+    is a warning: the device plugin is not running there or its pod found no GPU
+    (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/). Words saying the pod does not use the nvidia
+    runtime, or that containerd's default runtime is still runc, point to the same cause as the reporter's words; a
+    configuration showing nvidia as the default overrules them.
     """
     env = _env(snapshot)
     if env.container:
         return
     if env.docker and env.daemon_json_error:
         yield _daemon_json_invalid(env)
+    yield from _containerd_runtime(snapshot, env)
+    yield from _node_without_gpus(snapshot, env)
     toolkit = bool(env.nvidia_ctk_version or env.container_toolkit_files)
     registered = _nvidia_registered(snapshot)
     if not toolkit and registered is not None and "env_nvidia_ctk" in snapshot.unavailable:
@@ -248,6 +275,80 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
             evidence=(Evidence(", ".join(("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml")), ("not present",)),),
             fixes=_toolkit_fixes(podman=True),
         )
+
+
+def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Draft]:
+    """containerd's CRI configuration (parsers/containerd.py): a pod that names no RuntimeClass runs under containerd's
+    default runtime, so the NVIDIA runtime gives it the GPUs only when it is configured (``nvidia-ctk runtime configure
+    --runtime=containerd``) and either the default (``--set-as-default``) or the handler of the pod's RuntimeClass
+    (Kubernetes, Runtime Class: https://kubernetes.io/docs/concepts/containers/runtime-class/)."""
+    if env.containerd_config_source is None:
+        return
+    evidence = (Evidence(env.containerd_config_source, _containerd_lines(env)),)
+    nvidia = env.containerd_nvidia_runtimes
+    if not nvidia:
+        if env.containerd_imports:
+            return  # a drop-in it imports (nvidia-ctk 1.17+ writes conf.d/99-nvidia.toml) may add the runtime
+        if not (_has_gpu(snapshot) or "pci_devices" in snapshot.unavailable):
+            return  # the bus was read and holds no NVIDIA GPU: nothing for the runtime to give
+        yield Draft(Severity.WARNING, "containerd has no NVIDIA runtime configured: Kubernetes pods on this node "
+                                      "run without the NVIDIA Container Runtime and get no GPU",
+                    evidence=evidence, fixes=table_fixes("GH802", kind="cri-no-runtime-nvidia"),
+                    labels={"decided": "container-toolkit-missing"})
+        return
+    default = env.containerd_default_runtime
+    if default is None or default in nvidia:
+        return
+    runtime = "nvidia" if "nvidia" in nvidia else nvidia[0]
+    pod_class = env.k8s_pod_runtime_class if env.k8s_pod_source else None
+    if pod_class and pod_class.lower().startswith("nvidia"):
+        return  # the pod selects the NVIDIA runtime by its RuntimeClass (the GPU operator's and the plugin's name)
+    if pod_class == "" and env.k8s_pod_requests_gpu:
+        evidence += (Evidence(env.k8s_pod_source or "pod manifest",
+                              ("requests nvidia.com/gpu", "runtimeClassName: not set")),)
+        pod = (f"the pod asks for nvidia.com/gpu but names no runtimeClassName, so it runs under {default} and does "
+               "not use the nvidia runtime")
+    else:
+        pod = (f"a pod gets the GPUs only when its RuntimeClass has handler {runtime} (spec.runtimeClassName); any "
+               "other pod does not use the nvidia runtime")
+    yield Draft(Severity.WARNING,
+                f"containerd's default runtime is still {default}, not the NVIDIA runtime ({runtime} is configured "
+                f"but not the default): {pod}",
+                evidence=evidence, fixes=table_fixes("GH802", kind="k8s-runtimeclass-nvidia-not-found"),
+                labels={"decided": "k8s-runtime-not-nvidia"})
+
+
+def _node_without_gpus(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Draft]:
+    """``kubectl describe node`` whose Allocatable (else Capacity) holds no nvidia.com/gpu (nor a renamed share or a
+    MIG device): the device plugin registers them with kubelet, so none means it is not running on the node or found
+    no GPU in its own pod (Kubernetes, Schedule GPUs: https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/).
+    Judged on a node the evidence shows is a GPU node (NVIDIA labels, a GPU, or a paste that shows no PCI bus)."""
+    if env.k8s_node_source is None or env.k8s_node_gpus != 0:
+        return
+    if not (env.k8s_node_nvidia_labels or _has_gpu(snapshot) or "pci_devices" in snapshot.unavailable):
+        return
+    lines = ["nvidia.com/gpu: none in Allocatable"]
+    if env.k8s_node_nvidia_labels:
+        lines.append("labels: NVIDIA GPU present (gpu-feature-discovery / node feature discovery)")
+    if env.k8s_node_runtime:
+        lines.append(f"Container Runtime Version: {env.k8s_node_runtime}")
+    yield Draft(Severity.WARNING, "the Kubernetes node advertises no nvidia.com/gpu: the NVIDIA device plugin is not "
+                                  "running on it, or its pod found no GPU (it did not run under the nvidia runtime)",
+                evidence=(Evidence(env.k8s_node_source, tuple(lines)),),
+                fixes=table_fixes("GH802", kind="k8s-insufficient-nvidia-gpu"),
+                labels={"decided": "device-plugin-missing"})
+
+
+def _containerd_lines(env: HostEnvironment) -> tuple[str, ...]:
+    default = env.containerd_default_runtime or "not shown"
+    if env.containerd_default_implied:
+        default += " (no default_runtime_name: containerd's own default)"
+    lines = [f"runtimes: {', '.join(env.containerd_runtimes) or 'none'}",
+             f"NVIDIA runtimes: {', '.join(env.containerd_nvidia_runtimes) or 'none'}",
+             f"default runtime: {default}"]
+    if env.containerd_imports:
+        lines.append(f"imports: {', '.join(env.containerd_imports)}")
+    return tuple(lines)
 
 
 def _nvidia_registered(snapshot: Snapshot) -> bool | None:
@@ -539,7 +640,9 @@ def _row_severity(found: list[AppError]) -> str:
 
 
 def meaning_of(error: AppError) -> tuple[str, ErrorMeaning | None]:
-    """The error's kind and what it means (``knowledge/app_errors.csv``)."""
+    """The error's kind and what it means (``knowledge/app_errors.csv``, imported here: most evidence has none)."""
+    from gpuhealth.knowledge.app_errors import meanings
+
     return error.kind, meanings().get(error.kind)
 
 

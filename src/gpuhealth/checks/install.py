@@ -270,7 +270,10 @@ def kernel_headers_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     Critical when the driver is not loaded, a warning when only a future DKMS rebuild needs them (or,
     from a package listing alone, when whether the module is loaded is unknown). A listing with several
     kernels and no `uname -r` is skipped (the running kernel is unknown), as is one that shows no
-    headers package at all (it may have been filtered). The reporter's words ("no kernel headers installed",
+    headers package at all (it may have been filtered). A package tool's log (apt's history.log, dpkg.log, dnf's, yum's,
+    zypper's or pacman's) is read the same way, for the kernel it installed last (the next boot's) where `uname -r` is
+    not given: a kernel an update installed without the headers of its release, while the log shows headers installed
+    for another. The reporter's words ("no kernel headers installed",
     "linux-headers-$(uname -r) is missing") answer the headers' absence where no program's output looked at them;
     the finding then quotes them and stays a warning. So do words saying the headers lag behind the kernel an update
     installed ("kernel-devel is still for the old kernel", "the headers do not match the running kernel"), and a package
@@ -337,6 +340,11 @@ def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[
         yield Skip(f"{source} shows no kernel headers package for any kernel (it may have been filtered)")
         return
     running, how = install.kernel_release, "uname -r or /proc/version in the evidence"
+    subject = "the running kernel"
+    if running is None and install.kernel_installed_last:
+        # a package log: the kernel it installed last is the one the next boot runs (and DKMS builds for)
+        running, how = install.kernel_installed_last, "the kernel the package log installed last"
+        subject = "the kernel installed last"
     if running is None:
         images = install.kernel_packages
         if len(images) != 1:
@@ -352,9 +360,9 @@ def _headers_per_listing(snapshot: Snapshot, install: InstallState) -> Iterator[
     headers = ", ".join(install.headers_packages[:6])
     yield Draft(
         Severity.CRITICAL if loaded is False else Severity.WARNING,
-        f"No kernel headers for the running kernel {running} (headers are installed for {headers}): the nvidia "
+        f"No kernel headers for {subject} {running} (headers are installed for {headers}): the nvidia "
         "module cannot be built for it",
-        evidence=(Evidence(source, (f"running kernel: {running} ({how})",
+        evidence=(Evidence(source, (f"{subject.removeprefix('the ')}: {running} ({how})",
                                     f"kernel headers packages for: {headers}",
                                     f"none for {running}")),),
         fixes=table_fixes("GH503"),
@@ -542,6 +550,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     confirmed at boot) or blocked, with Secure Boot on and nvidia not loaded, is a refusal. Live `check`
     runs it itself under Secure Boot, for each signing certificate on disk (DKMS's /var/lib/dkms/mok.pub,
     Ubuntu's /var/lib/shim-signed/mok/MOK.der, akmods' /etc/pki/akmods/certs/public_key.der).
+    The same answers come from `mokutil --import KEY` ("SKIP: KEY is already enrolled", "... is already in the
+    enrollment request"; its "input password:" puts KEY in the request), `mokutil --list-new` (keys imported and
+    waiting for the MOK manager, not enrolled keys; --dbx, --db, --kek, --list-delete list no MOK) and Debian's
+    `update-secureboot-policy` ("E: System's DKMS key is NOT installed in MOK."). DKMS's "Binary ... not found,
+    modules won't be signed" means the module it built is unsigned.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -553,14 +566,22 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     Use distribution-signed driver packages, or sign the modules with a Machine Owner Key: create the
     key with openssl, enroll it with `mokutil --import MOK.der` (set a one-time password, confirm it in
     the MOK manager at the next boot), sign every module with the kernel's `scripts/sign-file`, and
-    keep the key to sign again after each rebuild (DKMS can sign automatically with it). Disabling
+    keep the key to sign again after each rebuild (DKMS can sign automatically with it). Where mokutil
+    (or update-secureboot-policy) named the key the modules are signed with and shim does not trust it yet, the
+    fix is that key alone: imported with `mokutil --import`, or, waiting in the request, confirmed at the next
+    boot; a new key would leave the modules' own key untrusted. Where the evidence shows which tool built the
+    module, the steps enroll that tool's key: akmods' /etc/pki/akmods/certs/public_key.der (made by
+    akmods' kmodgenca where none exists), Ubuntu's DKMS /var/lib/shim-signed/mok/MOK.der (made by
+    update-secureboot-policy's --new-key), DKMS 3.0.4 and later elsewhere /var/lib/dkms/mok.pub (made at its
+    first signed build); with DKMS on a distribution not known, each import is a choice for the reader. Disabling
     Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
     not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is
     shown (modprobe's "Key was rejected by service", the kernel log's line, an unsigned module), the
     finding gives only the steps that decide it, never a new key, its enrolment and a reboot.
 
     A module signed by a key that is not among the enrolled ones (its `modinfo` signer against the names
-    `mokutil --list-enrolled` shows) is refused however many keys are enrolled: it was built before the key was made,
+    `mokutil --list-enrolled` shows, or those the kernel says it loaded at boot from UEFI:MokListRT, "integrity:
+    Loaded X.509 cert 'NAME: ...'") is refused however many keys are enrolled: it was built before the key was made,
     or signed by another tool's key; it must be rebuilt or signed again with the enrolled key.
     Kernel lockdown refuses such a module as Secure Boot does, with or without it (`lockdown=integrity` on the
     command line, a kernel configured to lock down): "Kernel is locked down from ..." at boot, or
@@ -621,6 +642,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     eperm = [m for m in failures if "Operation not permitted" in m.line]
     if not log_lines and not refusals and not (enabled and (not_loaded or untrusted or key_refused)) and not (
             untrusted and unknown_state) and not (locked and eperm):
+        if loaded is None and not failures and _words_only(install):
+            # nothing of the machine's was read, only the reporter's sentences: no verdict of the machine's to set
+            # against their words (a cause they name stays their words, not overruled by them)
+            yield Skip("the Secure Boot state is known only from the reporter's words; the module's state (lsmod, "
+                       "modprobe nvidia) is not in the evidence given")
         return
     evidence = []
     if install.secure_boot:
@@ -651,9 +677,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    or (enabled and (eperm or untrusted or (key_refused and not_loaded) or (foreign and not_loaded))))
     if foreign and (refusals or log_lines or (enabled and not_loaded)):
         message = (f"The nvidia module is signed by '{install.module_signer}', which is none of the enrolled keys "
-                   "(mokutil --list-enrolled): Secure Boot refuses it. It was signed with another key than the one "
-                   "enrolled (built before that key was made, or signed by another tool's key): rebuild or sign it "
-                   "again with the enrolled key")
+                   f"({_enrolled_teller(install)}): Secure Boot refuses it. It was signed with another key than "
+                   "the one enrolled (built before that key was made, or signed by another tool's key): rebuild or "
+                   "sign it again with the enrolled key")
     elif enrolled and install.module_signer and (refusals or log_lines):
         message = (f"The nvidia module is signed by '{install.module_signer}', an enrolled key, and is still refused: "
                    "the kernel has not taken that key in (enrolment not confirmed at boot, or another certificate of "
@@ -668,9 +694,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                    "signed with a key the kernel trusts" + ("" if enabled else " (lockdown or the kernel's "
                                                             "configuration enforces module signatures)"))
     elif enabled and key_refused:
-        message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "")
-        if install.signing_key_source and install.signing_key_source.endswith("(the reporter's words)"):
-            message = message.replace("(mokutil --test-key)", "(in the reporter's words)")
+        message = _key_message(install.signing_key or "the signing key", install.signing_key_state or "",
+                               _key_teller(install))
     elif enabled and eperm:
         message = ("Secure Boot is enabled and loading the module failed with 'Operation not permitted': the "
                    "locked-down kernel refuses modules not signed by an enrolled key")
@@ -706,8 +731,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
                                  (f"Public certificate (MOK): {install.signing_certificate}",)))
     yield Draft(
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
-        fixes=enrol or (
-            *_key_fixes(install),
+        fixes=enrol or _key_route(install, enabled and key_refused) or (
+            _builder_route(snapshot) if refused else ()) or (
             # the modprobe that would confirm it, unless its refusal is already in the evidence
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
@@ -724,6 +749,19 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     )
 
 
+_TOLD = "(the reporter's words)"
+
+
+def _words_only(install: InstallState) -> bool:
+    """Whether every Secure Boot fact GH506 holds came from a person's sentences, none from a program's output."""
+    sources = [source for value, source in ((install.secure_boot, install.secure_boot_source),
+                                            (install.lockdown, install.lockdown_source),
+                                            (install.signing_key_state, install.signing_key_source))
+               if value is not None]
+    return bool(sources) and all((source or "").endswith(_TOLD) for source in sources) and (
+        install.module_signer is None and install.enrolled_keys is None and install.signing_certificate is None)
+
+
 # GH506's read-only steps, the ones shown before a refusal is: the Secure Boot state, the keys enrolled, the signer
 _DECIDES = ("mokutil --sb-state", "mokutil --list-enrolled")
 _SIGNER = Fix("modinfo -F signer nvidia", "any",
@@ -733,7 +771,7 @@ _SIGNER = Fix("modinfo -F signer nvidia", "any",
 # shim's MOK manager asks for the import's password on the machine's console at the next boot (no keyboard there, a
 # remote server: its BMC's remote console); a fix script cannot do that step, so every enrolment says so
 CONSOLE = "at the next boot, on the machine's console (a remote server: its BMC's remote console)"
-_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated"})
+_UNSIGNED_BUILD = frozenset({"dkms-sign-module-failed", "dkms-mok-not-generated", "dkms-signing-tool-missing"})
 
 
 def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, ...]:
@@ -754,6 +792,98 @@ def _certificate_fixes(snapshot: Snapshot, install: InstallState) -> tuple[Fix, 
     )
 
 
+def _key_route(install: InstallState, decided: bool) -> tuple[Fix, ...]:
+    """Where mokutil (or update-secureboot-policy) named the key the modules are signed with and shim does not trust
+    it yet, the fix is that key's enrolment (imported, or confirmed at the next boot): no new key, no signing by hand,
+    which would leave the modules' own key untrusted and sign them with another."""
+    if not decided or install.signing_key_state not in ("not-enrolled", "pending"):
+        return ()
+    steps = _key_fixes(install)
+    if install.signing_key_state == "pending" or not steps:
+        return steps
+    return (*steps, replace(REBOOT, note=f"enroll the key in the MOK manager {CONSOLE}; the modules signed with it "
+                                         "load after it"))
+
+
+# The key each module-building tool signs with, and how it makes one (each valid for the tool's versions named):
+# - akmods (RPM Fusion's akmod-nvidia): kmodgenca makes /etc/pki/akmods/{private/private_key.priv,certs/public_key.der}
+#   (-a: without asking; an existing pair is kept), and akmods signs the kmods it builds with it (RPM Fusion, Howto:
+#   Secure Boot, https://rpmfusion.org/Howto/Secure%20Boot).
+# - DKMS on Ubuntu and its derivatives: update-secureboot-policy --new-key makes /var/lib/shim-signed/mok/MOK.der (none
+#   is made where it exists); Ubuntu's dkms signs with it (2.8.x's sign_build, and dell/dkms dkms.in >= 3.0.11
+#   prepare_mok for "ubuntu*"; Ubuntu wiki UEFI/SecureBoot).
+# - DKMS 3.0.4 and later elsewhere: /var/lib/dkms/mok.pub (and mok.key), made at its first signed build (3.1.0 adds
+#   `dkms generate_mok`); it prints "Public certificate (MOK): PATH" on each build (dell/dkms dkms.in prepare_mok).
+_AKMODS_KEY = "/etc/pki/akmods/certs/public_key.der"
+_UBUNTU_KEY = "/var/lib/shim-signed/mok/MOK.der"
+_DKMS_KEY = "/var/lib/dkms/mok.pub"
+_AKMODS_WORDS = ("akmod-nvidia", "akmods", "/etc/pki/akmods", "kmodgenca")
+
+
+def _module_builder(snapshot: Snapshot) -> str | None:
+    """Which tool built (and signs) the nvidia module, as the machine's output shows it: "akmods", "dkms", or None
+    (neither, or both)."""
+    install = snapshot.install or InstallState()
+    packages = snapshot.host_env.packages if snapshot.host_env else ()
+    lines = [m.line.lower() for m in snapshot.messages or () if not m.reported]
+    ids = [m.signature or "" for m in snapshot.messages or () if not m.reported]
+    typed = [command.lower() for command in snapshot.commands_given]
+    # RPM Fusion's akmod-nvidia, not ELRepo's prebuilt kmod-nvidia (signed with ELRepo's own key)
+    akmods = (any(p.name.startswith("akmod-nvidia") for p in packages)
+              or any(i.startswith("akmods-") for i in ids)
+              or any(word in text for text in (*lines, *typed) for word in _AKMODS_WORDS))
+    dkms = (bool(install.dkms) or install.signing_certificate is not None
+            or any(p.name.startswith("nvidia-dkms") or p.name == "dkms" for p in packages)
+            or any(i.startswith("dkms-") for i in ids)
+            or any(text.startswith(("dkms ", "sudo dkms ")) for text in typed))
+    if akmods == dkms:
+        return None
+    return "akmods" if akmods else "dkms"
+
+
+def _builder_route(snapshot: Snapshot) -> tuple[Fix, ...]:
+    """GH506's steps for a refused module built by akmods or DKMS, which sign every build with their own key: enroll
+    that key (made first where it does not exist), not a new one signed in by hand, which the next rebuild drops.
+    Empty where the evidence shows neither tool (the general route: a key of one's own and sign-file)."""
+    if any(m.signature in _UNSIGNED_BUILD for m in snapshot.messages or ()):
+        return ()  # DKMS said it did not sign: the module is unsigned whatever key is enrolled (the general route)
+    builder = _module_builder(snapshot)
+    confirm = f"set a one-time password, then {CONSOLE} choose 'Enroll MOK' and type it"
+    unsigned = "a module built before the key existed carries no signature: rebuild it with the key in place"
+    if builder == "akmods":
+        return (
+            slotted("mokutil --test-key {keyfile}", keyfile=_AKMODS_KEY,
+                    note="says whether shim already trusts the key akmods signs the nvidia kmod with"),
+            Fix("sudo kmodgenca -a", "any", note="makes akmods' signing key pair in /etc/pki/akmods where none exists "
+                                                 "(an existing pair is kept)"),
+            slotted("sudo mokutil --import {keyfile}", keyfile=_AKMODS_KEY, note=f"{confirm}; {unsigned} (akmods)"),
+            replace(REBOOT, note=f"enroll akmods' key in the MOK manager {CONSOLE}"),
+        )
+    if builder != "dkms":
+        return ()
+    os_info = snapshot.os
+    names = {os_info.id or "", *os_info.id_like} if os_info else set()
+    ubuntu = "ubuntu" in names
+    known = bool(os_info and os_info.id) and os_info.family_from is None
+    steps = [slotted("mokutil --test-key {keyfile}", keyfile=key, note=f"says whether shim trusts {who}")
+             for key, who in ((_UBUNTU_KEY, "the key Ubuntu's DKMS signs with"),
+                              (_DKMS_KEY, "the key DKMS 3 signs with elsewhere"))
+             if ((ubuntu or not known) if key == _UBUNTU_KEY else not ubuntu)]
+    if ubuntu or not known:
+        steps.append(Fix("sudo update-secureboot-policy --new-key", "any",
+                         note=("" if ubuntu else "only if this is Ubuntu or a derivative: ")
+                         + "makes the MOK Ubuntu's DKMS signs with where none exists"))
+        steps.append(slotted("sudo mokutil --import {keyfile}", keyfile=_UBUNTU_KEY,
+                             note=("" if ubuntu else "only if this is Ubuntu or a derivative: ")
+                             + f"{confirm}; {unsigned} (dkms)"))
+    if not ubuntu:
+        steps.append(slotted("sudo mokutil --import {keyfile}", keyfile=_DKMS_KEY,
+                             note=("" if known else "only if this is not Ubuntu (DKMS 3.0.4 or later): ")
+                             + f"{confirm}; DKMS makes this key at its first signed build; {unsigned} (dkms)"))
+    steps.append(replace(REBOOT, note=f"enroll DKMS's key in the MOK manager {CONSOLE}"))
+    return tuple(steps)
+
+
 def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
     """The key mokutil --test-key named: import it (not enrolled) or confirm it at boot (pending)."""
     if install.signing_key is None or install.signing_key_state not in ("not-enrolled", "pending"):
@@ -765,15 +895,35 @@ def _key_fixes(install: InstallState) -> tuple[Fix, ...]:
                     keyfile=install.signing_key),)
 
 
-def _key_message(key: str, state: str) -> str:
-    """GH506's message when ``mokutil --test-key`` says shim does not trust the key modules are signed with."""
+def _enrolled_teller(install: InstallState) -> str:
+    """What listed the enrolled keys: mokutil, or the kernel's own lines at boot."""
+    return "the kernel's MOK list at boot" if (install.enrolled_keys_source or "").endswith("(UEFI:MokListRT)") \
+        else "mokutil --list-enrolled"
+
+
+def _key_teller(install: InstallState) -> str:
+    """Who said what shim thinks of the signing key: the reporter, or the command whose line it is."""
+    line = install.signing_key_line or ""
+    if (install.signing_key_source or "").endswith("(the reporter's words)"):
+        return "in the reporter's words"
+    if line.startswith("mokutil --list-new"):
+        return "mokutil --list-new"
+    if "System's DKMS key" in line or "System DKMS key" in line:
+        return "update-secureboot-policy"
+    if line.startswith(("SKIP: ", "Already in kernel trusted keyring", "mokutil --import")):
+        return "mokutil --import"
+    return "mokutil --test-key"
+
+
+def _key_message(key: str, state: str, teller: str = "mokutil --test-key") -> str:
+    """GH506's message when ``mokutil`` (or the reporter) says shim does not trust the key modules are signed with."""
     if state == "pending":
-        return (f"Secure Boot is enabled and {key} waits in the enrollment request (mokutil --test-key): until it is "
+        return (f"Secure Boot is enabled and {key} waits in the enrollment request ({teller}): until it is "
                 "confirmed in the MOK manager at the next boot, the kernel refuses modules signed with it")
     if state == "blocked":
-        return (f"Secure Boot is enabled and {key} is blocked (dbx or MokListX, mokutil --test-key): modules signed "
+        return (f"Secure Boot is enabled and {key} is blocked (dbx or MokListX, {teller}): modules signed "
                 "with it never load; sign them with another key")
-    return (f"Secure Boot is enabled and {key} is not enrolled (mokutil --test-key): the kernel refuses modules "
+    return (f"Secure Boot is enabled and {key} is not enrolled ({teller}): the kernel refuses modules "
             "signed with it until it is imported with mokutil and confirmed at the next boot")
 
 
@@ -1030,18 +1180,34 @@ _PACKAGE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|source-\d+\S*|open-\d+\S*)|libnvidia-compute-\d+\S*|nvidia-utils-\d+\S*|linux-modules-nvidia-\S+"
         r"|nvidia-headless-\S+|kmod-nvidia-(?:latest|open)-dkms|nvidia-kmod\S*)$")),
 )
+# Removing a route is the person's choice of which route to keep: each removal says so ("only if ..."), so
+# `gpuhealth fix` writes it as a comment. Run live, the script removed every route it found and rebooted into no driver.
+_KEEP_ANOTHER = "only if you keep another route: this removes the {route} route"
+
+
+def _removal(route: str, *fixes: Fix) -> tuple[Fix, ...]:
+    note = _KEEP_ANOTHER.format(route=route)
+    return tuple(replace(fix, note=f"{note}; {fix.note}" if fix.note else note) for fix in fixes)
+
+
+# The change the reboot completes: a person's, with the commands `gpuhealth recommend` prints (without it the script's
+# reboot followed only a read-only step and restarted the host for nothing)
+_REINSTALL = Fix("Reinstall one driver version, by the route you keep, with the commands gpuhealth recommend prints",
+                 "any", kind="step")
+
 _ROUTE_REMOVAL = {
-    "run-file installer": (Fix("sudo /usr/bin/nvidia-uninstall", "any", disruptive=True,
-                               note="or: sudo sh NVIDIA-Linux-*.run --uninstall"),),
-    "CUDA repository (cuda-drivers)": fixes_for(
+    "run-file installer": _removal("run-file installer", Fix(
+        "sudo /usr/bin/nvidia-uninstall", "any", disruptive=True, note="or: sudo sh NVIDIA-Linux-*.run --uninstall")),
+    "CUDA repository (cuda-drivers)": _removal("CUDA repository (cuda-drivers)", *fixes_for(
         debian=["sudo apt-get remove --purge cuda-drivers '^nvidia-.*' '^libnvidia-.*'"],
-        rhel=["sudo dnf remove cuda-drivers 'nvidia-driver*' 'kmod-nvidia-*-dkms'"], disruptive=True),
-    "ELRepo (kmod-nvidia)": (Fix("sudo dnf remove 'kmod-nvidia*' 'nvidia-x11-drv*'", "rhel", disruptive=True),),
-    "RPM Fusion (akmod-nvidia)": (Fix("sudo dnf remove 'akmod-nvidia*' 'xorg-x11-drv-nvidia*'", "rhel",
-                                      disruptive=True),),
-    "driver packages": fixes_for(
+        rhel=["sudo dnf remove cuda-drivers 'nvidia-driver*' 'kmod-nvidia-*-dkms'"], disruptive=True)),
+    "ELRepo (kmod-nvidia)": _removal("ELRepo (kmod-nvidia)",
+                                     Fix("sudo dnf remove 'kmod-nvidia*' 'nvidia-x11-drv*'", "rhel", disruptive=True)),
+    "RPM Fusion (akmod-nvidia)": _removal("RPM Fusion (akmod-nvidia)", Fix(
+        "sudo dnf remove 'akmod-nvidia*' 'xorg-x11-drv-nvidia*'", "rhel", disruptive=True)),
+    "driver packages": _removal("driver packages", *fixes_for(
         debian=["sudo apt-get remove --purge '^nvidia-.*' '^libnvidia-.*' && sudo apt-get autoremove"],
-        rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True),
+        rhel=["sudo dnf remove 'nvidia-driver*' 'kmod-nvidia-*-dkms' 'nvidia-kmod*'"], disruptive=True)),
 }
 
 
@@ -1246,7 +1412,7 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
             evidence=tuple(Evidence(f"{v}: {env.package_source or 'packages'}", tuple(names[:6]))
                            for v, names in versions.items()),
             fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
-                   Fix("gpuhealth recommend", "any", note="then reinstall one driver version"), REBOOT))
+                   Fix("gpuhealth recommend", "any", note="then reinstall one driver version"), _REINSTALL, REBOOT))
         return
     evidence = []
     for route, lines in routes.items():
@@ -1260,5 +1426,5 @@ def install_routes_mixed(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         evidence=tuple(evidence),
         fixes=(*(fix for route in routes for fix in _ROUTE_REMOVAL.get(route, ())),
                Fix("gpuhealth recommend", "any", note="then reinstall the driver with one route only"),
-               REBOOT),
+               _REINSTALL, REBOOT),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
@@ -12,7 +12,7 @@ from gpuhealth.commands import filled
 from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.knowledge.drivers import branch_of, supports
 from gpuhealth.knowledge.gpus import lookup as gpu_lookup
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
 from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, PciDevice, Severity, Snapshot
 from gpuhealth.parsers.kernel_log import wall_clock_seconds
 
@@ -44,14 +44,15 @@ ACTION_FIXES: dict[str, tuple[Fix, ...]] = {
 }
 
 
-@dataclass
 class Tally:
-    """Kernel log lines counted together (one GPU and Xid, say): how many, first, last, and a few samples."""
+    """Kernel log lines counted together (one GPU and Xid, say): how many, first, last, and a few samples. (A plain
+    class: a dataclass's generated methods are compiled as the module is imported, on every start-up.)"""
 
-    count: int = 0
-    first: KernelEvent | None = None
-    last: KernelEvent | None = None
-    samples: list[KernelEvent] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: KernelEvent | None = None
+        self.last: KernelEvent | None = None
+        self.samples: list[KernelEvent] = []
 
     def add(self, group: EventGroup | Tally) -> None:
         if group.first is None or group.last is None:
@@ -179,7 +180,7 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
 
 # NVIDIA's Xid catalogue gives a detail Xid no action of its own, only "see Xid N" (171 and 172: the DRAM or SRAM of an
 # Xid 48's uncorrectable error)
-_SEE_XID = lazy_re(r"(?i)^see Xid (\d{1,3})$")
+_SEE_XID = guarded_re(r"(?i)^see Xid (\d{1,3})$", may=has_folded("see xid"))
 
 
 def _detail_of(code: int) -> int | None:

@@ -79,9 +79,15 @@ def mined_lines(snapshot: Snapshot) -> list[MinedLine]:
     return [line for read in READERS for line in read(snapshot) if line.cause and line.decides in (CONFIRMS, SUGGESTS)]
 
 
-def _grade(level: str, family_severity: str) -> str:
-    """The mined checks' rule: a warning-level message, or a notice family's, is information; else the family's."""
-    return "info" if level != "error" or family_severity == "info" else family_severity
+def _grade(level: str, family_severity: str, decides: str = "") -> str:
+    """The mined checks' rule: a notice family's message is information, an error-level message has the family's
+    severity, and a warning-level one is information, unless its family confirms its cause: then the program's own
+    check decided the cause (nvidia-installer's legacy GPU list), and its warning is a warning."""
+    if family_severity == "info":
+        return "info"
+    if level == "error":
+        return family_severity
+    return "warning" if decides == CONFIRMS else "info"
 
 
 def _driver_lines(snapshot: Snapshot) -> list[MinedLine]:
@@ -106,8 +112,8 @@ def _driver_lines(snapshot: Snapshot) -> list[MinedLine]:
         family = known[row.family]
         out.append(MinedLine(MessageLine(group.first.line.strip()[:500], log.source), "GH308", row.id, family.id,
                              family.title, f"the NVIDIA driver ({posixpath.basename(row.file)})", family.code,
-                             family.cause, family.decides, _grade(row.level, family.severity), family.explains,
-                             f"{row.repository} {row.tags} {row.file_line}", row.url))
+                             family.cause, family.decides, _grade(row.level, family.severity, family.decides),
+                             family.explains, f"{row.repository} {row.tags} {row.file_line}", row.url))
     return out
 
 
@@ -152,7 +158,7 @@ def _tool_lines(snapshot: Snapshot) -> list[MinedLine]:
         family = known[row.family]
         out.append(MinedLine(message, "GH310", row.id, family.id, family.title,
                              f"{program(row)} ({posixpath.basename(row.file)})", family.code, family.cause,
-                             family.decides, _grade(row.level, family.severity), family.explains,
+                             family.decides, _grade(row.level, family.severity, family.decides), family.explains,
                              f"{row.repository} {row.tags} {row.file_line}", row.url))
     return out
 

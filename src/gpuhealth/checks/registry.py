@@ -133,6 +133,7 @@ class DocSections(Mapping[str, str]):
 
 
 REGISTRY: dict[str, CheckSpec] = {}
+_SLUG_CODES: dict[str, str] = {}  # slug -> the code it was registered under (a lookup, not a scan per check)
 def is_code(text: str) -> bool:
     """``GH\\d{3}`` in full (a check code), without compiling a pattern at every start-up."""
     return len(text) == 5 and text.startswith("GH") and text[2:].isdecimal()
@@ -158,7 +159,8 @@ def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),
     def register(function: CheckFunction) -> CheckFunction:
         if not is_code(code) or not is_slug(slug):
             raise ValueError(f"bad check code or slug: {code} {slug}")
-        if code in REGISTRY or any(s.slug == slug for s in REGISTRY.values()):
+        taken = REGISTRY.get(_SLUG_CODES.get(slug, ""))
+        if code in REGISTRY or (taken is not None and taken.slug == slug):
             raise ValueError(f"check code or slug registered twice: {code} {slug}")
         doc = function.__doc__ or ""
         # A cheap look for each header here; tests/test_engine.py splits every docstring and checks each section.
@@ -166,6 +168,7 @@ def check(code: str, slug: str, title: str, requires: tuple[str, ...] = (),
         if missing:
             raise ValueError(f"{code} docstring lacks sections: {', '.join(missing)}")
         REGISTRY[code] = CheckSpec(code, slug, title, requires, function, DocSections(doc), reads)
+        _SLUG_CODES[slug] = code
         return function
 
     return register

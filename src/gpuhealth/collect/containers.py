@@ -15,6 +15,11 @@ from gpuhealth.model import ParseError
 DOCKER_TIMEOUT_S = 10.0  # a wedged daemon must not hold the whole check
 DOCKER_INFO = ["docker", "info", "--format", "{{json .Runtimes}}"]
 DAEMON_JSON = "/etc/docker/daemon.json"
+# containerd's configuration as Kubernetes uses it: the standard path, then k3s's and RKE2's own (they generate it)
+CONTAINERD_CONFIGS = ("/etc/containerd/config.toml", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+                      "/var/lib/rancher/rke2/agent/etc/containerd/config.toml")
+CONTAINERD_FIELDS = ("containerd_config_source", "containerd_runtimes", "containerd_nvidia_runtimes",
+                     "containerd_default_runtime", "containerd_default_implied", "containerd_imports")
 TOOLKIT_FILES = ("/usr/bin/nvidia-container-runtime", "/usr/bin/nvidia-container-runtime-hook",
                  "/usr/bin/nvidia-container-toolkit")
 CDI_SPECS = ("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml", "/run/cdi/nvidia.yaml")
@@ -76,6 +81,7 @@ def probe_host_environment(host: Host, timeout: float) -> Probed:
     elif ctk.error != "not installed":
         found.unavailable["env_nvidia_ctk"] = f"nvidia-ctk --version: {why_failed(ctk)}"
     state["container_toolkit_files"] = tuple(p for p in TOOLKIT_FILES if host.stat(p).error is None)
+    state.update(_containerd_runtimes(host))
     state["cdi_specs"] = tuple(p for p in CDI_SPECS if host.stat(p).error is None)
 
     # are we inside a container?
@@ -131,3 +137,20 @@ def probe_host_environment(host: Host, timeout: float) -> Probed:
     found.sources["host_env"] = ("systemctl, /proc/cmdline, dpkg-query/rpm, /var/log/nvidia-installer.log, docker, "
                                  "nvidia-ctk, /proc/driver/nvidia/params, /proc/self/mounts, df")
     return found
+
+
+def _containerd_runtimes(host: Host) -> dict[str, Any]:
+    """The CRI runtimes of the first containerd configuration present (parsers/containerd.py), as a pasted one
+    gives them; nothing when none is present or its CRI plugin is not set up (Docker's own containerd disables it)."""
+    from gpuhealth.parsers.containerd import parse_containerd_config
+
+    for path in CONTAINERD_CONFIGS:
+        text, _ = read_text(host, path)
+        if text is None:
+            continue
+        try:
+            parsed = parse_containerd_config(text, path)
+        except ParseError:
+            return {}
+        return {name: getattr(parsed, name) for name in CONTAINERD_FIELDS}
+    return {}

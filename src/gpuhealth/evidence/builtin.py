@@ -49,7 +49,9 @@ _DKMS_LINE = lazy_re(r"^[\w.+-]+(?:/|,\s*)[\w.+~-]+(?:,[^,:]*)*:\s*(?:added|buil
 _DKMS_WORDS = ("added", "built", "installed", "broken")  # a status line holds one of them, after a ":"
 _MOKUTIL = lazy_re(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
                       r"EFI variables are not supported on this system|"
-                      r"^\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment request)\s*$", re.M)
+                      r"^(?:SKIP: |CA of )?\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment "
+                      r"request|already in db|blocked in dbx|blocked in MokListX|not in MokList)\s*$|"
+                      r"^Already in kernel trusted keyring\. Skip \S|^input password: ?$", re.M)
 # mokutil --list-enrolled: each key opens with "[key N]" then its "SHA1 Fingerprint:" (lcp/mokutil src/efi_x509.c)
 _MOK_LIST = guarded_re(r"^\[key 1\]\s*\n\s*SHA1 Fingerprint: ", re.M, may=has("SHA1 Fingerprint: "))
 _CERT_NAME_LINE = guarded_re(r"^(?:Subject|Issuer):.{0,300}\bCN ?=", may=has("CN"))
@@ -115,8 +117,17 @@ def _looks_like_smi_query(text: str) -> bool:
     return bool(_SMI_QUERY_SECTION.search(head)) and not _KERNEL_HINT.search(head)
 
 
+# a line nvidia-smi -q prints: its key padded to the value column (" : " after two or more blanks), at any depth;
+# a pasted error line ("Failed to initialize NVML: Unknown Error") has no such padding
+_SMI_QUERY_ROW = lazy_re(r"^\s*[A-Za-z][\w /().+#,-]{0,80}? {2,}: ")
+
+
+def _smi_query_row(line: str) -> bool:
+    return _SMI_QUERY_ROW.match(line) is not None
+
+
 @evidence_kind("smi-query", commands=(_SMI + r".*(?:\s-q\b|--query(?:\s|$)|\s-q[A-Za-z]|\s-a\b)",), priority=950,
-               recognise=_looks_like_smi_query)
+               recognise=_looks_like_smi_query, owns=_smi_query_row)
 def _smi_query(text: str, source: str) -> dict[str, Any]:
     return {"smi": parse_smi_query(text)}
 
@@ -176,8 +187,13 @@ _P2P_TEST_WORDS = ("P2P Connectivity Matrix", "P2P=Disabled Bandwidth Matrix", "
                    "Access Peer Device=", "> Peer access from ", "support of peer to peer memory access")
 
 
+def _p2p_printed(line: str) -> bool:
+    from gpuhealth.parsers.cuda_p2p import printed_line
+    return printed_line(line)
+
+
 @evidence_kind("cuda-p2p-test", commands=(r"\S*(?:p2pBandwidthLatencyTest|simpleP2P)\b",), priority=905,
-               recognise=lambda t: any(w in _head(t) for w in _P2P_TEST_WORDS))
+               recognise=lambda t: any(w in _head(t) for w in _P2P_TEST_WORDS), owns=_p2p_printed)
 def _cuda_p2p_test(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.cuda_p2p import parse_p2p_test
     return {"p2p": P2pEvidence(tests=(parse_p2p_test(text),))}
@@ -279,8 +295,8 @@ def _mokutil(text: str, source: str) -> dict[str, Any]:
         if key:
             return key
         enrolled = module_key_lines(text.splitlines(), source)  # the listing, or a grep of it its command names
-        if enrolled and enrolled["install"].enrolled_keys:
-            return enrolled
+        if enrolled and (enrolled["install"].enrolled_keys or enrolled["install"].signing_key_state):
+            return enrolled  # the enrolled keys, or those --list-new shows waiting for the MOK manager
         raise
     return {"install": InstallState(secure_boot=state, secure_boot_source="mokutil --sb-state")}
 

@@ -849,8 +849,11 @@ _SB_ENABLED = guarded_re(r"\bSecureBoot enabled\b|This system also has UEFI Secu
                          r"UEFI Secure Boot is enabled|\bsecureboot: Secure boot enabled\b|"
                          r"Kernel is locked down from EFI Secure Boot",
                          may=has("SecureBoot", "Secure Boot", "Secure boot"))
+# update-secureboot-policy (Ubuntu's and Debian's shim-signed) says "Secure Boot not enabled on this system." when the
+# SecureBoot EFI variable is absent or not 1
 _SB_DISABLED = guarded_re(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
-                          r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled",
+                          r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled|"
+                          r"^\s*Secure Boot not enabled on this system\.",
                           may=has("SecureBoot", "Secure Boot", "Secure boot"))
 
 
@@ -922,6 +925,41 @@ _MODINFO_SIGNER = guarded_re(r"^\s{0,8}signer:\s+(\S[^\n]{0,200})$", may=has("si
 _CERT_NAME = guarded_re(r"^\s{0,16}(?:Subject|Issuer):[^\n]{0,300}?\bCN ?= ?([^,/\n]{1,120})", may=has("CN"))
 _DKMS_CERTIFICATE = guarded_re(r"^\s{0,8}Public certificate \(MOK\): (/\S{1,300})\s*$", may=has("Public certificate"))
 _LISTS_ENROLLED = ("mokutil --list-enrolled", "mokutil -l ", "SHA1 Fingerprint:")
+# mokutil prints every key list the same way ("[key N]", fingerprint, certificate): the command decides whose keys
+# they are. --list-new (-N) lists MokNew, the keys imported and waiting for the MOK manager's confirmation at the next
+# boot (not yet trusted); --list-delete, --pk, --kek, --db, --dbx and --mokx list other databases, no enrolled MOK.
+_LISTS_PENDING = guarded_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--list-new\b|(?<!\S)-N\b)", may=has("mokutil"))
+_LISTS_OTHER = guarded_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--list-delete\b|--pk\b|--kek\b|--dbx?\b|--mokx\b|"
+                          r"(?<!\S)-[DX]\b)", may=has("mokutil"))
+
+
+# The MOKs the kernel took in, as it says at boot (security/integrity/platform_certs/load_uefi.c, digsig.c): "integrity:
+# Loading X.509 certificate: UEFI:MokListRT (MOKvar table)" opens the MOK list, then one "integrity: Loaded X.509 cert
+# '<name>: <subject key id>'" per key (the name is the certificate's CN, or "O: CN" where the CN does not start with
+# the O: x509_fabricate_name), until the next list ("UEFI:db", "UEFI:MokListXRT", ...) opens.
+_LOADING_LIST = guarded_re(r"Loading X\.509 certificate: UEFI:(\w{1,30})", may=has("Loading X.509 certificate"))
+_LOADED_CERT = guarded_re(r"Loaded X\.509 cert '([^'\n]{1,300}?)(?:: [0-9a-f]{8,80})?'", may=has("Loaded X.509 cert"))
+
+
+KERNEL_MOKS = "the MOKs the kernel loaded at boot (UEFI:MokListRT)"
+
+
+def _kernel_moks(lines: list[str]) -> list[str]:
+    """The names of the MOKs the kernel loaded (the CN of each), in the order it printed them; empty when the lines
+    do not show the MOK list being loaded."""
+    names: list[str] = []
+    in_moks = False
+    for line in lines[:2000]:
+        opened = _LOADING_LIST.search(line)
+        if opened:
+            in_moks = opened[1] == "MokListRT"
+            continue
+        loaded = _LOADED_CERT.search(line) if in_moks else None
+        if loaded:
+            name = loaded[1].rsplit(": ", 1)[-1].strip()
+            if name and name not in names:
+                names.append(name)
+    return names
 
 
 def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[str, InstallState]:
@@ -931,8 +969,10 @@ def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[s
     ``command``: the command the lines are the output of, where the caller knows it (else the source names it)."""
     found: dict[str, Any] = {}
     source_and_command = f"{source} {command}"
-    listing = any(word in source_and_command for word in _LISTS_ENROLLED[:2]) or any(
-        line.lstrip().startswith(_LISTS_ENROLLED[2]) for line in lines[:2000])
+    pending = bool(_LISTS_PENDING.search(source_and_command))
+    listing = not _LISTS_OTHER.search(source_and_command) and (pending or any(
+        word in source_and_command for word in _LISTS_ENROLLED[:2]) or any(
+        line.lstrip().startswith(_LISTS_ENROLLED[2]) for line in lines[:2000]))
     names: list[str] = []
     # a modinfo cut to its signer ("modinfo nvidia | grep signer"): whole, modinfo's own reader takes it
     modinfo = "modinfo" in source_and_command and "nvidia" in source_and_command
@@ -948,13 +988,37 @@ def module_key_lines(lines: list[str], source: str, command: str = "") -> dict[s
             name = _CERT_NAME.search(text)
             if name and name[1].strip() not in names:
                 names.append(name[1].strip())
-    if names:
+    kernel = not names and not listing
+    if kernel:
+        names = _kernel_moks(lines)  # the kernel's own word on the MOKs it trusts, at boot
+    if names and pending:  # imported, not confirmed: shim does not trust them until the MOK manager enrolls them
+        found.update(signing_key=f"the key '{names[0]}'", signing_key_state="pending",
+                     signing_key_line=f"mokutil --list-new: CN = {names[0]}", signing_key_source=source)
+    elif names:
         found["enrolled_keys"] = tuple(names[:20])
-        found["enrolled_keys_source"] = source
+        found["enrolled_keys_source"] = f"{source}: {KERNEL_MOKS}" if kernel else source
     return {"install": InstallState(**found)} if found else {}
 
 
-_TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked in ")  # every answer of mokutil --test-key
+# every answer of mokutil --test-key, and of --import (--delete) for a key it skips
+# `mokutil --import KEY` asks for the one-time password ("input password:", "input password again:", lcp/mokutil
+# src/mokutil.c get_password) once the key goes into the enrollment request: the key waits for the MOK manager's
+# confirmation at the next boot. The key is the command's argument (a session's block names its command).
+_IMPORT_COMMAND = guarded_re(r"\bmokutil\b[^|;&\n]{0,80}?(?:--import|(?<!\S)-i)\s{1,4}(?!-)(\S{1,300})",
+                             may=has("mokutil"))
+
+
+def _import_asked(lines: list[str], source: str) -> dict[str, InstallState]:
+    command = _IMPORT_COMMAND.search(source)
+    if command is None or not any(line.strip().startswith("input password:") for line in lines[:20]):
+        return {}
+    return {"install": InstallState(signing_key=command[1], signing_key_state="pending",
+                                    signing_key_line=f"mokutil --import {command[1]}: input password:",
+                                    signing_key_source=source)}
+
+
+_TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked", " is not in MokList",
+                   "Already in kernel trusted keyring", "System's DKMS key is NOT", "System DKMS key is registered")
 
 
 def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
@@ -962,7 +1026,7 @@ def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     own output, a session, prose quoting it); empty when no line does. Of several keys, the least trusted."""
     candidates = [line for line in lines[:2000] if any(words in line for words in _TEST_KEY_WORDS)]
     if not candidates:
-        return {}
+        return _import_asked(lines, source)
     from gpuhealth.parsers.install import least_trusted_key  # here: most pieces hold no such line
 
     answer = least_trusted_key(candidates)

@@ -293,17 +293,35 @@ def prose_lines(text: str, edges_only: bool = False, own: Callable[[str], bool] 
     tells the output's own lines where its grammar knows them (a collect_env report ends on one of its fields)."""
     from gpuhealth.parsers.wrapped import LOG_PREFIX
 
-    lines = [raw.strip()[:1000] for raw in text.splitlines()[:MAX_PROSE_SCAN]]
-    prose = [_is_prose(line, LOG_PREFIX) and not (own and own(line)) for line in lines]
+    raw_lines = text.splitlines()[:MAX_PROSE_SCAN]
+
+    def is_prose(line: str) -> bool:
+        return _is_prose(line, LOG_PREFIX) and not (own and own(line))
+
     if not edges_only:
-        return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
+        return [line for raw in raw_lines if is_prose(line := raw.strip()[:1000])]
     # a markdown heading, bold label or rule ("**Description**", "### Root cause", "---") frames a post's sections: it
-    # is no line of the output, so the sentences above it stay above the output
-    output = [i for i, line in enumerate(lines) if line and not prose[i] and not _MARKDOWN_LABEL.match(line)]
-    if not output:
-        return [line for line, is_prose in zip(lines, prose, strict=True) if is_prose]
-    first, last = output[0], output[-1]
-    return [line for i, line in enumerate(lines) if prose[i] and (i < first or i > last)]
+    # is no line of the output, so the sentences above it stay above the output. Only the edges are read: from the top
+    # down to the output's first line, from the bottom up to its last (the lines between are the output's own).
+    above: list[str] = []
+    first = None  # the output's first line
+    for index, raw in enumerate(raw_lines):  # (each line stripped as it is reached: most are never looked at)
+        line = raw.strip()[:1000]
+        if is_prose(line):
+            above.append(line)
+        elif line and not _MARKDOWN_LABEL.match(line):
+            first = index
+            break
+    if first is None:
+        return above  # no output line: every sentence counts
+    below: list[str] = []
+    for raw in reversed(raw_lines[first + 1:]):
+        line = raw.strip()[:1000]
+        if is_prose(line):
+            below.append(line)
+        elif line and not _MARKDOWN_LABEL.match(line):
+            break  # the output's last line
+    return [*above, *reversed(below)]
 
 
 # --------------------------------------------------------------------------- Python packages

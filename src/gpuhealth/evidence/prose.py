@@ -467,12 +467,11 @@ def fill_named_gpus(fields: dict[str, Any], texts: list[tuple[str, str]]) -> tup
     """The GPU models (and counts) the texts name outside nvidia-smi's GPU list (parsers/gpu_mentions.named_gpus), in
     ``fields["gpus_named"]``: reported facts, so that what rests on them stays below critical and their words are
     quoted. The checks prefer a program's list of the GPUs wherever there is one."""
-    from gpuhealth.parsers.gpu_mentions import MAX_NAMED, named_gpus
-
     smi, nvml = fields.get("smi"), fields.get("nvml")
     if ((smi is not None and smi.gpus and not smi.partial) or (nvml is not None and getattr(nvml, "gpus", ()))
             or any(d.is_nvidia_gpu for d in fields.get("pci_devices") or ())):
         return ()  # a program lists the GPUs: its names decide, and its lines are no one's words
+    from gpuhealth.parsers.gpu_mentions import MAX_NAMED, named_gpus  # (imported only when words may name them)
     found = []
     for source, text in texts:
         found += [g for g in named_gpus(text[:2_000_000], source)

@@ -56,6 +56,9 @@ class EvidenceKind:
     parse: Parse
     priority: int
     doc: str = ""
+    # the lines the kind's program prints, known by their form: read by its parser even where the output repeats them
+    # (p2pBandwidthLatencyTest's "Device=0 CANNOT Access Peer Device=2" lines and its connectivity matrix say the same)
+    owns: Callable[[str], bool] | None = None
 
     def produced_by(self, command: str) -> bool:
         """True when the normalised ``command`` is one that prints this kind."""
@@ -74,24 +77,24 @@ def is_slug(text: str) -> bool:
 
 
 def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, parse: Parse,
-             priority: int = 300) -> EvidenceKind:
+             priority: int = 300, owns: Callable[[str], bool] | None = None) -> EvidenceKind:
     """Register one kind (see the module docstring); a name registered twice is a bug."""
     if not is_slug(name):
         raise ValueError(f"bad evidence kind name: {name!r}")
     if name in KINDS:
         raise ValueError(f"evidence kind registered twice: {name}")
-    kind = EvidenceKind(name, tuple(lazy_re(c) for c in commands), recognise, parse, priority)
+    kind = EvidenceKind(name, tuple(lazy_re(c) for c in commands), recognise, parse, priority, owns=owns)
     KINDS[name] = kind
     _ORDER.clear()
     return kind
 
 
 def evidence_kind(name: str, *, commands: Iterable[str] = (), recognise: Recognise,
-                  priority: int = 300) -> Callable[[Parse], Parse]:
+                  priority: int = 300, owns: Callable[[str], bool] | None = None) -> Callable[[Parse], Parse]:
     """Decorator form of :func:`register`: the decorated function is the kind's parser."""
 
     def wrap(parse: Parse) -> Parse:
-        register(name, commands=commands, recognise=recognise, parse=parse, priority=priority)
+        register(name, commands=commands, recognise=recognise, parse=parse, priority=priority, owns=owns)
         return parse
 
     return wrap
@@ -104,7 +107,8 @@ _LOADED = False
 # The modules of this package that register kinds, named here rather than found by a scan of the package
 # (pkgutil and its directory listing cost every analysis' start-up); tests/test_evidence_kinds.py checks the
 # list against the package's files.
-KIND_MODULES = ("banners", "builtin", "containers", "facts", "listings", "program", "prose", "toolchain")
+KIND_MODULES = ("banners", "builtin", "containers", "facts", "listings", "package_logs", "program", "prose",
+                "toolchain")
 
 
 def load() -> None:

@@ -17,9 +17,9 @@ The file is read once, lazily (``knowledge.read_table``).
 from __future__ import annotations
 
 import functools
-import re
 
 from gpuhealth.knowledge import table_rows
+from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
 __all__ = ["DriverRequirement", "families", "family_minimum", "minor_releases", "requirement", "version_key"]
@@ -34,9 +34,12 @@ class DriverRequirement:
     source: str
 
 
+_VERSION = lazy_re(r"\d{1,9}(?:\.\d{1,9})*")
+
+
 def version_key(version: str | None) -> tuple[int, ...]:
     """``535.161.08`` -> (535, 161, 8); ``12.4`` -> (12, 4); anything without a number -> ()."""
-    match = re.match(r"\d{1,9}(?:\.\d{1,9})*", (version or "").strip())
+    match = _VERSION.match((version or "").strip())
     return tuple(int(n) for n in match[0].split(".")) if match else ()
 
 
@@ -75,8 +78,10 @@ def families() -> tuple[DriverRequirement, ...]:
     return tuple(sorted((r for r in _rows() if not r.release), key=lambda r: version_key(r.cuda)))
 
 
+@functools.cache
 def minor_releases() -> tuple[DriverRequirement, ...]:
-    """One row per toolkit minor version, the one :func:`requirement` judges by (its GA), oldest first."""
+    """One row per toolkit minor version, the one :func:`requirement` judges by (its GA), oldest first (worked out once:
+    the checks ask for it several times a run, and each time it scanned the table once per minor version)."""
     minors = dict.fromkeys(r.cuda for r in sorted(_rows(), key=lambda r: version_key(r.cuda)) if r.release)
     return tuple(row for minor in minors if (row := requirement(minor)) is not None)
 

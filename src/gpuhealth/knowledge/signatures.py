@@ -273,11 +273,8 @@ def _prefilter() -> _Prefilter:
     literals: list[tuple[tuple[str, ...] | None, bool]] = []
     by_anchor: dict[str, list[int]] = {}
     always: list[int] = []
-    from gpuhealth.knowledge._tables import signatures as written  # each shipped pattern's, worked out before
-
-    known = getattr(written, "LITERALS", {})
     for index, sig in enumerate(_catalogue()):
-        found = known[sig.pattern] if sig.pattern in known else required_literals(sig.pattern)
+        found = known_literals(sig.pattern)
         if found is None:
             literals.append((None, False))
             always.append(index)
@@ -287,6 +284,20 @@ def _prefilter() -> _Prefilter:
         for text in texts:
             by_anchor.setdefault(text[:ANCHOR].lower(), []).append(index)
     return _Prefilter(tuple(literals), {k: tuple(v) for k, v in by_anchor.items()}, tuple(always))
+
+
+def known_literals(pattern: str) -> tuple[tuple[str, ...], bool] | None:
+    """``required_literals(pattern)``, read from knowledge/_tables when the pattern is a shipped row's (worked out when
+    the tables were written: reading the pattern here would compile its tokenizer)."""
+    known = _written_literals()
+    return known[pattern] if pattern in known else required_literals(pattern)
+
+
+@functools.cache
+def _written_literals() -> dict[str, tuple[tuple[str, ...], bool] | None]:
+    from gpuhealth.knowledge._tables import signatures as written
+
+    return getattr(written, "LITERALS", {})
 
 
 _CLASS_ESCAPES = frozenset("dDwWsSbBAZ")  # a class or a zero-width assertion: not literal, but safe to step over

@@ -39,6 +39,17 @@ cause's page). A told cause is the reporter's words: analyze files its sentence 
 ``yields_to`` names symptom or cause ids ("the module was not built because the headers are missing" is the headers'
 family's).
 
+A person also says what FIXED it: "blacklisting nouveau fixed it", "it only worked after I installed the kernel
+headers", "the solution was to disable Secure Boot". A fix that worked is evidence for the cause that fix addresses,
+stronger than a cause merely named. The rows of ``fix_phrases.csv`` (same columns, ``fix``) are the fix actions of
+causes in words, each cited to the same source as the cause's own fix (NVIDIA's installation guide for blacklisting
+nouveau, installing the headers, rebuilding with DKMS, signing or disabling Secure Boot; the Fabric Manager guide for
+starting it ...): the subject is what the action acts on, the predicate the verb. The frames that say the fix worked ("X
+fixed it", "solved by X", "after X it works", "the fix was X") are the reader's; it files such a sentence as confirmed
+by the reporter's fix (``Told.confirmed``), under the stand-in row ``told:<row id>+fixed`` (:data:`FIXED_SUFFIX`), which
+the diagnosis ranks above a cause merely named (checks/diagnosis.py). A cause family's own sentence followed by a fix
+that worked ("the fabric manager was not running; starting it fixed it") is confirmed the same way.
+
 Negation, questions that only ask, hypotheticals and history are the reader's, not the table's. The table is read
 once, on first use, and each pattern is compiled on its own first use.
 """
@@ -47,19 +58,22 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import replace
 
 from gpuhealth.knowledge import table_rows
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.records import record
 
-__all__ = ["SEPARATOR", "SHOWN_PREFIX", "TOLD_PREFIX", "Phrase", "literal_rows", "literals", "phrases",
-           "shown_signature", "state_causes", "state_symptoms", "told_signature"]
+__all__ = ["FIXED_SUFFIX", "SEPARATOR", "SHOWN_PREFIX", "TOLD_PREFIX", "Phrase", "fix_confirmed", "literal_rows",
+           "literals", "phrases", "shown_signature", "state_causes", "state_symptoms", "told_signature"]
 
 SEPARATOR = " ¦ "  # between the examples of one cell
 TOLD_PREFIX = "told:"  # the id of a told cause's stand-in catalogue row: "told:told-module-not-built"
 # the id of the stand-in row of a program's line showing a family's event (a package tool's log of a kernel installed
 # by an update: parsers/os_upgrade.py): machine output, not the reporter's words
 SHOWN_PREFIX = "shown:"
+# added to a told cause's stand-in id where the reporter says a fix of it worked ("told:fixed-module-rebuilt+fixed")
+FIXED_SUFFIX = "+fixed"
 _REQUIRED = ("id", "literals", "examples", "source_title", "source_url")
 
 
@@ -81,6 +95,7 @@ class Phrase:
     source_url: str
     cause: str = ""  # cause_phrases.csv: the causes.csv id the family names ("" for a symptom's family)
     machine_wins: bool = False
+    fix: bool = False  # fix_phrases.csv: the family is a fix of its cause, read only where the reporter says it worked
 
     @property
     def key(self) -> str:
@@ -121,15 +136,23 @@ def state_causes() -> frozenset[str]:
 
 def told_signature(signature_id: str):
     """The stand-in catalogue row (``signatures.Signature``) of a sentence a cause family read: the cause's check,
-    at most a warning (the reporter's words), the family's source. KeyError for an id no family has."""
+    at most a warning (the reporter's words), the family's source; with :data:`FIXED_SUFFIX`, of a sentence saying a fix
+    of the cause worked. KeyError for an id no family has."""
     return _told_rows()[signature_id]
+
+
+def fix_confirmed(signature_id: str) -> bool:
+    """Whether the line filed under ``signature_id`` is the reporter saying a fix of its cause worked."""
+    return signature_id.startswith(TOLD_PREFIX) and signature_id.endswith(FIXED_SUFFIX)
 
 
 @functools.cache
 def _told_rows() -> dict:
     # "point to", not "name": a row reads the cause stated ("the module was not built") and the event that produces it
     # ("after the dnf update nvidia-smi fails") alike
-    return _stand_ins(TOLD_PREFIX, "words", "The reporter's words point to the cause: {}")
+    named = _stand_ins(TOLD_PREFIX, "words", "The reporter's words point to the cause: {}")
+    fixed = _stand_ins(TOLD_PREFIX, "words", "The reporter's fix confirms the cause: {}")
+    return {**named, **{f"{key}{FIXED_SUFFIX}": replace(sig, id=f"{key}{FIXED_SUFFIX}") for key, sig in fixed.items()}}
 
 
 def shown_signature(signature_id: str):
@@ -217,10 +240,12 @@ def _table() -> tuple[tuple[Phrase, ...], tuple[str, ...], frozenset[str]]:
     known_causes = causes()
     rows: list[Phrase] = []
     states: set[str] = set()
-    for name in ("symptom_phrases.csv", "cause_phrases.csv"):
+    for name in ("symptom_phrases.csv", "cause_phrases.csv", "fix_phrases.csv"):
         for number, row in enumerate(table_rows(name), start=2):
             row = {k: (v or "").strip() for k, v in row.items() if k is not None}
             rows.append(_phrase(row, f"{name} line {number}", known, known_causes, rows))
+            if name == "fix_phrases.csv":
+                rows[-1] = replace(rows[-1], fix=True)
             if rows[-1].machine_wins and not rows[-1].cause:
                 states.add(rows[-1].symptom)
     return tuple(rows), tuple(dict.fromkeys(lit for r in rows for lit in r.literals)), frozenset(states)

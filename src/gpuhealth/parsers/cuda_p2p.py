@@ -71,6 +71,12 @@ def sample_line(line: str) -> bool:
     return text.startswith(_SAMPLE_LINES) or (text.startswith("[") and text.endswith("] - Starting..."))
 
 
+def printed_line(line: str) -> bool:
+    """Whether ``line`` is one the samples print (a peer-access line, a note, a progress line): their parsers read it,
+    though the connectivity matrix may say the same."""
+    return _can_access(line.strip()) is not None or sample_line(line)
+
+
 def parse_p2p_test(text: str) -> P2pTest:
     """Parse the output of p2pBandwidthLatencyTest or simpleP2P (whichever it is)."""
     if "> Peer access from " in text[:65536] or "support of peer to peer memory access" in text[:65536]:

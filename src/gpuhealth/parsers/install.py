@@ -44,27 +44,55 @@ def parse_mokutil_sb_state(text: str) -> str:
 # mokutil --test-key KEY prints one of these about the key (lcp/mokutil src/mokutil.c, test_key() and
 # print_skip_message() for an enrollment request): "<KEY> is not enrolled" (exit 1), "<KEY> is already enrolled",
 # "... is already in db", "... is already in the built-in trusted keyring" (with --check-keyring),
-# "... is already in the enrollment request" (imported, not yet confirmed at boot), "... is blocked in dbx".
-_TEST_KEY = lazy_re(r"^\s*(?P<key>\S{1,300}) is (?P<state>not enrolled|already enrolled|already in db|"
-                       r"already in the built-in trusted keyring|already in the enrollment request|"
-                       r"blocked in dbx|blocked in MokListX)\s*$")
+# "... is already in the enrollment request" (imported, not yet confirmed at boot), "... is blocked in dbx";
+# with --ca-check, "CA of <KEY> is already enrolled" / "CA of <KEY> is blocked" (the key's issuer decides).
+# `mokutil --import KEY` answers a key it does not add to the request the same way, after "SKIP: "
+# (issue_mok_request: printf("SKIP: ") then print_skip_message), or "Already in kernel trusted keyring. Skip <KEY>";
+# `mokutil --delete KEY` says "SKIP: <KEY> is not in MokList" of a key that is not enrolled.
+_TEST_KEY = lazy_re(r"^\s*(?:SKIP: |CA of )?(?P<key>\S{1,300}) is (?P<state>not enrolled|already enrolled|"
+                       r"already in db|already in the built-in trusted keyring|already in the enrollment request|"
+                       r"blocked in dbx|blocked in MokListX|blocked|not in MokList)\s*$"
+                       r"|^\s*Already in kernel trusted keyring\. Skip (?P<trusted>\S{1,300})\s*$")
 _KEY_FILE = lazy_re(r"/|\.(?:der|pub|cer|crt|pem|x509)$", re.IGNORECASE)
 TEST_KEY_STATES = {"not enrolled": "not-enrolled", "already enrolled": "enrolled", "already in db": "enrolled",
                    "already in the built-in trusted keyring": "enrolled",
                    "already in the enrollment request": "pending", "blocked in dbx": "blocked",
-                   "blocked in MokListX": "blocked"}
+                   "blocked in MokListX": "blocked", "blocked": "blocked", "not in MokList": "not-enrolled"}
 
 
 def parse_mokutil_test_key(line: str) -> tuple[str, str] | None:
-    """One line of ``mokutil --test-key KEY``: (KEY, "enrolled" / "not-enrolled" / "pending" / "blocked"), or
-    None for any other line. The key must look like a key file (a path, or .der/.pub/...): prose such as
-    "the key is not enrolled" names none."""
+    """One line of ``mokutil --test-key KEY`` (or of ``--import``'s answer for a key it skips): (KEY, "enrolled" /
+    "not-enrolled" / "pending" / "blocked"), or None for any other line. The key must look like a key file (a
+    path, or .der/.pub/...): prose such as "the key is not enrolled" names none."""
     if not isinstance(line, str):
         raise ParseError("mokutil output must be text")
     match = _TEST_KEY.match(line[:400])
-    if match is None or not _KEY_FILE.search(match["key"]):
+    if match is None:
         return None
+    if match["trusted"]:  # --import's "Already in kernel trusted keyring. Skip KEY": the kernel trusts it
+        return (match["trusted"], "enrolled") if _KEY_FILE.search(match["trusted"]) else None
+    if not _KEY_FILE.search(match["key"]) or (match["state"] == "blocked" and "CA of " not in match[0]):
+        return None  # a bare "is blocked" is --ca-check's answer about the key's CA only
     return match["key"], TEST_KEY_STATES[match["state"]]
+
+
+# Debian's update-secureboot-policy (shim-signed-common) checks the DKMS key before it offers to enroll one: it
+# compares the serial of /var/lib/dkms/mok.pub (its dkms_mok_pubkey) with those `mokutil --list-enrolled` prints, and
+# says "  E: System's DKMS key is NOT installed in MOK." or "  [ OK ] System DKMS key is registered via MOK".
+DEBIAN_DKMS_KEY = "/var/lib/dkms/mok.pub"
+_POLICY_KEY = lazy_re(r"^\s*(?:E: System's DKMS key is (?P<missing>NOT installed in MOK)|\[ OK \] System DKMS key "
+                      r"is (?P<found>registered via MOK))\.?\s*$")
+
+
+def parse_secureboot_policy_key(line: str) -> tuple[str, str] | None:
+    """One line of Debian's ``update-secureboot-policy``: (DKMS's certificate, "not-enrolled" / "enrolled") for its
+    verdict on the DKMS key, or None for any other line."""
+    if not isinstance(line, str):
+        raise ParseError("update-secureboot-policy output must be text")
+    match = _POLICY_KEY.match(line[:400])
+    if match is None:
+        return None
+    return DEBIAN_DKMS_KEY, "not-enrolled" if match["missing"] else "enrolled"
 
 
 # A key shim does not trust yet is the decisive one: a module signed with it is refused under Secure Boot.
@@ -72,9 +100,11 @@ _KEY_STATE_RANK = {"blocked": 0, "not-enrolled": 1, "pending": 2, "enrolled": 3}
 
 
 def least_trusted_key(lines: list[str]) -> tuple[str, str, str] | None:
-    """(KEY, state, line) of the ``mokutil --test-key`` answer among ``lines`` that trusts its key least (several
-    keys tested: the one a module signed with would be refused), or None when no line is such an answer."""
-    found = [(answer, line.strip()) for line in lines[:2000] if (answer := parse_mokutil_test_key(line)) is not None]
+    """(KEY, state, line) of the ``mokutil --test-key`` answer (or Debian's update-secureboot-policy verdict on the
+    DKMS key) among ``lines`` that trusts its key least (several keys tested: the one a module signed with would be
+    refused), or None when no line is such an answer."""
+    found = [(answer, line.strip()) for line in lines[:2000]
+             if (answer := parse_mokutil_test_key(line) or parse_secureboot_policy_key(line)) is not None]
     if not found:
         return None
     (key, state), line = min(found, key=lambda item: _KEY_STATE_RANK[item[0][1]])

@@ -82,7 +82,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from gpuhealth.decoding import SNIFF_BYTES, Transcoder, convert, sniff
@@ -1115,15 +1114,18 @@ def _fork_map(job: Callable[[int], Any], count: int) -> list[Any]:
 # --------------------------------------------------------------------------- parsing the hit lines
 
 
-@dataclass
 class _Line:
-    """One kernel log line, split."""  # (a docstring also spares dataclass a slow signature)
+    """One kernel log line, split. (A plain class: a dataclass's generated methods are compiled as the module is
+    imported, on every start-up.)"""
 
-    number: int  # 1-based
-    raw: str
-    timestamp: str | None
-    message: str  # after the timestamp/host prefix
-    after: str | None = None
+    __slots__ = ("after", "message", "number", "raw", "timestamp")
+
+    def __init__(self, number: int, raw: str, timestamp: str | None, message: str, after: str | None = None) -> None:
+        self.number = number  # 1-based
+        self.raw = raw
+        self.timestamp = timestamp
+        self.message = message  # after the timestamp/host prefix
+        self.after = after
 
 
 def _split_prefix(raw: str) -> tuple[str | None, str]:

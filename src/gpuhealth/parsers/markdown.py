@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.parsers.session import prompt_command
 from gpuhealth.records import record
 
@@ -29,8 +29,8 @@ _FENCE = lazy_re(r"(?P<indent>[ \t]{0,16})(?P<fence>`{3,64}|~{3,64})[ \t]*(?P<in
 # Lines that are only GitHub's folding tags: <details>, </details>, and <summary>...</summary> inside a fold (an
 # nvidia-smi -x report has a <summary> element of its own, outside any <details>).
 _FOLD_TAG = lazy_re(r"[ \t]{0,16}(?:</?(?:details|summary)\b[^<>\n]{0,200}>[^<>\n]{0,300}){1,6}$", re.I)
-_DETAILS = lazy_re(r"[ \t]{0,16}<details\b", re.I)
-_QUOTE = lazy_re(r"[ \t]{0,3}>(?!>)[ \t]?")
+_DETAILS = guarded_re(r"[ \t]{0,16}<details\b", re.I, may=has_folded("<details"))
+_QUOTE = guarded_re(r"[ \t]{0,3}>(?!>)[ \t]?", may=has(">"))
 
 
 @record

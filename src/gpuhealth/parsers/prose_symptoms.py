@@ -156,6 +156,84 @@ _ASKS_FINAL = lazy_re(r"(?:까요?|나요|(?<=[" + _KO_N_FINAL + r"])가요?|(?<
 # a Chinese question need not end with a question mark: 吗, 是否, 会不会, 是不是, 有没有 ask
 _ASKS_CJK = lazy_re(r"[吗嗎]|是否|[会會]不[会會]|是不是|有[没沒]有|能不能")
 
+# --- a fix the reporter says worked (knowledge/fix_phrases.csv; a told cause the same sentence says was then fixed)
+# words that say it worked: "fixed it", "did the trick", "it works", "it came back" (the GPU after a reseat), Chinese
+# "就好了", "解决了", "恢复正常"; "help" too, so that "did not help" is found as the first such word and negates
+_SUCCESS_WORDS = (r"\b(?:fix|fixed|fixes|solve|solved|solves|resolve|resolved|resolves|cured|cures|help|helped|helps|"
+                   r"worked|works|working|did the trick|does the trick|went away|goes away|(?:is|was|are|were) gone|"
+                   r"back to normal|came back|comes back|show(?:s|ed)? up|(?:is|was|got) detected|"
+                   r"(?:runs|ran|loads|loaded|boots|booted|starts|started) (?:fine|normally|correctly|again|now))\b|"
+                   r"(?:就|又|都|终于|終於|已经|已經)?好了|解决|解決|修复|修復|修好|搞定|恢复正常|恢復正常|正常了|可以了|"
+                   r"成功了|解決しました|直りました|해결")
+_SUCCESS = lazy_re(_SUCCESS_WORDS)
+# words that say only that it works, which a routine step followed by a working GPU says too ("after the driver update I
+# rebooted and nvidia-smi works"): a fix only where the words say it did not before ("it ONLY worked after", "now it
+# works", "it works AGAIN")
+_WEAK_SUCCESS = lazy_re(r"worked|works|working|went away|goes away|(?:is|was|are|were) gone|back to normal|came back|"
+                        r"comes back|show(?:s|ed)? up|(?:is|was|got) detected|(?:runs|ran|loads|loaded|boots|booted|"
+                        r"starts|started) (?:fine|normally|correctly|again|now)")
+_NOT_BEFORE = lazy_re(r"\b(?:only|finally|again|now|at last|eventually)\b")
+# "<it worked> by|after <the fix>": the words that say so, ending where the fix's words start ("it only worked after
+# I", "which I could only fix by", "solved by")
+_SUCCESS_BEFORE = lazy_re(r"(?:" + _SUCCESS_WORDS + r")(?: (?:it|this|that|them|things|everything|again|now|"
+                          r"only|finally|eventually|for me|for us|properly|fine|correctly|normally|ok|okay|"
+                          r"the (?:problem|issue|error|boot|install|installation|screen|build)))"
+                          r"{0,4},? (?:by|after|once|with|through|via|when)(?: (?:i|we|finally|just|simply|only|"
+                          r"manually|properly|also|then|having|first))* ?$")
+# "the fix was <the fix>", "what solved it was", "SOLVED:", "the solution is to"
+_FIX_WAS = lazy_re(r"(?:\b(?:the |my |our |a |one )?(?:fix|solution|answer|workaround|cure|remedy|trick|resolution)"
+                   r"(?: for (?:me|us|this|it))?(?: here)? (?:was|is|turned out to be|ended up being)|"
+                   r"\bwhat (?:finally |eventually |actually |really |ultimately )?(?:fixed|solved|resolved|helped|"
+                   r"worked)(?: it| this| that| the (?:problem|issue))?(?: for (?:me|us))? (?:was|is)|"
+                   r"\b(?:solved|fixed|resolved|solution|fix)\s?:|解决方法是|解決方法是|解决办法是|解決辦法是)"
+                   r"\W{0,3}(?: ?(?:to|simply|just|by|that|i|we|had to))* ?$")
+# "it failed until I <the fix>", "cuInit returns an error until we run <the fix>": the fix made it work
+_UNTIL = lazy_re(r"(?<!wait )(?<!waited )(?<!waiting )\b(?:until|till)(?: after)?"
+                 r"(?: (?:i|we|finally|manually|just|simply|eventually|first|had to|ran|run))* ?$")
+# "it turned out to be <what the fix acts on>", "the culprit was nouveau", "原来是 nouveau": the reporter found it
+_CULPRIT = lazy_re(r"(?:\bturn(?:s|ed)? out to be|\bthe (?:root )?(?:cause|culprit) (?:was|turned out to be)|"
+                   r"\bthe (?:problem|issue) (?:was|turned out to be)|原来是|原來是|罪魁祸首是|罪魁禍首是)"
+                   r"(?: (?:the|a|an|my|our|missing|no|that|just|simply))* ?$")
+_BELIEVED = lazy_re(r"\b(?:think|thought|guess|suspect\w*|believe|assume\w*|probably|likely|seems?|maybe|perhaps|"
+                    r"possibly)\b|可能|也许|也許|怀疑|懷疑|猜")
+# a suggested, hoped or supposed fix, not one that was made: "try blacklisting nouveau", "you should install the
+# headers", "if you disable Secure Boot it works" ("could" stays: "which I could only fix by blacklisting")
+_SUPPOSED_FIX = lazy_re(r"\b(?:try|if|unless|whether|in case|can|may|might|would|will|should|shall|must|need to|"
+                        r"needs to|have to|has to|please|make sure|suggest\w*|recommend\w*|consider|maybe|perhaps|"
+                        r"hopefully|supposed to|expected to)\b|'ll\b|如果|要是|假如|试试|試試|建议|建議|应该|應該|需要")
+# a fix that only lasted, or that fixed a different, later problem: "it worked for a day, but it broke again", "fixed
+# the boot, but now nvidia-smi fails" (a fix that did not last confirms nothing: the problem is back)
+_NOT_FOR_GOOD = lazy_re(r"\b(?:broke|breaks|broken|fail\w*|stopped|crash\w*|happen\w*|appear\w*|occur\w*|dropped|"
+                        r"drops|"
+                        r"died) (?:\w+ ){0,2}?again\b|\bagain (?:after|the next|on the next|a (?:day|week|few))\b|"
+                        r"\btemporar\w*|\bfor a (?:while|day|week|few \w+|couple of \w+)\b|\buntil (?:the )?next\b|"
+                        r"\bonly for (?:a|one|two|some)\b|\bnot for long\b|\b(?:came|comes) back\b|\breturned\b|"
+                        r"\bbut (?:now|then|after|since|soon|later|the next)\b|\bhowever\b|\bstill\b|"
+                        r"\b(?:another|a new|a different|the next|a second|new) (?:problem|issue|error|failure)s?\b|"
+                        r"\bnow (?:i|we|it) (?:get|gets|got|see|have|fail\w*|crash\w*|hang\w*)\b|"
+                        r"又出现|又出現|又坏|又壞|复发|復發|但是现在|但是現在")
+# a later sentence of the same paragraph that says the fix was followed by another problem, or did not last:
+# "Blacklisting nouveau fixed the boot. Now I get error 999 in PyTorch."
+_LATER_PROBLEM = lazy_re(r"\b(?:another|a new|a different|the next|a second) (?:problem|issue|error|failure)s?\b|"
+                         r"\bnow (?:i|we) (?:get|got|see|hit|have a)\b|\bbut now\b|"
+                         r"\b(?:broke|breaks|fail\w*|fell|falls|dropped|drops|died|crash\w*|stopped|came back|"
+                         r"comes back|returned|happen\w*) (?:\w+ ){0,3}?again\b|又出现|又出現|又坏|又壞")
+# the reporter found the cause: "it turned out the fabric manager was not running", "the culprit was", "原来是"
+_FOUND_CAUSE = lazy_re(r"\bturn(?:s|ed)? out\b|\b(?:the )?(?:root )?(?:cause|culprit) (?:was|turned out to be)\b|"
+                       r"\bit was caused by\b|\bfound (?:out )?that\b|原来是|原來是|结果发现|結果發現")
+# doubt is a supposition too, in the first person as well: "I doubt the headers are missing", "not sure whether ..."
+# ("not sure why, but the GPU fell off the bus" tells it)
+# and so is what the writer first thought or assumed ("I thought the headers were missing, but ...", as 以为 above)
+_DOUBT = lazy_re(r"\b(?:doubt\w*|unlikely|(?:not sure|unsure) (?:if|whether|that)|"
+                 r"(?:i|we) (?:first |initially |originally )?(?:thought|assumed|presumed))\b|不太可能|不认为|不認為")
+# an episode dated in the past is history, not the problem now ("Xid 79 happened once in 2022", "last year the GPU fell
+# off the bus"), unless the sentence says it goes on or dates from then ("since the update last month")
+# (a week or a month ago is often the update that broke it: "last week we moved the cluster to Rocky 9.5"; a bare year
+# often dates the machine, not the episode: "we bought the server in 2022 and the GPU overheats")
+_DATED = lazy_re(r"\b(?:(?<!the )last year|(?:a|one|two|three|four|five|several|many|\d{1,2}) years? ago|"
+                 r"(?:once|back|already|sometime|some time) in (?:early |mid-?|late )?(?:19|20)\d\d)\b")
+_STILL_NOW = lazy_re(r"\b(?:since|ever since|again|still|now|currently|today|this (?:week|morning)|keeps?|every)\b")
+
 
 @record
 class Told:
@@ -164,6 +242,9 @@ class Told:
     sentence: str  # the sentence, as written (at most MAX_SENTENCE characters)
     line: int = 0  # the index of its line in the text (str.splitlines)
     cause: str = ""  # a causes.csv id: the sentence names the cause itself (cause_phrases.csv)
+    # the reporter says a fix of the cause worked (fix_phrases.csv, or a cause family's sentence then fixed): the cause
+    # is confirmed by their fix, not merely named
+    confirmed: bool = False
 
 
 def told_symptoms(text: str, causes_only: bool = False) -> list[Told]:
@@ -218,13 +299,20 @@ def _read_lines(text: str, lowered: str, rows, index, causes_only: bool) -> list
             continue
         original = original_lines[number][:MAX_LINE] if number < len(original_lines) else line
         contexts: dict[str, bool] = {}  # a row's context is the line's: searched once per line, not per sentence
-        read = [(row, start, end) for start, end, asks in _sentences(line)
-                for row in _read_sentence(candidates, line, start, end, asks, contexts)]
-        for row, start, end in _line_yields(read):
+        sentences = _sentences(line)
+        read = []
+        for i, (start, end, asks) in enumerate(sentences):
+            # a sentence closed by ";" goes on in the next one: "nvidia-smi was slow; persistence mode fixed that"
+            follow = line[end:sentences[i + 1][1]] if i + 1 < len(sentences) and line[start:end].rstrip().endswith(
+                (";", "；")) else ""
+            read += [(row, start, end, confirmed) for row, confirmed
+                     in _read_sentence(candidates, line, start, end, asks, contexts, follow)
+                     if not (confirmed and _LATER_PROBLEM.search(line, end))]  # "... fixed it. Now I get ..."
+        for row, start, end, confirmed in _line_yields(read):
             if counts.get(row.key, 0) < MAX_PER_SYMPTOM:
                 counts[row.key] = counts.get(row.key, 0) + 1
                 found.append(Told(row.symptom, row.id, original[start:end].strip()[:MAX_SENTENCE], number,
-                                  row.cause))
+                                  row.cause, confirmed))
     return found
 
 
@@ -232,7 +320,7 @@ def _line_yields(read: list) -> list:
     """The sentences' rows, less a named cause that yields to another cause named in the same line: a story told over
     sentences ("the kernel went from -24 to -25 and the driver broke. Rebuilding it did nothing.") names the narrower
     cause in its later sentence (the driver's source does not build against the kernel), as one sentence would."""
-    named = {row.cause for row, _, _ in read if row.cause}
+    named = {item[0].cause for item in read if item[0].cause}
     if len(named) < 2:
         return read
     return [item for item in read if not (item[0].cause and (named - {item[0].cause}).intersection(item[0].yields_to))]
@@ -271,26 +359,49 @@ def _sentences(line: str) -> list[tuple[int, int, bool]]:
     return out
 
 
-def _read_sentence(rows, line: str, start: int, end: int, asks: bool, contexts: dict[str, bool]) -> list:
-    """The rows whose family tells its symptom (or names its cause) in ``line[start:end]``, after ``yields_to``."""
+def _read_sentence(rows, line: str, start: int, end: int, asks: bool, contexts: dict[str, bool],
+                   follow: str = "") -> list[tuple]:
+    """(row, confirmed) for the rows whose family tells its symptom (or names its cause) in ``line[start:end]``, after
+    ``yields_to``; ``confirmed``: the sentence says a fix of the cause worked. ``follow``: the next sentence, where this
+    one ends with ";"."""
     sentence = line[start:end]
-    matched = [row for row in rows if _tells(row, line, sentence, asks, contexts)]
-    shown = {row.key for row in matched}
-    kept = [row for row in matched if not (shown - {row.key}).intersection(row.yields_to)]
-    return list({row.key: row for row in reversed(kept)}.values())[::-1]  # one row per symptom or cause, the first
+    matched = [(row, status == CONFIRMED) for row in rows
+               if (status := _tells(row, line, sentence, asks, contexts, follow))]
+    shown = {row.key for row, _ in matched}
+    kept = [(row, confirmed) for row, confirmed in matched if not (shown - {row.key}).intersection(row.yields_to)]
+    # one row per symptom or cause: the first, unless a later one says a fix of it worked
+    best: dict[str, tuple] = {}
+    for row, confirmed in kept:
+        if row.key not in best or (confirmed and not best[row.key][1]):
+            best[row.key] = (row, confirmed)
+    return list(best.values())
 
 
-def _tells(row, line: str, sentence: str, asks: bool, contexts: dict[str, bool]) -> bool:
+TOLD, CONFIRMED = "told", "confirmed"  # what a sentence does with a family's words ("": neither)
+
+
+def _tells(row, line: str, sentence: str, asks: bool, contexts: dict[str, bool], follow: str = "") -> str:
+    """Whether ``sentence`` tells the row's symptom or cause (``TOLD``), says a fix of the cause worked
+    (``CONFIRMED``), or neither ("")."""
     if not any(literal in sentence for literal in row.literals):
-        return False
+        return ""
     if row.context is not None:
         if row.id not in contexts:
             contexts[row.id] = row.context.search(line) is not None
         if not contexts[row.id]:
-            return False
+            return ""
     if row.unless is not None and row.unless.search(sentence):
-        return False
-    return any(_reported(sentence, place, asks) for place in _places(row, sentence))
+        return ""
+    if row.fix and _found_what_it_fixes(row, sentence, asks):
+        return CONFIRMED
+    best = ""
+    for place in _places(row, sentence):
+        status = (_fix_worked(sentence, place, asks, follow) if row.fix
+                  else _reported(sentence, place, asks, follow, bool(row.cause)))
+        if status == CONFIRMED:
+            return status
+        best = best or status
+    return best
 
 
 def _places(row, sentence: str):
@@ -322,33 +433,148 @@ def _places(row, sentence: str):
             yield p_start, p_end, s, e
 
 
-def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool) -> bool:
-    """Whether the words at ``place`` (the predicate's span, then the subject's) report the symptom, rather than
-    negate it, ask about it, suppose it or tell that it is over."""
+def _reported(sentence: str, place: tuple[int, int, int, int], asks: bool, follow: str = "",
+              cause: bool = False) -> str:
+    """Whether the words at ``place`` (the predicate's span, then the subject's) report the symptom (``TOLD``), rather
+    than negate it, ask about it, suppose it or tell that it is over (""). A cause (``cause``) the sentence then says
+    was fixed ("the module was not built for the new kernel, but dkms autoinstall fixed it"), or that the reporter
+    found ("it turned out the fabric manager was not running"), is ``CONFIRMED``."""
     p_start, p_end, s_start, s_end = place
     clause = _clause_before(sentence, p_start)
     korean_or_japanese = _HANGUL.search(sentence) is not None or _KANA.search(sentence) is not None
     if _NEGATION.search(" ".join(clause.split()[-3:])):
-        return False
+        return ""
     if korean_or_japanese:  # 不/未/無 in a Japanese sentence start words ("未だに" still, "不具合" fault)
         if _NEGATION_AFTER.match(sentence, p_end) or _NEGATION_KO_BEFORE.search(clause[-CJK_NEGATION_REACH:]):
-            return False
+            return ""
     elif _NEGATION_CJK.search(clause[-CJK_NEGATION_REACH:]):
-        return False
+        return ""
     first, second = sorted(((p_start, p_end), (s_start, s_end)))
     outside = " ".join((sentence[:first[0]], sentence[first[1]:second[0]], sentence[second[1]:]))
-    if _PREVENT.search(outside) or _HISTORY.search(outside):
-        return False
+    if _PREVENT.search(outside) or _DOUBT.search(sentence[:first[0]]) or _dated(sentence):
+        return ""
+    status = TOLD
+    if _HISTORY.search(outside) or (follow and _HISTORY.search(follow)):
+        if not (cause and _fixed_after(f"{sentence} {follow}", second[1], across_but=True)):
+            return ""
+        status = CONFIRMED  # over because a fix worked: the fix confirms the cause
     own = _FIRST_PERSON.search(sentence) is not None
     if not own and (_MODAL.search(sentence[:p_start]) or _MODAL.search(_clause_after(sentence, p_end))):
-        return False
+        return ""
     if not own and korean_or_japanese and _MODAL_KOJA.search(sentence) and not _PAST_END.search(sentence):
-        return False
+        return ""
     if asks and _in_question(sentence, p_start):
         if _ASKS_WHETHER.search(_clause_before(sentence, p_start)):
-            return False  # "how do I know if my torch is a CPU build?" asks whether, whoever's it is
-        return own or _ASKS_ABOUT_OWN.search(sentence) is not None
-    return True
+            return ""  # "how do I know if my torch is a CPU build?" asks whether, whoever's it is
+        if not (own or _ASKS_ABOUT_OWN.search(sentence) is not None):
+            return ""
+    if cause and status == TOLD and _FOUND_CAUSE.search(sentence, 0, first[0]):
+        status = CONFIRMED
+    return status
+
+
+def _dated(sentence: str) -> bool:
+    """An episode the sentence dates in the past ("once in 2022", "last year") and does not say goes on."""
+    return _DATED.search(sentence) is not None and _STILL_NOW.search(sentence) is None
+
+
+def _negated(text: str, position: int) -> bool:
+    """Whether the words just before ``position`` negate it ("did not help", "没有解决")."""
+    clause = _clause_before(text, position)
+    return bool(_NEGATION.search(" ".join(clause.split()[-3:])) or _NEGATION_CJK.search(clause[-CJK_NEGATION_REACH:]))
+
+
+def _says_fixed(text: str, start: int, end: int) -> bool:
+    """Whether the words ``text[start:end]`` that say it worked say it was broken before: always, but for words that
+    only say it works ("it works"), which need "only", "now", "again", "finally" beside them."""
+    if _WEAK_SUCCESS.fullmatch(text, start, end) is None:
+        return True
+    return _NOT_BEFORE.search(text, max(0, start - 40), min(len(text), end + 20)) is not None
+
+
+def _fixed_after(text: str, position: int, across_but: bool = False) -> bool:
+    """Whether the words after ``position`` say it worked ("... fixed it", "after that it works"), not negated, not
+    supposed, not only for a while; ``across_but``: the words may follow a "but" ("X was missing, but installing it
+    fixed it")."""
+    m = _SUCCESS.search(text, position)
+    if m is None or m.start() - position > 100 or _negated(text, m.start()) or _SUPPOSED_FIX.search(
+            text, position, m.end()):
+        return False  # "... might fix it", "... should work"
+    if not _says_fixed(text, m.start(), m.end()):
+        return False
+    if not across_but and _BUT.search(text, position, m.start()):
+        return False  # "I blacklisted nouveau but reinstalling fixed it": another fix worked
+    return _NOT_FOR_GOOD.search(text, m.end()) is None
+
+
+_BUT = lazy_re(r"\bbut\b|\bhowever\b|但|可是|不过|不過")
+
+
+def _fix_worked(sentence: str, place: tuple[int, int, int, int], asks: bool, follow: str = "") -> str:
+    """``CONFIRMED`` when the fix at ``place`` (a fix_phrases.csv row: the predicate's span is the verb, the subject's
+    what it acts on) is one the reporter says worked: "blacklisting nouveau fixed it", "it only worked after I installed
+    the headers", "the solution was to disable Secure Boot", "把 nouveau 禁用后就好了"; not one that did not work, a
+    suggestion, a question, a fix that only lasted a while or one of a later problem ("")."""
+    p_start, p_end, s_start, s_end = place
+    if asks or not _joined(sentence, place):
+        return ""
+    start, end = min(p_start, s_start), max(p_end, s_end)
+    clause = _clause_before(sentence, start)
+    if _NEGATION.search(" ".join(clause.split()[-3:])) or _NEGATION_CJK.search(clause[-CJK_NEGATION_REACH:]):
+        return ""  # "without blacklisting nouveau", "not even reseating the card"
+    if _dated(sentence):
+        return ""
+    text = f"{sentence} {follow}" if follow else sentence
+    if not _supposed(sentence, start, start) and _fixed_after(text, end):
+        return CONFIRMED
+    for cut in dict.fromkeys((start, p_start)):
+        before = _SUCCESS_BEFORE.search(sentence, max(0, cut - 120), cut)
+        word = _SUCCESS.match(sentence, before.start()) if before is not None else None
+        framed = word is not None and not _negated(sentence, word.start()) and _says_fixed(sentence, *word.span())
+        frame = word if framed else (_FIX_WAS.search(sentence, max(0, cut - 120), cut)
+                                     or _UNTIL.search(sentence, max(0, cut - 60), cut))
+        if frame is not None and not _supposed(sentence, frame.start(), cut) and not _NOT_FOR_GOOD.search(text, end):
+            return CONFIRMED
+    return ""
+
+
+def _supposed(sentence: str, start: int, end: int) -> bool:
+    """Whether a suggestion or a supposition ("try", "you should", "if", "might") stands in the few words before
+    ``start`` or between it and ``end``: the fix was proposed, not made. Only the last words before: "it would default
+    to nouveau, which I could only fix by blacklisting" tells a habit, then a fix made."""
+    lead = sentence[max(0, start - 60):start].split()[-4:]
+    return bool(_SUPPOSED_FIX.search(" ".join(lead)) or _SUPPOSED_FIX.search(sentence, start, end))
+
+
+def _found_what_it_fixes(row, sentence: str, asks: bool) -> bool:
+    """Whether the sentence says the reporter found what the fix row acts on to be the culprit: "it turned out to be
+    Secure Boot", "the culprit was the nouveau driver", "原来是 nouveau"; only a subject that names it by one of the
+    row's literals (not a bare "the card"), not believed or supposed ("I think the problem was nouveau")."""
+    if asks or row.subject is None or _dated(sentence):
+        return False
+    for count, m in enumerate(row.subject.finditer(sentence)):
+        if count >= MAX_TRIES:
+            return False
+        if not any(literal in m.group() for literal in row.literals):
+            continue
+        frame = _CULPRIT.search(sentence, max(0, m.start() - 60), m.start())
+        if frame is not None and not _negated(sentence, frame.start()) and not _BELIEVED.search(
+                sentence, 0, m.start()) and not _supposed(sentence, frame.start(), frame.start()):
+            return True
+    return False
+
+
+def _joined(sentence: str, place: tuple[int, int, int, int]) -> bool:
+    """Whether a fix's verb acts on its subject: "blacklisting (the) nouveau" (the verb first, a few words apart in one
+    clause), "nouveau blacklisting", or what it acts on named first and the verb after a fix that worked ("nouveau,
+    which I could only fix by blacklisting")."""
+    p_start, p_end, s_start, s_end = place
+    if p_start < s_end and s_start < p_end:
+        return True  # one span holds both ("nvidia-smi -pm 1")
+    if p_start >= s_end:
+        return p_start - s_end <= 3 or _SUCCESS_BEFORE.search(sentence, s_end, p_start) is not None
+    gap = sentence[p_end:s_start]
+    return len(gap) <= 25 and not _CLAUSE_BREAK.search(gap) and not _SUCCESS.search(gap)
 
 
 def _clause_after(sentence: str, position: int) -> str:

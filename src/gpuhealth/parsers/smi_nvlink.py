@@ -9,7 +9,7 @@ from gpuhealth.parsers._values import number
 _GPU = lazy_re(r"GPU (\d{1,6}): (.*?)\s*(?:\(UUID: ([^)]*)\))?")
 _LINK = lazy_re(r"Link (\d{1,3}): (.*)")  # NVLink 5 has 18 links; three digits is plenty
 # What nvidia-smi prints instead of links, in several spellings ("inActive" since 590), and the
-# short reason stored for it. Anything else under a GPU is kept as printed.
+# short reason stored for it. Anything else under a GPU, before its links, is kept as printed.
 _ERRORS = (
     ("all links are inactive", "all links are inactive"),
     ("mig mode", "not supported in MIG mode"),
@@ -32,7 +32,7 @@ def parse_smi_nvlink(text: str) -> tuple[NvlinkState, ...]:
             raise ParseError(f"not nvidia-smi nvlink -s output: {line[:60]!r}")
         elif link := _LINK.fullmatch(line):
             gpus[-1]["links"][int(link[1])] = number(link[2])  # "<inactive>" has no number
-        elif gpus[-1]["error"] is None:
+        elif gpus[-1]["error"] is None and not gpus[-1]["links"]:  # printed instead of the links, never after them
             gpus[-1]["error"] = _error(line)
     if not gpus:
         raise ParseError("no 'GPU n: <name> (UUID: ...)' line: not nvidia-smi nvlink -s output")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from operator import itemgetter
 
 from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
@@ -42,15 +41,16 @@ _REASONS = dict(zip(
     CLOCK_EVENT_REASONS, strict=True))
 
 
-@dataclass
 class _Block:
-    """One GPU's lines as (path, value) pairs; value None for a bare section line."""
+    """One GPU's lines as (path, value) pairs; value None for a bare section line. (A plain class: a dataclass's
+    generated methods are compiled as the module is imported, on every start-up.)"""
 
-    bus_id: str | None
-    entries: list[tuple[str, str | None]] = field(default_factory=list)
-    values: dict[str, str] = field(default_factory=dict)  # first value per path
-    # (path, index in entries) of each top-level line: the lines up to the next one are nested under it
-    tops: list[tuple[str, int]] = field(default_factory=list)
+    def __init__(self, bus_id: str | None) -> None:
+        self.bus_id = bus_id
+        self.entries: list[tuple[str, str | None]] = []
+        self.values: dict[str, str] = {}  # first value per path
+        # (path, index in entries) of each top-level line: the lines up to the next one are nested under it
+        self.tops: list[tuple[str, int]] = []
 
     def under(self, *sections: str) -> Iterator[tuple[str, str | None]]:
         """The entries whose path starts with one of ``sections`` + "/", among others of the same top-level

@@ -29,10 +29,13 @@ of ``-``/``=`` (a rule cut by a terminal) is joined with none. Linear, one pass;
 from __future__ import annotations
 
 import functools
-import re
+import typing
 
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.parsers.session import prompt_command
+
+if typing.TYPE_CHECKING:
+    from gpuhealth.knowledge.signatures import Signature
 
 __all__ = ["MAX_SEGMENTS", "MAX_WRAPPED", "MIN_WRAPPED", "unwrap_lines"]
 
@@ -50,6 +53,7 @@ _SENTENCE = lazy_re(r"[A-Z][a-z]")  # a capitalised word: a sentence of the repo
 _LOG_WORDS = ("NVRM", "nvidia", "Xid", "AER", "pcieport", "nouveau")  # lines of the GPU stack: the others are not read
 MIN_WRAPPED, MAX_WRAPPED = 60, 80  # a wrapped piece filled the width: a mail client wraps at 72-80 columns, a
 # terminal at 80 (a longer line was not wrapped at those widths)
+_RULE_MARKS = ("+-", "+=", "++", "|-", "|=", "|+")  # a rule line holds one ([+|] then [-=+]: _RULE, _RULE_START)
 _RULE_START = lazy_re(r"[ \t]{0,8}[+|][-=+]{10,400}$")
 _RULE_END = lazy_re(r"[-=+]{1,400}[+|]\s*$")
 _XID_HEAD = lazy_re(r"NVRM: Xid \([^)\n]{1,160}\):?\s{0,8}\d{1,6}\b")
@@ -66,23 +70,30 @@ def unwrap_lines(text: str) -> str:
     out: list[str] = []
     changed = False
     width = 0  # the width of the table being read: its last whole rule line's
+    # What the text holds decides which joins can happen at a line of it as given (not glued): a rule or a table row
+    # needs a rule's marks, an Xid line "NVRM: Xid", a log record one of the GPU stack's words; without them only a
+    # driver-too-old message naming CUDA can cross a break (an `nvidia-smi -q`: its lines are not each looked at)
+    joinable = (("+" in text or "|" in text) and any(mark in text for mark in _RULE_MARKS)) or "NVRM: Xid" in text
+    logs = any(word in text for word in _LOG_WORDS)
     i = 0
     while i < len(lines):
-        line = lines[i]
+        line = given = lines[i]
         i += 1
         segments = 1
         while i < len(lines) and segments < MAX_SEGMENTS and len(line) < MAX_JOINED:
+            if segments == 1 and not (joinable or width) and "CUDA" not in line and "CUDA" not in lines[i]:
+                break
             joined = _joined(line, lines[i], width)
             if joined is None:
                 break
             line, i, segments, changed = joined, i + 1, segments + 1, True
-        if segments == 1 and i < len(lines):
+        if segments == 1 and i < len(lines) and logs:
             run = _log_continuation(line, lines, i)
             if run:
                 for piece in lines[i:i + run]:
                     line = _glue(line, piece, 0)
                 i, changed = i + run, True
-        if _RULE.match(line):
+        if (joinable or line is not given) and _RULE.match(line):
             width = len(line.rstrip())
         elif line.lstrip()[:1] not in ("|", "+"):
             width = 0  # the table ended
@@ -161,24 +172,25 @@ def _too_old_joined(line: str, following: str) -> str | None:
         start = max(0, len(head) - _TOO_OLD_WINDOW)
         window = glued[start:len(head) + len(glue) + _TOO_OLD_WINDOW]
         folded = window.lower()
-        for regex, literals in _too_old_rows():
+        for sig, literals in _too_old_rows():
             if literals is not None and not any(text in folded for text in literals):
                 continue  # none of the words every match holds: the regex cannot match
-            found = regex.search(window)
+            found = sig.regex.search(window)  # compiled here, on a row's first use
             if found and found.start() < len(head) - start < found.end():
                 return glued
     return None
 
 
 @functools.cache
-def _too_old_rows() -> tuple[tuple[re.Pattern[str], tuple[str, ...] | None], ...]:
-    """The catalogue's GH601 rows: each regex, and the literals (lower-cased) one of which every match holds (None:
-    none known, the regex always runs)."""
-    from gpuhealth.knowledge.signatures import required_literals, signatures
+def _too_old_rows() -> tuple[tuple[Signature, tuple[str, ...] | None], ...]:
+    """The catalogue's GH601 rows: each row, and the literals (lower-cased) one of which every match holds (None:
+    none known, the regex always runs). A row's regex is compiled only when a window holds one of its literals (most
+    pastes with "CUDA" in them hold none: compiling the 16 rows was a tenth of an analysis's start-up)."""
+    from gpuhealth.knowledge.signatures import known_literals, signatures
 
     rows = []
     for sig in signatures():
         if sig.code == "GH601":
-            found = required_literals(sig.pattern)
-            rows.append((sig.regex, tuple(text.lower() for text in found[0]) if found else None))
+            found = known_literals(sig.pattern)
+            rows.append((sig, tuple(text.lower() for text in found[0]) if found else None))
     return tuple(rows)

@@ -1,0 +1,239 @@
+"""containerd's CRI runtimes as Kubernetes uses them (GH802): its configuration file and ``crictl info``.
+
+A pod's containers run under the runtime its RuntimeClass names (``spec.runtimeClassName``; its ``handler`` is a
+runtime of containerd's CRI configuration), else under containerd's default runtime (Kubernetes documentation,
+"Runtime Class", https://kubernetes.io/docs/concepts/containers/runtime-class/). The NVIDIA Container Toolkit gives a
+pod its GPUs only when that runtime is the NVIDIA runtime, which ``nvidia-ctk runtime configure --runtime=containerd``
+adds as ``runtimes.nvidia`` (``--set-as-default`` also makes it ``default_runtime_name``; NVIDIA
+nvidia-container-toolkit, pkg/config/engine/containerd/config.go and containerd.go). Where that section lives depends
+on the file's ``version`` (containerd docs/cri/config.md, https://github.com/containerd/containerd/blob/main/docs/cri/config.md):
+
+- no version or ``version = 1`` (containerd 1.x before 1.3): ``[plugins.cri.containerd]``;
+- ``version = 2`` (containerd 1.x): ``[plugins."io.containerd.grpc.v1.cri".containerd]``;
+- ``version = 3`` (containerd 2.x): ``[plugins.'io.containerd.cri.v1.runtime'.containerd]``.
+
+Each holds ``default_runtime_name`` (containerd's own default: ``runc``) and one table per runtime,
+``runtimes.<name>``, whose ``options.BinaryName`` is the program run (``/usr/bin/nvidia-container-runtime`` for the
+NVIDIA one). Before containerd 1.4 the default runtime was its own table, ``containerd.default_runtime``. A file with
+``imports`` reads more files (``nvidia-ctk`` 1.17 and later writes its runtime to
+``/etc/containerd/conf.d/99-nvidia.toml``), so a runtime missing from the main file may be in one of them.
+
+``crictl info`` prints the running CRI plugin's configuration as JSON: ``config.containerd.defaultRuntimeName`` and
+``config.containerd.runtimes`` (containerd's CRI config, json tags ``defaultRuntimeName``, ``runtimes``, ``options``).
+
+The configuration is read line by line rather than as TOML, so a paste cut short, wrapped in markdown or holding a
+k3s template line still gives what it shows. Every function is pure and linear in its input.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+
+from gpuhealth.model import HostEnvironment, ParseError
+
+MAX_LINES = 4000
+MAX_LINE = 1000
+# the CRI plugin's name, per configuration version (nvidia-container-toolkit, containerd.go criRuntimePluginName)
+CRI_PLUGINS = ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
+CONTAINERD_DEFAULT = "runc"  # default_runtime_name when the file does not set it (containerd's default config)
+NVIDIA_BINARY = "nvidia-container-runtime"
+
+
+def _split_key(text: str) -> tuple[str, ...] | None:
+    """A TOML dotted key (``plugins."io.containerd.grpc.v1.cri".containerd``) -> its parts; None when it is not one."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    quoted = False
+    for char in text.strip():
+        if quote:
+            if char == quote:
+                quote = ""
+            else:
+                current.append(char)
+        elif char in "\"'":
+            quote, quoted = char, True
+        elif char == ".":
+            parts.append("".join(current).strip())
+            current, quoted = [], False
+        elif char.isalnum() or char in "_-" or char.isspace():
+            current.append(char)
+        else:
+            return None
+    if quote:
+        return None
+    parts.append("".join(current).strip())
+    if not all(parts) and not quoted:
+        return None
+    return tuple(parts)
+
+
+def _string_value(text: str) -> str | None:
+    """The value of ``key = "value"`` (or 'value'); None for a value that is no string."""
+    value = text.strip()
+    if len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]:
+        return value[1:-1]
+    # a comment after the value: `default_runtime_name = "nvidia" # set by nvidia-ctk`
+    if value[:1] in "\"'":
+        end = value.find(value[0], 1)
+        if end > 0 and value[end + 1:].strip().startswith("#"):
+            return value[1:end]
+    return None
+
+
+def _strings(text: str) -> list[str]:
+    """The quoted strings of an array line: ``imports = ["/etc/containerd/conf.d/*.toml"]``."""
+    found, quote, current = [], "", []
+    for char in text:
+        if quote:
+            if char == quote:
+                found.append("".join(current))
+                quote, current = "", []
+            else:
+                current.append(char)
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            break
+    return found
+
+
+class _Reader:
+    """What the lines say about the CRI plugin's runtimes, gathered as the lines are read."""
+
+    def __init__(self) -> None:
+        self.runtimes: dict[str, str] = {}  # runtime name -> its BinaryName ("" when not shown)
+        self.default: str | None = None
+        self.legacy_default = ""  # containerd.default_runtime's BinaryName/Runtime/runtime_engine (before 1.4)
+        self.saw_containerd_table = False  # [... .containerd] itself, the table default_runtime_name belongs in
+        self.saw_cri = False
+        self.imports: list[str] = []
+        self.disabled: list[str] = []  # disabled_plugins: Docker's packaged config.toml disables "cri"
+        self.version: int | None = None
+
+    def key(self, path: tuple[str, ...], value: str) -> None:
+        if path == ("version",):
+            self.version = int(value.strip()) if value.strip().isdecimal() else None
+            return
+        if path == ("imports",):
+            self.imports += _strings(value)
+            return
+        if path == ("disabled_plugins",):
+            self.disabled += _strings(value)
+            return
+        rest = _cri_rest(path)
+        if rest is None:
+            return
+        text = _string_value(value)
+        if rest == ("default_runtime_name",):
+            bare = value.partition("#")[0].strip()  # a hand edit without quotes still names the runtime it means
+            self.default = text or (bare if bare.replace("-", "").replace("_", "").isalnum() else None)
+        elif len(rest) >= 2 and rest[0] == "runtimes":
+            binary = self.runtimes.setdefault(rest[1], "")
+            if rest[2:] in (("options", "BinaryName"), ("options", "Runtime")) and text and not binary:
+                self.runtimes[rest[1]] = text
+        elif rest[:1] == ("default_runtime",) and rest[-1] in ("BinaryName", "Runtime", "runtime_engine") and text:
+            self.legacy_default = text
+
+    def table(self, path: tuple[str, ...]) -> None:
+        rest = _cri_rest(path)
+        if rest is None:
+            return
+        if rest == ():
+            self.saw_containerd_table = True
+        elif len(rest) >= 2 and rest[0] == "runtimes":
+            self.runtimes.setdefault(rest[1], "")
+
+
+def _cri_rest(path: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The part of a key path below the CRI plugin's ``containerd`` table, or None when the path is not under it."""
+    if len(path) >= 3 and path[0] == "plugins" and path[1] in CRI_PLUGINS and path[2] == "containerd":
+        return path[3:]
+    return None
+
+
+def is_nvidia_runtime(name: str, binary: str) -> bool:
+    """A runtime that runs the NVIDIA Container Runtime: named nvidia (nvidia, nvidia-cdi, nvidia-legacy: the names
+    the toolkit and the GPU operator give it) or running its binary."""
+    return name.lower().startswith("nvidia") or posixpath.basename(binary).startswith(NVIDIA_BINARY)
+
+
+def parse_containerd_config(text: str, source: str = "/etc/containerd/config.toml") -> HostEnvironment:
+    """containerd's config.toml (or ``containerd config dump``): the CRI plugin's runtimes, which run the NVIDIA
+    runtime, the default runtime and the files it imports. ParseError when no CRI runtime section is in it."""
+    if not isinstance(text, str):
+        raise ParseError("containerd's configuration must be text")
+    reader = _Reader()
+    table: tuple[str, ...] = ()
+    pending_imports = False
+    for raw in text.splitlines()[:MAX_LINES]:
+        line = raw[:MAX_LINE].strip()
+        if pending_imports:
+            reader.imports += _strings(line)
+            pending_imports = "]" not in line
+            continue
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and not line.startswith("[["):
+            end = line.find("]")
+            path = _split_key(line[1:end]) if end > 0 else None
+            if path is not None:
+                table = path
+                reader.table(table)
+            continue
+        key, equals, value = line.partition("=")
+        path = _split_key(key) if equals else None
+        if path is None:
+            continue
+        reader.key(table + path, value)
+        if table + path == ("imports",) and "]" not in value:
+            pending_imports = True
+    if any(name in CRI_PLUGINS for name in reader.disabled):
+        raise ParseError("the CRI plugin is disabled (disabled_plugins): containerd serves no Kubernetes pods")
+    if not (reader.runtimes or reader.default or reader.legacy_default or reader.saw_containerd_table):
+        raise ParseError("no CRI runtime section (plugins.\"io.containerd.grpc.v1.cri\".containerd, "
+                         "plugins.'io.containerd.cri.v1.runtime'.containerd or plugins.cri.containerd)")
+    return _environment(reader, source)
+
+
+def _environment(reader: _Reader, source: str) -> HostEnvironment:
+    runtimes = dict(reader.runtimes)
+    default = reader.default
+    if default is None and reader.legacy_default:
+        default = "default_runtime"  # containerd before 1.4: the default runtime's own table
+        runtimes[default] = reader.legacy_default
+    implied = default is None and reader.saw_containerd_table
+    if implied:
+        default = CONTAINERD_DEFAULT
+    nvidia = tuple(sorted(name for name, binary in runtimes.items() if is_nvidia_runtime(name, binary)))
+    if default is not None and default in runtimes and default not in nvidia and \
+            is_nvidia_runtime(default, runtimes[default]):
+        nvidia = (*nvidia, default)
+    return HostEnvironment(containerd_config_source=source, containerd_runtimes=tuple(sorted(runtimes)),
+                           containerd_nvidia_runtimes=nvidia, containerd_default_runtime=default,
+                           containerd_default_implied=implied, containerd_imports=tuple(reader.imports[:20]))
+
+
+def parse_crictl_info(text: str) -> HostEnvironment:
+    """``crictl info``'s JSON: the running CRI plugin's runtimes and default runtime."""
+    if not isinstance(text, str):
+        raise ParseError("crictl info output must be text")
+    try:
+        data = json.loads(text.strip())
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"crictl info: not JSON ({exc})") from exc
+    config = data.get("config") if isinstance(data, dict) else None
+    containerd = config.get("containerd") if isinstance(config, dict) else None
+    if not isinstance(containerd, dict):
+        raise ParseError("crictl info: no config.containerd object (a runtime other than containerd?)")
+    reader = _Reader()
+    default = containerd.get("defaultRuntimeName")
+    reader.default = default if isinstance(default, str) and default else None
+    reader.saw_containerd_table = True
+    runtimes = containerd.get("runtimes")
+    for name, runtime in (runtimes.items() if isinstance(runtimes, dict) else ()):
+        options = runtime.get("options") if isinstance(runtime, dict) else None
+        binary = options.get("BinaryName") if isinstance(options, dict) else None
+        reader.runtimes[str(name)] = binary if isinstance(binary, str) else ""
+    return _environment(reader, "crictl info")

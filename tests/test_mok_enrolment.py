@@ -1,0 +1,313 @@
+"""The MOK enrolment family, from the programs that print it (GH506): mokutil's answers for a key (--test-key,
+--import's "SKIP:" lines, --list-new), Debian's update-secureboot-policy verdict on the DKMS key, DKMS's own signing
+lines, and the kernel's refusals, against the control that shows enforcement off.
+
+Every line is hand-written from its program's format string (no corpus sample holds them): lcp/mokutil
+src/mokutil.c (test_key, issue_mok_request, print_skip_message, list_keys), Debian's shim-signed
+update-secureboot-policy (setup_mok_validation), dell/dkms dkms.in v3.2.2 (prepare_signing, prepare_mok), the
+kernel's kernel/module/signing.c and the lockdown LSM.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gpuhealth.cli import main
+from gpuhealth.evidence.facts import module_key_lines, secure_boot_lines, signing_key_lines
+from gpuhealth.parsers.install import parse_mokutil_test_key, parse_secureboot_policy_key
+
+REFUSED = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+
+
+def _analyzed(text: str) -> dict:
+    result = CliRunner().invoke(main, ["analyze", "-", "--format", "json"], input=text)
+    return json.loads(result.output)
+
+
+def _gh506(text: str) -> dict:
+    (finding,) = [f for f in _analyzed(text)["findings"] if f["code"] == "GH506"]
+    return finding
+
+
+def _commands(finding: dict) -> list[str]:
+    return [fix["command"] for fix in finding.get("fixes", ())]
+
+
+# --------------------------------------------------------------------------- mokutil's answers for a key
+
+@pytest.mark.parametrize(("line", "answer"), [
+    # --import (and --delete) print the skip message after "SKIP: " for a key they do not add to the request
+    ("SKIP: /var/lib/shim-signed/mok/MOK.der is already enrolled", ("/var/lib/shim-signed/mok/MOK.der", "enrolled")),
+    ("SKIP: /var/lib/dkms/mok.pub is already in the enrollment request", ("/var/lib/dkms/mok.pub", "pending")),
+    ("SKIP: /etc/pki/akmods/certs/public_key.der is blocked in MokListX",
+     ("/etc/pki/akmods/certs/public_key.der", "blocked")),
+    ("SKIP: /var/lib/dkms/mok.pub is not in MokList", ("/var/lib/dkms/mok.pub", "not-enrolled")),
+    ("Already in kernel trusted keyring. Skip /var/lib/dkms/mok.pub", ("/var/lib/dkms/mok.pub", "enrolled")),
+    # --test-key --ca-check: the key's CA decides
+    ("CA of /var/lib/dkms/mok.pub is already enrolled", ("/var/lib/dkms/mok.pub", "enrolled")),
+    ("CA of /var/lib/dkms/mok.pub is blocked", ("/var/lib/dkms/mok.pub", "blocked")),
+    # counterexamples: a bare "is blocked" is no mokutil answer, prose names no key file
+    ("/var/lib/dkms/mok.pub is blocked", None),
+    ("SKIP: the key is already enrolled", None),
+    ("Already in kernel trusted keyring. Skip it", None),
+])
+def test_mokutil_answers_for_a_key(line, answer):
+    assert parse_mokutil_test_key(line) == answer
+
+
+@pytest.mark.parametrize(("line", "answer"), [
+    ("  E: System's DKMS key is NOT installed in MOK.", ("/var/lib/dkms/mok.pub", "not-enrolled")),
+    ("  [ OK ] System DKMS key is registered via MOK", ("/var/lib/dkms/mok.pub", "enrolled")),
+    ("  [ OK ] System DKMS key found in /var/lib/dkms/mok.pub", None),  # found on disk says nothing of shim
+    ("the DKMS key is NOT installed in MOK I think", None),
+])
+def test_update_secureboot_policy_verdict_on_the_dkms_key(line, answer):
+    assert parse_secureboot_policy_key(line) == answer
+
+
+def test_update_secureboot_policy_says_secure_boot_is_off():
+    state = secure_boot_lines(["Secure Boot not enabled on this system."], "policy.txt")["install"]
+    assert state.secure_boot == "disabled"
+    assert secure_boot_lines(["Is Secure Boot not enabled on this system?"], "notes.txt") == {}
+
+
+def test_import_that_asks_for_a_password_puts_the_key_in_the_request():
+    lines = ["input password:", "input password again:"]
+    state = signing_key_lines(lines, "s.txt: $ sudo mokutil --import /var/lib/dkms/mok.pub")["install"]
+    assert (state.signing_key, state.signing_key_state) == ("/var/lib/dkms/mok.pub", "pending")
+    assert signing_key_lines(lines, "s.txt: $ sudo mokutil --password") == {}  # no key imported
+
+
+# --------------------------------------------------------------------------- key listings: whose keys they are
+
+LISTING = ["[key 1]", "SHA1 Fingerprint: 12:34:56:78:9a:bc:de:f0:12:34:56:78:9a:bc:de:f0:12:34:56:78",
+           "Certificate:", "    Data:", "        Issuer: CN = DKMS module signing key",
+           "        Subject: CN = DKMS module signing key"]
+
+
+def test_list_new_shows_keys_waiting_not_enrolled():
+    state = module_key_lines(LISTING, "s.txt: $ mokutil --list-new")["install"]
+    assert state.enrolled_keys is None
+    assert state.signing_key_state == "pending" and "DKMS module signing key" in state.signing_key
+
+
+@pytest.mark.parametrize("command", ["mokutil --dbx", "mokutil --list-delete", "mokutil --db", "mokutil --kek"])
+def test_other_databases_are_no_enrolled_moks(command):
+    assert module_key_lines(LISTING, f"s.txt: $ {command}") == {}
+
+
+def test_list_enrolled_still_names_the_enrolled_keys():
+    state = module_key_lines(LISTING, "s.txt: $ mokutil --list-enrolled")["install"]
+    assert state.enrolled_keys == ("DKMS module signing key",) and state.signing_key_state is None
+
+
+# --------------------------------------------------------------------------- end to end: gpuhealth analyze -
+
+def test_a_key_waiting_in_the_request_is_confirmed_at_boot_not_replaced():
+    paste = ("$ mokutil --sb-state\nSecureBoot enabled\n$ sudo modprobe nvidia\n" + REFUSED
+             + "$ mokutil --list-new\n" + "\n".join(LISTING) + "\n")
+    finding = _gh506(paste)
+    assert finding["severity"] == "critical" and "mokutil --list-new" in finding["message"]
+    assert _commands(finding) == ["sudo reboot"]  # no new key, no signing by hand: confirm the one waiting
+
+
+def test_import_skipping_a_pending_key_says_so():
+    paste = ("SecureBoot enabled\n$ sudo modprobe nvidia\n" + REFUSED
+             + "$ sudo mokutil --import /var/lib/dkms/mok.pub\n"
+               "SKIP: /var/lib/dkms/mok.pub is already in the enrollment request\n")
+    finding = _gh506(paste)
+    assert "waits in the enrollment request (mokutil --import)" in finding["message"]
+    assert _commands(finding) == ["sudo reboot"]
+    assert not [u for u in _analyzed(paste)["unavailable"] if "mokutil --import" in str(u)]
+
+
+def test_debian_policy_check_names_the_dkms_key_to_enroll():
+    paste = ("SecureBoot enabled\n" + REFUSED
+             + "/usr/sbin/update-secureboot-policy: Checking status of DKMS module signing:\n"
+               "  [ OK ] System DKMS key found in /var/lib/dkms/mok.pub\n"
+               "  E: System's DKMS key is NOT installed in MOK.\n")
+    finding = _gh506(paste)
+    assert "(update-secureboot-policy)" in finding["message"]
+    assert _commands(finding) == ["sudo mokutil --import /var/lib/dkms/mok.pub", "sudo reboot"]
+
+
+@pytest.mark.parametrize("line", [
+    "Binary /usr/src/linux-headers-6.8.0-45-generic/scripts/sign-file not found, modules won't be signed",
+    "Binary update-secureboot-policy not found, modules won't be signed",
+    "Kernel config /lib/modules/6.8.0-45-generic/build/.config not found, modules won't be signed",
+])
+def test_dkms_that_could_not_sign_leaves_the_module_unsigned(line):
+    alone = _gh506("Sign command: /usr/bin/kmodsign\n" + line + "\n")
+    assert alone["severity"] == "warning"  # the module is unsigned; whether the kernel enforces is not shown
+    assert any("modules won't be signed" in text for e in alone["evidence"] for text in e["lines"])
+    assert _gh506(line + "\nSecureBoot enabled\n" + REFUSED)["severity"] == "critical"
+    # the generic DKMS line that it did sign is no such warning
+    assert not [f for f in _analyzed("Signing module /var/lib/dkms/nvidia/550.120/build/nvidia.ko\n")["findings"]
+                if f["code"] == "GH506" and f["severity"] != "info"]
+
+
+@pytest.mark.parametrize("line", [
+    "[    6.204512] Loading of unsigned module is rejected",
+    "[  398.381052] Lockdown: modprobe: unsigned module loading is restricted; see man kernel_lockdown.7",
+    "[    6.204512] Loading of module with unavailable key is rejected",
+])
+def test_the_kernels_refusals_lead_with_gh506(line):
+    report = _analyzed("$ sudo dmesg\n" + line + "\n")
+    assert report["findings"][0]["code"] == "GH506" and report["findings"][0]["severity"] == "critical"
+
+
+def test_tainting_kernel_means_enforcement_is_off_control():
+    # kernel/module/signing.c: without enforcement a module with no trusted signature loads and taints the kernel
+    paste = ("$ mokutil --sb-state\nSecureBoot disabled\n$ sudo dmesg | grep nvidia\n"
+             "[    5.100000] nvidia: module verification failed: signature and/or required key missing - "
+             "tainting kernel\n"
+             "[    5.300000] nvidia-nvlink: Nvlink Core is being initialized, major device number 511\n")
+    report = _analyzed(paste)
+    assert not [f for f in report["findings"] if f["severity"] == "critical"]
+    assert not [f for f in report["findings"] if f["code"] == "GH506"]
+
+
+# --------------------------------------------------------------------------- the reporter's words
+
+@pytest.mark.parametrize(("sentence", "row"), [
+    ("I skipped the Enroll MOK step after installing the nvidia driver.", "told-mok-enrolment-skipped"),
+    ("At the reboot I chose Continue boot instead of Enroll MOK, and nvidia-smi fails.", "told-mok-enrolment-skipped"),
+    ("I never enrolled the key in the blue MOK manager screen.", "told-secure-boot-refused"),
+    ("The MOK key was not enrolled, so the nvidia driver does not work.", "told-secure-boot-refused"),
+    ("After the update I had to re-enroll the key before the nvidia driver worked.", "told-mok-had-to-enroll"),
+    ("The akmods key is enrolled but the nvidia module is still rejected.", "told-enrolled-key-still-refused"),
+])
+def test_words_name_the_enrolment_as_the_cause_at_a_warning(sentence, row):
+    report = _analyzed(sentence + "\n")
+    lead = report["findings"][0]
+    assert lead["code"] == "GH506" and lead["severity"] == "warning"  # words alone: never critical
+    assert any("reporter's words" in e["source"] for e in lead["evidence"])
+
+
+@pytest.mark.parametrize("sentence", [
+    "Do I have to enroll the MOK key for the nvidia driver?",
+    "I never had to enroll the key for the nvidia driver on this laptop.",
+    "The key is enrolled and the nvidia module loads fine.",
+    "If you missed the MOK manager screen, run update-secureboot-policy --enroll-key.",
+    "Should I choose Continue boot in the MOK manager?",
+])
+def test_words_that_do_not_name_the_cause(sentence):
+    assert not [f for f in _analyzed(sentence + "\n")["findings"] if f["code"] == "GH506"]
+
+
+def test_secure_boot_told_on_beside_a_told_enrolment_is_not_overruled_by_words():
+    # GH506 ran on the words' "Secure Boot enabled" alone and found nothing: that is no machine verdict, so the
+    # enrolment the same person names must not be dropped (the report said HEALTHY on it)
+    report = _analyzed("I had to re-enroll the MOK key to use the nvidia driver with secure boot enabled.\n")
+    assert report["verdict"] != "HEALTHY"
+    assert report["findings"][0]["code"] == "GH506"
+
+
+def test_machine_output_wins_over_the_words():
+    # the words say the enrolment was skipped; the machine shows the nvidia module loaded under Secure Boot
+    paste = ("I skipped the Enroll MOK step after installing the nvidia driver.\n"
+             "$ mokutil --sb-state\nSecureBoot enabled\n$ lsmod | grep nvidia\n"
+             "nvidia_uvm           1466368  0\nnvidia              56655872  1 nvidia_uvm\n")
+    assert not [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] != "info"]
+
+
+# ------------------------------------------------------------------- the fix: the key of the module's builder
+
+DKMS_STATUS = "$ dkms status\nnvidia/550.120, 6.8.0-45-generic, x86_64: installed\n"
+AKMOD_RPM = "$ rpm -qa | grep nvidia\nakmod-nvidia-550.120-1.fc40.x86_64\n"
+OS_RELEASE = {"ubuntu": 'NAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\nID_LIKE=debian\n'
+                        'PRETTY_NAME="Ubuntu 24.04.1 LTS"\n',
+              "debian": 'NAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\nPRETTY_NAME="Debian GNU/Linux 12"\n'}
+
+
+def _fixes_of(*pieces: tuple[str, str]) -> list[str]:
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
+    snapshot, _ = analyze_texts(list(pieces))
+    (finding,) = run_checks(snapshot, select=["GH506"]).findings
+    return [fix.command for fix in finding.fixes]
+
+
+def test_akmods_enrolls_its_own_key():
+    commands = _fixes_of(("session.txt", "SecureBoot enabled\n" + REFUSED + AKMOD_RPM))
+    assert commands == ["mokutil --test-key /etc/pki/akmods/certs/public_key.der", "sudo kmodgenca -a",
+                        "sudo mokutil --import /etc/pki/akmods/certs/public_key.der", "sudo reboot"]
+
+
+def test_ubuntu_dkms_enrolls_shim_signed_key():
+    commands = _fixes_of(("os-release", OS_RELEASE["ubuntu"]), ("session.txt", "SecureBoot enabled\n" + REFUSED
+                                                                + DKMS_STATUS))
+    assert "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" in commands
+    assert not [c for c in commands if "/var/lib/dkms/mok.pub" in c or "sign-file" in c or "openssl" in c]
+
+
+def test_dkms_elsewhere_enrolls_dkms_key():
+    commands = _fixes_of(("os-release", OS_RELEASE["debian"]), ("session.txt", "SecureBoot enabled\n" + REFUSED
+                                                                + DKMS_STATUS))
+    assert commands == ["mokutil --test-key /var/lib/dkms/mok.pub", "sudo mokutil --import /var/lib/dkms/mok.pub",
+                        "sudo reboot"]
+
+
+def test_dkms_on_an_unknown_distribution_leaves_the_choice_to_the_reader():
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+    from gpuhealth.fixscript import fix_script
+
+    snapshot, _ = analyze_texts([("session.txt", "SecureBoot enabled\n" + REFUSED + DKMS_STATUS)])
+    script = fix_script(run_checks(snapshot))
+    live = [line for line in script.splitlines() if line.startswith("sudo ")]
+    assert live == []  # each import is a choice between Ubuntu's key and DKMS's, the reboot completes only them
+    assert "# sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" in script
+    assert "# sudo mokutil --import /var/lib/dkms/mok.pub" in script
+
+
+def test_no_builder_shown_keeps_the_general_route():
+    commands = _fixes_of(("session.txt", "SecureBoot enabled\n" + REFUSED))
+    assert "sudo mokutil --import MOK.der" in commands  # a key of one's own, signed in with sign-file
+    assert not [c for c in commands if "/etc/pki/akmods" in c or "/var/lib/dkms" in c]
+
+
+# ------------------------------------------------------------------- the MOKs the kernel took in
+
+BOOT_CERTS = (
+    "[    0.912345] integrity: Loading X.509 certificate: UEFI:db\n"
+    "[    0.912400] integrity: Loaded X.509 cert 'Microsoft Corporation: Windows UEFI CA 2023: "
+    "aefc5fbbbe055d8f8daa585473499417ab5a5272'\n"
+    "[    0.912500] integrity: Loading X.509 certificate: UEFI:MokListRT (MOKvar table)\n"
+    "[    0.912700] integrity: Loaded X.509 cert 'gpubox Secure Boot Module Signature key: "
+    "2e51c5f5b3dbfe6d3c9c0a7ba2b1e98f1f3a9f10'\n"
+    "[    0.912800] integrity: Loading X.509 certificate: UEFI:MokListXRT (MOKvar table)\n"
+    "[    0.912900] integrity: Loaded X.509 cert 'Revoked Key: 0123456789abcdef0123456789abcdef01234567'\n")
+
+
+def test_the_kernel_names_the_moks_it_loaded_and_only_those():
+    state = module_key_lines(BOOT_CERTS.splitlines(), "dmesg.log")["install"]
+    assert state.enrolled_keys == ("gpubox Secure Boot Module Signature key",)  # not db's, not MokListX's
+    assert module_key_lines(BOOT_CERTS.splitlines()[:2], "dmesg.log") == {}  # db alone: no MOK list shown
+
+
+@pytest.mark.parametrize(("signer", "foreign"), [("DKMS module signing key", True),
+                                                 ("gpubox Secure Boot Module Signature key", False)])
+def test_a_module_signed_by_a_key_the_kernel_did_not_load(signer, foreign):
+    from gpuhealth.analyze import analyze_texts
+    from gpuhealth.checks.engine import run_checks
+
+    paste = "SecureBoot enabled\n$ sudo modprobe nvidia\n" + REFUSED
+    modinfo = f"$ modinfo nvidia\nsigner:         {signer}\n"
+    snapshot, _ = analyze_texts([("dmesg.log", BOOT_CERTS), ("modinfo.txt", modinfo), ("session.txt", paste)])
+    (finding,) = run_checks(snapshot, select=["GH506"]).findings
+    assert ("none of the enrolled keys (the kernel's MOK list at boot)" in finding.message) is foreign
+
+
+@pytest.mark.parametrize(("state", "critical"), [("enabled", True), ("disabled", False)])
+def test_an_untrusted_signer_is_refused_only_where_secure_boot_enforces(state, critical):
+    # kernel/module/signing.c: "PKCS#7 signature not signed with a trusted key" is refused under enforcement; without
+    # it the module loads and the kernel is tainted
+    paste = (f"$ mokutil --sb-state\nSecureBoot {state}\n$ sudo dmesg | tail -1\n"
+             "[  861.501162] PKCS#7 signature not signed with a trusted key\n")
+    found = [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] == "critical"]
+    assert bool(found) is critical
