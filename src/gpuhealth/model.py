@@ -1539,6 +1539,10 @@ class HostEnvironment:
     containerd_default_runtime: str | None = None
     containerd_default_implied: bool = False  # no default_runtime_name in the file: containerd's own default, runc
     containerd_imports: tuple[str, ...] = ()  # files it also reads (a drop-in may add the nvidia runtime)
+    # the engine those fields describe: "containerd", or "cri-o" (crio.conf and its crio.conf.d drop-ins, read into
+    # the same fields: parsers/containerd.py)
+    cri_engine: str = "containerd"
+    cri_nvidia_hook: str | None = None  # CRI-O: an NVIDIA OCI hook file that gives pods the GPUs without a runtime
     # Kubernetes as kubectl prints it (parsers/kube.py): a node's nvidia.com/gpu, a pod's GPU request and RuntimeClass
     k8s_node_source: str | None = None  # None: no node described
     k8s_node_gpus: int | None = None  # nvidia.com/gpu in Allocatable (else Capacity); 0 when the block lacks it

@@ -1333,12 +1333,15 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         causes.append(f"the loader resolves a stale libcuda {snapshot.cuda.libcuda_version} "
                       f"({snapshot.cuda.libcuda_path}) for kernel module {stale} (GH603)")
     wheel_cuda = torch.torch_cuda_version
-    if not wheel_cuda or (torch.torch_version or "").endswith("+cpu"):
+    # PyTorch's "CUDA initialization: ... cudaGetDeviceCount()" warning is printed only by a CUDA build (c10/cuda,
+    # CUDAFunctions.cpp device_count_impl): torch.version.cuda not shown is then no CPU-only build
+    called_cuda = "cudaGetDeviceCount" in f"{torch.init_warning or ''} {torch.error or ''}"
+    if (not wheel_cuda and not called_cuda) or (torch.torch_version or "").endswith("+cpu"):
         causes.append(f"a CPU-only PyTorch build ({torch.torch_version or 'torch'}: torch.version.cuda is None)")
         fixes.append(Fix(TORCH_REINSTALL,
                          "any", note="cu<XY> no newer than the CUDA Version nvidia-smi prints "
                                      f"({_driver_max_cuda(snapshot) or '?'})"))
-    else:
+    elif wheel_cuda:
         driver, driver_source = driver_version(snapshot)
         minimum = family_minimum(wheel_cuda) or requirement(wheel_cuda)
         too_old_warning = "too old" in (torch.init_warning or "") or "too old" in (torch.error or "")
@@ -1871,8 +1874,10 @@ def _hidden_from_process(snapshot: Snapshot) -> tuple[Evidence, MessageLine] | N
     driver too old or a missing driver library print other messages), and the CUDA runtime's cudaErrorNoDevice
     says the installed driver detected none; what keeps the devices of a working driver from one process is its
     environment, CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"). Not when the
-    variable is shown (it is judged as shown), the driver is shown down, or MIG leaves a GPU without instances."""
-    if "CUDA_VISIBLE_DEVICES" in snapshot.env or _driver_shown_down(snapshot):
+    variable is shown (it is judged as shown), the driver is shown down, or MIG leaves a GPU without instances; nor on
+    an NVSwitch system a program's output shows, where nvidia-smi lists the GPUs while CUDA cannot start on them until
+    Fabric Manager has set the fabric up (NVIDIA Fabric Manager User Guide): the diagnosis ranks that first (GH210)."""
+    if "CUDA_VISIBLE_DEVICES" in snapshot.env or _driver_shown_down(snapshot) or _on_nvswitch_board(snapshot):
         return None
     line = next((m for m in snapshot.messages or () if m.signature in _SEES_NO_GPU), None)
     if line is None or any((g.mig_mode_current or "").lower() == "enabled" and not g.mig_devices
@@ -1880,6 +1885,14 @@ def _hidden_from_process(snapshot: Snapshot) -> tuple[Evidence, MessageLine] | N
         return None
     works = _driver_works(snapshot)
     return (works, line) if works is not None else None
+
+
+def _on_nvswitch_board(snapshot: Snapshot) -> bool:
+    """Whether a program's output shows an NVSwitch system (not a person's words naming one)."""
+    from gpuhealth.parsers.platform import nvswitch_platform
+
+    platform = nvswitch_platform(snapshot)
+    return platform is not None and not platform.reported
 
 
 def _driver_works(snapshot: Snapshot) -> Evidence | None:

@@ -217,7 +217,14 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     raised. A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and later writes its runtime
     to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows them merged. The live
     check reads /etc/containerd/config.toml (else k3s's or RKE2's generated one) the same way; a configuration whose
-    CRI plugin is disabled (Docker's own containerd) is not judged. A pasted
+    CRI plugin is disabled (Docker's own containerd) is not judged. CRI-O's configuration is read the same way
+    ([crio.runtime] default_runtime, one [crio.runtime.runtimes.<name>] table per runtime whose runtime_path runs the
+    program; crio.conf(5)): `crio status config` (the running daemon's, drop-ins merged) or, live, /etc/crio/crio.conf
+    with every /etc/crio/crio.conf.d drop-in in name order, as CRI-O reads them. A pasted crio.conf or drop-in alone is
+    not judged (`nvidia-ctk runtime configure --runtime=crio` 1.18 and later writes its runtime, and with
+    --set-as-default the default, to the drop-in 99-nvidia.toml). CRI-O can also give containers the GPUs through the
+    NVIDIA OCI hook (oci-nvidia-hook.json in /usr/share/containers/oci/hooks.d, the GPU operator's way on CRI-O): the
+    live check raises nothing for a missing runtime where that hook is installed. A pasted
     pod manifest that names runtimeClassName nvidia selects the runtime (nothing is raised); one that asks for
     nvidia.com/gpu and names none is said to run under the default. A `kubectl describe node` of a GPU node (NVIDIA
     labels, a GPU in the evidence) whose Allocatable holds no nvidia.com/gpu (nor a renamed share or a MIG device)
@@ -284,6 +291,8 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
     (Kubernetes, Runtime Class: https://kubernetes.io/docs/concepts/containers/runtime-class/)."""
     if env.containerd_config_source is None:
         return
+    crio = env.cri_engine == "cri-o"
+    engine = "CRI-O" if crio else "containerd"
     evidence = (Evidence(env.containerd_config_source, _containerd_lines(env)),)
     nvidia = env.containerd_nvidia_runtimes
     if not nvidia:
@@ -291,14 +300,22 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
             return  # a drop-in it imports (nvidia-ctk 1.17+ writes conf.d/99-nvidia.toml) may add the runtime
         if not (_has_gpu(snapshot) or "pci_devices" in snapshot.unavailable):
             return  # the bus was read and holds no NVIDIA GPU: nothing for the runtime to give
-        yield Draft(Severity.WARNING, "containerd has no NVIDIA runtime configured: Kubernetes pods on this node "
+        if crio and env.cri_nvidia_hook:
+            return  # the NVIDIA OCI hook gives CRI-O's containers the GPUs without a runtime (the GPU operator's way)
+        hook = (" (nor an NVIDIA OCI hook in its hooks directory)" if crio and env.cri_nvidia_hook == "" else
+                ", unless an NVIDIA OCI hook (oci-nvidia-hook.json in /usr/share/containers/oci/hooks.d) is installed"
+                if crio else "")
+        yield Draft(Severity.WARNING, f"{engine} has no NVIDIA runtime configured{hook}: Kubernetes pods on this node "
                                       "run without the NVIDIA Container Runtime and get no GPU",
-                    evidence=evidence, fixes=table_fixes("GH802", kind="cri-no-runtime-nvidia"),
+                    evidence=evidence,
+                    fixes=table_fixes("GH802", kind="crio-no-runtime-nvidia" if crio else "cri-no-runtime-nvidia"),
                     labels={"decided": "container-toolkit-missing"})
         return
     default = env.containerd_default_runtime
     if default is None or default in nvidia:
         return
+    if crio and env.containerd_imports:
+        return  # CRI-O reads every crio.conf.d drop-in after the file shown: one may set nvidia as the default
     runtime = "nvidia" if "nvidia" in nvidia else nvidia[0]
     pod_class = env.k8s_pod_runtime_class if env.k8s_pod_source else None
     if pod_class and pod_class.lower().startswith("nvidia"):
@@ -311,11 +328,14 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
     else:
         pod = (f"a pod gets the GPUs only when its RuntimeClass has handler {runtime} (spec.runtimeClassName); any "
                "other pod does not use the nvidia runtime")
+    fixes = table_fixes("GH802", kind="k8s-runtimeclass-nvidia-not-found")
+    if crio:  # the RuntimeClass steps, then CRI-O's own commands for the default runtime
+        fixes = tuple(f for f in fixes if "containerd" not in f.command) + tuple(
+            f for f in table_fixes("GH802", kind="crio-no-runtime-nvidia") if "--version" not in f.command)
     yield Draft(Severity.WARNING,
-                f"containerd's default runtime is still {default}, not the NVIDIA runtime ({runtime} is configured "
+                f"{engine}'s default runtime is still {default}, not the NVIDIA runtime ({runtime} is configured "
                 f"but not the default): {pod}",
-                evidence=evidence, fixes=table_fixes("GH802", kind="k8s-runtimeclass-nvidia-not-found"),
-                labels={"decided": "k8s-runtime-not-nvidia"})
+                evidence=evidence, fixes=fixes, labels={"decided": "k8s-runtime-not-nvidia"})
 
 
 def _node_without_gpus(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Draft]:
@@ -342,12 +362,15 @@ def _node_without_gpus(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dra
 def _containerd_lines(env: HostEnvironment) -> tuple[str, ...]:
     default = env.containerd_default_runtime or "not shown"
     if env.containerd_default_implied:
-        default += " (no default_runtime_name: containerd's own default)"
+        default += (" (no default_runtime: CRI-O's own default)" if env.cri_engine == "cri-o" else
+                    " (no default_runtime_name: containerd's own default)")
     lines = [f"runtimes: {', '.join(env.containerd_runtimes) or 'none'}",
              f"NVIDIA runtimes: {', '.join(env.containerd_nvidia_runtimes) or 'none'}",
              f"default runtime: {default}"]
     if env.containerd_imports:
         lines.append(f"imports: {', '.join(env.containerd_imports)}")
+    if env.cri_engine == "cri-o" and env.cri_nvidia_hook is not None:
+        lines.append(f"NVIDIA OCI hook: {env.cri_nvidia_hook or 'none'}")
     return tuple(lines)
 
 

@@ -544,6 +544,15 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     are no NVSwitch board's (a GeForce or PCIe card) it is only the hypothesis, with those two looks and nothing to
     install. With the unit shown active, the GPUs did not join the fabric it set up: reset them and restart it.
 
+    CUDA failing to initialise in other words (PyTorch's "Unexpected error from cudaGetDeviceCount()" or
+    `torch.cuda.is_available()` False, "no CUDA-capable device is detected" while nvidia-smi lists the GPUs, a framework
+    seeing no GPU) on an NVSwitch system the evidence shows (eight SXM GPUs of one board in nvidia-smi's list, NV12 or
+    NV18 between every pair in `nvidia-smi topo -m`, NVSwitches on the PCI bus, a system or cloud instance name such as
+    p4d/p5, ND A100 v4, a2/a3-highgpu-8g), with nothing in the evidence naming another cause (a CPU-only PyTorch, a
+    driver too old for the program's CUDA): Fabric Manager leads under this check, unconfirmed, with the two looks that
+    decide it first. Where the platform or the failure is only the reporter's words, it is at most a warning. PCIe
+    cards (L40S, GeForce, A100 PCIe with or without an NVLink bridge) and single-GPU instances never get it.
+
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
     although nvidia-smi lists the GPUs.
@@ -626,7 +635,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
             table_fixes("GH210")
     elif lines and all(m in told for m in lines):
         message, fixes = ("In the reporter's words, Fabric Manager is not running (or does not start): on an NVSwitch "
-                          "system CUDA cannot start on its GPUs without it"), _DECIDE_802 + table_fixes("GH210")
+                          "system CUDA cannot start on its GPUs without it"), DECIDE_802 + table_fixes("GH210")
     else:
         message, fixes = _not_ready_802(snapshot, running=bool(state) and state.split()[0] == "active")
     shown = {line for e in evidence for line in e.lines}
@@ -637,7 +646,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
 
 # The two looks that decide whether error 802 is Fabric Manager's (the NVIDIA Fabric Manager User Guide: the service,
 # and the GPUs' fabric registration that CUDA waits for)
-_DECIDE_802 = (Fix("systemctl status nvidia-fabricmanager", "any",
+DECIDE_802 = (Fix("systemctl status nvidia-fabricmanager", "any",
                    note="decides: active (running) on an NVSwitch system; 'could not be found': not installed"),
                Fix("nvidia-smi -q | grep -A2 -i fabric", "any",
                    note="State: Completed on every GPU; In Progress or Not Started: waiting for Fabric Manager; "
@@ -658,7 +667,7 @@ def _not_ready_802(snapshot: Snapshot, running: bool = False) -> tuple[str, tupl
     if running:
         return (f"{what} while nvidia-fabricmanager is active: the GPUs have not joined the fabric it set up (a GPU "
                 "reset or a Fabric Manager restart left them out, or its version differs from the driver's)",
-                (_DECIDE_802[1], Fix("sudo nvidia-smi -r", "any", disruptive=True,
+                (DECIDE_802[1], Fix("sudo nvidia-smi -r", "any", disruptive=True,
                                      note="resets the GPUs (and NVSwitches); no process may hold them"),
                  Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),
                  Fix("sudo tail -n 50 /var/log/fabricmanager.log", "any",
@@ -668,18 +677,18 @@ def _not_ready_802(snapshot: Snapshot, running: bool = False) -> tuple[str, tupl
         told = " (the reporter's words)" if platform.reported else ""
         return (f"{what} on {platform.name} ({one_line(platform.shown)[:80]}{told}): Fabric Manager is not running "
                 "or not of the driver's version, and CUDA does not start on an NVSwitch system until it has set the "
-                "fabric up", _DECIDE_802 + table_fixes("GH210"))
+                "fabric up", DECIDE_802 + table_fixes("GH210"))
     off = off_nvswitch(snapshot)
     if off is not None:
         return (f"{what}: CUDA waits for a driver daemon that is not running. On an NVSwitch system (HGX/DGX) that is "
                 f"Fabric Manager, but {one_line(off)}, GPUs of no NVSwitch board, so Fabric Manager is only the "
                 "hypothesis (a VM given part of an HGX board would show its SXM GPUs): the two looks below decide it",
-                _DECIDE_802)
+                DECIDE_802)
     return (f"{what}: CUDA waits for a driver daemon that is not running; on an NVSwitch system (HGX/DGX: eight "
             "SXM GPUs, cloud instances such as p4d/p5, ND A100 v4/ND H100 v5, a2/a3) that is Fabric Manager, not "
             "running or not of the driver's version. Which GPUs this host has is not in the evidence: the two looks "
             "below decide it",
-            _DECIDE_802 + table_fixes("GH210"))
+            DECIDE_802 + table_fixes("GH210"))
 
 
 def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | None:

@@ -483,7 +483,8 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     fixes = (fixes_for(debian=["sudo apt-get install gcc-{major:number}"], rhel=["sudo dnf install gcc"],
                        anywhere=["export CC=gcc-{major:number}  # before a .run install or dkms autoinstall"],
                        major=kernel[0]) if major_differs
-             else (Fix("export IGNORE_CC_MISMATCH=1  # before a .run install or dkms autoinstall", "any"),) if refused
+             else (Fix("export IGNORE_CC_MISMATCH=1  # before a .run install or dkms autoinstall", "any",
+                       note=_CC_OVERRIDE),) if refused
              else ())
     yield Draft(
         max(Severity.WARNING if major_differs or refused else Severity.INFO, _worst(lines), key=lambda s: s.rank),
@@ -492,6 +493,12 @@ def gcc_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
                   Evidence("/proc/version", (f"built with {compiler}",)), *line_evidence(lines)),
         fixes=fixes,
     )
+
+
+# The override skips the check that refused the build: a choice with its reason, never a step run unread (NVIDIA's
+# conftest.sh: mixing compiler versions "can result in subtle bugs")
+_CC_OVERRIDE = ("only if you accept a module built with another gcc minor version than the kernel's: it skips the "
+                "compiler check, and NVIDIA warns this can result in subtle bugs")
 
 
 def _compiler_lines(snapshot: Snapshot) -> list[MessageLine]:

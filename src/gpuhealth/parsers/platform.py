@@ -11,7 +11,9 @@ Read from three kinds of program output and from a person's words:
   ``"instanceType"``, Azure's ``vmSize``, Google Cloud's ``machineType``.
 
 Any other place a name stands (a sentence: "on our p4d.24xlarge CUDA fails") is the reporter's words: the platform
-is marked ``reported``. It only ranks a cause of a symptom (checks/diagnosis.py), it never makes a finding.
+is marked ``reported``. It ranks a cause of a symptom (checks/diagnosis.py): where CUDA fails to initialise and
+nothing else names a cause, Fabric Manager leads under GH210, unconfirmed (at most a warning when the platform is only
+named in words).
 """
 
 from __future__ import annotations
