@@ -420,6 +420,9 @@ class Gpu:
     # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
     # GPU outside one; None: no Fabric section (older drivers, other sources)
     fabric_state: str | None = None
+    # nvidia-smi -q "Fabric / Status": "Success", or the NVML error the registration ended with (nvmlGpuFabricInfo_t
+    # status, to be read only when the State is "Completed"); "N/A" outside a fabric
+    fabric_status: str | None = None
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
