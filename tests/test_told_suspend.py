@@ -113,3 +113,72 @@ def test_end_to_end_through_analyze_stdin():
     assert done.returncode == 2, done.stderr
     lead = done.stdout.split("\n\n")[1]
     assert lead.lstrip().startswith("CRITICAL GH205") and RELOAD in lead, done.stdout
+
+
+# --------------------------------------------------------------------------- the suspend path's own lines
+
+# formats from the driver's source (kernel-open/nvidia/nv.c, os-interface.c), systemd's (src/core/service.c, job.c)
+# for NVIDIA's units, and bash's echo error in nvidia-sleep.sh; timestamps and host names written for these tests
+PROCFS_BYPASSED = ("[  363.611590] NVRM: GPU 0000:02:00.0: PreserveVideoMemoryAllocations module parameter is set. "
+                   "System Power Management attempted without driver procfs suspend interface. Please refer to the "
+                   "'Configuring Power Management Support' section in the driver README.\n")
+TMPFILE_MISSING = ("[   50.100000] NVRM: The temporary file path specified via the NVreg_TemporaryFilePath\n"
+                   "[   50.100001] NVRM: module parameter does not exist. Defaulting to /tmp.\n")
+SYSTEMD = "Dec 08 10:00:01 gpubox systemd[1]: "
+UNIT_FAILED = ("Dec 08 10:00:01 gpubox nvidia-sleep.sh[4321]: /usr/bin/nvidia-sleep.sh: line 20: echo: write error: "
+               "Input/output error\n"
+               f"{SYSTEMD}nvidia-resume.service: Main process exited, code=exited, status=1/FAILURE\n"
+               f"{SYSTEMD}nvidia-resume.service: Failed with result 'exit-code'.\n"
+               f"{SYSTEMD}Failed to start nvidia-resume.service - NVIDIA system resume actions.\n")
+UNIT_FINISHED = (f"{SYSTEMD}nvidia-suspend.service: Deactivated successfully.\n"
+                 f"{SYSTEMD}Finished nvidia-suspend.service - NVIDIA system suspend actions.\n")
+
+
+@pytest.mark.parametrize("lines, cause", [
+    (PROCFS_BYPASSED, "NVreg_PreserveVideoMemoryAllocations=1 is set"),
+    (TMPFILE_MISSING, "NVreg_TemporaryFilePath names a directory that does not exist"),
+    (UNIT_FAILED, "nvidia-sleep.sh"),
+])
+def test_a_suspend_path_line_alone_names_its_cause_under_gh804(lines, cause):
+    findings = findings_of(lines)
+    first = findings[0]
+    assert first.code == "GH804" and first.severity is Severity.WARNING, _shown(findings)
+    assert first.message.startswith(cause), first.message
+    assert not any(f.code in ("GH308", "GH003") for f in findings), _shown(findings)  # not a generic driver error
+    assert {line.strip() for e in first.evidence for line in e.lines} >= {line.strip() for line in lines.splitlines()}
+    assert first.fixes
+
+
+def test_a_service_that_finished_is_no_failure():
+    assert not any(f.code == "GH804" for f in findings_of(UNIT_FINISHED))
+
+
+def test_a_failed_resume_service_beside_cuinit_999_explains_it():
+    findings = findings_of(UNIT_FAILED + CUINIT_999)
+    first = findings[0]
+    assert first.code == "GH804" and "GH610" in first.explains, _shown(findings)
+    assert RELOAD in [f.command for f in first.fixes]
+
+
+# the driver's own suspend/resume messages (knowledge/mined/nvrm.csv, family suspend-resume of mined_families.csv), in
+# the formats of src/nvidia/src/kernel/gpu/gpu_suspend.c and mem_mgr_pwr_mgmt.c
+GSP_RESUME_FAILED = "[ 9000.100000] NVRM: _kgspBootGspRm: GSP boot failed at resume (bootMode 0x1): 0x55\n"
+RESUME_ON_ACTIVE = ("[ 9000.100000] NVRM: GPU 0000:01:00.0: !!!!! Calling Resume on an active GPU or the previous "
+                    "Suspend call might have failed !!!!!!\n")
+
+
+@pytest.mark.parametrize("line", [GSP_RESUME_FAILED, RESUME_ON_ACTIVE])
+def test_a_driver_line_of_a_failed_resume_means_the_suspend_path(line):
+    findings = findings_of(line)
+    mined = [f for f in findings if f.code == "GH308"]
+    assert mined and mined[0].labels["family"] == "suspend-resume", _shown(findings)
+    assert "suspending, hibernating or resuming the GPU failed" in mined[0].message
+
+
+def test_a_failed_resume_in_the_kernel_log_puts_the_suspend_first_among_cuinit_999s_causes():
+    snapshot, _ = analyze_texts([("dmesg.txt", GSP_RESUME_FAILED), ("error.txt", CUINIT_999)])
+    findings = run_checks(snapshot).findings
+    gh610 = next(f for f in findings if f.code == "GH610")
+    top = gh610.differential[0]
+    assert top.cause == "uvm-broken-by-suspend" and top.status == "open", gh610.differential[:3]
+    assert "GSP boot failed at resume" in top.why

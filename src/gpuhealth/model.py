@@ -861,6 +861,9 @@ class Snapshot:
     # analyze: GPU models (and counts) named in words or in program output other than nvidia-smi's GPU list, each with
     # its product line: always reported facts (the checks use them where no program lists the GPUs)
     gpus_named: tuple[NamedGpu, ...] = ()
+    # analyze: lines showing a program ran inside a container (an NVIDIA image's banner or entrypoint, `docker run
+    # --gpus`, a container-toolkit line; parsers/container_run.py): CUDA's errors 803 and 804 are read in that context
+    container_lines: tuple[str, ...] = ()
     # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
     platform: NvswitchPlatform | None = None
     env: dict[str, str] = field(default_factory=dict)

@@ -122,7 +122,8 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     Exceptions:
     None. `gpuhealth check` on a host always reads something, so this is only raised by `analyze`.
     """
-    if snapshot.origin != "evidence" or snapshot.sources:
+    # the container a program ran in is context for other evidence (CUDA's 803/804), no answer about the host by itself
+    if snapshot.origin != "evidence" or set(snapshot.sources) - {"container_lines"}:
         return
     if any(m.signature or m.symptom or m.mined for m in snapshot.messages or ()):
         return
