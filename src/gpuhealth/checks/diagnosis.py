@@ -921,8 +921,10 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
 
 FABRIC_CAUSE = "fabric-manager-failed"
 # symptoms of CUDA failing to initialise or count GPUs (cudaGetDeviceCount, torch.cuda.is_available() False); not
-# cuInit's unknown error (cuda-init-unknown): Fabric Manager not running makes CUDA return "system not ready" (802)
-CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu"})
+# cuInit's unknown error (cuda-init-unknown): Fabric Manager not running makes CUDA return "system not ready" (802).
+# Also a job failing to start on all the GPUs together while one GPU works (told): on an NVSwitch system they reach
+# each other only through the fabric Fabric Manager sets up
+CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu", "multi-gpu-start-fails"})
 FABRIC_CODE = "GH210"
 # the check's own consequences (checks/evidence_checks.py GH210): what Fabric Manager down explains
 _FABRIC_EXPLAINS = ("GH610", "GH605", "GH408", "GH806")
@@ -956,10 +958,17 @@ def _lead_on_platform(findings: list[Finding], symptom: Symptom, ranked: Sequenc
             "on an NVSwitch system until Fabric Manager has set the fabric up")
     shown = Evidence(platform.source + (TOLD if platform.reported else ""), (one_line(platform.shown)[:200],))
     finding = replace(_finding(spec, severity, head, evidence_of(lines) + (shown,)), differential=tuple(ranked),
-                      fixes=DECIDE_802 + table_fixes(FABRIC_CODE),
+                      fixes=DECIDE_802 + _installed_fabric_manager() + table_fixes(FABRIC_CODE),
                       explains=(symptom.code, *(c for c in _FABRIC_EXPLAINS if c != symptom.code)),
                       labels={"reported": "words"} if words else {})
     return [*findings, finding]
+
+
+def _installed_fabric_manager() -> tuple[Fix, ...]:
+    """The looks that show the installed Fabric Manager's version, to hold against the driver's (`cat
+    /sys/module/nvidia/version`, among GH210's fixes): the version-mismatch row's package listings."""
+    return tuple(f for f in table_fixes(FABRIC_CODE, kind="fm-driver-interface-mismatch")
+                 if f.command.startswith(("dpkg -l", "rpm -qa")))
 
 
 def _on_platform(platform: NvswitchPlatform, why: str) -> str:
