@@ -492,7 +492,7 @@ SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
                                   "program-text", "package-log",
                                   # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
-                                  "mokutil", "containerd-config", "crio-config", "pod-manifest"}
+                                  "mokutil", "containerd-config", "crio-config", "pod-manifest", "kubectl-describe-pod"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:

@@ -1548,6 +1548,7 @@ class HostEnvironment:
     k8s_pod_source: str | None = None  # None: no pod manifest read
     k8s_pod_requests_gpu: bool = False
     k8s_pod_runtime_class: str | None = None  # spec.runtimeClassName; "" when the manifest names none
+    k8s_pod_status: str | None = None  # kubectl describe pod's Status (and Reason): "Failed (UnexpectedAdmissionError)"
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

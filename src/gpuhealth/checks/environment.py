@@ -229,7 +229,12 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     nvidia.com/gpu and names none is said to run under the default. A `kubectl describe node` of a GPU node (NVIDIA
     labels, a GPU in the evidence) whose Allocatable holds no nvidia.com/gpu (nor a renamed share or a MIG device)
     is a warning: the device plugin is not running there or its pod found no GPU
-    (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/). Words saying the pod does not use the nvidia
+    (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/). A pasted `kubectl describe pod` gives the pod's
+    GPU request, its RuntimeClass (Runtime Class Name) and its phase, as a manifest does; its Events' messages are read
+    by the catalogue: the scheduler's "Insufficient nvidia.com/gpu", the runtime's refusal of the nvidia handler under
+    FailedCreatePodSandBox, the kubelet device manager's refusals under UnexpectedAdmissionError (devices unavailable
+    or unregistered: the device plugin; unhealthy devices: the plugin's health check saw a critical Xid). A pod whose
+    events are all Normal raises nothing. Words saying the pod does not use the nvidia
     runtime, or that containerd's default runtime is still runc, point to the same cause as the reporter's words; a
     configuration showing nvidia as the default overrules them.
     """
