@@ -35,6 +35,11 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
     "os-release": ("os-release of Ubuntu 22.04", 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
                    'ID=ubuntu\nID_LIKE=debian\n'),
     "mokutil": ("mokutil --sb-state on a Secure Boot host", "SecureBoot enabled\n"),
+    "secureboot-policy": ("hand-written from Debian shim-signed's update-secureboot-policy format strings "
+                          "(setup_mok_validation)",
+                          "/usr/sbin/update-secureboot-policy: Checking status of DKMS module signing:\n"
+                          "  [ OK ] System DKMS key found in /var/lib/dkms/mok.pub\n"
+                          "  E: System's DKMS key is NOT installed in MOK.\n"),
     "kernel-cmdline": ("a Rocky 9 /proc/cmdline", "BOOT_IMAGE=(hd0,gpt2)/vmlinuz-5.14.0-362.8.1.el9_3.x86_64 "
                        "root=/dev/mapper/rl-root ro rd.driver.blacklist=nouveau nouveau.modeset=0\n"),
     "kernel-version": ("cat /proc/version of Ubuntu 16.04 (the form askubuntu.com threads on gcc mismatches quote)",

@@ -35,6 +35,7 @@ from gpuhealth.knowledge.signatures import is_words_row, scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
+from gpuhealth.parsers.container_run import may_show_container
 from gpuhealth.parsers.markdown import Part as MarkdownPart
 from gpuhealth.parsers.markdown import is_fold_tag, split_markdown
 from gpuhealth.parsers.session import Block, split_session, with_prompts
@@ -492,7 +493,8 @@ SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
                                   "program-text", "package-log",
                                   # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
-                                  "mokutil", "containerd-config", "crio-config", "pod-manifest", "kubectl-describe-pod"}
+                                  "mokutil", "secureboot-policy", "containerd-config", "crio-config",
+                                  "pod-manifest", "kubectl-describe-pod"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
@@ -607,10 +609,24 @@ def _fabricmanager_line(line: str) -> bool:
     return fabricmanager_line(line) is not None
 
 
+def _mokutil_line(line: str) -> bool:
+    from gpuhealth.parsers.install import mokutil_line
+
+    return mokutil_line(line)
+
+
+def _secureboot_policy_line(line: str) -> bool:
+    from gpuhealth.parsers.install import secureboot_policy_line
+
+    return secureboot_policy_line(line) is not None
+
+
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
-# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
+# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...", mokutil's
+# "SecureBoot validation is disabled in shim", update-secureboot-policy's "All OK, nothing to do.")
 _OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
-              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line}
+              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line, "mokutil": _mokutil_line,
+              "secureboot-policy": _secureboot_policy_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
@@ -848,6 +864,10 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
         reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
+    if unknown_lines and may_show_container(piece.text):  # a container the program ran in (CUDA 803/804: GH601, GH603)
+        from gpuhealth.parsers.container_run import container_run_lines
+
+        reading.overlay(container_run_lines(lines), piece.name)
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
         from gpuhealth.parsers.gpu_mentions import mention_overlay  # GPUs and driver versions named (GH209)

@@ -518,6 +518,44 @@ def test_a_latin_boundary_is_still_a_boundary_inside_latin_words():
     assert optional.search("x s-") and not optional.search("x -")
 
 
+def _bounded_char_by_char(pattern: str) -> str:
+    """latin_bounded as it was first written, one character at a time: the reference its token reader must equal."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            pair = pattern[i:i + 2]
+            out.append(symptom_phrases.LATIN_BOUNDARY if pair == "\\b" and not in_class else pair)
+            i += 2
+            continue
+        if char == "[" and not in_class:
+            in_class = True
+            start = i + 1 + (pattern[i + 1:i + 2] == "^")
+            start += pattern[start:start + 1] == "]"
+            out.append(pattern[i:start])
+            i = start
+            continue
+        if char == "]":
+            in_class = False
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def test_latin_bounded_reads_classes_and_escapes_as_the_character_loop_did():
+    import random
+
+    from gpuhealth.knowledge import table_rows
+
+    tables = ("symptom_phrases.csv", "cause_phrases.csv", "fix_phrases.csv")
+    patterns = [row[column] for name in tables for row in table_rows(name)
+                for column in ("subject", "predicate", "context", "unless") if row.get(column)]
+    rnd = random.Random(21)  # every mix of the characters that matter, short enough to hit their corners
+    patterns += ["".join(rnd.choice("\\b[]^a(") for _ in range(rnd.randint(0, 12))) for _ in range(50_000)]
+    assert [p for p in patterns if symptom_phrases.latin_bounded(p) != _bounded_char_by_char(p)] == []
+    assert symptom_phrases.latin_bounded(r"[]\b]\b[^]x]\b") == r"[]\b](?a:\b)[^]x](?a:\b)"
+
+
 def test_korean_and_japanese_sentences_split_without_blanks():
     found = told_symptoms("nvidia-smi는 정상입니다.GPU 온도가 95도입니다。nvidia-smiは遅くない。GPUが認識されない")
     assert [t.symptom for t in found] == ["gpu-overheats", "gpu-missing"]
