@@ -84,6 +84,10 @@ def test_the_lines_that_show_a_container():
         "singularity exec --nv image.sif python train.py",
         "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
         "ldconfig -p lists /usr/local/cuda/compat/libcuda.so.1 first",
+        "              capabilities: [gpu]",  # Docker Compose's GPU reservation (docs.docker.com, GPU support)
+        "    runtime: nvidia",  # Compose's older runtime key
+        "  runtimeClassName: nvidia",  # a Kubernetes pod's runtime class
+        "        nvidia.com/gpu: 1",  # a Kubernetes pod's GPU limit
     ]
     for line in shown:
         assert container_line(line) == line.strip(), line
@@ -93,6 +97,8 @@ def test_the_lines_that_show_a_container():
         "/opt/nvidia/nvlsm/sbin/nvlsm does not exist",  # Fabric Manager's host path, not the images' entrypoint
         "export LD_LIBRARY_PATH=/usr/local/cuda-12.9/compat:$LD_LIBRARY_PATH",  # a host's cuda-compat package
         "NVIDIA Release notes are online",
+        "runtime: python3",
+        "capabilities: [compute]",
     ]
     for line in not_shown:
         assert container_line(line) is None, line
@@ -167,7 +173,10 @@ def test_each_kind_of_container_line_keeps_gh601():
     for context in ("$ docker run --rm --gpus all myorg/trainer:latest\n",
                     "exec /opt/nvidia/nvidia_entrypoint.sh python train.py\n",
                     "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4\n",
-                    "$ ls -l /usr/local/cuda/compat\nlibcuda.so.1 -> libcuda.so.550.54.15\n"):
+                    "$ ls -l /usr/local/cuda/compat\nlibcuda.so.1 -> libcuda.so.550.54.15\n",
+                    "$ cat compose.yaml\nservices:\n  app:\n    deploy:\n      resources:\n        reservations:\n"
+                    "          devices:\n            - driver: nvidia\n              capabilities: [gpu]\n"
+                    "$ docker compose up\n"):
         top = lead(GEFORCE, context + f"{ERROR_804}\n")
         assert top.code == "GH601", context
 

@@ -93,6 +93,9 @@ FAMILIES = [
      ["torchrun with 4 GPUs freezes at the first barrier.", "NCCL all_reduce is stuck forever on two nodes.",
       "Multi-GPU training hangs after init_process_group."],
      ["Multi-GPU training no longer hangs.", "Does DDP hang if one rank dies?"]),
+    ("multi-gpu-start-fails",
+     ["Our multi-GPU job won't start since the new node arrived.", "It runs with 1 GPU, but all 8 GPUs fail."],
+     ["Multi-GPU training starts now.", "Does multi-GPU training fail to start without NCCL_P2P_DISABLE?"]),
 ]
 
 
@@ -259,6 +262,9 @@ ZH_FAMILIES = [
     ("job-hang",
      ["多机训练 NCCL 一直卡在初始化", "DDP 训练跑到一半死锁了"],
      ["多卡训练没有卡住"]),
+    ("multi-gpu-start-fails",
+     ["单卡正常，多卡训练跑不起来", "用 8 张卡训练就报错"],
+     ["多卡训练已经能正常启动"]),
 ]
 
 
@@ -419,6 +425,9 @@ KO_JA_FAMILIES = [
     ("job-hang",
      ["torchrun으로 돌린 학습이 중간에 멈췄어요", "deepspeedの学習がタイムアウトで止まる"],
      ["NCCL 통신은 문제없이 진행됩니다", "DDPの学習は最後まで進んだ"]),
+    ("multi-gpu-start-fails",
+     ["멀티 GPU로 학습을 시작하지 못해요", "マルチGPUで学習が開始できない"],
+     ["멀티 GPU 학습이 잘 시작됩니다", "マルチGPUの学習は問題なく起動する"]),
     ("cuda-init-slow",
      ["처음 CUDA 쓸 때 초기화가 너무 느려요", "CUDAの初期化に数十秒かかる"],
      ["CUDA 초기화는 금방 끝나요", "CUDAの初期化はすぐ終わる"]),
