@@ -954,10 +954,17 @@ def _lead_on_platform(findings: list[Finding], symptom: Symptom, ranked: Sequenc
             "on an NVSwitch system until Fabric Manager has set the fabric up")
     shown = Evidence(platform.source + (TOLD if platform.reported else ""), (one_line(platform.shown)[:200],))
     finding = replace(_finding(spec, severity, head, evidence_of(lines) + (shown,)), differential=tuple(ranked),
-                      fixes=DECIDE_802 + table_fixes(FABRIC_CODE),
+                      fixes=DECIDE_802 + _installed_fabric_manager() + table_fixes(FABRIC_CODE),
                       explains=(symptom.code, *(c for c in _FABRIC_EXPLAINS if c != symptom.code)),
                       labels={"reported": "words"} if words else {})
     return [*findings, finding]
+
+
+def _installed_fabric_manager() -> tuple[Fix, ...]:
+    """The looks that show the installed Fabric Manager's version, to hold against the driver's (`cat
+    /sys/module/nvidia/version`, among GH210's fixes): the version-mismatch row's package listings."""
+    return tuple(f for f in table_fixes(FABRIC_CODE, kind="fm-driver-interface-mismatch")
+                 if f.command.startswith(("dpkg -l", "rpm -qa")))
 
 
 def _on_platform(platform: NvswitchPlatform, why: str) -> str:
