@@ -468,3 +468,36 @@ def test_a_re_enrolment_told_as_done_confirms_secure_boot(words, confirmed):
     assert (("secure-boot-refused", True) in found) is confirmed
     if confirmed:
         assert "fix confirms" in _gh506(words + "\n")["message"]
+
+
+# ------------------------------------------------------------------ Ubuntu's new MOK: made, waiting for its enrolment
+# Ubuntu shim-signed's update-secureboot-policy --new-key ("Generating a new Secure Boot signing key:", writing
+# /var/lib/shim-signed/mok/MOK.der) and its debconf templates (shim/secureboot_explanation, shim/enable_secureboot).
+
+NOTE = ("Your system has UEFI Secure Boot enabled.\n\nUEFI Secure Boot requires additional configuration to work with "
+        "third-party drivers.\n\nThe system will assist you in configuring UEFI Secure Boot. To permit the use of "
+        "third-party drivers, a new Machine-Owner Key (MOK) has been generated. This key now needs to be enrolled in "
+        "your system's firmware.\n")
+NEW_KEY = ("Generating a new Secure Boot signing key:\nwriting new private key to '/var/lib/shim-signed/mok/MOK.priv'\n"
+           "-----\n")
+
+
+def test_the_enrolment_note_names_ubuntus_mok_to_enroll():
+    finding = _gh506(NOTE)
+    assert finding["severity"] == "warning" and "/var/lib/shim-signed/mok/MOK.der is not enrolled" in finding["message"]
+    assert _commands(finding) == ["sudo mokutil --import /var/lib/shim-signed/mok/MOK.der", "sudo reboot"]
+
+
+def test_a_new_key_beside_a_refusal_is_enrolled_not_replaced():
+    finding = _gh506(NEW_KEY + "SecureBoot enabled\n" + REFUSED)
+    assert finding["severity"] == "critical" and "update-secureboot-policy --new-key made it" in finding["message"]
+    assert _commands(finding) == ["sudo mokutil --import /var/lib/shim-signed/mok/MOK.der", "sudo reboot"]
+    # mokutil's own answer about the key says what it is now: enrolled, the note's request is over
+    later = _analyzed(NEW_KEY + "SKIP: /var/lib/shim-signed/mok/MOK.der is already enrolled\n")
+    assert not [f for f in later["findings"] if f["code"] == "GH506" and "not enrolled" in f["message"]]
+
+
+def test_the_new_key_line_alone_is_read_not_healthy():
+    report = _alone("Generating a new Secure Boot signing key:")
+    assert report["verdict"] == "NO DIAGNOSIS"  # Ubuntu's --new-key makes it whatever the state: none is read
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003", "GH506")]
