@@ -264,3 +264,20 @@ def test_chinese_counts_name_the_board():
     assert [(g.named, g.count) for g in named_gpus("我有8张H20，多卡训练启动不了")] == [("H20", 8)]
     assert [(g.named, g.count) for g in named_gpus("一台8卡H800服务器")] == [("H800", 8)]
     assert [g.count for g in named_gpus("two RTX 3090 cards")] == [2]
+
+
+def test_the_fabric_columns_of_nvidia_smi_query_gpu():
+    # `nvidia-smi --query-gpu=index,name,fabric.state,fabric.status --format=csv` (the fields nvidia-smi
+    # --help-query-gpu lists; the rows written here)
+    head = "index, name, fabric.state, fabric.status\n"
+    waiting = head + "".join(f"{i}, NVIDIA H100 80GB HBM3, In Progress, N/A\n" for i in range(8))
+    (led,) = fabric(findings(("csv", waiting)))
+    assert led.severity is Severity.WARNING and "have not joined the NVLink fabric" in led.message
+    failed = head + "0, NVIDIA H100 80GB HBM3, Completed, Unknown Error\n" + "".join(
+        f"{i}, NVIDIA H100 80GB HBM3, Completed, Success\n" for i in range(1, 8))
+    found = findings(("csv", failed))
+    (led,) = fabric(found)
+    assert led.severity is Severity.CRITICAL and "1 GPU(s) failed to register" in led.message
+    from gpuhealth.parsers.smi_csv import parse_smi_csv
+
+    assert not parse_smi_csv(failed).gpus[0].field_errors  # the status is a value, not a field nvidia-smi failed

@@ -204,6 +204,10 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
     result = _signature_findings(result, messages, ran, skipped_reason)
+    if any(f.code == "GH506" for f in result):  # the tool the words name signs with its own key: its route
+        from gpuhealth.checks.install import told_builder_route
+
+        result = told_builder_route(result, snapshot)
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     result = _mined_explains(result, confirming)
     table = symptoms()
