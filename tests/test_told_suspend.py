@@ -46,7 +46,6 @@ def _shown(findings) -> list[tuple[str, str]]:
     CUINIT_999, CUINIT_999 + JAX_FALLBACK, RUNTIME_999,
     "cudaGetDeviceCount returned 999\n-> unknown error\n",  # cuda-samples deviceQuery's format
     "[12/08/2026-10:00:00] [W] [TRT] CUDA initialization failure with error: 999.\n",  # TensorRT's
-    "pycuda._driver.Error: cuInit failed: unknown\n",
 ])
 def test_a_bare_unknown_error_ranks_uvm_first_and_never_leads_with_a_too_new_cuda(error):
     findings = findings_of(error)
