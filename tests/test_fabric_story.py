@@ -49,6 +49,9 @@ def fabric(found) -> list:
     ("nvidia-smi -L", smi_list("NVIDIA A100-SXM4-80GB", 8)),
     ("nvidia-smi -L", smi_list("NVIDIA H100 80GB HBM3", 8)),
     ("nvidia-smi -L", smi_list("NVIDIA H200", 8)),
+    ("nvidia-smi -L", smi_list("NVIDIA H20", 8)),
+    ("nvidia-smi -L", smi_list("NVIDIA H800", 8)),  # the SXM part's name (the driver README's device 2324)
+    ("nvidia-smi -L", smi_list("NVIDIA B200", 8)),
     ("topo", (CORPUS / "ml-engineering" / "topo-m_8xA100_NV12.txt").read_text()),
     ("topo", (CORPUS / "ml-engineering" / "topo-m_8xH100_NV18.txt").read_text()),
     ("lspci", (CORPUS / "gpud" / "accelerator_nvidia_query_pci__lspci-vvv").read_text()),  # H100 NVSwitches (22a3)
@@ -109,6 +112,7 @@ def test_a_line_that_names_another_cause_wins_on_the_board(line, code):
     ("nvidia-smi -L", smi_list("NVIDIA L40S", 8)),  # PCIe cards: no NVSwitch
     ("nvidia-smi -L", smi_list("NVIDIA GeForce RTX 4090", 8)),
     ("nvidia-smi -L", smi_list("NVIDIA A100 80GB PCIe", 2)),
+    ("nvidia-smi -L", smi_list("NVIDIA H800 PCIe", 8)),  # device 2322: a PCIe card
     # two PCIe A100s joined by an NVLink bridge: NV12 between one pair, no switch (Fabric Manager User Guide)
     ("topo", "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n"),
     ("instance-type", "p5.4xlarge\n"),  # one H100: no NVSwitch to set up
