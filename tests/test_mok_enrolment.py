@@ -501,3 +501,23 @@ def test_the_new_key_line_alone_is_read_not_healthy():
     report = _alone("Generating a new Secure Boot signing key:")
     assert report["verdict"] == "NO DIAGNOSIS"  # Ubuntu's --new-key makes it whatever the state: none is read
     assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003", "GH506")]
+
+
+# ------------------------------------------------------------------ DKMS's own MOK, made for this build
+# dell/dkms dkms.in prepare_mok (v3.0.4 to v3.2.2): a key made now is not enrolled yet.
+
+@pytest.mark.parametrize(("lines", "key"), [
+    ("Signing key: /var/lib/dkms/mok.key\nPublic certificate (MOK): /var/lib/dkms/mok.pub\n"
+     "Certificate or key are missing, generating self signed certificate for MOK...\n", "/var/lib/dkms/mok.pub"),
+    ("Signing key: /root/keys/mok.key\nPublic certificate (MOK): /root/keys/mok.der\n"
+     "Certificate or key are missing, generating self signed certificate for MOK...\n", "/root/keys/mok.der"),
+    ("Certificate or key are missing, generating them using update-secureboot-policy...\n",
+     "/var/lib/shim-signed/mok/MOK.der"),
+])
+def test_a_key_dkms_made_for_this_build_is_enrolled_not_replaced(lines, key):
+    finding = _gh506(lines + "SecureBoot enabled\n" + REFUSED)
+    assert finding["severity"] == "critical" and f"{key} is not enrolled (DKMS made it" in finding["message"]
+    assert _commands(finding) == [f"sudo mokutil --import {key}", "sudo reboot"]
+    # the generic line that DKMS signed with an existing key says nothing of the key's enrolment
+    existing = "Public certificate (MOK): /var/lib/dkms/mok.pub\nSigning module /var/lib/dkms/nvidia/nvidia.ko\n"
+    assert "DKMS made it" not in _gh506(existing + "SecureBoot enabled\n" + REFUSED)["message"]

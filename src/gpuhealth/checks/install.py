@@ -570,7 +570,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     supported on this system" mean mokutil could not read the state, which then stays unknown. Ubuntu's
     "Generating a new Secure Boot signing key:" (update-secureboot-policy --new-key) and shim-signed's note "a new
     Machine-Owner Key (MOK) has been generated. This key now needs to be enrolled" name /var/lib/shim-signed/mok/MOK.der
-    as not enrolled yet, unless mokutil says otherwise.
+    as not enrolled yet, unless mokutil says otherwise; so does DKMS's "Certificate or key are missing, generating
+    ..." for the certificate it makes for the build.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -1023,6 +1024,8 @@ def _key_teller(install: InstallState) -> str:
         return "update-secureboot-policy"
     if "Secure Boot signing key" in line:
         return "update-secureboot-policy --new-key made it"
+    if line.startswith("Certificate or key are missing"):
+        return "DKMS made it for this build"
     if "Machine-Owner Key" in line:
         return "shim-signed's note asked for its enrolment"
     if line.startswith(("SKIP: ", "Already in kernel trusted keyring", "mokutil --import")):
