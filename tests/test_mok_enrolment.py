@@ -138,11 +138,12 @@ def test_debian_policy_check_names_the_dkms_key_to_enroll():
     "Binary /usr/src/linux-headers-6.8.0-45-generic/scripts/sign-file not found, modules won't be signed",
     "Binary update-secureboot-policy not found, modules won't be signed",
     "Kernel config /lib/modules/6.8.0-45-generic/build/.config not found, modules won't be signed",
+    "openssl not found, can't generate key and certificate.",  # prepare_mok: no key made, the build goes unsigned
 ])
 def test_dkms_that_could_not_sign_leaves_the_module_unsigned(line):
     alone = _gh506("Sign command: /usr/bin/kmodsign\n" + line + "\n")
     assert alone["severity"] == "warning"  # the module is unsigned; whether the kernel enforces is not shown
-    assert any("modules won't be signed" in text for e in alone["evidence"] for text in e["lines"])
+    assert any(line[:40] in text for e in alone["evidence"] for text in e["lines"])
     assert _gh506(line + "\nSecureBoot enabled\n" + REFUSED)["severity"] == "critical"
     # the generic DKMS line that it did sign is no such warning
     assert not [f for f in _analyzed("Signing module /var/lib/dkms/nvidia/550.120/build/nvidia.ko\n")["findings"]
