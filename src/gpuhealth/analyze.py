@@ -395,9 +395,9 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         if words and not _read_run(reading, Piece(piece.name, "\n".join(rest)), block):
             # nothing in them was read: named, so that the report is never HEALTHY on them (GH002)
             reading.unrecognized.append(_not_read(piece.name, words, "beside the kernel log's lines"))
-    # an Xid or a symptom named in words
-    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS, LINKED_TITLES)
-                                    for r in reading.log[before:])
+    # an Xid or a symptom named in words, or the device plugin's Xid lines
+    understood = understood or any(r.kind in ("reported-xids", "device-plugin-xids", "reported symptom",
+                                              VERSION_BANNERS, LINKED_TITLES) for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
@@ -1142,11 +1142,13 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
         if found:
             reading.overlay(found, piece.name)
         return named
+    plugin = _plugin_xids(reading, piece, lines)  # the device plugin's own Xid lines are machine output, not words
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
     # an nvidia-smi table's boxed rows are its parser's too
-    found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))],
-                                 piece.name)
+    found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))
+                                  and line not in plugin], piece.name)
+    named = plugin + named
     if found:
         reading.overlay(found, piece.name)
         events = found["kernel_log"].events
@@ -1155,6 +1157,22 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
         told = ", ".join(dict.fromkeys(f"memory {e.detail}" for e in events if e.xid is None))
         reading.log.append(Recognised(piece.name, "reported-xids", f"{', '.join(filter(None, (codes, told)))} named "
                                       "in words (reported, not logged)"))
+    return named
+
+
+def _plugin_xids(reading: _Reading, piece: Piece, lines: list[str]) -> list[str]:
+    """The Xids the NVIDIA device plugin logged from NVML's events (``XidCriticalError: Xid=79 on Device=GPU-...``):
+    a machine-written Xid log (parsers/device_plugin_xids.py) the Xid checks judge as logged; the lines it read."""
+    if "riticalError" not in piece.text:
+        return []
+    from gpuhealth.parsers.device_plugin_xids import plugin_xids
+
+    found, named = plugin_xids(lines, piece.name)
+    if found:
+        reading.overlay(found, piece.name)
+        codes = ", ".join(dict.fromkeys(f"Xid {e.xid}" for e in found["kernel_log"].events))
+        reading.log.append(Recognised(piece.name, "device-plugin-xids",
+                                      f"{codes} from the NVIDIA device plugin's NVML events"))
     return named
 
 
