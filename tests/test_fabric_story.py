@@ -124,3 +124,90 @@ def test_end_to_end_through_analyze_stdin():
     assert led["differential"][0]["cause"] == "fabric-manager-failed"
     text = CliRunner().invoke(main, ["analyze", "-"], input=paste).output
     assert "systemctl status nvidia-fabricmanager" in text
+
+
+# --------------------------------------------------------------------------- nvidia-smi -q's Fabric section
+
+def smi_query_sample() -> str:
+    """The real `nvidia-smi -q` of one H100 80GB HBM3 (driver 590.48.01) from nvidia_gpu_exporter's captures: its
+    Fabric section reads State Completed, Status Success, CliqueId, ClusterUUID and Health."""
+    text = (CORPUS / "nvidia-gpu-exporter" / "linux-x86_64__nvidia-h100-mig__590.48.01.txt").read_text()
+    body = text[text.index("# $ nvidia-smi -q\n"):].split("\n", 2)[2]
+    return body[: body.index("\n####")]
+
+
+def failed_registration(text: str) -> str:
+    # the Status line edited here to an NVML error string (nvmlErrorString(NVML_ERROR_UNKNOWN)), as nvidia-smi prints
+    # the status of a registration that completed with an error (NVML API Reference, nvmlGpuFabricInfo_t)
+    head, fabric = text.split("    Fabric\n", 1)
+    return head + "    Fabric\n" + fabric.replace(": Success", ": Unknown Error", 1)
+
+
+def test_the_fabric_status_is_read_from_nvidia_smi_q():
+    from gpuhealth.parsers.smi_query import parse_smi_query
+
+    (gpu,) = parse_smi_query(smi_query_sample()).gpus
+    assert (gpu.fabric_state, gpu.fabric_status) == ("Completed", "Success")
+    (gpu,) = parse_smi_query(failed_registration(smi_query_sample())).gpus
+    assert (gpu.fabric_state, gpu.fabric_status) == ("Completed", "Unknown Error")
+
+
+def test_a_registered_gpu_raises_nothing_and_a_failed_registration_is_critical():
+    assert not fabric(findings(("nvidia-smi -q", smi_query_sample())))
+    (led,) = fabric(findings(("nvidia-smi -q", failed_registration(smi_query_sample()))))
+    assert led.severity is Severity.CRITICAL and "failed to register" in led.message
+    assert any("State: Completed, Status: Unknown Error" in line for e in led.evidence for line in e.lines)
+    assert led.fixes[0].command == "sudo tail -n 50 /var/log/fabricmanager.log" and not led.fixes[0].disruptive
+
+
+def test_the_fabric_section_of_the_xml_report():
+    from gpuhealth.model import SmiReport, Snapshot
+    from gpuhealth.parsers.platform import nvswitch_platform
+    from gpuhealth.parsers.smi_xml import parse_smi_xml
+
+    # a real A100-SXM4 report (telegraf's test data) outside any fabric: <fabric><state>N/A</state>
+    xml = (CORPUS / "telegraf-nvidia-smi" / "a100-sxm4-v12.xml").read_text()
+    (gpu,) = parse_smi_xml(xml).gpus
+    assert gpu.fabric_state == "N/A" and nvswitch_platform(Snapshot(smi=SmiReport(gpus=(gpu,)))) is None
+    # the same report with the state edited here to a GPU waiting for Fabric Manager
+    waiting = xml.replace("<state>N/A</state>", "<state>In Progress</state>", 1)
+    (gpu,) = parse_smi_xml(waiting).gpus
+    assert gpu.fabric_state == "In Progress"
+    (led,) = fabric(findings(("nvidia-smi -q -x", waiting)))
+    assert led.severity is Severity.WARNING and "have not joined the NVLink fabric" in led.message
+
+
+def test_a_fabric_state_of_not_supported_is_no_nvswitch_system():
+    from gpuhealth.model import Gpu, SmiReport, Snapshot
+    from gpuhealth.parsers.platform import nvswitch_platform
+
+    outside = (Gpu(index=0, name="NVIDIA L40S", fabric_state="Not Supported", fabric_status="N/A"),)
+    assert nvswitch_platform(Snapshot(smi=SmiReport(gpus=outside))) is None
+
+
+def test_a_live_hosts_fabric_status_is_read_as_nvidia_smi_prints_it():
+    """nvmlDeviceGetGpuFabricInfo's status is NVML's return code, to be read only once the state is complete (NVML API
+    Reference, nvmlGpuFabricInfo_t): "Success" for 0, else nvmlErrorString's words, as nvidia-smi -q prints them."""
+    import ctypes
+
+    from gpuhealth import nvml
+    from test_nvml import FakeNvml
+
+    class Info(ctypes.Structure):  # the fields nvidia-ml-py's c_nvmlGpuFabricInfo_t has
+        _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint),
+                    ("state", ctypes.c_uint)]
+
+    class Fabric(FakeNvml):
+        c_nvmlGpuFabricInfo_t = Info
+
+        def nvmlDeviceGetGpuFabricInfo(self, handle, reference):  # noqa: N802
+            reference._obj.state = 3  # NVML_GPU_FABRIC_STATE_COMPLETED
+            reference._obj.status = 0 if handle == 0 else 999  # NVML_SUCCESS, NVML_ERROR_UNKNOWN
+            return 0
+
+        def nvmlErrorString(self, code):  # noqa: N802
+            return b"Unknown Error" if code == 999 else b"?"
+
+    first, second = nvml.probe(Fabric())["gpus"]
+    assert (first["fabric_state"], first["fabric_status"]) == ("Completed", "Success")
+    assert (second["fabric_state"], second["fabric_status"]) == ("Completed", "Unknown Error")

@@ -35,6 +35,7 @@ from gpuhealth.knowledge.signatures import is_words_row, scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
 from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
+from gpuhealth.parsers.container_run import may_show_container
 from gpuhealth.parsers.markdown import Part as MarkdownPart
 from gpuhealth.parsers.markdown import is_fold_tag, split_markdown
 from gpuhealth.parsers.session import Block, split_session, with_prompts
@@ -848,6 +849,10 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
         reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
+    if unknown_lines and may_show_container(piece.text):  # a container the program ran in (CUDA 803/804: GH601, GH603)
+        from gpuhealth.parsers.container_run import container_run_lines
+
+        reading.overlay(container_run_lines(lines), piece.name)
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
         from gpuhealth.parsers.gpu_mentions import mention_overlay  # GPUs and driver versions named (GH209)

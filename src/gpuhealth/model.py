@@ -420,6 +420,9 @@ class Gpu:
     # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
     # GPU outside one; None: no Fabric section (older drivers, other sources)
     fabric_state: str | None = None
+    # nvidia-smi -q "Fabric / Status": "Success", or the NVML error the registration ended with (nvmlGpuFabricInfo_t
+    # status, to be read only when the State is "Completed"); "N/A" outside a fabric
+    fabric_status: str | None = None
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
@@ -858,6 +861,9 @@ class Snapshot:
     # analyze: GPU models (and counts) named in words or in program output other than nvidia-smi's GPU list, each with
     # its product line: always reported facts (the checks use them where no program lists the GPUs)
     gpus_named: tuple[NamedGpu, ...] = ()
+    # analyze: lines showing a program ran inside a container (an NVIDIA image's banner or entrypoint, `docker run
+    # --gpus`, a container-toolkit line; parsers/container_run.py): CUDA's errors 803 and 804 are read in that context
+    container_lines: tuple[str, ...] = ()
     # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
     platform: NvswitchPlatform | None = None
     env: dict[str, str] = field(default_factory=dict)

@@ -122,7 +122,8 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     Exceptions:
     None. `gpuhealth check` on a host always reads something, so this is only raised by `analyze`.
     """
-    if snapshot.origin != "evidence" or snapshot.sources:
+    # the container a program ran in is context for other evidence (CUDA's 803/804), no answer about the host by itself
+    if snapshot.origin != "evidence" or set(snapshot.sources) - {"container_lines"}:
         return
     if any(m.signature or m.symptom or m.mined for m in snapshot.messages or ()):
         return
@@ -510,12 +511,16 @@ def _machine_overrules(matched: Sequence[tuple[Signature, MessageLine]]) -> bool
 
 
 def _row_fixes(matched: Sequence[tuple[Signature, MessageLine]]) -> tuple[Fix, ...]:
-    """The fixes knowledge/fixes.csv keys to one of the matched catalogue rows (``<code>:<row id>``): the fixes of
-    the one error the row decodes (containerd's missing nvidia runtime is fixed in containerd's configuration, not
-    Docker's), in place of the check's general ones; empty when no row has its own."""
+    """The fixes knowledge/fixes.csv keys to one of the matched catalogue rows (``<code>:<row id>``), or to the cause
+    one names (``<code>:<cause id>``): the fixes of the one error the row decodes (containerd's missing nvidia runtime
+    is fixed in containerd's configuration, not Docker's), in place of the check's general ones; empty when no row
+    has its own."""
     from gpuhealth.knowledge.fixes import fixes_of
 
-    return next((found for sig, _ in matched if (found := fixes_of(f"{sig.code}:{sig.id}"))), ())
+    # a cause's own fixes (``<code>:<cause id>``) serve every row naming it, a person's words among them (a suspend
+    # that left nvidia_uvm unusable is fixed by reloading it, not by GH205's modprobe of a module that is loaded)
+    return next((found for sig, _ in matched if (found := fixes_of(f"{sig.code}:{sig.id}"))
+                 or (sig.cause and (found := fixes_of(f"{sig.code}:{sig.cause}")))), ())
 
 
 def _unnumbered(line: str) -> str:
@@ -568,13 +573,20 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
                and not (m.signature and signature(m.signature).severity == "info")]
     by_code: dict[str, list[Symptom]] = {}
     for symptom in table.values():
-        by_code.setdefault(symptom.code, []).append(symptom)
+        if symptom.check_shows:  # a symptom only lines show (cuda-init-unknown under GH610) leaves the check's own
+            by_code.setdefault(symptom.code, []).append(symptom)
     for finding in findings:
         ids = by_code.get(finding.code, [])
-        if (len(ids) == 1 and ids[0].check_shows and finding.severity is not Severity.INFO
-                and finding.code not in caused):
+        if len(ids) == 1 and finding.severity is not Severity.INFO and finding.code not in caused:
             present.append(ids[0].id)
-    return list(dict.fromkeys(p for p in present if p))
+    present = list(dict.fromkeys(p for p in present if p))
+    # a narrower symptom shown beside its broader one (cuInit's unknown error beside JAX's "No GPU/TPU found") is the
+    # one finding's differential: the broader one's order of causes would undo it
+    return [p for p in present if NARROWED_BY.get(p) not in present]
+
+
+# broader symptom -> the narrower symptom of the same check whose differential replaces it where both are shown
+NARROWED_BY = {"framework-no-gpu": "cuda-init-unknown"}
 
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
@@ -933,7 +945,8 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
 # --------------------------------------------------------------------------- the platform ranks Fabric Manager
 
 FABRIC_CAUSE = "fabric-manager-failed"
-# symptoms of CUDA failing to initialise or count GPUs (cudaGetDeviceCount, torch.cuda.is_available() False)
+# symptoms of CUDA failing to initialise or count GPUs (cudaGetDeviceCount, torch.cuda.is_available() False); not
+# cuInit's unknown error (cuda-init-unknown): Fabric Manager not running makes CUDA return "system not ready" (802)
 CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu"})
 FABRIC_CODE = "GH210"
 # the check's own consequences (checks/evidence_checks.py GH210): what Fabric Manager down explains

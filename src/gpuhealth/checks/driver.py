@@ -814,11 +814,18 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     Without `nvidia_uvm` CUDA initialisation fails with "CUDA error: unknown error" or "no
     CUDA-capable device". It is normally loaded on first CUDA use by the setuid helper
     `nvidia-modprobe`; when that helper is missing or blocked (containers, hardened hosts), it never is.
+    After a suspend or hibernation through the driver's default kernel callbacks, `nvidia_uvm` may stay loaded but
+    unusable (cuInit returns 999 until it is reloaded): NVIDIA's README ("Configuring Power Management Support")
+    supports CUDA's unified memory across a suspend only through its systemd suspend services. A person saying CUDA
+    failed after a suspend names that cause (uvm-broken-by-suspend); lsmod then still lists the module.
 
     How to fix:
     `sudo modprobe nvidia_uvm` now, and make it permanent with
     `echo nvidia_uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf`. The display modules (nvidia_drm,
-    nvidia_modeset) are loaded by modprobe when a display or DRM client needs them.
+    nvidia_modeset) are loaded by modprobe when a display or DRM client needs them. After a suspend:
+    `sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm` once no process holds it, and for good
+    `NVreg_PreserveVideoMemoryAllocations=1` with `nvidia-suspend.service`, `nvidia-resume.service` and
+    `nvidia-hibernate.service` enabled (driver 430 or newer).
 
     Exceptions:
     Right after boot, before any CUDA program ran, `nvidia_uvm` may legitimately not be loaded yet:

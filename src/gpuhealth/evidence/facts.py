@@ -813,6 +813,19 @@ def _container_image(command: str, output: str) -> Fact | None:
     return None
 
 
+@command_fact("container-run", r"^(?:sudo\s+)?(?:(?:docker|podman|nerdctl)\s+(?:container\s+)?(?:run|create|exec)|"
+                               r"nvidia-docker\s+run|(?:singularity|apptainer)\s+(?:run|exec|shell))\s|"
+                               r"/usr/local/cuda/compat|/opt/nvidia/(?:nvidia_entrypoint|entrypoint\.d)")
+def _container_run(command: str, output: str) -> Fact | None:
+    """A container started with the GPUs (``docker run --gpus all ...``), or a command that names an NVIDIA image's
+    compat directory or entrypoint: the program whose output follows ran inside a container, the context CUDA's errors
+    803 and 804 are read in (parsers/container_run.py; GH601, GH603)."""
+    from gpuhealth.parsers.container_run import container_line
+
+    shown = container_line(command)
+    return Fact({"container_lines": (shown,)}, None, "a container with the GPUs") if shown else None
+
+
 @command_fact("library-path-set", r"LD_LIBRARY_PATH\s{0,2}=")
 def _library_path(command: str, output: str) -> Fact | None:
     found = library_path_set(command)
