@@ -84,6 +84,10 @@ def test_the_lines_that_show_a_container():
         "singularity exec --nv image.sif python train.py",
         "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
         "ldconfig -p lists /usr/local/cuda/compat/libcuda.so.1 first",
+        "              capabilities: [gpu]",  # Docker Compose's GPU reservation (docs.docker.com, GPU support)
+        "    runtime: nvidia",  # Compose's older runtime key
+        "  runtimeClassName: nvidia",  # a Kubernetes pod's runtime class
+        "        nvidia.com/gpu: 1",  # a Kubernetes pod's GPU limit
     ]
     for line in shown:
         assert container_line(line) == line.strip(), line
@@ -93,6 +97,8 @@ def test_the_lines_that_show_a_container():
         "/opt/nvidia/nvlsm/sbin/nvlsm does not exist",  # Fabric Manager's host path, not the images' entrypoint
         "export LD_LIBRARY_PATH=/usr/local/cuda-12.9/compat:$LD_LIBRARY_PATH",  # a host's cuda-compat package
         "NVIDIA Release notes are online",
+        "runtime: python3",
+        "capabilities: [compute]",
     ]
     for line in not_shown:
         assert container_line(line) is None, line
@@ -167,7 +173,10 @@ def test_each_kind_of_container_line_keeps_gh601():
     for context in ("$ docker run --rm --gpus all myorg/trainer:latest\n",
                     "exec /opt/nvidia/nvidia_entrypoint.sh python train.py\n",
                     "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4\n",
-                    "$ ls -l /usr/local/cuda/compat\nlibcuda.so.1 -> libcuda.so.550.54.15\n"):
+                    "$ ls -l /usr/local/cuda/compat\nlibcuda.so.1 -> libcuda.so.550.54.15\n",
+                    "$ cat compose.yaml\nservices:\n  app:\n    deploy:\n      resources:\n        reservations:\n"
+                    "          devices:\n            - driver: nvidia\n              capabilities: [gpu]\n"
+                    "$ docker compose up\n"):
         top = lead(GEFORCE, context + f"{ERROR_804}\n")
         assert top.code == "GH601", context
 
@@ -219,3 +228,48 @@ def test_end_to_end_through_analyze_stdin():
     assert bare["root_causes"][0]["key"].startswith("GH603")
     contained = _analyze_stdin(GEFORCE + BANNER + f"{ERROR_804}\n")
     assert contained["root_causes"][0]["key"].startswith("GH601")
+
+
+# --------------------------------------------------------------------------- the libcuda on disk against the module
+
+# apt's history.log as unattended-upgrades writes it (Start-Date, Commandline, Upgrade: pkg (old, new), End-Date)
+UPGRADE_LOG = ("$ cat /var/log/apt/history.log\n"
+               "Start-Date: 2024-05-02  06:25:14\n"
+               "Commandline: /usr/bin/unattended-upgrade\n"
+               "Upgrade: libnvidia-compute-535:amd64 (535.171.04-0ubuntu0.22.04.1, 535.183.01-0ubuntu0.22.04.1), "
+               "nvidia-utils-535:amd64 (535.171.04-0ubuntu0.22.04.1, 535.183.01-0ubuntu0.22.04.1)\n"
+               "End-Date: 2024-05-02  06:25:40\n")
+
+
+def test_803_with_the_module_still_the_version_an_upgrade_replaced_is_gh202():
+    # nvidia-smi answers with the old driver, the package log shows that driver upgraded since: the new libcuda is on
+    # disk under the old module (a driver upgrade without a reboot, shown), whatever nvidia-smi said before it
+    top = lead(smi("535.171.04", "12.2", "NVIDIA GeForce RTX 3090"), UPGRADE_LOG + f"$ python train.py\n{ERROR_803}\n")
+    assert top.code == "GH202" and top.severity is Severity.CRITICAL
+    assert "still 535.171.04" in top.message and "GH901" in top.explains
+    assert "sudo reboot" in commands(top)
+    # without the 803 nothing shows CUDA failing, and that nvidia-smi may predate the upgrade: a warning
+    snapshot, _ = analyze_texts([("smi.txt", smi("535.171.04", "12.2", "NVIDIA GeForce RTX 3090")),
+                                 ("history.log", UPGRADE_LOG)])
+    gh202 = [f for f in run_checks(snapshot).findings if f.code == "GH202"]
+    assert [f.severity for f in gh202] == [Severity.WARNING]
+    # the module already the upgrade's version: the host rebooted, nothing to report
+    snapshot, _ = analyze_texts([("smi.txt", smi("535.183.01", "12.2", "NVIDIA GeForce RTX 3090")),
+                                 ("history.log", UPGRADE_LOG)])
+    assert not [f for f in run_checks(snapshot).findings if f.code == "GH202"]
+
+
+def test_a_stale_libcuda_newer_than_the_module_explains_an_804_outside_a_container():
+    from dataclasses import replace
+
+    from gpuhealth.model import CudaState
+
+    proc = ("$ cat /proc/driver/nvidia/version\n"
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.07  Fri Mar 14 21:40:38 UTC 2025\n")
+    loader = CudaState(libcuda_path="/usr/lib/x86_64-linux-gnu/libcuda.so.1", libcuda_target="libcuda.so.575.51.03",
+                       libcuda_version="575.51.03")  # as the live check reads the link
+    for context, code in (("", "GH603"), ("$ docker run --rm --gpus all myimage\n", "GH601")):
+        snapshot, _ = analyze_texts([("proc.txt", proc), ("run.txt", context + f"{ERROR_804}\n")])
+        snapshot = replace(snapshot, cuda=loader)
+        top = fold(run_checks(snapshot).findings)[0].finding
+        assert top.code == code, context

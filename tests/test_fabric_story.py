@@ -211,3 +211,45 @@ def test_a_live_hosts_fabric_status_is_read_as_nvidia_smi_prints_it():
     first, second = nvml.probe(Fabric())["gpus"]
     assert (first["fabric_state"], first["fabric_status"]) == ("Completed", "Success")
     assert (second["fabric_state"], second["fabric_status"]) == ("Completed", "Unknown Error")
+
+
+# --------------------------------------------------------------------------- the reporter's words
+
+@pytest.mark.parametrize("story", [
+    "Our box has 8x H100 SXM. Training works on a single GPU but fails on all 8 GPUs.",
+    "We run on a p5.48xlarge and multi-GPU training will not start.",
+    "我有8张H20，单卡可以跑，多卡训练启动不了",  # eight H20 (an HGX H20 board): one card runs, all of them do not start
+])
+def test_one_gpu_works_all_fail_on_a_told_nvswitch_board_leads_with_fabric_manager_as_a_warning(story):
+    led = findings(("issue", story))[0]
+    assert led.code == "GH210" and led.severity is Severity.WARNING, (led.code, led.message)
+    assert led.labels.get("reported") == "words" and "the reporter's words" in led.message
+
+
+@pytest.mark.parametrize("texts", [
+    [("issue", "Training works on a single GPU but fails on all 8 GPUs.")],  # no platform: P2P on PCIe first
+    [("issue", "8x RTX 4090: training works on a single GPU but fails on all 8 GPUs.")],
+    [("nvidia-smi -L", smi_list("NVIDIA L40S", 8)), ("issue", "Training works on one GPU but fails on all 8 GPUs.")],
+    [("issue", "Our 8x H100 SXM box: multi-GPU training hangs at the first all_reduce.")],  # a hang: CUDA started
+])
+def test_the_story_elsewhere_gets_no_fabric_manager_lead(texts):
+    found = findings(*texts)
+    assert found[0].code != "GH210" and not any(f.severity is not Severity.INFO for f in fabric(found))
+
+
+@pytest.mark.parametrize("words", [
+    "fabric manager not installed on our 8x H100 SXM node",
+    "nvidia-fabricmanager failed after the driver update",
+    "There is a version mismatch between fabric manager and driver.",
+])
+def test_the_reporters_words_about_fabric_manager_itself(words):
+    led = findings(("issue", words))[0]
+    assert led.code == "GH210" and led.severity is Severity.WARNING
+
+
+def test_chinese_counts_name_the_board():
+    from gpuhealth.parsers.gpu_mentions import named_gpus
+
+    assert [(g.named, g.count) for g in named_gpus("我有8张H20，多卡训练启动不了")] == [("H20", 8)]
+    assert [(g.named, g.count) for g in named_gpus("一台8卡H800服务器")] == [("H800", 8)]
+    assert [g.count for g in named_gpus("two RTX 3090 cards")] == [2]

@@ -311,3 +311,80 @@ def test_an_untrusted_signer_is_refused_only_where_secure_boot_enforces(state, c
              "[  861.501162] PKCS#7 signature not signed with a trusted key\n")
     found = [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] == "critical"]
     assert bool(found) is critical
+
+
+# ------------------------------------------------------------------ each line alone (mokutil, update-secureboot-policy)
+# mokutil's --sb-state lines from src/mokutil.c (sb_state_internal, main) of 0.4.0 to 0.7.2; update-secureboot-policy's
+# from Debian shim-signed's script (setup_mok_validation). Each pasted alone.
+
+def _alone(line: str) -> dict:
+    return _analyzed(line + "\n")
+
+
+@pytest.mark.parametrize("line", ["SecureBoot validation is disabled in shim", "Platform is in Setup Mode",
+                                  "SecureBoot disabled\nPlatform is in Setup Mode",
+                                  "SecureBoot enabled\nSecureBoot validation is disabled in shim"])
+def test_shim_validation_off_or_setup_mode_is_read_as_not_enforced(line):
+    report = _alone(line)
+    assert report["verdict"] == "NO DIAGNOSIS"  # setup read: Secure Boot enforces nothing, no GPU shown
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003", "GH506")]  # every line read
+
+
+@pytest.mark.parametrize("line", ["Cannot determine secure boot state.",
+                                  "EFI variables are not supported on this system",
+                                  'Failed to read "SetupMode" variable: No such file or directory'])
+def test_mokutil_that_could_not_read_the_state_reads_as_neither(line):
+    report = _alone(line)
+    assert report["verdict"] != "HEALTHY"
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003", "GH506")]
+    skipped = {s["code"]: s["reason"] for s in report["skipped"]}
+    assert "could not read the Secure Boot state" in skipped["GH506"] and line[:20] in skipped["GH506"]
+    # beside a refusal the state stays unknown: the refusal alone decides, never "Secure Boot is enabled/disabled"
+    finding = _gh506(line + "\n" + REFUSED)
+    assert "Secure Boot is enabled" not in finding["message"] and "Secure Boot is disabled" not in finding["message"]
+
+
+def test_policy_says_the_dkms_key_is_not_enrolled_alone():
+    # printed only once the SecureBoot variable read 1: Secure Boot is on, DKMS's key is not trusted yet
+    finding = _gh506("  E: System's DKMS key is NOT installed in MOK.\n")
+    assert finding["severity"] == "warning"  # the module's state is not shown
+    assert "/var/lib/dkms/mok.pub is not enrolled (update-secureboot-policy)" in finding["message"]
+    assert _commands(finding) == ["sudo mokutil --import /var/lib/dkms/mok.pub", "sudo reboot"]
+
+
+def test_policy_says_an_nvidia_module_is_not_signed_with_the_enrolled_key():
+    line = "  E: /var/lib/dkms/nvidia/550.120/6.8.0-45-generic/x86_64/module/nvidia.ko is not signed with the DKMS key"
+    finding = _gh506(line + "\n")
+    assert finding["severity"] == "warning" and "not signed with DKMS's key" in finding["message"]
+    assert "sudo mokutil --import MOK.der" not in _commands(finding)  # the key is enrolled: no new one
+    assert any("rebuild the nvidia module with DKMS" in c for c in _commands(finding))
+    # another DKMS module's line is none of GH506's (a VirtualBox module is not the GPU's)
+    other = ("  E: /var/lib/dkms/virtualbox/7.0.20/6.8.0-45-generic/x86_64/module/vboxdrv.ko is not signed with the "
+             "DKMS key")
+    assert not [f for f in _alone(other)["findings"] if f["code"] == "GH506"]
+
+
+@pytest.mark.parametrize("line", ["Secure Boot not enabled on this system.",
+                                  "The Secure Boot policy was already changed since last reboot; nothing to do.",
+                                  "  [ OK ] All DKMS modules signed with the DKMS key",
+                                  "  Some modules not signed with the DKMS key. Rebuild?."])
+def test_policy_lines_alone_are_read_not_healthy(line):
+    report = _alone(line)
+    assert report["verdict"] == "NO DIAGNOSIS"
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003")]
+
+
+def test_policy_state_lines_are_its_own_not_prose():
+    from gpuhealth.parsers.install import secureboot_policy_line
+
+    assert secureboot_policy_line("/usr/sbin/update-secureboot-policy: Checking status of DKMS module signing:") \
+        == "enabled"
+    assert secureboot_policy_line("All OK, nothing to do.") == "other"
+    assert secureboot_policy_line("I checked the DKMS key and it is not signed") is None
+    # with --enable, shim's validation was off: nothing enforced, no state read
+    paste = ("$ sudo update-secureboot-policy --enable\n/usr/sbin/update-secureboot-policy: Checking status of DKMS "
+             "module signing:\n  [ OK ] System DKMS key found in /var/lib/dkms/mok.pub\n")
+    from gpuhealth.analyze import analyze_texts
+
+    snapshot, _ = analyze_texts([("session.txt", paste)])
+    assert (snapshot.install or None) is None or snapshot.install.secure_boot != "enabled"

@@ -42,7 +42,12 @@ def _shown(findings) -> list[tuple[str, str]]:
     return [(f.code, f.message) for f in findings]
 
 
-@pytest.mark.parametrize("error", [CUINIT_999, CUINIT_999 + JAX_FALLBACK, RUNTIME_999])
+@pytest.mark.parametrize("error", [
+    CUINIT_999, CUINIT_999 + JAX_FALLBACK, RUNTIME_999,
+    "cudaGetDeviceCount returned 999\n-> unknown error\n",  # cuda-samples deviceQuery's format
+    "[12/08/2026-10:00:00] [W] [TRT] CUDA initialization failure with error: 999.\n",  # TensorRT's
+    "pycuda._driver.Error: cuInit failed: unknown\n",
+])
 def test_a_bare_unknown_error_ranks_uvm_first_and_never_leads_with_a_too_new_cuda(error):
     findings = findings_of(error)
     first = findings[0]
@@ -158,3 +163,27 @@ def test_a_failed_resume_service_beside_cuinit_999_explains_it():
     first = findings[0]
     assert first.code == "GH804" and "GH610" in first.explains, _shown(findings)
     assert RELOAD in [f.command for f in first.fixes]
+
+
+# the driver's own suspend/resume messages (knowledge/mined/nvrm.csv, family suspend-resume of mined_families.csv), in
+# the formats of src/nvidia/src/kernel/gpu/gpu_suspend.c and mem_mgr_pwr_mgmt.c
+GSP_RESUME_FAILED = "[ 9000.100000] NVRM: _kgspBootGspRm: GSP boot failed at resume (bootMode 0x1): 0x55\n"
+RESUME_ON_ACTIVE = ("[ 9000.100000] NVRM: GPU 0000:01:00.0: !!!!! Calling Resume on an active GPU or the previous "
+                    "Suspend call might have failed !!!!!!\n")
+
+
+@pytest.mark.parametrize("line", [GSP_RESUME_FAILED, RESUME_ON_ACTIVE])
+def test_a_driver_line_of_a_failed_resume_means_the_suspend_path(line):
+    findings = findings_of(line)
+    mined = [f for f in findings if f.code == "GH308"]
+    assert mined and mined[0].labels["family"] == "suspend-resume", _shown(findings)
+    assert "suspending, hibernating or resuming the GPU failed" in mined[0].message
+
+
+def test_a_failed_resume_in_the_kernel_log_puts_the_suspend_first_among_cuinit_999s_causes():
+    snapshot, _ = analyze_texts([("dmesg.txt", GSP_RESUME_FAILED), ("error.txt", CUINIT_999)])
+    findings = run_checks(snapshot).findings
+    gh610 = next(f for f in findings if f.code == "GH610")
+    top = gh610.differential[0]
+    assert top.cause == "uvm-broken-by-suspend" and top.status == "open", gh610.differential[:3]
+    assert "GSP boot failed at resume" in top.why

@@ -493,7 +493,8 @@ SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
                                   "program-text", "package-log",
                                   # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
-                                  "mokutil", "containerd-config", "crio-config", "pod-manifest"}
+                                  "mokutil", "secureboot-policy", "containerd-config", "crio-config",
+                                  "pod-manifest"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
@@ -608,10 +609,24 @@ def _fabricmanager_line(line: str) -> bool:
     return fabricmanager_line(line) is not None
 
 
+def _mokutil_line(line: str) -> bool:
+    from gpuhealth.parsers.install import mokutil_line
+
+    return mokutil_line(line)
+
+
+def _secureboot_policy_line(line: str) -> bool:
+    from gpuhealth.parsers.install import secureboot_policy_line
+
+    return secureboot_policy_line(line) is not None
+
+
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
-# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
+# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...", mokutil's
+# "SecureBoot validation is disabled in shim", update-secureboot-policy's "All OK, nothing to do.")
 _OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
-              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line}
+              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line, "mokutil": _mokutil_line,
+              "secureboot-policy": _secureboot_policy_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:

@@ -630,7 +630,8 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
       warning when only the reporter's words name the GPU, raised by the program's 804 line it explains), leading over
       GH601's reading of the 804, with the commands that find the copy (`ldconfig -p | grep libcuda`, `ls -d
       /usr/local/cuda*/compat`, `grep -rs compat /etc/ld.so.conf /etc/ld.so.conf.d`) and the step that takes it off.
-      Inside a container the same 804 is GH601's: the host driver is older than the image's CUDA.
+      Inside a container the same 804 is GH601's: the host driver is older than the image's CUDA. A stale libcuda
+      newer than the module (not in a compat directory) explains a program's 804 the same way outside a container.
     - Without a path: nvidia-smi's CUDA Version is that of the libcuda it loaded (NVML's
       nvmlSystemGetCudaDriverVersion reads it from the library), so a release whose bundled driver branch is above
       the module's (12.9 on a 570 driver) is a forward-compat libcuda, and one below the newest release the module's
@@ -709,8 +710,17 @@ def _stale_or_compat(snapshot: Snapshot) -> Iterator[Draft | Skip]:
                           libcuda_path=state.libcuda_path),
                slotted("sudo rm {libcuda_path:path} && sudo ldconfig", note="only if that file belongs to no installed "
                        "driver package", libcuda_path=state.libcuda_path)),
-        explains=("GH605",),
+        explains=("GH605", *_stale_explains_804(snapshot, state.libcuda_version, kernel)),
     )
+
+
+def _stale_explains_804(snapshot: Snapshot, libcuda: str, kernel: str) -> tuple[str, ...]:
+    """("GH601",) when a program's error 804 is this stale libcuda's doing: the copy is newer than the module (CUDA
+    took it for a forward-compatibility libcuda) and nothing shows a container (where the 804 is the host driver
+    older than the image's CUDA, GH601's); else ()."""
+    refused = any(m.signature == COMPAT_ERRORS[1] for m in compat_errors(snapshot))
+    newer = version_key(libcuda) > version_key(kernel)
+    return ("GH601",) if refused and newer and container_context(snapshot) is None else ()
 
 
 def _is_compat(path: str | None, target: str | None) -> bool:

@@ -946,8 +946,10 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
 
 FABRIC_CAUSE = "fabric-manager-failed"
 # symptoms of CUDA failing to initialise or count GPUs (cudaGetDeviceCount, torch.cuda.is_available() False); not
-# cuInit's unknown error (cuda-init-unknown): Fabric Manager not running makes CUDA return "system not ready" (802)
-CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu"})
+# cuInit's unknown error (cuda-init-unknown): Fabric Manager not running makes CUDA return "system not ready" (802).
+# Also a job failing to start on all the GPUs together while one GPU works (told): on an NVSwitch system they reach
+# each other only through the fabric Fabric Manager sets up
+CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu", "multi-gpu-start-fails"})
 FABRIC_CODE = "GH210"
 # the check's own consequences (checks/evidence_checks.py GH210): what Fabric Manager down explains
 _FABRIC_EXPLAINS = ("GH610", "GH605", "GH408", "GH806")

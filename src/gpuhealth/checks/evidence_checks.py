@@ -553,7 +553,9 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     NV18 between every pair in `nvidia-smi topo -m`, NVSwitches on the PCI bus, a system or cloud instance name such as
     p4d/p5, ND A100 v4, a2/a3-highgpu-8g), with nothing in the evidence naming another cause (a CPU-only PyTorch, a
     driver too old for the program's CUDA): Fabric Manager leads under this check, unconfirmed, with the two looks that
-    decide it first. Where the platform or the failure is only the reporter's words, it is at most a warning. PCIe
+    decide it first; so does the reporter's story that a job starts on one GPU but not on all of them together
+    ("multi-card training will not start"). Where the platform or the failure is only the reporter's words, it is at
+    most a warning. PCIe
     cards (L40S, GeForce, A100 PCIe with or without an NVLink bridge) and single-GPU instances never get it.
 
     Why it matters:

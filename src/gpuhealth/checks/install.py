@@ -561,7 +561,12 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     enrollment request"; its "input password:" puts KEY in the request), `mokutil --list-new` (keys imported and
     waiting for the MOK manager, not enrolled keys; --dbx, --db, --kek, --list-delete list no MOK) and Debian's
     `update-secureboot-policy` ("E: System's DKMS key is NOT installed in MOK."). DKMS's "Binary ... not found,
-    modules won't be signed" means the module it built is unsigned.
+    modules won't be signed" means the module it built is unsigned. update-secureboot-policy checks DKMS's key only
+    once it read the SecureBoot EFI variable at 1: its "Checking status of DKMS module signing:" and the lines after
+    it say Secure Boot is on; its "E: <module> is not signed with the DKMS key" for an nvidia module (the key enrolled)
+    asks for the module to be rebuilt with DKMS. mokutil's "SecureBoot validation is disabled in shim" and "Platform
+    is in Setup Mode" mean nothing is enforced; "Cannot determine secure boot state." and "EFI variables are not
+    supported on this system" mean mokutil could not read the state, which then stays unknown.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -647,7 +652,9 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     # mokutil --test-key: shim does not trust the signing key (yet): modules signed with it are refused
     key_refused = install.signing_key_state in ("not-enrolled", "pending", "blocked") and loaded is not True
     eperm = [m for m in failures if "Operation not permitted" in m.line]
-    if not log_lines and not refusals and not (enabled and (not_loaded or untrusted or key_refused)) and not (
+    # Debian's update-secureboot-policy: DKMS's key is enrolled, this nvidia module is not signed with it
+    resign = [m for m in snapshot.messages or () if m.signature == POLICY_NOT_SIGNED] if loaded is not True else []
+    if not log_lines and not refusals and not (enabled and (not_loaded or untrusted or key_refused or resign)) and not (
             untrusted and unknown_state) and not (locked and eperm):
         if loaded is None and not failures and _words_only(install):
             # nothing of the machine's was read, only the reporter's sentences: no verdict of the machine's to set
@@ -664,7 +671,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     if log_lines or untrusted:
         evidence.append(Evidence(snapshot.kernel_log.source if snapshot.kernel_log else "kernel log",
                                  tuple(dict.fromkeys(log_lines + untrusted))[:3]))
-    evidence.extend(Evidence(m.source, (m.line[:300],)) for m in failures[:2])
+    evidence.extend(Evidence(m.source, (m.line[:300],)) for m in (failures[:2] or resign[:2]))
     if install.signing_key_line:
         evidence.append(Evidence(install.signing_key_source or "mokutil --test-key", (install.signing_key_line,)))
     if install.module_file is not None:
@@ -711,6 +718,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         message = (f"The kernel is locked down ({install.lockdown}{told}) "
                    "and loading the module failed with 'Operation not permitted': lockdown refuses modules without a "
                    "signature the kernel trusts")
+    elif enabled and resign:
+        message = ("Secure Boot is enabled and update-secureboot-policy says the nvidia module is not signed with "
+                   "DKMS's key, the one enrolled: the kernel refuses it unless another enrolled key signed it (built "
+                   "before the key was made, or signed by another tool); rebuild it with DKMS, which signs it with "
+                   "that key")
     elif enabled and untrusted:
         message = "Secure Boot is enabled and the kernel does not trust the module's signer: it refuses to load it"
     elif untrusted:
@@ -740,6 +752,7 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
         Severity.CRITICAL if refused else Severity.WARNING, message, evidence=tuple(evidence),
         fixes=enrol or _key_route(install, enabled and key_refused) or (
             _builder_route(snapshot) if refused else ()) or (
+            (_SIGNER, *table_fixes("GH506", kind=POLICY_NOT_SIGNED)) if enabled and resign and not refused else ()) or (
             # the modprobe that would confirm it, unless its refusal is already in the evidence
             *(() if refusals or eperm else (Fix("sudo modprobe nvidia", "any",
                                        note="'Key was rejected by service' confirms it"),)),
@@ -757,6 +770,8 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
 
 
 _TOLD = "(the reporter's words)"
+# signatures.csv: update-secureboot-policy's "E: <nvidia module> is not signed with the DKMS key"
+POLICY_NOT_SIGNED = "shim-policy-nvidia-not-signed-with-dkms-key"
 
 
 def _words_only(install: InstallState) -> bool:

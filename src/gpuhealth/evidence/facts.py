@@ -857,17 +857,20 @@ def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
 # installer's output, prose quoting them): mokutil --sb-state ("SecureBoot enabled"), nvidia-installer's
 # module-signing question ("This system also has UEFI Secure Boot enabled", kernel.c), the EFI stub ("UEFI Secure
 # Boot is enabled"), the x86 kernel's "secureboot: Secure boot enabled" and the distributions' lockdown patch
-# ("Kernel is locked down from EFI Secure Boot mode").
+# ("Kernel is locked down from EFI Secure Boot mode"), and shim-signed's debconf note (shim/secureboot_explanation:
+# "Your system has UEFI Secure Boot enabled."). Debian's update-secureboot-policy implies it by the lines it prints only
+# past its check (its own kind reads them: evidence/builtin.py, secureboot-policy).
 _SB_ENABLED = guarded_re(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
                          r"UEFI Secure Boot is enabled|\bsecureboot: Secure boot enabled\b|"
-                         r"Kernel is locked down from EFI Secure Boot",
+                         r"Kernel is locked down from EFI Secure Boot|Your system has UEFI Secure Boot enabled",
                          may=has("SecureBoot", "Secure Boot", "Secure boot"))
 # update-secureboot-policy (Ubuntu's and Debian's shim-signed) says "Secure Boot not enabled on this system." when the
-# SecureBoot EFI variable is absent or not 1
+# SecureBoot EFI variable is absent or not 1; mokutil --sb-state's "Platform is in Setup Mode" (under "SecureBoot
+# disabled": the firmware holds no platform key and verifies nothing)
 _SB_DISABLED = guarded_re(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
                           r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled|"
-                          r"^\s*Secure Boot not enabled on this system\.",
-                          may=has("SecureBoot", "Secure Boot", "Secure boot"))
+                          r"^\s*Secure Boot not enabled on this system\.|^\s*Platform is in Setup Mode\s*$",
+                          may=has("SecureBoot", "Secure Boot", "Secure boot", "Setup Mode"))
 
 
 def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:

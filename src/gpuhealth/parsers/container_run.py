@@ -25,6 +25,11 @@ form, wherever it is pasted:
 - a container started with the GPUs: ``docker|podman|nerdctl run|create|exec`` with ``--gpus``, ``--runtime=nvidia``,
   a CDI device ``nvidia.com/gpu=...`` or ``NVIDIA_VISIBLE_DEVICES``; ``nvidia-docker run``; ``singularity`` or
   ``apptainer`` ``run|exec|shell`` with ``--nv``;
+- a manifest that runs it in a container with the GPUs: Docker Compose's GPU reservation ``capabilities: [gpu]`` (the
+  Compose file must set it: Docker's "Run Docker Compose services with GPU access",
+  https://docs.docker.com/compose/how-tos/gpu-support/) or its older ``runtime: nvidia``, a Kubernetes pod's
+  ``nvidia.com/gpu: 1`` limit or ``runtimeClassName: nvidia``
+  (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/);
 - the compat directory of NVIDIA's CUDA images, ``/usr/local/cuda/compat`` (the toolkit's hook adds that path; a
   cuda-compat package installed on a host lands in ``/usr/local/cuda-X.Y/compat``);
 - a line of the NVIDIA Container Toolkit itself (``nvidia-container-cli: ...``, ``nvidia-container-runtime``,
@@ -69,6 +74,13 @@ _NVIDIA_DOCKER = guarded_re(r"\bnvidia-docker\s{1,4}run\s", may=has("nvidia-dock
 # the compat directory of NVIDIA's CUDA images, the one the toolkit's cuda-compat hook adds to the loader's search path
 # (cudaCompatPath); a cuda-compat package installed on a host lands in /usr/local/cuda-X.Y/compat instead
 _IMAGE_COMPAT = guarded_re(r"/usr/local/cuda/compat(?![\w.-])", may=has("/usr/local/cuda/compat"))
+# a manifest that runs the program in a container with the GPUs: Docker Compose's device reservation ("capabilities:
+# [gpu]", which the Compose file must set; its older "runtime: nvidia"), a Kubernetes pod's GPU limit
+# ("nvidia.com/gpu: 1") or its runtime class ("runtimeClassName: nvidia")
+_MANIFEST = guarded_re(r"^\s{0,40}(?:-\s{1,4})?(?:capabilities:\s{0,4}\[\s{0,4}[\"']?gpu\b"
+                       r"|runtime:\s{0,4}[\"']?nvidia[\"']?\s{0,4}$|runtimeClassName:\s{0,4}[\"']?nvidia\b"
+                       r"|nvidia\.com/gpu:\s{0,20}[\"']?\d)",
+                       may=has("capabilities:", "runtime:", "runtimeClassName:", "nvidia.com/gpu:"))
 # the container toolkit's own programs, which run only as a container starts
 _TOOLKIT = guarded_re(r"\bnvidia-container-cli: |\bnvidia-container-runtime(?:-hook)?\b|\bnvidia-cdi-hook\b"
                       r"|\benable-cuda-compat\b",
@@ -79,7 +91,7 @@ _TOOLKIT = guarded_re(r"\bnvidia-container-cli: |\bnvidia-container-runtime(?:-h
 _LITERALS = ("Container image Copyright", "NVIDIA Release", "Deep Learning Container License", "/opt/nvidia/",
              "/usr/local/cuda/compat",
              "nvidia-container-", "nvidia-cdi-hook", "enable-cuda-compat", "docker", "podman", "nerdctl", "singularity",
-             "apptainer")
+             "apptainer", "capabilities:", "runtime:", "runtimeclassname:", "nvidia.com/gpu:")
 
 
 def may_show_container(text: str) -> bool:
@@ -91,7 +103,8 @@ def may_show_container(text: str) -> bool:
 def container_line(line: str) -> str | None:
     """The line, stripped, when it shows a program ran inside a container (see the module docstring), else None."""
     text = line[:MAX_LINE]
-    if _BANNER.match(text) or _ENTRYPOINT.search(text) or _TOOLKIT.search(text) or _IMAGE_COMPAT.search(text):
+    if (_BANNER.match(text) or _ENTRYPOINT.search(text) or _TOOLKIT.search(text) or _IMAGE_COMPAT.search(text)
+            or _MANIFEST.match(text)):
         return text.strip()
     if _RUN.match(text) and (_GPUS.search(text) or _NVIDIA_DOCKER.search(text)):
         return text.strip()
