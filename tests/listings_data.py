@@ -56,6 +56,7 @@ REAL_EXAMPLES: dict[str, str] = {
     "crictl-info": "crictl-info/handwritten_nvidia-not-default.json",
     "kubectl-describe-node": "kubectl-describe-node/handwritten_gpu-node-no-gpu.txt",
     "crio-config": "crio-config/handwritten_crio-conf-crun-only.conf",
+    "kubectl-describe-pod": "kubectl-describe-pod/handwritten_admission-devices-unavailable.txt",
 }
 
 

@@ -63,9 +63,20 @@ def test_cuda_failing_on_an_nvswitch_system_leads_with_fabric_manager(board, fai
     assert [f.command for f in led.fixes[:2]] == ["systemctl status nvidia-fabricmanager",
                                                   "nvidia-smi -q | grep -A2 -i fabric"]
     assert not any(f.disruptive for f in led.fixes[:2])
+    # then Fabric Manager's version against the driver's: the installed package, the loaded module
+    commands = [f.command for f in led.fixes]
+    assert "dpkg -l | grep -i fabricmanager" in commands and "cat /sys/module/nvidia/version" in commands
     assert "reported" not in led.labels
     # the symptom's own finding (PyTorch's GH605, CUDA's GH610) is the one it explains
     assert {f.code for f in found if f.severity is Severity.CRITICAL} - {"GH210"} <= set(led.explains)
+
+
+def test_pytorch_counting_no_gpu_on_the_board_leads_with_fabric_manager():
+    # `torch.cuda.device_count()` printing 0 while nvidia-smi lists eight H200 (PyTorch's API: the GPUs it can use)
+    paste = (f"$ nvidia-smi -L\n{smi_list('NVIDIA H200', 8)}"
+             "$ python -c 'import torch; print(torch.cuda.device_count())'\n0\n")
+    led = findings(("paste", paste))[0]
+    assert led.code == "GH210" and led.severity is Severity.CRITICAL
 
 
 def test_in_the_reporters_words_it_leads_as_a_warning():

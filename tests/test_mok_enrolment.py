@@ -234,8 +234,10 @@ def _fixes_of(*pieces: tuple[str, str]) -> list[str]:
 
 def test_akmods_enrolls_its_own_key():
     commands = _fixes_of(("session.txt", "SecureBoot enabled\n" + REFUSED + AKMOD_RPM))
+    # akmods signs each kmod when it builds it: one built before the key was made stays unsigned until rebuilt
     assert commands == ["mokutil --test-key /etc/pki/akmods/certs/public_key.der", "sudo kmodgenca -a",
-                        "sudo mokutil --import /etc/pki/akmods/certs/public_key.der", "sudo reboot"]
+                        "sudo mokutil --import /etc/pki/akmods/certs/public_key.der", "sudo akmods --rebuild",
+                        "sudo reboot"]
 
 
 def test_ubuntu_dkms_enrolls_shim_signed_key():
@@ -388,3 +390,81 @@ def test_policy_state_lines_are_its_own_not_prose():
 
     snapshot, _ = analyze_texts([("session.txt", paste)])
     assert (snapshot.install or None) is None or snapshot.install.secure_boot != "enabled"
+
+
+# ------------------------------------------------------------------ words that name the tool get the tool's route
+# Sentences written for these tests. akmods signs each kmod when it builds it, with /etc/pki/akmods' pair (Fedora's
+# akmods 0.5.7 and later); DKMS with its key; Ubuntu's ubuntu-drivers installs the driver's DKMS packages, which sign
+# with update-secureboot-policy's MOK.der.
+
+def _told_gh506(text: str) -> dict:
+    finding = _gh506(text)
+    assert finding["severity"] == "warning" and any("reporter's words" in e["source"] for e in finding["evidence"])
+    return finding
+
+
+def test_words_saying_the_akmods_key_is_enrolled_and_still_refused_get_the_sources_causes():
+    finding = _told_gh506("Secure Boot is on. The akmods key is enrolled but the nvidia module is still rejected.\n")
+    assert "built before the key was made" in finding["message"] and "does not take MOKs in" in finding["message"]
+    assert _commands(finding) == ["mokutil --test-key /etc/pki/akmods/certs/public_key.der",
+                                  "modinfo -F signer nvidia", "sudo dmesg | grep -i x.509", "sudo akmods --rebuild",
+                                  "sudo reboot"]  # no new key: the one enrolled is akmods'
+
+
+@pytest.mark.parametrize(("words", "first_import"), [
+    ("Secure Boot refuses the nvidia kmod that akmods built.",
+     "sudo mokutil --import /etc/pki/akmods/certs/public_key.der"),
+    ("I installed the driver with ubuntu-drivers and Secure Boot refuses the nvidia module.",
+     "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der"),
+])
+def test_words_naming_the_builder_enroll_its_key(words, first_import):
+    commands = _commands(_told_gh506(words + "\n"))
+    assert first_import in commands
+    assert not [c for c in commands if "openssl" in c or "sign-file" in c or c == "sudo mokutil --import MOK.der"]
+
+
+def test_words_naming_dkms_on_an_unknown_distribution_leave_each_key_a_choice():
+    finding = _told_gh506("Secure Boot is on and the nvidia module built by DKMS is not signed, so it does not load.\n")
+    assert {"sudo mokutil --import /var/lib/shim-signed/mok/MOK.der",
+            "sudo mokutil --import /var/lib/dkms/mok.pub"} <= set(_commands(finding))
+    notes = {f["command"]: f.get("note", "") for f in finding["fixes"]}
+    assert notes["sudo mokutil --import /var/lib/dkms/mok.pub"].startswith("only if")
+
+
+@pytest.mark.parametrize("words", [
+    "Secure Boot refuses the nvidia module.",  # no tool named
+    "Secure Boot refuses the nvidia module; I tried both akmods and dkms.",  # two tools: which one built it is open
+])
+def test_words_naming_no_single_builder_keep_the_general_route(words):
+    assert "sudo mokutil --import MOK.der" in _commands(_told_gh506(words + "\n"))
+
+
+def test_the_fix_script_leaves_the_enrolment_to_the_person():
+    # mokutil --import asks for a password; the reboot only completes it: both are the person's (fixsections)
+    from click.testing import CliRunner as Runner
+
+    script = Runner().invoke(main, ["fix", "-"], input="SecureBoot enabled\n" + REFUSED + AKMOD_RPM).output
+    live = [line for line in script.splitlines() if line.startswith("sudo ")]
+    assert "sudo kmodgenca -a" in live and "sudo akmods --rebuild" in live
+    assert not [line for line in live if "mokutil --import" in line or line == "sudo reboot"]
+    assert "# sudo mokutil --import /etc/pki/akmods/certs/public_key.der" in script
+
+
+# ------------------------------------------------------------------ a re-enrolment told as the fix that worked
+
+@pytest.mark.parametrize(("words", "confirmed"), [
+    ("I had to re-enroll the MOK key for the nvidia driver.", True),
+    ("We had to enroll the DKMS key again before the nvidia module loaded.", True),
+    ("Re-enrolling the MOK key fixed the nvidia driver.", True),
+    ("I had to re-enroll the MOK key, but the nvidia module is still rejected.", False),  # it did not work
+    ("If I had to re-enroll the MOK key, would the nvidia driver load?", False),  # asked
+    ("I never had to re-enroll the MOK key for the nvidia driver.", False),
+    ("I had to enroll the MOK key for the nvidia driver.", False),  # a first enrolment may be the install's step
+])
+def test_a_re_enrolment_told_as_done_confirms_secure_boot(words, confirmed):
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+    found = {(t.cause, t.confirmed) for t in told_symptoms(words) if t.cause == "secure-boot-refused"}
+    assert (("secure-boot-refused", True) in found) is confirmed
+    if confirmed:
+        assert "fix confirms" in _gh506(words + "\n")["message"]

@@ -30,7 +30,7 @@ RUNTIME_999 = 'CUDA error at main.cu:42 code=999(cudaErrorUnknown) "cudaGetDevic
 LSMOD_UVM_LOADED = ("$ lsmod | grep nvidia\nnvidia_uvm           1384448  0\nnvidia_drm             77824  3\n"
                     "nvidia_modeset       1208320  4 nvidia_drm\n"
                     "nvidia              56102912  95 nvidia_uvm,nvidia_modeset\n")
-RELOAD = "sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm"
+RELOAD = "sudo modprobe -r nvidia_uvm; sudo modprobe nvidia_uvm"
 
 
 def findings_of(*texts: str):
@@ -187,3 +187,12 @@ def test_a_failed_resume_in_the_kernel_log_puts_the_suspend_first_among_cuinit_9
     top = gh610.differential[0]
     assert top.cause == "uvm-broken-by-suspend" and top.status == "open", gh610.differential[:3]
     assert "GSP boot failed at resume" in top.why
+
+
+def test_a_listing_without_nvidia_uvm_beside_the_words_still_gets_a_fix_that_loads_it():
+    # the machine shows the module not loaded: the words' reload must load it too, not stop at a failed unload
+    listing = ("$ ls -l /dev/nvidia*\ncrw-rw-rw- 1 root root 195,   0 Dec  8 10:00 /dev/nvidia0\n"
+               "crw-rw-rw- 1 root root 195, 255 Dec  8 10:00 /dev/nvidiactl\n")
+    findings = findings_of("CUDA stops working after the laptop went to sleep.\n", listing, CUINIT_999)
+    assert findings[0].code == "GH205", _shown(findings)
+    assert RELOAD in [f.command for f in findings[0].fixes] and "&&" not in RELOAD

@@ -494,7 +494,7 @@ SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-
                                   "program-text", "package-log",
                                   # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
                                   "mokutil", "secureboot-policy", "containerd-config", "crio-config",
-                                  "pod-manifest"}
+                                  "pod-manifest", "kubectl-describe-pod"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:

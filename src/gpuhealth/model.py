@@ -1552,6 +1552,11 @@ class HostEnvironment:
     k8s_pod_source: str | None = None  # None: no pod manifest read
     k8s_pod_requests_gpu: bool = False
     k8s_pod_runtime_class: str | None = None  # spec.runtimeClassName; "" when the manifest names none
+    k8s_pod_status: str | None = None  # kubectl describe pod's Status (and Reason): "Failed (UnexpectedAdmissionError)"
+    # NVIDIA driver packages a pasted Dockerfile installs, or driver library files it copies, into its image: the
+    # Container Toolkit mounts the host's there (parsers/program.py image_driver_files; GH802)
+    image_driver_files: tuple[str, ...] = ()
+    image_driver_source: str | None = None
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

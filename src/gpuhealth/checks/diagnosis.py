@@ -204,6 +204,10 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
     result = _signature_findings(result, messages, ran, skipped_reason)
+    if any(f.code == "GH506" for f in result):  # the tool the words name signs with its own key: its route
+        from gpuhealth.checks.install import told_builder_route
+
+        result = told_builder_route(result, snapshot)
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     result = _mined_explains(result, confirming)
     table = symptoms()
@@ -983,10 +987,17 @@ def _lead_on_platform(findings: list[Finding], symptom: Symptom, ranked: Sequenc
             "on an NVSwitch system until Fabric Manager has set the fabric up")
     shown = Evidence(platform.source + (TOLD if platform.reported else ""), (one_line(platform.shown)[:200],))
     finding = replace(_finding(spec, severity, head, evidence_of(lines) + (shown,)), differential=tuple(ranked),
-                      fixes=DECIDE_802 + table_fixes(FABRIC_CODE),
+                      fixes=DECIDE_802 + _installed_fabric_manager() + table_fixes(FABRIC_CODE),
                       explains=(symptom.code, *(c for c in _FABRIC_EXPLAINS if c != symptom.code)),
                       labels={"reported": "words"} if words else {})
     return [*findings, finding]
+
+
+def _installed_fabric_manager() -> tuple[Fix, ...]:
+    """The looks that show the installed Fabric Manager's version, to hold against the driver's (`cat
+    /sys/module/nvidia/version`, among GH210's fixes): the version-mismatch row's package listings."""
+    return tuple(f for f in table_fixes(FABRIC_CODE, kind="fm-driver-interface-mismatch")
+                 if f.command.startswith(("dpkg -l", "rpm -qa")))
 
 
 def _on_platform(platform: NvswitchPlatform, why: str) -> str:

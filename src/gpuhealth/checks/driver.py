@@ -868,7 +868,7 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     `sudo modprobe nvidia_uvm` now, and make it permanent with
     `echo nvidia_uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf`. The display modules (nvidia_drm,
     nvidia_modeset) are loaded by modprobe when a display or DRM client needs them. After a suspend:
-    `sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm` once no process holds it, and for good
+    `sudo modprobe -r nvidia_uvm; sudo modprobe nvidia_uvm` once no process holds it, and for good
     `NVreg_PreserveVideoMemoryAllocations=1` with `nvidia-suspend.service`, `nvidia-resume.service` and
     `nvidia-hibernate.service` enabled (driver 430 or newer).
 

@@ -229,11 +229,22 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     nvidia.com/gpu and names none is said to run under the default. A `kubectl describe node` of a GPU node (NVIDIA
     labels, a GPU in the evidence) whose Allocatable holds no nvidia.com/gpu (nor a renamed share or a MIG device)
     is a warning: the device plugin is not running there or its pod found no GPU
-    (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/). Words saying the pod does not use the nvidia
+    (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/). A pasted `kubectl describe pod` gives the pod's
+    GPU request, its RuntimeClass (Runtime Class Name) and its phase, as a manifest does; its Events' messages are read
+    by the catalogue: the scheduler's "Insufficient nvidia.com/gpu", the runtime's refusal of the nvidia handler under
+    FailedCreatePodSandBox, the kubelet device manager's refusals under UnexpectedAdmissionError (devices unavailable
+    or unregistered: the device plugin; unhealthy devices: the plugin's health check saw a critical Xid). A pod whose
+    events are all Normal raises nothing. A pasted Dockerfile that installs the NVIDIA driver's packages
+    (libnvidia-*, nvidia-utils-*, nvidia-driver-*, cuda-drivers, or the cuda meta-package that pulls them), runs the
+    driver's .run installer or copies libcuda.so*/libnvidia-*.so* into its image is a warning: the toolkit mounts the
+    host's driver files at those paths when the container starts, and the image's copies break the mount ("file
+    exists") or shadow the host's with another driver version (NVIDIA/nvidia-docker#1287). Words saying the pod does
+    not use the nvidia
     runtime, or that containerd's default runtime is still runc, point to the same cause as the reporter's words; a
     configuration showing nvidia as the default overrules them.
     """
     env = _env(snapshot)
+    yield from _image_ships_driver(env)
     if env.container:
         return
     if env.docker and env.daemon_json_error:
@@ -336,6 +347,30 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
                 f"{engine}'s default runtime is still {default}, not the NVIDIA runtime ({runtime} is configured "
                 f"but not the default): {pod}",
                 evidence=evidence, fixes=fixes, labels={"decided": "k8s-runtime-not-nvidia"})
+
+
+def _image_ships_driver(env: HostEnvironment) -> Iterator[Draft]:
+    """A Dockerfile that installs the NVIDIA driver's packages (or its .run installer) or copies its libraries into the
+    image: the NVIDIA Container Toolkit mounts the host's driver files (libcuda.so.1, libnvidia-ml.so.1, nvidia-smi) at
+    the same paths when the container starts, matched to the host's kernel module, so the image's copies make the mount
+    fail ("file creation failed: ... file exists") or shadow the host's with another driver version (NVML's
+    "Driver/library version mismatch", CUDA error 803) (NVIDIA/nvidia-docker#1287; the cause row
+    image-ships-driver-libs)."""
+    if not env.image_driver_files:
+        return
+    shown = ", ".join(env.image_driver_files[:6])
+    yield Draft(Severity.WARNING,
+                f"the image puts the NVIDIA driver's own files in it ({shown}): the NVIDIA Container Toolkit mounts "
+                "the host's driver there when a container starts, and the image's copies break that mount or shadow "
+                "it with another driver version",
+                evidence=(Evidence(env.image_driver_source or "Dockerfile",
+                                   tuple(f"installs or copies {name}" for name in env.image_driver_files[:6])),),
+                fixes=(Fix("Remove the NVIDIA driver packages (libnvidia-*, nvidia-utils-*, nvidia-driver-*, "
+                           "cuda-drivers, the cuda meta-package: install cuda-toolkit-<X>-<Y> instead), the driver's "
+                           ".run installer and any copied libcuda.so*/libnvidia-*.so* from the Dockerfile, then "
+                           "rebuild the image",
+                           note="an nvidia/cuda base image carries none: the toolkit brings the host's at run time"),),
+                labels={"decided": "image-ships-driver-libs"})
 
 
 def _node_without_gpus(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Draft]:

@@ -165,6 +165,20 @@ def _describe_node(text: str, source: str) -> dict[str, Any]:
     return {"host_env": parse_describe_node(text, source)}
 
 
+def _looks_like_describe_pod(text: str) -> bool:
+    from gpuhealth.parsers.kube import looks_like_describe_pod
+
+    return looks_like_describe_pod(text)
+
+
+@evidence_kind("kubectl-describe-pod", commands=(r"kubectl\s+(?:\S+\s+)*describe\s+(?:pods?|po)\b",), priority=366,
+               recognise=_looks_like_describe_pod)
+def _describe_pod(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.kube import parse_describe_pod
+
+    return {"host_env": parse_describe_pod(text, source)}
+
+
 MAX_MANIFEST_LINES = 5000
 _WORKLOADS = ("kind: Pod", "kind: Deployment", "kind: Job", "kind: StatefulSet", "kind: DaemonSet", "kind: ReplicaSet",
               "kind: CronJob")
