@@ -39,6 +39,10 @@ UNJUDGED = {
     "KernelLog.bytes_scanned": "how much of the log was read (the report's extent), not what a line says",
     "InstallState.module_version": "modinfo's version of the module on disk: evidence/prose.py reads it as the "
                                    "driver version a person's words are judged against",
+    # parsers/kube.py keeps the pod's phase and reason for no check yet: the reason repeats the Events row's and the
+    # Message: line beside it, which the catalogue reads (a check reading it is the better fix: left to its author)
+    "HostEnvironment.k8s_pod_status": "kubectl describe pod's Status/Reason: the same reason is an Events row and a "
+                                      "Message: line, both read as pasted lines",
     "DriverInfo.compiler": "/proc/driver/nvidia/version's GCC line, read as that banner (parsers/banners.py)",
     "Gpu.serial": "a value nvidia-smi reports; an error in its place is a field error (Gpu.field_errors, GH404)",
     "Gpu.vbios_version": "a value nvidia-smi reports; an error in its place is a field error (GH404)",
