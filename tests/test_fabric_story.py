@@ -49,6 +49,9 @@ def fabric(found) -> list:
     ("nvidia-smi -L", smi_list("NVIDIA A100-SXM4-80GB", 8)),
     ("nvidia-smi -L", smi_list("NVIDIA H100 80GB HBM3", 8)),
     ("nvidia-smi -L", smi_list("NVIDIA H200", 8)),
+    ("nvidia-smi -L", smi_list("NVIDIA H20", 8)),
+    ("nvidia-smi -L", smi_list("NVIDIA H800", 8)),  # the SXM part's name (the driver README's device 2324)
+    ("nvidia-smi -L", smi_list("NVIDIA B200", 8)),
     ("topo", (CORPUS / "ml-engineering" / "topo-m_8xA100_NV12.txt").read_text()),
     ("topo", (CORPUS / "ml-engineering" / "topo-m_8xH100_NV18.txt").read_text()),
     ("lspci", (CORPUS / "gpud" / "accelerator_nvidia_query_pci__lspci-vvv").read_text()),  # H100 NVSwitches (22a3)
@@ -109,6 +112,7 @@ def test_a_line_that_names_another_cause_wins_on_the_board(line, code):
     ("nvidia-smi -L", smi_list("NVIDIA L40S", 8)),  # PCIe cards: no NVSwitch
     ("nvidia-smi -L", smi_list("NVIDIA GeForce RTX 4090", 8)),
     ("nvidia-smi -L", smi_list("NVIDIA A100 80GB PCIe", 2)),
+    ("nvidia-smi -L", smi_list("NVIDIA H800 PCIe", 8)),  # device 2322: a PCIe card
     # two PCIe A100s joined by an NVLink bridge: NV12 between one pair, no switch (Fabric Manager User Guide)
     ("topo", "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n"),
     ("instance-type", "p5.4xlarge\n"),  # one H100: no NVSwitch to set up
@@ -264,3 +268,20 @@ def test_chinese_counts_name_the_board():
     assert [(g.named, g.count) for g in named_gpus("我有8张H20，多卡训练启动不了")] == [("H20", 8)]
     assert [(g.named, g.count) for g in named_gpus("一台8卡H800服务器")] == [("H800", 8)]
     assert [g.count for g in named_gpus("two RTX 3090 cards")] == [2]
+
+
+def test_the_fabric_columns_of_nvidia_smi_query_gpu():
+    # `nvidia-smi --query-gpu=index,name,fabric.state,fabric.status --format=csv` (the fields nvidia-smi
+    # --help-query-gpu lists; the rows written here)
+    head = "index, name, fabric.state, fabric.status\n"
+    waiting = head + "".join(f"{i}, NVIDIA H100 80GB HBM3, In Progress, N/A\n" for i in range(8))
+    (led,) = fabric(findings(("csv", waiting)))
+    assert led.severity is Severity.WARNING and "have not joined the NVLink fabric" in led.message
+    failed = head + "0, NVIDIA H100 80GB HBM3, Completed, Unknown Error\n" + "".join(
+        f"{i}, NVIDIA H100 80GB HBM3, Completed, Success\n" for i in range(1, 8))
+    found = findings(("csv", failed))
+    (led,) = fabric(found)
+    assert led.severity is Severity.CRITICAL and "1 GPU(s) failed to register" in led.message
+    from gpuhealth.parsers.smi_csv import parse_smi_csv
+
+    assert not parse_smi_csv(failed).gpus[0].field_errors  # the status is a value, not a field nvidia-smi failed

@@ -492,9 +492,12 @@ SMI_HEADER_ONLY = "smi-table header"
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
                                   "program-text", "package-log",
-                                  # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
+                                  # the host's configuration: Secure Boot and its keys, a container runtime's (as a
+                                  # file or as its daemon reports it), a pod's, the GPUs a node advertises to the
+                                  # scheduler (the device plugin's count: no GPU seen computing)
                                   "mokutil", "secureboot-policy", "containerd-config", "crio-config",
-                                  "pod-manifest", "kubectl-describe-pod"}
+                                  "crictl-info", "docker-info", "daemon-json", "pod-manifest",
+                                  "kubectl-describe-pod", "kubectl-describe-node"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:

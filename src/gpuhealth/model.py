@@ -1544,6 +1544,7 @@ class HostEnvironment:
     # the same fields: parsers/containerd.py)
     cri_engine: str = "containerd"
     cri_nvidia_hook: str | None = None  # CRI-O: an NVIDIA OCI hook file that gives pods the GPUs without a runtime
+    cri_cdi_enabled: bool = False  # containerd's CRI plugin has enable_cdi = true (crictl info: enableCDI)
     # Kubernetes as kubectl prints it (parsers/kube.py): a node's nvidia.com/gpu, a pod's GPU request and RuntimeClass
     k8s_node_source: str | None = None  # None: no node described
     k8s_node_gpus: int | None = None  # nvidia.com/gpu in Allocatable (else Capacity); 0 when the block lacks it

@@ -867,8 +867,9 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     How to fix:
     `sudo modprobe nvidia_uvm` now, and make it permanent with
     `echo nvidia_uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf`. The display modules (nvidia_drm,
-    nvidia_modeset) are loaded by modprobe when a display or DRM client needs them. After a suspend:
-    `sudo modprobe -r nvidia_uvm; sudo modprobe nvidia_uvm` once no process holds it, and for good
+    nvidia_modeset) are loaded by modprobe when a display or DRM client needs them. After a suspend, once no
+    process holds it: `grep -q '^nvidia_uvm ' /proc/modules && sudo modprobe -r nvidia_uvm; sudo modprobe nvidia_uvm`
+    (unloads it where it is loaded, then loads it), and for good
     `NVreg_PreserveVideoMemoryAllocations=1` with `nvidia-suspend.service`, `nvidia-resume.service` and
     `nvidia-hibernate.service` enabled (driver 430 or newer).
 

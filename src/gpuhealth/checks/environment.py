@@ -214,8 +214,12 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     runtimeClassName in the pod spec (the GPU operator creates the RuntimeClass where it manages the node), or the
     nvidia runtime as containerd's default (`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default`,
     nvidia-ctk 1.14 or later, then a restart of containerd). With the nvidia runtime as the default nothing is
-    raised. A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and later writes its runtime
-    to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows them merged. The live
+    raised, nor where the configuration is the GPU operator's in CDI mode (its default since v25.10: enable_cdi = true
+    in the CRI plugin, and the operator's runtimes nvidia-cdi and nvidia-legacy beside nvidia), where runc stays the
+    default and pods get their GPUs as CDI devices (gpu-operator controllers/object_controls.go,
+    transformToolkitCtrForCDI). A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and
+    later writes its runtime to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows
+    them merged. The live
     check reads /etc/containerd/config.toml (else k3s's or RKE2's generated one) the same way; a configuration whose
     CRI plugin is disabled (Docker's own containerd) is not judged. CRI-O's configuration is read the same way
     ([crio.runtime] default_runtime, one [crio.runtime.runtimes.<name>] table per runtime whose runtime_path runs the
@@ -327,6 +331,8 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
         return
     if crio and env.containerd_imports:
         return  # CRI-O reads every crio.conf.d drop-in after the file shown: one may set nvidia as the default
+    if env.cri_cdi_enabled and any(name.endswith("-cdi") for name in nvidia):
+        return  # the GPU operator's CDI mode: pods get their GPUs as CDI devices under the default runtime
     runtime = "nvidia" if "nvidia" in nvidia else nvidia[0]
     pod_class = env.k8s_pod_runtime_class if env.k8s_pod_source else None
     if pod_class and pod_class.lower().startswith("nvidia"):

@@ -19,7 +19,8 @@ DAEMON_JSON = "/etc/docker/daemon.json"
 CONTAINERD_CONFIGS = ("/etc/containerd/config.toml", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
                       "/var/lib/rancher/rke2/agent/etc/containerd/config.toml")
 CONTAINERD_FIELDS = ("containerd_config_source", "containerd_runtimes", "containerd_nvidia_runtimes",
-                     "containerd_default_runtime", "containerd_default_implied", "containerd_imports", "cri_engine")
+                     "containerd_default_runtime", "containerd_default_implied", "containerd_imports", "cri_engine",
+                     "cri_cdi_enabled")
 # CRI-O reads crio.conf, then every drop-in of crio.conf.d in name order (crio.conf(5)); its OCI hooks directories,
 # where the GPU operator and `nvidia-ctk runtime configure --config-mode=oci-hook` put the NVIDIA hook instead of a
 # runtime (nvidia-container-toolkit cmd/nvidia-ctk-installer/container/runtime/crio/crio.go: oci-nvidia-hook.json)

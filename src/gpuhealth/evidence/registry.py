@@ -41,7 +41,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gpuhealth.lazyre import guarded_re, lazy_re, starts
+from gpuhealth.lazyre import guarded_re, lazy_re
 from gpuhealth.records import record
 
 Recognise = Callable[[str], bool]
@@ -92,9 +92,24 @@ def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, p
 def _command_pattern(pattern: str) -> re.Pattern[str]:
     """A kind's command pattern, compiled on first use; behind a test of the words a command it matches starts with,
     where its text names them ("nvidia-smi\\b...", "(?:cat|less|grep\\b.*?)\\s+..."): routing one command asked
-    every kind's patterns, and compiled all of them (about 80, 5-10 ms of a session's first analysis)."""
-    words = _leading_words(pattern)
-    return lazy_re(pattern) if words is None else guarded_re(pattern, may=starts(*words), at_start=True)
+    every kind's patterns, and compiled all of them (about 80, 5-10 ms of a session's first analysis). The words are
+    read on the first command asked, not at start-up (evidence without a command never needs them)."""
+    return guarded_re(pattern, may=_StartsWithItsWords(pattern), at_start=True)
+
+
+class _StartsWithItsWords:
+    """A guard: the command starts with one of the words its pattern's text begins with (``_leading_words``, read on
+    first use); every command passes where the text names none."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.words: tuple[str, ...] | None = None
+        self.read = False
+
+    def __call__(self, command: str) -> bool:
+        if not self.read:
+            self.words, self.read = _leading_words(self.pattern), True
+        return self.words is None or command.startswith(self.words)
 
 
 _SPECIAL = frozenset(".^$*+?{}[]\\|()")

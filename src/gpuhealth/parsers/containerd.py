@@ -21,6 +21,13 @@ NVIDIA one). Before containerd 1.4 the default runtime was its own table, ``cont
 ``crictl info`` prints the running CRI plugin's configuration as JSON: ``config.containerd.defaultRuntimeName`` and
 ``config.containerd.runtimes`` (containerd's CRI config, json tags ``defaultRuntimeName``, ``runtimes``, ``options``).
 
+The CRI plugin's ``enable_cdi`` (``config.enableCDI``) says containerd injects CDI devices itself: the GPU operator with
+CDI on (its default since v25.10) gives pods their GPUs as CDI devices under the default runtime and leaves runc the
+default, its own pods naming RuntimeClass nvidia (NVIDIA gpu-operator controllers/object_controls.go,
+transformToolkitCtrForCDI; its toolkit writes ``enable_cdi = true`` and the runtimes nvidia, nvidia-cdi and
+nvidia-legacy: nvidia-container-toolkit pkg/config/engine/containerd/config.go EnableCDI,
+cmd/nvidia-ctk-installer/container/operator/operator.go).
+
 The configuration is read line by line rather than as TOML, so a paste cut short, wrapped in markdown or holding a
 k3s template line still gives what it shows. Every function is pure and linear in its input.
 """
@@ -112,8 +119,12 @@ class _Reader:
         self.imports: list[str] = []
         self.disabled: list[str] = []  # disabled_plugins: Docker's packaged config.toml disables "cri"
         self.version: int | None = None
+        self.cdi = False  # the CRI plugin's enable_cdi: containerd injects CDI devices (the GPU operator's) itself
 
     def key(self, path: tuple[str, ...], value: str) -> None:
+        if len(path) == 3 and path[0] == "plugins" and path[1] in CRI_PLUGINS and path[2] == "enable_cdi":
+            self.cdi = value.partition("#")[0].strip() == "true"
+            return
         if path == ("version",):
             self.version = int(value.strip()) if value.strip().isdecimal() else None
             return
@@ -213,7 +224,8 @@ def _environment(reader: _Reader, source: str) -> HostEnvironment:
         nvidia = (*nvidia, default)
     return HostEnvironment(containerd_config_source=source, containerd_runtimes=tuple(sorted(runtimes)),
                            containerd_nvidia_runtimes=nvidia, containerd_default_runtime=default,
-                           containerd_default_implied=implied, containerd_imports=tuple(reader.imports[:20]))
+                           containerd_default_implied=implied, containerd_imports=tuple(reader.imports[:20]),
+                           cri_cdi_enabled=reader.cdi)
 
 
 def parse_crictl_info(text: str) -> HostEnvironment:
@@ -229,6 +241,7 @@ def parse_crictl_info(text: str) -> HostEnvironment:
     if not isinstance(containerd, dict):
         raise ParseError("crictl info: no config.containerd object (a runtime other than containerd?)")
     reader = _Reader()
+    reader.cdi = config.get("enableCDI") is True if isinstance(config, dict) else False
     default = containerd.get("defaultRuntimeName")
     reader.default = default if isinstance(default, str) and default else None
     reader.saw_containerd_table = True
