@@ -546,7 +546,8 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         evidence.append(Evidence(_log_source(snapshot), _upgrade_lines(upgrades)))
     yield Draft(
         Severity.CRITICAL,
-        f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}" if kernel or user
+        f"Driver/library version mismatch: kernel module {kernel or 'not shown'}, user space {user or 'not shown'}"
+        if kernel or user
         else "Driver/library version mismatch: the loaded kernel module and the user-space libraries differ",
         evidence=tuple(evidence),
         fixes=table_fixes("GH202"),

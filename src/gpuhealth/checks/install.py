@@ -567,7 +567,11 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     it say Secure Boot is on; its "E: <module> is not signed with the DKMS key" for an nvidia module (the key enrolled)
     asks for the module to be rebuilt with DKMS. mokutil's "SecureBoot validation is disabled in shim" and "Platform
     is in Setup Mode" mean nothing is enforced; "Cannot determine secure boot state." and "EFI variables are not
-    supported on this system" mean mokutil could not read the state, which then stays unknown.
+    supported on this system" mean mokutil could not read the state, which then stays unknown. Ubuntu's
+    "Generating a new Secure Boot signing key:" (update-secureboot-policy --new-key) and shim-signed's note "a new
+    Machine-Owner Key (MOK) has been generated. This key now needs to be enrolled" name /var/lib/shim-signed/mok/MOK.der
+    as not enrolled yet, unless mokutil says otherwise; so does DKMS's "Certificate or key are missing, generating
+    ..." for the certificate it makes for the build.
 
     Why it matters:
     With Secure Boot the kernel loads only modules signed by a key it trusts: `modprobe nvidia` fails
@@ -587,11 +591,12 @@ def secure_boot_unsigned_module(snapshot: Snapshot, expect: Expectations) -> Ite
     akmods' kmodgenca where none exists), Ubuntu's DKMS /var/lib/shim-signed/mok/MOK.der (made by
     update-secureboot-policy's --new-key), DKMS 3.0.4 and later elsewhere /var/lib/dkms/mok.pub (made at its
     first signed build); with DKMS on a distribution not known, each import is a choice for the reader. akmods signs
-    each kmod when it builds it, so its route rebuilds the kmod after the key is made and imported (`akmods
-    --rebuild`; `--force` rebuilds nothing up to date). Where only the reporter's words raised the finding and they name
-    the tool (akmods, DKMS, Ubuntu's ubuntu-drivers), the route is that tool's too; words saying akmods' key is enrolled
-    and the kmod still refused get the causes akmods' signing leaves (built before the key was made, or with a key made
-    again since, or a kernel that does not take MOKs in) and the steps that tell them apart before the rebuild.
+    each kmod when it builds it, so its route rebuilds the kmod after the key is made and imported (with akmods'
+    rebuild option; its force option rebuilds nothing up to date). Where only the reporter's words raised the
+    finding and they name the tool (akmods, DKMS, Ubuntu's ubuntu-drivers), the route is that tool's too; words
+    saying akmods' key is enrolled and the kmod still refused get the causes akmods' signing leaves (built before the
+    key was made, or with a key made again since, or a kernel that does not take MOKs in) and the steps that tell
+    them apart before the rebuild.
     Disabling Secure Boot in the firmware also works where that is allowed. Secure Boot enabled with the module
     not loaded does not show a refusal (the module may be missing for this kernel): until a refusal is
     shown (modprobe's "Key was rejected by service", the kernel log's line, an unsigned module), the
@@ -1017,6 +1022,12 @@ def _key_teller(install: InstallState) -> str:
         return "mokutil --list-new"
     if "System's DKMS key" in line or "System DKMS key" in line:
         return "update-secureboot-policy"
+    if "Secure Boot signing key" in line:
+        return "update-secureboot-policy --new-key made it"
+    if line.startswith("Certificate or key are missing"):
+        return "DKMS made it for this build"
+    if "Machine-Owner Key" in line:
+        return "shim-signed's note asked for its enrolment"
     if line.startswith(("SKIP: ", "Already in kernel trusted keyring", "mokutil --import")):
         return "mokutil --import"
     return "mokutil --test-key"

@@ -317,8 +317,9 @@ def _looks_like_secureboot_policy(text: str) -> bool:
         return False
     lines = content_lines(text, 40)
     read = [secureboot_policy_line(line) for line in lines]
-    return bool(read) and None not in read and (
-        "enabled" in read or any(line.strip().startswith("Secure Boot not enabled on this system") for line in lines))
+    return bool(read) and None not in read and ("enabled" in read or any(
+        line.strip().startswith(("Secure Boot not enabled on this system", "Generating a new Secure Boot signing key",
+                                 "No DKMS packages installed")) for line in lines))
 
 
 @evidence_kind("secureboot-policy", commands=(r"update-secureboot-policy\b",), priority=490,

@@ -164,11 +164,13 @@ _POLICY_ENABLED = guarded_re(r"^\s*(?:\S{1,300}: Checking status of DKMS module 
                              r"Rebuild\?\.?|\[ OK \] All DKMS modules signed with the DKMS key|The Secure Boot policy "
                              r"was already changed since last reboot; nothing to do\.)\s*$",
                              may=has("DKMS", "Secure Boot policy"))
-# its lines that say nothing of the state on their own: no DKMS module to check, the prompt not shown
+# its lines that say nothing of the state on their own: no DKMS module to check, the prompt not shown, Ubuntu's
+# --new-key making the MOK ("Generating a new Secure Boot signing key:", whatever the state)
 _POLICY_OTHER = guarded_re(r"^\s*(?:No DKMS packages installed: not changing Secure Boot validation state\.|"
                            r"Running in non-interactive mode, doing nothing\.|All OK, nothing to do\.|"
-                           r"Secure Boot not enabled on this system\.)\s*$",
-                           may=has("No DKMS packages", "non-interactive mode", "All OK", "Secure Boot not enabled"))
+                           r"Secure Boot not enabled on this system\.|Generating a new Secure Boot signing key:)\s*$",
+                           may=has("No DKMS packages", "non-interactive mode", "All OK", "Secure Boot not enabled",
+                                   "Secure Boot signing key"))
 
 
 def secureboot_policy_line(line: str) -> str | None:
