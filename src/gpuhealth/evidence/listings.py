@@ -610,8 +610,7 @@ def _modinfo(text: str, source: str) -> dict[str, Any]:
     if not info.found:
         return {"install": InstallState(module_found=False)}
     found: dict[str, Any] = {"install": InstallState(
-        module_found=True, module_file=info.filename, module_version=info.version,
-        module_vermagic=info.vermagic, module_signer=info.signer)}
+        module_found=True, module_file=info.filename, module_version=info.version, module_signer=info.signer)}
     return found
 
 
