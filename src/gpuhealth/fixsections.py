@@ -21,7 +21,7 @@ DIAGNOSTIC = lazy_re(
     r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--(?:sb-state|list-enrolled|test-key)\b|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
     r"fuser\b|lsof\b|id\s*$|(?:nvcc|gcc|make)\s+--version\s*$|echo\s+(?:\$\w+|\"\$\{\w+:?-\}\")\s*$|"
     r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
-    r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
+    r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|nvidia-ctk\s+--version\s*$|docker\s+info\b|"
     r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
 # Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module;
 # the directory modprobe.d is only a path).

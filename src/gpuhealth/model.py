@@ -1255,7 +1255,6 @@ class InstallState:
     kernels: tuple[InstalledKernel, ...] = ()
     module_found: bool | None = None  # modinfo nvidia: False for "Module nvidia not found" (none for this kernel)
     module_version: str | None = None  # modinfo nvidia: the version of the module on disk ("535.161.08")
-    module_vermagic: str | None = None  # modinfo nvidia: the kernel it was built for ("6.8.0-90-generic SMP ...")
 
 
 # --------------------------------------------------------------------------- after the install (GH6xx)
@@ -1533,7 +1532,6 @@ class HostEnvironment:
     docker_server_version: str | None = None  # "Server Version: 24.0.7"
     docker_cgroup_driver: str | None = None  # "Cgroup Driver: systemd"
     docker_cgroup_version: str | None = None  # "Cgroup Version: 2"
-    docker_warnings: tuple[str, ...] = ()  # its "WARNING: ..." lines
     # /etc/docker/daemon.json: the runtimes it names (None: not read) and why dockerd cannot load it
     daemon_json_runtimes: tuple[str, ...] | None = None
     daemon_json_error: str | None = None  # invalid JSON: dockerd refuses to start (dockerd's configuration file docs)

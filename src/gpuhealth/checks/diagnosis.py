@@ -252,18 +252,47 @@ def _fix_confirmed(findings: list[Finding], messages: Sequence[MessageLine]) -> 
     fixed = [m for m in messages if m.signature and fix_confirmed(m.signature)]
     if not fixed:
         return findings
-    codes = {signature(m.signature).code for m in fixed}
+    causes_of: dict[str, str] = {}  # code -> the cause (causes.csv id) the reporter's fix confirms
+    for m in fixed:
+        causes_of.setdefault(signature(m.signature).code, signature(m.signature).cause)
     lines = {m.line.strip() for m in fixed}
     out = []
     for finding in findings:
-        if finding.code not in codes or finding.severity is Severity.INFO:
+        if finding.code not in causes_of or finding.severity is Severity.INFO:
             out.append(finding)
             continue
         evidence = tuple(replace(e, source=e.source.removesuffix(TOLD) + FIX_WORKED + TOLD)
                          if any(line.strip() in lines for line in e.lines) and FIX_WORKED not in e.source else e
                          for e in finding.evidence)
-        out.append(replace(finding, evidence=evidence, labels={**finding.labels, FIX_CONFIRMED: "the reporter's fix"}))
+        labelled = replace(finding, evidence=evidence, labels={**finding.labels, FIX_CONFIRMED: "the reporter's fix"})
+        out.append(_as_fixed(labelled, causes_of[finding.code]))
     return out
+
+
+# what a fix-confirmed cause's finding shows instead of its fix: the fix is done, per the reporter (never a to-do), and
+# the cause's deciding commands, read-only, show whether it held
+ALREADY_APPLIED = "the fix is already applied, per the reporter (it worked): nothing to do; this shows whether it held"
+HELD = "shows whether the fix held"
+
+
+def _as_fixed(finding: Finding, cause_id: str) -> Finding:
+    """A cause the reporter's fix confirms, told as what it is. Where only the reporter's words show it, the message is
+    the cause in the past tense (causes.csv ``fixed``: "the nouveau driver owned the GPU"), not the check's present
+    tense ("nouveau is loaded"); where machine output shows it too, that output's message stays (it says what the
+    machine printed). Either way the fix is no to-do: the fixes are the cause's own deciding commands (causes.csv
+    ``decide``, read-only), the first saying that the fix is applied per the reporter, each that it shows whether the
+    fix held."""
+    from gpuhealth.knowledge.causes import causes
+
+    confirmed = causes().get(cause_id)
+    if confirmed is None:
+        return finding
+    message = finding.message
+    if confirmed.fixed and all(e.source.endswith(TOLD) for e in finding.evidence):
+        message = f"{confirmed.fixed}: the cause the reporter's fix confirms (fixed, per the reporter)"
+    commands = [part.strip() for part in confirmed.decide.split(";") if part.strip()]
+    return replace(finding, message=message, fixes=tuple(
+        Fix(command, "any", note=ALREADY_APPLIED if i == 0 else HELD) for i, command in enumerate(commands)))
 
 
 def as_told(symptom: Symptom) -> Symptom:

@@ -372,7 +372,10 @@ def _looks_like_cmdline(text: str) -> bool:
 @evidence_kind("kernel-cmdline", commands=(_CAT + r"/proc/cmdline",), priority=480, recognise=_looks_like_cmdline)
 def _kernel_cmdline(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.install import parse_kernel_cmdline_modules
-    line = content_lines(text, 3)[0].strip()
+    lines = content_lines(text, 3)
+    if not lines:  # (analyze._read_by parses a piece without each line: the one line gone, nothing is left)
+        raise ParseError("no kernel command line")
+    line = lines[0].strip()
     blacklisted, options = parse_kernel_cmdline_modules(line)
     return {"host_env": HostEnvironment(kernel_cmdline=line),
             "install": InstallState(kernel_cmdline_blacklisted=blacklisted,

@@ -610,8 +610,7 @@ def _modinfo(text: str, source: str) -> dict[str, Any]:
     if not info.found:
         return {"install": InstallState(module_found=False)}
     found: dict[str, Any] = {"install": InstallState(
-        module_found=True, module_file=info.filename, module_version=info.version,
-        module_vermagic=info.vermagic, module_signer=info.signer)}
+        module_found=True, module_file=info.filename, module_version=info.version, module_signer=info.signer)}
     return found
 
 
@@ -710,8 +709,14 @@ def _service_overlay(states: Any, source: str) -> dict[str, Any]:
     return found
 
 
-_SYSTEMCTL_HEADER = guarded_re(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+Loaded: ",
-                               may=lambda text: ".service - " in text and "Loaded: " in text)
+# systemctl's status block (systemd src/systemctl/systemctl-show.c, print_status_info): the bullet line
+# "● name.service - Description", then "Loaded: ..." and "Active: <state> (<sub-state>)". People cut the Loaded: line
+# (or paste only the bullet line and Active:): the bullet line with an Active: line in one of systemd's unit active
+# states right under it is as sure as with Loaded: (a sentence "the service is active" has neither).
+_SYSTEMCTL_HEADER = guarded_re(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+(?:Loaded: |Active: (?:active|inactive|failed|"
+                               r"activating|deactivating|reloading|maintenance|refreshing)(?: \(| since |\s*$))",
+                               re.M, may=lambda text: ".service - " in text and ("Loaded: " in text
+                                                                                 or "Active: " in text))
 _UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found",
                              may=has(" could not be found"))
 

@@ -1,0 +1,95 @@
+"""`systemctl status` pasted without its "Loaded:" line, and the NVIDIA suspend units' state.
+
+Every listing here is hand-written for this test in the form systemd prints it (systemd
+src/systemctl/systemctl-show.c, print_status_info: the bullet line "● unit.service - Description", then
+"Loaded: ...", "Active: <state> (<sub-state>) since ...", "Process:", "Main PID:", the journal tail), not
+copied from an evaluation case; people cut the Loaded: line or paste only the bullet line and Active:.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import mined_helpers
+from gpuhealth.analyze import analyze_texts
+from gpuhealth.model import Report, Severity
+
+FM_FAILED_NO_LOADED = (
+    "× nvidia-fabricmanager.service - NVIDIA fabric manager service\n"
+    "     Active: failed (Result: exit-code) since Tue 2026-12-08 00:12:03 UTC; 5min ago\n"
+    "    Process: 2211 ExecStart=/usr/bin/nvidia-fabricmanager-start.sh --mode start (code=exited, "
+    "status=1/FAILURE)\n"
+    "        CPU: 12ms\n\n"
+    "Dec 08 00:12:03 gpu01 systemd[1]: nvidia-fabricmanager.service: Failed with result 'exit-code'.\n"
+    "Dec 08 00:12:03 gpu01 systemd[1]: Failed to start NVIDIA fabric manager service.\n")
+
+PERSISTENCED_DEAD_NO_LOADED = (
+    "○ nvidia-persistenced.service - NVIDIA Persistence Daemon\n"
+    "     Active: inactive (dead)\n")
+
+H100_SXM = ("$ nvidia-smi -L\n"
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1c2a3b-0000-1111-2222-333344445555)\n"
+            "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-6f1c2a3b-0000-1111-2222-333344445556)\n")
+
+
+def report(text: str) -> Report:
+    return mined_helpers.report(text, "paste.txt")
+
+
+def kinds(text: str) -> list[str | None]:
+    _, recognised = analyze_texts([("paste.txt", text)])
+    return [r.kind for r in recognised]
+
+
+def codes(result: Report) -> list[str]:
+    return [f.code for f in result.findings]
+
+
+def test_a_status_block_without_its_loaded_line_is_systemctl_status():
+    assert kinds(FM_FAILED_NO_LOADED) == ["systemctl-status"]
+    assert kinds(PERSISTENCED_DEAD_NO_LOADED) == ["systemctl-status"]
+
+
+def test_the_cut_block_says_what_the_whole_block_says():
+    snapshot, _ = analyze_texts([("paste.txt", FM_FAILED_NO_LOADED)])
+    assert snapshot.cuda is not None and snapshot.cuda.fabricmanager_active == "failed"
+    snapshot, _ = analyze_texts([("paste.txt", PERSISTENCED_DEAD_NO_LOADED)])
+    assert snapshot.cuda is not None and snapshot.cuda.persistenced_active == "inactive"
+
+
+def test_a_failed_fabric_manager_without_loaded_leads_and_nothing_is_left_unread():
+    result = report(FM_FAILED_NO_LOADED)
+    assert result.findings[0].code == "GH210"
+    assert "GH002" not in codes(result) and "GH004" not in codes(result)
+
+
+def test_an_inactive_persistenced_without_loaded_is_read():
+    result = report(PERSISTENCED_DEAD_NO_LOADED)
+    assert "GH604" in codes(result) and "GH004" not in codes(result)
+
+
+def test_fabric_manager_not_found_on_an_nvswitch_system_leads():
+    result = report(H100_SXM + "$ systemctl status nvidia-fabricmanager\n"
+                    "Unit nvidia-fabricmanager.service could not be found.\n")
+    lead = result.findings[0]
+    assert lead.code == "GH210" and lead.severity is Severity.CRITICAL
+
+
+@pytest.mark.parametrize("text", [
+    "the service is active\n",
+    "nvidia-fabricmanager.service - it keeps failing\nActive: yes, the unit says so\n",
+    "I ran it and nvidia-fabricmanager.service - NVIDIA fabric manager service\nis failed\n",
+    "Active: failed (Result: exit-code) since Tue 2026-12-08 00:12:03 UTC; 5min ago\n",  # which unit is not said
+])
+def test_sentences_and_loose_lines_are_not_systemctl_status(text: str):
+    assert "systemctl-status" not in kinds(text)
+
+
+def test_end_to_end_through_analyze_stdin():
+    done = subprocess.run([sys.executable, "-m", "gpuhealth", "analyze", "-"], input=FM_FAILED_NO_LOADED,
+                          capture_output=True, text=True, timeout=120)
+    assert "GH210" in done.stdout and "format not recognised" not in done.stdout
+    assert "GH002" not in done.stdout
