@@ -93,3 +93,79 @@ def test_end_to_end_through_analyze_stdin():
                           capture_output=True, text=True, timeout=120)
     assert "GH210" in done.stdout and "format not recognised" not in done.stdout
     assert "GH002" not in done.stdout
+
+
+# --------------------------------------------------------------------------- NVIDIA's suspend units (GH804)
+# The units and the parameter as NVIDIA's Linux driver README, "Configuring Power Management Support", names them;
+# each block in systemctl status's form (a oneshot unit that ran no suspend since boot is "inactive (dead)").
+
+def _unit(name: str, enabled: str, active: str = "inactive (dead)", bullet: str = "○") -> str:
+    return (f"{bullet} {name}.service - NVIDIA system {name.split('-')[1]} actions\n"
+            f"     Loaded: loaded (/usr/lib/systemd/system/{name}.service; {enabled}; preset: enabled)\n"
+            f"     Active: {active}\n\n")
+
+
+def sleep_units(enabled: str) -> str:
+    return ("$ systemctl status nvidia-suspend.service nvidia-resume.service nvidia-hibernate.service\n"
+            + "".join(_unit(name, enabled) for name in ("nvidia-suspend", "nvidia-resume", "nvidia-hibernate")))
+
+
+def params(value: str) -> str:
+    return ("$ grep -E 'PreserveVideoMemoryAllocations|TemporaryFilePath' /proc/driver/nvidia/params\n"
+            f"PreserveVideoMemoryAllocations: {value}\nTemporaryFilePath: \"/var/tmp\"\n")
+
+
+MODPROBE_ON = ("$ cat /etc/modprobe.d/nvidia-power-management.conf\n"
+               "options nvidia NVreg_PreserveVideoMemoryAllocations=1 NVreg_TemporaryFilePath=/var/tmp\n")
+
+
+def gh804(result: Report) -> list:
+    return [f for f in result.findings if f.code == "GH804"]
+
+
+def test_disabled_suspend_units_with_preserved_video_memory_are_the_broken_setup():
+    (finding,) = gh804(report(sleep_units("disabled") + params("1")))
+    assert finding.severity is Severity.WARNING
+    assert finding.labels.get("cause") == "nvidia-suspend-path-failed"
+    lines = [line for e in finding.evidence for line in e.lines]
+    assert "nvidia-suspend.service: disabled" in lines and "PreserveVideoMemoryAllocations: 1" in lines
+    assert "sudo systemctl enable nvidia-suspend.service nvidia-resume.service nvidia-hibernate.service" in [
+        f.command for f in finding.fixes]
+
+
+def test_a_modprobe_option_stands_for_the_parameter_and_a_masked_unit_is_off():
+    text = "$ systemctl status nvidia-resume.service\n" + _unit("nvidia-resume", "masked") + MODPROBE_ON
+    (finding,) = gh804(report(text))
+    assert "nvidia-resume.service: masked" in finding.evidence[0].lines
+
+
+@pytest.mark.parametrize("text", [
+    sleep_units("disabled") + params("0"),  # the driver's default suspend path: the units are not needed
+    sleep_units("disabled"),  # the parameter is not in the evidence
+    sleep_units("enabled") + params("1"),  # the README's set-up; inactive (dead) between suspends
+    sleep_units("disabled") + MODPROBE_ON + params("0"),  # the loaded driver runs with 0 whatever modprobe.d says
+])
+def test_counterexamples_raise_no_suspend_finding(text: str):
+    assert not gh804(report(text))
+
+
+def test_a_failed_suspend_unit_is_a_failed_suspend_path_whatever_the_parameter():
+    text = ("× nvidia-resume.service - NVIDIA system resume actions\n"
+            "     Active: failed (Result: exit-code) since Tue 2026-12-08 00:12:03 UTC; 5min ago\n"
+            "    Process: 4411 ExecStart=/usr/bin/logger -t suspend -s Resuming (code=exited, status=1/FAILURE)\n")
+    (finding,) = gh804(report(text))
+    assert "nvidia-resume.service: Active: failed" in finding.evidence[0].lines
+
+
+def test_the_parameter_grep_gpuhealth_asks_for_is_read_and_a_sentence_is_not():
+    assert kinds("PreserveVideoMemoryAllocations: 1\n") == ["driver-params"]
+    assert "driver-params" not in kinds("I set PreserveVideoMemoryAllocations to 1 in modprobe\n")
+    assert "driver-params" not in kinds("PreserveVideoMemoryAllocations: 1\nand the laptop still hangs: badly\n")
+
+
+def test_suspend_units_end_to_end_through_analyze_stdin():
+    done = subprocess.run([sys.executable, "-m", "gpuhealth", "analyze", "-"],
+                          input=sleep_units("disabled") + params("1"), capture_output=True, text=True, timeout=120)
+    assert "WARNING  GH804 NVIDIA's suspend path is broken" in done.stdout
+    assert "nvidia-suspend.service: disabled" in done.stdout and "PreserveVideoMemoryAllocations: 1" in done.stdout
+    assert "GH002" not in done.stdout

@@ -1304,7 +1304,8 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
 
 
 _ACCUMULATED = frozenset({"library_files", "ld_so_conf", "kernel_packages", "headers_packages",  # each piece adds
-                          "modprobe_files", "tests", "acs_bridges"})  # (p2p: each sample's run, each lspci's bridges)
+                          "modprobe_files", "tests", "acs_bridges",  # (p2p: each sample's run, each lspci's bridges)
+                          "sleep_units"})  # each systemctl status adds its suspend units
 
 
 def _overlay(current: Any, value: Any) -> Any:

@@ -1168,6 +1168,7 @@ class ModprobeFile:
     path: str
     blacklisted: tuple[str, ...] = ()
     nouveau_options: str | None = None  # "modeset=0"
+    nvidia_options: str | None = None  # "NVreg_PreserveVideoMemoryAllocations=1" (its options nvidia lines)
     mtime: float | None = None
 
 
@@ -1528,6 +1529,9 @@ class HostEnvironment:
     disk_space: tuple[DiskSpace, ...] = ()
     driver_registry: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/registry
     docker_active: str | None = None  # systemctl status docker: "active", "failed", "inactive" ...
+    # NVIDIA's suspend units as systemctl status printed them: (unit, active state, enabled state), "" where not shown
+    # ("nvidia-suspend", "inactive", "disabled"); GH804 judges them against NVreg_PreserveVideoMemoryAllocations
+    sleep_units: tuple[tuple[str, str, str], ...] = ()
     # `docker info` beyond its runtimes (docs.docker.com/reference/cli/docker/system/info/)
     docker_server_version: str | None = None  # "Server Version: 24.0.7"
     docker_cgroup_driver: str | None = None  # "Cgroup Driver: systemd"

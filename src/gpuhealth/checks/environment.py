@@ -560,14 +560,26 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
     Set the option in a modprobe.d file (`options nvidia NVreg_<Name>=<value>`), rebuild the
     initramfs (the module may load from it) and reboot or reload the nvidia modules.
 
+    NVIDIA's suspend services (`nvidia-suspend`, `nvidia-resume`, `nvidia-hibernate.service`, as
+    `systemctl status` shows them) are judged without configuration: with
+    `NVreg_PreserveVideoMemoryAllocations=1` (the params file, else an `options nvidia` line in
+    modprobe.d) one that is disabled, masked or not installed is the driver README's broken set-up: a
+    suspend then bypasses `/proc/driver/nvidia/suspend`, the driver refuses it, and the resume cannot
+    restore video memory. A failed one is a failed suspend path whatever the parameter says.
+
     Exceptions:
-    Skipped when no driver parameters are configured, or when the driver is not loaded (no params
-    file). Parameter names change between driver branches: one the driver does not report is listed
-    so the configuration can be corrected.
+    Skipped when no driver parameters are configured and no suspend unit is shown, or when the driver
+    is not loaded (no params file). Parameter names change between driver branches: one the driver
+    does not report is listed so the configuration can be corrected. A suspend unit that is disabled
+    while the parameter is 0 (or not shown) is fine: the driver's default suspend path is used.
     """
+    sleep = _sleep_path_broken(snapshot)
+    if sleep is not None:
+        yield sleep
     wanted = expect.driver_params or {}
     if not wanted:
-        yield Skip("no expected driver parameters configured (driver_params in the config file)")
+        if sleep is None:
+            yield Skip("no expected driver parameters configured (driver_params in the config file)")
         return
     env = _env(snapshot)
     if not env.driver_params:
@@ -594,6 +606,52 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
                    *fixes_for(debian=["sudo update-initramfs -u"], rhel=["sudo dracut --force"]),
                    REBOOT),
         )
+
+
+PRESERVE_VIDMEM = "PreserveVideoMemoryAllocations"
+_UNIT_OFF = ("disabled", "masked", "masked-runtime", "not-found")
+
+
+def _preserve_vidmem(snapshot: Snapshot) -> tuple[str, str] | None:
+    """(where, line) showing NVreg_PreserveVideoMemoryAllocations set to 1: the loaded driver's params file, else a
+    modprobe.d ``options nvidia`` line; None when the evidence shows it 0 or not at all (the params file wins)."""
+    params = snapshot.host_env.driver_params if snapshot.host_env else {}
+    if PRESERVE_VIDMEM in params:
+        on = params[PRESERVE_VIDMEM].strip() == "1"
+        return ("/proc/driver/nvidia/params", f"{PRESERVE_VIDMEM}: 1") if on else None
+    for conf in snapshot.install.modprobe_files if snapshot.install else ():
+        words = (conf.nvidia_options or "").split()
+        value = next((w.split("=", 1)[1] for w in reversed(words) if w.startswith(f"NVreg_{PRESERVE_VIDMEM}=")), None)
+        if value is not None:
+            return (conf.path, f"options nvidia NVreg_{PRESERVE_VIDMEM}={value}") if value.strip() == "1" else None
+    return None
+
+
+def _sleep_path_broken(snapshot: Snapshot) -> Draft | None:
+    """NVIDIA's suspend units against NVreg_PreserveVideoMemoryAllocations (NVIDIA Linux driver README, Configuring
+    Power Management Support): a failed one, or with the parameter set one that is disabled, masked or missing."""
+    units = _env(snapshot).sleep_units
+    if not units:
+        return None
+    failed = [f"{unit}.service: Active: failed" for unit, active, _ in units if active == "failed"]
+    preserve = _preserve_vidmem(snapshot)
+    off = [f"{unit}.service: {enabled}" for unit, _, enabled in units if enabled in _UNIT_OFF] if preserve else []
+    if not failed and not off:
+        return None
+    from gpuhealth.knowledge.fixes import fixes_of  # read on first use: few runs show a suspend unit
+
+    what = (f"{', '.join(line.split(':')[0] for line in failed)} failed" if failed else
+            f"{', '.join(line.split(':')[0] for line in off)} not enabled while "
+            f"NVreg_{PRESERVE_VIDMEM}=1 is set")
+    evidence = [Evidence("systemctl status", tuple(failed + off))]
+    if preserve:
+        evidence.append(Evidence(preserve[0], (preserve[1],)))
+    return Draft(Severity.WARNING,
+                 f"NVIDIA's suspend path is broken: {what}; a suspend or hibernation then does not go through "
+                 "/proc/driver/nvidia/suspend (the driver refuses it, or the resume cannot restore video memory and "
+                 "CUDA fails until nvidia_uvm is reloaded)",
+                 evidence=tuple(evidence), fixes=fixes_of("GH804:nvidia-suspend-path-failed"),
+                 labels={"cause": "nvidia-suspend-path-failed"})
 
 
 def _same(actual: str, expected: str) -> bool:

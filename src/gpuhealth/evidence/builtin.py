@@ -345,7 +345,17 @@ def _secureboot_policy(text: str, source: str) -> dict[str, Any]:
     return {"install": InstallState(secure_boot="enabled", secure_boot_source=f"{source}: {shown[:100]}")}
 
 
+# the power-management parameters (NVIDIA Linux driver README, Configuring Power Management Support): names no other
+# listing prints, so the lines `grep -E 'PreserveVideoMemoryAllocations|TemporaryFilePath' .../params` leaves are enough
+_PM_PARAMS = {"PreserveVideoMemoryAllocations", "TemporaryFilePath", "EnableS0ixPowerManagement",
+              "S0ixPowerManagementVideoMemoryThreshold", "DynamicPowerManagement"}
+
+
 def _looks_like_params(text: str) -> bool:
+    lines = content_lines(_head(text))
+    if 0 < len(lines) <= len(_PM_PARAMS) and all((m := _PARAM_LINE.match(line)) and m["key"] in _PM_PARAMS
+                                                  for line in lines):
+        return True  # a grep for the power-management parameters
     if sum(name in _head(text) for name in _PARAM_NAMES) < 2:
         return False  # two known names must be keys of the head's lines
     lines = content_lines(_head(text))

@@ -675,7 +675,8 @@ def _modprobe(text: str, source: str) -> dict[str, Any]:
             error = error or exc
             continue
         where = path or (next(iter(named)) if len(named) == 1 else f"{source} (pasted)")
-        files.append(ModprobeFile(path=where, blacklisted=blacklisted, nouveau_options=options.get("nouveau")))
+        files.append(ModprobeFile(path=where, blacklisted=blacklisted, nouveau_options=options.get("nouveau"),
+                                  nvidia_options=options.get("nvidia")))
     if not files:
         raise error or ParseError("no modprobe.d directives (blacklist, install, options, alias ...)")
     blacklisted = tuple(dict.fromkeys(module for f in files for module in f.blacklisted))
@@ -687,9 +688,16 @@ def _modprobe(text: str, source: str) -> dict[str, Any]:
 _UNIT_COMMAND = r"(?:nvidia-persistenced|nvidia-fabricmanager|docker)(?:\.service)?\b"
 
 
+# NVIDIA's suspend units (driver README, Configuring Power Management Support): systemd runs them around a suspend
+SLEEP_UNITS = ("nvidia-suspend", "nvidia-resume", "nvidia-hibernate", "nvidia-suspend-then-hibernate")
+
+
 def _service_overlay(states: Any, source: str) -> dict[str, Any]:
     cuda: dict[str, Any] = {}
     found: dict[str, Any] = {}
+    sleep = tuple((s.unit, s.active or "", s.enabled or "") for s in states if s.unit in SLEEP_UNITS)
+    if sleep:
+        found["host_env"] = HostEnvironment(sleep_units=sleep)
     for state in states:
         if state.unit == "nvidia-persistenced":
             cuda.update(persistenced_active=state.active, persistenced_enabled=state.enabled,
@@ -700,12 +708,12 @@ def _service_overlay(states: Any, source: str) -> dict[str, Any]:
                         fabricmanager_errors=state.errors)
         elif state.unit == "docker" and (state.active or state.enabled):
             installed = True if state.enabled not in (None, "not-found") else None  # the unit file exists
-            found["host_env"] = HostEnvironment(docker_active=state.active, docker=installed)
+            found["host_env"] = HostEnvironment(docker_active=state.active, docker=installed, sleep_units=sleep)
     if cuda:
         found["cuda"] = CudaState(**{k: v for k, v in cuda.items() if v})
     if not found:
         raise ParseError("the listing is about no unit gpuhealth reads (nvidia-persistenced, "
-                         "nvidia-fabricmanager, docker)")
+                         "nvidia-fabricmanager, docker, nvidia-suspend/-resume/-hibernate)")
     return found
 
 
@@ -717,7 +725,8 @@ _SYSTEMCTL_HEADER = guarded_re(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+(?:Loaded: 
                                r"activating|deactivating|reloading|maintenance|refreshing)(?: \(| since |\s*$))",
                                re.M, may=lambda text: ".service - " in text and ("Loaded: " in text
                                                                                  or "Active: " in text))
-_UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found",
+_UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker|nvidia-suspend|nvidia-resume|"
+                             r"nvidia-hibernate)\S* could not be found",
                              may=has(" could not be found"))
 
 
