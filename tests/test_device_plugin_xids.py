@@ -128,3 +128,30 @@ def test_end_to_end_from_standard_input():
     result = CliRunner().invoke(main, ["analyze", "-"], input=FORMATS["log.Printf, older tags"] + "\n")
     assert result.exit_code == 2, result.output  # critical
     assert "GH302" in result.output and "device plugin's NVML" in result.output
+
+
+KERNEL_79 = ("[ 4120.223344] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, "
+             "GPU has fallen off the bus.\n")
+
+
+@pytest.mark.parametrize("order", ["kernel first", "plugin first"])
+def test_a_kernel_log_judges_the_xids_it_shows_whatever_the_order(tmp_path, order):
+    """The kernel log names the GPU by its PCI address: its Xid 79 is the one finding, not a second one by UUID; an
+    Xid only the plugin saw (48) is still judged, whichever file comes first."""
+    plugin = FORMATS["klog, recent tags"] + "\n" + FORMATS["klog, recent tags"].replace("Xid=79", "Xid=48") + "\n"
+    files = [("a.log", KERNEL_79), ("b.log", plugin)]
+    if order == "plugin first":
+        files.reverse()
+    paths = []
+    for name, text in files:
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    document = json.loads(CliRunner().invoke(main, ["analyze", "--format", "json", *paths]).stdout)
+    (fell,) = findings(document, "GH302")
+    assert "0000:3b:00" in fell["message"] and "device plugin" not in fell["message"]
+    assert [f["labels"]["xid"] for f in findings(document, "GH301")] == ["48"]
+
+
+def test_a_huge_line_is_read_in_bounded_time():
+    line = "XidCriticalError: Xid=79 on Device=" + "a," * 200_000
+    assert plugin_xids([line], "p") == ({}, [])

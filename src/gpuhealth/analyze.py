@@ -33,7 +33,7 @@ from gpuhealth.evidence.listings import PACKAGE_LISTINGS, embedded_rpm_packages
 from gpuhealth.evidence.toolchain import kbuild_compiler_lines
 from gpuhealth.knowledge.signatures import is_words_row, scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
-from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
+from gpuhealth.model import DEVICE_NODES_NAMED, DEVICE_PLUGIN, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.container_run import may_show_container
 from gpuhealth.parsers.markdown import Part as MarkdownPart
@@ -1215,6 +1215,19 @@ def _mined_behind(signature_id: str, line: str) -> str:
     return row.id if row is not None else ""
 
 
+def _beside_plugin(current: KernelLog, value: KernelLog) -> KernelLog:
+    """A kernel log joined with the device plugin's Xid lines, in either order: the kernel log's lines (with the GPU's
+    PCI address) judge every Xid they show, and the plugin adds only the Xids the kernel log does not show."""
+    kernel, plugin = (value, current) if current.format == DEVICE_PLUGIN else (current, value)
+    shown = {g.xid for g in kernel.tallies({"xid"})}
+    added = tuple(g for g in plugin.groups if g.xid not in shown)
+    if not added:
+        return kernel
+    return replace(kernel, source=f"{kernel.source}, {plugin.source}", lines_scanned=kernel.lines_scanned
+                   + plugin.lines_scanned, events=kernel.events + tuple(g.first for g in added),
+                   groups=kernel.groups + added)
+
+
 def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     """Combine a parsed value into the snapshot fields; True when it became (part of) the value.
 
@@ -1247,6 +1260,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         told = tuple(e for e in words.events if e.kind == MEMORY_TOLD)
         fields[key] = replace(logged, events=logged.events + told) if told else logged
         return not value.reported or bool(told)
+    if key == "kernel_log" and isinstance(value, KernelLog) and DEVICE_PLUGIN in (current.format, value.format) and (
+            current.format != value.format):
+        fields[key] = _beside_plugin(current, value)
+        return True
     if key == "kernel_log" and isinstance(value, KernelLog):
         fields[key] = replace(current, source=f"{current.source}, {value.source}",
                               lines_scanned=current.lines_scanned + value.lines_scanned,

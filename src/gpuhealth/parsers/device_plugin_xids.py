@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from gpuhealth.lazyre import guarded_re, has_folded
-from gpuhealth.model import DEVICE_PLUGIN, KernelEvent, KernelLog
+from gpuhealth.model import DEVICE_PLUGIN, EventGroup, KernelEvent, KernelLog
 
 __all__ = ["DEVICE_PLUGIN_SOURCE", "SKIPPED_BY_DEFAULT", "plugin_xids"]
 
@@ -66,6 +66,7 @@ def plugin_xids(lines: list[str], source: str) -> tuple[dict[str, KernelLog], li
         named.append(line)
     if not events:
         return {}, []
+    # one group per line, so that the events count where this log is joined with a kernel log's groups
     log = KernelLog(source=f"{source} ({DEVICE_PLUGIN_SOURCE})", format=DEVICE_PLUGIN, lines_scanned=len(lines),
-                    events=tuple(events))
+                    events=tuple(events), groups=tuple(EventGroup("xid", e.line, 1, e, e, (e,)) for e in events))
     return {"kernel_log": log}, named
