@@ -152,6 +152,17 @@ def test_a_kernel_log_judges_the_xids_it_shows_whatever_the_order(tmp_path, orde
     assert [f["labels"]["xid"] for f in findings(document, "GH301")] == ["48"]
 
 
+def test_plugin_lines_pasted_among_kernel_lines_are_read(tmp_path):
+    """One paste with the kernel's lines and the plugin's: the kernel's Xid 48 and the plugin's Xid 79 both count."""
+    text = ("[ 4120.223344] NVRM: Xid (PCI:0000:3b:00): 48, pid=1234, name=python, Ch 00000010\n"
+            "[ 4121.000000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15\n"
+            + FORMATS["klog, recent tags"] + "\n")
+    document = analyze(tmp_path, text)
+    assert [f["labels"]["xid"] for f in findings(document, "GH301")] == ["48"]
+    (fell,) = findings(document, "GH302")
+    assert fell["severity"] == "critical" and UUID in fell["message"]
+
+
 def test_a_huge_line_is_read_in_bounded_time():
     line = "XidCriticalError: Xid=79 on Device=" + "a," * 200_000
     assert plugin_xids([line], "p") == ({}, [])

@@ -1138,10 +1138,12 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
     if kind == "kernel-log":  # the log's own lines are its parser's; a memory fault told beside them is GH403's
         from gpuhealth.parsers.reported_xids import told_beside_log
 
-        found, named = told_beside_log(piece.text.splitlines()[:MAX_SCANNED_LINES], piece.name)  # all its lines
+        every = piece.text.splitlines()[:MAX_SCANNED_LINES]  # all its lines
+        plugin = _plugin_xids(reading, piece, every)  # the device plugin's Xid lines pasted among the kernel's
+        found, named = told_beside_log([line for line in every if line not in plugin], piece.name)
         if found:
             reading.overlay(found, piece.name)
-        return named
+        return plugin + named
     plugin = _plugin_xids(reading, piece, lines)  # the device plugin's own Xid lines are machine output, not words
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 

@@ -155,13 +155,12 @@ def _plugin_skips(snapshot: Snapshot, code: int) -> bool:
     return code in SKIPPED_BY_DEFAULT
 
 
-def _unaddressed(snapshot: Snapshot, tally: Tally) -> str:
+def _unaddressed(tally: Tally) -> str:
     """How a GPU whose PCI address no line gives is named: by the UUID the device plugin logged, where it did."""
-    if _from_plugin(snapshot):
-        devices = sorted({e.detail.removeprefix("device ") for e in tally.samples if e.detail})
-        if devices:
-            return ", ".join(devices)
-    return "(address not logged)"
+    # the plugin's lines, also where they were joined with a kernel log's
+    devices = sorted({e.detail.removeprefix("device ") for e in tally.samples if e.pci_address is None and e.detail
+                      and e.detail.startswith("device ") and "CriticalError: Xid=" in e.line})
+    return ", ".join(devices) if devices else "(address not logged)"
 
 
 @check("GH301", "xid-errors", "Xid errors in the kernel log", requires=("kernel_log",))
@@ -284,7 +283,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
         yield Draft(
             as_reported(snapshot, Severity.CRITICAL),
-            f"GPU {address or _unaddressed(snapshot, found)} has fallen off the bus{_when(snapshot, found)}",
+            f"GPU {address or _unaddressed(found)} has fallen off the bus{_when(snapshot, found)}",
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes("GH302"),
