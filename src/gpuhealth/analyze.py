@@ -33,7 +33,7 @@ from gpuhealth.evidence.listings import PACKAGE_LISTINGS, embedded_rpm_packages
 from gpuhealth.evidence.toolchain import kbuild_compiler_lines
 from gpuhealth.knowledge.signatures import is_words_row, scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
-from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
+from gpuhealth.model import DEVICE_NODES_NAMED, DEVICE_PLUGIN, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
 from gpuhealth.parsers.container_run import may_show_container
 from gpuhealth.parsers.markdown import Part as MarkdownPart
@@ -395,9 +395,9 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         if words and not _read_run(reading, Piece(piece.name, "\n".join(rest)), block):
             # nothing in them was read: named, so that the report is never HEALTHY on them (GH002)
             reading.unrecognized.append(_not_read(piece.name, words, "beside the kernel log's lines"))
-    # an Xid or a symptom named in words
-    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS, LINKED_TITLES)
-                                    for r in reading.log[before:])
+    # an Xid or a symptom named in words, or the device plugin's Xid lines
+    understood = understood or any(r.kind in ("reported-xids", "device-plugin-xids", "reported symptom",
+                                              VERSION_BANNERS, LINKED_TITLES) for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
@@ -1142,11 +1142,13 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
         if found:
             reading.overlay(found, piece.name)
         return named
+    plugin = _plugin_xids(reading, piece, lines)  # the device plugin's own Xid lines are machine output, not words
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
     # an nvidia-smi table's boxed rows are its parser's too
-    found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))],
-                                 piece.name)
+    found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))
+                                  and line not in plugin], piece.name)
+    named = plugin + named
     if found:
         reading.overlay(found, piece.name)
         events = found["kernel_log"].events
@@ -1155,6 +1157,22 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
         told = ", ".join(dict.fromkeys(f"memory {e.detail}" for e in events if e.xid is None))
         reading.log.append(Recognised(piece.name, "reported-xids", f"{', '.join(filter(None, (codes, told)))} named "
                                       "in words (reported, not logged)"))
+    return named
+
+
+def _plugin_xids(reading: _Reading, piece: Piece, lines: list[str]) -> list[str]:
+    """The Xids the NVIDIA device plugin logged from NVML's events (``XidCriticalError: Xid=79 on Device=GPU-...``):
+    a machine-written Xid log (parsers/device_plugin_xids.py) the Xid checks judge as logged; the lines it read."""
+    if "riticalError" not in piece.text:
+        return []
+    from gpuhealth.parsers.device_plugin_xids import plugin_xids
+
+    found, named = plugin_xids(lines, piece.name)
+    if found:
+        reading.overlay(found, piece.name)
+        codes = ", ".join(dict.fromkeys(f"Xid {e.xid}" for e in found["kernel_log"].events))
+        reading.log.append(Recognised(piece.name, "device-plugin-xids",
+                                      f"{codes} from the NVIDIA device plugin's NVML events"))
     return named
 
 
@@ -1197,6 +1215,19 @@ def _mined_behind(signature_id: str, line: str) -> str:
     return row.id if row is not None else ""
 
 
+def _beside_plugin(current: KernelLog, value: KernelLog) -> KernelLog:
+    """A kernel log joined with the device plugin's Xid lines, in either order: the kernel log's lines (with the GPU's
+    PCI address) judge every Xid they show, and the plugin adds only the Xids the kernel log does not show."""
+    kernel, plugin = (value, current) if current.format == DEVICE_PLUGIN else (current, value)
+    shown = {g.xid for g in kernel.tallies({"xid"})}
+    added = tuple(g for g in plugin.groups if g.xid not in shown)
+    if not added:
+        return kernel
+    return replace(kernel, source=f"{kernel.source}, {plugin.source}", lines_scanned=kernel.lines_scanned
+                   + plugin.lines_scanned, events=kernel.events + tuple(g.first for g in added),
+                   groups=kernel.groups + added)
+
+
 def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     """Combine a parsed value into the snapshot fields; True when it became (part of) the value.
 
@@ -1229,6 +1260,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         told = tuple(e for e in words.events if e.kind == MEMORY_TOLD)
         fields[key] = replace(logged, events=logged.events + told) if told else logged
         return not value.reported or bool(told)
+    if key == "kernel_log" and isinstance(value, KernelLog) and DEVICE_PLUGIN in (current.format, value.format) and (
+            current.format != value.format):
+        fields[key] = _beside_plugin(current, value)
+        return True
     if key == "kernel_log" and isinstance(value, KernelLog):
         fields[key] = replace(current, source=f"{current.source}, {value.source}",
                               lines_scanned=current.lines_scanned + value.lines_scanned,

@@ -520,6 +520,9 @@ class EventGroup:
 
 
 REPORTED = "reported"  # KernelLog.format of the Xids a person named in words
+# KernelLog.format of the Xids the NVIDIA device plugin logged from NVML's events (parsers/device_plugin_xids.py):
+# machine output, each event with the GPU's UUID and no PCI address
+DEVICE_PLUGIN = "device-plugin"
 
 
 @record
