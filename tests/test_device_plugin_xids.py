@@ -155,3 +155,11 @@ def test_a_kernel_log_judges_the_xids_it_shows_whatever_the_order(tmp_path, orde
 def test_a_huge_line_is_read_in_bounded_time():
     line = "XidCriticalError: Xid=79 on Device=" + "a," * 200_000
     assert plugin_xids([line], "p") == ({}, [])
+
+
+def test_a_benign_xid_from_the_plugin_still_withdraws_the_gpu(tmp_path):
+    """Xid 63 (a row remapped) is information in a kernel log; from the plugin, the GPU left what pods can be given."""
+    document = analyze(tmp_path, FORMATS["klog, recent tags"].replace("Xid=79", "Xid=63") + "\n")
+    (found,) = findings(document, "GH301")
+    assert (found["severity"], found["impact"]) == ("warning", "degraded")
+    assert found["labels"]["decided"] == "device-plugin-gpu-unhealthy"

@@ -191,7 +191,8 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     The NVIDIA Kubernetes device plugin's own line for an Xid it saw in NVML's events (`XidCriticalError: Xid=79 on
     Device=GPU-...; marking device as unhealthy.`) is machine output: judged as a logged Xid of that GPU (named by
     its UUID), and it decides that the plugin stopped advertising the GPU (device-plugin-gpu-unhealthy). An Xid the
-    plugin skips by default as an application error (13, 31, 43, 45, 68, 109) stays below critical there.
+    plugin skips by default as an application error (13, 31, 43, 45, 68, 109) stays below critical there; any other
+    is at least a warning there, even one the catalogue calls information (63): pods can no longer be given the GPU.
 
     Exceptions:
     Xids from before the last GPU reset or driver reload may already be resolved; the live check
@@ -221,6 +222,9 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         if _plugin_skips(snapshot, code):  # an application error by the plugin's own account: it never drains
             severity = min(severity, Severity.WARNING, key=lambda s: s.rank)
             impact = "degraded" if impact in DRAINING_IMPACTS else impact
+        if _from_plugin(snapshot):  # whatever the Xid, the plugin took the GPU out of what pods can be given
+            severity = max(severity, Severity.WARNING, key=lambda s: s.rank)
+            impact = "degraded" if impact == "none" else impact
         action = info.immediate_action if info else "CONTACT_SUPPORT"
         fixes = tuple(filled(f, index=subject.gpu_index) for f in ACTION_FIXES.get(action, ()))
         yield Draft(
