@@ -60,6 +60,9 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
                           "[Jun 03 2025 08:14:02] [INFO] [tid 2210] Fabric Manager version 550.127.05 is running with "
                           "the following configuration options\n[Jun 03 2025 08:14:06] [INFO] [tid 2210] Successfully "
                           "configured all the available NVSwitches to route GPU NVLink traffic.\n"),
+    "systemctl-is-enabled": ("hand-written in the form systemd's src/systemctl/systemctl-is-enabled.c prints through "
+                             "the bus for a unit that is not installed",
+                             "Failed to get unit file state for nvidia-suspend.service: No such file or directory\n"),
     "systemctl-show": ("hand-written in the form `systemctl show` prints for a unit that is not installed",
                        "Id=nvidia-fabricmanager.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"),
     "program-text": ("hand-written: a Dockerfile on NVIDIA's nvidia/cuda base image (its Docker Hub tag form)",

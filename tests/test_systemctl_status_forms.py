@@ -169,3 +169,41 @@ def test_suspend_units_end_to_end_through_analyze_stdin():
     assert "WARNING  GH804 NVIDIA's suspend path is broken" in done.stdout
     assert "nvidia-suspend.service: disabled" in done.stdout and "PreserveVideoMemoryAllocations: 1" in done.stdout
     assert "GH002" not in done.stdout
+
+
+# `systemctl is-enabled UNIT...` (systemd src/systemctl/systemctl-is-enabled.c): one state per unit, in order
+
+IS_ENABLED = "$ systemctl is-enabled nvidia-suspend nvidia-resume\n"
+
+
+def test_is_enabled_states_pair_with_the_units_the_command_names():
+    snapshot, recognised = analyze_texts([("paste.txt", IS_ENABLED + "disabled\nmasked\n")])
+    assert [r.kind for r in recognised] == ["systemctl-is-enabled"]
+    assert snapshot.host_env is not None
+    assert snapshot.host_env.sleep_units == (("nvidia-suspend", "", "disabled"), ("nvidia-resume", "", "masked"))
+
+
+def test_a_unit_is_enabled_cannot_find_is_not_found_and_takes_no_state_word():
+    text = IS_ENABLED + "Failed to get unit file state for nvidia-suspend.service: No such file or directory\n"
+    snapshot, _ = analyze_texts([("paste.txt", text)])
+    assert snapshot.host_env is not None and snapshot.host_env.sleep_units == (("nvidia-suspend", "", "not-found"),)
+
+
+def test_is_enabled_with_the_parameter_set_gives_the_suspend_finding_and_enabled_gives_none():
+    (finding,) = gh804(report(IS_ENABLED + "disabled\ndisabled\n" + params("1")))
+    assert "nvidia-resume.service: disabled" in finding.evidence[0].lines
+    assert not gh804(report(IS_ENABLED + "enabled\nenabled\n" + params("1")))
+
+
+def test_a_command_cut_in_the_pieces_name_does_not_pair_its_cut_unit():
+    # the piece's name keeps the command's first 80 characters: "nvidia-hibernate.service" is cut, so not paired
+    text = ("$ systemctl is-enabled nvidia-suspend.service nvidia-resume.service nvidia-hibernate.service\n"
+            "enabled\nenabled\ndisabled\n")
+    snapshot, _ = analyze_texts([("paste.txt", text)])
+    assert snapshot.host_env is not None
+    assert [unit for unit, _, _ in snapshot.host_env.sleep_units] == ["nvidia-suspend", "nvidia-resume"]
+
+
+@pytest.mark.parametrize("text", ["it is enabled, I checked\n", "enabled\nbut the GPU still hangs\n"])
+def test_words_are_not_is_enabled_output(text: str):
+    assert "systemctl-is-enabled" not in kinds(text)

@@ -561,7 +561,7 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
     initramfs (the module may load from it) and reboot or reload the nvidia modules.
 
     NVIDIA's suspend services (`nvidia-suspend`, `nvidia-resume`, `nvidia-hibernate.service`, as
-    `systemctl status` shows them) are judged without configuration: with
+    `systemctl status` or `systemctl is-enabled` shows them) are judged without configuration: with
     `NVreg_PreserveVideoMemoryAllocations=1` (the params file, else an `options nvidia` line in
     modprobe.d) one that is disabled, masked or not installed is the driver README's broken set-up: a
     suspend then bypasses `/proc/driver/nvidia/suspend`, the driver refuses it, and the resume cannot
@@ -643,7 +643,7 @@ def _sleep_path_broken(snapshot: Snapshot) -> Draft | None:
     what = (f"{', '.join(line.split(':')[0] for line in failed)} failed" if failed else
             f"{', '.join(line.split(':')[0] for line in off)} not enabled while "
             f"NVreg_{PRESERVE_VIDMEM}=1 is set")
-    evidence = [Evidence("systemctl status", tuple(failed + off))]
+    evidence = [Evidence("systemctl", tuple(failed + off))]
     if preserve:
         evidence.append(Evidence(preserve[0], (preserve[1],)))
     return Draft(Severity.WARNING,

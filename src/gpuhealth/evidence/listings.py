@@ -739,6 +739,51 @@ def _systemctl(text: str, source: str) -> dict[str, Any]:
     return _service_overlay(parse_systemctl_status(text), source)
 
 
+# `systemctl is-enabled UNIT...` (systemd src/systemctl/systemctl-is-enabled.c): one unit-file state per unit named, in
+# order; a unit that does not exist is "not-found", or (through the bus) "Failed to get unit file state for U: ..."
+# on stderr, after which systemctl stops.
+_ENABLED_STATES = frozenset({"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "masked",
+                             "masked-runtime", "static", "indirect", "disabled", "generated", "transient", "bad",
+                             "not-found"})
+_NO_UNIT_FILE = lazy_re(r"^Failed to get unit file state for (?P<unit>[A-Za-z0-9@_.:-]{1,200}?)(?:\.service)?: ")
+SOURCE_COMMAND_CUT = 80  # analyze names a piece by its command's first 80 characters (analyze._block_name)
+_IS_ENABLED_COMMAND = lazy_re(r"\bis-enabled\s+(?P<units>[^|;&>]{1,2000})")
+
+
+def _enabled_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()[:64] if line.strip()]
+
+
+def _looks_like_is_enabled(text: str) -> bool:
+    lines = _enabled_lines(text[:HEAD])
+    return 0 < len(lines) <= 32 and all(line in _ENABLED_STATES or _NO_UNIT_FILE.match(line) for line in lines)
+
+
+@evidence_kind("systemctl-is-enabled", commands=(r"systemctl\s+(?:--\S+\s+)*is-enabled\b",), priority=370,
+               recognise=_looks_like_is_enabled)
+def _systemctl_is_enabled(text: str, source: str) -> dict[str, Any]:
+    """``systemctl is-enabled UNIT...``: each unit's unit-file state, paired in order with the units the command names
+    (a "Failed to get unit file state" line names its own unit). ParseError when the units are not known."""
+    from gpuhealth.parsers.services import ServiceState
+
+    command = source.rsplit("$ ", 1)[-1] if "$ " in source else ""
+    named = _IS_ENABLED_COMMAND.search(command[:2000])
+    units = [u.removesuffix(".service") for u in named["units"].split() if not u.startswith("-")] if named else []
+    if len(command) >= SOURCE_COMMAND_CUT and units:
+        units.pop()  # the piece's name holds the command's first 80 characters: its last unit may be cut short
+    lines = _enabled_lines(text)
+    missing = {m["unit"] for line in lines if (m := _NO_UNIT_FILE.match(line))}
+    words = iter(line for line in lines if line in _ENABLED_STATES)
+    states = [ServiceState(m["unit"], enabled="not-found") for line in lines if (m := _NO_UNIT_FILE.match(line))]
+    for unit in units:
+        word = None if unit in missing else next(words, None)
+        if word is not None:
+            states.append(ServiceState(unit, enabled=word))
+    if not states:
+        raise ParseError("systemctl is-enabled's states, but not the units they are about (the command is not shown)")
+    return _service_overlay(states, source)
+
+
 _SHOW_ROW = guarded_re(r"^[A-Z][A-Za-z]{1,63}=", may=lambda line: "=" in line[:65])
 _SHOW_STATE = guarded_re(r"^(?:ActiveState|LoadState)=", re.M, may=has("ActiveState=", "LoadState="))
 _SHOWN_UNIT = lazy_re(r"\b(nvidia-persistenced|nvidia-fabricmanager|docker)(?:\.service)?\b")
