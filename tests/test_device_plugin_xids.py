@@ -26,6 +26,8 @@ FORMATS = {
     "glog with uuid=": f"E0304 10:00:00.000000 1 nvidia.go:120] XidCriticalError: Xid=79 on Device=0, uuid={UUID}, "
                        "the device will go unhealthy.",
     "all devices": "2021/03/04 10:00:00 XidCriticalError: Xid=79, All devices will go unhealthy.",
+    "no uuid, v0.20.0": f"{KLOG}Failed to determine uuid for event {{{{0x7f3b4c001230}} 8 79 4294967295 4294967295}}: "
+                        "ERROR_UNKNOWN; Marking all devices as unhealthy.",
     "uuidCriticalError, all devices": "W0304 10:00:00.000000 1 health.go:80] uuidCriticalError: Xid=79, All devices "
                                       "will go unhealthy.",
     "uuidCriticalError, one device": "W0304 10:00:00.000000 1 health.go:86] uuidCriticalError: Xid=79 on "
@@ -54,6 +56,10 @@ def test_each_format_is_an_xid_of_the_device_plugin(line):
     assert named == [line]
 
 
+def test_the_rendered_event_is_go_nvmls_event_data():
+    assert "{{0x7f3b4c001230} 8 79 4294967295 4294967295}" in FORMATS["no uuid, v0.20.0"]
+
+
 def test_the_device_is_kept_and_all_devices_said():
     (one,) = plugin_xids([FORMATS["klog, recent tags"]], "p")[0]["kernel_log"].events
     (every,) = plugin_xids([FORMATS["all devices"]], "p")[0]["kernel_log"].events
@@ -66,6 +72,7 @@ def test_the_device_is_kept_and_all_devices_said():
     "kubectl logs shows XidCriticalError for Xid 79, the device will go unhealthy",
     "XidCriticalError: Xid=79 on unknown device.",  # a fork's line that marks nothing
     f"{KLOG}Skipping event {{Device:0x7f EventType:8 EventData:79 GpuInstanceId:0 ComputeInstanceId:0}}",
+    f"{KLOG}Error waiting for event: ERROR_UNKNOWN; Marking all devices as unhealthy",  # no Xid in it
 ])
 def test_words_and_other_lines_are_not_the_plugin_marking_a_gpu(line):
     assert plugin_xids([line], "notes.txt") == ({}, [])
@@ -109,8 +116,10 @@ def test_an_xid_the_plugin_skips_never_drains(tmp_path, xid):
     assert found["labels"]["xid"] == str(xid)
 
 
-def test_a_plugin_xid_48_is_judged_as_a_logged_one(tmp_path):
-    (found,) = findings(analyze(tmp_path, FORMATS["all devices"].replace("Xid=79", "Xid=48") + "\n"), "GH301")
+@pytest.mark.parametrize("line", [FORMATS["all devices"].replace("Xid=79", "Xid=48"),
+                                  FORMATS["no uuid, v0.20.0"].replace(" 8 79 ", " 8 48 ")])
+def test_a_plugin_xid_48_is_judged_as_a_logged_one(tmp_path, line):
+    (found,) = findings(analyze(tmp_path, line + "\n"), "GH301")
     assert found["severity"] == "critical"
     assert "device plugin's NVML event" in found["message"]
 

@@ -1133,8 +1133,8 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
     reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
     lines that named them are returned."""
-    if not _NAMES_XID.search(piece.text):
-        return []
+    if not _NAMES_XID.search(piece.text) and "Marking all devices as unhealthy" not in piece.text:
+        return []  # (the device plugin's line for an event without a UUID names its Xid without the word)
     if kind == "kernel-log":  # the log's own lines are its parser's; a memory fault told beside them is GH403's
         from gpuhealth.parsers.reported_xids import told_beside_log
 
@@ -1165,7 +1165,7 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
 def _plugin_xids(reading: _Reading, piece: Piece, lines: list[str]) -> list[str]:
     """The Xids the NVIDIA device plugin logged from NVML's events (``XidCriticalError: Xid=79 on Device=GPU-...``):
     a machine-written Xid log (parsers/device_plugin_xids.py) the Xid checks judge as logged; the lines it read."""
-    if "riticalError" not in piece.text:
+    if "riticalError" not in piece.text and "Marking all devices as unhealthy" not in piece.text:
         return []
     from gpuhealth.parsers.device_plugin_xids import plugin_xids
 

@@ -10,6 +10,10 @@ logs the Xid and the GPU's UUID, then stops advertising that GPU to the kubelet 
 - ``XidCriticalError: Xid=%d on Device=%s, the device will go unhealthy.`` and ``XidCriticalError: Xid=%d, All
   devices will go unhealthy.`` (log.Printf): nvidia.go up to v0.9.0, cmd/nvidia-device-plugin/nvidia.go in v0.10.0
   and v0.11.0, internal/rm/health.go in v0.12.0; forks of that code print ``on GPU=%s`` or ``, uuid=%s``;
+- ``Failed to determine uuid for event %v: %v; Marking all devices as unhealthy.`` (klog.Infof; internal/rm/health.go
+  v0.20.0): the event is go-nvml's EventData printed with %v, ``{Device EventType EventData GpuInstanceId
+  ComputeInstanceId}``, its EventType 8 (nvmlEventTypeXidCriticalError: other events are skipped before it) and its
+  EventData the Xid;
 - ``uuidCriticalError: Xid=%d, All devices will go unhealthy.`` / ``uuidCriticalError: Xid=%d on Device%s, the
   device will go unhealthy.``: forks of the same health check (log.Warningf), not NVIDIA's repository.
 
@@ -46,6 +50,10 @@ _LINE = guarded_re(
     r"(?P<outcome>marking device as unhealthy|the device will go unhealthy|all devices will go unhealthy"
     r"|marking all devices as unhealthy)",
     re.I, may=has_folded("criticalerror: xid="))
+# go-nvml's EventData printed with %v: the Device (a struct of one pointer), EventType 8, the Xid, the instance ids
+_NO_UUID = guarded_re(
+    r"Failed to determine uuid for event \{(?:\{[^{}\s]{0,40}\}|[^{}\s]{0,40}) 8 (?P<xid>\d{1,4}) \d{1,10} \d{1,10}\}: "
+    r"[^;]{0,100}; Marking all devices as unhealthy", may=has_folded("marking all devices as unhealthy"))
 
 
 def plugin_xids(lines: list[str], source: str) -> tuple[dict[str, KernelLog], list[str]]:
@@ -55,14 +63,14 @@ def plugin_xids(lines: list[str], source: str) -> tuple[dict[str, KernelLog], li
     for number, line in enumerate(lines, 1):
         if len(events) >= MAX_EVENTS:
             break
-        match = _LINE.search(line[:1000])
+        match = _LINE.search(line[:1000]) or _NO_UUID.search(line[:1000])
         if match is None:
             continue
         code = int(match["xid"])
         if code == 0:
             continue
         text = line.strip()[:500]
-        device = match["device"]
+        device = match.groupdict().get("device")
         events.append(KernelEvent(kind="xid", message=text, line=text, line_number=number, xid=code,
                                   detail=f"device {device}" if device else "all devices"))
         named.append(line)
