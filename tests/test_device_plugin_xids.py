@@ -17,7 +17,7 @@ from gpuhealth.parsers.device_plugin_xids import SKIPPED_BY_DEFAULT, plugin_xids
 
 UUID = "GPU-1a2b3c4d-0000-1111-2222-333344445555"
 KLOG = "I1208 01:10:05.551834       1 health.go:169] "
-# one line per format string, Xid 79 in each
+# one line per format string, Xid 79 in each ("on GPU=", ", uuid=" and uuidCriticalError are forks' forms)
 FORMATS = {
     "klog, recent tags": f"{KLOG}XidCriticalError: Xid=79 on Device={UUID}; marking device as unhealthy.",
     "log.Printf, older tags": f"2021/03/04 10:00:00 XidCriticalError: Xid=79 on Device={UUID}, the device will go "

@@ -2,21 +2,23 @@
 
 The plugin's health check waits on NVML's ``nvmlEventTypeXidCriticalError`` events and, for each Xid it does not skip,
 logs the Xid and the GPU's UUID, then stops advertising that GPU to the kubelet (causes.csv
-``device-plugin-gpu-unhealthy``). Its lines, from NVIDIA/k8s-device-plugin:
+``device-plugin-gpu-unhealthy``). Its lines, from NVIDIA/k8s-device-plugin
+(https://github.com/NVIDIA/k8s-device-plugin, tags read in its git history):
 
-- ``XidCriticalError: Xid=%d on Device=%s; marking device as unhealthy.`` (klog.Infof; internal/rm/health.go from
-  v0.13.0 on, cmd/nvidia-device-plugin/nvidia.go before it);
+- ``XidCriticalError: Xid=%d on Device=%s; marking device as unhealthy.``: internal/rm/health.go, log.Printf in
+  v0.13.0, klog.Infof from v0.14.0 (still in v0.20.0);
 - ``XidCriticalError: Xid=%d on Device=%s, the device will go unhealthy.`` and ``XidCriticalError: Xid=%d, All
-  devices will go unhealthy.`` (log.Printf; the older cmd/nvidia-device-plugin/nvidia.go and its forks, some of
-  which print ``on GPU=%s``);
+  devices will go unhealthy.`` (log.Printf): nvidia.go up to v0.9.0, cmd/nvidia-device-plugin/nvidia.go in v0.10.0
+  and v0.11.0, internal/rm/health.go in v0.12.0; forks of that code print ``on GPU=%s`` or ``, uuid=%s``;
 - ``uuidCriticalError: Xid=%d, All devices will go unhealthy.`` / ``uuidCriticalError: Xid=%d on Device%s, the
-  device will go unhealthy.`` (forks of the same health check that log when NVML gave no UUID).
+  device will go unhealthy.``: forks of the same health check (log.Warningf), not NVIDIA's repository.
 
 Each line becomes an Xid event of a KernelLog whose format is :data:`DEVICE_PLUGIN`: the same Xid checks (GH301,
 GH302 ...) judge it with the severity a logged Xid of that number gets, and its evidence says it came from the
 device plugin's NVML event. The event has the GPU's UUID (in ``detail``), not its PCI address. The plugin skips the
-application Xids by default (13, 31, 43, 45, 68, 109; more with ``DP_DISABLE_HEALTHCHECKS``); one that it logged all
-the same is still an application error, and the catalogue keeps it below critical.
+application Xids by default (31, 43, 45 up to v0.9.0; 13, 31, 43, 45, 68 from v0.10.0 (applicationErrorXids); 109 too
+from v0.18.0; more with ``DP_DISABLE_HEALTHCHECKS``, and ``DP_ENABLE_HEALTHCHECKS`` from v0.18.0 turns one back on);
+one that it logged all the same is still an application error, kept below critical.
 
 A person's sentence about the plugin ("the device plugin said Xid 79") has no ``Xid=`` and stays the reporter's
 words (parsers/reported_xids.py).
@@ -34,8 +36,8 @@ __all__ = ["DEVICE_PLUGIN_SOURCE", "SKIPPED_BY_DEFAULT", "plugin_xids"]
 MAX_EVENTS = 64
 # what the evidence says of the log these lines came from
 DEVICE_PLUGIN_SOURCE = "the NVIDIA device plugin's NVML Xid events"
-# the application Xids the plugin's health check skips unless told otherwise (internal/rm/health.go,
-# applicationErrorXids): the GPU stays healthy for the plugin
+# the application Xids the plugin's health check skips unless told otherwise (internal/rm/health.go v0.18.0 to
+# v0.20.0, getDisabledHealthCheckXids): the GPU stays healthy for the plugin
 SKIPPED_BY_DEFAULT = frozenset({13, 31, 43, 45, 68, 109})
 _LINE = guarded_re(
     r"\b(?:Xid|uuid)CriticalError: Xid=(?P<xid>\d{1,4})"
