@@ -1168,8 +1168,8 @@ class ModprobeFile:
     path: str
     blacklisted: tuple[str, ...] = ()
     nouveau_options: str | None = None  # "modeset=0"
-    nvidia_options: str | None = None  # "NVreg_PreserveVideoMemoryAllocations=1" (its options nvidia lines)
     mtime: float | None = None
+    nvidia_options: str | None = None  # "NVreg_PreserveVideoMemoryAllocations=1" (its options nvidia lines)
 
 
 @record

@@ -556,16 +556,18 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
     or a new image; a fleet usually wants them the same on every node. Which values are right is a
     site decision, so the expectations come from the configuration rather than from gpuhealth.
 
-    How to fix:
-    Set the option in a modprobe.d file (`options nvidia NVreg_<Name>=<value>`), rebuild the
-    initramfs (the module may load from it) and reboot or reload the nvidia modules.
-
     NVIDIA's suspend services (`nvidia-suspend`, `nvidia-resume`, `nvidia-hibernate.service`, as
     `systemctl status` or `systemctl is-enabled` shows them) are judged without configuration: with
     `NVreg_PreserveVideoMemoryAllocations=1` (the params file, else an `options nvidia` line in
     modprobe.d) one that is disabled, masked or not installed is the driver README's broken set-up: a
     suspend then bypasses `/proc/driver/nvidia/suspend`, the driver refuses it, and the resume cannot
     restore video memory. A failed one is a failed suspend path whatever the parameter says.
+
+    How to fix:
+    Set the option in a modprobe.d file (`options nvidia NVreg_<Name>=<value>`), rebuild the
+    initramfs (the module may load from it) and reboot or reload the nvidia modules. Where a suspend
+    unit is the finding, enable the driver's three suspend services (its fixes list them), or leave
+    the parameter at 0 where video memory need not survive a suspend.
 
     Exceptions:
     Skipped when no driver parameters are configured and no suspend unit is shown, or when the driver
