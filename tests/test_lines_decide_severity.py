@@ -82,3 +82,23 @@ def test_the_drivers_version_file_alone_is_not_healthy(tmp_path):
     report = _report(tmp_path, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC "
                                "2023\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
     assert report["verdict"] == "NO DIAGNOSIS" and any(f["code"] == "GH005" for f in report["findings"])
+
+
+# TensorFlow's own hedge (tensorflow/stream_executor/cuda/cudart_stub.cc, logged at INFO after a failed dlopen of
+# libcudart): its catalogue row is a warning, milder than its symptom (a CUDA library cannot be loaded, critical).
+# Alone it names the symptom without showing it at that severity; the dlerror line itself does.
+CUDART_HEDGE = ("2021-04-09 19:52:41.024341: I tensorflow/stream_executor/cuda/cudart_stub.cc:29] Ignore above cudart "
+                "dlerror if you do not have a GPU set up on your machine.\n")
+CUDART_DLERROR = ("2021-04-09 19:52:41.024: W tensorflow/stream_executor/platform/default/dso_loader.cc:60] Could not "
+                  "load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object "
+                  "file: No such file or directory\n")
+
+
+def test_a_line_its_row_calls_milder_than_its_symptom_keeps_the_rows_severity(tmp_path):
+    report = _report(tmp_path, CUDART_HEDGE)
+    assert _severity(report, "GH612") == "warning" and report["verdict"] == "DEGRADED"
+
+
+def test_the_line_that_shows_the_symptom_still_makes_it_grave(tmp_path):
+    report = _report(tmp_path, CUDART_DLERROR + CUDART_HEDGE)
+    assert _severity(report, "GH612") == "critical"

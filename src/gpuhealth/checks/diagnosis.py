@@ -211,7 +211,7 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     result = _mined_explains(result, confirming)
     table = symptoms()
-    shown = {m.symptom for m in messages if shows_symptom(m) and not m.reported}
+    shown = {m.symptom for m in messages if shows_symptom(m) and not m.reported and not _hedged(m, table)}
     told = {m.symptom for m in messages if m.reported} - shown  # shown only in the reporter's own words
     present = _present_symptoms(result, messages, table, _raised_by_causes(made, messages))
     platform, off_fabric = None, None
@@ -428,6 +428,17 @@ def shows_symptom(message: MessageLine) -> bool:
     if _judged(message):
         return False
     return not (message.signature and signature(message.signature).cause)
+
+
+def _hedged(message: MessageLine, table: dict[str, Symptom]) -> bool:
+    """Whether the line's catalogue row judges it milder than its symptom: the program itself hedges ("Ignore above
+    cudart dlerror if you do not have a GPU set up on your machine": harmless on a CPU-only host; NCCL's WARN; Fabric
+    Manager finding no NVSwitch). Such a line names the symptom without showing it at the symptom's severity: the
+    finding it raises keeps the row's severity (a line of the symptom's own gravity, or a check's finding, still makes
+    it as grave as the symptom)."""
+    if not message.signature or message.symptom not in table:
+        return False
+    return SEVERITY[signature(message.signature).severity].rank < SEVERITY[table[message.symptom].severity].rank
 
 
 def _signature_findings(findings: list[Finding], messages: list[MessageLine], ran: set[str],
