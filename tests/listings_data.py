@@ -55,6 +55,8 @@ REAL_EXAMPLES: dict[str, str] = {
     "containerd-config": "containerd-config/handwritten_v2-nvidia-not-default.toml",
     "crictl-info": "crictl-info/handwritten_nvidia-not-default.json",
     "kubectl-describe-node": "kubectl-describe-node/handwritten_gpu-node-no-gpu.txt",
+    "crio-config": "crio-config/handwritten_crio-conf-crun-only.conf",
+    "kubectl-describe-pod": "kubectl-describe-pod/handwritten_admission-devices-unavailable.txt",
 }
 
 

@@ -299,3 +299,36 @@ def test_the_default_runtime_line_as_people_write_it(value, default, implied):
             '  BinaryName = "/usr/bin/nvidia-container-runtime"\n')
     env = parse_containerd_config(text)
     assert (env.containerd_default_runtime, env.containerd_default_implied) == (default, implied)
+
+
+# --------------------------------------------------------------------------- the GPU operator's CDI mode
+
+# the GPU operator's toolkit with CDI on (its default since v25.10): the CRI plugin's enable_cdi, its three runtimes
+# (nvidia-ctk-installer operator.go: nvidia, nvidia-cdi, nvidia-legacy) and runc left the default
+# (gpu-operator controllers/object_controls.go transformToolkitCtrForCDI sets NVIDIA_RUNTIME_SET_AS_DEFAULT=false)
+OPERATOR_CDI = ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
+                '  [plugins."io.containerd.grpc.v1.cri".containerd]\n    default_runtime_name = "runc"\n'
+                + "".join(f'    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{name}.options]\n'
+                          f'      BinaryName = "/usr/local/nvidia/toolkit/{binary}"\n'
+                          for name, binary in (("nvidia", "nvidia-container-runtime"),
+                                               ("nvidia-cdi", "nvidia-container-runtime.cdi"),
+                                               ("nvidia-legacy", "nvidia-container-runtime.legacy"))))
+
+
+def test_the_operators_cdi_mode_with_runc_as_default_is_no_finding():
+    env = parse_containerd_config(OPERATOR_CDI)
+    assert env.cri_cdi_enabled and env.containerd_default_runtime == "runc"
+    assert not _gh802(_report(("config.toml", OPERATOR_CDI)))
+    # the same runtimes without CDI in containerd: pods that name no RuntimeClass get no GPU
+    without = OPERATOR_CDI.replace("  enable_cdi = true\n", "")
+    assert not parse_containerd_config(without).cri_cdi_enabled
+    assert any("default runtime is still runc" in f.message for f in _gh802(_report(("config.toml", without))))
+    # CDI on but only a hand-made nvidia runtime: not the operator's CDI mode, judged as before
+    hand = OPERATOR_CDI.split('    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi')[0]
+    assert _gh802(_report(("config.toml", hand)))
+
+
+def test_crictl_info_gives_cdi_enabled():
+    text = listing(CRICTL)
+    assert not parse_crictl_info(text).cri_cdi_enabled
+    assert parse_crictl_info(text.replace('"enableCDI": false', '"enableCDI": true')).cri_cdi_enabled

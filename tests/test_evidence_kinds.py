@@ -11,6 +11,7 @@ from fuzzing import FUZZ
 from gpuhealth.evidence import KINDS, identify, kinds_for_command, load, normalise_command, route
 from gpuhealth.model import ParseError
 from listings_data import registry_examples
+from repo_paths import REPO
 
 # A real example of every kind: a corpus file, or a line copied from a public thread (named beside it).
 INSTALLER_LOG = "nvidia-installer log file '/var/log/nvidia-installer.log'\ncreation time: Tue Dec  1 10:00:00 2020\n"
@@ -35,6 +36,11 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
     "os-release": ("os-release of Ubuntu 22.04", 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
                    'ID=ubuntu\nID_LIKE=debian\n'),
     "mokutil": ("mokutil --sb-state on a Secure Boot host", "SecureBoot enabled\n"),
+    "secureboot-policy": ("hand-written from Debian shim-signed's update-secureboot-policy format strings "
+                          "(setup_mok_validation)",
+                          "/usr/sbin/update-secureboot-policy: Checking status of DKMS module signing:\n"
+                          "  [ OK ] System DKMS key found in /var/lib/dkms/mok.pub\n"
+                          "  E: System's DKMS key is NOT installed in MOK.\n"),
     "kernel-cmdline": ("a Rocky 9 /proc/cmdline", "BOOT_IMAGE=(hd0,gpt2)/vmlinuz-5.14.0-362.8.1.el9_3.x86_64 "
                        "root=/dev/mapper/rl-root ro rd.driver.blacklist=nouveau nouveau.modeset=0\n"),
     "kernel-version": ("cat /proc/version of Ubuntu 16.04 (the form askubuntu.com threads on gcc mismatches quote)",
@@ -54,6 +60,9 @@ EXAMPLES: dict[str, str | tuple[str, str]] = {
                           "[Jun 03 2025 08:14:02] [INFO] [tid 2210] Fabric Manager version 550.127.05 is running with "
                           "the following configuration options\n[Jun 03 2025 08:14:06] [INFO] [tid 2210] Successfully "
                           "configured all the available NVSwitches to route GPU NVLink traffic.\n"),
+    "systemctl-is-enabled": ("hand-written in the form systemd's src/systemctl/systemctl-is-enabled.c prints through "
+                             "the bus for a unit that is not installed",
+                             "Failed to get unit file state for nvidia-suspend.service: No such file or directory\n"),
     "systemctl-show": ("hand-written in the form `systemctl show` prints for a unit that is not installed",
                        "Id=nvidia-fabricmanager.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"),
     "program-text": ("hand-written: a Dockerfile on NVIDIA's nvidia/cuda base image (its Docker Hub tag form)",
@@ -129,6 +138,34 @@ def test_env_through_grep_routes_to_the_environment_listing():
 ])
 def test_commands_claim_their_kind(command, kind):
     assert kinds_for_command(command)[0] == kind
+
+
+@pytest.mark.parametrize(("pattern", "words"), [
+    (r"nvidia-smi\b.*--query-gpu", ("nvidia-smi",)), (r"(?:pip3?|python\S*\s+-m\s+pip)\s+list\b", ("pip", "python")),
+    (r"(?:cat|less|grep\b.*?)\s+/proc/cmdline", ("cat", "less", "grep")), (r"a|bc", ("a", "bc")),
+    (r"(?:a(?:b|c)|d)e", ("a", "d")), (r"ab?c", ("a",)), (r"crio(?:-status)?\s", ("crio",)),
+    (r"(?:bash\s+)?\S*scripts/report\.sh", None), (r"\S*simpleP2P", None), (r"(?:[\w.]+-)*gcc", None),
+    (r"(?:a|b)*c", None), (r"(?:a|[b])c", None), (r"a)b", None), (r"(?:ab", None), (r"[ab", None),
+])
+def test_a_command_patterns_leading_words_are_read_from_its_text(pattern, words):
+    from gpuhealth.evidence.registry import _leading_words
+
+    assert _leading_words(pattern) == words
+
+
+def test_a_guarded_command_pattern_claims_what_its_regex_claims():
+    # the guard (the words a command must start with) only spares compiling: every kind claims the same commands
+    cases = REPO / "tests" / "cases" / "dev"  # the commands people ran, as they typed them
+    commands = [c for c in (line.partition("$ ")[2].strip() for path in sorted(cases.glob("*/*.txt"))
+                            for line in path.read_text(errors="replace").splitlines()) if c]
+    commands += ["nvidia-smi", "sudo pip3 list", "python3 -m pip freeze", "crio-status config", "pip list", "catalog",
+                 "zgrep x /var/log/dpkg.log", "less /proc/cmdline", "lsmodx", "gcc --version", "./simpleP2P"]
+    load()
+    for kind in KINDS.values():
+        for pattern in kind.commands:
+            for command in map(normalise_command, commands):
+                assert bool(pattern.match(command)) == bool(pattern.compiled.match(command)), (pattern, command)
+    assert len(commands) > 50
 
 
 def test_route_prefers_the_command_then_content():

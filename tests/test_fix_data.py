@@ -21,7 +21,7 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.checks.registry import REGISTRY
 from gpuhealth.collect import collect
 from gpuhealth.fixsections import PLACEHOLDER
-from gpuhealth.knowledge.causes import RESERVED_CODES
+from gpuhealth.knowledge.causes import RESERVED_CODES, causes
 from gpuhealth.knowledge.fixes import check_fixes, load_fixes
 from gpuhealth.knowledge.signatures import signatures
 from gpuhealth.model import Fix
@@ -85,8 +85,10 @@ def test_the_table_has_the_checks_that_pasted_lines_raise():
     codes = {s.code for s in signatures()} - {"GH901"}
     assert codes <= set(check_fixes()), f"no fixes declared for {sorted(codes - set(check_fixes()))}"
     assert {key.partition(":")[0] for key in check_fixes()} <= set(REGISTRY) | RESERVED_CODES
-    # a keyed row (GH203:<row id>) names a catalogue row
-    assert {key.partition(":")[2] for key in check_fixes() if ":" in key} <= {s.id for s in signatures()}
+    # a keyed row (GH203:<row id>) names a catalogue row, or a cause of that check (GH205:<cause id>)
+    keyed = {tuple(key.split(":", 1)) for key in check_fixes() if ":" in key}
+    assert {row for code, row in keyed if row not in {s.id for s in signatures()}} <= {
+        c.id for c in causes().values() if (c.code, c.id) in keyed}
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed here")

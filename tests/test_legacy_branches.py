@@ -7,14 +7,17 @@ dpkg, apt, lspci and the driver print (and a person types)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from tests.repo_paths import REPO
 
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
-from gpuhealth.knowledge import table_rows
+from gpuhealth.knowledge import read_table, table_rows
 from gpuhealth.knowledge.drivers import architecture
 from gpuhealth.knowledge.gpus import lookup
 from gpuhealth.knowledge.legacy import branch_number, devices_named, last_branch, name_keys
@@ -466,3 +469,56 @@ def test_rows_agree_with_nvidias_legacy_gpu_page(device, name):
     following set of GPUs": product, device PCI ID), checked against the table mined from supported-gpus.json."""
     row = last_branch(device)
     assert (row.label, row.name, row.basis) == ("340.xx", name, "device")
+
+
+# ---------------------------------------------------------------- the miner: its rules, then regenerate and compare
+
+MINER = REPO / "tools" / "mine" / "mine_legacy_gpus.py"
+SUPPORTED_GPUS = os.environ.get("GPUHEALTH_SUPPORTED_GPUS", str(REPO / "tools" / "mine" / "checkouts"
+                                                                  / "supported-gpus.json"))
+LEGACY_SOURCE = "SGJ525 (legacybranch); LEGACYGPU"  # the Makefile's LEGACY_SOURCE: the committed table's source
+
+
+def _miner():
+    sys.path.insert(0, str(MINER.parent))
+    try:
+        import mine_legacy_gpus
+    finally:
+        sys.path.remove(str(MINER.parent))
+    return mine_legacy_gpus
+
+
+def test_the_miner_keeps_device_ids_with_a_legacy_branch_once():
+    """supported-gpus.json's form (written for this test: "chips" entries with devid, name, legacybranch, and
+    subsystem entries with subdevid): a current GPU and a subsystem entry give no row, a device ID one row."""
+    chips = [{"devid": "0x06C0", "name": "GeForce GTX 480", "legacybranch": "390.xx"},
+             {"devid": "0x06C0", "subdevid": "0x075F", "name": "GeForce GTX 480 (board)", "legacybranch": "390.xx"},
+             {"devid": "0x1DB6", "name": "Tesla V100-PCIE-32GB"},
+             {"devid": "0x0020", "name": "RIVA TNT", "legacybranch": "71.86.xx"}]
+    assert _miner().legacy_rows(chips, "SRC") == [("0020", "RIVA TNT", "71.86.xx", "SRC"),
+                                                   ("06c0", "GeForce GTX 480", "390.xx", "SRC")]
+
+
+def test_the_miner_refuses_a_board_whose_branch_differs_from_its_device_ids():
+    chips = [{"devid": "0x06C0", "name": "GeForce GTX 480", "legacybranch": "390.xx"},
+             {"devid": "0x06C0", "subdevid": "0x075F", "name": "GeForce GTX 480 (board)"}]
+    with pytest.raises(SystemExit, match="06c0"):
+        _miner().legacy_rows(chips, "SRC")
+
+
+@pytest.mark.skipif(not os.path.exists(SUPPORTED_GPUS),
+                    reason=f"no supported-gpus.json at {SUPPORTED_GPUS} (set GPUHEALTH_SUPPORTED_GPUS to the 525 "
+                           "driver package's file; CI has no network): legacy_gpus.csv is not regenerated and compared")
+def test_the_miner_regenerates_the_committed_table():
+    done = subprocess.run([sys.executable, str(MINER), "--json", SUPPORTED_GPUS, "--source", LEGACY_SOURCE,
+                           "--out", "-"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == read_table("legacy_gpus.csv")
+    assert "device IDs mined" in done.stderr  # the coverage per branch
+
+
+def test_the_makefile_regenerates_with_the_committed_tables_source():
+    """`make mine-legacy` writes the source column the committed rows carry: the regeneration above is that command."""
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert f"LEGACY_SOURCE ?= {LEGACY_SOURCE}\n" in makefile and "mine_legacy_gpus.py" in makefile
+    assert {row["source"] for row in table_rows("legacy_gpus.csv")} == {LEGACY_SOURCE}

@@ -138,11 +138,12 @@ def test_debian_policy_check_names_the_dkms_key_to_enroll():
     "Binary /usr/src/linux-headers-6.8.0-45-generic/scripts/sign-file not found, modules won't be signed",
     "Binary update-secureboot-policy not found, modules won't be signed",
     "Kernel config /lib/modules/6.8.0-45-generic/build/.config not found, modules won't be signed",
+    "openssl not found, can't generate key and certificate.",  # prepare_mok: no key made, the build goes unsigned
 ])
 def test_dkms_that_could_not_sign_leaves_the_module_unsigned(line):
     alone = _gh506("Sign command: /usr/bin/kmodsign\n" + line + "\n")
     assert alone["severity"] == "warning"  # the module is unsigned; whether the kernel enforces is not shown
-    assert any("modules won't be signed" in text for e in alone["evidence"] for text in e["lines"])
+    assert any(line[:40] in text for e in alone["evidence"] for text in e["lines"])
     assert _gh506(line + "\nSecureBoot enabled\n" + REFUSED)["severity"] == "critical"
     # the generic DKMS line that it did sign is no such warning
     assert not [f for f in _analyzed("Signing module /var/lib/dkms/nvidia/550.120/build/nvidia.ko\n")["findings"]
@@ -234,8 +235,10 @@ def _fixes_of(*pieces: tuple[str, str]) -> list[str]:
 
 def test_akmods_enrolls_its_own_key():
     commands = _fixes_of(("session.txt", "SecureBoot enabled\n" + REFUSED + AKMOD_RPM))
+    # akmods signs each kmod when it builds it: one built before the key was made stays unsigned until rebuilt
     assert commands == ["mokutil --test-key /etc/pki/akmods/certs/public_key.der", "sudo kmodgenca -a",
-                        "sudo mokutil --import /etc/pki/akmods/certs/public_key.der", "sudo reboot"]
+                        "sudo mokutil --import /etc/pki/akmods/certs/public_key.der", "sudo akmods --rebuild",
+                        "sudo reboot"]
 
 
 def test_ubuntu_dkms_enrolls_shim_signed_key():
@@ -311,3 +314,211 @@ def test_an_untrusted_signer_is_refused_only_where_secure_boot_enforces(state, c
              "[  861.501162] PKCS#7 signature not signed with a trusted key\n")
     found = [f for f in _analyzed(paste)["findings"] if f["code"] == "GH506" and f["severity"] == "critical"]
     assert bool(found) is critical
+
+
+# ------------------------------------------------------------------ each line alone (mokutil, update-secureboot-policy)
+# mokutil's --sb-state lines from src/mokutil.c (sb_state_internal, main) of 0.4.0 to 0.7.2; update-secureboot-policy's
+# from Debian shim-signed's script (setup_mok_validation). Each pasted alone.
+
+def _alone(line: str) -> dict:
+    return _analyzed(line + "\n")
+
+
+@pytest.mark.parametrize("line", ["SecureBoot validation is disabled in shim", "Platform is in Setup Mode",
+                                  "SecureBoot disabled\nPlatform is in Setup Mode",
+                                  "SecureBoot enabled\nSecureBoot validation is disabled in shim"])
+def test_shim_validation_off_or_setup_mode_is_read_as_not_enforced(line):
+    report = _alone(line)
+    assert report["verdict"] == "NO DIAGNOSIS"  # setup read: Secure Boot enforces nothing, no GPU shown
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003", "GH506")]  # every line read
+
+
+@pytest.mark.parametrize("line", ["Cannot determine secure boot state.",
+                                  "EFI variables are not supported on this system",
+                                  'Failed to read "SetupMode" variable: No such file or directory'])
+def test_mokutil_that_could_not_read_the_state_reads_as_neither(line):
+    report = _alone(line)
+    assert report["verdict"] != "HEALTHY"
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003", "GH506")]
+    skipped = {s["code"]: s["reason"] for s in report["skipped"]}
+    assert "could not read the Secure Boot state" in skipped["GH506"] and line[:20] in skipped["GH506"]
+    # beside a refusal the state stays unknown: the refusal alone decides, never "Secure Boot is enabled/disabled"
+    finding = _gh506(line + "\n" + REFUSED)
+    assert "Secure Boot is enabled" not in finding["message"] and "Secure Boot is disabled" not in finding["message"]
+
+
+def test_policy_says_the_dkms_key_is_not_enrolled_alone():
+    # printed only once the SecureBoot variable read 1: Secure Boot is on, DKMS's key is not trusted yet
+    finding = _gh506("  E: System's DKMS key is NOT installed in MOK.\n")
+    assert finding["severity"] == "warning"  # the module's state is not shown
+    assert "/var/lib/dkms/mok.pub is not enrolled (update-secureboot-policy)" in finding["message"]
+    assert _commands(finding) == ["sudo mokutil --import /var/lib/dkms/mok.pub", "sudo reboot"]
+
+
+def test_policy_says_an_nvidia_module_is_not_signed_with_the_enrolled_key():
+    line = "  E: /var/lib/dkms/nvidia/550.120/6.8.0-45-generic/x86_64/module/nvidia.ko is not signed with the DKMS key"
+    finding = _gh506(line + "\n")
+    assert finding["severity"] == "warning" and "not signed with DKMS's key" in finding["message"]
+    assert "sudo mokutil --import MOK.der" not in _commands(finding)  # the key is enrolled: no new one
+    assert any("rebuild the nvidia module with DKMS" in c for c in _commands(finding))
+    # another DKMS module's line is none of GH506's (a VirtualBox module is not the GPU's)
+    other = ("  E: /var/lib/dkms/virtualbox/7.0.20/6.8.0-45-generic/x86_64/module/vboxdrv.ko is not signed with the "
+             "DKMS key")
+    assert not [f for f in _alone(other)["findings"] if f["code"] == "GH506"]
+
+
+@pytest.mark.parametrize("line", ["Secure Boot not enabled on this system.",
+                                  "The Secure Boot policy was already changed since last reboot; nothing to do.",
+                                  "  [ OK ] All DKMS modules signed with the DKMS key",
+                                  "  Some modules not signed with the DKMS key. Rebuild?."])
+def test_policy_lines_alone_are_read_not_healthy(line):
+    report = _alone(line)
+    assert report["verdict"] == "NO DIAGNOSIS"
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003")]
+
+
+def test_policy_state_lines_are_its_own_not_prose():
+    from gpuhealth.parsers.install import secureboot_policy_line
+
+    assert secureboot_policy_line("/usr/sbin/update-secureboot-policy: Checking status of DKMS module signing:") \
+        == "enabled"
+    assert secureboot_policy_line("All OK, nothing to do.") == "other"
+    assert secureboot_policy_line("I checked the DKMS key and it is not signed") is None
+    # with --enable, shim's validation was off: nothing enforced, no state read
+    paste = ("$ sudo update-secureboot-policy --enable\n/usr/sbin/update-secureboot-policy: Checking status of DKMS "
+             "module signing:\n  [ OK ] System DKMS key found in /var/lib/dkms/mok.pub\n")
+    from gpuhealth.analyze import analyze_texts
+
+    snapshot, _ = analyze_texts([("session.txt", paste)])
+    assert (snapshot.install or None) is None or snapshot.install.secure_boot != "enabled"
+
+
+# ------------------------------------------------------------------ words that name the tool get the tool's route
+# Sentences written for these tests. akmods signs each kmod when it builds it, with /etc/pki/akmods' pair (Fedora's
+# akmods 0.5.7 and later); DKMS with its key; Ubuntu's ubuntu-drivers installs the driver's DKMS packages, which sign
+# with update-secureboot-policy's MOK.der.
+
+def _told_gh506(text: str) -> dict:
+    finding = _gh506(text)
+    assert finding["severity"] == "warning" and any("reporter's words" in e["source"] for e in finding["evidence"])
+    return finding
+
+
+def test_words_saying_the_akmods_key_is_enrolled_and_still_refused_get_the_sources_causes():
+    finding = _told_gh506("Secure Boot is on. The akmods key is enrolled but the nvidia module is still rejected.\n")
+    assert "built before the key was made" in finding["message"] and "does not take MOKs in" in finding["message"]
+    assert _commands(finding) == ["mokutil --test-key /etc/pki/akmods/certs/public_key.der",
+                                  "modinfo -F signer nvidia", "sudo dmesg | grep -i x.509", "sudo akmods --rebuild",
+                                  "sudo reboot"]  # no new key: the one enrolled is akmods'
+
+
+@pytest.mark.parametrize(("words", "first_import"), [
+    ("Secure Boot refuses the nvidia kmod that akmods built.",
+     "sudo mokutil --import /etc/pki/akmods/certs/public_key.der"),
+    ("I installed the driver with ubuntu-drivers and Secure Boot refuses the nvidia module.",
+     "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der"),
+])
+def test_words_naming_the_builder_enroll_its_key(words, first_import):
+    commands = _commands(_told_gh506(words + "\n"))
+    assert first_import in commands
+    assert not [c for c in commands if "openssl" in c or "sign-file" in c or c == "sudo mokutil --import MOK.der"]
+
+
+def test_words_naming_dkms_on_an_unknown_distribution_leave_each_key_a_choice():
+    finding = _told_gh506("Secure Boot is on and the nvidia module built by DKMS is not signed, so it does not load.\n")
+    assert {"sudo mokutil --import /var/lib/shim-signed/mok/MOK.der",
+            "sudo mokutil --import /var/lib/dkms/mok.pub"} <= set(_commands(finding))
+    notes = {f["command"]: f.get("note", "") for f in finding["fixes"]}
+    assert notes["sudo mokutil --import /var/lib/dkms/mok.pub"].startswith("only if")
+
+
+@pytest.mark.parametrize("words", [
+    "Secure Boot refuses the nvidia module.",  # no tool named
+    "Secure Boot refuses the nvidia module; I tried both akmods and dkms.",  # two tools: which one built it is open
+])
+def test_words_naming_no_single_builder_keep_the_general_route(words):
+    assert "sudo mokutil --import MOK.der" in _commands(_told_gh506(words + "\n"))
+
+
+def test_the_fix_script_leaves_the_enrolment_to_the_person():
+    # mokutil --import asks for a password; the reboot only completes it: both are the person's (fixsections)
+    from click.testing import CliRunner as Runner
+
+    script = Runner().invoke(main, ["fix", "-"], input="SecureBoot enabled\n" + REFUSED + AKMOD_RPM).output
+    live = [line for line in script.splitlines() if line.startswith("sudo ")]
+    assert "sudo kmodgenca -a" in live and "sudo akmods --rebuild" in live
+    assert not [line for line in live if "mokutil --import" in line or line == "sudo reboot"]
+    assert "# sudo mokutil --import /etc/pki/akmods/certs/public_key.der" in script
+
+
+# ------------------------------------------------------------------ a re-enrolment told as the fix that worked
+
+@pytest.mark.parametrize(("words", "confirmed"), [
+    ("I had to re-enroll the MOK key for the nvidia driver.", True),
+    ("We had to enroll the DKMS key again before the nvidia module loaded.", True),
+    ("Re-enrolling the MOK key fixed the nvidia driver.", True),
+    ("I had to re-enroll the MOK key, but the nvidia module is still rejected.", False),  # it did not work
+    ("If I had to re-enroll the MOK key, would the nvidia driver load?", False),  # asked
+    ("I never had to re-enroll the MOK key for the nvidia driver.", False),
+    ("I had to enroll the MOK key for the nvidia driver.", False),  # a first enrolment may be the install's step
+])
+def test_a_re_enrolment_told_as_done_confirms_secure_boot(words, confirmed):
+    from gpuhealth.parsers.prose_symptoms import told_symptoms
+
+    found = {(t.cause, t.confirmed) for t in told_symptoms(words) if t.cause == "secure-boot-refused"}
+    assert (("secure-boot-refused", True) in found) is confirmed
+    if confirmed:
+        assert "fix confirms" in _gh506(words + "\n")["message"]
+
+
+# ------------------------------------------------------------------ Ubuntu's new MOK: made, waiting for its enrolment
+# Ubuntu shim-signed's update-secureboot-policy --new-key ("Generating a new Secure Boot signing key:", writing
+# /var/lib/shim-signed/mok/MOK.der) and its debconf templates (shim/secureboot_explanation, shim/enable_secureboot).
+
+NOTE = ("Your system has UEFI Secure Boot enabled.\n\nUEFI Secure Boot requires additional configuration to work with "
+        "third-party drivers.\n\nThe system will assist you in configuring UEFI Secure Boot. To permit the use of "
+        "third-party drivers, a new Machine-Owner Key (MOK) has been generated. This key now needs to be enrolled in "
+        "your system's firmware.\n")
+NEW_KEY = ("Generating a new Secure Boot signing key:\nwriting new private key to '/var/lib/shim-signed/mok/MOK.priv'\n"
+           "-----\n")
+
+
+def test_the_enrolment_note_names_ubuntus_mok_to_enroll():
+    finding = _gh506(NOTE)
+    assert finding["severity"] == "warning" and "/var/lib/shim-signed/mok/MOK.der is not enrolled" in finding["message"]
+    assert _commands(finding) == ["sudo mokutil --import /var/lib/shim-signed/mok/MOK.der", "sudo reboot"]
+
+
+def test_a_new_key_beside_a_refusal_is_enrolled_not_replaced():
+    finding = _gh506(NEW_KEY + "SecureBoot enabled\n" + REFUSED)
+    assert finding["severity"] == "critical" and "update-secureboot-policy --new-key made it" in finding["message"]
+    assert _commands(finding) == ["sudo mokutil --import /var/lib/shim-signed/mok/MOK.der", "sudo reboot"]
+    # mokutil's own answer about the key says what it is now: enrolled, the note's request is over
+    later = _analyzed(NEW_KEY + "SKIP: /var/lib/shim-signed/mok/MOK.der is already enrolled\n")
+    assert not [f for f in later["findings"] if f["code"] == "GH506" and "not enrolled" in f["message"]]
+
+
+def test_the_new_key_line_alone_is_read_not_healthy():
+    report = _alone("Generating a new Secure Boot signing key:")
+    assert report["verdict"] == "NO DIAGNOSIS"  # Ubuntu's --new-key makes it whatever the state: none is read
+    assert not [f for f in report["findings"] if f["code"] in ("GH002", "GH003", "GH506")]
+
+
+# ------------------------------------------------------------------ DKMS's own MOK, made for this build
+# dell/dkms dkms.in prepare_mok (v3.0.4 to v3.2.2): a key made now is not enrolled yet.
+
+@pytest.mark.parametrize(("lines", "key"), [
+    ("Signing key: /var/lib/dkms/mok.key\nPublic certificate (MOK): /var/lib/dkms/mok.pub\n"
+     "Certificate or key are missing, generating self signed certificate for MOK...\n", "/var/lib/dkms/mok.pub"),
+    ("Signing key: /root/keys/mok.key\nPublic certificate (MOK): /root/keys/mok.der\n"
+     "Certificate or key are missing, generating self signed certificate for MOK...\n", "/root/keys/mok.der"),
+    ("Certificate or key are missing, generating them using update-secureboot-policy...\n",
+     "/var/lib/shim-signed/mok/MOK.der"),
+])
+def test_a_key_dkms_made_for_this_build_is_enrolled_not_replaced(lines, key):
+    finding = _gh506(lines + "SecureBoot enabled\n" + REFUSED)
+    assert finding["severity"] == "critical" and f"{key} is not enrolled (DKMS made it" in finding["message"]
+    assert _commands(finding) == [f"sudo mokutil --import {key}", "sudo reboot"]
+    # the generic line that DKMS signed with an existing key says nothing of the key's enrolment
+    existing = "Public certificate (MOK): /var/lib/dkms/mok.pub\nSigning module /var/lib/dkms/nvidia/nvidia.ko\n"
+    assert "DKMS made it" not in _gh506(existing + "SecureBoot enabled\n" + REFUSED)["message"]

@@ -88,3 +88,24 @@ def test_a_hosts_configuration_alone_is_only_the_setup(text):
     report = run_checks(analyze_texts([("paste.txt", text)])[0])
     assert report.verdict != "HEALTHY"
     assert any(f.code == "GH005" for f in report.findings)
+
+
+# A container runtime's configuration as its daemon reports it, and the GPUs a node advertises to the scheduler,
+# are setup too: a correct one shows no GPU computing (the device plugin counts devices, it runs no work on them).
+CONFIG_REPORTS = {
+    "docker-info": "docker-info/handwritten_nvidia-registered.txt",
+    "kubectl-describe-node": "kubectl-describe-node/handwritten_gpu-node-eight-gpus.txt",
+    "daemon-json": "daemon-json/docker-for-linux-1531_nvidia-default.json",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIG_REPORTS))
+def test_a_correct_runtime_or_node_report_alone_is_no_diagnosis(kind):
+    report, log = _report((f"{kind}.txt", listing(CONFIG_REPORTS[kind])))
+    assert [r.kind for r in log] == [kind]
+    assert report.verdict == "NO DIAGNOSIS", [f.code for f in report.findings]
+
+
+def test_a_runtime_report_that_shows_a_fault_still_says_so():
+    report, _ = _report(("crictl-info.json", listing("crictl-info/handwritten_nvidia-not-default.json")))
+    assert report.verdict == "DEGRADED" and "GH802" in {f.code for f in report.findings}

@@ -13,9 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from gpuhealth.analyze import analyze_texts
-from gpuhealth.checks.diagnosis import FIX_CONFIRMED, FIX_WORKED
+from gpuhealth.checks.diagnosis import ALREADY_APPLIED, FIX_CONFIRMED, FIX_WORKED
 from gpuhealth.checks.engine import run_checks
 from gpuhealth.cli import main
+from gpuhealth.fixscript import fix_script
+from gpuhealth.fixsections import section_of
+from gpuhealth.knowledge.causes import causes
 from gpuhealth.knowledge.symptom_phrases import FIXED_SUFFIX, fix_confirmed, phrases, told_signature
 from gpuhealth.model import Severity
 from gpuhealth.parsers.prose_symptoms import told_symptoms
@@ -189,8 +192,9 @@ def test_the_fix_confirmed_cause_explains_the_machines_failure():
 
 
 def test_machine_output_that_shows_otherwise_wins_over_the_fix():
-    """The nouveau check read an lsmod listing with the nvidia modules and no nouveau: it says so over the words that
-    blacklisting nouveau fixed it, exactly as over words that merely name nouveau, and nothing is critical."""
+    """The nouveau check read an lsmod listing with the nvidia modules and no nouveau: it says so over words that merely
+    name nouveau, and nothing is critical. Beside words that blacklisting nouveau fixed it, the listing agrees with
+    them (nouveau gone): the finding tells the cause in the past, fixed per the reporter, never "nouveau is loaded"."""
     lsmod = ("$ lsmod | grep -E 'nvidia|nouveau'\n"
              "nvidia_uvm           1536000  0\n"
              "nvidia_drm             77824  2\n"
@@ -202,8 +206,11 @@ def test_machine_output_that_shows_otherwise_wins_over_the_fix():
     merely = report_of(("session.txt", lsmod), ("notes.txt", "nouveau is still bound to the card.\n"))
     for report in (fixed, merely):
         gh206 = [f for f in report.findings if f.code == "GH206"]
-        assert len(gh206) == 1 and "the module list shows it not loaded" in gh206[0].message, gh206
+        assert len(gh206) == 1, gh206
         assert all(f.severity is not Severity.CRITICAL for f in report.findings)
+        assert "nouveau is loaded" not in gh206[0].message
+    assert "the module list shows it not loaded" in [f for f in merely.findings if f.code == "GH206"][0].message
+    assert [f for f in fixed.findings if f.code == "GH206"][0].message.startswith("the nouveau driver owned the GPU")
 
 
 def test_analyze_from_stdin_leads_with_the_fix_confirmed_cause():
@@ -217,3 +224,63 @@ def test_analyze_from_stdin_leads_with_the_fix_confirmed_cause():
     assert first["code"] == "GH206", [(f["code"], f["message"]) for f in findings]
     assert first["severity"] == "warning" and first["labels"].get(FIX_CONFIRMED)
     assert any("blacklist nouveau" in line for e in first["evidence"] for line in e["lines"])
+
+
+# --------------------------------------------------------------------------- what a fix-confirmed cause's finding says
+
+FIX_ROWS = [row for row in phrases() if row.fix]
+
+
+def test_every_cause_a_fix_confirms_has_its_past_tense():
+    for row in FIX_ROWS:
+        known = causes()[row.cause]
+        assert known.fixed, f"causes.csv {known.id}: no `fixed` (the cause in the past tense)"
+
+
+@pytest.mark.parametrize("row", FIX_ROWS, ids=[row.id for row in FIX_ROWS])
+def test_a_fix_confirmed_cause_is_told_in_the_past_and_its_fix_is_no_to_do(row):
+    """The reporter's fix told alone (the row's first example, written for the table): the cause's finding says what was
+    (causes.csv ``fixed``), not the check's present tense ("nouveau is loaded"), and its fixes are the cause's read-only
+    deciding commands, the first saying that the fix is applied per the reporter. The script changes nothing for it."""
+    report = report_of(("notes.txt", row.examples[0] + "\n"))
+    known = causes()[row.cause]
+    found = [f for f in report.findings if f.code == known.code and f.labels.get(FIX_CONFIRMED)]
+    assert found, [(f.code, f.message) for f in report.findings]
+    finding = found[0]
+    assert finding.message.startswith(known.fixed) and "fixed, per the reporter" in finding.message
+    assert [fix.command for fix in finding.fixes] == [part.strip() for part in known.decide.split(";")]
+    assert finding.fixes[0].note == ALREADY_APPLIED and "already applied, per the reporter" in ALREADY_APPLIED
+    assert all(section_of(fix) == "diagnostic" for fix in finding.fixes)
+    script = fix_script(report)
+    live = [line for line in script.splitlines() if line.strip() and not line.startswith("#")]
+    ours = {f"{fix.command} || true" for fix in finding.fixes}
+    others = {f"{fix.command}" for f in report.findings if f is not finding for fix in f.fixes}
+    assert not [line for line in live[1:-1] if line not in ours and not any(line.startswith(o) for o in others)]
+
+
+def test_the_machines_own_message_stays_beside_the_reporters_fix():
+    """Machine output that shows the cause (a kernel log line of nouveau bound to the GPU) keeps the check's message:
+    it says what the machine printed. The fix is still not a to-do: the reporter says it is applied."""
+    dmesg = "[    4.231] nouveau 0000:01:00.0: NVIDIA GA102 (172000a1)\n"
+    report = report_of(("dmesg.txt", dmesg), ("notes.txt", "Blacklisting nouveau fixed it.\n"))
+    gh206 = [f for f in report.findings if f.code == "GH206"]
+    assert gh206 and gh206[0].labels.get(FIX_CONFIRMED), [(f.code, f.message) for f in report.findings]
+    assert not gh206[0].message.startswith("the nouveau driver owned")
+    assert gh206[0].fixes[0].note == ALREADY_APPLIED
+
+
+@pytest.mark.parametrize("words", [
+    "Reinstalling the driver fixed it.",
+    "The reinstall fixed it.",
+    "A clean reinstall of the NVIDIA driver solved it.",
+    "What fixed it was reinstalling the nvidia driver.",
+    "I purged everything and reinstalled nvidia-driver-535; now it works.",
+])
+def test_a_bare_driver_reinstall_confirms_no_cause(words):
+    """A driver reinstall does the fixes of several causes at once (NVIDIA Driver Installation Guide: it builds the
+    kernel module for the running kernel, installs matching user-space libraries, and the run-file installer offers to
+    blacklist nouveau and to sign the module), so that it worked confirms none of them alone: the words confirm nothing,
+    and no finding is labelled as confirmed by the reporter's fix. A reinstall that names its means ("with dkms") is
+    that means' fix (fixed-module-rebuilt)."""
+    assert not confirmed(words), told_symptoms(words)
+    assert not [f for f in report_of(("notes.txt", words + "\n")).findings if f.labels.get(FIX_CONFIRMED)]

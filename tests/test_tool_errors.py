@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuhealth.checks.registry import table_fixes
+from gpuhealth.knowledge.causes import causes
 from gpuhealth.knowledge.fixes import check_fixes
 from gpuhealth.knowledge.signatures import signature, signatures
 from gpuhealth.knowledge.tool_errors import NVML_RETURN_CODES, SMI_EXIT_CODES, decode
@@ -14,9 +15,11 @@ def test_every_number_names_a_catalogue_row():
     ids = {s.id for s in signatures()}
     assert set(NVML_RETURN_CODES.values()) <= ids
     assert set(SMI_EXIT_CODES.values()) <= ids
-    # GH203's fixes per decoded error (knowledge/fixes.csv rows GH203:<row id>) name catalogue rows
+    # GH203's fixes per decoded error (knowledge/fixes.csv rows GH203:<row id>) name catalogue rows, the others a row
+    # or a cause (GH205:<cause id>: the fixes of the cause a line names)
     keyed = {key.partition(':')[2] for key in check_fixes() if ':' in key}
-    assert keyed and keyed <= ids
+    assert keyed and keyed <= ids | set(causes())
+    assert {key.partition(':')[2] for key in check_fixes() if key.startswith("GH203:")} <= ids
     # every documented nvmlReturn_t except success (nvml.h: 1-29 and 999; 30 is newer than pynvml's list)
     assert set(NVML_RETURN_CODES) == {*range(1, 30), 999}
 

@@ -33,8 +33,9 @@ from gpuhealth.evidence.listings import PACKAGE_LISTINGS, embedded_rpm_packages
 from gpuhealth.evidence.toolchain import kbuild_compiler_lines
 from gpuhealth.knowledge.signatures import is_words_row, scan_lines
 from gpuhealth.lazyre import guarded_re, has, lazy_re
-from gpuhealth.model import DEVICE_NODES_NAMED, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
+from gpuhealth.model import DEVICE_NODES_NAMED, DEVICE_PLUGIN, KernelLog, MessageLine, ParseError, SmiReport, Snapshot
 from gpuhealth.parsers.capture_bundle import split_capture_bundle
+from gpuhealth.parsers.container_run import may_show_container
 from gpuhealth.parsers.markdown import Part as MarkdownPart
 from gpuhealth.parsers.markdown import is_fold_tag, split_markdown
 from gpuhealth.parsers.session import Block, split_session, with_prompts
@@ -394,9 +395,9 @@ def _read_piece(reading: _Reading, piece: Piece, block: Block | None, container:
         if words and not _read_run(reading, Piece(piece.name, "\n".join(rest)), block):
             # nothing in them was read: named, so that the report is never HEALTHY on them (GH002)
             reading.unrecognized.append(_not_read(piece.name, words, "beside the kernel log's lines"))
-    # an Xid or a symptom named in words
-    understood = understood or any(r.kind in ("reported-xids", "reported symptom", VERSION_BANNERS, LINKED_TITLES)
-                                    for r in reading.log[before:])
+    # an Xid or a symptom named in words, or the device plugin's Xid lines
+    understood = understood or any(r.kind in ("reported-xids", "device-plugin-xids", "reported symptom",
+                                              VERSION_BANNERS, LINKED_TITLES) for r in reading.log[before:])
     if unknown_lines and (kind is None or kind.name == "app-log"):
         # a program's output naming the CUDA library files it uses (ldd, a loader error, a discovery file): GH602
         libraries = cuda_library_lines(piece.text.splitlines()[:MAX_SCANNED_LINES])
@@ -491,8 +492,12 @@ SMI_HEADER_ONLY = "smi-table header"
 SETUP_KINDS = PACKAGE_LISTINGS | {"os-release", "uname", "kernel-version", "gcc-version", "nvcc-version",
                                   "proc-version", "reporter's words", "version banners", SMI_HEADER_ONLY,
                                   "program-text", "package-log",
-                                  # the host's configuration: Secure Boot and its keys, a container runtime's, a pod's
-                                  "mokutil", "containerd-config", "pod-manifest"}
+                                  # the host's configuration: Secure Boot and its keys, a container runtime's (as a
+                                  # file or as its daemon reports it), a pod's, the GPUs a node advertises to the
+                                  # scheduler (the device plugin's count: no GPU seen computing)
+                                  "mokutil", "secureboot-policy", "containerd-config", "crio-config",
+                                  "crictl-info", "docker-info", "daemon-json", "pod-manifest",
+                                  "kubectl-describe-pod", "kubectl-describe-node"}
 
 
 def _setup_label(kind: str, found: dict[str, Any]) -> str:
@@ -607,10 +612,24 @@ def _fabricmanager_line(line: str) -> bool:
     return fabricmanager_line(line) is not None
 
 
+def _mokutil_line(line: str) -> bool:
+    from gpuhealth.parsers.install import mokutil_line
+
+    return mokutil_line(line)
+
+
+def _secureboot_policy_line(line: str) -> bool:
+    from gpuhealth.parsers.install import secureboot_policy_line
+
+    return secureboot_policy_line(line) is not None
+
+
 # Kinds whose grammar knows their own lines, however sentence-like (collect_env's "Clang version: Could not collect",
-# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...")
+# Fabric Manager's "[date] [INFO] [tid N] Successfully configured all the available NVSwitches ...", mokutil's
+# "SecureBoot validation is disabled in shim", update-secureboot-policy's "All OK, nothing to do.")
 _OWN_LINES = {"collect-env": _collect_env_line, "cuda-p2p-test": _cuda_p2p_line,
-              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line}
+              "fabricmanager-log": _fabricmanager_line, "package-log": _package_log_line, "mokutil": _mokutil_line,
+              "secureboot-policy": _secureboot_policy_line}
 
 
 def _prose_beside(reading: _Reading, name: str, kind: str, text: str, pasted: bool) -> None:
@@ -848,6 +867,10 @@ def _scan_messages(reading: _Reading, piece: Piece, kind: str | None, read_into:
         reading.overlay(device_request_lines(lines), piece.name)
     if unknown_lines and kind in (None, "app-log"):  # a script, prose or logged command line that sets
         reading.overlay(env_lines(lines), piece.name)   # CUDA_VISIBLE_DEVICES (GH608 judges it)
+    if unknown_lines and may_show_container(piece.text):  # a container the program ran in (CUDA 803/804: GH601, GH603)
+        from gpuhealth.parsers.container_run import container_run_lines
+
+        reading.overlay(container_run_lines(lines), piece.name)
     if unknown_lines and kind is None:
         reading.overlay(embedded_rpm_packages(lines, piece.name), piece.name)  # driver packages named (GH509)
         from gpuhealth.parsers.gpu_mentions import mention_overlay  # GPUs and driver versions named (GH209)
@@ -1110,20 +1133,24 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
     """Xids and SXids a person names outside a kernel log's lines ("Xid 48 / 171" in a note, a title, a chat): a
     reported kernel log (parsers/reported_xids.py), which a real one in the evidence replaces (``_merge``). The
     lines that named them are returned."""
-    if not _NAMES_XID.search(piece.text):
-        return []
+    if not _NAMES_XID.search(piece.text) and "Marking all devices as unhealthy" not in piece.text:
+        return []  # (the device plugin's line for an event without a UUID names its Xid without the word)
     if kind == "kernel-log":  # the log's own lines are its parser's; a memory fault told beside them is GH403's
         from gpuhealth.parsers.reported_xids import told_beside_log
 
-        found, named = told_beside_log(piece.text.splitlines()[:MAX_SCANNED_LINES], piece.name)  # all its lines
+        every = piece.text.splitlines()[:MAX_SCANNED_LINES]  # all its lines
+        plugin = _plugin_xids(reading, piece, every)  # the device plugin's Xid lines pasted among the kernel's
+        found, named = told_beside_log([line for line in every if line not in plugin], piece.name)
         if found:
             reading.overlay(found, piece.name)
-        return named
+        return plugin + named
+    plugin = _plugin_xids(reading, piece, lines)  # the device plugin's own Xid lines are machine output, not words
     from gpuhealth.parsers.reported_xids import reported_xids  # only for a piece that is no kernel log
 
     # an nvidia-smi table's boxed rows are its parser's too
-    found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))],
-                                 piece.name)
+    found, named = reported_xids([line for line in lines if not (kind == "smi-table" and _in_parsed_part(kind, line))
+                                  and line not in plugin], piece.name)
+    named = plugin + named
     if found:
         reading.overlay(found, piece.name)
         events = found["kernel_log"].events
@@ -1132,6 +1159,22 @@ def _reported_xids(reading: _Reading, piece: Piece, kind: str | None, lines: lis
         told = ", ".join(dict.fromkeys(f"memory {e.detail}" for e in events if e.xid is None))
         reading.log.append(Recognised(piece.name, "reported-xids", f"{', '.join(filter(None, (codes, told)))} named "
                                       "in words (reported, not logged)"))
+    return named
+
+
+def _plugin_xids(reading: _Reading, piece: Piece, lines: list[str]) -> list[str]:
+    """The Xids the NVIDIA device plugin logged from NVML's events (``XidCriticalError: Xid=79 on Device=GPU-...``):
+    a machine-written Xid log (parsers/device_plugin_xids.py) the Xid checks judge as logged; the lines it read."""
+    if "riticalError" not in piece.text and "Marking all devices as unhealthy" not in piece.text:
+        return []
+    from gpuhealth.parsers.device_plugin_xids import plugin_xids
+
+    found, named = plugin_xids(lines, piece.name)
+    if found:
+        reading.overlay(found, piece.name)
+        codes = ", ".join(dict.fromkeys(f"Xid {e.xid}" for e in found["kernel_log"].events))
+        reading.log.append(Recognised(piece.name, "device-plugin-xids",
+                                      f"{codes} from the NVIDIA device plugin's NVML events"))
     return named
 
 
@@ -1174,6 +1217,19 @@ def _mined_behind(signature_id: str, line: str) -> str:
     return row.id if row is not None else ""
 
 
+def _beside_plugin(current: KernelLog, value: KernelLog) -> KernelLog:
+    """A kernel log joined with the device plugin's Xid lines, in either order: the kernel log's lines (with the GPU's
+    PCI address) judge every Xid they show, and the plugin adds only the Xids the kernel log does not show."""
+    kernel, plugin = (value, current) if current.format == DEVICE_PLUGIN else (current, value)
+    shown = {g.xid for g in kernel.tallies({"xid"})}
+    added = tuple(g for g in plugin.groups if g.xid not in shown)
+    if not added:
+        return kernel
+    return replace(kernel, source=f"{kernel.source}, {plugin.source}", lines_scanned=kernel.lines_scanned
+                   + plugin.lines_scanned, events=kernel.events + tuple(g.first for g in added),
+                   groups=kernel.groups + added)
+
+
 def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
     """Combine a parsed value into the snapshot fields; True when it became (part of) the value.
 
@@ -1206,6 +1262,10 @@ def _merge(fields: dict[str, Any], key: str, value: Any) -> bool:
         told = tuple(e for e in words.events if e.kind == MEMORY_TOLD)
         fields[key] = replace(logged, events=logged.events + told) if told else logged
         return not value.reported or bool(told)
+    if key == "kernel_log" and isinstance(value, KernelLog) and DEVICE_PLUGIN in (current.format, value.format) and (
+            current.format != value.format):
+        fields[key] = _beside_plugin(current, value)
+        return True
     if key == "kernel_log" and isinstance(value, KernelLog):
         fields[key] = replace(current, source=f"{current.source}, {value.source}",
                               lines_scanned=current.lines_scanned + value.lines_scanned,
@@ -1263,7 +1323,8 @@ def fill_gpus(whole: SmiReport, piece: SmiReport) -> SmiReport:
 
 
 _ACCUMULATED = frozenset({"library_files", "ld_so_conf", "kernel_packages", "headers_packages",  # each piece adds
-                          "modprobe_files", "tests", "acs_bridges"})  # (p2p: each sample's run, each lspci's bridges)
+                          "modprobe_files", "tests", "acs_bridges",  # (p2p: each sample's run, each lspci's bridges)
+                          "sleep_units"})  # each systemctl status adds its suspend units
 
 
 def _overlay(current: Any, value: Any) -> Any:

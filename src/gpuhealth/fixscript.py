@@ -10,6 +10,8 @@ Rules (docs/recommend-and-fix.md):
 3. A command appears once; every finding that asked for it is named in its comment.
 4. Texts that are instructions, not shell ("check the seating ..."), become comments, never commands.
    So does a command holding a placeholder (``<index>``, ``{index}``), with a note to fill it in.
+   So does a command that needs a person (``fixsections.NEEDS_PERSON``: it bypasses a safety check, opens an editor,
+   asks for a password or starts an interactive installer), and a choice (a note that begins "only if").
 5. Every value from evidence in a command went in through ``gpuhealth.commands`` (checked against its shape,
    quoted); every text in a comment (the header's hostname, distro, origin and time, a step's notes) is one
    inert line (``inert.one_line``): a newline or an escape from a bundle can never end a comment.
@@ -23,6 +25,7 @@ Rules (docs/recommend-and-fix.md):
    A command out of its valid range for the host's distribution and release (``command_ranges``: ``ubuntu-drivers``
    on Debian, ``dnf module`` on RHEL 10) is a comment saying where it is valid.
    A reboot whose findings' changes are all comments is a comment too: it would complete nothing.
+   ``systemctl isolate T`` before a live reboot that follows a live ``set-default T`` is a comment: the reboot starts T.
    A hold (``apt-mark hold``, ``dnf versionlock add``) has its undo beside it, as a comment saying when to run it.
 7. After a step with an obvious check (modprobe, a written modprobe.d file, a backup copy, a started
    service, created device nodes) a verification line follows that stops the script when it fails.
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 
 from gpuhealth import __version__
 from gpuhealth.command_ranges import out_of_range
-from gpuhealth.fixsections import NEEDS, PLACEHOLDER, REBOOT, SECTIONS, UNDO, is_shell, section_of
+from gpuhealth.fixsections import NEEDS, PLACEHOLDER, REBOOT, SECTIONS, UNDO, is_shell, needs_person, section_of
 from gpuhealth.inert import one_line
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import Finding, Fix, OsInfo, Report, Snapshot
@@ -53,6 +56,11 @@ DONE = 'echo "gpuhealth fix script: all steps done"'
 # a fix whose note makes it conditional on what only a person can judge ("only if the lower limit is not intended",
 # "only if that file belongs to no installed driver package"): the report shows it; the script writes it as a comment
 CHOICE = lazy_re(r"only\s+if\b", re.I)
+# Switching the running system to a target: on a desktop it ends the graphical session, and with it the terminal this
+# script may run in (systemctl(1), isolate: "stop all others"). Where the script also sets that target as the default
+# and reboots, the reboot boots into it: the isolate is no step of its own then.
+ISOLATE = lazy_re(r"^sudo\s+systemctl\s+isolate\s+([\w.@-]+)\s*$")
+SET_DEFAULT = lazy_re(r"^sudo\s+systemctl\s+set-default\s+([\w.@-]+)\s*$")
 GPU_RESET = lazy_re(r"\bnvidia-smi\b[^|;&]*?\s(?:-r|--gpu-reset)\b")
 RESET_INDEX = lazy_re(r"\s-i\s+'?([0-9]{1,4})'?(?:\s|$)")
 DRAIN_FIRST = "drain the node first"
@@ -129,10 +137,15 @@ def _one_alternative(steps: dict[tuple[str, str], Step]) -> Step | None:
     choose instead of the reboot, and the reboot goes last (it is written after every other step)."""
     reboot = next((s for s in steps.values() if s.live and REBOOT.match(s.text)), None)
     if reboot is not None:
+        defaults = {match[1] for s in steps.values() if s.live and (match := SET_DEFAULT.match(s.text))}
         for step in steps.values():
             if step is not reboot and step.live and step.kind == "disruptive" and DONE_BY_REBOOT.search(step.text):
                 step.live = False
                 step.why = "the reboot at the end does this too: run this instead of the reboot, never both"
+            elif (match := ISOLATE.match(step.text)) and match[1] in defaults:
+                step.live = False
+                step.why = (f"the reboot at the end starts {match[1]}, the default set above: no need to switch now, "
+                            "and on a desktop it would end the session this script runs in")
     return reboot
 
 
@@ -201,6 +214,8 @@ def _add(steps: dict[tuple[str, str], Step], finding: Finding, fix: Fix, family:
         live, why = False, "holds a control character: type it by hand"
     elif CHOICE.match(fix.note):  # "only if that file belongs to no package": the reader decides, not the script
         live, why = False, "a choice the script cannot make: run it yourself if so"
+    elif needs_person(text):  # a bypassed safety check, an editor, a password, an installer's questions
+        live, why = False, needs_person(text)
     elif fix.family != "any" and family not in ("debian", "rhel"):
         live, why = False, f"for {fix.family} hosts: the distribution is unknown, uncomment the line for yours"
     elif out_of_range(text, os_info):  # knowledge/command_ranges.csv: ubuntu-drivers on Debian, dnf module on RHEL 10

@@ -21,7 +21,7 @@ DIAGNOSTIC = lazy_re(
     r"modinfo|journalctl|numactl\s+--hardware|uname|mokutil\s+--(?:sb-state|list-enrolled|test-key)\b|rpm\s+-q|dpkg\s+-[SlL]\b|dpkg-query|"
     r"fuser\b|lsof\b|id\s*$|(?:nvcc|gcc|make)\s+--version\s*$|echo\s+(?:\$\w+|\"\$\{\w+:?-\}\")\s*$|"
     r"du\b|df\b|findmnt|ipmitool\s+(?:sdr|sel\s+list)|systemctl\s+(?:status|is-active|is-enabled)\b|dcgmi\s+diag|"
-    r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|"
+    r"nvidia-bug-report\.sh|gpuhealth\s+(?:recommend|explain|check|analyze)\b|nvidia-ctk\s+--version\s*$|docker\s+info\b|"
     r"nvidia-smi(?:\s+-i\s+\S+)?(?:\s*$|\s+(?:-q|-L|--query|nvlink\s+-[es]|nvlink\s+--status|topo\s+-m)))")
 # Anything that writes: a read-only command never holds one of these (``modprobe nvidia`` loads a module;
 # the directory modprobe.d is only a path).
@@ -46,6 +46,9 @@ NEEDS = (
      lazy_re(r"\b(?:apt-get|apt|dnf|yum|zypper)\s+(?:-\S+\s+)*install\b")),
     (lazy_re(r"\bnvidia-ctk\b"), lazy_re(r"\binstall\b.*\bnvidia-container-toolkit\b")),
     (lazy_re(r"\bsystemctl\s+restart\s+docker\b"), lazy_re(r"\bnvidia-ctk\s+runtime\s+configure\b")),
+    # the reboot after a key import is where a person confirms the enrolment in the MOK manager (mokutil(1)); with the
+    # import a comment (it asks for a password: NEEDS_PERSON), the reboot would only restart into an untrusted key
+    (REBOOT, lazy_re(r"\bmokutil\s+(?:-\S+\s+)*--import\b")),
 )
 # A change that stays until undone (issue 22: "no irreversible line without its undo"): (the change, its undo as a
 # substitution of the change's own text, when to run the undo). A hold outlives the fault it was set for: the day the
@@ -56,6 +59,37 @@ UNDO = (
     (lazy_re(r"\bapt-mark\s+hold\b"), "apt-mark unhold", "before you upgrade the driver on purpose"),
     (lazy_re(r"\bdnf\s+versionlock\s+add\b"), "dnf versionlock delete", "before you upgrade the driver on purpose"),
 )
+# A command the script never runs unread, whoever wrote it (a row of knowledge/fixes.csv, a check's code): it bypasses a
+# safety check, opens an editor, asks for a password or needs a person at the console (an interactive installer). Run
+# from a script such a line either hangs on a prompt nobody sees or silently drops the check the person must weigh
+# (NVIDIA's IGNORE_CC_MISMATCH=1 skips the installer's "compiler version does not exactly match" refusal; mokutil
+# --import asks for a one-time password, then for a person at the console at the next boot, mokutil(1)). Each is (the
+# form, why the script writes it as a comment). A person runs it, knowing why.
+_PROGRAM = r"(?:^|[;&|(]\s*)(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+)?(?:\w+=\S*\s+)*(?:\S*/)?"
+NEEDS_PERSON = (
+    (lazy_re(r"\bIGNORE_\w*MISMATCH=|--no-cc-version-check\b|--nogpgcheck\b|--allow-unauthenticated\b|--force-yes\b"
+             r"|--no-check-certificate\b|--insecure\b|--disable-validation\b|\bsetenforce\s+0\b"),
+     "it bypasses a safety check: run it yourself only if you accept what that check guards against"),
+    (lazy_re(_PROGRAM + r"(?:nano|n?vim?|emacs|gedit|sudoedit|visudo|vipw|vigr)(?!\S)|\bsystemctl\s+(?:-\S+\s+)*edit\b"
+             r"|\bcrontab\s+(?:-\S+\s+)*-e\b|\bsudo\s+-e\b|\$\{?(?:EDITOR|VISUAL)\b"),
+     "it opens an editor: run it yourself"),
+    (lazy_re(r"\bmokutil\s+(?:-\S+\s+)*--(?:import|delete|reset|password|clear-password|enable-validation"
+             r"|revoke-import|revoke-delete)\b|"
+             + _PROGRAM + r"(?:passwd|chpasswd|gpasswd|grub2?-mkpasswd-pbkdf2)(?!\S)"),
+     "it asks for a password (and mokutil's request waits for a person at the console at the next boot): run it "
+     "yourself"),
+    (lazy_re(r"^(?!.*\s(?:-s|--silent|--no-questions|--ui=none)(?:\s|$))(?:.*?" + _PROGRAM
+             + r"(?:nvidia-installer|nvidia-uninstall)(?![\w.-])"
+             r"|.*?" + _PROGRAM + r"(?:sh\s+|bash\s+)?\S*\.run(?!\S))"),
+     "an interactive installer asks questions only a person can answer: run it yourself"),
+)
+
+
+def needs_person(text: str) -> str:
+    """Why the script writes ``text`` as a comment (:data:`NEEDS_PERSON`); empty when it may run unread."""
+    return next((why for form, why in NEEDS_PERSON if form.search(text)), "")
+
+
 SECTIONS = (
     ("backup", "Backups: before anything changes"),
     ("diagnostic", "Look first: read-only diagnostics (they never stop the script)"),

@@ -420,6 +420,9 @@ class Gpu:
     # nvidia-smi -q "Fabric / State": "Completed", "In Progress", "Not Started" on an NVSwitch fabric; "N/A" on a
     # GPU outside one; None: no Fabric section (older drivers, other sources)
     fabric_state: str | None = None
+    # nvidia-smi -q "Fabric / Status": "Success", or the NVML error the registration ended with (nvmlGpuFabricInfo_t
+    # status, to be read only when the State is "Completed"); "N/A" outside a fabric
+    fabric_status: str | None = None
     inforom_corrupted: bool | None = None
     mig_devices: int | None = None
     source: str | None = None  # which evidence described it
@@ -517,6 +520,9 @@ class EventGroup:
 
 
 REPORTED = "reported"  # KernelLog.format of the Xids a person named in words
+# KernelLog.format of the Xids the NVIDIA device plugin logged from NVML's events (parsers/device_plugin_xids.py):
+# machine output, each event with the GPU's UUID and no PCI address
+DEVICE_PLUGIN = "device-plugin"
 
 
 @record
@@ -858,6 +864,9 @@ class Snapshot:
     # analyze: GPU models (and counts) named in words or in program output other than nvidia-smi's GPU list, each with
     # its product line: always reported facts (the checks use them where no program lists the GPUs)
     gpus_named: tuple[NamedGpu, ...] = ()
+    # analyze: lines showing a program ran inside a container (an NVIDIA image's banner or entrypoint, `docker run
+    # --gpus`, a container-toolkit line; parsers/container_run.py): CUDA's errors 803 and 804 are read in that context
+    container_lines: tuple[str, ...] = ()
     # analyze: the NVSwitch platform the evidence names (GPU list, DMI product name, instance type, words), if any
     platform: NvswitchPlatform | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -1160,6 +1169,7 @@ class ModprobeFile:
     blacklisted: tuple[str, ...] = ()
     nouveau_options: str | None = None  # "modeset=0"
     mtime: float | None = None
+    nvidia_options: str | None = None  # "NVreg_PreserveVideoMemoryAllocations=1" (its options nvidia lines)
 
 
 @record
@@ -1246,7 +1256,6 @@ class InstallState:
     kernels: tuple[InstalledKernel, ...] = ()
     module_found: bool | None = None  # modinfo nvidia: False for "Module nvidia not found" (none for this kernel)
     module_version: str | None = None  # modinfo nvidia: the version of the module on disk ("535.161.08")
-    module_vermagic: str | None = None  # modinfo nvidia: the kernel it was built for ("6.8.0-90-generic SMP ...")
 
 
 # --------------------------------------------------------------------------- after the install (GH6xx)
@@ -1520,11 +1529,13 @@ class HostEnvironment:
     disk_space: tuple[DiskSpace, ...] = ()
     driver_registry: dict[str, str] = field(default_factory=dict)  # /proc/driver/nvidia/registry
     docker_active: str | None = None  # systemctl status docker: "active", "failed", "inactive" ...
+    # NVIDIA's suspend units as systemctl status printed them: (unit, active state, enabled state), "" where not shown
+    # ("nvidia-suspend", "inactive", "disabled"); GH804 judges them against NVreg_PreserveVideoMemoryAllocations
+    sleep_units: tuple[tuple[str, str, str], ...] = ()
     # `docker info` beyond its runtimes (docs.docker.com/reference/cli/docker/system/info/)
     docker_server_version: str | None = None  # "Server Version: 24.0.7"
     docker_cgroup_driver: str | None = None  # "Cgroup Driver: systemd"
     docker_cgroup_version: str | None = None  # "Cgroup Version: 2"
-    docker_warnings: tuple[str, ...] = ()  # its "WARNING: ..." lines
     # /etc/docker/daemon.json: the runtimes it names (None: not read) and why dockerd cannot load it
     daemon_json_runtimes: tuple[str, ...] | None = None
     daemon_json_error: str | None = None  # invalid JSON: dockerd refuses to start (dockerd's configuration file docs)
@@ -1536,6 +1547,11 @@ class HostEnvironment:
     containerd_default_runtime: str | None = None
     containerd_default_implied: bool = False  # no default_runtime_name in the file: containerd's own default, runc
     containerd_imports: tuple[str, ...] = ()  # files it also reads (a drop-in may add the nvidia runtime)
+    # the engine those fields describe: "containerd", or "cri-o" (crio.conf and its crio.conf.d drop-ins, read into
+    # the same fields: parsers/containerd.py)
+    cri_engine: str = "containerd"
+    cri_nvidia_hook: str | None = None  # CRI-O: an NVIDIA OCI hook file that gives pods the GPUs without a runtime
+    cri_cdi_enabled: bool = False  # containerd's CRI plugin has enable_cdi = true (crictl info: enableCDI)
     # Kubernetes as kubectl prints it (parsers/kube.py): a node's nvidia.com/gpu, a pod's GPU request and RuntimeClass
     k8s_node_source: str | None = None  # None: no node described
     k8s_node_gpus: int | None = None  # nvidia.com/gpu in Allocatable (else Capacity); 0 when the block lacks it
@@ -1544,6 +1560,11 @@ class HostEnvironment:
     k8s_pod_source: str | None = None  # None: no pod manifest read
     k8s_pod_requests_gpu: bool = False
     k8s_pod_runtime_class: str | None = None  # spec.runtimeClassName; "" when the manifest names none
+    k8s_pod_status: str | None = None  # kubectl describe pod's Status (and Reason): "Failed (UnexpectedAdmissionError)"
+    # NVIDIA driver packages a pasted Dockerfile installs, or driver library files it copies, into its image: the
+    # Container Toolkit mounts the host's there (parsers/program.py image_driver_files; GH802)
+    image_driver_files: tuple[str, ...] = ()
+    image_driver_source: str | None = None
 
 
 # --------------------------------------------------------------------------- other frameworks (GH610)

@@ -181,7 +181,7 @@ def _gpu(nvml: Any, fn: Callable[[str], Any], index: int) -> Gpu:
         remapped_rows_pending=_bool(remapped[2]) if isinstance(remapped, (tuple, list)) else None,
         remapped_rows_failure=_bool(remapped[3]) if isinstance(remapped, (tuple, list)) else None,
         remapped_rows_banks_none=_count(getattr(histogram, "none", None)),
-        fabric_state=_fabric_state(fn, handle),
+        **_fabric(fn, handle),
         source="NVML",
     )
 
@@ -191,22 +191,28 @@ def _gpu(nvml: Any, fn: Callable[[str], Any], index: int) -> Gpu:
 _FABRIC_STATES = {0: "N/A", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 
 
-def _fabric_state(fn: Callable[[str], Any], handle: Any) -> str | None:
-    """The GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfo, R525 and newer), as nvidia-smi -q shows it;
-    None where the library lacks the call or the driver refuses it."""
+def _fabric(fn: Callable[[str], Any], handle: Any) -> dict[str, str | None]:
+    """The GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfo, R525 and newer), as nvidia-smi -q shows it:
+    its state, and for a completed one its status ("Success", or NVML's string for the error it ended with); nothing
+    where the library lacks the call or the driver refuses it."""
     struct, call = fn("c_nvmlGpuFabricInfo_t"), fn("nvmlDeviceGetGpuFabricInfo")
     if struct is None or call is None:
-        return None
+        return {}
     import ctypes  # only here: the call fills a structure the caller passes by reference
 
     try:
         info = struct()
         reference = ctypes.byref(info)
     except Exception:
-        return None
+        return {}
     if _call(call, handle, reference) is None:
-        return None
-    return _FABRIC_STATES.get(getattr(info, "state", None))
+        return {}
+    state = _FABRIC_STATES.get(getattr(info, "state", None))
+    status = getattr(info, "status", None)
+    if state != "Completed" or not isinstance(status, int):
+        return {"fabric_state": state}  # the status is to be read only once the registration completed (NVML)
+    said = "Success" if status == 0 else _call(fn("nvmlErrorString"), status)
+    return {"fabric_state": state, "fabric_status": said if isinstance(said, str) else f"NVML error {status}"}
 
 
 def _bool(value: Any) -> bool | None:

@@ -276,7 +276,7 @@ def _fabric(snapshot: Snapshot, known: list[GpuAdvice]) -> str | None:
     """Why the host is an NVSwitch system, or None when nothing says it is."""
     smi = snapshot.smi.gpus if snapshot.smi is not None else ()
     states = {g.fabric_state for g in (*snapshot.gpus, *smi) if g.fabric_state}
-    active = sorted(s for s in states if s.upper() != "N/A")
+    active = sorted(s for s in states if s.upper() not in ("N/A", "NOT SUPPORTED"))  # "Not Supported": no fabric
     if active:
         return f"nvidia-smi -q: Fabric State {', '.join(active)}"
     if states:

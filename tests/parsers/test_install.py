@@ -34,13 +34,19 @@ from gpuhealth.parsers.install import (
     ("SecureBoot disabled\nPlatform is in Setup Mode\n", "disabled"),
     ("SecureBoot enabled\nSecureBoot validation is disabled in shim\n", "disabled"),
     ("This system doesn't support Secure Boot\n", "unsupported"),
-    ("EFI variables are not supported on this system\n", "unsupported"),
+    # the second line of a state alone says the same (mokutil prints it only under that state)
+    ("SecureBoot validation is disabled in shim\n", "disabled"),
+    ("Platform is in Setup Mode\n", "disabled"),
 ])
 def test_mokutil(text, state):
     assert parse_mokutil_sb_state(text) == state
 
 
-@pytest.mark.parametrize("text", ["", "mokutil: command not found\n", "SecureBoot maybe\n"])
+@pytest.mark.parametrize("text", ["", "mokutil: command not found\n", "SecureBoot maybe\n",
+                                  # mokutil could not read the state (lcp/mokutil src/mokutil.c): never a state
+                                  "Cannot determine secure boot state.\n",
+                                  "EFI variables are not supported on this system\n",
+                                  'Failed to read "SetupMode" variable: No such file or directory\n'])
 def test_mokutil_garbage(text):
     with pytest.raises(ParseError):
         parse_mokutil_sb_state(text)

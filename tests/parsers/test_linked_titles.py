@@ -10,8 +10,8 @@ import pytest
 
 from gpuhealth.analyze import analyze_texts
 from gpuhealth.checks.engine import run_checks
-from gpuhealth.knowledge.signatures import signatures
-from gpuhealth.knowledge.title_words import loose_pattern, match_title, title_words
+from gpuhealth.knowledge.signatures import most_specific, signatures
+from gpuhealth.knowledge.title_words import _loose_regex, _may_match, loose_pattern, match_title, title_words
 from gpuhealth.model import Severity
 from gpuhealth.parsers.linked_titles import MAX_ADDRESSES, as_sentence, linked_titles
 
@@ -109,6 +109,23 @@ def test_almost_every_rows_own_example_is_matched_when_it_becomes_a_slug():
     rows = signatures()
     matched = sum(match_title(title_words(sig.example)) is not None for sig in rows)
     assert matched >= 0.97 * len(rows)
+
+
+def _every_row(words: str):
+    """match_title's answer with every row's loose pattern tried (no literal prefilter)."""
+    return most_specific(signatures(), lambda sig: (regex := _loose_regex(sig.pattern)) and regex.search(words))
+
+
+def test_the_literal_prefilter_changes_no_title_match():
+    # the prefilter skips rows whose literals' letters are absent; it must never skip the row that would be picked:
+    # every row's example and summary, slugged, whole and cut to their first words, get the same row either way
+    titles = {title_words(text) for sig in signatures() for text in (sig.example, sig.summary)}
+    titles |= {" ".join(t.split()[:4]) for t in titles} | {" ".join(t.split()[2:]) for t in titles}
+    titles.discard("")
+    differing = [t for t in sorted(titles) if match_title(t) != _every_row(t)]
+    assert not differing, differing[:5]
+    assert sum(match_title(t) is not None for t in titles) > len(signatures())  # the comparison is not all None
+    assert _may_match("NVRM: Xid", "nvrm xid 79") and not _may_match("NVRM: Xid", "nvrm only")
 
 
 def _report(text: str):

@@ -93,6 +93,9 @@ FAMILIES = [
      ["torchrun with 4 GPUs freezes at the first barrier.", "NCCL all_reduce is stuck forever on two nodes.",
       "Multi-GPU training hangs after init_process_group."],
      ["Multi-GPU training no longer hangs.", "Does DDP hang if one rank dies?"]),
+    ("multi-gpu-start-fails",
+     ["Our multi-GPU job won't start since the new node arrived.", "It runs with 1 GPU, but all 8 GPUs fail."],
+     ["Multi-GPU training starts now.", "Does multi-GPU training fail to start without NCCL_P2P_DISABLE?"]),
 ]
 
 
@@ -259,6 +262,9 @@ ZH_FAMILIES = [
     ("job-hang",
      ["多机训练 NCCL 一直卡在初始化", "DDP 训练跑到一半死锁了"],
      ["多卡训练没有卡住"]),
+    ("multi-gpu-start-fails",
+     ["单卡正常，多卡训练跑不起来", "用 8 张卡训练就报错"],
+     ["多卡训练已经能正常启动"]),
 ]
 
 
@@ -419,6 +425,9 @@ KO_JA_FAMILIES = [
     ("job-hang",
      ["torchrun으로 돌린 학습이 중간에 멈췄어요", "deepspeedの学習がタイムアウトで止まる"],
      ["NCCL 통신은 문제없이 진행됩니다", "DDPの学習は最後まで進んだ"]),
+    ("multi-gpu-start-fails",
+     ["멀티 GPU로 학습을 시작하지 못해요", "マルチGPUで学習が開始できない"],
+     ["멀티 GPU 학습이 잘 시작됩니다", "マルチGPUの学習は問題なく起動する"]),
     ("cuda-init-slow",
      ["처음 CUDA 쓸 때 초기화가 너무 느려요", "CUDAの初期化に数十秒かかる"],
      ["CUDA 초기화는 금방 끝나요", "CUDAの初期化はすぐ終わる"]),
@@ -516,6 +525,44 @@ def test_a_latin_boundary_is_still_a_boundary_inside_latin_words():
     assert latin_bounded(r"[\b]\\b") == r"[\b]\\b"  # a backspace in a class and an escaped backslash stay
     optional = re.compile(latin_bounded(r"x \bs?(?:-|$)"))  # the letter after the boundary may be absent
     assert optional.search("x s-") and not optional.search("x -")
+
+
+def _bounded_char_by_char(pattern: str) -> str:
+    """latin_bounded as it was first written, one character at a time: the reference its token reader must equal."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            pair = pattern[i:i + 2]
+            out.append(symptom_phrases.LATIN_BOUNDARY if pair == "\\b" and not in_class else pair)
+            i += 2
+            continue
+        if char == "[" and not in_class:
+            in_class = True
+            start = i + 1 + (pattern[i + 1:i + 2] == "^")
+            start += pattern[start:start + 1] == "]"
+            out.append(pattern[i:start])
+            i = start
+            continue
+        if char == "]":
+            in_class = False
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def test_latin_bounded_reads_classes_and_escapes_as_the_character_loop_did():
+    import random
+
+    from gpuhealth.knowledge import table_rows
+
+    tables = ("symptom_phrases.csv", "cause_phrases.csv", "fix_phrases.csv")
+    patterns = [row[column] for name in tables for row in table_rows(name)
+                for column in ("subject", "predicate", "context", "unless") if row.get(column)]
+    rnd = random.Random(21)  # every mix of the characters that matter, short enough to hit their corners
+    patterns += ["".join(rnd.choice("\\b[]^a(") for _ in range(rnd.randint(0, 12))) for _ in range(50_000)]
+    assert [p for p in patterns if symptom_phrases.latin_bounded(p) != _bounded_char_by_char(p)] == []
+    assert symptom_phrases.latin_bounded(r"[]\b]\b[^]x]\b") == r"[]\b](?a:\b)[^]x](?a:\b)"
 
 
 def test_korean_and_japanese_sentences_split_without_blanks():

@@ -8,9 +8,14 @@ from the 590 package on, "580.xx") for the GPUs the driver no longer supports. O
 legacy branch are kept (subsystem entries never name another branch than their device ID's: the miner checks);
 the GPUs without one are supported by that package's branch and need no row.
 
-Usage (not run by the tests, which never read outside the repository)::
+Usage (``make mine-legacy SUPPORTED_GPUS=PATH``)::
 
     python tools/mine/mine_legacy_gpus.py --json PATH/supported-gpus.json --source "SGJ525 (legacybranch); LEGACYGPU"
+
+``--out -`` writes the table to standard output instead of over the committed one. tests/test_legacy_branches.py
+regenerates the table so and compares it with the committed one where the JSON is present
+(``tools/mine/checkouts/supported-gpus.json``, or the path in ``GPUHEALTH_SUPPORTED_GPUS``); elsewhere (CI has no
+network, and the tests never read outside the repository) it is skipped, and says so.
 
 ``--source`` is the source column, in the document keys of ``knowledge/sources.py`` (add a key for another package).
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import sys
 from pathlib import Path
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", required=True, type=Path, help="supported-gpus.json of a driver package")
     parser.add_argument("--source", required=True, help="the source column: the document's title and address")
+    parser.add_argument("--out", default=str(TABLE), help="where to write the table ('-': standard output)")
     args = parser.parse_args(argv)
     mined = legacy_rows(json.loads(args.json.read_text(encoding="utf-8"))["chips"], args.source)
     named = {row[0] for row in mined}
@@ -63,14 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     if TABLE.exists():
         with TABLE.open(encoding="utf-8", newline="") as handle:
             kept = [tuple(r[h] for h in HEADER) for r in csv.DictReader(handle) if r["device_id"] not in named]
-    with TABLE.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(HEADER)
-        writer.writerows(sorted([*mined, *kept]))
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(HEADER)
+    writer.writerows(sorted([*mined, *kept]))
+    if args.out == "-":
+        sys.stdout.write(text.getvalue())
+    else:
+        Path(args.out).write_text(text.getvalue(), encoding="utf-8", newline="")
     counts: dict[str, int] = {}
     for row in mined:
         counts[row[2]] = counts.get(row[2], 0) + 1
-    print(f"{TABLE.relative_to(REPO)}: {len(mined)} device IDs mined, {len(kept)} kept from other sources;",
+    where = "standard output" if args.out == "-" else args.out
+    print(f"{where}: {len(mined)} device IDs mined, {len(kept)} kept from other sources;",
           ", ".join(f"{branch} {n}" for branch, n in sorted(counts.items(), key=lambda kv: float(kv[0][:-3]))),
           file=sys.stderr)
     return 0

@@ -299,9 +299,12 @@ def cuda_toolkit_driver_mismatch(snapshot: Snapshot, expect: Expectations) -> It
     compatibility is reached for when the driver is older than the program's CUDA (an NVIDIA image's entrypoint, the
     toolkit's compat hook), and the GPU does not support it, so a driver new enough for that CUDA is the fix (or an
     image built for the CUDA the driver supports), unless the evidence shows a compat directory put on the host's
-    loader path by hand (LD_LIBRARY_PATH, ld.so.conf, `ldconfig -p`, `ldd`, a cuda-compat-X-Y package): then GH603's
-    removal leads. An NGC container's start-up check ("This container was built for NVIDIA Driver Release X or later,
-    but version Y was detected and compatibility mode is UNAVAILABLE") is the same finding: X is read as the container's
+    loader path by hand (LD_LIBRARY_PATH, ld.so.conf, `ldconfig -p`, `ldd`, a cuda-compat-X-Y package), or names a
+    GeForce or TITAN with no container in the evidence (only a compat copy on the host's loader path is loaded there):
+    then GH603's removal leads. Inside a container (an NVIDIA image's banner or entrypoint, `docker run --gpus`, a
+    container-toolkit line) the 804 stays this check's, whatever the GPU. An NGC container's start-up check ("This
+    container was built for NVIDIA Driver Release X or later, but version Y was detected and compatibility mode is
+    UNAVAILABLE") is the same finding: X is read as the container's
     CUDA (the release that driver is bundled with) and Y as the host's driver, so it names the driver branch to
     install; its "CUDA Minor Version Compatibility mode ENABLED" is information, and "CUDA Forward Compatibility mode
     ENABLED" is not a fault. A program's own message naming the CUDA it uses against the driver (CUDA.jl's "CUDA X is
@@ -619,6 +622,16 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
       directory the evidence shows set on the host (anything but an image's `/usr/local/cuda/compat`), this finding
       is critical and leads over GH601's reading of the 804 (a driver too old for the program's CUDA): the compat
       directory is taken off the loader path first.
+    - A program's error 804 on a GeForce or TITAN (named by nvidia-smi, lspci, else the reporter's words) with no
+      container in the evidence (no NVIDIA image banner or `/opt/nvidia` entrypoint, no `docker run --gpus`, no
+      container-toolkit line, no image's `/usr/local/cuda/compat`: parsers/container_run.py), and no compat libcuda
+      shown: outside a container neither an NVIDIA image's entrypoint nor the container toolkit's cuda-compat hook
+      enables forward compatibility, so the libcuda CUDA took is a compat copy on the host's loader path. Critical (a
+      warning when only the reporter's words name the GPU, raised by the program's 804 line it explains), leading over
+      GH601's reading of the 804, with the commands that find the copy (`ldconfig -p | grep libcuda`, `ls -d
+      /usr/local/cuda*/compat`, `grep -rs compat /etc/ld.so.conf /etc/ld.so.conf.d`) and the step that takes it off.
+      Inside a container the same 804 is GH601's: the host driver is older than the image's CUDA. A stale libcuda
+      newer than the module (not in a compat directory) explains a program's 804 the same way outside a container.
     - Without a path: nvidia-smi's CUDA Version is that of the libcuda it loaded (NVML's
       nvmlSystemGetCudaDriverVersion reads it from the library), so a release whose bundled driver branch is above
       the module's (12.9 on a 570 driver) is a forward-compat libcuda, and one below the newest release the module's
@@ -645,6 +658,12 @@ def stale_libcuda(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | 
     libcuda.so.1 points, nothing can be compared: the check is skipped, so a CUDA error 803 keeps a stale libcuda
     among its open causes.
     """
+    if forward_compat_libcuda(snapshot) is None and compat_package(snapshot) is None:
+        # no compat libcuda shown: CUDA's own error 804 on a GeForce, outside any container, says one is loaded
+        bare = _refused_on_bare_host(snapshot)
+        if bare is not None:
+            yield bare
+            return
     if snapshot.cuda is None and forward_compat_libcuda(snapshot) is None and compat_package(snapshot) is None:
         yield Skip(snapshot.unavailable.get("cuda") or "no cuda evidence")
         return
@@ -691,8 +710,17 @@ def _stale_or_compat(snapshot: Snapshot) -> Iterator[Draft | Skip]:
                           libcuda_path=state.libcuda_path),
                slotted("sudo rm {libcuda_path:path} && sudo ldconfig", note="only if that file belongs to no installed "
                        "driver package", libcuda_path=state.libcuda_path)),
-        explains=("GH605",),
+        explains=("GH605", *_stale_explains_804(snapshot, state.libcuda_version, kernel)),
     )
+
+
+def _stale_explains_804(snapshot: Snapshot, libcuda: str, kernel: str) -> tuple[str, ...]:
+    """("GH601",) when a program's error 804 is this stale libcuda's doing: the copy is newer than the module (CUDA
+    took it for a forward-compatibility libcuda) and nothing shows a container (where the 804 is the host driver
+    older than the image's CUDA, GH601's); else ()."""
+    refused = any(m.signature == COMPAT_ERRORS[1] for m in compat_errors(snapshot))
+    newer = version_key(libcuda) > version_key(kernel)
+    return ("GH601",) if refused and newer and container_context(snapshot) is None else ()
 
 
 def _is_compat(path: str | None, target: str | None) -> bool:
@@ -982,6 +1010,66 @@ def _judge_compat(snapshot: Snapshot, compat: CompatLibcuda) -> Iterator[Draft]:
                 explains=leads)
 
 
+def container_context(snapshot: Snapshot) -> Evidence | None:
+    """What shows the CUDA program ran inside a container, else None: a pasted line (an NVIDIA image's banner or
+    entrypoint, `docker run --gpus`, a container-toolkit line: parsers/container_run.py), gpuhealth itself running
+    inside one (the live check), a container run of a CUDA image or a Dockerfile built on one, an image's compat
+    directory (/usr/local/cuda/compat) on the loader path. There CUDA's error 804 is the host driver older than the
+    image's CUDA (the toolkit's cuda-compat hook and the NGC entrypoint enable the image's compat libcuda then: GH601);
+    without it, on a host, only a compat libcuda put on the loader path by hand is loaded (GH603)."""
+    if snapshot.container_lines:
+        return Evidence(snapshot.sources.get("container_lines", "the evidence"), snapshot.container_lines[:2])
+    env = snapshot.host_env
+    if env is not None and env.container:
+        return Evidence(env.container_evidence or "container", (f"running inside {env.container}",))
+    state = snapshot.cuda
+    if state is not None and (state.image_command or state.base_image):
+        shown = state.image_command or f"FROM {state.base_image}"
+        return Evidence(snapshot.sources.get("cuda", "the evidence"), (shown[:200],))
+    compat = forward_compat_libcuda(snapshot)
+    if compat is not None and not set_by_hand(compat):
+        return Evidence(compat.where, (compat.path,))
+    return None
+
+
+def _refused_on_bare_host(snapshot: Snapshot) -> Draft | None:
+    """GH603 for a program's CUDA error 804 on a GeForce or TITAN where nothing shows a container: the CUDA
+    Compatibility guide's forward compatibility (cuda-compat) is for data-center GPUs only, and outside a container no
+    NVIDIA image or container toolkit enables it, so the libcuda CUDA took is a compat copy on this host's loader path
+    (a cuda-compat-X-Y directory on LD_LIBRARY_PATH or in ld.so.conf, a conda cuda-compat). Taking it off lets the
+    driver's own libcuda run the program. A GeForce named only in the reporter's words makes it a warning, which the
+    program's critical 804 line it explains raises (diagnosis._explainers_of_machine_lines). None otherwise."""
+    refused = [m for m in compat_errors(snapshot) if m.signature == COMPAT_ERRORS[1]]
+    if not refused or forward_compat_gpu(snapshot) != "consumer" or container_context(snapshot) is not None:
+        return None
+    gpu = _consumer_name(snapshot)
+    listed = [g.name for g in snapshot.gpus if g.name] + [
+        d.name for d in snapshot.pci_devices or () if d.is_nvidia_gpu and d.name]
+    if any(_CONSUMER.search(n) for n in listed):
+        named = Evidence(snapshot.sources.get("smi" if snapshot.gpus else "pci_devices", "the GPU list"), (gpu,))
+        severity, labels = Severity.CRITICAL, {}
+    else:  # the product line of a model the reporter's words name
+        words = next((g.words for g in snapshot.gpus_named if g.line == "geforce"), gpu)
+        named = Evidence(REPORTED_WORDS, (words[:300],))
+        severity, labels = Severity.WARNING, {"reported": "words"}
+    driver = module_version(snapshot)
+    return Draft(
+        severity,
+        f"CUDA error 804 on {gpu}, with no container in the evidence: a forward-compatibility libcuda (cuda-compat) on "
+        "this host's loader path was loaded instead of the driver's own, and GeForce and TITAN GPUs cannot use it "
+        "(only data-center GPUs, select NGC Server Ready RTX parts and Jetson can). Take the compat directory off the "
+        "loader path; the driver's own libcuda then runs any CUDA it supports"
+        + (f" (driver {driver})" if driver else "") + ". In a container, this error is instead the host driver being "
+        "older than the image's CUDA (GH601)",
+        evidence=(*(Evidence(m.source, (m.line[:300],)) for m in refused[:2]), named,
+                  Evidence("container", ("none shown: no NVIDIA image banner or entrypoint, no `docker run --gpus`, "
+                                         "no container-toolkit line",))),
+        fixes=table_fixes("GH603", kind=COMPAT_ERRORS[1]),
+        explains=("GH605", "GH601"),
+        labels=labels,
+    )
+
+
 def _compat_evidence(snapshot: Snapshot, compat: CompatLibcuda) -> tuple[Evidence, ...]:
     state = snapshot.cuda or CudaState()
     listed = [f"{e.name} ({e.flags}) => {e.path}" for e in state.libraries if e.name.startswith("libcuda.so")]
@@ -1255,12 +1343,15 @@ def torch_cannot_use_gpu(snapshot: Snapshot, expect: Expectations) -> Iterator[D
         causes.append(f"the loader resolves a stale libcuda {snapshot.cuda.libcuda_version} "
                       f"({snapshot.cuda.libcuda_path}) for kernel module {stale} (GH603)")
     wheel_cuda = torch.torch_cuda_version
-    if not wheel_cuda or (torch.torch_version or "").endswith("+cpu"):
+    # PyTorch's "CUDA initialization: ... cudaGetDeviceCount()" warning is printed only by a CUDA build (c10/cuda,
+    # CUDAFunctions.cpp device_count_impl): torch.version.cuda not shown is then no CPU-only build
+    called_cuda = "cudaGetDeviceCount" in f"{torch.init_warning or ''} {torch.error or ''}"
+    if (not wheel_cuda and not called_cuda) or (torch.torch_version or "").endswith("+cpu"):
         causes.append(f"a CPU-only PyTorch build ({torch.torch_version or 'torch'}: torch.version.cuda is None)")
         fixes.append(Fix(TORCH_REINSTALL,
                          "any", note="cu<XY> no newer than the CUDA Version nvidia-smi prints "
                                      f"({_driver_max_cuda(snapshot) or '?'})"))
-    else:
+    elif wheel_cuda:
         driver, driver_source = driver_version(snapshot)
         minimum = family_minimum(wheel_cuda) or requirement(wheel_cuda)
         too_old_warning = "too old" in (torch.init_warning or "") or "too old" in (torch.error or "")
@@ -1793,8 +1884,10 @@ def _hidden_from_process(snapshot: Snapshot) -> tuple[Evidence, MessageLine] | N
     driver too old or a missing driver library print other messages), and the CUDA runtime's cudaErrorNoDevice
     says the installed driver detected none; what keeps the devices of a working driver from one process is its
     environment, CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"). Not when the
-    variable is shown (it is judged as shown), the driver is shown down, or MIG leaves a GPU without instances."""
-    if "CUDA_VISIBLE_DEVICES" in snapshot.env or _driver_shown_down(snapshot):
+    variable is shown (it is judged as shown), the driver is shown down, or MIG leaves a GPU without instances; nor on
+    an NVSwitch system a program's output shows, where nvidia-smi lists the GPUs while CUDA cannot start on them until
+    Fabric Manager has set the fabric up (NVIDIA Fabric Manager User Guide): the diagnosis ranks that first (GH210)."""
+    if "CUDA_VISIBLE_DEVICES" in snapshot.env or _driver_shown_down(snapshot) or _on_nvswitch_board(snapshot):
         return None
     line = next((m for m in snapshot.messages or () if m.signature in _SEES_NO_GPU), None)
     if line is None or any((g.mig_mode_current or "").lower() == "enabled" and not g.mig_devices
@@ -1802,6 +1895,14 @@ def _hidden_from_process(snapshot: Snapshot) -> tuple[Evidence, MessageLine] | N
         return None
     works = _driver_works(snapshot)
     return (works, line) if works is not None else None
+
+
+def _on_nvswitch_board(snapshot: Snapshot) -> bool:
+    """Whether a program's output shows an NVSwitch system (not a person's words naming one)."""
+    from gpuhealth.parsers.platform import nvswitch_platform
+
+    platform = nvswitch_platform(snapshot)
+    return platform is not None and not platform.reported
 
 
 def _driver_works(snapshot: Snapshot) -> Evidence | None:

@@ -28,6 +28,7 @@ from gpuhealth.checks.registry import (
     Skip,
     check,
     line_evidence,
+    table_fixes,
 )
 from gpuhealth.knowledge.causes import Cause, Exclusion, Symptom, exclusions, symptoms
 from gpuhealth.knowledge.signatures import Signature
@@ -121,7 +122,8 @@ def no_diagnosis(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft | S
     Exceptions:
     None. `gpuhealth check` on a host always reads something, so this is only raised by `analyze`.
     """
-    if snapshot.origin != "evidence" or snapshot.sources:
+    # the container a program ran in is context for other evidence (CUDA's 803/804), no answer about the host by itself
+    if snapshot.origin != "evidence" or set(snapshot.sources) - {"container_lines"}:
         return
     if any(m.signature or m.symptom or m.mined for m in snapshot.messages or ()):
         return
@@ -202,6 +204,10 @@ def diagnose(findings: Sequence[Finding], skipped: Sequence[Skipped], ran: set[s
     made = {f.code for f in result}
     skipped_reason = {s.code: s.reason for s in skipped}
     result = _signature_findings(result, messages, ran, skipped_reason)
+    if any(f.code == "GH506" for f in result):  # the tool the words name signs with its own key: its route
+        from gpuhealth.checks.install import told_builder_route
+
+        result = told_builder_route(result, snapshot)
     made = {f.code for f in result} - made  # codes whose finding only the catalogue's lines raised
     result = _mined_explains(result, confirming)
     table = symptoms()
@@ -246,18 +252,47 @@ def _fix_confirmed(findings: list[Finding], messages: Sequence[MessageLine]) -> 
     fixed = [m for m in messages if m.signature and fix_confirmed(m.signature)]
     if not fixed:
         return findings
-    codes = {signature(m.signature).code for m in fixed}
+    causes_of: dict[str, str] = {}  # code -> the cause (causes.csv id) the reporter's fix confirms
+    for m in fixed:
+        causes_of.setdefault(signature(m.signature).code, signature(m.signature).cause)
     lines = {m.line.strip() for m in fixed}
     out = []
     for finding in findings:
-        if finding.code not in codes or finding.severity is Severity.INFO:
+        if finding.code not in causes_of or finding.severity is Severity.INFO:
             out.append(finding)
             continue
         evidence = tuple(replace(e, source=e.source.removesuffix(TOLD) + FIX_WORKED + TOLD)
                          if any(line.strip() in lines for line in e.lines) and FIX_WORKED not in e.source else e
                          for e in finding.evidence)
-        out.append(replace(finding, evidence=evidence, labels={**finding.labels, FIX_CONFIRMED: "the reporter's fix"}))
+        labelled = replace(finding, evidence=evidence, labels={**finding.labels, FIX_CONFIRMED: "the reporter's fix"})
+        out.append(_as_fixed(labelled, causes_of[finding.code]))
     return out
+
+
+# what a fix-confirmed cause's finding shows instead of its fix: the fix is done, per the reporter (never a to-do), and
+# the cause's deciding commands, read-only, show whether it held
+ALREADY_APPLIED = "the fix is already applied, per the reporter (it worked): nothing to do; this shows whether it held"
+HELD = "shows whether the fix held"
+
+
+def _as_fixed(finding: Finding, cause_id: str) -> Finding:
+    """A cause the reporter's fix confirms, told as what it is. Where only the reporter's words show it, the message is
+    the cause in the past tense (causes.csv ``fixed``: "the nouveau driver owned the GPU"), not the check's present
+    tense ("nouveau is loaded"); where machine output shows it too, that output's message stays (it says what the
+    machine printed). Either way the fix is no to-do: the fixes are the cause's own deciding commands (causes.csv
+    ``decide``, read-only), the first saying that the fix is applied per the reporter, each that it shows whether the
+    fix held."""
+    from gpuhealth.knowledge.causes import causes
+
+    confirmed = causes().get(cause_id)
+    if confirmed is None:
+        return finding
+    message = finding.message
+    if confirmed.fixed and all(e.source.endswith(TOLD) for e in finding.evidence):
+        message = f"{confirmed.fixed}: the cause the reporter's fix confirms (fixed, per the reporter)"
+    commands = [part.strip() for part in confirmed.decide.split(";") if part.strip()]
+    return replace(finding, message=message, fixes=tuple(
+        Fix(command, "any", note=ALREADY_APPLIED if i == 0 else HELD) for i, command in enumerate(commands)))
 
 
 def as_told(symptom: Symptom) -> Symptom:
@@ -480,12 +515,16 @@ def _machine_overrules(matched: Sequence[tuple[Signature, MessageLine]]) -> bool
 
 
 def _row_fixes(matched: Sequence[tuple[Signature, MessageLine]]) -> tuple[Fix, ...]:
-    """The fixes knowledge/fixes.csv keys to one of the matched catalogue rows (``<code>:<row id>``): the fixes of
-    the one error the row decodes (containerd's missing nvidia runtime is fixed in containerd's configuration, not
-    Docker's), in place of the check's general ones; empty when no row has its own."""
+    """The fixes knowledge/fixes.csv keys to one of the matched catalogue rows (``<code>:<row id>``), or to the cause
+    one names (``<code>:<cause id>``): the fixes of the one error the row decodes (containerd's missing nvidia runtime
+    is fixed in containerd's configuration, not Docker's), in place of the check's general ones; empty when no row
+    has its own."""
     from gpuhealth.knowledge.fixes import fixes_of
 
-    return next((found for sig, _ in matched if (found := fixes_of(f"{sig.code}:{sig.id}"))), ())
+    # a cause's own fixes (``<code>:<cause id>``) serve every row naming it, a person's words among them (a suspend
+    # that left nvidia_uvm unusable is fixed by reloading it, not by GH205's modprobe of a module that is loaded)
+    return next((found for sig, _ in matched if (found := fixes_of(f"{sig.code}:{sig.id}"))
+                 or (sig.cause and (found := fixes_of(f"{sig.code}:{sig.cause}")))), ())
 
 
 def _unnumbered(line: str) -> str:
@@ -538,13 +577,20 @@ def _present_symptoms(findings: list[Finding], messages: list[MessageLine], tabl
                and not (m.signature and signature(m.signature).severity == "info")]
     by_code: dict[str, list[Symptom]] = {}
     for symptom in table.values():
-        by_code.setdefault(symptom.code, []).append(symptom)
+        if symptom.check_shows:  # a symptom only lines show (cuda-init-unknown under GH610) leaves the check's own
+            by_code.setdefault(symptom.code, []).append(symptom)
     for finding in findings:
         ids = by_code.get(finding.code, [])
-        if (len(ids) == 1 and ids[0].check_shows and finding.severity is not Severity.INFO
-                and finding.code not in caused):
+        if len(ids) == 1 and finding.severity is not Severity.INFO and finding.code not in caused:
             present.append(ids[0].id)
-    return list(dict.fromkeys(p for p in present if p))
+    present = list(dict.fromkeys(p for p in present if p))
+    # a narrower symptom shown beside its broader one (cuInit's unknown error beside JAX's "No GPU/TPU found") is the
+    # one finding's differential: the broader one's order of causes would undo it
+    return [p for p in present if NARROWED_BY.get(p) not in present]
+
+
+# broader symptom -> the narrower symptom of the same check whose differential replaces it where both are shown
+NARROWED_BY = {"framework-no-gpu": "cuda-init-unknown"}
 
 
 def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLine], ran: set[str],
@@ -571,10 +617,14 @@ def _resolve(findings: list[Finding], symptom: Symptom, messages: list[MessageLi
     if left is not None:
         return _lead_by_elimination(findings, symptom, left, ranked, messages, ran, made, shown)
     lines = [m for m in messages if m.symptom == symptom.id]
+    if platform is not None and symptom.id in CUDA_INIT_SYMPTOMS:
+        findings = _lead_on_platform(findings, symptom, ranked, lines, platform, severity, told, ran)
     index = next((i for i, f in enumerate(findings) if f.code == symptom.code), None)
     top = next((c for c in ranked if c.status != RULED_OUT), None)
     head = f"{symptom.title}; most likely {top.title}" if top else symptom.title
     fixes = _leading_fixes(symptom, ranked, lines)
+    if index is None and any(symptom.code in f.explains and f.code == FABRIC_CODE for f in findings):
+        return findings  # the platform's cause leads with the symptom's lines (_lead_on_platform): no second finding
     if index is None:
         code = symptom.code if symptom.code in REGISTRY else "GH901"
         if told and code == "GH901" and top is not None:
@@ -899,8 +949,55 @@ def rank(symptom: Symptom, findings: Sequence[Finding], messages: Sequence[Messa
 # --------------------------------------------------------------------------- the platform ranks Fabric Manager
 
 FABRIC_CAUSE = "fabric-manager-failed"
-# symptoms of CUDA failing to initialise or count GPUs (cudaGetDeviceCount, torch.cuda.is_available() False)
-CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu"})
+# symptoms of CUDA failing to initialise or count GPUs (cudaGetDeviceCount, torch.cuda.is_available() False); not
+# cuInit's unknown error (cuda-init-unknown): Fabric Manager not running makes CUDA return "system not ready" (802).
+# Also a job failing to start on all the GPUs together while one GPU works (told): on an NVSwitch system they reach
+# each other only through the fabric Fabric Manager sets up
+CUDA_INIT_SYMPTOMS = frozenset({"framework-no-gpu", "torch-no-gpu", "multi-gpu-start-fails"})
+FABRIC_CODE = "GH210"
+# the check's own consequences (checks/evidence_checks.py GH210): what Fabric Manager down explains
+_FABRIC_EXPLAINS = ("GH610", "GH605", "GH408", "GH806")
+
+
+def _lead_on_platform(findings: list[Finding], symptom: Symptom, ranked: Sequence[Candidate],
+                      lines: Sequence[MessageLine], platform: NvswitchPlatform, severity: Severity,
+                      told: bool, ran: set[str]) -> list[Finding]:
+    """CUDA fails to initialise (cudaGetDeviceCount, "no CUDA-capable device", PyTorch seeing no GPU) on an NVSwitch
+    system, and the evidence neither confirms a cause nor rules out Fabric Manager: the platform ranked Fabric Manager
+    first (:func:`rank`), and it leads under its own check, GH210, unconfirmed, with the two looks that decide it (the
+    NVIDIA Fabric Manager User Guide: CUDA does not start on an NVSwitch system until Fabric Manager has set the fabric
+    up). It explains the symptom's finding, if one was made. A lead resting on words (the platform or the symptom told
+    by the reporter) stays a warning. Only a symptom a line shows (a program's, or the reporter's words) leads so: one
+    only inferred (information) makes no lead, nor one only a check saw (a live host's framework probe: a CPU-only
+    jaxlib, a framework that fails to import), whose finding already says why."""
+    top = next((c for c in ranked if c.status != RULED_OUT), None)
+    spec = REGISTRY.get(FABRIC_CODE)
+    if (not lines or top is None or top.cause != FABRIC_CAUSE or top.status != OPEN or spec is None
+            or FABRIC_CODE not in ran or severity is Severity.INFO or any(f.code == FABRIC_CODE for f in findings)):
+        return findings
+    from gpuhealth.checks.evidence_checks import DECIDE_802
+    from gpuhealth.inert import one_line
+
+    words = told or platform.reported or all(m.reported for m in lines)
+    if words and severity is Severity.CRITICAL:
+        severity = Severity.WARNING
+    said = ", the reporter's words" if platform.reported else ""
+    head = (f"{symptom.title}{TOLD if told else ''} on {platform.name} ({one_line(platform.shown)[:80]}{said}); most "
+            "likely Fabric Manager is not running or not of the driver's version (not confirmed): CUDA does not start "
+            "on an NVSwitch system until Fabric Manager has set the fabric up")
+    shown = Evidence(platform.source + (TOLD if platform.reported else ""), (one_line(platform.shown)[:200],))
+    finding = replace(_finding(spec, severity, head, evidence_of(lines) + (shown,)), differential=tuple(ranked),
+                      fixes=DECIDE_802 + _installed_fabric_manager() + table_fixes(FABRIC_CODE),
+                      explains=(symptom.code, *(c for c in _FABRIC_EXPLAINS if c != symptom.code)),
+                      labels={"reported": "words"} if words else {})
+    return [*findings, finding]
+
+
+def _installed_fabric_manager() -> tuple[Fix, ...]:
+    """The looks that show the installed Fabric Manager's version, to hold against the driver's (`cat
+    /sys/module/nvidia/version`, among GH210's fixes): the version-mismatch row's package listings."""
+    return tuple(f for f in table_fixes(FABRIC_CODE, kind="fm-driver-interface-mismatch")
+                 if f.command.startswith(("dpkg -l", "rpm -qa")))
 
 
 def _on_platform(platform: NvswitchPlatform, why: str) -> str:

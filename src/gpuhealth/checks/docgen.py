@@ -43,7 +43,8 @@ def fix_lines(code: str) -> list[str]:
                   "a file):", "", *(_fix_line(fix) for fix in fixes), ""]
     if keyed:
         lines += ["Fixes per decoded error (knowledge/fixes.csv rows `" + code + ":<id>`, the id of the "
-                  "knowledge/signatures.csv row the message or exit code decodes to):", ""]
+                  "knowledge/signatures.csv row the message or exit code decodes to, or of the knowledge/causes.csv "
+                  "cause a line names):", ""]
         for row, rows in keyed.items():
             lines += [f"- `{row}`:", *(f"  {_fix_line(fix)}" for fix in rows)]
         lines.append("")

@@ -495,7 +495,11 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
     None: the versions must match exactly. A driver upgrade in a package log with nothing that says which
     module is loaded now (no /proc/driver/nvidia/version, nvidia-smi or NVML) is a warning: the host
     may have rebooted since. A kernel log that shows the new version's module loading ("NVRM: loading
-    NVIDIA UNIX ... Kernel Module <version>") says it did: nothing is reported.
+    NVIDIA UNIX ... Kernel Module <version>") says it did: nothing is reported. Where a program's output shows the
+    loaded module (/proc/driver/nvidia/version, else the driver version nvidia-smi or NVML report) still at the
+    version the last upgrade replaced, the new libraries (libcuda among them) are on disk under the old module:
+    critical beside CUDA's error 803 (a program's "system has unsupported display driver / cuda driver
+    combination"), else a warning, since that output may predate the upgrade and a reboot since.
     """
     evidence: list[Evidence] = []
     kernel = snapshot.driver.version if snapshot.driver else None
@@ -532,6 +536,9 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         if upgrades and not kernel and _no_library_answer(snapshot) and not rebooted:
             yield _upgrade_not_loaded(snapshot, upgrades)
             return
+        if upgrades and not rebooted and _replaced_module_runs(snapshot, upgrades[-1]):
+            yield _replaced_module_loaded(snapshot, upgrades)
+            return
         if not kernel and not user and snapshot.kernel_log is None:
             yield Skip("neither the kernel module version nor the library version is known")
         return
@@ -539,7 +546,8 @@ def driver_library_mismatch(snapshot: Snapshot, expect: Expectations) -> Iterato
         evidence.append(Evidence(_log_source(snapshot), _upgrade_lines(upgrades)))
     yield Draft(
         Severity.CRITICAL,
-        f"Driver/library version mismatch: kernel module {kernel or '?'}, user space {user or '?'}" if kernel or user
+        f"Driver/library version mismatch: kernel module {kernel or 'not shown'}, user space {user or 'not shown'}"
+        if kernel or user
         else "Driver/library version mismatch: the loaded kernel module and the user-space libraries differ",
         evidence=tuple(evidence),
         fixes=table_fixes("GH202"),
@@ -675,6 +683,44 @@ def _upgrade_not_loaded(snapshot: Snapshot, upgrades: list[DriverChange]) -> Dra
                   Evidence(PROC_VERSION, ("not in the evidence given: whether the host rebooted since is unknown",))),
         fixes=table_fixes("GH202"),
         explains=("GH203", "GH204"),
+    )
+
+
+# CUDA's error 803 (cudaErrorSystemDriverMismatch) a program printed: the libcuda it loaded is another driver version
+# than the kernel module (knowledge/signatures.csv)
+_CUDA_803 = "cuda-system-driver-mismatch"
+
+
+def _replaced_module_runs(snapshot: Snapshot, last: DriverChange) -> bool:
+    """Whether the module a program's output shows loaded (/proc/driver/nvidia/version, else the driver version
+    nvidia-smi or NVML reported) is the version the last upgrade replaced: the packages put the new libraries (libcuda
+    among them) on disk under the old module."""
+    loaded = snapshot.driver.version if snapshot.driver and snapshot.driver.version else None
+    if loaded is None and snapshot.nvml is not None and snapshot.nvml.ok:
+        loaded = snapshot.nvml.driver_version
+    if loaded is None and snapshot.smi is not None:
+        loaded = snapshot.smi.driver_version
+    return loaded is not None and loaded == last.old and loaded != last.new
+
+
+def _replaced_module_loaded(snapshot: Snapshot, upgrades: list[DriverChange]) -> Draft:
+    """A driver upgrade a package log shows, and the module a program's output shows loaded is the version it
+    replaced: until a reboot (or a reload of the modules) the new libcuda runs under the old module, and CUDA fails
+    with error 803 (nvidia-smi, from the same output, may predate the upgrade). Critical beside a program's 803, which
+    shows the failure; else a warning (that output may predate the upgrade and a reboot since)."""
+    old, new = upgrades[-1].old, upgrades[-1].new
+    failed = [m for m in snapshot.messages or () if m.signature == _CUDA_803 and not m.reported]
+    return Draft(
+        Severity.CRITICAL if failed else Severity.WARNING,
+        f"The NVIDIA driver packages were upgraded from {old} to {new}{_when_by([u.change for u in upgrades])}, but "
+        f"the loaded module is still {old}: the new libcuda runs under the old module until the host reboots"
+        + (" (CUDA error 803)" if failed else ""),
+        evidence=(Evidence(_log_source(snapshot), _upgrade_lines(upgrades)),
+                  Evidence(PROC_VERSION if snapshot.driver and snapshot.driver.version
+                           else snapshot.sources.get("smi", "nvidia-smi"), (f"loaded module {old}",)),
+                  *(Evidence(m.source, (m.line[:300],)) for m in failed[:1])),
+        fixes=table_fixes("GH202"),
+        explains=("GH203", "GH204", "GH901") if failed else ("GH203", "GH204"),
     )
 
 
@@ -814,11 +860,19 @@ def kernel_modules_missing(snapshot: Snapshot, expect: Expectations) -> Iterator
     Without `nvidia_uvm` CUDA initialisation fails with "CUDA error: unknown error" or "no
     CUDA-capable device". It is normally loaded on first CUDA use by the setuid helper
     `nvidia-modprobe`; when that helper is missing or blocked (containers, hardened hosts), it never is.
+    After a suspend or hibernation through the driver's default kernel callbacks, `nvidia_uvm` may stay loaded but
+    unusable (cuInit returns 999 until it is reloaded): NVIDIA's README ("Configuring Power Management Support")
+    supports CUDA's unified memory across a suspend only through its systemd suspend services. A person saying CUDA
+    failed after a suspend names that cause (uvm-broken-by-suspend); lsmod then still lists the module.
 
     How to fix:
     `sudo modprobe nvidia_uvm` now, and make it permanent with
     `echo nvidia_uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf`. The display modules (nvidia_drm,
-    nvidia_modeset) are loaded by modprobe when a display or DRM client needs them.
+    nvidia_modeset) are loaded by modprobe when a display or DRM client needs them. After a suspend, once no
+    process holds it: `grep -q '^nvidia_uvm ' /proc/modules && sudo modprobe -r nvidia_uvm; sudo modprobe nvidia_uvm`
+    (unloads it where it is loaded, then loads it), and for good
+    `NVreg_PreserveVideoMemoryAllocations=1` with `nvidia-suspend.service`, `nvidia-resume.service` and
+    `nvidia-hibernate.service` enabled (driver 430 or newer).
 
     Exceptions:
     Right after boot, before any CUDA program ran, `nvidia_uvm` may legitimately not be loaded yet:

@@ -214,19 +214,41 @@ def container_toolkit_missing(snapshot: Snapshot, expect: Expectations) -> Itera
     runtimeClassName in the pod spec (the GPU operator creates the RuntimeClass where it manages the node), or the
     nvidia runtime as containerd's default (`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default`,
     nvidia-ctk 1.14 or later, then a restart of containerd). With the nvidia runtime as the default nothing is
-    raised. A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and later writes its runtime
-    to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows them merged. The live
+    raised, nor where the configuration is the GPU operator's in CDI mode (its default since v25.10: enable_cdi = true
+    in the CRI plugin, and the operator's runtimes nvidia-cdi and nvidia-legacy beside nvidia), where runc stays the
+    default and pods get their GPUs as CDI devices (gpu-operator controllers/object_controls.go,
+    transformToolkitCtrForCDI). A config.toml that imports other files is not judged alone (nvidia-ctk 1.17 and
+    later writes its runtime to a drop-in file, /etc/containerd/conf.d/99-nvidia.toml); `containerd config dump` shows
+    them merged. The live
     check reads /etc/containerd/config.toml (else k3s's or RKE2's generated one) the same way; a configuration whose
-    CRI plugin is disabled (Docker's own containerd) is not judged. A pasted
+    CRI plugin is disabled (Docker's own containerd) is not judged. CRI-O's configuration is read the same way
+    ([crio.runtime] default_runtime, one [crio.runtime.runtimes.<name>] table per runtime whose runtime_path runs the
+    program; crio.conf(5)): `crio status config` (the running daemon's, drop-ins merged) or, live, /etc/crio/crio.conf
+    with every /etc/crio/crio.conf.d drop-in in name order, as CRI-O reads them. A pasted crio.conf or drop-in alone is
+    not judged (`nvidia-ctk runtime configure --runtime=crio` 1.18 and later writes its runtime, and with
+    --set-as-default the default, to the drop-in 99-nvidia.toml). CRI-O can also give containers the GPUs through the
+    NVIDIA OCI hook (oci-nvidia-hook.json in /usr/share/containers/oci/hooks.d, the GPU operator's way on CRI-O): the
+    live check raises nothing for a missing runtime where that hook is installed. A pasted
     pod manifest that names runtimeClassName nvidia selects the runtime (nothing is raised); one that asks for
     nvidia.com/gpu and names none is said to run under the default. A `kubectl describe node` of a GPU node (NVIDIA
     labels, a GPU in the evidence) whose Allocatable holds no nvidia.com/gpu (nor a renamed share or a MIG device)
     is a warning: the device plugin is not running there or its pod found no GPU
-    (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/). Words saying the pod does not use the nvidia
+    (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/). A pasted `kubectl describe pod` gives the pod's
+    GPU request, its RuntimeClass (Runtime Class Name) and its phase, as a manifest does; its Events' messages are read
+    by the catalogue: the scheduler's "Insufficient nvidia.com/gpu", the runtime's refusal of the nvidia handler under
+    FailedCreatePodSandBox, the kubelet device manager's refusals under UnexpectedAdmissionError (devices unavailable
+    or unregistered: the device plugin; unhealthy devices: the plugin's health check saw a critical Xid). A pod whose
+    events are all Normal raises nothing. A pasted Dockerfile that installs the NVIDIA driver's packages
+    (libnvidia-*, nvidia-utils-*, nvidia-driver-*, cuda-drivers, or the cuda meta-package that pulls them), runs the
+    driver's .run installer or copies libcuda.so*/libnvidia-*.so* into its image is a warning: the toolkit mounts the
+    host's driver files at those paths when the container starts, and the image's copies break the mount ("file
+    exists") or shadow the host's with another driver version (NVIDIA/nvidia-docker#1287). Words saying the pod does
+    not use the nvidia
     runtime, or that containerd's default runtime is still runc, point to the same cause as the reporter's words; a
     configuration showing nvidia as the default overrules them.
     """
     env = _env(snapshot)
+    yield from _image_ships_driver(env)
     if env.container:
         return
     if env.docker and env.daemon_json_error:
@@ -284,6 +306,8 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
     (Kubernetes, Runtime Class: https://kubernetes.io/docs/concepts/containers/runtime-class/)."""
     if env.containerd_config_source is None:
         return
+    crio = env.cri_engine == "cri-o"
+    engine = "CRI-O" if crio else "containerd"
     evidence = (Evidence(env.containerd_config_source, _containerd_lines(env)),)
     nvidia = env.containerd_nvidia_runtimes
     if not nvidia:
@@ -291,14 +315,24 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
             return  # a drop-in it imports (nvidia-ctk 1.17+ writes conf.d/99-nvidia.toml) may add the runtime
         if not (_has_gpu(snapshot) or "pci_devices" in snapshot.unavailable):
             return  # the bus was read and holds no NVIDIA GPU: nothing for the runtime to give
-        yield Draft(Severity.WARNING, "containerd has no NVIDIA runtime configured: Kubernetes pods on this node "
+        if crio and env.cri_nvidia_hook:
+            return  # the NVIDIA OCI hook gives CRI-O's containers the GPUs without a runtime (the GPU operator's way)
+        hook = (" (nor an NVIDIA OCI hook in its hooks directory)" if crio and env.cri_nvidia_hook == "" else
+                ", unless an NVIDIA OCI hook (oci-nvidia-hook.json in /usr/share/containers/oci/hooks.d) is installed"
+                if crio else "")
+        yield Draft(Severity.WARNING, f"{engine} has no NVIDIA runtime configured{hook}: Kubernetes pods on this node "
                                       "run without the NVIDIA Container Runtime and get no GPU",
-                    evidence=evidence, fixes=table_fixes("GH802", kind="cri-no-runtime-nvidia"),
+                    evidence=evidence,
+                    fixes=table_fixes("GH802", kind="crio-no-runtime-nvidia" if crio else "cri-no-runtime-nvidia"),
                     labels={"decided": "container-toolkit-missing"})
         return
     default = env.containerd_default_runtime
     if default is None or default in nvidia:
         return
+    if crio and env.containerd_imports:
+        return  # CRI-O reads every crio.conf.d drop-in after the file shown: one may set nvidia as the default
+    if env.cri_cdi_enabled and any(name.endswith("-cdi") for name in nvidia):
+        return  # the GPU operator's CDI mode: pods get their GPUs as CDI devices under the default runtime
     runtime = "nvidia" if "nvidia" in nvidia else nvidia[0]
     pod_class = env.k8s_pod_runtime_class if env.k8s_pod_source else None
     if pod_class and pod_class.lower().startswith("nvidia"):
@@ -311,11 +345,38 @@ def _containerd_runtime(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dr
     else:
         pod = (f"a pod gets the GPUs only when its RuntimeClass has handler {runtime} (spec.runtimeClassName); any "
                "other pod does not use the nvidia runtime")
+    fixes = table_fixes("GH802", kind="k8s-runtimeclass-nvidia-not-found")
+    if crio:  # the RuntimeClass steps, then CRI-O's own commands for the default runtime
+        fixes = tuple(f for f in fixes if "containerd" not in f.command) + tuple(
+            f for f in table_fixes("GH802", kind="crio-no-runtime-nvidia") if "--version" not in f.command)
     yield Draft(Severity.WARNING,
-                f"containerd's default runtime is still {default}, not the NVIDIA runtime ({runtime} is configured "
+                f"{engine}'s default runtime is still {default}, not the NVIDIA runtime ({runtime} is configured "
                 f"but not the default): {pod}",
-                evidence=evidence, fixes=table_fixes("GH802", kind="k8s-runtimeclass-nvidia-not-found"),
-                labels={"decided": "k8s-runtime-not-nvidia"})
+                evidence=evidence, fixes=fixes, labels={"decided": "k8s-runtime-not-nvidia"})
+
+
+def _image_ships_driver(env: HostEnvironment) -> Iterator[Draft]:
+    """A Dockerfile that installs the NVIDIA driver's packages (or its .run installer) or copies its libraries into the
+    image: the NVIDIA Container Toolkit mounts the host's driver files (libcuda.so.1, libnvidia-ml.so.1, nvidia-smi) at
+    the same paths when the container starts, matched to the host's kernel module, so the image's copies make the mount
+    fail ("file creation failed: ... file exists") or shadow the host's with another driver version (NVML's
+    "Driver/library version mismatch", CUDA error 803) (NVIDIA/nvidia-docker#1287; the cause row
+    image-ships-driver-libs)."""
+    if not env.image_driver_files:
+        return
+    shown = ", ".join(env.image_driver_files[:6])
+    yield Draft(Severity.WARNING,
+                f"the image puts the NVIDIA driver's own files in it ({shown}): the NVIDIA Container Toolkit mounts "
+                "the host's driver there when a container starts, and the image's copies break that mount or shadow "
+                "it with another driver version",
+                evidence=(Evidence(env.image_driver_source or "Dockerfile",
+                                   tuple(f"installs or copies {name}" for name in env.image_driver_files[:6])),),
+                fixes=(Fix("Remove the NVIDIA driver packages (libnvidia-*, nvidia-utils-*, nvidia-driver-*, "
+                           "cuda-drivers, the cuda meta-package: install cuda-toolkit-<X>-<Y> instead), the driver's "
+                           ".run installer and any copied libcuda.so*/libnvidia-*.so* from the Dockerfile, then "
+                           "rebuild the image",
+                           note="an nvidia/cuda base image carries none: the toolkit brings the host's at run time"),),
+                labels={"decided": "image-ships-driver-libs"})
 
 
 def _node_without_gpus(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Draft]:
@@ -342,12 +403,15 @@ def _node_without_gpus(snapshot: Snapshot, env: HostEnvironment) -> Iterator[Dra
 def _containerd_lines(env: HostEnvironment) -> tuple[str, ...]:
     default = env.containerd_default_runtime or "not shown"
     if env.containerd_default_implied:
-        default += " (no default_runtime_name: containerd's own default)"
+        default += (" (no default_runtime: CRI-O's own default)" if env.cri_engine == "cri-o" else
+                    " (no default_runtime_name: containerd's own default)")
     lines = [f"runtimes: {', '.join(env.containerd_runtimes) or 'none'}",
              f"NVIDIA runtimes: {', '.join(env.containerd_nvidia_runtimes) or 'none'}",
              f"default runtime: {default}"]
     if env.containerd_imports:
         lines.append(f"imports: {', '.join(env.containerd_imports)}")
+    if env.cri_engine == "cri-o" and env.cri_nvidia_hook is not None:
+        lines.append(f"NVIDIA OCI hook: {env.cri_nvidia_hook or 'none'}")
     return tuple(lines)
 
 
@@ -492,18 +556,32 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
     or a new image; a fleet usually wants them the same on every node. Which values are right is a
     site decision, so the expectations come from the configuration rather than from gpuhealth.
 
+    NVIDIA's suspend services (`nvidia-suspend`, `nvidia-resume`, `nvidia-hibernate.service`, as
+    `systemctl status` or `systemctl is-enabled` shows them) are judged without configuration: with
+    `NVreg_PreserveVideoMemoryAllocations=1` (the params file, else an `options nvidia` line in
+    modprobe.d) one that is disabled, masked or not installed is the driver README's broken set-up: a
+    suspend then bypasses `/proc/driver/nvidia/suspend`, the driver refuses it, and the resume cannot
+    restore video memory. A failed one is a failed suspend path whatever the parameter says.
+
     How to fix:
     Set the option in a modprobe.d file (`options nvidia NVreg_<Name>=<value>`), rebuild the
-    initramfs (the module may load from it) and reboot or reload the nvidia modules.
+    initramfs (the module may load from it) and reboot or reload the nvidia modules. Where a suspend
+    unit is the finding, enable the driver's three suspend services (its fixes list them), or leave
+    the parameter at 0 where video memory need not survive a suspend.
 
     Exceptions:
-    Skipped when no driver parameters are configured, or when the driver is not loaded (no params
-    file). Parameter names change between driver branches: one the driver does not report is listed
-    so the configuration can be corrected.
+    Skipped when no driver parameters are configured and no suspend unit is shown, or when the driver
+    is not loaded (no params file). Parameter names change between driver branches: one the driver
+    does not report is listed so the configuration can be corrected. A suspend unit that is disabled
+    while the parameter is 0 (or not shown) is fine: the driver's default suspend path is used.
     """
+    sleep = _sleep_path_broken(snapshot)
+    if sleep is not None:
+        yield sleep
     wanted = expect.driver_params or {}
     if not wanted:
-        yield Skip("no expected driver parameters configured (driver_params in the config file)")
+        if sleep is None:
+            yield Skip("no expected driver parameters configured (driver_params in the config file)")
         return
     env = _env(snapshot)
     if not env.driver_params:
@@ -530,6 +608,52 @@ def driver_parameter_unexpected(snapshot: Snapshot, expect: Expectations) -> Ite
                    *fixes_for(debian=["sudo update-initramfs -u"], rhel=["sudo dracut --force"]),
                    REBOOT),
         )
+
+
+PRESERVE_VIDMEM = "PreserveVideoMemoryAllocations"
+_UNIT_OFF = ("disabled", "masked", "masked-runtime", "not-found")
+
+
+def _preserve_vidmem(snapshot: Snapshot) -> tuple[str, str] | None:
+    """(where, line) showing NVreg_PreserveVideoMemoryAllocations set to 1: the loaded driver's params file, else a
+    modprobe.d ``options nvidia`` line; None when the evidence shows it 0 or not at all (the params file wins)."""
+    params = snapshot.host_env.driver_params if snapshot.host_env else {}
+    if PRESERVE_VIDMEM in params:
+        on = params[PRESERVE_VIDMEM].strip() == "1"
+        return ("/proc/driver/nvidia/params", f"{PRESERVE_VIDMEM}: 1") if on else None
+    for conf in snapshot.install.modprobe_files if snapshot.install else ():
+        words = (conf.nvidia_options or "").split()
+        value = next((w.split("=", 1)[1] for w in reversed(words) if w.startswith(f"NVreg_{PRESERVE_VIDMEM}=")), None)
+        if value is not None:
+            return (conf.path, f"options nvidia NVreg_{PRESERVE_VIDMEM}={value}") if value.strip() == "1" else None
+    return None
+
+
+def _sleep_path_broken(snapshot: Snapshot) -> Draft | None:
+    """NVIDIA's suspend units against NVreg_PreserveVideoMemoryAllocations (NVIDIA Linux driver README, Configuring
+    Power Management Support): a failed one, or with the parameter set one that is disabled, masked or missing."""
+    units = _env(snapshot).sleep_units
+    if not units:
+        return None
+    failed = [f"{unit}.service: Active: failed" for unit, active, _ in units if active == "failed"]
+    preserve = _preserve_vidmem(snapshot)
+    off = [f"{unit}.service: {enabled}" for unit, _, enabled in units if enabled in _UNIT_OFF] if preserve else []
+    if not failed and not off:
+        return None
+    from gpuhealth.knowledge.fixes import fixes_of  # read on first use: few runs show a suspend unit
+
+    what = (f"{', '.join(line.split(':')[0] for line in failed)} failed" if failed else
+            f"{', '.join(line.split(':')[0] for line in off)} not enabled while "
+            f"NVreg_{PRESERVE_VIDMEM}=1 is set")
+    evidence = [Evidence("systemctl", tuple(failed + off))]
+    if preserve:
+        evidence.append(Evidence(preserve[0], (preserve[1],)))
+    return Draft(Severity.WARNING,
+                 f"NVIDIA's suspend path is broken: {what}; a suspend or hibernation then does not go through "
+                 "/proc/driver/nvidia/suspend (the driver refuses it, or the resume cannot restore video memory and "
+                 "CUDA fails until nvidia_uvm is reloaded)",
+                 evidence=tuple(evidence), fixes=fixes_of("GH804:nvidia-suspend-path-failed"),
+                 labels={"cause": "nvidia-suspend-path-failed"})
 
 
 def _same(actual: str, expected: str) -> bool:

@@ -521,7 +521,10 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     too: with nothing saying it is down, a warning that quotes it (is it still running, did the GPUs join the
     fabric?), never an unknown line. GPUs that nvidia-smi -q shows outside the fabric (Fabric State "In
     Progress" or "Not Started") are the same condition seen from the GPU: alone a warning (Fabric Manager may
-    still be starting), beside a failure its evidence. NV_WARN_NOTHING_TO_DO (Fabric Manager found no
+    still be starting), beside a failure its evidence; a registration that completed with an error (State
+    "Completed", Status other than "Success": NVML's nvmlGpuFabricInfo_t, whose status counts once the state is
+    complete) is over, and the GPU stays out: critical, with Fabric Manager's log and a GPU reset. "N/A" and "Not
+    Supported" are GPUs of no fabric. NV_WARN_NOTHING_TO_DO (Fabric Manager found no
     NVSwitch) is harmless on PCIe GPUs, but on NVLink 5 GPUs (B200, B300, GB200) it means the NVLink Subnet
     Manager did not run, and beside GPUs waiting to join the fabric, or on a system shown to be an NVSwitch board
     (eight SXM GPUs of one HGX board, H20 and H800 boards included), NVSwitches Fabric Manager cannot see.
@@ -543,6 +546,17 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     (`systemctl status nvidia-fabricmanager`, `nvidia-smi -q | grep -A2 -i fabric`) come first; where the GPUs shown
     are no NVSwitch board's (a GeForce or PCIe card) it is only the hypothesis, with those two looks and nothing to
     install. With the unit shown active, the GPUs did not join the fabric it set up: reset them and restart it.
+
+    CUDA failing to initialise in other words (PyTorch's "Unexpected error from cudaGetDeviceCount()" or
+    `torch.cuda.is_available()` False, "no CUDA-capable device is detected" while nvidia-smi lists the GPUs, a framework
+    seeing no GPU) on an NVSwitch system the evidence shows (eight SXM GPUs of one board in nvidia-smi's list, NV12 or
+    NV18 between every pair in `nvidia-smi topo -m`, NVSwitches on the PCI bus, a system or cloud instance name such as
+    p4d/p5, ND A100 v4, a2/a3-highgpu-8g), with nothing in the evidence naming another cause (a CPU-only PyTorch, a
+    driver too old for the program's CUDA): Fabric Manager leads under this check, unconfirmed, with the two looks that
+    decide it first; so does the reporter's story that a job starts on one GPU but not on all of them together
+    ("multi-card training will not start"). Where the platform or the failure is only the reporter's words, it is at
+    most a warning. PCIe
+    cards (L40S, GeForce, A100 PCIe with or without an NVLink bridge) and single-GPU instances never get it.
 
     Why it matters:
     Without Fabric Manager no CUDA context can be created on those GPUs: every job fails at start,
@@ -575,7 +589,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
     # NVSwitches on the bus, SXM GPUs, or a board a program's output shows (eight H20s print no SXM word)
     switch = (nvswitch_present(snapshot) or any(_SXM.search(g.name or "") for g in snapshot.gpus)
               or _shown_nvswitch_board(snapshot) is not None or None)
-    unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED]
+    unjoined = [g for g in snapshot.gpus if (g.fabric_state or "").lower() in _UNJOINED or registration_failed(g)]
     nothing_to_do = list(dict.fromkeys([e for e in errors if "NOTHING_TO_DO" in e]
                                        + [m.line for m in snapshot.messages or () if "NOTHING_TO_DO" in m.line]))
     board = _shown_nvswitch_board(snapshot) if nothing_to_do else None
@@ -626,7 +640,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
             table_fixes("GH210")
     elif lines and all(m in told for m in lines):
         message, fixes = ("In the reporter's words, Fabric Manager is not running (or does not start): on an NVSwitch "
-                          "system CUDA cannot start on its GPUs without it"), _DECIDE_802 + table_fixes("GH210")
+                          "system CUDA cannot start on its GPUs without it"), DECIDE_802 + table_fixes("GH210")
     else:
         message, fixes = _not_ready_802(snapshot, running=bool(state) and state.split()[0] == "active")
     shown = {line for e in evidence for line in e.lines}
@@ -637,7 +651,7 @@ def fabric_manager_failed(snapshot: Snapshot, expect: Expectations) -> Iterator[
 
 # The two looks that decide whether error 802 is Fabric Manager's (the NVIDIA Fabric Manager User Guide: the service,
 # and the GPUs' fabric registration that CUDA waits for)
-_DECIDE_802 = (Fix("systemctl status nvidia-fabricmanager", "any",
+DECIDE_802 = (Fix("systemctl status nvidia-fabricmanager", "any",
                    note="decides: active (running) on an NVSwitch system; 'could not be found': not installed"),
                Fix("nvidia-smi -q | grep -A2 -i fabric", "any",
                    note="State: Completed on every GPU; In Progress or Not Started: waiting for Fabric Manager; "
@@ -658,7 +672,7 @@ def _not_ready_802(snapshot: Snapshot, running: bool = False) -> tuple[str, tupl
     if running:
         return (f"{what} while nvidia-fabricmanager is active: the GPUs have not joined the fabric it set up (a GPU "
                 "reset or a Fabric Manager restart left them out, or its version differs from the driver's)",
-                (_DECIDE_802[1], Fix("sudo nvidia-smi -r", "any", disruptive=True,
+                (DECIDE_802[1], Fix("sudo nvidia-smi -r", "any", disruptive=True,
                                      note="resets the GPUs (and NVSwitches); no process may hold them"),
                  Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True),
                  Fix("sudo tail -n 50 /var/log/fabricmanager.log", "any",
@@ -668,18 +682,18 @@ def _not_ready_802(snapshot: Snapshot, running: bool = False) -> tuple[str, tupl
         told = " (the reporter's words)" if platform.reported else ""
         return (f"{what} on {platform.name} ({one_line(platform.shown)[:80]}{told}): Fabric Manager is not running "
                 "or not of the driver's version, and CUDA does not start on an NVSwitch system until it has set the "
-                "fabric up", _DECIDE_802 + table_fixes("GH210"))
+                "fabric up", DECIDE_802 + table_fixes("GH210"))
     off = off_nvswitch(snapshot)
     if off is not None:
         return (f"{what}: CUDA waits for a driver daemon that is not running. On an NVSwitch system (HGX/DGX) that is "
                 f"Fabric Manager, but {one_line(off)}, GPUs of no NVSwitch board, so Fabric Manager is only the "
                 "hypothesis (a VM given part of an HGX board would show its SXM GPUs): the two looks below decide it",
-                _DECIDE_802)
+                DECIDE_802)
     return (f"{what}: CUDA waits for a driver daemon that is not running; on an NVSwitch system (HGX/DGX: eight "
             "SXM GPUs, cloud instances such as p4d/p5, ND A100 v4/ND H100 v5, a2/a3) that is Fabric Manager, not "
             "running or not of the driver's version. Which GPUs this host has is not in the evidence: the two looks "
             "below decide it",
-            _DECIDE_802 + table_fixes("GH210"))
+            DECIDE_802 + table_fixes("GH210"))
 
 
 def why_not_started(lines: list[MessageLine], errors: tuple[str, ...]) -> str | None:
@@ -698,20 +712,48 @@ FM_LOG_ERROR = "fm-log-error"  # signatures.csv: any [ERROR] line of Fabric Mana
 # nvidia-smi -q "Fabric / State" of a GPU that has not (yet) registered with the NVLink fabric ("Completed" has; "N/A":
 # no NVSwitch fabric)
 _UNJOINED = ("in progress", "not started")
+# nvidia-smi -q "Fabric / Status" of a registration that completed: "Success", else the NVML error it ended with
+# (nvmlGpuFabricInfo_t: the status is to be read only once the state is complete; NVML API Reference, Fabric
+# definitions)
+_REGISTERED = ("success", "n/a", "")
 # NVLink 5 GPUs (HGX/DGX B200 and B300, GB200/GB300 NVL): Fabric Manager needs the NVLink Subnet Manager there
 _NVLINK5 = lazy_re(r"\bG?B[23]00\b")
 
 
+def registration_failed(gpu: Gpu) -> bool:
+    """nvidia-smi -q shows the GPU's fabric registration completed with an error (State "Completed", Status not
+    "Success"): the GPU is outside the fabric, as one still waiting is."""
+    return ((gpu.fabric_state or "").lower() == "completed"
+            and (gpu.fabric_status or "").strip().lower() not in _REGISTERED)
+
+
+def _fabric_shown(gpu: Gpu) -> str:
+    """The GPU's fabric registration as nvidia-smi -q shows it: its State, and the Status of one that failed."""
+    return f"{gpu.fabric_state}, Status: {gpu.fabric_status}" if registration_failed(gpu) else f"{gpu.fabric_state}"
+
+
 def _fabric_states(unjoined: list[Gpu]) -> Evidence:
     return Evidence("nvidia-smi -q (Fabric)", tuple(f"GPU {g.index}{f' ({g.name})' if g.name else ''}: State: "
-                                                    f"{g.fabric_state}"
+                                                    f"{_fabric_shown(g)}"
                                                     for g in unjoined[:MAX_LINES]))
 
 
 def _gpus_not_in_fabric(unjoined: list[Gpu], logged: list[MessageLine]) -> Draft:
     """nvidia-smi shows GPUs that have not registered with the NVLink fabric and nothing else says why: Fabric Manager
-    has not set the fabric up (yet). Right after boot it may still be starting, so a warning."""
-    states = sorted({g.fabric_state for g in unjoined})
+    has not set the fabric up (yet). Right after boot it may still be starting, so a warning; a registration that
+    completed with an error (Status other than Success) is over, and the GPU stays out: critical."""
+    states = sorted({_fabric_shown(g) for g in unjoined})
+    failed = [g for g in unjoined if registration_failed(g)]
+    if failed:
+        return Draft(Severity.CRITICAL, f"{len(failed)} GPU(s) failed to register with the NVLink fabric (nvidia-smi "
+                     f"-q Fabric State: {', '.join(states)}): they are outside the fabric Fabric Manager set up, and "
+                     "CUDA cannot use them until they are reset and registered again (Fabric Manager's log says why)",
+                     evidence=(_fabric_states(unjoined),) + line_evidence(logged),
+                     fixes=(Fix("sudo tail -n 50 /var/log/fabricmanager.log", "any", note="why the GPU was refused"),
+                            Fix("sudo nvidia-smi -r", "any", disruptive=True,
+                                note="resets the GPUs (and NVSwitches); no process may hold them"),
+                            Fix("sudo systemctl restart nvidia-fabricmanager", "any", disruptive=True)),
+                     explains=("GH610", "GH605", "GH408", "GH806"))
     return Draft(Severity.WARNING, f"{len(unjoined)} GPU(s) have not joined the NVLink fabric (nvidia-smi -q Fabric "
                  f"State: {', '.join(states)}): Fabric Manager has not set it up (not running, still starting, or on "
                  "an NVLink 5 system without its NVLink Subnet Manager), and CUDA reports 'system not yet initialized' "

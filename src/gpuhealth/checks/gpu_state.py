@@ -10,6 +10,7 @@ from typing import Any
 from gpuhealth.checks.registry import Draft, Expectations, Skip, check, table_fixes
 from gpuhealth.commands import fill
 from gpuhealth.commands import fix as slotted
+from gpuhealth.inert import one_line
 from gpuhealth.lazyre import lazy_re
 from gpuhealth.model import (
     Candidate,
@@ -733,7 +734,9 @@ def nvlink_inactive(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     """
     What:
     In `nvidia-smi nvlink -s`, a GPU with some links `<inactive>` while others are up, or a GPU for
-    which nvidia-smi says "all links are inactive".
+    which nvidia-smi says "all links are inactive". A GPU for which nvidia-smi printed another
+    message instead of its links (an NVML error such as "Unknown Error") is a warning too, the
+    message shown: the link state could not be read.
 
     Why it matters:
     GPU-to-GPU traffic (NCCL all-reduce, tensor parallelism) falls back to fewer links or to PCIe,
@@ -749,8 +752,11 @@ def nvlink_inactive(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
     PCIe boards without an NVLink bridge (GeForce, workstation and PCIe data-centre cards) have all
     links inactive by design. "All links are inactive" is therefore a warning only for SXM/HGX boards
     (names with SXM or HBM3, B200) or when another GPU in the same output has active links, and info
-    otherwise. GPUs in MIG mode do not report NVLink.
+    otherwise. GPUs in MIG mode do not report NVLink, and GPUs without NVLink say so ("does not have or
+    support NVLink"): neither is judged.
     """
+    from gpuhealth.parsers.smi_nvlink import BY_DESIGN
+
     states: tuple[NvlinkState, ...] = snapshot.nvlink or ()
     source = snapshot.sources.get("nvlink") or "nvidia-smi nvlink -s"
     for state in states:
@@ -766,6 +772,10 @@ def nvlink_inactive(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft 
             severity = Severity.WARNING
             message = f"{len(down)} of {len(speeds)} NVLink links inactive (links {', '.join(map(str, down))})"
             lines = tuple(f"Link {i}: <inactive>" for i in down)
+        elif state.error and state.error not in BY_DESIGN:  # nvidia-smi's own error in place of the links
+            severity = Severity.WARNING
+            message = f"nvidia-smi could not read the NVLink links: {one_line(state.error)[:160]}"
+            lines = (state.error,)
         else:
             continue
         gpu = next((g for g in snapshot.gpus if (state.uuid and g.uuid == state.uuid)), None) or next(

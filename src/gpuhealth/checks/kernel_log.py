@@ -13,7 +13,17 @@ from gpuhealth.knowledge import xid as xid_catalogue
 from gpuhealth.knowledge.drivers import branch_of, supports
 from gpuhealth.knowledge.gpus import lookup as gpu_lookup
 from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
-from gpuhealth.model import EventGroup, Evidence, Fix, KernelEvent, PciDevice, Severity, Snapshot
+from gpuhealth.model import (
+    DEVICE_PLUGIN,
+    DRAINING_IMPACTS,
+    EventGroup,
+    Evidence,
+    Fix,
+    KernelEvent,
+    PciDevice,
+    Severity,
+    Snapshot,
+)
 from gpuhealth.parsers.kernel_log import wall_clock_seconds
 
 SAMPLE_LINES = 3  # a storm of identical lines is summarised: first, last, count
@@ -115,7 +125,42 @@ def as_reported(snapshot: Snapshot, severity: Severity) -> Severity:
 def _when(snapshot: Snapshot, tally: Tally) -> str:
     """A logged tally's count and span; for a reported one, that it was only said."""
     reported = snapshot.kernel_log is not None and snapshot.kernel_log.reported
+    if _from_plugin(snapshot):
+        return f"{_span(tally)} ({PLUGIN_WORDS})"
     return f" ({REPORTED_WORDS})" if reported else _span(tally)
+
+
+# The NVIDIA device plugin logged the Xid from NVML's event (parsers/device_plugin_xids.py): it stopped advertising the
+# GPU to the kubelet, so pods are refused it (causes.csv device-plugin-gpu-unhealthy) until the plugin restarts
+PLUGIN_UNHEALTHY = "device-plugin-gpu-unhealthy"
+PLUGIN_WORDS = "the NVIDIA device plugin's NVML event; the plugin marks the GPU unhealthy"
+
+
+def _from_plugin(snapshot: Snapshot) -> bool:
+    return snapshot.kernel_log is not None and snapshot.kernel_log.format == DEVICE_PLUGIN
+
+
+def _plugin_labels(snapshot: Snapshot) -> dict[str, str]:
+    """A device plugin's Xid decides the cause the node shows: the plugin took the GPU out of its allocatable set."""
+    return {"decided": PLUGIN_UNHEALTHY} if _from_plugin(snapshot) else {}
+
+
+def _plugin_skips(snapshot: Snapshot, code: int) -> bool:
+    """Whether the device plugin logged an Xid its health check skips by default as an application error (13, 31,
+    43, 45, 68, 109): logged only because its skip list was changed, and no fault of the GPU by its own account."""
+    if not _from_plugin(snapshot):
+        return False
+    from gpuhealth.parsers.device_plugin_xids import SKIPPED_BY_DEFAULT
+
+    return code in SKIPPED_BY_DEFAULT
+
+
+def _unaddressed(tally: Tally) -> str:
+    """How a GPU whose PCI address no line gives is named: by the UUID the device plugin logged, where it did."""
+    # the plugin's lines, also where they were joined with a kernel log's
+    devices = sorted({e.detail.removeprefix("device ") for e in tally.samples if e.pci_address is None and e.detail
+                      and e.detail.startswith("device ") and "CriticalError: Xid=" in e.line})
+    return ", ".join(devices) if devices else "(address not logged)"
 
 
 @check("GH301", "xid-errors", "Xid errors in the kernel log", requires=("kernel_log",))
@@ -142,6 +187,12 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
     no kernel log in the evidence shows is judged by the same catalogue, said to be reported, not logged,
     and kept below critical.
 
+    The NVIDIA Kubernetes device plugin's own line for an Xid it saw in NVML's events (`XidCriticalError: Xid=79 on
+    Device=GPU-...; marking device as unhealthy.`) is machine output: judged as a logged Xid of that GPU (named by
+    its UUID), and it decides that the plugin stopped advertising the GPU (device-plugin-gpu-unhealthy). An Xid the
+    plugin skips by default as an application error (13, 31, 43, 45, 68, 109) stays below critical there; any other
+    is at least a warning there, even one the catalogue calls information (63): pods can no longer be given the GPU.
+
     Exceptions:
     Xids from before the last GPU reset or driver reload may already be resolved; the live check
     reads only the current boot. A kernel log given with the words wins over them.
@@ -167,6 +218,12 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
         severity = Severity(info.severity) if info else Severity.WARNING
         if info and info.application_class and severity is Severity.CRITICAL:
             severity = Severity.WARNING
+        if _plugin_skips(snapshot, code):  # an application error by the plugin's own account: it never drains
+            severity = min(severity, Severity.WARNING, key=lambda s: s.rank)
+            impact = "degraded" if impact in DRAINING_IMPACTS else impact
+        if _from_plugin(snapshot):  # whatever the Xid, the plugin took the GPU out of what pods can be given
+            severity = max(severity, Severity.WARNING, key=lambda s: s.rank)
+            impact = "degraded" if impact == "none" else impact
         action = info.immediate_action if info else "CONTACT_SUPPORT"
         fixes = tuple(filled(f, index=subject.gpu_index) for f in ACTION_FIXES.get(action, ()))
         yield Draft(
@@ -174,7 +231,8 @@ def xid_errors(snapshot: Snapshot, expect: Expectations) -> Iterator[Draft]:
             f"Xid {code}{f' ({info.mnemonic})' if info else ''}: {meaning}{_detail_words(details)}"
             f"{_when(snapshot, events)} - next: {xid_catalogue.action_in_words(action)}",
             subject=subject, evidence=(Evidence(snapshot.kernel_log.source, tuple(shown)),),
-            fixes=fixes, labels={"xid": str(code)}, last_seen=last_seen(events), action=repair, impact=impact,
+            fixes=fixes, labels={"xid": str(code), **_plugin_labels(snapshot)}, last_seen=last_seen(events),
+            action=repair, impact=impact,
         )
 
 
@@ -225,7 +283,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
     for address, found in sorted(by_gpu.items(), key=lambda item: item[0] or ""):
         yield Draft(
             as_reported(snapshot, Severity.CRITICAL),
-            f"GPU {address or '(address not logged)'} has fallen off the bus{_when(snapshot, found)}",
+            f"GPU {address or _unaddressed(found)} has fallen off the bus{_when(snapshot, found)}",
             subject=snapshot.gpu_subject(address),
             evidence=(Evidence(snapshot.kernel_log.source, samples(found)),),
             fixes=table_fixes("GH302"),
@@ -234,7 +292,7 @@ def gpu_fallen_off_bus(snapshot: Snapshot, expect: Expectations) -> Iterator[Dra
             explains=("GH102", "GH203", "GH204", "GH301", "GH305", "GH308", "GH608"),
             # the Xid it stands on when the driver logged one (some drivers print only "fallen off the bus"); each
             # group of the tally gives at least its first line to the samples
-            labels={"xid": "79"} if any(e.xid == 79 for e in found.samples) else {},
+            labels={**({"xid": "79"} if any(e.xid == 79 for e in found.samples) else {}), **_plugin_labels(snapshot)},
             last_seen=last_seen(found),
         )
 

@@ -19,7 +19,15 @@ DAEMON_JSON = "/etc/docker/daemon.json"
 CONTAINERD_CONFIGS = ("/etc/containerd/config.toml", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
                       "/var/lib/rancher/rke2/agent/etc/containerd/config.toml")
 CONTAINERD_FIELDS = ("containerd_config_source", "containerd_runtimes", "containerd_nvidia_runtimes",
-                     "containerd_default_runtime", "containerd_default_implied", "containerd_imports")
+                     "containerd_default_runtime", "containerd_default_implied", "containerd_imports", "cri_engine",
+                     "cri_cdi_enabled")
+# CRI-O reads crio.conf, then every drop-in of crio.conf.d in name order (crio.conf(5)); its OCI hooks directories,
+# where the GPU operator and `nvidia-ctk runtime configure --config-mode=oci-hook` put the NVIDIA hook instead of a
+# runtime (nvidia-container-toolkit cmd/nvidia-ctk-installer/container/runtime/crio/crio.go: oci-nvidia-hook.json)
+CRIO_CONFIG = "/etc/crio/crio.conf"
+CRIO_DROP_INS = "/etc/crio/crio.conf.d"
+CRIO_HOOK_DIRS = ("/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d")
+MAX_DROP_INS = 50
 TOOLKIT_FILES = ("/usr/bin/nvidia-container-runtime", "/usr/bin/nvidia-container-runtime-hook",
                  "/usr/bin/nvidia-container-toolkit")
 CDI_SPECS = ("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml", "/run/cdi/nvidia.yaml")
@@ -81,7 +89,7 @@ def probe_host_environment(host: Host, timeout: float) -> Probed:
     elif ctk.error != "not installed":
         found.unavailable["env_nvidia_ctk"] = f"nvidia-ctk --version: {why_failed(ctk)}"
     state["container_toolkit_files"] = tuple(p for p in TOOLKIT_FILES if host.stat(p).error is None)
-    state.update(_containerd_runtimes(host))
+    state.update(_containerd_runtimes(host) or _crio_runtimes(host))
     state["cdi_specs"] = tuple(p for p in CDI_SPECS if host.stat(p).error is None)
 
     # are we inside a container?
@@ -154,3 +162,27 @@ def _containerd_runtimes(host: Host) -> dict[str, Any]:
             return {}
         return {name: getattr(parsed, name) for name in CONTAINERD_FIELDS}
     return {}
+
+
+def _crio_runtimes(host: Host) -> dict[str, Any]:
+    """CRI-O's runtimes from crio.conf and its drop-ins, merged as CRI-O merges them, and the NVIDIA OCI hook if one
+    is installed; nothing when CRI-O has no configuration here."""
+    from gpuhealth.parsers.containerd import parse_crio_configs
+
+    texts: list[str] = []
+    main, _ = read_text(host, CRIO_CONFIG)
+    if main is not None:
+        texts.append(main)
+    names = host.listdir(CRIO_DROP_INS).names or ()
+    drop_ins = [f"{CRIO_DROP_INS}/{name}" for name in sorted(names)[:MAX_DROP_INS]]
+    texts += [text for text, _ in (read_text(host, path) for path in drop_ins) if text is not None]
+    if not texts:
+        return {}
+    try:
+        parsed = parse_crio_configs(tuple(texts), CRIO_CONFIG + (f" and {CRIO_DROP_INS}/*" if drop_ins else ""),
+                                    merged=True)
+    except ParseError:
+        return {}
+    hooks = [f"{d}/{name}" for d in CRIO_HOOK_DIRS for name in sorted(host.listdir(d).names or ())
+             if "nvidia" in name.lower() and name.endswith(".json")]
+    return {**{name: getattr(parsed, name) for name in CONTAINERD_FIELDS}, "cri_nvidia_hook": hooks[0] if hooks else ""}

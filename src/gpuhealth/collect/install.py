@@ -71,7 +71,8 @@ def probe_install(host: Host, timeout: float) -> Probed:
             except ParseError:
                 continue
             if "nouveau" in blacklisted or "nouveau" in options:
-                files.append(ModprobeFile(path, blacklisted, options.get("nouveau"), host.stat(path).mtime))
+                files.append(ModprobeFile(path, blacklisted, nouveau_options=options.get("nouveau"),
+                                          mtime=host.stat(path).mtime))
             elif blacklisted:
                 files.append(ModprobeFile(path, blacklisted))
     state["modprobe_dirs"] = tuple(dirs)

@@ -49,6 +49,9 @@ _DKMS_LINE = lazy_re(r"^[\w.+-]+(?:/|,\s*)[\w.+~-]+(?:,[^,:]*)*:\s*(?:added|buil
 _DKMS_WORDS = ("added", "built", "installed", "broken")  # a status line holds one of them, after a ":"
 _MOKUTIL = lazy_re(r"^\s*SecureBoot (?:enabled|disabled)\s*$|This system doesn't support Secure Boot|"
                       r"EFI variables are not supported on this system|"
+                      r"^\s*SecureBoot validation is disabled in shim\s*$|"
+                      r"^\s*Platform is in Setup Mode\s*$|^\s*Cannot determine secure boot state\.?\s*$|"
+                      r"^\s*Failed to read \"(?:SecureBoot|SetupMode)\" variable: |"
                       r"^(?:SKIP: |CA of )?\S{1,300} is (?:not enrolled|already enrolled|already in the enrollment "
                       r"request|already in db|blocked in dbx|blocked in MokListX|not in MokList)\s*$|"
                       r"^Already in kernel trusted keyring\. Skip \S|^input password: ?$", re.M)
@@ -285,12 +288,16 @@ def _mokutil(text: str, source: str) -> dict[str, Any]:
     ``mokutil --list-enrolled`` (the enrolled keys' names): analyze reads the last two from every piece, so here they
     only make the output count as read."""
     from gpuhealth.evidence.facts import module_key_lines, signing_key_lines
-    from gpuhealth.parsers.install import parse_mokutil_sb_state
+    from gpuhealth.parsers.install import mokutil_unread, mokutil_unread_why, parse_mokutil_sb_state
 
     text = body(text)
     try:
         state = parse_mokutil_sb_state(text)
     except ParseError:
+        unread = mokutil_unread(text)
+        if unread:  # mokutil could not read the state: neither enabled nor disabled, and said so
+            return {"install": InstallState(), "unavailable": {"install_secure_boot": (
+                f"mokutil --sb-state could not read the Secure Boot state ('{unread}': {mokutil_unread_why(unread)})")}}
         key = signing_key_lines(text.splitlines(), source)
         if key:
             return key
@@ -301,7 +308,54 @@ def _mokutil(text: str, source: str) -> dict[str, Any]:
     return {"install": InstallState(secure_boot=state, secure_boot_source="mokutil --sb-state")}
 
 
+def _looks_like_secureboot_policy(text: str) -> bool:
+    """Debian's update-secureboot-policy output: every line its own, one of them one it prints only past its Secure
+    Boot check (a line alone such as "All OK, nothing to do." says nothing of whose it is)."""
+    from gpuhealth.parsers.install import secureboot_policy_line
+
+    if len(text) > 8192 or ("DKMS" not in text and "Secure Boot" not in text):
+        return False
+    lines = content_lines(text, 40)
+    read = [secureboot_policy_line(line) for line in lines]
+    return bool(read) and None not in read and ("enabled" in read or any(
+        line.strip().startswith(("Secure Boot not enabled on this system", "Generating a new Secure Boot signing key",
+                                 "No DKMS packages installed")) for line in lines))
+
+
+@evidence_kind("secureboot-policy", commands=(r"update-secureboot-policy\b",), priority=490,
+               recognise=_looks_like_secureboot_policy)
+def _secureboot_policy(text: str, source: str) -> dict[str, Any]:
+    """Debian's ``update-secureboot-policy`` (shim-signed-common): the Secure Boot state its lines imply and its
+    verdict on DKMS's key. analyze reads the key's verdict and the modules' signatures from every piece (facts.py,
+    the signature catalogue); here the state, which only its own output implies."""
+    from gpuhealth.parsers.install import secureboot_policy_line
+
+    lines = content_lines(body(text), 2000)
+    read = [(secureboot_policy_line(line), line.strip()) for line in lines]
+    if not any(state for state, _ in read):
+        raise ParseError("no line of update-secureboot-policy's")
+    if "--enable" in source:  # run to turn shim's validation back on: it was off, nothing was enforced
+        return {"install": InstallState()}
+    if any(line.startswith("Secure Boot not enabled on this system") for _, line in read):
+        return {"install": InstallState(secure_boot="disabled", secure_boot_source=f"{source}: Secure Boot not "
+                                                                                    "enabled on this system.")}
+    shown = next((line for state, line in read if state == "enabled"), None)
+    if shown is None:
+        return {"install": InstallState()}
+    return {"install": InstallState(secure_boot="enabled", secure_boot_source=f"{source}: {shown[:100]}")}
+
+
+# the power-management parameters (NVIDIA Linux driver README, Configuring Power Management Support): names no other
+# listing prints, so the lines `grep -E 'PreserveVideoMemoryAllocations|TemporaryFilePath' .../params` leaves are enough
+_PM_PARAMS = {"PreserveVideoMemoryAllocations", "TemporaryFilePath", "EnableS0ixPowerManagement",
+              "S0ixPowerManagementVideoMemoryThreshold", "DynamicPowerManagement"}
+
+
 def _looks_like_params(text: str) -> bool:
+    lines = content_lines(_head(text))
+    if 0 < len(lines) <= len(_PM_PARAMS) and all((m := _PARAM_LINE.match(line)) and m["key"] in _PM_PARAMS
+                                                  for line in lines):
+        return True  # a grep for the power-management parameters
     if sum(name in _head(text) for name in _PARAM_NAMES) < 2:
         return False  # two known names must be keys of the head's lines
     lines = content_lines(_head(text))
@@ -328,7 +382,10 @@ def _looks_like_cmdline(text: str) -> bool:
 @evidence_kind("kernel-cmdline", commands=(_CAT + r"/proc/cmdline",), priority=480, recognise=_looks_like_cmdline)
 def _kernel_cmdline(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.install import parse_kernel_cmdline_modules
-    line = content_lines(text, 3)[0].strip()
+    lines = content_lines(text, 3)
+    if not lines:  # (analyze._read_by parses a piece without each line: the one line gone, nothing is left)
+        raise ParseError("no kernel command line")
+    line = lines[0].strip()
     blacklisted, options = parse_kernel_cmdline_modules(line)
     return {"host_env": HostEnvironment(kernel_cmdline=line),
             "install": InstallState(kernel_cmdline_blacklisted=blacklisted,

@@ -12,9 +12,10 @@ They fill the ``host_env`` fields live ``check`` fills from the same two sources
   https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html). A file that is not
   valid JSON is a fact of its own (dockerd refuses to start on it), never a parse failure.
 
-containerd's configuration (``/etc/containerd/config.toml``, ``containerd config dump``) and ``crictl info`` say which
-runtime a Kubernetes pod runs under when it names no RuntimeClass, and whether an NVIDIA runtime is configured at all
-(parsers/containerd.py, with its sources).
+containerd's configuration (``/etc/containerd/config.toml``, ``containerd config dump``), ``crictl info`` and CRI-O's
+(``/etc/crio/crio.conf``, a ``crio.conf.d`` drop-in, ``crio status config``) say which runtime a Kubernetes pod runs
+under when it names no RuntimeClass, and whether an NVIDIA runtime is configured at all (parsers/containerd.py, with
+its sources).
 
 Recognisers look at the head of the text only and never raise.
 """
@@ -110,6 +111,28 @@ def _containerd_config(text: str, source: str) -> dict[str, Any]:
     return {"host_env": parse_containerd_config(text, source)}
 
 
+def _looks_like_crio_config(text: str) -> bool:
+    """CRI-O's [crio.runtime] tables in a text that is all TOML (as containerd's configuration above)."""
+    from gpuhealth.parsers.containerd import is_crio_config
+
+    head = text[:_HEAD * 4]
+    if head.lstrip().startswith("{") or not is_crio_config(head):
+        return False
+    lines = (line.strip() for line in head.splitlines()[:400])
+    return all(_toml_line(line) for line in lines if line and line.strip(".…") and not line.startswith("```"))
+
+
+@evidence_kind("crio-config",
+               commands=(r"(?:cat|less|more|head|tail|vi|vim|nano)\s+\S*crio\S*\.(?:conf|toml)\b",
+                         r"(?:cat|less|more|head|tail)\s+\S*crio\.conf\.d/",
+                         r"crio(?:-status|\s+status)?\s+config\b"),
+               priority=367, recognise=_looks_like_crio_config)
+def _crio_config(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.containerd import parse_crio_config
+
+    return {"host_env": parse_crio_config(text, source)}
+
+
 def _looks_like_crictl_info(text: str) -> bool:
     head = text[:_HEAD * 8]
     return head.lstrip().startswith("{") and '"defaultRuntimeName"' in head
@@ -140,6 +163,20 @@ def _describe_node(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.kube import parse_describe_node
 
     return {"host_env": parse_describe_node(text, source)}
+
+
+def _looks_like_describe_pod(text: str) -> bool:
+    from gpuhealth.parsers.kube import looks_like_describe_pod
+
+    return looks_like_describe_pod(text)
+
+
+@evidence_kind("kubectl-describe-pod", commands=(r"kubectl\s+(?:\S+\s+)*describe\s+(?:pods?|po)\b",), priority=366,
+               recognise=_looks_like_describe_pod)
+def _describe_pod(text: str, source: str) -> dict[str, Any]:
+    from gpuhealth.parsers.kube import parse_describe_pod
+
+    return {"host_env": parse_describe_pod(text, source)}
 
 
 MAX_MANIFEST_LINES = 5000

@@ -813,6 +813,19 @@ def _container_image(command: str, output: str) -> Fact | None:
     return None
 
 
+@command_fact("container-run", r"^(?:sudo\s+)?(?:(?:docker|podman|nerdctl)\s+(?:container\s+)?(?:run|create|exec)|"
+                               r"nvidia-docker\s+run|(?:singularity|apptainer)\s+(?:run|exec|shell))\s|"
+                               r"/usr/local/cuda/compat|/opt/nvidia/(?:nvidia_entrypoint|entrypoint\.d)")
+def _container_run(command: str, output: str) -> Fact | None:
+    """A container started with the GPUs (``docker run --gpus all ...``), or a command that names an NVIDIA image's
+    compat directory or entrypoint: the program whose output follows ran inside a container, the context CUDA's errors
+    803 and 804 are read in (parsers/container_run.py; GH601, GH603)."""
+    from gpuhealth.parsers.container_run import container_line
+
+    shown = container_line(command)
+    return Fact({"container_lines": (shown,)}, None, "a container with the GPUs") if shown else None
+
+
 @command_fact("library-path-set", r"LD_LIBRARY_PATH\s{0,2}=")
 def _library_path(command: str, output: str) -> Fact | None:
     found = library_path_set(command)
@@ -844,17 +857,20 @@ def cuda_library_lines(lines: list[str]) -> dict[str, CudaState]:
 # installer's output, prose quoting them): mokutil --sb-state ("SecureBoot enabled"), nvidia-installer's
 # module-signing question ("This system also has UEFI Secure Boot enabled", kernel.c), the EFI stub ("UEFI Secure
 # Boot is enabled"), the x86 kernel's "secureboot: Secure boot enabled" and the distributions' lockdown patch
-# ("Kernel is locked down from EFI Secure Boot mode").
+# ("Kernel is locked down from EFI Secure Boot mode"), and shim-signed's debconf note (shim/secureboot_explanation:
+# "Your system has UEFI Secure Boot enabled."). Debian's update-secureboot-policy implies it by the lines it prints only
+# past its check (its own kind reads them: evidence/builtin.py, secureboot-policy).
 _SB_ENABLED = guarded_re(r"\bSecureBoot enabled\b|This system also has UEFI Secure Boot enabled|"
                          r"UEFI Secure Boot is enabled|\bsecureboot: Secure boot enabled\b|"
-                         r"Kernel is locked down from EFI Secure Boot",
+                         r"Kernel is locked down from EFI Secure Boot|Your system has UEFI Secure Boot enabled",
                          may=has("SecureBoot", "Secure Boot", "Secure boot"))
 # update-secureboot-policy (Ubuntu's and Debian's shim-signed) says "Secure Boot not enabled on this system." when the
-# SecureBoot EFI variable is absent or not 1
+# SecureBoot EFI variable is absent or not 1; mokutil --sb-state's "Platform is in Setup Mode" (under "SecureBoot
+# disabled": the firmware holds no platform key and verifies nothing)
 _SB_DISABLED = guarded_re(r"\bSecureBoot disabled\b|SecureBoot validation is disabled in shim|"
                           r"\bsecureboot: Secure boot disabled\b|UEFI Secure Boot is disabled|"
-                          r"^\s*Secure Boot not enabled on this system\.",
-                          may=has("SecureBoot", "Secure Boot", "Secure boot"))
+                          r"^\s*Secure Boot not enabled on this system\.|^\s*Platform is in Setup Mode\s*$",
+                          may=has("SecureBoot", "Secure Boot", "Secure boot", "Setup Mode"))
 
 
 def secure_boot_lines(lines: list[str], source: str) -> dict[str, InstallState]:
@@ -1021,12 +1037,55 @@ _TEST_KEY_WORDS = (" is not enrolled", " is already ", " is blocked", " is not i
                    "Already in kernel trusted keyring", "System's DKMS key is NOT", "System DKMS key is registered")
 
 
+# Ubuntu's shim-signed makes the MOK its DKMS signs with and asks for its enrolment: update-secureboot-policy --new-key
+# says "Generating a new Secure Boot signing key:" as it writes /var/lib/shim-signed/mok/MOK.der (DKMS's sign_build
+# runs it), and the enrolment's debconf note says "a new Machine-Owner Key (MOK) has been generated. This key now needs
+# to be enrolled in your system's firmware." (shim/secureboot_explanation; shim/enable_secureboot asks "Enroll a new
+# Machine-Owner Key?"). Either says that key was not enrolled then; a mokutil answer about it says what it is now.
+UBUNTU_MOK = "/var/lib/shim-signed/mok/MOK.der"
+_UBUNTU_NEW_MOK = guarded_re(r"^\W{0,4}Generating a new Secure Boot signing key:|Machine-Owner Key \(MOK\) has been "
+                             r"generated|Enroll a new Machine-Owner Key\?",
+                             may=has("Secure Boot signing key", "Machine-Owner Key"))
+
+
+# DKMS 3 (dell/dkms dkms.in prepare_mok, v3.0.4 to v3.2.2) makes its MOK where the key or certificate is missing:
+# "Certificate or key are missing, generating self signed certificate for MOK..." after "Public certificate (MOK):
+# PATH" (PATH is made now), or on Ubuntu "Certificate or key are missing, generating them using
+# update-secureboot-policy..." (/var/lib/shim-signed/mok/MOK.der, whose enrolment it then asks for). A key made now is
+# not enrolled: shim refuses the modules signed with it until the MOK manager enrolls it.
+_DKMS_NEW_MOK = guarded_re(r"^\s*Certificate or key are missing, generating (?P<how>self signed certificate for MOK|"
+                           r"them using update-secureboot-policy)", may=has("Certificate or key are missing"))
+
+
+def _new_dkms_mok(lines: list[str], source: str) -> dict[str, InstallState]:
+    certificate = "/var/lib/dkms/mok.pub"  # dkms.in's default mok_certificate
+    for line in lines[:2000]:
+        named = _DKMS_CERTIFICATE.search(line[:400])
+        if named:
+            certificate = named[1]
+        made = _DKMS_NEW_MOK.search(line[:400])
+        if made:
+            key = certificate if made["how"].startswith("self") else UBUNTU_MOK
+            return {"install": InstallState(signing_key=key, signing_key_state="not-enrolled",
+                                            signing_key_line=line.strip()[:200], signing_key_source=source)}
+    return {}
+
+
+def _new_ubuntu_mok(lines: list[str], source: str) -> dict[str, InstallState]:
+    line = next((line.strip(" \t│|#") for line in lines[:2000] if _UBUNTU_NEW_MOK.search(line[:400])), None)
+    if line is None:
+        return {}
+    return {"install": InstallState(signing_key=UBUNTU_MOK, signing_key_state="not-enrolled",
+                                    signing_key_line=line[:200], signing_key_source=source)}
+
+
 def signing_key_lines(lines: list[str], source: str) -> dict[str, InstallState]:
     """The install overlay for what ``mokutil --test-key`` said of a signing key, wherever its line appears (its
-    own output, a session, prose quoting it); empty when no line does. Of several keys, the least trusted."""
+    own output, a session, prose quoting it); empty when no line does. Of several keys, the least trusted. Ubuntu's
+    new MOK, made and waiting for its enrolment, where no mokutil line says more."""
     candidates = [line for line in lines[:2000] if any(words in line for words in _TEST_KEY_WORDS)]
     if not candidates:
-        return _import_asked(lines, source)
+        return _import_asked(lines, source) or _new_dkms_mok(lines, source) or _new_ubuntu_mok(lines, source)
     from gpuhealth.parsers.install import least_trusted_key  # here: most pieces hold no such line
 
     answer = least_trusted_key(candidates)

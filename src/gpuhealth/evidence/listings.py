@@ -610,8 +610,7 @@ def _modinfo(text: str, source: str) -> dict[str, Any]:
     if not info.found:
         return {"install": InstallState(module_found=False)}
     found: dict[str, Any] = {"install": InstallState(
-        module_found=True, module_file=info.filename, module_version=info.version,
-        module_vermagic=info.vermagic, module_signer=info.signer)}
+        module_found=True, module_file=info.filename, module_version=info.version, module_signer=info.signer)}
     return found
 
 
@@ -676,7 +675,8 @@ def _modprobe(text: str, source: str) -> dict[str, Any]:
             error = error or exc
             continue
         where = path or (next(iter(named)) if len(named) == 1 else f"{source} (pasted)")
-        files.append(ModprobeFile(path=where, blacklisted=blacklisted, nouveau_options=options.get("nouveau")))
+        files.append(ModprobeFile(path=where, blacklisted=blacklisted, nouveau_options=options.get("nouveau"),
+                                  nvidia_options=options.get("nvidia")))
     if not files:
         raise error or ParseError("no modprobe.d directives (blacklist, install, options, alias ...)")
     blacklisted = tuple(dict.fromkeys(module for f in files for module in f.blacklisted))
@@ -688,9 +688,16 @@ def _modprobe(text: str, source: str) -> dict[str, Any]:
 _UNIT_COMMAND = r"(?:nvidia-persistenced|nvidia-fabricmanager|docker)(?:\.service)?\b"
 
 
+# NVIDIA's suspend units (driver README, Configuring Power Management Support): systemd runs them around a suspend
+SLEEP_UNITS = ("nvidia-suspend", "nvidia-resume", "nvidia-hibernate", "nvidia-suspend-then-hibernate")
+
+
 def _service_overlay(states: Any, source: str) -> dict[str, Any]:
     cuda: dict[str, Any] = {}
     found: dict[str, Any] = {}
+    sleep = tuple((s.unit, s.active or "", s.enabled or "") for s in states if s.unit in SLEEP_UNITS)
+    if sleep:
+        found["host_env"] = HostEnvironment(sleep_units=sleep)
     for state in states:
         if state.unit == "nvidia-persistenced":
             cuda.update(persistenced_active=state.active, persistenced_enabled=state.enabled,
@@ -701,18 +708,25 @@ def _service_overlay(states: Any, source: str) -> dict[str, Any]:
                         fabricmanager_errors=state.errors)
         elif state.unit == "docker" and (state.active or state.enabled):
             installed = True if state.enabled not in (None, "not-found") else None  # the unit file exists
-            found["host_env"] = HostEnvironment(docker_active=state.active, docker=installed)
+            found["host_env"] = HostEnvironment(docker_active=state.active, docker=installed, sleep_units=sleep)
     if cuda:
         found["cuda"] = CudaState(**{k: v for k, v in cuda.items() if v})
     if not found:
         raise ParseError("the listing is about no unit gpuhealth reads (nvidia-persistenced, "
-                         "nvidia-fabricmanager, docker)")
+                         "nvidia-fabricmanager, docker, nvidia-suspend/-resume/-hibernate)")
     return found
 
 
-_SYSTEMCTL_HEADER = guarded_re(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+Loaded: ",
-                               may=lambda text: ".service - " in text and "Loaded: " in text)
-_UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker)\S* could not be found",
+# systemctl's status block (systemd src/systemctl/systemctl-show.c, print_status_info): the bullet line
+# "● name.service - Description", then "Loaded: ..." and "Active: <state> (<sub-state>)". People cut the Loaded: line
+# (or paste only the bullet line and Active:): the bullet line with an Active: line in one of systemd's unit active
+# states right under it is as sure as with Loaded: (a sentence "the service is active" has neither).
+_SYSTEMCTL_HEADER = guarded_re(r"(?:\S\s+)?\S+\.service - [^\n]*\n\s+(?:Loaded: |Active: (?:active|inactive|failed|"
+                               r"activating|deactivating|reloading|maintenance|refreshing)(?: \(| since |\s*$))",
+                               re.M, may=lambda text: ".service - " in text and ("Loaded: " in text
+                                                                                 or "Active: " in text))
+_UNIT_NOT_FOUND = guarded_re(r"Unit (?:nvidia-persistenced|nvidia-fabricmanager|docker|nvidia-suspend|nvidia-resume|"
+                             r"nvidia-hibernate)\S* could not be found",
                              may=has(" could not be found"))
 
 
@@ -723,6 +737,51 @@ def _systemctl(text: str, source: str) -> dict[str, Any]:
     from gpuhealth.parsers.services import parse_systemctl_status
 
     return _service_overlay(parse_systemctl_status(text), source)
+
+
+# `systemctl is-enabled UNIT...` (systemd src/systemctl/systemctl-is-enabled.c): one unit-file state per unit named, in
+# order; a unit that does not exist is "not-found", or (through the bus) "Failed to get unit file state for U: ..."
+# on stderr, after which systemctl stops.
+_ENABLED_STATES = frozenset({"enabled", "enabled-runtime", "linked", "linked-runtime", "alias", "masked",
+                             "masked-runtime", "static", "indirect", "disabled", "generated", "transient", "bad",
+                             "not-found"})
+_NO_UNIT_FILE = lazy_re(r"^Failed to get unit file state for (?P<unit>[A-Za-z0-9@_.:-]{1,200}?)(?:\.service)?: ")
+SOURCE_COMMAND_CUT = 80  # analyze names a piece by its command's first 80 characters (analyze._block_name)
+_IS_ENABLED_COMMAND = lazy_re(r"\bis-enabled\s+(?P<units>[^|;&>]{1,2000})")
+
+
+def _enabled_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()[:64] if line.strip()]
+
+
+def _looks_like_is_enabled(text: str) -> bool:
+    lines = _enabled_lines(text[:HEAD])
+    return 0 < len(lines) <= 32 and all(line in _ENABLED_STATES or _NO_UNIT_FILE.match(line) for line in lines)
+
+
+@evidence_kind("systemctl-is-enabled", commands=(r"systemctl\s+(?:--\S+\s+)*is-enabled\b",), priority=370,
+               recognise=_looks_like_is_enabled)
+def _systemctl_is_enabled(text: str, source: str) -> dict[str, Any]:
+    """``systemctl is-enabled UNIT...``: each unit's unit-file state, paired in order with the units the command names
+    (a "Failed to get unit file state" line names its own unit). ParseError when the units are not known."""
+    from gpuhealth.parsers.services import ServiceState
+
+    command = source.rsplit("$ ", 1)[-1] if "$ " in source else ""
+    named = _IS_ENABLED_COMMAND.search(command[:2000])
+    units = [u.removesuffix(".service") for u in named["units"].split() if not u.startswith("-")] if named else []
+    if len(command) >= SOURCE_COMMAND_CUT and units:
+        units.pop()  # the piece's name holds the command's first 80 characters: its last unit may be cut short
+    lines = _enabled_lines(text)
+    missing = {m["unit"] for line in lines if (m := _NO_UNIT_FILE.match(line))}
+    words = iter(line for line in lines if line in _ENABLED_STATES)
+    states = [ServiceState(m["unit"], enabled="not-found") for line in lines if (m := _NO_UNIT_FILE.match(line))]
+    for unit in units:
+        word = None if unit in missing else next(words, None)
+        if word is not None:
+            states.append(ServiceState(unit, enabled=word))
+    if not states:
+        raise ParseError("systemctl is-enabled's states, but not the units they are about (the command is not shown)")
+    return _service_overlay(states, source)
 
 
 _SHOW_ROW = guarded_re(r"^[A-Z][A-Za-z]{1,63}=", may=lambda line: "=" in line[:65])

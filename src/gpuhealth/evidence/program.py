@@ -7,7 +7,9 @@ checks, into the snapshot fields the checks already read:
 - the PyTorch wheel it pins (``torch==2.1.0+cpu``, a download.pytorch.org/whl/cpu index) -> ``torch`` (GH605 for a
   CPU-only wheel, GH601 for its CUDA against the driver);
 - the base image it builds on (``nvidia/cuda:12.4.1-...``, ``pytorch/pytorch:2.1.0-cuda12.1-...``) -> ``cuda``
-  (GH601) and ``torch``.
+  (GH601) and ``torch``;
+- a Dockerfile's NVIDIA driver packages, driver installer or copied driver libraries -> ``host_env``'s
+  ``image_driver_files`` (GH802: the toolkit mounts the host's driver files there).
 
 A program that says none of these is no evidence about the GPU stack: its parse says so (ParseError), so a lone
 script is never taken for a healthy host.
@@ -19,7 +21,7 @@ from typing import Any
 
 from gpuhealth.evidence.facts import device_request_lines, env_lines, library_path_lines
 from gpuhealth.evidence.registry import evidence_kind
-from gpuhealth.model import CudaState, ParseError, TorchEnv
+from gpuhealth.model import CudaState, HostEnvironment, ParseError, TorchEnv
 
 _SHOW = r"(?:cat|less|more|head|tail|bat)\s+"
 MAX_PROGRAM_LINES = 5000
@@ -50,9 +52,11 @@ def _program(text: str, source: str) -> dict[str, Any]:
         image = program.image_cuda and not program.image_torch
         found["cuda"] = CudaState(base_image=program.base_images[0] if image and program.base_images else None,
                                   base_image_cuda=program.image_cuda if image else None, ld_library_path=search)
+    if program.driver_files:  # the driver's user-space part in the image, where the toolkit mounts the host's (GH802)
+        found["host_env"] = HostEnvironment(image_driver_files=program.driver_files, image_driver_source=source)
     if not found:
         raise ParseError(f"a {program.language} program that sets no GPU variable or library path, asks for no GPU "
-                         "index, pins no torch wheel and builds on no CUDA image")
+                         "index, pins no torch wheel, builds on no CUDA image and puts no NVIDIA driver in its image")
     return found
 
 

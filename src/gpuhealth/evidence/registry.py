@@ -41,7 +41,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gpuhealth.lazyre import lazy_re
+from gpuhealth.lazyre import guarded_re, lazy_re
 from gpuhealth.records import record
 
 Recognise = Callable[[str], bool]
@@ -83,10 +83,98 @@ def register(name: str, *, commands: Iterable[str] = (), recognise: Recognise, p
         raise ValueError(f"bad evidence kind name: {name!r}")
     if name in KINDS:
         raise ValueError(f"evidence kind registered twice: {name}")
-    kind = EvidenceKind(name, tuple(lazy_re(c) for c in commands), recognise, parse, priority, owns=owns)
+    kind = EvidenceKind(name, tuple(_command_pattern(c) for c in commands), recognise, parse, priority, owns=owns)
     KINDS[name] = kind
     _ORDER.clear()
     return kind
+
+
+def _command_pattern(pattern: str) -> re.Pattern[str]:
+    """A kind's command pattern, compiled on first use; behind a test of the words a command it matches starts with,
+    where its text names them ("nvidia-smi\\b...", "(?:cat|less|grep\\b.*?)\\s+..."): routing one command asked
+    every kind's patterns, and compiled all of them (about 80, 5-10 ms of a session's first analysis). The words are
+    read on the first command asked, not at start-up (evidence without a command never needs them)."""
+    return guarded_re(pattern, may=_StartsWithItsWords(pattern), at_start=True)
+
+
+class _StartsWithItsWords:
+    """A guard: the command starts with one of the words its pattern's text begins with (``_leading_words``, read on
+    first use); every command passes where the text names none."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.words: tuple[str, ...] | None = None
+        self.read = False
+
+    def __call__(self, command: str) -> bool:
+        if not self.read:
+            self.words, self.read = _leading_words(self.pattern), True
+        return self.words is None or command.startswith(self.words)
+
+
+_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+
+def _leading_words(pattern: str) -> tuple[str, ...] | None:
+    """The texts one of which a string that ``pattern`` matches at its start begins with: the plain characters that
+    begin the pattern, or each alternative of a group that begins it (a group not made optional); None when one of
+    them begins with syntax (a class, an escape, a group)."""
+    if pattern.startswith("(?:"):
+        alternatives, end = _alternatives_until_close(pattern, 3)
+        if alternatives is None or pattern[end:end + 1] in ("?", "*", "+", "{"):
+            return None
+    else:
+        alternatives, end = _alternatives_until_close(pattern, 0)
+        if alternatives is None or end != len(pattern):
+            return None
+    runs = []
+    for alternative in alternatives:
+        run = ""
+        for index, char in enumerate(alternative):
+            if char in _SPECIAL:
+                break
+            if alternative[index + 1:index + 2] in ("?", "*", "+", "{"):
+                break  # the character is optional or repeated: the run ends before it
+            run += char
+        if not run:
+            return None
+        runs.append(run)
+    return tuple(runs)
+
+
+def _alternatives_until_close(pattern: str, start: int) -> tuple[list[str] | None, int]:
+    """The top-level alternatives from ``start`` to the ``)`` that closes them (with ``start`` 0: to the end), and the
+    index after that ``)``; None for an unbalanced group or class."""
+    alternatives, depth, begin, i = [], 0, start, start
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "[":
+            i += 1 + pattern.startswith("^", i + 1)
+            i += pattern.startswith("]", i)
+            while i < len(pattern) and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            if i >= len(pattern):
+                return None, i
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            if depth == 0:
+                if start == 0:
+                    return None, i  # a ")" that closes nothing
+                alternatives.append(pattern[begin:i])
+                return alternatives, i + 1
+            depth -= 1
+        elif char == "|" and depth == 0:
+            alternatives.append(pattern[begin:i])
+            begin = i + 1
+        i += 1
+    if start != 0 or depth != 0:
+        return None, i
+    alternatives.append(pattern[begin:])
+    return alternatives, len(pattern)
 
 
 def evidence_kind(name: str, *, commands: Iterable[str] = (), recognise: Recognise,

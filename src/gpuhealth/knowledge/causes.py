@@ -6,7 +6,8 @@ candidate causes in order of prior likelihood (most common first, from the field
 threads). ``causes.csv`` describes each cause once: the check code that confirms it when it fires
 (a cause is ruled out when that check ran clean, and open when it was skipped), the evidence that
 confirms or rules it out in words, and the exact command whose output decides; optionally, in ``fix``, the fix
-once it is confirmed, where the check it shares with other causes has fixes for all of them.
+once it is confirmed, where the check it shares with other causes has fixes for all of them, and in ``fixed`` the cause
+in the past tense, said where the reporter's fix confirms it (and it is fixed, per the reporter).
 
 A cause may explain several symptoms (Secure Boot refusing the module explains both "module refuses
 to load" and "nvidia-smi cannot talk to the driver"); it is described once, and each symptom lists
@@ -61,6 +62,10 @@ class Cause:
     # the fix once it is confirmed, where its check's own fixes cover several causes (GH605 lists a CUDA wheel and
     # `modprobe nvidia_uvm` alike): optional, and shown only for this cause
     fix: str = ""
+    # the cause in the past tense, for a cause a fix the reporter says worked confirms ("the nouveau driver owned the
+    # GPU"): the finding then tells what was, not what is (checks/diagnosis.py); every cause a fix_phrases.csv row names
+    # has one
+    fixed: str = ""
 
 
 @record
@@ -133,14 +138,15 @@ def _causes_by_id() -> dict[str, Cause]:
         if row["id"] in found:
             raise ValueError(f"causes.csv: cause {row['id']!r} appears twice")
         found[row["id"]] = Cause(row["id"], "", row["title"], row["code"], 0, row["confirm"], row["rule_out"],
-                                 row["decide"], row["source_title"], row["source_url"], row.get("fix", ""))
+                                 row["decide"], row["source_title"], row["source_url"], row.get("fix", ""),
+                                 row.get("fixed", ""))
     return found
 
 
 def _listed_under(cause: Cause, symptom: str, prior: int) -> Cause:
     """``dataclasses.replace(cause, symptom=symptom, prior=prior)``, without its per-field work."""
     return Cause(cause.id, symptom, cause.title, cause.code, prior, cause.confirm, cause.rule_out, cause.decide,
-                 cause.source_title, cause.source_url, cause.fix)
+                 cause.source_title, cause.source_url, cause.fix, cause.fixed)
 
 
 @functools.cache

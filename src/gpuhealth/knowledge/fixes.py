@@ -58,7 +58,8 @@ def _fixes_from(rows: Iterable[dict[str, str]], name: str) -> dict[str, tuple[Fi
 
 
 def is_fix_key(key: str) -> bool:
-    """``GH203`` or ``GH203:<signatures.csv row id>`` (a slug: lower-case words joined by ``-``)."""
+    """``GH203``, ``GH203:<signatures.csv row id>`` or ``GH205:<causes.csv id>`` (a slug: lower-case words joined by
+    ``-``)."""
     code, colon, row = key.partition(":")
     slug = all(part and _SLUG.issuperset(part) for part in row.split("-"))
     return len(code) == 5 and code.startswith("GH") and code[2:].isdecimal() and (not colon or slug)

@@ -68,7 +68,8 @@ def pattern() -> re.Pattern[str]:
     rows = [row["match"].strip() for row in table_rows("gpu_models.csv")]
     alternatives = "|".join(f"(?P<r{i}>{match})" for i, match in enumerate(rows))
     # every name starts with one of these letters: a position at any other is passed over before the alternatives
-    return lazy_re(r"(?<![\w.-])(?=[abghklmnpqrtv])(?:" + alternatives + r")(?:'?s)?(?![\w-])",  # type: ignore[return-value]
+    # bounded by Latin letters and digits only: Chinese text names a model with no space ("8张H20显卡")
+    return lazy_re(r"(?<![A-Za-z0-9_.-])(?=[abghklmnpqrtv])(?:" + alternatives + r")(?:'?s)?(?![A-Za-z0-9_-])",  # type: ignore[return-value]
                    re.IGNORECASE)
 
 

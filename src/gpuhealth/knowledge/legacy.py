@@ -1,7 +1,9 @@
 """The last driver branch that supports each NVIDIA GPU, by PCI device ID: ``legacy_gpus.csv``, then the architecture.
 
-``legacy_gpus.csv`` (made by ``tools/mine/mine_legacy_gpus.py``) lists every device ID whose last branch NVIDIA
-names in its driver package (``supported-gpus.json``, the README's "Appendix A. Supported NVIDIA GPU Products"):
+``legacy_gpus.csv`` (generated: ``make mine-legacy SUPPORTED_GPUS=PATH`` runs ``tools/mine/mine_legacy_gpus.py``;
+edit the miner, never the table; tests/test_legacy_branches.py regenerates and compares where the JSON is present)
+lists every device ID whose last branch NVIDIA names in its driver package (``supported-gpus.json``, the README's
+"Appendix A. Supported NVIDIA GPU Products"):
 the 71.86.xx, 96.43.xx, 173.14.xx, 304.xx, 340.xx, 367.xx (GRID K1, K2, K340), 390.xx and 470.xx legacy branches.
 A device ID not in it takes its architecture's last branch (``drivers.csv`` ``last_branch``, from
 ``gpus.csv``'s ranges): 580 for Maxwell, Pascal and Volta (NVIDIA's deprecation schedule: "the release 580 series

@@ -38,7 +38,7 @@ __all__ = ["DOMAINS", "MAX_LINE", "MAX_PER_SIGNATURE", "SEVERITIES", "Signature"
 DOMAINS = frozenset({
     "nvidia-smi", "nvml", "modprobe", "kernel", "dkms", "installer", "xorg", "cuda-driver", "cuda-runtime",
     "pytorch", "tensorflow", "jax", "cupy", "nccl", "loader", "container", "kubernetes", "fabricmanager", "gsp",
-    "persistenced", "mig", "package", "julia",
+    "persistenced", "mig", "package", "julia", "systemd",
 })
 SEVERITIES = ("info", "warning", "critical")
 MAX_LINE = 4096  # characters of one line that are matched; the rest of a longer line is ignored

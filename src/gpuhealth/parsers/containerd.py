@@ -21,6 +21,13 @@ NVIDIA one). Before containerd 1.4 the default runtime was its own table, ``cont
 ``crictl info`` prints the running CRI plugin's configuration as JSON: ``config.containerd.defaultRuntimeName`` and
 ``config.containerd.runtimes`` (containerd's CRI config, json tags ``defaultRuntimeName``, ``runtimes``, ``options``).
 
+The CRI plugin's ``enable_cdi`` (``config.enableCDI``) says containerd injects CDI devices itself: the GPU operator with
+CDI on (its default since v25.10) gives pods their GPUs as CDI devices under the default runtime and leaves runc the
+default, its own pods naming RuntimeClass nvidia (NVIDIA gpu-operator controllers/object_controls.go,
+transformToolkitCtrForCDI; its toolkit writes ``enable_cdi = true`` and the runtimes nvidia, nvidia-cdi and
+nvidia-legacy: nvidia-container-toolkit pkg/config/engine/containerd/config.go EnableCDI,
+cmd/nvidia-ctk-installer/container/operator/operator.go).
+
 The configuration is read line by line rather than as TOML, so a paste cut short, wrapped in markdown or holding a
 k3s template line still gives what it shows. Every function is pure and linear in its input.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import replace
 
 from gpuhealth.model import HostEnvironment, ParseError
 
@@ -111,8 +119,12 @@ class _Reader:
         self.imports: list[str] = []
         self.disabled: list[str] = []  # disabled_plugins: Docker's packaged config.toml disables "cri"
         self.version: int | None = None
+        self.cdi = False  # the CRI plugin's enable_cdi: containerd injects CDI devices (the GPU operator's) itself
 
     def key(self, path: tuple[str, ...], value: str) -> None:
+        if len(path) == 3 and path[0] == "plugins" and path[1] in CRI_PLUGINS and path[2] == "enable_cdi":
+            self.cdi = value.partition("#")[0].strip() == "true"
+            return
         if path == ("version",):
             self.version = int(value.strip()) if value.strip().isdecimal() else None
             return
@@ -212,7 +224,8 @@ def _environment(reader: _Reader, source: str) -> HostEnvironment:
         nvidia = (*nvidia, default)
     return HostEnvironment(containerd_config_source=source, containerd_runtimes=tuple(sorted(runtimes)),
                            containerd_nvidia_runtimes=nvidia, containerd_default_runtime=default,
-                           containerd_default_implied=implied, containerd_imports=tuple(reader.imports[:20]))
+                           containerd_default_implied=implied, containerd_imports=tuple(reader.imports[:20]),
+                           cri_cdi_enabled=reader.cdi)
 
 
 def parse_crictl_info(text: str) -> HostEnvironment:
@@ -228,6 +241,7 @@ def parse_crictl_info(text: str) -> HostEnvironment:
     if not isinstance(containerd, dict):
         raise ParseError("crictl info: no config.containerd object (a runtime other than containerd?)")
     reader = _Reader()
+    reader.cdi = config.get("enableCDI") is True if isinstance(config, dict) else False
     default = containerd.get("defaultRuntimeName")
     reader.default = default if isinstance(default, str) and default else None
     reader.saw_containerd_table = True
@@ -237,3 +251,92 @@ def parse_crictl_info(text: str) -> HostEnvironment:
         binary = options.get("BinaryName") if isinstance(options, dict) else None
         reader.runtimes[str(name)] = binary if isinstance(binary, str) else ""
     return _environment(reader, "crictl info")
+
+
+# --------------------------------------------------------------------------- CRI-O
+# CRI-O's configuration (crio.conf(5), https://github.com/cri-o/cri-o/blob/main/docs/crio.conf.5.md): the [crio.runtime]
+# table's default_runtime names the runtime a pod runs under when it names no RuntimeClass, and each runtime is a table
+# [crio.runtime.runtimes.<name>] whose runtime_path is the program run (the handler a RuntimeClass names). CRI-O reads
+# /etc/crio/crio.conf, then every file of /etc/crio/crio.conf.d in name order, a later value overriding an earlier one;
+# `nvidia-ctk runtime configure --runtime=crio` writes its runtime (and, with --set-as-default, default_runtime) to the
+# drop-in /etc/crio/crio.conf.d/99-nvidia.toml (NVIDIA nvidia-container-toolkit, cmd/nvidia-ctk/runtime/configure and
+# pkg/config/engine/crio/crio.go; its docs, "Configuring CRI-O"). Releases before 1.14 named the default runtime's
+# program directly: [crio.runtime] runtime = "/usr/bin/runc".
+CRIO_DROP_INS = "/etc/crio/crio.conf.d"
+CRIO_DEFAULT = "crun or runc"  # default_runtime unset: CRI-O's own default (crun in current releases, runc before)
+# the running daemon's configuration, drop-ins merged: `crio status config` (and `crio config`, which prints the
+# configuration the binary loads from the same files)
+CRIO_MERGED = ("crio status config", "crio-status config", "crio config")
+
+
+def is_crio_config(text: str) -> bool:
+    """Whether ``text`` holds one of CRI-O's runtime tables (cheap; no parse)."""
+    return "[crio.runtime" in text[:65536]
+
+
+class _CrioReader(_Reader):
+    """CRI-O's keys, read into the same facts as containerd's."""
+
+    def crio_key(self, path: tuple[str, ...], value: str) -> None:
+        if path[:2] != ("crio", "runtime"):
+            return
+        rest, text = path[2:], _string_value(value)
+        if rest == ("default_runtime",):
+            self.default = text or None
+        elif rest == ("runtime",) and text:  # before CRI-O 1.14: the default runtime's program
+            self.legacy_default = text
+        elif len(rest) >= 2 and rest[0] == "runtimes":
+            binary = self.runtimes.setdefault(rest[1], "")
+            if rest[2:] == ("runtime_path",) and text:
+                self.runtimes[rest[1]] = text or binary
+
+    def crio_table(self, path: tuple[str, ...]) -> None:
+        if path == ("crio", "runtime"):
+            self.saw_containerd_table = True
+        elif path[:3] == ("crio", "runtime", "runtimes") and len(path) >= 4:
+            self.runtimes.setdefault(path[3], "")
+
+
+def _read_crio(reader: _CrioReader, text: str) -> None:
+    table: tuple[str, ...] = ()
+    for raw in text.splitlines()[:MAX_LINES]:
+        line = raw[:MAX_LINE].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and not line.startswith("[["):
+            end = line.find("]")
+            path = _split_key(line[1:end]) if end > 0 else None
+            if path is not None:
+                table = path
+                reader.crio_table(table)
+            continue
+        key, equals, value = line.partition("=")
+        path = _split_key(key) if equals else None
+        if path is not None:
+            reader.crio_key(table + path, value)
+
+
+def parse_crio_config(text: str, source: str = "/etc/crio/crio.conf") -> HostEnvironment:
+    """CRI-O's configuration (crio.conf, a crio.conf.d drop-in or ``crio status config``) into the facts containerd's
+    gives (``cri_engine`` "cri-o"). A file other than the merged configuration is not all of it: CRI-O also reads the
+    drop-ins of /etc/crio/crio.conf.d, which may add the nvidia runtime (recorded as an import, as a containerd file
+    that imports others). ParseError when no [crio.runtime] table is in it."""
+    if not isinstance(text, str):
+        raise ParseError("CRI-O's configuration must be text")
+    return parse_crio_configs((text,), source, merged=any(command in source for command in CRIO_MERGED))
+
+
+def parse_crio_configs(texts: tuple[str, ...], source: str, merged: bool) -> HostEnvironment:
+    """CRI-O's configuration files in the order CRI-O reads them (crio.conf, then its drop-ins by name); ``merged``:
+    they are all of it (the live host read every drop-in, or the text is the daemon's merged configuration)."""
+    reader = _CrioReader()
+    for text in texts:
+        _read_crio(reader, text)
+    if not (reader.runtimes or reader.default or reader.legacy_default or reader.saw_containerd_table):
+        raise ParseError("no [crio.runtime] table")
+    if not merged:
+        reader.imports.append(CRIO_DROP_INS + "/*")
+    env = _environment(reader, source)
+    if env.containerd_default_implied:
+        env = replace(env, containerd_default_runtime=CRIO_DEFAULT)
+    return replace(env, cri_engine="cri-o")

@@ -253,9 +253,11 @@ MAX_NAMED_LINES = 400
 MAX_NAMED = 8
 _COUNT_WORDS = {"one": 1, "single": 1, "a single": 1, "two": 2, "dual": 2, "three": 3, "four": 4, "five": 5, "six": 6,
                 "seven": 7, "eight": 8, "sixteen": 16}
-# the count before a name: "8x H20", "8 x H100", "8xH100", "two RTX 3090", "4 NVIDIA A100"; after it: "RTX 3090 x2"
+# the count before a name: "8x H20", "8 x H100", "8xH100", "two RTX 3090", "4 NVIDIA A100", Chinese "8张H20", "8卡H800"
+# (a measure word: 张/張 sheets, 块/塊 pieces, 卡 cards); after it: "RTX 3090 x2"
 _COUNT_BEFORE = lazy_re(r"(?:(?<![\w.])(?P<n>\d{1,2})\s?[x×*]\s?|(?<![\w.])(?P<w>\d{1,2}|one|two|three|four|five|six|"
-                        r"seven|eight|sixteen|dual|a single|single)[\s-])(?:(?:nvidia|tesla|geforce)\s)?$", re.I)
+                        r"seven|eight|sixteen|dual|a single|single)[\s-]"
+                        r"|(?<![A-Za-z0-9.])(?P<c>\d{1,2})\s?[张張块塊卡]\s?)(?:(?:nvidia|tesla|geforce)\s)?$", re.I)
 _COUNT_AFTER = lazy_re(r"^\s?[x×*]\s?(?P<n>\d{1,2})(?![\w.])", re.I)
 # a short name ("T4", "A10", "H20") names a GPU beside NVIDIA/Tesla before it, or GPU/card after it
 _FAMILY_BEFORE = lazy_re(r"\b(?:nvidia|tesla)\s$", re.I)
@@ -338,7 +340,7 @@ def _in_sentence(sentence: str, rows: tuple, names: re.Pattern[str], source: str
             return []
         count = None
         if counted is not None:
-            word = (counted["n"] or counted["w"]).lower()
+            word = (counted["n"] or counted["w"] or counted["c"]).lower()
             count = int(word) if word.isdigit() else _COUNT_WORDS.get(" ".join(word.split()))
         elif counted_after is not None:
             count = int(counted_after["n"])

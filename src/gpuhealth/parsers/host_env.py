@@ -143,28 +143,26 @@ def parse_daemon_json(text: str) -> tuple[tuple[str, ...], str | None]:
 
 
 # `docker info`'s text form (https://docs.docker.com/reference/cli/docker/system/info/): "Key: value" lines under
-# "Server:", indented by one blank since Docker 17.06 and flush before it; "WARNING: ..." lines on their own.
+# "Server:", indented by one blank since Docker 17.06 and flush before it; "WARNING: ..." lines on their own. No check
+# judges those warnings (swap limits, seccomp, bridge-nf-call): the parser does not keep them, so analyze reads them as
+# any pasted line (a warning a catalogue row knows is its row's), never as read by the docker-info parser.
 _DOCKER_INFO_KEYS = {"Runtimes": "docker_runtimes", "Default Runtime": "docker_default_runtime",
                      "Server Version": "docker_server_version", "Cgroup Driver": "docker_cgroup_driver",
                      "Cgroup Version": "docker_cgroup_version"}
-MAX_DOCKER_WARNINGS = 20
 
 
 def parse_docker_info(text: str) -> HostEnvironment:
     """``docker info`` (the whole report or ``| grep -i runtime``): the daemon's runtimes, default runtime, server
-    version, cgroup driver and version, and its WARNING lines. The JSON of ``--format '{{json .Runtimes}}'`` too."""
+    version, cgroup driver and version. The JSON of ``--format '{{json .Runtimes}}'`` too."""
     if not isinstance(text, str):
         raise ParseError("docker info output must be text")
     if text.lstrip().startswith("{"):
         return HostEnvironment(docker=True, docker_runtimes=parse_docker_runtimes(text),
                                docker_runtimes_source="docker info")
     values: dict[str, Any] = {}
-    warnings: list[str] = []
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("WARNING:"):
-            if len(warnings) < MAX_DOCKER_WARNINGS:
-                warnings.append(line)
             continue
         key, colon, value = line.partition(":")
         name = _DOCKER_INFO_KEYS.get(key.strip()) if colon else None
@@ -175,7 +173,7 @@ def parse_docker_info(text: str) -> HostEnvironment:
         raise ParseError("no Runtimes, Default Runtime or Server Version line")
     if "docker_runtimes" in values:
         values["docker_runtimes_source"] = "docker info"
-    return HostEnvironment(docker=True, docker_warnings=tuple(warnings), **values)
+    return HostEnvironment(docker=True, **values)
 
 
 _CTK_VERSION = lazy_re(r"NVIDIA Container (?:Toolkit|Runtime)(?: CLI| Hook)? version\s+v?(\d+(?:\.\d+)+\S*)",

@@ -9,24 +9,43 @@ from __future__ import annotations
 
 import re
 
-from gpuhealth.lazyre import guarded_re, has_folded, lazy_re
+from gpuhealth.lazyre import guarded_re, has, has_folded, lazy_re
 from gpuhealth.model import DkmsEntry, ParseError
 
 # --------------------------------------------------------------------------- mokutil --sb-state
 
+# mokutil --sb-state (lcp/mokutil src/mokutil.c, sb_state_internal, 0.4.0 to 0.7.2): "SecureBoot enabled", then
+# "SecureBoot validation is disabled in shim" where shim's MokSBStateRT exists (shim tells the kernel not to enforce);
+# "SecureBoot disabled", then "Platform is in Setup Mode" where the firmware holds no platform key (nothing is
+# verified); "Cannot determine secure boot state." where the SecureBoot and SetupMode variables hold neither.
+# main() says "EFI variables are not supported on this system" where libefivar sees no EFI variables (a legacy BIOS
+# boot, or efivarfs not mounted, as in a container) and "This system doesn't support Secure Boot" where the firmware
+# has no SecureBoot variable.
 _SB_STATE = guarded_re(r"^\s*SecureBoot\s+(enabled|disabled)\s*$", re.IGNORECASE | re.MULTILINE,
                        may=has_folded("secureboot"))
 _SB_VALIDATION_OFF = guarded_re(r"SecureBoot validation is disabled in shim", re.IGNORECASE,
                                 may=has_folded("secureboot validation is disabled in shim"))
-_SB_UNSUPPORTED = guarded_re(r"doesn't support Secure Boot|EFI variables are not supported", re.IGNORECASE,
-                             may=has_folded("doesn't support secure boot", "efi variables are not supported"))
+_SB_SETUP_MODE = guarded_re(r"^\s*Platform is in Setup Mode\s*$", re.MULTILINE, may=has("Setup Mode"))
+_SB_UNSUPPORTED = guarded_re(r"doesn't support Secure Boot", re.IGNORECASE,
+                             may=has_folded("doesn't support secure boot"))
+# the lines that say mokutil could not read the state: never a state, enabled or disabled
+_SB_UNREAD = guarded_re(r"^\s*(?:Cannot determine secure boot state\.?|EFI variables are not supported on this system|"
+                        r"Failed to read \"(?:SecureBoot|SetupMode)\" variable: [^\n]{0,120})\s*$", re.MULTILINE,
+                        may=has("Cannot determine", "EFI variables are not supported", "Failed to read"))
+SB_UNREAD_WHY = {"Cannot determine": "the firmware's SecureBoot and SetupMode variables hold neither state",
+                 "EFI variables": "no EFI variables are visible: a legacy BIOS boot, or efivarfs not mounted (as in "
+                                  "a container)",
+                 "Failed to read": "mokutil could not read the firmware's variable"}
 
 
 def parse_mokutil_sb_state(text: str) -> str:
-    """``enabled``, ``disabled`` or ``unsupported`` (a legacy BIOS boot, or no EFI variables).
+    """``enabled``, ``disabled`` or ``unsupported`` (a firmware without the SecureBoot variable).
 
     "SecureBoot enabled" followed by "SecureBoot validation is disabled in shim" counts as disabled:
-    shim then tells the kernel not to enforce signatures.
+    shim then tells the kernel not to enforce signatures. Either line of a state's second line alone says the
+    same (mokutil prints "validation is disabled" only under "SecureBoot enabled", "Setup Mode" only under
+    "SecureBoot disabled"). The lines that say mokutil could not read the state raise ParseError
+    (:func:`mokutil_unread`).
     """
     if not isinstance(text, str):
         raise ParseError("mokutil output must be text")
@@ -36,9 +55,44 @@ def parse_mokutil_sb_state(text: str) -> str:
         if state == "enabled" and _SB_VALIDATION_OFF.search(text):
             return "disabled"
         return state
+    if _SB_VALIDATION_OFF.search(text) or _SB_SETUP_MODE.search(text):
+        return "disabled"
     if _SB_UNSUPPORTED.search(text):
         return "unsupported"
+    unread = mokutil_unread(text)
+    if unread:
+        raise ParseError(f"mokutil could not read the Secure Boot state: '{unread}'")
     raise ParseError("no 'SecureBoot enabled/disabled' line")
+
+
+def mokutil_unread(text: str) -> str | None:
+    """mokutil's line saying it could not read the Secure Boot state ("Cannot determine secure boot state.", "EFI
+    variables are not supported on this system", 'Failed to read "SecureBoot" variable: ...'), or None."""
+    if not isinstance(text, str):
+        raise ParseError("mokutil output must be text")
+    match = _SB_UNREAD.search(text[:8192])
+    return match[0].strip() if match else None
+
+
+def mokutil_unread_why(line: str) -> str:
+    """What mokutil's can't-read line means, in words."""
+    return next((why for start, why in SB_UNREAD_WHY.items() if line.startswith(start)), "")
+
+
+_SB_LINE = guarded_re(r"^\s*(?:SecureBoot (?:enabled|disabled)|SecureBoot validation is disabled in shim|"
+                      r"Platform is in Setup Mode|This system doesn't support Secure Boot|"
+                      r"input password(?: again)?: ?)\s*$",
+                      may=has("SecureBoot", "Setup Mode", "Secure Boot", "input password"))
+
+
+def mokutil_line(line: str) -> bool:
+    """Whether ``line`` is one mokutil prints about the Secure Boot state or a key (its grammar knows it, however
+    sentence-like): the state's lines, the can't-read lines, --test-key's and --import's answers, the password
+    prompt."""
+    if not isinstance(line, str):
+        raise ParseError("mokutil output must be text")
+    text = line[:400]
+    return bool(_SB_LINE.match(text) or _SB_UNREAD.match(text) or parse_mokutil_test_key(text))
 
 
 # mokutil --test-key KEY prints one of these about the key (lcp/mokutil src/mokutil.c, test_key() and
@@ -93,6 +147,41 @@ def parse_secureboot_policy_key(line: str) -> tuple[str, str] | None:
     if match is None:
         return None
     return DEBIAN_DKMS_KEY, "not-enrolled" if match["missing"] else "enrolled"
+
+
+# Debian's update-secureboot-policy (shim-signed-common, setup_mok_validation) reads the SecureBoot EFI variable first
+# and stops with "Secure Boot not enabled on this system." where it is not 1; then "The Secure Boot policy was already
+# changed since last reboot; nothing to do." where a change waits for shim (MokSB); then DKMS's key and modules:
+# "<script>: Checking status of DKMS module signing:", "  [ OK ] System DKMS key found in /var/lib/dkms/mok.pub", the
+# verdict on the key, "  E: <module> is not signed with the DKMS key", "  Some modules not signed with the DKMS key.
+# Rebuild?.", "  [ OK ] All DKMS modules signed with the DKMS key". Every one of these was printed with the SecureBoot
+# variable at 1: the firmware enforces Secure Boot (with --enable, shim's validation was off: no state is read then).
+_POLICY_ENABLED = guarded_re(r"^\s*(?:\S{1,300}: Checking status of DKMS module signing:|\[ OK \] System DKMS key "
+                             r"(?:found in \S{1,300}|is registered via MOK)|"
+                             r"E: System's DKMS key is NOT installed in MOK\.?|"
+                             r"E: \S{1,300} is not signed with the DKMS key|"
+                             r"Some modules not signed with the DKMS key\. "
+                             r"Rebuild\?\.?|\[ OK \] All DKMS modules signed with the DKMS key|The Secure Boot policy "
+                             r"was already changed since last reboot; nothing to do\.)\s*$",
+                             may=has("DKMS", "Secure Boot policy"))
+# its lines that say nothing of the state on their own: no DKMS module to check, the prompt not shown, Ubuntu's
+# --new-key making the MOK ("Generating a new Secure Boot signing key:", whatever the state)
+_POLICY_OTHER = guarded_re(r"^\s*(?:No DKMS packages installed: not changing Secure Boot validation state\.|"
+                           r"Running in non-interactive mode, doing nothing\.|All OK, nothing to do\.|"
+                           r"Secure Boot not enabled on this system\.|Generating a new Secure Boot signing key:)\s*$",
+                           may=has("No DKMS packages", "non-interactive mode", "All OK", "Secure Boot not enabled",
+                                   "Secure Boot signing key"))
+
+
+def secureboot_policy_line(line: str) -> str | None:
+    """"enabled" for a line of Debian's update-secureboot-policy printed only once it read the SecureBoot EFI
+    variable at 1, "other" for its other lines, None for any other line."""
+    if not isinstance(line, str):
+        raise ParseError("update-secureboot-policy output must be text")
+    text = line[:400]
+    if _POLICY_ENABLED.match(text):
+        return "enabled"
+    return "other" if _POLICY_OTHER.match(text) else None
 
 
 # A key shim does not trust yet is the decisive one: a module signed with it is refused under Secure Boot.

@@ -83,3 +83,53 @@ def parse_pod_manifest(text: str, source: str = "pod manifest") -> HostEnvironme
     if not containers:
         raise ParseError("no containers: not a pod manifest")
     return HostEnvironment(k8s_pod_source=source, k8s_pod_requests_gpu=gpu, k8s_pod_runtime_class=runtime_class)
+
+
+# `kubectl describe pod`'s sections (flush left; kubectl's describe.go, describePod): a description shows several
+POD_KEYS = ("Name:", "Namespace:", "Priority:", "Service Account:", "Node:", "Start Time:", "Labels:", "Annotations:",
+            "Status:", "IP:", "IPs:", "Controlled By:", "Containers:", "Init Containers:", "Conditions:", "Volumes:",
+            "QoS Class:", "Node-Selectors:", "Tolerations:", "Events:", "Runtime Class Name:")
+
+
+def looks_like_describe_pod(text: str) -> bool:
+    """The head of ``kubectl describe pod``: its Containers: section and at least three more of its sections, and no
+    node's Capacity block (cheap)."""
+    lines = text[:32768].splitlines()[:400]
+    seen = {key for line in lines for key in POD_KEYS if line.startswith(key)}
+    return ("Containers:" in seen and len(seen) >= 4 and "Namespace:" in seen
+            and not any(line.startswith(("Capacity:", "Allocatable:")) for line in lines))
+
+
+def parse_describe_pod(text: str, source: str = "kubectl describe pod") -> HostEnvironment:
+    """``kubectl describe pod``: whether a container asks for nvidia.com/gpu (its Limits or Requests), the
+    RuntimeClass the pod names (kubectl prints ``Runtime Class Name:`` only when the spec sets one: "" otherwise) and
+    its phase with the reason kubectl gives (``Status: Failed``, ``Reason: UnexpectedAdmissionError``).
+    The Events table is not read here: its messages are the kubelet's, the scheduler's and the runtime's own lines,
+    read by the catalogue as any pasted line is (a normal event says nothing). ParseError without a Containers:
+    section."""
+    if not isinstance(text, str):
+        raise ParseError("kubectl describe pod output must be text")
+    containers = gpu = False
+    runtime_class = ""
+    status: list[str] = []
+    for raw in text.splitlines()[:MAX_LINES]:
+        line = raw.rstrip()
+        stripped = line.strip()
+        if line.startswith("Events:"):
+            break  # the events are the catalogue's (above)
+        if line.startswith(("Containers:", "Init Containers:")):
+            containers = True
+        elif line.startswith("Runtime Class Name:"):
+            runtime_class = stripped.partition(":")[2].strip()
+        elif line.startswith(("Status:", "Reason:")) and len(status) < 2:  # the pod's phase and why (flush left)
+            status.append(stripped.partition(":")[2].strip())
+        elif line[:1].isspace():
+            key, colon, value = stripped.partition(":")
+            value = value.strip()
+            if colon and key.startswith(GPU_RESOURCES) and value.isdecimal() and int(value) > 0:
+                gpu = True
+    if not containers:
+        raise ParseError("no Containers: section")
+    phase = status[0] + (f" ({status[1]})" if len(status) > 1 else "") if status else None
+    return HostEnvironment(k8s_pod_source=source, k8s_pod_requests_gpu=gpu, k8s_pod_runtime_class=runtime_class,
+                           k8s_pod_status=phase)

@@ -11,7 +11,9 @@ Read from three kinds of program output and from a person's words:
   ``"instanceType"``, Azure's ``vmSize``, Google Cloud's ``machineType``.
 
 Any other place a name stands (a sentence: "on our p4d.24xlarge CUDA fails") is the reporter's words: the platform
-is marked ``reported``. It only ranks a cause of a symptom (checks/diagnosis.py), it never makes a finding.
+is marked ``reported``. It ranks a cause of a symptom (checks/diagnosis.py): where CUDA fails to initialise and
+nothing else names a cause, Fabric Manager leads under GH210, unconfirmed (at most a warning when the platform is only
+named in words).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
     if meshed is not None:  # nvidia-smi topo -m: every pair of three or more GPUs bonded by 12 or 18 NVLinks
         return NvswitchPlatform("an NVSwitch system (every GPU pair joined by NVLink in nvidia-smi topo -m)", meshed,
                                 snapshot.sources.get("topology", "nvidia-smi topo -m"))
-    joined = [g for g in snapshot.gpus if (g.fabric_state or "N/A").strip().lower() not in ("n/a", "")]
+    joined = [g for g in snapshot.gpus if (g.fabric_state or "N/A").strip().lower() not in _OUTSIDE_FABRIC]
     if joined:  # nvidia-smi -q shows a Fabric State only for GPUs of an NVSwitch fabric ("N/A" elsewhere)
         return NvswitchPlatform("an NVSwitch system (its GPUs have a fabric state)",
                                 f"Fabric State: {joined[0].fabric_state}", snapshot.sources.get("smi", "nvidia-smi -q"))
@@ -117,6 +119,11 @@ def nvswitch_platform(snapshot: Snapshot) -> NvswitchPlatform | None:
     if named is not None:
         return NvswitchPlatform(named[0].platform, named[1], "/sys/class/dmi/id/product_name")
     return read
+
+
+# nvidia-smi -q Fabric States of a GPU outside any NVSwitch fabric: "N/A", or NVML_GPU_FABRIC_STATE_NOT_SUPPORTED's
+# "Not Supported" (NVML API Reference, Fabric definitions)
+_OUTSIDE_FABRIC = ("n/a", "not supported", "")
 
 
 # nvidia-smi topo -m's "NV#": a bonded set of # NVLinks. An A100 has 12 NVLinks, an H100/H200/H800/H20 18 (NVIDIA Fabric

@@ -52,6 +52,9 @@ class ProgramText:
     base_images: tuple[str, ...] = ()  # the images it builds FROM
     image_cuda: str | None = None  # the CUDA version of an nvidia/cuda or pytorch/pytorch base image
     image_torch: str | None = None  # the torch version of a pytorch/pytorch base image
+    # a Dockerfile's NVIDIA driver packages it installs and driver library files it copies into the image
+    # (image_driver_files below)
+    driver_files: tuple[str, ...] = ()
 
 
 def _content(text: str, limit: int) -> list[str]:
@@ -101,4 +104,57 @@ def parse_program_text(text: str) -> ProgramText:
                 image_cuda = cuda["version"]
             if (torch := _PYTORCH_IMAGE.search(image)) and image_torch is None:
                 image_torch, image_cuda = torch["torch"], image_cuda or torch["cuda"]
-    return ProgramText(language, lines, pin, index, tuple(dict.fromkeys(images)), image_cuda, image_torch)
+    driver = image_driver_files(lines) if language == "dockerfile" else ()
+    return ProgramText(language, lines, pin, index, tuple(dict.fromkeys(images)), image_cuda, image_torch, driver)
+
+
+# What a Dockerfile must not put in its image: the NVIDIA driver's user-space part, which the NVIDIA Container
+# Toolkit mounts from the host at run time, matched to the host's kernel module (libnvidia-container: the driver's
+# libraries and binaries are injected from the host; NVIDIA/nvidia-docker#1287, the maintainer: a driver package in
+# the image conflicts with them). Its packages, per distribution (Ubuntu's nvidia-graphics-drivers packages, NVIDIA's
+# CUDA repositories' cuda-drivers and nvidia-driver-*, RHEL's and Fedora's nvidia-driver-libs and
+# xorg-x11-drv-nvidia-cuda-libs); the `cuda` and `cuda-<X>-<Y>` meta-packages install the driver too (CUDA
+# Installation Guide for Linux, Meta Packages: cuda-toolkit-<X>-<Y> is the one without it); the driver's .run
+# installer; its library files copied in.
+_DRIVER_PACKAGE = lazy_re(r"(?:libnvidia-(?!container)[a-z0-9][a-z0-9.-]{0,40}|nvidia-utils(?:-[\w.]{1,20})?|"
+                          r"nvidia-compute-utils(?:-[\w.]{1,20})?|nvidia-driver(?!-assistant)(?:-[\w.-]{1,40})?|"
+                          r"nvidia-headless(?:-[\w.-]{1,40})?|cuda-drivers(?:-[\w.]{1,20})?|"
+                          r"xorg-x11-drv-nvidia(?:-[\w.-]{1,40})?|cuda(?:-\d{1,2}-\d{1,2})?)(?:[=:][\w.:~+-]{1,60})?")
+_INSTALLER = lazy_re(r"(?:^|\s)(?:apt-get|apt|yum|dnf|microdnf|zypper|tdnf)\s+(?:-\S+\s+)*install\b")
+_RUNFILE = lazy_re(r"NVIDIA-Linux-[\w.-]{1,60}\.run\b")
+_DRIVER_LIBRARY = lazy_re(r"\blib(?:cuda|nvidia-[a-z0-9-]{1,40})\.so(?:\.[\d.*]{1,20})?")
+_COPY = lazy_re(r"^(?:COPY|ADD)\s", re.I)
+_RUN = lazy_re(r"^RUN\s", re.I)
+MAX_INSTRUCTION = 16384
+
+
+def _instructions(lines: tuple[str, ...]) -> list[str]:
+    """A Dockerfile's instructions, each one line: a line ending in a backslash continues on the next."""
+    found: list[str] = []
+    current = ""
+    for line in lines:
+        if line.startswith("#"):
+            continue
+        current = (current + " " + line.rstrip("\\").strip())[:MAX_INSTRUCTION] if current else line.rstrip("\\")
+        if not line.endswith("\\"):
+            found.append(current.strip())
+            current = ""
+    if current:
+        found.append(current.strip())
+    return found
+
+
+def image_driver_files(lines: tuple[str, ...]) -> tuple[str, ...]:
+    """The NVIDIA driver packages a Dockerfile's RUN instructions install, the driver's .run installer they run and
+    the driver library files its COPY/ADD instructions copy (``libcuda.so.1``, ``libnvidia-ml.so.535.54.03``), in
+    their order, each once."""
+    found: list[str] = []
+    for instruction in _instructions(lines):
+        if _RUN.match(instruction):
+            for command in instruction.replace("&&", ";").replace("||", ";").split(";"):
+                if _INSTALLER.search(command):
+                    found += [token for token in command.split() if _DRIVER_PACKAGE.fullmatch(token)]
+            found += [match.group() for match in _RUNFILE.finditer(instruction)]
+        elif _COPY.match(instruction):
+            found += [match.group() for match in _DRIVER_LIBRARY.finditer(instruction)]
+    return tuple(dict.fromkeys(found))[:20]

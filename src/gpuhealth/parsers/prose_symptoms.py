@@ -194,6 +194,12 @@ _UNTIL = lazy_re(r"(?<!wait )(?<!waited )(?<!waiting )\b(?:until|till)(?: after)
 _CULPRIT = lazy_re(r"(?:\bturn(?:s|ed)? out to be|\bthe (?:root )?(?:cause|culprit) (?:was|turned out to be)|"
                    r"\bthe (?:problem|issue) (?:was|turned out to be)|原来是|原來是|罪魁祸首是|罪魁禍首是)"
                    r"(?: (?:the|a|an|my|our|missing|no|that|just|simply))* ?$")
+# "I had to re-enroll the MOK key", "we had to enroll the key again": a step made once more because it was needed is a
+# fix the reporter made and that worked, said without "fixed it" (a first "I had to install the headers" may be the
+# install procedure, not a fix); "if I had to", "but it still fails" and a question say nothing of the kind
+_HAD_TO = lazy_re(r"\b(?:i|we) (?:finally |eventually |then |just |also |simply |manually |actually )?"
+                  r"(?:had|needed) to (?:re-?)?$")
+_AGAIN_AFTER = lazy_re(r"[^.;!?]{0,60}?\bagain\b")
 _BELIEVED = lazy_re(r"\b(?:think|thought|guess|suspect\w*|believe|assume\w*|probably|likely|seems?|maybe|perhaps|"
                     r"possibly)\b|可能|也许|也許|怀疑|懷疑|猜")
 # a suggested, hoped or supposed fix, not one that was made: "try blacklisting nouveau", "you should install the
@@ -535,6 +541,11 @@ def _fix_worked(sentence: str, place: tuple[int, int, int, int], asks: bool, fol
                                      or _UNTIL.search(sentence, max(0, cut - 60), cut))
         if frame is not None and not _supposed(sentence, frame.start(), cut) and not _NOT_FOR_GOOD.search(text, end):
             return CONFIRMED
+    had = _HAD_TO.search(sentence, max(0, start - 60), start)
+    again = had is not None and (had[0].endswith(("re", "re-")) or sentence.startswith("re", p_start)
+                                 or _AGAIN_AFTER.match(sentence, end) is not None)
+    if again and not _supposed(sentence, had.start(), had.start()) and not _NOT_FOR_GOOD.search(text, end):
+        return CONFIRMED
     return ""
 
 

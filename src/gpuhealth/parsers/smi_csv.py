@@ -46,6 +46,13 @@ def _device_id(value: str | None) -> str | None:
     return match[1].lower() if match else None
 
 
+def _as_printed(value: str | None) -> str | None:
+    return (value or "").strip() or None
+
+
+# a column whose value is an NVML error string by design, not a field nvidia-smi failed to read
+_STATUS_FIELDS = ("fabric.status",)
+
 # Gpu attribute, the CSV fields that can fill it (first non-empty wins), and the converter.
 _FIELDS: tuple[tuple[str, tuple[str, ...], Callable[[str | None], object]], ...] = (
     ("index", ("index",), _int),
@@ -91,6 +98,10 @@ _FIELDS: tuple[tuple[str, tuple[str, ...], Callable[[str | None], object]], ...]
     ("remapped_rows_pending", ("remapped_rows.pending",), flag),
     ("remapped_rows_failure", ("remapped_rows.failure",), flag),
     ("recovery_action", ("gpu_recovery_action",), clean),  # 590+: "None", "GPU Reset", ...
+    # the NVLink fabric registration (nvidia-smi --help-query-gpu: fabric.state; fabric.status, the error status valid
+    # once the state is "completed"), kept as printed: an NVML error such as "Unknown Error" is the status itself
+    ("fabric_state", ("fabric.state",), _as_printed),
+    ("fabric_status", ("fabric.status",), _as_printed),
 )
 _KNOWN = {name for _, names, _ in _FIELDS for name in names} | {
     prefix + suffix for prefix in _REASON_PREFIXES for suffix in (*_REASONS, "active")
@@ -162,7 +173,8 @@ def _gpu(row: dict[str, str]) -> Gpu:
             if value is not None:
                 values[attribute] = value
                 break
-    errors = tuple(f"{name}: {value.strip()}" for name, value in row.items() if is_error_value(value))
+    errors = tuple(f"{name}: {value.strip()}" for name, value in row.items()
+                   if is_error_value(value) and name not in _STATUS_FIELDS)
     return Gpu(**values, clock_event_reasons=_reasons(row), source="nvidia-smi --query-gpu",
                field_errors=errors[:MAX_FIELD_ERRORS])
 

@@ -9,12 +9,15 @@ from gpuhealth.parsers._values import number
 _GPU = lazy_re(r"GPU (\d{1,6}): (.*?)\s*(?:\(UUID: ([^)]*)\))?")
 _LINK = lazy_re(r"Link (\d{1,3}): (.*)")  # NVLink 5 has 18 links; three digits is plenty
 # What nvidia-smi prints instead of links, in several spellings ("inActive" since 590), and the
-# short reason stored for it. Anything else under a GPU, before its links, is kept as printed.
+# short reason stored for it. Anything else under a GPU, before its links, is kept as printed: an error of its own
+# (NVML's "Unknown Error"), which GH408 shows.
 _ERRORS = (
     ("all links are inactive", "all links are inactive"),
     ("mig mode", "not supported in MIG mode"),
     ("does not have or support nvlink", "not supported"),
 )
+# the reasons that are no fault: the GPU has no NVLink, or MIG mode hides it (GH408 says nothing of them)
+BY_DESIGN = frozenset({"not supported in MIG mode", "not supported"})
 
 
 def parse_smi_nvlink(text: str) -> tuple[NvlinkState, ...]:

@@ -315,6 +315,8 @@ def _reliability(block: _Block) -> dict:
         "reset_required": reset_required(get("gpu reset status/reset required"), recovery),
         "recovery_action": recovery,
         "fabric_state": (get("fabric/state") or "").strip() or None,  # "N/A" kept: outside an NVSwitch fabric
+        # "Success", or the error it ended with: raw, as an NVML error ("Unknown Error") is the status itself
+        "fabric_status": (block.values.get("fabric/status") or "").strip() or None,
     }
 
 

@@ -162,6 +162,10 @@ def _gpu(node: ET.Element, index: int, driver: str | None, cuda: str | None) -> 
         processes=tuple(_process(p) for p in node.findall("processes/process_info")),
         **_pcie(pci),
         **_reliability(node),
+        # <fabric><state>/<status>: the GPU's NVLink fabric registration, as -q's "Fabric" section (R525 and newer)
+        # (as -q's, kept as printed: "N/A" outside a fabric, and an error such as "Unknown Error" is the status itself)
+        fabric_state=(_text(node, "fabric/state") or "").strip() or None,
+        fabric_status=(_text(node, "fabric/status") or "").strip() or None,
         mig_devices=mig_device_count(
             len(node.findall("mig_devices/mig_device")),
             node.find("mig_devices") is not None or node.find("mig_mode") is not None,

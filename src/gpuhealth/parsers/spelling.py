@@ -160,13 +160,12 @@ def _one_edit(a: str, b: str) -> bool:
 
 
 @functools.cache
-def vocabulary() -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
+def vocabulary() -> tuple[frozenset[str], dict[str, list[str]]]:
     """The known words (lower case) and the index of their single-letter deletions (each word under itself and
-    under each of its deletions), built once, on first use, from the readers' own tables."""
-    words: set[str] = set()
-    for text in _table_texts():
-        words.update(w.lower() for w in _TEXT_WORD.findall(text))
-    for pattern in _patterns():
+    under each of its deletions, once), built once, on first use, from the readers' own tables; not to be changed."""
+    # one search over the texts joined (no word spans the newline between two), one read per distinct pattern
+    words = {w.lower() for w in _TEXT_WORD.findall("\n".join(_table_texts()))}
+    for pattern in dict.fromkeys(_patterns()):
         words.update(_pattern_words(pattern))
     known = frozenset(words)
     index: dict[str, list[str]] = {}
@@ -174,9 +173,13 @@ def vocabulary() -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
         if len(word) < _MIN_WORD - 1 or len(word) > _MAX_WORD + 1:
             continue  # no word of 5 to 30 letters is 1 edit from it
         index.setdefault(word, []).append(word)
-        for position in range(len(word)):
+        last = ""
+        for position, letter in enumerate(word):
+            if letter == last:
+                continue  # deleting either of two equal neighbours gives the same key: each word once under a key
+            last = letter
             index.setdefault(word[:position] + word[position + 1:], []).append(word)
-    return known, {key: tuple(dict.fromkeys(value)) for key, value in index.items()}
+    return known, index
 
 
 def _table_texts() -> list[str]:
