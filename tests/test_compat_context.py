@@ -25,9 +25,8 @@ from gpuhealth.checks.engine import run_checks
 from gpuhealth.model import Severity
 from gpuhealth.parsers.container_run import container_line, container_run_lines, may_show_container
 from gpuhealth.report.common import fold
+from test_forward_compat import ERROR_803, ERROR_804, smi  # the same error lines and one-GPU nvidia-smi table
 
-ERROR_804 = "RuntimeError: CUDA error: forward compatibility was attempted on non supported HW"
-ERROR_803 = "RuntimeError: CUDA error: system has unsupported display driver / cuda driver combination"
 BANNER = """
 =============
 == PyTorch ==
@@ -39,20 +38,6 @@ PyTorch Version 2.5.0a0
 Container image Copyright (c) 2024, NVIDIA CORPORATION & AFFILIATES. All rights reserved.
 
 This container image and its contents are governed by the NVIDIA Deep Learning Container License.
-"""
-
-
-def smi(driver: str, cuda: str, gpu: str) -> str:
-    return f"""$ nvidia-smi
-+-----------------------------------------------------------------------------------------+
-| NVIDIA-SMI {driver}             Driver Version: {driver}     CUDA Version: {cuda}     |
-|-----------------------------------------+------------------------+----------------------+
-| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
-| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
-|=========================================+========================+======================|
-|   0  {gpu:<31}Off |   00000000:01:00.0 Off |                  Off |
-|  0%   35C    P8             20W /  350W |       1MiB /  24564MiB |      0%      Default |
-+-----------------------------------------+------------------------+----------------------+
 """
 
 

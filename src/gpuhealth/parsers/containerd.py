@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Iterator
 from dataclasses import replace
 
 from gpuhealth.model import HostEnvironment, ParseError
@@ -171,6 +172,22 @@ def is_nvidia_runtime(name: str, binary: str) -> bool:
     return name.lower().startswith("nvidia") or posixpath.basename(binary).startswith(NVIDIA_BINARY)
 
 
+def _stripped_lines(text: str) -> Iterator[str]:
+    """The configuration's lines, stripped, within the limits (MAX_LINES lines of MAX_LINE characters)."""
+    for raw in text.splitlines()[:MAX_LINES]:
+        yield raw[:MAX_LINE].strip()
+
+
+def _toml_line(line: str) -> tuple[bool, tuple[str, ...] | None, str]:
+    """(is a table header, its path or the key's path, the key's value) of a stripped TOML line; the path is None
+    where neither a header nor a ``key = value`` parses. An array-of-tables header (``[[...]]``) is neither."""
+    if line.startswith("[") and not line.startswith("[["):
+        end = line.find("]")
+        return True, (_split_key(line[1:end]) if end > 0 else None), ""
+    key, equals, value = line.partition("=")
+    return False, (_split_key(key) if equals else None), value
+
+
 def parse_containerd_config(text: str, source: str = "/etc/containerd/config.toml") -> HostEnvironment:
     """containerd's config.toml (or ``containerd config dump``): the CRI plugin's runtimes, which run the NVIDIA
     runtime, the default runtime and the files it imports. ParseError when no CRI runtime section is in it."""
@@ -179,23 +196,19 @@ def parse_containerd_config(text: str, source: str = "/etc/containerd/config.tom
     reader = _Reader()
     table: tuple[str, ...] = ()
     pending_imports = False
-    for raw in text.splitlines()[:MAX_LINES]:
-        line = raw[:MAX_LINE].strip()
+    for line in _stripped_lines(text):
         if pending_imports:
             reader.imports += _strings(line)
             pending_imports = "]" not in line
             continue
         if not line or line.startswith("#"):
             continue
-        if line.startswith("[") and not line.startswith("[["):
-            end = line.find("]")
-            path = _split_key(line[1:end]) if end > 0 else None
+        header, path, value = _toml_line(line)
+        if header:
             if path is not None:
                 table = path
                 reader.table(table)
             continue
-        key, equals, value = line.partition("=")
-        path = _split_key(key) if equals else None
         if path is None:
             continue
         reader.key(table + path, value)
@@ -299,20 +312,15 @@ class _CrioReader(_Reader):
 
 def _read_crio(reader: _CrioReader, text: str) -> None:
     table: tuple[str, ...] = ()
-    for raw in text.splitlines()[:MAX_LINES]:
-        line = raw[:MAX_LINE].strip()
+    for line in _stripped_lines(text):
         if not line or line.startswith("#"):
             continue
-        if line.startswith("[") and not line.startswith("[["):
-            end = line.find("]")
-            path = _split_key(line[1:end]) if end > 0 else None
+        header, path, value = _toml_line(line)
+        if header:
             if path is not None:
                 table = path
                 reader.crio_table(table)
-            continue
-        key, equals, value = line.partition("=")
-        path = _split_key(key) if equals else None
-        if path is not None:
+        elif path is not None:
             reader.crio_key(table + path, value)
 
 
