@@ -203,17 +203,11 @@ def test_a_fabric_state_of_not_supported_is_no_nvswitch_system():
 def test_a_live_hosts_fabric_status_is_read_as_nvidia_smi_prints_it():
     """nvmlDeviceGetGpuFabricInfo's status is NVML's return code, to be read only once the state is complete (NVML API
     Reference, nvmlGpuFabricInfo_t): "Success" for 0, else nvmlErrorString's words, as nvidia-smi -q prints them."""
-    import ctypes
-
     from gpuhealth import nvml
-    from test_nvml import FakeNvml
-
-    class Info(ctypes.Structure):  # the fields nvidia-ml-py's c_nvmlGpuFabricInfo_t has
-        _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint),
-                    ("state", ctypes.c_uint)]
+    from test_nvml import FakeNvml, fabric_info_structure
 
     class Fabric(FakeNvml):
-        c_nvmlGpuFabricInfo_t = Info
+        c_nvmlGpuFabricInfo_t = fabric_info_structure()
 
         def nvmlDeviceGetGpuFabricInfo(self, handle, reference):  # noqa: N802
             reference._obj.state = 3  # NVML_GPU_FABRIC_STATE_COMPLETED

@@ -149,17 +149,23 @@ def test_without_a_gpu_the_real_library_fails_cleanly():
     assert answer["ok"] is False and answer["error"]
 
 
-def test_the_fabric_state_is_read_as_nvidia_smi_prints_it():
-    """nvmlDeviceGetGpuFabricInfo fills the structure passed by reference; its state is nvidia-smi -q's Fabric State
-    (what GH210 judges in a pasted nvidia-smi -q, so live check and analyze read the same field)."""
+def fabric_info_structure() -> type:
+    """A ctypes structure with the fields nvidia-ml-py's c_nvmlGpuFabricInfo_t has (made on use: ctypes is not needed
+    by the other tests)."""
     import ctypes
 
-    class Info(ctypes.Structure):  # the fields nvidia-ml-py's c_nvmlGpuFabricInfo_t has
+    class Info(ctypes.Structure):
         _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint),
                     ("state", ctypes.c_uint)]
 
+    return Info
+
+
+def test_the_fabric_state_is_read_as_nvidia_smi_prints_it():
+    """nvmlDeviceGetGpuFabricInfo fills the structure passed by reference; its state is nvidia-smi -q's Fabric State
+    (what GH210 judges in a pasted nvidia-smi -q, so live check and analyze read the same field)."""
     class Fabric(FakeNvml):
-        c_nvmlGpuFabricInfo_t = Info
+        c_nvmlGpuFabricInfo_t = fabric_info_structure()
 
         def nvmlDeviceGetGpuFabricInfo(self, handle, reference):  # noqa: N802
             if handle == 1:
